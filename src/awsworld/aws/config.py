@@ -1,0 +1,51 @@
+"""Where the AWS World's resources are: read from the environment the SAM template sets, or given."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
+DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class AWSConfig:
+    table_name: str
+    bucket_name: str
+    queue_url: str | None = None
+    dlq_url: str | None = None
+    region_name: str | None = None
+    endpoint_url: str | None = None
+    # DynamoDB may live elsewhere than S3/SQS (DynamoDB Local beside moto's server).
+    dynamodb_endpoint_url: str | None = None
+    deployment_id: str | None = None
+    # Values above this many bytes (encoded) go to S3 instead of into the DynamoDB item.
+    inline_value_limit: int = DEFAULT_INLINE_VALUE_LIMIT
+    # The largest value (run input/output, step input/result, hook payload) accepted at all.
+    max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    client_options: dict[str, object] = field(default_factory=dict)
+
+    @classmethod
+    def from_env(cls, environ: dict[str, str] | None = None) -> AWSConfig:
+        env = os.environ if environ is None else environ
+        try:
+            table = env["AWSWORLD_TABLE"]
+            bucket = env["AWSWORLD_BUCKET"]
+        except KeyError as missing:
+            raise RuntimeError(
+                f"{missing.args[0]} is not set: point awsworld at its DynamoDB table and S3 bucket "
+                "(the SAM template sets AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL)"
+            ) from None
+        return cls(
+            table_name=table,
+            bucket_name=bucket,
+            queue_url=env.get("AWSWORLD_QUEUE_URL"),
+            dlq_url=env.get("AWSWORLD_DLQ_URL"),
+            region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
+            endpoint_url=env.get("AWS_ENDPOINT_URL"),
+            dynamodb_endpoint_url=env.get("AWS_ENDPOINT_URL_DYNAMODB"),
+            deployment_id=env.get("AWSWORLD_DEPLOYMENT_ID"),
+            inline_value_limit=int(env.get("AWSWORLD_INLINE_VALUE_LIMIT", DEFAULT_INLINE_VALUE_LIMIT)),
+            max_value_bytes=int(env.get("AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES)),
+        )

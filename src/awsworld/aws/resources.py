@@ -1,0 +1,114 @@
+"""The AWS resources awsworld needs, defined once.
+
+``LocalAWS`` provisions from these definitions and ``template.yaml`` is checked against them, so the embedded
+emulator and a real deployment never drift apart. The dicts use CloudFormation property names, which are also
+the boto3 ``create_*`` parameter names where the two APIs overlap.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+PK = "pk"
+SK = "sk"
+TTL_ATTRIBUTE = "expiresAt"
+
+GSI_BY_WORKFLOW = "byWorkflow"
+GSI_BY_STATUS = "byStatus"
+GSI_WORKFLOW_KEY = "gsiWorkflow"
+GSI_STATUS_KEY = "gsiStatus"
+GSI_RUN_KEY = "gsiRunId"
+
+# SQS: standard queue. Visibility must exceed the flow function's timeout several times over so a
+# delivery still running is not handed to a second consumer (AWS recommends 6x for event source mappings).
+FLOW_FUNCTION_TIMEOUT_SECONDS = 120
+QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
+QUEUE_MAX_RECEIVE_COUNT = 10
+QUEUE_RETENTION_SECONDS = 4 * 24 * 3600
+DLQ_RETENTION_SECONDS = 14 * 24 * 3600
+MAX_SQS_DELAY_SECONDS = 900
+
+_RUN_INDEX_PROJECTION = {"ProjectionType": "INCLUDE", "NonKeyAttributes": [GSI_STATUS_KEY, GSI_WORKFLOW_KEY]}
+
+
+def table_properties() -> dict[str, Any]:
+    """One table for runs, events, entities, tokens, dedup markers and stream indexes.
+
+    The two GSIs exist only for cross-run listings. Their keys live on the run item and change only on
+    status transitions, and they project nothing but the filter keys, so the per-event updates of the run
+    item (``seq``, ``updatedAt``) never write to an index.
+    """
+    return {
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": PK, "AttributeType": "S"},
+            {"AttributeName": SK, "AttributeType": "S"},
+            {"AttributeName": GSI_WORKFLOW_KEY, "AttributeType": "S"},
+            {"AttributeName": GSI_STATUS_KEY, "AttributeType": "S"},
+            {"AttributeName": GSI_RUN_KEY, "AttributeType": "S"},
+        ],
+        "KeySchema": [
+            {"AttributeName": PK, "KeyType": "HASH"},
+            {"AttributeName": SK, "KeyType": "RANGE"},
+        ],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": GSI_BY_WORKFLOW,
+                "KeySchema": [
+                    {"AttributeName": GSI_WORKFLOW_KEY, "KeyType": "HASH"},
+                    {"AttributeName": GSI_RUN_KEY, "KeyType": "RANGE"},
+                ],
+                "Projection": _RUN_INDEX_PROJECTION,
+            },
+            {
+                "IndexName": GSI_BY_STATUS,
+                "KeySchema": [
+                    {"AttributeName": GSI_STATUS_KEY, "KeyType": "HASH"},
+                    {"AttributeName": GSI_RUN_KEY, "KeyType": "RANGE"},
+                ],
+                "Projection": _RUN_INDEX_PROJECTION,
+            },
+        ],
+        "SSESpecification": {"SSEEnabled": True},
+        "TimeToLiveSpecification": {"AttributeName": TTL_ATTRIBUTE, "Enabled": True},
+        "PointInTimeRecoverySpecification": {"PointInTimeRecoveryEnabled": True},
+    }
+
+
+def queue_attributes(dlq_arn: str | None) -> dict[str, str]:
+    """SQS attributes (string-valued, as both CreateQueue and CloudFormation take them)."""
+    attrs = {
+        "VisibilityTimeout": str(QUEUE_VISIBILITY_TIMEOUT_SECONDS),
+        "MessageRetentionPeriod": str(QUEUE_RETENTION_SECONDS),
+        "SqsManagedSseEnabled": "true",
+    }
+    if dlq_arn:
+        import json
+
+        attrs["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": QUEUE_MAX_RECEIVE_COUNT})
+    return attrs
+
+
+def dlq_attributes() -> dict[str, str]:
+    return {"MessageRetentionPeriod": str(DLQ_RETENTION_SECONDS), "SqsManagedSseEnabled": "true"}
+
+
+def bucket_encryption() -> dict[str, Any]:
+    return {"ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]}
+
+
+def bucket_public_access_block() -> dict[str, bool]:
+    return {
+        "BlockPublicAcls": True,
+        "BlockPublicPolicy": True,
+        "IgnorePublicAcls": True,
+        "RestrictPublicBuckets": True,
+    }
+
+
+RUNS_PREFIX = "runs/"
+
+
+def run_prefix(run_id: str) -> str:
+    """Every S3 object of a run lives under this prefix, so lifecycle and retention work per run."""
+    return f"{RUNS_PREFIX}{run_id}/"

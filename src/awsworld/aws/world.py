@@ -1,0 +1,37 @@
+"""``AWSWorld``: the contract on DynamoDB, SQS and S3, assembled from one module per job."""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from ..world import SPEC_VERSION_CURRENT, Capabilities
+from .clients import AWSClients, RequestStats
+from .config import AWSConfig
+
+
+class AWSWorld:
+    spec_version: int = SPEC_VERSION_CURRENT
+
+    def __init__(self, config: AWSConfig | None = None) -> None:
+        self.config = config or AWSConfig.from_env()
+        self.clients = AWSClients(self.config)
+        self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
+        self._init_storage()
+
+    def _init_storage(self) -> None:
+        """Attach runs/steps/events/hooks (filled in by the storage modules)."""
+
+    @property
+    def stats(self) -> RequestStats:
+        return self.clients.stats
+
+    async def close(self) -> None:
+        await self.clients.close()
+
+    async def __aenter__(self) -> AWSWorld:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,24 @@
+"""The pydantic base every contract model shares: snake_case in Python, the spec's camelCase on the wire."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        validate_by_alias=True,
+        validate_by_name=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        frozen=False,
+    )
+
+    def to_wire(self) -> dict[str, Any]:
+        """The spec's JSON shape (camelCase keys, ISO datetimes, no unset optionals)."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)

@@ -1,0 +1,106 @@
+"""Materialized entities: what runs, steps, hooks and waits look like after their events applied."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field
+
+from .base import WireModel
+
+RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+StepStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
+HookStatus = Literal["active", "disposed"]
+WaitStatus = Literal["waiting", "completed"]
+ResolveData = Literal["all", "none", "skip-step-inputs"]
+
+RUN_STATUSES: tuple[RunStatus, ...] = ("pending", "running", "completed", "failed", "cancelled")
+TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+TERMINAL_STEP_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
+
+
+class StructuredError(WireModel):
+    """An error as stored in the log: enough to re-raise it with its type after replay."""
+
+    model_config = WireModel.model_config | {"extra": "allow"}
+    message: str
+    stack: str | None = None
+    code: str | None = None
+    name: str | None = None
+
+
+class Run(WireModel):
+    run_id: str
+    status: RunStatus
+    workflow_name: str
+    deployment_id: str | None = None
+    spec_version: int
+    execution_context: dict[str, Any] | None = None
+    input: Any = None
+    output: Any = None
+    error: StructuredError | None = None
+    attributes: dict[str, str] = Field(default_factory=dict)
+    seq: int = 0
+    seq_in_band: int = 0
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+class Step(WireModel):
+    run_id: str
+    step_id: str
+    step_name: str
+    status: StepStatus
+    input: Any = None
+    output: Any = None
+    error: StructuredError | None = None
+    attempt: int = 0
+    retry_after: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    spec_version: int | None = None
+
+
+class Hook(WireModel):
+    run_id: str
+    hook_id: str
+    token: str
+    status: HookStatus = "active"
+    metadata: Any = None
+    is_webhook: bool = False
+    token_retention_until: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    received_at: datetime | None = None
+    disposed_at: datetime | None = None
+    spec_version: int | None = None
+
+
+class Wait(WireModel):
+    run_id: str
+    wait_id: str
+    status: WaitStatus
+    resume_at: datetime | None = None
+    created_at: datetime
+    updated_at: datetime
+    completed_at: datetime | None = None
+    spec_version: int | None = None
+
+
+class Capabilities(WireModel):
+    """What this World implements beyond the required contract; every missing member means unsupported."""
+
+    hook_retention: dict[str, bool] | None = None
+    max_concurrency: bool = False
+    in_band_fence: bool = False
+    hook_force_claim: bool = False
+    dynamic_workflow_code: bool = False

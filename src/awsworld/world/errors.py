@@ -1,0 +1,116 @@
+"""Typed errors of the World contract.
+
+Every error carries an HTTP-like ``status`` so transports (the webhook handler, a future HTTP World) can map
+them without a lookup table, and a stable ``code`` for logs and metrics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class WorldError(Exception):
+    status: int = 500
+    code: str = "world-error"
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.message!r}, status={self.status})"
+
+
+class InvalidInputError(WorldError):
+    """Bad input: names the offending field. Nothing was written."""
+
+    status = 400
+    code = "invalid-input"
+
+    def __init__(self, message: str, *, field: str | None = None, **details: Any) -> None:
+        super().__init__(message, field=field, **details)
+        self.field = field
+
+
+class MissingInBandCountError(InvalidInputError):
+    """An in-band write without ``expected_seq_in_band``."""
+
+    code = "missing-in-band-count"
+
+    def __init__(self, message: str = "in-band write needs expected_seq_in_band") -> None:
+        super().__init__(message, field="expectedSeqInBand")
+
+
+class NotFoundError(WorldError):
+    status = 404
+    code = "not-found"
+
+
+class RunNotFoundError(NotFoundError):
+    code = "run-not-found"
+
+
+class StepNotFoundError(NotFoundError):
+    code = "step-not-found"
+
+
+class HookNotFoundError(NotFoundError):
+    code = "hook-not-found"
+
+
+class EventNotFoundError(NotFoundError):
+    """An event or a wait that does not exist."""
+
+    code = "event-not-found"
+
+
+class EntityConflictError(WorldError):
+    """The entity exists already, or is in a state that forbids this transition."""
+
+    status = 409
+    code = "entity-conflict"
+
+
+class RunGoneError(WorldError):
+    """The run is terminal (or the hook's run ended): the write can never succeed."""
+
+    status = 410
+    code = "run-gone"
+
+
+class InBandSupersededError(WorldError):
+    """Another orchestrator wrote to the run first; carries the counters read together at refusal."""
+
+    status = 412
+    code = "in-band-superseded"
+
+    def __init__(self, message: str, *, seq: int, seq_in_band: int) -> None:
+        super().__init__(message, seq=seq, seq_in_band=seq_in_band)
+        self.seq = seq
+        self.seq_in_band = seq_in_band
+
+
+class PayloadTooLargeError(InvalidInputError):
+    status = 413
+    code = "payload-too-large"
+
+
+class TooEarlyError(WorldError):
+    status = 425
+    code = "too-early"
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after
+
+
+class ThrottledError(WorldError):
+    """The store throttled us past our retry budget; the caller should back off and retry."""
+
+    status = 429
+    code = "throttled"
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message, retry_after=retry_after)
+        self.retry_after = retry_after

@@ -1,0 +1,278 @@
+"""Events: the per-type data models, the write request, the stored event and the write result.
+
+``parse_event_request`` is the single entry point for input: it accepts a model or the spec's wire-shape
+mapping and raises :class:`InvalidInputError` naming the field, before anything is written.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, ValidationError
+
+from .base import WireModel
+from .entities import Hook, Run, Step, StructuredError, Wait
+from .errors import InvalidInputError
+
+EventType = Literal[
+    "run_created",
+    "run_started",
+    "run_completed",
+    "run_failed",
+    "run_cancelled",
+    "attr_set",
+    "step_created",
+    "step_started",
+    "step_retrying",
+    "step_completed",
+    "step_failed",
+    "hook_created",
+    "hook_received",
+    "hook_disposed",
+    "hook_conflict",
+    "wait_created",
+    "wait_completed",
+]
+
+
+class EventData(WireModel):
+    # Unknown fields are kept (forward compatibility with newer writers); known ones are validated.
+    model_config = WireModel.model_config | {"extra": "allow"}
+
+
+class RunCreatedData(EventData):
+    workflow_name: str = Field(min_length=1, max_length=512)
+    deployment_id: str | None = None
+    input: Any = None
+    execution_context: dict[str, Any] | None = None
+    spec_version: int | None = None
+
+
+class RunStartedData(EventData):
+    """Empty normally; carries the run_created fields when the start must create the run (resilient start)."""
+
+    workflow_name: str | None = None
+    deployment_id: str | None = None
+    input: Any = None
+    execution_context: dict[str, Any] | None = None
+
+
+class RunCompletedData(EventData):
+    output: Any = None
+
+
+class RunFailedData(EventData):
+    error: StructuredError
+    error_code: str | None = None
+
+
+class RunCancelledData(EventData):
+    reason: str | None = None
+
+
+class AttributeChange(WireModel):
+    key: str = Field(min_length=1, max_length=256)
+    value: str | None = None
+
+
+class AttrSetData(EventData):
+    changes: list[AttributeChange] = Field(min_length=1)
+
+
+class StepCreatedData(EventData):
+    step_name: str = Field(min_length=1, max_length=512)
+    input: Any = None
+
+
+class StepStartedData(EventData):
+    attempt: int | None = None
+
+
+class StepRetryingData(EventData):
+    error: StructuredError
+    retry_after: datetime | None = None
+
+
+class StepCompletedData(EventData):
+    result: Any = None
+
+
+class StepFailedData(EventData):
+    error: StructuredError
+
+
+class HookCreatedData(EventData):
+    token: str = Field(min_length=1, max_length=1024)
+    metadata: Any = None
+    is_webhook: bool | None = None
+    token_retention_until: datetime | None = None
+
+
+class HookReceivedData(EventData):
+    payload: Any = None
+
+
+class HookDisposedData(EventData):
+    pass
+
+
+class HookConflictData(EventData):
+    token: str
+    conflicting_run_id: str
+
+
+class WaitCreatedData(EventData):
+    resume_at: datetime
+
+
+class WaitCompletedData(EventData):
+    pass
+
+
+EVENT_DATA_MODELS: dict[str, type[EventData]] = {
+    "run_created": RunCreatedData,
+    "run_started": RunStartedData,
+    "run_completed": RunCompletedData,
+    "run_failed": RunFailedData,
+    "run_cancelled": RunCancelledData,
+    "attr_set": AttrSetData,
+    "step_created": StepCreatedData,
+    "step_started": StepStartedData,
+    "step_retrying": StepRetryingData,
+    "step_completed": StepCompletedData,
+    "step_failed": StepFailedData,
+    "hook_created": HookCreatedData,
+    "hook_received": HookReceivedData,
+    "hook_disposed": HookDisposedData,
+    "hook_conflict": HookConflictData,
+    "wait_created": WaitCreatedData,
+    "wait_completed": WaitCompletedData,
+}
+
+# Events about one entity: the correlation id names it (step id, hook id, wait id).
+CORRELATED_EVENT_TYPES = frozenset(t for t in EVENT_DATA_MODELS if t.split("_")[0] in {"step", "hook", "wait"})
+# The World writes hook_conflict itself in answer to a conflicting hook_created; a caller never sends it.
+WRITER_ONLY_EVENT_TYPES = frozenset({"hook_conflict"})
+# The spec forbids these in a batch: each changes run-level state or claims a token.
+BATCH_FORBIDDEN_EVENT_TYPES = frozenset(
+    {"run_created", "run_started", "run_cancelled", "hook_created", "hook_disposed", "attr_set"}
+)
+# Values that are user payloads: the parts of eventData that resolve_data="none" leaves out.
+PAYLOAD_FIELDS: dict[str, tuple[str, ...]] = {
+    "run_created": ("input",),
+    "run_started": ("input",),
+    "run_completed": ("output",),
+    "step_created": ("input",),
+    "step_completed": ("result",),
+    "hook_created": ("metadata",),
+    "hook_received": ("payload",),
+}
+
+
+class CreateEventRequest(WireModel):
+    """One event to write. ``event_data`` is validated against the model of ``event_type``."""
+
+    event_type: EventType
+    correlation_id: str | None = None
+    event_data: EventData | None = None
+    spec_version: int | None = None
+
+    def data(self) -> EventData:
+        assert self.event_data is not None
+        return self.event_data
+
+
+class Event(WireModel):
+    event_id: str
+    run_id: str
+    event_type: EventType
+    correlation_id: str | None = None
+    event_data: dict[str, Any] | None = None
+    created_at: datetime
+    spec_version: int | None = None
+
+    @property
+    def slot(self) -> int:
+        from .ids import event_id_to_slot
+
+        return event_id_to_slot(self.event_id)
+
+
+class LogSnapshot(WireModel):
+    """The run's counters read before a listing: a full load covers every position up to ``seq``."""
+
+    seq: int
+    seq_in_band: int
+
+
+class EventResult(WireModel):
+    """What a write returns: the event it committed and the entity it changed.
+
+    ``events``/``cursor``/``has_more`` carry the events the writer skipped over when it held a stale
+    ``event_count``; ``seq_in_band`` is the count after an accepted in-band write.
+    """
+
+    event: Event | None = None
+    run: Run | None = None
+    step: Step | None = None
+    hook: Hook | None = None
+    wait: Wait | None = None
+    events: list[Event] = Field(default_factory=list)
+    cursor: str | None = None
+    has_more: bool = False
+    seq_in_band: int | None = None
+
+
+class EventBatchResult(WireModel):
+    results: list[EventResult]
+    seq_in_band: int | None = None
+
+
+def _field_path(loc: tuple[Any, ...]) -> str:
+    from pydantic.alias_generators import to_camel
+
+    return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc)
+
+
+def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> CreateEventRequest:
+    """Validate an event request (model or wire mapping) into a typed request, or raise InvalidInputError."""
+    if isinstance(event, CreateEventRequest):
+        raw: dict[str, Any] = event.model_dump(by_alias=True, exclude_none=True)
+        if isinstance(event.event_data, EventData):
+            raw["eventData"] = event.event_data.model_dump(by_alias=True, exclude_none=True)
+    elif isinstance(event, dict):
+        raw = dict(event)
+    else:
+        raise InvalidInputError(f"an event must be a CreateEventRequest or a mapping, not {type(event).__name__}")
+    event_type = raw.get("eventType", raw.get("event_type"))
+    if event_type is None:
+        raise InvalidInputError("eventType is required", field="eventType")
+    model = EVENT_DATA_MODELS.get(event_type) if isinstance(event_type, str) else None
+    if model is None:
+        raise InvalidInputError(f"unknown event type {event_type!r}", field="eventType")
+    data = raw.pop("eventData", raw.pop("event_data", None))
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise InvalidInputError("eventData must be an object", field="eventData")
+    try:
+        parsed_data = model.model_validate(data)
+        request = CreateEventRequest.model_validate({**raw, "eventData": None})
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        prefix = "" if request_has_field(first["loc"]) else "eventData."
+        path = prefix + _field_path(first["loc"])
+        raise InvalidInputError(f"invalid {event_type} event: {path}: {first['msg']}", field=path) from None
+    request.event_data = parsed_data
+    if event_type in CORRELATED_EVENT_TYPES and not request.correlation_id:
+        raise InvalidInputError(f"{event_type} needs a correlationId", field="correlationId")
+    if request.correlation_id is not None:
+        from .ids import check_entity_id
+
+        check_entity_id(request.correlation_id, "correlationId")
+    return request
+
+
+def request_has_field(loc: tuple[Any, ...]) -> bool:
+    return bool(loc) and loc[0] in {"event_type", "eventType", "correlation_id", "correlationId", "spec_version"}

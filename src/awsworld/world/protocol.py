@@ -1,0 +1,115 @@
+"""The ``World`` protocol: what the runtime and the Client may call, and nothing else.
+
+Members are namespaced like the spec (``world.runs``, ``world.steps``, ``world.events``, ``world.hooks``);
+queue and streams join in their own protocols. Everything is ``async``: a World does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from .entities import Capabilities, Hook, ResolveData, Run, Step
+from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
+from .pages import EventPage, HookPage, RunPage, StepPage
+
+EventInput = CreateEventRequest | Mapping[str, Any]
+
+
+class RunsAPI(Protocol):
+    async def get(self, run_id: str, *, resolve_data: ResolveData = "all") -> Run: ...
+
+    async def list(
+        self,
+        *,
+        workflow_name: str | None = None,
+        status: str | Sequence[str] | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+        resolve_data: ResolveData = "none",
+    ) -> RunPage: ...
+
+    async def wait_for_terminal_status(
+        self, run_id: str, *, timeout: float = 30.0, resolve_data: ResolveData = "all"
+    ) -> Run: ...
+
+    async def set_attributes(
+        self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]]
+    ) -> EventResult: ...
+
+
+class StepsAPI(Protocol):
+    async def get(self, run_id: str, step_id: str, *, resolve_data: ResolveData = "all") -> Step: ...
+
+    async def list(
+        self, run_id: str, *, cursor: str | None = None, limit: int = 100, resolve_data: ResolveData = "all"
+    ) -> StepPage: ...
+
+
+class EventsAPI(Protocol):
+    async def create(
+        self,
+        run_id: str | None,
+        event: EventInput,
+        *,
+        event_count: int | None = None,
+        in_band: bool = False,
+        expected_seq_in_band: int | None = None,
+        resolve_data: ResolveData = "all",
+        after_step_body: bool = False,
+    ) -> EventResult: ...
+
+    async def create_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        in_band: bool = False,
+        expected_seq_in_band: int | None = None,
+        resolve_data: ResolveData = "all",
+    ) -> EventBatchResult: ...
+
+    async def list(
+        self,
+        run_id: str,
+        *,
+        cursor: str | None = None,
+        limit: int = 1000,
+        resolve_data: ResolveData = "all",
+    ) -> EventPage: ...
+
+    async def list_by_correlation_id(
+        self,
+        run_id: str,
+        correlation_id: str,
+        *,
+        cursor: str | None = None,
+        limit: int = 1000,
+        resolve_data: ResolveData = "all",
+    ) -> EventPage: ...
+
+
+class HooksAPI(Protocol):
+    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook: ...
+
+    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook: ...
+
+    async def list(
+        self, run_id: str, *, cursor: str | None = None, limit: int = 100, resolve_data: ResolveData = "all"
+    ) -> HookPage: ...
+
+
+@runtime_checkable
+class Storage(Protocol):
+    runs: RunsAPI
+    steps: StepsAPI
+    events: EventsAPI
+    hooks: HooksAPI
+
+
+@runtime_checkable
+class World(Storage, Protocol):
+    spec_version: int
+    capabilities: Capabilities
+
+    async def close(self) -> None: ...
