@@ -7,6 +7,12 @@ from types import TracebackType
 from ..world import SPEC_VERSION_CURRENT, Capabilities
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
+from .entities_api import HooksAPI, StepsAPI
+from .event_reader import EventReader
+from .event_writer import EventWriter
+from .events_api import EventsAPI
+from .runs_api import RunsAPI
+from .values import ValueStore
 
 
 class AWSWorld:
@@ -19,7 +25,13 @@ class AWSWorld:
         self._init_storage()
 
     def _init_storage(self) -> None:
-        """Attach runs/steps/events/hooks (filled in by the storage modules)."""
+        self.values = ValueStore(self.clients)
+        reader = EventReader(self.clients, self.values)
+        writer = EventWriter(self.clients, self.values, reader)
+        self.events = EventsAPI(writer, reader)
+        self.runs = RunsAPI(self.clients, self.values, writer)
+        self.steps = StepsAPI(self.clients, self.values)
+        self.hooks = HooksAPI(self.clients, self.values)
 
     @property
     def stats(self) -> RequestStats:

@@ -11,7 +11,6 @@ from .base import WireModel
 
 RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
 StepStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
-HookStatus = Literal["active", "disposed"]
 WaitStatus = Literal["waiting", "completed"]
 ResolveData = Literal["all", "none", "skip-step-inputs"]
 
@@ -40,6 +39,7 @@ class Run(WireModel):
     input: Any = None
     output: Any = None
     error: StructuredError | None = None
+    error_code: str | None = None
     attributes: dict[str, str] = Field(default_factory=dict)
     seq: int = 0
     seq_in_band: int = 0
@@ -71,17 +71,17 @@ class Step(WireModel):
 
 
 class Hook(WireModel):
+    """A live hook (or one whose token is retained after its run ended). Disposed hooks are deleted."""
+
     run_id: str
     hook_id: str
     token: str
-    status: HookStatus = "active"
     metadata: Any = None
     is_webhook: bool = False
     token_retention_until: datetime | None = None
     created_at: datetime
     updated_at: datetime
     received_at: datetime | None = None
-    disposed_at: datetime | None = None
     spec_version: int | None = None
 
 

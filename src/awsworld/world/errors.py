@@ -114,3 +114,10 @@ class ThrottledError(WorldError):
     def __init__(self, message: str, *, retry_after: float | None = None) -> None:
         super().__init__(message, retry_after=retry_after)
         self.retry_after = retry_after
+
+
+class RunNotSupportedError(WorldError):
+    """The run was stamped with a spec version this World cannot read."""
+
+    status = 400
+    code = "run-not-supported"

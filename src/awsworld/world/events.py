@@ -46,7 +46,7 @@ class RunCreatedData(EventData):
     deployment_id: str | None = None
     input: Any = None
     execution_context: dict[str, Any] | None = None
-    spec_version: int | None = None
+    attributes: dict[str, str] | None = None
 
 
 class RunStartedData(EventData):
@@ -68,7 +68,7 @@ class RunFailedData(EventData):
 
 
 class RunCancelledData(EventData):
-    reason: str | None = None
+    cancel_reason: str | None = Field(default=None, max_length=512)
 
 
 class AttributeChange(WireModel):
@@ -86,6 +86,8 @@ class StepCreatedData(EventData):
 
 
 class StepStartedData(EventData):
+    """``attempt`` is filled in by the World with the attempt this start begins."""
+
     attempt: int | None = None
 
 
@@ -158,13 +160,16 @@ WRITER_ONLY_EVENT_TYPES = frozenset({"hook_conflict"})
 BATCH_FORBIDDEN_EVENT_TYPES = frozenset(
     {"run_created", "run_started", "run_cancelled", "hook_created", "hook_disposed", "attr_set"}
 )
-# Values that are user payloads: the parts of eventData that resolve_data="none" leaves out.
+# The user payload of each event type: what resolve_data="none" leaves out, and what may go to S3.
 PAYLOAD_FIELDS: dict[str, tuple[str, ...]] = {
     "run_created": ("input",),
     "run_started": ("input",),
     "run_completed": ("output",),
+    "run_failed": ("error",),
     "step_created": ("input",),
+    "step_retrying": ("error",),
     "step_completed": ("result",),
+    "step_failed": ("error",),
     "hook_created": ("metadata",),
     "hook_received": ("payload",),
 }
@@ -224,8 +229,23 @@ class EventResult(WireModel):
     seq_in_band: int | None = None
 
 
+class BatchEventOutcome(WireModel):
+    """One event's outcome in a batch: ``status`` 200 with ``result``, or an error status with ``error``."""
+
+    status: int = 200
+    result: EventResult | None = None
+    error: str | None = None
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
 class EventBatchResult(WireModel):
-    results: list[EventResult]
+    """Index-aligned with the request. Events that were accepted landed at consecutive slots in order."""
+
+    results: list[BatchEventOutcome]
     seq_in_band: int | None = None
 
 

@@ -1,0 +1,82 @@
+"""``world.steps`` and ``world.hooks``: reads of a run's step and hook entities."""
+
+from __future__ import annotations
+
+from ..world.entities import Hook, ResolveData, Step
+from ..world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
+from ..world.pages import HookPage, StepPage
+from .clients import AWSClients
+from .cursors import check_limit, decode_cursor, encode_cursor
+from .items import hook_from_item, step_from_item
+from .keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_pk, step_key, token_key
+from .reads import get_item, query_prefix
+from .values import ValueStore
+
+MAX_PAGE = 1000
+
+
+def _after(cursor: str | None, prefix: str) -> str | None:
+    decoded = decode_cursor(cursor)
+    if decoded is None:
+        return None
+    sk = decoded.get("k")
+    if not isinstance(sk, str) or not sk.startswith(prefix):
+        raise InvalidInputError("cursor is not one this World issued", field="cursor")
+    return sk
+
+
+class StepsAPI:
+    def __init__(self, clients: AWSClients, values: ValueStore) -> None:
+        self.clients = clients
+        self.values = values
+
+    async def get(self, run_id: str, step_id: str, *, resolve_data: ResolveData = "all") -> Step:
+        item = await get_item(self.clients, step_key(run_id, step_id))
+        if item is None:
+            raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
+        return await step_from_item(item, self.values, resolve_data)
+
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
+                   resolve_data: ResolveData = "all") -> StepPage:
+        check_limit(limit, MAX_PAGE)
+        items, more = await query_prefix(self.clients, run_pk(run_id), STEP_PREFIX,
+                                         after_sk=_after(cursor, STEP_PREFIX), limit=limit)
+        steps = [await step_from_item(i, self.values, resolve_data) for i in items]
+        next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
+        return StepPage(data=steps, cursor=next_cursor, has_more=more)
+
+
+class HooksAPI:
+    def __init__(self, clients: AWSClients, values: ValueStore) -> None:
+        self.clients = clients
+        self.values = values
+
+    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook:
+        if run_id is None:
+            pointer = await get_item(self.clients, hook_pointer_key(hook_id))
+            if pointer is None:
+                raise HookNotFoundError(f"hook {hook_id} not found")
+            run_id = pointer["runId"]
+        item = await get_item(self.clients, hook_key(run_id, hook_id))
+        if item is None:
+            raise HookNotFoundError(f"hook {hook_id} not found")
+        return await hook_from_item(item, self.values, resolve_data)
+
+    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
+        """The active hook owning ``token``, or the retained hook of a finished run still holding it."""
+        owner = await get_item(self.clients, token_key(token))
+        if owner is None:
+            raise HookNotFoundError("no hook owns that token")
+        item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
+        if item is None:
+            raise HookNotFoundError("no hook owns that token")
+        return await hook_from_item(item, self.values, resolve_data)
+
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
+                   resolve_data: ResolveData = "all") -> HookPage:
+        check_limit(limit, MAX_PAGE)
+        items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
+                                         after_sk=_after(cursor, HOOK_PREFIX), limit=limit)
+        hooks = [await hook_from_item(i, self.values, resolve_data) for i in items]
+        next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
+        return HookPage(data=hooks, cursor=next_cursor, has_more=more)

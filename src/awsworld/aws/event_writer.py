@@ -1,0 +1,525 @@
+"""``events.create`` and ``events.create_batch``: every write is one TransactWriteItems.
+
+The run item's ``seq`` is the slot allocator: each write updates the run with the condition ``seq = :seen``
+and puts its events at ``seen+1 ..`` in the same transaction, so slots are allocated at commit, densely, and
+a lost race costs one retry whose new position comes back in the cancellation's ALL_OLD item (no extra read).
+The in-band fence, the run-status rules and every entity condition ride in the same transaction.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..world.entities import TERMINAL_RUN_STATUSES, ResolveData
+from ..world.errors import (
+    EntityConflictError,
+    HookNotFoundError,
+    InBandSupersededError,
+    InvalidInputError,
+    MissingInBandCountError,
+    RunGoneError,
+    RunNotFoundError,
+    ThrottledError,
+    WorldError,
+)
+from ..world.events import (
+    BATCH_FORBIDDEN_EVENT_TYPES,
+    PAYLOAD_FIELDS,
+    WRITER_ONLY_EVENT_TYPES,
+    BatchEventOutcome,
+    CreateEventRequest,
+    EventBatchResult,
+    EventResult,
+    parse_event_request,
+)
+from ..world.ids import check_entity_id
+from .clients import AWSClients
+from .event_reader import EventReader
+from .items import (
+    Item,
+    event_from_item,
+    event_payload_wanted,
+    hook_from_item,
+    now_iso,
+    run_from_item,
+    step_from_item,
+    wait_from_item,
+)
+from .keys import entity_key, event_key, run_key
+from .plan import Plan, PlannedEvent
+from .reads import batch_get
+from .run_creation import RunCreator
+from .transactions import TransientStoreError, TxCancelled, TxOp, transact
+from .transitions import NEEDS_ENTITY, NEEDS_HOOKS, NEEDS_RUN, State, hook_conflict_plan, plan_event
+from .values import ValueStore
+
+MAX_ATTEMPTS = 80
+MAX_BATCH_EVENTS = 40  # each event is an event item and at most one entity item; a transaction holds 100
+BATCH_ONLY_PAIRS = ("step_created", "step_started")
+_HINTS_KEPT = 10_000
+
+
+@dataclass
+class _Unit:
+    """One or two requests that write together: an event, or step_created + step_started (born running)."""
+
+    index: int
+    reqs: list[CreateEventRequest]
+    stored: Any = None
+    entity: Item | None = None
+    entity_stale: bool = True
+    token_owner: str | None = None
+    token_freed_check: bool = False
+    plan: Plan | None = None
+
+    @property
+    def req(self) -> CreateEventRequest:
+        return self.reqs[0]
+
+
+@dataclass
+class _Attempt:
+    seq: int | None = None
+    run: Item | None = None
+    run_stale: bool = True
+    hooks: list[Item] | None = None
+    losses: int = 0
+    outcomes: dict[int, BatchEventOutcome] = field(default_factory=dict)
+    paired: dict[int, BatchEventOutcome] = field(default_factory=dict)  # the step_created of a pair
+
+
+class EventWriter:
+    def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader) -> None:
+        self.clients = clients
+        self.values = values
+        self.reader = reader
+        self.creator = RunCreator(clients, values)
+        self._hints: OrderedDict[str, int] = OrderedDict()
+
+    # ------------------------------------------------------------------ public
+
+    async def create(
+        self,
+        run_id: str | None,
+        event: CreateEventRequest | Mapping[str, Any],
+        *,
+        event_count: int | None = None,
+        in_band: bool = False,
+        expected_seq_in_band: int | None = None,
+        resolve_data: ResolveData = "all",
+        after_step_body: bool = False,
+    ) -> EventResult:
+        req = parse_event_request(event)
+        _check_write_params(req, in_band, expected_seq_in_band, event_count)
+        if req.event_type == "run_created":
+            result = await self.creator.create(run_id, req, resolve_data)
+            if result.run is not None:
+                self._hint(result.run.run_id, result.run.seq)
+            return result
+        run_id = _check_run_id(run_id)
+        unit = _Unit(0, [req], await self._store(run_id, req))
+        outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
+                                     patient=after_step_body or req.event_type in _AFTER_BODY))[0]
+        assert outcome.result is not None
+        return outcome.result
+
+    async def create_batch(
+        self,
+        run_id: str,
+        events: Sequence[CreateEventRequest | Mapping[str, Any]],
+        *,
+        in_band: bool = False,
+        expected_seq_in_band: int | None = None,
+        resolve_data: ResolveData = "all",
+    ) -> EventBatchResult:
+        run_id = _check_run_id(run_id)
+        reqs = [parse_event_request(e) for e in events]
+        if not reqs:
+            raise InvalidInputError("a batch needs at least one event", field="events")
+        if len(reqs) > MAX_BATCH_EVENTS:
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH_EVENTS} events (got {len(reqs)})",
+                                    field="events")
+        for i, req in enumerate(reqs):
+            _check_write_params(req, in_band, expected_seq_in_band, None)
+            if req.event_type in BATCH_FORBIDDEN_EVENT_TYPES | {"run_completed", "run_failed"}:
+                raise InvalidInputError(f"{req.event_type} cannot be written in a batch", field=f"events.{i}")
+        units = _pair_units(reqs)
+        stored = await asyncio.gather(*(self._store(run_id, u.req) for u in units))
+        for unit, value in zip(units, stored, strict=True):
+            unit.stored = value
+        paired: dict[int, BatchEventOutcome] = {}
+        outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
+                                     paired=paired)
+        flat: list[BatchEventOutcome] = []
+        seq_in_band = None
+        for unit, outcome in zip(units, outcomes, strict=True):
+            if len(unit.reqs) == 2:
+                flat.append(paired.get(unit.index, outcome))
+            flat.append(outcome)
+            if outcome.result is not None and outcome.result.seq_in_band is not None:
+                seq_in_band = outcome.result.seq_in_band
+        return EventBatchResult(results=flat, seq_in_band=seq_in_band)
+
+    def forget(self, run_id: str) -> None:
+        self._hints.pop(run_id, None)
+
+    # ------------------------------------------------------------------ the write loop
+
+    async def _store(self, run_id: str, req: CreateEventRequest) -> Any:
+        fields = PAYLOAD_FIELDS.get(req.event_type, ())
+        if not fields or (fields[0] not in req.data().model_fields_set and fields[0] not in (req.data().model_extra or {})):
+            return None
+        value = req.data().model_dump(mode="json", by_alias=True)[fields[0]]
+        return await self.values.store(run_id, value, f"eventData.{fields[0]}")
+
+    async def _write(
+        self,
+        run_id: str,
+        units: list[_Unit],
+        event_count: int | None,
+        in_band: bool,
+        expected_seq_in_band: int | None,
+        resolve: ResolveData,
+        patient: bool = False,
+        paired: dict[int, BatchEventOutcome] | None = None,
+    ) -> list[BatchEventOutcome]:
+        single = len(units) == 1 and len(units[0].reqs) == 1
+        att = _Attempt(seq=self._guess_seq(run_id, event_count))
+        if paired is not None:
+            att.paired = paired
+        for attempt in range(MAX_ATTEMPTS if not patient else MAX_ATTEMPTS * 2):
+            live = [u for u in units if u.index not in att.outcomes]
+            if not live:
+                break
+            now = now_iso()
+            await self._load(run_id, live, att)
+            refused = False
+            for u in live:
+                u.plan = None
+                try:
+                    u.plan = self._plan(run_id, u, att, now)
+                except WorldError as error:
+                    if single:
+                        raise
+                    # A batch answers per event: the refused one gets its error, the rest are written.
+                    att.outcomes[u.index] = _failed(error)
+                    refused = True
+            if refused:
+                continue
+            noop = [u for u in live if u.plan and u.plan.noop is not None]
+            if single and noop:
+                result = noop[0].plan.noop  # type: ignore[union-attr]
+                assert result is not None
+                if att.run is not None:
+                    result.run = await run_from_item(att.run, self.values, resolve)
+                return [BatchEventOutcome(result=result)]
+            writing = [u for u in live if u.plan and u.plan.noop is None]
+            ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
+            if len(ops) > 100:
+                raise InvalidInputError("the write touches more than 100 items; split the batch", field="events")
+            try:
+                await transact(self.clients, ops)
+            except TxCancelled as cancelled:
+                self._on_cancel(run_id, cancelled, writing, att, in_band, expected_seq_in_band, single)
+                att.losses += 1
+                await _jitter(att.losses, cancelled.conflict)
+                continue
+            except TransientStoreError:
+                att.losses += 1
+                await _jitter(att.losses, True)
+                continue
+            return await self._answer(run_id, units, writing, att, first_slot, now, event_count, in_band,
+                                      expected_seq_in_band, resolve)
+        if all(u.index in att.outcomes for u in units):
+            return [att.outcomes[u.index] for u in units]
+        raise ThrottledError(f"gave up appending to run {run_id} after {att.losses} lost races", retry_after=1.0)
+
+    def _guess_seq(self, run_id: str, event_count: int | None) -> int | None:
+        hint = self._hints.get(run_id)
+        if event_count is None:
+            return hint
+        return max(event_count, hint or 0)
+
+    def _hint(self, run_id: str, seq: int) -> None:
+        self._hints[run_id] = max(seq, self._hints.get(run_id, 0))
+        self._hints.move_to_end(run_id)
+        while len(self._hints) > _HINTS_KEPT:
+            self._hints.popitem(last=False)
+
+    async def _load(self, run_id: str, units: list[_Unit], att: _Attempt) -> None:
+        """Read what the plans need: one BatchGetItem for the run and entities, a Query for hooks."""
+        types = {u.req.event_type for u in units}
+        keys: list[dict[str, str]] = []
+        need_run = att.run_stale and (bool(types & NEEDS_RUN) or att.seq is None)
+        if need_run:
+            keys.append(run_key(run_id))
+        entity_units = [u for u in units if u.req.event_type in NEEDS_ENTITY and u.entity_stale]
+        keys.extend(entity_key(run_id, u.req.event_type, u.req.correlation_id or "") for u in entity_units)
+        tasks: list[Any] = []
+        if keys:
+            tasks.append(batch_get(self.clients, keys))
+        need_hooks = bool(types & NEEDS_HOOKS) and att.hooks is None
+        if need_hooks:
+            tasks.append(self.reader.live_hook_items(run_id))
+        if not tasks:
+            return
+        results = await asyncio.gather(*tasks)
+        if keys:
+            found = {(i["pk"], i["sk"]): i for i in results[0]}
+            if need_run:
+                att.run = found.get((run_key(run_id)["pk"], "RUN"))
+                att.run_stale = False
+                if att.run is None and not types & {"run_started"}:
+                    raise RunNotFoundError(f"run {run_id} not found")
+                if att.run is not None:
+                    att.seq = int(att.run["seq"])
+            for u in entity_units:
+                k = entity_key(run_id, u.req.event_type, u.req.correlation_id or "")
+                u.entity = found.get((k["pk"], k["sk"]))
+                u.entity_stale = False
+        if need_hooks:
+            att.hooks = results[-1]
+
+    def _plan(self, run_id: str, unit: _Unit, att: _Attempt, now: str) -> Plan:
+        state = State(run_id, now, unit.stored, run=att.run, entity=unit.entity, hooks=att.hooks or [],
+                      token_not_owned=unit.token_owner is not None,
+                      deployment_id=self.clients.config.deployment_id)
+        if len(unit.reqs) == 2:
+            from .transitions import plan_born_running
+
+            return plan_born_running(unit.reqs[0], unit.reqs[1], state)
+        if unit.req.event_type == "hook_created" and unit.token_owner is not None:
+            plan_event(unit.req, state)  # the same input checks as the hook itself
+            return hook_conflict_plan(unit.req, state, unit.token_owner)
+        return plan_event(unit.req, state)
+
+    def _ops(self, run_id: str, units: list[_Unit], att: _Attempt, in_band: bool, expected: int | None,
+             now: str) -> tuple[list[TxOp], int]:
+        plans = [u.plan for u in units if u.plan is not None]
+        count = sum(len(p.events) for p in plans)
+        create = next((p.run.create_item for p in plans if p.run.create_item), None)
+        ops: list[TxOp] = []
+        if create is not None:
+            seq = 0
+            item = {**create, "seq": count, "seqInBand": count if in_band else 1, "updatedAt": now}
+            ops.append(TxOp("Put", "run", item=item, condition="attribute_not_exists(pk)"))
+        else:
+            seq = att.seq or 0
+            ops.append(_run_update(run_id, plans, seq, count, in_band, expected, now))
+        slot = seq + 1
+        for unit in units:
+            assert unit.plan is not None
+            for planned in unit.plan.events:
+                ops.append(TxOp("Put", "event", item=planned.item(run_id, event_key(run_id, slot), now),
+                                condition="attribute_not_exists(pk)"))
+                slot += 1
+            for op in unit.plan.ops:
+                op.role = f"{op.role}:{unit.index}"
+                ops.append(op)
+        return ops, seq + 1
+
+    def _on_cancel(self, run_id: str, c: TxCancelled, units: list[_Unit], att: _Attempt, in_band: bool,
+                   expected: int | None, single: bool) -> None:
+        run_reason = c.reason_for("run")
+        if run_reason is not None and run_reason.code == "ConditionalCheckFailed":
+            old = run_reason.item
+            creating = any(u.plan and u.plan.run.create_item for u in units)
+            if old is None and not creating:
+                self.forget(run_id)
+                raise RunNotFoundError(f"run {run_id} not found")
+            if old is not None:
+                att.run, att.run_stale, att.seq = old, False, int(old["seq"])
+                self._hint(run_id, att.seq)
+                if in_band and expected is not None and int(old["seqInBand"]) != expected:
+                    raise InBandSupersededError(
+                        f"run {run_id} moved on: in-band count is {old['seqInBand']}, not {expected}",
+                        seq=int(old["seq"]), seq_in_band=int(old["seqInBand"]))
+                needs_alive = any(u.plan and u.plan.run.require_alive for u in units)
+                if needs_alive and old["status"] in TERMINAL_RUN_STATUSES:
+                    raise RunGoneError(f"run {run_id} is {old['status']}")
+            else:
+                att.run_stale = True
+        for unit in units:
+            self._on_unit_cancel(run_id, c, unit, att, single)
+        if any(c.failed(r) for r in ("event",)):
+            att.run_stale = True
+            att.seq = None
+
+    def _on_unit_cancel(self, run_id: str, c: TxCancelled, unit: _Unit, att: _Attempt, single: bool) -> None:
+        i = unit.index
+        kind = unit.req.event_type
+        entity = c.failed(f"entity:{i}")
+        error: WorldError | None = None
+        if entity is not None:
+            if kind == "hook_received":
+                error = HookNotFoundError(f"hook {unit.req.correlation_id} not found in run {run_id}")
+            elif kind.endswith("_created"):
+                error = EntityConflictError(f"{kind.split('_')[0]} {unit.req.correlation_id} already exists")
+            else:
+                unit.entity_stale = True
+        if c.failed(f"hook-pointer:{i}") is not None and kind == "hook_created":
+            error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
+        token = c.failed(f"token:{i}")
+        if token is not None:
+            owner = token.item or {}
+            if kind == "hook_disposed":
+                unit.token_owner = owner.get("runId", "?")
+            elif owner.get("runId") == run_id and owner.get("hookId") == unit.req.correlation_id:
+                error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
+            else:
+                unit.token_owner = owner.get("runId")
+                if unit.token_owner is None:
+                    unit.token_owner = None  # the token was freed meanwhile: try the hook again
+        if c.failed(f"token-held:{i}") is not None:
+            unit.token_owner = None
+        if any(c.failed(f"{r}:{i}") for r in ("hook-token", "hook-release")):
+            att.hooks = None
+        if error is not None:
+            if single:
+                raise error
+            att.outcomes[i] = _failed(error)
+
+    async def _answer(self, run_id: str, units: list[_Unit], writing: list[_Unit], att: _Attempt,
+                      first_slot: int, now: str, event_count: int | None, in_band: bool, expected: int | None,
+                      resolve: ResolveData) -> list[BatchEventOutcome]:
+        count = sum(len(u.plan.events) for u in writing if u.plan)
+        new_seq = first_slot - 1 + count
+        self._hint(run_id, new_seq)
+        seq_in_band = (expected + count) if in_band and expected is not None else None
+        slot = first_slot
+        for unit in writing:
+            plan = unit.plan
+            assert plan is not None
+            events = []
+            for planned in plan.events:
+                events.append(_event(run_id, planned, slot, now, resolve))
+                slot += 1
+            result = EventResult(event=events[-1] if events else None, seq_in_band=seq_in_band)
+            if plan.new_run is not None:
+                run_item = {**plan.new_run, "seq": new_seq, "updatedAt": now}
+                if in_band and expected is not None:
+                    run_item["seqInBand"] = expected + count
+                result.run = await run_from_item(run_item, self.values, resolve)
+            if plan.new_step is not None:
+                result.step = await step_from_item(plan.new_step, self.values, resolve)
+            if plan.new_hook is not None:
+                result.hook = await hook_from_item(plan.new_hook, self.values, resolve)
+            if plan.new_wait is not None:
+                result.wait = wait_from_item(plan.new_wait)
+            for ops in plan.after_commit:
+                await self._best_effort(ops)
+            att.outcomes[unit.index] = BatchEventOutcome(result=result)
+            if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
+                created = result.model_copy(update={"event": events[0]})
+                att.paired[unit.index] = BatchEventOutcome(result=created)
+        if event_count is not None and first_slot - 1 > event_count and len(units) == 1:
+            page = await self.reader.between(run_id, event_count, first_slot, resolve)
+            only = att.outcomes[units[0].index].result
+            assert only is not None
+            only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
+        return [att.outcomes[u.index] for u in units]
+
+    async def _best_effort(self, ops: list[TxOp]) -> None:
+        try:
+            await transact(self.clients, ops)
+        except (TxCancelled, TransientStoreError):
+            pass  # another writer released them first, or the next run end retries
+
+
+_AFTER_BODY = frozenset({"step_completed", "step_retrying"})
+
+
+def _event(run_id: str, planned: PlannedEvent, slot: int, now: str, resolve: ResolveData):
+    item = planned.item(run_id, event_key(run_id, slot), now)
+    wanted = event_payload_wanted(planned.event_type, resolve)
+    return event_from_item(item, planned.payload, with_payload=wanted)
+
+
+def _run_update(run_id: str, plans: list[Plan], seq: int, count: int, in_band: bool, expected: int | None,
+                now: str) -> TxOp:
+    op = TxOp("Update", "run", key=run_key(run_id))
+    e = op.expr
+    sets = [f"{e.n('seq')} = {e.v(seq + count)}", f"{e.n('updatedAt')} = {e.v(now)}"]
+    removes: list[str] = []
+    conds = [f"{e.n('seq')} = {e.v(seq)}"]
+    if in_band:
+        assert expected is not None
+        sets.append(f"{e.n('seqInBand')} = {e.v(expected + count)}")
+        conds.append(f"{e.n('seqInBand')} = {e.v(expected)}")
+    for plan in plans:
+        change = plan.run
+        for name, value in change.sets.items():
+            if value is None:
+                removes.append(e.n(name))
+            else:
+                sets.append(f"{e.n(name)} = {e.v(value)}")
+        for i, (key, value) in enumerate(change.attribute_sets.items()):
+            placeholder = f"#attr{i}"
+            e.names[placeholder] = key
+            sets.append(f"{e.n('attributes')}.{placeholder} = {e.v(value)}")
+        for i, key in enumerate(change.attribute_removes):
+            placeholder = f"#attrdel{i}"
+            e.names[placeholder] = key
+            removes.append(f"{e.n('attributes')}.{placeholder}")
+        if change.require_alive:
+            conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
+        if change.require_status:
+            conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
+    op.update = "SET " + ", ".join(dict.fromkeys(sets)) + (" REMOVE " + ", ".join(removes) if removes else "")
+    op.condition = " AND ".join(dict.fromkeys(conds))
+    return op
+
+
+def _check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
+                        event_count: int | None) -> None:
+    if req.event_type in WRITER_ONLY_EVENT_TYPES:
+        raise InvalidInputError(f"{req.event_type} is written by the World, not by callers", field="eventType")
+    if in_band and req.event_type != "run_created" and (expected is None or expected < 0):
+        raise MissingInBandCountError()
+    if event_count is not None and event_count < 0:
+        raise InvalidInputError("event_count must be >= 0", field="eventCount")
+
+
+def _check_run_id(run_id: str | None) -> str:
+    if not run_id:
+        raise InvalidInputError("run_id is required", field="runId")
+    return check_entity_id(run_id, "runId")
+
+
+def _failed(error: WorldError) -> BatchEventOutcome:
+    return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
+
+
+def _pair_units(reqs: list[CreateEventRequest]) -> list[_Unit]:
+    units: list[_Unit] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(reqs):
+        req = reqs[i]
+        nxt = reqs[i + 1] if i + 1 < len(reqs) else None
+        key = f"{req.event_type.split('_')[0]}:{req.correlation_id}"
+        if key in seen:
+            raise InvalidInputError(f"the batch has more than one event for {req.correlation_id}",
+                                    field=f"events.{i}")
+        seen.add(key)
+        if (nxt is not None and (req.event_type, nxt.event_type) == BATCH_ONLY_PAIRS
+                and nxt.correlation_id == req.correlation_id):
+            if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
+                raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
+                                        field=f"events.{i + 1}.eventData.input")
+            units.append(_Unit(len(units), [req, nxt]))
+            i += 2
+        else:
+            units.append(_Unit(len(units), [req]))
+            i += 1
+    return units
+
+
+async def _jitter(losses: int, conflict: bool) -> None:
+    base = 0.002 if not conflict else 0.01
+    await asyncio.sleep(random.uniform(0, min(0.2, base * (2 ** min(losses, 7)))))

@@ -1,0 +1,66 @@
+"""DynamoDB key layout (see DESIGN.md): one partition per run, plus token, hook-id and dedup items."""
+
+from __future__ import annotations
+
+from ..world.ids import SLOT_DIGITS
+from .resources import PK, SK
+
+Key = dict[str, str]
+
+RUN_SK = "RUN"
+EVENT_PREFIX = "EVT#"
+STEP_PREFIX = "STEP#"
+HOOK_PREFIX = "HOOK#"
+WAIT_PREFIX = "WAIT#"
+
+
+def run_pk(run_id: str) -> str:
+    return f"RUN#{run_id}"
+
+
+def run_key(run_id: str) -> Key:
+    return {PK: run_pk(run_id), SK: RUN_SK}
+
+
+def event_sk(slot: int) -> str:
+    return f"{EVENT_PREFIX}{slot:0{SLOT_DIGITS}d}"
+
+
+def event_key(run_id: str, slot: int) -> Key:
+    return {PK: run_pk(run_id), SK: event_sk(slot)}
+
+
+def slot_of_event_sk(sk: str) -> int:
+    return int(sk[len(EVENT_PREFIX):])
+
+
+def step_key(run_id: str, step_id: str) -> Key:
+    return {PK: run_pk(run_id), SK: f"{STEP_PREFIX}{step_id}"}
+
+
+def hook_key(run_id: str, hook_id: str) -> Key:
+    return {PK: run_pk(run_id), SK: f"{HOOK_PREFIX}{hook_id}"}
+
+
+def wait_key(run_id: str, wait_id: str) -> Key:
+    return {PK: run_pk(run_id), SK: f"{WAIT_PREFIX}{wait_id}"}
+
+
+def token_key(token: str) -> Key:
+    return {PK: f"TOKEN#{token}", SK: "TOKEN"}
+
+
+def hook_pointer_key(hook_id: str) -> Key:
+    """hooks.get(hook_id) has no run id: this item maps a hook id to its run."""
+    return {PK: f"HOOKID#{hook_id}", SK: "HOOKID"}
+
+
+def entity_key(run_id: str, event_type: str, correlation_id: str) -> Key:
+    kind = event_type.split("_", 1)[0]
+    if kind == "step":
+        return step_key(run_id, correlation_id)
+    if kind == "hook":
+        return hook_key(run_id, correlation_id)
+    if kind == "wait":
+        return wait_key(run_id, correlation_id)
+    raise ValueError(f"{event_type} has no entity")

@@ -1,0 +1,76 @@
+"""What one write will do, before it is turned into a transaction: the events to append, the change to the
+run item, and the entity operations. Plans are built by ``transitions`` from state read just before."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..world.entities import ResolveData
+from ..world.events import PAYLOAD_FIELDS, EventResult
+from .items import Item
+from .transactions import TxOp
+from .values import StoredValue
+
+
+@dataclass
+class PlannedEvent:
+    event_type: str
+    correlation_id: str | None
+    data: dict[str, Any]  # eventData without its payload field
+    val: StoredValue | None = None  # the payload field, stored
+    payload: Any = None  # the payload's Python value (to answer without reading it back)
+    spec_version: int | None = None
+
+    def item(self, run_id: str, key: dict[str, str], created_at: str) -> Item:
+        return {
+            **key,
+            "runId": run_id,
+            "eventType": self.event_type,
+            "correlationId": self.correlation_id,
+            "data": json.dumps(self.data, ensure_ascii=False, separators=(",", ":")) if self.data else None,
+            "val": self.val,
+            "createdAt": created_at,
+            "specVersion": self.spec_version,
+        }
+
+
+@dataclass
+class RunChange:
+    """How the run item changes beside the seq bump, and what its status must be for the write to land."""
+
+    sets: dict[str, Any] = field(default_factory=dict)
+    removes: list[str] = field(default_factory=list)
+    attribute_sets: dict[str, str] = field(default_factory=dict)
+    attribute_removes: list[str] = field(default_factory=list)
+    require_alive: bool = False  # status pending or running
+    require_status: str | None = None
+    create_item: Item | None = None  # resilient start: the run item does not exist yet
+
+
+@dataclass
+class Plan:
+    events: list[PlannedEvent]
+    run: RunChange = field(default_factory=RunChange)
+    ops: list[TxOp] = field(default_factory=list)
+    # Entity items as they will be after the commit (for the result), by kind.
+    new_run: Item | None = None
+    new_step: Item | None = None
+    new_hook: Item | None = None
+    new_wait: Item | None = None
+    # Work that did not fit in the transaction (hook cleanup beyond the item cap), done after the commit.
+    after_commit: list[list[TxOp]] = field(default_factory=list)
+    # Set when the write is an idempotent no-op: answer this, write nothing.
+    noop: EventResult | None = None
+    resolve: ResolveData = "all"
+
+
+def split_payload(event_type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str | None, Any]:
+    """Separate an event's payload field (stored inline or in S3) from the rest of its data."""
+    fields = PAYLOAD_FIELDS.get(event_type, ())
+    if not fields or fields[0] not in data:
+        return data, None, None
+    rest = dict(data)
+    name = fields[0]
+    return rest, name, rest.pop(name)

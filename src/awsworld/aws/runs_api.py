@@ -1,0 +1,144 @@
+"""``world.runs``: get, cross-run listing over the two run GSIs, waiting for a terminal status, attributes.
+
+Listing merges the newest-first pages of each index partition that can hold a match (one workflow name, or
+one partition per requested status) by run id, a ULID, so a cursor is simply the last run id returned. The
+index projects only its filter keys; the page's run items are then read with one BatchGetItem.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run
+from ..world.errors import InvalidInputError, RunNotFoundError
+from ..world.events import AttributeChange, EventResult
+from ..world.pages import RunPage
+from .clients import AWSClients
+from .cursors import check_limit, decode_cursor, encode_cursor
+from .event_writer import EventWriter
+from .items import from_ddb, run_from_item
+from .keys import run_key
+from .reads import batch_get, get_item
+from .resources import GSI_BY_STATUS, GSI_BY_WORKFLOW, GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
+from .values import ValueStore
+
+MAX_PAGE = 100
+
+
+class RunsAPI:
+    def __init__(self, clients: AWSClients, values: ValueStore, writer: EventWriter) -> None:
+        self.clients = clients
+        self.values = values
+        self.writer = writer
+
+    async def get(self, run_id: str, *, resolve_data: ResolveData = "all") -> Run:
+        item = await get_item(self.clients, run_key(run_id))
+        if item is None:
+            raise RunNotFoundError(f"run {run_id} not found")
+        return await run_from_item(item, self.values, resolve_data)
+
+    async def list(
+        self,
+        *,
+        workflow_name: str | None = None,
+        status: str | Sequence[str] | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+        resolve_data: ResolveData = "none",
+    ) -> RunPage:
+        check_limit(limit, MAX_PAGE)
+        statuses = _statuses(status)
+        if statuses == []:
+            return RunPage()  # status=[] matches nothing, like SQL IN ()
+        before = _before(cursor)
+        if workflow_name is not None:
+            sources = [(GSI_BY_WORKFLOW, GSI_WORKFLOW_KEY, workflow_name, statuses)]
+        else:
+            sources = [(GSI_BY_STATUS, GSI_STATUS_KEY, s, None) for s in (statuses or RUN_STATUSES)]
+        pages = await asyncio.gather(*(self._index_page(*src, before, limit) for src in sources))
+        # A run changing status can show in two status partitions for a moment (GSIs are eventually
+        # consistent): keep its first appearance.
+        run_ids = list(dict.fromkeys(heapq.merge(*pages, reverse=True)))[: limit + 1]
+        more = len(run_ids) > limit
+        run_ids = run_ids[:limit]
+        items = {i["runId"]: i for i in await batch_get(self.clients, [run_key(r) for r in run_ids])}
+        runs = [await run_from_item(items[r], self.values, resolve_data) for r in run_ids if r in items]
+        next_cursor = encode_cursor({"r": run_ids[-1]}) if run_ids and more else None
+        return RunPage(data=runs, cursor=next_cursor, has_more=more)
+
+    async def _index_page(self, index: str, key_name: str, key_value: str, statuses: list[str] | None,
+                          before: str | None, limit: int) -> list[str]:
+        """Up to limit+1 run ids of one index partition, newest first, below ``before``."""
+        ddb = await self.clients.dynamodb()
+        values: dict[str, Any] = {":k": {"S": key_value}}
+        condition = f"{key_name} = :k"
+        if before is not None:
+            condition += f" AND {GSI_RUN_KEY} < :before"
+            values[":before"] = {"S": before}
+        kwargs: dict[str, Any] = {"IndexName": index, "KeyConditionExpression": condition,
+                                  "ExpressionAttributeValues": values, "ScanIndexForward": False}
+        if statuses is not None:
+            names = [f":s{i}" for i in range(len(statuses))]
+            kwargs["FilterExpression"] = f"{GSI_STATUS_KEY} IN ({', '.join(names)})"
+            values.update({n: {"S": s} for n, s in zip(names, statuses, strict=True)})
+        found: list[str] = []
+        start = None
+        while len(found) <= limit:
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            response = await ddb.query(TableName=self.clients.config.table_name, Limit=max(limit + 1, 25),
+                                       ReturnConsumedCapacity="TOTAL", **kwargs)
+            self.clients.stats.record_capacity(response.get("ConsumedCapacity"))
+            found.extend(i[GSI_RUN_KEY] for i in (from_ddb(r) for r in response.get("Items", [])) if i)
+            start = response.get("LastEvaluatedKey")
+            if start is None:
+                break
+        return found[: limit + 1]
+
+    async def wait_for_terminal_status(self, run_id: str, *, timeout: float = 30.0,
+                                       resolve_data: ResolveData = "all") -> Run:
+        """The run once terminal, or its latest snapshot when ``timeout`` runs out (never later)."""
+        deadline = time.monotonic() + max(0.0, timeout)
+        interval = 0.05
+        while True:
+            run = await self.get(run_id, resolve_data=resolve_data)
+            remaining = deadline - time.monotonic()
+            if run.status in TERMINAL_RUN_STATUSES or remaining <= 0:
+                return run
+            await asyncio.sleep(min(interval, remaining))
+            interval = min(interval * 1.5, 1.0)
+
+    async def set_attributes(self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]], *,
+                             allow_reserved: bool = False) -> EventResult:
+        parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
+        for c in parsed:
+            if c.key.startswith("$") and not allow_reserved:
+                raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
+        event = {"eventType": "attr_set", "eventData": {"changes": [c.to_wire() | {"value": c.value}
+                                                                     for c in parsed]}}
+        return await self.writer.create(run_id, event)
+
+
+def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
+    if status is None:
+        return None
+    values = [status] if isinstance(status, str) else list(status)
+    for s in values:
+        if s not in RUN_STATUSES:
+            raise InvalidInputError(f"unknown run status {s!r}", field="status")
+    return values
+
+
+def _before(cursor: str | None) -> str | None:
+    decoded = decode_cursor(cursor)
+    if decoded is None:
+        return None
+    run_id = decoded.get("r")
+    if not isinstance(run_id, str):
+        raise InvalidInputError("cursor is not one this World issued", field="cursor")
+    return run_id
+

@@ -1,0 +1,419 @@
+"""The contract's transition rules, one function per event type.
+
+Each function looks at the state read just before the write (the run item, the entity item) and either
+raises the exact contract error, answers an idempotent no-op, or returns a :class:`Plan`. The DynamoDB
+conditions in the plan re-check the same facts at commit, so a race can only make the write retry, never
+land on a state the rules forbid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from ..world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
+from ..world.errors import (
+    EntityConflictError,
+    EventNotFoundError,
+    HookNotFoundError,
+    InvalidInputError,
+    RunGoneError,
+    RunNotFoundError,
+    StepNotFoundError,
+    TooEarlyError,
+)
+from ..world.events import CreateEventRequest, EventResult
+from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
+from .items import Item
+from .keys import hook_key, hook_pointer_key, run_key, step_key, token_key, wait_key
+from .plan import Plan, PlannedEvent, RunChange, split_payload
+from .resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
+from .transactions import TxOp, put
+from .values import StoredValue
+
+MAX_TOKEN_RETENTION = timedelta(days=30)
+# A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
+HOOKS_RELEASED_IN_COMMIT = 30
+
+
+@dataclass
+class State:
+    run_id: str
+    now: str
+    stored: StoredValue | None  # the event's payload, already stored
+    run: Item | None = None  # loaded when the plan needs the run item itself
+    entity: Item | None = None
+    hooks: list[Item] = field(default_factory=list)
+    token_not_owned: bool = False
+    deployment_id: str | None = None
+
+
+def plan_event(req: CreateEventRequest, state: State) -> Plan:
+    planner = _PLANNERS.get(req.event_type)
+    if planner is None:
+        raise InvalidInputError(f"{req.event_type} cannot be written by a caller", field="eventType")
+    return planner(req, state)
+
+
+def _event(req: CreateEventRequest, state: State, **extra: Any) -> PlannedEvent:
+    raw = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw.update(extra)
+    rest, _name, payload = split_payload(req.event_type, raw)
+    return PlannedEvent(req.event_type, req.correlation_id, rest, state.stored, payload, req.spec_version)
+
+
+def _alive(status: str) -> bool:
+    return status not in TERMINAL_RUN_STATUSES
+
+
+def new_run_item(run_id: str, data: dict[str, Any], stored: StoredValue | None, now: str,
+                 spec_version: int | None, deployment_id: str | None) -> Item:
+    return {
+        **run_key(run_id),
+        "runId": run_id,
+        "status": "pending",
+        "workflowName": data["workflowName"],
+        "deploymentId": data.get("deploymentId") or deployment_id,
+        "specVersion": spec_version or SPEC_VERSION_CURRENT,
+        "executionContext": _json(data.get("executionContext")),
+        "input": stored,
+        "attributes": dict(data.get("attributes") or {}),
+        "seq": IN_BAND_SEQ_AT_RUN_CREATION,
+        "seqInBand": IN_BAND_SEQ_AT_RUN_CREATION,
+        "createdAt": now,
+        "updatedAt": now,
+        GSI_STATUS_KEY: "pending",
+        GSI_WORKFLOW_KEY: data["workflowName"],
+        GSI_RUN_KEY: run_id,
+    }
+
+
+def _json(value: Any) -> str | None:
+    import json
+
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------- run events
+
+
+def _run_started(req: CreateEventRequest, state: State) -> Plan:
+    run = state.run
+    if run is None:
+        data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
+        if not data.get("workflowName") or "input" not in req.data().model_fields_set:
+            raise RunNotFoundError(f"run {state.run_id} not found (run_started without workflowName and input "
+                                   "cannot create it)")
+        item = new_run_item(state.run_id, data, state.stored, state.now, req.spec_version, state.deployment_id)
+        created = PlannedEvent("run_created", None, {k: v for k, v in data.items() if k != "input"},
+                               state.stored, None, req.spec_version)
+        started = PlannedEvent("run_started", None, {}, None, None, req.spec_version)
+        item.update(status="running", startedAt=state.now, **{GSI_STATUS_KEY: "running"})
+        return Plan([created, started], RunChange(create_item=item), new_run=item)
+    if run["status"] == "running":
+        return Plan([], noop=EventResult())
+    if run["status"] != "pending":
+        raise RunGoneError(f"run {state.run_id} is {run['status']}: it cannot start")
+    change = RunChange(sets={"status": "running", "startedAt": run.get("startedAt") or state.now,
+                             GSI_STATUS_KEY: "running"}, require_status="pending")
+    return Plan([PlannedEvent("run_started", None, {}, None, None, req.spec_version)], change,
+                new_run={**run, **change.sets})
+
+
+def _run_terminal(status: str, value_field: str | None):
+    def planner(req: CreateEventRequest, state: State) -> Plan:
+        run = state.run
+        if run is None:
+            raise RunNotFoundError(f"run {state.run_id} not found")
+        if run["status"] in TERMINAL_RUN_STATUSES:
+            if run["status"] == status == "cancelled":
+                return Plan([], noop=EventResult())
+            raise EntityConflictError(f"run {state.run_id} is already {run['status']}")
+        sets: dict[str, Any] = {"status": status, "completedAt": state.now, GSI_STATUS_KEY: status}
+        if value_field:
+            sets[value_field] = state.stored
+        if status == "failed" and getattr(req.data(), "error_code", None):
+            sets["errorCode"] = req.data().error_code  # type: ignore[attr-defined]
+        change = RunChange(sets=sets, require_status=run["status"])
+        plan = Plan([_event(req, state)], change, new_run={**run, **sets})
+        _release_hooks(plan, state)
+        return plan
+
+    return planner
+
+
+def _release_hooks(plan: Plan, state: State) -> None:
+    """A run's end removes its live hooks and frees their tokens, except tokens still under retention."""
+    batches: list[list[TxOp]] = [[]]
+    for index, hook in enumerate(state.hooks):
+        ops = _hook_release_ops(state.run_id, hook, state.now)
+        if index < HOOKS_RELEASED_IN_COMMIT:
+            plan.ops.extend(ops)
+        else:
+            if len(batches[-1]) + len(ops) > 99:
+                batches.append([])
+            batches[-1].extend(ops)
+    plan.after_commit = [b for b in batches if b]
+
+
+def _hook_release_ops(run_id: str, hook: Item, now: str) -> list[TxOp]:
+    token_op = TxOp("Update" if _retained(hook, now) else "Delete", "hook-token", key=token_key(hook["token"]))
+    token_op.condition = f"{token_op.expr.n('hookId')} = {token_op.expr.v(hook['hookId'])}"
+    if _retained(hook, now):
+        token_op.update = f"SET {token_op.expr.n('released')} = {token_op.expr.v(True)}"
+        return [token_op]
+    return [
+        TxOp("Delete", "hook-release", key=hook_key(run_id, hook["hookId"])),
+        TxOp("Delete", "hook-release", key=hook_pointer_key(hook["hookId"])),
+        token_op,
+    ]
+
+
+def _retained(hook: Item, now: str) -> bool:
+    until = hook.get("tokenRetentionUntil")
+    return bool(until) and until > now
+
+
+def _attr_set(req: CreateEventRequest, state: State) -> Plan:
+    run = state.run
+    if run is None:
+        raise RunNotFoundError(f"run {state.run_id} not found")
+    if run["status"] in TERMINAL_RUN_STATUSES:
+        raise EntityConflictError(f"run {state.run_id} is {run['status']}: its attributes are final")
+    change = RunChange()
+    attributes = dict(run.get("attributes") or {})
+    for c in req.data().changes:  # type: ignore[attr-defined]
+        if c.value is None:
+            change.attribute_removes.append(c.key)
+            attributes.pop(c.key, None)
+        else:
+            change.attribute_sets[c.key] = c.value
+            attributes[c.key] = c.value
+    return Plan([_event(req, state)], change, new_run={**run, "attributes": attributes})
+
+
+# ---------------------------------------------------------------- steps
+
+
+def _step_created(req: CreateEventRequest, state: State) -> Plan:
+    item = {
+        **step_key(state.run_id, req.correlation_id or ""),
+        "runId": state.run_id,
+        "stepId": req.correlation_id,
+        "stepName": req.data().step_name,  # type: ignore[attr-defined]
+        "status": "pending",
+        "input": state.stored,
+        "attempt": 0,
+        "createdAt": state.now,
+        "updatedAt": state.now,
+        "specVersion": req.spec_version,
+        "ver": 1,
+    }
+    return Plan([_event(req, state)], RunChange(require_alive=True), [put("entity", item, if_absent=True)],
+                new_step=item)
+
+
+def _existing_step(req: CreateEventRequest, state: State) -> Item:
+    step = state.entity
+    if step is None:
+        raise StepNotFoundError(f"step {req.correlation_id} not found in run {state.run_id}")
+    if step["status"] in TERMINAL_STEP_STATUSES:
+        raise EntityConflictError(f"step {req.correlation_id} is already {step['status']}")
+    return step
+
+
+def _update_entity(key: dict[str, str], old: Item, sets: dict[str, Any], removes: tuple[str, ...] = ()) -> TxOp:
+    op = TxOp("Update", "entity", key=key)
+    e = op.expr
+    clauses = [f"{e.n(k)} = {e.v(v)}" for k, v in sets.items() if v is not None]
+    clauses.append(f"{e.n('ver')} = {e.v(old['ver'] + 1)}")
+    gone = [e.n(k) for k in (*removes, *(k for k, v in sets.items() if v is None)) if k in old]
+    op.update = "SET " + ", ".join(clauses) + (" REMOVE " + ", ".join(gone) if gone else "")
+    op.condition = f"{e.n('ver')} = {e.v(old['ver'])}"
+    return op
+
+
+def _changed(old: Item, sets: dict[str, Any], removes: tuple[str, ...] = ()) -> Item:
+    new = {k: v for k, v in old.items() if k not in removes}
+    new.update(sets)
+    new["ver"] = old["ver"] + 1
+    return {k: v for k, v in new.items() if v is not None}
+
+
+def _step_started(req: CreateEventRequest, state: State) -> Plan:
+    step = _existing_step(req, state)
+    retry_after = step.get("retryAfter")
+    if retry_after and retry_after > state.now:
+        wait = (datetime.fromisoformat(retry_after) - datetime.fromisoformat(state.now)).total_seconds()
+        raise TooEarlyError(f"step {req.correlation_id} may not start before {retry_after}",
+                            retry_after=max(1.0, float(int(wait + 0.999))))
+    attempt = int(step.get("attempt", 0)) + 1
+    sets = {"status": "running", "attempt": attempt, "startedAt": step.get("startedAt") or state.now,
+            "updatedAt": state.now}
+    key = step_key(state.run_id, req.correlation_id or "")
+    event = _event(req, state, attempt=attempt)
+    return Plan([event], RunChange(require_alive=True), [_update_entity(key, step, sets, ("retryAfter",))],
+                new_step=_changed(step, sets, ("retryAfter",)))
+
+
+def _step_result(status: str | None, value_field: str):
+    def planner(req: CreateEventRequest, state: State) -> Plan:
+        step = _existing_step(req, state)
+        sets: dict[str, Any] = {value_field: state.stored, "updatedAt": state.now}
+        removes: tuple[str, ...] = ()
+        if status is None:  # step_retrying: back to pending, with the error and when it may start again
+            retry_after = req.data().retry_after  # type: ignore[attr-defined]
+            sets["status"] = "pending"
+            sets["retryAfter"] = retry_after.astimezone(UTC).isoformat(timespec="microseconds") if retry_after else None
+            if retry_after is None:
+                removes = ("retryAfter",)
+        else:
+            sets["status"] = status
+            sets["completedAt"] = state.now
+        key = step_key(state.run_id, req.correlation_id or "")
+        return Plan([_event(req, state)], RunChange(), [_update_entity(key, step, sets, removes)],
+                    new_step=_changed(step, sets, removes))
+
+    return planner
+
+
+# ---------------------------------------------------------------- hooks
+
+
+def _hook_created(req: CreateEventRequest, state: State) -> Plan:
+    data = req.data()
+    hook_id = req.correlation_id or ""
+    retention = data.token_retention_until  # type: ignore[attr-defined]
+    retention_iso = retention.astimezone(UTC).isoformat(timespec="microseconds") if retention else None
+    if retention and retention - datetime.fromisoformat(state.now) > MAX_TOKEN_RETENTION:
+        raise InvalidInputError("tokenRetentionUntil may be at most 30 days ahead",
+                                field="eventData.tokenRetentionUntil")
+    hook = {
+        **hook_key(state.run_id, hook_id),
+        "runId": state.run_id,
+        "hookId": hook_id,
+        "token": data.token,  # type: ignore[attr-defined]
+        "metadata": state.stored,
+        "isWebhook": bool(data.is_webhook),  # type: ignore[attr-defined]
+        "tokenRetentionUntil": retention_iso,
+        "createdAt": state.now,
+        "updatedAt": state.now,
+        "specVersion": req.spec_version,
+        "ver": 1,
+    }
+    token = put("token", {**token_key(hook["token"]), "token": hook["token"], "runId": state.run_id,
+                          "hookId": hook_id, "released": False, "retentionUntil": retention_iso})
+    e = token.expr
+    token.condition = (
+        f"attribute_not_exists(pk) OR ({e.n('released')} = {e.v(True)} AND "
+        f"(attribute_not_exists({e.n('retentionUntil')}) OR {e.n('retentionUntil')} < {e.v(state.now)}))"
+    )
+    ops = [
+        put("entity", hook, if_absent=True),
+        put("hook-pointer", {**hook_pointer_key(hook_id), "runId": state.run_id}, if_absent=True),
+        token,
+    ]
+    return Plan([_event(req, state)], RunChange(require_alive=True), ops, new_hook=hook)
+
+
+def hook_conflict_plan(req: CreateEventRequest, state: State, owner_run_id: str) -> Plan:
+    """The token is held by another hook: record hook_conflict, in the same commit as a check that the
+    token is still held (if it was freed meanwhile, the hook is created instead on the next attempt)."""
+    token = req.data().token  # type: ignore[attr-defined]
+    event = PlannedEvent("hook_conflict", req.correlation_id, {"token": token, "conflictingRunId": owner_run_id},
+                         None, None, req.spec_version)
+    held = TxOp("ConditionCheck", "token-held", key=token_key(token))
+    e = held.expr
+    held.condition = (
+        f"{e.n('runId')} = {e.v(owner_run_id)} AND ({e.n('released')} = {e.v(False)} OR "
+        f"{e.n('retentionUntil')} >= {e.v(state.now)})"
+    )
+    return Plan([event], RunChange(require_alive=True), [held])
+
+
+def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, state: State) -> Plan:
+    """step_created followed by step_started in one batch: the step is born running at attempt 1."""
+    plan = _step_created(created, state)
+    assert plan.new_step is not None
+    step = plan.new_step
+    step.update(status="running", attempt=1, startedAt=state.now)
+    plan.events.append(_event(started, State(state.run_id, state.now, None), attempt=1))
+    return plan
+
+
+def _hook_received(req: CreateEventRequest, state: State) -> Plan:
+    check = TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, req.correlation_id or ""),
+                 condition="attribute_exists(pk)")
+    return Plan([_event(req, state)], RunChange(require_alive=True), [check])
+
+
+def _hook_disposed(req: CreateEventRequest, state: State) -> Plan:
+    hook = state.entity
+    if hook is None:
+        raise HookNotFoundError(f"hook {req.correlation_id} not found in run {state.run_id}")
+    delete = TxOp("Delete", "entity", key=hook_key(state.run_id, hook["hookId"]))
+    delete.condition = f"{delete.expr.n('ver')} = {delete.expr.v(hook['ver'])}"
+    ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook["hookId"]))]
+    if not state.token_not_owned:
+        token = TxOp("Delete", "token", key=token_key(hook["token"]))
+        token.condition = f"{token.expr.n('hookId')} = {token.expr.v(hook['hookId'])}"
+        ops.append(token)
+    return Plan([_event(req, state, token=hook["token"])], RunChange(), ops)
+
+
+# ---------------------------------------------------------------- waits
+
+
+def _wait_created(req: CreateEventRequest, state: State) -> Plan:
+    resume_at = req.data().resume_at  # type: ignore[attr-defined]
+    item = {
+        **wait_key(state.run_id, req.correlation_id or ""),
+        "runId": state.run_id,
+        "waitId": req.correlation_id,
+        "status": "waiting",
+        "resumeAt": resume_at.astimezone(UTC).isoformat(timespec="microseconds"),
+        "createdAt": state.now,
+        "updatedAt": state.now,
+        "specVersion": req.spec_version,
+        "ver": 1,
+    }
+    return Plan([_event(req, state)], RunChange(require_alive=True), [put("entity", item, if_absent=True)],
+                new_wait=item)
+
+
+def _wait_completed(req: CreateEventRequest, state: State) -> Plan:
+    wait = state.entity
+    if wait is None:
+        raise EventNotFoundError(f"wait {req.correlation_id} not found in run {state.run_id}")
+    if wait["status"] == "completed":
+        raise EntityConflictError(f"wait {req.correlation_id} is already completed")
+    sets = {"status": "completed", "completedAt": state.now, "updatedAt": state.now}
+    key = wait_key(state.run_id, req.correlation_id or "")
+    return Plan([_event(req, state)], RunChange(require_alive=True), [_update_entity(key, wait, sets)],
+                new_wait=_changed(wait, sets))
+
+
+_PLANNERS = {
+    "run_started": _run_started,
+    "run_completed": _run_terminal("completed", "output"),
+    "run_failed": _run_terminal("failed", "error"),
+    "run_cancelled": _run_terminal("cancelled", None),
+    "attr_set": _attr_set,
+    "step_created": _step_created,
+    "step_started": _step_started,
+    "step_retrying": _step_result(None, "error"),
+    "step_completed": _step_result("completed", "output"),
+    "step_failed": _step_result("failed", "error"),
+    "hook_created": _hook_created,
+    "hook_received": _hook_received,
+    "hook_disposed": _hook_disposed,
+    "wait_created": _wait_created,
+    "wait_completed": _wait_completed,
+}
+
+# What a plan needs read first: the run item, the entity item, the run's hooks.
+NEEDS_RUN = frozenset({"run_started", "run_completed", "run_failed", "run_cancelled", "attr_set"})
+NEEDS_ENTITY = frozenset({"step_started", "step_retrying", "step_completed", "step_failed", "hook_disposed",
+                          "wait_completed"})
+NEEDS_HOOKS = frozenset({"run_completed", "run_failed", "run_cancelled"})
