@@ -41,16 +41,17 @@ class RequestStats:
         return RequestStats(self.requests - other.requests, self.read_units - other.read_units,
                             self.write_units - other.write_units)
 
-    def record_capacity(self, consumed: Any) -> None:
+    def record_capacity(self, operation: str, consumed: Any) -> None:
+        """Add what DynamoDB reports (``CapacityUnits`` per table) to read or write units by operation."""
         entries = consumed if isinstance(consumed, list) else [consumed]
-        for entry in entries:
-            if not isinstance(entry, dict):
-                continue
-            self.read_units += float(entry.get("ReadCapacityUnits", 0) or 0)
-            self.write_units += float(entry.get("WriteCapacityUnits", 0) or 0)
-            if not entry.get("ReadCapacityUnits") and not entry.get("WriteCapacityUnits"):
-                # Some emulators report only the total; attribute it by operation in the caller's stats.
-                pass
+        units = sum(float(e.get("CapacityUnits", 0) or 0) for e in entries if isinstance(e, dict))
+        if operation in _WRITE_OPERATIONS:
+            self.write_units += units
+        else:
+            self.read_units += units
+
+
+_WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
 
 
 class AWSClients:
@@ -90,11 +91,17 @@ class AWSClients:
                     )
                 )
                 client.meta.events.register(f"before-call.{service}", self._count)
+                if service == "dynamodb":
+                    client.meta.events.register("after-call.dynamodb", self._capacity)
                 self._clients[service] = client
         return client
 
     def _count(self, model: Any, **_: Any) -> None:
         self.stats.requests[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    def _capacity(self, model: Any, parsed: Any = None, **_: Any) -> None:
+        if isinstance(parsed, dict) and parsed.get("ConsumedCapacity"):
+            self.stats.record_capacity(model.name, parsed["ConsumedCapacity"])
 
     async def dynamodb(self) -> Any:
         return await self.get("dynamodb")

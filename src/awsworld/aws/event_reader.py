@@ -29,7 +29,6 @@ class EventReader:
         ddb = await self.clients.dynamodb()
         response = await ddb.query(TableName=self.clients.config.table_name, ConsistentRead=True,
                                    ReturnConsumedCapacity="TOTAL", **kwargs)
-        self.clients.stats.record_capacity(response.get("ConsumedCapacity"))
         items = [i for i in (from_ddb(r) for r in response.get("Items", [])) if i]
         return items, response.get("LastEvaluatedKey")
 

@@ -9,6 +9,7 @@ The in-band fence, the run-status rules and every entity condition ride in the s
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -172,9 +173,10 @@ class EventWriter:
 
     async def _store(self, run_id: str, req: CreateEventRequest) -> Any:
         fields = PAYLOAD_FIELDS.get(req.event_type, ())
-        if not fields or (fields[0] not in req.data().model_fields_set and fields[0] not in (req.data().model_extra or {})):
+        data = req.data()
+        if not fields or (fields[0] not in data.model_fields_set and fields[0] not in (data.model_extra or {})):
             return None
-        value = req.data().model_dump(mode="json", by_alias=True)[fields[0]]
+        value = data.model_dump(mode="json", by_alias=True)[fields[0]]
         return await self.values.store(run_id, value, f"eventData.{fields[0]}")
 
     async def _write(
@@ -192,7 +194,7 @@ class EventWriter:
         att = _Attempt(seq=self._guess_seq(run_id, event_count))
         if paired is not None:
             att.paired = paired
-        for attempt in range(MAX_ATTEMPTS if not patient else MAX_ATTEMPTS * 2):
+        for _attempt in range(MAX_ATTEMPTS if not patient else MAX_ATTEMPTS * 2):
             live = [u for u in units if u.index not in att.outcomes]
             if not live:
                 break
@@ -425,10 +427,9 @@ class EventWriter:
         return [att.outcomes[u.index] for u in units]
 
     async def _best_effort(self, ops: list[TxOp]) -> None:
-        try:
+        # Another writer may have released them first; a failure here leaves a token held, never a log hole.
+        with contextlib.suppress(TxCancelled, TransientStoreError):
             await transact(self.clients, ops)
-        except (TxCancelled, TransientStoreError):
-            pass  # another writer released them first, or the next run end retries
 
 
 _AFTER_BODY = frozenset({"step_completed", "step_retrying"})

@@ -12,7 +12,6 @@ async def get_item(clients: AWSClients, key: dict[str, str], **kwargs: Any) -> I
     ddb = await clients.dynamodb()
     response = await ddb.get_item(TableName=clients.config.table_name, Key=to_ddb(key), ConsistentRead=True,
                                   ReturnConsumedCapacity="TOTAL", **kwargs)
-    clients.stats.record_capacity(response.get("ConsumedCapacity"))
     return from_ddb(response.get("Item"))
 
 
@@ -27,7 +26,6 @@ async def batch_get(clients: AWSClients, keys: list[dict[str, str]]) -> list[Ite
             response = await ddb.batch_get_item(
                 RequestItems={table: {"Keys": pending, "ConsistentRead": True}}, ReturnConsumedCapacity="TOTAL"
             )
-            clients.stats.record_capacity(response.get("ConsumedCapacity"))
             items.extend(i for i in (from_ddb(r) for r in response["Responses"].get(table, [])) if i)
             pending = response.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])
     return items
@@ -49,7 +47,6 @@ async def query_prefix(clients: AWSClients, pk: str, prefix: str, *, after_sk: s
             kwargs["ExclusiveStartKey"] = start
         response = await ddb.query(TableName=clients.config.table_name, ConsistentRead=True,
                                    ReturnConsumedCapacity="TOTAL", **kwargs)
-        clients.stats.record_capacity(response.get("ConsumedCapacity"))
         items.extend(i for i in (from_ddb(r) for r in response.get("Items", [])) if i)
         start = response.get("LastEvaluatedKey")
         if len(items) > limit or start is None:

@@ -7,6 +7,7 @@ the boto3 ``create_*`` parameter names where the two APIs overlap.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 PK = "pk"
@@ -83,9 +84,8 @@ def queue_attributes(dlq_arn: str | None) -> dict[str, str]:
         "SqsManagedSseEnabled": "true",
     }
     if dlq_arn:
-        import json
-
-        attrs["RedrivePolicy"] = json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": QUEUE_MAX_RECEIVE_COUNT})
+        redrive = {"deadLetterTargetArn": dlq_arn, "maxReceiveCount": QUEUE_MAX_RECEIVE_COUNT}
+        attrs["RedrivePolicy"] = json.dumps(redrive)
     return attrs
 
 

@@ -92,7 +92,6 @@ class RunsAPI:
                 kwargs["ExclusiveStartKey"] = start
             response = await ddb.query(TableName=self.clients.config.table_name, Limit=max(limit + 1, 25),
                                        ReturnConsumedCapacity="TOTAL", **kwargs)
-            self.clients.stats.record_capacity(response.get("ConsumedCapacity"))
             found.extend(i[GSI_RUN_KEY] for i in (from_ddb(r) for r in response.get("Items", [])) if i)
             start = response.get("LastEvaluatedKey")
             if start is None:

@@ -108,7 +108,7 @@ async def transact(clients: AWSClients, ops: list[TxOp]) -> None:
     table = clients.config.table_name
     ddb = await clients.dynamodb()
     try:
-        response = await ddb.transact_write_items(
+        await ddb.transact_write_items(
             TransactItems=[op.to_request(table) for op in ops], ReturnConsumedCapacity="TOTAL"
         )
     except ClientError as exc:
@@ -124,7 +124,6 @@ async def transact(clients: AWSClients, ops: list[TxOp]) -> None:
                     "ProvisionedThroughputExceededException", "TransactionInProgressException"):
             raise TransientStoreError(code) from exc
         raise
-    clients.stats.record_capacity(response.get("ConsumedCapacity"))
 
 
 def _reasons_from_message(message: str, count: int) -> list[Reason]:

@@ -8,8 +8,10 @@ fetch when the caller asked for no data.
 from __future__ import annotations
 
 import asyncio
+import copy
 import json
 import uuid
+from collections import OrderedDict
 from typing import Any
 
 from ..world.errors import InvalidInputError, PayloadTooLargeError
@@ -32,9 +34,25 @@ def decode_json(text: str) -> Any:
 
 
 class ValueStore:
+    """Stores and loads values. S3 objects are immutable (each key is written once), so recently stored or
+    loaded ones are kept in a small byte-bounded cache: answering a write does not read back what it wrote."""
+
+    CACHE_BYTES = 64 * 1024 * 1024
+
     def __init__(self, clients: AWSClients) -> None:
         self.clients = clients
         self.config = clients.config
+        self._cache: OrderedDict[str, tuple[int, Any]] = OrderedDict()
+        self._cached_bytes = 0
+
+    def _remember(self, key: str, size: int, value: Any) -> None:
+        if size > self.CACHE_BYTES // 4:
+            return
+        self._cache[key] = (size, value)
+        self._cached_bytes += size
+        while self._cached_bytes > self.CACHE_BYTES:
+            _, (old_size, _) = self._cache.popitem(last=False)
+            self._cached_bytes -= old_size
 
     async def store(self, run_id: str, value: Any, field: str) -> StoredValue:
         text = encode_json(value, field)
@@ -51,6 +69,7 @@ class ValueStore:
         key = f"{run_prefix(run_id)}values/{uuid.uuid4().hex}.json"
         s3 = await self.clients.s3()
         await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json")
+        self._remember(key, size, value)
         return {"r": key, "n": size}
 
     async def load(self, stored: StoredValue | None) -> Any:
@@ -58,10 +77,18 @@ class ValueStore:
             return None
         if "v" in stored:
             return decode_json(stored["v"])
+        key = stored["r"]
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)
+            return copy.deepcopy(hit[1])
         s3 = await self.clients.s3()
-        response = await s3.get_object(Bucket=self.config.bucket_name, Key=stored["r"])
+        response = await s3.get_object(Bucket=self.config.bucket_name, Key=key)
         async with response["Body"] as body:
-            return decode_json((await body.read()).decode("utf-8"))
+            raw = await body.read()
+        value = decode_json(raw.decode("utf-8"))
+        self._remember(key, len(raw), value)
+        return copy.deepcopy(value)
 
     async def load_many(self, stored: list[StoredValue | None]) -> list[Any]:
         return list(await asyncio.gather(*(self.load(s) for s in stored)))
