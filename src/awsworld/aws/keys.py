@@ -64,3 +64,25 @@ def entity_key(run_id: str, event_type: str, correlation_id: str) -> Key:
     if kind == "wait":
         return wait_key(run_id, correlation_id)
     raise ValueError(f"{event_type} has no entity")
+
+
+# Queue dedup markers and stream indexes (see aws/dedup.py and aws/stream_store.py).
+STREAM_PREFIX = "STREAM#"
+SEGMENT_PREFIX = "SEG#"
+SEGMENT_DIGITS = 12
+
+
+def dedup_key(queue_name: str, idempotency_key: str) -> Key:
+    return {PK: f"DEDUP#{queue_name}#{idempotency_key}", SK: "DEDUP"}
+
+
+def stream_key(run_id: str, name: str) -> Key:
+    return {PK: run_pk(run_id), SK: f"{STREAM_PREFIX}{name}"}
+
+
+def segment_prefix(name: str) -> str:
+    return f"{SEGMENT_PREFIX}{name}#"
+
+
+def segment_sk(name: str, first_index: int) -> str:
+    return f"{segment_prefix(name)}{first_index:0{SEGMENT_DIGITS}d}"

@@ -12,6 +12,8 @@ from .event_reader import EventReader
 from .event_writer import EventWriter
 from .events_api import EventsAPI
 from .runs_api import RunsAPI
+from .sqs_queue import SqsQueue
+from .streams import StreamsAPI
 from .values import ValueStore
 
 
@@ -23,6 +25,7 @@ class AWSWorld:
         self.clients = AWSClients(self.config)
         self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
         self._init_storage()
+        self._init_queue_streams()
 
     def _init_storage(self) -> None:
         self.values = ValueStore(self.clients)
@@ -32,6 +35,15 @@ class AWSWorld:
         self.runs = RunsAPI(self.clients, self.values, writer)
         self.steps = StepsAPI(self.clients, self.values)
         self.hooks = HooksAPI(self.clients, self.values)
+
+    def _init_queue_streams(self) -> None:
+        """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)
+        and the Streamer (``streams``)."""
+        self.sqs_queue = SqsQueue(self.clients)
+        self.queue = self.sqs_queue.queue
+        self.queue_batch = self.sqs_queue.queue_batch
+        self.get_deployment_id = self.sqs_queue.get_deployment_id
+        self.streams = StreamsAPI(self.clients)
 
     @property
     def stats(self) -> RequestStats:

@@ -52,6 +52,8 @@ from .ids import (
 )
 from .pages import EventPage, HookPage, Page, RunPage, StepPage
 from .protocol import EventsAPI, HooksAPI, RunsAPI, StepsAPI, Storage, World
+from .queue import Delivery, QueueAPI, QueueBatchResult, QueueMessage, check_queue_name, queue_prefix_for
+from .streams import StreamChunk, StreamChunkPage, StreamInfo, StreamsAPI, StreamWriteSession
 
 __all__ = [
     "BATCH_FORBIDDEN_EVENT_TYPES",
@@ -65,6 +67,7 @@ __all__ = [
     "BatchEventOutcome",
     "Capabilities",
     "CreateEventRequest",
+    "Delivery",
     "EntityConflictError",
     "Event",
     "EventBatchResult",
@@ -84,6 +87,9 @@ __all__ = [
     "NotFoundError",
     "Page",
     "PayloadTooLargeError",
+    "QueueAPI",
+    "QueueBatchResult",
+    "QueueMessage",
     "ResolveData",
     "Run",
     "RunGoneError",
@@ -97,14 +103,21 @@ __all__ = [
     "StepStatus",
     "StepsAPI",
     "Storage",
+    "StreamChunk",
+    "StreamChunkPage",
+    "StreamInfo",
+    "StreamWriteSession",
+    "StreamsAPI",
     "StructuredError",
     "ThrottledError",
     "TooEarlyError",
     "Wait",
     "World",
     "WorldError",
+    "check_queue_name",
     "event_id_to_slot",
     "new_run_id",
     "parse_event_request",
+    "queue_prefix_for",
     "slot_to_event_id",
 ]

@@ -1,0 +1,143 @@
+"""The Queue part of the contract: queue names, batch entries and results, deliveries, and the protocol.
+
+A queue name is a prefix (``__wkf_workflow_`` or ``__<namespace>_wkf_workflow_``) followed by an id, and it
+travels unchanged from ``queue()`` to the delivery, so a consumer can refuse a message of another prefix
+(it is retried, never run by the wrong consumer). Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import AliasChoices, Field
+
+from .base import WireModel
+from .errors import InvalidInputError
+
+# The spec's patterns: a namespace is lowercase alphanumeric starting with a letter.
+QUEUE_PREFIX_RE = re.compile(r"^__(?:[a-z][a-z0-9]*_)?wkf_workflow_$")
+_QUEUE_NAME_RE = re.compile(r"^(__(?:[a-z][a-z0-9]*_)?wkf_workflow_)(\S+)$")
+DEFAULT_QUEUE_PREFIX = "__wkf_workflow_"
+MAX_QUEUE_NAME_LENGTH = 512
+MAX_IDEMPOTENCY_KEY_LENGTH = 512
+
+
+def parse_queue_name(queue_name: object) -> tuple[str, str]:
+    """Split a valid queue name into (prefix, id); a bad name is a 400 naming the field."""
+    if not isinstance(queue_name, str) or len(queue_name) > MAX_QUEUE_NAME_LENGTH:
+        raise InvalidInputError(f"queue name must be a string of at most {MAX_QUEUE_NAME_LENGTH} characters",
+                                field="queueName")
+    match = _QUEUE_NAME_RE.match(queue_name)
+    if not match or any(ord(c) < 32 or ord(c) == 127 for c in queue_name):
+        raise InvalidInputError(
+            f"queue name {queue_name!r:.120} must be __wkf_workflow_<id> or __<namespace>_wkf_workflow_<id> "
+            "(namespace: lowercase letters and digits, starting with a letter; id: no whitespace)",
+            field="queueName",
+        )
+    return match.group(1), match.group(2)
+
+
+def check_queue_name(queue_name: object) -> str:
+    parse_queue_name(queue_name)
+    assert isinstance(queue_name, str)
+    return queue_name
+
+
+def check_queue_prefix(prefix: object) -> str:
+    if not isinstance(prefix, str) or not QUEUE_PREFIX_RE.match(prefix):
+        raise InvalidInputError(f"queue prefix {prefix!r:.80} must be __wkf_workflow_ or "
+                                "__<namespace>_wkf_workflow_", field="queueNamePrefix")
+    return prefix
+
+
+def queue_prefix_for(namespace: str | None = None) -> str:
+    """``__wkf_workflow_``, or ``__<namespace>_wkf_workflow_`` for a namespaced library's own messages."""
+    return check_queue_prefix(DEFAULT_QUEUE_PREFIX if namespace is None else f"__{namespace}_wkf_workflow_")
+
+
+def check_idempotency_key(key: object) -> str | None:
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY_LENGTH:
+        raise InvalidInputError(f"idempotency key must be a string of 1-{MAX_IDEMPOTENCY_KEY_LENGTH} characters",
+                                field="idempotencyKey")
+    return key
+
+
+class QueueMessage(WireModel):
+    """One entry of ``queue_batch``: the payload and the options ``queue`` takes as keywords.
+
+    Accepts snake_case or the spec's camelCase, and ``message`` as another name for ``payload``.
+    """
+
+    payload: Any = Field(default=None, validation_alias=AliasChoices("payload", "message"))
+    idempotency_key: str | None = None
+    delay_seconds: float | None = None
+    deployment_id: str | None = None
+
+
+class QueueBatchResult(WireModel):
+    """One result per input message, in input order. ``error`` set means rejected; ``retryable`` says whether
+    publishing it again might succeed. A success always carries the message id here (this World knows it)."""
+
+    message_id: str | None = None
+    error: str | None = None
+    retryable: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A message handed to a consumer, with the metadata the contract's handler receives.
+
+    ``message_id`` is this World's own id, stable across redeliveries and re-sends (SQS's id is not: it
+    changes whenever the message is sent again). ``attempt`` and ``delivery_count`` are 1 on the first
+    delivery and grow on every redelivery, including ones asked for with ``redeliver_after``.
+    ``receipt_handle`` is the transport's token for acknowledging this particular delivery.
+    """
+
+    message_id: str
+    queue_name: str
+    payload: Any
+    attempt: int
+    delivery_count: int
+    created_at: datetime
+    receipt_handle: str
+    transport_message_id: str
+    idempotency_key: str | None = None
+    deployment_id: str | None = None
+    transport: Any = field(default=None, repr=False, compare=False)
+    """The transport's own state for this delivery (what a redelivery re-sends); opaque to callers."""
+
+    def meta(self) -> dict[str, Any]:
+        """The handler's ``meta`` argument, shaped like the spec's."""
+        return {"attempt": self.attempt, "deliveryCount": self.delivery_count, "createdAt": self.created_at,
+                "queueName": self.queue_name, "messageId": self.message_id}
+
+
+@runtime_checkable
+class QueueAPI(Protocol):
+    """What the runtime calls to publish. Consuming is the transport's business (see ``awsworld.aws``)."""
+
+    async def get_deployment_id(self) -> str: ...
+
+    async def queue(
+        self,
+        queue_name: str,
+        payload: Any,
+        *,
+        idempotency_key: str | None = None,
+        delay_seconds: float | None = None,
+        deployment_id: str | None = None,
+    ) -> str: ...
+
+    async def queue_batch(
+        self, queue_name: str, messages: Sequence[QueueMessage | Mapping[str, Any]]
+    ) -> list[QueueBatchResult]: ...

@@ -1,0 +1,93 @@
+"""The Streamer part of the contract: chunk pages, stream info, write sessions, and the protocol.
+
+A stream is named within a run; its chunks have dense 0-based indexes. ``get`` is a live iterator that waits
+for new chunks and ends when the stream is closed; ``get_chunks`` is a paginated snapshot; ``get_info`` gives
+the tail index (-1 when empty) and whether the stream is closed. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from typing import Protocol, runtime_checkable
+
+from pydantic import ConfigDict, Field
+
+from .base import WireModel
+from .errors import InvalidInputError
+from .ids import check_entity_id
+
+Chunk = str | bytes | bytearray | memoryview
+
+
+def chunk_bytes(chunk: object, field: str = "chunk") -> bytes:
+    """A chunk as bytes: strings are UTF-8. Anything else is a 400 naming the field."""
+    if isinstance(chunk, bytes):
+        return chunk
+    if isinstance(chunk, str):
+        return chunk.encode("utf-8")
+    if isinstance(chunk, bytearray | memoryview):
+        return bytes(chunk)
+    raise InvalidInputError(f"{field} must be str or bytes, not {type(chunk).__name__}", field=field)
+
+
+def check_stream_name(name: object) -> str:
+    """Stream names become DynamoDB sort keys and S3 key segments: the entity-id character set."""
+    return check_entity_id(name, "streamName")  # type: ignore[arg-type]
+
+
+class StreamChunk(WireModel):
+    model_config = WireModel.model_config | ConfigDict(ser_json_bytes="base64", val_json_bytes="base64")
+    index: int
+    data: bytes
+
+
+class StreamChunkPage(WireModel):
+    """A snapshot page. ``cursor`` always points after the last chunk returned, so a caller can come back
+    later for chunks written since; ``has_more`` says whether the snapshot holds more; ``done`` is the
+    stream's closed flag, read before the page."""
+
+    data: list[StreamChunk] = Field(default_factory=list)
+    cursor: str | None = None
+    has_more: bool = False
+    done: bool = False
+
+
+class StreamInfo(WireModel):
+    tail_index: int = -1
+    done: bool = False
+
+
+@runtime_checkable
+class StreamWriteSession(Protocol):
+    """One writer's lifetime on one stream. ``write`` orders this writer's chunks by its own sequence numbers
+    (buffering out-of-order calls); ``close`` ends the stream and returns only when every chunk is durable;
+    ``dispose`` releases resources without ending the stream; ``release`` flushes and stays usable."""
+
+    async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None: ...
+
+    async def close(self) -> None: ...
+
+    async def dispose(self) -> None: ...
+
+    async def release(self) -> None: ...
+
+
+@runtime_checkable
+class StreamsAPI(Protocol):
+    async def write(self, run_id: str, name: str, chunk: Chunk) -> None: ...
+
+    async def write_multi(self, run_id: str, name: str, chunks: Sequence[Chunk]) -> None: ...
+
+    async def close(self, run_id: str, name: str) -> None: ...
+
+    def get(self, run_id: str, name: str, start_index: int = 0) -> AsyncIterator[bytes]: ...
+
+    async def get_chunks(self, run_id: str, name: str, *, limit: int = 100,
+                         cursor: str | None = None) -> StreamChunkPage: ...
+
+    async def get_info(self, run_id: str, name: str) -> StreamInfo: ...
+
+    async def list(self, run_id: str) -> list[str]: ...
+
+    def create_write_session(self, run_id: str, name: str, writer_id: str) -> StreamWriteSession: ...
+
