@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
+import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +61,10 @@ from .transactions import TransientStoreError, TxCancelled, TxOp, transact
 from .transitions import NEEDS_ENTITY, NEEDS_HOOKS, NEEDS_RUN, State, hook_conflict_plan, plan_event
 from .values import ValueStore
 
-MAX_ATTEMPTS = 80
+# How long a write keeps retrying lost races and throttling before it reports ThrottledError. A step's
+# result waits longer: losing it to a redelivery would run the step body again.
+WRITE_SECONDS = 30.0
+PATIENT_WRITE_SECONDS = 90.0
 MAX_BATCH_EVENTS = 40  # each event is an event item and at most one entity item; a transaction holds 100
 BATCH_ONLY_PAIRS = ("step_created", "step_started")
 _HINTS_KEPT = 10_000
@@ -101,6 +106,16 @@ class EventWriter:
         self.reader = reader
         self.creator = RunCreator(clients, values)
         self._hints: OrderedDict[str, int] = OrderedDict()
+        # Writers of one run inside this process take turns: racing each other through DynamoDB would only
+        # turn into lost conditional writes and retries. Other processes still race at the commit.
+        self._run_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def _lock(self, run_id: str) -> asyncio.Lock:
+        lock = self._run_locks.get(run_id)
+        if lock is None:
+            lock = asyncio.Lock()
+            self._run_locks[run_id] = lock
+        return lock
 
     # ------------------------------------------------------------------ public
 
@@ -190,11 +205,28 @@ class EventWriter:
         patient: bool = False,
         paired: dict[int, BatchEventOutcome] | None = None,
     ) -> list[BatchEventOutcome]:
+        lock = self._lock(run_id)
+        async with lock:
+            return await self._write_locked(run_id, units, event_count, in_band, expected_seq_in_band, resolve,
+                                            patient, paired)
+
+    async def _write_locked(
+        self,
+        run_id: str,
+        units: list[_Unit],
+        event_count: int | None,
+        in_band: bool,
+        expected_seq_in_band: int | None,
+        resolve: ResolveData,
+        patient: bool,
+        paired: dict[int, BatchEventOutcome] | None,
+    ) -> list[BatchEventOutcome]:
         single = len(units) == 1 and len(units[0].reqs) == 1
         att = _Attempt(seq=self._guess_seq(run_id, event_count))
         if paired is not None:
             att.paired = paired
-        for _attempt in range(MAX_ATTEMPTS if not patient else MAX_ATTEMPTS * 2):
+        deadline = time.monotonic() + (PATIENT_WRITE_SECONDS if patient else WRITE_SECONDS)
+        while time.monotonic() < deadline or att.losses == 0:
             live = [u for u in units if u.index not in att.outcomes]
             if not live:
                 break
