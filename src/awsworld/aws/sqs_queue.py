@@ -18,7 +18,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
-from pydantic import ValidationError
 
 from ..world.errors import InvalidInputError, ThrottledError, WorldError
 from ..world.queue import QueueBatchResult, QueueMessage, check_idempotency_key, check_queue_name
@@ -96,8 +95,9 @@ class SqsQueue:
         """Send one message; return its id. With an idempotency key whose message is still queued or in
         flight, send nothing and return that message's id."""
         check_queue_name(queue_name)
-        entry = self._entry(0, queue_name, QueueMessage(payload=payload, idempotency_key=idempotency_key,
-                                                        delay_seconds=delay_seconds, deployment_id=deployment_id))
+        message = QueueMessage.parse({"payload": payload, "idempotency_key": idempotency_key,
+                                      "delay_seconds": delay_seconds, "deployment_id": deployment_id})
+        entry = self._entry(0, queue_name, message)
         key = entry.envelope.idempotency_key
         if key is not None:
             holder = await self.dedup.claim(self._claim(entry))
@@ -122,10 +122,9 @@ class SqsQueue:
         leaders: dict[str, _Entry] = {}
         for index, raw in enumerate(messages):
             try:
-                message = raw if isinstance(raw, QueueMessage) else QueueMessage.model_validate(raw)
-                entry = self._entry(index, queue_name, message)
-            except (ValidationError, InvalidInputError) as error:
-                results[index] = QueueBatchResult(error=_describe(error), retryable=False)
+                entry = self._entry(index, queue_name, QueueMessage.parse(raw))
+            except InvalidInputError as error:
+                results[index] = QueueBatchResult(error=error.message, retryable=False)
                 continue
             key = entry.envelope.idempotency_key
             if key is not None and key in leaders:
@@ -209,7 +208,7 @@ class SqsQueue:
         try:
             entry.envelope, entry.body = await self.payloads.fit(entry.envelope)
         except InvalidInputError as error:
-            results[entry.index] = QueueBatchResult(error=_describe(error), retryable=False)
+            results[entry.index] = QueueBatchResult(error=error.message, retryable=False)
         except ClientError as error:
             results[entry.index] = QueueBatchResult(error=f"payload upload failed: {error}", retryable=True)
         if results[entry.index] is not None:
@@ -269,10 +268,3 @@ class SqsQueue:
             if isinstance(outcome, Exception):
                 log.warning("could not free an idempotency key after a failed send: %s", outcome)
 
-
-def _describe(error: ValidationError | InvalidInputError) -> str:
-    if isinstance(error, InvalidInputError):
-        return error.message
-    first = error.errors()[0]
-    where = ".".join(str(p) for p in first.get("loc", ())) or "message"
-    return f"invalid {where}: {first.get('msg', 'invalid value')}"

@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from .base import WireModel
 from .errors import InvalidInputError
@@ -75,9 +76,24 @@ class QueueMessage(WireModel):
     """
 
     payload: Any = Field(default=None, validation_alias=AliasChoices("payload", "message"))
-    idempotency_key: str | None = None
-    delay_seconds: float | None = None
-    deployment_id: str | None = None
+    idempotency_key: str | None = Field(default=None, strict=True)
+    delay_seconds: float | None = Field(default=None, strict=True)
+    deployment_id: str | None = Field(default=None, strict=True)
+
+    @classmethod
+    def parse(cls, raw: object) -> QueueMessage:
+        """A message from a model or a mapping; a bad one is a 400 naming the field (camelCase, as on the wire)."""
+        if isinstance(raw, QueueMessage):
+            return raw
+        if not isinstance(raw, Mapping):
+            raise InvalidInputError("a queue message must be a mapping with a payload", field="message")
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as error:
+            first = error.errors()[0]
+            name = str(first.get("loc", ("message",))[0])
+            field = to_camel(name) if "_" in name else name
+            raise InvalidInputError(f"invalid {field}: {first.get('msg', 'invalid value')}", field=field) from None
 
 
 class QueueBatchResult(WireModel):

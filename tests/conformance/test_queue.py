@@ -1,0 +1,387 @@
+"""The Queue on SQS: names, delays (short and hopped), idempotency-key dedup, batches, large payloads.
+
+Everything runs against moto's SQS, S3 and DynamoDB through ``moto_world``; the consumer side is driven with
+``QueueConsumer.poll`` the way the local poller drives it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from awsworld.aws import AWSWorld
+from awsworld.aws.clients import AWSClients
+from awsworld.aws.deliveries import Deferred, Outcome, QueueConsumer, Refused
+from awsworld.aws.items import to_ddb
+from awsworld.aws.keys import dedup_key
+from awsworld.aws.sqs_queue import SqsQueue
+from awsworld.world import Delivery, InvalidInputError, WorldError
+
+QUEUE = "__wkf_workflow_orders"
+PREFIX = "__wkf_workflow_"
+
+
+async def drain(consumer: QueueConsumer, want: int, timeout: float = 5.0) -> list[Delivery]:
+    """Poll until ``want`` deliveries arrived (hops are handled on the way) or the time is up."""
+    found: list[Delivery] = []
+    deadline = time.monotonic() + timeout
+    while len(found) < want and time.monotonic() < deadline:
+        found += [o for o in await consumer.poll(10, 1) if isinstance(o, Delivery)]
+    return found
+
+
+async def poll_outcomes(consumer: QueueConsumer, seconds: float) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        outcomes += await consumer.poll(10, 0)
+        await asyncio.sleep(0.05)
+    return outcomes
+
+
+def sqs_requests(world: AWSWorld) -> dict[str, int]:
+    return {k: v for k, v in world.stats.requests.items() if k.startswith("sqs.")}
+
+
+# -- one message ------------------------------------------------------------------------------------------------
+
+
+async def test_queue_delivers_with_stable_metadata(moto_world: AWSWorld) -> None:
+    world = moto_world
+    world.stats.reset()
+    before = datetime.now(UTC)
+    message_id = await world.queue(QUEUE, {"runId": "wrun_1", "n": 1}, deployment_id="dpl_7")
+    assert message_id.startswith("msg_")
+    assert world.stats.requests == {"sqs.SendMessage": 1}, "a send without a key is one SQS request, nothing else"
+
+    [delivery] = await drain(world.sqs_queue.consumer(PREFIX), 1)
+    assert delivery.message_id == message_id
+    assert delivery.queue_name == QUEUE
+    assert delivery.payload == {"runId": "wrun_1", "n": 1}
+    assert (delivery.attempt, delivery.delivery_count) == (1, 1)
+    assert before.replace(microsecond=0) <= delivery.created_at <= datetime.now(UTC)
+    assert delivery.deployment_id == "dpl_7"
+    assert delivery.transport_message_id != message_id, "the stable id is ours, not SQS's"
+    assert delivery.meta()["messageId"] == message_id
+
+
+async def test_deployment_id_defaults_to_the_config(moto_world: AWSWorld) -> None:
+    queue = SqsQueue(AWSClients(dataclasses.replace(moto_world.config, deployment_id="dpl_cfg")))
+    try:
+        assert await queue.get_deployment_id() == "dpl_cfg"
+        await queue.queue(QUEUE, 1)
+        [delivery] = await drain(queue.consumer(PREFIX), 1)
+        assert delivery.deployment_id == "dpl_cfg"
+    finally:
+        await queue.clients.close()
+
+
+async def test_namespaced_names_travel_whole_and_other_prefixes_are_refused(moto_world: AWSWorld) -> None:
+    world = moto_world
+    agent_queue = "__agent_wkf_workflow_session"
+    message_id = await world.queue(agent_queue, {"turn": 1})
+
+    workflow_consumer = world.sqs_queue.consumer(PREFIX)
+    outcomes = [o for o in await workflow_consumer.poll(10, 1)]
+    assert [type(o) for o in outcomes] == [Refused]
+    refused = outcomes[0]
+    assert isinstance(refused, Refused)
+    assert (refused.message_id, refused.queue_name) == (message_id, agent_queue)
+    await workflow_consumer.release(refused)  # back on the queue at once, for its own consumer
+
+    [delivery] = await drain(world.sqs_queue.consumer("__agent_wkf_workflow_"), 1)
+    assert (delivery.message_id, delivery.queue_name) == (message_id, agent_queue)
+    assert delivery.attempt == 2, "the refused receive counted as a delivery attempt"
+
+
+@pytest.mark.parametrize("name", ["", "orders", "wkf_workflow_x", "__wkf_workflow_", "__wkf_step_x",
+                                  "__Agent_wkf_workflow_x", "__1a_wkf_workflow_x", "__wkf_workflow_a b",
+                                  "__wkf_workflow_\x00", "__wkf_workflow_" + "x" * 600, 42, None])
+async def test_bad_queue_names_are_400(moto_world: AWSWorld, name: Any) -> None:
+    moto_world.stats.reset()
+    with pytest.raises(InvalidInputError) as raised:
+        await moto_world.queue(name, {})
+    assert raised.value.status == 400 and raised.value.field == "queueName"
+    with pytest.raises(InvalidInputError):
+        await moto_world.queue_batch(name, [{"payload": 1}])
+    assert moto_world.stats.total() == 0, "a refused name sends nothing"
+
+
+@pytest.mark.parametrize("name", ["__wkf_workflow_a", "__wkf_workflow_workflow//./src/x.ts//fn@1.2",
+                                  "__a1_wkf_workflow_x_y-z"])
+async def test_good_queue_names(moto_world: AWSWorld, name: str) -> None:
+    assert (await moto_world.queue(name, None)).startswith("msg_")
+
+
+def test_consumer_prefix_is_validated(moto_world: AWSWorld) -> None:
+    for prefix in ["__wkf_workflow", "__wkf_workflow_x", "__X_wkf_workflow_", ""]:
+        with pytest.raises(InvalidInputError):
+            moto_world.sqs_queue.consumer(prefix)
+
+
+@pytest.mark.parametrize(("kwargs", "field"), [
+    ({"delay_seconds": -1}, "delaySeconds"),
+    ({"delay_seconds": float("nan")}, "delaySeconds"),
+    ({"delay_seconds": "5"}, "delaySeconds"),
+    ({"idempotency_key": 5}, "idempotencyKey"),
+    ({"idempotency_key": ""}, "idempotencyKey"),
+    ({"idempotency_key": "k" * 513}, "idempotencyKey"),
+])
+async def test_bad_options_are_400(moto_world: AWSWorld, kwargs: dict[str, Any], field: str) -> None:
+    moto_world.stats.reset()
+    with pytest.raises(InvalidInputError) as raised:
+        await moto_world.queue(QUEUE, {}, **kwargs)
+    assert raised.value.field == field
+    assert moto_world.stats.total() == 0
+
+
+async def test_payload_that_is_not_json_is_400(moto_world: AWSWorld) -> None:
+    with pytest.raises(InvalidInputError):
+        await moto_world.queue(QUEUE, {"when": object()})
+    assert moto_world.stats.total("sqs") == 0
+
+
+# -- delays ---------------------------------------------------------------------------------------------------------
+
+
+async def test_short_delay_waits(moto_world: AWSWorld) -> None:
+    world = moto_world
+    consumer = world.sqs_queue.consumer(PREFIX)
+    sent = time.monotonic()
+    message_id = await world.queue(QUEUE, "later", delay_seconds=2)
+    await asyncio.sleep(0.5)
+    assert await consumer.poll(10, 0) == [], "not visible before its delay"
+    [delivery] = await drain(consumer, 1, timeout=4)
+    assert delivery.message_id == message_id
+    assert 1.9 <= time.monotonic() - sent <= 3.5
+
+
+async def test_fractional_delay_rounds_up(moto_world: AWSWorld) -> None:
+    consumer = moto_world.sqs_queue.consumer(PREFIX)
+    sent = time.monotonic()
+    await moto_world.queue(QUEUE, "soon", delay_seconds=0.4)
+    assert await consumer.poll(10, 0) == []
+    [_] = await drain(consumer, 1, timeout=3)
+    assert time.monotonic() - sent >= 0.4
+
+
+async def test_long_delay_hops_until_due_and_never_arrives_early(moto_world: AWSWorld) -> None:
+    queue = SqsQueue(moto_world.clients, max_hop_seconds=1)
+    consumer = queue.consumer(PREFIX)
+    sent = time.time()
+    message_id = await queue.queue(QUEUE, {"wake": True}, delay_seconds=3.5)
+
+    deferred: list[Deferred] = []
+    delivery: Delivery | None = None
+    while delivery is None and time.time() - sent < 8:
+        for outcome in await consumer.poll(10, 1):
+            if isinstance(outcome, Deferred):
+                deferred.append(outcome)
+            elif isinstance(outcome, Delivery):
+                delivery = outcome
+    assert delivery is not None, "a long delay is never lost"
+    arrived = time.time()
+    assert arrived >= sent + 3.5, "never delivered before the due time"
+    assert arrived <= sent + 6.5
+    assert len(deferred) >= 2, "the remainder was re-sent in hops of at most one second"
+    assert {d.message_id for d in deferred} == {message_id}
+    assert delivery.message_id == message_id
+    assert delivery.attempt == 1, "hops are not delivery attempts"
+    assert abs(delivery.created_at.timestamp() - sent) < 1, "created_at is the first send"
+    assert delivery.payload == {"wake": True}
+
+
+async def test_long_delay_uses_one_hop_on_the_first_send(moto_world: AWSWorld) -> None:
+    queue = SqsQueue(moto_world.clients, max_hop_seconds=2)
+    consumer = queue.consumer(PREFIX)
+    await queue.queue(QUEUE, 1, delay_seconds=3600)
+    await asyncio.sleep(0.5)
+    assert await consumer.poll(10, 0) == [], "the first hop is an SQS delay, not an immediate message"
+
+
+def test_hop_size_is_bounded(moto_world: AWSWorld) -> None:
+    for bad in (0, 901):
+        with pytest.raises(ValueError):
+            SqsQueue(moto_world.clients, max_hop_seconds=bad)
+
+
+# -- dedup ----------------------------------------------------------------------------------------------------------
+
+
+async def test_dedup_while_queued_in_flight_and_free_after_ack(moto_world: AWSWorld) -> None:
+    world = moto_world
+    consumer = world.sqs_queue.consumer(PREFIX)
+    first = await world.queue(QUEUE, {"v": 1}, idempotency_key="step_1")
+    world.stats.reset()
+    assert await world.queue(QUEUE, {"v": 2}, idempotency_key="step_1") == first, "dropped while queued"
+    assert sqs_requests(world) == {}, "a duplicate sends nothing"
+
+    [delivery] = await drain(consumer, 1)
+    assert (delivery.message_id, delivery.payload, delivery.idempotency_key) == (first, {"v": 1}, "step_1")
+    assert await world.queue(QUEUE, {"v": 3}, idempotency_key="step_1") == first, "dropped while in flight"
+    assert await consumer.poll(10, 0) == []
+
+    await consumer.ack(delivery)
+    again = await world.queue(QUEUE, {"v": 4}, idempotency_key="step_1")
+    assert again != first, "the key is free once the delivery is acknowledged"
+    [second] = await drain(consumer, 1)
+    assert (second.message_id, second.payload) == (again, {"v": 4})
+
+
+async def test_dedup_is_per_queue_name(moto_world: AWSWorld) -> None:
+    a = await moto_world.queue("__wkf_workflow_a", 1, idempotency_key="same")
+    b = await moto_world.queue("__wkf_workflow_b", 2, idempotency_key="same")
+    assert a != b
+    assert len(await drain(moto_world.sqs_queue.consumer(PREFIX), 2)) == 2
+
+
+async def test_concurrent_sends_with_one_key_send_once(moto_world: AWSWorld) -> None:
+    ids = await asyncio.gather(*(moto_world.queue(QUEUE, i, idempotency_key="race") for i in range(8)))
+    assert len(set(ids)) == 1
+    consumer = moto_world.sqs_queue.consumer(PREFIX)
+    [delivery] = await drain(consumer, 1)
+    assert delivery.message_id == ids[0]
+    assert await drain(consumer, 1, timeout=1.5) == []
+
+
+async def test_failed_send_frees_the_key(moto_world: AWSWorld) -> None:
+    world = moto_world
+    broken = SqsQueue(world.clients, queue_url=world.config.queue_url + "-missing")
+    with pytest.raises(WorldError):
+        await broken.queue(QUEUE, 1, idempotency_key="k")
+    sent = await world.queue(QUEUE, 2, idempotency_key="k")
+    [delivery] = await drain(world.sqs_queue.consumer(PREFIX), 1)
+    assert (delivery.message_id, delivery.payload) == (sent, 2), "the failed send left no marker behind"
+
+
+async def _plant_marker(world: AWSWorld, key: str, message_id: str, live_until: float) -> None:
+    ddb = await world.clients.dynamodb()
+    await ddb.put_item(TableName=world.config.table_name, Item=to_ddb(
+        {**dedup_key(QUEUE, key), "messageId": message_id, "queueName": QUEUE, "liveUntil": int(live_until)}))
+
+
+async def test_marker_orphaned_by_a_crash_is_free_after_its_horizon(moto_world: AWSWorld) -> None:
+    world = moto_world
+    await _plant_marker(world, "old", "msg_orphan", time.time() - 1)
+    await _plant_marker(world, "young", "msg_live", time.time() + 3600)
+    fresh = await world.queue(QUEUE, 1, idempotency_key="old")
+    assert fresh != "msg_orphan", "a marker past queue retention + visibility cannot hold a message any more"
+    assert await world.queue(QUEUE, 2, idempotency_key="young") == "msg_live"
+    [delivery] = await drain(world.sqs_queue.consumer(PREFIX), 1)
+    assert delivery.message_id == fresh
+
+
+# -- large payloads -------------------------------------------------------------------------------------------------
+
+
+async def test_large_payload_rides_in_s3(moto_world: AWSWorld) -> None:
+    world = moto_world
+    big = {"runId": "wrun_big", "blob": "x" * (300 * 1024)}
+    world.stats.reset()
+    message_id = await world.queue(QUEUE, big)
+    assert world.stats.requests["s3.PutObject"] == 1
+    s3 = await world.clients.s3()
+    listed = await s3.list_objects_v2(Bucket=world.config.bucket_name, Prefix="runs/wrun_big/queue/")
+    assert [o["Key"] for o in listed.get("Contents", [])] == [f"runs/wrun_big/queue/{message_id}.json"]
+
+    await world.queue(QUEUE, ["y" * (300 * 1024)])  # no run id: under queue/
+    listed = await s3.list_objects_v2(Bucket=world.config.bucket_name, Prefix="queue/")
+    assert len(listed.get("Contents", [])) == 1
+
+    deliveries = {d.message_id: d for d in await drain(world.sqs_queue.consumer(PREFIX), 2)}
+    assert deliveries[message_id].payload == big
+
+
+# -- batches --------------------------------------------------------------------------------------------------------
+
+
+async def test_batch_results_one_per_input_in_order(moto_world: AWSWorld) -> None:
+    world = moto_world
+    clients = AWSClients(dataclasses.replace(world.config, max_value_bytes=250 * 1024))
+    queue = SqsQueue(clients)
+    try:
+        messages: list[dict[str, Any]] = [{"payload": {"i": i}, "idempotencyKey": f"k{i}"} for i in range(25)]
+        messages[3]["delaySeconds"] = -5                                  # rejected: bad delay
+        messages[9]["payload"] = {"i": 9, "blob": "z" * (260 * 1024)}     # rejected: over the size cap
+        messages[12]["payload"] = {"i": 12, "blob": "w" * (210 * 1024)}   # accepted: rides in S3
+        messages[17] = {"payload": {"i": 17}, "idempotency_key": "k5"}    # same key as entry 5: one message
+        messages[20] = {"message": {"i": 20}, "delay_seconds": 1}         # snake_case, "message" alias
+        clients.stats.reset()
+        results = await queue.queue_batch(QUEUE, messages)
+
+        assert len(results) == 25
+        rejected = {i for i, r in enumerate(results) if r.error is not None}
+        assert rejected == {3, 9}
+        assert not results[3].retryable and not results[9].retryable
+        assert "delay" in (results[3].error or "")
+        assert results[17].message_id == results[5].message_id
+        ids = [r.message_id for i, r in enumerate(results) if i not in rejected | {17}]
+        assert len(set(ids)) == len(ids) == 22
+
+        assert clients.stats.requests["sqs.SendMessageBatch"] == 3, "22 messages in batches of at most ten"
+        assert clients.stats.requests["dynamodb.TransactWriteItems"] == 1, "the keys claimed in one transaction"
+
+        deliveries = await drain(queue.consumer(PREFIX), 22)
+        by_id = {d.message_id: d.payload for d in deliveries}
+        assert len(by_id) == 22
+        for i, result in enumerate(results):
+            if i in rejected or i == 17:
+                continue
+            assert by_id[result.message_id]["i"] == i, "each id belongs to its own input"
+    finally:
+        await clients.close()
+
+
+async def test_batch_drops_keys_already_queued(moto_world: AWSWorld) -> None:
+    world = moto_world
+    original = await world.queue(QUEUE, "first", idempotency_key="dup")
+    results = await world.queue_batch(QUEUE, [{"payload": "a", "idempotencyKey": "new"},
+                                              {"payload": "b", "idempotencyKey": "dup"}])
+    assert results[1].message_id == original and results[1].error is None
+    deliveries = await drain(world.sqs_queue.consumer(PREFIX), 3, timeout=2.5)
+    assert sorted(d.payload for d in deliveries) == ["a", "first"]
+
+
+async def test_batch_fan_out_of_256(moto_world: AWSWorld) -> None:
+    world = moto_world
+    world.stats.reset()
+    results = await world.queue_batch(QUEUE, [{"payload": {"branch": i}, "idempotencyKey": f"step_{i}"}
+                                              for i in range(256)])
+    assert all(r.ok for r in results) and len({r.message_id for r in results}) == 256
+    assert world.stats.requests["sqs.SendMessageBatch"] == 26
+    assert world.stats.requests["dynamodb.TransactWriteItems"] == 3
+    # Publishing the same batch again (the runtime's recovery) sends nothing new.
+    again = await world.queue_batch(QUEUE, [{"payload": {"branch": i}, "idempotencyKey": f"step_{i}"}
+                                            for i in range(256)])
+    assert [r.message_id for r in again] == [r.message_id for r in results]
+
+
+async def test_batch_request_level_failure_raises_and_frees_keys(moto_world: AWSWorld) -> None:
+    world = moto_world
+    broken = SqsQueue(world.clients, queue_url=world.config.queue_url + "-missing")
+    with pytest.raises(WorldError):
+        await broken.queue_batch(QUEUE, [{"payload": i, "idempotencyKey": f"b{i}"} for i in range(12)])
+    results = await world.queue_batch(QUEUE, [{"payload": i, "idempotencyKey": f"b{i}"} for i in range(12)])
+    assert all(r.ok for r in results)
+    assert len(await drain(world.sqs_queue.consumer(PREFIX), 12)) == 12
+
+
+async def test_empty_batch(moto_world: AWSWorld) -> None:
+    moto_world.stats.reset()
+    assert await moto_world.queue_batch(QUEUE, []) == []
+    assert moto_world.stats.total() == 0
+
+
+async def test_batch_of_large_payloads_is_split_by_size(moto_world: AWSWorld) -> None:
+    world = moto_world
+    world.stats.reset()
+    results = await world.queue_batch(QUEUE, [{"payload": "p" * (150 * 1024)} for _ in range(4)])
+    assert all(r.ok for r in results)
+    assert world.stats.requests["sqs.SendMessageBatch"] == 4, "SQS takes at most 256 KiB per batch"
+    assert len(await drain(world.sqs_queue.consumer(PREFIX), 4)) == 4
+
