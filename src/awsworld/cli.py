@@ -56,7 +56,7 @@ async def _storage_demo(world: World) -> None:
     await events.create(other.run.run_id, {"eventType": "run_started"})
     await events.create(run_id, {"eventType": "hook_created", "correlationId": "approve",
                                  "eventData": {"token": "approve:A-17"}})
-    conflict = await events.create(other.run.run_id, {"eventType": "hook_created", "correlationId": "approve",
+    conflict = await events.create(other.run.run_id, {"eventType": "hook_created", "correlationId": "approve-2",
                                                       "eventData": {"token": "approve:A-17"}})
     assert conflict.event is not None
     print(f"a second run asking for token 'approve:A-17' gets {conflict.event.event_type}")

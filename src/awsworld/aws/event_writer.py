@@ -396,9 +396,9 @@ class EventWriter:
                 error = EntityConflictError(f"{kind.split('_')[0]} {unit.req.correlation_id} already exists")
             else:
                 unit.entity_stale = True
-        if c.failed(f"hook-pointer:{i}") is not None and kind == "hook_created":
-            error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
         token = c.failed(f"token:{i}")
+        if c.failed(f"hook-pointer:{i}") is not None and kind == "hook_created" and token is None:
+            error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
         if token is not None:
             owner = token.item or {}
             if kind == "hook_disposed":
