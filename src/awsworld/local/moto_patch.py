@@ -99,6 +99,10 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         return _original(self, transact_items)
     if len(transact_items) > 100:
         raise TooManyTransactionsException()
+    for item in transact_items:
+        # moto's backup loop without the copy: a malformed entry fails here, before any write, as it does there.
+        _, op = next(iter(item.items()))
+        op.get("TableName")
     journal = _Journal()
 
     target_items: set[tuple[str, str]] = set()
