@@ -1,0 +1,273 @@
+"""Streams on S3 with a DynamoDB chunk index: writes, reads, snapshots, live reads, sessions, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+import struct
+from typing import Any
+
+import pytest
+
+from awsworld.aws import AWSWorld
+from awsworld.aws.streams import StreamsAPI
+from awsworld.world import (
+    EntityConflictError,
+    InvalidInputError,
+    RunGoneError,
+    RunNotFoundError,
+    StreamChunkPage,
+)
+
+from .helpers import new_run, run_cancelled, run_completed, run_failed
+
+S = "strm_out"
+
+
+async def collect(streams: StreamsAPI, run_id: str, name: str, start: int = 0, timeout: float = 10) -> list[bytes]:
+    async def read() -> list[bytes]:
+        return [chunk async for chunk in streams.get(run_id, name, start)]
+
+    return await asyncio.wait_for(read(), timeout)
+
+
+async def all_pages(streams: StreamsAPI, run_id: str, name: str, limit: int) -> list[StreamChunkPage]:
+    pages = [await streams.get_chunks(run_id, name, limit=limit)]
+    while pages[-1].has_more:
+        pages.append(await streams.get_chunks(run_id, name, limit=limit, cursor=pages[-1].cursor))
+    return pages
+
+
+@pytest.fixture
+async def run_id(moto_world: AWSWorld) -> str:
+    return await new_run(moto_world, start=True)
+
+
+# -- writing and reading back ----------------------------------------------------------------------------------------
+
+
+async def test_write_then_read_everything_back(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    assert (await streams.get_info(run_id, S)).model_dump() == {"tailIndex": -1, "done": False}
+    await streams.write(run_id, S, "héllo")
+    await streams.write(run_id, S, b"\x00\xff")
+    await streams.write_multi(run_id, S, ["a", b"b", bytearray(b"c")])
+    await streams.write_multi(run_id, S, [])  # nothing to do
+    expected = ["héllo".encode(), b"\x00\xff", b"a", b"b", b"c"]
+
+    assert (await streams.get_info(run_id, S)).model_dump() == {"tailIndex": 4, "done": False}
+    page = await streams.get_chunks(run_id, S)
+    assert [(c.index, c.data) for c in page.data] == list(enumerate(expected))
+    assert (page.has_more, page.done) == (False, False)
+
+    await streams.close(run_id, S)
+    await streams.close(run_id, S)  # idempotent
+    assert (await streams.get_info(run_id, S)).model_dump() == {"tailIndex": 4, "done": True}
+    assert await collect(streams, run_id, S) == expected
+    assert await collect(streams, run_id, S, 3) == expected[3:]
+    assert await streams.list(run_id) == [S]
+
+
+async def test_get_chunks_pages_with_cursors(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    for n in range(5):  # five segments of three chunks: pages cut across segments
+        await streams.write_multi(run_id, S, [f"{n}.{i}" for i in range(3)])
+    pages = await all_pages(streams, run_id, S, limit=4)
+    assert [len(p.data) for p in pages] == [4, 4, 4, 3]
+    assert [c.index for p in pages for c in p.data] == list(range(15))
+    assert [c.data for p in pages for c in p.data] == [f"{n}.{i}".encode() for n in range(5) for i in range(3)]
+    assert all(not p.done for p in pages)
+
+    # The last cursor points after the tail: later chunks come from it, and `done` once closed.
+    await streams.write(run_id, S, "late")
+    await streams.close(run_id, S)
+    later = await streams.get_chunks(run_id, S, cursor=pages[-1].cursor)
+    assert [(c.index, c.data) for c in later.data] == [(15, b"late")]
+    assert later.done and not later.has_more
+    wire = later.to_wire()
+    assert wire["data"] == [{"index": 15, "data": "bGF0ZQ=="}] and wire["hasMore"] is False
+
+
+async def test_empty_and_closed_stream(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    await streams.close(run_id, "empty")
+    assert (await streams.get_info(run_id, "empty")).model_dump() == {"tailIndex": -1, "done": True}
+    assert await collect(streams, run_id, "empty") == []
+    page = await streams.get_chunks(run_id, "empty")
+    assert (page.data, page.has_more, page.done) == ([], False, True)
+
+
+async def test_negative_start_index_counts_back_from_the_tail(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    await streams.write_multi(run_id, S, [str(i) for i in range(6)])
+    reader = await streams.get(run_id, S, -2)  # awaited: the start is fixed now, at tail 5
+    await streams.write(run_id, S, "6")
+    await streams.close(run_id, S)
+    assert [c async for c in reader] == [b"4", b"5", b"6"]
+    assert await collect(streams, run_id, S, -100) == [str(i).encode() for i in range(7)]
+    assert await collect(streams, run_id, S, -1) == [b"6"]
+
+
+async def test_list_names_of_a_run(moto_world: AWSWorld, run_id: str) -> None:
+    other = await new_run(moto_world, start=True)
+    for name in ("b", "a", "a.1", "c:d"):
+        await moto_world.streams.write(run_id, name, "x")
+    await moto_world.streams.write(other, "z", "x")
+    assert sorted(await moto_world.streams.list(run_id)) == ["a", "a.1", "b", "c:d"]
+    assert await moto_world.streams.list(await new_run(moto_world)) == []
+
+
+async def test_write_multi_is_one_object_and_one_commit(moto_world: AWSWorld, run_id: str) -> None:
+    world = moto_world
+    chunks = [os.urandom(n) for n in range(50)]
+    world.stats.reset()
+    await world.streams.write_multi(run_id, S, chunks)
+    assert world.stats.requests["s3.PutObject"] == 1
+    assert world.stats.requests["dynamodb.TransactWriteItems"] == 1
+    assert world.stats.total() == 2, "a lone writer knows the tail: no read before the commit"
+
+    s3 = await world.clients.s3()
+    listed = await s3.list_objects_v2(Bucket=world.config.bucket_name, Prefix=f"runs/{run_id}/streams/{S}/")
+    [obj] = listed["Contents"]
+    body = await (await s3.get_object(Bucket=world.config.bucket_name, Key=obj["Key"]))["Body"].read()
+    offset, framed = 0, []
+    while offset < len(body):  # length-prefixed frames, readable without the index
+        (length,) = struct.unpack_from(">I", body, offset)
+        framed.append(body[offset + 4 : offset + 4 + length])
+        offset += 4 + length
+    assert framed == chunks
+    assert [c.data for c in (await world.streams.get_chunks(run_id, S, limit=100)).data] == chunks
+
+
+@pytest.mark.parametrize("total", [1 << 20, 10 << 20], ids=["1MiB", "10MiB"])
+async def test_large_streams_round_trip_byte_exact(moto_world: AWSWorld, run_id: str, total: int) -> None:
+    streams = moto_world.streams
+    data = os.urandom(total)
+    await streams.write(run_id, S, data[:300_000])                       # one big chunk
+    sizes = [1, 65_536, 7, 100_000, 3_000]
+    pieces, at = [], 300_000
+    while at < total:  # then uneven chunks, in write_multi batches of up to 40
+        size = min(sizes[len(pieces) % len(sizes)], total - at)
+        pieces.append(data[at : at + size])
+        at += size
+    for start in range(0, len(pieces), 40):
+        await streams.write_multi(run_id, S, pieces[start : start + 40])
+    await streams.close(run_id, S)
+
+    read = b"".join(await collect(streams, run_id, S, timeout=60))
+    assert len(read) == total and hashlib.sha256(read).digest() == hashlib.sha256(data).digest()
+    pages = await all_pages(streams, run_id, S, limit=1000)
+    assert b"".join(c.data for p in pages for c in p.data) == data
+    assert [c.index for p in pages for c in p.data] == list(range(1 + len(pieces)))
+
+
+# -- live reads -------------------------------------------------------------------------------------------------------
+
+
+async def test_live_get_receives_chunks_written_after_it_started(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    await streams.write(run_id, S, "before")
+    reader = asyncio.create_task(collect(streams, run_id, S))
+    await asyncio.sleep(0.3)
+    assert not reader.done()
+    for i in range(5):
+        await streams.write(run_id, S, f"live {i}")
+        await asyncio.sleep(0.05 * i)
+    await streams.write_multi(run_id, S, ["x", "y"])
+    await asyncio.sleep(0.2)
+    assert not reader.done(), "an open stream keeps its reader waiting"
+    await streams.close(run_id, S)
+    assert await reader == [b"before", *(f"live {i}".encode() for i in range(5)), b"x", b"y"]
+
+
+async def test_live_get_yields_as_chunks_arrive(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    iterator = streams.get(run_id, S).__aiter__()
+    first = asyncio.create_task(iterator.__anext__())
+    await asyncio.sleep(0.2)
+    await streams.write(run_id, S, "one")
+    assert await asyncio.wait_for(first, 3) == b"one", "delivered without waiting for the stream to close"
+    await streams.write(run_id, S, "two")
+    assert await asyncio.wait_for(iterator.__anext__(), 3) == b"two"
+
+
+async def test_live_get_ends_when_the_run_finished_without_closing(moto_world: AWSWorld, run_id: str) -> None:
+    streams = StreamsAPI(moto_world.clients, run_check_interval=0.2)
+    await streams.write(run_id, S, "last words")
+    reader = asyncio.create_task(collect(streams, run_id, S))
+    await asyncio.sleep(0.3)
+    assert not reader.done()
+    await moto_world.events.create(run_id, run_completed())
+    assert await asyncio.wait_for(reader, 5) == [b"last words"]
+
+
+# -- errors -----------------------------------------------------------------------------------------------------------
+
+
+async def test_writing_to_a_closed_stream_is_a_conflict(moto_world: AWSWorld, run_id: str) -> None:
+    streams = moto_world.streams
+    await streams.write(run_id, S, "a")
+    await streams.close(run_id, S)
+    for write in (streams.write(run_id, S, "b"), streams.write_multi(run_id, S, ["b", "c"])):
+        with pytest.raises(EntityConflictError) as raised:
+            await write
+        assert raised.value.status == 409
+    other = StreamsAPI(moto_world.clients)  # no tail hint: learns it from the refusal
+    with pytest.raises(EntityConflictError):
+        await other.write(run_id, S, "b")
+    assert (await streams.get_info(run_id, S)).tail_index == 0
+    s3 = await moto_world.clients.s3()
+    listed = await s3.list_objects_v2(Bucket=moto_world.config.bucket_name, Prefix=f"runs/{run_id}/streams/")
+    assert len(listed["Contents"]) == 1, "refused writes leave no object behind"
+
+
+@pytest.mark.parametrize("ending", [run_completed(), run_failed(), run_cancelled()], ids=lambda e: e["eventType"])
+async def test_writing_to_a_finished_run_is_gone(moto_world: AWSWorld, run_id: str, ending: dict[str, Any]) -> None:
+    streams = moto_world.streams
+    await streams.write(run_id, S, "during")
+    await moto_world.events.create(run_id, ending)
+    with pytest.raises(RunGoneError) as raised:
+        await streams.write(run_id, S, "after")
+    assert raised.value.status == 410
+    with pytest.raises(RunGoneError):
+        await streams.write_multi(run_id, "fresh", ["after"])
+    await streams.close(run_id, S)  # finishing a stream is still allowed
+    assert (await streams.get_info(run_id, S)).model_dump() == {"tailIndex": 0, "done": True}
+
+
+async def test_writing_to_an_unknown_run_is_not_found(moto_world: AWSWorld) -> None:
+    with pytest.raises(RunNotFoundError) as raised:
+        await moto_world.streams.write("wrun_missing", S, "x")
+    assert raised.value.status == 404
+
+
+async def test_bad_input_is_400(moto_world: AWSWorld, run_id: str) -> None:
+    streams, r = moto_world.streams, run_id
+    cases: list[tuple[Any, str]] = [
+        (streams.write("bad/run", S, "x"), "runId"),
+        (streams.write(r, "a#b", "x"), "streamName"),
+        (streams.write(r, "a/b", "x"), "streamName"),
+        (streams.write(r, "", "x"), "streamName"),
+        (streams.write(r, S, 12), "chunks[0]"),  # type: ignore[arg-type]
+        (streams.write_multi(r, S, "abc"), "chunks"),
+        (streams.write_multi(r, S, ["ok", None]), "chunks[1]"),  # type: ignore[list-item]
+        (streams.get_chunks(r, S, limit=0), "limit"),
+        (streams.get_chunks(r, S, limit=1001), "limit"),
+        (streams.get_chunks(r, S, cursor="garbage!"), "cursor"),
+        (streams.get_info(r, "x" * 201), "streamName"),
+        (streams.list("no spaces"), "runId"),
+    ]
+    moto_world.stats.reset()
+    for call, field in cases:
+        with pytest.raises(InvalidInputError) as raised:
+            await call
+        assert raised.value.field == field
+    assert moto_world.stats.total() == 0, "nothing was written or read"
+
+
+def test_get_validates_its_arguments_at_once(moto_world: AWSWorld) -> None:
+    with pytest.raises(InvalidInputError):
+        moto_world.streams.get("wrun_x", S, "0")  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError):
+        moto_world.streams.get("wrun_x", "a b")
