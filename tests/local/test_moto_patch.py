@@ -275,3 +275,23 @@ def test_install_is_idempotent_and_moto_unchanged() -> None:
     # changes the original, re-read it and port the change before updating this line count.
     source = inspect.getsource(moto_patch.original())
     assert "copy.deepcopy" in source and len(source.splitlines()) == 113
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["patched", "moto"])
+def test_rollback_drops_stream_records(ddb: Any, enabled: bool) -> None:
+    name = f"stream-{uuid.uuid4().hex[:8]}"
+    ddb.create_table(TableName=name, KeySchema=KEY_SCHEMA, AttributeDefinitions=ATTRIBUTES,
+                     BillingMode="PAY_PER_REQUEST",
+                     StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
+    try:
+        ddb.put_item(TableName=name, Item=SEED[0])
+        with patch_enabled(enabled):
+            result = outcome(ddb, [put(name, "s1"), {"Delete": {"TableName": name, "Key": key("a", "1")}},
+                                   {"ConditionCheck": {"TableName": name, "Key": key("nope"),
+                                                       "ConditionExpression": "attribute_exists(pk)"}}])
+            assert result[0] == "TransactionCanceledException"
+            assert [r.record["eventName"] for r in moto_table(name).stream_shard.items] == ["INSERT"]
+            ddb.transact_write_items(TransactItems=[put(name, "s2")])
+            assert [r.record["eventName"] for r in moto_table(name).stream_shard.items] == ["INSERT", "INSERT"]
+    finally:
+        ddb.delete_table(TableName=name)
