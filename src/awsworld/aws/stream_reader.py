@@ -17,7 +17,7 @@ from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import WorldError
 from .stream_store import Segment, StreamStore
 
-READ_CHUNKS = 100
+READ_CHUNKS = 1000
 READ_BYTES = 8 * 1024 * 1024
 _SEGMENTS_PER_QUERY = 100
 _GAP_RETRIES = 8
