@@ -71,11 +71,11 @@ class ChunkReader:
         if not self._located:
             self._located = True
             if self.position > 0:
-                found = await self.store.segment_at(self.run_id, self.name, self.position)
-                if found is not None:
-                    self._last_sk = found.sk
-                    if found.end > self.position:
-                        self._segments = [found]
+                holder = await self.store.segment_at(self.run_id, self.name, self.position)
+                if holder is not None:
+                    self._last_sk = holder.sk
+                    if holder.end > self.position:
+                        self._segments = [holder]
         gaps = 0
         while self._known_end() < stop:
             found = await self.store.segments_after(self.run_id, self.name, self._last_sk, _SEGMENTS_PER_QUERY)
@@ -85,8 +85,7 @@ class ChunkReader:
                 if expected < 0 and segment.end <= self.position:  # wholly behind the position: skip it
                     self._last_sk, progressed = segment.sk, True
                     continue
-                if segment.first != (expected if expected >= 0 else self.position) and not (
-                        expected < 0 and segment.first < self.position):
+                if (segment.first != expected) if expected >= 0 else (segment.first > self.position):
                     break  # a gap: a commit this Query did not see yet
                 self._segments.append(segment)
                 self._last_sk, progressed = segment.sk, True
