@@ -202,6 +202,12 @@ async def test_live_get_ends_when_the_run_finished_without_closing(moto_world: A
     assert await asyncio.wait_for(reader, 5) == [b"last words"]
 
 
+async def test_live_get_of_an_unknown_run_fails_instead_of_hanging(moto_world: AWSWorld) -> None:
+    streams = StreamsAPI(moto_world.clients, run_check_interval=0.2)
+    with pytest.raises(RunNotFoundError):
+        await collect(streams, "wrun_nobody", S, timeout=5)
+
+
 # -- errors -----------------------------------------------------------------------------------------------------------
 
 

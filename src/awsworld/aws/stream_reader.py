@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 from ..world.entities import TERMINAL_RUN_STATUSES
-from ..world.errors import WorldError
+from ..world.errors import RunNotFoundError, WorldError
 from .stream_store import Segment, StreamStore
 
 READ_CHUNKS = 1000
@@ -103,7 +103,8 @@ class LiveStream:
     when the stream is closed. ``await`` it to fix a negative start index now rather than at the first read.
 
     It also ends, once drained, when the run has finished: a finished run's streams take no more chunks, so
-    waiting longer could only hang a reader whose writer never closed the stream.
+    waiting longer could only hang a reader whose writer never closed the stream. For the same reason a
+    reader idling on a run that does not exist gets ``RunNotFoundError`` instead of waiting forever.
     """
 
     def __init__(self, store: StreamStore, run_id: str, name: str, start_index: int, *, poll_interval: float,
@@ -157,7 +158,11 @@ class LiveStream:
             if time.monotonic() - last_run_check >= self.run_check_interval:
                 last_run_check = time.monotonic()
                 # Terminal: one more meta read (after this one) sees every chunk that can ever exist.
-                self._run_over = await self.store.run_status(self.run_id) in TERMINAL_RUN_STATUSES
+                status = await self.store.run_status(self.run_id)
+                if status is None:
+                    raise RunNotFoundError(f"run {self.run_id} does not exist: its stream {self.name} can never "
+                                           "receive a chunk", run_id=self.run_id)
+                self._run_over = status in TERMINAL_RUN_STATUSES
                 if self._run_over:
                     continue
             await asyncio.sleep(delay)
