@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from ..world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ..world.errors import (
     EntityConflictError,
@@ -55,10 +57,18 @@ from .items import (
 )
 from .keys import entity_key, event_key, run_key
 from .plan import Plan, PlannedEvent
-from .reads import batch_get
+from .reads import batch_get, get_item
 from .run_creation import RunCreator
 from .transactions import TransientStoreError, TxCancelled, TxOp, transact
-from .transitions import NEEDS_ENTITY, NEEDS_HOOKS, NEEDS_RUN, State, hook_conflict_plan, plan_event
+from .transitions import (
+    NEEDS_ENTITY,
+    NEEDS_HOOKS,
+    NEEDS_RUN,
+    NEEDS_RUN_COUNTERS,
+    State,
+    hook_conflict_plan,
+    plan_event,
+)
 from .values import ValueStore
 
 # How long a write keeps retrying lost races and throttling before it reports ThrottledError. A step's
@@ -191,7 +201,11 @@ class EventWriter:
         data = req.data()
         if not fields or (fields[0] not in data.model_fields_set and fields[0] not in (data.model_extra or {})):
             return None
-        value = data.model_dump(mode="json", by_alias=True)[fields[0]]
+        # The value as given, not pydantic's JSON rendering (which would quietly turn NaN into null).
+        value = getattr(data, _snake(fields[0])) if _snake(fields[0]) in type(data).model_fields else \
+            (data.model_extra or {})[fields[0]]
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
         return await self.values.store(run_id, value, f"eventData.{fields[0]}")
 
     async def _write(
@@ -238,6 +252,8 @@ class EventWriter:
                 try:
                     u.plan = self._plan(run_id, u, att, now)
                 except WorldError as error:
+                    if in_band:
+                        await self._check_fence(run_id, att, expected_seq_in_band)
                     if single:
                         raise
                     # A batch answers per event: the refused one gets its error, the rest are written.
@@ -246,6 +262,8 @@ class EventWriter:
             if refused:
                 continue
             noop = [u for u in live if u.plan and u.plan.noop is not None]
+            if single and noop and in_band:
+                await self._check_fence(run_id, att, expected_seq_in_band)
             if single and noop:
                 result = noop[0].plan.noop  # type: ignore[union-attr]
                 assert result is not None
@@ -273,6 +291,18 @@ class EventWriter:
             return [att.outcomes[u.index] for u in units]
         raise ThrottledError(f"gave up appending to run {run_id} after {att.losses} lost races", retry_after=1.0)
 
+    async def _check_fence(self, run_id: str, att: _Attempt, expected: int | None) -> None:
+        """The fence is decided before anything else: a stale in-band writer hears 412, not the 409 or no-op
+        its write would otherwise get."""
+        run = await get_item(self.clients, run_key(run_id))
+        if run is None:
+            raise RunNotFoundError(f"run {run_id} not found")
+        att.run, att.run_stale, att.seq = run, False, int(run["seq"])
+        if int(run["seqInBand"]) != expected:
+            raise InBandSupersededError(
+                f"run {run_id} moved on: in-band count is {run['seqInBand']}, not {expected}",
+                seq=int(run["seq"]), seq_in_band=int(run["seqInBand"]))
+
     def _guess_seq(self, run_id: str, event_count: int | None) -> int | None:
         hint = self._hints.get(run_id)
         if event_count is None:
@@ -289,7 +319,7 @@ class EventWriter:
         """Read what the plans need: one BatchGetItem for the run and entities, a Query for hooks."""
         types = {u.req.event_type for u in units}
         keys: list[dict[str, str]] = []
-        need_run = att.run_stale and (bool(types & NEEDS_RUN) or att.seq is None)
+        need_run = att.run_stale and (bool(types & (NEEDS_RUN | NEEDS_RUN_COUNTERS)) or att.seq is None)
         if need_run:
             keys.append(run_key(run_id))
         entity_units = [u for u in units if u.req.event_type in NEEDS_ENTITY and u.entity_stale]
@@ -434,6 +464,10 @@ class EventWriter:
                 events.append(_event(run_id, planned, slot, now, resolve))
                 slot += 1
             result = EventResult(event=events[-1] if events else None, seq_in_band=seq_in_band)
+            if att.run is not None and int(att.run["seq"]) == first_slot - 1:
+                # The commit was conditioned on the run as read, so its counters after it are exact.
+                delta = sum(u.plan.run.open_steps_delta for u in writing if u.plan)
+                result.open_steps = int(att.run.get("openSteps", 0)) + delta
             if plan.new_run is not None:
                 run_item = {**plan.new_run, "seq": new_seq, "updatedAt": now}
                 if in_band and expected is not None:
@@ -462,6 +496,10 @@ class EventWriter:
         # Another writer may have released them first; a failure here leaves a token held, never a log hole.
         with contextlib.suppress(TxCancelled, TransientStoreError):
             await transact(self.clients, ops)
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
 _AFTER_BODY = frozenset({"step_completed", "step_retrying"})
@@ -503,6 +541,9 @@ def _run_update(run_id: str, plans: list[Plan], seq: int, count: int, in_band: b
             conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
         if change.require_status:
             conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
+    delta = sum(p.run.open_steps_delta for p in plans)
+    if delta:
+        sets.append(f"{e.n('openSteps')} = if_not_exists({e.n('openSteps')}, {e.v(0)}) + {e.v(delta)}")
     op.update = "SET " + ", ".join(dict.fromkeys(sets)) + (" REMOVE " + ", ".join(removes) if removes else "")
     op.condition = " AND ".join(dict.fromkeys(conds))
     return op

@@ -78,6 +78,7 @@ async def run_from_item(item: Item, values: ValueStore, resolve: ResolveData = "
         error_code=item.get("errorCode"),
         seq=item["seq"],
         seq_in_band=item["seqInBand"],
+        open_steps=item.get("openSteps", 0),
         created_at=item["createdAt"],
         updated_at=item["updatedAt"],
         started_at=item.get("startedAt"),

@@ -46,6 +46,8 @@ class RunChange:
     attribute_removes: list[str] = field(default_factory=list)
     require_alive: bool = False  # status pending or running
     require_status: str | None = None
+    # Steps declared and not yet finished: the last finisher of a fan-out continues the workflow inline.
+    open_steps_delta: int = 0
     create_item: Item | None = None  # resilient start: the run item does not exist yet
 
 

@@ -81,6 +81,7 @@ def new_run_item(run_id: str, data: dict[str, Any], stored: StoredValue | None, 
         "attributes": dict(data.get("attributes") or {}),
         "seq": IN_BAND_SEQ_AT_RUN_CREATION,
         "seqInBand": IN_BAND_SEQ_AT_RUN_CREATION,
+        "openSteps": 0,
         "createdAt": now,
         "updatedAt": now,
         GSI_STATUS_KEY: "pending",
@@ -210,8 +211,8 @@ def _step_created(req: CreateEventRequest, state: State) -> Plan:
         "specVersion": req.spec_version,
         "ver": 1,
     }
-    return Plan([_event(req, state)], RunChange(require_alive=True), [put("entity", item, if_absent=True)],
-                new_step=item)
+    return Plan([_event(req, state)], RunChange(require_alive=True, open_steps_delta=1),
+                [put("entity", item, if_absent=True)], new_step=item)
 
 
 def _existing_step(req: CreateEventRequest, state: State) -> Item:
@@ -272,7 +273,8 @@ def _step_result(status: str | None, value_field: str):
             sets["status"] = status
             sets["completedAt"] = state.now
         key = step_key(state.run_id, req.correlation_id or "")
-        return Plan([_event(req, state)], RunChange(), [_update_entity(key, step, sets, removes)],
+        change = RunChange(open_steps_delta=0 if status is None else -1)
+        return Plan([_event(req, state)], change, [_update_entity(key, step, sets, removes)],
                     new_step=_changed(step, sets, removes))
 
     return planner
@@ -417,3 +419,5 @@ NEEDS_RUN = frozenset({"run_started", "run_completed", "run_failed", "run_cancel
 NEEDS_ENTITY = frozenset({"step_started", "step_retrying", "step_completed", "step_failed", "hook_disposed",
                           "wait_completed"})
 NEEDS_HOOKS = frozenset({"run_completed", "run_failed", "run_cancelled"})
+# A step's end reports how many of the run's steps are still open, read with the step in one request.
+NEEDS_RUN_COUNTERS = frozenset({"step_completed", "step_failed"})

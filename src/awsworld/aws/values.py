@@ -56,7 +56,12 @@ class ValueStore:
 
     async def store(self, run_id: str, value: Any, field: str) -> StoredValue:
         text = encode_json(value, field)
-        data = text.encode("utf-8")
+        try:
+            data = text.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate is not UTF-8: escape it (JSON's \uXXXX), so it still round-trips exactly.
+            text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+            data = text.encode("ascii")
         size = len(data)
         if size > self.config.max_value_bytes:
             raise PayloadTooLargeError(

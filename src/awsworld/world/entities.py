@@ -43,6 +43,7 @@ class Run(WireModel):
     attributes: dict[str, str] = Field(default_factory=dict)
     seq: int = 0
     seq_in_band: int = 0
+    open_steps: int = 0
     created_at: datetime
     updated_at: datetime
     started_at: datetime | None = None

@@ -227,6 +227,8 @@ class EventResult(WireModel):
     cursor: str | None = None
     has_more: bool = False
     seq_in_band: int | None = None
+    open_steps: int | None = None
+    """Steps of the run declared and not yet completed or failed, after this write (when known)."""
 
 
 class BatchEventOutcome(WireModel):
