@@ -18,3 +18,13 @@ async def moto_world(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
     yield world
     await world.close()
     await local_moto.drop(world.config)
+
+
+@pytest.fixture(scope="module")
+async def moto_world_per_module(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
+    """One moto AWSWorld for a whole module, for tests isolated by their own run ids (streams), so each test
+    does not pay for provisioning a table, bucket and queues."""
+    world = AWSWorld(await local_moto.new_config())
+    yield world
+    await world.close()
+    await local_moto.drop(world.config)

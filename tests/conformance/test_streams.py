@@ -40,6 +40,12 @@ async def all_pages(streams: StreamsAPI, run_id: str, name: str, limit: int) -> 
 
 
 @pytest.fixture
+def moto_world(moto_world_per_module: AWSWorld) -> AWSWorld:
+    """Stream tests are isolated by their run ids: they share one World per module."""
+    return moto_world_per_module
+
+
+@pytest.fixture
 async def run_id(moto_world: AWSWorld) -> str:
     return await new_run(moto_world, start=True)
 
