@@ -20,9 +20,28 @@ from awsworld.world import (
     StreamChunkPage,
 )
 
-from .helpers import new_run, run_cancelled, run_completed, run_failed
-
 S = "strm_out"
+
+
+async def new_run(world: AWSWorld, *, start: bool = True) -> str:
+    """A fresh run (running unless ``start=False``): streams belong to runs."""
+    result = await world.events.create(None, {"eventType": "run_created", "eventData": {"workflowName": "wf-streams"}})
+    assert result.run is not None
+    if start:
+        await world.events.create(result.run.run_id, {"eventType": "run_started"})
+    return result.run.run_id
+
+
+def run_completed() -> dict[str, Any]:
+    return {"eventType": "run_completed", "eventData": {"output": None}}
+
+
+def run_failed() -> dict[str, Any]:
+    return {"eventType": "run_failed", "eventData": {"error": {"message": "boom"}}}
+
+
+def run_cancelled() -> dict[str, Any]:
+    return {"eventType": "run_cancelled", "eventData": {}}
 
 
 async def collect(streams: StreamsAPI, run_id: str, name: str, start: int = 0, timeout: float = 10) -> list[bytes]:
