@@ -14,6 +14,18 @@ shape) into exactly one outcome:
 Redelivery re-sends the message with a delay and deletes the current copy, instead of changing its
 visibility: ``ChangeMessageVisibility`` keeps the receive count growing and would walk a healthy, retrying
 message into the DLQ.
+
+A Lambda handler with ``ReportBatchItemFailures`` uses it like this (the local poller the same way, with
+``receive``/``poll`` and ``ack(delivery)``)::
+
+    consumer = world.sqs_queue.consumer("__wkf_workflow_")
+    failures = []
+    for record in event["Records"]:
+        outcome = await consumer.open(record)
+        if isinstance(outcome, Delivery):
+            ...  # run it; then ack(outcome, delete_message=False), or redeliver_after(outcome, n)
+        elif isinstance(outcome, Refused) or (isinstance(outcome, Malformed) and not outcome.dead_lettered):
+            failures.append({"itemIdentifier": record["messageId"]})
 """
 
 from __future__ import annotations
