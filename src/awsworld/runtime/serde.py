@@ -1,0 +1,433 @@
+"""Workflow values to JSON and back, exactly.
+
+Everything a workflow passes or returns is written to the event log and read back on replay, possibly in
+another process, so a value must come back equal and of the same type. Plain JSON values (str, int, bool,
+None, finite float, list, dict with str keys) are stored as they are, so the log stays readable; every other
+supported type becomes an envelope ``{"$t": tag, "v": payload}`` (plus ``"c"``, a ``module:QualName`` class
+path, for user classes). A user dict that itself has a ``"$t"`` key is escaped as ``{"$t": "dict", "v": ...}``.
+
+A value that cannot be serialized raises ``SerializationError`` naming the type and where it sits inside the
+value (``value['items'][3]: cannot serialize <class 'socket.socket'>``), at the call that produced it rather
+than on some later replay: the runtime turns it into a FatalError instead of leaving the run stuck.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import contextlib
+import dataclasses
+import datetime as dt
+import importlib
+import json
+import math
+from decimal import Decimal
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel
+
+__all__ = ["MAX_DEPTH", "RestoredError", "SerializationError", "dumps", "from_json_text", "loads", "to_json_text"]
+
+TAG = "$t"
+# Nesting limit of the Python value. An envelope adds up to 3 JSON levels per level, and json (like our own
+# recursion) shares the interpreter's recursion limit of 1000, so this stays well below 1000 / 3.
+MAX_DEPTH = 100
+# Ints this large are stored as hex: decimal text is slow and capped at 4300 digits by Python itself.
+_BIG_INT_BITS = 4096
+_MISSING = object()
+
+
+class SerializationError(TypeError):
+    """A value cannot be serialized or deserialized. ``path`` locates it inside the value (``value['a'][0]``)
+    and ``reason`` says what is wrong; the runtime maps it to a FatalError (retrying would fail the same way)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
+
+class RestoredError(Exception):
+    """An exception read back whose class is not a builtin one. User exception classes are not imported from
+    the log, so the original class name is kept as ``type_name`` (``module:QualName``), with the message and
+    args; serializing it again writes the same record."""
+
+    def __init__(self, type_name: str, message: str, *args: Any) -> None:
+        super().__init__(*args)
+        self.type_name = type_name
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.type_name}: {self.message}"
+
+
+class _Failure(Exception):
+    """Internal: carries the reason up the recursion; each level adds its path segment only on the way out,
+    so the happy path never formats a path."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.segments: list[str] = []
+
+    def error(self) -> SerializationError:
+        return SerializationError("value" + "".join(reversed(self.segments)), self.reason)
+
+
+def _segment(key: Any, how: str) -> str:
+    """``[key]`` for items, ``.name`` for attributes, or a literal marker like ``<key>``."""
+    return f"[{key!r}]" if how == "[]" else f".{key}" if how == "." else str(key)
+
+
+# --- class paths -------------------------------------------------------------------------------------------
+
+
+def _name_ok(dotted: str, *, module: bool) -> bool:
+    """Identifiers only, no dunders (``__class__``, ``__globals__`` would reach arbitrary objects); the one
+    dunder module allowed is ``__main__``, where scripts define their classes."""
+    if module and dotted == "__main__":
+        return True
+    parts = dotted.split(".")
+    return all(p.isidentifier() and not (p.startswith("__") and p.endswith("__")) for p in parts)
+
+
+def _import_class(path: str) -> type:
+    """Resolve ``module:QualName`` by importing the module and walking attributes. Never evaluates code from
+    the data: a name that is not made of identifiers, or that does not lead to a class, is refused."""
+    module_name, sep, qualname = path.partition(":")
+    if not sep or not _name_ok(module_name, module=True) or not _name_ok(qualname, module=False):
+        raise _Failure(f"refusing class path {path!r}: expected 'module:QualName' made of identifiers")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise _Failure(f"cannot load {path!r}: module {module_name!r} is not importable ({exc})") from exc
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except Exception as exc:
+            raise _Failure(f"cannot load {path!r}: {module_name!r} has no {qualname!r}") from exc
+    if not isinstance(obj, type):
+        raise _Failure(f"refusing class path {path!r}: not a class")
+    return obj
+
+
+@lru_cache(maxsize=1024)
+def _class_path(cls: type) -> str:
+    """The path a class is stored under, checked at write time: a class defined inside a function or a
+    generic alias like ``Model[int]`` could never be loaded back, and saying so now beats a failed replay."""
+    path = f"{cls.__module__}:{cls.__qualname__}"
+    try:
+        found = _import_class(path)
+    except _Failure as exc:
+        hint = "only classes importable at module level can be stored"
+        raise _Failure(f"cannot serialize {cls!r}: {exc.reason} ({hint})") from None
+    if found is not cls:
+        raise _Failure(f"cannot serialize {cls!r}: {path!r} names a different object")
+    return path
+
+
+def _load_class(path: Any, kind: str, check: Any) -> Any:
+    if not isinstance(path, str):
+        raise _Failure(f"malformed {kind!r} envelope: class path {path!r}")
+    cls = _import_class(path)
+    if not check(cls):
+        raise _Failure(f"refusing class path {path!r}: not a {kind} class")
+    return cls
+
+
+# --- scalars ------------------------------------------------------------------------------------------------
+
+
+def _tz_extra(value: dt.datetime | dt.time) -> dict[str, Any]:
+    """ISO text keeps only the UTC offset: a ZoneInfo's key is kept too, so DST-aware arithmetic behaves the
+    same after replay; ``fold`` of a naive value is kept as it is not in the text."""
+    tz = value.tzinfo
+    if isinstance(tz, ZoneInfo) and tz.key:
+        return {"tz": tz.key}
+    return {"fold": 1} if value.fold and tz is None else {}
+
+
+def _load_datetime(d: dict[str, Any]) -> dt.datetime:
+    value = dt.datetime.fromisoformat(d["v"])
+    if "tz" in d:
+        return value.astimezone(ZoneInfo(d["tz"]))  # from the stored offset, so fold comes out right
+    return value.replace(fold=1) if d.get("fold") else value
+
+
+def _load_time(d: dict[str, Any]) -> dt.time:
+    value = dt.time.fromisoformat(d["v"])
+    if "tz" in d:
+        return value.replace(tzinfo=ZoneInfo(d["tz"]))
+    return value.replace(fold=1) if d.get("fold") else value
+
+
+_FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+_SCALAR_DUMPERS: dict[type, Any] = {
+    dt.datetime: lambda v: {TAG: "datetime", "v": v.isoformat(), **_tz_extra(v)},
+    dt.date: lambda v: {TAG: "date", "v": v.isoformat()},
+    dt.time: lambda v: {TAG: "time", "v": v.isoformat(), **_tz_extra(v)},
+    dt.timedelta: lambda v: {TAG: "timedelta", "v": [v.days, v.seconds, v.microseconds]},
+    bytes: lambda v: {TAG: "bytes", "v": base64.b64encode(v).decode("ascii")},
+    bytearray: lambda v: {TAG: "bytearray", "v": base64.b64encode(v).decode("ascii")},
+    Decimal: lambda v: {TAG: "decimal", "v": str(v)},
+    UUID: lambda v: {TAG: "uuid", "v": str(v)},
+}
+
+_SCALAR_LOADERS: dict[str, Any] = {
+    "datetime": _load_datetime,
+    "date": lambda d: dt.date.fromisoformat(d["v"]),
+    "time": _load_time,
+    "timedelta": lambda d: dt.timedelta(days=d["v"][0], seconds=d["v"][1], microseconds=d["v"][2]),
+    "bytes": lambda d: base64.b64decode(d["v"], validate=True),
+    "bytearray": lambda d: bytearray(base64.b64decode(d["v"], validate=True)),
+    "decimal": lambda d: Decimal(d["v"]),
+    "uuid": lambda d: UUID(d["v"]),
+    "float": lambda d: _FLOATS[d["v"]],
+    "int": lambda d: int(d["v"], 16),
+}
+
+
+def _set_order(item: Any) -> str:
+    """Sets are written in a canonical order: iteration order depends on the hash seed, which differs between
+    processes, and a replay must write the same bytes."""
+    return json.dumps(item, sort_keys=True)
+
+
+# --- dumping -----------------------------------------------------------------------------------------------
+
+
+class _Dumper:
+    def __init__(self) -> None:
+        self.active: set[int] = set()  # ids of containers on the current path: seeing one again is a cycle
+
+    def child(self, value: Any, depth: int, key: Any, how: str = "[]") -> Any:
+        try:
+            return self.dump(value, depth)
+        except _Failure as exc:
+            exc.segments.append(_segment(key, how))
+            raise
+
+    def dump(self, value: Any, depth: int) -> Any:
+        t = type(value)
+        if t is str or t is bool or value is None:
+            return value
+        if t is int:
+            return value if value.bit_length() <= _BIG_INT_BITS else {TAG: "int", "v": hex(value)}
+        if t is float:
+            return value if math.isfinite(value) else {TAG: "float", "v": repr(value)}
+        scalar = _SCALAR_DUMPERS.get(t)
+        if scalar is not None:
+            return scalar(value)
+        if depth >= MAX_DEPTH:
+            raise _Failure(f"nested deeper than {MAX_DEPTH} levels")
+        ident = id(value)
+        if ident in self.active:
+            raise _Failure(f"cycle: this {t.__name__} contains itself")
+        self.active.add(ident)
+        try:
+            return self.compound(value, t, depth + 1)
+        finally:
+            self.active.discard(ident)
+
+    def compound(self, value: Any, t: type, depth: int) -> Any:
+        if t is list:
+            return [self.child(item, depth, i) for i, item in enumerate(value)]
+        if t is dict:
+            return self.mapping(value, depth)
+        if t is tuple:
+            return {TAG: "tuple", "v": [self.child(item, depth, i) for i, item in enumerate(value)]}
+        if t is set or t is frozenset:
+            items = [self.child(item, depth, "<item>", how="") for item in value]
+            return {TAG: t.__name__, "v": sorted(items, key=_set_order)}
+        if isinstance(value, Enum):
+            return {TAG: "enum", "c": _class_path(t), "v": self.child(value.value, depth, "value", how=".")}
+        if isinstance(value, BaseModel):
+            path = _class_path(t)
+            try:
+                data = value.model_dump(mode="json", by_alias=True, round_trip=True, warnings="error")
+            except Exception as exc:
+                raise _Failure(f"cannot serialize {t!r}: {exc}") from exc
+            return {TAG: "model", "c": path, "v": self.dump(data, depth)}  # escapes any "$t" keys inside
+        if isinstance(value, BaseException):
+            return self.exception(value, t, depth)
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            path = _class_path(t)
+            fields = {}
+            for field in dataclasses.fields(value):
+                item = getattr(value, field.name, _MISSING)
+                if item is not _MISSING:
+                    fields[field.name] = self.child(item, depth, field.name, how=".")
+            return {TAG: "dataclass", "c": path, "v": fields}
+        if isinstance(value, tuple) and hasattr(t, "_fields"):
+            items = [self.child(item, depth, i) for i, item in enumerate(value)]
+            return {TAG: "namedtuple", "c": _class_path(t), "v": items}
+        raise _Failure(f"cannot serialize {t!r}")
+
+    def mapping(self, value: dict[Any, Any], depth: int) -> Any:
+        if all(type(k) is str for k in value):
+            out = {k: self.child(v, depth, k) for k, v in value.items()}
+            return {TAG: "dict", "v": out} if TAG in out else out
+        pairs = []
+        for k, v in value.items():
+            pairs.append([self.child(k, depth, "<key>", how=""), self.child(v, depth, k)])
+        return {TAG: "map", "v": pairs}
+
+    def exception(self, value: BaseException, t: type, depth: int) -> dict[str, Any]:
+        """Exceptions record type, message and args. Args are best effort: a failure must stay reportable even
+        when it carries something unserializable, so such args are dropped and the message kept."""
+        if isinstance(value, RestoredError):
+            type_name, message = value.type_name, value.message
+        else:
+            type_name = f"{t.__module__}:{t.__qualname__}"
+            try:
+                message = str(value)
+            except Exception:
+                message = f"<unprintable {t.__qualname__}>"
+        out: dict[str, Any] = {TAG: "error", "c": type_name, "v": message}
+        with contextlib.suppress(_Failure):
+            out["args"] = self.child(list(value.args), depth, "args", how=".")
+        return out
+
+
+# --- loading -----------------------------------------------------------------------------------------------
+
+
+class _Loader:
+    def child(self, data: Any, key: Any, how: str = "[]") -> Any:
+        try:
+            return self.load(data)
+        except _Failure as exc:
+            exc.segments.append(_segment(key, how))
+            raise
+
+    def load(self, data: Any) -> Any:
+        t = type(data)
+        if t is str or t is int or t is float or t is bool or data is None:
+            return data
+        if t is list:
+            return [self.child(item, i) for i, item in enumerate(data)]
+        if t is dict:
+            if TAG not in data:
+                return {k: self.child(v, k) for k, v in data.items()}
+            return self.envelope(data)
+        raise _Failure(f"not JSON data: {t!r}")
+
+    def envelope(self, d: dict[str, Any]) -> Any:
+        tag = d[TAG]
+        try:
+            scalar = _SCALAR_LOADERS.get(tag)
+            if scalar is not None:
+                return scalar(d)
+            v = d["v"]
+            if tag in ("tuple", "set", "frozenset"):
+                items = [self.child(item, i) for i, item in enumerate(v)]
+                return tuple(items) if tag == "tuple" else set(items) if tag == "set" else frozenset(items)
+            if tag == "dict":
+                return {k: self.child(item, k) for k, item in v.items()}
+            if tag == "map":
+                pairs = [(self.child(k, "<key>", how=""), self.child(item, i)) for i, (k, item) in enumerate(v)]
+                return dict(pairs)
+            if tag == "enum":
+                cls = _load_class(d.get("c"), tag, lambda c: issubclass(c, Enum))
+                return cls(self.child(v, "value", how="."))
+            if tag == "model":
+                cls = _load_class(d.get("c"), tag, lambda c: issubclass(c, BaseModel))
+                return cls.model_validate(self.load(v))
+            if tag == "dataclass":
+                return self.dataclass(d, v)
+            if tag == "namedtuple":
+                cls = _load_class(d.get("c"), tag, lambda c: issubclass(c, tuple) and hasattr(c, "_fields"))
+                return cls._make(self.child(item, i) for i, item in enumerate(v))
+            if tag == "error":
+                return self.exception(d)
+        except _Failure:
+            raise
+        except Exception as exc:  # malformed payloads, pydantic validation, enum lookups
+            raise _Failure(f"cannot load {tag!r} envelope: {type(exc).__name__}: {exc}") from exc
+        raise _Failure(f"unknown envelope tag {tag!r}")
+
+    def dataclass(self, d: dict[str, Any], v: dict[str, Any]) -> Any:
+        """Rebuilt like pickle does, without calling ``__init__``: the fields are already the stored values,
+        and running ``__post_init__`` again could transform them twice. A field added to the class since the
+        value was written takes its default."""
+        cls = _load_class(d.get("c"), "dataclass", dataclasses.is_dataclass)
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = set(v) - set(fields)
+        if unknown:
+            raise _Failure(f"{d['c']!r} has no field(s) {sorted(unknown)}")
+        obj = cls.__new__(cls)
+        for name, field in fields.items():
+            if name in v:
+                item = self.child(v[name], name, how=".")
+            elif field.default is not dataclasses.MISSING:
+                item = field.default
+            elif field.default_factory is not dataclasses.MISSING:
+                item = field.default_factory()
+            else:
+                raise _Failure(f"{d['c']!r}: stored value lacks required field {name!r}")
+            object.__setattr__(obj, name, item)  # works for frozen and slotted dataclasses too
+        return obj
+
+    def exception(self, d: dict[str, Any]) -> BaseException:
+        """Builtin exception types are rebuilt; any other class is never imported (its constructor may need
+        anything) and comes back as a ``RestoredError`` keeping the original type name."""
+        type_name, message = d["c"], d["v"]
+        args = tuple(self.child(d["args"], "args", how=".")) if "args" in d else None
+        module, _, qualname = type_name.partition(":")
+        if module == "builtins" and qualname.isidentifier():
+            cls = getattr(builtins, qualname, None)
+            if isinstance(cls, type) and issubclass(cls, BaseException):
+                try:
+                    return cls(*args) if args is not None else cls(message)
+                except Exception:
+                    pass
+        return RestoredError(type_name, message, *(args if args is not None else (message,)))
+
+
+# --- API ---------------------------------------------------------------------------------------------------
+
+
+def dumps(value: Any) -> Any:
+    """A JSON-compatible structure (dict, list, str, int, float, bool, None) that ``loads`` turns back into an
+    equal value of the same types. Raises ``SerializationError`` for anything else, cycles, or nesting deeper
+    than ``MAX_DEPTH``."""
+    try:
+        return _Dumper().dump(value, 0)
+    except _Failure as exc:
+        raise exc.error() from exc.__cause__
+    except RecursionError:
+        raise SerializationError("value", "nested too deeply to serialize") from None
+
+
+def loads(data: Any) -> Any:
+    """The value ``dumps`` was given. Classes named in the data are imported only as ``module:QualName`` and
+    only when they are of the expected kind; a missing one raises ``SerializationError``."""
+    try:
+        return _Loader().load(data)
+    except _Failure as exc:
+        raise exc.error() from exc.__cause__
+    except RecursionError:
+        raise SerializationError("value", "nested too deeply to deserialize") from None
+
+
+def to_json_text(value: Any) -> str:
+    """``dumps`` as compact JSON text; nan and infinities travel in envelopes, so strict JSON is enough."""
+    data = dumps(value)
+    try:
+        return json.dumps(data, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (ValueError, RecursionError) as exc:
+        raise SerializationError("value", f"cannot write JSON text: {exc}") from None
+
+
+def from_json_text(text: str) -> Any:
+    """The value ``to_json_text`` was given."""
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise SerializationError("value", f"not JSON text: {exc}") from None
+    return loads(data)
