@@ -20,8 +20,11 @@ from typing import Literal
 
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
+from ..runtime.client import Client
+from ..runtime.runtime import Runtime
 from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from .moto_server import MotoServer
+from .poller import LocalPoller
 from .provision import Provisioner, deprovision, provision
 
 __all__ = [
@@ -61,6 +64,7 @@ class LocalAWS:
         initial_world: bool = True,
         name_prefix: str = "awsworld-local",
         deployment_id: str | None = None,
+        run_workflows: bool = True,
     ) -> None:
         if dynamodb not in BACKENDS:
             raise ValueError(f"dynamodb must be one of {BACKENDS}, not {dynamodb!r}")
@@ -74,6 +78,9 @@ class LocalAWS:
         self._worlds: list[AWSWorld] = []
         self._world: AWSWorld | None = None
         self._provisioner: Provisioner | None = None
+        self._run_workflows = run_workflows
+        self.poller: LocalPoller | None = None
+        self.client: Client | None = None
 
     # -- servers ---------------------------------------------------------------------------------------
 
@@ -102,6 +109,9 @@ class LocalAWS:
         return self
 
     async def stop(self) -> None:
+        poller, self.poller = self.poller, None
+        if poller is not None:
+            await poller.stop()
         worlds, self._worlds, self._world = self._worlds, [], None
         try:
             for world in worlds:
@@ -178,6 +188,11 @@ class LocalAWS:
         if self._initial_world:
             try:
                 self._world = await self.new_world()
+                self.client = Client(self._world)
+                if self._run_workflows:
+                    # Deliveries go to the same Runtime the Lambda flow handler uses, with a Lambda-like deadline.
+                    self.poller = LocalPoller(self._world, Runtime(self._world))
+                    self.poller.start()
             except BaseException:
                 await self.stop()
                 raise

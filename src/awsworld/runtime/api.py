@@ -1,0 +1,95 @@
+"""The functions workflow and step code calls: ``sleep``, hooks, ``now``, ``random``, step metadata, streams."""
+
+from __future__ import annotations
+
+import random as _random
+from collections.abc import AsyncIterator, Generator
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import Any
+
+from .context import current_execution, current_step, require_execution
+from .ops import HookOp
+from .step_context import StepMetadata, StreamWriter
+
+
+async def sleep(duration: float | timedelta | datetime) -> None:
+    """Sleep durably: seconds, a timedelta, or until an aware datetime. No compute runs while it waits."""
+    execution = require_execution("awsworld.sleep()")
+    await execution.sleep_until(execution.resume_at(duration))
+
+
+def now() -> datetime:
+    """Inside a workflow: the time of the last event replayed (the same on every replay). Elsewhere: now."""
+    execution = current_execution.get()
+    return execution.current_time() if execution is not None else datetime.now(UTC)
+
+
+def random() -> float:
+    """Inside a workflow: a replay-stable pseudo-random float in [0, 1). Elsewhere: ``random.random()``."""
+    execution = current_execution.get()
+    return execution.rng.random() if execution is not None else _random.random()
+
+
+class Hook:
+    """A durable hook: ``await hook`` takes one payload, ``async for payload in hook`` takes them in order,
+    ``async with create_hook() as hook`` disposes it (frees its token) on exit."""
+
+    def __init__(self, op: HookOp) -> None:
+        self._op = op
+
+    @property
+    def token(self) -> str:
+        return self._op.token
+
+    @property
+    def id(self) -> str:
+        return self._op.id
+
+    def __await__(self) -> Generator[Any, None, Any]:
+        return self._op.next_payload().__await__()
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self
+
+    async def __anext__(self) -> Any:
+        return await self._op.next_payload()
+
+    def dispose(self) -> None:
+        """Release the token (recorded durably by the flow). Payloads already received stay readable."""
+        self._op.dispose_requested = True
+
+    async def __aenter__(self) -> Hook:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.dispose()
+
+
+def create_hook(token: str | None = None, metadata: Any = None) -> Hook:
+    """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable)."""
+    execution = require_execution("awsworld.create_hook()")
+    return Hook(execution.declare_hook(token, metadata, is_webhook=False))
+
+
+def create_webhook(metadata: Any = None) -> Hook:
+    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request."""
+    execution = require_execution("awsworld.create_webhook()")
+    return Hook(execution.declare_hook(None, metadata, is_webhook=True))
+
+
+def step_metadata() -> StepMetadata:
+    """The running step's id, attempt and start time."""
+    context = current_step.get()
+    if context is None:
+        raise RuntimeError("step_metadata() can only be used inside a @step running in a workflow")
+    return context.metadata
+
+
+def get_writable(name: str = "default") -> StreamWriter:
+    """A writer for the run's stream ``name``, inside a step."""
+    context = current_step.get()
+    if context is None:
+        raise RuntimeError("get_writable() can only be used inside a @step running in a workflow")
+    return context.writer(name)

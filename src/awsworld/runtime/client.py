@@ -1,0 +1,136 @@
+"""``Client``: start runs, read them, resume hooks, cancel — from outside any workflow."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.entities import Run as RunView
+from ..world.errors import RunGoneError
+from ..world.events import Event
+from . import serde
+from .errors import WorkflowRunCancelledError, WorkflowRunFailedError
+from .messages import FlowMessage, queue_name_for
+from .registry import workflow_name
+
+
+class Run:
+    """A handle on one run."""
+
+    def __init__(self, client: Client, run_id: str, workflow: str | None = None) -> None:
+        self.client = client
+        self.run_id = run_id
+        self.workflow_name = workflow
+
+    def __repr__(self) -> str:
+        return f"Run({self.run_id!r})"
+
+    async def get(self) -> RunView:
+        return await self.client.world.runs.get(self.run_id)
+
+    async def status(self) -> str:
+        return (await self.client.world.runs.get(self.run_id, resolve_data="none")).status
+
+    async def result(self, timeout: float | None = 60.0) -> Any:
+        """The workflow's return value; raises its error if it failed, ``TimeoutError`` after ``timeout``."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            remaining = 30.0 if deadline is None else deadline - time.monotonic()
+            wait = max(0.0, min(30.0, remaining))
+            run = await self.client.world.runs.wait_for_terminal_status(self.run_id, timeout=wait)
+            if run.status == "completed":
+                return serde.loads(run.output)
+            if run.status == "failed":
+                error = run.error
+                raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
+                                             code=run.error_code, error_type=error.name if error else None)
+            if run.status == "cancelled":
+                raise WorkflowRunCancelledError(self.run_id)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s")
+
+    async def events(self) -> list[Event]:
+        events: list[Event] = []
+        cursor = None
+        while True:
+            page = await self.client.world.events.list(self.run_id, cursor=cursor)
+            events.extend(page.data)
+            cursor = page.cursor
+            if not page.has_more:
+                return events
+
+    async def steps(self) -> list[Any]:
+        steps: list[Any] = []
+        cursor = None
+        while True:
+            page = await self.client.world.steps.list(self.run_id, cursor=cursor)
+            steps.extend(page.data)
+            cursor = page.cursor
+            if not page.has_more:
+                return steps
+
+    async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
+        async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):
+            yield chunk
+
+
+class Client:
+    def __init__(self, world: Any) -> None:
+        self.world = world
+
+    async def start(self, workflow: Any, *args: Any, run_id: str | None = None, **kwargs: Any) -> Run:
+        """Start a run of ``workflow``. With ``run_id`` it is idempotent: the same id returns the same run."""
+        name = workflow if isinstance(workflow, str) else workflow_name(workflow)
+        try:
+            payload = serde.dumps({"args": list(args), "kwargs": kwargs})
+        except serde.SerializationError as error:
+            raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
+        result = await self.world.events.create(run_id, {
+            "eventType": "run_created",
+            "eventData": {"workflowName": name, "input": payload,
+                          "executionContext": {"seed": secrets.token_hex(32)}},
+        }, resolve_data="none")
+        assert result.run is not None
+        run = Run(self, result.run.run_id, result.run.workflow_name)
+        if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
+            await self._wake(run.run_id, result.run.workflow_name, "start")
+        return run
+
+    def get_run(self, run_id: str) -> Run:
+        return Run(self, run_id)
+
+    async def list_runs(self, *, workflow: Any = None, status: str | Sequence[str] | None = None,
+                        limit: int = 50, cursor: str | None = None) -> Any:
+        name = None if workflow is None else (workflow if isinstance(workflow, str) else workflow_name(workflow))
+        return await self.world.runs.list(workflow_name=name, status=status, limit=limit, cursor=cursor)
+
+    async def resume_hook(self, token: str, payload: Any) -> Event:
+        """Deliver ``payload`` to the hook holding ``token`` and wake its run."""
+        hook = await self.world.hooks.get_by_token(token, resolve_data="none")
+        run = await self.world.runs.get(hook.run_id, resolve_data="none")
+        if run.status in TERMINAL_RUN_STATUSES:
+            raise RunGoneError(f"run {run.run_id} is {run.status}: its hooks take no more payloads")
+        try:
+            encoded = serde.dumps(payload)
+        except serde.SerializationError as error:
+            raise TypeError(f"the hook payload cannot be serialized: {error}") from None
+        result = await self.world.events.create(hook.run_id, {"eventType": "hook_received",
+                                                              "correlationId": hook.hook_id,
+                                                              "eventData": {"payload": encoded}},
+                                                resolve_data="none")
+        assert result.event is not None
+        await self._wake(hook.run_id, run.workflow_name, f"hook:{result.event.event_id}")
+        return result.event
+
+    async def cancel(self, run_id: str) -> None:
+        run = await self.world.runs.get(run_id, resolve_data="none")
+        await self.world.events.create(run_id, {"eventType": "run_cancelled"})
+        await self._wake(run_id, run.workflow_name, "cancel")
+
+    async def _wake(self, run_id: str, workflow: str, reason: str) -> None:
+        await self.world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
+                               idempotency_key=f"{run_id}:{reason}")
+

@@ -1,0 +1,71 @@
+"""Errors a workflow author raises or sees. Their names and codes are part of the public API."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+
+class FatalError(Exception):
+    """Raise in a step to fail it at once, without retries. Also what an unserializable value becomes."""
+
+
+class RetryableError(Exception):
+    """Raise in a step to retry it, after ``retry_after`` (seconds or a timedelta) when given."""
+
+    def __init__(self, message: str = "", *, retry_after: float | timedelta | None = None) -> None:
+        super().__init__(message)
+        if isinstance(retry_after, timedelta):
+            retry_after = retry_after.total_seconds()
+        if retry_after is not None and retry_after < 0:
+            raise ValueError("retry_after must be >= 0")
+        self.retry_after = retry_after
+
+
+class StepError(Exception):
+    """A step failed for good (after its retries, or fatally); raised where the workflow awaited it."""
+
+    def __init__(self, message: str, *, step_name: str, error_type: str | None = None) -> None:
+        super().__init__(message)
+        self.step_name = step_name
+        self.error_type = error_type
+
+
+class HookConflictError(Exception):
+    """Another run holds the hook's token."""
+
+    def __init__(self, token: str, conflicting_run_id: str) -> None:
+        super().__init__(f"hook token {token!r} is held by run {conflicting_run_id}")
+        self.token = token
+        self.conflicting_run_id = conflicting_run_id
+
+
+class WorkflowRunFailedError(Exception):
+    """``Run.result()`` of a failed run: carries the stored error."""
+
+    def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None) -> None:
+        super().__init__(f"run {run_id} failed: {message}")
+        self.run_id = run_id
+        self.code = code
+        self.error_type = error_type
+
+
+class WorkflowRunCancelledError(Exception):
+    def __init__(self, run_id: str) -> None:
+        super().__init__(f"run {run_id} was cancelled")
+        self.run_id = run_id
+
+
+class DeterminismError(RuntimeError):
+    """Workflow code did something that cannot replay identically (I/O timers, threads on the replay loop)."""
+
+
+class ReplayDivergenceError(RuntimeError):
+    """The workflow's code no longer matches its event log."""
+
+
+# Codes stored on failed runs (run_failed.errorCode).
+USER_ERROR = "USER_ERROR"
+RUNTIME_ERROR = "RUNTIME_ERROR"
+CORRUPTED_EVENT_LOG = "CORRUPTED_EVENT_LOG"
+EVENT_LIMIT_EXCEEDED = "EVENT_LIMIT_EXCEEDED"
+SERIALIZATION_ERROR = "SERIALIZATION_ERROR"

@@ -1,0 +1,230 @@
+"""One run's workflow code, replayed against its event log on a deterministic loop.
+
+The log is consumed strictly in order; after every event the loop runs until idle, so the operations the
+workflow declares depend only on the prefix of the log it has seen — which is what makes their ids (a
+per-run counter in call order) and ``now()`` (the time of the last consumed event) the same on every replay.
+The execution stays alive across iterations of one delivery: the flow appends the events it writes and calls
+``advance`` again, so a serial workflow of N steps is replayed once, not N times.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hashlib
+import hmac
+import random
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..world.events import Event
+from . import serde
+from .context import current_execution
+from .errors import FatalError, HookConflictError, ReplayDivergenceError, StepError
+from .ops import HookOp, Op, StepOp, WaitOp
+from .registry import Registry, StepDef, WorkflowDef
+from .replay_loop import ReplayLoop
+
+RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
+
+
+class LogGapError(RuntimeError):
+    """Events were appended out of order: the caller reloads the log from the store."""
+
+
+class WorkflowExecution:
+    def __init__(self, run_id: str, definition: WorkflowDef, registry: Registry, seed: str) -> None:
+        self.run_id = run_id
+        self.definition = definition
+        self.registry = registry
+        self.seed = seed
+        self.loop = ReplayLoop()
+        self.ops: dict[str, Op] = {}
+        self.declared: list[Op] = []
+        self.log: list[Event] = []
+        self.cursor = 0
+        self.counter = 0
+        self.now: datetime | None = None
+        self.rng = random.Random(hashlib.sha256(f"{seed}:{run_id}".encode()).digest())
+        self.task: asyncio.Task[Any] | None = None
+        self.cancelled = False
+        self.terminal: str | None = None
+
+    # ------------------------------------------------------------------ the log
+
+    def append(self, events: list[Event]) -> None:
+        for event in events:
+            if event.slot <= len(self.log):
+                continue  # already held (a report can overlap what we appended)
+            if event.slot != len(self.log) + 1:
+                raise LogGapError(f"event at slot {event.slot} after {len(self.log)} events")
+            self.log.append(event)
+
+    def advance(self) -> None:
+        """Consume every event not yet consumed, running the workflow until idle after each."""
+        if self.task is None:
+            self._start()
+        self.loop.run_until_idle()
+        while self.cursor < len(self.log):
+            event = self.log[self.cursor]
+            self.cursor += 1
+            self.now = event.created_at
+            self._apply(event)
+            self.loop.run_until_idle()
+
+    def _start(self) -> None:
+        if not self.log or self.log[0].event_type != "run_created":
+            raise ReplayDivergenceError("the log does not start with run_created")
+        first = self.log[0]
+        self.now = first.created_at
+        raw = (first.event_data or {}).get("input")
+        call = serde.loads(raw) if raw is not None else {"args": [], "kwargs": {}}
+        args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+        context = contextvars.copy_context()
+        context.run(current_execution.set, self)
+        self.task = self.loop.create_task(self.definition.fn(*args, **kwargs), context=context)
+
+    def _apply(self, event: Event) -> None:
+        kind = event.event_type
+        if kind in RUN_LEVEL_EVENTS:
+            if kind in ("run_completed", "run_failed"):
+                self.terminal = kind
+            return
+        if kind == "run_cancelled":
+            self.cancelled = True
+            self.terminal = kind
+            return
+        op = self.ops.get(event.correlation_id or "")
+        if op is None or op.kind != kind.split("_", 1)[0]:
+            raise ReplayDivergenceError(
+                f"event {event.event_id} ({kind} {event.correlation_id}) matches nothing the workflow declared: "
+                "its code no longer matches its log")
+        data = event.event_data or {}
+        if isinstance(op, StepOp):
+            self._apply_step(op, kind, data, event)
+        elif isinstance(op, WaitOp):
+            if kind == "wait_created":
+                op.created = True
+                op.resume_at = datetime.fromisoformat(data["resumeAt"]) if "resumeAt" in data else op.resume_at
+            elif kind == "wait_completed" and not op.done:
+                op.done = True
+                if not op.future.done():
+                    op.future.set_result(None)
+        else:
+            self._apply_hook(op, kind, data)
+
+    def _apply_step(self, op: StepOp, kind: str, data: dict[str, Any], event: Event) -> None:
+        if kind == "step_created":
+            if data.get("stepName") != op.definition.name:
+                raise ReplayDivergenceError(f"{op.id} was {data.get('stepName')!r} in the log, "
+                                            f"{op.definition.name!r} in the code")
+            op.created = True
+        elif kind == "step_started":
+            op.started = True
+            op.attempt = int(data.get("attempt") or op.attempt + 1)
+            op.retry_after = None
+        elif kind == "step_retrying":
+            op.started = False
+            op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None
+        elif kind in ("step_completed", "step_failed") and not op.done:
+            op.done = True
+            if op.future.done():
+                return
+            if kind == "step_completed":
+                op.future.set_result(serde.loads(data.get("result")))
+            else:
+                error = data.get("error") or {}
+                op.future.set_exception(StepError(str(error.get("message", "step failed")),
+                                                  step_name=op.definition.name, error_type=error.get("name")))
+
+    def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any]) -> None:
+        if kind == "hook_created":
+            op.created = True
+        elif kind == "hook_conflict":
+            op.created = True
+            op.disposed = True
+            op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
+        elif kind == "hook_received":
+            op.deliver(serde.loads(data.get("payload")))
+        elif kind == "hook_disposed":
+            op.disposed = True
+
+    # ------------------------------------------------------------------ declarations (from workflow code)
+
+    def _next_id(self, kind: str) -> str:
+        self.counter += 1
+        return f"{kind}_{self.counter}"
+
+    async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        op_id = self._next_id("step")
+        try:
+            payload = serde.dumps({"args": list(args), "kwargs": kwargs})
+        except serde.SerializationError as error:
+            raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
+        op = StepOp(op_id, definition, payload, self.loop.create_future())
+        self._declare(op)
+        return await op.future
+
+    async def sleep_until(self, resume_at: datetime) -> None:
+        op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future())
+        self._declare(op)
+        await op.future
+
+    def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool) -> HookOp:
+        hook_id = f"{self._next_id('hook')}_{self.run_id}"
+        if token is None:
+            token = self.derived_token(hook_id)
+        try:
+            stored = serde.dumps(metadata)
+        except serde.SerializationError as error:
+            raise FatalError(f"hook metadata cannot be serialized: {error}") from None
+        op = HookOp(hook_id, token, stored, self.loop, is_webhook=is_webhook)
+        self._declare(op)
+        return op
+
+    def derived_token(self, hook_id: str) -> str:
+        """Long and unguessable without the run's seed, and the same on every replay."""
+        return hmac.new(self.seed.encode(), hook_id.encode(), hashlib.sha256).hexdigest()
+
+    def _declare(self, op: Op) -> None:
+        self.ops[op.id] = op
+        self.declared.append(op)
+
+    def current_time(self) -> datetime:
+        assert self.now is not None
+        return self.now
+
+    def resume_at(self, duration: float | timedelta | datetime) -> datetime:
+        if isinstance(duration, datetime):
+            if duration.tzinfo is None:
+                raise ValueError("sleep(datetime) needs a timezone-aware datetime")
+            return duration
+        seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
+        if seconds < 0:
+            raise ValueError("sleep() needs a non-negative duration")
+        return self.current_time() + timedelta(seconds=seconds)
+
+    # ------------------------------------------------------------------ what the flow asks
+
+    @property
+    def done(self) -> bool:
+        return self.task is not None and self.task.done()
+
+    def new_ops(self) -> list[Op]:
+        return [op for op in self.declared if not op.created]
+
+    def pending_steps(self) -> list[StepOp]:
+        return [op for op in self.declared if isinstance(op, StepOp) and op.created and not op.done]
+
+    def pending_waits(self) -> list[WaitOp]:
+        return [op for op in self.declared if isinstance(op, WaitOp) and op.created and not op.done]
+
+    def disposals(self) -> list[HookOp]:
+        return [op for op in self.declared
+                if isinstance(op, HookOp) and op.created and op.dispose_requested and not op.disposed]
+
+    def close(self) -> None:
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+            self.loop.run_until_idle()
+        self.loop.close()

@@ -1,0 +1,309 @@
+"""The inline loop of one flow delivery (``shared/spec/inline-execution.md``).
+
+Replay, then on suspension: declare new steps/waits (one batched write) and hooks, dispose hooks, complete
+waits that are due, queue every runnable step but one with one ``queue_batch``, queue the soonest wait as a
+delayed continuation, run the one owned step inline, and loop — until the run ends, only waits/hooks remain,
+or the budget is spent (then a continuation is queued). Every write of the flow is in-band, fenced with the
+run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from ..world.errors import EntityConflictError, InBandSupersededError, RunGoneError
+from ..world.events import Event
+from . import serde
+from .errors import CORRUPTED_EVENT_LOG, EVENT_LIMIT_EXCEEDED, SERIALIZATION_ERROR, USER_ERROR, ReplayDivergenceError
+from .execution import LogGapError, WorkflowExecution
+from .messages import FlowMessage, queue_name_for
+from .ops import HookOp, StepOp, WaitOp
+from .registry import Registry
+from .step_runner import run_step, structured_error
+
+MAX_DIVERGENT_RECOVERIES = 3
+BATCH = 40
+TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
+
+
+@dataclass
+class FlowStats:
+    iterations: int = 0
+    inline_steps: int = 0
+    queued_steps: int = 0
+    replays: int = 0
+
+
+@dataclass
+class FlowSettings:
+    max_events: int = 10_000
+
+
+@dataclass
+class Flow:
+    world: Any
+    registry: Registry
+    message: FlowMessage
+    deadline: float  # time.monotonic() by which to hand over to a continuation
+    settings: FlowSettings = field(default_factory=FlowSettings)
+    stats: FlowStats = field(default_factory=FlowStats)
+    log_cursor: str | None = None
+    seq_in_band: int = 0
+    execution: WorkflowExecution | None = None
+    owned: set[str] = field(default_factory=set)
+    queued: set[str] = field(default_factory=set)
+
+    @property
+    def run_id(self) -> str:
+        return self.message.run_id
+
+    # ------------------------------------------------------------------ entry
+
+    async def run(self, preloaded: list[Event] | None = None) -> str:
+        try:
+            return await self._run(preloaded)
+        except InBandSupersededError as superseded:
+            # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
+            await self._queue_flow(f"superseded:{superseded.seq_in_band}")
+            return "superseded"
+        except RunGoneError:
+            return "gone"
+        finally:
+            if self.execution is not None:
+                self.execution.close()
+
+    async def _run(self, preloaded: list[Event] | None) -> str:
+        log = await self._load_all()
+        if any(e.event_type in TERMINAL for e in log):
+            return "gone"
+        definition = self.registry.workflow(self.message.workflow_name)
+        created = log[0].event_data or {} if log else {}
+        seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
+        execution = self.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
+        execution.append(log)
+        if not any(e.event_type == "run_started" for e in log):
+            await self._write({"eventType": "run_started"})
+        while True:
+            self.stats.iterations += 1
+            if time.monotonic() >= self.deadline:
+                await self._queue_flow(f"continue:{len(execution.log)}")
+                return "continued"
+            try:
+                execution.advance()
+            except ReplayDivergenceError as divergence:
+                return await self._diverged(divergence)
+            if execution.terminal:
+                return "gone"
+            if len(execution.log) >= self.settings.max_events:
+                return await self._fail({"message": f"the run reached its limit of {self.settings.max_events} "
+                                                    "events (AWSWORLD_MAX_EVENTS_PER_RUN)", "name": "EventLimit"},
+                                        EVENT_LIMIT_EXCEEDED)
+            if execution.done:
+                return await self._finish(execution)
+            if await self._declare(execution) or await self._dispose(execution) or await self._due_waits(execution):
+                continue
+            inline = await self._dispatch(execution)
+            if inline is None:
+                return "suspended"
+            await self._run_inline(inline)
+
+    # ------------------------------------------------------------------ the log
+
+    async def _load_all(self) -> list[Event]:
+        events: list[Event] = []
+        cursor = self.log_cursor
+        first = True
+        while True:
+            page = await self.world.events.list(self.run_id, cursor=cursor, resolve_data="skip-step-inputs")
+            if first and page.snapshot is not None and self.log_cursor is None:
+                self.seq_in_band = page.snapshot.seq_in_band
+            first = False
+            events.extend(page.data)
+            cursor = page.cursor or cursor
+            if not page.has_more:
+                break
+        self.log_cursor = cursor
+        return events
+
+    async def _reload_tail(self) -> None:
+        assert self.execution is not None
+        self.execution.append(await self._load_all())
+
+    async def _append(self, events: list[Event]) -> None:
+        assert self.execution is not None
+        try:
+            self.execution.append(sorted(events, key=lambda e: e.slot))
+        except LogGapError:
+            await self._reload_tail()
+
+    async def _write(self, event: dict[str, Any]) -> None:
+        assert self.execution is not None
+        result = await self.world.events.create(self.run_id, event, event_count=len(self.execution.log),
+                                                in_band=True, expected_seq_in_band=self.seq_in_band,
+                                                resolve_data="skip-step-inputs")
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        await self._append([*result.events, *([result.event] if result.event else [])])
+
+    def _set_in_band(self, count: int) -> None:
+        self.seq_in_band = count
+
+    # ------------------------------------------------------------------ suspension work
+
+    async def _declare(self, execution: WorkflowExecution) -> bool:
+        new = execution.new_ops()
+        if not new:
+            return False
+        batchable = [op for op in new if isinstance(op, StepOp | WaitOp)]
+        for start in range(0, len(batchable), BATCH):
+            chunk = batchable[start:start + BATCH]
+            result = await self.world.events.create_batch(
+                self.run_id, [_declaration(op) for op in chunk], in_band=True,
+                expected_seq_in_band=self.seq_in_band, resolve_data="skip-step-inputs")
+            if result.seq_in_band is not None:
+                self.seq_in_band = result.seq_in_band
+            landed = []
+            for op, outcome in zip(chunk, result.results, strict=True):
+                if outcome.ok and outcome.result is not None and outcome.result.event is not None:
+                    landed.append(outcome.result.event)
+                    if isinstance(op, StepOp):
+                        self.owned.add(op.id)
+                elif outcome.status != 409:
+                    raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
+            await self._append(landed)
+            if len(landed) < len(chunk):
+                await self._reload_tail()  # someone else declared some of them: take their events
+        for op in new:
+            if isinstance(op, HookOp):
+                await self._write({"eventType": "hook_created", "correlationId": op.id,
+                                   "eventData": {"token": op.token, "metadata": op.metadata,
+                                                 "isWebhook": op.is_webhook}})
+        return True
+
+    async def _dispose(self, execution: WorkflowExecution) -> bool:
+        hooks = execution.disposals()
+        for hook in hooks:
+            try:
+                await self._write({"eventType": "hook_disposed", "correlationId": hook.id})
+            except EntityConflictError:
+                await self._reload_tail()
+        return bool(hooks)
+
+    async def _due_waits(self, execution: WorkflowExecution) -> bool:
+        now = datetime.now(UTC)
+        due = [w for w in execution.pending_waits() if w.resume_at <= now]
+        for wait in due:
+            try:
+                await self._write({"eventType": "wait_completed", "correlationId": wait.id})
+            except EntityConflictError:
+                await self._reload_tail()
+        return bool(due)
+
+    async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
+        now = datetime.now(UTC)
+        runnable = [s for s in execution.pending_steps()
+                    if not s.started and (s.retry_after is None or s.retry_after <= now)]
+        inline = next((s for s in runnable if s.id in self.owned), None)
+        to_queue = [s for s in runnable if s is not inline and f"{s.id}:{s.attempt}" not in self.queued]
+        if to_queue:
+            results = await self.world.queue_batch(queue_name_for(self.message.workflow_name), [
+                {"payload": self._step_message(s).to_payload(), "idempotency_key": f"{self.run_id}:{s.id}:{s.attempt}"}
+                for s in to_queue
+            ])
+            failed = [r.error for r in results if not r.ok]
+            if failed:
+                raise RuntimeError(f"queueing {len(failed)} step message(s) failed: {failed[0]}")
+            self.queued.update(f"{s.id}:{s.attempt}" for s in to_queue)
+            self.stats.queued_steps += len(to_queue)
+        waits = [w for w in execution.pending_waits() if w.resume_at > now and w.id not in self.queued]
+        if waits:
+            soonest = min(waits, key=lambda w: w.resume_at)
+            delay = max(0, math.ceil((soonest.resume_at - now).total_seconds()))
+            await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),
+                                   idempotency_key=f"{self.run_id}:{soonest.id}", delay_seconds=delay)
+            self.queued.add(soonest.id)
+        return inline
+
+    async def _run_inline(self, step: StepOp) -> None:
+        self.stats.inline_steps += 1
+        self.owned.discard(step.id)
+        outcome = await run_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
+                                 in_band=self.seq_in_band, on_in_band=self._set_in_band)
+        await self._append(outcome.events)
+        if outcome.status == "gone":
+            raise RunGoneError(f"run {self.run_id} ended")
+        if outcome.status == "retry":
+            await self._queue_step(step, outcome.attempt, outcome.retry_after)
+        elif outcome.status == "finished-already":
+            await self._reload_tail()
+
+    # ------------------------------------------------------------------ endings
+
+    async def _finish(self, execution: WorkflowExecution) -> str:
+        assert execution.task is not None
+        error = execution.task.exception() if not execution.task.cancelled() else None
+        if error is None and not execution.task.cancelled():
+            try:
+                output = serde.dumps(execution.task.result())
+            except serde.SerializationError as bad:
+                return await self._fail({"message": f"the workflow's return value cannot be serialized: {bad}",
+                                         "name": "FatalError"}, SERIALIZATION_ERROR)
+            try:
+                await self._write({"eventType": "run_completed", "eventData": {"output": output}})
+            except EntityConflictError:
+                return "gone"
+            return "completed"
+        return await self._fail(structured_error(error) if error else {"message": "cancelled"}, USER_ERROR)
+
+    async def _fail(self, error: dict[str, Any], code: str) -> str:
+        try:
+            await self._write({"eventType": "run_failed", "eventData": {"error": error, "errorCode": code}})
+        except EntityConflictError:
+            return "gone"
+        return "failed"
+
+    async def _diverged(self, divergence: ReplayDivergenceError) -> str:
+        if self.message.divergence >= MAX_DIVERGENT_RECOVERIES:
+            return await self._fail({"message": f"corrupted event log: {divergence}", "name": "CorruptedEventLog"},
+                                    CORRUPTED_EVENT_LOG)
+        follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=self.message.divergence + 1)
+        await self.world.queue(queue_name_for(self.message.workflow_name), follow_up.to_payload(),
+                               idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}")
+        return "diverged"
+
+    # ------------------------------------------------------------------ messages
+
+    def _flow_message(self) -> FlowMessage:
+        return FlowMessage(self.run_id, self.message.workflow_name)
+
+    def _step_message(self, step: StepOp) -> FlowMessage:
+        return FlowMessage(self.run_id, self.message.workflow_name, step.id, step.definition.name,
+                           run_context=self._run_context())
+
+    def _run_context(self) -> dict[str, Any]:
+        assert self.execution is not None and self.execution.log
+        first = self.execution.log[0]
+        return {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
+                "rootRunId": self.run_id}
+
+    async def _queue_flow(self, key: str) -> None:
+        await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),
+                               idempotency_key=f"{self.run_id}:{key}")
+
+    async def _queue_step(self, step: StepOp, attempt: int, delay: float) -> None:
+        key = f"{step.id}:{attempt}"
+        await self.world.queue(queue_name_for(self.message.workflow_name), self._step_message(step).to_payload(),
+                               idempotency_key=f"{self.run_id}:{key}", delay_seconds=math.ceil(delay))
+        self.queued.add(key)
+
+
+def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
+    if isinstance(op, StepOp):
+        return {"eventType": "step_created", "correlationId": op.id,
+                "eventData": {"stepName": op.definition.name, "input": op.input}}
+    return {"eventType": "wait_created", "correlationId": op.id,
+            "eventData": {"resumeAt": op.resume_at.astimezone(UTC).isoformat()}}

@@ -1,0 +1,44 @@
+"""The payload of a queue message: which run, and for a step message which step, with the run's identity."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..world.queue import DEFAULT_QUEUE_PREFIX
+
+
+def queue_name_for(workflow_name: str) -> str:
+    return f"{DEFAULT_QUEUE_PREFIX}{workflow_name}"
+
+
+@dataclass
+class FlowMessage:
+    run_id: str
+    workflow_name: str
+    step_id: str | None = None
+    step_name: str | None = None
+    run_context: dict[str, Any] = field(default_factory=dict)
+    divergence: int = 0
+
+    def to_payload(self) -> dict[str, Any]:
+        payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}
+        if self.step_id:
+            payload.update(stepId=self.step_id, stepName=self.step_name, runContext=self.run_context)
+        if self.divergence:
+            payload["replayDivergenceCount"] = self.divergence
+        return payload
+
+    @classmethod
+    def from_payload(cls, payload: Any) -> FlowMessage:
+        if not isinstance(payload, dict) or not isinstance(payload.get("runId"), str) \
+                or not isinstance(payload.get("workflowName"), str):
+            raise ValueError("not an awsworld flow or step message (needs runId and workflowName)")
+        return cls(
+            run_id=payload["runId"],
+            workflow_name=payload["workflowName"],
+            step_id=payload.get("stepId"),
+            step_name=payload.get("stepName"),
+            run_context=dict(payload.get("runContext") or {}),
+            divergence=int(payload.get("replayDivergenceCount") or 0),
+        )

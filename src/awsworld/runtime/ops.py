@@ -1,0 +1,83 @@
+"""Durable operations a workflow declares: steps, waits (sleep) and hooks.
+
+Each gets an id from the run's counter in call order, so a replay declares the same ids in the same order.
+An op is "created" once its ``*_created`` event is in the log; until then it is new work for the flow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .registry import StepDef
+
+
+@dataclass
+class StepOp:
+    id: str
+    definition: StepDef
+    input: Any  # serialized {"args": [...], "kwargs": {...}}
+    future: asyncio.Future[Any]
+    created: bool = False
+    started: bool = False
+    done: bool = False
+    attempt: int = 0
+    retry_after: datetime | None = None
+    kind: str = "step"
+
+
+@dataclass
+class WaitOp:
+    id: str
+    resume_at: datetime
+    future: asyncio.Future[Any]
+    created: bool = False
+    done: bool = False
+    kind: str = "wait"
+
+
+@dataclass
+class HookOp:
+    id: str
+    token: str
+    metadata: Any
+    loop: asyncio.AbstractEventLoop
+    is_webhook: bool = False
+    created: bool = False
+    disposed: bool = False
+    dispose_requested: bool = False
+    conflict: BaseException | None = None
+    payloads: collections.deque[Any] = field(default_factory=collections.deque)
+    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+    kind: str = "hook"
+
+    def deliver(self, payload: Any) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(payload)
+                return
+        self.payloads.append(payload)
+
+    def fail(self, error: BaseException) -> None:
+        self.conflict = error
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error)
+
+    def next_payload(self) -> asyncio.Future[Any]:
+        future: asyncio.Future[Any] = self.loop.create_future()
+        if self.conflict is not None:
+            future.set_exception(self.conflict)
+        elif self.payloads:
+            future.set_result(self.payloads.popleft())
+        else:
+            self.waiters.append(future)
+        return future
+
+
+Op = StepOp | WaitOp | HookOp

@@ -1,0 +1,127 @@
+"""Workflows and steps registered by a stable name, so a delivery in another process finds the same code.
+
+The name is ``module.qualname`` unless given; it is what the event log and queue names record, so renaming
+a function is a breaking change for runs in flight (pass ``name=`` to keep the old one).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, ParamSpec, TypeVar
+
+from .context import current_execution
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+DEFAULT_MAX_RETRIES = 3
+
+
+@dataclass(frozen=True)
+class StepDef:
+    name: str
+    fn: Callable[..., Coroutine[Any, Any, Any]]
+    max_retries: int = DEFAULT_MAX_RETRIES
+    retry_delay: float = 1.0
+
+
+@dataclass(frozen=True)
+class WorkflowDef:
+    name: str
+    fn: Callable[..., Coroutine[Any, Any, Any]]
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.workflows: dict[str, WorkflowDef] = {}
+        self.steps: dict[str, StepDef] = {}
+
+    def add_workflow(self, definition: WorkflowDef) -> None:
+        _check_unique(self.workflows, definition.name, definition.fn, "workflow")
+        self.workflows[definition.name] = definition
+
+    def add_step(self, definition: StepDef) -> None:
+        _check_unique(self.steps, definition.name, definition.fn, "step")
+        self.steps[definition.name] = definition
+
+    def workflow(self, name: str) -> WorkflowDef:
+        try:
+            return self.workflows[name]
+        except KeyError:
+            raise LookupError(f"no workflow named {name!r} is registered in this process (import the module "
+                              "that defines it: AWSWORLD_MODULES / awsworld dev MODULE)") from None
+
+    def step(self, name: str) -> StepDef:
+        try:
+            return self.steps[name]
+        except KeyError:
+            raise LookupError(f"no step named {name!r} is registered in this process") from None
+
+
+def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
+    existing = table.get(name)
+    if existing is not None and existing.fn is not fn and (existing.fn.__code__ is not fn.__code__):
+        raise ValueError(f"two different {kind}s are named {name!r}: pass name= to one of them")
+
+
+REGISTRY = Registry()
+
+
+def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
+    result = name or f"{fn.__module__}.{fn.__qualname__}"
+    if any(c.isspace() for c in result) or "<" in result:
+        raise ValueError(f"{result!r} cannot name a workflow or step (no whitespace, no <locals>): pass name=")
+    return result
+
+
+def _require_async(fn: Callable[..., Any], kind: str) -> None:
+    if not inspect.iscoroutinefunction(fn):
+        raise TypeError(f"@{kind} needs an async def function, got {fn!r}")
+
+
+def workflow(fn: Callable[P, Coroutine[Any, Any, R]] | None = None, *, name: str | None = None) -> Any:
+    """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``."""
+
+    def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        _require_async(f, "workflow")
+        definition = WorkflowDef(_stable_name(f, name), f)
+        REGISTRY.add_workflow(definition)
+        f.__awsworld_workflow__ = definition  # type: ignore[attr-defined]
+        return f
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def step(fn: Callable[P, Coroutine[Any, Any, R]] | None = None, *, max_retries: int = DEFAULT_MAX_RETRIES,
+         name: str | None = None, retry_delay: float = 1.0) -> Any:
+    """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
+    outside a workflow it is a plain function call."""
+    if max_retries < 0:
+        raise ValueError("max_retries must be >= 0")
+
+    def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
+        _require_async(f, "step")
+        definition = StepDef(_stable_name(f, name), f, max_retries, retry_delay)
+        REGISTRY.add_step(definition)
+
+        @functools.wraps(f)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            execution = current_execution.get()
+            if execution is None:
+                return await f(*args, **kwargs)
+            return await execution.call_step(definition, args, kwargs)
+
+        call.__awsworld_step__ = definition  # type: ignore[attr-defined]
+        return call
+
+    return decorate(fn) if fn is not None else decorate
+
+
+def workflow_name(fn: Any) -> str:
+    definition = getattr(fn, "__awsworld_workflow__", None)
+    if definition is None:
+        raise TypeError(f"{fn!r} is not a @workflow")
+    return definition.name

@@ -1,0 +1,103 @@
+"""A deterministic asyncio event loop for workflow code.
+
+The workflow runs as ordinary asyncio tasks, so ``asyncio.gather``, ``asyncio.wait`` and ``as_completed``
+behave as a Python developer expects; but the loop does no I/O, has no clock and is driven step by step by the
+replay engine (``run_until_idle``), so callbacks run in one order only: FIFO. Timers are refused: time in a
+workflow is durable (``awsworld.sleep``), never the process's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextvars
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from .errors import DeterminismError
+
+
+class ReplayLoop(asyncio.AbstractEventLoop):
+    def __init__(self) -> None:
+        self._ready: collections.deque[asyncio.Handle] = collections.deque()
+        self._running = False
+        self._closed = False
+        self._exception_handler: Any = None
+        self.unhandled: list[dict[str, Any]] = []
+
+    # -- what tasks and futures call
+    def call_soon(self, callback: Callable[..., Any], *args: Any,
+                  context: contextvars.Context | None = None) -> asyncio.Handle:
+        handle = asyncio.Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def call_soon_threadsafe(self, callback: Callable[..., Any], *args: Any,
+                             context: contextvars.Context | None = None) -> asyncio.Handle:
+        raise DeterminismError("workflow code cannot be driven from another thread")
+
+    def call_later(self, delay: float, callback: Callable[..., Any], *args: Any,
+                   context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        raise DeterminismError(
+            "timers are not available in workflow code (asyncio.sleep, wait_for/timeout with a deadline): "
+            "use awsworld.sleep(), which is durable"
+        )
+
+    def call_at(self, when: float, callback: Callable[..., Any], *args: Any,
+                context: contextvars.Context | None = None) -> asyncio.TimerHandle:
+        return self.call_later(0, callback, *args, context=context)
+
+    def time(self) -> float:
+        return 0.0
+
+    def create_future(self) -> asyncio.Future[Any]:
+        return asyncio.Future(loop=self)
+
+    def create_task(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None,
+                    context: contextvars.Context | None = None) -> asyncio.Task[Any]:
+        return asyncio.Task(coro, loop=self, name=name, context=context)
+
+    def get_debug(self) -> bool:
+        return False
+
+    def is_running(self) -> bool:
+        return self._running
+
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        self._ready.clear()
+        self._closed = True
+
+    def call_exception_handler(self, context: dict[str, Any]) -> None:
+        # "Task exception was never retrieved" and the like: kept for diagnostics, never printed mid-replay.
+        self.unhandled.append(context)
+
+    def default_exception_handler(self, context: dict[str, Any]) -> None:
+        self.unhandled.append(context)
+
+    def get_exception_handler(self) -> Any:
+        return self._exception_handler
+
+    def set_exception_handler(self, handler: Any) -> None:
+        self._exception_handler = handler
+
+    def run_in_executor(self, executor: Any, func: Callable[..., Any], *args: Any) -> Any:
+        raise DeterminismError("workflow code cannot run threads: put the work in a @step")
+
+    # -- what the replay engine calls
+    def run_until_idle(self) -> None:
+        """Run callbacks until none is ready. The outer loop's running-loop slot is swapped for ours meanwhile
+        so ``asyncio.get_running_loop()`` inside workflow code answers this loop."""
+        outer = asyncio.events._get_running_loop()
+        asyncio.events._set_running_loop(self)
+        self._running = True
+        try:
+            while self._ready:
+                handle = self._ready.popleft()
+                if not handle._cancelled:
+                    handle._run()
+        finally:
+            self._running = False
+            asyncio.events._set_running_loop(outer)

@@ -1,0 +1,83 @@
+"""``Runtime.execute``: one queue delivery, flow or step, within a wall-clock budget.
+
+The Lambda handler and the local poller both call this; they differ only in where the deadline comes from
+and how they acknowledge. The return value says what to do with the delivery: acknowledge it, or have it
+redelivered after some seconds. An exception means "retry this delivery".
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .flow import Flow, FlowSettings, FlowStats
+from .messages import FlowMessage, queue_name_for
+from .registry import REGISTRY, Registry
+from .step_runner import run_step
+
+DEFAULT_MARGIN_SECONDS = 10.0
+
+
+@dataclass
+class Outcome:
+    """``ack`` the delivery, or redeliver it after ``retry_after`` seconds."""
+
+    status: str
+    retry_after: float | None = None
+    stats: FlowStats = field(default_factory=FlowStats)
+
+    @property
+    def ack(self) -> bool:
+        return self.retry_after is None
+
+
+def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGIN_SECONDS) -> float:
+    """When to stop looping: ``AWSWORLD_FLOW_BUDGET_MS`` if set, else the invocation's remaining time less a
+    margin (enough to write a continuation), else 110 s."""
+    configured = os.environ.get("AWSWORLD_FLOW_BUDGET_MS")
+    if configured:
+        seconds = int(configured) / 1000
+    elif remaining_ms is not None:
+        seconds = max(1.0, remaining_ms / 1000 - margin)
+    else:
+        seconds = 110.0
+    return time.monotonic() + seconds
+
+
+class Runtime:
+    def __init__(self, world: Any, registry: Registry | None = None, *, max_events: int | None = None) -> None:
+        self.world = world
+        self.registry = registry or REGISTRY
+        limit = max_events or int(os.environ.get("AWSWORLD_MAX_EVENTS_PER_RUN", "10000"))
+        self.settings = FlowSettings(max_events=limit)
+
+    async def execute(self, payload: Any, *, deadline: float) -> Outcome:
+        message = FlowMessage.from_payload(payload)
+        if message.step_id:
+            return await self._step(message, deadline)
+        flow = Flow(self.world, self.registry, message, deadline, self.settings)
+        status = await flow.run()
+        return Outcome(status, stats=flow.stats)
+
+    async def _step(self, message: FlowMessage, deadline: float) -> Outcome:
+        assert message.step_id and message.step_name
+        outcome = await run_step(self.world, self.registry, message.run_id, message.step_id, message.step_name)
+        if outcome.status == "too-early":
+            return Outcome("too-early", retry_after=max(1.0, outcome.retry_after))
+        if outcome.status == "gone":
+            return Outcome("gone")
+        if outcome.status == "retry":
+            await self.world.queue(queue_name_for(message.workflow_name), message.to_payload(),
+                                   idempotency_key=f"{message.run_id}:{message.step_id}:{outcome.attempt}",
+                                   delay_seconds=math.ceil(outcome.retry_after))
+            return Outcome("retry-queued")
+        if outcome.status in ("completed", "failed") and outcome.open_steps not in (None, 0):
+            return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
+        # The last open step of the run finished here: continue the workflow inline, no queue round trip.
+        flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
+                    self.settings)
+        status = await flow.run()
+        return Outcome(f"step-then-{status}", stats=flow.stats)

@@ -1,0 +1,110 @@
+"""Running one attempt of a step: claim it (step_started), run the body, record the outcome.
+
+The claim is the liveness check: the World refuses step_started on a finished run, so a queued step never
+needs to read the run first. Retries follow the step's ``max_retries``; the attempt count is only enforced once
+the step has actually failed before, so concurrent first starts (which each bump the counter) never use up
+retries.
+"""
+
+from __future__ import annotations
+
+import traceback
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from ..world.errors import EntityConflictError, RunGoneError, StepNotFoundError, TooEarlyError
+from ..world.events import Event, EventResult
+from . import serde
+from .context import current_step
+from .errors import FatalError, RetryableError
+from .registry import Registry
+from .step_context import StepContext, StepMetadata
+
+Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early"]
+
+
+@dataclass
+class StepOutcome:
+    status: Status
+    events: list[Event]
+    retry_after: float = 0.0
+    attempt: int = 0
+    open_steps: int | None = None
+
+
+def structured_error(error: BaseException) -> dict[str, Any]:
+    """An error as the log stores it; the stack is kept (it is code, not user data)."""
+    return {
+        "message": str(error) or type(error).__name__,
+        "name": type(error).__name__,
+        "stack": "".join(traceback.format_exception(error))[-8000:],
+    }
+
+
+async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+                   in_band: int | None = None, on_in_band: Any = None) -> StepOutcome:
+    definition = registry.step(step_name)
+    start_kwargs: dict[str, Any] = {}
+    if in_band is not None:
+        start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
+    try:
+        started: EventResult = await world.events.create(
+            run_id, {"eventType": "step_started", "correlationId": step_id}, **start_kwargs)
+    except RunGoneError:
+        return StepOutcome("gone", [])
+    except EntityConflictError:
+        return StepOutcome("finished-already", [])
+    except TooEarlyError as early:
+        return StepOutcome("too-early", [], retry_after=early.retry_after)
+    except StepNotFoundError:
+        return StepOutcome("gone", [])
+    if on_in_band is not None and started.seq_in_band is not None:
+        on_in_band(started.seq_in_band)
+    step = started.step
+    assert step is not None and started.event is not None
+    events = [*started.events, started.event]
+    call = serde.loads(step.input) if step.input is not None else {"args": [], "kwargs": {}}
+    metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
+    token = current_step.set(StepContext(world, metadata))
+    try:
+        result = await definition.fn(*call.get("args", []), **call.get("kwargs", {}))
+        try:
+            encoded = serde.dumps(result)
+        except serde.SerializationError as error:
+            raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
+    except FatalError as error:
+        return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
+                             step.attempt)
+    except Exception as error:  # a step body may raise anything: retried per its policy
+        failed_before = step.error is not None
+        if failed_before and step.attempt > definition.max_retries:
+            return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
+                                 step.attempt)
+        delay = definition.retry_delay
+        if isinstance(error, RetryableError) and error.retry_after is not None:
+            delay = error.retry_after
+        if not failed_before and definition.max_retries == 0:
+            return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
+                                 step.attempt)
+        retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+        outcome = await _finish(world, run_id, step_id, "step_retrying",
+                                {"error": structured_error(error), "retryAfter": retry_at.isoformat()}, events,
+                                step.attempt)
+        outcome.retry_after = delay
+        return outcome
+    finally:
+        current_step.reset(token)
+    return await _finish(world, run_id, step_id, "step_completed", {"result": encoded}, events, step.attempt)
+
+
+async def _finish(world: Any, run_id: str, step_id: str, kind: str, data: dict[str, Any], events: list[Event],
+                  attempt: int) -> StepOutcome:
+    status: Status = {"step_completed": "completed", "step_failed": "failed", "step_retrying": "retry"}[kind]  # type: ignore[assignment]
+    try:
+        result = await world.events.create(run_id, {"eventType": kind, "correlationId": step_id, "eventData": data},
+                                           after_step_body=True)
+    except EntityConflictError:
+        return StepOutcome("finished-already", events, attempt=attempt)
+    assert result.event is not None
+    return StepOutcome(status, [*events, result.event], attempt=attempt, open_steps=result.open_steps)
