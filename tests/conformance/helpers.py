@@ -1,0 +1,157 @@
+"""Small builders and probes shared by the storage conformance tests."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from awsworld.aws import AWSWorld
+from awsworld.world import Event, EventResult, slot_to_event_id
+
+WORKFLOW = "wf-conformance"
+
+
+def run_created(workflow_name: str = WORKFLOW, input: Any = None, **extra: Any) -> dict[str, Any]:
+    return {"eventType": "run_created", "eventData": {"workflowName": workflow_name, "input": input, **extra}}
+
+
+def run_started(**data: Any) -> dict[str, Any]:
+    return {"eventType": "run_started", "eventData": data}
+
+
+def run_completed(output: Any = None) -> dict[str, Any]:
+    return {"eventType": "run_completed", "eventData": {"output": output}}
+
+
+def run_failed(message: str = "boom", **error: Any) -> dict[str, Any]:
+    return {"eventType": "run_failed", "eventData": {"error": {"message": message, **error}}}
+
+
+def run_cancelled(reason: str | None = None) -> dict[str, Any]:
+    return {"eventType": "run_cancelled", "eventData": {"cancelReason": reason} if reason else {}}
+
+
+_DEFAULT: Any = object()
+
+
+def step_created(step_id: str, name: str = "add", input: Any = _DEFAULT) -> dict[str, Any]:
+    return {"eventType": "step_created", "correlationId": step_id,
+            "eventData": {"stepName": name, "input": [1, 2] if input is _DEFAULT else input}}
+
+
+def step_started(step_id: str) -> dict[str, Any]:
+    return {"eventType": "step_started", "correlationId": step_id}
+
+
+def step_completed(step_id: str, result: Any = 3) -> dict[str, Any]:
+    return {"eventType": "step_completed", "correlationId": step_id, "eventData": {"result": result}}
+
+
+def step_failed(step_id: str, message: str = "step broke") -> dict[str, Any]:
+    return {"eventType": "step_failed", "correlationId": step_id, "eventData": {"error": {"message": message}}}
+
+
+def step_retrying(step_id: str, retry_after: datetime | None = None, message: str = "retry me") -> dict[str, Any]:
+    data: dict[str, Any] = {"error": {"message": message}}
+    if retry_after is not None:
+        data["retryAfter"] = retry_after.isoformat()
+    return {"eventType": "step_retrying", "correlationId": step_id, "eventData": data}
+
+
+def hook_created(hook_id: str, token: str, metadata: Any = None, retention_until: datetime | None = None
+                 ) -> dict[str, Any]:
+    data: dict[str, Any] = {"token": token}
+    if metadata is not None:
+        data["metadata"] = metadata
+    if retention_until is not None:
+        data["tokenRetentionUntil"] = retention_until.isoformat()
+    return {"eventType": "hook_created", "correlationId": hook_id, "eventData": data}
+
+
+def hook_received(hook_id: str, payload: Any = None) -> dict[str, Any]:
+    return {"eventType": "hook_received", "correlationId": hook_id, "eventData": {"payload": payload}}
+
+
+def hook_disposed(hook_id: str) -> dict[str, Any]:
+    return {"eventType": "hook_disposed", "correlationId": hook_id}
+
+
+def wait_created(wait_id: str, resume_at: datetime | None = None) -> dict[str, Any]:
+    resume_at = resume_at or datetime.now(UTC) + timedelta(minutes=5)
+    return {"eventType": "wait_created", "correlationId": wait_id, "eventData": {"resumeAt": resume_at.isoformat()}}
+
+
+def wait_completed(wait_id: str) -> dict[str, Any]:
+    return {"eventType": "wait_completed", "correlationId": wait_id}
+
+
+def attr_set(**changes: str | None) -> dict[str, Any]:
+    return {"eventType": "attr_set", "eventData": {"changes": [{"key": k, "value": v} for k, v in changes.items()]}}
+
+
+def future(seconds: float = 600) -> datetime:
+    return datetime.now(UTC) + timedelta(seconds=seconds)
+
+
+def past(seconds: float = 600) -> datetime:
+    return datetime.now(UTC) - timedelta(seconds=seconds)
+
+
+async def new_run(world: AWSWorld, *, start: bool = False, input: Any = None, workflow_name: str = WORKFLOW) -> str:
+    """A fresh run (pending, or running when ``start``); returns its id."""
+    result = await world.events.create(None, run_created(workflow_name, input))
+    assert result.run is not None
+    run_id = result.run.run_id
+    if start:
+        await world.events.create(run_id, run_started())
+    return run_id
+
+
+async def all_events(world: AWSWorld, run_id: str, *, limit: int = 1000, resolve_data: Any = "all") -> list[Event]:
+    """The run's whole log, following cursors."""
+    events: list[Event] = []
+    cursor = None
+    while True:
+        page = await world.events.list(run_id, cursor=cursor, limit=limit, resolve_data=resolve_data)
+        events.extend(page.data)
+        cursor = page.cursor
+        if not page.has_more:
+            return events
+
+
+def assert_dense(events: list[Event]) -> None:
+    """Slots run 1..n with no hole and no duplicate, and every id is the slot-numbered form."""
+    assert [e.slot for e in events] == list(range(1, len(events) + 1))
+    assert [e.event_id for e in events] == [slot_to_event_id(i) for i in range(1, len(events) + 1)]
+
+
+def types(events: list[Event]) -> list[str]:
+    return [e.event_type for e in events]
+
+
+async def table_items(world: AWSWorld) -> list[dict[str, Any]]:
+    """Every item in the World's table, sorted: to assert that a refused write changed nothing."""
+    ddb = await world.clients.dynamodb()
+    items: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"TableName": world.config.table_name, "ConsistentRead": True}
+    while True:
+        response = await ddb.scan(**kwargs)
+        items.extend(response.get("Items", []))
+        if not response.get("LastEvaluatedKey"):
+            break
+        kwargs["ExclusiveStartKey"] = response["LastEvaluatedKey"]
+    return sorted(items, key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
+
+
+async def bucket_keys(world: AWSWorld) -> list[str]:
+    s3 = await world.clients.s3()
+    keys: list[str] = []
+    paginator = s3.get_paginator("list_objects_v2")
+    async for page in paginator.paginate(Bucket=world.config.bucket_name):
+        keys.extend(o["Key"] for o in page.get("Contents", []))
+    return sorted(keys)
+
+
+def written(result: EventResult) -> Event:
+    assert result.event is not None, "the write should have appended an event"
+    return result.event

@@ -1,0 +1,187 @@
+"""Bad input gets a typed 400 (or the 404 of an unknown run) naming the field, and the table is unchanged."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from awsworld.aws import AWSWorld
+from awsworld.world import InvalidInputError, RunNotFoundError, new_run_id
+
+from .helpers import new_run, run_created, step_created, table_items, wait_created
+
+BAD_EVENTS: dict[str, tuple[Any, str | None]] = {
+    "unknown-event-type": ({"eventType": "step_exploded", "correlationId": "s1"}, "eventType"),
+    "missing-event-type": ({"correlationId": "s1", "eventData": {"stepName": "add"}}, "eventType"),
+    "event-type-not-a-string": ({"eventType": 7, "correlationId": "s1"}, "eventType"),
+    "missing-step-name": ({"eventType": "step_created", "correlationId": "s1", "eventData": {"input": 1}},
+                          "eventData.stepName"),
+    "step-name-not-a-string": ({"eventType": "step_created", "correlationId": "s1",
+                                "eventData": {"stepName": 12}}, "eventData.stepName"),
+    "empty-step-name": ({"eventType": "step_created", "correlationId": "s1", "eventData": {"stepName": ""}},
+                        "eventData.stepName"),
+    "missing-correlation-id": ({"eventType": "step_created", "eventData": {"stepName": "add"}}, "correlationId"),
+    "correlation-id-with-a-slash": ({"eventType": "step_created", "correlationId": "a/b",
+                                     "eventData": {"stepName": "add"}}, "correlationId"),
+    "correlation-id-with-a-hash": ({"eventType": "wait_completed", "correlationId": "a#b"}, "correlationId"),
+    "event-data-not-an-object": ({"eventType": "step_created", "correlationId": "s1", "eventData": [1]},
+                                 "eventData"),
+    "resume-at-not-a-date": ({"eventType": "wait_created", "correlationId": "w1",
+                              "eventData": {"resumeAt": "next tuesday"}}, "eventData.resumeAt"),
+    "missing-resume-at": ({"eventType": "wait_created", "correlationId": "w1", "eventData": {}},
+                          "eventData.resumeAt"),
+    "run-failed-without-error": ({"eventType": "run_failed", "eventData": {}}, "eventData.error"),
+    "error-without-message": ({"eventType": "step_failed", "correlationId": "s1",
+                               "eventData": {"error": {"stack": "x"}}}, "eventData.error.message"),
+    "hook-without-token": ({"eventType": "hook_created", "correlationId": "h1", "eventData": {}},
+                           "eventData.token"),
+    "attr-set-without-changes": ({"eventType": "attr_set", "eventData": {"changes": []}}, "eventData.changes"),
+    "retention-beyond-30-days": ({"eventType": "hook_created", "correlationId": "h1", "eventData": {
+        "token": "t", "tokenRetentionUntil": "2999-01-01T00:00:00+00:00"}}, "eventData.tokenRetentionUntil"),
+    "hook-conflict-from-a-caller": ({"eventType": "hook_conflict", "correlationId": "h1",
+                                     "eventData": {"token": "t", "conflictingRunId": "wrun_x"}}, "eventType"),
+    "not-a-mapping": (["step_created"], None),
+}
+
+
+@pytest.mark.parametrize("case", BAD_EVENTS)
+async def test_a_bad_event_is_refused_naming_the_field_and_writes_nothing(world: AWSWorld, case: str) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s1"))
+    event, field = BAD_EVENTS[case]
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, event)
+    assert raised.value.status == 400
+    if field is not None:
+        assert raised.value.field == field
+    assert await table_items(world) == before
+
+
+@pytest.mark.parametrize("value", [math.nan, math.inf, object()], ids=["nan", "infinity", "object"])
+async def test_a_value_that_is_not_json_is_refused_not_altered(world: AWSWorld, value: Any) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s1"))
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, {"eventType": "step_completed", "correlationId": "s1",
+                                           "eventData": {"result": value}})
+    assert raised.value.field == "eventData.result"
+    assert await table_items(world) == before
+
+
+async def test_a_bad_event_in_a_batch_is_refused_and_writes_nothing(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError):
+        await world.events.create_batch(run_id, [wait_created("w1"), BAD_EVENTS["missing-step-name"][0]])
+    assert await table_items(world) == before
+
+
+async def test_an_event_for_an_unknown_run_is_not_found_and_writes_nothing(world: AWSWorld) -> None:
+    await new_run(world)
+    before = await table_items(world)
+    for event in (step_created("s1"), wait_created("w1"), {"eventType": "attr_set",
+                                                          "eventData": {"changes": [{"key": "k", "value": "v"}]}}):
+        with pytest.raises(RunNotFoundError) as raised:
+            await world.events.create(new_run_id(), event)
+        assert raised.value.status == 404
+    assert await table_items(world) == before
+
+
+async def test_a_non_run_created_event_without_a_run_id_is_refused(world: AWSWorld) -> None:
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(None, step_created("s1"))
+    assert raised.value.field == "runId"
+    assert await table_items(world) == before
+
+
+@pytest.mark.parametrize("run_id", ["has/slash", "has#hash", "x" * 201, "spaces here"])
+async def test_run_created_with_an_unsafe_run_id_is_refused(world: AWSWorld, run_id: str) -> None:
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, run_created())
+    assert raised.value.field == "runId"
+    assert await table_items(world) == before
+
+
+async def test_run_created_without_a_workflow_name_is_refused(world: AWSWorld) -> None:
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(None, {"eventType": "run_created", "eventData": {"input": 1}})
+    assert raised.value.field == "eventData.workflowName"
+    assert await table_items(world) == before
+
+
+async def test_a_negative_event_count_is_refused(world: AWSWorld) -> None:
+    run_id = await new_run(world)
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, step_created("s1"), event_count=-1)
+    assert raised.value.field == "eventCount"
+    assert await table_items(world) == before
+
+
+@pytest.mark.parametrize("cursor", ["not base64 !!", "bm90IGpzb24", "WzFd", "eyJzIjotMX0", "eyJzIjoiYSJ9"],
+                         ids=["garbage", "not-json", "json-list", "negative-slot", "slot-not-int"])
+async def test_a_bad_events_cursor_is_refused(world: AWSWorld, cursor: str) -> None:
+    run_id = await new_run(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.list(run_id, cursor=cursor)
+    assert raised.value.field == "cursor"
+    with pytest.raises(InvalidInputError):
+        await world.events.list_by_correlation_id(run_id, "s1", cursor=cursor)
+
+
+async def test_a_cursor_of_another_listing_is_refused(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    for i in range(3):
+        await world.events.create(run_id, step_created(f"s{i}"))
+    steps_cursor = (await world.steps.list(run_id, limit=1)).cursor
+    events_cursor = (await world.events.list(run_id, limit=1)).cursor
+    assert steps_cursor is not None and events_cursor is not None
+    with pytest.raises(InvalidInputError):
+        await world.events.list(run_id, cursor=steps_cursor)
+    with pytest.raises(InvalidInputError):
+        await world.steps.list(run_id, cursor=events_cursor)
+    with pytest.raises(InvalidInputError):
+        await world.hooks.list(run_id, cursor=steps_cursor)
+    with pytest.raises(InvalidInputError):
+        await world.runs.list(cursor=events_cursor)
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1001])
+async def test_a_bad_limit_is_refused_by_every_listing(world: AWSWorld, limit: int) -> None:
+    run_id = await new_run(world)
+    calls = [
+        world.events.list(run_id, limit=limit),
+        world.events.list_by_correlation_id(run_id, "s1", limit=limit),
+        world.steps.list(run_id, limit=limit),
+        world.hooks.list(run_id, limit=limit),
+        world.runs.list(limit=limit),
+    ]
+    for call in calls:
+        with pytest.raises(InvalidInputError) as raised:
+            await call
+        assert raised.value.field == "limit"
+
+
+async def test_runs_list_limit_is_capped_at_100(world: AWSWorld) -> None:
+    with pytest.raises(InvalidInputError):
+        await world.runs.list(limit=101)
+    assert (await world.runs.list(limit=100)).data == []
+
+
+async def test_runs_list_refuses_an_unknown_status(world: AWSWorld) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        await world.runs.list(status=["running", "sleeping"])
+    assert raised.value.field == "status"
+
+
+async def test_list_by_correlation_id_needs_a_correlation_id(world: AWSWorld) -> None:
+    run_id = await new_run(world)
+    with pytest.raises(InvalidInputError):
+        await world.events.list_by_correlation_id(run_id, "")

@@ -1,0 +1,198 @@
+"""User values: any JSON value round-trips exactly, large ones go to S3 transparently, oversized ones are 413."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pytest
+
+from awsworld.aws import AWSWorld
+from awsworld.world import PayloadTooLargeError
+
+from .helpers import (
+    all_events,
+    bucket_keys,
+    hook_created,
+    hook_received,
+    new_run,
+    run_completed,
+    run_created,
+    step_completed,
+    step_created,
+    step_started,
+    table_items,
+)
+
+ODD_VALUES: dict[str, Any] = {
+    "null": None,
+    "true": True,
+    "zero": 0,
+    "negative": -17,
+    "big-int": 2**70,
+    "float": 1.25,
+    "empty-string": "",
+    "nul-bytes": "a\x00b\x00\x00c",
+    "only-nul": "\x00",
+    "unicode": "héllo wörld — 日本語 — 🚀 — \u202eRTL\u202c",
+    "control-chars": "\t\n\r\x01\x1f\x7f",
+    "json-lookalike": '{"v": "not an object"}',
+    "empty-list": [],
+    "empty-object": {},
+    "nested": {"a": [1, {"b": [None, True, "x\x00y"]}], "": "empty key", "k\x00": 1},
+    "deep": json.loads("[" * 60 + "]" * 60),
+}
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
+
+
+async def _round_trip_step(world: AWSWorld, run_id: str, step_id: str, value: Any) -> None:
+    created = await world.events.create(run_id, step_created(step_id, input=value))
+    await world.events.create(run_id, step_started(step_id))
+    completed = await world.events.create(run_id, step_completed(step_id, value))
+    assert created.step is not None and created.step.input == value
+    assert created.event is not None and created.event.event_data is not None
+    assert created.event.event_data["input"] == value
+    assert completed.step is not None and completed.step.output == value
+    step = await world.steps.get(run_id, step_id)
+    assert step.input == value and step.output == value
+    listed = await world.events.list_by_correlation_id(run_id, step_id)
+    assert listed.data[0].event_data["input"] == value  # type: ignore[index]
+    assert listed.data[-1].event_data["result"] == value  # type: ignore[index]
+
+
+@pytest.mark.parametrize("case", ODD_VALUES)
+async def test_json_values_round_trip_exactly(world: AWSWorld, case: str) -> None:
+    value = ODD_VALUES[case]
+    run_id = await new_run(world, start=True, input=value)
+    assert (await world.runs.get(run_id)).input == value
+    await _round_trip_step(world, run_id, "s1", value)
+    assert (await all_events(world, run_id))[0].event_data["input"] == value  # type: ignore[index]
+
+
+async def test_a_lone_surrogate_round_trips_or_is_refused_with_a_400(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    value = "x\ud800y"
+    try:
+        await world.events.create(run_id, step_created("s1", input=value))
+    except Exception as error:
+        assert getattr(error, "status", None) == 400, repr(error)
+        return
+    assert (await world.steps.get(run_id, "s1")).input == value
+
+
+async def test_a_value_at_the_inline_limit_stays_in_the_table(world: AWSWorld) -> None:
+    limit = world.config.inline_value_limit
+    value = "a" * (limit - 2)
+    assert _size(value) == limit
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s1", input=value))
+    assert await bucket_keys(world) == []
+    assert (await world.steps.get(run_id, "s1")).input == value
+
+
+async def test_a_value_over_the_inline_limit_goes_to_s3_and_reads_back_equal(world: AWSWorld) -> None:
+    limit = world.config.inline_value_limit
+    value = {"blob": "\x00é🚀" * (limit // 6), "n": [1, 2, 3]}
+    assert _size(value) > limit
+    run_id = await new_run(world, start=True)
+    result = await world.events.create(run_id, step_created("s1", input=value))
+    assert result.step is not None and result.step.input == value
+    assert len(await bucket_keys(world)) == 1
+    assert (await world.steps.get(run_id, "s1")).input == value
+    assert (await all_events(world, run_id))[2].event_data["input"] == value  # type: ignore[index]
+    for item in await table_items(world):
+        assert len(json.dumps(item)) < limit + 2048, "the value is not also stored inline"
+
+
+async def test_every_kind_of_large_value_reads_back_equal_from_another_world(world: AWSWorld) -> None:
+    big = "\x00" + "x" * (world.config.inline_value_limit + 10)
+    run_id = await new_run(world, start=True, input={"run": big})
+    for event in (step_created("s1", input={"step": big}), step_started("s1"), step_completed("s1", {"res": big}),
+                  hook_created("h1", "tok-large", metadata={"meta": big}), hook_received("h1", {"pay": big}),
+                  run_completed({"out": big})):
+        await world.events.create(run_id, event)
+    other = AWSWorld(world.config)  # another process: nothing cached
+    try:
+        run = await other.runs.get(run_id)
+        assert run.input == {"run": big} and run.output == {"out": big}
+        step = await other.steps.get(run_id, "s1")
+        assert step.input == {"step": big} and step.output == {"res": big}
+        data = {e.event_type: e.event_data for e in await all_events(other, run_id)}
+        assert data["run_created"]["input"] == {"run": big}  # type: ignore[index]
+        assert data["step_created"]["input"] == {"step": big}  # type: ignore[index]
+        assert data["step_completed"]["result"] == {"res": big}  # type: ignore[index]
+        assert data["hook_created"]["metadata"] == {"meta": big}  # type: ignore[index]
+        assert data["hook_received"]["payload"] == {"pay": big}  # type: ignore[index]
+        assert data["run_completed"]["output"] == {"out": big}  # type: ignore[index]
+    finally:
+        await other.close()
+
+
+async def test_resolve_none_does_not_fetch_s3_values(world: AWSWorld) -> None:
+    big = "y" * (world.config.inline_value_limit + 10)
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s1", input=big))
+    other = AWSWorld(world.config)
+    try:
+        events = await all_events(other, run_id, resolve_data="none")
+        assert "input" not in (events[2].event_data or {})
+        assert (await other.steps.get(run_id, "s1", resolve_data="none")).input is None
+        assert other.stats.requests["s3.GetObject"] == 0
+        assert (await all_events(other, run_id))[2].event_data["input"] == big  # type: ignore[index]
+        assert other.stats.requests["s3.GetObject"] >= 1
+    finally:
+        await other.close()
+
+
+async def test_a_large_value_in_a_batch_goes_to_s3(world: AWSWorld) -> None:
+    big = ["z" * (world.config.inline_value_limit + 10)]
+    run_id = await new_run(world, start=True)
+    batch = await world.events.create_batch(run_id, [step_created("a", input=big), step_created("b", input=[1])])
+    assert all(o.ok for o in batch.results)
+    assert len(await bucket_keys(world)) == 1
+    assert (await world.steps.get(run_id, "a")).input == big
+
+
+# ---------------------------------------------------------------- max_value_bytes
+
+
+@pytest.fixture
+async def small_world(world: AWSWorld):
+    small = AWSWorld(dataclasses.replace(world.config, max_value_bytes=1000, inline_value_limit=100))
+    yield small
+    await small.close()
+
+
+async def test_a_value_at_max_value_bytes_is_accepted(small_world: AWSWorld) -> None:
+    run_id = await new_run(small_world, start=True)
+    value = "v" * 998
+    assert _size(value) == 1000
+    await small_world.events.create(run_id, step_created("s1", input=value))
+    assert (await small_world.steps.get(run_id, "s1")).input == value
+
+
+async def test_a_value_over_max_value_bytes_is_413_and_writes_nothing(small_world: AWSWorld) -> None:
+    run_id = await new_run(small_world, start=True)
+    await small_world.events.create(run_id, step_created("s1"))
+    before, before_keys = await table_items(small_world), await bucket_keys(small_world)
+    too_big = "v" * 999
+    for event in (step_created("s2", input=too_big), step_completed("s1", too_big), run_completed(too_big)):
+        with pytest.raises(PayloadTooLargeError) as raised:
+            await small_world.events.create(run_id, event)
+        assert raised.value.status == 413
+    with pytest.raises(PayloadTooLargeError):
+        await small_world.events.create_batch(run_id, [step_created("s3"), step_created("s4", input=too_big)])
+    assert await table_items(small_world) == before
+    assert await bucket_keys(small_world) == before_keys
+
+
+async def test_run_created_with_an_oversized_input_is_413_and_creates_no_run(small_world: AWSWorld) -> None:
+    before = await table_items(small_world)
+    with pytest.raises(PayloadTooLargeError):
+        await small_world.events.create(None, run_created(input="v" * 2000))
+    assert await table_items(small_world) == before
+    assert await bucket_keys(small_world) == []
