@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
+from typing import Any
 
 from .world import EntityConflictError, InBandSupersededError, World
 
@@ -91,23 +92,87 @@ async def _token_free(world: World) -> bool:
 
 
 async def _demo() -> None:
+    from .examples.order import process_order
     from .local import LocalAWS
+    from .timeline import print_timeline
 
-    print("starting the embedded AWS emulator on 127.0.0.1 ...")
+    print("starting the embedded AWS emulator on 127.0.0.1 (no AWS account needed) ...")
     async with LocalAWS() as local:
+        assert local.client is not None
+        print("\n-- the storage layer: a run's events written, raced and read back --")
         await _storage_demo(local.world)
-        stats = local.world.stats  # type: ignore[attr-defined]
-        print("\nAWS requests made:", ", ".join(f"{k}={v}" for k, v in sorted(stats.requests.items())))
+        print("\n-- a durable workflow: order.process --")
+        run = await local.client.start(process_order, "A-17", ["kettle", "mugs", "tea"], 42.5)
+        print(f"started run {run.run_id}")
+        progress = asyncio.create_task(_read_progress(run))
+        token = "address:A-17"
+        await _wait_for_hook(local.world, token)
+        print(f"the workflow waits on hook {token!r}; resuming it with an address")
+        await local.client.resume_hook(token, {"address": "1 Main St"})
+        result = await run.result(timeout=60)
+        await asyncio.wait_for(progress, 10)
+        print(f"result: {result}\n")
+        await print_timeline(local.world, run.run_id)
+        assert local.poller is not None
+        print(f"\nflow and step deliveries handled by the local poller: {local.poller.deliveries}")
+
+
+async def _read_progress(run: Any) -> None:
+    async for chunk in run.stream("progress"):
+        print(f"  stream 'progress': {chunk.decode().strip()}")
+
+
+async def _wait_for_hook(world: Any, token: str) -> None:
+    from .world import HookNotFoundError
+
+    for _ in range(300):
+        try:
+            await world.hooks.get_by_token(token)
+            return
+        except HookNotFoundError:
+            await asyncio.sleep(0.1)
+    raise TimeoutError(f"hook {token!r} never appeared")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="awsworld", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("demo", help="run the demo on the embedded emulator (no AWS account needed)")
+    dev = sub.add_parser("dev", help="run the embedded emulator with your workflows loaded, until interrupted")
+    dev.add_argument("modules", nargs="+", help="modules that define your @workflow and @step functions")
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        asyncio.run(_demo())
+    try:
+        if args.command == "demo":
+            asyncio.run(_demo())
+        elif args.command == "dev":
+            asyncio.run(_dev(args.modules))
+    except KeyboardInterrupt:
+        print("\nstopped")
     return 0
+
+
+async def _dev(modules: list[str]) -> None:
+    """Import the user's modules (registering their workflows and steps), then serve deliveries."""
+    import importlib
+    import os
+
+    sys.path.insert(0, os.getcwd())
+    for module in modules:
+        importlib.import_module(module)
+    from .local import LocalAWS
+    from .runtime.registry import REGISTRY
+
+    async with LocalAWS() as local:
+        config = local.config
+        print(f"awsworld dev: {len(REGISTRY.workflows)} workflow(s), {len(REGISTRY.steps)} step(s) loaded")
+        for name in sorted(REGISTRY.workflows):
+            print(f"  workflow {name}")
+        print("\npoint a Client at this environment with:")
+        print(f"  AWS_ENDPOINT_URL={config.endpoint_url} AWSWORLD_TABLE={config.table_name} "
+              f"AWSWORLD_BUCKET={config.bucket_name} AWSWORLD_QUEUE_URL={config.queue_url}")
+        print("  AWS_ACCESS_KEY_ID=awsworldlocal AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1")
+        print("\nserving deliveries; Ctrl-C to stop")
+        await asyncio.Event().wait()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Examples bundled with the package (``awsworld demo`` runs ``order``)."""
