@@ -63,7 +63,8 @@ class LocalPoller:
             self.deliveries += 1
             deadline = budget_deadline(self.timeout * 1000)
             try:
-                outcome = await self.runtime.execute(delivery.payload, deadline=deadline)
+                outcome = await self.runtime.execute(delivery.payload, deadline=deadline,
+                                                     message_id=delivery.message_id)
             except Exception as error:
                 self.errors.append(error)
                 log.warning("local poller: delivery %s failed (%s: %s); redelivering in %ss", delivery.message_id,

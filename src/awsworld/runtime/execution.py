@@ -123,6 +123,7 @@ class WorkflowExecution:
             op.started = True
             op.attempt = int(data.get("attempt") or op.attempt + 1)
             op.retry_after = None
+            op.owner = data.get("ownerMessageId")
         elif kind == "step_retrying":
             op.started = False
             op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None

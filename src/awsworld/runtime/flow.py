@@ -54,8 +54,10 @@ class Flow:
     log_cursor: str | None = None
     seq_in_band: int = 0
     execution: WorkflowExecution | None = None
+    message_id: str | None = None  # this delivery's id: recorded as the owner of steps it starts
     owned: set[str] = field(default_factory=set)
     queued: set[str] = field(default_factory=set)
+    claimed: dict[str, Any] = field(default_factory=dict)  # steps declared born running, to run inline
 
     @property
     def run_id(self) -> str:
@@ -159,23 +161,40 @@ class Flow:
         if not new:
             return False
         batchable = [op for op in new if isinstance(op, StepOp | WaitOp)]
+        # The first new step is declared born running (step_created + step_started in the same write) when
+        # this flow will run it inline: one write instead of two.
+        born = next((op for op in batchable if isinstance(op, StepOp)), None)
+        if born is not None and self._has_inline_work(execution):
+            born = None
         for start in range(0, len(batchable), BATCH):
             chunk = batchable[start:start + BATCH]
+            requests: list[dict[str, Any]] = []
+            for op in chunk:
+                requests.append(_declaration(op))
+                if op is born:
+                    requests.append({"eventType": "step_started", "correlationId": op.id,
+                                     "eventData": {"ownerMessageId": self.message_id} if self.message_id else {}})
             result = await self.world.events.create_batch(
-                self.run_id, [_declaration(op) for op in chunk], in_band=True,
-                expected_seq_in_band=self.seq_in_band, resolve_data="skip-step-inputs")
+                self.run_id, requests, in_band=True, expected_seq_in_band=self.seq_in_band,
+                resolve_data="skip-step-inputs")
             if result.seq_in_band is not None:
                 self.seq_in_band = result.seq_in_band
+            outcomes = iter(result.results)
             landed = []
-            for op, outcome in zip(chunk, result.results, strict=True):
+            for op in chunk:
+                outcome = next(outcomes)
+                started = next(outcomes) if op is born else None
                 if outcome.ok and outcome.result is not None and outcome.result.event is not None:
                     landed.append(outcome.result.event)
                     if isinstance(op, StepOp):
                         self.owned.add(op.id)
+                    if started is not None and started.result is not None and started.result.event is not None:
+                        landed.append(started.result.event)
+                        self.claimed[op.id] = started.result
                 elif outcome.status != 409:
                     raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
             await self._append(landed)
-            if len(landed) < len(chunk):
+            if len(landed) < len(requests):
                 await self._reload_tail()  # someone else declared some of them: take their events
         for op in new:
             if isinstance(op, HookOp):
@@ -203,12 +222,26 @@ class Flow:
                 await self._reload_tail()
         return bool(due)
 
+    def _mine(self, step: StepOp) -> bool:
+        """Started by an earlier delivery of this same message (which stopped mid-step): ours to run again."""
+        return bool(self.message_id) and step.started and step.owner == self.message_id
+
+    def _runnable(self, execution: WorkflowExecution) -> list[StepOp]:
+        now = datetime.now(UTC)
+        return [s for s in execution.pending_steps()
+                if (not s.started or self._mine(s) or s.id in self.claimed)
+                and (s.retry_after is None or s.retry_after <= now)]
+
+    def _has_inline_work(self, execution: WorkflowExecution) -> bool:
+        return any(s.id in self.owned or s.id in self.claimed or self._mine(s) for s in self._runnable(execution))
+
     async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
         now = datetime.now(UTC)
-        runnable = [s for s in execution.pending_steps()
-                    if not s.started and (s.retry_after is None or s.retry_after <= now)]
-        inline = next((s for s in runnable if s.id in self.owned), None)
-        to_queue = [s for s in runnable if s is not inline and f"{s.id}:{s.attempt}" not in self.queued]
+        runnable = self._runnable(execution)
+        inline = (next((s for s in runnable if s.id in self.claimed), None)
+                  or next((s for s in runnable if s.id in self.owned or self._mine(s)), None))
+        to_queue = [s for s in runnable
+                    if s is not inline and not s.started and f"{s.id}:{s.attempt}" not in self.queued]
         if to_queue:
             results = await self.world.queue_batch(queue_name_for(self.message.workflow_name), [
                 {"payload": self._step_message(s).to_payload(), "idempotency_key": f"{self.run_id}:{s.id}:{s.attempt}"}
@@ -231,8 +264,10 @@ class Flow:
     async def _run_inline(self, step: StepOp) -> None:
         self.stats.inline_steps += 1
         self.owned.discard(step.id)
+        claimed = self.claimed.pop(step.id, None)
         outcome = await run_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
-                                 in_band=self.seq_in_band, on_in_band=self._set_in_band)
+                                 in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
+                                 claimed=claimed, call_input=step.input)
         await self._append(outcome.events)
         if outcome.status == "gone":
             raise RunGoneError(f"run {self.run_id} ended")

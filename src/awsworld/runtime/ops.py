@@ -26,6 +26,7 @@ class StepOp:
     done: bool = False
     attempt: int = 0
     retry_after: datetime | None = None
+    owner: str | None = None  # the message id of the delivery that started the current attempt
     kind: str = "step"
 
 

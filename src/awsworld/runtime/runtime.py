@@ -54,17 +54,20 @@ class Runtime:
         limit = max_events or int(os.environ.get("AWSWORLD_MAX_EVENTS_PER_RUN", "10000"))
         self.settings = FlowSettings(max_events=limit)
 
-    async def execute(self, payload: Any, *, deadline: float) -> Outcome:
+    async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
+        """Handle one delivery. ``message_id`` (stable across redeliveries) lets a redelivered flow re-run the
+        steps its earlier delivery started inline and never finished."""
         message = FlowMessage.from_payload(payload)
         if message.step_id:
-            return await self._step(message, deadline)
-        flow = Flow(self.world, self.registry, message, deadline, self.settings)
+            return await self._step(message, deadline, message_id)
+        flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
         status = await flow.run()
         return Outcome(status, stats=flow.stats)
 
-    async def _step(self, message: FlowMessage, deadline: float) -> Outcome:
+    async def _step(self, message: FlowMessage, deadline: float, message_id: str | None) -> Outcome:
         assert message.step_id and message.step_name
-        outcome = await run_step(self.world, self.registry, message.run_id, message.step_id, message.step_name)
+        outcome = await run_step(self.world, self.registry, message.run_id, message.step_id, message.step_name,
+                                 owner=message_id)
         if outcome.status == "too-early":
             return Outcome("too-early", retry_after=max(1.0, outcome.retry_after))
         if outcome.status == "gone":
@@ -78,6 +81,6 @@ class Runtime:
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
         # The last open step of the run finished here: continue the workflow inline, no queue round trip.
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
-                    self.settings)
+                    self.settings, message_id=message_id)
         status = await flow.run()
         return Outcome(f"step-then-{status}", stats=flow.stats)

@@ -43,28 +43,37 @@ def structured_error(error: BaseException) -> dict[str, Any]:
 
 
 async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
-                   in_band: int | None = None, on_in_band: Any = None) -> StepOutcome:
+                   in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
+                   claimed: EventResult | None = None, call_input: Any = None) -> StepOutcome:
+    """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
+    knows the step is its own to run again. ``claimed`` is a step_started already written (a step declared
+    born running in the flow's batch)."""
     definition = registry.step(step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
         start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
-    try:
-        started: EventResult = await world.events.create(
-            run_id, {"eventType": "step_started", "correlationId": step_id}, **start_kwargs)
-    except RunGoneError:
-        return StepOutcome("gone", [])
-    except EntityConflictError:
-        return StepOutcome("finished-already", [])
-    except TooEarlyError as early:
-        return StepOutcome("too-early", [], retry_after=early.retry_after)
-    except StepNotFoundError:
-        return StepOutcome("gone", [])
+    started = claimed
+    if started is None:
+        event: dict[str, Any] = {"eventType": "step_started", "correlationId": step_id}
+        if owner:
+            event["eventData"] = {"ownerMessageId": owner}
+        try:
+            started = await world.events.create(run_id, event, **start_kwargs)
+        except RunGoneError:
+            return StepOutcome("gone", [])
+        except EntityConflictError:
+            return StepOutcome("finished-already", [])
+        except TooEarlyError as early:
+            return StepOutcome("too-early", [], retry_after=early.retry_after)
+        except StepNotFoundError:
+            return StepOutcome("gone", [])
     if on_in_band is not None and started.seq_in_band is not None:
         on_in_band(started.seq_in_band)
     step = started.step
     assert step is not None and started.event is not None
-    events = [*started.events, started.event]
-    call = serde.loads(step.input) if step.input is not None else {"args": [], "kwargs": {}}
+    events = [] if claimed is not None else [*started.events, started.event]
+    raw_input = call_input if call_input is not None else step.input
+    call = serde.loads(raw_input) if raw_input is not None else {"args": [], "kwargs": {}}
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
     token = current_step.set(StepContext(world, metadata))
     try:
