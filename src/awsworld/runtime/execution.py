@@ -41,6 +41,12 @@ class WorkflowExecution:
         self.loop = ReplayLoop()
         self.ops: dict[str, Op] = {}
         self.declared: list[Op] = []
+        # Kept incrementally (insertion-ordered dicts), so a suspension costs O(open ops), not O(all ops):
+        # a serial run of N steps stays O(N) in one delivery.
+        self._new: dict[str, Op] = {}
+        self._open_steps: dict[str, StepOp] = {}
+        self._open_waits: dict[str, WaitOp] = {}
+        self._hooks: dict[str, HookOp] = {}
         self.log: list[Event] = []
         self.cursor = 0
         self.counter = 0
@@ -104,10 +110,11 @@ class WorkflowExecution:
             self._apply_step(op, kind, data, event)
         elif isinstance(op, WaitOp):
             if kind == "wait_created":
-                op.created = True
+                self._created(op)
                 op.resume_at = datetime.fromisoformat(data["resumeAt"]) if "resumeAt" in data else op.resume_at
             elif kind == "wait_completed" and not op.done:
                 op.done = True
+                self._open_waits.pop(op.id, None)
                 if not op.future.done():
                     op.future.set_result(None)
         else:
@@ -118,7 +125,7 @@ class WorkflowExecution:
             if data.get("stepName") != op.definition.name:
                 raise ReplayDivergenceError(f"{op.id} was {data.get('stepName')!r} in the log, "
                                             f"{op.definition.name!r} in the code")
-            op.created = True
+            self._created(op)
         elif kind == "step_started":
             op.started = True
             op.attempt = int(data.get("attempt") or op.attempt + 1)
@@ -129,6 +136,7 @@ class WorkflowExecution:
             op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None
         elif kind in ("step_completed", "step_failed") and not op.done:
             op.done = True
+            self._open_steps.pop(op.id, None)
             if op.future.done():
                 return
             if kind == "step_completed":
@@ -140,15 +148,27 @@ class WorkflowExecution:
 
     def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any]) -> None:
         if kind == "hook_created":
-            op.created = True
+            self._created(op)
         elif kind == "hook_conflict":
-            op.created = True
+            self._created(op)
             op.disposed = True
+            self._hooks.pop(op.id, None)
             op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
         elif kind == "hook_received":
             op.deliver(serde.loads(data.get("payload")))
         elif kind == "hook_disposed":
             op.disposed = True
+            self._hooks.pop(op.id, None)
+
+    def _created(self, op: Op) -> None:
+        op.created = True
+        self._new.pop(op.id, None)
+        if isinstance(op, StepOp) and not op.done:
+            self._open_steps[op.id] = op
+        elif isinstance(op, WaitOp) and not op.done:
+            self._open_waits[op.id] = op
+        elif isinstance(op, HookOp):
+            self._hooks[op.id] = op
 
     # ------------------------------------------------------------------ declarations (from workflow code)
 
@@ -190,6 +210,7 @@ class WorkflowExecution:
     def _declare(self, op: Op) -> None:
         self.ops[op.id] = op
         self.declared.append(op)
+        self._new[op.id] = op
 
     def current_time(self) -> datetime:
         assert self.now is not None
@@ -212,17 +233,16 @@ class WorkflowExecution:
         return self.task is not None and self.task.done()
 
     def new_ops(self) -> list[Op]:
-        return [op for op in self.declared if not op.created]
+        return list(self._new.values())
 
     def pending_steps(self) -> list[StepOp]:
-        return [op for op in self.declared if isinstance(op, StepOp) and op.created and not op.done]
+        return list(self._open_steps.values())
 
     def pending_waits(self) -> list[WaitOp]:
-        return [op for op in self.declared if isinstance(op, WaitOp) and op.created and not op.done]
+        return list(self._open_waits.values())
 
     def disposals(self) -> list[HookOp]:
-        return [op for op in self.declared
-                if isinstance(op, HookOp) and op.created and op.dispose_requested and not op.disposed]
+        return [op for op in self._hooks.values() if op.dispose_requested and not op.disposed]
 
     def close(self) -> None:
         if self.task is not None and not self.task.done():
