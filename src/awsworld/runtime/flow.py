@@ -26,7 +26,7 @@ from .registry import Registry
 from .step_runner import run_step, structured_error
 
 MAX_DIVERGENT_RECOVERIES = 3
-BATCH = 40
+BATCH = 39  # declarations per create_batch: with a born-running pair that is the World's cap of 40 events
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
