@@ -251,6 +251,8 @@ class Flow:
             if failed:
                 raise RuntimeError(f"queueing {len(failed)} step message(s) failed: {failed[0]}")
             self.queued.update(f"{s.id}:{s.attempt}" for s in to_queue)
+            # A queued step belongs to its message now: running it inline too would run its body twice.
+            self.owned.difference_update(s.id for s in to_queue)
             self.stats.queued_steps += len(to_queue)
         waits = [w for w in execution.pending_waits() if w.resume_at > now and w.id not in self.queued]
         if waits:
