@@ -12,6 +12,8 @@ from typing import Any, Protocol, runtime_checkable
 from .entities import Capabilities, Hook, ResolveData, Run, Step
 from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from .pages import EventPage, HookPage, RunPage, StepPage
+from .queue import QueueAPI
+from .streams import StreamsAPI
 
 EventInput = CreateEventRequest | Mapping[str, Any]
 
@@ -108,8 +110,12 @@ class Storage(Protocol):
 
 
 @runtime_checkable
-class World(Storage, Protocol):
+class World(Storage, QueueAPI, Protocol):
+    """Storage, the Queue's publishing side (``queue``, ``queue_batch``, ``get_deployment_id``) and the
+    Streamer (``streams``). Consuming deliveries is the transport's business (see ``awsworld.aws``)."""
+
     spec_version: int
     capabilities: Capabilities
+    streams: StreamsAPI
 
     async def close(self) -> None: ...
