@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from .world.events import Event
+from .world.pages import collect_pages
 
 
 def _ms(a: datetime, b: datetime) -> str:
@@ -13,14 +14,8 @@ def _ms(a: datetime, b: datetime) -> str:
 
 
 async def print_timeline(world: Any, run_id: str) -> None:
-    events: list[Event] = []
-    cursor = None
-    while True:
-        page = await world.events.list(run_id, cursor=cursor, resolve_data="none")
-        events.extend(page.data)
-        cursor = page.cursor
-        if not page.has_more:
-            break
+    events: list[Event] = await collect_pages(
+        lambda cursor: world.events.list(run_id, cursor=cursor, resolve_data="none"))
     if not events:
         print(f"run {run_id}: no events")
         return

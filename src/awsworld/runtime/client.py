@@ -7,10 +7,11 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.entities import Run as RunView
 from ..world.errors import RunGoneError
 from ..world.events import Event
+from ..world.pages import collect_pages
 from . import serde
 from .errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from .messages import FlowMessage, queue_name_for
@@ -53,24 +54,10 @@ class Run:
                 raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s")
 
     async def events(self) -> list[Event]:
-        events: list[Event] = []
-        cursor = None
-        while True:
-            page = await self.client.world.events.list(self.run_id, cursor=cursor)
-            events.extend(page.data)
-            cursor = page.cursor
-            if not page.has_more:
-                return events
+        return await collect_pages(lambda cursor: self.client.world.events.list(self.run_id, cursor=cursor))
 
-    async def steps(self) -> list[Any]:
-        steps: list[Any] = []
-        cursor = None
-        while True:
-            page = await self.client.world.steps.list(self.run_id, cursor=cursor)
-            steps.extend(page.data)
-            cursor = page.cursor
-            if not page.has_more:
-                return steps
+    async def steps(self) -> list[Step]:
+        return await collect_pages(lambda cursor: self.client.world.steps.list(self.run_id, cursor=cursor))
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
         async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):

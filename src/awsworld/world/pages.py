@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Generic, TypeVar
 
 from pydantic import Field
@@ -33,3 +34,15 @@ class HookPage(Page[Hook]):
 
 class EventPage(Page[Event]):
     snapshot: LogSnapshot | None = None
+
+
+async def collect_pages(fetch: Callable[[str | None], Awaitable[Page[T]]]) -> list[T]:
+    """Every item of a paginated listing: ``fetch(cursor)`` is called until a page says there is no more."""
+    items: list[T] = []
+    cursor: str | None = None
+    while True:
+        page = await fetch(cursor)
+        items.extend(page.data)
+        cursor = page.cursor
+        if not page.has_more:
+            return items
