@@ -1,0 +1,114 @@
+"""What one Lambda execution environment keeps between invocations: an event loop, a World, a Runtime.
+
+Lambda reuses an environment ("container") for many invocations and freezes it in between. The World's
+aiobotocore clients (their HTTP connection pools, their locks) belong to the event loop they were first used
+on, so the loop must outlive the invocation: ``asyncio.run`` per invocation would close it and leave the
+next invocation holding clients bound to a dead loop. Hence one loop per container, created with the
+container, and ``run`` drives each invocation's coroutine on it with ``run_until_complete``.
+
+The World and Runtime are built lazily on first use (the cold start), from the environment the SAM template
+sets (``AWSConfig.from_env``), after importing the user's workflow modules named by ``AWSWORLD_MODULES`` so
+that their ``@workflow``/``@step`` decorators have registered them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import re
+from collections.abc import Callable, Coroutine
+from typing import Any, TypeVar
+
+from ..aws.config import AWSConfig
+from ..aws.world import AWSWorld
+from ..runtime.client import Client
+from ..runtime.runtime import Runtime
+
+log = logging.getLogger("awsworld.lambda")
+
+MODULES_ENV = "AWSWORLD_MODULES"
+
+T = TypeVar("T")
+
+
+def module_names(value: str | None) -> list[str]:
+    """``"myapp.workflows, other"`` -> ``["myapp.workflows", "other"]`` (commas and/or whitespace)."""
+    return [name for name in re.split(r"[,\s]+", value or "") if name]
+
+
+def import_modules(value: str | None) -> list[str]:
+    """Import every module named in ``value``; an import error stops the cold start with the module's name
+    (a function that cannot load its workflows should fail loudly, not run deliveries it cannot handle)."""
+    names = module_names(value)
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise ImportError(f"{MODULES_ENV} names {name!r}, which cannot be imported: {error}") from error
+    if not names:
+        log.warning("%s is empty: no workflow is registered, so every delivery will be reported as failed "
+                    "(and reach the dead-letter queue through the redrive policy)", MODULES_ENV)
+    return names
+
+
+class Container:
+    """One loop, and lazily one World, Runtime and Client, for the life of an execution environment."""
+
+    def __init__(self, world_factory: Callable[[], AWSWorld] | None = None) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._world_factory = world_factory or (lambda: AWSWorld(AWSConfig.from_env()))
+        self._world: AWSWorld | None = None
+        self._runtime: Runtime | None = None
+        self._client: Client | None = None
+        self.modules: list[str] | None = None
+        self.cold = True
+        """True until the first invocation has built the World (the cold start)."""
+
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run one invocation's work on the container's loop (never ``asyncio.run``: see the module doc)."""
+        return self.loop.run_until_complete(coroutine)
+
+    def _build(self) -> AWSWorld:
+        if self.modules is None:
+            self.modules = import_modules(os.environ.get(MODULES_ENV))
+        world = self._world_factory()
+        self._world = world
+        self.cold = False
+        return world
+
+    @property
+    def world(self) -> AWSWorld:
+        return self._world if self._world is not None else self._build()
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:
+            self._runtime = Runtime(self.world)
+        return self._runtime
+
+    @property
+    def client(self) -> Client:
+        if self._client is None:
+            self._client = Client(self.world)
+        return self._client
+
+    def reset(self) -> None:
+        """Close the World and forget it, so the next use rebuilds it from the environment (tests use this to
+        point a container at fresh resources; Lambda never needs it)."""
+        world, self._world, self._runtime, self._client = self._world, None, None, None
+        self.modules = None
+        if world is not None and not self.loop.is_closed():
+            self.loop.run_until_complete(world.close())
+
+
+_default: Container | None = None
+
+
+def default_container() -> Container:
+    """The container the module-level handlers use, created on first call (once per environment)."""
+    global _default
+    if _default is None:
+        _default = Container()
+    return _default

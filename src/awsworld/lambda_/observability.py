@@ -1,0 +1,126 @@
+"""Logs, metrics and (optionally) traces for the Lambda handlers, all from Powertools.
+
+One module decides what is recorded, so the code, the dashboard in ``infra/`` and the alarms agree on names:
+
+- Logs are JSON lines (Powertools Logger) carrying ids — ``runId``, ``stepId``, ``messageId`` (awsworld's
+  stable id), ``sqsMessageId`` — and statuses, sizes and counts. Never payloads, hook tokens, or request
+  headers: a payload can hold anything a user sends, and a webhook token is the webhook's only secret.
+  awsworld's own ``logging`` loggers (``awsworld.*``) get the same handler and formatter, so their lines are
+  JSON with the same ids. Per-record keys live in a context variable, which each concurrently processed
+  record (an asyncio task) has its own copy of.
+- Metrics are CloudWatch Embedded Metric Format lines (Powertools Metrics) under one namespace (``awsworld``
+  unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise) with the ``service`` dimension set to
+  ``POWERTOOLS_SERVICE_NAME`` (the template uses the stack name, so two stages never mix their numbers).
+  They cost no API call: CloudWatch extracts them from the log lines.
+- Tracing is opt-in (``AWSWORLD_TRACING=true``, set by the template's ``EnableTracing``): X-Ray adds cost and
+  needs the X-Ray SDK; without it the handlers run untraced.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+
+from ..runtime.runtime import Outcome
+
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awsworld"
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "awsworld"
+TRACING_ENV = "AWSWORLD_TRACING"
+
+# Metric names: the dashboard (infra/monitoring.yaml) and the tests use these exact strings.
+FLOW_DELIVERIES = "FlowDeliveries"
+STEP_DELIVERIES = "StepDeliveries"
+RUNS_STARTED = "RunsStarted"
+RUNS_COMPLETED = "RunsCompleted"
+RUNS_FAILED = "RunsFailed"
+STEPS_INLINE = "StepsInline"
+STEPS_QUEUED = "StepsQueued"
+INLINE_LOOP_ITERATIONS = "InlineLoopIterations"
+STEP_RETRIES = "StepRetries"
+REDELIVERIES = "Redeliveries"
+BUDGET_EXHAUSTED = "BudgetExhausted"
+QUEUE_LAG = "QueueLag"
+DELIVERY_ERRORS = "DeliveryErrors"
+UNKNOWN_WORKFLOW = "UnknownWorkflow"
+MALFORMED_MESSAGES = "MalformedMessages"
+REFUSED_MESSAGES = "RefusedMessages"
+DEFERRED_HOPS = "DeferredHops"
+WEBHOOKS_RESUMED = "WebhooksResumed"
+WEBHOOKS_REJECTED = "WebhooksRejected"
+
+METRIC_NAMES = (
+    FLOW_DELIVERIES, STEP_DELIVERIES, RUNS_STARTED, RUNS_COMPLETED, RUNS_FAILED, STEPS_INLINE, STEPS_QUEUED,
+    INLINE_LOOP_ITERATIONS, STEP_RETRIES, REDELIVERIES, BUDGET_EXHAUSTED, QUEUE_LAG, DELIVERY_ERRORS,
+    UNKNOWN_WORKFLOW, MALFORMED_MESSAGES, REFUSED_MESSAGES, DEFERRED_HOPS, WEBHOOKS_RESUMED, WEBHOOKS_REJECTED,
+)
+
+
+class _Stdout:
+    """Writes to whatever ``sys.stdout`` is at the time of the write (Lambda ships stdout to CloudWatch Logs;
+    a test capturing stdout swaps it after this module was imported)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+logger = Logger(service=SERVICE, stream=_Stdout(), use_rfc3339=True)  # type: ignore[arg-type]
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+# awsworld's internal loggers (awsworld.queue, awsworld.lambda, ...) write through the same JSON handler.
+logging.getLogger("awsworld")
+copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
+
+
+def count(name: str, value: float = 1) -> None:
+    if value:
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def milliseconds(name: str, value: float) -> None:
+    metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=max(0.0, value))
+
+
+def record_outcome(outcome: Outcome) -> None:
+    """Metrics for what one delivery did, read off the runtime's ``Outcome`` status and loop statistics."""
+    status = outcome.status
+    if status in ("completed", "step-then-completed"):
+        count(RUNS_COMPLETED)
+    elif status in ("failed", "step-then-failed"):
+        count(RUNS_FAILED)
+    if status.endswith("continued"):
+        count(BUDGET_EXHAUSTED)
+    if status == "retry-queued":
+        count(STEP_RETRIES)
+    if not outcome.ack:
+        count(REDELIVERIES)
+    count(STEPS_INLINE, outcome.stats.inline_steps)
+    count(STEPS_QUEUED, outcome.stats.queued_steps)
+    count(INLINE_LOOP_ITERATIONS, outcome.stats.iterations)
+
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def instrument(handler: Handler) -> Handler:
+    """Wrap a Lambda handler: Lambda context in every log line, metrics flushed (with a cold-start count) at
+    the end of each invocation, and an X-Ray subsegment when tracing is on. The event is never logged."""
+    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True)
+    wrapped = logger.inject_lambda_context(wrapped, log_event=False, clear_state=True)
+    if os.environ.get(TRACING_ENV, "").lower() == "true":
+        from aws_lambda_powertools import Tracer  # needs aws-xray-sdk: imported only when tracing is asked for
+
+        # No auto-patching: X-Ray's thread-local segment context does not follow concurrent asyncio tasks, so
+        # per-call subsegments of aiobotocore would nest wrongly. The invocation is one traced subsegment.
+        tracer = Tracer(service=SERVICE, auto_patch=False)
+        wrapped = tracer.capture_lambda_handler(wrapped, capture_response=False)
+    return wrapped  # type: ignore[return-value]
