@@ -1,0 +1,75 @@
+"""The workflows the deploy tests run through the Lambda handlers. The handler imports this module by name
+through ``AWSWORLD_MODULES``, exactly as a deployed function imports the user's modules."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+from awsworld import create_hook, create_webhook, sleep, step, workflow
+
+CALLS: Counter[str] = Counter()
+
+
+@step(name="deploy.square")
+async def square(i: int) -> int:
+    CALLS[f"square:{i}"] += 1
+    return i * i
+
+
+@step(name="deploy.total")
+async def total(values: list[int]) -> int:
+    return sum(values)
+
+
+@workflow(name="deploy.fan_out_sleep")
+async def fan_out_sleep(n: int, secret: str) -> dict[str, object]:
+    """Fans out (so step messages are queued), sleeps durably (a delayed flow message), then finishes."""
+    squares = await asyncio.gather(*(square(i) for i in range(n)))
+    await sleep(1)
+    return {"total": await total(list(squares)), "secret_length": len(secret)}
+
+
+@step(name="deploy.slow_inc")
+async def slow_inc(tag: str, x: int) -> int:
+    CALLS[f"slow_inc:{tag}:{x}"] += 1
+    await asyncio.sleep(0.35)
+    return x + 1
+
+
+@workflow(name="deploy.slow_serial")
+async def slow_serial(tag: str, n: int) -> int:
+    """n serial steps of 0.35 s: longer than a 1 s budget, so one delivery cannot finish it."""
+    x = 0
+    for _ in range(n):
+        x = await slow_inc(tag, x)
+    return x
+
+
+@step(name="deploy.echo")
+async def echo(value: str) -> str:
+    return value
+
+
+@workflow(name="deploy.quick")
+async def quick(value: str) -> str:
+    return await echo(value)
+
+
+@workflow(name="deploy.webhook_twice")
+async def webhook_twice() -> list[object]:
+    """Takes two requests through one webhook and returns them."""
+    received = []
+    async with create_webhook(metadata={"purpose": "test"}) as hook:
+        async for request in hook:
+            received.append(request)
+            if len(received) == 2:
+                break
+    return received
+
+
+@workflow(name="deploy.plain_hook")
+async def plain_hook(token: str) -> object:
+    """A hook with a chosen (guessable) token: resumable from code, never over the webhook URL."""
+    async with create_hook(token=token) as hook:
+        return await hook

@@ -1,0 +1,145 @@
+"""Lambda as the handlers see it, built from real queue messages: SQS events in the exact shape the event
+source mapping delivers, a context whose remaining time runs down, and an event source mapping stand-in that
+receives from the emulator's queue, invokes a handler, and deletes what the handler did not report as failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from awsworld.aws import AWSWorld
+
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+
+
+class LambdaContext:
+    """The attributes of Lambda's context object that Powertools and the handlers read, with a real deadline."""
+
+    def __init__(self, timeout_ms: int = 120_000, function_name: str = "awsworld-test-flow") -> None:
+        self._deadline = time.monotonic() + timeout_ms / 1000
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{function_name}"
+        self.memory_limit_in_mb = 1024
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "2026/01/01/[$LATEST]0123456789abcdef"
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def _message_attributes(attributes: dict[str, Any]) -> dict[str, Any]:
+    """ReceiveMessage's ``MessageAttributes`` in the Lambda record's spelling."""
+    converted = {}
+    for name, value in attributes.items():
+        binary = value.get("BinaryValue")
+        converted[name] = {
+            "stringValue": value.get("StringValue"),
+            "binaryValue": base64.b64encode(binary).decode() if isinstance(binary, bytes) else binary,
+            "stringListValues": [],
+            "binaryListValues": [],
+            "dataType": value["DataType"],
+        }
+    return converted
+
+
+def lambda_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
+    """One ReceiveMessage message as the SQS event source mapping hands it to Lambda."""
+    attributes = message.get("Attributes", {})
+    return {
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
+        "attributes": {
+            "ApproximateReceiveCount": attributes["ApproximateReceiveCount"],
+            "SentTimestamp": attributes["SentTimestamp"],
+            "SenderId": attributes.get("SenderId", "AIDAIENQZJOLO23YVJ4VO"),
+            "ApproximateFirstReceiveTimestamp": attributes.get("ApproximateFirstReceiveTimestamp",
+                                                               attributes["SentTimestamp"]),
+        },
+        "messageAttributes": _message_attributes(message.get("MessageAttributes", {})),
+        "md5OfBody": message["MD5OfBody"],
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": REGION,
+    }
+
+
+@dataclass
+class Invocation:
+    event: dict[str, Any]
+    response: dict[str, Any]
+
+    @property
+    def message_ids(self) -> list[str]:
+        return [r["messageId"] for r in self.event["Records"]]
+
+    @property
+    def failed(self) -> set[str]:
+        return {f["itemIdentifier"] for f in self.response.get("batchItemFailures", [])}
+
+
+@dataclass
+class EventSourceMapping:
+    """Receive a batch, invoke the handler (in a thread, as Lambda would: the handler is synchronous and runs
+    its own event loop), delete the records not reported as failed."""
+
+    world: AWSWorld
+    handler: Callable[[dict[str, Any], Any], dict[str, Any]]
+    batch_size: int = 10
+    timeout_ms: int = 120_000
+    visibility_timeout: int = 60
+    invocations: list[Invocation] = field(default_factory=list)
+
+    async def queue_arn(self) -> str:
+        sqs = await self.world.clients.sqs()
+        attributes = await sqs.get_queue_attributes(QueueUrl=self.world.config.queue_url, AttributeNames=["QueueArn"])
+        return str(attributes["Attributes"]["QueueArn"])
+
+    async def receive(self, wait_seconds: int = 1, max_messages: int | None = None) -> list[dict[str, Any]]:
+        sqs = await self.world.clients.sqs()
+        response = await sqs.receive_message(
+            QueueUrl=self.world.config.queue_url, MaxNumberOfMessages=max_messages or self.batch_size,
+            WaitTimeSeconds=wait_seconds, VisibilityTimeout=self.visibility_timeout,
+            MessageSystemAttributeNames=["All"], MessageAttributeNames=["All"],
+        )
+        return list(response.get("Messages", []))
+
+    async def invoke(self, messages: list[dict[str, Any]], timeout_ms: int | None = None) -> Invocation:
+        arn = await self.queue_arn()
+        event = {"Records": [lambda_record(m, arn) for m in messages]}
+        json.dumps(event)  # exactly what Lambda would hand over: plain JSON
+        context = LambdaContext(timeout_ms or self.timeout_ms)
+        response = await asyncio.to_thread(self.handler, event, context)
+        invocation = Invocation(event, response)
+        self.invocations.append(invocation)
+        sqs = await self.world.clients.sqs()
+        for message in messages:
+            if message["MessageId"] not in invocation.failed:
+                # Already deleted by the handler (a redelivery or a hop)? As on SQS, harmless.
+                with contextlib.suppress(Exception):
+                    await sqs.delete_message(QueueUrl=self.world.config.queue_url,
+                                             ReceiptHandle=message["ReceiptHandle"])
+        return invocation
+
+    async def poll(self, timeout_ms: int | None = None) -> Invocation | None:
+        messages = await self.receive()
+        return await self.invoke(messages, timeout_ms) if messages else None
+
+    async def run_until(self, done: Callable[[], Awaitable[bool]], *, timeout: float = 60.0,
+                        timeout_ms: int | None = None) -> None:
+        deadline = time.monotonic() + timeout
+        while not await done():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"not done after {timeout} s and {len(self.invocations)} invocations")
+            await self.poll(timeout_ms)

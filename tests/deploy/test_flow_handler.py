@@ -1,0 +1,147 @@
+"""``handlers/flow.py`` invoked as Lambda invokes it: SQS events built from messages received from the
+emulator's queue, a context whose remaining time runs down, runs driven to completion over invocations."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from typing import Any
+
+import pytest
+
+from awsworld.lambda_.container import import_modules, module_names
+from awsworld.lambda_.flow import backoff_seconds
+from awsworld.local import LocalAWS
+from awsworld.runtime.messages import FlowMessage, queue_name_for
+from awsworld.world.entities import TERMINAL_RUN_STATUSES
+
+from . import app
+from .conftest import json_lines, metric_values
+from .lambda_env import EventSourceMapping
+
+
+def terminal(run: Any) -> Any:
+    async def done() -> bool:
+        return await run.status() in TERMINAL_RUN_STATUSES
+
+    return done
+
+
+async def test_a_run_completes_across_invocations(local: LocalAWS, esm: EventSourceMapping, capsys) -> None:
+    secret = f"payload-secret-{uuid.uuid4().hex}"
+    assert local.client is not None
+    run = await local.client.start(app.fan_out_sleep, 4, secret)
+    await esm.run_until(terminal(run))
+    assert await run.result(timeout=1) == {"total": 0 + 1 + 4 + 9, "secret_length": len(secret)}
+    assert all(not i.failed for i in esm.invocations)
+    assert len(esm.invocations) >= 2, "the sleep needs a second delivery"
+
+    out = capsys.readouterr().out
+    assert secret not in out, "payloads never reach the logs"
+    lines = json_lines(out)
+    handled = [line for line in lines if line.get("message") == "delivery handled"]
+    assert handled and all(line["runId"] == run.run_id and line["messageId"].startswith("msg_") for line in handled)
+    assert {line["outcome"] for line in handled} >= {"suspended", "completed"}
+    assert any(line.get("stepId") for line in handled), "queued steps arrive as step deliveries"
+    assert all(line.get("function_request_id") for line in handled), "Lambda context in every line"
+    assert sum(metric_values(lines, "FlowDeliveries")) >= 2
+    assert sum(metric_values(lines, "StepDeliveries")) >= 1
+    assert sum(metric_values(lines, "RunsStarted")) == 1
+    assert sum(metric_values(lines, "RunsCompleted")) == 1
+    assert metric_values(lines, "QueueLag"), "queue lag is measured from the first send"
+    emf = next(line for line in lines if "FlowDeliveries" in line)
+    assert emf["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "awsworld"
+
+
+async def test_the_budget_runs_out_mid_run_and_a_continuation_finishes_it(
+        local: LocalAWS, esm: EventSourceMapping, capsys) -> None:
+    tag = uuid.uuid4().hex
+    assert local.client is not None
+    run = await local.client.start(app.slow_serial, tag, 6)
+    # 11 s left in the invocation, less the runtime's 10 s margin: a 1 s budget, about three 0.35 s steps.
+    first = await esm.poll(timeout_ms=11_000)
+    assert first is not None and not first.failed
+    assert await run.status() not in TERMINAL_RUN_STATUSES, "one invocation cannot finish six slow steps"
+    out = capsys.readouterr().out
+    assert sum(metric_values(json_lines(out), "BudgetExhausted")) == 1
+    assert any(line.get("outcome") == "continued" for line in json_lines(out))
+
+    await esm.run_until(terminal(run), timeout_ms=11_000)
+    assert await run.result(timeout=1) == 6
+    assert all(app.CALLS[f"slow_inc:{tag}:{x}"] == 1 for x in range(6)), "every step body ran once"
+    types = [e.event_type for e in await run.events()]
+    assert types.count("run_started") == 1 and types.count("step_completed") == 6
+    assert len(esm.invocations) >= 3
+
+
+async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
+        local: LocalAWS, esm: EventSourceMapping, capsys) -> None:
+    world = local.world
+    assert local.client is not None
+    finished = await local.client.start(app.quick, "done")
+    await esm.run_until(terminal(finished))
+    assert await finished.result(timeout=1) == "done"
+
+    live = await local.client.start(app.quick, "live")  # its start message rides in the same batch
+    sqs = await world.clients.sqs()
+    await sqs.send_message(QueueUrl=world.config.queue_url, MessageBody="this is not an awsworld message")
+    gone_id = await world.queue(queue_name_for("deploy.quick"),
+                                FlowMessage(finished.run_id, "deploy.quick").to_payload())
+    refused_id = await world.queue("__other_wkf_workflow_x", {"runId": "wrun_x", "workflowName": "x"})
+    unknown_id = await world.queue(queue_name_for("deploy.missing"),
+                                   FlowMessage("wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "deploy.missing").to_payload())
+    not_ours_id = await world.queue(queue_name_for("deploy.quick"), {"hello": "world"})
+
+    messages: list[dict[str, Any]] = []
+    while len(messages) < 6:
+        received = await esm.receive(max_messages=10)
+        assert received, f"only {len(messages)} of 6 messages arrived"
+        messages.extend(received)
+    by_world_id = {_world_id(m): m["MessageId"] for m in messages}
+    invocation = await esm.invoke(messages)
+
+    expected_failures = {by_world_id[refused_id], by_world_id[unknown_id], by_world_id[not_ours_id]}
+    assert invocation.failed == expected_failures
+    assert by_world_id[gone_id] not in invocation.failed, "a record for a finished run is simply acknowledged"
+
+    dlq = await sqs.receive_message(QueueUrl=world.config.dlq_url, MaxNumberOfMessages=10,
+                                    MessageAttributeNames=["All"], WaitTimeSeconds=1)
+    dead = dlq.get("Messages", [])
+    assert [m["Body"] for m in dead] == ["this is not an awsworld message"], "the malformed one went to the DLQ"
+
+    await esm.run_until(terminal(live))
+    assert await live.result(timeout=1) == "live"
+
+    lines = json_lines(capsys.readouterr().out)
+    assert sum(metric_values(lines, "UnknownWorkflow")) == 1
+    assert sum(metric_values(lines, "RefusedMessages")) == 1
+    assert sum(metric_values(lines, "MalformedMessages")) == 1
+    assert sum(metric_values(lines, "DeliveryErrors")) == 1
+    unknown = [line for line in lines if line.get("level") == "ERROR" and "deploy.missing" in line.get("message", "")]
+    assert unknown and "AWSWORLD_MODULES" in unknown[0]["message"]
+
+    # The failed records now wait out their backoff; drop them so they do not reach later tests' batches.
+    for message in messages:
+        if message["MessageId"] in expected_failures:
+            await sqs.delete_message(QueueUrl=world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _world_id(message: dict[str, Any]) -> str | None:
+    try:
+        return json.loads(message["Body"]).get("messageId")
+    except ValueError:
+        return None
+
+
+def test_failed_records_back_off_exponentially_up_to_ten_minutes() -> None:
+    assert [backoff_seconds(n) for n in range(1, 9)] == [10, 20, 40, 80, 160, 320, 600, 600]
+    assert backoff_seconds(0) == 10 and backoff_seconds(10_000) == 600
+    assert sum(backoff_seconds(n) for n in range(1, 10)) < 3600, "ten receives reach the DLQ within an hour"
+
+
+def test_modules_are_named_by_commas_or_spaces() -> None:
+    assert module_names(" a.b, c  d,,") == ["a.b", "c", "d"]
+    assert module_names(None) == []
+    assert import_modules(app.__name__) == [app.__name__]
+    with pytest.raises(ImportError, match="AWSWORLD_MODULES names 'no_such_module_x'"):
+        import_modules("no_such_module_x")
