@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -75,6 +76,9 @@ class _Stdout:
 
 logger = Logger(service=SERVICE, stream=_Stdout(), use_rfc3339=True)  # type: ignore[arg-type]
 metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+# An invocation that only acknowledged (say, a long delay's early hop) has no metric to flush: not a problem.
+warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
 
 # awsworld's internal loggers (awsworld.queue, awsworld.lambda, ...) write through the same JSON handler.
 logging.getLogger("awsworld")
