@@ -2,13 +2,62 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
+
+import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.world import Event, EventResult, slot_to_event_id
 
 WORKFLOW = "wf-conformance"
+BACKENDS = ["moto", "dynamodb-local"]
+
+
+def module_world() -> Any:
+    """A ``world`` fixture shared by one module's tests: one AWSWorld per backend on its own table and bucket.
+
+    Assign it to ``world`` in a module whose tests each work on runs of their own (and so do not need an empty
+    table): the tests still run on both backends, with the same ids, but skip provisioning resources and
+    opening clients per test. Table-wide assertions compare before/after, which holds because tests run one at
+    a time. Tests that need an empty table take ``world_factory`` instead.
+    """
+
+    @pytest.fixture(scope="module", params=BACKENDS, ids=BACKENDS, name="module_local_aws")
+    def module_local_aws(request: pytest.FixtureRequest) -> Any:
+        # A sync fixture: the session's LocalAWS fixtures are async and can only be requested from one.
+        return request.getfixturevalue("local_moto" if request.param == "moto" else "local_dynamodb_local")
+
+    @pytest.fixture(scope="module", name="world")
+    async def world(module_local_aws: Any) -> AsyncIterator[AWSWorld]:
+        config = await module_local_aws.new_config()
+        shared = AWSWorld(config)
+        yield shared
+        await shared.close()
+        await module_local_aws.drop(config)
+
+    return module_local_aws, world
+
+
+def module_peers(count: int = 8) -> Any:
+    """A module-scoped ``peers`` fixture: ``count`` more AWSWorld instances on ``world``'s table and bucket, each
+    with its own clients and caches, which is what other processes look like to the store."""
+
+    @pytest.fixture(scope="module", name="peers")
+    async def peers(world: AWSWorld) -> AsyncIterator[list[AWSWorld]]:
+        made = [AWSWorld(world.config) for _ in range(count)]
+        yield made
+        for other in made:
+            await other.close()
+
+    return peers
+
+
+def unique(prefix: str) -> str:
+    """An id no other test uses (hook ids and tokens are global, not per run)."""
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def run_created(workflow_name: str = WORKFLOW, input: Any = None, **extra: Any) -> dict[str, Any]:

@@ -10,7 +10,9 @@ import pytest
 from awsworld.aws import AWSWorld
 from awsworld.world import InvalidInputError, RunNotFoundError, new_run_id
 
-from .helpers import new_run, run_created, step_created, table_items, wait_created
+from .helpers import module_world, new_run, run_created, step_created, table_items, wait_created
+
+module_local_aws, world = module_world()
 
 BAD_EVENTS: dict[str, tuple[Any, str | None]] = {
     "unknown-event-type": ({"eventType": "step_exploded", "correlationId": "s1"}, "eventType"),
@@ -172,7 +174,7 @@ async def test_a_bad_limit_is_refused_by_every_listing(world: AWSWorld, limit: i
 async def test_runs_list_limit_is_capped_at_100(world: AWSWorld) -> None:
     with pytest.raises(InvalidInputError):
         await world.runs.list(limit=101)
-    assert (await world.runs.list(limit=100)).data == []
+    assert len((await world.runs.list(limit=100)).data) <= 100
 
 
 async def test_runs_list_refuses_an_unknown_status(world: AWSWorld) -> None:

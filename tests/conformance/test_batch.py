@@ -16,6 +16,8 @@ from .helpers import (
     attr_set,
     hook_created,
     hook_disposed,
+    module_peers,
+    module_world,
     new_run,
     run_cancelled,
     run_completed,
@@ -27,9 +29,13 @@ from .helpers import (
     step_started,
     table_items,
     types,
+    unique,
     wait_completed,
     wait_created,
 )
+
+module_local_aws, world = module_world()
+peers = module_peers(8)
 
 
 async def test_a_batch_lands_in_request_order_at_consecutive_slots(world: AWSWorld) -> None:
@@ -125,8 +131,8 @@ FORBIDDEN: dict[str, Any] = {
     "run_cancelled": run_cancelled(),
     "run_completed": run_completed(),
     "run_failed": run_failed(),
-    "hook_created": hook_created("h1", "tok-batch"),
-    "hook_disposed": hook_disposed("h0"),
+    "hook_created": hook_created("h-batch", "tok-batch"),
+    "hook_disposed": hook_disposed("h-held"),
     "attr_set": attr_set(k="v"),
 }
 
@@ -134,10 +140,13 @@ FORBIDDEN: dict[str, Any] = {
 @pytest.mark.parametrize("event_type", FORBIDDEN)
 async def test_a_batch_with_a_run_level_or_token_event_is_rejected_whole(world: AWSWorld, event_type: str) -> None:
     run_id = await new_run(world, start=True)
-    await world.events.create(run_id, hook_created("h0", "tok-held"))
+    event = dict(FORBIDDEN[event_type])
+    if event_type == "hook_disposed":  # of a live hook of this run
+        event["correlationId"] = unique("h-held")
+        await world.events.create(run_id, hook_created(event["correlationId"], unique("tok-held")))
     before = await table_items(world)
     with pytest.raises(InvalidInputError) as raised:
-        await world.events.create_batch(run_id, [step_created("a"), FORBIDDEN[event_type]])
+        await world.events.create_batch(run_id, [step_created("a"), event])
     assert raised.value.status == 400
     assert await table_items(world) == before
 
@@ -204,17 +213,13 @@ async def test_a_batch_on_a_missing_run_is_not_found(world: AWSWorld) -> None:
         await world.events.create_batch(new_run_id(), [step_created("a")])
 
 
-async def test_concurrent_batches_and_single_writes_keep_each_batch_contiguous(world: AWSWorld) -> None:
+async def test_concurrent_batches_and_single_writes_keep_each_batch_contiguous(world: AWSWorld,
+                                                                                peers: list[AWSWorld]) -> None:
     run_id = await new_run(world, start=True)
-    writers = [AWSWorld(world.config) for _ in range(4)]
-    try:
-        batches = [w.events.create_batch(run_id, [step_created(f"b{i}-{j}") for j in range(8)])
-                   for i, w in enumerate(writers)]
-        singles = [w.events.create(run_id, wait_created(f"w{i}")) for i, w in enumerate(writers)]
-        outcomes = await asyncio.gather(*batches, *singles)
-    finally:
-        for w in writers:
-            await w.close()
+    batches = [w.events.create_batch(run_id, [step_created(f"b{i}-{j}") for j in range(8)])
+               for i, w in enumerate(peers[:4])]
+    singles = [w.events.create(run_id, wait_created(f"w{i}")) for i, w in enumerate(peers[4:])]
+    outcomes = await asyncio.gather(*batches, *singles)
     for i, batch in enumerate(outcomes[:4]):
         slots = [o.result.event.slot for o in batch.results]  # type: ignore[union-attr]
         assert slots == list(range(slots[0], slots[0] + 8)), f"batch {i} is contiguous"

@@ -15,6 +15,7 @@ from .helpers import (
     assert_dense,
     hook_created,
     hook_received,
+    module_world,
     new_run,
     run_failed,
     step_completed,
@@ -22,8 +23,11 @@ from .helpers import (
     step_failed,
     step_started,
     types,
+    unique,
     wait_created,
 )
+
+module_local_aws, world = module_world()
 
 
 async def _run_with_steps(world: AWSWorld, count: int) -> str:
@@ -128,10 +132,11 @@ async def test_list_by_correlation_id_pages(world: AWSWorld) -> None:
 
 async def _run_with_every_payload(world: AWSWorld) -> str:
     run_id = await new_run(world, start=True, input={"run": "input"})
+    hook_id = unique("h")
     for event in (step_created("s1", input={"step": "input"}), step_started("s1"),
                   step_completed("s1", {"step": "result"}), step_created("s2"), step_started("s2"),
-                  step_failed("s2", "step error"), hook_created("h1", "tok-resolve", metadata={"hook": "meta"}),
-                  hook_received("h1", {"hook": "payload"}), run_failed("run error")):
+                  step_failed("s2", "step error"), hook_created(hook_id, unique("tok"), metadata={"hook": "meta"}),
+                  hook_received(hook_id, {"hook": "payload"}), run_failed("run error")):
         await world.events.create(run_id, event)
     return run_id
 
@@ -159,13 +164,14 @@ async def test_list_resolve_none_strips_every_payload_field(world: AWSWorld) -> 
 
 async def test_list_resolve_all_returns_every_payload(world: AWSWorld) -> None:
     run_id = await _run_with_every_payload(world)
-    data = {(e.event_type, e.correlation_id): e.event_data for e in await all_events(world, run_id)}
+    data = {(e.event_type, e.correlation_id if e.event_type.startswith("step") else None): e.event_data
+            for e in await all_events(world, run_id)}
     assert data[("run_created", None)]["input"] == {"run": "input"}  # type: ignore[index]
     assert data[("step_created", "s1")]["input"] == {"step": "input"}  # type: ignore[index]
     assert data[("step_completed", "s1")]["result"] == {"step": "result"}  # type: ignore[index]
     assert data[("step_failed", "s2")]["error"]["message"] == "step error"  # type: ignore[index]
-    assert data[("hook_created", "h1")]["metadata"] == {"hook": "meta"}  # type: ignore[index]
-    assert data[("hook_received", "h1")]["payload"] == {"hook": "payload"}  # type: ignore[index]
+    assert data[("hook_created", None)]["metadata"] == {"hook": "meta"}  # type: ignore[index]
+    assert data[("hook_received", None)]["payload"] == {"hook": "payload"}  # type: ignore[index]
     assert data[("run_failed", None)]["error"]["message"] == "run error"  # type: ignore[index]
 
 

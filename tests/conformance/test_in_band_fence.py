@@ -20,6 +20,8 @@ from .helpers import (
     all_events,
     assert_dense,
     attr_set,
+    module_peers,
+    module_world,
     new_run,
     run_completed,
     run_created,
@@ -29,6 +31,9 @@ from .helpers import (
     wait_completed,
     wait_created,
 )
+
+module_local_aws, world = module_world()
+peers = module_peers(8)
 
 MAX_SAFE_INTEGER = 2**53 - 1
 
@@ -212,33 +217,24 @@ async def test_of_8_concurrent_in_band_writers_with_one_count_exactly_one_wins(w
     assert len((await world.events.list_by_correlation_id(run_id, events[-1].correlation_id or "")).data) == 1
 
 
-async def test_in_band_writers_in_separate_worlds_race_to_exactly_one_winner(world: AWSWorld) -> None:
+async def test_in_band_writers_in_separate_worlds_race_to_exactly_one_winner(world: AWSWorld,
+                                                                            peers: list[AWSWorld]) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
-    writers = [AWSWorld(world.config) for _ in range(8)]
-    try:
-        _one_winner(await _race(writers, run_id, 2))
-    finally:
-        for w in writers:
-            await w.close()
+    _one_winner(await _race(peers, run_id, 2))
     events = await all_events(world, run_id)
     assert len(events) == 3
     assert_dense(events)
     assert await snapshot(world, run_id) == (3, 3)
 
 
-async def test_out_of_band_writers_racing_in_band_writers_all_land(world: AWSWorld) -> None:
+async def test_out_of_band_writers_racing_in_band_writers_all_land(world: AWSWorld, peers: list[AWSWorld]) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
-    writers = [AWSWorld(world.config) for _ in range(8)]
-    try:
-        in_band = [w.events.create(run_id, wait_created(f"w{i}"), in_band=True, expected_seq_in_band=2)
-                   for i, w in enumerate(writers[:4])]
-        out_of_band = [w.events.create(run_id, step_created(f"s{i}")) for i, w in enumerate(writers[4:])]
-        outcomes = await asyncio.gather(*in_band, *out_of_band, return_exceptions=True)
-    finally:
-        for w in writers:
-            await w.close()
+    in_band = [w.events.create(run_id, wait_created(f"w{i}"), in_band=True, expected_seq_in_band=2)
+               for i, w in enumerate(peers[:4])]
+    out_of_band = [w.events.create(run_id, step_created(f"s{i}")) for i, w in enumerate(peers[4:])]
+    outcomes = await asyncio.gather(*in_band, *out_of_band, return_exceptions=True)
     fenced, free = outcomes[:4], outcomes[4:]
     assert all(not isinstance(o, BaseException) for o in free), free
     assert sum(not isinstance(o, BaseException) for o in fenced) == 1, fenced

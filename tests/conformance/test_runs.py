@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
+from collections.abc import Awaitable, Callable
 
 import pytest
 
@@ -22,6 +23,7 @@ from awsworld.world import (
 from .helpers import (
     all_events,
     attr_set,
+    module_world,
     new_run,
     run_cancelled,
     run_completed,
@@ -32,6 +34,9 @@ from .helpers import (
     types,
 )
 
+module_local_aws, world = module_world()
+
+WorldFactory = Callable[[], Awaitable[AWSWorld]]
 TERMINAL_EVENTS = {"completed": run_completed, "failed": run_failed, "cancelled": run_cancelled}
 
 
@@ -244,7 +249,8 @@ async def test_runs_get_resolve_none_leaves_input_and_output_out(world: AWSWorld
     assert full.input == {"big": "in"} and full.output == {"big": "out"}
 
 
-async def test_runs_list_filters_by_workflow_name_and_status(world: AWSWorld) -> None:
+async def test_runs_list_filters_by_workflow_name_and_status(world_factory: WorldFactory) -> None:
+    world = await world_factory()  # an empty table: the listing sees only these runs
     a_pending = await new_run(world, workflow_name="wf-a")
     a_running = await new_run(world, workflow_name="wf-a", start=True)
     b_running = await new_run(world, workflow_name="wf-b", start=True)
@@ -264,7 +270,8 @@ async def test_runs_list_filters_by_workflow_name_and_status(world: AWSWorld) ->
     assert await ids(workflow_name="nobody") == set()
 
 
-async def test_runs_list_pages_newest_first_without_duplicates(world: AWSWorld) -> None:
+async def test_runs_list_pages_newest_first_without_duplicates(world_factory: WorldFactory) -> None:
+    world = await world_factory()
     created = [await new_run(world) for _ in range(5)]
     seen: list[str] = []
     cursor = None

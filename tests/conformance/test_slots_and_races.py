@@ -1,14 +1,14 @@
 """Concurrent writers on one run: unique, dense slots; exactly-one winners for entity, token and fence races.
 
-Every race runs over one AWSWorld (its client pool carries the concurrency) and, where it matters, over
-separate AWSWorld instances on the same table, which is what separate processes look like to the store.
+Every race runs over one AWSWorld (whose writers of one run take turns in-process) and, where it matters,
+over ``peers``: separate AWSWorld instances on the same table, which is what separate processes look like to
+the store. Each test works on runs of its own, so the module shares one table per backend.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from typing import Any
 
 import pytest
@@ -20,6 +20,8 @@ from .helpers import (
     all_events,
     assert_dense,
     hook_created,
+    module_peers,
+    module_world,
     new_run,
     run_created,
     step_completed,
@@ -27,20 +29,14 @@ from .helpers import (
     step_failed,
     step_started,
     types,
+    unique,
     wait_completed,
     wait_created,
 )
 
-
-@asynccontextmanager
-async def processes(world: AWSWorld, count: int) -> AsyncIterator[list[AWSWorld]]:
-    """``count`` independent AWSWorld instances on the same table and bucket, closed on exit."""
-    worlds = [AWSWorld(world.config) for _ in range(count)]
-    try:
-        yield worlds
-    finally:
-        for other in worlds:
-            await other.close()
+module_local_aws, world = module_world()
+peers = module_peers(8)
+Peers = list[AWSWorld]
 
 
 async def settle(calls: list[Awaitable[Any]]) -> list[Any]:
@@ -81,23 +77,20 @@ async def test_16_concurrent_writers_x50_fill_slots_densely_without_duplicates(w
     assert (await world.events.list(run_id, limit=1)).snapshot.seq == 801
 
 
-async def test_writers_in_separate_worlds_fill_slots_densely(world: AWSWorld) -> None:
+async def test_writers_in_separate_worlds_fill_slots_densely(world: AWSWorld, peers: Peers) -> None:
     run_id = await new_run(world)
-    async with processes(world, 4) as worlds:
-        names = [f"p{p}w{i}" for p in range(4) for i in range(3)]
-        results = await asyncio.gather(
-            *(_append_many(worlds[k // 3], run_id, n, 20) for k, n in enumerate(names))
-        )
+    names = [f"p{i}" for i in range(8)]
+    results = await asyncio.gather(*(_append_many(p, run_id, n, 20) for p, n in zip(peers, names, strict=True)))
     events = await all_events(world, run_id)
-    assert len(events) == 1 + 12 * 20
+    assert len(events) == 1 + 8 * 20
     _check_writers(events, dict(zip(names, results, strict=True)), 20)
 
 
-async def test_a_lost_race_retries_from_the_cancellation_without_another_read(world: AWSWorld) -> None:
+async def test_a_lost_race_retries_from_the_cancellation_without_another_read(world: AWSWorld, peers: Peers) -> None:
     run_id = await new_run(world)  # this World now believes the log holds 1 event
-    async with processes(world, 1) as (other,):
-        for i in range(3):
-            await other.events.create(run_id, step_created(f"other{i}"))
+    other = peers[0]
+    for i in range(3):
+        await other.events.create(run_id, step_created(f"other{i}"))
     before = world.stats.snapshot()
     result = await world.events.create(run_id, step_created("mine"))
     used = world.stats - before
@@ -110,15 +103,8 @@ async def test_a_lost_race_retries_from_the_cancellation_without_another_read(wo
 # ---------------------------------------------------------------- exactly-one races
 
 
-async def _racers(world: AWSWorld, separate: bool, count: int) -> AsyncIterator[list[AWSWorld]]:
-    if separate:
-        async with processes(world, count) as worlds:
-            yield worlds
-    else:
-        yield [world] * count
-
-
-racers = asynccontextmanager(_racers)
+def racers(world: AWSWorld, peers: Peers, separate: bool, count: int) -> Peers:
+    return peers[:count] if separate else [world] * count
 SEPARATE = pytest.mark.parametrize("separate", [False, True], ids=["one-world", "separate-worlds"])
 
 
@@ -128,11 +114,11 @@ def _split(outcomes: list[Any]) -> tuple[list[Any], list[BaseException]]:
 
 
 @SEPARATE
-async def test_8_racers_on_one_step_created_exactly_one_wins(world: AWSWorld, separate: bool) -> None:
+async def test_8_racers_on_one_step_created_exactly_one_wins(world: AWSWorld, peers: Peers, separate: bool) -> None:
     run_id = await new_run(world, start=True)
-    async with racers(world, separate, 8) as worlds:
-        outcomes = await settle([w.events.create(run_id, step_created("s1", input=[i]))
-                                 for i, w in enumerate(worlds)])
+    worlds = racers(world, peers, separate, 8)
+    outcomes = await settle([w.events.create(run_id, step_created("s1", input=[i]))
+                             for i, w in enumerate(worlds)])
     won, lost = _split(outcomes)
     assert len(won) == 1, outcomes
     assert len(lost) == 7 and all(isinstance(e, EntityConflictError) for e in lost), lost
@@ -142,12 +128,13 @@ async def test_8_racers_on_one_step_created_exactly_one_wins(world: AWSWorld, se
 
 
 @SEPARATE
-async def test_two_runs_racing_for_one_hook_token_get_one_hook_and_one_conflict(world: AWSWorld,
+async def test_two_runs_racing_for_one_hook_token_get_one_hook_and_one_conflict(world: AWSWorld, peers: Peers,
                                                                                 separate: bool) -> None:
     runs = [await new_run(world, start=True) for _ in range(2)]
-    async with racers(world, separate, 2) as worlds:
-        outcomes = await settle([w.events.create(r, hook_created(f"h-{i}", "tok-contested"))
-                                 for i, (w, r) in enumerate(zip(worlds, runs, strict=True))])
+    worlds = racers(world, peers, separate, 2)
+    token = unique("tok-contested")
+    outcomes = await settle([w.events.create(r, hook_created(unique("h"), token))
+                             for w, r in zip(worlds, runs, strict=True)])
     won, lost = _split(outcomes)
     assert not lost, lost
     kinds = sorted(o.event.event_type for o in won)
@@ -155,30 +142,32 @@ async def test_two_runs_racing_for_one_hook_token_get_one_hook_and_one_conflict(
     winner = next(o for o in won if o.event.event_type == "hook_created")
     loser = next(o for o in won if o.event.event_type == "hook_conflict")
     assert loser.hook is None
-    assert loser.event.event_data == {"token": "tok-contested", "conflictingRunId": winner.event.run_id}
-    assert (await world.hooks.get_by_token("tok-contested")).run_id == winner.event.run_id
+    assert loser.event.event_data == {"token": token, "conflictingRunId": winner.event.run_id}
+    assert (await world.hooks.get_by_token(token)).run_id == winner.event.run_id
 
 
-async def test_8_runs_racing_for_one_token_in_separate_worlds_get_one_hook(world: AWSWorld) -> None:
+async def test_8_runs_racing_for_one_token_in_separate_worlds_get_one_hook(world: AWSWorld, peers: Peers) -> None:
     runs = [await new_run(world, start=True) for _ in range(8)]
-    async with processes(world, 8) as worlds:
-        outcomes = await settle([w.events.create(r, hook_created(f"h-{i}", "tok-8"))
-                                 for i, (w, r) in enumerate(zip(worlds, runs, strict=True))])
+    worlds = peers[:8]
+    token = unique("tok-8")
+    outcomes = await settle([w.events.create(r, hook_created(unique("h"), token))
+                             for w, r in zip(worlds, runs, strict=True)])
     won, lost = _split(outcomes)
     assert not lost, lost
     created = [o for o in won if o.event.event_type == "hook_created"]
     assert len(created) == 1
     owner = created[0].event.run_id
-    assert all(o.event.event_data == {"token": "tok-8", "conflictingRunId": owner}
+    assert all(o.event.event_data == {"token": token, "conflictingRunId": owner}
                for o in won if o is not created[0])
 
 
 @SEPARATE
-async def test_concurrent_starts_of_one_step_take_distinct_attempts(world: AWSWorld, separate: bool) -> None:
+async def test_concurrent_starts_of_one_step_take_distinct_attempts(world: AWSWorld, peers: Peers,
+                                                                    separate: bool) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
-    async with racers(world, separate, 6) as worlds:
-        outcomes = await settle([w.events.create(run_id, step_started("s1")) for w in worlds])
+    worlds = racers(world, peers, separate, 6)
+    outcomes = await settle([w.events.create(run_id, step_started("s1")) for w in worlds])
     won, lost = _split(outcomes)
     assert not lost, lost
     assert sorted(o.step.attempt for o in won) == [1, 2, 3, 4, 5, 6]
@@ -187,13 +176,13 @@ async def test_concurrent_starts_of_one_step_take_distinct_attempts(world: AWSWo
 
 
 @SEPARATE
-async def test_racing_step_results_first_one_wins(world: AWSWorld, separate: bool) -> None:
+async def test_racing_step_results_first_one_wins(world: AWSWorld, peers: Peers, separate: bool) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
-    async with racers(world, separate, 6) as worlds:
-        outcomes = await settle([w.events.create(run_id, step_completed("s1", i) if i % 2 else
-                                                 step_failed("s1", str(i))) for i, w in enumerate(worlds)])
+    worlds = racers(world, peers, separate, 6)
+    outcomes = await settle([w.events.create(run_id, step_completed("s1", i) if i % 2 else
+                                             step_failed("s1", str(i))) for i, w in enumerate(worlds)])
     won, lost = _split(outcomes)
     assert len(won) == 1 and len(lost) == 5, outcomes
     assert all(isinstance(e, EntityConflictError) for e in lost)
@@ -203,36 +192,36 @@ async def test_racing_step_results_first_one_wins(world: AWSWorld, separate: boo
 
 
 @SEPARATE
-async def test_racing_wait_completions_complete_it_once(world: AWSWorld, separate: bool) -> None:
+async def test_racing_wait_completions_complete_it_once(world: AWSWorld, peers: Peers, separate: bool) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"))
-    async with racers(world, separate, 5) as worlds:
-        outcomes = await settle([w.events.create(run_id, wait_completed("w1")) for w in worlds])
+    worlds = racers(world, peers, separate, 5)
+    outcomes = await settle([w.events.create(run_id, wait_completed("w1")) for w in worlds])
     won, lost = _split(outcomes)
     assert len(won) == 1 and all(isinstance(e, EntityConflictError) for e in lost) and len(lost) == 4
 
 
-async def test_racing_run_completions_end_the_run_once(world: AWSWorld) -> None:
+async def test_racing_run_completions_end_the_run_once(world: AWSWorld, peers: Peers) -> None:
     run_id = await new_run(world, start=True)
-    async with processes(world, 4) as worlds:
-        outcomes = await settle([w.events.create(run_id, {"eventType": "run_completed",
-                                                          "eventData": {"output": i}})
-                                 for i, w in enumerate(worlds)])
+    worlds = peers[:4]
+    outcomes = await settle([w.events.create(run_id, {"eventType": "run_completed",
+                                                      "eventData": {"output": i}})
+                             for i, w in enumerate(worlds)])
     won, lost = _split(outcomes)
     assert len(won) == 1 and len(lost) == 3 and all(isinstance(e, EntityConflictError) for e in lost)
     assert (await world.runs.get(run_id)).output == won[0].run.output
 
 
-async def test_no_step_lands_after_a_racing_run_end(world: AWSWorld) -> None:
+async def test_no_step_lands_after_a_racing_run_end(world: AWSWorld, peers: Peers) -> None:
     run_id = await new_run(world, start=True)
-    async with processes(world, 4) as worlds:
-        creators = [_create_until_gone(w, run_id, f"p{i}", 30) for i, w in enumerate(worlds[:3])]
+    worlds = peers[:4]
+    creators = [_create_until_gone(w, run_id, f"p{i}", 30) for i, w in enumerate(worlds[:3])]
 
-        async def end_soon() -> None:
-            await asyncio.sleep(0.05)
-            await worlds[3].events.create(run_id, {"eventType": "run_cancelled"})
+    async def end_soon() -> None:
+        await asyncio.sleep(0.05)
+        await worlds[3].events.create(run_id, {"eventType": "run_cancelled"})
 
-        await asyncio.gather(*creators, end_soon())
+    await asyncio.gather(*creators, end_soon())
     events = await all_events(world, run_id)
     assert_dense(events)
     assert types(events).index("run_cancelled") == len(events) - 1, "nothing is created after the run ended"
@@ -247,11 +236,11 @@ async def _create_until_gone(world: AWSWorld, run_id: str, prefix: str, count: i
             return
 
 
-async def test_racing_resilient_starts_create_the_run_once(world: AWSWorld) -> None:
+async def test_racing_resilient_starts_create_the_run_once(world: AWSWorld, peers: Peers) -> None:
     run_id = new_run_id()
-    async with processes(world, 4) as worlds:
-        outcomes = await settle([w.events.create(run_id, {"eventType": "run_started", "eventData": {
-            "workflowName": "wf", "input": i}}) for i, w in enumerate(worlds)])
+    worlds = peers[:4]
+    outcomes = await settle([w.events.create(run_id, {"eventType": "run_started", "eventData": {
+        "workflowName": "wf", "input": i}}) for i, w in enumerate(worlds)])
     won, lost = _split(outcomes)
     assert not lost, lost
     assert sum(o.event is not None for o in won) == 1
@@ -259,10 +248,10 @@ async def test_racing_resilient_starts_create_the_run_once(world: AWSWorld) -> N
     assert types(await all_events(world, run_id)) == ["run_created", "run_started"]
 
 
-async def test_racing_run_created_with_one_client_id_writes_once(world: AWSWorld) -> None:
+async def test_racing_run_created_with_one_client_id_writes_once(world: AWSWorld, peers: Peers) -> None:
     run_id = new_run_id()
-    async with processes(world, 4) as worlds:
-        outcomes = await settle([w.events.create(run_id, run_created(input=i)) for i, w in enumerate(worlds)])
+    worlds = peers[:4]
+    outcomes = await settle([w.events.create(run_id, run_created(input=i)) for i, w in enumerate(worlds)])
     won, lost = _split(outcomes)
     assert not lost, lost
     assert sum(o.event is not None for o in won) == 1

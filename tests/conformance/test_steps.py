@@ -15,6 +15,7 @@ from awsworld.world import (
 from .helpers import (
     all_events,
     future,
+    module_world,
     new_run,
     past,
     run_cancelled,
@@ -28,6 +29,8 @@ from .helpers import (
     table_items,
     types,
 )
+
+module_local_aws, world = module_world()
 
 RUN_ENDS = {"completed": run_completed, "failed": run_failed, "cancelled": run_cancelled}
 

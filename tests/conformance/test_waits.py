@@ -9,7 +9,9 @@ import pytest
 from awsworld.aws import AWSWorld
 from awsworld.world import EntityConflictError, EventNotFoundError, RunGoneError
 
-from .helpers import future, new_run, run_completed, table_items, wait_completed, wait_created
+from .helpers import future, module_world, new_run, run_completed, table_items, wait_completed, wait_created
+
+module_local_aws, world = module_world()
 
 
 async def test_wait_created_makes_a_waiting_wait(world: AWSWorld) -> None:
