@@ -140,14 +140,67 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("demo", help="run the demo on the embedded emulator (no AWS account needed)")
     dev = sub.add_parser("dev", help="run the embedded emulator with your workflows loaded, until interrupted")
     dev.add_argument("modules", nargs="+", help="modules that define your @workflow and @step functions")
+    _add_remote_commands(sub)
     args = parser.parse_args(argv)
     try:
         if args.command == "demo":
             asyncio.run(_demo())
         elif args.command == "dev":
             asyncio.run(_dev(args.modules))
+        else:
+            return asyncio.run(_remote(args))
     except KeyboardInterrupt:
         print("\nstopped")
+    return 0
+
+
+def _add_remote_commands(sub: Any) -> None:
+    """Commands against a deployed stack (or ``awsworld dev``): resources from AWSWORLD_TABLE,
+    AWSWORLD_BUCKET, AWSWORLD_QUEUE_URL and the usual AWS environment or profile."""
+    start = sub.add_parser("start", help="start a run: awsworld start WORKFLOW_NAME '[args as JSON]'")
+    start.add_argument("workflow")
+    start.add_argument("args", nargs="?", default="[]", help="JSON list of positional arguments")
+    start.add_argument("--run-id")
+    start.add_argument("--wait", type=float, default=0, help="seconds to wait for the result")
+    runs = sub.add_parser("runs", help="list recent runs")
+    runs.add_argument("--workflow")
+    runs.add_argument("--status", action="append")
+    runs.add_argument("--limit", type=int, default=20)
+    events = sub.add_parser("events", help="print a run's timeline")
+    events.add_argument("run_id")
+    resume = sub.add_parser("resume", help="resume a hook: awsworld resume TOKEN '<payload JSON>'")
+    resume.add_argument("token")
+    resume.add_argument("payload", nargs="?", default="null")
+    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run_id")
+
+
+async def _remote(args: Any) -> int:
+    import json
+
+    from .aws import AWSWorld
+    from .runtime.client import Client
+    from .timeline import print_timeline
+
+    async with AWSWorld() as world:
+        client = Client(world)
+        if args.command == "start":
+            run = await client.start(args.workflow, *json.loads(args.args), run_id=args.run_id)
+            print(run.run_id)
+            if args.wait:
+                print(json.dumps(await run.result(timeout=args.wait), default=str))
+        elif args.command == "runs":
+            page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
+            for run in page.data:
+                print(f"{run.run_id}  {run.status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}")
+        elif args.command == "events":
+            await print_timeline(world, args.run_id)
+        elif args.command == "resume":
+            event = await client.resume_hook(args.token, json.loads(args.payload))
+            print(f"delivered as {event.event_id} to run {event.run_id}")
+        elif args.command == "cancel":
+            await client.cancel(args.run_id)
+            print(f"cancelled {args.run_id}")
     return 0
 
 
