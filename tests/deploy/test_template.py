@@ -1,0 +1,298 @@
+"""template.yaml and infra/monitoring.yaml against the code: the resources equal ``awsworld.aws.resources``
+(the definitions LocalAWS provisions from), IAM grants explicit actions on this stack's resources only, the
+event source and the queue fit together, and the dashboard shows every metric the handlers emit.
+
+``.ci/run`` also runs cfn-lint, ``sam validate --lint`` and ``sam build``; these tests hold the properties a
+linter does not know about, so a regression fails CI.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cfnlint.decode.cfn_yaml import load
+
+from awsworld.aws import resources
+from awsworld.aws.config import AWSConfig
+from awsworld.lambda_ import observability
+from awsworld.lambda_.container import MODULES_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+TRACING_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    return load(str(ROOT / "template.yaml"))
+
+
+@pytest.fixture(scope="module")
+def monitoring() -> dict[str, Any]:
+    return load(str(ROOT / "infra" / "monitoring.yaml"))
+
+
+def props(template: dict[str, Any], name: str) -> dict[str, Any]:
+    return template["Resources"][name]["Properties"]
+
+
+def of_type(template: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
+    return {name: r for name, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+# ------------------------------------------------------------------------------------------ storage
+
+
+def test_the_table_is_exactly_the_one_local_provisions(template: dict[str, Any]) -> None:
+    tables = of_type(template, "AWS::DynamoDB::Table")
+    assert list(tables) == ["Table"]
+    table = props(template, "Table")
+    expected = resources.table_properties()
+    assert {key: table[key] for key in expected} == expected, "keys, GSIs, TTL, SSE, PITR and billing match"
+    assert set(table) - set(expected) <= {"Tags"}
+    assert table["SSESpecification"]["SSEEnabled"] is True
+    assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+    assert table["TimeToLiveSpecification"] == {"AttributeName": resources.TTL_ATTRIBUTE, "Enabled": True}
+    assert template["Resources"]["Table"]["DeletionPolicy"] == "Retain", "the event log outlives a stack delete"
+
+
+def _queue_attributes(queue: dict[str, Any]) -> dict[str, str]:
+    """CloudFormation queue properties in CreateQueue's string-valued spelling."""
+    attributes = {}
+    for key, value in queue.items():
+        if key == "Tags":
+            continue
+        if key == "RedrivePolicy":
+            value = json.dumps({"deadLetterTargetArn": "DLQ", "maxReceiveCount": value["maxReceiveCount"]})
+        attributes[key] = str(value).lower() if isinstance(value, bool) else str(value)
+    return attributes
+
+
+def test_the_queues_are_exactly_the_ones_local_provisions(template: dict[str, Any]) -> None:
+    assert set(of_type(template, "AWS::SQS::Queue")) == {"FlowQueue", "DeadLetterQueue"}
+    queue = props(template, "FlowQueue")
+    assert _queue_attributes(queue) == resources.queue_attributes("DLQ")
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}
+    assert _queue_attributes(props(template, "DeadLetterQueue")) == resources.dlq_attributes()
+    for name in ("FlowQueue", "DeadLetterQueue"):
+        assert props(template, name)["SqsManagedSseEnabled"] is True
+
+
+def test_visibility_is_at_least_six_times_the_flow_timeout(template: dict[str, Any]) -> None:
+    timeout = props(template, "FlowFunction")["Timeout"]
+    assert timeout == resources.FLOW_FUNCTION_TIMEOUT_SECONDS
+    visibility = props(template, "FlowQueue")["VisibilityTimeout"]
+    assert visibility == resources.QUEUE_VISIBILITY_TIMEOUT_SECONDS
+    assert visibility >= 6 * timeout
+
+
+def test_the_bucket_is_private_encrypted_and_expires_runs(template: dict[str, Any]) -> None:
+    assert list(of_type(template, "AWS::S3::Bucket")) == ["Bucket"]
+    assert not of_type(template, "AWS::S3::BucketPolicy"), "no bucket policy: nothing is granted to anyone else"
+    bucket = props(template, "Bucket")
+    assert bucket["BucketEncryption"] == resources.bucket_encryption()
+    assert bucket["PublicAccessBlockConfiguration"] == resources.bucket_public_access_block()
+    assert bucket["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
+    rules = {rule.get("Prefix"): rule for rule in bucket["LifecycleConfiguration"]["Rules"]}
+    assert rules[resources.RUNS_PREFIX]["ExpirationInDays"] == {"Ref": "RunRetentionDays"}
+    assert rules["queue/"]["ExpirationInDays"] * 86400 > resources.QUEUE_RETENTION_SECONDS + \
+        resources.DLQ_RETENTION_SECONDS, "a queue payload outlives the message that names it, even in the DLQ"
+    assert all(rule["Status"] == "Enabled" for rule in rules.values())
+    assert template["Parameters"]["RunRetentionDays"]["MinValue"] >= 1
+
+
+# ------------------------------------------------------------------------------------------ functions
+
+
+def test_the_flow_event_source_reports_batch_item_failures(template: dict[str, Any]) -> None:
+    flow = props(template, "FlowFunction")
+    (event,) = flow["Events"].values()
+    assert event["Type"] == "SQS"
+    source = event["Properties"]
+    assert source["Queue"] == {"Fn::GetAtt": ["FlowQueue", "Arn"]}
+    assert source["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert source["ScalingConfig"]["MaximumConcurrency"] == {"Ref": "FlowMaxConcurrency"}
+    assert source["BatchSize"] == {"Ref": "FlowBatchSize"}
+    assert source["MaximumBatchingWindowInSeconds"] == {"Ref": "FlowBatchWindowSeconds"}
+    parameters = template["Parameters"]
+    assert parameters["FlowMaxConcurrency"]["MinValue"] >= 2, "SQS event sources need MaximumConcurrency >= 2"
+    assert 1 <= parameters["FlowBatchSize"]["Default"] <= 10, "the default batch needs no batching window"
+    assert set(parameters) >= {"Stage", "RunRetentionDays", "FlowMaxConcurrency", "Modules"}
+
+
+def test_the_handlers_exist_where_the_template_points(template: dict[str, Any]) -> None:
+    globals_ = template["Globals"]["Function"]
+    assert globals_["Runtime"] == "python3.11"
+    code = ROOT / globals_["CodeUri"]
+    assert (code / "requirements.txt").is_file(), "sam build installs awsworld from this file"
+    for name in ("FlowFunction", "WebhookFunction"):
+        module, function = props(template, name)["Handler"].rsplit(".", 1)
+        source = (code / f"{module.replace('.', '/')}.py").read_text()
+        assert re.search(rf"^from awsworld\.lambda_\.{module} import {function}$", source, re.M), name
+
+
+def test_the_webhook_is_a_function_url_without_iam_auth(template: dict[str, Any]) -> None:
+    # A sender holds no AWS credentials; the unguessable token is the secret (see awsworld.lambda_.webhook).
+    assert props(template, "WebhookFunction")["FunctionUrlConfig"] == {"AuthType": "NONE"}
+
+
+def test_the_functions_get_every_variable_the_code_reads(template: dict[str, Any]) -> None:
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert variables["AWSWORLD_TABLE"] == {"Ref": "Table"}
+    assert variables["AWSWORLD_BUCKET"] == {"Ref": "Bucket"}
+    assert variables["AWSWORLD_QUEUE_URL"] == {"Ref": "FlowQueue"}
+    assert variables["AWSWORLD_DLQ_URL"] == {"Ref": "DeadLetterQueue"}
+    assert variables[MODULES_ENV] == {"Ref": "Modules"}
+    assert variables[observability.TRACING_ENV] == {"Ref": "EnableTracing"}
+    assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "awsworld"
+    assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
+    config = AWSConfig.from_env({name: f"<{name}>" for name in variables})
+    assert (config.table_name, config.bucket_name, config.queue_url, config.dlq_url) == (
+        "<AWSWORLD_TABLE>", "<AWSWORLD_BUCKET>", "<AWSWORLD_QUEUE_URL>", "<AWSWORLD_DLQ_URL>")
+    for name in ("FlowFunction", "WebhookFunction"):
+        assert "Environment" not in props(template, name), "both functions take the same variables (Globals)"
+
+
+# ------------------------------------------------------------------------------------------ IAM
+
+
+def statements(template: dict[str, Any]) -> Iterator[tuple[str, str | None, dict[str, Any]]]:
+    """(resource, condition or None, statement) for every IAM policy statement in the template."""
+    for name, resource in template["Resources"].items():
+        documents = []
+        kind = resource["Type"]
+        properties = resource.get("Properties", {})
+        if kind == "AWS::IAM::Role":
+            documents = [p["PolicyDocument"] for p in properties.get("Policies", [])]
+        elif kind in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            documents = [properties["PolicyDocument"]]
+        for document in documents:
+            for statement in as_list(document["Statement"]):
+                if "Fn::If" in statement:
+                    condition, *branches = statement["Fn::If"]
+                    for branch in branches:
+                        if branch != {"Ref": "AWS::NoValue"}:
+                            yield name, condition, branch
+                else:
+                    yield name, None, statement
+
+
+def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> None:
+    found = list(statements(template))
+    assert found, "the roles' policies were found"
+    for name, condition, statement in found:
+        assert statement["Effect"] == "Allow"
+        assert not {"NotAction", "NotResource", "NotPrincipal"} & set(statement), (name, statement)
+        actions = as_list(statement["Action"])
+        assert all("*" not in action for action in actions), (name, actions)
+        if as_list(statement["Resource"]) == ["*"]:
+            # X-Ray has no resource-level permissions; the statement exists only when tracing is on.
+            assert set(actions) <= TRACING_ACTIONS and condition == "TracingEnabled", (name, statement)
+            continue
+        for resource in as_list(statement["Resource"]):
+            assert isinstance(resource, dict), f"{name}: {resource!r} must name this stack's resource"
+            text = json.dumps(resource)
+            assert re.search(r"Table|Queue|Bucket|LogGroup", text), (name, resource)
+            if "*" in text:  # only object keys under the bucket's own prefixes
+                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*", resource.get("Fn::Sub", "")), resource
+
+
+def test_functions_use_the_templates_roles_and_no_managed_policy(template: dict[str, Any]) -> None:
+    for name in ("FlowFunction", "WebhookFunction"):
+        function = props(template, name)
+        assert function["Role"] == {"Fn::GetAtt": [f"{name}Role", "Arn"]}
+        assert "Policies" not in function
+    for name, role in of_type(template, "AWS::IAM::Role").items():
+        assert "ManagedPolicyArns" not in role["Properties"], name
+
+
+def test_iam_covers_the_table_and_both_indexes(template: dict[str, Any]) -> None:
+    flow = [s for name, _, s in statements(template) if name == "FlowFunctionRole"]
+    resources_text = json.dumps([s["Resource"] for s in flow])
+    assert '"Table", "Arn"' in resources_text
+    for index in (resources.GSI_BY_WORKFLOW, resources.GSI_BY_STATUS):
+        assert f"${{Table.Arn}}/index/{index}" in resources_text
+    actions = {a for s in flow for a in as_list(s["Action"])}
+    assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility",
+            "dynamodb:ConditionCheckItem", "s3:ListBucket"} <= actions
+
+
+# ------------------------------------------------------------------------------------------ monitoring
+
+
+def test_monitoring_is_the_nested_infra_template(template: dict[str, Any], monitoring: dict[str, Any]) -> None:
+    app = template["Resources"]["Monitoring"]
+    assert app["Type"] == "AWS::Serverless::Application"
+    assert app["Properties"]["Location"] == "infra/monitoring.yaml"
+    passed = set(app["Properties"]["Parameters"])
+    required = {name for name, p in monitoring["Parameters"].items() if "Default" not in p}
+    assert required <= passed <= set(monitoring["Parameters"])
+    assert app["Properties"]["Parameters"]["QueueName"] == {"Fn::GetAtt": ["FlowQueue", "QueueName"]}
+    assert app["Properties"]["Parameters"]["DeadLetterQueueName"] == {"Fn::GetAtt": ["DeadLetterQueue", "QueueName"]}
+
+
+def dashboard_body(monitoring: dict[str, Any]) -> dict[str, Any]:
+    body = props(monitoring, "Dashboard")["DashboardBody"]["Fn::Sub"]
+    return json.loads(re.sub(r"\$\{([^}]+)\}", lambda m: "1800" if "Seconds" in m.group(1) else f"x-{m.group(1)}",
+                             body))
+
+
+def test_the_dashboard_shows_every_awsworld_metric_and_the_aws_ones(monitoring: dict[str, Any]) -> None:
+    widgets = dashboard_body(monitoring)["widgets"]
+    metrics = [m for w in widgets if w["type"] == "metric" for m in w["properties"]["metrics"]]
+    named = {(m[0], m[1]) for m in metrics if isinstance(m[0], str)}
+    for name in observability.METRIC_NAMES:
+        assert ("x-MetricsNamespace", name) in named, f"{name} is emitted but not on the dashboard"
+    assert {("AWS/Lambda", "Errors"), ("AWS/Lambda", "Throttles"), ("AWS/Lambda", "Duration"),
+            ("AWS/SQS", "ApproximateNumberOfMessagesVisible"), ("AWS/SQS", "ApproximateAgeOfOldestMessage"),
+            ("AWS/DynamoDB", "TransactionConflict"), ("AWS/DynamoDB", "WriteThrottleEvents")} <= named
+    expressions = " ".join(m[0]["expression"] for m in metrics if isinstance(m[0], dict))
+    assert "ThrottledRequests" in expressions
+    queues = {m[3] for m in metrics if m[0] == "AWS/SQS"}
+    assert queues == {"x-QueueName", "x-DeadLetterQueueName"}
+
+
+def test_alarms_watch_the_dlq_the_oldest_message_and_function_errors(monitoring: dict[str, Any]) -> None:
+    alarms = {(a["Properties"]["MetricName"], a["Properties"]["Dimensions"][0]["Value"]["Ref"])
+              for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()}
+    assert {("ApproximateNumberOfMessagesVisible", "DeadLetterQueueName"),
+            ("ApproximateAgeOfOldestMessage", "QueueName"),
+            ("Errors", "FlowFunctionName"), ("Errors", "WebhookFunctionName")} <= alarms
+
+
+def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]) -> None:
+    outputs = template["Outputs"]
+    assert {"WebhookUrl", "TableName", "BucketName", "QueueUrl", "DeadLetterQueueUrl", "ClientEnvironment",
+            "DashboardUrl"} <= set(outputs)
+    assert "WebhookFunctionUrl.FunctionUrl" in outputs["WebhookUrl"]["Value"]["Fn::Sub"]
+    environment = outputs["ClientEnvironment"]["Value"]["Fn::Sub"]
+    for variable in ("AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL", "AWS_REGION"):
+        assert f"{variable}=" in environment
+
+
+def test_samconfig_overrides_name_real_parameters_with_allowed_values(template: dict[str, Any]) -> None:
+    config = tomllib.loads((ROOT / "samconfig.toml").read_text())
+    parameters = template["Parameters"]
+    for env in ("default", "prod"):
+        deploy = config[env]["deploy"]["parameters"]
+        assert set(deploy["capabilities"].split()) >= {"CAPABILITY_IAM"} and deploy["resolve_s3"] is True
+        assert config[env]["build"]["parameters"]["cached"] is False, "src/ changes would not invalidate a cache"
+        overrides = dict(re.findall(r'(\w+)="([^"]*)"', deploy["parameter_overrides"]))
+        assert overrides and set(overrides) <= set(parameters), env
+        for name, value in overrides.items():
+            spec = parameters[name]
+            if "AllowedValues" in spec:
+                assert value in [str(v) for v in spec["AllowedValues"]], (env, name)
+            if "AllowedPattern" in spec:
+                assert re.fullmatch(spec["AllowedPattern"], value), (env, name)
+            if spec["Type"] == "Number":
+                assert spec.get("MinValue", float("-inf")) <= float(value) <= spec.get("MaxValue", float("inf"))
