@@ -1,0 +1,336 @@
+"""End to end on the AWS World (moto) through the local poller: results, delivery counts of the inline loop,
+fan-out, idempotent starts, exact values, replay-stable now()/random(), asyncio combinators, streams."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+from datetime import datetime, timedelta
+
+from awsworld import get_writable, now, random, sleep, step, step_metadata, workflow
+
+CALLS: Counter[str] = Counter()
+SEEN: dict[str, list[object]] = {}
+
+
+# ----------------------------------------------------------------------------------------- addition
+
+
+@step
+async def add(a: int, b: int) -> int:
+    CALLS["add"] += 1
+    return a + b
+
+
+@workflow
+async def add_two(a: int, b: int) -> int:
+    return await add(a, b)
+
+
+async def test_addition_of_two_numbers(e2e) -> None:
+    assert await e2e.run(add_two, 2, 40) == 42
+
+
+# ----------------------------------------------------------------------------------------- serial: one delivery
+
+
+@step
+async def serial_inc(x: int) -> int:
+    CALLS["serial_inc"] += 1
+    return x + 1
+
+
+@workflow
+async def serial_ten() -> int:
+    x = 0
+    for _ in range(10):
+        x = await serial_inc(x)
+    return x
+
+
+async def test_ten_serial_steps_complete_in_one_flow_delivery(e2e) -> None:
+    CALLS["serial_inc"] = 0
+    async with e2e.counting() as deliveries:
+        run = await e2e.start(serial_ten)
+        assert await run.result(timeout=30) == 10
+    assert deliveries.errors == []
+    assert deliveries.count == 1, deliveries.statuses
+    assert deliveries.statuses == ["completed"]
+    assert CALLS["serial_inc"] == 10
+    types = [t for t, _ in await e2e.event_types(run)]
+    assert types.count("step_started") == 10 and types.count("step_completed") == 10
+
+
+# ----------------------------------------------------------------------------------------- sleep then step: two
+
+
+@step
+async def after_sleep() -> str:
+    CALLS["after_sleep"] += 1
+    return "woke"
+
+
+@workflow
+async def sleep_then_step() -> str:
+    await sleep(1)
+    return await after_sleep()
+
+
+async def test_sleep_then_step_takes_exactly_two_flow_deliveries(e2e) -> None:
+    async with e2e.counting() as deliveries:
+        started = time.monotonic()
+        run = await e2e.start(sleep_then_step)
+        assert await run.result(timeout=30) == "woke"
+        elapsed = time.monotonic() - started
+    assert deliveries.errors == []
+    assert deliveries.count == 2, deliveries.statuses
+    assert deliveries.statuses == ["suspended", "completed"]
+    assert elapsed >= 1.0
+    assert CALLS["after_sleep"] == 1
+
+
+# ----------------------------------------------------------------------------------------- fan-out 10 then 100
+
+
+@step
+async def square(i: int) -> int:
+    CALLS[f"square:{i}"] += 1
+    return i * i
+
+
+@workflow
+async def gather_ten_then_hundred() -> list[int]:
+    first = await asyncio.gather(*(square(i) for i in range(10)))
+    second = await asyncio.gather(*(square(i) for i in range(10, 110)))
+    return [*first, *second]
+
+
+async def test_gather_of_10_then_100_steps(e2e) -> None:
+    for i in range(110):
+        CALLS[f"square:{i}"] = 0
+    run = await e2e.start(gather_ten_then_hundred)
+    assert await run.result(timeout=60) == [i * i for i in range(110)]
+    await e2e.idle()
+    ran = {i: CALLS[f"square:{i}"] for i in range(110)}
+    assert ran == dict.fromkeys(range(110), 1), "each step body ran exactly once"
+    events = await e2e.event_types(run)
+    created = Counter(c for t, c in events if t == "step_created")
+    started = Counter(c for t, c in events if t == "step_started")
+    assert len(created) == 110 and set(created.values()) == {1}
+    assert len(started) == 110 and set(started.values()) == {1}
+
+
+# ----------------------------------------------------------------------------------------- idempotent start
+
+
+@step
+async def count_start(tag: str) -> str:
+    CALLS[f"start:{tag}"] += 1
+    return tag
+
+
+@workflow
+async def start_once(tag: str) -> str:
+    return await count_start(tag)
+
+
+async def test_second_start_with_the_same_run_id_returns_the_same_run(e2e) -> None:
+    tag = uuid.uuid4().hex
+    run_id = f"wrun_e2e_{tag}"
+    first = await e2e.start(start_once, tag, run_id=run_id)
+    second = await e2e.start(start_once, tag, run_id=run_id)
+    assert first.run_id == second.run_id == run_id
+    assert await first.result(timeout=30) == tag
+    third = await e2e.start(start_once, tag, run_id=run_id)  # after the run ended
+    assert third.run_id == run_id
+    assert await third.result(timeout=5) == tag
+    await e2e.idle()
+    assert CALLS[f"start:{tag}"] == 1, "the workflow ran once"
+    types = [t for t, _ in await e2e.event_types(first)]
+    assert types.count("run_created") == 1
+    assert types.count("run_started") == 1
+    assert types.count("run_completed") == 1
+    assert types.count("step_created") == 1
+
+
+# ----------------------------------------------------------------------------------------- NUL bytes
+
+
+@step
+async def nul_echo(text: str) -> str:
+    return text + "\x00end"
+
+
+@workflow
+async def nul_roundtrip(text: str) -> dict[str, str]:
+    echoed = await nul_echo(text)
+    return {"in": text, "echoed": echoed, "\x00key": "v\x00"}
+
+
+async def test_strings_with_nul_bytes_round_trip(e2e) -> None:
+    text = "a\x00b\x00\x00c"
+    result = await e2e.run(nul_roundtrip, text)
+    assert result == {"in": text, "echoed": text + "\x00end", "\x00key": "v\x00"}
+
+
+# ----------------------------------------------------------------------------------------- now() and random()
+
+
+@step
+async def record_before(tag: str, at: str, values: list[float]) -> None:
+    SEEN[tag] = [at, values]
+
+
+@workflow
+async def clock_and_dice(tag: str) -> dict[str, object]:
+    before_at = now()
+    before = [random() for _ in range(3)]
+    await record_before(tag, before_at.isoformat(), before)
+    await sleep(1)
+    after_at = now()
+    after = random()
+    return {"before_at": before_at.isoformat(), "before": before, "after_at": after_at.isoformat(),
+            "after": after}
+
+
+async def test_now_and_random_are_replay_stable(e2e) -> None:
+    tag = uuid.uuid4().hex
+    wall = datetime.now().astimezone()
+    run = await e2e.start(clock_and_dice, tag)
+    result = await run.result(timeout=30)
+    # The values returned were computed on the replay after the sleep (a new delivery): they equal what the
+    # first delivery computed and handed to the step before the sleep.
+    assert SEEN[tag] == [result["before_at"], result["before"]]
+    before_at = datetime.fromisoformat(result["before_at"])
+    after_at = datetime.fromisoformat(result["after_at"])
+    assert abs(before_at - wall) < timedelta(seconds=10)
+    assert after_at - before_at >= timedelta(seconds=1), "now() after sleep(1) moved on by at least 1 s"
+    values = [*result["before"], result["after"]]
+    assert all(0.0 <= v < 1.0 for v in values)
+    assert len(set(values)) == 4
+
+
+# ----------------------------------------------------------------------------------------- asyncio combinators
+
+
+@step
+async def quick(label: str) -> str:
+    return label
+
+
+@step
+async def slow(label: str, seconds: float) -> str:
+    await asyncio.sleep(seconds)
+    CALLS[f"slow:{label}"] += 1
+    return label
+
+
+@workflow
+async def wait_first_completed() -> dict[str, object]:
+    slow_task = asyncio.ensure_future(slow("slow", 1.5))
+    quick_task = asyncio.ensure_future(quick("quick"))
+    done, pending = await asyncio.wait([slow_task, quick_task], return_when=asyncio.FIRST_COMPLETED)
+    winner = next(iter(done)).result()
+    rest = await asyncio.gather(*pending)
+    return {"winner": winner, "done": len(done), "rest": rest}
+
+
+async def test_asyncio_wait_first_completed_gives_the_first_finisher(e2e) -> None:
+    result = await e2e.run(wait_first_completed)
+    assert result == {"winner": "quick", "done": 1, "rest": ["slow"]}
+
+
+@workflow
+async def as_completed_order() -> list[str]:
+    order = []
+    for next_done in asyncio.as_completed([slow("late", 1.0), quick("early")]):
+        order.append(await next_done)
+    return order
+
+
+async def test_asyncio_as_completed_yields_in_completion_order(e2e) -> None:
+    assert await e2e.run(as_completed_order) == ["early", "late"]
+
+
+@workflow
+async def race_slow_step_against_sleep(tag: str) -> str:
+    step_task = asyncio.ensure_future(slow(tag, 4.0))
+    sleep_task = asyncio.ensure_future(sleep(1))
+    done, _ = await asyncio.wait([step_task, sleep_task], return_when=asyncio.FIRST_COMPLETED)
+    return "step" if step_task in done else "sleep"
+
+
+async def test_sleep_wins_a_race_against_a_slower_step(e2e) -> None:
+    tag = uuid.uuid4().hex
+    started = time.monotonic()
+    result = await e2e.run(race_slow_step_against_sleep, tag)
+    elapsed = time.monotonic() - started
+    assert result == "sleep"
+    assert elapsed < 4.0, f"the run waited for the losing step ({elapsed:.1f} s)"
+    await e2e.idle()
+
+
+@workflow
+async def race_quick_step_against_sleep() -> str:
+    step_task = asyncio.ensure_future(quick("step"))
+    sleep_task = asyncio.ensure_future(sleep(2))
+    done, _ = await asyncio.wait([step_task, sleep_task], return_when=asyncio.FIRST_COMPLETED)
+    return step_task.result() if step_task in done else "sleep"
+
+
+async def test_a_quick_step_wins_a_race_against_sleep(e2e) -> None:
+    started = time.monotonic()
+    assert await e2e.run(race_quick_step_against_sleep) == "step"
+    assert time.monotonic() - started < 2.0, "the run did not wait for the losing sleep"
+
+
+# ----------------------------------------------------------------------------------------- steps outside workflows
+
+
+@step
+async def plain_multiply(a: int, b: int) -> int:
+    CALLS["plain_multiply"] += 1
+    return a * b
+
+
+async def test_steps_called_outside_a_workflow_just_run(e2e) -> None:
+    CALLS["plain_multiply"] = 0
+    before = e2e.poller.deliveries
+    assert await plain_multiply(6, 7) == 42
+    assert await plain_multiply(b=2, a=3) == 6
+    assert CALLS["plain_multiply"] == 2
+    assert e2e.poller.deliveries == before
+
+
+# ----------------------------------------------------------------------------------------- streams
+
+
+@step
+async def write_stream(name: str) -> dict[str, object]:
+    writer = get_writable(name)
+    await writer.write("hello ")
+    await writer.write(b"world")
+    await writer.write_many(["\x00", "!"])
+    await writer.close()
+    meta = step_metadata()
+    return {"step_id": meta.step_id, "attempt": meta.attempt}
+
+
+@workflow
+async def streaming() -> dict[str, object]:
+    return await write_stream("out")
+
+
+async def test_get_writable_in_a_step_writes_a_stream_the_run_reads(e2e) -> None:
+    run = await e2e.start(streaming)
+    meta = await run.result(timeout=30)
+    assert meta["attempt"] == 1 and meta["step_id"]
+
+    async def read() -> list[bytes]:
+        return [chunk async for chunk in run.stream("out")]
+
+    chunks = await asyncio.wait_for(read(), timeout=15)
+    assert b"".join(chunks) == b"hello world\x00!"
+    assert chunks == [b"hello ", b"world", b"\x00", b"!"]

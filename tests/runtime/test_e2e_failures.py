@@ -1,0 +1,213 @@
+"""Runs that must fail clearly, and runs two deliveries drive at once: a return value that cannot be stored,
+workflow code that no longer matches its log, and overlapping flow deliveries of one run."""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld.runtime import serde
+from awsworld.runtime.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
+from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
+from awsworld.runtime.runtime import Runtime
+
+CALLS: Counter[str] = Counter()
+
+
+# ----------------------------------------------------------------------------------------- unserializable values
+
+
+@workflow
+async def returns_a_lock() -> object:
+    return {"ok": [1, threading.Lock()]}
+
+
+async def test_a_non_serializable_return_value_fails_the_run_clearly(e2e) -> None:
+    run = await e2e.start(returns_a_lock)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    error = failed.value
+    assert error.code == SERIALIZATION_ERROR
+    assert "cannot be serialized" in str(error)
+    assert "lock" in str(error).lower(), "the message names the type that cannot be stored"
+    assert await run.status() == "failed"
+
+
+@step
+async def step_returns_a_lock(tag: str) -> object:
+    CALLS[tag] += 1
+    return threading.Lock()
+
+
+@workflow
+async def catches_unserializable_step_result(tag: str) -> dict[str, object]:
+    try:
+        await step_returns_a_lock(tag)
+    except StepError as error:
+        return {"message": str(error), "type": error.error_type}
+    return {"message": None}
+
+
+async def test_a_non_serializable_step_result_fails_the_step_without_retries(e2e) -> None:
+    tag = uuid.uuid4().hex
+    result = await e2e.run(catches_unserializable_step_result, tag)
+    assert "cannot be serialized" in result["message"]
+    assert result["type"] == "FatalError"
+    await e2e.idle()
+    assert CALLS[tag] == 1
+
+
+# ----------------------------------------------------------------------------------------- divergence
+
+
+@step
+async def divergent_step() -> str:
+    CALLS["divergent_step"] += 1
+    return "new code"
+
+
+@workflow
+async def waits_then_diverges(token: str) -> object:
+    return await create_hook(token=token)
+
+
+async def changed_code(token: str) -> object:
+    """What ``waits_then_diverges`` becomes: a step first, where the log has a hook."""
+    await divergent_step()
+    return await create_hook(token=token)
+
+
+async def test_changed_workflow_code_is_reported_as_divergence(e2e) -> None:
+    CALLS["divergent_step"] = 0
+    token = f"tok-{uuid.uuid4().hex}"
+    name = workflow_name(waits_then_diverges)
+    original = REGISTRY.workflows[name]
+    run = await e2e.start(waits_then_diverges, token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    try:
+        REGISTRY.workflows[name] = WorkflowDef(name, changed_code)
+        async with e2e.counting() as deliveries:
+            await e2e.client.resume_hook(token, "wake up")
+            with pytest.raises(WorkflowRunFailedError) as failed:
+                await run.result(timeout=30)
+    finally:
+        REGISTRY.workflows[name] = original
+    assert failed.value.code == CORRUPTED_EVENT_LOG
+    assert deliveries.statuses == ["diverged", "diverged", "diverged", "failed"], deliveries.statuses
+    assert deliveries.errors == []
+    assert CALLS["divergent_step"] == 0
+    types = [t for t, _ in await e2e.event_types(run)]
+    assert "step_created" not in types
+    assert types[-1] == "run_failed"
+
+
+# ----------------------------------------------------------------------------------------- overlapping deliveries
+
+
+@step
+async def overlap_step(tag: str, i: int) -> int:
+    CALLS[f"{tag}:{i}"] += 1
+    await asyncio.sleep(0.2)
+    return i * 10
+
+
+@workflow
+async def overlapped(tag: str) -> list[int]:
+    serial = [await overlap_step(tag, i) for i in range(3)]
+    fanned = await asyncio.gather(*(overlap_step(tag, i) for i in range(3, 8)))
+    serial.append(await overlap_step(tag, 8))
+    return [*serial, *fanned]
+
+
+async def _create_unwoken_run(e2e, workflow_fn, *args: object) -> str:
+    """A run_created event as ``Client.start`` writes it, but without queueing its first flow message."""
+    result = await e2e.local.world.events.create(None, {
+        "eventType": "run_created",
+        "eventData": {"workflowName": workflow_name(workflow_fn),
+                      "input": serde.dumps({"args": list(args), "kwargs": {}}),
+                      "executionContext": {"seed": secrets.token_hex(32)}},
+    }, resolve_data="none")
+    return result.run.run_id
+
+
+@pytest.mark.parametrize(("same_message", "staggered"), [(False, False), (True, False), (False, True)],
+                         ids=["together", "together-same-message", "mid-step"])
+async def test_overlapping_flow_deliveries_never_both_drive_a_run(e2e, same_message: bool, staggered: bool) -> None:
+    """Two flow deliveries of one run at once: started together (two messages, or one message delivered
+    twice), or a second message's delivery while the first runs a step. (A redelivery of the same message
+    while its first delivery still runs cannot happen on Lambda: the visibility timeout outlives the function,
+    and the runtime takes such a redelivery to mean the first delivery died; see the next test.)"""
+    tag = uuid.uuid4().hex
+    await e2e.idle()
+    run_id = await _create_unwoken_run(e2e, overlapped, tag)
+    run = e2e.client.get_run(run_id)
+    payload = {"runId": run_id, "workflowName": workflow_name(overlapped)}
+    deadline = time.monotonic() + 60
+    message_ids = ["msg_overlap", "msg_overlap"] if same_message else [None, None]
+
+    async def deliver(message_id: str | None) -> str:
+        return (await Runtime(e2e.local.world).execute(payload, deadline=deadline, message_id=message_id)).status
+
+    first = asyncio.create_task(deliver(message_ids[0]))
+    if staggered:
+        await e2e.wait_for_event(run, "step_started")
+    statuses = [*await asyncio.gather(first, deliver(message_ids[1]))]
+    assert await run.result(timeout=30) == [0, 10, 20, 80, 30, 40, 50, 60, 70]
+    await e2e.idle()
+    events = await run.events()
+    created = Counter(e.correlation_id for e in events if e.event_type == "step_created")
+    started = Counter(e.correlation_id for e in events if e.event_type == "step_started")
+    assert len(created) == 9 and set(created.values()) == {1}, (created, statuses)
+    assert set(started) == set(created)
+    assert set(started.values()) == {1}, f"a step was started twice: {started} (outcomes {statuses})"
+    assert {i: CALLS[f"{tag}:{i}"] for i in range(9)} == dict.fromkeys(range(9), 1)
+    assert [e.event_type for e in events].count("run_completed") == 1
+
+
+@step
+async def killed_step(tag: str, i: int) -> int:
+    CALLS[f"{tag}:start:{i}"] += 1
+    await asyncio.sleep(0.5)
+    CALLS[f"{tag}:end:{i}"] += 1
+    return i
+
+
+@workflow
+async def survives_a_killed_delivery(tag: str) -> list[int]:
+    return [await killed_step(tag, i) for i in range(3)]
+
+
+async def test_a_redelivery_after_its_delivery_died_mid_step_finishes_the_run(e2e) -> None:
+    tag = uuid.uuid4().hex
+    await e2e.idle()
+    run_id = await _create_unwoken_run(e2e, survives_a_killed_delivery, tag)
+    run = e2e.client.get_run(run_id)
+    payload = {"runId": run_id, "workflowName": workflow_name(survives_a_killed_delivery)}
+
+    async def deliver() -> str:
+        outcome = await Runtime(e2e.local.world).execute(payload, deadline=time.monotonic() + 60,
+                                                         message_id="msg_killed")
+        return outcome.status
+
+    first = asyncio.create_task(deliver())
+    await e2e.wait_for_event(run, "step_started")
+    first.cancel()  # the Lambda dies in the middle of the inline step
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert CALLS[f"{tag}:start:0"] == 1 and CALLS[f"{tag}:end:0"] == 0
+    assert await deliver() == "completed"  # SQS delivers the same message again
+    assert await run.result(timeout=10) == [0, 1, 2]
+    events = await run.events()
+    started = Counter(e.correlation_id for e in events if e.event_type == "step_started")
+    completed = Counter(e.correlation_id for e in events if e.event_type == "step_completed")
+    assert started == {"step_1": 2, "step_2": 1, "step_3": 1}, "only the interrupted step runs again"
+    assert completed == {"step_1": 1, "step_2": 1, "step_3": 1}
+    assert [CALLS[f"{tag}:end:{i}"] for i in range(3)] == [1, 1, 1]
