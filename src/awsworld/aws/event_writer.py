@@ -410,7 +410,10 @@ class EventWriter:
                 att.run_stale = True
         for unit in units:
             self._on_unit_cancel(run_id, c, unit, att, single)
-        if any(c.failed(r) for r in ("event",)):
+        # A taken slot means our seq was stale; the ALL_OLD run item (when the run condition failed too, as it
+        # does on every lost race) already names the next free slot, so only re-read when it did not come back.
+        fresh = run_reason is not None and run_reason.code == "ConditionalCheckFailed" and run_reason.item
+        if c.failed("event") is not None and not fresh:
             att.run_stale = True
             att.seq = None
 
