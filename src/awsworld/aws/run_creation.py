@@ -47,6 +47,7 @@ class RunCreator:
             existing = raced.item if raced and raced.item else await self._existing(run_id)
             if existing is None:
                 raise
+            await self.values.discard(stored)  # the run item references its own input, not this one
             return EventResult(run=await run_from_item(existing, self.values, resolve))
         return EventResult(
             event=event_from_item(event_item, payload, with_payload=event_payload_wanted("run_created", resolve)),

@@ -8,6 +8,7 @@ fetch when the caller asked for no data.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import json
 import uuid
@@ -76,6 +77,18 @@ class ValueStore:
         await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json")
         self._remember(key, size, value)
         return {"r": key, "n": size}
+
+    async def discard(self, stored: StoredValue | None) -> None:
+        """Delete the S3 object of a value whose write was refused (nothing references it). Best effort."""
+        if not stored or "r" not in stored:
+            return
+        key = stored["r"]
+        entry = self._cache.pop(key, None)
+        if entry is not None:
+            self._cached_bytes -= entry[0]
+        with contextlib.suppress(Exception):
+            s3 = await self.clients.s3()
+            await s3.delete_object(Bucket=self.config.bucket_name, Key=key)
 
     async def load(self, stored: StoredValue | None) -> Any:
         if stored is None:
