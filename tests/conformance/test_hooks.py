@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -263,3 +264,28 @@ async def test_hook_reads_with_resolve_none_leave_metadata_out(world: AWSWorld) 
     assert (await world.hooks.get("h1", resolve_data="none")).metadata is None
     assert (await world.hooks.get_by_token(t, resolve_data="none")).metadata is None
     assert (await world.hooks.get("h1")).metadata == {"secret": 1}
+
+
+async def test_a_second_hook_of_one_run_on_a_held_token_conflicts_with_that_run(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    t = token()
+    await world.events.create(run_id, hook_created("h1", t))
+    result = await world.events.create(run_id, hook_created("h2", t))
+    assert result.hook is None
+    assert result.event is not None and result.event.event_type == "hook_conflict"
+    assert result.event.event_data == {"token": t, "conflictingRunId": run_id}
+    assert [h.hook_id for h in (await world.hooks.list(run_id)).data] == ["h1"]
+
+
+async def test_a_retained_token_is_free_once_its_retention_passes(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    other = await new_run(world, start=True)
+    t = token()
+    await world.events.create(run_id, hook_created("h1", t, retention_until=future(1.5)))
+    await world.events.create(run_id, run_completed())
+    held = await world.events.create(other, hook_created("h2", t))
+    assert held.event is not None and held.event.event_type == "hook_conflict"
+    await asyncio.sleep(1.6)
+    taken = await world.events.create(other, hook_created("h3", t))
+    assert taken.event is not None and taken.event.event_type == "hook_created"
+    assert (await world.hooks.get_by_token(t)).run_id == other

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.world import PayloadTooLargeError
+from awsworld.world import PayloadTooLargeError, new_run_id
 
 from .helpers import (
     all_events,
@@ -205,3 +205,28 @@ async def test_run_created_with_an_oversized_input_is_413_and_creates_no_run(sma
         await small_world.events.create(None, run_created(input="v" * 2000))
     assert await table_items(small_world) == before
     assert await bucket_keys(small_world) == before_keys
+
+
+async def test_a_listing_larger_than_one_dynamodb_response_returns_every_event(world: AWSWorld) -> None:
+    """Inline values near the limit: 70 of them exceed DynamoDB's 1 MB Query response."""
+    value = "q" * (world.config.inline_value_limit - 100)
+    run_id = await new_run(world, start=True)
+    for start in (0, 35):
+        batch = await world.events.create_batch(run_id, [step_created(f"s{i}", input=value)
+                                                         for i in range(start, start + 35)])
+        assert all(o.ok for o in batch.results)
+    page = await world.events.list(run_id)
+    assert len(page.data) == 72 and not page.has_more
+    assert all(e.event_data["input"] == value for e in page.data[2:])  # type: ignore[index]
+    paged = await all_events(world, run_id, limit=50)
+    assert [e.event_id for e in paged] == [e.event_id for e in page.data]
+
+
+async def test_run_created_for_an_existing_id_stores_no_value(world: AWSWorld) -> None:
+    big = "r" * (world.config.inline_value_limit + 10)
+    run_id = new_run_id()
+    await world.events.create(run_id, run_created(input=big))
+    keys = await bucket_keys(world)
+    again = await world.events.create(run_id, run_created(input=big + "!"))
+    assert again.event is None
+    assert await bucket_keys(world) == keys

@@ -75,6 +75,8 @@ async def test_16_concurrent_writers_x50_fill_slots_densely_without_duplicates(w
     run = await world.runs.get(run_id)
     assert run.seq == 801
     assert (await world.events.list(run_id, limit=1)).snapshot.seq == 801
+    paged = await all_events(world, run_id, limit=97)
+    assert [e.event_id for e in paged] == [e.event_id for e in events]
 
 
 async def test_writers_in_separate_worlds_fill_slots_densely(world: AWSWorld, peers: Peers) -> None:
