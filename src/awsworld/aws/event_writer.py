@@ -458,6 +458,8 @@ class EventWriter:
         new_seq = first_slot - 1 + count
         self._hint(run_id, new_seq)
         seq_in_band = (expected + count) if in_band and expected is not None else None
+        if in_band and any(u.plan and u.plan.run.create_item for u in writing):
+            seq_in_band = count  # a resilient start created the run: _ops stored all its positions as in-band
         slot = first_slot
         for unit in writing:
             plan = unit.plan
@@ -473,8 +475,8 @@ class EventWriter:
                 result.open_steps = int(att.run.get("openSteps", 0)) + delta
             if plan.new_run is not None:
                 run_item = {**plan.new_run, "seq": new_seq, "updatedAt": now}
-                if in_band and expected is not None:
-                    run_item["seqInBand"] = expected + count
+                if seq_in_band is not None:
+                    run_item["seqInBand"] = seq_in_band
                 result.run = await run_from_item(run_item, self.values, resolve)
             if plan.new_step is not None:
                 result.step = await step_from_item(plan.new_step, self.values, resolve)
