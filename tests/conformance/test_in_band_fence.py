@@ -14,6 +14,7 @@ from awsworld.world import (
     InBandSupersededError,
     MissingInBandCountError,
     StepNotFoundError,
+    new_run_id,
 )
 
 from .helpers import (
@@ -70,6 +71,25 @@ async def test_an_in_band_write_at_the_current_count_is_accepted_and_advances_it
     assert await snapshot(world, run_id) == (3, 3)
     run = await world.runs.get(run_id)
     assert (run.seq, run.seq_in_band) == (3, 3)
+
+
+async def test_an_in_band_resilient_start_reports_the_count_it_stored(world: AWSWorld) -> None:
+    """run_created (implied) and run_started are both in-band: the new run holds 2, and the writer is told 2."""
+    run_id = new_run_id()
+    result = await world.events.create(run_id, run_started(workflowName="wf", input=1), in_band=True,
+                                       expected_seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION)
+    assert await snapshot(world, run_id) == (2, 2)
+    assert result.seq_in_band == 2
+    assert result.run is not None and result.run.seq_in_band == 2
+    following = await world.events.create(run_id, wait_created("w1"), in_band=True,
+                                          expected_seq_in_band=result.seq_in_band)
+    assert following.event is not None and following.event.slot == 3
+
+
+async def test_an_out_of_band_resilient_start_counts_only_run_created_in_band(world: AWSWorld) -> None:
+    run_id = new_run_id()
+    await world.events.create(run_id, run_started(workflowName="wf", input=1))
+    assert await snapshot(world, run_id) == (2, 1)
 
 
 async def test_an_in_band_write_without_a_count_is_a_400_and_writes_nothing(world: AWSWorld) -> None:
