@@ -73,3 +73,17 @@ async def plain_hook(token: str) -> object:
     """A hook with a chosen (guessable) token: resumable from code, never over the webhook URL."""
     async with create_hook(token=token) as hook:
         return await hook
+
+
+@step(name="deploy.flaky", max_retries=2, retry_delay=1.0)
+async def flaky(tag: str, i: int) -> int:
+    """Fails its first attempt (wherever it runs: inline or from a step message), then succeeds."""
+    CALLS[f"flaky:{tag}:{i}"] += 1
+    if CALLS[f"flaky:{tag}:{i}"] == 1:
+        raise ConnectionError("first attempt fails")
+    return i
+
+
+@workflow(name="deploy.flaky_pair")
+async def flaky_pair(tag: str) -> list[int]:
+    return list(await asyncio.gather(flaky(tag, 1), flaky(tag, 2)))

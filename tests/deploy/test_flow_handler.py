@@ -3,16 +3,19 @@ emulator's queue, a context whose remaining time runs down, runs driven to compl
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from typing import Any
 
 import pytest
 
-from awsworld.lambda_.container import import_modules, module_names
-from awsworld.lambda_.flow import backoff_seconds
+from awsworld.lambda_.container import Container, import_modules, module_names
+from awsworld.lambda_.flow import backoff_seconds, handle
+from awsworld.lambda_.observability import instrument
 from awsworld.local import LocalAWS
 from awsworld.runtime.messages import FlowMessage, queue_name_for
+from awsworld.runtime.runtime import Outcome, Runtime
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
 from . import app
@@ -145,3 +148,59 @@ def test_modules_are_named_by_commas_or_spaces() -> None:
     assert import_modules(app.__name__) == [app.__name__]
     with pytest.raises(ImportError, match="AWSWORLD_MODULES names 'no_such_module_x'"):
         import_modules("no_such_module_x")
+
+
+async def test_failing_steps_are_retried_through_the_queue(local: LocalAWS, esm: EventSourceMapping, capsys) -> None:
+    tag = uuid.uuid4().hex
+    assert local.client is not None
+    run = await local.client.start(app.flaky_pair, tag)
+    await esm.run_until(terminal(run))
+    assert await run.result(timeout=1) == [1, 2]
+    assert app.CALLS[f"flaky:{tag}:1"] == app.CALLS[f"flaky:{tag}:2"] == 2
+    assert all(not i.failed for i in esm.invocations)
+    lines = json_lines(capsys.readouterr().out)
+    assert sum(metric_values(lines, "StepRetries")) >= 1, "the queued step's retry was queued from its delivery"
+
+
+class _Later:
+    """A runtime that asks for every delivery again in 2 s (as a step message that came too early does)."""
+
+    def __init__(self, world: Any) -> None:
+        self.registry = Runtime(world).registry
+
+    async def execute(self, payload: Any, *, deadline: float) -> Outcome:
+        return Outcome("too-early", retry_after=2.0)
+
+
+async def test_a_redelivery_asked_for_succeeds_the_record_and_comes_back_later(
+        local: LocalAWS, lambda_environment: dict[str, str], capsys) -> None:
+    container = Container(runtime_factory=_Later)
+    esm = EventSourceMapping(local.world, instrument(lambda event, context: handle(event, context, container)))
+    world = local.world
+    message_id = await world.queue(queue_name_for("deploy.quick"),
+                                   FlowMessage("wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "deploy.quick").to_payload())
+    try:
+        first = await esm.poll()
+        assert first is not None and not first.failed, "a redelivery is the handler's job, not a failure"
+        assert await esm.receive(wait_seconds=0) == [], "the copy is delayed, not visible"
+        again: list[dict[str, Any]] = []
+        for _ in range(10):
+            again = await esm.receive(wait_seconds=1)
+            if again:
+                break
+        assert [json.loads(m["Body"])["messageId"] for m in again] == [message_id], "same message, later"
+        assert json.loads(again[0]["Body"])["attempt"] == 1, "the delivery counted as an attempt"
+        await esm.invoke(again)
+    finally:
+        await asyncio.to_thread(container.reset)
+        container.loop.close()
+    lines = json_lines(capsys.readouterr().out)
+    assert sum(metric_values(lines, "Redeliveries")) == 2
+    # Leave nothing for the next test: take the third copy off the queue.
+    sqs = await world.clients.sqs()
+    for _ in range(10):
+        messages = await esm.receive(wait_seconds=1)
+        for message in messages:
+            await sqs.delete_message(QueueUrl=world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        if messages:
+            break

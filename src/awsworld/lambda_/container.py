@@ -56,9 +56,11 @@ def import_modules(value: str | None) -> list[str]:
 class Container:
     """One loop, and lazily one World, Runtime and Client, for the life of an execution environment."""
 
-    def __init__(self, world_factory: Callable[[], AWSWorld] | None = None) -> None:
+    def __init__(self, world_factory: Callable[[], AWSWorld] | None = None,
+                 runtime_factory: Callable[[AWSWorld], Runtime] = Runtime) -> None:
         self.loop = asyncio.new_event_loop()
         self._world_factory = world_factory or (lambda: AWSWorld(AWSConfig.from_env()))
+        self._runtime_factory = runtime_factory
         self._world: AWSWorld | None = None
         self._runtime: Runtime | None = None
         self._client: Client | None = None
@@ -85,7 +87,7 @@ class Container:
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
-            self._runtime = Runtime(self.world)
+            self._runtime = self._runtime_factory(self.world)
         return self._runtime
 
     @property

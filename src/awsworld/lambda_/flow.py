@@ -64,7 +64,7 @@ class UnknownWorkflowError(LookupError):
 
 def backoff_seconds(receive_count: int) -> int:
     """Visibility for a failed record: 10 s after the first receive, doubling, at most 10 minutes."""
-    return min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, min(receive_count - 1, 16)))
+    return int(min(BACKOFF_MAX_SECONDS, BACKOFF_BASE_SECONDS * 2 ** max(0, min(receive_count - 1, 16))))
 
 
 class ContainerBatchProcessor(AsyncBatchProcessor):
