@@ -275,8 +275,12 @@ def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]
             "DashboardUrl"} <= set(outputs)
     assert "WebhookFunctionUrl.FunctionUrl" in outputs["WebhookUrl"]["Value"]["Fn::Sub"]
     environment = outputs["ClientEnvironment"]["Value"]["Fn::Sub"]
-    for variable in ("AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL", "AWS_REGION"):
-        assert f"{variable}=" in environment
+    pairs = dict(re.findall(r"(\w+)=(\S+)", environment))
+    assert set(pairs) == {"AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL",
+                          "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION"}
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert pairs["AWSWORLD_DEPLOYMENT_ID"] == "${AWS::StackName}" and \
+        variables["AWSWORLD_DEPLOYMENT_ID"] == {"Ref": "AWS::StackName"}, "runs record the stack, wherever made"
 
 
 def test_samconfig_overrides_name_real_parameters_with_allowed_values(template: dict[str, Any]) -> None:
