@@ -65,8 +65,6 @@ class Container:
         self._runtime: Runtime | None = None
         self._client: Client | None = None
         self.modules: list[str] | None = None
-        self.cold = True
-        """True until the first invocation has built the World (the cold start)."""
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run one invocation's work on the container's loop (never ``asyncio.run``: see the module doc)."""
@@ -77,7 +75,6 @@ class Container:
             self.modules = import_modules(os.environ.get(MODULES_ENV))
         world = self._world_factory()
         self._world = world
-        self.cold = False
         return world
 
     @property
