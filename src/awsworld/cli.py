@@ -142,6 +142,12 @@ def main(argv: list[str] | None = None) -> int:
     dev.add_argument("modules", nargs="+", help="modules that define your @workflow and @step functions")
     _add_remote_commands(sub)
     args = parser.parse_args(argv)
+    if args.command in ("demo", "dev"):
+        try:
+            import moto  # noqa: F401
+        except ImportError:
+            print("awsworld demo/dev need the embedded emulator: pip install 'awsworld[local]'", file=sys.stderr)
+            return 2
     try:
         if args.command == "demo":
             asyncio.run(_demo())
