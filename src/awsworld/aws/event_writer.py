@@ -104,6 +104,7 @@ class _Attempt:
     run: Item | None = None
     run_stale: bool = True
     hooks: list[Item] | None = None
+    hooks_gen: int = 0  # the run's hookGen when ``hooks`` was listed
     losses: int = 0
     outcomes: dict[int, BatchEventOutcome] = field(default_factory=dict)
     paired: dict[int, BatchEventOutcome] = field(default_factory=dict)  # the step_created of a pair
@@ -324,15 +325,18 @@ class EventWriter:
             keys.append(run_key(run_id))
         entity_units = [u for u in units if u.req.event_type in NEEDS_ENTITY and u.entity_stale]
         keys.extend(entity_key(run_id, u.req.event_type, u.req.correlation_id or "") for u in entity_units)
-        tasks: list[Any] = []
-        if keys:
-            tasks.append(batch_get(self.clients, keys))
         need_hooks = bool(types & NEEDS_HOOKS) and att.hooks is None
+        results: list[Any] = []
+        if keys:
+            results.append(await batch_get(self.clients, keys))
         if need_hooks:
-            tasks.append(self.reader.live_hook_items(run_id))
-        if not tasks:
+            # Listed only after the run item was read: a hook created before that read is in this list, and one
+            # created after it moves seq (the commit fails) and hookGen (the list is read again).
+            run_item = (found_run(results[0], run_id) if keys else None) or att.run
+            att.hooks_gen = int((run_item or {}).get("hookGen", 0))
+            results.append(await self.reader.live_hook_items(run_id))
+        if not results:
             return
-        results = await asyncio.gather(*tasks)
         if keys:
             found = {(i["pk"], i["sk"]): i for i in results[0]}
             if need_run:
@@ -392,6 +396,8 @@ class EventWriter:
         run_reason = c.reason_for("run")
         if run_reason is not None and run_reason.code == "ConditionalCheckFailed":
             old = run_reason.item
+            if old is None or int(old.get("hookGen", 0)) != att.hooks_gen:
+                att.hooks = None  # hooks were created since they were listed
             creating = any(u.plan and u.plan.run.create_item for u in units)
             if old is None and not creating:
                 self.forget(run_id)
@@ -546,12 +552,20 @@ def _run_update(run_id: str, plans: list[Plan], seq: int, count: int, in_band: b
             conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
         if change.require_status:
             conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
+    hooks = sum(p.run.hooks_created for p in plans)
+    if hooks:
+        sets.append(f"{e.n('hookGen')} = if_not_exists({e.n('hookGen')}, {e.v(0)}) + {e.v(hooks)}")
     delta = sum(p.run.open_steps_delta for p in plans)
     if delta:
         sets.append(f"{e.n('openSteps')} = if_not_exists({e.n('openSteps')}, {e.v(0)}) + {e.v(delta)}")
     op.update = "SET " + ", ".join(dict.fromkeys(sets)) + (" REMOVE " + ", ".join(removes) if removes else "")
     op.condition = " AND ".join(dict.fromkeys(conds))
     return op
+
+
+def found_run(items: list[Item], run_id: str) -> Item | None:
+    key = run_key(run_id)
+    return next((i for i in items if i["pk"] == key["pk"] and i["sk"] == key["sk"]), None)
 
 
 def _check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,

@@ -48,6 +48,8 @@ class RunChange:
     require_status: str | None = None
     # Steps declared and not yet finished: the last finisher of a fan-out continues the workflow inline.
     open_steps_delta: int = 0
+    # Hooks this write creates: each bumps the run's hookGen, which tells a run end whether its hook list is stale.
+    hooks_created: int = 0
     create_item: Item | None = None  # resilient start: the run item does not exist yet
 
 

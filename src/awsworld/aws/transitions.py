@@ -316,7 +316,7 @@ def _hook_created(req: CreateEventRequest, state: State) -> Plan:
         put("hook-pointer", {**hook_pointer_key(hook_id), "runId": state.run_id}, if_absent=True),
         token,
     ]
-    return Plan([_event(req, state)], RunChange(require_alive=True), ops, new_hook=hook)
+    return Plan([_event(req, state)], RunChange(require_alive=True, hooks_created=1), ops, new_hook=hook)
 
 
 def hook_conflict_plan(req: CreateEventRequest, state: State, owner_run_id: str) -> Plan:
