@@ -14,12 +14,13 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.world import EntityConflictError, RunGoneError, new_run_id
+from awsworld.world import EntityConflictError, HookNotFoundError, RunGoneError, new_run_id
 
 from .helpers import (
     all_events,
     assert_dense,
     hook_created,
+    hook_disposed,
     module_peers,
     module_world,
     new_run,
@@ -236,6 +237,7 @@ async def _create_until_gone(world: AWSWorld, run_id: str, prefix: str, count: i
             await world.events.create(run_id, step_created(f"{prefix}-{j}"))
         except RunGoneError:
             return
+        await asyncio.sleep(0.02)  # a busy run, not a saturated one: the run end gets its turn
 
 
 async def test_racing_resilient_starts_create_the_run_once(world: AWSWorld, peers: Peers) -> None:
@@ -260,3 +262,42 @@ async def test_racing_run_created_with_one_client_id_writes_once(world: AWSWorld
     winner = next(o for o in won if o.event is not None)
     assert all(o.run.input == winner.run.input for o in won)
     assert types(await all_events(world, run_id)) == ["run_created"]
+
+
+async def test_hooks_created_while_the_run_ends_are_released_or_refused(world: AWSWorld, peers: Peers) -> None:
+    """Whatever the interleaving, a run that ended holds no live hook and no token."""
+    for round_ in range(6):
+        run_id = await new_run(world, start=True)
+        tokens = [unique(f"tok-r{round_}") for _ in range(3)]
+        creates = [p.events.create(run_id, hook_created(unique("h"), t)) for p, t in zip(peers[:3], tokens,
+                                                                                          strict=True)]
+        outcomes = await settle([*creates, _later(0.005 * round_, peers[3].events.create(
+            run_id, {"eventType": "run_completed"}))])
+        assert all(o is None or not isinstance(o, BaseException) or isinstance(o, RunGoneError)
+                   for o in outcomes), outcomes
+        assert (await world.hooks.list(run_id)).data == [], f"round {round_}: a hook outlived its run"
+        for t in tokens:
+            with pytest.raises(HookNotFoundError):
+                await world.hooks.get_by_token(t)
+
+
+async def _later(delay: float, call: Awaitable[Any]) -> Any:
+    await asyncio.sleep(delay)
+    return await call
+
+
+async def test_a_hook_created_racing_the_tokens_disposal_never_leaves_it_half_held(world: AWSWorld,
+                                                                                  peers: Peers) -> None:
+    for _ in range(5):
+        owner, other = await new_run(world, start=True), await new_run(world, start=True)
+        token, owner_hook = unique("tok-d"), unique("h")
+        await world.events.create(owner, hook_created(owner_hook, token))
+        disposed, created = await settle([peers[0].events.create(owner, hook_disposed(owner_hook)),
+                                          peers[1].events.create(other, hook_created(unique("h"), token))])
+        assert not isinstance(disposed, BaseException) and not isinstance(created, BaseException)
+        if created.event.event_type == "hook_created":
+            assert (await world.hooks.get_by_token(token)).run_id == other
+        else:
+            assert created.event.event_data == {"token": token, "conflictingRunId": owner}
+            with pytest.raises(HookNotFoundError):
+                await world.hooks.get_by_token(token)
