@@ -150,9 +150,15 @@ class EventWriter:
             return result
         run_id = _check_run_id(run_id)
         unit = _Unit(0, [req], await self._store(run_id, req))
-        outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
-                                     patient=after_step_body or req.event_type in _AFTER_BODY))[0]
+        try:
+            outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
+                                         patient=after_step_body or req.event_type in _AFTER_BODY))[0]
+        except WorldError:
+            await self.values.discard(unit.stored)  # refused: nothing references the value it stored
+            raise
         assert outcome.result is not None
+        if outcome.result.event is not None and outcome.result.event.event_type == "hook_conflict":
+            await self.values.discard(unit.stored)  # the hook (and its metadata) was not created
         return outcome.result
 
     async def create_batch(
@@ -184,6 +190,7 @@ class EventWriter:
                                      paired=paired)
         flat: list[BatchEventOutcome] = []
         seq_in_band = None
+        await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
         for unit, outcome in zip(units, outcomes, strict=True):
             if len(unit.reqs) == 2:
                 flat.append(paired.get(unit.index, outcome))
@@ -614,5 +621,10 @@ def _pair_units(reqs: list[CreateEventRequest]) -> list[_Unit]:
 
 
 async def _jitter(losses: int, conflict: bool) -> None:
-    base = 0.002 if not conflict else 0.01
-    await asyncio.sleep(random.uniform(0, min(0.2, base * (2 ** min(losses, 7)))))
+    """A lost position is retried almost at once: the cancellation named the next free slot, and waiting only
+    lets it go stale again (a long backoff starves a writer among busy ones). Contention and throttling back
+    off exponentially."""
+    if not conflict:
+        await asyncio.sleep(random.uniform(0, 0.002))
+        return
+    await asyncio.sleep(random.uniform(0, min(0.2, 0.01 * (2 ** min(losses, 7)))))
