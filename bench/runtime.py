@@ -5,7 +5,9 @@ step, and client-side CPU per step (the event-loop thread: runtime + SDK, not th
 flat as N grows because one delivery keeps its replay alive instead of replaying from the start per step.
 For a 256-way fan-out: SendMessageBatch calls, and run reads (``runs.get``) made by step messages (target 0).
 
-Units are those DynamoDB Local reports (``ReturnConsumedCapacity``). Run: ``python bench/runtime.py``.
+Billable writes: items written by transactions are counted on the client; DynamoDB bills a transactional write
+at least 2 units per item (each item here is under 1 KiB). "Reported" units are DynamoDB Local's
+``ReturnConsumedCapacity``, which under-reports transactions. Run: ``python bench/runtime.py``.
 """
 
 from __future__ import annotations
@@ -54,7 +56,8 @@ def _per_step(stats: RequestStats, n: int) -> str:
         service = key.split(".", 1)[0]
         by_service[service] = by_service.get(service, 0) + count
     services = ", ".join(f"{s} {c / n:.2f}" for s, c in sorted(by_service.items()))
-    return (f"{stats.total() / n:6.2f} req/step ({services}); {stats.write_units / n:5.2f} WRU, "
+    return (f"{stats.total() / n:6.2f} req/step ({services}); {stats.transaction_items / n:5.2f} items written "
+            f"(>= {2 * stats.transaction_items / n:5.2f} WRU), reported {stats.write_units / n:5.2f} WRU, "
             f"{stats.read_units / n:5.2f} RRU per step")
 
 

@@ -177,7 +177,7 @@ async def _event_costs() -> None:
     from awsworld.local import LocalAWS
     from event_costs import event_costs
 
-    async with LocalAWS(dynamodb="dynamodb-local") as local:
+    async with LocalAWS(dynamodb="dynamodb-local", run_workflows=False) as local:
         await event_costs(local.world)
 
 

@@ -20,26 +20,29 @@ from .config import AWSConfig
 
 @dataclass
 class RequestStats:
-    """Requests made, by ``service.Operation``, and DynamoDB capacity consumed."""
+    """Requests made, by ``service.Operation``; DynamoDB capacity consumed (as the endpoint reports it); and
+    items written by transactions (deterministic: a transactional write bills at least 2 units per item)."""
 
     requests: Counter[str] = field(default_factory=Counter)
     read_units: float = 0.0
     write_units: float = 0.0
+    transaction_items: int = 0
 
     def reset(self) -> None:
         self.requests.clear()
         self.read_units = 0.0
         self.write_units = 0.0
+        self.transaction_items = 0
 
     def total(self, service: str | None = None) -> int:
         return sum(n for key, n in self.requests.items() if service is None or key.startswith(service + "."))
 
     def snapshot(self) -> RequestStats:
-        return RequestStats(Counter(self.requests), self.read_units, self.write_units)
+        return RequestStats(Counter(self.requests), self.read_units, self.write_units, self.transaction_items)
 
     def __sub__(self, other: RequestStats) -> RequestStats:
         return RequestStats(self.requests - other.requests, self.read_units - other.read_units,
-                            self.write_units - other.write_units)
+                            self.write_units - other.write_units, self.transaction_items - other.transaction_items)
 
     def record_capacity(self, operation: str, consumed: Any) -> None:
         """Add what DynamoDB reports (``CapacityUnits`` per table) to read or write units by operation."""
@@ -96,11 +99,17 @@ class AWSClients:
                 client.meta.events.register(f"before-call.{service}", self._count)
                 if service == "dynamodb":
                     client.meta.events.register("after-call.dynamodb", self._capacity)
+                    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems",
+                                                self._transaction_items)
                 self._clients[service] = client
         return client
 
     def _count(self, model: Any, **_: Any) -> None:
         self.stats.requests[f"{model.service_model.service_name}.{model.name}"] += 1
+
+    def _transaction_items(self, params: Any = None, **_: Any) -> None:
+        if isinstance(params, dict):
+            self.stats.transaction_items += len(params.get("TransactItems") or ())
 
     def _capacity(self, model: Any, parsed: Any = None, **_: Any) -> None:
         if isinstance(parsed, dict) and parsed.get("ConsumedCapacity"):
