@@ -20,28 +20,17 @@ from awsworld.world import (
     StreamChunkPage,
 )
 
+from .helpers import new_run, run_cancelled, run_completed, run_failed
+
 S = "strm_out"
 
 
-async def new_run(world: AWSWorld, *, start: bool = True) -> str:
-    """A fresh run (running unless ``start=False``): streams belong to runs."""
-    result = await world.events.create(None, {"eventType": "run_created", "eventData": {"workflowName": "wf-streams"}})
-    assert result.run is not None
-    if start:
-        await world.events.create(result.run.run_id, {"eventType": "run_started"})
-    return result.run.run_id
 
 
-def run_completed() -> dict[str, Any]:
-    return {"eventType": "run_completed", "eventData": {"output": None}}
 
 
-def run_failed() -> dict[str, Any]:
-    return {"eventType": "run_failed", "eventData": {"error": {"message": "boom"}}}
 
 
-def run_cancelled() -> dict[str, Any]:
-    return {"eventType": "run_cancelled", "eventData": {}}
 
 
 async def collect(streams: StreamsAPI, run_id: str, name: str, start: int = 0, timeout: float = 10) -> list[bytes]:
@@ -140,7 +129,7 @@ async def test_list_names_of_a_run(moto_world: AWSWorld, run_id: str) -> None:
         await moto_world.streams.write(run_id, name, "x")
     await moto_world.streams.write(other, "z", "x")
     assert sorted(await moto_world.streams.list(run_id)) == ["a", "a.1", "b", "c:d"]
-    assert await moto_world.streams.list(await new_run(moto_world)) == []
+    assert await moto_world.streams.list(await new_run(moto_world, start=True)) == []
 
 
 async def test_write_multi_is_one_object_and_one_commit(moto_world: AWSWorld, run_id: str) -> None:

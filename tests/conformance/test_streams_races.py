@@ -13,16 +13,11 @@ from contextlib import asynccontextmanager
 from awsworld.aws import AWSWorld
 from awsworld.world import EntityConflictError
 
+from .helpers import new_run
+
 S = "strm_race"
 
 
-async def new_run(world: AWSWorld, *, start: bool = True) -> str:
-    """A fresh run (running unless ``start=False``): streams belong to runs."""
-    result = await world.events.create(None, {"eventType": "run_created", "eventData": {"workflowName": "wf-streams"}})
-    assert result.run is not None
-    if start:
-        await world.events.create(result.run.run_id, {"eventType": "run_started"})
-    return result.run.run_id
 
 
 @asynccontextmanager

@@ -3,27 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.world import EntityConflictError, InvalidInputError, RunGoneError
 
+from .helpers import new_run, run_completed
+
 S = "strm_session"
 
 
-async def new_run(world: AWSWorld, *, start: bool = True) -> str:
-    """A fresh run (running unless ``start=False``): streams belong to runs."""
-    result = await world.events.create(None, {"eventType": "run_created", "eventData": {"workflowName": "wf-streams"}})
-    assert result.run is not None
-    if start:
-        await world.events.create(result.run.run_id, {"eventType": "run_started"})
-    return result.run.run_id
 
 
-def run_completed() -> dict[str, Any]:
-    return {"eventType": "run_completed", "eventData": {"output": None}}
 
 
 @pytest.fixture
