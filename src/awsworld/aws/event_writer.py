@@ -227,77 +227,63 @@ class EventWriter:
         patient: bool = False,
         paired: dict[int, BatchEventOutcome] | None = None,
     ) -> list[BatchEventOutcome]:
-        lock = self._lock(run_id)
-        async with lock:
-            return await self._write_locked(run_id, units, event_count, in_band, expected_seq_in_band, resolve,
-                                            patient, paired)
-
-    async def _write_locked(
-        self,
-        run_id: str,
-        units: list[_Unit],
-        event_count: int | None,
-        in_band: bool,
-        expected_seq_in_band: int | None,
-        resolve: ResolveData,
-        patient: bool,
-        paired: dict[int, BatchEventOutcome] | None,
-    ) -> list[BatchEventOutcome]:
-        single = len(units) == 1 and len(units[0].reqs) == 1
-        att = _Attempt(seq=self._guess_seq(run_id, event_count))
-        if paired is not None:
-            att.paired = paired
-        deadline = time.monotonic() + (PATIENT_WRITE_SECONDS if patient else WRITE_SECONDS)
-        while time.monotonic() < deadline or att.losses == 0:
-            live = [u for u in units if u.index not in att.outcomes]
-            if not live:
-                break
-            now = now_iso()
-            await self._load(run_id, live, att)
-            refused = False
-            for u in live:
-                u.plan = None
+        # Writers of one run in this process take turns (see _lock).
+        async with self._lock(run_id):
+            single = len(units) == 1 and len(units[0].reqs) == 1
+            att = _Attempt(seq=self._guess_seq(run_id, event_count))
+            if paired is not None:
+                att.paired = paired
+            deadline = time.monotonic() + (PATIENT_WRITE_SECONDS if patient else WRITE_SECONDS)
+            while time.monotonic() < deadline or att.losses == 0:
+                live = [u for u in units if u.index not in att.outcomes]
+                if not live:
+                    break
+                now = now_iso()
+                await self._load(run_id, live, att)
+                refused = False
+                for u in live:
+                    u.plan = None
+                    try:
+                        u.plan = self._plan(run_id, u, att, now)
+                    except WorldError as error:
+                        if in_band:
+                            await self._check_fence(run_id, att, expected_seq_in_band)
+                        if single:
+                            raise
+                        # A batch answers per event: the refused one gets its error, the rest are written.
+                        att.outcomes[u.index] = _failed(error)
+                        refused = True
+                if refused:
+                    continue
+                noop = [u for u in live if u.plan and u.plan.noop is not None]
+                if single and noop and in_band:
+                    await self._check_fence(run_id, att, expected_seq_in_band)
+                if single and noop:
+                    result = noop[0].plan.noop  # type: ignore[union-attr]
+                    assert result is not None
+                    if att.run is not None:
+                        result.run = await run_from_item(att.run, self.values, resolve)
+                    return [BatchEventOutcome(result=result)]
+                writing = [u for u in live if u.plan and u.plan.noop is None]
+                ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
+                if len(ops) > 100:
+                    raise InvalidInputError("the write touches more than 100 items; split the batch", field="events")
                 try:
-                    u.plan = self._plan(run_id, u, att, now)
-                except WorldError as error:
-                    if in_band:
-                        await self._check_fence(run_id, att, expected_seq_in_band)
-                    if single:
-                        raise
-                    # A batch answers per event: the refused one gets its error, the rest are written.
-                    att.outcomes[u.index] = _failed(error)
-                    refused = True
-            if refused:
-                continue
-            noop = [u for u in live if u.plan and u.plan.noop is not None]
-            if single and noop and in_band:
-                await self._check_fence(run_id, att, expected_seq_in_band)
-            if single and noop:
-                result = noop[0].plan.noop  # type: ignore[union-attr]
-                assert result is not None
-                if att.run is not None:
-                    result.run = await run_from_item(att.run, self.values, resolve)
-                return [BatchEventOutcome(result=result)]
-            writing = [u for u in live if u.plan and u.plan.noop is None]
-            ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
-            if len(ops) > 100:
-                raise InvalidInputError("the write touches more than 100 items; split the batch", field="events")
-            try:
-                await transact(self.clients, ops)
-            except TxCancelled as cancelled:
-                self._on_cancel(run_id, cancelled, writing, att, in_band, expected_seq_in_band, single)
-                att.losses += 1
-                await _jitter(att.losses, cancelled.conflict)
-                continue
-            except TransientStoreError:
-                att.losses += 1
-                await _jitter(att.losses, True)
-                continue
-            return await self._answer(run_id, units, writing, att, first_slot, now, event_count, in_band,
-                                      expected_seq_in_band, resolve)
-        if all(u.index in att.outcomes for u in units):
-            return [att.outcomes[u.index] for u in units]
-        raise ThrottledError(f"gave up appending to run {run_id} after {att.losses} lost races", retry_after=1.0)
+                    await transact(self.clients, ops)
+                except TxCancelled as cancelled:
+                    self._on_cancel(run_id, cancelled, writing, att, in_band, expected_seq_in_band, single)
+                    att.losses += 1
+                    await _jitter(att.losses, cancelled.conflict)
+                    continue
+                except TransientStoreError:
+                    att.losses += 1
+                    await _jitter(att.losses, True)
+                    continue
+                return await self._answer(run_id, units, writing, att, first_slot, now, event_count, in_band,
+                                          expected_seq_in_band, resolve)
+            if all(u.index in att.outcomes for u in units):
+                return [att.outcomes[u.index] for u in units]
+            raise ThrottledError(f"gave up appending to run {run_id} after {att.losses} lost races", retry_after=1.0)
 
     async def _check_fence(self, run_id: str, att: _Attempt, expected: int | None) -> None:
         """The fence is decided before anything else: a stale in-band writer hears 412, not the 409 or no-op
