@@ -56,7 +56,7 @@ from .items import (
     wait_from_item,
 )
 from .keys import entity_key, event_key, run_key
-from .plan import Plan, PlannedEvent
+from .plan import Plan, PlannedEvent, run_update_op
 from .reads import batch_get, get_item
 from .run_creation import RunCreator
 from .transactions import TransientStoreError, TxCancelled, TxOp, transact
@@ -371,7 +371,7 @@ class EventWriter:
             ops.append(TxOp("Put", "run", item=item, condition="attribute_not_exists(pk)"))
         else:
             seq = att.seq or 0
-            ops.append(_run_update(run_id, plans, seq, count, in_band, expected, now))
+            ops.append(run_update_op(run_id, plans, seq, count, in_band, expected, now))
         slot = seq + 1
         for unit in units:
             assert unit.plan is not None
@@ -513,47 +513,6 @@ def _event(run_id: str, planned: PlannedEvent, slot: int, now: str, resolve: Res
     item = planned.item(run_id, event_key(run_id, slot), now)
     wanted = event_payload_wanted(planned.event_type, resolve)
     return event_from_item(item, planned.payload, with_payload=wanted)
-
-
-def _run_update(run_id: str, plans: list[Plan], seq: int, count: int, in_band: bool, expected: int | None,
-                now: str) -> TxOp:
-    op = TxOp("Update", "run", key=run_key(run_id))
-    e = op.expr
-    sets = [f"{e.n('seq')} = {e.v(seq + count)}", f"{e.n('updatedAt')} = {e.v(now)}"]
-    removes: list[str] = []
-    conds = [f"{e.n('seq')} = {e.v(seq)}"]
-    if in_band:
-        assert expected is not None
-        sets.append(f"{e.n('seqInBand')} = {e.v(expected + count)}")
-        conds.append(f"{e.n('seqInBand')} = {e.v(expected)}")
-    for plan in plans:
-        change = plan.run
-        for name, value in change.sets.items():
-            if value is None:
-                removes.append(e.n(name))
-            else:
-                sets.append(f"{e.n(name)} = {e.v(value)}")
-        for i, (key, value) in enumerate(change.attribute_sets.items()):
-            placeholder = f"#attr{i}"
-            e.names[placeholder] = key
-            sets.append(f"{e.n('attributes')}.{placeholder} = {e.v(value)}")
-        for i, key in enumerate(change.attribute_removes):
-            placeholder = f"#attrdel{i}"
-            e.names[placeholder] = key
-            removes.append(f"{e.n('attributes')}.{placeholder}")
-        if change.require_alive:
-            conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
-        if change.require_status:
-            conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
-    hooks = sum(p.run.hooks_created for p in plans)
-    if hooks:
-        sets.append(f"{e.n('hookGen')} = if_not_exists({e.n('hookGen')}, {e.v(0)}) + {e.v(hooks)}")
-    delta = sum(p.run.open_steps_delta for p in plans)
-    if delta:
-        sets.append(f"{e.n('openSteps')} = if_not_exists({e.n('openSteps')}, {e.v(0)}) + {e.v(delta)}")
-    op.update = "SET " + ", ".join(dict.fromkeys(sets)) + (" REMOVE " + ", ".join(removes) if removes else "")
-    op.condition = " AND ".join(dict.fromkeys(conds))
-    return op
 
 
 def found_run(items: list[Item], run_id: str) -> Item | None:

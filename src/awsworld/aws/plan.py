@@ -10,6 +10,7 @@ from typing import Any
 from ..world.entities import ResolveData
 from ..world.events import PAYLOAD_FIELDS, EventResult
 from .items import Item
+from .keys import run_key
 from .transactions import TxOp
 from .values import StoredValue
 
@@ -78,3 +79,44 @@ def split_payload(event_type: str, data: dict[str, Any]) -> tuple[dict[str, Any]
     rest = dict(data)
     name = fields[0]
     return rest, name, rest.pop(name)
+
+
+def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band: bool, expected: int | None,
+                now: str) -> TxOp:
+    op = TxOp("Update", "run", key=run_key(run_id))
+    e = op.expr
+    sets = [f"{e.n('seq')} = {e.v(seq + count)}", f"{e.n('updatedAt')} = {e.v(now)}"]
+    removes: list[str] = []
+    conds = [f"{e.n('seq')} = {e.v(seq)}"]
+    if in_band:
+        assert expected is not None
+        sets.append(f"{e.n('seqInBand')} = {e.v(expected + count)}")
+        conds.append(f"{e.n('seqInBand')} = {e.v(expected)}")
+    for plan in plans:
+        change = plan.run
+        for name, value in change.sets.items():
+            if value is None:
+                removes.append(e.n(name))
+            else:
+                sets.append(f"{e.n(name)} = {e.v(value)}")
+        for i, (key, value) in enumerate(change.attribute_sets.items()):
+            placeholder = f"#attr{i}"
+            e.names[placeholder] = key
+            sets.append(f"{e.n('attributes')}.{placeholder} = {e.v(value)}")
+        for i, key in enumerate(change.attribute_removes):
+            placeholder = f"#attrdel{i}"
+            e.names[placeholder] = key
+            removes.append(f"{e.n('attributes')}.{placeholder}")
+        if change.require_alive:
+            conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
+        if change.require_status:
+            conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
+    hooks = sum(p.run.hooks_created for p in plans)
+    if hooks:
+        sets.append(f"{e.n('hookGen')} = if_not_exists({e.n('hookGen')}, {e.v(0)}) + {e.v(hooks)}")
+    delta = sum(p.run.open_steps_delta for p in plans)
+    if delta:
+        sets.append(f"{e.n('openSteps')} = if_not_exists({e.n('openSteps')}, {e.v(0)}) + {e.v(delta)}")
+    op.update = "SET " + ", ".join(dict.fromkeys(sets)) + (" REMOVE " + ", ".join(removes) if removes else "")
+    op.condition = " AND ".join(dict.fromkeys(conds))
+    return op
