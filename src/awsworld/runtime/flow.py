@@ -65,9 +65,9 @@ class Flow:
 
     # ------------------------------------------------------------------ entry
 
-    async def run(self, preloaded: list[Event] | None = None) -> str:
+    async def run(self) -> str:
         try:
-            return await self._run(preloaded)
+            return await self._run()
         except InBandSupersededError as superseded:
             # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
             await self._queue_flow(f"superseded:{superseded.seq_in_band}")
@@ -78,12 +78,12 @@ class Flow:
             if self.execution is not None:
                 self.execution.close()
 
-    async def _run(self, preloaded: list[Event] | None) -> str:
+    async def _run(self) -> str:
         log = await self._load_all()
         if any(e.event_type in TERMINAL for e in log):
             return "gone"
         definition = self.registry.workflow(self.message.workflow_name)
-        created = log[0].event_data or {} if log else {}
+        created = (log[0].event_data or {}) if log else {}
         seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
         execution = self.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
         execution.append(log)
