@@ -14,9 +14,8 @@ import asyncio
 import statistics
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -102,14 +101,6 @@ def median_ms(action: Callable[[], None], budget_s: float, min_reps: int = 3, ma
     return statistics.median(samples) * 1000
 
 
-@contextmanager
-def patch(enabled: bool) -> Iterator[None]:
-    before = moto_patch.is_enabled()
-    moto_patch.set_enabled(enabled)
-    try:
-        yield
-    finally:
-        moto_patch.set_enabled(before)
 
 
 def measure(name: str, ddb: Any, fill: Callable[[str, int, int], None], sizes: tuple[int, ...],
@@ -151,7 +142,7 @@ def transaction_latency(sizes: tuple[int, ...] = SIZES, budget_s: float = 1.5) -
     with MotoServer() as moto, DynamoDBLocal() as ddb_local:
         moto_ddb, local_ddb = client(moto.endpoint_url), client(ddb_local.endpoint_url)
         for name, enabled in (("moto (as shipped)", False), ("moto (journaling patch)", True)):
-            with patch(enabled):
+            with moto_patch.enabled(enabled):
                 warm_up(moto_ddb)
                 rows[name] = measure(name, moto_ddb, fill_moto, sizes, budget_s)
         warm_up(local_ddb, calls=300)  # the JVM needs a few hundred calls before its figures settle

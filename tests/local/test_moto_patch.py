@@ -11,7 +11,6 @@ import inspect
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from typing import Any
 
 import boto3
@@ -40,14 +39,6 @@ def table(ddb: Any) -> Iterator[str]:
     ddb.delete_table(TableName=name)
 
 
-@contextmanager
-def patch_enabled(enabled: bool) -> Iterator[None]:
-    before = moto_patch.is_enabled()
-    moto_patch.set_enabled(enabled)
-    try:
-        yield
-    finally:
-        moto_patch.set_enabled(before)
 
 
 def key(pk: str, sk: str = "1") -> dict[str, Any]:
@@ -142,12 +133,12 @@ def run_scenarios(ddb: Any, table: str) -> list[Any]:
 
 
 def test_same_outcomes_and_state_as_moto(ddb: Any, table: str) -> None:
-    with patch_enabled(True):
+    with moto_patch.enabled(True):
         patched = run_scenarios(ddb, table)
     ddb.delete_table(TableName=table)
     ddb.create_table(TableName=table, KeySchema=KEY_SCHEMA, AttributeDefinitions=ATTRIBUTES,
                      BillingMode="PAY_PER_REQUEST")
-    with patch_enabled(False):
+    with moto_patch.enabled(False):
         original = run_scenarios(ddb, table)
     for step, (mine, theirs) in enumerate(zip(patched, original, strict=True)):
         assert mine == theirs, f"scenario {step} differs"
@@ -235,7 +226,7 @@ def count_deepcopies(action: Callable[[], Any]) -> int:
 def test_copy_work_per_transaction(ddb: Any, table: str, enabled: bool) -> None:
     """Deterministic: the patched transaction copies the same objects at 100 and 10,000 items; moto's grows."""
     copies = {}
-    with patch_enabled(enabled):
+    with moto_patch.enabled(enabled):
         fill(table, 100)
         ddb.transact_write_items(TransactItems=transaction(table, 0))  # the run item exists from now on
         for n, size in enumerate((100, 1_000) if not enabled else (100, 10_000), start=1):
@@ -257,7 +248,7 @@ def test_transaction_time_is_flat(ddb: Any, table: str) -> None:
             samples.append(time.perf_counter() - start)
         return sorted(samples)[len(samples) // 2] * 1000
 
-    with patch_enabled(True):
+    with moto_patch.enabled(True):
         fill(table, 100)
         small = median_ms(0)
         fill(table, 10_000)
@@ -285,7 +276,7 @@ def test_rollback_drops_stream_records(ddb: Any, enabled: bool) -> None:
                      StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})
     try:
         ddb.put_item(TableName=name, Item=SEED[0])
-        with patch_enabled(enabled):
+        with moto_patch.enabled(enabled):
             result = outcome(ddb, [put(name, "s1"), {"Delete": {"TableName": name, "Key": key("a", "1")}},
                                    {"ConditionCheck": {"TableName": name, "Key": key("nope"),
                                                        "ConditionExpression": "attribute_exists(pk)"}}])

@@ -39,20 +39,9 @@ async def test_a_hook_resumed_three_times_delivers_the_payloads_in_order(e2e) ->
     assert await run.result(timeout=30) == payloads
 
 
-@workflow
-async def three_payloads_slowly(token: str) -> list[object]:
-    received = []
-    async with create_hook(token=token) as hook:
-        async for payload in hook:
-            received.append(payload)
-            if len(received) == 3:
-                break
-    return received
-
-
 async def test_a_hook_resumed_three_times_with_replays_between_keeps_order(e2e) -> None:
     token = f"tok-{uuid.uuid4().hex}"
-    run = await e2e.start(three_payloads_slowly, token)
+    run = await e2e.start(three_payloads, token)
     await e2e.hook_ready(token, run)
     for n in range(3):
         await e2e.client.resume_hook(token, n)

@@ -23,6 +23,8 @@ can compare it with moto's own implementation on the same server.
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from moto.dynamodb.comparisons import get_filter_expression
@@ -217,6 +219,17 @@ def set_enabled(enabled: bool) -> None:
 
 def is_enabled() -> bool:
     return _enabled and DynamoDBBackend.transact_write_items is transact_write_items
+
+
+@contextmanager
+def enabled(flag: bool) -> Iterator[None]:
+    """Run a block with the journaling implementation on or off, then restore the previous setting."""
+    before = _enabled
+    set_enabled(flag)
+    try:
+        yield
+    finally:
+        set_enabled(before)
 
 
 def original() -> Any:
