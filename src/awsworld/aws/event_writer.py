@@ -67,6 +67,7 @@ from .transitions import (
     NEEDS_RUN_COUNTERS,
     State,
     hook_conflict_plan,
+    plan_born_running,
     plan_event,
 )
 from .values import ValueStore
@@ -351,8 +352,6 @@ class EventWriter:
                       token_not_owned=unit.token_owner is not None,
                       deployment_id=self.clients.config.deployment_id)
         if len(unit.reqs) == 2:
-            from .transitions import plan_born_running
-
             return plan_born_running(unit.reqs[0], unit.reqs[1], state)
         if unit.req.event_type == "hook_created" and unit.token_owner is not None:
             plan_event(unit.req, state)  # the same input checks as the hook itself
@@ -439,8 +438,6 @@ class EventWriter:
                 error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
             else:
                 unit.token_owner = owner.get("runId")
-                if unit.token_owner is None:
-                    unit.token_owner = None  # the token was freed meanwhile: try the hook again
         if c.failed(f"token-held:{i}") is not None:
             unit.token_owner = None
         if any(c.failed(f"{r}:{i}") for r in ("hook-token", "hook-release")):

@@ -159,9 +159,10 @@ def _release_hooks(plan: Plan, state: State) -> None:
 
 
 def _hook_release_ops(run_id: str, hook: Item, now: str) -> list[TxOp]:
-    token_op = TxOp("Update" if _retained(hook, now) else "Delete", "hook-token", key=token_key(hook["token"]))
+    retained = _retained(hook, now)
+    token_op = TxOp("Update" if retained else "Delete", "hook-token", key=token_key(hook["token"]))
     token_op.condition = f"{token_op.expr.n('hookId')} = {token_op.expr.v(hook['hookId'])}"
-    if _retained(hook, now):
+    if retained:
         token_op.update = f"SET {token_op.expr.n('released')} = {token_op.expr.v(True)}"
         return [token_op]
     return [

@@ -111,8 +111,3 @@ class ValueStore:
     async def load_many(self, stored: list[StoredValue | None]) -> list[Any]:
         return list(await asyncio.gather(*(self.load(s) for s in stored)))
 
-
-def stored_size(stored: StoredValue | None) -> int:
-    if stored is None:
-        return 0
-    return len(stored["v"]) if "v" in stored else len(stored["r"]) + 16

@@ -40,7 +40,6 @@ class WorkflowExecution:
         self.seed = seed
         self.loop = ReplayLoop()
         self.ops: dict[str, Op] = {}
-        self.declared: list[Op] = []
         # Kept incrementally (insertion-ordered dicts), so a suspension costs O(open ops), not O(all ops):
         # a serial run of N steps stays O(N) in one delivery.
         self._new: dict[str, Op] = {}
@@ -209,7 +208,6 @@ class WorkflowExecution:
 
     def _declare(self, op: Op) -> None:
         self.ops[op.id] = op
-        self.declared.append(op)
         self._new[op.id] = op
 
     def current_time(self) -> datetime:

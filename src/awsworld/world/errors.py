@@ -115,9 +115,3 @@ class ThrottledError(WorldError):
         super().__init__(message, retry_after=retry_after)
         self.retry_after = retry_after
 
-
-class RunNotSupportedError(WorldError):
-    """The run was stamped with a spec version this World cannot read."""
-
-    status = 400
-    code = "run-not-supported"

@@ -10,10 +10,12 @@ from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field, ValidationError
+from pydantic.alias_generators import to_camel
 
 from .base import WireModel
 from .entities import Hook, Run, Step, StructuredError, Wait
 from .errors import InvalidInputError
+from .ids import check_entity_id, event_id_to_slot
 
 EventType = Literal[
     "run_created",
@@ -199,8 +201,6 @@ class Event(WireModel):
 
     @property
     def slot(self) -> int:
-        from .ids import event_id_to_slot
-
         return event_id_to_slot(self.event_id)
 
 
@@ -252,8 +252,6 @@ class EventBatchResult(WireModel):
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
-    from pydantic.alias_generators import to_camel
-
     return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc)
 
 
@@ -290,8 +288,6 @@ def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> Cre
     if event_type in CORRELATED_EVENT_TYPES and not request.correlation_id:
         raise InvalidInputError(f"{event_type} needs a correlationId", field="correlationId")
     if request.correlation_id is not None:
-        from .ids import check_entity_id
-
         check_entity_id(request.correlation_id, "correlationId")
     return request
 

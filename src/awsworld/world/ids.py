@@ -15,8 +15,6 @@ from .errors import InvalidInputError
 SPEC_VERSION_CURRENT = 8
 """The protocol version this World implements and stamps on every run it creates."""
 
-SPEC_VERSION_MIN_SUPPORTED = 6
-
 IN_BAND_SEQ_AT_RUN_CREATION = 1
 """run_created counts as in-band: a new run holds seq = 1, seqInBand = 1."""
 
