@@ -1,4 +1,5 @@
-"""Hooks: unique tokens, hook_conflict, disposal, cleanup at run end, token retention, hook_received."""
+"""Hooks: unique tokens, hook_conflict, disposal, cleanup at run end, token retention, hook_received (and its
+resume ids: a repeat of one on a hook records nothing)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import uuid
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.world import EntityConflictError, HookNotFoundError, RunGoneError
+from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
+from awsworld.world.errors import HookAlreadyReceivedError
 
 from .helpers import (
     all_events,
+    bucket_keys,
     future,
     hook_created,
     hook_disposed,
@@ -230,6 +233,128 @@ async def test_hook_received_on_a_terminal_run_is_gone(world: AWSWorld) -> None:
         await world.events.create(run_id, hook_received("h1", 1))
     assert raised.value.status == 410
     assert await table_items(world) == before
+
+
+# ---------------------------------------------------------------- hook_received with a resume id
+
+
+def resumed(hook_id: str, payload: object, resume_id: str) -> dict[str, object]:
+    return {**hook_received(hook_id, payload), "eventData": {"payload": payload, "resumeId": resume_id}}
+
+
+def resume_markers(items: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [i for i in items if i["sk"]["S"].startswith("RESUME#")]  # type: ignore[index]
+
+
+async def test_a_repeated_resume_id_is_refused_with_the_first_event_and_writes_nothing(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    big = "x" * (40 * 1024)  # over the inline limit: the value goes to S3 before the commit
+    first = await world.events.create(run_id, resumed("h1", {"n": 1, "big": big}, "delivery-1"))
+    assert first.event is not None and first.event.event_data["resumeId"] == "delivery-1"
+    before, objects = await table_items(world), await bucket_keys(world)
+    with pytest.raises(HookAlreadyReceivedError) as raised:
+        await world.events.create(run_id, resumed("h1", {"n": 2, "big": big}, "delivery-1"))
+    error = raised.value
+    assert isinstance(error, EntityConflictError) and error.status == 409 and error.code == "hook-already-received"
+    assert error.hook_id == "h1" and error.event_id == first.event.event_id
+    assert error.event is not None and error.event.event_id == first.event.event_id
+    assert error.event.event_data == {"payload": {"n": 1, "big": big}, "resumeId": "delivery-1"}
+    assert await table_items(world) == before, "the repeat wrote nothing"
+    assert await bucket_keys(world) == objects, "the repeat's value was stored, then discarded"
+    assert types(await all_events(world, run_id)) == ["run_created", "run_started", "hook_created", "hook_received"]
+
+
+async def test_the_resume_marker_is_tiny_and_lives_in_the_runs_partition(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    long_id = "k" * 256  # the longest resume id: the marker keeps only its SHA-256
+    result = await world.events.create(run_id, resumed("h1", "p", long_id))
+    assert result.event is not None
+    (marker,) = resume_markers(await table_items(world))
+    assert set(marker) == {"pk", "sk", "slot"}
+    assert marker["pk"] == {"S": f"RUN#{run_id}"} and marker["sk"]["S"].startswith("RESUME#h1#")
+    assert marker["slot"] == {"N": str(result.event.slot)}
+    assert len(marker["sk"]["S"]) == len("RESUME#h1#") + 64
+
+
+async def test_different_resume_ids_record_one_event_each(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    await world.events.create(run_id, hook_created("h2", token()))
+    a = await world.events.create(run_id, resumed("h1", "same payload", "delivery-a"))
+    b = await world.events.create(run_id, resumed("h1", "same payload", "delivery-b"))
+    other_hook = await world.events.create(run_id, resumed("h2", "same payload", "delivery-a"))
+    assert a.event and b.event and other_hook.event
+    assert [e.slot for e in (a.event, b.event, other_hook.event)] == [5, 6, 7], "a resume id is per hook"
+    received = [e for e in await all_events(world, run_id) if e.event_type == "hook_received"]
+    assert [(e.correlation_id, e.event_data["resumeId"]) for e in received] == [
+        ("h1", "delivery-a"), ("h1", "delivery-b"), ("h2", "delivery-a")]
+    assert len(resume_markers(await table_items(world))) == 3
+
+
+async def test_without_a_resume_id_every_hook_received_is_recorded_and_no_marker_is_written(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    await world.events.create(run_id, hook_received("h1", "same"))
+    await world.events.create(run_id, hook_received("h1", "same"))
+    received = [e for e in await all_events(world, run_id) if e.event_type == "hook_received"]
+    assert [e.event_data for e in received] == [{"payload": "same"}, {"payload": "same"}]
+    assert resume_markers(await table_items(world)) == []
+
+
+@pytest.mark.parametrize("resume_id", ["", "k" * 257, 17])
+async def test_an_invalid_resume_id_is_refused_before_anything_is_written(world: AWSWorld, resume_id: object) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, resumed("h1", "p", resume_id))  # type: ignore[arg-type]
+    assert raised.value.field is not None and "resumeId" in raised.value.field
+    assert await table_items(world) == before
+
+
+async def test_a_repeat_is_answered_as_such_after_the_run_ended_or_the_hook_was_disposed(world: AWSWorld) -> None:
+    """The retry of a recorded request must not hear 410 or 404 for what already succeeded; a new id does."""
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    await world.events.create(run_id, hook_created("h2", token(), retention_until=future(3600)))
+    await world.events.create(run_id, resumed("h1", "p", "d1"))
+    await world.events.create(run_id, resumed("h2", "p", "d2"))
+    await world.events.create(run_id, hook_disposed("h1"))
+    with pytest.raises(HookAlreadyReceivedError):
+        await world.events.create(run_id, resumed("h1", "p", "d1"))
+    with pytest.raises(HookNotFoundError):
+        await world.events.create(run_id, resumed("h1", "p", "d1-new"))
+    await world.events.create(run_id, run_completed())
+    before = await table_items(world)
+    with pytest.raises(HookAlreadyReceivedError) as raised:
+        await world.events.create(run_id, resumed("h2", "p", "d2"))
+    assert raised.value.event is not None and raised.value.event.correlation_id == "h2"
+    with pytest.raises(RunGoneError):
+        await world.events.create(run_id, resumed("h2", "p", "d2-new"))
+    assert await table_items(world) == before
+
+
+async def test_concurrent_repeats_of_one_resume_id_record_exactly_one_event(world: AWSWorld) -> None:
+    """Writers in other processes (each with its own clients and caches) racing with the same id: one wins,
+    every other hears the typed 409 naming the winner's event."""
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, hook_created("h1", token()))
+    peers = [AWSWorld(world.config) for _ in range(6)]
+    try:
+        outcomes = await asyncio.gather(*(p.events.create(run_id, resumed("h1", {"peer": i}, "once"))
+                                          for i, p in enumerate(peers)), return_exceptions=True)
+    finally:
+        for peer in peers:
+            await peer.close()
+    won = [o for o in outcomes if not isinstance(o, BaseException)]
+    lost = [o for o in outcomes if isinstance(o, BaseException)]
+    assert len(won) == 1 and all(isinstance(o, HookAlreadyReceivedError) for o in lost), outcomes
+    assert won[0].event is not None
+    assert {o.event_id for o in lost} == {won[0].event.event_id}  # type: ignore[union-attr]
+    received = [e for e in await all_events(world, run_id) if e.event_type == "hook_received"]
+    assert len(received) == 1 and received[0].event_data["resumeId"] == "once"
 
 
 # ---------------------------------------------------------------- reads

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from ..world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ..world.errors import (
     EntityConflictError,
+    HookAlreadyReceivedError,
     HookNotFoundError,
     InBandSupersededError,
     InvalidInputError,
@@ -42,13 +43,14 @@ from ..world.events import (
     EventResult,
     parse_event_request,
 )
-from ..world.ids import check_entity_id
+from ..world.ids import check_entity_id, event_id_to_slot, slot_to_event_id
 from .clients import AWSClients
 from .event_reader import EventReader
 from .items import (
     Item,
     event_from_item,
     event_payload_wanted,
+    events_from_items,
     hook_from_item,
     now_iso,
     run_from_item,
@@ -65,6 +67,7 @@ from .transitions import (
     NEEDS_HOOKS,
     NEEDS_RUN,
     NEEDS_RUN_COUNTERS,
+    RESUME_MARKER_ROLE,
     State,
     hook_conflict_plan,
     plan_born_running,
@@ -154,6 +157,10 @@ class EventWriter:
         try:
             outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
                                          patient=after_step_body or req.event_type in _AFTER_BODY))[0]
+        except HookAlreadyReceivedError as repeat:
+            await self.values.discard(unit.stored)
+            repeat.event = await self._recorded_event(run_id, repeat.event_id, resolve_data)
+            raise
         except WorldError:
             await self.values.discard(unit.stored)  # refused: nothing references the value it stored
             raise
@@ -199,6 +206,13 @@ class EventWriter:
             if outcome.result is not None and outcome.result.seq_in_band is not None:
                 seq_in_band = outcome.result.seq_in_band
         return EventBatchResult(results=flat, seq_in_band=seq_in_band)
+
+    async def _recorded_event(self, run_id: str, event_id: str | None, resolve: ResolveData) -> Any:
+        """The event a repeated resume id first recorded (one GetItem), for callers that answer with it."""
+        if event_id is None:
+            return None
+        item = await get_item(self.clients, event_key(run_id, event_id_to_slot(event_id)))
+        return (await events_from_items([item], self.values, resolve))[0] if item else None
 
     def forget(self, run_id: str) -> None:
         self._hints.pop(run_id, None)
@@ -379,12 +393,27 @@ class EventWriter:
                                 condition="attribute_not_exists(pk)"))
                 slot += 1
             for op in unit.plan.ops:
+                if op.role == RESUME_MARKER_ROLE and op.item is not None:
+                    op.item["slot"] = slot - 1  # the hook_received's own slot: a repeat answers with it
                 op.role = f"{op.role}:{unit.index}"
                 ops.append(op)
         return ops, seq + 1
 
     def _on_cancel(self, run_id: str, c: TxCancelled, units: list[_Unit], att: _Attempt, in_band: bool,
                    expected: int | None, single: bool) -> None:
+        # A repeated resume id is decided first: the retry of a request already recorded is answered as such
+        # even when the run has ended since (which would otherwise be the 410 of the run condition).
+        for unit in units:
+            marker = c.failed(f"{RESUME_MARKER_ROLE}:{unit.index}")
+            if marker is not None:
+                slot = (marker.item or {}).get("slot")
+                error = HookAlreadyReceivedError(
+                    f"hook {unit.req.correlation_id} already received this resume id",
+                    hook_id=unit.req.correlation_id or "",
+                    event_id=slot_to_event_id(int(slot)) if slot is not None else None)
+                if single:
+                    raise error
+                att.outcomes[unit.index] = _failed(error)
         run_reason = c.reason_for("run")
         if run_reason is not None and run_reason.code == "ConditionalCheckFailed":
             old = run_reason.item

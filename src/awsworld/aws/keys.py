@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from ..world.ids import SLOT_DIGITS
 from .resources import PK, SK
 
@@ -12,6 +14,7 @@ EVENT_PREFIX = "EVT#"
 STEP_PREFIX = "STEP#"
 HOOK_PREFIX = "HOOK#"
 WAIT_PREFIX = "WAIT#"
+RESUME_PREFIX = "RESUME#"
 
 
 def run_pk(run_id: str) -> str:
@@ -44,6 +47,17 @@ def hook_key(run_id: str, hook_id: str) -> Key:
 
 def wait_key(run_id: str, wait_id: str) -> Key:
     return {PK: run_pk(run_id), SK: f"{WAIT_PREFIX}{wait_id}"}
+
+
+def resume_digest(resume_id: str) -> str:
+    """A resume id as a fixed-size key part: ids come from request headers of any length and alphabet."""
+    return hashlib.sha256(resume_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def resume_marker_key(run_id: str, hook_id: str, resume_id: str) -> Key:
+    """The marker a ``hook_received`` with a resume id puts in the same transaction (``attribute_not_exists``),
+    so a repeat of the id on the hook is refused. It lives in the run's partition, as long as the run does."""
+    return {PK: run_pk(run_id), SK: f"{RESUME_PREFIX}{hook_id}#{resume_digest(resume_id)}"}
 
 
 def token_key(token: str) -> Key:

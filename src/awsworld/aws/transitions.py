@@ -26,7 +26,7 @@ from ..world.errors import (
 from ..world.events import CreateEventRequest, EventResult
 from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
 from .items import Item
-from .keys import hook_key, hook_pointer_key, run_key, step_key, token_key, wait_key
+from .keys import hook_key, hook_pointer_key, resume_marker_key, run_key, step_key, token_key, wait_key
 from .plan import Plan, PlannedEvent, RunChange, split_payload
 from .resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 from .transactions import TxOp, put
@@ -35,6 +35,8 @@ from .values import StoredValue
 MAX_TOKEN_RETENTION = timedelta(days=30)
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
+# The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
+RESUME_MARKER_ROLE = "resume"
 
 
 @dataclass
@@ -346,9 +348,15 @@ def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, 
 
 
 def _hook_received(req: CreateEventRequest, state: State) -> Plan:
-    check = TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, req.correlation_id or ""),
-                 condition="attribute_exists(pk)")
-    return Plan([_event(req, state)], RunChange(require_alive=True), [check])
+    hook_id = req.correlation_id or ""
+    check = TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, hook_id), condition="attribute_exists(pk)")
+    ops = [check]
+    resume_id = req.data().resume_id  # type: ignore[attr-defined]
+    if resume_id is not None:
+        # Keys and the event's slot only (the writer fills it in at commit): a repeat reads the slot back from
+        # the cancellation's ALL_OLD item. About 150 bytes, so the marker adds 2 WRU to the transaction.
+        ops.append(put(RESUME_MARKER_ROLE, resume_marker_key(state.run_id, hook_id, resume_id), if_absent=True))
+    return Plan([_event(req, state)], RunChange(require_alive=True), ops)
 
 
 def _hook_disposed(req: CreateEventRequest, state: State) -> Plan:

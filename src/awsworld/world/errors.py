@@ -6,7 +6,10 @@ them without a lookup table, and a stable ``code`` for logs and metrics.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .events import Event
 
 
 class WorldError(Exception):
@@ -70,6 +73,24 @@ class EntityConflictError(WorldError):
 
     status = 409
     code = "entity-conflict"
+
+
+class HookAlreadyReceivedError(EntityConflictError):
+    """A ``hook_received`` with this ``resumeId`` was already recorded for this hook; nothing was written.
+
+    The point of a resume id is that a sender's retry is harmless, so the caller usually treats this as
+    success: ``event`` is the event the first request recorded (when the World could read it back), so the
+    caller can still wake the run, whose first wake may have been lost.
+    """
+
+    code = "hook-already-received"
+
+    def __init__(self, message: str, *, hook_id: str, event_id: str | None = None,
+                 event: Event | None = None) -> None:
+        super().__init__(message, hook_id=hook_id, event_id=event_id)
+        self.hook_id = hook_id
+        self.event_id = event_id
+        self.event = event
 
 
 class RunGoneError(WorldError):

@@ -106,15 +106,28 @@ class StepFailedData(EventData):
     error: StructuredError
 
 
+# The longest hook token a hook may be created with. A token longer than this can never be held, so a lookup
+# of one can answer "not found" without asking the store (the webhook route relies on it).
+MAX_HOOK_TOKEN_LENGTH = 1024
+# A resume id is stored in its event; longer idempotency ids are hashed by their callers to fit.
+MAX_RESUME_ID_LENGTH = 256
+
+
 class HookCreatedData(EventData):
-    token: str = Field(min_length=1, max_length=1024)
+    token: str = Field(min_length=1, max_length=MAX_HOOK_TOKEN_LENGTH)
     metadata: Any = None
     is_webhook: bool | None = None
     token_retention_until: datetime | None = None
 
 
 class HookReceivedData(EventData):
+    """``resumeId`` makes the delivery idempotent per hook: a second ``hook_received`` with the same id is
+    refused with :class:`HookAlreadyReceivedError` and writes nothing, so a sender may retry a request whose
+    answer it never saw (the webhook route passes the request's idempotency key) without the run receiving
+    the payload twice."""
+
     payload: Any = None
+    resume_id: str | None = Field(default=None, min_length=1, max_length=MAX_RESUME_ID_LENGTH)
 
 
 class HookDisposedData(EventData):
