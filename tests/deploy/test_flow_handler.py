@@ -94,23 +94,40 @@ async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
     unknown_id = await world.queue(queue_name_for("deploy.missing"),
                                    FlowMessage("wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "deploy.missing").to_payload())
     not_ours_id = await world.queue(queue_name_for("deploy.quick"), {"hello": "world"})
+    empty_id = await world.queue(queue_name_for("deploy.quick"), None)
+    missing_run_id = await world.queue(queue_name_for("deploy.quick"),
+                                       FlowMessage("wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "deploy.quick").to_payload())
+    bad_run_id = await world.queue(queue_name_for("deploy.quick"),
+                                   FlowMessage("not a run", "deploy.quick").to_payload())
 
     messages: list[dict[str, Any]] = []
-    while len(messages) < 6:
+    while len(messages) < 9:
         received = await esm.receive(max_messages=10)
-        assert received, f"only {len(messages)} of 6 messages arrived"
+        assert received, f"only {len(messages)} of 9 messages arrived"
         messages.extend(received)
     by_world_id = {_world_id(m): m["MessageId"] for m in messages}
     invocation = await esm.invoke(messages)
 
-    expected_failures = {by_world_id[refused_id], by_world_id[unknown_id], by_world_id[not_ours_id]}
-    assert invocation.failed == expected_failures
+    expected_failures = {by_world_id[refused_id], by_world_id[unknown_id]}
+    assert invocation.failed == expected_failures, "only what a retry or another consumer can still fix fails"
     assert by_world_id[gone_id] not in invocation.failed, "a record for a finished run is simply acknowledged"
 
-    dlq = await sqs.receive_message(QueueUrl=world.config.dlq_url, MaxNumberOfMessages=10,
-                                    MessageAttributeNames=["All"], WaitTimeSeconds=1)
-    dead = dlq.get("Messages", [])
-    assert [m["Body"] for m in dead] == ["this is not an awsworld message"], "the malformed one went to the DLQ"
+    dead: list[dict[str, Any]] = []
+    for _ in range(5):
+        dlq = await sqs.receive_message(QueueUrl=world.config.dlq_url, MaxNumberOfMessages=10,
+                                        MessageAttributeNames=["All"], WaitTimeSeconds=1)
+        dead.extend(dlq.get("Messages", []))
+        if len(dead) >= 5:
+            break
+    assert {m["Body"] for m in dead if not m["Body"].startswith("{")} == {"this is not an awsworld message"}
+    assert {_world_id(m) for m in dead if m["Body"].startswith("{")} == {not_ours_id, empty_id, missing_run_id,
+                                                                         bad_run_id}, \
+        "records that can never succeed reach the DLQ on their first receive"
+    reasons = {m["MessageAttributes"]["awsworldError"]["StringValue"] for m in dead}
+    assert {r for r in reasons if "does not exist" in r} == {
+        f"run {run} does not exist (run {run} not found)" for run in ("wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "not a run")}
+    for message in dead:
+        await sqs.delete_message(QueueUrl=world.config.dlq_url, ReceiptHandle=message["ReceiptHandle"])
 
     await esm.run_until(terminal(live))
     assert await live.result(timeout=1) == "live"
@@ -119,7 +136,8 @@ async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
     assert sum(metric_values(lines, "UnknownWorkflow")) == 1
     assert sum(metric_values(lines, "RefusedMessages")) == 1
     assert sum(metric_values(lines, "MalformedMessages")) == 1
-    assert sum(metric_values(lines, "DeliveryErrors")) == 1
+    assert sum(metric_values(lines, "DeadLettered")) == 4
+    assert sum(metric_values(lines, "DeliveryErrors")) == 0
     unknown = [line for line in lines if line.get("level") == "ERROR" and "deploy.missing" in line.get("message", "")]
     assert unknown and "AWSWORLD_MODULES" in unknown[0]["message"]
 
@@ -168,7 +186,7 @@ class _Later:
     def __init__(self, world: Any) -> None:
         self.registry = Runtime(world).registry
 
-    async def execute(self, payload: Any, *, deadline: float) -> Outcome:
+    async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
         return Outcome("too-early", retry_after=2.0)
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from awsworld import Run
 from awsworld.local import LocalAWS, MotoServer
-from awsworld.runtime.runtime import Outcome
+from awsworld.runtime.delivery import RecordResult
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 
@@ -51,14 +51,18 @@ class Deliveries:
     """What the poller did between ``e2e.counting()`` entry and exit (the poller idle at both ends)."""
 
     before: int = 0
-    outcomes_before: int = 0
+    results_before: int = 0
     count: int = 0
-    outcomes: list[Outcome] = field(default_factory=list)
-    errors: list[BaseException] = field(default_factory=list)
+    results: list[RecordResult] = field(default_factory=list)
 
     @property
     def statuses(self) -> list[str]:
-        return [o.status for o in self.outcomes]
+        return [r.status for r in self.results if not r.failed]
+
+    @property
+    def errors(self) -> list[str]:
+        """The records the delivery path reported as failed (left in the queue to come back)."""
+        return [r.status for r in self.results if r.failed]
 
 
 class E2E:
@@ -149,8 +153,7 @@ class _Counting:
         await self.e2e.idle()
         poller = self.e2e.poller
         self.result.before = poller.deliveries
-        self.result.outcomes_before = len(poller.outcomes)
-        self._errors_before = len(poller.errors)
+        self.result.results_before = len(poller.results)
         return self.result
 
     async def __aexit__(self, *exc: object) -> None:
@@ -159,8 +162,7 @@ class _Counting:
         await self.e2e.idle()
         poller = self.e2e.poller
         self.result.count = poller.deliveries - self.result.before
-        self.result.outcomes = poller.outcomes[self.result.outcomes_before:]
-        self.result.errors = poller.errors[self._errors_before:]
+        self.result.results = poller.results[self.result.results_before:]
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,9 @@ class Deferred:
     due_at: datetime
     transport_message_id: str
 
+    kind = "deferred"
+    failure = None
+
 
 @dataclass(frozen=True)
 class Refused:
@@ -61,6 +64,12 @@ class Refused:
     transport_message_id: str
     receipt_handle: str
 
+    kind = "refused"
+
+    @property
+    def failure(self) -> str:
+        return f"message for queue {self.queue_name} is not under this consumer's prefix"
+
 
 @dataclass(frozen=True)
 class Malformed:
@@ -68,6 +77,12 @@ class Malformed:
     transport_message_id: str
     dead_lettered: bool
     """True when the message was moved to the DLQ and deleted; False when the caller must report it failed."""
+
+    kind = "malformed"
+
+    @property
+    def failure(self) -> str | None:
+        return None if self.dead_lettered else f"malformed message left to the redrive policy: {self.reason}"
 
 
 Outcome = Delivery | Deferred | Refused | Malformed
@@ -190,6 +205,23 @@ class QueueConsumer:
         except ClientError as error:
             raise sqs_error(error, "ChangeMessageVisibility") from error
 
+    async def delete(self, record: Mapping[str, Any]) -> None:
+        """Delete a record that is done with (what Lambda's event source mapping does to a successful one)."""
+        await self._delete(read_record(record).receipt_handle)
+
+    async def back_off(self, record: Mapping[str, Any], seconds: int) -> None:
+        """Make a failed record visible again after ``seconds`` (instead of the queue's visibility timeout)."""
+        sqs = await self.clients.sqs()
+        try:
+            await sqs.change_message_visibility(QueueUrl=self.queue._url(), ReceiptHandle=read_record(record)
+                                                .receipt_handle, VisibilityTimeout=max(0, min(43_200, seconds)))
+        except ClientError as error:
+            raise sqs_error(error, "ChangeMessageVisibility") from error
+
+    async def dead_letter(self, record: Mapping[str, Any], reason: str) -> bool:
+        """Move a record that can never succeed to the DLQ now; False when there is no DLQ to move it to."""
+        return (await self._dead_letter(read_record(record), reason)).dead_lettered
+
     # -- internals -------------------------------------------------------------------------------------------
 
     async def _resend(self, envelope: Envelope, delay: int, receipt_handle: str) -> None:
@@ -209,8 +241,8 @@ class QueueConsumer:
         """Move a body that can never be delivered to the DLQ at once (no retries: it would only fail again)."""
         size = len(record.body) if isinstance(record.body, str) else 0
         if not self.queue.dlq_url or not record.receipt_handle or not isinstance(record.body, str) or not size:
-            log.error("malformed queue message %s (%d bytes): %s; no dead-letter queue to move it to, leaving it "
-                      "to the queue's redrive policy", record.transport_message_id, size, reason)
+            log.error("undeliverable queue message %s (%d bytes): %s; no dead-letter queue to move it to, leaving "
+                      "it to the queue's redrive policy", record.transport_message_id, size, reason)
             return Malformed(reason, record.transport_message_id, dead_lettered=False)
         sqs = await self.clients.sqs()
         try:
@@ -223,7 +255,7 @@ class QueueConsumer:
         except ClientError as error:
             raise sqs_error(error, "SendMessage (dead-letter)") from error
         await self._delete(record.receipt_handle)
-        log.error("malformed queue message %s (%d bytes) moved to the dead-letter queue: %s",
+        log.error("undeliverable queue message %s (%d bytes) moved to the dead-letter queue: %s",
                   record.transport_message_id, size, reason)
         return Malformed(reason, record.transport_message_id, dead_lettered=True)
 

@@ -29,16 +29,26 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
+from ..runtime.delivery import (
+    DEAD_LETTERED,
+    DEFERRED_HOPS,
+    DELIVERY_ERRORS,
+    FLOW_DELIVERIES,
+    MALFORMED_MESSAGES,
+    QUEUE_LAG,
+    REFUSED_MESSAGES,
+    RUNS_STARTED,
+    STEP_DELIVERIES,
+    UNKNOWN_WORKFLOW,
+)
 from ..runtime.runtime import Outcome
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awsworld"
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "awsworld"
 TRACING_ENV = "AWSWORLD_TRACING"
 
-# Metric names: the dashboard (infra/monitoring.yaml) and the tests use these exact strings.
-FLOW_DELIVERIES = "FlowDeliveries"
-STEP_DELIVERIES = "StepDeliveries"
-RUNS_STARTED = "RunsStarted"
+# Metric names: the dashboard (infra/monitoring.yaml) and the tests use these exact strings. The delivery path
+# (``awsworld.runtime.delivery``) names what it counts; the rest are counted here from its outcomes.
 RUNS_COMPLETED = "RunsCompleted"
 RUNS_FAILED = "RunsFailed"
 STEPS_INLINE = "StepsInline"
@@ -47,19 +57,14 @@ INLINE_LOOP_ITERATIONS = "InlineLoopIterations"
 STEP_RETRIES = "StepRetries"
 REDELIVERIES = "Redeliveries"
 BUDGET_EXHAUSTED = "BudgetExhausted"
-QUEUE_LAG = "QueueLag"
-DELIVERY_ERRORS = "DeliveryErrors"
-UNKNOWN_WORKFLOW = "UnknownWorkflow"
-MALFORMED_MESSAGES = "MalformedMessages"
-REFUSED_MESSAGES = "RefusedMessages"
-DEFERRED_HOPS = "DeferredHops"
 WEBHOOKS_RESUMED = "WebhooksResumed"
 WEBHOOKS_REJECTED = "WebhooksRejected"
 
 METRIC_NAMES = (
     FLOW_DELIVERIES, STEP_DELIVERIES, RUNS_STARTED, RUNS_COMPLETED, RUNS_FAILED, STEPS_INLINE, STEPS_QUEUED,
     INLINE_LOOP_ITERATIONS, STEP_RETRIES, REDELIVERIES, BUDGET_EXHAUSTED, QUEUE_LAG, DELIVERY_ERRORS,
-    UNKNOWN_WORKFLOW, MALFORMED_MESSAGES, REFUSED_MESSAGES, DEFERRED_HOPS, WEBHOOKS_RESUMED, WEBHOOKS_REJECTED,
+    UNKNOWN_WORKFLOW, MALFORMED_MESSAGES, REFUSED_MESSAGES, DEFERRED_HOPS, DEAD_LETTERED, WEBHOOKS_RESUMED,
+    WEBHOOKS_REJECTED,
 )
 
 

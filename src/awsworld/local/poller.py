@@ -1,6 +1,12 @@
-"""The embedded default's stand-in for the Lambda event source: poll the queue, hand each delivery to the
-same ``Runtime.execute`` the flow handler uses, with a Lambda-like deadline, then acknowledge it or have it
-redelivered."""
+"""The embedded default's stand-in for Lambda's SQS event source mapping.
+
+It receives batches from the queue and hands every record to the same ``DeliveryPath`` the Lambda flow
+handler runs (one copy of the delivery logic: ``awsworld.runtime.delivery``), then does what the event source
+mapping does with the answer: a record reported as failed is left in the queue (the path already set its
+back-off visibility), any other record is deleted. Like a Lambda timeout, a delivery still running when its
+invocation's time is up (the budget plus the margin the runtime keeps for a continuation) is cancelled and
+its record left to come back after the visibility timeout.
+"""
 
 from __future__ import annotations
 
@@ -9,14 +15,13 @@ import contextlib
 import logging
 from typing import Any
 
-from ..aws.deliveries import Deferred, Malformed, Refused
-from ..runtime.runtime import Outcome, Runtime, budget_deadline
-from ..world.queue import DEFAULT_QUEUE_PREFIX, Delivery
+from ..runtime.delivery import DeliveryPath, RecordResult
+from ..runtime.runtime import Runtime, budget_deadline
+from ..world.queue import DEFAULT_QUEUE_PREFIX
 
 log = logging.getLogger("awsworld.local")
 
 LAMBDA_TIMEOUT_SECONDS = 120.0
-RETRY_AFTER_ERROR_SECONDS = 2.0
 
 
 class LocalPoller:
@@ -25,14 +30,15 @@ class LocalPoller:
         self.world = world
         self.runtime = runtime
         self.consumer = world.sqs_queue.consumer(prefix)
+        self.path = DeliveryPath(runtime, self.consumer)
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
         self.deliveries = 0
-        self.outcomes: list[Outcome] = []
-        self.errors: list[BaseException] = []
+        self.results: list[RecordResult] = []
+        self.timed_out = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="awsworld-local-poller")
@@ -40,45 +46,35 @@ class LocalPoller:
     async def _loop(self) -> None:
         while not self._stopping.is_set():
             try:
-                outcomes = await self.consumer.poll(max_messages=10, wait_seconds=1)
+                records = await self.consumer.receive(max_messages=10, wait_seconds=1)
             except Exception as error:  # the emulator is going away, or a transient error: try again shortly
                 if self._stopping.is_set():
                     return
                 log.warning("local poller: receive failed: %s", error)
                 await asyncio.sleep(0.5)
                 continue
-            for outcome in outcomes:
-                if isinstance(outcome, Delivery):
-                    await self._slots.acquire()
-                    task = asyncio.create_task(self._handle(outcome))
-                    self._inflight.add(task)
-                    task.add_done_callback(self._inflight.discard)
-                elif isinstance(outcome, Refused):
-                    await self.consumer.release(outcome)
-                elif isinstance(outcome, Malformed | Deferred):
-                    continue
+            for record in records:
+                await self._slots.acquire()
+                task = asyncio.create_task(self._invoke(record))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
 
-    async def _handle(self, delivery: Delivery) -> None:
+    async def _invoke(self, record: dict[str, Any]) -> None:
+        """One record as one invocation: the path's answer, then delete it unless it failed."""
         try:
             self.deliveries += 1
             deadline = budget_deadline(self.timeout * 1000)
             try:
-                outcome = await self.runtime.execute(delivery.payload, deadline=deadline,
-                                                     message_id=delivery.message_id)
-            except Exception as error:
-                self.errors.append(error)
-                log.warning("local poller: delivery %s failed (%s: %s); redelivering in %ss", delivery.message_id,
-                            type(error).__name__, error, RETRY_AFTER_ERROR_SECONDS)
-                await self.consumer.redeliver_after(delivery, RETRY_AFTER_ERROR_SECONDS)
+                result = await asyncio.wait_for(self.path.handle(record, deadline), timeout=self.timeout)
+            except TimeoutError:
+                self.timed_out += 1
+                log.warning("local poller: a delivery outlived its %ss invocation and was stopped, as Lambda "
+                            "would; its message comes back after the visibility timeout", self.timeout)
                 return
-            self.outcomes.append(outcome)
-            if outcome.ack:
-                await self.consumer.ack(delivery)
-            else:
-                await self.consumer.redeliver_after(delivery, outcome.retry_after or 1.0)
-        except Exception as error:  # acknowledging failed: the message comes back after its visibility timeout
-            self.errors.append(error)
-            log.warning("local poller: could not acknowledge %s: %s", delivery.message_id, error)
+            self.results.append(result)
+            if not result.failed:
+                with contextlib.suppress(Exception):  # already deleted (a redelivery, a hop): as on SQS, harmless
+                    await self.consumer.delete(record)
         finally:
             self._slots.release()
 

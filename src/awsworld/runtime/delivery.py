@@ -1,0 +1,274 @@
+"""The one delivery path: a queue record in, ``Runtime.execute``, and what becomes of the record.
+
+The Lambda flow handler and the local poller both hand every record to ``DeliveryPath.handle`` and only
+differ in what they do with the answer, exactly as Lambda's event source mapping would: a record reported
+as failed stays in the queue (its visibility already shortened to a back-off here) and comes back; any other
+record is deleted by the caller. There is no second copy of this logic anywhere: a drift between two copies
+once stranded runs on Lambda while every test (which ran the other copy) passed.
+
+What ends where:
+
+- A delivery the runtime handles is acknowledged (its idempotency key released) or redelivered after the
+  seconds the runtime asks for. The delivery's message id goes to the runtime, so a redelivered flow re-runs
+  the steps its earlier delivery started and never finished.
+- A record that can never succeed (not one of ours, no run id, a run that does not exist, a run id that is not
+  one) goes to the dead-letter queue on its first receive, with one log line and no payload in it.
+- A workflow or step this deployment does not have is retried with back-off for
+  ``AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS`` (15 minutes: a deploy may still be rolling out), then its run
+  fails with ``UNKNOWN_WORKFLOW``, which ``Run.result()`` raises for the client to see.
+- Anything else (a transient AWS error, a bug) fails this record only: its visibility is shortened to
+  ``AWSWORLD_FAILURE_BACKOFF_SECONDS`` (10 s) doubling per receive up to 10 minutes, so a transient error is
+  retried in seconds, not after the queue's 12-minute visibility timeout.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from ..world.errors import InvalidInputError, RunGoneError, RunNotFoundError
+from ..world.queue import Delivery
+from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
+from .messages import FlowMessage
+from .runtime import Outcome, Runtime
+
+log = logging.getLogger("awsworld.delivery")
+
+BACKOFF_ENV = "AWSWORLD_FAILURE_BACKOFF_SECONDS"
+UNKNOWN_WINDOW_ENV = "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS"
+DEFAULT_BACKOFF_SECONDS = 10.0
+BACKOFF_MAX_SECONDS = 600
+DEFAULT_UNKNOWN_WINDOW_SECONDS = 900.0
+
+# What a delivery can count; the Lambda observer reports these as CloudWatch metrics of the same names.
+FLOW_DELIVERIES = "FlowDeliveries"
+STEP_DELIVERIES = "StepDeliveries"
+RUNS_STARTED = "RunsStarted"
+DELIVERY_ERRORS = "DeliveryErrors"
+UNKNOWN_WORKFLOW = "UnknownWorkflow"
+MALFORMED_MESSAGES = "MalformedMessages"
+REFUSED_MESSAGES = "RefusedMessages"
+DEFERRED_HOPS = "DeferredHops"
+DEAD_LETTERED = "DeadLettered"
+QUEUE_LAG = "QueueLag"
+
+
+class Skipped(Protocol):
+    """A record that carried nothing to run (a long delay's early hop, another prefix's message, a body
+    that is not ours). ``failure`` is why the caller must report it failed, or None when it is handled."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def failure(self) -> str | None: ...
+
+
+class Consumer(Protocol):
+    """The queue transport's consuming side (``awsworld.aws.deliveries.QueueConsumer``)."""
+
+    async def open(self, record: Mapping[str, Any]) -> Delivery | Skipped: ...
+
+    async def ack(self, delivery: Delivery, *, delete_message: bool = True) -> None: ...
+
+    async def redeliver_after(self, delivery: Delivery, seconds: float) -> None: ...
+
+    async def back_off(self, record: Mapping[str, Any], seconds: int) -> None: ...
+
+    async def dead_letter(self, record: Mapping[str, Any], reason: str) -> bool: ...
+
+
+class Observer(Protocol):
+    """Where a delivery's counts, timings and log keys go (Powertools on Lambda; nowhere locally)."""
+
+    def count(self, name: str, value: float = 1) -> None: ...
+
+    def milliseconds(self, name: str, value: float) -> None: ...
+
+    def bind(self, **keys: Any) -> None: ...
+
+    def handled(self, outcome: Outcome) -> None: ...
+
+
+class QuietObserver:
+    """Counts nothing: the local poller's observer (a laptop has no CloudWatch)."""
+
+    def count(self, name: str, value: float = 1) -> None:
+        return None
+
+    def milliseconds(self, name: str, value: float) -> None:
+        return None
+
+    def bind(self, **keys: Any) -> None:
+        return None
+
+    def handled(self, outcome: Outcome) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class RecordResult:
+    """What became of one record. ``failed``: report it to the event source as failed (it stays in the queue
+    and comes back after the back-off already set on it); otherwise the caller deletes it."""
+
+    status: str
+    failed: bool = False
+
+
+class PoisonRecordError(Exception):
+    """A record that no retry can make succeed: it goes to the dead-letter queue on its first receive."""
+
+
+def receive_count(record: Mapping[str, Any]) -> int:
+    attributes = record.get("attributes") or record.get("Attributes") or {}
+    try:
+        return max(1, int(attributes.get("ApproximateReceiveCount", 1)))
+    except (TypeError, ValueError, AttributeError):
+        return 1
+
+
+def backoff_seconds(count: int) -> int:
+    """Visibility for a failed record: the base after the first receive, doubling, at most 10 minutes."""
+    base = float(os.environ.get(BACKOFF_ENV) or DEFAULT_BACKOFF_SECONDS)
+    return int(max(0, min(BACKOFF_MAX_SECONDS, base * 2 ** max(0, min(count - 1, 16)))))
+
+
+def unknown_window_seconds() -> float:
+    return float(os.environ.get(UNKNOWN_WINDOW_ENV) or DEFAULT_UNKNOWN_WINDOW_SECONDS)
+
+
+class DeliveryPath:
+    def __init__(self, runtime: Runtime, consumer: Consumer, observer: Observer | None = None) -> None:
+        self.runtime = runtime
+        self.consumer = consumer
+        self.observer: Observer = observer or QuietObserver()
+
+    async def handle(self, record: Mapping[str, Any], deadline: float) -> RecordResult:
+        """Run one record to its end; never raises for a record's own failure (only ``BaseException`` that is
+        not an ``Exception``, such as a cancellation, gets through)."""
+        try:
+            opened = await self.consumer.open(record)
+            if not isinstance(opened, Delivery):
+                return await self._skipped(record, opened)
+            return await self._deliver(record, opened, deadline)
+        except PoisonRecordError as poison:
+            return await self._dead_letter(record, str(poison))
+        except _UnknownCodeError as unknown:
+            self.observer.count(UNKNOWN_WORKFLOW)
+            log.error("record failed: %s; retried with back-off until a deploy provides it, then its run fails "
+                      "with %s", unknown, UNKNOWN_WORKFLOW_CODE)
+            return await self._failed(record)
+        except Exception as error:
+            self.observer.count(DELIVERY_ERRORS)
+            log.warning("record failed: %s: %s", type(error).__name__, _short(error), exc_info=error)
+            return await self._failed(record)
+
+    # -- outcomes ---------------------------------------------------------------------------------------
+
+    async def _skipped(self, record: Mapping[str, Any], skipped: Skipped) -> RecordResult:
+        self.observer.count({"deferred": DEFERRED_HOPS, "refused": REFUSED_MESSAGES}.get(skipped.kind,
+                                                                                          MALFORMED_MESSAGES))
+        if skipped.failure is None:
+            return RecordResult(skipped.kind)
+        log.warning("record failed: %s", skipped.failure)
+        return await self._failed(record, skipped.kind)
+
+    async def _deliver(self, record: Mapping[str, Any], delivery: Delivery, deadline: float) -> RecordResult:
+        try:
+            message = FlowMessage.from_payload(delivery.payload)
+        except ValueError as error:
+            raise PoisonRecordError(str(error)) from None
+        self.observer.bind(messageId=delivery.message_id, runId=message.run_id, stepId=message.step_id,
+                           workflow=message.workflow_name, attempt=delivery.attempt)
+        self.observer.count(STEP_DELIVERIES if message.step_id else FLOW_DELIVERIES)
+        self.observer.milliseconds(QUEUE_LAG, (datetime.now(UTC) - delivery.created_at).total_seconds() * 1000)
+        if not message.step_id and delivery.attempt == 1 and (delivery.idempotency_key or "").endswith(":start"):
+            self.observer.count(RUNS_STARTED)
+        missing = self._missing_code(message)
+        if missing is not None:
+            return await self._unknown(delivery, message, missing)
+        started = time.monotonic()
+        try:
+            outcome = await self.runtime.execute(delivery.payload, deadline=deadline,
+                                                 message_id=delivery.message_id)
+        except RunNotFoundError as error:
+            raise PoisonRecordError(f"run {message.run_id} does not exist ({_short(error)})") from None
+        except InvalidInputError as error:
+            if error.field in ("runId", "run_id"):
+                raise PoisonRecordError(f"not a run id ({_short(error)})") from None
+            raise
+        self.observer.handled(outcome)
+        if outcome.ack:
+            await self.consumer.ack(delivery, delete_message=False)
+            action = "ack"
+        else:
+            await self.consumer.redeliver_after(delivery, outcome.retry_after or 1.0)
+            action = f"redeliver in {outcome.retry_after}s"
+        log.info("delivery handled", extra={
+            "outcome": outcome.status, "action": action, "iterations": outcome.stats.iterations,
+            "inlineSteps": outcome.stats.inline_steps, "queuedSteps": outcome.stats.queued_steps,
+            "durationMs": round((time.monotonic() - started) * 1000),
+        })
+        return RecordResult(outcome.status)
+
+    def _missing_code(self, message: FlowMessage) -> str | None:
+        registry = self.runtime.registry
+        try:
+            registry.workflow(message.workflow_name)
+            if message.step_id and message.step_name:
+                registry.step(message.step_name)
+        except LookupError as missing:
+            return str(missing).strip("'\"")
+        return None
+
+    async def _unknown(self, delivery: Delivery, message: FlowMessage, missing: str) -> RecordResult:
+        """Back off while a deploy may still bring the code; past the window, fail the run for good."""
+        waited = (datetime.now(UTC) - delivery.created_at).total_seconds()
+        if waited < unknown_window_seconds():
+            raise _UnknownCodeError(missing)
+        self.observer.count(UNKNOWN_WORKFLOW)
+        error = {"name": "UnknownWorkflowError",
+                 "message": f"{missing}; this deployment still lacked it {round(waited)} s after the run's "
+                            f"message was sent (check AWSWORLD_MODULES and the deployed code)"}
+        try:
+            await self.runtime.world.events.create(message.run_id, {
+                "eventType": "run_failed", "eventData": {"error": error, "errorCode": UNKNOWN_WORKFLOW_CODE}})
+        except RunGoneError:
+            pass  # the run ended meanwhile (cancelled, say): nothing left to fail
+        except RunNotFoundError:
+            raise PoisonRecordError(f"run {message.run_id} does not exist") from None
+        log.error("run failed with %s: %s", UNKNOWN_WORKFLOW_CODE, missing)
+        await self.consumer.ack(delivery, delete_message=False)
+        return RecordResult("unknown-workflow-failed")
+
+    async def _failed(self, record: Mapping[str, Any], status: str = "error") -> RecordResult:
+        """Shorten the record's visibility to the back-off (best effort: on error the queue's own visibility
+        timeout applies) and report it failed."""
+        try:
+            await self.consumer.back_off(record, backoff_seconds(receive_count(record)))
+        except Exception as error:
+            log.warning("could not shorten a failed record's visibility: %s", type(error).__name__)
+        return RecordResult(status, failed=True)
+
+    async def _dead_letter(self, record: Mapping[str, Any], reason: str) -> RecordResult:
+        self.observer.count(DEAD_LETTERED)
+        if await self.consumer.dead_letter(record, reason):
+            return RecordResult("dead-lettered")
+        return await self._failed(record, "poison")
+
+
+class _UnknownCodeError(LookupError):
+    """The delivery names a workflow or step that no module of this deployment registered."""
+
+
+def _short(error: BaseException) -> str:
+    """An error's text for a log line, capped (it never carries a payload, but may carry a long id)."""
+    return str(error)[:300]
+
+
+__all__ = ["Consumer", "DeliveryPath", "Observer", "QuietObserver", "RecordResult", "Skipped", "backoff_seconds"]
