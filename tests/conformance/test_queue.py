@@ -16,9 +16,11 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
+from awsworld.aws.dedup import Claim, DedupInDoubtError
 from awsworld.aws.deliveries import Deferred, Outcome, QueueConsumer, Refused
 from awsworld.aws.items import to_ddb
 from awsworld.aws.keys import dedup_key
+from awsworld.aws.reads import get_item
 from awsworld.aws.sqs_queue import SqsQueue
 from awsworld.world import Delivery, InvalidInputError, WorldError
 
@@ -263,10 +265,81 @@ async def test_failed_send_frees_the_key(moto_world: AWSWorld) -> None:
     assert (delivery.message_id, delivery.payload) == (sent, 2), "the failed send left no marker behind"
 
 
-async def _plant_marker(world: AWSWorld, key: str, message_id: str, live_until: float) -> None:
+async def _plant_marker(world: AWSWorld, key: str, message_id: str, live_until: float,
+                        sent: bool | None = None) -> None:
+    """The marker a sender leaves: ``sent=False`` is a claim whose send never happened (a crash after the
+    claim), ``None`` a marker from before markers had a state."""
+    item: dict[str, Any] = {**dedup_key(QUEUE, key), "messageId": message_id, "queueName": QUEUE,
+                            "liveUntil": int(live_until)}
+    if sent is not None:
+        item["sent"] = sent
     ddb = await world.clients.dynamodb()
-    await ddb.put_item(TableName=world.config.table_name, Item=to_ddb(
-        {**dedup_key(QUEUE, key), "messageId": message_id, "queueName": QUEUE, "liveUntil": int(live_until)}))
+    await ddb.put_item(TableName=world.config.table_name, Item=to_ddb(item))
+
+
+async def _marker(world: AWSWorld, key: str) -> dict[str, Any] | None:
+    return await get_item(world.clients, dedup_key(QUEUE, key))
+
+
+async def test_a_sent_message_holds_its_key_for_its_whole_life(moto_world: AWSWorld) -> None:
+    world = moto_world
+    before = time.time()
+    sent = await world.queue(QUEUE, 1, idempotency_key="life", delay_seconds=5)
+    marker = await _marker(world, "life")
+    assert marker is not None and marker["messageId"] == sent and marker["sent"] is True
+    horizon = world.sqs_queue.dedup.horizon
+    assert before + 5 + horizon <= marker["liveUntil"] <= time.time() + 7 + horizon, "confirmed: due + horizon"
+    assert await world.queue(QUEUE, 2, idempotency_key="life") == sent
+    [delivery] = await drain(world.sqs_queue.consumer(PREFIX), 1, timeout=10)
+    await world.sqs_queue.consumer(PREFIX).ack(delivery)
+    assert await _marker(world, "life") is None
+
+
+async def test_a_claim_whose_send_never_happened_blocks_its_key_only_for_its_lease(moto_world: AWSWorld) -> None:
+    """A crash between the claim and the send leaves a pending marker: the next sender is told to retry (never
+    "already queued") while its lease runs, and gets through as soon as it lapses — not days later."""
+    world = moto_world
+    await _plant_marker(world, "crashed", "msg_never_sent", time.time() + 30, sent=False)
+    started = time.monotonic()
+    with pytest.raises(DedupInDoubtError) as doubt:
+        await world.queue(QUEUE, 1, idempotency_key="crashed")
+    assert doubt.value.status == 429 and doubt.value.retry_after is not None and doubt.value.retry_after > 20
+    assert time.monotonic() - started < 5, "the sender waits briefly, not for the whole lease"
+    [result] = await world.queue_batch(QUEUE, [{"payload": 1, "idempotencyKey": "crashed"}])
+    assert result.retryable and not result.ok, "a batch entry says the same, per entry"
+
+    await _plant_marker(world, "lapsing", "msg_never_sent", time.time() + 1, sent=False)
+    fresh = await world.queue(QUEUE, 2, idempotency_key="lapsing")
+    assert fresh != "msg_never_sent", "once the lease lapses the key is free again"
+    [delivery] = await drain(world.sqs_queue.consumer(PREFIX), 1)
+    assert (delivery.message_id, delivery.payload) == (fresh, 2)
+    await _plant_marker(world, "crashed", "gone", time.time() - 1, sent=False)  # leave the key free
+
+
+async def test_a_pending_claim_that_gets_confirmed_answers_its_message_id(moto_world: AWSWorld) -> None:
+    """Another sender mid-send: the second one waits for the confirmation and sends nothing."""
+    world = moto_world
+    await _plant_marker(world, "midsend", "msg_other", time.time() + 30, sent=False)
+
+    async def confirm_soon() -> None:
+        await asyncio.sleep(0.3)
+        await _plant_marker(world, "midsend", "msg_other", time.time() + 3600, sent=True)
+
+    answer, _ = await asyncio.gather(world.queue(QUEUE, 1, idempotency_key="midsend"), confirm_soon())
+    assert answer == "msg_other"
+    assert await world.sqs_queue.consumer(PREFIX).poll(10, 0) == []
+
+
+async def test_a_delivery_acknowledged_before_the_confirmation_frees_its_key(moto_world: AWSWorld) -> None:
+    """The consumer may release the key before the sender confirms: the late confirmation must not bring
+    the marker back (it would block the key for days)."""
+    world = moto_world
+    queue = world.sqs_queue
+    claim = Claim(QUEUE, "fast", "msg_fast", time.time())
+    assert await queue.dedup.claim(claim) is None
+    await queue.dedup.release(QUEUE, "fast", "msg_fast")
+    await queue.dedup.confirm([claim])
+    assert await _marker(world, "fast") is None
 
 
 async def test_marker_orphaned_by_a_crash_is_free_after_its_horizon(moto_world: AWSWorld) -> None:

@@ -220,7 +220,7 @@ async def test_malformed_bodies_go_to_the_dlq_with_a_clear_log_line(
         [outcome] = await consumer.poll(10, 1)
     assert isinstance(outcome, Malformed) and outcome.dead_lettered
     [line] = [r for r in caplog.records if r.name == "awsworld.queue"]
-    assert "malformed" in line.getMessage() and outcome.reason in line.getMessage()
+    assert "undeliverable" in line.getMessage() and outcome.reason in line.getMessage()
     assert SECRET not in line.getMessage(), "no payloads in logs"
 
     assert await consumer.receive(10, 0, visibility_timeout=0) == [], "deleted from the queue: no crash loop"

@@ -1,20 +1,32 @@
 """Idempotency-key dedup for the queue: a ``DEDUP#<queue>#<key>`` marker item holding the message id.
 
-A send with a key first claims the marker with a conditional put; a second send while the first message is
-still queued or in flight finds the marker and returns the original message id instead of sending. The
-consumer deletes the marker when it acknowledges the delivery, so the key is free again afterwards.
+A keyed send is claim, send, confirm:
+
+1. **Claim** the marker with a conditional put, as *pending* for a short lease (``AWSWORLD_DEDUP_LEASE_SECONDS``,
+   30 s): the sender holds the key while it sends.
+2. **Send** the message. A send that fails releases the key at once.
+3. **Confirm**: the marker becomes *sent* and lives as long as its message can (its due time plus the queue's
+   retention and visibility timeout); the consumer deletes it when it acknowledges the delivery, so the key is
+   free again afterwards.
+
+A second send with the key finds the marker. A *sent* marker answers with the original message id (nothing
+is sent). A *pending* one is another sender mid-send, or one that crashed between claim and send: the second
+sender waits briefly for it to be confirmed and, if it is not, is told to retry (``DedupInDoubtError``, a
+retryable 429) rather than being told "already queued" when perhaps nothing was. Once the lease lapses the
+claim's condition treats the marker as free. So a crash at any point of a keyed send blocks the key for at
+most the lease, never the days a message can live; a crash between send and confirm can at worst let a
+later send through twice, which the runtime's fenced storage writes make harmless (at-least-once).
 
 Neither SQS FIFO dedup nor TTL expiry is relied on (moto implements neither faithfully, and TTL deletes
-whenever it likes). Instead each marker carries ``liveUntil``: the latest moment its message can still exist
-(its due time plus the queue's retention and visibility timeout). A marker past that was orphaned by a crash
-between the claim and the send, or between the acknowledgement and the delete, and the claim's condition
-treats it as free. ``expiresAt`` (TTL) is set a day later, only to keep the table tidy.
+whenever it likes): ``liveUntil`` in the claim's condition decides. ``expiresAt`` (TTL) is set a day later,
+only to keep the table tidy. A marker written before markers had a state counts as sent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -34,7 +46,29 @@ from .transactions import TransientStoreError, TxCancelled, TxOp, transact
 MAX_TRANSACTION_ITEMS = 100
 MAX_ATTEMPTS = 30
 TTL_SLACK_SECONDS = 24 * 3600
+LEASE_ENV = "AWSWORLD_DEDUP_LEASE_SECONDS"
+DEFAULT_LEASE_SECONDS = 30
+SETTLE_SECONDS = 2.0
+"""How long a second sender waits for a pending marker to be confirmed before answering "in doubt"."""
 _CLAIM_CONDITION = "attribute_not_exists(pk) OR #liveUntil < :now"
+_CONFIRM_PARALLELISM = 16
+
+
+class DedupInDoubtError(ThrottledError):
+    """Another sender claimed the key and has not confirmed its send: retry once its lease lapses."""
+
+
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a key: the message id, and whether its send is confirmed."""
+
+    message_id: str
+    sent: bool
+    live_until: int
+
+    @classmethod
+    def of(cls, item: dict[str, Any]) -> Holder:
+        return cls(str(item["messageId"]), bool(item.get("sent", True)), int(item.get("liveUntil", 0)))
 
 
 @dataclass(frozen=True)
@@ -57,22 +91,57 @@ async def _backoff(attempt: int) -> None:
 class DedupMarkers:
     def __init__(self, clients: AWSClients, *, retention_seconds: int = QUEUE_RETENTION_SECONDS,
                  visibility_seconds: int = QUEUE_VISIBILITY_TIMEOUT_SECONDS,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, lease_seconds: float | None = None) -> None:
         self.clients = clients
         self.horizon = retention_seconds + visibility_seconds
         self.clock = clock
+        configured = lease_seconds if lease_seconds is not None else os.environ.get(LEASE_ENV)
+        self.lease = max(1, int(float(configured))) if configured else DEFAULT_LEASE_SECONDS
 
     def live_until(self, due_epoch: float) -> int:
         return math.ceil(due_epoch + self.horizon)
 
     def _item(self, claim: Claim) -> dict[str, Any]:
-        live_until = self.live_until(claim.due_epoch)
+        lease_until = math.ceil(self.clock() + self.lease)
         return {**dedup_key(claim.queue_name, claim.key), "messageId": claim.message_id,
-                "queueName": claim.queue_name, "createdAt": now_iso(), "liveUntil": live_until,
-                TTL_ATTRIBUTE: live_until + TTL_SLACK_SECONDS}
+                "queueName": claim.queue_name, "createdAt": now_iso(), "sent": False, "liveUntil": lease_until,
+                TTL_ATTRIBUTE: self.live_until(claim.due_epoch) + TTL_SLACK_SECONDS}
 
     async def claim(self, claim: Claim) -> str | None:
-        """Claim the key for ``claim.message_id``: None when claimed, else the id of the message holding it."""
+        """Claim the key for ``claim.message_id``: None when claimed, else the id of the message holding it
+        (after waiting briefly for a pending holder; ``DedupInDoubtError`` if it stays pending)."""
+        holder = await self._claim_once(claim)
+        return None if holder is None else await self.settle(claim, holder)
+
+    async def settle(self, claim: Claim, holder: Holder) -> str | None:
+        """A key held by another message: its id once its send is confirmed; None when it turns out free and
+        this claim takes it; ``DedupInDoubtError`` while it stays pending past ``SETTLE_SECONDS``."""
+        waited = 0.0
+        attempt = 0
+        while True:
+            if holder.message_id == claim.message_id:
+                return None
+            if holder.sent:
+                return holder.message_id
+            if waited >= SETTLE_SECONDS:
+                raise DedupInDoubtError(
+                    f"idempotency key {claim.key[:80]!r} is claimed by message {holder.message_id}, whose send is "
+                    "not confirmed; retry once its lease lapses",
+                    retry_after=max(1.0, holder.live_until - self.clock()))
+            pause = min(0.25, 0.01 * 2 ** attempt)
+            await asyncio.sleep(pause)
+            waited += pause
+            attempt += 1
+            item = await get_item(self.clients, dedup_key(claim.queue_name, claim.key))
+            if item is None or int(item.get("liveUntil", 0)) < int(self.clock()):
+                taken = await self._claim_once(claim)
+                if taken is None:
+                    return None
+                holder = taken
+            else:
+                holder = Holder.of(item)
+
+    async def _claim_once(self, claim: Claim) -> Holder | None:
         ddb = await self.clients.dynamodb()
         for attempt in range(MAX_ATTEMPTS):
             try:
@@ -90,7 +159,7 @@ class DedupMarkers:
                         self.clients, dedup_key(claim.queue_name, claim.key))
                     if holder is None:  # released between our put and our read: try again
                         continue
-                    return None if holder["messageId"] == claim.message_id else str(holder["messageId"])
+                    return Holder.of(holder)
                 if code in ("ThrottlingException", "ProvisionedThroughputExceededException",
                             "TransactionConflictException"):
                     await _backoff(attempt)
@@ -98,24 +167,34 @@ class DedupMarkers:
                 raise
         raise ThrottledError("could not claim the idempotency key: DynamoDB kept throttling")
 
-    async def claim_many(self, claims: Sequence[Claim]) -> list[str | None]:
-        """``claim`` for many distinct keys, up to 100 per TransactWriteItems, transactions in parallel.
+    async def claim_many(self, claims: Sequence[Claim]) -> list[str | BaseException | None]:
+        """``claim`` for many distinct keys, up to 100 per TransactWriteItems, transactions in parallel: per
+        claim None (claimed), the holder's message id, or the error (``DedupInDoubtError``) for that key.
 
         A transaction is all-or-nothing, so when some keys are taken its cancellation reasons (with the
         holders' items) say which; the rest are claimed again without them.
         """
-        results: list[str | None] = [None] * len(claims)
+        results: list[str | BaseException | None] = [None] * len(claims)
+        holders: dict[int, Holder] = {}
         chunks = [list(range(i, min(i + MAX_TRANSACTION_ITEMS, len(claims))))
                   for i in range(0, len(claims), MAX_TRANSACTION_ITEMS)]
-        await asyncio.gather(*(self._claim_chunk(claims, chunk, results) for chunk in chunks))
+        await asyncio.gather(*(self._claim_chunk(claims, chunk, holders) for chunk in chunks))
+        settled = await asyncio.gather(*(self.settle(claims[i], h) for i, h in holders.items()),
+                                       return_exceptions=True)
+        for index, outcome in zip(holders, settled, strict=True):
+            if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
+                raise outcome
+            results[index] = outcome
         return results
 
-    async def _claim_chunk(self, claims: Sequence[Claim], pending: list[int], results: list[str | None]) -> None:
+    async def _claim_chunk(self, claims: Sequence[Claim], pending: list[int], holders: dict[int, Holder]) -> None:
         for attempt in range(MAX_ATTEMPTS):
             if not pending:
                 return
             if len(pending) == 1:
-                results[pending[0]] = await self.claim(claims[pending[0]])
+                holder = await self._claim_once(claims[pending[0]])
+                if holder is not None:
+                    holders[pending[0]] = holder
                 return
             ops = []
             for index in pending:
@@ -132,15 +211,29 @@ class DedupMarkers:
                     if reason.code != "ConditionalCheckFailed":
                         still.append(index)
                     elif reason.item is None:  # this emulator gave no item: ask the key on its own
-                        results[index] = await self.claim(claims[index])
-                    elif reason.item["messageId"] != claims[index].message_id:
-                        results[index] = str(reason.item["messageId"])
+                        holder = await self._claim_once(claims[index])
+                        if holder is not None:
+                            holders[index] = holder
+                    else:
+                        holders[index] = Holder.of(reason.item)
                 pending = still
                 if cancelled.conflict:
                     await _backoff(attempt)
             except TransientStoreError:
                 await _backoff(attempt)
         raise ThrottledError("could not claim idempotency keys: DynamoDB kept cancelling the transaction")
+
+    async def confirm(self, claims: Sequence[Claim]) -> None:
+        """The messages were sent: their markers now live as long as the messages can. A marker already
+        released (the message was delivered and acknowledged first) or taken over stays as it is."""
+        gate = asyncio.Semaphore(_CONFIRM_PARALLELISM)
+
+        async def one(claim: Claim) -> None:
+            async with gate:
+                await self._set_live(claim.queue_name, claim.key, claim.message_id, self.live_until(claim.due_epoch),
+                                     only_if_longer=False)
+
+        await asyncio.gather(*(one(c) for c in claims))
 
     async def release(self, queue_name: str, key: str, message_id: str) -> None:
         """Free the key, but only if ``message_id`` still holds it (a later message may have taken it over)."""
@@ -157,17 +250,22 @@ class DedupMarkers:
 
     async def extend(self, queue_name: str, key: str, message_id: str, due_epoch: float) -> None:
         """Keep the marker live past a re-send's new due time (a redelivery pushes the message's life out)."""
-        live_until = self.live_until(due_epoch)
+        await self._set_live(queue_name, key, message_id, self.live_until(due_epoch), only_if_longer=True)
+
+    async def _set_live(self, queue_name: str, key: str, message_id: str, live_until: int, *,
+                        only_if_longer: bool) -> None:
+        condition = "#messageId = :id" + (" AND #liveUntil < :live" if only_if_longer else "")
         ddb = await self.clients.dynamodb()
         try:
             await ddb.update_item(
                 TableName=self.clients.config.table_name, Key=to_ddb(dedup_key(queue_name, key)),
-                UpdateExpression="SET #liveUntil = :live, #ttl = :ttl",
-                ConditionExpression="#messageId = :id AND #liveUntil < :live",
+                UpdateExpression="SET #liveUntil = :live, #ttl = :ttl, #sent = :sent",
+                ConditionExpression=condition,
                 ExpressionAttributeNames={"#messageId": "messageId", "#liveUntil": "liveUntil",
-                                          "#ttl": TTL_ATTRIBUTE},
+                                          "#ttl": TTL_ATTRIBUTE, "#sent": "sent"},
                 ExpressionAttributeValues={":id": to_ddb_value(message_id), ":live": to_ddb_value(live_until),
-                                           ":ttl": to_ddb_value(live_until + TTL_SLACK_SECONDS)},
+                                           ":ttl": to_ddb_value(live_until + TTL_SLACK_SECONDS),
+                                           ":sent": to_ddb_value(True)},
                 ReturnConsumedCapacity="TOTAL",
             )
         except ClientError as error:

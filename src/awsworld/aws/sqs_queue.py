@@ -72,6 +72,7 @@ class SqsQueue:
         inline_body_limit: int = INLINE_BODY_LIMIT,
         max_parallel_sends: int = 16,
         clock: Callable[[], float] = time.time,
+        dedup_lease_seconds: float | None = None,
     ) -> None:
         if not 1 <= max_hop_seconds <= MAX_SQS_DELAY_SECONDS:
             raise ValueError(f"max_hop_seconds must be between 1 and {MAX_SQS_DELAY_SECONDS}")
@@ -81,7 +82,8 @@ class SqsQueue:
         self.max_hop_seconds = max_hop_seconds
         self.clock = clock
         self.dedup = DedupMarkers(clients, retention_seconds=retention_seconds,
-                                  visibility_seconds=visibility_seconds, clock=clock)
+                                  visibility_seconds=visibility_seconds, clock=clock,
+                                  lease_seconds=dedup_lease_seconds)
         self.payloads = QueuePayloads(clients, inline_limit=inline_body_limit)
         self._sends = asyncio.Semaphore(max_parallel_sends)
 
@@ -110,6 +112,8 @@ class SqsQueue:
             if key is not None:
                 await asyncio.shield(self.dedup.release(queue_name, key, entry.envelope.message_id))
             raise
+        if key is not None:
+            await self.dedup.confirm([self._claim(entry)])
         return entry.envelope.message_id
 
     async def queue_batch(self, queue_name: str,
@@ -138,6 +142,10 @@ class SqsQueue:
         await asyncio.gather(*(self._fit(entry, results) for entry in to_send))
         to_send = [e for e in to_send if results[e.index] is None]
         await self._send_batches(to_send, results)
+        sent = [e for e in to_send if e.envelope.idempotency_key is not None and results[e.index] is not None
+                and results[e.index].ok]  # type: ignore[union-attr]
+        if sent:
+            await self.dedup.confirm([self._claim(e) for e in sent])
         for entry in entries:
             if entry.leader is not None:
                 results[entry.index] = results[entry.leader]
@@ -201,7 +209,11 @@ class SqsQueue:
             return
         holders = await self.dedup.claim_many([self._claim(e) for e in keyed])
         for entry, holder in zip(keyed, holders, strict=True):
-            if holder is not None:
+            if isinstance(holder, WorldError):
+                results[entry.index] = QueueBatchResult(error=holder.message, retryable=True)
+            elif isinstance(holder, BaseException):
+                raise holder
+            elif holder is not None:
                 results[entry.index] = QueueBatchResult(message_id=holder)
 
     async def _fit(self, entry: _Entry, results: list[QueueBatchResult | None]) -> None:
