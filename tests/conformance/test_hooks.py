@@ -235,6 +235,19 @@ async def test_hook_received_on_a_terminal_run_is_gone(world: AWSWorld) -> None:
     assert await table_items(world) == before
 
 
+async def test_a_token_that_cannot_be_a_key_is_invalid_input_and_claims_nothing(world: AWSWorld) -> None:
+    """1,024 characters is the limit, but DynamoDB keys are bytes: 700 euro signs are 2,100 bytes of UTF-8."""
+    run_id = await new_run(world, start=True)
+    before = await table_items(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, hook_created("h1", "€" * 700))
+    assert raised.value.field == "eventData.token"
+    assert await table_items(world) == before
+    longest = "t" * 1024
+    await world.events.create(run_id, hook_created("h2", longest))
+    assert (await world.hooks.get_by_token(longest)).hook_id == "h2"
+
+
 # ---------------------------------------------------------------- hook_received with a resume id
 
 

@@ -1,5 +1,6 @@
 """``handlers/webhook.py`` invoked with Lambda Function URL events (payload format 2.0), one per status: 202
-(the run receives the request), 404, 405, 400, 413 and 410."""
+(the run receives the request), 404, 405, 400, 413, 410 and 503; a retry after any failure is recorded once
+(idempotency headers, or a digest of the request); malformed events and impossible tokens."""
 
 from __future__ import annotations
 
@@ -9,11 +10,20 @@ import json
 import secrets
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
+import pytest
+from botocore.exceptions import ClientError
+
+from awsworld.aws import AWSWorld
+from awsworld.lambda_.container import Container, default_container
+from awsworld.lambda_.webhook import WebhookRequest, parse
 from awsworld.local import LocalAWS
+from awsworld.runtime import serde
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
 from . import app
@@ -166,3 +176,190 @@ async def test_a_webhook_of_a_finished_run_is_gone(local: LocalAWS, handlers: Ha
     await events.create(run_id, {"eventType": "run_completed", "eventData": {"output": None}})
     status, body = await call(handlers, url_event("POST", f"/webhooks/{token}", "{}"))
     assert (status, body["status"]) == (410, "gone")
+
+
+# ------------------------------------------------------------------------------------------ exactly once
+
+
+def container_world() -> AWSWorld:
+    """The World the webhook handler's container uses (the handlers' default container, a cold start per
+    module): failures are injected into its clients, and its request counts are what the function did."""
+    return default_container().world
+
+
+async def container_client(container: Container, service: str) -> Any:
+    """The container's client for ``service``, opened on the container's loop (its clients live there)."""
+    return await asyncio.to_thread(container.run, container.world.clients.get(service))
+
+
+@contextmanager
+def failing_once(client: Any, operation: str, code: str = "ServiceUnavailable") -> Iterator[list[str]]:
+    """The next ``operation`` call of ``client`` fails with ``code`` as AWS would answer it; later calls pass.
+    Yields the list of operations failed (empty if the call never came)."""
+    failed: list[str] = []
+
+    def fail(**_: Any) -> None:
+        if not failed:
+            failed.append(operation)
+            raise ClientError({"Error": {"Code": code, "Message": "injected by the test"}}, operation)
+
+    event = f"before-call.{client.meta.service_model.service_id.hyphenize()}.{operation}"
+    client.meta.events.register(event, fail)
+    try:
+        yield failed
+    finally:
+        client.meta.events.unregister(event, fail)
+
+
+async def received(local: LocalAWS, run_id: str) -> list[Any]:
+    return [e for e in (await local.world.events.list(run_id)).data if e.event_type == "hook_received"]
+
+
+async def test_a_failed_wake_answers_503_and_the_retry_is_recorded_once(
+        local: LocalAWS, esm: Any, handlers: Handlers) -> None:
+    assert local.client is not None
+    run = await local.client.start(app.webhook_twice)
+    hook = await wait_for_hook(local, esm, run)
+    first = url_event("POST", f"/webhooks/{hook.token}", '{"n": 1}', headers={"Idempotency-Key": "order-17-paid"})
+
+    sqs = await container_client(default_container(), "sqs")
+    with failing_once(sqs, "SendMessage") as failed:
+        status, body = await call(handlers, first)
+    assert failed == ["SendMessage"], "the wake was the call that failed"
+    assert (status, body["status"]) == (503, "throttled")
+    (recorded,) = await received(local, run.run_id)  # recorded before the wake failed
+    assert recorded.event_data["resumeId"] == "order-17-paid"
+    assert await esm.receive(wait_seconds=0) == [], "no wake reached the queue"
+
+    status, body = await call(handlers, first)  # the sender retries the same request
+    assert (status, body["status"]) == (202, "already-received")
+    assert [e.event_id for e in await received(local, run.run_id)] == [recorded.event_id], "recorded once"
+    status, body = await call(handlers, first)  # and again, while the retry's wake is still queued
+    assert (status, body["status"]) == (202, "already-received")
+    wakes = await esm.receive(wait_seconds=1, max_messages=10)
+    assert [run.run_id in m["Body"] for m in wakes] == [True], "the repeats' wakes are one message"
+    await esm.invoke(wakes)  # the flow handler takes the payload in
+    assert await run.status() == "running"
+
+    second = url_event("POST", f"/webhooks/{hook.token}", '{"n": 2}', headers={"webhook-id": "msg_2"})
+    assert (await call(handlers, second))[0] == 202
+    await esm.run_until(terminal(run))
+    first_payload, second_payload = await run.result(timeout=1)
+    assert (first_payload["body"], second_payload["body"]) == ('{"n": 1}', '{"n": 2}')
+    assert len(await received(local, run.run_id)) == 2
+
+
+async def test_a_retry_after_the_answer_was_lost_wakes_the_run_without_recording_again(
+        local: LocalAWS, esm: Any, handlers: Handlers) -> None:
+    """The function recorded the payload and died before waking the run (a timeout): the retry finds the
+    record, answers 202 and wakes the run, which completes through the flow handler."""
+    assert local.client is not None
+    run = await local.client.start(app.webhook_twice)
+    hook = await wait_for_hook(local, esm, run)
+    request = url_event("POST", f"/webhooks/{hook.token}", "a", headers={"x-github-delivery": "gh-1"})
+    payload = {"method": "POST", "headers": {k.lower(): v for k, v in request["headers"].items()}, "body": "a",
+               "query": {}}
+    await local.world.events.create(run.run_id, {"eventType": "hook_received", "correlationId": hook.hook_id,
+                                                 "eventData": {"payload": serde.dumps(payload), "resumeId": "gh-1"}})
+    assert await esm.receive(wait_seconds=0) == []
+    status, body = await call(handlers, request)
+    assert (status, body["status"]) == (202, "already-received")
+    assert (await call(handlers, url_event("POST", f"/webhooks/{hook.token}", "b")))[0] == 202
+    await esm.run_until(terminal(run))
+    assert [p["body"] for p in await run.result(timeout=1)] == ["a", "b"]
+    assert len(await received(local, run.run_id)) == 2
+
+
+async def test_without_a_key_identical_requests_count_once_and_different_keys_count_twice(
+        local: LocalAWS, esm: Any, handlers: Handlers) -> None:
+    assert local.client is not None
+    run = await local.client.start(app.webhook_twice)
+    hook = await wait_for_hook(local, esm, run)
+    bare = url_event("POST", f"/webhooks/{hook.token}", "same", query={"a": "1"})
+    assert (await call(handlers, bare))[1]["status"] == "accepted"
+    again = url_event("POST", f"/webhooks/{hook.token}", "same", query={"a": "1"})  # byte-identical, new request id
+    assert (await call(handlers, again))[1]["status"] == "already-received", "the digest of the request repeats"
+    (digest,) = await received(local, run.run_id)
+    assert digest.event_data["resumeId"].startswith("sha256:") and len(digest.event_data["resumeId"]) == 71
+    variants = [url_event("POST", f"/webhooks/{hook.token}", "same", query={"a": "2"}),
+                url_event("PUT", f"/webhooks/{hook.token}", "same", query={"a": "1"}),
+                url_event("POST", f"/webhooks/{hook.token}", "same", query={"a": "1"}, content_type="text/plain"),
+                url_event("POST", f"/webhooks/{hook.token}", b"same", query={"a": "1"},
+                          content_type="application/octet-stream")]
+    digests = {resume_id(e) for e in [bare, again, *variants]}
+    assert len(digests) == 1 + len(variants), "only a byte-identical request repeats the digest"
+    assert (await call(handlers, variants[0]))[1]["status"] == "accepted"
+    await esm.run_until(terminal(run))
+    assert [(p["body"], p["query"]) for p in await run.result(timeout=1)] == [("same", {"a": "1"}),
+                                                                              ("same", {"a": "2"})]
+
+    keyed = await local.client.start(app.webhook_twice)
+    keyed_hook = await wait_for_hook(local, esm, keyed)
+    for key in ("key-1", "key-2"):
+        event = url_event("POST", f"/webhooks/{keyed_hook.token}", "same", headers={"Idempotency-Key": key})
+        assert (await call(handlers, event))[1]["status"] == "accepted"
+    await esm.run_until(terminal(keyed))
+    assert [p["body"] for p in await keyed.result(timeout=1)] == ["same", "same"]
+    assert [e.event_data["resumeId"] for e in await received(local, keyed.run_id)] == ["key-1", "key-2"]
+
+
+def resume_id(event: dict[str, Any]) -> str:
+    request = parse(event)
+    assert isinstance(request, WebhookRequest)
+    return request.resume_id()[1]
+
+
+# ------------------------------------------------------------------------------------------ hardening
+
+
+def dynamodb_requests() -> int:
+    return container_world().clients.stats.total("dynamodb")
+
+
+@pytest.mark.parametrize("token", ["a" * 1025, "f" * 2043, "€" * 700, "%E2%82%AC" * 700],
+                         ids=["over-creation-limit", "over-key-limit", "multibyte-over-key-bytes",
+                              "percent-encoded-multibyte"])
+async def test_a_token_no_hook_can_hold_is_404_without_a_dynamodb_request(handlers: Handlers, token: str) -> None:
+    await call(handlers, url_event("POST", f"/webhooks/{secrets.token_hex(32)}", "{}"))  # the container is warm
+    before = dynamodb_requests()
+    status, body = await call(handlers, url_event("POST", f"/webhooks/{token}", "{}"))
+    assert (status, body["status"]) == (404, "not-found")
+    assert dynamodb_requests() == before
+
+
+def _malformed(change: Any) -> dict[str, Any]:
+    event = url_event("POST", f"/webhooks/{secrets.token_hex(32)}", "{}")
+    change(event)
+    return event
+
+
+MALFORMED = {
+    "headers-a-list": lambda e: e.update(headers=[["content-type", "text/plain"]]),
+    "headers-a-string": lambda e: e.update(headers="content-type: text/plain"),
+    "header-value-a-number": lambda e: e["headers"].update({"x-n": 1}),
+    "query-a-list": lambda e: e.update(queryStringParameters=["a=1"]),
+    "query-value-an-object": lambda e: e.update(queryStringParameters={"a": {"b": 1}}),
+    "body-an-object": lambda e: e.update(body={"a": 1}),
+    "body-a-number": lambda e: e.update(body=17),
+    "base64-body-not-a-string": lambda e: e.update(body=["aGk="], isBase64Encoded=True),
+    "base64-body-not-base64": lambda e: e.update(body="not base64!", isBase64Encoded=True),
+    "base64-flag-not-a-boolean": lambda e: e.update(isBase64Encoded="yes"),
+    "body-not-utf8": lambda e: e.update(body="x\udc80y"),
+    "request-context-a-list": lambda e: e.update(requestContext=["http"]),
+    "http-a-string": lambda e: e["requestContext"].update(http="POST"),
+    "method-a-number": lambda e: e["requestContext"]["http"].update(method=1),
+    "raw-path-a-number": lambda e: e.update(rawPath=17),
+    "raw-path-not-utf8": lambda e: e.update(rawPath="/webhooks/x\ud800y"),
+}
+
+
+@pytest.mark.parametrize("change", MALFORMED.values(), ids=MALFORMED.keys())
+async def test_a_malformed_function_url_event_is_400(handlers: Handlers, change: Any) -> None:
+    status, body = await call(handlers, _malformed(change))
+    assert (status, body["status"]) == (400, "bad-request")
+
+
+@pytest.mark.parametrize("event", [None, [], "GET /webhooks/x", 17], ids=["none", "list", "string", "number"])
+async def test_an_event_that_is_not_an_object_is_refused_without_raising(handlers: Handlers, event: Any) -> None:
+    status, _ = await call(handlers, event)
+    assert status in (400, 404)

@@ -26,7 +26,18 @@ from ..world.errors import (
 from ..world.events import CreateEventRequest, EventResult
 from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
 from .items import Item
-from .keys import hook_key, hook_pointer_key, resume_marker_key, run_key, step_key, token_key, wait_key
+from .keys import (
+    MAX_PARTITION_KEY_BYTES,
+    TOKEN_PREFIX,
+    hook_key,
+    hook_pointer_key,
+    resume_marker_key,
+    run_key,
+    step_key,
+    token_key,
+    token_key_fits,
+    wait_key,
+)
 from .plan import Plan, PlannedEvent, RunChange, split_payload
 from .resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 from .transactions import TxOp, put
@@ -291,6 +302,9 @@ def _hook_created(req: CreateEventRequest, state: State) -> Plan:
     hook_id = req.correlation_id or ""
     retention = data.token_retention_until  # type: ignore[attr-defined]
     retention_iso = retention.astimezone(UTC).isoformat(timespec="microseconds") if retention else None
+    if not token_key_fits(data.token):  # type: ignore[attr-defined]
+        raise InvalidInputError(f"token must fit a key: at most {MAX_PARTITION_KEY_BYTES - len(TOKEN_PREFIX)} "
+                                "bytes of UTF-8", field="eventData.token")
     if retention and retention - datetime.fromisoformat(state.now) > MAX_TOKEN_RETENTION:
         raise InvalidInputError("tokenRetentionUntil may be at most 30 days ahead",
                                 field="eventData.tokenRetentionUntil")

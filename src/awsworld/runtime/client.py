@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.entities import Run as RunView
-from ..world.errors import RunGoneError
-from ..world.events import Event
+from ..world.errors import HookAlreadyReceivedError, RunGoneError
+from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.pages import collect_pages
 from . import serde
 from .errors import WorkflowRunCancelledError, WorkflowRunFailedError
@@ -94,23 +96,50 @@ class Client:
         name = None if workflow is None else (workflow if isinstance(workflow, str) else workflow_name(workflow))
         return await self.world.runs.list(workflow_name=name, status=status, limit=limit, cursor=cursor)
 
-    async def resume_hook(self, token: str, payload: Any) -> Event:
-        """Deliver ``payload`` to the hook holding ``token`` and wake its run."""
+    async def resume_hook(self, token: str, payload: Any, *, idempotency_key: str | None = None) -> Event:
+        """Deliver ``payload`` to the hook holding ``token`` and wake its run; return the hook_received event.
+
+        With ``idempotency_key`` (the webhook route passes the request's), a repeat of the key on this hook
+        records nothing: it returns the event the first call recorded and wakes the run again, because the
+        first call may have recorded the payload and then failed to wake it (that call raised, so its caller
+        retries). The wake's own queue key is derived from the idempotency key, so the repeat's wake is
+        dropped while the first one's message is still queued. A repeat is recognised even after the run has
+        ended (then nothing is woken); a new key on an ended run raises ``RunGoneError`` as usual. Keys longer
+        than ``MAX_RESUME_ID_LENGTH`` are replaced by their SHA-256. ``resume_hook_outcome`` also says
+        whether this call was the one that recorded the payload.
+        """
+        return (await self.resume_hook_outcome(token, payload, idempotency_key=idempotency_key)).event
+
+    async def resume_hook_outcome(self, token: str, payload: Any, *,
+                                  idempotency_key: str | None = None) -> HookResumed:
+        """``resume_hook``, telling a first delivery from a repeat of its idempotency key."""
         hook = await self.world.hooks.get_by_token(token, resolve_data="none")
         run = await self.world.runs.get(hook.run_id, resolve_data="none")
-        if run.status in TERMINAL_RUN_STATUSES:
+        ended = run.status in TERMINAL_RUN_STATUSES
+        if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
             raise RunGoneError(f"run {run.run_id} is {run.status}: its hooks take no more payloads")
         try:
             encoded = serde.dumps(payload)
         except serde.SerializationError as error:
             raise TypeError(f"the hook payload cannot be serialized: {error}") from None
-        result = await self.world.events.create(hook.run_id, {"eventType": "hook_received",
-                                                              "correlationId": hook.hook_id,
-                                                              "eventData": {"payload": encoded}},
-                                                resolve_data="none")
-        assert result.event is not None
-        await self._wake(hook.run_id, run.workflow_name, f"hook:{result.event.event_id}")
-        return result.event
+        data: dict[str, Any] = {"payload": encoded}
+        resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
+        if resume_id is not None:
+            data["resumeId"] = resume_id
+        try:
+            result = await self.world.events.create(hook.run_id, {"eventType": "hook_received",
+                                                                  "correlationId": hook.hook_id,
+                                                                  "eventData": data}, resolve_data="none")
+            event, recorded = result.event, True
+        except HookAlreadyReceivedError as repeat:
+            if repeat.event is None:  # a World that cannot read the first event back: the caller decides
+                raise
+            event, recorded = repeat.event, False
+        assert event is not None
+        if not ended:
+            reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
+            await self._wake(hook.run_id, run.workflow_name, reason)
+        return HookResumed(event, recorded)
 
     async def cancel(self, run_id: str) -> None:
         run = await self.world.runs.get(run_id, resolve_data="none")
@@ -121,3 +150,20 @@ class Client:
         await self.world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
                                idempotency_key=f"{run_id}:{reason}")
 
+
+@dataclass(frozen=True)
+class HookResumed:
+    """What ``resume_hook_outcome`` did: the event holding the payload, and whether this call recorded it
+    (False: an earlier call with the same idempotency key did; this one only woke the run again)."""
+
+    event: Event
+    recorded: bool
+
+
+def _resume_id(key: str) -> str:
+    """The resume id stored for an idempotency key: the key itself, or its digest when it is too long."""
+    return key if len(key) <= MAX_RESUME_ID_LENGTH else "sha256:" + _digest(key)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
