@@ -11,6 +11,7 @@ from .runtime.errors import (
     HookConflictError,
     RetryableError,
     StepError,
+    ValueTooLargeError,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
@@ -26,6 +27,7 @@ __all__ = [
     "RetryableError",
     "Run",
     "StepError",
+    "ValueTooLargeError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
     "create_hook",

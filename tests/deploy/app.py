@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from awsworld import create_hook, create_webhook, sleep, step, workflow
+from awsworld import StepError, ValueTooLargeError, create_hook, create_webhook, sleep, step, workflow
 
 CALLS: Counter[str] = Counter()
 
@@ -87,3 +87,51 @@ async def flaky(tag: str, i: int) -> int:
 @workflow(name="deploy.flaky_pair")
 async def flaky_pair(tag: str) -> list[int]:
     return list(await asyncio.gather(flaky(tag, 1), flaky(tag, 2)))
+
+
+# -- poison inputs: each must end its run (or its step) at once, never loop ---------------------------------------
+
+
+@workflow(name="deploy.two_args")
+async def two_args(a: int, b: int) -> int:
+    return await echo_int(a + b)
+
+
+@step(name="deploy.echo_int")
+async def echo_int(value: int) -> int:
+    return value
+
+
+@workflow(name="deploy.raises_between_steps")
+async def raises_between_steps(tag: str) -> None:
+    await echo_int(1)
+    raise LookupError(f"no such order {tag}")
+
+
+@step(name="deploy.big_result")
+async def big_result(tag: str, size: int) -> str:
+    CALLS[f"big_result:{tag}"] += 1
+    return "r" * size
+
+
+@workflow(name="deploy.catches_big_result")
+async def catches_big_result(tag: str, size: int) -> dict[str, object]:
+    try:
+        await big_result(tag, size)
+    except StepError as error:
+        return {"caught": error.error_type, "step": error.step_name}
+    return {"caught": None}
+
+
+@workflow(name="deploy.catches_big_input")
+async def catches_big_input(size: int) -> str:
+    try:
+        await echo("i" * size)
+    except ValueTooLargeError as error:
+        return f"caught: {type(error).__name__}"
+    return "not caught"
+
+
+@workflow(name="deploy.big_output")
+async def big_output(size: int) -> str:
+    return (await echo("o" * size)) * 2  # the step's result fits; the workflow's return value does not

@@ -188,10 +188,11 @@ class LocalAWS:
         if self._initial_world:
             try:
                 self._world = await self.new_world()
-                self.client = Client(self._world)
+                runtime = Runtime(self._world)
+                self.client = Client(self._world, registry=runtime.registry)
                 if self._run_workflows:
-                    # Deliveries go to the same Runtime the Lambda flow handler uses, with a Lambda-like deadline.
-                    self.poller = LocalPoller(self._world, Runtime(self._world))
+                    # Deliveries go to the same delivery path the Lambda flow handler runs, with its deadline.
+                    self.poller = LocalPoller(self._world, runtime)
                     self.poller.start()
             except BaseException:
                 await self.stop()

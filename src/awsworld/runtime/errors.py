@@ -21,6 +21,13 @@ class RetryableError(Exception):
         self.retry_after = retry_after
 
 
+class ValueTooLargeError(FatalError):
+    """A value (a step's result, a step's or the workflow's input or output) is over the World's size limit
+    (``AWSWORLD_MAX_VALUE_BYTES``). Not retried: the same code would produce the same value. A workflow sees
+    it as a ``StepError`` whose ``error_type`` is ``"ValueTooLargeError"`` (a step's result), or raised
+    directly where it called the step (a step's input)."""
+
+
 class StepError(Exception):
     """A step failed for good (after its retries, or fatally); raised where the workflow awaited it."""
 

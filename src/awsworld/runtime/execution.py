@@ -83,11 +83,17 @@ class WorkflowExecution:
         first = self.log[0]
         self.now = first.created_at
         raw = (first.event_data or {}).get("input")
-        call = serde.loads(raw) if raw is not None else {"args": [], "kwargs": {}}
-        args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
         context = contextvars.copy_context()
         context.run(current_execution.set, self)
-        self.task = self.loop.create_task(self.definition.fn(*args, **kwargs), context=context)
+        self.task = self.loop.create_task(self._body(raw), context=context)
+
+    async def _body(self, raw: Any) -> Any:
+        """The workflow called with its input, inside the task: arguments that do not fit its signature (a
+        ``TypeError`` at the call) or an input that does not decode fail the run like any error the body
+        raises, instead of failing every delivery of it forever."""
+        call = serde.loads(raw) if raw is not None else {"args": [], "kwargs": {}}
+        args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+        return await self.definition.fn(*args, **kwargs)
 
     def _apply(self, event: Event) -> None:
         kind = event.event_type
@@ -209,6 +215,16 @@ class WorkflowExecution:
     def _declare(self, op: Op) -> None:
         self.ops[op.id] = op
         self._new[op.id] = op
+
+    def refuse(self, op: Op, error: BaseException) -> None:
+        """The World refused to record ``op`` for good (its input is over the value limit, say): the call
+        raises ``error`` where the workflow awaits it. Replays refuse it the same way, so it stays
+        deterministic without an event."""
+        self._new.pop(op.id, None)
+        if isinstance(op, HookOp):
+            op.fail(error)
+        elif not op.future.done():
+            op.future.set_exception(error)
 
     def current_time(self) -> datetime:
         assert self.now is not None

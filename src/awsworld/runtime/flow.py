@@ -15,10 +15,18 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from ..world.errors import EntityConflictError, InBandSupersededError, RunGoneError
+from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
 from ..world.events import Event
 from . import serde
-from .errors import CORRUPTED_EVENT_LOG, EVENT_LIMIT_EXCEEDED, SERIALIZATION_ERROR, USER_ERROR, ReplayDivergenceError
+from .errors import (
+    CORRUPTED_EVENT_LOG,
+    EVENT_LIMIT_EXCEEDED,
+    SERIALIZATION_ERROR,
+    USER_ERROR,
+    VALUE_TOO_LARGE,
+    ReplayDivergenceError,
+    ValueTooLargeError,
+)
 from .execution import LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
 from .ops import HookOp, StepOp, WaitOp
@@ -168,40 +176,58 @@ class Flow:
             born = None
         for start in range(0, len(batchable), BATCH):
             chunk = batchable[start:start + BATCH]
-            requests: list[dict[str, Any]] = []
-            for op in chunk:
-                requests.append(_declaration(op))
-                if op is born:
-                    requests.append({"eventType": "step_started", "correlationId": op.id,
-                                     "eventData": {"ownerMessageId": self.message_id} if self.message_id else {}})
-            result = await self.world.events.create_batch(
-                self.run_id, requests, in_band=True, expected_seq_in_band=self.seq_in_band,
-                resolve_data="skip-step-inputs")
-            if result.seq_in_band is not None:
-                self.seq_in_band = result.seq_in_band
-            outcomes = iter(result.results)
-            landed = []
-            for op in chunk:
-                outcome = next(outcomes)
-                started = next(outcomes) if op is born else None
-                if outcome.ok and outcome.result is not None and outcome.result.event is not None:
-                    landed.append(outcome.result.event)
-                    if isinstance(op, StepOp):
-                        self.owned.add(op.id)
-                    if started is not None and started.result is not None and started.result.event is not None:
-                        landed.append(started.result.event)
-                        self.claimed[op.id] = started.result
-                elif outcome.status != 409:
-                    raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
-            await self._append(landed)
-            if len(landed) < len(requests):
-                await self._reload_tail()  # someone else declared some of them: take their events
+            try:
+                await self._declare_chunk(execution, chunk, born)
+            except PayloadTooLargeError:
+                # A value in the chunk is over the limit and the World refuses the whole batch: declare them one
+                # by one, so only that call fails (a rare path: its extra writes do not matter).
+                for op in chunk:
+                    try:
+                        await self._declare_chunk(execution, [op], born)
+                    except PayloadTooLargeError as too_large:
+                        execution.refuse(op, _too_large(op, "input", too_large.message))
         for op in new:
             if isinstance(op, HookOp):
-                await self._write({"eventType": "hook_created", "correlationId": op.id,
-                                   "eventData": {"token": op.token, "metadata": op.metadata,
-                                                 "isWebhook": op.is_webhook}})
+                try:
+                    await self._write({"eventType": "hook_created", "correlationId": op.id,
+                                       "eventData": {"token": op.token, "metadata": op.metadata,
+                                                     "isWebhook": op.is_webhook}})
+                except PayloadTooLargeError as too_large:
+                    execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
+
+    async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+                             born: StepOp | None) -> None:
+        requests: list[dict[str, Any]] = []
+        for op in chunk:
+            requests.append(_declaration(op))
+            if op is born:
+                requests.append({"eventType": "step_started", "correlationId": op.id,
+                                 "eventData": {"ownerMessageId": self.message_id} if self.message_id else {}})
+        result = await self.world.events.create_batch(
+            self.run_id, requests, in_band=True, expected_seq_in_band=self.seq_in_band,
+            resolve_data="skip-step-inputs")
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        outcomes = iter(result.results)
+        landed = []
+        for op in chunk:
+            outcome = next(outcomes)
+            started = next(outcomes) if op is born else None
+            if outcome.ok and outcome.result is not None and outcome.result.event is not None:
+                landed.append(outcome.result.event)
+                if isinstance(op, StepOp):
+                    self.owned.add(op.id)
+                if started is not None and started.result is not None and started.result.event is not None:
+                    landed.append(started.result.event)
+                    self.claimed[op.id] = started.result
+            elif outcome.status == 413:
+                execution.refuse(op, _too_large(op, "input", outcome.message))
+            elif outcome.status != 409:
+                raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
+        await self._append(landed)
+        if len(landed) < len(requests):
+            await self._reload_tail()  # someone else declared some of them: take their events
 
     async def _dispose(self, execution: WorkflowExecution) -> bool:
         hooks = execution.disposals()
@@ -293,6 +319,10 @@ class Flow:
                 await self._write({"eventType": "run_completed", "eventData": {"output": output}})
             except EntityConflictError:
                 return "gone"
+            except PayloadTooLargeError as too_large:
+                return await self._fail({"message": f"the workflow's return value is too large to record: "
+                                                    f"{too_large.message}", "name": "ValueTooLargeError"},
+                                        VALUE_TOO_LARGE)
             return "completed"
         return await self._fail(structured_error(error) if error else {"message": "cancelled"}, USER_ERROR)
 
@@ -336,6 +366,10 @@ class Flow:
         await self.world.queue(queue_name_for(self.message.workflow_name), self._step_message(step).to_payload(),
                                idempotency_key=f"{self.run_id}:{key}", delay_seconds=math.ceil(delay))
         self.queued.add(key)
+
+
+def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:
+    return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
 
 
 def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:

@@ -13,13 +13,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..world.errors import EntityConflictError, RunGoneError, StepNotFoundError, TooEarlyError
+from ..world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError, StepNotFoundError, TooEarlyError
 from ..world.events import Event, EventResult
 from . import serde
 from .context import current_step
-from .errors import FatalError, RetryableError
+from .errors import FatalError, RetryableError, ValueTooLargeError
 from .registry import Registry
 from .step_context import StepContext, StepMetadata
+
+MAX_ERROR_MESSAGE = 32 * 1024
 
 Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early"]
 
@@ -35,8 +37,11 @@ class StepOutcome:
 
 def structured_error(error: BaseException) -> dict[str, Any]:
     """An error as the log stores it; the stack is kept (it is code, not user data)."""
+    message = str(error) or type(error).__name__
+    if len(message) > MAX_ERROR_MESSAGE:  # a message of megabytes would not fit the log: keep its head, say so
+        message = f"{message[:MAX_ERROR_MESSAGE]}… ({len(message) - MAX_ERROR_MESSAGE} more characters cut)"
     return {
-        "message": str(error) or type(error).__name__,
+        "message": message,
         "name": type(error).__name__,
         "stack": "".join(traceback.format_exception(error))[-8000:],
     }
@@ -115,5 +120,14 @@ async def _finish(world: Any, run_id: str, step_id: str, kind: str, data: dict[s
                                            after_step_body=True)
     except EntityConflictError:
         return StepOutcome("finished-already", events, attempt=attempt)
+    except PayloadTooLargeError as too_large:
+        if kind == "step_failed":
+            raise  # even the error does not fit (structured_error caps it, so this does not happen)
+        # Running the body again would produce the same value: fail the step for good, with an error the
+        # workflow can catch (StepError with error_type "ValueTooLargeError"), instead of a re-run loop.
+        error = ValueTooLargeError(f"the {'result' if kind == 'step_completed' else 'error'} of step "
+                                   f"{step_id} is too large to record: {too_large.message}")
+        return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
+                             attempt)
     assert result.event is not None
     return StepOutcome(status, [*events, result.event], attempt=attempt, open_steps=result.open_steps)
