@@ -17,7 +17,7 @@ from ..world.pages import collect_pages
 from . import serde
 from .errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from .messages import FlowMessage, queue_name_for
-from .registry import workflow_name
+from .registry import Registry, workflow_name
 
 
 class Run:
@@ -67,12 +67,19 @@ class Run:
 
 
 class Client:
-    def __init__(self, world: Any) -> None:
+    def __init__(self, world: Any, *, registry: Registry | None = None) -> None:
+        """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
+        workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
+        delivery can run; without one (a client of a deployed stack has no workflow code) names are not
+        checked here, and a run of an unknown workflow fails with ``UNKNOWN_WORKFLOW`` after a window."""
         self.world = world
+        self.registry = registry
 
     async def start(self, workflow: Any, *args: Any, run_id: str | None = None, **kwargs: Any) -> Run:
         """Start a run of ``workflow``. With ``run_id`` it is idempotent: the same id returns the same run."""
         name = workflow if isinstance(workflow, str) else workflow_name(workflow)
+        if self.registry is not None and isinstance(workflow, str):
+            self.registry.workflow(name)  # LookupError naming the workflow and how to register it
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
         except serde.SerializationError as error:
