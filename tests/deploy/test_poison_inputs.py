@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
-from awsworld import Client, WorkflowRunFailedError
+from awsworld import Client, RunStartError, WorkflowRunFailedError
 from awsworld.aws import AWSConfig, AWSWorld
 from awsworld.lambda_.container import Container
 from awsworld.lambda_.flow import handle
@@ -126,3 +127,31 @@ async def test_a_return_value_over_the_limit_fails_the_run(local: LocalAWS, smal
     error = await failure(run)
     assert error.code == VALUE_TOO_LARGE, error
     assert not any(i.failed for i in small_values.invocations)
+
+
+async def test_a_start_whose_message_cannot_be_queued_names_the_run_to_start_again(
+        local: LocalAWS, esm: EventSourceMapping) -> None:
+    """The run is recorded, then its start message is queued: when the second write fails the caller learns the
+    run's id, and starting it again by id queues the message instead of leaving a run pending for good."""
+    client = Client(local.world)
+    sqs = await local.world.clients.sqs()
+    failures = [0]
+
+    def fail_once(**_: Any) -> None:
+        if failures[0] == 0:
+            failures[0] += 1
+            raise ClientError({"Error": {"Code": "InternalError", "Message": "injected"}}, "SendMessage")
+
+    sqs.meta.events.register("before-call.sqs.SendMessage", fail_once)
+    try:
+        with pytest.raises(RunStartError) as refused:
+            await client.start(app.quick, "again")
+    finally:
+        sqs.meta.events.unregister("before-call.sqs.SendMessage", fail_once)
+    run_id = refused.value.run_id
+    assert run_id in str(refused.value) and await client.get_run(run_id).status() == "pending"
+
+    run = await client.start(app.quick, "again", run_id=run_id)
+    assert run.run_id == run_id
+    await esm.run_until(ended(run), timeout=20)
+    assert await run.result(timeout=1) == "again"

@@ -13,9 +13,10 @@ from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, RunGoneError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
+from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
-from .errors import WorkflowRunCancelledError, WorkflowRunFailedError
+from .errors import RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .messages import FlowMessage, queue_name_for
 from .registry import Registry, workflow_name
 
@@ -76,8 +77,15 @@ class Client:
         self.registry = registry
 
     async def start(self, workflow: Any, *args: Any, run_id: str | None = None, **kwargs: Any) -> Run:
-        """Start a run of ``workflow``. With ``run_id`` it is idempotent: the same id returns the same run."""
+        """Start a run of ``workflow``. With ``run_id`` it is idempotent: the same id returns the same run (and
+        wakes it again if it never started).
+
+        Starting is two writes: the run is recorded, then the message that runs it is queued. If the second
+        fails, ``RunStartError`` carries the recorded run's id: ``start(..., run_id=error.run_id)`` again
+        queues the message and nothing runs twice, whereas a retry without the id would leave the first run
+        pending for good."""
         name = workflow if isinstance(workflow, str) else workflow_name(workflow)
+        run_id = run_id or new_run_id()
         if self.registry is not None and isinstance(workflow, str):
             self.registry.workflow(name)  # LookupError naming the workflow and how to register it
         try:
@@ -92,7 +100,10 @@ class Client:
         assert result.run is not None
         run = Run(self, result.run.run_id, result.run.workflow_name)
         if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
-            await self._wake(run.run_id, result.run.workflow_name, "start")
+            try:
+                await self._wake(run.run_id, result.run.workflow_name, "start")
+            except Exception as error:
+                raise RunStartError(run.run_id, error) from error
         return run
 
     def get_run(self, run_id: str) -> Run:

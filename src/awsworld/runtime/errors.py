@@ -56,6 +56,16 @@ class WorkflowRunFailedError(Exception):
         self.error_type = error_type
 
 
+class RunStartError(Exception):
+    """The run was recorded but the message that starts it could not be queued: ``start`` again with
+    ``run_id=error.run_id`` to queue it (the run is created once and runs once)."""
+
+    def __init__(self, run_id: str, cause: BaseException) -> None:
+        super().__init__(f"run {run_id} was recorded but could not be started ({type(cause).__name__}: "
+                         f"{str(cause)[:200]}); call start(..., run_id={run_id!r}) again to start it")
+        self.run_id = run_id
+
+
 class WorkflowRunCancelledError(Exception):
     def __init__(self, run_id: str) -> None:
         super().__init__(f"run {run_id} was cancelled")
