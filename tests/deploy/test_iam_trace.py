@@ -1,0 +1,343 @@
+"""IAM from the calls the handlers really make: run the deploy workloads through the flow and webhook handlers,
+each on its own container (as each function is deployed), record every AWS request each container's clients
+make and the resource it names, map each to the IAM action that authorizes it, and compare with that
+function's role in ``template.yaml``.
+
+A used action the role does not grant fails (the function would get AccessDenied in AWS); a granted action
+no traced path uses fails too (a surplus grant: remove it), unless ``NOT_CALLED_BY_CODE`` says why the role
+needs it although the code never makes that call. When a handler starts making a new call, this test names
+it: grant it in ``template.yaml`` (or, if it truly cannot be reached in a test, list it below with the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from botocore.exceptions import ClientError
+
+from awsworld import get_writable, step, workflow
+from awsworld.aws import AWSWorld
+from awsworld.lambda_ import flow, webhook
+from awsworld.lambda_ import observability as obs
+from awsworld.lambda_.container import Container
+from awsworld.local import LocalAWS
+from awsworld.runtime.messages import FlowMessage, queue_name_for
+from awsworld.world.entities import TERMINAL_RUN_STATUSES
+
+from . import app
+from .lambda_env import EventSourceMapping, LambdaContext
+from .test_template import as_list, statements
+from .test_webhook_handler import url_event, wait_for_hook
+
+KIB = 1024
+Grant = tuple[str, str]  # (IAM action, resource kind: "table", "index/<name>", "FlowQueue", "runs/*", ...)
+
+# Grants the role needs although the handler's code never makes that call. Each says why; the test fails if an
+# entry is no longer granted (a stale line here), so this list only ever holds what the template still grants.
+NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
+    "FlowFunctionRole": {
+        ("sqs:ReceiveMessage", "FlowQueue"): "the SQS event source mapping polls the queue with the function's role",
+        ("sqs:GetQueueAttributes", "FlowQueue"): "the event source mapping reads the queue's attributes with it",
+        ("sqs:DeleteMessage", "FlowQueue"): "the event source mapping deletes the records not reported as failed",
+        ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key with AccessDenied, "
+                                     "not NoSuchKey, which the code handles (a gone queue payload is dead-lettered)",
+        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
+        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
+        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+    },
+    "WebhookFunctionRole": {
+        ("logs:CreateLogStream", "logs"): "Lambda writes the function's logs with its role",
+        ("logs:PutLogEvents", "logs"): "Lambda writes the function's logs with its role",
+        ("xray:PutTraceSegments", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+        ("xray:PutTelemetryRecords", "*"): "Lambda sends traces with the role (only when EnableTracing is true)",
+    },
+}
+
+# Operations whose IAM action is named differently, or that are authorized per item (a transaction needs the
+# per-item action of each of its operations; there is no dynamodb:TransactWriteItems permission).
+_SINGLE_ACTIONS = {
+    "sqs.SendMessageBatch": "sqs:SendMessage",
+    "sqs.DeleteMessageBatch": "sqs:DeleteMessage",
+    "sqs.ChangeMessageVisibilityBatch": "sqs:ChangeMessageVisibility",
+    "s3.HeadObject": "s3:GetObject",
+    "s3.ListObjectsV2": "s3:ListBucket",
+    "s3.ListObjects": "s3:ListBucket",
+    "s3.DeleteObjects": "s3:DeleteObject",
+}
+_TRANSACT_ACTIONS = {"Put": "dynamodb:PutItem", "Update": "dynamodb:UpdateItem", "Delete": "dynamodb:DeleteItem",
+                     "ConditionCheck": "dynamodb:ConditionCheckItem", "Get": "dynamodb:GetItem"}
+_KNOWN = {
+    "dynamodb": {"GetItem", "BatchGetItem", "Query", "Scan", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem",
+                 "TransactWriteItems", "TransactGetItems"},
+    "sqs": {"SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
+            "ChangeMessageVisibilityBatch", "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl"},
+    "s3": {"GetObject", "PutObject", "DeleteObject", "DeleteObjects", "HeadObject", "ListObjectsV2", "ListObjects"},
+}
+
+
+@dataclass
+class Trace:
+    """Every request one container's clients made: counted by ``RequestStats`` and, with the resource each
+    names (from the API parameters), by a ``before-parameter-build`` hook on the same clients."""
+
+    world: AWSWorld
+    grants: set[Grant] = field(default_factory=set)
+    operations: Counter[str] = field(default_factory=Counter)
+    unmapped: list[str] = field(default_factory=list)
+
+    def record(self, model: Any, params: dict[str, Any], **_: Any) -> None:
+        service, name = model.service_model.service_name, model.name
+        self.operations[f"{service}.{name}"] += 1
+        if name not in _KNOWN.get(service, ()):
+            self.unmapped.append(f"{service}.{name}")
+            return
+        self.grants.update(self._grants(service, name, params))
+
+    def _grants(self, service: str, name: str, params: dict[str, Any]) -> set[Grant]:
+        config = self.world.config
+        if service == "dynamodb":
+            if name in ("TransactWriteItems", "TransactGetItems"):
+                found = set()
+                for entry in params["TransactItems"]:
+                    ((kind, body),) = entry.items()
+                    found.add((_TRANSACT_ACTIONS[kind], self._table(body)))
+                return found
+            if name in ("BatchGetItem", "BatchWriteItem"):
+                actions = {"dynamodb:BatchGetItem"} if name == "BatchGetItem" else {
+                    "dynamodb:PutItem" if "PutRequest" in r else "dynamodb:DeleteItem"
+                    for requests in params["RequestItems"].values() for r in requests}
+                return {(a, self._table({"TableName": t})) for a in actions for t in params["RequestItems"]}
+            return {(f"dynamodb:{name}", self._table(params))}
+        if service == "sqs":
+            url = params.get("QueueUrl")
+            queue = {config.queue_url: "FlowQueue", config.dlq_url: "DeadLetterQueue"}.get(url, f"other queue {url}")
+            return {(_SINGLE_ACTIONS.get(f"sqs.{name}", f"sqs:{name}"), queue)}
+        assert params.get("Bucket") == config.bucket_name, params.get("Bucket")
+        key = str(params.get("Key") or "")
+        kind = "bucket" if name.startswith("List") or not key else next(
+            (f"{prefix}*" for prefix in ("runs/", "queue/") if key.startswith(prefix)), f"key {key}")
+        return {(_SINGLE_ACTIONS.get(f"s3.{name}", f"s3:{name}"), kind)}
+
+    def _table(self, body: dict[str, Any]) -> str:
+        assert body["TableName"] == self.world.config.table_name, body["TableName"]
+        return f"index/{body['IndexName']}" if body.get("IndexName") else "table"
+
+
+def _resource_kind(resource: Any) -> str:
+    """A template resource as the kind ``Trace`` names: the table, an index, a queue, a bucket prefix, logs."""
+    if resource == "*":
+        return "*"
+    text = json.dumps(resource)
+    for name in ("FlowQueue", "DeadLetterQueue"):
+        if f'"{name}", "Arn"' in text:
+            return name
+    if '"Table", "Arn"' in text:
+        return "table"
+    if "LogGroup" in text:
+        return "logs"
+    if '"Bucket", "Arn"' in text:
+        return "bucket"
+    sub = resource.get("Fn::Sub", "") if isinstance(resource, dict) else ""
+    if sub.startswith("${Table.Arn}/index/"):
+        return sub.removeprefix("${Table.Arn}/")
+    if sub.startswith("${Bucket.Arn}/"):
+        return sub.removeprefix("${Bucket.Arn}/")
+    raise AssertionError(f"a resource this test cannot name: {resource!r}")
+
+
+def granted(template: dict[str, Any], role: str) -> set[Grant]:
+    return {(action, _resource_kind(resource)) for name, _, statement in statements(template) if name == role
+            for action in as_list(statement["Action"]) for resource in as_list(statement["Resource"])}
+
+
+# ------------------------------------------------------------------------------------------ workloads
+
+
+@step(name="trace.write_stream")
+async def write_stream(lines: int) -> str:
+    writer = get_writable("progress")
+    for i in range(lines):
+        await writer.write(f"line {i}\n")
+    return "r" * (20 * KIB)  # a result over the inline limit: stored in S3
+
+
+@workflow(name="trace.streams_and_large_values")
+async def streams_and_large_values(blob: str) -> int:
+    """A large input (read from S3), a stream (S3 chunks and their index) and a large step result."""
+    return len(await write_stream(3)) + len(blob)
+
+
+@dataclass
+class Function:
+    container: Container
+    trace: Trace
+    invoke: Callable[[Any, Any], dict[str, Any]]
+
+
+async def _traced(handle: Callable[..., dict[str, Any]]) -> AsyncIterator[Function]:
+    container = Container()  # a function of its own: its clients, its loop, as deployed
+    world = container.world
+    clients = await asyncio.to_thread(container.run, _open_clients(world))
+    trace = Trace(world)
+    for client in clients:
+        service = client.meta.service_model.service_id.hyphenize()
+        client.meta.events.register(f"before-parameter-build.{service}", trace.record)
+    instrumented = obs.instrument(lambda event, context: handle(event, context, container))
+    try:
+        yield Function(container, trace, instrumented)
+    finally:
+        await asyncio.to_thread(container.reset)
+        container.loop.close()
+
+
+async def _open_clients(world: AWSWorld) -> list[Any]:
+    return [await world.clients.get(service) for service in ("dynamodb", "sqs", "s3")]
+
+
+@pytest.fixture(scope="module")
+async def flow_function(lambda_environment: dict[str, str]) -> AsyncIterator[Function]:
+    async for function in _traced(flow.handle):
+        yield function
+
+
+@pytest.fixture(scope="module")
+async def webhook_function(lambda_environment: dict[str, str]) -> AsyncIterator[Function]:
+    async for function in _traced(webhook.handle):
+        yield function
+
+
+def done(run: Any) -> Callable[[], Any]:
+    async def check() -> bool:
+        return await run.status() in TERMINAL_RUN_STATUSES
+
+    return check
+
+
+async def post(function: Function, event: dict[str, Any]) -> int:
+    response = await asyncio.to_thread(function.invoke, event, LambdaContext(30_000, "awsworld-trace-webhook"))
+    return int(response["statusCode"])
+
+
+async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function) -> None:
+    """What the deploy tests do, through these two functions: fan-out, sleeps, retries, budget continuations,
+    streams and large values through the flow function; webhook requests of every outcome through the webhook
+    function; and the failures the flow function answers (an unknown workflow, a record that is not ours)."""
+    client = local.client
+    assert client is not None
+    esm = EventSourceMapping(local.world, flow_fn.invoke)
+    runs = [await client.start(app.fan_out_sleep, 3, "s"), await client.start(app.flaky_pair, secrets.token_hex(4)),
+            await client.start(streams_and_large_values, "b" * (20 * KIB)), await client.start(app.quick, "q")]
+    await esm.run_until(_all(runs), timeout=90)
+    slow = await client.start(app.slow_serial, secrets.token_hex(4), 4)
+    await esm.run_until(done(slow), timeout=60, timeout_ms=11_000)  # 1 s budgets: continuations
+
+    hooked = await client.start(app.webhook_twice)
+    hook = await wait_for_hook(local, esm, hooked)
+    big = secrets.token_bytes(100 * KIB)  # stored in S3 by the webhook function
+    large = url_event("PUT", f"/webhooks/{hook.token}", big, content_type="application/octet-stream")
+    assert await post(webhook_fn, large) == 202
+    assert await post(webhook_fn, large) == 202  # a repeat: its S3 value is stored, then discarded
+    small = url_event("POST", f"/webhooks/{hook.token}", "{}", headers={"Idempotency-Key": "k"})
+    sqs = webhook_fn.trace.world.clients._clients["sqs"]
+    fail = _fail_once(sqs, "SendMessage")
+    assert await post(webhook_fn, small) == 503  # the wake failed: the dedup claim is released
+    sqs.meta.events.unregister("before-call.sqs.SendMessage", fail)
+    assert await post(webhook_fn, small) == 202
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{secrets.token_hex(32)}", "{}")) == 404
+    await esm.run_until(done(hooked), timeout=60)
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 404  # disposed
+
+    # Failures the flow function answers: a record that is not ours (dead-lettered at once) and a workflow this
+    # deployment lacks (backed off with a shorter visibility).
+    sqs_test = await local.world.clients.sqs()
+    await sqs_test.send_message(QueueUrl=local.world.config.queue_url, MessageBody="not an awsworld message")
+    created = await local.world.events.create(None, {"eventType": "run_created",
+                                                     "eventData": {"workflowName": "trace.not_deployed"}})
+    assert created.run is not None
+    await local.world.queue(queue_name_for("trace.not_deployed"),
+                            FlowMessage(created.run.run_id, "trace.not_deployed").to_payload())
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not flow_fn.trace.operations["sqs.ChangeMessageVisibility"]:
+        await esm.poll()
+
+
+def _all(runs: list[Any]) -> Callable[[], Any]:
+    async def check() -> bool:
+        return all([await r.status() in TERMINAL_RUN_STATUSES for r in runs])
+
+    return check
+
+
+def _fail_once(client: Any, operation: str) -> Callable[..., None]:
+    failed: list[bool] = []
+
+    def fail(**_: Any) -> None:
+        if not failed:
+            failed.append(True)
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "injected"}}, operation)
+
+    client.meta.events.register(f"before-call.sqs.{operation}", fail)
+    return fail
+
+
+# ------------------------------------------------------------------------------------------ the check
+
+
+@pytest.fixture(scope="module")
+async def traced(local: LocalAWS, flow_function: Function, webhook_function: Function) -> dict[str, Trace]:
+    await run_workloads(local, flow_function, webhook_function)
+    return {"FlowFunctionRole": flow_function.trace, "WebhookFunctionRole": webhook_function.trace}
+
+
+@pytest.fixture(scope="module")
+def template() -> dict[str, Any]:
+    from .test_template import ROOT, load
+
+    return load(str(ROOT / "template.yaml"))
+
+
+def test_every_request_was_seen_and_mapped(traced: dict[str, Trace]) -> None:
+    for role, trace in traced.items():
+        assert not trace.unmapped, f"{role}: map these operations to IAM actions in this test: {trace.unmapped}"
+        # The same kinds of request (counts may differ by the calls a test made fail before they were sent).
+        assert set(trace.operations) == set(trace.world.clients.stats.requests), role
+        assert trace.operations, role
+
+
+@pytest.mark.parametrize("role", ["FlowFunctionRole", "WebhookFunctionRole"])
+def test_the_role_grants_every_action_its_handler_uses(traced: dict[str, Trace], template: dict[str, Any],
+                                                        role: str) -> None:
+    missing = traced[role].grants - granted(template, role)
+    assert not missing, f"{role} lacks {sorted(missing)}: the function would get AccessDenied in AWS"
+
+
+@pytest.mark.parametrize("role", ["FlowFunctionRole", "WebhookFunctionRole"])
+def test_the_role_grants_nothing_its_handler_does_not_use(traced: dict[str, Trace], template: dict[str, Any],
+                                                          role: str) -> None:
+    allowed = NOT_CALLED_BY_CODE[role]
+    grants = granted(template, role)
+    assert not set(allowed) - grants, f"{role}: NOT_CALLED_BY_CODE lists grants the template no longer has"
+    surplus = grants - traced[role].grants - set(allowed)
+    assert not surplus, (f"{role} grants {sorted(surplus)}, which no traced code path uses: remove them from "
+                         "template.yaml, or list them in NOT_CALLED_BY_CODE with the reason")
+
+
+def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) -> None:
+    """A guard on the workloads themselves: if a path stops being exercised, the grants above prove less."""
+    flow_grants = traced["FlowFunctionRole"].grants
+    assert {("sqs:SendMessage", "FlowQueue"), ("sqs:SendMessage", "DeadLetterQueue"),
+            ("sqs:ChangeMessageVisibility", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:GetObject", "runs/*"),
+            ("dynamodb:ConditionCheckItem", "table")} <= flow_grants
+    webhook_grants = traced["WebhookFunctionRole"].grants
+    assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:DeleteObject", "runs/*"),
+            ("dynamodb:PutItem", "table")} <= webhook_grants
+
