@@ -157,12 +157,10 @@ class EventWriter:
         try:
             outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
                                          patient=after_step_body or req.event_type in _AFTER_BODY))[0]
-        except HookAlreadyReceivedError as repeat:
-            await self.values.discard(unit.stored)
-            repeat.event = await self._recorded_event(run_id, repeat.event_id, resolve_data)
-            raise
-        except WorldError:
+        except WorldError as error:
             await self.values.discard(unit.stored)  # refused: nothing references the value it stored
+            if isinstance(error, HookAlreadyReceivedError):
+                error.event = await self._recorded_event(run_id, error.event_id, resolve_data)
             raise
         assert outcome.result is not None
         if outcome.result.event is not None and outcome.result.event.event_type == "hook_conflict":
