@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Callable
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,6 +65,7 @@ class AWSClients:
         self._session = aioboto3.Session()
         self._stack = AsyncExitStack()
         self._clients: dict[str, Any] = {}
+        self._handlers: list[tuple[str, Callable[..., Any]]] = []
         self._lock = asyncio.Lock()
         self._botocore_config = Config(
             retries={"max_attempts": 8, "mode": "adaptive"},
@@ -101,8 +103,18 @@ class AWSClients:
                     client.meta.events.register("after-call.dynamodb", self._capacity)
                     client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems",
                                                 self._transaction_items)
+                for event_name, handler in self._handlers:
+                    client.meta.events.register(event_name, handler)
                 self._clients[service] = client
         return client
+
+    def register_handler(self, event_name: str, handler: Callable[..., Any]) -> None:
+        """Register a botocore event handler (``"before-call"``, ``"after-call.s3"``, ...) on every client of
+        this World, those already open and those opened later: clients open lazily, so whoever observes or
+        perturbs every request (tracing, fault injection) cannot know in advance which ones a code path uses."""
+        self._handlers.append((event_name, handler))
+        for client in self._clients.values():
+            client.meta.events.register(event_name, handler)
 
     def _count(self, model: Any, **_: Any) -> None:
         self.stats.requests[f"{model.service_model.service_name}.{model.name}"] += 1

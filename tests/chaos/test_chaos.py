@@ -1,0 +1,97 @@
+"""Crash injection at the AWS calls of a run driven through the real Lambda handlers (see ``harness``).
+
+The clean run first: it must complete as every faulted trial must, and its count of AWS calls, N, fixes the
+sample. Then a deterministic sample of the full sweep (``bench/chaos.py`` runs all of it): a fault at every
+third call, k = 1, 4, 7, ... <= N, in each of the three modes, several trials at a time, each on its own
+World. One test holds the whole sample (N is only known at run time) and its failure message lists every
+trial that went wrong and how, as the bench's table would.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import cast
+
+import pytest
+
+from awsworld.local import LocalAWS, MotoServer
+
+from .harness import MODES, Fault, Trial, TrialResult, chaos_environment, new_executor, run_trials
+from .moto_process import MotoProcess
+
+SAMPLE_EVERY = 3
+PARALLEL = 8
+"""Trials at a time. Each spends most of its time waiting (delays, visibility timeouts), so on a 2-core
+machine 8 at a time keep the emulator busy without a trial's invocations outliving their own timeout."""
+
+
+@pytest.fixture(scope="module")
+def executor() -> Iterator[ThreadPoolExecutor]:
+    pool = new_executor(PARALLEL)
+    yield pool
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+@pytest.fixture(scope="module")
+def moto_process() -> Iterator[MotoServer]:
+    """The emulator in a process of its own (see ``moto_process``): the session's in-process one would share
+    this process's GIL with the handlers, and the sample would take twice as long."""
+    server = MotoProcess().start()
+    yield cast(MotoServer, server)
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+async def local(moto_process: MotoServer) -> AsyncIterator[LocalAWS]:
+    """Fresh Worlds on the emulator, with the handlers' environment (back-offs, leases) set for the module."""
+    with chaos_environment():
+        async with LocalAWS("moto", moto=moto_process, initial_world=False) as aws:
+            yield aws
+
+
+@pytest.fixture(scope="module")
+async def clean(local: LocalAWS, executor: ThreadPoolExecutor) -> TrialResult:
+    return await Trial(local, executor).run()
+
+
+def _describe(result: TrialResult) -> str:
+    assert result.fault is not None
+    problems = "\n      ".join(result.problems)
+    return (f"  k={result.fault.k} {result.call or '(not reached)'} {result.fault.mode}: {result.outcome} "
+            f"after {result.seconds:.1f} s\n      {problems}")
+
+
+async def test_a_clean_run_completes_through_the_lambda_handlers(clean: TrialResult) -> None:
+    assert clean.outcome == "completed", clean.problems
+    assert clean.crashes == 0 and clean.problems == []
+    # The reference workflow reaches every kind of write: transactions, queued steps, S3 values and streams.
+    assert {"dynamodb.TransactWriteItems", "sqs.SendMessage", "sqs.SendMessageBatch", "s3.PutObject"} <= set(
+        clean.calls)
+
+
+@pytest.mark.timeout(900)
+async def test_one_failure_at_every_third_aws_call_in_each_mode_strands_nothing(
+        local: LocalAWS, executor: ThreadPoolExecutor, clean: TrialResult) -> None:
+    assert clean.ok, f"the clean run itself failed: {clean.problems}"
+    faults = [Fault(k, mode) for k in range(1, len(clean.calls) + 1, SAMPLE_EVERY) for mode in MODES]
+    started = time.monotonic()
+    results = await run_trials(local, faults, parallel=PARALLEL, executor=executor)
+    elapsed = time.monotonic() - started
+
+    failed = [r for r in results if not r.ok]
+    summary = ", ".join(f"{sum(r.outcome == o for r in failed)} {o}"
+                        for o in ("stranded", "wrong output", "duplicated", "leaked", "harness error"))
+    assert not failed, (f"{len(failed)} of {len(results)} trials failed ({summary}) in {elapsed:.0f} s:\n"
+                        + "\n".join(_describe(r) for r in failed))
+
+
+async def test_runs_whose_deliveries_keep_running_out_of_budget_complete(
+        local: LocalAWS, executor: ThreadPoolExecutor) -> None:
+    """With a 300 ms budget most deliveries end by queueing their own continuation, often right after
+    claiming a step to run inline or before any new event: every run must still complete, and cleanly."""
+    with chaos_environment(AWSWORLD_FLOW_BUDGET_MS="300"):
+        results = await run_trials(local, [None] * 4, parallel=4, executor=executor)
+    failed = [r for r in results if not r.ok]
+    assert not failed, "\n".join(f"  {r.outcome} after {r.seconds:.1f} s: {'; '.join(r.problems)}" for r in failed)
