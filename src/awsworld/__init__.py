@@ -4,9 +4,23 @@ Write ``async def`` workflows and steps; start them with a ``Client``. Everythin
 ``awsworld.world`` (the contract), ``awsworld.aws`` (the AWS World), ``awsworld.local`` (the embedded emulator).
 """
 
-from .runtime.api import Hook, create_hook, create_webhook, get_writable, now, random, sleep, step_metadata
+from .runtime.api import (
+    Hook,
+    create_hook,
+    create_webhook,
+    get_writable,
+    now,
+    patched,
+    random,
+    sleep,
+    step_metadata,
+    time_ns,
+    uuid4,
+)
 from .runtime.client import Client, Run
+from .runtime.determinism import install as _install_determinism
 from .runtime.errors import (
+    DeterminismError,
     FatalError,
     HookConflictError,
     RetryableError,
@@ -18,10 +32,13 @@ from .runtime.errors import (
 )
 from .runtime.registry import step, workflow
 
+_install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
+
 __version__ = "0.1.0"
 
 __all__ = [
     "Client",
+    "DeterminismError",
     "FatalError",
     "Hook",
     "HookConflictError",
@@ -36,9 +53,12 @@ __all__ = [
     "create_webhook",
     "get_writable",
     "now",
+    "patched",
     "random",
     "sleep",
     "step",
     "step_metadata",
+    "time_ns",
+    "uuid4",
     "workflow",
 ]

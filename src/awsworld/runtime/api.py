@@ -1,4 +1,5 @@
-"""The functions workflow and step code calls: ``sleep``, hooks, ``now``, ``random``, step metadata, streams."""
+"""The functions workflow and step code calls: ``sleep``, hooks, ``now``, ``random``, ``uuid4``, ``time_ns``,
+``patched``, step metadata, streams."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from .context import current_execution, current_step, require_execution
+from .determinism import time_ns, uuid4
 from .ops import HookOp
 from .step_context import StepMetadata, StreamWriter
 
@@ -29,6 +31,24 @@ def random() -> float:
     """Inside a workflow: a replay-stable pseudo-random float in [0, 1). Elsewhere: ``random.random()``."""
     execution = current_execution.get()
     return execution.rng.random() if execution is not None else _random.random()
+
+
+def patched(change_id: str) -> bool:
+    """Branch on a code change without diverging in-flight runs::
+
+        if patched("charge-with-tax"):
+            await charge(order_id, amount * 1.2)   # runs that reach this point on the new code
+        else:
+            await charge(order_id, amount)         # runs whose history was recorded before the change
+
+    True for a run that reaches the call on new code, False while replaying history recorded before the change.
+    The first True answer is recorded durably (one small write per change id per run), so the answer never
+    flips for a run. ``change_id``: 1-200 characters, no whitespace; keep it unique per change."""
+    return require_execution("awsworld.patched()").patched(change_id)
+
+
+__all__ = ["Hook", "create_hook", "create_webhook", "get_writable", "now", "patched", "random", "sleep",
+           "step_metadata", "time_ns", "uuid4"]
 
 
 class Hook:

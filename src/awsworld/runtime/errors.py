@@ -77,13 +77,29 @@ class DeterminismError(RuntimeError):
 
 
 class ReplayDivergenceError(RuntimeError):
-    """The workflow's code no longer matches its event log."""
+    """The workflow's code no longer matches its event log.
+
+    ``position`` names where (``step 3``, ``hook 2``, ``the end of the log``), ``slot`` the log event, ``log`` what
+    the log holds there and ``code`` what the code did instead (calls with their arguments, truncated), ``change``
+    the kind of change (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``).
+    """
+
+    def __init__(self, message: str, *, position: str | None = None, slot: int | None = None,
+                 log: str | None = None, code: str | None = None, change: str | None = None) -> None:
+        super().__init__(message)
+        self.position = position
+        self.slot = slot
+        self.log = log
+        self.code = code
+        self.change = change
 
 
 # Codes stored on failed runs (run_failed.errorCode).
 USER_ERROR = "USER_ERROR"
 RUNTIME_ERROR = "RUNTIME_ERROR"
 CORRUPTED_EVENT_LOG = "CORRUPTED_EVENT_LOG"
+"""The run's replay kept diverging from its log (the spec's ErrCorruptedEventLog): its code changed under it. The
+code is the spec's; the stored message names the divergence."""
 EVENT_LIMIT_EXCEEDED = "EVENT_LIMIT_EXCEEDED"
 SERIALIZATION_ERROR = "SERIALIZATION_ERROR"
 UNKNOWN_WORKFLOW = "UNKNOWN_WORKFLOW"

@@ -5,6 +5,16 @@ workflow declares depend only on the prefix of the log it has seen — which is 
 per-run counter in call order) and ``now()`` (the time of the last consumed event) the same on every replay.
 The execution stays alive across iterations of one delivery: the flow appends the events it writes and calls
 ``advance`` again, so a serial workflow of N steps is replayed once, not N times.
+
+Every event is checked against what the code declared at its position (``divergence``): a step by name and
+input digest, a hook by token, a wait by its resume time; an event for a call the code did not make, or made as
+something else, is a divergence too. A divergence raises ``ReplayDivergenceError`` before any value from the
+mismatched event reaches the workflow.
+
+``patched(change_id)`` is answered from markers the flow records as ``attr_set`` events (key
+``awsworld.patched.<change id>``, value: the position the first True answer was given at): True at or after a
+recorded position, False while replaying history recorded without one, and True at the frontier of the log
+(recording a new marker, written before anything else the flow writes).
 """
 
 from __future__ import annotations
@@ -18,7 +28,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..world.events import Event
-from . import serde
+from . import determinism, serde
+from . import divergence as dv
 from .context import current_execution
 from .errors import FatalError, HookConflictError, ReplayDivergenceError, StepError
 from .ops import HookOp, Op, StepOp, WaitOp
@@ -26,6 +37,11 @@ from .registry import Registry, StepDef, WorkflowDef
 from .replay_loop import ReplayLoop
 
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
+PATCH_MARKER_PREFIX = "awsworld.patched."
+MAX_CHANGE_ID_LENGTH = 200
+WAIT_TOLERANCE = timedelta(milliseconds=1)
+
+determinism.install()
 
 
 class LogGapError(RuntimeError):
@@ -40,6 +56,9 @@ class WorkflowExecution:
         self.seed = seed
         self.loop = ReplayLoop()
         self.ops: dict[str, Op] = {}
+        self.by_index: dict[int, Op] = {}  # the run's call counter -> the op the code declared there
+        self.markers: dict[str, int] = {}  # change id -> position of its first True answer (patched())
+        self.pending_markers: dict[str, int] = {}  # answered True at the frontier, not yet recorded
         # Kept incrementally (insertion-ordered dicts), so a suspension costs O(open ops), not O(all ops):
         # a serial run of N steps stays O(N) in one delivery.
         self._new: dict[str, Op] = {}
@@ -64,24 +83,42 @@ class WorkflowExecution:
             if event.slot != len(self.log) + 1:
                 raise LogGapError(f"event at slot {event.slot} after {len(self.log)} events")
             self.log.append(event)
+            if event.event_type == "attr_set":
+                self._index_markers(event)
+
+    def _index_markers(self, event: Event) -> None:
+        for change in (event.event_data or {}).get("changes") or []:
+            key, value = str(change.get("key") or ""), change.get("value")
+            if key.startswith(PATCH_MARKER_PREFIX) and value is not None:
+                try:
+                    at = int(value)
+                except ValueError:
+                    continue
+                change_id = key[len(PATCH_MARKER_PREFIX):]
+                self.markers[change_id] = min(at, self.markers.get(change_id, at))
 
     def advance(self) -> None:
         """Consume every event not yet consumed, running the workflow until idle after each."""
         if self.task is None:
             self._start()
-        self.loop.run_until_idle()
-        while self.cursor < len(self.log):
-            event = self.log[self.cursor]
-            self.cursor += 1
-            self.now = event.created_at
-            self._apply(event)
+        guard = determinism.install_guard()  # once for the whole advance (not per event)
+        try:
             self.loop.run_until_idle()
+            while self.cursor < len(self.log):
+                event = self.log[self.cursor]
+                self.cursor += 1
+                self.now = event.created_at
+                self._apply(event)
+                self.loop.run_until_idle()
+        finally:
+            determinism.restore_guard(guard)
 
     def _start(self) -> None:
         if not self.log or self.log[0].event_type != "run_created":
             raise ReplayDivergenceError("the log does not start with run_created")
         first = self.log[0]
         self.now = first.created_at
+        self.cursor = 1  # run_created is consumed by starting the body (positions count from after it)
         raw = (first.event_data or {}).get("input")
         context = contextvars.copy_context()
         context.run(current_execution.set, self)
@@ -107,29 +144,41 @@ class WorkflowExecution:
             return
         op = self.ops.get(event.correlation_id or "")
         if op is None or op.kind != kind.split("_", 1)[0]:
-            raise ReplayDivergenceError(
-                f"event {event.event_id} ({kind} {event.correlation_id}) matches nothing the workflow declared: "
-                "its code no longer matches its log")
+            parsed = dv.op_index(event.correlation_id)
+            code_op = self.by_index.get(parsed[1]) if parsed else None
+            raise dv.mismatch(event, code_op, self.done)
         data = event.event_data or {}
         if isinstance(op, StepOp):
             self._apply_step(op, kind, data, event)
         elif isinstance(op, WaitOp):
             if kind == "wait_created":
+                if "resumeAt" in data:
+                    logged = datetime.fromisoformat(data["resumeAt"])
+                    if abs(logged - op.resume_at) > WAIT_TOLERANCE:
+                        raise dv.wait_mismatch(event, op, logged)
+                    op.resume_at = logged
                 self._created(op)
-                op.resume_at = datetime.fromisoformat(data["resumeAt"]) if "resumeAt" in data else op.resume_at
             elif kind == "wait_completed" and not op.done:
                 op.done = True
                 self._open_waits.pop(op.id, None)
                 if not op.future.done():
                     op.future.set_result(None)
         else:
-            self._apply_hook(op, kind, data)
+            self._apply_hook(op, kind, data, event)
 
     def _apply_step(self, op: StepOp, kind: str, data: dict[str, Any], event: Event) -> None:
         if kind == "step_created":
             if data.get("stepName") != op.definition.name:
-                raise ReplayDivergenceError(f"{op.id} was {data.get('stepName')!r} in the log, "
-                                            f"{op.definition.name!r} in the code")
+                raise dv.divergence("name", dv.position(op.id), event, dv.log_call(event),
+                                    f"called {dv.code_call(op)}")
+            logged = data.get("inputDigest")
+            if "input" in data and logged is None:
+                logged = dv.input_digest(data["input"])  # a log from before digests, read with its inputs
+            if logged is not None and logged != op.digest:
+                error = dv.divergence("arguments", dv.position(op.id), event, dv.log_call(event),
+                                      f"called {dv.code_call(op)}")
+                error.step_id = op.id  # type: ignore[attr-defined]  # whose logged input tells the full story
+                raise error
             self._created(op)
         elif kind == "step_started":
             op.started = True
@@ -151,7 +200,11 @@ class WorkflowExecution:
                 op.future.set_exception(StepError(str(error.get("message", "step failed")),
                                                   step_name=op.definition.name, error_type=error.get("name")))
 
-    def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any]) -> None:
+    def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any], event: Event) -> None:
+        token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token
+        webhook_differs = kind == "hook_created" and bool(data.get("isWebhook")) != op.is_webhook
+        if token_differs or webhook_differs:
+            raise dv.divergence("token", dv.position(op.id), event, dv.log_call(event), f"called {dv.code_call(op)}")
         if kind == "hook_created":
             self._created(op)
         elif kind == "hook_conflict":
@@ -181,18 +234,38 @@ class WorkflowExecution:
         self.counter += 1
         return f"{kind}_{self.counter}"
 
+    def patched(self, change_id: str) -> bool:
+        """True for a run that reaches this call on code with the change, False while replaying history
+        recorded before it; the first True answer is recorded, so the answer never flips for a run."""
+        if not isinstance(change_id, str) or not 0 < len(change_id) <= MAX_CHANGE_ID_LENGTH \
+                or any(c.isspace() for c in change_id):
+            raise ValueError(f"patched() needs a change id of 1 to {MAX_CHANGE_ID_LENGTH} characters without "
+                             f"whitespace, got {change_id!r}")
+        at = self.markers.get(change_id)
+        if at is not None:
+            return at <= self.cursor
+        if self.cursor < len(self.log):
+            return False  # history recorded without the change
+        self.markers[change_id] = self.pending_markers[change_id] = self.cursor
+        return True
+
+    def take_markers(self) -> dict[str, int]:
+        """The patch markers to record now (before anything else the flow writes)."""
+        taken, self.pending_markers = self.pending_markers, {}
+        return taken
+
     async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         op_id = self._next_id("step")
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
         except serde.SerializationError as error:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
-        op = StepOp(op_id, definition, payload, self.loop.create_future())
+        op = StepOp(op_id, definition, payload, self.loop.create_future(), digest=dv.input_digest(payload))
         self._declare(op)
         return await op.future
 
     async def sleep_until(self, resume_at: datetime) -> None:
-        op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future())
+        op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future(), declared_at=self.now)
         self._declare(op)
         await op.future
 
@@ -214,6 +287,7 @@ class WorkflowExecution:
 
     def _declare(self, op: Op) -> None:
         self.ops[op.id] = op
+        self.by_index[self.counter] = op
         self._new[op.id] = op
 
     def refuse(self, op: Op, error: BaseException) -> None:

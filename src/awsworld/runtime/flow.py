@@ -9,7 +9,9 @@ run's in-band count: a flow whose write another flow superseded queues one follo
 
 from __future__ import annotations
 
+import logging
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -17,6 +19,7 @@ from typing import Any
 
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
 from ..world.events import Event
+from . import divergence as dv
 from . import serde
 from .errors import (
     CORRUPTED_EVENT_LOG,
@@ -27,13 +30,18 @@ from .errors import (
     ReplayDivergenceError,
     ValueTooLargeError,
 )
-from .execution import LogGapError, WorkflowExecution
+from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
 from .ops import HookOp, StepOp, WaitOp
 from .registry import Registry
 from .step_runner import run_step, structured_error
 
 MAX_DIVERGENT_RECOVERIES = 3
+DIVERGENCE_POLICY_ENV = "AWSWORLD_ON_DIVERGENCE"  # "fail" (the spec's default) or "park"
+PARK_SECONDS_ENV = "AWSWORLD_PARK_SECONDS"
+DEFAULT_PARK_SECONDS = 3600.0
+
+log = logging.getLogger("awsworld.flow")
 BATCH = 39  # declarations per create_batch: with a born-running pair that is the World's cap of 40 events
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
@@ -108,6 +116,8 @@ class Flow:
                 return await self._diverged(divergence)
             if execution.terminal:
                 return "gone"
+            if execution.pending_markers:
+                await self._record_markers(execution)  # before anything else this flow writes
             if len(execution.log) >= self.settings.max_events:
                 return await self._fail({"message": f"the run reached its limit of {self.settings.max_events} "
                                                     "events (AWSWORLD_MAX_EVENTS_PER_RUN)", "name": "EventLimit"},
@@ -333,14 +343,45 @@ class Flow:
             return "gone"
         return "failed"
 
+    async def _record_markers(self, execution: WorkflowExecution) -> None:
+        """``patched()`` answered True at the log's frontier: record it (one attr_set for all change ids)."""
+        markers = execution.take_markers()
+        await self._write({"eventType": "attr_set", "eventData": {"changes": [
+            {"key": f"{PATCH_MARKER_PREFIX}{change_id}", "value": str(at)} for change_id, at in markers.items()]}})
+
     async def _diverged(self, divergence: ReplayDivergenceError) -> str:
-        if self.message.divergence >= MAX_DIVERGENT_RECOVERIES:
-            return await self._fail({"message": f"corrupted event log: {divergence}", "name": "CorruptedEventLog"},
-                                    CORRUPTED_EVENT_LOG)
-        follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=self.message.divergence + 1)
+        """Recover with a new delivery (replay from the start) up to three times; then fail the run naming the
+        divergence, or under ``AWSWORLD_ON_DIVERGENCE=park`` keep it running and redeliver it every
+        ``AWSWORLD_PARK_SECONDS`` (an hour) so a code rollback picks it up. The log line names the position and
+        the kind of change only: the calls may quote user payloads."""
+        count = self.message.divergence
+        park = divergence_policy() == "park"
+        log.warning("replay of run %s diverged from its log at %s (event %s, %s changed); recovery %d",
+                    self.run_id, divergence.position, divergence.slot, divergence.change, count + 1)
+        if count >= MAX_DIVERGENT_RECOVERIES and not park:
+            message = await self._divergence_message(divergence)
+            return await self._fail({"message": message, "name": "ReplayDivergenceError"}, CORRUPTED_EVENT_LOG)
+        follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1)
+        delay = park_seconds() if park and count >= MAX_DIVERGENT_RECOVERIES else None
         await self.world.queue(queue_name_for(self.message.workflow_name), follow_up.to_payload(),
-                               idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}")
-        return "diverged"
+                               idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}", delay_seconds=delay)
+        return "parked" if delay is not None else "diverged"
+
+    async def _divergence_message(self, divergence: ReplayDivergenceError) -> str:
+        """The run's error: where, what the log holds, what the code did — with the logged arguments, which the
+        flow reads without (one read, once per failed run)."""
+        step_id = getattr(divergence, "step_id", None)
+        text = str(divergence)
+        if step_id is not None:
+            try:
+                step = await self.world.steps.get(self.run_id, step_id)
+                logged = dv.step_call(step.step_name, step.input)
+                text = text.replace(divergence.log or "", logged, 1) if divergence.log else text
+            except Exception:  # the message is best effort; the failure itself must be recorded
+                pass
+        return (f"the workflow's code no longer matches this run's history: {text}. Roll the code back (or "
+                "branch with awsworld.patched()) to keep such runs going; awsworld replay checks stored runs "
+                "against new code before a deploy")
 
     # ------------------------------------------------------------------ messages
 
@@ -368,6 +409,15 @@ class Flow:
         self.queued.add(key)
 
 
+def divergence_policy() -> str:
+    policy = (os.environ.get(DIVERGENCE_POLICY_ENV) or "fail").strip().lower()
+    return "park" if policy == "park" else "fail"
+
+
+def park_seconds() -> float:
+    return max(1.0, float(os.environ.get(PARK_SECONDS_ENV) or DEFAULT_PARK_SECONDS))
+
+
 def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:
     return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
 
@@ -375,6 +425,6 @@ def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> V
 def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
     if isinstance(op, StepOp):
         return {"eventType": "step_created", "correlationId": op.id,
-                "eventData": {"stepName": op.definition.name, "input": op.input}}
+                "eventData": {"stepName": op.definition.name, "input": op.input, "inputDigest": op.digest}}
     return {"eventType": "wait_created", "correlationId": op.id,
             "eventData": {"resumeAt": op.resume_at.astimezone(UTC).isoformat()}}

@@ -27,6 +27,7 @@ class StepOp:
     attempt: int = 0
     retry_after: datetime | None = None
     owner: str | None = None  # the message id of the delivery that started the current attempt
+    digest: str | None = None  # of ``input`` (recorded as step_created's inputDigest, checked on replay)
     kind: str = "step"
 
 
@@ -37,6 +38,7 @@ class WaitOp:
     future: asyncio.Future[Any]
     created: bool = False
     done: bool = False
+    declared_at: datetime | None = None  # the workflow's now() when it called sleep (for messages)
     kind: str = "wait"
 
 

@@ -4,6 +4,10 @@ The workflow runs as ordinary asyncio tasks, so ``asyncio.gather``, ``asyncio.wa
 behave as a Python developer expects; but the loop does no I/O, has no clock and is driven step by step by the
 replay engine (``run_until_idle``), so callbacks run in one order only: FIFO. Timers are refused: time in a
 workflow is durable (``awsworld.sleep``), never the process's.
+
+Tasks hash by their creation number, not their address, so a set of tasks (``asyncio.wait``'s answers, a set
+the workflow builds) iterates in the same order on every replay. While it runs workflow code the loop keeps the
+determinism guard on (``determinism``: non-replay-stable calls are refused in workflow bodies).
 """
 
 from __future__ import annotations
@@ -14,7 +18,17 @@ import contextvars
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from . import determinism
 from .errors import DeterminismError
+
+
+class ReplayTask(asyncio.Task):  # type: ignore[type-arg]
+    """A task of the replay loop: hashes by its creation number (replay-stable), compares by identity."""
+
+    _awsworld_number = 0
+
+    def __hash__(self) -> int:
+        return self._awsworld_number
 
 
 class ReplayLoop(asyncio.AbstractEventLoop):
@@ -24,6 +38,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         self._closed = False
         self._exception_handler: Any = None
         self.unhandled: list[dict[str, Any]] = []
+        self._tasks_created = 0
 
     # -- what tasks and futures call
     def call_soon(self, callback: Callable[..., Any], *args: Any,
@@ -55,7 +70,11 @@ class ReplayLoop(asyncio.AbstractEventLoop):
 
     def create_task(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None,
                     context: contextvars.Context | None = None) -> asyncio.Task[Any]:
-        return asyncio.Task(coro, loop=self, name=name, context=context)
+        determinism.check_task_creation()
+        task = ReplayTask(coro, loop=self, name=name, context=context)
+        self._tasks_created += 1
+        task._awsworld_number = self._tasks_created
+        return task
 
     def get_debug(self) -> bool:
         return False
@@ -93,11 +112,14 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         outer = asyncio.events._get_running_loop()
         asyncio.events._set_running_loop(self)
         self._running = True
+        guard = determinism.install_guard()
         try:
             while self._ready:
                 handle = self._ready.popleft()
                 if not handle._cancelled:
                     handle._run()
+                    determinism.ensure_guard()
         finally:
+            determinism.restore_guard(guard)
             self._running = False
             asyncio.events._set_running_loop(outer)

@@ -85,6 +85,9 @@ class AttrSetData(EventData):
 class StepCreatedData(EventData):
     step_name: str = Field(min_length=1, max_length=512)
     input: Any = None
+    input_digest: str | None = Field(default=None, max_length=64)
+    """A digest of ``input`` the runtime writes (16 bytes, base64url) so a replay can check a call's arguments
+    without loading inputs. Optional: older events lack it."""
 
 
 class StepStartedData(EventData):

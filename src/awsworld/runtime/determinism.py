@@ -1,0 +1,249 @@
+"""Deterministic workflow bodies: what the process-wide sources of time and randomness do inside a workflow.
+
+A workflow body is replayed from its log many times, in many processes, so everything it computes must come out
+the same every time. Inside a workflow body — code running as a task of the run's :class:`ReplayLoop` (checked
+by the ``current_execution`` context variable *and* the running loop, so concurrent runs, steps and every other
+task of the process are unaffected) — these calls behave as follows:
+
+=============================================  =========================================================
+call                                           inside a workflow body
+=============================================  =========================================================
+``time.time()``, ``time.time_ns()``            replay-stable: the time of the last event replayed
+                                               (``awsworld.now()``), constant until the next event
+``random.random()``, ``randint``, ``choice``,  replay-stable: the run's own generator, seeded per run
+``shuffle``, ``uniform``, … (module functions)  (``random.seed(x)`` reseeds it; ``random.seed()`` refused)
+``uuid.uuid4()``                               replay-stable: drawn from the run's generator
+``datetime.now()``/``utcnow()``/``today()``,   refused (``DeterminismError``): ``datetime`` is a C type
+``date.today()``                               whose methods cannot be replaced; use ``awsworld.now()``
+``uuid.uuid1()``, ``os.urandom()``,            refused: host- and entropy-dependent
+``secrets.*``, ``random.SystemRandom``
+the same functions bound by name before        refused (``from time import time`` taken before awsworld was
+awsworld was imported                          imported keeps the original function, which is caught)
+``asyncio.as_completed(coroutines)``           replay-stable: tasks are created in argument order (asyncio
+                                               itself wraps them from a set, in object-id order); an
+                                               ``as_completed`` bound before awsworld was imported is refused
+                                               for bare coroutines
+``time.monotonic()``, ``perf_counter()``       not intercepted: they measure elapsed process time only
+=============================================  =========================================================
+
+Steps, client code, and other tasks in the same process get the real functions. The patches are installed once,
+when ``awsworld`` is imported; the refusals use a per-thread profile hook active only while the replay loop runs
+workflow code (a ``sys.setprofile`` profiler of your own is suspended meanwhile).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as _dt
+import os
+import random as _random
+import sys
+import threading
+import time as _time
+import uuid as _uuid
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from .context import current_execution
+from .errors import DeterminismError
+
+if TYPE_CHECKING:
+    from .execution import WorkflowExecution
+
+_ORIGINAL_TIME = _time.time
+_ORIGINAL_TIME_NS = _time.time_ns
+_ORIGINAL_UUID4 = _uuid.uuid4
+_ORIGINAL_AS_COMPLETED = asyncio.as_completed
+_GLOBAL_RANDOM = _random._inst  # type: ignore[attr-defined]
+
+# The module functions of ``random`` (bound methods of its hidden global instance) routed to the run's generator.
+RANDOM_FUNCTIONS = tuple(name for name in (
+    "random", "uniform", "triangular", "randint", "choice", "randrange", "sample", "shuffle", "choices",
+    "normalvariate", "lognormvariate", "expovariate", "vonmisesvariate", "gammavariate", "gauss",
+    "betavariate", "paretovariate", "weibullvariate", "getrandbits", "randbytes", "binomialvariate",
+    "getstate", "setstate",
+) if hasattr(_random, name))
+
+_NOW = "awsworld.now()"
+# C functions refused inside a workflow body (their calls are seen by the profile hook as ``c_call``).
+_REFUSED_C: dict[Any, str] = {
+    _dt.datetime.now: f"datetime.now() differs on every replay: use {_NOW}",
+    _dt.datetime.utcnow: f"datetime.utcnow() differs on every replay: use {_NOW}",
+    _dt.datetime.today: f"datetime.today() differs on every replay: use {_NOW}",
+    _dt.date.today: f"date.today() differs on every replay: use {_NOW}.date()",
+    os.urandom: "os.urandom() (used by secrets, random.SystemRandom, and a uuid4 bound by name before awsworld "
+                "was imported) differs on every replay: use awsworld.uuid4() / awsworld.random(), or a @step",
+    _ORIGINAL_TIME: f"time.time() bound by name before awsworld was imported differs on every replay: use "
+                    f"{_NOW} or call it as time.time()",
+    _ORIGINAL_TIME_NS: "time.time_ns() bound by name before awsworld was imported differs on every replay: use "
+                       "awsworld.time_ns() or call it as time.time_ns()",
+    _GLOBAL_RANDOM.random: "the random module's generator, bound by name before awsworld was imported, differs "
+                           "on every replay: use awsworld.random() or call it as random.random()",
+    _GLOBAL_RANDOM.getrandbits: "the random module's generator, bound by name before awsworld was imported, "
+                                "differs on every replay: use awsworld.random() or call it through the module "
+                                "(random.randint(...))",
+}
+# Python functions refused inside a workflow body (seen as ``call`` events, by code object).
+_REFUSED_CODE: dict[Any, str] = {
+    _uuid.uuid1.__code__: "uuid.uuid1() depends on the host and the clock: use awsworld.uuid4()",
+    _ORIGINAL_UUID4.__code__: "uuid.uuid4() bound by name before awsworld was imported differs on every replay: "
+                              "use awsworld.uuid4() or call it as uuid.uuid4()",
+}
+
+
+def active_execution() -> WorkflowExecution | None:
+    """The run whose workflow body is running right now on this thread, or None (a step, a client, any other
+    task): the context variable says which run, the running loop confirms it is that run's replay loop."""
+    execution = current_execution.get()
+    if execution is None or asyncio.events._get_running_loop() is not execution.loop:
+        return None
+    return execution
+
+
+def _profile(frame: Any, event: str, arg: Any) -> None:
+    if event == "c_call":
+        refused = _REFUSED_C.get(arg)
+    elif event == "call":
+        refused = _REFUSED_CODE.get(frame.f_code)
+    else:
+        return
+    if refused is not None and active_execution() is not None:
+        raise DeterminismError(f"not allowed in a workflow body: {refused}")
+
+
+def install_guard() -> Any:
+    """Turn the refusals on for this thread (while the replay loop runs); returns what to restore."""
+    previous = sys.getprofile()
+    if previous is not _profile:
+        sys.setprofile(_profile)
+    return previous
+
+
+def ensure_guard() -> None:
+    """Put the guard back after a refusal (a profile hook that raised is removed by the interpreter)."""
+    if sys.getprofile() is not _profile:
+        sys.setprofile(_profile)
+
+
+def restore_guard(previous: Any) -> None:
+    if previous is not _profile:
+        sys.setprofile(previous)
+
+
+# ---------------------------------------------------------------------------------------------- replay-stable
+
+
+def time_ns() -> int:
+    """Inside a workflow: the time of the last event replayed, in nanoseconds since the epoch (replay-stable).
+    Elsewhere: ``time.time_ns()``."""
+    execution = current_execution.get()
+    if execution is None:
+        return _ORIGINAL_TIME_NS()
+    now = execution.current_time()
+    return (now - _EPOCH) // _dt.timedelta(microseconds=1) * 1000
+
+
+def uuid4() -> _uuid.UUID:
+    """Inside a workflow: a random UUID drawn from the run's seeded generator (replay-stable). Elsewhere:
+    ``uuid.uuid4()``."""
+    execution = current_execution.get()
+    if execution is None:
+        return _ORIGINAL_UUID4()
+    return _uuid.UUID(int=execution.rng.getrandbits(128), version=4)
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
+
+
+def _patched_time() -> float:
+    return _ORIGINAL_TIME() if active_execution() is None else time_ns() / 1e9
+
+
+def _patched_time_ns() -> int:
+    return _ORIGINAL_TIME_NS() if active_execution() is None else time_ns()
+
+
+def _patched_uuid4() -> _uuid.UUID:
+    return _ORIGINAL_UUID4() if active_execution() is None else uuid4()
+
+
+def _random_function(name: str) -> Callable[..., Any]:
+    original = getattr(_random, name)
+
+    def routed(*args: Any, **kwargs: Any) -> Any:
+        execution = active_execution()
+        if execution is None:
+            return original(*args, **kwargs)
+        return getattr(execution.rng, name)(*args, **kwargs)
+
+    routed.__name__ = name
+    routed.__qualname__ = name
+    routed.__doc__ = original.__doc__
+    routed.__awsworld_original__ = original  # type: ignore[attr-defined]
+    return routed
+
+
+def _patched_seed(*args: Any, **kwargs: Any) -> None:
+    execution = active_execution()
+    if execution is None:
+        return _GLOBAL_RANDOM.seed(*args, **kwargs)
+    if not args and kwargs.get("a") is None:
+        raise DeterminismError("not allowed in a workflow body: random.seed() without a value seeds from the OS; "
+                               "the run's generator is already seeded per run (pass a value to reseed it)")
+    return execution.rng.seed(*args, **kwargs)
+
+
+def _patched_as_completed(fs: Iterable[Any], *args: Any, **kwargs: Any) -> Iterator[Any]:
+    """``asyncio.as_completed`` that, on a replay loop, turns coroutines into tasks in argument order first."""
+    if active_execution() is not None and not (asyncio.isfuture(fs) or asyncio.iscoroutine(fs)):
+        loop = asyncio.get_running_loop()
+        ordered: list[Any] = []
+        seen: set[int] = set()
+        for item in fs:
+            if id(item) in seen:
+                continue
+            seen.add(id(item))
+            ordered.append(item if asyncio.isfuture(item) else asyncio.ensure_future(item, loop=loop))
+        fs = ordered
+    return _ORIGINAL_AS_COMPLETED(fs, *args, **kwargs)
+
+
+_ASYNCIO_TASKS_FILE = os.path.join("asyncio", "tasks.py")
+
+
+def check_task_creation() -> None:
+    """Called when the replay loop wraps a coroutine in a task: refuse the one pattern whose creation order
+    follows object ids (an ``as_completed`` bound before awsworld was imported, over bare coroutines)."""
+    frame = sys._getframe(2)
+    for _ in range(5):
+        if frame is None:
+            return
+        code = frame.f_code
+        if code.co_filename.endswith(_ASYNCIO_TASKS_FILE) and code.co_name in ("as_completed", "<setcomp>",
+                                                                                "__init__"):
+            raise DeterminismError(
+                "asyncio.as_completed() over bare coroutines creates their tasks in object-id order, which "
+                "differs between replays: pass tasks created in a fixed order "
+                "(as_completed([asyncio.create_task(c) for c in coroutines])) or import asyncio after awsworld")
+        frame = frame.f_back
+
+
+_installed = False
+_install_lock = threading.Lock()
+
+
+def install() -> None:
+    """Install the replay-stable replacements (idempotent). Outside a workflow body they call the originals."""
+    global _installed
+    with _install_lock:
+        if _installed:
+            return
+        _time.time = _patched_time
+        _time.time_ns = _patched_time_ns
+        _uuid.uuid4 = _patched_uuid4
+        for name in RANDOM_FUNCTIONS:
+            setattr(_random, name, _random_function(name))
+        _random.seed = _patched_seed
+        asyncio.as_completed = _patched_as_completed
+        asyncio.tasks.as_completed = _patched_as_completed  # type: ignore[attr-defined]
+        _installed = True

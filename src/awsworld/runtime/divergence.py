@@ -1,0 +1,136 @@
+"""What a divergence says: digests of step inputs, and calls written out for people (truncated).
+
+A step call is checked against its log by name and by a digest of its serialized input (``inputDigest`` in the
+``step_created`` event: 16 bytes of SHA-256 over the canonical JSON, base64url), so the flow can compare without
+loading inputs. Logs written before digests existed skip that check.
+
+The descriptions quote arguments, which may be user payloads: they go into the run's stored error and the
+``awsworld replay`` report, each value truncated, and never into a log line.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import reprlib
+from datetime import datetime
+from typing import Any
+
+from ..world.events import Event
+from . import serde
+from .errors import ReplayDivergenceError
+from .ops import Op, StepOp, WaitOp
+
+MAX_CALL_CHARS = 300
+_ID = re.compile(r"^(step|wait|hook)_(\d+)")
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 6
+_repr.maxdict = 6
+_repr.maxlevel = 3
+
+
+def input_digest(structure: Any) -> str:
+    """16 bytes of SHA-256 over the canonical JSON of a serialized step input (keys sorted), base64url."""
+    text = json.dumps(structure, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).rstrip(b"=").decode()
+
+
+def op_index(op_id: str | None) -> tuple[str, int] | None:
+    """``step_3`` -> ("step", 3); ``hook_2_<run>`` -> ("hook", 2): the kind and the run's call counter."""
+    match = _ID.match(op_id or "")
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def position(op_id: str | None) -> str:
+    parsed = op_index(op_id)
+    return f"{parsed[0]} {parsed[1]}" if parsed else str(op_id)
+
+
+def short(name: str | None) -> str:
+    return (name or "?").rsplit(".", 1)[-1]
+
+
+def _truncate(text: str, limit: int = MAX_CALL_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def short_repr(value: Any) -> str:
+    return _truncate(_repr.repr(value))
+
+
+def arguments(structure: Any) -> str:
+    """``('A-17', 42.5, note='x')`` from a serialized ``{"args": [...], "kwargs": {...}}``, each value truncated."""
+    try:
+        call = serde.loads(structure)
+        args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+    except Exception:  # a class the reader cannot import, or not a call at all: show the stored JSON
+        return "(" + _truncate(json.dumps(structure, default=str), MAX_CALL_CHARS - 2) + ")"
+    parts = [_repr.repr(a) for a in args] + [f"{k}={_repr.repr(v)}" for k, v in kwargs.items()]
+    return _truncate("(" + ", ".join(parts) + ")")
+
+
+def step_call(name: str, structure: Any = None, *, known: bool = True) -> str:
+    return f"{short(name)}{arguments(structure) if known else '(…)'}"
+
+
+def code_call(op: Op) -> str:
+    """What the code did at an op, for a message."""
+    if isinstance(op, StepOp):
+        return step_call(op.definition.name, op.input)
+    if isinstance(op, WaitOp):
+        return f"sleep until {op.resume_at.isoformat()}" + _duration(op.declared_at, op.resume_at)
+    return f"create_hook(token={_repr.repr(op.token)})" if not op.is_webhook else "create_webhook()"
+
+
+def log_call(event: Event) -> str:
+    """What the log holds at an event, for a message (a step's arguments only when the input was loaded)."""
+    data = event.event_data or {}
+    kind = event.event_type
+    if kind == "step_created":
+        return step_call(str(data.get("stepName")), data.get("input"), known="input" in data)
+    if kind == "wait_created":
+        return f"sleep until {data.get('resumeAt')}"
+    if kind in ("hook_created", "hook_conflict"):
+        return ("create_webhook()" if data.get("isWebhook") else
+                f"create_hook(token={_repr.repr(data.get('token'))})")
+    return f"{kind} of {event.correlation_id}"
+
+
+def _duration(start: datetime | None, end: datetime) -> str:
+    if start is None:
+        return ""
+    return f" ({(end - start).total_seconds():g} s after the call)"
+
+
+def divergence(change: str, where: str, event: Event | None, log: str, code: str, note: str = "") -> \
+        ReplayDivergenceError:
+    slot = event.slot if event is not None else None
+    at = f"{where} (event {slot})" if slot is not None else where
+    message = f"{at}: the log has {log}, the code {code}{note}"
+    return ReplayDivergenceError(message, position=where, slot=slot, log=log, code=code, change=change)
+
+
+def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDivergenceError:
+    """The log's event names an op the code did not declare (or declared as something else)."""
+    where = position(event.correlation_id)
+    log = log_call(event) if event.event_type.endswith(("_created", "_conflict")) else \
+        f"{event.event_type} of {event.correlation_id}"
+    if code_op is not None:
+        return divergence("kind", where, event, log, f"called {code_call(code_op)} there",
+                          " (a call was inserted, removed or moved before this point)")
+    if code_done:
+        return divergence("extra-event", where, event, log, "returned before making that call",
+                          " (a call was removed)")
+    return divergence("extra-event", where, event, log, "made no such call (it waits for something else: a call "
+                      "was removed or moved)")
+
+
+def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:
+    return divergence("duration", position(op.id), event,
+                      f"sleep until {logged.isoformat()}" + _duration(op.declared_at, logged),
+                      f"called {code_call(op)}")
