@@ -59,12 +59,13 @@ REDELIVERIES = "Redeliveries"
 BUDGET_EXHAUSTED = "BudgetExhausted"
 WEBHOOKS_RESUMED = "WebhooksResumed"
 WEBHOOKS_REJECTED = "WebhooksRejected"
+RUNS_PARKED = "RunsParked"  # deliveries of runs whose code diverged, kept running (AWSWORLD_ON_DIVERGENCE=park)
 
 METRIC_NAMES = (
     FLOW_DELIVERIES, STEP_DELIVERIES, RUNS_STARTED, RUNS_COMPLETED, RUNS_FAILED, STEPS_INLINE, STEPS_QUEUED,
     INLINE_LOOP_ITERATIONS, STEP_RETRIES, REDELIVERIES, BUDGET_EXHAUSTED, QUEUE_LAG, DELIVERY_ERRORS,
     UNKNOWN_WORKFLOW, MALFORMED_MESSAGES, REFUSED_MESSAGES, DEFERRED_HOPS, DEAD_LETTERED, WEBHOOKS_RESUMED,
-    WEBHOOKS_REJECTED,
+    WEBHOOKS_REJECTED, RUNS_PARKED,
 )
 
 
@@ -110,6 +111,8 @@ def record_outcome(outcome: Outcome) -> None:
         count(BUDGET_EXHAUSTED)
     if status == "retry-queued":
         count(STEP_RETRIES)
+    if status in ("parked", "step-then-parked"):
+        count(RUNS_PARKED)
     if not outcome.ack:
         count(REDELIVERIES)
     count(STEPS_INLINE, outcome.stats.inline_steps)

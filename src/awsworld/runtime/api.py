@@ -42,8 +42,9 @@ def patched(change_id: str) -> bool:
             await charge(order_id, amount)         # runs whose history was recorded before the change
 
     True for a run that reaches the call on new code, False while replaying history recorded before the change.
-    The first True answer is recorded durably (one small write per change id per run), so the answer never
-    flips for a run. ``change_id``: 1-200 characters, no whitespace; keep it unique per change."""
+    A run's first call for a change id fixes the answer for all its later calls; a True answer is recorded
+    durably (one small write per change id per run, none for runs that never call it), so it never flips.
+    ``change_id``: 1-200 characters, no whitespace; keep it unique per change."""
     return require_execution("awsworld.patched()").patched(change_id)
 
 

@@ -11,10 +11,11 @@ input digest, a hook by token, a wait by its resume time; an event for a call th
 something else, is a divergence too. A divergence raises ``ReplayDivergenceError`` before any value from the
 mismatched event reaches the workflow.
 
-``patched(change_id)`` is answered from markers the flow records as ``attr_set`` events (key
-``awsworld.patched.<change id>``, value: the position the first True answer was given at): True at or after a
-recorded position, False while replaying history recorded without one, and True at the frontier of the log
-(recording a new marker, written before anything else the flow writes).
+``patched(change_id)`` is answered at a run's first call for that id and the answer holds for the rest of the
+run: True when the log holds a marker for it (an ``attr_set`` event the flow wrote, key
+``awsworld.patched.<change id>``, value the position of the call), False while replaying history recorded
+without one, and True at the frontier of the log — recording a new marker, written before anything else the
+flow writes, so no event that depends on the answer can land without it.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ class WorkflowExecution:
         self.by_index: dict[int, Op] = {}  # the run's call counter -> the op the code declared there
         self.markers: dict[str, int] = {}  # change id -> position of its first True answer (patched())
         self.pending_markers: dict[str, int] = {}  # answered True at the frontier, not yet recorded
+        self.patch_answers: dict[str, bool] = {}  # each change id's answer, fixed by the run's first call
         # Kept incrementally (insertion-ordered dicts), so a suspension costs O(open ops), not O(all ops):
         # a serial run of N steps stays O(N) in one delivery.
         self._new: dict[str, Op] = {}
@@ -241,13 +243,17 @@ class WorkflowExecution:
                 or any(c.isspace() for c in change_id):
             raise ValueError(f"patched() needs a change id of 1 to {MAX_CHANGE_ID_LENGTH} characters without "
                              f"whitespace, got {change_id!r}")
-        at = self.markers.get(change_id)
-        if at is not None:
-            return at <= self.cursor
-        if self.cursor < len(self.log):
-            return False  # history recorded without the change
-        self.markers[change_id] = self.pending_markers[change_id] = self.cursor
-        return True
+        answer = self.patch_answers.get(change_id)
+        if answer is None:  # the run's first call: its answer holds for every later call of the run
+            if change_id in self.markers:
+                answer = True  # recorded when the run first reached the call on new code
+            elif self.cursor < len(self.log):
+                answer = False  # history recorded without the change
+            else:
+                answer = True  # the frontier: new code; recorded before anything else the flow writes
+                self.markers[change_id] = self.pending_markers[change_id] = self.cursor
+            self.patch_answers[change_id] = answer
+        return answer
 
     def take_markers(self) -> dict[str, int]:
         """The patch markers to record now (before anything else the flow writes)."""

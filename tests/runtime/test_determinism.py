@@ -1,0 +1,166 @@
+"""Deterministic workflow bodies: time, random and uuid4 are replay-stable inside a workflow body, datetime.now and
+the other sources that cannot be made stable are refused with a clear error, and steps (and every other task of
+the process) still get the real functions."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import secrets
+import time
+import uuid
+from datetime import UTC, date, datetime
+from typing import Any
+
+import pytest
+
+import awsworld
+from awsworld import DeterminismError, WorkflowRunFailedError, step, workflow
+from awsworld.runtime import determinism
+from awsworld.runtime.replay_loop import ReplayLoop
+from awsworld.runtime.replayer import read_run, replay_events
+
+
+@step
+async def real_values() -> dict[str, Any]:
+    return {"time": time.time(), "uuid": str(uuid.uuid4()), "random": random.random()}
+
+
+def _body_values() -> dict[str, Any]:
+    return {
+        "time": time.time(), "time_ns": time.time_ns(), "now": awsworld.now().timestamp(),
+        "awsworld_time_ns": awsworld.time_ns(), "random": random.random(), "randint": random.randint(1, 10**9),
+        "choice": random.choice("abcdefgh"), "shuffled": random.sample(range(10), 10),
+        "uuid4": str(uuid.uuid4()), "awsworld_uuid4": str(awsworld.uuid4()), "awsworld_random": awsworld.random(),
+    }
+
+
+@workflow
+async def stable_body() -> dict[str, Any]:
+    before = _body_values()
+    in_step = await real_values()
+    return {"before": before, "step": in_step, "after": _body_values()}
+
+
+async def test_time_random_and_uuid4_are_replay_stable_in_a_body_and_real_in_steps(e2e) -> None:
+    started = time.time()
+    run = await e2e.start(stable_body)
+    result = await run.result(timeout=30)
+    before, after, in_step = result["before"], result["after"], result["step"]
+    assert before["time"] == before["now"] and before["time_ns"] == before["awsworld_time_ns"]
+    assert abs(before["time_ns"] / 1e9 - before["time"]) < 1e-6
+    assert after["time"] > before["time"], "time moves with the log (the step's events)"
+    assert before["uuid4"] != after["uuid4"] and uuid.UUID(before["uuid4"]).version == 4
+    assert abs(in_step["time"] - time.time()) < 30 and in_step["time"] >= started - 1
+    events = await read_run(e2e.local.world, run.run_id)
+    for _ in range(3):  # every replay computes the same values (the replayer compares the result)
+        replayed = replay_events(events)
+        assert replayed.ok, replayed.describe()
+
+
+REFUSED: dict[str, Any] = {
+    "datetime.now": lambda: datetime.now(UTC),
+    "datetime.utcnow": datetime.utcnow,
+    "datetime.today": datetime.today,
+    "date.today": date.today,
+    "uuid.uuid1": uuid.uuid1,
+    "os.urandom": lambda: os.urandom(4),
+    "secrets": lambda: secrets.token_hex(4),
+    "SystemRandom": lambda: random.SystemRandom().random(),
+    "random.seed()": random.seed,
+    "time.time bound early": determinism._ORIGINAL_TIME,
+    "uuid4 bound early": determinism._ORIGINAL_UUID4,
+    "random bound early": determinism._GLOBAL_RANDOM.random,
+}
+
+
+@workflow
+async def tries_refused_calls() -> dict[str, str]:
+    outcomes = {}
+    for name, call in REFUSED.items():
+        try:
+            call()
+            outcomes[name] = "allowed"
+        except DeterminismError as refused:
+            outcomes[name] = str(refused)
+        await asyncio.sleep(0)  # a refusal that was caught re-arms the guard at the next await
+    coroutines = [real_values() for _ in range(3)]
+    try:
+        for done in determinism._ORIGINAL_AS_COMPLETED(coroutines):  # as_completed bound before awsworld
+            await done
+        outcomes["as_completed bound early"] = "allowed"
+    except DeterminismError as refused:
+        outcomes["as_completed bound early"] = str(refused)
+    for coroutine in coroutines:
+        coroutine.close()
+    return outcomes
+
+
+async def test_calls_that_cannot_be_replay_stable_are_refused_in_a_body(e2e) -> None:
+    outcomes = await e2e.run(tries_refused_calls)
+    assert set(outcomes) == {*REFUSED, "as_completed bound early"}
+    for name, outcome in outcomes.items():
+        assert outcome != "allowed", f"{name} was allowed in a workflow body"
+    assert all(o.startswith("not allowed in a workflow body") for n, o in outcomes.items()
+               if n != "as_completed bound early"), outcomes
+    assert "use awsworld.now()" in outcomes["datetime.now"]
+    assert "as_completed([asyncio.create_task(c) for c in coroutines])" in outcomes["as_completed bound early"]
+    assert datetime.now(UTC).year >= 2024 and len(os.urandom(4)) == 4, "outside a workflow the originals answer"
+
+
+@workflow
+async def reads_the_clock() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+async def test_an_uncaught_refusal_fails_the_run_with_the_reason(e2e) -> None:
+    run = await e2e.start(reads_the_clock)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    assert failed.value.error_type == "DeterminismError" or "DeterminismError" in str(failed.value)
+    assert "datetime.now() differs on every replay: use awsworld.now()" in str(failed.value)
+
+
+@step
+async def double(i: int) -> int:
+    return 2 * i
+
+
+@workflow
+async def fans_out_from_a_set(items: list[int]) -> list[int]:
+    tasks = {asyncio.create_task(double(i)) for i in items}  # a set of tasks: iterated in creation order
+    done, _ = await asyncio.wait(tasks)
+    return [t.result() for t in done]
+
+
+async def test_sets_of_tasks_iterate_in_a_replay_stable_order(e2e) -> None:
+    run = await e2e.start(fans_out_from_a_set, list(range(12)))
+    assert sorted(await run.result(timeout=30)) == [2 * i for i in range(12)]
+    events = await read_run(e2e.local.world, run.run_id)
+    for _ in range(3):
+        replayed = replay_events(events)
+        assert replayed.ok, replayed.describe()
+
+
+def test_replay_loop_tasks_hash_by_creation_number() -> None:
+    loop = ReplayLoop()
+
+    async def noop() -> None:
+        return None
+
+    tasks = [loop.create_task(noop()) for _ in range(5)]
+    assert [hash(t) for t in tasks] == [1, 2, 3, 4, 5]
+    assert list(set(tasks)) == tasks
+    loop.run_until_idle()
+    loop.close()
+
+
+def test_outside_a_workflow_the_patched_functions_are_the_real_ones() -> None:
+    random.seed(7)
+    first = [random.random() for _ in range(3)]
+    random.seed(7)
+    assert [random.random() for _ in range(3)] == first
+    assert abs(time.time() - datetime.now(UTC).timestamp()) < 5
+    assert uuid.uuid4() != uuid.uuid4()
+    assert abs(awsworld.time_ns() / 1e9 - time.time()) < 5

@@ -1,0 +1,79 @@
+"""``AWSWORLD_ON_DIVERGENCE=park``: a run whose code diverged stays ``running`` and is redelivered with a long
+back-off (here 1 s) instead of failing, so rolling the code back recovers it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+
+import pytest
+
+from awsworld import create_hook, step, workflow
+from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
+
+
+@pytest.fixture(scope="module")
+def local_env() -> dict[str, str]:
+    return {"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1"}
+
+
+@step
+async def confirm(payload: str) -> str:
+    return f"confirmed {payload}"
+
+
+@step
+async def new_first_step() -> str:
+    return "new"
+
+
+@workflow
+async def waits_for_approval(token: str) -> str:
+    payload = await create_hook(token=token)
+    return await confirm(payload)
+
+
+async def broken_deploy(token: str) -> str:
+    await new_first_step()
+    payload = await create_hook(token=token)
+    return await confirm(payload)
+
+
+async def test_a_parked_run_keeps_running_and_a_rollback_recovers_it(e2e) -> None:
+    token = f"approve-{uuid.uuid4().hex}"
+    name = workflow_name(waits_for_approval)
+    original = REGISTRY.workflows[name]
+    run = await e2e.start(waits_for_approval, token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    seen = len(e2e.poller.results)
+    try:
+        REGISTRY.workflows[name] = WorkflowDef(name, broken_deploy)
+        await e2e.client.resume_hook(token, "yes")
+        deadline = time.monotonic() + 20
+        while sum(r.status == "parked" for r in e2e.poller.results[seen:]) < 2:
+            assert time.monotonic() < deadline, [r.status for r in e2e.poller.results[seen:]]
+            await asyncio.sleep(0.1)
+        assert await run.status() == "running"
+        types = [e.event_type for e in await run.events()]
+        assert "run_failed" not in types and "step_created" not in types
+    finally:
+        REGISTRY.workflows[name] = original  # the rollback
+    assert await run.result(timeout=20) == "confirmed yes"
+    statuses = [r.status for r in e2e.poller.results[seen:]]
+    assert statuses[:3] == ["diverged"] * 3, statuses
+    assert "failed" not in statuses
+
+
+def test_parked_deliveries_are_counted_for_the_alarm(monkeypatch: pytest.MonkeyPatch) -> None:
+    from awsworld.lambda_ import observability
+    from awsworld.runtime.runtime import Outcome
+
+    counted: list[tuple[str, float]] = []
+    monkeypatch.setattr(observability, "count", lambda name, value=1: counted.append((name, value)))
+    observability.record_outcome(Outcome("parked"))
+    observability.record_outcome(Outcome("step-then-parked"))
+    observability.record_outcome(Outcome("diverged"))
+    assert counted.count((observability.RUNS_PARKED, 1)) == 2
+    assert observability.RUNS_PARKED in observability.METRIC_NAMES
