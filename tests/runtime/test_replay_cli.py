@@ -12,6 +12,7 @@ import uuid
 from pathlib import Path
 
 from awsworld import create_hook, step, workflow
+from awsworld.runtime.replayer import load_export, replay_events
 
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 
@@ -30,6 +31,7 @@ async def checkout(order: str) -> str:
 
 CODE = '''
 from awsworld import create_hook, step, workflow
+from awsworld.runtime.replayer import load_export, replay_events
 
 @step(name="cli_demo.charge")
 async def charge(order: str, amount: float) -> str:
@@ -69,6 +71,9 @@ async def test_awsworld_replay_reports_a_seeded_divergence(e2e, tmp_path: Path) 
     code, output = await _awsworld("export", run.run_id, "-o", "history.jsonl", env=env, cwd=tmp_path)
     assert code == 0, output
     assert (tmp_path / "history.jsonl").read_text().count("\n") == before
+    for events in load_export(tmp_path / "history.jsonl"):  # the pytest form (docs_changing_code.md)
+        result = replay_events(events)
+        assert result.ok, result.describe()
 
     offline = {k: v for k, v in env.items() if not k.startswith(("AWS", "AWSWORLD"))}  # a file needs no AWS
     code, output = await _awsworld("replay", "--file", "history.jsonl", "-m", "shop_changed", env=offline,
