@@ -136,6 +136,9 @@ class CallLog:
     fired: bool = False
     silenced: int = 0
     """Calls a dead process tried to make (its cleanup code): refused, not counted."""
+    stored_by_the_dead: set[str] = field(default_factory=set)
+    """S3 keys written by containers that later died: an object one of them wrote before the commit that
+    would have referenced it is orphaned by the death itself (no code runs to delete it)."""
 
     @property
     def faulted_call(self) -> str | None:
@@ -151,11 +154,17 @@ class Probe:
     def __init__(self, log: CallLog) -> None:
         self.log = log
         self.dead = False
+        self.stored: set[str] = set()
 
     def attach(self, world: AWSWorld) -> AWSWorld:
         world.clients.register_handler("before-call", self.before_call)
         world.clients.register_handler("after-call", self.after_call)
+        world.clients.register_handler("before-parameter-build.s3.PutObject", self.put_object)
         return world
+
+    def put_object(self, params: dict[str, Any] | None = None, **_: Any) -> None:
+        if params and isinstance(params.get("Key"), str):
+            self.stored.add(params["Key"])
 
     def before_call(self, model: Any, context: dict[str, Any] | None = None, **_: Any) -> None:
         if self.dead:
@@ -187,6 +196,7 @@ class Probe:
     def _die(self) -> None:
         self.log.fired = True
         self.dead = True
+        self.log.stored_by_the_dead.update(self.stored)
         raise ProcessDied(f"the process died at call {self.log.fault}")
 
 
@@ -438,7 +448,15 @@ class Trial:
             leaks = ([] if drained else [f"queue not drained {DRAIN_SECONDS:.0f} s after the run ended: "
                                          f"{await queue_counts(world)}"])
             leaks += await live_dedup_markers(world)
-            leaks += await orphan_objects(world, run.run_id)
+            orphans = await orphan_objects(world, run.run_id)
+            # A process that dies between writing a value to S3 and the commit that references it leaves the
+            # object behind: nothing can delete it, and it expires with the run's retention (the bucket's
+            # lifecycle rule). Reported, not counted as a leak; any other unreferenced object is one.
+            by_death = [key for key in orphans if key in self.log.stored_by_the_dead]
+            problems.extend(f"orphaned by the process death: S3 object {key.removeprefix(f'runs/{run.run_id}/')}"
+                            for key in by_death)
+            leaks += [f"unreferenced S3 object {key.removeprefix(f'runs/{run.run_id}/')}"
+                      for key in orphans if key not in self.log.stored_by_the_dead]
             leaks += await stream_problems(world, run.run_id, self.label)
             if leaks:
                 problems.extend(leaks)
@@ -573,9 +591,9 @@ def _strings(value: Any) -> Iterable[str]:
 
 
 async def orphan_objects(world: AWSWorld, run_id: str) -> list[str]:
-    """S3 objects under the run's prefix that no item references. Queue payload objects (``queue/``) are left
-    out: they are referenced by messages, not items, kept on purpose for duplicate deliveries, and expired by
-    the bucket's lifecycle rule."""
+    """The keys of S3 objects under the run's prefix that no item references. Queue payload objects
+    (``queue/``) are left out: they are referenced by messages, not items, kept on purpose for duplicate
+    deliveries, and expired by the bucket's lifecycle rule."""
     s3 = await world.clients.s3()
     prefix = f"runs/{run_id}/"
     keys: list[str] = []
@@ -587,8 +605,7 @@ async def orphan_objects(world: AWSWorld, run_id: str) -> list[str]:
             break
         kwargs["ContinuationToken"] = page["NextContinuationToken"]
     referenced = {s for item in await scan_table(world) for s in _strings(item) if s.startswith(prefix)}
-    return [f"unreferenced S3 object {key.removeprefix(prefix)}" for key in keys
-            if key not in referenced and not key.startswith(f"{prefix}queue/")]
+    return [key for key in keys if key not in referenced and not key.startswith(f"{prefix}queue/")]
 
 
 async def stream_problems(world: AWSWorld, run_id: str, label: str) -> list[str]:

@@ -91,6 +91,8 @@ class _Unit:
     index: int
     reqs: list[CreateEventRequest]
     stored: Any = None
+    sent: bool = False
+    """A transaction carrying it was sent: from then on a failure may still have committed it."""
     entity: Item | None = None
     entity_stale: bool = True
     token_owner: str | None = None
@@ -157,7 +159,11 @@ class EventWriter:
         try:
             outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
                                          patient=after_step_body or req.event_type in _AFTER_BODY))[0]
-        except WorldError as error:
+        except Exception as error:
+            if not isinstance(error, WorldError):
+                if not unit.sent:  # failed before any commit was sent (a read, say): nothing references it
+                    await self.values.discard(unit.stored)
+                raise
             await self.values.discard(unit.stored)  # refused: nothing references the value it stored
             if isinstance(error, HookAlreadyReceivedError):
                 error.event = await self._recorded_event(run_id, error.event_id, resolve_data)
@@ -192,8 +198,12 @@ class EventWriter:
         for unit, value in zip(units, stored, strict=True):
             unit.stored = value
         paired: dict[int, BatchEventOutcome] = {}
-        outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
-                                     paired=paired)
+        try:
+            outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
+                                         paired=paired)
+        except Exception:
+            await asyncio.gather(*(self.values.discard(u.stored) for u in units if not u.sent))
+            raise
         flat: list[BatchEventOutcome] = []
         seq_in_band = None
         await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
@@ -281,6 +291,8 @@ class EventWriter:
                 ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
                 if len(ops) > 100:
                     raise InvalidInputError("the write touches more than 100 items; split the batch", field="events")
+                for u in writing:
+                    u.sent = True
                 try:
                     await transact(self.clients, ops)
                 except TxCancelled as cancelled:

@@ -207,7 +207,7 @@ class DeliveryPath:
             await self.consumer.ack(delivery, delete_message=False)
             action = "ack"
         else:
-            await self.consumer.redeliver_after(delivery, outcome.retry_after or 1.0)
+            await self.consumer.redeliver_after(delivery, outcome.retry_after or 0.0)
             action = f"redeliver in {outcome.retry_after}s"
         log.info("delivery handled", extra={
             "outcome": outcome.status, "action": action, "iterations": outcome.stats.iterations,

@@ -74,6 +74,9 @@ class Flow:
     owned: set[str] = field(default_factory=set)
     queued: set[str] = field(default_factory=set)
     claimed: dict[str, Any] = field(default_factory=dict)  # steps declared born running, to run inline
+    redeliver_after: float | None = None
+    """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
+    holds steps it started and did not finish, which only a delivery with its id may run again."""
 
     @property
     def run_id(self) -> str:
@@ -85,6 +88,10 @@ class Flow:
         try:
             return await self._run()
         except InBandSupersededError as superseded:
+            if self._holds_steps():
+                # Our own redelivery replays the newer log and runs the steps we started: no other delivery may.
+                self.redeliver_after = 1.0
+                return "superseded"
             # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
             await self._queue_flow(f"superseded:{superseded.seq_in_band}")
             return "superseded"
@@ -108,7 +115,10 @@ class Flow:
         while True:
             self.stats.iterations += 1
             if time.monotonic() >= self.deadline:
-                await self._queue_flow(f"continue:{len(execution.log)}")
+                # The budget is spent: this same message comes back at once and goes on where we stop. Being
+                # the same message, it may run the steps this delivery started (a continuation with a new id
+                # could not, and a key derived from the log could be this message's own and send nothing).
+                self.redeliver_after = 0.0
                 return "continued"
             try:
                 execution.advance()
@@ -257,6 +267,12 @@ class Flow:
             except EntityConflictError:
                 await self._reload_tail()
         return bool(due)
+
+    def _holds_steps(self) -> bool:
+        """Steps this delivery started (or an earlier delivery of this message did) and has not finished."""
+        if self.claimed:
+            return True
+        return self.execution is not None and any(self._mine(s) for s in self.execution.pending_steps())
 
     def _mine(self, step: StepOp) -> bool:
         """Started by an earlier delivery of this same message (which stopped mid-step): ours to run again."""

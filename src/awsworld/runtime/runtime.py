@@ -62,7 +62,7 @@ class Runtime:
             return await self._step(message, deadline, message_id)
         flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
         status = await flow.run()
-        return Outcome(status, stats=flow.stats)
+        return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
 
     async def _step(self, message: FlowMessage, deadline: float, message_id: str | None) -> Outcome:
         assert message.step_id and message.step_name
@@ -83,4 +83,4 @@ class Runtime:
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
                     self.settings, message_id=message_id)
         status = await flow.run()
-        return Outcome(f"step-then-{status}", stats=flow.stats)
+        return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
