@@ -173,6 +173,7 @@ def test_the_functions_get_every_variable_the_code_reads(template: dict[str, Any
     assert variables["AWSWORLD_DLQ_URL"] == {"Ref": "DeadLetterQueue"}
     assert variables[MODULES_ENV] == {"Ref": "Modules"}
     assert variables[observability.TRACING_ENV] == {"Ref": "EnableTracing"}
+    assert variables["AWSWORLD_ON_DIVERGENCE"] == {"Ref": "OnDivergence"}
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "awsworld"
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     config = AWSConfig.from_env({name: f"<{name}>" for name in variables})
