@@ -156,7 +156,9 @@ _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def _patched_time() -> float:
-    return _ORIGINAL_TIME() if active_execution() is None else time_ns() / 1e9
+    """The same float as ``awsworld.now().timestamp()`` (``time_ns() / 1e9`` can differ in the last bit)."""
+    execution = active_execution()
+    return _ORIGINAL_TIME() if execution is None else execution.current_time().timestamp()
 
 
 def _patched_time_ns() -> int:
