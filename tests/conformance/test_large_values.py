@@ -230,3 +230,38 @@ async def test_run_created_for_an_existing_id_stores_no_value(world: AWSWorld) -
     again = await world.events.create(run_id, run_created(input=big + "!"))
     assert again.event is None
     assert await bucket_keys(world) == keys
+
+
+class _Interrupt(Exception):
+    """A write that got no answer: the request failed, or landed and its answer was lost."""
+
+
+@pytest.mark.parametrize("where", ["read before the commit", "commit not sent", "commit landed, answer lost"])
+async def test_a_value_stored_for_an_interrupted_write_is_deleted_only_if_no_event_took_it(
+        world: AWSWorld, where: str) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s1", input=1))
+    await world.events.create(run_id, step_started("s1"))
+    value = {"blob": "v" * (world.config.inline_value_limit + 10)}
+    writer = AWSWorld(world.config)  # its own clients, so the fault touches nothing else
+    event, operation = {"read before the commit": ("before-call", "BatchGetItem"),
+                        "commit not sent": ("before-call", "TransactWriteItems"),
+                        "commit landed, answer lost": ("after-call", "TransactWriteItems")}[where]
+
+    def interrupt(**_: Any) -> None:
+        raise _Interrupt(where)
+
+    writer.clients.register_handler(f"{event}.dynamodb.{operation}", interrupt)
+    keys = set(await bucket_keys(world))
+    try:
+        with pytest.raises(_Interrupt):
+            await writer.events.create(run_id, step_completed("s1", value))
+    finally:
+        await writer.close()
+    added = set(await bucket_keys(world)) - keys
+    if where == "commit landed, answer lost":
+        assert len(added) == 1, "the committed event references its value: it stays"
+        assert (await world.steps.get(run_id, "s1")).output == value
+    else:
+        assert added == set(), "nothing references the value: it was deleted"
+        assert (await world.steps.get(run_id, "s1")).status == "running"

@@ -46,6 +46,7 @@ from ..world.events import (
 from ..world.ids import check_entity_id, event_id_to_slot, slot_to_event_id
 from .clients import AWSClients
 from .event_reader import EventReader
+from .interrupted import discard_unless_recorded
 from .items import (
     Item,
     event_from_item,
@@ -91,8 +92,9 @@ class _Unit:
     index: int
     reqs: list[CreateEventRequest]
     stored: Any = None
-    sent: bool = False
-    """A transaction carrying it was sent: from then on a failure may still have committed it."""
+    sent_slots: list[int] = field(default_factory=list)
+    """The slots of its events in every transaction sent with it: after a failure without an answer, one of
+    them may hold it."""
     entity: Item | None = None
     entity_stale: bool = True
     token_owner: str | None = None
@@ -160,9 +162,8 @@ class EventWriter:
             outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
                                          patient=after_step_body or req.event_type in _AFTER_BODY))[0]
         except Exception as error:
-            if not isinstance(error, WorldError):
-                if not unit.sent:  # failed before any commit was sent (a read, say): nothing references it
-                    await self.values.discard(unit.stored)
+            if not isinstance(error, WorldError):  # no answer: the commit may or may not have landed
+                await discard_unless_recorded(self.clients, self.values, run_id, unit.stored, unit.sent_slots)
                 raise
             await self.values.discard(unit.stored)  # refused: nothing references the value it stored
             if isinstance(error, HookAlreadyReceivedError):
@@ -202,7 +203,8 @@ class EventWriter:
             outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
                                          paired=paired)
         except Exception:
-            await asyncio.gather(*(self.values.discard(u.stored) for u in units if not u.sent))
+            await asyncio.gather(*(discard_unless_recorded(self.clients, self.values, run_id, u.stored, u.sent_slots)
+                                   for u in units))
             raise
         flat: list[BatchEventOutcome] = []
         seq_in_band = None
@@ -291,8 +293,6 @@ class EventWriter:
                 ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
                 if len(ops) > 100:
                     raise InvalidInputError("the write touches more than 100 items; split the batch", field="events")
-                for u in writing:
-                    u.sent = True
                 try:
                     await transact(self.clients, ops)
                 except TxCancelled as cancelled:
@@ -401,6 +401,7 @@ class EventWriter:
             for planned in unit.plan.events:
                 ops.append(TxOp("Put", "event", item=planned.item(run_id, event_key(run_id, slot), now),
                                 condition="attribute_not_exists(pk)"))
+                unit.sent_slots.append(slot)
                 slot += 1
             for op in unit.plan.ops:
                 if op.role == RESUME_MARKER_ROLE and op.item is not None:

@@ -114,7 +114,8 @@ class Flow:
             await self._write({"eventType": "run_started"})
         while True:
             self.stats.iterations += 1
-            if time.monotonic() >= self.deadline:
+            if self.stats.iterations > 1 and time.monotonic() >= self.deadline:
+                # (Never before the first iteration: every delivery makes progress, however late it starts.)
                 # The budget is spent: this same message comes back at once and goes on where we stop. Being
                 # the same message, it may run the steps this delivery started (a continuation with a new id
                 # could not, and a key derived from the log could be this message's own and send nothing).

@@ -1,0 +1,46 @@
+"""Values stored before a commit that was interrupted: delete the S3 object only when no event took it.
+
+A large value is written to S3 before the transaction that references it. When the transaction is refused,
+nothing references the object and the writer deletes it. When the write fails *without* an answer (a read
+before the commit failed, or the commit itself raised a transient error), the transaction may not have been
+sent, or may have been sent and committed: the object is deleted only if no event stands at the slots the
+transaction would have filled with a reference to it. A process that dies in between leaves the object to
+the bucket's lifecycle rule (``runs/`` objects expire after the run's retention): nothing can run then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from .clients import AWSClients
+from .keys import event_key
+from .reads import batch_get
+from .values import StoredValue, ValueStore
+
+
+def _references(value: Any, key: str) -> bool:
+    if isinstance(value, str):
+        return value == key
+    if isinstance(value, dict):
+        return any(_references(inner, key) for inner in value.values())
+    if isinstance(value, list):
+        return any(_references(inner, key) for inner in value)
+    return False
+
+
+async def discard_unless_recorded(clients: AWSClients, values: ValueStore, run_id: str, stored: StoredValue | None,
+                                  slots: Iterable[int]) -> None:
+    """Delete ``stored``'s S3 object unless an event at one of ``slots`` (every slot a transaction carrying
+    it was sent for) references it. Best effort: when the check itself fails, the object is kept."""
+    if not stored or "r" not in stored:
+        return
+    wanted = sorted(set(slots))
+    if wanted:
+        try:
+            items = await batch_get(clients, [event_key(run_id, slot) for slot in wanted])
+        except Exception:
+            return  # cannot tell: keeping an object costs storage, deleting a referenced one loses a value
+        if any(_references(item, stored["r"]) for item in items):
+            return
+    await values.discard(stored)
