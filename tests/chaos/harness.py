@@ -52,6 +52,7 @@ from awsworld.runtime.client import Client, Run
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import WorldError
 from awsworld.world.events import Event
+from conformance.helpers import table_items
 from deploy.lambda_env import EventSourceMapping, LambdaContext, lambda_record
 from deploy.test_webhook_handler import url_event
 
@@ -548,25 +549,12 @@ async def queue_counts(world: AWSWorld) -> dict[str, int]:
     return {short[name]: int(attributes.get(name, 0)) for name in names}
 
 
-async def scan_table(world: AWSWorld) -> list[dict[str, Any]]:
-    """Every item of the trial's table, in DynamoDB's JSON."""
-    ddb = await world.clients.dynamodb()
-    items: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"TableName": world.config.table_name, "ConsistentRead": True}
-    while True:
-        page = await ddb.scan(**kwargs)
-        items.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return items
-        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 async def live_dedup_markers(world: AWSWorld) -> list[str]:
     """Dedup markers still live once the run ended and the queue is empty. Each one names a message that no
     longer exists, yet makes the next send with its key return that id and send nothing: a blocker."""
     now = time.time()
     found = []
-    for item in await scan_table(world):
+    for item in await table_items(world):
         pk = item["pk"]["S"]
         if not pk.startswith("DEDUP#"):
             continue
@@ -604,7 +592,7 @@ async def orphan_objects(world: AWSWorld, run_id: str) -> list[str]:
         if not page.get("IsTruncated"):
             break
         kwargs["ContinuationToken"] = page["NextContinuationToken"]
-    referenced = {s for item in await scan_table(world) for s in _strings(item) if s.startswith(prefix)}
+    referenced = {s for item in await table_items(world) for s in _strings(item) if s.startswith(prefix)}
     return [key for key in keys if key not in referenced and not key.startswith(f"{prefix}queue/")]
 
 

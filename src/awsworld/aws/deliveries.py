@@ -209,6 +209,10 @@ class QueueConsumer:
         """Delete a record that is done with (what Lambda's event source mapping does to a successful one)."""
         await self._delete(read_record(record).receipt_handle)
 
+    def receive_count(self, record: Mapping[str, Any]) -> int:
+        """How many times the record has been received, this time included (1 when the record does not say)."""
+        return read_record(record).receive_count
+
     async def back_off(self, record: Mapping[str, Any], seconds: int) -> None:
         """Make a failed record visible again after ``seconds`` (instead of the queue's visibility timeout)."""
         sqs = await self.clients.sqs()

@@ -78,6 +78,8 @@ class Consumer(Protocol):
 
     async def redeliver_after(self, delivery: Delivery, seconds: float) -> None: ...
 
+    def receive_count(self, record: Mapping[str, Any]) -> int: ...
+
     async def back_off(self, record: Mapping[str, Any], seconds: int) -> None: ...
 
     async def dead_letter(self, record: Mapping[str, Any], reason: str) -> bool: ...
@@ -122,14 +124,6 @@ class RecordResult:
 
 class PoisonRecordError(Exception):
     """A record that no retry can make succeed: it goes to the dead-letter queue on its first receive."""
-
-
-def receive_count(record: Mapping[str, Any]) -> int:
-    attributes = record.get("attributes") or record.get("Attributes") or {}
-    try:
-        return max(1, int(attributes.get("ApproximateReceiveCount", 1)))
-    except (TypeError, ValueError, AttributeError):
-        return 1
 
 
 def backoff_seconds(count: int) -> int:
@@ -250,7 +244,7 @@ class DeliveryPath:
         """Shorten the record's visibility to the back-off (best effort: on error the queue's own visibility
         timeout applies) and report it failed."""
         try:
-            await self.consumer.back_off(record, backoff_seconds(receive_count(record)))
+            await self.consumer.back_off(record, backoff_seconds(self.consumer.receive_count(record)))
         except Exception as error:
             log.warning("could not shorten a failed record's visibility: %s", type(error).__name__)
         return RecordResult(status, failed=True)
