@@ -226,3 +226,40 @@ async def test_concurrent_batches_and_single_writes_keep_each_batch_contiguous(w
     events = await all_events(world, run_id)
     assert len(events) == 2 + 4 * 8 + 4
     assert_dense(events)
+
+
+async def _in_band(world: AWSWorld, run_id: str) -> int:
+    return (await world.events.list(run_id)).snapshot.seq_in_band  # type: ignore[union-attr]
+
+
+async def test_an_atomic_batch_with_a_refused_event_writes_nothing(world: AWSWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("done"))
+    await world.events.create(run_id, step_completed("done"))
+    before = await all_events(world, run_id)
+    with pytest.raises(StepNotFoundError):
+        await world.events.create_batch(run_id, [step_created("new"), step_completed("missing")], atomic=True)
+    from awsworld.world import EntityConflictError
+
+    with pytest.raises(EntityConflictError):
+        await world.events.create_batch(run_id, [step_completed("done", 4), step_created("new2")], atomic=True)
+    assert await all_events(world, run_id) == before
+
+
+async def test_a_stamped_batch_records_the_writers_time(world: AWSWorld) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    run_id = await new_run(world, start=True)
+    at = datetime.now(UTC) - timedelta(milliseconds=250)
+    batch = await world.events.create_batch(run_id, [step_created("a"), step_started("a")], in_band=True,
+                                            expected_seq_in_band=await _in_band(world, run_id), stamp=at)
+    events = await all_events(world, run_id)
+    assert [e.created_at for e in events[-2:]] == [at, at]
+    assert batch.results[0].result.step.created_at == at  # type: ignore[union-attr]
+    with pytest.raises(InvalidInputError):  # only a fenced writer may stamp its events
+        await world.events.create_batch(run_id, [step_created("b")], stamp=at)
+    with pytest.raises(InvalidInputError):  # never ahead of the clock
+        await world.events.create_batch(run_id, [step_created("b")], in_band=True,
+                                        expected_seq_in_band=await _in_band(world, run_id),
+                                        stamp=datetime.now(UTC) + timedelta(minutes=5))
+    assert len(await all_events(world, run_id)) == len(events)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from awsworld.aws import AWSWorld
@@ -291,3 +293,22 @@ async def test_steps_read_with_resolve_none_leave_input_and_output_out(world: AW
     assert step.input is None and step.output is None and step.status == "completed"
     listed = (await world.steps.list(run_id, resolve_data="none")).data[0]
     assert listed.input is None and listed.output is None
+
+
+async def test_a_second_delivery_cannot_start_a_step_running_under_another(world: AWSWorld) -> None:
+    from awsworld.world import StepRunningElsewhereError
+
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+
+    def started(owner: str) -> dict[str, Any]:
+        return {"eventType": "step_started", "correlationId": "s", "eventData": {"ownerMessageId": owner}}
+
+    first = await world.events.create(run_id, started("m1"))
+    assert first.step.attempt == 1  # type: ignore[union-attr]
+    with pytest.raises(StepRunningElsewhereError):
+        await world.events.create(run_id, started("m2"))
+    again = await world.events.create(run_id, started("m1"))  # the same message, redelivered, may restart it
+    assert again.step.attempt == 2  # type: ignore[union-attr]
+    await world.events.create(run_id, step_retrying("s"))
+    assert (await world.events.create(run_id, started("m2"))).step.attempt == 3  # type: ignore[union-attr]

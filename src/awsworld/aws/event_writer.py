@@ -16,6 +16,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from pydantic import BaseModel
@@ -182,8 +183,19 @@ class EventWriter:
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         resolve_data: ResolveData = "all",
+        atomic: bool = False,
+        stamp: datetime | None = None,
     ) -> EventBatchResult:
+        """``atomic``: every event lands or none does (the first refusal is raised, as ``create`` would).
+        ``stamp``: the time recorded on the batch's events, for an in-band writer that has already shown this
+        time to the workflow (a step's result consumed before it is recorded with the next declarations); it
+        may not be in the future, and only a fenced (in-band) writer may give it."""
         run_id = _check_run_id(run_id)
+        if stamp is not None:
+            if not in_band or stamp.tzinfo is None:
+                raise InvalidInputError("stamp needs an in-band write and a timezone-aware time", field="stamp")
+            if stamp > datetime.now(UTC) + timedelta(seconds=1):
+                raise InvalidInputError("stamp is in the future", field="stamp")
         reqs = [parse_event_request(e) for e in events]
         if not reqs:
             raise InvalidInputError("a batch needs at least one event", field="events")
@@ -201,7 +213,8 @@ class EventWriter:
         paired: dict[int, BatchEventOutcome] = {}
         try:
             outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
-                                         paired=paired)
+                                         paired=paired, atomic=atomic,
+                                         stamp=_iso(stamp) if stamp is not None else None)
         except Exception:
             await asyncio.gather(*(discard_unless_recorded(self.clients, self.values, run_id, u.stored, u.sent_slots)
                                    for u in units))
@@ -251,10 +264,13 @@ class EventWriter:
         resolve: ResolveData,
         patient: bool = False,
         paired: dict[int, BatchEventOutcome] | None = None,
+        atomic: bool = False,
+        stamp: str | None = None,
     ) -> list[BatchEventOutcome]:
         # Writers of one run in this process take turns (see _lock).
         async with self._lock(run_id):
             single = len(units) == 1 and len(units[0].reqs) == 1
+            strict = single or atomic  # a refusal is raised, not answered per event
             att = _Attempt(seq=self._guess_seq(run_id, event_count))
             if paired is not None:
                 att.paired = paired
@@ -263,7 +279,7 @@ class EventWriter:
                 live = [u for u in units if u.index not in att.outcomes]
                 if not live:
                     break
-                now = now_iso()
+                now = stamp or now_iso()
                 await self._load(run_id, live, att)
                 refused = False
                 for u in live:
@@ -273,7 +289,7 @@ class EventWriter:
                     except WorldError as error:
                         if in_band:
                             await self._check_fence(run_id, att, expected_seq_in_band)
-                        if single:
+                        if strict:
                             raise
                         # A batch answers per event: the refused one gets its error, the rest are written.
                         att.outcomes[u.index] = _failed(error)
@@ -296,7 +312,7 @@ class EventWriter:
                 try:
                     await transact(self.clients, ops)
                 except TxCancelled as cancelled:
-                    self._on_cancel(run_id, cancelled, writing, att, in_band, expected_seq_in_band, single)
+                    self._on_cancel(run_id, cancelled, writing, att, in_band, expected_seq_in_band, strict)
                     att.losses += 1
                     await _jitter(att.losses, cancelled.conflict)
                     continue
@@ -537,6 +553,10 @@ class EventWriter:
         # Another writer may have released them first; a failure here leaves a token held, never a log hole.
         with contextlib.suppress(TxCancelled, TransientStoreError):
             await transact(self.clients, ops)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _snake(name: str) -> str:

@@ -21,6 +21,7 @@ from ..world.errors import (
     RunGoneError,
     RunNotFoundError,
     StepNotFoundError,
+    StepRunningElsewhereError,
     TooEarlyError,
 )
 from ..world.events import CreateEventRequest, EventResult
@@ -263,9 +264,15 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
         wait = (datetime.fromisoformat(retry_after) - datetime.fromisoformat(state.now)).total_seconds()
         raise TooEarlyError(f"step {req.correlation_id} may not start before {retry_after}",
                             retry_after=max(1.0, float(int(wait + 0.999))))
+    owner = (req.data().model_extra or {}).get("ownerMessageId")
+    holder = step.get("owner")
+    if step["status"] == "running" and owner and holder and holder != owner:
+        # A second delivery (a duplicate message) while the step runs under the first one's message id: only a
+        # redelivery of that message may start it again, so a step message needs no queue-side dedup marker.
+        raise StepRunningElsewhereError(f"step {req.correlation_id} is running under another delivery")
     attempt = int(step.get("attempt", 0)) + 1
     sets = {"status": "running", "attempt": attempt, "startedAt": step.get("startedAt") or state.now,
-            "updatedAt": state.now}
+            "updatedAt": state.now, "owner": owner if isinstance(owner, str) else None}
     key = step_key(state.run_id, req.correlation_id or "")
     event = _event(req, state, attempt=attempt)
     return Plan([event], RunChange(require_alive=True), [_update_entity(key, step, sets, ("retryAfter",))],
@@ -357,6 +364,9 @@ def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, 
     assert plan.new_step is not None
     step = plan.new_step
     step.update(status="running", attempt=1, startedAt=state.now)
+    owner = (started.data().model_extra or {}).get("ownerMessageId")
+    if isinstance(owner, str) and owner:
+        step["owner"] = owner
     plan.events.append(_event(started, State(state.run_id, state.now, None), attempt=1))
     return plan
 

@@ -328,7 +328,7 @@ class Flow:
             raise RunGoneError(f"run {self.run_id} ended")
         if outcome.status == "retry":
             await self._queue_step(step, outcome.attempt, outcome.retry_after)
-        elif outcome.status == "finished-already":
+        elif outcome.status in ("finished-already", "running-elsewhere"):
             await self._reload_tail()
 
     # ------------------------------------------------------------------ endings

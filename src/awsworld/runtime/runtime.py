@@ -72,6 +72,8 @@ class Runtime:
             return Outcome("too-early", retry_after=max(1.0, outcome.retry_after))
         if outcome.status == "gone":
             return Outcome("gone")
+        if outcome.status == "running-elsewhere":
+            return Outcome("duplicate")  # a second message for a step another delivery runs: it records the end
         if outcome.status == "retry":
             await self.world.queue(queue_name_for(message.workflow_name), message.to_payload(),
                                    idempotency_key=f"{message.run_id}:{message.step_id}:{outcome.attempt}",

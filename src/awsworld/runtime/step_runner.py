@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
-from ..world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError, StepNotFoundError, TooEarlyError
+from ..world.errors import (
+    EntityConflictError,
+    PayloadTooLargeError,
+    RunGoneError,
+    StepNotFoundError,
+    StepRunningElsewhereError,
+    TooEarlyError,
+)
 from ..world.events import Event, EventResult
 from . import serde
 from .context import current_step
@@ -23,7 +30,7 @@ from .step_context import StepContext, StepMetadata
 
 MAX_ERROR_MESSAGE = 32 * 1024
 
-Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early"]
+Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere"]
 
 
 @dataclass
@@ -66,6 +73,8 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
             started = await world.events.create(run_id, event, **start_kwargs)
         except RunGoneError:
             return StepOutcome("gone", [])
+        except StepRunningElsewhereError:
+            return StepOutcome("running-elsewhere", [])
         except EntityConflictError:
             return StepOutcome("finished-already", [])
         except TooEarlyError as early:

@@ -75,6 +75,11 @@ class EntityConflictError(WorldError):
     code = "entity-conflict"
 
 
+class StepRunningElsewhereError(EntityConflictError):
+    """step_started from a delivery while the step runs under another delivery's message id: the caller is a
+    duplicate message and should simply stop (the running delivery records the outcome)."""
+
+
 class HookAlreadyReceivedError(EntityConflictError):
     """A ``hook_received`` with this ``resumeId`` was already recorded for this hook; nothing was written.
 

@@ -7,6 +7,7 @@ queue and streams join in their own protocols. Everything is ``async``: a World 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .entities import Capabilities, Hook, ResolveData, Run, Step
@@ -69,7 +70,12 @@ class EventsAPI(Protocol):
         in_band: bool = False,
         expected_seq_in_band: int | None = None,
         resolve_data: ResolveData = "all",
-    ) -> EventBatchResult: ...
+        atomic: bool = False,
+        stamp: datetime | None = None,
+    ) -> EventBatchResult:
+        """awsworld's extensions: ``atomic`` (all events land or none, the first refusal raised) and ``stamp``
+        (an in-band writer's time for the batch's events, never in the future)."""
+        ...
 
     async def list(
         self,
