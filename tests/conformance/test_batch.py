@@ -263,3 +263,16 @@ async def test_a_stamped_batch_records_the_writers_time(world: AWSWorld) -> None
                                         expected_seq_in_band=await _in_band(world, run_id),
                                         stamp=datetime.now(UTC) + timedelta(minutes=5))
     assert len(await all_events(world, run_id)) == len(events)
+
+
+async def test_a_batch_expecting_a_position_lands_there_or_not_at_all(world: AWSWorld) -> None:
+    from awsworld.world import LogMovedError
+
+    run_id = await new_run(world, start=True)
+    count = len(await all_events(world, run_id))
+    batch = await world.events.create_batch(run_id, [step_created("a")], expect_seq=count)
+    assert batch.results[0].result.event.slot == count + 1  # type: ignore[union-attr]
+    with pytest.raises(LogMovedError) as moved:
+        await world.events.create_batch(run_id, [step_created("b")], expect_seq=count)
+    assert moved.value.seq == count + 1
+    assert len(await all_events(world, run_id)) == count + 1

@@ -28,6 +28,7 @@ from ..world.errors import (
     HookNotFoundError,
     InBandSupersededError,
     InvalidInputError,
+    LogMovedError,
     MissingInBandCountError,
     RunGoneError,
     RunNotFoundError,
@@ -185,11 +186,14 @@ class EventWriter:
         resolve_data: ResolveData = "all",
         atomic: bool = False,
         stamp: datetime | None = None,
+        expect_seq: int | None = None,
     ) -> EventBatchResult:
         """``atomic``: every event lands or none does (the first refusal is raised, as ``create`` would).
         ``stamp``: the time recorded on the batch's events, for an in-band writer that has already shown this
         time to the workflow (a step's result consumed before it is recorded with the next declarations); it
-        may not be in the future, and only a fenced (in-band) writer may give it."""
+        may not be in the future, and only a fenced (in-band) writer may give it. ``expect_seq``: the batch lands
+        right after that many events or not at all (``LogMovedError``): what the workflow was shown must be
+        what the log holds at that position."""
         run_id = _check_run_id(run_id)
         if stamp is not None:
             if not in_band or stamp.tzinfo is None:
@@ -214,7 +218,7 @@ class EventWriter:
         try:
             outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
                                          paired=paired, atomic=atomic,
-                                         stamp=_iso(stamp) if stamp is not None else None)
+                                         stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
         except Exception:
             await asyncio.gather(*(discard_unless_recorded(self.clients, self.values, run_id, u.stored, u.sent_slots)
                                    for u in units))
@@ -266,12 +270,13 @@ class EventWriter:
         paired: dict[int, BatchEventOutcome] | None = None,
         atomic: bool = False,
         stamp: str | None = None,
+        expect_seq: int | None = None,
     ) -> list[BatchEventOutcome]:
         # Writers of one run in this process take turns (see _lock).
         async with self._lock(run_id):
             single = len(units) == 1 and len(units[0].reqs) == 1
             strict = single or atomic  # a refusal is raised, not answered per event
-            att = _Attempt(seq=self._guess_seq(run_id, event_count))
+            att = _Attempt(seq=self._guess_seq(run_id, event_count) if expect_seq is None else expect_seq)
             if paired is not None:
                 att.paired = paired
             deadline = time.monotonic() + (PATIENT_WRITE_SECONDS if patient else WRITE_SECONDS)
@@ -281,6 +286,8 @@ class EventWriter:
                     break
                 now = stamp or now_iso()
                 await self._load(run_id, live, att)
+                if expect_seq is not None and att.seq is not None and att.seq != expect_seq:
+                    raise LogMovedError(f"run {run_id} holds {att.seq} events, not {expect_seq}", seq=att.seq)
                 refused = False
                 for u in live:
                     u.plan = None

@@ -117,6 +117,18 @@ class InBandSupersededError(WorldError):
         self.seq_in_band = seq_in_band
 
 
+class LogMovedError(WorldError):
+    """A batch given ``expect_seq`` found more events in the log than that: it was not written (awsworld's
+    extension, for a writer that has shown the workflow an outcome at exactly that position)."""
+
+    status = 409
+    code = "log-moved"
+
+    def __init__(self, message: str, *, seq: int) -> None:
+        super().__init__(message, seq=seq)
+        self.seq = seq
+
+
 class PayloadTooLargeError(InvalidInputError):
     status = 413
     code = "payload-too-large"

@@ -72,9 +72,11 @@ class EventsAPI(Protocol):
         resolve_data: ResolveData = "all",
         atomic: bool = False,
         stamp: datetime | None = None,
+        expect_seq: int | None = None,
     ) -> EventBatchResult:
-        """awsworld's extensions: ``atomic`` (all events land or none, the first refusal raised) and ``stamp``
-        (an in-band writer's time for the batch's events, never in the future)."""
+        """awsworld's extensions: ``atomic`` (all events land or none, the first refusal raised), ``stamp`` (an
+        in-band writer's time for the batch's events, never in the future) and ``expect_seq`` (land right after
+        that many events or raise ``LogMovedError``)."""
         ...
 
     async def list(
