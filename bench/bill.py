@@ -1,0 +1,844 @@
+"""A bill in the project: what a workflow run costs on AWS, per step, at us-east-1 on-demand list prices.
+
+Every workload runs end to end on the embedded emulator through the real delivery path (``LocalAWS``: its
+poller hands SQS messages to the delivery code the Lambda flow handler runs). A ``Meter`` puts botocore
+handlers on every client of the World (``AWSClients.register_handler``) and bills each request as AWS would:
+
+* DynamoDB writes: 1 WRU per started KB of the item (2 in ``TransactWriteItems``, for every Put, Update, Delete
+  and ConditionCheck in it), sized at the larger of the item before and after the write. The after size is
+  read back with a separate, uncounted client; the before size comes from a shadow of every item the World
+  wrote (so the meter goes on a fresh World). A write refused by its condition, and a cancelled transaction,
+  bill too. A write that changes what a GSI holds adds 1 WRU per started KB of the index entry (2 when the
+  index key changed: delete + put).
+* DynamoDB reads: 1 RRU per started 4 KB (0.5 eventually consistent, 2 in ``TransactGetItems``), per item for
+  GetItem/BatchGetItem (a projection does not make the item smaller), per request over all items evaluated
+  for Query (a filtered or projected Query is re-run uncounted to see them).
+* SQS: 1 request per call, plus 1 per extra 64 KB of payload. ReceiveMessage calls that return nothing are
+  the poller idling (on Lambda: the event source mapping's long polls, a fixed cost per queue, not per step):
+  they are counted but not priced per step.
+* S3: PUT/COPY/POST/LIST $0.005 per 1,000, GET/HEAD and others $0.0004 per 1,000, DELETE free.
+
+The harness checks, per workload, that the requests it metered are exactly the World's own counters
+(``RequestStats``), and fails loudly when not. Lambda compute, CloudWatch, storage and transfer are not billed.
+
+Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
+then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import json
+import math
+import re
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import boto3
+
+from awsworld import Client, Run, create_hook, get_writable, sleep, step, workflow
+from awsworld.aws import AWSWorld, RequestStats
+from awsworld.local import LocalAWS
+from awsworld.world.errors import HookNotFoundError
+
+# -- prices (us-east-1, on-demand, list) ---------------------------------------------------------------------
+
+WRU_PRICE = 0.625 / 1e6
+RRU_PRICE = 0.125 / 1e6
+SQS_PRICE = 0.40 / 1e6
+S3_TIER1_PRICE = 0.005 / 1e3  # PUT, COPY, POST, LIST
+S3_TIER2_PRICE = 0.0004 / 1e3  # GET, HEAD and all other requests
+SQS_CHUNK = 64 * 1024
+WRITE_BLOCK = 1024
+READ_BLOCK = 4096
+
+TARGETS = {"serial tiny": 4.5, "serial realistic": 7.0, "fan-out": 8.0, "stream": 1.0}
+ISSUE_MEASURED = {"serial tiny": 9.16, "serial realistic": 28.24, "fan-out": 15.83}  # issue 10, before the work
+LAMBDA_DURABLE = "AWS Lambda durable functions: about $8 per million operations"
+
+
+# -- DynamoDB item size ------------------------------------------------------------------------------------
+
+
+def number_size(text: str) -> int:
+    """A DynamoDB number's size: about 1 byte per two significant digits, plus 1 (leading and trailing zeros
+    are trimmed; sign, point and exponent are not digits)."""
+    mantissa = re.split("[eE]", text.strip().lstrip("+-"), maxsplit=1)[0].replace(".", "")
+    digits = len(mantissa.strip("0"))
+    return (digits + 1) // 2 + 1
+
+
+def value_size(value: Mapping[str, Any]) -> int:
+    """The size of one AttributeValue (``{"S": ...}``, ``{"N": ...}``, ...), without its attribute name."""
+    (kind, inner), = value.items()
+    if kind == "S":
+        return len(inner.encode("utf-8", "surrogatepass"))
+    if kind == "N":
+        return number_size(inner)
+    if kind == "B":
+        return len(inner) if isinstance(inner, bytes | bytearray) else len(base64.b64decode(inner))
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind == "L":
+        return 3 + sum(value_size(v) + 1 for v in inner)
+    if kind == "M":
+        return 3 + sum(len(k.encode("utf-8")) + value_size(v) + 1 for k, v in inner.items())
+    if kind == "SS":
+        return sum(len(s.encode("utf-8")) for s in inner)
+    if kind == "NS":
+        return sum(number_size(n) for n in inner)
+    if kind == "BS":
+        return sum(value_size({"B": b}) for b in inner)
+    raise ValueError(f"not a DynamoDB AttributeValue type: {kind}")
+
+
+def item_size(item: Mapping[str, Mapping[str, Any]] | None) -> int:
+    """The size of a DynamoDB item in low-level form, as DynamoDB bills it: the sum over its attributes of the
+    UTF-8 bytes of the attribute name plus the size of the value.
+
+    The rules, from "Item sizes and formats" / "Capacity unit consumption" in the DynamoDB Developer Guide
+    (docs.aws.amazon.com/amazondynamodb/latest/developerguide/CapacityUnitCalculations.html):
+    strings are their UTF-8 bytes; numbers are variable length, up to 38 significant digits, leading and
+    trailing zeros trimmed, about 1 byte per two significant digits plus 1 byte; binary is its raw length (not
+    the base64 text); null and Boolean are 1 byte; a List or Map is 3 bytes of overhead plus its elements plus 1
+    byte per element (a Map element includes its key name); a set is the sum of its elements."""
+    if not item:
+        return 0
+    return sum(len(name.encode("utf-8")) + value_size(value) for name, value in item.items())
+
+
+def write_units(size: int, transactional: bool) -> int:
+    return (2 if transactional else 1) * max(1, math.ceil(size / WRITE_BLOCK))
+
+
+def read_units(size: int, consistent: bool, transactional: bool = False) -> float:
+    units = max(1, math.ceil(size / READ_BLOCK))
+    return units * 2 if transactional else units if consistent else units / 2
+
+
+def kind_of(sort_key: str) -> str:
+    """The item kind a sort key names: ``EVT#...`` -> ``EVT#``, ``RUN`` -> ``RUN``."""
+    return sort_key.split("#", 1)[0] + "#" if "#" in sort_key else sort_key
+
+
+def s3_tier(operation: str) -> int:
+    """1: PUT/COPY/POST/LIST ($0.005 per 1,000); 2: GET/HEAD/other ($0.0004 per 1,000); 0: DELETE (free)."""
+    if operation.startswith(("Delete", "Abort")):
+        return 0
+    if operation.startswith(("Put", "Copy", "List", "Create", "Complete", "Upload", "Restore")):
+        return 1
+    return 2
+
+
+def _diff(a: Mapping[Any, float], b: Mapping[Any, float]) -> Counter[Any]:
+    return Counter({k: a.get(k, 0) - b.get(k, 0) for k in set(a) | set(b)})
+
+
+# -- one workload's bill -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Bill:
+    """What the requests of one window cost. ``wru``/``rru`` are keyed by (item kind, how)."""
+
+    requests: Counter[str] = field(default_factory=Counter)  # service.Operation, as RequestStats counts them
+    errors: Counter[str] = field(default_factory=Counter)  # requests answered with an error (still counted)
+    transaction_items: int = 0
+    wru: Counter[tuple[str, str]] = field(default_factory=Counter)
+    rru: Counter[tuple[str, str]] = field(default_factory=Counter)
+    sqs: Counter[str] = field(default_factory=Counter)  # billable SQS requests (64 KB chunks) by operation
+    idle_receives: int = 0
+    s3: Counter[str] = field(default_factory=Counter)
+
+    def __sub__(self, other: Bill) -> Bill:
+        return Bill(_diff(self.requests, other.requests), _diff(self.errors, other.errors),
+                    self.transaction_items - other.transaction_items, _diff(self.wru, other.wru),
+                    _diff(self.rru, other.rru), _diff(self.sqs, other.sqs), self.idle_receives - other.idle_receives,
+                    _diff(self.s3, other.s3))
+
+    def dynamodb_requests(self) -> Counter[str]:
+        return Counter({k.split(".", 1)[1]: n for k, n in self.requests.items() if k.startswith("dynamodb.")})
+
+    def service_requests(self, service: str) -> int:
+        return sum(n for k, n in self.requests.items() if k.startswith(service + "."))
+
+    def dollars(self) -> dict[str, float]:
+        s3 = sum(n * (0, S3_TIER1_PRICE, S3_TIER2_PRICE)[s3_tier(op)] for op, n in self.s3.items())
+        return {"dynamodb": sum(self.wru.values()) * WRU_PRICE + sum(self.rru.values()) * RRU_PRICE,
+                "sqs": sum(self.sqs.values()) * SQS_PRICE, "s3": s3}
+
+    def cost_lines(self) -> list[tuple[str, float, str, float]]:
+        """(what, units, unit, dollars) for every line of the bill, largest first."""
+        lines = [(f"DynamoDB {kind} {how}", u, "WRU", u * WRU_PRICE) for (kind, how), u in self.wru.items()]
+        lines += [(f"DynamoDB {kind} {how}", u, "RRU", u * RRU_PRICE) for (kind, how), u in self.rru.items()]
+        lines += [(f"SQS {op}", n, "req", n * SQS_PRICE) for op, n in self.sqs.items()]
+        lines += [(f"S3 {op}", n, "req", n * (0, S3_TIER1_PRICE, S3_TIER2_PRICE)[s3_tier(op)])
+                  for op, n in self.s3.items()]
+        return sorted(lines, key=lambda line: -line[3])
+
+    def check(self, stats: RequestStats, name: str) -> None:
+        """Fail loudly unless the metered requests are exactly what the World counted in the same window."""
+        metered, counted = +self.requests, +stats.requests
+        if metered != counted or self.transaction_items != stats.transaction_items:
+            diff = {k: (metered.get(k, 0), counted.get(k, 0)) for k in set(metered) | set(counted)
+                    if metered.get(k, 0) != counted.get(k, 0)}
+            raise AssertionError(f"{name}: metered requests differ from the World's counters (metered, counted): "
+                                 f"{diff}; transaction items {self.transaction_items} vs {stats.transaction_items}")
+
+
+# -- the meter ---------------------------------------------------------------------------------------------
+
+_PARAMS = "awsworld.bill.params"
+_METERED = "awsworld.bill.metered"
+_TOKEN = re.compile(r"[#:][A-Za-z0-9_]+")
+_QUERY_KEEP = ("TableName", "IndexName", "KeyConditionExpression", "KeyConditions", "ExclusiveStartKey", "Limit",
+               "ScanIndexForward", "ConsistentRead", "Segment", "TotalSegments")
+
+Key = tuple[tuple[str, Any], ...]  # ((type, value), ...) of the table's key attributes, in schema order
+Shadowed = tuple[int, dict[str, Any] | None]  # (size, item) as last written; (0, None) when absent
+
+
+@dataclass
+class _Index:
+    name: str
+    keys: tuple[str, ...]
+    projection: str
+    attributes: tuple[str, ...]
+
+
+class Meter:
+    """Bills every request of one World's clients into the current ``Bill`` (``begin()`` / ``end()``)."""
+
+    def __init__(self, world: AWSWorld) -> None:
+        config = world.config
+        self.table = config.table_name
+        # Uncounted: its reads (after sizes, re-run queries) are not the World's and touch no counter.
+        self._ddb = boto3.client("dynamodb", region_name=config.region_name or "us-east-1",
+                                 endpoint_url=config.dynamodb_endpoint_url or config.endpoint_url,
+                                 **config.client_options)  # type: ignore[arg-type]
+        table = self._ddb.describe_table(TableName=self.table)["Table"]
+        self.key_names = tuple(k["AttributeName"] for k in table["KeySchema"])
+        self.indexes = [_Index(g["IndexName"], tuple(k["AttributeName"] for k in g["KeySchema"]),
+                               g["Projection"]["ProjectionType"], tuple(g["Projection"].get("NonKeyAttributes", ())))
+                        for g in table.get("GlobalSecondaryIndexes", [])]
+        self.shadow: dict[Key, Shadowed] = {}
+        self.bill = Bill()
+        for event, handler in (("before-parameter-build", self._on_params), ("before-call", self._on_call),
+                               ("after-call", self._on_answer)):
+            world.clients.register_handler(event, handler)
+
+    def begin(self) -> None:
+        self.bill = Bill()
+
+    def end(self) -> Bill:
+        bill, self.bill = self.bill, Bill()
+        return bill
+
+    # -- botocore handlers (synchronous: nothing else runs between a write's answer and its read-back) -----
+
+    def _on_params(self, params: Any = None, context: Any = None, **_: Any) -> None:
+        if isinstance(context, dict):
+            context[_PARAMS] = params if isinstance(params, dict) else {}
+
+    def _on_call(self, model: Any, context: Any = None, **_: Any) -> None:
+        key = f"{model.service_model.service_name}.{model.name}"
+        self.bill.requests[key] += 1
+        if isinstance(context, dict):
+            context[_METERED] = True
+            if key == "dynamodb.TransactWriteItems":
+                self.bill.transaction_items += len(context.get(_PARAMS, {}).get("TransactItems") or ())
+
+    def _on_answer(self, http_response: Any, parsed: Any, model: Any, context: Any = None, **_: Any) -> None:
+        if not isinstance(context, dict) or _METERED not in context:  # begun before the meter was installed
+            return
+        # Billed in the window it is answered in: a long poll begun while idle brings the next run's message.
+        bill = self.bill
+        params = context.get(_PARAMS, {})
+        service, operation = model.service_model.service_name, model.name
+        error = (parsed.get("Error") or {}).get("Code") if http_response.status_code >= 300 else None
+        if error:
+            bill.errors[f"{service}.{operation}"] += 1
+        if service == "dynamodb":
+            self._dynamodb(bill, operation, params, parsed, error)
+        elif service == "sqs":
+            self._sqs(bill, operation, params, parsed, error)
+        elif service == "s3":
+            bill.s3[operation] += 1
+
+    # -- SQS, S3 -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _sqs(bill: Bill, operation: str, params: dict[str, Any], parsed: dict[str, Any], error: str | None) -> None:
+        def size(message: Mapping[str, Any]) -> int:
+            body = len(str(message.get("MessageBody", message.get("Body", ""))).encode("utf-8"))
+            attributes = sum(len(name) + len(a.get("DataType", "")) + len(a.get("StringValue", "") or "")
+                             + len(a.get("BinaryValue", b"") or b"")
+                             for name, a in (message.get("MessageAttributes") or {}).items())
+            return body + attributes
+
+        if operation == "ReceiveMessage" and not error and not parsed.get("Messages"):
+            bill.idle_receives += 1
+            return
+        payload = 0
+        if operation == "SendMessage":
+            payload = size(params)
+        elif operation == "SendMessageBatch":
+            payload = sum(size(entry) for entry in params.get("Entries", ()))
+        elif operation == "ReceiveMessage":
+            payload = sum(size(message) for message in parsed.get("Messages", ()))
+        bill.sqs[operation] += max(1, math.ceil(payload / SQS_CHUNK))
+
+    # -- DynamoDB ----------------------------------------------------------------------------------------
+
+    def _key(self, item: Mapping[str, Any]) -> Key:
+        return tuple(next(iter(item[name].items())) for name in self.key_names)
+
+    @staticmethod
+    def _kind(key: Key) -> str:
+        return kind_of(str(key[-1][1]))
+
+    def _current(self, keys: Iterable[Key]) -> dict[Key, Shadowed]:
+        """The items at ``keys`` now, read consistently with the uncounted client."""
+        found: dict[Key, Shadowed] = {}
+        wanted = list(dict.fromkeys(keys))
+        pending = wanted
+        while pending:
+            batch, pending = pending[:100], pending[100:]
+            request = [{n: {t: v} for n, (t, v) in zip(self.key_names, key, strict=True)} for key in batch]
+            while request:
+                answer = self._ddb.batch_get_item(RequestItems={self.table: {"Keys": request, "ConsistentRead": True}})
+                for item in answer["Responses"].get(self.table, []):
+                    found[self._key(item)] = (item_size(item), item)
+                request = answer.get("UnprocessedKeys", {}).get(self.table, {}).get("Keys", [])
+        return {key: found.get(key, (0, None)) for key in wanted}
+
+    def _full_size(self, key: Key) -> int:
+        if key in self.shadow:
+            return self.shadow[key][0]
+        return self._current([key])[key][0]
+
+    def _dynamodb(self, bill: Bill, operation: str, params: dict[str, Any], parsed: dict[str, Any],
+                  error: str | None) -> None:
+        if operation in ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"):
+            self._write(bill, operation, params, parsed, error)
+        elif error:
+            return  # a read refused (validation, throttling) consumes nothing
+        elif operation == "GetItem":
+            self._get(bill, operation, [(params["Key"], parsed.get("Item"))], params, False)
+        elif operation == "BatchGetItem":
+            for table, request in params.get("RequestItems", {}).items():
+                unprocessed = {self._key(k) for k in parsed.get("UnprocessedKeys", {}).get(table, {}).get("Keys", [])}
+                answered = {self._key(i): i for i in parsed.get("Responses", {}).get(table, [])}
+                pairs = [(k, answered.get(self._key(k))) for k in request["Keys"] if self._key(k) not in unprocessed]
+                self._get(bill, operation, pairs, request, False)
+        elif operation == "TransactGetItems":
+            for entry, answer in zip(params.get("TransactItems", ()), parsed.get("Responses", ()), strict=False):
+                self._get(bill, operation, [(entry["Get"]["Key"], answer.get("Item"))], entry["Get"], True)
+        elif operation in ("Query", "Scan"):
+            self._query(bill, operation, params, parsed)
+
+    def _get(self, bill: Bill, operation: str, pairs: list[tuple[dict[str, Any], Any]], request: dict[str, Any],
+             transactional: bool) -> None:
+        projected = "ProjectionExpression" in request or "AttributesToGet" in request
+        for key_item, item in pairs:
+            key = self._key(key_item)
+            size = self._full_size(key) if projected and item else item_size(item)
+            bill.rru[(self._kind(key), operation)] += read_units(size, bool(request.get("ConsistentRead")),
+                                                                transactional)
+
+    def _query(self, bill: Bill, operation: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:
+        items = parsed.get("Items", [])
+        if any(p in params for p in ("FilterExpression", "ProjectionExpression", "Select", "QueryFilter",
+                                     "ScanFilter", "AttributesToGet")):
+            # What DynamoDB read (and bills) is every item the key condition and Limit evaluated, whole.
+            rerun = {k: params[k] for k in _QUERY_KEEP if k in params}
+            used = set(_TOKEN.findall(params.get("KeyConditionExpression", "")))
+            for name in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
+                kept = {k: v for k, v in params.get(name, {}).items() if k in used}
+                if kept:
+                    rerun[name] = kept
+            items = getattr(self._ddb, "query" if operation == "Query" else "scan")(**rerun).get("Items", [])
+        sizes = Counter[str]()
+        for item in items:
+            sizes[self._kind(self._key(item))] += item_size(item)
+        total = sum(sizes.values())
+        units = read_units(total, bool(params.get("ConsistentRead")))
+        how = operation + (f" {params['IndexName']}" if "IndexName" in params else "")
+        if not total:
+            bill.rru[("(nothing)", how)] += units
+        for kind, size in sizes.items():
+            bill.rru[(kind, how)] += units * size / total
+
+    def _write(self, bill: Bill, operation: str, params: dict[str, Any], parsed: dict[str, Any],
+               error: str | None) -> None:
+        transactional = operation == "TransactWriteItems"
+        # (key, action, the item a Put writes)
+        writes: list[tuple[Key, str, dict[str, Any] | None]] = []
+        if operation == "PutItem":
+            writes.append((self._key(params["Item"]), "Put", params["Item"]))
+        elif operation in ("UpdateItem", "DeleteItem"):
+            writes.append((self._key(params["Key"]), operation[:-4], None))
+        elif operation == "BatchWriteItem":
+            left = {self._key(r.get("PutRequest", {}).get("Item") or r["DeleteRequest"]["Key"])
+                    for reqs in parsed.get("UnprocessedItems", {}).values() for r in reqs}
+            for requests in params.get("RequestItems", {}).values():
+                for r in requests:
+                    if "PutRequest" in r:
+                        writes.append((self._key(r["PutRequest"]["Item"]), "Put", r["PutRequest"]["Item"]))
+                    else:
+                        writes.append((self._key(r["DeleteRequest"]["Key"]), "Delete", None))
+            writes = [w for w in writes if w[0] not in left]
+        else:
+            for entry in params.get("TransactItems", ()):
+                (action, body), = entry.items()
+                item = body.get("Item")
+                writes.append((self._key(item if item is not None else body["Key"]), action, item))
+        how = "transact" if transactional else "write"
+        if error:
+            # A refused condition bills the item as it is (a cancelled transaction: as if written); anything
+            # else (validation, throttling) consumes nothing.
+            if error not in ("ConditionalCheckFailedException", "TransactionCanceledException"):
+                return
+            for key, _action, item in writes:
+                before = self.shadow.get(key, (0, None))[0]
+                bill.wru[(self._kind(key), how + " refused")] += write_units(max(before, item_size(item)),
+                                                                             transactional)
+            return
+        updated = self._current(key for key, action, _ in writes if action == "Update")
+        for key, action, item in writes:
+            before = self.shadow.get(key, (0, None))
+            if action == "Put":
+                after: Shadowed = (item_size(item), item)
+            elif action == "Delete":
+                after = (0, None)
+            elif action == "Update":
+                after = updated[key]
+            else:  # ConditionCheck
+                after = before
+            bill.wru[(self._kind(key), how)] += write_units(max(before[0], after[0]), transactional)
+            for index in self.indexes:
+                units = self._index_units(index, before[1], after[1])
+                if units:
+                    bill.wru[(f"GSI {index.name}", "index")] += units
+            if after[1] is None:
+                self.shadow.pop(key, None)
+            else:
+                self.shadow[key] = after
+
+    def verify(self) -> list[str]:
+        """The items whose size in the shadow differs from the table's (a full uncounted Scan): none when the
+        meter saw every write, so every before size it billed was the item's real size."""
+        table: dict[Key, int] = {}
+        for page in self._ddb.get_paginator("scan").paginate(TableName=self.table, ConsistentRead=True):
+            table.update((self._key(item), item_size(item)) for item in page["Items"])
+        shadow = {key: size for key, (size, _) in self.shadow.items()}
+        return [f"{key}: shadow {shadow.get(key, 0)} B, table {table.get(key, 0)} B"
+                for key in set(table) | set(shadow) if table.get(key, 0) != shadow.get(key, 0)]
+
+    def _index_entry(self, index: _Index, item: dict[str, Any] | None) -> dict[str, Any] | None:
+        if item is None or any(k not in item for k in index.keys):
+            return None
+        if index.projection == "ALL":
+            return dict(item)
+        names = (*self.key_names, *index.keys, *(index.attributes if index.projection == "INCLUDE" else ()))
+        return {n: item[n] for n in names if n in item}
+
+    def _index_units(self, index: _Index, before: dict[str, Any] | None, after: dict[str, Any] | None) -> int:
+        """Index writes (1 WRU per started KB of the entry): a new entry, a removed one, a changed key (delete +
+        put), or changed projected values (one update); nothing when the entry did not change."""
+        old, new = self._index_entry(index, before), self._index_entry(index, after)
+        if old == new:
+            return 0
+        units = 0
+        key_changed = old is None or new is None or any(old[k] != new[k] for k in index.keys)
+        if old is not None and key_changed:
+            units += write_units(item_size(old), False)
+        if new is not None:
+            units += write_units(item_size(new), False)
+        return units
+
+
+
+# -- values ------------------------------------------------------------------------------------------------
+
+_NAMES = ("Ada Lovelace", "Grace Hopper", "Alan Turing", "Edsger Dijkstra", "Barbara Liskov", "Ken Thompson",
+          "Margaret Hamilton", "Donald Knuth", "Frances Allen", "John McCarthy", "Radia Perlman", "Tim Berners-Lee")
+_PRODUCTS = ("kettle", "mug", "teapot", "french press", "grinder", "espresso cup", "filter papers", "tea tin",
+             "milk jug", "scale", "thermos", "tray")
+_CITIES = ("Lisbon", "Oslo", "Austin", "Osaka", "Nairobi", "Lyon", "Denver", "Porto", "Tallinn", "Quito")
+_WORDS = ("please", "leave", "parcel", "at", "the", "side", "door", "gift", "wrap", "fragile", "call", "before",
+          "delivery", "second", "floor", "ring", "twice", "no", "invoice", "in", "box")
+
+
+class _Draw:
+    """Deterministic draws from a seed (a workflow may compute them: no clock, no entropy)."""
+
+    def __init__(self, seed: str) -> None:
+        self.seed = seed.encode()
+        self.n = 0
+
+    def int(self, lo: int, hi: int) -> int:
+        self.n += 1
+        digest = hashlib.blake2b(self.seed + self.n.to_bytes(8, "big"), digest_size=8).digest()
+        return lo + int.from_bytes(digest, "big") % (hi - lo + 1)
+
+    def pick(self, options: tuple[str, ...]) -> str:
+        return options[self.int(0, len(options) - 1)]
+
+    def hex(self, n: int) -> str:
+        return "".join(f"{self.int(0, 15):x}" for _ in range(n))
+
+
+def _encoded(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode("utf-8"))
+
+
+def realistic_value(seed: str, size: int) -> dict[str, Any]:
+    """An order as JSON of ``size`` bytes (compact): ids, names, amounts, timestamps and a nested list of lines."""
+    draw = _Draw(seed)
+    name = draw.pick(_NAMES)
+    value: dict[str, Any] = {
+        "id": f"ord_{draw.hex(16)}", "seed": seed, "status": draw.pick(("paid", "pending", "shipped")),
+        "createdAt": f"2025-{draw.int(1, 12):02d}-{draw.int(1, 28):02d}T{draw.int(0, 23):02d}:"
+                     f"{draw.int(0, 59):02d}:{draw.int(0, 59):02d}.{draw.int(0, 999):03d}Z",
+        "customer": {"id": f"cus_{draw.hex(12)}", "name": name,
+                     "email": name.lower().replace(" ", ".") + "@example.com",
+                     "address": {"street": f"{draw.int(1, 400)} {draw.pick(_NAMES).split()[1]} Street",
+                                 "city": draw.pick(_CITIES), "postcode": f"{draw.int(10000, 99999)}"}},
+        "currency": "EUR", "lines": [], "total": 0.0,
+    }
+    while True:
+        qty, cents = draw.int(1, 5), draw.int(199, 14999)
+        line = {"lineId": len(value["lines"]) + 1, "sku": f"SKU-{draw.int(100000, 999999)}",
+                "name": draw.pick(_PRODUCTS), "qty": qty, "unitPrice": cents / 100, "amount": qty * cents / 100,
+                "tags": [draw.pick(("eco", "sale", "new", "bundle")) for _ in range(draw.int(0, 3))],
+                "reservedAt": f"2025-06-{draw.int(1, 28):02d}T10:{draw.int(0, 59):02d}:00Z"}
+        if _encoded(value) + _encoded(line) + 1 + len(',"note":""') > size:
+            break
+        value["lines"].append(line)
+        value["total"] = round(value["total"] + line["amount"], 2)
+    room = size - _encoded(value) - len(',"note":""')
+    note = ""
+    while len(note) < room:
+        note += draw.pick(_WORDS) + " "
+    value["note"] = note[:max(0, room)]
+    return value
+
+
+def incompressible_value(seed: str, size: int) -> dict[str, Any]:
+    """Random base64 text (a deterministic hash stream) as JSON of ``size`` bytes: the worst case."""
+    value = {"id": seed, "blob": ""}
+    room = max(0, size - _encoded(value))
+    value["blob"] = base64.b64encode(hashlib.shake_256(seed.encode()).digest(room))[:room].decode()
+    return value
+
+
+def make_value(shape: str, seed: str, size: int) -> dict[str, Any]:
+    return realistic_value(seed, size) if shape == "realistic" else incompressible_value(seed, size)
+
+
+WORKFLOW_INPUT, STEP_INPUT, STEP_RESULT, CHUNK = 4096, 1024, 2048, 100
+
+
+# -- workloads ---------------------------------------------------------------------------------------------
+
+
+@step
+async def bill_add(i: int) -> int:
+    return i + 1
+
+
+@step
+async def bill_enrich(record: dict[str, Any]) -> dict[str, Any]:
+    shape = "incompressible" if "blob" in record else "realistic"
+    return make_value(shape, f"{record['id']}:result", STEP_RESULT)
+
+
+@step
+async def bill_emit(n: int) -> int:
+    out = get_writable("log")
+    for i in range(n):
+        line = f'{{"i":{i},"at":"2025-06-01T12:{i // 60 % 60:02d}:{i % 60:02d}Z","level":"info","msg":"record {i} ok"}}'
+        await out.write(line.ljust(CHUNK - 1) + "\n")
+    await out.close()
+    return n
+
+
+@workflow(name="bill.serial")
+async def bill_serial(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await bill_add(i)
+    return total
+
+
+@workflow(name="bill.values")
+async def bill_values(order: dict[str, Any], n: int) -> int:
+    shape = "incompressible" if "blob" in order else "realistic"
+    sizes = 0
+    for i in range(n):
+        result = await bill_enrich(make_value(shape, f"{order['id']}:{i}", STEP_INPUT))
+        sizes += len(result)
+    return sizes
+
+
+@workflow(name="bill.fanout")
+async def bill_fanout(n: int) -> int:
+    return sum(await asyncio.gather(*(bill_add(i) for i in range(n))))
+
+
+@workflow(name="bill.sleep_hook")
+async def bill_sleep_hook(token: str) -> int:
+    a = await bill_add(0)
+    await sleep(timedelta(seconds=1))
+    b = await bill_add(a)
+    async with create_hook(token=token) as hook:
+        payload = await hook
+    return await bill_add(b + int(payload["n"]))
+
+
+@workflow(name="bill.stream")
+async def bill_stream(n: int) -> int:
+    return await bill_emit(n)
+
+
+# -- the harness -------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    name: str
+    unit: str
+    units: int
+    bill: Bill
+    seconds: float
+    counted: RequestStats | None = None  # the World's own counters over the same window
+    note: str = ""
+
+
+class Harness:
+    """One LocalAWS with a metered World; an observer World (same resources, its own uncounted clients) waits
+    for results and watches the queue, so waiting adds nothing to the bill."""
+
+    def __init__(self, local: LocalAWS) -> None:
+        self.local = local
+        self.meter = Meter(local.world)
+        self.observer = AWSWorld(local.config)
+        self.watch = Client(self.observer)
+
+    async def close(self) -> None:
+        await self.observer.close()
+
+    @property
+    def client(self) -> Client:
+        assert self.local.client is not None
+        return self.local.client
+
+    async def idle(self, quiet: float = 0.4, timeout: float = 120.0) -> None:
+        """Until no delivery is in flight and the queue is empty (delayed messages too) for ``quiet`` seconds."""
+        sqs = await self.observer.clients.sqs()
+        poller = self.local.poller
+        assert poller is not None
+        deadline, since = time.monotonic() + timeout, None
+        while time.monotonic() < deadline:
+            attributes = (await sqs.get_queue_attributes(
+                QueueUrl=self.local.config.queue_url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
+                                "ApproximateNumberOfMessagesDelayed"]))["Attributes"]
+            busy = bool(poller._inflight) or any(int(v) for v in attributes.values())
+            now = time.monotonic()
+            if busy:
+                since = None
+            elif since is None:
+                since = now
+            elif now - since >= quiet:
+                return
+            await asyncio.sleep(0.05)
+        raise TimeoutError(f"the local poller did not go idle within {timeout} s")
+
+    async def result(self, run: Run, timeout: float = 300.0) -> Any:
+        return await Run(self.watch, run.run_id).result(timeout=timeout)
+
+    async def measure(self, name: str, unit: str, units: int, body: Callable[[], Awaitable[None]]) -> Result:
+        await self.idle()
+        started = time.monotonic()
+        stats = self.local.world.stats
+        before = stats.snapshot()
+        self.meter.begin()  # no await between the snapshot and begin(), nor between end() and the snapshot
+        await body()
+        await self.idle()
+        bill = self.meter.end()
+        counted = stats.snapshot() - before
+        bill.check(counted, name)
+        return Result(name, unit, units, bill, time.monotonic() - started, counted)
+
+    # -- the workloads ---------------------------------------------------------------------------------
+
+    async def serial(self, n: int) -> Result:
+        async def body() -> None:
+            assert await self.result(await self.client.start(bill_serial, n)) == n * (n + 1) // 2
+        return await self.measure("serial tiny", "step", n, body)
+
+    async def values(self, n: int, shape: str) -> Result:
+        order = make_value(shape, f"order-{shape}-{uuid.uuid4().hex[:8]}", WORKFLOW_INPUT)
+
+        async def body() -> None:
+            await self.result(await self.client.start(bill_values, order, n))
+        name = "serial realistic" if shape == "realistic" else "serial incompressible"
+        return await self.measure(name, "step", n, body)
+
+    async def fan_out(self, n: int) -> Result:
+        async def body() -> None:
+            assert await self.result(await self.client.start(bill_fanout, n)) == n * (n + 1) // 2
+        return await self.measure("fan-out", "step", n, body)
+
+    async def sleep_hook(self) -> Result:
+        token = f"bill-{uuid.uuid4().hex}"
+
+        async def body() -> None:
+            run = await self.client.start(bill_sleep_hook, token)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    await self.observer.hooks.get_by_token(token, resolve_data="none")
+                    break
+                except HookNotFoundError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"run {run.run_id} never created hook {token}") from None
+                    await asyncio.sleep(0.05)
+            await self.client.resume_hook(token, {"n": 1, "approvedBy": "ops@example.com"})
+            assert await self.result(run) == 4
+        result = await self.measure("sleep + hook", "op", 5, body)
+        result.note = "3 steps, a 1 s sleep, a hook resumed by the Client: 5 operations"
+        return result
+
+    async def stream(self, n: int) -> Result:
+        async def run(chunks: int) -> Callable[[], Awaitable[None]]:
+            async def body() -> None:
+                assert await self.result(await self.client.start(bill_stream, chunks)) == chunks
+            return body
+        base = await self.measure("stream (0 chunks)", "chunk", 1, await run(0))
+        full = await self.measure("stream", "chunk", n, await run(n))
+        return Result("stream", "chunk", n, full.bill - base.bill, base.seconds + full.seconds, None,
+                      f"{n} chunks of {CHUNK} B by one step, net of the same run writing none")
+
+
+# -- the report --------------------------------------------------------------------------------------------
+
+
+def _per_million(dollars: float, units: int) -> float:
+    return dollars / units * 1e6
+
+
+def report(results: list[Result], backend: str) -> str:
+    out = [
+        "awsworld bill: us-east-1 on-demand list prices; DynamoDB $0.625/M WRU, $0.125/M RRU; SQS $0.40/M "
+        "requests; S3 $0.005/1k PUT/COPY/POST/LIST, $0.0004/1k GET/HEAD, DELETE free.",
+        "Not billed: Lambda compute (invocations and GB-s), CloudWatch, storage, data transfer. "
+        f"DynamoDB on {backend}; requests metered = the World's own counters (checked per workload).",
+        "",
+        f"{'per unit':<34}{'DDB req':>8}{'TWI':>6}{'WRU':>7}{'RRU':>6}{'SQS req':>8}{'S3 req':>7}  |"
+        f"{'$DDB':>7}{'$SQS':>7}{'$S3':>6}{'$total':>8}  | target ($ per million)",
+    ]
+    for r in results:
+        b, n = r.bill, r.units
+        dollars = b.dollars()
+        total = sum(dollars.values())
+        target = TARGETS.get(r.name)
+        mark = "" if target is None else f"<= {target:g} " + ("ok" if _per_million(total, n) <= target else "OVER")
+        if r.name in ISSUE_MEASURED:
+            mark += f" (issue measured {ISSUE_MEASURED[r.name]:g})"
+        out.append(
+            f"{r.name + ' (per ' + r.unit + ')':<34}{b.service_requests('dynamodb') / n:>8.2f}"
+            f"{b.requests['dynamodb.TransactWriteItems'] / n:>6.2f}{sum(b.wru.values()) / n:>7.2f}"
+            f"{sum(b.rru.values()) / n:>6.2f}{sum(b.sqs.values()) / n:>8.2f}{b.service_requests('s3') / n:>7.2f}  |"
+            f"{_per_million(dollars['dynamodb'], n):>7.2f}{_per_million(dollars['sqs'], n):>7.2f}"
+            f"{_per_million(dollars['s3'], n):>6.2f}{_per_million(total, n):>8.2f}  | {mark}")
+    out += [f"{'':<34}{LAMBDA_DURABLE}", "",
+            "TWI: TransactWriteItems calls. SQS req: billable requests (64 KB chunks), idle polls excluded; the local "
+            "poller deletes each message with DeleteMessage (Lambda's event source mapping batches its deletes).",
+            ""]
+    kinds = Counter[str]()
+    for r in results:
+        for (kind, _), units in r.bill.wru.items():
+            kinds[kind] += units / r.units
+    top = [kind for kind, _ in kinds.most_common(8)]
+    out.append(f"{'WRU per unit by item kind':<34}" + "".join(f"{kind:>13}" for kind in top))
+    for r in results:
+        by_kind = Counter[str]()
+        for (kind, _), units in r.bill.wru.items():
+            by_kind[kind] += units
+        out.append(f"{r.name:<34}" + "".join(f"{by_kind[kind] / r.units:>13.2f}" for kind in top))
+    out.append("")
+    operations = sorted({op for r in results for op in r.bill.dynamodb_requests()})
+    short = {"TransactWriteItems": "TransactW", "BatchWriteItem": "BatchW", "BatchGetItem": "BatchGet",
+             "TransactGetItems": "TransactG"}
+    out.append(f"{'DynamoDB requests per unit':<34}" + "".join(f"{short.get(op, op):>11}" for op in operations))
+    for r in results:
+        ops = r.bill.dynamodb_requests()
+        out.append(f"{r.name:<34}" + "".join(f"{ops.get(op, 0) / r.units:>11.2f}" for op in operations))
+    for r in results:
+        b = r.bill
+        total = sum(b.dollars().values())
+        extra = [f"{r.seconds:.1f} s"]
+        if b.idle_receives:
+            extra.append(f"{b.idle_receives} idle ReceiveMessage not priced")
+        refused = {k: v for k, v in b.errors.items() if v > 0}
+        if refused:
+            extra.append("answered with an error: " + ", ".join(f"{k} {v}" for k, v in sorted(refused.items())))
+        out += ["", f"{r.name}: top cost lines, per {r.unit} (" + "; ".join(extra) + ")"]
+        if r.note:
+            out.append(f"  {r.note}")
+        for what, units, unit, dollars in b.cost_lines()[:8]:
+            if dollars <= 0:
+                continue
+            out.append(f"  {what:<40}{units / r.units:>8.2f} {unit}  ${_per_million(dollars, r.units):>6.2f} "
+                       f"per million ({dollars / total:>4.0%})")
+    return "\n".join(out)
+
+
+async def run_all(quick: bool, backend: str, only: set[str] | None = None) -> list[Result]:
+    n, fan, chunks = (20, 16, 20) if quick else (100, 64, 100)
+    results: list[Result] = []
+    async with LocalAWS(dynamodb=backend) as local:  # type: ignore[arg-type]
+        harness = Harness(local)
+        try:
+            plan: list[tuple[str, Callable[[], Awaitable[Result]]]] = [
+                ("tiny", lambda: harness.serial(n)),
+                ("realistic", lambda: harness.values(n, "realistic")),
+                ("incompressible", lambda: harness.values(n, "incompressible")),
+                ("fanout", lambda: harness.fan_out(fan)),
+                ("sleephook", harness.sleep_hook),
+                ("stream", lambda: harness.stream(chunks)),
+            ]
+            for key, workload in plan:
+                if only is None or key in only:
+                    results.append(await workload())
+            wrong = harness.meter.verify()
+            if wrong:
+                raise AssertionError(f"the meter missed writes: {len(wrong)} items differ, e.g. {wrong[:3]}")
+        finally:
+            await harness.close()
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
+    parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
+    parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream")
+    args = parser.parse_args(argv)
+    only = set(args.only.split(",")) if args.only else None
+    print(report(asyncio.run(run_all(args.quick, args.dynamodb, only)), args.dynamodb))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,114 @@
+"""``bench/bill.py``'s meter on a tiny workload: its request counts are the World's, its item sizes are
+DynamoDB's, and a transaction of two small items bills 4 WRU (cancelled or not)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from awsworld.local import LocalAWS, MotoServer
+
+
+def _load_bill() -> ModuleType:
+    """bench/ is scripts, not a package: load bill.py by path (once per process: it declares workflows)."""
+    name = "awsworld_bench_bill"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[2] / "bench" / "bill.py")
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
+bill = _load_bill()
+
+
+@pytest.fixture(scope="module")
+async def harness(moto_server: MotoServer) -> AsyncIterator[Any]:
+    async with LocalAWS("moto", moto=moto_server) as local:
+        harness = bill.Harness(local)
+        try:
+            yield harness
+        finally:
+            await harness.close()
+
+
+@pytest.mark.parametrize(("item", "size"), [
+    ({"pk": {"S": "RUN#abc"}, "sk": {"S": "RUN"}}, 2 + 7 + 2 + 3),
+    ({"n": {"N": "12345"}}, 1 + 3 + 1),  # 5 significant digits: 3 bytes, + 1
+    ({"x": {"N": "-0.0012300"}}, 1 + 2 + 1),  # leading and trailing zeros trimmed: "123"
+    ({"bin": {"B": b"\x00" * 10}}, 3 + 10),
+    ({"ok": {"BOOL": True}, "no": {"NULL": True}}, 2 + 1 + 2 + 1),
+    ({"ss": {"SS": ["a", "bc"]}}, 2 + 3),
+    ({"é": {"S": "ü"}}, 2 + 2),  # UTF-8 bytes, not characters
+    ({"l": {"L": []}}, 1 + 3),
+    # map: 3 + ("a": 1 + 1, +1) + ("b": 1 + list(3 + (2 + 1) + (1 + 1)), +1) = 16, + the name
+    ({"m": {"M": {"a": {"BOOL": True}, "b": {"L": [{"S": "xy"}, {"NULL": True}]}}}}, 1 + 16),
+])
+def test_item_size(item: dict[str, Any], size: int) -> None:
+    assert bill.item_size(item) == size
+
+
+def test_units() -> None:
+    assert bill.write_units(1024, False) == 1 and bill.write_units(1025, False) == 2
+    assert bill.write_units(10, True) == 2 and bill.write_units(2049, True) == 6
+    assert bill.read_units(4096, True) == 1 and bill.read_units(4097, True) == 2
+    assert bill.read_units(100, False) == 0.5 and bill.read_units(100, True, transactional=True) == 2
+
+
+async def test_serial_run_is_metered_exactly(harness: Any) -> None:
+    result = await harness.serial(3)  # measure() fails loudly on any difference; assert it here too
+    assert result.counted is not None
+    assert +result.bill.requests == +result.counted.requests
+    assert result.bill.transaction_items == result.counted.transaction_items > 0
+    # Every TransactWriteItems bills at least 2 WRU per item in it (the layout decides how many there are).
+    assert sum(u for (_, how), u in result.bill.wru.items() if how.startswith("transact")) >= 2 * (
+        result.bill.transaction_items)
+    assert all(u >= 0 for u in result.bill.wru.values()) and sum(result.bill.rru.values()) > 0
+    assert harness.meter.verify() == []  # every before size billed was the item's real size
+
+
+async def test_transaction_of_two_small_items_bills_4_wru(harness: Any) -> None:
+    world = harness.local.world
+    ddb = await world.clients.dynamodb()
+    table = world.config.table_name
+
+    def put(n: int) -> dict[str, Any]:
+        return {"Put": {"TableName": table, "Item": {"pk": {"S": f"BILLTEST#{n}"}, "sk": {"S": "X"}},
+                        "ConditionExpression": "attribute_not_exists(pk)"}}
+
+    meter = harness.meter
+    meter.begin()
+    await ddb.transact_write_items(TransactItems=[put(1), put(2)])
+    first = meter.end()
+    assert first.requests == {"dynamodb.TransactWriteItems": 1} and first.transaction_items == 2
+    assert first.wru == {("X", "transact"): 4}
+
+    meter.begin()  # the same again: cancelled by its conditions, and billed all the same
+    with pytest.raises(ddb.exceptions.TransactionCanceledException):
+        await ddb.transact_write_items(TransactItems=[put(1), put(2)])
+    second = meter.end()
+    assert second.errors == {"dynamodb.TransactWriteItems": 1}
+    assert second.wru == {("X", "transact refused"): 4}
+
+
+async def test_gsi_writes(harness: Any) -> None:
+    """A plain put of an item in every index: 1 WRU for the item, 1 per index entry; a key change: 2 per index."""
+    world = harness.local.world
+    ddb = await world.clients.dynamodb()
+    meter = harness.meter
+    keys = {name for index in meter.indexes for name in index.keys}
+    item = {"pk": {"S": "BILLTEST#gsi"}, "sk": {"S": "RUN"}, **{name: {"S": "a"} for name in keys}}
+    meter.begin()
+    await ddb.put_item(TableName=world.config.table_name, Item=item)
+    await ddb.put_item(TableName=world.config.table_name, Item={**item, **{name: {"S": "b"} for name in keys}})
+    written = meter.end()
+    per_index = {f"GSI {index.name}": 1 + 2 for index in meter.indexes}
+    assert written.wru == {("RUN", "write"): 2, **{(name, "index"): u for name, u in per_index.items()}}
