@@ -7,10 +7,9 @@ from ..world.errors import HookNotFoundError, InvalidInputError, StepNotFoundErr
 from ..world.pages import HookPage, StepPage
 from .clients import AWSClients
 from .cursors import check_limit, decode_cursor, encode_cursor
-from .items import hook_from_item, step_from_item
+from .entity_reads import EntityReads
 from .keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_pk, step_key, token_key
 from .reads import get_item, query_prefix
-from .values import ValueStore
 
 MAX_PAGE = 1000
 
@@ -26,30 +25,30 @@ def _after(cursor: str | None, prefix: str) -> str | None:
 
 
 class StepsAPI:
-    def __init__(self, clients: AWSClients, values: ValueStore) -> None:
+    def __init__(self, clients: AWSClients, reads: EntityReads) -> None:
         self.clients = clients
-        self.values = values
+        self.reads = reads
 
     async def get(self, run_id: str, step_id: str, *, resolve_data: ResolveData = "all") -> Step:
         item = await get_item(self.clients, step_key(run_id, step_id))
         if item is None:
             raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
-        return await step_from_item(item, self.values, resolve_data)
+        return await self.reads.step(run_id, item, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
         check_limit(limit, MAX_PAGE)
         items, more = await query_prefix(self.clients, run_pk(run_id), STEP_PREFIX,
                                          after_sk=_after(cursor, STEP_PREFIX), limit=limit)
-        steps = [await step_from_item(i, self.values, resolve_data) for i in items]
+        steps = await self.reads.steps(run_id, items, resolve_data)
         next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
         return StepPage(data=steps, cursor=next_cursor, has_more=more)
 
 
 class HooksAPI:
-    def __init__(self, clients: AWSClients, values: ValueStore) -> None:
+    def __init__(self, clients: AWSClients, reads: EntityReads) -> None:
         self.clients = clients
-        self.values = values
+        self.reads = reads
 
     async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook:
         if run_id is None:
@@ -60,7 +59,7 @@ class HooksAPI:
         item = await get_item(self.clients, hook_key(run_id, hook_id))
         if item is None:
             raise HookNotFoundError(f"hook {hook_id} not found")
-        return await hook_from_item(item, self.values, resolve_data)
+        return await self.reads.hook(run_id, item, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it."""
@@ -70,13 +69,13 @@ class HooksAPI:
         item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
         if item is None:
             raise HookNotFoundError("no hook owns that token")
-        return await hook_from_item(item, self.values, resolve_data)
+        return await self.reads.hook(owner["runId"], item, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
         check_limit(limit, MAX_PAGE)
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
                                          after_sk=_after(cursor, HOOK_PREFIX), limit=limit)
-        hooks = [await hook_from_item(i, self.values, resolve_data) for i in items]
+        hooks = await self.reads.hooks(run_id, items, resolve_data)
         next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
         return HookPage(data=hooks, cursor=next_cursor, has_more=more)

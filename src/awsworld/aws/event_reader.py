@@ -3,21 +3,23 @@ counters as a snapshot), ``list_by_correlation_id``, and the skipped-events repo
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Iterable
 from typing import Any
 
 from ..world.entities import ResolveData
 from ..world.errors import InvalidInputError, RunNotFoundError
 from ..world.events import LogSnapshot
 from ..world.pages import EventPage
+from .blocks import BLOCK_SPAN, BlockEvent, block_events
 from .clients import AWSClients
 from .cursors import check_limit, decode_cursor, encode_cursor
-from .items import Item, events_from_items, from_ddb
-from .keys import HOOK_PREFIX, event_sk, run_key, run_pk, slot_of_event_sk
+from .items import Item, events_from_blocks, from_ddb
+from .keys import HOOK_PREFIX, event_sk, run_key, run_pk
 from .reads import get_item
 from .values import ValueStore
 
 MAX_PAGE = 1000
-_LAST_SLOT = 10**26 - 1
 
 
 class EventReader:
@@ -38,36 +40,58 @@ class EventReader:
             raise RunNotFoundError(f"run {run_id} not found")
         return LogSnapshot(seq=item["seq"], seq_in_band=item["seqInBand"])
 
-    async def _slots(self, run_id: str, after: int, before: int, limit: int,
-                     extra: dict[str, Any] | None = None) -> tuple[list[Item], bool]:
-        """Events with after < slot < before, ascending, at most ``limit``; and whether more exist."""
-        values = {":pk": {"S": run_pk(run_id)}, ":lo": {"S": event_sk(after + 1)},
-                  ":hi": {"S": event_sk(max(after + 1, before - 1))}}
-        kwargs: dict[str, Any] = {
-            "KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-            "ExpressionAttributeValues": values,
-        }
-        if extra:
-            kwargs["FilterExpression"] = extra["filter"]
-            values.update(extra["values"])
-        items: list[Item] = []
+    async def _blocks(self, run_id: str, lo: int, hi: int, *,
+                      limit_events: int | None = None) -> tuple[list[BlockEvent], bool]:
+        """Events with lo <= slot <= hi, ascending (at most ``limit_events`` + 1, to tell whether more exist).
+        The Query starts up to a block's span early: the block holding ``lo`` may begin before it."""
+        values = {":pk": {"S": run_pk(run_id)}, ":lo": {"S": event_sk(max(1, lo - BLOCK_SPAN + 1))},
+                  ":hi": {"S": event_sk(max(1, hi))}}
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
+                                  "ExpressionAttributeValues": values}
+        events: list[BlockEvent] = []
         start: dict[str, Any] | None = None
         while True:
             if start:
                 kwargs["ExclusiveStartKey"] = start
-            page, start = await self._query(Limit=limit + 1 - len(items) if not extra else MAX_PAGE, **kwargs)
-            items.extend(page)
-            if len(items) > limit or start is None:
+            wanted = None if limit_events is None else limit_events + 1 - len(events)
+            page, start = await self._query(Limit=max(2, wanted) if wanted is not None else MAX_PAGE, **kwargs)
+            for item in page:
+                events.extend(e for e in block_events(item) if lo <= e.slot <= hi)
+            if start is None or (limit_events is not None and len(events) > limit_events):
                 break
-        return items[:limit], len(items) > limit
+        if limit_events is None:
+            return events, False
+        return events[:limit_events], len(events) > limit_events
+
+    async def events_at(self, run_id: str, slots: Iterable[int]) -> dict[int, BlockEvent]:
+        """The events at ``slots`` (entities point at the events that hold their values): one Query per
+        block for a few, one range Query when they are many."""
+        wanted = sorted({s for s in slots if s and s > 0})
+        if not wanted:
+            return {}
+        found: dict[int, BlockEvent] = {}
+        if len(wanted) > 3:
+            events, _ = await self._blocks(run_id, wanted[0], wanted[-1])
+            found = {e.slot: e for e in events}
+        else:
+            for block in await asyncio.gather(*(self._block_at(run_id, s) for s in wanted)):
+                found.update((e.slot, e) for e in block)
+        return {s: found[s] for s in wanted if s in found}
+
+    async def _block_at(self, run_id: str, slot: int) -> list[BlockEvent]:
+        values = {":pk": {"S": run_pk(run_id)}, ":lo": {"S": event_sk(max(1, slot - BLOCK_SPAN + 1))},
+                  ":hi": {"S": event_sk(slot)}}
+        items, _ = await self._query(KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
+                                     ExpressionAttributeValues=values, ScanIndexForward=False, Limit=1)
+        return block_events(items[0]) if items else []
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_PAGE,
                    resolve_data: ResolveData = "all") -> EventPage:
         check_limit(limit, MAX_PAGE)
         after = _after(cursor)
         snapshot = await self.snapshot(run_id)
-        items, more = await self._slots(run_id, after, _LAST_SLOT + 1, limit)
-        return await self._page(items, more, after, resolve_data, snapshot)
+        events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
+        return await self._page(events, more, after, resolve_data, snapshot)
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
                                      limit: int = MAX_PAGE, resolve_data: ResolveData = "all") -> EventPage:
@@ -76,20 +100,22 @@ class EventReader:
             raise InvalidInputError("correlation_id is required", field="correlationId")
         after = _after(cursor)
         snapshot = await self.snapshot(run_id)
-        extra = {"filter": "correlationId = :c", "values": {":c": {"S": correlation_id}}}
-        items, more = await self._slots(run_id, after, _LAST_SLOT + 1, limit, extra)
-        return await self._page(items, more, after, resolve_data, snapshot)
+        # Blocks are compressed: the filter runs here, over the run's log after the cursor.
+        events, _ = await self._blocks(run_id, after + 1, snapshot.seq)
+        matching = [e for e in events if e.correlation_id == correlation_id]
+        return await self._page(matching[:limit], len(matching) > limit, after, resolve_data, snapshot)
 
     async def between(self, run_id: str, after: int, before: int, resolve: ResolveData) -> EventPage:
         """The report of a write that landed at ``before`` while its writer held ``after`` events."""
-        items, more = await self._slots(run_id, after, before, min(MAX_PAGE, before - after - 1))
-        return await self._page(items, more, after, resolve, None)
+        events, more = await self._blocks(run_id, after + 1, before - 1,
+                                          limit_events=min(MAX_PAGE, before - after - 1))
+        return await self._page(events, more, after, resolve, None)
 
-    async def _page(self, items: list[Item], more: bool, after: int, resolve: ResolveData,
+    async def _page(self, events: list[BlockEvent], more: bool, after: int, resolve: ResolveData,
                     snapshot: LogSnapshot | None) -> EventPage:
-        events = await events_from_items(items, self.values, resolve)
-        last = slot_of_event_sk(items[-1]["sk"]) if items else after
-        return EventPage(data=events, cursor=encode_cursor({"s": last}), has_more=more, snapshot=snapshot)
+        data = await events_from_blocks(events, self.values, resolve)
+        last = events[-1].slot if events else after
+        return EventPage(data=data, cursor=encode_cursor({"s": last}), has_more=more, snapshot=snapshot)
 
     async def live_hook_items(self, run_id: str) -> list[Item]:
         items: list[Item] = []

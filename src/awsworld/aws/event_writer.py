@@ -41,27 +41,27 @@ from ..world.events import (
     WRITER_ONLY_EVENT_TYPES,
     BatchEventOutcome,
     CreateEventRequest,
+    Event,
     EventBatchResult,
     EventResult,
     parse_event_request,
 )
 from ..world.ids import check_entity_id, event_id_to_slot, slot_to_event_id
+from .blocks import BlockEvent, build_blocks
 from .clients import AWSClients
+from .entity_reads import EntityReads
 from .event_reader import EventReader
 from .interrupted import discard_unless_recorded
 from .items import (
     Item,
-    event_from_item,
+    event_from_block,
     event_payload_wanted,
-    events_from_items,
-    hook_from_item,
+    events_from_blocks,
     now_iso,
-    run_from_item,
-    step_from_item,
     wait_from_item,
 )
-from .keys import entity_key, event_key, run_key
-from .plan import Plan, PlannedEvent, run_update_op
+from .keys import entity_key, run_key
+from .plan import Plan, fill_slots, run_update_op
 from .reads import batch_get, get_item
 from .run_creation import RunCreator
 from .transactions import TransientStoreError, TxCancelled, TxOp, transact
@@ -99,6 +99,8 @@ class _Unit:
     them may hold it."""
     entity: Item | None = None
     entity_stale: bool = True
+    entity_cached: bool = False  # ``entity`` came from this process's cache, not a read
+    entity_read: bool = False  # the cache was refused once for this write: read from now on
     token_owner: str | None = None
     token_freed_check: bool = False
     plan: Plan | None = None
@@ -113,6 +115,8 @@ class _Attempt:
     seq: int | None = None
     run: Item | None = None
     run_stale: bool = True
+    run_cached: bool = False  # ``run`` is the head as this process last committed it, not a read
+    run_read: bool = False  # the cached head was refused once for this write: read from now on
     hooks: list[Item] | None = None
     hooks_gen: int = 0  # the run's hookGen when ``hooks`` was listed
     losses: int = 0
@@ -121,12 +125,18 @@ class _Attempt:
 
 
 class EventWriter:
-    def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader) -> None:
+    def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader, reads: EntityReads) -> None:
         self.clients = clients
         self.values = values
         self.reader = reader
-        self.creator = RunCreator(clients, values)
+        self.reads = reads
+        self.creator = RunCreator(clients, values, reads)
         self._hints: OrderedDict[str, int] = OrderedDict()
+        # The run heads and entity items as this process last committed them. A write plans from them instead
+        # of reading first: its commit is conditioned on the head's seq (and an entity's ver), so a stale copy
+        # can only lose the race, and the cancellation brings the current head back.
+        self._heads: OrderedDict[str, Item] = OrderedDict()
+        self._entities: OrderedDict[tuple[str, str], Item] = OrderedDict()
         # Writers of one run inside this process take turns: racing each other through DynamoDB would only
         # turn into lost conditional writes and retries. Other processes still race at the commit.
         self._run_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
@@ -165,7 +175,7 @@ class EventWriter:
                                          patient=after_step_body or req.event_type in _AFTER_BODY))[0]
         except Exception as error:
             if not isinstance(error, WorldError):  # no answer: the commit may or may not have landed
-                await discard_unless_recorded(self.clients, self.values, run_id, unit.stored, unit.sent_slots)
+                await discard_unless_recorded(self.reader, self.values, run_id, unit.stored, unit.sent_slots)
                 raise
             await self.values.discard(unit.stored)  # refused: nothing references the value it stored
             if isinstance(error, HookAlreadyReceivedError):
@@ -220,7 +230,7 @@ class EventWriter:
                                          paired=paired, atomic=atomic,
                                          stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
         except Exception:
-            await asyncio.gather(*(discard_unless_recorded(self.clients, self.values, run_id, u.stored, u.sent_slots)
+            await asyncio.gather(*(discard_unless_recorded(self.reader, self.values, run_id, u.stored, u.sent_slots)
                                    for u in units))
             raise
         flat: list[BatchEventOutcome] = []
@@ -238,11 +248,13 @@ class EventWriter:
         """The event a repeated resume id first recorded (one GetItem), for callers that answer with it."""
         if event_id is None:
             return None
-        item = await get_item(self.clients, event_key(run_id, event_id_to_slot(event_id)))
-        return (await events_from_items([item], self.values, resolve))[0] if item else None
+        slot = event_id_to_slot(event_id)
+        event = (await self.reader.events_at(run_id, [slot])).get(slot)
+        return (await events_from_blocks([event], self.values, resolve))[0] if event else None
 
     def forget(self, run_id: str) -> None:
         self._hints.pop(run_id, None)
+        self._heads.pop(run_id, None)
 
     # ------------------------------------------------------------------ the write loop
 
@@ -294,6 +306,9 @@ class EventWriter:
                     try:
                         u.plan = self._plan(run_id, u, att, now)
                     except WorldError as error:
+                        if self._uncache(att, u):
+                            refused = True  # decided from cached state: read, then decide again
+                            break
                         if in_band:
                             await self._check_fence(run_id, att, expected_seq_in_band)
                         if strict:
@@ -304,13 +319,15 @@ class EventWriter:
                 if refused:
                     continue
                 noop = [u for u in live if u.plan and u.plan.noop is not None]
+                if noop and any([self._uncache(att, u) for u in noop]):
+                    continue
                 if single and noop and in_band:
                     await self._check_fence(run_id, att, expected_seq_in_band)
                 if single and noop:
                     result = noop[0].plan.noop  # type: ignore[union-attr]
                     assert result is not None
                     if att.run is not None:
-                        result.run = await run_from_item(att.run, self.values, resolve)
+                        result.run = await self.reads.run(att.run, resolve)
                     return [BatchEventOutcome(result=result)]
                 writing = [u for u in live if u.plan and u.plan.noop is None]
                 ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
@@ -361,6 +378,13 @@ class EventWriter:
         """Read what the plans need: one BatchGetItem for the run and entities, a Query for hooks."""
         types = {u.req.event_type for u in units}
         keys: list[dict[str, str]] = []
+        cached = self._heads.get(run_id)
+        if att.run_stale and not att.run_read and cached is not None and att.seq in (None, cached["seq"]):
+            att.run, att.run_stale, att.run_cached, att.seq = cached, False, True, int(cached["seq"])
+        for u in units:
+            hit = self._entities.get(_entity_cache_key(run_id, u.req)) if u.req.event_type in NEEDS_ENTITY else None
+            if u.entity_stale and not u.entity_read and hit is not None:
+                u.entity, u.entity_stale, u.entity_cached = hit, False, True
         need_run = att.run_stale and (bool(types & (NEEDS_RUN | NEEDS_RUN_COUNTERS)) or att.seq is None)
         if need_run:
             keys.append(run_key(run_id))
@@ -410,25 +434,29 @@ class EventWriter:
         plans = [u.plan for u in units if u.plan is not None]
         count = sum(len(p.events) for p in plans)
         create = next((p.run.create_item for p in plans if p.run.create_item), None)
+        seq = 0 if create is not None else att.seq or 0
+        slot = seq + 1
+        records: list[tuple[str, str | None]] = []
+        for unit in units:
+            assert unit.plan is not None
+            slots = list(range(slot, slot + len(unit.plan.events)))
+            fill_plan(unit.plan, slots)
+            unit.sent_slots.extend(slots)
+            records.extend(planned.record() for planned in unit.plan.events)
+            slot += len(slots)
         ops: list[TxOp] = []
         if create is not None:
-            seq = 0
             item = {**create, "seq": count, "seqInBand": count if in_band else 1, "updatedAt": now}
             ops.append(TxOp("Put", "run", item=item, condition="attribute_not_exists(pk)"))
         else:
-            seq = att.seq or 0
             ops.append(run_update_op(run_id, plans, seq, count, in_band, expected, now))
-        slot = seq + 1
+        ops.extend(TxOp("Put", "event", item=block, condition="attribute_not_exists(pk)")
+                   for block in build_blocks(run_id, seq + 1, records, now))
         for unit in units:
             assert unit.plan is not None
-            for planned in unit.plan.events:
-                ops.append(TxOp("Put", "event", item=planned.item(run_id, event_key(run_id, slot), now),
-                                condition="attribute_not_exists(pk)"))
-                unit.sent_slots.append(slot)
-                slot += 1
             for op in unit.plan.ops:
                 if op.role == RESUME_MARKER_ROLE and op.item is not None:
-                    op.item["slot"] = slot - 1  # the hook_received's own slot: a repeat answers with it
+                    op.item["slot"] = unit.sent_slots[-1]  # the hook_received's own slot: a repeat answers with it
                 op.role = f"{op.role}:{unit.index}"
                 ops.append(op)
         return ops, seq + 1
@@ -458,8 +486,9 @@ class EventWriter:
                 self.forget(run_id)
                 raise RunNotFoundError(f"run {run_id} not found")
             if old is not None:
-                att.run, att.run_stale, att.seq = old, False, int(old["seq"])
+                att.run, att.run_stale, att.run_cached, att.seq = old, False, False, int(old["seq"])
                 self._hint(run_id, att.seq)
+                self._remember_head(run_id, old)
                 if in_band and expected is not None and int(old["seqInBand"]) != expected:
                     raise InBandSupersededError(
                         f"run {run_id} moved on: in-band count is {old['seqInBand']}, not {expected}",
@@ -490,6 +519,7 @@ class EventWriter:
                 error = EntityConflictError(f"{kind.split('_')[0]} {unit.req.correlation_id} already exists")
             else:
                 unit.entity_stale = True
+                self._entities.pop(_entity_cache_key(run_id, unit.req), None)
         token = c.failed(f"token:{i}")
         if c.failed(f"hook-pointer:{i}") is not None and kind == "hook_created" and token is None:
             error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
@@ -517,44 +547,101 @@ class EventWriter:
         new_seq = first_slot - 1 + count
         self._hint(run_id, new_seq)
         seq_in_band = (expected + count) if in_band and expected is not None else None
-        if in_band and any(u.plan and u.plan.run.create_item for u in writing):
+        created = any(u.plan and u.plan.run.create_item for u in writing)
+        if in_band and created:
             seq_in_band = count  # a resilient start created the run: _ops stored all its positions as in-band
-        slot = first_slot
+        head = self._head_after(run_id, writing, att, first_slot, new_seq, now, seq_in_band, in_band)
+        written = [p.as_block_event(run_id, s, now) for u in writing if u.plan
+                   for p, s in zip(u.plan.events, u.sent_slots[-len(u.plan.events):], strict=True)]
+        known = {e.slot: e for e in written}
+        by_slot = {e.slot: e for e in written}
         for unit in writing:
             plan = unit.plan
             assert plan is not None
-            events = []
-            for planned in plan.events:
-                events.append(_event(run_id, planned, slot, now, resolve))
-                slot += 1
+            slots = unit.sent_slots[-len(plan.events):] if plan.events else []
+            events = [_event(by_slot[s], resolve) for s in slots]
             result = EventResult(event=events[-1] if events else None, seq_in_band=seq_in_band)
-            if att.run is not None and int(att.run["seq"]) == first_slot - 1:
-                # The commit was conditioned on the run as read, so its counters after it are exact.
-                delta = sum(u.plan.run.open_steps_delta for u in writing if u.plan)
-                result.open_steps = int(att.run.get("openSteps", 0)) + delta
+            if head is not None:
+                # The commit was conditioned on the head as known, so its counters after it are exact.
+                result.open_steps = int(head.get("openSteps", 0))
             if plan.new_run is not None:
-                run_item = {**plan.new_run, "seq": new_seq, "updatedAt": now}
-                if seq_in_band is not None:
-                    run_item["seqInBand"] = seq_in_band
-                result.run = await run_from_item(run_item, self.values, resolve)
+                run_head = head if head is not None else {**plan.new_run, "seq": new_seq, "updatedAt": now,
+                                                          **({"seqInBand": seq_in_band} if seq_in_band else {})}
+                result.run = await self.reads.run(run_head, resolve, known=known)
+            for item in (plan.new_step, plan.new_hook, plan.new_wait):
+                if item is not None:
+                    self._remember_entity(run_id, item)
             if plan.new_step is not None:
-                result.step = await step_from_item(plan.new_step, self.values, resolve)
+                result.step = await self.reads.step(run_id, plan.new_step, resolve, known)
             if plan.new_hook is not None:
-                result.hook = await hook_from_item(plan.new_hook, self.values, resolve)
+                result.hook = await self.reads.hook(run_id, plan.new_hook, resolve, known)
             if plan.new_wait is not None:
                 result.wait = wait_from_item(plan.new_wait)
+            if unit.req.event_type == "hook_disposed":
+                self._entities.pop((run_id, entity_key(run_id, "hook", unit.req.correlation_id or "")["sk"]), None)
             for ops in plan.after_commit:
                 await self._best_effort(ops)
             att.outcomes[unit.index] = BatchEventOutcome(result=result)
             if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
-                created = result.model_copy(update={"event": events[0]})
-                att.paired[unit.index] = BatchEventOutcome(result=created)
+                born = result.model_copy(update={"event": events[0]})
+                att.paired[unit.index] = BatchEventOutcome(result=born)
         if event_count is not None and first_slot - 1 > event_count and len(units) == 1:
             page = await self.reader.between(run_id, event_count, first_slot, resolve)
             only = att.outcomes[units[0].index].result
             assert only is not None
             only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
         return [att.outcomes[u.index] for u in units]
+
+    def _head_after(self, run_id: str, writing: list[_Unit], att: _Attempt, first_slot: int, new_seq: int,
+                    now: str, seq_in_band: int | None, in_band: bool) -> Item | None:
+        """The run head as the commit left it, when the commit was conditioned on the head as we knew it (so
+        it is exact), remembered for the next write of this run from this process."""
+        plans = [u.plan for u in writing if u.plan is not None]
+        create = next((p.run.create_item for p in plans if p.run.create_item), None)
+        if create is not None:
+            head = {**create, "seq": new_seq, "seqInBand": new_seq if in_band else 1, "updatedAt": now}
+        elif att.run is not None and int(att.run["seq"]) == first_slot - 1:
+            head = dict(att.run)
+            for plan in plans:
+                head.update(plan.run.sets)
+            head = {k: v for k, v in head.items() if v is not None}
+            head["seq"], head["updatedAt"] = new_seq, now
+            if seq_in_band is not None:
+                head["seqInBand"] = seq_in_band
+            head["openSteps"] = int(head.get("openSteps", 0)) + sum(p.run.open_steps_delta for p in plans)
+            hooks = sum(p.run.hooks_created for p in plans)
+            if hooks:
+                head["hookGen"] = int(head.get("hookGen", 0)) + hooks
+        else:
+            self._heads.pop(run_id, None)
+            return None
+        self._remember_head(run_id, head)
+        return head
+
+    def _remember_head(self, run_id: str, head: Item) -> None:
+        self._heads[run_id] = head
+        self._heads.move_to_end(run_id)
+        while len(self._heads) > _HINTS_KEPT:
+            self._heads.popitem(last=False)
+
+    def _remember_entity(self, run_id: str, item: Item) -> None:
+        key = (run_id, item["sk"])
+        self._entities[key] = item
+        self._entities.move_to_end(key)
+        while len(self._entities) > _HINTS_KEPT:
+            self._entities.popitem(last=False)
+
+    def _uncache(self, att: _Attempt, unit: _Unit) -> bool:
+        """A refusal or no-op decided from cached copies must be confirmed by a read: drop them; True when
+        there was something to drop (decide again after reading)."""
+        dropped = False
+        if att.run_cached:
+            att.run_stale, att.run_cached, att.run_read, att.hooks = True, False, True, None
+            dropped = True
+        if unit.entity_cached:
+            unit.entity_stale, unit.entity_cached, unit.entity_read = True, False, True
+            dropped = True
+        return dropped
 
     async def _best_effort(self, ops: list[TxOp]) -> None:
         # Another writer may have released them first; a failure here leaves a token held, never a log hole.
@@ -573,10 +660,26 @@ def _snake(name: str) -> str:
 _AFTER_BODY = frozenset({"step_completed", "step_retrying"})
 
 
-def _event(run_id: str, planned: PlannedEvent, slot: int, now: str, resolve: ResolveData):
-    item = planned.item(run_id, event_key(run_id, slot), now)
-    wanted = event_payload_wanted(planned.event_type, resolve)
-    return event_from_item(item, planned.payload, with_payload=wanted)
+def _event(event: BlockEvent, resolve: ResolveData) -> Event:
+    wanted = event_payload_wanted(event.event_type, resolve)
+    payload = event.val.get("p") if event.val is not None and "p" in event.val else None
+    return event_from_block(event, payload, with_payload=wanted)
+
+
+def _entity_cache_key(run_id: str, req: CreateEventRequest) -> tuple[str, str]:
+    return run_id, entity_key(run_id, req.event_type, req.correlation_id or "")["sk"]
+
+
+def fill_plan(plan: Plan, slots: list[int]) -> None:
+    """Put the slots the writer placed the plan's events at into everything that points at them."""
+    for op in plan.ops:
+        if op.item is not None:
+            op.item = fill_slots(op.item, slots)
+        op.expr.values = fill_slots(op.expr.values, slots)
+    plan.run.sets = fill_slots(plan.run.sets, slots)
+    plan.new_run = fill_slots(plan.new_run, slots)
+    plan.new_step = fill_slots(plan.new_step, slots)
+    plan.new_hook = fill_slots(plan.new_hook, slots)
 
 
 def found_run(items: list[Item], run_id: str) -> Item | None:

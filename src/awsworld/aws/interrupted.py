@@ -11,25 +11,12 @@ the bucket's lifecycle rule (``runs/`` objects expire after the run's retention)
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
-from .clients import AWSClients
-from .keys import event_key
-from .reads import batch_get
+from .event_reader import EventReader
 from .values import StoredValue, ValueStore
 
 
-def _references(value: Any, key: str) -> bool:
-    if isinstance(value, str):
-        return value == key
-    if isinstance(value, dict):
-        return any(_references(inner, key) for inner in value.values())
-    if isinstance(value, list):
-        return any(_references(inner, key) for inner in value)
-    return False
-
-
-async def discard_unless_recorded(clients: AWSClients, values: ValueStore, run_id: str, stored: StoredValue | None,
+async def discard_unless_recorded(reader: EventReader, values: ValueStore, run_id: str, stored: StoredValue | None,
                                   slots: Iterable[int]) -> None:
     """Delete ``stored``'s S3 object unless an event at one of ``slots`` (every slot a transaction carrying
     it was sent for) references it. Best effort: when the check itself fails, the object is kept."""
@@ -38,9 +25,9 @@ async def discard_unless_recorded(clients: AWSClients, values: ValueStore, run_i
     wanted = sorted(set(slots))
     if wanted:
         try:
-            items = await batch_get(clients, [event_key(run_id, slot) for slot in wanted])
+            events = await reader.events_at(run_id, wanted)
         except Exception:
             return  # cannot tell: keeping an object costs storage, deleting a referenced one loses a value
-        if any(_references(item, stored["r"]) for item in items):
+        if any((e.val or {}).get("r") == stored["r"] for e in events.values()):
             return
     await values.discard(stored)

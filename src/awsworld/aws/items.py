@@ -6,7 +6,7 @@ low-level wire format. Numbers are integers only (counters), so Decimal never le
 
 from __future__ import annotations
 
-import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -16,8 +16,10 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from ..world.entities import Hook, ResolveData, Run, Step, StructuredError, Wait
 from ..world.events import PAYLOAD_FIELDS, Event
 from ..world.ids import slot_to_event_id
-from .keys import slot_of_event_sk
-from .values import ValueStore
+from .blocks import BlockEvent
+from .keys import ATTRIBUTE_PREFIX, HOOK_PREFIX, STEP_PREFIX, WAIT_PREFIX
+from .resources import GSI_RUN_KEY, GSI_WORKFLOW_KEY
+from .values import StoredValue, ValueStore
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -59,43 +61,75 @@ def _error(raw: Any) -> StructuredError | None:
     return StructuredError.model_validate(raw) if raw else None
 
 
-async def run_from_item(item: Item, values: ValueStore, resolve: ResolveData = "all") -> Run:
+def _val(events: Mapping[int, BlockEvent], slot: Any) -> StoredValue | None:
+    event = events.get(int(slot)) if slot else None
+    return event.val if event is not None else None
+
+
+def attributes_of(item: Item | None) -> dict[str, str]:
+    """A run's attributes item holds each attribute as its own top-level attribute, ``a:<key>``: attr_set
+    updates exactly the keys it names, with no read and no map that must exist first."""
+    if not item:
+        return {}
+    return {k[len(ATTRIBUTE_PREFIX):]: v for k, v in item.items() if k.startswith(ATTRIBUTE_PREFIX)}
+
+
+async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *, first: BlockEvent | None,
+                        end: BlockEvent | None, attributes: dict[str, str]) -> Run:
+    """A run from its thin head, the run_created event (input, execution context) and its terminal event."""
     want = resolve != "none"
-    input_, output, error = await values.load_many(
-        [item.get("input") if want else None, item.get("output") if want else None, item.get("error")]
-    )
+    status = head["status"]
+    end_val = end.val if end is not None else None
+    input_, output, error = await values.load_many([
+        first.val if want and first is not None else None,
+        end_val if want and status == "completed" else None,
+        end_val if status == "failed" else None,
+    ])
+    context = (first.data if first is not None else {}).get("executionContext")
     return Run(
-        run_id=item["runId"],
-        status=item["status"],
-        workflow_name=item["workflowName"],
-        deployment_id=item.get("deploymentId"),
-        spec_version=item["specVersion"],
-        execution_context=json.loads(item["executionContext"]) if item.get("executionContext") else None,
+        run_id=head[GSI_RUN_KEY],
+        status=status,
+        workflow_name=head[GSI_WORKFLOW_KEY],
+        deployment_id=head.get("deploymentId"),
+        spec_version=head["specVersion"],
+        execution_context=context,
         input=input_,
         output=output,
         error=_error(error),
-        attributes=item.get("attributes") or {},
-        error_code=item.get("errorCode"),
-        seq=item["seq"],
-        seq_in_band=item["seqInBand"],
-        open_steps=item.get("openSteps", 0),
-        created_at=item["createdAt"],
-        updated_at=item["updatedAt"],
-        started_at=item.get("startedAt"),
-        completed_at=item.get("completedAt"),
+        attributes=attributes,
+        error_code=head.get("errorCode"),
+        seq=head["seq"],
+        seq_in_band=head["seqInBand"],
+        open_steps=head.get("openSteps", 0),
+        created_at=head["createdAt"],
+        updated_at=head["updatedAt"],
+        started_at=head.get("startedAt"),
+        completed_at=head.get("completedAt"),
     )
 
 
-async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData = "all") -> Step:
+def step_value_slots(item: Item, resolve: ResolveData) -> list[int]:
+    """The slots whose events hold what ``step_from_item`` needs to answer at ``resolve``."""
+    slots = [item.get("err")]
+    if resolve != "none":
+        slots.append(item.get("out"))
+    if resolve == "all":
+        slots.append(item.get("in"))
+    return [int(s) for s in slots if s]
+
+
+async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
+                         events: Mapping[int, BlockEvent]) -> Step:
     want_input = resolve == "all"
     want_output = resolve != "none"
-    input_, output, error = await values.load_many(
-        [item.get("input") if want_input else None, item.get("output") if want_output else None,
-         item.get("error")]
-    )
+    input_, output, error = await values.load_many([
+        _val(events, item.get("in")) if want_input else None,
+        _val(events, item.get("out")) if want_output else None,
+        _val(events, item.get("err")),
+    ])
     return Step(
-        run_id=item["runId"],
-        step_id=item["stepId"],
+        run_id=item["pk"].removeprefix("RUN#"),
+        step_id=item["sk"].removeprefix(STEP_PREFIX),
         step_name=item["stepName"],
         status=item["status"],
         input=input_,
@@ -111,11 +145,16 @@ async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData = 
     )
 
 
-async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData = "all") -> Hook:
-    metadata = await values.load(item.get("metadata")) if resolve != "none" else None
+def hook_value_slots(item: Item, resolve: ResolveData) -> list[int]:
+    return [int(item["in"])] if resolve != "none" and item.get("in") else []
+
+
+async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData,
+                         events: Mapping[int, BlockEvent]) -> Hook:
+    metadata = await values.load(_val(events, item.get("in"))) if resolve != "none" else None
     return Hook(
-        run_id=item["runId"],
-        hook_id=item["hookId"],
+        run_id=item["pk"].removeprefix("RUN#"),
+        hook_id=item["sk"].removeprefix(HOOK_PREFIX),
         token=item["token"],
         metadata=metadata,
         is_webhook=bool(item.get("isWebhook")),
@@ -129,8 +168,8 @@ async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData = 
 
 def wait_from_item(item: Item) -> Wait:
     return Wait(
-        run_id=item["runId"],
-        wait_id=item["waitId"],
+        run_id=item["pk"].removeprefix("RUN#"),
+        wait_id=item["sk"].removeprefix(WAIT_PREFIX),
         status=item["status"],
         resume_at=item.get("resumeAt"),
         created_at=item["createdAt"],
@@ -146,26 +185,23 @@ def event_payload_wanted(event_type: str, resolve: ResolveData) -> bool:
     return not (resolve == "skip-step-inputs" and event_type in {"step_created", "step_started"})
 
 
-def event_from_item(item: Item, payload: Any = None, *, with_payload: bool = True) -> Event:
-    event_type = item["eventType"]
-    data = json.loads(item["data"]) if item.get("data") else {}
-    fields = PAYLOAD_FIELDS.get(event_type, ())
-    if fields and with_payload and "val" in item:
+def event_from_block(event: BlockEvent, payload: Any = None, *, with_payload: bool = True) -> Event:
+    data = dict(event.data)
+    fields = PAYLOAD_FIELDS.get(event.event_type, ())
+    if fields and with_payload and event.val is not None:
         data[fields[0]] = payload
     return Event(
-        event_id=slot_to_event_id(slot_of_event_sk(item["sk"])),
-        run_id=item["runId"],
-        event_type=event_type,
-        correlation_id=item.get("correlationId"),
+        event_id=slot_to_event_id(event.slot),
+        run_id=event.run_id,
+        event_type=event.event_type,
+        correlation_id=event.correlation_id,
         event_data=data,
-        created_at=item["createdAt"],
-        spec_version=item.get("specVersion"),
+        created_at=event.created_at,
+        spec_version=event.spec_version,
     )
 
 
-async def events_from_items(items: list[Item], values: ValueStore, resolve: ResolveData) -> list[Event]:
-    wanted = [event_payload_wanted(i["eventType"], resolve) for i in items]
-    payloads = await values.load_many([i.get("val") if w else None for i, w in zip(items, wanted, strict=True)])
-    return [
-        event_from_item(i, p, with_payload=w) for i, p, w in zip(items, payloads, wanted, strict=True)
-    ]
+async def events_from_blocks(events: list[BlockEvent], values: ValueStore, resolve: ResolveData) -> list[Event]:
+    wanted = [event_payload_wanted(e.event_type, resolve) for e in events]
+    payloads = await values.load_many([e.val if w else None for e, w in zip(events, wanted, strict=True)])
+    return [event_from_block(e, p, with_payload=w) for e, p, w in zip(events, payloads, wanted, strict=True)]

@@ -10,6 +10,11 @@ from .resources import PK, SK
 Key = dict[str, str]
 
 RUN_SK = "RUN"
+ATTRS_SK = "ATTRS"
+ATTRIBUTE_PREFIX = "a:"
+LAYOUT_VERSION = 2
+"""Written on every run head (``lv``): which item layout the run's partition uses (see DESIGN.md). A reader
+that meets a version it does not know refuses the run instead of misreading it."""
 EVENT_PREFIX = "EVT#"
 STEP_PREFIX = "STEP#"
 HOOK_PREFIX = "HOOK#"
@@ -23,6 +28,10 @@ def run_pk(run_id: str) -> str:
 
 def run_key(run_id: str) -> Key:
     return {PK: run_pk(run_id), SK: RUN_SK}
+
+
+def attrs_key(run_id: str) -> Key:
+    return {PK: run_pk(run_id), SK: ATTRS_SK}
 
 
 def event_sk(slot: int) -> str:

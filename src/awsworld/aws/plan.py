@@ -3,16 +3,35 @@ run item, and the entity operations. Plans are built by ``transitions`` from sta
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..world.entities import ResolveData
 from ..world.events import PAYLOAD_FIELDS, EventResult
+from .blocks import BlockEvent, event_record
 from .items import Item
 from .keys import run_key
 from .transactions import TxOp
 from .values import StoredValue
+
+
+@dataclass(frozen=True)
+class SlotRef:
+    """The slot of the plan's ``index``-th event, known only when the writer places the transaction: entity
+    items point at the events that hold their values (``in``, ``out``, ``err``, the run's ``endSlot``)."""
+
+    index: int
+
+
+def fill_slots(value: Any, slots: list[int]) -> Any:
+    """``value`` with every SlotRef replaced by its slot (dicts and lists are rebuilt, other values kept)."""
+    if isinstance(value, SlotRef):
+        return slots[value.index]
+    if isinstance(value, dict):
+        return {k: fill_slots(v, slots) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill_slots(v, slots) for v in value]
+    return value
 
 
 @dataclass
@@ -24,17 +43,15 @@ class PlannedEvent:
     payload: Any = None  # the payload's Python value (to answer without reading it back)
     spec_version: int | None = None
 
-    def item(self, run_id: str, key: dict[str, str], created_at: str) -> Item:
-        return {
-            **key,
-            "runId": run_id,
-            "eventType": self.event_type,
-            "correlationId": self.correlation_id,
-            "data": json.dumps(self.data, ensure_ascii=False, separators=(",", ":")) if self.data else None,
-            "val": self.val,
-            "createdAt": created_at,
-            "specVersion": self.spec_version,
-        }
+    def record(self) -> tuple[str, str | None]:
+        """The event as a block stores it, and the S3 key of its value (if it has one)."""
+        text = event_record(self.event_type, self.correlation_id, self.data, self.val, self.spec_version)
+        return text, (self.val or {}).get("r")
+
+    def as_block_event(self, run_id: str, slot: int, created_at: str) -> BlockEvent:
+        val = {"p": self.payload} if self.val is not None and "v" in self.val else self.val
+        return BlockEvent(run_id, slot, self.event_type, self.correlation_id, self.data, val, created_at,
+                          self.spec_version)
 
 
 @dataclass
@@ -43,8 +60,6 @@ class RunChange:
 
     sets: dict[str, Any] = field(default_factory=dict)
     removes: list[str] = field(default_factory=list)
-    attribute_sets: dict[str, str] = field(default_factory=dict)
-    attribute_removes: list[str] = field(default_factory=list)
     require_alive: bool = False  # status pending or running
     require_status: str | None = None
     # Steps declared and not yet finished: the last finisher of a fan-out continues the workflow inline.
@@ -92,21 +107,16 @@ def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band:
         assert expected is not None
         sets.append(f"{e.n('seqInBand')} = {e.v(expected + count)}")
         conds.append(f"{e.n('seqInBand')} = {e.v(expected)}")
+    final: dict[str, Any] = {}
+    for plan in plans:
+        final.update(plan.run.sets)  # a later plan's change of an attribute wins (a path may appear once)
+    for name, value in final.items():
+        if value is None:
+            removes.append(e.n(name))
+        else:
+            sets.append(f"{e.n(name)} = {e.v(value)}")
     for plan in plans:
         change = plan.run
-        for name, value in change.sets.items():
-            if value is None:
-                removes.append(e.n(name))
-            else:
-                sets.append(f"{e.n(name)} = {e.v(value)}")
-        for i, (key, value) in enumerate(change.attribute_sets.items()):
-            placeholder = f"#attr{i}"
-            e.names[placeholder] = key
-            sets.append(f"{e.n('attributes')}.{placeholder} = {e.v(value)}")
-        for i, key in enumerate(change.attribute_removes):
-            placeholder = f"#attrdel{i}"
-            e.names[placeholder] = key
-            removes.append(f"{e.n('attributes')}.{placeholder}")
         if change.require_alive:
             conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
         if change.require_status:

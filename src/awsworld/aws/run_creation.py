@@ -1,4 +1,4 @@
-"""run_created: the only write that makes a run item. A client-given run id is idempotent: creating it
+"""run_created: the only write that makes a run head. A client-given run id is idempotent: creating it
 again returns the existing run unchanged and writes nothing."""
 
 from __future__ import annotations
@@ -6,20 +6,22 @@ from __future__ import annotations
 from ..world.entities import ResolveData
 from ..world.events import CreateEventRequest, EventResult
 from ..world.ids import check_entity_id, new_run_id
+from .blocks import build_blocks
 from .clients import AWSClients
-from .items import event_from_item, event_payload_wanted, now_iso, run_from_item
-from .keys import event_key, run_key
-from .plan import split_payload
-from .reads import get_item
+from .entity_reads import EntityReads
+from .items import event_from_block, event_payload_wanted, now_iso
+from .keys import run_key
+from .plan import PlannedEvent, split_payload
 from .transactions import TxCancelled, TxOp, transact
-from .transitions import new_run_item
+from .transitions import attrs_put, new_run_item
 from .values import ValueStore
 
 
 class RunCreator:
-    def __init__(self, clients: AWSClients, values: ValueStore) -> None:
+    def __init__(self, clients: AWSClients, values: ValueStore, reads: EntityReads) -> None:
         self.clients = clients
         self.values = values
+        self.reads = reads
 
     async def create(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
@@ -27,39 +29,29 @@ class RunCreator:
         rest, _name, payload = split_payload("run_created", data)
         stored = await self.values.store(run_id, payload, "eventData.input")
         now = now_iso()
-        run_item = new_run_item(run_id, data, stored, now, req.spec_version, self.clients.config.deployment_id)
-        event_item = {
-            **event_key(run_id, 1),
-            "runId": run_id,
-            "eventType": "run_created",
-            "data": _json(rest),
-            "val": stored,
-            "createdAt": now,
-            "specVersion": run_item["specVersion"],
-        }
+        head = new_run_item(run_id, data, now, req.spec_version, self.clients.config.deployment_id)
+        planned = PlannedEvent("run_created", None, rest, stored, payload, head["specVersion"])
+        [block] = build_blocks(run_id, 1, [planned.record()], now)
+        attrs = attrs_put(run_id, data.get("attributes"))
         try:
             await transact(self.clients, [
-                TxOp("Put", "run", item=run_item, condition="attribute_not_exists(pk)"),
-                TxOp("Put", "event", item=event_item, condition="attribute_not_exists(pk)"),
+                TxOp("Put", "run", item=head, condition="attribute_not_exists(pk)"),
+                TxOp("Put", "event", item=block, condition="attribute_not_exists(pk)"),
+                *attrs,
             ])
         except TxCancelled as cancelled:  # the id exists: answer the run as it is, write nothing
+            await self.values.discard(stored)  # the run references its own input, not this one
             raced = cancelled.reason_for("run")
-            existing = raced.item if raced and raced.item else await self._existing(run_id)
+            fetched = await self.reads.run_items(run_id)
+            existing = (raced.item if raced and raced.item else None) or fetched.get(
+                (run_key(run_id)["pk"], run_key(run_id)["sk"]))
             if existing is None:
                 raise
-            await self.values.discard(stored)  # the run item references its own input, not this one
-            return EventResult(run=await run_from_item(existing, self.values, resolve))
+            return EventResult(run=await self.reads.run(existing, resolve, fetched=fetched))
+        event = planned.as_block_event(run_id, 1, now)
         return EventResult(
-            event=event_from_item(event_item, payload, with_payload=event_payload_wanted("run_created", resolve)),
-            run=await run_from_item(run_item, self.values, resolve),
+            event=event_from_block(event, payload, with_payload=event_payload_wanted("run_created", resolve)),
+            run=await self.reads.run(head, resolve, known={1: event},
+                                     fetched={(op.item["pk"], op.item["sk"]): op.item for op in attrs if op.item}),
             seq_in_band=1,
         )
-
-    async def _existing(self, run_id: str) -> dict | None:
-        return await get_item(self.clients, run_key(run_id))
-
-
-def _json(value: dict) -> str | None:
-    import json
-
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":")) if value else None

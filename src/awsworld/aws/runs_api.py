@@ -19,27 +19,28 @@ from ..world.events import AttributeChange, EventResult
 from ..world.pages import RunPage
 from .clients import AWSClients
 from .cursors import check_limit, decode_cursor, encode_cursor
+from .entity_reads import EntityReads
 from .event_writer import EventWriter
-from .items import from_ddb, run_from_item
+from .items import from_ddb
 from .keys import run_key
-from .reads import batch_get, get_item
+from .reads import batch_get
 from .resources import GSI_BY_STATUS, GSI_BY_WORKFLOW, GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
-from .values import ValueStore
 
 MAX_PAGE = 100
 
 
 class RunsAPI:
-    def __init__(self, clients: AWSClients, values: ValueStore, writer: EventWriter) -> None:
+    def __init__(self, clients: AWSClients, reads: EntityReads, writer: EventWriter) -> None:
         self.clients = clients
-        self.values = values
+        self.reads = reads
         self.writer = writer
 
     async def get(self, run_id: str, *, resolve_data: ResolveData = "all") -> Run:
-        item = await get_item(self.clients, run_key(run_id))
-        if item is None:
+        fetched = await self.reads.run_items(run_id)
+        head = fetched.get((run_key(run_id)["pk"], run_key(run_id)["sk"]))
+        if head is None:
             raise RunNotFoundError(f"run {run_id} not found")
-        return await run_from_item(item, self.values, resolve_data)
+        return await self.reads.run(head, resolve_data, fetched=fetched)
 
     async def list(
         self,
@@ -65,8 +66,8 @@ class RunsAPI:
         run_ids = list(dict.fromkeys(heapq.merge(*pages, reverse=True)))[: limit + 1]
         more = len(run_ids) > limit
         run_ids = run_ids[:limit]
-        items = {i["runId"]: i for i in await batch_get(self.clients, [run_key(r) for r in run_ids])}
-        runs = [await run_from_item(items[r], self.values, resolve_data) for r in run_ids if r in items]
+        items = {i[GSI_RUN_KEY]: i for i in await batch_get(self.clients, [run_key(r) for r in run_ids])}
+        runs = await self.reads.runs([items[r] for r in run_ids if r in items], resolve_data)
         next_cursor = encode_cursor({"r": run_ids[-1]}) if run_ids and more else None
         return RunPage(data=runs, cursor=next_cursor, has_more=more)
 

@@ -28,8 +28,12 @@ from ..world.events import CreateEventRequest, EventResult
 from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
 from .items import Item
 from .keys import (
+    ATTRIBUTE_PREFIX,
+    HOOK_PREFIX,
+    LAYOUT_VERSION,
     MAX_PARTITION_KEY_BYTES,
     TOKEN_PREFIX,
+    attrs_key,
     hook_key,
     hook_pointer_key,
     resume_marker_key,
@@ -39,7 +43,7 @@ from .keys import (
     token_key_fits,
     wait_key,
 )
-from .plan import Plan, PlannedEvent, RunChange, split_payload
+from .plan import Plan, PlannedEvent, RunChange, SlotRef, split_payload
 from .resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 from .transactions import TxOp, put
 from .values import StoredValue
@@ -81,18 +85,18 @@ def _alive(status: str) -> bool:
     return status not in TERMINAL_RUN_STATUSES
 
 
-def new_run_item(run_id: str, data: dict[str, Any], stored: StoredValue | None, now: str,
-                 spec_version: int | None, deployment_id: str | None) -> Item:
+def new_run_item(run_id: str, data: dict[str, Any], now: str, spec_version: int | None,
+                 deployment_id: str | None) -> Item:
+    """The run head: only what fences, counters and listings need, rewritten by every event, so it stays a few
+    hundred bytes whatever the workflow carries. The input and execution context stay in the run_created event
+    (slot 1), the attributes in their own item, the output or error in the terminal event (``endSlot``)."""
     return {
         **run_key(run_id),
-        "runId": run_id,
+        "lv": LAYOUT_VERSION,
         "status": "pending",
-        "workflowName": data["workflowName"],
         "deploymentId": data.get("deploymentId") or deployment_id,
         "specVersion": spec_version or SPEC_VERSION_CURRENT,
-        "executionContext": _json(data.get("executionContext")),
-        "input": stored,
-        "attributes": dict(data.get("attributes") or {}),
+        "attrs": bool(data.get("attributes")) or None,
         "seq": IN_BAND_SEQ_AT_RUN_CREATION,
         "seqInBand": IN_BAND_SEQ_AT_RUN_CREATION,
         "openSteps": 0,
@@ -104,10 +108,11 @@ def new_run_item(run_id: str, data: dict[str, Any], stored: StoredValue | None, 
     }
 
 
-def _json(value: Any) -> str | None:
-    import json
-
-    return None if value is None else json.dumps(value, separators=(",", ":"))
+def attrs_put(run_id: str, attributes: dict[str, Any] | None) -> list[TxOp]:
+    """The attributes item of a run created with attributes (none is written for a run without)."""
+    if not attributes:
+        return []
+    return [put("attrs", {**attrs_key(run_id), **{ATTRIBUTE_PREFIX + k: v for k, v in attributes.items()}})]
 
 
 # ---------------------------------------------------------------- run events
@@ -120,12 +125,13 @@ def _run_started(req: CreateEventRequest, state: State) -> Plan:
         if not data.get("workflowName") or "input" not in req.data().model_fields_set:
             raise RunNotFoundError(f"run {state.run_id} not found (run_started without workflowName and input "
                                    "cannot create it)")
-        item = new_run_item(state.run_id, data, state.stored, state.now, req.spec_version, state.deployment_id)
+        item = new_run_item(state.run_id, data, state.now, req.spec_version, state.deployment_id)
         created = PlannedEvent("run_created", None, {k: v for k, v in data.items() if k != "input"},
-                               state.stored, None, req.spec_version)
+                               state.stored, data.get("input"), req.spec_version)
         started = PlannedEvent("run_started", None, {}, None, None, req.spec_version)
         item.update(status="running", startedAt=state.now, **{GSI_STATUS_KEY: "running"})
-        return Plan([created, started], RunChange(create_item=item), new_run=item)
+        return Plan([created, started], RunChange(create_item=item), attrs_put(state.run_id, data.get("attributes")),
+                    new_run=item)
     if run["status"] == "running":
         return Plan([], noop=EventResult())
     if run["status"] != "pending":
@@ -146,8 +152,8 @@ def _run_terminal(status: str, value_field: str | None):
                 return Plan([], noop=EventResult())
             raise EntityConflictError(f"run {state.run_id} is already {run['status']}")
         sets: dict[str, Any] = {"status": status, "completedAt": state.now, GSI_STATUS_KEY: status}
-        if value_field:
-            sets[value_field] = state.stored
+        if value_field and state.stored is not None:
+            sets["endSlot"] = SlotRef(0)  # the output or error stays in the event
         if status == "failed" and getattr(req.data(), "error_code", None):
             sets["errorCode"] = req.data().error_code  # type: ignore[attr-defined]
         change = RunChange(sets=sets, require_status=run["status"])
@@ -175,15 +181,19 @@ def _release_hooks(plan: Plan, state: State) -> None:
 def _hook_release_ops(run_id: str, hook: Item, now: str) -> list[TxOp]:
     retained = _retained(hook, now)
     token_op = TxOp("Update" if retained else "Delete", "hook-token", key=token_key(hook["token"]))
-    token_op.condition = f"{token_op.expr.n('hookId')} = {token_op.expr.v(hook['hookId'])}"
+    token_op.condition = f"{token_op.expr.n('hookId')} = {token_op.expr.v(hook_id_of(hook))}"
     if retained:
         token_op.update = f"SET {token_op.expr.n('released')} = {token_op.expr.v(True)}"
         return [token_op]
     return [
-        TxOp("Delete", "hook-release", key=hook_key(run_id, hook["hookId"])),
-        TxOp("Delete", "hook-release", key=hook_pointer_key(hook["hookId"])),
+        TxOp("Delete", "hook-release", key=hook_key(run_id, hook_id_of(hook))),
+        TxOp("Delete", "hook-release", key=hook_pointer_key(hook_id_of(hook))),
         token_op,
     ]
+
+
+def hook_id_of(hook: Item) -> str:
+    return str(hook["sk"]).removeprefix(HOOK_PREFIX)
 
 
 def _retained(hook: Item, now: str) -> bool:
@@ -197,16 +207,31 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
         raise RunNotFoundError(f"run {state.run_id} not found")
     if run["status"] in TERMINAL_RUN_STATUSES:
         raise EntityConflictError(f"run {state.run_id} is {run['status']}: its attributes are final")
-    change = RunChange()
-    attributes = dict(run.get("attributes") or {})
+    op = TxOp("Update", "attrs", key=attrs_key(state.run_id))
+    e = op.expr
+    sets: dict[str, str] = {}
+    removes: set[str] = set()
     for c in req.data().changes:  # type: ignore[attr-defined]
         if c.value is None:
-            change.attribute_removes.append(c.key)
-            attributes.pop(c.key, None)
+            removes.add(c.key)
+            sets.pop(c.key, None)
         else:
-            change.attribute_sets[c.key] = c.value
-            attributes[c.key] = c.value
-    return Plan([_event(req, state)], change, new_run={**run, "attributes": attributes})
+            sets[c.key] = c.value
+            removes.discard(c.key)
+    def name(key: str) -> str:
+        placeholder = f"#k{len(e.names)}"
+        e.names[placeholder] = ATTRIBUTE_PREFIX + key
+        return placeholder
+
+    clauses = []
+    if sets:
+        clauses.append("SET " + ", ".join(f"{name(k)} = {e.v(v)}" for k, v in sets.items()))
+    if removes:
+        clauses.append("REMOVE " + ", ".join(name(k) for k in sorted(removes)))
+    ops = [op] if clauses else []
+    op.update = " ".join(clauses)
+    change = RunChange(sets={"attrs": True} if sets else {})
+    return Plan([_event(req, state)], change, ops, new_run={**run, **change.sets})
 
 
 # ---------------------------------------------------------------- steps
@@ -215,11 +240,9 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
 def _step_created(req: CreateEventRequest, state: State) -> Plan:
     item = {
         **step_key(state.run_id, req.correlation_id or ""),
-        "runId": state.run_id,
-        "stepId": req.correlation_id,
         "stepName": req.data().step_name,  # type: ignore[attr-defined]
         "status": "pending",
-        "input": state.stored,
+        "in": SlotRef(0) if state.stored is not None else None,  # the input stays in the event
         "attempt": 0,
         "createdAt": state.now,
         "updatedAt": state.now,
@@ -282,7 +305,9 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
 def _step_result(status: str | None, value_field: str):
     def planner(req: CreateEventRequest, state: State) -> Plan:
         step = _existing_step(req, state)
-        sets: dict[str, Any] = {value_field: state.stored, "updatedAt": state.now}
+        # The value stays in the event; the step points at it.
+        sets: dict[str, Any] = {value_field: SlotRef(0) if state.stored is not None else None,
+                                "updatedAt": state.now}
         removes: tuple[str, ...] = ()
         if status is None:  # step_retrying: back to pending, with the error and when it may start again
             retry_after = req.data().retry_after  # type: ignore[attr-defined]
@@ -317,10 +342,8 @@ def _hook_created(req: CreateEventRequest, state: State) -> Plan:
                                 field="eventData.tokenRetentionUntil")
     hook = {
         **hook_key(state.run_id, hook_id),
-        "runId": state.run_id,
-        "hookId": hook_id,
         "token": data.token,  # type: ignore[attr-defined]
-        "metadata": state.stored,
+        "in": SlotRef(0) if state.stored is not None else None,  # the metadata stays in the event
         "isWebhook": bool(data.is_webhook),  # type: ignore[attr-defined]
         "tokenRetentionUntil": retention_iso,
         "createdAt": state.now,
@@ -387,12 +410,12 @@ def _hook_disposed(req: CreateEventRequest, state: State) -> Plan:
     hook = state.entity
     if hook is None:
         raise HookNotFoundError(f"hook {req.correlation_id} not found in run {state.run_id}")
-    delete = TxOp("Delete", "entity", key=hook_key(state.run_id, hook["hookId"]))
+    delete = TxOp("Delete", "entity", key=hook_key(state.run_id, hook_id_of(hook)))
     delete.condition = f"{delete.expr.n('ver')} = {delete.expr.v(hook['ver'])}"
-    ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook["hookId"]))]
+    ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook_id_of(hook)))]
     if not state.token_not_owned:
         token = TxOp("Delete", "token", key=token_key(hook["token"]))
-        token.condition = f"{token.expr.n('hookId')} = {token.expr.v(hook['hookId'])}"
+        token.condition = f"{token.expr.n('hookId')} = {token.expr.v(hook_id_of(hook))}"
         ops.append(token)
     return Plan([_event(req, state, token=hook["token"])], RunChange(), ops)
 
@@ -404,8 +427,6 @@ def _wait_created(req: CreateEventRequest, state: State) -> Plan:
     resume_at = req.data().resume_at  # type: ignore[attr-defined]
     item = {
         **wait_key(state.run_id, req.correlation_id or ""),
-        "runId": state.run_id,
-        "waitId": req.correlation_id,
         "status": "waiting",
         "resumeAt": resume_at.astimezone(UTC).isoformat(timespec="microseconds"),
         "createdAt": state.now,
@@ -437,9 +458,9 @@ _PLANNERS = {
     "attr_set": _attr_set,
     "step_created": _step_created,
     "step_started": _step_started,
-    "step_retrying": _step_result(None, "error"),
-    "step_completed": _step_result("completed", "output"),
-    "step_failed": _step_result("failed", "error"),
+    "step_retrying": _step_result(None, "err"),
+    "step_completed": _step_result("completed", "out"),
+    "step_failed": _step_result("failed", "err"),
     "hook_created": _hook_created,
     "hook_received": _hook_received,
     "hook_disposed": _hook_disposed,

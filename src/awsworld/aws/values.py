@@ -19,7 +19,8 @@ from ..world.errors import InvalidInputError, PayloadTooLargeError
 from .clients import AWSClients
 from .resources import run_prefix
 
-# How a value is stored in an item: {"v": json-text} inline, or {"r": s3-key, "n": size}.
+# How a value is stored: {"v": json-text} inline (as written), {"p": value} inline (as read back from an
+# event block), or {"r": s3-key, "n": size} in S3.
 StoredValue = dict[str, Any]
 
 
@@ -93,6 +94,8 @@ class ValueStore:
     async def load(self, stored: StoredValue | None) -> Any:
         if stored is None:
             return None
+        if "p" in stored:  # inline in an event block, parsed with it
+            return stored["p"]
         if "v" in stored:
             return decode_json(stored["v"])
         key = stored["r"]

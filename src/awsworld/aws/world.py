@@ -8,6 +8,7 @@ from ..world import SPEC_VERSION_CURRENT, Capabilities
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .entities_api import HooksAPI, StepsAPI
+from .entity_reads import EntityReads
 from .event_reader import EventReader
 from .event_writer import EventWriter
 from .events_api import EventsAPI
@@ -30,11 +31,12 @@ class AWSWorld:
     def _init_storage(self) -> None:
         self.values = ValueStore(self.clients)
         reader = EventReader(self.clients, self.values)
-        writer = EventWriter(self.clients, self.values, reader)
+        reads = EntityReads(self.clients, self.values, reader)
+        writer = EventWriter(self.clients, self.values, reader, reads)
         self.events = EventsAPI(writer, reader)
-        self.runs = RunsAPI(self.clients, self.values, writer)
-        self.steps = StepsAPI(self.clients, self.values)
-        self.hooks = HooksAPI(self.clients, self.values)
+        self.runs = RunsAPI(self.clients, reads, writer)
+        self.steps = StepsAPI(self.clients, reads)
+        self.hooks = HooksAPI(self.clients, reads)
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

@@ -1,0 +1,126 @@
+"""Event blocks: the events one transaction appends, stored as one item.
+
+DynamoDB bills a transactional write 2 units per started KB of *every* item, so three small events written
+together (a step's result and the next step's declaration) cost one item, not three. A block lives at the
+slot of its first event (``EVT#<first slot>``); its events fill the following slots densely, so the block that
+holds slot ``s`` is the one with the greatest first slot ``<= s``, never more than ``BLOCK_SPAN - 1`` slots
+before it. The events are one JSON array (values inline as JSON, not as JSON-in-a-string), compressed with
+zlib when that makes the item smaller; the S3 keys of large values the block references are kept beside it
+uncompressed (``refs``), so a reference check (interrupted writes, orphan audits) never needs to decode.
+
+Layout (``lv`` on the run head says which layout a run was written with): ``n`` events, ``at`` the time of
+the transaction (all its events share it), ``e`` the JSON text or ``z`` the compressed bytes, ``refs``.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from dataclasses import dataclass
+from typing import Any
+
+from .keys import event_key, slot_of_event_sk
+from .values import StoredValue
+
+BLOCK_SPAN = 64
+"""Most events one block holds (a batch is at most 40 events, a resilient start 2)."""
+BLOCK_BYTES = 48 * 1024
+"""A transaction's events start a new block past this many bytes of JSON (an item holds at most 400 KB)."""
+COMPRESS_OVER = 512
+"""Blocks smaller than this stay plain text: zlib's header would outweigh what it saves."""
+
+
+@dataclass
+class BlockEvent:
+    """One event as stored in a block. ``val`` is how its payload field is stored: ``{"p": value}`` inline
+    (already parsed), ``{"r": key, "n": size}`` in S3, or None."""
+
+    run_id: str
+    slot: int
+    event_type: str
+    correlation_id: str | None
+    data: dict[str, Any]
+    val: StoredValue | None
+    created_at: str
+    spec_version: int | None
+
+
+def event_record(event_type: str, correlation_id: str | None, data: dict[str, Any], val: StoredValue | None,
+            spec_version: int | None) -> str:
+    """One event as JSON text; an inline value's JSON text is spliced in as is (it is already valid JSON)."""
+    parts = [f'"t":{json.dumps(event_type)}']
+    if correlation_id is not None:
+        parts.append(f'"c":{json.dumps(correlation_id, ensure_ascii=False)}')
+    if data:
+        parts.append(f'"d":{json.dumps(data, ensure_ascii=False, separators=(",", ":"))}')
+    if val is not None:
+        if "v" in val:
+            parts.append(f'"p":{val["v"]}')
+        else:
+            parts.append(f'"r":{json.dumps(val, separators=(",", ":"))}')
+    if spec_version is not None:
+        parts.append(f'"s":{int(spec_version)}')
+    return "{" + ",".join(parts) + "}"
+
+
+def build_blocks(run_id: str, first_slot: int, records: list[tuple[str, str | None]],
+                 created_at: str) -> list[dict[str, Any]]:
+    """The block items for events at ``first_slot``... (each given as its ``event_record`` text and the S3 key
+    of its value, if any): as few as the size bound allows."""
+    blocks: list[dict[str, Any]] = []
+    texts: list[str] = []
+    refs: list[str] = []
+    size = 0
+    start = first_slot
+    for text, ref in records:
+        if texts and (size + len(text) > BLOCK_BYTES or len(texts) >= BLOCK_SPAN):
+            blocks.append(_item(run_id, start, texts, refs, created_at))
+            start += len(texts)
+            texts, refs, size = [], [], 0
+        texts.append(text)
+        size += len(text)
+        if ref is not None:
+            refs.append(ref)
+    if texts:
+        blocks.append(_item(run_id, start, texts, refs, created_at))
+    return blocks
+
+
+def _item(run_id: str, first: int, texts: list[str], refs: list[str], created_at: str) -> dict[str, Any]:
+    body = "[" + ",".join(texts) + "]"
+    item: dict[str, Any] = {**event_key(run_id, first), "n": len(texts), "at": created_at}
+    raw = body.encode("utf-8")
+    packed = zlib.compress(raw, 6) if len(raw) > COMPRESS_OVER else None
+    if packed is not None and len(packed) < len(raw):
+        item["z"] = packed
+    else:
+        item["e"] = body
+    if refs:
+        item["refs"] = refs
+    return item
+
+
+def block_events(item: dict[str, Any]) -> list[BlockEvent]:
+    first = slot_of_event_sk(item["sk"])
+    if "z" in item:
+        raw = item["z"]
+        body = zlib.decompress(bytes(raw.value if hasattr(raw, "value") else raw)).decode("utf-8")
+    else:
+        body = item["e"]
+    records = json.loads(body)
+    at = item["at"]
+    run_id = item["pk"].removeprefix("RUN#")
+    events = []
+    for i, r in enumerate(records):
+        val: StoredValue | None = None
+        if "p" in r:
+            val = {"p": r["p"]}
+        elif "r" in r:
+            val = r["r"]
+        events.append(BlockEvent(run_id, first + i, r["t"], r.get("c"), r.get("d") or {}, val, at, r.get("s")))
+    return events
+
+
+def block_span(item: dict[str, Any]) -> range:
+    first = slot_of_event_sk(item["sk"])
+    return range(first, first + int(item["n"]))

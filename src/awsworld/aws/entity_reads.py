@@ -1,0 +1,131 @@
+"""Runs, steps and hooks as the contract shows them, assembled from thin items and the events they point at.
+
+Each value is stored once, in the event that introduced it; entity items keep only status and the slots of
+those events (a run's input is always the run_created event at slot 1). Reading an entity with its values is
+therefore its item plus the blocks that hold those slots; events a writer has just written are passed in as
+``known`` so answering a write never reads back what it wrote.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ..world.errors import WorldError
+from .blocks import BlockEvent, block_events
+from .clients import AWSClients
+from .event_reader import EventReader
+from .items import (
+    Item,
+    attributes_of,
+    hook_from_item,
+    hook_value_slots,
+    run_from_head,
+    step_from_item,
+    step_value_slots,
+)
+from .keys import LAYOUT_VERSION, attrs_key, event_key, run_key
+from .reads import batch_get
+from .resources import GSI_RUN_KEY
+from .values import ValueStore
+
+Known = Mapping[int, BlockEvent]
+_NONE: dict[int, BlockEvent] = {}
+
+
+class UnknownLayoutError(WorldError):
+    """The run was written in a storage layout this version of awsworld cannot read."""
+
+    status = 500
+    code = "unknown-layout"
+
+
+def _key(key: dict[str, str]) -> tuple[str, str]:
+    return key["pk"], key["sk"]
+
+
+class EntityReads:
+    def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader) -> None:
+        self.clients = clients
+        self.values = values
+        self.reader = reader
+
+    async def run_items(self, run_id: str) -> dict[tuple[str, str], Item]:
+        """The head, the run_created block and the attributes item of one run, in one BatchGetItem."""
+        items = await batch_get(self.clients, [run_key(run_id), event_key(run_id, 1), attrs_key(run_id)])
+        return {(i["pk"], i["sk"]): i for i in items}
+
+    async def runs(self, heads: Sequence[Item], resolve: ResolveData, *, known: Mapping[str, Known] | None = None,
+                   fetched: Mapping[tuple[str, str], Item] | None = None) -> list[Run]:
+        known = known or {}
+        have: dict[tuple[str, str], Item] = dict(fetched or {})
+        keys: list[dict[str, str]] = []
+        for head in heads:
+            if head.get("lv", LAYOUT_VERSION) != LAYOUT_VERSION:
+                raise UnknownLayoutError(f"run {head.get(GSI_RUN_KEY)} was written in storage layout {head['lv']}; "
+                                         f"this awsworld reads layout {LAYOUT_VERSION}")
+            run_id = head[GSI_RUN_KEY]
+            first = event_key(run_id, 1)
+            if 1 not in known.get(run_id, _NONE) and _key(first) not in have:
+                keys.append(first)
+            if head.get("attrs") and _key(attrs_key(run_id)) not in have:
+                keys.append(attrs_key(run_id))
+        if keys:
+            have.update((_key(i), i) for i in await batch_get(self.clients, keys))
+
+        async def end_of(head: Item) -> BlockEvent | None:
+            run_id, slot = head[GSI_RUN_KEY], head.get("endSlot")
+            if not slot or head["status"] not in TERMINAL_RUN_STATUSES:
+                return None
+            if head["status"] == "completed" and resolve == "none":
+                return None
+            mine = known.get(run_id, _NONE)
+            if int(slot) in mine:
+                return mine[int(slot)]
+            return (await self.reader.events_at(run_id, [int(slot)])).get(int(slot))
+
+        ends = await asyncio.gather(*(end_of(h) for h in heads))
+        runs = []
+        for head, end in zip(heads, ends, strict=True):
+            run_id = head[GSI_RUN_KEY]
+            first = known.get(run_id, _NONE).get(1)
+            if first is None:
+                block = have.get(_key(event_key(run_id, 1)))
+                first = block_events(block)[0] if block else None
+            attributes = attributes_of(have.get(_key(attrs_key(run_id)))) if head.get("attrs") else {}
+            runs.append(await run_from_head(head, self.values, resolve, first=first, end=end, attributes=attributes))
+        return runs
+
+    async def run(self, head: Item, resolve: ResolveData, *, known: Known | None = None,
+                  fetched: Mapping[tuple[str, str], Item] | None = None) -> Run:
+        return (await self.runs([head], resolve, known={head[GSI_RUN_KEY]: known or _NONE}, fetched=fetched))[0]
+
+    async def _events(self, run_id: str, slots: list[int], known: Known) -> Known:
+        missing = [s for s in slots if s not in known]
+        if not missing:
+            return known
+        return {**known, **await self.reader.events_at(run_id, missing)}
+
+    async def steps(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
+                    known: Known | None = None) -> list[Step]:
+        slots = [s for item in items for s in step_value_slots(item, resolve)]
+        events = await self._events(run_id, slots, known or _NONE)
+        return [await step_from_item(item, self.values, resolve, events) for item in items]
+
+    async def step(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Step:
+        return (await self.steps(run_id, [item], resolve, known))[0]
+
+    async def hooks(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
+                    known: Known | None = None) -> list[Hook]:
+        slots = [s for item in items for s in hook_value_slots(item, resolve)]
+        events = await self._events(run_id, slots, known or _NONE)
+        return [await hook_from_item(item, self.values, resolve, events) for item in items]
+
+    async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Hook:
+        return (await self.hooks(run_id, [item], resolve, known))[0]
+
+
+def known_events(events: Sequence[BlockEvent]) -> dict[int, BlockEvent]:
+    return {e.slot: e for e in events}
+
