@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from ..world.entities import Hook, ResolveData, Step
 from ..world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
 from ..world.pages import HookPage, StepPage
 from .clients import AWSClients
 from .cursors import check_limit, decode_cursor, encode_cursor
 from .entity_reads import EntityReads
-from .keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_pk, step_key, token_key
+from .keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .reads import get_item, query_prefix
+from .transitions import step_from_head
 
 MAX_PAGE = 1000
 
@@ -30,16 +33,34 @@ class StepsAPI:
         self.reads = reads
 
     async def get(self, run_id: str, step_id: str, *, resolve_data: ResolveData = "all") -> Step:
-        item = await get_item(self.clients, step_key(run_id, step_id))
-        if item is None:
-            raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
-        return await self.reads.step(run_id, item, resolve_data)
+        for _ in range(3):
+            item = await get_item(self.clients, step_key(run_id, step_id))
+            if item is not None:
+                return await self.reads.step(run_id, item, resolve_data)
+            # A step born running in a fenced writer's batch lives in the run head until it ends.
+            head = await get_item(self.clients, run_key(run_id), ProjectionExpression="inl")
+            held = step_from_head(run_id, head, step_id)
+            if held is not None:
+                return await self.reads.step(run_id, held, resolve_data)
+            if head is None or not head.get("inl"):
+                break
+            # The head holds another step: ours may have ended between the two reads; read again.
+        raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
         check_limit(limit, MAX_PAGE)
-        items, more = await query_prefix(self.clients, run_pk(run_id), STEP_PREFIX,
-                                         after_sk=_after(cursor, STEP_PREFIX), limit=limit)
+        after = _after(cursor, STEP_PREFIX)
+        head, (items, more) = await asyncio.gather(
+            get_item(self.clients, run_key(run_id), ProjectionExpression="inl"),
+            query_prefix(self.clients, run_pk(run_id), STEP_PREFIX, after_sk=after, limit=limit))
+        held = step_from_head(run_id, head, ((head or {}).get("inl") or {}).get("id", ""))
+        # Read before the page, the head's step is either still held (no item yet) or already in the page.
+        if held is not None and (after is None or held["sk"] > after) and (not more or held["sk"] < items[-1]["sk"]) \
+                and all(i["sk"] != held["sk"] for i in items):
+            items = sorted([*items, held], key=lambda i: i["sk"])
+            if len(items) > limit:
+                items, more = items[:limit], True
         steps = await self.reads.steps(run_id, items, resolve_data)
         next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
         return StepPage(data=steps, cursor=next_cursor, has_more=more)

@@ -61,11 +61,12 @@ from .items import (
     wait_from_item,
 )
 from .keys import entity_key, run_key
-from .plan import Plan, fill_slots, run_update_op
+from .plan import Plan, fill_slots, merged_sets, run_update_op
 from .reads import batch_get, get_item
 from .run_creation import RunCreator
 from .transactions import TransientStoreError, TxCancelled, TxOp, transact
 from .transitions import (
+    INLINE_STEP,
     NEEDS_ENTITY,
     NEEDS_HOOKS,
     NEEDS_RUN,
@@ -75,6 +76,7 @@ from .transitions import (
     hook_conflict_plan,
     plan_born_running,
     plan_event,
+    step_from_head,
 )
 from .values import ValueStore
 
@@ -301,10 +303,11 @@ class EventWriter:
                 if expect_seq is not None and att.seq is not None and att.seq != expect_seq:
                     raise LogMovedError(f"run {run_id} holds {att.seq} events, not {expect_seq}", seq=att.seq)
                 refused = False
+                in_head = self._in_head_unit(live, att) if expect_seq is not None else None
                 for u in live:
                     u.plan = None
                     try:
-                        u.plan = self._plan(run_id, u, att, now)
+                        u.plan = self._plan(run_id, u, att, now, in_head=u is in_head)
                     except WorldError as error:
                         if self._uncache(att, u):
                             refused = True  # decided from cached state: read, then decide again
@@ -385,7 +388,9 @@ class EventWriter:
             hit = self._entities.get(_entity_cache_key(run_id, u.req)) if u.req.event_type in NEEDS_ENTITY else None
             if u.entity_stale and not u.entity_read and hit is not None:
                 u.entity, u.entity_stale, u.entity_cached = hit, False, True
-        need_run = att.run_stale and (bool(types & (NEEDS_RUN | NEEDS_RUN_COUNTERS)) or att.seq is None)
+        steps_read = any(u.req.event_type in NEEDS_ENTITY and u.req.event_type.startswith("step_") and u.entity_stale
+                         for u in units)
+        need_run = att.run_stale and (bool(types & (NEEDS_RUN | NEEDS_RUN_COUNTERS)) or att.seq is None or steps_read)
         if need_run:
             keys.append(run_key(run_id))
         entity_units = [u for u in units if u.req.event_type in NEEDS_ENTITY and u.entity_stale]
@@ -414,14 +419,16 @@ class EventWriter:
             for u in entity_units:
                 k = entity_key(run_id, u.req.event_type, u.req.correlation_id or "")
                 u.entity = found.get((k["pk"], k["sk"]))
+                if u.entity is None and u.req.event_type.startswith("step_"):
+                    u.entity = step_from_head(run_id, att.run, u.req.correlation_id or "")
                 u.entity_stale = False
         if need_hooks:
             att.hooks = results[-1]
 
-    def _plan(self, run_id: str, unit: _Unit, att: _Attempt, now: str) -> Plan:
+    def _plan(self, run_id: str, unit: _Unit, att: _Attempt, now: str, in_head: bool = False) -> Plan:
         state = State(run_id, now, unit.stored, run=att.run, entity=unit.entity, hooks=att.hooks or [],
                       token_not_owned=unit.token_owner is not None,
-                      deployment_id=self.clients.config.deployment_id)
+                      deployment_id=self.clients.config.deployment_id, in_head=in_head)
         if len(unit.reqs) == 2:
             return plan_born_running(unit.reqs[0], unit.reqs[1], state)
         if unit.req.event_type == "hook_created" and unit.token_owner is not None:
@@ -602,8 +609,7 @@ class EventWriter:
             head = {**create, "seq": new_seq, "seqInBand": new_seq if in_band else 1, "updatedAt": now}
         elif att.run is not None and int(att.run["seq"]) == first_slot - 1:
             head = dict(att.run)
-            for plan in plans:
-                head.update(plan.run.sets)
+            head.update(merged_sets(plans))
             head = {k: v for k, v in head.items() if v is not None}
             head["seq"], head["updatedAt"] = new_seq, now
             if seq_in_band is not None:
@@ -630,6 +636,23 @@ class EventWriter:
         self._entities.move_to_end(key)
         while len(self._entities) > _HINTS_KEPT:
             self._entities.popitem(last=False)
+
+    @staticmethod
+    def _in_head_unit(units: list[_Unit], att: _Attempt) -> _Unit | None:
+        """The born-running step of a batch that may live in the run head until it ends: only for a writer that
+        has read the whole log (``expect_seq``: it declares ids the log does not hold, which is what makes
+        skipping the step item's existence check sound), when the head is known (the commit is conditioned on
+        it) and holds no other step, or holds one this same batch ends."""
+        if att.run is None:
+            return None
+        born = next((u for u in units if len(u.reqs) == 2), None)
+        if born is None:
+            return None
+        held = (att.run.get(INLINE_STEP) or {}).get("id")
+        if held is None or any(u.req.correlation_id == held and u.req.event_type.startswith("step_") and
+                               len(u.reqs) == 1 for u in units):
+            return born
+        return None
 
     def _uncache(self, att: _Attempt, unit: _Unit) -> bool:
         """A refusal or no-op decided from cached copies must be confirmed by a read: drop them; True when

@@ -67,6 +67,8 @@ class RunChange:
     # Hooks this write creates: each bumps the run's hookGen, which tells a run end whether its hook list is stale.
     hooks_created: int = 0
     create_item: Item | None = None  # resilient start: the run item does not exist yet
+    # Step ids the head must not hold (step_created: a step held in the head has no item to collide with).
+    not_inline: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -96,6 +98,18 @@ def split_payload(event_type: str, data: dict[str, Any]) -> tuple[dict[str, Any]
     return rest, name, rest.pop(name)
 
 
+def merged_sets(plans: list[Plan]) -> dict[str, Any]:
+    """The head attributes the plans of one commit set (None: remove). An update names a path once, so
+    when two plans touch the same attribute a value wins over a removal (a step ending lets go of the head's
+    inline step, the next one born running takes its place) and otherwise the later plan wins."""
+    final: dict[str, Any] = {}
+    for plan in plans:
+        for name, value in plan.run.sets.items():
+            if value is not None or final.get(name) is None:
+                final[name] = value
+    return final
+
+
 def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band: bool, expected: int | None,
                 now: str) -> TxOp:
     op = TxOp("Update", "run", key=run_key(run_id))
@@ -107,10 +121,7 @@ def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band:
         assert expected is not None
         sets.append(f"{e.n('seqInBand')} = {e.v(expected + count)}")
         conds.append(f"{e.n('seqInBand')} = {e.v(expected)}")
-    final: dict[str, Any] = {}
-    for plan in plans:
-        final.update(plan.run.sets)  # a later plan's change of an attribute wins (a path may appear once)
-    for name, value in final.items():
+    for name, value in merged_sets(plans).items():
         if value is None:
             removes.append(e.n(name))
         else:
@@ -121,6 +132,8 @@ def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band:
             conds.append(f"{e.n('status')} IN ({e.v('pending')}, {e.v('running')})")
         if change.require_status:
             conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
+        for step_id in change.not_inline:
+            conds.append(f"(attribute_not_exists({e.n('inl')}) OR {e.n('inl')}.{e.n('id')} <> {e.v(step_id)})")
     hooks = sum(p.run.hooks_created for p in plans)
     if hooks:
         sets.append(f"{e.n('hookGen')} = if_not_exists({e.n('hookGen')}, {e.v(0)}) + {e.v(hooks)}")

@@ -65,6 +65,7 @@ class State:
     hooks: list[Item] = field(default_factory=list)
     token_not_owned: bool = False
     deployment_id: str | None = None
+    in_head: bool = False  # a born-running step may be held in the run head (see plan_born_running)
 
 
 def plan_event(req: CreateEventRequest, state: State) -> Plan:
@@ -238,6 +239,9 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
 
 
 def _step_created(req: CreateEventRequest, state: State) -> Plan:
+    step_id = req.correlation_id or ""
+    if state.run is not None and (state.run.get(INLINE_STEP) or {}).get("id") == step_id:
+        raise EntityConflictError(f"step {step_id} already exists")
     item = {
         **step_key(state.run_id, req.correlation_id or ""),
         "stepName": req.data().step_name,  # type: ignore[attr-defined]
@@ -249,8 +253,9 @@ def _step_created(req: CreateEventRequest, state: State) -> Plan:
         "specVersion": req.spec_version,
         "ver": 1,
     }
-    return Plan([_event(req, state)], RunChange(require_alive=True, open_steps_delta=1),
-                [put("entity", item, if_absent=True)], new_step=item)
+    # The head must not hold a step of this id either (the step item's absence does not say so).
+    change = RunChange(require_alive=True, open_steps_delta=1, not_inline=[step_id])
+    return Plan([_event(req, state)], change, [put("entity", item, if_absent=True)], new_step=item)
 
 
 def _existing_step(req: CreateEventRequest, state: State) -> Item:
@@ -260,6 +265,16 @@ def _existing_step(req: CreateEventRequest, state: State) -> Item:
     if step["status"] in TERMINAL_STEP_STATUSES:
         raise EntityConflictError(f"step {req.correlation_id} is already {step['status']}")
     return step
+
+
+def _step_write(key: dict[str, str], old: Item, sets: dict[str, Any], removes: tuple[str, ...],
+                change: RunChange) -> TxOp:
+    """How a step's change is written: an update of its item, or for a step the run head holds, its first
+    item (which nothing may have written before) and the head let go of it, in the same commit."""
+    if old.get(IN_HEAD):
+        change.sets[INLINE_STEP] = None
+        return put("entity", _changed(old, sets, removes), if_absent=True)
+    return _update_entity(key, old, sets, removes)
 
 
 def _update_entity(key: dict[str, str], old: Item, sets: dict[str, Any], removes: tuple[str, ...] = ()) -> TxOp:
@@ -274,7 +289,7 @@ def _update_entity(key: dict[str, str], old: Item, sets: dict[str, Any], removes
 
 
 def _changed(old: Item, sets: dict[str, Any], removes: tuple[str, ...] = ()) -> Item:
-    new = {k: v for k, v in old.items() if k not in removes}
+    new = {k: v for k, v in old.items() if k not in removes and k != IN_HEAD}
     new.update(sets)
     new["ver"] = old["ver"] + 1
     return {k: v for k, v in new.items() if v is not None}
@@ -298,7 +313,8 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
             "updatedAt": state.now, "owner": owner if isinstance(owner, str) else None}
     key = step_key(state.run_id, req.correlation_id or "")
     event = _event(req, state, attempt=attempt)
-    return Plan([event], RunChange(require_alive=True), [_update_entity(key, step, sets, ("retryAfter",))],
+    change = RunChange(require_alive=True)
+    return Plan([event], change, [_step_write(key, step, sets, ("retryAfter",), change)],
                 new_step=_changed(step, sets, ("retryAfter",)))
 
 
@@ -320,7 +336,7 @@ def _step_result(status: str | None, value_field: str):
             sets["completedAt"] = state.now
         key = step_key(state.run_id, req.correlation_id or "")
         change = RunChange(open_steps_delta=0 if status is None else -1)
-        return Plan([_event(req, state)], change, [_update_entity(key, step, sets, removes)],
+        return Plan([_event(req, state)], change, [_step_write(key, step, sets, removes, change)],
                     new_step=_changed(step, sets, removes))
 
     return planner
@@ -391,7 +407,31 @@ def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, 
     if isinstance(owner, str) and owner:
         step["owner"] = owner
     plan.events.append(_event(started, State(state.run_id, state.now, None), attempt=1))
+    if state.in_head:
+        # Held in the run head until it ends: the commit that records its end writes its item once, instead
+        # of a put now and an update then. The head holds at most one such step (the writer checks).
+        plan.ops = [op for op in plan.ops if op.role != "entity"]
+        plan.run.sets[INLINE_STEP] = {"id": created.correlation_id, "n": step["stepName"], "at": state.now,
+                                      "in": step.get("in"), "o": step.get("owner"), "s": step.get("specVersion")}
+        step[IN_HEAD] = True
     return plan
+
+
+INLINE_STEP = "inl"
+"""The run head's attribute holding the step a fenced writer declared born running, until it ends."""
+IN_HEAD = "inHead"
+"""Marks a step item made from the head's record (never stored)."""
+
+
+def step_from_head(run_id: str, head: Item | None, step_id: str) -> Item | None:
+    """The step the run head holds, as a step item (marked IN_HEAD), if it holds ``step_id``."""
+    record = (head or {}).get(INLINE_STEP) or {}
+    if record.get("id") != step_id:
+        return None
+    item = {**step_key(run_id, step_id), "stepName": record["n"], "status": "running", "attempt": 1,
+            "createdAt": record["at"], "updatedAt": record["at"], "startedAt": record["at"], "ver": 1,
+            "in": record.get("in"), "owner": record.get("o"), "specVersion": record.get("s"), IN_HEAD: True}
+    return {k: v for k, v in item.items() if v is not None}
 
 
 def _hook_received(req: CreateEventRequest, state: State) -> Plan:
