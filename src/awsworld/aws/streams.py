@@ -1,51 +1,78 @@
 """``world.streams``: the contract's Streamer on S3 objects and a DynamoDB chunk index (see stream_store.py).
 
-Every ``write`` is one S3 object and one transaction; ``write_multi`` and a write session's flush put many
-chunks in one object and one transaction, which is what makes small chunks cheap.
+A commit (one S3 object and one transaction) costs the same for one chunk or a thousand, so chunks travel in
+batches:
+
+- A write session (``create_write_session``, what a step's ``get_writable`` uses) buffers: ``write`` returns
+  once accepted and a flush commits everything buffered when the oldest chunk has waited the window
+  (``AWSWORLD_STREAM_FLUSH_MS``, 50 ms by default; the contract's ``streamFlushIntervalMs``), at once past a
+  size bound, and on flush/release/dispose/close (see stream_session.py).
+- ``write``/``write_multi`` have no lifetime to flush into (a caller may write and exit), so they return
+  only when their chunks are durable. Concurrent ones on one stream in this process share a commit: a write
+  that arrives while a commit is in flight joins the next one (a group commit; a lone writer waits no
+  window). Each call's chunks stay contiguous and calls land in the order they were made.
 """
 
 from __future__ import annotations
 
+import asyncio
+import os
+from collections import deque
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
-from ..world.errors import InvalidInputError
+from ..world.errors import InvalidInputError, WorldError
 from ..world.ids import check_entity_id
 from ..world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
 from .clients import AWSClients
 from .cursors import check_limit, decode_cursor, encode_cursor
 from .stream_reader import ChunkReader, LiveStream
-from .stream_session import WriteSession
-from .stream_store import StreamStore
+from .stream_session import OpenSessions, WriteSession
+from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore, split_parts
 
 MAX_PAGE_CHUNKS = 1000
+FLUSH_ENV = "AWSWORLD_STREAM_FLUSH_MS"
+DEFAULT_FLUSH_MS = 50
+
+
+def configured_flush_ms(environ: dict[str, str] | os._Environ[str] | None = None) -> int:
+    """The write window from ``AWSWORLD_STREAM_FLUSH_MS`` (milliseconds, 0 = flush at once), else 50."""
+    configured = (os.environ if environ is None else environ).get(FLUSH_ENV)
+    return max(0, int(float(configured))) if configured else DEFAULT_FLUSH_MS
 
 
 class StreamsAPI:
-    # The contract's streamFlushIntervalMs: how long a write session gathers chunks before one flush.
-    stream_flush_interval_ms: int = 10
+    stream_flush_interval_ms: int
+    """The contract's streamFlushIntervalMs: how long a write session gathers chunks before one flush."""
 
     def __init__(self, clients: AWSClients, *, poll_interval: float = 0.05, max_poll_interval: float = 1.0,
-                 run_check_interval: float = 2.0) -> None:
+                 run_check_interval: float = 2.0, flush_interval_ms: int | None = None) -> None:
         self.store = StreamStore(clients)
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.run_check_interval = run_check_interval
+        self.stream_flush_interval_ms = configured_flush_ms() if flush_interval_ms is None else flush_interval_ms
+        self.sessions = OpenSessions()
+        self._commits = GroupCommits(self.store, clients.config.max_value_bytes)
 
     async def write(self, run_id: str, name: str, chunk: Chunk) -> None:
         await self.write_multi(run_id, name, [chunk])
 
     async def write_multi(self, run_id: str, name: str, chunks: Sequence[Chunk]) -> None:
-        """Append the chunks in order, as one S3 object and one commit (more only past 10,000 chunks or the
-        object size cap). Closed stream: ``EntityConflictError``; finished run: ``RunGoneError``."""
+        """Append the chunks in order and contiguously; returns when they are durable (one S3 object and one
+        commit, shared with concurrent writes to the stream; more only past 10,000 chunks or the object size
+        cap). Closed stream: ``EntityConflictError``; finished run: ``RunGoneError``."""
         _check(run_id, name)
         if isinstance(chunks, str | bytes):
             raise InvalidInputError("chunks must be a sequence of chunks, not one chunk", field="chunks")
         data = [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
         if data:
-            await self.store.append(run_id, name, data)
+            await self._commits.append(run_id, name, data)
 
     async def close(self, run_id: str, name: str) -> None:
+        """End the stream, after the chunks this process's write sessions of it hold are flushed."""
         _check(run_id, name)
+        await self.sessions.flush(run_id, name)
         await self.store.close(run_id, name)
 
     def get(self, run_id: str, name: str, start_index: int = 0) -> LiveStream:
@@ -89,7 +116,73 @@ class StreamsAPI:
         _check(run_id, name)
         check_entity_id(writer_id, "writerId")
         interval = self.stream_flush_interval_ms / 1000 if flush_interval is None else flush_interval
-        return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=interval)
+        return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=interval,
+                            registry=self.sessions)
+
+
+@dataclass
+class _Batch:
+    chunks: list[bytes] = field(default_factory=list)
+    size: int = 0
+    done: asyncio.Future[None] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+    def __post_init__(self) -> None:  # an outcome no caller stayed for is not an "unretrieved" error
+        self.done.add_done_callback(lambda done: done.cancelled() or done.exception())
+
+    def fits(self, chunks: list[bytes], max_bytes: int) -> bool:
+        framed = sum(FRAME.size + len(c) for c in chunks)
+        return len(self.chunks) + len(chunks) <= MAX_CHUNKS_PER_OBJECT and self.size + framed <= max_bytes
+
+    def add(self, chunks: list[bytes]) -> None:
+        self.chunks.extend(chunks)
+        self.size += sum(FRAME.size + len(c) for c in chunks)
+
+
+class GroupCommits:
+    """Durable appends that share commits: per stream, one commit in flight; writes arriving meanwhile gather
+    into the next batch (a call too big for one object gets a batch of its own, split as before)."""
+
+    def __init__(self, store: StreamStore, max_bytes: int) -> None:
+        self.store = store
+        self.max_bytes = max_bytes
+        self._queues: dict[tuple[str, str], deque[_Batch]] = {}
+        self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    async def append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
+        split_parts(chunks, self.max_bytes)  # a chunk over the size cap fails its own call, not the batch
+        key = (run_id, name)
+        queue = self._queues.get(key)
+        running = self._tasks.get(key)
+        if queue is None or running is None or running.done() or running.get_loop() is not asyncio.get_running_loop():
+            queue = self._queues[key] = deque()  # (a commit left on a loop that is gone never blocks this one)
+            self._tasks[key] = asyncio.create_task(self._commit_all(key, queue),
+                                                   name=f"awsworld-stream-commit-{name}")
+        if not queue or not queue[-1].fits(chunks, self.max_bytes):
+            queue.append(_Batch())
+        batch = queue[-1]
+        batch.add(chunks)
+        await asyncio.wait({batch.done})  # a cancelled caller does not cancel the others' commit
+        batch.done.result()
+
+    async def _commit_all(self, key: tuple[str, str], queue: deque[_Batch]) -> None:
+        await asyncio.sleep(0)  # let the writes of this turn of the loop join the first batch
+        batch: _Batch | None = None
+        try:
+            while queue:
+                batch = queue.popleft()
+                try:
+                    await self.store.append(*key, batch.chunks)
+                except Exception as error:
+                    batch.done.set_exception(error)
+                else:
+                    batch.done.set_result(None)
+        finally:
+            if self._queues.get(key) is queue:
+                del self._queues[key], self._tasks[key]
+            for left in [batch, *queue] if batch is not None else queue:  # cancelled: no writer may hang
+                if not left.done.done():
+                    left.done.set_exception(WorldError(f"a commit of stream {key[1]} was cancelled: its chunks "
+                                                       "may not be durable"))
 
 
 def _check(run_id: str, name: str) -> None:

@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
+
+from ..world.ids import new_ulid
+from ..world.streams import Chunk, chunk_bytes
+
+log = logging.getLogger("awsworld.streams")
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -17,21 +27,51 @@ class StepMetadata:
 
 
 class StreamWriter:
-    """Writes chunks to one of the run's streams. Chunks are durable when ``write`` returns."""
+    """Writes chunks to one of the run's streams, in the order of the calls, through a write session of its own.
+
+    Like a buffered file write, ``write`` returns once the chunk is accepted: chunks written within the window
+    (``AWSWORLD_STREAM_FLUSH_MS``, 50 ms) share one S3 object and one commit, and a live reader sees them at
+    most one window (plus the flush) later. They are durable when ``flush`` or ``close`` returns, and always
+    before the step's end is recorded: the step runner flushes every writer of the step first. A flush that
+    failed is raised by the next ``write``/``flush``/``close``, or fails the step's attempt at its end.
+    A World without write sessions gets each call as ``write``/``write_multi``, durable on return.
+    """
 
     def __init__(self, world: Any, run_id: str, name: str) -> None:
         self._world = world
         self.run_id = run_id
         self.name = name
+        self._seq = 0
+        create = getattr(world.streams, "create_write_session", None)
+        self._session = create(run_id, name, f"wrtr_{new_ulid()}") if create is not None else None
 
-    async def write(self, chunk: str | bytes) -> None:
-        await self._world.streams.write(self.run_id, self.name, chunk)
+    async def write(self, chunk: Chunk) -> None:
+        await self._write([chunk_bytes(chunk)])
 
-    async def write_many(self, chunks: list[str | bytes]) -> None:
-        await self._world.streams.write_multi(self.run_id, self.name, chunks)
+    async def write_many(self, chunks: Sequence[Chunk]) -> None:
+        """The chunks in order and contiguously (one batch)."""
+        data = [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
+        if data:
+            await self._write(data)
+
+    async def _write(self, chunks: list[bytes]) -> None:
+        if self._session is None:
+            await self._world.streams.write_multi(self.run_id, self.name, chunks)
+            return
+        seq, self._seq = self._seq, self._seq + 1  # taken before any await: concurrent calls keep call order
+        await self._session.write(seq, chunks)
+
+    async def flush(self) -> None:
+        """Make every chunk written so far durable."""
+        if self._session is not None:
+            await self._session.flush()
 
     async def close(self) -> None:
-        await self._world.streams.close(self.run_id, self.name)
+        """Flush, then end the stream."""
+        if self._session is not None:
+            await self._session.close()
+        else:
+            await self._world.streams.close(self.run_id, self.name)
 
 
 @dataclass
@@ -44,3 +84,31 @@ class StepContext:
         if name not in self.writers:
             self.writers[name] = StreamWriter(self.world, self.metadata.run_id, name)
         return self.writers[name]
+
+    async def run(self, body: Awaitable[T]) -> T:
+        """Await the step body, then make every chunk its writers accepted durable, so the step's end is never
+        recorded before its chunks. A failed flush fails the attempt as if the body had raised it; when the body
+        raised, its chunks are flushed still and a flush failure is added to its error as a note."""
+        try:
+            result = await body
+        except Exception as error:
+            await self._flush_writers(error)
+            raise
+        await self._flush_writers(None)
+        return result
+
+    async def _flush_writers(self, failure: Exception | None) -> None:
+        writers = list(self.writers.values())
+        outcomes = await asyncio.gather(*(w.flush() for w in writers), return_exceptions=True)
+        errors = [(w, e) for w, e in zip(writers, outcomes, strict=True) if isinstance(e, BaseException)]
+        if not errors:
+            return
+        if failure is None:
+            first = errors[0][1]
+            for writer, error in errors[1:]:
+                first.add_note(f"stream {writer.name!r} failed to flush too: {error!r}")
+            raise first
+        for writer, error in errors:
+            log.warning("stream %s of run %s: chunks written before the step failed are not durable: %r",
+                        writer.name, writer.run_id, error)
+            failure.add_note(f"stream {writer.name!r}: chunks written before this error are not durable ({error!r})")

@@ -89,9 +89,10 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
     raw_input = call_input if call_input is not None else step.input
     call = serde.loads(raw_input) if raw_input is not None else {"args": [], "kwargs": {}}
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
-    token = current_step.set(StepContext(world, metadata))
-    try:
-        result = await definition.fn(*call.get("args", []), **call.get("kwargs", {}))
+    context = StepContext(world, metadata)
+    token = current_step.set(context)
+    try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
+        result = await context.run(definition.fn(*call.get("args", []), **call.get("kwargs", {})))
         try:
             encoded = serde.dumps(result)
         except serde.SerializationError as error:
