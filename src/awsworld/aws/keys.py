@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ..world.events import EVENT_TYPES
 from ..world.ids import SLOT_DIGITS
 from .resources import PK, SK
 
@@ -93,7 +94,9 @@ def hook_pointer_key(hook_id: str) -> Key:
 
 
 def entity_key(run_id: str, event_type: str, correlation_id: str) -> Key:
-    kind = event_type.split("_", 1)[0]
+    """The item of the entity an event (or an entity kind: "step", "hook", "wait") is about."""
+    spec = EVENT_TYPES.get(event_type)
+    kind = spec.entity if spec is not None else event_type
     if kind == "step":
         return step_key(run_id, correlation_id)
     if kind == "hook":

@@ -8,6 +8,7 @@ land on a state the rules forbid.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -69,10 +70,10 @@ class State:
 
 
 def plan_event(req: CreateEventRequest, state: State) -> Plan:
-    planner = _PLANNERS.get(req.event_type)
-    if planner is None:
+    rule = STORAGE_RULES.get(req.event_type)
+    if rule is None:
         raise InvalidInputError(f"{req.event_type} cannot be written by a caller", field="eventType")
-    return planner(req, state)
+    return rule.planner(req, state)
 
 
 def _event(req: CreateEventRequest, state: State, **extra: Any) -> PlannedEvent:
@@ -490,28 +491,40 @@ def _wait_completed(req: CreateEventRequest, state: State) -> Plan:
                 new_wait=_changed(wait, sets))
 
 
-_PLANNERS = {
-    "run_started": _run_started,
-    "run_completed": _run_terminal("completed", "output"),
-    "run_failed": _run_terminal("failed", "error"),
-    "run_cancelled": _run_terminal("cancelled", None),
-    "attr_set": _attr_set,
-    "step_created": _step_created,
-    "step_started": _step_started,
-    "step_retrying": _step_result(None, "err"),
-    "step_completed": _step_result("completed", "out"),
-    "step_failed": _step_result("failed", "err"),
-    "hook_created": _hook_created,
-    "hook_received": _hook_received,
-    "hook_disposed": _hook_disposed,
-    "wait_created": _wait_created,
-    "wait_completed": _wait_completed,
+@dataclass(frozen=True)
+class StorageRule:
+    """How the AWS World writes one event type: the planner that turns it into a commit, and what that planner
+    needs read first (the run head, the entity item, the run's live hooks). The contract's side of each type
+    (data model, payload field, entity kind, batching) is ``world.events.EVENT_TYPES``; the errors a failed
+    condition maps to are decided where the commit's cancellation is read (``EventWriter._on_unit_cancel``)."""
+
+    planner: Callable[[CreateEventRequest, State], Plan]
+    reads: frozenset[str] = frozenset()  # of "run", "entity", "hooks"
+
+
+_RUN, _ENTITY, _HOOKS = "run", "entity", "hooks"
+
+STORAGE_RULES: dict[str, StorageRule] = {
+    "run_started": StorageRule(_run_started, frozenset({_RUN})),
+    "run_completed": StorageRule(_run_terminal("completed", "output"), frozenset({_RUN, _HOOKS})),
+    "run_failed": StorageRule(_run_terminal("failed", "error"), frozenset({_RUN, _HOOKS})),
+    "run_cancelled": StorageRule(_run_terminal("cancelled", None), frozenset({_RUN, _HOOKS})),
+    "attr_set": StorageRule(_attr_set, frozenset({_RUN})),
+    "step_created": StorageRule(_step_created),
+    "step_started": StorageRule(_step_started, frozenset({_ENTITY})),
+    "step_retrying": StorageRule(_step_result(None, "err"), frozenset({_ENTITY})),
+    # A step's end reports how many of the run's steps are still open: the head is read with the step.
+    "step_completed": StorageRule(_step_result("completed", "out"), frozenset({_ENTITY, _RUN})),
+    "step_failed": StorageRule(_step_result("failed", "err"), frozenset({_ENTITY, _RUN})),
+    "hook_created": StorageRule(_hook_created),
+    "hook_received": StorageRule(_hook_received),
+    "hook_disposed": StorageRule(_hook_disposed, frozenset({_ENTITY})),
+    "wait_created": StorageRule(_wait_created),
+    "wait_completed": StorageRule(_wait_completed, frozenset({_ENTITY})),
 }
 
-# What a plan needs read first: the run item, the entity item, the run's hooks.
-NEEDS_RUN = frozenset({"run_started", "run_completed", "run_failed", "run_cancelled", "attr_set"})
-NEEDS_ENTITY = frozenset({"step_started", "step_retrying", "step_completed", "step_failed", "hook_disposed",
-                          "wait_completed"})
-NEEDS_HOOKS = frozenset({"run_completed", "run_failed", "run_cancelled"})
-# A step's end reports how many of the run's steps are still open, read with the step in one request.
-NEEDS_RUN_COUNTERS = frozenset({"step_completed", "step_failed"})
+# What a plan needs read first, as the writer asks it.
+NEEDS_RUN = frozenset(t for t, r in STORAGE_RULES.items() if _RUN in r.reads and t.startswith(("run_", "attr_")))
+NEEDS_ENTITY = frozenset(t for t, r in STORAGE_RULES.items() if _ENTITY in r.reads)
+NEEDS_HOOKS = frozenset(t for t, r in STORAGE_RULES.items() if _HOOKS in r.reads)
+NEEDS_RUN_COUNTERS = frozenset(t for t, r in STORAGE_RULES.items() if _RUN in r.reads) - NEEDS_RUN

@@ -6,6 +6,7 @@ mapping and raises :class:`InvalidInputError` naming the field, before anything 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
@@ -150,46 +151,51 @@ class WaitCompletedData(EventData):
     pass
 
 
-EVENT_DATA_MODELS: dict[str, type[EventData]] = {
-    "run_created": RunCreatedData,
-    "run_started": RunStartedData,
-    "run_completed": RunCompletedData,
-    "run_failed": RunFailedData,
-    "run_cancelled": RunCancelledData,
-    "attr_set": AttrSetData,
-    "step_created": StepCreatedData,
-    "step_started": StepStartedData,
-    "step_retrying": StepRetryingData,
-    "step_completed": StepCompletedData,
-    "step_failed": StepFailedData,
-    "hook_created": HookCreatedData,
-    "hook_received": HookReceivedData,
-    "hook_disposed": HookDisposedData,
-    "hook_conflict": HookConflictData,
-    "wait_created": WaitCreatedData,
-    "wait_completed": WaitCompletedData,
+EntityKind = Literal["run", "step", "hook", "wait"]
+
+
+@dataclass(frozen=True)
+class EventTypeSpec:
+    """What the contract says about one event type, in one place: its data model, the field that carries the
+    user's payload (left out by resolve_data="none", stored in S3 when large), the entity it is about (its
+    correlation id names a step, hook or wait), whether a batch may hold it (the spec forbids those that change
+    run-level state or claim a token) and whether only the World writes it. How a World stores it lives with
+    the World (the AWS World: ``aws/transitions.py``)."""
+
+    data_model: type[EventData]
+    entity: EntityKind
+    payload_field: str | None = None
+    batchable: bool = True
+    writer_only: bool = False
+
+
+EVENT_TYPES: dict[str, EventTypeSpec] = {
+    "run_created": EventTypeSpec(RunCreatedData, "run", "input", batchable=False),
+    "run_started": EventTypeSpec(RunStartedData, "run", "input", batchable=False),
+    "run_completed": EventTypeSpec(RunCompletedData, "run", "output"),
+    "run_failed": EventTypeSpec(RunFailedData, "run", "error"),
+    "run_cancelled": EventTypeSpec(RunCancelledData, "run", batchable=False),
+    "attr_set": EventTypeSpec(AttrSetData, "run", batchable=False),
+    "step_created": EventTypeSpec(StepCreatedData, "step", "input"),
+    "step_started": EventTypeSpec(StepStartedData, "step"),
+    "step_retrying": EventTypeSpec(StepRetryingData, "step", "error"),
+    "step_completed": EventTypeSpec(StepCompletedData, "step", "result"),
+    "step_failed": EventTypeSpec(StepFailedData, "step", "error"),
+    "hook_created": EventTypeSpec(HookCreatedData, "hook", "metadata", batchable=False),
+    "hook_received": EventTypeSpec(HookReceivedData, "hook", "payload"),
+    "hook_disposed": EventTypeSpec(HookDisposedData, "hook", batchable=False),
+    "hook_conflict": EventTypeSpec(HookConflictData, "hook", writer_only=True),
+    "wait_created": EventTypeSpec(WaitCreatedData, "wait"),
+    "wait_completed": EventTypeSpec(WaitCompletedData, "wait"),
 }
 
-# Events about one entity: the correlation id names it (step id, hook id, wait id).
-CORRELATED_EVENT_TYPES = frozenset(t for t in EVENT_DATA_MODELS if t.split("_")[0] in {"step", "hook", "wait"})
-# The World writes hook_conflict itself in answer to a conflicting hook_created; a caller never sends it.
-WRITER_ONLY_EVENT_TYPES = frozenset({"hook_conflict"})
-# The spec forbids these in a batch: each changes run-level state or claims a token.
-BATCH_FORBIDDEN_EVENT_TYPES = frozenset(
-    {"run_created", "run_started", "run_cancelled", "hook_created", "hook_disposed", "attr_set"}
-)
-# The user payload of each event type: what resolve_data="none" leaves out, and what may go to S3.
+# Views of EVENT_TYPES, for the places that ask one question.
+EVENT_DATA_MODELS: dict[str, type[EventData]] = {t: spec.data_model for t, spec in EVENT_TYPES.items()}
+CORRELATED_EVENT_TYPES = frozenset(t for t, spec in EVENT_TYPES.items() if spec.entity != "run")
+WRITER_ONLY_EVENT_TYPES = frozenset(t for t, spec in EVENT_TYPES.items() if spec.writer_only)
+BATCH_FORBIDDEN_EVENT_TYPES = frozenset(t for t, spec in EVENT_TYPES.items() if not spec.batchable)
 PAYLOAD_FIELDS: dict[str, tuple[str, ...]] = {
-    "run_created": ("input",),
-    "run_started": ("input",),
-    "run_completed": ("output",),
-    "run_failed": ("error",),
-    "step_created": ("input",),
-    "step_retrying": ("error",),
-    "step_completed": ("result",),
-    "step_failed": ("error",),
-    "hook_created": ("metadata",),
-    "hook_received": ("payload",),
+    t: (spec.payload_field,) for t, spec in EVENT_TYPES.items() if spec.payload_field
 }
 
 
