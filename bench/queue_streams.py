@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
+import sys
 import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
@@ -18,6 +20,7 @@ from typing import Any
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
 from awsworld.runtime.step_context import StepContext, StepMetadata
+from awsworld.world import Delivery
 
 QUEUE = "__wkf_workflow_bench"
 PREFIX = "__wkf_workflow_"
@@ -82,6 +85,176 @@ async def queue_figures(world: AWSWorld) -> None:
                   lambda: world.queue(QUEUE, big))
     await drain(world, 1)
     print("  a delay over 15 minutes costs, per 15-minute hop: ReceiveMessage (shared), SendMessage, DeleteMessage")
+
+
+# -- what dedup costs: DynamoDB write units by item size ----------------------------------------------------------
+
+
+def _number_size(text: str) -> int:
+    digits = len(text.strip().lstrip("+-").split("e")[0].split("E")[0].replace(".", "").strip("0"))
+    return (digits + 1) // 2 + 1
+
+
+def _value_size(value: dict[str, Any]) -> int:
+    (kind, inner), = value.items()
+    if kind == "S":
+        return len(inner.encode("utf-8"))
+    if kind == "N":
+        return _number_size(inner)
+    if kind == "B":
+        return len(inner)
+    if kind in ("BOOL", "NULL"):
+        return 1
+    if kind in ("SS", "NS", "BS"):
+        return sum(_value_size({kind[0]: v}) for v in inner)
+    if kind == "M":
+        return 3 + sum(len(k.encode("utf-8")) + _value_size(v) + 1 for k, v in inner.items())
+    return 3 + sum(_value_size(v) + 1 for v in inner)  # L
+
+
+def item_size(item: dict[str, Any] | None) -> int:
+    """An item's size as DynamoDB bills it: attribute names plus values, in bytes."""
+    return sum(len(name.encode("utf-8")) + _value_size(value) for name, value in (item or {}).items())
+
+
+_ASSIGNMENT = re.compile(r"^\s*([#\w.]+)\s*=\s*(:\w+)\s*$")
+
+
+class WriteMeter:
+    """DynamoDB write requests by operation and the write units they bill, computed from item sizes: 1 WRU per
+    started KB of the larger of the item before and after (a write refused by its condition bills too, at least
+    1), 2 per started KB for every item of a ``TransactWriteItems``. "Before" comes from a shadow of the items
+    this meter saw written, so put it on a fresh World; an ``UpdateItem`` is applied for plain ``SET a = :v`` and
+    ``REMOVE a`` (all this World's dedup writes use)."""
+
+    def __init__(self, world: AWSWorld) -> None:
+        self.shadow: dict[tuple[str, str], dict[str, Any]] = {}
+        self.requests: Counter[str] = Counter()
+        self.units: Counter[str] = Counter()
+        world.clients.register_handler("before-parameter-build.dynamodb", self._before)
+        world.clients.register_handler("after-call.dynamodb", self._after)
+
+    def snapshot(self) -> tuple[Counter[str], Counter[str]]:
+        return Counter(self.requests), Counter(self.units)
+
+    @staticmethod
+    def _key(table_key: dict[str, Any]) -> tuple[str, str]:
+        return table_key["pk"]["S"], table_key["sk"]["S"]
+
+    def _updated(self, params: dict[str, Any]) -> dict[str, Any]:
+        before = self.shadow.get(self._key(params["Key"]))
+        after = dict(before or params["Key"])
+        names = params.get("ExpressionAttributeNames") or {}
+        values = params.get("ExpressionAttributeValues") or {}
+        for clause in re.split(r"\b(?=SET |REMOVE )", params.get("UpdateExpression", "")):
+            verb, _, body = clause.strip().partition(" ")
+            for part in filter(None, (p.strip() for p in body.split(","))):
+                if verb == "REMOVE":
+                    after.pop(names.get(part, part), None)
+                elif (match := _ASSIGNMENT.match(part)) and match.group(2) in values:
+                    after[names.get(match.group(1), match.group(1))] = values[match.group(2)]
+        return after
+
+    def _write(self, kind: str, params: dict[str, Any]) -> tuple[int, tuple[str, str], dict[str, Any] | None]:
+        """(billable bytes, key, the item after the write: None for a delete)."""
+        if kind in ("Put", "PutItem"):
+            key = self._key(params["Item"])
+            after: dict[str, Any] | None = params["Item"]
+        else:
+            key = self._key(params["Key"])
+            after = self._updated(params) if kind in ("Update", "UpdateItem") else None
+            if kind == "ConditionCheck":
+                after = self.shadow.get(key)
+        size = max(item_size(self.shadow.get(key)), item_size(after), item_size(dict(zip(("pk", "sk"), (
+            {"S": key[0]}, {"S": key[1]}), strict=True))))
+        return size, key, after
+
+    def _before(self, params: dict[str, Any], model: Any, context: dict[str, Any], **_: Any) -> None:
+        name = model.name
+        writes: list[tuple[int, tuple[str, str], dict[str, Any] | None, int]] = []
+        if name in ("PutItem", "UpdateItem", "DeleteItem"):
+            writes.append((*self._write(name, params), 1))
+        elif name == "TransactWriteItems":
+            for entry in params.get("TransactItems", []):
+                (kind, body), = entry.items()
+                size, key, after = self._write(kind, body)
+                writes.append((size, key, self.shadow.get(key) if kind == "ConditionCheck" else after, 2))
+        elif name == "BatchWriteItem":
+            for requests in params.get("RequestItems", {}).values():
+                for request in requests:
+                    (kind, body), = request.items()
+                    writes.append((*self._write("PutItem" if kind == "PutRequest" else "DeleteItem", body), 1))
+        else:
+            return
+        context["write_meter"] = (name, writes)
+
+    def _after(self, http_response: Any, context: dict[str, Any], **_: Any) -> None:
+        name, writes = context.pop("write_meter", (None, []))
+        if name is None:
+            return
+        self.requests[name] += 1
+        self.units[name] += sum(factor * max(1, math.ceil(size / 1024)) for size, _, _, factor in writes)
+        if getattr(http_response, "status_code", 500) < 300:
+            for _, key, after, _ in writes:
+                if after is None:
+                    self.shadow.pop(key, None)
+                else:
+                    self.shadow[key] = after
+
+
+async def dedup_figures(world: AWSWorld) -> None:
+    """Requests and billable write units of a keyed send, a keyed batch of 10 and their acknowledgements, next
+    to the same without keys. ``world`` must be fresh and have no poller of its own."""
+    meter = WriteMeter(world)
+    consumer = world.sqs_queue.consumer(PREFIX)
+    rows: list[tuple[str, float, Counter[str], Counter[str], int]] = []
+
+    async def row(label: str, per: float, action: Callable[[], Awaitable[Any]]) -> None:
+        before = world.stats.snapshot()
+        requests, units = meter.snapshot()
+        await action()
+        after_requests, after_units = meter.snapshot()
+        sqs = (world.stats.snapshot() - before).total("sqs")
+        rows.append((label, per, after_requests - requests, after_units - units, sqs))
+
+    async def ack_all(count: int) -> None:
+        done = 0
+        while done < count:
+            for outcome in await consumer.poll(10, 1):
+                if isinstance(outcome, Delivery):
+                    await consumer.ack(outcome)
+                    done += 1
+
+    n = 20
+    keyed = [{"payload": {"runId": "wrun_01JBENCHBENCHBENCHBENCHBENC", "stepId": f"step_{i:04d}"},
+              "idempotencyKey": f"wrun_01JBENCHBENCHBENCHBENCHBENC:step_{i:04d}:1"} for i in range(10 * n)]
+    await row("queue(), no key", n, lambda: asyncio.gather(*(world.queue(QUEUE, m["payload"]) for m in keyed[:n])))
+    await row("  ack", n, lambda: ack_all(n))
+    await row("queue() with a key", n, lambda: asyncio.gather(*(
+        world.queue(QUEUE, m["payload"], idempotency_key=m["idempotencyKey"]) for m in keyed[:n])))
+    await row("  the same again (dropped: key held)", n, lambda: asyncio.gather(*(
+        world.queue(QUEUE, m["payload"], idempotency_key=m["idempotencyKey"]) for m in keyed[:n])))
+    await row("  ack", n, lambda: ack_all(n))
+    batches = [keyed[i : i + 10] for i in range(0, len(keyed), 10)]
+    await row("queue_batch() of 10, no keys", n, lambda: asyncio.gather(*(
+        world.queue_batch(QUEUE, [{"payload": m["payload"]} for m in b]) for b in batches)))
+    await row("  ack (per batch of 10)", n, lambda: ack_all(10 * n))
+    await row("queue_batch() of 10 with keys", n, lambda: asyncio.gather(*(world.queue_batch(QUEUE, b)
+                                                                          for b in batches)))
+    await row("  the same again (all dropped)", n, lambda: asyncio.gather(*(world.queue_batch(QUEUE, b)
+                                                                           for b in batches)))
+    await row("  ack (per batch of 10)", n, lambda: ack_all(10 * n))
+
+    print(f"\nQueue dedup: DynamoDB requests and billable WRU by item size (mean of {n}; SQS requests beside)")
+    print(f"  {'':<40} {'WRU':>6} {'DynamoDB':>9} {'SQS':>6}   DynamoDB requests by operation")
+    for label, per, requests, units, sqs in rows:
+        ops = ", ".join(f"{op} {count / per:g} ({units[op] / per:g} WRU)" for op, count in sorted(requests.items()))
+        print(f"  {label:<40} {sum(units.values()) / per:>6.2f} {sum(requests.values()) / per:>9.2f} "
+              f"{sqs / per:>6.2f}   {ops or '-'}")
+    send, ack = rows[2][3], rows[4][3]
+    batch, batch_ack = rows[7][3], rows[9][3]
+    print(f"  a keyed send, sent and acknowledged: {(sum(send.values()) + sum(ack.values())) / n:.2f} WRU;"
+          f" a keyed batch of 10: {(sum(batch.values()) + sum(batch_ack.values())) / n:.2f} WRU")
 
 
 # -- streams: requests and dollars per million chunks --------------------------------------------------------------
@@ -230,7 +403,12 @@ async def main() -> None:
     started = time.perf_counter()
     async with LocalAWS() as local:
         world = local.world
-        await queue_figures(world)
+        # The queue figures get Worlds of their own: local.world's queue has the local poller consuming it.
+        if "dedup" in sys.argv[1:]:  # python bench/queue_streams.py dedup: only what dedup costs (seconds)
+            await dedup_figures(await local.new_world())
+            return
+        await queue_figures(await local.new_world())
+        await dedup_figures(await local.new_world())
         await stream_figures(world)
     print(f"\n(total {time.perf_counter() - started:.1f}s)")
 

@@ -162,9 +162,9 @@ async def test_short_delay_waits(moto_world: AWSWorld) -> None:
     message_id = await world.queue(QUEUE, "later", delay_seconds=2)
     await asyncio.sleep(0.5)
     assert await consumer.poll(10, 0) == [], "not visible before its delay"
-    [delivery] = await drain(consumer, 1, timeout=4)
+    [delivery] = await drain(consumer, 1, timeout=5)
     assert delivery.message_id == message_id
-    assert 1.9 <= time.monotonic() - sent <= 3.5
+    assert 1.9 <= time.monotonic() - sent <= 4.5, "its delay, plus a margin for a loaded emulator"
 
 
 async def test_fractional_delay_rounds_up(moto_world: AWSWorld) -> None:
@@ -401,7 +401,9 @@ async def test_batch_results_one_per_input_in_order(moto_world: AWSWorld) -> Non
         assert len(set(ids)) == len(ids) == 22
 
         assert clients.stats.requests["sqs.SendMessageBatch"] == 3, "22 messages in batches of at most ten"
-        assert clients.stats.requests["dynamodb.TransactWriteItems"] == 1, "the keys claimed in one transaction"
+        assert clients.stats.requests["dynamodb.PutItem"] == 22, "each key claimed by a plain conditional put"
+        assert clients.stats.requests["dynamodb.UpdateItem"] == 21, "confirmed once sent (entry 9 never was)"
+        assert clients.stats.transaction_items == 0, "no marker write is transactional"
 
         deliveries = await drain(queue.consumer(PREFIX), 22)
         by_id = {d.message_id: d.payload for d in deliveries}
@@ -433,7 +435,7 @@ async def test_batch_fan_out_of_256(moto_world: AWSWorld) -> None:
                                               for i in range(256)])
     assert all(r.ok for r in results) and len({r.message_id for r in results}) == 256
     assert world.stats.requests["sqs.SendMessageBatch"] == 26
-    assert world.stats.requests["dynamodb.TransactWriteItems"] == 3
+    assert world.stats.requests["dynamodb.PutItem"] == 256 and world.stats.transaction_items == 0
     # Publishing the same batch again (the runtime's recovery) sends nothing new.
     again = await world.queue_batch(QUEUE, [{"payload": {"branch": i}, "idempotencyKey": f"step_{i}"}
                                             for i in range(256)])

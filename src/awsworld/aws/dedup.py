@@ -17,6 +17,20 @@ claim's condition treats the marker as free. So a crash at any point of a keyed 
 most the lease, never the days a message can live; a crash between send and confirm can at worst let a
 later send through twice, which the runtime's fenced storage writes make harmless (at-least-once).
 
+What it costs: three single-item conditional writes per keyed message, none transactional, 1 WRU each for
+a marker under 1 KB (a batch claims its keys as parallel PutItems): claim (PutItem), confirm (UpdateItem), and
+the consumer's release (DeleteItem). A duplicate costs one refused PutItem. None of the three can go:
+
+- Claim and confirm cannot be one write. A marker written as *sent* before the send (our message id is known
+  before it) would hold the key for the message's whole life when the sender dies before sending; one written
+  only after the send cannot stop a concurrent sender with the same key from sending too.
+- The release cannot be skipped: a confirmed marker lives as long as its message could, so it is always live
+  when its delivery is acknowledged, and leaving it would hold the key for days after the acknowledgement.
+
+A sender that needs no dedup, because its own storage write refuses a second execution (the runtime's step
+messages: ``step_started`` refuses a second delivery while the step runs under another message's id), passes
+no idempotency key: no marker, and no DynamoDB request at the send or at the acknowledgement.
+
 Neither SQS FIFO dedup nor TTL expiry is relied on (moto implements neither faithfully, and TTL deletes
 whenever it likes): ``liveUntil`` in the claim's condition decides. ``expiresAt`` (TTL) is set a day later,
 only to keep the table tidy. A marker written before markers had a state counts as sent.
@@ -41,9 +55,7 @@ from .items import from_ddb, now_iso, to_ddb, to_ddb_value
 from .keys import dedup_key
 from .reads import get_item
 from .resources import QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS, TTL_ATTRIBUTE
-from .transactions import TransientStoreError, TxCancelled, TxOp, transact
 
-MAX_TRANSACTION_ITEMS = 100
 MAX_ATTEMPTS = 30
 TTL_SLACK_SECONDS = 24 * 3600
 LEASE_ENV = "AWSWORLD_DEDUP_LEASE_SECONDS"
@@ -51,7 +63,8 @@ DEFAULT_LEASE_SECONDS = 30
 SETTLE_SECONDS = 2.0
 """How long a second sender waits for a pending marker to be confirmed before answering "in doubt"."""
 _CLAIM_CONDITION = "attribute_not_exists(pk) OR #liveUntil < :now"
-_CONFIRM_PARALLELISM = 16
+_PARALLELISM = 32
+"""Marker writes of one batch in flight at once (claims, confirmations)."""
 
 
 class DedupInDoubtError(ThrottledError):
@@ -104,7 +117,7 @@ class DedupMarkers:
     def _item(self, claim: Claim) -> dict[str, Any]:
         lease_until = math.ceil(self.clock() + self.lease)
         return {**dedup_key(claim.queue_name, claim.key), "messageId": claim.message_id,
-                "queueName": claim.queue_name, "createdAt": now_iso(), "sent": False, "liveUntil": lease_until,
+                "createdAt": now_iso(), "sent": False, "liveUntil": lease_until,
                 TTL_ATTRIBUTE: self.live_until(claim.due_epoch) + TTL_SLACK_SECONDS}
 
     async def claim(self, claim: Claim) -> str | None:
@@ -159,6 +172,8 @@ class DedupMarkers:
                         self.clients, dedup_key(claim.queue_name, claim.key))
                     if holder is None:  # released between our put and our read: try again
                         continue
+                    if holder.get("messageId") == claim.message_id:  # our own put, its answer lost and retried
+                        return None
                     return Holder.of(holder)
                 if code in ("ThrottlingException", "ProvisionedThroughputExceededException",
                             "TransactionConflictException"):
@@ -167,66 +182,30 @@ class DedupMarkers:
                 raise
         raise ThrottledError("could not claim the idempotency key: DynamoDB kept throttling")
 
-    async def claim_many(self, claims: Sequence[Claim]) -> list[str | BaseException | None]:
-        """``claim`` for many distinct keys, up to 100 per TransactWriteItems, transactions in parallel: per
-        claim None (claimed), the holder's message id, or the error (``DedupInDoubtError``) for that key.
+    async def claim_many(self, claims: Sequence[Claim]) -> list[Holder | BaseException | None]:
+        """Try to claim many distinct keys, without waiting for anyone: per claim None (claimed), the
+        ``Holder`` of a key another message holds (``settle`` it once this batch's own messages are sent and
+        confirmed, so two batches holding keys the other wants never wait on each other), or the error.
 
-        A transaction is all-or-nothing, so when some keys are taken its cancellation reasons (with the
-        holders' items) say which; the rest are claimed again without them.
+        Each key is its own conditional PutItem, ``_PARALLELISM`` at a time: no key's claim needs to be atomic
+        with another's, and a transaction would bill twice the write units (2 per KB per item).
         """
-        results: list[str | BaseException | None] = [None] * len(claims)
-        holders: dict[int, Holder] = {}
-        chunks = [list(range(i, min(i + MAX_TRANSACTION_ITEMS, len(claims))))
-                  for i in range(0, len(claims), MAX_TRANSACTION_ITEMS)]
-        await asyncio.gather(*(self._claim_chunk(claims, chunk, holders) for chunk in chunks))
-        settled = await asyncio.gather(*(self.settle(claims[i], h) for i, h in holders.items()),
-                                       return_exceptions=True)
-        for index, outcome in zip(holders, settled, strict=True):
+        gate = asyncio.Semaphore(_PARALLELISM)
+
+        async def one(claim: Claim) -> Holder | None:
+            async with gate:
+                return await self._claim_once(claim)
+
+        outcomes = await asyncio.gather(*(one(c) for c in claims), return_exceptions=True)
+        for outcome in outcomes:
             if isinstance(outcome, BaseException) and not isinstance(outcome, Exception):
                 raise outcome
-            results[index] = outcome
-        return results
-
-    async def _claim_chunk(self, claims: Sequence[Claim], pending: list[int], holders: dict[int, Holder]) -> None:
-        for attempt in range(MAX_ATTEMPTS):
-            if not pending:
-                return
-            if len(pending) == 1:
-                holder = await self._claim_once(claims[pending[0]])
-                if holder is not None:
-                    holders[pending[0]] = holder
-                return
-            ops = []
-            for index in pending:
-                op = TxOp("Put", str(index), item=self._item(claims[index]), condition=_CLAIM_CONDITION)
-                op.expr.names["#liveUntil"] = "liveUntil"
-                op.expr.values[":now"] = int(self.clock())
-                ops.append(op)
-            try:
-                await transact(self.clients, ops)
-                return
-            except TxCancelled as cancelled:
-                still: list[int] = []
-                for index, reason in zip(pending, cancelled.reasons, strict=False):
-                    if reason.code != "ConditionalCheckFailed":
-                        still.append(index)
-                    elif reason.item is None:  # this emulator gave no item: ask the key on its own
-                        holder = await self._claim_once(claims[index])
-                        if holder is not None:
-                            holders[index] = holder
-                    else:
-                        holders[index] = Holder.of(reason.item)
-                pending = still
-                if cancelled.conflict:
-                    await _backoff(attempt)
-            except TransientStoreError:
-                await _backoff(attempt)
-        raise ThrottledError("could not claim idempotency keys: DynamoDB kept cancelling the transaction")
+        return list(outcomes)
 
     async def confirm(self, claims: Sequence[Claim]) -> None:
         """The messages were sent: their markers now live as long as the messages can. A marker already
         released (the message was delivered and acknowledged first) or taken over stays as it is."""
-        gate = asyncio.Semaphore(_CONFIRM_PARALLELISM)
+        gate = asyncio.Semaphore(_PARALLELISM)
 
         async def one(claim: Claim) -> None:
             async with gate:

@@ -22,7 +22,7 @@ from botocore.exceptions import ClientError
 from ..world.errors import InvalidInputError, ThrottledError, WorldError
 from ..world.queue import QueueBatchResult, QueueMessage, check_idempotency_key, check_queue_name
 from .clients import AWSClients
-from .dedup import Claim, DedupMarkers
+from .dedup import Claim, DedupMarkers, Holder
 from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, check_delay, from_epoch, new_message_id
 from .resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
 
@@ -137,15 +137,18 @@ class SqsQueue:
                 leaders[key] = entry
             entries.append(entry)
 
-        await self._claim_batch([e for e in entries if e.leader is None], results)
-        to_send = [e for e in entries if e.leader is None and results[e.index] is None]
-        await asyncio.gather(*(self._fit(entry, results) for entry in to_send))
-        to_send = [e for e in to_send if results[e.index] is None]
-        await self._send_batches(to_send, results)
-        sent = [e for e in to_send if e.envelope.idempotency_key is not None and results[e.index] is not None
-                and results[e.index].ok]  # type: ignore[union-attr]
-        if sent:
-            await self.dedup.confirm([self._claim(e) for e in sent])
+        held = await self._claim_batch([e for e in entries if e.leader is None], results)
+        to_send = [e for e in entries if e.leader is None and results[e.index] is None and e.index not in held]
+        through, failure = await self._publish(to_send, results)
+        if failure is not None and not through:
+            raise failure
+        if held:
+            # Keys other senders hold are settled only now: this batch's own messages are sent and confirmed
+            # first, so two batches that each hold keys the other wants never wait on each other.
+            taken = await self._settle(entries, held, results)
+            more, failure = await self._publish(taken, results)
+            if failure is not None and not through + more:
+                raise failure
         for entry in entries:
             if entry.leader is not None:
                 results[entry.index] = results[entry.leader]
@@ -203,18 +206,57 @@ class SqsQueue:
         assert envelope.idempotency_key is not None
         return Claim(envelope.queue_name, envelope.idempotency_key, envelope.message_id, due)
 
-    async def _claim_batch(self, entries: list[_Entry], results: list[QueueBatchResult | None]) -> None:
+    async def _claim_batch(self, entries: list[_Entry], results: list[QueueBatchResult | None]) -> dict[int, Holder]:
+        """Claim the keyed entries' keys; the ones another message holds, by entry index (to ``_settle``)."""
         keyed = [e for e in entries if e.envelope.idempotency_key is not None]
         if not keyed:
-            return
+            return {}
         holders = await self.dedup.claim_many([self._claim(e) for e in keyed])
+        failure = next((h for h in holders if isinstance(h, BaseException) and not isinstance(h, WorldError)), None)
+        if failure is not None:  # nothing is sent: free the keys this batch did claim before saying so
+            await self._release([e for e, h in zip(keyed, holders, strict=True) if h is None])
+            raise failure
+        held: dict[int, Holder] = {}
         for entry, holder in zip(keyed, holders, strict=True):
             if isinstance(holder, WorldError):
                 results[entry.index] = QueueBatchResult(error=holder.message, retryable=True)
-            elif isinstance(holder, BaseException):
-                raise holder
-            elif holder is not None:
-                results[entry.index] = QueueBatchResult(message_id=holder)
+            elif isinstance(holder, Holder):
+                held[entry.index] = holder
+        return held
+
+    async def _settle(self, entries: list[_Entry], held: dict[int, Holder],
+                      results: list[QueueBatchResult | None]) -> list[_Entry]:
+        """Wait for the holders of held keys (briefly, see ``DedupMarkers.settle``): a confirmed holder's id is
+        the entry's result; a key that turned out free is now this batch's, and its entry is returned to send."""
+        waiting = [e for e in entries if e.index in held]
+        outcomes = await asyncio.gather(*(self.dedup.settle(self._claim(e), held[e.index]) for e in waiting),
+                                        return_exceptions=True)
+        taken = []
+        for entry, outcome in zip(waiting, outcomes, strict=True):
+            if isinstance(outcome, WorldError):
+                results[entry.index] = QueueBatchResult(error=outcome.message, retryable=True)
+            elif isinstance(outcome, Exception):  # messages of this batch went out: report, do not raise
+                results[entry.index] = QueueBatchResult(error=f"idempotency key check failed: {outcome}",
+                                                        retryable=True)
+            elif isinstance(outcome, BaseException):
+                raise outcome
+            elif outcome is not None:
+                results[entry.index] = QueueBatchResult(message_id=outcome)
+            else:
+                taken.append(entry)
+        return taken
+
+    async def _publish(self, entries: list[_Entry], results: list[QueueBatchResult | None]
+                       ) -> tuple[int, BaseException | None]:
+        """Fit, send and confirm: how many SendMessageBatch calls got through, and the first that did not."""
+        await asyncio.gather(*(self._fit(entry, results) for entry in entries))
+        to_send = [e for e in entries if results[e.index] is None]
+        through, failure = await self._send_batches(to_send, results)
+        sent = [e for e in to_send if e.envelope.idempotency_key is not None and results[e.index] is not None
+                and results[e.index].ok]  # type: ignore[union-attr]
+        if sent:
+            await self.dedup.confirm([self._claim(e) for e in sent])
+        return through, failure
 
     async def _fit(self, entry: _Entry, results: list[QueueBatchResult | None]) -> None:
         try:
@@ -226,7 +268,10 @@ class SqsQueue:
         if results[entry.index] is not None:
             await self._release([entry])
 
-    async def _send_batches(self, entries: list[_Entry], results: list[QueueBatchResult | None]) -> None:
+    async def _send_batches(self, entries: list[_Entry], results: list[QueueBatchResult | None]
+                            ) -> tuple[int, BaseException | None]:
+        """Send in batches (10 entries, 256 KiB at most); every entry gets its result, and the keys of the ones
+        not sent are freed. Returns how many SendMessageBatch calls got through, and the first that did not."""
         batches: list[list[_Entry]] = []
         size = 0
         for entry in entries:
@@ -244,8 +289,7 @@ class SqsQueue:
                     results[entry.index] = QueueBatchResult(error=f"SendMessageBatch failed: {outcome}",
                                                             retryable=True)
                 await self._release(batch)
-        if failures and len(failures) == len(batches):
-            raise failures[0]
+        return len(batches) - len(failures), failures[0] if failures else None
 
     async def _send_batch(self, batch: list[_Entry], results: list[QueueBatchResult | None]) -> None:
         sqs = await self.clients.sqs()
