@@ -1,8 +1,10 @@
 """What a durable step costs end to end, through the AWS World on the embedded emulator.
 
-For serial runs of 10, 100 and 1,000 steps: flow deliveries, AWS requests and billable DynamoDB units per
-step, and client-side CPU per step (the event-loop thread: runtime + SDK, not the emulator), which should stay
-flat as N grows because one delivery keeps its replay alive instead of replaying from the start per step.
+For serial runs of 10, 100 and 1,000 steps: flow deliveries, AWS requests (TransactWriteItems and reads named
+apart: a serial inline step costs one transaction, its outcome riding in the write that declares the next step,
+where it took two) and billable DynamoDB units per step, and client-side CPU per step (the event-loop thread:
+runtime + SDK, not the emulator), which should stay flat as N grows because one delivery keeps its replay alive
+instead of replaying from the start per step.
 For a 256-way fan-out: SendMessageBatch calls, and run reads (``runs.get``) made by step messages (target 0).
 
 Billable writes: items written by transactions are counted on the client; DynamoDB bills a transactional write
@@ -56,7 +58,10 @@ def _per_step(stats: RequestStats, n: int) -> str:
         service = key.split(".", 1)[0]
         by_service[service] = by_service.get(service, 0) + count
     services = ", ".join(f"{s} {c / n:.2f}" for s, c in sorted(by_service.items()))
-    return (f"{stats.total() / n:6.2f} req/step ({services}); {stats.transaction_items / n:5.2f} items written "
+    transactions = stats.requests["dynamodb.TransactWriteItems"]
+    reads = stats.requests["dynamodb.GetItem"] + stats.requests["dynamodb.BatchGetItem"]
+    return (f"{stats.total() / n:6.2f} req/step ({services}; {transactions / n:.2f} TransactWriteItems, "
+            f"{reads / n:.2f} GetItem/BatchGetItem); {stats.transaction_items / n:5.2f} items written "
             f"(>= {2 * stats.transaction_items / n:5.2f} WRU), reported {stats.write_units / n:5.2f} WRU, "
             f"{stats.read_units / n:5.2f} RRU per step")
 

@@ -4,7 +4,9 @@ The log is consumed strictly in order; after every event the loop runs until idl
 workflow declares depend only on the prefix of the log it has seen — which is what makes their ids (a
 per-run counter in call order) and ``now()`` (the time of the last consumed event) the same on every replay.
 The execution stays alive across iterations of one delivery: the flow appends the events it writes and calls
-``advance`` again, so a serial workflow of N steps is replayed once, not N times.
+``advance`` again, so a serial workflow of N steps is replayed once, not N times. The flow may also append a
+provisional event, an inline step's outcome it has not written yet (it writes it with what the workflow does
+next); if that write fails, it drops the execution and replays a new one from the log.
 
 Every event is checked against what the code declared at its position (``divergence``): a step by name and
 input digest, a hook by token, a wait by its resume time; an event for a call the code did not make, or made as
@@ -334,6 +336,10 @@ class WorkflowExecution:
 
     def pending_waits(self) -> list[WaitOp]:
         return list(self._open_waits.values())
+
+    def live_hooks(self) -> list[HookOp]:
+        """Hooks created and not disposed: another writer may record a ``hook_received`` for any of them."""
+        return list(self._hooks.values())
 
     def disposals(self) -> list[HookOp]:
         return [op for op in self._hooks.values() if op.dispose_requested and not op.disposed]

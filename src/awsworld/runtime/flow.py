@@ -5,6 +5,17 @@ waits that are due, queue every runnable step but one with one ``queue_batch``, 
 delayed continuation, run the one owned step inline, and loop — until the run ends, only waits/hooks remain,
 or the budget is spent (then a continuation is queued). Every write of the flow is in-band, fenced with the
 run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops.
+
+One round trip per serial inline step: when the inline step is the only open operation another writer could
+finish (no other open step, no live hook, no pending wait), its outcome is not written when the body returns.
+The flow appends it to the execution as a provisional event at the next slot, stamped with the time it picks
+(so ``now()`` after it is what the log will say), advances the workflow, and writes the outcome together with
+the declarations the workflow made after seeing it: one atomic, stamped ``create_batch`` that must land right
+after the events the workflow was shown (``expect_seq``). If the workflow ends, or does anything else first
+(a patch marker, hooks only), or the budget is spent, the outcome is written on its own the same way. Any
+failure of that write (the log moved, another flow wrote first, the end is recorded already, a value is too
+large, no answer) drops the execution that consumed it, records the outcome the old way
+(``step_runner.record_end``) and replays from the log, or stops as a superseded flow does.
 """
 
 from __future__ import annotations
@@ -18,7 +29,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
-from ..world.events import Event
+from ..world.events import BatchEventOutcome, Event
+from ..world.ids import slot_to_event_id
 from . import divergence as dv
 from . import serde
 from .errors import (
@@ -34,7 +46,7 @@ from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
 from .ops import HookOp, StepOp, WaitOp
 from .registry import Registry
-from .step_runner import run_step, structured_error
+from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, structured_error
 
 MAX_DIVERGENT_RECOVERIES = 3
 DIVERGENCE_POLICY_ENV = "AWSWORLD_ON_DIVERGENCE"  # "fail" (the spec's default) or "park"
@@ -52,6 +64,20 @@ class FlowStats:
     inline_steps: int = 0
     queued_steps: int = 0
     replays: int = 0
+    ends_with_next: int = 0  # inline step outcomes shown to the workflow first, then written by the flow's next write
+    fallbacks: int = 0  # such writes that failed: the outcome was recorded the old way
+
+
+@dataclass
+class _Pending:
+    """An inline step's outcome the workflow has consumed (a provisional event at slot ``seq + 1``, stamped
+    ``at``) and the log does not hold yet: the flow's next write carries it, landing right after ``seq``
+    events."""
+
+    step: StepOp
+    end: StepEnd
+    seq: int
+    at: datetime
 
 
 @dataclass
@@ -74,6 +100,7 @@ class Flow:
     owned: set[str] = field(default_factory=set)
     queued: set[str] = field(default_factory=set)
     claimed: dict[str, Any] = field(default_factory=dict)  # steps declared born running, to run inline
+    pending: _Pending | None = None
     redeliver_after: float | None = None
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
@@ -112,19 +139,36 @@ class Flow:
         execution.append(log)
         if not any(e.event_type == "run_started" for e in log):
             await self._write({"eventType": "run_started"})
+        try:
+            return await self._loop()
+        except Exception:
+            if self.pending is not None:  # a consumed step result is never lost: record it before giving up
+                pending = self._take_pending()
+                await self._recorded(pending, await record_end(self.world, self.run_id, pending.end))
+            raise
+
+    async def _loop(self) -> str:
         while True:
+            execution = self.execution
+            assert execution is not None
             self.stats.iterations += 1
             if self.stats.iterations > 1 and time.monotonic() >= self.deadline:
                 # (Never before the first iteration: every delivery makes progress, however late it starts.)
                 # The budget is spent: this same message comes back at once and goes on where we stop. Being
                 # the same message, it may run the steps this delivery started (a continuation with a new id
                 # could not, and a key derived from the log could be this message's own and send nothing).
+                if self.pending is not None:
+                    await self._settle()  # the step's outcome, on its own: the workflow has not seen it yet
                 self.redeliver_after = 0.0
                 return "continued"
             try:
                 execution.advance()
             except ReplayDivergenceError as divergence:
+                if self.pending is not None:
+                    await self._settle()
                 return await self._diverged(divergence)
+            if self.pending is not None and self._settle_first(execution) and not await self._settle():
+                continue  # the outcome was recorded the old way: replay from the log
             if execution.terminal:
                 return "gone"
             if execution.pending_markers:
@@ -195,6 +239,12 @@ class Flow:
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
         if born is not None and self._has_inline_work(execution):
             born = None
+        if self.pending is not None:
+            # The step's outcome and the first declarations the workflow made after seeing it: one write.
+            first = batchable[:BATCH - 1]
+            if not await self._declare_with_end(execution, first, born):
+                return True  # the outcome was recorded the old way: replay from the log
+            batchable = batchable[len(first):]
         for start in range(0, len(batchable), BATCH):
             chunk = batchable[start:start + BATCH]
             try:
@@ -217,20 +267,43 @@ class Flow:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
 
-    async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
-                             born: StepOp | None) -> None:
+    def _declarations(self, chunk: list[StepOp | WaitOp], born: StepOp | None) -> list[dict[str, Any]]:
         requests: list[dict[str, Any]] = []
         for op in chunk:
             requests.append(_declaration(op))
             if op is born:
                 requests.append({"eventType": "step_started", "correlationId": op.id,
                                  "eventData": {"ownerMessageId": self.message_id} if self.message_id else {}})
+        return requests
+
+    async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+                             born: StepOp | None) -> None:
+        requests = self._declarations(chunk, born)
         result = await self.world.events.create_batch(
             self.run_id, requests, in_band=True, expected_seq_in_band=self.seq_in_band,
             resolve_data="skip-step-inputs")
         if result.seq_in_band is not None:
             self.seq_in_band = result.seq_in_band
-        outcomes = iter(result.results)
+        await self._landed(execution, chunk, born, result.results, len(requests))
+
+    async def _declare_with_end(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+                                born: StepOp | None) -> bool:
+        """The pending outcome with ``chunk``: False when that write failed and the outcome was recorded the
+        old way instead (the execution is replaced)."""
+        pending = self._take_pending()
+        requests = self._declarations(chunk, born)
+        try:
+            results = await self._write_with_end(pending, requests)
+        except Exception as error:  # any refusal, or no answer: the old way decides (see _fall_back)
+            await self._fall_back(pending, error)
+            return False
+        await self._landed(execution, chunk, born, results[1:], len(requests))
+        await self._recorded(pending, _written(pending.end))
+        return True
+
+    async def _landed(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp], born: StepOp | None,
+                      results: list[BatchEventOutcome], requested: int) -> None:
+        outcomes = iter(results)
         landed = []
         for op in chunk:
             outcome = next(outcomes)
@@ -247,7 +320,7 @@ class Flow:
             elif outcome.status != 409:
                 raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
         await self._append(landed)
-        if len(landed) < len(requests):
+        if len(landed) < requested:
             await self._reload_tail()  # someone else declared some of them: take their events
 
     async def _dispose(self, execution: WorkflowExecution) -> bool:
@@ -289,6 +362,7 @@ class Flow:
         return any(s.id in self.owned or s.id in self.claimed or self._mine(s) for s in self._runnable(execution))
 
     async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
+        assert self.pending is None
         now = datetime.now(UTC)
         runnable = self._runnable(execution)
         inline = (next((s for s in runnable if s.id in self.claimed), None)
@@ -296,6 +370,10 @@ class Flow:
         to_queue = [s for s in runnable
                     if s is not inline and not s.started and f"{s.id}:{s.attempt}" not in self.queued]
         if to_queue:
+            # Keyed, unlike a retry: every flow that replays the run re-queues each declared step not started
+            # yet (that is what recovers a step whose message a crash never sent), and a duplicate that finds its
+            # step finished continues the flow, which would re-queue the rest again; the key stops that cascade
+            # while the first message is live.
             results = await self.world.queue_batch(queue_name_for(self.message.workflow_name), [
                 {"payload": self._step_message(s).to_payload(), "idempotency_key": f"{self.run_id}:{s.id}:{s.attempt}"}
                 for s in to_queue
@@ -320,16 +398,108 @@ class Flow:
         self.stats.inline_steps += 1
         self.owned.discard(step.id)
         claimed = self.claimed.pop(step.id, None)
-        outcome = await run_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
-                                 in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
-                                 claimed=claimed, call_input=step.input)
+        attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
+                                     in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
+                                     claimed=claimed, call_input=step.input)
+        if isinstance(attempt, StepEnd):
+            await self._append(attempt.events)
+            if self._alone(step):
+                self._consume_first(step, attempt)  # written with the flow's next write
+                return
+            outcome = await record_end(self.world, self.run_id, attempt)
+        else:
+            outcome = attempt
         await self._append(outcome.events)
         if outcome.status == "gone":
             raise RunGoneError(f"run {self.run_id} ended")
+        await self._step_ended(step, outcome)
+
+    async def _step_ended(self, step: StepOp, outcome: StepOutcome) -> None:
         if outcome.status == "retry":
             await self._queue_step(step, outcome.attempt, outcome.retry_after)
         elif outcome.status in ("finished-already", "running-elsewhere"):
             await self._reload_tail()
+
+    # ------------------------------------------------------------------ an outcome with the next write
+
+    def _alone(self, step: StepOp) -> bool:
+        """Nothing but this step's end may land next: it is the run's only open operation another writer
+        could finish (any other writer, a client's attr_set say, only costs the fallback)."""
+        execution = self.execution
+        assert execution is not None
+        return ([s.id for s in execution.pending_steps()] == [step.id] and not execution.pending_waits()
+                and not execution.live_hooks() and not execution.new_ops() and not execution.pending_markers)
+
+    def _consume_first(self, step: StepOp, end: StepEnd) -> None:
+        """Show the workflow the outcome before it is written: a provisional event at the next slot, stamped
+        with the time its write will record."""
+        execution = self.execution
+        assert execution is not None
+        at = datetime.now(UTC)
+        seq = len(execution.log)
+        execution.append([Event(event_id=slot_to_event_id(seq + 1), run_id=self.run_id, event_type=end.kind,
+                                correlation_id=step.id, event_data=dict(end.data), created_at=at)])
+        self.pending = _Pending(step, end, seq, at)
+
+    def _take_pending(self) -> _Pending:
+        pending, self.pending = self.pending, None
+        assert pending is not None
+        return pending
+
+    def _settle_first(self, execution: WorkflowExecution) -> bool:
+        """Whether the pending outcome is written on its own now: unless the workflow declared steps or waits
+        (the outcome rides with them), anything the flow does next must find it in the log."""
+        return (execution.terminal is not None or bool(execution.pending_markers) or execution.done
+                or len(execution.log) >= self.settings.max_events
+                or not any(isinstance(op, StepOp | WaitOp) for op in execution.new_ops()))
+
+    async def _settle(self) -> bool:
+        """Write the pending outcome on its own (a one-event stamped batch at its position). False when that
+        failed and the outcome was recorded the old way instead (the execution is replaced)."""
+        pending = self._take_pending()
+        try:
+            await self._write_with_end(pending, [])
+        except Exception as error:  # any refusal, or no answer: the old way decides (see _fall_back)
+            await self._fall_back(pending, error)
+            return False
+        await self._recorded(pending, _written(pending.end))
+        return True
+
+    async def _write_with_end(self, pending: _Pending, requests: list[dict[str, Any]]) -> list[BatchEventOutcome]:
+        """The outcome and ``requests``: all or nothing, stamped with the time the workflow was shown, and only
+        right after the events it was shown."""
+        result = await self.world.events.create_batch(
+            self.run_id, [pending.end.request, *requests], in_band=True, expected_seq_in_band=self.seq_in_band,
+            resolve_data="skip-step-inputs", atomic=True, stamp=pending.at, expect_seq=pending.seq)
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        self.stats.ends_with_next += 1
+        return result.results
+
+    async def _recorded(self, pending: _Pending, outcome: StepOutcome) -> None:
+        """After a consumed outcome is in the log, however it got there: a retry is queued."""
+        if outcome.status == "retry":
+            await self._queue_step(pending.step, outcome.attempt, outcome.retry_after)
+
+    async def _fall_back(self, pending: _Pending, error: Exception) -> None:
+        """The write carrying a consumed outcome failed (the log moved, another flow wrote first, the step's
+        end is recorded already, a value is too large, or no answer came, so it may even have landed). The
+        execution showed the workflow a log that may never be: drop it, record the outcome the old way (which
+        answers each of those cases) and replay from the log; a superseded flow stops as it always does."""
+        self.stats.fallbacks += 1
+        log.info("run %s: the outcome of %s did not ride in the next write (%s); recording it on its own",
+                 self.run_id, pending.step.id, type(error).__name__)
+        outcome = await record_end(self.world, self.run_id, pending.end)
+        old = self.execution
+        assert old is not None
+        fresh = WorkflowExecution(self.run_id, old.definition, self.registry, old.seed)
+        fresh.append(old.log[:pending.seq])
+        old.close()
+        self.execution = fresh
+        await self._recorded(pending, outcome)
+        if isinstance(error, InBandSupersededError):
+            raise error
+        await self._reload_tail()
 
     # ------------------------------------------------------------------ endings
 
@@ -420,10 +590,10 @@ class Flow:
                                idempotency_key=f"{self.run_id}:{key}")
 
     async def _queue_step(self, step: StepOp, attempt: int, delay: float) -> None:
-        key = f"{step.id}:{attempt}"
+        """A step's retry, sent without a dedup key (why that is harmless: ``runtime.retry_step_message``)."""
         await self.world.queue(queue_name_for(self.message.workflow_name), self._step_message(step).to_payload(),
-                               idempotency_key=f"{self.run_id}:{key}", delay_seconds=math.ceil(delay))
-        self.queued.add(key)
+                               delay_seconds=math.ceil(delay))
+        self.queued.add(f"{step.id}:{attempt}")
 
 
 def divergence_policy() -> str:
@@ -437,6 +607,10 @@ def park_seconds() -> float:
 
 def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:
     return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
+
+
+def _written(end: StepEnd) -> StepOutcome:
+    return StepOutcome(end.status, [], retry_after=end.retry_after, attempt=end.attempt)
 
 
 def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:

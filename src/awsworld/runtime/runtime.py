@@ -75,9 +75,7 @@ class Runtime:
         if outcome.status == "running-elsewhere":
             return Outcome("duplicate")  # a second message for a step another delivery runs: it records the end
         if outcome.status == "retry":
-            await self.world.queue(queue_name_for(message.workflow_name), message.to_payload(),
-                                   idempotency_key=f"{message.run_id}:{message.step_id}:{outcome.attempt}",
-                                   delay_seconds=math.ceil(outcome.retry_after))
+            await retry_step_message(self.world, message, outcome.retry_after)
             return Outcome("retry-queued")
         if outcome.status in ("completed", "failed") and outcome.open_steps not in (None, 0):
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
@@ -86,3 +84,15 @@ class Runtime:
                     self.settings, message_id=message_id)
         status = await flow.run()
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
+
+
+async def retry_step_message(world: Any, message: FlowMessage, delay: float) -> None:
+    """Queue a step's next attempt, without a dedup key. A duplicate (this send repeated after a crash, or a
+    flow's keyed dispatch of the same due attempt) is harmless: step_started from a second delivery while the
+    step runs under the first one's message id is refused (``running-elsewhere``: acknowledged as a duplicate),
+    before its retry time it is too early (it comes back later), and once the step has ended it finds it
+    finished (the flow goes on, and re-queues unstarted steps only with their keys). So no step body runs twice
+    at once and no second outcome is recorded; at most one extra delivery per duplicate, which never
+    multiplies. Step dispatches keep their keys (see ``Flow._dispatch``)."""
+    await world.queue(queue_name_for(message.workflow_name), message.to_payload(),
+                      delay_seconds=math.ceil(delay))

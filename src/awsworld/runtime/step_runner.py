@@ -1,5 +1,10 @@
 """Running one attempt of a step: claim it (step_started), run the body, record the outcome.
 
+``attempt_step`` claims and runs the body and builds the outcome event without writing it; ``record_end`` is
+the one place that writes an outcome on its own (out of band, patient); ``run_step`` is the two together, as a
+queued step message runs. A flow running a step inline may instead record the outcome in its next write, with
+the declarations the workflow made after seeing it (see ``flow``), and falls back to ``record_end``.
+
 The claim is the liveness check: the World refuses step_started on a finished run, so a queued step never
 needs to read the run first. Retries follow the step's ``max_retries``; the attempt count is only enforced once
 the step has actually failed before, so concurrent first starts (which each bump the counter) never use up
@@ -54,12 +59,48 @@ def structured_error(error: BaseException) -> dict[str, Any]:
     }
 
 
+@dataclass
+class StepEnd:
+    """A step attempt's outcome, built and not yet written: ``step_completed``, ``step_failed`` or
+    ``step_retrying`` with the data the log stores. ``events`` are the ones its claim wrote (step_started)."""
+
+    step_id: str
+    kind: str
+    data: dict[str, Any]
+    attempt: int
+    events: list[Event]
+    retry_after: float = 0.0  # seconds, for step_retrying
+
+    @property
+    def request(self) -> dict[str, Any]:
+        return {"eventType": self.kind, "correlationId": self.step_id, "eventData": self.data}
+
+    @property
+    def status(self) -> Status:
+        return _STATUS[self.kind]
+
+
+_STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "failed", "step_retrying": "retry"}
+
+
 async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
     knows the step is its own to run again. ``claimed`` is a step_started already written (a step declared
-    born running in the flow's batch)."""
+    born running in the flow's batch). The outcome is written out of band (``record_end``)."""
+    attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
+                                 on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input)
+    if isinstance(attempt, StepOutcome):
+        return attempt
+    return await record_end(world, run_id, attempt)
+
+
+async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+                       in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
+                       claimed: EventResult | None = None, call_input: Any = None) -> StepOutcome | StepEnd:
+    """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
+    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early)."""
     definition = registry.step(step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
@@ -81,7 +122,8 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
             return StepOutcome("too-early", [], retry_after=early.retry_after)
         except StepNotFoundError:
             return StepOutcome("gone", [])
-    if on_in_band is not None and started.seq_in_band is not None:
+    if claimed is None and on_in_band is not None and started.seq_in_band is not None:
+        # (A claim from the flow's batch was counted there; its count may be stale by now: the flow wrote since.)
         on_in_band(started.seq_in_band)
     step = started.step
     assert step is not None and started.event is not None
@@ -98,46 +140,45 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
     except FatalError as error:
-        return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
-                             step.attempt)
+        return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     except Exception as error:  # a step body may raise anything: retried per its policy
         failed_before = step.error is not None
         if failed_before and step.attempt > definition.max_retries:
-            return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
-                                 step.attempt)
+            return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
         delay = definition.retry_delay
         if isinstance(error, RetryableError) and error.retry_after is not None:
             delay = error.retry_after
         if not failed_before and definition.max_retries == 0:
-            return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
-                                 step.attempt)
+            return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
         retry_at = datetime.now(UTC) + timedelta(seconds=delay)
-        outcome = await _finish(world, run_id, step_id, "step_retrying",
-                                {"error": structured_error(error), "retryAfter": retry_at.isoformat()}, events,
-                                step.attempt)
-        outcome.retry_after = delay
-        return outcome
+        return StepEnd(step_id, "step_retrying", {"error": structured_error(error), "retryAfter": retry_at.isoformat()},
+                       step.attempt, events, retry_after=delay)
     finally:
         current_step.reset(token)
-    return await _finish(world, run_id, step_id, "step_completed", {"result": encoded}, events, step.attempt)
+    return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events)
 
 
-async def _finish(world: Any, run_id: str, step_id: str, kind: str, data: dict[str, Any], events: list[Event],
-                  attempt: int) -> StepOutcome:
-    status: Status = {"step_completed": "completed", "step_failed": "failed", "step_retrying": "retry"}[kind]  # type: ignore[assignment]
+async def record_end(world: Any, run_id: str, end: StepEnd) -> StepOutcome:
+    """Write a step's outcome on its own, out of band and patient (a lost result would run the body again): the
+    one place an outcome is recorded when it does not ride in the flow's next write. A 409 means someone
+    recorded the step's end first; a result or error too large for the log fails the step for good."""
     try:
-        result = await world.events.create(run_id, {"eventType": kind, "correlationId": step_id, "eventData": data},
-                                           after_step_body=True)
+        result = await world.events.create(run_id, end.request, after_step_body=True)
     except EntityConflictError:
-        return StepOutcome("finished-already", events, attempt=attempt)
+        return StepOutcome("finished-already", end.events, attempt=end.attempt)
     except PayloadTooLargeError as too_large:
-        if kind == "step_failed":
+        if end.kind == "step_failed":
             raise  # even the error does not fit (structured_error caps it, so this does not happen)
         # Running the body again would produce the same value: fail the step for good, with an error the
         # workflow can catch (StepError with error_type "ValueTooLargeError"), instead of a re-run loop.
-        error = ValueTooLargeError(f"the {'result' if kind == 'step_completed' else 'error'} of step "
-                                   f"{step_id} is too large to record: {too_large.message}")
-        return await _finish(world, run_id, step_id, "step_failed", {"error": structured_error(error)}, events,
-                             attempt)
+        return await record_end(world, run_id, _too_large_end(end, too_large))
     assert result.event is not None
-    return StepOutcome(status, [*events, result.event], attempt=attempt, open_steps=result.open_steps)
+    return StepOutcome(end.status, [*end.events, result.event], retry_after=end.retry_after, attempt=end.attempt,
+                       open_steps=result.open_steps)
+
+
+def _too_large_end(end: StepEnd, too_large: PayloadTooLargeError) -> StepEnd:
+    """The step_failed that replaces an outcome whose result (or error) the log refused as too large."""
+    error = ValueTooLargeError(f"the {'result' if end.kind == 'step_completed' else 'error'} of step "
+                               f"{end.step_id} is too large to record: {too_large.message}")
+    return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events)
