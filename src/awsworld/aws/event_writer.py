@@ -1,21 +1,26 @@
-"""``events.create`` and ``events.create_batch``: every write is one TransactWriteItems.
+"""``events.create`` and ``events.create_batch``: every write lands in one TransactWriteItems, which it may share.
 
-The run item's ``seq`` is the slot allocator: each write updates the run with the condition ``seq = :seen``
+The run item's ``seq`` is the slot allocator: each commit updates the run with the condition ``seq = :seen``
 and puts its events at ``seen+1 ..`` in the same transaction, so slots are allocated at commit, densely, and
 a lost race costs one retry whose new position comes back in the cancellation's ALL_OLD item (no extra read).
 The in-band fence, the run-status rules and every entity condition ride in the same transaction.
+
+Writes of one run inside this process are combined (``group_commit``): whoever finds the run idle commits
+everything queued for it that may share one transaction, each write keeping its own conditions and its own
+answer, and a writer that loses a race to another process backs off by what the loss told it. Nothing that can
+be done without the run's turn is done while holding it: values are stored, and entities this process has no
+copy of are read, before a write queues; its answer (which may read the values it points at) is rendered
+after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
-import weakref
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -51,6 +56,7 @@ from .blocks import BlockEvent, build_blocks
 from .clients import AWSClients
 from .entity_reads import EntityReads
 from .event_reader import EventReader
+from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
 from .interrupted import discard_unless_recorded
 from .items import (
     Item,
@@ -90,40 +96,18 @@ _HINTS_KEPT = 10_000
 
 
 @dataclass
-class _Unit:
-    """One or two requests that write together: an event, or step_created + step_started (born running)."""
-
-    index: int
-    reqs: list[CreateEventRequest]
-    stored: Any = None
-    sent_slots: list[int] = field(default_factory=list)
-    """The slots of its events in every transaction sent with it: after a failure without an answer, one of
-    them may hold it."""
-    entity: Item | None = None
-    entity_stale: bool = True
-    entity_cached: bool = False  # ``entity`` came from this process's cache, not a read
-    entity_read: bool = False  # the cache was refused once for this write: read from now on
-    token_owner: str | None = None
-    token_freed_check: bool = False
-    plan: Plan | None = None
-
-    @property
-    def req(self) -> CreateEventRequest:
-        return self.reqs[0]
-
-
-@dataclass
 class _Attempt:
+    """What one commit (a member alone, or a group) knows of the run head between its attempts."""
+
     seq: int | None = None
     run: Item | None = None
     run_stale: bool = True
     run_cached: bool = False  # ``run`` is the head as this process last committed it, not a read
     run_read: bool = False  # the cached head was refused once for this write: read from now on
+    refresh: bool = False  # what we knew went stale while backing off: read the head before the next attempt
     hooks: list[Item] | None = None
     hooks_gen: int = 0  # the run's hookGen when ``hooks`` was listed
     losses: int = 0
-    outcomes: dict[int, BatchEventOutcome] = field(default_factory=dict)
-    paired: dict[int, BatchEventOutcome] = field(default_factory=dict)  # the step_created of a pair
 
 
 class EventWriter:
@@ -133,22 +117,18 @@ class EventWriter:
         self.reader = reader
         self.reads = reads
         self.creator = RunCreator(clients, values, reads)
+        self.stats = WriteStats()
         self._hints: OrderedDict[str, int] = OrderedDict()
         # The run heads and entity items as this process last committed them. A write plans from them instead
         # of reading first: its commit is conditioned on the head's seq (and an entity's ver), so a stale copy
         # can only lose the race, and the cancellation brings the current head back.
         self._heads: OrderedDict[str, Item] = OrderedDict()
         self._entities: OrderedDict[tuple[str, str], Item] = OrderedDict()
-        # Writers of one run inside this process take turns: racing each other through DynamoDB would only
-        # turn into lost conditional writes and retries. Other processes still race at the commit.
-        self._run_locks: weakref.WeakValueDictionary[str, asyncio.Lock] = weakref.WeakValueDictionary()
-
-    def _lock(self, run_id: str) -> asyncio.Lock:
-        lock = self._run_locks.get(run_id)
-        if lock is None:
-            lock = asyncio.Lock()
-            self._run_locks[run_id] = lock
-        return lock
+        # Writers of one run inside this process do not race each other through DynamoDB: they queue for the
+        # run, and whoever finds it idle commits what is queued (group_commit). Other processes race at the
+        # commit, and each learns from the races it loses.
+        self._turns = RunTurns(self._commit)
+        self._contention = ContentionByRun(_HINTS_KEPT)
 
     # ------------------------------------------------------------------ public
 
@@ -171,10 +151,11 @@ class EventWriter:
                 self._hint(result.run.run_id, result.run.seq)
             return result
         run_id = _check_run_id(run_id)
-        unit = _Unit(0, [req], await self._store(run_id, req))
+        unit = Unit([req], await self._store(run_id, req))
+        member = Member([unit], event_count, in_band, expected_seq_in_band, resolve_data,
+                        patient=after_step_body or req.event_type in _AFTER_BODY, single=True)
         try:
-            outcome = (await self._write(run_id, [unit], event_count, in_band, expected_seq_in_band, resolve_data,
-                                         patient=after_step_body or req.event_type in _AFTER_BODY))[0]
+            outcome = (await self._write(run_id, member))[0]
         except Exception as error:
             if not isinstance(error, WorldError):  # no answer: the commit may or may not have landed
                 await discard_unless_recorded(self.reader, self.values, run_id, unit.stored, unit.sent_slots)
@@ -226,11 +207,10 @@ class EventWriter:
         stored = await asyncio.gather(*(self._store(run_id, u.req) for u in units))
         for unit, value in zip(units, stored, strict=True):
             unit.stored = value
-        paired: dict[int, BatchEventOutcome] = {}
+        member = Member(units, None, in_band, expected_seq_in_band, resolve_data, atomic=atomic,
+                        stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
         try:
-            outcomes = await self._write(run_id, units, None, in_band, expected_seq_in_band, resolve_data,
-                                         paired=paired, atomic=atomic,
-                                         stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
+            outcomes = await self._write(run_id, member)
         except Exception:
             await asyncio.gather(*(discard_unless_recorded(self.reader, self.values, run_id, u.stored, u.sent_slots)
                                    for u in units))
@@ -240,7 +220,7 @@ class EventWriter:
         await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
         for unit, outcome in zip(units, outcomes, strict=True):
             if len(unit.reqs) == 2:
-                flat.append(paired.get(unit.index, outcome))
+                flat.append(member.paired.get(unit.index, outcome))
             flat.append(outcome)
             if outcome.result is not None and outcome.result.seq_in_band is not None:
                 seq_in_band = outcome.result.seq_in_band
@@ -258,7 +238,7 @@ class EventWriter:
         self._hints.pop(run_id, None)
         self._heads.pop(run_id, None)
 
-    # ------------------------------------------------------------------ the write loop
+    # ------------------------------------------------------------------ around the run's turn
 
     async def _store(self, run_id: str, req: CreateEventRequest) -> Any:
         fields = PAYLOAD_FIELDS.get(req.event_type, ())
@@ -272,86 +252,266 @@ class EventWriter:
             value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
         return await self.values.store(run_id, value, f"eventData.{fields[0]}")
 
-    async def _write(
-        self,
-        run_id: str,
-        units: list[_Unit],
-        event_count: int | None,
-        in_band: bool,
-        expected_seq_in_band: int | None,
-        resolve: ResolveData,
-        patient: bool = False,
-        paired: dict[int, BatchEventOutcome] | None = None,
-        atomic: bool = False,
-        stamp: str | None = None,
-        expect_seq: int | None = None,
-    ) -> list[BatchEventOutcome]:
-        # Writers of one run in this process take turns (see _lock).
-        async with self._lock(run_id):
-            single = len(units) == 1 and len(units[0].reqs) == 1
-            strict = single or atomic  # a refusal is raised, not answered per event
-            att = _Attempt(seq=self._guess_seq(run_id, event_count) if expect_seq is None else expect_seq)
-            if paired is not None:
-                att.paired = paired
-            deadline = time.monotonic() + (PATIENT_WRITE_SECONDS if patient else WRITE_SECONDS)
-            while time.monotonic() < deadline or att.losses == 0:
-                live = [u for u in units if u.index not in att.outcomes]
-                if not live:
-                    break
-                now = stamp or now_iso()
-                await self._load(run_id, live, att)
-                if expect_seq is not None and att.seq is not None and att.seq != expect_seq:
-                    raise LogMovedError(f"run {run_id} holds {att.seq} events, not {expect_seq}", seq=att.seq)
-                refused = False
-                in_head = self._in_head_unit(live, att) if expect_seq is not None else None
-                for u in live:
-                    u.plan = None
-                    try:
-                        u.plan = self._plan(run_id, u, att, now, in_head=u is in_head)
-                    except WorldError as error:
-                        if self._uncache(att, u):
-                            refused = True  # decided from cached state: read, then decide again
-                            break
-                        if in_band:
-                            await self._check_fence(run_id, att, expected_seq_in_band)
-                        if strict:
-                            raise
-                        # A batch answers per event: the refused one gets its error, the rest are written.
-                        att.outcomes[u.index] = _failed(error)
-                        refused = True
-                if refused:
-                    continue
-                noop = [u for u in live if u.plan and u.plan.noop is not None]
-                if noop and any([self._uncache(att, u) for u in noop]):
-                    continue
-                if single and noop and in_band:
-                    await self._check_fence(run_id, att, expected_seq_in_band)
-                if single and noop:
-                    result = noop[0].plan.noop  # type: ignore[union-attr]
-                    assert result is not None
-                    if att.run is not None:
-                        result.run = await self.reads.run(att.run, resolve)
-                    return [BatchEventOutcome(result=result)]
-                writing = [u for u in live if u.plan and u.plan.noop is None]
-                ops, first_slot = self._ops(run_id, writing, att, in_band, expected_seq_in_band, now)
-                if len(ops) > 100:
+    async def _write(self, run_id: str, member: Member) -> list[BatchEventOutcome]:
+        """Read ahead, wait for the run's turn and the commit (alone or in a group), render the answer."""
+        await self._read_ahead(run_id, member)
+        committed = await self._turns.submit(run_id, member)
+        return await self._render(run_id, member, committed)
+
+    async def _read_ahead(self, run_id: str, member: Member) -> None:
+        """Read, before taking the run's turn, the entities the commit re-checks by version that this process
+        has no copy of, with the run head (a step's end reports the open steps, and a step the head holds has
+        no item yet): the one BatchGetItem the commit would otherwise make while holding the turn."""
+        wanted = [u for u in member.units if u.req.event_type in NEEDS_ENTITY and u.entity_stale
+                  and _entity_cache_key(run_id, u.req) not in self._entities]
+        if not wanted:
+            return
+        head_key = run_key(run_id)
+        keys = [entity_key(run_id, u.req.event_type, u.req.correlation_id or "") for u in wanted]
+        if run_id not in self._heads or any(u.req.event_type.startswith("step_") for u in wanted):
+            keys.append(head_key)
+        found = {(i["pk"], i["sk"]): i for i in await batch_get(self.clients, keys)}
+        head = found.get((head_key["pk"], head_key["sk"]))
+        if head is not None:
+            member.pre_head = head
+            self._hint(run_id, int(head["seq"]))
+        for u, key in zip(wanted, keys, strict=False):
+            item = found.get((key["pk"], key["sk"]))
+            if item is None and u.req.event_type.startswith("step_") and head is not None:
+                item = step_from_head(run_id, head, u.req.correlation_id or "")
+            if item is not None or head is not None:  # absent, as of a read that also saw the head
+                u.entity, u.entity_stale = item, False
+
+    async def _render(self, run_id: str, member: Member, committed: Committed) -> list[BatchEventOutcome]:
+        """A member's answer, after the run's turn: its events, the entities it changed (reading the values
+        they point at that the commit did not write), the report of events it skipped over."""
+        resolve = member.resolve
+        known = committed.known
+        last_open = next((u.open_after for u in reversed(member.units) if u.open_after is not None), None)
+        outcomes: list[BatchEventOutcome] = []
+        for unit in member.units:
+            decided = member.outcomes.get(unit.index)
+            if decided is not None:
+                outcomes.append(decided)
+                continue
+            plan = unit.plan
+            assert plan is not None
+            if plan.noop is not None:
+                result = plan.noop
+                if committed.noop_head is not None:
+                    result.run = await self.reads.run(committed.noop_head, resolve)
+                outcomes.append(BatchEventOutcome(result=result))
+                continue
+            slots = unit.sent_slots[-len(plan.events):] if plan.events else []
+            events = [_event(known[s], resolve) for s in slots]
+            result = EventResult(event=events[-1] if events else None, seq_in_band=committed.seq_in_band)
+            if committed.head is not None:
+                # The commit was conditioned on the head as known, so its counters after it are exact.
+                result.open_steps = last_open
+            if plan.new_run is not None:
+                run_head = committed.head if committed.head is not None else {
+                    **plan.new_run, "seq": committed.new_seq, "updatedAt": committed.now,
+                    **({"seqInBand": committed.seq_in_band} if committed.seq_in_band else {})}
+                result.run = await self.reads.run(run_head, resolve, known=known)
+            if plan.new_step is not None:
+                result.step = await self.reads.step(run_id, plan.new_step, resolve, known)
+            if plan.new_hook is not None:
+                result.hook = await self.reads.hook(run_id, plan.new_hook, resolve, known)
+            if plan.new_wait is not None:
+                result.wait = wait_from_item(plan.new_wait)
+            for ops in plan.after_commit:
+                await self._best_effort(ops)
+            outcomes.append(BatchEventOutcome(result=result))
+            if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
+                member.paired[unit.index] = BatchEventOutcome(result=result.model_copy(update={"event": events[0]}))
+        only = outcomes[0].result if len(member.units) == 1 else None
+        if member.event_count is not None and only is not None and only.event is not None:
+            first = only.event.slot if len(member.units[0].reqs) == 1 else only.event.slot - 1
+            if first - 1 > member.event_count:
+                page = await self.reader.between(run_id, member.event_count, first, resolve)
+                only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
+        return outcomes
+
+    # ------------------------------------------------------------------ the run's turn
+
+    async def _commit(self, run_id: str, members: list[Member]) -> None:
+        """Commit ``members`` (one write alone, or a group) holding the run's turn; every member gets its answer
+        (``Member.answer``, rendered by its caller) or its error."""
+        group = list(members)
+        try:
+            await self._commit_group(run_id, group)
+        except Exception as error:  # a refusal of the whole commit, or no answer: each member hears it
+            for member in group:
+                member.fail(error)
+        finally:
+            for member in group:
+                self.stats.attempts[member.attempts] += 1
+
+    async def _commit_group(self, run_id: str, group: list[Member]) -> None:
+        lead = group[0]
+        counts = [m.event_count for m in group if m.event_count is not None]
+        att = _Attempt(seq=self._guess_seq(run_id, max(counts) if counts else None)
+                       if lead.expect_seq is None else lead.expect_seq)
+        contention = self._contention(run_id)
+        pause = contention.pace()
+        if pause > 0:  # a contended run: stand back, let others in, gather what queues meanwhile
+            if pause > contention.rtt / 2:
+                self._head_went_stale(att)
+            await self._sleep(pause)
+        while True:
+            self._turns.absorb_for(run_id, group)
+            moment = time.monotonic()
+            for m in group:
+                if not m.settled and m.out_of_time(moment, WRITE_SECONDS, PATIENT_WRITE_SECONDS):
+                    m.fail(ThrottledError(f"gave up appending to run {run_id} after {m.attempts} lost races",
+                                          retry_after=1.0))
+            live = [m for m in group if not m.settled]
+            if not live:
+                return
+            now = lead.stamp or now_iso()
+            units = [u for m in live for u in m.units if u.index not in m.outcomes]
+            await self._load(run_id, units, att, live)
+            if lead.expect_seq is not None and att.seq is not None and att.seq != lead.expect_seq:
+                raise LogMovedError(f"run {run_id} holds {att.seq} events, not {lead.expect_seq}", seq=att.seq)
+            if not await self._plan_all(run_id, live, att, now):
+                continue  # decided from cached state, or a refusal: load and plan again
+            writers: list[Member] = []
+            for m in live:
+                todo = [u for u in m.units if u.index not in m.outcomes]
+                if m.single and todo and todo[0].plan and todo[0].plan.noop is not None:
+                    if m.in_band:
+                        await self._check_fence(run_id, att, m.expected)
+                    m.answer(Committed(None, {}, noop_head=att.run))
+                elif not todo:
+                    m.answer(Committed(None, {}))  # every event of it was refused: its outcomes say why
+                else:
+                    writers.append(m)
+            if not writers:
+                continue
+            writing = [u for m in writers for u in m.units if u.index not in m.outcomes]
+            ops, first_slot = self._ops(run_id, writing, att, lead.in_band, lead.expected, now)
+            if len(ops) > 100:
+                if len(writers) == 1:
                     raise InvalidInputError("the write touches more than 100 items; split the batch", field="events")
+                extra = writers[-1]  # the group is too large: the last member waits for the next one
+                group.remove(extra)
+                self._turns.requeue(run_id, extra)
+                continue
+            for m in writers:
+                m.attempts += 1
+            self.stats.transactions += 1
+            began = time.monotonic()
+            try:
+                await transact(self.clients, ops)
+            except TxCancelled as cancelled:
+                contention.took(time.monotonic() - began)
+                sent_seq = first_slot - 1
+                self._on_cancel(run_id, cancelled, writers, writing, att)
+                att.losses += 1
+                self.stats.losses += 1
+                await self._back_off(run_id, att, cancelled, sent_seq, sum(len(u.reqs) for u in writing))
+                continue
+            except TransientStoreError:
+                att.losses += 1
+                self.stats.losses += 1
+                self._head_went_stale(att)
+                await self._sleep(contention.conflicted())
+                continue
+            contention.took(time.monotonic() - began)
+            contention.won(first_slot - 1 + sum(len(u.plan.events) for u in writing if u.plan))
+            self._settle(run_id, writers, writing, att, first_slot, now)
+            return
+
+    async def _plan_all(self, run_id: str, live: list[Member], att: _Attempt, now: str) -> bool:
+        """Plan every undecided unit; False when something was refused (or must be decided again from a read)."""
+        in_head = self._in_head_unit(live[0].units, att) if live[0].expect_seq is not None else None
+        ok = True
+        for m in live:
+            for u in m.units:
+                if u.index in m.outcomes:
+                    continue
+                u.plan = None
                 try:
-                    await transact(self.clients, ops)
-                except TxCancelled as cancelled:
-                    self._on_cancel(run_id, cancelled, writing, att, in_band, expected_seq_in_band, strict)
-                    att.losses += 1
-                    await _jitter(att.losses, cancelled.conflict)
-                    continue
-                except TransientStoreError:
-                    att.losses += 1
-                    await _jitter(att.losses, True)
-                    continue
-                return await self._answer(run_id, units, writing, att, first_slot, now, event_count, in_band,
-                                          expected_seq_in_band, resolve)
-            if all(u.index in att.outcomes for u in units):
-                return [att.outcomes[u.index] for u in units]
-            raise ThrottledError(f"gave up appending to run {run_id} after {att.losses} lost races", retry_after=1.0)
+                    u.plan = self._plan(run_id, u, att, now, in_head=u is in_head)
+                except WorldError as error:
+                    if self._uncache(att, u):
+                        return False  # decided from cached state: read, then decide again
+                    if m.in_band:
+                        await self._check_fence(run_id, att, m.expected)
+                    _refuse(m, u, error)
+                    ok = False
+                    if m.settled:
+                        break
+        if not ok:
+            return False
+        noop = [u for m in live for u in m.units if u.index not in m.outcomes and u.plan and u.plan.noop is not None]
+        return not (noop and any([self._uncache(att, u) for u in noop]))
+
+    def _settle(self, run_id: str, writers: list[Member], writing: list[Unit], att: _Attempt, first_slot: int,
+                now: str) -> None:
+        """The commit landed: what this process now knows of the run (head, entities, hints), and each member's
+        answer to render."""
+        lead = writers[0]
+        count = sum(len(u.plan.events) for u in writing if u.plan)
+        new_seq = first_slot - 1 + count
+        self._hint(run_id, new_seq)
+        seq_in_band = (lead.expected + count) if lead.in_band and lead.expected is not None else None
+        created = any(u.plan and u.plan.run.create_item for u in writing)
+        if lead.in_band and created:
+            seq_in_band = count  # a resilient start created the run: _ops stored all its positions as in-band
+        head = self._head_after(run_id, writing, att, first_slot, new_seq, now, seq_in_band, lead.in_band)
+        if head is not None:
+            # Each unit reports the open steps as its own event left them (the last finisher sees 0).
+            running = int(head.get("openSteps", 0)) - sum(u.plan.run.open_steps_delta for u in writing if u.plan)
+            for unit in writing:
+                assert unit.plan is not None
+                running += unit.plan.run.open_steps_delta
+                unit.open_after = running
+        known = {}
+        for unit in writing:
+            plan = unit.plan
+            assert plan is not None
+            for planned, slot in zip(plan.events, unit.sent_slots[-len(plan.events):], strict=True):
+                known[slot] = planned.as_block_event(run_id, slot, now)
+            for item in (plan.new_step, plan.new_hook, plan.new_wait):
+                if item is not None:
+                    self._remember_entity(run_id, item)
+            if unit.req.event_type == "hook_disposed":
+                self._entities.pop((run_id, entity_key(run_id, "hook", unit.req.correlation_id or "")["sk"]), None)
+        self.stats.commits += 1
+        self.stats.events += count
+        self.stats.group_sizes[len(writers)] += 1
+        committed = Committed(head, known, seq_in_band, new_seq=new_seq, now=now)
+        for m in writers:
+            m.answer(committed)
+
+    async def _back_off(self, run_id: str, att: _Attempt, cancelled: TxCancelled, sent_seq: int,
+                        sent_events: int) -> None:
+        """Wait by what a lost commit taught: nothing when the run had not moved (an entity condition failed:
+        plan again at once); after a lost race, by how far the run moved and how our recent attempts fared; after
+        a conflict or throttling, exponentially."""
+        contention = self._contention(run_id)
+        if cancelled.conflict:
+            self._head_went_stale(att)
+            await self._sleep(contention.conflicted())
+            return
+        if att.run_stale or att.seq is None or att.seq <= sent_seq:
+            return
+        calm = contention.level == 0
+        wait = contention.lost(att.seq, att.seq - sent_seq, sent_events)
+        if calm and att.losses == 1:
+            return  # a first loss on a calm run is retried at once: the cancellation named the next free slot
+        if wait > contention.rtt / 2:
+            self._head_went_stale(att)  # others land while we wait: what the cancellation said will be stale
+        await self._sleep(wait)
+
+    def _head_went_stale(self, att: _Attempt) -> None:
+        att.run_stale, att.run_cached, att.refresh = True, False, True
+
+    async def _sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            self.stats.backoff_seconds += seconds
+            await asyncio.sleep(seconds)
 
     async def _check_fence(self, run_id: str, att: _Attempt, expected: int | None) -> None:
         """The fence is decided before anything else: a stale in-band writer hears 412, not the 409 or no-op
@@ -377,25 +537,40 @@ class EventWriter:
         while len(self._hints) > _HINTS_KEPT:
             self._hints.popitem(last=False)
 
-    async def _load(self, run_id: str, units: list[_Unit], att: _Attempt) -> None:
+    def _best_head(self, run_id: str, att: _Attempt, members: list[Member]) -> None:
+        """Take the freshest head this process has without a read: one read ahead by a member (before the
+        turn), or the head as this process last committed it."""
+        read = max((m.pre_head for m in members if m.pre_head is not None), key=lambda h: int(h["seq"]),
+                   default=None)
+        for m in members:
+            m.pre_head = None  # a read ahead is used once: after an attempt, the cancellation knows better
+        cached = self._heads.get(run_id)
+        if read is not None and (cached is None or int(read["seq"]) > int(cached["seq"])) and \
+                (att.seq is None or int(read["seq"]) >= att.seq):
+            att.run, att.run_stale, att.run_cached, att.seq = read, False, False, int(read["seq"])
+        elif cached is not None and att.seq in (None, cached["seq"]):
+            att.run, att.run_stale, att.run_cached, att.seq = cached, False, True, int(cached["seq"])
+
+    async def _load(self, run_id: str, units: list[Unit], att: _Attempt, members: list[Member]) -> None:
         """Read what the plans need: one BatchGetItem for the run and entities, a Query for hooks."""
         types = {u.req.event_type for u in units}
         keys: list[dict[str, str]] = []
-        cached = self._heads.get(run_id)
-        if att.run_stale and not att.run_read and cached is not None and att.seq in (None, cached["seq"]):
-            att.run, att.run_stale, att.run_cached, att.seq = cached, False, True, int(cached["seq"])
+        if att.run_stale and not att.run_read and not att.refresh:
+            self._best_head(run_id, att, members)
         for u in units:
             hit = self._entities.get(_entity_cache_key(run_id, u.req)) if u.req.event_type in NEEDS_ENTITY else None
             if u.entity_stale and not u.entity_read and hit is not None:
                 u.entity, u.entity_stale, u.entity_cached = hit, False, True
         steps_read = any(u.req.event_type in NEEDS_ENTITY and u.req.event_type.startswith("step_") and u.entity_stale
                          for u in units)
-        need_run = att.run_stale and (bool(types & (NEEDS_RUN | NEEDS_RUN_COUNTERS)) or att.seq is None or steps_read)
+        need_run = att.run_stale and (bool(types & (NEEDS_RUN | NEEDS_RUN_COUNTERS)) or att.seq is None or steps_read
+                                      or att.refresh)
         if need_run:
             keys.append(run_key(run_id))
         entity_units = [u for u in units if u.req.event_type in NEEDS_ENTITY and u.entity_stale]
         keys.extend(entity_key(run_id, u.req.event_type, u.req.correlation_id or "") for u in entity_units)
         need_hooks = bool(types & NEEDS_HOOKS) and att.hooks is None
+        refreshing = need_run and att.refresh
         results: list[Any] = []
         if keys:
             results.append(await batch_get(self.clients, keys))
@@ -411,11 +586,13 @@ class EventWriter:
             found = {(i["pk"], i["sk"]): i for i in results[0]}
             if need_run:
                 att.run = found.get((run_key(run_id)["pk"], "RUN"))
-                att.run_stale = False
+                att.run_stale = att.refresh = False
                 if att.run is None and not types & {"run_started"}:
                     raise RunNotFoundError(f"run {run_id} not found")
                 if att.run is not None:
                     att.seq = int(att.run["seq"])
+                    if refreshing:
+                        self._contention(run_id).refreshed(att.seq)
             for u in entity_units:
                 k = entity_key(run_id, u.req.event_type, u.req.correlation_id or "")
                 u.entity = found.get((k["pk"], k["sk"]))
@@ -425,7 +602,7 @@ class EventWriter:
         if need_hooks:
             att.hooks = results[-1]
 
-    def _plan(self, run_id: str, unit: _Unit, att: _Attempt, now: str, in_head: bool = False) -> Plan:
+    def _plan(self, run_id: str, unit: Unit, att: _Attempt, now: str, in_head: bool = False) -> Plan:
         state = State(run_id, now, unit.stored, run=att.run, entity=unit.entity, hooks=att.hooks or [],
                       token_not_owned=unit.token_owner is not None,
                       deployment_id=self.clients.config.deployment_id, in_head=in_head)
@@ -436,7 +613,7 @@ class EventWriter:
             return hook_conflict_plan(unit.req, state, unit.token_owner)
         return plan_event(unit.req, state)
 
-    def _ops(self, run_id: str, units: list[_Unit], att: _Attempt, in_band: bool, expected: int | None,
+    def _ops(self, run_id: str, units: list[Unit], att: _Attempt, in_band: bool, expected: int | None,
              now: str) -> tuple[list[TxOp], int]:
         plans = [u.plan for u in units if u.plan is not None]
         count = sum(len(p.events) for p in plans)
@@ -468,27 +645,29 @@ class EventWriter:
                 ops.append(op)
         return ops, seq + 1
 
-    def _on_cancel(self, run_id: str, c: TxCancelled, units: list[_Unit], att: _Attempt, in_band: bool,
-                   expected: int | None, single: bool) -> None:
+    def _on_cancel(self, run_id: str, c: TxCancelled, writers: list[Member], writing: list[Unit],
+                   att: _Attempt) -> None:
+        """What a cancelled commit says: per unit (its entity's condition) and for the run (the head that won,
+        from the ALL_OLD item). A member is refused whole only where its request is (a single event, an atomic
+        batch) or where the run refuses it (not found, ended, the fence moved)."""
+        owner = {u.index: m for m in writers for u in m.units}
+        lead = writers[0]
         # A repeated resume id is decided first: the retry of a request already recorded is answered as such
         # even when the run has ended since (which would otherwise be the 410 of the run condition).
-        for unit in units:
+        for unit in writing:
             marker = c.failed(f"{RESUME_MARKER_ROLE}:{unit.index}")
             if marker is not None:
                 slot = (marker.item or {}).get("slot")
-                error = HookAlreadyReceivedError(
+                _refuse(owner[unit.index], unit, HookAlreadyReceivedError(
                     f"hook {unit.req.correlation_id} already received this resume id",
                     hook_id=unit.req.correlation_id or "",
-                    event_id=slot_to_event_id(int(slot)) if slot is not None else None)
-                if single:
-                    raise error
-                att.outcomes[unit.index] = _failed(error)
+                    event_id=slot_to_event_id(int(slot)) if slot is not None else None))
         run_reason = c.reason_for("run")
         if run_reason is not None and run_reason.code == "ConditionalCheckFailed":
             old = run_reason.item
             if old is None or int(old.get("hookGen", 0)) != att.hooks_gen:
                 att.hooks = None  # hooks were created since they were listed
-            creating = any(u.plan and u.plan.run.create_item for u in units)
+            creating = any(u.plan and u.plan.run.create_item for u in writing)
             if old is None and not creating:
                 self.forget(run_id)
                 raise RunNotFoundError(f"run {run_id} not found")
@@ -496,17 +675,19 @@ class EventWriter:
                 att.run, att.run_stale, att.run_cached, att.seq = old, False, False, int(old["seq"])
                 self._hint(run_id, att.seq)
                 self._remember_head(run_id, old)
-                if in_band and expected is not None and int(old["seqInBand"]) != expected:
+                if lead.in_band and lead.expected is not None and int(old["seqInBand"]) != lead.expected:
                     raise InBandSupersededError(
-                        f"run {run_id} moved on: in-band count is {old['seqInBand']}, not {expected}",
+                        f"run {run_id} moved on: in-band count is {old['seqInBand']}, not {lead.expected}",
                         seq=int(old["seq"]), seq_in_band=int(old["seqInBand"]))
-                needs_alive = any(u.plan and u.plan.run.require_alive for u in units)
-                if needs_alive and old["status"] in TERMINAL_RUN_STATUSES:
-                    raise RunGoneError(f"run {run_id} is {old['status']}")
+                if old["status"] in TERMINAL_RUN_STATUSES:
+                    for m in writers:
+                        if any(u.plan and u.plan.run.require_alive for u in m.units if u.index not in m.outcomes):
+                            m.fail(RunGoneError(f"run {run_id} is {old['status']}"))
             else:
                 att.run_stale = True
-        for unit in units:
-            self._on_unit_cancel(run_id, c, unit, att, single)
+        for unit in writing:
+            if not owner[unit.index].settled:
+                self._on_unit_cancel(run_id, c, owner[unit.index], unit)
         # A taken slot means our seq was stale; the ALL_OLD run item (when the run condition failed too, as it
         # does on every lost race) already names the next free slot, so only re-read when it did not come back.
         fresh = run_reason is not None and run_reason.code == "ConditionalCheckFailed" and run_reason.item
@@ -514,7 +695,7 @@ class EventWriter:
             att.run_stale = True
             att.seq = None
 
-    def _on_unit_cancel(self, run_id: str, c: TxCancelled, unit: _Unit, att: _Attempt, single: bool) -> None:
+    def _on_unit_cancel(self, run_id: str, c: TxCancelled, member: Member, unit: Unit) -> None:
         i = unit.index
         kind = unit.req.event_type
         entity = c.failed(f"entity:{i}")
@@ -540,66 +721,10 @@ class EventWriter:
                 unit.token_owner = owner.get("runId")
         if c.failed(f"token-held:{i}") is not None:
             unit.token_owner = None
-        if any(c.failed(f"{r}:{i}") for r in ("hook-token", "hook-release")):
-            att.hooks = None
         if error is not None:
-            if single:
-                raise error
-            att.outcomes[i] = _failed(error)
+            _refuse(member, unit, error)
 
-    async def _answer(self, run_id: str, units: list[_Unit], writing: list[_Unit], att: _Attempt,
-                      first_slot: int, now: str, event_count: int | None, in_band: bool, expected: int | None,
-                      resolve: ResolveData) -> list[BatchEventOutcome]:
-        count = sum(len(u.plan.events) for u in writing if u.plan)
-        new_seq = first_slot - 1 + count
-        self._hint(run_id, new_seq)
-        seq_in_band = (expected + count) if in_band and expected is not None else None
-        created = any(u.plan and u.plan.run.create_item for u in writing)
-        if in_band and created:
-            seq_in_band = count  # a resilient start created the run: _ops stored all its positions as in-band
-        head = self._head_after(run_id, writing, att, first_slot, new_seq, now, seq_in_band, in_band)
-        written = [p.as_block_event(run_id, s, now) for u in writing if u.plan
-                   for p, s in zip(u.plan.events, u.sent_slots[-len(u.plan.events):], strict=True)]
-        known = {e.slot: e for e in written}
-        by_slot = {e.slot: e for e in written}
-        for unit in writing:
-            plan = unit.plan
-            assert plan is not None
-            slots = unit.sent_slots[-len(plan.events):] if plan.events else []
-            events = [_event(by_slot[s], resolve) for s in slots]
-            result = EventResult(event=events[-1] if events else None, seq_in_band=seq_in_band)
-            if head is not None:
-                # The commit was conditioned on the head as known, so its counters after it are exact.
-                result.open_steps = int(head.get("openSteps", 0))
-            if plan.new_run is not None:
-                run_head = head if head is not None else {**plan.new_run, "seq": new_seq, "updatedAt": now,
-                                                          **({"seqInBand": seq_in_band} if seq_in_band else {})}
-                result.run = await self.reads.run(run_head, resolve, known=known)
-            for item in (plan.new_step, plan.new_hook, plan.new_wait):
-                if item is not None:
-                    self._remember_entity(run_id, item)
-            if plan.new_step is not None:
-                result.step = await self.reads.step(run_id, plan.new_step, resolve, known)
-            if plan.new_hook is not None:
-                result.hook = await self.reads.hook(run_id, plan.new_hook, resolve, known)
-            if plan.new_wait is not None:
-                result.wait = wait_from_item(plan.new_wait)
-            if unit.req.event_type == "hook_disposed":
-                self._entities.pop((run_id, entity_key(run_id, "hook", unit.req.correlation_id or "")["sk"]), None)
-            for ops in plan.after_commit:
-                await self._best_effort(ops)
-            att.outcomes[unit.index] = BatchEventOutcome(result=result)
-            if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
-                born = result.model_copy(update={"event": events[0]})
-                att.paired[unit.index] = BatchEventOutcome(result=born)
-        if event_count is not None and first_slot - 1 > event_count and len(units) == 1:
-            page = await self.reader.between(run_id, event_count, first_slot, resolve)
-            only = att.outcomes[units[0].index].result
-            assert only is not None
-            only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
-        return [att.outcomes[u.index] for u in units]
-
-    def _head_after(self, run_id: str, writing: list[_Unit], att: _Attempt, first_slot: int, new_seq: int,
+    def _head_after(self, run_id: str, writing: list[Unit], att: _Attempt, first_slot: int, new_seq: int,
                     now: str, seq_in_band: int | None, in_band: bool) -> Item | None:
         """The run head as the commit left it, when the commit was conditioned on the head as we knew it (so
         it is exact), remembered for the next write of this run from this process."""
@@ -638,7 +763,7 @@ class EventWriter:
             self._entities.popitem(last=False)
 
     @staticmethod
-    def _in_head_unit(units: list[_Unit], att: _Attempt) -> _Unit | None:
+    def _in_head_unit(units: list[Unit], att: _Attempt) -> Unit | None:
         """The born-running step of a batch that may live in the run head until it ends: only for a writer that
         has read the whole log (``expect_seq``: it declares ids the log does not hold, which is what makes
         skipping the step item's existence check sound), when the head is known (the commit is conditioned on
@@ -654,7 +779,7 @@ class EventWriter:
             return born
         return None
 
-    def _uncache(self, att: _Attempt, unit: _Unit) -> bool:
+    def _uncache(self, att: _Attempt, unit: Unit) -> bool:
         """A refusal or no-op decided from cached copies must be confirmed by a read: drop them; True when
         there was something to drop (decide again after reading)."""
         dropped = False
@@ -670,6 +795,14 @@ class EventWriter:
         # Another writer may have released them first; a failure here leaves a token held, never a log hole.
         with contextlib.suppress(TxCancelled, TransientStoreError):
             await transact(self.clients, ops)
+
+
+def _refuse(member: Member, unit: Unit, error: WorldError) -> None:
+    """A refused event: its whole request fails where the request is strict, else the event answers alone."""
+    if member.strict:
+        member.fail(error)
+    else:
+        member.outcomes[unit.index] = _failed(error)
 
 
 def _iso(at: datetime) -> str:
@@ -730,8 +863,8 @@ def _failed(error: WorldError) -> BatchEventOutcome:
     return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
 
 
-def _pair_units(reqs: list[CreateEventRequest]) -> list[_Unit]:
-    units: list[_Unit] = []
+def _pair_units(reqs: list[CreateEventRequest]) -> list[Unit]:
+    units: list[Unit] = []
     seen: set[str] = set()
     i = 0
     while i < len(reqs):
@@ -747,19 +880,9 @@ def _pair_units(reqs: list[CreateEventRequest]) -> list[_Unit]:
             if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
                 raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
                                         field=f"events.{i + 1}.eventData.input")
-            units.append(_Unit(len(units), [req, nxt]))
+            units.append(Unit([req, nxt]))
             i += 2
         else:
-            units.append(_Unit(len(units), [req]))
+            units.append(Unit([req]))
             i += 1
     return units
-
-
-async def _jitter(losses: int, conflict: bool) -> None:
-    """A lost position is retried almost at once: the cancellation named the next free slot, and waiting only
-    lets it go stale again (a long backoff starves a writer among busy ones). Contention and throttling back
-    off exponentially."""
-    if not conflict:
-        await asyncio.sleep(random.uniform(0, 0.002))
-        return
-    await asyncio.sleep(random.uniform(0, min(0.2, 0.01 * (2 ** min(losses, 7)))))
