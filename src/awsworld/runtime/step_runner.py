@@ -163,7 +163,9 @@ async def record_end(world: Any, run_id: str, end: StepEnd) -> StepOutcome:
     one place an outcome is recorded when it does not ride in the flow's next write. A 409 means someone
     recorded the step's end first; a result or error too large for the log fails the step for good."""
     try:
-        result = await world.events.create(run_id, end.request, after_step_body=True)
+        # The event with its value (the flow replays it), not the step's input: no read of its block.
+        result = await world.events.create(run_id, end.request, after_step_body=True,
+                                           resolve_data="skip-step-inputs")
     except EntityConflictError:
         return StepOutcome("finished-already", end.events, attempt=end.attempt)
     except PayloadTooLargeError as too_large:
