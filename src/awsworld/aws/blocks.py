@@ -119,8 +119,3 @@ def block_events(item: dict[str, Any]) -> list[BlockEvent]:
             val = r["r"]
         events.append(BlockEvent(run_id, first + i, r["t"], r.get("c"), r.get("d") or {}, val, at, r.get("s")))
     return events
-
-
-def block_span(item: dict[str, Any]) -> range:
-    first = slot_of_event_sk(item["sk"])
-    return range(first, first + int(item["n"]))

@@ -124,8 +124,3 @@ class EntityReads:
 
     async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Hook:
         return (await self.hooks(run_id, [item], resolve, known))[0]
-
-
-def known_events(events: Sequence[BlockEvent]) -> dict[int, BlockEvent]:
-    return {e.slot: e for e in events}
-
