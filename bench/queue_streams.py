@@ -322,7 +322,7 @@ class StreamRow:
 
 async def stream_figures(world: AWSWorld) -> None:
     """Per 1,000 chunks and per million, by way of writing. A step's writer batches by itself (a window after
-    the first buffered chunk, see awsworld.aws.streams), so the step rows depend on how many writes fall in a
+    the first buffered chunk, see awsworld.aws.streams.streams), so the step rows depend on how many writes fall in a
     window: a tight loop is one commit per 100 chunks; the paced rows vary a little from run to run."""
     meter = StreamMeter(world)
     run = await world.events.create(None, {"eventType": "run_created", "eventData": {"workflowName": "bench"}})

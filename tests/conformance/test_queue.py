@@ -16,12 +16,12 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
-from awsworld.aws.dedup import Claim, DedupInDoubtError
-from awsworld.aws.deliveries import Deferred, Outcome, QueueConsumer, Refused
-from awsworld.aws.items import to_ddb
+from awsworld.aws.dynamodb.items import to_ddb
+from awsworld.aws.dynamodb.reads import get_item
 from awsworld.aws.keys import dedup_key
-from awsworld.aws.reads import get_item
-from awsworld.aws.sqs_queue import SqsQueue
+from awsworld.aws.queue.dedup import Claim, DedupInDoubtError
+from awsworld.aws.queue.deliveries import Deferred, Outcome, QueueConsumer, Refused
+from awsworld.aws.queue.sqs_queue import SqsQueue
 from awsworld.world import Delivery, InvalidInputError, WorldError
 
 QUEUE = "__wkf_workflow_orders"

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.aws.dedup import DedupInDoubtError
-from awsworld.aws.items import to_ddb
+from awsworld.aws.dynamodb.items import to_ddb
 from awsworld.aws.keys import dedup_key
+from awsworld.aws.queue.dedup import DedupInDoubtError
 from awsworld.world import Delivery
 
 QUEUE = "__wkf_workflow_dedup"

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.aws.deliveries import Deferred, Malformed, QueueConsumer, read_record
-from awsworld.aws.sqs_queue import SqsQueue
+from awsworld.aws.queue.deliveries import Deferred, Malformed, QueueConsumer, read_record
+from awsworld.aws.queue.sqs_queue import SqsQueue
 from awsworld.world import Delivery, InvalidInputError
 
 QUEUE = "__wkf_workflow_flow"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.aws.streams import StreamsAPI
+from awsworld.aws.streams.streams import StreamsAPI
 from awsworld.world import (
     EntityConflictError,
     InvalidInputError,

@@ -16,7 +16,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
-from awsworld.aws.streams import StreamsAPI, configured_flush_ms
+from awsworld.aws.streams.streams import StreamsAPI, configured_flush_ms
 from awsworld.runtime.step_context import StepContext, StepMetadata, StreamWriter
 from awsworld.world import EntityConflictError
 

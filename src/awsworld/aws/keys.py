@@ -106,7 +106,7 @@ def entity_key(run_id: str, event_type: str, correlation_id: str) -> Key:
     raise ValueError(f"{event_type} has no entity")
 
 
-# Queue dedup markers and stream indexes (see aws/dedup.py and aws/stream_store.py).
+# Queue dedup markers and stream indexes (see aws/queue/dedup.py and aws/streams/stream_store.py).
 STREAM_PREFIX = "STREAM#"
 SEGMENT_PREFIX = "SEG#"
 SEGMENT_DIGITS = 12

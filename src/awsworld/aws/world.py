@@ -7,14 +7,14 @@ from types import TracebackType
 from ..world import SPEC_VERSION_CURRENT, Capabilities
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
-from .entities_api import HooksAPI, StepsAPI
-from .entity_reads import EntityReads
-from .event_reader import EventReader
-from .event_writer import EventWriter
-from .events_api import EventsAPI
-from .runs_api import RunsAPI
-from .sqs_queue import SqsQueue
-from .streams import StreamsAPI
+from .log.entities_api import HooksAPI, StepsAPI
+from .log.entity_reads import EntityReads
+from .log.event_reader import EventReader
+from .log.event_writer import EventWriter
+from .log.events_api import EventsAPI
+from .log.runs_api import RunsAPI
+from .queue.sqs_queue import SqsQueue
+from .streams.streams import StreamsAPI
 from .values import ValueStore
 
 

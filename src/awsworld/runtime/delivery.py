@@ -70,7 +70,7 @@ class Skipped(Protocol):
 
 
 class Consumer(Protocol):
-    """The queue transport's consuming side (``awsworld.aws.deliveries.QueueConsumer``)."""
+    """The queue transport's consuming side (``awsworld.aws.queue.deliveries.QueueConsumer``)."""
 
     async def open(self, record: Mapping[str, Any]) -> Delivery | Skipped: ...
 

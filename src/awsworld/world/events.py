@@ -160,7 +160,7 @@ class EventTypeSpec:
     user's payload (left out by resolve_data="none", stored in S3 when large), the entity it is about (its
     correlation id names a step, hook or wait), whether a batch may hold it (the spec forbids those that change
     run-level state or claim a token) and whether only the World writes it. How a World stores it lives with
-    the World (the AWS World: ``aws/transitions.py``)."""
+    the World (the AWS World: ``aws/log/transitions.py``)."""
 
     data_model: type[EventData]
     entity: EntityKind

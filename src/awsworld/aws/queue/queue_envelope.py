@@ -17,12 +17,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..world.errors import InvalidInputError, PayloadTooLargeError
-from ..world.ids import check_entity_id, new_ulid
-from ..world.queue import check_idempotency_key, parse_queue_name
-from .clients import AWSClients
-from .resources import run_prefix
-from .values import encode_json
+from ...world.errors import InvalidInputError, PayloadTooLargeError
+from ...world.ids import check_entity_id, new_ulid
+from ...world.queue import check_idempotency_key, parse_queue_name
+from ..clients import AWSClients
+from ..resources import run_prefix
+from ..values import encode_json
 
 ENVELOPE_VERSION = 1
 INLINE_BODY_LIMIT = 200 * 1024

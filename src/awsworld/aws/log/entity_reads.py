@@ -11,12 +11,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
-from ..world.errors import WorldError
-from .blocks import BlockEvent, block_events
-from .clients import AWSClients
-from .event_reader import EventReader
-from .items import (
+from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ...world.errors import WorldError
+from ..clients import AWSClients
+from ..dynamodb.items import (
     Item,
     attributes_of,
     hook_from_item,
@@ -25,10 +23,12 @@ from .items import (
     step_from_item,
     step_value_slots,
 )
-from .keys import LAYOUT_VERSION, attrs_key, event_key, run_key
-from .reads import batch_get
-from .resources import GSI_RUN_KEY
-from .values import ValueStore
+from ..dynamodb.reads import batch_get
+from ..keys import LAYOUT_VERSION, attrs_key, event_key, run_key
+from ..resources import GSI_RUN_KEY
+from ..values import ValueStore
+from .blocks import BlockEvent, block_events
+from .event_reader import EventReader
 
 Known = Mapping[int, BlockEvent]
 _NONE: dict[int, BlockEvent] = {}

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ..values import StoredValue, ValueStore
 from .event_reader import EventReader
-from .values import StoredValue, ValueStore
 
 
 async def discard_unless_recorded(reader: EventReader, values: ValueStore, run_id: str, stored: StoredValue | None,

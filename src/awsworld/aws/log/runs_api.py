@@ -13,18 +13,18 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run
-from ..world.errors import InvalidInputError, RunNotFoundError
-from ..world.events import AttributeChange, EventResult
-from ..world.pages import RunPage
-from .clients import AWSClients
-from .cursors import check_limit, decode_cursor, encode_cursor
+from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run
+from ...world.errors import InvalidInputError, RunNotFoundError
+from ...world.events import AttributeChange, EventResult
+from ...world.pages import RunPage
+from ..clients import AWSClients
+from ..dynamodb.cursors import check_limit, decode_cursor, encode_cursor
+from ..dynamodb.items import from_ddb
+from ..dynamodb.reads import batch_get
+from ..keys import run_key
+from ..resources import GSI_BY_STATUS, GSI_BY_WORKFLOW, GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 from .entity_reads import EntityReads
 from .event_writer import EventWriter
-from .items import from_ddb
-from .keys import run_key
-from .reads import batch_get
-from .resources import GSI_BY_STATUS, GSI_BY_WORKFLOW, GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 
 MAX_PAGE = 100
 

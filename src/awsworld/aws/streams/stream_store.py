@@ -27,8 +27,8 @@ from itertools import accumulate
 
 from botocore.exceptions import ClientError
 
-from ..world.entities import TERMINAL_RUN_STATUSES
-from ..world.errors import (
+from ...world.entities import TERMINAL_RUN_STATUSES
+from ...world.errors import (
     EntityConflictError,
     PayloadTooLargeError,
     RunGoneError,
@@ -36,13 +36,13 @@ from ..world.errors import (
     ThrottledError,
     WorldError,
 )
-from ..world.ids import new_ulid
-from .clients import AWSClients
-from .items import Item, from_ddb, now_iso, to_ddb, to_ddb_value
-from .keys import STREAM_PREFIX, run_key, run_pk, segment_prefix, segment_sk, stream_key
-from .reads import get_item, query_prefix
-from .resources import run_prefix
-from .transactions import TransientStoreError, TxCancelled, TxOp, transact
+from ...world.ids import new_ulid
+from ..clients import AWSClients
+from ..dynamodb.items import Item, from_ddb, now_iso, to_ddb, to_ddb_value
+from ..dynamodb.reads import get_item, query_prefix
+from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
+from ..keys import STREAM_PREFIX, run_key, run_pk, segment_prefix, segment_sk, stream_key
+from ..resources import run_prefix
 
 log = logging.getLogger("awsworld.streams")
 

@@ -3,18 +3,18 @@ again returns the existing run unchanged and writes nothing."""
 
 from __future__ import annotations
 
-from ..world.entities import ResolveData
-from ..world.events import CreateEventRequest, EventResult
-from ..world.ids import check_entity_id, new_run_id
+from ...world.entities import ResolveData
+from ...world.events import CreateEventRequest, EventResult
+from ...world.ids import check_entity_id, new_run_id
+from ..clients import AWSClients
+from ..dynamodb.items import event_from_block, event_payload_wanted, now_iso
+from ..dynamodb.transactions import TxCancelled, TxOp, transact
+from ..keys import run_key
+from ..values import ValueStore
 from .blocks import build_blocks
-from .clients import AWSClients
 from .entity_reads import EntityReads
-from .items import event_from_block, event_payload_wanted, now_iso
-from .keys import run_key
 from .plan import PlannedEvent, split_payload
-from .transactions import TxCancelled, TxOp, transact
 from .transitions import attrs_put, new_run_item
-from .values import ValueStore
 
 
 class RunCreator:

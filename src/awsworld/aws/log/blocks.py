@@ -19,8 +19,8 @@ import zlib
 from dataclasses import dataclass
 from typing import Any
 
-from .keys import event_key, slot_of_event_sk
-from .values import StoredValue
+from ..keys import event_key, slot_of_event_sk
+from ..values import StoredValue
 
 BLOCK_SPAN = 64
 """Most events one block holds (a batch is at most 40 events, a resilient start 2)."""

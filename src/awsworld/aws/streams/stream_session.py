@@ -22,8 +22,8 @@ import contextlib
 import weakref
 from collections.abc import Sequence
 
-from ..world.errors import EntityConflictError, InvalidInputError, WorldError
-from ..world.streams import Chunk, chunk_bytes
+from ...world.errors import EntityConflictError, InvalidInputError, WorldError
+from ...world.streams import Chunk, chunk_bytes
 from .stream_store import StreamStore
 
 FLUSH_INTERVAL = 0.05

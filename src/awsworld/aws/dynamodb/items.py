@@ -13,13 +13,13 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from ..world.entities import Hook, ResolveData, Run, Step, StructuredError, Wait
-from ..world.events import PAYLOAD_FIELDS, Event
-from ..world.ids import slot_to_event_id
-from .blocks import BlockEvent
-from .keys import ATTRIBUTE_PREFIX, HOOK_PREFIX, STEP_PREFIX, WAIT_PREFIX
-from .resources import GSI_RUN_KEY, GSI_WORKFLOW_KEY
-from .values import StoredValue, ValueStore
+from ...world.entities import Hook, ResolveData, Run, Step, StructuredError, Wait
+from ...world.events import PAYLOAD_FIELDS, Event
+from ...world.ids import slot_to_event_id
+from ..keys import ATTRIBUTE_PREFIX, HOOK_PREFIX, STEP_PREFIX, WAIT_PREFIX
+from ..log.blocks import BlockEvent
+from ..resources import GSI_RUN_KEY, GSI_WORKFLOW_KEY
+from ..values import StoredValue, ValueStore
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()

@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..world.entities import TERMINAL_RUN_STATUSES, ResolveData
-from ..world.errors import (
+from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
+from ...world.errors import (
     EntityConflictError,
     HookAlreadyReceivedError,
     HookNotFoundError,
@@ -40,7 +40,7 @@ from ..world.errors import (
     ThrottledError,
     WorldError,
 )
-from ..world.events import (
+from ...world.events import (
     BATCH_FORBIDDEN_EVENT_TYPES,
     PAYLOAD_FIELDS,
     WRITER_ONLY_EVENT_TYPES,
@@ -51,14 +51,9 @@ from ..world.events import (
     EventResult,
     parse_event_request,
 )
-from ..world.ids import check_entity_id, event_id_to_slot, slot_to_event_id
-from .blocks import BlockEvent, build_blocks
-from .clients import AWSClients
-from .entity_reads import EntityReads
-from .event_reader import EventReader
-from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
-from .interrupted import discard_unless_recorded
-from .items import (
+from ...world.ids import check_entity_id, event_id_to_slot, slot_to_event_id
+from ..clients import AWSClients
+from ..dynamodb.items import (
     Item,
     event_from_block,
     event_payload_wanted,
@@ -66,11 +61,17 @@ from .items import (
     now_iso,
     wait_from_item,
 )
-from .keys import entity_key, run_key
+from ..dynamodb.reads import batch_get, get_item
+from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
+from ..keys import entity_key, run_key
+from ..values import ValueStore
+from .blocks import BlockEvent, build_blocks
+from .entity_reads import EntityReads
+from .event_reader import EventReader
+from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
+from .interrupted import discard_unless_recorded
 from .plan import Plan, fill_slots, merged_sets, run_update_op
-from .reads import batch_get, get_item
 from .run_creation import RunCreator
-from .transactions import TransientStoreError, TxCancelled, TxOp, transact
 from .transitions import (
     INLINE_STEP,
     NEEDS_ENTITY,
@@ -84,7 +85,6 @@ from .transitions import (
     plan_event,
     step_from_head,
 )
-from .values import ValueStore
 
 # How long a write keeps retrying lost races and throttling before it reports ThrottledError. A step's
 # result waits longer: losing it to a redelivery would run the step body again.

@@ -7,17 +7,17 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from ..world.entities import ResolveData
-from ..world.errors import InvalidInputError, RunNotFoundError
-from ..world.events import LogSnapshot
-from ..world.pages import EventPage
+from ...world.entities import ResolveData
+from ...world.errors import InvalidInputError, RunNotFoundError
+from ...world.events import LogSnapshot
+from ...world.pages import EventPage
+from ..clients import AWSClients
+from ..dynamodb.cursors import check_limit, decode_cursor, encode_cursor
+from ..dynamodb.items import Item, events_from_blocks, from_ddb
+from ..dynamodb.reads import get_item
+from ..keys import HOOK_PREFIX, event_sk, run_key, run_pk
+from ..values import ValueStore
 from .blocks import BLOCK_SPAN, BlockEvent, block_events
-from .clients import AWSClients
-from .cursors import check_limit, decode_cursor, encode_cursor
-from .items import Item, events_from_blocks, from_ddb
-from .keys import HOOK_PREFIX, event_sk, run_key, run_pk
-from .reads import get_item
-from .values import ValueStore
 
 MAX_PAGE = 1000
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
-from ..world.errors import (
+from ...world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
+from ...world.errors import (
     EntityConflictError,
     EventNotFoundError,
     HookNotFoundError,
@@ -25,10 +25,11 @@ from ..world.errors import (
     StepRunningElsewhereError,
     TooEarlyError,
 )
-from ..world.events import CreateEventRequest, EventResult
-from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
-from .items import Item
-from .keys import (
+from ...world.events import CreateEventRequest, EventResult
+from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
+from ..dynamodb.items import Item
+from ..dynamodb.transactions import TxOp, put
+from ..keys import (
     ATTRIBUTE_PREFIX,
     HOOK_PREFIX,
     LAYOUT_VERSION,
@@ -44,10 +45,9 @@ from .keys import (
     token_key_fits,
     wait_key,
 )
+from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
+from ..values import StoredValue
 from .plan import Plan, PlannedEvent, RunChange, SlotRef, split_payload
-from .resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
-from .transactions import TxOp, put
-from .values import StoredValue
 
 MAX_TOKEN_RETENTION = timedelta(days=30)
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.

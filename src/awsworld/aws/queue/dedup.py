@@ -49,12 +49,12 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..world.errors import ThrottledError
-from .clients import AWSClients
-from .items import from_ddb, now_iso, to_ddb, to_ddb_value
-from .keys import dedup_key
-from .reads import get_item
-from .resources import QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS, TTL_ATTRIBUTE
+from ...world.errors import ThrottledError
+from ..clients import AWSClients
+from ..dynamodb.items import from_ddb, now_iso, to_ddb, to_ddb_value
+from ..dynamodb.reads import get_item
+from ..keys import dedup_key
+from ..resources import QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS, TTL_ATTRIBUTE
 
 MAX_ATTEMPTS = 30
 TTL_SLACK_SECONDS = 24 * 3600

@@ -6,13 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..world.entities import ResolveData
-from ..world.events import PAYLOAD_FIELDS, EventResult
+from ...world.entities import ResolveData
+from ...world.events import PAYLOAD_FIELDS, EventResult
+from ..dynamodb.items import Item
+from ..dynamodb.transactions import TxOp
+from ..keys import run_key
+from ..values import StoredValue
 from .blocks import BlockEvent, event_record
-from .items import Item
-from .keys import run_key
-from .transactions import TxOp
-from .values import StoredValue
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
-from .clients import AWSClients
+from ..clients import AWSClients
 from .items import Item, from_ddb, to_ddb, to_ddb_value
 
 OpKind = Literal["Put", "Update", "Delete", "ConditionCheck"]

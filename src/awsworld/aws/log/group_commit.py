@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from itertools import count
 from typing import Any
 
-from ..world.entities import ResolveData
-from ..world.events import BatchEventOutcome, CreateEventRequest
-from .items import Item
+from ...world.entities import ResolveData
+from ...world.events import BatchEventOutcome, CreateEventRequest
+from ..dynamodb.items import Item
 from .plan import Plan
 
 MAX_GROUP_EVENTS = 40

@@ -39,8 +39,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..world.errors import InvalidInputError
-from ..world.queue import Delivery, check_queue_prefix
+from ...world.errors import InvalidInputError
+from ...world.queue import Delivery, check_queue_prefix
 from .queue_envelope import Envelope, MalformedBody, check_delay, decode_body
 from .sqs_queue import SqsQueue, sqs_error
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .clients import AWSClients
+from ..clients import AWSClients
 from .items import Item, from_ddb, to_ddb
 
 

@@ -7,7 +7,7 @@ import binascii
 import json
 from typing import Any
 
-from ..world.errors import InvalidInputError
+from ...world.errors import InvalidInputError
 
 
 def encode_cursor(value: dict[str, Any]) -> str:

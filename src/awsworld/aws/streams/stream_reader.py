@@ -13,8 +13,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Generator
 from typing import Any
 
-from ..world.entities import TERMINAL_RUN_STATUSES
-from ..world.errors import RunNotFoundError, WorldError
+from ...world.entities import TERMINAL_RUN_STATUSES
+from ...world.errors import RunNotFoundError, WorldError
 from .stream_store import Segment, StreamStore
 
 READ_CHUNKS = 1000

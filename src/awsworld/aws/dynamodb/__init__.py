@@ -1,0 +1,1 @@
+"""DynamoDB primitives: the attribute codec, consistent reads, TransactWriteItems with named placeholders, cursors."""

@@ -1,0 +1,1 @@
+"""The queue on SQS: envelopes, idempotency-key dedup markers, deliveries."""
