@@ -15,13 +15,13 @@ import contextlib
 import logging
 from typing import Any
 
-from ..runtime.delivery import DeliveryPath, RecordResult
-from ..runtime.runtime import Runtime, budget_deadline
+from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker
+from ..runtime.runtime import Runtime
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
 log = logging.getLogger("awsworld.local")
 
-LAMBDA_TIMEOUT_SECONDS = 120.0
+__all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
 
 class LocalPoller:
@@ -30,15 +30,25 @@ class LocalPoller:
         self.world = world
         self.runtime = runtime
         self.consumer = world.sqs_queue.consumer(prefix)
-        self.path = DeliveryPath(runtime, self.consumer)
+        self.invoker = Invoker(runtime, self.consumer, timeout=timeout)
+        self.path = self.invoker.path
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
-        self.deliveries = 0
-        self.results: list[RecordResult] = []
-        self.timed_out = 0
+
+    @property
+    def deliveries(self) -> int:
+        return self.invoker.deliveries
+
+    @property
+    def results(self) -> list[Any]:
+        return self.invoker.results
+
+    @property
+    def timed_out(self) -> int:
+        return self.invoker.timed_out
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="awsworld-local-poller")
@@ -60,21 +70,8 @@ class LocalPoller:
                 task.add_done_callback(self._inflight.discard)
 
     async def _invoke(self, record: dict[str, Any]) -> None:
-        """One record as one invocation: the path's answer, then delete it unless it failed."""
         try:
-            self.deliveries += 1
-            deadline = budget_deadline(self.timeout * 1000)
-            try:
-                result = await asyncio.wait_for(self.path.handle(record, deadline), timeout=self.timeout)
-            except TimeoutError:
-                self.timed_out += 1
-                log.warning("local poller: a delivery outlived its %ss invocation and was stopped, as Lambda "
-                            "would; its message comes back after the visibility timeout", self.timeout)
-                return
-            self.results.append(result)
-            if not result.failed:
-                with contextlib.suppress(Exception):  # already deleted (a redelivery, a hop): as on SQS, harmless
-                    await self.consumer.delete(record)
+            await self.invoker.invoke(record)
         finally:
             self._slots.release()
 

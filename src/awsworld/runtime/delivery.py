@@ -28,9 +28,9 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from ..world.clock import clock_of
 from ..world.errors import InvalidInputError, RunGoneError, RunNotFoundError
 from ..world.queue import Delivery
 from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
@@ -180,7 +180,8 @@ class DeliveryPath:
         self.observer.bind(messageId=delivery.message_id, runId=message.run_id, stepId=message.step_id,
                            workflow=message.workflow_name, attempt=delivery.attempt)
         self.observer.count(STEP_DELIVERIES if message.step_id else FLOW_DELIVERIES)
-        self.observer.milliseconds(QUEUE_LAG, (datetime.now(UTC) - delivery.created_at).total_seconds() * 1000)
+        lag = clock_of(self.runtime.world).now() - delivery.created_at
+        self.observer.milliseconds(QUEUE_LAG, lag.total_seconds() * 1000)
         if not message.step_id and delivery.attempt == 1 and (delivery.idempotency_key or "").endswith(":start"):
             self.observer.count(RUNS_STARTED)
         missing = self._missing_code(message)
@@ -222,7 +223,7 @@ class DeliveryPath:
 
     async def _unknown(self, delivery: Delivery, message: FlowMessage, missing: str) -> RecordResult:
         """Back off while a deploy may still bring the code; past the window, fail the run for good."""
-        waited = (datetime.now(UTC) - delivery.created_at).total_seconds()
+        waited = (clock_of(self.runtime.world).now() - delivery.created_at).total_seconds()
         if waited < unknown_window_seconds():
             raise _UnknownCodeError(missing)
         self.observer.count(UNKNOWN_WORKFLOW)

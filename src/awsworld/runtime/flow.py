@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
@@ -333,7 +334,7 @@ class Flow:
         return bool(hooks)
 
     async def _due_waits(self, execution: WorkflowExecution) -> bool:
-        now = datetime.now(UTC)
+        now = clock_of(self.world).now()
         due = [w for w in execution.pending_waits() if w.resume_at <= now]
         for wait in due:
             try:
@@ -353,7 +354,7 @@ class Flow:
         return bool(self.message_id) and step.started and step.owner == self.message_id
 
     def _runnable(self, execution: WorkflowExecution) -> list[StepOp]:
-        now = datetime.now(UTC)
+        now = clock_of(self.world).now()
         return [s for s in execution.pending_steps()
                 if (not s.started or self._mine(s) or s.id in self.claimed)
                 and (s.retry_after is None or s.retry_after <= now)]
@@ -363,7 +364,7 @@ class Flow:
 
     async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
         assert self.pending is None
-        now = datetime.now(UTC)
+        now = clock_of(self.world).now()
         runnable = self._runnable(execution)
         inline = (next((s for s in runnable if s.id in self.claimed), None)
                   or next((s for s in runnable if s.id in self.owned or self._mine(s)), None))
@@ -435,7 +436,7 @@ class Flow:
         with the time its write will record."""
         execution = self.execution
         assert execution is not None
-        at = datetime.now(UTC)
+        at = clock_of(self.world).now()
         seq = len(execution.log)
         execution.append([Event(event_id=slot_to_event_id(seq + 1), run_id=self.run_id, event_type=end.kind,
                                 correlation_id=step.id, event_data=dict(end.data), created_at=at)])

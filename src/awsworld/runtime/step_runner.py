@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, Literal
 
+from ..world.clock import clock_of
 from ..world.errors import (
     EntityConflictError,
     PayloadTooLargeError,
@@ -150,7 +151,7 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
             delay = error.retry_after
         if not failed_before and definition.max_retries == 0:
             return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
-        retry_at = datetime.now(UTC) + timedelta(seconds=delay)
+        retry_at = clock_of(world).now() + timedelta(seconds=delay)
         return StepEnd(step_id, "step_retrying", {"error": structured_error(error), "retryAfter": retry_at.isoformat()},
                        step.attempt, events, retry_after=delay)
     finally:
