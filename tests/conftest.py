@@ -4,6 +4,10 @@
 on a freshly provisioned table, bucket, queue and DLQ. ``world_factory`` makes more Worlds on the same
 backend for tests that need several. DynamoDB Local starts on first use (a ``-k moto`` run never starts
 Java); when it is not installed the test fails with the command that installs it, never skips.
+
+``storage_world`` / ``storage_world_factory`` run a contract test on every backend of the ``World`` protocol:
+the two above and the in-memory World (``[memory]``, ``awsworld.testing.memory.MemoryWorld``), which needs no
+emulator at all (a ``-k memory`` run starts neither).
 """
 
 from __future__ import annotations
@@ -14,10 +18,16 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, MotoServer
+from awsworld.testing.memory import MemoryWorld
 
-BACKENDS = ["moto", "dynamodb-local"]
+AWS_BACKENDS = ["moto", "dynamodb-local"]
+BACKENDS = AWS_BACKENDS  # the AWS World's emulators: ``backend``, ``world``, ``world_factory``
+MEMORY = "memory"
+STORAGE_BACKENDS = [*AWS_BACKENDS, MEMORY]  # every World backend: ``storage_backend``, ``storage_world``
 
 WorldFactory = Callable[[], Awaitable[AWSWorld]]
+AnyWorld = AWSWorld | MemoryWorld
+AnyWorldFactory = Callable[[], Awaitable[AnyWorld]]
 
 
 @pytest.fixture(scope="session")
@@ -87,3 +97,39 @@ async def world_factory(local_aws: LocalAWS) -> AsyncIterator[WorldFactory]:
 async def world(world_factory: WorldFactory) -> AWSWorld:
     """A fresh AWSWorld on its own table, bucket and queue; runs once per backend."""
     return await world_factory()
+
+
+def local_aws_of(request: pytest.FixtureRequest, backend: str) -> LocalAWS:
+    """The session's ``LocalAWS`` for an AWS backend (started on first use)."""
+    return request.getfixturevalue("local_moto" if backend == "moto" else "local_dynamodb_local")
+
+
+@pytest.fixture(params=STORAGE_BACKENDS, ids=STORAGE_BACKENDS)
+def storage_backend(request: pytest.FixtureRequest) -> str:
+    """Which World the test runs on: ``moto``, ``dynamodb-local`` (the AWS World) or ``memory``."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def storage_world_factory(request: pytest.FixtureRequest, storage_backend: str
+                                ) -> AsyncIterator[AnyWorldFactory]:
+    """``await storage_world_factory()``: another World on this test's backend, on fresh (empty) storage."""
+    made: list[AnyWorld] = []
+    local = None if storage_backend == MEMORY else local_aws_of(request, storage_backend)
+
+    async def make() -> AnyWorld:
+        world: AnyWorld = MemoryWorld() if local is None else AWSWorld(await local.new_config())
+        made.append(world)
+        return world
+
+    yield make
+    for world in made:
+        await world.close()
+        if local is not None and isinstance(world, AWSWorld):
+            await local.drop(world.config)
+
+
+@pytest.fixture
+async def storage_world(storage_world_factory: AnyWorldFactory) -> AnyWorld:
+    """A fresh World on empty storage; runs once per backend of ``STORAGE_BACKENDS``."""
+    return await storage_world_factory()

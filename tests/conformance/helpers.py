@@ -1,4 +1,10 @@
-"""Small builders and probes shared by the storage conformance tests."""
+"""Small builders and probes shared by the storage conformance tests.
+
+Every storage test runs on each backend of the World protocol: the AWS World on moto and on DynamoDB Local, and
+the in-memory World (``[memory]``). A test that asserts how the AWS World lays out its storage (items, requests,
+S3 objects) rather than what the contract says calls ``aws_world(world)``, which skips it on the in-memory
+World; a test that mixes the two guards its AWS-only lines with ``on_aws(world)``.
+"""
 
 from __future__ import annotations
 
@@ -10,28 +16,54 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
+from awsworld.local import LocalAWS
+from awsworld.testing.memory import MemoryWorld
+from awsworld.testing.memory.records import State
 from awsworld.world import Event, EventResult, slot_to_event_id
 
 WORKFLOW = "wf-conformance"
-BACKENDS = ["moto", "dynamodb-local"]
+MEMORY = "memory"
+BACKENDS = ["moto", "dynamodb-local", MEMORY]  # as STORAGE_BACKENDS in tests/conftest.py
+AnyWorld = AWSWorld | MemoryWorld
+AWS_LAYOUT = "asserts the AWS World's storage layout, not the contract"
+
+
+def aws_world(world: AnyWorld) -> AWSWorld:
+    """``world`` as the AWS World, or skip: for a test of the AWS World's storage layout (items, requests, S3
+    objects), which the in-memory World does not have."""
+    if not isinstance(world, AWSWorld):
+        pytest.skip(AWS_LAYOUT)
+    return world
+
+
+def on_aws(world: AnyWorld) -> AWSWorld | None:
+    """``world`` when it is the AWS World, else None: guards the AWS-layout lines of a contract test."""
+    return world if isinstance(world, AWSWorld) else None
 
 
 def module_world() -> Any:
-    """A ``world`` fixture shared by one module's tests: one AWSWorld per backend on its own table and bucket.
+    """A ``world`` fixture shared by one module's tests: one World per backend (on its own table and bucket).
 
     Assign it to ``world`` in a module whose tests each work on runs of their own (and so do not need an empty
-    table): the tests still run on both backends, with the same ids, but skip provisioning resources and
+    table): the tests still run on every backend, with the same ids, but skip provisioning resources and
     opening clients per test. Table-wide assertions compare before/after, which holds because tests run one at
-    a time. Tests that need an empty table take ``world_factory`` instead.
+    a time. Tests that need an empty table take ``storage_world_factory`` instead.
     """
 
     @pytest.fixture(scope="module", params=BACKENDS, ids=BACKENDS, name="module_local_aws")
-    def module_local_aws(request: pytest.FixtureRequest) -> Any:
+    def module_local_aws(request: pytest.FixtureRequest) -> LocalAWS | None:
         # A sync fixture: the session's LocalAWS fixtures are async and can only be requested from one.
+        if request.param == MEMORY:
+            return None
         return request.getfixturevalue("local_moto" if request.param == "moto" else "local_dynamodb_local")
 
     @pytest.fixture(scope="module", name="world")
-    async def world(module_local_aws: Any) -> AsyncIterator[AWSWorld]:
+    async def world(module_local_aws: LocalAWS | None) -> AsyncIterator[AnyWorld]:
+        if module_local_aws is None:
+            memory = MemoryWorld()
+            yield memory
+            await memory.close()
+            return
         config = await module_local_aws.new_config()
         shared = AWSWorld(config)
         yield shared
@@ -41,13 +73,31 @@ def module_world() -> Any:
     return module_local_aws, world
 
 
+def per_test_world() -> Any:
+    """A ``world`` fixture for a module whose tests each need empty storage: a fresh World per test, on every
+    backend (``storage_world`` of tests/conftest.py)."""
+
+    @pytest.fixture(name="world")
+    async def world(storage_world: AnyWorld) -> AnyWorld:
+        return storage_world
+
+    return world
+
+
+def another_process(world: AnyWorld) -> AnyWorld:
+    """Another World on ``world``'s storage with its own clients and caches: what another process looks like
+    to the store (for the in-memory World, another MemoryWorld sharing its storage). Close it after use."""
+    if isinstance(world, AWSWorld):
+        return AWSWorld(world.config)
+    return MemoryWorld(storage=world.storage)
+
+
 def module_peers(count: int = 8) -> Any:
-    """A module-scoped ``peers`` fixture: ``count`` more AWSWorld instances on ``world``'s table and bucket, each
-    with its own clients and caches, which is what other processes look like to the store."""
+    """A module-scoped ``peers`` fixture: ``count`` more Worlds on ``world``'s storage (``another_process``)."""
 
     @pytest.fixture(scope="module", name="peers")
-    async def peers(world: AWSWorld) -> AsyncIterator[list[AWSWorld]]:
-        made = [AWSWorld(world.config) for _ in range(count)]
+    async def peers(world: AnyWorld) -> AsyncIterator[list[AnyWorld]]:
+        made = [another_process(world) for _ in range(count)]
         yield made
         for other in made:
             await other.close()
@@ -146,7 +196,7 @@ def past(seconds: float = 600) -> datetime:
     return datetime.now(UTC) - timedelta(seconds=seconds)
 
 
-async def new_run(world: AWSWorld, *, start: bool = False, input: Any = None, workflow_name: str = WORKFLOW) -> str:
+async def new_run(world: AnyWorld, *, start: bool = False, input: Any = None, workflow_name: str = WORKFLOW) -> str:
     """A fresh run (pending, or running when ``start``); returns its id."""
     result = await world.events.create(None, run_created(workflow_name, input))
     assert result.run is not None
@@ -156,7 +206,7 @@ async def new_run(world: AWSWorld, *, start: bool = False, input: Any = None, wo
     return run_id
 
 
-async def all_events(world: AWSWorld, run_id: str, *, limit: int = 1000, resolve_data: Any = "all") -> list[Event]:
+async def all_events(world: AnyWorld, run_id: str, *, limit: int = 1000, resolve_data: Any = "all") -> list[Event]:
     """The run's whole log, following cursors."""
     events: list[Event] = []
     cursor = None
@@ -178,8 +228,16 @@ def types(events: list[Event]) -> list[str]:
     return [e.event_type for e in events]
 
 
+async def stored(world: AnyWorld) -> list[dict[str, Any]] | State:
+    """Everything the World stores, to assert that a refused write changed nothing: the AWS World's table
+    items, or a deep copy of the in-memory World's state."""
+    if isinstance(world, MemoryWorld):
+        return world.storage.dump()
+    return await table_items(world)
+
+
 async def table_items(world: AWSWorld) -> list[dict[str, Any]]:
-    """Every item in the World's table, sorted: to assert that a refused write changed nothing."""
+    """Every item in the AWS World's table, sorted (a layout test reads them; contract tests use ``stored``)."""
     ddb = await world.clients.dynamodb()
     items: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"TableName": world.config.table_name, "ConsistentRead": True}
@@ -192,7 +250,10 @@ async def table_items(world: AWSWorld) -> list[dict[str, Any]]:
     return sorted(items, key=lambda i: (i["pk"]["S"], i["sk"]["S"]))
 
 
-async def bucket_keys(world: AWSWorld) -> list[str]:
+async def bucket_keys(world: AnyWorld) -> list[str]:
+    """The AWS World's S3 object keys (the in-memory World keeps no objects: none)."""
+    if not isinstance(world, AWSWorld):
+        return []
     s3 = await world.clients.s3()
     keys: list[str] = []
     paginator = s3.get_paginator("list_objects_v2")

@@ -7,10 +7,9 @@ from typing import Any
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import InvalidInputError, RunNotFoundError, new_run_id
 
-from .helpers import module_world, new_run, run_created, step_created, table_items, wait_created
+from .helpers import AnyWorld, module_world, new_run, run_created, step_created, stored, wait_created
 
 module_local_aws, world = module_world()
 
@@ -49,87 +48,87 @@ BAD_EVENTS: dict[str, tuple[Any, str | None]] = {
 
 
 @pytest.mark.parametrize("case", BAD_EVENTS)
-async def test_a_bad_event_is_refused_naming_the_field_and_writes_nothing(world: AWSWorld, case: str) -> None:
+async def test_a_bad_event_is_refused_naming_the_field_and_writes_nothing(world: AnyWorld, case: str) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     event, field = BAD_EVENTS[case]
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, event)
     assert raised.value.status == 400
     if field is not None:
         assert raised.value.field == field
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 @pytest.mark.parametrize("value", [math.nan, math.inf, object()], ids=["nan", "infinity", "object"])
-async def test_a_value_that_is_not_json_is_refused_not_altered(world: AWSWorld, value: Any) -> None:
+async def test_a_value_that_is_not_json_is_refused_not_altered(world: AnyWorld, value: Any) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, {"eventType": "step_completed", "correlationId": "s1",
                                            "eventData": {"result": value}})
     assert raised.value.field == "eventData.result"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_bad_event_in_a_batch_is_refused_and_writes_nothing(world: AWSWorld) -> None:
+async def test_a_bad_event_in_a_batch_is_refused_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError):
         await world.events.create_batch(run_id, [wait_created("w1"), BAD_EVENTS["missing-step-name"][0]])
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_an_event_for_an_unknown_run_is_not_found_and_writes_nothing(world: AWSWorld) -> None:
+async def test_an_event_for_an_unknown_run_is_not_found_and_writes_nothing(world: AnyWorld) -> None:
     await new_run(world)
-    before = await table_items(world)
+    before = await stored(world)
     for event in (step_created("s1"), wait_created("w1"), {"eventType": "attr_set",
                                                           "eventData": {"changes": [{"key": "k", "value": "v"}]}}):
         with pytest.raises(RunNotFoundError) as raised:
             await world.events.create(new_run_id(), event)
         assert raised.value.status == 404
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_non_run_created_event_without_a_run_id_is_refused(world: AWSWorld) -> None:
-    before = await table_items(world)
+async def test_a_non_run_created_event_without_a_run_id_is_refused(world: AnyWorld) -> None:
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(None, step_created("s1"))
     assert raised.value.field == "runId"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 @pytest.mark.parametrize("run_id", ["has/slash", "has#hash", "x" * 201, "spaces here"])
-async def test_run_created_with_an_unsafe_run_id_is_refused(world: AWSWorld, run_id: str) -> None:
-    before = await table_items(world)
+async def test_run_created_with_an_unsafe_run_id_is_refused(world: AnyWorld, run_id: str) -> None:
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, run_created())
     assert raised.value.field == "runId"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_run_created_without_a_workflow_name_is_refused(world: AWSWorld) -> None:
-    before = await table_items(world)
+async def test_run_created_without_a_workflow_name_is_refused(world: AnyWorld) -> None:
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(None, {"eventType": "run_created", "eventData": {"input": 1}})
     assert raised.value.field == "eventData.workflowName"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_negative_event_count_is_refused(world: AWSWorld) -> None:
+async def test_a_negative_event_count_is_refused(world: AnyWorld) -> None:
     run_id = await new_run(world)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, step_created("s1"), event_count=-1)
     assert raised.value.field == "eventCount"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 @pytest.mark.parametrize("cursor", ["not base64 !!", "bm90IGpzb24", "WzFd", "eyJzIjotMX0", "eyJzIjoiYSJ9"],
                          ids=["garbage", "not-json", "json-list", "negative-slot", "slot-not-int"])
-async def test_a_bad_events_cursor_is_refused(world: AWSWorld, cursor: str) -> None:
+async def test_a_bad_events_cursor_is_refused(world: AnyWorld, cursor: str) -> None:
     run_id = await new_run(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.list(run_id, cursor=cursor)
@@ -138,7 +137,7 @@ async def test_a_bad_events_cursor_is_refused(world: AWSWorld, cursor: str) -> N
         await world.events.list_by_correlation_id(run_id, "s1", cursor=cursor)
 
 
-async def test_a_cursor_of_another_listing_is_refused(world: AWSWorld) -> None:
+async def test_a_cursor_of_another_listing_is_refused(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     for i in range(3):
         await world.events.create(run_id, step_created(f"s{i}"))
@@ -156,7 +155,7 @@ async def test_a_cursor_of_another_listing_is_refused(world: AWSWorld) -> None:
 
 
 @pytest.mark.parametrize("limit", [0, -1, 1001])
-async def test_a_bad_limit_is_refused_by_every_listing(world: AWSWorld, limit: int) -> None:
+async def test_a_bad_limit_is_refused_by_every_listing(world: AnyWorld, limit: int) -> None:
     run_id = await new_run(world)
     calls = [
         world.events.list(run_id, limit=limit),
@@ -171,19 +170,19 @@ async def test_a_bad_limit_is_refused_by_every_listing(world: AWSWorld, limit: i
         assert raised.value.field == "limit"
 
 
-async def test_runs_list_limit_is_capped_at_100(world: AWSWorld) -> None:
+async def test_runs_list_limit_is_capped_at_100(world: AnyWorld) -> None:
     with pytest.raises(InvalidInputError):
         await world.runs.list(limit=101)
     assert len((await world.runs.list(limit=100)).data) <= 100
 
 
-async def test_runs_list_refuses_an_unknown_status(world: AWSWorld) -> None:
+async def test_runs_list_refuses_an_unknown_status(world: AnyWorld) -> None:
     with pytest.raises(InvalidInputError) as raised:
         await world.runs.list(status=["running", "sleeping"])
     assert raised.value.field == "status"
 
 
-async def test_list_by_correlation_id_needs_a_correlation_id(world: AWSWorld) -> None:
+async def test_list_by_correlation_id_needs_a_correlation_id(world: AnyWorld) -> None:
     run_id = await new_run(world)
     with pytest.raises(InvalidInputError):
         await world.events.list_by_correlation_id(run_id, "")

@@ -7,13 +7,14 @@ from typing import Any
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import InvalidInputError, RunGoneError, RunNotFoundError, StepNotFoundError, new_run_id
 
 from .helpers import (
+    AnyWorld,
     all_events,
     assert_dense,
     attr_set,
+    aws_world,
     hook_created,
     hook_disposed,
     module_peers,
@@ -27,7 +28,7 @@ from .helpers import (
     step_completed,
     step_created,
     step_started,
-    table_items,
+    stored,
     types,
     unique,
     wait_completed,
@@ -38,7 +39,7 @@ module_local_aws, world = module_world()
 peers = module_peers(8)
 
 
-async def test_a_batch_lands_in_request_order_at_consecutive_slots(world: AWSWorld) -> None:
+async def test_a_batch_lands_in_request_order_at_consecutive_slots(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     batch = await world.events.create_batch(run_id, [step_created("a"), wait_created("w"), step_created("b")])
     assert [o.ok for o in batch.results] == [True, True, True]
@@ -52,15 +53,16 @@ async def test_a_batch_lands_in_request_order_at_consecutive_slots(world: AWSWor
     assert [e.correlation_id for e in events[2:]] == ["a", "w", "b"]
 
 
-async def test_a_batch_is_one_transaction(world: AWSWorld) -> None:
-    run_id = await new_run(world, start=True)
-    before = world.stats.snapshot()
-    await world.events.create_batch(run_id, [step_created(f"s{i}") for i in range(10)])
-    used = world.stats - before
+async def test_a_batch_is_one_transaction(world: AnyWorld) -> None:
+    aws = aws_world(world)
+    run_id = await new_run(aws, start=True)
+    before = aws.stats.snapshot()
+    await aws.events.create_batch(run_id, [step_created(f"s{i}") for i in range(10)])
+    used = aws.stats - before
     assert used.requests["dynamodb.TransactWriteItems"] == 1
 
 
-async def test_a_batch_may_complete_several_steps(world: AWSWorld) -> None:
+async def test_a_batch_may_complete_several_steps(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create_batch(run_id, [step_created("a"), step_created("b")])
     batch = await world.events.create_batch(run_id, [step_started("a"), step_started("b")])
@@ -70,7 +72,7 @@ async def test_a_batch_may_complete_several_steps(world: AWSWorld) -> None:
     assert [(await world.steps.get(run_id, s)).output for s in ("a", "b")] == [1, 2]
 
 
-async def test_step_created_then_step_started_in_a_batch_makes_the_step_born_running(world: AWSWorld) -> None:
+async def test_step_created_then_step_started_in_a_batch_makes_the_step_born_running(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     batch = await world.events.create_batch(run_id, [step_created("s1", input={"x": 1}), step_started("s1"),
                                                      wait_created("w1")])
@@ -87,18 +89,18 @@ async def test_step_created_then_step_started_in_a_batch_makes_the_step_born_run
     assert types(await all_events(world, run_id))[2:] == ["step_created", "step_started", "wait_created"]
 
 
-async def test_the_born_running_pair_refuses_input_on_step_started(world: AWSWorld) -> None:
+async def test_the_born_running_pair_refuses_input_on_step_started(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError):
         await world.events.create_batch(run_id, [
             {"eventType": "step_created", "correlationId": "s1", "eventData": {"stepName": "add"}},
             {"eventType": "step_started", "correlationId": "s1", "eventData": {"input": [1]}},
         ])
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_duplicate_step_created_in_a_batch_gets_its_own_409_and_the_rest_land(world: AWSWorld) -> None:
+async def test_a_duplicate_step_created_in_a_batch_gets_its_own_409_and_the_rest_land(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("dup"))  # slot 3
     batch = await world.events.create_batch(run_id, [step_created("a"), step_created("dup"), step_created("b")])
@@ -111,7 +113,7 @@ async def test_a_duplicate_step_created_in_a_batch_gets_its_own_409_and_the_rest
     assert [e.correlation_id for e in events[2:]] == ["dup", "a", "b"]
 
 
-async def test_a_refused_transition_in_a_batch_gets_its_own_outcome(world: AWSWorld) -> None:
+async def test_a_refused_transition_in_a_batch_gets_its_own_outcome(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("done"))
     await world.events.create(run_id, step_started("done"))
@@ -138,17 +140,17 @@ FORBIDDEN: dict[str, Any] = {
 
 
 @pytest.mark.parametrize("event_type", FORBIDDEN)
-async def test_a_batch_with_a_run_level_or_token_event_is_rejected_whole(world: AWSWorld, event_type: str) -> None:
+async def test_a_batch_with_a_run_level_or_token_event_is_rejected_whole(world: AnyWorld, event_type: str) -> None:
     run_id = await new_run(world, start=True)
     event = dict(FORBIDDEN[event_type])
     if event_type == "hook_disposed":  # of a live hook of this run
         event["correlationId"] = unique("h-held")
         await world.events.create(run_id, hook_created(event["correlationId"], unique("tok-held")))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create_batch(run_id, [step_created("a"), event])
     assert raised.value.status == 400
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 @pytest.mark.parametrize("pair", [
@@ -160,61 +162,61 @@ async def test_a_batch_with_a_run_level_or_token_event_is_rejected_whole(world: 
     [step_started("s0"), step_created("x"), step_started("s0")],
 ], ids=["created+completed", "created+created", "started+completed", "born-running+completed",
         "wait-created+completed", "started-twice-apart"])
-async def test_a_batch_with_two_events_for_one_entity_is_rejected_whole(world: AWSWorld, pair: list) -> None:
+async def test_a_batch_with_two_events_for_one_entity_is_rejected_whole(world: AnyWorld, pair: list) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s0"))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError):
         await world.events.create_batch(run_id, pair)
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_batch_of_40_events_is_accepted(world: AWSWorld) -> None:
+async def test_a_batch_of_40_events_is_accepted(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     batch = await world.events.create_batch(run_id, [step_created(f"s{i}") for i in range(40)])
     assert all(o.ok for o in batch.results)
     assert [o.result.event.slot for o in batch.results] == list(range(3, 43))  # type: ignore[union-attr]
 
 
-async def test_a_batch_over_40_events_is_rejected_whole(world: AWSWorld) -> None:
+async def test_a_batch_over_40_events_is_rejected_whole(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError):
         await world.events.create_batch(run_id, [step_created(f"s{i}") for i in range(41)])
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_an_empty_batch_is_rejected(world: AWSWorld) -> None:
+async def test_an_empty_batch_is_rejected(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     with pytest.raises(InvalidInputError):
         await world.events.create_batch(run_id, [])
 
 
-async def test_a_batch_with_one_invalid_event_is_rejected_whole(world: AWSWorld) -> None:
+async def test_a_batch_with_one_invalid_event_is_rejected_whole(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError):
         await world.events.create_batch(run_id, [step_created("a"), {"eventType": "step_created",
                                                                      "correlationId": "b", "eventData": {}}])
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_batch_on_a_terminal_run_is_gone_and_writes_nothing(world: AWSWorld) -> None:
+async def test_a_batch_on_a_terminal_run_is_gone_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, run_completed())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError):
         await world.events.create_batch(run_id, [step_created("a"), wait_created("w")])
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_batch_on_a_missing_run_is_not_found(world: AWSWorld) -> None:
+async def test_a_batch_on_a_missing_run_is_not_found(world: AnyWorld) -> None:
     with pytest.raises(RunNotFoundError):
         await world.events.create_batch(new_run_id(), [step_created("a")])
 
 
-async def test_concurrent_batches_and_single_writes_keep_each_batch_contiguous(world: AWSWorld,
-                                                                                peers: list[AWSWorld]) -> None:
+async def test_concurrent_batches_and_single_writes_keep_each_batch_contiguous(world: AnyWorld,
+                                                                                peers: list[AnyWorld]) -> None:
     run_id = await new_run(world, start=True)
     batches = [w.events.create_batch(run_id, [step_created(f"b{i}-{j}") for j in range(8)])
                for i, w in enumerate(peers[:4])]
@@ -228,11 +230,11 @@ async def test_concurrent_batches_and_single_writes_keep_each_batch_contiguous(w
     assert_dense(events)
 
 
-async def _in_band(world: AWSWorld, run_id: str) -> int:
+async def _in_band(world: AnyWorld, run_id: str) -> int:
     return (await world.events.list(run_id)).snapshot.seq_in_band  # type: ignore[union-attr]
 
 
-async def test_an_atomic_batch_with_a_refused_event_writes_nothing(world: AWSWorld) -> None:
+async def test_an_atomic_batch_with_a_refused_event_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("done"))
     await world.events.create(run_id, step_completed("done"))
@@ -246,7 +248,7 @@ async def test_an_atomic_batch_with_a_refused_event_writes_nothing(world: AWSWor
     assert await all_events(world, run_id) == before
 
 
-async def test_a_stamped_batch_records_the_writers_time(world: AWSWorld) -> None:
+async def test_a_stamped_batch_records_the_writers_time(world: AnyWorld) -> None:
     from datetime import UTC, datetime, timedelta
 
     run_id = await new_run(world, start=True)
@@ -265,7 +267,7 @@ async def test_a_stamped_batch_records_the_writers_time(world: AWSWorld) -> None
     assert len(await all_events(world, run_id)) == len(events)
 
 
-async def test_a_batch_expecting_a_position_lands_there_or_not_at_all(world: AWSWorld) -> None:
+async def test_a_batch_expecting_a_position_lands_there_or_not_at_all(world: AnyWorld) -> None:
     from awsworld.world import LogMovedError
 
     run_id = await new_run(world, start=True)

@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import RunNotFoundError, event_id_to_slot, new_run_id, slot_to_event_id
 
 from .helpers import (
+    AnyWorld,
     all_events,
     assert_dense,
     hook_created,
@@ -30,7 +30,7 @@ from .helpers import (
 module_local_aws, world = module_world()
 
 
-async def _run_with_steps(world: AWSWorld, count: int) -> str:
+async def _run_with_steps(world: AnyWorld, count: int) -> str:
     run_id = await new_run(world, start=True)
     for i in range(count):
         await world.events.create(run_id, step_created(f"s{i}"))
@@ -43,7 +43,7 @@ def test_event_ids_are_evnt_and_the_slot_padded_to_26_digits() -> None:
     assert event_id_to_slot("evnt_00000000000000000000000042") == 42
 
 
-async def test_list_returns_the_log_in_slot_order_with_dense_ids(world: AWSWorld) -> None:
+async def test_list_returns_the_log_in_slot_order_with_dense_ids(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 3)
     page = await world.events.list(run_id)
     assert not page.has_more
@@ -54,7 +54,7 @@ async def test_list_returns_the_log_in_slot_order_with_dense_ids(world: AWSWorld
     assert [e.correlation_id for e in page.data[2:]] == ["s0", "s1", "s2"]
 
 
-async def test_list_pages_with_a_cursor_on_every_page_including_the_last(world: AWSWorld) -> None:
+async def test_list_pages_with_a_cursor_on_every_page_including_the_last(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 5)  # 7 events
     pages = []
     cursor = None
@@ -70,7 +70,7 @@ async def test_list_pages_with_a_cursor_on_every_page_including_the_last(world: 
     assert_dense([e for p in pages for e in p.data])
 
 
-async def test_the_last_pages_cursor_resumes_after_new_events(world: AWSWorld) -> None:
+async def test_the_last_pages_cursor_resumes_after_new_events(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 1)
     last = await world.events.list(run_id)
     assert last.cursor is not None and not last.has_more
@@ -83,7 +83,7 @@ async def test_the_last_pages_cursor_resumes_after_new_events(world: AWSWorld) -
     assert [e.correlation_id for e in more.data] == ["later1", "later2"]
 
 
-async def test_every_page_carries_the_runs_counters_as_a_snapshot(world: AWSWorld) -> None:
+async def test_every_page_carries_the_runs_counters_as_a_snapshot(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 3)
     first = await world.events.list(run_id, limit=2)
     second = await world.events.list(run_id, limit=2, cursor=first.cursor)
@@ -94,12 +94,12 @@ async def test_every_page_carries_the_runs_counters_as_a_snapshot(world: AWSWorl
     assert (run.seq, run.seq_in_band) == (5, 1)
 
 
-async def test_list_of_a_missing_run_is_not_found(world: AWSWorld) -> None:
+async def test_list_of_a_missing_run_is_not_found(world: AnyWorld) -> None:
     with pytest.raises(RunNotFoundError):
         await world.events.list(new_run_id())
 
 
-async def test_list_by_correlation_id_returns_one_entitys_events_in_order(world: AWSWorld) -> None:
+async def test_list_by_correlation_id_returns_one_entitys_events_in_order(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     for event in (step_created("a"), step_created("b"), step_started("a"), step_started("b"),
                   step_completed("b"), step_completed("a")):
@@ -111,7 +111,7 @@ async def test_list_by_correlation_id_returns_one_entitys_events_in_order(world:
     assert (await world.events.list_by_correlation_id(run_id, "zzz")).data == []
 
 
-async def test_list_by_correlation_id_pages(world: AWSWorld) -> None:
+async def test_list_by_correlation_id_pages(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     for event in (step_created("a"), step_created("b"), step_started("a"), step_completed("a")):
         await world.events.create(run_id, event)
@@ -130,7 +130,7 @@ async def test_list_by_correlation_id_pages(world: AWSWorld) -> None:
 # ---------------------------------------------------------------- resolve_data
 
 
-async def _run_with_every_payload(world: AWSWorld) -> str:
+async def _run_with_every_payload(world: AnyWorld) -> str:
     run_id = await new_run(world, start=True, input={"run": "input"})
     hook_id = unique("h")
     for event in (step_created("s1", input={"step": "input"}), step_started("s1"),
@@ -145,7 +145,7 @@ PAYLOAD = {"run_created": "input", "step_created": "input", "step_completed": "r
            "hook_created": "metadata", "hook_received": "payload", "run_failed": "error"}
 
 
-async def test_list_resolve_none_strips_every_payload_field(world: AWSWorld) -> None:
+async def test_list_resolve_none_strips_every_payload_field(world: AnyWorld) -> None:
     run_id = await _run_with_every_payload(world)
     full = await all_events(world, run_id)
     bare = await all_events(world, run_id, resolve_data="none")
@@ -162,7 +162,7 @@ async def test_list_resolve_none_strips_every_payload_field(world: AWSWorld) -> 
     assert all("input" not in (e.event_data or {}) and "result" not in (e.event_data or {}) for e in by_corr.data)
 
 
-async def test_list_resolve_all_returns_every_payload(world: AWSWorld) -> None:
+async def test_list_resolve_all_returns_every_payload(world: AnyWorld) -> None:
     run_id = await _run_with_every_payload(world)
     data = {(e.event_type, e.correlation_id if e.event_type.startswith("step") else None): e.event_data
             for e in await all_events(world, run_id)}
@@ -175,7 +175,7 @@ async def test_list_resolve_all_returns_every_payload(world: AWSWorld) -> None:
     assert data[("run_failed", None)]["error"]["message"] == "run error"  # type: ignore[index]
 
 
-async def test_list_skip_step_inputs_keeps_every_result(world: AWSWorld) -> None:
+async def test_list_skip_step_inputs_keeps_every_result(world: AnyWorld) -> None:
     run_id = await _run_with_every_payload(world)
     full = await all_events(world, run_id)
     skipped = await all_events(world, run_id, resolve_data="skip-step-inputs")
@@ -187,7 +187,7 @@ async def test_list_skip_step_inputs_keeps_every_result(world: AWSWorld) -> None
             assert s.event_data == f.event_data, f.event_type
 
 
-async def test_create_resolve_none_answers_without_payloads(world: AWSWorld) -> None:
+async def test_create_resolve_none_answers_without_payloads(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     result = await world.events.create(run_id, step_created("s1", input={"secret": 1}), resolve_data="none")
     assert result.event is not None and result.event.event_data == {"stepName": "add"}
@@ -198,7 +198,7 @@ async def test_create_resolve_none_answers_without_payloads(world: AWSWorld) -> 
 # ---------------------------------------------------------------- event_count report
 
 
-async def test_a_write_with_a_stale_event_count_lands_next_and_reports_the_skipped_events(world: AWSWorld) -> None:
+async def test_a_write_with_a_stale_event_count_lands_next_and_reports_the_skipped_events(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 2)  # slots 1..4
     result = await world.events.create(run_id, step_created("mine"), event_count=2)
     assert result.event is not None and result.event.slot == 5
@@ -211,21 +211,21 @@ async def test_a_write_with_a_stale_event_count_lands_next_and_reports_the_skipp
     assert [e.slot for e in after.data] == [5]
 
 
-async def test_a_write_with_a_current_event_count_reports_nothing(world: AWSWorld) -> None:
+async def test_a_write_with_a_current_event_count_reports_nothing(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 1)  # slots 1..3
     result = await world.events.create(run_id, step_created("mine"), event_count=3)
     assert result.event is not None and result.event.slot == 4
     assert result.events == [] and not result.has_more
 
 
-async def test_a_write_with_event_count_zero_reports_the_whole_log(world: AWSWorld) -> None:
+async def test_a_write_with_event_count_zero_reports_the_whole_log(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 1)
     result = await world.events.create(run_id, step_created("mine"), event_count=0)
     assert result.event is not None and result.event.slot == 4
     assert types(result.events) == ["run_created", "run_started", "step_created"]
 
 
-async def test_a_write_with_an_event_count_ahead_of_the_log_still_lands_densely(world: AWSWorld) -> None:
+async def test_a_write_with_an_event_count_ahead_of_the_log_still_lands_densely(world: AnyWorld) -> None:
     run_id = await _run_with_steps(world, 1)
     result = await world.events.create(run_id, wait_created("w1"), event_count=50)
     assert result.event is not None and result.event.slot == 4

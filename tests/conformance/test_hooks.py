@@ -8,25 +8,32 @@ import uuid
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError
 
 from .helpers import (
+    AnyWorld,
     all_events,
+    another_process,
+    aws_world,
     bucket_keys,
     future,
     hook_created,
     hook_disposed,
     hook_received,
     new_run,
+    on_aws,
     past,
+    per_test_world,
     run_cancelled,
     run_completed,
     run_failed,
+    stored,
     table_items,
     types,
 )
+
+world = per_test_world()  # hook ids and tokens are global: each test on empty storage
 
 RUN_ENDS = {"completed": run_completed, "failed": run_failed, "cancelled": run_cancelled}
 
@@ -35,7 +42,7 @@ def token() -> str:
     return f"tok-{uuid.uuid4().hex}"
 
 
-async def test_hook_created_makes_a_hook_readable_by_id_token_and_run(world: AWSWorld) -> None:
+async def test_hook_created_makes_a_hook_readable_by_id_token_and_run(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     t = token()
     result = await world.events.create(run_id, hook_created("h1", t, metadata={"m": 1}))
@@ -51,17 +58,17 @@ async def test_hook_created_makes_a_hook_readable_by_id_token_and_run(world: AWS
     assert [h.hook_id for h in listed] == ["h1"]
 
 
-async def test_duplicate_hook_created_conflicts_and_writes_nothing(world: AWSWorld) -> None:
+async def test_duplicate_hook_created_conflicts_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     t = token()
     await world.events.create(run_id, hook_created("h1", t))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError):
         await world.events.create(run_id, hook_created("h1", t))
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_token_held_by_another_run_answers_hook_conflict_naming_the_owner(world: AWSWorld) -> None:
+async def test_a_token_held_by_another_run_answers_hook_conflict_naming_the_owner(world: AnyWorld) -> None:
     owner = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()
@@ -78,7 +85,7 @@ async def test_a_token_held_by_another_run_answers_hook_conflict_naming_the_owne
     assert (await world.hooks.get_by_token(t)).run_id == owner
 
 
-async def test_hook_disposed_deletes_the_hook_and_frees_its_token_at_once(world: AWSWorld) -> None:
+async def test_hook_disposed_deletes_the_hook_and_frees_its_token_at_once(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()
@@ -95,7 +102,7 @@ async def test_hook_disposed_deletes_the_hook_and_frees_its_token_at_once(world:
     assert (await world.hooks.get_by_token(t)).run_id == other
 
 
-async def test_hook_disposed_frees_a_token_even_under_retention(world: AWSWorld) -> None:
+async def test_hook_disposed_frees_a_token_even_under_retention(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()
@@ -105,16 +112,16 @@ async def test_hook_disposed_frees_a_token_even_under_retention(world: AWSWorld)
     assert taken.event is not None and taken.event.event_type == "hook_created"
 
 
-async def test_hook_disposed_of_a_missing_hook_is_not_found(world: AWSWorld) -> None:
+async def test_hook_disposed_of_a_missing_hook_is_not_found(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(HookNotFoundError) as raised:
         await world.events.create(run_id, hook_disposed("ghost"))
     assert raised.value.status == 404
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_disposed_hook_id_cannot_be_disposed_twice(world: AWSWorld) -> None:
+async def test_a_disposed_hook_id_cannot_be_disposed_twice(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
     await world.events.create(run_id, hook_disposed("h1"))
@@ -123,7 +130,7 @@ async def test_a_disposed_hook_id_cannot_be_disposed_twice(world: AWSWorld) -> N
 
 
 @pytest.mark.parametrize("end", RUN_ENDS)
-async def test_run_end_deletes_live_hooks_and_frees_their_tokens(world: AWSWorld, end: str) -> None:
+async def test_run_end_deletes_live_hooks_and_frees_their_tokens(world: AnyWorld, end: str) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     tokens = [token(), token()]
@@ -140,7 +147,7 @@ async def test_run_end_deletes_live_hooks_and_frees_their_tokens(world: AWSWorld
         assert taken.event is not None and taken.event.event_type == "hook_created"
 
 
-async def test_run_end_frees_more_tokens_than_fit_in_one_transaction(world: AWSWorld) -> None:
+async def test_run_end_frees_more_tokens_than_fit_in_one_transaction(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     tokens = [token() for _ in range(34)]  # the commit releases 30; the rest are released right after it
@@ -155,7 +162,7 @@ async def test_run_end_frees_more_tokens_than_fit_in_one_transaction(world: AWSW
     assert taken.event is not None and taken.event.event_type == "hook_created"
 
 
-async def test_a_token_under_retention_outlives_its_run(world: AWSWorld) -> None:
+async def test_a_token_under_retention_outlives_its_run(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()
@@ -169,7 +176,7 @@ async def test_a_token_under_retention_outlives_its_run(world: AWSWorld) -> None
     assert result.event.event_data == {"token": t, "conflictingRunId": run_id}
 
 
-async def test_a_token_whose_retention_has_passed_is_freed_at_run_end(world: AWSWorld) -> None:
+async def test_a_token_whose_retention_has_passed_is_freed_at_run_end(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()
@@ -181,15 +188,15 @@ async def test_a_token_whose_retention_has_passed_is_freed_at_run_end(world: AWS
     assert result.event is not None and result.event.event_type == "hook_created"
 
 
-async def test_hook_created_on_a_terminal_run_is_gone_and_claims_no_token(world: AWSWorld) -> None:
+async def test_hook_created_on_a_terminal_run_is_gone_and_claims_no_token(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     await world.events.create(run_id, run_completed())
     t = token()
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError):
         await world.events.create(run_id, hook_created("late", t))
-    assert await table_items(world) == before
+    assert await stored(world) == before
     result = await world.events.create(other, hook_created("h2", t))
     assert result.event is not None and result.event.event_type == "hook_created"
 
@@ -197,7 +204,7 @@ async def test_hook_created_on_a_terminal_run_is_gone_and_claims_no_token(world:
 # ---------------------------------------------------------------- hook_received
 
 
-async def test_hook_received_appends_the_payload(world: AWSWorld) -> None:
+async def test_hook_received_appends_the_payload(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
     result = await world.events.create(run_id, hook_received("h1", {"body": [1, "x"]}))
@@ -207,16 +214,16 @@ async def test_hook_received_appends_the_payload(world: AWSWorld) -> None:
     assert again.event is not None and again.event.slot == result.event.slot + 1
 
 
-async def test_hook_received_for_a_missing_hook_is_not_found(world: AWSWorld) -> None:
+async def test_hook_received_for_a_missing_hook_is_not_found(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(HookNotFoundError) as raised:
         await world.events.create(run_id, hook_received("ghost", 1))
     assert raised.value.status == 404
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_hook_received_for_a_disposed_hook_is_not_found(world: AWSWorld) -> None:
+async def test_hook_received_for_a_disposed_hook_is_not_found(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
     await world.events.create(run_id, hook_disposed("h1"))
@@ -224,25 +231,25 @@ async def test_hook_received_for_a_disposed_hook_is_not_found(world: AWSWorld) -
         await world.events.create(run_id, hook_received("h1", 1))
 
 
-async def test_hook_received_on_a_terminal_run_is_gone(world: AWSWorld) -> None:
+async def test_hook_received_on_a_terminal_run_is_gone(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token(), retention_until=future(3600)))
     await world.events.create(run_id, run_completed())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError) as raised:
         await world.events.create(run_id, hook_received("h1", 1))
     assert raised.value.status == 410
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_token_that_cannot_be_a_key_is_invalid_input_and_claims_nothing(world: AWSWorld) -> None:
+async def test_a_token_that_cannot_be_a_key_is_invalid_input_and_claims_nothing(world: AnyWorld) -> None:
     """1,024 characters is the limit, but DynamoDB keys are bytes: 700 euro signs are 2,100 bytes of UTF-8."""
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, hook_created("h1", "€" * 700))
     assert raised.value.field == "eventData.token"
-    assert await table_items(world) == before
+    assert await stored(world) == before
     longest = "t" * 1024
     await world.events.create(run_id, hook_created("h2", longest))
     assert (await world.hooks.get_by_token(longest)).hook_id == "h2"
@@ -259,13 +266,13 @@ def resume_markers(items: list[dict[str, object]]) -> list[dict[str, object]]:
     return [i for i in items if i["sk"]["S"].startswith("RESUME#")]  # type: ignore[index]
 
 
-async def test_a_repeated_resume_id_is_refused_with_the_first_event_and_writes_nothing(world: AWSWorld) -> None:
+async def test_a_repeated_resume_id_is_refused_with_the_first_event_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
     big = "x" * (40 * 1024)  # over the inline limit: the value goes to S3 before the commit
     first = await world.events.create(run_id, resumed("h1", {"n": 1, "big": big}, "delivery-1"))
     assert first.event is not None and first.event.event_data["resumeId"] == "delivery-1"
-    before, objects = await table_items(world), await bucket_keys(world)
+    before, objects = await stored(world), await bucket_keys(world)
     with pytest.raises(HookAlreadyReceivedError) as raised:
         await world.events.create(run_id, resumed("h1", {"n": 2, "big": big}, "delivery-1"))
     error = raised.value
@@ -273,25 +280,26 @@ async def test_a_repeated_resume_id_is_refused_with_the_first_event_and_writes_n
     assert error.hook_id == "h1" and error.event_id == first.event.event_id
     assert error.event is not None and error.event.event_id == first.event.event_id
     assert error.event.event_data == {"payload": {"n": 1, "big": big}, "resumeId": "delivery-1"}
-    assert await table_items(world) == before, "the repeat wrote nothing"
+    assert await stored(world) == before, "the repeat wrote nothing"
     assert await bucket_keys(world) == objects, "the repeat's value was stored, then discarded"
     assert types(await all_events(world, run_id)) == ["run_created", "run_started", "hook_created", "hook_received"]
 
 
-async def test_the_resume_marker_is_tiny_and_lives_in_the_runs_partition(world: AWSWorld) -> None:
-    run_id = await new_run(world, start=True)
-    await world.events.create(run_id, hook_created("h1", token()))
+async def test_the_resume_marker_is_tiny_and_lives_in_the_runs_partition(world: AnyWorld) -> None:
+    aws = aws_world(world)
+    run_id = await new_run(aws, start=True)
+    await aws.events.create(run_id, hook_created("h1", token()))
     long_id = "k" * 256  # the longest resume id: the marker keeps only its SHA-256
-    result = await world.events.create(run_id, resumed("h1", "p", long_id))
+    result = await aws.events.create(run_id, resumed("h1", "p", long_id))
     assert result.event is not None
-    (marker,) = resume_markers(await table_items(world))
+    (marker,) = resume_markers(await table_items(aws))
     assert set(marker) == {"pk", "sk", "slot"}
     assert marker["pk"] == {"S": f"RUN#{run_id}"} and marker["sk"]["S"].startswith("RESUME#h1#")
     assert marker["slot"] == {"N": str(result.event.slot)}
     assert len(marker["sk"]["S"]) == len("RESUME#h1#") + 64
 
 
-async def test_different_resume_ids_record_one_event_each(world: AWSWorld) -> None:
+async def test_different_resume_ids_record_one_event_each(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
     await world.events.create(run_id, hook_created("h2", token()))
@@ -303,31 +311,33 @@ async def test_different_resume_ids_record_one_event_each(world: AWSWorld) -> No
     received = [e for e in await all_events(world, run_id) if e.event_type == "hook_received"]
     assert [(e.correlation_id, e.event_data["resumeId"]) for e in received] == [
         ("h1", "delivery-a"), ("h1", "delivery-b"), ("h2", "delivery-a")]
-    assert len(resume_markers(await table_items(world))) == 3
+    if (aws := on_aws(world)) is not None:
+        assert len(resume_markers(await table_items(aws))) == 3
 
 
-async def test_without_a_resume_id_every_hook_received_is_recorded_and_no_marker_is_written(world: AWSWorld) -> None:
+async def test_without_a_resume_id_every_hook_received_is_recorded_and_no_marker_is_written(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
     await world.events.create(run_id, hook_received("h1", "same"))
     await world.events.create(run_id, hook_received("h1", "same"))
     received = [e for e in await all_events(world, run_id) if e.event_type == "hook_received"]
     assert [e.event_data for e in received] == [{"payload": "same"}, {"payload": "same"}]
-    assert resume_markers(await table_items(world)) == []
+    if (aws := on_aws(world)) is not None:
+        assert resume_markers(await table_items(aws)) == []
 
 
 @pytest.mark.parametrize("resume_id", ["", "k" * 257, 17])
-async def test_an_invalid_resume_id_is_refused_before_anything_is_written(world: AWSWorld, resume_id: object) -> None:
+async def test_an_invalid_resume_id_is_refused_before_anything_is_written(world: AnyWorld, resume_id: object) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, resumed("h1", "p", resume_id))  # type: ignore[arg-type]
     assert raised.value.field is not None and "resumeId" in raised.value.field
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_repeat_is_answered_as_such_after_the_run_ended_or_the_hook_was_disposed(world: AWSWorld) -> None:
+async def test_a_repeat_is_answered_as_such_after_the_run_ended_or_the_hook_was_disposed(world: AnyWorld) -> None:
     """The retry of a recorded request must not hear 410 or 404 for what already succeeded; a new id does."""
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
@@ -340,21 +350,21 @@ async def test_a_repeat_is_answered_as_such_after_the_run_ended_or_the_hook_was_
     with pytest.raises(HookNotFoundError):
         await world.events.create(run_id, resumed("h1", "p", "d1-new"))
     await world.events.create(run_id, run_completed())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(HookAlreadyReceivedError) as raised:
         await world.events.create(run_id, resumed("h2", "p", "d2"))
     assert raised.value.event is not None and raised.value.event.correlation_id == "h2"
     with pytest.raises(RunGoneError):
         await world.events.create(run_id, resumed("h2", "p", "d2-new"))
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_concurrent_repeats_of_one_resume_id_record_exactly_one_event(world: AWSWorld) -> None:
+async def test_concurrent_repeats_of_one_resume_id_record_exactly_one_event(world: AnyWorld) -> None:
     """Writers in other processes (each with its own clients and caches) racing with the same id: one wins,
     every other hears the typed 409 naming the winner's event."""
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, hook_created("h1", token()))
-    peers = [AWSWorld(world.config) for _ in range(6)]
+    peers = [another_process(world) for _ in range(6)]
     try:
         outcomes = await asyncio.gather(*(p.events.create(run_id, resumed("h1", {"peer": i}, "once"))
                                           for i, p in enumerate(peers)), return_exceptions=True)
@@ -373,14 +383,14 @@ async def test_concurrent_repeats_of_one_resume_id_record_exactly_one_event(worl
 # ---------------------------------------------------------------- reads
 
 
-async def test_hooks_get_and_get_by_token_of_unknown_hooks_are_not_found(world: AWSWorld) -> None:
+async def test_hooks_get_and_get_by_token_of_unknown_hooks_are_not_found(world: AnyWorld) -> None:
     with pytest.raises(HookNotFoundError):
         await world.hooks.get("ghost")
     with pytest.raises(HookNotFoundError):
         await world.hooks.get_by_token(token())
 
 
-async def test_hooks_list_pages_through_a_runs_hooks(world: AWSWorld) -> None:
+async def test_hooks_list_pages_through_a_runs_hooks(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     for i in range(5):
         await world.events.create(run_id, hook_created(f"h{i}", token()))
@@ -395,7 +405,7 @@ async def test_hooks_list_pages_through_a_runs_hooks(world: AWSWorld) -> None:
     assert sorted(seen) == [f"h{i}" for i in range(5)]
 
 
-async def test_hook_reads_with_resolve_none_leave_metadata_out(world: AWSWorld) -> None:
+async def test_hook_reads_with_resolve_none_leave_metadata_out(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     t = token()
     await world.events.create(run_id, hook_created("h1", t, metadata={"secret": 1}))
@@ -404,7 +414,7 @@ async def test_hook_reads_with_resolve_none_leave_metadata_out(world: AWSWorld) 
     assert (await world.hooks.get("h1")).metadata == {"secret": 1}
 
 
-async def test_a_second_hook_of_one_run_on_a_held_token_conflicts_with_that_run(world: AWSWorld) -> None:
+async def test_a_second_hook_of_one_run_on_a_held_token_conflicts_with_that_run(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     t = token()
     await world.events.create(run_id, hook_created("h1", t))
@@ -415,7 +425,7 @@ async def test_a_second_hook_of_one_run_on_a_held_token_conflicts_with_that_run(
     assert [h.hook_id for h in (await world.hooks.list(run_id)).data] == ["h1"]
 
 
-async def test_a_retained_token_is_free_once_its_retention_passes(world: AWSWorld) -> None:
+async def test_a_retained_token_is_free_once_its_retention_passes(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()

@@ -7,7 +7,6 @@ import asyncio
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import (
     IN_BAND_SEQ_AT_RUN_CREATION,
     EntityConflictError,
@@ -18,6 +17,7 @@ from awsworld.world import (
 )
 
 from .helpers import (
+    AnyWorld,
     all_events,
     assert_dense,
     attr_set,
@@ -28,7 +28,7 @@ from .helpers import (
     run_created,
     run_started,
     step_created,
-    table_items,
+    stored,
     wait_completed,
     wait_created,
 )
@@ -39,29 +39,29 @@ peers = module_peers(8)
 MAX_SAFE_INTEGER = 2**53 - 1
 
 
-async def snapshot(world: AWSWorld, run_id: str) -> tuple[int, int]:
+async def snapshot(world: AnyWorld, run_id: str) -> tuple[int, int]:
     page = await world.events.list(run_id)
     assert page.snapshot is not None
     return page.snapshot.seq, page.snapshot.seq_in_band
 
 
-def test_the_world_declares_the_in_band_fence(world: AWSWorld) -> None:
+def test_the_world_declares_the_in_band_fence(world: AnyWorld) -> None:
     assert world.capabilities.in_band_fence is True
 
 
-async def test_a_new_run_holds_run_created_as_its_one_in_band_position(world: AWSWorld) -> None:
+async def test_a_new_run_holds_run_created_as_its_one_in_band_position(world: AnyWorld) -> None:
     run_id = await new_run(world)
     assert IN_BAND_SEQ_AT_RUN_CREATION == 1
     assert await snapshot(world, run_id) == (1, 1)
 
 
-async def test_run_created_in_band_needs_no_count(world: AWSWorld) -> None:
+async def test_run_created_in_band_needs_no_count(world: AnyWorld) -> None:
     result = await world.events.create(None, run_created(), in_band=True)
     assert result.run is not None and result.seq_in_band == 1
     assert await snapshot(world, result.run.run_id) == (1, 1)
 
 
-async def test_an_in_band_write_at_the_current_count_is_accepted_and_advances_it(world: AWSWorld) -> None:
+async def test_an_in_band_write_at_the_current_count_is_accepted_and_advances_it(world: AnyWorld) -> None:
     run_id = await new_run(world)
     started = await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
     assert started.seq_in_band == 2
@@ -73,7 +73,7 @@ async def test_an_in_band_write_at_the_current_count_is_accepted_and_advances_it
     assert (run.seq, run.seq_in_band) == (3, 3)
 
 
-async def test_an_in_band_resilient_start_reports_the_count_it_stored(world: AWSWorld) -> None:
+async def test_an_in_band_resilient_start_reports_the_count_it_stored(world: AnyWorld) -> None:
     """run_created (implied) and run_started are both in-band: the new run holds 2, and the writer is told 2."""
     run_id = new_run_id()
     result = await world.events.create(run_id, run_started(workflowName="wf", input=1), in_band=True,
@@ -86,48 +86,48 @@ async def test_an_in_band_resilient_start_reports_the_count_it_stored(world: AWS
     assert following.event is not None and following.event.slot == 3
 
 
-async def test_an_out_of_band_resilient_start_counts_only_run_created_in_band(world: AWSWorld) -> None:
+async def test_an_out_of_band_resilient_start_counts_only_run_created_in_band(world: AnyWorld) -> None:
     run_id = new_run_id()
     await world.events.create(run_id, run_started(workflowName="wf", input=1))
     assert await snapshot(world, run_id) == (2, 1)
 
 
-async def test_an_in_band_write_without_a_count_is_a_400_and_writes_nothing(world: AWSWorld) -> None:
+async def test_an_in_band_write_without_a_count_is_a_400_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(MissingInBandCountError) as raised:
         await world.events.create(run_id, wait_created("w1"), in_band=True)
     assert raised.value.status == 400
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_stale_in_band_write_is_refused_with_the_counters_and_allocates_nothing(world: AWSWorld) -> None:
+async def test_a_stale_in_band_write_is_refused_with_the_counters_and_allocates_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
     await world.events.create(run_id, step_created("oob"))  # out-of-band: seq 3, seq_in_band 2
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InBandSupersededError) as raised:
         await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=1)
     assert raised.value.status == 412
     assert (raised.value.seq, raised.value.seq_in_band) == (3, 2)
-    assert await table_items(world) == before
+    assert await stored(world) == before
     # The current writer takes the very next slot: the refusal left no hole and no entity.
     accepted = await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=2)
     assert accepted.event is not None and accepted.event.slot == 4
     assert_dense(await all_events(world, run_id))
 
 
-async def test_a_count_no_run_holds_reads_the_counters_from_the_refusal(world: AWSWorld) -> None:
+async def test_a_count_no_run_holds_reads_the_counters_from_the_refusal(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InBandSupersededError) as raised:
         await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=MAX_SAFE_INTEGER)
     assert (raised.value.seq, raised.value.seq_in_band) == (3, 1)
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_a_stale_in_band_write_touches_no_entity_row(world: AWSWorld) -> None:
+async def test_a_stale_in_band_write_touches_no_entity_row(world: AnyWorld) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
     with pytest.raises(InBandSupersededError):
@@ -139,7 +139,7 @@ async def test_a_stale_in_band_write_touches_no_entity_row(world: AWSWorld) -> N
     assert (await world.runs.get(run_id)).status == "running"
 
 
-async def test_the_fence_is_decided_before_an_idempotent_no_op(world: AWSWorld) -> None:
+async def test_the_fence_is_decided_before_an_idempotent_no_op(world: AnyWorld) -> None:
     """A superseded orchestrator's run_started on a running run is refused, not answered as a no-op."""
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
@@ -148,7 +148,7 @@ async def test_the_fence_is_decided_before_an_idempotent_no_op(world: AWSWorld) 
         await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
 
 
-async def test_the_fence_is_decided_before_an_entity_conflict(world: AWSWorld) -> None:
+async def test_the_fence_is_decided_before_an_entity_conflict(world: AnyWorld) -> None:
     """A stale in-band writer learns it was superseded (412), whatever the entity's state says."""
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=1)
@@ -159,16 +159,16 @@ async def test_the_fence_is_decided_before_an_entity_conflict(world: AWSWorld) -
         await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=2)
 
 
-async def test_an_entity_conflict_at_the_current_count_allocates_nothing(world: AWSWorld) -> None:
+async def test_an_entity_conflict_at_the_current_count_allocates_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=1)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError):
         await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=2)
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_out_of_band_writes_move_seq_and_never_seq_in_band(world: AWSWorld) -> None:
+async def test_out_of_band_writes_move_seq_and_never_seq_in_band(world: AnyWorld) -> None:
     run_id = await new_run(world)
     first = await world.events.create(run_id, attr_set(k="a"), in_band=False)
     second = await world.events.create(run_id, attr_set(k="b"))
@@ -178,7 +178,7 @@ async def test_out_of_band_writes_move_seq_and_never_seq_in_band(world: AWSWorld
     assert accepted.event is not None and accepted.event.slot == 4 and accepted.seq_in_band == 2
 
 
-async def test_out_of_band_writes_are_never_refused_by_the_fence(world: AWSWorld) -> None:
+async def test_out_of_band_writes_are_never_refused_by_the_fence(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"), in_band=True, expected_seq_in_band=1)
     # Any expected count is ignored without in_band.
@@ -187,22 +187,22 @@ async def test_out_of_band_writes_are_never_refused_by_the_fence(world: AWSWorld
     assert await snapshot(world, run_id) == (4, 2)
 
 
-async def test_an_in_band_batch_is_one_fenced_allocation(world: AWSWorld) -> None:
+async def test_an_in_band_batch_is_one_fenced_allocation(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     batch = await world.events.create_batch(run_id, [step_created("a"), step_created("b"), wait_created("w")],
                                             in_band=True, expected_seq_in_band=1)
     assert all(o.ok for o in batch.results)
     assert batch.seq_in_band == 4
     assert await snapshot(world, run_id) == (5, 4)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InBandSupersededError) as raised:
         await world.events.create_batch(run_id, [step_created("c"), step_created("d")], in_band=True,
                                         expected_seq_in_band=1)
     assert (raised.value.seq, raised.value.seq_in_band) == (5, 4)
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_an_in_band_batch_without_a_count_is_a_400(world: AWSWorld) -> None:
+async def test_an_in_band_batch_without_a_count_is_a_400(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     with pytest.raises(MissingInBandCountError):
         await world.events.create_batch(run_id, [step_created("a")], in_band=True)
@@ -211,7 +211,7 @@ async def test_an_in_band_batch_without_a_count_is_a_400(world: AWSWorld) -> Non
 # ---------------------------------------------------------------- races
 
 
-async def _race(writers: list[AWSWorld], run_id: str, expected: int) -> list[object]:
+async def _race(writers: list[AnyWorld], run_id: str, expected: int) -> list[object]:
     return list(await asyncio.gather(
         *(w.events.create(run_id, wait_created(f"w{i}"), in_band=True, expected_seq_in_band=expected)
           for i, w in enumerate(writers)),
@@ -226,7 +226,7 @@ def _one_winner(outcomes: list[object]) -> None:
     assert all((r.seq, r.seq_in_band) == (3, 3) for r in refused)
 
 
-async def test_of_8_concurrent_in_band_writers_with_one_count_exactly_one_wins(world: AWSWorld) -> None:
+async def test_of_8_concurrent_in_band_writers_with_one_count_exactly_one_wins(world: AnyWorld) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
     _one_winner(await _race([world] * 8, run_id, 2))
@@ -237,8 +237,8 @@ async def test_of_8_concurrent_in_band_writers_with_one_count_exactly_one_wins(w
     assert len((await world.events.list_by_correlation_id(run_id, events[-1].correlation_id or "")).data) == 1
 
 
-async def test_in_band_writers_in_separate_worlds_race_to_exactly_one_winner(world: AWSWorld,
-                                                                            peers: list[AWSWorld]) -> None:
+async def test_in_band_writers_in_separate_worlds_race_to_exactly_one_winner(world: AnyWorld,
+                                                                            peers: list[AnyWorld]) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
     _one_winner(await _race(peers, run_id, 2))
@@ -248,7 +248,7 @@ async def test_in_band_writers_in_separate_worlds_race_to_exactly_one_winner(wor
     assert await snapshot(world, run_id) == (3, 3)
 
 
-async def test_out_of_band_writers_racing_in_band_writers_all_land(world: AWSWorld, peers: list[AWSWorld]) -> None:
+async def test_out_of_band_writers_racing_in_band_writers_all_land(world: AnyWorld, peers: list[AnyWorld]) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_started(), in_band=True, expected_seq_in_band=1)
     in_band = [w.events.create(run_id, wait_created(f"w{i}"), in_band=True, expected_seq_in_band=2)

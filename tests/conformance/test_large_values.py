@@ -1,28 +1,42 @@
-"""User values: any JSON value round-trips exactly, large ones go to S3 transparently, oversized ones are 413."""
+"""User values: any JSON value round-trips exactly, large ones go to S3 transparently, oversized ones are 413.
+
+"Large" is the AWS World's inline limit (over it a value is an S3 object); the in-memory World keeps every value
+the same way, and gets values of that size all the same (``inline_limit``), so what must read back equal is
+checked on both.
+"""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
 from awsworld.aws import AWSWorld
+from awsworld.aws.config import DEFAULT_INLINE_VALUE_LIMIT
+from awsworld.testing.memory import MemoryWorld
+from awsworld.testing.memory.storage import MemoryStorage
 from awsworld.world import PayloadTooLargeError, new_run_id
 
 from .helpers import (
+    AnyWorld,
     all_events,
+    another_process,
+    aws_world,
     bucket_keys,
     hook_created,
     hook_received,
     module_world,
     new_run,
+    on_aws,
     run_completed,
     run_created,
     step_completed,
     step_created,
     step_started,
+    stored,
     table_items,
     unique,
 )
@@ -49,11 +63,16 @@ ODD_VALUES: dict[str, Any] = {
 }
 
 
+def inline_limit(world: AnyWorld) -> int:
+    """The size over which the AWS World stores a value in S3 (its default for a World without one)."""
+    return world.config.inline_value_limit if isinstance(world, AWSWorld) else DEFAULT_INLINE_VALUE_LIMIT
+
+
 def _size(value: Any) -> int:
     return len(json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode())
 
 
-async def _round_trip_step(world: AWSWorld, run_id: str, step_id: str, value: Any) -> None:
+async def _round_trip_step(world: AnyWorld, run_id: str, step_id: str, value: Any) -> None:
     created = await world.events.create(run_id, step_created(step_id, input=value))
     await world.events.create(run_id, step_started(step_id))
     completed = await world.events.create(run_id, step_completed(step_id, value))
@@ -69,7 +88,7 @@ async def _round_trip_step(world: AWSWorld, run_id: str, step_id: str, value: An
 
 
 @pytest.mark.parametrize("case", ODD_VALUES)
-async def test_json_values_round_trip_exactly(world: AWSWorld, case: str) -> None:
+async def test_json_values_round_trip_exactly(world: AnyWorld, case: str) -> None:
     value = ODD_VALUES[case]
     run_id = await new_run(world, start=True, input=value)
     assert (await world.runs.get(run_id)).input == value
@@ -77,7 +96,7 @@ async def test_json_values_round_trip_exactly(world: AWSWorld, case: str) -> Non
     assert (await all_events(world, run_id))[0].event_data["input"] == value  # type: ignore[index]
 
 
-async def test_a_lone_surrogate_round_trips_or_is_refused_with_a_400(world: AWSWorld) -> None:
+async def test_a_lone_surrogate_round_trips_or_is_refused_with_a_400(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     value = "x\ud800y"
     try:
@@ -88,8 +107,8 @@ async def test_a_lone_surrogate_round_trips_or_is_refused_with_a_400(world: AWSW
     assert (await world.steps.get(run_id, "s1")).input == value
 
 
-async def test_a_value_at_the_inline_limit_stays_in_the_table(world: AWSWorld) -> None:
-    limit = world.config.inline_value_limit
+async def test_a_value_at_the_inline_limit_stays_in_the_table(world: AnyWorld) -> None:
+    limit = aws_world(world).config.inline_value_limit
     value = "a" * (limit - 2)
     assert _size(value) == limit
     run_id = await new_run(world, start=True)
@@ -99,31 +118,32 @@ async def test_a_value_at_the_inline_limit_stays_in_the_table(world: AWSWorld) -
     assert (await world.steps.get(run_id, "s1")).input == value
 
 
-async def test_a_value_over_the_inline_limit_goes_to_s3_and_reads_back_equal(world: AWSWorld) -> None:
-    limit = world.config.inline_value_limit
+async def test_a_value_over_the_inline_limit_goes_to_s3_and_reads_back_equal(world: AnyWorld) -> None:
+    limit = inline_limit(world)
     value = {"blob": "\x00é🚀" * (limit // 6), "n": [1, 2, 3]}
     assert _size(value) > limit
     run_id = await new_run(world, start=True)
     keys = await bucket_keys(world)
     result = await world.events.create(run_id, step_created("s1", input=value))
     assert result.step is not None and result.step.input == value
-    assert len(set(await bucket_keys(world)) - set(keys)) == 1
     assert (await world.steps.get(run_id, "s1")).input == value
     assert (await all_events(world, run_id))[2].event_data["input"] == value  # type: ignore[index]
-    for item in await table_items(world):
-        if item["pk"]["S"] == f"RUN#{run_id}":
-            assert len(json.dumps(item)) < limit, "the value is not also stored inline"
+    if (aws := on_aws(world)) is not None:  # where the AWS World keeps it
+        assert len(set(await bucket_keys(aws)) - set(keys)) == 1
+        for item in await table_items(aws):
+            if item["pk"]["S"] == f"RUN#{run_id}":
+                assert len(json.dumps(item)) < limit, "the value is not also stored inline"
 
 
-async def test_every_kind_of_large_value_reads_back_equal_from_another_world(world: AWSWorld) -> None:
-    big = "\x00" + "x" * (world.config.inline_value_limit + 10)
+async def test_every_kind_of_large_value_reads_back_equal_from_another_world(world: AnyWorld) -> None:
+    big = "\x00" + "x" * (inline_limit(world) + 10)
     run_id = await new_run(world, start=True, input={"run": big})
     hook_id = unique("h")
     for event in (step_created("s1", input={"step": big}), step_started("s1"), step_completed("s1", {"res": big}),
                   hook_created(hook_id, unique("tok"), metadata={"meta": big}), hook_received(hook_id, {"pay": big}),
                   run_completed({"out": big})):
         await world.events.create(run_id, event)
-    other = AWSWorld(world.config)  # another process: nothing cached
+    other = another_process(world)  # nothing cached
     try:
         run = await other.runs.get(run_id)
         assert run.input == {"run": big} and run.output == {"out": big}
@@ -140,29 +160,33 @@ async def test_every_kind_of_large_value_reads_back_equal_from_another_world(wor
         await other.close()
 
 
-async def test_resolve_none_does_not_fetch_s3_values(world: AWSWorld) -> None:
-    big = "y" * (world.config.inline_value_limit + 10)
+async def test_resolve_none_does_not_fetch_s3_values(world: AnyWorld) -> None:
+    big = "y" * (inline_limit(world) + 10)
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1", input=big))
-    other = AWSWorld(world.config)
+    other = another_process(world)
+    aws = on_aws(other)
     try:
         events = await all_events(other, run_id, resolve_data="none")
         assert "input" not in (events[2].event_data or {})
         assert (await other.steps.get(run_id, "s1", resolve_data="none")).input is None
-        assert other.stats.requests["s3.GetObject"] == 0
+        if aws is not None:
+            assert aws.stats.requests["s3.GetObject"] == 0
         assert (await all_events(other, run_id))[2].event_data["input"] == big  # type: ignore[index]
-        assert other.stats.requests["s3.GetObject"] >= 1
+        if aws is not None:
+            assert aws.stats.requests["s3.GetObject"] >= 1
     finally:
         await other.close()
 
 
-async def test_a_large_value_in_a_batch_goes_to_s3(world: AWSWorld) -> None:
-    big = ["z" * (world.config.inline_value_limit + 10)]
+async def test_a_large_value_in_a_batch_goes_to_s3(world: AnyWorld) -> None:
+    big = ["z" * (inline_limit(world) + 10)]
     run_id = await new_run(world, start=True)
     keys = await bucket_keys(world)
     batch = await world.events.create_batch(run_id, [step_created("a", input=big), step_created("b", input=[1])])
     assert all(o.ok for o in batch.results)
-    assert len(set(await bucket_keys(world)) - set(keys)) == 1
+    if on_aws(world) is not None:
+        assert len(set(await bucket_keys(world)) - set(keys)) == 1
     assert (await world.steps.get(run_id, "a")).input == big
 
 
@@ -170,13 +194,18 @@ async def test_a_large_value_in_a_batch_goes_to_s3(world: AWSWorld) -> None:
 
 
 @pytest.fixture
-async def small_world(world: AWSWorld):
-    small = AWSWorld(dataclasses.replace(world.config, max_value_bytes=1000, inline_value_limit=100))
+async def small_world(world: AnyWorld) -> AsyncIterator[AnyWorld]:
+    """A World on ``world``'s backend that refuses values over 1,000 bytes (and, on AWS, offloads over 100)."""
+    small: AnyWorld
+    if isinstance(world, AWSWorld):
+        small = AWSWorld(dataclasses.replace(world.config, max_value_bytes=1000, inline_value_limit=100))
+    else:
+        small = MemoryWorld(storage=MemoryStorage(world.clock, max_value_bytes=1000))
     yield small
     await small.close()
 
 
-async def test_a_value_at_max_value_bytes_is_accepted(small_world: AWSWorld) -> None:
+async def test_a_value_at_max_value_bytes_is_accepted(small_world: AnyWorld) -> None:
     run_id = await new_run(small_world, start=True)
     value = "v" * 998
     assert _size(value) == 1000
@@ -184,10 +213,10 @@ async def test_a_value_at_max_value_bytes_is_accepted(small_world: AWSWorld) -> 
     assert (await small_world.steps.get(run_id, "s1")).input == value
 
 
-async def test_a_value_over_max_value_bytes_is_413_and_writes_nothing(small_world: AWSWorld) -> None:
+async def test_a_value_over_max_value_bytes_is_413_and_writes_nothing(small_world: AnyWorld) -> None:
     run_id = await new_run(small_world, start=True)
     await small_world.events.create(run_id, step_created("s1"))
-    before, before_keys = await table_items(small_world), await bucket_keys(small_world)
+    before, before_keys = await stored(small_world), await bucket_keys(small_world)
     too_big = "v" * 999
     for event in (step_created("s2", input=too_big), step_completed("s1", too_big), run_completed(too_big)):
         with pytest.raises(PayloadTooLargeError) as raised:
@@ -195,21 +224,21 @@ async def test_a_value_over_max_value_bytes_is_413_and_writes_nothing(small_worl
         assert raised.value.status == 413
     with pytest.raises(PayloadTooLargeError):
         await small_world.events.create_batch(run_id, [step_created("s3"), step_created("s4", input=too_big)])
-    assert await table_items(small_world) == before
+    assert await stored(small_world) == before
     assert await bucket_keys(small_world) == before_keys
 
 
-async def test_run_created_with_an_oversized_input_is_413_and_creates_no_run(small_world: AWSWorld) -> None:
-    before, before_keys = await table_items(small_world), await bucket_keys(small_world)
+async def test_run_created_with_an_oversized_input_is_413_and_creates_no_run(small_world: AnyWorld) -> None:
+    before, before_keys = await stored(small_world), await bucket_keys(small_world)
     with pytest.raises(PayloadTooLargeError):
         await small_world.events.create(None, run_created(input="v" * 2000))
-    assert await table_items(small_world) == before
+    assert await stored(small_world) == before
     assert await bucket_keys(small_world) == before_keys
 
 
-async def test_a_listing_larger_than_one_dynamodb_response_returns_every_event(world: AWSWorld) -> None:
+async def test_a_listing_larger_than_one_dynamodb_response_returns_every_event(world: AnyWorld) -> None:
     """Inline values near the limit: 70 of them exceed DynamoDB's 1 MB Query response."""
-    value = "q" * (world.config.inline_value_limit - 100)
+    value = "q" * (inline_limit(world) - 100)
     run_id = await new_run(world, start=True)
     for start in (0, 35):
         batch = await world.events.create_batch(run_id, [step_created(f"s{i}", input=value)
@@ -222,8 +251,8 @@ async def test_a_listing_larger_than_one_dynamodb_response_returns_every_event(w
     assert [e.event_id for e in paged] == [e.event_id for e in page.data]
 
 
-async def test_run_created_for_an_existing_id_stores_no_value(world: AWSWorld) -> None:
-    big = "r" * (world.config.inline_value_limit + 10)
+async def test_run_created_for_an_existing_id_stores_no_value(world: AnyWorld) -> None:
+    big = "r" * (inline_limit(world) + 10)
     run_id = new_run_id()
     await world.events.create(run_id, run_created(input=big))
     keys = await bucket_keys(world)
@@ -238,7 +267,8 @@ class _Interrupt(Exception):
 
 @pytest.mark.parametrize("where", ["read before the commit", "commit not sent", "commit landed, answer lost"])
 async def test_a_value_stored_for_an_interrupted_write_is_deleted_only_if_no_event_took_it(
-        world: AWSWorld, where: str) -> None:
+        world: AnyWorld, where: str) -> None:
+    world = aws_world(world)  # an interrupted request and its S3 object: the AWS World's
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1", input=1))
     await world.events.create(run_id, step_started("s1"))

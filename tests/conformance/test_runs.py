@@ -9,7 +9,6 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import (
     SPEC_VERSION_CURRENT,
     EntityConflictError,
@@ -21,6 +20,7 @@ from awsworld.world import (
 )
 
 from .helpers import (
+    AnyWorld,
     all_events,
     attr_set,
     module_world,
@@ -30,17 +30,17 @@ from .helpers import (
     run_created,
     run_failed,
     run_started,
-    table_items,
+    stored,
     types,
 )
 
 module_local_aws, world = module_world()
 
-WorldFactory = Callable[[], Awaitable[AWSWorld]]
+WorldFactory = Callable[[], Awaitable[AnyWorld]]
 TERMINAL_EVENTS = {"completed": run_completed, "failed": run_failed, "cancelled": run_cancelled}
 
 
-async def end_run(world: AWSWorld, run_id: str, status: str) -> None:
+async def end_run(world: AnyWorld, run_id: str, status: str) -> None:
     result = await world.events.create(run_id, TERMINAL_EVENTS[status]())
     assert result.run is not None and result.run.status == status
 
@@ -48,7 +48,7 @@ async def end_run(world: AWSWorld, run_id: str, status: str) -> None:
 # ---------------------------------------------------------------- run_created
 
 
-async def test_run_created_without_id_mints_a_wrun_ulid_at_slot_1(world: AWSWorld) -> None:
+async def test_run_created_without_id_mints_a_wrun_ulid_at_slot_1(world: AnyWorld) -> None:
     result = await world.events.create(None, run_created(input={"x": [1, 2]}))
     assert result.run is not None and result.event is not None
     assert re.fullmatch(r"wrun_[0-9A-HJKMNP-TV-Z]{26}", result.run.run_id)
@@ -64,29 +64,29 @@ async def test_run_created_without_id_mints_a_wrun_ulid_at_slot_1(world: AWSWorl
     assert stored.status == "pending" and stored.input == {"x": [1, 2]}
 
 
-async def test_run_created_twice_mints_distinct_ids(world: AWSWorld) -> None:
+async def test_run_created_twice_mints_distinct_ids(world: AnyWorld) -> None:
     assert await new_run(world) != await new_run(world)
 
 
-async def test_run_created_with_a_client_id_uses_it(world: AWSWorld) -> None:
+async def test_run_created_with_a_client_id_uses_it(world: AnyWorld) -> None:
     run_id = new_run_id()
     result = await world.events.create(run_id, run_created())
     assert result.run is not None and result.run.run_id == run_id
     assert result.event is not None and result.event.run_id == run_id and result.event.slot == 1
 
 
-async def test_run_created_for_an_existing_id_returns_the_run_unchanged_and_writes_nothing(world: AWSWorld) -> None:
+async def test_run_created_for_an_existing_id_returns_the_run_unchanged_and_writes_nothing(world: AnyWorld) -> None:
     run_id = new_run_id()
     await world.events.create(run_id, run_created("first", input=[1]))
-    before = await table_items(world)
+    before = await stored(world)
     again = await world.events.create(run_id, run_created("second", input=[2]))
     assert again.event is None
     assert again.run is not None
     assert (again.run.run_id, again.run.workflow_name, again.run.input) == (run_id, "first", [1])
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_run_created_keeps_attributes_execution_context_and_deployment(world: AWSWorld) -> None:
+async def test_run_created_keeps_attributes_execution_context_and_deployment(world: AnyWorld) -> None:
     result = await world.events.create(None, run_created(attributes={"team": "a"}, executionContext={"k": [1]},
                                                          deploymentId="dpl_1"))
     assert result.run is not None
@@ -99,7 +99,7 @@ async def test_run_created_keeps_attributes_execution_context_and_deployment(wor
 # ---------------------------------------------------------------- run_started
 
 
-async def test_run_started_moves_a_pending_run_to_running(world: AWSWorld) -> None:
+async def test_run_started_moves_a_pending_run_to_running(world: AnyWorld) -> None:
     run_id = await new_run(world)
     result = await world.events.create(run_id, run_started())
     assert result.event is not None and result.event.slot == 2 and result.event.event_type == "run_started"
@@ -109,27 +109,27 @@ async def test_run_started_moves_a_pending_run_to_running(world: AWSWorld) -> No
     assert types(await all_events(world, run_id)) == ["run_created", "run_started"]
 
 
-async def test_run_started_on_a_running_run_is_an_idempotent_no_op(world: AWSWorld) -> None:
+async def test_run_started_on_a_running_run_is_an_idempotent_no_op(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     result = await world.events.create(run_id, run_started())
     assert result.event is None
     assert result.run is not None and result.run.run_id == run_id and result.run.status == "running"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 @pytest.mark.parametrize("status", TERMINAL_EVENTS)
-async def test_run_started_on_a_terminal_run_is_gone(world: AWSWorld, status: str) -> None:
+async def test_run_started_on_a_terminal_run_is_gone(world: AnyWorld, status: str) -> None:
     run_id = await new_run(world, start=True)
     await end_run(world, run_id, status)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError) as raised:
         await world.events.create(run_id, run_started())
     assert raised.value.status == 410
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_run_started_on_a_missing_run_with_its_creation_fields_creates_it(world: AWSWorld) -> None:
+async def test_run_started_on_a_missing_run_with_its_creation_fields_creates_it(world: AnyWorld) -> None:
     run_id = new_run_id()
     result = await world.events.create(run_id, run_started(workflowName="resilient", input={"a": 1},
                                                            deploymentId="dpl_r"))
@@ -146,19 +146,19 @@ async def test_run_started_on_a_missing_run_with_its_creation_fields_creates_it(
     assert run.seq == 2
 
 
-async def test_run_started_on_a_missing_run_without_creation_fields_is_not_found(world: AWSWorld) -> None:
+async def test_run_started_on_a_missing_run_without_creation_fields_is_not_found(world: AnyWorld) -> None:
     run_id = new_run_id()
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunNotFoundError) as raised:
         await world.events.create(run_id, run_started())
     assert raised.value.status == 404
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 # ---------------------------------------------------------------- terminal events
 
 
-async def test_run_completed_records_output_and_ends_the_run(world: AWSWorld) -> None:
+async def test_run_completed_records_output_and_ends_the_run(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     result = await world.events.create(run_id, run_completed({"answer": 42}))
     assert result.event is not None and result.event.slot == 3
@@ -168,7 +168,7 @@ async def test_run_completed_records_output_and_ends_the_run(world: AWSWorld) ->
     assert (run.status, run.output) == ("completed", {"answer": 42})
 
 
-async def test_run_failed_records_the_structured_error(world: AWSWorld) -> None:
+async def test_run_failed_records_the_structured_error(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     result = await world.events.create(run_id, {"eventType": "run_failed", "eventData": {
         "error": {"message": "it broke", "stack": "at x", "code": "E1"}, "errorCode": "USER_ERROR"}})
@@ -180,14 +180,14 @@ async def test_run_failed_records_the_structured_error(world: AWSWorld) -> None:
     assert run.error_code == "USER_ERROR"
 
 
-async def test_run_cancelled_ends_the_run(world: AWSWorld) -> None:
+async def test_run_cancelled_ends_the_run(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     result = await world.events.create(run_id, run_cancelled("user asked"))
     assert result.event is not None and result.event.event_type == "run_cancelled"
     assert (await world.runs.get(run_id)).status == "cancelled"
 
 
-async def test_a_pending_run_can_be_cancelled(world: AWSWorld) -> None:
+async def test_a_pending_run_can_be_cancelled(world: AnyWorld) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, run_cancelled())
     assert (await world.runs.get(run_id)).status == "cancelled"
@@ -195,20 +195,20 @@ async def test_a_pending_run_can_be_cancelled(world: AWSWorld) -> None:
 
 @pytest.mark.parametrize(("first", "second"), [("completed", "completed"), ("completed", "failed"),
                                                ("failed", "completed"), ("cancelled", "failed")])
-async def test_a_second_completion_or_failure_of_a_terminal_run_conflicts(world: AWSWorld, first: str,
+async def test_a_second_completion_or_failure_of_a_terminal_run_conflicts(world: AnyWorld, first: str,
                                                                           second: str) -> None:
     run_id = await new_run(world, start=True)
     await end_run(world, run_id, first)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError) as raised:
         await world.events.create(run_id, TERMINAL_EVENTS[second]())
     assert raised.value.status == 409
-    assert await table_items(world) == before
+    assert await stored(world) == before
     assert (await world.runs.get(run_id)).status == first
 
 
 @pytest.mark.parametrize("first", ["completed", "failed"])
-async def test_cancelling_a_completed_or_failed_run_conflicts(world: AWSWorld, first: str) -> None:
+async def test_cancelling_a_completed_or_failed_run_conflicts(world: AnyWorld, first: str) -> None:
     run_id = await new_run(world, start=True)
     await end_run(world, run_id, first)
     with pytest.raises(EntityConflictError):
@@ -216,17 +216,17 @@ async def test_cancelling_a_completed_or_failed_run_conflicts(world: AWSWorld, f
     assert (await world.runs.get(run_id)).status == first
 
 
-async def test_cancelling_a_cancelled_run_is_an_idempotent_no_op(world: AWSWorld) -> None:
+async def test_cancelling_a_cancelled_run_is_an_idempotent_no_op(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await end_run(world, run_id, "cancelled")
-    before = await table_items(world)
+    before = await stored(world)
     result = await world.events.create(run_id, run_cancelled())
     assert result.event is None
     assert result.run is not None and result.run.status == "cancelled"
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_terminal_event_on_a_missing_run_is_not_found(world: AWSWorld) -> None:
+async def test_terminal_event_on_a_missing_run_is_not_found(world: AnyWorld) -> None:
     with pytest.raises(RunNotFoundError):
         await world.events.create(new_run_id(), run_completed(1))
 
@@ -234,13 +234,13 @@ async def test_terminal_event_on_a_missing_run_is_not_found(world: AWSWorld) -> 
 # ---------------------------------------------------------------- reads
 
 
-async def test_runs_get_of_a_missing_run_is_not_found(world: AWSWorld) -> None:
+async def test_runs_get_of_a_missing_run_is_not_found(world: AnyWorld) -> None:
     with pytest.raises(RunNotFoundError) as raised:
         await world.runs.get(new_run_id())
     assert raised.value.status == 404
 
 
-async def test_runs_get_resolve_none_leaves_input_and_output_out(world: AWSWorld) -> None:
+async def test_runs_get_resolve_none_leaves_input_and_output_out(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True, input={"big": "in"})
     await world.events.create(run_id, run_completed({"big": "out"}))
     run = await world.runs.get(run_id, resolve_data="none")
@@ -249,8 +249,8 @@ async def test_runs_get_resolve_none_leaves_input_and_output_out(world: AWSWorld
     assert full.input == {"big": "in"} and full.output == {"big": "out"}
 
 
-async def test_runs_list_filters_by_workflow_name_and_status(world_factory: WorldFactory) -> None:
-    world = await world_factory()  # an empty table: the listing sees only these runs
+async def test_runs_list_filters_by_workflow_name_and_status(storage_world_factory: WorldFactory) -> None:
+    world = await storage_world_factory()  # an empty table: the listing sees only these runs
     a_pending = await new_run(world, workflow_name="wf-a")
     a_running = await new_run(world, workflow_name="wf-a", start=True)
     b_running = await new_run(world, workflow_name="wf-b", start=True)
@@ -270,8 +270,8 @@ async def test_runs_list_filters_by_workflow_name_and_status(world_factory: Worl
     assert await ids(workflow_name="nobody") == set()
 
 
-async def test_runs_list_pages_newest_first_without_duplicates(world_factory: WorldFactory) -> None:
-    world = await world_factory()
+async def test_runs_list_pages_newest_first_without_duplicates(storage_world_factory: WorldFactory) -> None:
+    world = await storage_world_factory()
     created = [await new_run(world) for _ in range(5)]
     seen: list[str] = []
     cursor = None
@@ -286,7 +286,7 @@ async def test_runs_list_pages_newest_first_without_duplicates(world_factory: Wo
     assert seen == list(reversed(created))
 
 
-async def test_wait_for_terminal_status_returns_once_the_run_ends(world: AWSWorld) -> None:
+async def test_wait_for_terminal_status_returns_once_the_run_ends(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
 
     async def finish_later() -> None:
@@ -299,7 +299,7 @@ async def test_wait_for_terminal_status_returns_once_the_run_ends(world: AWSWorl
     assert time.monotonic() - started < 10
 
 
-async def test_wait_for_terminal_status_times_out_with_the_latest_snapshot(world: AWSWorld) -> None:
+async def test_wait_for_terminal_status_times_out_with_the_latest_snapshot(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     started = time.monotonic()
     run = await world.runs.wait_for_terminal_status(run_id, timeout=0.3)
@@ -307,7 +307,7 @@ async def test_wait_for_terminal_status_times_out_with_the_latest_snapshot(world
     assert time.monotonic() - started < 3
 
 
-async def test_wait_for_terminal_status_of_a_missing_run_is_not_found(world: AWSWorld) -> None:
+async def test_wait_for_terminal_status_of_a_missing_run_is_not_found(world: AnyWorld) -> None:
     with pytest.raises(RunNotFoundError):
         await world.runs.wait_for_terminal_status(new_run_id(), timeout=0.2)
 
@@ -315,7 +315,7 @@ async def test_wait_for_terminal_status_of_a_missing_run_is_not_found(world: AWS
 # ---------------------------------------------------------------- attributes
 
 
-async def test_set_attributes_sets_and_removes_keys_through_an_attr_set_event(world: AWSWorld) -> None:
+async def test_set_attributes_sets_and_removes_keys_through_an_attr_set_event(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     result = await world.runs.set_attributes(run_id, [{"key": "a", "value": "1"}, {"key": "b", "value": "2"}])
     assert result.event is not None and result.event.event_type == "attr_set"
@@ -325,15 +325,15 @@ async def test_set_attributes_sets_and_removes_keys_through_an_attr_set_event(wo
     assert types(await all_events(world, run_id)) == ["run_created", "run_started", "attr_set", "attr_set"]
 
 
-async def test_attr_set_event_sets_attributes(world: AWSWorld) -> None:
+async def test_attr_set_event_sets_attributes(world: AnyWorld) -> None:
     run_id = await new_run(world)
     await world.events.create(run_id, attr_set(phase="ready"))
     assert (await world.runs.get(run_id)).attributes == {"phase": "ready"}
 
 
-async def test_set_attributes_refuses_reserved_keys(world: AWSWorld) -> None:
+async def test_set_attributes_refuses_reserved_keys(world: AnyWorld) -> None:
     run_id = await new_run(world)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(InvalidInputError):
         await world.runs.set_attributes(run_id, [{"key": "$internal", "value": "x"}])
-    assert await table_items(world) == before
+    assert await stored(world) == before

@@ -6,7 +6,6 @@ from typing import Any
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import (
     EntityConflictError,
     RunGoneError,
@@ -15,6 +14,7 @@ from awsworld.world import (
 )
 
 from .helpers import (
+    AnyWorld,
     all_events,
     future,
     module_world,
@@ -28,7 +28,7 @@ from .helpers import (
     step_failed,
     step_retrying,
     step_started,
-    table_items,
+    stored,
     types,
 )
 
@@ -37,7 +37,7 @@ module_local_aws, world = module_world()
 RUN_ENDS = {"completed": run_completed, "failed": run_failed, "cancelled": run_cancelled}
 
 
-async def test_step_created_makes_a_pending_step_with_its_input(world: AWSWorld) -> None:
+async def test_step_created_makes_a_pending_step_with_its_input(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     result = await world.events.create(run_id, step_created("s1", "add", [1, 2]))
     assert result.event is not None and result.event.slot == 3
@@ -50,18 +50,18 @@ async def test_step_created_makes_a_pending_step_with_its_input(world: AWSWorld)
     assert (step.status, step.input, step.run_id) == ("pending", [1, 2], run_id)
 
 
-async def test_duplicate_step_created_conflicts_and_writes_nothing(world: AWSWorld) -> None:
+async def test_duplicate_step_created_conflicts_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1", input=[1]))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError) as raised:
         await world.events.create(run_id, step_created("s1", input=[2]))
     assert raised.value.status == 409
-    assert await table_items(world) == before
+    assert await stored(world) == before
     assert (await world.steps.get(run_id, "s1")).input == [1]
 
 
-async def test_step_started_moves_a_pending_step_to_running_at_attempt_1(world: AWSWorld) -> None:
+async def test_step_started_moves_a_pending_step_to_running_at_attempt_1(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     result = await world.events.create(run_id, step_started("s1"))
@@ -72,7 +72,7 @@ async def test_step_started_moves_a_pending_step_to_running_at_attempt_1(world: 
     assert (step.status, step.attempt) == ("running", 1) and step.started_at is not None
 
 
-async def test_step_started_on_a_running_step_begins_the_next_attempt(world: AWSWorld) -> None:
+async def test_step_started_on_a_running_step_begins_the_next_attempt(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -83,7 +83,7 @@ async def test_step_started_on_a_running_step_begins_the_next_attempt(world: AWS
     assert (await world.steps.get(run_id, "s1")).attempt == 2
 
 
-async def test_step_started_attempt_is_counted_by_the_world_not_the_caller(world: AWSWorld) -> None:
+async def test_step_started_attempt_is_counted_by_the_world_not_the_caller(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     result = await world.events.create(run_id, {"eventType": "step_started", "correlationId": "s1",
@@ -93,7 +93,7 @@ async def test_step_started_attempt_is_counted_by_the_world_not_the_caller(world
     assert (await world.steps.get(run_id, "s1")).attempt == 1
 
 
-async def test_unknown_event_data_fields_survive_the_round_trip(world: AWSWorld) -> None:
+async def test_unknown_event_data_fields_survive_the_round_trip(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, {"eventType": "step_created", "correlationId": "s1", "eventData": {
         "stepName": "add", "input": [1], "inline": False, "creatorMessageId": "msg_creator"}})
@@ -106,31 +106,31 @@ async def test_unknown_event_data_fields_survive_the_round_trip(world: AWSWorld)
     assert started.event_data == {"stepName": "add", "startReason": "first", "attempt": 1}
 
 
-async def test_step_started_on_a_missing_step_is_not_found(world: AWSWorld) -> None:
+async def test_step_started_on_a_missing_step_is_not_found(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(StepNotFoundError) as raised:
         await world.events.create(run_id, step_started("nope"))
     assert raised.value.status == 404
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_step_started_before_retry_after_is_too_early(world: AWSWorld) -> None:
+async def test_step_started_before_retry_after_is_too_early(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
     retrying = await world.events.create(run_id, step_retrying("s1", future(120)))
     assert retrying.step is not None and retrying.step.status == "pending"
     assert retrying.step.retry_after is not None
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(TooEarlyError) as raised:
         await world.events.create(run_id, step_started("s1"))
     assert raised.value.status == 425
     assert 1 <= raised.value.retry_after <= 121
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_step_started_after_retry_after_passed_begins_the_next_attempt(world: AWSWorld) -> None:
+async def test_step_started_after_retry_after_passed_begins_the_next_attempt(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -140,7 +140,7 @@ async def test_step_started_after_retry_after_passed_begins_the_next_attempt(wor
     assert result.step.retry_after is None
 
 
-async def test_step_retrying_without_retry_after_allows_an_immediate_start(world: AWSWorld) -> None:
+async def test_step_retrying_without_retry_after_allows_an_immediate_start(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -151,7 +151,7 @@ async def test_step_retrying_without_retry_after_allows_an_immediate_start(world
     assert result.step is not None and result.step.attempt == 2
 
 
-async def test_step_completed_records_the_result(world: AWSWorld) -> None:
+async def test_step_completed_records_the_result(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -162,7 +162,7 @@ async def test_step_completed_records_the_result(world: AWSWorld) -> None:
     assert (step.status, step.output) == ("completed", {"sum": 3}) and step.completed_at is not None
 
 
-async def test_step_failed_records_the_error(world: AWSWorld) -> None:
+async def test_step_failed_records_the_error(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -173,24 +173,24 @@ async def test_step_failed_records_the_error(world: AWSWorld) -> None:
 
 @pytest.mark.parametrize(("first", "second"), [("completed", "completed"), ("completed", "failed"),
                                                ("failed", "completed"), ("failed", "failed")])
-async def test_the_first_terminal_step_result_wins(world: AWSWorld, first: str, second: str) -> None:
+async def test_the_first_terminal_step_result_wins(world: AnyWorld, first: str, second: str) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
     make = {"completed": lambda: step_completed("s1", "first"), "failed": lambda: step_failed("s1", "first")}
     await world.events.create(run_id, make[first]())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError):
         await world.events.create(run_id, step_completed("s1", "second") if second == "completed"
                                   else step_failed("s1", "second"))
-    assert await table_items(world) == before
+    assert await stored(world) == before
     step = await world.steps.get(run_id, "s1")
     assert step.status == first
     assert (step.output if first == "completed" else step.error.message) == "first"  # type: ignore[union-attr]
 
 
 @pytest.mark.parametrize("event", [step_started, step_retrying])
-async def test_a_finished_step_cannot_start_or_retry_again(world: AWSWorld, event) -> None:
+async def test_a_finished_step_cannot_start_or_retry_again(world: AnyWorld, event) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -201,7 +201,7 @@ async def test_a_finished_step_cannot_start_or_retry_again(world: AWSWorld, even
 
 
 @pytest.mark.parametrize("event", [step_completed, step_failed, step_retrying])
-async def test_a_result_for_a_missing_step_is_not_found(world: AWSWorld, event) -> None:
+async def test_a_result_for_a_missing_step_is_not_found(world: AnyWorld, event) -> None:
     run_id = await new_run(world, start=True)
     with pytest.raises(StepNotFoundError):
         await world.events.create(run_id, event("ghost"))
@@ -211,32 +211,32 @@ async def test_a_result_for_a_missing_step_is_not_found(world: AWSWorld, event) 
 
 
 @pytest.mark.parametrize("end", RUN_ENDS)
-async def test_step_created_on_a_terminal_run_is_gone(world: AWSWorld, end: str) -> None:
+async def test_step_created_on_a_terminal_run_is_gone(world: AnyWorld, end: str) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, RUN_ENDS[end]())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError) as raised:
         await world.events.create(run_id, step_created("late"))
     assert raised.value.status == 410
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
 @pytest.mark.parametrize("end", RUN_ENDS)
-async def test_step_started_on_a_terminal_run_is_gone_even_when_the_step_reads_running(world: AWSWorld,
+async def test_step_started_on_a_terminal_run_is_gone_even_when_the_step_reads_running(world: AnyWorld,
                                                                                        end: str) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
     await world.events.create(run_id, RUN_ENDS[end]())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError):
         await world.events.create(run_id, step_started("s1"))  # a redelivery of the claimed step
-    assert await table_items(world) == before
+    assert await stored(world) == before
     step = await world.steps.get(run_id, "s1")
     assert (step.status, step.attempt) == ("running", 1)
 
 
-async def test_step_started_of_a_pending_step_on_a_terminal_run_is_gone(world: AWSWorld) -> None:
+async def test_step_started_of_a_pending_step_on_a_terminal_run_is_gone(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, run_cancelled())
@@ -246,7 +246,7 @@ async def test_step_started_of_a_pending_step_on_a_terminal_run_is_gone(world: A
 
 
 @pytest.mark.parametrize("event", [step_completed, step_failed])
-async def test_an_in_flight_step_finishes_after_its_run_ended(world: AWSWorld, event) -> None:
+async def test_an_in_flight_step_finishes_after_its_run_ended(world: AnyWorld, event) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1"))
     await world.events.create(run_id, step_started("s1"))
@@ -261,14 +261,14 @@ async def test_an_in_flight_step_finishes_after_its_run_ended(world: AWSWorld, e
 # ---------------------------------------------------------------- reads
 
 
-async def test_steps_get_of_a_missing_step_is_not_found(world: AWSWorld) -> None:
+async def test_steps_get_of_a_missing_step_is_not_found(world: AnyWorld) -> None:
     run_id = await new_run(world)
     with pytest.raises(StepNotFoundError) as raised:
         await world.steps.get(run_id, "nope")
     assert raised.value.status == 404
 
 
-async def test_steps_list_pages_through_every_step(world: AWSWorld) -> None:
+async def test_steps_list_pages_through_every_step(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     ids = [f"s{i}" for i in range(5)]
     for step_id in ids:
@@ -284,7 +284,7 @@ async def test_steps_list_pages_through_every_step(world: AWSWorld) -> None:
     assert sorted(seen) == ids and len(seen) == len(set(seen))
 
 
-async def test_steps_read_with_resolve_none_leave_input_and_output_out(world: AWSWorld) -> None:
+async def test_steps_read_with_resolve_none_leave_input_and_output_out(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, step_created("s1", input=["in"]))
     await world.events.create(run_id, step_started("s1"))
@@ -295,7 +295,7 @@ async def test_steps_read_with_resolve_none_leave_input_and_output_out(world: AW
     assert listed.input is None and listed.output is None
 
 
-async def test_a_second_delivery_cannot_start_a_step_running_under_another(world: AWSWorld) -> None:
+async def test_a_second_delivery_cannot_start_a_step_running_under_another(world: AnyWorld) -> None:
     from awsworld.world import StepRunningElsewhereError
 
     run_id = await new_run(world, start=True)

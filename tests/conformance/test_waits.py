@@ -6,15 +6,23 @@ from datetime import datetime
 
 import pytest
 
-from awsworld.aws import AWSWorld
 from awsworld.world import EntityConflictError, EventNotFoundError, RunGoneError
 
-from .helpers import future, module_world, new_run, run_completed, table_items, wait_completed, wait_created
+from .helpers import (
+    AnyWorld,
+    future,
+    module_world,
+    new_run,
+    run_completed,
+    stored,
+    wait_completed,
+    wait_created,
+)
 
 module_local_aws, world = module_world()
 
 
-async def test_wait_created_makes_a_waiting_wait(world: AWSWorld) -> None:
+async def test_wait_created_makes_a_waiting_wait(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     resume_at = future(300)
     result = await world.events.create(run_id, wait_created("w1", resume_at))
@@ -27,17 +35,17 @@ async def test_wait_created_makes_a_waiting_wait(world: AWSWorld) -> None:
     assert datetime.fromisoformat(result.event.event_data["resumeAt"]) == resume_at
 
 
-async def test_duplicate_wait_created_conflicts_and_writes_nothing(world: AWSWorld) -> None:
+async def test_duplicate_wait_created_conflicts_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError) as raised:
         await world.events.create(run_id, wait_created("w1"))
     assert raised.value.status == 409
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_wait_completed_completes_the_wait(world: AWSWorld) -> None:
+async def test_wait_completed_completes_the_wait(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"))
     result = await world.events.create(run_id, wait_completed("w1"))
@@ -45,29 +53,29 @@ async def test_wait_completed_completes_the_wait(world: AWSWorld) -> None:
     assert result.wait is not None and result.wait.status == "completed" and result.wait.completed_at is not None
 
 
-async def test_wait_completed_twice_conflicts_and_writes_nothing(world: AWSWorld) -> None:
+async def test_wait_completed_twice_conflicts_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, wait_created("w1"))
     await world.events.create(run_id, wait_completed("w1"))
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EntityConflictError):
         await world.events.create(run_id, wait_completed("w1"))
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_wait_completed_for_a_missing_wait_is_not_found(world: AWSWorld) -> None:
+async def test_wait_completed_for_a_missing_wait_is_not_found(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(EventNotFoundError) as raised:
         await world.events.create(run_id, wait_completed("ghost"))
     assert raised.value.status == 404
-    assert await table_items(world) == before
+    assert await stored(world) == before
 
 
-async def test_wait_created_on_a_terminal_run_is_gone(world: AWSWorld) -> None:
+async def test_wait_created_on_a_terminal_run_is_gone(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     await world.events.create(run_id, run_completed())
-    before = await table_items(world)
+    before = await stored(world)
     with pytest.raises(RunGoneError):
         await world.events.create(run_id, wait_created("late"))
-    assert await table_items(world) == before
+    assert await stored(world) == before

@@ -1,0 +1,430 @@
+"""``events.create``, ``events.create_batch`` and the log reads of the in-memory World.
+
+A write parses and checks its request (``world.events.parse_event_request``, the shared models), copies its
+user value, and then decides and commits with no ``await`` in between: on one event loop nothing else can run
+inside a commit, so slots are allocated at commit and densely, the in-band fence and every entity condition hold
+at the moment of the append, and a refused write changes nothing. The order in which errors are decided is the
+AWS World's (``awsworld.aws.log.event_writer``): the fence first, then what it decides before its commit, then a
+repeated resume id, the run's status, and the entity conditions its commit would fail.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from pydantic import BaseModel
+
+from ...world.clock import Clock
+from ...world.entities import ResolveData
+from ...world.errors import (
+    HookAlreadyReceivedError,
+    InBandSupersededError,
+    InvalidInputError,
+    LogMovedError,
+    MissingInBandCountError,
+    RunGoneError,
+    RunNotFoundError,
+    WorldError,
+)
+from ...world.events import (
+    BATCH_FORBIDDEN_EVENT_TYPES,
+    WRITER_ONLY_EVENT_TYPES,
+    BatchEventOutcome,
+    CreateEventRequest,
+    Event,
+    EventBatchResult,
+    EventResult,
+    LogSnapshot,
+    parse_event_request,
+)
+from ...world.ids import check_entity_id, event_id_to_slot, new_run_id
+from ...world.pages import EventPage
+from .cursors import check_limit, encode_cursor, slot_after
+from .records import (
+    PAYLOAD_NAME,
+    RunRecord,
+    State,
+    build,
+    event_model,
+    hook_model,
+    new_stored_event,
+    run_model,
+    step_model,
+    wait_model,
+)
+from .rules import Ctx, Plan, new_event, new_run_record, plan_born_running, plan_event
+from .values import NULL, Value, json_value, store_value
+
+MAX_PAGE = 1000
+MAX_BATCH_EVENTS = 40
+STAMP_SLACK = timedelta(seconds=1)
+_BORN_RUNNING = ("step_created", "step_started")
+_BATCH_REFUSED = BATCH_FORBIDDEN_EVENT_TYPES | {"run_completed", "run_failed"}
+
+EventInput = CreateEventRequest | Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class _Unit:
+    """One request of a batch, or the step_created + step_started pair that makes a step born running."""
+
+    reqs: list[CreateEventRequest]
+    payload: Value | None = None
+
+    @property
+    def req(self) -> CreateEventRequest:
+        return self.reqs[0]
+
+
+class MemoryLog:
+    def __init__(self, state: State, clock: Clock, deployment_id: str | None, max_value_bytes: int | None,
+                 committed: Callable[[], None]) -> None:
+        self.state = state
+        self.clock = clock
+        self.deployment_id = deployment_id
+        self.max_value_bytes = max_value_bytes
+        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
+
+    # ------------------------------------------------------------------ writes
+
+    async def create(
+        self,
+        run_id: str | None,
+        event: EventInput,
+        *,
+        event_count: int | None = None,
+        in_band: bool = False,
+        expected_seq_in_band: int | None = None,
+        resolve_data: ResolveData = "all",
+        after_step_body: bool = False,  # advisory (patience under throttling): nothing throttles here
+    ) -> EventResult:
+        req = parse_event_request(event)
+        _check_write_params(req, in_band, expected_seq_in_band, event_count)
+        if req.event_type == "run_created":
+            return self._create_run(run_id, req, resolve_data)
+        run_id = _check_run_id(run_id)
+        payload = self._payload(req)
+        # ---- from here to the commit: no await
+        now = self.clock.now()
+        run = self.state.runs.get(run_id)
+        if run is None and req.event_type != "run_started":
+            raise RunNotFoundError(f"run {run_id} not found")
+        if run is not None and in_band:
+            _fence(run, expected_seq_in_band)
+        plan = plan_event(req, Ctx(run_id, run, now, payload, self.state, self.deployment_id))
+        if plan.noop:
+            assert run is not None
+            return build(EventResult, run=run_model(run, resolve_data))
+        error = self._refusal(run, plan)
+        if error is not None:
+            if isinstance(error, HookAlreadyReceivedError) and run is not None and error.event_id is not None:
+                error.event = event_model(run_id, run.events[event_id_to_slot(error.event_id) - 1], resolve_data)
+            raise error
+        seq_in_band = _seq_in_band_after(run, plan, in_band, expected_seq_in_band)
+        run, [slots] = self._commit(run_id, run, [plan], now, seq_in_band)
+        result = self._result(run, plan, slots, resolve_data, seq_in_band)
+        if event_count is not None and slots and slots[-1] - 1 > event_count:
+            report = self._between(run, event_count, slots[-1], resolve_data)
+            result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
+        return result
+
+    async def create_batch(
+        self,
+        run_id: str,
+        events: Sequence[EventInput],
+        *,
+        in_band: bool = False,
+        expected_seq_in_band: int | None = None,
+        resolve_data: ResolveData = "all",
+        atomic: bool = False,
+        stamp: datetime | None = None,
+        expect_seq: int | None = None,
+    ) -> EventBatchResult:
+        """As the AWS World's: ``atomic`` (all land or none, the first refusal raised), ``stamp`` (an in-band
+        writer's time for the batch, never more than a second ahead of the clock) and ``expect_seq`` (land right
+        after that many events or raise ``LogMovedError``)."""
+        run_id = _check_run_id(run_id)
+        if stamp is not None:
+            if not in_band or stamp.tzinfo is None:
+                raise InvalidInputError("stamp needs an in-band write and a timezone-aware time", field="stamp")
+            if stamp > self.clock.now() + STAMP_SLACK:
+                raise InvalidInputError("stamp is in the future", field="stamp")
+        reqs = [parse_event_request(e) for e in events]
+        if not reqs:
+            raise InvalidInputError("a batch needs at least one event", field="events")
+        if len(reqs) > MAX_BATCH_EVENTS:
+            raise InvalidInputError(f"a batch holds at most {MAX_BATCH_EVENTS} events (got {len(reqs)})",
+                                    field="events")
+        for i, req in enumerate(reqs):
+            _check_write_params(req, in_band, expected_seq_in_band, None)
+            if req.event_type in _BATCH_REFUSED:
+                raise InvalidInputError(f"{req.event_type} cannot be written in a batch", field=f"events.{i}")
+        units = _pair_units(reqs)
+        for unit in units:
+            unit.payload = self._payload(unit.req)
+        # ---- from here to the commit: no await
+        now = stamp.astimezone(UTC) if stamp is not None else self.clock.now()
+        run = self.state.runs.get(run_id)
+        if run is None:
+            raise RunNotFoundError(f"run {run_id} not found")
+        if expect_seq is not None and run.seq != expect_seq:
+            raise LogMovedError(f"run {run_id} holds {run.seq} events, not {expect_seq}", seq=run.seq)
+        if in_band:
+            _fence(run, expected_seq_in_band)
+        outcomes: dict[int, BatchEventOutcome] = {}
+        plans: dict[int, Plan] = {}
+        for i, unit in enumerate(units):
+            ctx = Ctx(run_id, run, now, unit.payload, self.state, self.deployment_id)
+            try:
+                plans[i] = plan_born_running(unit.reqs[0], unit.reqs[1], ctx) if len(unit.reqs) == 2 \
+                    else plan_event(unit.req, ctx)
+            except WorldError as error:
+                if atomic:
+                    raise
+                outcomes[i] = _failed(error)
+        # What the AWS World's commit decides, in its order: repeated resume ids, the run's status, entities.
+        for i, plan in list(plans.items()):
+            if plan.resume_error is not None:
+                if atomic:
+                    raise plan.resume_error
+                outcomes[i] = _failed(plan.resume_error)
+                del plans[i]
+        if run.terminal and any(p.require_alive for p in plans.values()):
+            raise RunGoneError(f"run {run_id} is {run.status}")
+        for i, plan in list(plans.items()):
+            if plan.commit_error is not None:
+                if atomic:
+                    raise plan.commit_error
+                outcomes[i] = _failed(plan.commit_error)
+                del plans[i]
+        seq_in_band: int | None = None
+        if plans:
+            ordered = [plans[i] for i in sorted(plans)]
+            seq_in_band = _seq_in_band_after(run, ordered[0], in_band, expected_seq_in_band,
+                                             sum(len(p.events) for p in ordered))
+            run, placed = self._commit(run_id, run, ordered, now, seq_in_band)
+            for i, slots in zip(sorted(plans), placed, strict=True):
+                outcomes[i] = build(BatchEventOutcome,
+                    status=200, result=self._result(run, plans[i], slots, resolve_data, seq_in_band),
+                    error=None, message=None)
+        flat: list[BatchEventOutcome] = []
+        for i, unit in enumerate(units):
+            outcome = outcomes[i]
+            if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
+                result = outcome.result
+                if result is not None and i in plans:
+                    created = event_model(run_id, run.events[result.event.slot - 2], resolve_data)  # type: ignore[union-attr]
+                    flat.append(build(BatchEventOutcome,
+                        status=200, result=result.model_copy(update={"event": created}), error=None, message=None))
+                else:
+                    flat.append(outcome)
+            flat.append(outcome)
+        return build(EventBatchResult, results=flat, seq_in_band=seq_in_band)
+
+    # ------------------------------------------------------------------ the commit
+
+    def _create_run(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
+        """run_created: a client-given id is idempotent (the existing run comes back, nothing is written)."""
+        run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
+        data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
+        payload = self._payload(req) or NULL
+        existing = self.state.runs.get(run_id)
+        if existing is not None:
+            return build(EventResult, run=run_model(existing, resolve))
+        now = self.clock.now()
+        context = data.get("executionContext")
+        run = new_run_record(run_id, data, now, req.spec_version, self.deployment_id,
+                             json_value(context) if context is not None else None)
+        first = new_event(req, Ctx(run_id, run, now, payload, self.state, self.deployment_id))
+        first.spec_version = run.spec_version
+        self.state.runs[run_id] = run
+        self._append(run, [first], now)
+        run.seq = 1
+        self._committed()
+        return build(EventResult, event=event_model(run_id, run.events[0], resolve),
+                                           run=run_model(run, resolve), seq_in_band=1)
+
+    def _commit(self, run_id: str, run: RunRecord | None, plans: list[Plan], now: datetime,
+                seq_in_band: int | None) -> tuple[RunRecord, list[list[int]]]:
+        """Append every plan's events at the next free slots and make their entity changes (no await)."""
+        created = next((p.creates_run for p in plans if p.creates_run is not None), None)
+        if created is not None:
+            run = created
+            self.state.runs[run_id] = run
+        assert run is not None
+        placed = [self._append(run, p.events, now) for p in plans]
+        run.seq = len(run.events)
+        run.updated_at = now
+        if seq_in_band is not None:
+            run.seq_in_band = seq_in_band
+        for plan, slots in zip(plans, placed, strict=True):
+            run.open_steps += plan.open_delta
+            if plan.apply is not None:
+                plan.apply(run, slots, now)
+        self._committed()
+        return run, placed
+
+    @staticmethod
+    def _append(run: RunRecord, events: list[Any], now: datetime) -> list[int]:
+        slots = []
+        for new in events:
+            slot = len(run.events) + 1
+            run.append(new_stored_event(slot, new.event_type, new.correlation_id, new.data, new.data_text,
+                                        new.payload, now, new.spec_version))
+            slots.append(slot)
+        return slots
+
+    @staticmethod
+    def _refusal(run: RunRecord | None, plan: Plan) -> WorldError | None:
+        if plan.resume_error is not None:
+            return plan.resume_error
+        if run is not None and plan.require_alive and run.terminal:
+            return RunGoneError(f"run {run.run_id} is {run.status}")
+        return plan.commit_error
+
+    def _result(self, run: RunRecord, plan: Plan, slots: list[int], resolve: ResolveData,
+                seq_in_band: int | None) -> EventResult:
+        shown: dict[str, Any] = {}
+        if plan.shows == "run":
+            shown["run"] = run_model(run, resolve)
+        elif plan.shows == "step":
+            shown["step"] = step_model(run, plan.entity_id, run.steps[plan.entity_id], resolve)
+        elif plan.shows == "hook":
+            shown["hook"] = hook_model(run, plan.entity_id, run.hooks[plan.entity_id], resolve)
+        elif plan.shows == "wait":
+            shown["wait"] = wait_model(run.run_id, plan.entity_id, run.waits[plan.entity_id])
+        event = event_model(run.run_id, run.events[slots[-1] - 1], resolve) if slots else None
+        return build(EventResult, event=event, seq_in_band=seq_in_band, open_steps=run.open_steps,
+                                           **shown)
+
+    def _payload(self, req: CreateEventRequest) -> Value | None:
+        """The event's user value, checked and copied, when its request carries one (even a null)."""
+        name = PAYLOAD_NAME.get(req.event_type)
+        if name is None:
+            return None
+        data = req.data()
+        extra = data.model_extra or {}
+        if name in data.model_fields_set:
+            value = getattr(data, name)
+        elif name in extra:
+            value = extra[name]
+        else:
+            return None
+        if isinstance(value, BaseModel):
+            value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        return store_value(value, f"eventData.{name}", self.max_value_bytes)
+
+    # ------------------------------------------------------------------ reads
+
+    def run(self, run_id: str) -> RunRecord:
+        run = self.state.runs.get(run_id)
+        if run is None:
+            raise RunNotFoundError(f"run {run_id} not found")
+        return run
+
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_PAGE,
+                   resolve_data: ResolveData = "all") -> EventPage:
+        check_limit(limit, MAX_PAGE)
+        after = slot_after(cursor)
+        run = self.run(run_id)
+        chunk = run.events[after:after + limit]
+        data = [event_model(run_id, e, resolve_data) for e in chunk]
+        return build(EventPage, data=data, cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
+                                         has_more=len(run.events) > after + limit, snapshot=_snapshot(run))
+
+    async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
+                                     limit: int = MAX_PAGE, resolve_data: ResolveData = "all") -> EventPage:
+        check_limit(limit, MAX_PAGE)
+        if not correlation_id:
+            raise InvalidInputError("correlation_id is required", field="correlationId")
+        after = slot_after(cursor)
+        run = self.run(run_id)
+        slots = run.by_correlation.get(correlation_id, [])
+        start = bisect.bisect_right(slots, after)
+        page = slots[start:start + limit]
+        data = [event_model(run_id, run.events[s - 1], resolve_data) for s in page]
+        return build(EventPage, data=data, cursor=encode_cursor({"s": page[-1] if page else after}),
+                                         has_more=len(slots) > start + limit, snapshot=_snapshot(run))
+
+    def _between(self, run: RunRecord, after: int, before: int, resolve: ResolveData) -> EventPage:
+        """The report of a write that landed at ``before`` while its writer held ``after`` events."""
+        limit = min(MAX_PAGE, before - after - 1)
+        chunk = run.events[after:after + limit]
+        data: list[Event] = [event_model(run.run_id, e, resolve) for e in chunk]
+        return build(EventPage, data=data, cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
+                                         has_more=before - 1 > after + limit, snapshot=None)
+
+
+def _snapshot(run: RunRecord) -> LogSnapshot:
+    return build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band)
+
+
+def _fence(run: RunRecord, expected: int | None) -> None:
+    """The in-band fence, decided before anything else the write does: a stale writer touches nothing."""
+    if run.seq_in_band != expected:
+        raise InBandSupersededError(
+            f"run {run.run_id} moved on: in-band count is {run.seq_in_band}, not {expected}",
+            seq=run.seq, seq_in_band=run.seq_in_band)
+
+
+def _seq_in_band_after(run: RunRecord | None, first: Plan, in_band: bool, expected: int | None,
+                       count: int | None = None) -> int | None:
+    """The in-band count after an accepted write: in-band writes advance it by the positions they take (a
+    resilient start made in-band counts both of its events); out-of-band writes report none."""
+    if not in_band:
+        return None
+    count = len(first.events) if count is None else count
+    if first.creates_run is not None or run is None:
+        return count
+    assert expected is not None
+    return expected + count
+
+
+def _check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
+                        event_count: int | None) -> None:
+    if req.event_type in WRITER_ONLY_EVENT_TYPES:
+        raise InvalidInputError(f"{req.event_type} is written by the World, not by callers", field="eventType")
+    if in_band and req.event_type != "run_created" and (expected is None or expected < 0):
+        raise MissingInBandCountError()
+    if event_count is not None and event_count < 0:
+        raise InvalidInputError("event_count must be >= 0", field="eventCount")
+
+
+def _check_run_id(run_id: str | None) -> str:
+    if not run_id:
+        raise InvalidInputError("run_id is required", field="runId")
+    return check_entity_id(run_id, "runId")
+
+
+def _failed(error: WorldError) -> BatchEventOutcome:
+    return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
+
+
+def _pair_units(reqs: list[CreateEventRequest]) -> list[_Unit]:
+    """A batch's requests as units; refuses two events for one entity, except the born-running pair."""
+    units: list[_Unit] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(reqs):
+        req = reqs[i]
+        nxt = reqs[i + 1] if i + 1 < len(reqs) else None
+        key = f"{req.event_type.split('_')[0]}:{req.correlation_id}"
+        if key in seen:
+            raise InvalidInputError(f"the batch has more than one event for {req.correlation_id}",
+                                    field=f"events.{i}")
+        seen.add(key)
+        if (nxt is not None and (req.event_type, nxt.event_type) == _BORN_RUNNING
+                and nxt.correlation_id == req.correlation_id):
+            if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
+                raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
+                                        field=f"events.{i + 1}.eventData.input")
+            units.append(_Unit([req, nxt]))
+            i += 2
+        else:
+            units.append(_Unit([req]))
+            i += 1
+    return units

@@ -1,0 +1,224 @@
+"""``MemoryStorage``: the storage half of the in-memory World (``runs``, ``steps``, ``events``, ``hooks``).
+
+It answers exactly as the AWS World does (same errors, same pages and cursors, same entity shapes; the shared
+conformance suite runs on both), keeps every timestamp on the ``clock`` it is given (so a test that skips time
+sees waits and retries fall due), and lets a test wait for a state without polling: every commit wakes
+``wait_until``'s waiters, which re-check their predicate. The rules per event type are in ``rules.py``, the write
+path and log reads in ``log.py``, what is stored and how it is answered in ``records.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ...world.clock import Clock
+from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ...world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
+from ...world.events import AttributeChange, EventResult
+from ...world.pages import HookPage, RunPage, StepPage
+from .cursors import check_limit, encode_cursor, key_after, run_before
+from .log import MemoryLog
+from .records import State, build, hook_model, run_model, step_model
+
+MAX_RUNS_PAGE = 100
+MAX_ENTITY_PAGE = 1000
+STEP_PREFIX, HOOK_PREFIX = "STEP#", "HOOK#"
+
+
+class MemoryStorage:
+    """The runs, steps, events and hooks of one in-memory World. Several ``MemoryWorld`` objects may share one
+    (what separate processes on one table look like)."""
+
+    def __init__(self, clock: Clock, *, deployment_id: str | None = None, max_value_bytes: int | None = None) -> None:
+        """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``, as the AWS World does
+        past its configured limit; None accepts any size."""
+        self.clock = clock
+        self.deployment_id = deployment_id
+        self.state = State()
+        self._changed: asyncio.Event | None = None  # made by the first waiter, set and dropped by the next commit
+        self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.notify_change)
+        self.runs = MemoryRuns(self)
+        self.steps = MemorySteps(self.state)
+        self.events = MemoryEvents(self.log)
+        self.hooks = MemoryHooks(self.state)
+
+    # ------------------------------------------------------------------ for the test environment
+
+    def run_status(self, run_id: str) -> str | None:
+        """The run's status, or None when there is no such run (synchronous: no I/O to wait for)."""
+        run = self.state.runs.get(run_id)
+        return run.status if run is not None else None
+
+    def notify_change(self) -> None:
+        """Wake every ``wait_until`` waiter to re-check its predicate; each commit calls it."""
+        changed = self._changed
+        if changed is not None:
+            self._changed = None
+            changed.set()
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """True as soon as ``predicate()`` holds (checked now and after every commit, never by polling); False
+        when ``timeout`` real seconds pass first."""
+        if predicate():
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while True:
+            if self._changed is None:
+                self._changed = asyncio.Event()
+            changed = self._changed
+            remaining = None if deadline is None else deadline - loop.time()
+            if remaining is not None and remaining <= 0:
+                return predicate()
+            try:
+                await asyncio.wait_for(changed.wait(), remaining)
+            except TimeoutError:
+                return predicate()
+            if predicate():
+                return True
+
+    def dump(self) -> State:
+        """A deep copy of everything stored: what a test compares before and after a write that must write
+        nothing (the in-memory counterpart of scanning the AWS World's table)."""
+        return copy.deepcopy(self.state)
+
+
+class MemoryRuns:
+    def __init__(self, storage: MemoryStorage) -> None:
+        self.storage = storage
+        self.state = storage.state
+
+    async def get(self, run_id: str, *, resolve_data: ResolveData = "all") -> Run:
+        return run_model(self.storage.log.run(run_id), resolve_data)
+
+    async def list(
+        self,
+        *,
+        workflow_name: str | None = None,
+        status: str | Sequence[str] | None = None,
+        cursor: str | None = None,
+        limit: int = 50,
+        resolve_data: ResolveData = "none",
+    ) -> RunPage:
+        """Newest first by run id (a ULID), like the AWS World's index; ``status=[]`` matches nothing."""
+        check_limit(limit, MAX_RUNS_PAGE)
+        statuses = _statuses(status)
+        if statuses == []:
+            return RunPage()
+        before = run_before(cursor)
+        matching = sorted((r.run_id for r in self.state.runs.values()
+                           if (workflow_name is None or r.workflow_name == workflow_name)
+                           and (statuses is None or r.status in statuses)
+                           and (before is None or r.run_id < before)), reverse=True)
+        page = matching[:limit]
+        more = len(matching) > limit
+        runs = [run_model(self.state.runs[r], resolve_data) for r in page]
+        return build(RunPage, data=runs, cursor=encode_cursor({"r": page[-1]}) if page and more else None,
+                                       has_more=more)
+
+    async def wait_for_terminal_status(self, run_id: str, *, timeout: float = 30.0,
+                                       resolve_data: ResolveData = "all") -> Run:
+        """The run once terminal, or its latest snapshot after ``timeout`` real seconds; woken by the commit
+        that ends it (no polling)."""
+        self.storage.log.run(run_id)  # a missing run fails like get
+
+        def ended() -> bool:
+            return self.storage.run_status(run_id) in TERMINAL_RUN_STATUSES
+
+        await self.storage.wait_until(ended, max(0.0, timeout))
+        return await self.get(run_id, resolve_data=resolve_data)
+
+    async def set_attributes(self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]], *,
+                             allow_reserved: bool = False) -> EventResult:
+        parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
+        for c in parsed:
+            if c.key.startswith("$") and not allow_reserved:
+                raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
+        event = {"eventType": "attr_set", "eventData": {"changes": [{"key": c.key, "value": c.value}
+                                                                     for c in parsed]}}
+        return await self.storage.log.create(run_id, event)
+
+
+class MemorySteps:
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    async def get(self, run_id: str, step_id: str, *, resolve_data: ResolveData = "all") -> Step:
+        run = self.state.runs.get(run_id)
+        step = run.steps.get(step_id) if run is not None else None
+        if run is None or step is None:
+            raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
+        return step_model(run, step_id, step, resolve_data)
+
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
+                   resolve_data: ResolveData = "all") -> StepPage:
+        """A run's steps in id order (as the AWS World's key order), ``limit`` at a time."""
+        check_limit(limit, MAX_ENTITY_PAGE)
+        after = key_after(cursor, STEP_PREFIX)
+        run = self.state.runs.get(run_id)
+        ids = _page_ids(run.steps if run is not None else {}, after, limit)
+        more = len(ids) > limit
+        ids = ids[:limit]
+        steps = [step_model(run, i, run.steps[i], resolve_data) for i in ids] if run is not None else []
+        next_cursor = encode_cursor({"k": STEP_PREFIX + ids[-1]}) if ids and more else None
+        return build(StepPage, data=steps, cursor=next_cursor, has_more=more)
+
+
+class MemoryEvents:
+    def __init__(self, log: MemoryLog) -> None:
+        self.create = log.create
+        self.create_batch = log.create_batch
+        self.list = log.list
+        self.list_by_correlation_id = log.list_by_correlation_id
+
+
+class MemoryHooks:
+    def __init__(self, state: State) -> None:
+        self.state = state
+
+    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook:
+        owner = run_id if run_id is not None else self.state.hook_runs.get(hook_id)
+        run = self.state.runs.get(owner) if owner is not None else None
+        hook = run.hooks.get(hook_id) if run is not None else None
+        if run is None or hook is None:
+            raise HookNotFoundError(f"hook {hook_id} not found")
+        return hook_model(run, hook_id, hook, resolve_data)
+
+    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
+        """The active hook owning ``token``, or the retained hook of a finished run still holding it."""
+        holder = self.state.tokens.get(token)
+        run = self.state.runs.get(holder.run_id) if holder is not None else None
+        hook = run.hooks.get(holder.hook_id) if run is not None and holder is not None else None
+        if run is None or hook is None or holder is None:
+            raise HookNotFoundError("no hook owns that token")
+        return hook_model(run, holder.hook_id, hook, resolve_data)
+
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
+                   resolve_data: ResolveData = "all") -> HookPage:
+        check_limit(limit, MAX_ENTITY_PAGE)
+        after = key_after(cursor, HOOK_PREFIX)
+        run = self.state.runs.get(run_id)
+        ids = _page_ids(run.hooks if run is not None else {}, after, limit)
+        more = len(ids) > limit
+        ids = ids[:limit]
+        hooks = [hook_model(run, i, run.hooks[i], resolve_data) for i in ids] if run is not None else []
+        next_cursor = encode_cursor({"k": HOOK_PREFIX + ids[-1]}) if ids and more else None
+        return build(HookPage, data=hooks, cursor=next_cursor, has_more=more)
+
+
+def _page_ids(entities: Mapping[str, object], after: str | None, limit: int) -> list[str]:
+    """Up to ``limit`` + 1 ids after ``after``, in key order (the extra one says whether more exist)."""
+    return sorted(i for i in entities if after is None or i > after)[: limit + 1]
+
+
+def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
+    if status is None:
+        return None
+    values = [status] if isinstance(status, str) else list(status)
+    for s in values:
+        if s not in RUN_STATUSES:
+            raise InvalidInputError(f"unknown run status {s!r}", field="status")
+    return values

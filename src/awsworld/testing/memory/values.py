@@ -1,0 +1,81 @@
+"""User values as the in-memory World keeps them: the JSON text the caller's value encodes to, once.
+
+A value is checked and copied at the moment it is written (``store_value``): what is kept is its JSON text,
+so a caller that mutates its object afterwards cannot change the log, and a value that is not JSON (NaN, an
+arbitrary object) is refused with the same typed 400 the AWS World gives, before anything is written. Every
+read decodes a fresh copy (``Value.get``), so a reader mutating what it was handed cannot change the log
+either; scalars are immutable and are handed out as they are. Keeping the decoded JSON, not the caller's
+object, also makes the answers equal to the AWS World's (a tuple reads back as a list, an int key as a str).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from ...world.errors import InvalidInputError, PayloadTooLargeError
+
+JSONValue = Any
+"""A value made of dict, list, str, int, float, bool and None (JSON has no narrower Python type)."""
+
+_SCALARS = (str, int, float, bool, type(None))
+
+
+@dataclass(slots=True)
+class Value:
+    """A stored value: its JSON text, and the decoded value when that is an immutable scalar."""
+
+    text: str
+    scalar: JSONValue = None
+    is_scalar: bool = False
+
+    def get(self) -> JSONValue:
+        """A copy of the value the caller wrote (the caller may mutate it freely)."""
+        return self.scalar if self.is_scalar else json.loads(self.text)
+
+
+NULL = Value("null", None, True)
+
+
+def encode_json(value: JSONValue, field: str) -> str:
+    """The value's JSON text, or the AWS World's 400 naming ``field`` when it is not a JSON value."""
+    try:
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
+
+
+def store_value(value: JSONValue, field: str, max_bytes: int | None) -> Value:
+    """Check ``value`` (JSON, and at most ``max_bytes`` of UTF-8 when a limit is set) and keep a copy."""
+    text = encode_json(value, field)
+    if max_bytes is not None:
+        try:
+            size = len(text.encode("utf-8"))
+        except UnicodeEncodeError:  # a lone surrogate: measured as JSON escapes it, as the AWS World stores it
+            size = len(json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
+        if size > max_bytes:
+            raise PayloadTooLargeError(
+                f"{field} is {size} bytes; the largest value this World stores is {max_bytes} bytes", field=field)
+    if type(value) in _SCALARS:  # exactly a scalar type: subclasses (enums) read back as the JSON they encode to
+        return Value(text, value, True)
+    return Value(text)
+
+
+def json_value(value: JSONValue) -> Value:
+    """A Value of JSON data the World itself produced (a model's JSON dump): no checks needed."""
+    if type(value) in _SCALARS:
+        return Value(json.dumps(value), value, True)
+    return Value(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+
+
+def copy_json(data: dict[str, JSONValue], text: str | None) -> dict[str, JSONValue]:
+    """A copy of an event's data: a shallow copy suffices when it holds no containers (``text`` is None)."""
+    return json.loads(text) if text is not None else dict(data)
+
+
+def data_text(data: dict[str, JSONValue]) -> str | None:
+    """The JSON text of event data that holds containers (copied deeply on each read), else None."""
+    if any(isinstance(v, (dict, list)) for v in data.values()):
+        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return None
