@@ -31,7 +31,8 @@ async def _storage_demo(world: World) -> None:
         {"eventType": "step_created", "correlationId": f"pack-{i}", "eventData": {"stepName": "pack", "input": i}}
         for i in range(3)
     ])
-    print(f"3 steps declared in one batch write: slots {[o.result.event.slot for o in batch.results if o.result]}")
+    slots = [o.result.event.slot for o in batch.results if o.result and o.result.event]
+    print(f"3 steps declared in one batch write: slots {slots}")
 
     async def claim(writer: int) -> str:
         try:
@@ -209,7 +210,7 @@ async def _remote(args: Any) -> int:
     async with AWSWorld() as world:
         client = Client(world)
         if args.command == "start":
-            run = await client.start(args.workflow, *json.loads(args.args), run_id=args.run_id)
+            run = await client.options(run_id=args.run_id).start(args.workflow, *json.loads(args.args))
             print(run.run_id)
             if args.wait:
                 print(json.dumps(await run.result(timeout=args.wait), default=str))

@@ -151,7 +151,7 @@ async def test_a_start_whose_message_cannot_be_queued_names_the_run_to_start_aga
     run_id = refused.value.run_id
     assert run_id in str(refused.value) and await client.get_run(run_id).status() == "pending"
 
-    run = await client.start(app.quick, "again", run_id=run_id)
+    run = await client.options(run_id=run_id).start(app.quick, "again")
     assert run.run_id == run_id
     await esm.run_until(ended(run), timeout=20)
     assert await run.result(timeout=1) == "again"

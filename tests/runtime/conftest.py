@@ -80,7 +80,7 @@ class E2E:
         return self.local.poller
 
     async def start(self, workflow: Any, *args: Any, run_id: str | None = None, **kwargs: Any) -> Run:
-        return await self.client.start(workflow, *args, run_id=run_id, **kwargs)
+        return await self.client.options(run_id=run_id).start(workflow, *args, **kwargs)
 
     async def run(self, workflow: Any, *args: Any, timeout: float = RESULT_TIMEOUT, **kwargs: Any) -> Any:
         """Start a run and return its result (raising its error)."""

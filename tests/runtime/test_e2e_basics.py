@@ -139,11 +139,11 @@ async def start_once(tag: str) -> str:
 async def test_second_start_with_the_same_run_id_returns_the_same_run(e2e) -> None:
     tag = uuid.uuid4().hex
     run_id = f"wrun_e2e_{tag}"
-    first = await e2e.start(start_once, tag, run_id=run_id)
-    second = await e2e.start(start_once, tag, run_id=run_id)
+    first = await e2e.client.options(run_id=run_id).start(start_once, tag)
+    second = await e2e.client.options(run_id=run_id).start(start_once, tag)
     assert first.run_id == second.run_id == run_id
     assert await first.result(timeout=30) == tag
-    third = await e2e.start(start_once, tag, run_id=run_id)  # after the run ended
+    third = await e2e.client.options(run_id=run_id).start(start_once, tag)  # after the run ended
     assert third.run_id == run_id
     assert await third.result(timeout=5) == tag
     await e2e.idle()

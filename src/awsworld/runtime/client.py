@@ -2,27 +2,36 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import secrets
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from ..world.entities import TERMINAL_RUN_STATUSES, Step
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, RunGoneError
+from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
-from .errors import RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
+from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .messages import FlowMessage, queue_name_for
 from .registry import Registry, workflow_name
 
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 
-class Run:
-    """A handle on one run."""
+POLL_FIRST = 0.005  # wait_for_hook / resume_hook(wait=): the first pause between reads, doubled up to POLL_MAX
+POLL_MAX = 0.05
+
+
+class Run(Generic[R_co]):
+    """A handle on one run; ``R_co`` is the workflow's return type (``Any`` for a run named by id or by a
+    workflow's name)."""
 
     def __init__(self, client: Client, run_id: str, workflow: str | None = None) -> None:
         self.client = client
@@ -38,7 +47,7 @@ class Run:
     async def status(self) -> str:
         return (await self.client.world.runs.get(self.run_id, resolve_data="none")).status
 
-    async def result(self, timeout: float | None = 60.0) -> Any:
+    async def result(self, timeout: float | None = 60.0) -> R_co:
         """The workflow's return value; raises its error if it failed, ``TimeoutError`` after ``timeout``."""
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
@@ -55,6 +64,28 @@ class Run:
                 raise WorkflowRunCancelledError(self.run_id)
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s")
+
+    async def wait_for_hook(self, token: str, *, timeout: float = 30.0) -> Hook:
+        """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
+        a ``resume_hook`` that follows finds it. Raises ``RunEndedError`` if the run ends first, and
+        ``TimeoutError`` after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        pause = POLL_FIRST
+        while True:
+            try:
+                hook: Hook = await self.client.world.hooks.get_by_token(token, resolve_data="none")
+                if hook.run_id == self.run_id:
+                    return hook
+            except HookNotFoundError:
+                pass
+            status = await self.status()
+            if status in TERMINAL_RUN_STATUSES:
+                raise RunEndedError(self.run_id, status, f"before it held hook {token!r}")
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"run {self.run_id} did not hold hook {token!r} within {timeout} s")
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, POLL_MAX)
 
     async def events(self) -> list[Event]:
         return await collect_pages(lambda cursor: self.client.world.events.list(self.run_id, cursor=cursor))
@@ -76,45 +107,43 @@ class Client:
         self.world = world
         self.registry = registry
 
-    async def start(self, workflow: Any, *args: Any, run_id: str | None = None, **kwargs: Any) -> Run:
-        """Start a run of ``workflow``. With ``run_id`` it is idempotent: the same id returns the same run (and
-        wakes it again if it never started).
+    @overload
+    async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+                    **kwargs: P.kwargs) -> Run[R]: ...
 
-        Starting is two writes: the run is recorded, then the message that runs it is queued. If the second
-        fails, ``RunStartError`` carries the recorded run's id: ``start(..., run_id=error.run_id)`` again
-        queues the message and nothing runs twice, whereas a retry without the id would leave the first run
-        pending for good."""
-        name = workflow if isinstance(workflow, str) else workflow_name(workflow)
-        run_id = run_id or new_run_id()
-        if self.registry is not None and isinstance(workflow, str):
-            self.registry.workflow(name)  # LookupError naming the workflow and how to register it
-        try:
-            payload = serde.dumps({"args": list(args), "kwargs": kwargs})
-        except serde.SerializationError as error:
-            raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
-        result = await self.world.events.create(run_id, {
-            "eventType": "run_created",
-            "eventData": {"workflowName": name, "input": payload,
-                          "executionContext": {"seed": secrets.token_hex(32)}},
-        }, resolve_data="none")
-        assert result.run is not None
-        run = Run(self, result.run.run_id, result.run.workflow_name)
-        if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
-            try:
-                await self._wake(run.run_id, result.run.workflow_name, "start")
-            except Exception as error:
-                raise RunStartError(run.run_id, error) from error
-        return run
+    @overload
+    async def start(self, workflow: str, /, *args: Any, **kwargs: Any) -> Run[Any]: ...
 
-    def get_run(self, run_id: str) -> Run:
+    async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, /, *args: Any,
+                    **kwargs: Any) -> Run[Any]:
+        """Start a run of ``workflow`` (a ``@workflow``, whose arguments and return type the type checker
+        knows, or a workflow's registered name) with these arguments; ``run.result()`` is its return value.
+
+        For an idempotent start, ``client.options(run_id=...).start(workflow, ...)``: the same id returns the
+        same run (and wakes it again if it never started)."""
+        return await _start(self, workflow, args, kwargs, run_id=None)
+
+    def options(self, *, run_id: str | None = None) -> StartOptions:
+        """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
+
+        With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
+        never started). Starting is two writes: the run is recorded, then the message that runs it is queued.
+        If the second fails, ``RunStartError`` carries the recorded run's id: starting again with
+        ``run_id=error.run_id`` queues the message and nothing runs twice, whereas a retry without the id
+        would leave the first run pending for good."""
+        return StartOptions(self, run_id)
+
+    def get_run(self, run_id: str) -> Run[Any]:
         return Run(self, run_id)
 
-    async def list_runs(self, *, workflow: Any = None, status: str | Sequence[str] | None = None,
-                        limit: int = 50, cursor: str | None = None) -> Any:
+    async def list_runs(self, *, workflow: Callable[..., Any] | str | None = None,
+                        status: str | Sequence[str] | None = None, limit: int = 50,
+                        cursor: str | None = None) -> Any:
         name = None if workflow is None else (workflow if isinstance(workflow, str) else workflow_name(workflow))
         return await self.world.runs.list(workflow_name=name, status=status, limit=limit, cursor=cursor)
 
-    async def resume_hook(self, token: str, payload: Any, *, idempotency_key: str | None = None) -> Event:
+    async def resume_hook(self, token: str, payload: Any, *, idempotency_key: str | None = None,
+                          wait: float | None = None) -> Event:
         """Deliver ``payload`` to the hook holding ``token`` and wake its run; return the hook_received event.
 
         With ``idempotency_key`` (the webhook route passes the request's), a repeat of the key on this hook
@@ -125,13 +154,16 @@ class Client:
         ended (then nothing is woken); a new key on an ended run raises ``RunGoneError`` as usual. Keys longer
         than ``MAX_RESUME_ID_LENGTH`` are replaced by their SHA-256. ``resume_hook_outcome`` also says
         whether this call was the one that recorded the payload.
-        """
-        return (await self.resume_hook_outcome(token, payload, idempotency_key=idempotency_key)).event
 
-    async def resume_hook_outcome(self, token: str, payload: Any, *,
-                                  idempotency_key: str | None = None) -> HookResumed:
+        With ``wait`` (seconds), a hook that does not exist yet (its run has not reached ``create_hook``) is
+        waited for that long before ``HookNotFoundError`` is raised; without it, it is raised at once.
+        """
+        return (await self.resume_hook_outcome(token, payload, idempotency_key=idempotency_key, wait=wait)).event
+
+    async def resume_hook_outcome(self, token: str, payload: Any, *, idempotency_key: str | None = None,
+                                  wait: float | None = None) -> HookResumed:
         """``resume_hook``, telling a first delivery from a repeat of its idempotency key."""
-        hook = await self.world.hooks.get_by_token(token, resolve_data="none")
+        hook = await self._hook(token, wait)
         run = await self.world.runs.get(hook.run_id, resolve_data="none")
         ended = run.status in TERMINAL_RUN_STATUSES
         if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
@@ -156,17 +188,53 @@ class Client:
         assert event is not None
         if not ended:
             reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
-            await self._wake(hook.run_id, run.workflow_name, reason)
+            await _wake(self.world, hook.run_id, run.workflow_name, reason)
         return HookResumed(event, recorded)
+
+    async def _hook(self, token: str, wait: float | None) -> Hook:
+        """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in
+        that many seconds."""
+        deadline = None if wait is None else time.monotonic() + wait
+        pause = POLL_FIRST
+        while True:
+            try:
+                return await self.world.hooks.get_by_token(token, resolve_data="none")
+            except HookNotFoundError:
+                remaining = 0.0 if deadline is None else deadline - time.monotonic()
+                if remaining <= 0:
+                    raise
+            await asyncio.sleep(min(pause, remaining))
+            pause = min(pause * 2, POLL_MAX)
 
     async def cancel(self, run_id: str) -> None:
         run = await self.world.runs.get(run_id, resolve_data="none")
         await self.world.events.create(run_id, {"eventType": "run_cancelled"})
-        await self._wake(run_id, run.workflow_name, "cancel")
+        await _wake(self.world, run_id, run.workflow_name, "cancel")
 
-    async def _wake(self, run_id: str, workflow: str, reason: str) -> None:
-        await self.world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
-                               idempotency_key=f"{run_id}:{reason}")
+
+
+class StartOptions:
+    """``Client.options(...)``: ``start`` with options (a run id). Typed as ``Client.start``: the arguments are
+    checked against the workflow's parameters and the run's result has its return type."""
+
+    def __init__(self, client: Client, run_id: str | None) -> None:
+        self.client = client
+        self.run_id = run_id
+
+    def __repr__(self) -> str:
+        return f"StartOptions(run_id={self.run_id!r})"
+
+    @overload
+    async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+                    **kwargs: P.kwargs) -> Run[R]: ...
+
+    @overload
+    async def start(self, workflow: str, /, *args: Any, **kwargs: Any) -> Run[Any]: ...
+
+    async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, /, *args: Any,
+                    **kwargs: Any) -> Run[Any]:
+        """``Client.start`` with these options (with a ``run_id``: idempotent, see ``Client.options``)."""
+        return await _start(self.client, workflow, args, kwargs, run_id=self.run_id)
 
 
 @dataclass(frozen=True)
@@ -176,6 +244,37 @@ class HookResumed:
 
     event: Event
     recorded: bool
+
+
+async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
+                 kwargs: dict[str, Any], *, run_id: str | None) -> Run[Any]:
+    """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it."""
+    name = workflow if isinstance(workflow, str) else workflow_name(workflow)
+    run_id = run_id or new_run_id()
+    if client.registry is not None and isinstance(workflow, str):
+        client.registry.workflow(name)  # LookupError naming the workflow and how to register it
+    try:
+        payload = serde.dumps({"args": list(args), "kwargs": kwargs})
+    except serde.SerializationError as error:
+        raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
+    result = await client.world.events.create(run_id, {
+        "eventType": "run_created",
+        "eventData": {"workflowName": name, "input": payload,
+                      "executionContext": {"seed": secrets.token_hex(32)}},
+    }, resolve_data="none")
+    assert result.run is not None
+    run: Run[Any] = Run(client, result.run.run_id, result.run.workflow_name)
+    if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
+        try:
+            await _wake(client.world, run.run_id, result.run.workflow_name, "start")
+        except Exception as error:
+            raise RunStartError(run.run_id, error) from error
+    return run
+
+
+async def _wake(world: Any, run_id: str, workflow: str, reason: str) -> None:
+    await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
+                      idempotency_key=f"{run_id}:{reason}")
 
 
 def _resume_id(key: str) -> str:

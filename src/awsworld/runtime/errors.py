@@ -57,13 +57,23 @@ class WorkflowRunFailedError(Exception):
 
 
 class RunStartError(Exception):
-    """The run was recorded but the message that starts it could not be queued: ``start`` again with
-    ``run_id=error.run_id`` to queue it (the run is created once and runs once)."""
+    """The run was recorded but the message that starts it could not be queued: start again with
+    ``client.options(run_id=error.run_id).start(...)`` to queue it (the run is created once and runs once)."""
 
     def __init__(self, run_id: str, cause: BaseException) -> None:
         super().__init__(f"run {run_id} was recorded but could not be started ({type(cause).__name__}: "
-                         f"{str(cause)[:200]}); call start(..., run_id={run_id!r}) again to start it")
+                         f"{str(cause)[:200]}); call client.options(run_id={run_id!r}).start(...) again to "
+                         "start it")
         self.run_id = run_id
+
+
+class RunEndedError(RuntimeError):
+    """The run reached a terminal status (``status``) before what the caller waited for (``Run.wait_for_hook``)."""
+
+    def __init__(self, run_id: str, status: str, waiting_for: str) -> None:
+        super().__init__(f"run {run_id} ended ({status}) {waiting_for}")
+        self.run_id = run_id
+        self.status = status
 
 
 class WorkflowRunCancelledError(Exception):

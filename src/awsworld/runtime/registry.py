@@ -10,7 +10,7 @@ import functools
 import inspect
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from .context import current_execution
 
@@ -82,23 +82,56 @@ def _require_async(fn: Callable[..., Any], kind: str) -> None:
         raise TypeError(f"@{kind} needs an async def function, got {fn!r}")
 
 
-def workflow(fn: Callable[P, Coroutine[Any, Any, R]] | None = None, *, name: str | None = None) -> Any:
-    """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``."""
+class _Decorator(Protocol):
+    """What ``@workflow(...)`` and ``@step(...)`` return: a decorator that keeps the function's signature."""
+
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+
+def _mark(fn: Callable[..., Any], attribute: str, definition: WorkflowDef | StepDef) -> None:
+    """Attach the definition to the function object (``vars``: a typed ``Callable`` declares no such
+    attribute, and this keeps the assignment checked rather than silenced)."""
+    vars(fn)[attribute] = definition
+
+
+@overload
+def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+
+@overload
+def workflow(*, name: str | None = None) -> _Decorator: ...
+
+
+def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *,
+             name: str | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
+    """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
+
+    ``@workflow`` and ``@workflow(name=...)`` return the function itself, with its parameters and return type."""
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "workflow")
         definition = WorkflowDef(_stable_name(f, name), f)
         REGISTRY.add_workflow(definition)
-        f.__awsworld_workflow__ = definition  # type: ignore[attr-defined]
+        _mark(f, "__awsworld_workflow__", definition)
         return f
 
     return decorate(fn) if fn is not None else decorate
 
 
-def step(fn: Callable[P, Coroutine[Any, Any, R]] | None = None, *, max_retries: int = DEFAULT_MAX_RETRIES,
-         name: str | None = None, retry_delay: float = 1.0) -> Any:
+@overload
+def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
+
+
+@overload
+def step(*, max_retries: int = DEFAULT_MAX_RETRIES, name: str | None = None,
+         retry_delay: float = 1.0) -> _Decorator: ...
+
+
+def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int = DEFAULT_MAX_RETRIES,
+         name: str | None = None, retry_delay: float = 1.0) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
-    outside a workflow it is a plain function call."""
+    outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
+    return type."""
     if max_retries < 0:
         raise ValueError("max_retries must be >= 0")
 
@@ -114,7 +147,7 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]] | None = None, *, max_retries: 
                 return await f(*args, **kwargs)
             return await execution.call_step(definition, args, kwargs)
 
-        call.__awsworld_step__ = definition  # type: ignore[attr-defined]
+        _mark(call, "__awsworld_step__", definition)
         return call
 
     return decorate(fn) if fn is not None else decorate

@@ -15,14 +15,16 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextvars
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable, Coroutine, Generator
+from typing import Any, TypeVar
 
 from . import determinism
 from .errors import DeterminismError
 
+T = TypeVar("T")
 
-class ReplayTask(asyncio.Task):  # type: ignore[type-arg]
+
+class ReplayTask(asyncio.Task[Any]):
     """A task of the replay loop: hashes by its creation number (replay-stable), compares by identity."""
 
     _awsworld_number = 0
@@ -68,8 +70,8 @@ class ReplayLoop(asyncio.AbstractEventLoop):
     def create_future(self) -> asyncio.Future[Any]:
         return asyncio.Future(loop=self)
 
-    def create_task(self, coro: Coroutine[Any, Any, Any], *, name: str | None = None,
-                    context: contextvars.Context | None = None) -> asyncio.Task[Any]:
+    def create_task(self, coro: Coroutine[Any, Any, T] | Generator[Any, None, T], *, name: str | None = None,
+                    context: contextvars.Context | None = None) -> asyncio.Task[T]:
         determinism.check_task_creation()
         task = ReplayTask(coro, loop=self, name=name, context=context)
         self._tasks_created += 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError
 from pydantic.alias_generators import to_camel
@@ -245,7 +245,7 @@ class EventResult(WireModel):
     step: Step | None = None
     hook: Hook | None = None
     wait: Wait | None = None
-    events: list[Event] = Field(default_factory=list)
+    events: list[Event] = Field(default_factory=list[Event])
     cursor: str | None = None
     has_more: bool = False
     seq_in_band: int | None = None
@@ -284,7 +284,7 @@ def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> Cre
         if isinstance(event.event_data, EventData):
             raw["eventData"] = event.event_data.model_dump(by_alias=True, exclude_none=True)
     elif isinstance(event, dict):
-        raw = dict(event)
+        raw = dict(cast("dict[str, Any]", event))  # a wire mapping: its keys are field names (validated below)
     else:
         raise InvalidInputError(f"an event must be a CreateEventRequest or a mapping, not {type(event).__name__}")
     event_type = raw.get("eventType", raw.get("event_type"))

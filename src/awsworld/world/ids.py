@@ -52,7 +52,7 @@ def new_ulid() -> str:
     return str(ULID())
 
 
-def check_entity_id(value: str, field: str) -> str:
+def check_entity_id(value: object, field: str) -> str:
     """Reject ids that cannot safely become part of a DynamoDB key or an S3 object key."""
     if not isinstance(value, str) or not _ENTITY_ID.match(value):
         raise InvalidInputError(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import Field
 
@@ -15,7 +15,7 @@ T = TypeVar("T")
 
 
 class Page(WireModel, Generic[T]):
-    data: list[T] = Field(default_factory=list)
+    data: list[T] = Field(default_factory=list[Any])
     cursor: str | None = None
     has_more: bool = False
 

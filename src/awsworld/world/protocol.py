@@ -111,10 +111,19 @@ class HooksAPI(Protocol):
 
 @runtime_checkable
 class Storage(Protocol):
-    runs: RunsAPI
-    steps: StepsAPI
-    events: EventsAPI
-    hooks: HooksAPI
+    # Read-only (properties): an implementation's own API classes satisfy them (a plain attribute would be
+    # mutable, hence invariant, and only the protocol classes themselves would do).
+    @property
+    def runs(self) -> RunsAPI: ...
+
+    @property
+    def steps(self) -> StepsAPI: ...
+
+    @property
+    def events(self) -> EventsAPI: ...
+
+    @property
+    def hooks(self) -> HooksAPI: ...
 
 
 @runtime_checkable
@@ -122,8 +131,13 @@ class World(Storage, QueueAPI, Protocol):
     """Storage, the Queue's publishing side (``queue``, ``queue_batch``, ``get_deployment_id``) and the
     Streamer (``streams``). Consuming deliveries is the transport's business (see ``awsworld.aws``)."""
 
-    spec_version: int
-    capabilities: Capabilities
-    streams: StreamsAPI
+    @property
+    def spec_version(self) -> int: ...
+
+    @property
+    def capabilities(self) -> Capabilities: ...
+
+    @property
+    def streams(self) -> StreamsAPI: ...
 
     async def close(self) -> None: ...

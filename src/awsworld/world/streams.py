@@ -25,14 +25,16 @@ def chunk_bytes(chunk: object, field: str = "chunk") -> bytes:
         return chunk
     if isinstance(chunk, str):
         return chunk.encode("utf-8")
-    if isinstance(chunk, bytearray | memoryview):
+    if isinstance(chunk, bytearray):
         return bytes(chunk)
+    if isinstance(chunk, memoryview):
+        return chunk.tobytes()
     raise InvalidInputError(f"{field} must be str or bytes, not {type(chunk).__name__}", field=field)
 
 
 def check_stream_name(name: object) -> str:
     """Stream names become DynamoDB sort keys and S3 key segments: the entity-id character set."""
-    return check_entity_id(name, "streamName")  # type: ignore[arg-type]
+    return check_entity_id(name, "streamName")
 
 
 class StreamChunk(WireModel):
@@ -46,7 +48,7 @@ class StreamChunkPage(WireModel):
     later for chunks written since; ``has_more`` says whether the snapshot holds more; ``done`` is the
     stream's closed flag, read before the page."""
 
-    data: list[StreamChunk] = Field(default_factory=list)
+    data: list[StreamChunk] = Field(default_factory=list[StreamChunk])
     cursor: str | None = None
     has_more: bool = False
     done: bool = False

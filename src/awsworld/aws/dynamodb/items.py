@@ -190,15 +190,16 @@ def event_from_block(event: BlockEvent, payload: Any = None, *, with_payload: bo
     fields = PAYLOAD_FIELDS.get(event.event_type, ())
     if fields and with_payload and event.val is not None:
         data[fields[0]] = payload
-    return Event(
-        event_id=slot_to_event_id(event.slot),
-        run_id=event.run_id,
-        event_type=event.event_type,
-        correlation_id=event.correlation_id,
-        event_data=data,
-        created_at=event.created_at,
-        spec_version=event.spec_version,
-    )
+    # Validated from the stored strings (the event type and the ISO timestamp become Event's types).
+    return Event.model_validate({
+        "event_id": slot_to_event_id(event.slot),
+        "run_id": event.run_id,
+        "event_type": event.event_type,
+        "correlation_id": event.correlation_id,
+        "event_data": data,
+        "created_at": event.created_at,
+        "spec_version": event.spec_version,
+    })
 
 
 async def events_from_blocks(events: list[BlockEvent], values: ValueStore, resolve: ResolveData) -> list[Event]:

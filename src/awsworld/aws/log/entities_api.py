@@ -76,7 +76,8 @@ class HooksAPI:
             pointer = await get_item(self.clients, hook_pointer_key(hook_id))
             if pointer is None:
                 raise HookNotFoundError(f"hook {hook_id} not found")
-            run_id = pointer["runId"]
+            owner: str = pointer["runId"]
+            run_id = owner
         item = await get_item(self.clients, hook_key(run_id, hook_id))
         if item is None:
             raise HookNotFoundError(f"hook {hook_id} not found")

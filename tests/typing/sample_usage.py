@@ -1,0 +1,65 @@
+"""What pyright must see in user code: checked by ``test_typing.py`` (``npx pyright``), never imported or run.
+
+``# reveal: T`` on a ``reveal_type`` line is the type pyright must reveal there; ``# expected-error: rule, ...``
+marks a line pyright must reject with exactly those errors (one rule per error: a call no overload of
+``Client.start`` accepts gets ``reportCallIssue`` plus the reason), and no other line may have an error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, assert_type, reveal_type
+
+from awsworld import Client, Run, step, workflow
+from awsworld.world.entities import Hook
+
+
+@step
+async def square(x: int) -> int:
+    return x * x
+
+
+@step(max_retries=5, name="typing-sample.shout")
+async def shout(text: str, *, times: int = 1) -> str:
+    return text.upper() * times
+
+
+@workflow
+async def total(xs: list[int]) -> int:
+    return sum([await square(x) for x in xs])
+
+
+@workflow(name="typing-sample.greet")
+async def greet(name: str, *, loud: bool = False) -> str:
+    return await shout(name) if loud else name
+
+
+async def usage(client: Client) -> None:
+    reveal_type(square)  # reveal: (x: int) -> Coroutine[Any, Any, int]
+    reveal_type(shout)  # reveal: (text: str, *, times: int = 1) -> Coroutine[Any, Any, str]
+    reveal_type(total)  # reveal: (xs: list[int]) -> Coroutine[Any, Any, int]
+    reveal_type(greet)  # reveal: (name: str, *, loud: bool = False) -> Coroutine[Any, Any, str]
+    assert_type(await square(3), int)
+
+    run = await client.start(total, [1, 2, 3])
+    reveal_type(run)  # reveal: Run[int]
+    reveal_type(await run.result())  # reveal: int
+    assert_type(await (await client.start(greet, "ada", loud=True)).result(timeout=5), str)
+
+    by_id = await client.options(run_id="order-17").start(greet, "ada")
+    reveal_type(by_id)  # reveal: Run[str]
+    by_name = await client.start("typing-sample.greet", "ada")
+    reveal_type(by_name)  # reveal: Run[Any]
+    assert_type(client.get_run("wrun_x"), Run[Any])
+    hook = await run.wait_for_hook("tok", timeout=1.0)
+    assert_type(hook, Hook)
+    widened: Run[object] = run  # a run's result type is covariant
+    del widened
+
+    # What must be rejected:
+    await square("not an int")  # expected-error: reportArgumentType
+    await client.start(total, "wrong")  # expected-error: reportCallIssue, reportArgumentType
+    await client.start(greet, "ada", loud="yes")  # expected-error: reportCallIssue, reportArgumentType
+    await client.start(greet)  # expected-error: reportCallIssue, reportCallIssue
+    await client.options(run_id="x").start(total, [1], extra=1)  # expected-error: reportCallIssue, reportCallIssue
+    mistyped: Run[str] = await client.start(total, [1])  # expected-error: reportAssignmentType
+    del mistyped

@@ -1,0 +1,79 @@
+"""The public API's types, as a user's type checker sees them: pyright (``npx pyright``, pinned in package.json)
+checks ``sample_usage.py`` and must reveal exactly the types its ``# reveal:`` comments name and report exactly
+the errors its ``# expected-error:`` comments list."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tokenize
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = Path(__file__).with_name("sample_usage.py")
+
+REVEAL = re.compile(r"^#\s*reveal:\s*(?P<type>.+?)\s*$")
+EXPECTED_ERROR = re.compile(r"^#\s*expected-error:\s*(?P<rules>.+?)\s*$")
+REVEALED = re.compile(r'^Type of "(?P<expression>.*)" is "(?P<type>.*)"$', re.DOTALL)
+
+
+def _expectations() -> tuple[dict[int, str], Counter[tuple[int, str]]]:
+    reveals: dict[int, str] = {}
+    errors: Counter[tuple[int, str]] = Counter()
+    with SAMPLE.open("rb") as source:
+        comments = [(t.start[0], t.string) for t in tokenize.tokenize(source.readline) if t.type == tokenize.COMMENT]
+    for number, comment in comments:
+        if match := REVEAL.match(comment):
+            reveals[number] = match["type"]
+        if match := EXPECTED_ERROR.match(comment):
+            for rule in match["rules"].split(","):
+                errors[number, rule.strip()] += 1
+    return reveals, errors
+
+
+@pytest.fixture(scope="module")
+def diagnostics() -> list[dict]:
+    if shutil.which("node") is None or shutil.which("npx") is None:
+        pytest.skip("node/npx not found: pyright (package.json devDependencies) runs on Node.js")
+    if not (ROOT / "node_modules" / "pyright").is_dir():
+        pytest.fail("pyright is not installed: run `npm ci` in the repository root (package.json pins it)")
+    command = ["npx", "--no", "--", "pyright", "--outputjson", str(SAMPLE.relative_to(ROOT))]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False)
+    try:
+        report = json.loads(done.stdout)
+    except json.JSONDecodeError:
+        pytest.fail(f"{' '.join(command)} exited {done.returncode} without a JSON report:\n"
+                    f"{done.stdout[-2000:]}\n{done.stderr[-2000:]}")
+    assert report["summary"]["filesAnalyzed"] == 1, report["summary"]
+    return [d for d in report["generalDiagnostics"] if Path(d["file"]).resolve() == SAMPLE]
+
+
+def _line(diagnostic: dict) -> int:
+    return diagnostic["range"]["start"]["line"] + 1
+
+
+def test_pyright_reveals_the_types_of_workflows_steps_runs_and_results(diagnostics: list[dict]) -> None:
+    expected, _ = _expectations()
+    assert len(expected) >= 8
+    revealed: dict[int, str] = {}
+    for diagnostic in diagnostics:
+        if diagnostic["severity"] == "information" and (match := REVEALED.match(diagnostic["message"])):
+            revealed[_line(diagnostic)] = match["type"]
+    assert revealed == expected
+
+
+def test_pyright_reports_exactly_the_expected_errors(diagnostics: list[dict]) -> None:
+    _, expected = _expectations()
+    assert sum(expected.values()) >= 6
+    found = Counter((_line(d), d.get("rule", "")) for d in diagnostics if d["severity"] == "error")
+    messages = "\n".join(f"{_line(d)}: [{d.get('rule')}] {d['message']}" for d in diagnostics
+                         if d["severity"] in ("error", "warning"))
+    assert found == expected, messages
+    assert not [d for d in diagnostics if d["severity"] == "warning"], messages
+    [wrong_argument] = [d for d in diagnostics if "not an int" in d["message"]]
+    assert 'parameter "x" of type "int"' in wrong_argument["message"]
