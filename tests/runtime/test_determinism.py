@@ -164,3 +164,23 @@ def test_outside_a_workflow_the_patched_functions_are_the_real_ones() -> None:
     assert abs(time.time() - datetime.now(UTC).timestamp()) < 5
     assert uuid.uuid4() != uuid.uuid4()
     assert abs(awsworld.time_ns() / 1e9 - time.time()) < 5
+
+
+def test_a_c_profiler_keeps_running_through_the_guard() -> None:
+    """cProfile's hook is not a Python callable: the guard must leave it in place rather than fail to put it
+    back (which raised TypeError inside every replay under the profiler)."""
+    import cProfile
+    import sys
+
+    from awsworld.runtime.determinism import ensure_guard, install_guard, restore_guard
+
+    profiler = cProfile.Profile()
+    profiler.enable()
+    try:
+        hook = sys.getprofile()
+        previous = install_guard()
+        ensure_guard()
+        restore_guard(previous)
+        assert sys.getprofile() is hook
+    finally:
+        profiler.disable()

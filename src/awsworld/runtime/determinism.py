@@ -28,7 +28,8 @@ awsworld was imported                          imported keeps the original funct
 
 Steps, client code, and other tasks in the same process get the real functions. The patches are installed once,
 when ``awsworld`` is imported; the refusals use a per-thread profile hook active only while the replay loop runs
-workflow code (a ``sys.setprofile`` profiler of your own is suspended meanwhile).
+workflow code (a ``sys.setprofile`` profiler of your own is suspended meanwhile; a C-level profiler such as
+cProfile cannot be suspended and put back from Python, so it keeps running and the refusals are off under it).
 """
 
 from __future__ import annotations
@@ -114,19 +115,25 @@ def _profile(frame: Any, event: str, arg: Any) -> None:
 def install_guard() -> Any:
     """Turn the refusals on for this thread (while the replay loop runs); returns what to restore."""
     previous = sys.getprofile()
-    if previous is not _profile:
+    if previous is not _profile and _replaceable(previous):
         sys.setprofile(_profile)
     return previous
 
 
+def _replaceable(hook: Any) -> bool:
+    """``sys.setprofile`` can put back only a Python callable; cProfile's hook is not one."""
+    return hook is None or callable(hook)
+
+
 def ensure_guard() -> None:
     """Put the guard back after a refusal (a profile hook that raised is removed by the interpreter)."""
-    if sys.getprofile() is not _profile:
+    current = sys.getprofile()
+    if current is not _profile and _replaceable(current):
         sys.setprofile(_profile)
 
 
 def restore_guard(previous: Any) -> None:
-    if previous is not _profile:
+    if previous is not _profile and _replaceable(previous):
         sys.setprofile(previous)
 
 

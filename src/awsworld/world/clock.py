@@ -29,5 +29,5 @@ SYSTEM_CLOCK = SystemClock()
 
 def clock_of(world: object) -> Clock:
     """The clock a World's timestamps follow: its own ``clock`` attribute, else the system clock."""
-    clock = getattr(world, "clock", None)
-    return clock if isinstance(clock, Clock) else SYSTEM_CLOCK
+    clock = getattr(world, "clock", None)  # not isinstance(Clock): a runtime Protocol check costs ~27 us
+    return SYSTEM_CLOCK if clock is None else clock
