@@ -1,4 +1,8 @@
-"""The consuming side: record shapes, attempts, acknowledgement, redelivery, the DLQ and malformed bodies."""
+"""The consuming side: record shapes, attempts, acknowledgement, redelivery, the DLQ and malformed bodies.
+
+Attempts, acknowledgement and redelivery are the contract's and run on moto and in memory (``queue_world``);
+record shapes, the redrive policy and foreign bodies are SQS's and run on moto alone (``moto_world``).
+"""
 
 from __future__ import annotations
 
@@ -12,16 +16,18 @@ from typing import Any
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.aws.queue.deliveries import Deferred, Malformed, QueueConsumer, read_record
+from awsworld.aws.queue.deliveries import Deferred, Malformed, read_record
 from awsworld.aws.queue.sqs_queue import SqsQueue
 from awsworld.world import Delivery, InvalidInputError
+
+from .conftest import consumer_for, is_memory
 
 QUEUE = "__wkf_workflow_flow"
 PREFIX = "__wkf_workflow_"
 SECRET = "s3cr3t-payload-content"
 
 
-async def next_delivery(consumer: QueueConsumer, timeout: float = 5.0, **receive: Any) -> Delivery:
+async def next_delivery(consumer: Any, timeout: float = 5.0, **receive: Any) -> Delivery:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for record in await consumer.receive(10, 1, **receive):
@@ -84,10 +90,10 @@ def test_read_record_tolerates_missing_attributes() -> None:
     assert record.receive_count == 1
 
 
-async def test_visibility_redelivery_counts_attempts_and_keeps_the_id(moto_world: AWSWorld) -> None:
-    world = moto_world
+async def test_visibility_redelivery_counts_attempts_and_keeps_the_id(queue_world: Any) -> None:
+    world = queue_world
     message_id = await world.queue(QUEUE, "work")
-    consumer = world.sqs_queue.consumer(PREFIX)
+    consumer = consumer_for(world, PREFIX)
     first = await next_delivery(consumer, visibility_timeout=1)
     second = await next_delivery(consumer, visibility_timeout=1)  # not acknowledged: SQS hands it out again
     assert (first.message_id, second.message_id) == (message_id, message_id)
@@ -95,36 +101,45 @@ async def test_visibility_redelivery_counts_attempts_and_keeps_the_id(moto_world
     assert second.created_at == first.created_at
 
 
-async def test_ack_deletes_the_message(moto_world: AWSWorld) -> None:
-    world = moto_world
+async def test_ack_deletes_the_message(queue_world: Any) -> None:
+    world = queue_world
     await world.queue(QUEUE, "once")
-    consumer = world.sqs_queue.consumer(PREFIX)
+    consumer = consumer_for(world, PREFIX)
     delivery = await next_delivery(consumer, visibility_timeout=1)
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     await consumer.ack(delivery)
-    assert world.stats.requests == {"sqs.DeleteMessage": 1}, "no key, no DynamoDB request"
+    if not is_memory(world):
+        assert world.stats.requests == {"sqs.DeleteMessage": 1}, "no key, no DynamoDB request"
     await asyncio.sleep(1.2)
     assert await consumer.receive(10, 0) == []
 
 
-async def test_ack_without_delete_only_frees_the_key(moto_world: AWSWorld) -> None:
-    world = moto_world
+async def test_ack_without_delete_only_frees_the_key(queue_world: Any) -> None:
+    world = queue_world
     first = await world.queue(QUEUE, 1, idempotency_key="lambda")
-    consumer = world.sqs_queue.consumer(PREFIX)
-    delivery = await next_delivery(consumer)
-    world.stats.reset()
+    consumer = consumer_for(world, PREFIX)
+    [record] = await consumer.receive(10, 1)
+    delivery = await consumer.open(record)
+    if not is_memory(world):
+        world.stats.reset()
     await consumer.ack(delivery, delete_message=False)  # the Lambda event source mapping deletes it
-    assert world.stats.requests == {"dynamodb.DeleteItem": 1}
+    if not is_memory(world):
+        assert world.stats.requests == {"dynamodb.DeleteItem": 1}
     assert await world.queue(QUEUE, 2, idempotency_key="lambda") != first
+    await consumer.delete(record)  # what the poller does then: the first message is gone, the second stays
+    [second] = [o for o in await consumer.poll(10, 1)]
+    assert isinstance(second, Delivery) and second.payload == 2
+    assert await consumer.receive(10, 0) == []
 
 
 # -- redelivery ------------------------------------------------------------------------------------------------------
 
 
-async def test_redeliver_after_keeps_the_message_id_and_counts_the_attempt(moto_world: AWSWorld) -> None:
-    world = moto_world
+async def test_redeliver_after_keeps_the_message_id_and_counts_the_attempt(queue_world: Any) -> None:
+    world = queue_world
     message_id = await world.queue(QUEUE, {"step": "s1"}, idempotency_key="s1")
-    consumer = world.sqs_queue.consumer(PREFIX)
+    consumer = consumer_for(world, PREFIX)
     first = await next_delivery(consumer)
     asked = time.monotonic()
     await consumer.redeliver_after(first, 1)
@@ -161,9 +176,9 @@ async def test_redeliver_after_a_long_time_hops(moto_world: AWSWorld) -> None:
     assert (second.message_id, second.attempt) == (message_id, 2)
 
 
-async def test_redeliver_after_validates(moto_world: AWSWorld) -> None:
-    await moto_world.queue(QUEUE, 1)
-    consumer = moto_world.sqs_queue.consumer(PREFIX)
+async def test_redeliver_after_validates(queue_world: Any) -> None:
+    await queue_world.queue(QUEUE, 1)
+    consumer = consumer_for(queue_world, PREFIX)
     delivery = await next_delivery(consumer)
     with pytest.raises(InvalidInputError):
         await consumer.redeliver_after(delivery, -1)

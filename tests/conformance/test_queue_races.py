@@ -1,22 +1,25 @@
 """Idempotency keys under contention, from separate AWSWorld instances (separate processes, to the store).
 
-These run on both backends (``world``): the dedup marker's conditional put and the batch's transaction must
-hold on DynamoDB Local, which honours conditions under real concurrency, as on moto.
+These run on both emulators and in memory (``any_world``): the dedup marker's conditional put must hold on
+DynamoDB Local, which honours conditions under real concurrency, as on moto; in memory the contenders are
+concurrent tasks of one process.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
-from awsworld.aws import AWSWorld
 from awsworld.world import Delivery
+
+from .conftest import consumer_for, processes
 
 QUEUE = "__wkf_workflow_race"
 
 
-async def received(world: AWSWorld, expected: int, timeout: float = 10) -> list[Delivery]:
-    consumer = world.sqs_queue.consumer("__wkf_workflow_")
+async def received(world: Any, expected: int, timeout: float = 10) -> list[Delivery]:
+    consumer = consumer_for(world, "__wkf_workflow_")
     found: list[Delivery] = []
     deadline = time.monotonic() + timeout
     while len(found) < expected and time.monotonic() < deadline:
@@ -25,28 +28,22 @@ async def received(world: AWSWorld, expected: int, timeout: float = 10) -> list[
     return found
 
 
-async def test_one_key_from_many_processes_sends_once(world: AWSWorld) -> None:
-    others = [AWSWorld(world.config) for _ in range(4)]
-    try:
+async def test_one_key_from_many_processes_sends_once(any_world: Any) -> None:
+    world = any_world
+    async with processes(world, 4) as others:
         ids = await asyncio.gather(*(w.queue(QUEUE, n, idempotency_key="only-once")
                                      for n, w in enumerate(others * 3)))
-    finally:
-        for other in others:
-            await other.close()
     assert len(set(ids)) == 1
     [delivery] = await received(world, 1)
     assert delivery.message_id == ids[0]
 
 
-async def test_overlapping_batches_send_each_key_once(world: AWSWorld) -> None:
-    others = [AWSWorld(world.config) for _ in range(3)]
-    try:
+async def test_overlapping_batches_send_each_key_once(any_world: Any) -> None:
+    world = any_world
+    async with processes(world, 3) as others:
         batches = [[{"payload": {"key": k, "from": n}, "idempotencyKey": f"k{k}"} for k in range(n * 10, n * 10 + 40)]
                    for n in range(3)]  # keys 0-39, 10-49, 20-59: every key but the ends is in two or three
         results = await asyncio.gather(*(w.queue_batch(QUEUE, b) for w, b in zip(others, batches, strict=True)))
-    finally:
-        for other in others:
-            await other.close()
     by_key: dict[str, set[str]] = {}
     for batch, batch_results in zip(batches, results, strict=True):
         assert len(batch_results) == len(batch)

@@ -1,4 +1,9 @@
-"""Streams on S3 with a DynamoDB chunk index: writes, reads, snapshots, live reads, sessions, errors."""
+"""Streams: writes, reads, snapshots, live reads, errors.
+
+The contract's rules run on the AWS World (S3 with a DynamoDB chunk index, on moto) and in memory
+(``stream_world``); how the AWS World lays chunks out in S3 and what it asks AWS is checked on moto alone
+(``moto_world_per_module``).
+"""
 
 from __future__ import annotations
 
@@ -20,49 +25,53 @@ from awsworld.world import (
     StreamChunkPage,
 )
 
+from .conftest import is_memory
 from .helpers import new_run, run_cancelled, run_completed, run_failed
 
 S = "strm_out"
 
 
-
-
-
-
-
-
-
-
-async def collect(streams: StreamsAPI, run_id: str, name: str, start: int = 0, timeout: float = 10) -> list[bytes]:
+async def collect(streams: Any, run_id: str, name: str, start: int = 0, timeout: float = 10) -> list[bytes]:
     async def read() -> list[bytes]:
         return [chunk async for chunk in streams.get(run_id, name, start)]
 
     return await asyncio.wait_for(read(), timeout)
 
 
-async def all_pages(streams: StreamsAPI, run_id: str, name: str, limit: int) -> list[StreamChunkPage]:
+async def all_pages(streams: Any, run_id: str, name: str, limit: int) -> list[StreamChunkPage]:
     pages = [await streams.get_chunks(run_id, name, limit=limit)]
     while pages[-1].has_more:
         pages.append(await streams.get_chunks(run_id, name, limit=limit, cursor=pages[-1].cursor))
     return pages
 
 
-@pytest.fixture
-def moto_world(moto_world_per_module: AWSWorld) -> AWSWorld:
-    """Stream tests are isolated by their run ids: they share one World per module."""
-    return moto_world_per_module
+def checking_streams(world: Any) -> Any:
+    """Streams whose idle live readers re-read the run's status every 0.2 s at most (the AWS World's default
+    is 2 s; the in-memory World's 0.1 s)."""
+    return world.streams if is_memory(world) else StreamsAPI(world.clients, run_check_interval=0.2)
 
 
 @pytest.fixture
-async def run_id(moto_world: AWSWorld) -> str:
-    return await new_run(moto_world, start=True)
+def world(stream_world: Any) -> Any:
+    """Stream tests are isolated by their run ids: they share one World per module (and kind)."""
+    return stream_world
+
+
+@pytest.fixture
+async def run_id(world: Any) -> str:
+    return await new_run(world, start=True)
+
+
+@pytest.fixture
+async def aws_run_id(moto_world_per_module: AWSWorld) -> str:
+    return await new_run(moto_world_per_module, start=True)
 
 
 # -- writing and reading back ----------------------------------------------------------------------------------------
 
 
-async def test_write_then_read_everything_back(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_write_then_read_everything_back(world: Any, run_id: str) -> None:
+    streams = world.streams
     assert (await streams.get_info(run_id, S)).model_dump() == {"tailIndex": -1, "done": False}
     await streams.write(run_id, S, "héllo")
     await streams.write(run_id, S, b"\x00\xff")
@@ -83,8 +92,8 @@ async def test_write_then_read_everything_back(moto_world: AWSWorld, run_id: str
     assert await streams.list(run_id) == [S]
 
 
-async def test_get_chunks_pages_with_cursors(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_get_chunks_pages_with_cursors(world: Any, run_id: str) -> None:
+    streams = world.streams
     for n in range(5):  # five segments of three chunks: pages cut across segments
         await streams.write_multi(run_id, S, [f"{n}.{i}" for i in range(3)])
     pages = await all_pages(streams, run_id, S, limit=4)
@@ -103,8 +112,8 @@ async def test_get_chunks_pages_with_cursors(moto_world: AWSWorld, run_id: str) 
     assert wire["data"] == [{"index": 15, "data": "bGF0ZQ=="}] and wire["hasMore"] is False
 
 
-async def test_empty_and_closed_stream(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_empty_and_closed_stream(world: Any, run_id: str) -> None:
+    streams = world.streams
     await streams.close(run_id, "empty")
     assert (await streams.get_info(run_id, "empty")).model_dump() == {"tailIndex": -1, "done": True}
     assert await collect(streams, run_id, "empty") == []
@@ -112,8 +121,8 @@ async def test_empty_and_closed_stream(moto_world: AWSWorld, run_id: str) -> Non
     assert (page.data, page.has_more, page.done) == ([], False, True)
 
 
-async def test_negative_start_index_counts_back_from_the_tail(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_negative_start_index_counts_back_from_the_tail(world: Any, run_id: str) -> None:
+    streams = world.streams
     await streams.write_multi(run_id, S, [str(i) for i in range(6)])
     reader = await streams.get(run_id, S, -2)  # awaited: the start is fixed now, at tail 5
     await streams.write(run_id, S, "6")
@@ -123,17 +132,17 @@ async def test_negative_start_index_counts_back_from_the_tail(moto_world: AWSWor
     assert await collect(streams, run_id, S, -1) == [b"6"]
 
 
-async def test_list_names_of_a_run(moto_world: AWSWorld, run_id: str) -> None:
-    other = await new_run(moto_world, start=True)
+async def test_list_names_of_a_run(world: Any, run_id: str) -> None:
+    other = await new_run(world, start=True)
     for name in ("b", "a", "a.1", "c:d"):
-        await moto_world.streams.write(run_id, name, "x")
-    await moto_world.streams.write(other, "z", "x")
-    assert sorted(await moto_world.streams.list(run_id)) == ["a", "a.1", "b", "c:d"]
-    assert await moto_world.streams.list(await new_run(moto_world, start=True)) == []
+        await world.streams.write(run_id, name, "x")
+    await world.streams.write(other, "z", "x")
+    assert sorted(await world.streams.list(run_id)) == ["a", "a.1", "b", "c:d"]
+    assert await world.streams.list(await new_run(world, start=True)) == []
 
 
-async def test_write_multi_is_one_object_and_one_commit(moto_world: AWSWorld, run_id: str) -> None:
-    world = moto_world
+async def test_write_multi_is_one_object_and_one_commit(moto_world_per_module: AWSWorld, aws_run_id: str) -> None:
+    world, run_id = moto_world_per_module, aws_run_id
     chunks = [os.urandom(n) for n in range(50)]
     world.stats.reset()
     await world.streams.write_multi(run_id, S, chunks)
@@ -155,8 +164,8 @@ async def test_write_multi_is_one_object_and_one_commit(moto_world: AWSWorld, ru
 
 
 @pytest.mark.parametrize("total", [1 << 20, 10 << 20], ids=["1MiB", "10MiB"])
-async def test_large_streams_round_trip_byte_exact(moto_world: AWSWorld, run_id: str, total: int) -> None:
-    streams = moto_world.streams
+async def test_large_streams_round_trip_byte_exact(world: Any, run_id: str, total: int) -> None:
+    streams = world.streams
     data = os.urandom(total)
     await streams.write(run_id, S, data[:300_000])                       # one big chunk
     sizes = [1, 65_536, 7, 100_000, 3_000]
@@ -179,8 +188,8 @@ async def test_large_streams_round_trip_byte_exact(moto_world: AWSWorld, run_id:
 # -- live reads -------------------------------------------------------------------------------------------------------
 
 
-async def test_live_get_receives_chunks_written_after_it_started(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_live_get_receives_chunks_written_after_it_started(world: Any, run_id: str) -> None:
+    streams = world.streams
     await streams.write(run_id, S, "before")
     reader = asyncio.create_task(collect(streams, run_id, S))
     await asyncio.sleep(0.3)
@@ -195,8 +204,8 @@ async def test_live_get_receives_chunks_written_after_it_started(moto_world: AWS
     assert await reader == [b"before", *(f"live {i}".encode() for i in range(5)), b"x", b"y"]
 
 
-async def test_live_get_yields_as_chunks_arrive(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_live_get_yields_as_chunks_arrive(world: Any, run_id: str) -> None:
+    streams = world.streams
     iterator = streams.get(run_id, S).__aiter__()
     first = asyncio.create_task(iterator.__anext__())
     await asyncio.sleep(0.2)
@@ -206,18 +215,18 @@ async def test_live_get_yields_as_chunks_arrive(moto_world: AWSWorld, run_id: st
     assert await asyncio.wait_for(iterator.__anext__(), 3) == b"two"
 
 
-async def test_live_get_ends_when_the_run_finished_without_closing(moto_world: AWSWorld, run_id: str) -> None:
-    streams = StreamsAPI(moto_world.clients, run_check_interval=0.2)
+async def test_live_get_ends_when_the_run_finished_without_closing(world: Any, run_id: str) -> None:
+    streams = checking_streams(world)
     await streams.write(run_id, S, "last words")
     reader = asyncio.create_task(collect(streams, run_id, S))
     await asyncio.sleep(0.3)
     assert not reader.done()
-    await moto_world.events.create(run_id, run_completed())
+    await world.events.create(run_id, run_completed())
     assert await asyncio.wait_for(reader, 5) == [b"last words"]
 
 
-async def test_live_get_of_an_unknown_run_fails_instead_of_hanging(moto_world: AWSWorld) -> None:
-    streams = StreamsAPI(moto_world.clients, run_check_interval=0.2)
+async def test_live_get_of_an_unknown_run_fails_instead_of_hanging(world: Any) -> None:
+    streams = checking_streams(world)
     with pytest.raises(RunNotFoundError):
         await collect(streams, "wrun_nobody", S, timeout=5)
 
@@ -225,28 +234,37 @@ async def test_live_get_of_an_unknown_run_fails_instead_of_hanging(moto_world: A
 # -- errors -----------------------------------------------------------------------------------------------------------
 
 
-async def test_writing_to_a_closed_stream_is_a_conflict(moto_world: AWSWorld, run_id: str) -> None:
-    streams = moto_world.streams
+async def test_writing_to_a_closed_stream_is_a_conflict(world: Any, run_id: str) -> None:
+    streams = world.streams
     await streams.write(run_id, S, "a")
     await streams.close(run_id, S)
     for write in (streams.write(run_id, S, "b"), streams.write_multi(run_id, S, ["b", "c"])):
         with pytest.raises(EntityConflictError) as raised:
             await write
         assert raised.value.status == 409
-    other = StreamsAPI(moto_world.clients)  # no tail hint: learns it from the refusal
+    assert (await streams.get_info(run_id, S)).tail_index == 0
+
+
+async def test_a_refused_write_leaves_no_object_behind(moto_world_per_module: AWSWorld, aws_run_id: str) -> None:
+    world, run_id, streams = moto_world_per_module, aws_run_id, moto_world_per_module.streams
+    await streams.write(run_id, S, "a")
+    await streams.close(run_id, S)
+    with pytest.raises(EntityConflictError):
+        await streams.write(run_id, S, "b")
+    other = StreamsAPI(world.clients)  # no tail hint: learns it from the refusal
     with pytest.raises(EntityConflictError):
         await other.write(run_id, S, "b")
     assert (await streams.get_info(run_id, S)).tail_index == 0
-    s3 = await moto_world.clients.s3()
-    listed = await s3.list_objects_v2(Bucket=moto_world.config.bucket_name, Prefix=f"runs/{run_id}/streams/")
+    s3 = await world.clients.s3()
+    listed = await s3.list_objects_v2(Bucket=world.config.bucket_name, Prefix=f"runs/{run_id}/streams/")
     assert len(listed["Contents"]) == 1, "refused writes leave no object behind"
 
 
 @pytest.mark.parametrize("ending", [run_completed(), run_failed(), run_cancelled()], ids=lambda e: e["eventType"])
-async def test_writing_to_a_finished_run_is_gone(moto_world: AWSWorld, run_id: str, ending: dict[str, Any]) -> None:
-    streams = moto_world.streams
+async def test_writing_to_a_finished_run_is_gone(world: Any, run_id: str, ending: dict[str, Any]) -> None:
+    streams = world.streams
     await streams.write(run_id, S, "during")
-    await moto_world.events.create(run_id, ending)
+    await world.events.create(run_id, ending)
     with pytest.raises(RunGoneError) as raised:
         await streams.write(run_id, S, "after")
     assert raised.value.status == 410
@@ -256,14 +274,14 @@ async def test_writing_to_a_finished_run_is_gone(moto_world: AWSWorld, run_id: s
     assert (await streams.get_info(run_id, S)).model_dump() == {"tailIndex": 0, "done": True}
 
 
-async def test_writing_to_an_unknown_run_is_not_found(moto_world: AWSWorld) -> None:
+async def test_writing_to_an_unknown_run_is_not_found(world: Any) -> None:
     with pytest.raises(RunNotFoundError) as raised:
-        await moto_world.streams.write("wrun_missing", S, "x")
+        await world.streams.write("wrun_missing", S, "x")
     assert raised.value.status == 404
 
 
-async def test_bad_input_is_400(moto_world: AWSWorld, run_id: str) -> None:
-    streams, r = moto_world.streams, run_id
+async def test_bad_input_is_400(world: Any, run_id: str) -> None:
+    streams, r = world.streams, run_id
     cases: list[tuple[Any, str]] = [
         (streams.write("bad/run", S, "x"), "runId"),
         (streams.write(r, "a#b", "x"), "streamName"),
@@ -278,16 +296,18 @@ async def test_bad_input_is_400(moto_world: AWSWorld, run_id: str) -> None:
         (streams.get_info(r, "x" * 201), "streamName"),
         (streams.list("no spaces"), "runId"),
     ]
-    moto_world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     for call, field in cases:
         with pytest.raises(InvalidInputError) as raised:
             await call
         assert raised.value.field == field
-    assert moto_world.stats.total() == 0, "nothing was written or read"
+    if not is_memory(world):
+        assert world.stats.total() == 0, "nothing was written or read"
 
 
-def test_get_validates_its_arguments_at_once(moto_world: AWSWorld) -> None:
+def test_get_validates_its_arguments_at_once(world: Any) -> None:
     with pytest.raises(InvalidInputError):
-        moto_world.streams.get("wrun_x", S, "0")  # type: ignore[arg-type]
+        world.streams.get("wrun_x", S, "0")  # type: ignore[arg-type]
     with pytest.raises(InvalidInputError):
-        moto_world.streams.get("wrun_x", "a b")
+        world.streams.get("wrun_x", "a b")

@@ -2,7 +2,10 @@
 reader sees them at most a window (plus the flush) later, closing and a step's end flush them, each writer's
 order holds under concurrency, and a failed flush surfaces to its writer.
 
-Requests are counted with the World's request counters (``world.stats``).
+They run on both emulators and in memory (``any_world_per_module``). Requests are counted with the AWS
+World's request counters (``world.stats``); the in-memory World makes none, so there only the rules are
+checked. Its sessions flush as soon as chunks are in order unless a window is asked for, so the tests about a
+window set one.
 """
 
 from __future__ import annotations
@@ -20,28 +23,51 @@ from awsworld.aws.streams.streams import StreamsAPI, configured_flush_ms
 from awsworld.runtime.step_context import StepContext, StepMetadata, StreamWriter
 from awsworld.world import EntityConflictError
 
-from .helpers import module_world, new_run
+from .conftest import is_memory
+from .helpers import new_run
 
 S = "strm_batch"
-
-module_local_aws, world = module_world()
+INJECTED = ClientError({"Error": {"Code": "AccessDenied", "Message": "injected"}}, "PutObject")
 
 
 @pytest.fixture
-async def run_id(world: AWSWorld) -> str:
+def world(any_world_per_module: Any) -> Any:
+    return any_world_per_module
+
+
+@pytest.fixture
+async def run_id(world: Any) -> str:
     return await new_run(world, start=True)
 
 
 @pytest.fixture
-async def broken_s3(world: AWSWorld) -> AsyncIterator[tuple[AWSWorld, dict[str, int]]]:
-    """Another World on the same table and bucket whose S3 PUTs fail while ``state["fail"]`` is above zero."""
+async def broken_s3(world: Any) -> AsyncIterator[tuple[Any, dict[str, int]]]:
+    """A World on the same table and bucket whose S3 PUTs fail while ``state["fail"]`` is above zero; in
+    memory, the World itself, whose appends fail the same way meanwhile."""
     state = {"fail": 0, "failed": 0}
 
-    def put_object(model: Any, **_: Any) -> None:
-        if model.name == "PutObject" and state["fail"] > 0:
+    def failing() -> None:
+        if state["fail"] > 0:
             state["fail"] -= 1
             state["failed"] += 1
-            raise ClientError({"Error": {"Code": "AccessDenied", "Message": "injected"}}, "PutObject")
+            raise INJECTED
+
+    if is_memory(world):
+        store = world.streams.store
+        append = store.append
+
+        def failing_append(*args: Any) -> int:
+            failing()
+            return append(*args)
+
+        store.append = failing_append
+        yield world, state
+        del store.append
+        return
+
+    def put_object(model: Any, **_: Any) -> None:
+        if model.name == "PutObject":
+            failing()
 
     broken = AWSWorld(world.config)
     broken.clients.register_handler("before-call.s3", put_object)
@@ -49,12 +75,18 @@ async def broken_s3(world: AWSWorld) -> AsyncIterator[tuple[AWSWorld, dict[str, 
     await broken.close()
 
 
+def reader_streams(world: Any) -> Any:
+    """Streams whose live readers notice a new chunk within 20 ms (the in-memory World's are woken at once)."""
+    return world.streams if is_memory(world) else StreamsAPI(world.clients, poll_interval=0.01,
+                                                             max_poll_interval=0.02)
+
+
 def commits(world: AWSWorld) -> tuple[int, int]:
     """(S3 PUTs, DynamoDB transactions) since the last reset."""
     return world.stats.requests["s3.PutObject"], world.stats.requests["dynamodb.TransactWriteItems"]
 
 
-async def snapshot(world: AWSWorld, run_id: str, name: str = S) -> list[bytes]:
+async def snapshot(world: Any, run_id: str, name: str = S) -> list[bytes]:
     chunks: list[bytes] = []
     cursor = None
     while True:
@@ -66,7 +98,7 @@ async def snapshot(world: AWSWorld, run_id: str, name: str = S) -> list[bytes]:
             return chunks
 
 
-def step_context(world: AWSWorld, run_id: str) -> StepContext:
+def step_context(world: Any, run_id: str) -> StepContext:
     return StepContext(world, StepMetadata(run_id, "step_batching", "batching", 1, None))
 
 
@@ -76,7 +108,7 @@ def test_the_window_is_configurable() -> None:
     assert configured_flush_ms({"AWSWORLD_STREAM_FLUSH_MS": "0"}) == 0
 
 
-async def test_a_step_writing_100_chunks_one_await_at_a_time_makes_one_commit(world: AWSWorld, run_id: str) -> None:
+async def test_a_step_writing_100_chunks_one_await_at_a_time_makes_one_commit(world: Any, run_id: str) -> None:
     context = step_context(world, run_id)
 
     async def body() -> str:
@@ -85,32 +117,34 @@ async def test_a_step_writing_100_chunks_one_await_at_a_time_makes_one_commit(wo
             await writer.write(f"token {i:>3} " + "x" * 90)
         return "done"
 
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     assert await context.run(body()) == "done"
-    puts, transactions = commits(world)
-    assert (puts, transactions) == (1, 1), "100 writes within the window are one object and one commit"
+    if not is_memory(world):
+        assert commits(world) == (1, 1), "100 writes within the window are one object and one commit"
     assert await snapshot(world, run_id) == [(f"token {i:>3} " + "x" * 90).encode() for i in range(100)]
 
 
-async def test_a_slow_writer_commits_once_a_window(world: AWSWorld, run_id: str) -> None:
+async def test_a_slow_writer_commits_once_a_window(world: Any, run_id: str) -> None:
     writer = StreamWriter(world, run_id, S)
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     started = time.monotonic()
     for i in range(60):
         await writer.write(f"{i};")
         await asyncio.sleep(0.005)
     await writer.flush()
     elapsed = time.monotonic() - started
-    puts, transactions = commits(world)
-    assert puts == transactions
-    assert transactions <= elapsed / 0.05 + 2, f"{transactions} commits in {elapsed:.2f}s with a 50 ms window"
+    if not is_memory(world):
+        puts, transactions = commits(world)
+        assert puts == transactions
+        assert transactions <= elapsed / 0.05 + 2, f"{transactions} commits in {elapsed:.2f}s with a 50 ms window"
     assert await snapshot(world, run_id) == [f"{i};".encode() for i in range(60)]
 
 
-async def test_a_live_reader_sees_a_chunk_within_one_window(world: AWSWorld, run_id: str) -> None:
+async def test_a_live_reader_sees_a_chunk_within_one_window(world: Any, run_id: str) -> None:
     window = 0.3
-    reader_api = StreamsAPI(world.clients, poll_interval=0.01, max_poll_interval=0.02)
-    live = await reader_api.get(run_id, S)
+    live = await reader_streams(world).get(run_id, S)
     session = world.streams.create_write_session(run_id, S, "wrtr_window", flush_interval=window)
     seen: list[tuple[bytes, float]] = []
 
@@ -121,7 +155,8 @@ async def test_a_live_reader_sees_a_chunk_within_one_window(world: AWSWorld, run
                 return
 
     reading = asyncio.create_task(read())
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     written = time.monotonic()
     await session.write(0, ["a"])
     await session.write(1, ["b"])
@@ -133,14 +168,14 @@ async def test_a_live_reader_sees_a_chunk_within_one_window(world: AWSWorld, run
     assert [c for c, _ in seen] == [b"a", b"b", b"c"]
     assert window * 0.8 <= seen[0][1] - written <= window + 1.5, "one window, plus the flush and a poll"
     assert seen[2][1] - late <= window + 1.5
-    assert commits(world) == (2, 2), "a and b shared a commit; c had its own"
+    if not is_memory(world):
+        assert commits(world) == (2, 2), "a and b shared a commit; c had its own"
     await session.dispose()
 
 
-async def test_every_chunk_is_seen_within_a_window_under_steady_writes(world: AWSWorld, run_id: str) -> None:
+async def test_every_chunk_is_seen_within_a_window_under_steady_writes(world: Any, run_id: str) -> None:
     window = 0.1
-    reader_api = StreamsAPI(world.clients, poll_interval=0.01, max_poll_interval=0.02)
-    live = await reader_api.get(run_id, S)
+    live = await reader_streams(world).get(run_id, S)
     session = world.streams.create_write_session(run_id, S, "wrtr_steady", flush_interval=window)
     count = 80
     written: list[float] = []
@@ -153,7 +188,8 @@ async def test_every_chunk_is_seen_within_a_window_under_steady_writes(world: AW
                 return
 
     reading = asyncio.create_task(read())
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     for seq in range(count):
         written.append(time.monotonic())
         await session.write(seq, [f"{seq}"])
@@ -161,23 +197,26 @@ async def test_every_chunk_is_seen_within_a_window_under_steady_writes(world: AW
     await asyncio.wait_for(reading, 20)
     lag = max(s - w for s, w in zip(seen, written, strict=True))
     assert lag <= window + 1.5, f"a chunk took {lag:.2f}s to reach a live reader"
-    _, transactions = commits(world)
-    assert transactions <= (written[-1] - written[0]) / window + 3
+    if not is_memory(world):
+        _, transactions = commits(world)
+        assert transactions <= (written[-1] - written[0]) / window + 3
     await session.close()
 
 
-async def test_close_flushes_first(world: AWSWorld, run_id: str) -> None:
+async def test_close_flushes_first(world: Any, run_id: str) -> None:
     session = world.streams.create_write_session(run_id, S, "wrtr_close", flush_interval=60)
     for seq in range(5):
         await session.write(seq, [f"{seq}"])
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     await session.close()
-    assert commits(world) == (1, 1)
+    if not is_memory(world):
+        assert commits(world) == (1, 1)
     assert await snapshot(world, run_id) == [b"0", b"1", b"2", b"3", b"4"]
     assert (await world.streams.get_info(run_id, S)).done
 
 
-async def test_closing_the_stream_flushes_this_process_sessions(world: AWSWorld, run_id: str) -> None:
+async def test_closing_the_stream_flushes_this_process_sessions(world: Any, run_id: str) -> None:
     one = world.streams.create_write_session(run_id, S, "wrtr_one", flush_interval=60)
     two = world.streams.create_write_session(run_id, S, "wrtr_two", flush_interval=60)
     await one.write(0, ["one"])
@@ -190,7 +229,7 @@ async def test_closing_the_stream_flushes_this_process_sessions(world: AWSWorld,
         await one.flush()
 
 
-async def test_a_step_end_flushes_its_writers(world: AWSWorld, run_id: str) -> None:
+async def test_a_step_end_flushes_its_writers(world: Any, run_id: str) -> None:
     context = step_context(world, run_id)
 
     async def body() -> None:
@@ -201,7 +240,7 @@ async def test_a_step_end_flushes_its_writers(world: AWSWorld, run_id: str) -> N
     try:
         await context.run(body())
     finally:
-        world.streams.stream_flush_interval_ms = configured_flush_ms()
+        world.streams.stream_flush_interval_ms = 0 if is_memory(world) else configured_flush_ms()
     assert await snapshot(world, run_id) == [b"first"]
     assert await snapshot(world, run_id, "strm_other") == [b"a", b"b"]
 
@@ -214,7 +253,7 @@ async def test_a_step_end_flushes_its_writers(world: AWSWorld, run_id: str) -> N
     assert (await snapshot(world, run_id))[-1] == b"before the error", "flushed even when the body raised"
 
 
-async def test_each_writer_keeps_its_order_under_concurrency(world: AWSWorld, run_id: str) -> None:
+async def test_each_writer_keeps_its_order_under_concurrency(world: Any, run_id: str) -> None:
     writers = 4
     per_writer = 40
 
@@ -248,15 +287,17 @@ async def test_each_writer_keeps_its_order_under_concurrency(world: AWSWorld, ru
 
 async def test_concurrent_plain_writes_share_a_commit_and_are_durable_on_return(world: AWSWorld,
                                                                                run_id: str) -> None:
-    world.stats.reset()
+    if not is_memory(world):
+        world.stats.reset()
     await asyncio.gather(*(world.streams.write(run_id, S, f"{i}") for i in range(50)))
     assert (await world.streams.get_info(run_id, S)).tail_index == 49, "every write was durable when it returned"
-    puts, transactions = commits(world)
-    assert puts == transactions <= 3, f"50 concurrent writes took {transactions} commits"
+    if not is_memory(world):
+        puts, transactions = commits(world)
+        assert puts == transactions <= 3, f"50 concurrent writes took {transactions} commits"
     assert await snapshot(world, run_id) == [f"{i}".encode() for i in range(50)], "in the order of the calls"
 
 
-async def test_a_failed_flush_surfaces_to_the_writer(broken_s3: tuple[AWSWorld, dict[str, int]],
+async def test_a_failed_flush_surfaces_to_the_writer(broken_s3: tuple[Any, dict[str, int]],
                                                       run_id: str) -> None:
     broken, state = broken_s3
     session = broken.streams.create_write_session(run_id, S, "wrtr_err", flush_interval=0.02)
@@ -274,8 +315,16 @@ async def test_a_failed_flush_surfaces_to_the_writer(broken_s3: tuple[AWSWorld, 
     state["fail"] = 0
 
 
-async def test_a_failed_flush_fails_the_step(broken_s3: tuple[AWSWorld, dict[str, int]], run_id: str) -> None:
+async def test_a_failed_flush_fails_the_step(broken_s3: tuple[Any, dict[str, int]], run_id: str) -> None:
     broken, state = broken_s3
+    broken.streams.stream_flush_interval_ms = 60_000  # the chunks are still buffered when the body returns
+    try:
+        await _a_failed_flush_fails_the_step(broken, state, run_id)
+    finally:
+        broken.streams.stream_flush_interval_ms = configured_flush_ms() if not is_memory(broken) else 0
+
+
+async def _a_failed_flush_fails_the_step(broken: Any, state: dict[str, int], run_id: str) -> None:
     context = step_context(broken, run_id)
 
     async def body() -> str:
@@ -298,7 +347,7 @@ async def test_a_failed_flush_fails_the_step(broken_s3: tuple[AWSWorld, dict[str
     state["fail"] = 0
 
 
-async def test_a_failed_shared_commit_fails_every_caller(broken_s3: tuple[AWSWorld, dict[str, int]],
+async def test_a_failed_shared_commit_fails_every_caller(broken_s3: tuple[Any, dict[str, int]],
                                                          run_id: str) -> None:
     broken, state = broken_s3
     state["fail"] = 100

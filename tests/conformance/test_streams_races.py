@@ -1,33 +1,28 @@
 """Concurrent writers on one stream: dense indexes, no hole, no partial chunk, no reordering within a writer.
 
-These run on both backends (``world``): moto serializes DynamoDB, DynamoDB Local honours transactions under
-real contention. Writers are separate AWSWorld instances, which is what separate processes look like.
+These run on both emulators and in memory (``world``): moto serializes DynamoDB, DynamoDB Local honours
+transactions under real contention. Writers are separate AWSWorld instances, which is what separate processes
+look like; in memory they are concurrent tasks of one process.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from typing import Any
 
-from awsworld.aws import AWSWorld
+import pytest
+
 from awsworld.world import EntityConflictError
 
+from .conftest import processes
 from .helpers import new_run
 
 S = "strm_race"
 
 
-
-
-@asynccontextmanager
-async def processes(world: AWSWorld, count: int) -> AsyncIterator[list[AWSWorld]]:
-    worlds = [AWSWorld(world.config) for _ in range(count)]
-    try:
-        yield worlds
-    finally:
-        for other in worlds:
-            await other.close()
+@pytest.fixture
+def world(any_world: Any) -> Any:
+    return any_world
 
 
 def tagged(chunks: list[bytes]) -> dict[str, list[tuple[int, int]]]:
@@ -39,7 +34,7 @@ def tagged(chunks: list[bytes]) -> dict[str, list[tuple[int, int]]]:
     return by_writer
 
 
-async def snapshot(world: AWSWorld, run_id: str) -> list[bytes]:
+async def snapshot(world: Any, run_id: str) -> list[bytes]:
     chunks: list[bytes] = []
     cursor = None
     while True:
@@ -51,11 +46,11 @@ async def snapshot(world: AWSWorld, run_id: str) -> list[bytes]:
             return chunks
 
 
-async def test_two_writers_and_a_live_reader(world: AWSWorld) -> None:
+async def test_two_writers_and_a_live_reader(world: Any) -> None:
     run_id = await new_run(world, start=True)
     appends, parts = 30, 3
 
-    async def writer(w: AWSWorld, name: str) -> None:
+    async def writer(w: Any, name: str) -> None:
         for n in range(appends):
             await w.streams.write_multi(run_id, S, [f"{name}:{n}:{p}" for p in range(parts)])
 
@@ -76,15 +71,15 @@ async def test_two_writers_and_a_live_reader(world: AWSWorld) -> None:
     assert (await world.streams.get_info(run_id, S)).model_dump() == {"tailIndex": len(final) - 1, "done": True}
 
 
-async def _read_all(world: AWSWorld, run_id: str) -> list[bytes]:
+async def _read_all(world: Any, run_id: str) -> list[bytes]:
     return [chunk async for chunk in world.streams.get(run_id, S)]
 
 
-async def test_two_write_sessions_with_out_of_order_sequences(world: AWSWorld) -> None:
+async def test_two_write_sessions_with_out_of_order_sequences(world: Any) -> None:
     run_id = await new_run(world, start=True)
     count = 40
 
-    async def session_writer(w: AWSWorld, name: str) -> None:
+    async def session_writer(w: Any, name: str) -> None:
         session = w.streams.create_write_session(run_id, S, f"wrtr_{name}", flush_interval=0.002)
         order = [s + 1 if s % 2 == 0 else s - 1 for s in range(count)]  # 1, 0, 3, 2, ...
         for seq in order:
@@ -100,11 +95,12 @@ async def test_two_write_sessions_with_out_of_order_sequences(world: AWSWorld) -
     assert groups["A"] == groups["B"] == [(s, 0) for s in range(count)]
 
 
-async def test_close_racing_writers(world: AWSWorld) -> None:
+async def test_close_racing_writers(world: Any) -> None:
     run_id = await new_run(world, start=True)
     accepted: list[list[bytes]] = [[], []]
+    both_writing = asyncio.Event()
 
-    async def writer(w: AWSWorld, index: int) -> None:
+    async def writer(w: Any, index: int) -> None:
         for n in range(200):
             chunk = f"{index}:{n}:0".encode()
             try:
@@ -112,10 +108,12 @@ async def test_close_racing_writers(world: AWSWorld) -> None:
             except EntityConflictError:
                 return
             accepted[index].append(chunk)
+            if min(len(a) for a in accepted) >= 20:
+                both_writing.set()
         raise AssertionError("the stream was never closed under the writer")
 
-    async def closer(w: AWSWorld) -> None:
-        await asyncio.sleep(0.3)
+    async def closer(w: Any) -> None:
+        await both_writing.wait()  # in the middle of both writers' runs, however fast their writes are
         await w.streams.close(run_id, S)
 
     async with processes(world, 3) as (a, b, c):

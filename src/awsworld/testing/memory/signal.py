@@ -1,0 +1,41 @@
+"""A wake-up call for coroutines waiting on in-memory state (a queue's new message, a stream's new chunk).
+
+The in-memory World changes state synchronously, so whoever changes it can wake the waiters at once: no
+reader ever polls. A waiter also passes a timeout, because some wake-ups are a matter of time (a delayed
+message falls due, a run ends in storage that does not tell us) rather than of a call here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+
+class Signal:
+    """Every ``wait`` pending when ``notify`` is called returns True; later waits wait for the next one."""
+
+    def __init__(self) -> None:
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def notify(self) -> None:
+        waiters, self._waiters = self._waiters, set()
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    async def wait(self, timeout: float | None) -> bool:
+        """True when notified, False when ``timeout`` seconds (None: no limit) passed first."""
+        if timeout is not None and timeout <= 0:
+            return False
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            return False
+        finally:
+            self._waiters.discard(waiter)
+        return True
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiters)

@@ -1,0 +1,121 @@
+"""Stream state of the in-memory World: per run and name, the chunks (a list: index = position) and the done flag.
+
+An append is checked and applied in one synchronous step, in the AWS World's order: the run must exist
+(``RunNotFoundError``) and not be terminal (``RunGoneError``), the stream must be open
+(``EntityConflictError``), and every chunk must fit the size cap (``PayloadTooLargeError``). So chunks of one
+append are contiguous, appends never interleave, and a reader never sees a hole. Closing is allowed on a
+finished run (finishing is not writing) and on a stream never written, which it creates, as on AWS.
+
+Every append or close wakes the stream's live readers (``changed``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ...world.entities import TERMINAL_RUN_STATUSES
+from ...world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError, RunNotFoundError
+from .signal import Signal
+
+FRAME_BYTES = 4
+MAX_CHUNK_BYTES = 64 * 1024 * 1024 - FRAME_BYTES
+"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB)."""
+
+
+class RunStatuses(Protocol):
+    """What streams need of storage: a run's status, None when there is no such run."""
+
+    def run_status(self, run_id: str) -> str | None: ...
+
+
+@dataclass
+class StreamState:
+    chunks: list[bytes] = field(default_factory=list)
+    done: bool = False
+
+
+class MemoryStreamStore:
+    def __init__(self, storage: RunStatuses, *, max_chunk_bytes: int = MAX_CHUNK_BYTES) -> None:
+        self.storage = storage
+        self.max_chunk_bytes = max_chunk_bytes
+        self._runs: dict[str, dict[str, StreamState]] = {}
+        self._signals: dict[tuple[str, str], Signal] = {}
+
+    def get(self, run_id: str, name: str) -> StreamState | None:
+        streams = self._runs.get(run_id)
+        return streams.get(name) if streams is not None else None
+
+    def meta(self, run_id: str, name: str) -> tuple[int, bool]:
+        """(chunk count, done); (0, False) for a stream never written."""
+        state = self.get(run_id, name)
+        return (len(state.chunks), state.done) if state is not None else (0, False)
+
+    def names(self, run_id: str) -> list[str]:
+        """The run's stream names in key order, as the AWS World lists them."""
+        return sorted(self._runs.get(run_id, ()))
+
+    def run_status(self, run_id: str) -> str | None:
+        return self.storage.run_status(run_id)
+
+    def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
+        """Append in order; return the first chunk's index."""
+        for chunk in chunks:
+            if len(chunk) > self.max_chunk_bytes:
+                raise PayloadTooLargeError(f"a stream chunk is {len(chunk)} bytes; the largest is "
+                                           f"{self.max_chunk_bytes} (AWSWORLD_MAX_VALUE_BYTES)", field="chunk")
+        status = self.storage.run_status(run_id)
+        if status is None:
+            raise RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)
+        if status in TERMINAL_RUN_STATUSES:
+            raise RunGoneError(f"run {run_id} is {status}: its streams take no more chunks", run_id=run_id)
+        state = self._state(run_id, name)
+        if state.done:
+            raise EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
+        first = len(state.chunks)
+        state.chunks.extend(chunks)
+        self._wake(run_id, name)
+        return first
+
+    def close(self, run_id: str, name: str) -> None:
+        """Mark the stream done. Idempotent."""
+        state = self._state(run_id, name)
+        if not state.done:
+            state.done = True
+            self._wake(run_id, name)
+
+    def signal(self, run_id: str, name: str) -> Signal:
+        """What a live reader of the stream waits on (kept apart from the state: waiting creates no stream)."""
+        key = (run_id, name)
+        signal = self._signals.get(key)
+        if signal is None:
+            signal = self._signals[key] = Signal()
+        return signal
+
+    def forget_signal(self, run_id: str, name: str) -> None:
+        signal = self._signals.get((run_id, name))
+        if signal is not None and not signal.waiting:
+            del self._signals[(run_id, name)]
+
+    def wake_run(self, run_id: str) -> None:
+        """Wake every live reader of the run's streams (its status may have changed)."""
+        for (run, _name), signal in list(self._signals.items()):
+            if run == run_id:
+                signal.notify()
+
+    def wake_all(self) -> None:
+        for signal in list(self._signals.values()):
+            signal.notify()
+
+    def _state(self, run_id: str, name: str) -> StreamState:
+        streams = self._runs.setdefault(run_id, {})
+        state = streams.get(name)
+        if state is None:
+            state = streams[name] = StreamState()
+        return state
+
+    def _wake(self, run_id: str, name: str) -> None:
+        signal = self._signals.get((run_id, name))
+        if signal is not None:
+            signal.notify()

@@ -1,0 +1,209 @@
+"""The in-memory queue on its own: clock-driven visibility, the hooks a time-skipping driver uses, dedup
+lapses, deep copies, speed, and the one delivery path running over its records unchanged.
+
+The contract rules it shares with the SQS queue are in tests/conformance/test_queue*.py (``[memory]``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from datetime import timedelta
+from typing import Any, cast
+
+import pytest
+
+from awsworld.runtime.delivery import DeliveryPath, backoff_seconds
+from awsworld.testing.clock import VirtualClock
+from awsworld.testing.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryQueue
+from awsworld.testing.memory.queue_consumer import MemoryConsumer, Refused
+from awsworld.world import Delivery
+
+QUEUE = "__wkf_workflow_mem"
+PREFIX = "__wkf_workflow_"
+
+
+@pytest.fixture
+def clock() -> VirtualClock:
+    return VirtualClock()
+
+
+@pytest.fixture
+def queue(clock: VirtualClock) -> MemoryQueue:
+    return MemoryQueue(clock)
+
+
+async def one(consumer: MemoryConsumer) -> Delivery:
+    [outcome] = await consumer.poll(10, 0)
+    assert isinstance(outcome, Delivery)
+    return outcome
+
+
+async def test_delays_follow_the_clock(queue: MemoryQueue, clock: VirtualClock) -> None:
+    consumer = queue.consumer(PREFIX)
+    sent = clock.now()
+    message_id = await queue.queue(QUEUE, "wake", delay_seconds=30 * 24 * 3600)  # 30 days: one scheduled time
+    assert (queue.visible_count(), queue.pending_count()) == (0, 1)
+    due = queue.next_visible_at()
+    assert due is not None and timedelta(days=30) <= due - sent < timedelta(days=30, seconds=1)
+    assert await consumer.poll(10, 0) == []
+    clock.advance(timedelta(days=30) - timedelta(seconds=5))
+    assert await consumer.poll(10, 0) == [], "never early"
+    clock.advance_to(due)
+    assert queue.visible_count() == 1 and queue.next_visible_at() is None
+    delivery = await one(consumer)
+    assert (delivery.message_id, delivery.attempt) == (message_id, 1)
+    assert timedelta(0) <= delivery.created_at - sent < timedelta(seconds=1), "the send's time, not the delivery's"
+
+
+async def test_an_unacknowledged_delivery_comes_back_after_the_visibility_timeout(
+        queue: MemoryQueue, clock: VirtualClock) -> None:
+    consumer = queue.consumer(PREFIX)
+    message_id = await queue.queue(QUEUE, {"n": 1})
+    first = await one(consumer)
+    assert (queue.visible_count(), queue.pending_count()) == (0, 1), "in flight: invisible, not deleted"
+    hidden_until = queue.next_visible_at()
+    assert hidden_until is not None
+    assert abs((hidden_until - clock.now()).total_seconds() - VISIBILITY_TIMEOUT_SECONDS) < 1
+    clock.advance(VISIBILITY_TIMEOUT_SECONDS)
+    second = await one(consumer)
+    assert (second.message_id, second.attempt, second.delivery_count) == (message_id, 2, 2)
+    assert second.receipt_handle != first.receipt_handle
+    await consumer.ack(first)  # a stale receipt: the message stays
+    assert queue.pending_count() == 1
+    await consumer.ack(second)
+    assert queue.pending_count() == 0 and queue.next_visible_at() is None
+
+
+async def test_back_off_and_redelivery_are_in_clock_time(queue: MemoryQueue, clock: VirtualClock) -> None:
+    consumer = queue.consumer(PREFIX)
+    await queue.queue(QUEUE, "x", idempotency_key="k")
+    [record] = await consumer.receive()
+    await consumer.back_off(record, 10)
+    assert await consumer.receive() == []
+    clock.advance(10)
+    [record] = await consumer.receive()
+    assert consumer.receive_count(record) == 2
+    delivery = await consumer.open(record)
+    assert isinstance(delivery, Delivery) and delivery.attempt == 2
+    await consumer.redeliver_after(delivery, 3600)
+    await consumer.delete(record)  # what the poller does after a redelivery: harmless, the record is stale
+    assert queue.pending_count() == 1
+    clock.advance(3599)
+    assert queue.visible_count() == 0
+    clock.advance(1)
+    again = await one(consumer)
+    assert (again.message_id, again.attempt) == (delivery.message_id, 3)
+    assert again.transport_message_id != delivery.transport_message_id, "re-sent, as the AWS World does"
+    assert await queue.queue(QUEUE, "dup", idempotency_key="k") == delivery.message_id
+
+
+async def test_wait_for_visible_wakes_on_a_send_without_polling(queue: MemoryQueue) -> None:
+    assert await queue.wait_for_visible(0.05) is False
+    waiter = asyncio.create_task(queue.wait_for_visible(10))
+    await asyncio.sleep(0.01)
+    assert not waiter.done()
+    started = time.monotonic()
+    await queue.queue(QUEUE, 1)
+    assert await asyncio.wait_for(waiter, 1) is True
+    assert time.monotonic() - started < 0.1
+    assert await queue.wait_for_visible(None) is True, "already visible: at once"
+
+
+async def test_wait_for_visible_wakes_on_a_redelivery_and_on_wake(queue: MemoryQueue, clock: VirtualClock) -> None:
+    consumer = queue.consumer(PREFIX)
+    await queue.queue(QUEUE, 1)
+    delivery = await one(consumer)
+    waiter = asyncio.create_task(queue.wait_for_visible(10))
+    await asyncio.sleep(0.01)
+    await consumer.redeliver_after(delivery, 0)
+    assert await asyncio.wait_for(waiter, 1) is True
+    delivery = await one(consumer)
+    await consumer.redeliver_after(delivery, 600)
+    waiter = asyncio.create_task(queue.wait_for_visible(10))
+    await asyncio.sleep(0.01)
+    clock.advance(600)
+    queue.wake()  # a clock jump tells no one: the driver says so
+    assert await asyncio.wait_for(waiter, 1) is True
+
+
+async def test_receive_waits_for_a_send_in_real_time(queue: MemoryQueue) -> None:
+    consumer = queue.consumer(PREFIX)
+    receiving = asyncio.create_task(consumer.receive(10, 5))
+    await asyncio.sleep(0.02)
+    started = time.monotonic()
+    await queue.queue(QUEUE, "now")
+    records = await asyncio.wait_for(receiving, 1)
+    assert len(records) == 1 and time.monotonic() - started < 0.1
+    assert await consumer.receive(10, 0.05) == [], "nothing more: returns after the wait"
+
+
+async def test_receive_waits_for_a_short_delay_to_run_out(queue: MemoryQueue) -> None:
+    consumer = queue.consumer(PREFIX)
+    await queue.queue(QUEUE, "soon", delay_seconds=0.2)
+    started = time.monotonic()
+    records = await consumer.receive(10, 5)
+    assert len(records) == 1 and 0.15 <= time.monotonic() - started < 1
+
+
+async def test_a_key_lapses_after_its_horizon_without_an_ack(queue: MemoryQueue, clock: VirtualClock) -> None:
+    first = await queue.queue(QUEUE, 1, idempotency_key="orphan")
+    clock.advance(RETENTION_SECONDS + VISIBILITY_TIMEOUT_SECONDS - 1)
+    assert await queue.queue(QUEUE, 2, idempotency_key="orphan") == first
+    clock.advance(2)
+    assert await queue.queue(QUEUE, 3, idempotency_key="orphan") != first
+
+
+async def test_payloads_are_copies(queue: MemoryQueue) -> None:
+    consumer = queue.consumer(PREFIX)
+    payload: dict[str, Any] = {"list": [1, 2], "pair": (3, 4)}
+    await queue.queue(QUEUE, payload)
+    payload["list"].append("changed by the sender")
+    delivery = await one(consumer)
+    assert delivery.payload == {"list": [1, 2], "pair": [3, 4]}, "JSON values, as on the AWS World"
+    delivery.payload["list"].append("changed by a handler")
+    await consumer.release(delivery)
+    assert (await one(consumer)).payload == {"list": [1, 2], "pair": [3, 4]}
+
+
+async def test_the_delivery_path_runs_over_memory_records(queue: MemoryQueue, clock: VirtualClock) -> None:
+    """Refused and poison records take the path's own branches; a real delivery is covered end to end by the
+    runtime tests on the in-memory World."""
+    path = DeliveryPath(cast(Any, None), queue.consumer(PREFIX))
+    await queue.queue("__agent_wkf_workflow_x", {"turn": 1})
+    [record] = await queue.consumer(PREFIX).receive()
+    result = await path.handle(record, time.monotonic() + 10)
+    assert result.failed and result.status == "refused"
+    clock.advance(backoff_seconds(1) - 1)
+    assert queue.visible_count() == 0, "backed off for the path's back-off, in clock time"
+    clock.advance(1)
+    [record] = await queue.consumer("__agent_wkf_workflow_").receive()
+    assert isinstance(await queue.consumer(PREFIX).open(record), Refused)
+
+    await queue.queue(QUEUE, {"not": "a flow message"})
+    [record] = await queue.consumer(PREFIX).receive()
+    result = await path.handle(record, time.monotonic() + 10)
+    assert (result.status, result.failed) == ("dead-lettered", False)
+    assert queue.dead_letters == [({"not": "a flow message"}, queue.dead_letters[0][1])]
+    assert "runId" in queue.dead_letters[0][1]
+
+
+async def test_send_and_receive_stay_cheap(queue: MemoryQueue) -> None:
+    consumer = queue.consumer(PREFIX)
+    count = 5_000
+    started = time.perf_counter()
+    results = await queue.queue_batch(QUEUE, [{"payload": {"i": i}, "delaySeconds": i % 7} for i in range(count)])
+    assert all(r.ok for r in results)
+    for i in range(count):
+        await queue.queue(QUEUE, {"j": i}, idempotency_key=f"k{i}")
+    received = 0
+    queue.clock.advance(7)  # type: ignore[attr-defined]
+    while records := await consumer.receive(10):
+        for record in records:
+            delivery = await consumer.open(record)
+            assert isinstance(delivery, Delivery)
+            await consumer.ack(delivery)
+        received += len(records)
+    elapsed = time.perf_counter() - started
+    assert received == 2 * count and queue.pending_count() == 0
+    assert elapsed < 5, f"{2 * count} messages took {elapsed:.2f}s"
