@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -49,6 +51,10 @@ class Run(Generic[R_co]):
 
     async def result(self, timeout: float | None = 60.0) -> R_co:
         """The workflow's return value; raises its error if it failed, ``TimeoutError`` after ``timeout``."""
+        with self.client.waiting():
+            return await self._result(timeout)
+
+    async def _result(self, timeout: float | None) -> R_co:
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
             remaining = 30.0 if deadline is None else deadline - time.monotonic()
@@ -69,6 +75,10 @@ class Run(Generic[R_co]):
         """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
         a ``resume_hook`` that follows finds it. Raises ``RunEndedError`` if the run ends first, and
         ``TimeoutError`` after ``timeout`` seconds."""
+        with self.client.waiting():
+            return await self._wait_for_hook(token, timeout)
+
+    async def _wait_for_hook(self, token: str, timeout: float) -> Hook:
         deadline = time.monotonic() + timeout
         pause = POLL_FIRST
         while True:
@@ -99,13 +109,18 @@ class Run(Generic[R_co]):
 
 
 class Client:
-    def __init__(self, world: Any, *, registry: Registry | None = None) -> None:
+    def __init__(self, world: Any, *, registry: Registry | None = None,
+                 waiting: Callable[[], AbstractContextManager[None]] | None = None) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
         delivery can run; without one (a client of a deployed stack has no workflow code) names are not
-        checked here, and a run of an unknown workflow fails with ``UNKNOWN_WORKFLOW`` after a window."""
+        checked here, and a run of an unknown workflow fails with ``UNKNOWN_WORKFLOW`` after a window.
+
+        ``waiting``: entered while this client waits for a run to move on (``Run.result``,
+        ``Run.wait_for_hook``); the test environment lets its virtual clock skip ahead while one is held."""
         self.world = world
         self.registry = registry
+        self.waiting: Callable[[], AbstractContextManager[None]] = waiting or contextlib.nullcontext
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,

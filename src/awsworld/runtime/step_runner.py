@@ -60,13 +60,16 @@ def structured_error(error: BaseException) -> dict[str, Any]:
     }
 
 
+StepEndKind = Literal["step_completed", "step_failed", "step_retrying"]
+
+
 @dataclass
 class StepEnd:
     """A step attempt's outcome, built and not yet written: ``step_completed``, ``step_failed`` or
     ``step_retrying`` with the data the log stores. ``events`` are the ones its claim wrote (step_started)."""
 
     step_id: str
-    kind: str
+    kind: StepEndKind
     data: dict[str, Any]
     attempt: int
     events: list[Event]

@@ -1,0 +1,11 @@
+"""Testing workflows in milliseconds: an in-memory World, a virtual clock that skips, a pytest plugin.
+
+``WorkflowTestEnv`` is the entry point; the pytest plugin (registered by the package) gives it to tests as
+the ``awsworld_env`` fixture, and ``awsworld_local`` gives the AWS emulator for integration tests.
+"""
+
+from .clock import VirtualClock
+from .env import WorkflowTestEnv
+from .memory import MemoryWorld
+
+__all__ = ["MemoryWorld", "VirtualClock", "WorkflowTestEnv"]

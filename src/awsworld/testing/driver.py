@@ -1,0 +1,171 @@
+"""The test environment's stand-in for Lambda: every delivery of a ``MemoryWorld`` runs in this process.
+
+Records go through the same ``Invoker`` and ``DeliveryPath`` as the local poller and the Lambda flow
+handler, so a test exercises the code that deploys. Unlike the poller it never polls: it wakes when a message
+becomes visible or a delivery ends.
+
+Time skipping: while someone is waiting for a run's outcome (``skipping()``, held by ``Run.result()`` through
+the environment, and by ``WorkflowTestEnv.sleep``), and no delivery is running and no message is visible, the
+clock jumps to the moment the next message becomes visible (a sleep's wake-up, a retry's back-off). Time never
+jumps while a test is doing something else (resuming a hook, say), so a workflow racing a hook against a
+timeout sees the hook.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from ..runtime.delivery import RecordResult
+from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker
+from ..runtime.runtime import Runtime
+from ..world.queue import DEFAULT_QUEUE_PREFIX
+from .clock import VirtualClock
+from .memory import MemoryWorld
+
+
+class Driver:
+    def __init__(self, world: MemoryWorld, runtime: Runtime, clock: VirtualClock, *, time_skipping: bool = True,
+                 timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX) -> None:
+        self.queue = world.memory_queue
+        self.clock = clock
+        self.time_skipping = time_skipping
+        self.consumer = self.queue.consumer(prefix)
+        self.invoker = Invoker(runtime, self.consumer, timeout=timeout)
+        self._inflight: set[asyncio.Task[RecordResult | None]] = set()
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._skippers = 0
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self._failure: BaseException | None = None
+
+    # -- what tests read -------------------------------------------------------------------------------
+
+    @property
+    def deliveries(self) -> int:
+        return self.invoker.deliveries
+
+    @property
+    def results(self) -> list[RecordResult]:
+        return self.invoker.results
+
+    @property
+    def busy(self) -> bool:
+        """A delivery is running or a message is visible now."""
+        return bool(self._inflight) or self.queue.visible_count() > 0
+
+    def next_wake(self) -> datetime | None:
+        """When the next message becomes visible (None: nothing is scheduled)."""
+        return self.queue.next_visible_at()
+
+    # -- life ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._loop(), name="awsworld-test-driver")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=5)
+            for task in self._inflight:
+                task.cancel()
+
+    def wake(self) -> None:
+        """Look again now (the clock was moved by hand)."""
+        self._wake.set()
+
+    @contextlib.contextmanager
+    def skipping(self) -> Iterator[None]:
+        """Allow time to jump while inside (a test is waiting for time to pass)."""
+        self._skippers += 1
+        self._wake.set()
+        try:
+            yield
+        finally:
+            self._skippers -= 1
+
+    async def idle(self, timeout: float = 30.0) -> None:
+        """Wait until no delivery runs and no message is visible (time does not jump for this)."""
+        async with asyncio.timeout(timeout):
+            while self.busy:
+                self._idle.clear()
+                await self._idle.wait()
+        if self._failure is not None:
+            raise RuntimeError("the test driver stopped") from self._failure
+
+    async def run_until(self, moment: datetime) -> None:
+        """Let deliveries run and time pass until ``moment``: jump from one due message to the next, then to
+        ``moment`` itself."""
+        with self.skipping():
+            while True:
+                await self.idle()
+                due = self.next_wake()
+                if due is None or due > moment:
+                    break
+                if due > self.clock.now():
+                    self.clock.advance_to(due)
+                self._wake.set()
+                await asyncio.sleep(0)
+            self.clock.advance_to(moment)
+            self._wake.set()
+            await asyncio.sleep(0)
+            await self.idle()
+
+    # -- the loop --------------------------------------------------------------------------------------
+
+    async def _loop(self) -> None:
+        try:
+            while not self._stopping:
+                self._wake.clear()
+                records = await self.consumer.receive(max_messages=10, wait_seconds=0)
+                for record in records:
+                    task = asyncio.create_task(self.invoker.invoke(record))
+                    self._inflight.add(task)
+                    task.add_done_callback(self._done)
+                if records:
+                    await asyncio.sleep(0)
+                    continue
+                if not self._inflight:
+                    self._idle.set()
+                    if self._skip_now():
+                        continue
+                await self._wait()
+        except BaseException as error:  # surfaced by idle(): a dead driver must not look like a stuck run
+            self._failure = error
+            self._idle.set()
+            raise
+
+    def _skip_now(self) -> bool:
+        if not (self.time_skipping and self._skippers):
+            return False
+        due = self.next_wake()
+        if due is None:
+            return False
+        self.clock.advance_to(due)
+        return True
+
+    def _done(self, task: asyncio.Task[Any]) -> None:
+        self._inflight.discard(task)
+        self._wake.set()
+        if not task.cancelled() and task.exception() is not None:
+            self._failure = task.exception()
+
+    async def _wait(self) -> None:
+        """Until a message may be visible (a send, or the next one's time comes) or a delivery ends."""
+        due = self.next_wake()
+        timeout = None if due is None else max(0.0, (due - self.clock.now()).total_seconds())
+        visible = asyncio.create_task(self.queue.wait_for_visible(timeout))
+        woken = asyncio.create_task(self._wake.wait())
+        try:
+            await asyncio.wait({visible, woken}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (visible, woken):
+                task.cancel()

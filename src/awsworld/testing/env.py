@@ -1,0 +1,93 @@
+"""``WorkflowTestEnv``: run workflows in milliseconds, in memory, with time that skips.
+
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(order, "o-1")
+        assert await run.result() == "shipped"        # a 30-day sleep inside costs no wall time
+
+The environment is a ``MemoryWorld`` (the contract in memory, no sockets), a ``Client`` on it, and a driver
+that runs every delivery in this process through the same delivery path Lambda runs. Its clock is virtual:
+it moves at wall-clock pace, and jumps to the next due wait or retry whenever something waits for a run
+(``Run.result()``, ``Run.wait_for_hook()``, ``env.sleep``) and no delivery can run before then. Pass
+``time_skipping=False`` to keep real time.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from types import TracebackType
+
+from ..runtime.client import Client
+from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS
+from ..runtime.registry import Registry
+from ..runtime.runtime import Runtime
+from .clock import VirtualClock
+from .driver import Driver
+from .memory import MemoryWorld
+
+Duration = timedelta | float
+
+
+class WorkflowTestEnv:
+    def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
+                 registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS) -> None:
+        """``registry``: the workflows and steps deliveries may run (default: every one this process has
+        decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds."""
+        self.clock = VirtualClock(start_time)
+        self.world = MemoryWorld(clock=self.clock)
+        self.runtime = Runtime(self.world, registry)
+        self.driver = Driver(self.world, self.runtime, self.clock, time_skipping=time_skipping, timeout=timeout)
+        # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
+        self.client = Client(self.world, registry=self.runtime.registry, waiting=self.driver.skipping)
+        self._started = False
+
+    # -- time ------------------------------------------------------------------------------------------
+
+    def now(self) -> datetime:
+        """The environment's time (what the log's timestamps and ``awsworld.now()`` in workflows follow)."""
+        return self.clock.now()
+
+    async def sleep(self, duration: Duration) -> None:
+        """Let ``duration`` of virtual time pass, running every delivery that falls due on the way."""
+        await self.driver.run_until(self.clock.now() + _delta(duration))
+
+    def advance(self, duration: Duration) -> datetime:
+        """Move the clock forward at once; what falls due runs in the background. Returns the new time."""
+        moment = self.clock.advance(_delta(duration))
+        self.driver.wake()
+        return moment
+
+    async def idle(self, timeout: float = 30.0) -> None:
+        """Wait until no delivery is running and none is due now (time does not skip for this)."""
+        await self.driver.idle(timeout)
+
+    @property
+    def deliveries(self) -> int:
+        """Deliveries run so far (flow and step messages alike)."""
+        return self.driver.deliveries
+
+    # -- life ------------------------------------------------------------------------------------------
+
+    async def start(self) -> WorkflowTestEnv:
+        if not self._started:
+            self.driver.start()
+            self._started = True
+        return self
+
+    async def close(self) -> None:
+        await self.driver.stop()
+        await self.world.close()
+
+    async def __aenter__(self) -> WorkflowTestEnv:
+        return await self.start()
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+
+def _delta(duration: Duration) -> timedelta:
+    delta = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
+    if delta < timedelta(0):
+        raise ValueError("time only moves forward: a duration must not be negative")
+    return delta

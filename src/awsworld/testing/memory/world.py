@@ -1,0 +1,49 @@
+"""``MemoryWorld``: the third backend of the ``World`` protocol, assembled from one module per job.
+
+Storage (``storage.py``), the queue (``queue.py``) and streams (``streams.py``) live in this process's memory
+and keep time by one clock (``clock``, a ``VirtualClock`` unless given), so the runtime and the test
+environment see the same "now" as the log's timestamps. Everything one operation changes is changed without
+an ``await`` in between, so a commit is atomic on the event loop without locks.
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+
+from ...world import SPEC_VERSION_CURRENT, Capabilities
+from ...world.clock import Clock
+from ..clock import VirtualClock
+from .queue import MemoryQueue
+from .storage import MemoryStorage
+from .streams import MemoryStreams
+
+
+class MemoryWorld:
+    spec_version: int = SPEC_VERSION_CURRENT
+
+    def __init__(self, *, clock: Clock | None = None, deployment_id: str | None = None,
+                 storage: MemoryStorage | None = None) -> None:
+        """``storage``: share another World's storage (and its clock), as separate processes share one table."""
+        self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
+        self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
+        self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id)
+        self.runs = self.storage.runs
+        self.steps = self.storage.steps
+        self.events = self.storage.events
+        self.hooks = self.storage.hooks
+        self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id)
+        self.queue = self.memory_queue.queue
+        self.queue_batch = self.memory_queue.queue_batch
+        self.get_deployment_id = self.memory_queue.get_deployment_id
+        self.streams = MemoryStreams(self.clock, self.storage)
+
+    async def close(self) -> None:
+        await self.streams.aclose()
+
+    async def __aenter__(self) -> MemoryWorld:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()

@@ -1,0 +1,74 @@
+"""The pytest plugin the package registers (entry point ``pytest11``): fixtures for testing workflows.
+
+- ``awsworld_env``: a started ``WorkflowTestEnv`` (in memory, time skipping), fresh per test.
+- ``awsworld_local``: a ``LocalAWS`` on the AWS emulator (moto's server, one per test session and xdist
+  worker, on 127.0.0.1) with a fresh table, bucket and queue per test and its local poller running the
+  deliveries: for integration tests of what the AWS World itself does. Needs ``awsworld[local]``.
+
+Both are function-scoped async fixtures, so they run in whichever event loop the test runs in (any
+pytest-asyncio loop scope); the emulator's server is a thread and shared by the whole session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from .env import WorkflowTestEnv
+
+if TYPE_CHECKING:
+    from ..local import LocalAWS, MotoServer
+
+try:
+    import pytest_asyncio
+except ImportError:  # the fixtures then explain what is missing instead of breaking every test session
+    pytest_asyncio = None
+
+
+def _need_pytest_asyncio() -> None:
+    pytest.fail("the awsworld fixtures are async: install pytest-asyncio (pip install 'awsworld[testing]')",
+                pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def awsworld_moto_server() -> Iterator[MotoServer]:
+    """moto's server for ``awsworld_local``, started on first use and stopped at the end of the session."""
+    try:
+        from ..local import MotoServer
+    except ImportError as missing:
+        pytest.fail(f"awsworld_local needs the emulator: pip install 'awsworld[local]' ({missing})", pytrace=False)
+    server = MotoServer().start()
+    yield server
+    server.stop()
+
+
+def _async_fixture(fn: Any) -> Any:
+    """``pytest_asyncio.fixture`` (so the fixtures work in strict and auto mode alike), or, without
+    pytest-asyncio, a fixture that says what to install."""
+    if pytest_asyncio is not None:
+        return pytest_asyncio.fixture(fn)
+
+    @pytest.fixture(name=fn.__name__)
+    def missing() -> None:
+        _need_pytest_asyncio()
+
+    missing.__doc__ = fn.__doc__
+    return missing
+
+
+@_async_fixture
+async def awsworld_env() -> AsyncIterator[WorkflowTestEnv]:
+    """An in-memory test environment with time skipping (see ``awsworld.testing.WorkflowTestEnv``)."""
+    async with WorkflowTestEnv() as env:
+        yield env
+
+
+@_async_fixture
+async def awsworld_local(awsworld_moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
+    """``LocalAWS`` on the session's moto server: fresh resources, deliveries run by its local poller."""
+    from ..local import LocalAWS
+
+    async with LocalAWS("moto", moto=awsworld_moto_server) as local:
+        yield local

@@ -1,0 +1,192 @@
+"""``WorkflowTestEnv`` end to end: deliveries through the one delivery path, time that skips to the next due
+wait or retry while a result is awaited (and only then), time moved by hand, and real time when asked."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from datetime import timedelta
+
+import pytest
+
+from awsworld import RetryableError, WorkflowRunFailedError, create_hook, sleep, step, step_metadata, workflow
+from awsworld.testing import WorkflowTestEnv
+
+ATTEMPTS: Counter[str] = Counter()
+
+
+@step
+async def add_one(n: int) -> int:
+    return n + 1
+
+
+@workflow
+async def count_to(n: int) -> int:
+    total = 0
+    for _ in range(n):
+        total = await add_one(total)
+    return total
+
+
+@workflow
+async def month_long(n: int) -> int:
+    await sleep(timedelta(days=30))
+    return await add_one(n)
+
+
+@step(max_retries=3, retry_delay=60)
+async def flaky(tag: str) -> int:
+    ATTEMPTS[tag] += 1
+    if step_metadata().attempt < 3:
+        raise RuntimeError(f"attempt {step_metadata().attempt} fails")
+    return step_metadata().attempt
+
+
+@workflow
+async def sleep_then_flaky(tag: str) -> int:
+    await sleep(timedelta(days=30))
+    return await flaky(tag)
+
+
+@step(max_retries=1)
+async def asks_for_later(tag: str) -> str:
+    if step_metadata().attempt == 1:
+        raise RetryableError("not yet", retry_after=3600)
+    return "done"
+
+
+@workflow
+async def retry_after_an_hour(tag: str) -> str:
+    return await asks_for_later(tag)
+
+
+@workflow
+async def fan_out(n: int) -> int:
+    return sum(await asyncio.gather(*(add_one(i) for i in range(n))))
+
+
+@workflow
+async def approval(order: str) -> dict[str, object]:
+    await sleep(timedelta(hours=1))
+    async with create_hook(token=f"approve:{order}") as hook:
+        decision = await hook
+    return {"order": order, "decision": decision}
+
+
+@workflow
+async def hour_nap() -> str:
+    await sleep(timedelta(hours=1))
+    return "awake"
+
+
+async def test_a_serial_run_completes_through_the_delivery_path(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(count_to, 20)
+    assert await run.result() == 20
+    assert awsworld_env.deliveries >= 1
+    assert [s.status for s in await run.steps()] == ["completed"] * 20
+
+
+async def test_a_thirty_day_sleep_costs_no_wall_time_and_the_log_follows_the_clock() -> None:
+    began = time.monotonic()
+    async with WorkflowTestEnv() as env:
+        start = env.now()
+        run = await env.client.start(month_long, 41)
+        assert await run.result() == 42
+        events = {e.event_type: e for e in await run.events()}
+        waited = events["wait_completed"].created_at - events["wait_created"].created_at
+        assert waited >= timedelta(days=30)
+        assert env.now() - start >= timedelta(days=30)
+    assert time.monotonic() - began < 2.0
+
+
+async def test_retries_with_back_off_skip_their_delays(awsworld_env: WorkflowTestEnv) -> None:
+    tag = f"flaky-{id(awsworld_env)}"
+    began = time.monotonic()
+    run = await awsworld_env.client.start(sleep_then_flaky, tag)
+    assert await run.result() == 3
+    assert time.monotonic() - began < 1.0, "30 days and two 1-minute back-offs must cost no wall time"
+    assert ATTEMPTS[tag] == 3
+    retrying = [e for e in await run.events() if e.event_type == "step_retrying"]
+    assert len(retrying) == 2
+
+
+async def test_retry_after_is_honoured_in_virtual_time(awsworld_env: WorkflowTestEnv) -> None:
+    start = awsworld_env.now()
+    run = await awsworld_env.client.start(retry_after_an_hour, "x")
+    assert await run.result() == "done"
+    events = [e for e in await run.events() if e.event_type in ("step_retrying", "step_completed")]
+    assert [e.event_type for e in events] == ["step_retrying", "step_completed"]
+    assert events[1].created_at - events[0].created_at >= timedelta(hours=1)
+    assert awsworld_env.now() - start >= timedelta(hours=1)
+
+
+async def test_a_fan_out_of_64_completes(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(fan_out, 64)
+    assert await run.result() == sum(range(1, 65))
+
+
+async def test_a_hook_after_a_sleep_is_waited_for_and_resumed(awsworld_env: WorkflowTestEnv) -> None:
+    client = awsworld_env.client
+    run = await client.start(approval, "A-17")
+    hook = await run.wait_for_hook("approve:A-17")
+    assert hook.run_id == run.run_id
+    await client.resume_hook("approve:A-17", {"approved": True})
+    assert await run.result() == {"order": "A-17", "decision": {"approved": True}}
+
+
+async def test_time_does_not_skip_unless_a_result_is_awaited(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(hour_nap)
+    await awsworld_env.idle()
+    await asyncio.sleep(0.05)
+    assert await run.status() == "running", "nobody waited for the run: its hour must not pass by itself"
+    await awsworld_env.sleep(timedelta(minutes=59))
+    assert await run.status() == "running"
+    await awsworld_env.sleep(timedelta(minutes=2))
+    assert await run.status() == "completed"
+    assert await run.result(timeout=1) == "awake"
+
+
+async def test_advance_moves_the_clock_and_what_falls_due_runs(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(hour_nap)
+    await awsworld_env.idle()
+    before = awsworld_env.now()
+    after = awsworld_env.advance(timedelta(hours=2))
+    assert after - before >= timedelta(hours=2)
+    await awsworld_env.idle()
+    for _ in range(100):
+        if await run.status() == "completed":
+            break
+        await asyncio.sleep(0.01)
+    assert await run.status() == "completed"
+    with pytest.raises(ValueError):
+        awsworld_env.advance(-1)
+
+
+async def test_without_time_skipping_a_sleep_takes_real_time() -> None:
+    @workflow(name="tests.testing.short_nap")
+    async def short_nap() -> str:
+        await sleep(0.3)
+        return "ok"
+
+    async with WorkflowTestEnv(time_skipping=False) as env:
+        began = time.monotonic()
+        run = await env.client.start(short_nap)
+        assert await run.result(timeout=10) == "ok"
+        assert time.monotonic() - began >= 0.3
+
+
+@step(max_retries=0)
+async def always_fails() -> None:
+    raise RuntimeError("broken for good")
+
+
+@workflow
+async def doomed() -> None:
+    await always_fails()
+
+
+async def test_a_failed_run_raises_its_error(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(doomed)
+    with pytest.raises(WorkflowRunFailedError, match="broken for good"):
+        await run.result()
