@@ -207,3 +207,22 @@ async def test_send_and_receive_stay_cheap(queue: MemoryQueue) -> None:
     elapsed = time.perf_counter() - started
     assert received == 2 * count and queue.pending_count() == 0
     assert elapsed < 5, f"{2 * count} messages took {elapsed:.2f}s"
+
+
+async def test_a_message_that_keeps_failing_goes_to_the_dead_letters(clock: VirtualClock) -> None:
+    queue = MemoryQueue(clock, max_receive_count=3)
+    consumer = queue.consumer(PREFIX)
+    await queue.queue(QUEUE, {"poison": True})
+    for attempt in (1, 2, 3):  # the handler fails: no ack, the visibility timeout runs out
+        assert (await one(consumer)).attempt == attempt
+        clock.advance(VISIBILITY_TIMEOUT_SECONDS)
+    assert await consumer.receive() == []
+    assert queue.pending_count() == 0 and queue.next_visible_at() is None
+    assert [payload for payload, _ in queue.dead_letters] == [{"poison": True}]
+
+    await queue.queue(QUEUE, "keeps retrying")
+    for attempt in (1, 2, 3, 4):  # redeliveries are re-sends: they never walk a message into the dead letters
+        delivery = await one(consumer)
+        assert delivery.attempt == attempt
+        await consumer.redeliver_after(delivery, 0)
+    assert len(queue.dead_letters) == 1

@@ -44,6 +44,8 @@ VISIBILITY_TIMEOUT_SECONDS = 720.0
 """The template's: six times the flow function's 120 s timeout."""
 RETENTION_SECONDS = 4 * 24 * 3600.0
 """SQS retention in the template; only bounds how long an unacknowledged key stays held (as on AWS)."""
+MAX_RECEIVE_COUNT = 10
+"""The template's redrive policy: a message received this often since it was last sent goes to the DLQ."""
 MAX_VISIBILITY_SECONDS = 43_200
 MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 """AWSWORLD_MAX_VALUE_BYTES's default: the largest payload the AWS World takes (it rides in S3)."""
@@ -98,10 +100,12 @@ class QueuedMessage:
 class MemoryQueue:
     def __init__(self, clock: Clock, *, deployment_id: str | None = None,
                  visibility_timeout: float = VISIBILITY_TIMEOUT_SECONDS,
+                 max_receive_count: int | None = MAX_RECEIVE_COUNT,
                  max_payload_bytes: int = MAX_PAYLOAD_BYTES) -> None:
         self.clock = clock
         self.deployment_id = deployment_id
         self.visibility_timeout = visibility_timeout
+        self.max_receive_count = max_receive_count
         self.max_payload_bytes = max_payload_bytes
         self.dedup = DedupMarkers(clock, horizon_seconds=RETENTION_SECONDS + visibility_timeout)
         self.dead_letters: list[tuple[Any, str]] = []
@@ -202,6 +206,11 @@ class MemoryQueue:
             generation, message = self._visible.popleft()
             if generation != message.generation or message.state != VISIBLE:
                 continue
+            if self.max_receive_count is not None and message.receives >= self.max_receive_count:
+                # SQS's redrive policy: a message that keeps failing leaves the queue instead of coming back
+                # for ever (a redelivery is a re-send, so it starts counting again, as on AWS).
+                self._dead_letter(message, f"received {message.receives} times without success (maxReceiveCount)")
+                continue
             message.receives += 1
             message.receipt = f"rcpt-{next(self._receipts)}"
             self._schedule(message, self.clock.now() + timedelta(seconds=max(0.0, hidden_for)))
@@ -216,11 +225,7 @@ class MemoryQueue:
         """Delete the message if ``receipt`` is its latest receive's; a stale handle changes nothing."""
         if message.receipt != receipt or message.state == DELETED:
             return False
-        if message.state == VISIBLE:
-            self._visible_count -= 1
-        message.state = DELETED
-        message.generation += 1
-        self._live.pop(message.message_id, None)
+        self._remove(message)
         return True
 
     def change_visibility(self, message: QueuedMessage, receipt: str, seconds: float) -> bool:
@@ -247,9 +252,9 @@ class MemoryQueue:
         self._schedule(message, due)
 
     def dead_letter(self, message: QueuedMessage, receipt: str, reason: str) -> None:
-        self.dead_letters.append((message.payload(), reason))
-        self.delete(message, receipt)
-        log.error("undeliverable queue message %s moved to the dead-letter list: %s", message.message_id, reason)
+        """Move a received message that can never succeed to ``dead_letters`` (a stale handle changes nothing)."""
+        if message.receipt == receipt and message.state != DELETED:
+            self._dead_letter(message, reason)
 
     # -- internals -------------------------------------------------------------------------------------------
 
@@ -289,6 +294,18 @@ class MemoryQueue:
         self.sends += 1
         self._schedule(queued, due)
         return queued.message_id
+
+    def _dead_letter(self, message: QueuedMessage, reason: str) -> None:
+        self.dead_letters.append((message.payload(), reason))
+        self._remove(message)
+        log.error("undeliverable queue message %s moved to the dead-letter list: %s", message.message_id, reason)
+
+    def _remove(self, message: QueuedMessage) -> None:
+        if message.state == VISIBLE:
+            self._visible_count -= 1
+        message.state = DELETED
+        message.generation += 1
+        self._live.pop(message.message_id, None)
 
     def _schedule(self, message: QueuedMessage, visible_at: datetime) -> None:
         message.generation += 1
