@@ -190,3 +190,25 @@ async def test_a_failed_run_raises_its_error(awsworld_env: WorkflowTestEnv) -> N
     run = await awsworld_env.client.start(doomed)
     with pytest.raises(WorkflowRunFailedError, match="broken for good"):
         await run.result()
+
+
+@step
+async def step_time() -> str:
+    from awsworld import now
+
+    return now().isoformat()
+
+
+@workflow
+async def later_in_a_step() -> str:
+    await sleep(timedelta(days=2))
+    return await step_time()
+
+
+async def test_a_step_sees_the_environments_time(awsworld_env: WorkflowTestEnv) -> None:
+    from datetime import datetime
+
+    start = awsworld_env.now()
+    run = await awsworld_env.client.start(later_in_a_step)
+    seen = datetime.fromisoformat(await run.result())
+    assert seen - start >= timedelta(days=2), "awsworld.now() in a step follows the World's clock"

@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 from types import TracebackType
 from typing import Any
 
+from ..world.clock import clock_of
 from .context import current_execution, current_step, require_execution
 from .determinism import time_ns, uuid4
 from .ops import HookOp
@@ -22,9 +23,13 @@ async def sleep(duration: float | timedelta | datetime) -> None:
 
 
 def now() -> datetime:
-    """Inside a workflow: the time of the last event replayed (the same on every replay). Elsewhere: now."""
+    """Inside a workflow: the time of the last event replayed (the same on every replay). Inside a step: the
+    World's clock (a test environment's virtual time). Elsewhere: now."""
     execution = current_execution.get()
-    return execution.current_time() if execution is not None else datetime.now(UTC)
+    if execution is not None:
+        return execution.current_time()
+    step = current_step.get()
+    return clock_of(step.world).now() if step is not None else datetime.now(UTC)
 
 
 def random() -> float:
