@@ -7,6 +7,7 @@ travels unchanged from ``queue()`` to the delivery, so a consumer can refuse a m
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -58,6 +59,15 @@ def check_queue_prefix(prefix: object) -> str:
 def queue_prefix_for(namespace: str | None = None) -> str:
     """``__wkf_workflow_``, or ``__<namespace>_wkf_workflow_`` for a namespaced library's own messages."""
     return check_queue_prefix(DEFAULT_QUEUE_PREFIX if namespace is None else f"__{namespace}_wkf_workflow_")
+
+
+def check_delay(delay: object, field: str = "delaySeconds") -> float:
+    """A delay in seconds: a finite number >= 0 (None is 0)."""
+    if delay is None:
+        return 0.0
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+        raise InvalidInputError(f"{field} must be a finite number of seconds >= 0", field=field)
+    return float(delay)
 
 
 def check_idempotency_key(key: object) -> str | None:

@@ -40,8 +40,8 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError
-from ...world.queue import Delivery, check_queue_prefix
-from .queue_envelope import Envelope, MalformedBody, check_delay, decode_body
+from ...world.queue import Delivery, check_delay, check_queue_prefix
+from .queue_envelope import Envelope, MalformedBody, decode_body
 from .sqs_queue import SqsQueue, sqs_error
 
 log = logging.getLogger("awsworld.queue")

@@ -10,7 +10,6 @@ body would exceed ``INLINE_BODY_LIMIT`` rides as an S3 reference (SQS caps a bod
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -43,15 +42,6 @@ def iso(moment: datetime) -> str:
 
 def from_epoch(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
-
-
-def check_delay(delay: object, field: str = "delaySeconds") -> float:
-    """A delay in seconds: a finite number >= 0 (None is 0)."""
-    if delay is None:
-        return 0.0
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
-        raise InvalidInputError(f"{field} must be a finite number of seconds >= 0", field=field)
-    return float(delay)
 
 
 @dataclass(frozen=True)

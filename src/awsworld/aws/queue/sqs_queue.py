@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError, ThrottledError, WorldError
-from ...world.queue import QueueBatchResult, QueueMessage, check_idempotency_key, check_queue_name
+from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
 from ..clients import AWSClients
 from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
 from .dedup import Claim, DedupMarkers, Holder
-from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, check_delay, from_epoch, new_message_id
+from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, from_epoch, new_message_id
 
 if TYPE_CHECKING:
     from .deliveries import QueueConsumer

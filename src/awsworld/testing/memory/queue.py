@@ -21,7 +21,6 @@ import heapq
 import itertools
 import json
 import logging
-import math
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ...world.clock import Clock
 from ...world.errors import InvalidInputError, PayloadTooLargeError
 from ...world.ids import new_ulid
-from ...world.queue import QueueBatchResult, QueueMessage, check_idempotency_key, check_queue_name
+from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
 from .dedup import DedupMarkers
 from .signal import Signal
 
@@ -52,15 +51,6 @@ MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
 MESSAGE_ID_PREFIX = "msg_"
 
 WAITING, VISIBLE, DELETED = "waiting", "visible", "deleted"
-
-
-def check_delay(delay: object, field: str = "delaySeconds") -> float:
-    """A delay in seconds: a finite number >= 0 (None is 0). The AWS envelope's rule, same 400."""
-    if delay is None:
-        return 0.0
-    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
-        raise InvalidInputError(f"{field} must be a finite number of seconds >= 0", field=field)
-    return float(delay)
 
 
 def encode_payload(payload: Any) -> str:

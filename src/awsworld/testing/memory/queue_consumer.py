@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...world.errors import InvalidInputError
-from ...world.queue import Delivery, check_queue_prefix
-from .queue import MemoryQueue, QueuedMessage, check_delay
+from ...world.queue import Delivery, check_delay, check_queue_prefix
+from .queue import MemoryQueue, QueuedMessage
 
 
 @dataclass(frozen=True, eq=False)
