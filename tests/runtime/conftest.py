@@ -1,9 +1,18 @@
-"""End-to-end fixtures: one ``LocalAWS`` (moto, with its local poller driving ``Runtime.execute``) per test
-module, on the session's moto server, and an ``e2e`` helper to start runs, wait for hooks, wait until the
-poller is idle and count the deliveries one scenario took.
+"""End-to-end fixtures: every workflow runs through the real delivery path (``Invoker``/``DeliveryPath``/
+``Runtime``), on one of two backends, behind one ``e2e`` helper (start runs, wait for hooks, wait until nothing
+is running, count the deliveries one scenario took):
 
-A module that needs a different runtime configuration overrides ``local_env`` (module scope): the variables
-are set before its ``LocalAWS`` builds its ``Runtime`` and restored when the module ends.
+- ``memory`` (the default): a fresh ``awsworld.testing.WorkflowTestEnv`` per test: the World in memory, a
+  driver that runs deliveries in-process, and a virtual clock that skips to the next due wait or retry while
+  the test awaits ``run.result()`` / a hook / ``e2e.sleep()``. So waits and retries cost no wall time, and a
+  test that shows a delay was honoured reads the log's timestamps (virtual time), not ``time.monotonic()``.
+- ``aws``: one ``LocalAWS`` per module (moto's server, its SQS queue and a local poller), for tests that assert
+  what AWS does (request counts, DynamoDB/S3 layout, SQS specifics, the CLI on a deployed-style config).
+
+A module picks its backend by overriding ``e2e_backend`` (module scope); a test runs on both with
+``@pytest.mark.parametrize("e2e_backend", BOTH)``. A module that needs a different runtime configuration
+overrides ``local_env`` (module scope): the variables are set before either backend builds its ``Runtime``
+and restored when the module ends.
 """
 
 from __future__ import annotations
@@ -19,16 +28,27 @@ import pytest
 from awsworld import Run
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.runtime.delivery import RecordResult
+from awsworld.runtime.errors import RunEndedError
+from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 
 RESULT_TIMEOUT = 30.0
+MEMORY = "memory"
+AWS = "aws"
+BOTH = [MEMORY, AWS]
 
 
 @pytest.fixture(scope="module")
 def local_env() -> dict[str, str]:
     """Environment variables for this module's runtime (override in a module to change them)."""
     return {}
+
+
+@pytest.fixture(scope="module")
+def e2e_backend() -> str:
+    """Where this module's workflows run: ``memory`` (WorkflowTestEnv) or ``aws`` (LocalAWS on moto)."""
+    return MEMORY
 
 
 @pytest.fixture(scope="module")
@@ -44,6 +64,13 @@ async def local(moto_server: MotoServer, _runtime_env: None) -> AsyncIterator[Lo
     """A LocalAWS for this module: fresh table, bucket and queue; its poller runs every delivery."""
     async with LocalAWS("moto", moto=moto_server) as aws:
         yield aws
+
+
+@pytest.fixture
+async def memory_env(_runtime_env: None) -> AsyncIterator[WorkflowTestEnv]:
+    """A fresh in-memory environment per test (its Runtime built with the module's ``local_env`` set)."""
+    async with WorkflowTestEnv() as env:
+        yield env
 
 
 @dataclass
@@ -66,17 +93,38 @@ class Deliveries:
 
 
 class E2E:
-    def __init__(self, local: LocalAWS) -> None:
+    """One API on both backends: ``client``, ``world``, ``poller`` (the LocalPoller or the env's driver: both
+    have ``deliveries`` and ``results``), ``idle``, ``sleep``, ``counting``, ``hook_ready``, ..."""
+
+    def __init__(self, *, env: WorkflowTestEnv | None = None, local: LocalAWS | None = None) -> None:
+        assert (env is None) != (local is None)
+        self.env = env
         self.local = local
+        self.backend = MEMORY if env is not None else AWS
+
+    @property
+    def memory(self) -> bool:
+        return self.env is not None
 
     @property
     def client(self) -> Any:
-        assert self.local.client is not None
+        if self.env is not None:
+            return self.env.client
+        assert self.local is not None and self.local.client is not None
         return self.local.client
 
     @property
+    def world(self) -> Any:
+        if self.env is not None:
+            return self.env.world
+        assert self.local is not None
+        return self.local.world
+
+    @property
     def poller(self) -> Any:
-        assert self.local.poller is not None
+        if self.env is not None:
+            return self.env.driver
+        assert self.local is not None and self.local.poller is not None
         return self.local.poller
 
     async def start(self, workflow: Any, *args: Any, run_id: str | None = None, **kwargs: Any) -> Run:
@@ -87,16 +135,32 @@ class E2E:
         run = await self.start(workflow, *args, **kwargs)
         return await run.result(timeout=timeout)
 
+    async def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` pass: virtual time on memory (every delivery falling due on the way runs), real time
+        on aws."""
+        if self.env is not None:
+            await self.env.sleep(seconds)
+        else:
+            await asyncio.sleep(seconds)
+
     async def queue_depth(self) -> int:
-        sqs = await self.local.world.clients.sqs()
+        """Messages not deleted yet: visible, delayed or in flight."""
+        if self.env is not None:
+            return self.env.world.memory_queue.pending_count()
+        sqs = await self.world.clients.sqs()
         attributes = (await sqs.get_queue_attributes(
-            QueueUrl=self.local.world.config.queue_url,
+            QueueUrl=self.world.config.queue_url,
             AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible",
                             "ApproximateNumberOfMessagesDelayed"]))["Attributes"]
         return sum(int(v) for v in attributes.values())
 
     async def idle(self, quiet: float = 0.5, timeout: float = 30.0) -> None:
-        """Wait until no delivery is in flight and the queue is empty, continuously for ``quiet`` seconds."""
+        """Wait until no delivery is in flight and none is due. On memory this is exact (the driver knows; a
+        message delayed into the future is not waited for, time does not skip); on aws, until the queue is
+        empty (delayed messages too) and nothing runs, continuously for ``quiet`` seconds."""
+        if self.env is not None:
+            await self.env.idle(timeout)
+            return
         deadline = time.monotonic() + timeout
         quiet_since: float | None = None
         while time.monotonic() < deadline:
@@ -117,11 +181,18 @@ class E2E:
         return _Counting(self)
 
     async def hook_ready(self, token: str, run: Run, timeout: float = 15.0) -> None:
-        """Wait until ``run`` holds the hook ``token`` (fails early if the run ends first)."""
+        """Wait until ``run`` holds the hook ``token`` (fails early if the run ends first). On memory, time
+        skips to the next due wait or retry meanwhile, as ``Run.wait_for_hook`` lets it."""
+        if self.env is not None:
+            try:
+                await run.wait_for_hook(token, timeout=timeout)
+            except RunEndedError as ended:
+                raise AssertionError(str(ended)) from ended
+            return
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
-                hook = await self.local.world.hooks.get_by_token(token, resolve_data="none")
+                hook = await self.world.hooks.get_by_token(token, resolve_data="none")
                 if hook.run_id == run.run_id:
                     return
             except HookNotFoundError:
@@ -133,11 +204,13 @@ class E2E:
         raise TimeoutError(f"run {run.run_id} did not create hook {token!r} within {timeout} s")
 
     async def wait_for_event(self, run: Run, event_type: str, timeout: float = 15.0) -> None:
+        """Wait (in real time: time does not skip) until the run's log has an ``event_type``."""
+        pause = 0.005 if self.env is not None else 0.05
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if any(e.event_type == event_type for e in await run.events()):
                 return
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(pause)
         raise TimeoutError(f"run {run.run_id} has no {event_type} after {timeout} s")
 
     async def event_types(self, run: Run) -> list[tuple[str, str | None]]:
@@ -165,6 +238,11 @@ class _Counting:
         self.result.results = poller.results[self.result.results_before:]
 
 
-@pytest.fixture(scope="module")
-def e2e(local: LocalAWS) -> E2E:
-    return E2E(local)
+@pytest.fixture
+def e2e(request: pytest.FixtureRequest, e2e_backend: str) -> E2E:
+    """The test's helper on its backend: a fresh WorkflowTestEnv (memory) or the module's LocalAWS (aws)."""
+    if e2e_backend == MEMORY:
+        return E2E(env=request.getfixturevalue("memory_env"))
+    if e2e_backend == AWS:
+        return E2E(local=request.getfixturevalue("local"))
+    raise ValueError(f"e2e_backend must be {MEMORY!r} or {AWS!r}, not {e2e_backend!r}")

@@ -1,5 +1,6 @@
-"""Client helpers end to end (LocalAWS, moto): ``Run.wait_for_hook``, ``resume_hook(wait=...)`` and
-``client.options(run_id=...).start(...)``."""
+"""Client helpers end to end, on both backends (WorkflowTestEnv in memory, and LocalAWS on moto):
+``Run.wait_for_hook``, ``resume_hook(wait=...)`` and ``client.options(run_id=...).start(...)``. Their timeouts are
+real seconds on both (time skips in memory only to the next due wait or retry, and these runs have none)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,8 @@ import pytest
 from awsworld import RunEndedError, create_hook, step, workflow
 from awsworld.world.entities import Hook
 from awsworld.world.errors import HookNotFoundError
+
+pytestmark = pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 
 
 @step

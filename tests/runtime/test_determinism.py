@@ -53,7 +53,7 @@ async def test_time_random_and_uuid4_are_replay_stable_in_a_body_and_real_in_ste
     assert after["time"] > before["time"], "time moves with the log (the step's events)"
     assert before["uuid4"] != after["uuid4"] and uuid.UUID(before["uuid4"]).version == 4
     assert abs(in_step["time"] - time.time()) < 30 and in_step["time"] >= started - 1
-    events = await read_run(e2e.local.world, run.run_id)
+    events = await read_run(e2e.world, run.run_id)
     for _ in range(3):  # every replay computes the same values (the replayer compares the result)
         replayed = replay_events(events)
         assert replayed.ok, replayed.describe()
@@ -137,7 +137,7 @@ async def fans_out_from_a_set(items: list[int]) -> list[int]:
 async def test_sets_of_tasks_iterate_in_a_replay_stable_order(e2e) -> None:
     run = await e2e.start(fans_out_from_a_set, list(range(12)))
     assert sorted(await run.result(timeout=30)) == [2 * i for i in range(12)]
-    events = await read_run(e2e.local.world, run.run_id)
+    events = await read_run(e2e.world, run.run_id)
     for _ in range(3):
         replayed = replay_events(events)
         assert replayed.ok, replayed.describe()

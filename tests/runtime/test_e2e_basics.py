@@ -1,18 +1,26 @@
-"""End to end on the AWS World (moto) through the local poller: results, delivery counts of the inline loop,
-fan-out, idempotent starts, exact values, replay-stable now()/random(), asyncio combinators, streams."""
+"""End to end through the delivery path: results, delivery counts of the inline loop, fan-out, idempotent starts,
+exact values, replay-stable now()/random(), asyncio combinators, streams. In memory (WorkflowTestEnv, time
+skipping: delays are checked on the log's timestamps); a basic run and the sleep's two deliveries also on AWS
+(moto, the local poller)."""
 
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 from datetime import datetime, timedelta
+
+import pytest
 
 from awsworld import get_writable, now, random, sleep, step, step_metadata, workflow
 
 CALLS: Counter[str] = Counter()
 SEEN: dict[str, list[object]] = {}
+GATES: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)  # steps wait on these until the test sets them
+
+
+def _at(events: list, event_type: str) -> datetime:
+    return next(e.created_at for e in events if e.event_type == event_type)
 
 
 # ----------------------------------------------------------------------------------------- addition
@@ -29,6 +37,7 @@ async def add_two(a: int, b: int) -> int:
     return await add(a, b)
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_addition_of_two_numbers(e2e) -> None:
     assert await e2e.run(add_two, 2, 40) == 42
 
@@ -78,16 +87,19 @@ async def sleep_then_step() -> str:
     return await after_sleep()
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_sleep_then_step_takes_exactly_two_flow_deliveries(e2e) -> None:
+    CALLS["after_sleep"] = 0
     async with e2e.counting() as deliveries:
-        started = time.monotonic()
         run = await e2e.start(sleep_then_step)
         assert await run.result(timeout=30) == "woke"
-        elapsed = time.monotonic() - started
     assert deliveries.errors == []
     assert deliveries.count == 2, deliveries.statuses
     assert deliveries.statuses == ["suspended", "completed"]
-    assert elapsed >= 1.0
+    events = await run.events()
+    slept = _at(events, "wait_completed") - _at(events, "wait_created")
+    assert slept >= timedelta(seconds=1), f"sleep(1) woke after {slept}"
+    assert _at(events, "step_started") - _at(events, "wait_created") >= timedelta(seconds=1)
     assert CALLS["after_sleep"] == 1
 
 
@@ -221,15 +233,26 @@ async def quick(label: str) -> str:
 
 
 @step
-async def slow(label: str, seconds: float) -> str:
-    await asyncio.sleep(seconds)
-    CALLS[f"slow:{label}"] += 1
-    return label
+async def gated(tag: str) -> str:
+    """Runs until the test releases it: slower than anything the workflow races it against."""
+    CALLS[f"gated-start:{tag}"] += 1
+    await GATES[tag].wait()
+    CALLS[f"gated-end:{tag}"] += 1
+    return tag
+
+
+async def _release_after_the_quick_step(e2e, run, tag: str) -> None:
+    """Let the gated step finish once the quick one's outcome is in the log: the quick one finished first."""
+    try:
+        await e2e.wait_for_event(run, "step_completed")
+        assert CALLS[f"gated-end:{tag}"] == 0
+    finally:
+        GATES[tag].set()
 
 
 @workflow
-async def wait_first_completed() -> dict[str, object]:
-    slow_task = asyncio.ensure_future(slow("slow", 1.5))
+async def wait_first_completed(tag: str) -> dict[str, object]:
+    slow_task = asyncio.ensure_future(gated(tag))
     quick_task = asyncio.ensure_future(quick("quick"))
     done, pending = await asyncio.wait([slow_task, quick_task], return_when=asyncio.FIRST_COMPLETED)
     winner = next(iter(done)).result()
@@ -238,25 +261,30 @@ async def wait_first_completed() -> dict[str, object]:
 
 
 async def test_asyncio_wait_first_completed_gives_the_first_finisher(e2e) -> None:
-    result = await e2e.run(wait_first_completed)
-    assert result == {"winner": "quick", "done": 1, "rest": ["slow"]}
+    tag = uuid.uuid4().hex
+    run = await e2e.start(wait_first_completed, tag)
+    await _release_after_the_quick_step(e2e, run, tag)
+    assert await run.result(timeout=30) == {"winner": "quick", "done": 1, "rest": [tag]}
 
 
 @workflow
-async def as_completed_order() -> list[str]:
+async def as_completed_order(tag: str) -> list[str]:
     order = []
-    for next_done in asyncio.as_completed([slow("late", 1.0), quick("early")]):
+    for next_done in asyncio.as_completed([gated(tag), quick("early")]):
         order.append(await next_done)
     return order
 
 
 async def test_asyncio_as_completed_yields_in_completion_order(e2e) -> None:
-    assert await e2e.run(as_completed_order) == ["early", "late"]
+    tag = uuid.uuid4().hex
+    run = await e2e.start(as_completed_order, tag)
+    await _release_after_the_quick_step(e2e, run, tag)
+    assert await run.result(timeout=30) == ["early", tag]
 
 
 @workflow
 async def race_slow_step_against_sleep(tag: str) -> str:
-    step_task = asyncio.ensure_future(slow(tag, 4.0))
+    step_task = asyncio.ensure_future(gated(tag))
     sleep_task = asyncio.ensure_future(sleep(1))
     done, _ = await asyncio.wait([step_task, sleep_task], return_when=asyncio.FIRST_COMPLETED)
     return "step" if step_task in done else "sleep"
@@ -264,12 +292,18 @@ async def race_slow_step_against_sleep(tag: str) -> str:
 
 async def test_sleep_wins_a_race_against_a_slower_step(e2e) -> None:
     tag = uuid.uuid4().hex
-    started = time.monotonic()
-    result = await e2e.run(race_slow_step_against_sleep, tag)
-    elapsed = time.monotonic() - started
-    assert result == "sleep"
-    assert elapsed < 4.0, f"the run waited for the losing step ({elapsed:.1f} s)"
+    run = await e2e.start(race_slow_step_against_sleep, tag)
+    try:
+        assert await run.result(timeout=15) == "sleep"
+        # The run ended while the losing step was still running (it cannot end until the test lets it).
+        assert CALLS[f"gated-start:{tag}"] == 1 and CALLS[f"gated-end:{tag}"] == 0
+        events = await run.events()
+        assert _at(events, "wait_completed") - _at(events, "wait_created") >= timedelta(seconds=1)
+    finally:
+        GATES[tag].set()
     await e2e.idle()
+    assert CALLS[f"gated-end:{tag}"] == 1
+    assert await run.status() == "completed"
 
 
 @workflow
@@ -281,9 +315,12 @@ async def race_quick_step_against_sleep() -> str:
 
 
 async def test_a_quick_step_wins_a_race_against_sleep(e2e) -> None:
-    started = time.monotonic()
-    assert await e2e.run(race_quick_step_against_sleep) == "step"
-    assert time.monotonic() - started < 2.0, "the run did not wait for the losing sleep"
+    run = await e2e.start(race_quick_step_against_sleep)
+    assert await run.result(timeout=30) == "step"
+    events = await run.events()
+    took = _at(events, "run_completed") - _at(events, "run_created")
+    assert took < timedelta(seconds=2), f"the run waited for the losing sleep(2) ({took}, in the log's time)"
+    assert "wait_completed" not in [e.event_type for e in events]
 
 
 # ----------------------------------------------------------------------------------------- steps outside workflows

@@ -138,16 +138,16 @@ async def extra_call_at_end(order: str) -> Any:
     return {"receipt": receipt, "label": label}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 async def shop_log(e2e) -> list[Any]:
-    """One completed run of ``shop``, read back with its inputs."""
+    """One completed run of ``shop``, read back with its inputs (a few ms in memory: one per test)."""
     order = f"A-{uuid.uuid4().hex[:6]}"
     run = await e2e.start(shop, order)
     await e2e.hook_ready(f"ship:{order}", run)
     await e2e.client.resume_hook(f"ship:{order}", "1 Main St")
     result = await run.result(timeout=30)
     assert result["label"] == f"label {order} -> 1 Main St"
-    return await read_run(e2e.local.world, run.run_id)
+    return await read_run(e2e.world, run.run_id)
 
 
 async def test_unchanged_code_replays_the_stored_run(shop_log) -> None:
@@ -255,7 +255,7 @@ async def test_as_completed_over_coroutines_declares_in_argument_order_on_every_
     run = await e2e.start(first_two, 6)
     result = await run.result(timeout=30)
     assert len(result) == 2 and len(set(result)) == 2
-    events = await read_run(e2e.local.world, run.run_id)
+    events = await read_run(e2e.world, run.run_id)
     declared = [(e.correlation_id, e.event_data["input"]["args"][0]) for e in events
                 if e.event_type == "step_created"]
     assert declared == [(f"step_{i + 1}", i) for i in range(6)]

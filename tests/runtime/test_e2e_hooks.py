@@ -1,11 +1,12 @@
 """Hooks and cancellation end to end: payloads in order, tokens reusable once their run ends, and a cancelled
-run that sleeps or waits on a hook ends without starting another step."""
+run that sleeps or waits on a hook ends without starting another step. In memory (WorkflowTestEnv); the
+hook payload order and the cancelling of a sleeping run also on AWS (moto, the local poller)."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections import Counter
+from collections import Counter, defaultdict
 
 import pytest
 
@@ -13,6 +14,7 @@ from awsworld import WorkflowRunCancelledError, create_hook, sleep, step, workfl
 from awsworld.world.errors import HookNotFoundError, RunGoneError
 
 CALLS: Counter[str] = Counter()
+GATES: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)  # steps wait on these until the test sets them
 
 
 # ----------------------------------------------------------------------------------------- three payloads
@@ -29,6 +31,7 @@ async def three_payloads(token: str) -> list[object]:
     return received
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_a_hook_resumed_three_times_delivers_the_payloads_in_order(e2e) -> None:
     token = f"tok-{uuid.uuid4().hex}"
     run = await e2e.start(three_payloads, token)
@@ -88,6 +91,7 @@ async def sleeps_then_steps(tag: str) -> str:
     return await after_wait(tag)
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_cancelling_a_sleeping_run(e2e) -> None:
     tag = uuid.uuid4().hex
     run = await e2e.start(sleeps_then_steps, tag)
@@ -96,8 +100,9 @@ async def test_cancelling_a_sleeping_run(e2e) -> None:
     with pytest.raises(WorkflowRunCancelledError):
         await run.result(timeout=10)
     assert await run.status() == "cancelled"
-    await asyncio.sleep(2.5)  # past the sleep: its continuation comes and must start nothing
+    await e2e.sleep(2.5)  # past the sleep: its continuation comes and must start nothing
     await e2e.idle()
+    assert await e2e.queue_depth() == 0, "the sleep's continuation was delivered"
     assert CALLS[f"{tag}:before"] == 1
     assert CALLS[tag] == 0, "a step started after the run was cancelled"
     types = [t for t, _ in await e2e.event_types(run)]
@@ -132,8 +137,9 @@ async def test_cancelling_a_run_waiting_on_a_hook(e2e) -> None:
 
 @step
 async def slow_in_flight(tag: str) -> str:
+    """Runs until the test releases it (after the cancel)."""
     CALLS[f"{tag}:slow-start"] += 1
-    await asyncio.sleep(1.5)
+    await GATES[tag].wait()
     CALLS[f"{tag}:slow-end"] += 1
     return "slow"
 
@@ -147,12 +153,15 @@ async def in_flight_then_more(tag: str) -> str:
 async def test_cancel_lets_an_in_flight_step_finish_and_starts_no_other(e2e) -> None:
     tag = uuid.uuid4().hex
     run = await e2e.start(in_flight_then_more, tag)
-    await e2e.wait_for_event(run, "step_started")
-    await e2e.client.cancel(run.run_id)
-    with pytest.raises(WorkflowRunCancelledError):
-        await run.result(timeout=10)
-    await asyncio.sleep(2.0)
-    await e2e.idle()
+    try:
+        await e2e.wait_for_event(run, "step_started")
+        await e2e.client.cancel(run.run_id)
+        with pytest.raises(WorkflowRunCancelledError):
+            await run.result(timeout=10)
+        assert CALLS[f"{tag}:slow-end"] == 0, "the step was still in flight when the run was cancelled"
+    finally:
+        GATES[tag].set()
+    await e2e.idle()  # the step ends, and its outcome's flow delivery runs
     assert CALLS[f"{tag}:slow-start"] == 1
     assert CALLS[f"{tag}:slow-end"] == 1, "the in-flight step was not allowed to finish"
     assert CALLS[f"{tag}:next"] == 0, "a step started after the run was cancelled"

@@ -6,6 +6,11 @@ before it is written, so the write is stamped with that time and must land right
 was shown; when anything else lands first, or the write fails in any way, the flow records the outcome the old
 way and replays from the log. Also here: step retry messages go out without a dedup key, and a duplicate step
 message is harmless.
+
+The request counts and the values store's limit are AWS behaviour (moto: ``world.stats``, ``world.values``);
+the fallbacks from a write that really lost its race run on both backends (DynamoDB's conditions on AWS); the
+runtime's handling of injected write failures and of a retried inline step runs in memory (the injected
+write that landed without an answer on AWS too).
 """
 
 from __future__ import annotations
@@ -30,9 +35,16 @@ CONTEXT: dict[str, Any] = {}  # the module's World and Client, for step bodies t
 READS = ("dynamodb.GetItem", "dynamodb.BatchGetItem")
 
 
+@pytest.fixture(scope="module")
+def e2e_backend() -> str:
+    """By default on LocalAWS (moto): AWS request counts (``world.stats``) and the values store's limit
+    (``world.values``); tests that do not assert AWS behaviour choose their backends below."""
+    return "aws"
+
+
 @pytest.fixture(autouse=True)
 def _context(e2e) -> None:
-    CONTEXT["world"] = e2e.local.world
+    CONTEXT["world"] = e2e.world
     CONTEXT["client"] = e2e.client
 
 
@@ -68,8 +80,8 @@ class BatchSpy:
 
 @pytest.fixture
 def spy(e2e, monkeypatch: pytest.MonkeyPatch) -> BatchSpy:
-    spy = BatchSpy(e2e.local.world)
-    monkeypatch.setattr(e2e.local.world.events, "create_batch", spy)
+    spy = BatchSpy(e2e.world)
+    monkeypatch.setattr(e2e.world.events, "create_batch", spy)
     return spy
 
 
@@ -98,7 +110,7 @@ async def _serial_costs(e2e, n: int) -> tuple[Counter[str], Any]:
     """The requests one serial run of n steps makes, from its start until the poller is idle again (nothing
     polls the run meanwhile: its result is read afterwards)."""
     await e2e.idle()
-    world = e2e.local.world
+    world = e2e.world
     before = world.stats.snapshot()
     tag = uuid.uuid4().hex
     run = await e2e.start(rt_serial, tag, n)
@@ -146,6 +158,7 @@ async def rt_clock(n: int) -> list[str]:
     return seen
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_now_after_a_step_is_the_time_its_outcome_is_recorded_and_replays(e2e, spy: BatchSpy) -> None:
     run = await e2e.start(rt_clock, 4)
     seen = await run.result(timeout=30)
@@ -153,7 +166,7 @@ async def test_now_after_a_step_is_the_time_its_outcome_is_recorded_and_replays(
     events = await run.events()
     completed = [e.created_at for e in events if e.event_type == "step_completed"]
     assert [datetime.fromisoformat(s) for s in seen[1:]] == completed
-    replayed = await replay_run(e2e.local.world, run.run_id)  # inputs, digests and the output all match
+    replayed = await replay_run(e2e.world, run.run_id)  # inputs, digests and the output all match
     assert replayed.ok, replayed.describe()
 
 
@@ -177,6 +190,7 @@ async def rt_touching(tag: str, n: int) -> int:
     return x
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_an_event_landing_while_the_step_runs_falls_back_and_loses_nothing(e2e, spy: BatchSpy) -> None:
     tag = uuid.uuid4().hex
     run = await e2e.start(rt_touching, tag, 3)
@@ -204,6 +218,7 @@ async def rt_hooked(tag: str) -> list[Any]:
     return [resumed, payload, after]
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_a_hook_received_while_the_step_runs_is_taken_in_order(e2e, spy: BatchSpy) -> None:
     tag = uuid.uuid4().hex
     run = await e2e.start(rt_hooked, tag)
@@ -218,16 +233,20 @@ async def test_a_hook_received_while_the_step_runs_is_taken_in_order(e2e, spy: B
 
 
 def _fallback_cases() -> list[Any]:
+    """The runtime's answer to each failure (in memory), and the write that landed in DynamoDB without an
+    answer, read back from its layout, on AWS too."""
     return [
-        pytest.param(lambda: LogMovedError("injected", seq=0), False, id="log-moved"),
-        pytest.param(lambda: InBandSupersededError("injected", seq=0, seq_in_band=0), False, id="superseded"),
-        pytest.param(lambda: EntityConflictError("injected"), False, id="conflict"),
-        pytest.param(lambda: ConnectionError("injected: no answer"), False, id="no-answer-not-landed"),
-        pytest.param(lambda: ConnectionError("injected: no answer"), True, id="no-answer-landed"),
+        pytest.param(lambda: LogMovedError("injected", seq=0), False, "memory", id="log-moved"),
+        pytest.param(lambda: InBandSupersededError("injected", seq=0, seq_in_band=0), False, "memory",
+                     id="superseded"),
+        pytest.param(lambda: EntityConflictError("injected"), False, "memory", id="conflict"),
+        pytest.param(lambda: ConnectionError("injected: no answer"), False, "memory", id="no-answer-not-landed"),
+        pytest.param(lambda: ConnectionError("injected: no answer"), True, "memory", id="no-answer-landed-memory"),
+        pytest.param(lambda: ConnectionError("injected: no answer"), True, "aws", id="no-answer-landed-aws"),
     ]
 
 
-@pytest.mark.parametrize(("failure", "after_write"), _fallback_cases())
+@pytest.mark.parametrize(("failure", "after_write", "e2e_backend"), _fallback_cases())
 async def test_any_failure_of_the_combined_write_keeps_the_run_correct(e2e, spy: BatchSpy, failure: Any,
                                                                       after_write: bool) -> None:
     spy.fail_first, spy.after_write = failure(), after_write
@@ -267,7 +286,7 @@ SMALL_LIMIT = 64 * 1024
 
 async def test_a_result_too_large_for_the_log_still_fails_the_step(e2e, spy: BatchSpy,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    values = e2e.local.world.values
+    values = e2e.world.values
     monkeypatch.setattr(values, "config", dataclasses.replace(values.config, max_value_bytes=SMALL_LIMIT))
     tag = uuid.uuid4().hex
     run = await e2e.start(rt_catches_big, tag, SMALL_LIMIT + 1)
@@ -294,6 +313,7 @@ async def rt_retries(tag: str) -> list[str]:
     return [await rt_flaky(tag), await rt_echo("after")]
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory"])
 async def test_a_retried_inline_step_is_queued_and_finishes(e2e, spy: BatchSpy) -> None:
     tag = uuid.uuid4().hex
     run = await e2e.start(rt_retries, tag)
@@ -324,12 +344,13 @@ async def rt_fan(tag: str) -> list[str]:
     return list(await asyncio.gather(rt_echo("inline"), rt_duplicated(tag)))
 
 
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
 async def test_duplicate_step_messages_without_a_key_are_harmless(e2e) -> None:
     tag = uuid.uuid4().hex
     async with e2e.counting() as deliveries:
         run = await e2e.start(rt_fan, tag)
         assert await run.result(timeout=30) == ["inline", "once"]
-        await asyncio.sleep(2.5)  # the late copy comes in after the step ended
+        await e2e.sleep(2.5)  # the late copy comes in after the step ended
     assert CALLS[tag] == 1, "the step body ran once"
     assert "duplicate" in deliveries.statuses, deliveries.statuses
     assert deliveries.errors == []

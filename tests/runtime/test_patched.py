@@ -68,8 +68,8 @@ async def test_patched_takes_the_old_branch_for_old_history_and_the_new_one_for_
         await e2e.client.resume_hook(f"ship:{new_order}", "shipped")
         old_result = await old_run.result(timeout=30)
         new_result = await new_run.result(timeout=30)
-        old_log = await read_run(e2e.local.world, old_run.run_id)
-        new_log = await read_run(e2e.local.world, new_run.run_id)
+        old_log = await read_run(e2e.world, old_run.run_id)
+        new_log = await read_run(e2e.world, new_run.run_id)
         # Both logs replay on the new code (what `awsworld replay` checks before a deploy).
         assert replay_events(old_log).ok and replay_events(new_log).ok
     finally:

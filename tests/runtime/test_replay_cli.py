@@ -11,10 +11,19 @@ import textwrap
 import uuid
 from pathlib import Path
 
+import pytest
+
 from awsworld import create_hook, step, workflow
 from awsworld.runtime.replayer import load_export, replay_events
 
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
+
+
+@pytest.fixture(scope="module")
+def e2e_backend() -> str:
+    """On LocalAWS (moto): the CLI reads the run through a deployed-style config (``world.config``: endpoint,
+    table, bucket, queue), in another process."""
+    return "aws"
 
 
 @step(name="cli_demo.charge")
@@ -32,6 +41,7 @@ async def checkout(order: str) -> str:
 CODE = '''
 from awsworld import create_hook, step, workflow
 from awsworld.runtime.replayer import load_export, replay_events
+
 
 @step(name="cli_demo.charge")
 async def charge(order: str, amount: float) -> str:
@@ -59,7 +69,7 @@ async def test_awsworld_replay_reports_a_seeded_divergence(e2e, tmp_path: Path) 
     await e2e.idle()
     (tmp_path / "shop_same.py").write_text(textwrap.dedent(CODE.format(amount="42.5")))
     (tmp_path / "shop_changed.py").write_text(textwrap.dedent(CODE.format(amount="40.0")))
-    config = e2e.local.world.config
+    config = e2e.world.config
     env = {key: value for key, value in os.environ.items() if not key.startswith(("AWS", "AWSWORLD"))}
     env.update(PYTHONPATH=str(tmp_path), AWS_ENDPOINT_URL=config.endpoint_url, AWSWORLD_TABLE=config.table_name,
                AWSWORLD_BUCKET=config.bucket_name, AWSWORLD_QUEUE_URL=config.queue_url or "",
