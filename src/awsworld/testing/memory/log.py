@@ -126,7 +126,8 @@ class MemoryLog:
             raise error
         seq_in_band = _seq_in_band_after(run, plan, in_band, expected_seq_in_band)
         run, [slots] = self._commit(run_id, run, [plan], now, seq_in_band)
-        result = self._result(run, plan, slots, resolve_data, seq_in_band)
+        result = self._result(run, slots[-1] if slots else None, self._shown(run, plan, resolve_data), resolve_data,
+                              seq_in_band)
         if event_count is not None and slots and slots[-1] - 1 > event_count:
             report = self._between(run, event_count, slots[-1], resolve_data)
             result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
@@ -202,26 +203,24 @@ class MemoryLog:
                 outcomes[i] = _failed(plan.commit_error)
                 del plans[i]
         seq_in_band: int | None = None
+        created: dict[int, BatchEventOutcome] = {}  # born running: the step_created outcome, with its own event
         if plans:
-            ordered = [plans[i] for i in sorted(plans)]
+            landing = sorted(plans)
+            ordered = [plans[i] for i in landing]
             seq_in_band = _seq_in_band_after(run, ordered[0], in_band, expected_seq_in_band,
                                              sum(len(p.events) for p in ordered))
             run, placed = self._commit(run_id, run, ordered, now, seq_in_band)
-            for i, slots in zip(sorted(plans), placed, strict=True):
-                outcomes[i] = build(BatchEventOutcome,
-                    status=200, result=self._result(run, plans[i], slots, resolve_data, seq_in_band),
-                    error=None, message=None)
+            for i, plan, slots in zip(landing, ordered, placed, strict=True):
+                shown = self._shown(run, plan, resolve_data)
+                outcomes[i] = _landed(self._result(run, slots[-1] if slots else None, shown, resolve_data,
+                                                   seq_in_band))
+                if len(units[i].reqs) == 2:
+                    created[i] = _landed(self._result(run, slots[0], shown, resolve_data, seq_in_band))
         flat: list[BatchEventOutcome] = []
         for i, unit in enumerate(units):
             outcome = outcomes[i]
-            if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
-                result = outcome.result
-                if result is not None and i in plans:
-                    created = event_model(run_id, run.events[result.event.slot - 2], resolve_data)  # type: ignore[union-attr]
-                    flat.append(build(BatchEventOutcome,
-                        status=200, result=result.model_copy(update={"event": created}), error=None, message=None))
-                else:
-                    flat.append(outcome)
+            if len(unit.reqs) == 2:  # born running: one outcome per request
+                flat.append(created.get(i, outcome))
             flat.append(outcome)
         return build(EventBatchResult, results=flat, seq_in_band=seq_in_band)
 
@@ -286,20 +285,25 @@ class MemoryLog:
             return RunGoneError(f"run {run.run_id} is {run.status}")
         return plan.commit_error
 
-    def _result(self, run: RunRecord, plan: Plan, slots: list[int], resolve: ResolveData,
-                seq_in_band: int | None) -> EventResult:
-        shown: dict[str, Any] = {}
+    @staticmethod
+    def _shown(run: RunRecord, plan: Plan, resolve: ResolveData) -> dict[str, Any]:
+        """The entity a write's answer carries (the two outcomes of a born-running pair share it)."""
         if plan.shows == "run":
-            shown["run"] = run_model(run, resolve)
-        elif plan.shows == "step":
-            shown["step"] = step_model(run, plan.entity_id, run.steps[plan.entity_id], resolve)
-        elif plan.shows == "hook":
-            shown["hook"] = hook_model(run, plan.entity_id, run.hooks[plan.entity_id], resolve)
-        elif plan.shows == "wait":
-            shown["wait"] = wait_model(run.run_id, plan.entity_id, run.waits[plan.entity_id])
-        event = event_model(run.run_id, run.events[slots[-1] - 1], resolve) if slots else None
-        return build(EventResult, event=event, seq_in_band=seq_in_band, open_steps=run.open_steps,
-                                           **shown)
+            return {"run": run_model(run, resolve)}
+        if plan.shows == "step":
+            return {"step": step_model(run, plan.entity_id, run.steps[plan.entity_id], resolve)}
+        if plan.shows == "hook":
+            return {"hook": hook_model(run, plan.entity_id, run.hooks[plan.entity_id], resolve)}
+        if plan.shows == "wait":
+            return {"wait": wait_model(run.run_id, plan.entity_id, run.waits[plan.entity_id])}
+        return {}
+
+    @staticmethod
+    def _result(run: RunRecord, slot: int | None, shown: dict[str, Any], resolve: ResolveData,
+                seq_in_band: int | None) -> EventResult:
+        """A write's answer: the event at ``slot`` (the last one it wrote, if any) and the entity it changed."""
+        event = event_model(run.run_id, run.events[slot - 1], resolve) if slot else None
+        return build(EventResult, event=event, seq_in_band=seq_in_band, open_steps=run.open_steps, **shown)
 
     def _payload(self, req: CreateEventRequest) -> Value | None:
         """The event's user value, checked and copied, when its request carries one (even a null)."""
@@ -398,6 +402,10 @@ def _check_run_id(run_id: str | None) -> str:
     if not run_id:
         raise InvalidInputError("run_id is required", field="runId")
     return check_entity_id(run_id, "runId")
+
+
+def _landed(result: EventResult) -> BatchEventOutcome:
+    return build(BatchEventOutcome, status=200, result=result, error=None, message=None)
 
 
 def _failed(error: WorldError) -> BatchEventOutcome:

@@ -100,13 +100,17 @@ def plan_event(req: CreateEventRequest, ctx: Ctx) -> Plan:
     return rule(req, ctx)
 
 
+_WITHOUT_PAYLOAD: dict[str, set[str]] = {t: {name} for t, name in PAYLOAD_NAME.items()}
+
+
 def new_event(req: CreateEventRequest, ctx: Ctx, **extra: JSONValue) -> NewEvent:
-    """The event as stored: its data as the caller's model dumps it (unknown fields kept), minus the payload."""
-    raw = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
-    raw.update(extra)
-    name = PAYLOAD_NAME.get(req.event_type)
-    if name is not None:
-        raw.pop(name, None)
+    """The event as stored: its data as the caller's model dumps it (unknown fields kept), minus the payload
+    (stored apart, in ``ctx.payload``: the dump leaves it out rather than converting it to throw it away)."""
+    data = req.data()
+    raw: dict[str, JSONValue] = data.__pydantic_serializer__.to_python(
+        data, mode="json", by_alias=True, exclude_none=True, exclude=_WITHOUT_PAYLOAD.get(req.event_type))
+    if extra:
+        raw.update(extra)
     return NewEvent(req.event_type, req.correlation_id, raw, ctx.payload, req.spec_version, data_text(raw))
 
 

@@ -20,6 +20,9 @@ JSONValue = Any
 """A value made of dict, list, str, int, float, bool and None (JSON has no narrower Python type)."""
 
 _SCALARS = (str, int, float, bool, type(None))
+# json.dumps with any option set builds a new encoder per call: these are built once (same output, same errors).
+_STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+_COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(slots=True)
@@ -41,7 +44,7 @@ NULL = Value("null", None, True)
 def encode_json(value: JSONValue, field: str) -> str:
     """The value's JSON text, or the AWS World's 400 naming ``field`` when it is not a JSON value."""
     try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        return _STRICT.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
 
@@ -66,7 +69,7 @@ def json_value(value: JSONValue) -> Value:
     """A Value of JSON data the World itself produced (a model's JSON dump): no checks needed."""
     if type(value) in _SCALARS:
         return Value(json.dumps(value), value, True)
-    return Value(json.dumps(value, ensure_ascii=False, separators=(",", ":")))
+    return Value(_COMPACT.encode(value))
 
 
 def copy_json(data: dict[str, JSONValue], text: str | None) -> dict[str, JSONValue]:
@@ -76,6 +79,7 @@ def copy_json(data: dict[str, JSONValue], text: str | None) -> dict[str, JSONVal
 
 def data_text(data: dict[str, JSONValue]) -> str | None:
     """The JSON text of event data that holds containers (copied deeply on each read), else None."""
-    if any(isinstance(v, (dict, list)) for v in data.values()):
-        return json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    for v in data.values():
+        if isinstance(v, (dict, list)):
+            return _COMPACT.encode(data)
     return None
