@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any, Literal, cast
 
 from pydantic import Field, ValidationError
@@ -223,7 +224,12 @@ class Event(WireModel):
 
     @property
     def slot(self) -> int:
-        return event_id_to_slot(self.event_id)
+        return _slot_of(self.event_id)
+
+
+_slot_of = lru_cache(maxsize=1 << 16)(event_id_to_slot)
+"""An event id's slot, parsed once per id: ids are the same in every run (slot n is always one id), readers ask
+for slots several times per event, and a malformed id is not cached (it raises each time, as it did)."""
 
 
 class LogSnapshot(WireModel):
