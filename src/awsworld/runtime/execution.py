@@ -105,17 +105,16 @@ class WorkflowExecution:
         """Consume every event not yet consumed, running the workflow until idle after each."""
         if self.task is None:
             self._start()
-        guard = determinism.install_guard()  # once for the whole advance (not per event)
-        try:
+        # The determinism guard is on only while the replay loop runs workflow code (run_until_idle installs it):
+        # applying an event runs none, and refuses nothing (no workflow task is running then), so it runs unhooked
+        # rather than paying the profile hook on its every call.
+        self.loop.run_until_idle()
+        while self.cursor < len(self.log):
+            event = self.log[self.cursor]
+            self.cursor += 1
+            self.now = event.created_at
+            self._apply(event)
             self.loop.run_until_idle()
-            while self.cursor < len(self.log):
-                event = self.log[self.cursor]
-                self.cursor += 1
-                self.now = event.created_at
-                self._apply(event)
-                self.loop.run_until_idle()
-        finally:
-            determinism.restore_guard(guard)
 
     def _start(self) -> None:
         if not self.log or self.log[0].event_type != "run_created":
@@ -178,7 +177,7 @@ class WorkflowExecution:
             logged = data.get("inputDigest")
             if "input" in data and logged is None:
                 logged = dv.input_digest(data["input"])  # a log from before digests, read with its inputs
-            if logged is not None and logged != op.digest:
+            if logged is not None and logged != _digest(op):
                 error = dv.divergence("arguments", dv.position(op.id), event, dv.log_call(event),
                                       f"called {dv.code_call(op)}")
                 error.step_id = op.id  # type: ignore[attr-defined]  # whose logged input tells the full story
@@ -268,7 +267,9 @@ class WorkflowExecution:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
         except serde.SerializationError as error:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
-        op = StepOp(op_id, definition, payload, self.loop.create_future(), digest=dv.input_digest(payload))
+        # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
+        # determinism guard's profile hook: it reads only ``payload``, which no code can change.
+        op = StepOp(op_id, definition, payload, self.loop.create_future())
         self._declare(op)
         return await op.future
 
@@ -329,6 +330,9 @@ class WorkflowExecution:
         return self.task is not None and self.task.done()
 
     def new_ops(self) -> list[Op]:
+        for op in self._new.values():
+            if isinstance(op, StepOp) and op.digest is None:
+                _digest(op)
         return list(self._new.values())
 
     def pending_steps(self) -> list[StepOp]:
@@ -349,3 +353,10 @@ class WorkflowExecution:
             self.task.cancel()
             self.loop.run_until_idle()
         self.loop.close()
+
+
+def _digest(op: StepOp) -> str:
+    """The step's input digest (``dv.input_digest`` of its serialized input), taken once."""
+    if op.digest is None:
+        op.digest = dv.input_digest(op.input)
+    return op.digest
