@@ -294,6 +294,56 @@ class _Dumper:
         return out
 
 
+_INT_BOUND = 1 << _BIG_INT_BITS  # abs(n) < this  <=>  n.bit_length() <= _BIG_INT_BITS
+
+
+class _NotPlain(Exception):
+    """Internal: the value is not plain JSON data; ``_Dumper`` decides it."""
+
+
+_NOT_PLAIN = _NotPlain()
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """What ``_Dumper().dump(value, depth)`` returns, for a container of plain JSON values only (exactly str,
+    bool, None, an int of at most ``_BIG_INT_BITS`` bits, a finite float, list, dict with str keys and no
+    ``"$t"`` key, within ``MAX_DEPTH``): the same copies, with far fewer calls (a workflow serializes every step
+    call's arguments this way, under the determinism guard's profile hook). Raises ``_NotPlain`` for anything
+    else, having called no code of the value's."""
+    if depth >= MAX_DEPTH:
+        raise _NOT_PLAIN
+    t = type(value)
+    if t is dict:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NOT_PLAIN
+            ti = type(item)
+            if (ti is str or ti is bool or item is None or (ti is int and -_INT_BOUND < item < _INT_BOUND)
+                    or (ti is float and item - item == 0.0)):
+                out[key] = item
+            elif ti is dict or ti is list:
+                out[key] = _plain(item, depth + 1)
+            else:
+                raise _NOT_PLAIN
+        if TAG in out:
+            raise _NOT_PLAIN
+        return out
+    if t is list:
+        items: list[Any] = []
+        for item in value:
+            ti = type(item)
+            if (ti is str or ti is bool or item is None or (ti is int and -_INT_BOUND < item < _INT_BOUND)
+                    or (ti is float and item - item == 0.0)):
+                items.append(item)
+            elif ti is dict or ti is list:
+                items.append(_plain(item, depth + 1))
+            else:
+                raise _NOT_PLAIN
+        return items
+    raise _NOT_PLAIN
+
+
 # --- loading -----------------------------------------------------------------------------------------------
 
 
@@ -396,6 +446,12 @@ def dumps(value: Any) -> Any:
     """A JSON-compatible structure (dict, list, str, int, float, bool, None) that ``loads`` turns back into an
     equal value of the same types. Raises ``SerializationError`` for anything else, cycles, or nesting deeper
     than ``MAX_DEPTH``."""
+    t = type(value)
+    if t is dict or t is list:
+        try:
+            return _plain(value, 0)
+        except (_NotPlain, RecursionError):
+            pass  # decided (copied, wrapped or refused) by the full walk
     try:
         return _Dumper().dump(value, 0)
     except _Failure as exc:
