@@ -11,7 +11,6 @@ from datetime import timedelta
 from typing import Any, assert_type, reveal_type
 
 import awsworld
-
 from awsworld import Client, Run, step, workflow
 from awsworld.world.entities import Hook
 
