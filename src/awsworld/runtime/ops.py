@@ -79,6 +79,8 @@ class HookOp:
 
     def fail(self, error: BaseException) -> None:
         self.conflict = error
+        if self.timeout is not None and not self.timeout.done:
+            self.timeout.abandoned = True  # the hook never held its token: its deadline decides nothing
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
