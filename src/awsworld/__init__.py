@@ -17,12 +17,15 @@ from .runtime.api import (
     time_ns,
     uuid4,
 )
+from .runtime.batch import BatchError, BatchItem, BatchResult, batch_map, first_successful, map
 from .runtime.client import Client, Run
 from .runtime.determinism import install as _install_determinism
 from .runtime.errors import (
     DeterminismError,
     FatalError,
     HookConflictError,
+    HookFailedError,
+    HookTimeoutError,
     RetryableError,
     RunEndedError,
     RunStartError,
@@ -38,11 +41,16 @@ _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the
 __version__ = "0.1.0"
 
 __all__ = [
+    "BatchError",
+    "BatchItem",
+    "BatchResult",
     "Client",
     "DeterminismError",
     "FatalError",
     "Hook",
     "HookConflictError",
+    "HookFailedError",
+    "HookTimeoutError",
     "RetryableError",
     "Run",
     "RunEndedError",
@@ -51,9 +59,12 @@ __all__ = [
     "ValueTooLargeError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
+    "batch_map",
     "create_hook",
     "create_webhook",
+    "first_successful",
     "get_writable",
+    "map",
     "now",
     "patched",
     "random",

@@ -7,8 +7,10 @@ marks a line pyright must reject with exactly those errors (one rule per error: 
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any, assert_type, reveal_type
 
+import awsworld
 from awsworld import Client, Run, step, workflow
 from awsworld.world.entities import Hook
 
@@ -63,3 +65,15 @@ async def usage(client: Client) -> None:
     await client.options(run_id="x").start(total, [1], extra=1)  # expected-error: reportCallIssue, reportCallIssue
     mistyped: Run[str] = await client.start(total, [1])  # expected-error: reportAssignmentType
     del mistyped
+
+
+async def batch_usage(hook: awsworld.Hook) -> None:
+    squares = await awsworld.map(square, [1, 2, 3], max_concurrency=2)
+    reveal_type(squares)  # reveal: BatchResult[int]
+    reveal_type(squares.values())  # reveal: list[int]
+    reveal_type(squares[0].value)  # reveal: int | None
+    assert_type(await awsworld.batch_map(shout, ["a"]), awsworld.BatchResult[str])
+    assert_type(await awsworld.first_successful(square(1), square(2)), int)
+    await awsworld.first_successful(square(1), hook, awsworld.sleep(1))
+    awsworld.create_hook("t", timeout=timedelta(hours=1))
+    await awsworld.map(square, ["x"])  # expected-error: reportArgumentType

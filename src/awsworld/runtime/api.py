@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from ..world.clock import clock_of
+from . import hook_timeouts
 from .context import current_execution, current_step, require_execution
 from .determinism import time_ns, uuid4
 from .ops import HookOp
@@ -83,7 +84,7 @@ class Hook:
 
     def dispose(self) -> None:
         """Release the token (recorded durably by the flow). Payloads already received stay readable."""
-        self._op.dispose_requested = True
+        self._op.dispose()
 
     async def __aenter__(self) -> Hook:
         return self
@@ -93,16 +94,30 @@ class Hook:
         self.dispose()
 
 
-def create_hook(token: str | None = None, metadata: Any = None) -> Hook:
-    """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable)."""
+def create_hook(token: str | None = None, metadata: Any = None, *,
+                timeout: float | timedelta | None = None) -> Hook:
+    """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable).
+
+    ``timeout`` (seconds or a timedelta, counted from this call): once it passes, awaiting the hook (``await
+    hook`` or the next ``async for`` payload) raises ``HookTimeoutError`` after any payloads received before,
+    and the hook is disposed. Durable: whichever of the payload and the deadline the log records first decides,
+    on every replay. It bounds the whole hook, not each payload. Adds a wait to the run's history (so adding a
+    timeout to a deployed ``create_hook`` call is a change to branch with ``patched()``)."""
     execution = require_execution("awsworld.create_hook()")
-    return Hook(execution.declare_hook(token, metadata, is_webhook=False))
+    op = execution.declare_hook(token, metadata, is_webhook=False)
+    if timeout is not None:
+        hook_timeouts.arm(execution, op, timeout)
+    return Hook(op)
 
 
-def create_webhook(metadata: Any = None) -> Hook:
-    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request."""
+def create_webhook(metadata: Any = None, *, timeout: float | timedelta | None = None) -> Hook:
+    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``: as
+    ``create_hook``'s."""
     execution = require_execution("awsworld.create_webhook()")
-    return Hook(execution.declare_hook(None, metadata, is_webhook=True))
+    op = execution.declare_hook(None, metadata, is_webhook=True)
+    if timeout is not None:
+        hook_timeouts.arm(execution, op, timeout)
+    return Hook(op)
 
 
 def step_metadata() -> StepMetadata:

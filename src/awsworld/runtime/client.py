@@ -20,6 +20,7 @@ from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
+from .hook_timeouts import failure_payload
 from .messages import FlowMessage, queue_name_for
 from .registry import Registry, workflow_name
 
@@ -178,15 +179,29 @@ class Client:
     async def resume_hook_outcome(self, token: str, payload: Any, *, idempotency_key: str | None = None,
                                   wait: float | None = None) -> HookResumed:
         """``resume_hook``, telling a first delivery from a repeat of its idempotency key."""
+        try:
+            encoded = serde.dumps(payload)
+        except serde.SerializationError as error:
+            raise TypeError(f"the hook payload cannot be serialized: {error}") from None
+        return await self._receive(token, encoded, idempotency_key, wait)
+
+    async def fail_hook(self, token: str, error: str | BaseException, *, code: str | None = None,
+                        idempotency_key: str | None = None, wait: float | None = None) -> Event:
+        """Fail the hook holding ``token``: the workflow awaiting it raises ``HookFailedError`` with ``error``'s
+        message (and ``code``), after any payloads received before. The hook is then disposed. Recorded like a
+        payload (a ``hook_received`` holding an envelope no ``resume_hook`` payload can produce), with the same
+        ``idempotency_key`` and ``wait`` semantics as ``resume_hook``; returns the recorded event."""
+        message = str(error) if not isinstance(error, BaseException) else (str(error) or type(error).__name__)
+        return (await self._receive(token, failure_payload(message, code), idempotency_key, wait)).event
+
+    async def _receive(self, token: str, encoded: Any, idempotency_key: str | None,
+                       wait: float | None) -> HookResumed:
+        """Record ``encoded`` (a serialized payload, or a failure envelope) on the hook and wake its run."""
         hook = await self._hook(token, wait)
         run = await self.world.runs.get(hook.run_id, resolve_data="none")
         ended = run.status in TERMINAL_RUN_STATUSES
         if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
             raise RunGoneError(f"run {run.run_id} is {run.status}: its hooks take no more payloads")
-        try:
-            encoded = serde.dumps(payload)
-        except serde.SerializationError as error:
-            raise TypeError(f"the hook payload cannot be serialized: {error}") from None
         data: dict[str, Any] = {"payload": encoded}
         resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
         if resume_id is not None:

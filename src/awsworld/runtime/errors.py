@@ -46,6 +46,28 @@ class HookConflictError(Exception):
         self.conflicting_run_id = conflicting_run_id
 
 
+class HookTimeoutError(TimeoutError):
+    """``create_hook(..., timeout=...)``: the hook's time passed (durably: its timeout wait completed in the log
+    before the payload awaited). Payloads received before the time passed are still returned first; the hook is
+    disposed, so later ``resume_hook`` calls for its token find no hook."""
+
+    def __init__(self, token: str, deadline: str) -> None:
+        super().__init__(f"hook {token!r} timed out at {deadline}")
+        self.token = token
+        self.deadline = deadline
+
+
+class HookFailedError(Exception):
+    """``Client.fail_hook(token, error)``: an outside party failed the hook; raised where the workflow awaits it
+    (after any payloads received before the failure). ``code`` is the caller's, when given."""
+
+    def __init__(self, token: str, message: str, code: str | None = None) -> None:
+        super().__init__(message)
+        self.token = token
+        self.message = message
+        self.code = code
+
+
 class WorkflowRunFailedError(Exception):
     """``Run.result()`` of a failed run: carries the stored error."""
 

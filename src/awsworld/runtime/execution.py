@@ -35,6 +35,7 @@ from . import determinism, serde
 from . import divergence as dv
 from .context import current_execution
 from .errors import FatalError, HookConflictError, ReplayDivergenceError, StepError
+from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, WaitOp
 from .registry import Registry, StepDef, WorkflowDef
 from .replay_loop import ReplayLoop
@@ -216,7 +217,11 @@ class WorkflowExecution:
             self._hooks.pop(op.id, None)
             op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
         elif kind == "hook_received":
-            op.deliver(serde.loads(data.get("payload")))
+            failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
+            if failed is not None:
+                op.close(failed)
+            else:
+                op.deliver(serde.loads(data.get("payload")))
         elif kind == "hook_disposed":
             op.disposed = True
             self._hooks.pop(op.id, None)
@@ -274,9 +279,13 @@ class WorkflowExecution:
         return await op.future
 
     async def sleep_until(self, resume_at: datetime) -> None:
+        await self.declare_wait(resume_at).future
+
+    def declare_wait(self, resume_at: datetime) -> WaitOp:
+        """A durable wait at the next position; its future completes with its ``wait_completed``."""
         op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future(), declared_at=self.now)
         self._declare(op)
-        await op.future
+        return op
 
     def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool) -> HookOp:
         hook_id = f"{self._next_id('hook')}_{self.run_id}"
@@ -339,7 +348,8 @@ class WorkflowExecution:
         return list(self._open_steps.values())
 
     def pending_waits(self) -> list[WaitOp]:
-        return list(self._open_waits.values())
+        """Open waits something still awaits (a cancelled sleep, a disposed hook's timeout: no wake-up)."""
+        return [op for op in self._open_waits.values() if op.live]
 
     def live_hooks(self) -> list[HookOp]:
         """Hooks created and not disposed: another writer may record a ``hook_received`` for any of them."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -39,7 +40,14 @@ class WaitOp:
     created: bool = False
     done: bool = False
     declared_at: datetime | None = None  # the workflow's now() when it called sleep (for messages)
+    abandoned: bool = False  # nothing will await it (a disposed hook's timeout): the flow neither wakes for nor
+    # completes it. A sleep whose future was cancelled counts as abandoned too (``live``).
     kind: str = "wait"
+
+    @property
+    def live(self) -> bool:
+        """Still worth waking the run for. Decided by workflow code at a log position, so replay-stable."""
+        return not self.abandoned and not self.future.cancelled()
 
 
 @dataclass
@@ -55,9 +63,13 @@ class HookOp:
     conflict: BaseException | None = None
     payloads: collections.deque[Any] = field(default_factory=collections.deque)
     waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+    closed: Callable[[], BaseException] | None = None  # timed out or failed: what every later await raises
+    timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
     kind: str = "hook"
 
     def deliver(self, payload: Any) -> None:
+        if self.closed is not None:
+            return  # recorded after the hook timed out or failed: the first of the two in the log decided
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
@@ -67,10 +79,29 @@ class HookOp:
 
     def fail(self, error: BaseException) -> None:
         self.conflict = error
+        if self.timeout is not None and not self.timeout.done:
+            self.timeout.abandoned = True  # the hook never held its token: its deadline decides nothing
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
                 waiter.set_exception(error)
+
+    def close(self, error: Callable[[], BaseException]) -> None:
+        """The hook timed out or was failed: payloads received before stay readable, then every await raises
+        ``error()``. The hook is disposed (its token freed) and its timeout wait is dropped."""
+        if self.closed is not None:
+            return
+        self.closed = error
+        self.dispose()
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_exception(error())
+
+    def dispose(self) -> None:
+        self.dispose_requested = True
+        if self.timeout is not None and not self.timeout.done:
+            self.timeout.abandoned = True  # nobody will be told it passed: no wake-up for it
 
     def next_payload(self) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self.loop.create_future()
@@ -78,6 +109,8 @@ class HookOp:
             future.set_exception(self.conflict)
         elif self.payloads:
             future.set_result(self.payloads.popleft())
+        elif self.closed is not None:
+            future.set_exception(self.closed())
         else:
             self.waiters.append(future)
         return future

@@ -39,6 +39,8 @@ class Driver:
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._skippers = 0
+        self._unbounded = 0  # skippers with no limit (a test awaiting a run), as opposed to env.sleep's
+        self._skip_limit: datetime | None = None  # env.sleep's end: its own skips stop there
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._failure: BaseException | None = None
@@ -83,14 +85,17 @@ class Driver:
         self._wake.set()
 
     @contextlib.contextmanager
-    def skipping(self) -> Iterator[None]:
-        """Allow time to jump while inside (a test is waiting for time to pass)."""
+    def skipping(self, *, bounded: bool = False) -> Iterator[None]:
+        """Allow time to jump while inside (a test is waiting for time to pass). ``bounded``: only up to
+        ``env.sleep``'s end (a test awaiting a run at the same time lifts the bound)."""
         self._skippers += 1
+        self._unbounded += 0 if bounded else 1
         self._wake.set()
         try:
             yield
         finally:
             self._skippers -= 1
+            self._unbounded -= 0 if bounded else 1
 
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until no delivery runs and no message is visible (time does not jump for this)."""
@@ -104,7 +109,14 @@ class Driver:
     async def run_until(self, moment: datetime) -> None:
         """Let deliveries run and time pass until ``moment``: jump from one due message to the next, then to
         ``moment`` itself."""
-        with self.skipping():
+        limit, self._skip_limit = self._skip_limit, moment  # the background loop must not skip past it either
+        try:
+            await self._run_until(moment)
+        finally:
+            self._skip_limit = limit
+
+    async def _run_until(self, moment: datetime) -> None:
+        with self.skipping(bounded=True):
             while True:
                 await self.idle()
                 due = self.next_wake()
@@ -147,7 +159,7 @@ class Driver:
         if not (self.time_skipping and self._skippers):
             return False
         due = self.next_wake()
-        if due is None:
+        if due is None or (self._skip_limit is not None and due > self._skip_limit and not self._unbounded):
             return False
         self.clock.advance_to(due)
         return True

@@ -1,0 +1,70 @@
+"""Hooks that end without a payload: a timeout (``create_hook(..., timeout=...)``) and a failure sent by an outside
+party (``Client.fail_hook``).
+
+A timeout is a durable wait declared with the hook, at the position right after it, so every replay declares the
+same pair. The hook's fate is decided by the log alone: whichever of a ``hook_received`` and the wait's
+``wait_completed`` comes first. Payloads received before the time passed are returned first; once they are
+drained every await raises ``HookTimeoutError``. The timeout bounds the whole hook (a deadline counted from
+``create_hook``), not each payload of an ``async for``: one wait per hook keeps the log short, and a deadline is
+what "approve within a day" means. A timed-out hook is disposed, so a late sender finds no hook (an error at
+the sender) instead of a payload silently dropped.
+
+A failure is a ``hook_received`` whose payload is an envelope that ``serde`` never produces for a user value: its
+tag is not one of serde's, and a user dict with a ``"$t"`` key is escaped (``{"$t": "dict", ...}``). So no
+payload a client sends through ``resume_hook`` (or the webhook route) can be taken for a failure, and a failure
+travels the same path as a payload: the same event, the same idempotency keys, the same wake-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from .errors import HookFailedError, HookTimeoutError
+
+if TYPE_CHECKING:
+    from .execution import WorkflowExecution
+    from .ops import HookOp
+
+FAILURE_TAG = "awsworld.hook_failure"
+MAX_FAILURE_MESSAGE = 4096
+MAX_FAILURE_CODE = 256
+
+
+def failure_payload(message: str, code: str | None = None) -> dict[str, Any]:
+    """The stored payload of ``Client.fail_hook``: an envelope no user value serializes to."""
+    value: dict[str, Any] = {"message": str(message)[:MAX_FAILURE_MESSAGE]}
+    if code is not None:
+        value["code"] = str(code)[:MAX_FAILURE_CODE]
+    return {"$t": FAILURE_TAG, "v": value}
+
+
+def hook_failure(token: str, raw: Any) -> Callable[[], HookFailedError] | None:
+    """The error a stored payload stands for, when it is a failure envelope (else None: an ordinary payload)."""
+    if not (isinstance(raw, dict) and raw.get("$t") == FAILURE_TAG and isinstance(raw.get("v"), dict)):
+        return None
+    value: dict[str, Any] = raw["v"]
+    message = str(value.get("message") or "the hook was failed")
+    code = value.get("code")
+    return lambda: HookFailedError(token, message, None if code is None else str(code))
+
+
+def arm(execution: WorkflowExecution, op: HookOp, timeout: float | timedelta) -> None:
+    """Declare ``op``'s timeout wait (the position right after the hook) and close the hook when it completes."""
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
+    if not seconds >= 0:  # also refuses NaN
+        raise ValueError(f"create_hook(timeout=...) needs a non-negative duration, got {timeout!r}")
+    wait = execution.declare_wait(execution.resume_at(seconds))
+    op.timeout = wait
+    token = op.token
+
+    def passed(_: object) -> None:
+        # Runs on the replay loop right after the wait_completed is applied, before the next event: a payload
+        # recorded after it finds the hook closed, one recorded before it was delivered already.
+        if wait.future.cancelled():
+            return
+        deadline = wait.resume_at.isoformat()
+        op.close(lambda: HookTimeoutError(token, deadline))
+
+    wait.future.add_done_callback(passed)
