@@ -23,15 +23,19 @@ from .runtime.errors import (
     DeterminismError,
     FatalError,
     HookConflictError,
+    PollTimeoutError,
     RetryableError,
     RunEndedError,
     RunStartError,
     StepError,
+    StepTimeoutError,
     ValueTooLargeError,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
+from .runtime.poll import poll_until
 from .runtime.registry import step, workflow
+from .runtime.retry import RetryPolicy
 
 _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
 
@@ -43,11 +47,14 @@ __all__ = [
     "FatalError",
     "Hook",
     "HookConflictError",
+    "PollTimeoutError",
+    "RetryPolicy",
     "RetryableError",
     "Run",
     "RunEndedError",
     "RunStartError",
     "StepError",
+    "StepTimeoutError",
     "ValueTooLargeError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
@@ -56,6 +63,7 @@ __all__ = [
     "get_writable",
     "now",
     "patched",
+    "poll_until",
     "random",
     "sleep",
     "step",

@@ -34,8 +34,10 @@ from ..world.events import Event
 from . import determinism, serde
 from . import divergence as dv
 from .context import current_execution
+from .durations import When, resolve
 from .errors import FatalError, HookConflictError, ReplayDivergenceError, StepError
 from .ops import HookOp, Op, StepOp, WaitOp
+from .poll import PollSpec
 from .registry import Registry, StepDef, WorkflowDef
 from .replay_loop import ReplayLoop
 
@@ -262,13 +264,14 @@ class WorkflowExecution:
         taken, self.pending_markers = self.pending_markers, {}
         return taken
 
-    async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                        poll: PollSpec | None = None) -> Any:
         op_id = self._next_id("step")
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
         except serde.SerializationError as error:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
-        op = StepOp(op_id, definition, payload, self.loop.create_future(), digest=dv.input_digest(payload))
+        op = StepOp(op_id, definition, payload, self.loop.create_future(), digest=dv.input_digest(payload), poll=poll)
         self._declare(op)
         return await op.future
 
@@ -312,15 +315,9 @@ class WorkflowExecution:
         assert self.now is not None
         return self.now
 
-    def resume_at(self, duration: float | timedelta | datetime) -> datetime:
-        if isinstance(duration, datetime):
-            if duration.tzinfo is None:
-                raise ValueError("sleep(datetime) needs a timezone-aware datetime")
-            return duration
-        seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
-        if seconds < 0:
-            raise ValueError("sleep() needs a non-negative duration")
-        return self.current_time() + timedelta(seconds=seconds)
+    def resume_at(self, duration: When) -> datetime:
+        """The point in time ``duration`` names, a relative one measured from ``now()`` (replay-stable)."""
+        return resolve(duration, self.current_time(), what="sleep()")
 
     # ------------------------------------------------------------------ what the flow asks
 
