@@ -71,7 +71,7 @@ async def test_a_bad_duration_fails_the_run_with_a_clear_error(awsworld_env: Wor
 
 @workflow
 async def naive_nap() -> str:
-    await sleep(datetime(2030, 1, 1))  # noqa: DTZ001
+    await sleep(datetime(2030, 1, 1))
     return "never"
 
 

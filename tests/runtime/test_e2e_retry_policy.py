@@ -4,6 +4,7 @@ policy whose delays span several deliveries, and one run on ``LocalAWS``."""
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta
@@ -38,7 +39,7 @@ def restart_gaps(events: list[Event], step_id: str) -> list[float]:
     """Seconds between each step_retrying's retryAfter and the step_started that followed (>= 0: honoured)."""
     mine = [e for e in events if e.correlation_id == step_id]
     gaps = []
-    for before, after in zip(mine, mine[1:], strict=False):
+    for before, after in itertools.pairwise(mine):
         if before.event_type == "step_retrying" and after.event_type == "step_started" and before.event_data:
             gaps.append((after.created_at - datetime.fromisoformat(before.event_data["retryAfter"])).total_seconds())
     return gaps
