@@ -27,24 +27,26 @@ _PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)", re.IGNORECASE)
 
 
 def parse_duration(value: Duration, *, what: str = "duration") -> timedelta:
-    """A relative duration as a ``timedelta``; ``what`` names the argument in the error."""
-    if isinstance(value, bool):  # an int subclass: True would silently mean one second
-        raise TypeError(f"{what} must be seconds, a timedelta or a string like '10s', got {value!r}")
-    if isinstance(value, timedelta):
-        delta = value
-    elif isinstance(value, int | float):
-        if not math.isfinite(value):
-            raise ValueError(f"{what} must be a finite number of seconds, got {value!r}")
-        if value < 0:
-            raise ValueError(f"{what} must not be negative, got {value!r}")
-        return timedelta(seconds=value)
-    elif isinstance(value, str):
-        delta = _parse_string(value, what)
-    elif isinstance(value, datetime):
+    """A relative duration as a ``timedelta``; ``what`` names the argument in the error. Checked at run time
+    too: the caller may be untyped, and a wrong value should fail here, not as a stuck run."""
+    raw = _unchecked(value)
+    if isinstance(raw, bool):  # an int subclass: True would silently mean one second
+        raise TypeError(f"{what} must be seconds, a timedelta or a string like '10s', got {raw!r}")
+    if isinstance(raw, timedelta):
+        delta = raw
+    elif isinstance(raw, int | float):
+        if not math.isfinite(raw):
+            raise ValueError(f"{what} must be a finite number of seconds, got {raw!r}")
+        if raw < 0:
+            raise ValueError(f"{what} must not be negative, got {raw!r}")
+        return timedelta(seconds=raw)
+    elif isinstance(raw, str):
+        delta = _parse_string(raw, what)
+    elif isinstance(raw, datetime):
         raise TypeError(f"{what} must be relative here (seconds, a timedelta or a string like '10s'), "
-                        f"not a point in time ({value!r})")
+                        f"not a point in time ({raw!r})")
     else:
-        raise TypeError(f"{what} must be seconds, a timedelta or a string like '10s', got {type(value).__name__}")
+        raise TypeError(f"{what} must be seconds, a timedelta or a string like '10s', got {type(raw).__name__}")
     if delta < timedelta(0):
         raise ValueError(f"{what} must not be negative, got {value!r}")
     return delta
@@ -63,6 +65,11 @@ def resolve(value: When, now: datetime, *, what: str = "duration") -> datetime:
             raise ValueError(f"{what} needs a timezone-aware datetime, got naive {value!r} (add tzinfo=UTC)")
         return value
     return now + parse_duration(value, what=what)
+
+
+def _unchecked(value: object) -> object:
+    """``value`` as the run-time checks see it: anything an untyped caller may pass."""
+    return value
 
 
 def _parse_string(text: str, what: str) -> timedelta:

@@ -11,6 +11,7 @@ import random as _random
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import cast
 
 from .durations import Duration, seconds
 from .errors import FatalError, RetryableError
@@ -44,7 +45,8 @@ class RetryPolicy:
     no_retry_on: ExceptionTypes = ()
 
     def __post_init__(self) -> None:
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+        attempts = _unchecked(self.max_attempts)  # the caller may be untyped: check what it really passed
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ValueError(f"max_attempts must be an int >= 1, got {self.max_attempts!r}")
         seconds(self.initial_delay, what="initial_delay")
         if self.max_delay is not None:
@@ -54,7 +56,9 @@ class RetryPolicy:
         if not 0.0 <= self.jitter <= 1.0:
             raise ValueError(f"jitter must be a fraction in [0, 1], got {self.jitter!r}")
         for name in ("retry_on", "no_retry_on"):
-            types = _types(getattr(self, name))
+            value = _unchecked(getattr(self, name))
+            types: tuple[object, ...] = tuple(cast("tuple[object, ...]", value)) if isinstance(value, tuple) \
+                else (value,)
             if not all(isinstance(t, type) and issubclass(t, BaseException) for t in types):
                 raise TypeError(f"{name} must be an exception type or a tuple of them, got {getattr(self, name)!r}")
 
@@ -94,11 +98,15 @@ class RetryPolicy:
 
 def shorthand(max_retries: int | None, retry_delay: Duration | None) -> RetryPolicy:
     """``@step(max_retries=3, retry_delay=1)``, as it always meant: that many retries, a fixed delay."""
-    retries = 3 if max_retries is None else max_retries
+    retries = _unchecked(3 if max_retries is None else max_retries)
     if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
         raise ValueError("max_retries must be an int >= 0")
     return RetryPolicy(max_attempts=retries + 1, initial_delay=1.0 if retry_delay is None else retry_delay,
                        backoff=1.0)
+
+
+def _unchecked(value: object) -> object:
+    return value
 
 
 def _types(value: ExceptionTypes) -> tuple[type[BaseException], ...]:
