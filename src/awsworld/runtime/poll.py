@@ -62,7 +62,8 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
 
     Polls are ``interval`` apart, multiplied by ``backoff`` after each one, at most ``max_interval``; after
     ``timeout`` (a duration from the workflow's ``now()``, or an aware datetime) the last poll runs at the
-    deadline and if it is rejected too ``PollTimeoutError`` is raised. An exception from ``check`` counts as a
+    deadline and if it is rejected too ``PollTimeoutError`` is raised; without a ``timeout`` the polls go on until
+    the predicate holds (a check that keeps raising a retryable error included). An exception from ``check`` counts as a
     rejected poll if ``check``'s retry policy would retry it (its ``max_attempts`` does not apply: the timeout
     bounds the polls) and fails the poll at once otherwise (``StepError``), as does an exception from the
     predicate (it is a bug, not a condition). ``check``'s own ``timeout`` bounds each poll.
