@@ -26,15 +26,19 @@ from .runtime.errors import (
     HookConflictError,
     HookFailedError,
     HookTimeoutError,
+    PollTimeoutError,
     RetryableError,
     RunEndedError,
     RunStartError,
     StepError,
+    StepTimeoutError,
     ValueTooLargeError,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
+from .runtime.poll import poll_until
 from .runtime.registry import step, workflow
+from .runtime.retry import RetryPolicy
 
 _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
 
@@ -51,11 +55,14 @@ __all__ = [
     "HookConflictError",
     "HookFailedError",
     "HookTimeoutError",
+    "PollTimeoutError",
+    "RetryPolicy",
     "RetryableError",
     "Run",
     "RunEndedError",
     "RunStartError",
     "StepError",
+    "StepTimeoutError",
     "ValueTooLargeError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
@@ -67,6 +74,7 @@ __all__ = [
     "map",
     "now",
     "patched",
+    "poll_until",
     "random",
     "sleep",
     "step",

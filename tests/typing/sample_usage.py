@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, assert_type, reveal_type
 
 import awsworld
-from awsworld import Client, Run, step, workflow
+from awsworld import Client, RetryPolicy, Run, poll_until, step, workflow
 from awsworld.world.entities import Hook
 
 
@@ -23,6 +23,12 @@ async def square(x: int) -> int:
 @step(max_retries=5, name="typing-sample.shout")
 async def shout(text: str, *, times: int = 1) -> str:
     return text.upper() * times
+
+
+@step(retry=RetryPolicy(max_attempts=5, initial_delay="1s", max_delay="1m", retry_on=ConnectionError),
+      timeout="30s")
+async def status(job: str) -> dict[str, bool]:
+    return {"done": True}
 
 
 @workflow
@@ -41,6 +47,8 @@ async def usage(client: Client) -> None:
     reveal_type(total)  # reveal: (xs: list[int]) -> Coroutine[Any, Any, int]
     reveal_type(greet)  # reveal: (name: str, *, loud: bool = False) -> Coroutine[Any, Any, str]
     assert_type(await square(3), int)
+    reveal_type(status)  # reveal: (job: str) -> Coroutine[Any, Any, dict[str, bool]]
+    assert_type(await poll_until(status, "j-1", predicate=lambda s: s["done"], interval="10s"), dict[str, bool])
 
     run = await client.start(total, [1, 2, 3])
     reveal_type(run)  # reveal: Run[int]
@@ -59,6 +67,7 @@ async def usage(client: Client) -> None:
 
     # What must be rejected:
     await square("not an int")  # expected-error: reportArgumentType
+    RetryPolicy(initial_delay=[1])  # expected-error: reportArgumentType
     await client.start(total, "wrong")  # expected-error: reportCallIssue, reportArgumentType
     await client.start(greet, "ada", loud="yes")  # expected-error: reportCallIssue, reportArgumentType
     await client.start(greet)  # expected-error: reportCallIssue, reportCallIssue

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random as _random
 from collections.abc import AsyncIterator, Generator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
@@ -13,12 +13,15 @@ from ..world.clock import clock_of
 from . import hook_timeouts
 from .context import current_execution, current_step, require_execution
 from .determinism import time_ns, uuid4
+from .durations import When
 from .ops import HookOp
 from .step_context import StepMetadata, StreamWriter
 
 
-async def sleep(duration: float | timedelta | datetime) -> None:
-    """Sleep durably: seconds, a timedelta, or until an aware datetime. No compute runs while it waits."""
+async def sleep(duration: When) -> None:
+    """Sleep durably: seconds, a timedelta, a string (``"500ms"``, ``"10s"``, ``"5m"``, ``"2h"``, ``"1d"``,
+    ``"1h30m"``), or until an aware datetime. A relative duration counts from the workflow's ``now()``, so
+    replays agree on when it ends. No compute runs while it waits."""
     execution = require_execution("awsworld.sleep()")
     await execution.sleep_until(execution.resume_at(duration))
 

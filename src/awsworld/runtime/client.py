@@ -30,6 +30,7 @@ R_co = TypeVar("R_co", covariant=True)
 
 POLL_FIRST = 0.005  # wait_for_hook / resume_hook(wait=): the first pause between reads, doubled up to POLL_MAX
 POLL_MAX = 0.05
+MAX_CANCEL_REASON = 512  # run_cancelled's cancelReason (world.events.RunCancelledData)
 
 
 class Run(Generic[R_co]):
@@ -68,9 +69,19 @@ class Run(Generic[R_co]):
                 raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
                                              code=run.error_code, error_type=error.name if error else None)
             if run.status == "cancelled":
-                raise WorkflowRunCancelledError(self.run_id)
+                raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s")
+
+    async def _cancel_reason(self) -> str | None:
+        """The reason ``Client.cancel`` recorded: the run record does not hold it, its run_cancelled event does
+        (the log's last event; read without values, once per cancelled run's result)."""
+        events = await collect_pages(lambda cursor: self.client.world.events.list(
+            self.run_id, cursor=cursor, resolve_data="none"))
+        cancelled = next((e for e in reversed(events) if e.event_type == "run_cancelled"), None)
+        data: dict[str, Any] = (cancelled.event_data or {}) if cancelled is not None else {}
+        reason = data.get("cancelReason")
+        return reason if isinstance(reason, str) else None
 
     async def wait_for_hook(self, token: str, *, timeout: float = 30.0) -> Hook:
         """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
@@ -236,9 +247,16 @@ class Client:
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * 2, POLL_MAX)
 
-    async def cancel(self, run_id: str) -> None:
+    async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
+        """Cancel the run; ``reason`` (up to 512 characters) is recorded on its ``run_cancelled`` event and
+        carried by the ``WorkflowRunCancelledError`` that ``Run.result()`` raises."""
+        if reason is not None and len(reason) > MAX_CANCEL_REASON:
+            raise ValueError(f"a cancel reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
         run = await self.world.runs.get(run_id, resolve_data="none")
-        await self.world.events.create(run_id, {"eventType": "run_cancelled"})
+        event: dict[str, Any] = {"eventType": "run_cancelled"}
+        if reason is not None:
+            event["eventData"] = {"cancelReason": reason}
+        await self.world.events.create(run_id, event)
         await _wake(self.world, run_id, run.workflow_name, "cancel")
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime
+
+from .durations import When, seconds
 
 
 class FatalError(Exception):
@@ -10,15 +12,26 @@ class FatalError(Exception):
 
 
 class RetryableError(Exception):
-    """Raise in a step to retry it, after ``retry_after`` (seconds or a timedelta) when given."""
+    """Raise in a step to retry it (within its policy's ``max_attempts``, whatever its ``retry_on`` says).
 
-    def __init__(self, message: str = "", *, retry_after: float | timedelta | None = None) -> None:
+    ``retry_after`` overrides the policy's delay: seconds, a ``timedelta``, a string (``"10s"``, ``"5m"``) or an
+    aware ``datetime`` (retry no earlier than then, e.g. a rate limit's reset time). Kept as seconds (``float``)
+    or as the ``datetime``; the step runner turns it into the time it records in ``retryAfter``."""
+
+    def __init__(self, message: str = "", *, retry_after: When | None = None) -> None:
         super().__init__(message)
-        if isinstance(retry_after, timedelta):
-            retry_after = retry_after.total_seconds()
-        if retry_after is not None and retry_after < 0:
-            raise ValueError("retry_after must be >= 0")
-        self.retry_after = retry_after
+        if isinstance(retry_after, datetime):
+            if retry_after.tzinfo is None or retry_after.tzinfo.utcoffset(retry_after) is None:
+                raise ValueError("retry_after needs a timezone-aware datetime (add tzinfo=UTC)")
+            self.retry_after: float | datetime | None = retry_after
+        else:
+            self.retry_after = None if retry_after is None else seconds(retry_after, what="retry_after")
+
+
+class StepTimeoutError(RetryableError):
+    """A step attempt ran longer than its ``@step(timeout=...)``: the body was cancelled and the attempt counts
+    as failed and retryable (a ``RetryableError``, so ``retry_on`` need not list it; ``no_retry_on`` may). The
+    workflow sees ``StepError(error_type="StepTimeoutError")`` once the retries are spent."""
 
 
 class ValueTooLargeError(FatalError):
@@ -35,6 +48,14 @@ class StepError(Exception):
         super().__init__(message)
         self.step_name = step_name
         self.error_type = error_type
+
+
+class PollTimeoutError(StepError):
+    """``poll_until``'s ``timeout`` passed before a poll's result satisfied its predicate (a ``StepError``
+    whose ``error_type`` is ``"PollTimeoutError"``, so ``except StepError`` catches it too)."""
+
+    def __init__(self, message: str, *, step_name: str) -> None:
+        super().__init__(message, step_name=step_name, error_type="PollTimeoutError")
 
 
 class HookConflictError(Exception):
@@ -99,9 +120,12 @@ class RunEndedError(RuntimeError):
 
 
 class WorkflowRunCancelledError(Exception):
-    def __init__(self, run_id: str) -> None:
-        super().__init__(f"run {run_id} was cancelled")
+    """``Run.result()`` of a cancelled run; ``reason`` is what ``Client.cancel(reason=...)`` recorded."""
+
+    def __init__(self, run_id: str, reason: str | None = None) -> None:
+        super().__init__(f"run {run_id} was cancelled" + (f": {reason}" if reason else ""))
         self.run_id = run_id
+        self.reason = reason
 
 
 class DeterminismError(RuntimeError):

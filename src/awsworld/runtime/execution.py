@@ -34,9 +34,11 @@ from ..world.events import Event
 from . import determinism, serde
 from . import divergence as dv
 from .context import current_execution
+from .durations import When, resolve
 from .errors import FatalError, HookConflictError, ReplayDivergenceError, StepError
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, WaitOp
+from .poll import PollSpec
 from .registry import Registry, StepDef, WorkflowDef
 from .replay_loop import ReplayLoop
 
@@ -266,7 +268,8 @@ class WorkflowExecution:
         taken, self.pending_markers = self.pending_markers, {}
         return taken
 
-    async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                        poll: PollSpec | None = None) -> Any:
         op_id = self._next_id("step")
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
@@ -274,7 +277,7 @@ class WorkflowExecution:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
-        op = StepOp(op_id, definition, payload, self.loop.create_future())
+        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll)
         self._declare(op)
         return await op.future
 
@@ -322,15 +325,9 @@ class WorkflowExecution:
         assert self.now is not None
         return self.now
 
-    def resume_at(self, duration: float | timedelta | datetime) -> datetime:
-        if isinstance(duration, datetime):
-            if duration.tzinfo is None:
-                raise ValueError("sleep(datetime) needs a timezone-aware datetime")
-            return duration
-        seconds = duration.total_seconds() if isinstance(duration, timedelta) else float(duration)
-        if seconds < 0:
-            raise ValueError("sleep() needs a non-negative duration")
-        return self.current_time() + timedelta(seconds=seconds)
+    def resume_at(self, duration: When) -> datetime:
+        """The point in time ``duration`` names, a relative one measured from ``now()`` (replay-stable)."""
+        return resolve(duration, self.current_time(), what="sleep()")
 
     # ------------------------------------------------------------------ what the flow asks
 

@@ -367,9 +367,10 @@ class Flow:
         now = clock_of(self.world).now()
         runnable = self._runnable(execution)
         inline = (next((s for s in runnable if s.id in self.claimed), None)
-                  or next((s for s in runnable if s.id in self.owned or self._mine(s)), None))
-        to_queue = [s for s in runnable
-                    if s is not inline and not s.started and f"{s.id}:{s.attempt}" not in self.queued]
+                  or next((s for s in runnable if s.id in self.owned or self._mine(s)), None)
+                  or next((s for s in runnable if s.poll is not None), None))  # a poll runs in a flow only
+        to_queue = [s for s in runnable if s is not inline and not s.started and s.poll is None
+                    and f"{s.id}:{s.attempt}" not in self.queued]
         if to_queue:
             # Keyed, unlike a retry: every flow that replays the run re-queues each declared step not started
             # yet (that is what recovers a step whose message a crash never sent), and a duplicate that finds its
@@ -386,6 +387,10 @@ class Flow:
             # A queued step belongs to its message now: running it inline too would run its body twice.
             self.owned.difference_update(s.id for s in to_queue)
             self.stats.queued_steps += len(to_queue)
+        for poll in execution.pending_steps():  # a poll between polls: wake a flow when the next one is due
+            if poll.poll is not None and not poll.started and poll.retry_after is not None \
+                    and poll.retry_after > now:
+                await self._queue_poll(poll, poll.attempt, (poll.retry_after - now).total_seconds())
         waits = [w for w in execution.pending_waits() if w.resume_at > now and w.id not in self.queued]
         if waits:
             soonest = min(waits, key=lambda w: w.resume_at)
@@ -401,7 +406,7 @@ class Flow:
         claimed = self.claimed.pop(step.id, None)
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
-                                     claimed=claimed, call_input=step.input)
+                                     claimed=claimed, call_input=step.input, poll=step.poll)
         if isinstance(attempt, StepEnd):
             await self._append(attempt.events)
             if self._alone(step):
@@ -592,9 +597,22 @@ class Flow:
 
     async def _queue_step(self, step: StepOp, attempt: int, delay: float) -> None:
         """A step's retry, sent without a dedup key (why that is harmless: ``runtime.retry_step_message``)."""
+        if step.poll is not None:
+            return await self._queue_poll(step, attempt, delay)
         await self.world.queue(queue_name_for(self.message.workflow_name), self._step_message(step).to_payload(),
                                delay_seconds=math.ceil(delay))
         self.queued.add(f"{step.id}:{attempt}")
+
+
+    async def _queue_poll(self, step: StepOp, attempt: int, delay: float) -> None:
+        """A poll's next attempt: a delayed continuation of the flow (the predicate lives in the workflow, so a
+        poll never runs from a step message), keyed per poll so every flow that replays the run sends one."""
+        key = f"poll:{step.id}:{attempt}"
+        if key in self.queued:
+            return
+        await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),
+                               idempotency_key=f"{self.run_id}:{key}", delay_seconds=math.ceil(delay))
+        self.queued.add(key)
 
 
 def divergence_policy() -> str:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .poll import PollSpec
 from .registry import StepDef
 
 
@@ -30,6 +31,7 @@ class StepOp:
     owner: str | None = None  # the message id of the delivery that started the current attempt
     digest: str | None = None  # of ``input`` (recorded as step_created's inputDigest, checked on replay)
     kind: str = "step"
+    poll: PollSpec | None = None  # a poll_until: its attempts are polls, run only by flows (see ``poll``)
 
 
 @dataclass

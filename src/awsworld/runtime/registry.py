@@ -9,10 +9,12 @@ from __future__ import annotations
 import functools
 import inspect
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from .context import current_execution
+from .durations import Duration, seconds
+from .retry import RetryPolicy, shorthand
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -24,8 +26,12 @@ DEFAULT_MAX_RETRIES = 3
 class StepDef:
     name: str
     fn: Callable[..., Coroutine[Any, Any, Any]]
-    max_retries: int = DEFAULT_MAX_RETRIES
-    retry_delay: float = 1.0
+    retry: RetryPolicy = field(default_factory=lambda: shorthand(None, None))
+    timeout: float | None = None  # seconds one attempt may run before it is cancelled
+
+    @property
+    def max_retries(self) -> int:
+        return self.retry.max_retries
 
 
 @dataclass(frozen=True)
@@ -123,21 +129,32 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[An
 
 
 @overload
-def step(*, max_retries: int = DEFAULT_MAX_RETRIES, name: str | None = None,
-         retry_delay: float = 1.0) -> _Decorator: ...
+def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
+         retry: RetryPolicy | None = None, timeout: Duration | None = None) -> _Decorator: ...
 
 
-def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int = DEFAULT_MAX_RETRIES,
-         name: str | None = None, retry_delay: float = 1.0) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
+def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int | None = None,
+         name: str | None = None, retry_delay: Duration | None = None, retry: RetryPolicy | None = None,
+         timeout: Duration | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
-    return type."""
-    if max_retries < 0:
-        raise ValueError("max_retries must be >= 0")
+    return type.
+
+    ``retry``: a ``RetryPolicy`` (attempts, back-off, jitter, which errors retry). ``max_retries`` (default 3)
+    and ``retry_delay`` (default 1 s, fixed) are its shorthand; give one or the other, not both, so a policy
+    never silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
+    timedelta); a longer one is cancelled and fails as a retryable ``StepTimeoutError``."""
+    if retry is not None and (max_retries is not None or retry_delay is not None):
+        raise TypeError("@step takes retry=RetryPolicy(...) or its shorthand max_retries=/retry_delay=, not both "
+                        "(put max_attempts and initial_delay in the policy)")
+    policy = retry if retry is not None else shorthand(max_retries, retry_delay)
+    limit = None if timeout is None else seconds(timeout, what="timeout")
+    if limit is not None and limit <= 0:
+        raise ValueError("a step's timeout must be positive")
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "step")
-        definition = StepDef(_stable_name(f, name), f, max_retries, retry_delay)
+        definition = StepDef(_stable_name(f, name), f, policy, limit)
         REGISTRY.add_step(definition)
 
         @functools.wraps(f)

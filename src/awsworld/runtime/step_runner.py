@@ -6,19 +6,31 @@ queued step message runs. A flow running a step inline may instead record the ou
 the declarations the workflow made after seeing it (see ``flow``), and falls back to ``record_end``.
 
 The claim is the liveness check: the World refuses step_started on a finished run, so a queued step never
-needs to read the run first. Retries follow the step's ``max_retries``; the attempt count is only enforced once
+needs to read the run first. Retries follow the step's ``RetryPolicy``; the attempt count is only enforced once
 the step has actually failed before, so concurrent first starts (which each bump the counter) never use up
-retries.
+retries. The time of the next attempt (back-off and jitter applied) is chosen here and recorded in
+``step_retrying``'s ``retryAfter``, so a replay reads it rather than computing it again.
+
+A step with a ``timeout`` runs its body as a task that is cancelled when the time is up; the attempt then fails
+with ``StepTimeoutError`` (retryable). A body that swallows the cancellation gets ``CANCEL_GRACE_SECONDS`` more
+to stop and is then left behind (logged): the timeout is recorded anyway, so the run never hangs on it.
+
+A poll (``poll_until``: ``poll`` given) is judged here too: a result the predicate rejects is recorded as
+``step_retrying`` at the next poll's time (see ``poll``).
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import traceback
+from collections.abc import Coroutine
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime
 from typing import Any, Literal
 
 from ..world.clock import clock_of
+from ..world.entities import Step
 from ..world.errors import (
     EntityConflictError,
     PayloadTooLargeError,
@@ -30,11 +42,16 @@ from ..world.errors import (
 from ..world.events import Event, EventResult
 from . import serde
 from .context import current_step
-from .errors import FatalError, RetryableError, ValueTooLargeError
-from .registry import Registry
+from .errors import FatalError, StepTimeoutError, ValueTooLargeError
+from .poll import POLL_NOT_READY, PollSpec
+from .registry import Registry, StepDef
 from .step_context import StepContext, StepMetadata
 
 MAX_ERROR_MESSAGE = 32 * 1024
+CANCEL_GRACE_SECONDS = 1.0
+"""How long a timed-out step body may take to stop once cancelled before it is abandoned."""
+
+log = logging.getLogger("awsworld.steps")
 
 Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere"]
 
@@ -89,12 +106,14 @@ _STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "fai
 
 async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
-                   claimed: EventResult | None = None, call_input: Any = None) -> StepOutcome:
+                   claimed: EventResult | None = None, call_input: Any = None,
+                   poll: PollSpec | None = None) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
     knows the step is its own to run again. ``claimed`` is a step_started already written (a step declared
     born running in the flow's batch). The outcome is written out of band (``record_end``)."""
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
-                                 on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input)
+                                 on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
+                                 poll=poll)
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -102,9 +121,11 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
 
 async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
-                       claimed: EventResult | None = None, call_input: Any = None) -> StepOutcome | StepEnd:
+                       claimed: EventResult | None = None, call_input: Any = None,
+                       poll: PollSpec | None = None) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
-    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early)."""
+    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early).
+    ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate."""
     definition = registry.step(step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
@@ -137,29 +158,107 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
     context = StepContext(world, metadata)
     token = current_step.set(context)
+    accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        result = await context.run(definition.fn(*call.get("args", []), **call.get("kwargs", {})))
+        body = definition.fn(*call.get("args", []), **call.get("kwargs", {}))
+        result = await context.run(_bounded(body, definition))
         try:
             encoded = serde.dumps(result)
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
+        if poll is not None:
+            accepted = _accepts(poll, result, step_name)
     except FatalError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     except Exception as error:  # a step body may raise anything: retried per its policy
-        failed_before = step.error is not None
-        if failed_before and step.attempt > definition.max_retries:
-            return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
-        delay = definition.retry_delay
-        if isinstance(error, RetryableError) and error.retry_after is not None:
-            delay = error.retry_after
-        if not failed_before and definition.max_retries == 0:
-            return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
-        retry_at = clock_of(world).now() + timedelta(seconds=delay)
-        return StepEnd(step_id, "step_retrying", {"error": structured_error(error), "retryAfter": retry_at.isoformat()},
-                       step.attempt, events, retry_after=delay)
+        return _failed_attempt(world, definition, step, error, events, poll)
     finally:
         current_step.reset(token)
+    if not accepted:
+        assert poll is not None
+        return _rejected_poll(world, poll, step_id, step.attempt, events)
     return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events)
+
+
+async def _bounded(body: Coroutine[Any, Any, Any], definition: StepDef) -> Any:
+    """The step body, cancelled if it outlives the step's timeout (then ``StepTimeoutError``)."""
+    if definition.timeout is None:
+        return await body
+    task = asyncio.ensure_future(body)  # copies the context: the body still sees its step
+    try:
+        done, _ = await asyncio.wait({task}, timeout=definition.timeout)
+        if task in done:
+            return task.result()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+        if task not in done:  # it swallowed the cancellation: leave it behind, record the timeout anyway
+            log.warning("step %s ignored its cancellation after its timeout of %g s; abandoned",
+                        definition.name, definition.timeout)
+            task.add_done_callback(_discard_outcome)
+        elif not task.cancelled():
+            task.exception()  # whatever it ended with is superseded by the timeout (and counts as retrieved)
+        raise StepTimeoutError(f"step {definition.name} ran longer than its timeout of {definition.timeout:g} s: "
+                               "the attempt was cancelled")
+    finally:
+        if not task.done():  # the attempt itself was cancelled (the delivery is stopping): stop the body too
+            task.cancel()
+
+
+def _discard_outcome(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _accepts(poll: PollSpec, result: Any, step_name: str) -> bool:
+    """The predicate's verdict; an exception from it is a bug in the workflow, not a condition: fatal."""
+    try:
+        return bool(poll.predicate(result))
+    except Exception as error:
+        raise FatalError(f"the predicate of poll_until({step_name}) raised {type(error).__name__}: {error}") from error
+
+
+def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exception, events: list[Event],
+                    poll: PollSpec | None) -> StepEnd:
+    """The end of an attempt whose body raised: ``step_retrying`` at the policy's next time, or ``step_failed``
+    when the error does not retry or the attempts are spent (a poll: when its deadline has passed)."""
+    policy = definition.retry
+    step_id = step.step_id
+    failed = StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
+    if not policy.retries(error):
+        return failed
+    now = clock_of(world).now()
+    if poll is not None:  # the polls are the attempts: the timeout bounds them, not max_attempts
+        at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now)
+                            if getattr(error, "retry_after", None) is not None else None)
+        if at is None:
+            return _poll_timed_out(step_id, step.attempt, events, f"the last poll raised {type(error).__name__}: "
+                                                                  f"{error}")
+        return _retrying(step_id, structured_error(error), at, now, step.attempt, events)
+    failed_before = step.error is not None
+    if (failed_before and step.attempt >= policy.max_attempts) or (not failed_before and policy.max_attempts == 1):
+        return failed
+    return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now), now,
+                     step.attempt, events)
+
+
+def _rejected_poll(world: Any, poll: PollSpec, step_id: str, attempt: int, events: list[Event]) -> StepEnd:
+    now = clock_of(world).now()
+    at = poll.next_poll(attempt, now)
+    if at is None:
+        return _poll_timed_out(step_id, attempt, events, "the last result did not satisfy the predicate")
+    error = {"message": f"poll {attempt}: the condition is not met yet", "name": POLL_NOT_READY}
+    return _retrying(step_id, error, at, now, attempt, events)
+
+
+def _poll_timed_out(step_id: str, attempt: int, events: list[Event], detail: str) -> StepEnd:
+    error = {"message": f"poll_until timed out after {attempt} polls ({detail})", "name": "PollTimeoutError"}
+    return StepEnd(step_id, "step_failed", {"error": error}, attempt, events)
+
+
+def _retrying(step_id: str, error: dict[str, Any], at: datetime, now: datetime, attempt: int,
+              events: list[Event]) -> StepEnd:
+    return StepEnd(step_id, "step_retrying", {"error": error, "retryAfter": at.isoformat()}, attempt, events,
+                   retry_after=max(0.0, (at - now).total_seconds()))
 
 
 async def record_end(world: Any, run_id: str, end: StepEnd) -> StepOutcome:

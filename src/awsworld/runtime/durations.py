@@ -1,0 +1,89 @@
+"""One parser for every duration awsworld takes (``sleep``, ``retry_after``, retry policies, timeouts, polls).
+
+A duration is seconds (``int``/``float``), a ``timedelta``, or a string of one or more ``<number><unit>`` parts
+with units ``ms``, ``s``, ``m``, ``h``, ``d`` (``"500ms"``, ``"10s"``, ``"1h30m"``, ``"1.5d"``). Where a point in
+time makes sense (``sleep``, ``retry_after``) an aware ``datetime`` is accepted too. One parser, so the same
+spelling means the same thing everywhere, and a mistake (a negative value, a naive datetime, an unknown unit)
+is the same clear error wherever it is made, at the call that made it.
+
+Relative durations in a workflow are measured from the workflow's ``now()`` (``resolve``), never the wall clock,
+so a replay computes the same point in time.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timedelta
+
+Duration = int | float | timedelta | str
+"""A relative duration: seconds, a timedelta, or a string such as ``"500ms"``, ``"10s"``, ``"5m"``, ``"1h30m"``."""
+
+When = Duration | datetime
+"""A duration, or an aware datetime: the point in time itself."""
+
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_PART = re.compile(r"\s*(\d+(?:\.\d+)?|\.\d+)\s*(ms|s|m|h|d)", re.IGNORECASE)
+
+
+def parse_duration(value: Duration, *, what: str = "duration") -> timedelta:
+    """A relative duration as a ``timedelta``; ``what`` names the argument in the error. Checked at run time
+    too: the caller may be untyped, and a wrong value should fail here, not as a stuck run."""
+    raw = _unchecked(value)
+    if isinstance(raw, bool):  # an int subclass: True would silently mean one second
+        raise TypeError(f"{what} must be seconds, a timedelta or a string like '10s', got {raw!r}")
+    if isinstance(raw, timedelta):
+        delta = raw
+    elif isinstance(raw, int | float):
+        if not math.isfinite(raw):
+            raise ValueError(f"{what} must be a finite number of seconds, got {raw!r}")
+        if raw < 0:
+            raise ValueError(f"{what} must not be negative, got {raw!r}")
+        return timedelta(seconds=raw)
+    elif isinstance(raw, str):
+        delta = _parse_string(raw, what)
+    elif isinstance(raw, datetime):
+        raise TypeError(f"{what} must be relative here (seconds, a timedelta or a string like '10s'), "
+                        f"not a point in time ({raw!r})")
+    else:
+        raise TypeError(f"{what} must be seconds, a timedelta or a string like '10s', got {type(raw).__name__}")
+    if delta < timedelta(0):
+        raise ValueError(f"{what} must not be negative, got {value!r}")
+    return delta
+
+
+def seconds(value: Duration, *, what: str = "duration") -> float:
+    """``parse_duration`` in seconds."""
+    return parse_duration(value, what=what).total_seconds()
+
+
+def resolve(value: When, now: datetime, *, what: str = "duration") -> datetime:
+    """The point in time ``value`` names: an aware datetime as is, a relative duration from ``now`` (in a
+    workflow, its replay-stable ``now()``)."""
+    if isinstance(value, datetime):
+        if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
+            raise ValueError(f"{what} needs a timezone-aware datetime, got naive {value!r} (add tzinfo=UTC)")
+        return value
+    return now + parse_duration(value, what=what)
+
+
+def _unchecked(value: object) -> object:
+    """``value`` as the run-time checks see it: anything an untyped caller may pass."""
+    return value
+
+
+def _parse_string(text: str, what: str) -> timedelta:
+    total = 0.0
+    position = 0
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"{what}: an empty string is not a duration (try '10s', '5m', '1h30m')")
+    while position < len(stripped):
+        match = _PART.match(stripped, position)
+        if match is None:
+            rest = stripped[position:]
+            raise ValueError(f"{what}: cannot read {text!r} as a duration at {rest!r}: use <number><unit> parts "
+                             f"with units {', '.join(_UNITS)} (e.g. '500ms', '10s', '5m', '2h', '1d', '1h30m')")
+        total += float(match.group(1)) * _UNITS[match.group(2).lower()]
+        position = match.end()
+    return timedelta(seconds=total)

@@ -1,0 +1,128 @@
+"""``@step(timeout=...)`` end to end: an attempt that runs longer is cancelled (the body sees
+``CancelledError``) and fails as a retryable ``StepTimeoutError``, inline and queued alike; a body that swallows
+the cancellation cannot hang the attempt; spent retries reach the workflow as ``StepError``; and ``LocalAWS``."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from awsworld import RetryPolicy, StepError, step, step_metadata, workflow
+from awsworld.local import LocalAWS
+from awsworld.runtime import step_runner
+from awsworld.testing import WorkflowTestEnv
+from awsworld.world.events import Event
+
+CALLS: Counter[str] = Counter()
+CANCELLED: Counter[str] = Counter()
+
+
+def timeout_errors(events: list[Event]) -> list[str]:
+    return [e.event_data["error"]["name"] for e in events
+            if e.event_type in ("step_retrying", "step_failed") and e.event_data]
+
+
+@step(timeout="200ms", retry=RetryPolicy(max_attempts=3, initial_delay="1s"))
+async def slow_first(tag: str) -> int:
+    CALLS[tag] += 1
+    if step_metadata().attempt == 1:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            CANCELLED[tag] += 1
+            raise
+    return step_metadata().attempt
+
+
+@workflow
+async def one_slow(tag: str) -> int:
+    return await slow_first(tag)
+
+
+async def test_a_slow_attempt_is_cancelled_and_retried(awsworld_env: WorkflowTestEnv) -> None:
+    tag = uuid.uuid4().hex
+    began = time.monotonic()
+    run = await awsworld_env.client.start(one_slow, tag)
+    assert await run.result() == 2
+    assert time.monotonic() - began < 5, "the 30 s body was cut at its 200 ms timeout"
+    assert CANCELLED[tag] == 1, "the body itself was cancelled, not left running"
+    events = await run.events()
+    assert timeout_errors(events) == ["StepTimeoutError"]
+    assert [e.event_type for e in events if e.correlation_id == "step_1"] == [
+        "step_created", "step_started", "step_retrying", "step_started", "step_completed"]
+
+
+@workflow
+async def two_slow(tag: str) -> list[int]:
+    return list(await asyncio.gather(slow_first(f"{tag}:a"), slow_first(f"{tag}:b")))
+
+
+async def test_queued_and_inline_attempts_time_out_alike(awsworld_env: WorkflowTestEnv) -> None:
+    tag = uuid.uuid4().hex
+    run = await awsworld_env.client.start(two_slow, tag)
+    assert await run.result() == [2, 2]
+    assert CANCELLED[f"{tag}:a"] == 1 and CANCELLED[f"{tag}:b"] == 1
+    assert timeout_errors(await run.events()) == ["StepTimeoutError", "StepTimeoutError"]
+
+
+@step(timeout=0.2, retry=RetryPolicy(max_attempts=2, initial_delay="1m"))
+async def stubborn(tag: str) -> str:
+    CALLS[tag] += 1
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:  # swallows every cancellation for a second
+        try:
+            await asyncio.sleep(deadline - time.monotonic())
+        except asyncio.CancelledError:
+            CANCELLED[tag] += 1
+    return "finished late"
+
+
+@workflow
+async def stubborn_flow(tag: str) -> dict[str, object]:
+    try:
+        return {"result": await stubborn(tag)}
+    except StepError as error:
+        return {"error_type": error.error_type, "message": str(error)}
+
+
+async def test_a_body_that_swallows_its_cancellation_cannot_hang_the_attempt(
+        awsworld_env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(step_runner, "CANCEL_GRACE_SECONDS", 0.1)
+    tag = uuid.uuid4().hex
+    began = time.monotonic()
+    run = await awsworld_env.client.start(stubborn_flow, tag)
+    result = await run.result()
+    assert time.monotonic() - began < 1.5, "each attempt ends at timeout + grace, not when the body gives up"
+    assert result["error_type"] == "StepTimeoutError", result
+    assert "timeout of 0.2 s" in str(result["message"])
+    assert CALLS[tag] == 2 and CANCELLED[tag] >= 2
+    assert timeout_errors(await run.events()) == ["StepTimeoutError", "StepTimeoutError"]
+
+
+@step(timeout="300ms", retry=RetryPolicy(max_attempts=2, initial_delay="200ms"))
+async def local_slow(tag: str) -> int:
+    if step_metadata().attempt == 1:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            CANCELLED[tag] += 1
+            raise
+    return step_metadata().attempt
+
+
+@workflow
+async def local_slow_flow(tag: str) -> int:
+    return await local_slow(tag)
+
+
+async def test_a_step_timeout_on_local_aws(local: LocalAWS) -> None:
+    assert local.client is not None
+    tag = uuid.uuid4().hex
+    run = await local.client.start(local_slow_flow, tag)
+    assert await run.result(timeout=30) == 2
+    assert CANCELLED[tag] == 1
+    assert timeout_errors(await run.events()) == ["StepTimeoutError"]
