@@ -17,6 +17,7 @@ from .runtime.api import (
     time_ns,
     uuid4,
 )
+from .runtime.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
 from .runtime.client import Client, Run
 from .runtime.determinism import install as _install_determinism
 from .runtime.errors import (
@@ -38,6 +39,9 @@ _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the
 __version__ = "0.1.0"
 
 __all__ = [
+    "ChildOptions",
+    "ChildRun",
+    "ChildWorkflowError",
     "Client",
     "DeterminismError",
     "FatalError",
@@ -51,6 +55,7 @@ __all__ = [
     "ValueTooLargeError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
+    "child_options",
     "create_hook",
     "create_webhook",
     "get_writable",
@@ -58,6 +63,7 @@ __all__ = [
     "patched",
     "random",
     "sleep",
+    "start_child",
     "step",
     "step_metadata",
     "time_ns",

@@ -263,6 +263,11 @@ class WorkflowExecution:
         return taken
 
     async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return await self.declare_step(definition, args, kwargs).future
+
+    def declare_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> StepOp:
+        """Declare a step call at the next position without awaiting it (``call_step`` awaits it at once; a child
+        workflow's start declares its step and then the hook its outcome comes back on, in one go)."""
         op_id = self._next_id("step")
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
@@ -270,7 +275,7 @@ class WorkflowExecution:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
         op = StepOp(op_id, definition, payload, self.loop.create_future(), digest=dv.input_digest(payload))
         self._declare(op)
-        return await op.future
+        return op
 
     async def sleep_until(self, resume_at: datetime) -> None:
         op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future(), declared_at=self.now)
