@@ -180,6 +180,16 @@ async def parent_sleeps_around(n: int) -> list[int]:
     return [first, middle, await double(middle)]
 
 
+@workflow
+async def grandparent(token: str) -> str:
+    return await middle(token)
+
+
+@workflow
+async def middle(token: str) -> str:
+    return "middle: " + await child_waits(token)
+
+
 # ----------------------------------------------------------------------------------------- helpers
 
 
@@ -284,6 +294,23 @@ async def test_cancelling_a_parent_cancels_its_attached_child_and_not_the_detach
     assert await env.client.get_run(detached).status() == "running"
     await env.client.resume_hook(f"{token}:detached", "still here")
     assert await env.client.get_run(detached).result(timeout=RESULT_TIMEOUT) == "got still here"
+
+
+async def test_grandchildren_report_up_and_are_cancelled_down(env: Env) -> None:
+    token = f"children-nested-{env.name}-{id(env)}"
+    run = await env.client.start(grandparent, token)
+    grandchild = child_run_id(child_run_id(run.run_id, "step_1"), "step_1")
+    await env.child_hook(grandchild, token)
+    await env.client.resume_hook(token, "deep")
+    assert await run.result(timeout=RESULT_TIMEOUT) == "middle: got deep"
+
+    cancelled = await env.client.start(grandparent, f"{token}:cancel")
+    middle_id = child_run_id(cancelled.run_id, "step_1")
+    grandchild = child_run_id(middle_id, "step_1")
+    await env.child_hook(grandchild, f"{token}:cancel")
+    await env.client.cancel(cancelled.run_id)
+    assert await env.wait_for_status(middle_id, TERMINAL_RUN_STATUSES) == "cancelled"
+    assert await env.wait_for_status(grandchild, TERMINAL_RUN_STATUSES) == "cancelled"
 
 
 async def test_a_cancelled_child_raises_in_its_parent(env: Env) -> None:
@@ -405,3 +432,26 @@ async def test_time_skips_while_a_parent_waits_for_a_sleeping_child(awsworld_env
     run = await awsworld_env.client.start(parent_sleeps_around, 1)
     assert await run.result() == [2, 4, 8]
     assert awsworld_env.now() - start >= timedelta(seconds=3)
+
+
+async def test_a_failed_report_to_the_parent_is_retried_with_the_childs_delivery(
+        awsworld_env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The child ended, and its report (the parent's hook_received) fails once: the child's delivery fails,
+    comes back, finds its run ended and reports again; the parent receives the outcome once."""
+    world = awsworld_env.world
+    original = world.events.create
+    failed: list[str] = []
+
+    async def create(run_id: Any, event: Any, **kwargs: Any) -> Any:
+        resume = ((event.get("eventData") or {}).get("resumeId") or "") if isinstance(event, dict) else ""
+        report = isinstance(event, dict) and event.get("eventType") == "hook_received"
+        if report and resume.startswith("awsworld.child:") and not failed:
+            failed.append(run_id)
+            raise ConnectionError("the report did not reach the store")
+        return await original(run_id, event, **kwargs)
+
+    monkeypatch.setattr(world.events, "create", create)
+    run = await awsworld_env.client.start(parent_awaits, 4)
+    assert await run.result() == {"value": 8}
+    assert failed == [run.run_id]
+    assert len([e for e in await run.events() if e.event_type == "hook_received"]) == 1

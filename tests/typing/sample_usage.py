@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, assert_type, reveal_type
 
-from awsworld import Client, Run, step, workflow
+from awsworld import ChildRun, Client, Run, child_options, start_child, step, workflow
 from awsworld.world.entities import Hook
 
 
@@ -63,3 +63,16 @@ async def usage(client: Client) -> None:
     await client.options(run_id="x").start(total, [1], extra=1)  # expected-error: reportCallIssue, reportCallIssue
     mistyped: Run[str] = await client.start(total, [1])  # expected-error: reportAssignmentType
     del mistyped
+
+
+@workflow
+async def parent(n: int) -> str:
+    assert_type(await total([n]), int)  # a child run, awaited: the workflow's return type
+    child = await start_child(greet, "ada", loud=True)
+    reveal_type(child)  # reveal: ChildRun[str]
+    detached = await child_options(detached=True).start(total, [n])
+    assert_type(detached, ChildRun[int])
+    assert_type(await detached, int)
+    await start_child(total, "wrong")  # expected-error: reportArgumentType
+    await start_child(greet, "ada", loud="yes")  # expected-error: reportArgumentType
+    return await child
