@@ -14,6 +14,15 @@ Built only from operations the World contract already has (no new event type, no
    idempotency key ``awsworld.child:<child run id>``: however many deliveries observe the end, the parent
    receives it once. The parent awaits that hook; once it has received, the hook is disposed (a live hook would
    keep the run's later inline steps from riding the flow's next write).
+3. ``start_child`` returns the handle once the start step has completed, i.e. once the child run exists and is
+   woken. A workflow that returns right after a call it never awaited ends without the flow writing that call,
+   so a handle returned before the start would make "leave it running" a promise the runtime cannot keep.
+
+A step and a hook rather than a new event type: the contract's existing rules (a step's at-least-once body made
+idempotent by its input, ``run_created``'s idempotent ids, hook tokens, ``resumeId`` dedup, the terminal-run
+fence on ``step_started``) already give every guarantee a child needs, on every World, with nothing to migrate.
+Runs in flight that called a workflow from a workflow before this existed (its body then ran inline) diverge
+at that call on replay: guard such a change with ``patched()``.
 
 Why the races are safe:
 
@@ -98,7 +107,7 @@ class ChildWorkflowError(Exception):
 class ChildRun(Generic[R_co]):
     """A child run started from a workflow: ``await child`` returns its return value or raises
     ``ChildWorkflowError``; it may be awaited any number of times, or never (the child runs on either way).
-    ``run_id`` is known at once: it is derived from the parent run and the call's position."""
+    ``run_id`` is derived from the parent run and the call's position (``<parent run id>.step_<n>``)."""
 
     def __init__(self, run_id: str, workflow_name: str, detached: bool, outcome: asyncio.Future[Any]) -> None:
         self.run_id = run_id
