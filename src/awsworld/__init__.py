@@ -18,6 +18,7 @@ from .runtime.api import (
     uuid4,
 )
 from .runtime.batch import BatchError, BatchItem, BatchResult, batch_map, first_successful, map
+from .runtime.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
 from .runtime.client import Client, Run
 from .runtime.determinism import install as _install_determinism
 from .runtime.errors import (
@@ -48,6 +49,9 @@ __all__ = [
     "BatchError",
     "BatchItem",
     "BatchResult",
+    "ChildOptions",
+    "ChildRun",
+    "ChildWorkflowError",
     "Client",
     "DeterminismError",
     "FatalError",
@@ -67,6 +71,7 @@ __all__ = [
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
     "batch_map",
+    "child_options",
     "create_hook",
     "create_webhook",
     "first_successful",
@@ -77,6 +82,7 @@ __all__ = [
     "poll_until",
     "random",
     "sleep",
+    "start_child",
     "step",
     "step_metadata",
     "time_ns",

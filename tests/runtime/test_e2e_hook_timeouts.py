@@ -70,7 +70,7 @@ async def test_a_payload_before_the_timeout_wins_and_the_timeout_never_wakes_the
         awsworld_env: WorkflowTestEnv) -> None:
     token = _token()
     run = await awsworld_env.client.start(approval_then_sleep, token)
-    await awsworld_env.idle()  # not run.wait_for_hook: it lets time skip, past the hook's deadline
+    await run.wait_for_hook(token)  # time skips only until the hook exists, never to its deadline
     await awsworld_env.client.resume_hook(token, "yes")
     assert await run.result() == "yes"
     events = await run.events()
@@ -106,7 +106,7 @@ async def collect(token: str) -> dict[str, Any]:
 async def test_async_for_takes_payloads_until_the_deadline_of_the_whole_hook(awsworld_env: WorkflowTestEnv) -> None:
     token = _token()
     run = await awsworld_env.client.start(collect, token)
-    await awsworld_env.idle()  # not run.wait_for_hook: it lets time skip, past the hook's deadline
+    await run.wait_for_hook(token)  # time skips only until the hook exists, never to its deadline
     await awsworld_env.client.resume_hook(token, 1)
     await awsworld_env.sleep(timedelta(minutes=20))
     await awsworld_env.client.resume_hook(token, 2)  # 20 minutes in: still before the deadline

@@ -56,7 +56,6 @@ async def test_a_parked_run_keeps_running_and_a_rollback_recovers_it(e2e) -> Non
         first_park = e2e.env.now()
         assert [r.status for r in e2e.poller.results[seen:]] == ["diverged"] * 3 + ["parked"]
         while sum(r.status == "parked" for r in e2e.poller.results[seen:]) < 2:
-            # Not e2e.sleep: env.sleep does not return while a parked run keeps coming back (the xfail below).
             assert e2e.env.now() - first_park < timedelta(seconds=5), [r.status for r in e2e.poller.results[seen:]]
             e2e.env.advance(0.1)
             await e2e.idle()
@@ -73,10 +72,6 @@ async def test_a_parked_run_keeps_running_and_a_rollback_recovers_it(e2e) -> Non
     assert "failed" not in statuses
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "awsworld.testing Driver: env.sleep(d) lets the driver skip time past d (run_until holds skipping() and the "
-    "loop's _skip_now jumps to any due message, not only up to run_until's moment), so with a run that is parked "
-    "again every second env.sleep(0.1) never returns: the clock runs ahead by minutes, one park per jump"))
 async def test_env_sleep_returns_after_its_duration_while_a_parked_run_keeps_coming_back(e2e) -> None:
     token = f"approve-{uuid.uuid4().hex}"
     name = workflow_name(waits_for_approval)

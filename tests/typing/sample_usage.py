@@ -11,7 +11,7 @@ from datetime import timedelta
 from typing import Any, assert_type, reveal_type
 
 import awsworld
-from awsworld import Client, RetryPolicy, Run, poll_until, step, workflow
+from awsworld import ChildRun, Client, RetryPolicy, Run, child_options, poll_until, start_child, step, workflow
 from awsworld.world.entities import Hook
 
 
@@ -86,3 +86,14 @@ async def batch_usage(hook: awsworld.Hook) -> None:
     await awsworld.first_successful(square(1), hook, awsworld.sleep(1))
     awsworld.create_hook("t", timeout=timedelta(hours=1))
     await awsworld.map(square, ["x"])  # expected-error: reportArgumentType
+@workflow
+async def parent(n: int) -> str:
+    assert_type(await total([n]), int)  # a child run, awaited: the workflow's return type
+    child = await start_child(greet, "ada", loud=True)
+    reveal_type(child)  # reveal: ChildRun[str]
+    detached = await child_options(detached=True).start(total, [n])
+    assert_type(detached, ChildRun[int])
+    assert_type(await detached, int)
+    await start_child(total, "wrong")  # expected-error: reportArgumentType
+    await start_child(greet, "ada", loud="yes")  # expected-error: reportArgumentType
+    return await child

@@ -98,14 +98,15 @@ class Hook:
 
 
 def create_hook(token: str | None = None, metadata: Any = None, *,
-                timeout: float | timedelta | None = None) -> Hook:
+                timeout: When | None = None) -> Hook:
     """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable).
 
-    ``timeout`` (seconds or a timedelta, counted from this call): once it passes, awaiting the hook (``await
-    hook`` or the next ``async for`` payload) raises ``HookTimeoutError`` after any payloads received before,
-    and the hook is disposed. Durable: whichever of the payload and the deadline the log records first decides,
-    on every replay. It bounds the whole hook, not each payload. Adds a wait to the run's history (so adding a
-    timeout to a deployed ``create_hook`` call is a change to branch with ``patched()``)."""
+    ``timeout`` (a duration such as ``"1h"``, seconds or a timedelta, counted from this call; or an aware
+    datetime): once it passes, awaiting the hook (``await hook`` or the next ``async for`` payload) raises
+    ``HookTimeoutError`` after any payloads received before, and the hook is disposed. Durable: whichever of
+    the payload and the deadline the log records first decides, on every replay. It bounds the whole hook,
+    not each payload. Adds a wait to the run's history (so adding a timeout to a deployed ``create_hook``
+    call is a change to branch with ``patched()``)."""
     execution = require_execution("awsworld.create_hook()")
     op = execution.declare_hook(token, metadata, is_webhook=False)
     if timeout is not None:
@@ -113,7 +114,7 @@ def create_hook(token: str | None = None, metadata: Any = None, *,
     return Hook(op)
 
 
-def create_webhook(metadata: Any = None, *, timeout: float | timedelta | None = None) -> Hook:
+def create_webhook(metadata: Any = None, *, timeout: When | None = None) -> Hook:
     """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``: as
     ``create_hook``'s."""
     execution = require_execution("awsworld.create_webhook()")

@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
@@ -53,7 +53,7 @@ class Run(Generic[R_co]):
 
     async def result(self, timeout: float | None = 60.0) -> R_co:
         """The workflow's return value; raises its error if it failed, ``TimeoutError`` after ``timeout``."""
-        with self.client.waiting():
+        with self.client.waiting(self.run_id):
             return await self._result(timeout)
 
     async def _result(self, timeout: float | None) -> R_co:
@@ -87,7 +87,7 @@ class Run(Generic[R_co]):
         """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
         a ``resume_hook`` that follows finds it. Raises ``RunEndedError`` if the run ends first, and
         ``TimeoutError`` after ``timeout`` seconds."""
-        with self.client.waiting():
+        with self.client.waiting(self.run_id, hook_token=token):
             return await self._wait_for_hook(token, timeout)
 
     async def _wait_for_hook(self, token: str, timeout: float) -> Hook:
@@ -120,19 +120,31 @@ class Run(Generic[R_co]):
             yield chunk
 
 
+class Waiting(Protocol):
+    """What ``Client(waiting=...)`` takes: a context for one wait on ``run_id`` (for its hook ``hook_token``
+    when given, else for its end)."""
+
+    def __call__(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]: ...
+
+
+def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
+    return contextlib.nullcontext()
+
+
 class Client:
     def __init__(self, world: Any, *, registry: Registry | None = None,
-                 waiting: Callable[[], AbstractContextManager[None]] | None = None) -> None:
+                 waiting: Waiting | None = None) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
         delivery can run; without one (a client of a deployed stack has no workflow code) names are not
         checked here, and a run of an unknown workflow fails with ``UNKNOWN_WORKFLOW`` after a window.
 
-        ``waiting``: entered while this client waits for a run to move on (``Run.result``,
-        ``Run.wait_for_hook``); the test environment lets its virtual clock skip ahead while one is held."""
+        ``waiting``: entered while this client waits for a run to move on (``Run.result``, and
+        ``Run.wait_for_hook`` with the token it waits for); the test environment lets its virtual clock skip
+        ahead while one is held and what it waits for has not happened yet."""
         self.world = world
         self.registry = registry
-        self.waiting: Callable[[], AbstractContextManager[None]] = waiting or contextlib.nullcontext
+        self.waiting: Waiting = waiting or _not_waiting
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,

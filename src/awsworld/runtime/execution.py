@@ -270,6 +270,12 @@ class WorkflowExecution:
 
     async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                         poll: PollSpec | None = None) -> Any:
+        return await self.declare_step(definition, args, kwargs, poll=poll).future
+
+    def declare_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                     poll: PollSpec | None = None) -> StepOp:
+        """Declare a step call at the next position without awaiting it (``call_step`` awaits it at once; a child
+        workflow's start declares its step and then the hook its outcome comes back on, in one go)."""
         op_id = self._next_id("step")
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
@@ -279,7 +285,7 @@ class WorkflowExecution:
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
         op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll)
         self._declare(op)
-        return await op.future
+        return op
 
     async def sleep_until(self, resume_at: datetime) -> None:
         await self.declare_wait(resume_at).future

@@ -34,6 +34,7 @@ from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
 from . import divergence as dv
 from . import serde
+from .children import on_run_end
 from .errors import (
     CORRUPTED_EVENT_LOG,
     EVENT_LIMIT_EXCEEDED,
@@ -105,6 +106,7 @@ class Flow:
     redeliver_after: float | None = None
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
+    ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
 
     @property
     def run_id(self) -> str:
@@ -114,7 +116,7 @@ class Flow:
 
     async def run(self) -> str:
         try:
-            return await self._run()
+            status = await self._run()
         except InBandSupersededError as superseded:
             if self._holds_steps():
                 # Our own redelivery replays the newer log and runs the steps we started: no other delivery may.
@@ -124,14 +126,18 @@ class Flow:
             await self._queue_flow(f"superseded:{superseded.seq_in_band}")
             return "superseded"
         except RunGoneError:
-            return "gone"
+            status = "gone"
         finally:
             if self.execution is not None:
                 self.execution.close()
+        if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
+            await on_run_end(self.world, self.run_id, self.execution.log if self.execution else self.ended_log)
+        return status
 
     async def _run(self) -> str:
         log = await self._load_all()
         if any(e.event_type in TERMINAL for e in log):
+            self.ended_log = log
             return "gone"
         definition = self.registry.workflow(self.message.workflow_name)
         created = (log[0].event_data or {}) if log else {}

@@ -18,9 +18,9 @@ travels the same path as a payload: the same event, the same idempotency keys, t
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from .durations import When, resolve
 from .errors import HookFailedError, HookTimeoutError
 
 if TYPE_CHECKING:
@@ -50,12 +50,10 @@ def hook_failure(token: str, raw: Any) -> Callable[[], HookFailedError] | None:
     return lambda: HookFailedError(token, message, None if code is None else str(code))
 
 
-def arm(execution: WorkflowExecution, op: HookOp, timeout: float | timedelta) -> None:
-    """Declare ``op``'s timeout wait (the position right after the hook) and close the hook when it completes."""
-    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
-    if not seconds >= 0:  # also refuses NaN
-        raise ValueError(f"create_hook(timeout=...) needs a non-negative duration, got {timeout!r}")
-    wait = execution.declare_wait(execution.resume_at(seconds))
+def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
+    """Declare ``op``'s timeout wait (the position right after the hook) and close the hook when it completes.
+    ``timeout``: any duration (``"1h"``, seconds, a timedelta; from the workflow's ``now()``) or a deadline."""
+    wait = execution.declare_wait(resolve(timeout, execution.current_time(), what="create_hook(timeout=...)"))
     op.timeout = wait
     token = op.token
 

@@ -64,6 +64,9 @@ class Registry:
         try:
             return self.steps[name]
         except KeyError:
+            builtin = BUILTIN_STEPS.get(name)
+            if builtin is not None:
+                return builtin
             raise LookupError(f"no step named {name!r} is registered in this process") from None
 
 
@@ -74,6 +77,9 @@ def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
 
 
 REGISTRY = Registry()
+BUILTIN_STEPS: dict[str, StepDef] = {}
+"""Steps the runtime itself declares (``awsworld.start_child``, see ``children``): every registry answers them,
+so a delivery finds them whatever registry its runtime was given."""
 
 
 def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
@@ -112,14 +118,27 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *,
              name: str | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
-    ``@workflow`` and ``@workflow(name=...)`` return the function itself, with its parameters and return type."""
+    ``@workflow`` and ``@workflow(name=...)`` keep the function's parameters and return type. Called inside
+    another workflow, it runs as a child run of its own (``awsworld.start_child``, awaited at once); called
+    anywhere else (a unit test, a step), it is the plain function."""
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f)
+        definition = WorkflowDef(_stable_name(f, name), f)  # the body a run replays: ``f``, not the wrapper
         REGISTRY.add_workflow(definition)
+
+        @functools.wraps(f)
+        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if current_execution.get() is None:
+                return await f(*args, **kwargs)
+            from .children import call_child  # (children imports this module)
+
+            result: R = await call_child(definition, args, kwargs)
+            return result
+
         _mark(f, "__awsworld_workflow__", definition)
-        return f
+        _mark(call, "__awsworld_workflow__", definition)
+        return call
 
     return decorate(fn) if fn is not None else decorate
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -38,8 +39,7 @@ class Driver:
         self._inflight: set[asyncio.Task[RecordResult | None]] = set()
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
-        self._skippers = 0
-        self._unbounded = 0  # skippers with no limit (a test awaiting a run), as opposed to env.sleep's
+        self._holders: list[_Holder] = []  # the waits that allow time to jump
         self._skip_limit: datetime | None = None  # env.sleep's end: its own skips stop there
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
@@ -85,17 +85,18 @@ class Driver:
         self._wake.set()
 
     @contextlib.contextmanager
-    def skipping(self, *, bounded: bool = False) -> Iterator[None]:
+    def skipping(self, *, bounded: bool = False, satisfied: Callable[[], bool] | None = None) -> Iterator[None]:
         """Allow time to jump while inside (a test is waiting for time to pass). ``bounded``: only up to
-        ``env.sleep``'s end (a test awaiting a run at the same time lifts the bound)."""
-        self._skippers += 1
-        self._unbounded += 0 if bounded else 1
+        ``env.sleep``'s end (a test awaiting a run at the same time lifts the bound). ``satisfied``: what the
+        wait is for has happened (the hook exists, say), so time must not jump on its behalf any more: checked
+        right before every jump, because the waiter itself may not have run yet to leave."""
+        holder = _Holder(bounded, satisfied)
+        self._holders.append(holder)
         self._wake.set()
         try:
             yield
         finally:
-            self._skippers -= 1
-            self._unbounded -= 0 if bounded else 1
+            self._holders.remove(holder)
 
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until no delivery runs and no message is visible (time does not jump for this)."""
@@ -156,10 +157,14 @@ class Driver:
             raise
 
     def _skip_now(self) -> bool:
-        if not (self.time_skipping and self._skippers):
+        if not self.time_skipping:
             return False
+        waiting = [h for h in self._holders if h.satisfied is None or not h.satisfied()]
+        if not waiting:
+            return False
+        unbounded = any(not h.bounded for h in waiting)
         due = self.next_wake()
-        if due is None or (self._skip_limit is not None and due > self._skip_limit and not self._unbounded):
+        if due is None or (self._skip_limit is not None and due > self._skip_limit and not unbounded):
             return False
         self.clock.advance_to(due)
         return True
@@ -181,3 +186,9 @@ class Driver:
         finally:
             for task in (visible, woken):
                 task.cancel()
+
+
+@dataclass(frozen=True, eq=False)
+class _Holder:
+    bounded: bool
+    satisfied: Callable[[], bool] | None

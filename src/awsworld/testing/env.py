@@ -13,6 +13,7 @@ it moves at wall-clock pace, and jumps to the next due wait or retry whenever so
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
 
@@ -20,6 +21,7 @@ from ..runtime.client import Client
 from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..runtime.registry import Registry
 from ..runtime.runtime import Runtime
+from ..world.entities import TERMINAL_RUN_STATUSES
 from .clock import VirtualClock
 from .driver import Driver
 from .memory import MemoryWorld
@@ -37,8 +39,20 @@ class WorkflowTestEnv:
         self.runtime = Runtime(self.world, registry)
         self.driver = Driver(self.world, self.runtime, self.clock, time_skipping=time_skipping, timeout=timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
-        self.client = Client(self.world, registry=self.runtime.registry, waiting=self.driver.skipping)
+        self.client = Client(self.world, registry=self.runtime.registry, waiting=self._waiting)
         self._started = False
+
+    def _waiting(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
+        """A client's wait lets time skip until what it waits for has happened: the run's end, or the run
+        holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it)."""
+        storage = self.world.storage
+
+        def ended() -> bool:
+            return storage.run_status(run_id) in TERMINAL_RUN_STATUSES
+
+        if hook_token is None:
+            return self.driver.skipping(satisfied=ended)
+        return self.driver.skipping(satisfied=lambda: ended() or storage.holds_hook(run_id, hook_token))
 
     # -- time ------------------------------------------------------------------------------------------
 

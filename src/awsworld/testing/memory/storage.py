@@ -52,6 +52,11 @@ class MemoryStorage:
         run = self.state.runs.get(run_id)
         return run.status if run is not None else None
 
+    def holds_hook(self, run_id: str, token: str) -> bool:
+        """Whether ``run_id`` holds the hook ``token`` now (synchronous, for the test driver's skip rule)."""
+        holder = self.state.tokens.get(token)
+        return holder is not None and holder.run_id == run_id
+
     def notify_change(self) -> None:
         """Wake every ``wait_until`` waiter to re-check its predicate; each commit calls it."""
         changed = self._changed
