@@ -21,7 +21,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -34,16 +34,13 @@ from ...world.errors import (
     InBandSupersededError,
     InvalidInputError,
     LogMovedError,
-    MissingInBandCountError,
     RunGoneError,
     RunNotFoundError,
     ThrottledError,
     WorldError,
 )
 from ...world.events import (
-    BATCH_FORBIDDEN_EVENT_TYPES,
     PAYLOAD_FIELDS,
-    WRITER_ONLY_EVENT_TYPES,
     BatchEventOutcome,
     CreateEventRequest,
     Event,
@@ -51,7 +48,8 @@ from ...world.events import (
     EventResult,
     parse_event_request,
 )
-from ...world.ids import check_entity_id, event_id_to_slot, slot_to_event_id
+from ...world.ids import event_id_to_slot, slot_to_event_id
+from ...world.write_rules import batch_requests, check_run_id, check_write_params, failed_outcome
 from ..clients import AWSClients
 from ..dynamodb.items import (
     Item,
@@ -90,8 +88,6 @@ from .transitions import (
 # result waits longer: losing it to a redelivery would run the step body again.
 WRITE_SECONDS = 30.0
 PATIENT_WRITE_SECONDS = 90.0
-MAX_BATCH_EVENTS = 40  # each event is an event item and at most one entity item; a transaction holds 100
-BATCH_ONLY_PAIRS = ("step_created", "step_started")
 _HINTS_KEPT = 10_000
 
 
@@ -144,13 +140,13 @@ class EventWriter:
         after_step_body: bool = False,
     ) -> EventResult:
         req = parse_event_request(event)
-        _check_write_params(req, in_band, expected_seq_in_band, event_count)
+        check_write_params(req, in_band, expected_seq_in_band, event_count)
         if req.event_type == "run_created":
             result = await self.creator.create(run_id, req, resolve_data)
             if result.run is not None:
                 self._hint(result.run.run_id, result.run.seq)
             return result
-        run_id = _check_run_id(run_id)
+        run_id = check_run_id(run_id)
         unit = Unit([req], await self._store(run_id, req))
         member = Member([unit], event_count, in_band, expected_seq_in_band, resolve_data,
                         patient=after_step_body or req.event_type in _AFTER_BODY, single=True)
@@ -187,23 +183,10 @@ class EventWriter:
         may not be in the future, and only a fenced (in-band) writer may give it. ``expect_seq``: the batch lands
         right after that many events or not at all (``LogMovedError``): what the workflow was shown must be
         what the log holds at that position."""
-        run_id = _check_run_id(run_id)
-        if stamp is not None:
-            if not in_band or stamp.tzinfo is None:
-                raise InvalidInputError("stamp needs an in-band write and a timezone-aware time", field="stamp")
-            if stamp > datetime.now(UTC) + timedelta(seconds=1):
-                raise InvalidInputError("stamp is in the future", field="stamp")
-        reqs = [parse_event_request(e) for e in events]
-        if not reqs:
-            raise InvalidInputError("a batch needs at least one event", field="events")
-        if len(reqs) > MAX_BATCH_EVENTS:
-            raise InvalidInputError(f"a batch holds at most {MAX_BATCH_EVENTS} events (got {len(reqs)})",
-                                    field="events")
-        for i, req in enumerate(reqs):
-            _check_write_params(req, in_band, expected_seq_in_band, None)
-            if req.event_type in BATCH_FORBIDDEN_EVENT_TYPES | {"run_completed", "run_failed"}:
-                raise InvalidInputError(f"{req.event_type} cannot be written in a batch", field=f"events.{i}")
-        units = _pair_units(reqs)
+        run_id = check_run_id(run_id)
+        units = [Unit(group) for group in batch_requests(events, in_band=in_band,
+                                                         expected_seq_in_band=expected_seq_in_band,
+                                                         stamp=stamp, now=datetime.now(UTC))]
         stored = await asyncio.gather(*(self._store(run_id, u.req) for u in units))
         for unit, value in zip(units, stored, strict=True):
             unit.stored = value
@@ -802,7 +785,7 @@ def _refuse(member: Member, unit: Unit, error: WorldError) -> None:
     if member.strict:
         member.fail(error)
     else:
-        member.outcomes[unit.index] = _failed(error)
+        member.outcomes[unit.index] = failed_outcome(error)
 
 
 def _iso(at: datetime) -> str:
@@ -843,46 +826,8 @@ def found_run(items: list[Item], run_id: str) -> Item | None:
     return next((i for i in items if i["pk"] == key["pk"] and i["sk"] == key["sk"]), None)
 
 
-def _check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
-                        event_count: int | None) -> None:
-    if req.event_type in WRITER_ONLY_EVENT_TYPES:
-        raise InvalidInputError(f"{req.event_type} is written by the World, not by callers", field="eventType")
-    if in_band and req.event_type != "run_created" and (expected is None or expected < 0):
-        raise MissingInBandCountError()
-    if event_count is not None and event_count < 0:
-        raise InvalidInputError("event_count must be >= 0", field="eventCount")
 
 
-def _check_run_id(run_id: str | None) -> str:
-    if not run_id:
-        raise InvalidInputError("run_id is required", field="runId")
-    return check_entity_id(run_id, "runId")
 
 
-def _failed(error: WorldError) -> BatchEventOutcome:
-    return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
 
-
-def _pair_units(reqs: list[CreateEventRequest]) -> list[Unit]:
-    units: list[Unit] = []
-    seen: set[str] = set()
-    i = 0
-    while i < len(reqs):
-        req = reqs[i]
-        nxt = reqs[i + 1] if i + 1 < len(reqs) else None
-        key = f"{req.event_type.split('_')[0]}:{req.correlation_id}"
-        if key in seen:
-            raise InvalidInputError(f"the batch has more than one event for {req.correlation_id}",
-                                    field=f"events.{i}")
-        seen.add(key)
-        if (nxt is not None and (req.event_type, nxt.event_type) == BATCH_ONLY_PAIRS
-                and nxt.correlation_id == req.correlation_id):
-            if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
-                raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
-                                        field=f"events.{i + 1}.eventData.input")
-            units.append(Unit([req, nxt]))
-            i += 2
-        else:
-            units.append(Unit([req]))
-            i += 1
-    return units

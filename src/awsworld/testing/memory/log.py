@@ -13,7 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
@@ -25,14 +25,11 @@ from ...world.errors import (
     InBandSupersededError,
     InvalidInputError,
     LogMovedError,
-    MissingInBandCountError,
     RunGoneError,
     RunNotFoundError,
     WorldError,
 )
 from ...world.events import (
-    BATCH_FORBIDDEN_EVENT_TYPES,
-    WRITER_ONLY_EVENT_TYPES,
     BatchEventOutcome,
     CreateEventRequest,
     Event,
@@ -43,6 +40,7 @@ from ...world.events import (
 )
 from ...world.ids import check_entity_id, event_id_to_slot, new_run_id
 from ...world.pages import EventPage
+from ...world.write_rules import batch_requests, check_run_id, check_write_params, failed_outcome
 from .cursors import check_limit, encode_cursor, slot_after
 from .records import (
     PAYLOAD_NAME,
@@ -60,10 +58,6 @@ from .rules import Ctx, Plan, new_event, new_run_record, plan_born_running, plan
 from .values import NULL, Value, json_value, store_value
 
 MAX_PAGE = 1000
-MAX_BATCH_EVENTS = 40
-STAMP_SLACK = timedelta(seconds=1)
-_BORN_RUNNING = ("step_created", "step_started")
-_BATCH_REFUSED = BATCH_FORBIDDEN_EVENT_TYPES | {"run_completed", "run_failed"}
 
 EventInput = CreateEventRequest | Mapping[str, Any]
 
@@ -103,10 +97,10 @@ class MemoryLog:
         after_step_body: bool = False,  # advisory (patience under throttling): nothing throttles here
     ) -> EventResult:
         req = parse_event_request(event)
-        _check_write_params(req, in_band, expected_seq_in_band, event_count)
+        check_write_params(req, in_band, expected_seq_in_band, event_count)
         if req.event_type == "run_created":
             return self._create_run(run_id, req, resolve_data)
-        run_id = _check_run_id(run_id)
+        run_id = check_run_id(run_id)
         payload = self._payload(req)
         # ---- from here to the commit: no await
         now = self.clock.now()
@@ -148,23 +142,10 @@ class MemoryLog:
         """As the AWS World's: ``atomic`` (all land or none, the first refusal raised), ``stamp`` (an in-band
         writer's time for the batch, never more than a second ahead of the clock) and ``expect_seq`` (land right
         after that many events or raise ``LogMovedError``)."""
-        run_id = _check_run_id(run_id)
-        if stamp is not None:
-            if not in_band or stamp.tzinfo is None:
-                raise InvalidInputError("stamp needs an in-band write and a timezone-aware time", field="stamp")
-            if stamp > self.clock.now() + STAMP_SLACK:
-                raise InvalidInputError("stamp is in the future", field="stamp")
-        reqs = [parse_event_request(e) for e in events]
-        if not reqs:
-            raise InvalidInputError("a batch needs at least one event", field="events")
-        if len(reqs) > MAX_BATCH_EVENTS:
-            raise InvalidInputError(f"a batch holds at most {MAX_BATCH_EVENTS} events (got {len(reqs)})",
-                                    field="events")
-        for i, req in enumerate(reqs):
-            _check_write_params(req, in_band, expected_seq_in_band, None)
-            if req.event_type in _BATCH_REFUSED:
-                raise InvalidInputError(f"{req.event_type} cannot be written in a batch", field=f"events.{i}")
-        units = _pair_units(reqs)
+        run_id = check_run_id(run_id)
+        units = [_Unit(group) for group in batch_requests(events, in_band=in_band,
+                                                          expected_seq_in_band=expected_seq_in_band,
+                                                          stamp=stamp, now=self.clock.now())]
         for unit in units:
             unit.payload = self._payload(unit.req)
         # ---- from here to the commit: no await
@@ -186,13 +167,13 @@ class MemoryLog:
             except WorldError as error:
                 if atomic:
                     raise
-                outcomes[i] = _failed(error)
+                outcomes[i] = failed_outcome(error)
         # What the AWS World's commit decides, in its order: repeated resume ids, the run's status, entities.
         for i, plan in list(plans.items()):
             if plan.resume_error is not None:
                 if atomic:
                     raise plan.resume_error
-                outcomes[i] = _failed(plan.resume_error)
+                outcomes[i] = failed_outcome(plan.resume_error)
                 del plans[i]
         if run.terminal and any(p.require_alive for p in plans.values()):
             raise RunGoneError(f"run {run_id} is {run.status}")
@@ -200,7 +181,7 @@ class MemoryLog:
             if plan.commit_error is not None:
                 if atomic:
                     raise plan.commit_error
-                outcomes[i] = _failed(plan.commit_error)
+                outcomes[i] = failed_outcome(plan.commit_error)
                 del plans[i]
         seq_in_band: int | None = None
         created: dict[int, BatchEventOutcome] = {}  # born running: the step_created outcome, with its own event
@@ -388,51 +369,12 @@ def _seq_in_band_after(run: RunRecord | None, first: Plan, in_band: bool, expect
     return expected + count
 
 
-def _check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
-                        event_count: int | None) -> None:
-    if req.event_type in WRITER_ONLY_EVENT_TYPES:
-        raise InvalidInputError(f"{req.event_type} is written by the World, not by callers", field="eventType")
-    if in_band and req.event_type != "run_created" and (expected is None or expected < 0):
-        raise MissingInBandCountError()
-    if event_count is not None and event_count < 0:
-        raise InvalidInputError("event_count must be >= 0", field="eventCount")
 
 
-def _check_run_id(run_id: str | None) -> str:
-    if not run_id:
-        raise InvalidInputError("run_id is required", field="runId")
-    return check_entity_id(run_id, "runId")
 
 
 def _landed(result: EventResult) -> BatchEventOutcome:
     return build(BatchEventOutcome, status=200, result=result, error=None, message=None)
 
 
-def _failed(error: WorldError) -> BatchEventOutcome:
-    return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
 
-
-def _pair_units(reqs: list[CreateEventRequest]) -> list[_Unit]:
-    """A batch's requests as units; refuses two events for one entity, except the born-running pair."""
-    units: list[_Unit] = []
-    seen: set[str] = set()
-    i = 0
-    while i < len(reqs):
-        req = reqs[i]
-        nxt = reqs[i + 1] if i + 1 < len(reqs) else None
-        key = f"{req.event_type.split('_')[0]}:{req.correlation_id}"
-        if key in seen:
-            raise InvalidInputError(f"the batch has more than one event for {req.correlation_id}",
-                                    field=f"events.{i}")
-        seen.add(key)
-        if (nxt is not None and (req.event_type, nxt.event_type) == _BORN_RUNNING
-                and nxt.correlation_id == req.correlation_id):
-            if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
-                raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
-                                        field=f"events.{i + 1}.eventData.input")
-            units.append(_Unit([req, nxt]))
-            i += 2
-        else:
-            units.append(_Unit([req]))
-            i += 1
-    return units

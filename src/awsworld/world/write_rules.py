@@ -1,0 +1,100 @@
+"""The contract's rules for a write request that hold before any storage is consulted: who may write an event
+type, the in-band count an in-band write must carry, a run id, and how a batch splits into units that each
+write one entity (an event, or the step_created + step_started pair that makes a step born running).
+
+Every World checks these the same way and in the same order, so the same bad request gets the same 400 from
+each; they live here, once, and each World builds its own unit type from ``batch_groups``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from .errors import InvalidInputError, MissingInBandCountError, WorldError
+from .events import (
+    BATCH_FORBIDDEN_EVENT_TYPES,
+    WRITER_ONLY_EVENT_TYPES,
+    BatchEventOutcome,
+    CreateEventRequest,
+    parse_event_request,
+)
+from .ids import check_entity_id
+
+BORN_RUNNING_PAIR = ("step_created", "step_started")
+MAX_BATCH_EVENTS = 40
+"""The AWS World's bound (each event is an event item and at most one entity item; a transaction holds 100),
+kept by every World so a batch that passes a test passes deployed."""
+BATCH_REFUSED_EVENT_TYPES = BATCH_FORBIDDEN_EVENT_TYPES | {"run_completed", "run_failed"}
+STAMP_SLACK = timedelta(seconds=1)
+
+
+def check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
+                       event_count: int | None) -> None:
+    if req.event_type in WRITER_ONLY_EVENT_TYPES:
+        raise InvalidInputError(f"{req.event_type} is written by the World, not by callers", field="eventType")
+    if in_band and req.event_type != "run_created" and (expected is None or expected < 0):
+        raise MissingInBandCountError()
+    if event_count is not None and event_count < 0:
+        raise InvalidInputError("event_count must be >= 0", field="eventCount")
+
+
+def check_run_id(run_id: str | None) -> str:
+    if not run_id:
+        raise InvalidInputError("run_id is required", field="runId")
+    return check_entity_id(run_id, "runId")
+
+
+def failed_outcome(error: WorldError) -> BatchEventOutcome:
+    """A batch entry refused with ``error``."""
+    return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
+
+
+def batch_groups(reqs: list[CreateEventRequest]) -> list[list[CreateEventRequest]]:
+    """A batch's requests grouped into units; refuses two events for one entity, except the born-running pair
+    (whose input rides on step_created)."""
+    groups: list[list[CreateEventRequest]] = []
+    seen: set[str] = set()
+    i = 0
+    while i < len(reqs):
+        req = reqs[i]
+        nxt = reqs[i + 1] if i + 1 < len(reqs) else None
+        key = f"{req.event_type.split('_')[0]}:{req.correlation_id}"
+        if key in seen:
+            raise InvalidInputError(f"the batch has more than one event for {req.correlation_id}",
+                                    field=f"events.{i}")
+        seen.add(key)
+        if (nxt is not None and (req.event_type, nxt.event_type) == BORN_RUNNING_PAIR
+                and nxt.correlation_id == req.correlation_id):
+            if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
+                raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
+                                        field=f"events.{i + 1}.eventData.input")
+            groups.append([req, nxt])
+            i += 2
+        else:
+            groups.append([req])
+            i += 1
+    return groups
+
+
+def batch_requests(events: Sequence[Any], *, in_band: bool, expected_seq_in_band: int | None,
+                   stamp: datetime | None, now: datetime) -> list[list[CreateEventRequest]]:
+    """A ``create_batch`` call's events parsed, checked and grouped into units, or the 400 its first problem
+    gets. ``now``: the World's time, which a ``stamp`` may not be ahead of by more than ``STAMP_SLACK``."""
+    if stamp is not None:
+        if not in_band or stamp.tzinfo is None:
+            raise InvalidInputError("stamp needs an in-band write and a timezone-aware time", field="stamp")
+        if stamp > now + STAMP_SLACK:
+            raise InvalidInputError("stamp is in the future", field="stamp")
+    reqs = [parse_event_request(e) for e in events]
+    if not reqs:
+        raise InvalidInputError("a batch needs at least one event", field="events")
+    if len(reqs) > MAX_BATCH_EVENTS:
+        raise InvalidInputError(f"a batch holds at most {MAX_BATCH_EVENTS} events (got {len(reqs)})",
+                                field="events")
+    for i, req in enumerate(reqs):
+        check_write_params(req, in_band, expected_seq_in_band, None)
+        if req.event_type in BATCH_REFUSED_EVENT_TYPES:
+            raise InvalidInputError(f"{req.event_type} cannot be written in a batch", field=f"events.{i}")
+    return batch_groups(reqs)
