@@ -1,13 +1,14 @@
-"""Opaque pagination cursors: URL-safe base64 of a small JSON object. A bad cursor is a 400, not a crash."""
+"""Opaque pagination cursors, the same for every World: URL-safe base64 of a small JSON object. A bad cursor is
+a 400 naming ``cursor``, not a crash."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
-from typing import Any
+from typing import Any, cast
 
-from ...world.errors import InvalidInputError
+from .errors import InvalidInputError
 
 
 def encode_cursor(value: dict[str, Any]) -> str:
@@ -24,10 +25,11 @@ def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
         raise InvalidInputError("cursor is not one this World issued", field="cursor") from None
     if not isinstance(value, dict):
         raise InvalidInputError("cursor is not one this World issued", field="cursor")
-    return value
+    return cast(dict[str, Any], value)
 
 
 def check_limit(limit: int, maximum: int) -> int:
-    if not isinstance(limit, int) or limit < 1 or limit > maximum:
+    given = cast(object, limit)  # callers may be untyped: check what was really passed
+    if not isinstance(given, int) or given < 1 or given > maximum:
         raise InvalidInputError(f"limit must be between 1 and {maximum}", field="limit")
     return limit

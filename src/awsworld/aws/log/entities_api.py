@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
 from ...world.pages import HookPage, StepPage
 from ..clients import AWSClients
-from ..dynamodb.cursors import check_limit, decode_cursor, encode_cursor
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .entity_reads import EntityReads

@@ -7,12 +7,12 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.entities import ResolveData
 from ...world.errors import InvalidInputError, RunNotFoundError
 from ...world.events import LogSnapshot
 from ...world.pages import EventPage
 from ..clients import AWSClients
-from ..dynamodb.cursors import check_limit, decode_cursor, encode_cursor
 from ..dynamodb.items import Item, events_from_blocks, from_ddb
 from ..dynamodb.reads import get_item
 from ..keys import HOOK_PREFIX, event_sk, run_key, run_pk

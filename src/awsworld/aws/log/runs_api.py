@@ -13,12 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run
 from ...world.errors import InvalidInputError, RunNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import RunPage
 from ..clients import AWSClients
-from ..dynamodb.cursors import check_limit, decode_cursor, encode_cursor
 from ..dynamodb.items import from_ddb
 from ..dynamodb.reads import batch_get
 from ..keys import run_key

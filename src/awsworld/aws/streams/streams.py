@@ -21,11 +21,11 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.errors import InvalidInputError, WorldError
 from ...world.ids import check_entity_id
 from ...world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
 from ..clients import AWSClients
-from ..dynamodb.cursors import check_limit, decode_cursor, encode_cursor
 from .stream_reader import ChunkReader, LiveStream
 from .stream_session import OpenSessions, WriteSession
 from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore, split_parts

@@ -1,30 +1,19 @@
 """Opaque pagination cursors, in the same shape the AWS World issues (URL-safe base64 of a small JSON object:
 ``{"s": slot}`` for events, ``{"k": "STEP#id"}`` / ``{"k": "HOOK#id"}`` for steps and hooks, ``{"r": run id}``
 for runs), so a cursor of one listing is refused by another and a bad one is a 400 naming ``cursor`` on both.
-Kept here rather than imported from ``awsworld.aws`` so the in-memory World needs no AWS client libraries."""
+The codec is ``world/cursors.py``, the one every World uses; what each listing puts in it is read here."""
 
 from __future__ import annotations
 
-import base64
-import binascii
-import json
-
+from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.errors import InvalidInputError
 
-CursorValue = str | int
-
-
-def encode_cursor(value: dict[str, CursorValue]) -> str:
-    return base64.urlsafe_b64encode(json.dumps(value, separators=(",", ":")).encode()).decode().rstrip("=")
+__all__ = ["check_limit", "encode_cursor", "key_after", "run_before", "slot_after"]
 
 
 def _decode(cursor: str) -> dict[str, object]:
-    try:
-        value = json.loads(base64.urlsafe_b64decode((cursor + "=" * (-len(cursor) % 4)).encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidInputError("cursor is not one this World issued", field="cursor") from None
-    if not isinstance(value, dict):
-        raise InvalidInputError("cursor is not one this World issued", field="cursor")
+    value = decode_cursor(cursor)
+    assert value is not None
     return value
 
 
@@ -60,9 +49,3 @@ def run_before(cursor: str | None) -> str | None:
     if not isinstance(run_id, str):
         raise _refused()
     return run_id
-
-
-def check_limit(limit: int, maximum: int) -> int:
-    if not isinstance(limit, int) or limit < 1 or limit > maximum:
-        raise InvalidInputError(f"limit must be between 1 and {maximum}", field="limit")
-    return limit
