@@ -455,3 +455,15 @@ async def test_a_failed_report_to_the_parent_is_retried_with_the_childs_delivery
     assert await run.result() == {"value": 8}
     assert failed == [run.run_id]
     assert len([e for e in await run.events() if e.event_type == "hook_received"]) == 1
+
+
+async def test_a_run_lists_its_children_from_its_own_steps(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(parent_fans_out, 3)
+    await run.result()
+    children = await run.children()
+    assert len(children) == 3
+    for child in children:
+        record = await child.get()
+        assert record.status == "completed"
+        assert (record.execution_context or {}).get("parentRunId") == run.run_id
+    assert await (await awsworld_env.client.start(child_double, 1)).children() == []

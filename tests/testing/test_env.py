@@ -212,3 +212,12 @@ async def test_a_step_sees_the_environments_time(awsworld_env: WorkflowTestEnv) 
     run = await awsworld_env.client.start(later_in_a_step)
     seen = datetime.fromisoformat(await run.result())
     assert seen - start >= timedelta(days=2), "awsworld.now() in a step follows the World's clock"
+
+
+async def test_env_durations_take_strings(awsworld_env: WorkflowTestEnv) -> None:
+    start = awsworld_env.now()
+    await awsworld_env.sleep("1h")
+    awsworld_env.advance("1d")
+    assert awsworld_env.now() - start >= timedelta(days=1, hours=1)
+    with pytest.raises(ValueError):
+        awsworld_env.advance("-1s")

@@ -52,8 +52,6 @@ child's run id.
 from __future__ import annotations
 
 import asyncio
-import base64
-import hashlib
 import logging
 import secrets
 from collections.abc import Callable, Coroutine, Generator, Sequence
@@ -70,6 +68,7 @@ from ..world.errors import (
 )
 from ..world.events import Event
 from . import serde
+from .child_ids import START_CHILD, child_run_id
 from .client import Client, _wake
 from .context import current_step, require_execution
 from .errors import FatalError, ValueTooLargeError
@@ -83,10 +82,8 @@ R_co = TypeVar("R_co", covariant=True)
 
 log = logging.getLogger("awsworld.children")
 
-START_CHILD = "awsworld.start_child"
 TOKEN_PREFIX = "awsworld.child:"
 LINK_KEY = "awsworld.child"  # the key of a call's hook metadata: {"runId", "workflowName", "detached"}
-MAX_READABLE_ID = 120  # longer derived ids are hashed, so nested children stay within the 200-character id limit
 ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
@@ -169,16 +166,6 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
 async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
     """``await child_workflow(...)`` inside a workflow: start the child and await its value."""
     return await (await _start(definition, args, kwargs, detached=False))
-
-
-def child_run_id(parent_run_id: str, call_id: str) -> str:
-    """The child run of ``parent_run_id``'s call ``call_id``: readable (``<parent>.<call>``) while short, else
-    ``wrun_`` and a digest of that. Part of the durable format: every replay and retry must derive the same."""
-    readable = f"{parent_run_id}.{call_id}"
-    if len(readable) <= MAX_READABLE_ID:
-        return readable
-    digest = base64.b32encode(hashlib.sha256(readable.encode()).digest()).decode().rstrip("=")
-    return f"wrun_{digest[:26]}"
 
 
 def child_token(run_id: str) -> str:

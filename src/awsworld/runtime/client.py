@@ -19,6 +19,7 @@ from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
+from .child_ids import START_CHILD, child_run_id
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .hook_timeouts import failure_payload
 from .messages import FlowMessage, queue_name_for
@@ -111,6 +112,12 @@ class Run(Generic[R_co]):
 
     async def events(self) -> list[Event]:
         return await collect_pages(lambda cursor: self.client.world.events.list(self.run_id, cursor=cursor))
+
+    async def children(self) -> list[Run[Any]]:
+        """The child runs this run has started (``await child_wf(...)``, ``start_child``), in call order: read
+        from its own steps, so no listing of other runs is needed."""
+        return [Run(self.client, child_run_id(self.run_id, s.step_id)) for s in await self.steps()
+                if s.step_name == START_CHILD and s.status == "completed"]
 
     async def steps(self) -> list[Step]:
         return await collect_pages(lambda cursor: self.client.world.steps.list(self.run_id, cursor=cursor))

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 
 from ..runtime.client import Client
+from ..runtime.durations import Duration, parse_duration
 from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..runtime.registry import Registry
 from ..runtime.runtime import Runtime
@@ -25,8 +26,6 @@ from ..world.entities import TERMINAL_RUN_STATUSES
 from .clock import VirtualClock
 from .driver import Driver
 from .memory import MemoryWorld
-
-Duration = timedelta | float
 
 
 class WorkflowTestEnv:
@@ -101,7 +100,5 @@ class WorkflowTestEnv:
 
 
 def _delta(duration: Duration) -> timedelta:
-    delta = duration if isinstance(duration, timedelta) else timedelta(seconds=duration)
-    if delta < timedelta(0):
-        raise ValueError("time only moves forward: a duration must not be negative")
-    return delta
+    """Any duration awsworld takes (seconds, a timedelta, ``"2d"``); never negative: time only moves forward."""
+    return parse_duration(duration, what="a test environment's duration")
