@@ -184,6 +184,7 @@ class _Later:
     """A runtime that asks for every delivery again in 2 s (as a step message that came too early does)."""
 
     def __init__(self, world: Any) -> None:
+        self.world = world  # the delivery path reads the World's clock through its runtime
         self.registry = Runtime(world).registry
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
