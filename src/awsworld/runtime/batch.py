@@ -146,7 +146,7 @@ async def map(  # the issue's name; ``batch_map`` is the same function without s
 
     Once the outcome is decided no new item starts; items already started run to their end and their results are
     kept. ``map`` never raises for an item's failure: ``result.values()`` does, with every failure, when the
-    batch failed. Cancelling ``map`` cancels the items in flight."""
+    batch failed. Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
     inputs = list(items)
     total = len(inputs)
     if max_concurrency is not None and max_concurrency < 1:
@@ -222,9 +222,10 @@ async def first_successful(*awaitables: Awaitable[T]) -> T:
     others are cancelled. When every one fails, ``BatchError`` carries every failure in argument order.
 
     What a cancelled one leaves behind: a sleep is dropped (the run is not woken for it); a hook stops being
-    awaited (it keeps its token until disposed or the run ends; payloads sent to it are kept, unread); a step
-    already declared still runs to its end, where it runs, and its result is ignored: the workflow does not
-    wait for it, and the run may end before it does."""
+    awaited (it keeps its token until disposed or the run ends; payloads sent to it are kept, unread); a step is
+    ended as cancelled in the log and its body stopped where it runs (see ``step_runner``), and one not started
+    yet never starts. The workflow waits for none of them: the flow advances it while a losing step runs inline,
+    and a queued loser's delivery notices its step ended at its next status check."""
     if not awaitables:
         raise ValueError("first_successful() needs at least one awaitable")
     loop = asyncio.get_running_loop()

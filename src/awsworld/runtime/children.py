@@ -42,6 +42,12 @@ Why the races are safe:
   by then, so a child is never orphaned whichever of the two looks first.
 - *The child ends after its parent* (detached, or left running when the parent completed): the parent's hooks
   went with its run, so there is nothing to deliver and nothing is.
+- *The workflow cancels the call* (the task awaiting ``start_child`` or a child call, a ``first_successful``
+  loser) while the start step is open: the step's end is recorded as cancelled and the awaiting task raises
+  ``CancelledError``. A start not begun yet never begins (no child run). A start under way is finished
+  (``_start_child_run`` shields it): that child runs on as if left running, still cancelled with its parent
+  unless detached, and its end reaches the call's hook, which nothing reads. Cancelling a task that awaits a
+  started child's handle cancels that await (and the handle), never the child run.
 
 The link is in both records: the child's ``run_created`` executionContext carries ``parentRunId``,
 ``parentCallId`` (the start step's id, the call's position) and ``detached``; the parent's ``hook_created`` for
@@ -264,6 +270,19 @@ async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> st
     context = current_step.get()
     assert context is not None, "awsworld.start_child runs as a step"
     world, parent_id, call_id = context.world, context.metadata.run_id, context.metadata.step_id
+    # A start under way is finished even when the step is cancelled (the workflow stopped awaiting the call):
+    # stopping between the child's run_created and its wake-up would leave a child run that exists and never
+    # runs. The cancellation is still the step's end; the finished start's outcome is not recorded.
+    work = asyncio.ensure_future(_create_child(world, parent_id, call_id, workflow, call_input, detached))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait({work})
+        raise
+
+
+async def _create_child(world: Any, parent_id: str, call_id: str, workflow: str, call_input: Any,
+                        detached: bool) -> str:
     run_id = child_run_id(parent_id, call_id)
     try:
         created = await world.events.create(run_id, {"eventType": "run_created", "eventData": {

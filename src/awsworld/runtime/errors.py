@@ -162,3 +162,14 @@ UNKNOWN_WORKFLOW = "UNKNOWN_WORKFLOW"
 """The deployment never had the workflow or step a run needs (retried for a window first: see ``delivery``)."""
 VALUE_TOO_LARGE = "VALUE_TOO_LARGE"
 """A value the run produced is over the World's size limit."""
+STEP_CANCELLED = "STEP_CANCELLED"
+"""The code of the ``step_failed`` error a flow records when the workflow cancelled its await of a step (its task,
+or a ``first_successful``/``map`` it ran in): the contract has no event that sets a step "cancelled", so the end is
+a ``step_failed`` whose error is named ``CancelledError`` with this code, and replay turns it back into
+``asyncio.CancelledError`` (never a ``StepError``)."""
+
+
+def step_cancelled_error(step_name: str) -> dict[str, str]:
+    """The structured error of a step the workflow cancelled (see ``STEP_CANCELLED``)."""
+    return {"message": f"step {step_name} was cancelled by its workflow", "name": "CancelledError",
+            "code": STEP_CANCELLED}

@@ -35,7 +35,7 @@ from . import determinism, serde
 from . import divergence as dv
 from .context import current_execution
 from .durations import When, resolve
-from .errors import FatalError, HookConflictError, ReplayDivergenceError, StepError
+from .errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, WaitOp
 from .poll import PollSpec
@@ -80,6 +80,7 @@ class WorkflowExecution:
         self.task: asyncio.Task[Any] | None = None
         self.cancelled = False
         self.terminal: str | None = None
+        self.failure: BaseException | None = None  # what ``advance`` raised: raised again by every later call
 
     # ------------------------------------------------------------------ the log
 
@@ -105,7 +106,20 @@ class WorkflowExecution:
                 self.markers[change_id] = min(at, self.markers.get(change_id, at))
 
     def advance(self) -> None:
-        """Consume every event not yet consumed, running the workflow until idle after each."""
+        """Consume every event not yet consumed, running the workflow until idle after each.
+
+        A failure (a divergence, say) is sticky: the event that caused it is consumed already, so a second call
+        must not carry on past it as if it had been applied. (The flow advances the workflow while an inline step
+        runs, too, and leaves the failure to its main loop.)"""
+        if self.failure is not None:
+            raise self.failure
+        try:
+            self._advance()
+        except BaseException as failure:
+            self.failure = failure
+            raise
+
+    def _advance(self) -> None:
         if self.task is None:
             self._start()
         # The determinism guard is on only while the replay loop runs workflow code (run_until_idle installs it):
@@ -201,6 +215,10 @@ class WorkflowExecution:
                 return
             if kind == "step_completed":
                 op.future.set_result(serde.loads(data.get("result")))
+            elif (data.get("error") or {}).get("code") == STEP_CANCELLED:
+                # Recorded because the workflow cancelled its await: replay it as that cancellation, whatever
+                # reached the log first (the code cancels the future at the same point, so this is a no-op then).
+                op.future.cancel()
             else:
                 error = data.get("error") or {}
                 op.future.set_exception(StepError(str(error.get("message", "step failed")),
@@ -342,6 +360,10 @@ class WorkflowExecution:
         return self.task is not None and self.task.done()
 
     def new_ops(self) -> list[Op]:
+        """Ops to declare. A step the workflow cancelled before the flow could declare it (in the same run until
+        idle) is never declared: nothing awaits it, and every replay cancels it at the same point again."""
+        for op in [op for op in self._new.values() if isinstance(op, StepOp) and op.future.cancelled()]:
+            del self._new[op.id]
         for op in self._new.values():
             if isinstance(op, StepOp) and op.digest is None:
                 _digest(op)
@@ -349,6 +371,11 @@ class WorkflowExecution:
 
     def pending_steps(self) -> list[StepOp]:
         return list(self._open_steps.values())
+
+    def cancelled_steps(self) -> list[StepOp]:
+        """Steps in the log and not ended there whose await the workflow cancelled (``task.cancel()``, a
+        ``first_successful`` loser): the flow records their end as cancelled, and stops their bodies."""
+        return [op for op in self._open_steps.values() if op.future.cancelled()]
 
     def pending_waits(self) -> list[WaitOp]:
         """Open waits something still awaits (a cancelled sleep, a disposed hook's timeout: no wake-up)."""

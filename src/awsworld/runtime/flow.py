@@ -43,6 +43,7 @@ from .errors import (
     VALUE_TOO_LARGE,
     ReplayDivergenceError,
     ValueTooLargeError,
+    step_cancelled_error,
 )
 from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
@@ -184,6 +185,8 @@ class Flow:
                 return await self._fail({"message": f"the run reached its limit of {self.settings.max_events} "
                                                     "events (AWSWORLD_MAX_EVENTS_PER_RUN)", "name": "EventLimit"},
                                         EVENT_LIMIT_EXCEEDED)
+            if await self._cancel_steps(execution):
+                continue  # (before the run's end: every step the workflow cancelled has one end in the log)
             if execution.done:
                 return await self._finish(execution)
             if await self._declare(execution) or await self._dispose(execution) or await self._due_waits(execution):
@@ -330,6 +333,36 @@ class Flow:
         if len(landed) < requested:
             await self._reload_tail()  # someone else declared some of them: take their events
 
+    async def _cancel_steps(self, execution: WorkflowExecution) -> bool:
+        """Record the end of every step whose await the workflow cancelled, as ``step_failed`` marked cancelled
+        (one batched write): that is what a queued attempt's status check finds (it stops its body), what makes a
+        message for a step not started yet find it ended (it never runs), and what replays turn back into the
+        ``CancelledError`` the workflow saw. A 409 means the step ended first (its outcome landed before the
+        cancellation): that end stays, and the workflow still sees the cancellation on every replay, because its
+        code cancels the future at the same point before that event is replayed."""
+        steps = execution.cancelled_steps()
+        if not steps:
+            return False
+        for step in steps:  # never to run here: their end is the cancellation
+            self.owned.discard(step.id)
+            self.claimed.pop(step.id, None)
+        for start in range(0, len(steps), BATCH):
+            chunk = steps[start:start + BATCH]
+            result = await self.world.events.create_batch(self.run_id, [
+                {"eventType": "step_failed", "correlationId": step.id,
+                 "eventData": {"error": step_cancelled_error(step.definition.name)}} for step in chunk
+            ], in_band=True, expected_seq_in_band=self.seq_in_band, resolve_data="skip-step-inputs")
+            if result.seq_in_band is not None:
+                self.seq_in_band = result.seq_in_band
+            landed = [o.result.event for o in result.results if o.ok and o.result is not None and o.result.event]
+            failed = [o for o in result.results if not o.ok and o.status != 409]
+            if failed:
+                raise RuntimeError(f"recording a cancelled step failed: {failed[0].message}")
+            await self._append(landed)
+            if len(landed) < len(chunk):
+                await self._reload_tail()  # ended first by another writer: take its end
+        return True
+
     async def _dispose(self, execution: WorkflowExecution) -> bool:
         hooks = execution.disposals()
         for hook in hooks:
@@ -412,7 +445,15 @@ class Flow:
         claimed = self.claimed.pop(step.id, None)
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
-                                     claimed=claimed, call_input=step.input, poll=step.poll)
+                                     claimed=claimed, call_input=step.input, poll=step.poll,
+                                     watch=lambda: self._watch_inline(step))
+        if step.done or step.future.cancelled():
+            # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
+            # ended with is dropped, so the step's one end is the cancellation (written by the loop, _cancel_steps).
+            await self._append(attempt.events)
+            if isinstance(attempt, StepOutcome) and attempt.status == "gone":
+                raise RunGoneError(f"run {self.run_id} ended")
+            return
         if isinstance(attempt, StepEnd):
             await self._append(attempt.events)
             if self._alone(step):
@@ -431,6 +472,24 @@ class Flow:
             await self._queue_step(step, outcome.attempt, outcome.retry_after)
         elif outcome.status in ("finished-already", "running-elsewhere"):
             await self._reload_tail()
+
+    async def _watch_inline(self, step: StepOp) -> bool:
+        """Asked every ``check_seconds()`` while an inline step's body runs: whether to stop it, because the
+        workflow cancelled it or its end is in the log. While the step is not the run's only open operation,
+        another writer may record something the workflow reacts to (a queued step's end, a wake-up handled by
+        another delivery): read the log's tail and advance the workflow, so a ``first_successful`` whose winner
+        ended elsewhere returns (and cancels this loser) without waiting for this body. Never raises: a failed
+        read is retried next time, a failure of the replay is the loop's to handle once the body has ended (it
+        is sticky, see ``WorkflowExecution.advance``)."""
+        execution = self.execution
+        assert execution is not None
+        if not step.done and not step.future.cancelled() and not self._alone(step):
+            try:
+                await self._reload_tail()
+                execution.advance()
+            except Exception as error:
+                log.info("run %s: watching %s while it ran failed (%s)", self.run_id, step.id, type(error).__name__)
+        return step.done or step.future.cancelled()
 
     # ------------------------------------------------------------------ an outcome with the next write
 
@@ -462,7 +521,7 @@ class Flow:
         """Whether the pending outcome is written on its own now: unless the workflow declared steps or waits
         (the outcome rides with them), anything the flow does next must find it in the log."""
         return (execution.terminal is not None or bool(execution.pending_markers) or execution.done
-                or len(execution.log) >= self.settings.max_events
+                or bool(execution.cancelled_steps()) or len(execution.log) >= self.settings.max_events
                 or not any(isinstance(op, StepOp | WaitOp) for op in execution.new_ops()))
 
     async def _settle(self) -> bool:

@@ -74,6 +74,8 @@ class Runtime:
             return Outcome("gone")
         if outcome.status == "running-elsewhere":
             return Outcome("duplicate")  # a second message for a step another delivery runs: it records the end
+        if outcome.status == "cancelled":
+            return Outcome("step-cancelled")  # stopped: the flow that recorded the cancellation goes on by itself
         if outcome.status == "retry":
             await retry_step_message(self.world, message, outcome.retry_after)
             return Outcome("retry-queued")

@@ -15,6 +15,14 @@ A step with a ``timeout`` runs its body as a task that is cancelled when the tim
 with ``StepTimeoutError`` (retryable). A body that swallows the cancellation gets ``CANCEL_GRACE_SECONDS`` more
 to stop and is then left behind (logged): the timeout is recorded anyway, so the run never hangs on it.
 
+A step the workflow cancels (``task.cancel()`` on its await, a ``first_successful`` loser) has its end recorded
+by the flow as a ``step_failed`` marked cancelled (``errors.STEP_CANCELLED``). The body is stopped where it runs:
+inline, the flow's ``watch`` (it advances the workflow while the body runs) says so; queued, ``status_watch``
+reads the step's status every ``check_seconds()`` and finds it ended. Either way the body is cancelled
+(``CancelledError`` at its next await) and nothing of the attempt is recorded (``cancelled``): the cancellation
+is the step's one end. A queued message for a step not started yet finds it ended (``step_started`` is refused
+with 409) and never runs it.
+
 A poll (``poll_until``: ``poll`` given) is judged here too: a result the predicate rejects is recorded as
 ``step_retrying`` at the next poll's time (see ``poll``).
 """
@@ -23,14 +31,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import traceback
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from ..world.clock import clock_of
-from ..world.entities import Step
+from ..world.entities import TERMINAL_STEP_STATUSES, Step
 from ..world.errors import (
     EntityConflictError,
     PayloadTooLargeError,
@@ -49,11 +58,20 @@ from .step_context import StepContext, StepMetadata
 
 MAX_ERROR_MESSAGE = 32 * 1024
 CANCEL_GRACE_SECONDS = 1.0
-"""How long a timed-out step body may take to stop once cancelled before it is abandoned."""
+"""How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
+CHECK_SECONDS_ENV = "AWSWORLD_STEP_CHECK_SECONDS"
+DEFAULT_CHECK_SECONDS = 5.0
+"""A running attempt asks whether its step ended under it at most this often (a queued one: one metadata-only
+``steps.get``), so a step the workflow cancelled stops within about this long, and a shorter step never asks."""
 
 log = logging.getLogger("awsworld.steps")
 
-Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere"]
+Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere",
+                 "cancelled"]
+"""``cancelled``: the attempt was stopped because its step ended under it (the workflow cancelled it); nothing of
+the attempt is recorded, the step's end is the cancellation already in the log."""
+Watch = Callable[[], Awaitable[bool]]
+"""Asked every ``check_seconds()`` while a body runs: True when its step has ended elsewhere (stop the body)."""
 
 
 @dataclass
@@ -110,10 +128,11 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
                    poll: PollSpec | None = None) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
     knows the step is its own to run again. ``claimed`` is a step_started already written (a step declared
-    born running in the flow's batch). The outcome is written out of band (``record_end``)."""
+    born running in the flow's batch). The outcome is written out of band (``record_end``). The body is stopped
+    if its step ends under it (the workflow cancelled it: ``status_watch``)."""
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
                                  on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
-                                 poll=poll)
+                                 poll=poll, watch=status_watch(world, run_id, step_id))
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -122,9 +141,10 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
 async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
-                       poll: PollSpec | None = None) -> StepOutcome | StepEnd:
+                       poll: PollSpec | None = None, watch: Watch | None = None) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
-    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early).
+    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early) or was
+    stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate."""
     definition = registry.step(step_name)
     start_kwargs: dict[str, Any] = {}
@@ -161,13 +181,15 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
         body = definition.fn(*call.get("args", []), **call.get("kwargs", {}))
-        result = await context.run(_bounded(body, definition))
+        result = await context.run(_supervised(body, definition, watch))
         try:
             encoded = serde.dumps(result)
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
         if poll is not None:
             accepted = _accepts(poll, result, step_name)
+    except _StepEnded:
+        return StepOutcome("cancelled", events, attempt=step.attempt)
     except FatalError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     except Exception as error:  # a step body may raise anything: retried per its policy
@@ -180,28 +202,70 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events)
 
 
-async def _bounded(body: Coroutine[Any, Any, Any], definition: StepDef) -> Any:
-    """The step body, cancelled if it outlives the step's timeout (then ``StepTimeoutError``)."""
-    if definition.timeout is None:
+class _StepEnded(Exception):
+    """The attempt was stopped because its step ended elsewhere (the workflow cancelled it)."""
+
+
+def check_seconds() -> float:
+    """How often a running attempt asks whether its step has ended under it (``AWSWORLD_STEP_CHECK_SECONDS``)."""
+    return max(0.01, float(os.environ.get(CHECK_SECONDS_ENV) or DEFAULT_CHECK_SECONDS))
+
+
+def status_watch(world: Any, run_id: str, step_id: str) -> Watch:
+    """A queued attempt's check: has its step ended (a flow recorded its cancellation)? One metadata-only read."""
+
+    async def ended() -> bool:
+        try:
+            step = await world.steps.get(run_id, step_id, resolve_data="none")
+        except Exception as error:  # a failed check is not a reason to stop a body: look again next time
+            log.info("step %s of run %s: status check failed (%s)", step_id, run_id, type(error).__name__)
+            return False
+        return step.status in TERMINAL_STEP_STATUSES
+
+    return ended
+
+
+async def _supervised(body: Coroutine[Any, Any, Any], definition: StepDef, watch: Watch | None) -> Any:
+    """The step body, cancelled if it outlives the step's timeout (then ``StepTimeoutError``) or if ``watch``,
+    asked every ``check_seconds()`` while it runs, says its step has ended (then ``_StepEnded``). Without either
+    the body is simply awaited: a short step pays nothing."""
+    if definition.timeout is None and watch is None:
         return await body
+    loop = asyncio.get_running_loop()
     task = asyncio.ensure_future(body)  # copies the context: the body still sees its step
+    deadline = None if definition.timeout is None else loop.time() + definition.timeout
+    interval = check_seconds()
+    next_check = None if watch is None else loop.time() + interval
     try:
-        done, _ = await asyncio.wait({task}, timeout=definition.timeout)
-        if task in done:
-            return task.result()
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
-        if task not in done:  # it swallowed the cancellation: leave it behind, record the timeout anyway
-            log.warning("step %s ignored its cancellation after its timeout of %g s; abandoned",
-                        definition.name, definition.timeout)
-            task.add_done_callback(_discard_outcome)
-        elif not task.cancelled():
-            task.exception()  # whatever it ended with is superseded by the timeout (and counts as retrieved)
-        raise StepTimeoutError(f"step {definition.name} ran longer than its timeout of {definition.timeout:g} s: "
-                               "the attempt was cancelled")
+        while True:
+            wake = min(t for t in (deadline, next_check) if t is not None)
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, wake - loop.time()))
+            if task in done:
+                return task.result()
+            if deadline is not None and loop.time() >= deadline:
+                await _stop(task, definition, f"after its timeout of {definition.timeout:g} s")
+                raise StepTimeoutError(f"step {definition.name} ran longer than its timeout of "
+                                       f"{definition.timeout:g} s: the attempt was cancelled")
+            if watch is not None and next_check is not None and loop.time() >= next_check:
+                if await watch():
+                    await _stop(task, definition, "once its step had ended")
+                    raise _StepEnded(definition.name)
+                next_check = loop.time() + interval
     finally:
         if not task.done():  # the attempt itself was cancelled (the delivery is stopping): stop the body too
             task.cancel()
+
+
+async def _stop(task: asyncio.Future[Any], definition: StepDef, why: str) -> None:
+    """Cancel the body and give it ``CANCEL_GRACE_SECONDS`` to stop; a body that swallows the cancellation is left
+    behind (logged), so the attempt never hangs on it."""
+    task.cancel()
+    done, _ = await asyncio.wait({task}, timeout=CANCEL_GRACE_SECONDS)
+    if task not in done:
+        log.warning("step %s ignored its cancellation %s; abandoned", definition.name, why)
+        task.add_done_callback(_discard_outcome)
+    elif not task.cancelled():
+        task.exception()  # whatever it ended with is superseded (and counts as retrieved)
 
 
 def _discard_outcome(task: asyncio.Future[Any]) -> None:
