@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import Field
 
 from .base import WireModel
+from .errors import InvalidInputError
 
 RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
 StepStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
@@ -105,3 +107,15 @@ class Capabilities(WireModel):
     in_band_fence: bool = False
     hook_force_claim: bool = False
     dynamic_workflow_code: bool = False
+
+
+def run_status_filter(status: str | Sequence[str] | None) -> list[str] | None:
+    """A runs listing's ``status`` filter: None (any), or the statuses asked for; an unknown one is a 400.
+    ``[]`` stays ``[]`` (it matches nothing, like SQL ``IN ()``)."""
+    if status is None:
+        return None
+    values = [status] if isinstance(status, str) else list(status)
+    for s in values:
+        if s not in RUN_STATUSES:
+            raise InvalidInputError(f"unknown run status {s!r}", field="status")
+    return values

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ...world.cursors import check_limit, decode_cursor, encode_cursor
-from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run
+from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
 from ...world.errors import InvalidInputError, RunNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import RunPage
@@ -52,7 +52,7 @@ class RunsAPI:
         resolve_data: ResolveData = "none",
     ) -> RunPage:
         check_limit(limit, MAX_PAGE)
-        statuses = _statuses(status)
+        statuses = run_status_filter(status)
         if statuses == []:
             return RunPage()  # status=[] matches nothing, like SQL IN ()
         before = _before(cursor)
@@ -123,14 +123,6 @@ class RunsAPI:
         return await self.writer.create(run_id, event)
 
 
-def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
-    if status is None:
-        return None
-    values = [status] if isinstance(status, str) else list(status)
-    for s in values:
-        if s not in RUN_STATUSES:
-            raise InvalidInputError(f"unknown run status {s!r}", field="status")
-    return values
 
 
 def _before(cursor: str | None) -> str | None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ...world.clock import Clock
-from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
 from ...world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import HookPage, RunPage, StepPage
@@ -110,7 +110,7 @@ class MemoryRuns:
     ) -> RunPage:
         """Newest first by run id (a ULID), like the AWS World's index; ``status=[]`` matches nothing."""
         check_limit(limit, MAX_RUNS_PAGE)
-        statuses = _statuses(status)
+        statuses = run_status_filter(status)
         if statuses == []:
             return RunPage()
         before = run_before(cursor)
@@ -219,11 +219,3 @@ def _page_ids(entities: Mapping[str, object], after: str | None, limit: int) -> 
     return sorted(i for i in entities if after is None or i > after)[: limit + 1]
 
 
-def _statuses(status: str | Sequence[str] | None) -> list[str] | None:
-    if status is None:
-        return None
-    values = [status] if isinstance(status, str) else list(status)
-    for s in values:
-        if s not in RUN_STATUSES:
-            raise InvalidInputError(f"unknown run status {s!r}", field="status")
-    return values
