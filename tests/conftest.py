@@ -111,11 +111,17 @@ def storage_backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-async def storage_world_factory(request: pytest.FixtureRequest, storage_backend: str
-                                ) -> AsyncIterator[AnyWorldFactory]:
+def storage_local(request: pytest.FixtureRequest, storage_backend: str) -> LocalAWS | None:
+    """The session's ``LocalAWS`` for an AWS backend, None for memory. A sync fixture: the session's LocalAWS
+    fixtures are async, and requesting one from inside an async fixture (a running loop) cannot set it up."""
+    return None if storage_backend == MEMORY else local_aws_of(request, storage_backend)
+
+
+@pytest.fixture
+async def storage_world_factory(storage_local: LocalAWS | None) -> AsyncIterator[AnyWorldFactory]:
     """``await storage_world_factory()``: another World on this test's backend, on fresh (empty) storage."""
     made: list[AnyWorld] = []
-    local = None if storage_backend == MEMORY else local_aws_of(request, storage_backend)
+    local = storage_local
 
     async def make() -> AnyWorld:
         world: AnyWorld = MemoryWorld() if local is None else AWSWorld(await local.new_config())
