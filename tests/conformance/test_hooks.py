@@ -293,7 +293,7 @@ async def test_the_resume_marker_is_tiny_and_lives_in_the_runs_partition(world: 
     result = await aws.events.create(run_id, resumed("h1", "p", long_id))
     assert result.event is not None
     (marker,) = resume_markers(await table_items(aws))
-    assert set(marker) == {"pk", "sk", "slot"}
+    assert set(marker) == {"pk", "sk", "slot", "expiresAt"}  # expiresAt: it expires with the run
     assert marker["pk"] == {"S": f"RUN#{run_id}"} and marker["sk"]["S"].startswith("RESUME#h1#")
     assert marker["slot"] == {"N": str(result.event.slot)}
     assert len(marker["sk"]["S"]) == len("RESUME#h1#") + 64

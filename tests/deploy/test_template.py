@@ -174,9 +174,12 @@ def test_the_functions_get_every_variable_the_code_reads(template: dict[str, Any
     assert variables[MODULES_ENV] == {"Ref": "Modules"}
     assert variables[observability.TRACING_ENV] == {"Ref": "EnableTracing"}
     assert variables["AWSWORLD_ON_DIVERGENCE"] == {"Ref": "OnDivergence"}
+    assert variables["AWSWORLD_RETENTION_DAYS"] == {"Ref": "RunRetentionDays"}
+    assert variables["AWSWORLD_MAX_RUN_DAYS"] == {"Ref": "MaxRunDays"}
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "awsworld"
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
-    config = AWSConfig.from_env({name: f"<{name}>" for name in variables})
+    config = AWSConfig.from_env({name: "7" if name.endswith("_DAYS") else f"<{name}>" for name in variables})
+    assert (config.retention_seconds, config.max_run_seconds) == (7 * 86400, 7 * 86400)
     assert (config.table_name, config.bucket_name, config.queue_url, config.dlq_url) == (
         "<AWSWORLD_TABLE>", "<AWSWORLD_BUCKET>", "<AWSWORLD_QUEUE_URL>", "<AWSWORLD_DLQ_URL>")
     for name in ("FlowFunction", "WebhookFunction"):
@@ -223,8 +226,9 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
             assert isinstance(resource, dict), f"{name}: {resource!r} must name this stack's resource"
             text = json.dumps(resource)
             assert re.search(r"Table|Queue|Bucket|LogGroup", text), (name, resource)
-            if "*" in text:  # only object keys under the bucket's own prefixes
-                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*", resource.get("Fn::Sub", "")), resource
+            if "*" in text:  # only object keys under the bucket's own prefixes, or the table's own indexes
+                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*|\$\{Table\.Arn\}/index/\*",
+                                    resource.get("Fn::Sub", "")), resource
 
 
 def test_functions_use_the_templates_roles_and_no_managed_policy(template: dict[str, Any]) -> None:
@@ -298,7 +302,7 @@ def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]
     environment = outputs["ClientEnvironment"]["Value"]["Fn::Sub"]
     pairs = dict(re.findall(r"(\w+)=(\S+)", environment))
     assert set(pairs) == {"AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL",
-                          "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION"}
+                          "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION", "AWSWORLD_RETENTION_DAYS", "AWSWORLD_MAX_RUN_DAYS"}
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert pairs["AWSWORLD_DEPLOYMENT_ID"] == "${AWS::StackName}" and \
         variables["AWSWORLD_DEPLOYMENT_ID"] == {"Ref": "AWS::StackName"}, "runs record the stack, wherever made"
@@ -321,3 +325,17 @@ def test_samconfig_overrides_name_real_parameters_with_allowed_values(template: 
                 assert re.fullmatch(spec["AllowedPattern"], value), (env, name)
             if spec["Type"] == "Number":
                 assert spec.get("MinValue", float("-inf")) <= float(value) <= spec.get("MaxValue", float("inf"))
+
+
+def test_the_client_policy_is_an_output_and_grants_only_the_clients_calls(template: dict[str, Any]) -> None:
+    """A web app's role gets this managed policy: the table (and its listings), waking runs, run values; never
+    the DLQ, Lambda or anything outside this stack (test_iam_grants_no_wildcard_action_or_resource)."""
+    assert template["Outputs"]["ClientPolicyArn"]["Value"] == {"Ref": "ClientPolicy"}
+    client = [s for name, _, s in statements(template) if name == "ClientPolicy"]
+    actions = {a for s in client for a in as_list(s["Action"])}
+    assert actions == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem",
+                       "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
+                       "sqs:SendMessage", "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
+    text = json.dumps([s["Resource"] for s in client])
+    assert "DeadLetterQueue" not in text and "/index/*" in text
+    assert "AWSWORLD_RETENTION_DAYS=${RunRetentionDays}" in template["Outputs"]["ClientEnvironment"]["Value"]["Fn::Sub"]

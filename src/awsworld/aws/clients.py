@@ -17,6 +17,7 @@ import aioboto3
 from botocore.config import Config
 
 from .config import AWSConfig
+from .retention import Retention
 
 
 @dataclass
@@ -62,6 +63,7 @@ class AWSClients:
     def __init__(self, config: AWSConfig) -> None:
         self.config = config
         self.stats = RequestStats()
+        self.retention = Retention(config.retention_seconds, config.max_run_seconds)
         self._session = aioboto3.Session()
         self._stack = AsyncExitStack()
         self._clients: dict[str, Any] = {}

@@ -7,6 +7,11 @@ from dataclasses import dataclass, field
 
 DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+_DAY = 24 * 3600
+DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
+DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
+DEFAULT_RETENTION_SECONDS = DEFAULT_RETENTION_DAYS * _DAY
+DEFAULT_MAX_RUN_SECONDS = DEFAULT_MAX_RUN_DAYS * _DAY
 
 
 @dataclass(frozen=True)
@@ -24,6 +29,11 @@ class AWSConfig:
     inline_value_limit: int = DEFAULT_INLINE_VALUE_LIMIT
     # The largest value (run input/output, step input/result, hook payload) accepted at all.
     max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES
+    # How long a finished run stays readable unless its workflow says (``@workflow(retention=...)``), and the
+    # longest a run may stay running: the TTL rule of ``aws/retention.py``. A client writes a run's first
+    # items, so it needs the stack's values too (the ClientEnvironment output carries them).
+    retention_seconds: int = DEFAULT_RETENTION_SECONDS
+    max_run_seconds: int = DEFAULT_MAX_RUN_SECONDS
     client_options: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -48,4 +58,6 @@ class AWSConfig:
             deployment_id=env.get("AWSWORLD_DEPLOYMENT_ID"),
             inline_value_limit=int(env.get("AWSWORLD_INLINE_VALUE_LIMIT", DEFAULT_INLINE_VALUE_LIMIT)),
             max_value_bytes=int(env.get("AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES)),
+            retention_seconds=round(float(env.get("AWSWORLD_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)) * _DAY),
+            max_run_seconds=round(float(env.get("AWSWORLD_MAX_RUN_DAYS", DEFAULT_MAX_RUN_DAYS)) * _DAY),
         )

@@ -79,7 +79,7 @@ from .client import Client, _wake
 from .context import current_step, require_execution
 from .errors import FatalError, ValueTooLargeError
 from .ops import HookOp
-from .registry import BUILTIN_STEPS, StepDef, WorkflowDef
+from .registry import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
 from .retry import RetryPolicy
 
 P = ParamSpec("P")
@@ -284,11 +284,15 @@ async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> st
 async def _create_child(world: Any, parent_id: str, call_id: str, workflow: str, call_input: Any,
                         detached: bool) -> str:
     run_id = child_run_id(parent_id, call_id)
+    # The child's own retention, from its definition where this process has it (not from the step's
+    # arguments: they are recorded, and their digest must not change).
+    definition = REGISTRY.workflows.get(workflow)
+    retention = definition.execution_context() if definition is not None else {}
     try:
         created = await world.events.create(run_id, {"eventType": "run_created", "eventData": {
             "workflowName": workflow, "input": call_input,
             "executionContext": {"seed": secrets.token_hex(32), "parentRunId": parent_id, "parentCallId": call_id,
-                                 "detached": detached}}}, resolve_data="none")
+                                 "detached": detached, **retention}}}, resolve_data="none")
     except PayloadTooLargeError as too_large:
         raise ValueTooLargeError(f"the input of child workflow {workflow} is too large to record: "
                                  f"{too_large.message}") from None

@@ -23,7 +23,7 @@ from .child_ids import START_CHILD, child_run_id
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .hook_timeouts import failure_payload
 from .messages import FlowMessage, queue_name_for
-from .registry import Registry, workflow_name
+from .registry import Registry, workflow_definition, workflow_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -316,10 +316,14 @@ class HookResumed:
 async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
                  kwargs: dict[str, Any], *, run_id: str | None) -> Run[Any]:
     """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it."""
-    name = workflow if isinstance(workflow, str) else workflow_name(workflow)
+    definition = None if isinstance(workflow, str) else workflow_definition(workflow)
+    name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
     run_id = run_id or new_run_id()
     if client.registry is not None and isinstance(workflow, str):
-        client.registry.workflow(name)  # LookupError naming the workflow and how to register it
+        definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
+    # The workflow's retention rides in the execution context (started by name without a registry: the
+    # deployment's default).
+    context = definition.execution_context() if definition is not None else {}
     try:
         payload = serde.dumps({"args": list(args), "kwargs": kwargs})
     except serde.SerializationError as error:
@@ -327,7 +331,7 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
     result = await client.world.events.create(run_id, {
         "eventType": "run_created",
         "eventData": {"workflowName": name, "input": payload,
-                      "executionContext": {"seed": secrets.token_hex(32)}},
+                      "executionContext": {"seed": secrets.token_hex(32), **context}},
     }, resolve_data="none")
     assert result.run is not None
     run: Run[Any] = Run(client, result.run.run_id, result.run.workflow_name)

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import functools
 import inspect
+import math
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from .context import current_execution
-from .durations import Duration, seconds
+from .durations import Duration, parse_duration, seconds
 from .retry import RetryPolicy, shorthand
 
 P = ParamSpec("P")
@@ -34,10 +36,22 @@ class StepDef:
         return self.retry.max_retries
 
 
+RETENTION_CONTEXT_KEY = "retentionSeconds"
+"""Where a run's ``run_created`` carries its workflow's retention (``executionContext``, whole seconds): the
+World reads it when it makes the run (the AWS World sets its items' TTL from it, ``aws/retention.py``)."""
+
+
 @dataclass(frozen=True)
 class WorkflowDef:
     name: str
     fn: Callable[..., Coroutine[Any, Any, Any]]
+    retention: timedelta | None = None  # how long a finished run stays readable (None: the deployment's default)
+
+    def execution_context(self) -> dict[str, Any]:
+        """What a run of this workflow adds to its ``run_created`` executionContext."""
+        if self.retention is None:
+            return {}
+        return {RETENTION_CONTEXT_KEY: math.ceil(self.retention.total_seconds())}
 
 
 class Registry:
@@ -111,20 +125,28 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 
 
 @overload
-def workflow(*, name: str | None = None) -> _Decorator: ...
+def workflow(*, name: str | None = None, retention: Duration | None = None) -> _Decorator: ...
 
 
-def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *,
-             name: str | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
+def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
+             retention: Duration | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
     ``@workflow`` and ``@workflow(name=...)`` keep the function's parameters and return type. Called inside
     another workflow, it runs as a child run of its own (``awsworld.start_child``, awaited at once); called
-    anywhere else (a unit test, a step), it is the plain function."""
+    anywhere else (a unit test, a step), it is the plain function.
+
+    ``retention``: how long a finished run of this workflow stays readable (any duration, e.g. ``"30d"``);
+    default: the deployment's (``RunRetentionDays``). It is fixed when a run starts (recorded in its
+    ``run_created``), so changing it affects new runs only."""
+    kept = None if retention is None else parse_duration(retention, what="retention")
+    if kept is not None and kept <= timedelta(0):
+        raise ValueError("a workflow's retention must be positive")
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f)  # the body a run replays: ``f``, not the wrapper
+        # the body a run replays: ``f``, not the wrapper
+        definition = WorkflowDef(_stable_name(f, name), f, kept)
         REGISTRY.add_workflow(definition)
 
         @functools.wraps(f)
@@ -189,8 +211,12 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     return decorate(fn) if fn is not None else decorate
 
 
-def workflow_name(fn: Any) -> str:
+def workflow_definition(fn: Any) -> WorkflowDef:
     definition = getattr(fn, "__awsworld_workflow__", None)
-    if definition is None:
+    if not isinstance(definition, WorkflowDef):
         raise TypeError(f"{fn!r} is not a @workflow")
-    return definition.name
+    return definition
+
+
+def workflow_name(fn: Any) -> str:
+    return workflow_definition(fn).name

@@ -62,6 +62,7 @@ from ..dynamodb.items import (
 from ..dynamodb.reads import batch_get, get_item
 from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import entity_key, run_key
+from ..resources import TTL_ATTRIBUTE
 from ..values import ValueStore
 from .blocks import BlockEvent, build_blocks
 from .entity_reads import EntityReads
@@ -588,7 +589,8 @@ class EventWriter:
     def _plan(self, run_id: str, unit: Unit, att: _Attempt, now: str, in_head: bool = False) -> Plan:
         state = State(run_id, now, unit.stored, run=att.run, entity=unit.entity, hooks=att.hooks or [],
                       token_not_owned=unit.token_owner is not None,
-                      deployment_id=self.clients.config.deployment_id, in_head=in_head)
+                      deployment_id=self.clients.config.deployment_id, in_head=in_head,
+                      retention=self.clients.retention.default_seconds, max_run=self.clients.retention.max_run_seconds)
         if len(unit.reqs) == 2:
             return plan_born_running(unit.reqs[0], unit.reqs[1], state)
         if unit.req.event_type == "hook_created" and unit.token_owner is not None:
@@ -612,16 +614,22 @@ class EventWriter:
             records.extend(planned.record() for planned in unit.plan.events)
             slot += len(slots)
         ops: list[TxOp] = []
+        head = create if create is not None else att.run
+        self.clients.retention.remember(run_id, head)
+        # Every item this commit puts carries its TTL from now on (aws/retention.py): nothing rewrites it later.
+        ttl = self.clients.retention.item_ttl(run_id, now)
         if create is not None:
             item = {**create, "seq": count, "seqInBand": count if in_band else 1, "updatedAt": now}
             ops.append(TxOp("Put", "run", item=item, condition="attribute_not_exists(pk)"))
         else:
             ops.append(run_update_op(run_id, plans, seq, count, in_band, expected, now))
-        ops.extend(TxOp("Put", "event", item=block, condition="attribute_not_exists(pk)")
+        ops.extend(TxOp("Put", "event", item={**block, TTL_ATTRIBUTE: ttl}, condition="attribute_not_exists(pk)")
                    for block in build_blocks(run_id, seq + 1, records, now))
         for unit in units:
             assert unit.plan is not None
             for op in unit.plan.ops:
+                if op.item is not None:
+                    op.item.setdefault(TTL_ATTRIBUTE, ttl)
                 if op.role == RESUME_MARKER_ROLE and op.item is not None:
                     op.item["slot"] = unit.sent_slots[-1]  # the hook_received's own slot: a repeat answers with it
                 op.role = f"{op.role}:{unit.index}"

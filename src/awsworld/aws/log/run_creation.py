@@ -10,6 +10,7 @@ from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, event_payload_wanted, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
 from ..keys import run_key
+from ..resources import TTL_ATTRIBUTE
 from ..values import ValueStore
 from .blocks import build_blocks
 from .entity_reads import EntityReads
@@ -29,10 +30,17 @@ class RunCreator:
         rest, _name, payload = split_payload("run_created", data)
         stored = await self.values.store(run_id, payload, "eventData.input")
         now = now_iso()
-        head = new_run_item(run_id, data, now, req.spec_version, self.clients.config.deployment_id)
+        retention = self.clients.retention
+        head = new_run_item(run_id, data, now, req.spec_version, self.clients.config.deployment_id,
+                            retention=retention.default_seconds, max_run=retention.max_run_seconds)
+        retention.remember(run_id, head)
         planned = PlannedEvent("run_created", None, rest, stored, payload, head["specVersion"])
         [block] = build_blocks(run_id, 1, [planned.record()], now)
+        block[TTL_ATTRIBUTE] = head[TTL_ATTRIBUTE]  # the run's items all carry their TTL (aws/retention.py)
         attrs = attrs_put(run_id, data.get("attributes"))
+        for op in attrs:
+            if op.item is not None:
+                op.item[TTL_ATTRIBUTE] = head[TTL_ATTRIBUTE]
         try:
             await transact(self.clients, [
                 TxOp("Put", "run", item=head, condition="attribute_not_exists(pk)"),

@@ -27,6 +27,7 @@ from ...world.errors import (
 )
 from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
+from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
 from ..keys import (
@@ -45,7 +46,8 @@ from ..keys import (
     token_key_fits,
     wait_key,
 )
-from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
+from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE
+from ..retention import RETENTION_ATTRIBUTE, end_ttl, epoch, retention_of
 from ..values import StoredValue
 from .plan import Plan, PlannedEvent, RunChange, SlotRef, split_payload
 
@@ -67,6 +69,12 @@ class State:
     token_not_owned: bool = False
     deployment_id: str | None = None
     in_head: bool = False  # a born-running step may be held in the run head (see plan_born_running)
+    # The stack's retention and longest run (aws/retention.py): a run's own retention is on its head.
+    retention: int = DEFAULT_RETENTION_SECONDS
+    max_run: int = DEFAULT_MAX_RUN_SECONDS
+
+    def run_retention(self) -> int:
+        return int((self.run or {}).get(RETENTION_ATTRIBUTE) or self.retention)
 
 
 def plan_event(req: CreateEventRequest, state: State) -> Plan:
@@ -88,10 +96,14 @@ def _alive(status: str) -> bool:
 
 
 def new_run_item(run_id: str, data: dict[str, Any], now: str, spec_version: int | None,
-                 deployment_id: str | None) -> Item:
+                 deployment_id: str | None, *, retention: int = DEFAULT_RETENTION_SECONDS,
+                 max_run: int = DEFAULT_MAX_RUN_SECONDS) -> Item:
     """The run head: only what fences, counters and listings need, rewritten by every event, so it stays a few
     hundred bytes whatever the workflow carries. The input and execution context stay in the run_created event
-    (slot 1), the attributes in their own item, the output or error in the terminal event (``endSlot``)."""
+    (slot 1), the attributes in their own item, the output or error in the terminal event (``endSlot``). It
+    keeps the run's retention (``ret``: the terminal write sets the TTL from it) and, while the run runs, the
+    TTL every item of the run gets when written (``aws/retention.py``)."""
+    ret = retention_of(data.get("executionContext"), retention)
     return {
         **run_key(run_id),
         "lv": LAYOUT_VERSION,
@@ -107,6 +119,8 @@ def new_run_item(run_id: str, data: dict[str, Any], now: str, spec_version: int 
         GSI_STATUS_KEY: "pending",
         GSI_WORKFLOW_KEY: data["workflowName"],
         GSI_RUN_KEY: run_id,
+        RETENTION_ATTRIBUTE: ret,
+        TTL_ATTRIBUTE: epoch(now) + ret + max_run,
     }
 
 
@@ -127,7 +141,8 @@ def _run_started(req: CreateEventRequest, state: State) -> Plan:
         if not data.get("workflowName") or "input" not in req.data().model_fields_set:
             raise RunNotFoundError(f"run {state.run_id} not found (run_started without workflowName and input "
                                    "cannot create it)")
-        item = new_run_item(state.run_id, data, state.now, req.spec_version, state.deployment_id)
+        item = new_run_item(state.run_id, data, state.now, req.spec_version, state.deployment_id,
+                            retention=state.retention, max_run=state.max_run)
         created = PlannedEvent("run_created", None, {k: v for k, v in data.items() if k != "input"},
                                state.stored, data.get("input"), req.spec_version)
         started = PlannedEvent("run_started", None, {}, None, None, req.spec_version)
@@ -153,7 +168,11 @@ def _run_terminal(status: str, value_field: str | None):
             if run["status"] == status == "cancelled":
                 return Plan([], noop=EventResult())
             raise EntityConflictError(f"run {state.run_id} is already {run['status']}")
-        sets: dict[str, Any] = {"status": status, "completedAt": state.now, GSI_STATUS_KEY: status}
+        # The run's whole partition expires from here (aws/retention.py): the head R after the end, or when the
+        # last token it keeps reserved frees, whichever is later.
+        reserved = [str(h["tokenRetentionUntil"]) for h in state.hooks if _retained(h, state.now)]
+        sets: dict[str, Any] = {"status": status, "completedAt": state.now, GSI_STATUS_KEY: status,
+                                TTL_ATTRIBUTE: end_ttl(state.run_retention(), state.now, reserved)}
         if value_field and state.stored is not None:
             sets["endSlot"] = SlotRef(0)  # the output or error stays in the event
         if status == "failed" and getattr(req.data(), "error_code", None):
@@ -185,7 +204,10 @@ def _hook_release_ops(run_id: str, hook: Item, now: str) -> list[TxOp]:
     token_op = TxOp("Update" if retained else "Delete", "hook-token", key=token_key(hook["token"]))
     token_op.condition = f"{token_op.expr.n('hookId')} = {token_op.expr.v(hook_id_of(hook))}"
     if retained:
-        token_op.update = f"SET {token_op.expr.n('released')} = {token_op.expr.v(True)}"
+        # Kept until its retention ends (the contract), then collected: the token is free from then on anyway.
+        e = token_op.expr
+        token_op.update = (f"SET {e.n('released')} = {e.v(True)}, "
+                           f"{e.n(TTL_ATTRIBUTE)} = {e.v(epoch(str(hook['tokenRetentionUntil'])) + 1)}")
         return [token_op]
     return [
         TxOp("Delete", "hook-release", key=hook_key(run_id, hook_id_of(hook))),
@@ -227,7 +249,10 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
 
     clauses = []
     if sets:
-        clauses.append("SET " + ", ".join(f"{name(k)} = {e.v(v)}" for k, v in sets.items()))
+        # The item may be born here (a run created without attributes): it carries the run's item TTL.
+        ttl = epoch(state.now) + state.run_retention() + state.max_run
+        clauses.append("SET " + ", ".join([*(f"{name(k)} = {e.v(v)}" for k, v in sets.items()),
+                                           f"{e.n(TTL_ATTRIBUTE)} = if_not_exists({e.n(TTL_ATTRIBUTE)}, {e.v(ttl)})"]))
     if removes:
         clauses.append("REMOVE " + ", ".join(name(k) for k in sorted(removes)))
     ops = [op] if clauses else []

@@ -42,7 +42,7 @@ from ..dynamodb.items import Item, from_ddb, now_iso, to_ddb, to_ddb_value
 from ..dynamodb.reads import get_item, query_prefix
 from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import STREAM_PREFIX, run_key, run_pk, segment_prefix, segment_sk, stream_key
-from ..resources import run_prefix
+from ..resources import TTL_ATTRIBUTE, run_prefix
 
 log = logging.getLogger("awsworld.streams")
 
@@ -162,16 +162,19 @@ class StreamStore:
         meta = TxOp("Update", "meta", key=stream_key(run_id, name))
         e = meta.expr
         now = e.v(now_iso())
+        # The stream's items expire with the run's other items (aws/retention.py), set when each is written.
+        ttl = self.clients.retention.item_ttl(run_id, now_iso())
         meta.update = (f"SET {e.n('count')} = {e.v(seen + len(chunks))}, {e.n('done')} = {e.v(False)}, "
                        f"{e.n('updatedAt')} = {now}, {e.n('createdAt')} = if_not_exists({e.n('createdAt')}, {now}), "
-                       f"{e.n('runId')} = {e.v(run_id)}, {e.n('streamName')} = {e.v(name)}")
+                       f"{e.n('runId')} = {e.v(run_id)}, {e.n('streamName')} = {e.v(name)}, "
+                       f"{e.n(TTL_ATTRIBUTE)} = if_not_exists({e.n(TTL_ATTRIBUTE)}, {e.v(ttl)})")
         open_at_seen = f"({e.n('count')} = {e.v(seen)} AND {e.n('done')} = {e.v(False)})"
         meta.condition = f"attribute_not_exists(pk) OR {open_at_seen}" if seen == 0 else open_at_seen
 
         segment = TxOp("Put", "segment", item={
             **stream_key(run_id, name), "sk": segment_sk(name, seen), "runId": run_id, "streamName": name,
             "first": seen, "count": len(chunks), "key": key, "lengths": pack_lengths(chunks),
-            "bytes": sum(len(c) for c in chunks), "writerId": writer_id, "createdAt": now_iso(),
+            "bytes": sum(len(c) for c in chunks), "writerId": writer_id, "createdAt": now_iso(), TTL_ATTRIBUTE: ttl,
         }, condition="attribute_not_exists(pk)")
         return [run, meta, segment]
 
@@ -219,11 +222,14 @@ class StreamStore:
         await ddb.update_item(
             TableName=self.clients.config.table_name, Key=to_ddb(stream_key(run_id, name)),
             UpdateExpression="SET #done = :true, #count = if_not_exists(#count, :zero), #updatedAt = :now, "
-                             "#createdAt = if_not_exists(#createdAt, :now), #runId = :run, #name = :name",
+                             "#createdAt = if_not_exists(#createdAt, :now), #runId = :run, #name = :name, "
+                             "#ttl = if_not_exists(#ttl, :ttl)",
             ExpressionAttributeNames={"#done": "done", "#count": "count", "#updatedAt": "updatedAt",
-                                      "#createdAt": "createdAt", "#runId": "runId", "#name": "streamName"},
+                                      "#createdAt": "createdAt", "#runId": "runId", "#name": "streamName",
+                                      "#ttl": TTL_ATTRIBUTE},
             ExpressionAttributeValues={":true": to_ddb_value(True), ":zero": to_ddb_value(0), ":now": now,
-                                       ":run": to_ddb_value(run_id), ":name": to_ddb_value(name)},
+                                       ":run": to_ddb_value(run_id), ":name": to_ddb_value(name),
+                                       ":ttl": to_ddb_value(self.clients.retention.item_ttl(run_id, now_iso()))},
             ReturnConsumedCapacity="TOTAL",
         )
 

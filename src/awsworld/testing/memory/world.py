@@ -4,6 +4,10 @@ Storage (``storage.py``), the queue (``queue.py``) and streams (``streams.py``) 
 and keep time by one clock (``clock``, a ``VirtualClock`` unless given), so the runtime and the test
 environment see the same "now" as the log's timestamps. Everything one operation changes is changed without
 an ``await`` in between, so a commit is atomic on the event loop without locks.
+
+Retention: a run's retention (``executionContext.retentionSeconds``) is kept in its execution context, as on
+AWS, but nothing here expires: a run lives as long as the process (or ``dev --state``). On AWS a finished run
+disappears after its retention (``aws/retention.py``); nothing a test can observe within a run's life differs.
 """
 
 from __future__ import annotations

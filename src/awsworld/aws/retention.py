@@ -1,0 +1,83 @@
+"""When a run's DynamoDB items expire (TTL on ``expiresAt``), decided so that ending a run rewrites one item.
+
+A run's retention ``R`` (how long a finished run stays readable: ``@workflow(retention=...)``, carried by its
+``run_created`` in ``executionContext.retentionSeconds``, else the stack's ``AWSWORLD_RETENTION_DAYS``) is known
+from the run's first write on. The rule:
+
+* **Every item written for a run carries its TTL from the moment it is written**: ``written + R + H``, where
+  ``H`` is the longest a run may stay running (``AWSWORLD_MAX_RUN_DAYS``). An item written while the run runs
+  therefore outlives the run's end by at least ``R`` as long as the run lasts less than ``H``; nothing is
+  rewritten later, so a step's commit carries the same items as before, each about 15 bytes larger (within
+  the KB a write is billed by, measured with ``bench/bill.py``).
+* **The run's end sets the head's TTL to ``end + R``** (in the terminal commit, which rewrites the head
+  anyway), or later if a hook token of the run stays reserved longer (the contract keeps the owning run
+  available while its token is). From then on the run is gone as a whole: every read starts at the head.
+  The partition's other items are unreachable and follow within ``H`` (DynamoDB deletes them for free);
+  a retained token's item expires when its retention ends.
+* The head of a running run carries ``created + R + H`` like every other item, so an abandoned partition is
+  collected too.
+
+Rewriting every item at the end instead would bill each item again by its size (event blocks reach 48 KB);
+refreshing TTLs while a run runs cannot help a run that sleeps (it writes nothing while it waits). So ``H`` is
+the one limit: a run that stays running longer than ``R + H`` loses its oldest items (the README says so).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import datetime
+from typing import Any
+
+from .resources import TTL_ATTRIBUTE
+
+RETENTION_CONTEXT_KEY = "retentionSeconds"
+"""The ``run_created`` executionContext key carrying the workflow's retention (whole seconds)."""
+RETENTION_ATTRIBUTE = "ret"
+"""The run head's attribute holding the run's retention in seconds, so the terminal write knows it."""
+_KNOWN = 4096
+
+
+def epoch(iso: str) -> int:
+    return int(datetime.fromisoformat(iso).timestamp())
+
+
+def retention_of(context: Any, default: int) -> int:
+    """The retention a ``run_created`` asks for (its executionContext), else ``default``."""
+    value = context.get(RETENTION_CONTEXT_KEY) if isinstance(context, dict) else None
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return int(value)
+    return default
+
+
+class Retention:
+    """The TTL rule above, with the retention of the runs this process has seen (a writer that did not read a
+    run's head, such as a stream append, uses the stack's default for it)."""
+
+    def __init__(self, default_seconds: int, max_run_seconds: int) -> None:
+        self.default_seconds = default_seconds
+        self.max_run_seconds = max_run_seconds
+        self._known: OrderedDict[str, int] = OrderedDict()
+
+    def remember(self, run_id: str, head: dict[str, Any] | None) -> None:
+        value = (head or {}).get(RETENTION_ATTRIBUTE)
+        if value is None:
+            return
+        self._known[run_id] = int(value)
+        self._known.move_to_end(run_id)
+        while len(self._known) > _KNOWN:
+            self._known.popitem(last=False)
+
+    def of(self, run_id: str) -> int:
+        return self._known.get(run_id, self.default_seconds)
+
+    def item_ttl(self, run_id: str, now: str, retention: int | None = None) -> int:
+        """The TTL of an item of ``run_id`` written at ``now`` (ISO)."""
+        return epoch(now) + (retention if retention is not None else self.of(run_id)) + self.max_run_seconds
+
+    def stamp(self, item: dict[str, Any], ttl: int) -> None:
+        item.setdefault(TTL_ATTRIBUTE, ttl)
+
+
+def end_ttl(retention: int, now: str, reserved_until: list[str]) -> int:
+    """The head's TTL at the run's end: ``end + R``, or when the last reserved token of the run frees."""
+    return max([epoch(now) + retention, *(epoch(until) + 1 for until in reserved_until)])

@@ -1,0 +1,42 @@
+"""``@workflow(retention=...)``: the run's ``run_created`` carries the workflow's retention (the World sets the
+TTL of the run's items from it: tests/conformance/test_retention.py); a workflow without one leaves it to the
+deployment's default."""
+
+from __future__ import annotations
+
+import pytest
+
+from awsworld import Client, workflow
+from awsworld.runtime.registry import RETENTION_CONTEXT_KEY, workflow_definition
+from awsworld.testing.memory import MemoryWorld
+
+
+@workflow(name="tests.retention.kept_a_month", retention="30d")
+async def kept_a_month() -> int:
+    return 1
+
+
+@workflow(name="tests.retention.default")
+async def kept_by_default() -> int:
+    return 1
+
+
+async def test_a_workflows_retention_rides_in_its_runs_execution_context() -> None:
+    world = MemoryWorld()
+    try:
+        client = Client(world)
+        run = await client.start(kept_a_month)
+        view = await world.runs.get(run.run_id)
+        assert (view.execution_context or {})[RETENTION_CONTEXT_KEY] == 30 * 24 * 3600
+        plain = await client.start(kept_by_default)
+        assert RETENTION_CONTEXT_KEY not in ((await world.runs.get(plain.run_id)).execution_context or {})
+    finally:
+        await world.close()
+
+
+def test_retention_takes_any_duration_and_refuses_nonsense() -> None:
+    assert workflow_definition(kept_a_month).execution_context() == {RETENTION_CONTEXT_KEY: 2592000}
+    with pytest.raises(ValueError):
+        workflow(retention=0)
+    with pytest.raises((ValueError, TypeError)):
+        workflow(retention="soon")
