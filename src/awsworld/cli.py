@@ -11,6 +11,7 @@ import asyncio
 import sys
 from typing import Any
 
+from .deploy import init as _deploy
 from .world import EntityConflictError, InBandSupersededError, World
 
 
@@ -142,7 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     dev = sub.add_parser("dev", help="run the embedded emulator with your workflows loaded, until interrupted")
     dev.add_argument("modules", nargs="+", help="modules that define your @workflow and @step functions")
     _add_remote_commands(sub)
+    _deploy.add_commands(sub)
     args = parser.parse_args(argv)
+    if args.command in _deploy.COMMANDS:
+        return _deploy.run(args)
     if args.command in ("demo", "dev"):
         try:
             import moto  # noqa: F401

@@ -1,0 +1,116 @@
+"""The SAM app awsworld deploys, shipped inside the package so an installed awsworld can write it out.
+
+``template.yaml`` (the stack) and ``monitoring.yaml`` (its nested dashboard-and-alarms application) here are the
+only copies that are edited. ``awsworld template`` prints them and ``awsworld init`` writes them into a user's
+project, so upgrading awsworld never means copying files out of a repository. The repository's own
+``template.yaml`` is :func:`template_text` with ``code_uri="handlers/"`` and its ``infra/monitoring.yaml`` is
+:func:`monitoring_text`; ``tests/deploy/test_init.py`` fails when either drifts.
+
+Everything here reads package data and formats text: no AWS client, no import of the runtime, so ``awsworld
+template`` works in any environment the package installs into.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from importlib import resources
+
+from .. import __version__
+
+#: Where the template's nested Monitoring application points, relative to the template.
+MONITORING_PATH = "infra/monitoring.yaml"
+#: The canonical template's code location: the user's project, which holds their workflow modules.
+DEFAULT_CODE_URI = "."
+#: The Lambda entry points (module name -> what the route does), as the template's Handler properties name them.
+HANDLERS = {
+    "flow": "the flow route (SQS batch -> awsworld runtime)",
+    "webhook": "the webhook route (Function URL -> hook)",
+}
+
+_CODE_URI_LINE = re.compile(r"^(    CodeUri: )\.$", re.M)
+
+
+def _read(name: str) -> str:
+    return resources.files(__package__ or "awsworld.deploy").joinpath(name).read_text(encoding="utf-8")
+
+
+def template_text(code_uri: str = DEFAULT_CODE_URI) -> str:
+    """The stack's template; ``code_uri`` is the functions' code folder (the only line that differs between a
+    user's project, whose root holds their modules, and this repository, which builds from ``handlers/``)."""
+    text = _read("template.yaml")
+    if code_uri == DEFAULT_CODE_URI:
+        return text
+    rendered, count = _CODE_URI_LINE.subn(lambda m: f"{m.group(1)}{code_uri}", text)
+    if count != 1:  # the canonical file lost its one Globals CodeUri line: fail loudly, not write a stale path
+        raise RuntimeError(f"template.yaml has {count} 'CodeUri: .' lines, expected exactly one")
+    return rendered
+
+
+def monitoring_text() -> str:
+    """The nested monitoring stack (dashboard and alarms), written to ``infra/monitoring.yaml``."""
+    return _read("monitoring.yaml")
+
+
+def handler_text(route: str) -> str:
+    """A thin entry point: Lambda imports it by the template's short handler path; the logic stays in the
+    package, so an upgrade of awsworld upgrades the handler without rewriting this file."""
+    return (f'"""Lambda entry point of {HANDLERS[route]}. The logic is in the package:\n'
+            f'``awsworld.lambda_.{route}``; this file only gives the template a short handler path."""\n\n'
+            f"from awsworld.lambda_.{route} import handler\n\n"
+            '__all__ = ["handler"]\n')
+
+
+def requirements_text(version: str = __version__) -> str:
+    """What ``sam build`` installs beside the user's code: awsworld pinned to the version whose template this
+    is (the template and the handlers' code must match), plus a reminder where their own dependencies go."""
+    return ("# What `sam build` installs into both functions, beside this folder's code (the template's CodeUri).\n"
+            "# awsworld is pinned to the version that wrote template.yaml: upgrade them together\n"
+            "# (pip install -U awsworld, then awsworld template > template.yaml and\n"
+            "# awsworld template --monitoring > infra/monitoring.yaml).\n"
+            f"awsworld=={version}\n"
+            "# Add here what your workflow modules import.\n")
+
+
+def stack_base_name(directory_name: str) -> str:
+    """A CloudFormation-safe stack name stem from the project folder's name (letters, digits, hyphens)."""
+    stem = re.sub(r"[^A-Za-z0-9]+", "-", directory_name).strip("-")
+    if not stem or not stem[0].isalpha():
+        stem = f"awsworld-{stem}" if stem else "awsworld"
+    return stem[:100]
+
+
+def samconfig_text(stack: str, modules: Sequence[str]) -> str:
+    """samconfig.toml for a dev stack (the default) and a prod stack of the user's project, with ``Modules``
+    naming their workflow modules (AWSWORLD_MODULES: what the functions import at cold start to register them)."""
+    names = ",".join(modules)
+
+    def environment(env: str, stage: str, retention: int, concurrency: int) -> str:
+        overrides = (f'Stage=\\"{stage}\\" Modules=\\"{names}\\" RunRetentionDays=\\"{retention}\\" '
+                     f'FlowMaxConcurrency=\\"{concurrency}\\" EnableTracing=\\"false\\"')
+        return (f"[{env}.global.parameters]\n"
+                f'stack_name = "{stack}-{stage}"\n\n'
+                f"[{env}.build.parameters]\n"
+                "cached = false\n"
+                "parallel = true\n\n"
+                f"[{env}.validate.parameters]\n"
+                "lint = true\n\n"
+                f"[{env}.deploy.parameters]\n"
+                "# CAPABILITY_IAM: the stack creates the functions' roles. CAPABILITY_AUTO_EXPAND: the Monitoring\n"
+                f"# nested application ({MONITORING_PATH}).\n"
+                'capabilities = "CAPABILITY_IAM CAPABILITY_AUTO_EXPAND"\n'
+                "confirm_changeset = true\n"
+                "fail_on_empty_changeset = false\n"
+                "resolve_s3 = true\n"
+                f's3_prefix = "{stack}-{stage}"\n'
+                f'parameter_overrides = "{overrides}"\n\n'
+                f"[{env}.logs.parameters]\n"
+                "tail = true\n")
+
+    return ("# Written by awsworld init. sam build && sam deploy --guided the first time (it asks for the region and\n"
+            "# offers to save the answers here), then sam build && sam deploy; add --config-env prod for the prod\n"
+            "# stack. Credentials come from the usual AWS environment or profile, never from this file.\n"
+            "version = 0.1\n\n"
+            + environment("default", "dev", 90, 10)
+            + "\n# sam build && sam deploy --config-env prod\n"
+            + environment("prod", "prod", 365, 50))
