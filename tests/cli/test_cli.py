@@ -417,3 +417,13 @@ def test_start_arguments() -> None:
     with pytest.raises(CliError) as error:
         start_arguments("[1]", '"x"')
     assert error.value.code == 2
+
+
+def test_a_workflow_registered_from_main_warns_once(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text("from awsworld import workflow\n\n@workflow\nasync def a() -> None: ...\n\n"
+                      "@workflow\nasync def b() -> None: ...\n\n"
+                      "@workflow(name='named.c')\nasync def c() -> None: ...\n")
+    done = subprocess.run([sys.executable, str(script)], env=_clean_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr.count("registered from __main__") == 1, done.stderr
+    assert "'__main__.a'" in done.stderr and "name=" in done.stderr
