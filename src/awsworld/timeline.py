@@ -1,29 +1,77 @@
-"""A readable timeline of one run, from its event log: steps with attempts and durations, waits, hooks."""
+"""A readable timeline of one run, from its event log: steps with attempts and durations, waits, hooks, and
+the values that went in and came out (inputs, results, payloads, errors).
+
+``timeline_rows`` builds the rows (the CLI's ``--json`` prints them as they are); ``print_timeline`` prints them
+as a table. Values are cut to one line unless ``full``; hook tokens and ids never are, because an operator
+pastes them into ``awsworld resume`` (a webhook token is 64 characters).
+"""
 
 from __future__ import annotations
 
+import json
+import shutil
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from .world.events import Event
 from .world.pages import collect_pages
 
+# Where each event type keeps the value worth showing, and what to call it.
+VALUES: dict[str, tuple[str, str]] = {
+    "run_created": ("input", "input"),
+    "run_completed": ("output", "output"),
+    "step_created": ("input", "input"),
+    "step_completed": ("result", "result"),
+    "hook_received": ("payload", "payload"),
+    "hook_created": ("metadata", "metadata"),
+}
+ERRORS = ("run_failed", "step_failed", "step_retrying")
 
-def _ms(a: datetime, b: datetime) -> str:
-    return f"{(b - a).total_seconds() * 1000:8.0f} ms"
+
+@dataclass
+class Row:
+    """One event of the timeline: milliseconds since the run's first event, the event type, what it concerns
+    (a step's name, a hook's token, a wait), a short detail (attempt, duration), and its value or error."""
+
+    at_ms: float
+    event_type: str
+    what: str
+    detail: str
+    value: Any = None
+    has_value: bool = False
+    error: str | None = None
+    event_id: str = ""
+    correlation_id: str | None = None
+    created_at: datetime | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """Stable keys for scripts (``awsworld events --json``)."""
+        return {"eventId": self.event_id, "eventType": self.event_type, "correlationId": self.correlation_id,
+                "createdAt": None if self.created_at is None else self.created_at.isoformat(),
+                "atMs": round(self.at_ms, 3), "what": self.what, "detail": self.detail,
+                "value": self.value if self.has_value else None, "error": self.error}
 
 
-async def print_timeline(world: Any, run_id: str) -> None:
-    events: list[Event] = await collect_pages(
-        lambda cursor: world.events.list(run_id, cursor=cursor, resolve_data="none"))
+def _ms(a: datetime, b: datetime) -> float:
+    return (b - a).total_seconds() * 1000
+
+
+def _error_text(error: Any) -> str:
+    if not isinstance(error, dict):
+        return str(error)
+    name, message, code = error.get("name"), error.get("message", ""), error.get("code")
+    text = f"{name}: {message}" if name else str(message)
+    return f"{text} [{code}]" if code else text
+
+
+def timeline_rows(events: list[Event]) -> list[Row]:
     if not events:
-        print(f"run {run_id}: no events")
-        return
+        return []
     t0 = events[0].created_at
     names: dict[str, str] = {}
     started: dict[str, datetime] = {}
-    print(f"timeline of {run_id} ({len(events)} events)")
-    print(f"  {'at':>11}  {'event':<15} {'what':<28} detail")
+    rows: list[Row] = []
     for event in events:
         data = event.event_data or {}
         corr = event.correlation_id or ""
@@ -38,13 +86,69 @@ async def print_timeline(world: Any, run_id: str) -> None:
                 started[corr] = event.created_at
                 detail = f"attempt {data.get('attempt')}"
             elif kind in ("step_completed", "step_failed", "step_retrying") and corr in started:
-                detail = f"took {_ms(started[corr], event.created_at).strip()}"
+                detail = f"took {_ms(started[corr], event.created_at):.0f} ms"
                 if kind == "step_retrying":
-                    detail += f"; retry after {data.get('retryAfter', '?')[11:23]}"
+                    detail += f"; retry after {str(data.get('retryAfter', '?'))[11:23]}"
         elif kind == "wait_created":
             detail = f"until {str(data.get('resumeAt', ''))[11:23]}"
         elif kind.startswith("hook_"):
             names.setdefault(corr, data.get("token") or corr)
             what = names[corr]
-        print(f"  {_ms(t0, event.created_at)}  {kind:<15} {what[:28]:<28} {detail}")
-    print(f"  total {_ms(t0, events[-1].created_at).strip()}")
+            if kind == "hook_created" and data.get("isWebhook"):
+                detail = "webhook"
+        elif kind == "run_created":
+            what = str(data.get("workflowName", ""))
+        elif kind == "run_cancelled" and data.get("cancelReason"):
+            detail = f"reason: {data['cancelReason']}"
+        row = Row(_ms(t0, event.created_at), kind, what, detail, event_id=event.event_id, correlation_id=
+                  event.correlation_id, created_at=event.created_at)
+        field = VALUES.get(kind)
+        if field is not None and field[0] in data and not (kind == "hook_created" and data[field[0]] is None):
+            row.value, row.has_value = data[field[0]], True
+        if kind in ERRORS and "error" in data:
+            row.error = _error_text(data["error"])
+        rows.append(row)
+    return rows
+
+
+def _value_text(row: Row, width: int, full: bool) -> str:
+    if row.error is not None:
+        text = f"error {row.error}"
+    elif row.has_value:
+        label = VALUES[row.event_type][1]
+        text = f"{label} {json.dumps(row.value, ensure_ascii=False, separators=(',', ':'), default=str)}"
+    else:
+        return ""
+    if not full and len(text) > width:
+        text = text[: max(1, width - 1)] + "…"
+    return text
+
+
+async def read_events(world: Any, run_id: str, *, values: bool = True) -> list[Event]:
+    return await collect_pages(lambda cursor: world.events.list(run_id, cursor=cursor,
+                                                                resolve_data="all" if values else "none"))
+
+
+async def print_timeline(world: Any, run_id: str, *, values: bool = True, full: bool = False) -> None:
+    """Print the run's timeline; with ``values``, each event's input, result, payload or error too (one line
+    each, cut to the terminal's width unless ``full``)."""
+    rows = timeline_rows(await read_events(world, run_id, values=values))
+    if not rows:
+        print(f"run {run_id}: no events")
+        return
+    print(f"timeline of {run_id} ({len(rows)} events)")
+    what_width = max(12, *(len(r.what) for r in rows))  # tokens are never cut: the column grows instead
+    detail_width = max(6, *(len(r.detail) for r in rows))
+    print(f"  {'at':>11}  {'event':<15} {'what':<{what_width}} {'detail':<{detail_width}}  value")
+    columns = shutil.get_terminal_size((120, 24)).columns
+    for row in rows:
+        line = f"  {row.at_ms:8.0f} ms  {row.event_type:<15} {row.what:<{what_width}} {row.detail:<{detail_width}}"
+        room = columns - len(line) - 2
+        if room >= 40 or full:
+            print(f"{line}  {_value_text(row, room, full)}".rstrip())
+            continue
+        print(line.rstrip())  # long tokens leave no room: the value goes on a line of its own
+        text = _value_text(row, columns - 16, full)
+        if text:
+            print(f"{'':>15}{text}")
+    print(f"  total {rows[-1].at_ms:.0f} ms")

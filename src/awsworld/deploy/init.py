@@ -34,8 +34,9 @@ COMMANDS = ("init", "template")
 _MODULE_NAME = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
 
 
-def add_commands(sub: Any) -> None:
-    """Register ``init`` and ``template`` on the ``awsworld`` command's subparsers."""
+def register(sub: Any) -> None:
+    """Register ``init`` and ``template`` on the ``awsworld`` command's subparsers (``awsworld.cli``'s command
+    groups)."""
     init = sub.add_parser(
         "init", help="write a SAM app (template, samconfig, handlers, requirements) into your project",
         description="Write template.yaml, infra/monitoring.yaml, samconfig.toml, requirements.txt, flow.py and "
@@ -45,6 +46,7 @@ def add_commands(sub: Any) -> None:
     init.add_argument("--module", "-m", action="append", required=True, dest="modules", metavar="PKG.MODULE",
                       help="a module defining your @workflow and @step functions (repeat for more)")
     init.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    init.set_defaults(handler=run)
     template = sub.add_parser(
         "template", help="print the SAM template this version deploys (--monitoring: its monitoring stack)",
         description="Print the stack's template (or, with --monitoring, infra/monitoring.yaml). After upgrading "
@@ -53,6 +55,7 @@ def add_commands(sub: Any) -> None:
     template.add_argument("--monitoring", action="store_true", help="print the nested monitoring stack instead")
     template.add_argument("--code-uri", default=DEFAULT_CODE_URI,
                           help="the functions' code folder, relative to the template (default: .)")
+    template.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 import math
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ from .retry import RetryPolicy, shorthand
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+log = logging.getLogger("awsworld.registry")
+_warned_main = False
 
 DEFAULT_MAX_RETRIES = 3
 
@@ -103,6 +107,18 @@ def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
     return result
 
 
+def _warn_if_main(fn: Callable[..., Any], name: str | None) -> None:
+    """A workflow defined in a script run as ``python script.py`` is named ``__main__.x`` by default; the same
+    code imported as a module (by the Lambda handler, by ``awsworld dev``) is ``script.x``, so its runs would
+    not find it. Said once per process, as a log warning: it is legal, only fragile."""
+    global _warned_main
+    if name is None and fn.__module__ == "__main__" and not _warned_main:
+        _warned_main = True
+        log.warning("workflow %r is registered from __main__, so its default name is %r; imported as a module "
+                    "it would be named after that module instead. Pass @workflow(name=...) to keep it stable.",
+                    fn.__qualname__, f"__main__.{fn.__qualname__}")
+
+
 def _require_async(fn: Callable[..., Any], kind: str) -> None:
     if not inspect.iscoroutinefunction(fn):
         raise TypeError(f"@{kind} needs an async def function, got {fn!r}")
@@ -145,6 +161,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "workflow")
+        _warn_if_main(f, name)
         # the body a run replays: ``f``, not the wrapper
         definition = WorkflowDef(_stable_name(f, name), f, kept)
         REGISTRY.add_workflow(definition)

@@ -1,0 +1,71 @@
+"""The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
+``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
+``cancel``), and check code changes against stored runs (``export``, ``replay``).
+
+Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
+the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one
+line with a hint (``--debug`` for a traceback); exit codes: 0 ok, 1 the command failed, 2 a usage error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+from ..deploy import init as deploy_init
+from . import demo, dev, replay, runs
+from .errors import OPERATIONAL, USAGE, CliError, describe
+
+__all__ = ["COMMAND_GROUPS", "CliError", "main"]
+
+# Each group adds its subcommands (``register(sub)``, setting ``handler`` on its parsers); a new group is one
+# line here.
+COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
+                                                 deploy_init.register]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="awsworld", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    read = argparse.ArgumentParser(add_help=False)
+    read.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for register in COMMAND_GROUPS[:2]:
+        register(sub)
+    runs.register(sub, read)
+    for register in COMMAND_GROUPS[2:]:
+        register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; return its exit code. Errors become one line on stderr (see ``errors``)."""
+    parser = build_parser()
+    given = sys.argv[1:] if argv is None else argv
+    # --debug anywhere (an operator adds it to the command that just failed, at its end).
+    args = parser.parse_args([a for a in given if a != "--debug"])
+    args.debug = "--debug" in given
+    if getattr(args, "needs_emulator", False):
+        try:
+            import moto  # noqa: F401
+        except ImportError:
+            print(f"awsworld {args.command}: needs the embedded emulator (hint: pip install 'awsworld[local]')",
+                  file=sys.stderr)
+            return USAGE
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        print("\nstopped", file=sys.stderr)
+        return 130
+    except Exception as error:
+        if args.debug:
+            traceback.print_exc()
+        failure = describe(error)
+        print(f"awsworld {args.command}: {failure}", file=sys.stderr)
+        return failure.code if failure.code in (OPERATIONAL, USAGE) else OPERATIONAL
+

@@ -1,0 +1,7 @@
+"""``python -m awsworld.cli``: the ``awsworld`` command without its console script."""
+
+import sys
+
+from . import main
+
+sys.exit(main())

@@ -1,0 +1,267 @@
+"""``awsworld dev MODULE...``: your workflows on the embedded emulator, with the webhook route, until stopped.
+
+It imports the modules (registering their workflows and steps), provisions a table, bucket and queue on moto
+on 127.0.0.1, runs deliveries through the same path the Lambda flow handler runs, and serves the webhook route
+(the Lambda webhook handler's logic behind a small HTTP server on 127.0.0.1). It prints ``export`` lines: paste
+them into another shell and every ``awsworld`` command (and a ``Client`` built with ``AWSWorld()``) talks to
+this environment. ``--state DIR`` keeps runs across restarts (see ``dev_state`` for how, and its limits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import contextlib
+import importlib
+import logging
+import os
+import shlex
+import signal
+import sys
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import parse_qsl, urlsplit
+
+from .errors import usage
+
+log = logging.getLogger("awsworld.dev")
+
+
+def register(sub: Any) -> None:
+    dev = sub.add_parser("dev", help="serve your workflows and the webhook route on the embedded emulator",
+                         description=__doc__)
+    dev.add_argument("modules", nargs="+", metavar="MODULE", help="modules defining your @workflow and @step "
+                     "functions (imported from the current directory)")
+    dev.add_argument("--state", metavar="DIR", help="keep runs in DIR across restarts (snapshots; see the README)")
+    dev.add_argument("--port", type=int, default=0, help="the emulator's port (default: a free one, or the "
+                     "one --state used last)")
+    dev.add_argument("--webhook-port", type=int, default=0, help="the webhook route's port (default: likewise)")
+    dev.set_defaults(handler=_main, needs_emulator=True)
+
+
+def _main(args: argparse.Namespace) -> int:
+    sys.path.insert(0, os.getcwd())
+    for module in args.modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise usage(f"cannot import {module!r}: {error}", "run from your project's directory, and name the "
+                        "module as you would import it (myapp.workflows, not myapp/workflows.py)") from None
+    asyncio.run(_serve(args))
+    return 0
+
+
+def _start_moto(port: int) -> Any:
+    """moto on ``port`` if it is free (a restart with --state keeps its address), else on any free port."""
+    from ..local import MotoServer
+
+    if port:
+        try:
+            return MotoServer(port).start()
+        except OSError:
+            log.warning("port %d is taken: the emulator moves to a free port (export the new settings)", port)
+    return MotoServer().start()
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    from ..aws.world import AWSWorld
+    from ..local import LocalAWS
+    from ..local.poller import LocalPoller
+    from ..runtime.client import Client
+    from ..runtime.registry import REGISTRY
+    from ..runtime.runtime import Runtime
+    from . import dev_state
+
+    state = dev_state.DevState.load(Path(args.state)) if args.state else None
+    moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
+    try:
+        async with LocalAWS(moto=moto, initial_world=False) as local:
+            config = await local.new_config(state.name if state and state.name else None)
+            world = AWSWorld(config)
+            poller: LocalPoller | None = None
+            webhooks: WebhookServer | None = None
+            try:
+                restored = await dev_state.restore(world, state.directory) if state else 0
+                runtime = Runtime(world)
+                client = Client(world, registry=runtime.registry)
+                poller = LocalPoller(world, runtime)
+                poller.start()
+                woken = await _wake_unfinished(world) if restored else 0
+                webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
+                                         args.webhook_port or (state.webhook_port if state else 0))
+                if state is not None:
+                    state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
+                    state.save()
+                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, woken)
+                await _run_until_stopped(world, state)
+            finally:
+                if webhooks is not None:
+                    webhooks.close()
+                if poller is not None:
+                    await poller.stop()
+                await world.close()
+    finally:
+        await asyncio.to_thread(moto.stop)
+
+
+async def _run_until_stopped(world: Any, state: Any) -> None:
+    """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds and once more on the way out."""
+    from . import dev_state
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C still raises KeyboardInterrupt
+        loop.add_signal_handler(signal.SIGTERM, stop.set)
+        loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), dev_state.SNAPSHOT_SECONDS if state else None)
+            if state is not None:
+                await dev_state.snapshot(world, state.directory)
+    finally:
+        if state is not None:
+            count = await dev_state.snapshot(world, state.directory)
+            print(f"\nstate saved to {state.directory} ({count} items)")
+        print("stopped", flush=True)
+
+
+async def _wake_unfinished(world: Any) -> int:
+    """Queue one wake for every run a snapshot left pending or running (the queue is not saved)."""
+    from ..runtime.messages import FlowMessage, queue_name_for
+
+    woken = 0
+    cursor = None
+    while True:
+        page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor,
+                                     resolve_data="none")
+        for run in page.data:
+            await world.queue(queue_name_for(run.workflow_name), FlowMessage(run.run_id, run.workflow_name)
+                              .to_payload(), idempotency_key=f"{run.run_id}:dev-restart:{os.getpid()}")
+            woken += 1
+        if not page.has_more:
+            return woken
+        cursor = page.cursor
+
+
+def environment(config: Any, webhook_url: str) -> dict[str, str]:
+    """What a shell needs to point awsworld (the CLI or ``AWSWorld()``) at this environment."""
+    from ..local import DUMMY_CREDENTIALS, REGION
+
+    env = {"AWS_ENDPOINT_URL": config.endpoint_url, "AWSWORLD_TABLE": config.table_name,
+           "AWSWORLD_BUCKET": config.bucket_name, "AWSWORLD_QUEUE_URL": config.queue_url or "",
+           "AWSWORLD_WEBHOOK_URL": webhook_url,
+           "AWS_ACCESS_KEY_ID": str(DUMMY_CREDENTIALS["aws_access_key_id"]),
+           "AWS_SECRET_ACCESS_KEY": str(DUMMY_CREDENTIALS["aws_secret_access_key"]), "AWS_REGION": REGION}
+    if config.dynamodb_endpoint_url and config.dynamodb_endpoint_url != config.endpoint_url:
+        env["AWS_ENDPOINT_URL_DYNAMODB"] = config.dynamodb_endpoint_url
+    return env
+
+
+def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.Namespace, state: Any,
+                  restored: int, woken: int) -> None:
+    print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded")
+    for name in sorted(registry.workflows):
+        print(f"  workflow {name}")
+    if state is not None:
+        print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken")
+    print("\n# point awsworld at this environment (paste into another shell):")
+    env = environment(config, webhook_url)
+    env["AWSWORLD_MODULES"] = ",".join(args.modules)
+    for key, value in env.items():
+        print(f"export {key}={shlex.quote(value)}")
+    print(f"\nwebhooks: POST {webhook_url}/webhooks/<token>   (`awsworld hooks RUN` prints each webhook's URL)")
+    print("serving deliveries; Ctrl-C to stop", flush=True)
+
+
+class WebhookServer:
+    """The webhook route on 127.0.0.1: each request becomes the Function URL event Lambda would send, and
+    goes through the deployed handler's own parsing and resume logic (``lambda_.webhook``), on the loop that
+    owns the World; answers are the deployed route's (202, 404, 410, ...)."""
+
+    def __init__(self, world: Any, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
+        from ..lambda_ import observability
+        from ..lambda_ import webhook as route
+
+        observability.logger.setLevel(logging.WARNING)  # the deployed route logs each request as JSON: not here
+        container = cast(Any, _Container(world, client))
+
+        class Handler(BaseHTTPRequestHandler):
+            def _handle(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else None
+                event = _function_url_event(self.command, self.path, dict(self.headers.items()), body)
+                request = route.parse(event)
+                if isinstance(request, route.Response):
+                    response = request
+                else:
+                    future = asyncio.run_coroutine_threadsafe(route.resume(container, request), loop)
+                    try:
+                        response = future.result(timeout=60)
+                    except Exception as error:
+                        log.warning("webhook failed: %s", type(error).__name__)
+                        response = route.Response(500, {"status": "error", "detail": "try again"})
+                answer = response.to_lambda()
+                data = answer["body"].encode()
+                self.send_response(answer["statusCode"])
+                for name, value in answer["headers"].items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+
+            def log_message(self, format: str, *args: Any) -> None:
+                log.debug(format, *args)
+
+        try:
+            self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        except OSError:
+            if not port:
+                raise
+            log.warning("webhook port %d is taken: using a free one", port)
+            self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, name="awsworld-webhooks", daemon=True)
+        self.thread.start()
+
+    @property
+    def port(self) -> int:
+        return int(self.server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
+
+
+class _Container:
+    """What the webhook route reads from its Lambda container: the World and a Client on it."""
+
+    def __init__(self, world: Any, client: Any) -> None:
+        self.world = world
+        self.client = client
+
+
+def _function_url_event(method: str, path: str, headers: dict[str, str], body: bytes | None) -> dict[str, Any]:
+    """The event a Lambda Function URL (payload format 2.0) delivers for this request: bodies base64-encoded,
+    as Function URLs do for anything they do not take for text, so the route decodes them as deployed."""
+    parts = urlsplit(path)
+    event: dict[str, Any] = {
+        "rawPath": parts.path,
+        "requestContext": {"http": {"method": method, "path": parts.path}},
+        "headers": {k.lower(): v for k, v in headers.items()},
+        "queryStringParameters": dict(parse_qsl(parts.query)) or None,
+    }
+    if body is not None:
+        event["body"], event["isBase64Encoded"] = base64.b64encode(body).decode(), True
+    return event
+

@@ -1,0 +1,155 @@
+"""``awsworld dev --state DIR``: the emulator's runs kept across restarts, by snapshots of our own.
+
+moto's server keeps everything in memory and has no persistence, so ``dev`` saves what awsworld stored itself:
+every item of the table (a Scan, in DynamoDB's JSON with binary values base64-encoded) and every object of the
+bucket (large values, stream segments), written to DIR every few seconds and once more on a clean stop, each
+file replaced atomically. On the next start with the same DIR, ``dev`` provisions resources with the same names
+(and, if it is free, on the same port, so the exported settings stay valid), loads the snapshot back, and
+wakes every run that had not finished.
+
+Limits, said plainly: the queue is not saved (its messages are wakes, and the runtime rebuilds what they stood
+for when a run is woken: a durable sleep that fell due meanwhile ends at once); a crash (not Ctrl-C) loses the
+writes since the last snapshot (``SNAPSHOT_SECONDS``), so a step may run again, as it may after any crash;
+snapshots copy the whole table, which suits a development machine, not a large data set.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+SNAPSHOT_SECONDS = 5.0
+STATE_FILE = "state.json"
+TABLE_FILE = "table.jsonl"
+OBJECTS_DIR = "objects"
+MANIFEST_FILE = "objects.json"
+
+
+@dataclass
+class DevState:
+    """Where a ``dev`` environment lives between restarts: its resource name and the ports it served on."""
+
+    directory: Path
+    name: str | None = None
+    port: int = 0
+    webhook_port: int = 0
+
+    @classmethod
+    def load(cls, directory: Path) -> DevState:
+        directory.mkdir(parents=True, exist_ok=True)
+        path = directory / STATE_FILE
+        if not path.exists():
+            return cls(directory)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return cls(directory, data.get("name"), int(data.get("port", 0)), int(data.get("webhookPort", 0)))
+
+    def save(self) -> None:
+        _write_atomic(self.directory / STATE_FILE, json.dumps(
+            {"name": self.name, "port": self.port, "webhookPort": self.webhook_port}, indent=2).encode())
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Write to a sibling file, then rename over ``path``: a crash mid-write leaves the previous snapshot."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, path)
+
+
+def encode_value(value: dict[str, Any]) -> dict[str, Any]:
+    """A low-level DynamoDB attribute value as JSON: ``B``/``BS`` bytes become base64 text."""
+    (kind, inner), = value.items()
+    if kind == "B":
+        return {"B64": base64.b64encode(inner).decode()}
+    if kind == "BS":
+        return {"BS64": [base64.b64encode(b).decode() for b in inner]}
+    if kind == "M":
+        return {"M": {k: encode_value(v) for k, v in inner.items()}}
+    if kind == "L":
+        return {"L": [encode_value(v) for v in inner]}
+    return {kind: inner}
+
+
+def decode_value(value: dict[str, Any]) -> dict[str, Any]:
+    (kind, inner), = value.items()
+    if kind == "B64":
+        return {"B": base64.b64decode(inner)}
+    if kind == "BS64":
+        return {"BS": [base64.b64decode(b) for b in inner]}
+    if kind == "M":
+        return {"M": {k: decode_value(v) for k, v in inner.items()}}
+    if kind == "L":
+        return {"L": [decode_value(v) for v in inner]}
+    return {kind: inner}
+
+
+def _object_file(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()
+
+
+async def snapshot(world: Any, directory: Path) -> int:
+    """Save the table and the bucket into ``directory``; return the number of items saved. Objects are
+    copied once (awsworld never rewrites an object under the same key with other bytes unless its ETag
+    changes, which the manifest compares)."""
+    config = world.config
+    dynamodb, s3 = await world.clients.dynamodb(), await world.clients.s3()
+    lines: list[str] = []
+    request: dict[str, Any] = {"TableName": config.table_name, "ConsistentRead": True}
+    while True:
+        page = await dynamodb.scan(**request)
+        lines += [json.dumps({k: encode_value(v) for k, v in item.items()}) for item in page.get("Items", [])]
+        if "LastEvaluatedKey" not in page:
+            break
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    _write_atomic(directory / TABLE_FILE, "".join(line + "\n" for line in lines).encode())
+
+    objects = directory / OBJECTS_DIR
+    objects.mkdir(exist_ok=True)
+    manifest_path = directory / MANIFEST_FILE
+    old: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    new: dict[str, str] = {}
+    listing: dict[str, Any] = {"Bucket": config.bucket_name}
+    while True:
+        page = await s3.list_objects_v2(**listing)
+        for entry in page.get("Contents", []):
+            key, etag = entry["Key"], entry.get("ETag", "")
+            new[key] = etag
+            if old.get(key) != etag or not (objects / _object_file(key)).exists():
+                response = await s3.get_object(Bucket=config.bucket_name, Key=key)
+                async with response["Body"] as body:
+                    _write_atomic(objects / _object_file(key), await body.read())
+        if not page.get("IsTruncated"):
+            break
+        listing["ContinuationToken"] = page["NextContinuationToken"]
+    _write_atomic(manifest_path, json.dumps(new).encode())
+    for key in set(old) - set(new):
+        (objects / _object_file(key)).unlink(missing_ok=True)
+    return len(lines)
+
+
+async def restore(world: Any, directory: Path) -> int:
+    """Load a snapshot into freshly provisioned (empty) resources; return the number of items loaded."""
+    config = world.config
+    table = directory / TABLE_FILE
+    if not table.exists():
+        return 0
+    dynamodb, s3 = await world.clients.dynamodb(), await world.clients.s3()
+    items = [json.loads(line) for line in table.read_text(encoding="utf-8").splitlines() if line]
+    for start in range(0, len(items), 25):
+        requests = [{"PutRequest": {"Item": {k: decode_value(v) for k, v in item.items()}}}
+                    for item in items[start:start + 25]]
+        pending: dict[str, Any] = {config.table_name: requests}
+        while pending:
+            answer = await dynamodb.batch_write_item(RequestItems=pending)
+            pending = answer.get("UnprocessedItems") or {}
+    manifest_path = directory / MANIFEST_FILE
+    manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    for key in manifest:
+        path = directory / OBJECTS_DIR / _object_file(key)
+        if path.exists():
+            await s3.put_object(Bucket=config.bucket_name, Key=key, Body=path.read_bytes())
+    return len(items)

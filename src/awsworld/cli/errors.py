@@ -1,0 +1,103 @@
+"""What an operator sees when a command cannot do its job: one line, with a hint, and an exit code.
+
+Ordinary mistakes (an unknown run, bad JSON, a workflow nobody registered, an emulator that is not running,
+unset configuration) are the operator's to fix, so a traceback only gets in the way: ``describe`` turns each
+into a sentence and says what to try. ``--debug`` brings the traceback back for the rare real bug.
+
+Exit codes: 0 ok, 1 an operational error (the command was well formed, the world said no), 2 a usage error
+(the command itself, or its configuration, is wrong: argparse uses 2 too).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+OK = 0
+OPERATIONAL = 1
+USAGE = 2
+
+RUNS_HINT = "`awsworld runs` lists recent runs"
+CONFIG_HINT = ("start `awsworld dev` and paste the export lines it prints, or set the variables from your stack's "
+               "outputs (AWSWORLD_TABLE, AWSWORLD_BUCKET, AWSWORLD_QUEUE_URL)")
+
+
+@dataclass
+class CliError(Exception):
+    """A failure worth one line: ``message`` says what happened, ``hint`` what to do about it."""
+
+    message: str
+    hint: str | None = None
+    code: int = OPERATIONAL
+
+    def __str__(self) -> str:
+        return self.message if not self.hint else f"{self.message} (hint: {self.hint})"
+
+
+def usage(message: str, hint: str | None = None) -> CliError:
+    return CliError(message, hint, USAGE)
+
+
+def parse_json(text: str, what: str) -> object:
+    """``text`` as JSON, or a usage error that shows where it broke and how to quote it in a shell."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {text!r}",
+                    "quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}'") from None
+
+
+def describe(error: BaseException) -> CliError:
+    """The one line an exception deserves. Unknown exceptions still get one line, pointing at ``--debug``."""
+    from ..runtime.errors import WorkflowRunCancelledError, WorkflowRunFailedError
+    from ..world.errors import HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
+
+    if isinstance(error, CliError):
+        return error
+    if isinstance(error, RunNotFoundError):
+        return CliError(f"no such run: {error.message}", RUNS_HINT)
+    if isinstance(error, HookNotFoundError):
+        return CliError("no hook holds this token (it was never created, or its run has disposed it)",
+                        "`awsworld hooks RUN` lists a run's tokens, whole")
+    if isinstance(error, RunGoneError):
+        return CliError(error.message, "a finished run takes no more payloads")
+    if isinstance(error, WorkflowRunFailedError | WorkflowRunCancelledError):
+        return CliError(str(error))
+    if isinstance(error, LookupError) and "no workflow named" in str(error):
+        return CliError(str(error).split(" (")[0], "name a workflow your modules register (their `name=`), "
+                        "and set AWSWORLD_MODULES to check names before starting")
+    if isinstance(error, TimeoutError):
+        return CliError(str(error) or "timed out")
+    if isinstance(error, WorldError):
+        return CliError(f"{error.message} ({error.code})")
+    botocore = _botocore(error)
+    if botocore is not None:
+        return botocore
+    return CliError(f"unexpected {type(error).__name__}: {error}", "rerun with --debug for the traceback")
+
+
+def _botocore(error: BaseException) -> CliError | None:
+    try:
+        from botocore.exceptions import (
+            ClientError,
+            EndpointConnectionError,
+            NoCredentialsError,
+            NoRegionError,
+        )
+    except ImportError:  # pragma: no cover - botocore comes with the package
+        return None
+    if isinstance(error, EndpointConnectionError):
+        return CliError(f"cannot reach {error.kwargs.get('endpoint_url', 'the endpoint')}",
+                        "is `awsworld dev` running, and AWS_ENDPOINT_URL its address?")
+    if isinstance(error, NoCredentialsError):
+        return CliError("no AWS credentials", "set AWS_PROFILE, or the keys `awsworld dev` prints")
+    if isinstance(error, NoRegionError):
+        return usage("no AWS region", "set AWS_REGION")
+    if isinstance(error, ClientError):
+        info = error.response.get("Error", {})
+        code, message = info.get("Code", "?"), info.get("Message", "")
+        if code in ("ResourceNotFoundException", "NoSuchBucket", "AWS.SimpleQueueService.NonExistentQueue"):
+            return CliError(f"{code}: {message}", "AWSWORLD_TABLE/BUCKET/QUEUE_URL must name the stack's resources "
+                            "(a restarted `awsworld dev` without --state has new ones)")
+        return CliError(f"AWS refused the request: {code}: {message}")
+    return None

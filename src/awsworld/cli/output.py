@@ -1,0 +1,113 @@
+"""Printing for people and for scripts, and the connection to the stack every remote command shares.
+
+Values are shown as the log stores them (JSON; non-JSON types in their ``{"$t": ...}`` envelopes): the CLI
+has no workflow code, so it never imports user classes to show a value. For people they are cut to one line;
+``--full`` prints them whole. Tokens and ids are never cut: an operator pastes them into other commands.
+``--json`` prints one JSON document with stable camelCase keys, so scripts need not parse the table layout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+from collections.abc import AsyncIterator
+from datetime import datetime
+from typing import Any
+from urllib.parse import urlsplit
+
+from .errors import CONFIG_HINT, CliError, usage
+
+ELLIPSIS = "…"
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def shorten(value: Any, width: int, *, full: bool = False) -> str:
+    """``value`` as one line of compact JSON, cut to ``width`` characters unless ``full``."""
+    text = compact(value)
+    if full or len(text) <= width:
+        return text
+    return text[: max(1, width - 1)] + ELLIPSIS
+
+
+def terminal_width() -> int:
+    return max(60, shutil.get_terminal_size((120, 24)).columns)
+
+
+def when(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+def print_json(document: Any) -> None:
+    print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
+
+
+def error_text(error: Any) -> str | None:
+    """A stored error (a ``StructuredError`` or its dict) as ``Name: message [code]``."""
+    if error is None:
+        return None
+    data = error if isinstance(error, dict) else error.model_dump()
+    name, message, code = data.get("name"), data.get("message", ""), data.get("code")
+    text = f"{name}: {message}" if name else str(message)
+    return f"{text} [{code}]" if code else text
+
+
+def check_config() -> None:
+    """Refuse early, with the fix, when the stack is not configured or the emulator named is not listening:
+    the SDK would otherwise retry for half a minute before failing with a traceback."""
+    missing = [name for name in ("AWSWORLD_TABLE", "AWSWORLD_BUCKET") if not os.environ.get(name)]
+    if missing:
+        raise usage(f"{' and '.join(missing)} not set: the CLI does not know which stack to read", CONFIG_HINT)
+    for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
+        url = os.environ.get(variable)
+        if not url:
+            continue
+        parts = urlsplit(url)
+        if parts.hostname is None:
+            raise usage(f"{variable}={url!r} is not a URL", "e.g. http://127.0.0.1:5000")
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            with socket.create_connection((parts.hostname, port), timeout=3):
+                pass
+        except OSError as error:
+            raise CliError(f"cannot reach {url} ({variable}): {error.strerror or error}",
+                           "is `awsworld dev` running? it prints the export lines for its current address") from None
+
+
+@contextlib.asynccontextmanager
+async def remote() -> AsyncIterator[Any]:
+    """The deployed stack (or ``awsworld dev``) named by the environment, as a ``Client``."""
+    from ..aws import AWSWorld
+    from ..runtime.client import Client
+
+    check_config()
+    async with AWSWorld() as world:
+        yield Client(world, registry=_registry())
+
+
+def _registry() -> Any:
+    """The workflows ``AWSWORLD_MODULES`` names (the stack's own setting; ``awsworld dev`` exports it): with
+    them, ``start`` refuses a workflow name no module registers instead of starting a run that can only fail."""
+    from ..lambda_.container import MODULES_ENV, module_names
+
+    names = module_names(os.environ.get(MODULES_ENV))
+    if not names:
+        return None
+    import importlib
+
+    from ..runtime.registry import REGISTRY
+
+    sys.path.insert(0, os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise usage(f"{MODULES_ENV} names {name!r}, which cannot be imported here: {error}",
+                        "run from your project's directory, or unset AWSWORLD_MODULES") from None
+    return REGISTRY

@@ -1,0 +1,100 @@
+"""``awsworld export`` and ``awsworld replay``: check changed workflow code against stored runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import importlib
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import usage
+from .output import check_config, remote
+
+
+def register(sub: Any) -> None:
+    replay = sub.add_parser(
+        "replay", help="replay stored runs against the current code, writing nothing; exit 1 on a divergence",
+        description="Replay runs against the workflows the named modules define (-m, or AWSWORLD_MODULES) and "
+                    "report each divergence: where, what the log holds, what the code did (values truncated). "
+                    "Runs come from --file (written by awsworld export; no AWS needed), from RUN_IDs, or from "
+                    "a listing (--workflow/--status) of the table in AWSWORLD_TABLE (a deployed stack, or "
+                    "awsworld dev's emulator).")
+    replay.add_argument("run_ids", nargs="*", metavar="RUN_ID")
+    replay.add_argument("--file", "-f", action="append", default=[], help="a file written by awsworld export")
+    replay.add_argument("--module", "-m", action="append", default=[], help="a module defining your workflows")
+    replay.add_argument("--workflow", help="replay the runs of this workflow (with --status, default running)")
+    replay.add_argument("--status", action="append")
+    replay.add_argument("--limit", type=int, default=100)
+    replay.set_defaults(handler=_replay)
+    export = sub.add_parser("export", help="write runs' event logs to a file, for awsworld replay --file")
+    export.add_argument("run_ids", nargs="+", metavar="RUN_ID")
+    export.add_argument("--output", "-o", help="the file to write (default: stdout); holds user payloads")
+    export.set_defaults(handler=_export)
+
+
+def _load_modules(args: Any) -> None:
+    from ..lambda_.container import MODULES_ENV, module_names
+
+    sys.path.insert(0, os.getcwd())
+    for name in [*args.module, *module_names(os.environ.get(MODULES_ENV))]:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise usage(f"cannot import module {name!r}: {error}", "run from your project's directory") from None
+
+
+def _report(results: list[Any]) -> int:
+    for result in results:
+        print(result.describe())
+    bad = sum(not r.ok for r in results)
+    print(f"{len(results)} run(s) replayed, {bad} diverged or could not be replayed")
+    return 1 if bad else 0
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from ..runtime.replayer import load_export, replay_events
+
+    _load_modules(args)
+    if not args.run_ids and not args.workflow:
+        if not args.file:
+            raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")
+        return _report([replay_events(events) for path in args.file for events in load_export(path)])
+    return asyncio.run(_replay_stored(args))
+
+
+async def _replay_stored(args: argparse.Namespace) -> int:
+    from ..runtime.replayer import load_export, replay_events, replay_run
+
+    async with remote() as client:
+        run_ids = list(args.run_ids)
+        if args.workflow:
+            page = await client.list_runs(workflow=args.workflow, status=args.status or ["running"],
+                                          limit=args.limit)
+            run_ids += [run.run_id for run in page.data]
+        results = [replay_events(events) for path in args.file for events in load_export(path)]
+        results += [await replay_run(client.world, run_id) for run_id in run_ids]
+        return _report(results)
+
+
+def _export(args: argparse.Namespace) -> int:
+    from ..runtime.replayer import export_lines, read_run
+
+    check_config()
+
+    async def lines() -> list[str]:
+        async with remote() as client:
+            for run_id in args.run_ids:  # an unknown id: one line, before anything is written
+                await client.world.runs.get(run_id, resolve_data="none")
+            return [line for run_id in args.run_ids for line in export_lines(await read_run(client.world, run_id))]
+
+    found = asyncio.run(lines())
+    text = "".join(f"{line}\n" for line in found)
+    if args.output:
+        Path(args.output).write_text(text, encoding="utf-8")
+        print(f"{len(found)} event(s) of {len(args.run_ids)} run(s) written to {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    return 0

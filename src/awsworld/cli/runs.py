@@ -1,0 +1,393 @@
+"""The operator's commands on a deployed stack (or ``awsworld dev``): start, list and inspect runs, resume
+their hooks, read their streams, cancel them.
+
+Every read command takes ``--json`` (one document with stable keys; ``streams NAME --follow --json`` prints
+one JSON line per chunk, as chunks arrive).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+import sys
+from typing import Any
+
+from ..world.entities import TERMINAL_RUN_STATUSES
+from .errors import CliError, parse_json, usage
+from .output import compact, error_text, print_json, remote, shorten, when
+
+WEBHOOK_URL_ENV = "AWSWORLD_WEBHOOK_URL"
+
+START_HELP = """\
+ARGS is the workflow's positional arguments as a JSON array: '["A-17", ["kettle"], 42.5]'. Any other JSON value
+is the single positional argument: '{"id": 1}' passes one dict, '"A-17"' one string. Keyword arguments go in
+--kwargs as a JSON object: --kwargs '{"express": true}'."""
+
+
+def register(sub: Any, read: argparse.ArgumentParser) -> None:
+    """Add the commands; ``read`` is the parent parser holding ``--json`` (every read command takes it)."""
+    start = sub.add_parser("start", help="start a run: awsworld start WORKFLOW '[args as a JSON array]'",
+                           description=START_HELP, parents=[read])
+    start.add_argument("workflow", help="the workflow's registered name (its name=)")
+    start.add_argument("args", nargs="?", default="[]", help="positional arguments: a JSON array (see above)")
+    start.add_argument("--kwargs", default=None, help="keyword arguments: a JSON object")
+    start.add_argument("--run-id", help="an id of your choosing: starting again with it returns the same run")
+    start.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
+    start.set_defaults(handler=_start)
+
+    runs = sub.add_parser("runs", help="list recent runs", parents=[read])
+    runs.add_argument("--workflow")
+    runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
+    runs.add_argument("--limit", type=int, default=20)
+    runs.set_defaults(handler=_runs)
+
+    events = sub.add_parser("events", help="a run's timeline: steps, hooks, waits, with inputs, outputs and errors",
+                            parents=[read])
+    events.add_argument("run_id", metavar="RUN")
+    events.add_argument("--full", action="store_true", help="print values whole (default: one line each)")
+    events.set_defaults(handler=_events)
+
+    result = sub.add_parser("result", help="a run's return value (exit 1 with its error if it failed)",
+                            parents=[read])
+    result.add_argument("run_id", metavar="RUN")
+    result.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for it to end")
+    result.set_defaults(handler=_result)
+
+    describe = sub.add_parser("describe", help="a run's status, times, attributes, parent and children, steps",
+                              parents=[read])
+    describe.add_argument("run_id", metavar="RUN")
+    describe.set_defaults(handler=_describe)
+
+    hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads received",
+                           parents=[read])
+    hooks.add_argument("run_id", metavar="RUN")
+    hooks.set_defaults(handler=_hooks)
+
+    streams = sub.add_parser("streams", help="a run's streams, or one stream's chunks (--follow: until it closes)",
+                             parents=[read])
+    streams.add_argument("run_id", metavar="RUN")
+    streams.add_argument("name", nargs="?", help="print this stream's chunks (default: list the streams)")
+    streams.add_argument("--follow", "-f", action="store_true", help="keep printing new chunks until it closes")
+    streams.add_argument("--from", dest="start", type=int, default=0, metavar="INDEX", help="first chunk index")
+    streams.set_defaults(handler=_streams)
+
+    resume = sub.add_parser("resume", help="resume a hook: awsworld resume TOKEN '<payload JSON>'")
+    resume.add_argument("token")
+    resume.add_argument("payload", nargs="?", default="null", help="the payload as JSON (default: null)")
+    resume.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                        help="wait this long for the hook to exist (its run may not have reached it yet)")
+    resume.set_defaults(handler=_resume)
+
+    cancel = sub.add_parser("cancel", help="cancel a run")
+    cancel.add_argument("run_id", metavar="RUN")
+    cancel.add_argument("--reason", help="recorded on the run (up to 512 characters)")
+    cancel.set_defaults(handler=_cancel)
+
+
+def start_arguments(args_text: str, kwargs_text: str | None) -> tuple[list[Any], dict[str, Any]]:
+    """The positional and keyword arguments ``start`` passes: an array is the positional arguments, any other
+    JSON value is the single positional argument (a JSON object is one dict, never keyword names)."""
+    value = parse_json(args_text, "ARGS")
+    args = value if isinstance(value, list) else [value]
+    kwargs: Any = {} if kwargs_text is None else parse_json(kwargs_text, "--kwargs")
+    if not isinstance(kwargs, dict):
+        raise usage(f"--kwargs must be a JSON object, got {compact(kwargs)}", "e.g. --kwargs '{\"express\": true}'")
+    return args, kwargs
+
+
+def _start(args: argparse.Namespace) -> int:
+    positional, keywords = start_arguments(args.args, args.kwargs)
+    return asyncio.run(_start_run(args, positional, keywords))
+
+
+async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: dict[str, Any]) -> int:
+    async with remote() as client:
+        run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
+        output: dict[str, Any] = {"runId": run.run_id, "workflow": args.workflow}
+        if args.wait:
+            view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)
+            output.update(_outcome(view))
+        if args.json:
+            print_json(output)
+        else:
+            print(run.run_id)
+            if args.wait:
+                _print_outcome(output)
+        return 1 if output.get("status") in ("failed", "cancelled") else 0
+
+
+def _outcome(view: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"status": view.status}
+    if view.status == "completed":
+        out["output"] = view.output
+    elif view.status == "failed":
+        out["error"] = error_text(view.error)
+        out["errorCode"] = view.error_code
+    return out
+
+
+def _print_outcome(outcome: dict[str, Any]) -> None:
+    status = outcome["status"]
+    if status == "completed":
+        print(compact(outcome["output"]))
+    elif status == "failed":
+        print(f"failed: {outcome['error']}", file=sys.stderr)
+    elif status == "cancelled":
+        print("cancelled", file=sys.stderr)
+    else:
+        print(f"still {status}", file=sys.stderr)
+
+
+def _runs(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
+            if args.json:
+                print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
+                             "createdAt": when(r.created_at), "completedAt": when(r.completed_at)}
+                            for r in page.data])
+                return
+            for run in page.data:
+                print(f"{run.run_id}  {run.status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}")
+            if not page.data:
+                print("no runs", file=sys.stderr)
+
+    asyncio.run(go())
+    return 0
+
+
+def _events(args: argparse.Namespace) -> int:
+    from ..timeline import print_timeline, read_events, timeline_rows
+
+    async def go() -> None:
+        async with remote() as client:
+            await client.world.runs.get(args.run_id, resolve_data="none")  # an unknown run: one line, exit 1
+            if args.json:
+                print_json([row.to_json() for row in timeline_rows(await read_events(client.world, args.run_id))])
+            else:
+                await print_timeline(client.world, args.run_id, full=args.full)
+
+    asyncio.run(go())
+    return 0
+
+
+def _result(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        async with remote() as client:
+            if args.wait:
+                view = await client.world.runs.wait_for_terminal_status(args.run_id, timeout=args.wait)
+            else:
+                view = await client.world.runs.get(args.run_id)
+            outcome = {"runId": view.run_id, **_outcome(view)}
+            if view.status == "cancelled":
+                outcome["reason"] = await client.get_run(view.run_id)._cancel_reason()
+            if args.json:
+                print_json(outcome)
+                return 0 if view.status == "completed" else 1
+            if view.status == "completed":
+                print(compact(view.output))
+                return 0
+            if view.status == "failed":
+                raise CliError(f"run {view.run_id} failed: {outcome['error']}",
+                               f"`awsworld events {view.run_id}` shows where")
+            if view.status == "cancelled":
+                reason = outcome.get("reason")
+                raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
+            raise CliError(f"run {view.run_id} is still {view.status}: no result yet",
+                           "--wait SECONDS waits for it")
+
+    return asyncio.run(go())
+
+
+def _describe(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            world = client.world
+            run = client.get_run(args.run_id)
+            view = await world.runs.get(args.run_id, resolve_data="none")
+            steps = await run.steps()
+            children = []
+            for child in await run.children():
+                try:
+                    child_view = await world.runs.get(child.run_id, resolve_data="none")
+                    children.append({"runId": child.run_id, "workflow": child_view.workflow_name,
+                                     "status": child_view.status})
+                except Exception:
+                    children.append({"runId": child.run_id, "workflow": None, "status": "starting"})
+            context = view.execution_context or {}
+            streams = await world.streams.list(args.run_id)
+            counts: dict[str, int] = {}
+            for step in steps:
+                counts[step.status] = counts.get(step.status, 0) + 1
+            document = {
+                "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
+                "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
+                "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
+                "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
+                "error": error_text(view.error), "errorCode": view.error_code,
+                "parentRunId": context.get("parentRunId"), "children": children,
+                "steps": {"total": len(steps), "byStatus": counts,
+                          "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
+                                    "attempt": s.attempt, "error": error_text(s.error)} for s in steps]},
+                "streams": streams,
+            }
+            if args.json:
+                print_json(document)
+            else:
+                _print_description(document)
+
+    asyncio.run(go())
+    return 0
+
+
+def _print_description(d: dict[str, Any]) -> None:
+    print(f"run       {d['runId']}")
+    print(f"workflow  {d['workflow']}")
+    print(f"status    {d['status']}" + (f"  ({d['error']})" if d["error"] else ""))
+    for key in ("createdAt", "startedAt", "completedAt"):
+        if d[key]:
+            print(f"{key[:-2]:<9} {d[key]}")
+    for key, value in sorted(d["attributes"].items()):
+        print(f"attribute {key} = {value}")
+    if d["parentRunId"]:
+        print(f"parent    {d['parentRunId']}")
+    for child in d["children"]:
+        print(f"child     {child['runId']}  {child['status']:<10} {child['workflow'] or ''}")
+    steps = d["steps"]
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(steps["byStatus"].items()))
+    print(f"steps     {steps['total']}" + (f" ({summary})" if summary else ""))
+    for step in steps["list"]:
+        line = f"  {step['name']:<30} {step['status']:<10} attempt {step['attempt']}"
+        print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
+    if d["streams"]:
+        print(f"streams   {', '.join(d['streams'])}")
+
+
+def _hooks(args: argparse.Namespace) -> int:
+    from ..timeline import read_events
+
+    async def go() -> None:
+        async with remote() as client:
+            await client.world.runs.get(args.run_id, resolve_data="none")
+            events = await read_events(client.world, args.run_id, values=False)
+            base = os.environ.get(WEBHOOK_URL_ENV, "").rstrip("/")
+            hooks: dict[str, dict[str, Any]] = {}
+            for event in events:
+                data = event.event_data or {}
+                corr = event.correlation_id or ""
+                if event.event_type == "hook_created":
+                    webhook = bool(data.get("isWebhook"))
+                    token = str(data.get("token", ""))
+                    hooks[corr] = {"hookId": corr, "token": token, "webhook": webhook, "received": 0,
+                                   "disposed": False, "createdAt": when(event.created_at),
+                                   "url": f"{base}/webhooks/{token}" if webhook and base else None}
+                elif event.event_type == "hook_received" and corr in hooks:
+                    hooks[corr]["received"] += 1
+                elif event.event_type == "hook_disposed" and corr in hooks:
+                    hooks[corr]["disposed"] = True
+            if args.json:
+                print_json(list(hooks.values()))
+                return
+            if not hooks:
+                print(f"run {args.run_id} has no hooks", file=sys.stderr)
+            for hook in hooks.values():
+                state = "disposed" if hook["disposed"] else "open"
+                kind = "webhook" if hook["webhook"] else "hook"
+                print(f"{hook['token']}  {kind:<7} received {hook['received']}  {state}")
+                if hook["url"] and not hook["disposed"]:
+                    print(f"  {hook['url']}")
+            if any(h["webhook"] for h in hooks.values()) and not base:
+                print(f"(set {WEBHOOK_URL_ENV} to the webhook route's address to see the URLs)", file=sys.stderr)
+
+    asyncio.run(go())
+    return 0
+
+
+def _streams(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            world = client.world
+            await world.runs.get(args.run_id, resolve_data="none")
+            if args.name is None:
+                names = await world.streams.list(args.run_id)
+                infos = [(name, await world.streams.get_info(args.run_id, name)) for name in names]
+                if args.json:
+                    print_json([{"name": name, "chunks": info.tail_index + 1, "closed": info.done}
+                                for name, info in infos])
+                    return
+                if not infos:
+                    print(f"run {args.run_id} has no streams", file=sys.stderr)
+                for name, info in infos:
+                    print(f"{name}  {info.tail_index + 1} chunk(s)  {'closed' if info.done else 'open'}")
+                return
+            if args.name not in await world.streams.list(args.run_id):
+                raise CliError(f"run {args.run_id} has no stream {args.name!r}",
+                               f"`awsworld streams {args.run_id}` lists its streams")
+            await _print_chunks(world, args)
+
+    asyncio.run(go())
+    return 0
+
+
+async def _print_chunks(world: Any, args: argparse.Namespace) -> None:
+    """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
+    ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
+    come, until the stream is closed."""
+    out = sys.stdout
+    index = args.start
+    if args.follow:
+        async for chunk in world.streams.get(args.run_id, args.name, start_index=args.start):
+            _emit(out, index, chunk, args.json)
+            index += 1
+        return
+    cursor = None
+    while True:
+        page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor)
+        for chunk in page.data:
+            if chunk.index >= args.start:
+                _emit(out, chunk.index, chunk.data, args.json)
+        if not page.has_more:
+            return
+        cursor = page.cursor
+
+
+def _emit(out: Any, index: int, data: bytes, as_json: bool) -> None:
+    if as_json:
+        try:
+            line = compact({"index": index, "text": data.decode("utf-8")})
+        except UnicodeDecodeError:
+            line = compact({"index": index, "base64": base64.b64encode(data).decode()})
+        out.write(line + "\n")
+    else:
+        out.flush()
+        out.buffer.write(data)
+        out.buffer.flush()
+    out.flush()
+
+
+def _resume(args: argparse.Namespace) -> int:
+    payload = parse_json(args.payload, "PAYLOAD")
+
+    async def go() -> None:
+        async with remote() as client:
+            event = await client.resume_hook(args.token, payload, wait=args.wait)
+            print(f"delivered as {event.event_id} to run {event.run_id}")
+
+    asyncio.run(go())
+    return 0
+
+
+def _cancel(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            view = await client.world.runs.get(args.run_id, resolve_data="none")
+            if view.status in TERMINAL_RUN_STATUSES:
+                raise CliError(f"run {args.run_id} is already {view.status}", "only a pending or running run "
+                               "can be cancelled")
+            await client.cancel(args.run_id, reason=args.reason)
+            print(f"cancelled {args.run_id}")
+
+    asyncio.run(go())
+    return 0

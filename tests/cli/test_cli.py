@@ -1,0 +1,429 @@
+"""Every ``awsworld`` command, run as a process the way an operator runs it: against one ``awsworld dev`` (itself a
+process, with ``--state``) whose printed ``export`` lines configure the other commands. Errors included: one
+line on stderr, the documented exit code, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+WORKFLOWS = '''
+from awsworld import create_hook, create_webhook, get_writable, step, workflow
+
+
+@step(name="clitest.add")
+async def add(a: int, b: int) -> int:
+    return a + b
+
+
+@step(name="clitest.note", max_retries=0)
+async def note(text: str, close: bool = False) -> None:
+    log = get_writable("log")
+    await log.write(text + "\\n")
+    if close:
+        await log.close()
+
+
+@step(name="clitest.boom", max_retries=0)
+async def boom(why: str) -> None:
+    raise ValueError(why)
+
+
+@workflow(name="clitest.sum")
+async def total(a: int, b: int = 0) -> int:
+    return await add(a, b)
+
+
+@workflow(name="clitest.echo")
+async def echo(value: object) -> object:
+    return value
+
+
+@workflow(name="clitest.fail")
+async def fail(why: str) -> None:
+    await boom(why)
+
+
+@workflow(name="clitest.parent")
+async def parent(n: int) -> int:
+    return await total(n, 1)
+
+
+@workflow(name="clitest.approval")
+async def approval(order: dict) -> dict:
+    await note("waiting")
+    webhook = create_webhook()
+    async with create_hook(token=f"approve:{order['id']}") as hook:
+        answer = await hook
+    request = await webhook
+    await note("done", True)
+    return {"answer": answer, "body": request["body"]}
+'''
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def one_line_error(self, code: int) -> str:
+        """The error contract: exit ``code``, nothing on stdout, one line on stderr, no traceback."""
+        assert self.code == code, self
+        assert "Traceback" not in self.err, self.err
+        lines = self.err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("awsworld "), self.err
+        return lines[0]
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith(("AWS", "AWSWORLD"))}
+
+
+def awsworld(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) -> Result:
+    done = subprocess.run([sys.executable, "-m", "awsworld.cli", *args], env=env, cwd=cwd, capture_output=True,
+                          text=True, timeout=timeout)
+    return Result(done.returncode, done.stdout, done.stderr)
+
+
+RUNNER = r"""
+import json, os, sys, traceback
+import awsworld.aws, awsworld.cli, awsworld.lambda_.webhook, awsworld.runtime.replayer  # imported once, here
+
+for line in sys.stdin:
+    request = json.loads(line)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.chdir(request["cwd"])
+            os.environ.clear()
+            os.environ.update(request["env"])
+            for fd, path in ((1, request["out"]), (2, request["err"])):
+                os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), fd)
+            code = awsworld.cli.main(request["args"])
+        except SystemExit as exit:
+            code = exit.code if isinstance(exit.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    print(os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+class Runner:
+    """Runs ``awsworld ARGS`` as child processes forked from an interpreter that has imported awsworld once:
+    each child is its own process (argv, environment, stdout, stderr, exit code) without the second of
+    imports a fresh interpreter spends, which would dominate this file's time. A few tests still start
+    ``python -m awsworld.cli`` itself."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.process = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        self.lock = threading.Lock()
+        self.count = 0
+
+    def __call__(self, args: tuple[str, ...], env: dict[str, str], cwd: Path) -> Result:
+        with self.lock:
+            self.count += 1
+            out, err = self.directory / f"{self.count}.out", self.directory / f"{self.count}.err"
+            assert self.process.stdin is not None and self.process.stdout is not None
+            self.process.stdin.write(json.dumps({"args": list(args), "env": env, "cwd": str(cwd),
+                                                 "out": str(out), "err": str(err)}) + "\n")
+            self.process.stdin.flush()
+            code = int(self.process.stdout.readline())
+        return Result(code, out.read_text(), err.read_text())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=10)
+
+
+class Dev:
+    """An ``awsworld dev`` process and the environment its ``export`` lines describe."""
+
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner]) -> None:
+        self.cwd, self.state, self.runners = cwd, state, runners
+        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "clitest", "--state",
+                                         str(state)], cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
+        self.banner: list[str] = []
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                raise AssertionError("awsworld dev exited:\n" + "".join(self.banner))
+            self.banner.append(line)
+            if line.startswith("serving deliveries"):
+                break
+        self.env = _clean_env()
+        for line in self.banner:
+            match = re.fullmatch(r"export (\w+)=(\S+)\n", line)
+            if match:
+                self.env[match.group(1)] = match.group(2)
+
+    def __call__(self, *args: str) -> Result:
+        """``awsworld ARGS`` in this environment, forked by a free runner."""
+        runner = self.runners[0]
+        for candidate in self.runners:
+            if not candidate.lock.locked():
+                runner = candidate
+                break
+        return runner(args, self.env, self.cwd)
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGTERM)
+        out, _ = self.process.communicate(timeout=30)
+        return out
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("project")
+    (root / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
+    return root
+
+
+@pytest.fixture(scope="module")
+def runners(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[Runner]]:
+    started = [Runner(tmp_path_factory.mktemp("runner")) for _ in range(2)]
+    yield started
+    for runner in started:
+        runner.close()
+
+
+@pytest.fixture(scope="module")
+def dev(project: Path, runners: list[Runner]) -> Iterator[Dev]:
+    server = Dev(project, project / "state", runners)
+    yield server
+    server.stop()
+
+
+def _start(dev: Dev, *args: str) -> str:
+    result = dev("start", *args)
+    assert result.code in (0, 1), result  # 1: started with --wait, and the run failed
+    return result.out.strip().splitlines()[0]
+
+
+def parallel(dev: Dev, *commands: tuple[str, ...]) -> list[Result]:
+    """Run independent commands at once, one per runner."""
+    with ThreadPoolExecutor(max_workers=len(dev.runners)) as pool:
+        return list(pool.map(lambda command: dev(*command), commands))
+
+
+def test_dev_prints_shell_ready_exports_and_a_webhook_url(dev: Dev) -> None:
+    exports = [line for line in dev.banner if line.startswith("export ")]
+    names = {line.split("=")[0].removeprefix("export ") for line in exports}
+    assert {"AWS_ENDPOINT_URL", "AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_WEBHOOK_URL",
+            "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWSWORLD_MODULES"} <= names
+    assert dev.env["AWSWORLD_WEBHOOK_URL"].startswith("http://127.0.0.1:")
+    assert "  workflow clitest.sum\n" in dev.banner
+
+
+def test_start_result_describe_runs(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.sum", "[2]", "--kwargs", '{"b": 3}')
+    result, waited = parallel(dev, ("result", run_id, "--wait", "30"),
+                              ("start", "clitest.sum", "[40, 2]", "--wait", "30"))
+    assert (result.code, result.out) == (0, "5\n"), result
+    assert waited.code == 0 and waited.out.splitlines()[1] == "42", waited
+
+    as_json, described, document, listed, completed = parallel(
+        dev, ("result", run_id, "--json"), ("describe", run_id), ("describe", run_id, "--json"),
+        ("runs", "--workflow", "clitest.sum", "--json"), ("runs", "--status", "completed"))
+    assert json.loads(as_json.out) == {"runId": run_id, "status": "completed", "output": 5}
+    assert described.code == 0 and "status    completed" in described.out and "clitest.add" in described.out
+    description = json.loads(document.out)
+    assert description["workflow"] == "clitest.sum" and description["steps"]["byStatus"] == {"completed": 1}
+    assert description["parentRunId"] is None and description["children"] == []
+    runs = json.loads(listed.out)
+    assert run_id in [r["runId"] for r in runs]
+    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt"}
+    assert run_id in completed.out
+
+
+def test_start_takes_a_json_object_as_one_argument(dev: Dev) -> None:
+    as_object, as_string, as_kwargs = parallel(
+        dev, ("start", "clitest.echo", '{"a": 1, "value": 2}', "--wait", "30", "--json"),  # not splatted
+        ("start", "clitest.echo", '"just a string"', "--wait", "30", "--json"),
+        ("start", "clitest.echo", "[]", "--kwargs", '{"value": [1, 2]}', "--wait", "30", "--json"))
+    assert json.loads(as_object.out)["output"] == {"a": 1, "value": 2}, as_object
+    assert json.loads(as_string.out)["output"] == "just a string"
+    assert json.loads(as_kwargs.out)["output"] == [1, 2]
+
+
+def test_describe_shows_parent_and_children(dev: Dev) -> None:
+    parent = _start(dev, "clitest.parent", "[4]", "--wait", "30")
+    document, text = parallel(dev, ("describe", parent, "--json"), ("describe", parent))
+    (child,) = json.loads(document.out)["children"]
+    assert child["workflow"] == "clitest.sum" and child["status"] == "completed"
+    assert f"child     {child['runId']}" in text.out
+    assert json.loads(dev("describe", child["runId"], "--json").out)["parentRunId"] == parent
+
+
+def test_events_show_values_shortened_and_full(dev: Dev) -> None:
+    long = "x" * 500
+    run_id = _start(dev, "clitest.echo", json.dumps([long]), "--wait", "30")
+    failed = _start(dev, "clitest.fail", '["no stock"]', "--wait", "30")
+    short, full, rows, result, result_json, failed_events = parallel(
+        dev, ("events", run_id), ("events", run_id, "--full"), ("events", run_id, "--json"),
+        ("result", failed), ("result", failed, "--json"), ("events", failed))
+    assert short.code == 0 and "run_completed" in short.out and 'output "xxx' in short.out, short
+    assert long not in short.out and "…" in short.out
+    assert long in full.out
+    events = json.loads(rows.out)
+    assert events[-1]["eventType"] == "run_completed" and events[-1]["value"] == long
+    line = result.one_line_error(1)
+    assert "failed" in line and "no stock" in line
+    assert json.loads(result_json.out)["status"] == "failed" and result_json.code == 1
+    assert "error ValueError: no stock" in failed_events.out
+
+
+def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.approval", '{"id": 7}')
+    resumed = dev("resume", "approve:7", '{"ok": true}', "--wait", "30")  # waits for the run to reach the hook
+    assert resumed.code == 0 and run_id in resumed.out, resumed
+    hooks_json, hooks_text, events, streams, chunks = parallel(
+        dev, ("hooks", run_id, "--json"), ("hooks", run_id), ("events", run_id), ("streams", run_id, "--json"),
+        ("streams", run_id, "log"))
+    webhook = next(h for h in json.loads(hooks_json.out) if h["webhook"])
+    token = str(webhook["token"])
+    assert len(token) == 64 and webhook["url"] == f"{dev.env['AWSWORLD_WEBHOOK_URL']}/webhooks/{token}"
+    assert token in hooks_text.out and "approve:7" in hooks_text.out and str(webhook["url"]) in hooks_text.out
+    assert token in events.out  # never cut
+    assert json.loads(streams.out) == [{"name": "log", "chunks": 1, "closed": False}]
+    assert chunks.out == "waiting\n"
+
+    request = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
+                                     headers={"content-type": "text/plain"})
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        assert answer.status == 202 and json.loads(answer.read())["status"] == "accepted"
+
+    followed, result = parallel(dev, ("streams", run_id, "log", "--follow", "--json"),
+                                ("result", run_id, "--wait", "30"))
+    assert [json.loads(line) for line in followed.out.splitlines()] == [{"index": 0, "text": "waiting\n"},
+                                                                        {"index": 1, "text": "done\n"}]
+    assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
+    received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
+    assert received == {token: 1, "approve:7": 1}
+
+
+def test_cancel(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.approval", '{"id": 8}')
+    cancelled = dev("cancel", run_id, "--reason", "customer left")
+    assert cancelled.code == 0 and f"cancelled {run_id}" in cancelled.out
+    result, again = parallel(dev, ("result", run_id, "--wait", "30"), ("cancel", run_id))
+    line = result.one_line_error(1)
+    assert "cancelled" in line and "customer left" in line
+    assert "already cancelled" in again.one_line_error(1)
+
+
+def test_export_and_replay(dev: Dev, project: Path) -> None:
+    run_id = _start(dev, "clitest.sum", "[1, 1]", "--wait", "30")
+    exported, replayed = parallel(dev, ("export", run_id, "-o", "out.jsonl"), ("replay", run_id))
+    assert exported.code == 0 and (project / "out.jsonl").exists()
+    assert replayed.code == 0 and "1 run(s) replayed, 0 diverged" in replayed.out, replayed
+
+
+def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> None:
+    commands = ("result", "describe", "events", "hooks", "streams", "cancel")
+    unknown = parallel(dev, *((command, "wrun_nosuchrun") for command in commands))
+    bad_args, bad_payload, bad_kwargs, no_workflow, no_hook, debug = parallel(
+        dev, ("start", "clitest.sum", "[1,"), ("resume", "approve:7", "{oops"),
+        ("start", "clitest.sum", "[1]", "--kwargs", "[2]"), ("start", "clitest.nope"), ("resume", "no-such-token"),
+        ("result", "wrun_nosuchrun", "--debug"))
+    for result in unknown:
+        line = result.one_line_error(1)
+        assert "no such run" in line and "hint:" in line, line
+    assert "is not JSON" in bad_args.one_line_error(2)
+    assert "is not JSON" in bad_payload.one_line_error(2)
+    assert "must be a JSON object" in bad_kwargs.one_line_error(2)
+    line = no_workflow.one_line_error(1)
+    assert "no workflow named 'clitest.nope'" in line and "hint:" in line
+    assert "no hook holds this token" in no_hook.one_line_error(1)
+    assert debug.code == 1 and "Traceback" in debug.err
+
+    unreachable = {**dev.env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        far, unset, usage = pool.map(lambda env_args: awsworld(*env_args[1], env=env_args[0], cwd=project), [
+            (unreachable, ("runs",)), (_clean_env(), ("runs",)), (_clean_env(), ("result",))])
+    line = far.one_line_error(1)
+    assert "cannot reach http://127.0.0.1:9" in line and "awsworld dev" in line
+    line = unset.one_line_error(2)
+    assert "AWSWORLD_TABLE and AWSWORLD_BUCKET not set" in line and "awsworld dev" in line
+    assert usage.code == 2 and "Traceback" not in usage.err
+
+
+def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runner]) -> None:
+    """A second ``dev`` on its own state: a run waiting on a hook survives a restart, and finishes after it."""
+    first = Dev(project, project / "state2", runners)
+    run_id = _start(first, "clitest.approval", '{"id": 9}')
+    # Resumed at once (once the run holds the hook): the run goes on to wait for its webhook, across the restart.
+    assert first("resume", "approve:9", '"yes"', "--wait", "30").code == 0
+    assert "state saved" in first.stop()
+
+    second = Dev(project, project / "state2", runners)
+    try:
+        assert any("1 unfinished run(s) woken" in line for line in second.banner), second.banner
+        assert second.env["AWSWORLD_TABLE"] == first.env["AWSWORLD_TABLE"]
+        webhook = next(h for h in json.loads(second("hooks", run_id, "--json").out) if h["webhook"])
+        with urllib.request.urlopen(urllib.request.Request(str(webhook["url"]), data=b"hi", method="POST"),
+                                    timeout=30) as answer:
+            assert answer.status == 202
+        result, streamed = parallel(second, ("result", run_id, "--wait", "30"), ("streams", run_id, "log"))
+        assert json.loads(result.out)["answer"] == "yes"
+        assert streamed.out == "waiting\ndone\n"
+    finally:
+        second.stop()
+
+
+def test_demo_opens_with_the_workflow(project: Path) -> None:
+    result = awsworld("demo", "--storage", env=_clean_env(), cwd=project, timeout=120)
+    assert result.code == 0, result
+    out = result.out
+    assert out.index("a durable workflow") < out.index("result: {") < out.index("storage layer")
+    assert "fenced off: 412" in out and out.index("fenced off") > out.index("result: {")
+    assert "until the runtime lands" not in awsworld("--help", env=_clean_env(), cwd=project).out
+
+
+def test_start_arguments() -> None:
+    """How ``start`` reads ARGS and --kwargs (the README's rule), without a process."""
+    from awsworld.cli.errors import CliError
+    from awsworld.cli.runs import start_arguments
+
+    assert start_arguments('["A-17", 3]', None) == (["A-17", 3], {})
+    assert start_arguments('{"id": 1}', None) == ([{"id": 1}], {})
+    assert start_arguments('"A-17"', '{"express": true}') == (["A-17"], {"express": True})
+    with pytest.raises(CliError) as error:
+        start_arguments("[1]", '"x"')
+    assert error.value.code == 2
+
+
+def test_a_workflow_registered_from_main_warns_once(tmp_path: Path) -> None:
+    script = tmp_path / "script.py"
+    script.write_text("from awsworld import workflow\n\n@workflow\nasync def a() -> None: ...\n\n"
+                      "@workflow\nasync def b() -> None: ...\n\n"
+                      "@workflow(name='named.c')\nasync def c() -> None: ...\n")
+    done = subprocess.run([sys.executable, str(script)], env=_clean_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stderr.count("registered from __main__") == 1, done.stderr
+    assert "'__main__.a'" in done.stderr and "name=" in done.stderr
