@@ -1,0 +1,139 @@
+"""The JSON API the pages' script calls (and scripts may too): runs, a run's new events for the live refresh,
+one event's whole value, streams; and, only when the UI was started with ``--allow-writes``, cancel and resume.
+
+A live refresh is one HTTP request, ``GET /api/runs/{id}/events?since=N``, costing the World two requests
+(``runs.get`` without values, one ``events.list`` page after the remembered cursor; see ``reader``).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+
+from ..timeline import timeline_rows
+from ..world.errors import NotFoundError
+from .model import picture
+from .pages import event_rows, timeline_html
+
+if TYPE_CHECKING:
+    from .app import UIState
+
+STREAM_PAGE = 100  # chunks per stream request
+
+
+def state(request: Request) -> UIState:
+    return request.app.state.ui
+
+
+def when(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
+
+
+async def runs(request: Request) -> JSONResponse:
+    q = request.query_params
+    page = await state(request).world.runs.list(workflow_name=q.get("workflow") or None,
+                                                status=q.get("status") or None, cursor=q.get("cursor") or None,
+                                                limit=min(int(q.get("limit", "50")), 200))
+    return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
+                                   "createdAt": when(r.created_at), "completedAt": when(r.completed_at)}
+                                  for r in page.data],
+                         "cursor": page.cursor if page.has_more else None})
+
+
+async def run(request: Request) -> JSONResponse:
+    ui = state(request)
+    run_id = request.path_params["run_id"]
+    view = await ui.world.runs.get(run_id, resolve_data="none")
+    events = await ui.reader.events(run_id)
+    pic = picture(run_id, events)
+    return JSONResponse({
+        "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
+        "createdAt": when(view.created_at), "startedAt": when(view.started_at),
+        "completedAt": when(view.completed_at), "attributes": dict(view.attributes),
+        "parentRunId": (view.execution_context or {}).get("parentRunId"), "children": pic.children,
+        "lanes": [{"kind": lane.kind, "name": lane.label, "status": lane.status, "createdAt": when(lane.created),
+                   "endedAt": when(lane.ended), "childRunId": lane.child_run_id,
+                   "attempts": [{"attempt": a.number, "start": when(a.start), "end": when(a.end),
+                                 "outcome": a.outcome, "error": a.error} for a in lane.attempts]}
+                  for lane in pic.lanes],
+        "hooks": [{"hookId": h.hook_id, "token": h.token, "webhook": h.webhook, "disposed": h.disposed,
+                   "payloads": [p for _, _, p in h.payloads]} for h in pic.hooks],
+    })
+
+
+async def events(request: Request) -> JSONResponse:
+    """The live refresh: the events after the ``since`` the page holds (rows and JSON), the re-rendered
+    timeline, the run's status, and ``more`` when a page of events was not all there is (poll again soon)."""
+    ui = state(request)
+    run_id = request.path_params["run_id"]
+    since = max(0, int(request.query_params.get("since", "0")))
+    view = await ui.world.runs.get(run_id, resolve_data="none")
+    all_events, more = await ui.reader.refresh(run_id)
+    rows = timeline_rows(all_events)
+    pic = picture(run_id, all_events)
+    now = None if view.is_terminal else datetime.now(UTC)
+    return JSONResponse({
+        "status": view.status, "terminal": view.is_terminal, "count": len(rows), "more": more,
+        "events": [row.to_json() for row in rows[since:]],
+        "rows": event_rows(run_id, rows[since:]), "timeline": timeline_html(pic, now=now),
+    })
+
+
+async def value(request: Request) -> JSONResponse:
+    """One event's value (or error) whole: what the page cut to ``VALUE_CHARS``."""
+    ui = state(request)
+    run_id, event_id = request.path_params["run_id"], request.path_params["event_id"]
+    for row in timeline_rows(await ui.reader.events(run_id)):
+        if row.event_id == event_id:
+            return JSONResponse({"eventId": event_id, "value": row.value if row.has_value else None,
+                                 "error": row.error})
+    return JSONResponse({"error": f"run {run_id} has no event {event_id}"}, status_code=404)
+
+
+async def streams(request: Request) -> JSONResponse:
+    ui = state(request)
+    run_id = request.path_params["run_id"]
+    names = await ui.world.streams.list(run_id)
+    infos = [(name, await ui.world.streams.get_info(run_id, name)) for name in names]
+    return JSONResponse([{"name": n, "chunks": i.tail_index + 1, "closed": i.done} for n, i in infos])
+
+
+async def stream(request: Request) -> JSONResponse:
+    """One page of a stream's chunks (``cursor`` for the next): UTF-8 chunks as ``text``, others ``base64``."""
+    ui = state(request)
+    run_id, name = request.path_params["run_id"], request.path_params["name"]
+    page = await ui.world.streams.get_chunks(run_id, name, limit=STREAM_PAGE,
+                                             cursor=request.query_params.get("cursor") or None)
+    chunks: list[dict[str, Any]] = []
+    for chunk in page.data:
+        try:
+            chunks.append({"index": chunk.index, "text": chunk.data.decode("utf-8")})
+        except UnicodeDecodeError:
+            chunks.append({"index": chunk.index, "base64": base64.b64encode(chunk.data).decode()})
+    return JSONResponse({"chunks": chunks, "cursor": page.cursor, "more": page.has_more, "closed": page.done})
+
+
+async def cancel(request: Request) -> JSONResponse:
+    ui = state(request)
+    run_id = request.path_params["run_id"]
+    await ui.client.cancel(run_id, reason="cancelled from awsworld ui")
+    return JSONResponse({"runId": run_id, "cancelled": True})
+
+
+async def resume(request: Request) -> JSONResponse:
+    ui = state(request)
+    body = json.loads(await request.body() or b"{}")
+    if not isinstance(body, dict) or not isinstance(body.get("token"), str):  # pyright: ignore[reportUnknownMemberType]
+        return JSONResponse({"error": "expected {\"token\": ..., \"payload\": ...}"}, status_code=400)
+    event = await ui.client.resume_hook(body["token"], body.get("payload"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
+    return JSONResponse({"eventId": event.event_id, "runId": event.run_id})
+
+
+def not_found(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, NotFoundError)
+    return JSONResponse({"error": str(error)}, status_code=404)

@@ -1,0 +1,149 @@
+"""The ASGI app (Starlette) and how it is served (uvicorn, on loopback only).
+
+Safe by default: it answers only requests addressed to a loopback name (``Host`` is checked, so a web page
+elsewhere cannot reach it through DNS rebinding), it is read-only unless built with ``allow_writes`` (and then
+only cancel and resume, which also need the ``X-Awsworld-Write`` header: a cross-site form cannot set it), and
+it renders every stored value escaped. It logs no requests, so no run ids or payloads end up in a terminal log.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from ..runtime.client import Client
+from ..timeline import timeline_rows
+from ..world.errors import NotFoundError
+from ..world.protocol import World
+from . import api
+from .model import picture
+from .pages import esc, layout, run_page, runs_page
+from .reader import Reader
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+WRITE_HEADER = "x-awsworld-write"
+
+
+def check_loopback(host: str) -> str:
+    """``host`` if it is a loopback address; anything else is refused (the UI has no authentication)."""
+    if host not in LOOPBACK_HOSTS:
+        raise ValueError(f"awsworld ui serves on loopback only (127.0.0.1), not {host!r}")
+    return host
+
+
+@dataclass
+class UIState:
+    world: World
+    reader: Reader
+    client: Client
+    allow_writes: bool
+
+
+class Guard:
+    """Refuse requests not addressed to a loopback host (421), and writes unless allowed and marked (403)."""
+
+    def __init__(self, app: ASGIApp, *, allow_writes: bool) -> None:
+        self.app = app
+        self.allow_writes = allow_writes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            host = headers.get("host", "")
+            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
+            if name not in LOOPBACK_HOSTS:
+                await PlainTextResponse("awsworld ui answers on 127.0.0.1 only", status_code=421)(scope, receive, send)
+                return
+            if scope["method"] not in ("GET", "HEAD"):
+                if not self.allow_writes:
+                    await JSONResponse({"error": "read-only: start awsworld ui with --allow-writes"},
+                                       status_code=403)(scope, receive, send)
+                    return
+                if headers.get(WRITE_HEADER) != "1":
+                    await JSONResponse({"error": f"writes need the {WRITE_HEADER} header"},
+                                       status_code=403)(scope, receive, send)
+                    return
+        await self.app(scope, receive, send)
+
+
+async def runs_view(request: Request) -> Response:
+    q = request.query_params
+    workflow, status, cursor = q.get("workflow") or None, q.get("status") or None, q.get("cursor") or None
+    page = await api.state(request).world.runs.list(workflow_name=workflow, status=status, cursor=cursor, limit=50)
+    return HTMLResponse(runs_page(page, workflow=workflow, status=status, cursor=cursor))
+
+
+async def run_view(request: Request) -> Response:
+    """A run's page. World requests: ``runs.get``, ``events.list`` (one per 1,000 events not yet remembered),
+    ``streams.list`` and one ``streams.get_info`` per stream; stream contents and whole values load on demand."""
+    ui = api.state(request)
+    run_id = request.path_params["run_id"]
+    view = await ui.world.runs.get(run_id, resolve_data="none")
+    events = await ui.reader.events(run_id)
+    names = await ui.world.streams.list(run_id)
+    streams = [(name, await ui.world.streams.get_info(run_id, name)) for name in names]
+    html = run_page(view, pic=picture(run_id, events), rows=timeline_rows(events), streams=streams,
+                    allow_writes=ui.allow_writes, now=datetime.now(UTC))
+    return HTMLResponse(html)
+
+
+async def _not_found(request: Request, error: Exception) -> Response:
+    if request.url.path.startswith("/api/"):
+        return api.not_found(request, error)
+    return HTMLResponse(layout("not found", f"<main><p>{esc(error)}</p></main>"), status_code=404)
+
+
+def create_app(world: World | None = None, *, open_world: Callable[[], AbstractAsyncContextManager[World]] | None
+               = None, allow_writes: bool = False) -> Starlette:
+    """The UI on ``world`` (a ``MemoryWorld`` in tests, an ``AWSWorld``), or on the World ``open_world()``
+    opens when the server starts (an ``AWSWorld`` must be opened on the server's own event loop)."""
+    if (world is None) == (open_world is None):
+        raise ValueError("pass world or open_world")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if open_world is None:
+            yield
+            return
+        async with open_world() as opened:
+            _attach(app, opened, allow_writes)
+            yield
+
+    routes = [
+        Route("/", runs_view), Route("/runs/{run_id}", run_view),
+        Route("/api/runs", api.runs), Route("/api/runs/{run_id}", api.run),
+        Route("/api/runs/{run_id}/events", api.events),
+        Route("/api/runs/{run_id}/events/{event_id}/value", api.value),
+        Route("/api/runs/{run_id}/streams", api.streams), Route("/api/runs/{run_id}/streams/{name}", api.stream),
+        Route("/api/runs/{run_id}/cancel", api.cancel, methods=["POST"]),
+        Route("/api/hooks/resume", api.resume, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, allow_writes=allow_writes)],
+                    exception_handlers={NotFoundError: _not_found})
+    if world is not None:
+        _attach(app, world, allow_writes)
+    return app
+
+
+def _attach(app: Starlette, world: World, allow_writes: bool) -> None:
+    app.state.ui = UIState(world, Reader(world), Client(world), allow_writes)
+
+
+def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8765) -> Any:
+    """A uvicorn server for ``app`` on a loopback ``host`` (``await server.serve()`` runs it)."""
+    import uvicorn
+
+    config = uvicorn.Config(app, host=check_loopback(host), port=port, log_level="warning", access_log=False,
+                            lifespan="on")
+    return uvicorn.Server(config)

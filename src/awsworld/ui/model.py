@@ -1,0 +1,134 @@
+"""A run's picture, from its event log alone: the lanes of the waterfall (one per step, wait and hook), their
+attempts and retries, the hooks with their payloads, the child runs. Pure functions of the events, so the page,
+the live refresh and the tests all build the same thing, and no read beyond the log is needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from ..runtime.child_ids import START_CHILD, child_run_id
+from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
+from ..world.events import Event
+
+
+@dataclass
+class Attempt:
+    """One attempt of a step: from its ``step_started`` to the event that ended it (None: still running)."""
+
+    number: int
+    start: datetime
+    end: datetime | None = None
+    outcome: str = "running"  # running, completed, failed, retrying
+    error: str | None = None
+    retry_after: datetime | None = None
+
+
+@dataclass
+class Lane:
+    """One row of the waterfall: a step, a wait (where the run slept) or a hook (where it waited for a payload),
+    from its creation to its end."""
+
+    kind: str  # step, wait, hook
+    key: str  # the correlation id
+    label: str
+    created: datetime
+    ended: datetime | None = None
+    status: str = "running"
+    attempts: list[Attempt] = field(default_factory=list[Attempt])
+    detail: str = ""
+    child_run_id: str | None = None
+
+
+@dataclass
+class HookInfo:
+    hook_id: str
+    token: str
+    webhook: bool
+    created: datetime
+    metadata: Any = None
+    payloads: list[tuple[str, datetime, Any]] = field(default_factory=list[tuple[str, datetime, Any]])
+    disposed: bool = False
+
+
+@dataclass
+class Picture:
+    start: datetime | None
+    end: datetime | None
+    lanes: list[Lane]
+    hooks: list[HookInfo]
+    children: list[str]
+
+
+def _when(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str):
+        try:
+            return datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    return None
+
+
+def picture(run_id: str, events: list[Event]) -> Picture:
+    """The waterfall's lanes in creation order, the hooks, and the child runs (from the steps named
+    ``awsworld.start_child``, as ``Run.children()`` finds them)."""
+    lanes: dict[str, Lane] = {}
+    hooks: dict[str, HookInfo] = {}
+    children: list[str] = []
+    for event in events:
+        data = event.event_data or {}
+        corr = event.correlation_id or ""
+        kind, at = event.event_type, event.created_at
+        if kind == "step_created":
+            name = str(data.get("stepName", corr))
+            lane = lanes[corr] = Lane("step", corr, name, at, status="pending")
+            if name == START_CHILD:
+                lane.child_run_id = child_run_id(run_id, corr)
+                lane.label = "child run"
+        elif kind.startswith("step_") and corr in lanes:
+            lane = lanes[corr]
+            if kind == "step_started":
+                lane.status = "running"
+                lane.attempts.append(Attempt(int(data.get("attempt") or len(lane.attempts) + 1), at))
+                continue
+            attempt = lane.attempts[-1] if lane.attempts and lane.attempts[-1].end is None else None
+            if attempt is None:  # ended without a recorded start (an inline step, or a cancelled one)
+                attempt = Attempt(len(lane.attempts) + 1, at)
+                lane.attempts.append(attempt)
+            attempt.end = at
+            attempt.outcome = kind.removeprefix("step_")
+            if "error" in data:
+                attempt.error = _error_text(data["error"])
+            if kind == "step_retrying":
+                attempt.retry_after = _when(data.get("retryAfter"))
+                lane.status = "retrying"
+            else:
+                lane.status, lane.ended = attempt.outcome, at
+                if kind == "step_completed" and lane.child_run_id:
+                    children.append(lane.child_run_id)
+        elif kind == "wait_created":
+            resume = _when(data.get("resumeAt"))
+            lanes[corr] = Lane("wait", corr, "sleep", at, status="waiting",
+                               detail=f"until {resume.isoformat()}" if resume else "")
+        elif kind == "wait_completed" and corr in lanes:
+            lanes[corr].ended, lanes[corr].status = at, "completed"
+        elif kind == "hook_created":
+            token = str(data.get("token", ""))
+            hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"))
+            lanes[corr] = Lane("hook", corr, "webhook" if data.get("isWebhook") else "hook", at, status="waiting",
+                               detail=token)
+        elif kind == "hook_received" and corr in hooks:
+            hooks[corr].payloads.append((event.event_id, at, data.get("payload")))
+            if lanes[corr].status == "waiting":
+                lanes[corr].status, lanes[corr].ended = "received", at
+        elif kind == "hook_disposed" and corr in hooks:
+            hooks[corr].disposed = True
+            if lanes[corr].ended is None:
+                lanes[corr].ended, lanes[corr].status = at, "disposed"
+    start = events[0].created_at if events else None
+    end = events[-1].created_at if events else None
+    return Picture(start, end, sorted(lanes.values(), key=lambda lane: lane.created), list(hooks.values()),
+                   children)

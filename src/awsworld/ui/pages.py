@@ -1,0 +1,262 @@
+"""Server-rendered HTML: the run list, a run's page and the timeline fragment the live refresh swaps in.
+
+Everything a page needs is inline (style and a small script): no build step, no network, works offline. Every
+value from the World goes through ``esc`` (``html.escape``), payloads included; the script only ever puts
+values into the page with ``textContent``, or HTML fragments this module rendered.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from datetime import datetime
+from html import escape
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from ..timeline import Row
+from ..world.entities import RUN_STATUSES, Run
+from ..world.pages import RunPage
+from ..world.streams import StreamInfo
+from .model import Lane, Picture
+
+VALUE_CHARS = 300  # longer values are cut on the page; the whole value is a click away (the JSON API)
+
+
+def esc(value: object) -> str:
+    return escape(str(value), quote=True)
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:0;color:#1d2330;background:#f6f7f9}
+header{background:#232f3e;color:#fff;padding:8px 16px}header a{color:#fff;text-decoration:none;font-weight:600}
+main{padding:12px 16px}table{border-collapse:collapse;width:100%;background:#fff}
+td,th{border-bottom:1px solid #e3e6ea;padding:4px 6px;text-align:left;vertical-align:top}
+th{background:#eef0f3;font-weight:600}code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0}
+.status{display:inline-block;padding:0 6px;border-radius:8px;background:#dde3ea}
+.s-completed,.s-received{background:#cdebd3}.s-failed{background:#f6cdcd}.s-running,.s-retrying{background:#d5e4fa}
+.s-cancelled,.s-disposed{background:#e4e4e4}.s-waiting,.s-pending{background:#faecc8}
+section{margin:14px 0}h2{font-size:16px;margin:8px 0}
+.wf{background:#fff;border:1px solid #e3e6ea;padding:6px}.axis{display:flex;justify-content:space-between;
+color:#667;font-size:12px;margin-left:220px;margin-right:260px}
+.lane{display:flex;align-items:center;height:20px;border-bottom:1px solid #f0f1f3}
+.lane .name{width:212px;padding-right:8px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis;font-size:12px}
+.lane .track{position:relative;flex:1;height:14px;background:#fafbfc}
+.lane .info{width:252px;padding-left:8px;font-size:12px;overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
+.bar{position:absolute;top:2px;height:10px;min-width:2px;border-radius:2px}
+.b-queued{background:#c9d3df}.b-completed{background:#2e9e4f}.b-failed{background:#d13b3b}
+.b-retrying{background:#e0892b}.b-running{background:#3b7dd8}.b-backoff{background:repeating-linear-gradient(
+45deg,#f3c89b 0 3px,#fff 3px 6px)}.b-wait{background:#b08ee0}.b-hook{background:#e3b83b}
+.err{color:#a11}.muted{color:#778}button{font-size:12px}
+"""
+
+SCRIPT = """
+(function(){
+const main=document.querySelector('main');const run=main.dataset.run;
+const api='/api/runs/'+encodeURIComponent(run);
+document.addEventListener('click',async function(e){
+ const b=e.target.closest('button[data-value]');
+ if(b){const r=await fetch(api+'/events/'+encodeURIComponent(b.dataset.value)+'/value');const d=await r.json();
+  const pre=document.createElement('pre');pre.textContent=JSON.stringify(d.value,null,2);b.replaceWith(pre);return;}
+ const s=e.target.closest('button[data-stream]');
+ if(s){const r=await fetch(api+'/streams/'+encodeURIComponent(s.dataset.stream));const d=await r.json();
+  const pre=document.getElementById('stream-'+s.dataset.stream)||document.createElement('pre');
+  pre.id='stream-'+s.dataset.stream;
+  pre.textContent=d.chunks.map(c=>c.text!==undefined?c.text:'[base64] '+c.base64).join('');
+  s.after(pre);return;}
+ const w=e.target.closest('button[data-write]');
+ if(w){let body={};if(w.dataset.write==='resume'){body={token:w.dataset.token,
+  payload:JSON.parse(document.getElementById('payload-'+w.dataset.hook).value||'null')};}
+  const r=await fetch(w.dataset.write==='cancel'?api+'/cancel':'/api/hooks/resume',{method:'POST',
+  headers:{'Content-Type':'application/json','X-Awsworld-Write':'1'},body:JSON.stringify(body)});
+  w.textContent=r.ok?'done':'refused ('+r.status+')';}
+});
+async function poll(){
+ try{const r=await fetch(api+'/events?since='+main.dataset.since);const d=await r.json();
+  main.dataset.since=d.count;document.getElementById('timeline').innerHTML=d.timeline;
+  document.getElementById('events').insertAdjacentHTML('beforeend',d.rows);
+  const st=document.getElementById('status');st.textContent=d.status;st.className='status s-'+d.status;
+  if(!d.terminal)setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
+}
+if(main.dataset.live==='1')setTimeout(poll,2000);
+})();
+"""
+
+
+def layout(title: str, body: str, *, script: str = "") -> str:
+    tail = f"<script>{script}</script>" if script else ""
+    return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)} · awsworld</title>"
+            f"<meta name=viewport content='width=device-width'><style>{STYLE}</style></head><body>"
+            f"<header><a href='/'>awsworld</a> · runs</header>{body}{tail}</body></html>")
+
+
+def _status(status: str, element_id: str = "") -> str:
+    ident = f" id='{esc(element_id)}'" if element_id else ""
+    return f"<span class='status s-{esc(status)}'{ident}>{esc(status)}</span>"
+
+
+def _time(moment: datetime | None) -> str:
+    return "" if moment is None else esc(moment.strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def run_link(run_id: str) -> str:
+    return f"<a href='/runs/{esc(quote(run_id, safe=''))}'>{esc(run_id)}</a>"
+
+
+def runs_page(page: RunPage, *, workflow: str | None, status: str | None, cursor: str | None) -> str:
+    options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
+                      for s in ("", *RUN_STATUSES))
+    form = (f"<form method=get>workflow <input name=workflow value='{esc(workflow or '')}'> status "
+            f"<select name=status>{options}</select> <button>filter</button></form>")
+    rows = "".join(
+        f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}</td><td>{_status(r.status)}</td>"
+        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in page.data)
+    if not page.data:
+        rows = "<tr><td colspan=5 class=muted>no runs</td></tr>"
+    base = {k: v for k, v in (("workflow", workflow), ("status", status)) if v}
+    nav = []
+    if cursor:
+        nav.append(f"<a href='/?{esc(urlencode(base))}'>first page</a>")
+    if page.has_more and page.cursor:
+        nav.append(f"<a rel=next href='/?{esc(urlencode({**base, 'cursor': page.cursor}))}'>next page</a>")
+    table = ("<table><tr><th>run</th><th>workflow</th><th>status</th><th>created</th><th>completed</th></tr>"
+             f"{rows}</table>")
+    return layout("runs", f"<main><h2>Runs</h2>{form}{table}<p>{' · '.join(nav)}</p></main>")
+
+
+def _pct(moment: datetime, start: datetime, span: float) -> float:
+    return max(0.0, min(100.0, (moment - start).total_seconds() / span * 100))
+
+
+def _bar(kind: str, a: datetime, b: datetime, start: datetime, span: float, title: str) -> str:
+    left = _pct(a, start, span)
+    width = max(0.0, _pct(b, start, span) - left)
+    return f"<div class='bar b-{kind}' style='left:{left:.3f}%;width:{width:.3f}%' title='{esc(title)}'></div>"
+
+
+def _ms(a: datetime, b: datetime) -> str:
+    ms = (b - a).total_seconds() * 1000
+    return f"{ms:.0f} ms" if ms < 10_000 else f"{ms / 1000:.1f} s"
+
+
+def _lane(lane: Lane, start: datetime, end: datetime, span: float) -> str:
+    bars: list[str] = []
+    info = ""
+    if lane.kind == "step":
+        first = lane.attempts[0].start if lane.attempts else (lane.ended or end)
+        if first > lane.created:
+            bars.append(_bar("queued", lane.created, first, start, span, f"queued {_ms(lane.created, first)}"))
+        for i, attempt in enumerate(lane.attempts):
+            stop = attempt.end or end
+            title = f"attempt {attempt.number}: {attempt.outcome}, {_ms(attempt.start, stop)}"
+            if attempt.error:
+                title += f" — {attempt.error}"
+            bars.append(_bar(attempt.outcome, attempt.start, stop, start, span, title))
+            if attempt.outcome == "retrying":
+                nxt = lane.attempts[i + 1].start if i + 1 < len(lane.attempts) else end
+                bars.append(_bar("backoff", stop, nxt, start, span, f"back-off {_ms(stop, nxt)} before a retry"))
+        errors = [f"#{a.number} {a.error}" for a in lane.attempts if a.error]
+        count = f"{len(lane.attempts)} attempt{'s' if len(lane.attempts) != 1 else ''}"
+        info = esc(count) + (f" <span class=err>{esc('; '.join(errors))}</span>" if errors else "")
+        if lane.ended is not None:
+            info += f" <span class=muted>{esc(_ms(lane.created, lane.ended))}</span>"
+    else:
+        stop = lane.ended or end
+        label = "slept" if lane.kind == "wait" else "waited"
+        bars.append(_bar("wait" if lane.kind == "wait" else "hook", lane.created, stop, start, span,
+                         f"{label} {_ms(lane.created, stop)}"))
+        info = f"{esc(label)} {esc(_ms(lane.created, stop))} <code>{esc(lane.detail)}</code>"
+    name = esc(lane.label)
+    if lane.child_run_id:
+        name = f"child {run_link(lane.child_run_id)}"
+    return (f"<div class=lane data-kind='{esc(lane.kind)}' data-status='{esc(lane.status)}' "
+            f"data-name='{esc(lane.label)}'><div class=name title='{esc(lane.label)}'>{name}</div>"
+            f"<div class=track>{''.join(bars)}</div><div class=info>{_status(lane.status)} {info}</div></div>")
+
+
+def timeline_html(pic: Picture, *, now: datetime | None = None) -> str:
+    """The waterfall: one lane per step, wait and hook on one time axis (``now`` ends it while the run runs)."""
+    if pic.start is None or pic.end is None:
+        return "<p class=muted>no events yet</p>"
+    end = max(pic.end, now) if now is not None else pic.end
+    span = max((end - pic.start).total_seconds(), 0.001)
+    ticks = "".join(f"<span>{esc(_ms(pic.start, pic.start + (end - pic.start) * (i / 4)))}</span>" for i in range(5))
+    lanes = "".join(_lane(lane, pic.start, end, span) for lane in pic.lanes)
+    legend = ("<p class=muted>bars: <span class='status b-queued'>queued</span> "
+              "<span class='status b-completed'>attempt ok</span> <span class='status b-retrying'>attempt "
+              "retried</span> <span class='status b-backoff'>back-off</span> <span class='status b-failed'>"
+              "failed</span> <span class='status b-wait'>sleep</span> <span class='status b-hook'>hook wait"
+              "</span></p>")
+    return f"<div class=wf><div class=axis>{ticks}</div>{lanes or '<p class=muted>no steps</p>'}</div>{legend}"
+
+
+def _value_cell(run_id: str, row: Row) -> str:
+    if row.error is not None:
+        return f"<span class=err>{esc(row.error)}</span>"
+    if not row.has_value:
+        return ""
+    text = compact(row.value)
+    if len(text) <= VALUE_CHARS:
+        return f"<code>{esc(text)}</code>"
+    return (f"<code>{esc(text[:VALUE_CHARS])}…</code> <button data-value='{esc(row.event_id)}'>whole value "
+            f"({len(text):,} chars)</button>")
+
+
+def event_rows(run_id: str, rows: Iterable[Row]) -> str:
+    return "".join(
+        f"<tr><td>{row.at_ms:.0f} ms</td><td>{esc(row.event_type)}</td><td><code>{esc(row.what)}</code></td>"
+        f"<td>{esc(row.detail)}</td><td>{_value_cell(run_id, row)}</td></tr>" for row in rows)
+
+
+def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
+             allow_writes: bool, now: datetime) -> str:
+    live = not run.is_terminal
+    context = run.execution_context or {}
+    parent = context.get("parentRunId")
+    facts = [("workflow", esc(run.workflow_name)), ("status", _status(run.status, "status")),
+             ("created", _time(run.created_at)), ("started", _time(run.started_at)),
+             ("completed", _time(run.completed_at))]
+    if run.error is not None:
+        facts.append(("error", f"<span class=err>{esc(run.error.name or '')}: {esc(run.error.message)}</span>"))
+    if parent:
+        facts.append(("parent", run_link(str(parent))))
+    if pic.children:
+        facts.append(("children", " ".join(run_link(c) for c in pic.children)))
+    for key, value in sorted(run.attributes.items()):
+        facts.append((f"attribute {key}", f"<code>{esc(value)}</code>"))
+    if allow_writes and live:
+        facts.append(("", "<button data-write=cancel>cancel this run</button>"))
+    summary = "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
+
+    hooks = []
+    for hook in pic.hooks:
+        payloads = "".join(f"<div>{_time(at)} <code>{esc(compact(p)[:VALUE_CHARS])}</code>"
+                           + (f" <button data-value='{esc(eid)}'>whole value</button>"
+                              if len(compact(p)) > VALUE_CHARS else "") + "</div>"
+                           for eid, at, p in hook.payloads)
+        resume = ""
+        if allow_writes and live and not hook.disposed:
+            resume = (f"<textarea id='payload-{esc(hook.hook_id)}' rows=1>null</textarea> <button data-write=resume "
+                      f"data-token='{esc(hook.token)}' data-hook='{esc(hook.hook_id)}'>resume</button>")
+        hooks.append(f"<tr><td><code>{esc(hook.token)}</code></td><td>{'webhook' if hook.webhook else 'hook'}</td>"
+                     f"<td>{'disposed' if hook.disposed else 'open'}</td><td>{payloads or '—'}{resume}</td></tr>")
+    hooks_html = ("<table><tr><th>token</th><th>kind</th><th>state</th><th>payloads</th></tr>"
+                  + "".join(hooks) + "</table>") if hooks else "<p class=muted>no hooks</p>"
+    stream_rows = "".join(
+        f"<tr><td><code>{esc(name)}</code></td><td>{info.tail_index + 1}</td><td>{'closed' if info.done else 'open'}"
+        f"</td><td><button data-stream='{esc(name)}'>show</button></td></tr>" for name, info in streams)
+    streams_html = ("<table><tr><th>stream</th><th>chunks</th><th>state</th><th></th></tr>" + stream_rows
+                    + "</table>") if streams else "<p class=muted>no streams</p>"
+    events_html = ("<table><thead><tr><th>at</th><th>event</th><th>what</th><th>detail</th><th>value</th></tr>"
+                   f"</thead><tbody id=events>{event_rows(run.run_id, rows)}</tbody></table>")
+    body = (f"<main data-run='{esc(run.run_id)}' data-since='{len(rows)}' data-live='{1 if live else 0}'>"
+            f"<h2>Run <code>{esc(run.run_id)}</code></h2>{summary}"
+            f"<section><h2>Timeline</h2><div id=timeline>{timeline_html(pic, now=now if live else None)}</div>"
+            f"</section><section><h2>Hooks</h2>{hooks_html}</section>"
+            f"<section><h2>Streams</h2>{streams_html}</section>"
+            f"<section><h2>Events</h2>{events_html}</section></main>")
+    return layout(f"run {run.run_id}", body, script=SCRIPT)

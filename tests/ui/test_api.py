@@ -1,0 +1,114 @@
+"""The UI's JSON API and pages against a MemoryWorld holding a real run (httpx on the ASGI app, no sockets)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from awsworld.ui import check_loopback, create_app
+
+from .conftest import XSS, Demo
+
+
+@pytest.fixture
+async def http(demo: Demo) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(demo.env.world)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        yield client
+
+
+async def test_run_list_filters_and_pages(http: httpx.AsyncClient, demo: Demo) -> None:
+    page = await http.get("/", params={"workflow": "ui.order"})
+    assert page.status_code == 200
+    assert demo.run_id in page.text and demo.child_run_id not in page.text
+    data = (await http.get("/api/runs", params={"status": "completed", "limit": "1"})).json()
+    assert len(data["runs"]) == 1 and data["cursor"]
+    rest = (await http.get("/api/runs", params={"status": "completed", "cursor": data["cursor"]})).json()
+    assert {r["runId"] for r in data["runs"] + rest["runs"]} == {demo.run_id, demo.child_run_id}
+    assert (await http.get("/api/runs", params={"status": "failed"})).json()["runs"] == []
+    html = (await http.get("/", params={"status": "completed"})).text
+    assert "next page" not in html  # two runs fit one page of 50
+
+
+async def test_run_json_has_lanes_retries_hooks_and_children(http: httpx.AsyncClient, demo: Demo) -> None:
+    data = (await http.get(f"/api/runs/{demo.run_id}")).json()
+    assert data["status"] == "completed" and data["children"] == [demo.child_run_id]
+    names = [lane["name"] for lane in data["lanes"] if lane["kind"] == "step"]
+    assert sorted(names) == sorted(["ui.reserve", "ui.reserve", "ui.charge", "ui.pack", "child run"])
+    charge = next(lane for lane in data["lanes"] if lane["name"] == "ui.charge")
+    assert [a["outcome"] for a in charge["attempts"]] == ["retrying", "completed"]
+    assert "payment API timed out" in charge["attempts"][0]["error"]
+    assert [lane["kind"] for lane in data["lanes"]].count("wait") == 1
+    assert data["hooks"][0]["token"] == "address:o-1" and data["hooks"][0]["payloads"] == [{"address": XSS}]
+    child = (await http.get(f"/api/runs/{demo.child_run_id}")).json()
+    assert child["parentRunId"] == demo.run_id
+
+
+async def test_run_page_shows_everything_escaped(http: httpx.AsyncClient, demo: Demo) -> None:
+    page = await http.get(f"/runs/{demo.run_id}")
+    assert page.status_code == 200
+    html = page.text
+    assert XSS not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert len(re.findall(r"<script>", html)) == 1  # only the page's own script
+    assert html.count("data-kind='step'") == 5 and "data-kind='wait'" in html and "data-kind='hook'" in html
+    assert "payment API timed out" in html and "b-backoff" in html
+    assert f"/runs/{demo.child_run_id}" in html
+    assert "progress" in html  # the stream
+    assert "data-live='0'" in html and "cancel this run" not in html
+    child = (await http.get(f"/runs/{demo.child_run_id}")).text
+    assert f"/runs/{demo.run_id}" in child  # the parent link
+
+
+async def test_large_values_and_streams_on_demand(http: httpx.AsyncClient, demo: Demo) -> None:
+    html = (await http.get(f"/runs/{demo.run_id}")).text
+    event_id = re.search(r"data-value='([^']+)'", html)
+    assert event_id is not None and "x" * 2000 not in html
+    value = (await http.get(f"/api/runs/{demo.run_id}/events/{event_id.group(1)}/value")).json()
+    assert value["value"] == "x" * 2000
+    streams = (await http.get(f"/api/runs/{demo.run_id}/streams")).json()
+    assert streams == [{"name": "progress", "chunks": 1, "closed": True}]
+    chunks = (await http.get(f"/api/runs/{demo.run_id}/streams/progress")).json()
+    assert chunks["chunks"] == [{"index": 0, "text": f"packed {XSS}\n"}] and chunks["closed"]
+
+
+async def test_live_refresh_returns_only_new_events(http: httpx.AsyncClient, demo: Demo) -> None:
+    first = (await http.get(f"/api/runs/{demo.run_id}/events")).json()
+    assert first["terminal"] and first["count"] == len(first["events"]) > 10
+    again = (await http.get(f"/api/runs/{demo.run_id}/events", params={"since": first["count"]})).json()
+    assert again["events"] == [] and again["rows"] == "" and "data-kind='step'" in again["timeline"]
+
+
+async def test_unknown_run_is_404(http: httpx.AsyncClient) -> None:
+    assert (await http.get("/runs/wrun_nope")).status_code == 404
+    assert (await http.get("/api/runs/wrun_nope")).status_code == 404
+
+
+async def test_read_only_by_default(http: httpx.AsyncClient, demo: Demo) -> None:
+    refused = await http.post(f"/api/runs/{demo.run_id}/cancel", headers={"X-Awsworld-Write": "1"})
+    assert refused.status_code == 403 and "read-only" in refused.json()["error"]
+    assert (await http.post("/api/hooks/resume", json={"token": "t"})).status_code == 403
+
+
+async def test_writes_need_the_flag_and_the_header(demo: Demo) -> None:
+    app = create_app(demo.env.world, allow_writes=True)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+        assert (await http.post("/api/hooks/resume", json={"token": "t"})).status_code == 403  # no header
+        unknown = await http.post("/api/hooks/resume", json={"token": "nope"}, headers={"X-Awsworld-Write": "1"})
+        assert unknown.status_code == 404  # reached the handler: the hook does not exist
+
+
+async def test_loopback_only(demo: Demo) -> None:
+    app = create_app(demo.env.world)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://evil.example") as http:
+        assert (await http.get("/")).status_code == 421
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost:8765") as http:
+        assert (await http.get("/")).status_code == 200
+    for host in ("0.0.0.0", "192.168.1.2", "example.com"):
+        with pytest.raises(ValueError, match="loopback"):
+            check_loopback(host)
+    assert check_loopback("127.0.0.1") == "127.0.0.1"
