@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from . import ui
 from .errors import usage
 
 log = logging.getLogger("awsworld.dev")
@@ -39,6 +40,8 @@ def register(sub: Any) -> None:
     dev.add_argument("--port", type=int, default=0, help="the emulator's port (default: a free one, or the "
                      "one --state used last)")
     dev.add_argument("--webhook-port", type=int, default=0, help="the webhook route's port (default: likewise)")
+    dev.add_argument("--ui", action="store_true", help="serve the web view of runs too (awsworld ui; 127.0.0.1)")
+    ui.add_options(dev, port_flag="--ui-port")
     dev.set_defaults(handler=_main, needs_emulator=True)
 
 
@@ -83,6 +86,8 @@ async def _serve(args: argparse.Namespace) -> None:
             world = AWSWorld(config)
             poller: LocalPoller | None = None
             webhooks: WebhookServer | None = None
+            ui_server: Any = ui.build_server(args, world=world) if args.ui else None  # refuses bad flags early
+            ui_task: asyncio.Task[None] | None = None
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 runtime = Runtime(world)
@@ -96,8 +101,13 @@ async def _serve(args: argparse.Namespace) -> None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()
                 _print_banner(config, REGISTRY, webhooks.url, args, state, restored, woken)
+                if ui_server is not None:
+                    ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 await _run_until_stopped(world, state)
             finally:
+                if ui_task is not None and ui_server is not None:
+                    ui_server.should_exit = True
+                    await ui_task
                 if webhooks is not None:
                     webhooks.close()
                 if poller is not None:
@@ -105,6 +115,20 @@ async def _serve(args: argparse.Namespace) -> None:
                 await world.close()
     finally:
         await asyncio.to_thread(moto.stop)
+
+
+async def _serve_ui(server: Any, url: str) -> None:
+    """``dev --ui``: the UI next to dev, on dev's World and loop; a port already taken costs the UI, not dev
+    (uvicorn exits the process when it cannot bind)."""
+    task = asyncio.create_task(server.serve())  # built with signals=False: Ctrl-C stays dev's
+    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+        await asyncio.sleep(0.05)
+    if server.started:
+        print(f"ui: {url}", flush=True)
+    try:
+        await task
+    except SystemExit:
+        print(f"ui: could not serve on {url} (is the port taken? --ui-port N)", file=sys.stderr, flush=True)
 
 
 async def _run_until_stopped(world: Any, state: Any) -> None:

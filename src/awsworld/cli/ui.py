@@ -29,7 +29,8 @@ def add_options(parser: argparse.ArgumentParser, *, port_flag: str) -> None:
 
 
 def build_server(args: argparse.Namespace, *, world: Any = None) -> Any:
-    """The UI's uvicorn server for ``args``: on ``world``, or on the ``AWSWorld`` the environment names."""
+    """The UI's uvicorn server for ``args``: on ``world`` (``dev --ui``'s own, Ctrl-C left to ``dev``), or on
+    the ``AWSWorld`` the environment names."""
     try:
         from ..ui import check_loopback, create_app, serve
     except ImportError as error:
@@ -44,7 +45,7 @@ def build_server(args: argparse.Namespace, *, world: Any = None) -> Any:
         app = create_app(open_world=AWSWorld, allow_writes=args.allow_writes)
     else:
         app = create_app(world, allow_writes=args.allow_writes)
-    return serve(app, host=args.ui_host, port=args.ui_port)
+    return serve(app, host=args.ui_host, port=args.ui_port, signals=world is None)
 
 
 def url(args: argparse.Namespace) -> str:

@@ -140,10 +140,19 @@ def _attach(app: Starlette, world: World, allow_writes: bool) -> None:
     app.state.ui = UIState(world, Reader(world), Client(world), allow_writes)
 
 
-def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8765) -> Any:
-    """A uvicorn server for ``app`` on a loopback ``host`` (``await server.serve()`` runs it)."""
+def serve(app: Any, *, host: str = "127.0.0.1", port: int = 8765, signals: bool = True) -> Any:
+    """A uvicorn server for ``app`` on a loopback ``host`` (``await server.serve()`` runs it). ``signals=False``
+    leaves Ctrl-C to the caller (``awsworld dev --ui``, a test): uvicorn would otherwise take SIGINT for itself
+    and stop only the UI."""
     import uvicorn
 
     config = uvicorn.Config(app, host=check_loopback(host), port=port, log_level="warning", access_log=False,
                             lifespan="on")
-    return uvicorn.Server(config)
+    if signals:
+        return uvicorn.Server(config)
+
+    class Quiet(uvicorn.Server):
+        def capture_signals(self) -> Any:
+            return contextlib.nullcontext()
+
+    return Quiet(config)

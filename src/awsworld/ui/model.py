@@ -118,8 +118,8 @@ def picture(run_id: str, events: list[Event]) -> Picture:
         elif kind == "hook_created":
             token = str(data.get("token", ""))
             hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"))
-            lanes[corr] = Lane("hook", corr, "webhook" if data.get("isWebhook") else "hook", at, status="waiting",
-                               detail=token)
+            lanes[corr] = Lane("hook", corr, token, at, status="waiting",
+                               detail="webhook" if data.get("isWebhook") else "hook")
         elif kind == "hook_received" and corr in hooks:
             hooks[corr].payloads.append((event.event_id, at, data.get("payload")))
             if lanes[corr].status == "waiting":

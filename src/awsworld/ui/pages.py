@@ -51,7 +51,9 @@ color:#667;font-size:12px;margin-left:220px;margin-right:260px}
 .b-queued{background:#c9d3df}.b-completed{background:#2e9e4f}.b-failed{background:#d13b3b}
 .b-retrying{background:#e0892b}.b-running{background:#3b7dd8}.b-backoff{background:repeating-linear-gradient(
 45deg,#f3c89b 0 3px,#fff 3px 6px)}.b-wait{background:#b08ee0}.b-hook{background:#e3b83b}
-.err{color:#a11}.muted{color:#778}button{font-size:12px}
+.err{color:#a11}.muted{color:#778}button{font-size:12px}td code,pre{word-break:break-all}
+.ev td:first-child{white-space:nowrap}.sw{display:inline-block;width:18px;height:10px;border-radius:2px;
+margin:0 4px 0 10px;vertical-align:middle}
 """
 
 SCRIPT = """
@@ -186,11 +188,11 @@ def timeline_html(pic: Picture, *, now: datetime | None = None) -> str:
     span = max((end - pic.start).total_seconds(), 0.001)
     ticks = "".join(f"<span>{esc(_ms(pic.start, pic.start + (end - pic.start) * (i / 4)))}</span>" for i in range(5))
     lanes = "".join(_lane(lane, pic.start, end, span) for lane in pic.lanes)
-    legend = ("<p class=muted>bars: <span class='status b-queued'>queued</span> "
-              "<span class='status b-completed'>attempt ok</span> <span class='status b-retrying'>attempt "
-              "retried</span> <span class='status b-backoff'>back-off</span> <span class='status b-failed'>"
-              "failed</span> <span class='status b-wait'>sleep</span> <span class='status b-hook'>hook wait"
-              "</span></p>")
+    legend = "<p class=muted>" + "".join(
+        f"<span class='sw b-{kind}'></span>{label}" for kind, label in (
+            ("queued", "queued"), ("running", "running"), ("completed", "attempt ok"),
+            ("retrying", "attempt retried"), ("backoff", "back-off"), ("failed", "failed"), ("wait", "sleep"),
+            ("hook", "waiting for a hook"))) + "</p>"
     return f"<div class=wf><div class=axis>{ticks}</div>{lanes or '<p class=muted>no steps</p>'}</div>{legend}"
 
 
@@ -251,7 +253,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         f"</td><td><button data-stream='{esc(name)}'>show</button></td></tr>" for name, info in streams)
     streams_html = ("<table><tr><th>stream</th><th>chunks</th><th>state</th><th></th></tr>" + stream_rows
                     + "</table>") if streams else "<p class=muted>no streams</p>"
-    events_html = ("<table><thead><tr><th>at</th><th>event</th><th>what</th><th>detail</th><th>value</th></tr>"
+    events_html = ("<table class=ev><thead><tr><th>at</th><th>event</th><th>what</th><th>detail</th><th>value</th></tr>"
                    f"</thead><tbody id=events>{event_rows(run.run_id, rows)}</tbody></table>")
     body = (f"<main data-run='{esc(run.run_id)}' data-since='{len(rows)}' data-live='{1 if live else 0}'>"
             f"<h2>Run <code>{esc(run.run_id)}</code></h2>{summary}"

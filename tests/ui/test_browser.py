@@ -1,0 +1,120 @@
+"""End to end in a real headless Chromium (the OS package, driven by Playwright): the demo-like run's page shows
+every step on the timeline, and a running run's page follows it live until it completes. Screenshots go to the
+test's tmp_path (``AWSWORLD_UI_SCREENSHOT=path.png`` copies the run page's there too: how docs/ got its own).
+
+Skips only when no Chromium binary exists (``apt-get install -y chromium``; .ci/run tries it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from awsworld import create_hook, step, workflow
+from awsworld.testing import WorkflowTestEnv
+from awsworld.ui import create_app, serve
+
+from .conftest import Demo
+
+CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", shutil.which("chromium") or "")
+                 if p and os.path.exists(p)), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (/usr/bin/chromium): "
+                                "apt-get install -y chromium to run the browser test")
+
+
+@step(name="ui.live.prepare")
+async def prepare() -> str:
+    return "ready"
+
+
+@workflow(name="ui.live")
+async def live_flow() -> Any:
+    await prepare()
+    async with create_hook(token="live:go") as hook:
+        payload = await hook
+    await prepare()
+    return payload
+
+
+@contextlib.asynccontextmanager
+async def served(world: Any) -> AsyncIterator[str]:
+    """The UI on ``world`` served by uvicorn on 127.0.0.1 at a free port, on this test's event loop (the
+    MemoryWorld is used from one loop only); yields its base URL."""
+    server = serve(create_app(world), port=0, signals=False)
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+        await asyncio.sleep(0.02)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as p:
+        chromium = await p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        try:
+            yield chromium
+        finally:
+            await chromium.close()
+
+
+async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path: Path) -> None:
+    steps = await demo.env.client.get_run(demo.run_id).steps()
+    async with served(demo.env.world) as base:
+        page = await browser.new_page(viewport={"width": 1280, "height": 900})
+        response = await page.goto(f"{base}/runs/{demo.run_id}")
+        assert response.status == 200
+        lanes = page.locator("#timeline .lane[data-kind=step]")
+        assert await lanes.count() == len(steps) == 5
+        names = sorted(await lanes.evaluate_all("els => els.map(e => e.dataset.name)"))
+        assert names == sorted(s.step_name if s.step_name != "awsworld.start_child" else "child run" for s in steps)
+        for lane in await lanes.all():  # every step has a visible bar
+            assert await lane.locator(".bar").count() >= 1
+        assert await page.locator("#timeline .lane[data-kind=wait]").count() == 1
+        assert await page.locator("#status").text_content() == "completed"
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: dialogs.append(d.message))
+        await page.click("button[data-stream=progress]")
+        await page.wait_for_selector("#stream-progress")
+        assert "<script>alert(1)</script>" in (await page.text_content("#stream-progress") or "")
+        assert dialogs == []  # the payload stayed text
+        shot = tmp_path / "run.png"
+        await page.screenshot(path=str(shot), full_page=True)
+        assert shot.stat().st_size > 10_000
+        if os.environ.get("AWSWORLD_UI_SCREENSHOT"):
+            shutil.copy(shot, os.environ["AWSWORLD_UI_SCREENSHOT"])
+        await page.goto(base)
+        assert await page.locator(f"a[href='/runs/{demo.run_id}']").count() == 1
+
+
+async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(live_flow)
+        await run.wait_for_hook("live:go")
+        async with served(env.world) as base:
+            page = await browser.new_page()
+            await page.goto(f"{base}/runs/{run.run_id}")
+            assert await page.locator("main").get_attribute("data-live") == "1"
+            assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "waiting"
+            await env.client.resume_hook("live:go", {"go": True})
+            assert await run.result() == {"go": True}
+            # the page's poll (every 2 s) picks up the new events and re-renders the timeline
+            await page.wait_for_function("document.getElementById('status').textContent === 'completed'",
+                                         timeout=10_000)
+            assert await page.locator("#timeline .lane[data-kind=step]").count() == 2
+            assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "received"
+            assert await page.locator("#events tr", has_text="run_completed").count() == 1
+            await page.screenshot(path=str(tmp_path / "live.png"))
