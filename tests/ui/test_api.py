@@ -81,9 +81,12 @@ async def test_live_refresh_returns_only_new_events(http: httpx.AsyncClient, dem
     assert again["events"] == [] and again["rows"] == "" and "data-kind='step'" in again["timeline"]
 
 
-async def test_unknown_run_is_404(http: httpx.AsyncClient) -> None:
+async def test_unknown_run_is_404_and_bad_filters_400(http: httpx.AsyncClient) -> None:
     assert (await http.get("/runs/wrun_nope")).status_code == 404
     assert (await http.get("/api/runs/wrun_nope")).status_code == 404
+    assert (await http.get("/", params={"status": "<b>odd</b>"})).status_code == 400
+    bad = await http.get("/api/runs", params={"status": "odd", "limit": "many"})
+    assert bad.status_code == 400 and "odd" in bad.json()["error"]
 
 
 async def test_read_only_by_default(http: httpx.AsyncClient, demo: Demo) -> None:

@@ -30,6 +30,14 @@ def state(request: Request) -> UIState:
     return request.app.state.ui
 
 
+def number(text: str | None, default: int, *, low: int = 0, high: int = 1_000_000) -> int:
+    """A query parameter as an int within bounds (a malformed one is the default, not a 500)."""
+    try:
+        return max(low, min(high, int(text))) if text is not None else default
+    except ValueError:
+        return default
+
+
 def when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
@@ -38,7 +46,7 @@ async def runs(request: Request) -> JSONResponse:
     q = request.query_params
     page = await state(request).world.runs.list(workflow_name=q.get("workflow") or None,
                                                 status=q.get("status") or None, cursor=q.get("cursor") or None,
-                                                limit=min(int(q.get("limit", "50")), 200))
+                                                limit=number(q.get("limit"), 50, low=1, high=200))
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
                                    "createdAt": when(r.created_at), "completedAt": when(r.completed_at)}
                                   for r in page.data],
@@ -71,7 +79,7 @@ async def events(request: Request) -> JSONResponse:
     timeline, the run's status, and ``more`` when a page of events was not all there is (poll again soon)."""
     ui = state(request)
     run_id = request.path_params["run_id"]
-    since = max(0, int(request.query_params.get("since", "0")))
+    since = number(request.query_params.get("since"), 0)
     view = await ui.world.runs.get(run_id, resolve_data="none")
     all_events, more = await ui.reader.refresh(run_id)
     rows = timeline_rows(all_events)
@@ -134,6 +142,6 @@ async def resume(request: Request) -> JSONResponse:
     return JSONResponse({"eventId": event.event_id, "runId": event.run_id})
 
 
-def not_found(request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, NotFoundError)
-    return JSONResponse({"error": str(error)}, status_code=404)
+def refused(error: Exception) -> JSONResponse:
+    """A World's refusal as JSON: 404 for what does not exist, 400 for a bad filter or value."""
+    return JSONResponse({"error": str(error)}, status_code=404 if isinstance(error, NotFoundError) else 400)

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..runtime.client import Client
 from ..timeline import timeline_rows
-from ..world.errors import NotFoundError
+from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
 from . import api
 from .model import picture
@@ -98,10 +98,13 @@ async def run_view(request: Request) -> Response:
     return HTMLResponse(html)
 
 
-async def _not_found(request: Request, error: Exception) -> Response:
+async def _refused(request: Request, error: Exception) -> Response:
+    """An unknown run or hook (404), a bad filter (400): JSON under /api/, a page elsewhere."""
     if request.url.path.startswith("/api/"):
-        return api.not_found(request, error)
-    return HTMLResponse(layout("not found", f"<main><p>{esc(error)}</p></main>"), status_code=404)
+        return api.refused(error)
+    code = 404 if isinstance(error, NotFoundError) else 400
+    return HTMLResponse(layout("not found" if code == 404 else "refused", f"<main><p>{esc(error)}</p></main>"),
+                        status_code=code)
 
 
 def create_app(world: World | None = None, *, open_world: Callable[[], AbstractAsyncContextManager[World]] | None
@@ -130,7 +133,7 @@ def create_app(world: World | None = None, *, open_world: Callable[[], AbstractA
         Route("/api/hooks/resume", api.resume, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, allow_writes=allow_writes)],
-                    exception_handlers={NotFoundError: _not_found})
+                    exception_handlers={NotFoundError: _refused, InvalidInputError: _refused})
     if world is not None:
         _attach(app, world, allow_writes)
     return app
