@@ -79,7 +79,7 @@ document.addEventListener('click',async function(e){
 });
 async function poll(){
  try{const r=await fetch(api+'/events?since='+main.dataset.since);const d=await r.json();
-  main.dataset.since=d.count;document.getElementById('timeline').innerHTML=d.timeline;
+  main.dataset.since=Math.max(+main.dataset.since,d.count);document.getElementById('timeline').innerHTML=d.timeline;
   document.getElementById('events').insertAdjacentHTML('beforeend',d.rows);
   const st=document.getElementById('status');st.textContent=d.status;st.className='status s-'+d.status;
   if(!d.terminal)setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
