@@ -31,6 +31,11 @@ async def test_run_list_filters_and_pages(http: httpx.AsyncClient, demo: Demo) -
     assert (await http.get("/api/runs", params={"status": "failed"})).json()["runs"] == []
     html = (await http.get("/", params={"status": "completed"})).text
     assert "next page" not in html  # two runs fit one page of 50
+    first = (await http.get("/", params={"status": "completed", "since": "30d"})).text
+    assert demo.run_id in first  # the environment's clock is close to now
+    future = (await http.get("/api/runs", params={"since": "2999-01-01T00:00:00"})).json()
+    assert future == {"runs": [], "cursor": None}
+    assert (await http.get("/api/runs", params={"since": "soon"})).status_code == 400
 
 
 async def test_run_json_has_lanes_retries_hooks_and_children(http: httpx.AsyncClient, demo: Demo) -> None:

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from ..runtime.durations import parse_duration
 from ..timeline import timeline_rows
-from ..world.errors import NotFoundError
+from ..world.entities import Run
+from ..world.errors import InvalidInputError, NotFoundError
 from .model import picture
 from .pages import event_rows, timeline_html
 
@@ -38,19 +41,46 @@ def number(text: str | None, default: int, *, low: int = 0, high: int = 1_000_00
         return default
 
 
+def created_since(text: str | None) -> datetime | None:
+    """The run list's time filter: a duration back from now (``30m``, ``2h``, ``7d``) or an ISO time. Listings
+    are newest first, so the filter keeps a page's runs from then on and ends the paging at the first older one."""
+    if not text:
+        return None
+    try:
+        return datetime.now(UTC) - parse_duration(text, what="since")
+    except (TypeError, ValueError):
+        pass
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise InvalidInputError(f"since: {text!r} is neither a duration (30m, 2h, 7d) nor an ISO time",
+                                field="since") from None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+async def list_runs(ui: UIState, params: Mapping[str, str], *, limit: int) -> tuple[list[Run], str | None]:
+    """One page of runs for the filters in ``params`` (workflow, status, since, cursor), and the next cursor."""
+    since = created_since(params.get("since"))
+    page = await ui.world.runs.list(workflow_name=params.get("workflow") or None,
+                                    status=params.get("status") or None, cursor=params.get("cursor") or None,
+                                    limit=limit)
+    if since is None:
+        return page.data, page.cursor if page.has_more else None
+    kept = [r for r in page.data if r.created_at >= since]
+    return kept, page.cursor if page.has_more and len(kept) == len(page.data) else None
+
+
 def when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
 async def runs(request: Request) -> JSONResponse:
     q = request.query_params
-    page = await state(request).world.runs.list(workflow_name=q.get("workflow") or None,
-                                                status=q.get("status") or None, cursor=q.get("cursor") or None,
-                                                limit=number(q.get("limit"), 50, low=1, high=200))
+    found, cursor = await list_runs(state(request), q, limit=number(q.get("limit"), 50, low=1, high=200))
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
                                    "createdAt": when(r.created_at), "completedAt": when(r.completed_at)}
-                                  for r in page.data],
-                         "cursor": page.cursor if page.has_more else None})
+                                  for r in found],
+                         "cursor": cursor})
 
 
 async def run(request: Request) -> JSONResponse:

@@ -79,9 +79,10 @@ class Guard:
 
 async def runs_view(request: Request) -> Response:
     q = request.query_params
-    workflow, status, cursor = q.get("workflow") or None, q.get("status") or None, q.get("cursor") or None
-    page = await api.state(request).world.runs.list(workflow_name=workflow, status=status, cursor=cursor, limit=50)
-    return HTMLResponse(runs_page(page, workflow=workflow, status=status, cursor=cursor))
+    found, next_cursor = await api.list_runs(api.state(request), q, limit=50)
+    return HTMLResponse(runs_page(found, next_cursor, workflow=q.get("workflow") or None,
+                                  status=q.get("status") or None, since=q.get("since") or None,
+                                  cursor=q.get("cursor") or None))
 
 
 async def run_view(request: Request) -> Response:

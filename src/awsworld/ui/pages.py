@@ -16,7 +16,6 @@ from urllib.parse import quote, urlencode
 
 from ..timeline import Row
 from ..world.entities import RUN_STATUSES, Run
-from ..world.pages import RunPage
 from ..world.streams import StreamInfo
 from .model import Lane, Picture
 
@@ -109,22 +108,24 @@ def run_link(run_id: str) -> str:
     return f"<a href='/runs/{esc(quote(run_id, safe=''))}'>{esc(run_id)}</a>"
 
 
-def runs_page(page: RunPage, *, workflow: str | None, status: str | None, cursor: str | None) -> str:
+def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None, status: str | None,
+              since: str | None, cursor: str | None) -> str:
     options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
                       for s in ("", *RUN_STATUSES))
     form = (f"<form method=get>workflow <input name=workflow value='{esc(workflow or '')}'> status "
-            f"<select name=status>{options}</select> <button>filter</button></form>")
+            f"<select name=status>{options}</select> created within <input name=since size=8 placeholder='2h, 7d' "
+            f"value='{esc(since or '')}'> <button>filter</button></form>")
     rows = "".join(
         f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}</td><td>{_status(r.status)}</td>"
-        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in page.data)
-    if not page.data:
+        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
+    if not runs:
         rows = "<tr><td colspan=5 class=muted>no runs</td></tr>"
-    base = {k: v for k, v in (("workflow", workflow), ("status", status)) if v}
+    base = {k: v for k, v in (("workflow", workflow), ("status", status), ("since", since)) if v}
     nav = []
     if cursor:
         nav.append(f"<a href='/?{esc(urlencode(base))}'>first page</a>")
-    if page.has_more and page.cursor:
-        nav.append(f"<a rel=next href='/?{esc(urlencode({**base, 'cursor': page.cursor}))}'>next page</a>")
+    if next_cursor:
+        nav.append(f"<a rel=next href='/?{esc(urlencode({**base, 'cursor': next_cursor}))}'>next page</a>")
     table = ("<table><tr><th>run</th><th>workflow</th><th>status</th><th>created</th><th>completed</th></tr>"
              f"{rows}</table>")
     return layout("runs", f"<main><h2>Runs</h2>{form}{table}<p>{' · '.join(nav)}</p></main>")
