@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from awsworld import create_hook, step, workflow
+from awsworld import create_hook, get_writable, step, workflow
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import create_app, serve
 
@@ -34,12 +34,21 @@ async def prepare() -> str:
     return "ready"
 
 
+@step(name="ui.live.say")
+async def say(text: str, close: bool = False) -> None:
+    log = get_writable("log")
+    await log.write(text)
+    if close:
+        await log.close()
+
+
 @workflow(name="ui.live")
 async def live_flow() -> Any:
     await prepare()
+    await say("before the hook\n")
     async with create_hook(token="live:go") as hook:
         payload = await hook
-    await prepare()
+    await say("after the hook\n", close=True)
     return payload
 
 
@@ -109,12 +118,16 @@ async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> No
             await page.goto(f"{base}/runs/{run.run_id}")
             assert await page.locator("main").get_attribute("data-live") == "1"
             assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "waiting"
+            await page.click("button[data-stream=log]")
+            await page.wait_for_function("document.getElementById('stream-log')?.textContent.includes('before')")
             await env.client.resume_hook("live:go", {"go": True})
             assert await run.result() == {"go": True}
             # the page's poll (every 2 s) picks up the new events and re-renders the timeline
             await page.wait_for_function("document.getElementById('status').textContent === 'completed'",
                                          timeout=10_000)
-            assert await page.locator("#timeline .lane[data-kind=step]").count() == 2
+            assert await page.locator("#timeline .lane[data-kind=step]").count() == 3
+            await page.wait_for_function("document.getElementById('stream-log').dataset.closed === '1'")
+            assert await page.text_content("#stream-log") == "before the hook\nafter the hook\n"
             assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "received"
             assert await page.locator("#events tr", has_text="run_completed").count() == 1
             await page.screenshot(path=str(tmp_path / "live.png"))

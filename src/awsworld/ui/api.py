@@ -2,7 +2,8 @@
 one event's whole value, streams; and, only when the UI was started with ``--allow-writes``, cancel and resume.
 
 A live refresh is one HTTP request, ``GET /api/runs/{id}/events?since=N``, costing the World two requests
-(``runs.get`` without values, one ``events.list`` page after the remembered cursor; see ``reader``).
+(``runs.get`` without values, one ``events.list`` page after the remembered cursor; see ``reader``), plus one
+``GET .../streams/{name}?cursor=`` (one ``streams.get_chunks``) per stream the viewer opened that is still open.
 """
 
 from __future__ import annotations

@@ -64,11 +64,9 @@ document.addEventListener('click',async function(e){
  if(b){const r=await fetch(api+'/events/'+encodeURIComponent(b.dataset.value)+'/value');const d=await r.json();
   const pre=document.createElement('pre');pre.textContent=JSON.stringify(d.value,null,2);b.replaceWith(pre);return;}
  const s=e.target.closest('button[data-stream]');
- if(s){const r=await fetch(api+'/streams/'+encodeURIComponent(s.dataset.stream));const d=await r.json();
-  const pre=document.getElementById('stream-'+s.dataset.stream)||document.createElement('pre');
-  pre.id='stream-'+s.dataset.stream;
-  pre.textContent=d.chunks.map(c=>c.text!==undefined?c.text:'[base64] '+c.base64).join('');
-  s.after(pre);return;}
+ if(s){if(!document.getElementById('stream-'+s.dataset.stream)){const pre=document.createElement('pre');
+  pre.id='stream-'+s.dataset.stream;pre.dataset.stream=s.dataset.stream;s.after(pre);
+  for(let i=0;i<20&&await more(pre);i++){}}return;}
  const w=e.target.closest('button[data-write]');
  if(w){let body={};if(w.dataset.write==='resume'){body={token:w.dataset.token,
   payload:JSON.parse(document.getElementById('payload-'+w.dataset.hook).value||'null')};}
@@ -76,11 +74,18 @@ document.addEventListener('click',async function(e){
   headers:{'Content-Type':'application/json','X-Awsworld-Write':'1'},body:JSON.stringify(body)});
   w.textContent=r.ok?'done':'refused ('+r.status+')';}
 });
+async function more(pre){
+ const c=pre.dataset.cursor;const r=await fetch(api+'/streams/'+encodeURIComponent(pre.dataset.stream)+
+  (c?'?cursor='+encodeURIComponent(c):''));const d=await r.json();
+ pre.textContent+=d.chunks.map(c=>c.text!==undefined?c.text:'[base64] '+c.base64).join('');
+ if(d.cursor)pre.dataset.cursor=d.cursor;if(d.closed&&!d.more)pre.dataset.closed='1';return d.more;
+}
 async function poll(){
  try{const r=await fetch(api+'/events?since='+main.dataset.since);const d=await r.json();
   main.dataset.since=Math.max(+main.dataset.since,d.count);document.getElementById('timeline').innerHTML=d.timeline;
   document.getElementById('events').insertAdjacentHTML('beforeend',d.rows);
   const st=document.getElementById('status');st.textContent=d.status;st.className='status s-'+d.status;
+  for(const pre of document.querySelectorAll('pre[data-stream]'))if(!pre.dataset.closed)await more(pre);
   if(!d.terminal)setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
 }
 if(main.dataset.live==='1')setTimeout(poll,2000);
