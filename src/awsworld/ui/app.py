@@ -8,6 +8,7 @@ it renders every stored value escaped. It logs no requests, so no run ids or pay
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
@@ -90,10 +91,11 @@ async def run_view(request: Request) -> Response:
     ``streams.list`` and one ``streams.get_info`` per stream; stream contents and whole values load on demand."""
     ui = api.state(request)
     run_id = request.path_params["run_id"]
-    view = await ui.world.runs.get(run_id, resolve_data="none")
-    events = await ui.reader.events(run_id)
-    names = await ui.world.streams.list(run_id)
-    streams = [(name, await ui.world.streams.get_info(run_id, name)) for name in names]
+    # At once: the log's pages are sequential (cursors), the rest need not wait for them.
+    view, events, names = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"),
+                                               ui.reader.events(run_id), ui.world.streams.list(run_id))
+    infos = await asyncio.gather(*(ui.world.streams.get_info(run_id, name) for name in names))
+    streams = list(zip(names, infos, strict=True))
     html = run_page(view, pic=picture(run_id, events), rows=timeline_rows(events), streams=streams,
                     allow_writes=ui.allow_writes, now=datetime.now(UTC))
     return HTMLResponse(html)
