@@ -107,6 +107,8 @@ async def test_writes_need_the_flag_and_the_header(demo: Demo) -> None:
         assert (await http.post("/api/hooks/resume", json={"token": "t"})).status_code == 403  # no header
         unknown = await http.post("/api/hooks/resume", json={"token": "nope"}, headers={"X-Awsworld-Write": "1"})
         assert unknown.status_code == 404  # reached the handler: the hook does not exist
+        garbled = await http.post("/api/hooks/resume", content=b"{nope", headers={"X-Awsworld-Write": "1"})
+        assert garbled.status_code == 400
 
 
 async def test_loopback_only(demo: Demo) -> None:

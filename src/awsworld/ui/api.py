@@ -166,7 +166,10 @@ async def cancel(request: Request) -> JSONResponse:
 
 async def resume(request: Request) -> JSONResponse:
     ui = state(request)
-    body = json.loads(await request.body() or b"{}")
+    try:
+        body = json.loads(await request.body() or b"{}")
+    except ValueError:
+        body = None
     if not isinstance(body, dict) or not isinstance(body.get("token"), str):  # pyright: ignore[reportUnknownMemberType]
         return JSONResponse({"error": "expected {\"token\": ..., \"payload\": ...}"}, status_code=400)
     event = await ui.client.resume_hook(body["token"], body.get("payload"))  # pyright: ignore[reportUnknownMemberType, reportUnknownArgumentType]
