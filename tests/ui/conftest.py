@@ -81,6 +81,7 @@ async def demo() -> AsyncIterator[Demo]:
     async with WorkflowTestEnv() as env:
         run = await env.client.start(order, "o-1", XSS)
         await run.wait_for_hook(TOKEN)
+        await env.world.runs.set_attributes(run.run_id, [{"key": "customer", "value": XSS}])
         await env.client.resume_hook(TOKEN, {"address": XSS})
         await run.result()
         children = await run.children()

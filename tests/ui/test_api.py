@@ -41,6 +41,7 @@ async def test_run_list_filters_and_pages(http: httpx.AsyncClient, demo: Demo) -
 async def test_run_json_has_lanes_retries_hooks_and_children(http: httpx.AsyncClient, demo: Demo) -> None:
     data = (await http.get(f"/api/runs/{demo.run_id}")).json()
     assert data["status"] == "completed" and data["children"] == [demo.child_run_id]
+    assert data["attributes"] == {"customer": XSS}
     names = [lane["name"] for lane in data["lanes"] if lane["kind"] == "step"]
     assert sorted(names) == sorted(["ui.reserve", "ui.reserve", "ui.charge", "ui.pack", "child run"])
     charge = next(lane for lane in data["lanes"] if lane["name"] == "ui.charge")
@@ -62,6 +63,7 @@ async def test_run_page_shows_everything_escaped(http: httpx.AsyncClient, demo: 
     assert "payment API timed out" in html and "b-backoff" in html
     assert f"/runs/{demo.child_run_id}" in html
     assert "progress" in html  # the stream
+    assert "attribute customer" in html
     assert "data-live='0'" in html and "cancel this run" not in html
     child = (await http.get(f"/runs/{demo.child_run_id}")).text
     assert f"/runs/{demo.run_id}" in child  # the parent link
