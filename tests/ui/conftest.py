@@ -69,6 +69,29 @@ async def many(n: int) -> int:
     return sum(await asyncio.gather(*(tick(i) for i in range(n))))
 
 
+@step(name="ui.live.prepare")
+async def prepare() -> str:
+    return "ready"
+
+
+@step(name="ui.live.say")
+async def say(text: str, close: bool = False) -> None:
+    log = get_writable("log")
+    await log.write(text)
+    if close:
+        await log.close()
+
+
+@workflow(name="ui.live")  # a run that waits on a hook between two stream writes
+async def live_flow() -> Any:
+    await prepare()
+    await say("before the hook\n")
+    async with create_hook(token="live:go") as hook:
+        payload = await hook
+    await say("after the hook\n", close=True)
+    return payload
+
+
 @dataclass
 class Demo:
     env: WorkflowTestEnv

@@ -8,9 +8,10 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
+from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import check_loopback, create_app
 
-from .conftest import XSS, Demo
+from .conftest import XSS, Demo, live_flow
 
 
 @pytest.fixture
@@ -124,3 +125,24 @@ async def test_loopback_only(demo: Demo) -> None:
         with pytest.raises(ValueError, match="loopback"):
             check_loopback(host)
     assert check_loopback("127.0.0.1") == "127.0.0.1"
+
+
+async def test_allowed_writes_resume_and_cancel() -> None:
+    async with WorkflowTestEnv() as env:
+        app = create_app(env.world, allow_writes=True)
+        write = {"X-Awsworld-Write": "1"}
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            run = await env.client.start(live_flow)
+            await run.wait_for_hook("live:go")
+            page = (await http.get(f"/runs/{run.run_id}")).text
+            assert "cancel this run" in page and "data-write=resume" in page
+            resumed = await http.post("/api/hooks/resume", json={"token": "live:go", "payload": {"ok": 1}},
+                                      headers=write)
+            assert resumed.status_code == 200 and resumed.json()["runId"] == run.run_id
+            assert await run.result() == {"ok": 1}
+            assert "cancel this run" not in (await http.get(f"/runs/{run.run_id}")).text  # ended: no buttons
+            second = await env.client.start(live_flow)
+            await second.wait_for_hook("live:go")
+            assert (await http.post(f"/api/runs/{second.run_id}/cancel", headers=write)).status_code == 200
+            view = await env.world.runs.wait_for_terminal_status(second.run_id, timeout=10)
+            assert view.status == "cancelled"

@@ -17,39 +17,15 @@ from typing import Any
 
 import pytest
 
-from awsworld import create_hook, get_writable, step, workflow
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import create_app, serve
 
-from .conftest import Demo
+from .conftest import Demo, live_flow
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", shutil.which("chromium") or "")
                  if p and os.path.exists(p)), None)
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (/usr/bin/chromium): "
                                 "apt-get install -y chromium to run the browser test")
-
-
-@step(name="ui.live.prepare")
-async def prepare() -> str:
-    return "ready"
-
-
-@step(name="ui.live.say")
-async def say(text: str, close: bool = False) -> None:
-    log = get_writable("log")
-    await log.write(text)
-    if close:
-        await log.close()
-
-
-@workflow(name="ui.live")
-async def live_flow() -> Any:
-    await prepare()
-    await say("before the hook\n")
-    async with create_hook(token="live:go") as hook:
-        payload = await hook
-    await say("after the hook\n", close=True)
-    return payload
 
 
 @contextlib.asynccontextmanager
