@@ -46,6 +46,7 @@ async def served(world: Any) -> AsyncIterator[str]:
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
+    pytest.importorskip("playwright", reason="Playwright is not installed: pip install -e '.[test]'")
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
