@@ -1,7 +1,8 @@
 """awsworld: durable Python workflows on AWS serverless.
 
 Write ``async def`` workflows and steps; start them with a ``Client``. Everything else lives in submodules:
-``awsworld.world`` (the contract), ``awsworld.aws`` (the AWS World), ``awsworld.local`` (the embedded emulator).
+``awsworld.world`` (the contract), ``awsworld.aws`` (the AWS World), ``awsworld.local`` (the embedded emulator),
+``awsworld.testing`` (the in-memory test environment and its pytest plugin), ``awsworld.ui`` (the run viewer).
 """
 
 from .runtime.api import (
