@@ -15,7 +15,7 @@ import contextlib
 import logging
 from typing import Any
 
-from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker
+from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..runtime.runtime import Runtime
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
@@ -80,7 +80,4 @@ class LocalPoller:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=5)
-            for task in self._inflight:
-                task.cancel()
+        await finish_or_cancel(self._inflight)

@@ -55,3 +55,12 @@ class Invoker:
             with contextlib.suppress(Exception):  # already deleted (a redelivery, a hop): as on SQS, harmless
                 await self.consumer.delete(record)
         return result
+
+
+async def finish_or_cancel(tasks: set[asyncio.Task[Any]], grace: float = 5.0) -> None:
+    """At shutdown: give deliveries still running ``grace`` seconds to end, then cancel the rest (as Lambda
+    would at its timeout; their records come back after the visibility timeout)."""
+    if tasks:
+        await asyncio.wait(set(tasks), timeout=grace)
+        for task in set(tasks):
+            task.cancel()

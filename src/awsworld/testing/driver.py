@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..runtime.delivery import RecordResult
-from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker
+from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..runtime.runtime import Runtime
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 from .clock import VirtualClock
@@ -75,10 +75,7 @@ class Driver:
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        if self._inflight:
-            await asyncio.wait(set(self._inflight), timeout=5)
-            for task in self._inflight:
-                task.cancel()
+        await finish_or_cancel(self._inflight)
 
     def wake(self) -> None:
         """Look again now (the clock was moved by hand)."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from ...world.clock import Clock
 from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
@@ -21,7 +21,10 @@ from ...world.events import AttributeChange, EventResult
 from ...world.pages import HookPage, RunPage, StepPage
 from .cursors import check_limit, encode_cursor, key_after, run_before
 from .log import MemoryLog
-from .records import State, build, hook_model, run_model, step_model
+from .records import RunRecord, State, build, hook_model, run_model, step_model
+
+E = TypeVar("E")
+M = TypeVar("M")
 
 MAX_RUNS_PAGE = 100
 MAX_ENTITY_PAGE = 1000
@@ -161,14 +164,9 @@ class MemorySteps:
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
         """A run's steps in id order (as the AWS World's key order), ``limit`` at a time."""
-        check_limit(limit, MAX_ENTITY_PAGE)
-        after = key_after(cursor, STEP_PREFIX)
         run = self.state.runs.get(run_id)
-        ids = _page_ids(run.steps if run is not None else {}, after, limit)
-        more = len(ids) > limit
-        ids = ids[:limit]
-        steps = [step_model(run, i, run.steps[i], resolve_data) for i in ids] if run is not None else []
-        next_cursor = encode_cursor({"k": STEP_PREFIX + ids[-1]}) if ids and more else None
+        steps, next_cursor, more = _entity_page(run, run.steps if run is not None else {}, STEP_PREFIX, cursor,
+                                                limit, resolve_data, step_model)
         return build(StepPage, data=steps, cursor=next_cursor, has_more=more)
 
 
@@ -203,19 +201,23 @@ class MemoryHooks:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
-        check_limit(limit, MAX_ENTITY_PAGE)
-        after = key_after(cursor, HOOK_PREFIX)
         run = self.state.runs.get(run_id)
-        ids = _page_ids(run.hooks if run is not None else {}, after, limit)
-        more = len(ids) > limit
-        ids = ids[:limit]
-        hooks = [hook_model(run, i, run.hooks[i], resolve_data) for i in ids] if run is not None else []
-        next_cursor = encode_cursor({"k": HOOK_PREFIX + ids[-1]}) if ids and more else None
+        hooks, next_cursor, more = _entity_page(run, run.hooks if run is not None else {}, HOOK_PREFIX, cursor,
+                                                limit, resolve_data, hook_model)
         return build(HookPage, data=hooks, cursor=next_cursor, has_more=more)
 
 
-def _page_ids(entities: Mapping[str, object], after: str | None, limit: int) -> list[str]:
-    """Up to ``limit`` + 1 ids after ``after``, in key order (the extra one says whether more exist)."""
-    return sorted(i for i in entities if after is None or i > after)[: limit + 1]
+def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, cursor: str | None, limit: int,
+                 resolve_data: ResolveData, model: Callable[[RunRecord, str, E, ResolveData], M]
+                 ) -> tuple[list[M], str | None, bool]:
+    """One page of a run's steps or hooks in id order (the AWS World's key order): the models, the cursor
+    after the last one when more exist, and whether they do."""
+    check_limit(limit, MAX_ENTITY_PAGE)
+    after = key_after(cursor, prefix)
+    ids = sorted(i for i in entities if after is None or i > after)[: limit + 1]
+    more = len(ids) > limit
+    ids = ids[:limit]
+    data = [model(run, i, entities[i], resolve_data) for i in ids] if run is not None else []
+    return data, encode_cursor({"k": prefix + ids[-1]}) if ids and more else None, more
 
 
