@@ -17,6 +17,7 @@ import aioboto3
 from botocore.config import Config
 
 from .config import AWSConfig
+from .encryption.run_keys import RunKeys
 from .retention import Retention
 
 
@@ -64,6 +65,7 @@ class AWSClients:
         self.config = config
         self.stats = RequestStats()
         self.retention = Retention(config.retention_seconds, config.max_run_seconds)
+        self.keys = RunKeys(self)
         self._session = aioboto3.Session()
         self._stack = AsyncExitStack()
         self._clients: dict[str, Any] = {}
@@ -137,6 +139,9 @@ class AWSClients:
 
     async def sqs(self) -> Any:
         return await self.get("sqs")
+
+    async def kms(self) -> Any:
+        return await self.get("kms")
 
     async def close(self) -> None:
         self._clients.clear()

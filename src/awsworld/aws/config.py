@@ -34,6 +34,9 @@ class AWSConfig:
     # items, so it needs the stack's values too (the ClientEnvironment output carries them).
     retention_seconds: int = DEFAULT_RETENTION_SECONDS
     max_run_seconds: int = DEFAULT_MAX_RUN_SECONDS
+    # Per-run payload encryption (``aws/encryption``): the KMS key new runs' data keys are made under. None
+    # stores new runs in plain text; runs already encrypted stay readable either way.
+    kms_key_id: str | None = None
     client_options: dict[str, object] = field(default_factory=dict)
 
     @classmethod
@@ -60,4 +63,5 @@ class AWSConfig:
             max_value_bytes=int(env.get("AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES)),
             retention_seconds=round(float(env.get("AWSWORLD_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)) * _DAY),
             max_run_seconds=round(float(env.get("AWSWORLD_MAX_RUN_DAYS", DEFAULT_MAX_RUN_DAYS)) * _DAY),
+            kms_key_id=env.get("AWSWORLD_KMS_KEY_ID") or None,  # the template sets it empty when off
         )

@@ -2,7 +2,8 @@
 
 A value small enough rides in the DynamoDB item; a larger one is written to S3 once, before the commit, and
 both the event and its entity keep the same reference. Reads resolve references transparently, and skip the
-fetch when the caller asked for no data.
+fetch when the caller asked for no data. A run with a data key (``aws/encryption``) has every value sealed
+before it is stored, inline or in S3; size limits apply to the value as given.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from .clients import AWSClients
 from .resources import run_prefix
 
 # How a value is stored: {"v": json-text} inline (as written), {"p": value} inline (as read back from an
-# event block), or {"r": s3-key, "n": size} in S3.
+# event block), {"x": base64 of the sealed json-text} inline and encrypted, or {"r": s3-key, "n": size} in S3
+# ("x": 1 beside them when the object is sealed; ``n`` is the value's size before sealing).
 StoredValue = dict[str, Any]
 
 
@@ -71,13 +73,20 @@ class ValueStore:
                 f"{self.config.max_value_bytes} bytes (AWSWORLD_MAX_VALUE_BYTES)",
                 field=field,
             )
+        cipher = await self.clients.keys.for_writing(run_id)
         if size <= self.config.inline_value_limit:
-            return {"v": text}
+            return {"v": text} if cipher is None else {"x": cipher.seal_text(data)}
         key = f"{run_prefix(run_id)}values/{uuid.uuid4().hex}.json"
         s3 = await self.clients.s3()
-        await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json")
+        if cipher is None:
+            await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json")
+            stored: StoredValue = {"r": key, "n": size}
+        else:
+            await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=cipher.seal(data),
+                                ContentType="application/octet-stream")
+            stored = {"r": key, "n": size, "x": 1}
         self._remember(key, size, value)
-        return {"r": key, "n": size}
+        return stored
 
     async def discard(self, stored: StoredValue | None) -> None:
         """Delete the S3 object of a value whose write was refused (nothing references it). Best effort."""
@@ -91,13 +100,16 @@ class ValueStore:
             s3 = await self.clients.s3()
             await s3.delete_object(Bucket=self.config.bucket_name, Key=key)
 
-    async def load(self, stored: StoredValue | None) -> Any:
+    async def load(self, stored: StoredValue | None, run_id: str) -> Any:
         if stored is None:
             return None
         if "p" in stored:  # inline in an event block, parsed with it
             return stored["p"]
         if "v" in stored:
             return decode_json(stored["v"])
+        if "r" not in stored:
+            cipher = await self.clients.keys.for_reading(run_id)
+            return decode_json(cipher.open_text(stored["x"]).decode("utf-8"))
         key = stored["r"]
         hit = self._cache.get(key)
         if hit is not None:
@@ -107,10 +119,12 @@ class ValueStore:
         response = await s3.get_object(Bucket=self.config.bucket_name, Key=key)
         async with response["Body"] as body:
             raw = await body.read()
+        if stored.get("x"):
+            raw = (await self.clients.keys.for_reading(run_id)).open(raw)
         value = decode_json(raw.decode("utf-8"))
         self._remember(key, len(raw), value)
         return copy.deepcopy(value)
 
-    async def load_many(self, stored: list[StoredValue | None]) -> list[Any]:
-        return list(await asyncio.gather(*(self.load(s) for s in stored)))
+    async def load_many(self, stored: list[StoredValue | None], run_id: str) -> list[Any]:
+        return list(await asyncio.gather(*(self.load(s, run_id) for s in stored)))
 

@@ -65,6 +65,7 @@ class LocalAWS:
         name_prefix: str = "awsworld-local",
         deployment_id: str | None = None,
         run_workflows: bool = True,
+        encrypt_payloads: bool = False,
     ) -> None:
         if dynamodb not in BACKENDS:
             raise ValueError(f"dynamodb must be one of {BACKENDS}, not {dynamodb!r}")
@@ -79,6 +80,7 @@ class LocalAWS:
         self._world: AWSWorld | None = None
         self._provisioner: Provisioner | None = None
         self._run_workflows = run_workflows
+        self.encrypt_payloads = encrypt_payloads
         self.poller: LocalPoller | None = None
         self.client: Client | None = None
 
@@ -156,11 +158,13 @@ class LocalAWS:
             client_options=dict(DUMMY_CREDENTIALS),
         )
 
-    async def new_config(self, name: str | None = None) -> AWSConfig:
-        """Provision a fresh table, bucket, queue and DLQ; return their config."""
+    async def new_config(self, name: str | None = None, *, encrypt_payloads: bool | None = None) -> AWSConfig:
+        """Provision a fresh table, bucket, queue and DLQ (and a KMS key when payloads are encrypted, by
+        default as this LocalAWS was made); return their config."""
         if self._provisioner is None:
             raise RuntimeError("LocalAWS is not started")
-        return await self._provisioner.provision(self.base_config(name))
+        encrypt = self.encrypt_payloads if encrypt_payloads is None else encrypt_payloads
+        return await self._provisioner.provision(self.base_config(name), encrypt_payloads=encrypt)
 
     async def drop(self, config: AWSConfig) -> None:
         """Delete a table, bucket and queues made by ``new_config`` (best effort)."""

@@ -108,6 +108,7 @@ class Provisioner:
         self.config = config
         self._stack = contextlib.AsyncExitStack()
         self._clients: tuple[Any, Any, Any] | None = None
+        self._kms: Any = None
 
     async def __aenter__(self) -> Provisioner:
         session = aioboto3.Session()
@@ -119,7 +120,7 @@ class Provisioner:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._clients = None
+        self._clients = self._kms = None
         await self._stack.aclose()
 
     def _open(self) -> tuple[Any, Any, Any]:
@@ -127,9 +128,23 @@ class Provisioner:
             raise RuntimeError("enter `async with Provisioner(config)` first")
         return self._clients
 
-    async def provision(self, config: AWSConfig, *, queue_name: str | None = None) -> AWSConfig:
+    async def _kms_client(self) -> Any:
+        self._open()
+        if self._kms is None:
+            self._kms = await self._stack.enter_async_context(_client(aioboto3.Session(), "kms", self.config))
+        return self._kms
+
+    async def payload_key(self) -> str:
+        """A new KMS key on the emulator for per-run payload encryption (``AWSConfig.kms_key_id``)."""
+        kms = await self._kms_client()
+        made = await kms.create_key(Description="awsworld payload encryption (local)", KeyUsage="ENCRYPT_DECRYPT")
+        return made["KeyMetadata"]["Arn"]
+
+    async def provision(self, config: AWSConfig, *, queue_name: str | None = None,
+                        encrypt_payloads: bool = False) -> AWSConfig:
         """Create ``config.table_name``, ``config.bucket_name`` and a queue (default name: the table's) with
-        its DLQ; return ``config`` with every field filled. ``config`` must use this provisioner's endpoints."""
+        its DLQ, and with ``encrypt_payloads`` a KMS key; return ``config`` with every field filled.
+        ``config`` must use this provisioner's endpoints."""
         dynamodb, s3, sqs = self._open()
         region = config.region_name or "us-east-1"
         try:
@@ -142,6 +157,7 @@ class Provisioner:
         queue_url, dlq_url = queues.result()
         return dataclasses.replace(
             config,
+            kms_key_id=await self.payload_key() if encrypt_payloads else config.kms_key_id,
             region_name=region,
             queue_url=queue_url,
             dlq_url=dlq_url,

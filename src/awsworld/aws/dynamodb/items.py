@@ -6,6 +6,7 @@ low-level wire format. Numbers are integers only (counters), so Decimal never le
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -84,7 +85,7 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
         first.val if want and first is not None else None,
         end_val if want and status == "completed" else None,
         end_val if status == "failed" else None,
-    ])
+    ], head[GSI_RUN_KEY])
     context = (first.data if first is not None else {}).get("executionContext")
     return Run(
         run_id=head[GSI_RUN_KEY],
@@ -122,13 +123,14 @@ async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
                          events: Mapping[int, BlockEvent]) -> Step:
     want_input = resolve == "all"
     want_output = resolve != "none"
+    run_id = item["pk"].removeprefix("RUN#")
     input_, output, error = await values.load_many([
         _val(events, item.get("in")) if want_input else None,
         _val(events, item.get("out")) if want_output else None,
         _val(events, item.get("err")),
-    ])
+    ], run_id)
     return Step(
-        run_id=item["pk"].removeprefix("RUN#"),
+        run_id=run_id,
         step_id=item["sk"].removeprefix(STEP_PREFIX),
         step_name=item["stepName"],
         status=item["status"],
@@ -151,9 +153,10 @@ def hook_value_slots(item: Item, resolve: ResolveData) -> list[int]:
 
 async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData,
                          events: Mapping[int, BlockEvent]) -> Hook:
-    metadata = await values.load(_val(events, item.get("in"))) if resolve != "none" else None
+    run_id = item["pk"].removeprefix("RUN#")
+    metadata = await values.load(_val(events, item.get("in")), run_id) if resolve != "none" else None
     return Hook(
-        run_id=item["pk"].removeprefix("RUN#"),
+        run_id=run_id,
         hook_id=item["sk"].removeprefix(HOOK_PREFIX),
         token=item["token"],
         metadata=metadata,
@@ -204,5 +207,6 @@ def event_from_block(event: BlockEvent, payload: Any = None, *, with_payload: bo
 
 async def events_from_blocks(events: list[BlockEvent], values: ValueStore, resolve: ResolveData) -> list[Event]:
     wanted = [event_payload_wanted(e.event_type, resolve) for e in events]
-    payloads = await values.load_many([e.val if w else None for e, w in zip(events, wanted, strict=True)])
+    payloads = await asyncio.gather(*(values.load(e.val if w else None, e.run_id)
+                                      for e, w in zip(events, wanted, strict=True)))
     return [event_from_block(e, p, with_payload=w) for e, p, w in zip(events, payloads, wanted, strict=True)]

@@ -33,7 +33,7 @@ COMPRESS_OVER = 512
 @dataclass
 class BlockEvent:
     """One event as stored in a block. ``val`` is how its payload field is stored: ``{"p": value}`` inline
-    (already parsed), ``{"r": key, "n": size}`` in S3, or None."""
+    (already parsed), ``{"x": sealed}`` inline and encrypted, ``{"r": key, "n": size}`` in S3, or None."""
 
     run_id: str
     slot: int
@@ -56,6 +56,8 @@ def event_record(event_type: str, correlation_id: str | None, data: dict[str, An
     if val is not None:
         if "v" in val:
             parts.append(f'"p":{val["v"]}')
+        elif "r" not in val:  # sealed (base64: nothing to escape)
+            parts.append(f'"x":"{val["x"]}"')
         else:
             parts.append(f'"r":{json.dumps(val, separators=(",", ":"))}')
     if spec_version is not None:
@@ -115,6 +117,8 @@ def block_events(item: dict[str, Any]) -> list[BlockEvent]:
         val: StoredValue | None = None
         if "p" in r:
             val = {"p": r["p"]}
+        elif "x" in r:
+            val = {"x": r["x"]}
         elif "r" in r:
             val = r["r"]
         events.append(BlockEvent(run_id, first + i, r["t"], r.get("c"), r.get("d") or {}, val, at, r.get("s")))

@@ -63,6 +63,7 @@ from ..dynamodb.reads import batch_get, get_item
 from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import entity_key, run_key
 from ..resources import TTL_ATTRIBUTE
+from ..retention import retention_of
 from ..values import ValueStore
 from .blocks import BlockEvent, build_blocks
 from .entity_reads import EntityReads
@@ -234,6 +235,9 @@ class EventWriter:
             (data.model_extra or {})[fields[0]]
         if isinstance(value, BaseModel):
             value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+        if req.event_type == "run_started":  # a resilient start: it may create the run, with its data key
+            context = getattr(data, "execution_context", None)
+            await self.clients.keys.create(run_id, retention_of(context, self.clients.retention.default_seconds))
         return await self.values.store(run_id, value, f"eventData.{fields[0]}")
 
     async def _write(self, run_id: str, member: Member) -> list[BatchEventOutcome]:

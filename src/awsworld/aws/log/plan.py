@@ -49,7 +49,8 @@ class PlannedEvent:
         return text, (self.val or {}).get("r")
 
     def as_block_event(self, run_id: str, slot: int, created_at: str) -> BlockEvent:
-        val = {"p": self.payload} if self.val is not None and "v" in self.val else self.val
+        # An inline value (plain or sealed) is answered as given: nothing is read back or opened.
+        val = {"p": self.payload} if self.val is not None and "r" not in self.val else self.val
         return BlockEvent(run_id, slot, self.event_type, self.correlation_id, self.data, val, created_at,
                           self.spec_version)
 

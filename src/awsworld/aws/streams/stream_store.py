@@ -56,6 +56,11 @@ def frame(chunks: Sequence[bytes]) -> bytes:
     return b"".join(FRAME.pack(len(c)) + c for c in chunks)
 
 
+def stream_scope(name: str) -> str:
+    """What a sealed chunk is bound to: its stream (a chunk moved to another stream does not open there)."""
+    return f"stream:{name}"
+
+
 def pack_lengths(chunks: Sequence[bytes]) -> bytes:
     return struct.pack(f">{len(chunks)}I", *(len(c) for c in chunks))
 
@@ -70,6 +75,10 @@ class Segment:
     lengths: tuple[int, ...]
     offsets: tuple[int, ...]
     """Byte offset of each frame in the object, and the object's size last."""
+    run_id: str = ""
+    name: str = ""
+    sealed: bool = False
+    """Each chunk is sealed with the run's data key (``aws/encryption``); lengths are the sealed lengths."""
 
     @property
     def count(self) -> int:
@@ -86,7 +95,8 @@ class Segment:
         count = int(item["count"])
         lengths = struct.unpack(f">{count}I", packed)
         offsets = tuple(accumulate((FRAME.size + n for n in lengths), initial=0))
-        return cls(item["sk"], int(item["first"]), item["key"], lengths, offsets)
+        return cls(item["sk"], int(item["first"]), item["key"], lengths, offsets, item.get("runId", ""),
+                   item.get("streamName", ""), bool(item.get("x")))
 
 
 def split_parts(chunks: Sequence[bytes], max_bytes: int) -> list[list[bytes]]:
@@ -128,19 +138,23 @@ class StreamStore:
 
     async def _append_object(self, run_id: str, name: str, chunks: list[bytes], writer_id: str | None) -> int:
         key = f"{run_prefix(run_id)}streams/{name}/{new_ulid()}.bin"
+        cipher = await self.clients.keys.for_writing(run_id)
+        if cipher is not None:  # each chunk sealed alone: a ranged read of any chunks still opens them
+            chunks = [cipher.seal(c, stream_scope(name)) for c in chunks]
         s3 = await self.clients.s3()
         await s3.put_object(Bucket=self.bucket, Key=key, Body=frame(chunks), ContentType="application/octet-stream")
         try:
-            return await self._commit(run_id, name, chunks, key, writer_id)
+            return await self._commit(run_id, name, chunks, key, writer_id, sealed=cipher is not None)
         except BaseException:
             await asyncio.shield(self._forget_object(key))
             raise
 
-    async def _commit(self, run_id: str, name: str, chunks: list[bytes], key: str, writer_id: str | None) -> int:
+    async def _commit(self, run_id: str, name: str, chunks: list[bytes], key: str, writer_id: str | None, *,
+                      sealed: bool) -> int:
         seen = self._tails.get((run_id, name), 0)
         for attempt in range(MAX_ATTEMPTS):
             try:
-                await transact(self.clients, self._ops(run_id, name, chunks, key, writer_id, seen))
+                await transact(self.clients, self._ops(run_id, name, chunks, key, writer_id, seen, sealed=sealed))
             except TxCancelled as cancelled:
                 seen = await self._after_cancel(run_id, name, cancelled, seen)
                 if cancelled.conflict:
@@ -154,7 +168,7 @@ class StreamStore:
         raise ThrottledError(f"could not append to stream {name}: too many concurrent writers")
 
     def _ops(self, run_id: str, name: str, chunks: list[bytes], key: str, writer_id: str | None,
-             seen: int) -> list[TxOp]:
+             seen: int, *, sealed: bool) -> list[TxOp]:
         run = TxOp("ConditionCheck", "run", key=run_key(run_id))
         statuses = ", ".join(run.expr.v(s) for s in sorted(TERMINAL_RUN_STATUSES))
         run.condition = f"attribute_exists(pk) AND NOT ({run.expr.n('status')} IN ({statuses}))"
@@ -175,6 +189,7 @@ class StreamStore:
             **stream_key(run_id, name), "sk": segment_sk(name, seen), "runId": run_id, "streamName": name,
             "first": seen, "count": len(chunks), "key": key, "lengths": pack_lengths(chunks),
             "bytes": sum(len(c) for c in chunks), "writerId": writer_id, "createdAt": now_iso(), TTL_ATTRIBUTE: ttl,
+            "x": True if sealed else None,
         }, condition="attribute_not_exists(pk)")
         return [run, meta, segment]
 
@@ -290,5 +305,8 @@ class StreamStore:
                 raise WorldError(f"stream object {segment.key} does not match its index")
             chunks.append(data[offset + FRAME.size : offset + FRAME.size + length])
             offset += FRAME.size + length
+        if segment.sealed:
+            cipher = await self.clients.keys.for_reading(segment.run_id)
+            chunks = [cipher.open(c, stream_scope(segment.name)) for c in chunks]
         return chunks
 

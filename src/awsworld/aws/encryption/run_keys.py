@@ -1,0 +1,162 @@
+"""Each run's data key: made once with KMS ``GenerateDataKey``, kept wrapped beside the run, unwrapped with
+KMS ``Decrypt`` at most once per run per process.
+
+The wrapped key lives in its own item of the run's partition (``RUN#<id>`` / ``DATAKEY``), put with
+``attribute_not_exists`` before the run's first write. Whichever creator wins (a client's idempotent start, a
+resilient start, a racing retry), every writer of the run then finds the same key, and the run head, which
+every step rewrites and DynamoDB bills by the KB, carries nothing extra. The item lives as long as any item
+of the run may (``aws/retention.py``).
+
+KMS binds the wrapped key to its table and run through the encryption context, so a role can be limited to
+this stack's runs (the template's ``kms:EncryptionContext:awsworld:table`` condition) and a wrapped key
+copied to another run does not unwrap there.
+
+A run is encrypted exactly when it has a data key. A writer that does not know yet looks the key up only
+when this process is configured with a KMS key; a reader looks it up when it meets a sealed value.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import ClientError
+
+from ...world.errors import WorldError
+from ..keys import run_pk
+from ..resources import PK, SK, TTL_ATTRIBUTE
+from .cipher import RunCipher
+
+if TYPE_CHECKING:
+    from ..clients import AWSClients
+
+DATA_KEY_SK = "DATAKEY"
+TABLE_CONTEXT_KEY = "awsworld:table"
+RUN_CONTEXT_KEY = "awsworld:run"
+_CACHED = 4096
+
+
+class EncryptionKeyError(WorldError):
+    """KMS refused to make or unwrap a run's data key (no permission, key disabled or deleted), or an encrypted
+    run's data key item is gone."""
+
+
+def data_key_key(run_id: str) -> dict[str, str]:
+    return {PK: run_pk(run_id), SK: DATA_KEY_SK}
+
+
+class RunKeys:
+    """The data keys of the runs this process touches (LRU; ``None`` for a run known to have none)."""
+
+    def __init__(self, clients: AWSClients) -> None:
+        self._clients = clients
+        self._known: OrderedDict[str, RunCipher | None] = OrderedDict()
+        self._pending: dict[str, asyncio.Future[RunCipher | None]] = {}
+
+    @property
+    def enabled(self) -> bool:
+        """Whether new runs get a data key (``AWSWORLD_KMS_KEY_ID`` is set)."""
+        return bool(self._clients.config.kms_key_id)
+
+    def _context(self, run_id: str) -> dict[str, str]:
+        return {TABLE_CONTEXT_KEY: self._clients.config.table_name, RUN_CONTEXT_KEY: run_id}
+
+    def _remember(self, run_id: str, cipher: RunCipher | None) -> None:
+        self._known[run_id] = cipher
+        self._known.move_to_end(run_id)
+        while len(self._known) > _CACHED:
+            self._known.popitem(last=False)
+
+    async def create(self, run_id: str, retention_seconds: int) -> None:
+        """Before a run is created: make sure it has a data key (this one, or the one a racing creator put)."""
+        if not self.enabled or self._known.get(run_id) is not None:
+            return
+        kms = await self._clients.kms()
+        try:
+            made = await kms.generate_data_key(KeyId=self._clients.config.kms_key_id, KeySpec="AES_256",
+                                               EncryptionContext=self._context(run_id))
+        except ClientError as error:
+            raise _kms_error("make a data key for", run_id, error) from error
+        now = int(time.time())
+        ttl = now + retention_seconds + self._clients.retention.max_run_seconds
+        ddb = await self._clients.dynamodb()
+        try:
+            await ddb.put_item(
+                TableName=self._clients.config.table_name, ConditionExpression="attribute_not_exists(pk)",
+                ReturnConsumedCapacity="TOTAL",
+                Item={PK: {"S": run_pk(run_id)}, SK: {"S": DATA_KEY_SK}, "dk": {"B": made["CiphertextBlob"]},
+                      "kid": {"S": made["KeyId"]}, "createdAt": {"N": str(now)}, TTL_ATTRIBUTE: {"N": str(ttl)}})
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise
+            self._known.pop(run_id, None)
+            await self._lookup(run_id)  # another creator's key won: use it
+            return
+        self._remember(run_id, RunCipher(run_id, made["Plaintext"]))
+
+    async def for_writing(self, run_id: str) -> RunCipher | None:
+        """The key to seal a new value of the run with, or None when the run is stored in plain text."""
+        if run_id in self._known:
+            self._known.move_to_end(run_id)
+            return self._known[run_id]
+        if not self.enabled:
+            return None
+        return await self._lookup(run_id)
+
+    async def for_reading(self, run_id: str) -> RunCipher:
+        """The key a sealed value of the run opens with."""
+        cipher = self._known.get(run_id)
+        if cipher is None:
+            cipher = await self._lookup(run_id, fresh=run_id in self._known)
+        if cipher is None:
+            raise EncryptionKeyError(f"run {run_id} has encrypted values but no data key item ({DATA_KEY_SK})")
+        return cipher
+
+    async def _lookup(self, run_id: str, *, fresh: bool = False) -> RunCipher | None:
+        """Read and unwrap the run's key once, however many callers ask at the same time."""
+        if fresh:
+            self._known.pop(run_id, None)
+        pending = self._pending.get(run_id)
+        if pending is None:
+            pending = asyncio.get_running_loop().create_future()
+            self._pending[run_id] = pending
+            try:
+                cipher = await self._unwrap(run_id)
+            except BaseException as error:
+                pending.set_exception(error)
+                pending.exception()  # retrieved: a caller that gave up does not log "never retrieved"
+                raise
+            finally:
+                self._pending.pop(run_id, None)
+            self._remember(run_id, cipher)
+            pending.set_result(cipher)
+            return cipher
+        return await asyncio.shield(pending)
+
+    async def _unwrap(self, run_id: str) -> RunCipher | None:
+        ddb = await self._clients.dynamodb()
+        response = await ddb.get_item(TableName=self._clients.config.table_name, ConsistentRead=True,
+                                      ReturnConsumedCapacity="TOTAL", ProjectionExpression="dk",
+                                      Key={PK: {"S": run_pk(run_id)}, SK: {"S": DATA_KEY_SK}})
+        item: dict[str, Any] | None = response.get("Item")
+        if not item:
+            return None
+        kms = await self._clients.kms()
+        try:
+            opened = await kms.decrypt(CiphertextBlob=item["dk"]["B"], EncryptionContext=self._context(run_id))
+        except ClientError as error:
+            raise _kms_error("unwrap the data key of", run_id, error) from error
+        return RunCipher(run_id, opened["Plaintext"])
+
+
+def _kms_error(doing: str, run_id: str, error: ClientError) -> EncryptionKeyError:
+    code = error.response.get("Error", {}).get("Code", "")
+    hint = {
+        "AccessDeniedException": "the role needs kms:GenerateDataKey and kms:Decrypt on AWSWORLD_KMS_KEY_ID",
+        "DisabledException": "the KMS key is disabled: enable it to read or write encrypted runs",
+        "KMSInvalidStateException": "the KMS key is pending deletion or unavailable",
+        "NotFoundException": "AWSWORLD_KMS_KEY_ID names no KMS key in this account and region",
+    }.get(code, "")
+    return EncryptionKeyError(f"KMS could not {doing} run {run_id} ({code or error}){': ' + hint if hint else ''}")

@@ -1,0 +1,244 @@
+"""Per-run payload encryption on the emulator's KMS: one workflow carries a marker through every kind of user
+value (run input inline and in S3, step arguments and results, a step's error, a hook's metadata and payload,
+stream chunks, the run's output), then every DynamoDB item (event blocks decompressed) and every S3 object is
+searched for it. With encryption on, the marker is nowhere; with it off, the same search finds it (so the
+search can fail). Reads through the World, the Client and the CLI still see every value."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import sys
+import zlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aioboto3
+import pytest
+
+from awsworld import Client, FatalError, create_hook, get_writable, step, workflow
+from awsworld.aws import AWSWorld
+from awsworld.aws.encryption.cipher import RunCipher, UnreadableValueError
+from awsworld.aws.encryption.run_keys import DATA_KEY_SK, EncryptionKeyError
+from awsworld.local import DUMMY_CREDENTIALS, LocalAWS, MotoServer
+from awsworld.world.errors import RunNotFoundError
+
+MARKER = "plaintext-marker-7f3a"
+BIG = MARKER * 2000  # 40 KB: past the inline limit, so the input goes to S3
+
+
+@step(name="tests.encryption.shout")
+async def shout(text: str) -> str:
+    writer = get_writable("log")
+    await writer.write(f"chunk {text}".encode())
+    await writer.write(f"chunk two {MARKER}".encode())
+    return text.upper() + MARKER
+
+
+@step(name="tests.encryption.refuse")
+async def refuse(text: str) -> None:
+    raise FatalError(f"refused {text}")
+
+
+@workflow(name="tests.encryption.everything")
+async def everything(small: str, big: str) -> dict[str, Any]:
+    loud = await shout(small)
+    try:
+        await refuse(small)
+    except Exception as error:  # the step's failure (its message carries the marker) is recorded, then caught
+        caught = str(error)
+    else:
+        caught = ""
+    # A token is a lookup key, stored as given: it carries no marker.
+    hook = create_hook(token=f"enc-{small.split('-')[0]}-{len(big)}", metadata={"note": MARKER})
+    payload = await hook
+    return {"loud": loud, "caught": caught, "payload": payload, "big": len(big), "echo": MARKER}
+
+
+@pytest.fixture(scope="module")
+async def encrypted(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
+    async with LocalAWS("moto", moto=moto_server, encrypt_payloads=True) as aws:
+        yield aws
+
+
+@pytest.fixture(scope="module")
+async def plain(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
+    async with LocalAWS("moto", moto=moto_server) as aws:
+        yield aws
+
+
+async def _run_everything(local: LocalAWS, tag: str) -> tuple[str, dict[str, Any]]:
+    assert local.client is not None
+    run = await local.client.start(everything, f"{tag}-{MARKER}", BIG)
+    token = f"enc-{tag}-{len(BIG)}"
+    await run.wait_for_hook(token)
+    await local.client.resume_hook(token, {"reply": MARKER})
+    result = await run.result(timeout=60)
+    return run.run_id, result
+
+
+async def _stored_text(local: LocalAWS) -> tuple[list[str], list[bytes]]:
+    """Every DynamoDB item of the World's table as text (event blocks decompressed), every S3 object's bytes."""
+    config = local.config
+    session = aioboto3.Session()
+    items: list[str] = []
+    objects: list[bytes] = []
+    options: dict[str, Any] = dict(DUMMY_CREDENTIALS)
+    async with session.client("dynamodb", endpoint_url=config.dynamodb_endpoint_url, region_name="us-east-1",
+                              **options) as ddb:
+        async for page in ddb.get_paginator("scan").paginate(TableName=config.table_name):
+            for item in page["Items"]:
+                parts = [json.dumps({k: v for k, v in item.items() if "B" not in v})]
+                for value in item.values():
+                    if "B" in value:
+                        raw = bytes(value["B"])
+                        with contextlib.suppress(zlib.error):
+                            raw = zlib.decompress(raw)
+                        parts.append(raw.decode("utf-8", "replace"))
+                items.append("\n".join(parts))
+    async with session.client("s3", endpoint_url=config.endpoint_url, region_name="us-east-1", **options) as s3:
+        async for page in s3.get_paginator("list_objects_v2").paginate(Bucket=config.bucket_name):
+            for entry in page.get("Contents", []):
+                got = await s3.get_object(Bucket=config.bucket_name, Key=entry["Key"])
+                async with got["Body"] as body:
+                    objects.append(await body.read())
+    return items, objects
+
+
+def _check_result(result: dict[str, Any], tag: str) -> None:
+    assert result == {"loud": f"{tag}-{MARKER}".upper() + MARKER, "caught": f"refused {tag}-{MARKER}",
+                      "payload": {"reply": MARKER}, "big": len(BIG), "echo": MARKER}
+
+
+async def test_no_plaintext_payload_anywhere_in_the_table_or_bucket(encrypted: LocalAWS) -> None:
+    run_id, result = await _run_everything(encrypted, "sealed")
+    _check_result(result, "sealed")
+    items, objects = await _stored_text(encrypted)
+    assert any(DATA_KEY_SK in text for text in items)
+    assert any(b"chunk" not in o and len(o) > len(BIG) for o in objects), "the large input is in S3, sealed"
+    assert [t[max(0, t.find(MARKER) - 300):t.find(MARKER) + 50] for t in items if MARKER in t] == []
+    assert [o[:80] for o in objects if MARKER.encode() in o] == []
+    # Reads still see every value: the World's events, the stream, the hook's metadata.
+    world = encrypted.world
+    page = await world.events.list(run_id, resolve_data="all")
+    assert sum(json.dumps(e.event_data).count(MARKER) for e in page.data) >= 8
+    assert encrypted.client is not None
+    chunks = [c async for c in encrypted.client.get_run(run_id).stream("log")]
+    assert chunks == [f"chunk sealed-{MARKER}".encode(), f"chunk two {MARKER}".encode()]
+
+
+async def test_the_same_search_finds_the_marker_without_encryption(plain: LocalAWS) -> None:
+    _, result = await _run_everything(plain, "open")
+    _check_result(result, "open")
+    items, objects = await _stored_text(plain)
+    assert not any(DATA_KEY_SK in text for text in items)
+    assert any(MARKER in t for t in items) and any(MARKER.encode() in o for o in objects)
+
+
+async def test_another_process_unwraps_a_runs_key_once(encrypted: LocalAWS) -> None:
+    """A fresh World (a cold container) reads a run: one GetItem of the key item and one KMS Decrypt for the
+    whole run, whatever it reads; the creating World made one data key and never unwrapped it."""
+    world = encrypted.world
+    before = world.stats.snapshot()
+    run_id, _ = await _run_everything(encrypted, "count")
+    made = world.stats.snapshot() - before
+    assert made.requests["kms.GenerateDataKey"] == 1
+    assert made.requests["kms.Decrypt"] == 0
+    cold = AWSWorld(encrypted.config)
+    try:
+        await asyncio.gather(cold.runs.get(run_id, resolve_data="all"), cold.events.list(run_id, resolve_data="all"),
+                             cold.steps.list(run_id, resolve_data="all"))
+        await cold.events.list(run_id, resolve_data="all")
+        assert cold.stats.requests["kms.Decrypt"] == 1
+        assert cold.stats.requests["kms.GenerateDataKey"] == 0
+    finally:
+        await cold.close()
+
+
+async def test_racing_idempotent_starts_share_one_data_key(encrypted: LocalAWS) -> None:
+    """Two clients start the same run id at once, each with a cold key cache: both may make a data key, only
+    one is kept, and the run's values open with it whichever client wrote them."""
+    worlds = [AWSWorld(encrypted.config) for _ in range(2)]
+    try:
+        clients = [Client(w) for w in worlds]
+        run_id = "racing-start-1"
+        starts = [c.options(run_id=run_id).start(everything, f"race-{MARKER}", "x") for c in clients]
+        runs = await asyncio.gather(*starts)
+        assert {r.run_id for r in runs} == {run_id}
+        token = "enc-race-1"
+        await runs[0].wait_for_hook(token)
+        await clients[1].resume_hook(token, {"reply": MARKER})
+        result = await runs[1].result(timeout=60)
+        assert result["payload"] == {"reply": MARKER}
+    finally:
+        for w in worlds:
+            await w.close()
+
+
+async def test_runs_from_before_encryption_stay_plain_and_encrypted_runs_stay_readable_after(
+        encrypted: LocalAWS) -> None:
+    """Turning encryption on leaves older runs in plain text (no key item: nothing to seal with); turning it
+    off still reads encrypted runs (a sealed value's run has the key item that unwraps it)."""
+    off = AWSWorld(dataclasses.replace(encrypted.config, kms_key_id=None))
+    try:
+        older = await Client(off).start(everything, f"older-{MARKER}", "x")
+        items, _ = await _stored_text(encrypted)
+        assert any(MARKER in t and f"older-{MARKER}" in t for t in items)  # stored in plain text
+        assert encrypted.client is not None
+        token = "enc-older-1"
+        await encrypted.client.get_run(older.run_id).wait_for_hook(token)
+        await encrypted.client.resume_hook(token, {"reply": "plain"})
+        assert (await encrypted.client.get_run(older.run_id).result(timeout=60))["payload"] == {"reply": "plain"}
+        sealed_run_id, _ = await _run_everything(encrypted, "later")
+        view = await off.runs.get(sealed_run_id, resolve_data="all")
+        assert view.output is not None and view.output["echo"] == MARKER
+    finally:
+        await off.close()
+
+
+def test_a_sealed_value_opens_only_in_its_own_run_and_scope() -> None:
+    key = os.urandom(32)
+    sealed = RunCipher("run-a", key).seal(b"secret")
+    assert RunCipher("run-a", key).open(sealed) == b"secret"
+    with pytest.raises(UnreadableValueError):
+        RunCipher("run-b", key).open(sealed)  # same key, another run: refused
+    with pytest.raises(UnreadableValueError):
+        RunCipher("run-a", key).open(sealed, "stream:log")
+    tampered = sealed[:-1] + bytes([sealed[-1] ^ 1])
+    with pytest.raises(UnreadableValueError):
+        RunCipher("run-a", key).open(tampered)
+
+
+async def test_a_missing_key_refuses_new_runs_with_a_clear_error(encrypted: LocalAWS) -> None:
+    """(moto does not enforce a disabled key's state, so the refusal comes from a key that does not exist.)"""
+    gone = "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000"
+    world = AWSWorld(dataclasses.replace(encrypted.config, kms_key_id=gone))
+    try:
+        with pytest.raises(EncryptionKeyError, match="names no KMS key"):
+            await Client(world).options(run_id="never-created").start(everything, "x", "y")
+        with pytest.raises(RunNotFoundError):
+            await world.runs.get("never-created")  # nothing was written
+    finally:
+        await world.close()
+
+
+async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> None:
+    """``awsworld result`` and ``events`` against the encrypted stack, run as an operator runs them, print the
+    decrypted values."""
+    run_id, _ = await _run_everything(encrypted, "cli")
+    config = encrypted.config
+    env = {**os.environ, "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
+           "AWSWORLD_QUEUE_URL": config.queue_url or "", "AWS_ENDPOINT_URL": config.endpoint_url or "",
+           "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal", "AWS_SECRET_ACCESS_KEY": "local",
+           "AWSWORLD_KMS_KEY_ID": config.kms_key_id or ""}
+    for command, check in ((["result", run_id, "--json"], lambda out: json.loads(out)["output"]["echo"] == MARKER),
+                           (["events", run_id, "--full"], lambda out: out.count(MARKER) >= 8)):
+        process = await asyncio.create_subprocess_exec(sys.executable, "-m", "awsworld.cli", *command, env=env,
+                                                       stdout=asyncio.subprocess.PIPE,
+                                                       stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        assert check(out.decode()), out.decode()[:2000]
