@@ -56,6 +56,7 @@ RRU_PRICE = 0.125 / 1e6
 SQS_PRICE = 0.40 / 1e6
 S3_TIER1_PRICE = 0.005 / 1e3  # PUT, COPY, POST, LIST
 S3_TIER2_PRICE = 0.0004 / 1e3  # GET, HEAD and all other requests
+KMS_PRICE = 0.03 / 1e4  # GenerateDataKey, Decrypt (per-run payload encryption, --encrypt)
 SQS_CHUNK = 64 * 1024
 WRITE_BLOCK = 1024
 READ_BLOCK = 4096
@@ -157,12 +158,13 @@ class Bill:
     sqs: Counter[str] = field(default_factory=Counter)  # billable SQS requests (64 KB chunks) by operation
     idle_receives: int = 0
     s3: Counter[str] = field(default_factory=Counter)
+    kms: Counter[str] = field(default_factory=Counter)
 
     def __sub__(self, other: Bill) -> Bill:
         return Bill(_diff(self.requests, other.requests), _diff(self.errors, other.errors),
                     self.transaction_items - other.transaction_items, _diff(self.wru, other.wru),
                     _diff(self.rru, other.rru), _diff(self.sqs, other.sqs), self.idle_receives - other.idle_receives,
-                    _diff(self.s3, other.s3))
+                    _diff(self.s3, other.s3), _diff(self.kms, other.kms))
 
     def dynamodb_requests(self) -> Counter[str]:
         return Counter({k.split(".", 1)[1]: n for k, n in self.requests.items() if k.startswith("dynamodb.")})
@@ -173,7 +175,7 @@ class Bill:
     def dollars(self) -> dict[str, float]:
         s3 = sum(n * (0, S3_TIER1_PRICE, S3_TIER2_PRICE)[s3_tier(op)] for op, n in self.s3.items())
         return {"dynamodb": sum(self.wru.values()) * WRU_PRICE + sum(self.rru.values()) * RRU_PRICE,
-                "sqs": sum(self.sqs.values()) * SQS_PRICE, "s3": s3}
+                "sqs": sum(self.sqs.values()) * SQS_PRICE, "s3": s3, "kms": sum(self.kms.values()) * KMS_PRICE}
 
     def cost_lines(self) -> list[tuple[str, float, str, float]]:
         """(what, units, unit, dollars) for every line of the bill, largest first."""
@@ -182,6 +184,7 @@ class Bill:
         lines += [(f"SQS {op}", n, "req", n * SQS_PRICE) for op, n in self.sqs.items()]
         lines += [(f"S3 {op}", n, "req", n * (0, S3_TIER1_PRICE, S3_TIER2_PRICE)[s3_tier(op)])
                   for op, n in self.s3.items()]
+        lines += [(f"KMS {op}", n, "req", n * KMS_PRICE) for op, n in self.kms.items()]
         return sorted(lines, key=lambda line: -line[3])
 
     def check(self, stats: RequestStats, name: str) -> None:
@@ -272,6 +275,8 @@ class Meter:
             self._sqs(bill, operation, params, parsed, error)
         elif service == "s3":
             bill.s3[operation] += 1
+        elif service == "kms":
+            bill.kms[operation] += 1
 
     # -- SQS, S3 -----------------------------------------------------------------------------------------
 
@@ -805,10 +810,10 @@ def report(results: list[Result], backend: str) -> str:
     return "\n".join(out)
 
 
-async def run_all(quick: bool, backend: str, only: set[str] | None = None) -> list[Result]:
+async def run_all(quick: bool, backend: str, only: set[str] | None = None, encrypt: bool = False) -> list[Result]:
     n, fan, chunks = (20, 16, 20) if quick else (100, 64, 100)
     results: list[Result] = []
-    async with LocalAWS(dynamodb=backend) as local:  # type: ignore[arg-type]
+    async with LocalAWS(dynamodb=backend, encrypt_payloads=encrypt) as local:  # type: ignore[arg-type]
         harness = Harness(local)
         try:
             plan: list[tuple[str, Callable[[], Awaitable[Result]]]] = [
@@ -835,9 +840,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
     parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream")
+    parser.add_argument("--encrypt", action="store_true",
+                        help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
-    print(report(asyncio.run(run_all(args.quick, args.dynamodb, only)), args.dynamodb))
+    results = asyncio.run(run_all(args.quick, args.dynamodb, only, args.encrypt))
+    print(report(results, args.dynamodb + (", payloads encrypted" if args.encrypt else "")))
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from awsworld.local import LocalAWS
 
 QUEUE_KINDS = ["moto", "memory"]
 ALL_KINDS = ["moto", "dynamodb-local", "memory"]
+# Streams also run on moto with per-run payload encryption on (sealed chunks: the same contract).
+STREAM_KINDS = ["moto", "moto-encrypted", "memory"]
 
 
 def is_memory(world: Any) -> bool:
@@ -65,16 +67,16 @@ def _backend(request: pytest.FixtureRequest) -> LocalAWS | None:
     kind = request.param
     if kind == "memory":
         return None
-    return request.getfixturevalue("local_moto" if kind == "moto" else "local_dynamodb_local")
+    return request.getfixturevalue("local_dynamodb_local" if kind == "dynamodb-local" else "local_moto")
 
 
-async def _world(local: LocalAWS | None) -> AsyncIterator[Any]:
+async def _world(local: LocalAWS | None, *, encrypted: bool = False) -> AsyncIterator[Any]:
     if local is None:
         memory = new_memory_world()
         yield memory
         await memory.close()
         return
-    world = AWSWorld(await local.new_config())
+    world = AWSWorld(await local.new_config(encrypt_payloads=encrypted))
     yield world
     await world.close()
     await local.drop(world.config)
@@ -90,9 +92,9 @@ def any_backend(request: pytest.FixtureRequest) -> LocalAWS | None:
     return _backend(request)
 
 
-@pytest.fixture(scope="module", params=QUEUE_KINDS, ids=QUEUE_KINDS)
-def stream_backend(request: pytest.FixtureRequest) -> LocalAWS | None:
-    return _backend(request)
+@pytest.fixture(scope="module", params=STREAM_KINDS, ids=STREAM_KINDS)
+def stream_backend(request: pytest.FixtureRequest) -> tuple[LocalAWS | None, bool]:
+    return _backend(request), request.param == "moto-encrypted"
 
 
 @pytest.fixture(scope="module", params=ALL_KINDS, ids=ALL_KINDS)
@@ -115,9 +117,11 @@ async def any_world(any_backend: LocalAWS | None) -> AsyncIterator[Any]:
 
 
 @pytest.fixture(scope="module")
-async def stream_world(stream_backend: LocalAWS | None) -> AsyncIterator[Any]:
-    """One World per module on moto or in memory, for tests isolated by their own run ids (streams)."""
-    async for world in _world(stream_backend):
+async def stream_world(stream_backend: tuple[LocalAWS | None, bool]) -> AsyncIterator[Any]:
+    """One World per module on moto (with and without payload encryption) or in memory, for tests isolated by
+    their own run ids (streams)."""
+    local, encrypted = stream_backend
+    async for world in _world(local, encrypted=encrypted):
         yield world
 
 
