@@ -62,6 +62,7 @@ def lambda_environment(local: LocalAWS) -> Iterator[dict[str, str]]:
         "AWS_ENDPOINT_URL": config.endpoint_url,
         "AWS_ACCESS_KEY_ID": str(DUMMY_CREDENTIALS["aws_access_key_id"]),
         "AWS_SECRET_ACCESS_KEY": str(DUMMY_CREDENTIALS["aws_secret_access_key"]),
+        "AWSWORLD_KMS_KEY_ID": config.kms_key_id or "",  # the template's PayloadKmsKeyArn (empty: off)
     }
     with pytest.MonkeyPatch.context() as patch:
         patch.delenv("AWSWORLD_FLOW_BUDGET_MS", raising=False)

@@ -25,10 +25,11 @@ from botocore.exceptions import ClientError
 
 from awsworld import get_writable, step, workflow
 from awsworld.aws import AWSWorld
+from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
 from awsworld.lambda_ import flow, webhook
 from awsworld.lambda_ import observability as obs
 from awsworld.lambda_.container import Container
-from awsworld.local import LocalAWS
+from awsworld.local import LocalAWS, MotoServer
 from awsworld.runtime.messages import FlowMessage, queue_name_for
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
@@ -81,6 +82,7 @@ _KNOWN = {
     "sqs": {"SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
             "ChangeMessageVisibilityBatch", "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl"},
     "s3": {"GetObject", "PutObject", "DeleteObject", "DeleteObjects", "HeadObject", "ListObjectsV2", "ListObjects"},
+    "kms": {"GenerateDataKey", "Decrypt"},
 }
 
 
@@ -121,6 +123,11 @@ class Trace:
             url = params.get("QueueUrl")
             queue = {config.queue_url: "FlowQueue", config.dlq_url: "DeadLetterQueue"}.get(url, f"other queue {url}")
             return {(_SINGLE_ACTIONS.get(f"sqs.{name}", f"sqs:{name}"), queue)}
+        if service == "kms":
+            # The grant's condition: every data key names this stack's table in its encryption context.
+            assert params["EncryptionContext"][TABLE_CONTEXT_KEY] == config.table_name, params
+            assert name == "Decrypt" or params["KeyId"] == config.kms_key_id, params
+            return {(f"kms:{name}", "PayloadKmsKeyArn")}
         assert params.get("Bucket") == config.bucket_name, params.get("Bucket")
         key = str(params.get("Key") or "")
         kind = "bucket" if name.startswith("List") or not key else next(
@@ -136,6 +143,8 @@ def _resource_kind(resource: Any) -> str:
     """A template resource as the kind ``Trace`` names: the table, an index, a queue, a bucket prefix, logs."""
     if resource == "*":
         return "*"
+    if resource == {"Ref": "PayloadKmsKeyArn"}:
+        return "PayloadKmsKeyArn"
     text = json.dumps(resource)
     for name in ("FlowQueue", "DeadLetterQueue"):
         if f'"{name}", "Arn"' in text:
@@ -176,6 +185,19 @@ async def streams_and_large_values(blob: str) -> int:
     return len(await write_stream(3)) + len(blob)
 
 
+@workflow(name="trace.parent")
+async def parent(blob: str) -> int:
+    """A child run: the flow function creates a run (and, encrypted, makes its data key)."""
+    return await streams_and_large_values(blob) + 1
+
+
+@pytest.fixture(scope="module")
+async def local(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
+    """This module's stack has payload encryption on, so the trace sees the KMS calls every role makes."""
+    async with LocalAWS("moto", moto=moto_server, run_workflows=False, encrypt_payloads=True) as aws:
+        yield aws
+
+
 @dataclass
 class Function:
     container: Container
@@ -200,7 +222,7 @@ async def _traced(handle: Callable[..., dict[str, Any]]) -> AsyncIterator[Functi
 
 
 async def _open_clients(world: AWSWorld) -> list[Any]:
-    return [await world.clients.get(service) for service in ("dynamodb", "sqs", "s3")]
+    return [await world.clients.get(service) for service in ("dynamodb", "sqs", "s3", "kms")]
 
 
 @pytest.fixture(scope="module")
@@ -235,7 +257,8 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     assert client is not None
     esm = EventSourceMapping(local.world, flow_fn.invoke)
     runs = [await client.start(app.fan_out_sleep, 3, "s"), await client.start(app.flaky_pair, secrets.token_hex(4)),
-            await client.start(streams_and_large_values, "b" * (20 * KIB)), await client.start(app.quick, "q")]
+            await client.start(streams_and_large_values, "b" * (20 * KIB)), await client.start(app.quick, "q"),
+            await client.start(parent, "c" * (20 * KIB))]
     await esm.run_until(_all(runs), timeout=90)
     slow = await client.start(app.slow_serial, secrets.token_hex(4), 4)
     await esm.run_until(done(slow), timeout=60, timeout_ms=11_000)  # 1 s budgets: continuations
@@ -336,8 +359,9 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     flow_grants = traced["FlowFunctionRole"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("sqs:SendMessage", "DeadLetterQueue"),
             ("sqs:ChangeMessageVisibility", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:GetObject", "runs/*"),
-            ("dynamodb:ConditionCheckItem", "table")} <= flow_grants
+            ("dynamodb:ConditionCheckItem", "table"), ("kms:GenerateDataKey", "PayloadKmsKeyArn"),
+            ("kms:Decrypt", "PayloadKmsKeyArn")} <= flow_grants
     webhook_grants = traced["WebhookFunctionRole"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:DeleteObject", "runs/*"),
-            ("dynamodb:PutItem", "table")} <= webhook_grants
+            ("dynamodb:PutItem", "table"), ("kms:Decrypt", "PayloadKmsKeyArn")} <= webhook_grants
 

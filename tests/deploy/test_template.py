@@ -176,6 +176,7 @@ def test_the_functions_get_every_variable_the_code_reads(template: dict[str, Any
     assert variables["AWSWORLD_ON_DIVERGENCE"] == {"Ref": "OnDivergence"}
     assert variables["AWSWORLD_RETENTION_DAYS"] == {"Ref": "RunRetentionDays"}
     assert variables["AWSWORLD_MAX_RUN_DAYS"] == {"Ref": "MaxRunDays"}
+    assert variables["AWSWORLD_KMS_KEY_ID"] == {"Ref": "PayloadKmsKeyArn"}
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "awsworld"
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     config = AWSConfig.from_env({name: "7" if name.endswith("_DAYS") else f"<{name}>" for name in variables})
@@ -221,6 +222,12 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
         if as_list(statement["Resource"]) == ["*"]:
             # X-Ray has no resource-level permissions; the statement exists only when tracing is on.
             assert set(actions) <= TRACING_ACTIONS and condition == "TracingEnabled", (name, statement)
+            continue
+        if as_list(statement["Resource"]) == [{"Ref": "PayloadKmsKeyArn"}]:
+            # The user's key, only when encryption is on, only for data keys of this stack's table's runs.
+            assert set(actions) <= {"kms:GenerateDataKey", "kms:Decrypt"} and condition == "EncryptPayloads"
+            assert statement["Condition"] == {"StringEquals": {"kms:EncryptionContext:awsworld:table":
+                                                               {"Ref": "Table"}}}, (name, statement)
             continue
         for resource in as_list(statement["Resource"]):
             assert isinstance(resource, dict), f"{name}: {resource!r} must name this stack's resource"
@@ -302,7 +309,8 @@ def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]
     environment = outputs["ClientEnvironment"]["Value"]["Fn::Sub"]
     pairs = dict(re.findall(r"(\w+)=(\S+)", environment))
     assert set(pairs) == {"AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL",
-                          "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION", "AWSWORLD_RETENTION_DAYS", "AWSWORLD_MAX_RUN_DAYS"}
+                          "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION", "AWSWORLD_RETENTION_DAYS", "AWSWORLD_MAX_RUN_DAYS",
+                          "AWSWORLD_KMS_KEY_ID"}
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert pairs["AWSWORLD_DEPLOYMENT_ID"] == "${AWS::StackName}" and \
         variables["AWSWORLD_DEPLOYMENT_ID"] == {"Ref": "AWS::StackName"}, "runs record the stack, wherever made"
@@ -335,7 +343,8 @@ def test_the_client_policy_is_an_output_and_grants_only_the_clients_calls(templa
     actions = {a for s in client for a in as_list(s["Action"])}
     assert actions == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem",
                        "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
-                       "sqs:SendMessage", "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
+                       "sqs:SendMessage", "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
+                       "kms:GenerateDataKey", "kms:Decrypt"}
     text = json.dumps([s["Resource"] for s in client])
     assert "DeadLetterQueue" not in text and "/index/*" in text
     assert "AWSWORLD_RETENTION_DAYS=${RunRetentionDays}" in template["Outputs"]["ClientEnvironment"]["Value"]["Fn::Sub"]
