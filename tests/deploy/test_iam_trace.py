@@ -80,7 +80,8 @@ _KNOWN = {
                  "TransactWriteItems", "TransactGetItems"},
     "sqs": {"SendMessage", "SendMessageBatch", "DeleteMessage", "DeleteMessageBatch", "ChangeMessageVisibility",
             "ChangeMessageVisibilityBatch", "ReceiveMessage", "GetQueueAttributes", "GetQueueUrl"},
-    "s3": {"GetObject", "PutObject", "DeleteObject", "DeleteObjects", "HeadObject", "ListObjectsV2", "ListObjects"},
+    "s3": {"GetObject", "PutObject", "PutObjectTagging", "DeleteObject", "DeleteObjects", "HeadObject",
+           "ListObjectsV2", "ListObjects"},
 }
 
 
@@ -125,7 +126,10 @@ class Trace:
         key = str(params.get("Key") or "")
         kind = "bucket" if name.startswith("List") or not key else next(
             (f"{prefix}*" for prefix in ("runs/", "queue/") if key.startswith(prefix)), f"key {key}")
-        return {(_SINGLE_ACTIONS.get(f"s3.{name}", f"s3:{name}"), kind)}
+        found = {(_SINGLE_ACTIONS.get(f"s3.{name}", f"s3:{name}"), kind)}
+        if name == "PutObject" and params.get("Tagging"):  # tags on a new object need the tagging permission too
+            found.add(("s3:PutObjectTagging", kind))
+        return found
 
     def _table(self, body: dict[str, Any]) -> str:
         assert body["TableName"] == self.world.config.table_name, body["TableName"]

@@ -11,6 +11,7 @@ from ..dynamodb.items import event_from_block, event_payload_wanted, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
 from ..keys import run_key
 from ..resources import TTL_ATTRIBUTE
+from ..retention import retention_of
 from ..values import ValueStore
 from .blocks import build_blocks
 from .entity_reads import EntityReads
@@ -28,9 +29,11 @@ class RunCreator:
         run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
         data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
         rest, _name, payload = split_payload("run_created", data)
-        stored = await self.values.store(run_id, payload, "eventData.input")
-        now = now_iso()
         retention = self.clients.retention
+        # The input's object expires with the run's items, by the retention the run is created with.
+        expiry = retention.object_expiry(run_id, retention_of(data.get("executionContext"), retention.default_seconds))
+        stored = await self.values.store(run_id, payload, "eventData.input", expiry=expiry)
+        now = now_iso()
         head = new_run_item(run_id, data, now, req.spec_version, self.clients.config.deployment_id,
                             retention=retention.default_seconds, max_run=retention.max_run_seconds)
         retention.remember(run_id, head)

@@ -43,6 +43,7 @@ from ..dynamodb.reads import get_item, query_prefix
 from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import STREAM_PREFIX, run_key, run_pk, segment_prefix, segment_sk, stream_key
 from ..resources import TTL_ATTRIBUTE, run_prefix
+from ..retention import expiry_tagging
 
 log = logging.getLogger("awsworld.streams")
 
@@ -129,7 +130,9 @@ class StreamStore:
     async def _append_object(self, run_id: str, name: str, chunks: list[bytes], writer_id: str | None) -> int:
         key = f"{run_prefix(run_id)}streams/{name}/{new_ulid()}.bin"
         s3 = await self.clients.s3()
-        await s3.put_object(Bucket=self.bucket, Key=key, Body=frame(chunks), ContentType="application/octet-stream")
+        # The object expires with the segment item that indexes it (aws/retention.py), by the same retention.
+        await s3.put_object(Bucket=self.bucket, Key=key, Body=frame(chunks), ContentType="application/octet-stream",
+                            Tagging=expiry_tagging(self.clients.retention.object_expiry(run_id)))
         try:
             return await self._commit(run_id, name, chunks, key, writer_id)
         except BaseException:
