@@ -328,6 +328,20 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert received == {token: 1, "approve:7": 1}
 
 
+def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.approval", '{"id": 11}')
+    failed = dev("fail-hook", "approve:11", "out of stock", "--code", "NO_STOCK", "--wait", "30")
+    assert failed.code == 0 and f"in run {run_id}" in failed.out, failed
+    result, text = parallel(dev, ("result", run_id, "--wait", "30", "--json"), ("result", run_id))
+    outcome = json.loads(result.out)
+    assert result.code == 1 and outcome["status"] == "failed", result
+    assert "HookFailedError" in outcome["error"] and "out of stock" in outcome["error"], outcome
+    assert "out of stock" in text.one_line_error(1)
+    gone, missing = parallel(dev, ("fail-hook", "approve:11", "again"), ("fail-hook", "approve:11"))
+    assert "no hook holds this token" in gone.one_line_error(1)  # the run ended: its hook is disposed
+    assert missing.code == 2 and "Traceback" not in missing.err  # the message is required
+
+
 def test_cancel(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 8}')
     cancelled = dev("cancel", run_id, "--reason", "customer left")
@@ -352,6 +366,7 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
         dev, ("start", "clitest.sum", "[1,"), ("resume", "approve:7", "{oops"),
         ("start", "clitest.sum", "[1]", "--kwargs", "[2]"), ("start", "clitest.nope"), ("resume", "no-such-token"),
         ("result", "wrun_nosuchrun", "--debug"))
+    [no_hook_to_fail] = parallel(dev, ("fail-hook", "no-such-token", "why"))
     for result in unknown:
         line = result.one_line_error(1)
         assert "no such run" in line and "hint:" in line, line
@@ -361,6 +376,8 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
     line = no_workflow.one_line_error(1)
     assert "no workflow named 'clitest.nope'" in line and "hint:" in line
     assert "no hook holds this token" in no_hook.one_line_error(1)
+    line = no_hook_to_fail.one_line_error(1)
+    assert "no hook holds this token" in line and "awsworld hooks RUN" in line
     assert debug.code == 1 and "Traceback" in debug.err
 
     unreachable = {**dev.env, "AWS_ENDPOINT_URL": "http://127.0.0.1:9"}

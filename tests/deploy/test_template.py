@@ -101,12 +101,28 @@ def test_the_bucket_is_private_encrypted_and_expires_runs(template: dict[str, An
     assert bucket["BucketEncryption"] == resources.bucket_encryption()
     assert bucket["PublicAccessBlockConfiguration"] == resources.bucket_public_access_block()
     assert bucket["OwnershipControls"]["Rules"] == [{"ObjectOwnership": "BucketOwnerEnforced"}]
-    rules = {rule.get("Prefix"): rule for rule in bucket["LifecycleConfiguration"]["Rules"]}
-    assert rules[resources.RUNS_PREFIX]["ExpirationInDays"] == {"Ref": "RunRetentionDays"}
-    assert rules["queue/"]["ExpirationInDays"] * 86400 > resources.QUEUE_RETENTION_SECONDS + \
+    rules = bucket["LifecycleConfiguration"]["Rules"]
+    assert rules == resources.bucket_lifecycle_rules(), "the rules LocalAWS provisions, from the expiry classes"
+    assert all(rule["Status"] == "Enabled" for rule in rules)
+    by_prefix = {rule["Prefix"]: rule for rule in rules if "Prefix" in rule and "TagFilters" not in rule}
+    assert by_prefix[resources.QUEUE_PREFIX]["ExpirationInDays"] * 86400 > resources.QUEUE_RETENTION_SECONDS + \
         resources.DLQ_RETENTION_SECONDS, "a queue payload outlives the message that names it, even in the DLQ"
-    assert all(rule["Status"] == "Enabled" for rule in rules.values())
     assert template["Parameters"]["RunRetentionDays"]["MinValue"] >= 1
+
+
+def test_every_expiry_class_has_its_rule_and_none_expires_an_object_of_a_run_before_its_items() -> None:
+    """The S3 half of aws/retention.py: an object tagged with class ``d`` expires ``d`` days after it was
+    written, under its run's prefix only; no rule expires a tagged object of a run sooner (S3 applies the
+    shortest matching expiration, so the untagged catch-all must be the longest class)."""
+    rules = resources.bucket_lifecycle_rules()
+    tagged = {rule["TagFilters"][0]["Value"]: rule for rule in rules if "TagFilters" in rule}
+    assert list(tagged) == [str(days) for days in resources.EXPIRY_CLASSES_DAYS]
+    for value, rule in tagged.items():
+        assert rule["TagFilters"] == [{"Key": resources.EXPIRY_TAG, "Value": value}]
+        assert (rule["Prefix"], rule["ExpirationInDays"]) == (resources.RUNS_PREFIX, int(value))
+    untagged = [rule for rule in rules if rule.get("Prefix") == resources.RUNS_PREFIX and "TagFilters" not in rule]
+    assert [rule["ExpirationInDays"] for rule in untagged] == [max(resources.EXPIRY_CLASSES_DAYS)]
+    assert len(rules) <= 1000, "S3's limit of rules per bucket"
 
 
 def test_the_bucket_policy_only_denies_requests_without_tls(template: dict[str, Any]) -> None:
@@ -343,8 +359,8 @@ def test_the_client_policy_is_an_output_and_grants_only_the_clients_calls(templa
     actions = {a for s in client for a in as_list(s["Action"])}
     assert actions == {"dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem",
                        "dynamodb:UpdateItem", "dynamodb:DeleteItem", "dynamodb:ConditionCheckItem",
-                       "sqs:SendMessage", "s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket",
-                       "kms:GenerateDataKey", "kms:Decrypt"}
+                       "sqs:SendMessage", "s3:GetObject", "s3:PutObject", "s3:PutObjectTagging", "s3:DeleteObject",
+                       "s3:ListBucket", "kms:GenerateDataKey", "kms:Decrypt"}
     text = json.dumps([s["Resource"] for s in client])
     assert "DeadLetterQueue" not in text and "/index/*" in text
     assert "AWSWORLD_RETENTION_DAYS=${RunRetentionDays}" in template["Outputs"]["ClientEnvironment"]["Value"]["Fn::Sub"]

@@ -8,6 +8,7 @@ the boto3 ``create_*`` parameter names where the two APIs overlap.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 PK = "pk"
@@ -107,8 +108,57 @@ def bucket_public_access_block() -> dict[str, bool]:
 
 
 RUNS_PREFIX = "runs/"
+QUEUE_PREFIX = "queue/"
 
 
 def run_prefix(run_id: str) -> str:
     """Every S3 object of a run lives under this prefix, so lifecycle and retention work per run."""
     return f"{RUNS_PREFIX}{run_id}/"
+
+
+# S3 expiry classes. A run's DynamoDB items live ``R + H`` after they are written (``aws/retention.py``), with
+# ``R`` per workflow, so one lifecycle rule (``ExpirationInDays: RunRetentionDays``) would cut the S3 values and
+# stream chunks of a run that sleeps past it, or whose workflow keeps runs longer, while DynamoDB still points at
+# them. CloudFormation cannot add two parameters and a rule cannot read a number off an object, so each object is
+# tagged with an expiry class (the shortest of these day counts that covers its run's ``R + H``) and the bucket
+# has one rule per class. Each class is at most 1.25 times the day after the one before, so an object lives at
+# most 25% longer than its run needs (beyond rounding up to whole days), in about thirty rules from one day to
+# over ten years (S3 allows 1,000 per bucket). The tag key does not start with ``aws``: S3 reserves only
+# ``aws:``, but moto refuses every key starting with ``aws``, and the emulator must take what AWS takes.
+EXPIRY_TAG = "expiry-days"
+EXPIRY_RATIO = 1.25
+LONGEST_EXPIRY_DAYS = 3653  # ten years: the last class is the first at least this long
+
+
+def _expiry_classes() -> tuple[int, ...]:
+    classes = [1]
+    while classes[-1] < LONGEST_EXPIRY_DAYS:
+        classes.append(math.floor(EXPIRY_RATIO * (classes[-1] + 1)))
+    return tuple(classes)
+
+
+EXPIRY_CLASSES_DAYS = _expiry_classes()
+# Payloads of queue messages that name no run: kept past the queue's 4 days plus the DLQ's 14.
+QUEUE_PAYLOAD_EXPIRY_DAYS = 19
+
+
+def bucket_lifecycle_rules() -> list[dict[str, Any]]:
+    """The bucket's lifecycle rules (CloudFormation's spelling; ``local/provision.py`` translates them).
+
+    One rule per expiry class for the tagged objects under ``runs/``, and one for every object under ``runs/``
+    at the longest class: objects written before the tags (which expired after ``RunRetentionDays``) and any
+    without one. Where two expiration rules match an object S3 applies the shorter, so that rule never cuts a
+    tagged object short.
+    """
+    tagged = [{"Id": f"expire-runs-{days}d", "Status": "Enabled", "Prefix": RUNS_PREFIX,
+               "TagFilters": [{"Key": EXPIRY_TAG, "Value": str(days)}], "ExpirationInDays": days}
+              for days in EXPIRY_CLASSES_DAYS]
+    return [
+        *tagged,
+        {"Id": "expire-runs-untagged", "Status": "Enabled", "Prefix": RUNS_PREFIX,
+         "ExpirationInDays": EXPIRY_CLASSES_DAYS[-1]},
+        {"Id": "expire-queue-payloads", "Status": "Enabled", "Prefix": QUEUE_PREFIX,
+         "ExpirationInDays": QUEUE_PAYLOAD_EXPIRY_DAYS},
+        {"Id": "abort-incomplete-uploads", "Status": "Enabled",
+         "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 1}},
+    ]

@@ -20,21 +20,30 @@ from the run's first write on. The rule:
 Rewriting every item at the end instead would bill each item again by its size (event blocks reach 48 KB);
 refreshing TTLs while a run runs cannot help a run that sleeps (it writes nothing while it waits). So ``H`` is
 the one limit: a run that stays running longer than ``R + H`` loses its oldest items (the README says so).
+
+**S3 objects of a run follow the same rule**: every object written under ``runs/<runId>/`` (large values,
+stream chunks, large queue payloads) is tagged with the expiry class covering ``R + H`` (``resources.py``: the
+bucket has one lifecycle rule per class, and S3 counts from the object's creation), so an object outlives every
+item written with or after it that can still be read. A writer that does not know the run's retention uses the
+stack's default, as it does for its items; the event writer, whose commit reads the head, retags a value it
+stored before it knew (``ValueStore.retag``).
 """
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
-from .resources import TTL_ATTRIBUTE
+from .resources import EXPIRY_CLASSES_DAYS, EXPIRY_TAG, TTL_ATTRIBUTE
 
 RETENTION_CONTEXT_KEY = "retentionSeconds"
 """The ``run_created`` executionContext key carrying the workflow's retention (whole seconds)."""
 RETENTION_ATTRIBUTE = "ret"
 """The run head's attribute holding the run's retention in seconds, so the terminal write knows it."""
 _KNOWN = 4096
+_DAY = 24 * 3600
 
 
 def epoch(iso: str) -> int:
@@ -47,6 +56,23 @@ def retention_of(context: Any, default: int) -> int:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return int(value)
     return default
+
+
+def expiry_class(lifetime_seconds: int) -> int:
+    """The shortest expiry class (days) that keeps an object ``lifetime_seconds``; the longest class when none
+    does (a retention plus ``H`` over ten years: the README names the limit)."""
+    needed = math.ceil(lifetime_seconds / _DAY)
+    return next((days for days in EXPIRY_CLASSES_DAYS if days >= needed), EXPIRY_CLASSES_DAYS[-1])
+
+
+def expiry_tagging(days: int) -> str:
+    """The class ``days`` as PutObject's ``Tagging`` parameter (URL-encoded query syntax)."""
+    return f"{EXPIRY_TAG}={days}"
+
+
+def expiry_tag_set(days: int) -> dict[str, Any]:
+    """The class ``days`` as PutObjectTagging's ``Tagging`` parameter."""
+    return {"TagSet": [{"Key": EXPIRY_TAG, "Value": str(days)}]}
 
 
 class Retention:
@@ -73,6 +99,10 @@ class Retention:
     def item_ttl(self, run_id: str, now: str, retention: int | None = None) -> int:
         """The TTL of an item of ``run_id`` written at ``now`` (ISO)."""
         return epoch(now) + (retention if retention is not None else self.of(run_id)) + self.max_run_seconds
+
+    def object_expiry(self, run_id: str, retention: int | None = None) -> int:
+        """The expiry class (days) of an S3 object of ``run_id`` written now: it lives as long as an item."""
+        return expiry_class((retention if retention is not None else self.of(run_id)) + self.max_run_seconds)
 
     def stamp(self, item: dict[str, Any], ttl: int) -> None:
         item.setdefault(TTL_ATTRIBUTE, ttl)

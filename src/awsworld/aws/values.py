@@ -3,7 +3,9 @@
 A value small enough rides in the DynamoDB item; a larger one is written to S3 once, before the commit, and
 both the event and its entity keep the same reference. Reads resolve references transparently, and skip the
 fetch when the caller asked for no data. A run with a data key (``aws/encryption``) has every value sealed
-before it is stored, inline or in S3; size limits apply to the value as given.
+before it is stored, inline or in S3; size limits apply to the value as given. An S3 value carries its run's
+expiry class as a tag, so the bucket's lifecycle keeps it as long as the items that reference it
+(``aws/retention.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import asyncio
 import contextlib
 import copy
 import json
+import logging
 import uuid
 from collections import OrderedDict
 from typing import Any
@@ -19,6 +22,9 @@ from typing import Any
 from ..world.errors import InvalidInputError, PayloadTooLargeError
 from .clients import AWSClients
 from .resources import run_prefix
+from .retention import expiry_tag_set, expiry_tagging
+
+log = logging.getLogger("awsworld.values")
 
 # How a value is stored: {"v": json-text} inline (as written), {"p": value} inline (as read back from an
 # event block), {"x": base64 of the sealed json-text} inline and encrypted, or {"r": s3-key, "n": size} in S3
@@ -58,7 +64,9 @@ class ValueStore:
             _, (old_size, _) = self._cache.popitem(last=False)
             self._cached_bytes -= old_size
 
-    async def store(self, run_id: str, value: Any, field: str) -> StoredValue:
+    async def store(self, run_id: str, value: Any, field: str, *, expiry: int | None = None) -> StoredValue:
+        """``value`` as an event holds it: inline, or a reference to the S3 object written here, tagged with the
+        expiry class ``expiry`` (days; default: the run's as this process knows it)."""
         text = encode_json(value, field)
         try:
             data = text.encode("utf-8")
@@ -77,16 +85,32 @@ class ValueStore:
         if size <= self.config.inline_value_limit:
             return {"v": text} if cipher is None else {"x": cipher.seal_text(data)}
         key = f"{run_prefix(run_id)}values/{uuid.uuid4().hex}.json"
+        days = expiry if expiry is not None else self.clients.retention.object_expiry(run_id)
         s3 = await self.clients.s3()
+        tagging = expiry_tagging(days)
         if cipher is None:
-            await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json")
+            await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json",
+                                Tagging=tagging)
             stored: StoredValue = {"r": key, "n": size}
         else:
             await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=cipher.seal(data),
-                                ContentType="application/octet-stream")
+                                ContentType="application/octet-stream", Tagging=tagging)
             stored = {"r": key, "n": size, "x": 1}
         self._remember(key, size, value)
         return stored
+
+    async def retag(self, stored: StoredValue | None, expiry: int) -> None:
+        """Give a stored value's object the expiry class ``expiry``: for a value stored before this process knew
+        its run's retention (the commit that references it read the head). S3 still counts from the object's
+        creation. Best effort: the value is recorded already, and a failure only leaves the class it had."""
+        if not stored or "r" not in stored:
+            return
+        try:
+            s3 = await self.clients.s3()
+            await s3.put_object_tagging(Bucket=self.config.bucket_name, Key=stored["r"],
+                                        Tagging=expiry_tag_set(expiry))
+        except Exception as error:
+            log.warning("could not set the expiry class of %s to %s days: %s", stored["r"], expiry, error)
 
     async def discard(self, stored: StoredValue | None) -> None:
         """Delete the S3 object of a value whose write was refused (nothing references it). Best effort."""

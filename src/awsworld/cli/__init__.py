@@ -1,6 +1,6 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
-``cancel``), see them in a browser (``ui``), and check code changes against stored runs (``export``,
+``fail-hook``, ``cancel``), see them in a browser (``ui``), and check code changes against stored runs (``export``,
 ``replay``).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and

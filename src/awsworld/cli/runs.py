@@ -1,5 +1,5 @@
-"""The operator's commands on a deployed stack (or ``awsworld dev``): start, list and inspect runs, resume
-their hooks, read their streams, cancel them.
+"""The operator's commands on a deployed stack (or ``awsworld dev``): start, list and inspect runs, resume or
+fail their hooks, read their streams, cancel them.
 
 Every read command takes ``--json`` (one document with stable keys; ``streams NAME --follow --json`` prints
 one JSON line per chunk, as chunks arrive).
@@ -79,6 +79,15 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     resume.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="wait this long for the hook to exist (its run may not have reached it yet)")
     resume.set_defaults(handler=_resume)
+
+    fail = sub.add_parser("fail-hook", help="fail a hook (the workflow awaiting it raises HookFailedError): "
+                                            "awsworld fail-hook TOKEN 'why'")
+    fail.add_argument("token")
+    fail.add_argument("message", help="the error's message, as the workflow's HookFailedError carries it")
+    fail.add_argument("--code", help="a code for the workflow to branch on (HookFailedError.code)")
+    fail.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                      help="wait this long for the hook to exist (its run may not have reached it yet)")
+    fail.set_defaults(handler=_fail_hook)
 
     cancel = sub.add_parser("cancel", help="cancel a run")
     cancel.add_argument("run_id", metavar="RUN")
@@ -374,6 +383,16 @@ def _resume(args: argparse.Namespace) -> int:
         async with remote() as client:
             event = await client.resume_hook(args.token, payload, wait=args.wait)
             print(f"delivered as {event.event_id} to run {event.run_id}")
+
+    asyncio.run(go())
+    return 0
+
+
+def _fail_hook(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
+            print(f"failed as {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())
     return 0

@@ -84,6 +84,24 @@ async def provision_bucket(s3: Any, bucket_name: str, region: str) -> None:
     await s3.put_public_access_block(
         Bucket=bucket_name, PublicAccessBlockConfiguration=resources.bucket_public_access_block()
     )
+    # moto expires nothing, but the rules are there to read back: the bucket is the template's.
+    lifecycle = [lifecycle_rule(rule) for rule in resources.bucket_lifecycle_rules()]
+    await s3.put_bucket_lifecycle_configuration(Bucket=bucket_name, LifecycleConfiguration={"Rules": lifecycle})
+
+
+def lifecycle_rule(rule: dict[str, Any]) -> dict[str, Any]:
+    """A lifecycle rule in CloudFormation's spelling (``resources.bucket_lifecycle_rules``) as the S3 API takes it:
+    ``Prefix`` and ``TagFilters`` become one ``Filter`` (an ``And`` of both), ``ExpirationInDays`` an
+    ``Expiration``."""
+    tags = [{"Key": t["Key"], "Value": t["Value"]} for t in rule.get("TagFilters", [])]
+    prefix = rule.get("Prefix", "")
+    api: dict[str, Any] = {"ID": rule["Id"], "Status": rule["Status"],
+                           "Filter": {"And": {"Prefix": prefix, "Tags": tags}} if tags else {"Prefix": prefix}}
+    if "ExpirationInDays" in rule:
+        api["Expiration"] = {"Days": rule["ExpirationInDays"]}
+    if "AbortIncompleteMultipartUpload" in rule:
+        api["AbortIncompleteMultipartUpload"] = rule["AbortIncompleteMultipartUpload"]
+    return api
 
 
 async def provision_queues(sqs: Any, queue_name: str) -> tuple[str, str]:

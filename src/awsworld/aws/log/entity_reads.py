@@ -66,6 +66,8 @@ class EntityReads:
                 raise UnknownLayoutError(f"run {head.get(GSI_RUN_KEY)} was written in storage layout {head['lv']}; "
                                          f"this awsworld reads layout {LAYOUT_VERSION}")
             run_id = head[GSI_RUN_KEY]
+            # What this process writes for the run next (a stream's chunks, a value) expires with its retention.
+            self.clients.retention.remember(run_id, head)
             first = event_key(run_id, 1)
             if 1 not in known.get(run_id, _NONE) and _key(first) not in have:
                 keys.append(first)

@@ -149,7 +149,8 @@ class EventWriter:
                 self._hint(result.run.run_id, result.run.seq)
             return result
         run_id = check_run_id(run_id)
-        unit = Unit([req], await self._store(run_id, req))
+        stored, expiry = await self._store(run_id, req)
+        unit = Unit([req], stored, expiry=expiry)
         member = Member([unit], event_count, in_band, expected_seq_in_band, resolve_data,
                         patient=after_step_body or req.event_type in _AFTER_BODY, single=True)
         try:
@@ -165,6 +166,8 @@ class EventWriter:
         assert outcome.result is not None
         if outcome.result.event is not None and outcome.result.event.event_type == "hook_conflict":
             await self.values.discard(unit.stored)  # the hook (and its metadata) was not created
+        else:
+            await self._settle_expiry(run_id, [unit])
         return outcome.result
 
     async def create_batch(
@@ -190,8 +193,8 @@ class EventWriter:
                                                          expected_seq_in_band=expected_seq_in_band,
                                                          stamp=stamp, now=datetime.now(UTC))]
         stored = await asyncio.gather(*(self._store(run_id, u.req) for u in units))
-        for unit, value in zip(units, stored, strict=True):
-            unit.stored = value
+        for unit, (value, expiry) in zip(units, stored, strict=True):
+            unit.stored, unit.expiry = value, expiry
         member = Member(units, None, in_band, expected_seq_in_band, resolve_data, atomic=atomic,
                         stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
         try:
@@ -203,6 +206,7 @@ class EventWriter:
         flat: list[BatchEventOutcome] = []
         seq_in_band = None
         await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
+        await self._settle_expiry(run_id, [u for u, o in zip(units, outcomes, strict=True) if o.ok])
         for unit, outcome in zip(units, outcomes, strict=True):
             if len(unit.reqs) == 2:
                 flat.append(member.paired.get(unit.index, outcome))
@@ -225,11 +229,12 @@ class EventWriter:
 
     # ------------------------------------------------------------------ around the run's turn
 
-    async def _store(self, run_id: str, req: CreateEventRequest) -> Any:
+    async def _store(self, run_id: str, req: CreateEventRequest) -> tuple[Any, int | None]:
+        """The event's payload, stored, and the expiry class its S3 object (if any) was tagged with."""
         fields = PAYLOAD_FIELDS.get(req.event_type, ())
         data = req.data()
         if not fields or (fields[0] not in data.model_fields_set and fields[0] not in (data.model_extra or {})):
-            return None
+            return None, None
         # The value as given, not pydantic's JSON rendering (which would quietly turn NaN into null).
         value = getattr(data, _snake(fields[0])) if _snake(fields[0]) in type(data).model_fields else \
             (data.model_extra or {})[fields[0]]
@@ -238,7 +243,17 @@ class EventWriter:
         if req.event_type == "run_started":  # a resilient start: it may create the run, with its data key
             context = getattr(data, "execution_context", None)
             await self.clients.keys.create(run_id, retention_of(context, self.clients.retention.default_seconds))
-        return await self.values.store(run_id, value, f"eventData.{fields[0]}")
+        expiry = self.clients.retention.object_expiry(run_id)
+        return await self.values.store(run_id, value, f"eventData.{fields[0]}", expiry=expiry), expiry
+
+    async def _settle_expiry(self, run_id: str, units: list[Unit]) -> None:
+        """Retag the S3 values of committed units stored under another expiry class than the run's: a value is
+        stored before its commit, by a process that may not know the run's retention yet (a queued step's
+        result on a fresh container: step messages carry none) and so tags it with the stack default's class,
+        while the commit read the head and gave its items the run's. Nothing to do in the usual case."""
+        expiry = self.clients.retention.object_expiry(run_id)
+        await asyncio.gather(*(self.values.retag(u.stored, expiry) for u in units
+                               if u.expiry is not None and u.expiry != expiry and u.stored and "r" in u.stored))
 
     async def _write(self, run_id: str, member: Member) -> list[BatchEventOutcome]:
         """Read ahead, wait for the run's turn and the commit (alone or in a group), render the answer."""

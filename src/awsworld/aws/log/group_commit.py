@@ -63,6 +63,7 @@ class Unit:
 
     reqs: list[CreateEventRequest]
     stored: Any = None
+    expiry: int | None = None  # the expiry class (days) the stored value's S3 object was tagged with
     index: int = field(default_factory=lambda: next(_unit_ids))
     sent_slots: list[int] = field(default_factory=list)
     """The slots of its events in every transaction sent with it: after a failure without an answer, one of

@@ -5,7 +5,8 @@ nothing references the object and the writer deletes it. When the write fails *w
 before the commit failed, or the commit itself raised a transient error), the transaction may not have been
 sent, or may have been sent and committed: the object is deleted only if no event stands at the slots the
 transaction would have filled with a reference to it. A process that dies in between leaves the object to
-the bucket's lifecycle rule (``runs/`` objects expire after the run's retention): nothing can run then.
+the bucket's lifecycle rules (a run's objects expire with its items, by their expiry-class tag, see
+``aws/retention.py``): nothing can run then.
 """
 
 from __future__ import annotations

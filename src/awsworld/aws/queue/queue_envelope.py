@@ -20,7 +20,8 @@ from ...world.errors import InvalidInputError, PayloadTooLargeError
 from ...world.ids import check_entity_id, new_ulid
 from ...world.queue import check_idempotency_key, parse_queue_name
 from ..clients import AWSClients
-from ..resources import run_prefix
+from ..resources import QUEUE_PREFIX, run_prefix
+from ..retention import expiry_tagging
 from ..values import encode_json
 
 ENVELOPE_VERSION = 1
@@ -142,14 +143,19 @@ class QueuePayloads:
         self.clients = clients
         self.inline_limit = inline_limit
 
-    def _key(self, envelope: Envelope) -> str:
+    def _key(self, envelope: Envelope) -> tuple[str, str | None]:
+        """The payload's key, and its tags: a run's expiry class under the run's prefix (aws/retention.py), none
+        under ``queue/`` (a rule of its own expires those)."""
         payload = envelope.payload
         run_id = payload.get("runId") if isinstance(payload, dict) else None
         try:
-            prefix = run_prefix(check_entity_id(run_id, "runId")) if isinstance(run_id, str) else ""
+            run = check_entity_id(run_id, "runId") if isinstance(run_id, str) else None
         except InvalidInputError:
-            prefix = ""
-        return f"{prefix}queue/{envelope.message_id}.json"
+            run = None
+        if run is None:
+            return f"{QUEUE_PREFIX}{envelope.message_id}.json", None
+        tagging = expiry_tagging(self.clients.retention.object_expiry(run))
+        return f"{run_prefix(run)}{QUEUE_PREFIX}{envelope.message_id}.json", tagging
 
     async def fit(self, envelope: Envelope) -> tuple[Envelope, str]:
         """The envelope as it will be sent and its body: the payload moves to S3 when the body is too big."""
@@ -161,10 +167,10 @@ class QueuePayloads:
         if len(data) > self.clients.config.max_value_bytes:
             raise PayloadTooLargeError(f"queue payload is {len(data)} bytes; the largest is "
                                        f"{self.clients.config.max_value_bytes}", field="payload")
-        key = self._key(envelope)
+        key, tagging = self._key(envelope)
         s3 = await self.clients.s3()
         await s3.put_object(Bucket=self.clients.config.bucket_name, Key=key, Body=data,
-                            ContentType="application/json")
+                            ContentType="application/json", **({"Tagging": tagging} if tagging else {}))
         moved = replace(envelope, payload=None, payload_ref={"key": key, "size": len(data)})
         return moved, moved.to_body()
 

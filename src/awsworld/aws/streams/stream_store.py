@@ -43,6 +43,7 @@ from ..dynamodb.reads import get_item, query_prefix
 from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import STREAM_PREFIX, run_key, run_pk, segment_prefix, segment_sk, stream_key
 from ..resources import TTL_ATTRIBUTE, run_prefix
+from ..retention import expiry_tagging
 
 log = logging.getLogger("awsworld.streams")
 
@@ -142,7 +143,9 @@ class StreamStore:
         if cipher is not None:  # each chunk sealed alone: a ranged read of any chunks still opens them
             chunks = [cipher.seal(c, stream_scope(name)) for c in chunks]
         s3 = await self.clients.s3()
-        await s3.put_object(Bucket=self.bucket, Key=key, Body=frame(chunks), ContentType="application/octet-stream")
+        # The object expires with the segment item that indexes it (aws/retention.py), by the same retention.
+        await s3.put_object(Bucket=self.bucket, Key=key, Body=frame(chunks), ContentType="application/octet-stream",
+                            Tagging=expiry_tagging(self.clients.retention.object_expiry(run_id)))
         try:
             return await self._commit(run_id, name, chunks, key, writer_id, sealed=cipher is not None)
         except BaseException:
