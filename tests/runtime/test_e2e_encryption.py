@@ -156,6 +156,18 @@ async def test_another_process_unwraps_a_runs_key_once(encrypted: LocalAWS) -> N
         assert cold.stats.requests["kms.GenerateDataKey"] == 0
     finally:
         await cold.close()
+    # A process that reads the run first (as every flow delivery does) has the wrapped key from that read.
+    cold = AWSWorld(encrypted.config)
+    got: list[str] = []
+    cold.clients.register_handler("before-parameter-build.dynamodb.GetItem",
+                                  lambda params, **_: got.append(params["Key"]["sk"]["S"]))
+    try:
+        await cold.runs.get(run_id, resolve_data="all")
+        await cold.events.list(run_id, resolve_data="all")
+        assert cold.stats.requests["kms.Decrypt"] == 1
+        assert DATA_KEY_SK not in got
+    finally:
+        await cold.close()
 
 
 async def test_racing_idempotent_starts_share_one_data_key(encrypted: LocalAWS) -> None:

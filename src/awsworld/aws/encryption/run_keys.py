@@ -11,8 +11,10 @@ KMS binds the wrapped key to its table and run through the encryption context, s
 this stack's runs (the template's ``kms:EncryptionContext:awsworld:table`` condition) and a wrapped key
 copied to another run does not unwrap there.
 
-A run is encrypted exactly when it has a data key. A writer that does not know yet looks the key up only
-when this process is configured with a KMS key; a reader looks it up when it meets a sealed value.
+A run is encrypted exactly when it has a data key. Reading a run (``runs.get``: the flow function's first
+read of every delivery) fetches the key item in the same BatchGetItem, so a process learns whether a run is
+encrypted without a request of its own. A writer that has not read the run looks the key up only when this
+process is configured with a KMS key; a reader looks it up when it meets a sealed value.
 """
 
 from __future__ import annotations
@@ -48,11 +50,12 @@ def data_key_key(run_id: str) -> dict[str, str]:
 
 
 class RunKeys:
-    """The data keys of the runs this process touches (LRU; ``None`` for a run known to have none)."""
+    """The data keys of the runs this process touches (LRU): a run's cipher, its wrapped key not yet unwrapped
+    (bytes), or ``None`` for a run known to have none."""
 
     def __init__(self, clients: AWSClients) -> None:
         self._clients = clients
-        self._known: OrderedDict[str, RunCipher | None] = OrderedDict()
+        self._known: OrderedDict[str, RunCipher | bytes | None] = OrderedDict()
         self._pending: dict[str, asyncio.Future[RunCipher | None]] = {}
 
     @property
@@ -63,7 +66,17 @@ class RunKeys:
     def _context(self, run_id: str) -> dict[str, str]:
         return {TABLE_CONTEXT_KEY: self._clients.config.table_name, RUN_CONTEXT_KEY: run_id}
 
-    def _remember(self, run_id: str, cipher: RunCipher | None) -> None:
+    def knows(self, run_id: str) -> bool:
+        return run_id in self._known
+
+    def learn(self, run_id: str, item: dict[str, Any] | None) -> None:
+        """What a read of the run's ``DATAKEY`` item found (None: the run has no data key)."""
+        if run_id in self._known:
+            return
+        wrapped = (item or {}).get("dk")
+        self._remember(run_id, bytes(getattr(wrapped, "value", wrapped)) if wrapped is not None else None)
+
+    def _remember(self, run_id: str, cipher: RunCipher | bytes | None) -> None:
         self._known[run_id] = cipher
         self._known.move_to_end(run_id)
         while len(self._known) > _CACHED:
@@ -100,23 +113,24 @@ class RunKeys:
         """The key to seal a new value of the run with, or None when the run is stored in plain text."""
         if run_id in self._known:
             self._known.move_to_end(run_id)
-            return self._known[run_id]
+            known = self._known[run_id]
+            return known if not isinstance(known, bytes) else await self._lookup(run_id)
         if not self.enabled:
             return None
         return await self._lookup(run_id)
 
     async def for_reading(self, run_id: str) -> RunCipher:
         """The key a sealed value of the run opens with."""
-        cipher = self._known.get(run_id)
-        if cipher is None:
-            cipher = await self._lookup(run_id, fresh=run_id in self._known)
+        known = self._known.get(run_id)
+        cipher = known if isinstance(known, RunCipher) else await self._lookup(
+            run_id, fresh=run_id in self._known and known is None)
         if cipher is None:
             raise EncryptionKeyError(f"run {run_id} has encrypted values but no data key item ({DATA_KEY_SK})")
         return cipher
 
     async def _lookup(self, run_id: str, *, fresh: bool = False) -> RunCipher | None:
         """Read and unwrap the run's key once, however many callers ask at the same time."""
-        if fresh:
+        if fresh:  # known to have no key, yet a sealed value was met: read the key item again
             self._known.pop(run_id, None)
         pending = self._pending.get(run_id)
         if pending is None:
@@ -136,16 +150,19 @@ class RunKeys:
         return await asyncio.shield(pending)
 
     async def _unwrap(self, run_id: str) -> RunCipher | None:
-        ddb = await self._clients.dynamodb()
-        response = await ddb.get_item(TableName=self._clients.config.table_name, ConsistentRead=True,
-                                      ReturnConsumedCapacity="TOTAL", ProjectionExpression="dk",
-                                      Key={PK: {"S": run_pk(run_id)}, SK: {"S": DATA_KEY_SK}})
-        item: dict[str, Any] | None = response.get("Item")
-        if not item:
-            return None
+        wrapped = self._known.get(run_id)
+        if not isinstance(wrapped, bytes):  # not read with the run: read it now
+            ddb = await self._clients.dynamodb()
+            response = await ddb.get_item(TableName=self._clients.config.table_name, ConsistentRead=True,
+                                          ReturnConsumedCapacity="TOTAL", ProjectionExpression="dk",
+                                          Key={PK: {"S": run_pk(run_id)}, SK: {"S": DATA_KEY_SK}})
+            item: dict[str, Any] | None = response.get("Item")
+            if not item:
+                return None
+            wrapped = item["dk"]["B"]
         kms = await self._clients.kms()
         try:
-            opened = await kms.decrypt(CiphertextBlob=item["dk"]["B"], EncryptionContext=self._context(run_id))
+            opened = await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=self._context(run_id))
         except ClientError as error:
             raise _kms_error("unwrap the data key of", run_id, error) from error
         return RunCipher(run_id, opened["Plaintext"])

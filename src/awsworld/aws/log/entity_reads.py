@@ -24,6 +24,7 @@ from ..dynamodb.items import (
     step_value_slots,
 )
 from ..dynamodb.reads import batch_get
+from ..encryption.run_keys import data_key_key
 from ..keys import LAYOUT_VERSION, attrs_key, event_key, run_key
 from ..resources import GSI_RUN_KEY
 from ..values import ValueStore
@@ -52,9 +53,16 @@ class EntityReads:
         self.reader = reader
 
     async def run_items(self, run_id: str) -> dict[tuple[str, str], Item]:
-        """The head, the run_created block and the attributes item of one run, in one BatchGetItem."""
-        items = await batch_get(self.clients, [run_key(run_id), event_key(run_id, 1), attrs_key(run_id)])
-        return {(i["pk"], i["sk"]): i for i in items}
+        """The head, the run_created block and the attributes item of one run, in one BatchGetItem; and, the
+        first time this process reads the run, its data key item (``aws/encryption/run_keys.py``)."""
+        keys = [run_key(run_id), event_key(run_id, 1), attrs_key(run_id)]
+        learn = not self.clients.keys.knows(run_id)
+        if learn:
+            keys.append(data_key_key(run_id))
+        found = {(i["pk"], i["sk"]): i for i in await batch_get(self.clients, keys)}
+        if learn and _key(run_key(run_id)) in found:
+            self.clients.keys.learn(run_id, found.get(_key(data_key_key(run_id))))
+        return found
 
     async def runs(self, heads: Sequence[Item], resolve: ResolveData, *, known: Mapping[str, Known] | None = None,
                    fetched: Mapping[tuple[str, str], Item] | None = None) -> list[Run]:
