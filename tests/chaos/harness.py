@@ -399,14 +399,16 @@ class TrialResult:
 class Trial:
     """One run of the reference workflow on its own World, with at most one fault."""
 
-    def __init__(self, local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault | None = None) -> None:
+    def __init__(self, local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault | None = None, *,
+                 encrypted: bool = False) -> None:
         self.local = local
         self.executor = executor
+        self.encrypted = encrypted
         self.log = CallLog(fault)
         self.label = uuid.uuid4().hex[:12]
 
     async def run(self) -> TrialResult:
-        config = await self.local.new_config()
+        config = await self.local.new_config(encrypt_payloads=self.encrypted)
         world = AWSWorld(config)
         functions = Functions(config, self.log, self.executor)
         try:
@@ -627,13 +629,15 @@ def new_executor(parallel: int) -> ThreadPoolExecutor:
 
 async def run_trials(local: LocalAWS, faults: Sequence[Fault | None], *, parallel: int,
                      executor: ThreadPoolExecutor,
-                     on_result: Callable[[TrialResult], Awaitable[None] | None] | None = None) -> list[TrialResult]:
-    """Run trials, ``parallel`` at a time, each on its own World; results in the order of ``faults``."""
+                     on_result: Callable[[TrialResult], Awaitable[None] | None] | None = None,
+                     encrypted: bool = False) -> list[TrialResult]:
+    """Run trials, ``parallel`` at a time, each on its own World (with per-run payload encryption when
+    ``encrypted``); results in the order of ``faults``."""
     slots = asyncio.Semaphore(parallel)
 
     async def one(fault: Fault | None) -> TrialResult:
         async with slots:
-            trial = Trial(local, executor, fault)
+            trial = Trial(local, executor, fault, encrypted=encrypted)
             try:
                 result = await trial.run()
             except Exception as error:  # the harness's own calls failed: say so, and let the other trials go on

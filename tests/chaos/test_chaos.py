@@ -96,3 +96,18 @@ async def test_runs_whose_deliveries_keep_running_out_of_budget_complete(
         results = await run_trials(local, [None] * 4, parallel=4, executor=executor)
     failed = [r for r in results if not r.ok]
     assert not failed, "\n".join(f"  {r.outcome} after {r.seconds:.1f} s: {'; '.join(r.problems)}" for r in failed)
+
+
+@pytest.mark.timeout(600)
+async def test_a_failure_at_each_kms_call_of_an_encrypted_run_strands_nothing(
+        local: LocalAWS, executor: ThreadPoolExecutor) -> None:
+    """Per-run payload encryption adds calls to the handlers' path (KMS Decrypt of the run's data key, once per
+    container): a fault at each of them, in each mode, strands nothing, and the run's values still open."""
+    clean = await Trial(local, executor, encrypted=True).run()
+    assert clean.ok, f"the clean encrypted run failed: {clean.problems}"
+    kms = [k for k, call in enumerate(clean.calls, 1) if call.startswith("kms.")]
+    assert kms, "the handlers unwrapped no data key"
+    faults = [Fault(k, mode) for k in kms for mode in MODES]
+    results = await run_trials(local, faults, parallel=PARALLEL, executor=executor, encrypted=True)
+    failed = [r for r in results if not r.ok]
+    assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
