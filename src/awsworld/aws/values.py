@@ -91,13 +91,17 @@ class ValueStore:
             s3 = await self.clients.s3()
             await s3.delete_object(Bucket=self.config.bucket_name, Key=key)
 
+    @staticmethod
+    def _inline(stored: StoredValue) -> Any:
+        if "p" in stored:  # inline in an event block, parsed with it
+            return stored["p"]
+        return decode_json(stored["v"])
+
     async def load(self, stored: StoredValue | None) -> Any:
         if stored is None:
             return None
-        if "p" in stored:  # inline in an event block, parsed with it
-            return stored["p"]
-        if "v" in stored:
-            return decode_json(stored["v"])
+        if "r" not in stored:
+            return self._inline(stored)
         key = stored["r"]
         hit = self._cache.get(key)
         if hit is not None:
@@ -112,5 +116,12 @@ class ValueStore:
         return copy.deepcopy(value)
 
     async def load_many(self, stored: list[StoredValue | None]) -> list[Any]:
-        return list(await asyncio.gather(*(self.load(s) for s in stored)))
+        """The values, those in S3 fetched at once. Absent and inline ones are read here, without a task each:
+        a page of the log asks for 1,000 values, nearly always all of them already in hand."""
+        values = [None if s is None or "r" in s else self._inline(s) for s in stored]
+        remote = [i for i, s in enumerate(stored) if s is not None and "r" in s]
+        if remote:
+            for i, value in zip(remote, await asyncio.gather(*(self.load(stored[i]) for i in remote)), strict=True):
+                values[i] = value
+        return values
 
