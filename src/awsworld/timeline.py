@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .runtime.step_runner import INLINE
 from .world.events import Event
 from .world.pages import collect_pages
 
@@ -84,7 +85,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             what = names.get(corr, corr)
             if kind == "step_started":
                 started[corr] = event.created_at
-                detail = f"attempt {data.get('attempt')}"
+                detail = f"attempt {data.get('attempt')}" + (", inline" if data.get(INLINE) is True else "")
             elif kind in ("step_completed", "step_failed", "step_retrying") and corr in started:
                 detail = f"took {_ms(started[corr], event.created_at):.0f} ms"
                 if kind == "step_retrying":

@@ -4,15 +4,18 @@ listing by correlation id, resolve_data, and the skipped-events report of a writ
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import pytest
 
+from awsworld.aws.log.blocks import BLOCK_SPAN
 from awsworld.world import RunNotFoundError, event_id_to_slot, new_run_id, slot_to_event_id
 
 from .helpers import (
     AnyWorld,
     all_events,
     assert_dense,
+    aws_world,
     hook_created,
     hook_received,
     module_world,
@@ -231,3 +234,33 @@ async def test_a_write_with_an_event_count_ahead_of_the_log_still_lands_densely(
     assert result.event is not None and result.event.slot == 4
     assert result.events == []
     assert_dense(await all_events(world, run_id))
+
+
+async def test_a_page_reads_only_the_blocks_that_hold_it(world: AnyWorld) -> None:
+    """A Query's ``Limit`` counts items and a block holds many events: a page of ``limit`` events must not read
+    ``limit`` blocks (the rest of the log, read again by every later page), only those holding its slots."""
+    aws = aws_world(world)
+    run_id = await new_run(world, start=True)  # 2 events
+    for batch in range(30):  # 30 blocks of 10 events: 302 events
+        await world.events.create_batch(run_id, [step_created(f"b{batch}-{i}") for i in range(10)])
+    returned: list[int] = []
+
+    def count(parsed: Any = None, **_: Any) -> None:
+        if isinstance(parsed, dict) and "Items" in parsed:
+            returned.append(len(parsed["Items"]))
+
+    aws.clients.register_handler("after-call.dynamodb.Query", count)
+    pages = 0
+    cursor = None
+    while True:
+        page = await world.events.list(run_id, limit=50, cursor=cursor)
+        pages += 1
+        cursor = page.cursor
+        if not page.has_more:
+            break
+    assert pages == 7
+    # Each page: the 6 or 7 blocks holding its 51 slots (50 and the one telling whether more exist), and the
+    # blocks starting up to BLOCK_SPAN - 1 slots before it (the block holding its first slot may start there).
+    span_before = -(-(BLOCK_SPAN - 1) // 10)
+    assert all(n <= 7 + span_before for n in returned), returned
+    assert sum(returned) <= 32 + pages * span_before, returned  # the whole log about once; it was 3 times

@@ -50,8 +50,9 @@ async def test_run_json_has_lanes_retries_hooks_and_children(http: httpx.AsyncCl
     assert "payment API timed out" in charge["attempts"][0]["error"]
     assert [lane["kind"] for lane in data["lanes"]].count("wait") == 1
     assert data["hooks"][0]["token"] == "address:o-1" and data["hooks"][0]["payloads"] == [{"address": XSS}]
+    assert data["childStatuses"] == {demo.child_run_id: "completed"} and data["parentStatus"] is None
     child = (await http.get(f"/api/runs/{demo.child_run_id}")).json()
-    assert child["parentRunId"] == demo.run_id
+    assert child["parentRunId"] == demo.run_id and child["parentStatus"] == "completed"
 
 
 async def test_run_page_shows_everything_escaped(http: httpx.AsyncClient, demo: Demo) -> None:
@@ -62,12 +63,13 @@ async def test_run_page_shows_everything_escaped(http: httpx.AsyncClient, demo: 
     assert len(re.findall(r"<script>", html)) == 1  # only the page's own script
     assert html.count("data-kind='step'") == 5 and "data-kind='wait'" in html and "data-kind='hook'" in html
     assert "payment API timed out" in html and "b-backoff" in html
-    assert f"/runs/{demo.child_run_id}" in html
+    completed = "<span class='status s-completed'>completed</span>"
+    assert f"/runs/{demo.child_run_id}'>{demo.child_run_id}</a> {completed}" in html  # the child, with its status
     assert "progress" in html  # the stream
     assert "attribute customer" in html
     assert "data-live='0'" in html and "cancel this run" not in html
     child = (await http.get(f"/runs/{demo.child_run_id}")).text
-    assert f"/runs/{demo.run_id}" in child  # the parent link
+    assert f"/runs/{demo.run_id}'>{demo.run_id}</a> {completed}" in child  # the parent, with its status
 
 
 async def test_large_values_and_streams_on_demand(http: httpx.AsyncClient, demo: Demo) -> None:

@@ -1,4 +1,4 @@
-"""A faster ``TransactWriteItems`` for moto's DynamoDB, with the same behaviour.
+"""A faster ``TransactWriteItems`` and ``Query`` for moto's DynamoDB, with the same behaviour.
 
 moto's ``DynamoDBBackend.transact_write_items`` deep-copies every table a transaction names before it starts,
 so it can put the copy back if the transaction is cancelled. That costs time proportional to the table: a
@@ -16,13 +16,22 @@ the entries already applied before the error is raised (moto raises without roll
 Item order inside moto's dicts can change after a rollback that re-inserts a deleted item; moto sorts every
 Query and Scan result by key, so the order is not observable through the API.
 
-The patch is installed once per process and can be switched off (``set_enabled(False)``) so the benchmark
-can compare it with moto's own implementation on the same server.
+``Table.query`` below wraps moto's: for a query of the table itself (not an index) by a string or binary
+partition key, moto's code runs on a view of the table whose ``all_items()`` is that partition's items. moto
+builds a Query's candidates from ``all_items()``, every item of the table, sorted, and keeps those of the
+partition: a Query cost time proportional to the whole table (every run a local session has made), not to the
+partition it reads. The view yields exactly the items moto would have kept, and moto sorts them by range key
+next, so results, pages and ``LastEvaluatedKey`` are unchanged. (A numeric key, whose equal values may differ in
+spelling, and index queries go to moto's code as they are.)
+
+The patches are installed once per process and can be switched off (``set_enabled(False)``) so the benchmark
+can compare them with moto's own implementation on the same server.
 """
 
 from __future__ import annotations
 
 import copy
+import inspect
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,6 +51,8 @@ from moto.dynamodb.models.table import Table
 _ABSENT = object()
 _enabled = True
 _original = None  # moto's own implementation, kept for set_enabled(False) and for tests
+_original_query = Table.query
+_QUERY_SIGNATURE = inspect.signature(Table.query)
 
 
 class _Journal:
@@ -202,17 +213,43 @@ def transact_write_items(self: DynamoDBBackend, transact_items: list[dict[str, A
         raise TransactionCanceledException(errors)
 
 
+class _Partition:
+    """A table as one partition's Query sees it: ``all_items()`` is the partition's items, the rest is the table."""
+
+    def __init__(self, table: Table, hash_key: Any) -> None:
+        self._table = table
+        self._hash_key = hash_key
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._table, name)
+
+    def all_items(self) -> list[Any]:
+        return list(self._table.items.get(self._hash_key, {}).values())
+
+
+def query(self: Table, *args: Any, **kwargs: Any) -> Any:
+    """moto's ``Table.query`` on the partition alone (see the module's docstring)."""
+    call = _QUERY_SIGNATURE.bind(self, *args, **kwargs).arguments
+    hash_key = call.get("hash_key")
+    if not _enabled or call.get("index_name") or not self.range_key_attr \
+            or getattr(hash_key, "type", None) not in ("S", "B"):
+        return _original_query(self, *args, **kwargs)
+    return _original_query(_Partition(self, hash_key), *args, **kwargs)  # pyright: ignore[reportArgumentType]
+
+
 def install() -> None:
-    """Replace moto's implementation (once per process; later calls do nothing)."""
+    """Replace moto's implementations (once per process; later calls do nothing)."""
     global _original
     if DynamoDBBackend.transact_write_items is transact_write_items:
         return
     _original = DynamoDBBackend.transact_write_items
     DynamoDBBackend.transact_write_items = transact_write_items  # type: ignore[method-assign]
+    Table.query = query  # type: ignore[method-assign]
 
 
 def set_enabled(enabled: bool) -> None:
-    """Switch between the journaling implementation (default) and moto's table copy (for comparison)."""
+    """Switch between the patched implementations (default) and moto's own (the table copy, the whole-table
+    Query; for comparison)."""
     global _enabled
     _enabled = enabled
 

@@ -4,7 +4,8 @@ Like moto's ``ThreadedMotoServer``, with three differences: it binds 127.0.0.1 o
 requests, and it serializes DynamoDB. moto's DynamoDB backend is not safe under concurrent requests (two
 transactions racing for one event slot can both succeed), so every request whose ``X-Amz-Target`` is a
 DynamoDB operation runs under one lock; S3 and SQS stay concurrent. It also installs the journaling
-``TransactWriteItems`` (see ``moto_patch``) so transactions stay fast as the table fills.
+``TransactWriteItems`` and the partition-only ``Query`` (see ``moto_patch``) so transactions and reads stay fast
+as the table fills.
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
 from .ops import HookOp, StepOp, WaitOp
 from .registry import Registry
-from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, structured_error
+from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, structured_error
 
 MAX_DIVERGENT_RECOVERIES = 3
 DIVERGENCE_POLICY_ENV = "AWSWORLD_ON_DIVERGENCE"  # "fail" (the spec's default) or "park"
@@ -283,7 +283,7 @@ class Flow:
             requests.append(_declaration(op))
             if op is born:
                 requests.append({"eventType": "step_started", "correlationId": op.id,
-                                 "eventData": {"ownerMessageId": self.message_id} if self.message_id else {}})
+                                 "eventData": start_data(self.message_id, inline=True)})
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
@@ -446,7 +446,7 @@ class Flow:
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
                                      claimed=claimed, call_input=step.input, poll=step.poll,
-                                     watch=lambda: self._watch_inline(step))
+                                     watch=lambda: self._watch_inline(step), inline=True)
         if step.done or step.future.cancelled():
             # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
             # ended with is dropped, so the step's one end is the cancellation (written by the loop, _cancel_steps).

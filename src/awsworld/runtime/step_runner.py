@@ -95,6 +95,22 @@ def structured_error(error: BaseException) -> dict[str, Any]:
     }
 
 
+INLINE = "inline"
+"""``step_started``'s mark of an attempt the flow ran in its replay loop (see ``start_data``)."""
+
+
+def start_data(owner: str | None, *, inline: bool) -> dict[str, Any]:
+    """``step_started``'s data: the delivery's message id (``ownerMessageId``: a redelivery of that message may
+    start the step again, see ``attempt_step``) and ``"inline": true`` when the flow runs the attempt in its
+    replay loop rather than a step message of its own. Only the inline path is marked: a fan-out queues N-1
+    steps and runs one inline, so the common case costs no bytes, and an event without the mark (every older
+    one too) reads as queued. The run viewer shows it; nothing in the runtime reads it back."""
+    data: dict[str, Any] = {"ownerMessageId": owner} if owner else {}
+    if inline:
+        data[INLINE] = True
+    return data
+
+
 StepEndKind = Literal["step_completed", "step_failed", "step_retrying"]
 
 
@@ -141,11 +157,13 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
 async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
-                       poll: PollSpec | None = None, watch: Watch | None = None) -> StepOutcome | StepEnd:
+                       poll: PollSpec | None = None, watch: Watch | None = None,
+                       inline: bool = False) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
-    ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate."""
+    ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
+    flow runs it in its replay loop (recorded on step_started, see ``start_data``)."""
     definition = registry.step(step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
@@ -153,8 +171,9 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     started = claimed
     if started is None:
         event: dict[str, Any] = {"eventType": "step_started", "correlationId": step_id}
-        if owner:
-            event["eventData"] = {"ownerMessageId": owner}
+        data = start_data(owner, inline=inline)
+        if data:
+            event["eventData"] = data
         try:
             started = await world.events.create(run_id, event, **start_kwargs)
         except RunGoneError:

@@ -8,6 +8,7 @@ A live refresh is one HTTP request, ``GET /api/runs/{id}/events?since=N``, costi
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from collections.abc import Mapping
@@ -21,13 +22,18 @@ from ..runtime.durations import parse_duration
 from ..timeline import timeline_rows
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
-from .model import picture
+from ..world.streams import StreamInfo
+from .model import parent_of, picture
 from .pages import event_rows, timeline_html
 
 if TYPE_CHECKING:
     from .app import UIState
 
 STREAM_PAGE = 100  # chunks per stream request
+LINKED_STATUSES = 20
+"""A run page shows the status of its parent and of its first this-many children: one metadata-only ``runs.get``
+each, all at once, so a page costs at most 1 + LINKED_STATUSES more World requests however many children the run
+started (later children are listed as plain links)."""
 
 
 def state(request: Request) -> UIState:
@@ -71,6 +77,23 @@ async def list_runs(ui: UIState, params: Mapping[str, str], *, limit: int) -> tu
     return kept, page.cursor if page.has_more and len(kept) == len(page.data) else None
 
 
+async def linked_statuses(ui: UIState, run: Run, children: list[str]) -> dict[str, str]:
+    """The status of ``run``'s parent and of its first ``LINKED_STATUSES`` children, by run id (``not found``
+    for a run no longer stored: its retention ended)."""
+    parent = parent_of(run)
+    ids = ([parent] if parent else []) + children[:LINKED_STATUSES]
+    found = await asyncio.gather(*(ui.world.runs.get(i, resolve_data="none") for i in ids), return_exceptions=True)
+    statuses: dict[str, str] = {}
+    for run_id, view in zip(ids, found, strict=True):
+        if isinstance(view, NotFoundError):
+            statuses[run_id] = "not found"
+        elif isinstance(view, BaseException):
+            raise view
+        else:
+            statuses[run_id] = view.status
+    return statuses
+
+
 def when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
@@ -87,18 +110,21 @@ async def runs(request: Request) -> JSONResponse:
 async def run(request: Request) -> JSONResponse:
     ui = state(request)
     run_id = request.path_params["run_id"]
-    view = await ui.world.runs.get(run_id, resolve_data="none")
-    events = await ui.reader.events(run_id)
+    view, events = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"), ui.reader.events(run_id))
     pic = picture(run_id, events)
+    statuses = await linked_statuses(ui, view, pic.children)
+    parent = parent_of(view)
     return JSONResponse({
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
         "completedAt": when(view.completed_at), "attributes": dict(view.attributes),
-        "parentRunId": (view.execution_context or {}).get("parentRunId"), "children": pic.children,
+        "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
+        "children": pic.children, "childStatuses": {c: statuses[c] for c in pic.children if c in statuses},
         "lanes": [{"kind": lane.kind, "name": lane.label, "status": lane.status, "createdAt": when(lane.created),
-                   "endedAt": when(lane.ended), "childRunId": lane.child_run_id,
+                   "endedAt": when(lane.ended), "childRunId": lane.child_run_id, "path": lane.path or None,
                    "attempts": [{"attempt": a.number, "start": when(a.start), "end": when(a.end),
-                                 "outcome": a.outcome, "error": a.error} for a in lane.attempts]}
+                                 "outcome": a.outcome, "error": a.error, "inline": a.inline}
+                                for a in lane.attempts]}
                   for lane in pic.lanes],
         "hooks": [{"hookId": h.hook_id, "token": h.token, "webhook": h.webhook, "disposed": h.disposed,
                    "payloads": [p for _, _, p in h.payloads]} for h in pic.hooks],
@@ -137,9 +163,15 @@ async def value(request: Request) -> JSONResponse:
 async def streams(request: Request) -> JSONResponse:
     ui = state(request)
     run_id = request.path_params["run_id"]
-    names = await ui.world.streams.list(run_id)
-    infos = [(name, await ui.world.streams.get_info(run_id, name)) for name in names]
+    infos = await stream_infos(ui, run_id)
     return JSONResponse([{"name": n, "chunks": i.tail_index + 1, "closed": i.done} for n, i in infos])
+
+
+async def stream_infos(ui: UIState, run_id: str) -> list[tuple[str, StreamInfo]]:
+    """The run's streams and what each holds: ``streams.list``, then one ``streams.get_info`` per stream, at once."""
+    names = await ui.world.streams.list(run_id)
+    infos = await asyncio.gather(*(ui.world.streams.get_info(run_id, name) for name in names))
+    return list(zip(names, infos, strict=True))
 
 
 async def stream(request: Request) -> JSONResponse:

@@ -88,15 +88,16 @@ async def runs_view(request: Request) -> Response:
 
 async def run_view(request: Request) -> Response:
     """A run's page. World requests: ``runs.get``, ``events.list`` (one per 1,000 events not yet remembered),
-    ``streams.list`` and one ``streams.get_info`` per stream; stream contents and whole values load on demand."""
+    ``streams.list`` and one ``streams.get_info`` per stream, and one ``runs.get`` for the parent's status and
+    for each of the first ``api.LINKED_STATUSES`` children's; stream contents and whole values load on demand."""
     ui = api.state(request)
     run_id = request.path_params["run_id"]
     # At once: the log's pages are sequential (cursors), the rest need not wait for them.
-    view, events, names = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"),
-                                               ui.reader.events(run_id), ui.world.streams.list(run_id))
-    infos = await asyncio.gather(*(ui.world.streams.get_info(run_id, name) for name in names))
-    streams = list(zip(names, infos, strict=True))
-    html = run_page(view, pic=picture(run_id, events), rows=timeline_rows(events), streams=streams,
+    view, events, streams = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"),
+                                                 ui.reader.events(run_id), api.stream_infos(ui, run_id))
+    pic = picture(run_id, events)
+    statuses = await api.linked_statuses(ui, view, pic.children)
+    html = run_page(view, pic=pic, rows=timeline_rows(events), streams=streams, statuses=statuses,
                     allow_writes=ui.allow_writes, now=datetime.now(UTC))
     return HTMLResponse(html)
 

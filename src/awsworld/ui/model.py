@@ -9,13 +9,16 @@ from datetime import datetime
 from typing import Any
 
 from ..runtime.child_ids import START_CHILD, child_run_id
+from ..runtime.step_runner import INLINE
 from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
+from ..world.entities import Run
 from ..world.events import Event
 
 
 @dataclass
 class Attempt:
-    """One attempt of a step: from its ``step_started`` to the event that ended it (None: still running)."""
+    """One attempt of a step: from its ``step_started`` to the event that ended it (None: still running).
+    ``inline``: the flow ran it in its replay loop; otherwise a step message of its own ran it (queued)."""
 
     number: int
     start: datetime
@@ -23,6 +26,7 @@ class Attempt:
     outcome: str = "running"  # running, completed, failed, retrying
     error: str | None = None
     retry_after: datetime | None = None
+    inline: bool = False
 
 
 @dataclass
@@ -39,6 +43,13 @@ class Lane:
     attempts: list[Attempt] = field(default_factory=list[Attempt])
     detail: str = ""
     child_run_id: str | None = None
+
+    @property
+    def path(self) -> str:
+        """How the step's attempts ran: ``inline``, ``queued`` (each from a step message of its own), ``mixed``
+        (an inline attempt retried from a message, say), or ``""`` before any started."""
+        kinds = {attempt.inline for attempt in self.attempts}
+        return "" if not kinds else "mixed" if len(kinds) > 1 else "inline" if True in kinds else "queued"
 
 
 @dataclass
@@ -59,6 +70,12 @@ class Picture:
     lanes: list[Lane]
     hooks: list[HookInfo]
     children: list[str]
+
+
+def parent_of(run: Run) -> str | None:
+    """The run that started ``run`` as its child (its ``executionContext`` says), if any."""
+    parent = (run.execution_context or {}).get("parentRunId")
+    return parent if isinstance(parent, str) else None
 
 
 def _when(value: Any) -> datetime | None:
@@ -92,7 +109,8 @@ def picture(run_id: str, events: list[Event]) -> Picture:
             lane = lanes[corr]
             if kind == "step_started":
                 lane.status = "running"
-                lane.attempts.append(Attempt(int(data.get("attempt") or len(lane.attempts) + 1), at))
+                lane.attempts.append(Attempt(int(data.get("attempt") or len(lane.attempts) + 1), at,
+                                             inline=data.get(INLINE) is True))
                 continue
             attempt = lane.attempts[-1] if lane.attempts and lane.attempts[-1].end is None else None
             if attempt is None:  # ended without a recorded start (an inline step, or a cancelled one)

@@ -17,7 +17,7 @@ from urllib.parse import quote, urlencode
 from ..timeline import Row
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
-from .model import Lane, Picture
+from .model import Lane, Picture, parent_of
 
 VALUE_CHARS = 300  # longer values are cut on the page; the whole value is a click away (the JSON API)
 
@@ -50,6 +50,7 @@ color:#667;font-size:12px;margin-left:220px;margin-right:260px}
 .b-queued{background:#c9d3df}.b-completed{background:#2e9e4f}.b-failed{background:#d13b3b}
 .b-retrying{background:#e0892b}.b-running{background:#3b7dd8}.b-backoff{background:repeating-linear-gradient(
 45deg,#f3c89b 0 3px,#fff 3px 6px)}.b-wait{background:#b08ee0}.b-hook{background:#e3b83b}
+.inl{box-shadow:inset 0 -4px 0 #1d2330}
 .err{color:#a11}.muted{color:#778}button{font-size:12px}td code,pre{word-break:break-all}
 .ev td:first-child{white-space:nowrap}.sw{display:inline-block;width:18px;height:10px;border-radius:2px;
 margin:0 4px 0 10px;vertical-align:middle}
@@ -140,10 +141,13 @@ def _pct(moment: datetime, start: datetime, span: float) -> float:
     return max(0.0, min(100.0, (moment - start).total_seconds() / span * 100))
 
 
-def _bar(kind: str, a: datetime, b: datetime, start: datetime, span: float, title: str) -> str:
+def _bar(kind: str, a: datetime, b: datetime, start: datetime, span: float, title: str, *,
+         inline: bool = False) -> str:
     left = _pct(a, start, span)
     width = max(0.0, _pct(b, start, span) - left)
-    return f"<div class='bar b-{kind}' style='left:{left:.3f}%;width:{width:.3f}%' title='{esc(title)}'></div>"
+    marker = " inl" if inline else ""
+    return (f"<div class='bar b-{kind}{marker}' style='left:{left:.3f}%;width:{width:.3f}%' "
+            f"title='{esc(title)}'></div>")
 
 
 def _ms(a: datetime, b: datetime) -> str:
@@ -157,18 +161,22 @@ def _lane(lane: Lane, start: datetime, end: datetime, span: float) -> str:
     if lane.kind == "step":
         first = lane.attempts[0].start if lane.attempts else (lane.ended or end)
         if first > lane.created:
-            bars.append(_bar("queued", lane.created, first, start, span, f"queued {_ms(lane.created, first)}"))
+            bars.append(_bar("queued", lane.created, first, start, span,
+                             f"waited {_ms(lane.created, first)} to start"))
         for i, attempt in enumerate(lane.attempts):
             stop = attempt.end or end
-            title = f"attempt {attempt.number}: {attempt.outcome}, {_ms(attempt.start, stop)}"
+            path = "inline" if attempt.inline else "queued"
+            title = f"attempt {attempt.number} ({path}): {attempt.outcome}, {_ms(attempt.start, stop)}"
             if attempt.error:
                 title += f" — {attempt.error}"
-            bars.append(_bar(attempt.outcome, attempt.start, stop, start, span, title))
+            bars.append(_bar(attempt.outcome, attempt.start, stop, start, span, title, inline=attempt.inline))
             if attempt.outcome == "retrying":
                 nxt = lane.attempts[i + 1].start if i + 1 < len(lane.attempts) else end
                 bars.append(_bar("backoff", stop, nxt, start, span, f"back-off {_ms(stop, nxt)} before a retry"))
         errors = [f"#{a.number} {a.error}" for a in lane.attempts if a.error]
         count = f"{len(lane.attempts)} attempt{'s' if len(lane.attempts) != 1 else ''}"
+        if lane.path:
+            count += f", {lane.path}"
         info = esc(count) + (f" <span class=err>{esc('; '.join(errors))}</span>" if errors else "")
         if lane.ended is not None:
             info += f" <span class=muted>{esc(_ms(lane.created, lane.ended))}</span>"
@@ -182,7 +190,8 @@ def _lane(lane: Lane, start: datetime, end: datetime, span: float) -> str:
     if lane.child_run_id:
         name = f"child {run_link(lane.child_run_id)}"
     return (f"<div class=lane data-kind='{esc(lane.kind)}' data-status='{esc(lane.status)}' "
-            f"data-name='{esc(lane.label)}'><div class=name title='{esc(lane.label)}'>{name}</div>"
+            f"data-path='{esc(lane.path)}' data-name='{esc(lane.label)}'>"
+            f"<div class=name title='{esc(lane.label)}'>{name}</div>"
             f"<div class=track>{''.join(bars)}</div><div class=info>{_status(lane.status)} {info}</div></div>")
 
 
@@ -196,9 +205,11 @@ def timeline_html(pic: Picture, *, now: datetime | None = None) -> str:
     lanes = "".join(_lane(lane, pic.start, end, span) for lane in pic.lanes)
     legend = "<p class=muted>" + "".join(
         f"<span class='sw b-{kind}'></span>{label}" for kind, label in (
-            ("queued", "queued"), ("running", "running"), ("completed", "attempt ok"),
+            ("queued", "waiting to start"), ("running", "running"), ("completed", "attempt ok"),
             ("retrying", "attempt retried"), ("backoff", "back-off"), ("failed", "failed"), ("wait", "sleep"),
-            ("hook", "waiting for a hook"))) + "</p>"
+            ("hook", "waiting for a hook"))) + (
+        "<span class='sw b-completed inl'></span>dark stripe: the attempt ran inline, in the flow's replay loop "
+        "(no stripe: queued, run from a step message of its own)</p>")
     return f"<div class=wf><div class=axis>{ticks}</div>{lanes or '<p class=muted>no steps</p>'}</div>{legend}"
 
 
@@ -220,20 +231,27 @@ def event_rows(run_id: str, rows: Iterable[Row]) -> str:
         f"<td>{esc(row.detail)}</td><td>{_value_cell(run_id, row)}</td></tr>" for row in rows)
 
 
+def _linked(run_id: str, statuses: dict[str, str]) -> str:
+    """A link to a parent or child run, with its status when the page read it (see ``api.linked_statuses``)."""
+    status = statuses.get(run_id)
+    return run_link(run_id) + (f" {_status(status)}" if status else "")
+
+
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
-             allow_writes: bool, now: datetime) -> str:
+             statuses: dict[str, str], allow_writes: bool, now: datetime) -> str:
     live = not run.is_terminal
-    context = run.execution_context or {}
-    parent = context.get("parentRunId")
+    parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)), ("status", _status(run.status, "status")),
              ("created", _time(run.created_at)), ("started", _time(run.started_at)),
              ("completed", _time(run.completed_at))]
     if run.error is not None:
         facts.append(("error", f"<span class=err>{esc(run.error.name or '')}: {esc(run.error.message)}</span>"))
     if parent:
-        facts.append(("parent", run_link(str(parent))))
+        facts.append(("parent", _linked(parent, statuses)))
     if pic.children:
-        facts.append(("children", " ".join(run_link(c) for c in pic.children)))
+        unread = sum(1 for c in pic.children if c not in statuses)
+        note = f" <span class=muted>(status shown for the first {len(pic.children) - unread})</span>" if unread else ""
+        facts.append(("children", " · ".join(_linked(c, statuses) for c in pic.children) + note))
     for key, value in sorted(run.attributes.items()):
         facts.append((f"attribute {key}", f"<code>{esc(value)}</code>"))
     if allow_writes and live:

@@ -17,7 +17,7 @@ from ..dynamodb.items import Item, events_from_blocks, from_ddb
 from ..dynamodb.reads import get_item
 from ..keys import HOOK_PREFIX, event_sk, run_key, run_pk
 from ..values import ValueStore
-from .blocks import BLOCK_SPAN, BlockEvent, block_events
+from .blocks import BLOCK_SPAN, READ_PROJECTION, BlockEvent, block_events
 
 MAX_PAGE = 1000
 
@@ -43,11 +43,17 @@ class EventReader:
     async def _blocks(self, run_id: str, lo: int, hi: int, *,
                       limit_events: int | None = None) -> tuple[list[BlockEvent], bool]:
         """Events with lo <= slot <= hi, ascending (at most ``limit_events`` + 1, to tell whether more exist).
-        The Query starts up to a block's span early: the block holding ``lo`` may begin before it."""
+        The Query starts up to a block's span early: the block holding ``lo`` may begin before it. With
+        ``limit_events`` it ends at slot ``lo + limit_events`` (slots are dense, so that range holds the page and
+        the one event that tells whether more exist): a Query's ``Limit`` counts items, and a block holds up to
+        ``BLOCK_SPAN`` events, so without that bound a page of 1,000 events read (and was billed for) up to 1,001
+        blocks, the rest of the log, and the next page read most of them again."""
+        if limit_events is not None:
+            hi = min(hi, lo + limit_events)
         values = {":pk": {"S": run_pk(run_id)}, ":lo": {"S": event_sk(max(1, lo - BLOCK_SPAN + 1))},
                   ":hi": {"S": event_sk(max(1, hi))}}
         kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :pk AND sk BETWEEN :lo AND :hi",
-                                  "ExpressionAttributeValues": values}
+                                  "ExpressionAttributeValues": values, **READ_PROJECTION}
         events: list[BlockEvent] = []
         start: dict[str, Any] | None = None
         while True:
@@ -82,7 +88,8 @@ class EventReader:
         values = {":pk": {"S": run_pk(run_id)}, ":lo": {"S": event_sk(max(1, slot - BLOCK_SPAN + 1))},
                   ":hi": {"S": event_sk(slot)}}
         items, _ = await self._query(KeyConditionExpression="pk = :pk AND sk BETWEEN :lo AND :hi",
-                                     ExpressionAttributeValues=values, ScanIndexForward=False, Limit=1)
+                                     ExpressionAttributeValues=values, ScanIndexForward=False, Limit=1,
+                                     **READ_PROJECTION)
         return block_events(items[0]) if items else []
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_PAGE,
