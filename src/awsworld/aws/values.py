@@ -87,17 +87,12 @@ class ValueStore:
         key = f"{run_prefix(run_id)}values/{uuid.uuid4().hex}.json"
         days = expiry if expiry is not None else self.clients.retention.object_expiry(run_id)
         s3 = await self.clients.s3()
-        tagging = expiry_tagging(days)
-        if cipher is None:
-            await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=data, ContentType="application/json",
-                                Tagging=tagging)
-            stored: StoredValue = {"r": key, "n": size}
-        else:
-            await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=cipher.seal(data),
-                                ContentType="application/octet-stream", Tagging=tagging)
-            stored = {"r": key, "n": size, "x": 1}
+        body, content_type = (data, "application/json") if cipher is None else (cipher.seal(data),
+                                                                                  "application/octet-stream")
+        await s3.put_object(Bucket=self.config.bucket_name, Key=key, Body=body, ContentType=content_type,
+                            Tagging=expiry_tagging(days))
         self._remember(key, size, value)
-        return stored
+        return {"r": key, "n": size} if cipher is None else {"r": key, "n": size, "x": 1}
 
     async def retag(self, stored: StoredValue | None, expiry: int) -> None:
         """Give a stored value's object the expiry class ``expiry``: for a value stored before this process knew
@@ -154,13 +149,18 @@ class ValueStore:
         return copy.deepcopy(value)
 
     async def load_many(self, stored: list[StoredValue | None], run_id: str) -> list[Any]:
-        """The values, those in S3 (or sealed) fetched at once. Absent and plain inline ones are read here,
-        without a task each: a page of the log asks for 1,000 values, nearly always all of them in hand."""
+        """The values, those in S3 fetched at once. Inline ones (plain or sealed) are read here, without a task
+        each: a page of the log asks for 1,000 values, nearly always all of them in hand."""
         values = [self._plain(s) if s is not None and ("p" in s or "v" in s) else None for s in stored]
-        rest = [i for i, s in enumerate(stored) if s is not None and "p" not in s and "v" not in s]
-        if rest:
-            loaded = await asyncio.gather(*(self.load(stored[i], run_id) for i in rest))
-            for i, value in zip(rest, loaded, strict=True):
+        sealed = [i for i, s in enumerate(stored) if s is not None and "x" in s and "r" not in s]
+        if sealed:
+            cipher = await self.clients.keys.for_reading(run_id)
+            for i in sealed:
+                values[i] = decode_json(cipher.open_text((stored[i] or {})["x"]).decode("utf-8"))
+        remote = [i for i, s in enumerate(stored) if s is not None and "r" in s]
+        if remote:
+            loaded = await asyncio.gather(*(self.load(stored[i], run_id) for i in remote))
+            for i, value in zip(remote, loaded, strict=True):
                 values[i] = value
         return values
 
