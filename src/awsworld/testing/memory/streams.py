@@ -61,7 +61,7 @@ class MemoryStreams:
     async def close(self, run_id: str, name: str) -> None:
         """End the stream, after the chunks the write sessions of it hold are flushed."""
         _check(run_id, name)
-        self.sessions.flush(run_id, name)
+        await self.sessions.flush(run_id, name)
         self.store.close(run_id, name)
 
     def get(self, run_id: str, name: str, start_index: int = 0) -> MemoryLiveStream:

@@ -1,0 +1,154 @@
+"""What every World's write session does alike: order one writer's chunks by its own sequence numbers, and the
+session's lifecycle (``release``, ``close``, ``dispose``, the context manager). How buffered chunks are flushed
+(and what "durable" takes) is each World's own: subclasses give ``flush``, ``pending``, ``_close_stream`` and
+the registry's ``flush``.
+
+The runtime may hand a writer's chunks over out of order (``write(2, ...)`` before ``write(1, ...)``); the
+session holds them until the gap fills, so the stream gets this writer's chunks in its sequence. A failed
+flush is never swallowed: it is raised by the next ``write``/``flush``/``release``/``close`` of the session
+(and every later one: the chunks it held are not durable, so the writer must learn it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Generic, Self, TypeVar
+
+from .errors import EntityConflictError, InvalidInputError
+from .streams import Chunk, chunk_bytes
+
+
+class OrderedWriteSession(ABC):
+    def __init__(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
+                 registry: SessionRegistry[Any] | None) -> None:
+        self.run_id = run_id
+        self.name = name
+        self.writer_id = writer_id
+        self._registry = registry
+        self._next_seq = first_seq
+        self._waiting: dict[int, list[bytes]] = {}
+        self._ready: list[bytes] = []
+        self._ready_bytes = 0
+        self._error: BaseException | None = None
+        self._state = "open"
+        if registry is not None:
+            registry.add(self)
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the session waits for next."""
+        return self._next_seq
+
+    @property
+    @abstractmethod
+    def pending(self) -> int:
+        """Chunks in sequence that are not flushed yet."""
+
+    @abstractmethod
+    async def flush(self) -> None:
+        """Flush every chunk written so far (in sequence); raise the session's flush failure, if any."""
+
+    @abstractmethod
+    async def _close_stream(self) -> None:
+        """End the stream in the World's store."""
+
+    def _accept(self, chunk_seq: object, chunks: Sequence[Chunk]) -> int:
+        """Take ``chunk_seq``'s chunks (checked here: callers pass what they were given); move every chunk now
+        in sequence to ``_ready``; return how many moved."""
+        self._check_open()
+        if isinstance(chunk_seq, bool) or not isinstance(chunk_seq, int):
+            raise InvalidInputError("chunk_seq must be an integer", field="chunkSeq")
+        if chunk_seq < self._next_seq or chunk_seq in self._waiting:
+            raise InvalidInputError(f"chunk_seq {chunk_seq} was already written by {self.writer_id}",
+                                    field="chunkSeq")
+        if isinstance(chunks, str | bytes):
+            chunks = [chunks]
+        self._waiting[chunk_seq] = [chunk_bytes(c, "chunks") for c in chunks]
+        moved = 0
+        while self._next_seq in self._waiting:
+            for chunk in self._waiting.pop(self._next_seq):
+                self._ready.append(chunk)
+                self._ready_bytes += len(chunk)
+                moved += 1
+            self._next_seq += 1
+        return moved
+
+    async def release(self) -> None:
+        """Flush and stay usable: later ``write``/``close`` calls still work."""
+        self._check_open()
+        await self.flush()
+
+    async def close(self) -> None:
+        """Flush everything, then end the stream. A sequence number that never arrived is an error."""
+        if self._state == "closed":
+            return
+        self._check_open()
+        await self.flush()
+        if self._waiting:
+            raise InvalidInputError(f"cannot close: chunk_seq {self._next_seq} of {self.writer_id} never arrived "
+                                    f"(holding {sorted(self._waiting)[:5]} ...)", field="chunkSeq")
+        if self._registry is not None:  # the stream's other writers land before the end
+            await self._registry.flush(self.run_id, self.name)
+        await self._close_stream()
+        self._retire("closed")
+
+    async def dispose(self) -> None:
+        """Release the session without ending the stream; chunks already in sequence are still flushed."""
+        if self._state != "open":
+            return
+        try:
+            await self.flush()
+        finally:
+            self._retire("disposed")
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc is None:
+            await self.close()
+        else:
+            with contextlib.suppress(Exception):  # the body's error is the one to see
+                await self.dispose()
+
+    def _check_open(self) -> None:
+        if self._error is not None:
+            raise self._error
+        if self._state != "open":
+            raise EntityConflictError(f"write session {self.writer_id} is {self._state}", stream=self.name)
+
+    def _retire(self, state: str) -> None:
+        self._state = state
+        if self._registry is not None:
+            self._registry.discard(self)
+
+
+S = TypeVar("S", bound=OrderedWriteSession)
+
+
+class SessionRegistry(ABC, Generic[S]):
+    """A World's open write sessions, by stream: closing a stream first flushes every one of them, so chunks a
+    writer had written before the close are not refused for arriving after it."""
+
+    def __init__(self) -> None:
+        self._by_stream: dict[tuple[str, str], weakref.WeakSet[S]] = {}
+
+    def add(self, session: S) -> None:
+        self._by_stream.setdefault((session.run_id, session.name), weakref.WeakSet()).add(session)
+
+    def discard(self, session: S) -> None:
+        sessions = self._by_stream.get((session.run_id, session.name))
+        if sessions is not None:
+            sessions.discard(session)
+            if not sessions:
+                del self._by_stream[(session.run_id, session.name)]
+
+    def of(self, run_id: str, name: str) -> list[S]:
+        return list(self._by_stream.get((run_id, name), ()))
+
+    @abstractmethod
+    async def flush(self, run_id: str, name: str) -> None:
+        """Flush the stream's sessions. Their failures stay theirs: each is raised to its own writer."""
