@@ -36,7 +36,7 @@ from collections import OrderedDict
 from datetime import datetime
 from typing import Any
 
-from .resources import EXPIRY_CLASSES_DAYS, EXPIRY_TAG, TTL_ATTRIBUTE
+from .resources import EXPIRY_CLASSES_DAYS, EXPIRY_TAG
 
 RETENTION_CONTEXT_KEY = "retentionSeconds"
 """The ``run_created`` executionContext key carrying the workflow's retention (whole seconds)."""
@@ -103,9 +103,6 @@ class Retention:
     def object_expiry(self, run_id: str, retention: int | None = None) -> int:
         """The expiry class (days) of an S3 object of ``run_id`` written now: it lives as long as an item."""
         return expiry_class((retention if retention is not None else self.of(run_id)) + self.max_run_seconds)
-
-    def stamp(self, item: dict[str, Any], ttl: int) -> None:
-        item.setdefault(TTL_ATTRIBUTE, ttl)
 
 
 def end_ttl(retention: int, now: str, reserved_until: list[str]) -> int:

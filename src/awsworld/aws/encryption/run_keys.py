@@ -20,8 +20,8 @@ process is configured with a KMS key; a reader looks it up when it meets a seale
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import OrderedDict
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
@@ -92,15 +92,15 @@ class RunKeys:
                                                EncryptionContext=self._context(run_id))
         except ClientError as error:
             raise _kms_error("make a data key for", run_id, error) from error
-        now = int(time.time())
-        ttl = now + retention_seconds + self._clients.retention.max_run_seconds
+        now = datetime.now(UTC).isoformat()
+        ttl = self._clients.retention.item_ttl(run_id, now, retention_seconds)
         ddb = await self._clients.dynamodb()
         try:
             await ddb.put_item(
                 TableName=self._clients.config.table_name, ConditionExpression="attribute_not_exists(pk)",
                 ReturnConsumedCapacity="TOTAL",
                 Item={PK: {"S": run_pk(run_id)}, SK: {"S": DATA_KEY_SK}, "dk": {"B": made["CiphertextBlob"]},
-                      "kid": {"S": made["KeyId"]}, "createdAt": {"N": str(now)}, TTL_ATTRIBUTE: {"N": str(ttl)}})
+                      "kid": {"S": made["KeyId"]}, "createdAt": {"S": now}, TTL_ATTRIBUTE: {"N": str(ttl)}})
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
                 raise

@@ -30,10 +30,11 @@ class RunCreator:
         data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
         rest, _name, payload = split_payload("run_created", data)
         retention = self.clients.retention
-        await self.clients.keys.create(run_id, retention_of(data.get("executionContext"), retention.default_seconds))
+        kept = retention_of(data.get("executionContext"), retention.default_seconds)
+        await self.clients.keys.create(run_id, kept)
         # The input's object expires with the run's items, by the retention the run is created with.
-        expiry = retention.object_expiry(run_id, retention_of(data.get("executionContext"), retention.default_seconds))
-        stored = await self.values.store(run_id, payload, "eventData.input", expiry=expiry)
+        stored = await self.values.store(run_id, payload, "eventData.input",
+                                         expiry=retention.object_expiry(run_id, kept))
         now = now_iso()
         head = new_run_item(run_id, data, now, req.spec_version, self.clients.config.deployment_id,
                             retention=retention.default_seconds, max_run=retention.max_run_seconds)
