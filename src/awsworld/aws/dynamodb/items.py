@@ -204,11 +204,9 @@ def event_from_block(event: BlockEvent, payload: Any = None, *, with_payload: bo
     })
 
 
-async def events_from_blocks(events: list[BlockEvent], values: ValueStore, resolve: ResolveData) -> list[Event]:
+async def events_from_blocks(run_id: str, events: list[BlockEvent], values: ValueStore,
+                             resolve: ResolveData) -> list[Event]:
+    """``run_id``'s events, with their payloads as ``resolve`` asks."""
     wanted = [event_payload_wanted(e.event_type, resolve) for e in events]
-    run_ids = {e.run_id for e in events}
-    run_id = run_ids.pop() if len(run_ids) == 1 else ""
-    if run_ids:  # a page of one run's log, always; several runs would each need their own key
-        raise ValueError("events_from_blocks takes one run's events")
     payloads = await values.load_many([e.val if w else None for e, w in zip(events, wanted, strict=True)], run_id)
     return [event_from_block(e, p, with_payload=w) for e, p, w in zip(events, payloads, wanted, strict=True)]

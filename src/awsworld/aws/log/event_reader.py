@@ -98,7 +98,7 @@ class EventReader:
         after = _after(cursor)
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
-        return await self._page(events, more, after, resolve_data, snapshot)
+        return await self._page(run_id, events, more, after, resolve_data, snapshot)
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
                                      limit: int = MAX_PAGE, resolve_data: ResolveData = "all") -> EventPage:
@@ -110,17 +110,17 @@ class EventReader:
         # Blocks are compressed: the filter runs here, over the run's log after the cursor.
         events, _ = await self._blocks(run_id, after + 1, snapshot.seq)
         matching = [e for e in events if e.correlation_id == correlation_id]
-        return await self._page(matching[:limit], len(matching) > limit, after, resolve_data, snapshot)
+        return await self._page(run_id, matching[:limit], len(matching) > limit, after, resolve_data, snapshot)
 
     async def between(self, run_id: str, after: int, before: int, resolve: ResolveData) -> EventPage:
         """The report of a write that landed at ``before`` while its writer held ``after`` events."""
         events, more = await self._blocks(run_id, after + 1, before - 1,
                                           limit_events=min(MAX_PAGE, before - after - 1))
-        return await self._page(events, more, after, resolve, None)
+        return await self._page(run_id, events, more, after, resolve, None)
 
-    async def _page(self, events: list[BlockEvent], more: bool, after: int, resolve: ResolveData,
+    async def _page(self, run_id: str, events: list[BlockEvent], more: bool, after: int, resolve: ResolveData,
                     snapshot: LogSnapshot | None) -> EventPage:
-        data = await events_from_blocks(events, self.values, resolve)
+        data = await events_from_blocks(run_id, events, self.values, resolve)
         last = events[-1].slot if events else after
         return EventPage(data=data, cursor=encode_cursor({"s": last}), has_more=more, snapshot=snapshot)
 

@@ -221,7 +221,7 @@ class EventWriter:
             return None
         slot = event_id_to_slot(event_id)
         event = (await self.reader.events_at(run_id, [slot])).get(slot)
-        return (await events_from_blocks([event], self.values, resolve))[0] if event else None
+        return (await events_from_blocks(run_id, [event], self.values, resolve))[0] if event else None
 
     def forget(self, run_id: str) -> None:
         self._hints.pop(run_id, None)
