@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...world.clock import Clock
+from ...world.cursors import check_limit, encode_cursor, slot_after
 from ...world.entities import ResolveData
 from ...world.errors import (
     HookAlreadyReceivedError,
@@ -41,7 +42,6 @@ from ...world.events import (
 from ...world.ids import check_entity_id, event_id_to_slot, new_run_id
 from ...world.pages import EventPage
 from ...world.write_rules import batch_requests, check_run_id, check_write_params, failed_outcome
-from .cursors import check_limit, encode_cursor, slot_after
 from .records import (
     PAYLOAD_NAME,
     RunRecord,
