@@ -15,9 +15,10 @@ from typing import Any
 
 from ...world.cursors import check_limit, encode_cursor, run_before
 from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
-from ...world.errors import InvalidInputError, RunNotFoundError
+from ...world.errors import RunNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import RunPage
+from ...world.write_rules import attr_set_event
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb
 from ..dynamodb.reads import batch_get
@@ -114,10 +115,4 @@ class RunsAPI:
 
     async def set_attributes(self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]], *,
                              allow_reserved: bool = False) -> EventResult:
-        parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
-        for c in parsed:
-            if c.key.startswith("$") and not allow_reserved:
-                raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
-        event = {"eventType": "attr_set", "eventData": {"changes": [c.to_wire() | {"value": c.value}
-                                                                     for c in parsed]}}
-        return await self.writer.create(run_id, event)
+        return await self.writer.create(run_id, attr_set_event(changes, allow_reserved))
