@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +30,7 @@ from awsworld import Run
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.runtime.delivery import RecordResult
 from awsworld.runtime.errors import RunEndedError
+from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
@@ -37,6 +39,19 @@ RESULT_TIMEOUT = 30.0
 MEMORY = "memory"
 AWS = "aws"
 BOTH = [MEMORY, AWS]
+
+
+@contextmanager
+def deployed(workflow: Any, code: Callable[..., Coroutine[Any, Any, Any]]) -> Iterator[None]:
+    """Inside the block, runs of ``workflow`` replay on ``code`` (a deploy of changed code); after it, on the
+    original again (the rollback), however the block ends."""
+    name = workflow_name(workflow)
+    original = REGISTRY.workflows[name]
+    REGISTRY.workflows[name] = WorkflowDef(name, code)
+    try:
+        yield
+    finally:
+        REGISTRY.workflows[name] = original
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,8 @@ from awsworld.runtime.errors import CORRUPTED_EVENT_LOG
 from awsworld.runtime.registry import REGISTRY, Registry, WorkflowDef, workflow_name
 from awsworld.runtime.replayer import read_run, replay_events
 
+from .conftest import deployed
+
 CALLS: Counter[str] = Counter()
 
 
@@ -206,19 +208,14 @@ async def pays_two_swapped(first: str, second: str, token: str) -> list[str]:
 async def test_swapped_arguments_fail_the_run_naming_both_calls_and_return_nothing_wrong(e2e) -> None:
     token = f"pay-{uuid.uuid4().hex}"
     first, second = f"X-{uuid.uuid4().hex[:4]}", f"Y-{uuid.uuid4().hex[:4]}"
-    name = workflow_name(pays_two)
-    original = REGISTRY.workflows[name]
     run = await e2e.start(pays_two, first, second, token)
     await e2e.hook_ready(token, run)
     await e2e.idle()
-    try:
-        REGISTRY.workflows[name] = WorkflowDef(name, pays_two_swapped)
+    with deployed(pays_two, pays_two_swapped):
         async with e2e.counting() as deliveries:
             await e2e.client.resume_hook(token, "yes")
             with pytest.raises(WorkflowRunFailedError) as failed:
                 await run.result(timeout=30)
-    finally:
-        REGISTRY.workflows[name] = original
     assert deliveries.statuses == ["diverged", "diverged", "diverged", "failed"], deliveries.statuses
     error = failed.value
     assert error.code == CORRUPTED_EVENT_LOG  # the spec's code (ErrCorruptedEventLog); the message says what

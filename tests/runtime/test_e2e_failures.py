@@ -17,8 +17,10 @@ import pytest
 from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld.runtime import serde
 from awsworld.runtime.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
-from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
+from awsworld.runtime.registry import workflow_name
 from awsworld.runtime.runtime import Runtime
+
+from .conftest import deployed
 
 CALLS: Counter[str] = Counter()
 
@@ -89,19 +91,14 @@ async def changed_code(token: str) -> object:
 async def test_changed_workflow_code_is_reported_as_divergence(e2e) -> None:
     CALLS["divergent_step"] = 0
     token = f"tok-{uuid.uuid4().hex}"
-    name = workflow_name(waits_then_diverges)
-    original = REGISTRY.workflows[name]
     run = await e2e.start(waits_then_diverges, token)
     await e2e.hook_ready(token, run)
     await e2e.idle()
-    try:
-        REGISTRY.workflows[name] = WorkflowDef(name, changed_code)
+    with deployed(waits_then_diverges, changed_code):
         async with e2e.counting() as deliveries:
             await e2e.client.resume_hook(token, "wake up")
             with pytest.raises(WorkflowRunFailedError) as failed:
                 await run.result(timeout=30)
-    finally:
-        REGISTRY.workflows[name] = original
     assert failed.value.code == CORRUPTED_EVENT_LOG  # the spec's code; the message names the divergence
     message = str(failed.value)
     assert "corrupt" not in message.lower()

@@ -11,7 +11,8 @@ from datetime import timedelta
 import pytest
 
 from awsworld import create_hook, step, workflow
-from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
+
+from .conftest import deployed
 
 
 @pytest.fixture(scope="module")
@@ -43,14 +44,11 @@ async def broken_deploy(token: str) -> str:
 
 async def test_a_parked_run_keeps_running_and_a_rollback_recovers_it(e2e) -> None:
     token = f"approve-{uuid.uuid4().hex}"
-    name = workflow_name(waits_for_approval)
-    original = REGISTRY.workflows[name]
     run = await e2e.start(waits_for_approval, token)
     await e2e.hook_ready(token, run)
     await e2e.idle()
     seen = len(e2e.poller.results)
-    try:
-        REGISTRY.workflows[name] = WorkflowDef(name, broken_deploy)
+    with deployed(waits_for_approval, broken_deploy):  # rolled back when the block ends
         await e2e.client.resume_hook(token, "yes")
         await e2e.idle()
         first_park = e2e.env.now()
@@ -64,8 +62,6 @@ async def test_a_parked_run_keeps_running_and_a_rollback_recovers_it(e2e) -> Non
         assert await run.status() == "running"
         types = [e.event_type for e in await run.events()]
         assert "run_failed" not in types and "step_created" not in types
-    finally:
-        REGISTRY.workflows[name] = original  # the rollback
     assert await run.result(timeout=20) == "confirmed yes"
     statuses = [r.status for r in e2e.poller.results[seen:]]
     assert statuses[:3] == ["diverged"] * 3, statuses
@@ -74,21 +70,16 @@ async def test_a_parked_run_keeps_running_and_a_rollback_recovers_it(e2e) -> Non
 
 async def test_env_sleep_returns_after_its_duration_while_a_parked_run_keeps_coming_back(e2e) -> None:
     token = f"approve-{uuid.uuid4().hex}"
-    name = workflow_name(waits_for_approval)
-    original = REGISTRY.workflows[name]
     run = await e2e.start(waits_for_approval, token)
     await e2e.hook_ready(token, run)
     await e2e.idle()
-    try:
-        REGISTRY.workflows[name] = WorkflowDef(name, broken_deploy)
+    with deployed(waits_for_approval, broken_deploy):
         await e2e.client.resume_hook(token, "yes")  # diverges, parks, comes back every second
         began = e2e.env.now()
         for _ in range(5):
             await asyncio.wait_for(e2e.sleep(0.1), timeout=1)
         moved = e2e.env.now() - began
         assert moved < timedelta(seconds=1.5), f"5 x env.sleep(0.1) moved the clock {moved}"
-    finally:
-        REGISTRY.workflows[name] = original
     assert await run.result(timeout=20) == "confirmed yes"
 
 

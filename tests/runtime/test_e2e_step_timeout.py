@@ -26,9 +26,8 @@ def timeout_errors(events: list[Event]) -> list[str]:
             if e.event_type in ("step_retrying", "step_failed") and e.event_data]
 
 
-@step(timeout="200ms", retry=RetryPolicy(max_attempts=3, initial_delay="1s"))
-async def slow_first(tag: str) -> int:
-    CALLS[tag] += 1
+async def slow_first_attempt(tag: str) -> int:
+    """A step body whose first attempt sleeps 30 s (counting its cancellation); a later one returns its number."""
     if step_metadata().attempt == 1:
         try:
             await asyncio.sleep(30)
@@ -36,6 +35,12 @@ async def slow_first(tag: str) -> int:
             CANCELLED[tag] += 1
             raise
     return step_metadata().attempt
+
+
+@step(timeout="200ms", retry=RetryPolicy(max_attempts=3, initial_delay="1s"))
+async def slow_first(tag: str) -> int:
+    CALLS[tag] += 1
+    return await slow_first_attempt(tag)
 
 
 @workflow
@@ -105,13 +110,7 @@ async def test_a_body_that_swallows_its_cancellation_cannot_hang_the_attempt(
 
 @step(timeout="300ms", retry=RetryPolicy(max_attempts=2, initial_delay="200ms"))
 async def local_slow(tag: str) -> int:
-    if step_metadata().attempt == 1:
-        try:
-            await asyncio.sleep(30)
-        except asyncio.CancelledError:
-            CANCELLED[tag] += 1
-            raise
-    return step_metadata().attempt
+    return await slow_first_attempt(tag)
 
 
 @workflow

@@ -7,8 +7,9 @@ import uuid
 from typing import Any
 
 from awsworld import create_hook, patched, step, workflow
-from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
 from awsworld.runtime.replayer import read_run, replay_events
+
+from .conftest import deployed
 
 
 @step
@@ -52,14 +53,11 @@ async def checkout_v2(order: str) -> dict[str, Any]:
 
 async def test_patched_takes_the_old_branch_for_old_history_and_the_new_one_for_new_runs(e2e) -> None:
     old_order, new_order = f"O-{uuid.uuid4().hex[:6]}", f"N-{uuid.uuid4().hex[:6]}"
-    name = workflow_name(checkout)
-    original = REGISTRY.workflows[name]
     old_run = await e2e.start(checkout, old_order)
     await e2e.hook_ready(f"pay:{old_order}", old_run)
     await e2e.client.resume_hook(f"pay:{old_order}", "paid")
     await e2e.hook_ready(f"ship:{old_order}", old_run)  # charged on the old code, in flight
-    try:
-        REGISTRY.workflows[name] = WorkflowDef(name, checkout_v2)  # the deploy
+    with deployed(checkout, checkout_v2):  # the deploy
         new_run = await e2e.start(checkout, new_order)
         await e2e.hook_ready(f"pay:{new_order}", new_run)
         await e2e.client.resume_hook(f"pay:{new_order}", "paid")
@@ -72,8 +70,6 @@ async def test_patched_takes_the_old_branch_for_old_history_and_the_new_one_for_
         new_log = await read_run(e2e.world, new_run.run_id)
         # Both logs replay on the new code (what `awsworld replay` checks before a deploy).
         assert replay_events(old_log).ok and replay_events(new_log).ok
-    finally:
-        REGISTRY.workflows[name] = original
     assert old_result == {"reservation": f"reserved {old_order}", "receipt": f"charged {old_order}"}
     assert new_result == {"reservation": f"reserved {new_order}",
                           "receipt": f"charged {new_order} with tax 0.2 (v2)"}

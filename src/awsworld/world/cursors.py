@@ -1,5 +1,6 @@
-"""Opaque pagination cursors, the same for every World: URL-safe base64 of a small JSON object. A bad cursor is
-a 400 naming ``cursor``, not a crash."""
+"""Opaque pagination cursors, the same for every World: URL-safe base64 of a small JSON object (``{"s": slot}``
+for events, ``{"k": "STEP#id"}`` / ``{"k": "HOOK#id"}`` for steps and hooks, ``{"r": run id}`` for runs), so a
+cursor of one listing is refused by another. A bad cursor is a 400 naming ``cursor``, not a crash."""
 
 from __future__ import annotations
 
@@ -22,10 +23,47 @@ def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
         padded = cursor + "=" * (-len(cursor) % 4)
         value = json.loads(base64.urlsafe_b64decode(padded.encode()))
     except (binascii.Error, ValueError, UnicodeDecodeError):
-        raise InvalidInputError("cursor is not one this World issued", field="cursor") from None
+        raise _refused() from None
     if not isinstance(value, dict):
-        raise InvalidInputError("cursor is not one this World issued", field="cursor")
+        raise _refused()
     return cast(dict[str, Any], value)
+
+
+def _refused() -> InvalidInputError:
+    return InvalidInputError("cursor is not one this World issued", field="cursor")
+
+
+def slot_after(cursor: str | None) -> int:
+    """The slot an events cursor resumes after (0 without a cursor)."""
+    decoded = decode_cursor(cursor)
+    if decoded is None:
+        return 0
+    slot = decoded.get("s")
+    if not isinstance(slot, int) or slot < 0:
+        raise _refused()
+    return slot
+
+
+def key_after(cursor: str | None, prefix: str) -> str | None:
+    """The key (``prefix`` + entity id) a steps (``STEP#``) or hooks (``HOOK#``) cursor resumes after."""
+    decoded = decode_cursor(cursor)
+    if decoded is None:
+        return None
+    key = decoded.get("k")
+    if not isinstance(key, str) or not key.startswith(prefix):
+        raise _refused()
+    return key
+
+
+def run_before(cursor: str | None) -> str | None:
+    """The run id a runs cursor resumes below (runs list newest first)."""
+    decoded = decode_cursor(cursor)
+    if decoded is None:
+        return None
+    run_id = decoded.get("r")
+    if not isinstance(run_id, str):
+        raise _refused()
+    return run_id
 
 
 def check_limit(limit: int, maximum: int) -> int:

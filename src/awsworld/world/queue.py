@@ -148,6 +148,23 @@ class Delivery:
                 "queueName": self.queue_name, "messageId": self.message_id}
 
 
+@dataclass(frozen=True)
+class Refused:
+    """A message of another queue prefix: the caller reports it failed (or releases it) so it is retried by the
+    consumer it belongs to, never run here."""
+
+    message_id: str
+    queue_name: str
+    transport_message_id: str
+    receipt_handle: str
+
+    kind = "refused"
+
+    @property
+    def failure(self) -> str:
+        return f"message for queue {self.queue_name} is not under this consumer's prefix"
+
+
 @runtime_checkable
 class QueueAPI(Protocol):
     """What the runtime calls to publish. Consuming is the transport's business (see ``awsworld.aws``)."""

@@ -8,7 +8,7 @@ each; they live here, once, and each World builds its own unit type from ``batch
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -16,6 +16,7 @@ from .errors import InvalidInputError, MissingInBandCountError, WorldError
 from .events import (
     BATCH_FORBIDDEN_EVENT_TYPES,
     WRITER_ONLY_EVENT_TYPES,
+    AttributeChange,
     BatchEventOutcome,
     CreateEventRequest,
     parse_event_request,
@@ -44,6 +45,15 @@ def check_run_id(run_id: str | None) -> str:
     if not run_id:
         raise InvalidInputError("run_id is required", field="runId")
     return check_entity_id(run_id, "runId")
+
+
+def attr_set_event(changes: Sequence[AttributeChange | Mapping[str, Any]], allow_reserved: bool) -> dict[str, Any]:
+    """The attr_set event ``runs.set_attributes`` writes; a ``$``-prefixed key is reserved unless ``allow_reserved``."""
+    parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
+    for c in parsed:
+        if c.key.startswith("$") and not allow_reserved:
+            raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
+    return {"eventType": "attr_set", "eventData": {"changes": [{"key": c.key, "value": c.value} for c in parsed]}}
 
 
 def failed_outcome(error: WorldError) -> BatchEventOutcome:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from ...world.cursors import check_limit, decode_cursor, encode_cursor
+from ...world.cursors import check_limit, encode_cursor, key_after
 from ...world.entities import Hook, ResolveData, Step
-from ...world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
+from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.pages import HookPage, StepPage
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
@@ -15,16 +15,6 @@ from .entity_reads import EntityReads
 from .transitions import step_from_head
 
 MAX_PAGE = 1000
-
-
-def _after(cursor: str | None, prefix: str) -> str | None:
-    decoded = decode_cursor(cursor)
-    if decoded is None:
-        return None
-    sk = decoded.get("k")
-    if not isinstance(sk, str) or not sk.startswith(prefix):
-        raise InvalidInputError("cursor is not one this World issued", field="cursor")
-    return sk
 
 
 class StepsAPI:
@@ -50,7 +40,7 @@ class StepsAPI:
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
         check_limit(limit, MAX_PAGE)
-        after = _after(cursor, STEP_PREFIX)
+        after = key_after(cursor, STEP_PREFIX)
         head, (items, more) = await asyncio.gather(
             get_item(self.clients, run_key(run_id), ProjectionExpression="inl"),
             query_prefix(self.clients, run_pk(run_id), STEP_PREFIX, after_sk=after, limit=limit))
@@ -97,7 +87,7 @@ class HooksAPI:
                    resolve_data: ResolveData = "all") -> HookPage:
         check_limit(limit, MAX_PAGE)
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
-                                         after_sk=_after(cursor, HOOK_PREFIX), limit=limit)
+                                         after_sk=key_after(cursor, HOOK_PREFIX), limit=limit)
         hooks = await self.reads.hooks(run_id, items, resolve_data)
         next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
         return HookPage(data=hooks, cursor=next_cursor, has_more=more)

@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from ...world.cursors import check_limit, decode_cursor, encode_cursor
+from ...world.cursors import check_limit, encode_cursor, slot_after
 from ...world.entities import ResolveData
 from ...world.errors import InvalidInputError, RunNotFoundError
 from ...world.events import LogSnapshot
@@ -95,7 +95,7 @@ class EventReader:
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_PAGE,
                    resolve_data: ResolveData = "all") -> EventPage:
         check_limit(limit, MAX_PAGE)
-        after = _after(cursor)
+        after = slot_after(cursor)
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
         return await self._page(run_id, events, more, after, resolve_data, snapshot)
@@ -105,7 +105,7 @@ class EventReader:
         check_limit(limit, MAX_PAGE)
         if not correlation_id:
             raise InvalidInputError("correlation_id is required", field="correlationId")
-        after = _after(cursor)
+        after = slot_after(cursor)
         snapshot = await self.snapshot(run_id)
         # Blocks are compressed: the filter runs here, over the run's log after the cursor.
         events, _ = await self._blocks(run_id, after + 1, snapshot.seq)
@@ -138,13 +138,3 @@ class EventReader:
             items.extend(page)
             if start is None:
                 return items
-
-
-def _after(cursor: str | None) -> int:
-    decoded = decode_cursor(cursor)
-    if decoded is None:
-        return 0
-    slot = decoded.get("s")
-    if not isinstance(slot, int) or slot < 0:
-        raise InvalidInputError("cursor is not one this World issued", field="cursor")
-    return slot

@@ -13,11 +13,12 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.cursors import check_limit, decode_cursor, encode_cursor
+from ...world.cursors import check_limit, encode_cursor, run_before
 from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
-from ...world.errors import InvalidInputError, RunNotFoundError
+from ...world.errors import RunNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import RunPage
+from ...world.write_rules import attr_set_event
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb
 from ..dynamodb.reads import batch_get
@@ -55,7 +56,7 @@ class RunsAPI:
         statuses = run_status_filter(status)
         if statuses == []:
             return RunPage()  # status=[] matches nothing, like SQL IN ()
-        before = _before(cursor)
+        before = run_before(cursor)
         if workflow_name is not None:
             sources = [(GSI_BY_WORKFLOW, GSI_WORKFLOW_KEY, workflow_name, statuses)]
         else:
@@ -114,23 +115,4 @@ class RunsAPI:
 
     async def set_attributes(self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]], *,
                              allow_reserved: bool = False) -> EventResult:
-        parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
-        for c in parsed:
-            if c.key.startswith("$") and not allow_reserved:
-                raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
-        event = {"eventType": "attr_set", "eventData": {"changes": [c.to_wire() | {"value": c.value}
-                                                                     for c in parsed]}}
-        return await self.writer.create(run_id, event)
-
-
-
-
-def _before(cursor: str | None) -> str | None:
-    decoded = decode_cursor(cursor)
-    if decoded is None:
-        return None
-    run_id = decoded.get("r")
-    if not isinstance(run_id, str):
-        raise InvalidInputError("cursor is not one this World issued", field="cursor")
-    return run_id
-
+        return await self.writer.create(run_id, attr_set_event(changes, allow_reserved))

@@ -40,7 +40,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError
-from ...world.queue import Delivery, check_delay, check_queue_prefix
+from ...world.queue import Delivery, Refused, check_delay, check_queue_prefix
 from .queue_envelope import Envelope, MalformedBody, decode_body
 from .sqs_queue import SqsQueue, sqs_error
 
@@ -55,20 +55,6 @@ class Deferred:
 
     kind = "deferred"
     failure = None
-
-
-@dataclass(frozen=True)
-class Refused:
-    message_id: str
-    queue_name: str
-    transport_message_id: str
-    receipt_handle: str
-
-    kind = "refused"
-
-    @property
-    def failure(self) -> str:
-        return f"message for queue {self.queue_name} is not under this consumer's prefix"
 
 
 @dataclass(frozen=True)

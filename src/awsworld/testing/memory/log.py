@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ...world.clock import Clock
+from ...world.cursors import check_limit, encode_cursor, slot_after
 from ...world.entities import ResolveData
 from ...world.errors import (
     HookAlreadyReceivedError,
@@ -41,7 +42,6 @@ from ...world.events import (
 from ...world.ids import check_entity_id, event_id_to_slot, new_run_id
 from ...world.pages import EventPage
 from ...world.write_rules import batch_requests, check_run_id, check_write_params, failed_outcome
-from .cursors import check_limit, encode_cursor, slot_after
 from .records import (
     PAYLOAD_NAME,
     RunRecord,
@@ -168,21 +168,22 @@ class MemoryLog:
                 if atomic:
                     raise
                 outcomes[i] = failed_outcome(error)
+
+        def refuse(error_of: Callable[[Plan], WorldError | None]) -> None:
+            """Drop each plan ``error_of`` finds an error in, as its outcome (an atomic batch raises the first)."""
+            for i, plan in list(plans.items()):
+                error = error_of(plan)
+                if error is not None:
+                    if atomic:
+                        raise error
+                    outcomes[i] = failed_outcome(error)
+                    del plans[i]
+
         # What the AWS World's commit decides, in its order: repeated resume ids, the run's status, entities.
-        for i, plan in list(plans.items()):
-            if plan.resume_error is not None:
-                if atomic:
-                    raise plan.resume_error
-                outcomes[i] = failed_outcome(plan.resume_error)
-                del plans[i]
+        refuse(lambda plan: plan.resume_error)
         if run.terminal and any(p.require_alive for p in plans.values()):
             raise RunGoneError(f"run {run_id} is {run.status}")
-        for i, plan in list(plans.items()):
-            if plan.commit_error is not None:
-                if atomic:
-                    raise plan.commit_error
-                outcomes[i] = failed_outcome(plan.commit_error)
-                del plans[i]
+        refuse(lambda plan: plan.commit_error)
         seq_in_band: int | None = None
         created: dict[int, BatchEventOutcome] = {}  # born running: the step_created outcome, with its own event
         if plans:

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...world.errors import InvalidInputError
 from ...world.queue import Delivery, check_delay, check_queue_prefix
+from ...world.queue import Refused as ContractRefused
 from .queue import MemoryQueue, QueuedMessage
 
 
@@ -47,20 +48,10 @@ class MemoryRecord(Mapping[str, Any]):
 
 
 @dataclass(frozen=True)
-class Refused:
-    """A message of another queue prefix: retried for its own consumer, never run here."""
+class Refused(ContractRefused):
+    """The contract's ``Refused``, holding its record so ``release`` can make the message visible again."""
 
-    message_id: str
-    queue_name: str
-    transport_message_id: str
-    receipt_handle: str
     record: MemoryRecord = field(repr=False, compare=False)
-
-    kind = "refused"
-
-    @property
-    def failure(self) -> str:
-        return f"message for queue {self.queue_name} is not under this consumer's prefix"
 
 
 Outcome = Delivery | Refused

@@ -15,11 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ...world.clock import Clock
+from ...world.cursors import check_limit, encode_cursor, key_after, run_before
 from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
-from ...world.errors import HookNotFoundError, InvalidInputError, StepNotFoundError
+from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import HookPage, RunPage, StepPage
-from .cursors import check_limit, encode_cursor, key_after, run_before
+from ...world.write_rules import attr_set_event
 from .log import MemoryLog
 from .records import RunRecord, State, build, hook_model, run_model, step_model
 
@@ -141,13 +142,7 @@ class MemoryRuns:
 
     async def set_attributes(self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]], *,
                              allow_reserved: bool = False) -> EventResult:
-        parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
-        for c in parsed:
-            if c.key.startswith("$") and not allow_reserved:
-                raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
-        event = {"eventType": "attr_set", "eventData": {"changes": [{"key": c.key, "value": c.value}
-                                                                     for c in parsed]}}
-        return await self.storage.log.create(run_id, event)
+        return await self.storage.log.create(run_id, attr_set_event(changes, allow_reserved))
 
 
 class MemorySteps:
@@ -214,7 +209,7 @@ def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, 
     after the last one when more exist, and whether they do."""
     check_limit(limit, MAX_ENTITY_PAGE)
     after = key_after(cursor, prefix)
-    ids = sorted(i for i in entities if after is None or i > after)[: limit + 1]
+    ids = sorted(i for i in entities if after is None or prefix + i > after)[: limit + 1]
     more = len(ids) > limit
     ids = ids[:limit]
     data = [model(run, i, entities[i], resolve_data) for i in ids] if run is not None else []
