@@ -10,6 +10,8 @@ import pytest
 
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError
+from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
+from awsworld.world.write_rules import MAX_TOKEN_BYTES
 
 from .helpers import (
     AnyWorld,
@@ -437,3 +439,27 @@ async def test_a_retained_token_is_free_once_its_retention_passes(world: AnyWorl
     taken = await world.events.create(other, hook_created("h3", t))
     assert taken.event is not None and taken.event.event_type == "hook_created"
     assert (await world.hooks.get_by_token(t)).run_id == other
+
+
+async def test_a_token_must_fit_a_key_and_its_retention_30_days(world: AnyWorld) -> None:
+    """The rules every World applies to hook_created (``world.write_rules.check_hook_token``): a token as long
+    as the AWS World's key allows is taken, one byte more is refused naming the field, and so is a retention
+    more than 30 days ahead; a refused hook writes nothing."""
+    run_id = await new_run(world, start=True)
+    # 1,024 characters at most (the event's model); in UTF-8 exactly MAX_TOKEN_BYTES, and one byte more.
+    longest = "é" * (MAX_TOKEN_BYTES - MAX_HOOK_TOKEN_LENGTH) + "t" * (2 * MAX_HOOK_TOKEN_LENGTH - MAX_TOKEN_BYTES)
+    over = "é" * (MAX_TOKEN_BYTES - MAX_HOOK_TOKEN_LENGTH + 1) + "t" * (2 * MAX_HOOK_TOKEN_LENGTH - MAX_TOKEN_BYTES - 1)
+    assert len(longest) == len(over) == MAX_HOOK_TOKEN_LENGTH
+    assert len(longest.encode()) == MAX_TOKEN_BYTES == len(over.encode()) - 1
+    assert (await world.events.create(run_id, hook_created("fits", longest))).hook is not None
+    assert (await world.hooks.get_by_token(longest)).hook_id == "fits"
+    before = len(await all_events(world, run_id))
+    with pytest.raises(InvalidInputError) as too_long:
+        await world.events.create(run_id, hook_created("long", over))
+    assert too_long.value.field == "eventData.token"
+    with pytest.raises(InvalidInputError) as too_late:
+        await world.events.create(run_id, hook_created("late", token(), retention_until=future(31 * 24 * 3600)))
+    assert too_late.value.field == "eventData.tokenRetentionUntil"
+    assert (await world.events.create(run_id, hook_created("kept", token(),
+                                                           retention_until=future(29 * 24 * 3600)))).hook
+    assert len(await all_events(world, run_id)) == before + 1

@@ -71,21 +71,10 @@ def resume_marker_key(run_id: str, hook_id: str, resume_id: str) -> Key:
 
 
 TOKEN_PREFIX = "TOKEN#"
-MAX_PARTITION_KEY_BYTES = 2048  # DynamoDB's limit on a partition key value
 
 
 def token_key(token: str) -> Key:
     return {PK: f"{TOKEN_PREFIX}{token}", SK: "TOKEN"}
-
-
-def token_key_fits(token: str) -> bool:
-    """Whether ``token`` can be a key at all: a lookup of one that cannot is "not found" without a request
-    (DynamoDB would refuse it with a validation error, not a miss)."""
-    try:
-        size = len(token.encode("utf-8"))
-    except UnicodeEncodeError:  # a lone surrogate: not representable in DynamoDB
-        return False
-    return 0 < size <= MAX_PARTITION_KEY_BYTES - len(TOKEN_PREFIX)
 
 
 def hook_pointer_key(hook_id: str) -> Key:

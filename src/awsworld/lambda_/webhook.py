@@ -44,9 +44,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from ..aws.keys import token_key_fits
 from ..world.errors import HookNotFoundError, InvalidInputError, RunGoneError, ThrottledError
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
+from ..world.write_rules import token_fits
 from . import observability as obs
 from .container import Container, default_container
 
@@ -190,7 +190,7 @@ def _parse(event: Any) -> WebhookRequest | Response:
     if method not in METHODS:
         return _reply(405, "method-not-allowed", f"use one of {', '.join(METHODS)}", {"allow": ", ".join(METHODS)})
     token = unquote(match.group(1))
-    if len(token) > MAX_HOOK_TOKEN_LENGTH or not token_key_fits(token):
+    if len(token) > MAX_HOOK_TOKEN_LENGTH or not token_fits(token):
         # No hook can hold it: answered without a storage request (DynamoDB would refuse the key, not miss it).
         return _reply(404, "not-found", "no webhook has this token")
     headers = {k.lower(): v for k, v in _strings(event.get("headers"), "headers").items()}

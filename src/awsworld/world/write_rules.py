@@ -29,6 +29,29 @@ MAX_BATCH_EVENTS = 40
 kept by every World so a batch that passes a test passes deployed."""
 BATCH_REFUSED_EVENT_TYPES = BATCH_FORBIDDEN_EVENT_TYPES | {"run_completed", "run_failed"}
 STAMP_SLACK = timedelta(seconds=1)
+MAX_TOKEN_BYTES = 2048 - len("TOKEN#")
+"""The AWS World keeps a hook token in a DynamoDB partition key (``TOKEN#<token>``, at most 2,048 bytes): a longer
+token is refused by every World, so a workflow tested in memory does not fail on AWS for it."""
+MAX_TOKEN_RETENTION = timedelta(days=30)
+
+
+def token_fits(token: str) -> bool:
+    """Whether ``token`` can be a hook token at all (a lookup of one that cannot is "not found" at once)."""
+    try:
+        size = len(token.encode("utf-8"))
+    except UnicodeEncodeError:  # a lone surrogate: not representable in DynamoDB
+        return False
+    return 0 < size <= MAX_TOKEN_BYTES
+
+
+def check_hook_token(token: str, retention_until: datetime | None, now: datetime) -> None:
+    """hook_created's token rules: it fits a key, and its retention is at most 30 days ahead of ``now``."""
+    if not token_fits(token):
+        raise InvalidInputError(f"token must fit a key: at most {MAX_TOKEN_BYTES} bytes of UTF-8",
+                                field="eventData.token")
+    if retention_until is not None and retention_until - now > MAX_TOKEN_RETENTION:
+        raise InvalidInputError("tokenRetentionUntil may be at most 30 days ahead",
+                                field="eventData.tokenRetentionUntil")
 
 
 def check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,

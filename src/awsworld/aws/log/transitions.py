@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 from ...world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
@@ -27,6 +27,7 @@ from ...world.errors import (
 )
 from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
+from ...world.write_rules import check_hook_token
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
@@ -34,8 +35,6 @@ from ..keys import (
     ATTRIBUTE_PREFIX,
     HOOK_PREFIX,
     LAYOUT_VERSION,
-    MAX_PARTITION_KEY_BYTES,
-    TOKEN_PREFIX,
     attrs_key,
     hook_key,
     hook_pointer_key,
@@ -43,7 +42,6 @@ from ..keys import (
     run_key,
     step_key,
     token_key,
-    token_key_fits,
     wait_key,
 )
 from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE
@@ -51,7 +49,6 @@ from ..retention import RETENTION_ATTRIBUTE, end_ttl, epoch, retention_of
 from ..values import StoredValue
 from .plan import Plan, PlannedEvent, RunChange, SlotRef, split_payload
 
-MAX_TOKEN_RETENTION = timedelta(days=30)
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
 # The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
@@ -376,12 +373,7 @@ def _hook_created(req: CreateEventRequest, state: State) -> Plan:
     hook_id = req.correlation_id or ""
     retention = data.token_retention_until  # type: ignore[attr-defined]
     retention_iso = retention.astimezone(UTC).isoformat(timespec="microseconds") if retention else None
-    if not token_key_fits(data.token):  # type: ignore[attr-defined]
-        raise InvalidInputError(f"token must fit a key: at most {MAX_PARTITION_KEY_BYTES - len(TOKEN_PREFIX)} "
-                                "bytes of UTF-8", field="eventData.token")
-    if retention and retention - datetime.fromisoformat(state.now) > MAX_TOKEN_RETENTION:
-        raise InvalidInputError("tokenRetentionUntil may be at most 30 days ahead",
-                                field="eventData.tokenRetentionUntil")
+    check_hook_token(data.token, retention, datetime.fromisoformat(state.now))  # type: ignore[attr-defined]
     hook = {
         **hook_key(state.run_id, hook_id),
         "token": data.token,  # type: ignore[attr-defined]

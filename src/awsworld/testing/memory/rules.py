@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ...world.entities import TERMINAL_STEP_STATUSES
@@ -45,13 +45,9 @@ from ...world.events import (
     WaitCreatedData,
 )
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT, slot_to_event_id
+from ...world.write_rules import check_hook_token
 from .records import PAYLOAD_NAME, HookRecord, RunRecord, State, StepRecord, TokenRecord, WaitRecord
 from .values import JSONValue, Value, data_text, json_value
-
-MAX_TOKEN_RETENTION = timedelta(days=30)
-MAX_TOKEN_BYTES = 2048 - len("TOKEN#")
-"""The AWS World keeps a token in a DynamoDB key: a token longer than that in UTF-8 is refused there, so it is
-refused here too (a workflow tested in memory must not fail on AWS for it)."""
 
 Shown = Literal["run", "step", "hook", "wait"]
 Apply = Callable[[RunRecord, list[int], datetime], None]
@@ -324,26 +320,13 @@ def _step_result(status: str | None, value: Literal["output", "error"]) -> Calla
 # ---------------------------------------------------------------- hooks
 
 
-def token_fits(token: str) -> bool:
-    try:
-        size = len(token.encode("utf-8"))
-    except UnicodeEncodeError:
-        return False
-    return 0 < size <= MAX_TOKEN_BYTES
-
-
 def _hook_created(req: CreateEventRequest, ctx: Ctx) -> Plan:
     run = _run(ctx)
     data = req.data()
     assert isinstance(data, HookCreatedData)
     hook_id, token = req.correlation_id or "", data.token
     retention = data.token_retention_until.astimezone(UTC) if data.token_retention_until else None
-    if not token_fits(token):
-        raise InvalidInputError(f"token must fit a key: at most {MAX_TOKEN_BYTES} bytes of UTF-8",
-                                field="eventData.token")
-    if retention is not None and retention - ctx.now > MAX_TOKEN_RETENTION:
-        raise InvalidInputError("tokenRetentionUntil may be at most 30 days ahead",
-                                field="eventData.tokenRetentionUntil")
+    check_hook_token(token, retention, ctx.now)
     held = ctx.state.tokens.get(token)
     exists = EntityConflictError(f"hook {hook_id} already exists")
     if hook_id in run.hooks:
