@@ -200,8 +200,11 @@ class Dev:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project in the src layout ``awsworld init`` builds from: ``dev``, ``replay`` and the commands reading
+    AWSWORLD_MODULES import ``clitest`` from ``src/``, run from the project's root."""
     root = tmp_path_factory.mktemp("project")
-    (root / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
+    (root / "src").mkdir()
+    (root / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
     return root
 
 
@@ -239,6 +242,52 @@ def test_dev_prints_shell_ready_exports_and_a_webhook_url(dev: Dev) -> None:
             "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION", "AWSWORLD_MODULES"} <= names
     assert dev.env["AWSWORLD_WEBHOOK_URL"].startswith("http://127.0.0.1:")
     assert "  workflow clitest.sum\n" in dev.banner
+
+
+def test_dev_exports_come_with_a_warning_and_the_unset_line_that_undoes_them(dev: Dev) -> None:
+    """The export lines redirect every AWS tool in the shell they are pasted into (boto3 here, as the AWS CLI and
+    ``sam deploy`` would be): the banner says so before them, and its unset line puts the shell back."""
+    lines = [line.rstrip("\n") for line in dev.banner]
+    exports = [i for i, line in enumerate(lines) if line.startswith("export ")]
+    assert exports == list(range(exports[0], exports[-1] + 1)), "one block of export lines"
+    header = lines[lines.index("", 0, exports[0]) + 1:exports[0]]  # from the blank line before the block
+    assert header and all(line.startswith("#") for line in header), header  # comments: harmless when pasted
+    warning = " ".join(header)
+    assert "WARNING" in warning and "AWS_ENDPOINT_URL" in warning and "127.0.0.1" in warning, warning
+    assert "`sam deploy`" in warning and "unset" in warning, warning
+    unset = next(i for i, line in enumerate(lines) if line.startswith("unset "))
+    assert lines[exports[-1] + 1] == "" and lines[unset - 1].startswith("# undo"), lines[exports[-1]:unset + 1]
+    exported = [lines[i].split("=", 1)[0].removeprefix("export ") for i in exports]
+    assert lines[unset].split()[1:] == exported
+
+    endpoint = "import boto3; print(boto3.client('s3', region_name='us-east-1').meta.endpoint_url)"
+    names = " ".join(exported)
+    script = "\n".join([*header, *(lines[i] for i in exports),
+                        f"{sys.executable} -c \"{endpoint}\"", f"for n in {names}; do echo \"$n=${{!n-}}\"; done",
+                        lines[unset - 1], lines[unset],
+                        f"{sys.executable} -c \"{endpoint}\"", "env"])
+    done = subprocess.run(["bash", "-c", script], env={**_clean_env(), "KEEP_ME": "1"}, capture_output=True,
+                          text=True, timeout=60, check=True)
+    out = done.stdout.splitlines()
+    assert out[0] == dev.env["AWS_ENDPOINT_URL"], "a plain boto3 client in that shell talks to the emulator"
+    assert out[1:1 + len(exported)] == [f"{name}={dev.env[name]}" for name in exported], "the values, as quoted"
+    after = out[1 + len(exported)]
+    assert after.startswith("https://") and "127.0.0.1" not in after, after
+    left = {line.split("=", 1)[0] for line in out[2 + len(exported):] if "=" in line}
+    assert "KEEP_ME" in left and not left & set(exported), left & set(exported)
+
+
+def test_python_m_awsworld_runs_the_cli(project: Path) -> None:
+    """``python -m awsworld`` is the ``awsworld`` command: the same output and the same exit codes."""
+    script = str(Path(sys.executable).with_name("awsworld"))
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        module, console, usage = pool.map(lambda argv: subprocess.run(
+            argv, env=_clean_env(), cwd=project, capture_output=True, text=True, timeout=60), [
+            [sys.executable, "-m", "awsworld", "template"], [script, "template"],
+            [sys.executable, "-m", "awsworld", "runs"]])
+    assert module.returncode == 0 and module.stdout == console.stdout and "CodeUri: src/" in module.stdout
+    line = Result(usage.returncode, usage.stdout, usage.stderr).one_line_error(2)
+    assert "AWSWORLD_TABLE and AWSWORLD_BUCKET not set" in line
 
 
 def test_start_result_describe_runs(dev: Dev) -> None:
