@@ -14,15 +14,20 @@ import textwrap
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 WORKFLOWS = '''
-from awsworld import create_hook, create_webhook, get_writable, step, workflow
+import asyncio
+import os
+
+from awsworld import create_hook, create_webhook, get_writable, sleep, step, workflow
 
 
 @step(name="clitest.add")
@@ -72,6 +77,43 @@ async def approval(order: dict) -> dict:
     request = await webhook
     await note("done", True)
     return {"answer": answer, "body": request["body"]}
+
+
+@step(name="clitest.gate", max_retries=0)
+async def gate(path: str) -> str:
+    while not os.path.exists(path):  # runs until the test creates the file: a step caught running
+        await asyncio.sleep(0.02)
+    return "open"
+
+
+@step(name="clitest.flaky", max_retries=1, retry_delay="1h")
+async def flaky() -> None:
+    raise RuntimeError("not yet")
+
+
+@workflow(name="clitest.waits")
+async def waits(mode: str, key: str) -> str:
+    """Waits on one thing, chosen by ``mode``: a running step, a hook, a sleep, a retry or a child."""
+    if mode == "step":
+        return await gate(key)
+    if mode == "hook":
+        async with create_hook(token=f"waits:{key}") as hook:
+            return str(await hook)
+    if mode == "sleep":
+        await sleep("1h")
+    elif mode == "retry":
+        await flaky()
+    else:
+        return await waits("hook", key)
+    return mode
+
+
+@workflow(name="clitest.many")
+async def many(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await add(i, 0)
+    return total
 '''
 
 
@@ -200,8 +242,11 @@ class Dev:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A project in the src layout ``awsworld init`` builds from: ``dev``, ``replay`` and the commands reading
+    AWSWORLD_MODULES import ``clitest`` from ``src/``, run from the project's root."""
     root = tmp_path_factory.mktemp("project")
-    (root / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
+    (root / "src").mkdir()
+    (root / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
     return root
 
 
@@ -241,6 +286,52 @@ def test_dev_prints_shell_ready_exports_and_a_webhook_url(dev: Dev) -> None:
     assert "  workflow clitest.sum\n" in dev.banner
 
 
+def test_dev_exports_come_with_a_warning_and_the_unset_line_that_undoes_them(dev: Dev) -> None:
+    """The export lines redirect every AWS tool in the shell they are pasted into (boto3 here, as the AWS CLI and
+    ``sam deploy`` would be): the banner says so before them, and its unset line puts the shell back."""
+    lines = [line.rstrip("\n") for line in dev.banner]
+    exports = [i for i, line in enumerate(lines) if line.startswith("export ")]
+    assert exports == list(range(exports[0], exports[-1] + 1)), "one block of export lines"
+    header = lines[lines.index("", 0, exports[0]) + 1:exports[0]]  # from the blank line before the block
+    assert header and all(line.startswith("#") for line in header), header  # comments: harmless when pasted
+    warning = " ".join(header)
+    assert "WARNING" in warning and "AWS_ENDPOINT_URL" in warning and "127.0.0.1" in warning, warning
+    assert "`sam deploy`" in warning and "unset" in warning, warning
+    unset = next(i for i, line in enumerate(lines) if line.startswith("unset "))
+    assert lines[exports[-1] + 1] == "" and lines[unset - 1].startswith("# undo"), lines[exports[-1]:unset + 1]
+    exported = [lines[i].split("=", 1)[0].removeprefix("export ") for i in exports]
+    assert lines[unset].split()[1:] == exported
+
+    endpoint = "import boto3; print(boto3.client('s3', region_name='us-east-1').meta.endpoint_url)"
+    names = " ".join(exported)
+    script = "\n".join([*header, *(lines[i] for i in exports),
+                        f"{sys.executable} -c \"{endpoint}\"", f"for n in {names}; do echo \"$n=${{!n-}}\"; done",
+                        lines[unset - 1], lines[unset],
+                        f"{sys.executable} -c \"{endpoint}\"", "env"])
+    done = subprocess.run(["bash", "-c", script], env={**_clean_env(), "KEEP_ME": "1"}, capture_output=True,
+                          text=True, timeout=60, check=True)
+    out = done.stdout.splitlines()
+    assert out[0] == dev.env["AWS_ENDPOINT_URL"], "a plain boto3 client in that shell talks to the emulator"
+    assert out[1:1 + len(exported)] == [f"{name}={dev.env[name]}" for name in exported], "the values, as quoted"
+    after = out[1 + len(exported)]
+    assert after.startswith("https://") and "127.0.0.1" not in after, after
+    left = {line.split("=", 1)[0] for line in out[2 + len(exported):] if "=" in line}
+    assert "KEEP_ME" in left and not left & set(exported), left & set(exported)
+
+
+def test_python_m_awsworld_runs_the_cli(project: Path) -> None:
+    """``python -m awsworld`` is the ``awsworld`` command: the same output and the same exit codes."""
+    script = str(Path(sys.executable).with_name("awsworld"))
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        module, console, usage = pool.map(lambda argv: subprocess.run(
+            argv, env=_clean_env(), cwd=project, capture_output=True, text=True, timeout=60), [
+            [sys.executable, "-m", "awsworld", "template"], [script, "template"],
+            [sys.executable, "-m", "awsworld", "runs"]])
+    assert module.returncode == 0 and module.stdout == console.stdout and "CodeUri: src/" in module.stdout
+    line = Result(usage.returncode, usage.stdout, usage.stderr).one_line_error(2)
+    assert "AWSWORLD_TABLE and AWSWORLD_BUCKET not set" in line
+
+
 def test_start_result_describe_runs(dev: Dev) -> None:
     run_id = _start(dev, "clitest.sum", "[2]", "--kwargs", '{"b": 3}')
     result, waited = parallel(dev, ("result", run_id, "--wait", "30"),
@@ -260,6 +351,82 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert run_id in [r["runId"] for r in runs]
     assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt"}
     assert run_id in completed.out
+
+
+def _describe_until(dev: Dev, run_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
+    """``describe --json`` until ``ready`` holds for it (the run has reached the state the test wants), or the
+    run has ended."""
+    deadline = time.monotonic() + 60
+    while True:
+        result = dev("describe", run_id, "--json")
+        assert result.code == 0, result
+        document: dict[str, Any] = json.loads(result.out)
+        if ready(document) or document["endedAt"] or time.monotonic() > deadline:
+            return document
+        time.sleep(0.2)
+
+
+def test_describe_lists_steps_in_call_order(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.many", "[12]", "--wait", "60")
+    as_json, text = parallel(dev, ("describe", run_id, "--json"), ("describe", run_id))
+    document = json.loads(as_json.out)
+    ids = [step["stepId"] for step in document["steps"]["list"]]
+    assert ids == [f"step_{i}" for i in range(1, 13)], ids  # step_10 after step_9, not after step_1
+    assert document["status"] == "completed" and document["waitingOn"] == []
+    assert document["endedAt"] == document["completedAt"] and document["cancelReason"] is None
+    assert f"status    completed at {document['completedAt']}\n" in text.out, text.out
+    assert "waits on" not in text.out
+
+
+def test_describe_says_what_a_running_run_waits_on(dev: Dev, project: Path) -> None:
+    gate = project / "gate-open"
+    step, hook, sleeping, retrying, parent = (
+        _start(dev, "clitest.waits", json.dumps([mode, str(gate) if mode == "step" else f"describe-{mode}"]))
+        for mode in ("step", "hook", "sleep", "retry", "child"))
+
+    def waiting(kind: str) -> Callable[[dict[str, Any]], bool]:
+        return lambda d: [w["kind"] for w in d["waitingOn"]] == [kind]
+
+    running = _describe_until(dev, step, waiting("step"))
+    (wait,) = running["waitingOn"]
+    assert (wait["name"], wait["status"], wait["attempt"]) == ("clitest.gate", "running", 1), running
+    assert wait["stepId"] == "step_1" and wait["since"]
+    text = dev("describe", step).out
+    assert f"waits on  step clitest.gate, running (attempt 1, started {wait['since']})" in text, text
+    gate.write_text("")
+
+    (on_hook,) = _describe_until(dev, hook, waiting("hook"))["waitingOn"]
+    assert on_hook["token"] == "waits:describe-hook" and on_hook["received"] == 0 and on_hook["webhook"] is False
+    assert "waits on  hook waits:describe-hook (no payload yet)" in dev("describe", hook).out
+
+    asleep = _describe_until(dev, sleeping, waiting("sleep"))
+    (on_sleep,) = asleep["waitingOn"]
+    until = datetime.fromisoformat(on_sleep["until"])
+    assert timedelta(minutes=59) < until - datetime.fromisoformat(asleep["startedAt"]) < timedelta(minutes=61)
+    assert f"waits on  a sleep until {on_sleep['until']}" in dev("describe", sleeping).out
+
+    (on_retry,) = _describe_until(dev, retrying, waiting("retry"))["waitingOn"]
+    assert (on_retry["name"], on_retry["attempt"]) == ("clitest.flaky", 2), on_retry
+    assert datetime.fromisoformat(on_retry["at"]) > datetime.now(UTC) + timedelta(minutes=55)
+    assert f"waits on  a retry of step clitest.flaky at {on_retry['at']} (attempt 2)" in dev("describe", retrying).out
+
+    on_child = _describe_until(dev, parent, waiting("child"))
+    (child,) = on_child["children"]
+    assert on_child["waitingOn"] == [{"kind": "child", "hookId": on_child["waitingOn"][0]["hookId"],
+                                      "runId": child["runId"]}]
+    assert f"waits on  child run {child['runId']}" in dev("describe", parent).out
+
+    assert json.loads(dev("result", step, "--wait", "30").out) == "open"
+    done = _describe_until(dev, step, lambda d: d["status"] == "completed")
+    assert done["waitingOn"] == [] and done["steps"]["list"][0]["status"] == "completed"
+    for run_id in (hook, sleeping, retrying, parent):
+        assert dev("cancel", run_id, "--reason", "test over").code == 0
+    cancelled, text = parallel(dev, ("describe", sleeping, "--json"), ("describe", sleeping))
+    document = json.loads(cancelled.out)
+    assert document["status"] == "cancelled" and document["cancelReason"] == "test over"
+    assert document["waitingOn"] == [] and document["endedAt"]
+    assert f"status    cancelled at {document['endedAt']}\nreason    test over\n" in text.out, text.out
+    assert "waits on" not in text.out
 
 
 def test_start_takes_a_json_object_as_one_argument(dev: Dev) -> None:

@@ -2,9 +2,12 @@
 
 The quick tests hold the file-level promises: the repository's template.yaml, infra/monitoring.yaml and
 handlers/ are the packaged ones (one source of truth), existing files are never overwritten without --force,
-and the generated samconfig names real parameters. The ``sam`` test turns a fresh project with one workflow
-module into a SAM app, lints and builds it with the real SAM tools, and imports the built function with nothing
-but its own code and the standard library, as Lambda would. Deselect it with ``-m "not sam"``.
+a module at the project's root is refused with the move that fixes it, and the generated samconfig names real
+parameters. The ``sam`` test turns a fresh project with one workflow module (and the clutter a real project
+has: dev state, tests, virtual environments, env files, logs) into a SAM app, lints it, builds it by the very
+commands init prints, checks the artifact holds the user's code and its dependencies and nothing else, and
+imports the built function with nothing but its own code and the standard library, as Lambda would. Deselect
+it with ``-m "not sam"``.
 """
 
 from __future__ import annotations
@@ -23,12 +26,11 @@ from cfnlint.decode.cfn_yaml import load
 from awsworld import __version__
 from awsworld.deploy import HANDLERS, handler_text, monitoring_text, template_text
 
-from .dist import build
-
 ROOT = Path(__file__).resolve().parents[2]
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 SAM_TOOLS = ROOT / ".venv-tools" / "bin"
-WRITTEN = {"template.yaml", "infra/monitoring.yaml", "samconfig.toml", "requirements.txt", "flow.py", "webhook.py"}
+WRITTEN = {"template.yaml", "infra/monitoring.yaml", "samconfig.toml", "src/requirements.txt", "src/flow.py",
+           "src/webhook.py"}
 
 ORDERS = '''\
 """A user's workflow module, as a new project would write it."""
@@ -51,11 +53,19 @@ def awsworld(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([AWSWORLD, *args], cwd=cwd, capture_output=True, text=True, timeout=60, check=False)
 
 
-def make_project(path: Path) -> Path:
-    (path / "myapp").mkdir(parents=True)
-    (path / "myapp" / "__init__.py").write_text("")
-    (path / "myapp" / "orders.py").write_text(ORDERS)
+def make_project(path: Path, code: str = "src") -> Path:
+    """A project with one workflow package, in the src layout init builds from (``code=""``: at the root)."""
+    package = path / code / "myapp"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "orders.py").write_text(ORDERS)
     return path
+
+
+def next_steps(stdout: str) -> list[str]:
+    """The commands init's next steps print (indented lines after ``next:``), comments left out."""
+    lines = stdout[stdout.index("\nnext: "):].splitlines()[2:]
+    return [line.strip() for line in lines if line.startswith("  ") and not line.strip().startswith("#")]
 
 
 # ------------------------------------------------------------------------------------------ one source of truth
@@ -70,7 +80,8 @@ def test_the_repositorys_sam_files_are_the_packaged_ones() -> None:
     for route in HANDLERS:
         assert (ROOT / "handlers" / f"{route}.py").read_text() == handler_text(route), route
     assert template_text("handlers/").count("CodeUri: handlers/") == 1
-    assert template_text() == template_text("."), "the packaged template builds from the user's project root"
+    assert template_text() == template_text("src/"), "the packaged template builds from the project's src/"
+    assert template_text().count("CodeUri: src/") == 1
 
 
 def test_awsworld_template_prints_the_packaged_files(tmp_path: Path) -> None:
@@ -86,15 +97,18 @@ def test_awsworld_template_prints_the_packaged_files(tmp_path: Path) -> None:
 
 def test_init_writes_the_app_wired_to_the_users_modules(tmp_path: Path) -> None:
     project = make_project(tmp_path / "my_shop")
+    (project / "requirements.txt").write_text("pytest\n")  # the project's own (dev) requirements: left alone
     done = awsworld("init", "--module", "myapp.orders", "-m", "myapp.other", cwd=project)
     assert done.returncode == 0, done.stderr
-    assert "sam build && sam deploy --guided" in done.stdout
-    assert "myapp.other is not myapp/other.py" in done.stderr, "a module outside the project is pointed out"
+    assert next_steps(done.stdout)[-2:] == ["PIP_FIND_LINKS=dist sam build", "sam deploy --guided"], done.stdout
+    assert "sam build packages src/ only" in done.stdout
+    assert "myapp.other is not myapp/other.py under src" in done.stderr, "a module outside src/ is pointed out"
     assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} - {
-        "myapp/__init__.py", "myapp/orders.py"} == WRITTEN
+        "src/myapp/__init__.py", "src/myapp/orders.py", "requirements.txt"} == WRITTEN
+    assert (project / "requirements.txt").read_text() == "pytest\n"
     assert (project / "template.yaml").read_text() == template_text()
     assert (project / "infra" / "monitoring.yaml").read_text() == monitoring_text()
-    assert f"\nawsworld=={__version__}\n" in (project / "requirements.txt").read_text()
+    assert f"\nawsworld=={__version__}\n" in (project / "src" / "requirements.txt").read_text()
     config = tomllib.loads((project / "samconfig.toml").read_text())
     assert config["default"]["global"]["parameters"]["stack_name"] == "my-shop-dev"
     assert config["prod"]["global"]["parameters"]["stack_name"] == "my-shop-prod"
@@ -110,22 +124,65 @@ def test_init_writes_the_app_wired_to_the_users_modules(tmp_path: Path) -> None:
             if spec["Type"] == "Number":
                 assert spec.get("MinValue", float("-inf")) <= float(value) <= spec.get("MaxValue", float("inf"))
     for route in HANDLERS:
-        assert (project / f"{route}.py").read_text() == handler_text(route)
+        assert (project / "src" / f"{route}.py").read_text() == handler_text(route)
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     project = make_project(tmp_path / "shop")
-    (project / "requirements.txt").write_text("requests\n")
+    (project / "src" / "requirements.txt").write_text("requests\n")
     refused = awsworld("init", str(project), "-m", "myapp.orders", cwd=tmp_path)
     assert refused.returncode == 1
     assert refused.stderr.strip().count("\n") == 0, "one line"
-    assert "requirements.txt already exists" in refused.stderr and "--force" in refused.stderr
+    assert "src/requirements.txt already exists" in refused.stderr and "--force" in refused.stderr
     assert "Traceback" not in refused.stderr
-    assert (project / "requirements.txt").read_text() == "requests\n"
+    assert (project / "src" / "requirements.txt").read_text() == "requests\n"
     assert not (project / "template.yaml").exists(), "nothing is written when anything would be overwritten"
     forced = awsworld("init", str(project), "-m", "myapp.orders", "--force", cwd=tmp_path)
     assert forced.returncode == 0, forced.stderr
-    assert f"awsworld=={__version__}" in (project / "requirements.txt").read_text()
+    assert f"awsworld=={__version__}" in (project / "src" / "requirements.txt").read_text()
+    assert next_steps(forced.stdout)[0] == f"cd {project}", "run from elsewhere: the steps start with the cd"
+
+
+@pytest.mark.parametrize("module", ["myapp.orders", "orders"])
+def test_init_refuses_a_module_at_the_root_and_names_the_move(tmp_path: Path, module: str) -> None:
+    """A module at the project's root would make sam build pack the root whole: init writes nothing and says
+    which move fixes it; after that move, init succeeds."""
+    project = tmp_path / "shop"
+    if module == "orders":
+        project.mkdir()
+        (project / "orders.py").write_text(ORDERS)
+    else:
+        make_project(project, code="")
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    refused = awsworld("init", "-m", module, cwd=project)
+    assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
+    assert f"{module} is at the project's root" in refused.stderr and "Traceback" not in refused.stderr
+    assert sorted(p.relative_to(project) for p in project.rglob("*")) == before, "nothing written"
+    move = re.search(r"\((mkdir -p src && mv \S+ src/)\)", refused.stderr)
+    assert move is not None, refused.stderr
+    subprocess.run(["bash", "-c", move.group(1)], cwd=project, check=True)
+    done = awsworld("init", "-m", module, cwd=project)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+
+
+@pytest.mark.parametrize(("direct_url", "source"), [
+    (None, None),  # from a package index: sam build's pip finds the same version there
+    ({"url": "file:///home/me/awsworld", "dir_info": {"editable": True}}, "/home/me/awsworld"),
+    ({"url": "file:///tmp/w/awsworld-1.0-py3-none-any.whl", "archive_info": {}},
+     "/tmp/w/awsworld-1.0-py3-none-any.whl"),
+    ({"url": "https://github.com/o/awsworld.git", "vcs_info": {"vcs": "git", "commit_id": "abc123"}},
+     "git+https://github.com/o/awsworld.git@abc123"),
+])
+def test_the_build_route_follows_where_awsworld_was_installed_from(
+        direct_url: dict[str, object] | None, source: str | None) -> None:
+    from awsworld.deploy.init import build_route
+
+    commands = [line for line in build_route(direct_url, "/venv/bin/python") if not line.startswith("#")]
+    if source is None:
+        assert commands == ["sam build", "sam deploy --guided"]
+    else:
+        assert commands == [f"/venv/bin/python -m pip wheel --no-deps --wheel-dir dist {source}",
+                            "PIP_FIND_LINKS=dist sam build", "sam deploy --guided"]
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -163,6 +220,34 @@ print("built function imports", sys.argv[1])
 """
 
 
+# What a real project holds beside its code: none of it may reach the Lambda artifact.
+CLUTTER = {
+    ".awsworld/table.json": "{}",  # awsworld dev --state: a copy of the local table, with user payloads
+    "tests/test_orders.py": "def test_place() -> None: ...\n",
+    ".venv/pyvenv.cfg": "home = /usr/bin\n",
+    "venv/pyvenv.cfg": "home = /usr/bin\n",
+    ".env": "API_KEY=secret\n",
+    ".env.local": "API_KEY=secret\n",
+    ".env.production": "API_KEY=secret\n",
+    "app.log": "a log line\n",
+    "logs/dev.log": "a log line\n",
+}
+USER_CODE = {"myapp", "flow.py", "webhook.py", "requirements.txt"}  # src/'s entries
+
+
+def installed_entries(built: Path) -> set[str]:
+    """The top-level entries the installed distributions own: each ``*.dist-info`` folder and every top-level
+    name its RECORD lists (packages, modules, ``.data`` folders, extension modules)."""
+    owned: set[str] = set()
+    for info in built.glob("*.dist-info"):
+        owned.add(info.name)
+        for line in (info / "RECORD").read_text().splitlines():
+            top = line.split(",", 1)[0].split("/", 1)[0]
+            if top and top != "..":
+                owned.add(top)
+    return owned
+
+
 @pytest.mark.sam
 @pytest.mark.timeout(600)  # about a minute alone; several on a loaded machine
 def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path: Path) -> None:
@@ -172,32 +257,44 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
     if python311 is None:
         pytest.skip("sam build needs python3.11 on PATH (the functions' runtime)")
     project = make_project(tmp_path / "shop")
+    for path, text in CLUTTER.items():
+        (project / path).parent.mkdir(parents=True, exist_ok=True)
+        (project / path).write_text(text)
     done = awsworld("init", str(project), "--module", "myapp.orders", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 
-    # awsworld==<version> from requirements.txt: this checkout's wheel, as the package index would serve it.
-    wheels = tmp_path / "wheels"
-    (wheel,) = [p for p in build(wheels, sdist=False) if p.suffix == ".whl"]
+    # The next steps init printed, as a user pastes them (all but the deploy): awsworld is not on PyPI, so they
+    # build its wheel from where this awsworld was installed (this checkout) and point sam build's pip at it.
+    steps = next_steps(done.stdout)
+    assert steps[-1] == "sam deploy --guided" and any("sam build" in step for step in steps), steps
+    script = "set -e\n" + "\n".join(steps[:-1]) + "\n"
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     env.update(SAM_CLI_TELEMETRY="0", AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
-               PIP_FIND_LINKS=" ".join(filter(None, [os.environ.get("PIP_FIND_LINKS"), str(wheel.parent)])))
+               PATH=f"{SAM_TOOLS}{os.pathsep}{os.environ['PATH']}")
 
-    # sam build (about 50 s, mostly pip fetching the functions' dependencies) runs while the linters do.
-    with subprocess.Popen([str(SAM_TOOLS / "sam"), "build"], cwd=project, env=env, stdout=subprocess.PIPE,
+    # The wheel and sam build (about 50 s, mostly pip fetching the functions' dependencies) run while the
+    # linters do.
+    with subprocess.Popen(["bash", "-c", script], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True) as sam_build:
         try:
             run([str(SAM_TOOLS / "cfn-lint"), "template.yaml", "infra/monitoring.yaml"], project, env)
             run([str(SAM_TOOLS / "sam"), "validate", "--lint"], project, env)
-            output, _ = sam_build.communicate(timeout=300)
+            output, _ = sam_build.communicate(timeout=400)
         finally:
             if sam_build.poll() is None:
                 sam_build.kill()
-    assert sam_build.returncode == 0, f"sam build failed:\n{output[-4000:]}"
+    assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output[-4000:]}"
 
     overrides = tomllib.loads((project / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
     modules = dict(re.findall(r'(\w+)="([^"]*)"', overrides["parameter_overrides"]))["Modules"]
     for function in ("FlowFunction", "WebhookFunction"):
         built = project / ".aws-sam" / "build" / function
+        entries = {entry.name for entry in built.iterdir()}
+        planted = {path.split("/")[0] for path in CLUTTER}
+        assert not entries & planted, f"dev state, tests, envs, env files or logs were packed: {entries & planted}"
+        assert entries >= USER_CODE and "awsworld" in entries, sorted(entries)
+        assert entries == USER_CODE | installed_entries(built), \
+            f"neither the user's code nor an installed distribution's: {sorted(entries - installed_entries(built))}"
         assert (built / "myapp" / "orders.py").read_text() == ORDERS, "the user's code is in the function"
         # -I -S: only the built code and the standard library (no PYTHONPATH, no site-packages).
         output = run([python311, "-I", "-S", "-c", BUILT_FUNCTION_CHECK, modules], built, env, timeout=60)

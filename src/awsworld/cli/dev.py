@@ -4,7 +4,9 @@ It imports the modules (registering their workflows and steps), provisions a tab
 on 127.0.0.1, runs deliveries through the same path the Lambda flow handler runs, and serves the webhook route
 (the Lambda webhook handler's logic behind a small HTTP server on 127.0.0.1). It prints ``export`` lines: paste
 them into another shell and every ``awsworld`` command (and a ``Client`` built with ``AWSWorld()``) talks to
-this environment. ``--state DIR`` keeps runs across restarts (see ``dev_state`` for how, and its limits).
+this environment. They are introduced by a warning, because ``AWS_ENDPOINT_URL`` redirects every AWS tool in
+that shell (``sam deploy`` there would talk to 127.0.0.1), and followed by the ``unset`` line that undoes them.
+``--state DIR`` keeps runs across restarts (see ``dev_state`` for how, and its limits).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from . import ui
 from .errors import usage
+from .output import add_project_to_path
 
 log = logging.getLogger("awsworld.dev")
 
@@ -35,7 +38,7 @@ def register(sub: Any) -> None:
     dev = sub.add_parser("dev", help="serve your workflows and the webhook route on the embedded emulator",
                          description=__doc__)
     dev.add_argument("modules", nargs="+", metavar="MODULE", help="modules defining your @workflow and @step "
-                     "functions (imported from the current directory)")
+                     "functions (imported from the current directory, or its src/)")
     dev.add_argument("--state", metavar="DIR", help="keep runs in DIR across restarts (snapshots; see the README)")
     dev.add_argument("--port", type=int, default=0, help="the emulator's port (default: a free one, or the "
                      "one --state used last)")
@@ -46,7 +49,7 @@ def register(sub: Any) -> None:
 
 
 def _main(args: argparse.Namespace) -> int:
-    sys.path.insert(0, os.getcwd())
+    add_project_to_path()
     for module in args.modules:
         try:
             importlib.import_module(module)
@@ -185,6 +188,17 @@ def environment(config: Any, webhook_url: str) -> dict[str, str]:
     return env
 
 
+# Comments, so pasting them with the export lines is harmless. The unset line stands apart from the exports (a
+# blank line and this comment between them), so a selection of the export block does not sweep it in.
+EXPORT_WARNING = """\
+# point awsworld at this environment: paste the export lines below into another shell.
+# WARNING: they redirect every AWS tool in that shell, not only awsworld: AWS_ENDPOINT_URL sends the AWS CLI,
+# `sam deploy` and any boto3 code there to this emulator on 127.0.0.1, and the dummy credentials replace yours.
+# Give them a shell of their own; the unset line below undoes them.
+"""
+UNDO_COMMENT = "# undo them in that shell (credentials and region then come from your AWS profile again):"
+
+
 def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.Namespace, state: Any,
                   restored: int, woken: int) -> None:
     print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded")
@@ -192,11 +206,13 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
         print(f"  workflow {name}")
     if state is not None:
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken")
-    print("\n# point awsworld at this environment (paste into another shell):")
     env = environment(config, webhook_url)
     env["AWSWORLD_MODULES"] = ",".join(args.modules)
+    print()
+    print(EXPORT_WARNING, end="")
     for key, value in env.items():
         print(f"export {key}={shlex.quote(value)}")
+    print(f"\n{UNDO_COMMENT}\nunset {' '.join(env)}")
     print(f"\nwebhooks: POST {webhook_url}/webhooks/<token>   (`awsworld hooks RUN` prints each webhook's URL)")
     print("serving deliveries; Ctrl-C to stop", flush=True)
 

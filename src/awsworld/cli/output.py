@@ -103,7 +103,7 @@ def _registry() -> Any:
 
     from ..runtime.registry import REGISTRY
 
-    sys.path.insert(0, os.getcwd())
+    add_project_to_path()
     for name in names:
         try:
             importlib.import_module(name)
@@ -111,3 +111,12 @@ def _registry() -> Any:
             raise usage(f"{MODULES_ENV} names {name!r}, which cannot be imported here: {error}",
                         "run from your project's directory, or unset AWSWORLD_MODULES") from None
     return REGISTRY
+
+
+def add_project_to_path() -> None:
+    """Let the user's modules import as the deployed functions import them: from the current directory (the
+    project's root) and its ``src/``, the folder ``awsworld init`` builds the functions from."""
+    root = os.getcwd()
+    for folder in (os.path.join(root, "src"), root):
+        if os.path.isdir(folder) and folder not in sys.path:
+            sys.path.insert(0, folder)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import usage
-from .output import check_config, remote
+from .output import add_project_to_path, check_config, remote
 
 
 def register(sub: Any) -> None:
@@ -38,7 +38,7 @@ def register(sub: Any) -> None:
 def _load_modules(args: Any) -> None:
     from ..lambda_.container import MODULES_ENV, module_names
 
-    sys.path.insert(0, os.getcwd())
+    add_project_to_path()
     for name in [*args.module, *module_names(os.environ.get(MODULES_ENV))]:
         try:
             importlib.import_module(name)

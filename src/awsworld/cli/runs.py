@@ -211,12 +211,17 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from ..runtime.client import cancel_reason
+    from ..timeline import read_events
+    from .run_state import waiting_on
+
     async def go() -> None:
         async with remote() as client:
             world = client.world
             run = client.get_run(args.run_id)
             view = await world.runs.get(args.run_id, resolve_data="none")
-            steps = await run.steps()
+            steps = await run.steps()  # in call order
+            events = await read_events(world, args.run_id, values=False)
             children = []
             for child in await run.children():
                 try:
@@ -241,6 +246,13 @@ def _describe(args: argparse.Namespace) -> int:
                           "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
                                     "attempt": s.attempt, "error": error_text(s.error)} for s in steps]},
                 "streams": streams,
+                # Added keys (the ones above keep their names): the end time whatever the status, the cancel
+                # reason, and what a pending or running run waits on (run_state.waiting_on).
+                "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
+                "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
+                "waitingOn": waiting_on(view.status, steps, events),
+                # The run's final error in full (type, message, failing step, traceback) goes here, from a
+                # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
             }
             if args.json:
                 print_json(document)
@@ -252,12 +264,22 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _print_description(d: dict[str, Any]) -> None:
+    from .run_state import END_LABELS, describe_wait
+
     print(f"run       {d['runId']}")
     print(f"workflow  {d['workflow']}")
-    print(f"status    {d['status']}" + (f"  ({d['error']})" if d["error"] else ""))
-    for key in ("createdAt", "startedAt", "completedAt"):
+    ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
+    status = f"{END_LABELS[d['status']]} {d['endedAt']}" if ended else d["status"]
+    print(f"status    {status}" + (f"  ({d['error']})" if d["error"] else ""))
+    if d["cancelReason"]:
+        print(f"reason    {d['cancelReason']}")
+    for key in ("createdAt", "startedAt"):
         if d[key]:
             print(f"{key[:-2]:<9} {d[key]}")
+    for wait in d["waitingOn"]:
+        print(f"waits on  {describe_wait(wait)}")
+    if d["status"] in ("pending", "running") and not d["waitingOn"]:
+        print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
     for key, value in sorted(d["attributes"].items()):
         print(f"attribute {key} = {value}")
     if d["parentRunId"]:

@@ -20,15 +20,19 @@ from .. import __version__
 
 #: Where the template's nested Monitoring application points, relative to the template.
 MONITORING_PATH = "infra/monitoring.yaml"
-#: The canonical template's code location: the user's project, which holds their workflow modules.
-DEFAULT_CODE_URI = "."
+#: The folder of a user's project that ``sam build`` packages (the canonical template's CodeUri): their code and
+#: nothing else. ``sam build`` copies a CodeUri whole, leaving out only a fixed list of names it knows (``.git``,
+#: ``.venv``, ``__pycache__``, ``.env`` — not ``.env.local``, ``.awsworld/``, ``tests/`` or logs) and offering no
+#: exclusion list of its own, so the code lives in a folder of its own: PyPA's src layout.
+CODE_DIR = "src"
+DEFAULT_CODE_URI = f"{CODE_DIR}/"
 #: The Lambda entry points (module name -> what the route does), as the template's Handler properties name them.
 HANDLERS = {
     "flow": "the flow route (SQS batch -> awsworld runtime)",
     "webhook": "the webhook route (Function URL -> hook)",
 }
 
-_CODE_URI_LINE = re.compile(r"^(    CodeUri: )\.$", re.M)
+_CODE_URI_LINE = re.compile(rf"^(    CodeUri: ){re.escape(DEFAULT_CODE_URI)}$", re.M)
 
 
 def _read(name: str) -> str:
@@ -37,13 +41,13 @@ def _read(name: str) -> str:
 
 def template_text(code_uri: str = DEFAULT_CODE_URI) -> str:
     """The stack's template; ``code_uri`` is the functions' code folder (the only line that differs between a
-    user's project, whose root holds their modules, and this repository, which builds from ``handlers/``)."""
+    user's project, whose ``src/`` holds their modules, and this repository, which builds from ``handlers/``)."""
     text = _read("template.yaml")
     if code_uri == DEFAULT_CODE_URI:
         return text
     rendered, count = _CODE_URI_LINE.subn(lambda m: f"{m.group(1)}{code_uri}", text)
     if count != 1:  # the canonical file lost its one Globals CodeUri line: fail loudly, not write a stale path
-        raise RuntimeError(f"template.yaml has {count} 'CodeUri: .' lines, expected exactly one")
+        raise RuntimeError(f"template.yaml has {count} 'CodeUri: {DEFAULT_CODE_URI}' lines, expected exactly one")
     return rendered
 
 
@@ -64,7 +68,8 @@ def handler_text(route: str) -> str:
 def requirements_text(version: str = __version__) -> str:
     """What ``sam build`` installs beside the user's code: awsworld pinned to the version whose template this
     is (the template and the handlers' code must match), plus a reminder where their own dependencies go."""
-    return ("# What `sam build` installs into both functions, beside this folder's code (the template's CodeUri).\n"
+    return ("# What `sam build` installs into both functions, beside the code in this folder (the template's\n"
+            "# CodeUri: only this folder is packaged, so keep tests, env files and dev state outside it).\n"
             "# awsworld is pinned to the version that wrote template.yaml: upgrade them together\n"
             "# (pip install -U awsworld, then awsworld template > template.yaml and\n"
             "# awsworld template --monitoring > infra/monitoring.yaml).\n"

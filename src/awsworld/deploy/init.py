@@ -1,23 +1,37 @@
 """``awsworld init`` and ``awsworld template``: a user's project becomes a SAM app without copying files out of
 the awsworld repository.
 
-The app's code folder (the template's CodeUri) is the project itself, so ``sam build`` packages the user's
-workflow modules as they are, with no packaging step of their own; ``requirements.txt`` installs awsworld (and
-whatever the user adds) beside them, and ``flow.py``/``webhook.py`` are two-line entry points that re-export the
-package's handlers. ``samconfig.toml`` sets ``Modules`` (AWSWORLD_MODULES), which the functions import at cold
-start to register the workflows. Files that exist are never overwritten without ``--force``: a project's
-``requirements.txt`` or ``samconfig.toml`` may hold the user's own settings.
+The app's code folder (the template's CodeUri) is the project's ``src/``, so ``sam build`` packages the user's
+workflow modules as they are, with no packaging step of their own, and nothing else of the project: ``sam build``
+copies a CodeUri whole (it skips only a fixed list of names such as ``.git`` and ``.venv``, and honours no
+exclusion file), so a project root's tests, ``.env.*`` files, logs and ``awsworld dev --state`` folder would
+ship in the Lambda artifact. Init therefore refuses a module that sits at the project's root and says how to
+move it. ``src/requirements.txt`` installs awsworld (and whatever the user adds) beside the code, and
+``src/flow.py``/``src/webhook.py`` are two-line entry points that re-export the package's handlers.
+``samconfig.toml`` sets ``Modules`` (AWSWORLD_MODULES), which the functions import at cold start to register the
+workflows. Files that exist are never overwritten without ``--force``: a project's ``samconfig.toml`` may hold
+the user's own settings.
+
+The next steps it prints are the commands that build from where this awsworld was installed: until awsworld is
+on PyPI, ``sam build`` can resolve the ``awsworld==VERSION`` line only from a wheel it is pointed at.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
+import shlex
 import sys
+from importlib import metadata
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
+from urllib.request import url2pathname
 
+from .. import __version__
 from . import (
+    CODE_DIR,
     DEFAULT_CODE_URI,
     HANDLERS,
     MONITORING_PATH,
@@ -39,9 +53,11 @@ def register(sub: Any) -> None:
     groups)."""
     init = sub.add_parser(
         "init", help="write a SAM app (template, samconfig, handlers, requirements) into your project",
-        description="Write template.yaml, infra/monitoring.yaml, samconfig.toml, requirements.txt, flow.py and "
-                    "webhook.py into DIR, your project's root: its code (with your workflow modules) is what "
-                    "sam build packages. Then: sam build && sam deploy --guided.")
+        description="Write template.yaml, infra/monitoring.yaml and samconfig.toml into DIR, your project's "
+                    "root, and requirements.txt, flow.py and webhook.py into DIR/src, the folder sam build "
+                    "packages: your workflow modules go there (src/myapp/orders.py), so tests, env files, logs "
+                    "and dev state at the root never reach the Lambda artifact. Then: sam build && sam deploy "
+                    "--guided (init prints how sam build finds awsworld while it is not on PyPI).")
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
     init.add_argument("--module", "-m", action="append", required=True, dest="modules", metavar="PKG.MODULE",
                       help="a module defining your @workflow and @step functions (repeat for more)")
@@ -54,7 +70,7 @@ def register(sub: Any) -> None:
                     "infra/monitoring.yaml.")
     template.add_argument("--monitoring", action="store_true", help="print the nested monitoring stack instead")
     template.add_argument("--code-uri", default=DEFAULT_CODE_URI,
-                          help="the functions' code folder, relative to the template (default: .)")
+                          help=f"the functions' code folder, relative to the template (default: {DEFAULT_CODE_URI})")
     template.set_defaults(handler=run)
 
 
@@ -79,36 +95,93 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
             return _error(f"{name!r} is not a module name (expected PKG.MODULE, e.g. myapp.orders)")
         if name.split(".")[0] in HANDLERS:
             return _error(f"{name!r} would be shadowed by the entry point {name.split('.')[0]}.py init writes")
+    for name in modules:
+        if not _found(directory / CODE_DIR, name) and _found(directory, name):
+            top = _top_level(directory, name)
+            return _error(f"{name} is at the project's root ({top}), and sam build would pack the root whole "
+                          f"(tests, .env files, logs, .awsworld/): move it into {CODE_DIR}/ (mkdir -p {CODE_DIR} "
+                          f"&& mv {top.rstrip('/')} {CODE_DIR}/), the only folder the functions are built from")
+    code = f"{CODE_DIR}/"
     files = {
         "template.yaml": template_text(),
         MONITORING_PATH: monitoring_text(),
         "samconfig.toml": samconfig_text(stack_base_name(directory.resolve().name), modules),
-        "requirements.txt": requirements_text(),
-        **{f"{route}.py": handler_text(route) for route in HANDLERS},
+        f"{code}requirements.txt": requirements_text(),
+        **{f"{code}{route}.py": handler_text(route) for route in HANDLERS},
     }
     existing = [path for path in files if (directory / path).exists()]
     if existing and not force:
         return _error(f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {directory} "
                       "(--force overwrites)")
     for name in modules:
-        _warn_if_not_in_project(directory, name)
+        if not _found(directory / CODE_DIR, name):
+            print(f"awsworld init: warning: {name} is not {_relative(name)}.py under {directory / CODE_DIR}; the "
+                  f"functions import it only if {code}requirements.txt installs it", file=sys.stderr)
     for path, text in files.items():
         target = directory / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     print(f"wrote {', '.join(files)} in {directory} (workflow modules: {', '.join(modules)})")
-    print("next: add what your modules import to requirements.txt, then\n  sam build && sam deploy --guided")
+    print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
+          "installs")
+    print(f"next: add what your modules import to {code}requirements.txt, then build and deploy:")
+    if directory.resolve() != Path.cwd().resolve():
+        print(f"  cd {shlex.quote(str(directory))}")
+    for line in build_route(_direct_url(), sys.executable):
+        print(f"  {line}")
     return 0
 
 
-def _warn_if_not_in_project(directory: Path, name: str) -> None:
-    """The functions import ``name`` from the packaged project folder; a module that lives elsewhere (a src/
-    layout, a separate package) imports only if requirements.txt installs it, which init cannot check."""
-    relative = Path(*name.split("."))
-    if (directory / relative.with_suffix(".py")).is_file() or (directory / relative / "__init__.py").is_file():
-        return
-    hint = ("it is under src/: add '.' to requirements.txt to install your project"
-            if (directory / "src" / relative.with_suffix(".py")).is_file()
-            or (directory / "src" / relative / "__init__.py").is_file()
-            else "the functions import it only if requirements.txt installs it")
-    print(f"awsworld init: warning: {name} is not {relative}.py under {directory}; {hint}", file=sys.stderr)
+def build_route(direct_url: dict[str, Any] | None, python: str) -> list[str]:
+    """The commands that build and deploy the app, given where the running awsworld came from (its
+    ``direct_url.json``, PEP 610; None when pip installed it from a package index, which ``sam build``'s pip
+    reads too). From anywhere else (a checkout, a wheel file, a git URL), ``sam build`` cannot resolve
+    ``awsworld==VERSION`` from the index: build that same source into ``dist/`` (outside ``src/``, so it is not
+    packed) and point its pip there."""
+    source = _source(direct_url) if direct_url is not None else None
+    if source is None:
+        return ["sam build", "sam deploy --guided"]
+    return [f"# awsworld {__version__} is not on PyPI yet: build its wheel into dist/, where sam build finds it",
+            f"{shlex.quote(python)} -m pip wheel --no-deps --wheel-dir dist {shlex.quote(source)}",
+            "PIP_FIND_LINKS=dist sam build",
+            "sam deploy --guided"]
+
+
+def _source(direct_url: dict[str, Any]) -> str | None:
+    """What ``pip wheel`` builds the installed awsworld from: its checkout or wheel file, or its URL."""
+    url = direct_url.get("url")
+    if not isinstance(url, str) or not url:
+        return None
+    vcs = direct_url.get("vcs_info")
+    if isinstance(vcs, dict) and vcs.get("vcs"):
+        commit = vcs.get("commit_id")
+        return f"{vcs['vcs']}+{url}" + (f"@{commit}" if commit else "")
+    parts = urlsplit(url)
+    return url2pathname(parts.path) if parts.scheme == "file" else url
+
+
+def _direct_url() -> dict[str, Any] | None:
+    try:
+        text = metadata.distribution("awsworld").read_text("direct_url.json")
+    except metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return {"url": Path(__file__).resolve().parents[3].as_uri()}
+    if not text:
+        return None
+    value = json.loads(text)
+    return value if isinstance(value, dict) else None
+
+
+def _relative(name: str) -> Path:
+    return Path(*name.split("."))
+
+
+def _found(base: Path, name: str) -> bool:
+    """Whether ``name`` imports from ``base``: a module file, or a package folder (regular or namespace)."""
+    relative = _relative(name)
+    return (base / relative.with_suffix(".py")).is_file() or (base / relative).is_dir()
+
+
+def _top_level(directory: Path, name: str) -> str:
+    """The root entry that holds ``name`` (``myapp/`` or ``orders.py``): what the move hint moves."""
+    top = name.split(".")[0]
+    return f"{top}/" if (directory / top).is_dir() else f"{top}.py"

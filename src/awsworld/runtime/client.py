@@ -20,6 +20,7 @@ from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
 from .child_ids import START_CHILD, child_run_id
+from .divergence import call_order
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .hook_timeouts import failure_payload
 from .messages import FlowMessage, queue_name_for
@@ -77,12 +78,8 @@ class Run(Generic[R_co]):
     async def _cancel_reason(self) -> str | None:
         """The reason ``Client.cancel`` recorded: the run record does not hold it, its run_cancelled event does
         (the log's last event; read without values, once per cancelled run's result)."""
-        events = await collect_pages(lambda cursor: self.client.world.events.list(
-            self.run_id, cursor=cursor, resolve_data="none"))
-        cancelled = next((e for e in reversed(events) if e.event_type == "run_cancelled"), None)
-        data: dict[str, Any] = (cancelled.event_data or {}) if cancelled is not None else {}
-        reason = data.get("cancelReason")
-        return reason if isinstance(reason, str) else None
+        return cancel_reason(await collect_pages(lambda cursor: self.client.world.events.list(
+            self.run_id, cursor=cursor, resolve_data="none")))
 
     async def wait_for_hook(self, token: str, *, timeout: float = 30.0) -> Hook:
         """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
@@ -120,11 +117,21 @@ class Run(Generic[R_co]):
                 if s.step_name == START_CHILD and s.status == "completed"]
 
     async def steps(self) -> list[Step]:
-        return await collect_pages(lambda cursor: self.client.world.steps.list(self.run_id, cursor=cursor))
+        """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``)."""
+        steps = await collect_pages(lambda cursor: self.client.world.steps.list(self.run_id, cursor=cursor))
+        return sorted(steps, key=lambda step: call_order(step.step_id))
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
         async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):
             yield chunk
+
+
+def cancel_reason(events: Sequence[Event]) -> str | None:
+    """The reason a cancelled run's log holds (its ``run_cancelled`` event, the last one), if any."""
+    cancelled = next((e for e in reversed(events) if e.event_type == "run_cancelled"), None)
+    data: dict[str, Any] = (cancelled.event_data or {}) if cancelled is not None else {}
+    reason = data.get("cancelReason")
+    return reason if isinstance(reason, str) else None
 
 
 class Waiting(Protocol):

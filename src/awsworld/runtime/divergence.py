@@ -46,6 +46,13 @@ def op_index(op_id: str | None) -> tuple[str, int] | None:
     return (match.group(1), int(match.group(2))) if match else None
 
 
+def call_order(op_id: str) -> tuple[int, str]:
+    """A sort key putting a run's operations in the order its body called them (``step_2`` before ``step_10``;
+    ids are ``<kind>_<counter>``, so their text order is not their call order)."""
+    parsed = op_index(op_id)
+    return (parsed[1], op_id) if parsed else (2**63, op_id)
+
+
 def position(op_id: str | None) -> str:
     parsed = op_index(op_id)
     return f"{parsed[0]} {parsed[1]}" if parsed else str(op_id)

@@ -1,0 +1,82 @@
+"""What ``describe`` says about a run beyond its record: what a pending or running run waits on, in the order
+its body called them, and how its end is labelled.
+
+The run record says only ``running``; the steps and the event log say why. A step is ``running`` (an attempt is
+executing), or ``pending`` with a ``retryAfter`` (a failed attempt waits for its retry) or without one (queued,
+not started). A sleep is a ``wait_created`` without its ``wait_completed``; a hook one ``hook_created`` without
+its ``hook_disposed`` (a child run's outcome arrives on such a hook, token ``awsworld.child:<child run id>``, so
+it reads as the child). Nothing open means the run waits for its next delivery (a wake already queued, or one a
+lost message owes it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..runtime.children import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
+from ..runtime.divergence import call_order
+from ..world.entities import TERMINAL_RUN_STATUSES, Step
+from ..world.events import Event
+from .output import when
+
+#: How ``describe`` labels a run's end time, by its status.
+END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "cancelled at"}
+
+
+def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> list[dict[str, Any]]:
+    """What the run waits on, in call order: one entry per open step, retry, sleep, hook or child (``kind``
+    says which; the other keys are camelCase, for ``describe --json``). Empty for a run that has ended."""
+    if status in TERMINAL_RUN_STATUSES:
+        return []
+    found: dict[str, dict[str, Any]] = {}
+    for step in steps:
+        base = {"stepId": step.step_id, "name": step.step_name}
+        if step.status == "running":
+            found[step.step_id] = {"kind": "step", **base, "status": "running", "attempt": step.attempt,
+                                   "since": when(step.started_at)}
+        elif step.status == "pending" and step.retry_after is not None:
+            found[step.step_id] = {"kind": "retry", **base, "at": when(step.retry_after), "attempt": step.attempt + 1}
+        elif step.status == "pending":
+            found[step.step_id] = {"kind": "step", **base, "status": "pending", "attempt": step.attempt + 1,
+                                   "since": when(step.created_at)}
+    for event in events:
+        data = event.event_data or {}
+        key = event.correlation_id or ""
+        kind = event.event_type
+        if kind == "hook_created":
+            token = str(data.get("token", ""))
+            if token.startswith(CHILD_TOKEN_PREFIX):
+                found[key] = {"kind": "child", "hookId": key, "runId": token.removeprefix(CHILD_TOKEN_PREFIX)}
+            else:
+                found[key] = {"kind": "hook", "hookId": key, "token": token,
+                              "webhook": bool(data.get("isWebhook")), "received": 0}
+        elif kind == "hook_received" and found.get(key, {}).get("kind") == "hook":
+            found[key]["received"] += 1
+        elif kind in ("hook_disposed", "wait_completed"):
+            found.pop(key, None)
+        elif kind == "wait_created":
+            found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt"))}
+    return [found[key] for key in sorted(found, key=call_order)]
+
+
+def describe_wait(wait: dict[str, Any]) -> str:
+    """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``."""
+    kind = wait["kind"]
+    if kind == "step" and wait["status"] == "running":
+        return f"step {wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"
+    if kind == "step":
+        return f"step {wait['name']}, queued (attempt {wait['attempt']} not started yet)"
+    if kind == "retry":
+        return f"a retry of step {wait['name']} at {wait['at']} (attempt {wait['attempt']})"
+    if kind == "sleep":
+        return f"a sleep until {wait['until']}"
+    if kind == "child":
+        return f"child run {wait['runId']}"
+    received = wait["received"]
+    return (f"{'webhook' if wait['webhook'] else 'hook'} {wait['token']} "
+            f"({'no payload yet' if not received else f'{received} payload(s) received'})")
+
+
+def _iso(value: Any) -> str | None:
+    return None if value is None else str(value)
