@@ -558,6 +558,20 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
     assert usage.code == 2 and "Traceback" not in usage.err
 
 
+def test_start_refuses_arguments_that_do_not_fit_the_workflow(dev: Dev) -> None:
+    """With AWSWORLD_MODULES (``dev`` exports it) the workflow is known: a call that does not fit its parameters
+    is a usage error naming them, and no run is recorded."""
+    too_many, unknown_kwarg, recorded = parallel(
+        dev, ("start", "clitest.sum", "[1, 2, 3]", "--run-id", "cli-bad-args"),
+        ("start", "clitest.sum", "[1]", "--kwargs", '{"c": 2}'), ("start", "clitest.sum", "[1]", "--wait", "30"))
+    line = too_many.one_line_error(2)
+    assert "total() takes from 1 to 2 positional arguments but 3 were given" in line, line
+    assert "hint: the workflow takes clitest.sum(a, b=0)" in line and "--kwargs" in line
+    assert "total() got an unexpected keyword argument 'c'" in unknown_kwarg.one_line_error(2)
+    assert "no such run" in dev("describe", "cli-bad-args").one_line_error(1), "nothing was recorded"
+    assert recorded.code == 0 and recorded.out.splitlines()[1] == "1", recorded
+
+
 def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runner]) -> None:
     """A second ``dev`` on its own state: a run waiting on a hook survives a restart, and finishes after it."""
     first = Dev(project, project / "state2", runners)

@@ -14,6 +14,7 @@ from awsworld.lambda_.container import Container, import_modules, module_names
 from awsworld.lambda_.flow import backoff_seconds, handle
 from awsworld.lambda_.observability import instrument
 from awsworld.local import LocalAWS
+from awsworld.runtime.client import Client
 from awsworld.runtime.messages import FlowMessage, queue_name_for
 from awsworld.runtime.runtime import Outcome, Runtime
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
@@ -42,8 +43,9 @@ async def test_a_run_completes_across_invocations(local: LocalAWS, esm: EventSou
     out = capsys.readouterr().out
     assert secret not in out, "payloads never reach the logs"
     lines = json_lines(out)
-    handled = [line for line in lines if line.get("message") == "delivery handled"]
+    handled = [line for line in lines if line.get("message", "").endswith(": delivery handled")]
     assert handled and all(line["runId"] == run.run_id and line["messageId"].startswith("msg_") for line in handled)
+    assert all(line["message"].startswith(f"run {run.run_id}") for line in handled), "the text names the run too"
     assert {line["outcome"] for line in handled} >= {"suspended", "completed"}
     assert any(line.get("stepId") for line in handled), "queued steps arrive as step deliveries"
     assert all(line.get("function_request_id") for line in handled), "Lambda context in every line"
@@ -91,8 +93,7 @@ async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
     gone_id = await world.queue(queue_name_for("deploy.quick"),
                                 FlowMessage(finished.run_id, "deploy.quick").to_payload())
     refused_id = await world.queue("__other_wkf_workflow_x", {"runId": "wrun_x", "workflowName": "x"})
-    unknown_id = await world.queue(queue_name_for("deploy.missing"),
-                                   FlowMessage("wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "deploy.missing").to_payload())
+    unknown = await Client(world).start("deploy.missing")  # recorded: no client code to check the name with
     not_ours_id = await world.queue(queue_name_for("deploy.quick"), {"hello": "world"})
     empty_id = await world.queue(queue_name_for("deploy.quick"), None)
     missing_run_id = await world.queue(queue_name_for("deploy.quick"),
@@ -108,7 +109,8 @@ async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
     by_world_id = {_world_id(m): m["MessageId"] for m in messages}
     invocation = await esm.invoke(messages)
 
-    expected_failures = {by_world_id[refused_id], by_world_id[unknown_id]}
+    unknown_sqs_id = next(m["MessageId"] for m in messages if _run_of(m) == unknown.run_id)
+    expected_failures = {by_world_id[refused_id], unknown_sqs_id}
     assert invocation.failed == expected_failures, "only what a retry or another consumer can still fix fails"
     assert by_world_id[gone_id] not in invocation.failed, "a record for a finished run is simply acknowledged"
 
@@ -138,13 +140,24 @@ async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
     assert sum(metric_values(lines, "MalformedMessages")) == 1
     assert sum(metric_values(lines, "DeadLettered")) == 4
     assert sum(metric_values(lines, "DeliveryErrors")) == 0
-    unknown = [line for line in lines if line.get("level") == "ERROR" and "deploy.missing" in line.get("message", "")]
-    assert unknown and "AWSWORLD_MODULES" in unknown[0]["message"]
+    missing = [line for line in lines if line.get("level") == "ERROR" and "deploy.missing" in line.get("message", "")]
+    assert missing and "AWSWORLD_MODULES" in missing[0]["message"]
+    assert all(line["message"].startswith(f"run {unknown.run_id}: ") and line["runId"] == unknown.run_id
+               for line in missing), "the line names the run it is about"
+    assert f"workflows from {app.__name__}" in missing[0]["message"], "and the modules that were loaded"
 
     # The failed records now wait out their backoff; drop them so they do not reach later tests' batches.
     for message in messages:
         if message["MessageId"] in expected_failures:
             await sqs.delete_message(QueueUrl=world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
+
+
+def _run_of(message: dict[str, Any]) -> str | None:
+    try:
+        payload = json.loads(message["Body"]).get("payload")
+    except ValueError:
+        return None
+    return payload.get("runId") if isinstance(payload, dict) else None
 
 
 def _world_id(message: dict[str, Any]) -> str | None:

@@ -19,6 +19,7 @@ from awsworld.lambda_.flow import handle
 from awsworld.lambda_.observability import instrument
 from awsworld.local import LocalAWS
 from awsworld.runtime.errors import UNKNOWN_WORKFLOW, USER_ERROR, VALUE_TOO_LARGE
+from awsworld.runtime.registry import workflow_name
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
 from . import app
@@ -43,7 +44,10 @@ async def failure(run: Any) -> WorkflowRunFailedError:
 async def test_wrong_arguments_fail_the_run_with_the_users_error_in_one_delivery(
         local: LocalAWS, esm: EventSourceMapping) -> None:
     assert local.client is not None
-    run = await local.client.start(app.two_args, 1)  # b is missing
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'b'"):
+        await local.client.start(app.two_args, 1)  # refused where it is made: the workflow is known here
+    # A client without the workflow's code (by name, no registry) cannot check: the run fails in one delivery.
+    run = await Client(local.world).start(workflow_name(app.two_args), 1)  # b is missing
     await esm.run_until(ended(run), timeout=20)
     error = await failure(run)
     assert error.code == USER_ERROR and error.error_type == "TypeError" and "'b'" in str(error)

@@ -50,6 +50,7 @@ def parse_json(text: str, what: str) -> object:
 def describe(error: BaseException) -> CliError:
     """The one line an exception deserves. Unknown exceptions still get one line, pointing at ``--debug``."""
     from ..runtime.errors import WorkflowRunCancelledError, WorkflowRunFailedError
+    from ..runtime.registry import WorkflowNotRegisteredError
     from ..world.errors import HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
 
     if isinstance(error, CliError):
@@ -63,9 +64,10 @@ def describe(error: BaseException) -> CliError:
         return CliError(error.message, "a finished run takes no more payloads")
     if isinstance(error, WorkflowRunFailedError | WorkflowRunCancelledError):
         return CliError(str(error))
-    if isinstance(error, LookupError) and "no workflow named" in str(error):
-        return CliError(str(error).split(" (")[0], "name a workflow your modules register (their `name=`), "
-                        "and set AWSWORLD_MODULES to check names before starting")
+    if isinstance(error, WorkflowNotRegisteredError):
+        return CliError(f"no workflow named {error.name!r} is registered ({error.loaded()})",
+                        "name a workflow your modules register (their `name=`), and set AWSWORLD_MODULES to "
+                        "check names before starting")
     if isinstance(error, TimeoutError):
         return CliError(str(error) or "timed out")
     if isinstance(error, WorldError):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import inspect
 import os
 import sys
 from typing import Any
@@ -113,7 +114,10 @@ def _start(args: argparse.Namespace) -> int:
 
 async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: dict[str, Any]) -> int:
     async with remote() as client:
-        run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
+        try:
+            run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
+        except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
+            raise usage(str(error), _signature_hint(client, args.workflow)) from None
         output: dict[str, Any] = {"runId": run.run_id, "workflow": args.workflow}
         if args.wait:
             view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)
@@ -125,6 +129,18 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
             if args.wait:
                 _print_outcome(output)
         return 1 if output.get("status") in ("failed", "cancelled") else 0
+
+
+def _signature_hint(client: Any, name: str) -> str:
+    """How the command's arguments map onto the workflow's parameters, with its signature when it is known."""
+    where = "ARGS is a JSON array of the positional arguments, --kwargs a JSON object of the keyword ones"
+    try:
+        signature = inspect.signature(client.registry.workflow(name).fn)
+    except (AttributeError, LookupError, TypeError, ValueError):
+        return where
+    bare = signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                             return_annotation=signature.empty)  # names and defaults: what the command gives
+    return f"the workflow takes {name}{bare}; {where}"
 
 
 def _outcome(view: Any) -> dict[str, Any]:

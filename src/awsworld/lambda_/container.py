@@ -24,11 +24,10 @@ from typing import Any, TypeVar
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
 from ..runtime.client import Client
+from ..runtime.registry import MODULES_ENV
 from ..runtime.runtime import Runtime
 
 log = logging.getLogger("awsworld.lambda")
-
-MODULES_ENV = "AWSWORLD_MODULES"
 
 T = TypeVar("T")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import inspect
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -14,7 +15,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError
+from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
@@ -24,7 +25,7 @@ from .divergence import call_order
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .hook_timeouts import failure_payload
 from .messages import FlowMessage, queue_name_for
-from .registry import Registry, workflow_definition, workflow_name
+from .registry import Registry, WorkflowDef, workflow_definition, workflow_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -172,6 +173,10 @@ class Client:
         """Start a run of ``workflow`` (a ``@workflow``, whose arguments and return type the type checker
         knows, or a workflow's registered name) with these arguments; ``run.result()`` is its return value.
 
+        Arguments that do not fit the workflow's parameters raise ``TypeError`` here, with the message Python
+        gives for the call, and nothing is recorded or queued: whenever the workflow is known (a ``@workflow``,
+        or a name in this client's registry). A name this client cannot check starts a run that fails.
+
         For an idempotent start, ``client.options(run_id=...).start(workflow, ...)``: the same id returns the
         same run (and wakes it again if it never started)."""
         return await _start(self, workflow, args, kwargs, run_id=None)
@@ -282,8 +287,13 @@ class Client:
         event: dict[str, Any] = {"eventType": "run_cancelled"}
         if reason is not None:
             event["eventData"] = {"cancelReason": reason}
-        await self.world.events.create(run_id, event)
-        await _wake(self.world, run_id, run.workflow_name, "cancel")
+        result = await self.world.events.create(run_id, event)
+        # The wake lets a delivery see the end (cancel children, tell a parent). A run that never started has a
+        # start message already, which finds the cancel in the log whenever it comes: the wake reuses its key,
+        # so while that message is queued (backing off, say: its workflow unknown here) no second one is sent.
+        # A run that started gets a wake of its own (the message that started it may be long gone).
+        never_started = result.run is not None and result.run.started_at is None
+        await _wake(self.world, run_id, run.workflow_name, "start" if never_started else "cancel")
 
 
 
@@ -325,9 +335,17 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
     """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it."""
     definition = None if isinstance(workflow, str) else workflow_definition(workflow)
     name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
-    run_id = run_id or new_run_id()
     if client.registry is not None and isinstance(workflow, str):
         definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
+    if definition is not None:
+        try:
+            bind_arguments(definition, args, kwargs)
+        except TypeError:
+            # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no arguments:
+            # the run keeps the ones it was recorded with.
+            if run_id is None or not await _recorded(client.world, run_id, name):
+                raise
+    run_id = run_id or new_run_id()
     # The workflow's retention rides in the execution context (started by name without a registry: the
     # deployment's default).
     context = definition.execution_context() if definition is not None else {}
@@ -346,8 +364,33 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
         try:
             await _wake(client.world, run.run_id, result.run.workflow_name, "start")
         except Exception as error:
-            raise RunStartError(run.run_id, error) from error
+            raise RunStartError(run.run_id, error, workflow=result.run.workflow_name) from error
     return run
+
+
+def bind_arguments(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Raise the ``TypeError`` the run's first delivery would raise calling the workflow with these arguments,
+    now, with Python's own message. Calling an ``async def`` binds its arguments and makes a coroutine without
+    running any of its body; the coroutine is closed unrun. (A function that only says it is a coroutine
+    function is checked against its signature instead: calling it would run it.)"""
+    fn = definition.fn
+    code = getattr(fn, "__code__", None)
+    if code is not None and code.co_flags & inspect.CO_COROUTINE:
+        fn(*args, **kwargs).close()
+        return
+    try:
+        inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
+    except TypeError as error:
+        raise TypeError(f"{getattr(fn, '__qualname__', definition.name)}() {error}") from None
+
+
+async def _recorded(world: Any, run_id: str, name: str) -> bool:
+    """Whether run ``run_id`` of workflow ``name`` is recorded already (one read, on a refused start only)."""
+    try:
+        run = await world.runs.get(run_id, resolve_data="none")
+    except RunNotFoundError:
+        return False
+    return run.workflow_name == name
 
 
 async def _wake(world: Any, run_id: str, workflow: str, reason: str) -> None:

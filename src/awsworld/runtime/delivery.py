@@ -13,9 +13,16 @@ What ends where:
   the steps its earlier delivery started and never finished.
 - A record that can never succeed (not one of ours, no run id, a run that does not exist, a run id that is not
   one) goes to the dead-letter queue on its first receive, with one log line and no payload in it.
+- A delivery for a run that has ended (cancelled, completed, failed) is acknowledged at once and never
+  retried, whatever the World: the runtime finds the end in the log (a flow) or its start refused (a step),
+  and a delivery whose code is missing here reads the run's status first. This is the one place the rule is
+  written, so both Worlds keep it.
 - A workflow or step this deployment does not have is retried with back-off for
   ``AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS`` (15 minutes: a deploy may still be rolling out), then its run
-  fails with ``UNKNOWN_WORKFLOW``, which ``Run.result()`` raises for the client to see.
+  fails with ``UNKNOWN_WORKFLOW``, naming the workflow and the modules this process loaded, which
+  ``Run.result()`` raises for the client to see.
+- Every log line about a delivery names its run (and step), in its text and as ``runId``/``stepId`` keys, so
+  a line on a laptop's terminal and a JSON line in CloudWatch both lead back to the run.
 - Anything else (a transient AWS error, a bug) fails this record only: its visibility is shortened to
   ``AWSWORLD_FAILURE_BACKOFF_SECONDS`` (10 s) doubling per receive up to 10 minutes, so a transient error is
   retried in seconds, not after the queue's 12-minute visibility timeout.
@@ -31,10 +38,12 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..world.clock import clock_of
-from ..world.errors import InvalidInputError, RunGoneError, RunNotFoundError
+from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
 from ..world.queue import Delivery
 from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
 from .messages import FlowMessage
+from .registry import WorkflowNotRegisteredError
 from .runtime import Outcome, Runtime
 
 log = logging.getLogger("awsworld.delivery")
@@ -126,6 +135,27 @@ class PoisonRecordError(Exception):
     """A record that no retry can make succeed: it goes to the dead-letter queue on its first receive."""
 
 
+@dataclass
+class Track:
+    """Which run (and step) the record being handled belongs to, once its message is read: every log line about
+    the delivery names it, and so can a host that stops the delivery from outside (the invoker's timeout)."""
+
+    run_id: str | None = None
+    step_id: str | None = None
+    message_id: str | None = None
+
+    def label(self) -> str:
+        """``run R step S`` (or ``run R``), or ``a record`` before its message was read."""
+        if self.run_id is None:
+            return "a record" if self.message_id is None else f"message {self.message_id}"
+        return f"run {self.run_id}" + (f" step {self.step_id}" if self.step_id else "")
+
+    def keys(self, **more: Any) -> dict[str, Any]:
+        """The same ids as structured keys (``extra=``: JSON logs carry them as fields)."""
+        keys = {"runId": self.run_id, "stepId": self.step_id, "messageId": self.message_id, **more}
+        return {k: v for k, v in keys.items() if v is not None}
+
+
 def backoff_seconds(count: int) -> int:
     """Visibility for a failed record: the base after the first receive, doubling, at most 10 minutes."""
     base = float(os.environ.get(BACKOFF_ENV) or DEFAULT_BACKOFF_SECONDS)
@@ -142,25 +172,23 @@ class DeliveryPath:
         self.consumer = consumer
         self.observer: Observer = observer or QuietObserver()
 
-    async def handle(self, record: Mapping[str, Any], deadline: float) -> RecordResult:
+    async def handle(self, record: Mapping[str, Any], deadline: float, track: Track | None = None) -> RecordResult:
         """Run one record to its end; never raises for a record's own failure (only ``BaseException`` that is
-        not an ``Exception``, such as a cancellation, gets through)."""
+        not an ``Exception``, such as a cancellation, gets through). ``track`` is filled in with the record's run
+        and step as soon as they are known (a host that stops the delivery names them)."""
+        track = track if track is not None else Track()
         try:
             opened = await self.consumer.open(record)
             if not isinstance(opened, Delivery):
                 return await self._skipped(record, opened)
-            return await self._deliver(record, opened, deadline)
+            return await self._deliver(record, opened, deadline, track)
         except PoisonRecordError as poison:
-            return await self._dead_letter(record, str(poison))
-        except _UnknownCodeError as unknown:
-            self.observer.count(UNKNOWN_WORKFLOW)
-            log.error("record failed: %s; retried with back-off until a deploy provides it, then its run fails "
-                      "with %s", unknown, UNKNOWN_WORKFLOW_CODE)
-            return await self._failed(record)
+            return await self._dead_letter(record, str(poison), track)
         except Exception as error:
             self.observer.count(DELIVERY_ERRORS)
-            log.warning("record failed: %s: %s", type(error).__name__, _short(error), exc_info=error)
-            return await self._failed(record)
+            log.warning("%s: record failed: %s: %s", track.label(), type(error).__name__, _short(error),
+                        exc_info=error, extra=track.keys())
+            return await self._failed(record, track)
 
     # -- outcomes ---------------------------------------------------------------------------------------
 
@@ -169,14 +197,17 @@ class DeliveryPath:
                                                                                           MALFORMED_MESSAGES))
         if skipped.failure is None:
             return RecordResult(skipped.kind)
-        log.warning("record failed: %s", skipped.failure)
-        return await self._failed(record, skipped.kind)
+        log.warning("record failed (it names no run): %s", skipped.failure)
+        return await self._failed(record, Track(), skipped.kind)
 
-    async def _deliver(self, record: Mapping[str, Any], delivery: Delivery, deadline: float) -> RecordResult:
+    async def _deliver(self, record: Mapping[str, Any], delivery: Delivery, deadline: float,
+                       track: Track) -> RecordResult:
+        track.message_id = delivery.message_id
         try:
             message = FlowMessage.from_payload(delivery.payload)
         except ValueError as error:
             raise PoisonRecordError(str(error)) from None
+        track.run_id, track.step_id = message.run_id, message.step_id
         self.observer.bind(messageId=delivery.message_id, runId=message.run_id, stepId=message.step_id,
                            workflow=message.workflow_name, attempt=delivery.attempt)
         self.observer.count(STEP_DELIVERIES if message.step_id else FLOW_DELIVERIES)
@@ -186,7 +217,13 @@ class DeliveryPath:
             self.observer.count(RUNS_STARTED)
         missing = self._missing_code(message)
         if missing is not None:
-            return await self._unknown(delivery, message, missing)
+            status = await self._status(message)
+            if status not in TERMINAL_RUN_STATUSES:
+                return await self._unknown(record, delivery, message, missing, track)
+            if message.step_id:
+                return await self._ended(delivery, f"is {status}", track)
+            # A flow message of an ended run needs no workflow code: the runtime finds the end in the log and does
+            # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
         try:
             outcome = await self.runtime.execute(delivery.payload, deadline=deadline,
@@ -204,61 +241,90 @@ class DeliveryPath:
         else:
             await self.consumer.redeliver_after(delivery, outcome.retry_after or 0.0)
             action = f"redeliver in {outcome.retry_after}s"
-        log.info("delivery handled", extra={
-            "outcome": outcome.status, "action": action, "iterations": outcome.stats.iterations,
-            "inlineSteps": outcome.stats.inline_steps, "queuedSteps": outcome.stats.queued_steps,
-            "durationMs": round((time.monotonic() - started) * 1000),
-        })
+        log.info("%s: delivery handled", track.label(), extra=track.keys(
+            outcome=outcome.status, action=action, iterations=outcome.stats.iterations,
+            inlineSteps=outcome.stats.inline_steps, queuedSteps=outcome.stats.queued_steps,
+            durationMs=round((time.monotonic() - started) * 1000)))
         return RecordResult(outcome.status)
 
-    def _missing_code(self, message: FlowMessage) -> str | None:
+    def _missing_code(self, message: FlowMessage) -> LookupError | None:
         registry = self.runtime.registry
         try:
             registry.workflow(message.workflow_name)
             if message.step_id and message.step_name:
                 registry.step(message.step_name)
         except LookupError as missing:
-            return str(missing).strip("'\"")
+            return missing
         return None
 
-    async def _unknown(self, delivery: Delivery, message: FlowMessage, missing: str) -> RecordResult:
-        """Back off while a deploy may still bring the code; past the window, fail the run for good."""
-        waited = (clock_of(self.runtime.world).now() - delivery.created_at).total_seconds()
-        if waited < unknown_window_seconds():
-            raise _UnknownCodeError(missing)
-        self.observer.count(UNKNOWN_WORKFLOW)
-        error = {"name": "UnknownWorkflowError",
-                 "message": f"{missing}; this deployment still lacked it {round(waited)} s after the run's "
-                            f"message was sent (check AWSWORLD_MODULES and the deployed code)"}
+    async def _status(self, message: FlowMessage) -> str:
+        """The run's status, read for a delivery whose code is missing here (one read, on that path only): an
+        ended run's delivery is acknowledged at once (a cancelled run must not be retried for the window)."""
         try:
-            await self.runtime.world.events.create(message.run_id, {
-                "eventType": "run_failed", "eventData": {"error": error, "errorCode": UNKNOWN_WORKFLOW_CODE}})
-        except RunGoneError:
-            pass  # the run ended meanwhile (cancelled, say): nothing left to fail
+            run = await self.runtime.world.runs.get(message.run_id, resolve_data="none")
         except RunNotFoundError:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
-        log.error("run failed with %s: %s", UNKNOWN_WORKFLOW_CODE, missing)
+        return run.status
+
+    async def _unknown(self, record: Mapping[str, Any], delivery: Delivery, message: FlowMessage,
+                       missing: LookupError, track: Track) -> RecordResult:
+        """Code this deployment lacks, for a run still going: back off while a deploy may still bring the code,
+        and past the window fail the run for good."""
+        world = self.runtime.world
+        waited = (clock_of(world).now() - delivery.created_at).total_seconds()
+        what = _missing_text(missing)
+        self.observer.count(UNKNOWN_WORKFLOW)
+        if waited < unknown_window_seconds():
+            log.error("%s: record failed: %s; retried with back-off until a deploy provides it (for %d s after "
+                      "its message was sent), then its run fails with %s", track.label(), what,
+                      round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
+            return await self._failed(record, track)
+        error = {"name": "UnknownWorkflowError",
+                 "message": f"{what}; this deployment still lacked it {round(waited)} s after the run's "
+                            f"message was sent (check AWSWORLD_MODULES and the deployed code)"}
+        try:
+            await world.events.create(message.run_id, {
+                "eventType": "run_failed", "eventData": {"error": error, "errorCode": UNKNOWN_WORKFLOW_CODE}})
+        except (RunGoneError, EntityConflictError):
+            # The run ended meanwhile (cancelled, say). Both refusals mean it: a World refuses a second end of a
+            # run with a conflict, or with "gone" when the end raced this write.
+            return await self._ended(delivery, "ended meanwhile", track)
+        except RunNotFoundError:
+            raise PoisonRecordError(f"run {message.run_id} does not exist") from None
+        log.error("%s: run failed with %s: %s", track.label(), UNKNOWN_WORKFLOW_CODE, what, extra=track.keys())
         await self.consumer.ack(delivery, delete_message=False)
         return RecordResult("unknown-workflow-failed")
 
-    async def _failed(self, record: Mapping[str, Any], status: str = "error") -> RecordResult:
+    async def _ended(self, delivery: Delivery, how: str, track: Track) -> RecordResult:
+        """The rule for a delivery of a run that has ended: acknowledged, never retried."""
+        log.info("%s: the run %s: its delivery is acknowledged, not retried", track.label(), how,
+                 extra=track.keys(outcome="run-ended"))
+        await self.consumer.ack(delivery, delete_message=False)
+        return RecordResult("run-ended")
+
+    async def _failed(self, record: Mapping[str, Any], track: Track, status: str = "error") -> RecordResult:
         """Shorten the record's visibility to the back-off (best effort: on error the queue's own visibility
         timeout applies) and report it failed."""
         try:
             await self.consumer.back_off(record, backoff_seconds(self.consumer.receive_count(record)))
         except Exception as error:
-            log.warning("could not shorten a failed record's visibility: %s", type(error).__name__)
+            log.warning("%s: could not shorten a failed record's visibility: %s", track.label(),
+                        type(error).__name__, extra=track.keys())
         return RecordResult(status, failed=True)
 
-    async def _dead_letter(self, record: Mapping[str, Any], reason: str) -> RecordResult:
+    async def _dead_letter(self, record: Mapping[str, Any], reason: str, track: Track) -> RecordResult:
         self.observer.count(DEAD_LETTERED)
         if await self.consumer.dead_letter(record, reason):
             return RecordResult("dead-lettered")
-        return await self._failed(record, "poison")
+        return await self._failed(record, track, "poison")
 
 
-class _UnknownCodeError(LookupError):
-    """The delivery names a workflow or step that no module of this deployment registered."""
+def _missing_text(missing: LookupError) -> str:
+    """What is missing, for the log and the run's error: an unknown workflow with the modules this process
+    loaded (so a typo shows next to the real names), or an unknown step."""
+    if isinstance(missing, WorkflowNotRegisteredError):
+        return f"no workflow named {missing.name!r} is registered here ({missing.loaded()})"
+    return str(missing).strip("'\"")
 
 
 def _short(error: BaseException) -> str:
@@ -266,4 +332,5 @@ def _short(error: BaseException) -> str:
     return str(error)[:300]
 
 
-__all__ = ["Consumer", "DeliveryPath", "Observer", "QuietObserver", "RecordResult", "Skipped", "backoff_seconds"]
+__all__ = ["Consumer", "DeliveryPath", "Observer", "QuietObserver", "RecordResult", "Skipped", "Track",
+           "backoff_seconds"]

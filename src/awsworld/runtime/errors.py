@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from datetime import datetime
 
 from .durations import When, seconds
@@ -100,14 +101,20 @@ class WorkflowRunFailedError(Exception):
 
 
 class RunStartError(Exception):
-    """The run was recorded but the message that starts it could not be queued: start again with
-    ``client.options(run_id=error.run_id).start(...)`` to queue it (the run is created once and runs once)."""
+    """The run was recorded but the message that starts it could not be queued. Finishing the start queues that
+    message: ``awsworld start WORKFLOW --run-id RUN`` (the command the message gives), or
+    ``client.options(run_id=error.run_id).start(...)``; the run keeps the arguments it was recorded with, is
+    created once and runs once."""
 
-    def __init__(self, run_id: str, cause: BaseException) -> None:
+    def __init__(self, run_id: str, cause: BaseException, *, workflow: str | None = None) -> None:
+        command = f"awsworld start {shlex.quote(workflow or 'WORKFLOW')} --run-id {shlex.quote(run_id)}"
         super().__init__(f"run {run_id} was recorded but could not be started ({type(cause).__name__}: "
-                         f"{str(cause)[:200]}); call client.options(run_id={run_id!r}).start(...) again to "
-                         "start it")
+                         f"{str(cause)[:200]}); finish the start with `{command}` (or "
+                         f"client.options(run_id={run_id!r}).start(...)): it queues the run's start message, "
+                         "and the run keeps its recorded arguments and runs once")
         self.run_id = run_id
+        self.workflow = workflow
+        self.command = command
 
 
 class RunEndedError(RuntimeError):

@@ -17,7 +17,11 @@ mismatched event reaches the workflow.
 run: True when the log holds a marker for it (an ``attr_set`` event the flow wrote, key
 ``awsworld.patched.<change id>``, value the position of the call), False while replaying history recorded
 without one, and True at the frontier of the log — recording a new marker, written before anything else the
-flow writes, so no event that depends on the answer can land without it.
+flow writes, so no event that depends on the answer can land without it. "History" is what the code did
+after the call's point: a call it had not declared yet, a hook it disposed, a step it cancelled, its end.
+Bookkeeping (``run_started``, other markers) and outcomes of calls declared already (a step's result, a
+hook's payload, a wait's end) are not: the code that recorded them need not have passed this point, so a
+brand-new run's first statement is at the frontier though ``run_started`` follows ``run_created``.
 """
 
 from __future__ import annotations
@@ -43,6 +47,9 @@ from .registry import Registry, StepDef, WorkflowDef
 from .replay_loop import ReplayLoop
 
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
+DECLARING_EVENTS = frozenset({"step_created", "wait_created", "hook_created", "hook_conflict"})
+"""The events that record a call the code declared (a hook refused for its token is recorded as a conflict)."""
+CODE_DECISIONS = frozenset({"hook_disposed", "run_completed", "run_failed"})
 PATCH_MARKER_PREFIX = "awsworld.patched."
 MAX_CHANGE_ID_LENGTH = 200
 WAIT_TOLERANCE = timedelta(milliseconds=1)
@@ -273,13 +280,27 @@ class WorkflowExecution:
         if answer is None:  # the run's first call: its answer holds for every later call of the run
             if change_id in self.markers:
                 answer = True  # recorded when the run first reached the call on new code
-            elif self.cursor < len(self.log):
+            elif self._history_ahead():
                 answer = False  # history recorded without the change
             else:
                 answer = True  # the frontier: new code; recorded before anything else the flow writes
                 self.markers[change_id] = self.pending_markers[change_id] = self.cursor
             self.patch_answers[change_id] = answer
         return answer
+
+    def _history_ahead(self) -> bool:
+        """Whether the log holds, past what the workflow has consumed, something its code did after this point
+        (see the module's doc): then the run was recorded by code that passed here without the change."""
+        for event in self.log[self.cursor:]:
+            kind = event.event_type
+            if kind in DECLARING_EVENTS:
+                if (event.correlation_id or "") not in self.ops:
+                    return True
+            elif kind in CODE_DECISIONS:
+                return True
+            elif kind == "step_failed" and ((event.event_data or {}).get("error") or {}).get("code") == STEP_CANCELLED:
+                return True  # the code cancelled its await of the step
+        return False
 
     def take_markers(self) -> dict[str, int]:
         """The patch markers to record now (before anything else the flow writes)."""

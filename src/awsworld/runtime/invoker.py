@@ -14,7 +14,7 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
-from .delivery import Consumer, DeliveryPath, RecordResult
+from .delivery import Consumer, DeliveryPath, RecordResult, Track
 from .runtime import Runtime, budget_deadline
 
 log = logging.getLogger("awsworld.local")
@@ -43,12 +43,14 @@ class Invoker:
         failed."""
         self.deliveries += 1
         deadline = budget_deadline(self.timeout * 1000)
+        track = Track()
         try:
-            result = await asyncio.wait_for(self.path.handle(record, deadline), timeout=self.timeout)
+            result = await asyncio.wait_for(self.path.handle(record, deadline, track), timeout=self.timeout)
         except TimeoutError:
             self.timed_out += 1
-            log.warning("a delivery outlived its %ss invocation and was stopped, as Lambda would; its message "
-                        "comes back after the visibility timeout", self.timeout)
+            log.warning("%s: its delivery outlived its %ss invocation and was stopped, as Lambda would; its "
+                        "message comes back after the visibility timeout", track.label(), self.timeout,
+                        extra=track.keys())
             return None
         self.results.append(result)
         if not result.failed:

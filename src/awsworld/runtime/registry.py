@@ -10,6 +10,7 @@ import functools
 import inspect
 import logging
 import math
+import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,6 +27,9 @@ log = logging.getLogger("awsworld.registry")
 _warned_main = False
 
 DEFAULT_MAX_RETRIES = 3
+MODULES_ENV = "AWSWORLD_MODULES"
+"""The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
+MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
 
 
 @dataclass(frozen=True)
@@ -75,8 +79,12 @@ class Registry:
         try:
             return self.workflows[name]
         except KeyError:
-            raise LookupError(f"no workflow named {name!r} is registered in this process (import the module "
-                              "that defines it: AWSWORLD_MODULES / awsworld dev MODULE)") from None
+            raise WorkflowNotRegisteredError(name, self.modules()) from None
+
+    def modules(self) -> list[str]:
+        """The modules whose workflows this registry holds, sorted: what an unknown workflow's error names, so
+        a typo is told from a module that was never imported."""
+        return sorted({definition.fn.__module__ for definition in self.workflows.values()})
 
     def step(self, name: str) -> StepDef:
         try:
@@ -86,6 +94,28 @@ class Registry:
             if builtin is not None:
                 return builtin
             raise LookupError(f"no step named {name!r} is registered in this process") from None
+
+
+class WorkflowNotRegisteredError(LookupError):
+    """A workflow name no module of this process registered: ``name``, and ``modules``, the modules that did
+    register workflows here (with ``AWSWORLD_MODULES`` as this process's environment sets it, when it does)."""
+
+    def __init__(self, name: str, modules: list[str]) -> None:
+        self.name = name
+        self.modules = modules
+        self.env_modules = os.environ.get(MODULES_ENV)
+        super().__init__(f"no workflow named {name!r} is registered in this process (loaded: {self.loaded()}; "
+                         f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE)")
+
+    def loaded(self) -> str:
+        """Which modules registered workflows here, for a person: a typo shows next to the real names."""
+        if not self.modules:
+            text = "no module has registered a workflow"
+        else:
+            shown = ", ".join(self.modules[:MAX_MODULES_NAMED])
+            more = len(self.modules) - MAX_MODULES_NAMED
+            text = f"workflows from {shown}" + (f" and {more} more modules" if more > 0 else "")
+        return text if self.env_modules is None else f"{text}; {MODULES_ENV}={self.env_modules!r}"
 
 
 def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:

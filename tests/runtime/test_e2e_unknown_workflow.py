@@ -1,0 +1,170 @@
+"""A run no deployment can run: started under a name nothing registers (a typo, a module missing from
+AWSWORLD_MODULES). It is retried for the unknown-workflow window, then fails naming the workflow and the modules
+this process loaded; cancelled meanwhile, its messages are acknowledged at once and never retried. Every log
+line about its deliveries names it. In memory (virtual hours) and on LocalAWS (a short window), through the
+real delivery path."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, workflow
+from awsworld.local import LocalAWS
+from awsworld.runtime.client import Client
+from awsworld.runtime.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
+from awsworld.runtime.errors import UNKNOWN_WORKFLOW
+from awsworld.runtime.messages import FlowMessage, queue_name_for
+from awsworld.runtime.registry import Registry, WorkflowDef
+from awsworld.testing import WorkflowTestEnv
+
+TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orders.checkout; registered nowhere
+
+
+@workflow
+async def checkout(order: str) -> str:
+    return order
+
+
+class Lines(logging.Handler):
+    """What the delivery path and its host logged (a handler of their own: a test never depends on how the
+    root logger is configured)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+    def about_deliveries(self) -> list[str]:
+        return [r.getMessage() for r in self.records if r.name in ("awsworld.delivery", "awsworld.local")]
+
+
+@pytest.fixture
+def lines() -> Iterator[Lines]:
+    handler = Lines()
+    loggers = [logging.getLogger(name) for name in ("awsworld.delivery", "awsworld.local")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.addHandler(handler)
+        logger.setLevel(logging.DEBUG)
+    yield handler
+    for logger, level in zip(loggers, levels, strict=True):
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+
+
+def this_module_only() -> Registry:
+    """A deployment whose modules register one workflow (this module's ``checkout``)."""
+    registry = Registry()
+    registry.add_workflow(WorkflowDef("tests.runtime.orders.checkout", checkout))
+    return registry
+
+
+def assert_every_line_names(lines: Lines, run_id: str) -> None:
+    about = lines.about_deliveries()
+    assert about, "the deliveries were logged"
+    assert all(f"run {run_id}" in line for line in about), about
+
+
+# ----------------------------------------------------------------------------------------- in memory
+
+
+async def test_a_cancelled_run_of_an_unknown_workflow_is_delivered_at_most_once_more(lines: Lines) -> None:
+    async with WorkflowTestEnv(registry=this_module_only()) as env:
+        client = Client(env.world)  # a client of a deployed stack: it has no workflow code to check names with
+        run = await client.start(TYPO, "A-17")
+        await env.sleep(60)  # deliveries at 0, 10 and 30 s, each failed and backed off
+        before = env.deliveries
+        assert before == 3 and await run.status() == "pending"
+        assert [r.status for r in env.driver.results] == ["error"] * before
+        await client.cancel(run.run_id, reason="started under a typo")
+        await env.sleep(2 * 3600)
+        assert env.deliveries - before <= 1, "a cancelled run is not retried"
+        assert [r.status for r in env.driver.results[before:]] == ["gone"], \
+            "the message still backing off is delivered once more, and acknowledged"
+        assert env.world.memory_queue.pending_count() == 0 and not env.world.memory_queue.dead_letters, \
+            "nothing left to retry, nothing dead-lettered"
+        with pytest.raises(WorkflowRunCancelledError, match="started under a typo"):
+            await run.result(timeout=5)
+        # A step message of the ended run, for a step this deployment lacks: acknowledged at once too.
+        step_message = FlowMessage(run.run_id, TYPO, "step_1", "nowhere.step")
+        await env.world.queue(queue_name_for(TYPO), step_message.to_payload())
+        await env.sleep(3600)
+        assert [r.status for r in env.driver.results[before + 1:]] == ["run-ended"]
+    assert_every_line_names(lines, run.run_id)
+
+
+async def test_an_unknown_workflow_fails_its_run_after_the_window_naming_what_was_loaded(lines: Lines) -> None:
+    async with WorkflowTestEnv(registry=this_module_only()) as env:
+        client = Client(env.world)
+        run = await client.start(TYPO, "A-17")
+        await env.sleep(3600)  # the clock skips through the back-offs
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result(timeout=5)
+        error = failed.value
+        assert error.code == UNKNOWN_WORKFLOW and error.error_type == "UnknownWorkflowError"
+        assert f"no workflow named {TYPO!r}" in str(error)
+        assert f"(workflows from {checkout.__module__})" in str(error), \
+            "the modules that were loaded are named, so a typo shows next to the real name"
+        view = await run.get()
+        assert view.completed_at is not None
+        waited = (view.completed_at - view.created_at).total_seconds()
+        assert 900 <= waited < 900 + 600, "failed after the 15-minute window, not before, not much after"
+        assert env.deliveries <= 8, "backed off, not retried in a loop"
+        assert env.world.memory_queue.pending_count() == 0
+    assert_every_line_names(lines, run.run_id)
+
+
+# ----------------------------------------------------------------------------------------- on LocalAWS
+
+
+async def until(predicate, timeout: float = 20.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not await predicate():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.05)
+
+
+async def test_on_local_aws_a_cancelled_run_of_an_unknown_workflow_is_delivered_at_most_once_more(
+        local: LocalAWS, lines: Lines, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(UNKNOWN_WINDOW_ENV, "120")
+    monkeypatch.setenv(BACKOFF_ENV, "1")  # back-offs of 1, 2, 4 s
+    poller = local.poller
+    assert poller is not None
+    client = Client(local.world)
+    start = poller.deliveries
+
+    run = await client.start(TYPO, "A-17")
+
+    async def retried() -> bool:
+        return poller.deliveries - start >= 2
+
+    await until(retried)
+    await client.cancel(run.run_id)
+    before = poller.deliveries
+    await asyncio.sleep(6)  # past the longest back-off the run's message could be waiting out
+    after = [r.status for r in poller.results[len(poller.results) - (poller.deliveries - before):]] \
+        if poller.deliveries > before else []
+    assert poller.deliveries - before <= 1 and all(s == "gone" for s in after), after
+    with pytest.raises(WorkflowRunCancelledError):
+        await run.result(timeout=5)
+    assert_every_line_names(lines, run.run_id)
+
+
+async def test_on_local_aws_an_unknown_workflow_fails_its_run_after_the_window(
+        local: LocalAWS, lines: Lines, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(UNKNOWN_WINDOW_ENV, "2")
+    monkeypatch.setenv(BACKOFF_ENV, "1")
+    client = Client(local.world)
+    run = await client.start(TYPO, "A-17")
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    assert failed.value.code == UNKNOWN_WORKFLOW
+    assert f"no workflow named {TYPO!r}" in str(failed.value) and "workflows from " in str(failed.value)
+    assert_every_line_names(lines, run.run_id)
