@@ -17,11 +17,12 @@ from typing import Protocol
 
 from ...world.entities import TERMINAL_RUN_STATUSES
 from ...world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError, RunNotFoundError
+from ...world.limits import DEFAULT_MAX_VALUE_BYTES
 from .signal import Signal
 
 FRAME_BYTES = 4
-MAX_CHUNK_BYTES = 64 * 1024 * 1024 - FRAME_BYTES
-"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB)."""
+MAX_CHUNK_BYTES = DEFAULT_MAX_VALUE_BYTES - FRAME_BYTES
+"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
 
 
 class RunStatuses(Protocol):
