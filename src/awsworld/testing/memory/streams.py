@@ -20,10 +20,18 @@ from ...world.clock import Clock
 from ...world.errors import InvalidInputError
 from ...world.ids import check_entity_id
 from ...world.limits import DEFAULT_MAX_VALUE_BYTES
-from ...world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
+from ...world.streams import (
+    FRAME_BYTES,
+    Chunk,
+    StreamChunk,
+    StreamChunkPage,
+    StreamInfo,
+    check_stream_name,
+    chunk_bytes,
+)
 from .stream_reader import MemoryLiveStream
 from .stream_session import MemoryWriteSession, OpenSessions
-from .stream_store import FRAME_BYTES, MemoryStreamStore, RunStatuses
+from .stream_store import MemoryStreamStore, RunStatuses
 
 MAX_PAGE_CHUNKS = 1000
 PAGE_BYTES = 8 * 1024 * 1024
