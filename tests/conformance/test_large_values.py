@@ -39,6 +39,7 @@ from .helpers import (
     stored,
     table_items,
     unique,
+    written,
 )
 
 module_local_aws, world = module_world()
@@ -158,6 +159,33 @@ async def test_every_kind_of_large_value_reads_back_equal_from_another_world(wor
         assert data["run_completed"]["output"] == {"out": big}  # type: ignore[index]
     finally:
         await other.close()
+
+
+async def test_a_write_answers_with_the_value_it_wrote_in_every_size_class(world: AnyWorld) -> None:
+    """The event a write answers with carries its value, inline, sealed or in S3, alone, in a batch, or as the
+    run's end. (Regression: a written event whose value went to S3 was answered with that value as None, so a
+    flow that kept its own run_completed reported a child's large result to its parent as None.)"""
+    limit = inline_limit(world)
+    for value in ("é" * 10, {"big": "é🚀\x00" * (limit // 4)}):
+        run_id = await new_run(world, start=True)
+        hook_id, token = unique("h"), unique("tok")
+        batch = await world.events.create_batch(run_id, [step_created("a", input=value),
+                                                         step_created("b", input=[value])])
+        assert [(o.result.event.event_data or {})["input"] for o in batch.results if o.result and o.result.event
+                ] == [value, [value]]
+        hooked = written(await world.events.create(run_id, hook_created(hook_id, token, metadata=value)))
+        assert (hooked.event_data or {})["metadata"] == value
+        for event, field in ((step_started("a"), None), (step_completed("a", value), "result"),
+                             (hook_received(hook_id, value), "payload"), (run_completed(value), "output")):
+            answered = written(await world.events.create(run_id, event))
+            if field is not None:
+                assert (answered.event_data or {})[field] == value, (answered.event_type, _size(value))
+        for resolve, shown in (("none", False), ("skip-step-inputs", True)):
+            again = written(await world.events.create(new_run_id(), run_created(input=value),
+                                                      resolve_data=resolve))
+            assert ("input" in (again.event_data or {})) is shown
+            if shown:
+                assert (again.event_data or {})["input"] == value
 
 
 async def test_resolve_none_does_not_fetch_s3_values(world: AnyWorld) -> None:

@@ -6,11 +6,13 @@ On moto and in memory (``stream_world``); how few commits a burst takes is check
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 
-from awsworld.world import EntityConflictError, InvalidInputError, RunGoneError
+from awsworld.world import EntityConflictError, InvalidInputError, PayloadTooLargeError, RunGoneError
 
 from .conftest import is_memory
 from .helpers import new_run, run_completed
@@ -137,3 +139,31 @@ async def test_session_as_a_context_manager(world: Any, run_id: str) -> None:
 def test_writer_id_is_validated(world: Any) -> None:
     with pytest.raises(InvalidInputError):
         world.streams.create_write_session("wrun_x", S, "wrtr bad")
+
+
+@pytest.fixture
+async def small_world(world: Any) -> AsyncIterator[Any]:
+    """A World on ``world``'s backend (and its streams' encryption) taking values of at most 1,000 bytes."""
+    from awsworld.aws import AWSWorld
+    from awsworld.testing.memory import MemoryWorld
+
+    small = (MemoryWorld(storage=world.storage, max_value_bytes=1000) if is_memory(world)
+             else AWSWorld(dataclasses.replace(world.config, max_value_bytes=1000)))
+    yield small
+    await small.close()
+
+
+async def test_a_chunk_over_the_limit_is_refused_by_its_write_and_the_session_goes_on(small_world: Any) -> None:
+    """Refused where it is made, before it takes its sequence number: the chunks before it, the session and the
+    stream are as they were (it used to be refused by the flush, failing the session and its whole batch)."""
+    run_id = await new_run(small_world, start=True)
+    session = small_world.streams.create_write_session(run_id, S, "wrtr_big", flush_interval=60.0)
+    await session.write(0, [b"before"])
+    with pytest.raises(PayloadTooLargeError):
+        await session.write(1, [b"x" * 997])  # with its 4-byte frame, one byte past the limit
+    await session.write(1, [b"y" * 996])  # the largest chunk, under the same number
+    await session.close()
+    assert await chunks_of(small_world, run_id) == [b"before", b"y" * 996]
+    with pytest.raises(PayloadTooLargeError):  # a plain write is refused the same way, and writes nothing
+        await small_world.streams.write(run_id, "plain", b"x" * 997)
+    assert not (await small_world.streams.get_chunks(run_id, "plain")).data

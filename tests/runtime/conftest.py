@@ -8,6 +8,8 @@ is running, count the deliveries one scenario took):
   test that shows a delay was honoured reads the log's timestamps (virtual time), not ``time.monotonic()``.
 - ``aws``: one ``LocalAWS`` per module (moto's server, its SQS queue and a local poller), for tests that assert
   what AWS does (request counts, DynamoDB/S3 layout, SQS specifics, the CLI on a deployed-style config).
+- ``dynamodb-local``: the same with AWS's DynamoDB Local for DynamoDB (moto for S3 and SQS), for modules that
+  run on every backend (``ALL_BACKENDS``); it starts Java on first use.
 
 A module picks its backend by overriding ``e2e_backend`` (module scope); a test runs on both with
 ``@pytest.mark.parametrize("e2e_backend", BOTH)``. A module that needs a different runtime configuration
@@ -27,7 +29,7 @@ from typing import Any
 import pytest
 
 from awsworld import Run
-from awsworld.local import LocalAWS, MotoServer
+from awsworld.local import DynamoDBLocal, LocalAWS, MotoServer
 from awsworld.runtime.delivery import RecordResult
 from awsworld.runtime.errors import RunEndedError
 from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
@@ -38,7 +40,9 @@ from awsworld.world.errors import HookNotFoundError
 RESULT_TIMEOUT = 30.0
 MEMORY = "memory"
 AWS = "aws"
+DYNAMODB_LOCAL = "dynamodb-local"
 BOTH = [MEMORY, AWS]
+ALL_BACKENDS = [MEMORY, AWS, DYNAMODB_LOCAL]
 
 
 @contextmanager
@@ -62,7 +66,8 @@ def local_env() -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def e2e_backend() -> str:
-    """Where this module's workflows run: ``memory`` (WorkflowTestEnv) or ``aws`` (LocalAWS on moto)."""
+    """Where this module's workflows run: ``memory`` (WorkflowTestEnv), ``aws`` (LocalAWS on moto) or
+    ``dynamodb-local`` (LocalAWS with DynamoDB Local)."""
     return MEMORY
 
 
@@ -78,6 +83,14 @@ def _runtime_env(local_env: dict[str, str]) -> Iterator[None]:
 async def local(moto_server: MotoServer, _runtime_env: None) -> AsyncIterator[LocalAWS]:
     """A LocalAWS for this module: fresh table, bucket and queue; its poller runs every delivery."""
     async with LocalAWS("moto", moto=moto_server) as aws:
+        yield aws
+
+
+@pytest.fixture(scope="module")
+async def local_dynamodb(moto_server: MotoServer, dynamodb_local: DynamoDBLocal,
+                         _runtime_env: None) -> AsyncIterator[LocalAWS]:
+    """A LocalAWS on DynamoDB Local (S3 and SQS on moto) for this module, with its poller."""
+    async with LocalAWS("dynamodb-local", moto=moto_server, dynamodb_local=dynamodb_local) as aws:
         yield aws
 
 
@@ -111,11 +124,12 @@ class E2E:
     """One API on both backends: ``client``, ``world``, ``poller`` (the LocalPoller or the env's driver: both
     have ``deliveries`` and ``results``), ``idle``, ``sleep``, ``counting``, ``hook_ready``, ..."""
 
-    def __init__(self, *, env: WorkflowTestEnv | None = None, local: LocalAWS | None = None) -> None:
+    def __init__(self, *, env: WorkflowTestEnv | None = None, local: LocalAWS | None = None,
+                 backend: str | None = None) -> None:
         assert (env is None) != (local is None)
         self.env = env
         self.local = local
-        self.backend = MEMORY if env is not None else AWS
+        self.backend = backend or (MEMORY if env is not None else AWS)
 
     @property
     def memory(self) -> bool:
@@ -260,4 +274,6 @@ def e2e(request: pytest.FixtureRequest, e2e_backend: str) -> E2E:
         return E2E(env=request.getfixturevalue("memory_env"))
     if e2e_backend == AWS:
         return E2E(local=request.getfixturevalue("local"))
-    raise ValueError(f"e2e_backend must be {MEMORY!r} or {AWS!r}, not {e2e_backend!r}")
+    if e2e_backend == DYNAMODB_LOCAL:
+        return E2E(local=request.getfixturevalue("local_dynamodb"), backend=DYNAMODB_LOCAL)
+    raise ValueError(f"e2e_backend must be one of {ALL_BACKENDS}, not {e2e_backend!r}")

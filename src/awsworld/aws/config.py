@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
+
+from ..world.limits import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
+from ..world.limits import max_value_bytes
 
 DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
-DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
 _DAY = 24 * 3600
 DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
 DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
@@ -59,9 +63,17 @@ class AWSConfig:
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
             dynamodb_endpoint_url=env.get("AWS_ENDPOINT_URL_DYNAMODB"),
             deployment_id=env.get("AWSWORLD_DEPLOYMENT_ID"),
-            inline_value_limit=int(env.get("AWSWORLD_INLINE_VALUE_LIMIT", DEFAULT_INLINE_VALUE_LIMIT)),
-            max_value_bytes=int(env.get("AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES)),
+            **value_limits(env),
             retention_seconds=round(float(env.get("AWSWORLD_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)) * _DAY),
             max_run_seconds=round(float(env.get("AWSWORLD_MAX_RUN_DAYS", DEFAULT_MAX_RUN_DAYS)) * _DAY),
             kms_key_id=env.get("AWSWORLD_KMS_KEY_ID") or None,  # the template sets it empty when off
         )
+
+
+def value_limits(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``inline_value_limit`` and ``max_value_bytes`` as the environment sets them (``AWSWORLD_INLINE_VALUE_LIMIT``,
+    ``AWSWORLD_MAX_VALUE_BYTES``): the deployed functions read them in ``from_env``, the local emulator too."""
+    env = os.environ if environ is None else environ
+    return {"inline_value_limit": int(env.get("AWSWORLD_INLINE_VALUE_LIMIT") or DEFAULT_INLINE_VALUE_LIMIT),
+            "max_value_bytes": max_value_bytes(env)}
+

@@ -18,7 +18,7 @@ import uuid
 from types import TracebackType
 from typing import Literal
 
-from ..aws.config import AWSConfig
+from ..aws.config import AWSConfig, value_limits
 from ..aws.world import AWSWorld
 from ..runtime.client import Client
 from ..runtime.runtime import Runtime
@@ -146,7 +146,9 @@ class LocalAWS:
     # -- resources and worlds --------------------------------------------------------------------------
 
     def base_config(self, name: str | None = None) -> AWSConfig:
-        """A config for this emulator with unique resource names (nothing provisioned yet)."""
+        """A config for this emulator with unique resource names (nothing provisioned yet); its value limits
+        are the environment's (``AWSWORLD_INLINE_VALUE_LIMIT``, ``AWSWORLD_MAX_VALUE_BYTES``), as the deployed
+        functions read them."""
         name = name or f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
         return AWSConfig(
             table_name=name,
@@ -156,6 +158,7 @@ class LocalAWS:
             dynamodb_endpoint_url=self.dynamodb_endpoint_url,
             deployment_id=self.deployment_id,
             client_options=dict(DUMMY_CREDENTIALS),
+            **value_limits(),
         )
 
     async def new_config(self, name: str | None = None, *, encrypt_payloads: bool | None = None) -> AWSConfig:

@@ -42,6 +42,9 @@ Why the races are safe:
   by then, so a child is never orphaned whichever of the two looks first.
 - *The child ends after its parent* (detached, or left running when the parent completed): the parent's hooks
   went with its run, so there is nothing to deliver and nothing is.
+- *The child's result fits its own run but not the outcome around it* (within a few dozen bytes of
+  ``AWSWORLD_MAX_VALUE_BYTES``): the parent receives a failure instead (``ChildWorkflowError`` with
+  ``error_type`` ``ValueTooLargeError``, code ``VALUE_TOO_LARGE``), never a report retried for good.
 - *The workflow cancels the call* (the task awaiting ``start_child`` or a child call, a ``first_successful``
   loser) while the start step is open: the step's end is recorded as cancelled and the awaiting task raises
   ``CancelledError``. A start not begun yet never begins (no child run). A start under way is finished
@@ -77,7 +80,7 @@ from . import serde
 from .child_ids import START_CHILD, child_run_id
 from .client import Client, _wake
 from .context import current_step, require_execution
-from .errors import FatalError, ValueTooLargeError
+from .errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
 from .ops import HookOp
 from .registry import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
 from .retry import RetryPolicy
@@ -345,10 +348,22 @@ async def report_to_parent(world: Any, run_id: str, parent_id: str, end: Event) 
         log.warning("run %s: the hook for its outcome is held by run %s, not its parent %s: not reported",
                     run_id, hook.run_id, parent_id)
         return
+    client = Client(world)
     try:
-        await Client(world).resume_hook_outcome(token, _outcome_payload(end), idempotency_key=token)
+        try:
+            await client.resume_hook_outcome(token, _outcome_payload(end), idempotency_key=token)
+        except PayloadTooLargeError as too_large:
+            # The result fits the child's own run but not with the outcome around it: the parent's await fails
+            # naming why (retrying would refuse it again, and the parent would wait for good).
+            await client.resume_hook_outcome(token, _too_large_payload(too_large), idempotency_key=token)
     except (HookNotFoundError, RunGoneError):
         return  # the parent ended meanwhile
+
+
+def _too_large_payload(too_large: PayloadTooLargeError) -> dict[str, Any]:
+    return {"status": "failed", "code": VALUE_TOO_LARGE, "error": {
+        "name": ValueTooLargeError.__name__,
+        "message": f"it completed, but its result is too large to pass to its parent: {too_large.message}"}}
 
 
 def _outcome_payload(end: Event) -> dict[str, Any]:

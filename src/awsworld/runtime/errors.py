@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+import re
 import shlex
 from datetime import datetime
 
 from .durations import When, seconds
+
+MAX_ERROR_MESSAGE = 32 * 1024
+"""The most characters of an error message the log keeps (a step's, a workflow's): past it, the head and a
+notice of how many characters were cut (``cap_message``)."""
+_CUT = re.compile(r"… \((\d+) more characters cut\)$")
+_NOTICE_ROOM = 40  # "… (<up to 20 digits> more characters cut)"
+
+
+def cap_message(message: str) -> str:
+    """``message`` if it is at most ``MAX_ERROR_MESSAGE`` characters, else its head and ``… (N more characters
+    cut)``, at most ``MAX_ERROR_MESSAGE`` in all. Capping again (a step's capped message raised on as the run's
+    error, perhaps with a prefix) keeps counting from the original: N is every character cut so far."""
+    if len(message) <= MAX_ERROR_MESSAGE:
+        return message
+    found = _CUT.search(message)
+    head, cut = (message[:found.start()], int(found.group(1))) if found else (message, 0)
+    keep = MAX_ERROR_MESSAGE - _NOTICE_ROOM
+    return f"{head[:keep]}… ({cut + len(head) - keep} more characters cut)"
 
 
 class FatalError(Exception):

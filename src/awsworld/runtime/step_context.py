@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any, TypeVar
 
 from ..world.ids import new_ulid
-from ..world.streams import Chunk, chunk_bytes
+from ..world.streams import Chunk, check_chunk_sizes, chunk_bytes
 
 log = logging.getLogger("awsworld.streams")
 
@@ -33,7 +33,9 @@ class StreamWriter:
     (``AWSWORLD_STREAM_FLUSH_MS``, 50 ms) share one S3 object and one commit, and a live reader sees them at
     most one window (plus the flush) later. They are durable when ``flush`` or ``close`` returns, and always
     before the step's end is recorded: the step runner flushes every writer of the step first. A flush that
-    failed is raised by the next ``write``/``flush``/``close``, or fails the step's attempt at its end.
+    failed is raised by the next ``write``/``flush``/``close``, or fails the step's attempt at its end. A chunk
+    larger than the World takes (``AWSWORLD_MAX_VALUE_BYTES`` less its frame) is refused by its ``write`` with
+    ``PayloadTooLargeError``; the chunks before it and the writer are untouched.
     A World without write sessions gets each call as ``write``/``write_multi``, durable on return.
     """
 
@@ -58,6 +60,9 @@ class StreamWriter:
         if self._session is None:
             await self._world.streams.write_multi(self.run_id, self.name, chunks)
             return
+        # A chunk the World cannot take is refused here, at the call, before it takes a place in the sequence
+        # (a place never filled would hold up every later chunk of this writer).
+        check_chunk_sizes(chunks, getattr(self._session, "max_chunk_bytes", None))
         seq, self._seq = self._seq, self._seq + 1  # taken before any await: concurrent calls keep call order
         await self._session.write(seq, chunks)
 

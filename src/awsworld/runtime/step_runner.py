@@ -51,12 +51,11 @@ from ..world.errors import (
 from ..world.events import Event, EventResult
 from . import serde
 from .context import current_step
-from .errors import FatalError, StepTimeoutError, ValueTooLargeError
+from .errors import FatalError, StepTimeoutError, ValueTooLargeError, cap_message
 from .poll import POLL_NOT_READY, PollSpec
 from .registry import Registry, StepDef
 from .step_context import StepContext, StepMetadata
 
-MAX_ERROR_MESSAGE = 32 * 1024
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
 CHECK_SECONDS_ENV = "AWSWORLD_STEP_CHECK_SECONDS"
@@ -85,11 +84,8 @@ class StepOutcome:
 
 def structured_error(error: BaseException) -> dict[str, Any]:
     """An error as the log stores it; the stack is kept (it is code, not user data)."""
-    message = str(error) or type(error).__name__
-    if len(message) > MAX_ERROR_MESSAGE:  # a message of megabytes would not fit the log: keep its head, say so
-        message = f"{message[:MAX_ERROR_MESSAGE]}… ({len(message) - MAX_ERROR_MESSAGE} more characters cut)"
     return {
-        "message": message,
+        "message": cap_message(str(error) or type(error).__name__),  # megabytes would not fit: head, and a notice
         "name": type(error).__name__,
         "stack": "".join(traceback.format_exception(error))[-8000:],
     }

@@ -18,15 +18,19 @@ from collections.abc import Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from .errors import EntityConflictError, InvalidInputError
-from .streams import Chunk, chunk_bytes
+from .streams import Chunk, check_chunk_sizes, chunk_bytes
 
 
 class OrderedWriteSession(ABC):
     def __init__(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
-                 registry: SessionRegistry[Any] | None) -> None:
+                 registry: SessionRegistry[Any] | None, max_chunk_bytes: int | None = None) -> None:
+        """``max_chunk_bytes``: the World's largest chunk. A larger one is refused by ``write`` itself, before
+        it is taken, so the session and the chunks written before it stay as they were (were it refused by the
+        flush, the flush's failure would stick to the session and take the other chunks of its batch along)."""
         self.run_id = run_id
         self.name = name
         self.writer_id = writer_id
+        self.max_chunk_bytes = max_chunk_bytes
         self._registry = registry
         self._next_seq = first_seq
         self._waiting: dict[int, list[bytes]] = {}
@@ -66,7 +70,9 @@ class OrderedWriteSession(ABC):
                                     field="chunkSeq")
         if isinstance(chunks, str | bytes):
             chunks = [chunks]
-        self._waiting[chunk_seq] = [chunk_bytes(c, "chunks") for c in chunks]
+        data = [chunk_bytes(c, "chunks") for c in chunks]
+        check_chunk_sizes(data, self.max_chunk_bytes)
+        self._waiting[chunk_seq] = data
         moved = 0
         while self._next_seq in self._waiting:
             for chunk in self._waiting.pop(self._next_seq):

@@ -13,10 +13,23 @@ from typing import Protocol, runtime_checkable
 from pydantic import ConfigDict, Field
 
 from .base import WireModel
-from .errors import InvalidInputError
+from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id
 
 Chunk = str | bytes | bytearray | memoryview
+FRAME_BYTES = 4
+"""Every stored chunk carries a 4-byte length frame: a chunk and its frame fit ``AWSWORLD_MAX_VALUE_BYTES``."""
+
+
+def check_chunk_sizes(chunks: Sequence[bytes], max_chunk_bytes: int | None, field: str = "chunk") -> None:
+    """Refuse a chunk larger than ``max_chunk_bytes`` (None: no bound) with ``PayloadTooLargeError``, the same
+    on every World and before anything is taken: a refused write leaves the stream and its writer as they were."""
+    if max_chunk_bytes is None:
+        return
+    for chunk in chunks:
+        if len(chunk) > max_chunk_bytes:
+            raise PayloadTooLargeError(f"a stream chunk is {len(chunk)} bytes; the largest is {max_chunk_bytes} "
+                                       "(AWSWORLD_MAX_VALUE_BYTES less its 4-byte frame)", field=field)
 
 
 def chunk_bytes(chunk: object, field: str = "chunk") -> bytes:

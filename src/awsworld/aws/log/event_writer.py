@@ -43,7 +43,6 @@ from ...world.events import (
     PAYLOAD_FIELDS,
     BatchEventOutcome,
     CreateEventRequest,
-    Event,
     EventBatchResult,
     EventResult,
     parse_event_request,
@@ -53,8 +52,6 @@ from ...world.write_rules import batch_requests, check_run_id, check_write_param
 from ..clients import AWSClients
 from ..dynamodb.items import (
     Item,
-    event_from_block,
-    event_payload_wanted,
     events_from_blocks,
     now_iso,
     wait_from_item,
@@ -65,7 +62,7 @@ from ..keys import entity_key, run_key
 from ..resources import TTL_ATTRIBUTE
 from ..retention import retention_of
 from ..values import ValueStore
-from .blocks import BlockEvent, build_blocks
+from .blocks import build_blocks
 from .entity_reads import EntityReads
 from .event_reader import EventReader
 from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
@@ -306,7 +303,7 @@ class EventWriter:
                 outcomes.append(BatchEventOutcome(result=result))
                 continue
             slots = unit.sent_slots[-len(plan.events):] if plan.events else []
-            events = [_event(known[s], resolve) for s in slots]
+            events = await events_from_blocks(run_id, [known[s] for s in slots], self.values, resolve)
             result = EventResult(event=events[-1] if events else None, seq_in_band=committed.seq_in_band)
             if committed.head is not None:
                 # The commit was conditioned on the head as known, so its counters after it are exact.
@@ -824,12 +821,6 @@ def _snake(name: str) -> str:
 
 
 _AFTER_BODY = frozenset({"step_completed", "step_retrying"})
-
-
-def _event(event: BlockEvent, resolve: ResolveData) -> Event:
-    wanted = event_payload_wanted(event.event_type, resolve)
-    payload = event.val.get("p") if event.val is not None and "p" in event.val else None
-    return event_from_block(event, payload, with_payload=wanted)
 
 
 def _entity_cache_key(run_id: str, req: CreateEventRequest) -> tuple[str, str]:

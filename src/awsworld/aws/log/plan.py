@@ -49,8 +49,11 @@ class PlannedEvent:
         return text, (self.val or {}).get("r")
 
     def as_block_event(self, run_id: str, slot: int, created_at: str) -> BlockEvent:
-        # An inline value (plain or sealed) is answered as given: nothing is read back or opened.
-        val = {"p": self.payload} if self.val is not None and "r" not in self.val else self.val
+        # The value is answered as given, wherever it is stored (inline, sealed or in S3): nothing is read back
+        # or opened, and an answer never holds a reference it would have to resolve (a written event whose
+        # value is in S3 was once answered with that value missing: a child's large result reached its parent
+        # as None).
+        val = {"p": self.payload} if self.val is not None else None
         return BlockEvent(run_id, slot, self.event_type, self.correlation_id, self.data, val, created_at,
                           self.spec_version)
 

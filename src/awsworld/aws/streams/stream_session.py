@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from ...world.errors import WorldError
 from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
-from ...world.streams import Chunk
+from ...world.streams import FRAME_BYTES, Chunk
 from .stream_store import StreamStore
 
 FLUSH_INTERVAL = 0.05
@@ -43,7 +43,8 @@ class WriteSession(OrderedWriteSession):
         self._urgent = asyncio.Event()
         self._progress: asyncio.Future[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
-        super().__init__(run_id, name, writer_id, first_seq=first_seq, registry=registry)
+        super().__init__(run_id, name, writer_id, first_seq=first_seq, registry=registry,
+                         max_chunk_bytes=store.clients.config.max_value_bytes - FRAME_BYTES)
 
     @property
     def pending(self) -> int:

@@ -30,13 +30,13 @@ from botocore.exceptions import ClientError
 from ...world.entities import TERMINAL_RUN_STATUSES
 from ...world.errors import (
     EntityConflictError,
-    PayloadTooLargeError,
     RunGoneError,
     RunNotFoundError,
     ThrottledError,
     WorldError,
 )
 from ...world.ids import new_ulid
+from ...world.streams import check_chunk_sizes
 from ..clients import AWSClients
 from ..dynamodb.items import Item, from_ddb, now_iso, to_ddb, to_ddb_value
 from ..dynamodb.reads import get_item, query_prefix
@@ -105,9 +105,7 @@ def split_parts(chunks: Sequence[bytes], max_bytes: int) -> list[list[bytes]]:
     parts: list[list[bytes]] = [[]]
     size = 0
     for chunk in chunks:
-        if FRAME.size + len(chunk) > max_bytes:
-            raise PayloadTooLargeError(f"a stream chunk is {len(chunk)} bytes; the largest is "
-                                       f"{max_bytes - FRAME.size} (AWSWORLD_MAX_VALUE_BYTES)", field="chunk")
+        check_chunk_sizes([chunk], max_bytes - FRAME.size)
         if parts[-1] and (len(parts[-1]) == MAX_CHUNKS_PER_OBJECT or size + FRAME.size + len(chunk) > max_bytes):
             parts.append([])
             size = 0

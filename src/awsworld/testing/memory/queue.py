@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from ...world.clock import Clock
 from ...world.errors import InvalidInputError, PayloadTooLargeError
 from ...world.ids import new_ulid
+from ...world.limits import DEFAULT_MAX_VALUE_BYTES
 from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
 from .dedup import DedupMarkers
 from .signal import Signal
@@ -46,7 +47,7 @@ RETENTION_SECONDS = 4 * 24 * 3600.0
 MAX_RECEIVE_COUNT = 10
 """The template's redrive policy: a message received this often since it was last sent goes to the DLQ."""
 MAX_VISIBILITY_SECONDS = 43_200
-MAX_PAYLOAD_BYTES = 64 * 1024 * 1024
+MAX_PAYLOAD_BYTES = DEFAULT_MAX_VALUE_BYTES
 """AWSWORLD_MAX_VALUE_BYTES's default: the largest payload the AWS World takes (it rides in S3)."""
 MESSAGE_ID_PREFIX = "msg_"
 

@@ -30,7 +30,8 @@ class MemoryWriteSession(OrderedWriteSession):
         self.flush_bytes = flush_bytes
         self.flush_chunks = flush_chunks
         self._timer: asyncio.TimerHandle | None = None
-        super().__init__(run_id, name, writer_id, first_seq=first_seq, registry=registry)
+        super().__init__(run_id, name, writer_id, first_seq=first_seq, registry=registry,
+                         max_chunk_bytes=store.max_chunk_bytes)
 
     @property
     def pending(self) -> int:

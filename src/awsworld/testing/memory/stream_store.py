@@ -16,12 +16,13 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from ...world.entities import TERMINAL_RUN_STATUSES
-from ...world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError, RunNotFoundError
+from ...world.errors import EntityConflictError, RunGoneError, RunNotFoundError
+from ...world.limits import DEFAULT_MAX_VALUE_BYTES
+from ...world.streams import FRAME_BYTES, check_chunk_sizes
 from .signal import Signal
 
-FRAME_BYTES = 4
-MAX_CHUNK_BYTES = 64 * 1024 * 1024 - FRAME_BYTES
-"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB)."""
+MAX_CHUNK_BYTES = DEFAULT_MAX_VALUE_BYTES - FRAME_BYTES
+"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
 
 
 class RunStatuses(Protocol):
@@ -61,10 +62,7 @@ class MemoryStreamStore:
 
     def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
         """Append in order; return the first chunk's index."""
-        for chunk in chunks:
-            if len(chunk) > self.max_chunk_bytes:
-                raise PayloadTooLargeError(f"a stream chunk is {len(chunk)} bytes; the largest is "
-                                           f"{self.max_chunk_bytes} (AWSWORLD_MAX_VALUE_BYTES)", field="chunk")
+        check_chunk_sizes(chunks, self.max_chunk_bytes)
         status = self.storage.run_status(run_id)
         if status is None:
             raise RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)

@@ -19,7 +19,16 @@ from typing import Any
 from ...world.clock import Clock
 from ...world.errors import InvalidInputError
 from ...world.ids import check_entity_id
-from ...world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
+from ...world.limits import DEFAULT_MAX_VALUE_BYTES
+from ...world.streams import (
+    FRAME_BYTES,
+    Chunk,
+    StreamChunk,
+    StreamChunkPage,
+    StreamInfo,
+    check_stream_name,
+    chunk_bytes,
+)
 from .stream_reader import MemoryLiveStream
 from .stream_session import MemoryWriteSession, OpenSessions
 from .stream_store import MemoryStreamStore, RunStatuses
@@ -36,9 +45,11 @@ class MemoryStreams:
     (memory has no per-commit cost to spread)."""
 
     def __init__(self, clock: Clock, storage: RunStatuses, *, flush_interval_ms: int = 0,
-                 run_check_interval: float = RUN_CHECK_INTERVAL) -> None:
+                 run_check_interval: float = RUN_CHECK_INTERVAL,
+                 max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
+        """``max_value_bytes``: a chunk and its frame are at most this many bytes, as on the AWS World."""
         self.clock = clock  # streams keep no time; taken for symmetry with the other parts of the World
-        self.store = MemoryStreamStore(storage)
+        self.store = MemoryStreamStore(storage, max_chunk_bytes=max_value_bytes - FRAME_BYTES)
         self.stream_flush_interval_ms = flush_interval_ms
         self.run_check_interval = run_check_interval
         self.sessions = OpenSessions()

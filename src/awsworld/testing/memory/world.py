@@ -16,6 +16,7 @@ from types import TracebackType
 
 from ...world import SPEC_VERSION_CURRENT, Capabilities
 from ...world.clock import Clock
+from ...world.limits import max_value_bytes as default_max_value_bytes
 from ..clock import VirtualClock
 from .queue import MemoryQueue
 from .storage import MemoryStorage
@@ -26,20 +27,23 @@ class MemoryWorld:
     spec_version: int = SPEC_VERSION_CURRENT
 
     def __init__(self, *, clock: Clock | None = None, deployment_id: str | None = None,
-                 storage: MemoryStorage | None = None) -> None:
-        """``storage``: share another World's storage (and its clock), as separate processes share one table."""
+                 storage: MemoryStorage | None = None, max_value_bytes: int | None = None) -> None:
+        """``storage``: share another World's storage (and its clock), as separate processes share one table.
+        ``max_value_bytes``: the largest value, queue payload and stream chunk (with its frame) taken, as on the
+        AWS World (default: ``AWSWORLD_MAX_VALUE_BYTES``, else 64 MiB; ``world/limits.py``)."""
+        limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
-        self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id)
+        self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
         self.runs = self.storage.runs
         self.steps = self.storage.steps
         self.events = self.storage.events
         self.hooks = self.storage.hooks
-        self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id)
+        self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self.queue = self.memory_queue.queue
         self.queue_batch = self.memory_queue.queue_batch
         self.get_deployment_id = self.memory_queue.get_deployment_id
-        self.streams = MemoryStreams(self.clock, self.storage)
+        self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)
 
     async def close(self) -> None:
         await self.streams.aclose()
