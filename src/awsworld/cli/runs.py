@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from ..world.entities import TERMINAL_RUN_STATUSES
+from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, remote, shorten, when
 
@@ -235,7 +236,7 @@ def _describe(args: argparse.Namespace) -> int:
                 "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
                 "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
                 "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
-                "error": error_text(view.error), "errorCode": view.error_code,
+                **error_part(view.error, view.error_code),
                 "parentRunId": context.get("parentRunId"), "children": children,
                 "steps": {"total": len(steps), "byStatus": counts,
                           "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
@@ -272,6 +273,7 @@ def _print_description(d: dict[str, Any]) -> None:
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
+    print_error_part(d)
 
 
 def _hooks(args: argparse.Namespace) -> int:

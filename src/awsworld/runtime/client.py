@@ -68,7 +68,9 @@ class Run(Generic[R_co]):
             if run.status == "failed":
                 error = run.error
                 raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
-                                             code=run.error_code, error_type=error.name if error else None)
+                                             code=run.error_code, error_type=error.name if error else None,
+                                             details=error.model_dump(by_alias=True, exclude_none=True)
+                                             if error else None)
             if run.status == "cancelled":
                 raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:

@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,12 +50,12 @@ from ..world.errors import (
 from ..world.events import Event, EventResult
 from . import serde
 from .context import current_step
+from .error_shapes import structured_error
 from .errors import FatalError, StepTimeoutError, ValueTooLargeError
 from .poll import POLL_NOT_READY, PollSpec
 from .registry import Registry, StepDef
 from .step_context import StepContext, StepMetadata
 
-MAX_ERROR_MESSAGE = 32 * 1024
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
 CHECK_SECONDS_ENV = "AWSWORLD_STEP_CHECK_SECONDS"
@@ -81,18 +80,6 @@ class StepOutcome:
     retry_after: float = 0.0
     attempt: int = 0
     open_steps: int | None = None
-
-
-def structured_error(error: BaseException) -> dict[str, Any]:
-    """An error as the log stores it; the stack is kept (it is code, not user data)."""
-    message = str(error) or type(error).__name__
-    if len(message) > MAX_ERROR_MESSAGE:  # a message of megabytes would not fit the log: keep its head, say so
-        message = f"{message[:MAX_ERROR_MESSAGE]}… ({len(message) - MAX_ERROR_MESSAGE} more characters cut)"
-    return {
-        "message": message,
-        "name": type(error).__name__,
-        "stack": "".join(traceback.format_exception(error))[-8000:],
-    }
 
 
 INLINE = "inline"
