@@ -14,8 +14,9 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError
+from ..world.errors import HookAlreadyReceivedError, HookNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
+from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
@@ -233,7 +234,7 @@ class Client:
         run = await self.world.runs.get(hook.run_id, resolve_data="none")
         ended = run.status in TERMINAL_RUN_STATUSES
         if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
-            raise RunGoneError(f"run {run.run_id} is {run.status}: its hooks take no more payloads")
+            raise closed_hook_error(run.run_id, run.status)  # a retained hook: closed with its run
         data: dict[str, Any] = {"payload": encoded}
         resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
         if resume_id is not None:

@@ -17,15 +17,21 @@ where the user's code raised) behind a line that says how much was cut. A messag
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import traceback
 from typing import Any
 
 from .errors import StepError
 
+LOG_ERRORS_ENV = "AWSWORLD_LOG_ERRORS"
+"""``full``: a failed run's log line carries its error messages and tracebacks (``awsworld dev`` sets it); else
+only what names the failure (run, step, types), since a message may quote user data."""
 MAX_ERROR_MESSAGE = 32 * 1024
 MAX_STACK_BYTES = 8 * 1024
 """A stored traceback keeps its last 8 KB (about 40 frames): enough for the user's frames of any real failure."""
+
+failures = logging.getLogger("awsworld.failures")
 
 _PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # awsworld/
 _EXAMPLES = _PACKAGE + "examples" + os.sep
@@ -70,20 +76,32 @@ def format_stack(error: BaseException) -> str:
         if id(current) in seen:
             continue
         seen.add(id(current))
-        current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack)))
+        ours = _module_of(current).startswith("awsworld.")
+        current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack), raised_by_us=ours))
         pending.extend(t for t in (current.__cause__, current.__context__) if t is not None)
         pending.extend(getattr(current, "exceptions", None) or [])
     return bounded_stack("".join(report.format()))
 
 
-def user_frames(frames: list[traceback.FrameSummary]) -> list[traceback.FrameSummary]:
+def _module_of(report: traceback.TracebackException) -> str:
+    """The module of the exception's class (``exc_type_module`` from Python 3.13, ``exc_type`` before)."""
+    module = getattr(report, "exc_type_module", None)
+    if isinstance(module, str):
+        return module
+    kind: Any = getattr(report, "exc_type", None)
+    return str(getattr(kind, "__module__", "") or "")
+
+
+def user_frames(frames: list[traceback.FrameSummary], *, raised_by_us: bool = False) -> list[traceback.FrameSummary]:
     """The frames from the first one outside awsworld and asyncio on, with awsworld's frames after the last
-    user frame collapsed to the last of them (where the error was raised). All of them when none is the user's."""
+    user frame collapsed to the last of them (where the error was raised), or dropped for an error of awsworld's
+    own (a ``StepError``: the user's line that awaited the step is what matters). All of them when none is the
+    user's."""
     users = [i for i, frame in enumerate(frames) if not _internal(frame.filename)]
     if not users:
         return frames
     first, last = users[0], users[-1]
-    return frames[first:last + 1] + frames[last + 1:][-1:]
+    return frames[first:last + 1] + ([] if raised_by_us else frames[last + 1:][-1:])
 
 
 def _internal(filename: str) -> bool:
@@ -115,15 +133,27 @@ def error_summary(error: Any) -> str | None:
     return f"{text} [{code}]" if code else text
 
 
-def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None) -> str:
-    """The log line of a failed run: which run, how it failed (for a step's failure: which step, the original
-    type and message), then the tracebacks, the step's first (where the user's code raised)."""
-    lines = [f"run {run_id} ({workflow_name}) failed" + (f" [{code}]" if code else "") + f": {error_summary(error)}"]
+def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None, *,
+                   full: bool | None = None) -> str:
+    """The log line of a failed run: which run, and what failed: the step (id, attempt) and the original type
+    for a step's failure the workflow let through, else the type. ``full`` (default: ``AWSWORLD_LOG_ERRORS=full``,
+    which ``awsworld dev`` sets) adds the messages and the tracebacks, the step's first (where the user's code
+    raised). Off by default because a message may quote user data, which deployed logs never hold."""
+    if full is None:
+        full = os.environ.get(LOG_ERRORS_ENV, "").strip().lower() == "full"
     cause = error.get("cause")
+    where = cause_type = ""
     if isinstance(cause, dict):
-        attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
-        lines.append(f"  step {error.get('stepName')} ({error.get('stepId')}{attempt}) raised "
-                     f"{cause.get('type') or cause.get('name')}: {cause.get('message', '')}")
+        where = f"{error.get('stepId')}" + (f", attempt {error['attempt']}" if error.get("attempt") else "")
+        cause_type = str(cause.get("type") or cause.get("name"))
+    head = f"run {run_id} ({workflow_name}) failed" + (f" [{code}]" if code else "") + ": "
+    if not full:
+        kind = str(error.get("type") or error.get("name") or "error")
+        kind = str(error.get("name") or kind) if kind.startswith("awsworld.") else kind
+        return head + kind + (f" in step {error.get('stepName')} ({where}): {cause_type}" if cause_type else "")
+    lines = [head + (error_summary(error) or "")]
+    if isinstance(cause, dict):
+        lines.append(f"  step {error.get('stepName')} ({where}) raised {cause_type}: {cause.get('message', '')}")
         if cause.get("stack"):
             lines.append(_indented(str(cause["stack"])))
         if error.get("stack"):
@@ -131,6 +161,12 @@ def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code:
     if error.get("stack"):
         lines.append(_indented(str(error["stack"])))
     return "\n".join(lines)
+
+
+def log_failure(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None) -> None:
+    """Log a failed run (``failure_report``) on ``awsworld.failures``, at WARNING: a run failing is the user's
+    news, not awsworld's error. ``awsworld dev`` prints this logger's lines as they are."""
+    failures.warning("%s", failure_report(run_id, workflow_name, error, code))
 
 
 def _indented(text: str) -> str:

@@ -35,7 +35,7 @@ from ..world.ids import slot_to_event_id
 from . import divergence as dv
 from . import serde
 from .children import on_run_end
-from .error_shapes import failure_report, structured_error
+from .error_shapes import log_failure, structured_error
 from .errors import (
     CORRUPTED_EVENT_LOG,
     EVENT_LIMIT_EXCEEDED,
@@ -600,7 +600,7 @@ class Flow:
             await self._write({"eventType": "run_failed", "eventData": {"error": error, "errorCode": code}})
         except EntityConflictError:
             return "gone"
-        log.warning("%s", failure_report(self.run_id, self.message.workflow_name, error, code))
+        log_failure(self.run_id, self.message.workflow_name, error, code)
         return "failed"
 
     async def _record_markers(self, execution: WorkflowExecution) -> None:

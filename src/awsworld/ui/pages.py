@@ -286,11 +286,11 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
                               if len(compact(p)) > VALUE_CHARS else "") + "</div>"
                            for eid, at, p in hook.payloads)
         resume = ""
-        if allow_writes and live and not hook.disposed:
+        if allow_writes and live and hook.state == "open":
             resume = (f"<textarea id='payload-{esc(hook.hook_id)}' rows=1>null</textarea> <button data-write=resume "
                       f"data-token='{esc(hook.token)}' data-hook='{esc(hook.hook_id)}'>resume</button>")
         hooks.append(f"<tr><td><code>{esc(hook.token)}</code></td><td>{'webhook' if hook.webhook else 'hook'}</td>"
-                     f"<td>{'disposed' if hook.disposed else 'open'}</td><td>{payloads or '—'}{resume}</td></tr>")
+                     f"<td>{esc(hook.state)}</td><td>{payloads or '—'}{resume}</td></tr>")
     hooks_html = ("<table><tr><th>token</th><th>kind</th><th>state</th><th>payloads</th></tr>"
                   + "".join(hooks) + "</table>") if hooks else "<p class=muted>no hooks</p>"
     stream_rows = "".join(

@@ -83,12 +83,18 @@ class Step(WireModel):
     spec_version: int | None = None
 
 
+HookStatus = Literal["open", "closed"]
+
+
 class Hook(WireModel):
-    """A live hook (or one whose token is retained after its run ended). Disposed hooks are deleted."""
+    """A live hook (``status="open"``), or one whose token is retained after its run ended (``"closed"``: it takes
+    no more payloads; see ``world/hook_ends.py``). Disposed hooks, and those released at their run's end, are
+    deleted."""
 
     run_id: str
     hook_id: str
     token: str
+    status: HookStatus = "open"
     metadata: Any = None
     is_webhook: bool = False
     token_retention_until: datetime | None = None
