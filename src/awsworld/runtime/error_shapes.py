@@ -30,6 +30,7 @@ only what names the failure (run, step, types), since a message may quote user d
 MAX_ERROR_MESSAGE = 32 * 1024
 MAX_STACK_BYTES = 8 * 1024
 """A stored traceback keeps its last 8 KB (about 40 frames): enough for the user's frames of any real failure."""
+MAX_STACK_LINE = 1024
 
 failures = logging.getLogger("awsworld.failures")
 
@@ -110,13 +111,23 @@ def _internal(filename: str) -> bool:
 
 
 def bounded_stack(text: str) -> str:
-    """``text``'s last ``MAX_STACK_BYTES`` (UTF-8), after a line saying how much of its start was cut."""
+    """``text``'s last ``MAX_STACK_BYTES`` (UTF-8), after a line saying how much of its start was cut. A line
+    longer than ``MAX_STACK_LINE`` (an exception's long message: the error's ``message`` keeps it) keeps its head,
+    so the frames above it still fit."""
+    text = "".join(_short_line(line) for line in text.splitlines(keepends=True))
     data = text.encode("utf-8")
     if len(data) <= MAX_STACK_BYTES:
         return text
     kept = data[-MAX_STACK_BYTES:].decode("utf-8", errors="ignore")
     kept = kept[kept.find("\n") + 1:] if "\n" in kept else kept  # start at a whole line
     return f"[traceback cut: its first {len(data) - len(kept.encode('utf-8'))} bytes are not kept]\n{kept}"
+
+
+def _short_line(line: str) -> str:
+    if len(line) <= MAX_STACK_LINE:
+        return line
+    end = "\n" if line.endswith("\n") else ""
+    return f"{line[:MAX_STACK_LINE]}… ({len(line.rstrip()) - MAX_STACK_LINE} more characters cut){end}"
 
 
 def error_summary(error: Any) -> str | None:
