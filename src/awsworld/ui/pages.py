@@ -64,8 +64,11 @@ const api='/api/runs/'+encodeURIComponent(run);
 document.addEventListener('click',async function(e){
  const b=e.target.closest('button[data-value]');
  if(b){const r=await fetch(api+'/events/'+encodeURIComponent(b.dataset.value)+'/value');const d=await r.json();
-  const pre=document.createElement('pre');
-  pre.textContent=d.traceback?d.error+'\n'+d.traceback:JSON.stringify(d.value,null,2);b.replaceWith(pre);return;}
+  const pre=document.createElement('pre');pre.textContent=JSON.stringify(d.value,null,2);b.replaceWith(pre);return;}
+ const t=e.target.closest('button[data-error]');
+ if(t){const r=await fetch(api+'/events/'+encodeURIComponent(t.dataset.error)+'/value');const d=await r.json();
+  const pre=document.createElement('pre');pre.className='tb';pre.textContent=d.error+'\\n'+(d.traceback||'');
+  t.replaceWith(pre);return;}
  const s=e.target.closest('button[data-stream]');
  if(s){if(!document.getElementById('stream-'+s.dataset.stream)){const pre=document.createElement('pre');
   pre.id='stream-'+s.dataset.stream;pre.dataset.stream=s.dataset.stream;s.after(pre);
@@ -217,7 +220,7 @@ def timeline_html(pic: Picture, *, now: datetime | None = None) -> str:
 
 def _value_cell(run_id: str, row: Row) -> str:
     if row.error is not None:
-        more = (f" <button data-value='{esc(row.event_id)}'>traceback</button>"
+        more = (f" <button data-error='{esc(row.event_id)}'>traceback</button>"
                 if (row.error_details or {}).get("stack") else "")
         return f"<span class=err>{esc(row.error)}</span>{more}"
     if not row.has_value:
