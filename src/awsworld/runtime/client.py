@@ -205,7 +205,9 @@ class Client:
         whether this call was the one that recorded the payload.
 
         With ``wait`` (seconds), a hook that does not exist yet (its run has not reached ``create_hook``) is
-        waited for that long before ``HookNotFoundError`` is raised; without it, it is raised at once.
+        waited for that long before ``HookNotFoundError`` is raised; without it, it is raised at once. A hook whose
+        run has ended was closed by that end: ``HookClosedError`` (a ``HookNotFoundError`` and a ``RunGoneError``)
+        names the run and its status.
         """
         return (await self.resume_hook_outcome(token, payload, idempotency_key=idempotency_key, wait=wait)).event
 
