@@ -323,20 +323,6 @@ def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev)
     assert json.loads(document.out)["error"] == "StepError: step 'clitest.boom' failed: ValueError: no kettles"
 
 
-def test_the_dev_terminal_says_when_a_run_fails_with_its_traceback(project: Path, runners: list[Runner]) -> None:
-    server = Dev(project, project / "state-failures", runners)
-    try:
-        run_id = _start(server, "clitest.fail", '["out of filters"]', "--wait", "30")
-    finally:
-        out = server.stop()
-    head = (f"run {run_id} (clitest.fail) failed [USER_ERROR]: StepError: step 'clitest.boom' failed: "
-            "ValueError: out of filters")
-    assert head in out.splitlines(), out
-    report = out[out.index(head):]
-    assert "  step clitest.boom (step_" in report and "raised ValueError: out of filters" in report
-    assert "raise ValueError(why)" in report and "await boom(why)" in report
-
-
 def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 7}')
     resumed = dev("resume", "approve:7", '{"ok": true}', "--wait", "30")  # waits for the run to reach the hook

@@ -25,6 +25,7 @@ from .helpers import (
     hook_disposed,
     module_world,
     new_run,
+    on_aws,
     run_cancelled,
     run_completed,
     run_failed,
@@ -132,6 +133,33 @@ async def test_a_closed_stream_and_an_open_one_of_a_running_run_are_unchanged(wo
     assert not (await world.streams.get_info(run_id, "open")).done
     assert await snapshot(world, run_id, "open") == ([b"y"], False)
     assert await read_all(world, run_id, "closed") == [b"x"]
+
+
+async def test_what_deriving_the_end_costs_a_stream_read_on_aws(world: AnyWorld) -> None:
+    """``end_state``'s reads, counted: a closed stream's info is one GetItem, an open one's two (its count, the
+    run's status), an open one of an ended run three (the count again, now final). The run's end writes none."""
+    aws = on_aws(world)
+    if aws is None:
+        pytest.skip("counts the AWS World's requests")
+    run_id = await new_run(aws, start=True)
+    await aws.streams.write(run_id, "closed", b"x")
+    await aws.streams.close(run_id, "closed")
+    await aws.streams.write(run_id, "open", b"y")
+
+    async def requests_of(name: str) -> int:
+        before = aws.stats.total("dynamodb")
+        await aws.streams.get_info(run_id, name)
+        return aws.stats.total("dynamodb") - before
+
+    assert (await requests_of("closed"), await requests_of("open")) == (1, 2)
+    plain = await new_run(aws, start=True)
+    ends = []
+    for run in (run_id, plain):  # with two streams (one open), and with none: the end costs the same
+        before = aws.stats.total()
+        await aws.events.create(run, run_completed())
+        ends.append(aws.stats.total() - before)
+    assert ends[0] == ends[1]
+    assert await requests_of("open") == 3
 
 
 # -- hooks -------------------------------------------------------------------------------------------------------
