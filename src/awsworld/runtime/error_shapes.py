@@ -7,11 +7,14 @@ traceback). A run that failed because a step failed and the workflow did not cat
 ``stepName``, ``stepId``, ``attempt`` and ``cause``: the step's own error (its type, message and traceback), so
 the run's error names the step and the original exception without reading the step.
 
-Tracebacks are code, not user data, and are kept; but bounded: awsworld's own frames that run a body (the step
-runner, the replay loop, asyncio) are dropped from the front, awsworld frames after the last user frame are
-collapsed to the one that raised, and what is left keeps its last ``MAX_STACK_BYTES`` (the innermost frames,
-where the user's code raised) behind a line that says how much was cut. A message is capped at
-``MAX_ERROR_MESSAGE`` characters the same way.
+Tracebacks are kept, and bounded so they always fit: awsworld's own frames that run a body (the step runner, the
+replay loop, asyncio) are dropped from the front; awsworld frames after the last user frame are collapsed to the
+one that raised (dropped for awsworld's own errors, a ``StepError`` say: the user's line that awaited matters); a
+line over ``MAX_STACK_LINE`` (a long message, which ``message`` keeps) keeps its head; and what is left keeps its
+last ``MAX_STACK_BYTES`` (the innermost frames, where the user's code raised) behind a line that says how much
+was cut. A message is capped at ``MAX_ERROR_MESSAGE`` characters the same way. Like the message, a traceback's
+last line may quote user data: it is stored as the event's payload (encrypted when payloads are), and logged only
+on request (``LOG_ERRORS_ENV``).
 """
 
 from __future__ import annotations
