@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .runtime.error_shapes import error_summary
 from .runtime.step_runner import INLINE
 from .world.events import Event
 from .world.pages import collect_pages
@@ -42,6 +43,8 @@ class Row:
     value: Any = None
     has_value: bool = False
     error: str | None = None
+    error_details: dict[str, Any] | None = None
+    """The error as stored: ``type`` (qualified), ``message``, ``stack``; ``stepName``/``cause`` on a run's error."""
     event_id: str = ""
     correlation_id: str | None = None
     created_at: datetime | None = None
@@ -51,7 +54,8 @@ class Row:
         return {"eventId": self.event_id, "eventType": self.event_type, "correlationId": self.correlation_id,
                 "createdAt": None if self.created_at is None else self.created_at.isoformat(),
                 "atMs": round(self.at_ms, 3), "what": self.what, "detail": self.detail,
-                "value": self.value if self.has_value else None, "error": self.error}
+                "value": self.value if self.has_value else None, "error": self.error,
+                "errorDetails": self.error_details}
 
 
 def _ms(a: datetime, b: datetime) -> float:
@@ -59,11 +63,37 @@ def _ms(a: datetime, b: datetime) -> float:
 
 
 def _error_text(error: Any) -> str:
+    return error_summary(error) or ""
+
+
+def error_lines(error: Any) -> list[str]:
+    """What ``--full`` prints under an error's row: for a failed step the workflow let through, the step and
+    its own traceback (where the user's code raised), then the workflow's traceback; else the traceback."""
     if not isinstance(error, dict):
-        return str(error)
-    name, message, code = error.get("name"), error.get("message", ""), error.get("code")
-    text = f"{name}: {message}" if name else str(message)
-    return f"{text} [{code}]" if code else text
+        return []
+    lines: list[str] = []
+    cause = error.get("cause")
+    if isinstance(cause, dict):
+        attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
+        lines.append(f"step {error.get('stepName')} ({error.get('stepId')}{attempt}) raised "
+                     f"{cause.get('type') or cause.get('name')}: {cause.get('message', '')}")
+        lines.extend(str(cause.get("stack") or "").rstrip("\n").splitlines())
+        if error.get("stack"):
+            lines.append("the workflow did not catch it:")
+    elif error.get("type") and error.get("type") != error.get("name"):
+        lines.append(f"type {error['type']}")
+    lines.extend(str(error.get("stack") or "").rstrip("\n").splitlines())
+    return lines
+
+
+def error_part(error: Any, code: str | None) -> dict[str, Any]:
+    """A run's error for a document (``describe --json``, the UI's run): ``error`` (one line), ``errorCode``, and
+    ``errorDetails``, the stored error whole (``name``, qualified ``type``, ``message``, ``stack``; for a failed
+    step the workflow let through, ``stepName``, ``stepId``, ``attempt`` and ``cause``: the step's own error with
+    its traceback)."""
+    details = None if error is None else (error if isinstance(error, dict) else
+                                          error.model_dump(by_alias=True, exclude_none=True))
+    return {"error": error_summary(error), "errorCode": code, "errorDetails": details}
 
 
 def timeline_rows(events: list[Event]) -> list[Row]:
@@ -108,6 +138,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             row.value, row.has_value = data[field[0]], True
         if kind in ERRORS and "error" in data:
             row.error = _error_text(data["error"])
+            row.error_details = data["error"] if isinstance(data["error"], dict) else None
         rows.append(row)
     return rows
 
@@ -132,7 +163,7 @@ async def read_events(world: Any, run_id: str, *, values: bool = True) -> list[E
 
 async def print_timeline(world: Any, run_id: str, *, values: bool = True, full: bool = False) -> None:
     """Print the run's timeline; with ``values``, each event's input, result, payload or error too (one line
-    each, cut to the terminal's width unless ``full``)."""
+    each, cut to the terminal's width unless ``full``; with ``full``, an error's traceback under it)."""
     rows = timeline_rows(await read_events(world, run_id, values=values))
     if not rows:
         print(f"run {run_id}: no events")
@@ -147,6 +178,9 @@ async def print_timeline(world: Any, run_id: str, *, values: bool = True, full: 
         room = columns - len(line) - 2
         if room >= 40 or full:
             print(f"{line}  {_value_text(row, room, full)}".rstrip())
+            if full:  # the traceback, whole (bounded when stored), under its row
+                for text in error_lines(row.error_details):
+                    print(f"{'':>15}{text}")
             continue
         print(line.rstrip())  # long tokens leave no room: the value goes on a line of its own
         text = _value_text(row, columns - 16, full)

@@ -466,6 +466,30 @@ def test_events_show_values_shortened_and_full(dev: Dev) -> None:
     assert "error ValueError: no stock" in failed_events.out
 
 
+def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev) -> None:
+    failed = _start(dev, "clitest.fail", '["no kettles"]', "--wait", "30")
+    full, rows, described, document = parallel(
+        dev, ("events", failed, "--full"), ("events", failed, "--json"), ("describe", failed),
+        ("describe", failed, "--json"))
+    assert full.code == 0, full
+    # Under the step_failed row and the run_failed row: the step's traceback, to the user's raising line.
+    assert full.out.count("raise ValueError(why)") == 2 and "Traceback (most recent call last):" in full.out
+    assert "step clitest.boom (step_" in full.out and "the workflow did not catch it:" in full.out
+    events = json.loads(rows.out)
+    step_failed = next(e for e in events if e["eventType"] == "step_failed")
+    assert step_failed["errorDetails"]["type"] == "ValueError" and "raise ValueError(why)" in \
+        step_failed["errorDetails"]["stack"]
+    run_failed = events[-1]["errorDetails"]
+    assert (run_failed["name"], run_failed["stepName"], run_failed["cause"]["message"]) == (
+        "StepError", "clitest.boom", "no kettles")
+    assert "failed in step clitest.boom (step_" in described.out, described.out
+    assert "error     ValueError: no kettles" in described.out and "code      USER_ERROR" in described.out
+    assert "traceback\n" in described.out and "raise ValueError(why)" in described.out
+    details = json.loads(document.out)["errorDetails"]
+    assert details["cause"]["type"] == "ValueError" and "raise ValueError(why)" in details["cause"]["stack"]
+    assert json.loads(document.out)["error"] == "StepError: step 'clitest.boom' failed: ValueError: no kettles"
+
+
 def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 7}')
     resumed = dev("resume", "approve:7", '{"ok": true}', "--wait", "30")  # waits for the run to reach the hook
@@ -505,18 +529,37 @@ def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:
     assert "HookFailedError" in outcome["error"] and "out of stock" in outcome["error"], outcome
     assert "out of stock" in text.one_line_error(1)
     gone, missing = parallel(dev, ("fail-hook", "approve:11", "again"), ("fail-hook", "approve:11"))
-    assert "no hook holds this token" in gone.one_line_error(1)  # the run ended: its hook is disposed
+    # The run failed (HookFailedError) with the hook open: its end closed it, and a resume says so.
+    assert f"closed when its run {run_id} ended (failed)" in gone.one_line_error(1)
     assert missing.code == 2 and "Traceback" not in missing.err  # the message is required
+
+
+def _hooks_of(dev: Dev, run_id: str, token: str, timeout: float = 30) -> list[dict[str, object]]:
+    """``awsworld hooks RUN --json`` once the run holds ``token``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        hooks = json.loads(dev("hooks", run_id, "--json").out)
+        if any(h["token"] == token for h in hooks) or time.monotonic() > deadline:
+            return hooks
+        time.sleep(0.2)
 
 
 def test_cancel(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 8}')
+    assert [h["state"] for h in _hooks_of(dev, run_id, "approve:8") if h["token"] == "approve:8"] == ["open"]
     cancelled = dev("cancel", run_id, "--reason", "customer left")
     assert cancelled.code == 0 and f"cancelled {run_id}" in cancelled.out
     result, again = parallel(dev, ("result", run_id, "--wait", "30"), ("cancel", run_id))
     line = result.one_line_error(1)
     assert "cancelled" in line and "customer left" in line
     assert "already cancelled" in again.one_line_error(1)
+    # Its hooks were closed by the cancel: listed so, and a resume says the run ended, and how.
+    hooks_text, hooks_json, resumed = parallel(dev, ("hooks", run_id), ("hooks", run_id, "--json"),
+                                              ("resume", "approve:8", '"yes"'))
+    assert "approve:8  hook    received 0  closed (run cancelled)" in hooks_text.out, hooks_text
+    assert {h["token"]: h["state"] for h in json.loads(hooks_json.out)}["approve:8"] == "closed"
+    line = resumed.one_line_error(1)
+    assert f"closed when its run {run_id} ended (cancelled)" in line and f"awsworld describe {run_id}" in line
 
 
 def test_export_and_replay(dev: Dev, project: Path) -> None:

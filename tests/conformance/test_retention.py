@@ -101,7 +101,11 @@ async def test_every_item_carries_its_ttl_from_the_first_write_and_the_end_sets_
     # The head outlives the token it keeps reserved (the contract: the owner stays available meanwhile).
     assert _ttl(head) == int(retained_until.timestamp()) + 1
     assert _ttl(ended.pop((f"TOKEN#{kept}", "TOKEN"))) == int(retained_until.timestamp()) + 1
-    assert (f"TOKEN#{freed}", "TOKEN") not in ended and (f"HOOKID#{hook_freed}", "HOOKID") not in ended
+    # A freed token's item stays as the record that its run ended (a resume says so), until the run expires.
+    freed_token = ended.pop((f"TOKEN#{freed}", "TOKEN"))
+    assert freed_token["released"] == {"BOOL": True} and freed_token["endStatus"] == {"S": "completed"}
+    assert _ttl(freed_token) == _ttl(head)
+    assert (f"HOOKID#{hook_freed}", "HOOKID") not in ended
     for key, item in ended.items():  # untouched by the end: each item keeps the TTL it was written with
         if key in running:
             assert _ttl(item) == _ttl(running[key]), key

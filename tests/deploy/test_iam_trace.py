@@ -298,7 +298,7 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     assert await post(webhook_fn, small) == 202
     assert await post(webhook_fn, url_event("POST", f"/webhooks/{secrets.token_hex(32)}", "{}")) == 404
     await esm.run_until(done(hooked), timeout=60)
-    assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 404  # disposed
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 410  # its run ended
 
     # Failures the flow function answers: a record that is not ours (dead-lettered at once) and a workflow this
     # deployment lacks (backed off with a shorter visibility).

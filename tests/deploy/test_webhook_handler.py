@@ -178,6 +178,23 @@ async def test_a_webhook_of_a_finished_run_is_gone(local: LocalAWS, handlers: Ha
     assert (status, body["status"]) == (410, "gone")
 
 
+async def test_a_released_webhook_token_of_a_finished_run_is_gone_too(local: LocalAWS, handlers: Handlers) -> None:
+    """Without retention the run's end frees the token, and still remembers its run ended
+    (``world/hook_ends.py``): the sender learns the run is over (410), not that the URL never existed (404)."""
+    events = local.world.events
+    created = await events.create(None, {"eventType": "run_created",
+                                         "eventData": {"workflowName": "deploy.webhook_twice", "input": None}})
+    assert created.run is not None
+    run_id = created.run.run_id
+    token = secrets.token_hex(32)
+    await events.create(run_id, {"eventType": "run_started"})
+    await events.create(run_id, {"eventType": "hook_created", "correlationId": f"hook_{token[:8]}",
+                                 "eventData": {"token": token, "isWebhook": True}})
+    await events.create(run_id, {"eventType": "run_cancelled"})
+    status, body = await call(handlers, url_event("POST", f"/webhooks/{token}", "{}"))
+    assert (status, body["status"]) == (410, "gone")
+
+
 # ------------------------------------------------------------------------------------------ exactly once
 
 

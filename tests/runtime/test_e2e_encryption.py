@@ -109,7 +109,8 @@ async def _stored_text(local: LocalAWS) -> tuple[list[str], list[bytes]]:
 
 
 def _check_result(result: dict[str, Any], tag: str) -> None:
-    assert result == {"loud": f"{tag}-{MARKER}".upper() + MARKER, "caught": f"refused {tag}-{MARKER}",
+    caught = f"step 'tests.encryption.refuse' failed: FatalError: refused {tag}-{MARKER}"  # str(StepError)
+    assert result == {"loud": f"{tag}-{MARKER}".upper() + MARKER, "caught": caught,
                       "payload": {"reply": MARKER}, "big": len(BIG), "echo": MARKER}
 
 

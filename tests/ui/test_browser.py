@@ -77,6 +77,11 @@ async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path
         await page.wait_for_selector("#stream-progress")
         assert "<script>alert(1)</script>" in (await page.text_content("#stream-progress") or "")
         assert dialogs == []  # the payload stayed text
+        await page.click("button[data-error]")  # the retried attempt's error: its traceback on demand
+        traceback = await page.wait_for_selector("#events pre.tb")
+        text = await traceback.text_content() or ""
+        assert text.startswith("ConnectionError: payment API timed out\nTraceback (most recent call last):")
+        assert 'raise ConnectionError("payment API timed out")' in text
         shot = tmp_path / "run.png"
         await page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000

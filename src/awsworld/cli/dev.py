@@ -82,6 +82,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from . import dev_state
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
+    show_failures()
     moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
     try:
         async with LocalAWS(moto=moto, initial_world=False) as local:
@@ -118,6 +119,19 @@ async def _serve(args: argparse.Namespace) -> None:
                 await world.close()
     finally:
         await asyncio.to_thread(moto.stop)
+
+
+def show_failures() -> None:
+    """A failed run, in this terminal as a person reads it: what failed, the messages and the tracebacks, in plain
+    text (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names, as JSON)."""
+    from ..lambda_ import observability  # noqa: F401  (importing it gives awsworld's loggers its JSON handler)
+    from ..runtime.error_shapes import LOG_ERRORS_ENV, failures
+
+    os.environ.setdefault(LOG_ERRORS_ENV, "full")
+    handler = logging.StreamHandler(sys.stdout)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    failures.handlers, failures.propagate = [handler], False
+    failures.setLevel(logging.WARNING)
 
 
 async def _serve_ui(server: Any, url: str) -> None:

@@ -51,12 +51,14 @@ def describe(error: BaseException) -> CliError:
     """The one line an exception deserves. Unknown exceptions still get one line, pointing at ``--debug``."""
     from ..runtime.errors import WorkflowRunCancelledError, WorkflowRunFailedError
     from ..runtime.registry import WorkflowNotRegisteredError
-    from ..world.errors import HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
+    from ..world.errors import HookClosedError, HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
 
     if isinstance(error, CliError):
         return error
     if isinstance(error, RunNotFoundError):
         return CliError(f"no such run: {error.message}", RUNS_HINT)
+    if isinstance(error, HookClosedError):  # before HookNotFoundError: it is one (no live hook owns the token)
+        return CliError(error.message, f"`awsworld describe {error.run_id}` shows how it ended")
     if isinstance(error, HookNotFoundError):
         return CliError("no hook holds this token (it was never created, or its run has disposed it)",
                         "`awsworld hooks RUN` lists a run's tokens, whole")

@@ -50,12 +50,9 @@ def print_json(document: Any) -> None:
 
 def error_text(error: Any) -> str | None:
     """A stored error (a ``StructuredError`` or its dict) as ``Name: message [code]``."""
-    if error is None:
-        return None
-    data = error if isinstance(error, dict) else error.model_dump()
-    name, message, code = data.get("name"), data.get("message", ""), data.get("code")
-    text = f"{name}: {message}" if name else str(message)
-    return f"{text} [{code}]" if code else text
+    from ..runtime.error_shapes import error_summary
+
+    return error_summary(error)
 
 
 def check_config() -> None:

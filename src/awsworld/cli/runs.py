@@ -16,6 +16,8 @@ import sys
 from typing import Any
 
 from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.hook_ends import hook_state
+from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, remote, shorten, when
 
@@ -256,7 +258,7 @@ def _describe(args: argparse.Namespace) -> int:
                 "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
                 "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
                 "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
-                "error": error_text(view.error), "errorCode": view.error_code,
+                **error_part(view.error, view.error_code),
                 "parentRunId": context.get("parentRunId"), "children": children,
                 "steps": {"total": len(steps), "byStatus": counts,
                           "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
@@ -310,6 +312,7 @@ def _print_description(d: dict[str, Any]) -> None:
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
+    print_error_part(d)
 
 
 def _hooks(args: argparse.Namespace) -> int:
@@ -317,7 +320,7 @@ def _hooks(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with remote() as client:
-            await client.world.runs.get(args.run_id, resolve_data="none")
+            view = await client.world.runs.get(args.run_id, resolve_data="none")
             events = await read_events(client.world, args.run_id, values=False)
             base = os.environ.get(WEBHOOK_URL_ENV, "").rstrip("/")
             hooks: dict[str, dict[str, Any]] = {}
@@ -334,16 +337,18 @@ def _hooks(args: argparse.Namespace) -> int:
                     hooks[corr]["received"] += 1
                 elif event.event_type == "hook_disposed" and corr in hooks:
                     hooks[corr]["disposed"] = True
+            for hook in hooks.values():  # closed by the run's end, when it ended with the hook open
+                hook["state"] = hook_state(hook["disposed"], view.status)
             if args.json:
                 print_json(list(hooks.values()))
                 return
             if not hooks:
                 print(f"run {args.run_id} has no hooks", file=sys.stderr)
             for hook in hooks.values():
-                state = "disposed" if hook["disposed"] else "open"
+                state = hook["state"] + (f" (run {view.status})" if hook["state"] == "closed" else "")
                 kind = "webhook" if hook["webhook"] else "hook"
                 print(f"{hook['token']}  {kind:<7} received {hook['received']}  {state}")
-                if hook["url"] and not hook["disposed"]:
+                if hook["url"] and hook["state"] == "open":
                     print(f"  {hook['url']}")
             if any(h["webhook"] for h in hooks.values()) and not base:
                 print(f"(set {WEBHOOK_URL_ENV} to the webhook route's address to see the URLs)", file=sys.stderr)

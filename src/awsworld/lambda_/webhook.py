@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from ..world.errors import HookNotFoundError, InvalidInputError, RunGoneError, ThrottledError
+from ..world.errors import HookClosedError, HookNotFoundError, InvalidInputError, RunGoneError, ThrottledError
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
 from ..world.write_rules import token_fits
 from . import observability as obs
@@ -212,6 +212,8 @@ async def resume(container: Container, request: WebhookRequest) -> Response:
         logger.thread_safe_append_keys(runId=hook.run_id, hookId=hook.hook_id)
         outcome = await container.client.resume_hook_outcome(request.token, request.payload(),
                                                              idempotency_key=resume_id)
+    except HookClosedError:  # the token's run ended and closed its hooks (before HookNotFoundError: it is one)
+        return _reply(410, "gone", "the webhook's run has finished")
     except HookNotFoundError:
         return _reply(404, "not-found", "no webhook has this token")
     except RunGoneError:

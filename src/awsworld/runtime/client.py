@@ -15,8 +15,9 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
+from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
+from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from . import serde
@@ -70,7 +71,9 @@ class Run(Generic[R_co]):
             if run.status == "failed":
                 error = run.error
                 raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
-                                             code=run.error_code, error_type=error.name if error else None)
+                                             code=run.error_code, error_type=error.name if error else None,
+                                             details=error.model_dump(by_alias=True, exclude_none=True)
+                                             if error else None)
             if run.status == "cancelled":
                 raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:
@@ -214,7 +217,9 @@ class Client:
         whether this call was the one that recorded the payload.
 
         With ``wait`` (seconds), a hook that does not exist yet (its run has not reached ``create_hook``) is
-        waited for that long before ``HookNotFoundError`` is raised; without it, it is raised at once.
+        waited for that long before ``HookNotFoundError`` is raised; without it, it is raised at once. A hook whose
+        run has ended was closed by that end: ``HookClosedError`` (a ``HookNotFoundError`` and a ``RunGoneError``)
+        names the run and its status.
         """
         return (await self.resume_hook_outcome(token, payload, idempotency_key=idempotency_key, wait=wait)).event
 
@@ -243,7 +248,7 @@ class Client:
         run = await self.world.runs.get(hook.run_id, resolve_data="none")
         ended = run.status in TERMINAL_RUN_STATUSES
         if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
-            raise RunGoneError(f"run {run.run_id} is {run.status}: its hooks take no more payloads")
+            raise closed_hook_error(run.run_id, run.status)  # a retained hook: closed with its run
         data: dict[str, Any] = {"payload": encoded}
         resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
         if resume_id is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from datetime import datetime
+from typing import Any
 
 from .durations import When, seconds
 
@@ -62,20 +63,35 @@ class ValueTooLargeError(FatalError):
 
 
 class StepError(Exception):
-    """A step failed for good (after its retries, or fatally); raised where the workflow awaited it."""
+    """A step failed for good (after its retries, or fatally); raised where the workflow awaited it.
 
-    def __init__(self, message: str, *, step_name: str, error_type: str | None = None) -> None:
-        super().__init__(message)
+    It carries the step's own error as the log recorded it: ``error_type`` (the exception's class name,
+    ``"KeyError"``), ``qualified_type`` (``"myapp.errors.Declined"``; a builtin's is its name), ``message`` (its
+    message), ``stack`` (its traceback, bounded), and which step: ``step_name``, ``step_id``, ``attempt`` (the
+    attempt that failed last). ``str()`` says all but the traceback: ``step 'fetch' failed after 3 attempts:
+    KeyError: 'missing'``. A run the workflow lets it fail keeps the same in its error (see ``error_shapes``)."""
+
+    def __init__(self, message: str, *, step_name: str, error_type: str | None = None, step_id: str | None = None,
+                 attempt: int | None = None, stack: str | None = None, qualified_type: str | None = None) -> None:
+        self.message = message
         self.step_name = step_name
         self.error_type = error_type
+        self.qualified_type = qualified_type or error_type
+        self.step_id = step_id
+        self.attempt = attempt
+        self.stack = stack
+        after = f" after {attempt} attempts" if attempt is not None and attempt > 1 else ""
+        super().__init__(f"step {step_name!r} failed{after}: " + (f"{error_type}: " if error_type else "") + message)
 
 
 class PollTimeoutError(StepError):
     """``poll_until``'s ``timeout`` passed before a poll's result satisfied its predicate (a ``StepError``
     whose ``error_type`` is ``"PollTimeoutError"``, so ``except StepError`` catches it too)."""
 
-    def __init__(self, message: str, *, step_name: str) -> None:
-        super().__init__(message, step_name=step_name, error_type="PollTimeoutError")
+    def __init__(self, message: str, *, step_name: str, step_id: str | None = None, attempt: int | None = None,
+                 stack: str | None = None) -> None:
+        super().__init__(message, step_name=step_name, error_type="PollTimeoutError", step_id=step_id,
+                         attempt=attempt, stack=stack)
 
 
 class HookConflictError(Exception):
@@ -110,13 +126,20 @@ class HookFailedError(Exception):
 
 
 class WorkflowRunFailedError(Exception):
-    """``Run.result()`` of a failed run: carries the stored error."""
+    """``Run.result()`` of a failed run: carries the stored error. ``error_type`` is the name of what the
+    workflow raised (``"StepError"`` when a failed step's error went uncaught); ``details`` is the whole stored
+    error (``type``, ``stack``, and for a step's failure ``stepName``, ``stepId``, ``attempt`` and ``cause``, the
+    step's own error with its traceback); ``step_name`` names the failed step, if one was the cause."""
 
-    def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None) -> None:
+    def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None, *,
+                 details: dict[str, Any] | None = None) -> None:
         super().__init__(f"run {run_id} failed: {message}")
         self.run_id = run_id
         self.code = code
         self.error_type = error_type
+        self.details: dict[str, Any] = details or {}
+        step = self.details.get("stepName")
+        self.step_name: str | None = step if isinstance(step, str) else None
 
 
 class RunStartError(Exception):

@@ -228,8 +228,10 @@ class WorkflowExecution:
                 op.future.cancel()
             else:
                 error = data.get("error") or {}
-                op.future.set_exception(StepError(str(error.get("message", "step failed")),
-                                                  step_name=op.definition.name, error_type=error.get("name")))
+                op.future.set_exception(StepError(
+                    str(error.get("message", "step failed")), step_name=op.definition.name,
+                    error_type=error.get("name"), qualified_type=error.get("type"), step_id=op.id,
+                    attempt=op.attempt or None, stack=error.get("stack")))
 
     def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any], event: Event) -> None:
         token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token

@@ -35,6 +35,7 @@ from ..world.ids import slot_to_event_id
 from . import divergence as dv
 from . import serde
 from .children import on_run_end
+from .error_shapes import log_failure, structured_error
 from .errors import (
     CORRUPTED_EVENT_LOG,
     EVENT_LIMIT_EXCEEDED,
@@ -49,7 +50,7 @@ from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
 from .ops import HookOp, StepOp, WaitOp
 from .registry import Registry
-from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, structured_error
+from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data
 
 MAX_DIVERGENT_RECOVERIES = 3
 DIVERGENCE_POLICY_ENV = "AWSWORLD_ON_DIVERGENCE"  # "fail" (the spec's default) or "park"
@@ -599,6 +600,7 @@ class Flow:
             await self._write({"eventType": "run_failed", "eventData": {"error": error, "errorCode": code}})
         except EntityConflictError:
             return "gone"
+        log_failure(self.run_id, self.message.workflow_name, error, code)
         return "failed"
 
     async def _record_markers(self, execution: WorkflowExecution) -> None:

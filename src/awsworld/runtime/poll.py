@@ -91,7 +91,8 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
         return await execution.call_step(definition, args, kwargs, poll=spec)
     except StepError as error:
         if error.error_type == "PollTimeoutError":
-            raise PollTimeoutError(str(error), step_name=error.step_name) from None
+            raise PollTimeoutError(error.message, step_name=error.step_name, step_id=error.step_id,
+                                   attempt=error.attempt, stack=error.stack) from None
         raise
 
 

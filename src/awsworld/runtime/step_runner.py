@@ -32,7 +32,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
@@ -51,7 +50,8 @@ from ..world.errors import (
 from ..world.events import Event, EventResult
 from . import serde
 from .context import current_step
-from .errors import FatalError, StepTimeoutError, ValueTooLargeError, cap_message
+from .error_shapes import structured_error
+from .errors import FatalError, StepTimeoutError, ValueTooLargeError
 from .poll import POLL_NOT_READY, PollSpec
 from .registry import Registry, StepDef
 from .step_context import StepContext, StepMetadata
@@ -80,15 +80,6 @@ class StepOutcome:
     retry_after: float = 0.0
     attempt: int = 0
     open_steps: int | None = None
-
-
-def structured_error(error: BaseException) -> dict[str, Any]:
-    """An error as the log stores it; the stack is kept (it is code, not user data)."""
-    return {
-        "message": cap_message(str(error) or type(error).__name__),  # megabytes would not fit: head, and a notice
-        "name": type(error).__name__,
-        "stack": "".join(traceback.format_exception(error))[-8000:],
-    }
 
 
 INLINE = "inline"

@@ -19,7 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..runtime.durations import parse_duration
-from ..timeline import timeline_rows
+from ..timeline import error_lines, error_part, timeline_rows
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.streams import StreamInfo
@@ -118,6 +118,7 @@ async def run(request: Request) -> JSONResponse:
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
         "completedAt": when(view.completed_at), "attributes": dict(view.attributes),
+        **error_part(view.error, view.error_code),
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
         "children": pic.children, "childStatuses": {c: statuses[c] for c in pic.children if c in statuses},
         "lanes": [{"kind": lane.kind, "name": lane.label, "status": lane.status, "createdAt": when(lane.created),
@@ -127,7 +128,7 @@ async def run(request: Request) -> JSONResponse:
                                 for a in lane.attempts]}
                   for lane in pic.lanes],
         "hooks": [{"hookId": h.hook_id, "token": h.token, "webhook": h.webhook, "disposed": h.disposed,
-                   "payloads": [p for _, _, p in h.payloads]} for h in pic.hooks],
+                   "state": h.state, "payloads": [p for _, _, p in h.payloads]} for h in pic.hooks],
     })
 
 
@@ -155,8 +156,9 @@ async def value(request: Request) -> JSONResponse:
     run_id, event_id = request.path_params["run_id"], request.path_params["event_id"]
     for row in timeline_rows(await ui.reader.events(run_id)):
         if row.event_id == event_id:
+            traceback = "\n".join(error_lines(row.error_details)) or None
             return JSONResponse({"eventId": event_id, "value": row.value if row.has_value else None,
-                                 "error": row.error})
+                                 "error": row.error, "errorDetails": row.error_details, "traceback": traceback})
     return JSONResponse({"error": f"run {run_id} has no event {event_id}"}, status_code=404)
 
 

@@ -13,6 +13,9 @@ from ..runtime.step_runner import INLINE
 from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
 from ..world.entities import Run
 from ..world.events import Event
+from ..world.hook_ends import hook_state
+
+RUN_ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
 @dataclass
@@ -61,6 +64,8 @@ class HookInfo:
     metadata: Any = None
     payloads: list[tuple[str, datetime, Any]] = field(default_factory=list[tuple[str, datetime, Any]])
     disposed: bool = False
+    state: str = "open"
+    """open, disposed (by its workflow) or closed (its run ended with it open): ``world.hook_ends.hook_state``."""
 
 
 @dataclass
@@ -146,6 +151,12 @@ def picture(run_id: str, events: list[Event]) -> Picture:
             hooks[corr].disposed = True
             if lanes[corr].ended is None:
                 lanes[corr].ended, lanes[corr].status = at, "disposed"
+    ending = next((e for e in reversed(events) if e.event_type in RUN_ENDS), None)
+    for hook in hooks.values():  # a hook open when its run ended was closed by that end
+        hook.state = hook_state(hook.disposed, ending.event_type.removeprefix("run_") if ending else None)
+        lane = lanes[hook.hook_id]
+        if hook.state == "closed" and ending is not None and lane.ended is None:
+            lane.ended, lane.status = ending.created_at, "closed"
     start = events[0].created_at if events else None
     end = events[-1].created_at if events else None
     return Picture(start, end, sorted(lanes.values(), key=lambda lane: lane.created), list(hooks.values()),

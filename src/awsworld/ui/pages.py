@@ -14,7 +14,8 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ..timeline import Row
+from ..runtime.error_shapes import error_summary
+from ..timeline import Row, error_lines
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
 from .model import Lane, Picture, parent_of
@@ -64,6 +65,10 @@ document.addEventListener('click',async function(e){
  const b=e.target.closest('button[data-value]');
  if(b){const r=await fetch(api+'/events/'+encodeURIComponent(b.dataset.value)+'/value');const d=await r.json();
   const pre=document.createElement('pre');pre.textContent=JSON.stringify(d.value,null,2);b.replaceWith(pre);return;}
+ const t=e.target.closest('button[data-error]');
+ if(t){const r=await fetch(api+'/events/'+encodeURIComponent(t.dataset.error)+'/value');const d=await r.json();
+  const pre=document.createElement('pre');pre.className='tb';pre.textContent=d.error+'\\n'+(d.traceback||'');
+  t.replaceWith(pre);return;}
  const s=e.target.closest('button[data-stream]');
  if(s){if(!document.getElementById('stream-'+s.dataset.stream)){const pre=document.createElement('pre');
   pre.id='stream-'+s.dataset.stream;pre.dataset.stream=s.dataset.stream;s.after(pre);
@@ -215,7 +220,9 @@ def timeline_html(pic: Picture, *, now: datetime | None = None) -> str:
 
 def _value_cell(run_id: str, row: Row) -> str:
     if row.error is not None:
-        return f"<span class=err>{esc(row.error)}</span>"
+        more = (f" <button data-error='{esc(row.event_id)}'>traceback</button>"
+                if (row.error_details or {}).get("stack") else "")
+        return f"<span class=err>{esc(row.error)}</span>{more}"
     if not row.has_value:
         return ""
     text = compact(row.value)
@@ -229,6 +236,23 @@ def event_rows(run_id: str, rows: Iterable[Row]) -> str:
     return "".join(
         f"<tr><td>{row.at_ms:.0f} ms</td><td>{esc(row.event_type)}</td><td><code>{esc(row.what)}</code></td>"
         f"<td>{esc(row.detail)}</td><td>{_value_cell(run_id, row)}</td></tr>" for row in rows)
+
+
+def error_facts(error: dict[str, Any]) -> list[tuple[str, str]]:
+    """A failed run's error for its summary: the error, the step that failed (for a step's error the workflow
+    let through: its original type and message) and the tracebacks, folded."""
+    facts = [("error", f"<span class=err>{esc(error_summary(error) or '')}</span>")]
+    cause = error.get("cause")
+    if isinstance(cause, dict):
+        attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
+        facts.append(("failed step", f"<code>{esc(error.get('stepName'))}</code> ({esc(error.get('stepId'))}"
+                                     f"{esc(attempt)}): <span class=err>{esc(cause.get('type') or cause.get('name'))}: "
+                                     f"{esc(cause.get('message', ''))}</span>"))
+    lines = error_lines(error)
+    if lines:
+        facts.append(("traceback", f"<details><summary>show</summary><pre class=tb>{esc(chr(10).join(lines))}</pre>"
+                                   "</details>"))
+    return facts
 
 
 def _linked(run_id: str, statuses: dict[str, str]) -> str:
@@ -245,7 +269,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
              ("created", _time(run.created_at)), ("started", _time(run.started_at)),
              ("completed", _time(run.completed_at))]
     if run.error is not None:
-        facts.append(("error", f"<span class=err>{esc(run.error.name or '')}: {esc(run.error.message)}</span>"))
+        facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     if parent:
         facts.append(("parent", _linked(parent, statuses)))
     if pic.children:
@@ -265,11 +289,11 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
                               if len(compact(p)) > VALUE_CHARS else "") + "</div>"
                            for eid, at, p in hook.payloads)
         resume = ""
-        if allow_writes and live and not hook.disposed:
+        if allow_writes and live and hook.state == "open":
             resume = (f"<textarea id='payload-{esc(hook.hook_id)}' rows=1>null</textarea> <button data-write=resume "
                       f"data-token='{esc(hook.token)}' data-hook='{esc(hook.hook_id)}'>resume</button>")
         hooks.append(f"<tr><td><code>{esc(hook.token)}</code></td><td>{'webhook' if hook.webhook else 'hook'}</td>"
-                     f"<td>{'disposed' if hook.disposed else 'open'}</td><td>{payloads or '—'}{resume}</td></tr>")
+                     f"<td>{esc(hook.state)}</td><td>{payloads or '—'}{resume}</td></tr>")
     hooks_html = ("<table><tr><th>token</th><th>kind</th><th>state</th><th>payloads</th></tr>"
                   + "".join(hooks) + "</table>") if hooks else "<p class=muted>no hooks</p>"
     stream_rows = "".join(

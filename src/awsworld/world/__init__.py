@@ -17,6 +17,7 @@ from .entities import (
 from .errors import (
     EntityConflictError,
     EventNotFoundError,
+    HookClosedError,
     HookNotFoundError,
     InBandSupersededError,
     InvalidInputError,
@@ -79,6 +80,7 @@ __all__ = [
     "EventType",
     "EventsAPI",
     "Hook",
+    "HookClosedError",
     "HookNotFoundError",
     "HookPage",
     "HooksAPI",

@@ -22,13 +22,23 @@ TERMINAL_STEP_STATUSES: frozenset[str] = frozenset({"completed", "failed", "canc
 
 
 class StructuredError(WireModel):
-    """An error as stored in the log: enough to re-raise it with its type after replay."""
+    """An error as stored in the log: enough to re-raise it with its type after replay, and to fix it.
+
+    ``name`` is the exception's class name, ``type`` its qualified name (``myapp.errors.Declined``), ``stack`` its
+    traceback (bounded: see ``runtime.error_shapes``). A run that failed because a step's ``StepError`` went
+    uncaught names the step (``step_name``, ``step_id``, ``attempt``) and keeps the step's own error as
+    ``cause``. Errors written before these fields existed simply lack them."""
 
     model_config = WireModel.model_config | {"extra": "allow"}
     message: str
     stack: str | None = None
     code: str | None = None
     name: str | None = None
+    type: str | None = None
+    step_name: str | None = None
+    step_id: str | None = None
+    attempt: int | None = None
+    cause: StructuredError | None = None
 
 
 class Run(WireModel):
@@ -73,12 +83,18 @@ class Step(WireModel):
     spec_version: int | None = None
 
 
+HookStatus = Literal["open", "closed"]
+
+
 class Hook(WireModel):
-    """A live hook (or one whose token is retained after its run ended). Disposed hooks are deleted."""
+    """A live hook (``status="open"``), or one whose token is retained after its run ended (``"closed"``: it takes
+    no more payloads; see ``world/hook_ends.py``). Disposed hooks, and those released at their run's end, are
+    deleted."""
 
     run_id: str
     hook_id: str
     token: str
+    status: HookStatus = "open"
     metadata: Any = None
     is_webhook: bool = False
     token_retention_until: datetime | None = None

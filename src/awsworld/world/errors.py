@@ -105,6 +105,20 @@ class RunGoneError(WorldError):
     code = "run-gone"
 
 
+class HookClosedError(HookNotFoundError, RunGoneError):
+    """The hook holding the token was closed when its run ended (``run_id``, and ``run_status``: how it ended):
+    it takes no more payloads. A ``HookNotFoundError`` (no live hook owns the token, as the contract says) and a
+    ``RunGoneError`` (the run is over), so callers catching either keep working; 410, ``hook-closed``."""
+
+    status = 410
+    code = "hook-closed"
+
+    def __init__(self, message: str, *, run_id: str, run_status: str, **details: Any) -> None:
+        super().__init__(message, run_id=run_id, run_status=run_status, **details)
+        self.run_id = run_id
+        self.run_status = run_status
+
+
 class InBandSupersededError(WorldError):
     """Another orchestrator wrote to the run first; carries the counters read together at refusal."""
 

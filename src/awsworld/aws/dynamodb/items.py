@@ -158,6 +158,7 @@ async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData,
         run_id=run_id,
         hook_id=item["sk"].removeprefix(HOOK_PREFIX),
         token=item["token"],
+        status=item.get("status") or "open",  # "closed" once its run ended (a retained hook)
         metadata=metadata,
         is_webhook=bool(item.get("isWebhook")),
         token_retention_until=item.get("tokenRetentionUntil"),

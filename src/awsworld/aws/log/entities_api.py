@@ -7,12 +7,13 @@ import asyncio
 from ...world.cursors import check_limit, encode_cursor, key_after
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
+from ...world.hook_ends import closed_hook_error
 from ...world.pages import HookPage, StepPage
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .entity_reads import EntityReads
-from .transitions import step_from_head
+from .transitions import END_STATUS, step_from_head
 
 MAX_PAGE = 1000
 
@@ -74,12 +75,15 @@ class HooksAPI:
         return await self.reads.hook(run_id, item, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
-        """The active hook owning ``token``, or the retained hook of a finished run still holding it."""
+        """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
+        token whose run ended and released it: ``HookClosedError`` naming the run (``world/hook_ends.py``)."""
         owner = await get_item(self.clients, token_key(token))
         if owner is None:
             raise HookNotFoundError("no hook owns that token")
         item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
         if item is None:
+            if owner.get("released"):
+                raise closed_hook_error(str(owner["runId"]), owner.get(END_STATUS))
             raise HookNotFoundError("no hook owns that token")
         return await self.reads.hook(owner["runId"], item, resolve_data)
 

@@ -26,6 +26,7 @@ from ...world.errors import (
     TooEarlyError,
 )
 from ...world.events import CreateEventRequest, EventResult
+from ...world.hook_ends import HOOK_CLOSED, hook_fate
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
 from ...world.write_rules import check_hook_token
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
@@ -51,6 +52,8 @@ from .plan import Plan, PlannedEvent, RunChange, SlotRef, split_payload
 
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
+# The token item's record of how its run ended, once the run released it (``world/hook_ends.py``).
+END_STATUS = "endStatus"
 # The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
 RESUME_MARKER_ROLE = "resume"
 
@@ -176,17 +179,18 @@ def _run_terminal(status: str, value_field: str | None):
             sets["errorCode"] = req.data().error_code  # type: ignore[attr-defined]
         change = RunChange(sets=sets, require_status=run["status"])
         plan = Plan([_event(req, state)], change, new_run={**run, **sets})
-        _release_hooks(plan, state)
+        _release_hooks(plan, state, status, int(sets[TTL_ATTRIBUTE]))
         return plan
 
     return planner
 
 
-def _release_hooks(plan: Plan, state: State) -> None:
-    """A run's end removes its live hooks and frees their tokens, except tokens still under retention."""
+def _release_hooks(plan: Plan, state: State, status: str, ttl: int) -> None:
+    """A run's end closes its hooks (``world/hook_ends.py``): it removes the live ones and frees their tokens,
+    except tokens still under retention; each token item stays as the memory that its run ended (``status``)."""
     batches: list[list[TxOp]] = [[]]
     for index, hook in enumerate(state.hooks):
-        ops = _hook_release_ops(state.run_id, hook, state.now)
+        ops = _hook_release_ops(state.run_id, hook, state.now, status, ttl)
         if index < HOOKS_RELEASED_IN_COMMIT:
             plan.ops.extend(ops)
         else:
@@ -196,16 +200,21 @@ def _release_hooks(plan: Plan, state: State) -> None:
     plan.after_commit = [b for b in batches if b]
 
 
-def _hook_release_ops(run_id: str, hook: Item, now: str) -> list[TxOp]:
-    retained = _retained(hook, now)
-    token_op = TxOp("Update" if retained else "Delete", "hook-token", key=token_key(hook["token"]))
-    token_op.condition = f"{token_op.expr.n('hookId')} = {token_op.expr.v(hook_id_of(hook))}"
-    if retained:
-        # Kept until its retention ends (the contract), then collected: the token is free from then on anyway.
-        e = token_op.expr
-        token_op.update = (f"SET {e.n('released')} = {e.v(True)}, "
-                           f"{e.n(TTL_ATTRIBUTE)} = {e.v(epoch(str(hook['tokenRetentionUntil'])) + 1)}")
-        return [token_op]
+def _hook_release_ops(run_id: str, hook: Item, now: str, status: str, ttl: int) -> list[TxOp]:
+    """The token item is kept, marked released with its run's end status (``endStatus``): a new hook may claim it
+    at once (or once its retention passes), and until then a resume of it says the run ended. It expires with
+    the run's partition (``ttl``, which already outlasts any retention). A retained hook stays, closed; any other
+    is deleted with its pointer."""
+    token_op = TxOp("Update", "hook-token", key=token_key(hook["token"]))
+    e = token_op.expr
+    token_op.condition = f"{e.n('hookId')} = {e.v(hook_id_of(hook))}"
+    token_op.update = (f"SET {e.n('released')} = {e.v(True)}, {e.n(END_STATUS)} = {e.v(status)}, "
+                       f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl)}")
+    if _retained(hook, now):
+        closed = TxOp("Update", "hook-release", key=hook_key(run_id, hook_id_of(hook)))
+        closed.update = f"SET {closed.expr.n('status')} = {closed.expr.v(HOOK_CLOSED)}"
+        closed.condition = "attribute_exists(pk)"
+        return [token_op, closed]
     return [
         TxOp("Delete", "hook-release", key=hook_key(run_id, hook_id_of(hook))),
         TxOp("Delete", "hook-release", key=hook_pointer_key(hook_id_of(hook))),
@@ -219,7 +228,7 @@ def hook_id_of(hook: Item) -> str:
 
 def _retained(hook: Item, now: str) -> bool:
     until = hook.get("tokenRetentionUntil")
-    return bool(until) and until > now
+    return hook_fate(datetime.fromisoformat(str(until)) if until else None, datetime.fromisoformat(now)) == "retained"
 
 
 def _attr_set(req: CreateEventRequest, state: State) -> Plan:

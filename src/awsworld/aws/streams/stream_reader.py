@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import deque
-from collections.abc import AsyncIterator, Generator
-from typing import Any
 
-from ...world.entities import TERMINAL_RUN_STATUSES
-from ...world.errors import RunNotFoundError, WorldError
+from ...world.errors import WorldError
+from ...world.stream_reading import LiveReader
 from .stream_store import Segment, StreamStore
 
 READ_CHUNKS = 1000
@@ -98,78 +95,46 @@ class ChunkReader:
             await asyncio.sleep(0.01 * gaps)
 
 
-class LiveStream:
-    """``streams.get``: an async iterator of chunks that waits for new ones (polling with backoff) and ends
-    when the stream is closed. ``await`` it to fix a negative start index now rather than at the first read.
-
-    It also ends, once drained, when the run has finished: a finished run's streams take no more chunks, so
-    waiting longer could only hang a reader whose writer never closed the stream. For the same reason a
-    reader idling on a run that does not exist gets ``RunNotFoundError`` instead of waiting forever.
+class LiveStream(LiveReader):
+    """``streams.get``: an async iterator of chunks that waits for new ones (polling with backoff). When it ends
+    is every World's rule (``world/stream_reading.py``): when the stream is closed, or once drained when the run
+    has ended; an idle reader asks the run's status at once the first time, then every ``run_check_interval``.
+    ``await`` it to fix a negative start index now rather than at the first read.
     """
 
     def __init__(self, store: StreamStore, run_id: str, name: str, start_index: int, *, poll_interval: float,
                  max_poll_interval: float, run_check_interval: float) -> None:
+        super().__init__(run_id, name, start_index)
         self.store = store
-        self.run_id = run_id
-        self.name = name
-        self.start_index = start_index
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.run_check_interval = run_check_interval
         self._reader: ChunkReader | None = None
-        self._buffer: deque[bytes] = deque()
-        self._finished = False
-        self._run_over = False
+        self._delay = poll_interval
+        self._last_check = 0.0
 
-    async def start(self) -> LiveStream:
-        if self._reader is None:
-            position = self.start_index
-            if position < 0:
-                count, _ = await self.store.meta(self.run_id, self.name)
-                position = max(0, count + position)
-            self._reader = ChunkReader(self.store, self.run_id, self.name, position)
-        return self
+    async def _meta(self) -> tuple[int, bool]:
+        return await self.store.meta(self.run_id, self.name)
 
-    def __await__(self) -> Generator[Any, None, LiveStream]:
-        return self.start().__await__()
+    async def _run_status(self) -> str | None:
+        self._last_check = time.monotonic()
+        return await self.store.run_status(self.run_id)
 
-    def __aiter__(self) -> AsyncIterator[bytes]:
-        return self
+    def _begin(self, position: int) -> None:
+        self._reader = ChunkReader(self.store, self.run_id, self.name, position)
 
-    @property
-    def position(self) -> int:
-        """The index of the next chunk this iterator yields."""
-        return (self._reader.position if self._reader else max(self.start_index, 0)) - len(self._buffer)
+    def _next_position(self) -> int:
+        assert self._reader is not None
+        return self._reader.position
 
-    async def __anext__(self) -> bytes:
-        if self._buffer:
-            return self._buffer.popleft()
-        reader = (await self.start())._reader
-        assert reader is not None
-        delay = self.poll_interval
-        last_run_check = time.monotonic()
-        while not self._finished:
-            count, done = await self.store.meta(self.run_id, self.name)
-            if reader.position < count:
-                self._buffer.extend(await reader.read(count))
-                return self._buffer.popleft()
-            if done or self._run_over:
-                break
-            if time.monotonic() - last_run_check >= self.run_check_interval:
-                last_run_check = time.monotonic()
-                # Terminal: one more meta read (after this one) sees every chunk that can ever exist.
-                status = await self.store.run_status(self.run_id)
-                if status is None:
-                    raise RunNotFoundError(f"run {self.run_id} does not exist: its stream {self.name} can never "
-                                           "receive a chunk", run_id=self.run_id)
-                self._run_over = status in TERMINAL_RUN_STATUSES
-                if self._run_over:
-                    continue
-            await asyncio.sleep(delay)
-            delay = min(self.max_poll_interval, delay * 2)
-        self._finished = True
-        raise StopAsyncIteration
+    async def _read(self, count: int) -> list[bytes]:
+        assert self._reader is not None
+        self._delay = self.poll_interval  # the stream moves: poll briskly again
+        return await self._reader.read(count)
 
-    async def aclose(self) -> None:
-        self._finished = True
-        self._buffer.clear()
+    async def _wait(self) -> None:
+        await asyncio.sleep(self._delay)
+        self._delay = min(self.max_poll_interval, self._delay * 2)
+
+    def _check_due(self) -> bool:
+        return time.monotonic() - self._last_check >= self.run_check_interval

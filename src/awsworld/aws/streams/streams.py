@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.errors import InvalidInputError, WorldError
 from ...world.ids import check_entity_id
+from ...world.stream_reading import end_state
 from ...world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
@@ -85,14 +86,15 @@ class StreamsAPI:
 
     async def get_chunks(self, run_id: str, name: str, *, limit: int = 100,
                          cursor: str | None = None) -> StreamChunkPage:
-        """A snapshot page from the cursor (or the start); the cursor always points after the page."""
+        """A snapshot page from the cursor (or the start); the cursor always points after the page. ``done``: the
+        stream is closed, or its run has ended."""
         _check(run_id, name)
         check_limit(limit, MAX_PAGE_CHUNKS)
         decoded = decode_cursor(cursor) or {"i": 0}
         start = decoded.get("i")
         if isinstance(start, bool) or not isinstance(start, int) or start < 0:
             raise InvalidInputError("cursor is not one this World issued", field="cursor")
-        count, done = await self.store.meta(run_id, name)
+        count, done = await self._end_state(run_id, name)
         reader = ChunkReader(self.store, run_id, name, start)
         chunks = await reader.read(count, max_chunks=limit)
         return StreamChunkPage(
@@ -101,9 +103,13 @@ class StreamsAPI:
         )
 
     async def get_info(self, run_id: str, name: str) -> StreamInfo:
+        """The tail index and ``done``: closed, or its run has ended (``world/stream_reading.py``)."""
         _check(run_id, name)
-        count, done = await self.store.meta(run_id, name)
+        count, done = await self._end_state(run_id, name)
         return StreamInfo(tail_index=count - 1, done=done)
+
+    async def _end_state(self, run_id: str, name: str) -> tuple[int, bool]:
+        return await end_state(lambda: self.store.meta(run_id, name), lambda: self.store.run_status(run_id))
 
     async def list(self, run_id: str) -> list[str]:
         check_entity_id(run_id, "runId")

@@ -21,6 +21,7 @@ from pydantic import BaseModel
 
 from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, StructuredError, Wait
 from ...world.events import PAYLOAD_FIELDS, Event
+from ...world.hook_ends import hook_status
 from ...world.ids import slot_to_event_id
 from .values import JSONValue, Value, copy_json
 
@@ -114,12 +115,14 @@ class WaitRecord:
 
 @dataclass(slots=True)
 class TokenRecord:
-    """Who holds a hook token. ``released``: its run ended while it was under retention (held until then)."""
+    """Who holds a hook token. ``released``: its run ended (``end_status``: how), so the token is free, or held
+    until its retention passes; kept until a new hook claims it, so a resume can say the run ended."""
 
     run_id: str
     hook_id: str
     retention_until: datetime | None
     released: bool = False
+    end_status: str | None = None
 
     def free_at(self, now: datetime) -> bool:
         return self.released and (self.retention_until is None or self.retention_until < now)
@@ -257,6 +260,7 @@ def hook_model(run: RunRecord, hook_id: str, hook: HookRecord, resolve: ResolveD
         run_id=run.run_id,
         hook_id=hook_id,
         token=hook.token,
+        status=hook_status(run.status),
         metadata=run.value_at(hook.metadata_slot) if resolve != "none" else None,
         is_webhook=hook.is_webhook,
         token_retention_until=hook.retention_until,

@@ -44,6 +44,7 @@ from ...world.events import (
     StepRetryingData,
     WaitCreatedData,
 )
+from ...world.hook_ends import hook_fate
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT, slot_to_event_id
 from ...world.write_rules import check_hook_token
 from .records import PAYLOAD_NAME, HookRecord, RunRecord, State, StepRecord, TokenRecord, WaitRecord
@@ -173,28 +174,27 @@ def _run_terminal(status: str, carries_value: bool) -> Callable[[CreateEventRequ
                 run.end_slot = slots[0]  # the output or error stays in the event
             if error_code:
                 run.error_code = error_code
-            release_hooks(ctx.state, run, now)
+            release_hooks(ctx.state, run, now, status)
 
         return Plan([new_event(req, ctx)], apply, shows="run")
 
     return planner
 
 
-def release_hooks(state: State, run: RunRecord, now: datetime) -> None:
-    """A run's end removes its live hooks and frees their tokens, except tokens still under retention: those
-    stay held (and their hooks readable) until the retention passes."""
+def release_hooks(state: State, run: RunRecord, now: datetime, status: str) -> None:
+    """A run's end closes its hooks (``world/hook_ends.py``): it removes the live ones and frees their tokens,
+    except tokens still under retention: those stay held (and their hooks readable, closed) until the retention
+    passes. Each token's record stays, released with its run's end ``status``, until a new hook claims it."""
     for hook_id, hook in list(run.hooks.items()):
         token = state.tokens.get(hook.token)
         owned = token is not None and token.hook_id == hook_id
-        if hook.retention_until is not None and hook.retention_until > now:
-            if token is not None and owned:
-                token.released = True
+        if token is not None and owned:
+            token.released, token.end_status = True, status
+        if hook_fate(hook.retention_until, now) == "retained":
             continue
         del run.hooks[hook_id]
         if state.hook_runs.get(hook_id) == run.run_id:
             del state.hook_runs[hook_id]
-        if owned:
-            del state.tokens[hook.token]
 
 
 def _attr_set(req: CreateEventRequest, ctx: Ctx) -> Plan:

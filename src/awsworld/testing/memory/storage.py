@@ -19,6 +19,7 @@ from ...world.cursors import check_limit, encode_cursor, key_after, run_before
 from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
 from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.events import AttributeChange, EventResult
+from ...world.hook_ends import closed_hook_error
 from ...world.pages import HookPage, RunPage, StepPage
 from ...world.write_rules import attr_set_event
 from .log import MemoryLog
@@ -59,7 +60,7 @@ class MemoryStorage:
     def holds_hook(self, run_id: str, token: str) -> bool:
         """Whether ``run_id`` holds the hook ``token`` now (synchronous, for the test driver's skip rule)."""
         holder = self.state.tokens.get(token)
-        return holder is not None and holder.run_id == run_id
+        return holder is not None and holder.run_id == run_id and not holder.released
 
     def notify_change(self) -> None:
         """Wake every ``wait_until`` waiter to re-check its predicate; each commit calls it."""
@@ -186,11 +187,14 @@ class MemoryHooks:
         return hook_model(run, hook_id, hook, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
-        """The active hook owning ``token``, or the retained hook of a finished run still holding it."""
+        """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
+        token whose run ended and released it: ``HookClosedError`` naming the run (``world/hook_ends.py``)."""
         holder = self.state.tokens.get(token)
         run = self.state.runs.get(holder.run_id) if holder is not None else None
         hook = run.hooks.get(holder.hook_id) if run is not None and holder is not None else None
         if run is None or hook is None or holder is None:
+            if holder is not None and holder.released:
+                raise closed_hook_error(holder.run_id, holder.end_status)
             raise HookNotFoundError("no hook owns that token")
         return hook_model(run, holder.hook_id, hook, resolve_data)
 

@@ -20,6 +20,7 @@ from ...world.clock import Clock
 from ...world.errors import InvalidInputError
 from ...world.ids import check_entity_id
 from ...world.limits import DEFAULT_MAX_VALUE_BYTES
+from ...world.stream_reading import end_state
 from ...world.streams import (
     FRAME_BYTES,
     Chunk,
@@ -90,9 +91,9 @@ class MemoryStreams:
         if not isinstance(limit, int) or limit < 1 or limit > MAX_PAGE_CHUNKS:
             raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_CHUNKS}", field="limit")
         start = _decode_cursor(cursor)
+        count, done = await self._end_state(run_id, name)
         state = self.store.get(run_id, name)
-        chunks = state.chunks if state is not None else []
-        done = state.done if state is not None else False
+        chunks = state.chunks[:count] if state is not None else []
         stop = min(len(chunks), start + limit)
         end, size = start, 0
         while end < stop and (end == start or size < PAGE_BYTES):
@@ -104,9 +105,19 @@ class MemoryStreams:
         )
 
     async def get_info(self, run_id: str, name: str) -> StreamInfo:
+        """The tail index and ``done``: closed, or its run has ended (``world/stream_reading.py``)."""
         _check(run_id, name)
-        count, done = self.store.meta(run_id, name)
+        count, done = await self._end_state(run_id, name)
         return StreamInfo(tail_index=count - 1, done=done)
+
+    async def _end_state(self, run_id: str, name: str) -> tuple[int, bool]:
+        async def meta() -> tuple[int, bool]:
+            return self.store.meta(run_id, name)
+
+        async def status() -> str | None:
+            return self.store.run_status(run_id)
+
+        return await end_state(meta, status)
 
     async def list(self, run_id: str) -> list[str]:
         check_entity_id(run_id, "runId")

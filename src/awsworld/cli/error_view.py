@@ -1,0 +1,36 @@
+"""How ``describe`` shows a failed run's error: its type, message, the step that failed and the tracebacks.
+
+Kept apart from ``describe``'s layout so either can change alone: ``error_part`` gives the document's keys
+(``--json``), ``print_error_part`` the lines for people.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..timeline import error_lines, error_part
+
+__all__ = ["error_part", "print_error_part"]
+
+
+def print_error_part(document: dict[str, Any]) -> None:
+    """The error's lines under ``describe``'s header: type, failing step, message, then the tracebacks."""
+    details = document.get("errorDetails")
+    if not isinstance(details, dict):
+        return
+    cause = details.get("cause")
+    if isinstance(cause, dict):
+        attempt = f", attempt {details['attempt']}" if details.get("attempt") else ""
+        print(f"failed in step {details.get('stepName')} ({details.get('stepId')}{attempt})")
+        print(f"error     {cause.get('type') or cause.get('name')}: {cause.get('message', '')}")
+    else:
+        print(f"error     {details.get('type') or details.get('name')}: {details.get('message', '')}")
+    if document.get("errorCode"):
+        print(f"code      {document['errorCode']}")
+    lines = error_lines(details)
+    if isinstance(cause, dict) and lines:
+        lines = lines[1:]  # the step's line is printed above
+    if lines:
+        print("traceback")
+        for line in lines:
+            print(f"  {line}")

@@ -1,0 +1,179 @@
+"""The shape an error takes in the log, and back: what a user needs to fix a failure, bounded so it always fits.
+
+A stored error (``StructuredError``: a step's ``step_failed``/``step_retrying``, a run's ``run_failed``) holds
+``name`` (the exception's class name, what ``StepError.error_type`` and the docs compare against), ``type`` (its
+qualified name, ``myapp.errors.Declined``; just ``KeyError`` for a builtin), ``message`` and ``stack`` (the
+traceback). A run that failed because a step failed and the workflow did not catch the ``StepError`` also holds
+``stepName``, ``stepId``, ``attempt`` and ``cause``: the step's own error (its type, message and traceback), so
+the run's error names the step and the original exception without reading the step.
+
+Tracebacks are kept, and bounded so they always fit: awsworld's own frames that run a body (the step runner, the
+replay loop, asyncio) are dropped from the front; awsworld frames after the last user frame are collapsed to the
+one that raised (dropped for awsworld's own errors, a ``StepError`` say: the user's line that awaited matters); a
+line over ``MAX_STACK_LINE`` (a long message, which ``message`` keeps) keeps its head; and what is left keeps its
+last ``MAX_STACK_BYTES`` (the innermost frames, where the user's code raised) behind a line that says how much
+was cut. A message is capped at ``MAX_ERROR_MESSAGE`` characters the same way. Like the message, a traceback's
+last line may quote user data: it is stored as the event's payload (encrypted when payloads are), and logged only
+on request (``LOG_ERRORS_ENV``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import traceback
+from typing import Any
+
+from .errors import StepError, cap_message
+
+LOG_ERRORS_ENV = "AWSWORLD_LOG_ERRORS"
+"""``full``: a failed run's log line carries its error messages and tracebacks (``awsworld dev`` sets it); else
+only what names the failure (run, step, types), since a message may quote user data."""
+MAX_STACK_BYTES = 8 * 1024
+"""A stored traceback keeps its last 8 KB (about 40 frames): enough for the user's frames of any real failure."""
+MAX_STACK_LINE = 1024
+
+failures = logging.getLogger("awsworld.failures")
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # awsworld/
+_EXAMPLES = _PACKAGE + "examples" + os.sep
+_ASYNCIO = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
+
+
+def qualified_type(error: BaseException) -> str:
+    """``module.QualName`` of the error's class, as Python's own traceback prints it (builtins unqualified)."""
+    kind = type(error)
+    module = kind.__module__
+    return kind.__qualname__ if module in ("builtins", "__main__") else f"{module}.{kind.__qualname__}"
+
+
+def structured_error(error: BaseException) -> dict[str, Any]:
+    """``error`` as the log stores it (see the module's docstring). A ``StepError`` the workflow let through
+    carries its step and the step's original error (``cause``)."""
+    stored: dict[str, Any] = {"message": cap_message(str(error) or type(error).__name__),
+                              "name": type(error).__name__, "type": qualified_type(error),
+                              "stack": format_stack(error)}
+    if isinstance(error, StepError):
+        stored.update({"stepName": error.step_name, "stepId": error.step_id, "attempt": error.attempt})
+        stored["cause"] = {k: v for k, v in {"name": error.error_type, "type": error.qualified_type,
+                                             "message": error.message, "stack": error.stack}.items()
+                           if v is not None}
+    return {k: v for k, v in stored.items() if v is not None}
+
+
+def format_stack(error: BaseException) -> str:
+    """The traceback of ``error`` (and of its causes) with awsworld's runner frames left out, bounded."""
+    report = traceback.TracebackException.from_exception(error)
+    seen: set[int] = set()
+    pending = [report]
+    while pending:
+        current = pending.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        ours = _module_of(current).startswith("awsworld.")
+        current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack), raised_by_us=ours))
+        pending.extend(t for t in (current.__cause__, current.__context__) if t is not None)
+        pending.extend(getattr(current, "exceptions", None) or [])
+    return bounded_stack("".join(report.format()))
+
+
+def _module_of(report: traceback.TracebackException) -> str:
+    """The module of the exception's class (``exc_type_module`` from Python 3.13, ``exc_type`` before)."""
+    module = getattr(report, "exc_type_module", None)
+    if isinstance(module, str):
+        return module
+    kind: Any = getattr(report, "exc_type", None)
+    return str(getattr(kind, "__module__", "") or "")
+
+
+def user_frames(frames: list[traceback.FrameSummary], *, raised_by_us: bool = False) -> list[traceback.FrameSummary]:
+    """The frames from the first one outside awsworld and asyncio on, with awsworld's frames after the last
+    user frame collapsed to the last of them (where the error was raised), or dropped for an error of awsworld's
+    own (a ``StepError``: the user's line that awaited the step is what matters). All of them when none is the
+    user's."""
+    users = [i for i, frame in enumerate(frames) if not _internal(frame.filename)]
+    if not users:
+        return frames
+    first, last = users[0], users[-1]
+    return frames[first:last + 1] + ([] if raised_by_us else frames[last + 1:][-1:])
+
+
+def _internal(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return (path.startswith(_PACKAGE) and not path.startswith(_EXAMPLES)) or path.startswith(_ASYNCIO)
+
+
+def bounded_stack(text: str) -> str:
+    """``text``'s last ``MAX_STACK_BYTES`` (UTF-8), after a line saying how much of its start was cut. A line
+    longer than ``MAX_STACK_LINE`` (an exception's long message: the error's ``message`` keeps it) keeps its head,
+    so the frames above it still fit."""
+    text = "".join(_short_line(line) for line in text.splitlines(keepends=True))
+    data = text.encode("utf-8")
+    if len(data) <= MAX_STACK_BYTES:
+        return text
+    kept = data[-MAX_STACK_BYTES:].decode("utf-8", errors="ignore")
+    kept = kept[kept.find("\n") + 1:] if "\n" in kept else kept  # start at a whole line
+    return f"[traceback cut: its first {len(data) - len(kept.encode('utf-8'))} bytes are not kept]\n{kept}"
+
+
+def _short_line(line: str) -> str:
+    if len(line) <= MAX_STACK_LINE:
+        return line
+    end = "\n" if line.endswith("\n") else ""
+    return f"{line[:MAX_STACK_LINE]}… ({len(line.rstrip()) - MAX_STACK_LINE} more characters cut){end}"
+
+
+def error_summary(error: Any) -> str | None:
+    """A stored error (a ``StructuredError`` or its dict) as one line, ``Name: message [code]``: for a step the
+    workflow let through, ``StepError: step 'fetch' failed after 3 attempts: KeyError: 'missing'``. The one
+    rendering the CLI, the UI and the logs share."""
+    if error is None:
+        return None
+    if not isinstance(error, dict) and not hasattr(error, "model_dump"):
+        return str(error)
+    data: dict[str, Any] = error if isinstance(error, dict) else error.model_dump()
+    name, message, code = data.get("name"), str(data.get("message", "")), data.get("code")
+    text = f"{name}: {message}" if name else message
+    return f"{text} [{code}]" if code else text
+
+
+def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None, *,
+                   full: bool | None = None) -> str:
+    """The log line of a failed run: which run, and what failed: the step (id, attempt) and the original type
+    for a step's failure the workflow let through, else the type. ``full`` (default: ``AWSWORLD_LOG_ERRORS=full``,
+    which ``awsworld dev`` sets) adds the messages and the tracebacks, the step's first (where the user's code
+    raised). Off by default because a message may quote user data, which deployed logs never hold."""
+    if full is None:
+        full = os.environ.get(LOG_ERRORS_ENV, "").strip().lower() == "full"
+    cause = error.get("cause")
+    where = cause_type = ""
+    if isinstance(cause, dict):
+        where = f"{error.get('stepId')}" + (f", attempt {error['attempt']}" if error.get("attempt") else "")
+        cause_type = str(cause.get("type") or cause.get("name"))
+    head = f"run {run_id} ({workflow_name}) failed" + (f" [{code}]" if code else "") + ": "
+    if not full:
+        kind = str(error.get("type") or error.get("name") or "error")
+        kind = str(error.get("name") or kind) if kind.startswith("awsworld.") else kind
+        return head + kind + (f" in step {error.get('stepName')} ({where}): {cause_type}" if cause_type else "")
+    lines = [head + (error_summary(error) or "")]
+    if isinstance(cause, dict):
+        lines.append(f"  step {error.get('stepName')} ({where}) raised {cause_type}: {cause.get('message', '')}")
+        if cause.get("stack"):
+            lines.append(_indented(str(cause["stack"])))
+        if error.get("stack"):
+            lines.append("  and the workflow did not catch it:")
+    if error.get("stack"):
+        lines.append(_indented(str(error["stack"])))
+    return "\n".join(lines)
+
+
+def log_failure(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None) -> None:
+    """Log a failed run (``failure_report``) on ``awsworld.failures``, at WARNING: a run failing is the user's
+    news, not awsworld's error. ``awsworld dev`` prints this logger's lines as they are."""
+    failures.warning("%s", failure_report(run_id, workflow_name, error, code))
+
+
+def _indented(text: str) -> str:
+    return "\n".join(f"    {line}" for line in text.rstrip("\n").splitlines())

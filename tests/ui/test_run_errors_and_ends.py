@@ -1,0 +1,103 @@
+"""The run viewer shows what a failure needs to be fixed (the failing step, the original type and message, the
+tracebacks, escaped) and a run's end as it is: hooks closed by a cancel, streams ended (httpx on the ASGI app
+over a WorkflowTestEnv, no sockets)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import httpx
+import pytest
+
+from awsworld import WorkflowRunFailedError, create_hook, get_writable, step, workflow
+from awsworld.testing import WorkflowTestEnv
+from awsworld.ui import create_app
+
+XSS = "<img src=x onerror=alert(1)>"
+
+
+@step(name="ui_errors.fetch", max_retries=1, retry_delay=1.0)
+async def fetch(key: str) -> str:
+    stock = {"kettle": "3"}
+    return stock[key]
+
+
+@workflow(name="ui_errors.fails")
+async def fails(key: str) -> str:
+    return await fetch(key)
+
+
+@step(name="ui_errors.note", max_retries=0)
+async def note() -> None:
+    await get_writable("log").write("waiting for approval\n")
+
+
+@workflow(name="ui_errors.waits")
+async def waits() -> object:
+    await note()
+    return await create_hook(token="ui-errors:approve")
+
+
+@dataclass
+class Runs:
+    env: WorkflowTestEnv
+    failed: str
+    cancelled: str
+
+
+@pytest.fixture
+async def runs() -> AsyncIterator[Runs]:
+    async with WorkflowTestEnv() as env:
+        failed = await env.client.start(fails, XSS)
+        with pytest.raises(WorkflowRunFailedError):
+            await failed.result()
+        cancelled = await env.client.start(waits)
+        await cancelled.wait_for_hook("ui-errors:approve")
+        await env.client.cancel(cancelled.run_id)
+        await env.world.runs.wait_for_terminal_status(cancelled.run_id, timeout=10)
+        yield Runs(env, failed.run_id, cancelled.run_id)
+
+
+@pytest.fixture
+async def http(runs: Runs) -> AsyncIterator[httpx.AsyncClient]:
+    app = create_app(runs.env.world)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+        yield client
+
+
+async def test_the_runs_error_names_the_step_the_type_and_the_traceback(http: httpx.AsyncClient, runs: Runs) -> None:
+    data = (await http.get(f"/api/runs/{runs.failed}")).json()
+    assert data["error"] == f"StepError: step 'ui_errors.fetch' failed after 2 attempts: KeyError: '{XSS}'"
+    details = data["errorDetails"]
+    assert (details["stepName"], details["attempt"], details["cause"]["type"]) == ("ui_errors.fetch", 2, "KeyError")
+    assert "return stock[key]" in details["cause"]["stack"]
+
+    page = (await http.get(f"/runs/{runs.failed}")).text
+    assert XSS not in page, "every stored value is escaped"
+    assert "<th>failed step</th>" in page and "<code>ui_errors.fetch</code>" in page
+    assert "KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;" in page
+    assert "<th>traceback</th>" in page and "<pre class=tb>" in page and "return stock[key]" in page
+
+
+async def test_an_error_event_shows_its_traceback_on_demand(http: httpx.AsyncClient, runs: Runs) -> None:
+    events = (await runs.env.client.get_run(runs.failed).events())
+    retried = next(e for e in events if e.event_type == "step_retrying")
+    page = (await http.get(f"/runs/{runs.failed}")).text
+    assert f"<button data-error='{retried.event_id}'>traceback</button>" in page
+    whole = (await http.get(f"/api/runs/{runs.failed}/events/{retried.event_id}/value")).json()
+    assert whole["error"] == f"KeyError: '{XSS}'"
+    assert whole["errorDetails"]["type"] == "KeyError"
+    assert whole["traceback"].startswith("Traceback (most recent call last):")
+    assert "return stock[key]" in whole["traceback"] and whole["traceback"].endswith(f"KeyError: '{XSS}'")
+
+
+async def test_a_cancelled_runs_hook_shows_closed_and_its_stream_ended(http: httpx.AsyncClient, runs: Runs) -> None:
+    data = (await http.get(f"/api/runs/{runs.cancelled}")).json()
+    assert [(h["token"], h["state"], h["disposed"]) for h in data["hooks"]] == [("ui-errors:approve", "closed", False)]
+    hook_lane = next(lane for lane in data["lanes"] if lane["kind"] == "hook")
+    assert hook_lane["status"] == "closed" and hook_lane["endedAt"] is not None
+    assert (await http.get(f"/api/runs/{runs.cancelled}/streams")).json() == [
+        {"name": "log", "chunks": 1, "closed": True}]
+    page = (await http.get(f"/runs/{runs.cancelled}")).text
+    assert "<td><code>ui-errors:approve</code></td><td>hook</td><td>closed</td>" in page
