@@ -225,11 +225,13 @@ def _message(chars: int) -> str:
     return ("é🚀 ünïcødé " * (chars // 11 + 1))[:chars]
 
 
-def _assert_kept(shown: str | None, message: str) -> None:
+def _assert_kept(shown: str | None, message: str, *, prefixed: bool = False) -> None:
     """Up to the cap the message is there whole; past it, its head and how many characters were cut, counted
-    from the original however often it was capped on the way (a step's message raised on as the run's)."""
+    from the original however often it was capped on the way (a step's message raised on as the run's).
+    ``prefixed``: ``shown`` puts a prefix before the message (the run's error names the failed step), so a
+    message right at the cap is cut there too; the whole of it is then kept in the error's ``cause``."""
     assert shown is not None
-    if len(message) <= MAX_ERROR_MESSAGE:
+    if len(message) <= MAX_ERROR_MESSAGE and not (prefixed and len(message) > MAX_ERROR_MESSAGE - 200):
         assert message in shown, (len(shown), len(message))
         return
     notice = re.search(r"… \((\d+) more characters cut\)$", shown)
@@ -259,10 +261,14 @@ async def test_a_failure_message_reaches_the_runs_error(e2e: E2E, size: str, in_
     run = await e2e.start(fails, message, in_step)
     with pytest.raises(WorkflowRunFailedError) as failed:
         await run.result(timeout=RESULT_TIMEOUT)
-    _assert_kept(str(failed.value), message)
+    _assert_kept(str(failed.value), message, prefixed=in_step)
     view = await run.get()
     assert view.error is not None
-    _assert_kept(view.error.message, message)
+    _assert_kept(view.error.message, message, prefixed=in_step)
+    if in_step:  # the step's own error, whole up to the cap, rides along as the run error's cause
+        cause = failed.value.details["cause"]
+        assert cause["type"] == "ValueError"
+        _assert_kept(cause["message"], message)
 
 
 # ----------------------------------------------------------------------------------------- streams
