@@ -144,6 +144,7 @@ async def test_bad_records_fail_alone_and_the_rest_of_the_batch_goes_on(
     assert missing and "AWSWORLD_MODULES" in missing[0]["message"]
     assert all(line["message"].startswith(f"run {unknown.run_id}: ") and line["runId"] == unknown.run_id
                for line in missing), "the line names the run it is about"
+    # Every test module a worker imported registers workflows too: the deployment's own (AWSWORLD_MODULES) come first.
     assert f"workflows from {app.__name__}" in missing[0]["message"], "and the modules that were loaded"
 
     # The failed records now wait out their backoff; drop them so they do not reach later tests' batches.

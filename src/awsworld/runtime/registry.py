@@ -112,7 +112,11 @@ class WorkflowNotRegisteredError(LookupError):
         if not self.modules:
             text = "no module has registered a workflow"
         else:
-            shown = ", ".join(self.modules[:MAX_MODULES_NAMED])
+            named = [m.strip() for m in (self.env_modules or "").split(",") if m.strip()]
+            # The deployment's own modules first: in a process that imported many (a test run, a notebook),
+            # the ones AWSWORLD_MODULES names must not fall past the cut.
+            ordered = sorted(self.modules, key=lambda m: not any(m == n or m.startswith(f"{n}.") for n in named))
+            shown = ", ".join(ordered[:MAX_MODULES_NAMED])
             more = len(self.modules) - MAX_MODULES_NAMED
             text = f"workflows from {shown}" + (f" and {more} more modules" if more > 0 else "")
         return text if self.env_modules is None else f"{text}; {MODULES_ENV}={self.env_modules!r}"
