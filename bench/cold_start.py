@@ -126,14 +126,33 @@ def build(python: str, build_dir: Path) -> Path:
     return build_dir
 
 
-def runtime_sdk(python: str, target: Path) -> Path:
-    """This environment's boto3 (and its botocore), installed for ``python`` and compiled: the runtime's SDK."""
-    version = metadata.version("boto3")
-    folder = target / f"boto3-{version}"
-    if not (folder / "botocore").exists():
-        subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(folder),
+SDK_DISTRIBUTIONS = ("boto3", "botocore", "s3transfer", "jmespath", "python-dateutil", "urllib3", "six")
+
+
+def runtime_sdk(python: str, target: Path, version: str | None = None) -> Path:
+    """A folder holding what Lambda's runtime preinstalls (boto3, botocore and their dependencies), compiled for
+    ``python`` as the runtime's are: this environment's own copies, or with ``version`` that boto3 release
+    fetched with pip (the oldest botocore awsworld supports, say). Kept in ``target`` between runs."""
+    folder = target / (f"boto3-{version}" if version else f"boto3-{metadata.version('boto3')}")
+    if (folder / "botocore").is_dir():
+        return folder
+    staging = target / f"{folder.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    if version:
+        subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(staging),
                         f"boto3=={version}"], check=True, env=clean_env())
-        subprocess.run([python, "-m", "compileall", "-q", str(folder)], check=True, stdout=subprocess.DEVNULL)
+    else:
+        for name in SDK_DISTRIBUTIONS:
+            dist = metadata.distribution(name)
+            for top in sorted({str(f).split("/")[0] for f in dist.files or () if not str(f).startswith("..")}):
+                source = Path(str(dist.locate_file(top)))
+                if source.is_dir():
+                    shutil.copytree(source, staging / top, ignore=shutil.ignore_patterns("__pycache__"))
+                elif source.is_file():
+                    shutil.copy2(source, staging / top)
+    subprocess.run([python, "-m", "compileall", "-q", str(staging)], check=True, stdout=subprocess.DEVNULL)
+    staging.rename(folder)
     return folder
 
 
@@ -174,8 +193,11 @@ def time_imports(python: str, artifact: Path, sdk: Path, runs: int) -> dict[str,
     return {"wall": walls, "cpu": cpus, "rss": rss}
 
 
-async def first_steps(python: str, artifact: Path, sdk: Path, runs: int, scratch: Path, label: str
-                      ) -> list[dict[str, float]]:
+async def first_steps(python: str, front: list[Path], back: list[Path], runs: int, scratch: Path, label: str,
+                      flags: tuple[str, ...] = ("-S", "-B")) -> list[dict[str, float]]:
+    """``runs`` times: start a run, receive its first delivery, and hand it to ``flow.handler`` in a fresh
+    ``python`` whose path is ``front`` + (the interpreter's own, unless ``-S``) + ``back``; seconds from
+    spawning it to the import's end, to the step's body, and to the handler's return."""
     sys.path.insert(0, str(scratch))
     (scratch / f"{APP_MODULE}.py").write_text(APP)
     app = __import__(APP_MODULE)
@@ -204,10 +226,11 @@ async def first_steps(python: str, artifact: Path, sdk: Path, runs: int, scratch
             (message,) = got["Messages"]
             event_file, step_file = scratch / f"event-{label}-{i}.json", scratch / f"step-{label}-{i}.txt"
             event_file.write_text(json.dumps({"Records": [_record(message, config.queue_url)]}))
-            code = HANDLER_CHILD.format(front=[str(artifact), str(scratch)], back=[str(sdk)], event=str(event_file))
+            code = HANDLER_CHILD.format(front=[*map(str, front), str(scratch)], back=[*map(str, back)],
+                                        event=str(event_file))
             spawned = time.time()
             child = await asyncio.create_subprocess_exec(
-                python, "-S", "-B", "-c", code, cwd=artifact, env=env | {"COLD_START_STEP_FILE": str(step_file)},
+                python, *flags, "-c", code, cwd=front[0], env=env | {"COLD_START_STEP_FILE": str(step_file)},
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             stdout, stderr = await child.communicate()
             line = next((ln for ln in stdout.decode().splitlines() if ln.startswith("COLD_START ")), None)
@@ -252,15 +275,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--artifact", type=Path, help="a sam build directory (holding FlowFunction/); default: build")
     parser.add_argument("--python", default=None, help="the runtime's interpreter (default: python3.13, or pyenv's)")
     parser.add_argument("--runs", type=int, default=7, help="fresh processes per measurement (default 7)")
-    parser.add_argument("--sdk", type=Path, default=ROOT / ".aws-sam" / "cold-start-sdk",
-                        help="where the runtime's boto3/botocore is installed for the bench")
+    parser.add_argument("--sdk", type=Path, default=ROOT / ".aws-sam" / "runtime-sdk",
+                        help="where the runtime's boto3/botocore is laid out for the bench")
+    parser.add_argument("--sdk-version", help="a boto3 release for the runtime's SDK (default: this environment's)")
+    parser.add_argument("--make-sdk", action="store_true", help="only lay out the runtime's SDK; print its folder")
     args = parser.parse_args(argv)
     python = args.python or find_python("3.13")
+    if args.make_sdk:
+        print(runtime_sdk(python, args.sdk, args.sdk_version))
+        return
     with tempfile.TemporaryDirectory(prefix="awsworld-cold-") as temp:
         scratch = Path(temp)
         build_dir = args.artifact or build(python, scratch / "build")
         artifact = build_dir / FUNCTION
-        sdk = runtime_sdk(python, args.sdk)
+        sdk = runtime_sdk(python, args.sdk, args.sdk_version)
         total, parts = size_report(artifact)
         print(f"\nload average before: {load()}   python: {python}   runtime SDK: {sdk.name}")
         print(f"\nartifact {artifact}: {total:.1f} MB unzipped; largest: "
@@ -272,7 +300,7 @@ def main(argv: list[str] | None = None) -> None:
             print(f"  {label:20s} wall {median_min(got['wall'])}   cpu {median_min(got['cpu'])}   "
                   f"RSS {statistics.median(got['rss']):.1f} MB")
         for n, (label, folder) in enumerate((("as built (no .pyc)", artifact), ("bytecode compiled", compiled))):
-            steps = asyncio.run(first_steps(python, folder, sdk, args.runs, scratch, str(n)))
+            steps = asyncio.run(first_steps(python, [folder], [sdk], args.runs, scratch, str(n)))
             print(f"\nfirst step from a fresh process ({label}), {args.runs} runs on moto, seconds from spawn:")
             for key, name in (("import", "handler imported"), ("step", "first step's body runs"),
                               ("done", "delivery done (run completed)")):

@@ -1,10 +1,7 @@
 """One set of botocore clients per World, opened lazily, closed together, and counted.
 
-The clients are botocore's own, awaited through a thread pool (``threaded``: why, and what callers see).
-botocore is not bundled into the Lambda artifact: the function uses the one Lambda's Python runtime
-preinstalls, so the code keeps to what every botocore from ``MIN_BOTOCORE`` on knows, and says so at start
-when an older one is found (README, "Cold starts": the version skew). Outside Lambda, ``awsworld[aws-sdk]``
-installs boto3 and botocore.
+The clients are botocore's own, awaited through a thread pool (``threaded``: why, and what callers see);
+botocore itself is imported with the first client (``sdk``: why, and which botocore).
 
 Counting every request (and the capacity DynamoDB reports) lets tests assert round-trip bounds and lets
 benchmarks print requests and billable units instead of timings. Handlers run on the worker threads, so the
@@ -19,45 +16,23 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
-
-try:
-    import botocore
-    import botocore.session
-    from botocore.config import Config
-except ImportError as missing:  # pragma: no cover - every supported environment has it
-    raise ImportError("awsworld needs botocore: Lambda's Python runtime provides it; elsewhere install "
-                      "'awsworld[aws-sdk]' (boto3 and botocore)") from missing
 
 from .config import AWSConfig
 from .encryption.run_keys import RunKeys
 from .retention import Retention
 from .threaded import AsyncClient
 
-MIN_BOTOCORE = (1, 34, 0)
-"""The oldest botocore that knows every operation and parameter the AWS World sends (tests/deploy runs a
-delivery on it); Lambda's python3.13 runtime has shipped newer ones since its first day."""
-
 WORKER_THREADS = 64
 """Requests in flight at once per World (botocore's connection pool is as large)."""
 
 
-class BotocoreTooOldError(ImportError):
-    """The botocore found is older than ``MIN_BOTOCORE``."""
+def _sdk() -> ModuleType:
+    """``awsworld.aws.sdk``, imported by the first client (see its doc). A leaf: it imports only botocore."""
+    from . import sdk
 
-
-def check_botocore(version: str) -> None:
-    """Refuse a botocore older than ``MIN_BOTOCORE`` with what to do, rather than fail on a first request
-    whose parameters it does not know."""
-    try:
-        found = tuple(int(part) for part in version.split(".")[:3])
-    except ValueError:
-        return  # a development build: trust it
-    if found < MIN_BOTOCORE:
-        floor = ".".join(map(str, MIN_BOTOCORE))
-        raise BotocoreTooOldError(
-            f"awsworld needs botocore >= {floor}, found {version}: add boto3>={floor} to the function's "
-            "requirements.txt (a bundled boto3 takes precedence over the runtime's), or pip install -U boto3")
+    return sdk
 
 
 @dataclass
@@ -103,25 +78,15 @@ _WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWrit
 
 class AWSClients:
     def __init__(self, config: AWSConfig) -> None:
-        check_botocore(botocore.__version__)
         self.config = config
         self.stats = RequestStats()
         self.retention = Retention(config.retention_seconds, config.max_run_seconds)
         self.keys = RunKeys(self)
-        self._session = botocore.session.Session()
+        self._session: Any = None
         self._executor: ThreadPoolExecutor | None = None
         self._clients: dict[str, AsyncClient] = {}
         self._handlers: list[tuple[str, Callable[..., Any]]] = []
         self._lock = asyncio.Lock()
-        self._botocore_config = Config(
-            retries={"max_attempts": 8, "mode": "adaptive"},
-            max_pool_connections=WORKER_THREADS,
-            connect_timeout=5,
-            read_timeout=30,
-            # Requests are built by this package, not typed by users: botocore's client-side validation only
-            # costs CPU (about a tenth of it per request, measured); the service still validates.
-            parameter_validation=False,
-        )
 
     def _endpoint(self, service: str) -> str | None:
         if service == "dynamodb" and self.config.dynamodb_endpoint_url:
@@ -135,13 +100,16 @@ class AWSClients:
         return self._executor
 
     def _create(self, service: str) -> Any:
-        """A botocore client: made on a worker, since loading a service's model takes tens of milliseconds
-        that the event loop's other tasks need not wait for."""
+        """A botocore client: made on a worker, since importing botocore (the first time) and loading a
+        service's model take tens of milliseconds that the event loop's other tasks need not wait for."""
+        sdk = _sdk()
+        if self._session is None:
+            self._session = sdk.new_session()
         return self._session.create_client(
             service,
             region_name=self.config.region_name or "us-east-1",
             endpoint_url=self._endpoint(service),
-            config=self._botocore_config,
+            config=sdk.client_config(WORKER_THREADS),
             **self.config.client_options,  # type: ignore[arg-type]
         )
 
@@ -186,6 +154,11 @@ class AWSClients:
         if isinstance(parsed, dict) and parsed.get("ConsumedCapacity"):
             self.stats.record_capacity(model.name, parsed["ConsumedCapacity"])
 
+    @property
+    def opened(self) -> dict[str, AsyncClient]:
+        """The clients open now, by service (a copy)."""
+        return dict(self._clients)
+
     async def dynamodb(self) -> AsyncClient:
         return await self.get("dynamodb")
 
@@ -206,9 +179,8 @@ class AWSClients:
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:
             client.close()
-        session = botocore.session.Session()
-        session.register_component("data_loader", self._session.get_component("data_loader"))
-        self._session = session
+        if self._session is not None:
+            self._session = _sdk().new_session(models_from=self._session)
 
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

@@ -81,6 +81,11 @@ class Container:
         return self._world if self._world is not None else self._build()
 
     @property
+    def built_world(self) -> AWSWorld | None:
+        """The World if it has been built, without building it."""
+        return self._world
+
+    @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
             self._runtime = self._runtime_factory(self.world)
