@@ -132,7 +132,7 @@ SDK_DISTRIBUTIONS = ("boto3", "botocore", "s3transfer", "jmespath", "python-date
 def runtime_sdk(python: str, target: Path, version: str | None = None) -> Path:
     """A folder holding what Lambda's runtime preinstalls (boto3, botocore and their dependencies), compiled for
     ``python`` as the runtime's are: this environment's own copies, or with ``version`` that boto3 release
-    fetched with pip (the oldest botocore awsworld supports, say). Kept in ``target`` between runs."""
+    and botocore release fetched with pip (the oldest botocore awsworld supports, say). Kept in ``target`` between runs."""
     folder = target / (f"boto3-{version}" if version else f"boto3-{metadata.version('boto3')}")
     if (folder / "botocore").is_dir():
         return folder
@@ -141,7 +141,7 @@ def runtime_sdk(python: str, target: Path, version: str | None = None) -> Path:
     staging.mkdir(parents=True)
     if version:
         subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-compile", "--target", str(staging),
-                        f"boto3=={version}"], check=True, env=clean_env())
+                        f"boto3=={version}", f"botocore=={version}"], check=True, env=clean_env())
     else:
         for name in SDK_DISTRIBUTIONS:
             dist = metadata.distribution(name)
