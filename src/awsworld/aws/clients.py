@@ -180,7 +180,7 @@ class AWSClients:
         for client in clients:
             client.close()
         if self._session is not None:
-            self._session = _sdk().new_session(models_from=self._session)
+            self._session = _sdk().new_session()
 
     async def close(self) -> None:
         clients, self._clients = list(self._clients.values()), {}

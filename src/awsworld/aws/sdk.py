@@ -46,13 +46,20 @@ def check_botocore(version: str) -> None:
             "requirements.txt (a bundled boto3 takes precedence over the runtime's), or pip install -U boto3")
 
 
-def new_session(models_from: Any = None) -> Any:
-    """A botocore session; given an earlier one, it shares that one's loaded service models (the JSON models
-    take tens of milliseconds per service to load) but nothing else: no credentials, no clients."""
+_models: Any = None
+"""The process's one botocore data loader: every session shares it, so a service's JSON model (tens of
+milliseconds to load and parse; S3's is the largest) is read once per process, not once per World."""
+
+
+def new_session() -> Any:
+    """A botocore session of its own (credentials, clients) that shares the process's loaded service models."""
+    global _models
     check_botocore(botocore.__version__)
     session = botocore.session.Session()
-    if models_from is not None:
-        session.register_component("data_loader", models_from.get_component("data_loader"))
+    if _models is None:
+        _models = session.get_component("data_loader")
+    else:
+        session.register_component("data_loader", _models)
     return session
 
 
