@@ -131,8 +131,8 @@ SDK_DISTRIBUTIONS = ("boto3", "botocore", "s3transfer", "jmespath", "python-date
 
 def runtime_sdk(python: str, target: Path, version: str | None = None) -> Path:
     """A folder holding what Lambda's runtime preinstalls (boto3, botocore and their dependencies), compiled for
-    ``python`` as the runtime's are: this environment's own copies, or with ``version`` that boto3 release
-    and botocore release fetched with pip (the oldest botocore awsworld supports, say). Kept in ``target`` between runs."""
+    ``python`` as the runtime's are: this environment's own copies, or with ``version`` that boto3 and
+    botocore release fetched with pip (the oldest botocore awsworld supports, say). Kept in ``target``."""
     folder = target / (f"boto3-{version}" if version else f"boto3-{metadata.version('boto3')}")
     if (folder / "botocore").is_dir():
         return folder
