@@ -77,8 +77,8 @@ async def _child_async(config: AWSConfig, work: list[list[tuple[str, str]]], rtt
     world = AWSWorld(config)
     try:
         if rtt > 0:
-            async def delay(**_: Any) -> None:
-                await asyncio.sleep(rtt)
+            def delay(**_: Any) -> None:  # runs on the request's worker thread (aws/threaded.py)
+                time.sleep(rtt)
 
             world.clients.register_handler("before-send.dynamodb", delay)
         world.clients.register_handler("before-call.dynamodb.TransactWriteItems", _count_attempt)

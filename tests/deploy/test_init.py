@@ -5,20 +5,21 @@ handlers/ are the packaged ones (one source of truth), existing files are never 
 a module at the project's root is refused with the move that fixes it, and the generated samconfig names real
 parameters. The ``sam`` test turns a fresh project with one workflow module (and the clutter a real project
 has: dev state, tests, virtual environments, env files, logs) into a SAM app, lints it, builds it by the very
-commands init prints, checks the artifact holds the user's code and its dependencies and nothing else, and
-imports the built function with nothing but its own code and the standard library, as Lambda would. Deselect
-it with ``-m "not sam"``.
+commands init prints, checks the artifact holds the user's code and its dependencies and nothing else (no AWS
+SDK: the runtime has one), and imports the built function with nothing but its own code, the runtime's SDK and
+the standard library, as Lambda would. Deselect it with ``-m "not sam"``.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 from cfnlint.decode.cfn_yaml import load
@@ -208,6 +209,7 @@ def run(command: list[str], cwd: Path, env: dict[str, str], timeout: float = 300
 BUILT_FUNCTION_CHECK = """
 import sys
 sys.path.insert(0, ".")
+sys.path.append(sys.argv[2])  # the runtime's boto3/botocore, after the function's code (as /var/runtime)
 import flow, webhook
 from awsworld.lambda_.container import import_modules
 from awsworld.runtime.registry import REGISTRY
@@ -235,6 +237,15 @@ CLUTTER = {
 USER_CODE = {"myapp", "flow.py", "webhook.py", "requirements.txt"}  # src/'s entries
 
 
+def _bench() -> ModuleType:
+    """bench/cold_start.py: how the functions' runtime interpreter is found and its SDK laid out."""
+    spec = importlib.util.spec_from_file_location("awsworld_bench_cold_start", ROOT / "bench" / "cold_start.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def installed_entries(built: Path) -> set[str]:
     """The top-level entries the installed distributions own: each ``*.dist-info`` folder and every top-level
     name its RECORD lists (packages, modules, ``.data`` folders, extension modules)."""
@@ -253,9 +264,12 @@ def installed_entries(built: Path) -> set[str]:
 def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path: Path) -> None:
     if not (SAM_TOOLS / "sam").exists():
         pytest.skip(f"the SAM tools venv is missing ({SAM_TOOLS.parent}: .ci/run creates it)")
-    python311 = shutil.which("python3.11")
-    if python311 is None:
-        pytest.skip("sam build needs python3.11 on PATH (the functions' runtime)")
+    cold_start = _bench()
+    try:
+        python313 = cold_start.find_python("3.13")
+    except SystemExit:
+        pytest.skip("sam build needs python3.13 (the functions' runtime): none on PATH nor in pyenv")
+    runtime_sdk = cold_start.runtime_sdk(python313, tmp_path / "runtime-sdk")
     project = make_project(tmp_path / "shop")
     for path, text in CLUTTER.items():
         (project / path).parent.mkdir(parents=True, exist_ok=True)
@@ -270,7 +284,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
     script = "set -e\n" + "\n".join(steps[:-1]) + "\n"
     env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
     env.update(SAM_CLI_TELEMETRY="0", AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
-               PATH=f"{SAM_TOOLS}{os.pathsep}{os.environ['PATH']}")
+               PATH=os.pathsep.join([str(SAM_TOOLS), str(Path(python313).parent), os.environ["PATH"]]))
 
     # The wheel and sam build (about 50 s, mostly pip fetching the functions' dependencies) run while the
     # linters do.
@@ -297,5 +311,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
             f"neither the user's code nor an installed distribution's: {sorted(entries - installed_entries(built))}"
         assert (built / "myapp" / "orders.py").read_text() == ORDERS, "the user's code is in the function"
         # -I -S: only the built code and the standard library (no PYTHONPATH, no site-packages).
-        output = run([python311, "-I", "-S", "-c", BUILT_FUNCTION_CHECK, modules], built, env, timeout=60)
+        assert not {"boto3", "botocore", "aiohttp"} & entries, "the runtime provides the SDK: none is bundled"
+        output = run([python313, "-I", "-S", "-c", BUILT_FUNCTION_CHECK, modules, str(runtime_sdk)], built, env,
+                     timeout=60)
         assert "built function imports myapp.orders" in output

@@ -9,7 +9,9 @@ linter does not know about, so a regression fails CI.
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 import tomllib
 from collections.abc import Iterator
 from pathlib import Path
@@ -156,7 +158,7 @@ def test_the_flow_event_source_reports_batch_item_failures(template: dict[str, A
 
 def test_the_handlers_exist_where_the_template_points(template: dict[str, Any]) -> None:
     globals_ = template["Globals"]["Function"]
-    assert globals_["Runtime"] == "python3.11"
+    assert globals_["Runtime"] == "python3.13"
     code = ROOT / globals_["CodeUri"]
     assert (code / "requirements.txt").is_file(), "sam build installs awsworld from this file"
     for name in ("FlowFunction", "WebhookFunction"):
@@ -364,3 +366,51 @@ def test_the_client_policy_is_an_output_and_grants_only_the_clients_calls(templa
     text = json.dumps([s["Resource"] for s in client])
     assert "DeadLetterQueue" not in text and "/index/*" in text
     assert "AWSWORLD_RETENTION_DAYS=${RunRetentionDays}" in template["Outputs"]["ClientEnvironment"]["Value"]["Fn::Sub"]
+
+
+_TRANSFORM = """
+import json, sys
+from samtranslator.translator.transform import transform
+from samtranslator.yaml_helper import yaml_parse
+document = yaml_parse(sys.stdin.read().replace("CodeUri: handlers/", "CodeUri: s3://bucket/code.zip"))
+document["Resources"]["Monitoring"]["Properties"]["Location"] = "https://s3.amazonaws.com/bucket/monitoring.yaml"
+class NoManagedPolicies:
+    def load(self):
+        return {}
+print(json.dumps(transform(document, {}, NoManagedPolicies())["Resources"]))
+"""
+
+
+def test_snapstart_is_on_by_default(template: dict[str, Any]) -> None:
+    parameter = template["Parameters"]["SnapStart"]
+    assert parameter["Default"] == "PublishedVersions"
+    assert set(parameter["AllowedValues"]) == {"PublishedVersions", "None"}
+    globals_ = template["Globals"]["Function"]
+    assert globals_["AutoPublishAlias"] == "live"
+    assert globals_["SnapStart"] == {"ApplyOn": {"Ref": "SnapStart"}}
+
+
+@pytest.mark.sam
+def test_the_event_source_and_the_url_invoke_the_alias() -> None:
+    """SnapStart applies to published versions only: every deployment publishes one behind the "live" alias,
+    and what invokes the functions (the SQS event source, the Function URL and its permissions) must name the
+    alias, or it would run $LATEST without SnapStart. Checked on the template as SAM transforms it."""
+    python = ROOT / ".venv-tools" / "bin" / "python"
+    if not python.exists():
+        pytest.skip(f"the SAM tools venv is missing ({python.parent.parent}: .ci/run creates it)")
+    done = subprocess.run([str(python), "-c", _TRANSFORM], input=(ROOT / "template.yaml").read_text(),
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": os.environ.get("PATH", ""), "AWS_DEFAULT_REGION": "us-east-1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    resources = json.loads(done.stdout)
+    aliases = {name for name, r in resources.items() if r["Type"] == "AWS::Lambda::Alias"}
+    assert aliases == {"FlowFunctionAliaslive", "WebhookFunctionAliaslive"}
+    (mapping,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
+    assert mapping["Properties"]["FunctionName"] == {"Ref": "FlowFunctionAliaslive"}
+    (url,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Url"]
+    assert url["Properties"]["TargetFunctionArn"] == {"Ref": "WebhookFunctionAliaslive"}
+    permissions = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Permission"]
+    assert permissions and all(p["FunctionName"] == {"Ref": "WebhookFunctionAliaslive"} for p in permissions)
+    for name in ("FlowFunction", "WebhookFunction"):
+        assert resources[name]["Properties"]["Runtime"] == "python3.13"
+        assert resources[name]["Properties"]["SnapStart"] == {"ApplyOn": {"Ref": "SnapStart"}}

@@ -16,14 +16,14 @@ import zlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aioboto3
 import pytest
 
 from awsworld import Client, FatalError, create_hook, get_writable, step, workflow
 from awsworld.aws import AWSWorld
+from awsworld.aws.clients import AWSClients
 from awsworld.aws.encryption.cipher import RunCipher, UnreadableValueError
 from awsworld.aws.encryption.run_keys import DATA_KEY_SK, EncryptionKeyError
-from awsworld.local import DUMMY_CREDENTIALS, LocalAWS, MotoServer
+from awsworld.local import LocalAWS, MotoServer
 from awsworld.world.errors import RunNotFoundError
 
 MARKER = "plaintext-marker-7f3a"
@@ -83,12 +83,11 @@ async def _run_everything(local: LocalAWS, tag: str) -> tuple[str, dict[str, Any
 async def _stored_text(local: LocalAWS) -> tuple[list[str], list[bytes]]:
     """Every DynamoDB item of the World's table as text (event blocks decompressed), every S3 object's bytes."""
     config = local.config
-    session = aioboto3.Session()
     items: list[str] = []
     objects: list[bytes] = []
-    options: dict[str, Any] = dict(DUMMY_CREDENTIALS)
-    async with session.client("dynamodb", endpoint_url=config.dynamodb_endpoint_url, region_name="us-east-1",
-                              **options) as ddb:
+    aws = AWSClients(config)  # clients of their own, counted by no World
+    try:
+        ddb = await aws.dynamodb()
         async for page in ddb.get_paginator("scan").paginate(TableName=config.table_name):
             for item in page["Items"]:
                 parts = [json.dumps({k: v for k, v in item.items() if "B" not in v})]
@@ -99,12 +98,14 @@ async def _stored_text(local: LocalAWS) -> tuple[list[str], list[bytes]]:
                             raw = zlib.decompress(raw)
                         parts.append(raw.decode("utf-8", "replace"))
                 items.append("\n".join(parts))
-    async with session.client("s3", endpoint_url=config.endpoint_url, region_name="us-east-1", **options) as s3:
+        s3 = await aws.s3()
         async for page in s3.get_paginator("list_objects_v2").paginate(Bucket=config.bucket_name):
             for entry in page.get("Contents", []):
                 got = await s3.get_object(Bucket=config.bucket_name, Key=entry["Key"])
                 async with got["Body"] as body:
                     objects.append(await body.read())
+    finally:
+        await aws.close()
     return items, objects
 
 

@@ -1,24 +1,38 @@
-"""One set of aioboto3 clients per World, opened lazily, closed together, and counted.
+"""One set of botocore clients per World, opened lazily, closed together, and counted.
+
+The clients are botocore's own, awaited through a thread pool (``threaded``: why, and what callers see);
+botocore itself is imported with the first client (``sdk``: why, and which botocore).
 
 Counting every request (and the capacity DynamoDB reports) lets tests assert round-trip bounds and lets
-benchmarks print requests and billable units instead of timings.
+benchmarks print requests and billable units instead of timings. Handlers run on the worker threads, so the
+counters take a lock.
 """
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from collections import Counter
 from collections.abc import Callable
-from contextlib import AsyncExitStack
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
-
-import aioboto3
-from botocore.config import Config
 
 from .config import AWSConfig
 from .encryption.run_keys import RunKeys
 from .retention import Retention
+from .threaded import AsyncClient
+
+WORKER_THREADS = 64
+"""Requests in flight at once per World (botocore's connection pool is as large)."""
+
+
+def _sdk() -> ModuleType:
+    """``awsworld.aws.sdk``, imported by the first client (see its doc). A leaf: it imports only botocore."""
+    from . import sdk
+
+    return sdk
 
 
 @dataclass
@@ -30,6 +44,7 @@ class RequestStats:
     read_units: float = 0.0
     write_units: float = 0.0
     transaction_items: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def reset(self) -> None:
         self.requests.clear()
@@ -51,10 +66,11 @@ class RequestStats:
         """Add what DynamoDB reports (``CapacityUnits`` per table) to read or write units by operation."""
         entries = consumed if isinstance(consumed, list) else [consumed]
         units = sum(float(e.get("CapacityUnits", 0) or 0) for e in entries if isinstance(e, dict))
-        if operation in _WRITE_OPERATIONS:
-            self.write_units += units
-        else:
-            self.read_units += units
+        with self.lock:
+            if operation in _WRITE_OPERATIONS:
+                self.write_units += units
+            else:
+                self.read_units += units
 
 
 _WRITE_OPERATIONS = frozenset({"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"})
@@ -66,83 +82,110 @@ class AWSClients:
         self.stats = RequestStats()
         self.retention = Retention(config.retention_seconds, config.max_run_seconds)
         self.keys = RunKeys(self)
-        self._session = aioboto3.Session()
-        self._stack = AsyncExitStack()
-        self._clients: dict[str, Any] = {}
+        self._session: Any = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._clients: dict[str, AsyncClient] = {}
         self._handlers: list[tuple[str, Callable[..., Any]]] = []
         self._lock = asyncio.Lock()
-        self._botocore_config = Config(
-            retries={"max_attempts": 8, "mode": "adaptive"},
-            max_pool_connections=64,
-            connect_timeout=5,
-            read_timeout=30,
-            # Requests are built by this package, not typed by users: botocore's client-side validation only
-            # costs CPU (about a tenth of it per request, measured); the service still validates.
-            parameter_validation=False,
-        )
 
     def _endpoint(self, service: str) -> str | None:
         if service == "dynamodb" and self.config.dynamodb_endpoint_url:
             return self.config.dynamodb_endpoint_url
         return self.config.endpoint_url
 
-    async def get(self, service: str) -> Any:
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(WORKER_THREADS, thread_name_prefix="awsworld-aws")
+        return self._executor
+
+    def _create(self, service: str) -> Any:
+        """A botocore client: made on a worker, since importing botocore (the first time) and loading a
+        service's model take tens of milliseconds that the event loop's other tasks need not wait for."""
+        sdk = _sdk()
+        if self._session is None:
+            self._session = sdk.new_session()
+        return self._session.create_client(
+            service,
+            region_name=self.config.region_name or "us-east-1",
+            endpoint_url=self._endpoint(service),
+            config=sdk.client_config(WORKER_THREADS),
+            **self.config.client_options,  # type: ignore[arg-type]
+        )
+
+    async def get(self, service: str) -> AsyncClient:
         client = self._clients.get(service)
         if client is not None:
             return client
         async with self._lock:
             client = self._clients.get(service)
             if client is None:
-                client = await self._stack.enter_async_context(
-                    self._session.client(
-                        service,
-                        region_name=self.config.region_name or "us-east-1",
-                        endpoint_url=self._endpoint(service),
-                        config=self._botocore_config,
-                        **self.config.client_options,  # type: ignore[arg-type]
-                    )
-                )
-                client.meta.events.register(f"before-call.{service}", self._count)
+                executor = self.executor
+                made = await asyncio.get_running_loop().run_in_executor(executor, self._create, service)
+                events = made.meta.events
+                events.register(f"before-call.{service}", self._count)
                 if service == "dynamodb":
-                    client.meta.events.register("after-call.dynamodb", self._capacity)
-                    client.meta.events.register("before-parameter-build.dynamodb.TransactWriteItems",
-                                                self._transaction_items)
+                    events.register("after-call.dynamodb", self._capacity)
+                    events.register("before-parameter-build.dynamodb.TransactWriteItems", self._transaction_items)
                 for event_name, handler in self._handlers:
-                    client.meta.events.register(event_name, handler)
-                self._clients[service] = client
+                    events.register(event_name, handler)
+                client = self._clients[service] = AsyncClient(made, executor)
         return client
 
     def register_handler(self, event_name: str, handler: Callable[..., Any]) -> None:
         """Register a botocore event handler (``"before-call"``, ``"after-call.s3"``, ...) on every client of
         this World, those already open and those opened later: clients open lazily, so whoever observes or
-        perturbs every request (tracing, fault injection) cannot know in advance which ones a code path uses."""
+        perturbs every request (tracing, fault injection) cannot know in advance which ones a code path uses.
+        Handlers run on the worker thread that makes the request, in the requesting task's context."""
         self._handlers.append((event_name, handler))
         for client in self._clients.values():
             client.meta.events.register(event_name, handler)
 
     def _count(self, model: Any, **_: Any) -> None:
-        self.stats.requests[f"{model.service_model.service_name}.{model.name}"] += 1
+        with self.stats.lock:
+            self.stats.requests[f"{model.service_model.service_name}.{model.name}"] += 1
 
     def _transaction_items(self, params: Any = None, **_: Any) -> None:
         if isinstance(params, dict):
-            self.stats.transaction_items += len(params.get("TransactItems") or ())
+            with self.stats.lock:
+                self.stats.transaction_items += len(params.get("TransactItems") or ())
 
     def _capacity(self, model: Any, parsed: Any = None, **_: Any) -> None:
         if isinstance(parsed, dict) and parsed.get("ConsumedCapacity"):
             self.stats.record_capacity(model.name, parsed["ConsumedCapacity"])
 
-    async def dynamodb(self) -> Any:
+    @property
+    def opened(self) -> dict[str, AsyncClient]:
+        """The clients open now, by service (a copy)."""
+        return dict(self._clients)
+
+    async def dynamodb(self) -> AsyncClient:
         return await self.get("dynamodb")
 
-    async def s3(self) -> Any:
+    async def s3(self) -> AsyncClient:
         return await self.get("s3")
 
-    async def sqs(self) -> Any:
+    async def sqs(self) -> AsyncClient:
         return await self.get("sqs")
 
-    async def kms(self) -> Any:
+    async def kms(self) -> AsyncClient:
         return await self.get("kms")
 
+    def renew(self) -> None:
+        """Forget the clients and the credentials they resolved, keeping the service models already loaded:
+        the next request opens new connections with credentials resolved anew. For an environment restored
+        from a SnapStart snapshot (``lambda_.snapstart``), whose sockets and credentials belong to the
+        environment the snapshot was taken in."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+        if self._session is not None:
+            self._session = _sdk().new_session()
+
     async def close(self) -> None:
-        self._clients.clear()
-        await self._stack.aclose()
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            client.close()
+        executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=False)

@@ -1,10 +1,10 @@
 """What one Lambda execution environment keeps between invocations: an event loop, a World, a Runtime.
 
 Lambda reuses an environment ("container") for many invocations and freezes it in between. The World's
-aiobotocore clients (their HTTP connection pools, their locks) belong to the event loop they were first used
-on, so the loop must outlive the invocation: ``asyncio.run`` per invocation would close it and leave the
-next invocation holding clients bound to a dead loop. Hence one loop per container, created with the
-container, and ``run`` drives each invocation's coroutine on it with ``run_until_complete``.
+asyncio state (its clients' lock, the event writer's group commits, pending futures) belongs to the event loop
+it was first used on, so the loop must outlive the invocation: ``asyncio.run`` per invocation would close it
+and leave the next invocation holding a World bound to a dead loop. Hence one loop per container, created with
+the container, and ``run`` drives each invocation's coroutine on it with ``run_until_complete``.
 
 The World and Runtime are built lazily on first use (the cold start), from the environment the SAM template
 sets (``AWSConfig.from_env``), after importing the user's workflow modules named by ``AWSWORLD_MODULES`` so
@@ -79,6 +79,11 @@ class Container:
     @property
     def world(self) -> AWSWorld:
         return self._world if self._world is not None else self._build()
+
+    @property
+    def built_world(self) -> AWSWorld | None:
+        """The World if it has been built, without building it."""
+        return self._world
 
     @property
     def runtime(self) -> Runtime:

@@ -4,37 +4,40 @@ event source mapping uses ``ReportBatchItemFailures`` and deletes every record n
 
 Everything about a record's fate (ack, redeliver, back-off, dead-letter, an unknown workflow's window) is
 decided by ``DeliveryPath``, the same code the local poller runs; this module only adapts Lambda to it: the
-invocation's deadline, Powertools' batch bookkeeping, and logs and metrics through Powertools.
+invocation's deadline, the partial batch response, and logs and metrics through Powertools.
 
-Powertools' ``AsyncBatchProcessor`` is used for the partial response; its ``async_process`` is overridden for
-one reason only: it would run the records with ``asyncio.run`` (outside Lambda) or whatever loop
-``get_event_loop`` finds (inside), while the World's clients live on the container's own loop (see
-``container``).
+The partial batch response is written here, not with Powertools' batch utility: it is a list of the failed
+records' ids, and the utility (with the parser models it imports) was a sixth of the flow function's import
+time (bench/cold_start.py). The records run concurrently on the container's own loop, where the World's
+clients live (see ``container``).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
-
-from aws_lambda_powertools.utilities.batch import AsyncBatchProcessor, EventType, async_process_partial_response
-from aws_lambda_powertools.utilities.batch.types import PartialItemFailureResponse
-from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+from typing import Any, TypedDict
 
 from ..runtime.delivery import DeliveryPath, backoff_seconds
 from ..runtime.runtime import Outcome, budget_deadline
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 from . import observability as obs
+from . import snapstart
 from .container import Container, default_container
 
 logger = obs.logger
 
-__all__ = ["RecordFailed", "backoff_seconds", "handle", "handler"]
+__all__ = ["PartialBatchResponse", "backoff_seconds", "handle", "handler"]
 
 
-class RecordFailed(Exception):
-    """Raised to Powertools for a record the delivery path reported as failed (it stays in the queue)."""
+class ItemFailure(TypedDict):
+    itemIdentifier: str
+
+
+class PartialBatchResponse(TypedDict):
+    """What a handler with ``ReportBatchItemFailures`` returns: the records to keep in the queue."""
+
+    batchItemFailures: list[ItemFailure]
 
 
 class PowertoolsObserver:
@@ -53,20 +56,6 @@ class PowertoolsObserver:
         obs.record_outcome(outcome)
 
 
-class ContainerBatchProcessor(AsyncBatchProcessor):
-    """``AsyncBatchProcessor`` whose records run concurrently on the container's persistent loop."""
-
-    def __init__(self, container: Container) -> None:
-        super().__init__(EventType.SQS, raise_on_entire_batch_failure=False)
-        self.container = container
-
-    def async_process(self) -> list[tuple[Any, ...]]:
-        async def every_record() -> list[tuple[Any, ...]]:
-            return list(await asyncio.gather(*(self._async_process_record(r) for r in self.records)))
-
-        return self.container.run(every_record())
-
-
 @dataclass
 class FlowInvocation:
     """One invocation: the delivery path and the wall-clock deadline its records share."""
@@ -74,29 +63,43 @@ class FlowInvocation:
     path: DeliveryPath
     deadline: float
 
-    async def process(self, record: SQSRecord) -> str:
-        logger.thread_safe_append_keys(sqsMessageId=record.message_id)
-        result = await self.path.handle(record.raw_event, self.deadline)
-        if result.failed:
-            raise RecordFailed(result.status)
-        return result.status
+    async def failed(self, record: dict[str, Any]) -> bool:
+        """Run one record; True when it stays in the queue (the path said so, or it raised)."""
+        message_id = record.get("messageId", "")
+        logger.thread_safe_append_keys(sqsMessageId=message_id)
+        try:
+            result = await self.path.handle(record, self.deadline)
+        except Exception:
+            logger.warning("record processing raised; the record stays in the queue", exc_info=True)
+            return True
+        return result.failed
+
+    def run(self, container: Container, records: list[dict[str, Any]]) -> PartialBatchResponse:
+        async def every_record() -> list[bool]:
+            return list(await asyncio.gather(*(self.failed(record) for record in records)))
+
+        outcomes = container.run(every_record())
+        return {"batchItemFailures": [{"itemIdentifier": record["messageId"]}
+                                      for record, failed in zip(records, outcomes, strict=True) if failed]}
 
 
-def handle(event: dict[str, Any], context: Any, container: Container | None = None) -> PartialItemFailureResponse:
+def handle(event: dict[str, Any], context: Any, container: Container | None = None) -> PartialBatchResponse:
     """The flow route's logic, for a given container (the Lambda entry point passes the default one)."""
     container = container or default_container()
     deadline = budget_deadline(context.get_remaining_time_in_millis())
     consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
     path = DeliveryPath(container.runtime, consumer, PowertoolsObserver())
-    processor = ContainerBatchProcessor(container)
-    response = async_process_partial_response(event=event, record_handler=FlowInvocation(path, deadline).process,
-                                              processor=processor, context=context)
-    failures = response.get("batchItemFailures", [])
-    logger.info("batch handled", extra={"records": len(event.get("Records", [])), "failures": len(failures)})
+    records: list[dict[str, Any]] = event.get("Records") or []
+    response = FlowInvocation(path, deadline).run(container, records)
+    logger.info("batch handled", extra={"records": len(records), "failures": len(response["batchItemFailures"])})
     return response
 
 
 @obs.instrument
-def handler(event: dict[str, Any], context: Any) -> PartialItemFailureResponse:
+def handler(event: dict[str, Any], context: Any) -> PartialBatchResponse:
     """Lambda entry point (``handlers/flow.handler``)."""
     return handle(event, context)
+
+
+# Under SnapStart: prime the default container before the snapshot, renew it after each restore.
+snapstart.install(default_container)

@@ -132,7 +132,8 @@ def instrument(handler: Handler) -> Handler:
         from aws_lambda_powertools import Tracer  # needs aws-xray-sdk: imported only when tracing is asked for
 
         # No auto-patching: X-Ray's thread-local segment context does not follow concurrent asyncio tasks, so
-        # per-call subsegments of aiobotocore would nest wrongly. The invocation is one traced subsegment.
+        # per-call subsegments of botocore (on the World's worker threads) would nest wrongly. The invocation is
+        # one traced subsegment.
         tracer = Tracer(service=SERVICE, auto_patch=False)
         wrapped = tracer.capture_lambda_handler(wrapped, capture_response=False)
     return wrapped  # type: ignore[return-value]

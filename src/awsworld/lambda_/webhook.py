@@ -48,6 +48,7 @@ from ..world.errors import HookClosedError, HookNotFoundError, InvalidInputError
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
 from ..world.write_rules import token_fits
 from . import observability as obs
+from . import snapstart
 from .container import Container, default_container
 
 logger = obs.logger
@@ -260,3 +261,7 @@ def handle(event: dict[str, Any], context: Any, container: Container | None = No
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     """Lambda entry point (``handlers/webhook.handler``)."""
     return handle(event, context)
+
+
+# Under SnapStart: prime the default container before the snapshot, renew it after each restore.
+snapstart.install(default_container)

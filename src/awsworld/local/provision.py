@@ -7,15 +7,14 @@ so a local World runs on the same keys, indexes, TTL, encryption and redrive set
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
 from typing import Any
 
-import aioboto3
 from botocore.exceptions import ClientError
 
 from ..aws import resources
+from ..aws.clients import AWSClients
 from ..aws.config import AWSConfig
 
 log = logging.getLogger("awsworld.local.provision")
@@ -34,13 +33,6 @@ def create_table_parameters(table_name: str) -> dict[str, Any]:
         sse["Enabled"] = sse.pop("SSEEnabled")
         parameters["SSESpecification"] = sse
     return parameters
-
-
-def _client(session: aioboto3.Session, service: str, config: AWSConfig) -> Any:
-    endpoint = config.dynamodb_endpoint_url if service == "dynamodb" and config.dynamodb_endpoint_url \
-        else config.endpoint_url
-    return session.client(service, region_name=config.region_name or "us-east-1", endpoint_url=endpoint,
-                          **config.client_options)  # type: ignore[arg-type]
 
 
 async def provision_table(dynamodb: Any, table_name: str) -> None:
@@ -124,22 +116,19 @@ class Provisioner:
 
     def __init__(self, config: AWSConfig) -> None:
         self.config = config
-        self._stack = contextlib.AsyncExitStack()
+        self._aws: AWSClients | None = None
         self._clients: tuple[Any, Any, Any] | None = None
-        self._kms: Any = None
 
     async def __aenter__(self) -> Provisioner:
-        session = aioboto3.Session()
-        self._clients = (
-            await self._stack.enter_async_context(_client(session, "dynamodb", self.config)),
-            await self._stack.enter_async_context(_client(session, "s3", self.config)),
-            await self._stack.enter_async_context(_client(session, "sqs", self.config)),
-        )
+        # The World's own client plumbing (same endpoints, credentials and options), uncounted by any World.
+        self._aws = AWSClients(self.config)
+        self._clients = (await self._aws.dynamodb(), await self._aws.s3(), await self._aws.sqs())
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._clients = self._kms = None
-        await self._stack.aclose()
+        aws, self._aws, self._clients = self._aws, None, None
+        if aws is not None:
+            await aws.close()
 
     def _open(self) -> tuple[Any, Any, Any]:
         if self._clients is None:
@@ -148,9 +137,8 @@ class Provisioner:
 
     async def _kms_client(self) -> Any:
         self._open()
-        if self._kms is None:
-            self._kms = await self._stack.enter_async_context(_client(aioboto3.Session(), "kms", self.config))
-        return self._kms
+        assert self._aws is not None
+        return await self._aws.kms()
 
     async def payload_key(self) -> str:
         """A new KMS key on the emulator for per-run payload encryption (``AWSConfig.kms_key_id``)."""

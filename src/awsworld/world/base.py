@@ -1,4 +1,9 @@
-"""The pydantic base every contract model shares: snake_case in Python, the spec's camelCase on the wire."""
+"""The pydantic base every contract model shares: snake_case in Python, the spec's camelCase on the wire.
+
+Models build their validators and serializers on first use (``defer_build``), not when their class is
+defined: the contract has some sixty models and a delivery uses a handful, and building them all was a fifth
+of the flow function's import (bench/cold_start.py).
+"""
 
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ class WireModel(BaseModel):
         serialize_by_alias=True,
         extra="forbid",
         frozen=False,
+        defer_build=True,
     )
 
     def to_wire(self) -> dict[str, Any]:

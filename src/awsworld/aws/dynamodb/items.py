@@ -11,8 +11,6 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
 from ...world.entities import Hook, ResolveData, Run, Step, StructuredError, Wait
 from ...world.events import PAYLOAD_FIELDS, Event
 from ...world.ids import slot_to_event_id
@@ -21,10 +19,29 @@ from ..log.blocks import BlockEvent
 from ..resources import GSI_RUN_KEY, GSI_WORKFLOW_KEY
 from ..values import StoredValue, ValueStore
 
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
 Item = dict[str, Any]
+
+
+class _Codec:
+    """boto3's attribute-value codec, made on first use: importing ``boto3`` imports botocore's session and
+    client machinery, which the flow function loads with its first client, not at import (README, "Cold
+    starts"). A leaf import: boto3 imports nothing of awsworld."""
+
+    def __init__(self) -> None:
+        from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+        self.serialize = TypeSerializer().serialize
+        self.deserialize = TypeDeserializer().deserialize
+
+
+_codec: _Codec | None = None
+
+
+def codec() -> _Codec:
+    global _codec
+    if _codec is None:
+        _codec = _Codec()
+    return _codec
 
 
 def now_iso() -> str:
@@ -32,11 +49,12 @@ def now_iso() -> str:
 
 
 def to_ddb(item: Item) -> dict[str, Any]:
-    return {k: _serializer.serialize(v) for k, v in item.items() if v is not None}
+    serialize = codec().serialize
+    return {k: serialize(v) for k, v in item.items() if v is not None}
 
 
 def to_ddb_value(value: Any) -> dict[str, Any]:
-    return _serializer.serialize(value)
+    return codec().serialize(value)
 
 
 def _plain(value: Any) -> Any:
@@ -54,7 +72,8 @@ def _plain(value: Any) -> Any:
 def from_ddb(raw: dict[str, Any] | None) -> Item | None:
     if not raw:
         return None
-    return {k: _plain(_deserializer.deserialize(v)) for k, v in raw.items()}
+    deserialize = codec().deserialize
+    return {k: _plain(deserialize(v)) for k, v in raw.items()}
 
 
 def _error(raw: Any) -> StructuredError | None:

@@ -29,10 +29,10 @@ from botocore.exceptions import ClientError
 from ...world.errors import WorldError
 from ..keys import run_pk
 from ..resources import PK, SK, TTL_ATTRIBUTE
-from .cipher import RunCipher
 
 if TYPE_CHECKING:
     from ..clients import AWSClients
+    from .cipher import RunCipher
 
 DATA_KEY_SK = "DATAKEY"
 TABLE_CONTEXT_KEY = "awsworld:table"
@@ -47,6 +47,15 @@ class EncryptionKeyError(WorldError):
 
 def data_key_key(run_id: str) -> dict[str, str]:
     return {PK: run_pk(run_id), SK: DATA_KEY_SK}
+
+
+def _cipher(run_id: str, key: bytes) -> RunCipher:
+    """The run's cipher. ``cipher`` (and with it ``cryptography``, a tenth of the flow function's import
+    time) is imported by the first run that has a key: most stacks encrypt nothing, and a delivery of a
+    plain run never needs it. A leaf import: ``cipher`` imports nothing of awsworld.aws."""
+    from .cipher import RunCipher
+
+    return RunCipher(run_id, key)
 
 
 class RunKeys:
@@ -107,7 +116,7 @@ class RunKeys:
             self._known.pop(run_id, None)
             await self._lookup(run_id)  # another creator's key won: use it
             return
-        self._remember(run_id, RunCipher(run_id, made["Plaintext"]))
+        self._remember(run_id, _cipher(run_id, made["Plaintext"]))
 
     async def for_writing(self, run_id: str) -> RunCipher | None:
         """The key to seal a new value of the run with, or None when the run is stored in plain text."""
@@ -122,7 +131,7 @@ class RunKeys:
     async def for_reading(self, run_id: str) -> RunCipher:
         """The key a sealed value of the run opens with."""
         known = self._known.get(run_id)
-        cipher = known if isinstance(known, RunCipher) else await self._lookup(
+        cipher = known if known is not None and not isinstance(known, bytes) else await self._lookup(
             run_id, fresh=run_id in self._known and known is None)
         if cipher is None:
             raise EncryptionKeyError(f"run {run_id} has encrypted values but no data key item ({DATA_KEY_SK})")
@@ -165,7 +174,7 @@ class RunKeys:
             opened = await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=self._context(run_id))
         except ClientError as error:
             raise _kms_error("unwrap the data key of", run_id, error) from error
-        return RunCipher(run_id, opened["Plaintext"])
+        return _cipher(run_id, opened["Plaintext"])
 
 
 def _kms_error(doing: str, run_id: str, error: ClientError) -> EncryptionKeyError:

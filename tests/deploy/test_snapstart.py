@@ -1,0 +1,88 @@
+"""The SnapStart hooks (``awsworld.lambda_.snapstart``), called in-process as Lambda's runtime calls them: the
+default container primed before the snapshot without a request, and after a "restore" the connections,
+credentials and random seed renewed, with deliveries working on the new clients."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any
+
+import pytest
+import snapshot_restore_py
+
+from awsworld.lambda_ import snapstart
+from awsworld.lambda_.container import default_container
+from awsworld.local import LocalAWS
+from awsworld.world.base import WireModel
+
+from . import app
+from .conftest import Handlers
+from .lambda_env import EventSourceMapping
+from .test_flow_handler import terminal
+
+
+def _botocore_clients(container: Any) -> dict[str, Any]:
+    return {service: client.client for service, client in container.world.clients.opened.items()}
+
+
+async def test_the_hooks_are_registered_once_with_the_runtime(handlers: Handlers) -> None:
+    before = [hook for hook, _, _ in snapshot_restore_py.get_before_snapshot()]
+    after = [hook for hook, _, _ in snapshot_restore_py.get_after_restore()]
+    assert len(before) == len(after) == 1, "flow and webhook install the same default container once"
+    assert snapstart.install(default_container) is True
+    assert [hook for hook, _, _ in snapshot_restore_py.get_before_snapshot()] == before, "installing is idempotent"
+
+
+async def test_prime_loads_what_a_delivery_needs_without_a_request(handlers: Handlers) -> None:
+    container = default_container()
+    await asyncio.to_thread(container.reset)
+    assert container.built_world is None
+    # As the runtime does before the snapshot: call every registered hook with its arguments.
+    for hook, args, kwargs in snapshot_restore_py.get_before_snapshot():
+        await asyncio.to_thread(hook, *args, **kwargs)
+    world = container.built_world
+    assert world is not None and container.modules == [app.__name__], "the workflow modules are imported"
+    assert set(world.clients.opened) == {"dynamodb", "sqs", "s3"}, "clients made, service models loaded"
+    assert world.stats.total() == 0, "no request: no connection is carried into the snapshot"
+    unbuilt = [m.__name__ for m in snapstart._models(WireModel) if not m.__pydantic_complete__]
+    assert not unbuilt, f"contract models left to build after restore: {unbuilt}"
+
+
+async def test_after_restore_connections_credentials_and_seed_are_new(
+        local: LocalAWS, esm: EventSourceMapping, handlers: Handlers) -> None:
+    container = default_container()
+    await asyncio.to_thread(snapstart.prime, container)
+    run = await local.client.start(app.quick, "before the snapshot")
+    await esm.run_until(terminal(run))
+    assert await run.result(timeout=5) == "before the snapshot"
+    used = _botocore_clients(container)
+    sessions = container.world.clients._session
+
+    # Two environments restored from one snapshot start with the same memory, hence the same generator state.
+    snapshot_state = random.getstate()
+    draws = []
+    for _ in range(2):
+        random.setstate(snapshot_state)
+        for hook, args, kwargs in snapshot_restore_py.get_after_restore():
+            await asyncio.to_thread(hook, *args, **kwargs)
+        draws.append([random.random() for _ in range(4)])
+    assert draws[0] != draws[1], "each restored copy reseeds random from the OS"
+
+    assert container.world.clients.opened == {}, "the clients (and their connection pools) are dropped"
+    for client in used.values():
+        assert not client._endpoint.http_session._manager.pools, "their sockets are closed"
+    assert container.world.clients._session is not sessions, "credentials are resolved anew"
+
+    before = container.world.stats.snapshot()
+    again = await local.client.start(app.quick, "after the restore")
+    await esm.run_until(terminal(again))
+    assert await again.result(timeout=5) == "after the restore"
+    renewed = _botocore_clients(container)
+    assert renewed and all(renewed[s] is not used.get(s) for s in renewed), "deliveries run on new clients"
+    assert (container.world.stats.snapshot() - before).total("dynamodb") > 0
+
+
+def test_without_the_runtime_hooks_nothing_is_registered(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(snapstart, "_hooks", None)
+    assert snapstart.install(default_container) is False
