@@ -19,11 +19,12 @@ from typing import Any
 
 import aioboto3
 import pytest
+from botocore.exceptions import ClientError
 
 from awsworld import Client, FatalError, create_hook, get_writable, step, workflow
 from awsworld.aws import AWSWorld
 from awsworld.aws.encryption.cipher import RunCipher, UnreadableValueError
-from awsworld.aws.encryption.run_keys import DATA_KEY_SK, EncryptionKeyError
+from awsworld.aws.encryption.run_keys import DATA_KEY_SK, RUN_CONTEXT_KEY, TABLE_CONTEXT_KEY, EncryptionKeyError
 from awsworld.local import DUMMY_CREDENTIALS, LocalAWS
 from awsworld.world.errors import RunNotFoundError
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
@@ -245,6 +246,29 @@ async def test_a_missing_key_refuses_new_runs_with_a_clear_error(encrypted: Loca
             await world.runs.get("never-created")  # nothing was written
     finally:
         await world.close()
+
+
+async def test_a_runs_data_key_is_bound_to_its_run_and_table(encrypted: LocalAWS) -> None:
+    """Each run's data key is made under an encryption context naming its table and run: KMS's ``Decrypt``
+    fails unless the context matches the one used to encrypt (AWS: "encryption context"), so a wrapped key
+    copied to another run's item does not open there. LocalStack's KMS does not check the context, so this runs
+    where KMS does (moto's)."""
+    if encrypted.sqs_s3 == "localstack":
+        pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
+    world = encrypted.world
+    run_id = f"wrun_context_{os.urandom(4).hex()}"
+    await world.clients.keys.create(run_id, 3600)
+    ddb = await world.clients.dynamodb()
+    item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
+                               Key={"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
+    wrapped = bytes(item["dk"]["B"])
+    kms = await world.clients.kms()
+    own = {TABLE_CONTEXT_KEY: world.config.table_name, RUN_CONTEXT_KEY: run_id}
+    assert len((await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=own))["Plaintext"]) == 32
+    for other in ({**own, RUN_CONTEXT_KEY: "wrun_someone_else"}, {**own, TABLE_CONTEXT_KEY: "another-table"}):
+        with pytest.raises(ClientError) as refused:
+            await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=other)
+        assert refused.value.response["Error"]["Code"] == "InvalidCiphertextException"
 
 
 async def test_a_disabled_key_refuses_new_runs_with_a_clear_error(encrypted: LocalAWS) -> None:
