@@ -28,7 +28,9 @@ PARALLEL = 8
 """Trials at a time. Each spends most of its time waiting (delays, visibility timeouts), so on a 2-core
 machine 8 at a time keep the emulator busy without a trial's invocations outliving their own timeout."""
 CHAOS_BACKENDS = ["moto", LOCALSTACK]
-"""Every test runs on moto and on DynamoDB Local with LocalStack's SQS, S3 and KMS (``[localstack]``)."""
+"""The clean run and the sampled sweep run on moto and on DynamoDB Local with LocalStack's SQS, S3 and KMS
+(``[localstack]``); the budget and KMS variants on moto only (``MOTO_ONLY``), for the suite's time."""
+MOTO_ONLY = pytest.mark.parametrize("servers", ["moto"], indirect=True)
 
 
 @pytest.fixture(scope="module")
@@ -100,6 +102,7 @@ async def test_one_failure_at_every_ninth_aws_call_in_each_mode_strands_nothing(
                         + "\n".join(_describe(r) for r in failed))
 
 
+@MOTO_ONLY
 async def test_runs_whose_deliveries_keep_running_out_of_budget_complete(
         local: LocalAWS, executor: ThreadPoolExecutor) -> None:
     """With a 300 ms budget most deliveries end by queueing their own continuation, often right after
@@ -110,6 +113,7 @@ async def test_runs_whose_deliveries_keep_running_out_of_budget_complete(
     assert not failed, "\n".join(f"  {r.outcome} after {r.seconds:.1f} s: {'; '.join(r.problems)}" for r in failed)
 
 
+@MOTO_ONLY
 @pytest.mark.timeout(600)
 async def test_a_failure_at_each_kms_call_of_an_encrypted_run_strands_nothing(
         local: LocalAWS, executor: ThreadPoolExecutor) -> None:
