@@ -1,9 +1,13 @@
-"""Shared fixtures: one moto server and one DynamoDB Local for the whole session, fresh resources per test.
+"""Shared fixtures: one moto server, one DynamoDB Local and one LocalStack for the whole session, fresh resources
+per test.
 
-``world`` runs a test twice, on moto (``[moto]``) and on DynamoDB Local (``[dynamodb-local]``), each time
-on a freshly provisioned table, bucket, queue and DLQ. ``world_factory`` makes more Worlds on the same
-backend for tests that need several. DynamoDB Local starts on first use (a ``-k moto`` run never starts
-Java); when it is not installed the test fails with the command that installs it, never skips.
+The AWS World has three backends (``AWS_BACKENDS`` and ``LOCALSTACK``): ``[moto]`` (moto for everything),
+``[dynamodb-local]`` (DynamoDB on AWS's DynamoDB Local, SQS and S3 on moto) and ``[localstack]`` (DynamoDB Local
+plus LocalStack's own SQS, S3 and KMS: no moto in the path). ``world`` runs a test on the first two, each time on
+a freshly provisioned table, bucket, queue and DLQ; the suites about SQS and S3 add ``[localstack]`` through
+``SQS_S3_BACKENDS``. ``world_factory`` makes more Worlds on the same backend for tests that need several.
+DynamoDB Local and LocalStack start on first use (a ``-k moto`` run starts neither); when one is not installed
+the test fails with the command that installs it, never skips.
 
 ``storage_world`` / ``storage_world_factory`` run a contract test on every backend of the ``World`` protocol:
 the two above and the in-memory World (``[memory]``, ``awsworld.testing.memory.MemoryWorld``), which needs no
@@ -13,16 +17,21 @@ emulator at all (a ``-k memory`` run starts neither).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
 
 import pytest
 
 from awsworld.aws import AWSWorld
-from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, MotoServer
+from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, LocalStack, LocalStackError, MotoServer
 from awsworld.testing.memory import MemoryWorld
 
 AWS_BACKENDS = ["moto", "dynamodb-local"]
 BACKENDS = AWS_BACKENDS  # the AWS World's emulators: ``backend``, ``world``, ``world_factory``
+LOCALSTACK = "localstack"  # DynamoDB Local + LocalStack's SQS, S3 and KMS (no moto): the suites about SQS and S3
+SQS_S3_BACKENDS = ["moto", LOCALSTACK]  # one per SQS/S3 engine, for the tests about SQS and S3 themselves
 MEMORY = "memory"
+# The session fixture holding each AWS backend's LocalAWS.
+LOCAL_FIXTURES = {"moto": "local_moto", "dynamodb-local": "local_dynamodb_local", LOCALSTACK: "local_localstack"}
 STORAGE_BACKENDS = [*AWS_BACKENDS, MEMORY]  # every World backend: ``storage_backend``, ``storage_world``
 
 WorldFactory = Callable[[], Awaitable[AWSWorld]]
@@ -49,6 +58,32 @@ def dynamodb_local() -> Iterator[DynamoDBLocal]:
 
 
 @pytest.fixture(scope="session")
+def localstack() -> Iterator[LocalStack]:
+    server = LocalStack()
+    try:
+        server.start()
+    except LocalStackError as error:
+        pytest.fail(f"LocalStack is required for the [localstack] tests: {error}", pytrace=False)
+    yield server
+    server.stop()
+
+
+def local_aws_options(request: pytest.FixtureRequest, backend: str) -> dict[str, Any]:
+    """``LocalAWS`` keyword arguments for ``backend`` on the session's servers (started on first use): for a
+    test module that needs a LocalAWS of its own (its own settings, its own poller) on one of the backends."""
+    if backend == "moto":
+        return {"dynamodb": "moto", "moto": request.getfixturevalue("moto_server")}
+    if backend == "dynamodb-local":
+        return {"dynamodb": "dynamodb-local", "moto": request.getfixturevalue("moto_server"),
+                "dynamodb_local": request.getfixturevalue("dynamodb_local")}
+    if backend == LOCALSTACK:
+        return {"dynamodb": "dynamodb-local", "sqs_s3": "localstack",
+                "dynamodb_local": request.getfixturevalue("dynamodb_local"),
+                "localstack": request.getfixturevalue("localstack")}
+    raise ValueError(f"no AWS backend {backend!r}: one of {list(LOCAL_FIXTURES)}")
+
+
+@pytest.fixture(scope="session")
 async def local_moto(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
     local = LocalAWS("moto", moto=moto_server, initial_world=False)
     await local.start()
@@ -64,6 +99,15 @@ async def local_dynamodb_local(moto_server: MotoServer, dynamodb_local: DynamoDB
     await local.stop()
 
 
+@pytest.fixture(scope="session")
+async def local_localstack(dynamodb_local: DynamoDBLocal, localstack: LocalStack) -> AsyncIterator[LocalAWS]:
+    local = LocalAWS("dynamodb-local", sqs_s3="localstack", dynamodb_local=dynamodb_local, localstack=localstack,
+                     initial_world=False)
+    await local.start()
+    yield local
+    await local.stop()
+
+
 @pytest.fixture(params=BACKENDS, ids=BACKENDS)
 def backend(request: pytest.FixtureRequest) -> str:
     """Which DynamoDB the test runs on: ``moto`` or ``dynamodb-local``."""
@@ -73,8 +117,7 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def local_aws(request: pytest.FixtureRequest, backend: str) -> LocalAWS:
     """The session's ``LocalAWS`` for this test's backend (started lazily)."""
-    name = "local_moto" if backend == "moto" else "local_dynamodb_local"
-    return request.getfixturevalue(name)
+    return local_aws_of(request, backend)
 
 
 @pytest.fixture
@@ -101,7 +144,7 @@ async def world(world_factory: WorldFactory) -> AWSWorld:
 
 def local_aws_of(request: pytest.FixtureRequest, backend: str) -> LocalAWS:
     """The session's ``LocalAWS`` for an AWS backend (started on first use)."""
-    return request.getfixturevalue("local_moto" if backend == "moto" else "local_dynamodb_local")
+    return request.getfixturevalue(LOCAL_FIXTURES[backend])
 
 
 @pytest.fixture(params=STORAGE_BACKENDS, ids=STORAGE_BACKENDS)

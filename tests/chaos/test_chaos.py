@@ -12,11 +12,12 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
 from awsworld.local import LocalAWS, MotoServer
+from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
 from .harness import MODES, Fault, Trial, TrialResult, chaos_environment, new_executor, run_trials
 from .moto_process import MotoProcess
@@ -26,6 +27,10 @@ SAMPLE_EVERY = 9
 PARALLEL = 8
 """Trials at a time. Each spends most of its time waiting (delays, visibility timeouts), so on a 2-core
 machine 8 at a time keep the emulator busy without a trial's invocations outliving their own timeout."""
+CHAOS_BACKENDS = ["moto", LOCALSTACK]
+"""The clean run and the sampled sweep run on moto and on DynamoDB Local with LocalStack's SQS, S3 and KMS
+(``[localstack]``); the budget and KMS variants on moto only (``MOTO_ONLY``), for the suite's time."""
+MOTO_ONLY = pytest.mark.parametrize("servers", ["moto"], indirect=True)
 
 
 @pytest.fixture(scope="module")
@@ -44,11 +49,20 @@ def moto_process() -> Iterator[MotoServer]:
     server.stop()
 
 
+@pytest.fixture(scope="module", params=CHAOS_BACKENDS, ids=CHAOS_BACKENDS)
+def servers(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The emulators for this backend: moto in its own process; DynamoDB Local and LocalStack are processes of
+    their own already (the session's)."""
+    if request.param == "moto":
+        return {"dynamodb": "moto", "moto": request.getfixturevalue("moto_process")}
+    return local_aws_options(request, request.param)
+
+
 @pytest.fixture(scope="module")
-async def local(moto_process: MotoServer) -> AsyncIterator[LocalAWS]:
+async def local(servers: dict[str, Any]) -> AsyncIterator[LocalAWS]:
     """Fresh Worlds on the emulator, with the handlers' environment (back-offs, leases) set for the module."""
     with chaos_environment():
-        async with LocalAWS("moto", moto=moto_process, initial_world=False) as aws:
+        async with LocalAWS(**servers, initial_world=False) as aws:
             yield aws
 
 
@@ -88,6 +102,7 @@ async def test_one_failure_at_every_ninth_aws_call_in_each_mode_strands_nothing(
                         + "\n".join(_describe(r) for r in failed))
 
 
+@MOTO_ONLY
 async def test_runs_whose_deliveries_keep_running_out_of_budget_complete(
         local: LocalAWS, executor: ThreadPoolExecutor) -> None:
     """With a 300 ms budget most deliveries end by queueing their own continuation, often right after
@@ -98,6 +113,7 @@ async def test_runs_whose_deliveries_keep_running_out_of_budget_complete(
     assert not failed, "\n".join(f"  {r.outcome} after {r.seconds:.1f} s: {'; '.join(r.problems)}" for r in failed)
 
 
+@MOTO_ONLY
 @pytest.mark.timeout(600)
 async def test_a_failure_at_each_kms_call_of_an_encrypted_run_strands_nothing(
         local: LocalAWS, executor: ThreadPoolExecutor) -> None:

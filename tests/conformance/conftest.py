@@ -1,11 +1,12 @@
 """Fixtures for the conformance tests beyond the session ones in ``tests/conftest.py``.
 
 The queue and stream rules are the contract's, so their tests also run on the in-memory World
-(``awsworld.testing.memory``): ``queue_world`` and ``stream_world`` run a test on moto (``[moto]``) and on
-memory (``[memory]``); ``any_world`` adds DynamoDB Local for the tests whose conditions must hold under real
-contention. Assertions about what AWS is asked (request counts, S3 objects, SQS attributes, markers in the
-table) run on the AWS World only (``is_memory``); tests that are about SQS, S3 or DynamoDB alone keep the
-``moto_world`` fixtures.
+(``awsworld.testing.memory``): ``queue_world`` and ``stream_world`` run a test on moto (``[moto]``), on
+LocalStack's SQS and S3 (``[localstack]``, with DynamoDB Local) and on memory (``[memory]``); ``any_world``
+adds DynamoDB Local beside moto's SQS for the tests whose conditions must hold under real contention.
+Assertions about what AWS is asked (request counts, S3 objects, SQS attributes, markers in the table) run on the
+AWS World only (``is_memory``); tests that are about SQS or S3 alone take ``sqs_s3_world`` (both SQS/S3
+engines), and those about moto itself ``moto_world``.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.local import LocalAWS
+from conftest import LOCAL_FIXTURES, LOCALSTACK, SQS_S3_BACKENDS  # tests/conftest.py (tests/ is on sys.path)
 
-QUEUE_KINDS = ["moto", "memory"]
-ALL_KINDS = ["moto", "dynamodb-local", "memory"]
+QUEUE_KINDS = ["moto", LOCALSTACK, "memory"]
+ALL_KINDS = ["moto", "dynamodb-local", LOCALSTACK, "memory"]
 # Streams also run on moto with per-run payload encryption on (sealed chunks: the same contract).
-STREAM_KINDS = ["moto", "moto-encrypted", "memory"]
+STREAM_KINDS = ["moto", "moto-encrypted", LOCALSTACK, "memory"]
 
 
 def is_memory(world: Any) -> bool:
@@ -67,7 +69,7 @@ def _backend(request: pytest.FixtureRequest) -> LocalAWS | None:
     kind = request.param
     if kind == "memory":
         return None
-    return request.getfixturevalue("local_dynamodb_local" if kind == "dynamodb-local" else "local_moto")
+    return request.getfixturevalue(LOCAL_FIXTURES[kind.removesuffix("-encrypted")])
 
 
 async def _world(local: LocalAWS | None, *, encrypted: bool = False) -> AsyncIterator[Any]:
@@ -104,22 +106,32 @@ def any_backend_per_module(request: pytest.FixtureRequest) -> LocalAWS | None:
 
 @pytest.fixture
 async def queue_world(queue_backend: LocalAWS | None) -> AsyncIterator[Any]:
-    """A fresh World per test, on moto or in memory: for the queue's contract rules."""
+    """A fresh World per test, on moto, LocalStack or in memory: for the queue's contract rules."""
     async for world in _world(queue_backend):
         yield world
 
 
+@pytest.fixture(params=SQS_S3_BACKENDS, ids=SQS_S3_BACKENDS)
+def sqs_s3_backend(request: pytest.FixtureRequest) -> LocalAWS | None:
+    return _backend(request)
+
+
+@pytest.fixture(scope="module", params=SQS_S3_BACKENDS, ids=SQS_S3_BACKENDS)
+def sqs_s3_backend_per_module(request: pytest.FixtureRequest) -> LocalAWS | None:
+    return _backend(request)
+
+
 @pytest.fixture
 async def any_world(any_backend: LocalAWS | None) -> AsyncIterator[Any]:
-    """A fresh World per test on moto, DynamoDB Local or in memory."""
+    """A fresh World per test on moto, DynamoDB Local, LocalStack or in memory."""
     async for world in _world(any_backend):
         yield world
 
 
 @pytest.fixture(scope="module")
 async def stream_world(stream_backend: tuple[LocalAWS | None, bool]) -> AsyncIterator[Any]:
-    """One World per module on moto (with and without payload encryption) or in memory, for tests isolated by
-    their own run ids (streams)."""
+    """One World per module on moto (with and without payload encryption), LocalStack or in memory, for tests
+    isolated by their own run ids (streams)."""
     local, encrypted = stream_backend
     async for world in _world(local, encrypted=encrypted):
         yield world
@@ -127,15 +139,30 @@ async def stream_world(stream_backend: tuple[LocalAWS | None, bool]) -> AsyncIte
 
 @pytest.fixture(scope="module")
 async def any_world_per_module(any_backend_per_module: LocalAWS | None) -> AsyncIterator[Any]:
-    """One World per module on moto, DynamoDB Local or in memory."""
+    """One World per module on moto, DynamoDB Local, LocalStack or in memory."""
     async for world in _world(any_backend_per_module):
         yield world
 
 
 @pytest.fixture
+async def sqs_s3_world(sqs_s3_backend: LocalAWS | None) -> AsyncIterator[AWSWorld]:
+    """A fresh AWSWorld per test on each SQS/S3 engine (moto, and LocalStack beside DynamoDB Local): for the
+    tests about SQS and S3 themselves (hops, markers, request counts, record shapes), which have no in-memory
+    counterpart."""
+    async for world in _world(sqs_s3_backend):
+        yield world
+
+
+@pytest.fixture(scope="module")
+async def sqs_s3_world_per_module(sqs_s3_backend_per_module: LocalAWS | None) -> AsyncIterator[AWSWorld]:
+    """One AWSWorld per module on each SQS/S3 engine, for AWS-only tests isolated by their own run ids."""
+    async for world in _world(sqs_s3_backend_per_module):
+        yield world
+
+
+@pytest.fixture
 async def moto_world(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
-    """A fresh AWSWorld on moto only (table, bucket, queue, DLQ): for the tests about SQS, S3 or DynamoDB
-    themselves (hops, markers, request counts, record shapes), which have no in-memory counterpart."""
+    """A fresh AWSWorld on moto only (table, bucket, queue, DLQ): for tests about moto itself."""
     world = AWSWorld(await local_moto.new_config())
     yield world
     await world.close()

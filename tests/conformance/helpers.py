@@ -20,10 +20,13 @@ from awsworld.local import LocalAWS
 from awsworld.testing.memory import MemoryWorld
 from awsworld.testing.memory.records import State
 from awsworld.world import Event, EventResult, slot_to_event_id
+from conftest import LOCAL_FIXTURES, LOCALSTACK, STORAGE_BACKENDS  # tests/conftest.py (tests/ is on sys.path)
 
 WORKFLOW = "wf-conformance"
 MEMORY = "memory"
-BACKENDS = ["moto", "dynamodb-local", MEMORY]  # as STORAGE_BACKENDS in tests/conftest.py
+BACKENDS = STORAGE_BACKENDS
+# A module about values in S3 or S3 objects adds the LocalStack backend (its S3 is not moto's).
+WITH_LOCALSTACK = [*BACKENDS, LOCALSTACK]
 AnyWorld = AWSWorld | MemoryWorld
 AWS_LAYOUT = "asserts the AWS World's storage layout, not the contract"
 
@@ -41,7 +44,7 @@ def on_aws(world: AnyWorld) -> AWSWorld | None:
     return world if isinstance(world, AWSWorld) else None
 
 
-def module_world() -> Any:
+def module_world(backends: list[str] = BACKENDS) -> Any:
     """A ``world`` fixture shared by one module's tests: one World per backend (on its own table and bucket).
 
     Assign it to ``world`` in a module whose tests each work on runs of their own (and so do not need an empty
@@ -50,12 +53,12 @@ def module_world() -> Any:
     a time. Tests that need an empty table take ``storage_world_factory`` instead.
     """
 
-    @pytest.fixture(scope="module", params=BACKENDS, ids=BACKENDS, name="module_local_aws")
+    @pytest.fixture(scope="module", params=backends, ids=backends, name="module_local_aws")
     def module_local_aws(request: pytest.FixtureRequest) -> LocalAWS | None:
         # A sync fixture: the session's LocalAWS fixtures are async and can only be requested from one.
         if request.param == MEMORY:
             return None
-        return request.getfixturevalue("local_moto" if request.param == "moto" else "local_dynamodb_local")
+        return request.getfixturevalue(LOCAL_FIXTURES[request.param])
 
     @pytest.fixture(scope="module", name="world")
     async def world(module_local_aws: LocalAWS | None) -> AsyncIterator[AnyWorld]:

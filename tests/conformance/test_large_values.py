@@ -21,6 +21,7 @@ from awsworld.testing.memory.storage import MemoryStorage
 from awsworld.world import PayloadTooLargeError, new_run_id
 
 from .helpers import (
+    WITH_LOCALSTACK,
     AnyWorld,
     all_events,
     another_process,
@@ -42,7 +43,7 @@ from .helpers import (
     written,
 )
 
-module_local_aws, world = module_world()
+module_local_aws, world = module_world(WITH_LOCALSTACK)
 
 ODD_VALUES: dict[str, Any] = {
     "null": None,

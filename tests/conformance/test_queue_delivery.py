@@ -1,7 +1,8 @@
 """The consuming side: record shapes, attempts, acknowledgement, redelivery, the DLQ and malformed bodies.
 
-Attempts, acknowledgement and redelivery are the contract's and run on moto and in memory (``queue_world``);
-record shapes, the redrive policy and foreign bodies are SQS's and run on moto alone (``moto_world``).
+Attempts, acknowledgement and redelivery are the contract's and run on moto, LocalStack and in memory
+(``queue_world``); record shapes, the redrive policy and foreign bodies are SQS's and run on the AWS World alone,
+on both SQS/S3 engines (``sqs_s3_world``).
 """
 
 from __future__ import annotations
@@ -45,17 +46,17 @@ async def raw_records(world: AWSWorld, url: str, wait: int = 1) -> list[dict[str
 
 
 @pytest.fixture
-async def retry_queue(moto_world: AWSWorld) -> AsyncIterator[SqsQueue]:
+async def retry_queue(sqs_s3_world: AWSWorld) -> AsyncIterator[SqsQueue]:
     """A queue with a 1 s visibility timeout and a DLQ after 2 receives, beside the provisioned one."""
-    sqs = await moto_world.clients.sqs()
-    suffix = moto_world.config.table_name[-12:]
+    sqs = await sqs_s3_world.clients.sqs()
+    suffix = sqs_s3_world.config.table_name[-12:]
     dlq_url = (await sqs.create_queue(QueueName=f"retry-dlq-{suffix}"))["QueueUrl"]
     dlq_arn = (await sqs.get_queue_attributes(QueueUrl=dlq_url, AttributeNames=["QueueArn"]))["Attributes"]["QueueArn"]
     url = (await sqs.create_queue(QueueName=f"retry-{suffix}", Attributes={
         "VisibilityTimeout": "1",
         "RedrivePolicy": json.dumps({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": 2}),
     }))["QueueUrl"]
-    yield SqsQueue(moto_world.clients, queue_url=url, dlq_url=dlq_url, max_hop_seconds=1)
+    yield SqsQueue(sqs_s3_world.clients, queue_url=url, dlq_url=dlq_url, max_hop_seconds=1)
     for queue_url in (url, dlq_url):
         await sqs.delete_queue(QueueUrl=queue_url)
 
@@ -63,8 +64,8 @@ async def retry_queue(moto_world: AWSWorld) -> AsyncIterator[SqsQueue]:
 # -- record shapes and attempts ---------------------------------------------------------------------------------------
 
 
-async def test_lambda_and_receive_shapes_give_the_same_delivery(moto_world: AWSWorld) -> None:
-    world = moto_world
+async def test_lambda_and_receive_shapes_give_the_same_delivery(sqs_s3_world: AWSWorld) -> None:
+    world = sqs_s3_world
     message_id = await world.queue(QUEUE, {"runId": "wrun_x"})
     consumer = world.sqs_queue.consumer(PREFIX)
     [record] = await consumer.receive(10, 1)
@@ -157,8 +158,8 @@ async def test_redeliver_after_keeps_the_message_id_and_counts_the_attempt(queue
     assert await world.queue(QUEUE, "new", idempotency_key="s1") != message_id
 
 
-async def test_redeliver_after_a_long_time_hops(moto_world: AWSWorld) -> None:
-    queue = SqsQueue(moto_world.clients, max_hop_seconds=1)
+async def test_redeliver_after_a_long_time_hops(sqs_s3_world: AWSWorld) -> None:
+    queue = SqsQueue(sqs_s3_world.clients, max_hop_seconds=1)
     consumer = queue.consumer(PREFIX)
     message_id = await queue.queue(QUEUE, "retry me")
     first = await next_delivery(consumer)
@@ -184,7 +185,7 @@ async def test_redeliver_after_validates(queue_world: Any) -> None:
         await consumer.redeliver_after(delivery, -1)
 
 
-async def test_repeated_failure_ends_in_the_dlq(moto_world: AWSWorld, retry_queue: SqsQueue) -> None:
+async def test_repeated_failure_ends_in_the_dlq(sqs_s3_world: AWSWorld, retry_queue: SqsQueue) -> None:
     consumer = retry_queue.consumer(PREFIX)
     message_id = await retry_queue.queue(QUEUE, {"poison": True})
     attempts = []
@@ -194,12 +195,12 @@ async def test_repeated_failure_ends_in_the_dlq(moto_world: AWSWorld, retry_queu
     await asyncio.sleep(1.1)
     assert await consumer.receive(10, 1) == [], "past maxReceiveCount it left the queue"
 
-    dlq_reader = SqsQueue(moto_world.clients, queue_url=retry_queue.dlq_url).consumer(PREFIX)
+    dlq_reader = SqsQueue(sqs_s3_world.clients, queue_url=retry_queue.dlq_url).consumer(PREFIX)
     dead = await next_delivery(dlq_reader)
     assert dead.message_id == message_id and dead.payload == {"poison": True}
 
 
-async def test_redelivery_does_not_walk_a_message_into_the_dlq(moto_world: AWSWorld, retry_queue: SqsQueue) -> None:
+async def test_redelivery_does_not_walk_a_message_into_the_dlq(sqs_s3_world: AWSWorld, retry_queue: SqsQueue) -> None:
     consumer = retry_queue.consumer(PREFIX)
     message_id = await retry_queue.queue(QUEUE, "keeps retrying")
     for expected in (1, 2, 3):  # three attempts on a queue whose DLQ takes messages after two receives
@@ -208,7 +209,7 @@ async def test_redelivery_does_not_walk_a_message_into_the_dlq(moto_world: AWSWo
         if expected < 3:
             await consumer.redeliver_after(delivery, 0)
     await consumer.ack(delivery)
-    assert await raw_records(moto_world, retry_queue.dlq_url or "", wait=0) == []
+    assert await raw_records(sqs_s3_world, retry_queue.dlq_url or "", wait=0) == []
 
 
 # -- malformed bodies ------------------------------------------------------------------------------------------------
@@ -225,9 +226,9 @@ async def test_redelivery_does_not_walk_a_message_into_the_dlq(moto_world: AWSWo
                 "payloadRef": {"key": "queue/missing.json"}, "secret": SECRET}),
 ])
 async def test_malformed_bodies_go_to_the_dlq_with_a_clear_log_line(
-    moto_world: AWSWorld, body: str, caplog: pytest.LogCaptureFixture
+    sqs_s3_world: AWSWorld, body: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    world = moto_world
+    world = sqs_s3_world
     sqs = await world.clients.sqs()
     await sqs.send_message(QueueUrl=world.config.queue_url, MessageBody=body)
     consumer = world.sqs_queue.consumer(PREFIX)
@@ -244,8 +245,8 @@ async def test_malformed_bodies_go_to_the_dlq_with_a_clear_log_line(
     assert dead["MessageAttributes"]["awsworldError"]["StringValue"] == outcome.reason
 
 
-async def test_malformed_without_a_dlq_is_left_to_the_redrive_policy(moto_world: AWSWorld) -> None:
-    world = moto_world
+async def test_malformed_without_a_dlq_is_left_to_the_redrive_policy(sqs_s3_world: AWSWorld) -> None:
+    world = sqs_s3_world
     queue = SqsQueue(world.clients)
     queue.dlq_url = None
     sqs = await world.clients.sqs()

@@ -22,6 +22,7 @@ from awsworld.aws.retention import RETENTION_ATTRIBUTE, RETENTION_CONTEXT_KEY, e
 from awsworld.runtime.registry import RETENTION_CONTEXT_KEY as RUNTIME_RETENTION_KEY
 
 from .helpers import (
+    WITH_LOCALSTACK,
     AnyWorld,
     another_process,
     attr_set,
@@ -41,7 +42,7 @@ from .helpers import (
     wait_created,
 )
 
-module_local_aws, world = module_world()  # every test reads only its own run's items
+module_local_aws, world = module_world(WITH_LOCALSTACK)  # every test reads only its own run's items
 
 DAY = 24 * 3600
 SLACK = 120  # seconds between the writes and the checks

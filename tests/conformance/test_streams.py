@@ -1,8 +1,8 @@
 """Streams: writes, reads, snapshots, live reads, errors.
 
-The contract's rules run on the AWS World (S3 with a DynamoDB chunk index, on moto) and in memory
-(``stream_world``); how the AWS World lays chunks out in S3 and what it asks AWS is checked on moto alone
-(``moto_world_per_module``).
+The contract's rules run on the AWS World (S3 with a DynamoDB chunk index, on moto and on LocalStack) and in
+memory (``stream_world``); how the AWS World lays chunks out in S3 and what it asks AWS is checked on the AWS
+World alone, on both SQS/S3 engines (``sqs_s3_world_per_module``).
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ async def run_id(world: Any) -> str:
 
 
 @pytest.fixture
-async def aws_run_id(moto_world_per_module: AWSWorld) -> str:
-    return await new_run(moto_world_per_module, start=True)
+async def aws_run_id(sqs_s3_world_per_module: AWSWorld) -> str:
+    return await new_run(sqs_s3_world_per_module, start=True)
 
 
 # -- writing and reading back ----------------------------------------------------------------------------------------
@@ -141,8 +141,8 @@ async def test_list_names_of_a_run(world: Any, run_id: str) -> None:
     assert await world.streams.list(await new_run(world, start=True)) == []
 
 
-async def test_write_multi_is_one_object_and_one_commit(moto_world_per_module: AWSWorld, aws_run_id: str) -> None:
-    world, run_id = moto_world_per_module, aws_run_id
+async def test_write_multi_is_one_object_and_one_commit(sqs_s3_world_per_module: AWSWorld, aws_run_id: str) -> None:
+    world, run_id = sqs_s3_world_per_module, aws_run_id
     chunks = [os.urandom(n) for n in range(50)]
     world.stats.reset()
     await world.streams.write_multi(run_id, S, chunks)
@@ -245,8 +245,8 @@ async def test_writing_to_a_closed_stream_is_a_conflict(world: Any, run_id: str)
     assert (await streams.get_info(run_id, S)).tail_index == 0
 
 
-async def test_a_refused_write_leaves_no_object_behind(moto_world_per_module: AWSWorld, aws_run_id: str) -> None:
-    world, run_id, streams = moto_world_per_module, aws_run_id, moto_world_per_module.streams
+async def test_a_refused_write_leaves_no_object_behind(sqs_s3_world_per_module: AWSWorld, aws_run_id: str) -> None:
+    world, run_id, streams = sqs_s3_world_per_module, aws_run_id, sqs_s3_world_per_module.streams
     await streams.write(run_id, S, "a")
     await streams.close(run_id, S)
     with pytest.raises(EntityConflictError):

@@ -1,6 +1,6 @@
 """Write sessions: a writer's own sequence numbers order its chunks; flushes batch them; close is durable.
 
-On moto and in memory (``stream_world``); how few commits a burst takes is checked on the AWS World only.
+On moto, LocalStack and in memory (``stream_world``); how few commits a burst takes is checked on the AWS World only.
 """
 
 from __future__ import annotations

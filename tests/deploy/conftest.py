@@ -1,7 +1,8 @@
-"""Fixtures for the deploy tests: one ``LocalAWS`` per module (moto, no local poller: the tests are the event
-source), the process environment a deployed function gets (resource names from the template's variables,
-the emulator's endpoint, dummy credentials), and the real entry points ``handlers/flow.py`` and
-``handlers/webhook.py`` loaded from their files.
+"""Fixtures for the deploy tests: one ``LocalAWS`` per module and backend (``[moto]``, and ``[localstack]``:
+DynamoDB Local with LocalStack's SQS, S3 and KMS; no local poller: the tests are the event source), the
+process environment a deployed function gets (resource names from the template's variables, the emulators'
+endpoints, dummy credentials), and the real entry points ``handlers/flow.py`` and ``handlers/webhook.py`` loaded
+from their files.
 """
 
 from __future__ import annotations
@@ -18,12 +19,15 @@ from typing import Any
 import pytest
 
 from awsworld.lambda_.container import default_container
-from awsworld.local import DUMMY_CREDENTIALS, LocalAWS, MotoServer
+from awsworld.local import DUMMY_CREDENTIALS, LocalAWS
+from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
 from . import app
 from .lambda_env import REGION, EventSourceMapping
 
 ROOT = Path(__file__).resolve().parents[2]
+# The handlers run on both SQS/S3 engines: what a deployed function meets is AWS, not one emulator's reading.
+HANDLER_BACKENDS = ["moto", LOCALSTACK]
 
 
 def load_entry_point(name: str) -> ModuleType:
@@ -41,9 +45,15 @@ class Handlers:
     webhook: Callable[[dict[str, Any], Any], dict[str, Any]]
 
 
+@pytest.fixture(scope="module", params=HANDLER_BACKENDS, ids=HANDLER_BACKENDS)
+def local_options(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The session's servers for this module's backend (a sync fixture: it may start them)."""
+    return local_aws_options(request, request.param)
+
+
 @pytest.fixture(scope="module")
-async def local(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
-    async with LocalAWS("moto", moto=moto_server, run_workflows=False) as aws:
+async def local(local_options: dict[str, Any]) -> AsyncIterator[LocalAWS]:
+    async with LocalAWS(**local_options, run_workflows=False) as aws:
         yield aws
 
 
@@ -64,7 +74,10 @@ def lambda_environment(local: LocalAWS) -> Iterator[dict[str, str]]:
         "AWS_SECRET_ACCESS_KEY": str(DUMMY_CREDENTIALS["aws_secret_access_key"]),
         "AWSWORLD_KMS_KEY_ID": config.kms_key_id or "",  # the template's PayloadKmsKeyArn (empty: off)
     }
+    if config.dynamodb_endpoint_url and config.dynamodb_endpoint_url != config.endpoint_url:
+        env["AWS_ENDPOINT_URL_DYNAMODB"] = config.dynamodb_endpoint_url
     with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("AWS_ENDPOINT_URL_DYNAMODB", raising=False)
         patch.delenv("AWSWORLD_FLOW_BUDGET_MS", raising=False)
         patch.delenv("AWS_SESSION_TOKEN", raising=False)
         patch.delenv("AWS_PROFILE", raising=False)

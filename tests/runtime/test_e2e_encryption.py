@@ -2,7 +2,8 @@
 value (run input inline and in S3, step arguments and results, a step's error, a hook's metadata and payload,
 stream chunks, the run's output), then every DynamoDB item (event blocks decompressed) and every S3 object is
 searched for it. With encryption on, the marker is nowhere; with it off, the same search finds it (so the
-search can fail). Reads through the World, the Client and the CLI still see every value."""
+search can fail). Reads through the World, the Client and the CLI still see every value. Every test runs on
+moto's KMS (``[moto]``) and on LocalStack's own KMS, SQS and S3 beside DynamoDB Local (``[localstack]``)."""
 
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from awsworld import Client, FatalError, create_hook, get_writable, step, workflow
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
 from awsworld.aws.encryption.cipher import RunCipher, UnreadableValueError
-from awsworld.aws.encryption.run_keys import DATA_KEY_SK, EncryptionKeyError
-from awsworld.local import LocalAWS, MotoServer
+from awsworld.aws.encryption.run_keys import DATA_KEY_SK, RUN_CONTEXT_KEY, TABLE_CONTEXT_KEY, EncryptionKeyError
+from awsworld.local import LocalAWS
 from awsworld.world.errors import RunNotFoundError
+from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
 MARKER = "plaintext-marker-7f3a"
 BIG = MARKER * 2000  # 40 KB: past the inline limit, so the input goes to S3
@@ -58,15 +61,23 @@ async def everything(small: str, big: str) -> dict[str, Any]:
     return {"loud": loud, "caught": caught, "payload": payload, "big": len(big), "echo": MARKER}
 
 
+KMS_BACKENDS = ["moto", LOCALSTACK]
+
+
+@pytest.fixture(scope="module", params=KMS_BACKENDS, ids=KMS_BACKENDS)
+def servers(request: pytest.FixtureRequest) -> dict[str, Any]:
+    return local_aws_options(request, request.param)
+
+
 @pytest.fixture(scope="module")
-async def encrypted(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
-    async with LocalAWS("moto", moto=moto_server, encrypt_payloads=True) as aws:
+async def encrypted(servers: dict[str, Any]) -> AsyncIterator[LocalAWS]:
+    async with LocalAWS(**servers, encrypt_payloads=True) as aws:
         yield aws
 
 
 @pytest.fixture(scope="module")
-async def plain(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
-    async with LocalAWS("moto", moto=moto_server) as aws:
+async def plain(servers: dict[str, Any]) -> AsyncIterator[LocalAWS]:
+    async with LocalAWS(**servers) as aws:
         yield aws
 
 
@@ -239,6 +250,48 @@ async def test_a_missing_key_refuses_new_runs_with_a_clear_error(encrypted: Loca
         await world.close()
 
 
+async def test_a_runs_data_key_is_bound_to_its_run_and_table(encrypted: LocalAWS) -> None:
+    """Each run's data key is made under an encryption context naming its table and run: KMS's ``Decrypt``
+    fails unless the context matches the one used to encrypt (AWS: "encryption context"), so a wrapped key
+    copied to another run's item does not open there. LocalStack's KMS does not check the context, so this runs
+    where KMS does (moto's)."""
+    if encrypted.sqs_s3 == "localstack":
+        pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
+    world = encrypted.world
+    run_id = f"wrun_context_{os.urandom(4).hex()}"
+    await world.clients.keys.create(run_id, 3600)
+    ddb = await world.clients.dynamodb()
+    item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
+                               Key={"pk": {"S": f"RUN#{run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
+    wrapped = bytes(item["dk"]["B"])
+    kms = await world.clients.kms()
+    own = {TABLE_CONTEXT_KEY: world.config.table_name, RUN_CONTEXT_KEY: run_id}
+    assert len((await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=own))["Plaintext"]) == 32
+    for other in ({**own, RUN_CONTEXT_KEY: "wrun_someone_else"}, {**own, TABLE_CONTEXT_KEY: "another-table"}):
+        with pytest.raises(ClientError) as refused:
+            await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=other)
+        assert refused.value.response["Error"]["Code"] == "InvalidCiphertextException"
+
+
+async def test_a_disabled_key_refuses_new_runs_with_a_clear_error(encrypted: LocalAWS) -> None:
+    """AWS refuses every cryptographic operation under a disabled key (``DisabledException``, KMS's "key states"
+    table): a new run is refused before anything is written, with the fix in the message. moto's KMS ignores
+    the key state, so this runs where KMS enforces it (LocalStack's)."""
+    if encrypted.sqs_s3 == "moto":
+        pytest.skip("moto's KMS does not enforce a disabled key's state (AWS and LocalStack do)")
+    kms = await encrypted.world.clients.kms()
+    key = (await kms.create_key(Description="awsworld disabled-key test"))["KeyMetadata"]["Arn"]
+    await kms.disable_key(KeyId=key)
+    world = AWSWorld(dataclasses.replace(encrypted.config, kms_key_id=key))
+    try:
+        with pytest.raises(EncryptionKeyError, match="the KMS key is disabled"):
+            await Client(world).options(run_id="never-created-disabled").start(everything, "x", "y")
+        with pytest.raises(RunNotFoundError):
+            await world.runs.get("never-created-disabled")  # nothing was written
+    finally:
+        await world.close()
+
+
 async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> None:
     """``awsworld result`` and ``events`` against the encrypted stack, run as an operator runs them, print the
     decrypted values."""
@@ -246,6 +299,7 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
     config = encrypted.config
     env = {**os.environ, "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
            "AWSWORLD_QUEUE_URL": config.queue_url or "", "AWS_ENDPOINT_URL": config.endpoint_url or "",
+           "AWS_ENDPOINT_URL_DYNAMODB": config.dynamodb_endpoint_url or config.endpoint_url or "",
            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal", "AWS_SECRET_ACCESS_KEY": "local",
            "AWSWORLD_KMS_KEY_ID": config.kms_key_id or ""}
     for command, check in ((["result", run_id, "--json"], lambda out: json.loads(out)["output"]["echo"] == MARKER),

@@ -43,6 +43,9 @@ def register(sub: Any) -> None:
     dev.add_argument("--port", type=int, default=0, help="the emulator's port (default: a free one, or the "
                      "one --state used last)")
     dev.add_argument("--webhook-port", type=int, default=0, help="the webhook route's port (default: likewise)")
+    dev.add_argument("--sqs-s3", choices=["moto", "localstack"], default="moto", help="the emulator for SQS, S3 "
+                     "and KMS: moto (default, in-process) or LocalStack (a second, stricter one; needs "
+                     ".venv-localstack, see the README); DynamoDB stays on moto (--port)")
     dev.add_argument("--ui", action="store_true", help="serve the web view of runs too (awsworld ui; 127.0.0.1)")
     ui.add_options(dev, port_flag="--ui-port")
     dev.set_defaults(handler=_main, needs_emulator=True)
@@ -85,7 +88,9 @@ async def _serve(args: argparse.Namespace) -> None:
     show_failures()
     moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
     try:
-        async with LocalAWS(moto=moto, initial_world=False) as local:
+        if args.sqs_s3 == "localstack":
+            print("starting LocalStack for SQS, S3 and KMS (a few seconds)...", flush=True)
+        async with LocalAWS(moto=moto, sqs_s3=args.sqs_s3, initial_world=False) as local:
             config = await local.new_config(state.name if state and state.name else None)
             world = AWSWorld(config)
             poller: LocalPoller | None = None

@@ -1,11 +1,18 @@
 """The embedded default: awsworld on an AWS emulator on 127.0.0.1, with no account and no network.
 
-``LocalAWS`` starts moto's server in-process (and, when asked, AWS's DynamoDB Local for DynamoDB), provisions
-the table, bucket, queue and DLQ exactly as ``template.yaml`` does, and builds an ``AWSWorld`` on them::
+``LocalAWS`` starts moto's server in-process (and, when asked, AWS's DynamoDB Local for DynamoDB, and
+LocalStack for SQS, S3 and KMS), provisions the table, bucket, queue and DLQ exactly as ``template.yaml`` does,
+and builds an ``AWSWorld`` on them::
 
     async with LocalAWS() as local:                      # or LocalAWS(dynamodb="dynamodb-local")
         world = local.world
         other = await local.new_world()                  # a second, isolated table/bucket/queue
+
+    async with LocalAWS(dynamodb="dynamodb-local", sqs_s3="localstack"):   # no moto at all
+        ...
+
+Each engine is chosen per service group: ``dynamodb`` (moto or DynamoDB Local) and ``sqs_s3`` (moto or
+LocalStack; KMS, for payload encryption, goes with it: it shares the SQS/S3 endpoint).
 
 The emulators get dummy credentials through ``AWSConfig.client_options``; the process environment (and any
 real AWS credentials in it) is left alone.
@@ -23,6 +30,7 @@ from ..aws.world import AWSWorld
 from ..runtime.client import Client
 from ..runtime.runtime import Runtime
 from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
+from .localstack_server import LocalStack, LocalStackError
 from .moto_server import MotoServer
 from .poller import LocalPoller
 from .provision import Provisioner, deprovision, provision
@@ -32,6 +40,8 @@ __all__ = [
     "DynamoDBLocal",
     "DynamoDBLocalError",
     "LocalAWS",
+    "LocalStack",
+    "LocalStackError",
     "MotoServer",
     "Provisioner",
     "deprovision",
@@ -40,6 +50,9 @@ __all__ = [
 
 DynamoDBBackendName = Literal["moto", "dynamodb-local"]
 BACKENDS: tuple[DynamoDBBackendName, ...] = ("moto", "dynamodb-local")
+SqsS3BackendName = Literal["moto", "localstack"]
+SQS_S3_BACKENDS: tuple[SqsS3BackendName, ...] = ("moto", "localstack")
+Server = MotoServer | DynamoDBLocal | LocalStack
 
 # Emulators accept any credentials. Region and keys are fixed so DynamoDB Local (which keeps data per access
 # key and region) always shows one client what another wrote.
@@ -50,17 +63,21 @@ REGION = "us-east-1"
 class LocalAWS:
     """Emulators on loopback plus freshly provisioned resources; an async context manager.
 
-    Servers passed in (``moto=``, ``dynamodb_local=``) are shared and left running on exit; servers it starts
-    itself are stopped. ``world`` is the World built on entry (unless ``initial_world=False``); every World
-    from ``new_world()`` is closed on exit too.
+    ``dynamodb`` picks DynamoDB's engine, ``sqs_s3`` the one for SQS, S3 and KMS. Servers passed in (``moto=``,
+    ``dynamodb_local=``, ``localstack=``) are shared and left running on exit; servers it starts itself are
+    stopped, and it starts only those its engines need (moto not at all on DynamoDB Local plus LocalStack).
+    ``world`` is the World built on entry (unless ``initial_world=False``); every World from ``new_world()`` is
+    closed on exit too.
     """
 
     def __init__(
         self,
         dynamodb: DynamoDBBackendName = "moto",
         *,
+        sqs_s3: SqsS3BackendName = "moto",
         moto: MotoServer | None = None,
         dynamodb_local: DynamoDBLocal | None = None,
+        localstack: LocalStack | None = None,
         initial_world: bool = True,
         name_prefix: str = "awsworld-local",
         deployment_id: str | None = None,
@@ -69,10 +86,14 @@ class LocalAWS:
     ) -> None:
         if dynamodb not in BACKENDS:
             raise ValueError(f"dynamodb must be one of {BACKENDS}, not {dynamodb!r}")
+        if sqs_s3 not in SQS_S3_BACKENDS:
+            raise ValueError(f"sqs_s3 must be one of {SQS_S3_BACKENDS}, not {sqs_s3!r}")
         self.dynamodb = dynamodb
+        self.sqs_s3 = sqs_s3
         self._moto = moto
         self._dynamodb_local = dynamodb_local
-        self._owned: list[MotoServer | DynamoDBLocal] = []
+        self._localstack = localstack
+        self._owned: list[Server] = []
         self._initial_world = initial_world
         self.name_prefix = name_prefix
         self.deployment_id = deployment_id
@@ -87,18 +108,21 @@ class LocalAWS:
     # -- servers ---------------------------------------------------------------------------------------
 
     async def start(self) -> LocalAWS:
-        if self._moto is None:
+        if self._moto is None and "moto" in (self.dynamodb, self.sqs_s3):
             self._moto = MotoServer()
             self._owned.append(self._moto)
         if self.dynamodb == "dynamodb-local" and self._dynamodb_local is None:
             self._dynamodb_local = DynamoDBLocal()
             self._owned.append(self._dynamodb_local)
-        for shared in (self._moto, self._dynamodb_local):
-            if shared is not None and shared not in self._owned and not shared.running:
+        if self.sqs_s3 == "localstack" and self._localstack is None:
+            self._localstack = LocalStack()
+            self._owned.append(self._localstack)
+        for shared in self._used():
+            if shared not in self._owned and not shared.running:
                 raise RuntimeError(f"a shared {type(shared).__name__} must be started by its owner first")
         try:
-            # Each start() blocks (DynamoDB Local takes seconds to boot): run them off the event loop, and let
-            # every one finish before reporting a failure so none is left starting in the background.
+            # Each start() blocks (DynamoDB Local and LocalStack take seconds to boot): run them off the event loop,
+            # and let every one finish before reporting a failure so none is left starting in the background.
             results = await asyncio.gather(*(asyncio.to_thread(server.start) for server in self._owned),
                                            return_exceptions=True)
             for result in results:
@@ -128,20 +152,27 @@ class LocalAWS:
         owned, self._owned = self._owned, []
         await asyncio.gather(*(asyncio.to_thread(server.stop) for server in owned), return_exceptions=True)
 
+    def _used(self) -> list[Server]:
+        """The servers this LocalAWS's engines run on (those not needed are ignored, even if passed in)."""
+        used: list[Server | None] = [self._moto if self.dynamodb == "moto" else self._dynamodb_local,
+                                     self._moto if self.sqs_s3 == "moto" else self._localstack]
+        return [server for server in dict.fromkeys(used) if server is not None]
+
+    @staticmethod
+    def _endpoint(server: Server | None) -> str:
+        if server is None or not server.running:
+            raise RuntimeError("LocalAWS is not started")
+        return server.endpoint_url
+
     @property
     def endpoint_url(self) -> str:
-        """moto's endpoint (S3, SQS and, unless DynamoDB Local is used, DynamoDB)."""
-        if self._moto is None or not self._moto.running:
-            raise RuntimeError("LocalAWS is not started")
-        return self._moto.endpoint_url
+        """The SQS, S3 and KMS endpoint: moto's or LocalStack's (``sqs_s3``)."""
+        return self._endpoint(self._moto if self.sqs_s3 == "moto" else self._localstack)
 
     @property
     def dynamodb_endpoint_url(self) -> str:
-        if self.dynamodb == "dynamodb-local":
-            if self._dynamodb_local is None or not self._dynamodb_local.running:
-                raise RuntimeError("LocalAWS is not started")
-            return self._dynamodb_local.endpoint_url
-        return self.endpoint_url
+        """DynamoDB's endpoint: moto's or DynamoDB Local's (``dynamodb``)."""
+        return self._endpoint(self._moto if self.dynamodb == "moto" else self._dynamodb_local)
 
     # -- resources and worlds --------------------------------------------------------------------------
 
