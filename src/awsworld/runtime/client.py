@@ -22,7 +22,7 @@ from . import serde
 from .child_ids import START_CHILD, child_run_id
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .hook_timeouts import failure_payload
-from .messages import FlowMessage, queue_name_for
+from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from .registry import Registry, workflow_definition, workflow_name
 
 P = ParamSpec("P")
@@ -277,6 +277,20 @@ class Client:
             event["eventData"] = {"cancelReason": reason}
         await self.world.events.create(run_id, event)
         await _wake(self.world, run_id, run.workflow_name, "cancel")
+
+    async def wake(self, run_id: str) -> RunView:
+        """Send an unfinished run a flow message, as an operator does for a run whose own message was lost (it
+        sits ``running`` and nothing happens). Its flow takes over steps whose lease has passed, queues again
+        steps that never started, completes due waits, and comes back by itself when a step's lease is still
+        running (``runtime.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
+        The watchdog does the same on its own after the run's due (see the README). Returns the run as it
+        was; raises ``RunGoneError`` for a finished one."""
+        run = await self.world.runs.get(run_id, resolve_data="none")
+        if run.status in TERMINAL_RUN_STATUSES:
+            raise RunGoneError(f"run {run_id} is {run.status}: there is nothing to wake")
+        message = FlowMessage(run_id, run.workflow_name, wake=OPERATOR_WAKE)
+        await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
+        return run
 
 
 

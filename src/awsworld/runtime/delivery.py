@@ -36,6 +36,7 @@ from ..world.queue import Delivery
 from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
 from .messages import FlowMessage
 from .runtime import Outcome, Runtime
+from .tick import is_tick, run_tick
 
 log = logging.getLogger("awsworld.delivery")
 
@@ -56,6 +57,7 @@ REFUSED_MESSAGES = "RefusedMessages"
 DEFERRED_HOPS = "DeferredHops"
 DEAD_LETTERED = "DeadLettered"
 QUEUE_LAG = "QueueLag"
+RUNS_WOKEN = "RunsWoken"  # by the watchdog: runs whose due passed with no write (a lost message, usually)
 
 
 class Skipped(Protocol):
@@ -146,6 +148,11 @@ class DeliveryPath:
         """Run one record to its end; never raises for a record's own failure (only ``BaseException`` that is
         not an ``Exception``, such as a cancellation, gets through)."""
         try:
+            if is_tick(record):  # the schedule's tick: periodic jobs (the watchdog), no run of its own
+                jobs = await run_tick(self.runtime.world)
+                self.observer.count(RUNS_WOKEN, float(jobs.get("watchdog", {}).get("woken", 0)))
+                log.info("tick handled", extra={"jobs": jobs})
+                return RecordResult("tick")
             opened = await self.consumer.open(record)
             if not isinstance(opened, Delivery):
                 return await self._skipped(record, opened)

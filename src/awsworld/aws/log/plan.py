@@ -4,9 +4,8 @@ run item, and the entity operations. Plans are built by ``transitions`` from sta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
 from datetime import datetime
+from typing import Any
 
 from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ...world.events import PAYLOAD_FIELDS, EventResult

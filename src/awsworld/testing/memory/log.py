@@ -56,8 +56,8 @@ from .records import (
     wait_model,
 )
 from .rules import Ctx, Plan, new_event, new_run_record, plan_born_running, plan_event
-from .watch import set_due
 from .values import NULL, Value, json_value, store_value
+from .watch import set_due
 
 MAX_PAGE = 1000
 

@@ -258,6 +258,7 @@ def step_model(run: RunRecord, step_id: str, step: StepRecord, resolve: ResolveD
         started_at=step.started_at,
         completed_at=step.completed_at,
         spec_version=step.spec_version,
+        lease_until=step.lease_until if step.status == "running" else None,
     )
 
 
