@@ -399,7 +399,7 @@ class Flow:
     def _taken_over(self, step: StepOp) -> bool:
         """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``)."""
         return (step.id not in self.claimed and step.id not in self.refused
-                and taken_over(step, self.message_id, clock_of(self.world).now()))
+                and taken_over(step, self.message, self.message_id, clock_of(self.world).now()))
 
     def _runnable(self, execution: WorkflowExecution) -> list[StepOp]:
         now = clock_of(self.world).now()

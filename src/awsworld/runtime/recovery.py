@@ -6,7 +6,8 @@ brought it (the run's own messages, a hook resume, the watchdog, ``awsworld wake
 and gives every open part a live way forward:
 
 - a step started by another delivery whose lease has passed is **taken over** (run here as a new attempt;
-  ``world.leases`` decides, in the World, that only one delivery wins);
+  ``world.leases`` decides, in the World, that only one delivery wins; after ``dev --state`` restored it, a
+  step's lease has ended in storage, and the restart's wake tries it at once);
 - a step declared (or due to retry) longer ago than the watch horizon and still not started has lost its
   message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
   message may be held for days by its dedup marker (a duplicate finds the step started or ended: harmless);
@@ -30,15 +31,19 @@ from ..world.events import Event
 from ..world.leases import lease_expired
 from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
 from .execution import WorkflowExecution
-from .messages import FlowMessage, queue_name_for
+from .messages import RESTART_WAKE, FlowMessage, queue_name_for
 from .ops import StepOp
 
 log = logging.getLogger("awsworld.flow")
 
 
-def taken_over(step: StepOp, message_id: str | None, now: datetime) -> bool:
-    """Started by another delivery whose lease has passed: the owner is gone, the step is anyone's to run."""
-    return step.started and step.owner != message_id and lease_expired(step.lease_until, now)
+def taken_over(step: StepOp, message: FlowMessage, message_id: str | None, now: datetime) -> bool:
+    """Started by another delivery whose lease has passed: the owner is gone, the step is anyone's to run. A
+    restart's wake (``awsworld dev --state``, which ended the restored steps' leases in storage) tries every
+    started step: the World's lease, not the log's, decides."""
+    if not step.started or step.owner == message_id:
+        return False
+    return message.wake == RESTART_WAKE or lease_expired(step.lease_until, now)
 
 
 def held_elsewhere(step: StepOp, message_id: str | None, now: datetime) -> bool:
