@@ -285,9 +285,9 @@ class Flow:
         requests: list[dict[str, Any]] = []
         for op in chunk:
             requests.append(_declaration(op))
-            if op is born:
+            if born is not None and op is born:
                 requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
-                    self.message_id, inline=True, lease=step_lease(op.definition, self.deadline))})
+                    self.message_id, inline=True, lease=step_lease(born.definition, self.deadline))})
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
