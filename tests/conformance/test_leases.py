@@ -201,3 +201,32 @@ async def test_a_resting_flows_correction_holds_only_while_the_log_has_not_moved
     await world.events.create(run_id, run_completed("done"))
     assert not await world.watch.correct(run_id, far, seq=seq + 1)  # an ended run takes no due
     assert await _due(world, run_id, now(world) + timedelta(days=365)) is None
+
+
+# ---------------------------------------------------------------- the numbers
+
+
+def test_a_lease_is_the_shorter_of_the_steps_timeout_and_the_budget_left_plus_the_grace(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from awsworld.world.leases import lease_seconds
+
+    monkeypatch.delenv("AWSWORLD_LEASE_GRACE_SECONDS", raising=False)
+    assert lease_seconds(step_timeout=None, budget_left=110.0, cancel_grace=1.0) == 140.0
+    assert lease_seconds(step_timeout=5.0, budget_left=110.0, cancel_grace=1.0) == 36.0
+    assert lease_seconds(step_timeout=500.0, budget_left=20.0, cancel_grace=1.0) == 50.0
+    assert lease_seconds(step_timeout=None, budget_left=-3.0, cancel_grace=1.0) == 30.0  # a delivery past its budget
+    monkeypatch.setenv("AWSWORLD_LEASE_GRACE_SECONDS", "4")
+    assert lease_seconds(step_timeout=None, budget_left=5.0, cancel_grace=1.0) == 9.0
+
+
+def test_dues_are_kept_rounded_up_to_the_bucket_and_sort_as_they_compare(monkeypatch: pytest.MonkeyPatch) -> None:
+    from datetime import UTC
+
+    monkeypatch.delenv("AWSWORLD_WATCH_BUCKET_SECONDS", raising=False)
+    at = datetime(2026, 3, 1, 12, 0, 1, 500, tzinfo=UTC)
+    assert due_key(at) == "2026-03-01T12:01:00.000Z"
+    assert due_key(datetime(2026, 3, 1, 12, 1, tzinfo=UTC)) == "2026-03-01T12:01:00.000Z"  # on the boundary: kept
+    keys = [due_key(at + timedelta(seconds=s)) for s in (0, 59, 60, 3600, 86400 * 40)]
+    assert keys == sorted(keys) and len(set(keys)) == 4
+    monkeypatch.setenv("AWSWORLD_WATCH_BUCKET_SECONDS", "1")
+    assert due_key(at) == "2026-03-01T12:00:02.000Z"
