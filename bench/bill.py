@@ -21,6 +21,11 @@ handlers on every client of the World (``AWSClients.register_handler``) and bill
 The harness checks, per workload, that the requests it metered are exactly the World's own counters
 (``RequestStats``), and fails loudly when not. Lambda compute, CloudWatch, storage and transfer are not billed.
 
+The watchdog (issue 21) is priced twice: per run, what each workload's run paid for its due (the ``byDue``
+index's writes and the plain run-head writes that correct a resting run's due), and per tick, what the schedule's
+minute costs whatever runs exist (a tick with nothing due), and what waking one run costs (a false wake: the
+run was fine; a lost message's recovery costs that plus the work the lost message stood for).
+
 Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
 then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
 """
@@ -39,7 +44,7 @@ import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
@@ -47,6 +52,7 @@ import boto3
 from awsworld import Client, Run, create_hook, get_writable, sleep, step, workflow
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
+from awsworld.runtime.tick import TICK_BODY
 from awsworld.world.errors import HookNotFoundError
 
 # -- prices (us-east-1, on-demand, list) ---------------------------------------------------------------------
@@ -159,12 +165,17 @@ class Bill:
     idle_receives: int = 0
     s3: Counter[str] = field(default_factory=Counter)
     kms: Counter[str] = field(default_factory=Counter)
+    head_writes: int = 0  # plain (not transactional) writes of a run head: the watchdog's snoozes, due corrections
 
     def __sub__(self, other: Bill) -> Bill:
         return Bill(_diff(self.requests, other.requests), _diff(self.errors, other.errors),
                     self.transaction_items - other.transaction_items, _diff(self.wru, other.wru),
                     _diff(self.rru, other.rru), _diff(self.sqs, other.sqs), self.idle_receives - other.idle_receives,
-                    _diff(self.s3, other.s3), _diff(self.kms, other.kms))
+                    _diff(self.s3, other.s3), _diff(self.kms, other.kms), self.head_writes - other.head_writes)
+
+    def watch_wru(self) -> tuple[float, float]:
+        """(the byDue index's WRU, the WRU of plain run-head writes): what the watchdog's due costs."""
+        return self.wru[("GSI byDue", "index")], self.wru[("RUN", "write")]
 
     def dynamodb_requests(self) -> Counter[str]:
         return Counter({k.split(".", 1)[1]: n for k, n in self.requests.items() if k.startswith("dynamodb.")})
@@ -234,6 +245,7 @@ class Meter:
                         for g in table.get("GlobalSecondaryIndexes", [])]
         self.shadow: dict[Key, Shadowed] = {}
         self.bill = Bill()
+        self.largest_head = 0  # bytes: the largest run head any write left
         for event, handler in (("before-parameter-build", self._on_params), ("before-call", self._on_call),
                                ("after-call", self._on_answer)):
             world.clients.register_handler(event, handler)
@@ -429,6 +441,10 @@ class Meter:
             else:  # ConditionCheck
                 after = before
             bill.wru[(self._kind(key), how)] += write_units(max(before[0], after[0]), transactional)
+            if self._kind(key) == "RUN":
+                self.largest_head = max(self.largest_head, after[0])
+                if not transactional:
+                    bill.head_writes += 1
             for index in self.indexes:
                 units = self._index_units(index, before[1], after[1])
                 if units:
@@ -725,6 +741,41 @@ class Harness:
         result.note = "3 steps, a 1 s sleep, a hook resumed by the Client: 5 operations"
         return result
 
+    async def tick(self) -> Result:
+        """The schedule's tick when nothing is due: its message (sent as the scheduler sends it), the flow
+        function's one Query per index shard, the record's delete."""
+        result = await self.measure("watchdog tick, nothing due", "tick", 1, await self.tick_body())
+        result.note = "per minute whatever runs exist: the schedule's SendMessage, the tick's receive and delete"
+        return result
+
+    async def false_wake(self) -> Result:
+        """A tick that wakes one run that was fine (waiting on a hook, its due forced into the past): the snooze,
+        the wake's message, its flow's replay, and the correction that takes it out of the index again."""
+        token = f"bill-wake-{uuid.uuid4().hex}"
+        run = await self.client.start(bill_sleep_hook, token)
+        await self.idle()
+        while True:
+            try:
+                await self.observer.hooks.get_by_token(token, resolve_data="none")
+                break
+            except HookNotFoundError:
+                await asyncio.sleep(0.05)
+        await self.idle()
+        seq = len(await Run(self.watch, run.run_id).events())
+        assert await self.observer.watch.correct(run.run_id, datetime.now(UTC) - timedelta(minutes=2), seq=seq)
+        result = await self.measure("watchdog waking one run", "wake", 1, (await self.tick_body()))
+        await self.client.resume_hook(token, {"n": 1})
+        await self.result(run)
+        await self.idle()
+        result.note = "a run at rest that was fine: what a lost message's recovery costs beyond the lost work"
+        return result
+
+    async def tick_body(self) -> Callable[[], Awaitable[None]]:
+        async def body() -> None:
+            sqs = await self.local.world.clients.sqs()
+            await sqs.send_message(QueueUrl=self.local.config.queue_url, MessageBody=TICK_BODY)
+        return body
+
     async def stream(self, n: int) -> Result:
         async def run(chunks: int) -> Callable[[], Awaitable[None]]:
             async def body() -> None:
@@ -790,6 +841,7 @@ def report(results: list[Result], backend: str) -> str:
     for r in results:
         ops = r.bill.dynamodb_requests()
         out.append(f"{r.name:<34}" + "".join(f"{ops.get(op, 0) / r.units:>11.2f}" for op in operations))
+    out += watchdog_report(results)
     for r in results:
         b = r.bill
         total = sum(b.dollars().values())
@@ -810,6 +862,38 @@ def report(results: list[Result], backend: str) -> str:
     return "\n".join(out)
 
 
+TICKS_PER_MONTH = 30 * 24 * 60
+SCHEDULER_PRICE = 1.00 / 1e6  # EventBridge Scheduler invocations (after 14 million free a month)
+LAMBDA_REQUEST_PRICE = 0.20 / 1e6
+LAMBDA_GB_SECOND_PRICE = 0.0000166667
+TICK_LAMBDA_SECONDS = 0.1  # an estimate: a tick's invocation on a warm 1 GB flow function
+
+
+def watchdog_report(results: list[Result]) -> list[str]:
+    """The watchdog's share: per run (each workload is one run), and the schedule's fixed cost per month."""
+    out = [f"{'watchdog per run (issue 21)':<34}{'byDue WRU':>10}{'head wr':>9}{'head WRU':>9}{'$ per M runs':>13}"]
+    for r in results:
+        if r.unit in ("tick", "wake"):
+            continue
+        index, head = r.bill.watch_wru()
+        out.append(f"{r.name:<34}{index:>10.2f}{r.bill.head_writes:>9}{head:>9.2f}"
+                   f"{(index + head) * WRU_PRICE * 1e6:>13.2f}")
+    for r in results:
+        if r.unit not in ("tick", "wake"):
+            continue
+        b = r.bill
+        out.append(f"{r.name:<34}DynamoDB {b.service_requests('dynamodb')} req, {sum(b.wru.values()):.1f} WRU, "
+                   f"{sum(b.rru.values()):.1f} RRU; SQS {sum(b.sqs.values())} req; "
+                   f"${sum(b.dollars().values()) * 1e6:.2f} per million")
+        if r.unit == "tick":
+            metered = sum(b.dollars().values()) * TICKS_PER_MONTH
+            fixed = TICKS_PER_MONTH * (SCHEDULER_PRICE + LAMBDA_REQUEST_PRICE
+                                       + TICK_LAMBDA_SECONDS * LAMBDA_GB_SECOND_PRICE)
+            out.append(f"{'':<34}at rate(1 minute): ${metered:.3f}/month metered (DynamoDB, SQS) + ${fixed:.3f} "
+                       f"Scheduler and Lambda (not metered; {TICK_LAMBDA_SECONDS:g} s at 1 GB assumed)")
+    return [*out, ""]
+
+
 async def run_all(quick: bool, backend: str, only: set[str] | None = None, encrypt: bool = False) -> list[Result]:
     n, fan, chunks = (20, 16, 20) if quick else (100, 64, 100)
     results: list[Result] = []
@@ -823,6 +907,8 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("fanout", lambda: harness.fan_out(fan)),
                 ("sleephook", harness.sleep_hook),
                 ("stream", lambda: harness.stream(chunks)),
+                ("tick", harness.tick),
+                ("wake", harness.false_wake),
             ]
             for key, workload in plan:
                 if only is None or key in only:
@@ -830,22 +916,29 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
             wrong = harness.meter.verify()
             if wrong:
                 raise AssertionError(f"the meter missed writes: {len(wrong)} items differ, e.g. {wrong[:3]}")
+            HEADS.append(harness.meter.largest_head)
         finally:
             await harness.close()
     return results
+
+
+HEADS: list[int] = []
+"""The largest run head (bytes) any write of each ``run_all`` left: it must stay under 1 KB."""
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
-    parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream")
+    parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream,"
+                                       "tick,wake")
     parser.add_argument("--encrypt", action="store_true",
                         help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)
     only = set(args.only.split(",")) if args.only else None
     results = asyncio.run(run_all(args.quick, args.dynamodb, only, args.encrypt))
     print(report(results, args.dynamodb + (", payloads encrypted" if args.encrypt else "")))
+    print(f"\nlargest run head any write left: {max(HEADS, default=0)} bytes (a transaction bills it 2 WRU up to 1 KB)")
 
 
 if __name__ == "__main__":

@@ -11,8 +11,15 @@ Outcomes: ``completed`` (right output, each step completed once, nothing duplica
 ``stranded`` (not finished in time), ``wrong output`` (finished otherwise, or failed), ``duplicated`` (an event
 recorded twice), ``leaked`` (a live dedup marker, an unreferenced S3 object, a queue left non-empty).
 
+With ``--loss``, the "message lost" sweep instead (``tests/chaos/loss.py``): at every k the process dies after
+the call and the records it held are lost (``lost``) or dead-lettered and redriven under new ids
+(``redriven``); the run is then brought back by the watchdog's ticks (``watchdog``) or by an operator's wakes
+(``operator``): four trials per k, in the loss environment (watch horizon and lease grace in seconds). The
+table adds the records lost, the ticks or wakes sent, and the step bodies run beyond a clean run's (a lost
+attempt's body may have run: at-least-once; a body running more often than its step was started fails the trial).
+
 Run: ``python bench/chaos.py`` (``--every 3`` for CI's sample, ``--k 12 --mode die-after`` for one trial,
-``-v`` for every problem of every failed trial).
+``--loss`` for the message-lost sweep, ``-v`` for every problem of every failed trial).
 """
 
 from __future__ import annotations
@@ -35,7 +42,6 @@ os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
 from awsworld.local import LocalAWS, MotoServer
 from chaos.harness import (
     MODES,
-    Fault,
     Trial,
     TrialResult,
     chaos_environment,
@@ -43,14 +49,17 @@ from chaos.harness import (
     new_executor,
     run_trials,
 )
+from chaos.loss import LOSS_ENVIRONMENT, LOSS_MODES
 from chaos.moto_process import MotoProcess
 
 
 def _row(result: TrialResult) -> str:
     assert result.fault is not None
     call = result.call or "(not reached)"
-    return (f"{result.fault.k:>4}  {call:<36} {result.fault.mode:<11} {result.outcome:<13} "
-            f"{result.seconds:6.1f}  {result.crashes:>3}")
+    mode = result.fault.mode + (f"/{result.fault.recovery}" if result.fault.recovery else "")
+    return (f"{result.fault.k:>4}  {call:<36} {mode:<18} {result.outcome:<13} "
+            f"{result.seconds:6.1f}  {result.crashes:>7}  {result.lost:>4}  {result.wakes:>5}  "
+            f"{result.extra_bodies:>5}")
 
 
 async def sweep(args: argparse.Namespace) -> int:
@@ -67,12 +76,12 @@ async def sweep(args: argparse.Namespace) -> int:
                 print(f"  {problem}")
             if not clean.ok:
                 return 1
+            modes = args.mode or (LOSS_MODES if args.loss else MODES)
+            faults = faults_for(len(clean.calls), every=args.every, modes=modes)
             if args.k:
-                faults = [Fault(args.k, mode) for mode in (args.mode or MODES)]
-            else:
-                faults = faults_for(len(clean.calls), every=args.every, modes=args.mode or MODES)
+                faults = [f for f in faults_for(args.k, modes=modes) if f.k == args.k]
             print(f"\n{len(faults)} trials, {args.parallel} at a time\n")
-            print(f"{'k':>4}  {'call at k':<36} {'mode':<11} {'outcome':<13} {'secs':>6}  crashes")
+            print(f"{'k':>4}  {'call at k':<36} {'mode':<18} {'outcome':<13} {'secs':>6}  crashes  lost  wakes  extra")
             started = time.monotonic()
 
             def show(result: TrialResult) -> None:
@@ -98,6 +107,10 @@ async def sweep(args: argparse.Namespace) -> int:
           f"{outcomes['duplicated']} duplicated, {outcomes['wrong output']} wrong output, "
           f"{outcomes['leaked']} leaked, {outcomes['harness error']} harness errors; "
           f"slowest completed trial {slowest:.1f} s")
+    extra = [r.extra_bodies for r in results]
+    print(f"step bodies run beyond a clean run's, in {sum(1 for e in extra if e > 0)} trials: "
+          f"{sum(e for e in extra if e > 0)} in all, at most {max(extra, default=0)} in one trial; "
+          f"records lost {sum(r.lost for r in results)} in {sum(1 for r in results if r.lost)} trials")
     return 1 if failed else 0
 
 
@@ -105,11 +118,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--every", type=int, default=1, help="inject at every n-th call (1: all)")
     parser.add_argument("--k", type=int, help="only this call")
-    parser.add_argument("--mode", action="append", choices=MODES, help="only this mode (repeatable)")
+    parser.add_argument("--mode", action="append", choices=(*MODES, *LOSS_MODES),
+                        help="only this mode (repeatable)")
+    parser.add_argument("--loss", action="store_true", help="the message-lost sweep (lost and redriven modes)")
     parser.add_argument("--parallel", type=int, default=8, help="trials at a time")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every trial as it ends")
     args = parser.parse_args(argv)
-    with chaos_environment():
+    if args.mode and set(args.mode) & set(LOSS_MODES):
+        args.loss = True
+    with chaos_environment(**(LOSS_ENVIRONMENT if args.loss else {})):
         sys.exit(asyncio.run(sweep(args)))
 
 

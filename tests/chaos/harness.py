@@ -38,7 +38,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from botocore.exceptions import ClientError
 
@@ -57,9 +57,12 @@ from deploy.lambda_env import EventSourceMapping, LambdaContext, lambda_record
 from deploy.test_webhook_handler import url_event
 
 from . import reference
+from .loss import LOSS_MODES, RECOVERIES, Loss, LossMode, Recovery
 
-Mode = Literal["raise", "die-before", "die-after"]
+Mode = Literal["raise", "die-before", "die-after", "lost", "redriven"]
 MODES: tuple[Mode, ...] = ("raise", "die-before", "die-after")
+"""The crash modes; ``lost`` and ``redriven`` (``loss.LOSS_MODES``) die after call k too, and lose the records
+the dead invocation held (see ``loss``)."""
 Outcome = Literal["completed", "stranded", "wrong output", "duplicated", "leaked", "harness error"]
 
 # The process environment every handler reads (set once for the whole process: handlers read os.environ).
@@ -123,9 +126,10 @@ class ProcessDied(BaseException):
 class Fault:
     k: int
     mode: Mode
+    recovery: Recovery | None = None  # a loss mode's: what brings the run back (``loss.RECOVERIES``)
 
     def __str__(self) -> str:
-        return f"k={self.k} {self.mode}"
+        return f"k={self.k} {self.mode}" + (f" {self.recovery}" if self.recovery else "")
 
 
 @dataclass
@@ -191,7 +195,8 @@ class Probe:
         if self.dead:  # a call that was in flight when another task of this process died: nobody reads it
             raise ProcessDied("the process is dead")
         fault = self.log.fault
-        if fault is not None and fault.mode == "die-after" and (context or {}).get("chaos_index") == fault.k:
+        if fault is not None and fault.mode in ("die-after", *LOSS_MODES) \
+                and (context or {}).get("chaos_index") == fault.k:
             self._die()
 
     def _die(self) -> None:
@@ -324,6 +329,7 @@ class CrashingEventSource(EventSourceMapping):
         self.crashed = 0
         self.failed_records = 0
         self._arn: str | None = None
+        self.loss: Loss | None = None
 
     async def poll_once(self, wait_seconds: int = 1) -> bool:
         """Receive one batch and invoke the function with it; False when the queue had nothing."""
@@ -334,9 +340,12 @@ class CrashingEventSource(EventSourceMapping):
             self._arn = await self.queue_arn()
         event = {"Records": [lambda_record(m, self._arn) for m in messages]}
         json.dumps(event)
+        fired = self.functions.log.fired
         response = await self.functions.invoke("flow", _flow_entry, event, self.timeout_ms)
         if response is None:
             self.crashed += 1
+            if self.loss is not None and not fired and self.functions.log.fired:
+                await self.loss.lose(self.world, messages)  # the loss fault fired in this invocation
             return True
         failed = {f["itemIdentifier"] for f in response.get("batchItemFailures", [])}
         self.failed_records += len(failed)
@@ -390,6 +399,12 @@ class TrialResult:
     invocations: int
     crashes: int
     run_id: str
+    extra_bodies: int = 0
+    """Step bodies run beyond one per attempt of a clean run: at-least-once after a crash or a lost message."""
+    lost: int = 0
+    """Records a loss mode took from the queue."""
+    wakes: int = 0
+    """Wakes the operator sent (``operator`` recovery), or ticks sent (``watchdog``)."""
 
     @property
     def ok(self) -> bool:
@@ -421,6 +436,9 @@ class Trial:
     async def _run(self, world: AWSWorld, functions: Functions) -> TrialResult:
         client = Client(world)
         source = CrashingEventSource(world, functions)
+        fault = self.log.fault
+        if fault is not None and fault.mode in LOSS_MODES:
+            source.loss = Loss(cast(LossMode, fault.mode), fault.recovery or "watchdog")
         sender = WebhookSender(functions)
         started = time.monotonic()
         run = await client.start(reference.reference, self.label)
@@ -450,7 +468,13 @@ class Trial:
                 outcome = "duplicated" if outcome == "completed" else outcome
             leaks = ([] if drained else [f"queue not drained {DRAIN_SECONDS:.0f} s after the run ended: "
                                          f"{await queue_counts(world)}"])
-            leaks += await live_dedup_markers(world)
+            markers = await live_dedup_markers(world)
+            # A lost keyed message leaves its marker until it expires: it holds back only its own key, which the
+            # runtime never sends again for the run (a lost step is re-queued under a fresh key; a lost wake-up's
+            # wait is completed by the flow itself). Reported, not counted as a leak; any other live one is one.
+            lost = set(source.loss.lost_ids) if source.loss else set()
+            problems.extend(f"held by a lost message: {text}" for message, text in markers if message in lost)
+            leaks += [text for message, text in markers if message not in lost]
             orphans = await orphan_objects(world, run.run_id)
             # A process that dies between writing a value to S3 and the commit that references it leaves the
             # object behind: nothing can delete it, and it expires with the run's retention (the bucket's
@@ -464,11 +488,17 @@ class Trial:
             if leaks:
                 problems.extend(leaks)
                 outcome = "leaked" if outcome == "completed" else outcome
+        extra, overrun = body_counts(await run.events(), run.run_id)
+        if overrun:
+            problems.extend(overrun)
+            outcome = "duplicated" if outcome == "completed" else outcome
         problems.extend(functions.errors)
         if self.log.fault is not None and not self.log.fired:
             problems.append(f"the fault never fired: the run made {len(self.log.calls)} calls")
+        loss = source.loss
         return TrialResult(self.log.fault, self.log.faulted_call, outcome, seconds, problems, list(self.log.calls),
-                           functions.cold_starts, functions.crashes, run.run_id)
+                           functions.cold_starts, functions.crashes, run.run_id, extra,
+                           loss.lost if loss else 0, (loss.wakes + loss.ticks) if loss else 0)
 
     async def _drive(self, world: AWSWorld, client: Client, run: Run, source: CrashingEventSource,
                      sender: WebhookSender, deadline: float) -> str:
@@ -479,6 +509,9 @@ class Trial:
             status = await run.status()
             if status in TERMINAL_RUN_STATUSES or time.monotonic() > deadline:
                 return status
+            if source.loss is not None and self.log.fired:
+                queued = sum((await queue_counts(world)).values()) if source.loss.recovery == "operator" else 0
+                await source.loss.recover(world, client, run, queued)
             await source.poll_once(wait_seconds=1)
             if sender.done and resumed:
                 continue
@@ -521,6 +554,17 @@ class Trial:
         return "; ".join(parts)
 
 
+def body_counts(events: Sequence[Event], run_id: str) -> tuple[int, list[str]]:
+    """(extra, overruns): step bodies run beyond a clean run's count, and every step whose body ran more often
+    than it was started (a body runs only after its step_started lands: more would mean two deliveries ran one
+    attempt)."""
+    started = Counter(e.correlation_id for e in events if e.event_type == "step_started")
+    ran = reference.body_runs(run_id)
+    overruns = [f"step {step} ran its body {n} times in {started[step]} attempts" for step, n in sorted(ran.items())
+                if n > started[step]]
+    return sum(ran.values()) - reference.CLEAN_BODY_RUNS, overruns
+
+
 def duplicated_events(events: Sequence[Event]) -> list[str]:
     """What the log records more often than it may: run transitions more than once, a step/hook/wait
     transition more than once per entity, or more than one payload per hook (each hook is sent one)."""
@@ -551,9 +595,10 @@ async def queue_counts(world: AWSWorld) -> dict[str, int]:
     return {short[name]: int(attributes.get(name, 0)) for name in names}
 
 
-async def live_dedup_markers(world: AWSWorld) -> list[str]:
-    """Dedup markers still live once the run ended and the queue is empty. Each one names a message that no
-    longer exists, yet makes the next send with its key return that id and send nothing: a blocker."""
+async def live_dedup_markers(world: AWSWorld) -> list[tuple[str, str]]:
+    """Dedup markers still live once the run ended and the queue is empty, as (message id, description). Each
+    one names a message that no longer exists, yet makes the next send with its key return that id and send
+    nothing: a blocker."""
     now = time.time()
     found = []
     for item in await table_items(world):
@@ -563,8 +608,8 @@ async def live_dedup_markers(world: AWSWorld) -> list[str]:
         live_until = float(item.get("liveUntil", {}).get("N", "0"))
         if live_until > now:
             message = item.get("messageId", {}).get("S")
-            found.append(f"live dedup marker {pk.removeprefix('DEDUP#')} (message {message}, "
-                         f"live for {live_until - now:.0f} s more)")
+            found.append((str(message), f"live dedup marker {pk.removeprefix('DEDUP#')} (message {message}, "
+                                        f"live for {live_until - now:.0f} s more)"))
     return found
 
 
@@ -656,5 +701,6 @@ async def run_trials(local: LocalAWS, faults: Sequence[Fault | None], *, paralle
 
 
 def faults_for(n: int, *, every: int = 1, modes: Sequence[Mode] = MODES) -> list[Fault]:
-    """Faults at k = 1, 1 + every, ... up to n, each in every mode."""
-    return [Fault(k, mode) for k in range(1, n + 1, every) for mode in modes]
+    """Faults at k = 1, 1 + every, ... up to n, each in every mode (a loss mode once per recovery)."""
+    return [Fault(k, mode, recovery) for k in range(1, n + 1, every) for mode in modes
+            for recovery in (RECOVERIES if mode in LOSS_MODES else (None,))]

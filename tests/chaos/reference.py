@@ -7,16 +7,20 @@ continuing the flow), a step that fails its first attempt (a delayed retry), a d
 message and ``wait_completed``), a webhook resumed over the webhook Lambda, a plain hook resumed by a client,
 and a stream written from a step (S3 object plus index commit).
 
-The output depends only on the label, so a trial compares it exactly with ``expected_output``. Nothing here
-counts calls in process memory: the harness runs every delivery in a fresh or reused "container", and a
-counter in this module would be shared by all of them (and by concurrent trials). The flaky step decides
-from its durable attempt number instead, so it fails exactly its first attempt, whichever container runs it.
+The output depends only on the label, so a trial compares it exactly with ``expected_output``. No step decides
+anything from process memory: the harness runs every delivery in a fresh or reused "container" of this one
+process, so a counter here is shared by all of them (and by concurrent trials). The flaky step decides from its
+durable attempt number instead, so it fails exactly its first attempt, whichever container runs it. What this
+module does count, by run id, is each step body that ran (``body_runs``): the side effects a user would see,
+which the harness compares with what at-least-once allows.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import threading
+from collections import Counter
 from typing import Any
 
 from awsworld import create_hook, create_webhook, get_writable, sleep, step, step_metadata, workflow
@@ -27,6 +31,25 @@ STREAM = "progress"
 WEBHOOK_BODY = '{"approved": true}'
 STEP_COUNT = 3 + 4 + 1 + 2
 """Serial add, add, blob; four squares; flaky; report and close_stream."""
+CLEAN_BODY_RUNS = STEP_COUNT + 1
+"""Step bodies a clean run runs: each step once, and the flaky one's retry."""
+
+_BODIES: Counter[tuple[str, str]] = Counter()
+_BODIES_LOCK = threading.Lock()  # bodies run on the threads of the trials' containers
+
+
+def _ran() -> int:
+    """Count this step body's run (by run and step id); the attempt number."""
+    meta = step_metadata()
+    with _BODIES_LOCK:
+        _BODIES[(meta.run_id, meta.step_id)] += 1
+    return meta.attempt
+
+
+def body_runs(run_id: str) -> dict[str, int]:
+    """How many times each step body of ``run_id`` ran, by step id."""
+    with _BODIES_LOCK:
+        return {step_id: n for (run, step_id), n in _BODIES.items() if run == run_id}
 
 
 def plain_token(label: str) -> str:
@@ -36,18 +59,21 @@ def plain_token(label: str) -> str:
 
 @step(name="chaos.add")
 async def add(x: int, y: int) -> int:
+    _ran()
     return x + y
 
 
 @step(name="chaos.blob")
 async def blob(seed: int) -> str:
     """A result too large to ride in the DynamoDB item."""
+    _ran()
     unit = hashlib.sha256(str(seed).encode()).hexdigest()
     return (unit * (BLOB_BYTES // len(unit) + 1))[:BLOB_BYTES]
 
 
 @step(name="chaos.square")
 async def square(i: int) -> int:
+    _ran()
     return i * i
 
 
@@ -55,7 +81,7 @@ async def square(i: int) -> int:
 async def flaky(x: int) -> int:
     """Fails attempt 1, durably numbered: a redelivery after a crash mid-attempt sees attempt 2 and succeeds,
     so the retry happens at most once per run and never loops."""
-    if step_metadata().attempt == 1:
+    if _ran() == 1:
         raise ConnectionError("the first attempt of chaos.flaky fails on purpose")
     return x * 10
 
@@ -70,12 +96,14 @@ def stream_group(label: str) -> list[str | bytes]:
 async def report(label: str, total: int) -> str:
     """Writes the stream but does not close it: a re-run of a step that closed its stream would find it
     closed and fail, so the close is a step of its own (closing is idempotent, writing after it is not)."""
+    _ran()
     await get_writable(STREAM).write_many(stream_group(label))
     return f"{label}:{total}"
 
 
 @step(name="chaos.close_stream")
 async def close_stream() -> None:
+    _ran()
     await get_writable(STREAM).close()
 
 

@@ -5,6 +5,10 @@ sample. Then a deterministic sample of the full sweep (``bench/chaos.py`` runs a
 ninth call, k = 1, 10, 19, ... <= N, in each of the three modes, several trials at a time, each on its own
 World. One test holds the whole sample (N is only known at run time) and its failure message lists every
 trial that went wrong and how, as the bench's table would.
+
+The "message lost" modes (``loss``) have a sample of their own: ``LOSS_TRIALS`` points spread evenly over the
+clean run, each in one of the four combinations of loss (``lost``, ``redriven``) and recovery (``watchdog``,
+``operator``), taken in turn, so the sample covers the run's length and every combination.
 """
 
 from __future__ import annotations
@@ -20,11 +24,15 @@ from awsworld.local import LocalAWS, MotoServer
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
 from .harness import MODES, Fault, Trial, TrialResult, chaos_environment, new_executor, run_trials
+from .loss import LOSS_ENVIRONMENT, LOSS_MODES, RECOVERIES
 from .moto_process import MotoProcess
 
 SAMPLE_EVERY = 9
 """About 36 trials, three minutes on two cores: the suite's budget. ``bench/chaos.py`` sweeps every k."""
 PARALLEL = 8
+LOSS_TRIALS = 8
+"""One round of ``PARALLEL`` trials, each combination twice: a loss trial waits out a lease and a watch horizon
+(about 20 s); ``bench/chaos.py --loss`` sweeps every point in every combination."""
 """Trials at a time. Each spends most of its time waiting (delays, visibility timeouts), so on a 2-core
 machine 8 at a time keep the emulator busy without a trial's invocations outliving their own timeout."""
 CHAOS_BACKENDS = ["moto", LOCALSTACK]
@@ -74,7 +82,7 @@ async def clean(local: LocalAWS, executor: ThreadPoolExecutor) -> TrialResult:
 def _describe(result: TrialResult) -> str:
     assert result.fault is not None
     problems = "\n      ".join(result.problems)
-    return (f"  k={result.fault.k} {result.call or '(not reached)'} {result.fault.mode}: {result.outcome} "
+    return (f"  {result.fault} {result.call or '(not reached)'}: {result.outcome} "
             f"after {result.seconds:.1f} s\n      {problems}")
 
 
@@ -127,3 +135,28 @@ async def test_a_failure_at_each_kms_call_of_an_encrypted_run_strands_nothing(
     results = await run_trials(local, faults, parallel=PARALLEL, executor=executor, encrypted=True)
     failed = [r for r in results if not r.ok]
     assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
+
+
+def loss_sample(calls: int, trials: int = LOSS_TRIALS) -> list[Fault]:
+    """``trials`` points spread over a clean run of ``calls`` calls, the loss/recovery combinations in turn."""
+    combos = [(mode, recovery) for mode in LOSS_MODES for recovery in RECOVERIES]
+    every = max(1, calls // trials)
+    return [Fault(k, *combos[i % len(combos)]) for i, k in enumerate(range(1, calls + 1, every))][:trials]
+
+
+@pytest.mark.timeout(600)
+async def test_a_message_lost_or_redriven_at_sampled_points_strands_nothing(
+        local: LocalAWS, executor: ThreadPoolExecutor) -> None:
+    """The process dies after call k and the records it held are lost (or dead-lettered and redriven under new
+    ids); the watchdog's ticks, or an operator's wakes, bring every run to its end with the right output, no
+    event twice, no step body run more often than its step was started."""
+    with chaos_environment(**LOSS_ENVIRONMENT):
+        clean = await Trial(local, executor).run()
+        assert clean.ok, f"the clean run itself failed: {clean.problems}"
+        faults = loss_sample(len(clean.calls))
+        results = await run_trials(local, faults, parallel=PARALLEL, executor=executor)
+    failed = [r for r in results if not r.ok]
+    assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
+    assert sum(r.lost for r in results) >= len(results) // 2, "most sampled points lose at least one record"
+    assert {(r.fault.mode, r.fault.recovery) for r in results if r.fault} == {
+        (m, r) for m in LOSS_MODES for r in RECOVERIES}

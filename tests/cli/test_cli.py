@@ -27,7 +27,14 @@ WORKFLOWS = '''
 import asyncio
 import os
 
-from awsworld import create_hook, create_webhook, get_writable, sleep, step, workflow
+from awsworld import create_hook, create_webhook, get_writable, sleep, step, step_metadata, workflow
+
+
+@step(name="clitest.slow_first")
+async def slow_first(x: int) -> int:
+    if step_metadata().attempt == 1:
+        await asyncio.sleep(120)  # dev is stopped meanwhile
+    return x
 
 
 @step(name="clitest.add")
@@ -66,6 +73,11 @@ async def fail(why: str) -> None:
 @workflow(name="clitest.parent")
 async def parent(n: int) -> int:
     return await total(n, 1)
+
+
+@workflow(name="clitest.slow")
+async def slow(x: int) -> int:
+    return await slow_first(x) + 1
 
 
 @workflow(name="clitest.approval")
@@ -634,6 +646,38 @@ def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runne
         result, streamed = parallel(second, ("result", run_id, "--wait", "30"), ("streams", run_id, "log"))
         assert json.loads(result.out)["answer"] == "yes"
         assert streamed.out == "waiting\ndone\n"
+    finally:
+        second.stop()
+
+
+def test_wake_sends_a_run_a_message_and_refuses_a_finished_one(dev: Dev) -> None:
+    waiting = _start(dev, "clitest.approval", '{"id": 12}')
+    done = _start(dev, "clitest.sum", "[2, 2]", "--wait", "30")
+    woke, ended = parallel(dev, ("wake", waiting, "--json"), ("wake", done))
+    assert woke.code == 0 and json.loads(woke.out)["runId"] == waiting, woke
+    assert "is completed" in ended.one_line_error(1)
+    assert dev("cancel", waiting).code == 0
+
+
+def test_dev_state_restart_while_a_step_runs_takes_the_step_over(project: Path, runners: list[Runner]) -> None:
+    """The issue's report: Ctrl-C while a long step runs, restart with the same --state: the run ends (the step
+    runs again as attempt 2) instead of staying "running" for good."""
+    first = Dev(project, project / "state3", runners)
+    run_id = _start(first, "clitest.slow", "[4]")
+    deadline = time.monotonic() + 30
+    while True:
+        described = json.loads(first("describe", run_id, "--json").out)
+        if any(s["status"] == "running" for s in described["steps"]["list"]):
+            break
+        assert time.monotonic() < deadline, described
+        time.sleep(0.2)
+    assert "state saved" in first.stop()
+    second = Dev(project, project / "state3", runners)
+    try:
+        result = second("result", run_id, "--wait", "30")
+        assert result.code == 0 and json.loads(result.out) == 5, result
+        steps = json.loads(second("describe", run_id, "--json").out)["steps"]["list"]
+        assert [(s["status"], s["attempt"]) for s in steps] == [("completed", 2)], steps
     finally:
         second.stop()
 

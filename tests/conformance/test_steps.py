@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -103,6 +104,8 @@ async def test_unknown_event_data_fields_survive_the_round_trip(world: AnyWorld)
     assert created.event_data is not None and started.event_data is not None
     assert created.event_data == {"stepName": "add", "input": [1], "inline": False,
                                   "creatorMessageId": "msg_creator"}
+    lease = started.event_data.pop("leaseUntil")  # the World's own: when this attempt's lease ends
+    assert datetime.fromisoformat(lease) > started.created_at
     assert started.event_data == {"stepName": "add", "startReason": "first", "attempt": 1}
 
 

@@ -21,6 +21,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -35,6 +36,7 @@ from awsworld.lambda_.container import Container
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.runtime.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.runtime.messages import FlowMessage, queue_name_for
+from awsworld.runtime.tick import TICK_BODY
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 
@@ -300,9 +302,17 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     await esm.run_until(done(hooked), timeout=60)
     assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 410  # its run ended
 
+    # The tick (what the schedule sends): the watchdog finds a run whose start message was lost by the byDue
+    # index, snoozes it and wakes it, and the flow function runs it to its end.
+    sqs_test = await local.world.clients.sqs()
+    lost = await client.start(app.quick, "lost")
+    await sqs_test.purge_queue(QueueUrl=local.world.config.queue_url)
+    assert await local.world.watch.correct(lost.run_id, datetime.now(UTC) - timedelta(minutes=2), seq=1)
+    await sqs_test.send_message(QueueUrl=local.world.config.queue_url, MessageBody=TICK_BODY)
+    await esm.run_until(done(lost), timeout=60)
+
     # Failures the flow function answers: a record that is not ours (dead-lettered at once) and a workflow this
     # deployment lacks (backed off with a shorter visibility).
-    sqs_test = await local.world.clients.sqs()
     await sqs_test.send_message(QueueUrl=local.world.config.queue_url, MessageBody="not an awsworld message")
     created = await local.world.events.create(None, {"eventType": "run_created",
                                                      "eventData": {"workflowName": "trace.not_deployed"}})

@@ -270,10 +270,30 @@ def test_iam_covers_the_table_and_what_the_event_source_needs(template: dict[str
     flow = [s for name, _, s in statements(template) if name == "FlowFunctionRole"]
     resources_text = json.dumps([s["Resource"] for s in flow])
     assert '"Table", "Arn"' in resources_text
-    assert "/index/" not in resources_text, "run listings (the GSIs) are for clients, not the functions"
+    indexes = {r["Fn::Sub"] for s in flow for r in as_list(s["Resource"]) if "/index/" in json.dumps(r)}
+    assert indexes == {"${Table.Arn}/index/byDue"}, "run listings (the GSIs) are for clients; the watchdog's index"
     actions = {a for s in flow for a in as_list(s["Action"])}
     assert {"sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:GetQueueAttributes", "sqs:ChangeMessageVisibility",
             "dynamodb:ConditionCheckItem", "s3:ListBucket"} <= actions
+
+
+def test_the_watchdog_schedule_sends_the_tick_to_the_flow_queue_with_a_role_that_can_only_do_that(
+        template: dict[str, Any]) -> None:
+    from awsworld.runtime.tick import TICK_BODY, is_tick
+
+    schedule = props(template, "WatchdogSchedule")
+    assert schedule["ScheduleExpression"] == {"Ref": "WatchdogRate"}
+    assert template["Parameters"]["WatchdogRate"]["Default"] == "rate(1 minute)"
+    target = schedule["Target"]
+    assert target["Arn"] == {"Fn::GetAtt": ["FlowQueue", "Arn"]}
+    assert target["RoleArn"] == {"Fn::GetAtt": ["WatchdogSchedulerRole", "Arn"]}
+    assert json.loads(target["Input"]) == json.loads(TICK_BODY) and is_tick({"body": target["Input"]})
+    role = props(template, "WatchdogSchedulerRole")
+    assert [s["Principal"] for s in role["AssumeRolePolicyDocument"]["Statement"]] == [
+        {"Service": "scheduler.amazonaws.com"}]
+    grants = [(action, json.dumps(resource)) for name, _, s in statements(template) if name == "WatchdogSchedulerRole"
+              for action in as_list(s["Action"]) for resource in as_list(s["Resource"])]
+    assert grants == [("sqs:SendMessage", json.dumps({"Fn::GetAtt": ["FlowQueue", "Arn"]}))]
 
 
 # ------------------------------------------------------------------------------------------ monitoring

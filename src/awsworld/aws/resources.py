@@ -20,6 +20,11 @@ GSI_BY_STATUS = "byStatus"
 GSI_WORKFLOW_KEY = "gsiWorkflow"
 GSI_STATUS_KEY = "gsiStatus"
 GSI_RUN_KEY = "gsiRunId"
+# The watchdog's index (``world.watch``): sparse, only unfinished runs carry its keys; see ``table_properties``.
+GSI_BY_DUE = "byDue"
+GSI_DUE_SHARD = "wdShard"
+GSI_DUE_KEY = "wdDue"
+WATCH_WAKES = "wdN"
 
 # SQS: standard queue. Visibility must exceed the flow function's timeout several times over so a
 # delivery still running is not handed to a second consumer (AWS recommends 6x for event source mappings).
@@ -31,14 +36,20 @@ DLQ_RETENTION_SECONDS = 14 * 24 * 3600
 MAX_SQS_DELAY_SECONDS = 900
 
 _RUN_INDEX_PROJECTION = {"ProjectionType": "INCLUDE", "NonKeyAttributes": [GSI_STATUS_KEY, GSI_WORKFLOW_KEY]}
+_DUE_INDEX_PROJECTION = {"ProjectionType": "INCLUDE", "NonKeyAttributes": [GSI_WORKFLOW_KEY, WATCH_WAKES]}
 
 
 def table_properties() -> dict[str, Any]:
     """One table for runs, events, entities, tokens, dedup markers and stream indexes.
 
-    The two GSIs exist only for cross-run listings. Their keys live on the run item and change only on
+    The two listing GSIs exist only for cross-run listings. Their keys live on the run item and change only on
     status transitions, and they project nothing but the filter keys, so the per-event updates of the run
-    item (``seq``, ``updatedAt``) never write to an index.
+    item (``seq``, ``updatedAt``) never write to them.
+
+    ``byDue`` is the watchdog's (``world.watch``): sparse (a finished run drops its keys and leaves it), keyed by
+    a shard and the run's due rounded to a minute, so a busy run's writes change its key at most once a minute;
+    it projects the workflow name (which never changes: free) and the watchdog's wake count (which changes only
+    with the due), so no other write of the run item reaches it.
     """
     return {
         "BillingMode": "PAY_PER_REQUEST",
@@ -48,6 +59,8 @@ def table_properties() -> dict[str, Any]:
             {"AttributeName": GSI_WORKFLOW_KEY, "AttributeType": "S"},
             {"AttributeName": GSI_STATUS_KEY, "AttributeType": "S"},
             {"AttributeName": GSI_RUN_KEY, "AttributeType": "S"},
+            {"AttributeName": GSI_DUE_SHARD, "AttributeType": "S"},
+            {"AttributeName": GSI_DUE_KEY, "AttributeType": "S"},
         ],
         "KeySchema": [
             {"AttributeName": PK, "KeyType": "HASH"},
@@ -69,6 +82,14 @@ def table_properties() -> dict[str, Any]:
                     {"AttributeName": GSI_RUN_KEY, "KeyType": "RANGE"},
                 ],
                 "Projection": _RUN_INDEX_PROJECTION,
+            },
+            {
+                "IndexName": GSI_BY_DUE,
+                "KeySchema": [
+                    {"AttributeName": GSI_DUE_SHARD, "KeyType": "HASH"},
+                    {"AttributeName": GSI_DUE_KEY, "KeyType": "RANGE"},
+                ],
+                "Projection": _DUE_INDEX_PROJECTION,
             },
         ],
         "SSESpecification": {"SSEEnabled": True},

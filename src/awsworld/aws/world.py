@@ -13,6 +13,7 @@ from .log.event_reader import EventReader
 from .log.event_writer import EventWriter
 from .log.events_api import EventsAPI
 from .log.runs_api import RunsAPI
+from .log.watch_api import WatchAPI
 from .queue.sqs_queue import SqsQueue
 from .streams.streams import StreamsAPI
 from .values import ValueStore
@@ -37,6 +38,7 @@ class AWSWorld:
         self.runs = RunsAPI(self.clients, reads, writer)
         self.steps = StepsAPI(self.clients, reads)
         self.hooks = HooksAPI(self.clients, reads)
+        self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

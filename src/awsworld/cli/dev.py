@@ -33,6 +33,9 @@ from .output import add_project_to_path
 
 log = logging.getLogger("awsworld.dev")
 
+DEV_TICK_SECONDS = 10.0
+"""How often ``dev`` runs the watchdog (the stack: every minute); locally a tick costs nothing."""
+
 
 def register(sub: Any) -> None:
     dev = sub.add_parser("dev", help="serve your workflows and the webhook route on the embedded emulator",
@@ -101,7 +104,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 runtime = Runtime(world)
                 client = Client(world, registry=runtime.registry)
-                poller = LocalPoller(world, runtime)
+                poller = LocalPoller(world, runtime, tick_seconds=DEV_TICK_SECONDS)
                 poller.start()
                 woken = await _wake_unfinished(world) if restored else 0
                 webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
@@ -176,8 +179,10 @@ async def _run_until_stopped(world: Any, state: Any) -> None:
 
 
 async def _wake_unfinished(world: Any) -> int:
-    """Queue one wake for every run a snapshot left pending or running (the queue is not saved)."""
-    from ..runtime.messages import FlowMessage, queue_name_for
+    """Queue one wake for every run a snapshot left pending or running (the queue is not saved). Steps that
+    were running when dev stopped had their leases ended on restore (``dev_state``): each wake's flow takes
+    them over at once, as new attempts."""
+    from ..runtime.messages import RESTART_WAKE, FlowMessage, queue_name_for
 
     woken = 0
     cursor = None
@@ -185,8 +190,9 @@ async def _wake_unfinished(world: Any) -> int:
         page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor,
                                      resolve_data="none")
         for run in page.data:
-            await world.queue(queue_name_for(run.workflow_name), FlowMessage(run.run_id, run.workflow_name)
-                              .to_payload(), idempotency_key=f"{run.run_id}:dev-restart:{os.getpid()}")
+            await world.queue(queue_name_for(run.workflow_name), FlowMessage(
+                run.run_id, run.workflow_name, wake=RESTART_WAKE).to_payload(),
+                idempotency_key=f"{run.run_id}:dev-restart:{os.getpid()}")
             woken += 1
         if not page.has_more:
             return woken

@@ -11,6 +11,12 @@ Limits, said plainly: the queue is not saved (its messages are wakes, and the ru
 for when a run is woken: a durable sleep that fell due meanwhile ends at once); a crash (not Ctrl-C) loses the
 writes since the last snapshot (``SNAPSHOT_SECONDS``), so a step may run again, as it may after any crash;
 snapshots copy the whole table, which suits a development machine, not a large data set.
+
+What a restore changes, because the process that held it is gone: the queue's dedup markers are not loaded
+(they name messages that no longer exist, and would hold their keys back for days), and every step that was
+running gets its lease ended (``world.leases``): its delivery died with the old process, so the first flow of
+its run takes it over as a new attempt instead of waiting for a lease that nobody will finish. Its body ran
+(at least partly) once already: a step is at-least-once.
 """
 
 from __future__ import annotations
@@ -20,8 +26,15 @@ import hashlib
 import json
 import os
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from ..aws.keys import RUN_SK, STEP_PREFIX
+from ..aws.log.transitions import INLINE_STEP
+from ..world.leases import LEASE_UNTIL_FIELD
+
+DEDUP_PREFIX = "DEDUP#"
 
 SNAPSHOT_SECONDS = 5.0
 STATE_FILE = "state.json"
@@ -138,7 +151,9 @@ async def restore(world: Any, directory: Path) -> int:
     if not table.exists():
         return 0
     dynamodb, s3 = await world.clients.dynamodb(), await world.clients.s3()
-    items = [json.loads(line) for line in table.read_text(encoding="utf-8").splitlines() if line]
+    ended = datetime.now(UTC).isoformat(timespec="microseconds")
+    items = [restored for line in table.read_text(encoding="utf-8").splitlines() if line
+             if (restored := _restored(json.loads(line), ended)) is not None]
     for start in range(0, len(items), 25):
         requests = [{"PutRequest": {"Item": {k: decode_value(v) for k, v in item.items()}}}
                     for item in items[start:start + 25]]
@@ -153,3 +168,15 @@ async def restore(world: Any, directory: Path) -> int:
         if path.exists():
             await s3.put_object(Bucket=config.bucket_name, Key=key, Body=path.read_bytes())
     return len(items)
+
+
+def _restored(item: dict[str, Any], now: str) -> dict[str, Any] | None:
+    """A saved item as a restore loads it: dedup markers dropped, running steps' leases ended (see above)."""
+    pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
+    if pk.startswith(DEDUP_PREFIX):
+        return None
+    if sk.startswith(STEP_PREFIX) and item.get("status", {}).get("S") == "running":
+        item[LEASE_UNTIL_FIELD] = {"S": now}
+    if sk == RUN_SK and "M" in item.get(INLINE_STEP, {}):
+        item[INLINE_STEP]["M"]["l"] = {"S": now}
+    return item

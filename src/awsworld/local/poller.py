@@ -6,6 +6,9 @@ mapping does with the answer: a record reported as failed is left in the queue (
 back-off visibility), any other record is deleted. Like a Lambda timeout, a delivery still running when its
 invocation's time is up (the budget plus the margin the runtime keeps for a continuation) is cancelled and
 its record left to come back after the visibility timeout.
+
+With ``tick_seconds`` it also runs the tick (``runtime.tick``: the watchdog) every that many seconds on the
+real clock, as the stack's schedule does every minute: ``awsworld dev`` turns it on.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..runtime.runtime import Runtime
+from ..runtime.tick import run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
 log = logging.getLogger("awsworld.local")
@@ -26,7 +30,8 @@ __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
 class LocalPoller:
     def __init__(self, world: Any, runtime: Runtime, *, prefix: str = DEFAULT_QUEUE_PREFIX,
-                 timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32) -> None:
+                 timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
+                 tick_seconds: float | None = None) -> None:
         self.world = world
         self.runtime = runtime
         self.consumer = world.sqs_queue.consumer(prefix)
@@ -35,6 +40,9 @@ class LocalPoller:
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
+        self.tick_seconds = tick_seconds
+        self.ticks = 0
+        self._ticker: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
 
@@ -52,6 +60,20 @@ class LocalPoller:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="awsworld-local-poller")
+        if self.tick_seconds is not None:
+            self._ticker = asyncio.create_task(self._tick_loop(self.tick_seconds), name="awsworld-local-tick")
+
+    async def _tick_loop(self, seconds: float) -> None:
+        while not self._stopping.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), seconds)
+            if self._stopping.is_set():
+                return
+            self.ticks += 1
+            try:
+                await run_tick(self.world)
+            except Exception as error:  # logged per job by the tick; the next tick tries again
+                log.debug("local tick failed: %s", error)
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -77,7 +99,8 @@ class LocalPoller:
 
     async def stop(self) -> None:
         self._stopping.set()
-        if self._task is not None:
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._ticker):
+            if task is not None:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         await finish_or_cancel(self._inflight)

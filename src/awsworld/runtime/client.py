@@ -15,7 +15,7 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunNotFoundError
+from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
@@ -25,7 +25,7 @@ from .child_ids import START_CHILD, child_run_id
 from .divergence import call_order
 from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from .hook_timeouts import failure_payload
-from .messages import FlowMessage, queue_name_for
+from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from .registry import Registry, WorkflowDef, workflow_definition, workflow_name
 
 P = ParamSpec("P")
@@ -299,6 +299,20 @@ class Client:
         # A run that started gets a wake of its own (the message that started it may be long gone).
         never_started = result.run is not None and result.run.started_at is None
         await _wake(self.world, run_id, run.workflow_name, "start" if never_started else "cancel")
+
+    async def wake(self, run_id: str) -> RunView:
+        """Send an unfinished run a flow message, as an operator does for a run whose own message was lost (it
+        sits ``running`` and nothing happens). Its flow takes over steps whose lease has passed, queues again
+        steps that never started, completes due waits, and comes back by itself when a step's lease is still
+        running (``runtime.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
+        The watchdog does the same on its own after the run's due (see the README). Returns the run as it
+        was; raises ``RunGoneError`` for a finished one."""
+        run = await self.world.runs.get(run_id, resolve_data="none")
+        if run.status in TERMINAL_RUN_STATUSES:
+            raise RunGoneError(f"run {run_id} is {run.status}: there is nothing to wake")
+        message = FlowMessage(run_id, run.workflow_name, wake=OPERATOR_WAKE)
+        await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
+        return run
 
 
 

@@ -45,6 +45,7 @@ from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
 from .messages import FlowMessage
 from .registry import WorkflowNotRegisteredError
 from .runtime import Outcome, Runtime
+from .tick import is_tick, run_tick
 
 log = logging.getLogger("awsworld.delivery")
 
@@ -65,6 +66,7 @@ REFUSED_MESSAGES = "RefusedMessages"
 DEFERRED_HOPS = "DeferredHops"
 DEAD_LETTERED = "DeadLettered"
 QUEUE_LAG = "QueueLag"
+RUNS_WOKEN = "RunsWoken"  # by the watchdog: runs whose due passed with no write (a lost message, usually)
 
 
 class Skipped(Protocol):
@@ -178,6 +180,11 @@ class DeliveryPath:
         and step as soon as they are known (a host that stops the delivery names them)."""
         track = track if track is not None else Track()
         try:
+            if is_tick(record):  # the schedule's tick: periodic jobs (the watchdog), no run of its own
+                jobs = await run_tick(self.runtime.world)
+                self.observer.count(RUNS_WOKEN, float(jobs.get("watchdog", {}).get("woken", 0)))
+                log.info("tick handled", extra={"jobs": jobs})
+                return RecordResult("tick")
             opened = await self.consumer.open(record)
             if not isinstance(opened, Delivery):
                 return await self._skipped(record, opened)

@@ -35,6 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..world.events import Event
+from ..world.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from . import determinism, serde
 from . import divergence as dv
 from .context import current_execution
@@ -206,12 +207,16 @@ class WorkflowExecution:
                                       f"called {dv.code_call(op)}")
                 error.step_id = op.id  # type: ignore[attr-defined]  # whose logged input tells the full story
                 raise error
+            op.declared_at = event.created_at
             self._created(op)
         elif kind == "step_started":
             op.started = True
             op.attempt = int(data.get("attempt") or op.attempt + 1)
             op.retry_after = None
             op.owner = data.get("ownerMessageId")
+            lease = data.get(LEASE_UNTIL_FIELD)  # (an older event has none: the World's default lease applied)
+            op.lease_until = datetime.fromisoformat(lease) if isinstance(lease, str) else \
+                lease_end(event.created_at, DEFAULT_LEASE_SECONDS)
         elif kind == "step_retrying":
             op.started = False
             op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None

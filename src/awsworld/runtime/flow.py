@@ -25,13 +25,14 @@ import math
 import os
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
+from ..world.watch import quiet_due
 from . import divergence as dv
 from . import serde
 from .children import on_run_end
@@ -49,8 +50,9 @@ from .errors import (
 from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from .messages import FlowMessage, queue_name_for
 from .ops import HookOp, StepOp, WaitOp
+from .recovery import dispatch_key, rest, taken_over, wake_at_lease_end
 from .registry import Registry
-from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data
+from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, step_lease
 
 MAX_DIVERGENT_RECOVERIES = 3
 DIVERGENCE_POLICY_ENV = "AWSWORLD_ON_DIVERGENCE"  # "fail" (the spec's default) or "park"
@@ -104,6 +106,7 @@ class Flow:
     owned: set[str] = field(default_factory=set)
     queued: set[str] = field(default_factory=set)
     claimed: dict[str, Any] = field(default_factory=dict)  # steps declared born running, to run inline
+    refused: set[str] = field(default_factory=set)  # steps whose take-over the World refused (still leased)
     pending: _Pending | None = None
     redeliver_after: float | None = None
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
@@ -194,6 +197,7 @@ class Flow:
                 continue
             inline = await self._dispatch(execution)
             if inline is None:
+                await self._suspend(execution)
                 return "suspended"
             await self._run_inline(inline)
 
@@ -282,9 +286,9 @@ class Flow:
         requests: list[dict[str, Any]] = []
         for op in chunk:
             requests.append(_declaration(op))
-            if op is born:
-                requests.append({"eventType": "step_started", "correlationId": op.id,
-                                 "eventData": start_data(self.message_id, inline=True)})
+            if born is not None and op is born:
+                requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
+                    self.message_id, inline=True, lease=step_lease(born.definition, self.deadline))})
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
@@ -393,14 +397,20 @@ class Flow:
         """Started by an earlier delivery of this same message (which stopped mid-step): ours to run again."""
         return bool(self.message_id) and step.started and step.owner == self.message_id
 
+    def _taken_over(self, step: StepOp) -> bool:
+        """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``)."""
+        return (step.id not in self.claimed and step.id not in self.refused
+                and taken_over(step, self.message, self.message_id, clock_of(self.world).now()))
+
     def _runnable(self, execution: WorkflowExecution) -> list[StepOp]:
         now = clock_of(self.world).now()
         return [s for s in execution.pending_steps()
-                if (not s.started or self._mine(s) or s.id in self.claimed)
+                if (not s.started or self._mine(s) or s.id in self.claimed or self._taken_over(s))
                 and (s.retry_after is None or s.retry_after <= now)]
 
     def _has_inline_work(self, execution: WorkflowExecution) -> bool:
-        return any(s.id in self.owned or s.id in self.claimed or self._mine(s) for s in self._runnable(execution))
+        return any(s.id in self.owned or s.id in self.claimed or self._mine(s) or self._taken_over(s)
+                   for s in self._runnable(execution))
 
     async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
         assert self.pending is None
@@ -408,16 +418,17 @@ class Flow:
         runnable = self._runnable(execution)
         inline = (next((s for s in runnable if s.id in self.claimed), None)
                   or next((s for s in runnable if s.id in self.owned or self._mine(s)), None)
-                  or next((s for s in runnable if s.poll is not None), None))  # a poll runs in a flow only
-        to_queue = [s for s in runnable if s is not inline and not s.started and s.poll is None
-                    and f"{s.id}:{s.attempt}" not in self.queued]
+                  or next((s for s in runnable if s.poll is not None), None)  # a poll runs in a flow only
+                  or next((s for s in runnable if self._taken_over(s)), None))
+        to_queue = [s for s in runnable if s is not inline and (not s.started or self._taken_over(s))
+                    and s.poll is None and f"{s.id}:{s.attempt}" not in self.queued]
         if to_queue:
             # Keyed, unlike a retry: every flow that replays the run re-queues each declared step not started
             # yet (that is what recovers a step whose message a crash never sent), and a duplicate that finds its
             # step finished continues the flow, which would re-queue the rest again; the key stops that cascade
             # while the first message is live.
             results = await self.world.queue_batch(queue_name_for(self.message.workflow_name), [
-                {"payload": self._step_message(s).to_payload(), "idempotency_key": f"{self.run_id}:{s.id}:{s.attempt}"}
+                {"payload": self._step_message(s).to_payload(), "idempotency_key": dispatch_key(self.run_id, s, now)}
                 for s in to_queue
             ])
             failed = [r.error for r in results if not r.ok]
@@ -447,7 +458,7 @@ class Flow:
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
                                      claimed=claimed, call_input=step.input, poll=step.poll,
-                                     watch=lambda: self._watch_inline(step), inline=True)
+                                     watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline)
         if step.done or step.future.cancelled():
             # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
             # ended with is dropped, so the step's one end is the cancellation (written by the loop, _cancel_steps).
@@ -472,7 +483,17 @@ class Flow:
         if outcome.status == "retry":
             await self._queue_step(step, outcome.attempt, outcome.retry_after)
         elif outcome.status in ("finished-already", "running-elsewhere"):
+            if outcome.status == "running-elsewhere":
+                self.refused.add(step.id)  # a take-over the World refused (its lease had not passed there)
             await self._reload_tail()
+
+    async def _suspend(self, execution: WorkflowExecution) -> None:
+        """Nothing more to do now: a wake makes sure steps leased elsewhere are looked at again when their lease
+        ends, and a run at rest gets its exact due (``recovery``)."""
+        now = clock_of(self.world).now()
+        if self.message.wake:
+            await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.queued)
+        await rest(self.world, self.message, execution, now)
 
     async def _watch_inline(self, step: StepOp) -> bool:
         """Asked every ``check_seconds()`` while an inline step's body runs: whether to stop it, because the
@@ -625,6 +646,10 @@ class Flow:
         delay = park_seconds() if park and count >= MAX_DIVERGENT_RECOVERIES else None
         await self.world.queue(queue_name_for(self.message.workflow_name), follow_up.to_payload(),
                                idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}", delay_seconds=delay)
+        if delay is not None and self.execution is not None:  # parked: its next delivery is due in an hour
+            now = clock_of(self.world).now()
+            await rest(self.world, self.message, self.execution, now, resting=True,
+                       due=quiet_due([now + timedelta(seconds=delay)]))
         return "parked" if delay is not None else "diverged"
 
     async def _divergence_message(self, divergence: ReplayDivergenceError) -> str:

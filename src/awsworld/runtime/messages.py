@@ -7,6 +7,14 @@ from typing import Any
 
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
+WATCHDOG_WAKE = "watchdog"
+"""Sent by the watchdog (``runtime.watchdog``) to a run whose due passed with no write."""
+OPERATOR_WAKE = "operator"
+"""Sent by ``awsworld wake`` / ``Client.wake``."""
+RESTART_WAKE = "restart"
+"""Sent by ``awsworld dev --state`` to every unfinished run it restores (the queue is not saved)."""
+WAKE_KINDS = (WATCHDOG_WAKE, OPERATOR_WAKE, RESTART_WAKE)
+
 
 def queue_name_for(workflow_name: str) -> str:
     return f"{DEFAULT_QUEUE_PREFIX}{workflow_name}"
@@ -20,6 +28,9 @@ class FlowMessage:
     step_name: str | None = None
     run_context: dict[str, Any] = field(default_factory=dict)
     divergence: int = 0
+    wake: str | None = None
+    """Why a flow message was sent to a run that may have lost its own (``WAKE_KINDS``): its flow makes sure
+    every part of the run has a live way forward (see ``Flow``)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}
@@ -27,6 +38,8 @@ class FlowMessage:
             payload.update(stepId=self.step_id, stepName=self.step_name, runContext=self.run_context)
         if self.divergence:
             payload["replayDivergenceCount"] = self.divergence
+        if self.wake:
+            payload["wake"] = self.wake
         return payload
 
     @classmethod
@@ -41,4 +54,5 @@ class FlowMessage:
             step_name=payload.get("stepName"),
             run_context=dict(payload.get("runContext") or {}),
             divergence=int(payload.get("replayDivergenceCount") or 0),
+            wake=payload["wake"] if isinstance(payload.get("wake"), str) else None,
         )

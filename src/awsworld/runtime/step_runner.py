@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
@@ -48,6 +49,7 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
+from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
 from . import serde
 from .context import current_step
 from .error_shapes import structured_error
@@ -86,16 +88,29 @@ INLINE = "inline"
 """``step_started``'s mark of an attempt the flow ran in its replay loop (see ``start_data``)."""
 
 
-def start_data(owner: str | None, *, inline: bool) -> dict[str, Any]:
+def start_data(owner: str | None, *, inline: bool, lease: float | None = None) -> dict[str, Any]:
     """``step_started``'s data: the delivery's message id (``ownerMessageId``: a redelivery of that message may
-    start the step again, see ``attempt_step``) and ``"inline": true`` when the flow runs the attempt in its
-    replay loop rather than a step message of its own. Only the inline path is marked: a fan-out queues N-1
-    steps and runs one inline, so the common case costs no bytes, and an event without the mark (every older
-    one too) reads as queued. The run viewer shows it; nothing in the runtime reads it back."""
+    start the step again, see ``attempt_step``), the lease it asks for (``leaseSeconds``: how long it may still
+    report about the attempt; past it, another delivery may take the step over, ``world.leases``) and
+    ``"inline": true`` when the flow runs the attempt in its replay loop rather than a step message of its own.
+    Only the inline path is marked: a fan-out queues N-1 steps and runs one inline, so the common case costs no
+    bytes, and an event without the mark (every older one too) reads as queued. The run viewer shows it;
+    nothing in the runtime reads it back."""
     data: dict[str, Any] = {"ownerMessageId": owner} if owner else {}
+    if lease is not None:
+        data[LEASE_SECONDS_FIELD] = lease
     if inline:
         data[INLINE] = True
     return data
+
+
+def step_lease(definition: StepDef, deadline: float | None) -> float | None:
+    """The lease a delivery with budget ``deadline`` (``time.monotonic()``) asks for when it starts ``definition``
+    (``world.leases.lease_seconds``): None without a deadline (the World's default lease applies)."""
+    if deadline is None:
+        return None
+    return lease_seconds(step_timeout=definition.timeout, budget_left=deadline - time.monotonic(),
+                         cancel_grace=CANCEL_GRACE_SECONDS)
 
 
 StepEndKind = Literal["step_completed", "step_failed", "step_retrying"]
@@ -128,14 +143,15 @@ _STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "fai
 async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None,
-                   poll: PollSpec | None = None) -> StepOutcome:
+                   poll: PollSpec | None = None, deadline: float | None = None) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
-    knows the step is its own to run again. ``claimed`` is a step_started already written (a step declared
-    born running in the flow's batch). The outcome is written out of band (``record_end``). The body is stopped
-    if its step ends under it (the workflow cancelled it: ``status_watch``)."""
+    knows the step is its own to run again; ``deadline`` (the delivery's budget) sets the attempt's lease.
+    ``claimed`` is a step_started already written (a step declared born running in the flow's batch). The
+    outcome is written out of band (``record_end``). The body is stopped if its step ends under it (the workflow
+    cancelled it: ``status_watch``)."""
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
                                  on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
-                                 poll=poll, watch=status_watch(world, run_id, step_id))
+                                 poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline)
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -145,7 +161,7 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
-                       inline: bool = False) -> StepOutcome | StepEnd:
+                       inline: bool = False, deadline: float | None = None) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
@@ -158,7 +174,7 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     started = claimed
     if started is None:
         event: dict[str, Any] = {"eventType": "step_started", "correlationId": step_id}
-        data = start_data(owner, inline=inline)
+        data = start_data(owner, inline=inline, lease=step_lease(definition, deadline))
         if data:
             event["eventData"] = data
         try:

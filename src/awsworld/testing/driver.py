@@ -6,9 +6,13 @@ becomes visible or a delivery ends.
 
 Time skipping: while someone is waiting for a run's outcome (``skipping()``, held by ``Run.result()`` through
 the environment, and by ``WorkflowTestEnv.sleep``), and no delivery is running and no message is visible, the
-clock jumps to the moment the next message becomes visible (a sleep's wake-up, a retry's back-off). Time never
-jumps while a test is doing something else (resuming a hook, say), so a workflow racing a hook against a
-timeout sees the hook.
+clock jumps to the moment the next message becomes visible (a sleep's wake-up, a retry's back-off) or the next
+run's due comes (``world.watch``). Time never jumps while a test is doing something else (resuming a hook,
+say), so a workflow racing a hook against a timeout sees the hook.
+
+The watchdog ticks on the same clock: whenever the soonest due in the World's watch index has come, the driver
+runs the tick (``runtime.tick``) before anything else, so a run whose message was lost (a test can delete it
+from ``world.memory_queue``) is woken when its due comes, as the stack's minute schedule would wake it.
 """
 
 from __future__ import annotations
@@ -17,12 +21,13 @@ import asyncio
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..runtime.delivery import RecordResult
 from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..runtime.runtime import Runtime
+from ..runtime.tick import TickFailedError, run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 from .clock import VirtualClock
 from .memory import MemoryWorld
@@ -31,6 +36,7 @@ from .memory import MemoryWorld
 class Driver:
     def __init__(self, world: MemoryWorld, runtime: Runtime, clock: VirtualClock, *, time_skipping: bool = True,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX) -> None:
+        self.world = world
         self.queue = world.memory_queue
         self.clock = clock
         self.time_skipping = time_skipping
@@ -44,6 +50,8 @@ class Driver:
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._failure: BaseException | None = None
+        self._ticks = 0
+        self._tick_again_at: datetime | None = None
 
     # -- what tests read -------------------------------------------------------------------------------
 
@@ -61,8 +69,27 @@ class Driver:
         return bool(self._inflight) or self.queue.visible_count() > 0
 
     def next_wake(self) -> datetime | None:
-        """When the next message becomes visible (None: nothing is scheduled)."""
-        return self.queue.next_visible_at()
+        """When the next message becomes visible or the next watchdog tick is due (None: nothing is
+        scheduled)."""
+        times = [t for t in (self.queue.next_visible_at(), self.world.watch.next_due()) if t is not None]
+        return min(times, default=None)
+
+    @property
+    def ticks(self) -> int:
+        """Watchdog ticks run so far."""
+        return self._ticks
+
+    async def _tick_if_due(self) -> bool:
+        """Run the tick when the soonest due has come; True when it ran."""
+        due, now = self.world.watch.next_due(), self.clock.now()
+        if due is None or due > now or (self._tick_again_at is not None and now < self._tick_again_at):
+            return False
+        self._ticks += 1
+        with contextlib.suppress(TickFailedError):  # logged by the tick; its runs are due again later
+            await run_tick(self.world)
+        # A run the tick could not move (its wake failed) stays due: not again before a second has passed.
+        self._tick_again_at = now + timedelta(seconds=1)
+        return True
 
     # -- life ------------------------------------------------------------------------------------------
 
@@ -142,6 +169,8 @@ class Driver:
                     task.add_done_callback(self._done)
                 if records:
                     await asyncio.sleep(0)
+                    continue
+                if await self._tick_if_due():
                     continue
                 if not self._inflight:
                     self._idle.set()

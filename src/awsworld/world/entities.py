@@ -81,6 +81,8 @@ class Step(WireModel):
     started_at: datetime | None = None
     completed_at: datetime | None = None
     spec_version: int | None = None
+    lease_until: datetime | None = None
+    """While it runs: when the lease of the delivery running it ends (then another may take it over)."""
 
 
 HookStatus = Literal["open", "closed"]

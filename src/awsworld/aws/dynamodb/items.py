@@ -162,6 +162,7 @@ async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
         started_at=item.get("startedAt"),
         completed_at=item.get("completedAt"),
         spec_version=item.get("specVersion"),
+        lease_until=item.get("leaseUntil") if item["status"] == "running" else None,
     )
 
 

@@ -4,13 +4,17 @@ run item, and the entity operations. Plans are built by ``transitions`` from sta
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
-from ...world.entities import ResolveData
+from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ...world.events import PAYLOAD_FIELDS, EventResult
+from ...world.leases import LEASE_UNTIL_FIELD
+from ...world.watch import commit_due, due_key, shard_of
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp
 from ..keys import run_key
+from ..resources import GSI_DUE_KEY, GSI_DUE_SHARD, WATCH_WAKES
 from ..values import StoredValue
 from .blocks import BlockEvent, event_record
 
@@ -138,6 +142,13 @@ def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band:
             conds.append(f"{e.n('status')} = {e.v(change.require_status)}")
         for step_id in change.not_inline:
             conds.append(f"(attribute_not_exists({e.n('inl')}) OR {e.n('inl')}.{e.n('id')} <> {e.v(step_id)})")
+    watch = run_watch(run_id, plans_due(plans, now))
+    for name in (GSI_DUE_SHARD, GSI_DUE_KEY):
+        if name in watch:
+            sets.append(f"{e.n(name)} = {e.v(watch[name])}")
+        else:
+            removes.append(e.n(name))
+    removes.append(e.n(WATCH_WAKES))  # a write is activity: the watchdog's count of fruitless wakes restarts
     hooks = sum(p.run.hooks_created for p in plans)
     if hooks:
         sets.append(f"{e.n('hookGen')} = if_not_exists({e.n('hookGen')}, {e.v(0)}) + {e.v(hooks)}")
@@ -147,3 +158,19 @@ def run_update_op(run_id: str, plans: list[Plan], seq: int, count: int, in_band:
     op.update = "SET " + ", ".join(dict.fromkeys(sets)) + (" REMOVE " + ", ".join(removes) if removes else "")
     op.condition = " AND ".join(dict.fromkeys(conds))
     return op
+
+
+def plans_due(plans: list[Plan], now: str) -> datetime | None:
+    """The run's due after the commit of ``plans`` (``world.watch.commit_due``): none if it ends the run."""
+    ends = any(p.run.sets.get("status") in TERMINAL_RUN_STATUSES for p in plans)
+    leases = [datetime.fromisoformat(p.new_step[LEASE_UNTIL_FIELD]) for p in plans
+              if p.new_step is not None and isinstance(p.new_step.get(LEASE_UNTIL_FIELD), str)
+              and p.events and p.events[-1].event_type == "step_started"]
+    return commit_due(datetime.fromisoformat(now), ends_run=ends, leases=leases)
+
+
+def run_watch(run_id: str, due: datetime | None) -> dict[str, str]:
+    """The run head's watch index keys for ``due`` (none: the run leaves the index)."""
+    if due is None:
+        return {}
+    return {GSI_DUE_SHARD: shard_of(run_id), GSI_DUE_KEY: due_key(due)}

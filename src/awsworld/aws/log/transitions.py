@@ -22,12 +22,13 @@ from ...world.errors import (
     RunGoneError,
     RunNotFoundError,
     StepNotFoundError,
-    StepRunningElsewhereError,
     TooEarlyError,
 )
 from ...world.events import CreateEventRequest, EventResult
 from ...world.hook_ends import HOOK_CLOSED, hook_fate
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
+from ...world.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
+from ...world.watch import commit_due
 from ...world.write_rules import check_hook_token
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
@@ -48,7 +49,7 @@ from ..keys import (
 from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE
 from ..retention import RETENTION_ATTRIBUTE, end_ttl, epoch, retention_of
 from ..values import StoredValue
-from .plan import Plan, PlannedEvent, RunChange, SlotRef, split_payload
+from .plan import Plan, PlannedEvent, RunChange, SlotRef, run_watch, split_payload
 
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
@@ -119,6 +120,7 @@ def new_run_item(run_id: str, data: dict[str, Any], now: str, spec_version: int 
         GSI_STATUS_KEY: "pending",
         GSI_WORKFLOW_KEY: data["workflowName"],
         GSI_RUN_KEY: run_id,
+        **run_watch(run_id, commit_due(datetime.fromisoformat(now), ends_run=False)),
         RETENTION_ATTRIBUTE: ret,
         TTL_ATTRIBUTE: epoch(now) + ret + max_run,
     }
@@ -327,6 +329,26 @@ def _changed(old: Item, sets: dict[str, Any], removes: tuple[str, ...] = ()) -> 
     return {k: v for k, v in new.items() if v is not None}
 
 
+def _started_event(req: CreateEventRequest, state: State, attempt: int, lease: str) -> PlannedEvent:
+    """step_started as the log keeps it: the attempt and the lease's end (not the seconds asked for)."""
+    event = _event(req, state, attempt=attempt, **{LEASE_UNTIL_FIELD: lease})
+    event.data.pop(LEASE_SECONDS_FIELD, None)
+    return event
+
+
+def _lease_until(data: dict[str, Any], now: str) -> str:
+    """The end of the lease a step_started asks for (``world.leases``), as stored."""
+    return _iso(lease_end(datetime.fromisoformat(now), requested_lease(data)))
+
+
+def _when(value: Any) -> datetime | None:
+    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
+
+
 def _step_started(req: CreateEventRequest, state: State) -> Plan:
     step = _existing_step(req, state)
     retry_after = step.get("retryAfter")
@@ -334,17 +356,20 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
         wait = (datetime.fromisoformat(retry_after) - datetime.fromisoformat(state.now)).total_seconds()
         raise TooEarlyError(f"step {req.correlation_id} may not start before {retry_after}",
                             retry_after=max(1.0, float(int(wait + 0.999))))
-    owner = (req.data().model_extra or {}).get("ownerMessageId")
-    holder = step.get("owner")
-    if step["status"] == "running" and owner and holder and holder != owner:
-        # A second delivery (a duplicate message) while the step runs under the first one's message id: only a
-        # redelivery of that message may start it again, so a step message needs no queue-side dedup marker.
-        raise StepRunningElsewhereError(f"step {req.correlation_id} is running under another delivery")
+    extra = req.data().model_extra or {}
+    owner = extra.get("ownerMessageId")
+    lease = _lease_until(extra, state.now)
+    # A second delivery (a duplicate message) while the step runs under the first one's message id and lease:
+    # only a redelivery of that message may start it again, so a step message needs no queue-side dedup marker;
+    # once the lease has passed, the owner is gone and this delivery takes the step over (world.leases).
+    start_verdict(status=step["status"], holder=step.get("owner"), owner=owner if isinstance(owner, str) else None,
+                  lease_until=_when(step.get(LEASE_UNTIL_FIELD)), started=_when(step.get("updatedAt")),
+                  now=datetime.fromisoformat(state.now), step_id=req.correlation_id)
     attempt = int(step.get("attempt", 0)) + 1
     sets = {"status": "running", "attempt": attempt, "startedAt": step.get("startedAt") or state.now,
-            "updatedAt": state.now, "owner": owner if isinstance(owner, str) else None}
+            "updatedAt": state.now, "owner": owner if isinstance(owner, str) else None, LEASE_UNTIL_FIELD: lease}
     key = step_key(state.run_id, req.correlation_id or "")
-    event = _event(req, state, attempt=attempt)
+    event = _started_event(req, state, attempt, lease)
     change = RunChange(require_alive=True)
     return Plan([event], change, [_step_write(key, step, sets, ("retryAfter",), change)],
                 new_step=_changed(step, sets, ("retryAfter",)))
@@ -429,17 +454,20 @@ def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, 
     plan = _step_created(created, state)
     assert plan.new_step is not None
     step = plan.new_step
-    step.update(status="running", attempt=1, startedAt=state.now)
-    owner = (started.data().model_extra or {}).get("ownerMessageId")
+    extra = started.data().model_extra or {}
+    lease = _lease_until(extra, state.now)
+    step.update(status="running", attempt=1, startedAt=state.now, **{LEASE_UNTIL_FIELD: lease})
+    owner = extra.get("ownerMessageId")
     if isinstance(owner, str) and owner:
         step["owner"] = owner
-    plan.events.append(_event(started, State(state.run_id, state.now, None), attempt=1))
+    plan.events.append(_started_event(started, State(state.run_id, state.now, None), 1, lease))
     if state.in_head:
         # Held in the run head until it ends: the commit that records its end writes its item once, instead
         # of a put now and an update then. The head holds at most one such step (the writer checks).
         plan.ops = [op for op in plan.ops if op.role != "entity"]
         plan.run.sets[INLINE_STEP] = {"id": created.correlation_id, "n": step["stepName"], "at": state.now,
-                                      "in": step.get("in"), "o": step.get("owner"), "s": step.get("specVersion")}
+                                      "in": step.get("in"), "o": step.get("owner"), "s": step.get("specVersion"),
+                                      "l": lease}
         step[IN_HEAD] = True
     return plan
 
@@ -457,7 +485,8 @@ def step_from_head(run_id: str, head: Item | None, step_id: str) -> Item | None:
         return None
     item = {**step_key(run_id, step_id), "stepName": record["n"], "status": "running", "attempt": 1,
             "createdAt": record["at"], "updatedAt": record["at"], "startedAt": record["at"], "ver": 1,
-            "in": record.get("in"), "owner": record.get("o"), "specVersion": record.get("s"), IN_HEAD: True}
+            "in": record.get("in"), "owner": record.get("o"), "specVersion": record.get("s"),
+            LEASE_UNTIL_FIELD: record.get("l"), IN_HEAD: True}
     return {k: v for k, v in item.items() if v is not None}
 
 

@@ -41,6 +41,7 @@ from ...world.events import (
 )
 from ...world.ids import check_entity_id, event_id_to_slot, new_run_id
 from ...world.pages import EventPage
+from ...world.watch import commit_due
 from ...world.write_rules import batch_requests, check_run_id, check_write_params, failed_outcome
 from .records import (
     PAYLOAD_NAME,
@@ -56,6 +57,7 @@ from .records import (
 )
 from .rules import Ctx, Plan, new_event, new_run_record, plan_born_running, plan_event
 from .values import NULL, Value, json_value, store_value
+from .watch import set_due
 
 MAX_PAGE = 1000
 
@@ -225,6 +227,7 @@ class MemoryLog:
         self.state.runs[run_id] = run
         self._append(run, [first], now)
         run.seq = 1
+        set_due(self.state, run, commit_due(now, ends_run=False))
         self._committed()
         return build(EventResult, event=event_model(run_id, run.events[0], resolve),
                                            run=run_model(run, resolve), seq_in_band=1)
@@ -246,6 +249,9 @@ class MemoryLog:
             run.open_steps += plan.open_delta
             if plan.apply is not None:
                 plan.apply(run, slots, now)
+        leases = [lease for p in plans if p.events and p.events[-1].event_type == "step_started"
+                  and (lease := run.steps[p.entity_id].lease_until) is not None]
+        set_due(self.state, run, commit_due(now, ends_run=run.terminal, leases=leases))
         self._committed()
         return run, placed
 

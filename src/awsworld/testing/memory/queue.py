@@ -180,6 +180,14 @@ class MemoryQueue:
                 return False
             await self._arrived.wait(self._wait_time(remaining))
 
+    def purge(self) -> int:
+        """Delete every message, visible, delayed or in flight (SQS's ``PurgeQueue``, or a queue recreated):
+        the messages are lost; their dedup markers stay, as the AWS World's items do. Returns how many went."""
+        lost = list(self._live.values())
+        for message in lost:
+            self._remove(message)
+        return len(lost)
+
     def wake(self) -> None:
         """Wake receivers and ``wait_for_visible`` callers when moving the clock made messages visible (a
         ``VirtualClock`` jump tells no one)."""

@@ -90,6 +90,7 @@ class StepRecord:
     started_at: datetime | None = None
     completed_at: datetime | None = None
     owner: str | None = None  # the message id of the delivery running it (StepRunningElsewhereError)
+    lease_until: datetime | None = None  # when its owner's lease ends (world.leases)
 
 
 @dataclass(slots=True)
@@ -176,6 +177,14 @@ class State:
     runs: dict[str, RunRecord] = field(default_factory=dict)
     tokens: dict[str, TokenRecord] = field(default_factory=dict)
     hook_runs: dict[str, str] = field(default_factory=dict)  # hook id -> its run (hook ids are global)
+    watch: dict[str, WatchEntry] = field(default_factory=dict)
+    """The watch index (``world.watch``): the due of every unfinished run, by run id."""
+
+
+@dataclass(slots=True)
+class WatchEntry:
+    due: str  # world.watch.due_key
+    wakes: int = 0  # watchdog wakes in a row that found the run still due
 
 
 def new_stored_event(slot: int, event_type: str, correlation_id: str | None, data: dict[str, JSONValue],
@@ -252,6 +261,7 @@ def step_model(run: RunRecord, step_id: str, step: StepRecord, resolve: ResolveD
         started_at=step.started_at,
         completed_at=step.completed_at,
         spec_version=step.spec_version,
+        lease_until=step.lease_until if step.status == "running" else None,
     )
 
 

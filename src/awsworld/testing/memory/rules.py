@@ -30,7 +30,6 @@ from ...world.errors import (
     RunGoneError,
     RunNotFoundError,
     StepNotFoundError,
-    StepRunningElsewhereError,
     TooEarlyError,
     WorldError,
 )
@@ -46,6 +45,7 @@ from ...world.events import (
 )
 from ...world.hook_ends import hook_fate
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT, slot_to_event_id
+from ...world.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
 from ...world.write_rules import check_hook_token
 from .records import PAYLOAD_NAME, HookRecord, RunRecord, State, StepRecord, TokenRecord, WaitRecord
 from .values import JSONValue, Value, data_text, json_value
@@ -239,20 +239,30 @@ def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, 
     plan = _step_created(created, ctx)
     create = plan.apply
     assert create is not None
-    owner = (started.data().model_extra or {}).get("ownerMessageId")
+    extra = started.data().model_extra or {}
+    owner = extra.get("ownerMessageId")
+    lease = lease_end(ctx.now, requested_lease(extra))
     step_id = plan.entity_id
 
     def apply(run: RunRecord, slots: list[int], now: datetime) -> None:
         create(run, slots, now)
         step = run.steps[step_id]
-        step.status, step.attempt, step.started_at = "running", 1, now
+        step.status, step.attempt, step.started_at, step.lease_until = "running", 1, now, lease
         if isinstance(owner, str) and owner:
             step.owner = owner
 
     plan.apply = apply
-    plan.events.append(new_event(started, Ctx(ctx.run_id, ctx.run, ctx.now, None, ctx.state, ctx.deployment_id),
-                                 attempt=1))
+    plan.events.append(_started_event(started, Ctx(ctx.run_id, ctx.run, ctx.now, None, ctx.state,
+                                                   ctx.deployment_id), 1, lease))
     return plan
+
+
+def _started_event(req: CreateEventRequest, ctx: Ctx, attempt: int, lease: datetime) -> NewEvent:
+    """step_started as the log keeps it: the attempt and the lease's end (not the seconds asked for)."""
+    event = new_event(req, ctx, attempt=attempt, **{LEASE_UNTIL_FIELD: lease.isoformat(timespec="microseconds")})
+    if event.data.pop(LEASE_SECONDS_FIELD, None) is not None:
+        event.data_text = data_text(event.data)
+    return event
 
 
 def _existing_step(req: CreateEventRequest, ctx: Ctx) -> StepRecord:
@@ -271,11 +281,13 @@ def _step_started(req: CreateEventRequest, ctx: Ctx) -> Plan:
         wait = (step.retry_after - ctx.now).total_seconds()
         raise TooEarlyError(f"step {req.correlation_id} may not start before {step.retry_after.isoformat()}",
                             retry_after=max(1.0, float(int(wait + 0.999))))
-    owner: Any = (req.data().model_extra or {}).get("ownerMessageId")
-    if step.status == "running" and owner and step.owner and step.owner != owner:
-        # A duplicate message while the step runs under the first one's message id: only a redelivery of that
-        # message may start it again.
-        raise StepRunningElsewhereError(f"step {req.correlation_id} is running under another delivery")
+    extra = req.data().model_extra or {}
+    owner: Any = extra.get("ownerMessageId")
+    lease = lease_end(ctx.now, requested_lease(extra))
+    # A duplicate message while the step runs under the first one's message id and lease: only a redelivery of
+    # that message may start it again; once the lease has passed, this delivery takes it over (world.leases).
+    start_verdict(status=step.status, holder=step.owner, owner=owner if isinstance(owner, str) else None,
+                  lease_until=step.lease_until, started=step.updated_at, now=ctx.now, step_id=req.correlation_id)
     attempt = step.attempt + 1
 
     def apply(run: RunRecord, slots: list[int], now: datetime) -> None:
@@ -283,8 +295,9 @@ def _step_started(req: CreateEventRequest, ctx: Ctx) -> Plan:
         step.started_at = step.started_at or now
         step.owner = owner if isinstance(owner, str) else None
         step.retry_after = None
+        step.lease_until = lease
 
-    return Plan([new_event(req, ctx, attempt=attempt)], apply, require_alive=True, shows="step",
+    return Plan([_started_event(req, ctx, attempt, lease)], apply, require_alive=True, shows="step",
                 entity_id=req.correlation_id or "")
 
 

@@ -21,6 +21,7 @@ from ..clock import VirtualClock
 from .queue import MemoryQueue
 from .storage import MemoryStorage
 from .streams import MemoryStreams
+from .watch import MemoryWatch
 
 
 class MemoryWorld:
@@ -39,6 +40,7 @@ class MemoryWorld:
         self.steps = self.storage.steps
         self.events = self.storage.events
         self.hooks = self.storage.hooks
+        self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self.queue = self.memory_queue.queue
         self.queue_batch = self.memory_queue.queue_batch

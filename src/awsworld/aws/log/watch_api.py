@@ -1,0 +1,95 @@
+"""``world.watch`` on DynamoDB: the ``byDue`` index the watchdog reads, and the two writes that move a due.
+
+Every commit sets the run head's due (``plan.run_update_op``, the rule in ``world.watch``); this module only
+reads the index and writes the two corrections, each one plain conditional ``UpdateItem`` of the head (under
+1 KB: 1 WRU, plus 2 on the index when the due's key changes, 1 when it leaves the index):
+
+- ``snooze``: the watchdog pushes the due of a run it is about to wake, only if the due is still the one the
+  index showed it (the index is eventually consistent, and a run that wrote since is alive: left alone);
+- ``correct``: a resting flow sets the exact due, only if the log still holds the events it has seen and the
+  run has not ended.
+
+The index is queried shard by shard (``world.watch.SHARDS`` partitions, each sorted by due): one Query per shard
+and tick when nothing is due, 0.5 RRU each (eventually consistent reads of up to 4 KB).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from botocore.exceptions import ClientError
+
+from ...world.watch import SHARDS, DueRun, due_key, now_key, shard_of, snooze_due
+from ..clients import AWSClients
+from ..dynamodb.items import from_ddb, to_ddb, to_ddb_value
+from ..keys import run_key, run_pk
+from ..resources import GSI_BY_DUE, GSI_DUE_KEY, GSI_DUE_SHARD, GSI_WORKFLOW_KEY, WATCH_WAKES
+
+_ALIVE = "#status IN (:pending, :running)"
+
+
+class WatchAPI:
+    def __init__(self, clients: AWSClients) -> None:
+        self.clients = clients
+
+    async def due(self, now: datetime, *, limit: int = 1000) -> list[DueRun]:
+        pages = await asyncio.gather(*(self._shard(str(shard), now, limit) for shard in range(SHARDS)))
+        return sorted((run for page in pages for run in page), key=lambda r: r.due)[:limit]
+
+    async def _shard(self, shard: str, now: datetime, limit: int) -> list[DueRun]:
+        ddb = await self.clients.dynamodb()
+        kwargs: dict[str, Any] = {
+            "TableName": self.clients.config.table_name, "IndexName": GSI_BY_DUE,
+            "KeyConditionExpression": "#shard = :shard AND #due <= :now",
+            "ExpressionAttributeNames": {"#shard": GSI_DUE_SHARD, "#due": GSI_DUE_KEY},
+            "ExpressionAttributeValues": {":shard": {"S": shard}, ":now": {"S": now_key(now)}},
+            "ReturnConsumedCapacity": "TOTAL",
+        }
+        found: list[DueRun] = []
+        while len(found) < limit:
+            response = await ddb.query(Limit=min(1000, limit - len(found)), **kwargs)
+            for raw in response.get("Items", []):
+                item = from_ddb(raw) or {}
+                found.append(DueRun(str(item["pk"]).removeprefix(run_pk("")), str(item.get(GSI_WORKFLOW_KEY, "")),
+                                    str(item[GSI_DUE_KEY]), int(item.get(WATCH_WAKES) or 0)))
+            start = response.get("LastEvaluatedKey")
+            if start is None:
+                break
+            kwargs["ExclusiveStartKey"] = start
+        return found
+
+    async def snooze(self, run: DueRun, now: datetime) -> datetime | None:
+        due = snooze_due(now, run.wakes)
+        changed = await self._update(
+            run.run_id, "SET #due = :due, #wakes = :wakes", "#due = :seen AND " + _ALIVE,
+            {"#due": GSI_DUE_KEY, "#wakes": WATCH_WAKES},
+            {":due": due_key(due), ":wakes": run.wakes + 1, ":seen": run.due})
+        return due if changed else None
+
+    async def correct(self, run_id: str, due: datetime | None, *, seq: int) -> bool:
+        names = {"#seq": "seq", "#due": GSI_DUE_KEY, "#shard": GSI_DUE_SHARD, "#wakes": WATCH_WAKES}
+        values: dict[str, Any] = {":seq": seq}
+        if due is None:
+            update = "REMOVE #due, #shard, #wakes"
+        else:
+            update = "SET #due = :due, #shard = :shard REMOVE #wakes"
+            values.update({":due": due_key(due), ":shard": shard_of(run_id)})
+        return await self._update(run_id, update, "#seq = :seq AND " + _ALIVE, names, values)
+
+    async def _update(self, run_id: str, update: str, condition: str, names: dict[str, str],
+                      values: dict[str, Any]) -> bool:
+        ddb = await self.clients.dynamodb()
+        values = {**values, ":pending": "pending", ":running": "running"}
+        try:
+            await ddb.update_item(
+                TableName=self.clients.config.table_name, Key=to_ddb(run_key(run_id)), UpdateExpression=update,
+                ConditionExpression=condition, ExpressionAttributeNames={**names, "#status": "status"},
+                ExpressionAttributeValues={k: to_ddb_value(v) for k, v in values.items()},
+                ReturnConsumedCapacity="TOTAL")
+        except ClientError as error:
+            if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
+                return False
+            raise
+        return True

@@ -1,0 +1,131 @@
+"""When a run must next show activity: the due time the watchdog finds stranded runs by.
+
+Every message that moves a run can be lost (deleted, purged, redriven under a new id, a queue that was
+recreated, an ``awsworld dev --state`` restart). So every run that is not finished carries a *due* time: the
+moment by which, if its messages are alive, something will have written to it. A run whose due passes with no
+write is woken by the watchdog (``runtime.watchdog``), and the wake's flow recovers whatever the lost message
+stood for (it takes over steps whose lease ended, re-queues steps that never started, completes due waits).
+
+The due lives on the run head, in the key of a sparse index the watchdog queries (never a scan): each World
+keeps the same rule (``commit_due``), written once here.
+
+- Every commit to a run that leaves it unfinished sets its due to ``now + HORIZON`` (5 minutes; later if a
+  step started in it holds a longer lease): the longest a healthy delivery, queued or running, goes without
+  a write. A finished run has none (it leaves the index).
+- A flow that suspends knows better (a sleep of a day, a retry in an hour, only hooks to wait for: no due at
+  all); when the due its last write left differs from that, it corrects it with one small write
+  (``runtime.flow``). A run's due is therefore exact whenever it rests, and conservative while it moves.
+- The watchdog pushes the due of a run it wakes forward, doubling with each wake that finds the run still
+  due (``snooze_due``), so a run that cannot progress (code missing, a message the dedup keys hold back) is
+  woken ever more rarely rather than every tick.
+
+Dues are kept rounded up to ``BUCKET`` (a minute) so the index key of a busy run changes at most once a
+bucket: on DynamoDB only a write that changes an index key is billed on the index (two writes: delete and
+put), so a run's writes during one minute cost the index nothing. Runs are spread over ``SHARDS`` index
+partitions (a hash of the run id): one hot partition would cap the whole table's write rate.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+HORIZON_ENV = "AWSWORLD_WATCH_HORIZON_SECONDS"
+DEFAULT_HORIZON_SECONDS = 300.0
+BUCKET_ENV = "AWSWORLD_WATCH_BUCKET_SECONDS"
+DEFAULT_BUCKET_SECONDS = 60.0
+SHARDS = 8
+MAX_SNOOZE_SECONDS = 24 * 3600.0
+"""The longest the watchdog waits before waking a run that did not move after its last wake."""
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def horizon_seconds() -> float:
+    return max(0.0, float(os.environ.get(HORIZON_ENV) or DEFAULT_HORIZON_SECONDS))
+
+
+def horizon() -> timedelta:
+    return timedelta(seconds=horizon_seconds())
+
+
+def bucket_seconds() -> float:
+    return max(0.001, float(os.environ.get(BUCKET_ENV) or DEFAULT_BUCKET_SECONDS))
+
+
+def due_key(moment: datetime) -> str:
+    """A due as the index stores it: rounded up to the bucket, fixed-width UTC text (sorts as it compares)."""
+    size = bucket_seconds()
+    seconds = (moment - _EPOCH).total_seconds()
+    rounded = _EPOCH + timedelta(seconds=math.ceil(round(seconds / size, 6)) * size)
+    return rounded.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def now_key(now: datetime) -> str:
+    """``now`` as index text, not rounded: every due key at or below it is due."""
+    return now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def parse_key(key: str) -> datetime:
+    return datetime.fromisoformat(key.replace("Z", "+00:00"))
+
+
+def shard_of(run_id: str) -> str:
+    """The index partition a run's due lives in."""
+    return str(zlib.crc32(run_id.encode("utf-8")) % SHARDS)
+
+
+def commit_due(now: datetime, *, ends_run: bool, leases: Iterable[datetime] = ()) -> datetime | None:
+    """The due a commit leaves on its run: none once the run ends, else ``now + HORIZON`` or the longest
+    lease of a step it started, whichever is later."""
+    if ends_run:
+        return None
+    return max([now + horizon(), *leases])
+
+
+def quiet_due(timers: Iterable[datetime]) -> datetime | None:
+    """The due of a run that rests with nothing in flight: its soonest timer (a wait's end, a retry's or a
+    poll's time) plus the horizon its wake-up's delivery may take; none when it waits on hooks alone."""
+    soonest = min(timers, default=None)
+    return None if soonest is None else soonest + horizon()
+
+
+def snooze_due(now: datetime, wakes: int) -> datetime:
+    """The due the watchdog gives a run it wakes for the ``wakes + 1``-th time in a row."""
+    return now + timedelta(seconds=min(MAX_SNOOZE_SECONDS, horizon_seconds() * 2 ** min(wakes, 20)))
+
+
+@dataclass(frozen=True)
+class DueRun:
+    """A run the index says is due: the watchdog wakes it (and snoozes it first, on ``due``)."""
+
+    run_id: str
+    workflow_name: str
+    due: str  # the index key found (a snooze is conditioned on it: a run that moved since is left alone)
+    wakes: int = 0  # watchdog wakes in a row that found it still due
+
+
+class WatchAPI(Protocol):
+    """A World's watch index (``world.watch``): awsworld's extension; a World without it has no watchdog."""
+
+    async def due(self, now: datetime, *, limit: int = 1000) -> list[DueRun]:
+        """Runs whose due is at or before ``now``, soonest first, at most ``limit``."""
+        ...
+
+    async def snooze(self, run: DueRun, now: datetime) -> datetime | None:
+        """Push a due run's due forward (``snooze_due``) if it is still ``run.due``: the new due, or None when
+        the run moved since it was found (a write set another due, or it ended)."""
+        ...
+
+    async def correct(self, run_id: str, due: datetime | None, *, seq: int) -> bool:
+        """Set a resting run's due (None: take it out of the index) if its log still holds ``seq`` events and
+        it has not ended; False when it moved on (the newer write's due stands)."""
+        ...
+
+
+def watch_of(world: object) -> WatchAPI | None:
+    return getattr(world, "watch", None)

@@ -1,0 +1,203 @@
+"""A run whose message is lost still ends: the watchdog on the test env's clock, a hook resume, an operator's wake.
+
+Each scenario loses what a real queue can lose (``MemoryQueue.purge``: every message, visible, delayed or in
+flight; dedup markers stay, as on AWS), often right after a delivery died mid-step (the environment's Lambda-like
+timeout cancels it, as Lambda kills an invocation). Nothing but the public paths moves the run on afterwards.
+The counts are of step bodies: a lost attempt's body may have run (at least once), no other body runs twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
+
+from awsworld import create_hook, sleep, step, step_metadata, workflow
+from awsworld.testing import WorkflowTestEnv
+from awsworld.world.leases import lease_grace_seconds
+from awsworld.world.watch import horizon
+
+BODIES: Counter[tuple[str, str]] = Counter()
+"""Step bodies run, by (run id, step name): what a user's side effects would count."""
+STALL_SECONDS = 1.0
+TIMEOUT_SECONDS = 0.3
+
+
+def _ran() -> int:
+    meta = step_metadata()
+    BODIES[(meta.run_id, meta.step_name)] += 1
+    return meta.attempt
+
+
+@step(name="lost.stall_first")
+async def stall_first(x: int) -> int:
+    """Outlives its delivery's invocation on the first attempt (the delivery is killed mid-step)."""
+    if _ran() == 1:
+        await asyncio.sleep(STALL_SECONDS)
+    return x * 10
+
+
+@step(name="lost.plain")
+async def plain(x: int) -> int:
+    _ran()
+    return x + 1
+
+
+@step(name="lost.purging")
+async def purging(x: int) -> int:
+    """Loses every queued message while it runs (the queued branches of its fan-out among them)."""
+    _ran()
+    PURGE()
+    return x
+
+
+def _no_purge() -> None:
+    raise AssertionError("PURGE is set by the test")
+
+
+PURGE: Any = _no_purge
+
+
+@workflow(name="lost.one_step")
+async def one_step(x: int) -> int:
+    return await stall_first(x) + 1
+
+
+@workflow(name="lost.fan_out")
+async def fan_out(x: int) -> list[int]:
+    return list(await asyncio.gather(purging(x), plain(x), plain(x + 1)))
+
+
+@workflow(name="lost.step_and_hook")
+async def step_and_hook(x: int, token: str) -> list[Any]:
+    async with create_hook(token=token) as hook:
+        return list(await asyncio.gather(stall_first(x), hook))
+
+
+@workflow(name="lost.sleeper")
+async def sleeper(x: int) -> int:
+    await sleep(timedelta(hours=1))
+    return await plain(x)
+
+
+@workflow(name="lost.waits_on_a_hook")
+async def waits_on_a_hook(token: str) -> Any:
+    async with create_hook(token=token) as hook:
+        return await hook
+
+
+def datetime_of(text: str) -> datetime:
+    return datetime.fromisoformat(text)
+
+
+async def _killed_mid_step(env: WorkflowTestEnv) -> None:
+    """Wait until a delivery was killed by its invocation's timeout, then lose every message."""
+    deadline = time.monotonic() + 10
+    while env.driver.invoker.timed_out == 0:
+        assert time.monotonic() < deadline, "no delivery timed out"
+        await asyncio.sleep(0.02)
+    assert env.world.memory_queue.purge() >= 1
+
+
+@pytest.fixture
+async def env() -> Any:
+    async with WorkflowTestEnv(timeout=TIMEOUT_SECONDS) as made:
+        yield made
+
+
+async def test_a_step_whose_delivery_died_with_its_message_is_taken_over_when_the_watchdog_wakes_the_run(
+        env: WorkflowTestEnv) -> None:
+    started = env.now()
+    run = await env.client.start(one_step, 4)
+    await _killed_mid_step(env)
+    assert await run.result() == 41
+    assert env.driver.ticks >= 1, "the watchdog, on the virtual clock, woke it"
+    assert env.now() - started >= horizon(), "not before the run's due"
+    [step] = await run.steps()
+    assert (step.status, step.attempt) == ("completed", 2), "the lost attempt counts"
+    assert BODIES[(run.run_id, "lost.stall_first")] == 2, "the lost attempt's body ran; the take-over's once more"
+    starts = [e for e in await run.events() if e.event_type == "step_started"]
+    assert starts[1].created_at >= starts[0].created_at + timedelta(seconds=lease_grace_seconds())
+
+
+async def test_queued_steps_whose_messages_were_lost_are_queued_again_under_fresh_keys(
+        env: WorkflowTestEnv) -> None:
+    global PURGE
+    PURGE = env.world.memory_queue.purge
+    try:
+        run = await env.client.start(fan_out, 5)
+        assert await run.result() == [5, 6, 7]
+    finally:
+        PURGE = _no_purge
+    assert env.driver.ticks >= 1
+    assert BODIES[(run.run_id, "lost.purging")] == 1 and BODIES[(run.run_id, "lost.plain")] == 2
+    assert all(s.attempt == 1 for s in await run.steps()), "nothing ran twice: the lost messages never started"
+
+
+async def test_a_hook_resume_revives_a_stranded_run_without_the_watchdog(env: WorkflowTestEnv) -> None:
+    token = f"lost-hook-{time.monotonic_ns()}"
+    run = await env.client.start(step_and_hook, 3, token)
+    await _killed_mid_step(env)
+    env.advance(timedelta(seconds=lease_grace_seconds() + 5))  # the dead delivery's lease has passed
+    await env.client.resume_hook(token, "approved")
+    assert await run.result() == [30, "approved"]
+    assert env.driver.ticks == 0, "the resume's own delivery took the step over"
+    assert [s.attempt for s in await run.steps()] == [2]
+
+
+async def test_an_operators_wake_before_the_lease_ends_comes_back_when_it_does(env: WorkflowTestEnv) -> None:
+    run = await env.client.start(one_step, 2)
+    await _killed_mid_step(env)
+    woke = env.now()
+    await env.client.wake(run.run_id)
+    assert await run.result() == 21
+    assert env.driver.ticks == 0, "one wake was enough: its flow queued itself for the lease's end"
+    starts = [e for e in await run.events() if e.event_type == "step_started"]
+    assert len(starts) == 2 and starts[1].created_at >= datetime_of(starts[0].event_data["leaseUntil"])
+    assert env.now() - woke < horizon()
+
+
+async def test_a_sleeps_lost_wake_up_is_delivered_by_the_watchdog_after_its_due(env: WorkflowTestEnv) -> None:
+    run = await env.client.start(sleeper, 1)
+    await env.idle()
+    [wait] = [e for e in await run.events() if e.event_type == "wait_created"]
+    resume_at = datetime_of(wait.event_data["resumeAt"])
+    due = env.world.watch.next_due()
+    assert due is not None and resume_at + horizon() <= due <= resume_at + horizon() + timedelta(minutes=1), \
+        "at rest, the run's due is its wake-up plus the horizon, not five minutes after its last write"
+    assert env.world.memory_queue.purge() == 1  # the delayed wake-up
+    assert await run.result() == 2
+    assert env.driver.ticks == 1 and env.now() >= due
+
+
+async def test_a_run_at_rest_is_never_woken_by_the_watchdog(env: WorkflowTestEnv) -> None:
+    run = await env.client.start(sleeper, 7)
+    assert await run.result() == 8  # the hour passes, by its own message
+    token = f"rest-{time.monotonic_ns()}"
+    waiting = await env.client.start(waits_on_a_hook, token)
+    await waiting.wait_for_hook(token)
+    await env.idle()
+    assert env.world.watch.next_due() is None, "a run waiting on hooks alone has no due"
+    await env.sleep(timedelta(days=2))
+    await env.client.resume_hook(token, {"ok": True})
+    assert await waiting.result() == {"ok": True}
+    assert env.driver.ticks == 0
+
+
+async def test_waking_a_run_whose_messages_are_fine_is_harmless(env: WorkflowTestEnv) -> None:
+    run = await env.client.start(sleeper, 3)
+    await env.idle()
+    for _ in range(3):
+        await env.client.wake(run.run_id)
+    await env.idle()
+    assert await run.result() == 4
+    events = await run.events()
+    kinds = Counter(e.event_type for e in events)
+    assert kinds["wait_completed"] == 1 and kinds["step_completed"] == 1 and kinds["run_completed"] == 1
+    assert BODIES[(run.run_id, "lost.plain")] == 1
+    with pytest.raises(Exception, match="nothing to wake"):
+        await env.client.wake(run.run_id)
