@@ -18,8 +18,8 @@ What ends where:
   and a delivery whose code is missing here reads the run's status first. This is the one place the rule is
   written, so both Worlds keep it.
 - A workflow or step this deployment does not have is retried with back-off for
-  ``AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS`` (15 minutes: a deploy may still be rolling out), then its run
-  fails with ``UNKNOWN_WORKFLOW``, naming the workflow and the modules this process loaded, which
+  ``AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS`` (15 minutes from the run's creation: a deploy may still be rolling
+  out), then its run fails with ``UNKNOWN_WORKFLOW``, naming the workflow and the modules this process loaded, which
   ``Run.result()`` raises for the client to see.
 - Every log line about a delivery names its run (and step), in its text and as ``runId``/``stepId`` keys, so
   a line on a laptop's terminal and a JSON line in CloudWatch both lead back to the run.
@@ -35,14 +35,16 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
 from ..world.queue import Delivery
 from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from .messages import FlowMessage
+from .messages import WATCHDOG_WAKE, FlowMessage
 from .registry import WorkflowNotRegisteredError
 from .runtime import Outcome, Runtime
 from .tick import is_tick, run_tick
@@ -224,11 +226,11 @@ class DeliveryPath:
             self.observer.count(RUNS_STARTED)
         missing = self._missing_code(message)
         if missing is not None:
-            status = await self._status(message)
-            if status not in TERMINAL_RUN_STATUSES:
-                return await self._unknown(record, delivery, message, missing, track)
+            run = await self._run(message)
+            if run.status not in TERMINAL_RUN_STATUSES:
+                return await self._unknown(record, delivery, message, missing, track, run.created_at)
             if message.step_id:
-                return await self._ended(delivery, f"is {status}", track)
+                return await self._ended(delivery, f"is {run.status}", track)
             # A flow message of an ended run needs no workflow code: the runtime finds the end in the log and does
             # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
@@ -264,31 +266,43 @@ class DeliveryPath:
             return missing
         return None
 
-    async def _status(self, message: FlowMessage) -> str:
-        """The run's status, read for a delivery whose code is missing here (one read, on that path only): an
-        ended run's delivery is acknowledged at once (a cancelled run must not be retried for the window)."""
+    async def _run(self, message: FlowMessage) -> RunView:
+        """The run, read for a delivery whose code is missing here (one read, on that path only): an ended run's
+        delivery is acknowledged at once (a cancelled run must not be retried for the window), and the window
+        counts from the run's creation."""
         try:
-            run = await self.runtime.world.runs.get(message.run_id, resolve_data="none")
+            return await self.runtime.world.runs.get(message.run_id, resolve_data="none")
         except RunNotFoundError:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
-        return run.status
 
     async def _unknown(self, record: Mapping[str, Any], delivery: Delivery, message: FlowMessage,
-                       missing: LookupError, track: Track) -> RecordResult:
+                       missing: LookupError, track: Track, created_at: datetime) -> RecordResult:
         """Code this deployment lacks, for a run still going: back off while a deploy may still bring the code,
-        and past the window fail the run for good."""
+        and past the window fail the run for good.
+
+        The window counts from the run's creation, not from this message's: a run is woken by messages of its
+        own besides its start (the watchdog's, an operator's), and each must not open a window of its own. A
+        watchdog wake inside the window is acknowledged rather than retried: the message it came to stand in
+        for may still be backing off here, and the watchdog comes again (less often each time, ``world.watch``),
+        so retrying the wake as well would only multiply the run's deliveries."""
         world = self.runtime.world
-        waited = (clock_of(world).now() - delivery.created_at).total_seconds()
+        waited = (clock_of(world).now() - created_at).total_seconds()
         what = _missing_text(missing)
         self.observer.count(UNKNOWN_WORKFLOW)
         if waited < unknown_window_seconds():
+            if message.wake == WATCHDOG_WAKE:
+                log.error("%s: %s; the watchdog's wake is acknowledged (the watchdog comes again until the run "
+                          "fails with %s, %d s after it was created)", track.label(), what, UNKNOWN_WORKFLOW_CODE,
+                          round(unknown_window_seconds()), extra=track.keys())
+                await self.consumer.ack(delivery, delete_message=False)
+                return RecordResult("unknown-workflow-wake")
             log.error("%s: record failed: %s; retried with back-off until a deploy provides it (for %d s after "
-                      "its message was sent), then its run fails with %s", track.label(), what,
+                      "the run was created), then its run fails with %s", track.label(), what,
                       round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
             return await self._failed(record, track)
         error = {"name": "UnknownWorkflowError",
-                 "message": f"{what}; this deployment still lacked it {round(waited)} s after the run's "
-                            f"message was sent (check AWSWORLD_MODULES and the deployed code)"}
+                 "message": f"{what}; this deployment still lacked it {round(waited)} s after the run was "
+                            f"created (check AWSWORLD_MODULES and the deployed code)"}
         try:
             await world.events.create(message.run_id, {
                 "eventType": "run_failed", "eventData": {"error": error, "errorCode": UNKNOWN_WORKFLOW_CODE}})
