@@ -140,6 +140,20 @@ async def test_unknown_tokens_other_paths_and_methods(handlers: Handlers, capsys
     assert sum(metric_values(lines, "WebhooksRejected")) == 6
 
 
+async def test_the_route_run_uninstrumented_leaves_no_metric_for_a_later_invocation(handlers: Handlers, capsys) -> None:
+    """``awsworld dev`` and tests call ``webhook.handle`` without the Lambda wrapper, which alone flushes metrics: a
+    count made there must not wait in Powertools' process-wide metric set and come out under the next invocation."""
+    from awsworld.lambda_ import observability, webhook
+
+    for _ in range(3):
+        response = await asyncio.to_thread(webhook.handle, url_event("POST", "/hooks/abc", "{}"), None)
+        assert response["statusCode"] == 404
+    assert observability.metrics.metric_set == {}
+    capsys.readouterr()
+    assert (await call(handlers, url_event("POST", "/hooks/abc", "{}")))[0] == 404
+    assert sum(metric_values(json_lines(capsys.readouterr().out), "WebhooksRejected")) == 1
+
+
 async def test_a_plain_hook_token_is_not_resumable_over_http(local: LocalAWS, esm: Any, handlers: Handlers) -> None:
     assert local.client is not None
     token = f"approve:{uuid.uuid4().hex[:8]}"

@@ -18,11 +18,13 @@ One module decides what is recorded, so the code, the dashboard in ``infra/`` an
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import sys
 import warnings
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from aws_lambda_powertools import Logger, Metrics
@@ -92,13 +94,21 @@ logging.getLogger("awsworld")
 copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
 
 
+# Metrics are recorded only inside an instrumented invocation, which flushes them when it ends. The same code
+# also runs uninstrumented (``awsworld dev`` routes webhooks through ``webhook.handle``; tests call it): there a
+# metric would wait, process-wide, in Powertools' shared metric set until some later invocation flushed it under
+# its own name, or pile up for good in a long-running dev server.
+_invocation: ContextVar[bool] = ContextVar("awsworld_instrumented_invocation", default=False)
+
+
 def count(name: str, value: float = 1) -> None:
-    if value:
+    if value and _invocation.get():
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
 
 
 def milliseconds(name: str, value: float) -> None:
-    metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=max(0.0, value))
+    if _invocation.get():
+        metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=max(0.0, value))
 
 
 def record_outcome(outcome: Outcome) -> None:
@@ -127,7 +137,16 @@ Handler = TypeVar("Handler", bound=Callable[..., Any])
 def instrument(handler: Handler) -> Handler:
     """Wrap a Lambda handler: Lambda context in every log line, metrics flushed (with a cold-start count) at
     the end of each invocation, and an X-Ray subsegment when tracing is on. The event is never logged."""
-    wrapped = metrics.log_metrics(handler, capture_cold_start_metric=True)
+
+    @functools.wraps(handler)
+    def invocation(event: Any, context: Any) -> Any:
+        token = _invocation.set(True)
+        try:
+            return handler(event, context)
+        finally:
+            _invocation.reset(token)
+
+    wrapped = metrics.log_metrics(invocation, capture_cold_start_metric=True)
     wrapped = logger.inject_lambda_context(wrapped, log_event=False, clear_state=True)
     if os.environ.get(TRACING_ENV, "").lower() == "true":
         from aws_lambda_powertools import Tracer  # needs aws-xray-sdk: imported only when tracing is asked for
