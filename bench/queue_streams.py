@@ -19,7 +19,7 @@ from typing import Any
 
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
-from awsworld.runtime.step_context import StepContext, StepMetadata
+from awsworld.worker.step_context import StepContext, StepMetadata
 from awsworld.world import Delivery
 
 QUEUE = "__wkf_workflow_bench"

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .runtime.error_shapes import error_summary
-from .runtime.step_runner import INLINE
+from .worker.error_shapes import error_summary
+from .worker.step_runner import INLINE
 from .world.events import Event
 from .world.pages import collect_pages
 

@@ -20,7 +20,7 @@ from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.streams.streams import StreamsAPI, configured_flush_ms
-from awsworld.runtime.step_context import StepContext, StepMetadata, StreamWriter
+from awsworld.worker.step_context import StepContext, StepMetadata, StreamWriter
 from awsworld.world import EntityConflictError
 
 from .conftest import is_memory

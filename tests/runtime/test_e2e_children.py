@@ -27,9 +27,9 @@ from awsworld import (
     step,
     workflow,
 )
-from awsworld.runtime.children import START_CHILD, child_run_id, on_run_end
-from awsworld.runtime.registry import workflow_name
-from awsworld.runtime.replayer import replay_run
+from awsworld.authoring.children import START_CHILD, child_run_id, on_run_end
+from awsworld.authoring.definitions import workflow_name
+from awsworld.client.replay import replay_run
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import RunNotFoundError

@@ -79,12 +79,12 @@ def _start_moto(port: int) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from ..authoring.definitions import REGISTRY
     from ..aws.world import AWSWorld
+    from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
-    from ..runtime.client import Client
-    from ..runtime.registry import REGISTRY
-    from ..runtime.runtime import Runtime
+    from ..worker.dispatch import Runtime
     from . import dev_state
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
@@ -133,7 +133,7 @@ def show_failures() -> None:
     """A failed run, in this terminal as a person reads it: what failed, the messages and the tracebacks, in plain
     text (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names, as JSON)."""
     from ..lambda_ import observability  # noqa: F401  (importing it gives awsworld's loggers its JSON handler)
-    from ..runtime.error_shapes import LOG_ERRORS_ENV, failures
+    from ..worker.error_shapes import LOG_ERRORS_ENV, failures
 
     os.environ.setdefault(LOG_ERRORS_ENV, "full")
     handler = logging.StreamHandler(sys.stdout)
@@ -182,7 +182,7 @@ async def _wake_unfinished(world: Any) -> int:
     """Queue one wake for every run a snapshot left pending or running (the queue is not saved). Steps that
     were running when dev stopped had their leases ended on restore (``dev_state``): each wake's flow takes
     them over at once, as new attempts."""
-    from ..runtime.messages import RESTART_WAKE, FlowMessage, queue_name_for
+    from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
 
     woken = 0
     cursor = None

@@ -50,7 +50,7 @@ def print_json(document: Any) -> None:
 
 def error_text(error: Any) -> str | None:
     """A stored error (a ``StructuredError`` or its dict) as ``Name: message [code]``."""
-    from ..runtime.error_shapes import error_summary
+    from ..worker.error_shapes import error_summary
 
     return error_summary(error)
 
@@ -81,7 +81,7 @@ def check_config() -> None:
 async def remote() -> AsyncIterator[Any]:
     """The deployed stack (or ``awsworld dev``) named by the environment, as a ``Client``."""
     from ..aws import AWSWorld
-    from ..runtime.client import Client
+    from ..client.client import Client
 
     check_config()
     async with AWSWorld() as world:
@@ -98,7 +98,7 @@ def _registry() -> Any:
         return None
     import importlib
 
-    from ..runtime.registry import REGISTRY
+    from ..authoring.definitions import REGISTRY
 
     add_project_to_path()
     for name in names:

@@ -55,7 +55,7 @@ def _report(results: list[Any]) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..runtime.replayer import load_export, replay_events
+    from ..client.replay import load_export, replay_events
 
     _load_modules(args)
     if not args.run_ids and not args.workflow:
@@ -66,7 +66,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_stored(args: argparse.Namespace) -> int:
-    from ..runtime.replayer import load_export, replay_events, replay_run
+    from ..client.replay import load_export, replay_events, replay_run
 
     async with remote() as client:
         run_ids = list(args.run_ids)
@@ -80,7 +80,7 @@ async def _replay_stored(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ..runtime.replayer import export_lines, read_run
+    from ..client.replay import export_lines, read_run
 
     check_config()
 

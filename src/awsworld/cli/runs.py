@@ -229,7 +229,7 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from ..runtime.client import cancel_reason
+    from ..client.client import cancel_reason
     from ..timeline import read_events
     from .run_state import waiting_on
 

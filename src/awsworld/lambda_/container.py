@@ -21,11 +21,11 @@ import re
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ..authoring.definitions import MODULES_ENV
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
-from ..runtime.client import Client
-from ..runtime.registry import MODULES_ENV
-from ..runtime.runtime import Runtime
+from ..client.client import Client
+from ..worker.dispatch import Runtime
 
 log = logging.getLogger("awsworld.lambda")
 

@@ -29,7 +29,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from ..runtime.delivery import (
+from ..worker.delivery import (
     DEAD_LETTERED,
     DEFERRED_HOPS,
     DELIVERY_ERRORS,
@@ -42,14 +42,14 @@ from ..runtime.delivery import (
     STEP_DELIVERIES,
     UNKNOWN_WORKFLOW,
 )
-from ..runtime.runtime import Outcome
+from ..worker.dispatch import Outcome
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awsworld"
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "awsworld"
 TRACING_ENV = "AWSWORLD_TRACING"
 
 # Metric names: the dashboard (infra/monitoring.yaml) and the tests use these exact strings. The delivery path
-# (``awsworld.runtime.delivery``) names what it counts; the rest are counted here from its outcomes.
+# (``awsworld.worker.delivery``) names what it counts; the rest are counted here from its outcomes.
 RUNS_COMPLETED = "RunsCompleted"
 RUNS_FAILED = "RunsFailed"
 STEPS_INLINE = "StepsInline"

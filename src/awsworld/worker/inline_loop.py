@@ -28,16 +28,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..world.clock import clock_of
-from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
-from ..world.events import BatchEventOutcome, Event
-from ..world.ids import slot_to_event_id
-from ..world.watch import quiet_due
-from . import divergence as dv
-from . import serde
-from .children import on_run_end
-from .error_shapes import log_failure, structured_error
-from .errors import (
+from ..authoring.children import on_run_end
+from ..authoring.definitions import Registry
+from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     EVENT_LIMIT_EXCEEDED,
     SERIALIZATION_ERROR,
@@ -47,11 +40,18 @@ from .errors import (
     ValueTooLargeError,
     step_cancelled_error,
 )
-from .execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
-from .messages import FlowMessage, queue_name_for
-from .ops import HookOp, StepOp, WaitOp
+from ..client.messages import FlowMessage, queue_name_for
+from ..engine import divergence as dv
+from ..engine import serde
+from ..engine.execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
+from ..engine.ops import HookOp, StepOp, WaitOp
+from ..world.clock import clock_of
+from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
+from ..world.events import BatchEventOutcome, Event
+from ..world.ids import slot_to_event_id
+from ..world.watch import quiet_due
+from .error_shapes import log_failure, structured_error
 from .recovery import dispatch_key, rest, taken_over, wake_at_lease_end
-from .registry import Registry
 from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, step_lease
 
 MAX_DIVERGENT_RECOVERIES = 3

@@ -38,15 +38,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..authoring.definitions import WorkflowNotRegisteredError
+from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
+from ..client.messages import WATCHDOG_WAKE, FlowMessage
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
 from ..world.queue import Delivery
-from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from .messages import WATCHDOG_WAKE, FlowMessage
-from .registry import WorkflowNotRegisteredError
-from .runtime import Outcome, Runtime
+from .dispatch import Outcome, Runtime
 from .tick import is_tick, run_tick
 
 log = logging.getLogger("awsworld.delivery")

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .poll import PollSpec
-from .registry import StepDef
+from ..authoring.definitions import StepDef
+from ..authoring.poll import PollSpec
 
 
 @dataclass

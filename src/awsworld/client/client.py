@@ -13,6 +13,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
+from ..authoring.definitions import Registry, WorkflowDef, workflow_definition, workflow_name
+from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
+from ..engine import serde
+from ..engine.child_calls import START_CHILD, child_run_id
+from ..engine.divergence import call_order
+from ..engine.hook_timeouts import failure_payload
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -20,13 +26,7 @@ from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
-from . import serde
-from .child_ids import START_CHILD, child_run_id
-from .divergence import call_order
-from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
-from .hook_timeouts import failure_payload
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
-from .registry import Registry, WorkflowDef, workflow_definition, workflow_name
 
 P = ParamSpec("P")
 R = TypeVar("R")

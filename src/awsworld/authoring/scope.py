@@ -6,8 +6,8 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .execution import WorkflowExecution
-    from .step_context import StepContext
+    from ..engine.execution import WorkflowExecution
+    from ..worker.step_context import StepContext
 
 current_execution: ContextVar[WorkflowExecution | None] = ContextVar("awsworld_execution", default=None)
 current_step: ContextVar[StepContext | None] = ContextVar("awsworld_step", default=None)

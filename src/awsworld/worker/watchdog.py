@@ -24,9 +24,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..client.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.clock import clock_of
 from ..world.watch import DueRun, watch_of
-from .messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 
 log = logging.getLogger("awsworld.watchdog")
 

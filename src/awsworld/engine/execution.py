@@ -34,17 +34,17 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..authoring.definitions import Registry, StepDef, WorkflowDef
+from ..authoring.durations import When, resolve
+from ..authoring.errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
+from ..authoring.poll import PollSpec
+from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from . import determinism, serde
 from . import divergence as dv
-from .context import current_execution
-from .durations import When, resolve
-from .errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, WaitOp
-from .poll import PollSpec
-from .registry import Registry, StepDef, WorkflowDef
 from .replay_loop import ReplayLoop
 
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})

@@ -38,6 +38,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..authoring.definitions import Registry, StepDef
+from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
+from ..authoring.poll import POLL_NOT_READY, PollSpec
+from ..authoring.scope import current_step
+from ..engine import serde
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_STEP_STATUSES, Step
 from ..world.errors import (
@@ -50,12 +55,7 @@ from ..world.errors import (
 )
 from ..world.events import Event, EventResult
 from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
-from . import serde
-from .context import current_step
 from .error_shapes import structured_error
-from .errors import FatalError, StepTimeoutError, ValueTooLargeError
-from .poll import POLL_NOT_READY, PollSpec
-from .registry import Registry, StepDef
 from .step_context import StepContext, StepMetadata
 
 CANCEL_GRACE_SECONDS = 1.0

@@ -67,6 +67,10 @@ from collections.abc import Callable, Coroutine, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
+from ..client.client import Client, _wake
+from ..engine import serde
+from ..engine.child_calls import START_CHILD, child_run_id
+from ..engine.ops import HookOp
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import (
     EntityConflictError,
@@ -76,14 +80,10 @@ from ..world.errors import (
     RunNotFoundError,
 )
 from ..world.events import Event
-from . import serde
-from .child_ids import START_CHILD, child_run_id
-from .client import Client, _wake
-from .context import current_step, require_execution
+from .definitions import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
 from .errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
-from .ops import HookOp
-from .registry import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
 from .retry import RetryPolicy
+from .scope import current_step, require_execution
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from .context import current_execution
 from .durations import Duration, parse_duration, seconds
 from .retry import RetryPolicy, shorthand
+from .scope import current_execution
 
 P = ParamSpec("P")
 R = TypeVar("R")

@@ -27,12 +27,12 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
+from ..engine.execution import WorkflowExecution
+from ..engine.ops import StepOp
 from ..world.events import Event
 from ..world.leases import lease_expired
 from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
-from .execution import WorkflowExecution
-from .messages import RESTART_WAKE, FlowMessage, queue_name_for
-from .ops import StepOp
 
 log = logging.getLogger("awsworld.flow")
 

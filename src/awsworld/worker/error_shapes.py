@@ -25,7 +25,7 @@ import os
 import traceback
 from typing import Any
 
-from .errors import StepError, cap_message
+from ..authoring.errors import StepError, cap_message
 
 LOG_ERRORS_ENV = "AWSWORLD_LOG_ERRORS"
 """``full``: a failed run's log line carries its error messages and tracebacks (``awsworld dev`` sets it); else

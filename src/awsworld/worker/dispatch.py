@@ -13,9 +13,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .flow import Flow, FlowSettings, FlowStats
-from .messages import FlowMessage, queue_name_for
-from .registry import REGISTRY, Registry
+from ..authoring.definitions import REGISTRY, Registry
+from ..client.messages import FlowMessage, queue_name_for
+from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_runner import run_step
 
 DEFAULT_MARGIN_SECONDS = 10.0
