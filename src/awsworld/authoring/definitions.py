@@ -10,12 +10,12 @@ import functools
 import inspect
 import logging
 import math
-import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from ..settings import SETTINGS, Settings
 from .durations import Duration, parse_duration, seconds
 from .retry import RetryPolicy, shorthand
 from .scope import current_execution
@@ -27,7 +27,7 @@ log = logging.getLogger("awsworld.registry")
 _warned_main = False
 
 DEFAULT_MAX_RETRIES = 3
-MODULES_ENV = "AWSWORLD_MODULES"
+MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
 
@@ -103,7 +103,7 @@ class WorkflowNotRegisteredError(LookupError):
     def __init__(self, name: str, modules: list[str]) -> None:
         self.name = name
         self.modules = modules
-        self.env_modules = os.environ.get(MODULES_ENV)
+        self.env_modules = SETTINGS.modules
         super().__init__(f"no workflow named {name!r} is registered in this process (loaded: {self.loaded()}; "
                          f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE)")
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from ..settings import Settings
 from . import ui
 from .errors import usage
 from .output import add_project_to_path
@@ -202,10 +203,9 @@ async def _wake_unfinished(world: Any) -> int:
 def environment(config: Any, webhook_url: str) -> dict[str, str]:
     """What a shell needs to point awsworld (the CLI or ``AWSWorld()``) at this environment."""
     from ..local import DUMMY_CREDENTIALS, REGION
-
-    env = {"AWS_ENDPOINT_URL": config.endpoint_url, "AWSWORLD_TABLE": config.table_name,
-           "AWSWORLD_BUCKET": config.bucket_name, "AWSWORLD_QUEUE_URL": config.queue_url or "",
-           "AWSWORLD_WEBHOOK_URL": webhook_url,
+    env = {"AWS_ENDPOINT_URL": config.endpoint_url, Settings.table.env: config.table_name,
+           Settings.bucket.env: config.bucket_name, Settings.queue_url.env: config.queue_url or "",
+           Settings.webhook_url.env: webhook_url,
            "AWS_ACCESS_KEY_ID": str(DUMMY_CREDENTIALS["aws_access_key_id"]),
            "AWS_SECRET_ACCESS_KEY": str(DUMMY_CREDENTIALS["aws_secret_access_key"]), "AWS_REGION": REGION}
     if config.dynamodb_endpoint_url and config.dynamodb_endpoint_url != config.endpoint_url:
@@ -232,7 +232,7 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
     if state is not None:
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken")
     env = environment(config, webhook_url)
-    env["AWSWORLD_MODULES"] = ",".join(args.modules)
+    env[Settings.modules.env] = ",".join(args.modules)
     print()
     print(EXPORT_WARNING, end="")
     for key, value in env.items():

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,11 @@ def register(sub: Any) -> None:
 
 
 def _load_modules(args: Any) -> None:
-    from ..lambda_.container import MODULES_ENV, module_names
+    from ..lambda_.container import module_names
+    from ..settings import SETTINGS
 
     add_project_to_path()
-    for name in [*args.module, *module_names(os.environ.get(MODULES_ENV))]:
+    for name in [*args.module, *module_names(SETTINGS.modules)]:
         try:
             importlib.import_module(name)
         except ImportError as error:

@@ -11,17 +11,17 @@ import argparse
 import asyncio
 import base64
 import inspect
-import os
 import sys
 from typing import Any
 
+from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.hook_ends import hook_state
 from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, remote, shorten, when
 
-WEBHOOK_URL_ENV = "AWSWORLD_WEBHOOK_URL"
+WEBHOOK_URL_ENV = Settings.webhook_url.env
 
 START_HELP = """\
 ARGS is the workflow's positional arguments as a JSON array: '["A-17", ["kettle"], 42.5]'. Any other JSON value
@@ -322,7 +322,7 @@ def _hooks(args: argparse.Namespace) -> int:
         async with remote() as client:
             view = await client.world.runs.get(args.run_id, resolve_data="none")
             events = await read_events(client.world, args.run_id, values=False)
-            base = os.environ.get(WEBHOOK_URL_ENV, "").rstrip("/")
+            base = (SETTINGS.webhook_url or "").rstrip("/")
             hooks: dict[str, dict[str, Any]] = {}
             for event in events:
                 data = event.event_data or {}

@@ -8,13 +8,13 @@ redelivered after some seconds. An exception means "retry this delivery".
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..authoring.definitions import REGISTRY, Registry
 from ..client.messages import FlowMessage, queue_name_for
+from ..settings import SETTINGS
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_runner import run_step
 
@@ -37,9 +37,9 @@ class Outcome:
 def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGIN_SECONDS) -> float:
     """When to stop looping: ``AWSWORLD_FLOW_BUDGET_MS`` if set, else the invocation's remaining time less a
     margin (enough to write a continuation), else 110 s."""
-    configured = os.environ.get("AWSWORLD_FLOW_BUDGET_MS")
-    if configured:
-        seconds = int(configured) / 1000
+    configured = SETTINGS.flow_budget_ms
+    if configured is not None:
+        seconds = configured / 1000
     elif remaining_ms is not None:
         seconds = max(1.0, remaining_ms / 1000 - margin)
     else:
@@ -51,7 +51,7 @@ class Runtime:
     def __init__(self, world: Any, registry: Registry | None = None, *, max_events: int | None = None) -> None:
         self.world = world
         self.registry = registry or REGISTRY
-        limit = max_events or int(os.environ.get("AWSWORLD_MAX_EVENTS_PER_RUN", "10000"))
+        limit = max_events or SETTINGS.max_events_per_run
         self.settings = FlowSettings(max_events=limit)
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:

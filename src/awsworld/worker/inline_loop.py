@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -45,6 +44,7 @@ from ..engine import divergence as dv
 from ..engine import serde
 from ..engine.execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from ..engine.ops import HookOp, StepOp, WaitOp
+from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome, Event
@@ -55,9 +55,6 @@ from .recovery import dispatch_key, rest, taken_over, wake_at_lease_end
 from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, step_lease
 
 MAX_DIVERGENT_RECOVERIES = 3
-DIVERGENCE_POLICY_ENV = "AWSWORLD_ON_DIVERGENCE"  # "fail" (the spec's default) or "park"
-PARK_SECONDS_ENV = "AWSWORLD_PARK_SECONDS"
-DEFAULT_PARK_SECONDS = 3600.0
 
 log = logging.getLogger("awsworld.flow")
 BATCH = 39  # declarations per create_batch: with a born-running pair that is the World's cap of 40 events
@@ -636,14 +633,14 @@ class Flow:
         ``AWSWORLD_PARK_SECONDS`` (an hour) so a code rollback picks it up. The log line names the position and
         the kind of change only: the calls may quote user payloads."""
         count = self.message.divergence
-        park = divergence_policy() == "park"
+        park = SETTINGS.on_divergence == "park"
         log.warning("replay of run %s diverged from its log at %s (event %s, %s changed); recovery %d",
                     self.run_id, divergence.position, divergence.slot, divergence.change, count + 1)
         if count >= MAX_DIVERGENT_RECOVERIES and not park:
             message = await self._divergence_message(divergence)
             return await self._fail({"message": message, "name": "ReplayDivergenceError"}, CORRUPTED_EVENT_LOG)
         follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1)
-        delay = park_seconds() if park and count >= MAX_DIVERGENT_RECOVERIES else None
+        delay = SETTINGS.park_seconds if park and count >= MAX_DIVERGENT_RECOVERIES else None
         await self.world.queue(queue_name_for(self.message.workflow_name), follow_up.to_payload(),
                                idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}", delay_seconds=delay)
         if delay is not None and self.execution is not None:  # parked: its next delivery is due in an hour
@@ -705,15 +702,6 @@ class Flow:
         await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),
                                idempotency_key=f"{self.run_id}:{key}", delay_seconds=math.ceil(delay))
         self.queued.add(key)
-
-
-def divergence_policy() -> str:
-    policy = (os.environ.get(DIVERGENCE_POLICY_ENV) or "fail").strip().lower()
-    return "park" if policy == "park" else "fail"
-
-
-def park_seconds() -> float:
-    return max(1.0, float(os.environ.get(PARK_SECONDS_ENV) or DEFAULT_PARK_SECONDS))
 
 
 def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import POLL_NOT_READY, PollSpec
 from ..authoring.scope import current_step
 from ..engine import serde
+from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_STEP_STATUSES, Step
 from ..world.errors import (
@@ -60,8 +60,8 @@ from .step_context import StepContext, StepMetadata
 
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
-CHECK_SECONDS_ENV = "AWSWORLD_STEP_CHECK_SECONDS"
-DEFAULT_CHECK_SECONDS = 5.0
+CHECK_SECONDS_ENV = Settings.step_check_seconds.env
+DEFAULT_CHECK_SECONDS = Settings.step_check_seconds.default
 """A running attempt asks whether its step ended under it at most this often (a queued one: one metadata-only
 ``steps.get``), so a step the workflow cancelled stops within about this long, and a shorter step never asks."""
 
@@ -230,7 +230,7 @@ class _StepEnded(Exception):
 
 def check_seconds() -> float:
     """How often a running attempt asks whether its step has ended under it (``AWSWORLD_STEP_CHECK_SECONDS``)."""
-    return max(0.01, float(os.environ.get(CHECK_SECONDS_ENV) or DEFAULT_CHECK_SECONDS))
+    return SETTINGS.step_check_seconds
 
 
 def status_watch(world: Any, run_id: str, step_id: str) -> Watch:
