@@ -12,10 +12,10 @@ from typing import Any
 from ..engine import hook_timeouts
 from ..engine.determinism import time_ns, uuid4
 from ..engine.ops import HookOp
-from ..worker.step_context import StepMetadata, StreamWriter
 from ..world.clock import clock_of
 from .durations import When
 from .scope import current_execution, current_step, require_execution
+from .step_context import StepMetadata, StreamWriter
 
 
 async def sleep(duration: When) -> None:

@@ -90,9 +90,6 @@ class Registry:
         try:
             return self.steps[name]
         except KeyError:
-            builtin = BUILTIN_STEPS.get(name)
-            if builtin is not None:
-                return builtin
             raise LookupError(f"no step named {name!r} is registered in this process") from None
 
 
@@ -129,9 +126,6 @@ def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
 
 
 REGISTRY = Registry()
-BUILTIN_STEPS: dict[str, StepDef] = {}
-"""Steps the runtime itself declares (``awsworld.start_child``, see ``children``): every registry answers them,
-so a delivery finds them whatever registry its runtime was given."""
 
 
 def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
@@ -202,11 +196,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            if current_execution.get() is None:
+            execution = current_execution.get()
+            if execution is None:
                 return await f(*args, **kwargs)
-            from .children import call_child  # (children imports this module)
-
-            result: R = await call_child(definition, args, kwargs)
+            result: R = await execution.call_workflow(definition, args, kwargs)
             return result
 
         _mark(f, "__awsworld_workflow__", definition)

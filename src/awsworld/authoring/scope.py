@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..engine.execution import WorkflowExecution
-    from ..worker.step_context import StepContext
+    from .step_context import StepContext
 
 current_execution: ContextVar[WorkflowExecution | None] = ContextVar("awsworld_execution", default=None)
 current_step: ContextVar[StepContext | None] = ContextVar("awsworld_step", default=None)

@@ -11,16 +11,23 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from ..authoring.definitions import StepDef
 from ..authoring.poll import PollSpec
+
+
+class StepRef(Protocol):
+    """What the engine needs of a step's definition: its name (recorded, compared on replay). A ``StepDef`` is
+    one; so is a built-in step the worker runs (``child_calls.BuiltinStep``)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass
 class StepOp:
     id: str
-    definition: StepDef
+    definition: StepRef
     input: Any  # serialized {"args": [...], "kwargs": {...}}
     future: asyncio.Future[Any]
     created: bool = False

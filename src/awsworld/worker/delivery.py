@@ -46,6 +46,7 @@ from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
 from ..world.queue import Delivery
+from .child_runs import resolve_step
 from .dispatch import Outcome, Runtime
 from .tick import is_tick, run_tick
 
@@ -261,7 +262,7 @@ class DeliveryPath:
         try:
             registry.workflow(message.workflow_name)
             if message.step_id and message.step_name:
-                registry.step(message.step_name)
+                resolve_step(registry, message.step_name)
         except LookupError as missing:
             return missing
         return None

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ..authoring.children import on_run_end
 from ..authoring.definitions import Registry
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
@@ -50,6 +49,7 @@ from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTo
 from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
 from ..world.watch import quiet_due
+from .child_runs import on_run_end, resolve_step
 from .error_shapes import log_failure, structured_error
 from .recovery import dispatch_key, rest, taken_over, wake_at_lease_end
 from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, step_lease
@@ -284,8 +284,9 @@ class Flow:
         for op in chunk:
             requests.append(_declaration(op))
             if born is not None and op is born:
+                lease = step_lease(resolve_step(self.registry, born.definition.name), self.deadline)
                 requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
-                    self.message_id, inline=True, lease=step_lease(born.definition, self.deadline))})
+                    self.message_id, inline=True, lease=lease)})
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],

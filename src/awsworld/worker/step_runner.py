@@ -41,6 +41,7 @@ from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import POLL_NOT_READY, PollSpec
 from ..authoring.scope import current_step
+from ..authoring.step_context import StepContext, StepMetadata
 from ..engine import serde
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
@@ -55,8 +56,8 @@ from ..world.errors import (
 )
 from ..world.events import Event, EventResult
 from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
+from .child_runs import resolve_step
 from .error_shapes import structured_error
-from .step_context import StepContext, StepMetadata
 
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
@@ -167,7 +168,7 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
     flow runs it in its replay loop (recorded on step_started, see ``start_data``)."""
-    definition = registry.step(step_name)
+    definition = resolve_step(registry, step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
         start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
