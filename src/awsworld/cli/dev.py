@@ -24,10 +24,14 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..settings import Settings
+from ..world.protocol import World
+
+if TYPE_CHECKING:
+    from ..aws.world import AWSWorld
 from . import ui
 from .errors import usage
 from .output import add_project_to_path
@@ -157,7 +161,7 @@ async def _serve_ui(server: Any, url: str) -> None:
         print(f"ui: could not serve on {url} (is the port taken? --ui-port N)", file=sys.stderr, flush=True)
 
 
-async def _run_until_stopped(world: Any, state: Any) -> None:
+async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
     """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds and once more on the way out."""
     from . import dev_state
 
@@ -179,7 +183,7 @@ async def _run_until_stopped(world: Any, state: Any) -> None:
         print("stopped", flush=True)
 
 
-async def _wake_unfinished(world: Any) -> int:
+async def _wake_unfinished(world: World) -> int:
     """Queue one wake for every run a snapshot left pending or running (the queue is not saved). Steps that
     were running when dev stopped had their leases ended on restore (``dev_state``): each wake's flow takes
     them over at once, as new attempts."""
@@ -247,7 +251,7 @@ class WebhookServer:
     goes through the deployed handler's own parsing and resume logic (``lambda_.webhook``), on the loop that
     owns the World; answers are the deployed route's (202, 404, 410, ...)."""
 
-    def __init__(self, world: Any, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
+    def __init__(self, world: World, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
         from ..lambda_ import observability
         from ..lambda_ import webhook as route
 
@@ -311,7 +315,7 @@ class WebhookServer:
 class _Container:
     """What the webhook route reads from its Lambda container: the World and a Client on it."""
 
-    def __init__(self, world: Any, client: Any) -> None:
+    def __init__(self, world: World, client: Any) -> None:
         self.world = world
         self.client = client
 

@@ -17,6 +17,7 @@ from typing import Any
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.hook_ends import hook_state
+from ..world.protocol import World
 from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, remote, shorten, when
@@ -383,7 +384,7 @@ def _streams(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _print_chunks(world: Any, args: argparse.Namespace) -> None:
+async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
     ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
     come, until the stream is closed."""

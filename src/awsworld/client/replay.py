@@ -31,6 +31,7 @@ from ..engine import divergence as dv
 from ..engine import serde
 from ..engine.execution import LogGapError, WorkflowExecution
 from ..world.events import Event
+from ..world.protocol import World
 
 
 @dataclass
@@ -122,7 +123,7 @@ def _value(structure: Any) -> str:
         return json.dumps(structure, default=str)[:200]
 
 
-async def read_run(world: Any, run_id: str) -> list[Event]:
+async def read_run(world: World, run_id: str) -> list[Event]:
     """A run's whole log, with every payload (step inputs included)."""
     events: list[Event] = []
     cursor: str | None = None
@@ -134,7 +135,7 @@ async def read_run(world: Any, run_id: str) -> list[Event]:
             return events
 
 
-async def replay_run(world: Any, run_id: str, *, registry: Registry | None = None) -> ReplayResult:
+async def replay_run(world: World, run_id: str, *, registry: Registry | None = None) -> ReplayResult:
     """Read a stored run from ``world`` and replay it against the current code. Writes nothing."""
     return replay_events(await read_run(world, run_id), registry=registry)
 

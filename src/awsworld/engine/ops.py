@@ -72,8 +72,8 @@ class HookOp:
     disposed: bool = False
     dispose_requested: bool = False
     conflict: BaseException | None = None
-    payloads: collections.deque[Any] = field(default_factory=collections.deque)
-    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+    payloads: collections.deque[Any] = field(default_factory=collections.deque[Any])
+    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque[asyncio.Future[Any]])
     closed: Callable[[], BaseException] | None = None  # timed out or failed: what every later await raises
     timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
     kind: str = "hook"

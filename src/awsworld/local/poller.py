@@ -16,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..worker.tick import run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
+
+if TYPE_CHECKING:
+    from ..aws.world import AWSWorld
 
 log = logging.getLogger("awsworld.local")
 
@@ -29,7 +32,7 @@ __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
 
 class LocalPoller:
-    def __init__(self, world: Any, runtime: Runtime, *, prefix: str = DEFAULT_QUEUE_PREFIX,
+    def __init__(self, world: AWSWorld, runtime: Runtime, *, prefix: str = DEFAULT_QUEUE_PREFIX,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
                  tick_seconds: float | None = None) -> None:
         self.world = world

@@ -15,6 +15,7 @@ from typing import Any
 from ..authoring.definitions import REGISTRY, Registry
 from ..client.messages import FlowMessage, queue_name_for
 from ..settings import SETTINGS
+from ..world.protocol import World
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_runner import run_step
 
@@ -48,7 +49,7 @@ def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGI
 
 
 class Runtime:
-    def __init__(self, world: Any, registry: Registry | None = None, *, max_events: int | None = None) -> None:
+    def __init__(self, world: World, registry: Registry | None = None, *, max_events: int | None = None) -> None:
         self.world = world
         self.registry = registry or REGISTRY
         limit = max_events or SETTINGS.max_events_per_run
@@ -88,7 +89,7 @@ class Runtime:
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 
 
-async def retry_step_message(world: Any, message: FlowMessage, delay: float) -> None:
+async def retry_step_message(world: World, message: FlowMessage, delay: float) -> None:
     """Queue a step's next attempt, without a dedup key. A duplicate (this send repeated after a crash, or a
     flow's keyed dispatch of the same due attempt) is harmless: step_started from a second delivery while the
     step runs under the first one's message id is refused (``running-elsewhere``: acknowledged as a duplicate),

@@ -48,6 +48,7 @@ from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
+from ..world.protocol import World
 from ..world.watch import quiet_due
 from .child_runs import on_run_end, resolve_step
 from .error_shapes import log_failure, structured_error
@@ -90,7 +91,7 @@ class FlowSettings:
 
 @dataclass
 class Flow:
-    world: Any
+    world: World
     registry: Registry
     message: FlowMessage
     deadline: float  # time.monotonic() by which to hand over to a continuation

@@ -56,6 +56,7 @@ from ..world.errors import (
 )
 from ..world.events import Event, EventResult
 from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
+from ..world.protocol import World
 from .child_runs import resolve_step
 from .error_shapes import structured_error
 
@@ -141,7 +142,7 @@ class StepEnd:
 _STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "failed", "step_retrying": "retry"}
 
 
-async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+async def run_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None,
                    poll: PollSpec | None = None, deadline: float | None = None) -> StepOutcome:
@@ -158,7 +159,7 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
     return await record_end(world, run_id, attempt)
 
 
-async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+async def attempt_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
@@ -234,7 +235,7 @@ def check_seconds() -> float:
     return SETTINGS.step_check_seconds
 
 
-def status_watch(world: Any, run_id: str, step_id: str) -> Watch:
+def status_watch(world: World, run_id: str, step_id: str) -> Watch:
     """A queued attempt's check: has its step ended (a flow recorded its cancellation)? One metadata-only read."""
 
     async def ended() -> bool:
@@ -304,7 +305,7 @@ def _accepts(poll: PollSpec, result: Any, step_name: str) -> bool:
         raise FatalError(f"the predicate of poll_until({step_name}) raised {type(error).__name__}: {error}") from error
 
 
-def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exception, events: list[Event],
+def _failed_attempt(world: World, definition: StepDef, step: Step, error: Exception, events: list[Event],
                     poll: PollSpec | None) -> StepEnd:
     """The end of an attempt whose body raised: ``step_retrying`` at the policy's next time, or ``step_failed``
     when the error does not retry or the attempts are spent (a poll: when its deadline has passed)."""
@@ -328,7 +329,7 @@ def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exceptio
                      step.attempt, events)
 
 
-def _rejected_poll(world: Any, poll: PollSpec, step_id: str, attempt: int, events: list[Event]) -> StepEnd:
+def _rejected_poll(world: World, poll: PollSpec, step_id: str, attempt: int, events: list[Event]) -> StepEnd:
     now = clock_of(world).now()
     at = poll.next_poll(attempt, now)
     if at is None:
@@ -348,7 +349,7 @@ def _retrying(step_id: str, error: dict[str, Any], at: datetime, now: datetime, 
                    retry_after=max(0.0, (at - now).total_seconds()))
 
 
-async def record_end(world: Any, run_id: str, end: StepEnd) -> StepOutcome:
+async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
     """Write a step's outcome on its own, out of band and patient (a lost result would run the body again): the
     one place an outcome is recorded when it does not ride in the flow's next write. A 409 means someone
     recorded the step's end first; a result or error too large for the log fails the step for good."""
