@@ -14,6 +14,7 @@ import asyncio
 import logging
 import secrets
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..authoring.definitions import REGISTRY, Registry, StepDef
@@ -22,7 +23,8 @@ from ..authoring.retry import RetryPolicy
 from ..authoring.scope import current_step
 from ..client.client import Client, _wake
 from ..engine import serde
-from ..engine.child_calls import LINK_KEY, START_CHILD, child_run_id, child_token
+from ..engine.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
+from ..engine.execution import WorkflowExecution
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import (
     EntityConflictError,
@@ -32,6 +34,7 @@ from ..world.errors import (
     RunNotFoundError,
 )
 from ..world.events import Event
+from ..world.pages import collect_pages
 from ..world.protocol import World
 
 log = logging.getLogger("awsworld.children")
@@ -182,6 +185,44 @@ async def cancel_run(world: World, run_id: str, workflow: str, reason: str) -> N
     await _wake(world, run_id, workflow, "cancel")
 
 
+def waiting_children(execution: WorkflowExecution) -> dict[str, datetime]:
+    """The child runs this run still waits on (a call's hook created, its outcome not received yet), each with
+    when its call was declared (the ``hook_created``'s time)."""
+    declared = {e.correlation_id: e.created_at for e in execution.log if e.event_type == "hook_created"}
+    return {hook.token.removeprefix(TOKEN_PREFIX): declared[hook.id] for hook in execution.live_hooks()
+            if hook.token.startswith(TOKEN_PREFIX) and not hook.dispose_requested and not hook.payloads
+            and hook.id in declared}
+
+
+def child_check_times(execution: WorkflowExecution, now: datetime) -> list[datetime]:
+    """Timers for a run at rest that waits on children: when to look at each child's status, in case its report
+    was lost together with the child's last message (a finished child leaves the watch index, so nothing else
+    would ever wake this run). As long again as the call has waited so far: a child of minutes is looked at
+    after minutes, one of a week about a dozen times in all (the due adds the watch horizon on top)."""
+    return [now + max(now - at, timedelta(0)) for at in waiting_children(execution).values()]
+
+
+async def report_ended_children(world: World, execution: WorkflowExecution) -> int:
+    """On a wake: for every child this run still waits on that has ended, do its end's work again (report to
+    this run, idempotent by the resume id; cancel its own children if it was cancelled): a report lost with
+    the child's last message is made here. Reads one run head per waiting child, and the log of an ended one
+    (rare: only when a report was lost). Returns how many ended children were found."""
+    found = 0
+    for child_id in waiting_children(execution):
+        try:
+            run = await world.runs.get(child_id, resolve_data="none")
+        except (RunNotFoundError, RunGoneError):
+            continue  # not created yet (its start step is still to run) or gone
+        if run.status not in TERMINAL_RUN_STATUSES:
+            continue
+        found += 1
+        events = await collect_pages(lambda cursor, child_id=child_id: world.events.list(child_id, cursor=cursor))
+        log.info("run %s: child run %s ended (%s) and its report had not arrived: reporting it again",
+                 execution.run_id, child_id, run.status)
+        await on_run_end(world, child_id, events)
+    return found
+
+
 BUILTIN_STEPS: Mapping[str, StepDef] = {START_CHILD: START_CHILD_STEP}
 """Steps the runtime itself declares: every registry answers them, whatever registry a runtime was given."""
 
@@ -193,4 +234,5 @@ def resolve_step(registry: Registry, name: str) -> StepDef:
     return builtin if builtin is not None else registry.step(name)
 
 
-__all__ = ["BUILTIN_STEPS", "cancel_children", "cancel_run", "on_run_end", "report_to_parent", "resolve_step"]
+__all__ = ["BUILTIN_STEPS", "cancel_children", "cancel_run", "child_check_times", "on_run_end", "report_ended_children",
+           "report_to_parent", "resolve_step", "waiting_children"]

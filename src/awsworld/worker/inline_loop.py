@@ -50,7 +50,7 @@ from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
 from ..world.protocol import World
 from ..world.watch import quiet_due
-from .child_runs import on_run_end, resolve_step
+from .child_runs import on_run_end, report_ended_children, resolve_step
 from .error_shapes import log_failure, structured_error
 from .recovery import dispatch_key, rest, taken_over, wake_at_lease_end
 from .step_runner import StepEnd, StepOutcome, attempt_step, record_end, start_data, step_lease
@@ -492,6 +492,7 @@ class Flow:
         now = clock_of(self.world).now()
         if self.message.wake:
             await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.queued)
+            await report_ended_children(self.world, execution)
         await rest(self.world, self.message, execution, now)
 
     async def _watch_inline(self, step: StepOp) -> bool:
