@@ -188,10 +188,12 @@ async def cancel_run(world: World, run_id: str, workflow: str, reason: str) -> N
 def waiting_children(execution: WorkflowExecution) -> dict[str, datetime]:
     """The child runs this run still waits on (a call's hook created, its outcome not received yet), each with
     when its call was declared (the ``hook_created``'s time)."""
+    calls = [hook for hook in execution.live_hooks()
+             if hook.token.startswith(TOKEN_PREFIX) and not hook.dispose_requested and not hook.payloads]
+    if not calls:
+        return {}  # (the common case: no log walk)
     declared = {e.correlation_id: e.created_at for e in execution.log if e.event_type == "hook_created"}
-    return {hook.token.removeprefix(TOKEN_PREFIX): declared[hook.id] for hook in execution.live_hooks()
-            if hook.token.startswith(TOKEN_PREFIX) and not hook.dispose_requested and not hook.payloads
-            and hook.id in declared}
+    return {hook.token.removeprefix(TOKEN_PREFIX): declared[hook.id] for hook in calls if hook.id in declared}
 
 
 def child_check_times(execution: WorkflowExecution, now: datetime) -> list[datetime]:
