@@ -52,7 +52,7 @@ import boto3
 from awsworld import Client, Run, create_hook, get_writable, sleep, step, workflow
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
-from awsworld.runtime.tick import TICK_BODY
+from awsworld.worker.tick import TICK_BODY
 from awsworld.world.errors import HookNotFoundError
 
 # -- prices (us-east-1, on-demand, list) ---------------------------------------------------------------------

@@ -17,9 +17,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from awsworld.authoring.step_context import StepContext, StepMetadata
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
-from awsworld.runtime.step_context import StepContext, StepMetadata
 from awsworld.world import Delivery
 
 QUEUE = "__wkf_workflow_bench"

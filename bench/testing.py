@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from awsworld import sleep, step, step_metadata, workflow
-from awsworld.runtime import determinism
+from awsworld.engine import determinism
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import Step
 from awsworld.world.events import Event

@@ -5,7 +5,8 @@ Write ``async def`` workflows and steps; start them with a ``Client``. Everythin
 ``awsworld.testing`` (the in-memory test environment and its pytest plugin), ``awsworld.ui`` (the run viewer).
 """
 
-from .runtime.api import (
+from .authoring.batch import BatchError, BatchItem, BatchResult, batch_map, first_successful, map
+from .authoring.calls import (
     Hook,
     create_hook,
     create_webhook,
@@ -18,11 +19,9 @@ from .runtime.api import (
     time_ns,
     uuid4,
 )
-from .runtime.batch import BatchError, BatchItem, BatchResult, batch_map, first_successful, map
-from .runtime.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
-from .runtime.client import Client, Run
-from .runtime.determinism import install as _install_determinism
-from .runtime.errors import (
+from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
+from .authoring.definitions import step, workflow
+from .authoring.errors import (
     DeterminismError,
     FatalError,
     HookConflictError,
@@ -38,9 +37,10 @@ from .runtime.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
-from .runtime.poll import poll_until
-from .runtime.registry import step, workflow
-from .runtime.retry import RetryPolicy
+from .authoring.poll import poll_until
+from .authoring.retry import RetryPolicy
+from .client.client import Client, Run
+from .engine.determinism import install as _install_determinism
 
 _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
 

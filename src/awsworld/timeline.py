@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .runtime.error_shapes import error_summary
-from .runtime.step_runner import INLINE
+from .worker.error_shapes import error_summary
+from .worker.step_runner import INLINE
 from .world.events import Event
 from .world.pages import collect_pages
+from .world.protocol import World
 
 # Where each event type keeps the value worth showing, and what to call it.
 VALUES: dict[str, tuple[str, str]] = {
@@ -156,12 +157,12 @@ def _value_text(row: Row, width: int, full: bool) -> str:
     return text
 
 
-async def read_events(world: Any, run_id: str, *, values: bool = True) -> list[Event]:
+async def read_events(world: World, run_id: str, *, values: bool = True) -> list[Event]:
     return await collect_pages(lambda cursor: world.events.list(run_id, cursor=cursor,
                                                                 resolve_data="all" if values else "none"))
 
 
-async def print_timeline(world: Any, run_id: str, *, values: bool = True, full: bool = False) -> None:
+async def print_timeline(world: World, run_id: str, *, values: bool = True, full: bool = False) -> None:
     """Print the run's timeline; with ``values``, each event's input, result, payload or error too (one line
     each, cut to the terminal's width unless ``full``; with ``full``, an error's traceback under it)."""
     rows = timeline_rows(await read_events(world, run_id, values=values))

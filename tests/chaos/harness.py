@@ -44,11 +44,11 @@ from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
+from awsworld.client.client import Client, Run
 from awsworld.lambda_ import flow, webhook
 from awsworld.lambda_ import observability as obs
 from awsworld.lambda_.container import Container
 from awsworld.local import LocalAWS
-from awsworld.runtime.client import Client, Run
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import WorldError
 from awsworld.world.events import Event

@@ -30,8 +30,8 @@ from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.queue.queue_envelope import new_message_id
-from awsworld.runtime.client import Client, Run
-from awsworld.runtime.tick import TICK_BODY
+from awsworld.client.client import Client, Run
+from awsworld.worker.tick import TICK_BODY
 from awsworld.world.errors import RunGoneError
 
 LossMode = Literal["lost", "redriven"]

@@ -16,10 +16,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from awsworld.authoring.definitions import RETENTION_CONTEXT_KEY as RUNTIME_RETENTION_KEY
 from awsworld.aws import AWSWorld
 from awsworld.aws.resources import EXPIRY_RATIO, EXPIRY_TAG, TTL_ATTRIBUTE, run_prefix
 from awsworld.aws.retention import RETENTION_ATTRIBUTE, RETENTION_CONTEXT_KEY, expiry_class
-from awsworld.runtime.registry import RETENTION_CONTEXT_KEY as RUNTIME_RETENTION_KEY
 
 from .helpers import (
     WITH_LOCALSTACK,

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
+from awsworld.authoring.step_context import StepContext, StepMetadata, StreamWriter
 from awsworld.aws import AWSWorld
 from awsworld.aws.streams.streams import StreamsAPI, configured_flush_ms
-from awsworld.runtime.step_context import StepContext, StepMetadata, StreamWriter
 from awsworld.world import EntityConflictError
 
 from .conftest import is_memory

@@ -28,15 +28,15 @@ import pytest
 from botocore.exceptions import ClientError
 
 from awsworld import Client, get_writable, step, workflow
+from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
+from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.lambda_ import flow, webhook
 from awsworld.lambda_ import observability as obs
 from awsworld.lambda_.container import Container
 from awsworld.local import LocalAWS, MotoServer
-from awsworld.runtime.errors import WorkflowRunCancelledError, WorkflowRunFailedError
-from awsworld.runtime.messages import FlowMessage, queue_name_for
-from awsworld.runtime.tick import TICK_BODY
+from awsworld.worker.tick import TICK_BODY
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 

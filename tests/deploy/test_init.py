@@ -212,7 +212,7 @@ sys.path.insert(0, ".")
 sys.path.append(sys.argv[2])  # the runtime's boto3/botocore, after the function's code (as /var/runtime)
 import flow, webhook
 from awsworld.lambda_.container import import_modules
-from awsworld.runtime.registry import REGISTRY
+from awsworld.authoring.definitions import REGISTRY
 import_modules(sys.argv[1])
 assert "orders.place" in REGISTRY.workflows, sorted(REGISTRY.workflows)
 assert REGISTRY.workflows["orders.place"].fn.__module__ == "myapp.orders"

@@ -279,7 +279,7 @@ def test_iam_covers_the_table_and_what_the_event_source_needs(template: dict[str
 
 def test_the_watchdog_schedule_sends_the_tick_to_the_flow_queue_with_a_role_that_can_only_do_that(
         template: dict[str, Any]) -> None:
-    from awsworld.runtime.tick import TICK_BODY, is_tick
+    from awsworld.worker.tick import TICK_BODY, is_tick
 
     schedule = props(template, "WatchdogSchedule")
     assert schedule["ScheduleExpression"] == {"Ref": "WatchdogRate"}

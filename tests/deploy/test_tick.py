@@ -9,7 +9,7 @@ from typing import Any
 
 from awsworld.lambda_.container import default_container
 from awsworld.local import LocalAWS
-from awsworld.runtime.tick import TICK_BODY
+from awsworld.worker.tick import TICK_BODY
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.watch import SHARDS
 

@@ -20,10 +20,10 @@ import pytest
 from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
+from awsworld.engine import serde
 from awsworld.lambda_.container import Container, default_container
 from awsworld.lambda_.webhook import WebhookRequest, parse
 from awsworld.local import LocalAWS
-from awsworld.runtime import serde
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
 from . import app

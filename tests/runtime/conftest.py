@@ -29,11 +29,11 @@ from typing import Any
 import pytest
 
 from awsworld import Run
+from awsworld.authoring.definitions import REGISTRY, WorkflowDef, workflow_name
+from awsworld.authoring.errors import RunEndedError
 from awsworld.local import DynamoDBLocal, LocalAWS, MotoServer
-from awsworld.runtime.delivery import RecordResult
-from awsworld.runtime.errors import RunEndedError
-from awsworld.runtime.registry import REGISTRY, WorkflowDef, workflow_name
 from awsworld.testing import WorkflowTestEnv
+from awsworld.worker.delivery import RecordResult
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 

@@ -17,9 +17,9 @@ import pytest
 
 import awsworld
 from awsworld import DeterminismError, WorkflowRunFailedError, step, workflow
-from awsworld.runtime import determinism
-from awsworld.runtime.replay_loop import ReplayLoop
-from awsworld.runtime.replayer import read_run, replay_events
+from awsworld.client.replay import read_run, replay_events
+from awsworld.engine import determinism
+from awsworld.engine.replay_loop import ReplayLoop
 
 
 @step
@@ -172,7 +172,7 @@ def test_a_c_profiler_keeps_running_through_the_guard() -> None:
     import cProfile
     import sys
 
-    from awsworld.runtime.determinism import ensure_guard, install_guard, restore_guard
+    from awsworld.engine.determinism import ensure_guard, install_guard, restore_guard
 
     profiler = cProfile.Profile()
     profiler.enable()

@@ -9,9 +9,9 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from awsworld import FatalError, PollTimeoutError, RetryableError, RetryPolicy, StepTimeoutError, poll_until, step
-from awsworld.runtime.durations import parse_duration, resolve, seconds
-from awsworld.runtime.poll import PollSpec
-from awsworld.runtime.retry import shorthand
+from awsworld.authoring.durations import parse_duration, resolve, seconds
+from awsworld.authoring.poll import PollSpec
+from awsworld.authoring.retry import shorthand
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ import uuid
 import pytest
 
 from awsworld import WorkflowRunCancelledError, create_hook, workflow
+from awsworld.client.client import Client
 from awsworld.local import LocalAWS
-from awsworld.runtime.client import Client
 from awsworld.testing import WorkflowTestEnv
 
 

@@ -6,6 +6,7 @@ call position, whatever replays, redeliveries and crashes happen between the par
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,10 +28,11 @@ from awsworld import (
     step,
     workflow,
 )
-from awsworld.runtime.children import START_CHILD, child_run_id, on_run_end
-from awsworld.runtime.registry import workflow_name
-from awsworld.runtime.replayer import replay_run
+from awsworld.authoring.definitions import workflow_name
+from awsworld.client.replay import replay_run
+from awsworld.engine.child_calls import START_CHILD, child_run_id
 from awsworld.testing import WorkflowTestEnv
+from awsworld.worker.child_runs import on_run_end
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import RunNotFoundError
 
@@ -467,3 +469,38 @@ async def test_a_run_lists_its_children_from_its_own_steps(awsworld_env: Workflo
         assert record.status == "completed"
         assert (record.execution_context or {}).get("parentRunId") == run.run_id
     assert await (await awsworld_env.client.start(child_double, 1)).children() == []
+
+
+# ----------------------------------------------------------------------------------------- a lost report
+
+
+@workflow
+async def child_waits_on_a_hook(token: str) -> str:
+    async with create_hook(token=token) as hook:
+        return str(await hook)
+
+
+@workflow
+async def parent_of_a_waiting_child(token: str) -> dict[str, Any]:
+    try:
+        return {"value": await child_waits_on_a_hook(token)}
+    except ChildWorkflowError as error:
+        return {"status": error.status}
+
+
+async def test_a_child_whose_end_was_never_reported_is_found_by_its_parent_on_a_wake(env: Env) -> None:
+    """The child ends and its last message (the one whose flow would report to the parent) is lost: here the
+    end is written straight to the World, with no message at all. The parent, waiting on a hook, still has a
+    due (a child call counts as a timer), so the watchdog wakes it (memory: on the virtual clock; LocalAWS: an
+    operator's wake, the path the watchdog's wake takes too), and the wake's flow reports the ended child."""
+    token = f"lost-report-{time.monotonic_ns()}"
+    parent = await env.client.start(parent_of_a_waiting_child, token)
+    child_id = child_run_id(parent.run_id, "step_1")
+    await env.child_hook(child_id, token)
+    await env.world.events.create(child_id, {"eventType": "run_cancelled", "eventData": {"cancelReason": "lost"}})
+    if env.name == "memory":
+        await asyncio.sleep(0.2)
+        assert env.world.watch.next_due() is not None, "a parent waiting on a child has a due"
+    else:
+        await env.client.wake(parent.run_id)
+    assert await parent.result(timeout=RESULT_TIMEOUT) == {"status": "cancelled"}

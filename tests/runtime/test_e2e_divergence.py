@@ -1,5 +1,5 @@
 """Replay is never silently wrong: every change class of workflow code is caught as a divergence, in production
-(the flow fails the run naming the position and both calls) and by the replayer (``awsworld.runtime.replayer``),
+(the flow fails the run naming the position and both calls) and by the replayer (``awsworld.client.replay``),
 and ``asyncio.as_completed`` over bare coroutines declares in a replay-stable order."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from awsworld import WorkflowRunFailedError, create_hook, sleep, step, workflow
-from awsworld.runtime.errors import CORRUPTED_EVENT_LOG
-from awsworld.runtime.registry import REGISTRY, Registry, WorkflowDef, workflow_name
-from awsworld.runtime.replayer import read_run, replay_events
+from awsworld.authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_name
+from awsworld.authoring.errors import CORRUPTED_EVENT_LOG
+from awsworld.client.replay import read_run, replay_events
 
 from .conftest import deployed
 

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from awsworld import WorkflowRunFailedError, step, workflow
-from awsworld.runtime.errors import EVENT_LIMIT_EXCEEDED
+from awsworld.authoring.errors import EVENT_LIMIT_EXCEEDED
 
 LIMIT = 40
 CALLS: Counter[str] = Counter()

@@ -15,10 +15,10 @@ from collections import Counter
 import pytest
 
 from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
-from awsworld.runtime import serde
-from awsworld.runtime.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
-from awsworld.runtime.registry import workflow_name
-from awsworld.runtime.runtime import Runtime
+from awsworld.authoring.definitions import workflow_name
+from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
+from awsworld.engine import serde
+from awsworld.worker.dispatch import Runtime
 
 from .conftest import deployed
 

@@ -20,11 +20,11 @@ from awsworld import (
     step,
     workflow,
 )
+from awsworld.authoring.definitions import REGISTRY, workflow_name
+from awsworld.engine import serde
+from awsworld.engine.execution import WorkflowExecution
+from awsworld.engine.hook_timeouts import FAILURE_TAG
 from awsworld.local import LocalAWS
-from awsworld.runtime import serde
-from awsworld.runtime.execution import WorkflowExecution
-from awsworld.runtime.hook_timeouts import FAILURE_TAG
-from awsworld.runtime.registry import REGISTRY, workflow_name
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.events import Event

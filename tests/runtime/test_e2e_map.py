@@ -13,8 +13,8 @@ import pytest
 
 from awsworld import BatchError, FatalError, batch_map, create_hook, sleep, step, workflow
 from awsworld import map as durable_map
+from awsworld.engine import serde
 from awsworld.local import LocalAWS
-from awsworld.runtime import serde
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.events import Event

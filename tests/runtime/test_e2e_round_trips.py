@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 
 from awsworld import create_hook, now, step, step_metadata, workflow
-from awsworld.runtime.errors import StepError
-from awsworld.runtime.messages import FlowMessage, queue_name_for
-from awsworld.runtime.replayer import replay_run
+from awsworld.authoring.errors import StepError
+from awsworld.client.messages import FlowMessage, queue_name_for
+from awsworld.client.replay import replay_run
 from awsworld.world.errors import EntityConflictError, InBandSupersededError, LogMovedError
 
 CALLS: Counter[str] = Counter()

@@ -18,8 +18,8 @@ from datetime import timedelta
 import pytest
 
 from awsworld import RetryPolicy, create_hook, first_successful, map, sleep, step, workflow
-from awsworld.runtime.errors import STEP_CANCELLED
-from awsworld.runtime.replayer import replay_run
+from awsworld.authoring.errors import STEP_CANCELLED
+from awsworld.client.replay import replay_run
 from awsworld.world.events import Event
 
 from .conftest import BOTH, E2E

@@ -13,8 +13,8 @@ import pytest
 
 from awsworld import RetryPolicy, StepError, step, step_metadata, workflow
 from awsworld.local import LocalAWS
-from awsworld.runtime import step_runner
 from awsworld.testing import WorkflowTestEnv
+from awsworld.worker import step_runner
 from awsworld.world.events import Event
 
 CALLS: Counter[str] = Counter()

@@ -14,13 +14,13 @@ from collections.abc import Iterator
 import pytest
 
 from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, workflow
+from awsworld.authoring.definitions import Registry, WorkflowDef
+from awsworld.authoring.errors import UNKNOWN_WORKFLOW
+from awsworld.client.client import Client
+from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.local import LocalAWS
-from awsworld.runtime.client import Client
-from awsworld.runtime.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
-from awsworld.runtime.errors import UNKNOWN_WORKFLOW
-from awsworld.runtime.messages import FlowMessage, queue_name_for
-from awsworld.runtime.registry import Registry, WorkflowDef
 from awsworld.testing import WorkflowTestEnv
+from awsworld.worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
 
 TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orders.checkout; registered nowhere
 

@@ -31,10 +31,10 @@ from awsworld import (
     step,
     workflow,
 )
+from awsworld.authoring.errors import ValueTooLargeError, WorkflowRunFailedError
 from awsworld.aws.resources import run_prefix
 from awsworld.cli.dev import environment
-from awsworld.runtime import serde
-from awsworld.runtime.errors import ValueTooLargeError, WorkflowRunFailedError
+from awsworld.engine import serde
 from awsworld.world.errors import PayloadTooLargeError
 
 from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E

@@ -25,10 +25,10 @@ from typing import Any, cast
 import pytest
 
 from awsworld import StepError, create_webhook, get_writable, step, workflow
+from awsworld.authoring.errors import MAX_ERROR_MESSAGE, WorkflowRunFailedError
+from awsworld.engine import serde
 from awsworld.lambda_ import webhook
 from awsworld.lambda_.container import Container
-from awsworld.runtime import serde
-from awsworld.runtime.errors import MAX_ERROR_MESSAGE, WorkflowRunFailedError
 
 from .conftest import ALL_BACKENDS, E2E
 from .values_support import INLINE, LIMIT_ENV, MAX_VALUE_BYTES, assert_same, blob, text_of

@@ -7,7 +7,7 @@ import uuid
 from typing import Any
 
 from awsworld import create_hook, patched, step, workflow
-from awsworld.runtime.replayer import read_run, replay_events
+from awsworld.client.replay import read_run, replay_events
 
 from .conftest import deployed
 

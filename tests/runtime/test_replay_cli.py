@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from awsworld import create_hook, step, workflow
-from awsworld.runtime.replayer import load_export, replay_events
+from awsworld.client.replay import load_export, replay_events
 
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 
@@ -40,7 +40,7 @@ async def checkout(order: str) -> str:
 
 CODE = '''
 from awsworld import create_hook, step, workflow
-from awsworld.runtime.replayer import load_export, replay_events
+from awsworld.client.replay import load_export, replay_events
 
 
 @step(name="cli_demo.charge")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from awsworld import Client, workflow
-from awsworld.runtime.registry import RETENTION_CONTEXT_KEY, workflow_definition
+from awsworld.authoring.definitions import RETENTION_CONTEXT_KEY, workflow_definition
 from awsworld.testing.memory import MemoryWorld
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from awsworld.runtime.registry import MAX_MODULES_NAMED, MODULES_ENV, WorkflowNotRegisteredError
+from awsworld.authoring.definitions import MAX_MODULES_NAMED, MODULES_ENV, WorkflowNotRegisteredError
 
 
 def test_the_deployments_modules_come_first_in_a_long_list(monkeypatch: pytest.MonkeyPatch) -> None:

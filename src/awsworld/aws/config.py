@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..world.limits import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
-from ..world.limits import max_value_bytes
+from ..settings import DEFAULT_INLINE_VALUE_LIMIT as DEFAULT_INLINE_VALUE_LIMIT  # re-exported
+from ..settings import DEFAULT_MAX_RUN_DAYS as DEFAULT_MAX_RUN_DAYS
+from ..settings import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES
+from ..settings import DEFAULT_RETENTION_DAYS as DEFAULT_RETENTION_DAYS
+from ..settings import SETTINGS, Settings
 
-DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 _DAY = 24 * 3600
-DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
-DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
 DEFAULT_RETENTION_SECONDS = DEFAULT_RETENTION_DAYS * _DAY
 DEFAULT_MAX_RUN_SECONDS = DEFAULT_MAX_RUN_DAYS * _DAY
 
@@ -44,36 +44,36 @@ class AWSConfig:
     client_options: dict[str, object] = field(default_factory=dict)
 
     @classmethod
-    def from_env(cls, environ: dict[str, str] | None = None) -> AWSConfig:
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> AWSConfig:
+        """The stack's resources and limits from ``environ`` (default: this process's environment): the
+        ``AWSWORLD_*`` variables through ``Settings``, the SDK's own (``AWS_REGION``, ``AWS_ENDPOINT_URL``...)
+        as the SDK names them."""
         env = os.environ if environ is None else environ
-        try:
-            table = env["AWSWORLD_TABLE"]
-            bucket = env["AWSWORLD_BUCKET"]
-        except KeyError as missing:
+        settings = SETTINGS if environ is None else Settings(environ)
+        table, bucket = settings.table, settings.bucket
+        if table is None or bucket is None:
+            missing = Settings.table if table is None else Settings.bucket
             raise RuntimeError(
-                f"{missing.args[0]} is not set: point awsworld at its DynamoDB table and S3 bucket "
-                "(the SAM template sets AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL)"
-            ) from None
+                f"{missing.env} is not set: point awsworld at its DynamoDB table and S3 bucket "
+                "(the SAM template sets AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL)")
         return cls(
             table_name=table,
             bucket_name=bucket,
-            queue_url=env.get("AWSWORLD_QUEUE_URL"),
-            dlq_url=env.get("AWSWORLD_DLQ_URL"),
+            queue_url=settings.queue_url,
+            dlq_url=settings.dlq_url,
             region_name=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION"),
             endpoint_url=env.get("AWS_ENDPOINT_URL"),
             dynamodb_endpoint_url=env.get("AWS_ENDPOINT_URL_DYNAMODB"),
-            deployment_id=env.get("AWSWORLD_DEPLOYMENT_ID"),
-            **value_limits(env),
-            retention_seconds=round(float(env.get("AWSWORLD_RETENTION_DAYS", DEFAULT_RETENTION_DAYS)) * _DAY),
-            max_run_seconds=round(float(env.get("AWSWORLD_MAX_RUN_DAYS", DEFAULT_MAX_RUN_DAYS)) * _DAY),
-            kms_key_id=env.get("AWSWORLD_KMS_KEY_ID") or None,  # the template sets it empty when off
+            deployment_id=settings.deployment_id,
+            **value_limits(environ),
+            retention_seconds=round(settings.retention_days * _DAY),
+            max_run_seconds=round(settings.max_run_days * _DAY),
+            kms_key_id=settings.kms_key_id,  # the template sets it empty when off
         )
 
 
 def value_limits(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     """``inline_value_limit`` and ``max_value_bytes`` as the environment sets them (``AWSWORLD_INLINE_VALUE_LIMIT``,
     ``AWSWORLD_MAX_VALUE_BYTES``): the deployed functions read them in ``from_env``, the local emulator too."""
-    env = os.environ if environ is None else environ
-    return {"inline_value_limit": int(env.get("AWSWORLD_INLINE_VALUE_LIMIT") or DEFAULT_INLINE_VALUE_LIMIT),
-            "max_value_bytes": max_value_bytes(env)}
-
+    settings = SETTINGS if environ is None else Settings(environ)
+    return {"inline_value_limit": settings.inline_value_limit, "max_value_bytes": settings.max_value_bytes}

@@ -24,9 +24,14 @@ import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from ..settings import Settings
+from ..world.protocol import World
+
+if TYPE_CHECKING:
+    from ..aws.world import AWSWorld
 from . import ui
 from .errors import usage
 from .output import add_project_to_path
@@ -79,12 +84,12 @@ def _start_moto(port: int) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from ..authoring.definitions import REGISTRY
     from ..aws.world import AWSWorld
+    from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
-    from ..runtime.client import Client
-    from ..runtime.registry import REGISTRY
-    from ..runtime.runtime import Runtime
+    from ..worker.dispatch import Runtime
     from . import dev_state
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
@@ -133,7 +138,7 @@ def show_failures() -> None:
     """A failed run, in this terminal as a person reads it: what failed, the messages and the tracebacks, in plain
     text (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names, as JSON)."""
     from ..lambda_ import observability  # noqa: F401  (importing it gives awsworld's loggers its JSON handler)
-    from ..runtime.error_shapes import LOG_ERRORS_ENV, failures
+    from ..worker.error_shapes import LOG_ERRORS_ENV, failures
 
     os.environ.setdefault(LOG_ERRORS_ENV, "full")
     handler = logging.StreamHandler(sys.stdout)
@@ -156,7 +161,7 @@ async def _serve_ui(server: Any, url: str) -> None:
         print(f"ui: could not serve on {url} (is the port taken? --ui-port N)", file=sys.stderr, flush=True)
 
 
-async def _run_until_stopped(world: Any, state: Any) -> None:
+async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
     """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds and once more on the way out."""
     from . import dev_state
 
@@ -178,11 +183,11 @@ async def _run_until_stopped(world: Any, state: Any) -> None:
         print("stopped", flush=True)
 
 
-async def _wake_unfinished(world: Any) -> int:
+async def _wake_unfinished(world: World) -> int:
     """Queue one wake for every run a snapshot left pending or running (the queue is not saved). Steps that
     were running when dev stopped had their leases ended on restore (``dev_state``): each wake's flow takes
     them over at once, as new attempts."""
-    from ..runtime.messages import RESTART_WAKE, FlowMessage, queue_name_for
+    from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
 
     woken = 0
     cursor = None
@@ -202,10 +207,9 @@ async def _wake_unfinished(world: Any) -> int:
 def environment(config: Any, webhook_url: str) -> dict[str, str]:
     """What a shell needs to point awsworld (the CLI or ``AWSWorld()``) at this environment."""
     from ..local import DUMMY_CREDENTIALS, REGION
-
-    env = {"AWS_ENDPOINT_URL": config.endpoint_url, "AWSWORLD_TABLE": config.table_name,
-           "AWSWORLD_BUCKET": config.bucket_name, "AWSWORLD_QUEUE_URL": config.queue_url or "",
-           "AWSWORLD_WEBHOOK_URL": webhook_url,
+    env = {"AWS_ENDPOINT_URL": config.endpoint_url, Settings.table.env: config.table_name,
+           Settings.bucket.env: config.bucket_name, Settings.queue_url.env: config.queue_url or "",
+           Settings.webhook_url.env: webhook_url,
            "AWS_ACCESS_KEY_ID": str(DUMMY_CREDENTIALS["aws_access_key_id"]),
            "AWS_SECRET_ACCESS_KEY": str(DUMMY_CREDENTIALS["aws_secret_access_key"]), "AWS_REGION": REGION}
     if config.dynamodb_endpoint_url and config.dynamodb_endpoint_url != config.endpoint_url:
@@ -232,7 +236,7 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
     if state is not None:
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken")
     env = environment(config, webhook_url)
-    env["AWSWORLD_MODULES"] = ",".join(args.modules)
+    env[Settings.modules.env] = ",".join(args.modules)
     print()
     print(EXPORT_WARNING, end="")
     for key, value in env.items():
@@ -247,7 +251,7 @@ class WebhookServer:
     goes through the deployed handler's own parsing and resume logic (``lambda_.webhook``), on the loop that
     owns the World; answers are the deployed route's (202, 404, 410, ...)."""
 
-    def __init__(self, world: Any, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
+    def __init__(self, world: World, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
         from ..lambda_ import observability
         from ..lambda_ import webhook as route
 
@@ -311,7 +315,7 @@ class WebhookServer:
 class _Container:
     """What the webhook route reads from its Lambda container: the World and a Client on it."""
 
-    def __init__(self, world: Any, client: Any) -> None:
+    def __init__(self, world: World, client: Any) -> None:
         self.world = world
         self.client = client
 

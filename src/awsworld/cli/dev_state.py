@@ -28,11 +28,14 @@ import os
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..aws.keys import RUN_SK, STEP_PREFIX
 from ..aws.log.transitions import INLINE_STEP
 from ..world.leases import LEASE_UNTIL_FIELD
+
+if TYPE_CHECKING:
+    from ..aws.world import AWSWorld
 
 DEDUP_PREFIX = "DEDUP#"
 
@@ -104,7 +107,7 @@ def _object_file(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-async def snapshot(world: Any, directory: Path) -> int:
+async def snapshot(world: AWSWorld, directory: Path) -> int:
     """Save the table and the bucket into ``directory``; return the number of items saved. Objects are
     copied once (awsworld never rewrites an object under the same key with other bytes unless its ETag
     changes, which the manifest compares)."""
@@ -144,7 +147,7 @@ async def snapshot(world: Any, directory: Path) -> int:
     return len(lines)
 
 
-async def restore(world: Any, directory: Path) -> int:
+async def restore(world: AWSWorld, directory: Path) -> int:
     """Load a snapshot into freshly provisioned (empty) resources; return the number of items loaded."""
     config = world.config
     table = directory / TABLE_FILE

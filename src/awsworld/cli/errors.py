@@ -49,8 +49,8 @@ def parse_json(text: str, what: str) -> object:
 
 def describe(error: BaseException) -> CliError:
     """The one line an exception deserves. Unknown exceptions still get one line, pointing at ``--debug``."""
-    from ..runtime.errors import WorkflowRunCancelledError, WorkflowRunFailedError
-    from ..runtime.registry import WorkflowNotRegisteredError
+    from ..authoring.definitions import WorkflowNotRegisteredError
+    from ..authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
     from ..world.errors import HookClosedError, HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
 
     if isinstance(error, CliError):

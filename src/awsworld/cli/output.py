@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+from ..settings import SETTINGS, Settings
 from .errors import CONFIG_HINT, CliError, usage
 
 ELLIPSIS = "…"
@@ -50,7 +51,7 @@ def print_json(document: Any) -> None:
 
 def error_text(error: Any) -> str | None:
     """A stored error (a ``StructuredError`` or its dict) as ``Name: message [code]``."""
-    from ..runtime.error_shapes import error_summary
+    from ..worker.error_shapes import error_summary
 
     return error_summary(error)
 
@@ -58,7 +59,8 @@ def error_text(error: Any) -> str | None:
 def check_config() -> None:
     """Refuse early, with the fix, when the stack is not configured or the emulator named is not listening:
     the SDK would otherwise retry for half a minute before failing with a traceback."""
-    missing = [name for name in ("AWSWORLD_TABLE", "AWSWORLD_BUCKET") if not os.environ.get(name)]
+    missing = [var.env for var, value in ((Settings.table, SETTINGS.table), (Settings.bucket, SETTINGS.bucket))
+               if value is None]
     if missing:
         raise usage(f"{' and '.join(missing)} not set: the CLI does not know which stack to read", CONFIG_HINT)
     for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
@@ -81,7 +83,7 @@ def check_config() -> None:
 async def remote() -> AsyncIterator[Any]:
     """The deployed stack (or ``awsworld dev``) named by the environment, as a ``Client``."""
     from ..aws import AWSWorld
-    from ..runtime.client import Client
+    from ..client.client import Client
 
     check_config()
     async with AWSWorld() as world:
@@ -93,12 +95,12 @@ def _registry() -> Any:
     them, ``start`` refuses a workflow name no module registers instead of starting a run that can only fail."""
     from ..lambda_.container import MODULES_ENV, module_names
 
-    names = module_names(os.environ.get(MODULES_ENV))
+    names = module_names(SETTINGS.modules)
     if not names:
         return None
     import importlib
 
-    from ..runtime.registry import REGISTRY
+    from ..authoring.definitions import REGISTRY
 
     add_project_to_path()
     for name in names:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,10 +35,11 @@ def register(sub: Any) -> None:
 
 
 def _load_modules(args: Any) -> None:
-    from ..lambda_.container import MODULES_ENV, module_names
+    from ..lambda_.container import module_names
+    from ..settings import SETTINGS
 
     add_project_to_path()
-    for name in [*args.module, *module_names(os.environ.get(MODULES_ENV))]:
+    for name in [*args.module, *module_names(SETTINGS.modules)]:
         try:
             importlib.import_module(name)
         except ImportError as error:
@@ -55,7 +55,7 @@ def _report(results: list[Any]) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..runtime.replayer import load_export, replay_events
+    from ..client.replay import load_export, replay_events
 
     _load_modules(args)
     if not args.run_ids and not args.workflow:
@@ -66,7 +66,7 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_stored(args: argparse.Namespace) -> int:
-    from ..runtime.replayer import load_export, replay_events, replay_run
+    from ..client.replay import load_export, replay_events, replay_run
 
     async with remote() as client:
         run_ids = list(args.run_ids)
@@ -80,7 +80,7 @@ async def _replay_stored(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from ..runtime.replayer import export_lines, read_run
+    from ..client.replay import export_lines, read_run
 
     check_config()
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..runtime.children import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
-from ..runtime.divergence import call_order
+from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
+from ..engine.divergence import call_order
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
 from .output import when

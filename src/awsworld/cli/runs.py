@@ -11,17 +11,18 @@ import argparse
 import asyncio
 import base64
 import inspect
-import os
 import sys
 from typing import Any
 
+from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.hook_ends import hook_state
+from ..world.protocol import World
 from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, remote, shorten, when
 
-WEBHOOK_URL_ENV = "AWSWORLD_WEBHOOK_URL"
+WEBHOOK_URL_ENV = Settings.webhook_url.env
 
 START_HELP = """\
 ARGS is the workflow's positional arguments as a JSON array: '["A-17", ["kettle"], 42.5]'. Any other JSON value
@@ -229,7 +230,7 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from ..runtime.client import cancel_reason
+    from ..client.client import cancel_reason
     from ..timeline import read_events
     from .run_state import waiting_on
 
@@ -322,7 +323,7 @@ def _hooks(args: argparse.Namespace) -> int:
         async with remote() as client:
             view = await client.world.runs.get(args.run_id, resolve_data="none")
             events = await read_events(client.world, args.run_id, values=False)
-            base = os.environ.get(WEBHOOK_URL_ENV, "").rstrip("/")
+            base = (SETTINGS.webhook_url or "").rstrip("/")
             hooks: dict[str, dict[str, Any]] = {}
             for event in events:
                 data = event.event_data or {}
@@ -383,7 +384,7 @@ def _streams(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _print_chunks(world: Any, args: argparse.Namespace) -> None:
+async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
     ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
     come, until the stream is closed."""

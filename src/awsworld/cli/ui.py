@@ -8,6 +8,7 @@ import asyncio
 import sys
 from typing import Any
 
+from ..world.protocol import World
 from .errors import usage
 from .output import check_config
 
@@ -28,7 +29,7 @@ def add_options(parser: argparse.ArgumentParser, *, port_flag: str) -> None:
     parser.add_argument("--allow-writes", action="store_true", help="show cancel and resume buttons")
 
 
-def build_server(args: argparse.Namespace, *, world: Any = None) -> Any:
+def build_server(args: argparse.Namespace, *, world: World | None = None) -> Any:
     """The UI's uvicorn server for ``args``: on ``world`` (``dev --ui``'s own, Ctrl-C left to ``dev``), or on
     the ``AWSWorld`` the environment names."""
     try:

@@ -16,16 +16,16 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import os
 import re
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from ..authoring.definitions import MODULES_ENV
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
-from ..runtime.client import Client
-from ..runtime.registry import MODULES_ENV
-from ..runtime.runtime import Runtime
+from ..client.client import Client
+from ..settings import SETTINGS
+from ..worker.dispatch import Runtime
 
 log = logging.getLogger("awsworld.lambda")
 
@@ -71,7 +71,7 @@ class Container:
 
     def _build(self) -> AWSWorld:
         if self.modules is None:
-            self.modules = import_modules(os.environ.get(MODULES_ENV))
+            self.modules = import_modules(SETTINGS.modules)
         world = self._world_factory()
         self._world = world
         return world

@@ -1,5 +1,5 @@
 """The flow route: one SQS batch in, every record through the one delivery path
-(``awsworld.runtime.delivery``) concurrently, and back the ``batchItemFailures`` Lambda should retry (the
+(``awsworld.worker.delivery``) concurrently, and back the ``batchItemFailures`` Lambda should retry (the
 event source mapping uses ``ReportBatchItemFailures`` and deletes every record not reported as failed).
 
 Everything about a record's fate (ack, redeliver, back-off, dead-letter, an unknown workflow's window) is
@@ -18,8 +18,8 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from ..runtime.delivery import DeliveryPath, backoff_seconds
-from ..runtime.runtime import Outcome, budget_deadline
+from ..worker.delivery import DeliveryPath, backoff_seconds
+from ..worker.dispatch import Outcome, budget_deadline
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 from . import observability as obs
 from . import snapstart

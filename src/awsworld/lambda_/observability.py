@@ -31,7 +31,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
 from aws_lambda_powertools.metrics import MetricUnit
 
-from ..runtime.delivery import (
+from ..settings import SETTINGS, Settings
+from ..worker.delivery import (
     DEAD_LETTERED,
     DEFERRED_HOPS,
     DELIVERY_ERRORS,
@@ -44,14 +45,14 @@ from ..runtime.delivery import (
     STEP_DELIVERIES,
     UNKNOWN_WORKFLOW,
 )
-from ..runtime.runtime import Outcome
+from ..worker.dispatch import Outcome
 
 NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awsworld"
 SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "awsworld"
-TRACING_ENV = "AWSWORLD_TRACING"
+TRACING_ENV = Settings.tracing.env
 
 # Metric names: the dashboard (infra/monitoring.yaml) and the tests use these exact strings. The delivery path
-# (``awsworld.runtime.delivery``) names what it counts; the rest are counted here from its outcomes.
+# (``awsworld.worker.delivery``) names what it counts; the rest are counted here from its outcomes.
 RUNS_COMPLETED = "RunsCompleted"
 RUNS_FAILED = "RunsFailed"
 STEPS_INLINE = "StepsInline"
@@ -148,7 +149,7 @@ def instrument(handler: Handler) -> Handler:
 
     wrapped = metrics.log_metrics(invocation, capture_cold_start_metric=True)
     wrapped = logger.inject_lambda_context(wrapped, log_event=False, clear_state=True)
-    if os.environ.get(TRACING_ENV, "").lower() == "true":
+    if SETTINGS.tracing:
         from aws_lambda_powertools import Tracer  # needs aws-xray-sdk: imported only when tracing is asked for
 
         # No auto-patching: X-Ray's thread-local segment context does not follow concurrent asyncio tasks, so

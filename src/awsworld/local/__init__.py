@@ -27,8 +27,8 @@ from typing import Literal
 
 from ..aws.config import AWSConfig, value_limits
 from ..aws.world import AWSWorld
-from ..runtime.client import Client
-from ..runtime.runtime import Runtime
+from ..client.client import Client
+from ..worker.dispatch import Runtime
 from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from .localstack_server import LocalStack, LocalStackError
 from .moto_server import MotoServer

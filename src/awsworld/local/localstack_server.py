@@ -30,10 +30,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from ..settings import SETTINGS, Settings
+
 log = logging.getLogger("awsworld.local.localstack")
 
 HOST = "127.0.0.1"
-ENV_PYTHON = "AWSWORLD_LOCALSTACK_PYTHON"
+ENV_PYTHON = Settings.localstack_python.env
 VENV = ".venv-localstack"
 SERVICES = ("sqs", "s3", "kms")
 REQUIREMENTS = Path(__file__).with_name("localstack-requirements.txt")
@@ -58,9 +60,9 @@ def _has_localstack(python: Path) -> bool:
 def find_python(start: Path | None = None) -> Path:
     """The interpreter of the venv holding ``localstack-core``: ``$AWSWORLD_LOCALSTACK_PYTHON``, else the nearest
     ``.venv-localstack/bin/python`` above ``start`` (default: the working directory) or above this package."""
-    configured = os.environ.get(ENV_PYTHON)
-    if configured:
-        python = Path(configured).expanduser()
+    configured = SETTINGS.localstack_python
+    if configured is not None:
+        python = configured
         if not python.is_file():
             raise LocalStackError(f"{ENV_PYTHON}={configured} is not a file")
         return python

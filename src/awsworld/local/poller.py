@@ -1,7 +1,7 @@
 """The embedded default's stand-in for Lambda's SQS event source mapping.
 
 It receives batches from the queue and hands every record to the same ``DeliveryPath`` the Lambda flow
-handler runs (one copy of the delivery logic: ``awsworld.runtime.delivery``), then does what the event source
+handler runs (one copy of the delivery logic: ``awsworld.worker.delivery``), then does what the event source
 mapping does with the answer: a record reported as failed is left in the queue (the path already set its
 back-off visibility), any other record is deleted. Like a Lambda timeout, a delivery still running when its
 invocation's time is up (the budget plus the margin the runtime keeps for a continuation) is cancelled and
@@ -16,12 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
-from ..runtime.runtime import Runtime
-from ..runtime.tick import run_tick
+from ..worker.dispatch import Runtime
+from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
+from ..worker.tick import run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
+
+if TYPE_CHECKING:
+    from ..aws.world import AWSWorld
 
 log = logging.getLogger("awsworld.local")
 
@@ -29,7 +32,7 @@ __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
 
 class LocalPoller:
-    def __init__(self, world: Any, runtime: Runtime, *, prefix: str = DEFAULT_QUEUE_PREFIX,
+    def __init__(self, world: AWSWorld, runtime: Runtime, *, prefix: str = DEFAULT_QUEUE_PREFIX,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
                  tick_seconds: float | None = None) -> None:
         self.world = world

@@ -17,11 +17,11 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from ..runtime.client import Client
-from ..runtime.durations import Duration, parse_duration
-from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS
-from ..runtime.registry import Registry
-from ..runtime.runtime import Runtime
+from ..authoring.definitions import Registry
+from ..authoring.durations import Duration, parse_duration
+from ..client.client import Client
+from ..worker.dispatch import Runtime
+from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..world.entities import TERMINAL_RUN_STATUSES
 from .clock import VirtualClock
 from .driver import Driver

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from ..runtime.durations import parse_duration
+from ..authoring.durations import parse_duration
 from ..timeline import error_lines, error_part, timeline_rows
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError

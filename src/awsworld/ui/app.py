@@ -23,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from ..runtime.client import Client
+from ..client.client import Client
 from ..timeline import timeline_rows
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World

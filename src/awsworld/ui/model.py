@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..runtime.child_ids import START_CHILD, child_run_id
-from ..runtime.step_runner import INLINE
+from ..engine.child_calls import START_CHILD, child_run_id
 from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
+from ..worker.step_runner import INLINE
 from ..world.entities import Run
 from ..world.events import Event
 from ..world.hook_ends import hook_state

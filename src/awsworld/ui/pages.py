@@ -14,8 +14,8 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from ..runtime.error_shapes import error_summary
 from ..timeline import Row, error_lines
+from ..worker.error_shapes import error_summary
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
 from .model import Lane, Picture, parent_of

@@ -23,14 +23,14 @@ the outcome's write, and clock skew. A step_started that asks for no lease (an o
 from __future__ import annotations
 
 import math
-import os
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
+from ..settings import SETTINGS, Settings
 from .errors import InvalidInputError, StepRunningElsewhereError
 
-LEASE_GRACE_ENV = "AWSWORLD_LEASE_GRACE_SECONDS"
-DEFAULT_LEASE_GRACE_SECONDS = 30.0
+LEASE_GRACE_ENV = Settings.lease_grace_seconds.env
+DEFAULT_LEASE_GRACE_SECONDS = Settings.lease_grace_seconds.default
 DEFAULT_LEASE_SECONDS = 110.0 + DEFAULT_LEASE_GRACE_SECONDS
 MAX_LEASE_SECONDS = 24 * 3600.0
 LEASE_SECONDS_FIELD = "leaseSeconds"
@@ -42,7 +42,7 @@ StartVerdict = Literal["start", "take-over"]
 
 
 def lease_grace_seconds() -> float:
-    return max(0.0, float(os.environ.get(LEASE_GRACE_ENV) or DEFAULT_LEASE_GRACE_SECONDS))
+    return SETTINGS.lease_grace_seconds
 
 
 def lease_seconds(*, step_timeout: float | None, budget_left: float, cancel_grace: float) -> float:

@@ -9,23 +9,15 @@ refused there too, with the same ``PayloadTooLargeError``.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 
-MAX_VALUE_BYTES_ENV = "AWSWORLD_MAX_VALUE_BYTES"
-DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+from ..settings import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
+from ..settings import SETTINGS, Settings
+
+MAX_VALUE_BYTES_ENV = Settings.max_value_bytes.env
 
 
 def max_value_bytes(environ: Mapping[str, str] | None = None) -> int:
-    """The bound this process is configured with (``AWSWORLD_MAX_VALUE_BYTES``, default 64 MiB)."""
-    env = os.environ if environ is None else environ
-    raw = env.get(MAX_VALUE_BYTES_ENV)
-    if raw is None or raw == "":
-        return DEFAULT_MAX_VALUE_BYTES
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ValueError(f"{MAX_VALUE_BYTES_ENV} must be a positive number of bytes, not {raw!r}")
-    return value
+    """The bound this process is configured with (``AWSWORLD_MAX_VALUE_BYTES``, default 64 MiB; ``ValueError``
+    for a value that is not a positive number of bytes)."""
+    return (SETTINGS if environ is None else Settings(environ)).max_value_bytes

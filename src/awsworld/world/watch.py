@@ -28,17 +28,18 @@ partitions (a hash of the run id): one hot partition would cap the whole table's
 from __future__ import annotations
 
 import math
-import os
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
-HORIZON_ENV = "AWSWORLD_WATCH_HORIZON_SECONDS"
-DEFAULT_HORIZON_SECONDS = 300.0
-BUCKET_ENV = "AWSWORLD_WATCH_BUCKET_SECONDS"
-DEFAULT_BUCKET_SECONDS = 60.0
+from ..settings import SETTINGS, Settings
+
+HORIZON_ENV = Settings.watch_horizon_seconds.env
+DEFAULT_HORIZON_SECONDS = Settings.watch_horizon_seconds.default
+BUCKET_ENV = Settings.watch_bucket_seconds.env
+DEFAULT_BUCKET_SECONDS = Settings.watch_bucket_seconds.default
 SHARDS = 8
 MAX_SNOOZE_SECONDS = 24 * 3600.0
 """The longest the watchdog waits before waking a run that did not move after its last wake."""
@@ -46,7 +47,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def horizon_seconds() -> float:
-    return max(0.0, float(os.environ.get(HORIZON_ENV) or DEFAULT_HORIZON_SECONDS))
+    return SETTINGS.watch_horizon_seconds
 
 
 def horizon() -> timedelta:
@@ -54,7 +55,7 @@ def horizon() -> timedelta:
 
 
 def bucket_seconds() -> float:
-    return max(0.001, float(os.environ.get(BUCKET_ENV) or DEFAULT_BUCKET_SECONDS))
+    return SETTINGS.watch_bucket_seconds
 
 
 def due_key(moment: datetime) -> str:

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -49,6 +48,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from ...settings import SETTINGS, Settings
 from ...world.errors import ThrottledError
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb, now_iso, to_ddb, to_ddb_value
@@ -58,8 +58,8 @@ from ..resources import QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECOND
 
 MAX_ATTEMPTS = 30
 TTL_SLACK_SECONDS = 24 * 3600
-LEASE_ENV = "AWSWORLD_DEDUP_LEASE_SECONDS"
-DEFAULT_LEASE_SECONDS = 30
+LEASE_ENV = Settings.dedup_lease_seconds.env
+DEFAULT_LEASE_SECONDS = Settings.dedup_lease_seconds.default
 SETTLE_SECONDS = 2.0
 """How long a second sender waits for a pending marker to be confirmed before answering "in doubt"."""
 _CLAIM_CONDITION = "attribute_not_exists(pk) OR #liveUntil < :now"
@@ -108,8 +108,10 @@ class DedupMarkers:
         self.clients = clients
         self.horizon = retention_seconds + visibility_seconds
         self.clock = clock
-        configured = lease_seconds if lease_seconds is not None else os.environ.get(LEASE_ENV)
-        self.lease = max(1, int(float(configured))) if configured else DEFAULT_LEASE_SECONDS
+        if lease_seconds is None:
+            self.lease = SETTINGS.dedup_lease_seconds
+        else:
+            self.lease = max(1, int(float(lease_seconds))) if lease_seconds else DEFAULT_LEASE_SECONDS
 
     def live_until(self, due_epoch: float) -> int:
         return math.ceil(due_epoch + self.horizon)

@@ -16,11 +16,11 @@ batches:
 from __future__ import annotations
 
 import asyncio
-import os
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from ...settings import SETTINGS, Settings
 from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.errors import InvalidInputError, WorldError
 from ...world.ids import check_entity_id
@@ -32,14 +32,13 @@ from .stream_session import OpenSessions, WriteSession
 from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore, split_parts
 
 MAX_PAGE_CHUNKS = 1000
-FLUSH_ENV = "AWSWORLD_STREAM_FLUSH_MS"
-DEFAULT_FLUSH_MS = 50
+FLUSH_ENV = Settings.stream_flush_ms.env
+DEFAULT_FLUSH_MS = Settings.stream_flush_ms.default
 
 
-def configured_flush_ms(environ: dict[str, str] | os._Environ[str] | None = None) -> int:
+def configured_flush_ms(environ: Mapping[str, str] | None = None) -> int:
     """The write window from ``AWSWORLD_STREAM_FLUSH_MS`` (milliseconds, 0 = flush at once), else 50."""
-    configured = (os.environ if environ is None else environ).get(FLUSH_ENV)
-    return max(0, int(float(configured))) if configured else DEFAULT_FLUSH_MS
+    return (SETTINGS if environ is None else Settings(environ)).stream_flush_ms
 
 
 class StreamsAPI:

@@ -25,9 +25,10 @@ import os
 import traceback
 from typing import Any
 
-from .errors import StepError, cap_message
+from ..authoring.errors import StepError, cap_message
+from ..settings import SETTINGS, Settings
 
-LOG_ERRORS_ENV = "AWSWORLD_LOG_ERRORS"
+LOG_ERRORS_ENV = Settings.log_errors.env
 """``full``: a failed run's log line carries its error messages and tracebacks (``awsworld dev`` sets it); else
 only what names the failure (run, step, types), since a message may quote user data."""
 MAX_STACK_BYTES = 8 * 1024
@@ -146,7 +147,7 @@ def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code:
     which ``awsworld dev`` sets) adds the messages and the tracebacks, the step's first (where the user's code
     raised). Off by default because a message may quote user data, which deployed logs never hold."""
     if full is None:
-        full = os.environ.get(LOG_ERRORS_ENV, "").strip().lower() == "full"
+        full = SETTINGS.log_errors == "full"
     cause = error.get("cause")
     where = cause_type = ""
     if isinstance(cause, dict):

@@ -7,9 +7,10 @@ import logging
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from ..world.ids import new_ulid
+from ..world.protocol import World
 from ..world.streams import Chunk, check_chunk_sizes, chunk_bytes
 
 log = logging.getLogger("awsworld.streams")
@@ -39,7 +40,7 @@ class StreamWriter:
     A World without write sessions gets each call as ``write``/``write_multi``, durable on return.
     """
 
-    def __init__(self, world: Any, run_id: str, name: str) -> None:
+    def __init__(self, world: World, run_id: str, name: str) -> None:
         self._world = world
         self.run_id = run_id
         self.name = name
@@ -81,7 +82,7 @@ class StreamWriter:
 
 @dataclass
 class StepContext:
-    world: Any
+    world: World
     metadata: StepMetadata
     writers: dict[str, StreamWriter] = field(default_factory=dict)
 

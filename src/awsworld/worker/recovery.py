@@ -27,12 +27,13 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
+from ..engine.execution import WorkflowExecution
+from ..engine.ops import StepOp
 from ..world.events import Event
 from ..world.leases import lease_expired
 from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
-from .execution import WorkflowExecution
-from .messages import RESTART_WAKE, FlowMessage, queue_name_for
-from .ops import StepOp
+from .child_runs import child_check_times
 
 log = logging.getLogger("awsworld.flow")
 
@@ -87,12 +88,13 @@ async def wake_at_lease_end(world: object, message: FlowMessage, steps: Sequence
 
 def resting_due(execution: WorkflowExecution, now: datetime) -> tuple[bool, datetime | None]:
     """(rests, due): whether nothing of the run is in flight (no step queued, running or due to retry), and if
-    so its exact due (``world.watch.quiet_due``: its soonest timer plus the horizon; None for hooks alone)."""
+    so its exact due (``world.watch.quiet_due``: its soonest timer plus the horizon; None for hooks alone). A
+    child call counts as a timer (``child_runs.child_check_times``): its report may be lost."""
     steps = execution.pending_steps()
     if any(s.started or s.retry_after is None or s.retry_after <= now for s in steps):
         return False, None
     timers = [w.resume_at for w in execution.pending_waits()] + [s.retry_after for s in steps if s.retry_after]
-    return True, quiet_due(timers)
+    return True, quiet_due(timers + child_check_times(execution, now))
 
 
 def last_commit_due(events: Sequence[Event]) -> str | None:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from .context import current_execution
 from .durations import Duration, When, resolve, seconds
 from .errors import PollTimeoutError, StepError
+from .scope import current_execution
 
 R = TypeVar("R")
 

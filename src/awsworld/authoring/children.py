@@ -61,39 +61,21 @@ child's run id.
 from __future__ import annotations
 
 import asyncio
-import logging
-import secrets
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from ..world.entities import TERMINAL_RUN_STATUSES
-from ..world.errors import (
-    EntityConflictError,
-    HookNotFoundError,
-    PayloadTooLargeError,
-    RunGoneError,
-    RunNotFoundError,
-)
-from ..world.events import Event
-from . import serde
-from .child_ids import START_CHILD, child_run_id
-from .client import Client, _wake
-from .context import current_step, require_execution
-from .errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
-from .ops import HookOp
-from .registry import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
-from .retry import RetryPolicy
+from ..engine import serde
+from ..engine.child_calls import LINK_KEY, START_CHILD_CALL, TOKEN_PREFIX, child_run_id, child_token
+from ..engine.ops import HookOp
+from .definitions import WorkflowDef
+from .errors import FatalError
+from .scope import require_execution
 
 P = ParamSpec("P")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
-log = logging.getLogger("awsworld.children")
-
-TOKEN_PREFIX = "awsworld.child:"
-LINK_KEY = "awsworld.child"  # the key of a call's hook metadata: {"runId", "workflowName", "detached"}
-ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
 class ChildWorkflowError(Exception):
@@ -177,13 +159,6 @@ async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dic
     return await (await _start(definition, args, kwargs, detached=False))
 
 
-def child_token(run_id: str) -> str:
-    """The token of the parent's hook that takes child ``run_id``'s outcome: the child derives it from its own id.
-    (Guessable, unlike ``create_hook()``'s: it is never reachable over HTTP, only webhooks are, and anyone who
-    can resume a hook through the World can read its token there anyway.)"""
-    return f"{TOKEN_PREFIX}{run_id}"
-
-
 # ---------------------------------------------------------------------------------------------- the parent side
 
 
@@ -196,7 +171,7 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
         call_input = serde.dumps({"args": list(args), "kwargs": kwargs})
     except serde.SerializationError as error:
         raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
-    step = execution.declare_step(START_CHILD_STEP, (definition.name, call_input, detached), {})
+    step = execution.declare_step(START_CHILD_CALL, (definition.name, call_input, detached), {})
     run_id = child_run_id(execution.run_id, step.id)
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
@@ -264,151 +239,5 @@ class _Call:
             self.outcome.set_result(value)
 
 
-# ---------------------------------------------------------------------------------------------- the start step
-
-
-async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> str:
-    """The body of ``awsworld.start_child``: create the child run (idempotent by its derived id), then wake it.
-    A non-detached child whose parent was cancelled meanwhile is cancelled here instead (see the module doc)."""
-    context = current_step.get()
-    assert context is not None, "awsworld.start_child runs as a step"
-    world, parent_id, call_id = context.world, context.metadata.run_id, context.metadata.step_id
-    # A start under way is finished even when the step is cancelled (the workflow stopped awaiting the call):
-    # stopping between the child's run_created and its wake-up would leave a child run that exists and never
-    # runs. The cancellation is still the step's end; the finished start's outcome is not recorded.
-    work = asyncio.ensure_future(_create_child(world, parent_id, call_id, workflow, call_input, detached))
-    try:
-        return await asyncio.shield(work)
-    except asyncio.CancelledError:
-        await asyncio.wait({work})
-        raise
-
-
-async def _create_child(world: Any, parent_id: str, call_id: str, workflow: str, call_input: Any,
-                        detached: bool) -> str:
-    run_id = child_run_id(parent_id, call_id)
-    # The child's own retention, from its definition where this process has it (not from the step's
-    # arguments: they are recorded, and their digest must not change).
-    definition = REGISTRY.workflows.get(workflow)
-    retention = definition.execution_context() if definition is not None else {}
-    try:
-        created = await world.events.create(run_id, {"eventType": "run_created", "eventData": {
-            "workflowName": workflow, "input": call_input,
-            "executionContext": {"seed": secrets.token_hex(32), "parentRunId": parent_id, "parentCallId": call_id,
-                                 "detached": detached, **retention}}}, resolve_data="none")
-    except PayloadTooLargeError as too_large:
-        raise ValueTooLargeError(f"the input of child workflow {workflow} is too large to record: "
-                                 f"{too_large.message}") from None
-    run = created.run
-    assert run is not None
-    if run.workflow_name != workflow:
-        raise FatalError(f"run {run_id} exists and runs {run.workflow_name}, not {workflow}")
-    if created.event is None and run.status in TERMINAL_RUN_STATUSES:
-        return run_id  # an earlier attempt started it and it has ended already
-    if not detached and (await world.runs.get(parent_id, resolve_data="none")).status == "cancelled":
-        await cancel_run(world, run_id, workflow, f"its parent run {parent_id} was cancelled")
-        return run_id
-    await _wake(world, run_id, workflow, "start")
-    return run_id
-
-
-START_CHILD_STEP = StepDef(START_CHILD, _start_child_run,
-                           retry=RetryPolicy(max_attempts=11, initial_delay=1.0, backoff=2.0, max_delay=60.0))
-BUILTIN_STEPS[START_CHILD] = START_CHILD_STEP
-
-
-# ---------------------------------------------------------------------------------------------- a run's end
-
-
-async def on_run_end(world: Any, run_id: str, events: Sequence[Event]) -> None:
-    """After a flow saw its run end (``events``: the log it held): a cancelled run cancels its non-detached
-    children, and a child reports its outcome to its parent. Free for a run that is neither (no I/O: both are
-    read from the log). Raises on a transient error, so the delivery is retried and does it again."""
-    if not events:
-        return
-    end = next((e for e in reversed(events) if e.event_type in ENDS), None)
-    if end is None:
-        return  # ended by another writer this flow did not see: the delivery that writer wakes does this
-    if end.event_type == "run_cancelled":
-        await cancel_children(world, run_id, events)
-    context = (events[0].event_data or {}).get("executionContext") or {}
-    parent = context.get("parentRunId") if isinstance(context, dict) else None
-    if isinstance(parent, str):
-        await report_to_parent(world, run_id, parent, end)
-
-
-async def report_to_parent(world: Any, run_id: str, parent_id: str, end: Event) -> None:
-    """Resume the parent's hook for this child with its outcome, once (the resume id is the token)."""
-    token = child_token(run_id)
-    try:
-        hook = await world.hooks.get_by_token(token, resolve_data="none")
-    except HookNotFoundError:
-        return  # the parent ended (its hooks with it) or has taken this outcome already (and disposed the hook)
-    if hook.run_id != parent_id:
-        log.warning("run %s: the hook for its outcome is held by run %s, not its parent %s: not reported",
-                    run_id, hook.run_id, parent_id)
-        return
-    client = Client(world)
-    try:
-        try:
-            await client.resume_hook_outcome(token, _outcome_payload(end), idempotency_key=token)
-        except PayloadTooLargeError as too_large:
-            # The result fits the child's own run but not with the outcome around it: the parent's await fails
-            # naming why (retrying would refuse it again, and the parent would wait for good).
-            await client.resume_hook_outcome(token, _too_large_payload(too_large), idempotency_key=token)
-    except (HookNotFoundError, RunGoneError):
-        return  # the parent ended meanwhile
-
-
-def _too_large_payload(too_large: PayloadTooLargeError) -> dict[str, Any]:
-    return {"status": "failed", "code": VALUE_TOO_LARGE, "error": {
-        "name": ValueTooLargeError.__name__,
-        "message": f"it completed, but its result is too large to pass to its parent: {too_large.message}"}}
-
-
-def _outcome_payload(end: Event) -> dict[str, Any]:
-    data = end.event_data or {}
-    if end.event_type == "run_completed":
-        return {"status": "completed", "result": data.get("output")}
-    if end.event_type == "run_failed":
-        return {"status": "failed", "error": data.get("error") or {"message": "failed"}, "code": data.get("errorCode")}
-    reason = data.get("cancelReason")
-    return {"status": "cancelled", "error": {"message": f"cancelled ({reason})" if reason else "cancelled",
-                                             "name": "Cancelled"}}
-
-
-async def cancel_children(world: Any, run_id: str, events: Sequence[Event]) -> None:
-    """Cancel every child this run declared that was not started detached (from its log: no read)."""
-    for event in events:
-        if event.event_type != "hook_created":
-            continue
-        link = _link(event)
-        if link is not None and not link.get("detached"):
-            await cancel_run(world, str(link["runId"]), str(link["workflowName"]),
-                             f"its parent run {run_id} was cancelled")
-
-
-def _link(event: Event) -> dict[str, Any] | None:
-    """The child a ``hook_created`` is the call of, from its metadata (None for any other hook)."""
-    metadata = (event.event_data or {}).get("metadata")
-    if not isinstance(metadata, dict) or LINK_KEY not in metadata:
-        return None
-    try:
-        link = serde.loads(metadata).get(LINK_KEY)
-    except (serde.SerializationError, AttributeError):
-        return None
-    return link if isinstance(link, dict) and "runId" in link and "workflowName" in link else None
-
-
-async def cancel_run(world: Any, run_id: str, workflow: str, reason: str) -> None:
-    """Cancel a child (recording why) and wake it, so its own flow cancels its children and reports to its
-    parent. A child not created yet or ended already is left alone."""
-    try:
-        await world.events.create(run_id, {"eventType": "run_cancelled", "eventData": {"cancelReason": reason[:512]}})
-    except (RunNotFoundError, EntityConflictError, RunGoneError):
-        return
-    await _wake(world, run_id, workflow, "cancel")
-
-
-__all__ = ["ChildOptions", "ChildRun", "ChildWorkflowError", "call_child", "child_options", "child_run_id",
-           "on_run_end", "start_child"]
+__all__ = ["LINK_KEY", "TOKEN_PREFIX", "ChildOptions", "ChildRun", "ChildWorkflowError", "call_child", "child_options",
+           "child_run_id", "child_token", "start_child"]

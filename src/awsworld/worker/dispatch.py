@@ -8,14 +8,15 @@ redelivered after some seconds. An exception means "retry this delivery".
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .flow import Flow, FlowSettings, FlowStats
-from .messages import FlowMessage, queue_name_for
-from .registry import REGISTRY, Registry
+from ..authoring.definitions import REGISTRY, Registry
+from ..client.messages import FlowMessage, queue_name_for
+from ..settings import SETTINGS
+from ..world.protocol import World
+from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_runner import run_step
 
 DEFAULT_MARGIN_SECONDS = 10.0
@@ -37,9 +38,9 @@ class Outcome:
 def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGIN_SECONDS) -> float:
     """When to stop looping: ``AWSWORLD_FLOW_BUDGET_MS`` if set, else the invocation's remaining time less a
     margin (enough to write a continuation), else 110 s."""
-    configured = os.environ.get("AWSWORLD_FLOW_BUDGET_MS")
-    if configured:
-        seconds = int(configured) / 1000
+    configured = SETTINGS.flow_budget_ms
+    if configured is not None:
+        seconds = configured / 1000
     elif remaining_ms is not None:
         seconds = max(1.0, remaining_ms / 1000 - margin)
     else:
@@ -48,16 +49,19 @@ def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGI
 
 
 class Runtime:
-    def __init__(self, world: Any, registry: Registry | None = None, *, max_events: int | None = None) -> None:
+    def __init__(self, world: World, registry: Registry | None = None, *, max_events: int | None = None) -> None:
         self.world = world
         self.registry = registry or REGISTRY
-        limit = max_events or int(os.environ.get("AWSWORLD_MAX_EVENTS_PER_RUN", "10000"))
+        limit = max_events or SETTINGS.max_events_per_run
         self.settings = FlowSettings(max_events=limit)
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
         """Handle one delivery. ``message_id`` (stable across redeliveries) lets a redelivered flow re-run the
         steps its earlier delivery started inline and never finished."""
-        message = FlowMessage.from_payload(payload)
+        return await self.execute_message(FlowMessage.from_payload(payload), deadline=deadline, message_id=message_id)
+
+    async def execute_message(self, message: FlowMessage, *, deadline: float, message_id: str | None = None) -> Outcome:
+        """``execute`` for a message already parsed (the delivery parses it once, to name the run it logs)."""
         if message.step_id:
             return await self._step(message, deadline, message_id)
         flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
@@ -88,7 +92,7 @@ class Runtime:
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 
 
-async def retry_step_message(world: Any, message: FlowMessage, delay: float) -> None:
+async def retry_step_message(world: World, message: FlowMessage, delay: float) -> None:
     """Queue a step's next attempt, without a dedup key. A duplicate (this send repeated after a crash, or a
     flow's keyed dispatch of the same due attempt) is harmless: step_started from a second delivery while the
     step runs under the first one's message id is refused (``running-elsewhere``: acknowledged as a duplicate),

@@ -18,9 +18,9 @@ import reprlib
 from datetime import datetime
 from typing import Any
 
+from ..authoring.errors import ReplayDivergenceError
 from ..world.events import Event
 from . import serde
-from .errors import ReplayDivergenceError
 from .ops import Op, StepOp, WaitOp
 
 MAX_CALL_CHARS = 300

@@ -31,13 +31,19 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..authoring.definitions import Registry, StepDef
+from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
+from ..authoring.poll import POLL_NOT_READY, PollSpec
+from ..authoring.scope import current_step
+from ..authoring.step_context import StepContext, StepMetadata
+from ..engine import serde
+from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_STEP_STATUSES, Step
 from ..world.errors import (
@@ -50,18 +56,14 @@ from ..world.errors import (
 )
 from ..world.events import Event, EventResult
 from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
-from . import serde
-from .context import current_step
+from ..world.protocol import World
+from .child_runs import resolve_step
 from .error_shapes import structured_error
-from .errors import FatalError, StepTimeoutError, ValueTooLargeError
-from .poll import POLL_NOT_READY, PollSpec
-from .registry import Registry, StepDef
-from .step_context import StepContext, StepMetadata
 
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
-CHECK_SECONDS_ENV = "AWSWORLD_STEP_CHECK_SECONDS"
-DEFAULT_CHECK_SECONDS = 5.0
+CHECK_SECONDS_ENV = Settings.step_check_seconds.env
+DEFAULT_CHECK_SECONDS = Settings.step_check_seconds.default
 """A running attempt asks whether its step ended under it at most this often (a queued one: one metadata-only
 ``steps.get``), so a step the workflow cancelled stops within about this long, and a shorter step never asks."""
 
@@ -140,7 +142,7 @@ class StepEnd:
 _STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "failed", "step_retrying": "retry"}
 
 
-async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+async def run_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None,
                    poll: PollSpec | None = None, deadline: float | None = None) -> StepOutcome:
@@ -157,7 +159,7 @@ async def run_step(world: Any, registry: Registry, run_id: str, step_id: str, st
     return await record_end(world, run_id, attempt)
 
 
-async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+async def attempt_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
@@ -167,7 +169,7 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
     flow runs it in its replay loop (recorded on step_started, see ``start_data``)."""
-    definition = registry.step(step_name)
+    definition = resolve_step(registry, step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
         start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
@@ -230,10 +232,10 @@ class _StepEnded(Exception):
 
 def check_seconds() -> float:
     """How often a running attempt asks whether its step has ended under it (``AWSWORLD_STEP_CHECK_SECONDS``)."""
-    return max(0.01, float(os.environ.get(CHECK_SECONDS_ENV) or DEFAULT_CHECK_SECONDS))
+    return SETTINGS.step_check_seconds
 
 
-def status_watch(world: Any, run_id: str, step_id: str) -> Watch:
+def status_watch(world: World, run_id: str, step_id: str) -> Watch:
     """A queued attempt's check: has its step ended (a flow recorded its cancellation)? One metadata-only read."""
 
     async def ended() -> bool:
@@ -303,7 +305,7 @@ def _accepts(poll: PollSpec, result: Any, step_name: str) -> bool:
         raise FatalError(f"the predicate of poll_until({step_name}) raised {type(error).__name__}: {error}") from error
 
 
-def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exception, events: list[Event],
+def _failed_attempt(world: World, definition: StepDef, step: Step, error: Exception, events: list[Event],
                     poll: PollSpec | None) -> StepEnd:
     """The end of an attempt whose body raised: ``step_retrying`` at the policy's next time, or ``step_failed``
     when the error does not retry or the attempts are spent (a poll: when its deadline has passed)."""
@@ -327,7 +329,7 @@ def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exceptio
                      step.attempt, events)
 
 
-def _rejected_poll(world: Any, poll: PollSpec, step_id: str, attempt: int, events: list[Event]) -> StepEnd:
+def _rejected_poll(world: World, poll: PollSpec, step_id: str, attempt: int, events: list[Event]) -> StepEnd:
     now = clock_of(world).now()
     at = poll.next_poll(attempt, now)
     if at is None:
@@ -347,7 +349,7 @@ def _retrying(step_id: str, error: dict[str, Any], at: datetime, now: datetime, 
                    retry_after=max(0.0, (at - now).total_seconds()))
 
 
-async def record_end(world: Any, run_id: str, end: StepEnd) -> StepOutcome:
+async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
     """Write a step's outcome on its own, out of band and patient (a lost result would run the body again): the
     one place an outcome is recorded when it does not ride in the flow's next write. A 409 means someone
     recorded the step's end first; a result or error too large for the log fails the step for good."""

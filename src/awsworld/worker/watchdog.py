@@ -24,9 +24,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..client.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.clock import clock_of
+from ..world.protocol import World
 from ..world.watch import DueRun, watch_of
-from .messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 
 log = logging.getLogger("awsworld.watchdog")
 
@@ -46,7 +47,7 @@ class SweepReport:
         return {"due": self.due, "woken": len(self.woken), "moved": self.moved, "failed": self.failed}
 
 
-async def sweep(world: Any, *, limit: int = MAX_RUNS_PER_SWEEP) -> SweepReport:
+async def sweep(world: World, *, limit: int = MAX_RUNS_PER_SWEEP) -> SweepReport:
     """Wake every run whose due has passed (at most ``limit``); nothing on a World without a watch index."""
     report = SweepReport()
     api = watch_of(world)

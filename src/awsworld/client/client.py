@@ -13,6 +13,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
+from ..authoring.definitions import Registry, WorkflowDef, workflow_definition, workflow_name
+from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
+from ..engine import serde
+from ..engine.child_calls import START_CHILD, child_run_id
+from ..engine.divergence import call_order
+from ..engine.hook_timeouts import failure_payload
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -20,13 +26,8 @@ from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
-from . import serde
-from .child_ids import START_CHILD, child_run_id
-from .divergence import call_order
-from .errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
-from .hook_timeouts import failure_payload
+from ..world.protocol import World
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
-from .registry import Registry, WorkflowDef, workflow_definition, workflow_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -150,7 +151,7 @@ def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractConte
 
 
 class Client:
-    def __init__(self, world: Any, *, registry: Registry | None = None,
+    def __init__(self, world: World, *, registry: Registry | None = None,
                  waiting: Waiting | None = None) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
@@ -403,7 +404,7 @@ def bind_arguments(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[
         raise TypeError(f"{getattr(fn, '__qualname__', definition.name)}() {error}") from None
 
 
-async def _recorded(world: Any, run_id: str, name: str) -> bool:
+async def _recorded(world: World, run_id: str, name: str) -> bool:
     """Whether run ``run_id`` of workflow ``name`` is recorded already (one read, on a refused start only)."""
     try:
         run = await world.runs.get(run_id, resolve_data="none")
@@ -412,7 +413,7 @@ async def _recorded(world: Any, run_id: str, name: str) -> bool:
     return run.workflow_name == name
 
 
-async def _wake(world: Any, run_id: str, workflow: str, reason: str) -> None:
+async def _wake(world: World, run_id: str, workflow: str, reason: str) -> None:
     await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
                       idempotency_key=f"{run_id}:{reason}")
 

@@ -9,12 +9,12 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import Any
 
+from ..engine import hook_timeouts
+from ..engine.determinism import time_ns, uuid4
+from ..engine.ops import HookOp
 from ..world.clock import clock_of
-from . import hook_timeouts
-from .context import current_execution, current_step, require_execution
-from .determinism import time_ns, uuid4
 from .durations import When
-from .ops import HookOp
+from .scope import current_execution, current_step, require_execution
 from .step_context import StepMetadata, StreamWriter
 
 

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..world.protocol import World
 from . import watchdog
 
 log = logging.getLogger("awsworld.tick")
@@ -26,7 +27,7 @@ TICK_BODY = json.dumps({TICK_FIELD: 1})
 """The body of a tick message (the schedule's input in template.yaml)."""
 
 
-async def _watchdog(world: Any) -> dict[str, Any]:
+async def _watchdog(world: World) -> dict[str, Any]:
     return (await watchdog.sweep(world)).as_dict()
 
 
@@ -50,7 +51,7 @@ def is_tick(record: Mapping[str, Any]) -> bool:
     return isinstance(parsed, dict) and parsed.get(TICK_FIELD) == 1
 
 
-async def run_tick(world: Any, jobs: Mapping[str, Job] | None = None) -> dict[str, Any]:
+async def run_tick(world: World, jobs: Mapping[str, Job] | None = None) -> dict[str, Any]:
     """Run every job once; their reports by name. Raises ``TickFailedError`` after all ran if one failed."""
     reports: dict[str, Any] = {}
     failed: list[str] = []

@@ -15,7 +15,7 @@ import logging
 from typing import Any, Protocol
 
 from .delivery import Consumer, DeliveryPath, RecordResult, Track
-from .runtime import Runtime, budget_deadline
+from .dispatch import Runtime, budget_deadline
 
 log = logging.getLogger("awsworld.local")
 

@@ -34,17 +34,18 @@ import random
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..authoring.children import call_child
+from ..authoring.definitions import Registry, WorkflowDef
+from ..authoring.durations import When, resolve
+from ..authoring.errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
+from ..authoring.poll import PollSpec
+from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from . import determinism, serde
 from . import divergence as dv
-from .context import current_execution
-from .durations import When, resolve
-from .errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
 from .hook_timeouts import hook_failure
-from .ops import HookOp, Op, StepOp, WaitOp
-from .poll import PollSpec
-from .registry import Registry, StepDef, WorkflowDef
+from .ops import HookOp, Op, StepOp, StepRef, WaitOp
 from .replay_loop import ReplayLoop
 
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
@@ -314,11 +315,16 @@ class WorkflowExecution:
         taken, self.pending_markers = self.pending_markers, {}
         return taken
 
-    async def call_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+    async def call_workflow(self, definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """``await child_workflow(...)`` inside this workflow: a child call (``authoring.children``), declared
+        here like a step, so the decorator need not know how children are made."""
+        return await call_child(definition, args, kwargs)
+
+    async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                         poll: PollSpec | None = None) -> Any:
         return await self.declare_step(definition, args, kwargs, poll=poll).future
 
-    def declare_step(self, definition: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+    def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                      poll: PollSpec | None = None) -> StepOp:
         """Declare a step call at the next position without awaiting it (``call_step`` awaits it at once; a child
         workflow's start declares its step and then the hook its outcome comes back on, in one go)."""

@@ -11,16 +11,23 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
-from .poll import PollSpec
-from .registry import StepDef
+from ..authoring.poll import PollSpec
+
+
+class StepRef(Protocol):
+    """What the engine needs of a step's definition: its name (recorded, compared on replay). A ``StepDef`` is
+    one; so is a built-in step the worker runs (``child_calls.BuiltinStep``)."""
+
+    @property
+    def name(self) -> str: ...
 
 
 @dataclass
 class StepOp:
     id: str
-    definition: StepDef
+    definition: StepRef
     input: Any  # serialized {"args": [...], "kwargs": {...}}
     future: asyncio.Future[Any]
     created: bool = False
@@ -65,8 +72,8 @@ class HookOp:
     disposed: bool = False
     dispose_requested: bool = False
     conflict: BaseException | None = None
-    payloads: collections.deque[Any] = field(default_factory=collections.deque)
-    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque)
+    payloads: collections.deque[Any] = field(default_factory=collections.deque[Any])
+    waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque[asyncio.Future[Any]])
     closed: Callable[[], BaseException] | None = None  # timed out or failed: what every later await raises
     timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
     kind: str = "hook"

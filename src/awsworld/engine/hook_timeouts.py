@@ -20,8 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from .durations import When, resolve
-from .errors import HookFailedError, HookTimeoutError
+from ..authoring.durations import When, resolve
+from ..authoring.errors import HookFailedError, HookTimeoutError
 
 if TYPE_CHECKING:
     from .execution import WorkflowExecution

@@ -18,8 +18,8 @@ import contextvars
 from collections.abc import Callable, Coroutine, Generator
 from typing import Any, TypeVar
 
+from ..authoring.errors import DeterminismError
 from . import determinism
-from .errors import DeterminismError
 
 T = TypeVar("T")
 

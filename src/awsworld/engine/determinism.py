@@ -45,8 +45,8 @@ import uuid as _uuid
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from .context import current_execution
-from .errors import DeterminismError
+from ..authoring.errors import DeterminismError
+from ..authoring.scope import current_execution
 
 if TYPE_CHECKING:
     from .execution import WorkflowExecution

@@ -6,7 +6,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .execution import WorkflowExecution
+    from ..engine.execution import WorkflowExecution
     from .step_context import StepContext
 
 current_execution: ContextVar[WorkflowExecution | None] = ContextVar("awsworld_execution", default=None)

@@ -10,15 +10,15 @@ import functools
 import inspect
 import logging
 import math
-import os
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-from .context import current_execution
+from ..settings import SETTINGS, Settings
 from .durations import Duration, parse_duration, seconds
 from .retry import RetryPolicy, shorthand
+from .scope import current_execution
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -27,7 +27,7 @@ log = logging.getLogger("awsworld.registry")
 _warned_main = False
 
 DEFAULT_MAX_RETRIES = 3
-MODULES_ENV = "AWSWORLD_MODULES"
+MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
 
@@ -90,9 +90,6 @@ class Registry:
         try:
             return self.steps[name]
         except KeyError:
-            builtin = BUILTIN_STEPS.get(name)
-            if builtin is not None:
-                return builtin
             raise LookupError(f"no step named {name!r} is registered in this process") from None
 
 
@@ -103,7 +100,7 @@ class WorkflowNotRegisteredError(LookupError):
     def __init__(self, name: str, modules: list[str]) -> None:
         self.name = name
         self.modules = modules
-        self.env_modules = os.environ.get(MODULES_ENV)
+        self.env_modules = SETTINGS.modules
         super().__init__(f"no workflow named {name!r} is registered in this process (loaded: {self.loaded()}; "
                          f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE)")
 
@@ -129,9 +126,6 @@ def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
 
 
 REGISTRY = Registry()
-BUILTIN_STEPS: dict[str, StepDef] = {}
-"""Steps the runtime itself declares (``awsworld.start_child``, see ``children``): every registry answers them,
-so a delivery finds them whatever registry its runtime was given."""
 
 
 def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
@@ -202,11 +196,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            if current_execution.get() is None:
+            execution = current_execution.get()
+            if execution is None:
                 return await f(*args, **kwargs)
-            from .children import call_child  # (children imports this module)
-
-            result: R = await call_child(definition, args, kwargs)
+            result: R = await execution.call_workflow(definition, args, kwargs)
             return result
 
         _mark(f, "__awsworld_workflow__", definition)

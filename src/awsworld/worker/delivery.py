@@ -31,31 +31,32 @@ What ends where:
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..authoring.definitions import WorkflowNotRegisteredError
+from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
+from ..client.messages import WATCHDOG_WAKE, FlowMessage
+from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
 from ..world.queue import Delivery
-from .errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from .messages import WATCHDOG_WAKE, FlowMessage
-from .registry import WorkflowNotRegisteredError
-from .runtime import Outcome, Runtime
+from .child_runs import resolve_step
+from .dispatch import Outcome, Runtime
 from .tick import is_tick, run_tick
 
 log = logging.getLogger("awsworld.delivery")
 
-BACKOFF_ENV = "AWSWORLD_FAILURE_BACKOFF_SECONDS"
-UNKNOWN_WINDOW_ENV = "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS"
-DEFAULT_BACKOFF_SECONDS = 10.0
+BACKOFF_ENV = Settings.failure_backoff_seconds.env
+UNKNOWN_WINDOW_ENV = Settings.unknown_workflow_window_seconds.env
+DEFAULT_BACKOFF_SECONDS = Settings.failure_backoff_seconds.default
 BACKOFF_MAX_SECONDS = 600
-DEFAULT_UNKNOWN_WINDOW_SECONDS = 900.0
+DEFAULT_UNKNOWN_WINDOW_SECONDS = Settings.unknown_workflow_window_seconds.default
 
 # What a delivery can count; the Lambda observer reports these as CloudWatch metrics of the same names.
 FLOW_DELIVERIES = "FlowDeliveries"
@@ -162,12 +163,12 @@ class Track:
 
 def backoff_seconds(count: int) -> int:
     """Visibility for a failed record: the base after the first receive, doubling, at most 10 minutes."""
-    base = float(os.environ.get(BACKOFF_ENV) or DEFAULT_BACKOFF_SECONDS)
+    base = SETTINGS.failure_backoff_seconds
     return int(max(0, min(BACKOFF_MAX_SECONDS, base * 2 ** max(0, min(count - 1, 16)))))
 
 
 def unknown_window_seconds() -> float:
-    return float(os.environ.get(UNKNOWN_WINDOW_ENV) or DEFAULT_UNKNOWN_WINDOW_SECONDS)
+    return SETTINGS.unknown_workflow_window_seconds
 
 
 class DeliveryPath:
@@ -235,8 +236,8 @@ class DeliveryPath:
             # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
         try:
-            outcome = await self.runtime.execute(delivery.payload, deadline=deadline,
-                                                 message_id=delivery.message_id)
+            outcome = await self.runtime.execute_message(message, deadline=deadline,
+                                                         message_id=delivery.message_id)
         except RunNotFoundError as error:
             raise PoisonRecordError(f"run {message.run_id} does not exist ({_short(error)})") from None
         except InvalidInputError as error:
@@ -261,7 +262,7 @@ class DeliveryPath:
         try:
             registry.workflow(message.workflow_name)
             if message.step_id and message.step_name:
-                registry.step(message.step_name)
+                resolve_step(registry, message.step_name)
         except LookupError as missing:
             return missing
         return None

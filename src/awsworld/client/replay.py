@@ -1,0 +1,156 @@
+"""Replay stored runs against the current code, writing nothing: the check to run before deploying new code.
+
+``replay_run(world, run_id)`` reads a run's log (with step inputs, so a changed argument is shown in full) from any
+World — a deployed table, the local emulator — and ``replay_events(events)`` replays a log already in hand, such
+as a file ``awsworld export RUN_ID`` wrote (``load_export``). Each answers a :class:`ReplayResult`: ``ok``, or the
+divergence with its position, what the log holds and what the code did. In pytest::
+
+    from awsworld.client.replay import load_export, replay_events
+
+    def test_new_code_replays_last_weeks_runs():
+        for events in load_export("tests/histories/checkout.jsonl"):
+            result = replay_events(events)
+            assert result.ok, result.describe()
+
+A run whose log ends (completed) is also checked at its end: the code must make no call the log lacks and return
+what the log recorded. ``patched()`` answers as it would in production (True at the end of the log); nothing is
+recorded.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..authoring.definitions import REGISTRY, Registry
+from ..authoring.errors import DeterminismError, ReplayDivergenceError
+from ..engine import divergence as dv
+from ..engine import serde
+from ..engine.execution import LogGapError, WorkflowExecution
+from ..world.events import Event
+from ..world.protocol import World
+
+
+@dataclass
+class ReplayResult:
+    run_id: str
+    workflow_name: str | None
+    events: int
+    status: str  # "ok", "diverged" or "error" (the code could not be replayed at all)
+    position: str | None = None
+    slot: int | None = None
+    log: str | None = None
+    code: str | None = None
+    change: str | None = None
+    message: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    def describe(self) -> str:
+        name = self.workflow_name or "?"
+        if self.ok:
+            return f"run {self.run_id} ({name}): ok, {self.events} events replayed"
+        label = "DIVERGED" if self.status == "diverged" else "ERROR"
+        return f"run {self.run_id} ({name}): {label} {self.message}"
+
+
+def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registry | None = None) -> ReplayResult:
+    """Replay one run's log (its events in order, from slot 1) against the code registered in this process."""
+    log = [e if isinstance(e, Event) else Event.model_validate(e) for e in events]
+    log.sort(key=lambda e: e.slot)
+    run_id = log[0].run_id if log else "?"
+    if not log or log[0].event_type != "run_created":
+        return ReplayResult(run_id, None, len(log), "error", message="the log does not start with run_created")
+    created = log[0].event_data or {}
+    name = created.get("workflowName")
+    registry = registry or REGISTRY
+    try:
+        definition = registry.workflow(str(name))
+    except LookupError as missing:
+        return ReplayResult(run_id, name, len(log), "error", message=str(missing).strip("'\""))
+    seed = str((created.get("executionContext") or {}).get("seed") or run_id)
+    execution = WorkflowExecution(run_id, definition, registry, seed)
+    try:
+        execution.append(log)
+        execution.advance()
+        _check_end(execution)
+    except ReplayDivergenceError as divergence:
+        return ReplayResult(run_id, name, len(log), "diverged", position=divergence.position, slot=divergence.slot,
+                            log=divergence.log, code=divergence.code, change=divergence.change,
+                            message=str(divergence))
+    except (LogGapError, DeterminismError) as error:
+        return ReplayResult(run_id, name, len(log), "error", message=f"{type(error).__name__}: {error}")
+    finally:
+        execution.close()
+    return ReplayResult(run_id, name, len(log), "ok")
+
+
+def _check_end(execution: WorkflowExecution) -> None:
+    """A completed log must end where the code ends: no call beyond it, the same return value."""
+    end = next((e for e in reversed(execution.log) if e.event_type == "run_completed"), None)
+    if end is None:
+        return
+    extra = execution.new_ops()
+    if extra:
+        raise dv.divergence("end", "the end of the log", end, "the run completed",
+                            f"called {dv.code_call(extra[0])}", " (a call was inserted)")
+    task = execution.task
+    if task is None or not task.done():
+        raise dv.divergence("end", "the end of the log", end, "the run completed", "is still waiting")
+    if task.cancelled() or task.exception() is not None:
+        error = task.exception() if not task.cancelled() else None
+        raise dv.divergence("result", "the end of the log", end, "the run completed",
+                            f"raised {type(error).__name__}: {str(error)[:200]}" if error else "was cancelled")
+    logged = (end.event_data or {}).get("output")
+    try:
+        returned = serde.dumps(task.result())
+    except serde.SerializationError:
+        return  # the production run would have failed the same way; nothing to compare
+    if "output" in (end.event_data or {}) and dv.input_digest(logged) != dv.input_digest(returned):
+        raise dv.divergence("result", "the end of the log", end, f"the result {_value(logged)}",
+                            f"returned {_value(returned)}")
+
+
+def _value(structure: Any) -> str:
+    try:
+        return dv.short_repr(serde.loads(structure))
+    except Exception:
+        return json.dumps(structure, default=str)[:200]
+
+
+async def read_run(world: World, run_id: str) -> list[Event]:
+    """A run's whole log, with every payload (step inputs included)."""
+    events: list[Event] = []
+    cursor: str | None = None
+    while True:
+        page = await world.events.list(run_id, cursor=cursor, resolve_data="all")
+        events.extend(page.data)
+        cursor = page.cursor or cursor
+        if not page.has_more:
+            return events
+
+
+async def replay_run(world: World, run_id: str, *, registry: Registry | None = None) -> ReplayResult:
+    """Read a stored run from ``world`` and replay it against the current code. Writes nothing."""
+    return replay_events(await read_run(world, run_id), registry=registry)
+
+
+def export_lines(events: Iterable[Event]) -> list[str]:
+    """One JSON line per event (the wire shape), as ``awsworld export`` writes them."""
+    return [json.dumps(e.model_dump(mode="json", by_alias=True, exclude_none=True), ensure_ascii=False)
+            for e in events]
+
+
+def load_export(path: str | Path) -> list[list[Event]]:
+    """The runs in a file ``awsworld export`` wrote (one event per line; several runs may share a file)."""
+    runs: dict[str, list[Event]] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            event = Event.model_validate(json.loads(line))
+            runs.setdefault(event.run_id, []).append(event)
+    return list(runs.values())

@@ -1,0 +1,49 @@
+"""How a child call is recorded: part of the durable format (every replay, retry and reader derives the same ids
+and tokens), kept apart so the client, the viewer and the worker can find a run's children without importing
+the machinery that starts them.
+
+A child call is a built-in step (``START_CHILD``) and a hook (``child_token``). The engine declares the step by
+name only (``START_CHILD_CALL``); its body does I/O (it creates the child run and wakes it), so the worker
+implements it (``worker/child_runs.py``), as it runs every other step's body."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from dataclasses import dataclass
+
+START_CHILD = "awsworld.start_child"
+"""The built-in step that starts a child run; its step id is the call's id."""
+TOKEN_PREFIX = "awsworld.child:"
+"""The token of the parent's hook that takes a child's outcome is this and the child's run id."""
+LINK_KEY = "awsworld.child"
+"""The key of a call's hook metadata: ``{"runId", "workflowName", "detached"}``."""
+MAX_READABLE_ID = 120  # longer derived ids are hashed, so nested children stay within the 200-character id limit
+
+
+def child_run_id(parent_run_id: str, call_id: str) -> str:
+    """The child run of ``parent_run_id``'s call ``call_id``: readable (``<parent>.<call>``) while short, else
+    ``wrun_`` and a digest of that. Part of the durable format: every replay and retry must derive the same."""
+    readable = f"{parent_run_id}.{call_id}"
+    if len(readable) <= MAX_READABLE_ID:
+        return readable
+    digest = base64.b32encode(hashlib.sha256(readable.encode()).digest()).decode().rstrip("=")
+    return f"wrun_{digest[:26]}"
+
+
+def child_token(run_id: str) -> str:
+    """The token of the parent's hook that takes child ``run_id``'s outcome: the child derives it from its own id.
+    (Guessable, unlike ``create_hook()``'s: it is never reachable over HTTP, only webhooks are, and anyone who
+    can resume a hook through the World can read its token there anyway.)"""
+    return f"{TOKEN_PREFIX}{run_id}"
+
+
+@dataclass(frozen=True)
+class BuiltinStep:
+    """A step the runtime itself declares, by name: the engine records and replays it like any step, and the
+    worker resolves its body (``worker.child_runs.resolve_step``)."""
+
+    name: str
+
+
+START_CHILD_CALL = BuiltinStep(START_CHILD)

