@@ -11,7 +11,7 @@ import pytest
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
-from awsworld.world.write_rules import MAX_TOKEN_BYTES
+from awsworld.world.rules.requests import MAX_TOKEN_BYTES
 
 from .helpers import (
     AnyWorld,
@@ -442,7 +442,7 @@ async def test_a_retained_token_is_free_once_its_retention_passes(world: AnyWorl
 
 
 async def test_a_token_must_fit_a_key_and_its_retention_30_days(world: AnyWorld) -> None:
-    """The rules every World applies to hook_created (``world.write_rules.check_hook_token``): a token as long
+    """The rules every World applies to hook_created (``world.rules.requests.check_hook_token``): a token as long
     as the AWS World's key allows is taken, one byte more is refused naming the field, and so is a retention
     more than 30 days ahead; a refused hook writes nothing."""
     run_id = await new_run(world, start=True)

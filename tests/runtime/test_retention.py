@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from awsworld import Client, workflow
+from awsworld.memory import MemoryWorld
 from awsworld.runtime.registry import RETENTION_CONTEXT_KEY, workflow_definition
-from awsworld.testing.memory import MemoryWorld
 
 
 @workflow(name="tests.retention.kept_a_month", retention="30d")

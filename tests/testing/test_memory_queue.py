@@ -13,10 +13,10 @@ from typing import Any, cast
 
 import pytest
 
+from awsworld.memory.clock import VirtualClock
+from awsworld.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryConsumer, MemoryQueue
+from awsworld.memory.queue import MemoryRefused as Refused
 from awsworld.runtime.delivery import DeliveryPath, backoff_seconds
-from awsworld.testing.clock import VirtualClock
-from awsworld.testing.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryQueue
-from awsworld.testing.memory.queue_consumer import MemoryConsumer, Refused
 from awsworld.world import Delivery
 
 QUEUE = "__wkf_workflow_mem"

@@ -17,9 +17,9 @@ from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
-from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
+from ..world.rules.hooks import closed_hook_error
 from . import serde
 from .child_ids import START_CHILD, child_run_id
 from .divergence import call_order

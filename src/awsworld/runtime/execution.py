@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..world.events import Event
-from ..world.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
+from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from . import determinism, serde
 from . import divergence as dv
 from .context import current_execution

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..world.events import Event
-from ..world.leases import lease_expired
+from ..world.rules.leases import lease_expired
 from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
 from .execution import WorkflowExecution
 from .messages import RESTART_WAKE, FlowMessage, queue_name_for

@@ -49,7 +49,7 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
-from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
+from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
 from . import serde
 from .context import current_step
 from .error_shapes import structured_error

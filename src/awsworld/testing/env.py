@@ -17,15 +17,15 @@ from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
 
+from ..memory import MemoryWorld
+from ..memory.clock import VirtualClock
 from ..runtime.client import Client
 from ..runtime.durations import Duration, parse_duration
 from ..runtime.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..runtime.registry import Registry
 from ..runtime.runtime import Runtime
 from ..world.entities import TERMINAL_RUN_STATUSES
-from .clock import VirtualClock
 from .driver import Driver
-from .memory import MemoryWorld
 
 
 class WorkflowTestEnv:

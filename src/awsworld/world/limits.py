@@ -9,8 +9,12 @@ refused there too, with the same ``PayloadTooLargeError``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
+from typing import Any
+
+from .errors import InvalidInputError, PayloadTooLargeError
 
 MAX_VALUE_BYTES_ENV = "AWSWORLD_MAX_VALUE_BYTES"
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
@@ -29,3 +33,31 @@ def max_value_bytes(environ: Mapping[str, str] | None = None) -> int:
     if value <= 0:
         raise ValueError(f"{MAX_VALUE_BYTES_ENV} must be a positive number of bytes, not {raw!r}")
     return value
+
+
+# json.dumps with any option set builds a new encoder per call: this one is built once (same output, same errors).
+_STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def value_json(value: Any, field: str) -> str:
+    """``value``'s compact JSON, or the 400 naming ``field`` when it is not a JSON value (NaN, an object)."""
+    try:
+        return _STRICT.encode(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
+
+
+def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, bytes]:
+    """A user value as every World stores it: its JSON text and UTF-8 bytes (a lone surrogate, which is not
+    UTF-8, escaped as JSON's \\uXXXX so it still round-trips exactly), at most ``max_bytes`` of them (None: no
+    bound) or ``PayloadTooLargeError``."""
+    text = value_json(value, field)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        data = text.encode("ascii")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise PayloadTooLargeError(f"{field} is {len(data)} bytes; the largest value awsworld stores is {max_bytes} "
+                                   f"bytes ({MAX_VALUE_BYTES_ENV})", field=field)
+    return text, data

@@ -7,8 +7,8 @@ import asyncio
 from ...world.cursors import check_limit, encode_cursor, key_after
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.hook_ends import closed_hook_error
 from ...world.pages import HookPage, StepPage
+from ...world.rules.hooks import closed_hook_error
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
@@ -76,7 +76,7 @@ class HooksAPI:
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
-        token whose run ended and released it: ``HookClosedError`` naming the run (``world/hook_ends.py``)."""
+        token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         owner = await get_item(self.clients, token_key(token))
         if owner is None:
             raise HookNotFoundError("no hook owns that token")

@@ -48,7 +48,7 @@ from ...world.events import (
     parse_event_request,
 )
 from ...world.ids import event_id_to_slot, slot_to_event_id
-from ...world.write_rules import batch_requests, check_run_id, check_write_params, failed_outcome
+from ...world.rules.requests import batch_requests, check_run_id, check_write_params, failed_outcome
 from ..clients import AWSClients
 from ..dynamodb.items import (
     Item,

@@ -9,7 +9,7 @@ from typing import Any
 
 from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ...world.events import PAYLOAD_FIELDS, EventResult
-from ...world.leases import LEASE_UNTIL_FIELD
+from ...world.rules.leases import LEASE_UNTIL_FIELD
 from ...world.watch import commit_due, due_key, shard_of
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp

@@ -18,7 +18,7 @@ from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, 
 from ...world.errors import RunNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import RunPage
-from ...world.write_rules import attr_set_event
+from ...world.rules.requests import attr_set_event
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb
 from ..dynamodb.reads import batch_get

@@ -25,11 +25,11 @@ from ...world.errors import (
     TooEarlyError,
 )
 from ...world.events import CreateEventRequest, EventResult
-from ...world.hook_ends import HOOK_CLOSED, hook_fate
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
-from ...world.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
+from ...world.rules.hooks import HOOK_CLOSED, hook_fate
+from ...world.rules.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
+from ...world.rules.requests import check_hook_token
 from ...world.watch import commit_due
-from ...world.write_rules import check_hook_token
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
@@ -53,7 +53,7 @@ from .plan import Plan, PlannedEvent, RunChange, SlotRef, run_watch, split_paylo
 
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
-# The token item's record of how its run ended, once the run released it (``world/hook_ends.py``).
+# The token item's record of how its run ended, once the run released it (``world/rules/hooks.py``).
 END_STATUS = "endStatus"
 # The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
 RESUME_MARKER_ROLE = "resume"
@@ -188,7 +188,7 @@ def _run_terminal(status: str, value_field: str | None):
 
 
 def _release_hooks(plan: Plan, state: State, status: str, ttl: int) -> None:
-    """A run's end closes its hooks (``world/hook_ends.py``): it removes the live ones and frees their tokens,
+    """A run's end closes its hooks (``world/rules/hooks.py``): it removes the live ones and frees their tokens,
     except tokens still under retention; each token item stays as the memory that its run ended (``status``)."""
     batches: list[list[TxOp]] = [[]]
     for index, hook in enumerate(state.hooks):
@@ -337,7 +337,7 @@ def _started_event(req: CreateEventRequest, state: State, attempt: int, lease: s
 
 
 def _lease_until(data: dict[str, Any], now: str) -> str:
-    """The end of the lease a step_started asks for (``world.leases``), as stored."""
+    """The end of the lease a step_started asks for (``world.rules.leases``), as stored."""
     return _iso(lease_end(datetime.fromisoformat(now), requested_lease(data)))
 
 
@@ -361,7 +361,7 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
     lease = _lease_until(extra, state.now)
     # A second delivery (a duplicate message) while the step runs under the first one's message id and lease:
     # only a redelivery of that message may start it again, so a step message needs no queue-side dedup marker;
-    # once the lease has passed, the owner is gone and this delivery takes the step over (world.leases).
+    # once the lease has passed, the owner is gone and this delivery takes the step over (world.rules.leases).
     start_verdict(status=step["status"], holder=step.get("owner"), owner=owner if isinstance(owner, str) else None,
                   lease_until=_when(step.get(LEASE_UNTIL_FIELD)), started=_when(step.get("updatedAt")),
                   now=datetime.fromisoformat(state.now), step_id=req.correlation_id)

@@ -11,7 +11,7 @@ import asyncio
 import time
 
 from ...world.errors import WorldError
-from ...world.stream_reading import LiveReader
+from ...world.rules.streams import LiveReader
 from .stream_store import Segment, StreamStore
 
 READ_CHUNKS = 1000
@@ -97,7 +97,7 @@ class ChunkReader:
 
 class LiveStream(LiveReader):
     """``streams.get``: an async iterator of chunks that waits for new ones (polling with backoff). When it ends
-    is every World's rule (``world/stream_reading.py``): when the stream is closed, or once drained when the run
+    is every World's rule (``world/rules/streams.py``): when the stream is closed, or once drained when the run
     has ended; an idle reader asks the run's status at once the first time, then every ``run_check_interval``.
     ``await`` it to fix a negative start index now rather than at the first read.
     """

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ...world.cursors import check_limit, decode_cursor, encode_cursor
 from ...world.errors import InvalidInputError, WorldError
 from ...world.ids import check_entity_id
-from ...world.stream_reading import end_state
+from ...world.rules.streams import end_state
 from ...world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
@@ -103,7 +103,7 @@ class StreamsAPI:
         )
 
     async def get_info(self, run_id: str, name: str) -> StreamInfo:
-        """The tail index and ``done``: closed, or its run has ended (``world/stream_reading.py``)."""
+        """The tail index and ``done``: closed, or its run has ended (``world/rules/streams.py``)."""
         _check(run_id, name)
         count, done = await self._end_state(run_id, name)
         return StreamInfo(tail_index=count - 1, done=done)

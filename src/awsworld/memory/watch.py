@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ...world.watch import DueRun, due_key, now_key, parse_key, snooze_due
+from ..world.watch import DueRun, due_key, now_key, parse_key, snooze_due
 from .records import RunRecord, State, WatchEntry
 
 

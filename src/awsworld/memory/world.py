@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from ...world import SPEC_VERSION_CURRENT, Capabilities
-from ...world.clock import Clock
-from ...world.limits import max_value_bytes as default_max_value_bytes
-from ..clock import VirtualClock
+from ..world import SPEC_VERSION_CURRENT, Capabilities
+from ..world.clock import Clock
+from ..world.limits import max_value_bytes as default_max_value_bytes
+from .clock import VirtualClock
 from .queue import MemoryQueue
 from .storage import MemoryStorage
 from .streams import MemoryStreams

@@ -14,7 +14,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ...world.errors import InvalidInputError, PayloadTooLargeError
+from ..world.errors import InvalidInputError, PayloadTooLargeError
 
 JSONValue = Any
 """A value made of dict, list, str, int, float, bool and None (JSON has no narrower Python type)."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
-from ...world.streams import Chunk
+from ..world.stream_sessions import OrderedWriteSession, SessionRegistry
+from ..world.streams import Chunk
 from .stream_store import MemoryStreamStore
 
 FLUSH_BYTES = 1024 * 1024

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import math
 import os
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from .errors import InvalidInputError, StepRunningElsewhereError
+from ..errors import InvalidInputError, StepRunningElsewhereError
 
 LEASE_GRACE_ENV = "AWSWORLD_LEASE_GRACE_SECONDS"
 DEFAULT_LEASE_GRACE_SECONDS = 30.0
@@ -38,7 +39,24 @@ LEASE_SECONDS_FIELD = "leaseSeconds"
 LEASE_UNTIL_FIELD = "leaseUntil"
 """step_started's stored field (and the step item's attribute): when the lease ends."""
 
+OWNER_FIELD = "ownerMessageId"
+"""step_started's request field: the message id of the delivery starting the step."""
+
 StartVerdict = Literal["start", "take-over"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartAsk:
+    """What a step_started asks for: its delivery (None when it names none, or not as a string) and its lease."""
+
+    owner: str | None
+    lease_seconds: float
+
+
+def start_ask(data: dict[str, Any] | None) -> StartAsk:
+    """A step_started's ``ownerMessageId`` and ``leaseSeconds`` (its unknown fields), checked."""
+    owner = (data or {}).get(OWNER_FIELD)
+    return StartAsk(owner if isinstance(owner, str) else None, requested_lease(data))
 
 
 def lease_grace_seconds() -> float:

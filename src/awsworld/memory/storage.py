@@ -14,14 +14,14 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ...world.clock import Clock
-from ...world.cursors import check_limit, encode_cursor, key_after, run_before
-from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
-from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.events import AttributeChange, EventResult
-from ...world.hook_ends import closed_hook_error
-from ...world.pages import HookPage, RunPage, StepPage
-from ...world.write_rules import attr_set_event
+from ..world.clock import Clock
+from ..world.cursors import check_limit, encode_cursor, key_after, run_before
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
+from ..world.errors import HookNotFoundError, StepNotFoundError
+from ..world.events import AttributeChange, EventResult
+from ..world.pages import HookPage, RunPage, StepPage
+from ..world.rules.hooks import lookup_refusal
+from ..world.rules.requests import attr_set_event
 from .log import MemoryLog
 from .records import RunRecord, State, build, hook_model, run_model, step_model
 
@@ -155,7 +155,7 @@ class MemorySteps:
         step = run.steps.get(step_id) if run is not None else None
         if run is None or step is None:
             raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
-        return step_model(run, step_id, step, resolve_data)
+        return step_model(run, step, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
@@ -184,19 +184,17 @@ class MemoryHooks:
         hook = run.hooks.get(hook_id) if run is not None else None
         if run is None or hook is None:
             raise HookNotFoundError(f"hook {hook_id} not found")
-        return hook_model(run, hook_id, hook, resolve_data)
+        return hook_model(run, hook, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
-        token whose run ended and released it: ``HookClosedError`` naming the run (``world/hook_ends.py``)."""
+        token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         holder = self.state.tokens.get(token)
         run = self.state.runs.get(holder.run_id) if holder is not None else None
         hook = run.hooks.get(holder.hook_id) if run is not None and holder is not None else None
         if run is None or hook is None or holder is None:
-            if holder is not None and holder.released:
-                raise closed_hook_error(holder.run_id, holder.end_status)
-            raise HookNotFoundError("no hook owns that token")
-        return hook_model(run, holder.hook_id, hook, resolve_data)
+            raise lookup_refusal(holder)
+        return hook_model(run, hook, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
@@ -207,7 +205,7 @@ class MemoryHooks:
 
 
 def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, cursor: str | None, limit: int,
-                 resolve_data: ResolveData, model: Callable[[RunRecord, str, E, ResolveData], M]
+                 resolve_data: ResolveData, model: Callable[[RunRecord, E, ResolveData], M]
                  ) -> tuple[list[M], str | None, bool]:
     """One page of a run's steps or hooks in id order (the AWS World's key order): the models, the cursor
     after the last one when more exist, and whether they do."""
@@ -216,7 +214,7 @@ def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, 
     ids = sorted(i for i in entities if after is None or prefix + i > after)[: limit + 1]
     more = len(ids) > limit
     ids = ids[:limit]
-    data = [model(run, i, entities[i], resolve_data) for i in ids] if run is not None else []
+    data = [model(run, entities[i], resolve_data) for i in ids] if run is not None else []
     return data, encode_cursor({"k": prefix + ids[-1]}) if ids and more else None, more
 
 

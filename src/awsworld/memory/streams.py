@@ -16,12 +16,12 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ...world.clock import Clock
-from ...world.errors import InvalidInputError
-from ...world.ids import check_entity_id
-from ...world.limits import DEFAULT_MAX_VALUE_BYTES
-from ...world.stream_reading import end_state
-from ...world.streams import (
+from ..world.clock import Clock
+from ..world.errors import InvalidInputError
+from ..world.ids import check_entity_id
+from ..world.limits import DEFAULT_MAX_VALUE_BYTES
+from ..world.rules.streams import end_state
+from ..world.streams import (
     FRAME_BYTES,
     Chunk,
     StreamChunk,
@@ -105,7 +105,7 @@ class MemoryStreams:
         )
 
     async def get_info(self, run_id: str, name: str) -> StreamInfo:
-        """The tail index and ``done``: closed, or its run has ended (``world/stream_reading.py``)."""
+        """The tail index and ``done``: closed, or its run has ended (``world/rules/streams.py``)."""
         _check(run_id, name)
         count, done = await self._end_state(run_id, name)
         return StreamInfo(tail_index=count - 1, done=done)

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ...world.entities import TERMINAL_RUN_STATUSES
-from ...world.errors import EntityConflictError, RunGoneError, RunNotFoundError
-from ...world.limits import DEFAULT_MAX_VALUE_BYTES
-from ...world.streams import FRAME_BYTES, check_chunk_sizes
+from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.errors import EntityConflictError, RunGoneError, RunNotFoundError
+from ..world.limits import DEFAULT_MAX_VALUE_BYTES
+from ..world.streams import FRAME_BYTES, check_chunk_sizes
 from .signal import Signal
 
 MAX_CHUNK_BYTES = DEFAULT_MAX_VALUE_BYTES - FRAME_BYTES
