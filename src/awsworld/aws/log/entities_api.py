@@ -8,7 +8,8 @@ from ...world.cursors import check_limit, encode_cursor, key_after
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.pages import HookPage, StepPage
-from ...world.rules.hooks import closed_hook_error
+from ...world.rules.hooks import lookup_refusal
+from ...world.rules.state import TokenState
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
@@ -82,9 +83,8 @@ class HooksAPI:
             raise HookNotFoundError("no hook owns that token")
         item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
         if item is None:
-            if owner.get("released"):
-                raise closed_hook_error(str(owner["runId"]), owner.get(END_STATUS))
-            raise HookNotFoundError("no hook owns that token")
+            raise lookup_refusal(TokenState(token, str(owner["runId"]), str(owner["hookId"]),
+                                            released=bool(owner.get("released")), end_status=owner.get(END_STATUS)))
         return await self.reads.hook(owner["runId"], item, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,

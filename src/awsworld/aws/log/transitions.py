@@ -510,8 +510,15 @@ def _hook_disposed(req: CreateEventRequest, state: State) -> Plan:
     delete.condition = f"{delete.expr.n('ver')} = {delete.expr.v(hook['ver'])}"
     ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook_id_of(hook)))]
     if not state.token_not_owned:
-        token = TxOp("Delete", "token", key=token_key(hook["token"]))
-        token.condition = f"{token.expr.n('hookId')} = {token.expr.v(hook_id_of(hook))}"
+        # Released, not deleted (the same write units): free at once, still naming this hook, so a repeat of a
+        # resume it took is answered as the first was (``world/rules/hooks.py``), until a new hook claims the
+        # token or the record expires (by then the run's own data has: a run ends within max_run).
+        token = TxOp("Update", "token", key=token_key(hook["token"]))
+        e = token.expr
+        token.condition = f"{e.n('hookId')} = {e.v(hook_id_of(hook))}"
+        token.update = (f"SET {e.n('released')} = {e.v(True)}, "
+                        f"{e.n(TTL_ATTRIBUTE)} = {e.v(epoch(state.now) + state.run_retention() + state.max_run)} "
+                        f"REMOVE {e.n('retentionUntil')}, {e.n(END_STATUS)}")
         ops.append(token)
     return Plan([_event(req, state, token=hook["token"])], RunChange(), ops)
 
