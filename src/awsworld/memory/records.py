@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
@@ -39,8 +39,9 @@ def build(cls: type[M], **values: Any) -> M:
     known = _DEFAULTS.get(cls)
     if known is None:
         plain = {n: f.default for n, f in cls.model_fields.items() if f.default_factory is None}
-        made = {n: f.default_factory for n, f in cls.model_fields.items() if f.default_factory is not None}
-        known = _DEFAULTS[cls] = (plain, made)  # type: ignore[assignment]  # pydantic types factories loosely
+        made = {n: cast(Callable[[], Any], f.default_factory)  # the models' factories take no argument
+                for n, f in cls.model_fields.items() if f.default_factory is not None}
+        known = _DEFAULTS[cls] = (plain, made)
     plain, made = known
     data = {**plain, **values}
     for name, factory in made.items():

@@ -14,7 +14,8 @@ from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .entity_reads import EntityReads
-from .transitions import END_STATUS, step_from_head
+from .hook_plans import END_STATUS
+from .transitions import step_from_head
 
 MAX_PAGE = 1000
 

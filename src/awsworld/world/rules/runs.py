@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from ..errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..events import AttrSetData, CreateEventRequest, RunFailedData
@@ -43,7 +43,7 @@ def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int 
     context = data.get("executionContext")
     return NewRun(run_id, str(data["workflowName"]), data.get("deploymentId") or deployment_id,
                   spec_version or SPEC_VERSION_CURRENT, "pending", now, None, dict(data.get("attributes") or {}),
-                  context if isinstance(context, dict) else None)
+                  cast(dict[str, Any], context) if isinstance(context, dict) else None)
 
 
 def run_started(req: CreateEventRequest, view: View) -> Decision:
