@@ -19,7 +19,7 @@ from ..world.cursors import check_limit, encode_cursor, key_after, run_before
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
 from ..world.errors import HookNotFoundError, StepNotFoundError
 from ..world.events import AttributeChange, EventResult
-from ..world.pages import HookPage, RunPage, StepPage
+from ..world.pages import MAX_ENTITIES_PAGE, MAX_RUNS_PAGE, HookPage, RunPage, StepPage
 from ..world.rules.hooks import lookup_refusal
 from ..world.rules.requests import attr_set_event
 from .log import MemoryLog
@@ -28,8 +28,6 @@ from .records import RunRecord, State, build, hook_model, run_model, step_model
 E = TypeVar("E")
 M = TypeVar("M")
 
-MAX_RUNS_PAGE = 100
-MAX_ENTITY_PAGE = 1000
 STEP_PREFIX, HOOK_PREFIX = "STEP#", "HOOK#"
 
 
@@ -209,7 +207,7 @@ def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, 
                  ) -> tuple[list[M], str | None, bool]:
     """One page of a run's steps or hooks in id order (the AWS World's key order): the models, the cursor
     after the last one when more exist, and whether they do."""
-    check_limit(limit, MAX_ENTITY_PAGE)
+    check_limit(limit, MAX_ENTITIES_PAGE)
     after = key_after(cursor, prefix)
     ids = sorted(i for i in entities if after is None or prefix + i > after)[: limit + 1]
     more = len(ids) > limit

@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..world.entities import TERMINAL_RUN_STATUSES
-from ..world.errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..world.limits import DEFAULT_MAX_VALUE_BYTES
+from ..world.rules.streams import append_refusal
 from ..world.streams import FRAME_BYTES, check_chunk_sizes
 from .signal import Signal
 
@@ -63,14 +62,11 @@ class MemoryStreamStore:
     def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
         """Append in order; return the first chunk's index."""
         check_chunk_sizes(chunks, self.max_chunk_bytes)
-        status = self.storage.run_status(run_id)
-        if status is None:
-            raise RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)
-        if status in TERMINAL_RUN_STATUSES:
-            raise RunGoneError(f"run {run_id} is {status}: its streams take no more chunks", run_id=run_id)
+        existing = self.get(run_id, name)
+        refused = append_refusal(run_id, name, self.storage.run_status(run_id), existing is not None and existing.done)
+        if refused is not None:
+            raise refused
         state = self._state(run_id, name)
-        if state.done:
-            raise EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
         first = len(state.chunks)
         state.chunks.extend(chunks)
         self._wake(run_id, name)

@@ -7,7 +7,7 @@ import asyncio
 from ...world.cursors import check_limit, encode_cursor, key_after
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.pages import HookPage, StepPage
+from ...world.pages import MAX_ENTITIES_PAGE, HookPage, StepPage
 from ...world.rules.hooks import lookup_refusal
 from ...world.rules.state import TokenState
 from ..clients import AWSClients
@@ -16,8 +16,6 @@ from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key
 from .entity_reads import EntityReads
 from .hook_plans import END_STATUS
 from .transitions import step_from_head
-
-MAX_PAGE = 1000
 
 
 class StepsAPI:
@@ -42,7 +40,7 @@ class StepsAPI:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
-        check_limit(limit, MAX_PAGE)
+        check_limit(limit, MAX_ENTITIES_PAGE)
         after = key_after(cursor, STEP_PREFIX)
         head, (items, more) = await asyncio.gather(
             get_item(self.clients, run_key(run_id), ProjectionExpression="inl"),
@@ -90,7 +88,7 @@ class HooksAPI:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
-        check_limit(limit, MAX_PAGE)
+        check_limit(limit, MAX_ENTITIES_PAGE)
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
                                          after_sk=key_after(cursor, HOOK_PREFIX), limit=limit)
         hooks = await self.reads.hooks(run_id, items, resolve_data)

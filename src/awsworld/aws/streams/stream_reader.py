@@ -11,11 +11,12 @@ import asyncio
 import time
 
 from ...world.errors import WorldError
+from ...world.pages import CHUNKS_PAGE_BYTES, MAX_CHUNKS_PAGE
 from ...world.rules.streams import LiveReader
 from .stream_store import Segment, StreamStore
 
-READ_CHUNKS = 1000
-READ_BYTES = 8 * 1024 * 1024
+READ_CHUNKS = MAX_CHUNKS_PAGE
+READ_BYTES = CHUNKS_PAGE_BYTES
 _SEGMENTS_PER_QUERY = 100
 _GAP_RETRIES = 8
 

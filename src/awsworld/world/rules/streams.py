@@ -46,9 +46,12 @@ def append_refusal(run_id: str, name: str, run_status: str | None, closed: bool)
         return RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)
     if run_status in TERMINAL_RUN_STATUSES:
         return RunGoneError(f"run {run_id} is {run_status}: its streams take no more chunks", run_id=run_id)
-    if closed:
-        return EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
-    return None
+    return closed_stream(run_id, name) if closed else None
+
+
+def closed_stream(run_id: str, name: str) -> EntityConflictError:
+    """What an append to a closed stream raises."""
+    return EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
 
 
 async def end_state(meta: Meta, run_status: RunStatus) -> tuple[int, bool]:
