@@ -49,7 +49,7 @@ log = logging.getLogger("awsworld.queue")
 VISIBILITY_TIMEOUT_SECONDS = 720.0
 """The template's: six times the flow function's 120 s timeout."""
 RETENTION_SECONDS = 4 * 24 * 3600.0
-"""SQS retention in the template; only bounds how long an unacknowledged key stays held (as on AWS)."""
+"""SQS retention in the template; only bounds how long an unacknowledged key stays held (as on SQS)."""
 MAX_RECEIVE_COUNT = 10
 """The template's redrive policy: a message received this often since it was last sent goes to the DLQ."""
 MAX_VISIBILITY_SECONDS = 43_200
@@ -163,7 +163,7 @@ class MemoryQueue:
         return True
 
     def purge(self) -> int:
-        """Delete every message (SQS's ``PurgeQueue``): they are lost, their keys stay held, as on AWS."""
+        """Delete every message (SQS's ``PurgeQueue``): they are lost, their keys stay held."""
         lost = list(self._live.values())
         for message in lost:
             self._remove(message)
@@ -186,7 +186,7 @@ class MemoryQueue:
             if generation != message.generation or message.state != VISIBLE:
                 continue
             if self.max_receive_count is not None and message.receives >= self.max_receive_count:
-                # SQS's redrive policy (a redelivery is a re-send: it starts counting again, as on AWS)
+                # SQS's redrive policy (a redelivery is a re-send: it starts counting again)
                 self._dead_letter(message, f"received {message.receives} times without success (maxReceiveCount)")
                 continue
             message.receives += 1
@@ -208,7 +208,7 @@ class MemoryQueue:
         return True
 
     def redeliver(self, message: QueuedMessage, attempt: int, seconds: float) -> None:
-        """Send the message again after ``seconds``, counting ``attempt`` deliveries so far (the AWS World's
+        """Send the message again after ``seconds``, counting ``attempt`` deliveries so far (a
         re-send): a new transport id, the receive count from zero, its key held past the new due time."""
         message.attempt, message.receives, message.receipt = attempt, 0, None
         message.transport_id = _transport_id()

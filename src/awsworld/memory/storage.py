@@ -1,10 +1,9 @@
 """``MemoryStorage``: the storage half of the in-memory World (``runs``, ``steps``, ``events``, ``hooks``).
 
-It answers exactly as the AWS World does (same errors, same pages and cursors, same entity shapes; the shared
-conformance suite runs on both), keeps every timestamp on the ``clock`` it is given (so a test that skips time
-sees waits and retries fall due), and lets a test wait for a state without polling: every commit wakes
-``wait_until``'s waiters, which re-check their predicate. The rules per event type are in ``rules.py``, the write
-path and log reads in ``log.py``, what is stored and how it is answered in ``records.py``.
+Every decision is the rulebook's (``world/rules/``); this keeps the records (``records.py``), the write path
+and log reads (``log.py``), every timestamp on the ``clock`` it is given (so a test that skips time sees waits
+and retries fall due), and lets a test wait for a state without polling: every commit wakes ``wait_until``'s
+waiters, which re-check their predicate. The conformance suite runs it beside the AWS World.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ class MemoryStorage:
     (what separate processes on one table look like)."""
 
     def __init__(self, clock: Clock, *, deployment_id: str | None = None, max_value_bytes: int | None = None) -> None:
-        """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``, as the AWS World does
-        past its configured limit; None accepts any size."""
+        """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``
+        (``world/limits.py``); None accepts any size."""
         self.clock = clock
         self.deployment_id = deployment_id
         self.state = State()
@@ -90,7 +89,7 @@ class MemoryStorage:
 
     def dump(self) -> State:
         """A deep copy of everything stored: what a test compares before and after a write that must write
-        nothing (the in-memory counterpart of scanning the AWS World's table)."""
+        nothing (what a test of the AWS World reads by scanning its table)."""
         return copy.deepcopy(self.state)
 
 
@@ -111,7 +110,7 @@ class MemoryRuns:
         limit: int = 50,
         resolve_data: ResolveData = "none",
     ) -> RunPage:
-        """Newest first by run id (a ULID), like the AWS World's index; ``status=[]`` matches nothing."""
+        """Newest first by run id (a ULID), the contract's order; ``status=[]`` matches nothing."""
         check_limit(limit, MAX_RUNS_PAGE)
         statuses = run_status_filter(status)
         if statuses == []:
@@ -157,7 +156,7 @@ class MemorySteps:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
-        """A run's steps in id order (as the AWS World's key order), ``limit`` at a time."""
+        """A run's steps in id order, ``limit`` at a time."""
         run = self.state.runs.get(run_id)
         steps, next_cursor, more = _entity_page(run, run.steps if run is not None else {}, STEP_PREFIX, cursor,
                                                 limit, resolve_data, step_model)
@@ -205,7 +204,7 @@ class MemoryHooks:
 def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, cursor: str | None, limit: int,
                  resolve_data: ResolveData, model: Callable[[RunRecord, E, ResolveData], M]
                  ) -> tuple[list[M], str | None, bool]:
-    """One page of a run's steps or hooks in id order (the AWS World's key order): the models, the cursor
+    """One page of a run's steps or hooks in id order (the contract's): the models, the cursor
     after the last one when more exist, and whether they do."""
     check_limit(limit, MAX_ENTITIES_PAGE)
     after = key_after(cursor, prefix)

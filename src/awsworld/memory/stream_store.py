@@ -1,10 +1,10 @@
 """Stream state of the in-memory World: per run and name, the chunks (a list: index = position) and the done flag.
 
-An append is checked and applied in one synchronous step, in the AWS World's order: the run must exist
+An append is checked and applied in one synchronous step, in ``rules.streams``' order: the run must exist
 (``RunNotFoundError``) and not be terminal (``RunGoneError``), the stream must be open
 (``EntityConflictError``), and every chunk must fit the size cap (``PayloadTooLargeError``). So chunks of one
 append are contiguous, appends never interleave, and a reader never sees a hole. Closing is allowed on a
-finished run (finishing is not writing) and on a stream never written, which it creates, as on AWS.
+finished run (finishing is not writing) and on a stream never written, which it creates.
 
 Every append or close wakes the stream's live readers (``changed``).
 """
@@ -21,7 +21,7 @@ from ..world.streams import FRAME_BYTES, check_chunk_sizes
 from .signal import Signal
 
 MAX_CHUNK_BYTES = DEFAULT_MAX_VALUE_BYTES - FRAME_BYTES
-"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
+"""The contract's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
 
 
 class RunStatuses(Protocol):
@@ -53,7 +53,7 @@ class MemoryStreamStore:
         return (len(state.chunks), state.done) if state is not None else (0, False)
 
     def names(self, run_id: str) -> list[str]:
-        """The run's stream names in key order, as the AWS World lists them."""
+        """The run's stream names in name order."""
         return sorted(self._runs.get(run_id, ()))
 
     def run_status(self, run_id: str) -> str | None:

@@ -45,7 +45,7 @@ class MemoryStreams:
     def __init__(self, clock: Clock, storage: RunStatuses, *, flush_interval_ms: int = 0,
                  run_check_interval: float = RUN_CHECK_INTERVAL,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
-        """``max_value_bytes``: a chunk and its frame are at most this many bytes, as on the AWS World."""
+        """``max_value_bytes``: a chunk and its frame are at most this many bytes."""
         self.clock = clock  # streams keep no time; taken for symmetry with the other parts of the World
         self.store = MemoryStreamStore(storage, max_chunk_bytes=max_value_bytes - FRAME_BYTES)
         self.stream_flush_interval_ms = flush_interval_ms
