@@ -14,9 +14,9 @@ from datetime import UTC, datetime
 from ...world.errors import (
     HookNotFoundError,
 )
-from ...world.events import CreateEventRequest
+from ...world.events import CreateEventRequest, HookCreatedData, HookReceivedData
 from ...world.rules.hooks import HOOK_CLOSED, TOKEN_FREE, hook_fate, token_held_by, token_owned_by
-from ...world.rules.requests import check_hook_token
+from ...world.rules.requests import check_hook_token, data_as
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
 from ..keys import (
@@ -90,16 +90,16 @@ def hook_retained(hook: Item, now: str) -> bool:
 
 
 def plan_hook_created(req: CreateEventRequest, state: State) -> Plan:
-    data = req.data()
+    data = data_as(req, HookCreatedData)
     hook_id = req.correlation_id or ""
-    retention = data.token_retention_until  # type: ignore[attr-defined]
+    retention = data.token_retention_until
     retention_iso = retention.astimezone(UTC).isoformat(timespec="microseconds") if retention else None
-    check_hook_token(data.token, retention, datetime.fromisoformat(state.now))  # type: ignore[attr-defined]
+    check_hook_token(data.token, retention, datetime.fromisoformat(state.now))
     hook = {
         **hook_key(state.run_id, hook_id),
-        "token": data.token,  # type: ignore[attr-defined]
+        "token": data.token,
         "in": SlotRef(0) if state.stored is not None else None,  # the metadata stays in the event
-        "isWebhook": bool(data.is_webhook),  # type: ignore[attr-defined]
+        "isWebhook": bool(data.is_webhook),
         "tokenRetentionUntil": retention_iso,
         "createdAt": state.now,
         "updatedAt": state.now,
@@ -120,7 +120,7 @@ def plan_hook_created(req: CreateEventRequest, state: State) -> Plan:
 def hook_conflict_plan(req: CreateEventRequest, state: State, owner_run_id: str) -> Plan:
     """The token is held by another hook: record hook_conflict, in the same commit as a check that the
     token is still held (if it was freed meanwhile, the hook is created instead on the next attempt)."""
-    token = req.data().token  # type: ignore[attr-defined]
+    token = data_as(req, HookCreatedData).token
     event = PlannedEvent("hook_conflict", req.correlation_id, {"token": token, "conflictingRunId": owner_run_id},
                          None, None, req.spec_version)
     held = TxOp("ConditionCheck", "token-held", key=token_key(token))
@@ -132,7 +132,7 @@ def plan_hook_received(req: CreateEventRequest, state: State) -> Plan:
     hook_id = req.correlation_id or ""
     check = TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, hook_id), condition="attribute_exists(pk)")
     ops = [check]
-    resume_id = req.data().resume_id  # type: ignore[attr-defined]
+    resume_id = data_as(req, HookReceivedData).resume_id
     if resume_id is not None:
         # Keys and the event's slot only (the writer fills it in at commit): a repeat reads the slot back from
         # the cancellation's ALL_OLD item. About 150 bytes, so the marker adds 2 WRU to the transaction.

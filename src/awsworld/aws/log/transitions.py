@@ -26,9 +26,18 @@ from ...world.errors import (
     StepNotFoundError,
     TooEarlyError,
 )
-from ...world.events import CreateEventRequest, EventResult
+from ...world.events import (
+    AttrSetData,
+    CreateEventRequest,
+    EventResult,
+    RunFailedData,
+    StepCreatedData,
+    StepRetryingData,
+    WaitCreatedData,
+)
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
 from ...world.rules.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
+from ...world.rules.requests import data_as
 from ...world.watch import commit_due
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
@@ -145,8 +154,9 @@ def _run_terminal(status: str, value_field: str | None):
                                 TTL_ATTRIBUTE: end_ttl(state.run_retention(), state.now, reserved)}
         if value_field and state.stored is not None:
             sets["endSlot"] = SlotRef(0)  # the output or error stays in the event
-        if status == "failed" and getattr(req.data(), "error_code", None):
-            sets["errorCode"] = req.data().error_code  # type: ignore[attr-defined]
+        data = req.data()
+        if isinstance(data, RunFailedData) and data.error_code:
+            sets["errorCode"] = data.error_code
         change = RunChange(sets=sets, require_status=run["status"])
         plan = Plan([planned_event(req, state)], change, new_run={**run, **sets})
         release_hooks(plan, state, status, int(sets[TTL_ATTRIBUTE]))
@@ -165,7 +175,7 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
     e = op.expr
     sets: dict[str, str] = {}
     removes: set[str] = set()
-    for c in req.data().changes:  # type: ignore[attr-defined]
+    for c in data_as(req, AttrSetData).changes:
         if c.value is None:
             removes.add(c.key)
             sets.pop(c.key, None)
@@ -200,7 +210,7 @@ def _step_created(req: CreateEventRequest, state: State) -> Plan:
         raise EntityConflictError(f"step {step_id} already exists")
     item = {
         **step_key(state.run_id, req.correlation_id or ""),
-        "stepName": req.data().step_name,  # type: ignore[attr-defined]
+        "stepName": data_as(req, StepCreatedData).step_name,
         "status": "pending",
         "in": SlotRef(0) if state.stored is not None else None,  # the input stays in the event
         "attempt": 0,
@@ -305,7 +315,7 @@ def _step_result(status: str | None, value_field: str):
                                 "updatedAt": state.now}
         removes: tuple[str, ...] = ()
         if status is None:  # step_retrying: back to pending, with the error and when it may start again
-            retry_after = req.data().retry_after  # type: ignore[attr-defined]
+            retry_after = data_as(req, StepRetryingData).retry_after
             sets["status"] = "pending"
             sets["retryAfter"] = retry_after.astimezone(UTC).isoformat(timespec="microseconds") if retry_after else None
             if retry_after is None:
@@ -369,7 +379,7 @@ def step_from_head(run_id: str, head: Item | None, step_id: str) -> Item | None:
 
 
 def _wait_created(req: CreateEventRequest, state: State) -> Plan:
-    resume_at = req.data().resume_at  # type: ignore[attr-defined]
+    resume_at = data_as(req, WaitCreatedData).resume_at
     item = {
         **wait_key(state.run_id, req.correlation_id or ""),
         "status": "waiting",
