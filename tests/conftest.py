@@ -10,7 +10,7 @@ DynamoDB Local and LocalStack start on first use (a ``-k moto`` run starts neith
 the test fails with the command that installs it, never skips.
 
 ``storage_world`` / ``storage_world_factory`` run a contract test on every backend of the ``World`` protocol:
-the two above and the in-memory World (``[memory]``, ``awsworld.testing.memory.MemoryWorld``), which needs no
+the two above and the in-memory World (``[memory]``, ``awsworld.memory.MemoryWorld``), which needs no
 emulator at all (a ``-k memory`` run starts neither).
 """
 
@@ -23,7 +23,7 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, LocalStack, LocalStackError, MotoServer
-from awsworld.testing.memory import MemoryWorld
+from awsworld.memory import MemoryWorld
 
 AWS_BACKENDS = ["moto", "dynamodb-local"]
 BACKENDS = AWS_BACKENDS  # the AWS World's emulators: ``backend``, ``world``, ``world_factory``

@@ -11,11 +11,7 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "awsworld"
 
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # Removed by the `rulebook` branch (issue 22 item 1); the integrator empties this set when it lands.
-    frozenset({"awsworld.aws.queue.deliveries", "awsworld.aws.queue.sqs_queue"}),
-    frozenset({"awsworld.testing.memory.queue", "awsworld.testing.memory.queue_consumer"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:

@@ -17,8 +17,8 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.local import LocalAWS
-from awsworld.testing.memory import MemoryWorld
-from awsworld.testing.memory.records import State
+from awsworld.memory import MemoryWorld
+from awsworld.memory.records import State
 from awsworld.world import Event, EventResult, slot_to_event_id
 from conftest import LOCAL_FIXTURES, LOCALSTACK, STORAGE_BACKENDS  # tests/conftest.py (tests/ is on sys.path)
 

@@ -8,10 +8,11 @@ import uuid
 
 import pytest
 
+from awsworld import Client
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
-from awsworld.world.write_rules import MAX_TOKEN_BYTES
+from awsworld.world.rules.requests import MAX_TOKEN_BYTES
 
 from .helpers import (
     AnyWorld,
@@ -442,7 +443,7 @@ async def test_a_retained_token_is_free_once_its_retention_passes(world: AnyWorl
 
 
 async def test_a_token_must_fit_a_key_and_its_retention_30_days(world: AnyWorld) -> None:
-    """The rules every World applies to hook_created (``world.write_rules.check_hook_token``): a token as long
+    """The rules every World applies to hook_created (``world.rules.requests.check_hook_token``): a token as long
     as the AWS World's key allows is taken, one byte more is refused naming the field, and so is a retention
     more than 30 days ahead; a refused hook writes nothing."""
     run_id = await new_run(world, start=True)
@@ -463,3 +464,34 @@ async def test_a_token_must_fit_a_key_and_its_retention_30_days(world: AnyWorld)
     assert (await world.events.create(run_id, hook_created("kept", token(),
                                                            retention_until=future(29 * 24 * 3600)))).hook
     assert len(await all_events(world, run_id)) == before + 1
+
+
+@pytest.mark.parametrize("end_run", [False, True], ids=["run-running", "run-completed"])
+async def test_a_keyed_resume_repeated_after_its_hook_was_disposed_answers_as_the_first(
+        world: AnyWorld, end_run: bool) -> None:
+    """Client.resume_hook / fail_hook with an idempotency key, repeated once the payload made the workflow dispose
+    the hook (and maybe end): the first call's event, nothing new stored; a new key still hears "no hook"."""
+    client = Client(world)
+    run_id = await new_run(world, start=True)
+    tok = token()
+    await world.events.create(run_id, hook_created("h1", tok))
+    first = await client.resume_hook_outcome(tok, {"big": "x" * 20_000}, idempotency_key="delivery-1")
+    failed = await client.fail_hook(tok, "refused upstream", idempotency_key="delivery-2")
+    assert first.recorded
+    await world.events.create(run_id, hook_disposed("h1"))
+    if end_run:
+        await world.events.create(run_id, run_completed())
+    before = await stored(world)
+    repeat = await client.resume_hook_outcome(tok, {"big": "x" * 20_000}, idempotency_key="delivery-1")
+    assert not repeat.recorded and repeat.event.event_id == first.event.event_id
+    assert (await client.fail_hook(tok, "refused upstream", idempotency_key="delivery-2")).event_id == failed.event_id
+    assert await client.resume_hook(tok, 1, idempotency_key="delivery-1") is not None  # another payload: same key
+    with pytest.raises(HookNotFoundError) as missing:
+        await client.resume_hook(tok, 1, idempotency_key="delivery-3")
+    assert missing.value.message == "no hook owns that token"
+    with pytest.raises(HookNotFoundError):
+        await client.resume_hook(tok, 1)
+    assert await stored(world) == before
+    if not end_run:  # a new hook claiming the token takes the key afresh
+        await world.events.create(run_id, hook_created("h2", tok))
+        assert (await client.resume_hook_outcome(tok, 2, idempotency_key="delivery-1")).recorded

@@ -16,8 +16,8 @@ import pytest
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import DEFAULT_INLINE_VALUE_LIMIT
-from awsworld.testing.memory import MemoryWorld
-from awsworld.testing.memory.storage import MemoryStorage
+from awsworld.memory import MemoryWorld
+from awsworld.memory.storage import MemoryStorage
 from awsworld.world import PayloadTooLargeError, new_run_id
 
 from .helpers import (

@@ -1,4 +1,4 @@
-"""A started step's lease and a run's due, on every backend (``world.leases``, ``world.watch``).
+"""A started step's lease and a run's due, on every backend (``world.rules.leases``, ``world.watch``).
 
 The lease: while it runs, only the owner's message may start the step again; once it has passed, any delivery
 takes the step over as a new attempt, and of several racing for it exactly one wins (DynamoDB Local honours
@@ -17,7 +17,7 @@ import pytest
 
 from awsworld.world import InvalidInputError, StepRunningElsewhereError
 from awsworld.world.clock import clock_of
-from awsworld.world.leases import DEFAULT_LEASE_SECONDS
+from awsworld.world.rules.leases import DEFAULT_LEASE_SECONDS
 from awsworld.world.watch import DueRun, due_key, horizon, parse_key, snooze_due
 
 from .helpers import (
@@ -208,7 +208,7 @@ async def test_a_resting_flows_correction_holds_only_while_the_log_has_not_moved
 
 def test_a_lease_is_the_shorter_of_the_steps_timeout_and_the_budget_left_plus_the_grace(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    from awsworld.world.leases import lease_seconds
+    from awsworld.world.rules.leases import lease_seconds
 
     monkeypatch.delenv("AWSWORLD_LEASE_GRACE_SECONDS", raising=False)
     assert lease_seconds(step_timeout=None, budget_left=110.0, cancel_grace=1.0) == 140.0

@@ -24,7 +24,7 @@ from awsworld.aws.keys import dedup_key
 from awsworld.aws.queue.dedup import Claim, DedupInDoubtError
 from awsworld.aws.queue.deliveries import Deferred, Outcome, Refused
 from awsworld.aws.queue.sqs_queue import SqsQueue
-from awsworld.testing.memory.queue import MemoryQueue
+from awsworld.memory.queue import MemoryQueue
 from awsworld.world import Delivery, InvalidInputError, WorldError
 
 from .conftest import activity, consumer_for, is_memory

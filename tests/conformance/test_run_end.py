@@ -1,10 +1,10 @@
 """What a run's end does to what it owns, the same on every World (moto, DynamoDB Local, memory):
 
-- its streams end for readers (``world/stream_reading.py``): a stream its writer never closed reads as closed
+- its streams end for readers (``world/rules/streams.py``): a stream its writer never closed reads as closed
   (``get_info``/``get_chunks`` ``done``, a live ``get`` ends once drained) as soon as the run is over, whether
   it completed, failed or was cancelled, and however its chunks were written (a step attempt that failed and
   one that succeeded, each through a write session of its own, none closing the stream);
-- its hooks close (``world/hook_ends.py``): released ones disappear and a resume of their token raises
+- its hooks close (``world/rules/hooks.py``): released ones disappear and a resume of their token raises
   ``HookClosedError`` naming the run and how it ended (still a ``HookNotFoundError`` and a ``RunGoneError``);
   a retained one reads ``status="closed"``; the token is free for a new hook at once (unless retained).
 """

@@ -194,7 +194,7 @@ async def test_a_webhook_of_a_finished_run_is_gone(local: LocalAWS, handlers: Ha
 
 async def test_a_released_webhook_token_of_a_finished_run_is_gone_too(local: LocalAWS, handlers: Handlers) -> None:
     """Without retention the run's end frees the token, and still remembers its run ended
-    (``world/hook_ends.py``): the sender learns the run is over (410), not that the URL never existed (404)."""
+    (``world/rules/hooks.py``): the sender learns the run is over (410), not that the URL never existed (404)."""
     events = local.world.events
     created = await events.create(None, {"eventType": "run_created",
                                          "eventData": {"workflowName": "deploy.webhook_twice", "input": None}})

@@ -18,7 +18,7 @@ import pytest
 
 from awsworld import create_hook, sleep, step, step_metadata, workflow
 from awsworld.testing import WorkflowTestEnv
-from awsworld.world.leases import lease_grace_seconds
+from awsworld.world.rules.leases import lease_grace_seconds
 from awsworld.world.watch import horizon
 
 BODIES: Counter[tuple[str, str]] = Counter()

@@ -4,7 +4,7 @@ its hooks close (listings say so; a resume says the run ended, with its status).
 The stream case is the one a ported Vercel example found: a step writes the default stream, fails its first
 attempt and succeeds on its second, never closing the stream. A reader starting after the run completed used
 to see the end at once in memory and not within 2 s on AWS (its reader asked the run's status only after its
-check interval); now both end at once, by one rule (``world/stream_reading.py``).
+check interval); now both end at once, by one rule (``world/rules/streams.py``).
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import pytest
 
-from awsworld.testing.clock import VirtualClock
-from awsworld.testing.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryQueue
-from awsworld.testing.memory.queue_consumer import MemoryConsumer, Refused
+from awsworld.memory.clock import VirtualClock
+from awsworld.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryConsumer, MemoryQueue
+from awsworld.memory.queue import MemoryRefused as Refused
 from awsworld.worker.delivery import DeliveryPath, backoff_seconds
 from awsworld.world import Delivery
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from awsworld.testing.clock import VirtualClock
-from awsworld.testing.memory.streams import MemoryStreams
+from awsworld.memory.clock import VirtualClock
+from awsworld.memory.streams import MemoryStreams
 from awsworld.world import EntityConflictError, RunGoneError, RunNotFoundError
 
 RUN = "wrun_memory"

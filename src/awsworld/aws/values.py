@@ -19,7 +19,7 @@ import uuid
 from collections import OrderedDict
 from typing import Any
 
-from ..world.errors import InvalidInputError, PayloadTooLargeError
+from ..world.limits import encode_value, value_json
 from .clients import AWSClients
 from .resources import run_prefix
 from .retention import expiry_tag_set, expiry_tagging
@@ -32,11 +32,7 @@ log = logging.getLogger("awsworld.values")
 StoredValue = dict[str, Any]
 
 
-def encode_json(value: Any, field: str) -> str:
-    try:
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
+encode_json = value_json
 
 
 def decode_json(text: str) -> Any:
@@ -67,20 +63,8 @@ class ValueStore:
     async def store(self, run_id: str, value: Any, field: str, *, expiry: int | None = None) -> StoredValue:
         """``value`` as an event holds it: inline, or a reference to the S3 object written here, tagged with the
         expiry class ``expiry`` (days; default: the run's as this process knows it)."""
-        text = encode_json(value, field)
-        try:
-            data = text.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate is not UTF-8: escape it (JSON's \uXXXX), so it still round-trips exactly.
-            text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-            data = text.encode("ascii")
+        text, data = encode_value(value, field, self.config.max_value_bytes)
         size = len(data)
-        if size > self.config.max_value_bytes:
-            raise PayloadTooLargeError(
-                f"{field} is {size} bytes; the largest value awsworld stores is "
-                f"{self.config.max_value_bytes} bytes (AWSWORLD_MAX_VALUE_BYTES)",
-                field=field,
-            )
         cipher = await self.clients.keys.for_writing(run_id)
         if size <= self.config.inline_value_limit:
             return {"v": text} if cipher is None else {"x": cipher.seal_text(data)}

@@ -14,7 +14,7 @@ snapshots copy the whole table, which suits a development machine, not a large d
 
 What a restore changes, because the process that held it is gone: the queue's dedup markers are not loaded
 (they name messages that no longer exist, and would hold their keys back for days), and every step that was
-running gets its lease ended (``world.leases``): its delivery died with the old process, so the first flow of
+running gets its lease ended (``world.rules.leases``): its delivery died with the old process, so the first flow of
 its run takes it over as a new attempt instead of waiting for a lease that nobody will finish. Its body ran
 (at least partly) once already: a step is at-least-once.
 """
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..aws.keys import RUN_SK, STEP_PREFIX
 from ..aws.log.transitions import INLINE_STEP
-from ..world.leases import LEASE_UNTIL_FIELD
+from ..world.rules.leases import LEASE_UNTIL_FIELD
 
 if TYPE_CHECKING:
     from ..aws.world import AWSWorld

@@ -16,8 +16,8 @@ from typing import Any
 
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
-from ..world.hook_ends import hook_state
 from ..world.protocol import World
+from ..world.rules.hooks import hook_state
 from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, remote, shorten, when

@@ -23,10 +23,10 @@ from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
-from ..world.hook_ends import closed_hook_error
 from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from ..world.protocol import World
+from ..world.rules.hooks import closed_hook_error
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 
 P = ParamSpec("P")
@@ -245,7 +245,12 @@ class Client:
     async def _receive(self, token: str, encoded: Any, idempotency_key: str | None,
                        wait: float | None) -> HookResumed:
         """Record ``encoded`` (a serialized payload, or a failure envelope) on the hook and wake its run."""
-        hook = await self._hook(token, wait)
+        try:
+            hook = await self._hook(token, wait)
+        except HookNotFoundError as missing:
+            if idempotency_key is None or missing.disposed_hook is None:
+                raise
+            return await _repeat_on_disposed(self.world, missing, encoded, _resume_id(idempotency_key))
         run = await self.world.runs.get(hook.run_id, resolve_data="none")
         ended = run.status in TERMINAL_RUN_STATUSES
         if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
@@ -416,6 +421,25 @@ async def _recorded(world: World, run_id: str, name: str) -> bool:
 async def _wake(world: World, run_id: str, workflow: str, reason: str) -> None:
     await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
                       idempotency_key=f"{run_id}:{reason}")
+
+
+async def _repeat_on_disposed(world: Any, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
+    """A keyed resume of a token whose hook was disposed (``world/rules/hooks.py``): a repeat of a resume that hook
+    took is answered as the first was (the write is refused as a repeat, with the first event, before anything
+    says the hook is gone); any other is the lookup's ``HookNotFoundError``. Nothing new is recorded or woken."""
+    assert missing.disposed_hook is not None
+    run_id, hook_id = missing.disposed_hook
+    try:
+        await world.events.create(run_id, {"eventType": "hook_received", "correlationId": hook_id,
+                                           "eventData": {"payload": encoded, "resumeId": resume_id}},
+                                  resolve_data="none")
+    except HookAlreadyReceivedError as repeat:
+        if repeat.event is not None:
+            return HookResumed(repeat.event, False)
+        raise missing from None
+    except (HookNotFoundError, RunGoneError):
+        raise missing from None
+    raise missing  # the hook is gone, so the World refuses a new resume id
 
 
 def _resume_id(key: str) -> str:

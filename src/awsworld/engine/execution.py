@@ -41,7 +41,7 @@ from ..authoring.errors import STEP_CANCELLED, FatalError, HookConflictError, Re
 from ..authoring.poll import PollSpec
 from ..authoring.scope import current_execution
 from ..world.events import Event
-from ..world.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
+from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from . import determinism, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure

@@ -46,7 +46,7 @@ from urllib.parse import unquote
 
 from ..world.errors import HookClosedError, HookNotFoundError, InvalidInputError, RunGoneError, ThrottledError
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
-from ..world.write_rules import token_fits
+from ..world.rules.requests import token_fits
 from . import observability as obs
 from . import snapstart
 from .container import Container, default_container

@@ -4,8 +4,8 @@
 the ``awsworld_env`` fixture, and ``awsworld_local`` gives the AWS emulator for integration tests.
 """
 
-from .clock import VirtualClock
+from ..memory import MemoryWorld
+from ..memory.clock import VirtualClock
 from .env import WorkflowTestEnv
-from .memory import MemoryWorld
 
 __all__ = ["MemoryWorld", "VirtualClock", "WorkflowTestEnv"]

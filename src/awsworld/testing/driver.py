@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..memory import MemoryWorld
+from ..memory.clock import VirtualClock
 from ..worker.delivery import RecordResult
 from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..worker.tick import TickFailedError, run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
-from .clock import VirtualClock
-from .memory import MemoryWorld
 
 
 class Driver:

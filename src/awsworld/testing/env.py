@@ -20,12 +20,12 @@ from types import TracebackType
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client
+from ..memory import MemoryWorld
+from ..memory.clock import VirtualClock
 from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..world.entities import TERMINAL_RUN_STATUSES
-from .clock import VirtualClock
 from .driver import Driver
-from .memory import MemoryWorld
 
 
 class WorkflowTestEnv:

@@ -13,7 +13,7 @@ from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
 from ..worker.step_runner import INLINE
 from ..world.entities import Run
 from ..world.events import Event
-from ..world.hook_ends import hook_state
+from ..world.rules.hooks import hook_state
 
 RUN_ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
@@ -65,7 +65,7 @@ class HookInfo:
     payloads: list[tuple[str, datetime, Any]] = field(default_factory=list[tuple[str, datetime, Any]])
     disposed: bool = False
     state: str = "open"
-    """open, disposed (by its workflow) or closed (its run ended with it open): ``world.hook_ends.hook_state``."""
+    """open, disposed (by its workflow) or closed (its run ended with it open): ``world.rules.hooks.hook_state``."""
 
 
 @dataclass

@@ -6,7 +6,7 @@ brought it (the run's own messages, a hook resume, the watchdog, ``awsworld wake
 and gives every open part a live way forward:
 
 - a step started by another delivery whose lease has passed is **taken over** (run here as a new attempt;
-  ``world.leases`` decides, in the World, that only one delivery wins; after ``dev --state`` restored it, a
+  ``world.rules.leases`` decides, in the World, that only one delivery wins; after ``dev --state`` restored it, a
   step's lease has ended in storage, and the restart's wake tries it at once);
 - a step declared (or due to retry) longer ago than the watch horizon and still not started has lost its
   message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
@@ -31,7 +31,7 @@ from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.events import Event
-from ..world.leases import lease_expired
+from ..world.rules.leases import lease_expired
 from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
 from .child_runs import child_check_times
 

@@ -55,8 +55,8 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
-from ..world.leases import LEASE_SECONDS_FIELD, lease_seconds
 from ..world.protocol import World
+from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
 from .child_runs import resolve_step
 from .error_shapes import structured_error
 
@@ -93,7 +93,7 @@ INLINE = "inline"
 def start_data(owner: str | None, *, inline: bool, lease: float | None = None) -> dict[str, Any]:
     """``step_started``'s data: the delivery's message id (``ownerMessageId``: a redelivery of that message may
     start the step again, see ``attempt_step``), the lease it asks for (``leaseSeconds``: how long it may still
-    report about the attempt; past it, another delivery may take the step over, ``world.leases``) and
+    report about the attempt; past it, another delivery may take the step over, ``world.rules.leases``) and
     ``"inline": true`` when the flow runs the attempt in its replay loop rather than a step message of its own.
     Only the inline path is marked: a fan-out queues N-1 steps and runs one inline, so the common case costs no
     bytes, and an event without the mark (every older one too) reads as queued. The run viewer shows it;
@@ -108,7 +108,7 @@ def start_data(owner: str | None, *, inline: bool, lease: float | None = None) -
 
 def step_lease(definition: StepDef, deadline: float | None) -> float | None:
     """The lease a delivery with budget ``deadline`` (``time.monotonic()``) asks for when it starts ``definition``
-    (``world.leases.lease_seconds``): None without a deadline (the World's default lease applies)."""
+    (``world.rules.leases.lease_seconds``): None without a deadline (the World's default lease applies)."""
     if deadline is None:
         return None
     return lease_seconds(step_timeout=definition.timeout, budget_left=deadline - time.monotonic(),

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ..aws.world import AWSWorld
-    from ..testing.memory.world import MemoryWorld
+    from ..memory.world import MemoryWorld
     from .protocol import World
 
     def aws_world_is_a_world(world: AWSWorld) -> World:

@@ -90,7 +90,7 @@ HookStatus = Literal["open", "closed"]
 
 class Hook(WireModel):
     """A live hook (``status="open"``), or one whose token is retained after its run ended (``"closed"``: it takes
-    no more payloads; see ``world/hook_ends.py``). Disposed hooks, and those released at their run's end, are
+    no more payloads; see ``world/rules/hooks.py``). Disposed hooks, and those released at their run's end, are
     deleted."""
 
     run_id: str

@@ -59,7 +59,15 @@ class StepNotFoundError(NotFoundError):
 
 
 class HookNotFoundError(NotFoundError):
+    """No hook answers. ``disposed_hook``: for a lookup by token, the (run id, hook id) of the hook that last
+    held the token and disposed it (``world/rules/hooks.py``), so a repeat of a resume that hook took can still
+    be answered as the first was."""
+
     code = "hook-not-found"
+
+    def __init__(self, message: str, *, disposed_hook: tuple[str, str] | None = None, **details: Any) -> None:
+        super().__init__(message, **details)
+        self.disposed_hook = disposed_hook
 
 
 class EventNotFoundError(NotFoundError):

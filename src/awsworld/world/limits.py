@@ -9,10 +9,13 @@ refused there too, with the same ``PayloadTooLargeError``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import Any
 
 from ..settings import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
 from ..settings import SETTINGS, Settings
+from .errors import InvalidInputError, PayloadTooLargeError
 
 MAX_VALUE_BYTES_ENV = Settings.max_value_bytes.env
 
@@ -21,3 +24,31 @@ def max_value_bytes(environ: Mapping[str, str] | None = None) -> int:
     """The bound this process is configured with (``AWSWORLD_MAX_VALUE_BYTES``, default 64 MiB; ``ValueError``
     for a value that is not a positive number of bytes)."""
     return (SETTINGS if environ is None else Settings(environ)).max_value_bytes
+
+
+# json.dumps with any option set builds a new encoder per call: this one is built once (same output, same errors).
+_STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def value_json(value: Any, field: str) -> str:
+    """``value``'s compact JSON, or the 400 naming ``field`` when it is not a JSON value (NaN, an object)."""
+    try:
+        return _STRICT.encode(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
+
+
+def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, bytes]:
+    """A user value as every World stores it: its JSON text and UTF-8 bytes (a lone surrogate, which is not
+    UTF-8, escaped as JSON's \\uXXXX so it still round-trips exactly), at most ``max_bytes`` of them (None: no
+    bound) or ``PayloadTooLargeError``."""
+    text = value_json(value, field)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        data = text.encode("ascii")
+    if max_bytes is not None and len(data) > max_bytes:
+        raise PayloadTooLargeError(f"{field} is {len(data)} bytes; the largest value awsworld stores is {max_bytes} "
+                                   f"bytes ({MAX_VALUE_BYTES_ENV})", field=field)
+    return text, data

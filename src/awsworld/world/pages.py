@@ -1,4 +1,5 @@
-"""Paginated responses. Cursors are opaque strings; ``events.list`` returns one even on its final page."""
+"""Paginated responses and the largest page of each listing, the same on every World. Cursors are opaque strings;
+``events.list`` returns one even on its final page."""
 
 from __future__ import annotations
 
@@ -12,6 +13,16 @@ from .entities import Hook, Run, Step
 from .events import Event, LogSnapshot
 
 T = TypeVar("T")
+
+MAX_EVENTS_PAGE = 1000
+"""``events.list`` / ``list_by_correlation_id``: events per page at most."""
+MAX_RUNS_PAGE = 100
+MAX_ENTITIES_PAGE = 1000
+"""``steps.list`` / ``hooks.list``."""
+MAX_CHUNKS_PAGE = 1000
+"""``streams.get_chunks``: chunks per page at most."""
+CHUNKS_PAGE_BYTES = 8 * 1024 * 1024
+"""A stream page (and a live reader's read) holds about this many bytes at most, and at least one chunk."""
 
 
 class Page(WireModel, Generic[T]):

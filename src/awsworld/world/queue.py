@@ -18,7 +18,8 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .base import WireModel
-from .errors import InvalidInputError
+from .errors import InvalidInputError, PayloadTooLargeError
+from .limits import value_json
 
 # The spec's patterns: a namespace is lowercase alphanumeric starting with a letter.
 QUEUE_PREFIX_RE = re.compile(r"^__(?:[a-z][a-z0-9]*_)?wkf_workflow_$")
@@ -77,6 +78,15 @@ def check_idempotency_key(key: object) -> str | None:
         raise InvalidInputError(f"idempotency key must be a string of 1-{MAX_IDEMPOTENCY_KEY_LENGTH} characters",
                                 field="idempotencyKey")
     return key
+
+
+def payload_json(payload: Any, max_bytes: int) -> str:
+    """A queue payload as its JSON text, the same on every World: a 400 when it is not JSON, and
+    ``PayloadTooLargeError`` past ``max_bytes`` of UTF-8 (``AWSWORLD_MAX_VALUE_BYTES``: a large one rides in S3)."""
+    text = value_json(payload, "payload")
+    if len(text) > max_bytes // 4 and len(data := text.encode("utf-8", "surrogatepass")) > max_bytes:
+        raise PayloadTooLargeError(f"queue payload is {len(data)} bytes; the largest is {max_bytes}", field="payload")
+    return text
 
 
 class QueueMessage(WireModel):

@@ -13,6 +13,7 @@ from typing import Protocol, runtime_checkable
 from pydantic import ConfigDict, Field
 
 from .base import WireModel
+from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id
 
@@ -48,6 +49,38 @@ def chunk_bytes(chunk: object, field: str = "chunk") -> bytes:
 def check_stream_name(name: object) -> str:
     """Stream names become DynamoDB sort keys and S3 key segments: the entity-id character set."""
     return check_entity_id(name, "streamName")
+
+
+def check_stream(run_id: str, name: str) -> None:
+    """Every streams call names a run and a stream: both must be ids."""
+    check_entity_id(run_id, "runId")
+    check_stream_name(name)
+
+
+def chunks_of(chunks: Sequence[Chunk]) -> list[bytes]:
+    """A ``write_multi``'s chunks as bytes, or the 400 of the first that is not a chunk."""
+    if isinstance(chunks, str | bytes):
+        raise InvalidInputError("chunks must be a sequence of chunks, not one chunk", field="chunks")
+    return [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
+
+
+def check_start_index(start_index: object) -> int:
+    if isinstance(start_index, bool) or not isinstance(start_index, int):
+        raise InvalidInputError("start_index must be an integer", field="startIndex")
+    return start_index
+
+
+def page_start(cursor: str | None) -> int:
+    """Where a ``get_chunks`` page starts: after the chunks its cursor's page held (0 without one)."""
+    decoded = decode_cursor(cursor) or {"i": 0}
+    start = decoded.get("i")
+    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
+        raise InvalidInputError("cursor is not one this World issued", field="cursor")
+    return start
+
+
+def page_cursor(position: int) -> str:
+    return encode_cursor({"i": position})
 
 
 class StreamChunk(WireModel):

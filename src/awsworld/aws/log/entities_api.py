@@ -7,15 +7,15 @@ import asyncio
 from ...world.cursors import check_limit, encode_cursor, key_after
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.hook_ends import closed_hook_error
-from ...world.pages import HookPage, StepPage
+from ...world.pages import MAX_ENTITIES_PAGE, HookPage, StepPage
+from ...world.rules.hooks import lookup_refusal
+from ...world.rules.state import TokenState
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .entity_reads import EntityReads
-from .transitions import END_STATUS, step_from_head
-
-MAX_PAGE = 1000
+from .hook_plans import END_STATUS
+from .transitions import step_from_head
 
 
 class StepsAPI:
@@ -40,7 +40,7 @@ class StepsAPI:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
-        check_limit(limit, MAX_PAGE)
+        check_limit(limit, MAX_ENTITIES_PAGE)
         after = key_after(cursor, STEP_PREFIX)
         head, (items, more) = await asyncio.gather(
             get_item(self.clients, run_key(run_id), ProjectionExpression="inl"),
@@ -76,20 +76,19 @@ class HooksAPI:
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
-        token whose run ended and released it: ``HookClosedError`` naming the run (``world/hook_ends.py``)."""
+        token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         owner = await get_item(self.clients, token_key(token))
         if owner is None:
             raise HookNotFoundError("no hook owns that token")
         item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
         if item is None:
-            if owner.get("released"):
-                raise closed_hook_error(str(owner["runId"]), owner.get(END_STATUS))
-            raise HookNotFoundError("no hook owns that token")
+            raise lookup_refusal(TokenState(token, str(owner["runId"]), str(owner["hookId"]),
+                                            released=bool(owner.get("released")), end_status=owner.get(END_STATUS)))
         return await self.reads.hook(owner["runId"], item, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
-        check_limit(limit, MAX_PAGE)
+        check_limit(limit, MAX_ENTITIES_PAGE)
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
                                          after_sk=key_after(cursor, HOOK_PREFIX), limit=limit)
         hooks = await self.reads.hooks(run_id, items, resolve_data)

@@ -11,15 +11,13 @@ from ...world.cursors import check_limit, encode_cursor, slot_after
 from ...world.entities import ResolveData
 from ...world.errors import InvalidInputError, RunNotFoundError
 from ...world.events import LogSnapshot
-from ...world.pages import EventPage
+from ...world.pages import MAX_EVENTS_PAGE, EventPage
 from ..clients import AWSClients
 from ..dynamodb.items import Item, events_from_blocks, from_ddb
 from ..dynamodb.reads import get_item
 from ..keys import HOOK_PREFIX, event_sk, run_key, run_pk
 from ..values import ValueStore
 from .blocks import BLOCK_SPAN, READ_PROJECTION, BlockEvent, block_events
-
-MAX_PAGE = 1000
 
 
 class EventReader:
@@ -60,7 +58,7 @@ class EventReader:
             if start:
                 kwargs["ExclusiveStartKey"] = start
             wanted = None if limit_events is None else limit_events + 1 - len(events)
-            page, start = await self._query(Limit=max(2, wanted) if wanted is not None else MAX_PAGE, **kwargs)
+            page, start = await self._query(Limit=max(2, wanted) if wanted is not None else MAX_EVENTS_PAGE, **kwargs)
             for item in page:
                 events.extend(e for e in block_events(item) if lo <= e.slot <= hi)
             if start is None or (limit_events is not None and len(events) > limit_events):
@@ -92,17 +90,17 @@ class EventReader:
                                      **READ_PROJECTION)
         return block_events(items[0]) if items else []
 
-    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_PAGE,
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
                    resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_PAGE)
+        check_limit(limit, MAX_EVENTS_PAGE)
         after = slot_after(cursor)
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
         return await self._page(run_id, events, more, after, resolve_data, snapshot)
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
-                                     limit: int = MAX_PAGE, resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_PAGE)
+                                     limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
+        check_limit(limit, MAX_EVENTS_PAGE)
         if not correlation_id:
             raise InvalidInputError("correlation_id is required", field="correlationId")
         after = slot_after(cursor)
@@ -115,7 +113,7 @@ class EventReader:
     async def between(self, run_id: str, after: int, before: int, resolve: ResolveData) -> EventPage:
         """The report of a write that landed at ``before`` while its writer held ``after`` events."""
         events, more = await self._blocks(run_id, after + 1, before - 1,
-                                          limit_events=min(MAX_PAGE, before - after - 1))
+                                          limit_events=min(MAX_EVENTS_PAGE, before - after - 1))
         return await self._page(run_id, events, more, after, resolve, None)
 
     async def _page(self, run_id: str, events: list[BlockEvent], more: bool, after: int, resolve: ResolveData,

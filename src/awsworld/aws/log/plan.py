@@ -8,13 +8,15 @@ from datetime import datetime
 from typing import Any
 
 from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
-from ...world.events import PAYLOAD_FIELDS, EventResult
-from ...world.leases import LEASE_UNTIL_FIELD
+from ...world.events import PAYLOAD_FIELDS, CreateEventRequest, EventResult
+from ...world.rules.leases import LEASE_UNTIL_FIELD
 from ...world.watch import commit_due, due_key, shard_of
+from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp
 from ..keys import run_key
 from ..resources import GSI_DUE_KEY, GSI_DUE_SHARD, WATCH_WAKES
+from ..retention import RETENTION_ATTRIBUTE
 from ..values import StoredValue
 from .blocks import BlockEvent, event_record
 
@@ -174,3 +176,29 @@ def run_watch(run_id: str, due: datetime | None) -> dict[str, str]:
     if due is None:
         return {}
     return {GSI_DUE_SHARD: shard_of(run_id), GSI_DUE_KEY: due_key(due)}
+
+
+@dataclass
+class State:
+    run_id: str
+    now: str
+    stored: StoredValue | None  # the event's payload, already stored
+    run: Item | None = None  # loaded when the plan needs the run item itself
+    entity: Item | None = None
+    hooks: list[Item] = field(default_factory=list)
+    token_not_owned: bool = False
+    deployment_id: str | None = None
+    in_head: bool = False  # a born-running step may be held in the run head (see plan_born_running)
+    # The stack's retention and longest run (aws/retention.py): a run's own retention is on its head.
+    retention: int = DEFAULT_RETENTION_SECONDS
+    max_run: int = DEFAULT_MAX_RUN_SECONDS
+
+    def run_retention(self) -> int:
+        return int((self.run or {}).get(RETENTION_ATTRIBUTE) or self.retention)
+
+
+def planned_event(req: CreateEventRequest, state: State, **extra: Any) -> PlannedEvent:
+    raw = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
+    raw.update(extra)
+    rest, _name, payload = split_payload(req.event_type, raw)
+    return PlannedEvent(req.event_type, req.correlation_id, rest, state.stored, payload, req.spec_version)

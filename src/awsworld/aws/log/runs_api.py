@@ -17,8 +17,8 @@ from ...world.cursors import check_limit, encode_cursor, run_before
 from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
 from ...world.errors import RunNotFoundError
 from ...world.events import AttributeChange, EventResult
-from ...world.pages import RunPage
-from ...world.write_rules import attr_set_event
+from ...world.pages import MAX_RUNS_PAGE, RunPage
+from ...world.rules.requests import attr_set_event
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb
 from ..dynamodb.reads import batch_get
@@ -26,8 +26,6 @@ from ..keys import run_key
 from ..resources import GSI_BY_STATUS, GSI_BY_WORKFLOW, GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 from .entity_reads import EntityReads
 from .event_writer import EventWriter
-
-MAX_PAGE = 100
 
 
 class RunsAPI:
@@ -52,7 +50,7 @@ class RunsAPI:
         limit: int = 50,
         resolve_data: ResolveData = "none",
     ) -> RunPage:
-        check_limit(limit, MAX_PAGE)
+        check_limit(limit, MAX_RUNS_PAGE)
         statuses = run_status_filter(status)
         if statuses == []:
             return RunPage()  # status=[] matches nothing, like SQL IN ()

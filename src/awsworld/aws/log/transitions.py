@@ -1,15 +1,18 @@
-"""The contract's transition rules, one function per event type.
+"""The AWS World's write plans, one function per event type: the state read just before a write -> its items.
 
-Each function looks at the state read just before the write (the run item, the entity item) and either
-raises the exact contract error, answers an idempotent no-op, or returns a :class:`Plan`. The DynamoDB
-conditions in the plan re-check the same facts at commit, so a race can only make the write retry, never
-land on a state the rules forbid.
+Each function looks at the run item and the entity item read just before the write and either raises the
+contract's error, answers an idempotent no-op, or returns a :class:`Plan` (the events, the run change, the
+TxOps). The DynamoDB conditions in the plan re-check the same facts at commit, so a race can only make the
+write retry, never land on a state the rules forbid. Hook writes are in ``hook_plans`` (their token conditions
+come from the rulebook, ``world/rules/hooks.py``), the planning state and the plan types in ``plan``. The
+in-memory World decides through the rulebook (``world/rules/``) instead; moving these planners onto it too is
+the rest of issue 22 item 1.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,65 +20,46 @@ from ...world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
 from ...world.errors import (
     EntityConflictError,
     EventNotFoundError,
-    HookNotFoundError,
     InvalidInputError,
     RunGoneError,
     RunNotFoundError,
     StepNotFoundError,
     TooEarlyError,
 )
-from ...world.events import CreateEventRequest, EventResult
-from ...world.hook_ends import HOOK_CLOSED, hook_fate
+from ...world.events import (
+    AttrSetData,
+    CreateEventRequest,
+    EventResult,
+    RunFailedData,
+    StepCreatedData,
+    StepRetryingData,
+    WaitCreatedData,
+)
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
-from ...world.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
+from ...world.rules.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
+from ...world.rules.requests import data_as
 from ...world.watch import commit_due
-from ...world.write_rules import check_hook_token
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
 from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
 from ..keys import (
     ATTRIBUTE_PREFIX,
-    HOOK_PREFIX,
     LAYOUT_VERSION,
     attrs_key,
-    hook_key,
-    hook_pointer_key,
-    resume_marker_key,
     run_key,
     step_key,
-    token_key,
     wait_key,
 )
 from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE
 from ..retention import RETENTION_ATTRIBUTE, end_ttl, epoch, retention_of
-from ..values import StoredValue
-from .plan import Plan, PlannedEvent, RunChange, SlotRef, run_watch, split_payload
-
-# A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
-HOOKS_RELEASED_IN_COMMIT = 30
-# The token item's record of how its run ended, once the run released it (``world/hook_ends.py``).
-END_STATUS = "endStatus"
-# The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
-RESUME_MARKER_ROLE = "resume"
-
-
-@dataclass
-class State:
-    run_id: str
-    now: str
-    stored: StoredValue | None  # the event's payload, already stored
-    run: Item | None = None  # loaded when the plan needs the run item itself
-    entity: Item | None = None
-    hooks: list[Item] = field(default_factory=list)
-    token_not_owned: bool = False
-    deployment_id: str | None = None
-    in_head: bool = False  # a born-running step may be held in the run head (see plan_born_running)
-    # The stack's retention and longest run (aws/retention.py): a run's own retention is on its head.
-    retention: int = DEFAULT_RETENTION_SECONDS
-    max_run: int = DEFAULT_MAX_RUN_SECONDS
-
-    def run_retention(self) -> int:
-        return int((self.run or {}).get(RETENTION_ATTRIBUTE) or self.retention)
+from .hook_plans import (
+    hook_retained,
+    plan_hook_created,
+    plan_hook_disposed,
+    plan_hook_received,
+    release_hooks,
+)
+from .plan import Plan, PlannedEvent, RunChange, SlotRef, State, planned_event, run_watch
 
 
 def plan_event(req: CreateEventRequest, state: State) -> Plan:
@@ -83,13 +67,6 @@ def plan_event(req: CreateEventRequest, state: State) -> Plan:
     if rule is None:
         raise InvalidInputError(f"{req.event_type} cannot be written by a caller", field="eventType")
     return rule.planner(req, state)
-
-
-def _event(req: CreateEventRequest, state: State, **extra: Any) -> PlannedEvent:
-    raw = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
-    raw.update(extra)
-    rest, _name, payload = split_payload(req.event_type, raw)
-    return PlannedEvent(req.event_type, req.correlation_id, rest, state.stored, payload, req.spec_version)
 
 
 def _alive(status: str) -> bool:
@@ -172,65 +149,20 @@ def _run_terminal(status: str, value_field: str | None):
             raise EntityConflictError(f"run {state.run_id} is already {run['status']}")
         # The run's whole partition expires from here (aws/retention.py): the head R after the end, or when the
         # last token it keeps reserved frees, whichever is later.
-        reserved = [str(h["tokenRetentionUntil"]) for h in state.hooks if _retained(h, state.now)]
+        reserved = [str(h["tokenRetentionUntil"]) for h in state.hooks if hook_retained(h, state.now)]
         sets: dict[str, Any] = {"status": status, "completedAt": state.now, GSI_STATUS_KEY: status,
                                 TTL_ATTRIBUTE: end_ttl(state.run_retention(), state.now, reserved)}
         if value_field and state.stored is not None:
             sets["endSlot"] = SlotRef(0)  # the output or error stays in the event
-        if status == "failed" and getattr(req.data(), "error_code", None):
-            sets["errorCode"] = req.data().error_code  # type: ignore[attr-defined]
+        data = req.data()
+        if isinstance(data, RunFailedData) and data.error_code:
+            sets["errorCode"] = data.error_code
         change = RunChange(sets=sets, require_status=run["status"])
-        plan = Plan([_event(req, state)], change, new_run={**run, **sets})
-        _release_hooks(plan, state, status, int(sets[TTL_ATTRIBUTE]))
+        plan = Plan([planned_event(req, state)], change, new_run={**run, **sets})
+        release_hooks(plan, state, status, int(sets[TTL_ATTRIBUTE]))
         return plan
 
     return planner
-
-
-def _release_hooks(plan: Plan, state: State, status: str, ttl: int) -> None:
-    """A run's end closes its hooks (``world/hook_ends.py``): it removes the live ones and frees their tokens,
-    except tokens still under retention; each token item stays as the memory that its run ended (``status``)."""
-    batches: list[list[TxOp]] = [[]]
-    for index, hook in enumerate(state.hooks):
-        ops = _hook_release_ops(state.run_id, hook, state.now, status, ttl)
-        if index < HOOKS_RELEASED_IN_COMMIT:
-            plan.ops.extend(ops)
-        else:
-            if len(batches[-1]) + len(ops) > 99:
-                batches.append([])
-            batches[-1].extend(ops)
-    plan.after_commit = [b for b in batches if b]
-
-
-def _hook_release_ops(run_id: str, hook: Item, now: str, status: str, ttl: int) -> list[TxOp]:
-    """The token item is kept, marked released with its run's end status (``endStatus``): a new hook may claim it
-    at once (or once its retention passes), and until then a resume of it says the run ended. It expires with
-    the run's partition (``ttl``, which already outlasts any retention). A retained hook stays, closed; any other
-    is deleted with its pointer."""
-    token_op = TxOp("Update", "hook-token", key=token_key(hook["token"]))
-    e = token_op.expr
-    token_op.condition = f"{e.n('hookId')} = {e.v(hook_id_of(hook))}"
-    token_op.update = (f"SET {e.n('released')} = {e.v(True)}, {e.n(END_STATUS)} = {e.v(status)}, "
-                       f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl)}")
-    if _retained(hook, now):
-        closed = TxOp("Update", "hook-release", key=hook_key(run_id, hook_id_of(hook)))
-        closed.update = f"SET {closed.expr.n('status')} = {closed.expr.v(HOOK_CLOSED)}"
-        closed.condition = "attribute_exists(pk)"
-        return [token_op, closed]
-    return [
-        TxOp("Delete", "hook-release", key=hook_key(run_id, hook_id_of(hook))),
-        TxOp("Delete", "hook-release", key=hook_pointer_key(hook_id_of(hook))),
-        token_op,
-    ]
-
-
-def hook_id_of(hook: Item) -> str:
-    return str(hook["sk"]).removeprefix(HOOK_PREFIX)
-
-
-def _retained(hook: Item, now: str) -> bool:
-    until = hook.get("tokenRetentionUntil")
-    return hook_fate(datetime.fromisoformat(str(until)) if until else None, datetime.fromisoformat(now)) == "retained"
 
 
 def _attr_set(req: CreateEventRequest, state: State) -> Plan:
@@ -243,7 +175,7 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
     e = op.expr
     sets: dict[str, str] = {}
     removes: set[str] = set()
-    for c in req.data().changes:  # type: ignore[attr-defined]
+    for c in data_as(req, AttrSetData).changes:
         if c.value is None:
             removes.add(c.key)
             sets.pop(c.key, None)
@@ -266,7 +198,7 @@ def _attr_set(req: CreateEventRequest, state: State) -> Plan:
     ops = [op] if clauses else []
     op.update = " ".join(clauses)
     change = RunChange(sets={"attrs": True} if sets else {})
-    return Plan([_event(req, state)], change, ops, new_run={**run, **change.sets})
+    return Plan([planned_event(req, state)], change, ops, new_run={**run, **change.sets})
 
 
 # ---------------------------------------------------------------- steps
@@ -278,7 +210,7 @@ def _step_created(req: CreateEventRequest, state: State) -> Plan:
         raise EntityConflictError(f"step {step_id} already exists")
     item = {
         **step_key(state.run_id, req.correlation_id or ""),
-        "stepName": req.data().step_name,  # type: ignore[attr-defined]
+        "stepName": data_as(req, StepCreatedData).step_name,
         "status": "pending",
         "in": SlotRef(0) if state.stored is not None else None,  # the input stays in the event
         "attempt": 0,
@@ -289,7 +221,7 @@ def _step_created(req: CreateEventRequest, state: State) -> Plan:
     }
     # The head must not hold a step of this id either (the step item's absence does not say so).
     change = RunChange(require_alive=True, open_steps_delta=1, not_inline=[step_id])
-    return Plan([_event(req, state)], change, [put("entity", item, if_absent=True)], new_step=item)
+    return Plan([planned_event(req, state)], change, [put("entity", item, if_absent=True)], new_step=item)
 
 
 def _existing_step(req: CreateEventRequest, state: State) -> Item:
@@ -331,13 +263,13 @@ def _changed(old: Item, sets: dict[str, Any], removes: tuple[str, ...] = ()) -> 
 
 def _started_event(req: CreateEventRequest, state: State, attempt: int, lease: str) -> PlannedEvent:
     """step_started as the log keeps it: the attempt and the lease's end (not the seconds asked for)."""
-    event = _event(req, state, attempt=attempt, **{LEASE_UNTIL_FIELD: lease})
+    event = planned_event(req, state, attempt=attempt, **{LEASE_UNTIL_FIELD: lease})
     event.data.pop(LEASE_SECONDS_FIELD, None)
     return event
 
 
 def _lease_until(data: dict[str, Any], now: str) -> str:
-    """The end of the lease a step_started asks for (``world.leases``), as stored."""
+    """The end of the lease a step_started asks for (``world.rules.leases``), as stored."""
     return _iso(lease_end(datetime.fromisoformat(now), requested_lease(data)))
 
 
@@ -361,7 +293,7 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
     lease = _lease_until(extra, state.now)
     # A second delivery (a duplicate message) while the step runs under the first one's message id and lease:
     # only a redelivery of that message may start it again, so a step message needs no queue-side dedup marker;
-    # once the lease has passed, the owner is gone and this delivery takes the step over (world.leases).
+    # once the lease has passed, the owner is gone and this delivery takes the step over (world.rules.leases).
     start_verdict(status=step["status"], holder=step.get("owner"), owner=owner if isinstance(owner, str) else None,
                   lease_until=_when(step.get(LEASE_UNTIL_FIELD)), started=_when(step.get("updatedAt")),
                   now=datetime.fromisoformat(state.now), step_id=req.correlation_id)
@@ -383,7 +315,7 @@ def _step_result(status: str | None, value_field: str):
                                 "updatedAt": state.now}
         removes: tuple[str, ...] = ()
         if status is None:  # step_retrying: back to pending, with the error and when it may start again
-            retry_after = req.data().retry_after  # type: ignore[attr-defined]
+            retry_after = data_as(req, StepRetryingData).retry_after
             sets["status"] = "pending"
             sets["retryAfter"] = retry_after.astimezone(UTC).isoformat(timespec="microseconds") if retry_after else None
             if retry_after is None:
@@ -393,60 +325,13 @@ def _step_result(status: str | None, value_field: str):
             sets["completedAt"] = state.now
         key = step_key(state.run_id, req.correlation_id or "")
         change = RunChange(open_steps_delta=0 if status is None else -1)
-        return Plan([_event(req, state)], change, [_step_write(key, step, sets, removes, change)],
+        return Plan([planned_event(req, state)], change, [_step_write(key, step, sets, removes, change)],
                     new_step=_changed(step, sets, removes))
 
     return planner
 
 
 # ---------------------------------------------------------------- hooks
-
-
-def _hook_created(req: CreateEventRequest, state: State) -> Plan:
-    data = req.data()
-    hook_id = req.correlation_id or ""
-    retention = data.token_retention_until  # type: ignore[attr-defined]
-    retention_iso = retention.astimezone(UTC).isoformat(timespec="microseconds") if retention else None
-    check_hook_token(data.token, retention, datetime.fromisoformat(state.now))  # type: ignore[attr-defined]
-    hook = {
-        **hook_key(state.run_id, hook_id),
-        "token": data.token,  # type: ignore[attr-defined]
-        "in": SlotRef(0) if state.stored is not None else None,  # the metadata stays in the event
-        "isWebhook": bool(data.is_webhook),  # type: ignore[attr-defined]
-        "tokenRetentionUntil": retention_iso,
-        "createdAt": state.now,
-        "updatedAt": state.now,
-        "specVersion": req.spec_version,
-        "ver": 1,
-    }
-    token = put("token", {**token_key(hook["token"]), "token": hook["token"], "runId": state.run_id,
-                          "hookId": hook_id, "released": False, "retentionUntil": retention_iso})
-    e = token.expr
-    token.condition = (
-        f"attribute_not_exists(pk) OR ({e.n('released')} = {e.v(True)} AND "
-        f"(attribute_not_exists({e.n('retentionUntil')}) OR {e.n('retentionUntil')} < {e.v(state.now)}))"
-    )
-    ops = [
-        put("entity", hook, if_absent=True),
-        put("hook-pointer", {**hook_pointer_key(hook_id), "runId": state.run_id}, if_absent=True),
-        token,
-    ]
-    return Plan([_event(req, state)], RunChange(require_alive=True, hooks_created=1), ops, new_hook=hook)
-
-
-def hook_conflict_plan(req: CreateEventRequest, state: State, owner_run_id: str) -> Plan:
-    """The token is held by another hook: record hook_conflict, in the same commit as a check that the
-    token is still held (if it was freed meanwhile, the hook is created instead on the next attempt)."""
-    token = req.data().token  # type: ignore[attr-defined]
-    event = PlannedEvent("hook_conflict", req.correlation_id, {"token": token, "conflictingRunId": owner_run_id},
-                         None, None, req.spec_version)
-    held = TxOp("ConditionCheck", "token-held", key=token_key(token))
-    e = held.expr
-    held.condition = (
-        f"{e.n('runId')} = {e.v(owner_run_id)} AND ({e.n('released')} = {e.v(False)} OR "
-        f"{e.n('retentionUntil')} >= {e.v(state.now)})"
-    )
-    return Plan([event], RunChange(require_alive=True), [held])
 
 
 def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, state: State) -> Plan:
@@ -490,37 +375,11 @@ def step_from_head(run_id: str, head: Item | None, step_id: str) -> Item | None:
     return {k: v for k, v in item.items() if v is not None}
 
 
-def _hook_received(req: CreateEventRequest, state: State) -> Plan:
-    hook_id = req.correlation_id or ""
-    check = TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, hook_id), condition="attribute_exists(pk)")
-    ops = [check]
-    resume_id = req.data().resume_id  # type: ignore[attr-defined]
-    if resume_id is not None:
-        # Keys and the event's slot only (the writer fills it in at commit): a repeat reads the slot back from
-        # the cancellation's ALL_OLD item. About 150 bytes, so the marker adds 2 WRU to the transaction.
-        ops.append(put(RESUME_MARKER_ROLE, resume_marker_key(state.run_id, hook_id, resume_id), if_absent=True))
-    return Plan([_event(req, state)], RunChange(require_alive=True), ops)
-
-
-def _hook_disposed(req: CreateEventRequest, state: State) -> Plan:
-    hook = state.entity
-    if hook is None:
-        raise HookNotFoundError(f"hook {req.correlation_id} not found in run {state.run_id}")
-    delete = TxOp("Delete", "entity", key=hook_key(state.run_id, hook_id_of(hook)))
-    delete.condition = f"{delete.expr.n('ver')} = {delete.expr.v(hook['ver'])}"
-    ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook_id_of(hook)))]
-    if not state.token_not_owned:
-        token = TxOp("Delete", "token", key=token_key(hook["token"]))
-        token.condition = f"{token.expr.n('hookId')} = {token.expr.v(hook_id_of(hook))}"
-        ops.append(token)
-    return Plan([_event(req, state, token=hook["token"])], RunChange(), ops)
-
-
 # ---------------------------------------------------------------- waits
 
 
 def _wait_created(req: CreateEventRequest, state: State) -> Plan:
-    resume_at = req.data().resume_at  # type: ignore[attr-defined]
+    resume_at = data_as(req, WaitCreatedData).resume_at
     item = {
         **wait_key(state.run_id, req.correlation_id or ""),
         "status": "waiting",
@@ -530,7 +389,7 @@ def _wait_created(req: CreateEventRequest, state: State) -> Plan:
         "specVersion": req.spec_version,
         "ver": 1,
     }
-    return Plan([_event(req, state)], RunChange(require_alive=True), [put("entity", item, if_absent=True)],
+    return Plan([planned_event(req, state)], RunChange(require_alive=True), [put("entity", item, if_absent=True)],
                 new_wait=item)
 
 
@@ -542,7 +401,7 @@ def _wait_completed(req: CreateEventRequest, state: State) -> Plan:
         raise EntityConflictError(f"wait {req.correlation_id} is already completed")
     sets = {"status": "completed", "completedAt": state.now, "updatedAt": state.now}
     key = wait_key(state.run_id, req.correlation_id or "")
-    return Plan([_event(req, state)], RunChange(require_alive=True), [_update_entity(key, wait, sets)],
+    return Plan([planned_event(req, state)], RunChange(require_alive=True), [_update_entity(key, wait, sets)],
                 new_wait=_changed(wait, sets))
 
 
@@ -571,9 +430,9 @@ STORAGE_RULES: dict[str, StorageRule] = {
     # A step's end reports how many of the run's steps are still open: the head is read with the step.
     "step_completed": StorageRule(_step_result("completed", "out"), frozenset({_ENTITY, _RUN})),
     "step_failed": StorageRule(_step_result("failed", "err"), frozenset({_ENTITY, _RUN})),
-    "hook_created": StorageRule(_hook_created),
-    "hook_received": StorageRule(_hook_received),
-    "hook_disposed": StorageRule(_hook_disposed, frozenset({_ENTITY})),
+    "hook_created": StorageRule(plan_hook_created),
+    "hook_received": StorageRule(plan_hook_received),
+    "hook_disposed": StorageRule(plan_hook_disposed, frozenset({_ENTITY})),
     "wait_created": StorageRule(_wait_created),
     "wait_completed": StorageRule(_wait_completed, frozenset({_ENTITY})),
 }

@@ -35,14 +35,17 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError
 from ...world.queue import Delivery, Refused, check_delay, check_queue_prefix
 from .queue_envelope import Envelope, MalformedBody, decode_body
-from .sqs_queue import SqsQueue, sqs_error
+from .sqs_errors import sqs_error
+
+if TYPE_CHECKING:
+    from .sqs_queue import SqsQueue
 
 log = logging.getLogger("awsworld.queue")
 

@@ -15,36 +15,23 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...world.errors import InvalidInputError, ThrottledError, WorldError
+from ...world.errors import InvalidInputError, WorldError
 from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
 from ..clients import AWSClients
 from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
 from .dedup import Claim, DedupMarkers, Holder
+from .deliveries import QueueConsumer
 from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, from_epoch, new_message_id
-
-if TYPE_CHECKING:
-    from .deliveries import QueueConsumer
+from .sqs_errors import sqs_error
 
 log = logging.getLogger("awsworld.queue")
 
 MAX_BATCH_ENTRIES = 10
 MAX_BATCH_BYTES = 256 * 1024 - 1024  # SQS caps a batch's bodies at 256 KiB in total; keep a margin
-_THROTTLED = frozenset({"ThrottlingException", "RequestThrottled", "AWS.SimpleQueueService.RequestThrottled",
-                        "KmsThrottled", "ServiceUnavailable", "InternalError", "InternalFailure"})
-
-
-def sqs_error(error: ClientError, operation: str) -> WorldError:
-    """An SQS failure as a contract error: throttling and server faults are retryable (429)."""
-    code = str(error.response.get("Error", {}).get("Code", ""))
-    if code in _THROTTLED or code.endswith("Throttled"):
-        return ThrottledError(f"SQS {operation} was throttled ({code})")
-    return WorldError(f"SQS {operation} failed ({code or 'unknown error'})", aws_code=code, operation=operation)
-
-
 @dataclass
 class _Entry:
     """One message on its way out."""
@@ -157,8 +144,6 @@ class SqsQueue:
 
     def consumer(self, prefix: str) -> QueueConsumer:
         """The consuming side for one queue prefix (``__wkf_workflow_`` or a namespace's)."""
-        from .deliveries import QueueConsumer
-
         return QueueConsumer(self, prefix)
 
     # -- shared with the consumer --------------------------------------------------------------------------

@@ -11,11 +11,12 @@ import asyncio
 import time
 
 from ...world.errors import WorldError
-from ...world.stream_reading import LiveReader
+from ...world.pages import CHUNKS_PAGE_BYTES, MAX_CHUNKS_PAGE
+from ...world.rules.streams import LiveReader
 from .stream_store import Segment, StreamStore
 
-READ_CHUNKS = 1000
-READ_BYTES = 8 * 1024 * 1024
+READ_CHUNKS = MAX_CHUNKS_PAGE
+READ_BYTES = CHUNKS_PAGE_BYTES
 _SEGMENTS_PER_QUERY = 100
 _GAP_RETRIES = 8
 
@@ -97,7 +98,7 @@ class ChunkReader:
 
 class LiveStream(LiveReader):
     """``streams.get``: an async iterator of chunks that waits for new ones (polling with backoff). When it ends
-    is every World's rule (``world/stream_reading.py``): when the stream is closed, or once drained when the run
+    is every World's rule (``world/rules/streams.py``): when the stream is closed, or once drained when the run
     has ended; an idle reader asks the run's status at once the first time, then every ``run_check_interval``.
     ``await`` it to fix a negative start index now rather than at the first read.
     """

@@ -29,13 +29,11 @@ from botocore.exceptions import ClientError
 
 from ...world.entities import TERMINAL_RUN_STATUSES
 from ...world.errors import (
-    EntityConflictError,
-    RunGoneError,
-    RunNotFoundError,
     ThrottledError,
     WorldError,
 )
 from ...world.ids import new_ulid
+from ...world.rules.streams import append_refusal, closed_stream
 from ...world.streams import check_chunk_sizes
 from ..clients import AWSClients
 from ..dynamodb.items import Item, from_ddb, now_iso, to_ddb, to_ddb_value
@@ -199,11 +197,9 @@ class StreamStore:
         run_reason = cancelled.failed("run")
         if run_reason is not None:
             run = run_reason.item or await get_item(self.clients, run_key(run_id))
-            if run is None:
-                raise RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)
-            if run.get("status") in TERMINAL_RUN_STATUSES:
-                raise RunGoneError(f"run {run_id} is {run['status']}: its streams take no more chunks",
-                                   run_id=run_id)
+            refused = append_refusal(run_id, name, str(run["status"]) if run is not None else None, closed=False)
+            if refused is not None:
+                raise refused
         meta_reason = cancelled.failed("meta")
         if meta_reason is not None:
             meta = meta_reason.item or await get_item(self.clients, stream_key(run_id, name))
@@ -211,7 +207,7 @@ class StreamStore:
                 return 0
             if meta.get("done"):
                 self._remember(run_id, name, int(meta["count"]))
-                raise EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
+                raise closed_stream(run_id, name)
             return int(meta["count"])
         if cancelled.failed("segment") is not None:  # cannot happen below a committed count; re-read the tail
             count, _ = await self.meta(run_id, name)

@@ -21,17 +21,27 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from ...settings import SETTINGS, Settings
-from ...world.cursors import check_limit, decode_cursor, encode_cursor
-from ...world.errors import InvalidInputError, WorldError
+from ...world.cursors import check_limit
+from ...world.errors import WorldError
 from ...world.ids import check_entity_id
-from ...world.stream_reading import end_state
-from ...world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, check_stream_name, chunk_bytes
+from ...world.pages import MAX_CHUNKS_PAGE
+from ...world.rules.streams import end_state
+from ...world.streams import (
+    Chunk,
+    StreamChunk,
+    StreamChunkPage,
+    StreamInfo,
+    check_start_index,
+    check_stream,
+    chunks_of,
+    page_cursor,
+    page_start,
+)
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
 from .stream_session import OpenSessions, WriteSession
 from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore, split_parts
 
-MAX_PAGE_CHUNKS = 1000
 FLUSH_ENV = Settings.stream_flush_ms.env
 DEFAULT_FLUSH_MS = Settings.stream_flush_ms.default
 
@@ -62,24 +72,21 @@ class StreamsAPI:
         """Append the chunks in order and contiguously; returns when they are durable (one S3 object and one
         commit, shared with concurrent writes to the stream; more only past 10,000 chunks or the object size
         cap). Closed stream: ``EntityConflictError``; finished run: ``RunGoneError``."""
-        _check(run_id, name)
-        if isinstance(chunks, str | bytes):
-            raise InvalidInputError("chunks must be a sequence of chunks, not one chunk", field="chunks")
-        data = [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
+        check_stream(run_id, name)
+        data = chunks_of(chunks)
         if data:
             await self._commits.append(run_id, name, data)
 
     async def close(self, run_id: str, name: str) -> None:
         """End the stream, after the chunks this process's write sessions of it hold are flushed."""
-        _check(run_id, name)
+        check_stream(run_id, name)
         await self.sessions.flush(run_id, name)
         await self.store.close(run_id, name)
 
     def get(self, run_id: str, name: str, start_index: int = 0) -> LiveStream:
         """``async for chunk in streams.get(...)``; ``await`` it first to fix a negative start now."""
-        _check(run_id, name)
-        if isinstance(start_index, bool) or not isinstance(start_index, int):
-            raise InvalidInputError("start_index must be an integer", field="startIndex")
+        check_stream(run_id, name)
+        check_start_index(start_index)
         return LiveStream(self.store, run_id, name, start_index, poll_interval=self.poll_interval,
                           max_poll_interval=self.max_poll_interval, run_check_interval=self.run_check_interval)
 
@@ -87,23 +94,20 @@ class StreamsAPI:
                          cursor: str | None = None) -> StreamChunkPage:
         """A snapshot page from the cursor (or the start); the cursor always points after the page. ``done``: the
         stream is closed, or its run has ended."""
-        _check(run_id, name)
-        check_limit(limit, MAX_PAGE_CHUNKS)
-        decoded = decode_cursor(cursor) or {"i": 0}
-        start = decoded.get("i")
-        if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-            raise InvalidInputError("cursor is not one this World issued", field="cursor")
+        check_stream(run_id, name)
+        check_limit(limit, MAX_CHUNKS_PAGE)
+        start = page_start(cursor)
         count, done = await self._end_state(run_id, name)
         reader = ChunkReader(self.store, run_id, name, start)
         chunks = await reader.read(count, max_chunks=limit)
         return StreamChunkPage(
             data=[StreamChunk(index=start + i, data=c) for i, c in enumerate(chunks)],
-            cursor=encode_cursor({"i": reader.position}), has_more=reader.position < count, done=done,
+            cursor=page_cursor(reader.position), has_more=reader.position < count, done=done,
         )
 
     async def get_info(self, run_id: str, name: str) -> StreamInfo:
-        """The tail index and ``done``: closed, or its run has ended (``world/stream_reading.py``)."""
-        _check(run_id, name)
+        """The tail index and ``done``: closed, or its run has ended (``world/rules/streams.py``)."""
+        check_stream(run_id, name)
         count, done = await self._end_state(run_id, name)
         return StreamInfo(tail_index=count - 1, done=done)
 
@@ -118,7 +122,7 @@ class StreamsAPI:
                              flush_interval: float | None = None) -> WriteSession:
         """A writer's session: ``write(chunk_seq, chunks)`` in this writer's own sequence (0, 1, 2, ... from
         ``first_seq``; out-of-order calls wait for the gap), flushed in batches; ``close()`` ends the stream."""
-        _check(run_id, name)
+        check_stream(run_id, name)
         check_entity_id(writer_id, "writerId")
         interval = self.stream_flush_interval_ms / 1000 if flush_interval is None else flush_interval
         return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=interval,
@@ -188,8 +192,3 @@ class GroupCommits:
                 if not left.done.done():
                     left.done.set_exception(WorldError(f"a commit of stream {key[1]} was cancelled: its chunks "
                                                        "may not be durable"))
-
-
-def _check(run_id: str, name: str) -> None:
-    check_entity_id(run_id, "runId")
-    check_stream_name(name)

@@ -1,5 +1,5 @@
 """``world.watch`` in memory: the watch index (``State.watch``, a dict of the unfinished runs' dues) and its
-two corrections, with the AWS World's rules (``aws/log/watch_api.py``); each commit sets the due (``log.py``).
+two corrections, by ``world.watch``'s rules; each commit sets the due (``log.py``).
 
 The index holds only the runs that have a due (never a walk over all runs), and ``next_due`` gives the test
 environment's driver the soonest one, so its skipping clock can reach a watchdog tick.
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ...world.watch import DueRun, due_key, now_key, parse_key, snooze_due
+from ..world.watch import DueRun, due_key, now_key, parse_key, snooze_due
 from .records import RunRecord, State, WatchEntry
 
 

@@ -23,11 +23,12 @@ the outcome's write, and clock skew. A step_started that asks for no lease (an o
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
-from ..settings import SETTINGS, Settings
-from .errors import InvalidInputError, StepRunningElsewhereError
+from ...settings import SETTINGS, Settings
+from ..errors import InvalidInputError, StepRunningElsewhereError
 
 LEASE_GRACE_ENV = Settings.lease_grace_seconds.env
 DEFAULT_LEASE_GRACE_SECONDS = Settings.lease_grace_seconds.default
@@ -38,7 +39,24 @@ LEASE_SECONDS_FIELD = "leaseSeconds"
 LEASE_UNTIL_FIELD = "leaseUntil"
 """step_started's stored field (and the step item's attribute): when the lease ends."""
 
+OWNER_FIELD = "ownerMessageId"
+"""step_started's request field: the message id of the delivery starting the step."""
+
 StartVerdict = Literal["start", "take-over"]
+
+
+@dataclass(frozen=True, slots=True)
+class StartAsk:
+    """What a step_started asks for: its delivery (None when it names none, or not as a string) and its lease."""
+
+    owner: str | None
+    lease_seconds: float
+
+
+def start_ask(data: dict[str, Any] | None) -> StartAsk:
+    """A step_started's ``ownerMessageId`` and ``leaseSeconds`` (its unknown fields), checked."""
+    owner = (data or {}).get(OWNER_FIELD)
+    return StartAsk(owner if isinstance(owner, str) else None, requested_lease(data))
 
 
 def lease_grace_seconds() -> float:

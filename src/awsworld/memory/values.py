@@ -2,10 +2,10 @@
 
 A value is checked and copied at the moment it is written (``store_value``): what is kept is its JSON text,
 so a caller that mutates its object afterwards cannot change the log, and a value that is not JSON (NaN, an
-arbitrary object) is refused with the same typed 400 the AWS World gives, before anything is written. Every
+arbitrary object) is refused with the contract's typed 400 (``world.limits``), before anything is written. Every
 read decodes a fresh copy (``Value.get``), so a reader mutating what it was handed cannot change the log
 either; scalars are immutable and are handed out as they are. Keeping the decoded JSON, not the caller's
-object, also makes the answers equal to the AWS World's (a tuple reads back as a list, an int key as a str).
+object, also makes every answer JSON's (a tuple reads back as a list, an int key as a str).
 """
 
 from __future__ import annotations
@@ -14,14 +14,13 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from ...world.errors import InvalidInputError, PayloadTooLargeError
+from ..world.limits import encode_value, value_json
 
 JSONValue = Any
 """A value made of dict, list, str, int, float, bool and None (JSON has no narrower Python type)."""
 
 _SCALARS = (str, int, float, bool, type(None))
-# json.dumps with any option set builds a new encoder per call: these are built once (same output, same errors).
-_STRICT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+# json.dumps with any option set builds a new encoder per call: this one is built once.
 _COMPACT = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
 
 
@@ -41,25 +40,10 @@ class Value:
 NULL = Value("null", None, True)
 
 
-def encode_json(value: JSONValue, field: str) -> str:
-    """The value's JSON text, or the AWS World's 400 naming ``field`` when it is not a JSON value."""
-    try:
-        return _STRICT.encode(value)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
-
-
 def store_value(value: JSONValue, field: str, max_bytes: int | None) -> Value:
-    """Check ``value`` (JSON, and at most ``max_bytes`` of UTF-8 when a limit is set) and keep a copy."""
-    text = encode_json(value, field)
-    if max_bytes is not None:
-        try:
-            size = len(text.encode("utf-8"))
-        except UnicodeEncodeError:  # a lone surrogate: measured as JSON escapes it, as the AWS World stores it
-            size = len(json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False))
-        if size > max_bytes:
-            raise PayloadTooLargeError(
-                f"{field} is {size} bytes; the largest value this World stores is {max_bytes} bytes", field=field)
+    """Check ``value`` (JSON, and at most ``max_bytes`` of UTF-8 when a limit is set: ``world.limits``) and keep
+    a copy."""
+    text = value_json(value, field) if max_bytes is None else encode_value(value, field, max_bytes)[0]
     if type(value) in _SCALARS:  # exactly a scalar type: subclasses (enums) read back as the JSON they encode to
         return Value(text, value, True)
     return Value(text)

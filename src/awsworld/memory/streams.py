@@ -1,4 +1,4 @@
-"""``world.streams`` of the in-memory World: the contract's Streamer with the AWS World's validation and errors.
+"""``world.streams`` of the in-memory World: the contract's Streamer over ``stream_store``'s records.
 
 ``write``/``write_multi`` append at once (durable on return, a call's chunks contiguous, calls in call order)
 and then yield to the event loop once, so a writer in a tight loop does not starve readers and closers.
@@ -10,33 +10,30 @@ window; live readers (``stream_reader.py``) wake on every append or close. State
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import json
 from collections.abc import Sequence
-from typing import Any
 
-from ...world.clock import Clock
-from ...world.errors import InvalidInputError
-from ...world.ids import check_entity_id
-from ...world.limits import DEFAULT_MAX_VALUE_BYTES
-from ...world.stream_reading import end_state
-from ...world.streams import (
+from ..world.clock import Clock
+from ..world.cursors import check_limit
+from ..world.ids import check_entity_id
+from ..world.limits import DEFAULT_MAX_VALUE_BYTES
+from ..world.pages import CHUNKS_PAGE_BYTES, MAX_CHUNKS_PAGE
+from ..world.rules.streams import end_state
+from ..world.streams import (
     FRAME_BYTES,
     Chunk,
     StreamChunk,
     StreamChunkPage,
     StreamInfo,
-    check_stream_name,
-    chunk_bytes,
+    check_start_index,
+    check_stream,
+    chunks_of,
+    page_cursor,
+    page_start,
 )
 from .stream_reader import MemoryLiveStream
 from .stream_session import MemoryWriteSession, OpenSessions
 from .stream_store import MemoryStreamStore, RunStatuses
 
-MAX_PAGE_CHUNKS = 1000
-PAGE_BYTES = 8 * 1024 * 1024
-"""A page holds about this many bytes at most (at least one chunk), as the AWS World's pages do."""
 RUN_CHECK_INTERVAL = 0.1
 
 
@@ -48,7 +45,7 @@ class MemoryStreams:
     def __init__(self, clock: Clock, storage: RunStatuses, *, flush_interval_ms: int = 0,
                  run_check_interval: float = RUN_CHECK_INTERVAL,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
-        """``max_value_bytes``: a chunk and its frame are at most this many bytes, as on the AWS World."""
+        """``max_value_bytes``: a chunk and its frame are at most this many bytes."""
         self.clock = clock  # streams keep no time; taken for symmetry with the other parts of the World
         self.store = MemoryStreamStore(storage, max_chunk_bytes=max_value_bytes - FRAME_BYTES)
         self.stream_flush_interval_ms = flush_interval_ms
@@ -62,51 +59,47 @@ class MemoryStreams:
     async def write_multi(self, run_id: str, name: str, chunks: Sequence[Chunk]) -> None:
         """Append the chunks in order and contiguously. Closed stream: ``EntityConflictError``; finished run:
         ``RunGoneError``; unknown run: ``RunNotFoundError``."""
-        _check(run_id, name)
-        if isinstance(chunks, str | bytes):
-            raise InvalidInputError("chunks must be a sequence of chunks, not one chunk", field="chunks")
-        data = [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
+        check_stream(run_id, name)
+        data = chunks_of(chunks)
         if data:
             self.store.append(run_id, name, data)
             await asyncio.sleep(0)
 
     async def close(self, run_id: str, name: str) -> None:
         """End the stream, after the chunks the write sessions of it hold are flushed."""
-        _check(run_id, name)
+        check_stream(run_id, name)
         await self.sessions.flush(run_id, name)
         self.store.close(run_id, name)
 
     def get(self, run_id: str, name: str, start_index: int = 0) -> MemoryLiveStream:
         """``async for chunk in streams.get(...)``; ``await`` it first to fix a negative start now."""
-        _check(run_id, name)
-        if isinstance(start_index, bool) or not isinstance(start_index, int):
-            raise InvalidInputError("start_index must be an integer", field="startIndex")
+        check_stream(run_id, name)
+        check_start_index(start_index)
         return MemoryLiveStream(self.store, run_id, name, start_index, run_check_interval=self.run_check_interval,
                                 closed=lambda: self._closed)
 
     async def get_chunks(self, run_id: str, name: str, *, limit: int = 100,
                          cursor: str | None = None) -> StreamChunkPage:
         """A snapshot page from the cursor (or the start); the cursor always points after the page."""
-        _check(run_id, name)
-        if not isinstance(limit, int) or limit < 1 or limit > MAX_PAGE_CHUNKS:
-            raise InvalidInputError(f"limit must be between 1 and {MAX_PAGE_CHUNKS}", field="limit")
-        start = _decode_cursor(cursor)
+        check_stream(run_id, name)
+        check_limit(limit, MAX_CHUNKS_PAGE)
+        start = page_start(cursor)
         count, done = await self._end_state(run_id, name)
         state = self.store.get(run_id, name)
         chunks = state.chunks[:count] if state is not None else []
         stop = min(len(chunks), start + limit)
         end, size = start, 0
-        while end < stop and (end == start or size < PAGE_BYTES):
+        while end < stop and (end == start or size < CHUNKS_PAGE_BYTES):
             size += len(chunks[end])
             end += 1
         return StreamChunkPage(
             data=[StreamChunk(index=i, data=chunks[i]) for i in range(start, end)],
-            cursor=_encode_cursor(max(start, end)), has_more=max(start, end) < len(chunks), done=done,
+            cursor=page_cursor(max(start, end)), has_more=max(start, end) < len(chunks), done=done,
         )
 
     async def get_info(self, run_id: str, name: str) -> StreamInfo:
-        """The tail index and ``done``: closed, or its run has ended (``world/stream_reading.py``)."""
-        _check(run_id, name)
+        """The tail index and ``done``: closed, or its run has ended (``world/rules/streams.py``)."""
+        check_stream(run_id, name)
         count, done = await self._end_state(run_id, name)
         return StreamInfo(tail_index=count - 1, done=done)
 
@@ -127,7 +120,7 @@ class MemoryStreams:
                              flush_interval: float | None = None) -> MemoryWriteSession:
         """A writer's session: ``write(chunk_seq, chunks)`` in this writer's own sequence (0, 1, 2, ... from
         ``first_seq``; out-of-order calls wait for the gap); ``close()`` ends the stream."""
-        _check(run_id, name)
+        check_stream(run_id, name)
         check_entity_id(writer_id, "writerId")
         interval = self.stream_flush_interval_ms / 1000 if flush_interval is None else flush_interval
         return MemoryWriteSession(self.store, run_id, name, writer_id, first_seq=first_seq,
@@ -143,27 +136,3 @@ class MemoryStreams:
         self._closed = True
         self.store.wake_all()
 
-
-def _check(run_id: str, name: str) -> None:
-    check_entity_id(run_id, "runId")
-    check_stream_name(name)
-
-
-def _encode_cursor(position: int) -> str:
-    """The AWS World's cursor form (URL-safe base64 of ``{"i": position}``), so cursors look alike."""
-    return base64.urlsafe_b64encode(json.dumps({"i": position}, separators=(",", ":")).encode()).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str | None) -> int:
-    if cursor is None:
-        return 0
-    value: Any = None
-    try:
-        padded = cursor + "=" * (-len(cursor) % 4)
-        value = json.loads(base64.urlsafe_b64decode(padded.encode()))
-    except (binascii.Error, ValueError, UnicodeDecodeError, TypeError):
-        pass
-    start = value.get("i") if isinstance(value, dict) else None
-    if isinstance(start, bool) or not isinstance(start, int) or start < 0:
-        raise InvalidInputError("cursor is not one this World issued", field="cursor")
-    return start

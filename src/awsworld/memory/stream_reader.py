@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ...world.stream_reading import LiveReader
+from ..world.rules.streams import LiveReader
 from .stream_store import MemoryStreamStore
 
 

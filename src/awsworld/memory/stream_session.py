@@ -1,4 +1,4 @@
-"""Write sessions in memory: ordering and lifecycle are ``world/stream_sessions.py``'s (as in the AWS World);
+"""Write sessions in memory: ordering and lifecycle are ``world/stream_sessions.py``'s, shared by every World;
 this is the flushing, minus the I/O.
 
 A session buffers like a file write: ``write`` returns once accepted, a flush appends everything buffered.
@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
-from ...world.streams import Chunk
+from ..world.stream_sessions import OrderedWriteSession, SessionRegistry
+from ..world.streams import Chunk
 from .stream_store import MemoryStreamStore
 
 FLUSH_BYTES = 1024 * 1024

@@ -1,6 +1,7 @@
 """The contract's rules for a write request that hold before any storage is consulted: who may write an event
-type, the in-band count an in-band write must carry, a run id, and how a batch splits into units that each
-write one entity (an event, or the step_created + step_started pair that makes a step born running).
+type, the in-band count an in-band write must carry, a run id, how a batch splits into units that each
+write one entity (an event, or the step_created + step_started pair that makes a step born running), and what a
+request carries (its value, and the rest of its data as the event stores it).
 
 Every World checks these the same way and in the same order, so the same bad request gets the same 400 from
 each; they live here, once, and each World builds its own unit type from ``batch_groups``.
@@ -10,18 +11,24 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
-from .errors import InvalidInputError, MissingInBandCountError, WorldError
-from .events import (
+from pydantic import BaseModel
+
+from ..errors import InvalidInputError, MissingInBandCountError, WorldError
+from ..events import (
     BATCH_FORBIDDEN_EVENT_TYPES,
+    PAYLOAD_FIELDS,
     WRITER_ONLY_EVENT_TYPES,
     AttributeChange,
     BatchEventOutcome,
     CreateEventRequest,
+    EventData,
     parse_event_request,
 )
-from .ids import check_entity_id
+from ..ids import check_entity_id
+
+D = TypeVar("D", bound=EventData)
 
 BORN_RUNNING_PAIR = ("step_created", "step_started")
 MAX_BATCH_EVENTS = 40
@@ -131,3 +138,48 @@ def batch_requests(events: Sequence[Any], *, in_band: bool, expected_seq_in_band
         if req.event_type in BATCH_REFUSED_EVENT_TYPES:
             raise InvalidInputError(f"{req.event_type} cannot be written in a batch", field=f"events.{i}")
     return batch_groups(reqs)
+
+
+VALUE_FIELD: dict[str, str] = {t: fields[0] for t, fields in PAYLOAD_FIELDS.items()}
+"""The eventData field holding each event type's user value (stored apart, left out by resolve_data="none")."""
+_WITHOUT_VALUE: dict[str, set[str]] = {t: {name} for t, name in VALUE_FIELD.items()}
+
+
+def data_as(req: CreateEventRequest, model: type[D]) -> D:
+    """The request's data as its event type's model (``parse_event_request`` made it one)."""
+    data = req.data()
+    if not isinstance(data, model):
+        raise InvalidInputError(f"{req.event_type} carries {type(data).__name__}, not {model.__name__}",
+                                field="eventData")
+    return data
+
+
+def carried_value(req: CreateEventRequest) -> tuple[bool, Any]:
+    """(True, the value) when the request carries its event type's value field, even a null; (False, None) when
+    it does not. The value is the one given (a model as its JSON dump), not pydantic's JSON rendering of it,
+    which would quietly turn NaN into null where the World must refuse it."""
+    name = VALUE_FIELD.get(req.event_type)
+    if name is None:
+        return False, None
+    data = req.data()
+    extra = data.model_extra or {}
+    if name in data.model_fields_set:
+        value: Any = getattr(data, name)
+    elif name in extra:
+        value = extra[name]
+    else:
+        return False, None
+    if isinstance(value, BaseModel):
+        value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return True, value
+
+
+def event_data(req: CreateEventRequest, **extra: Any) -> dict[str, Any]:
+    """The eventData an event keeps: the request's data as its model dumps it (unknown fields kept), without the
+    value field, plus ``extra``."""
+    data = req.data()
+    raw: dict[str, Any] = data.__pydantic_serializer__.to_python(
+        data, mode="json", by_alias=True, exclude_none=True, exclude=_WITHOUT_VALUE.get(req.event_type))
+    if extra:
+        raw.update(extra)
+    return raw

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from ...world import SPEC_VERSION_CURRENT, Capabilities
-from ...world.clock import Clock
-from ...world.limits import max_value_bytes as default_max_value_bytes
-from ..clock import VirtualClock
+from ..world import SPEC_VERSION_CURRENT, Capabilities
+from ..world.clock import Clock
+from ..world.limits import max_value_bytes as default_max_value_bytes
+from .clock import VirtualClock
 from .queue import MemoryQueue
 from .storage import MemoryStorage
 from .streams import MemoryStreams
@@ -30,8 +30,8 @@ class MemoryWorld:
     def __init__(self, *, clock: Clock | None = None, deployment_id: str | None = None,
                  storage: MemoryStorage | None = None, max_value_bytes: int | None = None) -> None:
         """``storage``: share another World's storage (and its clock), as separate processes share one table.
-        ``max_value_bytes``: the largest value, queue payload and stream chunk (with its frame) taken, as on the
-        AWS World (default: ``AWSWORLD_MAX_VALUE_BYTES``, else 64 MiB; ``world/limits.py``)."""
+        ``max_value_bytes``: the largest value, queue payload and stream chunk (with its frame) taken (default:
+        ``AWSWORLD_MAX_VALUE_BYTES``, else 64 MiB; ``world/limits.py``)."""
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)

@@ -1,10 +1,10 @@
 """Stream state of the in-memory World: per run and name, the chunks (a list: index = position) and the done flag.
 
-An append is checked and applied in one synchronous step, in the AWS World's order: the run must exist
+An append is checked and applied in one synchronous step, in ``rules.streams``' order: the run must exist
 (``RunNotFoundError``) and not be terminal (``RunGoneError``), the stream must be open
 (``EntityConflictError``), and every chunk must fit the size cap (``PayloadTooLargeError``). So chunks of one
 append are contiguous, appends never interleave, and a reader never sees a hole. Closing is allowed on a
-finished run (finishing is not writing) and on a stream never written, which it creates, as on AWS.
+finished run (finishing is not writing) and on a stream never written, which it creates.
 
 Every append or close wakes the stream's live readers (``changed``).
 """
@@ -15,14 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ...world.entities import TERMINAL_RUN_STATUSES
-from ...world.errors import EntityConflictError, RunGoneError, RunNotFoundError
-from ...world.limits import DEFAULT_MAX_VALUE_BYTES
-from ...world.streams import FRAME_BYTES, check_chunk_sizes
+from ..world.limits import DEFAULT_MAX_VALUE_BYTES
+from ..world.rules.streams import append_refusal
+from ..world.streams import FRAME_BYTES, check_chunk_sizes
 from .signal import Signal
 
 MAX_CHUNK_BYTES = DEFAULT_MAX_VALUE_BYTES - FRAME_BYTES
-"""The AWS World's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
+"""The contract's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
 
 
 class RunStatuses(Protocol):
@@ -54,7 +53,7 @@ class MemoryStreamStore:
         return (len(state.chunks), state.done) if state is not None else (0, False)
 
     def names(self, run_id: str) -> list[str]:
-        """The run's stream names in key order, as the AWS World lists them."""
+        """The run's stream names in name order."""
         return sorted(self._runs.get(run_id, ()))
 
     def run_status(self, run_id: str) -> str | None:
@@ -63,14 +62,11 @@ class MemoryStreamStore:
     def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
         """Append in order; return the first chunk's index."""
         check_chunk_sizes(chunks, self.max_chunk_bytes)
-        status = self.storage.run_status(run_id)
-        if status is None:
-            raise RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)
-        if status in TERMINAL_RUN_STATUSES:
-            raise RunGoneError(f"run {run_id} is {status}: its streams take no more chunks", run_id=run_id)
+        existing = self.get(run_id, name)
+        refused = append_refusal(run_id, name, self.storage.run_status(run_id), existing is not None and existing.done)
+        if refused is not None:
+            raise refused
         state = self._state(run_id, name)
-        if state.done:
-            raise EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
         first = len(state.chunks)
         state.chunks.extend(chunks)
         self._wake(run_id, name)

@@ -1,10 +1,9 @@
 """``MemoryStorage``: the storage half of the in-memory World (``runs``, ``steps``, ``events``, ``hooks``).
 
-It answers exactly as the AWS World does (same errors, same pages and cursors, same entity shapes; the shared
-conformance suite runs on both), keeps every timestamp on the ``clock`` it is given (so a test that skips time
-sees waits and retries fall due), and lets a test wait for a state without polling: every commit wakes
-``wait_until``'s waiters, which re-check their predicate. The rules per event type are in ``rules.py``, the write
-path and log reads in ``log.py``, what is stored and how it is answered in ``records.py``.
+Every decision is the rulebook's (``world/rules/``); this keeps the records (``records.py``), the write path
+and log reads (``log.py``), every timestamp on the ``clock`` it is given (so a test that skips time sees waits
+and retries fall due), and lets a test wait for a state without polling: every commit wakes ``wait_until``'s
+waiters, which re-check their predicate. The conformance suite runs it beside the AWS World.
 """
 
 from __future__ import annotations
@@ -14,22 +13,20 @@ import copy
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from ...world.clock import Clock
-from ...world.cursors import check_limit, encode_cursor, key_after, run_before
-from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
-from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.events import AttributeChange, EventResult
-from ...world.hook_ends import closed_hook_error
-from ...world.pages import HookPage, RunPage, StepPage
-from ...world.write_rules import attr_set_event
+from ..world.clock import Clock
+from ..world.cursors import check_limit, encode_cursor, key_after, run_before
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
+from ..world.errors import HookNotFoundError, StepNotFoundError
+from ..world.events import AttributeChange, EventResult
+from ..world.pages import MAX_ENTITIES_PAGE, MAX_RUNS_PAGE, HookPage, RunPage, StepPage
+from ..world.rules.hooks import lookup_refusal
+from ..world.rules.requests import attr_set_event
 from .log import MemoryLog
 from .records import RunRecord, State, build, hook_model, run_model, step_model
 
 E = TypeVar("E")
 M = TypeVar("M")
 
-MAX_RUNS_PAGE = 100
-MAX_ENTITY_PAGE = 1000
 STEP_PREFIX, HOOK_PREFIX = "STEP#", "HOOK#"
 
 
@@ -38,8 +35,8 @@ class MemoryStorage:
     (what separate processes on one table look like)."""
 
     def __init__(self, clock: Clock, *, deployment_id: str | None = None, max_value_bytes: int | None = None) -> None:
-        """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``, as the AWS World does
-        past its configured limit; None accepts any size."""
+        """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``
+        (``world/limits.py``); None accepts any size."""
         self.clock = clock
         self.deployment_id = deployment_id
         self.state = State()
@@ -92,7 +89,7 @@ class MemoryStorage:
 
     def dump(self) -> State:
         """A deep copy of everything stored: what a test compares before and after a write that must write
-        nothing (the in-memory counterpart of scanning the AWS World's table)."""
+        nothing (what a test of the AWS World reads by scanning its table)."""
         return copy.deepcopy(self.state)
 
 
@@ -113,7 +110,7 @@ class MemoryRuns:
         limit: int = 50,
         resolve_data: ResolveData = "none",
     ) -> RunPage:
-        """Newest first by run id (a ULID), like the AWS World's index; ``status=[]`` matches nothing."""
+        """Newest first by run id (a ULID), the contract's order; ``status=[]`` matches nothing."""
         check_limit(limit, MAX_RUNS_PAGE)
         statuses = run_status_filter(status)
         if statuses == []:
@@ -155,11 +152,11 @@ class MemorySteps:
         step = run.steps.get(step_id) if run is not None else None
         if run is None or step is None:
             raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
-        return step_model(run, step_id, step, resolve_data)
+        return step_model(run, step, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
-        """A run's steps in id order (as the AWS World's key order), ``limit`` at a time."""
+        """A run's steps in id order, ``limit`` at a time."""
         run = self.state.runs.get(run_id)
         steps, next_cursor, more = _entity_page(run, run.steps if run is not None else {}, STEP_PREFIX, cursor,
                                                 limit, resolve_data, step_model)
@@ -184,19 +181,17 @@ class MemoryHooks:
         hook = run.hooks.get(hook_id) if run is not None else None
         if run is None or hook is None:
             raise HookNotFoundError(f"hook {hook_id} not found")
-        return hook_model(run, hook_id, hook, resolve_data)
+        return hook_model(run, hook, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
-        token whose run ended and released it: ``HookClosedError`` naming the run (``world/hook_ends.py``)."""
+        token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         holder = self.state.tokens.get(token)
         run = self.state.runs.get(holder.run_id) if holder is not None else None
         hook = run.hooks.get(holder.hook_id) if run is not None and holder is not None else None
         if run is None or hook is None or holder is None:
-            if holder is not None and holder.released:
-                raise closed_hook_error(holder.run_id, holder.end_status)
-            raise HookNotFoundError("no hook owns that token")
-        return hook_model(run, holder.hook_id, hook, resolve_data)
+            raise lookup_refusal(holder)
+        return hook_model(run, hook, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
@@ -207,16 +202,16 @@ class MemoryHooks:
 
 
 def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, cursor: str | None, limit: int,
-                 resolve_data: ResolveData, model: Callable[[RunRecord, str, E, ResolveData], M]
+                 resolve_data: ResolveData, model: Callable[[RunRecord, E, ResolveData], M]
                  ) -> tuple[list[M], str | None, bool]:
-    """One page of a run's steps or hooks in id order (the AWS World's key order): the models, the cursor
+    """One page of a run's steps or hooks in id order (the contract's): the models, the cursor
     after the last one when more exist, and whether they do."""
-    check_limit(limit, MAX_ENTITY_PAGE)
+    check_limit(limit, MAX_ENTITIES_PAGE)
     after = key_after(cursor, prefix)
     ids = sorted(i for i in entities if after is None or prefix + i > after)[: limit + 1]
     more = len(ids) > limit
     ids = ids[:limit]
-    data = [model(run, i, entities[i], resolve_data) for i in ids] if run is not None else []
+    data = [model(run, entities[i], resolve_data) for i in ids] if run is not None else []
     return data, encode_cursor({"k": prefix + ids[-1]}) if ids and more else None, more
 
 

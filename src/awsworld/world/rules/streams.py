@@ -1,4 +1,10 @@
-"""When a stream ends for its readers, for every World: when it is closed, or when its run has ended.
+"""A stream's rules, for every World: who may append, and when a stream ends for its readers.
+
+An append is refused, in this order, when its run does not exist, when the run has ended, and when the stream is
+closed (``append_refusal``); closing is allowed on a finished run (finishing is not writing) and on a stream
+never written, which it creates.
+
+A stream ends for its readers when it is closed, or when its run has ended.
 
 A run's end closes its streams: a finished run takes no more chunks (both Worlds refuse an append to a terminal
 run in the same step that appends), so a stream its writer never closed (a step that returned or failed with
@@ -20,8 +26,8 @@ from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Self
 
-from .entities import TERMINAL_RUN_STATUSES
-from .errors import RunNotFoundError
+from ..entities import TERMINAL_RUN_STATUSES
+from ..errors import EntityConflictError, RunGoneError, RunNotFoundError, WorldError
 
 Meta = Callable[[], Awaitable[tuple[int, bool]]]
 """The stream's (chunk count, closed flag), read now; (0, False) for a stream never written."""
@@ -32,6 +38,20 @@ RunStatus = Callable[[], Awaitable[str | None]]
 def run_over(status: str | None) -> bool:
     """Whether a run in ``status`` has ended, and with it every stream it left open."""
     return status is not None and status in TERMINAL_RUN_STATUSES
+
+
+def append_refusal(run_id: str, name: str, run_status: str | None, closed: bool) -> WorldError | None:
+    """Why an append to the stream cannot land, given its run's status (None: no such run) and its closed flag."""
+    if run_status is None:
+        return RunNotFoundError(f"run {run_id} does not exist", run_id=run_id)
+    if run_status in TERMINAL_RUN_STATUSES:
+        return RunGoneError(f"run {run_id} is {run_status}: its streams take no more chunks", run_id=run_id)
+    return closed_stream(run_id, name) if closed else None
+
+
+def closed_stream(run_id: str, name: str) -> EntityConflictError:
+    """What an append to a closed stream raises."""
+    return EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
 
 
 async def end_state(meta: Meta, run_status: RunStatus) -> tuple[int, bool]:

@@ -1,0 +1,380 @@
+"""``events.create``, ``events.create_batch`` and the log reads of the in-memory World.
+
+A write parses and checks its request, copies its value, then decides (``world.rules``) and commits with no
+``await`` in between: on one event loop nothing else runs inside a commit, so slots are allocated densely at the
+commit, every check a decision carries is evaluated against the records at that moment (``_failed``), and a
+refused write changes nothing. What this module adds to the rules is storage: the records a decision reads and
+how its states and events are stored.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ..world.clock import Clock
+from ..world.cursors import check_limit, encode_cursor, slot_after
+from ..world.entities import ResolveData
+from ..world.errors import HookAlreadyReceivedError, InvalidInputError, WorldError
+from ..world.events import (
+    BatchEventOutcome,
+    CreateEventRequest,
+    EventBatchResult,
+    EventResult,
+    HookCreatedData,
+    LogSnapshot,
+    parse_event_request,
+)
+from ..world.ids import check_entity_id, event_id_to_slot, new_run_id, slot_to_event_id
+from ..world.pages import MAX_EVENTS_PAGE, EventPage
+from ..world.rules import Check, Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
+from ..world.rules.book import due_after, reads
+from ..world.rules.conditions import holds
+from ..world.rules.hooks import token_free, token_held_by, token_owned_by
+from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
+from ..world.rules.requests import (
+    VALUE_FIELD,
+    batch_requests,
+    carried_value,
+    check_run_id,
+    check_write_params,
+    data_as,
+    event_data,
+    failed_outcome,
+)
+from ..world.rules.runs import new_run, run_missing
+from ..world.rules.state import placed
+from .records import RunRecord, State, StoredEvent, build, event_model, hook_model, run_model, step_model, wait_model
+from .values import NULL, Value, data_text, json_value, store_value
+from .watch import set_due
+
+EventInput = CreateEventRequest | Mapping[str, Any]
+Placed = tuple[Decision, Value | None]
+
+
+class MemoryLog:
+    def __init__(self, state: State, clock: Clock, deployment_id: str | None, max_value_bytes: int | None,
+                 committed: Callable[[], None]) -> None:
+        self.state = state
+        self.clock = clock
+        self.deployment_id = deployment_id
+        self.max_value_bytes = max_value_bytes
+        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
+
+    # ------------------------------------------------------------------ writes
+
+    async def create(self, run_id: str | None, event: EventInput, *, event_count: int | None = None,
+                     in_band: bool = False, expected_seq_in_band: int | None = None,
+                     resolve_data: ResolveData = "all", after_step_body: bool = False) -> EventResult:
+        """``after_step_body`` is advisory (patience under throttling): nothing throttles here."""
+        req = parse_event_request(event)
+        check_write_params(req, in_band, expected_seq_in_band, event_count)
+        if req.event_type == "run_created":
+            return self._create_run(run_id, req, resolve_data)
+        run_id = check_run_id(run_id)
+        value = self._value(req)
+        # ---- from here to the commit: no await
+        now = self.clock.now()
+        run = self.state.runs.get(run_id)
+        if run is not None and in_band:
+            check_fence(run_id, run.seq, run.seq_in_band, expected_seq_in_band)
+        decision = decide(req, self._view(run_id, run, req, now, value))
+        if decision.noop:
+            assert run is not None
+            return build(EventResult, run=run_model(run, resolve_data))
+        refused = refusals(run_id, [(decision, self._failed(run, decision, now))]).first
+        if refused is not None:
+            if isinstance(refused, HookAlreadyReceivedError) and run is not None and refused.event_id is not None:
+                refused.event = event_model(run_id, run.events[event_id_to_slot(refused.event_id) - 1], resolve_data)
+            raise refused
+        seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, len(decision.events),
+                                        creates_run=run is None)
+        run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
+        result = self._result(run, decision, slots[-1] if slots else None, resolve_data, seq_in_band, open_after)
+        if event_count is not None and slots and slots[-1] - 1 > event_count:
+            report = self._between(run, event_count, slots[-1], resolve_data)
+            result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
+        return result
+
+    async def create_batch(self, run_id: str, events: Sequence[EventInput], *, in_band: bool = False,
+                           expected_seq_in_band: int | None = None, resolve_data: ResolveData = "all",
+                           atomic: bool = False, stamp: datetime | None = None,
+                           expect_seq: int | None = None) -> EventBatchResult:
+        """``atomic``: all land or none (the first refusal raised); ``stamp``: an in-band writer's time for the
+        batch; ``expect_seq``: land right after that many events or raise ``LogMovedError``."""
+        run_id = check_run_id(run_id)
+        units = batch_requests(events, in_band=in_band, expected_seq_in_band=expected_seq_in_band, stamp=stamp,
+                               now=self.clock.now())
+        values = [self._value(unit[0]) for unit in units]
+        # ---- from here to the commit: no await
+        now = stamp.astimezone(UTC) if stamp is not None else self.clock.now()
+        run = self.state.runs.get(run_id)
+        if run is None:
+            raise run_missing(run_id)
+        check_expected_seq(run_id, run.seq, expect_seq)
+        if in_band:
+            check_fence(run_id, run.seq, run.seq_in_band, expected_seq_in_band)
+        outcomes: dict[int, BatchEventOutcome] = {}
+        decided: dict[int, Decision] = {}
+        for i, unit in enumerate(units):
+            try:
+                decided[i] = decide_unit(unit, self._view(run_id, run, unit[0], now, values[i]))
+            except WorldError as error:
+                if atomic:
+                    raise
+                outcomes[i] = failed_outcome(error)
+        order = sorted(decided)
+        refused = refusals(run_id, [(decided[i], self._failed(run, decided[i], now)) for i in order])
+        if atomic and refused.first is not None:
+            raise refused.first
+        if refused.request is not None:
+            raise refused.request
+        for k, error in refused.writes.items():
+            outcomes[order[k]] = failed_outcome(error)
+        landing = [i for i in order if i not in outcomes]
+        seq_in_band = None
+        if landing:
+            seq_in_band = seq_in_band_after(in_band, expected_seq_in_band,
+                                            sum(len(decided[i].events) for i in landing), creates_run=False)
+            run, placed_slots, opens = self._commit(run_id, run, [(decided[i], values[i]) for i in landing], now,
+                                                    seq_in_band)
+            for i, slots, open_after in zip(landing, placed_slots, opens, strict=True):
+                outcomes[i] = _landed(self._result(run, decided[i], slots[-1], resolve_data, seq_in_band, open_after))
+                if len(units[i]) == 2:  # born running: the step_created's outcome, with its own event
+                    outcomes[-1 - i] = _landed(self._result(run, decided[i], slots[0], resolve_data, seq_in_band,
+                                                            open_after))
+        flat: list[BatchEventOutcome] = []
+        for i, unit in enumerate(units):
+            if len(unit) == 2:
+                flat.append(outcomes.get(-1 - i, outcomes[i]))
+            flat.append(outcomes[i])
+        return build(EventBatchResult, results=flat, seq_in_band=seq_in_band)
+
+    # ------------------------------------------------------------------ deciding and committing
+
+    def _view(self, run_id: str, run: RunRecord | None, req: CreateEventRequest, now: datetime,
+              value: Value | None) -> View:
+        """What the rule of ``req`` reads, from the records (this World knows everything it holds)."""
+        if run is None:
+            return View(run_id, now, carries_value=value is not None, deployment_id=self.deployment_id)
+        cid = req.correlation_id or ""
+        kind = req.event_type.split("_")[0]
+        hook = run.hooks.get(cid) if kind == "hook" else None
+        token = None
+        if req.event_type == "hook_created":
+            token = self.state.tokens.get(data_as(req, HookCreatedData).token)
+        elif hook is not None:
+            token = self.state.tokens.get(hook.token)
+        return View(run_id, now, RunState(run_id, run.status, run.started_at),
+                    step=run.steps.get(cid) if kind == "step" else None, hook=hook,
+                    wait=run.waits.get(cid) if kind == "wait" else None,
+                    hooks=tuple(run.hooks.values()) if reads(req.event_type, "hooks") else (), token=token,
+                    carries_value=value is not None, deployment_id=self.deployment_id)
+
+    def _failed(self, run: RunRecord | None, decision: Decision, now: datetime) -> Failed:
+        """The decision's checks, evaluated against the records now."""
+        if run is None or not decision.checks:
+            return Failed(frozenset())
+        cid = decision.entity_id
+        failed: set[Check] = set()
+        held = None
+        hook = decision.hook or run.hooks.get(cid)
+        token = self.state.tokens.get(hook.token) if hook is not None else None
+        for check in decision.checks:
+            if check is Check.RESUME_NEW:
+                ok = (cid, decision.resume_id or "") not in run.resumes
+            elif check is Check.RUN_ALIVE:
+                ok = not run.terminal
+            elif check is Check.ABSENT:
+                ok = cid not in (run.steps if decision.kind == "step" else run.hooks if decision.kind == "hook"
+                                 else run.waits)
+            elif check is Check.TOKEN_FREE:
+                ok, held = token_free(token, now), token
+            elif check is Check.HOOK_ID_FREE:
+                ok = cid not in self.state.hook_runs
+            elif check is Check.TOKEN_HELD:
+                token = self.state.tokens.get(str(decision.events[0].data["token"]))
+                ok = holds(token_held_by(decision.token_holder or ""), token, now)
+            elif check is Check.TOKEN_OWNED:
+                ok = holds(token_owned_by(cid), token, now)
+            elif check is Check.EXISTS:
+                ok = cid in run.hooks
+            else:  # RUN_AS_READ, AS_READ: nothing ran between the read and now
+                ok = True
+            if not ok:
+                failed.add(check)
+        resume = run.resumes.get((cid, decision.resume_id or "")) if Check.RESUME_NEW in failed else None
+        return Failed(frozenset(failed), run.status, resume, held)
+
+    def _commit(self, run_id: str, run: RunRecord | None, decisions: list[Placed], now: datetime,
+                seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:
+        """Append every decision's events at the next free slots and store what it changed (no await); the slots
+        of each decision's events and the open steps right after it."""
+        made = next((d.creates_run for d, _ in decisions if d.creates_run is not None), None)
+        if made is not None:
+            run = self.state.runs[run_id] = _record(made)
+        assert run is not None
+        over = run.terminal
+        placed_slots: list[list[int]] = []
+        opens: list[int] = []
+        for decision, value in decisions:
+            slots = self._append(run, decision.events, value, now)
+            placed_slots.append(slots)
+            self._apply(run, decision, slots, now)
+            opens.append(run.open_steps)
+        run.seq = len(run.events)
+        run.updated_at = now
+        if seq_in_band is not None:
+            run.seq_in_band = seq_in_band
+        set_due(self.state, run, due_after((d for d, _ in decisions), now, run_over=over))
+        self._committed()
+        return run, placed_slots, opens
+
+    def _apply(self, run: RunRecord, decision: Decision, slots: list[int], now: datetime) -> None:
+        state, cid = self.state, decision.entity_id
+        change = decision.run
+        if change is not None:
+            run.status = change.status or run.status
+            run.started_at = change.started_at or run.started_at
+            run.completed_at = change.completed_at or run.completed_at
+            if change.end_value is not None:
+                run.end_slot = slots[change.end_value.index]
+            run.error_code = change.error_code or run.error_code
+            for key, value in change.attributes:
+                if value is None:
+                    run.attributes.pop(key, None)
+                else:
+                    run.attributes[key] = value
+        run.open_steps += decision.open_steps
+        if decision.step is not None:
+            run.steps[cid] = placed(decision.step, slots)
+        if decision.wait is not None:
+            run.waits[cid] = decision.wait
+        if decision.hook is not None:
+            run.hooks[cid] = placed(decision.hook, slots)
+            state.hook_runs[cid] = run.run_id
+        if decision.token is not None:
+            state.tokens[decision.token.token] = decision.token
+        if decision.resume_id is not None:
+            run.resumes[(cid, decision.resume_id)] = slots[-1]
+        gone = [cid] if decision.hook_gone else []
+        for end in decision.hook_ends:
+            holder = state.tokens.get(end.hook.token)
+            if holder is not None and holder.hook_id == end.hook.hook_id:
+                state.tokens[end.hook.token] = end.token
+            if end.fate == "released":
+                gone.append(end.hook.hook_id)
+        for hook_id in gone:
+            del run.hooks[hook_id]
+            if state.hook_runs.get(hook_id) == run.run_id:
+                del state.hook_runs[hook_id]
+
+    def _create_run(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
+        """run_created: a client-given id is idempotent (the existing run comes back, nothing is written)."""
+        run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
+        value = self._value(req) or NULL
+        existing = self.state.runs.get(run_id)
+        if existing is not None:
+            return build(EventResult, run=run_model(existing, resolve))
+        now = self.clock.now()
+        made = new_run(run_id, req.data().model_dump(mode="json", by_alias=True, exclude_none=True), now,
+                       req.spec_version, self.deployment_id)
+        run = self.state.runs[run_id] = _record(made)
+        self._append(run, [NewEvent("run_created", None, event_data(req), True, made.spec_version)], value, now)
+        run.seq = 1
+        set_due(self.state, run, due_after((), now))
+        self._committed()
+        return build(EventResult, event=event_model(run_id, run.events[0], resolve), run=run_model(run, resolve),
+                     seq_in_band=1)
+
+    @staticmethod
+    def _append(run: RunRecord, events: list[NewEvent], value: Value | None, now: datetime) -> list[int]:
+        slots: list[int] = []
+        for new in events:
+            slot = len(run.events) + 1
+            run.append(StoredEvent(slot, slot_to_event_id(slot), new.event_type, new.correlation_id, new.data,
+                                   data_text(new.data), value if new.carries_value else None, now,
+                                   new.spec_version))
+            slots.append(slot)
+        return slots
+
+    @staticmethod
+    def _result(run: RunRecord, decision: Decision, slot: int | None, resolve: ResolveData,
+                seq_in_band: int | None, open_after: int) -> EventResult:
+        """A write's answer: the event at ``slot`` and the entity the write changed."""
+        shown: dict[str, Any] = {}
+        cid = decision.entity_id
+        if decision.shows == "run":
+            shown["run"] = run_model(run, resolve)
+        elif decision.shows == "step":
+            shown["step"] = step_model(run, run.steps[cid], resolve)
+        elif decision.shows == "hook":
+            shown["hook"] = hook_model(run, run.hooks[cid], resolve)
+        elif decision.shows == "wait":
+            shown["wait"] = wait_model(run.run_id, run.waits[cid])
+        event = event_model(run.run_id, run.events[slot - 1], resolve) if slot else None
+        return build(EventResult, event=event, seq_in_band=seq_in_band, open_steps=open_after, **shown)
+
+    def _value(self, req: CreateEventRequest) -> Value | None:
+        """The request's value, checked and copied, when it carries one (even a null)."""
+        carried, value = carried_value(req)
+        if not carried:
+            return None
+        return store_value(value, f"eventData.{VALUE_FIELD[req.event_type]}", self.max_value_bytes)
+
+    # ------------------------------------------------------------------ reads
+
+    def run(self, run_id: str) -> RunRecord:
+        run = self.state.runs.get(run_id)
+        if run is None:
+            raise run_missing(run_id)
+        return run
+
+    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
+                   resolve_data: ResolveData = "all") -> EventPage:
+        check_limit(limit, MAX_EVENTS_PAGE)
+        after = slot_after(cursor)
+        run = self.run(run_id)
+        chunk = run.events[after:after + limit]
+        return build(EventPage, data=[event_model(run_id, e, resolve_data) for e in chunk],
+                     cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
+                     has_more=len(run.events) > after + limit, snapshot=_snapshot(run))
+
+    async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
+                                     limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
+        check_limit(limit, MAX_EVENTS_PAGE)
+        if not correlation_id:
+            raise InvalidInputError("correlation_id is required", field="correlationId")
+        after = slot_after(cursor)
+        run = self.run(run_id)
+        slots = run.by_correlation.get(correlation_id, [])
+        start = bisect.bisect_right(slots, after)
+        page = slots[start:start + limit]
+        return build(EventPage, data=[event_model(run_id, run.events[s - 1], resolve_data) for s in page],
+                     cursor=encode_cursor({"s": page[-1] if page else after}),
+                     has_more=len(slots) > start + limit, snapshot=_snapshot(run))
+
+    def _between(self, run: RunRecord, after: int, before: int, resolve: ResolveData) -> EventPage:
+        """The report of a write that landed at ``before`` while its writer held ``after`` events."""
+        limit = min(MAX_EVENTS_PAGE, before - after - 1)
+        chunk = run.events[after:after + limit]
+        return build(EventPage, data=[event_model(run.run_id, e, resolve) for e in chunk],
+                     cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
+                     has_more=before - 1 > after + limit, snapshot=None)
+
+
+def _record(made: NewRun) -> RunRecord:
+    context = made.execution_context
+    return RunRecord(made.run_id, made.workflow_name, made.deployment_id, made.spec_version, made.status,
+                     made.created_at, made.created_at, json_value(context) if context is not None else None,
+                     dict(made.attributes), started_at=made.started_at, seq_in_band=1)
+
+
+def _snapshot(run: RunRecord) -> LogSnapshot:
+    return build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band)
+
+
+def _landed(result: EventResult) -> BatchEventOutcome:
+    return build(BatchEventOutcome, status=200, result=result, error=None, message=None)

@@ -1,0 +1,89 @@
+"""The rulebook's index: the rule of each event type a caller may write, what it reads, and ``decide``.
+
+A World asks ``decide`` (or ``decide_unit``, for a batch's unit) with a ``View`` of what it read; the rule
+refuses with the contract's error, answers a no-op, or returns a ``Decision`` the World commits. ``Rule.reads``
+says what a rule looks at beyond the request, so a World that reads before it writes reads only that: the run,
+the entity the event is about, the run's live hooks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from ..errors import InvalidInputError
+from ..events import CreateEventRequest
+from ..watch import commit_due
+from .decision import Decision
+from .hooks import hook_created, hook_disposed, hook_received
+from .runs import attr_set, run_ended, run_missing, run_started
+from .state import View
+from .steps import born_running, step_created, step_outcome, step_started, wait_completed, wait_created
+
+Read = Literal["run", "entity", "hooks"]
+
+
+@dataclass(frozen=True)
+class Rule:
+    decide: Callable[[CreateEventRequest, View], Decision]
+    reads: frozenset[Read] = frozenset()
+
+
+RULES: dict[str, Rule] = {
+    "run_started": Rule(run_started, frozenset({"run"})),
+    "run_completed": Rule(run_ended("completed"), frozenset({"run", "hooks"})),
+    "run_failed": Rule(run_ended("failed"), frozenset({"run", "hooks"})),
+    "run_cancelled": Rule(run_ended("cancelled"), frozenset({"run", "hooks"})),
+    "attr_set": Rule(attr_set, frozenset({"run"})),
+    "step_created": Rule(step_created),
+    "step_started": Rule(step_started, frozenset({"entity"})),
+    "step_retrying": Rule(step_outcome(None, "error"), frozenset({"entity"})),
+    "step_completed": Rule(step_outcome("completed", "output"), frozenset({"entity"})),
+    "step_failed": Rule(step_outcome("failed", "error"), frozenset({"entity"})),
+    "hook_created": Rule(hook_created),
+    "hook_received": Rule(hook_received),
+    "hook_disposed": Rule(hook_disposed, frozenset({"entity"})),
+    "wait_created": Rule(wait_created),
+    "wait_completed": Rule(wait_completed, frozenset({"entity"})),
+}
+"""Every event type a caller may write except run_created (each World's create path: it makes the run)."""
+
+
+def reads(event_type: str, what: Read) -> bool:
+    rule = RULES.get(event_type)
+    return rule is not None and what in rule.reads
+
+
+def decide(req: CreateEventRequest, view: View) -> Decision:
+    rule = RULES.get(req.event_type)
+    if rule is None:
+        raise InvalidInputError(f"{req.event_type} cannot be written by a caller", field="eventType")
+    if view.run is None and view.run_read and req.event_type != "run_started":
+        raise run_missing(view.run_id)
+    return rule.decide(req, view)
+
+
+def decide_unit(reqs: Sequence[CreateEventRequest], view: View) -> Decision:
+    """A batch's unit: one event, or the step_created + step_started pair (``requests.batch_groups``)."""
+    if len(reqs) == 2:
+        if view.run is None and view.run_read:
+            raise run_missing(view.run_id)
+        return born_running(reqs[0], reqs[1], view)
+    return decide(reqs[0], view)
+
+
+def due_after(decisions: Iterable[Decision], now: datetime, *, run_over: bool = False) -> datetime | None:
+    """The run's due after a commit of ``decisions`` (``world.watch.commit_due``): none once the run has ended
+    (``run_over``: before the commit) or the commit ends it; else the soonest of the watch's horizon and the
+    leases of the steps the commit starts."""
+    ends = run_over
+    leases: list[datetime] = []
+    for decision in decisions:
+        ends = ends or decision.ends_run
+        step = decision.step
+        if step is not None and step.lease_until is not None and decision.events \
+                and decision.events[-1].event_type == "step_started":
+            leases.append(step.lease_until)
+    return commit_due(now, ends_run=ends, leases=leases)

@@ -1,0 +1,144 @@
+"""What a rule reads, and what a decision hands back: typed views of a run, a step, a hook, a wait and a token.
+
+Each World builds these from what it stores (the AWS World from the items it read or last committed, the
+in-memory World from its records) and the rules of this package decide from them alone, so the same state gets
+the same decision on every World. A decision returns an entity's state after the write in the same types; a
+value the write itself brings (a step's input or result, a hook's metadata, a run's output) is named by an
+``EventRef`` (the slot of one of the decision's own events, known once the World places them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import TypeVar
+
+from ..entities import TERMINAL_RUN_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class EventRef:
+    """The slot of the decision's ``index``-th event, known only when the World places the events."""
+
+    index: int
+
+
+Slot = int | EventRef | None
+"""Where a value lives: the slot of the event that holds it (an ``EventRef`` before that slot is known)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    run_id: str
+    status: str
+    started_at: datetime | None = None
+
+    @property
+    def terminal(self) -> bool:
+        return self.status in TERMINAL_RUN_STATUSES
+
+
+@dataclass(frozen=True, slots=True)
+class StepState:
+    step_id: str
+    step_name: str
+    status: str
+    created_at: datetime
+    updated_at: datetime
+    spec_version: int | None = None
+    attempt: int = 0
+    input: Slot = None
+    output: Slot = None
+    error: Slot = None
+    retry_after: datetime | None = None
+    started_at: datetime | None = None
+    completed_at: datetime | None = None
+    owner: str | None = None
+    """The message id of the delivery running the current attempt (``leases.start_verdict``)."""
+    lease_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HookState:
+    hook_id: str
+    token: str
+    created_at: datetime
+    updated_at: datetime
+    spec_version: int | None = None
+    is_webhook: bool = False
+    metadata: Slot = None
+    retention_until: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WaitState:
+    wait_id: str
+    status: str
+    resume_at: datetime
+    created_at: datetime
+    updated_at: datetime
+    spec_version: int | None = None
+    completed_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TokenState:
+    """Who holds a hook token, for the whole of the token's life (``hooks.py`` says how it moves):
+
+    - claimed: ``run_id``/``hook_id`` hold it (``released`` False), reserved until ``retention_until`` past
+      their run's end;
+    - released by its run's end (``end_status``: how the run ended): free, or still reserved while its retention
+      runs; a resume of it says the run ended;
+    - released by ``hook_disposed`` (``end_status`` None, no retention): free at once, and still naming the last
+      hook that held it, so a repeat of a resume that hook already took can be answered as the first was.
+
+    The record stays until a new hook claims the token, or the run's data expires."""
+
+    token: str
+    run_id: str
+    hook_id: str
+    retention_until: datetime | None = None
+    released: bool = False
+    end_status: str | None = None
+
+    @property
+    def disposed(self) -> bool:
+        """Released by its hook's ``hook_disposed`` (not by its run's end)."""
+        return self.released and self.end_status is None
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """What a decision sees: the state of the write's run and entity just before it, as the World knows it.
+
+    ``token``: for hook_created, who holds the token (None: nobody, or not read yet: the commit re-checks that it
+    is free); for hook_disposed, who holds the hook's token when ``token_read`` (when it is not, the hook is
+    assumed to hold it, and the commit re-checks that too). ``carries_value``: the request carries its event
+    type's value field (even a null). ``deployment_id``: the World's own, for a run created without one.
+    ``run_read``: ``run`` is what the World knows (None: there is no such run); a World that did not read the run
+    for a write that does not need it leaves this False, and its commit finds a missing run."""
+
+    run_id: str
+    now: datetime
+    run: RunState | None = None
+    step: StepState | None = None
+    hook: HookState | None = None
+    wait: WaitState | None = None
+    hooks: tuple[HookState, ...] = ()
+    token: TokenState | None = None
+    token_read: bool = True
+    carries_value: bool = False
+    deployment_id: str | None = None
+    run_read: bool = True
+
+
+E = TypeVar("E", StepState, HookState)
+_SLOT_FIELDS: dict[type, tuple[str, ...]] = {StepState: ("input", "output", "error"), HookState: ("metadata",)}
+
+
+def placed(state: E, slots: Sequence[int]) -> E:
+    """``state`` with each ``EventRef`` replaced by the slot the World placed that event at."""
+    changes = {name: slots[ref.index] for name in _SLOT_FIELDS[type(state)]
+               if isinstance(ref := getattr(state, name), EventRef)}
+    return replace(state, **changes) if changes else state

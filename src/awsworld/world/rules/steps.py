@@ -1,0 +1,133 @@
+"""Steps and waits, for every World: their creation, starts, outcomes and completion.
+
+- ``step_created`` declares a step of a live run (a second one of the id conflicts, 409) and counts it open;
+  followed in one batch by its ``step_started`` it is born running at attempt 1 (``born_running``).
+- ``step_started`` begins an attempt of an unfinished step of a live run (the terminal-run start fence): not
+  before its ``retryAfter`` (425, with how long to wait), and not while another delivery's lease runs
+  (``leases.start_verdict``). It records the attempt and the lease's end, not the seconds asked for.
+- ``step_retrying`` puts the step back to pending with its error (and when it may start again);
+  ``step_completed`` / ``step_failed`` finish it. A step that already ran may still record its outcome after its
+  run ended: the fence is on starting, not on finishing.
+- ``wait_created`` declares a wait of a live run; ``wait_completed`` completes it once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Literal
+
+from ..entities import TERMINAL_STEP_STATUSES
+from ..errors import EntityConflictError, EventNotFoundError, StepNotFoundError, TooEarlyError
+from ..events import CreateEventRequest, StepCreatedData, StepRetryingData, WaitCreatedData
+from .decision import Check, Decision, NewEvent
+from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, start_ask, start_verdict
+from .requests import data_as, event_data
+from .state import EventRef, StepState, View, WaitState
+
+
+def step_created(req: CreateEventRequest, view: View) -> Decision:
+    step_id = req.correlation_id or ""
+    name = data_as(req, StepCreatedData).step_name
+    step = StepState(step_id, name, "pending", view.now, view.now, req.spec_version,
+                     input=EventRef(0) if view.carries_value else None)
+    event = NewEvent(req.event_type, step_id, event_data(req), view.carries_value, req.spec_version)
+    return Decision(req.event_type, step_id, [event], (Check.RUN_ALIVE, Check.ABSENT), shows="step", step=step,
+                    open_steps=1)
+
+
+def born_running(created: CreateEventRequest, started: CreateEventRequest, view: View) -> Decision:
+    """step_created followed by step_started in one batch: the step is born running at attempt 1."""
+    decision = step_created(created, view)
+    assert decision.step is not None
+    ask = start_ask(started.data().model_extra)
+    lease = lease_end(view.now, ask.lease_seconds)
+    decision.step = replace(decision.step, status="running", attempt=1, started_at=view.now, lease_until=lease,
+                            owner=ask.owner or None)
+    decision.events.append(_started_event(started, 1, lease))
+    return decision
+
+
+def _started_event(req: CreateEventRequest, attempt: int, lease: datetime) -> NewEvent:
+    """step_started as the log keeps it: the attempt and the lease's end (not the seconds asked for)."""
+    data = event_data(req, attempt=attempt, **{LEASE_UNTIL_FIELD: _iso(lease)})
+    data.pop(LEASE_SECONDS_FIELD, None)
+    return NewEvent(req.event_type, req.correlation_id, data, spec_version=req.spec_version)
+
+
+def _existing(req: CreateEventRequest, view: View) -> StepState:
+    step = view.step
+    if step is None:
+        raise StepNotFoundError(f"step {req.correlation_id} not found in run {view.run_id}")
+    if step.status in TERMINAL_STEP_STATUSES:
+        raise EntityConflictError(f"step {req.correlation_id} is already {step.status}")
+    return step
+
+
+def step_started(req: CreateEventRequest, view: View) -> Decision:
+    step = _existing(req, view)
+    now = view.now
+    if step.retry_after is not None and step.retry_after > now:
+        wait = (step.retry_after - now).total_seconds()
+        raise TooEarlyError(f"step {req.correlation_id} may not start before {_iso(step.retry_after)}",
+                            retry_after=max(1.0, float(int(wait + 0.999))))
+    ask = start_ask(req.data().model_extra)
+    lease = lease_end(now, ask.lease_seconds)
+    # A second delivery (a duplicate message) while the step runs under the first one's message id and lease:
+    # only a redelivery of that message may start it again, so a step message needs no queue-side dedup marker;
+    # once the lease has passed, the owner is gone and this delivery takes the step over.
+    start_verdict(status=step.status, holder=step.owner, owner=ask.owner, lease_until=step.lease_until,
+                  started=step.updated_at, now=now, step_id=req.correlation_id)
+    attempt = step.attempt + 1
+    after = replace(step, status="running", attempt=attempt, started_at=step.started_at or now, updated_at=now,
+                    owner=ask.owner, lease_until=lease, retry_after=None)
+    return Decision(req.event_type, step.step_id, [_started_event(req, attempt, lease)],
+                    (Check.RUN_ALIVE, Check.AS_READ), shows="step", step=after)
+
+
+def step_outcome(status: str | None, value: Literal["output", "error"]) -> Callable[[CreateEventRequest, View],
+                                                                                    Decision]:
+    """step_completed / step_failed (``status``), or step_retrying (None: back to pending, maybe not before
+    ``retryAfter``). The value stays in the event; the step points at it."""
+
+    def decide(req: CreateEventRequest, view: View) -> Decision:
+        step = _existing(req, view)
+        now = view.now
+        ref = EventRef(0) if view.carries_value else None
+        after = replace(step, output=ref) if value == "output" else replace(step, error=ref)
+        if status is None:
+            retry_after = data_as(req, StepRetryingData).retry_after
+            after = replace(after, status="pending", updated_at=now,
+                            retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
+        else:
+            after = replace(after, status=status, updated_at=now, completed_at=now)
+        event = NewEvent(req.event_type, step.step_id, event_data(req), view.carries_value, req.spec_version)
+        return Decision(req.event_type, step.step_id, [event], (Check.AS_READ,), shows="step", step=after,
+                        open_steps=0 if status is None else -1)
+
+    return decide
+
+
+def wait_created(req: CreateEventRequest, view: View) -> Decision:
+    wait_id = req.correlation_id or ""
+    resume_at = data_as(req, WaitCreatedData).resume_at.astimezone(UTC)
+    wait = WaitState(wait_id, "waiting", resume_at, view.now, view.now, req.spec_version)
+    event = NewEvent(req.event_type, wait_id, event_data(req), spec_version=req.spec_version)
+    return Decision(req.event_type, wait_id, [event], (Check.RUN_ALIVE, Check.ABSENT), shows="wait", wait=wait)
+
+
+def wait_completed(req: CreateEventRequest, view: View) -> Decision:
+    wait = view.wait
+    wait_id = req.correlation_id or ""
+    if wait is None:
+        raise EventNotFoundError(f"wait {wait_id} not found in run {view.run_id}")
+    if wait.status == "completed":
+        raise EntityConflictError(f"wait {wait_id} is already completed")
+    after = replace(wait, status="completed", completed_at=view.now, updated_at=view.now)
+    event = NewEvent(req.event_type, wait_id, event_data(req), spec_version=req.spec_version)
+    return Decision(req.event_type, wait_id, [event], (Check.RUN_ALIVE, Check.AS_READ), shows="wait", wait=after)
+
+
+def _iso(at: datetime) -> str:
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
