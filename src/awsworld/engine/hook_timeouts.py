@@ -18,7 +18,7 @@ travels the same path as a payload: the same event, the same idempotency keys, t
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..authoring.durations import When, resolve
 from ..authoring.errors import HookFailedError, HookTimeoutError
@@ -42,9 +42,12 @@ def failure_payload(message: str, code: str | None = None) -> dict[str, Any]:
 
 def hook_failure(token: str, raw: Any) -> Callable[[], HookFailedError] | None:
     """The error a stored payload stands for, when it is a failure envelope (else None: an ordinary payload)."""
-    if not (isinstance(raw, dict) and raw.get("$t") == FAILURE_TAG and isinstance(raw.get("v"), dict)):
+    if not isinstance(raw, dict):
         return None
-    value: dict[str, Any] = raw["v"]
+    envelope = cast(dict[str, Any], raw)
+    if envelope.get("$t") != FAILURE_TAG or not isinstance(envelope.get("v"), dict):
+        return None
+    value = cast(dict[str, Any], envelope["v"])
     message = str(value.get("message") or "the hook was failed")
     code = value.get("code")
     return lambda: HookFailedError(token, message, None if code is None else str(code))

@@ -236,8 +236,7 @@ class DeliveryPath:
             # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
         try:
-            outcome = await self.runtime.execute_message(message, deadline=deadline,
-                                                         message_id=delivery.message_id)
+            outcome = await self.runtime.execute(message, deadline=deadline, message_id=delivery.message_id)
         except RunNotFoundError as error:
             raise PoisonRecordError(f"run {message.run_id} does not exist ({_short(error)})") from None
         except InvalidInputError as error:

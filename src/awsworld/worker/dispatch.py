@@ -57,11 +57,9 @@ class Runtime:
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
         """Handle one delivery. ``message_id`` (stable across redeliveries) lets a redelivered flow re-run the
-        steps its earlier delivery started inline and never finished."""
-        return await self.execute_message(FlowMessage.from_payload(payload), deadline=deadline, message_id=message_id)
-
-    async def execute_message(self, message: FlowMessage, *, deadline: float, message_id: str | None = None) -> Outcome:
-        """``execute`` for a message already parsed (the delivery parses it once, to name the run it logs)."""
+        steps its earlier delivery started inline and never finished. ``payload`` may be the message parsed
+        already (``FlowMessage``): the delivery parses it once, to name the run it logs."""
+        message = payload if isinstance(payload, FlowMessage) else FlowMessage.from_payload(payload)
         if message.step_id:
             return await self._step(message, deadline, message_id)
         flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
