@@ -82,6 +82,7 @@ from ..world.errors import (
 from ..world.events import Event
 from .definitions import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
 from .errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
+from .rebuilt_errors import rebuild
 from .retry import RetryPolicy
 from .scope import current_step, require_execution
 
@@ -99,16 +100,23 @@ ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 class ChildWorkflowError(Exception):
     """Awaiting a child run that gave no value: it ``failed`` (``error_type`` and ``code`` are the child's
     stored error's name and error code, the message its message), was ``cancelled``, or could not be started
-    (``not-started``: its arguments or the start itself were refused). ``status`` says which."""
+    (``not-started``: its arguments or the start itself were refused). ``status`` says which.
+
+    A failed child's error is also an instance of the type the child raised (for a failed step the child let
+    through, the step's own type), where that type can be rebuilt (see ``rebuilt_errors``): ``except KeyError:``
+    around the child's call catches a child that raised ``KeyError``."""
 
     def __init__(self, message: str, *, run_id: str, workflow_name: str, status: str,
                  error_type: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
+        Exception.__init__(self, message)  # not super()'s: a rebuilt type's __init__ must not run
         self.run_id = run_id
         self.workflow_name = workflow_name
         self.status = status
         self.error_type = error_type
         self.code = code
+
+    def __str__(self) -> str:
+        return BaseException.__str__(self)  # not the rebuilt type's
 
 
 class ChildRun(Generic[R_co]):
@@ -245,10 +253,12 @@ class _Call:
         stored = payload.get("error")
         error: dict[str, Any] = stored if isinstance(stored, dict) else {}
         message = str(error.get("message") or status)
-        self._settle(error=ChildWorkflowError(
+        cause = error.get("cause")  # a step's failure the child let through: the step's own error
+        original: dict[str, Any] = cause if isinstance(cause, dict) else error
+        self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
             f"child run {self.run_id} ({self.workflow_name}) {status}: {message}", run_id=self.run_id,
             workflow_name=self.workflow_name, status=status, error_type=error.get("name"),
-            code=payload.get("code")))
+            code=payload.get("code")), original.get("type"), original.get("name")))
 
     def not_started(self, cause: BaseException | None) -> ChildWorkflowError:
         return ChildWorkflowError(f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause}",

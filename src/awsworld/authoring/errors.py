@@ -69,7 +69,11 @@ class StepError(Exception):
     ``"KeyError"``), ``qualified_type`` (``"myapp.errors.Declined"``; a builtin's is its name), ``message`` (its
     message), ``stack`` (its traceback, bounded), and which step: ``step_name``, ``step_id``, ``attempt`` (the
     attempt that failed last). ``str()`` says all but the traceback: ``step 'fetch' failed after 3 attempts:
-    KeyError: 'missing'``. A run the workflow lets it fail keeps the same in its error (see ``error_shapes``)."""
+    KeyError: 'missing'``. A run the workflow lets it fail keeps the same in its error (see ``error_shapes``).
+
+    Raised in a workflow, it is also an instance of the step's exception type where that type can be rebuilt (a
+    builtin, or a class importable by its qualified name: see ``rebuilt_errors``), so ``except KeyError:``
+    around the step's call catches it; ``except StepError:`` still catches every failed step."""
 
     def __init__(self, message: str, *, step_name: str, error_type: str | None = None, step_id: str | None = None,
                  attempt: int | None = None, stack: str | None = None, qualified_type: str | None = None) -> None:
@@ -81,7 +85,13 @@ class StepError(Exception):
         self.attempt = attempt
         self.stack = stack
         after = f" after {attempt} attempts" if attempt is not None and attempt > 1 else ""
-        super().__init__(f"step {step_name!r} failed{after}: " + (f"{error_type}: " if error_type else "") + message)
+        # Exception's own __init__, not super()'s: a StepError rebuilt as the step's type too (``rebuilt_errors``)
+        # must not run that type's __init__.
+        Exception.__init__(self, f"step {step_name!r} failed{after}: " + (f"{error_type}: " if error_type else "")
+                           + message)
+
+    def __str__(self) -> str:
+        return BaseException.__str__(self)  # not the rebuilt type's (KeyError's would quote the text)
 
 
 class PollTimeoutError(StepError):

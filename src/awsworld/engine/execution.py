@@ -38,6 +38,7 @@ from ..authoring.definitions import Registry, StepDef, WorkflowDef
 from ..authoring.durations import When, resolve
 from ..authoring.errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
 from ..authoring.poll import PollSpec
+from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
@@ -233,10 +234,10 @@ class WorkflowExecution:
                 op.future.cancel()
             else:
                 error = data.get("error") or {}
-                op.future.set_exception(StepError(
+                op.future.set_exception(rebuild(StepError, lambda kind: kind(
                     str(error.get("message", "step failed")), step_name=op.definition.name,
                     error_type=error.get("name"), qualified_type=error.get("type"), step_id=op.id,
-                    attempt=op.attempt or None, stack=error.get("stack")))
+                    attempt=op.attempt or None, stack=error.get("stack")), error.get("type"), error.get("name")))
 
     def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any], event: Event) -> None:
         token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token
