@@ -17,7 +17,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from ..settings import SETTINGS, Settings
 from .durations import Duration, parse_duration, seconds
-from .retry import RetryPolicy, shorthand
+from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
 from .scope import current_execution
 
 P = ParamSpec("P")
@@ -26,7 +26,7 @@ R = TypeVar("R")
 log = logging.getLogger("awsworld.registry")
 _warned_main = False
 
-DEFAULT_MAX_RETRIES = 3
+DEFAULT_MAX_RETRIES = DEFAULT_MAX_ATTEMPTS - 1
 MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
@@ -232,9 +232,10 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
     return type.
 
-    ``retry``: a ``RetryPolicy`` (attempts, back-off, jitter, which errors retry). ``max_retries`` (default 3)
-    and ``retry_delay`` (default 1 s, fixed) are its shorthand; give one or the other, not both, so a policy
-    never silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
+    ``retry``: a ``RetryPolicy`` (attempts, back-off, jitter, which errors retry; default: 6 attempts, 5 s
+    doubling to 60 s, full jitter). ``max_retries`` (the attempts after the first) and ``retry_delay`` (a fixed
+    delay: no back-off, no jitter) are its shorthand; give one or the other, not both, so a policy never
+    silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
     timedelta); a longer one is cancelled and fails as a retryable ``StepTimeoutError``."""
     if retry is not None and (max_retries is not None or retry_delay is not None):
         raise TypeError("@step takes retry=RetryPolicy(...) or its shorthand max_retries=/retry_delay=, not both "

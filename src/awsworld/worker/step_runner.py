@@ -40,6 +40,7 @@ from typing import Any, Literal
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import POLL_NOT_READY, PollSpec
+from ..authoring.retry import seeded
 from ..authoring.scope import current_step
 from ..engine import serde
 from ..settings import SETTINGS, Settings
@@ -313,8 +314,9 @@ def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exceptio
     if not policy.retries(error):
         return failed
     now = clock_of(world).now()
+    draw = seeded(step.run_id, step_id, str(step.attempt))  # the jitter, fixed by the attempt (see ``retry``)
     if poll is not None:  # the polls are the attempts: the timeout bounds them, not max_attempts
-        at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now)
+        at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now, rand=draw)
                             if getattr(error, "retry_after", None) is not None else None)
         if at is None:
             return _poll_timed_out(step_id, step.attempt, events, f"the last poll raised {type(error).__name__}: "
@@ -323,7 +325,7 @@ def _failed_attempt(world: Any, definition: StepDef, step: Step, error: Exceptio
     failed_before = step.error is not None
     if (failed_before and step.attempt >= policy.max_attempts) or (not failed_before and policy.max_attempts == 1):
         return failed
-    return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now), now,
+    return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now, rand=draw), now,
                      step.attempt, events)
 
 
