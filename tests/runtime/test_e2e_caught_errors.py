@@ -108,7 +108,8 @@ async def test_a_failed_step_is_caught_by_its_own_type(e2e: E2E, kind: str, bran
     assert result["str"] == f"step 'caught.fail' failed: {error_type}: {message}"
     assert "in fail" in result["stack"], "the step's traceback is kept"
     assert not result["has_card"], "only the type is rebuilt: the original's __init__ never ran"
-    assert INITS == (["4242"] if kind == "declined" else []), "raised once by the step body, never rebuilt by init"
+    raised = ["4242"] if kind == "declined" else []
+    assert raised == INITS, "Declined.__init__ ran once, in the step body: never when the error was rebuilt"
     steps = [e for e in await run.events() if e.event_type == "step_completed"]
     assert len(steps) == 1, "the branch's note step ran once and replayed without a divergence"
 
