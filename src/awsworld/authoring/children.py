@@ -68,7 +68,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
 from ..client.client import Client, _wake
-from ..engine import serde
+from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.ops import HookOp
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -80,8 +80,9 @@ from ..world.errors import (
     RunNotFoundError,
 )
 from ..world.events import Event
+from .codecs import Codec, Place
 from .definitions import BUILTIN_STEPS, REGISTRY, StepDef, WorkflowDef
-from .errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
+from .errors import VALUE_TOO_LARGE, CodecError, FatalError, ValueTooLargeError
 from .rebuilt_errors import rebuild
 from .retry import RetryPolicy
 from .scope import current_step, require_execution
@@ -209,7 +210,7 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
     outcome: asyncio.Future[Any] = execution.loop.create_future()
-    call = _Call(run_id, definition.name, hook, outcome)
+    call = _Call(run_id, definition.name, hook, outcome, definition.codec)
     hook.next_payload().add_done_callback(call.ended)
     try:
         await step.future
@@ -228,6 +229,7 @@ class _Call:
     workflow_name: str
     hook: HookOp
     outcome: asyncio.Future[Any]
+    codec: Codec[Any] | None = None  # the child workflow's result codec
 
     def ended(self, future: asyncio.Future[Any]) -> None:
         if future.cancelled():
@@ -243,7 +245,11 @@ class _Call:
             return
         if payload.get("status") == "completed":
             try:
-                value = serde.loads(payload.get("result"))
+                value = codecs.load(payload.get("result"), self.codec, Place(
+                    "result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id))
+            except CodecError as undecodable:
+                self._settle(error=undecodable)
+                return
             except serde.SerializationError as unreadable:
                 self._settle(error=FatalError(f"the result of child run {self.run_id} cannot be read: {unreadable}"))
                 return

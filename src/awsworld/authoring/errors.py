@@ -49,6 +49,18 @@ class RetryableError(Exception):
             self.retry_after = None if retry_after is None else seconds(retry_after, what="retry_after")
 
 
+class CodecError(FatalError):
+    """A codec (``@step(codec=...)``, ``@workflow(codec=...)``, ``create_hook(codec=...)``) could not encode or
+    decode a value. Never retried (the same value fails the same way); the message and ``place`` name the value
+    (``the result of step 'shop.quote' (step_2)``). A step's result that fails to encode fails the step (the
+    workflow sees ``StepError`` whose ``error_type`` is ``"CodecError"``, also a ``CodecError``); one that fails
+    to decode raises ``CodecError`` where the workflow awaits it, on every replay."""
+
+    def __init__(self, message: str, *, place: str = "") -> None:
+        super().__init__(message)
+        self.place = place
+
+
 class StepTimeoutError(RetryableError):
     """A step attempt ran longer than its ``@step(timeout=...)``: the body was cancelled and the attempt counts
     as failed and retryable (a ``RetryableError``, so ``retry_on`` need not list it; ``no_retry_on`` may). The

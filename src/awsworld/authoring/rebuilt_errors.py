@@ -49,7 +49,8 @@ def rebuilt_type(base: type[E], qualified: str | None, name: str | None = None) 
     original = recorded_type(qualified, name)
     if original is None:
         return base
-    return _combined(base, original) or base
+    combined = _combined(base, original)  # (a subclass of base: made from it)
+    return cast("type[E]", combined) if combined is not None else base
 
 
 def rebuild(base: type[E], make: Callable[[type[E]], E], qualified: str | None, name: str | None = None) -> E:

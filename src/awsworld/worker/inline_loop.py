@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..authoring.children import on_run_end
+from ..authoring.codecs import Place
 from ..authoring.definitions import Registry
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
@@ -35,13 +36,14 @@ from ..authoring.errors import (
     SERIALIZATION_ERROR,
     USER_ERROR,
     VALUE_TOO_LARGE,
+    CodecError,
     ReplayDivergenceError,
     ValueTooLargeError,
     step_cancelled_error,
 )
 from ..client.messages import FlowMessage, queue_name_for
+from ..engine import codecs, serde
 from ..engine import divergence as dv
-from ..engine import serde
 from ..engine.execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
 from ..engine.ops import HookOp, StepOp, WaitOp
 from ..settings import SETTINGS
@@ -598,7 +600,10 @@ class Flow:
         error = execution.task.exception() if not execution.task.cancelled() else None
         if error is None and not execution.task.cancelled():
             try:
-                output = serde.dumps(execution.task.result())
+                output = codecs.store(execution.task.result(), execution.definition.codec,
+                                      Place("result", f"workflow {execution.definition.name!r}", self.run_id))
+            except CodecError as bad:
+                return await self._fail(structured_error(bad), SERIALIZATION_ERROR)
             except serde.SerializationError as bad:
                 return await self._fail({"message": f"the workflow's return value cannot be serialized: {bad}",
                                          "name": "FatalError"}, SERIALIZATION_ERROR)

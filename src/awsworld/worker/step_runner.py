@@ -37,12 +37,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..authoring.codecs import Place
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import POLL_NOT_READY, PollSpec
 from ..authoring.retry import seeded
 from ..authoring.scope import current_step
-from ..engine import serde
+from ..engine import codecs, serde
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_STEP_STATUSES, Step
@@ -205,8 +206,8 @@ async def attempt_step(world: Any, registry: Registry, run_id: str, step_id: str
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
         body = definition.fn(*call.get("args", []), **call.get("kwargs", {}))
         result = await context.run(_supervised(body, definition, watch))
-        try:
-            encoded = serde.dumps(result)
+        try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
+            encoded = codecs.store(result, definition.codec, Place("result", f"step {step_name!r}", run_id, step_id))
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
         if poll is not None:
