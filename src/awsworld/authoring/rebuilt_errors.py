@@ -33,6 +33,8 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar, cast
 
+from .errors import DeterminismError
+
 E = TypeVar("E", bound=Exception)
 
 
@@ -40,7 +42,12 @@ def recorded_type(qualified: str | None, name: str | None = None) -> type[Except
     """The exception class a stored error names (``type``, the qualified name; else ``name`` for a builtin),
     or None when it cannot be rebuilt (see the module's doc)."""
     dotted = qualified or name
-    return _lookup(dotted) if isinstance(dotted, str) else None
+    if not isinstance(dotted, str):
+        return None
+    try:
+        return _lookup(dotted)
+    except _Refused:  # (not cached: looked up again where the guard is off, it may well import)
+        return None
 
 
 def rebuilt_type(base: type[E], qualified: str | None, name: str | None = None) -> type[E]:
@@ -66,6 +73,11 @@ def rebuild(base: type[E], make: Callable[[type[E]], E], qualified: str | None, 
     return make(base)
 
 
+class _Refused(Exception):
+    """The class's module, imported for the first time inside workflow code, did something the determinism guard
+    refuses (``os.urandom`` at import time, say)."""
+
+
 def _identifier(part: str) -> bool:
     """An identifier and no dunder (``__class__``, ``__globals__`` would walk to arbitrary objects)."""
     return part.isidentifier() and not (part.startswith("__") and part.endswith("__"))
@@ -87,6 +99,8 @@ def _import(parts: list[str]) -> object:
     for cut in range(len(parts) - 1, 0, -1):
         try:
             found: object = importlib.import_module(".".join(parts[:cut]))
+        except DeterminismError as refused:
+            raise _Refused(str(refused)) from refused
         except Exception:  # not a module (a class path further down), or a module that fails to import
             continue
         for part in parts[cut:]:
