@@ -15,6 +15,7 @@ import pytest
 
 from awsworld import ChildWorkflowError, StepError, WorkflowRunFailedError, sleep, step, workflow
 from awsworld.authoring.rebuilt_errors import rebuild, rebuilt_type, recorded_type
+from awsworld.client.replay import replay_run
 
 from .conftest import BOTH, E2E
 
@@ -112,6 +113,7 @@ async def test_a_failed_step_is_caught_by_its_own_type(e2e: E2E, kind: str, bran
     assert raised == INITS, "Declined.__init__ ran once, in the step body: never when the error was rebuilt"
     steps = [e for e in await run.events() if e.event_type == "step_completed"]
     assert len(steps) == 1, "the branch's note step ran once and replayed without a divergence"
+    assert (await replay_run(e2e.world, run.run_id)).ok, "replaying the stored log takes the same branch"
 
 
 @workflow(name="caught.uncaught")
@@ -161,6 +163,7 @@ async def test_a_failed_child_is_caught_by_the_type_it_raised(e2e: E2E, kind: st
     result = await run.result(timeout=60)
     assert result["branch"] == branch and result["error_type"] == error_type and result["status"] == "failed"
     assert result["str"].startswith(f"child run {run.run_id}.step_1 (caught.child) failed: ")
+    assert (await replay_run(e2e.world, run.run_id)).ok
 
 
 # ----------------------------------------------------------------------------------------- the rule itself

@@ -29,6 +29,7 @@ from awsworld import (
     workflow,
 )
 from awsworld.aws.resources import run_prefix
+from awsworld.client.replay import replay_run
 from awsworld.engine import serde
 
 from .conftest import AWS, BOTH, E2E
@@ -126,6 +127,7 @@ async def test_step_and_workflow_results_round_trip_through_their_codecs(e2e: E2
     assert "the result of workflow 'codecs.books'" in PLACES
     if e2e.backend == AWS:
         assert await _offloaded(e2e, run.run_id) >= 2, "the codec's output is offloaded to S3 like any value"
+    assert (await replay_run(e2e.world, run.run_id)).ok, "the stored log replays: results decoded, output re-encoded"
 
 
 @workflow(name="codecs.parent")
