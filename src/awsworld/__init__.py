@@ -20,8 +20,10 @@ from .authoring.calls import (
     uuid4,
 )
 from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
+from .authoring.codecs import Codec, Place, PydanticCodec
 from .authoring.definitions import step, workflow
 from .authoring.errors import (
+    CodecError,
     DeterminismError,
     FatalError,
     HookConflictError,
@@ -54,13 +56,17 @@ __all__ = [
     "ChildRun",
     "ChildWorkflowError",
     "Client",
+    "Codec",
+    "CodecError",
     "DeterminismError",
     "FatalError",
     "Hook",
     "HookConflictError",
     "HookFailedError",
     "HookTimeoutError",
+    "Place",
     "PollTimeoutError",
+    "PydanticCodec",
     "RetryPolicy",
     "RetryableError",
     "Run",

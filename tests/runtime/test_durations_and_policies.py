@@ -11,7 +11,7 @@ import pytest
 from awsworld import FatalError, PollTimeoutError, RetryableError, RetryPolicy, StepTimeoutError, poll_until, step
 from awsworld.authoring.durations import parse_duration, resolve, seconds
 from awsworld.authoring.poll import PollSpec
-from awsworld.authoring.retry import shorthand
+from awsworld.authoring.retry import seeded, shorthand
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)
 
@@ -73,8 +73,40 @@ def test_retry_after_takes_every_form() -> None:
 
 
 def test_exponential_back_off_is_capped_by_max_delay() -> None:
-    policy = RetryPolicy(max_attempts=6, initial_delay="1s", backoff=3, max_delay="20s")
+    policy = RetryPolicy(max_attempts=6, initial_delay="1s", backoff=3, max_delay="20s", jitter=0)
     assert [policy.delay(n) for n in range(1, 6)] == [1.0, 3.0, 9.0, 20.0, 20.0]
+    assert [policy.base_delay(n) for n in range(1, 6)] == [1.0, 3.0, 9.0, 20.0, 20.0]
+
+
+def test_the_default_is_the_sdks_six_attempts_5s_doubling_to_60s_with_full_jitter() -> None:
+    policy = RetryPolicy()
+    assert policy.max_attempts == 6 and policy.max_retries == 5
+    assert [policy.base_delay(n) for n in range(1, 6)] == [5.0, 10.0, 20.0, 40.0, 60.0]
+    assert policy.jitter == 1.0, "full jitter: each delay anywhere between 0 and its base"
+    assert policy.delay(3, rand=lambda: 0.0) == 20.0
+    assert policy.delay(3, rand=lambda: 0.75) == 5.0
+    assert shorthand(None, None) == policy, "a bare @step gets the default policy"
+
+
+def test_the_cap_never_shortens_the_first_delay() -> None:
+    slow = RetryPolicy(initial_delay="10m", jitter=0)  # the default max_delay is 60 s
+    assert [slow.base_delay(n) for n in (1, 2, 3)] == [600.0, 600.0, 600.0]
+
+
+def test_the_jitter_is_fixed_by_the_attempt_and_differs_between_attempts() -> None:
+    """``seeded``: the same identity draws the same value (a replay, another process), another one another."""
+    draws = {seeded("run", "step_1", str(attempt))() for attempt in range(1, 6)}
+    assert len(draws) == 5 and all(0.0 <= d < 1.0 for d in draws)
+    assert seeded("run", "step_1", "1")() == seeded("run", "step_1", "1")()
+    assert seeded("run-a", "step_1", "1")() != seeded("run-b", "step_1", "1")(), "runs spread"
+    spread = [RetryPolicy().delay(1, rand=seeded(f"run-{i}", "step_1", "1")) for i in range(200)]
+    assert min(spread) < 1.0 and max(spread) > 4.0, "full jitter spreads 200 runs over (0, 5] s"
+
+
+def test_fixed_is_exact() -> None:
+    policy = RetryPolicy.fixed("2s", max_attempts=3)
+    assert policy.max_attempts == 3 and policy.jitter == 0 and policy.backoff == 1
+    assert [policy.delay(n) for n in (1, 2, 3)] == [2.0, 2.0, 2.0]
 
 
 def test_jitter_shortens_the_delay_by_up_to_its_fraction() -> None:
@@ -90,7 +122,14 @@ def test_the_shorthand_is_a_fixed_delay() -> None:
     policy = shorthand(2, "500ms")
     assert policy.max_attempts == 3 and policy.max_retries == 2
     assert [policy.delay(n) for n in (1, 2, 3)] == [0.5, 0.5, 0.5]
-    assert shorthand(None, None).max_attempts == 4
+    assert shorthand(None, "1s").max_attempts == 6, "retry_delay alone: the default count, fixed delay"
+
+
+def test_max_retries_alone_keeps_the_default_schedule() -> None:
+    """``@step(max_retries=2)`` says how many retries, not how far apart: back-off and full jitter as default."""
+    policy = shorthand(2, None)
+    assert policy.max_attempts == 3
+    assert (policy.initial_delay, policy.backoff, policy.max_delay, policy.jitter) == (5.0, 2.0, 60.0, 1.0)
 
 
 def test_which_errors_retry() -> None:
@@ -107,7 +146,7 @@ def test_which_errors_retry() -> None:
 
 
 def test_retry_after_overrides_the_schedule() -> None:
-    policy = RetryPolicy(initial_delay="1h")
+    policy = RetryPolicy(initial_delay="1h", max_delay=None, jitter=0)
     assert policy.retry_at(RetryableError(retry_after="5s"), 1, NOW) == NOW + timedelta(seconds=5)
     assert policy.retry_at(RetryableError(retry_after=NOW + timedelta(days=1)), 1, NOW) == NOW + timedelta(days=1)
     assert policy.retry_at(RetryableError(retry_after=NOW - timedelta(days=1)), 1, NOW) == NOW, "never in the past"

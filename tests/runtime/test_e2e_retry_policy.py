@@ -48,7 +48,7 @@ def restart_gaps(events: list[Event], step_id: str) -> list[float]:
 # ----------------------------------------------------------------------------------------- back-off
 
 
-@step(retry=RetryPolicy(max_attempts=5, initial_delay="10s", backoff=2, max_delay="30s"))
+@step(retry=RetryPolicy(max_attempts=5, initial_delay="10s", backoff=2, max_delay="30s", jitter=0))
 async def backs_off(tag: str) -> int:
     CALLS[tag] += 1
     if step_metadata().attempt < 5:
@@ -184,7 +184,7 @@ async def test_retry_after_overrides_the_policy(awsworld_env: WorkflowTestEnv, m
 # ----------------------------------------------------------------------------------------- across deliveries
 
 
-@step(retry=RetryPolicy(max_attempts=3, initial_delay="1h", backoff=2))
+@step(retry=RetryPolicy(max_attempts=3, initial_delay="1h", backoff=2, max_delay=None, jitter=0))
 async def slow_to_work(tag: str, which: str) -> str:
     CALLS[f"{tag}:{which}"] += 1
     if step_metadata().attempt < 3:
@@ -218,7 +218,7 @@ async def test_a_policy_whose_delays_span_several_deliveries(awsworld_env: Workf
 # ----------------------------------------------------------------------------------------- LocalAWS
 
 
-@step(retry=RetryPolicy(max_attempts=3, initial_delay="500ms", backoff=2, retry_on=ConnectionError))
+@step(retry=RetryPolicy(max_attempts=3, initial_delay="500ms", backoff=2, jitter=0, retry_on=ConnectionError))
 async def local_flaky(tag: str) -> int:
     CALLS[tag] += 1
     if step_metadata().attempt < 3:

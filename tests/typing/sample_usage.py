@@ -10,9 +10,46 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, assert_type, reveal_type
 
+from pydantic import BaseModel
+
 import awsworld
-from awsworld import ChildRun, Client, RetryPolicy, Run, child_options, poll_until, start_child, step, workflow
+from awsworld import (
+    ChildRun,
+    Client,
+    PydanticCodec,
+    RetryPolicy,
+    Run,
+    child_options,
+    create_hook,
+    poll_until,
+    start_child,
+    step,
+    workflow,
+)
 from awsworld.world.entities import Hook
+
+
+class Quote(BaseModel):
+    sku: str
+    price: int
+
+
+QUOTES = PydanticCodec(Quote)
+
+
+@step(codec=QUOTES)
+async def quote(sku: str) -> Quote:
+    return Quote(sku=sku, price=1)
+
+
+@workflow(name="typing-sample.quoted", codec=QUOTES)
+async def quoted(sku: str) -> Quote:
+    return await quote(sku)
+
+
+@step(codec=QUOTES)  # expected-error: reportArgumentType
+async def not_a_quote(sku: str) -> str:
+    return sku
 
 
 @step
@@ -97,3 +134,15 @@ async def parent(n: int) -> str:
     await start_child(total, "wrong")  # expected-error: reportArgumentType
     await start_child(greet, "ada", loud="yes")  # expected-error: reportArgumentType
     return await child
+
+
+@workflow
+async def codec_usage(client: Client) -> None:
+    reveal_type(QUOTES)  # reveal: PydanticCodec[Quote]
+    reveal_type(quote)  # reveal: (sku: str) -> Coroutine[Any, Any, Quote]
+    reveal_type(quoted)  # reveal: (sku: str) -> Coroutine[Any, Any, Quote]
+    reveal_type(await (await client.start(quoted, "kettle")).result())  # reveal: Quote
+    hook = create_hook("quote", codec=QUOTES)
+    reveal_type(hook)  # reveal: Hook[Quote]
+    reveal_type(await hook)  # reveal: Quote
+    reveal_type(create_hook("plain"))  # reveal: Hook[Any]

@@ -7,12 +7,13 @@ import random as _random
 from collections.abc import AsyncIterator, Generator
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ..engine import hook_timeouts
 from ..engine.determinism import time_ns, uuid4
 from ..engine.ops import HookOp
 from ..world.clock import clock_of
+from .codecs import Codec
 from .durations import When
 from .scope import current_execution, current_step, require_execution
 from .step_context import StepMetadata, StreamWriter
@@ -61,9 +62,13 @@ __all__ = ["Hook", "create_hook", "create_webhook", "get_writable", "now", "patc
            "step_metadata", "time_ns", "uuid4"]
 
 
-class Hook:
+T = TypeVar("T")
+
+
+class Hook(Generic[T]):
     """A durable hook: ``await hook`` takes one payload, ``async for payload in hook`` takes them in order,
-    ``async with create_hook() as hook`` disposes it (frees its token) on exit."""
+    ``async with create_hook() as hook`` disposes it (frees its token) on exit. ``T``: what a payload is (the
+    codec's type with ``create_hook(codec=...)``; else ``Any``)."""
 
     def __init__(self, op: HookOp) -> None:
         self._op = op
@@ -76,20 +81,21 @@ class Hook:
     def id(self) -> str:
         return self._op.id
 
-    def __await__(self) -> Generator[Any, None, Any]:
+    def __await__(self) -> Generator[Any, None, T]:
         return self._op.next_payload().__await__()
 
-    def __aiter__(self) -> AsyncIterator[Any]:
+    def __aiter__(self) -> AsyncIterator[T]:
         return self
 
-    async def __anext__(self) -> Any:
-        return await self._op.next_payload()
+    async def __anext__(self) -> T:
+        payload: T = await self._op.next_payload()
+        return payload
 
     def dispose(self) -> None:
         """Release the token (recorded durably by the flow). Payloads already received stay readable."""
         self._op.dispose()
 
-    async def __aenter__(self) -> Hook:
+    async def __aenter__(self) -> Hook[T]:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -97,8 +103,18 @@ class Hook:
         self.dispose()
 
 
-def create_hook(token: str | None = None, metadata: Any = None, *,
-                timeout: When | None = None) -> Hook:
+@overload
+def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
+                codec: Codec[T]) -> Hook[T]: ...
+
+
+@overload
+def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
+                codec: None = None) -> Hook[Any]: ...
+
+
+def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
+                codec: Codec[Any] | None = None) -> Hook[Any]:
     """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable).
 
     ``timeout`` (a duration such as ``"1h"``, seconds or a timedelta, counted from this call; or an aware
@@ -106,15 +122,19 @@ def create_hook(token: str | None = None, metadata: Any = None, *,
     ``HookTimeoutError`` after any payloads received before, and the hook is disposed. Durable: whichever of
     the payload and the deadline the log records first decides, on every replay. It bounds the whole hook,
     not each payload. Adds a wait to the run's history (so adding a timeout to a deployed ``create_hook``
-    call is a change to branch with ``patched()``)."""
+    call is a change to branch with ``patched()``).
+
+    ``codec``: the payloads are the codec's text or bytes (``resume_hook(token, text)``), and the workflow gets
+    what it decodes (a ``Hook[T]`` for a ``Codec[T]``); a payload it cannot decode raises ``CodecError`` at the
+    await that takes it (the hook takes later payloads)."""
     execution = require_execution("awsworld.create_hook()")
-    op = execution.declare_hook(token, metadata, is_webhook=False)
+    op = execution.declare_hook(token, metadata, is_webhook=False, codec=codec)
     if timeout is not None:
         hook_timeouts.arm(execution, op, timeout)
     return Hook(op)
 
 
-def create_webhook(metadata: Any = None, *, timeout: When | None = None) -> Hook:
+def create_webhook(metadata: Any = None, *, timeout: When | None = None) -> Hook[Any]:
     """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``: as
     ``create_hook``'s."""
     execution = require_execution("awsworld.create_webhook()")

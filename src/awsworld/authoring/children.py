@@ -65,11 +65,13 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from ..engine import serde
+from ..engine import codecs, serde
 from ..engine.child_calls import LINK_KEY, START_CHILD_CALL, TOKEN_PREFIX, child_run_id, child_token
 from ..engine.ops import HookOp
+from .codecs import Codec, Place
 from .definitions import WorkflowDef
-from .errors import FatalError
+from .errors import CodecError, FatalError
+from .rebuilt_errors import rebuild
 from .scope import require_execution
 
 P = ParamSpec("P")
@@ -81,16 +83,23 @@ R_co = TypeVar("R_co", covariant=True)
 class ChildWorkflowError(Exception):
     """Awaiting a child run that gave no value: it ``failed`` (``error_type`` and ``code`` are the child's
     stored error's name and error code, the message its message), was ``cancelled``, or could not be started
-    (``not-started``: its arguments or the start itself were refused). ``status`` says which."""
+    (``not-started``: its arguments or the start itself were refused). ``status`` says which.
+
+    A failed child's error is also an instance of the type the child raised (for a failed step the child let
+    through, the step's own type), where that type can be rebuilt (see ``rebuilt_errors``): ``except KeyError:``
+    around the child's call catches a child that raised ``KeyError``."""
 
     def __init__(self, message: str, *, run_id: str, workflow_name: str, status: str,
                  error_type: str | None = None, code: str | None = None) -> None:
-        super().__init__(message)
+        Exception.__init__(self, message)  # not super()'s: a rebuilt type's __init__ must not run
         self.run_id = run_id
         self.workflow_name = workflow_name
         self.status = status
         self.error_type = error_type
         self.code = code
+
+    def __str__(self) -> str:
+        return BaseException.__str__(self)  # not the rebuilt type's
 
 
 class ChildRun(Generic[R_co]):
@@ -176,7 +185,7 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
     outcome: asyncio.Future[Any] = execution.loop.create_future()
-    call = _Call(run_id, definition.name, hook, outcome)
+    call = _Call(run_id, definition.name, hook, outcome, definition.codec)
     hook.next_payload().add_done_callback(call.ended)
     try:
         await step.future
@@ -195,6 +204,7 @@ class _Call:
     workflow_name: str
     hook: HookOp
     outcome: asyncio.Future[Any]
+    codec: Codec[Any] | None = None  # the child workflow's result codec
 
     def ended(self, future: asyncio.Future[Any]) -> None:
         if future.cancelled():
@@ -210,7 +220,11 @@ class _Call:
             return
         if payload.get("status") == "completed":
             try:
-                value = serde.loads(payload.get("result"))
+                value = codecs.load(payload.get("result"), self.codec, Place(
+                    "result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id))
+            except CodecError as undecodable:
+                self._settle(error=undecodable)
+                return
             except serde.SerializationError as unreadable:
                 self._settle(error=FatalError(f"the result of child run {self.run_id} cannot be read: {unreadable}"))
                 return
@@ -220,10 +234,12 @@ class _Call:
         stored = payload.get("error")
         error: dict[str, Any] = stored if isinstance(stored, dict) else {}
         message = str(error.get("message") or status)
-        self._settle(error=ChildWorkflowError(
+        cause = error.get("cause")  # a step's failure the child let through: the step's own error
+        original: dict[str, Any] = cause if isinstance(cause, dict) else error
+        self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
             f"child run {self.run_id} ({self.workflow_name}) {status}: {message}", run_id=self.run_id,
             workflow_name=self.workflow_name, status=status, error_type=error.get("name"),
-            code=payload.get("code")))
+            code=payload.get("code")), original.get("type"), original.get("name")))
 
     def not_started(self, cause: BaseException | None) -> ChildWorkflowError:
         return ChildWorkflowError(f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause}",

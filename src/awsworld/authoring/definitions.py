@@ -16,17 +16,19 @@ from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 from ..settings import SETTINGS, Settings
+from .codecs import Codec
 from .durations import Duration, parse_duration, seconds
-from .retry import RetryPolicy, shorthand
+from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
 from .scope import current_execution
 
 P = ParamSpec("P")
 R = TypeVar("R")
+T = TypeVar("T")
 
 log = logging.getLogger("awsworld.registry")
 _warned_main = False
 
-DEFAULT_MAX_RETRIES = 3
+DEFAULT_MAX_RETRIES = DEFAULT_MAX_ATTEMPTS - 1
 MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
@@ -38,6 +40,7 @@ class StepDef:
     fn: Callable[..., Coroutine[Any, Any, Any]]
     retry: RetryPolicy = field(default_factory=lambda: shorthand(None, None))
     timeout: float | None = None  # seconds one attempt may run before it is cancelled
+    codec: Codec[Any] | None = None  # the result's (``codecs``); None: serde's envelopes
 
     @property
     def max_retries(self) -> int:
@@ -54,6 +57,7 @@ class WorkflowDef:
     name: str
     fn: Callable[..., Coroutine[Any, Any, Any]]
     retention: timedelta | None = None  # how long a finished run stays readable (None: the deployment's default)
+    codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
 
     def execution_context(self) -> dict[str, Any]:
         """What a run of this workflow adds to its ``run_created`` executionContext."""
@@ -158,6 +162,13 @@ class _Decorator(Protocol):
     def __call__(self, fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[Any, Any, R]]: ...
 
 
+class _CodecDecorator(Protocol[T]):
+    """What ``@workflow(codec=...)`` and ``@step(codec=...)`` return: the decorated function must return what the
+    codec decodes to (``Codec[T]``), and keeps its signature."""
+
+    def __call__(self, fn: Callable[P, Coroutine[Any, Any, T]], /) -> Callable[P, Coroutine[Any, Any, T]]: ...
+
+
 def _mark(fn: Callable[..., Any], attribute: str, definition: WorkflowDef | StepDef) -> None:
     """Attach the definition to the function object (``vars``: a typed ``Callable`` declares no such
     attribute, and this keeps the assignment checked rather than silenced)."""
@@ -169,11 +180,16 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 
 
 @overload
-def workflow(*, name: str | None = None, retention: Duration | None = None) -> _Decorator: ...
+def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T]) -> _CodecDecorator[T]: ...
+
+
+@overload
+def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
-             retention: Duration | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
+             retention: Duration | None = None, codec: Codec[Any] | None = None,
+             ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
     ``@workflow`` and ``@workflow(name=...)`` keep the function's parameters and return type. Called inside
@@ -182,7 +198,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
     ``retention``: how long a finished run of this workflow stays readable (any duration, e.g. ``"30d"``);
     default: the deployment's (``RunRetentionDays``). It is fixed when a run starts (recorded in its
-    ``run_created``), so changing it affects new runs only."""
+    ``run_created``), so changing it affects new runs only.
+
+    ``codec``: how the workflow's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes):
+    ``run.result()`` and a parent awaiting it as a child decode it with the same codec."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -191,7 +210,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         _require_async(f, "workflow")
         _warn_if_main(f, name)
         # the body a run replays: ``f``, not the wrapper
-        definition = WorkflowDef(_stable_name(f, name), f, kept)
+        definition = WorkflowDef(_stable_name(f, name), f, kept, codec)
         REGISTRY.add_workflow(definition)
 
         @functools.wraps(f)
@@ -215,20 +234,29 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[An
 
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
-         retry: RetryPolicy | None = None, timeout: Duration | None = None) -> _Decorator: ...
+         retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: Codec[T]) -> _CodecDecorator[T]: ...
+
+
+@overload
+def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
+         retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: None = None) -> _Decorator: ...
 
 
 def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int | None = None,
          name: str | None = None, retry_delay: Duration | None = None, retry: RetryPolicy | None = None,
-         timeout: Duration | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
+         timeout: Duration | None = None, codec: Codec[Any] | None = None,
+         ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
     return type.
 
-    ``retry``: a ``RetryPolicy`` (attempts, back-off, jitter, which errors retry). ``max_retries`` (default 3)
-    and ``retry_delay`` (default 1 s, fixed) are its shorthand; give one or the other, not both, so a policy
-    never silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
-    timedelta); a longer one is cancelled and fails as a retryable ``StepTimeoutError``."""
+    ``retry``: a ``RetryPolicy`` (attempts, back-off, jitter, which errors retry; default: 6 attempts, 5 s
+    doubling to 60 s, full jitter). ``max_retries`` (the attempts after the first) and ``retry_delay`` (a fixed
+    delay: no back-off, no jitter) are its shorthand; give one or the other, not both, so a policy never
+    silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
+    timedelta); a longer one is cancelled and fails as a retryable ``StepTimeoutError``. ``codec``: how the
+    step's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes); one that fails is a
+    ``CodecError``, never retried."""
     if retry is not None and (max_retries is not None or retry_delay is not None):
         raise TypeError("@step takes retry=RetryPolicy(...) or its shorthand max_retries=/retry_delay=, not both "
                         "(put max_attempts and initial_delay in the policy)")
@@ -239,7 +267,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "step")
-        definition = StepDef(_stable_name(f, name), f, policy, limit)
+        definition = StepDef(_stable_name(f, name), f, policy, limit, codec)
         REGISTRY.add_step(definition)
 
         @functools.wraps(f)

@@ -49,6 +49,18 @@ class RetryableError(Exception):
             self.retry_after = None if retry_after is None else seconds(retry_after, what="retry_after")
 
 
+class CodecError(FatalError):
+    """A codec (``@step(codec=...)``, ``@workflow(codec=...)``, ``create_hook(codec=...)``) could not encode or
+    decode a value. Never retried (the same value fails the same way); the message and ``place`` name the value
+    (``the result of step 'shop.quote' (step_2)``). A step's result that fails to encode fails the step (the
+    workflow sees ``StepError`` whose ``error_type`` is ``"CodecError"``, also a ``CodecError``); one that fails
+    to decode raises ``CodecError`` where the workflow awaits it, on every replay."""
+
+    def __init__(self, message: str, *, place: str = "") -> None:
+        super().__init__(message)
+        self.place = place
+
+
 class StepTimeoutError(RetryableError):
     """A step attempt ran longer than its ``@step(timeout=...)``: the body was cancelled and the attempt counts
     as failed and retryable (a ``RetryableError``, so ``retry_on`` need not list it; ``no_retry_on`` may). The
@@ -69,7 +81,11 @@ class StepError(Exception):
     ``"KeyError"``), ``qualified_type`` (``"myapp.errors.Declined"``; a builtin's is its name), ``message`` (its
     message), ``stack`` (its traceback, bounded), and which step: ``step_name``, ``step_id``, ``attempt`` (the
     attempt that failed last). ``str()`` says all but the traceback: ``step 'fetch' failed after 3 attempts:
-    KeyError: 'missing'``. A run the workflow lets it fail keeps the same in its error (see ``error_shapes``)."""
+    KeyError: 'missing'``. A run the workflow lets it fail keeps the same in its error (see ``error_shapes``).
+
+    Raised in a workflow, it is also an instance of the step's exception type where that type can be rebuilt (a
+    builtin, or a class importable by its qualified name: see ``rebuilt_errors``), so ``except KeyError:``
+    around the step's call catches it; ``except StepError:`` still catches every failed step."""
 
     def __init__(self, message: str, *, step_name: str, error_type: str | None = None, step_id: str | None = None,
                  attempt: int | None = None, stack: str | None = None, qualified_type: str | None = None) -> None:
@@ -81,7 +97,13 @@ class StepError(Exception):
         self.attempt = attempt
         self.stack = stack
         after = f" after {attempt} attempts" if attempt is not None and attempt > 1 else ""
-        super().__init__(f"step {step_name!r} failed{after}: " + (f"{error_type}: " if error_type else "") + message)
+        # Exception's own __init__, not super()'s: a StepError rebuilt as the step's type too (``rebuilt_errors``)
+        # must not run that type's __init__.
+        Exception.__init__(self, f"step {step_name!r} failed{after}: " + (f"{error_type}: " if error_type else "")
+                           + message)
+
+    def __str__(self) -> str:
+        return BaseException.__str__(self)  # not the rebuilt type's (KeyError's would quote the text)
 
 
 class PollTimeoutError(StepError):

@@ -13,9 +13,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from ..authoring.definitions import Registry, WorkflowDef, workflow_definition, workflow_name
+from ..authoring.codecs import Codec, Place
+from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition, workflow_name
 from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
-from ..engine import serde
+from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import failure_payload
@@ -42,10 +43,12 @@ class Run(Generic[R_co]):
     """A handle on one run; ``R_co`` is the workflow's return type (``Any`` for a run named by id or by a
     workflow's name)."""
 
-    def __init__(self, client: Client, run_id: str, workflow: str | None = None) -> None:
+    def __init__(self, client: Client, run_id: str, workflow: str | None = None, *,
+                 codec: Codec[Any] | None = None) -> None:
         self.client = client
         self.run_id = run_id
         self.workflow_name = workflow
+        self.codec = codec  # the workflow's result codec (else looked up by the run's workflow name)
 
     def __repr__(self) -> str:
         return f"Run({self.run_id!r})"
@@ -68,7 +71,9 @@ class Run(Generic[R_co]):
             wait = max(0.0, min(30.0, remaining))
             run = await self.client.world.runs.wait_for_terminal_status(self.run_id, timeout=wait)
             if run.status == "completed":
-                return serde.loads(run.output)
+                codec = self.codec or _result_codec(self.client, run.workflow_name)
+                return codecs.load(run.output, codec, Place("result", f"workflow {run.workflow_name!r}",
+                                                            self.run_id))
             if run.status == "failed":
                 error = run.error
                 raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
@@ -384,13 +389,20 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
                       "executionContext": {"seed": secrets.token_hex(32), **context}},
     }, resolve_data="none")
     assert result.run is not None
-    run: Run[Any] = Run(client, result.run.run_id, result.run.workflow_name)
+    run: Run[Any] = Run(client, result.run.run_id, result.run.workflow_name,
+                        codec=definition.codec if definition is not None else None)
     if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
         try:
             await _wake(client.world, run.run_id, result.run.workflow_name, "start")
         except Exception as error:
             raise RunStartError(run.run_id, error, workflow=result.run.workflow_name) from error
     return run
+
+
+def _result_codec(client: Client, workflow: str) -> Codec[Any] | None:
+    """The codec of a workflow this process has (the client's registry, else the decorators' own), by name."""
+    definition = (client.registry or REGISTRY).workflows.get(workflow) or REGISTRY.workflows.get(workflow)
+    return definition.codec if definition is not None else None
 
 
 def bind_arguments(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:

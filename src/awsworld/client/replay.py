@@ -25,10 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..authoring.codecs import Place
 from ..authoring.definitions import REGISTRY, Registry
-from ..authoring.errors import DeterminismError, ReplayDivergenceError
+from ..authoring.errors import CodecError, DeterminismError, ReplayDivergenceError
+from ..engine import codecs, serde
 from ..engine import divergence as dv
-from ..engine import serde
 from ..engine.execution import LogGapError, WorkflowExecution
 from ..world.events import Event
 from ..world.protocol import World
@@ -108,8 +109,9 @@ def _check_end(execution: WorkflowExecution) -> None:
                             f"raised {type(error).__name__}: {str(error)[:200]}" if error else "was cancelled")
     logged = (end.event_data or {}).get("output")
     try:
-        returned = serde.dumps(task.result())
-    except serde.SerializationError:
+        returned = codecs.store(task.result(), execution.definition.codec,
+                                Place("result", f"workflow {execution.definition.name!r}", execution.run_id))
+    except (serde.SerializationError, CodecError):
         return  # the production run would have failed the same way; nothing to compare
     if "output" in (end.event_data or {}) and dv.input_digest(logged) != dv.input_digest(returned):
         raise dv.divergence("result", "the end of the log", end, f"the result {_value(logged)}",

@@ -35,14 +35,23 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..authoring.children import call_child
+from ..authoring.codecs import Codec, Place
 from ..authoring.definitions import Registry, WorkflowDef
 from ..authoring.durations import When, resolve
-from ..authoring.errors import STEP_CANCELLED, FatalError, HookConflictError, ReplayDivergenceError, StepError
+from ..authoring.errors import (
+    STEP_CANCELLED,
+    CodecError,
+    FatalError,
+    HookConflictError,
+    ReplayDivergenceError,
+    StepError,
+)
 from ..authoring.poll import PollSpec
+from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
-from . import determinism, serde
+from . import codecs, determinism, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
@@ -227,17 +236,22 @@ class WorkflowExecution:
             if op.future.done():
                 return
             if kind == "step_completed":
-                op.future.set_result(serde.loads(data.get("result")))
+                try:
+                    value = codecs.load(data.get("result"), op.definition.codec, self._place(op, "result"))
+                except CodecError as error:  # the same data fails the same way on every replay
+                    op.future.set_exception(error)
+                else:
+                    op.future.set_result(value)
             elif (data.get("error") or {}).get("code") == STEP_CANCELLED:
                 # Recorded because the workflow cancelled its await: replay it as that cancellation, whatever
                 # reached the log first (the code cancels the future at the same point, so this is a no-op then).
                 op.future.cancel()
             else:
                 error = data.get("error") or {}
-                op.future.set_exception(StepError(
+                op.future.set_exception(rebuild(StepError, lambda kind: kind(
                     str(error.get("message", "step failed")), step_name=op.definition.name,
                     error_type=error.get("name"), qualified_type=error.get("type"), step_id=op.id,
-                    attempt=op.attempt or None, stack=error.get("stack")))
+                    attempt=op.attempt or None, stack=error.get("stack")), error.get("type"), error.get("name")))
 
     def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any], event: Event) -> None:
         token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token
@@ -255,11 +269,21 @@ class WorkflowExecution:
             failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
             if failed is not None:
                 op.close(failed)
+            elif op.codec is not None:
+                try:
+                    op.deliver(codecs.decode_payload(serde.loads(data.get("payload")), op.codec,
+                                                     self._place(op, "payload")))
+                except CodecError as error:  # this payload's await raises it; the hook takes later ones
+                    op.deliver_failure(error)
             else:
                 op.deliver(serde.loads(data.get("payload")))
         elif kind == "hook_disposed":
             op.disposed = True
             self._hooks.pop(op.id, None)
+
+    def _place(self, op: StepOp | HookOp, what: str) -> Place:
+        of = f"step {op.definition.name!r}" if isinstance(op, StepOp) else f"hook {op.token!r}"
+        return Place(what, of, self.run_id, op.id)
 
     def _created(self, op: Op) -> None:
         op.created = True
@@ -348,7 +372,8 @@ class WorkflowExecution:
         self._declare(op)
         return op
 
-    def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool) -> HookOp:
+    def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None,
+                     ) -> HookOp:
         hook_id = f"{self._next_id('hook')}_{self.run_id}"
         if token is None:
             token = self.derived_token(hook_id)
@@ -356,7 +381,7 @@ class WorkflowExecution:
             stored = serde.dumps(metadata)
         except serde.SerializationError as error:
             raise FatalError(f"hook metadata cannot be serialized: {error}") from None
-        op = HookOp(hook_id, token, stored, self.loop, is_webhook=is_webhook)
+        op = HookOp(hook_id, token, stored, self.loop, is_webhook=is_webhook, codec=codec)
         self._declare(op)
         return op
 

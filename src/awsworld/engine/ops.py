@@ -61,6 +61,13 @@ class WaitOp:
         return not self.abandoned and not self.future.cancelled()
 
 
+@dataclass(frozen=True)
+class _Undecodable:
+    """A hook payload its codec refused, held in order with the others: the await that takes it raises."""
+
+    error: BaseException
+
+
 @dataclass
 class HookOp:
     id: str
@@ -77,6 +84,11 @@ class HookOp:
     closed: Callable[[], BaseException] | None = None  # timed out or failed: what every later await raises
     timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
     kind: str = "hook"
+    codec: Any = None  # the payloads' (``create_hook(codec=...)``): decoded as they are replayed
+
+    def deliver_failure(self, error: BaseException) -> None:
+        """A payload that could not be decoded: the await that would have taken it raises ``error``."""
+        self.deliver(_Undecodable(error))
 
     def deliver(self, payload: Any) -> None:
         if self.closed is not None:
@@ -84,7 +96,10 @@ class HookOp:
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
-                waiter.set_result(payload)
+                if isinstance(payload, _Undecodable):
+                    waiter.set_exception(payload.error)
+                else:
+                    waiter.set_result(payload)
                 return
         self.payloads.append(payload)
 
@@ -119,7 +134,11 @@ class HookOp:
         if self.conflict is not None:
             future.set_exception(self.conflict)
         elif self.payloads:
-            future.set_result(self.payloads.popleft())
+            payload = self.payloads.popleft()
+            if isinstance(payload, _Undecodable):
+                future.set_exception(payload.error)
+            else:
+                future.set_result(payload)
         elif self.closed is not None:
             future.set_exception(self.closed())
         else:

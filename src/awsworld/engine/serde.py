@@ -65,6 +65,13 @@ class RestoredError(Exception):
         return f"{self.type_name}: {self.message}"
 
 
+@dataclasses.dataclass(frozen=True)
+class Encoded:
+    """A user codec's text or bytes (``codecs``), stored as ``{"$t": "codec", "v": text}`` (or ``"b"``: base64)."""
+
+    data: str | bytes
+
+
 class _Failure(Exception):
     """Internal: carries the reason up the recursion; each level adds its path segment only on the way out,
     so the happy path never formats a path."""
@@ -176,6 +183,8 @@ _SCALAR_DUMPERS: dict[type, Any] = {
     bytearray: lambda v: {TAG: "bytearray", "v": base64.b64encode(v).decode("ascii")},
     Decimal: lambda v: {TAG: "decimal", "v": str(v)},
     UUID: lambda v: {TAG: "uuid", "v": str(v)},
+    Encoded: lambda v: {TAG: "codec", "v": v.data} if isinstance(v.data, str) else
+    {TAG: "codec", "b": base64.b64encode(v.data).decode("ascii")},
 }
 
 _SCALAR_LOADERS: dict[str, Any] = {
@@ -189,6 +198,7 @@ _SCALAR_LOADERS: dict[str, Any] = {
     "uuid": lambda d: UUID(d["v"]),
     "float": lambda d: _FLOATS[d["v"]],
     "int": lambda d: int(d["v"], 16),
+    "codec": lambda d: Encoded(d["v"]) if "v" in d else Encoded(base64.b64decode(d["b"], validate=True)),
 }
 
 

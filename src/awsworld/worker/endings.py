@@ -9,16 +9,18 @@ import logging
 from datetime import timedelta
 from typing import Any
 
+from ..authoring.codecs import Place
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     SERIALIZATION_ERROR,
     USER_ERROR,
     VALUE_TOO_LARGE,
+    CodecError,
     ReplayDivergenceError,
 )
 from ..client.messages import FlowMessage, queue_name_for
+from ..engine import codecs, serde
 from ..engine import divergence as dv
-from ..engine import serde
 from ..engine.execution import PATCH_MARKER_PREFIX, WorkflowExecution
 from ..settings import SETTINGS
 from ..world.clock import clock_of
@@ -41,7 +43,10 @@ class Endings(Declarations):
         error = execution.task.exception() if not execution.task.cancelled() else None
         if error is None and not execution.task.cancelled():
             try:
-                output = serde.dumps(execution.task.result())
+                output = codecs.store(execution.task.result(), execution.definition.codec,
+                                      Place("result", f"workflow {execution.definition.name!r}", self.run_id))
+            except CodecError as bad:
+                return await self._fail(structured_error(bad), SERIALIZATION_ERROR)
             except serde.SerializationError as bad:
                 return await self._fail({"message": f"the workflow's return value cannot be serialized: {bad}",
                                          "name": "FatalError"}, SERIALIZATION_ERROR)

@@ -37,12 +37,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from ..authoring.codecs import Place
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import POLL_NOT_READY, PollSpec
+from ..authoring.retry import seeded
 from ..authoring.scope import current_step
 from ..authoring.step_context import StepContext, StepMetadata
-from ..engine import serde
+from ..engine import codecs, serde
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_STEP_STATUSES, Step
@@ -206,8 +208,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
         body = definition.fn(*call.get("args", []), **call.get("kwargs", {}))
         result = await context.run(_supervised(body, definition, watch))
-        try:
-            encoded = serde.dumps(result)
+        try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
+            encoded = codecs.store(result, definition.codec, Place("result", f"step {step_name!r}", run_id, step_id))
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
         if poll is not None:
@@ -315,8 +317,9 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
     if not policy.retries(error):
         return failed
     now = clock_of(world).now()
+    draw = seeded(step.run_id, step_id, str(step.attempt))  # the jitter, fixed by the attempt (see ``retry``)
     if poll is not None:  # the polls are the attempts: the timeout bounds them, not max_attempts
-        at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now)
+        at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now, rand=draw)
                             if getattr(error, "retry_after", None) is not None else None)
         if at is None:
             return _poll_timed_out(step_id, step.attempt, events, f"the last poll raised {type(error).__name__}: "
@@ -325,7 +328,7 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
     failed_before = step.error is not None
     if (failed_before and step.attempt >= policy.max_attempts) or (not failed_before and policy.max_attempts == 1):
         return failed
-    return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now), now,
+    return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now, rand=draw), now,
                      step.attempt, events)
 
 

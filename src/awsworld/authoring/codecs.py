@@ -1,0 +1,57 @@
+"""The codec a user attaches to a value's place: ``@step(codec=...)``, ``@workflow(codec=...)``,
+``create_hook(codec=...)``. It turns a value into ``str`` or ``bytes`` and back.
+
+Close to the Lambda durable SDK's ``SerDes`` (``serialize(value, context) -> str``, ``deserialize(data,
+context)``) and to pydantic's ``TypeAdapter``: the type is the codec's own (a ``Codec[Order]`` decodes to an
+``Order``), so a step declared with one keeps its return type for the checker, and the codec needs no type
+argument at each call. ``Place`` is the SDK's context: where the value sits. The engine's ``codecs`` stores
+what a codec returns (see there); without a codec a value is stored as it always was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generic, Protocol, TypeVar
+
+from pydantic import TypeAdapter
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where a value sits, for a codec that wants to know (per-run keys, say) and for the error that names it:
+    ``what`` (``"result"``), ``of`` (``"step 'shop.quote'"``), and the run and operation ids when known."""
+
+    what: str
+    of: str
+    run_id: str | None = None
+    op_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"the {self.what} of {self.of}" + (f" ({self.op_id})" if self.op_id else "")
+
+
+class Codec(Protocol[T]):
+    """Turns a value of type ``T`` into ``str`` or ``bytes`` and back. ``place`` says where the value sits;
+    most codecs ignore it. Raise anything on a value you cannot handle: it becomes a ``CodecError`` naming the
+    place, never retried. Must be deterministic in ``decode`` (replays decode the same data again)."""
+
+    def encode(self, value: T, place: Place, /) -> str | bytes: ...
+
+    def decode(self, data: str | bytes, place: Place, /) -> T: ...
+
+
+class PydanticCodec(Generic[T]):
+    """A codec from a pydantic ``TypeAdapter``: JSON of any type pydantic validates (models, dataclasses,
+    ``list[Order]``, ``dict[str, Decimal]``...), validated on the way back in: ``PydanticCodec(Order)``."""
+
+    def __init__(self, kind: type[T]) -> None:
+        self._adapter: TypeAdapter[T] = TypeAdapter(kind)
+        self.kind = kind
+
+    def encode(self, value: T, place: Place, /) -> bytes:
+        return self._adapter.dump_json(value)
+
+    def decode(self, data: str | bytes, place: Place, /) -> T:
+        return self._adapter.validate_json(data)
