@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .engine.ops import DISPLAY_NAME_FIELD
 from .worker.error_shapes import error_summary
 from .worker.step_runner import INLINE
 from .world.events import Event
@@ -48,12 +49,15 @@ class Row:
     event_id: str = ""
     correlation_id: str | None = None
     created_at: datetime | None = None
+    display_name: str | None = None
+    """The call's name for people (``with_name``, ``sleep(name=)``, a map item's label), on each of its events."""
 
     def to_json(self) -> dict[str, Any]:
         """Stable keys for scripts (``awsworld events --json``)."""
         return {"eventId": self.event_id, "eventType": self.event_type, "correlationId": self.correlation_id,
                 "createdAt": None if self.created_at is None else self.created_at.isoformat(),
-                "atMs": round(self.at_ms, 3), "what": self.what, "detail": self.detail,
+                "atMs": round(self.at_ms, 3), "what": self.what, "displayName": self.display_name,
+                "detail": self.detail,
                 "value": self.value if self.has_value else None, "error": self.error,
                 "errorDetails": self.error_details}
 
@@ -101,15 +105,20 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         return []
     t0 = events[0].created_at
     names: dict[str, str] = {}
+    shown: dict[str, str] = {}  # correlation id -> display name, from its *_created event
     started: dict[str, datetime] = {}
     rows: list[Row] = []
     for event in events:
         data = event.event_data or {}
         corr = event.correlation_id or ""
-        what, detail = corr, ""
         kind = event.event_type
+        if kind in ("step_created", "wait_created", "hook_created") and isinstance(data.get(DISPLAY_NAME_FIELD), str):
+            shown[corr] = data[DISPLAY_NAME_FIELD]
+        display = shown.get(corr)
+        what, detail = display or corr, ""
         if kind == "step_created":
-            names[corr] = data.get("stepName", corr)
+            step_name = str(data.get("stepName", corr))
+            names[corr] = step_name if display is None else f"{display} ({step_name})"
             what = names[corr]
         elif kind.startswith("step_"):
             what = names.get(corr, corr)
@@ -123,7 +132,8 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         elif kind == "wait_created":
             detail = f"until {str(data.get('resumeAt', ''))[11:23]}"
         elif kind.startswith("hook_"):
-            names.setdefault(corr, data.get("token") or corr)
+            token = str(data.get("token") or corr)
+            names.setdefault(corr, token if display is None else f"{display} ({token})")
             what = names[corr]
             if kind == "hook_created" and data.get("isWebhook"):
                 detail = "webhook"
@@ -132,7 +142,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         elif kind == "run_cancelled" and data.get("cancelReason"):
             detail = f"reason: {data['cancelReason']}"
         row = Row(_ms(t0, event.created_at), kind, what, detail, event_id=event.event_id, correlation_id=
-                  event.correlation_id, created_at=event.created_at)
+                  event.correlation_id, created_at=event.created_at, display_name=display)
         field = VALUES.get(kind)
         if field is not None and field[0] in data and not (kind == "hook_created" and data[field[0]] is None):
             row.value, row.has_value = data[field[0]], True

@@ -34,6 +34,7 @@ class StepOp:
     digest: str | None = None  # of ``input`` (recorded as step_created's inputDigest, checked on replay)
     kind: str = "step"
     poll: PollSpec | None = None  # a poll_until: its attempts are polls, run only by flows (see ``poll``)
+    name: str | None = None  # the display name recorded on step_created (``authoring.names``; never compared)
 
 
 @dataclass
@@ -47,6 +48,7 @@ class WaitOp:
     abandoned: bool = False  # nothing will await it (a disposed hook's timeout): the flow neither wakes for nor
     # completes it. A sleep whose future was cancelled counts as abandoned too (``live``).
     kind: str = "wait"
+    name: str | None = None  # the display name recorded on wait_created
 
     @property
     def live(self) -> bool:
@@ -70,6 +72,7 @@ class HookOp:
     closed: Callable[[], BaseException] | None = None  # timed out or failed: what every later await raises
     timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
     kind: str = "hook"
+    name: str | None = None  # the display name recorded on hook_created
 
     def deliver(self, payload: Any) -> None:
         if self.closed is not None:
@@ -121,3 +124,13 @@ class HookOp:
 
 
 Op = StepOp | WaitOp | HookOp
+
+DISPLAY_NAME_FIELD = "displayName"
+"""Where a ``*_created`` event records its call's display name (``authoring.names``)."""
+
+
+def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes)."""
+    if op.name is not None:
+        data[DISPLAY_NAME_FIELD] = op.name
+    return data

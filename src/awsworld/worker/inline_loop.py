@@ -43,7 +43,7 @@ from ..client.messages import FlowMessage, queue_name_for
 from ..engine import divergence as dv
 from ..engine import serde
 from ..engine.execution import PATCH_MARKER_PREFIX, LogGapError, WorkflowExecution
-from ..engine.ops import HookOp, StepOp, WaitOp
+from ..engine.ops import HookOp, StepOp, WaitOp, named
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, InBandSupersededError, PayloadTooLargeError, RunGoneError
@@ -273,8 +273,8 @@ class Flow:
             if isinstance(op, HookOp):
                 try:
                     await self._write({"eventType": "hook_created", "correlationId": op.id,
-                                       "eventData": {"token": op.token, "metadata": op.metadata,
-                                                     "isWebhook": op.is_webhook}})
+                                       "eventData": named(op, {"token": op.token, "metadata": op.metadata,
+                                                               "isWebhook": op.is_webhook})})
                 except PayloadTooLargeError as too_large:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
@@ -714,7 +714,7 @@ def _written(end: StepEnd) -> StepOutcome:
 
 def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
     if isinstance(op, StepOp):
-        return {"eventType": "step_created", "correlationId": op.id,
-                "eventData": {"stepName": op.definition.name, "input": op.input, "inputDigest": op.digest}}
+        return {"eventType": "step_created", "correlationId": op.id, "eventData": named(op, {
+            "stepName": op.definition.name, "input": op.input, "inputDigest": op.digest})}
     return {"eventType": "wait_created", "correlationId": op.id,
-            "eventData": {"resumeAt": op.resume_at.astimezone(UTC).isoformat()}}
+            "eventData": named(op, {"resumeAt": op.resume_at.astimezone(UTC).isoformat()})}
