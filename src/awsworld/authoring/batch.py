@@ -201,6 +201,8 @@ async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tu
         for task in running.values():
             task.cancel()
 
+    if reason == "min_successful_reached" and started == total:
+        reason = "all_completed"  # every item ran anyway: the minimum stopped nothing
     result_items = [item if item is not None else BatchItem[R](index, "not_started", name=shown[index])
                     for index, item in enumerate(outcomes)]
     return BatchResult(result_items, reason=reason or "all_completed", rule=rule)

@@ -4,7 +4,8 @@ item's outcome, and the result with the reason it completed.
 The rule, as AWS Lambda durable functions' ``CompletionConfig`` states it (the SDK's names in capitals):
 
 - ``min_successful``: the batch completes as soon as this many items have succeeded
-  (``MIN_SUCCESSFUL_REACHED``, ``"min_successful_reached"`` here).
+  (``MIN_SUCCESSFUL_REACHED``, ``"min_successful_reached"`` here; ``"all_completed"`` when every item had
+  started by then, so the minimum stopped nothing).
 - ``tolerated_failures`` (a count) and ``tolerated_failure_fraction`` (of all the items, 0 to 1): the batch
   completes as soon as more items have failed than either allows (``FAILURE_TOLERANCE_EXCEEDED``,
   ``"failure_tolerance_exceeded"``).
@@ -157,9 +158,10 @@ class BatchResult(Generic[R]):
     ``len`` it), and ``completion_reason``: why the batch completed.
 
     - ``"all_completed"`` (the SDK's ``ALL_COMPLETED``): every item finished (started items never are cut off).
-    - ``"min_successful_reached"`` (``MIN_SUCCESSFUL_REACHED``): ``min_successful`` items succeeded first; the
-      items not started then are ``not_started``.
-    - ``"failure_tolerance_exceeded"`` (``FAILURE_TOLERANCE_EXCEEDED``): more items failed than tolerated first.
+    - ``"min_successful_reached"`` (``MIN_SUCCESSFUL_REACHED``): ``min_successful`` items succeeded while some
+      had not started; those are ``not_started``.
+    - ``"failure_tolerance_exceeded"`` (``FAILURE_TOLERANCE_EXCEEDED``): more items failed than tolerated (before
+      enough succeeded, when a minimum was asked too); whatever had not started is ``not_started``.
 
     ``ok``: the tolerance was not exceeded and, when a minimum was asked, it was reached (an ``all_completed``
     batch with fewer successes than ``min_successful`` is not ok). ``values()`` returns the successful values in
