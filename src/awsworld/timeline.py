@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .authoring.poll import POLL_NOT_READY, STATE_FIELD
 from .engine.ops import DISPLAY_NAME_FIELD
 from .worker.error_shapes import error_summary
 from .worker.step_runner import INLINE
@@ -51,6 +52,8 @@ class Row:
     created_at: datetime | None = None
     display_name: str | None = None
     """The call's name for people (``with_name``, ``sleep(name=)``, a map item's label), on each of its events."""
+    value_label: str | None = None
+    """What the value is when its event type does not say (a rejected poll's ``state``)."""
 
     def to_json(self) -> dict[str, Any]:
         """Stable keys for scripts (``awsworld events --json``)."""
@@ -146,9 +149,15 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         field = VALUES.get(kind)
         if field is not None and field[0] in data and not (kind == "hook_created" and data[field[0]] is None):
             row.value, row.has_value = data[field[0]], True
-        if kind in ERRORS and "error" in data:
-            row.error = _error_text(data["error"])
-            row.error_details = data["error"] if isinstance(data["error"], dict) else None
+        error = data.get("error")
+        if kind == "step_retrying" and isinstance(error, dict) and error.get("name") == POLL_NOT_READY:
+            detail += f"; {error.get('message', 'not ready')}"  # a rejected poll: not an error
+            if STATE_FIELD in error:  # a poll with state: its result, the next poll's state
+                row.value, row.has_value, row.value_label = error[STATE_FIELD], True, "state"
+            row.detail = detail
+        elif kind in ERRORS and "error" in data:
+            row.error = _error_text(error)
+            row.error_details = error if isinstance(error, dict) else None
         rows.append(row)
     return rows
 
@@ -157,7 +166,7 @@ def _value_text(row: Row, width: int, full: bool) -> str:
     if row.error is not None:
         text = f"error {row.error}"
     elif row.has_value:
-        label = VALUES[row.event_type][1]
+        label = row.value_label or VALUES[row.event_type][1]
         text = f"{label} {json.dumps(row.value, ensure_ascii=False, separators=(',', ':'), default=str)}"
     else:
         return ""

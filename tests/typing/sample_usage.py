@@ -49,6 +49,7 @@ async def usage(client: Client) -> None:
     assert_type(await square(3), int)
     reveal_type(status)  # reveal: (job: str) -> Coroutine[Any, Any, dict[str, bool]]
     assert_type(await poll_until(status, "j-1", predicate=lambda s: s["done"], interval="10s"), dict[str, bool])
+    assert_type(await poll_until(square, initial_state=1, predicate=lambda n: n > 10, max_attempts=5), int)
 
     run = await client.start(total, [1, 2, 3])
     reveal_type(run)  # reveal: Run[int]

@@ -6,6 +6,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
 from .children import call_child
+from .definitions import StepDef, WorkflowDef
 from .names import check_name
 from .scope import current_execution
 
@@ -25,13 +26,14 @@ class Named:
         execution = current_execution.get()
         step = getattr(fn, "__awsworld_step__", None)
         flow = getattr(fn, "__awsworld_workflow__", None)
-        if step is None and flow is None:
+        if not isinstance(step, StepDef) and not isinstance(flow, WorkflowDef):
             raise TypeError(f"with_name(...).call needs a @step or a @workflow, got {fn!r}")
         if execution is None:
             return await fn(*args, **kwargs)
-        if step is not None:
+        if isinstance(step, StepDef):
             result: R = await execution.call_step(step, args, kwargs, name=self.name)
             return result
+        assert isinstance(flow, WorkflowDef)
         child: R = await call_child(flow, args, kwargs, name=self.name)
         return child
 

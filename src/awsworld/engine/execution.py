@@ -221,6 +221,8 @@ class WorkflowExecution:
         elif kind == "step_retrying":
             op.started = False
             op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None
+            if op.poll is not None:
+                op.poll.progress.observe(data.get("error"))  # the next poll's state, the errors in a row
         elif kind in ("step_completed", "step_failed") and not op.done:
             op.done = True
             self._open_steps.pop(op.id, None)
