@@ -518,7 +518,9 @@ def test_events_and_describe_show_the_names_of_calls(dev: Dev) -> None:
     assert "waits on  hook 'sign-off' named:k1 (no payload yet)" in dev("describe", run_id).out
     assert dev("resume", "named:k1", '"ok"', "--wait", "30").code == 0
     assert json.loads(dev("result", run_id, "--wait", "30").out) == 3
-    text, rows = parallel(dev, ("events", run_id), ("events", run_id, "--json"))
+    text, rows, described = parallel(dev, ("events", run_id), ("events", run_id, "--json"),
+                                     ("describe", run_id, "--json"))
+    assert [s["displayName"] for s in json.loads(described.out)["steps"]["list"]] == ["add them"]
     assert "add them (clitest.add)" in text.out and "sign-off (named:k1)" in text.out, text.out
     shown = {(row["eventType"], row["displayName"]) for row in json.loads(rows.out)}
     assert {("step_created", "add them"), ("step_completed", "add them"), ("hook_created", "sign-off")} <= shown

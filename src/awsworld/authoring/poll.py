@@ -93,6 +93,9 @@ class PollSpec:
         the recorded ``initial_state`` (the first argument) once there is one."""
         if not self.stateful or not self.progress.has_state:
             return args
+        # CODEC SLOT (issue 26 item 1, parity-a's engine/codecs.py): the state is the check's result exactly as
+        # the step runner stored it (its ``encoded``); once a step's result goes through its codec, read it back
+        # here through the same one (``codecs.load(state, definition.codec, place)``) instead of ``serde.loads``.
         return [serde.loads(self.progress.state), *args[1:]]
 
     def exhausted(self, poll: int) -> bool:
