@@ -5,7 +5,16 @@ Write ``async def`` workflows and steps; start them with a ``Client``. Everythin
 ``awsworld.testing`` (the in-memory test environment and its pytest plugin), ``awsworld.ui`` (the run viewer).
 """
 
-from .authoring.batch import BatchError, BatchItem, BatchResult, batch_map, first_successful, map
+from .authoring.batch import (
+    BatchError,
+    BatchItem,
+    BatchOptionError,
+    BatchResult,
+    batch_map,
+    first_successful,
+    map,
+    parallel,
+)
 from .authoring.calls import (
     Hook,
     create_hook,
@@ -29,6 +38,7 @@ from .authoring.errors import (
     HookConflictError,
     HookFailedError,
     HookTimeoutError,
+    PollAttemptsExhaustedError,
     PollTimeoutError,
     RetryableError,
     RunEndedError,
@@ -39,6 +49,8 @@ from .authoring.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
+from .authoring.named_calls import with_name
+from .authoring.names import InvalidNameError
 from .authoring.poll import poll_until
 from .authoring.retry import RetryPolicy
 from .client.client import Client, Run
@@ -51,6 +63,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BatchError",
     "BatchItem",
+    "BatchOptionError",
     "BatchResult",
     "ChildOptions",
     "ChildRun",
@@ -64,7 +77,9 @@ __all__ = [
     "HookConflictError",
     "HookFailedError",
     "HookTimeoutError",
+    "InvalidNameError",
     "Place",
+    "PollAttemptsExhaustedError",
     "PollTimeoutError",
     "PydanticCodec",
     "RetryPolicy",
@@ -85,6 +100,7 @@ __all__ = [
     "get_writable",
     "map",
     "now",
+    "parallel",
     "patched",
     "poll_until",
     "random",
@@ -94,5 +110,6 @@ __all__ = [
     "step_metadata",
     "time_ns",
     "uuid4",
+    "with_name",
     "workflow",
 ]

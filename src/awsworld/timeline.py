@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .authoring.poll import POLL_NOT_READY, STATE_FIELD
+from .engine.ops import DISPLAY_NAME_FIELD
 from .worker.error_shapes import error_summary
 from .worker.step_runner import INLINE
 from .world.events import Event
@@ -49,12 +51,17 @@ class Row:
     event_id: str = ""
     correlation_id: str | None = None
     created_at: datetime | None = None
+    display_name: str | None = None
+    """The call's name for people (``with_name``, ``sleep(name=)``, a map item's label), on each of its events."""
+    value_label: str | None = None
+    """What the value is when its event type does not say (a rejected poll's ``state``)."""
 
     def to_json(self) -> dict[str, Any]:
         """Stable keys for scripts (``awsworld events --json``)."""
         return {"eventId": self.event_id, "eventType": self.event_type, "correlationId": self.correlation_id,
                 "createdAt": None if self.created_at is None else self.created_at.isoformat(),
-                "atMs": round(self.at_ms, 3), "what": self.what, "detail": self.detail,
+                "atMs": round(self.at_ms, 3), "what": self.what, "displayName": self.display_name,
+                "detail": self.detail,
                 "value": self.value if self.has_value else None, "error": self.error,
                 "errorDetails": self.error_details}
 
@@ -102,15 +109,20 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         return []
     t0 = events[0].created_at
     names: dict[str, str] = {}
+    shown: dict[str, str] = {}  # correlation id -> display name, from its *_created event
     started: dict[str, datetime] = {}
     rows: list[Row] = []
     for event in events:
         data = event.event_data or {}
         corr = event.correlation_id or ""
-        what, detail = corr, ""
         kind = event.event_type
+        if kind in ("step_created", "wait_created", "hook_created") and isinstance(data.get(DISPLAY_NAME_FIELD), str):
+            shown[corr] = data[DISPLAY_NAME_FIELD]
+        display = shown.get(corr)
+        what, detail = display or corr, ""
         if kind == "step_created":
-            names[corr] = data.get("stepName", corr)
+            step_name = str(data.get("stepName", corr))
+            names[corr] = step_name if display is None else f"{display} ({step_name})"
             what = names[corr]
         elif kind.startswith("step_"):
             what = names.get(corr, corr)
@@ -124,7 +136,8 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         elif kind == "wait_created":
             detail = f"until {str(data.get('resumeAt', ''))[11:23]}"
         elif kind.startswith("hook_"):
-            names.setdefault(corr, data.get("token") or corr)
+            token = str(data.get("token") or corr)
+            names.setdefault(corr, token if display is None else f"{display} ({token})")
             what = names[corr]
             if kind == "hook_created" and data.get("isWebhook"):
                 detail = "webhook"
@@ -133,13 +146,19 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         elif kind == "run_cancelled" and data.get("cancelReason"):
             detail = f"reason: {data['cancelReason']}"
         row = Row(_ms(t0, event.created_at), kind, what, detail, event_id=event.event_id, correlation_id=
-                  event.correlation_id, created_at=event.created_at)
+                  event.correlation_id, created_at=event.created_at, display_name=display)
         field = VALUES.get(kind)
         if field is not None and field[0] in data and not (kind == "hook_created" and data[field[0]] is None):
             row.value, row.has_value = data[field[0]], True
-        if kind in ERRORS and "error" in data:
-            row.error = _error_text(data["error"])
-            row.error_details = data["error"] if isinstance(data["error"], dict) else None
+        error = data.get("error")
+        if kind == "step_retrying" and isinstance(error, dict) and error.get("name") == POLL_NOT_READY:
+            detail += f"; {error.get('message', 'not ready')}"  # a rejected poll: not an error
+            if STATE_FIELD in error:  # a poll with state: its result, the next poll's state
+                row.value, row.has_value, row.value_label = error[STATE_FIELD], True, "state"
+            row.detail = detail
+        elif kind in ERRORS and "error" in data:
+            row.error = _error_text(error)
+            row.error_details = error if isinstance(error, dict) else None
         rows.append(row)
     return rows
 
@@ -148,7 +167,7 @@ def _value_text(row: Row, width: int, full: bool) -> str:
     if row.error is not None:
         text = f"error {row.error}"
     elif row.has_value:
-        label = VALUES[row.event_type][1]
+        label = row.value_label or VALUES[row.event_type][1]
         text = f"{label} {json.dumps(row.value, ensure_ascii=False, separators=(',', ':'), default=str)}"
     else:
         return ""

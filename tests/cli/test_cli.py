@@ -27,7 +27,7 @@ WORKFLOWS = '''
 import asyncio
 import os
 
-from awsworld import create_hook, create_webhook, get_writable, sleep, step, step_metadata, workflow
+from awsworld import create_hook, create_webhook, get_writable, sleep, step, step_metadata, with_name, workflow
 
 
 @step(name="clitest.slow_first")
@@ -118,6 +118,14 @@ async def waits(mode: str, key: str) -> str:
     else:
         return await waits("hook", key)
     return mode
+
+
+@workflow(name="clitest.named")
+async def named(key: str) -> int:
+    value = await with_name("add them").call(add, 1, 2)
+    async with create_hook(token=f"named:{key}", name="sign-off") as hook:
+        await hook
+    return value
 
 
 @workflow(name="clitest.many")
@@ -500,6 +508,22 @@ def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev)
     details = json.loads(document.out)["errorDetails"]
     assert details["cause"]["type"] == "ValueError" and "raise ValueError(why)" in details["cause"]["stack"]
     assert json.loads(document.out)["error"] == "StepError: step 'clitest.boom' failed: ValueError: no kettles"
+
+
+def test_events_and_describe_show_the_names_of_calls(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.named", '["k1"]')
+    waiting = _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["hook"])
+    (on_hook,) = waiting["waitingOn"]
+    assert on_hook["displayName"] == "sign-off", waiting
+    assert "waits on  hook 'sign-off' named:k1 (no payload yet)" in dev("describe", run_id).out
+    assert dev("resume", "named:k1", '"ok"', "--wait", "30").code == 0
+    assert json.loads(dev("result", run_id, "--wait", "30").out) == 3
+    text, rows, described = parallel(dev, ("events", run_id), ("events", run_id, "--json"),
+                                     ("describe", run_id, "--json"))
+    assert [s["displayName"] for s in json.loads(described.out)["steps"]["list"]] == ["add them"]
+    assert "add them (clitest.add)" in text.out and "sign-off (named:k1)" in text.out, text.out
+    shown = {(row["eventType"], row["displayName"]) for row in json.loads(rows.out)}
+    assert {("step_created", "add them"), ("step_completed", "add them"), ("hook_created", "sign-off")} <= shown
 
 
 def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:

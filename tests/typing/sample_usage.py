@@ -86,6 +86,7 @@ async def usage(client: Client) -> None:
     assert_type(await square(3), int)
     reveal_type(status)  # reveal: (job: str) -> Coroutine[Any, Any, dict[str, bool]]
     assert_type(await poll_until(status, "j-1", predicate=lambda s: s["done"], interval="10s"), dict[str, bool])
+    assert_type(await poll_until(square, initial_state=1, predicate=lambda n: n > 10, max_attempts=5), int)
 
     run = await client.start(total, [1, 2, 3])
     reveal_type(run)  # reveal: Run[int]
@@ -123,6 +124,16 @@ async def batch_usage(hook: awsworld.Hook) -> None:
     await awsworld.first_successful(square(1), hook, awsworld.sleep(1))
     awsworld.create_hook("t", timeout=timedelta(hours=1))
     await awsworld.map(square, ["x"])  # expected-error: reportArgumentType
+    async def indexed(item: str, index: int) -> str:
+        return f"{index}{item}"
+    indexes = await awsworld.map(indexed, ["a"], with_index=True, item_name=lambda s, i: s)
+    assert_type(indexes, awsworld.BatchResult[str])
+    await awsworld.map(indexed, ["a"])  # expected-error: reportArgumentType
+    assert_type(await awsworld.parallel(square(1), lambda: square(2), names=["one", None]), awsworld.BatchResult[int])
+    assert_type(await awsworld.with_name("charge").call(shout, "a", times=2), str)
+    assert_type(await awsworld.with_name("child").call(greet, "ada"), str)
+    await awsworld.with_name("charge").call(shout, 3)  # expected-error: reportArgumentType
+    await awsworld.sleep(1, name="cool-down")
 @workflow
 async def parent(n: int) -> str:
     assert_type(await total([n]), int)  # a child run, awaited: the workflow's return type

@@ -1,6 +1,6 @@
-"""Fan-out with limits and completion rules: ``map`` and ``first_successful``.
+"""Fan-out with limits and completion rules: ``map``, ``parallel`` and ``first_successful``.
 
-Both are plain asyncio on whatever loop runs them, so they work in a workflow body (on the replay loop) and
+All are plain asyncio on whatever loop runs them, so they work in a workflow body (on the replay loop) and
 outside one (a step called as a plain function, a unit test). In a workflow they are replay-stable because
 every decision follows the order in which items finish, and that order is the log's: an item's task is
 created in input order and started only by the loop below, which reacts to one finished item at a time, in the
@@ -10,186 +10,178 @@ same log positions on every replay, and their steps, sleeps and hooks get the sa
 ``max_concurrency`` counts *items* in flight, from the moment an item's task starts to the moment it returns or
 raises, whatever it awaits meanwhile (steps, sleeps, hooks, child workflows): an item that sleeps or waits on a
 hook still holds its slot, so no more than ``max_concurrency`` of them are ever started-but-unfinished.
+
+When an item or branch is labelled (``map(name=..., item_name=...)``, ``parallel(name=..., names=...)``), every
+call it makes records the label in its display name (``authoring.names``): set inside the item's own task, so it
+reaches exactly that item's calls. The labels are computed before any item starts, so a bad one fails the call
+with nothing written. What completes a batch (``min_successful``, the tolerances) is ``batch_result``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar, overload
+import inspect
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextlib import ExitStack
+from typing import Literal, TypeVar, overload
+
+from .batch_result import (
+    BatchError,
+    BatchItem,
+    BatchOptionError,
+    BatchResult,
+    CompletionReason,
+    CompletionRule,
+    describe_error,
+)
+from .names import SEPARATOR, check_name, labelled
 
 T = TypeVar("T")
 R = TypeVar("R")
 
-ItemStatus = Literal["succeeded", "failed", "not_started"]
-CompletionReason = Literal["all_completed", "min_successful_reached", "failure_tolerance_exceeded"]
+
+@overload
+async def map(fn: Callable[[T], Awaitable[R]], items: Iterable[T], *, max_concurrency: int | None = None,
+              min_successful: int | None = None, tolerated_failures: int | None = None,
+              tolerated_failure_fraction: float | None = None, with_index: Literal[False] = False,
+              name: str | None = None, item_name: Callable[[T, int], str] | None = None) -> BatchResult[R]: ...
 
 
-@dataclass(frozen=True)
-class BatchItem(Generic[R]):
-    """One input's outcome: ``value`` when it succeeded, ``error`` when it failed, neither when ``map`` decided
-    the batch's outcome before starting it."""
-
-    index: int
-    status: ItemStatus
-    value: R | None = None
-    error: BaseException | None = None
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status == "succeeded"
-
-    @property
-    def failed(self) -> bool:
-        return self.status == "failed"
-
-
-class BatchError(Exception):
-    """A batch failed: more failures than tolerated, fewer successes than required (``map``'s ``.values()``),
-    or every awaitable failed (``first_successful``). ``errors`` holds every failure in input order and
-    ``result`` the whole ``BatchResult``."""
-
-    def __init__(self, message: str, result: BatchResult[Any]) -> None:
-        super().__init__(message)
-        self.result = result
-        self.errors: list[BaseException] = result.errors()
-
-
-class BatchResult(Generic[R]):
-    """What ``map`` returns: one ``BatchItem`` per input, in input order (iterate it, index it, ``len`` it).
-
-    ``ok`` says whether the batch met its completion rule; ``values()`` returns the successful values in input
-    order, or raises ``BatchError`` when it did not."""
-
-    def __init__(self, items: Sequence[BatchItem[R]], *, reason: CompletionReason, tolerated_failures: int,
-                 min_successful: int | None) -> None:
-        self.items: list[BatchItem[R]] = list(items)
-        self.completion_reason: CompletionReason = reason
-        self.tolerated_failures = tolerated_failures
-        self.min_successful = min_successful
-
-    @property
-    def succeeded(self) -> list[BatchItem[R]]:
-        return [item for item in self.items if item.status == "succeeded"]
-
-    @property
-    def failed(self) -> list[BatchItem[R]]:
-        return [item for item in self.items if item.status == "failed"]
-
-    @property
-    def not_started(self) -> list[BatchItem[R]]:
-        return [item for item in self.items if item.status == "not_started"]
-
-    @property
-    def ok(self) -> bool:
-        failed, succeeded = len(self.failed), len(self.succeeded)
-        if failed > self.tolerated_failures:
-            return False
-        return self.min_successful is None or succeeded >= self.min_successful
-
-    def errors(self) -> list[BaseException]:
-        """Every failure, in input order."""
-        return [item.error for item in self.items if item.error is not None]
-
-    def values(self) -> list[R]:
-        """The successful values in input order; ``BatchError`` (carrying every failure) when the batch did not
-        meet its rule. Items that failed within the tolerance, or were never started, have no value here."""
-        if not self.ok:
-            raise BatchError(self._failure_message(), self)
-        return [item.value for item in self.items if item.status == "succeeded"]  # type: ignore[misc]
-
-    def _failure_message(self) -> str:
-        failed = self.failed
-        need = "" if self.min_successful is None else f", {self.min_successful} successes required"
-        head = (f"{len(failed)} of {len(self.items)} items failed ({self.tolerated_failures} tolerated{need}, "
-                f"{len(self.succeeded)} succeeded)")
-        details = "; ".join(f"item {item.index}: {_describe(item.error)}" for item in failed[:5])
-        more = f"; and {len(failed) - 5} more" if len(failed) > 5 else ""
-        return f"{head}: {details}{more}" if details else head
-
-    def __iter__(self) -> Iterator[BatchItem[R]]:
-        return iter(self.items)
-
-    def __len__(self) -> int:
-        return len(self.items)
-
-    @overload
-    def __getitem__(self, index: int) -> BatchItem[R]: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> list[BatchItem[R]]: ...
-
-    def __getitem__(self, index: int | slice) -> BatchItem[R] | list[BatchItem[R]]:
-        return self.items[index]
-
-    def __repr__(self) -> str:
-        return (f"BatchResult({len(self.succeeded)} succeeded, {len(self.failed)} failed, "
-                f"{len(self.not_started)} not started, {self.completion_reason})")
-
-
-def _describe(error: BaseException | None) -> str:
-    return "" if error is None else f"{type(error).__name__}: {error}"
+@overload
+async def map(fn: Callable[[T, int], Awaitable[R]], items: Iterable[T], *, max_concurrency: int | None = None,
+              min_successful: int | None = None, tolerated_failures: int | None = None,
+              tolerated_failure_fraction: float | None = None, with_index: Literal[True],
+              name: str | None = None, item_name: Callable[[T, int], str] | None = None) -> BatchResult[R]: ...
 
 
 async def map(  # the issue's name; ``batch_map`` is the same function without shadowing the builtin
-    fn: Callable[[T], Awaitable[R]], items: Iterable[T], *, max_concurrency: int | None = None,
+    fn: Callable[..., Awaitable[R]], items: Iterable[T], *, max_concurrency: int | None = None,
     min_successful: int | None = None, tolerated_failures: int | None = None,
+    tolerated_failure_fraction: float | None = None, with_index: bool = False, name: str | None = None,
+    item_name: Callable[[T, int], str] | None = None,
 ) -> BatchResult[R]:
     """Run ``fn`` (a step, or an async function made of steps, sleeps, hooks) on every item; return a
     ``BatchResult`` in input order.
 
     - ``max_concurrency``: at most this many items in flight at once, whatever they await.
-    - ``min_successful``: the batch succeeds once this many items have succeeded; no new item starts after.
-    - ``tolerated_failures``: the batch fails once more items than this have failed; no new item starts after.
-      Default: 0 without ``min_successful``; with it, as many as still leave ``min_successful`` reachable.
+    - ``min_successful``: the batch completes once this many items have succeeded; no new item starts after.
+      Failures alone never complete it early then (unless a tolerance is given too): every item runs.
+    - ``tolerated_failures`` (a count) / ``tolerated_failure_fraction`` (a share of the items, 0 to 1): the
+      batch completes, failed, once more items have failed than either allows. Neither given and no
+      ``min_successful``: none is tolerated. (The rule in full: ``batch_result``.)
+    - ``with_index=True``: ``fn(item, index)`` rather than ``fn(item)``.
+    - ``name`` and ``item_name`` (``item_name(item, index) -> str``): labels for the log; each call an item makes
+      shows ``name / item label / call`` (display only, never compared on replay: ``authoring.names``).
 
-    Once the outcome is decided no new item starts; items already started run to their end and their results are
-    kept. ``map`` never raises for an item's failure: ``result.values()`` does, with every failure, when the
-    batch failed. Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
+    Once the outcome is decided no new item starts; items already started run to their end and their results
+    are kept. ``map`` never raises for an item's failure: ``result.values()`` does, with every failure, when the
+    batch is not ``ok``. Bad options raise ``BatchOptionError`` (a ``ValueError``) before any item starts.
+    Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
     inputs = list(items)
-    total = len(inputs)
-    if max_concurrency is not None and max_concurrency < 1:
-        raise ValueError(f"max_concurrency must be at least 1, got {max_concurrency}")
-    if min_successful is not None and not 0 <= min_successful <= total:
-        raise ValueError(f"min_successful must be between 0 and the number of items ({total}), got {min_successful}")
-    if tolerated_failures is not None and tolerated_failures < 0:
-        raise ValueError(f"tolerated_failures must be >= 0, got {tolerated_failures}")
-    tolerance = tolerated_failures if tolerated_failures is not None else (
-        0 if min_successful is None else total - min_successful)
+    if not isinstance(with_index, bool):
+        raise BatchOptionError(f"with_index must be True or False, got {with_index!r}")
+    labels = _labels(name, [None if item_name is None else item_name(item, i) for i, item in enumerate(inputs)],
+                     len(inputs), "item_name")
+
+    def start(index: int) -> Awaitable[R]:
+        return fn(inputs[index], index) if with_index else fn(inputs[index])
+
+    return await _run(start, len(inputs), labels, max_concurrency=max_concurrency, min_successful=min_successful,
+                      tolerated_failures=tolerated_failures, tolerated_failure_fraction=tolerated_failure_fraction)
+
+
+Branch = Awaitable[T] | Callable[[], Awaitable[T]]
+"""A ``parallel`` branch: an awaitable (a step call, a coroutine of workflow code, a hook) or a function of no
+arguments returning one (called when the branch starts)."""
+
+
+async def parallel(*branches: Branch[T], max_concurrency: int | None = None, min_successful: int | None = None,
+                   tolerated_failures: int | None = None, tolerated_failure_fraction: float | None = None,
+                   name: str | None = None, names: Sequence[str | None] | None = None) -> BatchResult[T]:
+    """Run ``branches`` side by side and return a ``BatchResult`` in argument order, with ``map``'s options
+    (``max_concurrency``, ``min_successful``, the tolerances) and rule. ``name`` labels the batch, ``names`` (one
+    per branch, None for none) its branches, in the log's display names. A branch given as a coroutine that
+    never starts (the batch completed first) is closed, never run."""
+    if names is not None and len(names) != len(branches):
+        raise BatchOptionError(f"parallel() got {len(branches)} branches but {len(names)} names")
+    for branch in branches:
+        if not inspect.isawaitable(branch) and not callable(branch):
+            raise BatchOptionError(f"a parallel() branch must be an awaitable or a function returning one, "
+                                   f"got {branch!r}")
+    labels = _labels(name, list(names) if names is not None else [None] * len(branches), len(branches), "names")
+    started: set[int] = set()
+
+    def start(index: int) -> Awaitable[T]:
+        started.add(index)
+        branch = branches[index]
+        return branch if inspect.isawaitable(branch) else branch()  # type: ignore[return-value]
+
+    try:
+        return await _run(start, len(branches), labels, max_concurrency=max_concurrency,
+                          min_successful=min_successful, tolerated_failures=tolerated_failures,
+                          tolerated_failure_fraction=tolerated_failure_fraction)
+    finally:
+        for index, branch in enumerate(branches):
+            if index not in started and inspect.iscoroutine(branch):
+                branch.close()  # never started: no "never awaited" warning, nothing of it ran
+
+
+def _labels(name: str | None, own: list[str | None], total: int, what: str) -> list[tuple[str, ...]]:
+    """Each item's labels (the batch's name, then the item's own, or ``#index`` when only the batch is named),
+    checked before anything starts."""
+    batch = () if name is None else (check_name(name, what="the batch's name"),)
+    result: list[tuple[str, ...]] = []
+    for index in range(total):
+        label = own[index]
+        if label is not None:
+            result.append((*batch, check_name(label, what=f"{what} of item {index}")))
+        else:
+            result.append((*batch, f"#{index}") if batch else ())
+    return result
+
+
+async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tuple[str, ...]], *,
+               max_concurrency: int | None, min_successful: int | None, tolerated_failures: int | None,
+               tolerated_failure_fraction: float | None) -> BatchResult[R]:
+    """Start items in index order within ``max_concurrency``, react to each one's end in the order they finish,
+    stop starting once the rule completes the batch, and let started items finish."""
+    if max_concurrency is not None and (isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int)
+                                        or max_concurrency < 1):
+        raise BatchOptionError(f"max_concurrency must be an int of at least 1, got {max_concurrency!r}")
+    rule = CompletionRule.checked(total, min_successful=min_successful, tolerated_failures=tolerated_failures,
+                                  tolerated_failure_fraction=tolerated_failure_fraction)
     limit = total if max_concurrency is None else max_concurrency
+    shown = [SEPARATOR.join(parts) if parts else None for parts in labels]
 
     outcomes: list[BatchItem[R] | None] = [None] * total
     finished: asyncio.Queue[int] = asyncio.Queue()  # indexes of finished items, in the order they finished
     running: dict[int, asyncio.Task[None]] = {}
     succeeded = failed = 0
+    reason: CompletionReason | None = None
 
     async def run(index: int) -> None:
         try:
-            value = await fn(inputs[index])
-            outcomes[index] = BatchItem(index, "succeeded", value=value)
+            with ExitStack() as labelling:
+                for part in labels[index]:
+                    labelling.enter_context(labelled(part))
+                value = await start(index)
+            outcomes[index] = BatchItem(index, "succeeded", value=value, name=shown[index])
         except asyncio.CancelledError as cancelled:
-            # Cancelled from inside (a step cancelled elsewhere): a failure of this item. Cancelled by ``map``'s
+            # Cancelled from inside (a step cancelled elsewhere): a failure of this item. Cancelled by the batch's
             # own cancellation: it does not matter, nobody reads it.
-            outcomes[index] = BatchItem(index, "failed", error=cancelled)
+            outcomes[index] = BatchItem(index, "failed", error=cancelled, name=shown[index])
             raise
         except Exception as error:
-            outcomes[index] = BatchItem(index, "failed", error=error)
+            outcomes[index] = BatchItem(index, "failed", error=error, name=shown[index])
         finally:
             finished.put_nowait(index)
 
-    def decided() -> CompletionReason | None:
-        if failed > tolerance:
-            return "failure_tolerance_exceeded"
-        if min_successful is not None and succeeded >= min_successful:
-            return "min_successful_reached"
-        return None
-
     loop = asyncio.get_running_loop()
     started = 0
+    reason = rule.decide(0, 0)  # min_successful=0 completes before anything starts
     try:
         while True:
-            while decided() is None and started < total and len(running) < limit:
+            while reason is None and started < total and len(running) < limit:
                 running[started] = loop.create_task(run(started))  # created in input order: replay-stable ids
                 started += 1
             if not running:
@@ -203,14 +195,17 @@ async def map(  # the issue's name; ``batch_map`` is the same function without s
                 succeeded += 1
             else:
                 failed += 1
+            if reason is None:
+                reason = rule.decide(succeeded, failed)  # the first decision is the reason
     finally:
         for task in running.values():
             task.cancel()
 
-    reason = decided() or "all_completed"
-    result_items = [item if item is not None else BatchItem[R](index, "not_started")
+    if reason == "min_successful_reached" and started == total:
+        reason = "all_completed"  # every item ran anyway: the minimum stopped nothing
+    result_items = [item if item is not None else BatchItem[R](index, "not_started", name=shown[index])
                     for index, item in enumerate(outcomes)]
-    return BatchResult(result_items, reason=reason, tolerated_failures=tolerance, min_successful=min_successful)
+    return BatchResult(result_items, reason=reason or "all_completed", rule=rule)
 
 
 batch_map = map
@@ -248,11 +243,15 @@ async def first_successful(*awaitables: Awaitable[T]) -> T:
             if not task.done():
                 task.cancel()
     items = [BatchItem[T](index, "failed", error=errors[index]) for index in range(len(tasks))]
-    result = BatchResult(items, reason="failure_tolerance_exceeded", tolerated_failures=len(tasks) - 1,
-                         min_successful=1)
+    rule = CompletionRule(len(tasks), min_successful=1, tolerated_failures=len(tasks) - 1)
+    result = BatchResult(items, reason="failure_tolerance_exceeded", rule=rule)
     raise BatchError(f"all {len(tasks)} awaitables failed: "
-                     + "; ".join(f"#{i}: {_describe(e)}" for i, e in sorted(errors.items())), result)
+                     + "; ".join(f"#{i}: {describe_error(e)}" for i, e in sorted(errors.items())), result)
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
+
+
+__all__ = ["BatchError", "BatchItem", "BatchOptionError", "BatchResult", "Branch", "CompletionReason",
+           "CompletionRule", "batch_map", "first_successful", "map", "parallel"]

@@ -19,12 +19,13 @@ from .scope import current_execution, current_step, require_execution
 from .step_context import StepMetadata, StreamWriter
 
 
-async def sleep(duration: When) -> None:
+async def sleep(duration: When, *, name: str | None = None) -> None:
     """Sleep durably: seconds, a timedelta, a string (``"500ms"``, ``"10s"``, ``"5m"``, ``"2h"``, ``"1d"``,
     ``"1h30m"``), or until an aware datetime. A relative duration counts from the workflow's ``now()``, so
-    replays agree on when it ends. No compute runs while it waits."""
+    replays agree on when it ends. No compute runs while it waits. ``name``: what the log shows for this
+    sleep (display only, ``authoring.names``)."""
     execution = require_execution("awsworld.sleep()")
-    await execution.sleep_until(execution.resume_at(duration))
+    await execution.sleep_until(execution.resume_at(duration), name=name)
 
 
 def now() -> datetime:
@@ -105,16 +106,16 @@ class Hook(Generic[T]):
 
 @overload
 def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
-                codec: Codec[T]) -> Hook[T]: ...
+                name: str | None = None, codec: Codec[T]) -> Hook[T]: ...
 
 
 @overload
 def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
-                codec: None = None) -> Hook[Any]: ...
+                name: str | None = None, codec: None = None) -> Hook[Any]: ...
 
 
 def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
-                codec: Codec[Any] | None = None) -> Hook[Any]:
+                name: str | None = None, codec: Codec[Any] | None = None) -> Hook[Any]:
     """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable).
 
     ``timeout`` (a duration such as ``"1h"``, seconds or a timedelta, counted from this call; or an aware
@@ -122,23 +123,23 @@ def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When
     ``HookTimeoutError`` after any payloads received before, and the hook is disposed. Durable: whichever of
     the payload and the deadline the log records first decides, on every replay. It bounds the whole hook,
     not each payload. Adds a wait to the run's history (so adding a timeout to a deployed ``create_hook``
-    call is a change to branch with ``patched()``).
+    call is a change to branch with ``patched()``). ``name``: what the log shows for it (display only).
 
     ``codec``: the payloads are the codec's text or bytes (``resume_hook(token, text)``), and the workflow gets
     what it decodes (a ``Hook[T]`` for a ``Codec[T]``); a payload it cannot decode raises ``CodecError`` at the
     await that takes it (the hook takes later payloads)."""
     execution = require_execution("awsworld.create_hook()")
-    op = execution.declare_hook(token, metadata, is_webhook=False, codec=codec)
+    op = execution.declare_hook(token, metadata, is_webhook=False, codec=codec, name=name)
     if timeout is not None:
         hook_timeouts.arm(execution, op, timeout)
     return Hook(op)
 
 
-def create_webhook(metadata: Any = None, *, timeout: When | None = None) -> Hook[Any]:
-    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``: as
-    ``create_hook``'s."""
+def create_webhook(metadata: Any = None, *, timeout: When | None = None, name: str | None = None) -> Hook[Any]:
+    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout`` and
+    ``name``: as ``create_hook``'s."""
     execution = require_execution("awsworld.create_webhook()")
-    op = execution.declare_hook(None, metadata, is_webhook=True)
+    op = execution.declare_hook(None, metadata, is_webhook=True, name=name)
     if timeout is not None:
         hook_timeouts.arm(execution, op, timeout)
     return Hook(op)

@@ -71,6 +71,7 @@ from ..engine.ops import HookOp
 from .codecs import Codec, Place
 from .definitions import WorkflowDef
 from .errors import CodecError, FatalError
+from .names import check_name
 from .rebuilt_errors import rebuild
 from .scope import require_execution
 
@@ -127,9 +128,11 @@ class ChildRun(Generic[R_co]):
 @dataclass(frozen=True)
 class ChildOptions:
     """``child_options(...)``: ``start_child`` with options. ``detached``: the child outlives its parent's
-    cancellation (a child started without it is cancelled with its parent)."""
+    cancellation (a child started without it is cancelled with its parent). ``name``: what the parent's log
+    shows for the call (display only, ``authoring.names``)."""
 
     detached: bool = False
+    name: str | None = None
 
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
                     **kwargs: P.kwargs) -> ChildRun[R]:
@@ -137,15 +140,15 @@ class ChildOptions:
         definition = getattr(workflow, "__awsworld_workflow__", None)
         if not isinstance(definition, WorkflowDef):
             raise TypeError(f"{workflow!r} is not a @workflow: only workflows start child runs")
-        return await _start(definition, args, kwargs, detached=self.detached)
+        return await _start(definition, args, kwargs, detached=self.detached, name=self.name)
 
 
-def child_options(*, detached: bool = False) -> ChildOptions:
+def child_options(*, detached: bool = False, name: str | None = None) -> ChildOptions:
     """Options for a child run: ``await child_options(detached=True).start(workflow, *args, **kwargs)``.
 
     (An options object rather than ``start_child(..., detached=True)``: a keyword between ``*args: P.args`` and
     ``**kwargs: P.kwargs`` is not allowed by PEP 612, and the workflow's own parameters must stay checked.)"""
-    return ChildOptions(detached=detached)
+    return ChildOptions(detached=detached, name=None if name is None else check_name(name))
 
 
 async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -163,16 +166,18 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
     return await ChildOptions().start(workflow, *args, **kwargs)
 
 
-async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """``await child_workflow(...)`` inside a workflow: start the child and await its value."""
-    return await (await _start(definition, args, kwargs, detached=False))
+async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                     name: str | None = None) -> Any:
+    """``await child_workflow(...)`` inside a workflow (``name``: from ``with_name``): start the child and await
+    its value."""
+    return await (await _start(definition, args, kwargs, detached=False, name=name))
 
 
 # ---------------------------------------------------------------------------------------------- the parent side
 
 
 async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                 detached: bool) -> ChildRun[Any]:
+                 detached: bool, name: str | None = None) -> ChildRun[Any]:
     """Declare the call (the start step, then the hook its outcome comes back on), await the start step and
     return the handle."""
     execution = require_execution("awsworld.start_child()")
@@ -180,7 +185,7 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
         call_input = serde.dumps({"args": list(args), "kwargs": kwargs})
     except serde.SerializationError as error:
         raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
-    step = execution.declare_step(START_CHILD_CALL, (definition.name, call_input, detached), {})
+    step = execution.declare_step(START_CHILD_CALL, (definition.name, call_input, detached), {}, name=name)
     run_id = child_run_id(execution.run_id, step.id)
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)

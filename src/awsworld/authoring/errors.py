@@ -112,8 +112,14 @@ class PollTimeoutError(StepError):
 
     def __init__(self, message: str, *, step_name: str, step_id: str | None = None, attempt: int | None = None,
                  stack: str | None = None) -> None:
-        super().__init__(message, step_name=step_name, error_type="PollTimeoutError", step_id=step_id,
+        super().__init__(message, step_name=step_name, error_type=type(self).__name__, step_id=step_id,
                          attempt=attempt, stack=stack)
+
+
+class PollAttemptsExhaustedError(PollTimeoutError):
+    """``poll_until``'s ``max_attempts`` polls ran and none satisfied its predicate. A ``PollTimeoutError`` (so one
+    ``except PollTimeoutError`` ends a poll on either limit) whose ``error_type`` is
+    ``"PollAttemptsExhaustedError"``."""
 
 
 class HookConflictError(Exception):

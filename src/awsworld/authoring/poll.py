@@ -6,6 +6,17 @@ ends the step with ``step_completed``; when the timeout passes it fails with ``P
 cost 2N + 1 events (``step_created``, then ``step_started`` per poll, ``step_retrying`` per rejected poll, and
 one ``step_completed``), where a loop of a step and a ``sleep`` costs 5N - 2 (three per step, two per sleep).
 
+A poll with state (``initial_state`` given) calls its check with the previous poll's result: the first poll gets
+``initial_state`` (recorded as the step's first argument, so it is part of the call's digest), and each rejected
+poll's result is recorded with it, in its ``step_retrying`` (``error.state``, beside ``PollNotReady``: the log's
+payload field, so a large state goes to S3 like any value). The next poll reads it back from the log
+(``PollProgress``, kept by the replayed execution), so every replay and every delivery calls the check with the
+same state. A poll whose check raised keeps the state it had.
+
+Limits: ``timeout`` (``PollTimeoutError``), ``max_attempts`` polls (``PollAttemptsExhaustedError``, a
+``PollTimeoutError``), and for a check that raises, its own retry policy: an error the policy does not retry fails
+the wait at once, and one it retries fails it once it has raised ``max_attempts`` (the policy's) polls in a row.
+
 The predicate is workflow code, not data: it cannot travel in a queue message. So a poll always runs inside
 a flow delivery (which has the workflow replayed, with the predicate it passed), never as a queued step
 message: between polls the flow queues a delayed continuation of itself, as it does for a ``sleep``.
@@ -15,30 +26,81 @@ The deadline is fixed from the workflow's ``now()`` at the call, so every replay
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
+from ..engine import serde
 from .durations import Duration, When, resolve, seconds
-from .errors import PollTimeoutError, StepError
+from .errors import PollAttemptsExhaustedError, PollTimeoutError, StepError
 from .scope import current_execution
 
 R = TypeVar("R")
 
 POLL_NOT_READY = "PollNotReady"
 """The error name a rejected poll's ``step_retrying`` records (it is not an error: the log's schema wants one)."""
+STATE_FIELD = "state"
+"""Where a rejected poll's ``step_retrying`` error records its result, the next poll's state (a poll with state)."""
+TIMED_OUT = PollTimeoutError.__name__
+ATTEMPTS_EXHAUSTED = PollAttemptsExhaustedError.__name__
+
+
+class _NoState(enum.Enum):
+    NO_STATE = "no state"
+
+
+NO_STATE = _NoState.NO_STATE
+"""``poll_until``'s default ``initial_state``: a poll without state (the check gets the same arguments each time)."""
+
+
+@dataclass
+class PollProgress:
+    """What the log says about a poll so far, kept by the execution as it replays the poll's ``step_retrying``
+    events: the last rejected result (serialized: the next poll's state) and how many polls in a row raised."""
+
+    state: Any = None
+    has_state: bool = False
+    errors_in_a_row: int = 0
+
+    def observe(self, error: Any) -> None:
+        """One ``step_retrying`` of the poll, in log order."""
+        if isinstance(error, dict) and error.get("name") == POLL_NOT_READY:
+            self.errors_in_a_row = 0
+            if STATE_FIELD in error:
+                self.state, self.has_state = error[STATE_FIELD], True
+        else:
+            self.errors_in_a_row += 1
 
 
 @dataclass(frozen=True)
 class PollSpec:
-    """What the step runner needs to judge a poll: the predicate and the schedule."""
+    """What the step runner needs to judge a poll: the predicate, the schedule and the limits, and (a poll with
+    state) where the next poll's state comes from."""
 
     predicate: Callable[[Any], bool]
     interval: float
     backoff: float
     max_interval: float | None
     deadline: datetime | None
+    max_attempts: int | None = None
+    stateful: bool = False
+    progress: PollProgress = field(default_factory=PollProgress)
+
+    def arguments(self, args: list[Any]) -> list[Any]:
+        """The check's arguments for the next poll: for a poll with state, the last rejected result in place of
+        the recorded ``initial_state`` (the first argument) once there is one."""
+        if not self.stateful or not self.progress.has_state:
+            return args
+        # CODEC SLOT (issue 26 item 1, parity-a's engine/codecs.py): the state is the check's result exactly as
+        # the step runner stored it (its ``encoded``); once a step's result goes through its codec, read it back
+        # here through the same one (``codecs.load(state, definition.codec, place)``) instead of ``serde.loads``.
+        return [serde.loads(self.progress.state), *args[1:]]
+
+    def exhausted(self, poll: int) -> bool:
+        """Whether poll number ``poll`` (1-based) was the last ``max_attempts`` allows."""
+        return self.max_attempts is not None and poll >= self.max_attempts
 
     def delay(self, poll: int) -> float:
         """Seconds after poll number ``poll`` (1-based) before the next one."""
@@ -56,21 +118,29 @@ class PollSpec:
 
 async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
                      predicate: Callable[[R], bool] = bool, interval: Duration = 1.0, backoff: float = 2.0,
-                     max_interval: Duration | None = 60.0, timeout: When | None = None, **kwargs: Any) -> R:
+                     max_interval: Duration | None = 60.0, timeout: When | None = None,
+                     max_attempts: int | None = None, initial_state: R | Literal[_NoState.NO_STATE] = NO_STATE,
+                     **kwargs: Any) -> R:
     """Run the step ``check(*args, **kwargs)`` until ``predicate(result)`` is true (default: the result is
     truthy) and return that result.
 
-    Polls are ``interval`` apart, multiplied by ``backoff`` after each one, at most ``max_interval``; after
-    ``timeout`` (a duration from the workflow's ``now()``, or an aware datetime) the last poll runs at the
-    deadline and if it is rejected too ``PollTimeoutError`` is raised; without a ``timeout`` the polls go on until
-    the predicate holds (a check that keeps raising a retryable error included). An exception from ``check`` counts as a
-    rejected poll if ``check``'s retry policy would retry it (its ``max_attempts`` does not apply: the timeout
-    bounds the polls) and fails the poll at once otherwise (``StepError``), as does an exception from the
-    predicate (it is a bug, not a condition). ``check``'s own ``timeout`` bounds each poll.
+    With ``initial_state``, the check is ``check(state, *args, **kwargs)``: ``initial_state`` for the first poll,
+    the previous poll's result after (a poll whose check raised keeps the state it had); each rejected poll's
+    result is recorded in the log (its ``step_retrying``'s ``error.state``), so replays agree on it.
+
+    Polls are ``interval`` apart, multiplied by ``backoff`` after each one, at most ``max_interval``. Limits:
+    after ``timeout`` (a duration from the workflow's ``now()``, or an aware datetime) the last poll runs at the
+    deadline and if it is rejected too ``PollTimeoutError`` is raised; after ``max_attempts`` rejected polls,
+    ``PollAttemptsExhaustedError`` (a ``PollTimeoutError``). Without either the polls go on until the predicate
+    holds. An exception from ``check`` fails the wait (``StepError``) unless ``check``'s retry policy retries it,
+    and then once its policy's ``max_attempts`` polls in a row have raised; a retried one counts as a poll. An
+    exception from the predicate fails the poll at once (it is a bug, not a condition). ``check``'s own
+    ``timeout`` bounds each poll.
 
     Cost: one step for the whole poll, 2N + 1 log events for N polls (a ``step_started`` per poll, a
     ``step_retrying`` per rejected one, ``step_created`` and ``step_completed`` once), and one delivery per
-    poll; a step-and-``sleep`` loop would write 5N - 2. Outside a workflow it is a plain loop (real sleeps)."""
+    poll; a step-and-``sleep`` loop would write 5N - 2. A poll with state adds each rejected result's bytes to
+    its ``step_retrying``. Outside a workflow it is a plain loop (real sleeps)."""
     definition = getattr(check, "__awsworld_step__", None)
     if definition is None:
         raise TypeError(f"poll_until needs a @step to run, got {check!r}")
@@ -78,39 +148,53 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
         raise TypeError("predicate must be callable")
     if not backoff >= 1.0:
         raise ValueError(f"backoff must be >= 1, got {backoff!r}")
+    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
+                                     or max_attempts < 1):
+        raise ValueError(f"max_attempts must be an int of at least 1, got {max_attempts!r}")
     every = seconds(interval, what="interval")
     if every <= 0:
         raise ValueError("interval must be positive")
     cap = None if max_interval is None else seconds(max_interval, what="max_interval")
+    stateful = initial_state is not NO_STATE
+    call_args = (initial_state, *args) if stateful else args
     execution = current_execution.get()
     if execution is None:
-        return await _plain_loop(check, args, kwargs, predicate, every, backoff, cap, timeout)
+        spec = PollSpec(predicate, every, backoff, cap, None, max_attempts, stateful)
+        return await _plain_loop(check, call_args, kwargs, spec, timeout)
     deadline = None if timeout is None else resolve(timeout, execution.current_time(), what="timeout")
-    spec = PollSpec(predicate, every, backoff, cap, deadline)
+    spec = PollSpec(predicate, every, backoff, cap, deadline, max_attempts, stateful)
     try:
-        return await execution.call_step(definition, args, kwargs, poll=spec)
+        return await execution.call_step(definition, call_args, kwargs, poll=spec)
     except StepError as error:
-        if error.error_type == "PollTimeoutError":
-            raise PollTimeoutError(error.message, step_name=error.step_name, step_id=error.step_id,
-                                   attempt=error.attempt, stack=error.stack) from None
+        limit = {TIMED_OUT: PollTimeoutError, ATTEMPTS_EXHAUSTED: PollAttemptsExhaustedError}.get(
+            error.error_type or "")
+        if limit is not None:
+            raise limit(error.message, step_name=error.step_name, step_id=error.step_id, attempt=error.attempt,
+                        stack=error.stack) from None
         raise
 
 
 async def _plain_loop(check: Callable[..., Coroutine[Any, Any, R]], args: tuple[Any, ...], kwargs: dict[str, Any],
-                      predicate: Callable[[R], bool], every: float, backoff: float, cap: float | None,
-                      timeout: When | None) -> R:
-    """``poll_until`` outside a workflow (a step called as a plain function): the same schedule, real time."""
+                      spec: PollSpec, timeout: When | None) -> R:
+    """``poll_until`` outside a workflow (a step called as a plain function): the same schedule, state and limits
+    in real time. (The check's retry policy does not apply: a plain call of a step raises, so the poll does.)"""
     started = datetime.now().astimezone()
     deadline = None if timeout is None else resolve(timeout, started, what="timeout")
-    spec = PollSpec(predicate, every, backoff, cap, deadline)
+    schedule = PollSpec(spec.predicate, spec.interval, spec.backoff, spec.max_interval, deadline)
+    current = list(args)
     poll = 0
     while True:
         poll += 1
-        result = await check(*args, **kwargs)
-        if predicate(result):
+        result = await check(*current, **kwargs)
+        if spec.predicate(result):
             return result
+        if spec.exhausted(poll):
+            raise PollAttemptsExhaustedError(f"the condition was not met after {poll} polls (max_attempts)",
+                                             step_name=check.__name__)
+        if spec.stateful:
+            current[0] = result
         now = datetime.now().astimezone()
-        nxt = spec.next_poll(poll, now)
+        nxt = schedule.next_poll(poll, now)
         if nxt is None:
             raise PollTimeoutError(f"the condition was not met after {poll} polls", step_name=check.__name__)
         await asyncio.sleep(max(0.0, (nxt - now).total_seconds()))

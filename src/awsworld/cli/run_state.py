@@ -16,6 +16,7 @@ from typing import Any
 
 from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..engine.divergence import call_order
+from ..engine.ops import DISPLAY_NAME_FIELD
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
 from .output import when
@@ -30,8 +31,9 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
     if status in TERMINAL_RUN_STATUSES:
         return []
     found: dict[str, dict[str, Any]] = {}
+    shown = display_names(events)
     for step in steps:
-        base = {"stepId": step.step_id, "name": step.step_name}
+        base = {"stepId": step.step_id, "name": step.step_name, "displayName": shown.get(step.step_id)}
         if step.status == "running":
             found[step.step_id] = {"kind": "step", **base, "status": "running", "attempt": step.attempt,
                                    "since": when(step.started_at)}
@@ -50,31 +52,45 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
                 found[key] = {"kind": "child", "hookId": key, "runId": token.removeprefix(CHILD_TOKEN_PREFIX)}
             else:
                 found[key] = {"kind": "hook", "hookId": key, "token": token,
-                              "webhook": bool(data.get("isWebhook")), "received": 0}
+                              "webhook": bool(data.get("isWebhook")), "received": 0, "displayName": shown.get(key)}
         elif kind == "hook_received" and found.get(key, {}).get("kind") == "hook":
             found[key]["received"] += 1
         elif kind in ("hook_disposed", "wait_completed"):
             found.pop(key, None)
         elif kind == "wait_created":
-            found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt"))}
+            found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt")),
+                          "displayName": shown.get(key)}
     return [found[key] for key in sorted(found, key=call_order)]
+
+
+def display_names(events: Sequence[Event]) -> dict[str, str]:
+    """Correlation id -> the call's display name (``with_name``, ``sleep(name=)``, a batch item's label), from
+    the ``*_created`` events that record one."""
+    found: dict[str, str] = {}
+    for event in events:
+        if event.event_type in ("step_created", "wait_created", "hook_created"):
+            name = (event.event_data or {}).get(DISPLAY_NAME_FIELD)
+            if isinstance(name, str):
+                found[event.correlation_id or ""] = name
+    return found
 
 
 def describe_wait(wait: dict[str, Any]) -> str:
     """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``."""
     kind = wait["kind"]
+    shown = f"{wait['displayName']!r} " if wait.get("displayName") else ""
     if kind == "step" and wait["status"] == "running":
-        return f"step {wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"
+        return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"
     if kind == "step":
-        return f"step {wait['name']}, queued (attempt {wait['attempt']} not started yet)"
+        return f"step {shown}{wait['name']}, queued (attempt {wait['attempt']} not started yet)"
     if kind == "retry":
-        return f"a retry of step {wait['name']} at {wait['at']} (attempt {wait['attempt']})"
+        return f"a retry of step {shown}{wait['name']} at {wait['at']} (attempt {wait['attempt']})"
     if kind == "sleep":
-        return f"a sleep until {wait['until']}"
+        return f"a sleep {shown}until {wait['until']}"
     if kind == "child":
         return f"child run {wait['runId']}"
     received = wait["received"]
-    return (f"{'webhook' if wait['webhook'] else 'hook'} {wait['token']} "
+    return (f"{'webhook' if wait['webhook'] else 'hook'} {shown}{wait['token']} "
             f"({'no payload yet' if not received else f'{received} payload(s) received'})")
 
 

@@ -232,7 +232,7 @@ def _result(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     from ..client.client import cancel_reason
     from ..timeline import read_events
-    from .run_state import waiting_on
+    from .run_state import display_names, waiting_on
 
     async def go() -> None:
         async with remote() as client:
@@ -252,6 +252,7 @@ def _describe(args: argparse.Namespace) -> int:
             context = view.execution_context or {}
             streams = await world.streams.list(args.run_id)
             counts: dict[str, int] = {}
+            shown = display_names(events)
             for step in steps:
                 counts[step.status] = counts.get(step.status, 0) + 1
             document = {
@@ -263,7 +264,8 @@ def _describe(args: argparse.Namespace) -> int:
                 "parentRunId": context.get("parentRunId"), "children": children,
                 "steps": {"total": len(steps), "byStatus": counts,
                           "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
-                                    "attempt": s.attempt, "error": error_text(s.error)} for s in steps]},
+                                    "attempt": s.attempt, "error": error_text(s.error),
+                                    "displayName": shown.get(s.step_id)} for s in steps]},
                 "streams": streams,
                 # Added keys (the ones above keep their names): the end time whatever the status, the cancel
                 # reason, and what a pending or running run waits on (run_state.waiting_on).
@@ -309,7 +311,8 @@ def _print_description(d: dict[str, Any]) -> None:
     summary = ", ".join(f"{n} {status}" for status, n in sorted(steps["byStatus"].items()))
     print(f"steps     {steps['total']}" + (f" ({summary})" if summary else ""))
     for step in steps["list"]:
-        line = f"  {step['name']:<30} {step['status']:<10} attempt {step['attempt']}"
+        name = f"{step['displayName']} ({step['name']})" if step.get("displayName") else step["name"]
+        line = f"  {name:<30} {step['status']:<10} attempt {step['attempt']}"
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")

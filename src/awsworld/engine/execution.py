@@ -46,6 +46,7 @@ from ..authoring.errors import (
     ReplayDivergenceError,
     StepError,
 )
+from ..authoring.names import display_name
 from ..authoring.poll import PollSpec
 from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution
@@ -230,6 +231,8 @@ class WorkflowExecution:
         elif kind == "step_retrying":
             op.started = False
             op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None
+            if op.poll is not None:
+                op.poll.progress.observe(data.get("error"))  # the next poll's state, the errors in a row
         elif kind in ("step_completed", "step_failed") and not op.done:
             op.done = True
             self._open_steps.pop(op.id, None)
@@ -345,13 +348,15 @@ class WorkflowExecution:
         return await call_child(definition, args, kwargs)
 
     async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                        poll: PollSpec | None = None) -> Any:
-        return await self.declare_step(definition, args, kwargs, poll=poll).future
+                        poll: PollSpec | None = None, name: str | None = None) -> Any:
+        return await self.declare_step(definition, args, kwargs, poll=poll, name=name).future
 
     def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                     poll: PollSpec | None = None) -> StepOp:
+                     poll: PollSpec | None = None, name: str | None = None) -> StepOp:
         """Declare a step call at the next position without awaiting it (``call_step`` awaits it at once; a child
-        workflow's start declares its step and then the hook its outcome comes back on, in one go)."""
+        workflow's start declares its step and then the hook its outcome comes back on, in one go). ``name``:
+        the call's display name (``authoring.names``: recorded, never compared on replay)."""
+        shown = display_name(name)  # refused (InvalidNameError) before the call takes a position
         op_id = self._next_id("step")
         try:
             payload = serde.dumps({"args": list(args), "kwargs": kwargs})
@@ -359,21 +364,23 @@ class WorkflowExecution:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
-        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll)
+        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown)
         self._declare(op)
         return op
 
-    async def sleep_until(self, resume_at: datetime) -> None:
-        await self.declare_wait(resume_at).future
+    async def sleep_until(self, resume_at: datetime, *, name: str | None = None) -> None:
+        await self.declare_wait(resume_at, name=name).future
 
-    def declare_wait(self, resume_at: datetime) -> WaitOp:
+    def declare_wait(self, resume_at: datetime, *, name: str | None = None) -> WaitOp:
         """A durable wait at the next position; its future completes with its ``wait_completed``."""
-        op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future(), declared_at=self.now)
+        shown = display_name(name)
+        op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future(), declared_at=self.now, name=shown)
         self._declare(op)
         return op
 
-    def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None,
-                     ) -> HookOp:
+    def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None, *,
+                     name: str | None = None) -> HookOp:
+        shown = display_name(name)
         hook_id = f"{self._next_id('hook')}_{self.run_id}"
         if token is None:
             token = self.derived_token(hook_id)
@@ -381,7 +388,7 @@ class WorkflowExecution:
             stored = serde.dumps(metadata)
         except serde.SerializationError as error:
             raise FatalError(f"hook metadata cannot be serialized: {error}") from None
-        op = HookOp(hook_id, token, stored, self.loop, is_webhook=is_webhook, codec=codec)
+        op = HookOp(hook_id, token, stored, self.loop, is_webhook=is_webhook, codec=codec, name=shown)
         self._declare(op)
         return op
 

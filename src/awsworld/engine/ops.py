@@ -41,6 +41,7 @@ class StepOp:
     digest: str | None = None  # of ``input`` (recorded as step_created's inputDigest, checked on replay)
     kind: str = "step"
     poll: PollSpec | None = None  # a poll_until: its attempts are polls, run only by flows (see ``poll``)
+    name: str | None = None  # the display name recorded on step_created (``authoring.names``; never compared)
 
 
 @dataclass
@@ -54,6 +55,7 @@ class WaitOp:
     abandoned: bool = False  # nothing will await it (a disposed hook's timeout): the flow neither wakes for nor
     # completes it. A sleep whose future was cancelled counts as abandoned too (``live``).
     kind: str = "wait"
+    name: str | None = None  # the display name recorded on wait_created
 
     @property
     def live(self) -> bool:
@@ -85,6 +87,7 @@ class HookOp:
     timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
     kind: str = "hook"
     codec: Any = None  # the payloads' (``create_hook(codec=...)``): decoded as they are replayed
+    name: str | None = None  # the display name recorded on hook_created
 
     def deliver_failure(self, error: BaseException) -> None:
         """A payload that could not be decoded: the await that would have taken it raises ``error``."""
@@ -147,3 +150,13 @@ class HookOp:
 
 
 Op = StepOp | WaitOp | HookOp
+
+DISPLAY_NAME_FIELD = "displayName"
+"""Where a ``*_created`` event records its call's display name (``authoring.names``)."""
+
+
+def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes)."""
+    if op.name is not None:
+        data[DISPLAY_NAME_FIELD] = op.name
+    return data

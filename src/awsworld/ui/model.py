@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.child_calls import START_CHILD, child_run_id
+from ..engine.ops import DISPLAY_NAME_FIELD
 from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
 from ..worker.step_runner import INLINE
 from ..world.entities import Run
@@ -104,12 +105,15 @@ def picture(run_id: str, events: list[Event]) -> Picture:
         data = event.event_data or {}
         corr = event.correlation_id or ""
         kind, at = event.event_type, event.created_at
+        display = data.get(DISPLAY_NAME_FIELD) if kind.endswith("_created") else None
+        shown = display if isinstance(display, str) else None  # the call's name for people, when it has one
         if kind == "step_created":
             name = str(data.get("stepName", corr))
-            lane = lanes[corr] = Lane("step", corr, name, at, status="pending")
+            lane = lanes[corr] = Lane("step", corr, shown or name, at, status="pending",
+                                      detail=name if shown else "")
             if name == START_CHILD:
                 lane.child_run_id = child_run_id(run_id, corr)
-                lane.label = "child run"
+                lane.label = shown or "child run"
         elif kind.startswith("step_") and corr in lanes:
             lane = lanes[corr]
             if kind == "step_started":
@@ -134,14 +138,14 @@ def picture(run_id: str, events: list[Event]) -> Picture:
                     children.append(lane.child_run_id)
         elif kind == "wait_created":
             resume = _when(data.get("resumeAt"))
-            lanes[corr] = Lane("wait", corr, "sleep", at, status="waiting",
+            lanes[corr] = Lane("wait", corr, shown or "sleep", at, status="waiting",
                                detail=f"until {resume.isoformat()}" if resume else "")
         elif kind == "wait_completed" and corr in lanes:
             lanes[corr].ended, lanes[corr].status = at, "completed"
         elif kind == "hook_created":
             token = str(data.get("token", ""))
             hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"))
-            lanes[corr] = Lane("hook", corr, token, at, status="waiting",
+            lanes[corr] = Lane("hook", corr, shown or token, at, status="waiting",
                                detail="webhook" if data.get("isWebhook") else "hook")
         elif kind == "hook_received" and corr in hooks:
             hooks[corr].payloads.append((event.event_id, at, data.get("payload")))

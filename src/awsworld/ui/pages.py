@@ -193,10 +193,12 @@ def _lane(lane: Lane, start: datetime, end: datetime, span: float) -> str:
         info = f"{esc(label)} {esc(_ms(lane.created, stop))} <code>{esc(lane.detail)}</code>"
     name = esc(lane.label)
     if lane.child_run_id:
-        name = f"child {run_link(lane.child_run_id)}"
+        named = lane.label != "child run"  # a call's display name (``with_name``, ``child_options(name=)``)
+        name = (f"{esc(lane.label)}: " if named else "") + f"child {run_link(lane.child_run_id)}"
+    title = f"{lane.label} ({lane.detail})" if lane.kind == "step" and lane.detail else lane.label
     return (f"<div class=lane data-kind='{esc(lane.kind)}' data-status='{esc(lane.status)}' "
             f"data-path='{esc(lane.path)}' data-name='{esc(lane.label)}'>"
-            f"<div class=name title='{esc(lane.label)}'>{name}</div>"
+            f"<div class=name title='{esc(title)}'>{name}</div>"
             f"<div class=track>{''.join(bars)}</div><div class=info>{_status(lane.status)} {info}</div></div>")
 
 

@@ -15,7 +15,7 @@ from ..authoring.errors import (
     step_cancelled_error,
 )
 from ..engine.execution import WorkflowExecution
-from ..engine.ops import HookOp, StepOp, WaitOp
+from ..engine.ops import HookOp, StepOp, WaitOp, named
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
@@ -63,8 +63,8 @@ class Declarations(ProvisionalOutcomes):
             if isinstance(op, HookOp):
                 try:
                     await self._write({"eventType": "hook_created", "correlationId": op.id,
-                                       "eventData": {"token": op.token, "metadata": op.metadata,
-                                                     "isWebhook": op.is_webhook}})
+                                       "eventData": named(op, {"token": op.token, "metadata": op.metadata,
+                                                               "isWebhook": op.is_webhook})})
                 except PayloadTooLargeError as too_large:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
@@ -182,7 +182,7 @@ def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> V
 
 def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
     if isinstance(op, StepOp):
-        return {"eventType": "step_created", "correlationId": op.id,
-                "eventData": {"stepName": op.definition.name, "input": op.input, "inputDigest": op.digest}}
+        return {"eventType": "step_created", "correlationId": op.id, "eventData": named(op, {
+            "stepName": op.definition.name, "input": op.input, "inputDigest": op.digest})}
     return {"eventType": "wait_created", "correlationId": op.id,
-            "eventData": {"resumeAt": op.resume_at.astimezone(UTC).isoformat()}}
+            "eventData": named(op, {"resumeAt": op.resume_at.astimezone(UTC).isoformat()})}

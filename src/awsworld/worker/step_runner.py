@@ -40,7 +40,7 @@ from typing import Any, Literal
 from ..authoring.codecs import Place
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
-from ..authoring.poll import POLL_NOT_READY, PollSpec
+from ..authoring.poll import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
 from ..authoring.retry import seeded
 from ..authoring.scope import current_step
 from ..authoring.step_context import StepContext, StepMetadata
@@ -206,7 +206,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        body = definition.fn(*call.get("args", []), **call.get("kwargs", {}))
+        args = list(call.get("args", []))
+        body = definition.fn(*(args if poll is None else poll.arguments(args)), **call.get("kwargs", {}))
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
             encoded = codecs.store(result, definition.codec, Place("result", f"step {step_name!r}", run_id, step_id))
@@ -224,7 +225,7 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
         current_step.reset(token)
     if not accepted:
         assert poll is not None
-        return _rejected_poll(world, poll, step_id, step.attempt, events)
+        return _rejected_poll(world, poll, step_id, step.attempt, events, encoded)
     return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events)
 
 
@@ -318,12 +319,16 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
         return failed
     now = clock_of(world).now()
     draw = seeded(step.run_id, step_id, str(step.attempt))  # the jitter, fixed by the attempt (see ``retry``)
-    if poll is not None:  # the polls are the attempts: the timeout bounds them, not max_attempts
+    if poll is not None:  # the polls are the attempts; the policy's max_attempts bounds polls raising in a row
+        if poll.progress.errors_in_a_row + 1 >= policy.max_attempts:
+            return failed
+        raised = f"the last poll raised {type(error).__name__}: {error}"
+        if poll.exhausted(step.attempt):
+            return _poll_ended(ATTEMPTS_EXHAUSTED, step_id, step.attempt, events, raised)
         at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now, rand=draw)
                             if getattr(error, "retry_after", None) is not None else None)
         if at is None:
-            return _poll_timed_out(step_id, step.attempt, events, f"the last poll raised {type(error).__name__}: "
-                                                                  f"{error}")
+            return _poll_ended(TIMED_OUT, step_id, step.attempt, events, raised)
         return _retrying(step_id, structured_error(error), at, now, step.attempt, events)
     failed_before = step.error is not None
     if (failed_before and step.attempt >= policy.max_attempts) or (not failed_before and policy.max_attempts == 1):
@@ -332,17 +337,27 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
                      step.attempt, events)
 
 
-def _rejected_poll(world: World, poll: PollSpec, step_id: str, attempt: int, events: list[Event]) -> StepEnd:
+def _rejected_poll(world: World, poll: PollSpec, step_id: str, attempt: int, events: list[Event],
+                   encoded: Any) -> StepEnd:
+    """A result the predicate rejected: the next poll at its time (with the result as its state, for a poll with
+    state), or the poll's end when a limit is reached."""
+    rejected = "the last result did not satisfy the predicate"
+    if poll.exhausted(attempt):
+        return _poll_ended(ATTEMPTS_EXHAUSTED, step_id, attempt, events, rejected)
     now = clock_of(world).now()
     at = poll.next_poll(attempt, now)
     if at is None:
-        return _poll_timed_out(step_id, attempt, events, "the last result did not satisfy the predicate")
-    error = {"message": f"poll {attempt}: the condition is not met yet", "name": POLL_NOT_READY}
+        return _poll_ended(TIMED_OUT, step_id, attempt, events, rejected)
+    error: dict[str, Any] = {"message": f"poll {attempt}: the condition is not met yet", "name": POLL_NOT_READY}
+    if poll.stateful:
+        error[STATE_FIELD] = encoded
     return _retrying(step_id, error, at, now, attempt, events)
 
 
-def _poll_timed_out(step_id: str, attempt: int, events: list[Event], detail: str) -> StepEnd:
-    error = {"message": f"poll_until timed out after {attempt} polls ({detail})", "name": "PollTimeoutError"}
+def _poll_ended(kind: str, step_id: str, attempt: int, events: list[Event], detail: str) -> StepEnd:
+    """The poll failed on a limit: ``PollTimeoutError`` (its timeout) or ``PollAttemptsExhaustedError``."""
+    why = "timed out" if kind == TIMED_OUT else "ran out of attempts"
+    error = {"message": f"poll_until {why} after {attempt} polls ({detail})", "name": kind}
     return StepEnd(step_id, "step_failed", {"error": error}, attempt, events)
 
 

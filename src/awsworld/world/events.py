@@ -84,8 +84,14 @@ class AttrSetData(EventData):
     changes: list[AttributeChange] = Field(min_length=1)
 
 
+MAX_DISPLAY_NAME_LENGTH = 512
+"""The longest ``displayName`` a ``*_created`` event may carry: a call's name for people (never compared on
+replay; see ``authoring.names``)."""
+
+
 class StepCreatedData(EventData):
     step_name: str = Field(min_length=1, max_length=512)
+    display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
     input: Any = None
     input_digest: str | None = Field(default=None, max_length=64)
     """A digest of ``input`` the runtime writes (16 bytes, base64url) so a replay can check a call's arguments
@@ -123,6 +129,7 @@ class HookCreatedData(EventData):
     metadata: Any = None
     is_webhook: bool | None = None
     token_retention_until: datetime | None = None
+    display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
 
 
 class HookReceivedData(EventData):
@@ -146,6 +153,7 @@ class HookConflictData(EventData):
 
 class WaitCreatedData(EventData):
     resume_at: datetime
+    display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
 
 
 class WaitCompletedData(EventData):

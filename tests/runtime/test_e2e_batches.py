@@ -1,0 +1,237 @@
+"""Batches (issue 26 item 6): ``parallel(*branches)`` with results in argument order and ``map``'s options,
+``map(with_index=True)``, failure tolerance as a count or a fraction, and ``min_successful`` as Lambda durable
+functions states it (complete as soon as enough succeeded; never stop early only because a minimum was asked),
+with the completion reason each rule gives, on the in-memory World and the emulator (moto's server). Bad options
+are a typed ``BatchOptionError`` before any item starts (nothing written)."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import pytest
+
+from awsworld import BatchError, BatchOptionError, FatalError, StepError, parallel, sleep, step, workflow
+from awsworld import map as durable_map
+from awsworld.authoring.batch import BatchResult
+
+from .conftest import BOTH, E2E
+
+
+@pytest.fixture(scope="module", params=BOTH)
+def e2e_backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@step(name="batches.work", max_retries=0)
+async def work(i: int, bad: list[int]) -> int:
+    if i in bad:
+        raise FatalError(f"item {i} is bad")
+    return i * 10
+
+
+def summary(result: BatchResult[Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"statuses": [item.status for item in result], "reason": result.completion_reason,
+                           "ok": result.ok}
+    try:
+        out["values"] = result.values()
+    except BatchError as error:
+        out["raised"] = str(error)
+    return out
+
+
+# ----------------------------------------------------------------------------------------- parallel
+
+
+async def slept_then_worked(i: int) -> int:
+    await sleep(0.3)
+    return await work(i, [])
+
+
+@workflow(name="batches.branches")
+async def branches(limit: int | None) -> dict[str, Any]:
+    result = await parallel(
+        work(1, []),                       # a step call
+        lambda: work(2, []),               # a function returning one, called when the branch starts
+        slept_then_worked(3),              # workflow code: a sleep, then a step
+        max_concurrency=limit)
+    return summary(result)
+
+
+async def test_parallel_returns_every_branch_in_argument_order(e2e: E2E) -> None:
+    run = await e2e.start(branches, None)
+    assert await run.result(timeout=60) == {"statuses": ["succeeded"] * 3, "reason": "all_completed", "ok": True,
+                                            "values": [10, 20, 30]}
+
+
+async def test_parallel_max_concurrency_starts_branches_in_order_one_at_a_time(e2e: E2E) -> None:
+    run = await e2e.start(branches, 1)
+    assert (await run.result(timeout=60))["values"] == [10, 20, 30]
+    kinds = [e.event_type for e in await run.events() if e.event_type in ("step_created", "step_completed",
+                                                                          "wait_created")]
+    # One branch in flight at a time: each one's call ends before the next one's first call is declared.
+    assert kinds == ["step_created", "step_completed", "step_created", "step_completed", "wait_created",
+                     "step_created", "step_completed"]
+
+
+@workflow(name="batches.tolerant_parallel")
+async def tolerant_parallel(bad: list[int], tolerated: int) -> dict[str, Any]:
+    result = await parallel(*(work(i, bad) for i in range(5)), max_concurrency=1, tolerated_failures=tolerated)
+    out = summary(result)
+    out["errors"] = [type(e).__name__ for e in result.errors()]
+    return out
+
+
+async def test_parallel_failures_within_the_tolerance_complete_all(e2e: E2E) -> None:
+    run = await e2e.start(tolerant_parallel, [1, 3], 2)
+    out = await run.result(timeout=60)
+    assert out["reason"] == "all_completed" and out["ok"] is True and out["values"] == [0, 20, 40]
+    assert out["statuses"] == ["succeeded", "failed", "succeeded", "failed", "succeeded"]
+    assert out["errors"] == [StepError.__name__, StepError.__name__]
+
+
+async def test_parallel_failures_over_the_tolerance_stop_new_branches(e2e: E2E) -> None:
+    run = await e2e.start(tolerant_parallel, [0, 1, 2], 1)
+    out = await run.result(timeout=60)
+    assert out["reason"] == "failure_tolerance_exceeded" and out["ok"] is False
+    assert out["statuses"] == ["failed", "failed", "not_started", "not_started", "not_started"]
+    assert "2 of 5 items failed (1 tolerated" in out["raised"]
+    assert len([e for e in await run.events() if e.event_type == "step_created"]) == 2  # 2-4 never declared
+
+
+async def test_a_parallel_branch_that_never_starts_is_closed_not_left_unawaited() -> None:
+    async def fail() -> int:
+        raise RuntimeError("no")
+
+    async def never() -> int:  # pragma: no cover - must not run
+        raise AssertionError("a branch after the decision ran")
+
+    left = never()
+    result = await parallel(fail(), left, max_concurrency=1)
+    assert result.completion_reason == "failure_tolerance_exceeded"
+    assert [item.status for item in result] == ["failed", "not_started"]
+    assert inspect.getcoroutinestate(left) == inspect.CORO_CLOSED
+
+
+# ----------------------------------------------------------------------------------------- map: index, fraction
+
+
+async def indexed(item: str, index: int) -> str:
+    return f"{index}:{item}:{await work(index, [])}"
+
+
+@workflow(name="batches.indexed")
+async def with_index(items: list[str]) -> list[str]:
+    return (await durable_map(indexed, items, with_index=True, max_concurrency=2)).values()
+
+
+async def test_the_mapped_function_may_take_the_index(e2e: E2E) -> None:
+    run = await e2e.start(with_index, ["a", "b", "c"])
+    assert await run.result(timeout=60) == ["0:a:0", "1:b:10", "2:c:20"]
+
+
+async def one(item: tuple[int, list[int]]) -> int:
+    return await work(*item)
+
+
+@workflow(name="batches.fraction")
+async def with_fraction(n: int, bad: list[int], fraction: float) -> dict[str, Any]:
+    result = await durable_map(one, [(i, bad) for i in range(n)], max_concurrency=1,
+                               tolerated_failure_fraction=fraction)
+    return summary(result)
+
+
+async def test_a_tolerated_fraction_of_failures_completes_all(e2e: E2E) -> None:
+    run = await e2e.start(with_fraction, 5, [1, 3], 0.4)  # 2 of 5 is not more than 40%
+    out = await run.result(timeout=60)
+    assert out["reason"] == "all_completed" and out["ok"] is True and out["values"] == [0, 20, 40]
+
+
+async def test_failures_over_the_fraction_stop_new_items(e2e: E2E) -> None:
+    run = await e2e.start(with_fraction, 5, [1, 3], 0.2)  # one failure is 20%: tolerated; the second is not
+    out = await run.result(timeout=60)
+    assert out["reason"] == "failure_tolerance_exceeded" and out["ok"] is False
+    assert out["statuses"] == ["succeeded", "failed", "succeeded", "failed", "not_started"]
+    assert "a fraction of 0.2 tolerated" in out["raised"]
+
+
+# ----------------------------------------------------------------------------------------- map: min_successful
+
+
+@workflow(name="batches.minimum")
+async def with_minimum(n: int, bad: list[int], minimum: int, limit: int) -> dict[str, Any]:
+    result = await durable_map(one, [(i, bad) for i in range(n)], max_concurrency=limit, min_successful=minimum)
+    return summary(result)
+
+
+async def test_a_minimum_alone_never_stops_the_batch_on_failures(e2e: E2E) -> None:
+    # Items 0 and 1 fail first; a minimum of 3 is still reachable, and then reached by the last item: every item
+    # ran, so the batch completed all, and ok.
+    run = await e2e.start(with_minimum, 5, [0, 1], 3, 1)
+    out = await run.result(timeout=60)
+    assert out == {"statuses": ["failed", "failed", "succeeded", "succeeded", "succeeded"],
+                   "reason": "all_completed", "ok": True, "values": [20, 30, 40]}
+
+
+async def test_an_unreachable_minimum_still_runs_every_item_and_is_not_ok(e2e: E2E) -> None:
+    run = await e2e.start(with_minimum, 4, [0, 1, 2], 2, 1)  # after item 1 fails 2 of 2 are out of reach
+    out = await run.result(timeout=60)
+    assert out["statuses"] == ["failed", "failed", "failed", "succeeded"]
+    assert out["reason"] == "all_completed" and out["ok"] is False
+    assert "3 of 4 items failed (2 successes required, 1 succeeded" in out["raised"]
+
+
+async def test_reaching_the_minimum_stops_starting_items(e2e: E2E) -> None:
+    run = await e2e.start(with_minimum, 6, [0, 1], 2, 1)
+    out = await run.result(timeout=60)
+    assert out["statuses"] == ["failed", "failed", "succeeded", "succeeded", "not_started", "not_started"]
+    assert out["reason"] == "min_successful_reached" and out["ok"] is True and out["values"] == [20, 30]
+
+
+# ----------------------------------------------------------------------------------------- bad options
+
+
+@workflow(name="batches.bad_options")
+async def bad_options() -> str:
+    try:
+        await durable_map(one, [(0, []), (1, [])], tolerated_failures=0.5)  # type: ignore[arg-type]
+    except BatchOptionError as error:
+        return str(error)
+    return "accepted"
+
+
+async def test_a_bad_option_in_a_workflow_writes_nothing(e2e: E2E) -> None:
+    run = await e2e.start(bad_options)
+    assert await run.result(timeout=60) == ("tolerated_failures is a count; for a share of the items pass "
+                                            "tolerated_failure_fraction=0.5")
+    assert not [e for e in await run.events() if e.event_type == "step_created"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"tolerated_failures": -1}, "tolerated_failures must be >= 0"),
+    ({"tolerated_failures": True}, "tolerated_failures must be an int"),
+    ({"tolerated_failure_fraction": 1.5}, "tolerated_failure_fraction must be from 0 to 1"),
+    ({"tolerated_failure_fraction": float("nan")}, "tolerated_failure_fraction must be from 0 to 1"),
+    ({"tolerated_failure_fraction": "20%"}, "tolerated_failure_fraction must be a number"),
+    ({"min_successful": 3}, "min_successful must be between 0 and the number of items (2)"),
+    ({"max_concurrency": 0}, "max_concurrency must be an int of at least 1"),
+    ({"with_index": "yes"}, "with_index must be True or False"),
+])
+async def test_bad_options_are_typed_errors(options: dict[str, Any], message: str) -> None:
+    async def double(x: int) -> int:
+        return 2 * x
+
+    with pytest.raises(BatchOptionError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        await durable_map(double, [1, 2], **options)
+    assert issubclass(BatchOptionError, ValueError)
+
+
+async def test_parallel_checks_its_names_and_branches() -> None:
+    async def value() -> int:
+        return 1
+
+    with pytest.raises(BatchOptionError, match="2 branches but 1 names"):
+        await parallel(value, value, names=["one"])
+    with pytest.raises(BatchOptionError, match="must be an awaitable or a function"):
+        await parallel(3)  # type: ignore[arg-type]
+    assert (await parallel(value, value, tolerated_failure_fraction=0.5)).values() == [1, 1]
