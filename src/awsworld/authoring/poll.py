@@ -30,7 +30,7 @@ import enum
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar, cast
 
 from ..engine import serde
 from .durations import Duration, When, resolve, seconds
@@ -66,10 +66,11 @@ class PollProgress:
 
     def observe(self, error: Any) -> None:
         """One ``step_retrying`` of the poll, in log order."""
-        if isinstance(error, dict) and error.get("name") == POLL_NOT_READY:
+        recorded = cast(dict[str, Any], error) if isinstance(error, dict) else None
+        if recorded is not None and recorded.get("name") == POLL_NOT_READY:
             self.errors_in_a_row = 0
-            if STATE_FIELD in error:
-                self.state, self.has_state = error[STATE_FIELD], True
+            if STATE_FIELD in recorded:
+                self.state, self.has_state = recorded[STATE_FIELD], True
         else:
             self.errors_in_a_row += 1
 
@@ -148,8 +149,8 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
         raise TypeError("predicate must be callable")
     if not backoff >= 1.0:
         raise ValueError(f"backoff must be >= 1, got {backoff!r}")
-    if max_attempts is not None and (isinstance(max_attempts, bool) or not isinstance(max_attempts, int)
-                                     or max_attempts < 1):
+    given = cast(object, max_attempts)  # a user's value: checked, whatever its annotation says
+    if given is not None and (isinstance(given, bool) or not isinstance(given, int) or given < 1):
         raise ValueError(f"max_attempts must be an int of at least 1, got {max_attempts!r}")
     every = seconds(interval, what="interval")
     if every <= 0:

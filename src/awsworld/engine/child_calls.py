@@ -41,9 +41,10 @@ def child_token(run_id: str) -> str:
 @dataclass(frozen=True)
 class BuiltinStep:
     """A step the runtime itself declares, by name: the engine records and replays it like any step, and the
-    worker resolves its body (``worker.child_runs.resolve_step``)."""
+    worker resolves its body (``worker.child_runs.resolve_step``). Its result is awsworld's own JSON: no codec."""
 
     name: str
+    codec: None = None
 
 
 START_CHILD_CALL = BuiltinStep(START_CHILD)

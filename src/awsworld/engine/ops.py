@@ -13,15 +13,19 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
+from ..authoring.codecs import Codec
 from ..authoring.poll import PollSpec
 
 
 class StepRef(Protocol):
-    """What the engine needs of a step's definition: its name (recorded, compared on replay). A ``StepDef`` is
-    one; so is a built-in step the worker runs (``child_calls.BuiltinStep``)."""
+    """What the engine needs of a step's definition: its name (recorded, compared on replay) and its result's
+    codec. A ``StepDef`` is one; so is a built-in step the worker runs (``child_calls.BuiltinStep``)."""
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def codec(self) -> Codec[Any] | None: ...  # the result's (``@step(codec=...)``); None: awsworld's JSON
 
 
 @dataclass
