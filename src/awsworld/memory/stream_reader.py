@@ -1,6 +1,6 @@
 """``streams.get`` in memory: a live iterator that sleeps until the stream changes, never polls the chunks.
 
-When it ends is every World's rule (``world/stream_reading.py``): when the stream is closed, or once drained
+When it ends is every World's rule (``world/rules/streams.py``): when the stream is closed, or once drained
 when the run has ended. Storage does not tell streams when a run ends, so an idle reader re-reads the run's
 status every time it wakes: on each append or close, at least every ``run_check_interval`` seconds, and at once
 when ``MemoryStreams.wake_run`` is called. ``MemoryStreams.aclose`` ends every reader.

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import datetime
 from typing import Any, cast
 
@@ -23,7 +22,7 @@ from ..ids import SPEC_VERSION_CURRENT
 from .decision import Check, Decision, NewEvent, NewRun, RunChange
 from .hooks import hook_ends
 from .requests import data_as, event_data
-from .state import EventRef, RunState, View
+from .state import EventRef, RunState, View, evolve
 
 
 def run_missing(run_id: str) -> RunNotFoundError:
@@ -56,7 +55,7 @@ def run_started(req: CreateEventRequest, view: View) -> Decision:
         created = NewEvent("run_created", None, event_data(req), view.carries_value, req.spec_version)
         started = NewEvent("run_started", None, {}, spec_version=req.spec_version)
         return Decision(req.event_type, "", [created, started], shows="run",
-                        creates_run=replace(made, status="running", started_at=view.now))
+                        creates_run=evolve(made, status="running", started_at=view.now))
     run = view.run
     if run.status == "running":
         return Decision(req.event_type, "", noop=True, shows="run")

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Literal
 
@@ -24,7 +23,7 @@ from ..events import CreateEventRequest, StepCreatedData, StepRetryingData, Wait
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
-from .state import EventRef, StepState, View, WaitState
+from .state import EventRef, StepState, View, WaitState, evolve
 
 
 def step_created(req: CreateEventRequest, view: View) -> Decision:
@@ -43,7 +42,7 @@ def born_running(created: CreateEventRequest, started: CreateEventRequest, view:
     assert decision.step is not None
     ask = start_ask(started.data().model_extra)
     lease = lease_end(view.now, ask.lease_seconds)
-    decision.step = replace(decision.step, status="running", attempt=1, started_at=view.now, lease_until=lease,
+    decision.step = evolve(decision.step, status="running", attempt=1, started_at=view.now, lease_until=lease,
                             owner=ask.owner or None)
     decision.events.append(_started_event(started, 1, lease))
     return decision
@@ -80,7 +79,7 @@ def step_started(req: CreateEventRequest, view: View) -> Decision:
     start_verdict(status=step.status, holder=step.owner, owner=ask.owner, lease_until=step.lease_until,
                   started=step.updated_at, now=now, step_id=req.correlation_id)
     attempt = step.attempt + 1
-    after = replace(step, status="running", attempt=attempt, started_at=step.started_at or now, updated_at=now,
+    after = evolve(step, status="running", attempt=attempt, started_at=step.started_at or now, updated_at=now,
                     owner=ask.owner, lease_until=lease, retry_after=None)
     return Decision(req.event_type, step.step_id, [_started_event(req, attempt, lease)],
                     (Check.RUN_ALIVE, Check.AS_READ), shows="step", step=after)
@@ -95,13 +94,13 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
         step = _existing(req, view)
         now = view.now
         ref = EventRef(0) if view.carries_value else None
-        after = replace(step, output=ref) if value == "output" else replace(step, error=ref)
+        after = evolve(step, output=ref) if value == "output" else evolve(step, error=ref)
         if status is None:
             retry_after = data_as(req, StepRetryingData).retry_after
-            after = replace(after, status="pending", updated_at=now,
+            after = evolve(after, status="pending", updated_at=now,
                             retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
         else:
-            after = replace(after, status=status, updated_at=now, completed_at=now)
+            after = evolve(after, status=status, updated_at=now, completed_at=now)
         event = NewEvent(req.event_type, step.step_id, event_data(req), view.carries_value, req.spec_version)
         return Decision(req.event_type, step.step_id, [event], (Check.AS_READ,), shows="step", step=after,
                         open_steps=0 if status is None else -1)
@@ -124,7 +123,7 @@ def wait_completed(req: CreateEventRequest, view: View) -> Decision:
         raise EventNotFoundError(f"wait {wait_id} not found in run {view.run_id}")
     if wait.status == "completed":
         raise EntityConflictError(f"wait {wait_id} is already completed")
-    after = replace(wait, status="completed", completed_at=view.now, updated_at=view.now)
+    after = evolve(wait, status="completed", completed_at=view.now, updated_at=view.now)
     event = NewEvent(req.event_type, wait_id, event_data(req), spec_version=req.spec_version)
     return Decision(req.event_type, wait_id, [event], (Check.RUN_ALIVE, Check.AS_READ), shows="wait", wait=after)
 
