@@ -41,6 +41,9 @@ from .runtime.errors import (
 from .runtime.poll import poll_until
 from .runtime.registry import step, workflow
 from .runtime.retry import RetryPolicy
+from .schedules.declared import schedule
+from .schedules.info import ScheduleInfo, schedule_info
+from .schedules.model import Schedule
 
 _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
 
@@ -66,6 +69,8 @@ __all__ = [
     "Run",
     "RunEndedError",
     "RunStartError",
+    "Schedule",
+    "ScheduleInfo",
     "StepError",
     "StepTimeoutError",
     "ValueTooLargeError",
@@ -82,6 +87,8 @@ __all__ = [
     "patched",
     "poll_until",
     "random",
+    "schedule",
+    "schedule_info",
     "sleep",
     "start_child",
     "step",

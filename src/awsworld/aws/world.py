@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from ..schedules.dynamodb_store import DynamoSchedules
 from ..world import SPEC_VERSION_CURRENT, Capabilities
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
@@ -39,6 +40,7 @@ class AWSWorld:
         self.steps = StepsAPI(self.clients, reads)
         self.hooks = HooksAPI(self.clients, reads)
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
+        self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

@@ -11,11 +11,13 @@ import inspect
 import logging
 import math
 import os
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from ..schedules.declared import declare_all
+from ..schedules.model import Schedule
 from .context import current_execution
 from .durations import Duration, parse_duration, seconds
 from .retry import RetryPolicy, shorthand
@@ -175,11 +177,13 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 
 
 @overload
-def workflow(*, name: str | None = None, retention: Duration | None = None) -> _Decorator: ...
+def workflow(*, name: str | None = None, retention: Duration | None = None,
+             schedule: Schedule | Sequence[Schedule] | None = None) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
-             retention: Duration | None = None) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
+             retention: Duration | None = None, schedule: Schedule | Sequence[Schedule] | None = None
+             ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
     ``@workflow`` and ``@workflow(name=...)`` keep the function's parameters and return type. Called inside
@@ -188,7 +192,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
     ``retention``: how long a finished run of this workflow stays readable (any duration, e.g. ``"30d"``);
     default: the deployment's (``RunRetentionDays``). It is fixed when a run starts (recorded in its
-    ``run_created``), so changing it affects new runs only."""
+    ``run_created``), so changing it affects new runs only.
+
+    ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
+    deployments that name its module (README, "Schedules")."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -199,6 +206,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         definition = WorkflowDef(_stable_name(f, name), f, kept)
         REGISTRY.add_workflow(definition)
+        declare_all(definition.name, f.__module__, schedule)
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:

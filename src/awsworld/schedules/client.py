@@ -13,6 +13,7 @@ its start, so scheduled runs are recorded by the same code as ``Client.start``'s
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
@@ -20,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from ..runtime import serde
-from ..runtime.registry import bind_arguments, workflow_definition
+from ..runtime.registry import WorkflowDef, workflow_definition
 from ..world.clock import clock_of
 from ..world.rules.schedules import (
     MAX_BACKFILL_TICKS,
@@ -63,12 +64,19 @@ class Triggered:
     run_id: str | None
 
 
+Bind = Callable[[WorkflowDef, tuple[Any, ...], dict[str, Any]], None]
+"""``runtime.client.bind_arguments``: the ``TypeError`` a call with these arguments would raise, now."""
+
+
 class ScheduleClient:
-    def __init__(self, client: Any, start: StartRun) -> None:
+    def __init__(self, client: Any, start: StartRun, bind: Bind) -> None:
+        """Built by ``Client.schedules`` with its start and its argument check (this module does not import the
+        Client's)."""
         self.client = client
         self.world = client.world
         self.store = require_store(client.world)
         self._start = start
+        self._bind = bind
 
     def _now(self) -> datetime:
         return clock_of(self.world).now()
@@ -87,12 +95,10 @@ class ScheduleClient:
             definition = workflow_definition(workflow)
             name = definition.name
         if definition is not None:
-            bind_arguments(definition, tuple(schedule.args), dict(schedule.kwargs))
+            self._bind(definition, tuple(schedule.args), dict(schedule.kwargs))
         state = schedule.state(schedule_id, name, self._now(), source="api")
-        try:
+        with contextlib.suppress(ScheduleNotFoundError):
             refuse_create(await self.store.get(schedule_id), schedule_id)
-        except ScheduleNotFoundError:
-            pass
         if not await self.store.write(state, expected_version=None):
             refuse_create(await self.store.get(schedule_id), schedule_id)
         return state
@@ -177,7 +183,7 @@ class ScheduleClient:
         if definition is None:
             return
         payload = serde.from_json_text(await self.store.input(state))
-        bind_arguments(definition, tuple(payload["args"]), dict(payload["kwargs"]))
+        self._bind(definition, tuple(payload["args"]), dict(payload["kwargs"]))
 
 
 def _claim(state: ScheduleState) -> Claim:

@@ -62,6 +62,14 @@ def declare(workflow_name: str, module: str, schedule: Schedule) -> Declaration:
     return declaration
 
 
+def declare_all(workflow_name: str, module: str, schedules: Schedule | Sequence[Schedule] | None) -> None:
+    """``@workflow(schedule=...)``: one ``Schedule``, several, or none."""
+    if schedules is None:
+        return
+    for item in (schedules,) if isinstance(schedules, Schedule) else tuple(schedules):
+        declare(workflow_name, module, item)
+
+
 def schedule(workflow: Callable[..., Any], *schedules: Schedule) -> None:
     """Declare schedules on a ``@workflow`` apart from its definition (same as ``@workflow(schedule=...)``)."""
     definition = _definition(workflow)

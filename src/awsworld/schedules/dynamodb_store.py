@@ -109,9 +109,9 @@ class DynamoSchedules:
             condition = {"ConditionExpression": "#v = :seen", "ExpressionAttributeNames": {"#v": "v"},
                          "ExpressionAttributeValues": {":seen": {"N": str(expected_version)}}}
         try:
-            response = await ddb.put_item(TableName=self._table,
-                                          Item=to_ddb({**_head_key(state.schedule_id), "v": state.version, "s": record}),
-                                          ReturnValues="ALL_OLD", ReturnConsumedCapacity="TOTAL", **condition)
+            item = to_ddb({**_head_key(state.schedule_id), "v": state.version, "s": record})
+            response = await ddb.put_item(TableName=self._table, Item=item, ReturnValues="ALL_OLD",
+                                          ReturnConsumedCapacity="TOTAL", **condition)
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 return False

@@ -10,6 +10,7 @@ Client's ``schedules`` property builds a ``ScheduleClient``, so this package doe
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
@@ -19,14 +20,13 @@ from ..runtime.registry import REGISTRY
 from ..world.clock import clock_of
 from ..world.errors import RunGoneError, RunNotFoundError
 from ..world.rules.schedules import Action, Claim, ScheduleState, settle, tick_text
+from .info import CONTEXT_KEY
 from .store import ScheduleStore
 
 log = logging.getLogger("awsworld.schedules")
 
 MAX_ATTEMPTS = 8
 """Decisions tried per call before giving up (each lost write means another writer moved the record)."""
-CONTEXT_KEY = "schedule"
-"""Where a scheduled run's ``run_created`` executionContext says which schedule and tick started it."""
 
 
 class StartRun(Protocol):
@@ -62,11 +62,9 @@ async def perform(world: Any, store: ScheduleStore, state: ScheduleState, action
     text: str | None = None
     for action in actions:
         if action.kind == "cancel":
-            try:
+            with contextlib.suppress(RunGoneError, RunNotFoundError):
                 await client.cancel(action.run_id, reason=f"schedule {state.schedule_id}: a newer run replaces it "
                                                           "(overlap cancel_previous)")
-            except (RunGoneError, RunNotFoundError):
-                pass
             continue
         if text is None:
             text = await store.input(state)

@@ -179,6 +179,7 @@ class State:
     hook_runs: dict[str, str] = field(default_factory=dict)  # hook id -> its run (hook ids are global)
     watch: dict[str, WatchEntry] = field(default_factory=dict)
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
+    schedules: dict[str, Any] = field(default_factory=dict)  # world.schedules' records (schedules/memory_store)
 
 
 @dataclass(slots=True)
