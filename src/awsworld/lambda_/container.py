@@ -26,6 +26,7 @@ from ..aws.world import AWSWorld
 from ..runtime.client import Client
 from ..runtime.registry import MODULES_ENV
 from ..runtime.runtime import Runtime
+from ..schedules.declared import declared_in
 
 log = logging.getLogger("awsworld.lambda")
 
@@ -73,6 +74,7 @@ class Container:
         if self.modules is None:
             self.modules = import_modules(os.environ.get(MODULES_ENV))
         world = self._world_factory()
+        world.schedules.declared = declared_in(self.modules)  # what this deployment's ticks create and fire
         self._world = world
         return world
 

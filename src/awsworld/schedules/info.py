@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..runtime.context import require_execution
-from ..world.rules.schedules import Trigger, parse_tick
+from ..world.rules.schedules import Trigger, parse_tick, tick_text
 
 CONTEXT_KEY = "schedule"
 """Where a scheduled run's ``run_created`` executionContext says which schedule and tick started it."""
@@ -40,3 +40,20 @@ def schedule_info() -> ScheduleInfo | None:
     execution = require_execution("awsworld.schedule_info()")
     created = execution.log[0].event_data if execution.log else None
     return schedule_of((created or {}).get("executionContext"))
+
+
+def schedule_json(context: dict[str, Any] | None) -> dict[str, str] | None:
+    """What ``awsworld runs``, ``describe`` and the UI show of the schedule that started a run (None: none)."""
+    info = schedule_of(context)
+    if info is None:
+        return None
+    return {"id": info.schedule_id, "tick": tick_text(info.tick), "trigger": info.trigger}
+
+
+def schedule_label(context: dict[str, Any] | None) -> str | None:
+    """``schedule nightly 2026-03-01T01:00:00.000Z`` (``(manual)``/``(backfill)`` when not its own tick)."""
+    shown = schedule_json(context)
+    if shown is None:
+        return None
+    how = "" if shown["trigger"] == "tick" else f" ({shown['trigger']})"
+    return f"schedule {shown['id']} {shown['tick']}{how}"
