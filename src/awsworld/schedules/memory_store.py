@@ -25,8 +25,10 @@ class MemorySchedules:
         self.records: dict[str, ScheduleState] = state.schedules
         self.clock = clock
         self.declared: tuple[Declaration, ...] = ()
+        self.listed_at: datetime | None = None  # the last tick's listing: a buffered start looks a minute on
 
     async def list(self) -> list[ScheduleState]:
+        self.listed_at = self.clock.now()
         return [self.records[key] for key in sorted(self.records)]
 
     async def get(self, schedule_id: str) -> ScheduleState:
@@ -59,7 +61,8 @@ class MemorySchedules:
 
     def next_due(self) -> datetime | None:
         """When a tick must next look (the test driver's clock stops there): now for a pending effect or a
-        declaration not stored yet, a minute on for a buffered start, else the soonest ``next_at``."""
+        declaration not stored yet, a minute after the last tick for a buffered start (the stack's pace: it
+        cannot know when the run before it ends), else the soonest ``next_at``."""
         now = self.clock.now()
         times: list[datetime] = []
         stored = {d.schedule_id: d for d in self.declared}
@@ -70,7 +73,7 @@ class MemorySchedules:
             elif state.paused or state.orphaned:
                 continue
             elif state.buffered is not None:
-                times.append(now + BUFFER_POLL)
+                times.append(now if self.listed_at is None else self.listed_at + BUFFER_POLL)
             elif state.next_at is not None:
                 times.append(state.next_at)
         if stored or self._changed():
