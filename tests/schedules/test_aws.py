@@ -13,8 +13,8 @@ from awsworld.aws import AWSWorld
 from awsworld.aws.resources import PK
 from awsworld.runtime.client import Client
 from awsworld.runtime.registry import workflow_name
-from awsworld.schedules.dynamodb_store import PARTITION
 from awsworld.schedules import timing
+from awsworld.schedules.dynamodb_store import PARTITION
 from awsworld.schedules.job import run_schedules
 from awsworld.world.rules.schedules import ScheduleExistsError, ScheduleNotFoundError, schedule_run_id
 from conftest import WorldFactory
