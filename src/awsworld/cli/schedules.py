@@ -41,7 +41,7 @@ def register(sub: Any) -> None:
     when.add_argument("--cron", help="5 fields: minute hour day-of-month month day-of-week ('0 2 * * *')")
     when.add_argument("--every", help="a fixed interval of at least a minute ('15m', '1h')")
     create.add_argument("--timezone", default="UTC", help="the cron expression's IANA time zone (Europe/Berlin)")
-    create.add_argument("--offset", default="0", help="with --every: the ticks' offset from the interval ('5m')")
+    create.add_argument("--offset", default="0s", help="with --every: the ticks' offset from the interval ('5m')")
     create.add_argument("--args", default="[]", help="the runs' positional arguments, as a JSON array")
     create.add_argument("--kwargs", help="the runs' keyword arguments, as a JSON object")
     create.add_argument("--overlap", choices=OVERLAPS, default="skip", help="when the last run is still going")
@@ -130,16 +130,16 @@ def _run(args: argparse.Namespace, work: Any) -> int:
 
     document = asyncio.run(go())
     if args.json:
-        print_json(document)
+        print_json({k: v for k, v in document.items() if k != "text"} if isinstance(document, dict) else document)
     elif isinstance(document, list):
         for item in document:
             _print_line(item)
         if not document:
             print("no schedules")
-    elif "scheduleId" in document:
-        _print_schedule(document)
+    elif "text" in document:
+        print(document.pop("text"))
     else:
-        print(document["text"])
+        _print_schedule(document)
     return 0
 
 
