@@ -294,3 +294,21 @@ def test_a_stale_record_loses_its_write() -> None:
         assert (await world.schedules.get("v")).note == "a"
 
     asyncio.run(go())
+
+
+async def test_on_lambda_a_declaration_defers_its_cron_check_to_the_tick_which_skips_a_bad_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from awsworld.schedules.declared import Declaration
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "awsworld-flow")
+    bad = Schedule(cron="61 * * * *")  # not refused here: CronSim is not imported by a cold start
+    good = Schedule(id="fine", cron="*/5 * * * *", timezone="Europe/Berlin")
+    world = MemoryWorld(clock=VirtualClock(START))
+    world.schedules.declared = (Declaration("bad", workflow_name(app.dst), app.__name__, bad),
+                                Declaration("fine", workflow_name(app.dst), app.__name__, good))
+    report = await run_schedules(world)
+    assert (report["invalid"], report["synced"], report["failed"]) == (1, 1, 0), report
+    assert [s.schedule_id for s in await world.schedules.list()] == ["fine"]
+    assert "cronsim" in sys.modules  # the tick evaluated the good one

@@ -52,6 +52,7 @@ class JobReport:
     skipped: int = 0
     missed: int = 0
     synced: int = 0
+    invalid: int = 0  # declarations that cannot be stored (a bad cron expression, found by the tick on Lambda)
     failed: int = 0
 
     def as_dict(self) -> dict[str, int]:
@@ -126,7 +127,14 @@ async def _sync(store: ScheduleStore, states: dict[str, ScheduleState], now: dat
             continue
         if stored is not None and stored.spec_hash == declaration.spec_hash and not stored.orphaned:
             continue  # the usual case: nothing changed, nothing evaluated
-        updated = sync(stored, declaration.state(now), now, partial(timing.next_after, declaration.schedule.spec()))
+        try:
+            fresh = declaration.state(now)  # evaluates the spec: a bad cron expression is refused here on Lambda
+        except ValueError as error:  # not retried: the next tick meets the same code (fix it and deploy)
+            report.invalid += 1
+            log.error("schedule %s (declared in %s) cannot be stored: %s", declaration.schedule_id,
+                      declaration.module, error)
+            continue
+        updated = sync(stored, fresh, now, partial(timing.next_after, declaration.schedule.spec()))
         if updated is not None and await store.write(updated, expected_version=None if stored is None
                                                      else stored.version):
             states[declaration.schedule_id] = updated
