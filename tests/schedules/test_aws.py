@@ -1,4 +1,4 @@
-"""Schedules on the AWS World (``schedules.dynamodb_store``), on moto and on DynamoDB Local: the record and its
+"""Schedules on the AWS World (``aws.schedule_store``), on moto and on DynamoDB Local: the record and its
 arguments in the table, conditional writes, and the tick job racing itself from several processes."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from awsworld import Schedule
 from awsworld.aws import AWSWorld
 from awsworld.aws.resources import PK
+from awsworld.aws.schedule_store import PARTITION
 from awsworld.runtime.client import Client
 from awsworld.runtime.registry import workflow_name
 from awsworld.schedules import timing
-from awsworld.schedules.dynamodb_store import PARTITION
 from awsworld.schedules.job import run_schedules
 from awsworld.world.rules.schedules import ScheduleExistsError, ScheduleNotFoundError, schedule_run_id
 from conftest import WorldFactory

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from types import TracebackType
 
-from ..schedules.dynamodb_store import DynamoSchedules
 from ..world import SPEC_VERSION_CURRENT, Capabilities
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
@@ -16,6 +15,7 @@ from .log.events_api import EventsAPI
 from .log.runs_api import RunsAPI
 from .log.watch_api import WatchAPI
 from .queue.sqs_queue import SqsQueue
+from .schedule_store import DynamoSchedules
 from .streams.streams import StreamsAPI
 from .values import ValueStore
 

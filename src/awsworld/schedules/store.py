@@ -2,7 +2,7 @@
 
 Both stores keep ``ScheduleState`` records and apply the rules of ``world.rules.schedules``: every write is
 conditioned on the version its writer read (``may_write``), and answers whether it won. The DynamoDB store
-(``dynamodb_store``) keeps them in the stack's table, the in-memory one (``memory_store``) in the World's
+(``aws.schedule_store``) keeps them in the stack's table, the in-memory one (``memory_store``) in the World's
 storage; a World without ``schedules`` has no schedules (its ticks skip the job).
 """
 

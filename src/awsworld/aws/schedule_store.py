@@ -24,9 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..aws.clients import AWSClients
-from ..aws.dynamodb.items import from_ddb, to_ddb
-from ..aws.resources import PK, SK
+from ..schedules.declared import Declaration
 from ..world.rules.schedules import (
     Action,
     ScheduleNotFoundError,
@@ -36,7 +34,9 @@ from ..world.rules.schedules import (
     parse_tick,
     tick_text,
 )
-from .declared import Declaration
+from .clients import AWSClients
+from .dynamodb.items import from_ddb, to_ddb
+from .resources import PK, SK
 
 PARTITION = "SCHEDULES"
 HEAD_PREFIX = "SCHED#"
