@@ -29,6 +29,14 @@ async def echo(value: Any) -> Any:
     return {"value": value, "tick": None if info is None else info.tick.isoformat()}
 
 
+@workflow
+async def tagged(value: str) -> str:
+    return value
+
+
+awsworld.schedule(tagged, Schedule(id="tagged-6h", every="6h", offset="1h", args=("declared apart",)))
+
+
 @workflow(schedule=[Schedule(id="spring", cron="30 2 * * *", timezone="Europe/Berlin"),
                     Schedule(id="hourly-berlin", cron="15 * * * *", timezone="Europe/Berlin")])
 async def dst() -> str:

@@ -20,9 +20,11 @@ from awsworld.testing.clock import VirtualClock
 from awsworld.testing.memory import MemoryWorld
 from awsworld.world.errors import InvalidInputError
 from awsworld.world.rules.schedules import (
+    Overlap,
     ScheduleDeclaredInCodeError,
     ScheduleExistsError,
     ScheduleNotFoundError,
+    ScheduleState,
     claim,
     schedule_run_id,
 )
@@ -100,7 +102,7 @@ async def test_a_claim_whose_writer_died_before_starting_is_carried_out_by_the_n
     assert (await client.schedules.get("crashy")).pending == ()
 
 
-async def _overlap_runs(overlap: str, hours: float = 4.5) -> tuple[list[tuple[str, str]], object]:
+async def _overlap_runs(overlap: Overlap, hours: float = 4.5) -> tuple[list[tuple[str, str]], ScheduleState]:
     """An hourly schedule of a 90-minute workflow, over ``hours``: (tick, final status) of each run, and
     the schedule's record."""
     async with WorkflowTestEnv(start_time=START) as env:
@@ -116,7 +118,7 @@ async def _overlap_runs(overlap: str, hours: float = 4.5) -> tuple[list[tuple[st
 async def test_overlap_skip_drops_a_tick_while_the_last_run_is_going() -> None:
     runs, state = await _overlap_runs("skip")
     assert runs == [("01:00", "completed"), ("03:00", "completed")]  # 02:00 and 04:00 were skipped
-    assert (state.fired, state.skipped) == (2, 2)  # type: ignore[attr-defined]
+    assert (state.fired, state.skipped) == (2, 2)
 
 
 async def test_overlap_buffer_one_starts_one_waiting_tick_when_the_last_run_ends() -> None:
@@ -142,13 +144,13 @@ async def test_overlap_buffer_one_starts_one_waiting_tick_when_the_last_run_ends
 async def test_overlap_allow_all_starts_every_tick() -> None:
     runs, state = await _overlap_runs("allow_all")
     assert runs == [("01:00", "completed"), ("02:00", "completed"), ("03:00", "completed"), ("04:00", "completed")]
-    assert (state.fired, state.skipped) == (4, 0)  # type: ignore[attr-defined]
+    assert (state.fired, state.skipped) == (4, 0)
 
 
 async def test_overlap_cancel_previous_cancels_the_running_one() -> None:
     runs, state = await _overlap_runs("cancel_previous")
     assert runs == [("01:00", "cancelled"), ("02:00", "cancelled"), ("03:00", "cancelled"), ("04:00", "completed")]
-    assert state.fired == 4  # type: ignore[attr-defined]
+    assert state.fired == 4
 
 
 async def test_catchup_after_a_pause_fires_the_most_recent_missed_tick_only_by_default() -> None:
@@ -312,3 +314,18 @@ async def test_on_lambda_a_declaration_defers_its_cron_check_to_the_tick_which_s
     assert (report["invalid"], report["synced"], report["failed"]) == (1, 1, 0), report
     assert [s.schedule_id for s in await world.schedules.list()] == ["fine"]
     assert "cronsim" in sys.modules  # the tick evaluated the good one
+
+
+async def test_awsworld_schedule_declares_beside_the_workflow_and_ids_are_unique() -> None:
+    from awsworld import schedule
+    from awsworld.schedules.declared import DECLARED
+
+    assert DECLARED["tagged-6h"].workflow_name == workflow_name(app.tagged)
+    schedule(app.tagged, Schedule(id="tagged-6h", every="6h", offset="1h", args=("declared apart",)))  # again: no-op
+    with pytest.raises(ValueError, match="two schedules"):
+        schedule(app.echo, Schedule(id="tagged-6h", every="1h", args=(1,)))
+    with pytest.raises(TypeError, match="not a @workflow"):
+        schedule(print, Schedule(every="1h"))
+    async with WorkflowTestEnv(start_time=START, schedules=[app.tagged]) as env:
+        await env.sleep("1d")
+        assert hhmm(await scheduled_runs(env.world, "tagged-6h")) == [f"03-02 {h:02d}:00Z" for h in (1, 7, 13, 19)]
