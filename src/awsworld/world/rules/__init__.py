@@ -1,1 +1,0 @@
-"""The rulebook: per-decision rules both Worlds apply, as pure functions over a typed view of state."""
