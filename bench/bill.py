@@ -26,6 +26,9 @@ index's writes and the plain run-head writes that correct a resting run's due), 
 minute costs whatever runs exist (a tick with nothing due), and what waking one run costs (a false wake: the
 run was fine; a lost message's recovery costs that plus the work the lost message stood for).
 
+Schedules (issue 25) are priced per scheduled run: one-step runs fired by a tick from schedules whose last run
+has ended, against the same runs started by ``Client.start``; the difference is what a schedule adds to a run.
+
 Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
 then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
 """
@@ -43,13 +46,13 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
 
-from awsworld import Client, Run, create_hook, get_writable, sleep, step, workflow
+from awsworld import Client, Run, Schedule, create_hook, get_writable, sleep, step, workflow
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
 from awsworld.worker.tick import TICK_BODY
@@ -593,6 +596,12 @@ async def bill_emit(n: int) -> int:
     return n
 
 
+@workflow(name="bill.one_step")
+async def bill_one_step(i: int) -> int:
+    """A run of one step: what a scheduled run and a started run are compared on."""
+    return await bill_add(i)
+
+
 @workflow(name="bill.serial")
 async def bill_serial(n: int) -> int:
     total = 0
@@ -770,6 +779,40 @@ class Harness:
         result.note = "a run at rest that was fine: what a lost message's recovery costs beyond the lost work"
         return result
 
+    async def started_runs(self, n: int) -> Result:
+        """The baseline of ``scheduled_runs``: the same one-step runs, started by ``Client.start``."""
+        async def body() -> None:
+            runs = [await self.client.start(bill_one_step, i) for i in range(n)]
+            for i, run in enumerate(runs):
+                assert await self.result(run) == i + 1
+        result = await self.measure("one-step run, Client.start", "run", n, body)
+        result.note = "the baseline a scheduled run is compared with"
+        return result
+
+    async def scheduled_runs(self, n: int) -> Result:
+        """``n`` schedules with a tick due, each with a last run that has ended (a schedule's usual tick: its
+        overlap policy reads that run's status), fired by one tick: the listing, per schedule the status read,
+        the claim, the run's start and the settle, then the runs themselves."""
+        last = await self.client.start(bill_one_step, 0)
+        await self.result(last)
+        made = datetime.now(UTC) - timedelta(seconds=90)
+        for i in range(n):
+            state = Schedule(every="1m", args=(i,)).state(f"bill-{i}", "bill.one_step", made, source="api")
+            state = replace(state, last_run_id=last.run_id, last_tick=made)
+            assert await self.local.world.schedules.write(state, expected_version=None)
+
+        async def body() -> None:
+            await (await self.tick_body())()
+            await self.idle()
+            for i in range(n):
+                run_id = (await self.observer.schedules.get(f"bill-{i}")).last_run_id
+                assert run_id is not None and run_id != last.run_id
+                assert await self.result(Run(self.watch, run_id)) == i + 1
+        result = await self.measure("one-step run, by a schedule", "run", n, body)
+        result.note = (f"{n} schedules due in one tick (the tick's own Queries and message are shared by them); "
+                       "the difference to the Client.start line is what the schedule adds per run")
+        return result
+
     async def tick_body(self) -> Callable[[], Awaitable[None]]:
         async def body() -> None:
             sqs = await self.local.world.clients.sqs()
@@ -909,6 +952,8 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("stream", lambda: harness.stream(chunks)),
                 ("tick", harness.tick),
                 ("wake", harness.false_wake),
+                ("started", lambda: harness.started_runs(n)),
+                ("scheduled", lambda: harness.scheduled_runs(n)),
             ]
             for key, workload in plan:
                 if only is None or key in only:
@@ -931,7 +976,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
     parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream,"
-                                       "tick,wake")
+                                       "tick,wake,started,scheduled")
     parser.add_argument("--encrypt", action="store_true",
                         help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)

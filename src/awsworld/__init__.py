@@ -55,6 +55,9 @@ from .authoring.poll import poll_until
 from .authoring.retry import RetryPolicy
 from .client.client import Client, Run
 from .engine.determinism import install as _install_determinism
+from .schedules.declared import schedule
+from .schedules.info import ScheduleInfo, schedule_info
+from .schedules.model import Schedule
 
 _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
 
@@ -87,6 +90,8 @@ __all__ = [
     "Run",
     "RunEndedError",
     "RunStartError",
+    "Schedule",
+    "ScheduleInfo",
     "StepError",
     "StepTimeoutError",
     "ValueTooLargeError",
@@ -104,6 +109,8 @@ __all__ = [
     "patched",
     "poll_until",
     "random",
+    "schedule",
+    "schedule_info",
     "sleep",
     "start_child",
     "step",

@@ -114,3 +114,16 @@ async def test_gsi_writes(harness: Any) -> None:
     written = meter.end()
     per_index = {f"GSI {index.name}": 1 + 2 for index in meter.indexes}
     assert written.wru == {("RUN", "write"): 2, **{(name, "index"): u for name, u in per_index.items()}}
+
+
+async def test_a_scheduled_run_costs_a_started_run_plus_its_claim_and_settle(harness: Any) -> None:
+    """Per scheduled run: two schedule-record writes (1 WRU each: the record stays under 1 KB) and the last run's
+    status read, beside the run itself; the tick's Queries are shared by the schedules it fires."""
+    started = await harness.started_runs(2)
+    scheduled = await harness.scheduled_runs(2)
+    assert sum(units for (kind, _), units in scheduled.bill.wru.items() if kind == "SCHED#") == 4
+    puts = scheduled.bill.requests["dynamodb.PutItem"] - started.bill.requests["dynamodb.PutItem"]
+    assert puts == 4, "a claim and a settle per schedule"
+    reads = scheduled.bill.requests["dynamodb.BatchGetItem"] - started.bill.requests["dynamodb.BatchGetItem"]
+    assert reads == 2, "each schedule reads its last run's status once"
+    assert sum(scheduled.bill.dollars().values()) > sum(started.bill.dollars().values())

@@ -369,7 +369,9 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert description["parentRunId"] is None and description["children"] == []
     runs = json.loads(listed.out)
     assert run_id in [r["runId"] for r in runs]
-    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt"}
+    # "schedule": the schedule that started a run (issue 25), None for one started by `start`.
+    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
+    assert runs[0]["schedule"] is None and description["schedule"] is None
     assert run_id in completed.out
 
 

@@ -27,7 +27,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from awsworld import Client, get_writable, step, workflow
+from awsworld import Client, Schedule, get_writable, step, workflow
 from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
@@ -311,6 +311,19 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     await sqs_test.send_message(QueueUrl=local.world.config.queue_url, MessageBody=TICK_BODY)
     await esm.run_until(done(lost), timeout=60)
 
+    # A schedule with a due tick (made three minutes ago; its arguments over 1 KB, in an item of their own): the
+    # tick's schedules job lists the schedules, reads the arguments, claims the tick and starts its run.
+    every = Schedule(every="1m", args=("s" * (20 * KIB),))
+    made = every.state("trace-schedule", "deploy.quick", datetime.now(UTC) - timedelta(minutes=3), source="api")
+    assert await local.world.schedules.write(made, expected_version=None)
+    await sqs_test.send_message(QueueUrl=local.world.config.queue_url, MessageBody=TICK_BODY)
+
+    async def scheduled() -> bool:
+        last = (await local.world.schedules.get("trace-schedule")).last_run_id
+        return last is not None and await client.get_run(last).status() in TERMINAL_RUN_STATUSES
+
+    await esm.run_until(scheduled, timeout=60)
+
     # Failures the flow function answers: a record that is not ours (dead-lettered at once) and a workflow this
     # deployment lacks (backed off with a shorter visibility).
     await sqs_test.send_message(QueueUrl=local.world.config.queue_url, MessageBody="not an awsworld message")
@@ -387,6 +400,20 @@ async def run_client_workload(local: LocalAWS, client: Client, flow_fn: Function
         await hooked[1].result(timeout=5)
     with pytest.raises(WorkflowRunCancelledError, match="trace"):
         await hooked[2].result(timeout=5)
+
+    # Schedules at run time (arguments over 1 KB: an item of their own): every call of client.schedules.
+    schedules = client.schedules
+    await schedules.create("trace-client", app.quick, Schedule(every="1h", args=("t" * (20 * KIB),)))
+    assert [s.schedule_id for s in await schedules.list()] == ["trace-client", "trace-schedule"]
+    assert (await schedules.describe("trace-client")).upcoming
+    await schedules.pause("trace-client")
+    await schedules.resume("trace-client")
+    triggered = await schedules.trigger("trace-client")
+    now = datetime.now(UTC)
+    await schedules.backfill("trace-client", now - timedelta(hours=2), now - timedelta(minutes=1))
+    await schedules.delete("trace-client")
+    assert triggered.run_id is not None
+    await esm.run_until(done(client.get_run(triggered.run_id)), timeout=60)
 
 
 # ------------------------------------------------------------------------------------------ the check

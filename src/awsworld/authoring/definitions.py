@@ -10,11 +10,13 @@ import functools
 import inspect
 import logging
 import math
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
+from ..schedules.declared import declare_all
+from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
 from .codecs import Codec
 from .durations import Duration, parse_duration, seconds
@@ -180,15 +182,18 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 
 
 @overload
-def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T]) -> _CodecDecorator[T]: ...
+def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
+             schedule: Schedule | Sequence[Schedule] | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
-def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None) -> _Decorator: ...
+def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
+             schedule: Schedule | Sequence[Schedule] | None = None) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
+             schedule: Schedule | Sequence[Schedule] | None = None,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -201,7 +206,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     ``run_created``), so changing it affects new runs only.
 
     ``codec``: how the workflow's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes):
-    ``run.result()`` and a parent awaiting it as a child decode it with the same codec."""
+    ``run.result()`` and a parent awaiting it as a child decode it with the same codec.
+
+    ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
+    deployments that name its module (README, "Schedules")."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -212,6 +220,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         definition = WorkflowDef(_stable_name(f, name), f, kept, codec)
         REGISTRY.add_workflow(definition)
+        declare_all(definition.name, f.__module__, schedule)
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -15,6 +15,7 @@ from .log.events_api import EventsAPI
 from .log.runs_api import RunsAPI
 from .log.watch_api import WatchAPI
 from .queue.sqs_queue import SqsQueue
+from .schedule_store import DynamoSchedules
 from .streams.streams import StreamsAPI
 from .values import ValueStore
 
@@ -39,6 +40,7 @@ class AWSWorld:
         self.steps = StepsAPI(self.clients, reads)
         self.hooks = HooksAPI(self.clients, reads)
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
+        self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

@@ -1,7 +1,7 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
-``fail-hook``, ``cancel``, ``wake``), see them in a browser (``ui``), and check code changes against stored runs
-(``export``, ``replay``).
+``fail-hook``, ``cancel``, ``wake``, ``schedules``), see them in a browser (``ui``), and check code changes
+against stored runs (``export``, ``replay``).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
 the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..deploy import init as deploy_init
-from . import demo, dev, replay, runs, ui, wake
+from . import demo, dev, replay, runs, schedules, ui, wake
 from .errors import OPERATIONAL, USAGE, CliError, describe
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
@@ -25,7 +25,8 @@ __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 # Each group adds its subcommands (``register(sub)``, setting ``handler`` on its parsers); a new group is one
 # line here.
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
-                                                 deploy_init.register, ui.register, wake.register]
+                                                 deploy_init.register, ui.register, wake.register,
+                                                 schedules.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -89,6 +89,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
+    from ..schedules.declared import declared_in
     from ..worker.dispatch import Runtime
     from . import dev_state
 
@@ -101,6 +102,7 @@ async def _serve(args: argparse.Namespace) -> None:
         async with LocalAWS(moto=moto, sqs_s3=args.sqs_s3, initial_world=False) as local:
             config = await local.new_config(state.name if state and state.name else None)
             world = AWSWorld(config)
+            world.schedules.declared = declared_in(args.modules)  # dev's ticks fire these on the real clock
             poller: LocalPoller | None = None
             webhooks: WebhookServer | None = None
             ui_server: Any = ui.build_server(args, world=world) if args.ui else None  # refuses bad flags early

@@ -14,6 +14,7 @@ import inspect
 import sys
 from typing import Any
 
+from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.protocol import World
@@ -174,11 +175,14 @@ def _runs(args: argparse.Namespace) -> int:
             page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
-                             "createdAt": when(r.created_at), "completedAt": when(r.completed_at)}
+                             "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
+                             "schedule": schedule_json(r.execution_context)}
                             for r in page.data])
                 return
             for run in page.data:
-                print(f"{run.run_id}  {run.status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}")
+                started_by = schedule_label(run.execution_context)
+                print(f"{run.run_id}  {run.status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}"
+                      + (f"  {started_by}" if started_by else ""))
             if not page.data:
                 print("no runs", file=sys.stderr)
 
@@ -262,6 +266,7 @@ def _describe(args: argparse.Namespace) -> int:
                 "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
                 **error_part(view.error, view.error_code),
                 "parentRunId": context.get("parentRunId"), "children": children,
+                "schedule": schedule_json(context),
                 "steps": {"total": len(steps), "byStatus": counts,
                           "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
                                     "attempt": s.attempt, "error": error_text(s.error),
@@ -305,6 +310,9 @@ def _print_description(d: dict[str, Any]) -> None:
         print(f"attribute {key} = {value}")
     if d["parentRunId"]:
         print(f"parent    {d['parentRunId']}")
+    if d["schedule"]:
+        shown = d["schedule"]
+        print(f"schedule  {shown['id']}, tick {shown['tick']} ({shown['trigger']})")
     for child in d["children"]:
         print(f"child     {child['runId']}  {child['status']:<10} {child['workflow'] or ''}")
     steps = d["steps"]

@@ -11,7 +11,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..authoring.codecs import Codec, Place
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition, workflow_name
@@ -29,6 +29,9 @@ from ..world.pages import collect_pages
 from ..world.protocol import World
 from ..world.rules.hooks import closed_hook_error
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
+
+if TYPE_CHECKING:
+    from ..schedules.client import ScheduleClient
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -325,6 +328,12 @@ class Client:
         await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
         return run
 
+    @property
+    def schedules(self) -> ScheduleClient:
+        """Schedules at run time: create, list, describe, pause, resume, trigger, backfill, delete."""
+        from ..schedules.client import ScheduleClient  # (it does not import this module: _start is handed over)
+
+        return ScheduleClient(self, _start, bind_arguments)
 
 
 class StartOptions:
@@ -361,8 +370,9 @@ class HookResumed:
 
 
 async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], *, run_id: str | None) -> Run[Any]:
-    """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it."""
+                 kwargs: dict[str, Any], *, run_id: str | None, context: dict[str, Any] | None = None) -> Run[Any]:
+    """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it.
+    ``context``: more of the run's executionContext (a schedule's start says which schedule and tick)."""
     definition = None if isinstance(workflow, str) else workflow_definition(workflow)
     name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
     if client.registry is not None and isinstance(workflow, str):
@@ -378,7 +388,7 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
     run_id = run_id or new_run_id()
     # The workflow's retention rides in the execution context (started by name without a registry: the
     # deployment's default).
-    context = definition.execution_context() if definition is not None else {}
+    context = {**(definition.execution_context() if definition is not None else {}), **(context or {})}
     try:
         payload = serde.dumps({"args": list(args), "kwargs": kwargs})
     except serde.SerializationError as error:

@@ -24,6 +24,7 @@ from ..authoring.definitions import MODULES_ENV
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
 from ..client.client import Client
+from ..schedules.declared import declared_in
 from ..settings import SETTINGS
 from ..worker.dispatch import Runtime
 
@@ -73,6 +74,7 @@ class Container:
         if self.modules is None:
             self.modules = import_modules(SETTINGS.modules)
         world = self._world_factory()
+        world.schedules.declared = declared_in(self.modules)  # what this deployment's ticks create and fire
         self._world = world
         return world
 

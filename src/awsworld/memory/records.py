@@ -125,6 +125,8 @@ class State:
     hook_runs: dict[str, str] = field(default_factory=dict[str, str])  # hook id -> its run (hook ids are global)
     watch: dict[str, WatchEntry] = field(default_factory=dict[str, WatchEntry])
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
+    schedules: dict[str, Any] = field(default_factory=dict[str, Any])
+    """world.schedules' records (schedules/memory_store)."""
 
 
 # ---------------------------------------------------------------- answers

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from ..schedules.memory_store import MemorySchedules
 from ..world import SPEC_VERSION_CURRENT, Capabilities
 from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
@@ -41,6 +42,7 @@ class MemoryWorld:
         self.events = self.storage.events
         self.hooks = self.storage.hooks
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
+        self.schedules = MemorySchedules(self.storage.state, self.clock)  # awsworld's extension too
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self.queue = self.memory_queue.queue
         self.queue_batch = self.memory_queue.queue_batch

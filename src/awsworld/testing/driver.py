@@ -71,7 +71,12 @@ class Driver:
     def next_wake(self) -> datetime | None:
         """When the next message becomes visible or the next watchdog tick is due (None: nothing is
         scheduled)."""
-        times = [t for t in (self.queue.next_visible_at(), self.world.watch.next_due()) if t is not None]
+        times = [t for t in (self.queue.next_visible_at(), self._tick_due()) if t is not None]
+        return min(times, default=None)
+
+    def _tick_due(self) -> datetime | None:
+        """When the tick must next run: the soonest run due (the watchdog) or schedule due (``schedules``)."""
+        times = [t for t in (self.world.watch.next_due(), self.world.schedules.next_due()) if t is not None]
         return min(times, default=None)
 
     @property
@@ -81,7 +86,7 @@ class Driver:
 
     async def _tick_if_due(self) -> bool:
         """Run the tick when the soonest due has come; True when it ran."""
-        due, now = self.world.watch.next_due(), self.clock.now()
+        due, now = self._tick_due(), self.clock.now()
         if due is None or due > now or (self._tick_again_at is not None and now < self._tick_again_at):
             return False
         self._ticks += 1

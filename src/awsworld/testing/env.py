@@ -13,15 +13,18 @@ it moves at wall-clock pace, and jumps to the next due wait or retry whenever so
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Any
 
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client
 from ..memory import MemoryWorld
 from ..memory.clock import VirtualClock
+from ..schedules.declared import declared_for
 from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -30,11 +33,15 @@ from .driver import Driver
 
 class WorkflowTestEnv:
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
-                 registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS) -> None:
+                 registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
+                 schedules: Sequence[Callable[..., Any] | str] = ()) -> None:
         """``registry``: the workflows and steps deliveries may run (default: every one this process has
-        decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds."""
+        decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds. ``schedules``: the
+        workflows whose ``@workflow(schedule=...)`` declarations this environment fires on its clock (a test
+        process imports many modules; nothing fires only because it was imported)."""
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
+        self.world.schedules.declared = declared_for(schedules)
         self.runtime = Runtime(self.world, registry)
         self.driver = Driver(self.world, self.runtime, self.clock, time_skipping=time_skipping, timeout=timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..authoring.durations import parse_duration
+from ..schedules.info import schedule_json
 from ..timeline import error_lines, error_part, timeline_rows
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
@@ -102,7 +103,8 @@ async def runs(request: Request) -> JSONResponse:
     q = request.query_params
     found, cursor = await list_runs(state(request), q, limit=number(q.get("limit"), 50, low=1, high=200))
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
-                                   "createdAt": when(r.created_at), "completedAt": when(r.completed_at)}
+                                   "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
+                                   "schedule": schedule_json(r.execution_context)}
                                   for r in found],
                          "cursor": cursor})
 
@@ -120,6 +122,7 @@ async def run(request: Request) -> JSONResponse:
         "completedAt": when(view.completed_at), "attributes": dict(view.attributes),
         **error_part(view.error, view.error_code),
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
+        "schedule": schedule_json(view.execution_context),
         "children": pic.children, "childStatuses": {c: statuses[c] for c in pic.children if c in statuses},
         "lanes": [{"kind": lane.kind, "name": lane.label, "status": lane.status, "createdAt": when(lane.created),
                    "endedAt": when(lane.ended), "childRunId": lane.child_run_id, "path": lane.path or None,

@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ..schedules.info import schedule_label
 from ..timeline import Row, error_lines
 from ..worker.error_shapes import error_summary
 from ..world.entities import RUN_STATUSES, Run
@@ -119,6 +120,12 @@ def run_link(run_id: str) -> str:
     return f"<a href='/runs/{esc(quote(run_id, safe=''))}'>{esc(run_id)}</a>"
 
 
+def _scheduled(run: Run) -> str:
+    """The schedule that started a run, under its workflow's name in the runs table (nothing if none)."""
+    label = schedule_label(run.execution_context)
+    return "" if label is None else f"<br><span class=muted>{esc(label)}</span>"
+
+
 def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None, status: str | None,
               since: str | None, cursor: str | None) -> str:
     options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
@@ -127,7 +134,7 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
             f"<select name=status>{options}</select> created within <input name=since size=8 placeholder='2h, 7d' "
             f"value='{esc(since or '')}'> <button>filter</button></form>")
     rows = "".join(
-        f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}</td><td>{_status(r.status)}</td>"
+        f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}{_scheduled(r)}</td><td>{_status(r.status)}</td>"
         f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
     if not runs:
         rows = "<tr><td colspan=5 class=muted>no runs</td></tr>"
@@ -274,6 +281,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     if parent:
         facts.append(("parent", _linked(parent, statuses)))
+    if (started_by := schedule_label(run.execution_context)) is not None:
+        facts.append(("started by", esc(started_by)))
     if pic.children:
         unread = sum(1 for c in pic.children if c not in statuses)
         note = f" <span class=muted>(status shown for the first {len(pic.children) - unread})</span>" if unread else ""

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+from ..schedules.job import run_schedules
 from ..world.protocol import World
 from . import watchdog
 
@@ -32,7 +33,7 @@ async def _watchdog(world: World) -> dict[str, Any]:
 
 
 Job = Callable[[Any], Awaitable[dict[str, Any]]]
-JOBS: dict[str, Job] = {"watchdog": _watchdog}
+JOBS: dict[str, Job] = {"watchdog": _watchdog, "schedules": run_schedules}  # schedules: README "Schedules"
 
 
 class TickFailedError(Exception):

@@ -1,0 +1,237 @@
+"""``awsworld schedules ...``: schedules at run time (``client.schedules``), for operators and scripts.
+
+    awsworld schedules create eu-sync shop.sync --every 15m --offset 5m --args '["eu"]'
+    awsworld schedules list
+    awsworld schedules describe eu-sync            # its policies, counters and next fire times
+    awsworld schedules pause eu-sync --note "supplier outage"
+    awsworld schedules resume eu-sync              # the catch-up policy settles the ticks it missed
+    awsworld schedules trigger eu-sync             # a run now, under the overlap policy
+    awsworld schedules backfill eu-sync --start 2026-03-01T00:00Z --end 2026-03-02T00:00Z
+    awsworld schedules delete eu-sync
+
+Schedules declared in code (``@workflow(schedule=...)``) appear here once a tick of the deployment that declares
+them has run; they can be paused, resumed, triggered and backfilled, and deleted only once no deployment
+declares them any more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from datetime import datetime
+from typing import Any
+
+from ..world.rules.schedules import CATCHUPS, OVERLAPS, ScheduleState, tick_text
+from .errors import parse_json, usage
+from .output import print_json, remote
+
+
+def register(sub: Any) -> None:
+    group = sub.add_parser("schedules", help="workflows that start themselves: create, list, describe, pause, "
+                           "resume, trigger, backfill, delete", description=__doc__,
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    commands = group.add_subparsers(dest="schedules_command", required=True, metavar="SUBCOMMAND")
+    read = argparse.ArgumentParser(add_help=False)
+    read.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+
+    create = commands.add_parser("create", parents=[read], help="a schedule of a workflow, by its registered name")
+    create.add_argument("schedule_id", metavar="ID")
+    create.add_argument("workflow", help="the workflow's registered name (its name=)")
+    when = create.add_mutually_exclusive_group(required=True)
+    when.add_argument("--cron", help="5 fields: minute hour day-of-month month day-of-week ('0 2 * * *')")
+    when.add_argument("--every", help="a fixed interval of at least a minute ('15m', '1h')")
+    create.add_argument("--timezone", default="UTC", help="the cron expression's IANA time zone (Europe/Berlin)")
+    create.add_argument("--offset", default="0s", help="with --every: the ticks' offset from the interval ('5m')")
+    create.add_argument("--args", default="[]", help="the runs' positional arguments, as a JSON array")
+    create.add_argument("--kwargs", help="the runs' keyword arguments, as a JSON object")
+    create.add_argument("--overlap", choices=OVERLAPS, default="skip", help="when the last run is still going")
+    create.add_argument("--catchup", choices=CATCHUPS, default="latest", help="after downtime or a pause")
+    create.add_argument("--catchup-window", help="missed ticks older than this do not fire ('6h')")
+    create.set_defaults(handler=_create)
+
+    listing = commands.add_parser("list", parents=[read], help="every schedule, with its next fire time")
+    listing.set_defaults(handler=_list)
+    describe = commands.add_parser("describe", parents=[read], help="a schedule and its next fire times")
+    describe.add_argument("schedule_id", metavar="ID")
+    describe.add_argument("--upcoming", type=int, default=5, help="how many next fire times (default 5)")
+    describe.set_defaults(handler=_describe)
+    pause = commands.add_parser("pause", parents=[read], help="no tick fires until resume")
+    pause.add_argument("schedule_id", metavar="ID")
+    pause.add_argument("--note", help="why (shown by list and describe)")
+    pause.set_defaults(handler=_pause)
+    resume = commands.add_parser("resume", parents=[read], help="fire again (the catch-up policy settles the "
+                                 "ticks missed meanwhile)")
+    resume.add_argument("schedule_id", metavar="ID")
+    resume.set_defaults(handler=_resume)
+    trigger = commands.add_parser("trigger", parents=[read], help="a run now, under the overlap policy")
+    trigger.add_argument("schedule_id", metavar="ID")
+    trigger.add_argument("--overlap", choices=OVERLAPS, help="this time only (default: the schedule's)")
+    trigger.set_defaults(handler=_trigger)
+    backfill = commands.add_parser("backfill", parents=[read], help="a run for every tick in [START, END) that "
+                                   "has none")
+    backfill.add_argument("schedule_id", metavar="ID")
+    backfill.add_argument("--start", required=True, help="ISO 8601 with a time zone (2026-03-01T00:00Z)")
+    backfill.add_argument("--end", required=True, help="ISO 8601 with a time zone, in the past")
+    backfill.set_defaults(handler=_backfill)
+    delete = commands.add_parser("delete", parents=[read], help="remove a schedule (its runs stay)")
+    delete.add_argument("schedule_id", metavar="ID")
+    delete.set_defaults(handler=_delete)
+
+
+def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) -> dict[str, Any]:
+    """A schedule for scripts (stable camelCase keys)."""
+    spec = state.spec
+    document: dict[str, Any] = {
+        "scheduleId": state.schedule_id, "workflow": state.workflow_name, "source": state.source,
+        "module": state.module, "cron": spec.cron, "timezone": spec.timezone, "everySeconds": spec.every,
+        "offsetSeconds": spec.offset if spec.every is not None else None, "overlap": state.overlap,
+        "catchup": state.catchup, "catchupWindowSeconds": state.catchup_window, "paused": state.paused,
+        "note": state.note, "orphaned": state.orphaned, "nextAt": _text(state.next_at),
+        "lastRunId": state.last_run_id, "lastTick": _text(state.last_tick),
+        "buffered": state.buffered.run_id if state.buffered else None,
+        "fired": state.fired, "skipped": state.skipped, "missed": state.missed,
+        "createdAt": _text(state.created_at), "updatedAt": _text(state.updated_at),
+    }
+    if upcoming is not None:
+        document["upcoming"] = [tick_text(t) for t in upcoming]
+    return document
+
+
+def _text(moment: datetime | None) -> str | None:
+    return None if moment is None else tick_text(moment)
+
+
+def _state_word(d: dict[str, Any]) -> str:
+    if d["orphaned"]:
+        return "orphaned"
+    return "paused" if d["paused"] else "active"
+
+
+def _print_line(d: dict[str, Any]) -> None:
+    when = f"cron {d['cron']!r} {d['timezone']}" if d["cron"] else f"every {d['everySeconds']}s"
+    print(f"{d['scheduleId']}  {_state_word(d):<8} {d['workflow']}  {when}  next {d['nextAt'] or '-'}")
+
+
+def _print_schedule(d: dict[str, Any]) -> None:
+    _print_line(d)
+    for key in ("source", "module", "overlap", "catchup", "catchupWindowSeconds", "note", "lastRunId",
+                "lastTick", "buffered"):
+        if d.get(key) is not None:
+            print(f"  {key:<21} {d[key]}")
+    print(f"  {'runs':<21} {d['fired']} fired, {d['skipped']} skipped (overlap), {d['missed']} missed")
+    for moment in d.get("upcoming", []):
+        print(f"  {'fires at':<21} {moment}")
+
+
+def _run(args: argparse.Namespace, work: Any) -> int:
+    async def go() -> Any:
+        async with remote() as client:
+            return await work(client.schedules)
+
+    document = asyncio.run(go())
+    if args.json:
+        print_json({k: v for k, v in document.items() if k != "text"} if isinstance(document, dict) else document)
+    elif isinstance(document, list):
+        for item in document:
+            _print_line(item)
+        if not document:
+            print("no schedules")
+    elif "text" in document:
+        print(document.pop("text"))
+    else:
+        _print_schedule(document)
+    return 0
+
+
+def _create(args: argparse.Namespace) -> int:
+    from ..schedules.model import Schedule
+
+    positional = parse_json(args.args, "--args")
+    keywords = {} if args.kwargs is None else parse_json(args.kwargs, "--kwargs")
+    if not isinstance(positional, list):
+        raise usage("--args takes a JSON array", "e.g. --args '[\"eu\", 3]'")
+    if not isinstance(keywords, dict):
+        raise usage("--kwargs takes a JSON object", "e.g. --kwargs '{\"region\": \"eu\"}'")
+    try:
+        schedule = Schedule(cron=args.cron, every=args.every, offset=args.offset if args.every else 0,
+                            timezone=args.timezone, args=positional, kwargs=keywords, overlap=args.overlap,
+                            catchup=args.catchup, catchup_window=args.catchup_window)
+    except (TypeError, ValueError) as error:
+        raise usage(str(error), "see `awsworld schedules create --help`") from None
+
+    async def work(schedules: Any) -> Any:
+        try:
+            return schedule_json(await schedules.create(args.schedule_id, args.workflow, schedule))
+        except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
+            raise usage(str(error), "--args and --kwargs are the workflow's parameters") from None
+
+    return _run(args, work)
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def work(schedules: Any) -> Any:
+        return [schedule_json(state) for state in await schedules.list()]
+
+    return _run(args, work)
+
+
+def _describe(args: argparse.Namespace) -> int:
+    async def work(schedules: Any) -> Any:
+        described = await schedules.describe(args.schedule_id, upcoming=max(0, args.upcoming))
+        return schedule_json(described.state, described.upcoming)
+
+    return _run(args, work)
+
+
+def _pause(args: argparse.Namespace) -> int:
+    async def work(schedules: Any) -> Any:
+        return schedule_json(await schedules.pause(args.schedule_id, note=args.note))
+
+    return _run(args, work)
+
+
+def _resume(args: argparse.Namespace) -> int:
+    async def work(schedules: Any) -> Any:
+        return schedule_json(await schedules.resume(args.schedule_id))
+
+    return _run(args, work)
+
+
+def _trigger(args: argparse.Namespace) -> int:
+    async def work(schedules: Any) -> Any:
+        done = await schedules.trigger(args.schedule_id, overlap=args.overlap)
+        text = f"started {done.run_id}" if done.run_id else f"{done.outcome} (the overlap policy: the last run " \
+                                                               "is still going)"
+        return {"scheduleId": args.schedule_id, "outcome": done.outcome, "runId": done.run_id, "text": text}
+
+    return _run(args, work)
+
+
+def _backfill(args: argparse.Namespace) -> int:
+    start, end = _moment(args.start, "--start"), _moment(args.end, "--end")
+
+    async def work(schedules: Any) -> Any:
+        run_ids = await schedules.backfill(args.schedule_id, start, end)
+        return {"scheduleId": args.schedule_id, "runIds": run_ids,
+                "text": "\n".join([f"{len(run_ids)} tick(s) in the range (a tick that ran already keeps its run)",
+                                   *run_ids])}
+
+    return _run(args, work)
+
+
+def _delete(args: argparse.Namespace) -> int:
+    async def work(schedules: Any) -> Any:
+        await schedules.delete(args.schedule_id)
+        return {"scheduleId": args.schedule_id, "deleted": True, "text": f"deleted {args.schedule_id}"}
+
+    return _run(args, work)
+
+
+def _moment(text: str, flag: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise usage(f"{flag} {text!r} is not an ISO 8601 time", "e.g. 2026-03-01T00:00Z") from None
+    if moment.tzinfo is None:
+        raise usage(f"{flag} {text!r} has no time zone", "add Z or an offset: 2026-03-01T00:00+01:00")
+    return moment

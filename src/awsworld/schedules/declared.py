@@ -1,0 +1,99 @@
+"""Schedules declared in code: ``@workflow(schedule=Schedule(...))`` and ``awsworld.schedule(workflow, ...)``.
+
+Declaring records the schedule in this process (``DECLARED``); nothing is written anywhere. A deployment's
+ticks bring the store in line with the declarations its host names (``store.declared``): the Lambda flow
+function those of the modules ``AWSWORLD_MODULES`` names, ``awsworld dev MODULE...`` those of its modules, a
+``WorkflowTestEnv(schedules=[...])`` those of the workflows it is given. A test process imports many modules,
+so nothing is fired only because it was imported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+from ..world.rules.schedules import ScheduleState, check_schedule_id
+from .model import Schedule, declaration_hash
+
+
+@dataclass(frozen=True)
+class Declaration:
+    schedule_id: str
+    workflow_name: str
+    module: str
+    schedule: Schedule
+
+    @cached_property
+    def spec_hash(self) -> str:
+        """The hash a record of this declaration holds (``ScheduleState.spec_hash``)."""
+        s = self.schedule
+        return declaration_hash(self.workflow_name, s.spec(), s.input_text(), s.overlap, s.catchup,
+                                s.window_seconds())
+
+    def state(self, now: datetime) -> ScheduleState:
+        """The record a first sync of this declaration stores."""
+        return self.schedule.state(self.schedule_id, self.workflow_name, now, source="code", module=self.module)
+
+
+DECLARED: dict[str, Declaration] = {}
+"""Every schedule declared in this process, by schedule id."""
+
+
+def declare(workflow_name: str, module: str, schedule: Schedule) -> Declaration:
+    """Record ``schedule`` for the workflow ``workflow_name`` (declared in ``module``). Declaring the same thing
+    again (a module imported twice) is a no-op; a different schedule under a taken id is a ``ValueError``."""
+    if not isinstance(schedule, Schedule):
+        raise TypeError(f"schedule= takes a Schedule(...) or a list of them, got {type(schedule).__name__}")
+    schedule_id = schedule.id or workflow_name
+    try:
+        check_schedule_id(schedule_id)
+    except ValueError:
+        raise ValueError(f"the workflow name {workflow_name!r} cannot name its schedule (1-120 characters of "
+                         "letters, digits and _.:=+-): pass Schedule(id=...)") from None
+    declaration = Declaration(schedule_id, workflow_name, module, schedule)
+    existing = DECLARED.get(schedule_id)
+    if existing is not None and (existing.workflow_name, existing.schedule) != (workflow_name, schedule):
+        raise ValueError(f"two schedules are declared with the id {schedule_id!r} (on {existing.workflow_name} "
+                         f"and {workflow_name}): give each its own Schedule(id=...)")
+    DECLARED[schedule_id] = declaration
+    return declaration
+
+
+def declare_all(workflow_name: str, module: str, schedules: Schedule | Sequence[Schedule] | None) -> None:
+    """``@workflow(schedule=...)``: one ``Schedule``, several, or none."""
+    if schedules is None:
+        return
+    for item in (schedules,) if isinstance(schedules, Schedule) else tuple(schedules):
+        declare(workflow_name, module, item)
+
+
+def schedule(workflow: Callable[..., Any], *schedules: Schedule) -> None:
+    """Declare schedules on a ``@workflow`` apart from its definition (same as ``@workflow(schedule=...)``)."""
+    definition = _definition(workflow)
+    for item in schedules:
+        declare(definition.name, definition.fn.__module__, item)
+
+
+def declared_in(modules: Iterable[str]) -> tuple[Declaration, ...]:
+    """The declarations made by ``modules`` or their submodules (a deployment's ``AWSWORLD_MODULES``)."""
+    names = list(modules)
+    return tuple(d for d in DECLARED.values()
+                 if any(d.module == name or d.module.startswith(f"{name}.") for name in names))
+
+
+def declared_for(workflows: Sequence[Callable[..., Any] | str]) -> tuple[Declaration, ...]:
+    """The declarations on these workflows (functions or registered names)."""
+    names = {w if isinstance(w, str) else _definition(w).name for w in workflows}
+    return tuple(d for d in DECLARED.values() if d.workflow_name in names)
+
+
+def _definition(workflow: Callable[..., Any]) -> Any:
+    """The ``WorkflowDef`` a ``@workflow`` carries (read by attribute: the registry's decorator imports this
+    module, so this one does not import it back)."""
+    definition = getattr(workflow, "__awsworld_workflow__", None)
+    if definition is None:
+        raise TypeError(f"{workflow!r} is not a @workflow")
+    return definition

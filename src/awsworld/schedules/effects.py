@@ -1,0 +1,115 @@
+"""Carrying out a schedule's decisions: write the decision, then do what it recorded, then settle it.
+
+The tick job and the ``ScheduleClient`` both decide through ``decide_and_apply``: read the record, carry out any
+``pending`` effects a writer before left undone, decide (a ``world.rules.schedules`` function), write the
+decision conditioned on the version read, and only once it won, start and cancel runs, then clear ``pending``.
+A lost write reads the record again and decides afresh; a crash after the write leaves ``pending`` for the next
+reader. Starting a run needs the Client's start (``runtime.client._start``), handed over by the caller: the
+Client's ``schedules`` property builds a ``ScheduleClient``, so this package does not import the Client back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+from ..authoring.definitions import REGISTRY
+from ..engine import serde
+from ..world.clock import clock_of
+from ..world.errors import RunGoneError, RunNotFoundError
+from ..world.rules.schedules import Action, Claim, ScheduleState, settle, tick_text
+from .info import CONTEXT_KEY
+from .store import ScheduleStore
+
+log = logging.getLogger("awsworld.schedules")
+
+MAX_ATTEMPTS = 8
+"""Decisions tried per call before giving up (each lost write means another writer moved the record)."""
+
+
+class StartRun(Protocol):
+    """``runtime.client._start``: record a run of ``workflow`` with these arguments under ``run_id`` (idempotent)
+    and queue the message that runs it."""
+
+    def __call__(self, client: Any, workflow: str, args: tuple[Any, ...], kwargs: dict[str, Any], /, *,
+                 run_id: str | None, context: dict[str, Any] | None = None) -> Awaitable[Any]: ...
+
+
+class ScheduleBusyError(RuntimeError):
+    """Other writers moved the schedule ``MAX_ATTEMPTS`` times in a row under this decision: try again."""
+
+
+Decide = Callable[[ScheduleState, str | None], Claim | None]
+"""A decision on a record, given the status of its last run (None: it has none)."""
+
+
+def run_context(state: ScheduleState, action: Action) -> dict[str, Any]:
+    """What a scheduled run's executionContext holds: its schedule, its nominal tick, what fired it, and its
+    workflow's retention when this process knows the workflow (as ``Client.start`` adds it)."""
+    assert action.tick is not None
+    definition = REGISTRY.workflows.get(state.workflow_name)
+    retention = definition.execution_context() if definition is not None else {}
+    return {**retention, CONTEXT_KEY: {"id": state.schedule_id, "tick": tick_text(action.tick),
+                                       "trigger": action.trigger}}
+
+
+async def perform(world: Any, store: ScheduleStore, state: ScheduleState, actions: Sequence[Action], *,
+                  client: Any, start: StartRun) -> None:
+    """Carry out ``actions`` in order. Each is idempotent: a start names its run (a second start of it returns
+    the first run), a cancel of a run that has ended or does not exist changes nothing."""
+    text: str | None = None
+    for action in actions:
+        if action.kind == "cancel":
+            with contextlib.suppress(RunGoneError, RunNotFoundError):
+                await client.cancel(action.run_id, reason=f"schedule {state.schedule_id}: a newer run replaces it "
+                                                          "(overlap cancel_previous)")
+            continue
+        if text is None:
+            text = await store.input(state)
+        payload = serde.from_json_text(text)
+        await start(client, state.workflow_name, tuple(payload["args"]), dict(payload["kwargs"]),
+                    run_id=action.run_id, context=run_context(state, action))
+
+
+async def last_status(world: Any, state: ScheduleState) -> str | None:
+    """The status of the schedule's last run (None: it has none, or it is not recorded)."""
+    if state.last_run_id is None:
+        return None
+    try:
+        return str((await world.runs.get(state.last_run_id, resolve_data="none")).status)
+    except RunNotFoundError:
+        return None
+
+
+async def carry_out(world: Any, store: ScheduleStore, state: ScheduleState, *, client: Any,
+                    start: StartRun) -> ScheduleState:
+    """Do ``state.pending`` and clear it; the record as it stands after (another writer's, if one moved it)."""
+    if not state.pending:
+        return state
+    await perform(world, store, state, state.pending, client=client, start=start)
+    settled = settle(state, clock_of(world).now())
+    if await store.write(settled, expected_version=state.version):
+        return settled
+    return await store.get(state.schedule_id)  # moved on: its writer saw the pending effects and did them too
+
+
+async def decide_and_apply(world: Any, store: ScheduleStore, state: ScheduleState, decide: Decide, *,
+                           client: Any, start: StartRun,
+                           needs_status: Callable[[ScheduleState], bool] | None = None
+                           ) -> tuple[ScheduleState, Claim | None]:
+    """Decide on ``state`` (refreshed whenever a write is lost) and carry the decision out; the record as it
+    stands after, and the decision (None: nothing to do). ``needs_status``: whether the decision reads the last
+    run's status (default: always, when there is a last run)."""
+    for _ in range(MAX_ATTEMPTS):
+        while state.pending:
+            state = await carry_out(world, store, state, client=client, start=start)
+        wanted = needs_status is None or needs_status(state)
+        decision = decide(state, await last_status(world, state) if wanted else None)
+        if decision is None:
+            return state, None
+        if await store.write(decision.state, expected_version=state.version):
+            return await carry_out(world, store, decision.state, client=client, start=start), decision
+        state = await store.get(state.schedule_id)
+    raise ScheduleBusyError(f"schedule {state.schedule_id!r} kept moving under this change: try again")

@@ -1,0 +1,59 @@
+"""``awsworld.schedule_info()``: inside a run a schedule started, which schedule and which tick.
+
+The run's ``run_created`` holds it (``executionContext.schedule``, written by ``effects.run_context``), and the
+run's log starts with that event, so reading it costs nothing and replays the same every time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ..authoring.scope import require_execution
+from ..world.rules.schedules import Trigger, parse_tick, tick_text
+
+CONTEXT_KEY = "schedule"
+"""Where a scheduled run's ``run_created`` executionContext says which schedule and tick started it."""
+
+
+@dataclass(frozen=True)
+class ScheduleInfo:
+    """``schedule_id`` started this run for its nominal ``tick`` (UTC; for a manual trigger, when it was
+    triggered); ``trigger``: ``tick``, ``manual`` or ``backfill``."""
+
+    schedule_id: str
+    tick: datetime
+    trigger: Trigger
+
+
+def schedule_of(context: dict[str, Any] | None) -> ScheduleInfo | None:
+    """The schedule an executionContext names (None: the run was not started by a schedule)."""
+    raw = (context or {}).get(CONTEXT_KEY)
+    if not isinstance(raw, dict):
+        return None
+    return ScheduleInfo(str(raw.get("id")), parse_tick(str(raw.get("tick"))), raw.get("trigger", "tick"))
+
+
+def schedule_info() -> ScheduleInfo | None:
+    """Inside a workflow: the schedule and tick that started this run, or None (started otherwise)."""
+    execution = require_execution("awsworld.schedule_info()")
+    created = execution.log[0].event_data if execution.log else None
+    return schedule_of((created or {}).get("executionContext"))
+
+
+def schedule_json(context: dict[str, Any] | None) -> dict[str, str] | None:
+    """What ``awsworld runs``, ``describe`` and the UI show of the schedule that started a run (None: none)."""
+    info = schedule_of(context)
+    if info is None:
+        return None
+    return {"id": info.schedule_id, "tick": tick_text(info.tick), "trigger": info.trigger}
+
+
+def schedule_label(context: dict[str, Any] | None) -> str | None:
+    """``schedule nightly 2026-03-01T01:00:00.000Z`` (``(manual)``/``(backfill)`` when not its own tick)."""
+    shown = schedule_json(context)
+    if shown is None:
+        return None
+    how = "" if shown["trigger"] == "tick" else f" ({shown['trigger']})"
+    return f"schedule {shown['id']} {shown['tick']}{how}"

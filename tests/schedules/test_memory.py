@@ -1,0 +1,331 @@
+"""Schedules on the in-memory World, fired by ``WorkflowTestEnv``'s virtual clock through the real tick
+(``runtime.tick``'s ``schedules`` job) and run through the real delivery path."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from awsworld import Schedule
+from awsworld.authoring.definitions import workflow_name
+from awsworld.client.client import Client
+from awsworld.memory import MemoryWorld
+from awsworld.memory.clock import VirtualClock
+from awsworld.schedules.job import run_schedules
+from awsworld.testing import WorkflowTestEnv
+from awsworld.worker.tick import run_tick
+from awsworld.world.errors import InvalidInputError
+from awsworld.world.rules.schedules import (
+    Overlap,
+    ScheduleDeclaredInCodeError,
+    ScheduleExistsError,
+    ScheduleNotFoundError,
+    ScheduleState,
+    claim,
+    schedule_run_id,
+)
+
+from . import app
+from .helpers import hhmm, scheduled_runs
+
+START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)  # a Monday, on an hour boundary
+NIGHTLY = workflow_name(app.nightly)  # its schedule id too (the default)
+
+
+async def test_a_daily_schedule_declared_in_code_fires_once_a_night_for_30_simulated_days() -> None:
+    async with WorkflowTestEnv(start_time=START + timedelta(hours=12), schedules=[app.nightly]) as env:
+        await env.sleep("30d")
+        await env.idle()
+        runs = await scheduled_runs(env.world, NIGHTLY)
+        # 02:00 in Berlin: 01:00Z in winter time, 00:00Z from March 29 (summer time).
+        assert len(runs) == 30
+        assert hhmm(runs)[:2] == ["03-03 01:00Z", "03-04 01:00Z"] and hhmm(runs)[-1] == "04-01 00:00Z"
+        # March 29: 02:00 does not exist (02:00 CET -> 03:00 CEST): that night's run is at 03:00 CEST, once.
+        assert hhmm(runs)[24:28] == ["03-27 01:00Z", "03-28 01:00Z", "03-29 01:00Z", "03-30 00:00Z"]
+        assert all(r.status == "completed" and r.trigger == "tick" for r in runs)
+        first = await env.client.get_run(runs[0].run_id).result()
+        assert first == {"label": "nightly", "tick": "2026-03-03T01:00:00+00:00", "trigger": "tick", "id": NIGHTLY}
+        assert runs[0].run_id == schedule_run_id(NIGHTLY, runs[0].tick), "the run id is the schedule's and tick's"
+        state = await env.client.schedules.get(NIGHTLY)
+        assert (state.source, state.fired, state.skipped, state.missed) == ("code", 30, 0, 0)
+
+
+async def test_a_schedule_not_named_by_the_env_does_not_fire() -> None:
+    async with WorkflowTestEnv(start_time=START) as env:
+        await env.sleep("2d")
+        assert await scheduled_runs(env.world) == []
+        assert await env.client.schedules.list() == []
+
+
+async def test_duplicate_ticks_and_two_schedulers_on_one_storage_start_one_run_per_tick() -> None:
+    clock = VirtualClock(START)
+    clock_world = MemoryWorld(clock=clock)
+    other = MemoryWorld(storage=clock_world.storage)  # a second process on the same table
+    client = Client(clock_world)
+    await client.schedules.create("every-15", app.echo, Schedule(every="15m", args=("x",)))
+    clock.advance(timedelta(minutes=15))
+    reports = await asyncio.gather(run_tick(clock_world), run_tick(other), run_tick(clock_world),
+                                   run_schedules(other))
+    started = [r["schedules"]["started"] for r in reports[:3]] + [reports[3]["started"]]
+    assert sum(started) == 1, started
+    runs = await scheduled_runs(clock_world, "every-15")
+    assert [(r.tick, r.trigger) for r in runs] == [(START + timedelta(minutes=15), "tick")]
+    # Ticks again at the same moment (a redelivered tick message) find the cursor moved.
+    assert (await run_schedules(clock_world))["started"] == 0
+    assert (await run_schedules(other))["evaluated"] == 0
+    state = await client.schedules.get("every-15")
+    assert (state.fired, state.pending, state.version) == (1, (), 2)  # created (0), claimed, settled
+
+
+async def test_a_claim_whose_writer_died_before_starting_is_carried_out_by_the_next_tick_once() -> None:
+    clock = VirtualClock(START)
+    world = MemoryWorld(clock=clock)
+    client = Client(world)
+    state = await client.schedules.create("crashy", app.echo, Schedule(every="1h", args=(1,)))
+    clock.advance(timedelta(hours=1))
+    from awsworld.schedules import timing
+
+    now = world.clock.now()
+    decision = claim(state, now, timing.due(state.spec, state.cursor, now, "latest"), None,
+                     lambda moment: timing.next_after(state.spec, moment))
+    assert decision is not None and len(decision.state.pending) == 1
+    assert await world.schedules.write(decision.state, expected_version=state.version)  # then the writer died
+    assert await scheduled_runs(world) == [], "nothing started yet"
+    report = await run_schedules(world)
+    assert report["started"] == 0, "the next tick carried out the recorded start; it decided nothing new"
+    runs = await scheduled_runs(world, "crashy")
+    assert [r.run_id for r in runs] == [decision.state.pending[0].run_id]
+    assert (await client.schedules.get("crashy")).pending == ()
+
+
+async def _overlap_runs(overlap: Overlap, hours: float = 4.5) -> tuple[list[tuple[str, str]], ScheduleState]:
+    """An hourly schedule of a 90-minute workflow, over ``hours``: (tick, final status) of each run, and
+    the schedule's record."""
+    async with WorkflowTestEnv(start_time=START) as env:
+        await env.client.schedules.create("slow", app.slow, Schedule(every="1h", args=(90,), overlap=overlap))
+        await env.sleep(timedelta(hours=hours))
+        await env.client.schedules.pause("slow")  # no more ticks: let the runs end
+        await env.sleep("3h")
+        runs = await scheduled_runs(env.world, "slow")
+        state = await env.client.schedules.get("slow")
+        return [(r.tick.strftime("%H:%M"), r.status) for r in runs], state
+
+
+async def test_overlap_skip_drops_a_tick_while_the_last_run_is_going() -> None:
+    runs, state = await _overlap_runs("skip")
+    assert runs == [("01:00", "completed"), ("03:00", "completed")]  # 02:00 and 04:00 were skipped
+    assert (state.fired, state.skipped) == (2, 2)
+
+
+async def test_overlap_buffer_one_starts_one_waiting_tick_when_the_last_run_ends() -> None:
+    async with WorkflowTestEnv(start_time=START) as env:
+        await env.client.schedules.create("slow", app.slow, Schedule(every="1h", args=(90,), overlap="buffer_one"))
+        await env.sleep(timedelta(hours=2, minutes=10))
+        state = await env.client.schedules.get("slow")
+        assert state.buffered is not None and state.buffered.tick == START + timedelta(hours=2)
+        await env.sleep(timedelta(hours=2, minutes=20))  # to 04:30
+        runs = await scheduled_runs(env.world, "slow")
+        # 01:00 runs to 02:30; 02:00 waits and starts then (to ~04:01); 03:00 waits; 04:00 finds the buffer full.
+        created = {r.tick.strftime("%H:%M"): (await env.world.runs.get(r.run_id)).created_at for r in runs}
+        assert sorted(created) == ["01:00", "02:00", "03:00"]
+        # A buffered start goes at the first tick (a minute apart) after the run before it ended.
+        ended = START + timedelta(hours=2, minutes=30)
+        assert ended <= created["02:00"] <= ended + timedelta(minutes=1, seconds=5)
+        ended = created["02:00"] + timedelta(minutes=90)
+        assert ended <= created["03:00"] <= ended + timedelta(minutes=1, seconds=5)
+        state = await env.client.schedules.get("slow")
+        assert (state.fired, state.skipped, state.buffered) == (3, 1, None)
+
+
+async def test_overlap_allow_all_starts_every_tick() -> None:
+    runs, state = await _overlap_runs("allow_all")
+    assert runs == [("01:00", "completed"), ("02:00", "completed"), ("03:00", "completed"), ("04:00", "completed")]
+    assert (state.fired, state.skipped) == (4, 0)
+
+
+async def test_overlap_cancel_previous_cancels_the_running_one() -> None:
+    runs, state = await _overlap_runs("cancel_previous")
+    assert runs == [("01:00", "cancelled"), ("02:00", "cancelled"), ("03:00", "cancelled"), ("04:00", "completed")]
+    assert state.fired == 4
+
+
+async def test_catchup_after_a_pause_fires_the_most_recent_missed_tick_only_by_default() -> None:
+    async with WorkflowTestEnv(start_time=START) as env:
+        schedules = env.client.schedules
+        await schedules.create("daily", app.echo, Schedule(cron="0 3 * * *", args=("d",)))
+        await env.sleep("1d")  # 03:00 on day 1 runs
+        paused = await schedules.pause("daily", note="supplier outage")
+        assert paused.paused and paused.note == "supplier outage" and paused.next_at is None
+        assert (await schedules.describe("daily")).upcoming == []
+        await env.sleep("5d")  # five nights pass paused
+        assert len(await scheduled_runs(env.world, "daily")) == 1
+        await schedules.resume("daily")
+        await env.sleep("1m")
+        runs = await scheduled_runs(env.world, "daily")
+        assert hhmm(runs) == ["03-02 03:00Z", "03-07 03:00Z"], "the most recent missed night, once"
+        state = await schedules.get("daily")
+        assert (state.fired, state.missed) == (2, 4)
+        assert (await schedules.describe("daily")).upcoming[0] == datetime(2026, 3, 8, 3, tzinfo=UTC)
+
+
+async def test_catchup_all_fires_each_missed_tick_in_order_and_a_window_drops_old_ones() -> None:
+    async with WorkflowTestEnv(start_time=START) as env:
+        schedules = env.client.schedules
+        await schedules.create("all", app.echo, Schedule(cron="0 3 * * *", args=(1,), catchup="all",
+                                                          overlap="allow_all"))
+        await schedules.create("window", app.echo, Schedule(cron="0 3 * * *", args=(2,), catchup="all",
+                                                             overlap="allow_all", catchup_window="36h"))
+        await schedules.pause("all")
+        await schedules.pause("window")
+        await env.sleep(timedelta(days=4, hours=12))  # to March 6, 12:00: nights 2..6 pass
+        await schedules.resume("all")
+        await schedules.resume("window")
+        await env.sleep("1m")
+        assert hhmm(await scheduled_runs(env.world, "all")) == [f"03-0{d} 03:00Z" for d in range(2, 7)]
+        assert hhmm(await scheduled_runs(env.world, "window")) == ["03-05 03:00Z", "03-06 03:00Z"]
+        assert (await schedules.get("window")).missed == 3
+
+
+async def test_daylight_saving_in_berlin_a_skipped_hour_fires_once_and_a_repeated_hour_once() -> None:
+    spring = datetime(2026, 3, 28, 12, tzinfo=UTC)
+    async with WorkflowTestEnv(start_time=spring, schedules=[app.dst]) as env:
+        await env.sleep("1d")  # over the night of March 29 (02:00 CET -> 03:00 CEST)
+        fixed = hhmm(await scheduled_runs(env.world, "spring"))
+        hourly = await scheduled_runs(env.world, "hourly-berlin")
+    assert fixed == ["03-29 01:00Z"], "02:30 does not exist that night: it fires once, at 03:00 CEST"
+    assert len(hourly) == 24, "an hourly job keeps its pace by the real clock: 24 runs in 24 hours"
+    assert all((b.tick - a.tick) == timedelta(hours=1) for a, b in itertools.pairwise(hourly))
+    autumn = datetime(2026, 10, 24, 12, tzinfo=UTC)
+    async with WorkflowTestEnv(start_time=autumn, schedules=[app.dst]) as env:
+        await env.sleep("1d")  # over the night of October 25 (03:00 CEST -> 02:00 CET)
+        fixed = hhmm(await scheduled_runs(env.world, "spring"))
+        hourly = await scheduled_runs(env.world, "hourly-berlin")
+    assert fixed == ["10-25 00:30Z"], "02:30 happens twice that night: it fires once, at its first pass"
+    assert "10-25 00:15Z" in hhmm(hourly) and "10-25 01:15Z" in hhmm(hourly), "02:15 CEST and 02:15 CET"
+    assert len(hourly) == 24
+
+
+async def test_trigger_backfill_and_describe_through_the_client() -> None:
+    async with WorkflowTestEnv(start_time=START) as env:
+        schedules = env.client.schedules
+        await schedules.create("q", app.echo, Schedule(every="6h", args=("q",)))
+        await env.sleep("13h")  # 06:00 and 12:00 run
+        done = await schedules.trigger("q")
+        assert done.outcome == "started" and done.run_id is not None
+        assert (await env.client.get_run(done.run_id).result())["value"] == "q"
+        ids = await schedules.backfill("q", START - timedelta(days=1), START + timedelta(hours=12, minutes=1))
+        # Yesterday's four ticks, today's 00:00, and the 06:00 and 12:00 that already ran (their ids: no new run).
+        assert len(ids) == 7 and ids[-2:] == [schedules.run_id("q", START + timedelta(hours=h)) for h in (6, 12)]
+        await env.idle()
+        runs = await scheduled_runs(env.world, "q")
+        by_trigger = sorted(r.trigger for r in runs)
+        assert by_trigger == ["backfill"] * 5 + ["manual"] + ["tick"] * 2
+        described = await schedules.describe("q", upcoming=3)
+        assert described.upcoming == [START + timedelta(hours=h) for h in (18, 24, 30)]
+        with pytest.raises(InvalidInputError):
+            await schedules.backfill("q", START, START + timedelta(days=2))  # the future
+        with pytest.raises(ScheduleExistsError):
+            await schedules.create("q", app.echo, Schedule(every="1h", args=("other",)))
+        assert (await schedules.get("q")).spec.every == 6 * 3600, "the refused create changed nothing"
+        await schedules.delete("q")
+        with pytest.raises(ScheduleNotFoundError):
+            await schedules.get("q")
+
+
+async def test_a_schedule_declared_in_code_cannot_be_deleted_and_changing_it_keeps_its_state() -> None:
+    async with WorkflowTestEnv(start_time=START, schedules=[app.nightly]) as env:
+        await env.sleep("2d")
+        with pytest.raises(ScheduleDeclaredInCodeError):
+            await env.client.schedules.delete(NIGHTLY)
+        await env.client.schedules.pause(NIGHTLY)
+        # The deployment stops declaring it: the next tick marks it orphaned, and then it may be deleted.
+        env.world.schedules.declared = ()
+        await env.sleep("1m")
+        state = await env.client.schedules.get(NIGHTLY)
+        assert state.orphaned and state.paused and state.fired == 2
+        await env.client.schedules.delete(NIGHTLY)
+
+
+def test_bad_declarations_fail_where_they_are_written() -> None:
+    with pytest.raises(ValueError, match="not valid"):
+        Schedule(cron="61 * * * *")
+    with pytest.raises(ValueError, match="5 fields"):
+        Schedule(cron="0 0 2 * * *")
+    with pytest.raises(ValueError, match="IANA"):
+        Schedule(cron="0 2 * * *", timezone="Mars/Olympus")
+    with pytest.raises(ValueError, match="at least 60"):
+        Schedule(every="30s")
+    with pytest.raises(ValueError, match="exactly one"):
+        Schedule()
+    with pytest.raises(TypeError, match="serialized"):
+        Schedule(every="1h", args=(object(),))
+    with pytest.raises(InvalidInputError, match="at most"):
+        Schedule(every="1h", args=("x" * 300_000,))
+
+
+async def test_arguments_that_do_not_fit_the_workflow_are_refused_at_create() -> None:
+    async with WorkflowTestEnv(start_time=START) as env:
+        with pytest.raises(TypeError, match="echo"):
+            await env.client.schedules.create("bad", app.echo, Schedule(every="1h", args=(1, 2)))
+        assert await env.client.schedules.list() == []
+
+
+async def test_large_arguments_round_trip_into_every_run() -> None:
+    big = "z" * 20_000  # above the inline value limit (16 KB)
+    async with WorkflowTestEnv(start_time=START) as env:
+        await env.client.schedules.create("big", app.echo, Schedule(every="1h", args=(big,)))
+        await env.sleep("2h")
+        runs = await scheduled_runs(env.world, "big")
+        assert len(runs) == 2
+        for run in runs:
+            assert (await env.client.get_run(run.run_id).result())["value"] == big
+
+
+def test_a_stale_record_loses_its_write() -> None:
+    world = MemoryWorld()
+    client = Client(world)
+
+    async def go() -> None:
+        state = await client.schedules.create("v", app.echo, Schedule(every="1h", args=(0,)))
+        assert await world.schedules.write(replace(state, version=1, note="a"), expected_version=0)
+        assert not await world.schedules.write(replace(state, version=1, note="b"), expected_version=0)
+        assert (await world.schedules.get("v")).note == "a"
+
+    asyncio.run(go())
+
+
+async def test_on_lambda_a_declaration_defers_its_cron_check_to_the_tick_which_skips_a_bad_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from awsworld.schedules.declared import Declaration
+
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "awsworld-flow")
+    bad = Schedule(cron="61 * * * *")  # not refused here: CronSim is not imported by a cold start
+    good = Schedule(id="fine", cron="*/5 * * * *", timezone="Europe/Berlin")
+    world = MemoryWorld(clock=VirtualClock(START))
+    world.schedules.declared = (Declaration("bad", workflow_name(app.dst), app.__name__, bad),
+                                Declaration("fine", workflow_name(app.dst), app.__name__, good))
+    report = await run_schedules(world)
+    assert (report["invalid"], report["synced"], report["failed"]) == (1, 1, 0), report
+    assert [s.schedule_id for s in await world.schedules.list()] == ["fine"]
+    assert "cronsim" in sys.modules  # the tick evaluated the good one
+
+
+async def test_awsworld_schedule_declares_beside_the_workflow_and_ids_are_unique() -> None:
+    from awsworld import schedule
+    from awsworld.schedules.declared import DECLARED
+
+    assert DECLARED["tagged-6h"].workflow_name == workflow_name(app.tagged)
+    schedule(app.tagged, Schedule(id="tagged-6h", every="6h", offset="1h", args=("declared apart",)))  # again: no-op
+    with pytest.raises(ValueError, match="two schedules"):
+        schedule(app.echo, Schedule(id="tagged-6h", every="1h", args=(1,)))
+    with pytest.raises(TypeError, match="not a @workflow"):
+        schedule(print, Schedule(every="1h"))
+    async with WorkflowTestEnv(start_time=START, schedules=[app.tagged]) as env:
+        await env.sleep("1d")
+        assert hhmm(await scheduled_runs(env.world, "tagged-6h")) == [f"03-02 {h:02d}:00Z" for h in (1, 7, 13, 19)]
