@@ -283,7 +283,12 @@ async def test_on_local_aws_a_hook_times_out_and_another_is_failed(local: LocalA
     timing_out = await client.start(approval, token, 1.5 / 3600)  # 1.5 s
     assert await timing_out.result(timeout=30) == {"timed_out": token}
     events = await timing_out.events()
-    assert _at(events, "wait_completed") - _at(events, "hook_created") >= timedelta(seconds=1.5)
+    # The timeout counts from the moment the workflow made the hook (its replayed clock, which the hook_created
+    # write may commit a little after): the due it recorded is 1.5 s after the run began, and it never fires early.
+    (wait,) = [e for e in events if e.event_type == "wait_created"]
+    due = datetime.fromisoformat(wait.event_data["resumeAt"])
+    assert due - _at(events, "run_created") >= timedelta(seconds=1.5)
+    assert _at(events, "wait_completed") >= due
 
     token = _token()
     failing = await client.start(awaits_a_verdict, token)

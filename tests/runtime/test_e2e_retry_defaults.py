@@ -53,7 +53,9 @@ async def test_a_bare_step_gets_six_attempts_with_full_jitter_backoff(e2e: E2E) 
     events = await run.events()
     gaps = retry_gaps(events, "step_1")
     expected = predicted(run.run_id, "step_1", 6)
-    assert gaps == pytest.approx(expected, abs=0.01), "each delay is the attempt's seeded draw under its base"
+    # retryAfter is the failure's moment plus the draw; the event's own time is its commit, a little later.
+    late = [want - gap for gap, want in zip(gaps, expected, strict=True)]
+    assert all(0 <= d < 0.5 for d in late), f"each delay is the attempt's seeded draw under its base: {late}"
     assert all(0 <= gap <= base for gap, base in zip(gaps, [5, 10, 20, 40, 60], strict=True)), gaps
     assert len({round(g, 3) for g in gaps}) == 5, f"jittered, not a fixed ladder: {gaps}"
     assert all(gap >= 0 for gap in restart_gaps(events, "step_1")), "no attempt started before its time"
