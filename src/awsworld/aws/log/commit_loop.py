@@ -32,7 +32,7 @@ from ..resources import TTL_ATTRIBUTE
 from .blocks import build_blocks
 from .cancellations import CancellationDecoding, refuse
 from .group_commit import Committed, Member, Unit
-from .hook_plans import RESUME_MARKER_ROLE, hook_conflict_plan
+from .hook_plans import RESUME_MARKER_ROLE
 from .plan import Plan, State, fill_slots, run_update_op
 from .transitions import (
     NEEDS_ENTITY,
@@ -293,14 +293,11 @@ class CommitLoop(CancellationDecoding):
 
     def _plan(self, run_id: str, unit: Unit, att: Attempt, now: str, in_head: bool = False) -> Plan:
         state = State(run_id, now, unit.stored, run=att.run, entity=unit.entity, hooks=att.hooks or [],
-                      token_not_owned=unit.token_owner is not None,
+                      token_holder=unit.token_owner,
                       deployment_id=self.clients.config.deployment_id, in_head=in_head,
                       retention=self.clients.retention.default_seconds, max_run=self.clients.retention.max_run_seconds)
         if len(unit.reqs) == 2:
             return plan_born_running(unit.reqs[0], unit.reqs[1], state)
-        if unit.req.event_type == "hook_created" and unit.token_owner is not None:
-            plan_event(unit.req, state)  # the same input checks as the hook itself
-            return hook_conflict_plan(unit.req, state, unit.token_owner)
         return plan_event(unit.req, state)
 
     def _ops(self, run_id: str, units: list[Unit], att: Attempt, in_band: bool, expected: int | None,
