@@ -14,13 +14,12 @@ import time
 from typing import Any
 
 from ...world.errors import (
-    InBandSupersededError,
     InvalidInputError,
-    LogMovedError,
     RunNotFoundError,
     ThrottledError,
     WorldError,
 )
+from ...world.rules.log import check_expected_seq, check_fence
 from ..dynamodb.items import (
     Item,
     now_iso,
@@ -89,8 +88,8 @@ class CommitLoop(CancellationDecoding):
             now = lead.stamp or now_iso()
             units = [u for m in live for u in m.units if u.index not in m.outcomes]
             await self._load(run_id, units, att, live)
-            if lead.expect_seq is not None and att.seq is not None and att.seq != lead.expect_seq:
-                raise LogMovedError(f"run {run_id} holds {att.seq} events, not {lead.expect_seq}", seq=att.seq)
+            if att.seq is not None:
+                check_expected_seq(run_id, att.seq, lead.expect_seq)
             if not await self._plan_all(run_id, live, att, now):
                 continue  # decided from cached state, or a refusal: load and plan again
             writers: list[Member] = []
@@ -235,10 +234,7 @@ class CommitLoop(CancellationDecoding):
         if run is None:
             raise RunNotFoundError(f"run {run_id} not found")
         att.run, att.run_stale, att.seq = run, False, int(run["seq"])
-        if int(run["seqInBand"]) != expected:
-            raise InBandSupersededError(
-                f"run {run_id} moved on: in-band count is {run['seqInBand']}, not {expected}",
-                seq=int(run["seq"]), seq_in_band=int(run["seqInBand"]))
+        check_fence(run_id, int(run["seq"]), int(run["seqInBand"]), expected)
 
     async def _load(self, run_id: str, units: list[Unit], att: Attempt, members: list[Member]) -> None:
         """Read what the plans need: one BatchGetItem for the run and entities, a Query for hooks."""

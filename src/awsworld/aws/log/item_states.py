@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...world.events import CreateEventRequest, HookCreatedData
+from ...world.rules.book import reads
 from ...world.rules.requests import data_as
 from ...world.rules.state import EventRef, HookState, RunState, StepState, TokenState, View, WaitState
 from ..dynamodb.items import Item
@@ -115,6 +116,7 @@ def view_of(req: CreateEventRequest, state: State, *, entity: bool) -> View:
         state.run_id, datetime.fromisoformat(state.now), run_state,
         step=step_state(cid, item) if item is not None and kind == "step" else None,
         wait=wait_state(cid, item) if item is not None and kind == "wait" else None,
-        hook=hook, hooks=tuple(hook_state(h) for h in state.hooks), token=token,
+        hook=hook, token=token,
+        hooks=tuple(hook_state(h) for h in state.hooks) if reads(req.event_type, "hooks") else (),
         token_read=token is not None or req.event_type != "hook_disposed",
         carries_value=state.stored is not None, deployment_id=state.deployment_id, run_read=run is not None)

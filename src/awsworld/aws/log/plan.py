@@ -9,6 +9,7 @@ from typing import Any
 
 from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ...world.events import PAYLOAD_FIELDS, CreateEventRequest, EventResult
+from ...world.rules import Decision
 from ...world.rules.leases import LEASE_UNTIL_FIELD
 from ...world.watch import commit_due, due_key, shard_of
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
@@ -96,6 +97,8 @@ class Plan:
     # Set when the write is an idempotent no-op: answer this, write nothing.
     noop: EventResult | None = None
     resolve: ResolveData = "all"
+    decision: Decision | None = None
+    """The rulebook's decision this plan commits: a cancelled commit asks it which error a failed condition is."""
 
 
 def split_payload(event_type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str | None, Any]:

@@ -49,7 +49,7 @@ def plan_born_running(created: CreateEventRequest, started: CreateEventRequest, 
 def plan_decision(decision: Decision, req: CreateEventRequest, state: State, view: View) -> Plan:
     """A decision as the AWS World commits it."""
     if decision.noop:
-        return Plan([], noop=EventResult())
+        return Plan([], noop=EventResult(), decision=decision)
     payload = payload_of(req)
     events = [PlannedEvent(e.event_type, e.correlation_id, e.data, state.stored if e.carries_value else None,
                            payload if e.carries_value else None, e.spec_version) for e in decision.events]
@@ -57,7 +57,7 @@ def plan_decision(decision: Decision, req: CreateEventRequest, state: State, vie
     checks = decision.checks
     change = RunChange(require_alive=Check.RUN_ALIVE in checks, open_steps_delta=decision.open_steps,
                        require_status=str(run["status"]) if Check.RUN_AS_READ in checks and run is not None else None)
-    plan = Plan(events, change)
+    plan = Plan(events, change, decision=decision)
     _WRITERS[decision.kind](plan, decision, state, view)
     return plan
 
@@ -188,8 +188,11 @@ def _step_write(plan: Plan, decision: Decision, state: State, view: View) -> Non
         plan.new_step = _changed(old, sets)
         return
     # The head must not hold a step of this id either (the step item's absence does not say so).
+    # (``Check.ABSENT`` already fails on what was read: the rulebook says which error that is).
     if state.run is not None and (state.run.get(INLINE_STEP) or {}).get("id") == step.step_id:
-        raise refusal(decision, state.run_id, Failed(frozenset({Check.ABSENT}))) or AssertionError
+        error = refusal(decision, state.run_id, Failed(frozenset({Check.ABSENT})))
+        assert error is not None
+        raise error
     item = {**key, **item_of(step), "ver": 1}
     plan.run.not_inline = [step.step_id]
     plan.new_step = item
