@@ -2,23 +2,17 @@
 
 DynamoDB names, per item, the condition that failed (and returns the item as it was): the resume marker of a
 repeated resume id, the run head that moved or ended, an entity that exists or changed, a token another hook
-holds. This module turns those reasons into the contract's errors, in the contract's order (a repeated resume
-id first, then the run, then each write's own), or into what the next attempt must re-read.
+holds. This module reads those reasons as the decision's failed checks (``world.rules.Failed``) and lets the
+rulebook say which contract error that is, in the contract's order (``world.rules.refusal``), or that the state
+only moved: then it marks what the next attempt must re-read.
 """
 
 from __future__ import annotations
 
 from ...world.entities import TERMINAL_RUN_STATUSES
-from ...world.errors import (
-    EntityConflictError,
-    HookAlreadyReceivedError,
-    HookNotFoundError,
-    InBandSupersededError,
-    RunGoneError,
-    RunNotFoundError,
-    WorldError,
-)
-from ...world.ids import slot_to_event_id
+from ...world.errors import RunNotFoundError, WorldError
+from ...world.rules import Check, Decision, Failed, TokenState, refusal
+from ...world.rules.log import check_fence
 from ...world.rules.requests import failed_outcome
 from ..dynamodb.transactions import TxCancelled
 from .group_commit import Member, Unit
@@ -40,10 +34,10 @@ class CancellationDecoding(WriterCaches):
             marker = c.failed(f"{RESUME_MARKER_ROLE}:{unit.index}")
             if marker is not None:
                 slot = (marker.item or {}).get("slot")
-                refuse(owner[unit.index], unit, HookAlreadyReceivedError(
-                    f"hook {unit.req.correlation_id} already received this resume id",
-                    hook_id=unit.req.correlation_id or "",
-                    event_id=slot_to_event_id(int(slot)) if slot is not None else None))
+                failed = Failed(frozenset({Check.RESUME_NEW}), resume_slot=int(slot) if slot is not None else None)
+                error = refusal(_decision(unit), run_id, failed)
+                assert error is not None
+                refuse(owner[unit.index], unit, error)
         run_reason = c.reason_for("run")
         if run_reason is not None and run_reason.code == "ConditionalCheckFailed":
             old = run_reason.item
@@ -57,14 +51,17 @@ class CancellationDecoding(WriterCaches):
                 att.run, att.run_stale, att.run_cached, att.seq = old, False, False, int(old["seq"])
                 self._hint(run_id, att.seq)
                 self._remember_head(run_id, old)
-                if lead.in_band and lead.expected is not None and int(old["seqInBand"]) != lead.expected:
-                    raise InBandSupersededError(
-                        f"run {run_id} moved on: in-band count is {old['seqInBand']}, not {lead.expected}",
-                        seq=int(old["seq"]), seq_in_band=int(old["seqInBand"]))
+                if lead.in_band and lead.expected is not None:
+                    check_fence(run_id, int(old["seq"]), int(old["seqInBand"]), lead.expected)
                 if old["status"] in TERMINAL_RUN_STATUSES:
+                    ended = Failed(frozenset({Check.RUN_ALIVE}), run_status=str(old["status"]))
                     for m in writers:
-                        if any(u.plan and u.plan.run.require_alive for u in m.units if u.index not in m.outcomes):
-                            m.fail(RunGoneError(f"run {run_id} is {old['status']}"))
+                        alive = [u for u in m.units if u.index not in m.outcomes and u.plan is not None
+                                 and u.plan.decision is not None and Check.RUN_ALIVE in u.plan.decision.checks]
+                        if alive:
+                            error = refusal(_decision(alive[0]), run_id, ended)
+                            assert error is not None
+                            m.fail(error)
             else:
                 att.run_stale = True
         for unit in writing:
@@ -78,33 +75,44 @@ class CancellationDecoding(WriterCaches):
             att.seq = None
 
     def _on_unit_cancel(self, run_id: str, c: TxCancelled, member: Member, unit: Unit) -> None:
+        """A unit's failed conditions as its decision's failed checks; the rulebook says which error that is,
+        or (None) that the state only moved, and this marks what the next attempt reads again."""
         i = unit.index
-        kind = unit.req.event_type
-        entity = c.failed(f"entity:{i}")
-        error: WorldError | None = None
-        if entity is not None:
-            if kind == "hook_received":
-                error = HookNotFoundError(f"hook {unit.req.correlation_id} not found in run {run_id}")
-            elif kind.endswith("_created"):
-                error = EntityConflictError(f"{kind.split('_')[0]} {unit.req.correlation_id} already exists")
-            else:
+        decision = _decision(unit)
+        checks = decision.checks
+        failed: set[Check] = set()
+        holder: TokenState | None = None
+        if c.failed(f"entity:{i}") is not None:
+            check = next((k for k in (Check.ABSENT, Check.EXISTS) if k in checks), Check.AS_READ)
+            failed.add(check)
+            if check is Check.AS_READ:
                 unit.entity_stale = True
                 self._entities.pop(entity_cache_key(run_id, unit.req), None)
+        if c.failed(f"hook-pointer:{i}") is not None:
+            failed.add(Check.HOOK_ID_FREE)
         token = c.failed(f"token:{i}")
-        if c.failed(f"hook-pointer:{i}") is not None and kind == "hook_created" and token is None:
-            error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
         if token is not None:
-            owner = token.item or {}
-            if kind == "hook_disposed":
-                unit.token_owner = owner.get("runId", "?")
-            elif owner.get("runId") == run_id and owner.get("hookId") == unit.req.correlation_id:
-                error = EntityConflictError(f"hook {unit.req.correlation_id} already exists")
+            item = token.item or {}
+            if Check.TOKEN_OWNED in checks:  # hook_disposed: another hook holds the token now, leave it
+                failed.add(Check.TOKEN_OWNED)
+                unit.token_owner = item.get("runId", "?")
             else:
-                unit.token_owner = owner.get("runId")
+                failed.add(Check.TOKEN_FREE)
+                holder = TokenState(str(item.get("token", "")), str(item.get("runId", "")),
+                                    str(item.get("hookId", "")))
+                if (holder.run_id, holder.hook_id) != (run_id, decision.entity_id):
+                    unit.token_owner = item.get("runId")
         if c.failed(f"token-held:{i}") is not None:
+            failed.add(Check.TOKEN_HELD)
             unit.token_owner = None
+        error: WorldError | None = refusal(decision, run_id, Failed(frozenset(failed), token=holder))
         if error is not None:
             refuse(member, unit, error)
+
+
+def _decision(unit: Unit) -> Decision:
+    assert unit.plan is not None and unit.plan.decision is not None
+    return unit.plan.decision
 
 
 def refuse(member: Member, unit: Unit, error: WorldError) -> None:

@@ -14,13 +14,12 @@ import time
 from typing import Any
 
 from ...world.errors import (
-    InBandSupersededError,
     InvalidInputError,
-    LogMovedError,
     RunNotFoundError,
     ThrottledError,
     WorldError,
 )
+from ...world.rules.log import check_expected_seq, check_fence
 from ..dynamodb.items import (
     Item,
     now_iso,
@@ -32,7 +31,7 @@ from ..resources import TTL_ATTRIBUTE
 from .blocks import build_blocks
 from .cancellations import CancellationDecoding, refuse
 from .group_commit import Committed, Member, Unit
-from .hook_plans import RESUME_MARKER_ROLE, hook_conflict_plan
+from .hook_plans import RESUME_MARKER_ROLE
 from .plan import Plan, State, fill_slots, run_update_op
 from .transitions import (
     NEEDS_ENTITY,
@@ -89,8 +88,8 @@ class CommitLoop(CancellationDecoding):
             now = lead.stamp or now_iso()
             units = [u for m in live for u in m.units if u.index not in m.outcomes]
             await self._load(run_id, units, att, live)
-            if lead.expect_seq is not None and att.seq is not None and att.seq != lead.expect_seq:
-                raise LogMovedError(f"run {run_id} holds {att.seq} events, not {lead.expect_seq}", seq=att.seq)
+            if att.seq is not None:
+                check_expected_seq(run_id, att.seq, lead.expect_seq)
             if not await self._plan_all(run_id, live, att, now):
                 continue  # decided from cached state, or a refusal: load and plan again
             writers: list[Member] = []
@@ -235,10 +234,7 @@ class CommitLoop(CancellationDecoding):
         if run is None:
             raise RunNotFoundError(f"run {run_id} not found")
         att.run, att.run_stale, att.seq = run, False, int(run["seq"])
-        if int(run["seqInBand"]) != expected:
-            raise InBandSupersededError(
-                f"run {run_id} moved on: in-band count is {run['seqInBand']}, not {expected}",
-                seq=int(run["seq"]), seq_in_band=int(run["seqInBand"]))
+        check_fence(run_id, int(run["seq"]), int(run["seqInBand"]), expected)
 
     async def _load(self, run_id: str, units: list[Unit], att: Attempt, members: list[Member]) -> None:
         """Read what the plans need: one BatchGetItem for the run and entities, a Query for hooks."""
@@ -293,14 +289,11 @@ class CommitLoop(CancellationDecoding):
 
     def _plan(self, run_id: str, unit: Unit, att: Attempt, now: str, in_head: bool = False) -> Plan:
         state = State(run_id, now, unit.stored, run=att.run, entity=unit.entity, hooks=att.hooks or [],
-                      token_not_owned=unit.token_owner is not None,
+                      token_holder=unit.token_owner,
                       deployment_id=self.clients.config.deployment_id, in_head=in_head,
                       retention=self.clients.retention.default_seconds, max_run=self.clients.retention.max_run_seconds)
         if len(unit.reqs) == 2:
             return plan_born_running(unit.reqs[0], unit.reqs[1], state)
-        if unit.req.event_type == "hook_created" and unit.token_owner is not None:
-            plan_event(unit.req, state)  # the same input checks as the hook itself
-            return hook_conflict_plan(unit.req, state, unit.token_owner)
         return plan_event(unit.req, state)
 
     def _ops(self, run_id: str, units: list[Unit], att: Attempt, in_band: bool, expected: int | None,

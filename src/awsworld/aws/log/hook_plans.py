@@ -1,35 +1,24 @@
 """Hook writes as DynamoDB items: the hook, its global id pointer, its token item and resume markers.
 
-The rulebook (``world/rules/hooks.py``) says when a token is free, who holds it and what a run's end or a
-``hook_disposed`` does to it; these functions turn each hook write into the items and conditions that re-check
-those facts at commit (``conditions.render``), so a race only makes the write retry. The token item lives for
-the token's whole life: claimed by ``hook_created``, released (still naming its last hook) by ``hook_disposed``
-or by its run's end (with how the run ended), until a new hook claims it or it expires.
+The rulebook (``world/rules/hooks.py``) decides every hook write (when a token is free, who holds it, what a run's
+end or a ``hook_disposed`` does to it); ``plan_hook`` turns its decision into the items and the conditions that
+re-check at commit what it decided on (``Check.TOKEN_FREE`` and the others as ``conditions.render`` writes them),
+so a race only makes the write retry. The token item lives for the token's whole life: claimed by
+``hook_created``, released (still naming its last hook) by ``hook_disposed`` or by its run's end (with how the
+run ended), until a new hook claims it or it expires.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
-from ...world.errors import (
-    HookNotFoundError,
-)
-from ...world.events import CreateEventRequest, HookCreatedData, HookReceivedData
-from ...world.rules.hooks import HOOK_CLOSED, TOKEN_FREE, hook_fate, token_held_by, token_owned_by
-from ...world.rules.requests import check_hook_token, data_as
-from ..dynamodb.items import Item
+from ...world.rules import Check, Decision, HookEnd, View
+from ...world.rules.hooks import HOOK_CLOSED, TOKEN_FREE, token_held_by, token_owned_by
 from ..dynamodb.transactions import TxOp, put
-from ..keys import (
-    HOOK_PREFIX,
-    hook_key,
-    hook_pointer_key,
-    resume_marker_key,
-    token_key,
-)
+from ..keys import hook_key, hook_pointer_key, resume_marker_key, token_key
 from ..resources import TTL_ATTRIBUTE
 from ..retention import epoch
 from .conditions import render
-from .plan import Plan, PlannedEvent, RunChange, SlotRef, State, planned_event
+from .item_states import iso, item_of
+from .plan import Plan, State
 
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
@@ -43,12 +32,12 @@ END_STATUS = "endStatus"
 RESUME_MARKER_ROLE = "resume"
 
 
-def release_hooks(plan: Plan, state: State, status: str, ttl: int) -> None:
-    """A run's end closes its hooks (``world/rules/hooks.py``): it removes the live ones and frees their tokens,
-    except tokens still under retention; each token item stays as the memory that its run ended (``status``)."""
+def release_hooks(plan: Plan, state: State, ends: tuple[HookEnd, ...], ttl: int) -> None:
+    """A run's end closes its hooks (``world/rules/hooks.py``): it removes the released ones and frees their
+    tokens, keeps the retained ones closed; each token item stays as the memory of how its run ended."""
     batches: list[list[TxOp]] = [[]]
-    for index, hook in enumerate(state.hooks):
-        ops = _hook_release_ops(state.run_id, hook, state.now, status, ttl)
+    for index, end in enumerate(ends):
+        ops = _hook_release_ops(state.run_id, end, state.now, ttl)
         if index < HOOKS_RELEASED_IN_COMMIT:
             plan.ops.extend(ops)
         else:
@@ -58,104 +47,75 @@ def release_hooks(plan: Plan, state: State, status: str, ttl: int) -> None:
     plan.after_commit = [b for b in batches if b]
 
 
-def _hook_release_ops(run_id: str, hook: Item, now: str, status: str, ttl: int) -> list[TxOp]:
-    """The token item is kept, marked released with its run's end status (``endStatus``): a new hook may claim it
-    at once (or once its retention passes), and until then a resume of it says the run ended. It expires with
-    the run's partition (``ttl``, which already outlasts any retention). A retained hook stays, closed; any other
-    is deleted with its pointer."""
-    token_op = TxOp("Update", "hook-token", key=token_key(hook["token"]))
+def _hook_release_ops(run_id: str, end: HookEnd, now: str, ttl: int) -> list[TxOp]:
+    """The token item is kept, marked released with its run's end status (``endStatus``), where this hook still
+    holds it: a new hook may claim it at once (or once its retention passes), and until then a resume of it says
+    the run ended. It expires with the run's partition (``ttl``, which already outlasts any retention). A
+    retained hook stays, closed; a released one is deleted with its pointer."""
+    hook_id = end.hook.hook_id
+    token_op = TxOp("Update", "hook-token", key=token_key(end.token.token))
     e = token_op.expr
-    token_op.condition = render(token_owned_by(hook_id_of(hook)), e, now)
-    token_op.update = (f"SET {e.n('released')} = {e.v(True)}, {e.n(END_STATUS)} = {e.v(status)}, "
+    token_op.condition = render(token_owned_by(hook_id), e, now)
+    token_op.update = (f"SET {e.n('released')} = {e.v(True)}, {e.n(END_STATUS)} = {e.v(end.token.end_status)}, "
                        f"{e.n(TTL_ATTRIBUTE)} = {e.v(ttl)}")
-    if hook_retained(hook, now):
-        closed = TxOp("Update", "hook-release", key=hook_key(run_id, hook_id_of(hook)))
+    if end.fate == "retained":
+        closed = TxOp("Update", "hook-release", key=hook_key(run_id, hook_id))
         closed.update = f"SET {closed.expr.n('status')} = {closed.expr.v(HOOK_CLOSED)}"
         closed.condition = "attribute_exists(pk)"
         return [token_op, closed]
     return [
-        TxOp("Delete", "hook-release", key=hook_key(run_id, hook_id_of(hook))),
-        TxOp("Delete", "hook-release", key=hook_pointer_key(hook_id_of(hook))),
+        TxOp("Delete", "hook-release", key=hook_key(run_id, hook_id)),
+        TxOp("Delete", "hook-release", key=hook_pointer_key(hook_id)),
         token_op,
     ]
 
 
-def hook_id_of(hook: Item) -> str:
-    return str(hook["sk"]).removeprefix(HOOK_PREFIX)
-
-
-def hook_retained(hook: Item, now: str) -> bool:
-    until = hook.get("tokenRetentionUntil")
-    return hook_fate(datetime.fromisoformat(str(until)) if until else None, datetime.fromisoformat(now)) == "retained"
-
-
-def plan_hook_created(req: CreateEventRequest, state: State) -> Plan:
-    data = data_as(req, HookCreatedData)
-    hook_id = req.correlation_id or ""
-    retention = data.token_retention_until
-    retention_iso = retention.astimezone(UTC).isoformat(timespec="microseconds") if retention else None
-    check_hook_token(data.token, retention, datetime.fromisoformat(state.now))
-    hook = {
-        **hook_key(state.run_id, hook_id),
-        "token": data.token,
-        "in": SlotRef(0) if state.stored is not None else None,  # the metadata stays in the event
-        "isWebhook": bool(data.is_webhook),
-        "tokenRetentionUntil": retention_iso,
-        "createdAt": state.now,
-        "updatedAt": state.now,
-        "specVersion": req.spec_version,
-        "ver": 1,
-    }
-    token = put("token", {**token_key(hook["token"]), "token": hook["token"], "runId": state.run_id,
-                          "hookId": hook_id, "released": False, "retentionUntil": retention_iso})
-    token.condition = render(TOKEN_FREE, token.expr, state.now)
-    ops = [
-        put("entity", hook, if_absent=True),
-        put("hook-pointer", {**hook_pointer_key(hook_id), "runId": state.run_id}, if_absent=True),
-        token,
-    ]
-    return Plan([planned_event(req, state)], RunChange(require_alive=True, hooks_created=1), ops, new_hook=hook)
-
-
-def hook_conflict_plan(req: CreateEventRequest, state: State, owner_run_id: str) -> Plan:
-    """The token is held by another hook: record hook_conflict, in the same commit as a check that the
-    token is still held (if it was freed meanwhile, the hook is created instead on the next attempt)."""
-    token = data_as(req, HookCreatedData).token
-    event = PlannedEvent("hook_conflict", req.correlation_id, {"token": token, "conflictingRunId": owner_run_id},
-                         None, None, req.spec_version)
-    held = TxOp("ConditionCheck", "token-held", key=token_key(token))
-    held.condition = render(token_held_by(owner_run_id), held.expr, state.now)
-    return Plan([event], RunChange(require_alive=True), [held])
-
-
-def plan_hook_received(req: CreateEventRequest, state: State) -> Plan:
-    hook_id = req.correlation_id or ""
-    check = TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, hook_id), condition="attribute_exists(pk)")
-    ops = [check]
-    resume_id = data_as(req, HookReceivedData).resume_id
-    if resume_id is not None:
-        # Keys and the event's slot only (the writer fills it in at commit): a repeat reads the slot back from
-        # the cancellation's ALL_OLD item. About 150 bytes, so the marker adds 2 WRU to the transaction.
-        ops.append(put(RESUME_MARKER_ROLE, resume_marker_key(state.run_id, hook_id, resume_id), if_absent=True))
-    return Plan([planned_event(req, state)], RunChange(require_alive=True), ops)
-
-
-def plan_hook_disposed(req: CreateEventRequest, state: State) -> Plan:
-    hook = state.entity
-    if hook is None:
-        raise HookNotFoundError(f"hook {req.correlation_id} not found in run {state.run_id}")
-    delete = TxOp("Delete", "entity", key=hook_key(state.run_id, hook_id_of(hook)))
-    delete.condition = f"{delete.expr.n('ver')} = {delete.expr.v(hook['ver'])}"
-    ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook_id_of(hook)))]
-    if not state.token_not_owned:
-        # Released, not deleted (the same write units): free at once, still naming this hook, so a repeat of a
-        # resume it took is answered as the first was (``world/rules/hooks.py``), until a new hook claims the
-        # token or the record expires (by then the run's own data has: a run ends within max_run).
-        token = TxOp("Update", "token", key=token_key(hook["token"]))
-        e = token.expr
-        token.condition = render(token_owned_by(hook_id_of(hook)), e, state.now)
-        token.update = (f"SET {e.n('released')} = {e.v(True)}, "
-                        f"{e.n(TTL_ATTRIBUTE)} = {e.v(epoch(state.now) + state.run_retention() + state.max_run)} "
-                        f"REMOVE {e.n('retentionUntil')}, {e.n(END_STATUS)}")
-        ops.append(token)
-    return Plan([planned_event(req, state, token=hook["token"])], RunChange(), ops)
+def plan_hook(plan: Plan, decision: Decision, state: State, view: View) -> None:
+    """A hook write's items, each condition re-checking one of the decision's checks."""
+    hook_id = decision.entity_id
+    checks = decision.checks
+    if decision.event_type == "hook_created":
+        if decision.token_holder is not None:
+            # The token is held by another hook: hook_conflict, in the same commit as a check that it still is
+            # (if it was freed meanwhile, the hook is created instead on the next attempt).
+            held = TxOp("ConditionCheck", "token-held", key=token_key(str(decision.events[0].data["token"])))
+            held.condition = render(token_held_by(decision.token_holder), held.expr, state.now)
+            plan.ops = [held]
+            return
+        hook, token = decision.hook, decision.token
+        assert hook is not None and token is not None
+        item = {**hook_key(state.run_id, hook_id), **item_of(hook), "ver": 1}
+        claim = put("token", {**token_key(token.token), "token": token.token, "runId": token.run_id,
+                              "hookId": token.hook_id, "released": False,
+                              "retentionUntil": iso(token.retention_until) if token.retention_until else None})
+        claim.condition = render(TOKEN_FREE, claim.expr, state.now)
+        plan.ops = [put("entity", item, if_absent=Check.ABSENT in checks),
+                    put("hook-pointer", {**hook_pointer_key(hook_id), "runId": state.run_id},
+                        if_absent=Check.HOOK_ID_FREE in checks),
+                    claim]
+        plan.run.hooks_created, plan.new_hook = 1, item
+    elif decision.event_type == "hook_received":
+        plan.ops = [TxOp("ConditionCheck", "entity", key=hook_key(state.run_id, hook_id),
+                         condition="attribute_exists(pk)")]
+        if decision.resume_id is not None:
+            # Keys and the event's slot only (the writer fills it in at commit): a repeat reads the slot back from
+            # the cancellation's ALL_OLD item. About 150 bytes, so the marker adds 2 WRU to the transaction.
+            plan.ops.append(put(RESUME_MARKER_ROLE, resume_marker_key(state.run_id, hook_id, decision.resume_id),
+                                if_absent=True))
+    else:  # hook_disposed
+        hook, old = view.hook, state.entity
+        assert hook is not None and old is not None
+        delete = TxOp("Delete", "entity", key=hook_key(state.run_id, hook_id))
+        delete.condition = f"{delete.expr.n('ver')} = {delete.expr.v(old['ver'])}"
+        plan.ops = [delete, TxOp("Delete", "hook-pointer", key=hook_pointer_key(hook_id))]
+        if decision.token is not None:
+            # Released, not deleted (the same write units): free at once, still naming this hook, so a repeat of a
+            # resume it took is answered as the first was, until a new hook claims the token or the record
+            # expires (by then the run's own data has: a run ends within max_run).
+            token = TxOp("Update", "token", key=token_key(decision.token.token))
+            e = token.expr
+            token.condition = render(token_owned_by(hook_id), e, state.now)
+            token.update = (f"SET {e.n('released')} = {e.v(True)}, "
+                            f"{e.n(TTL_ATTRIBUTE)} = {e.v(epoch(state.now) + state.run_retention() + state.max_run)} "
+                            f"REMOVE {e.n('retentionUntil')}, {e.n(END_STATUS)}")
+            plan.ops.append(token)

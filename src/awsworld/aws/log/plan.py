@@ -9,6 +9,7 @@ from typing import Any
 
 from ...world.entities import TERMINAL_RUN_STATUSES, ResolveData
 from ...world.events import PAYLOAD_FIELDS, CreateEventRequest, EventResult
+from ...world.rules import Decision
 from ...world.rules.leases import LEASE_UNTIL_FIELD
 from ...world.watch import commit_due, due_key, shard_of
 from ..config import DEFAULT_MAX_RUN_SECONDS, DEFAULT_RETENTION_SECONDS
@@ -96,6 +97,8 @@ class Plan:
     # Set when the write is an idempotent no-op: answer this, write nothing.
     noop: EventResult | None = None
     resolve: ResolveData = "all"
+    decision: Decision | None = None
+    """The rulebook's decision this plan commits: a cancelled commit asks it which error a failed condition is."""
 
 
 def split_payload(event_type: str, data: dict[str, Any]) -> tuple[dict[str, Any], str | None, Any]:
@@ -186,7 +189,7 @@ class State:
     run: Item | None = None  # loaded when the plan needs the run item itself
     entity: Item | None = None
     hooks: list[Item] = field(default_factory=list)
-    token_not_owned: bool = False
+    token_holder: str | None = None  # the run whose hook holds the write's hook token, as a commit found it
     deployment_id: str | None = None
     in_head: bool = False  # a born-running step may be held in the run head (see plan_born_running)
     # The stack's retention and longest run (aws/retention.py): a run's own retention is on its head.
@@ -197,8 +200,6 @@ class State:
         return int((self.run or {}).get(RETENTION_ATTRIBUTE) or self.retention)
 
 
-def planned_event(req: CreateEventRequest, state: State, **extra: Any) -> PlannedEvent:
-    raw = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
-    raw.update(extra)
-    rest, _name, payload = split_payload(req.event_type, raw)
-    return PlannedEvent(req.event_type, req.correlation_id, rest, state.stored, payload, req.spec_version)
+def payload_of(req: CreateEventRequest) -> Any:
+    """The request's payload as the answer shows it (the stored value is what the writer stored)."""
+    return split_payload(req.event_type, req.data().model_dump(mode="json", by_alias=True, exclude_none=True))[2]

@@ -3,9 +3,12 @@ again returns the existing run unchanged and writes nothing."""
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from ...world.entities import ResolveData
 from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import check_entity_id, new_run_id
+from ...world.rules.runs import new_run
 from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, event_payload_wanted, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
@@ -16,7 +19,7 @@ from ..values import ValueStore
 from .blocks import build_blocks
 from .entity_reads import EntityReads
 from .plan import PlannedEvent, split_payload
-from .transitions import attrs_put, new_run_item
+from .transitions import attrs_put, run_head
 
 
 class RunCreator:
@@ -36,13 +39,14 @@ class RunCreator:
         stored = await self.values.store(run_id, payload, "eventData.input",
                                          expiry=retention.object_expiry(run_id, kept))
         now = now_iso()
-        head = new_run_item(run_id, data, now, req.spec_version, self.clients.config.deployment_id,
-                            retention=retention.default_seconds, max_run=retention.max_run_seconds)
+        made = new_run(run_id, data, datetime.fromisoformat(now), req.spec_version,
+                       self.clients.config.deployment_id)
+        head = run_head(made, now, retention=retention.default_seconds, max_run=retention.max_run_seconds)
         retention.remember(run_id, head)
         planned = PlannedEvent("run_created", None, rest, stored, payload, head["specVersion"])
         [block] = build_blocks(run_id, 1, [planned.record()], now)
         block[TTL_ATTRIBUTE] = head[TTL_ATTRIBUTE]  # the run's items all carry their TTL (aws/retention.py)
-        attrs = attrs_put(run_id, data.get("attributes"))
+        attrs = attrs_put(run_id, made.attributes)
         for op in attrs:
             if op.item is not None:
                 op.item[TTL_ATTRIBUTE] = head[TTL_ATTRIBUTE]
