@@ -123,7 +123,7 @@ async def test_an_at_least_once_step_runs_the_cut_off_attempt_again(env: Workflo
     assert sum(charges(run.run_id).values()) == 2
 
 
-@pytest.mark.parametrize("e2e_backend", BOTH, indirect=True)
+@pytest.mark.parametrize("e2e_backend", BOTH)
 async def test_a_redelivery_of_a_started_attempt_records_it_interrupted_on_every_world(e2e: E2E) -> None:
     """The log as a delivery that died right after its start leaves it (step_started under message m-1, with
     ``atMostOnce``); the same message comes back to the step runner: nothing runs, the attempt is recorded

@@ -140,10 +140,10 @@ def instrument(handler: Handler) -> Handler:
     the end of each invocation, and an X-Ray subsegment when tracing is on. The event is never logged."""
 
     @functools.wraps(handler)
-    def invocation(event: Any, context: Any) -> Any:
+    def invocation(event: Any, context: Any, *rest: Any) -> Any:  # rest: a host's container (tests/chaos)
         token = _invocation.set(True)
         try:
-            return handler(event, context)
+            return handler(event, context, *rest)
         finally:
             _invocation.reset(token)
 
