@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import os
 import time
@@ -586,7 +587,7 @@ def body_counts(events: Sequence[Event], run_id: str) -> tuple[int, list[str]]:
                   and (e.event_data or {}).get("stepName") == "chaos.charge"}
     for step_id in sorted(i for i in charge_ids if i):
         kinds = [e.event_type for e in events if e.correlation_id == step_id and e.event_type != "step_created"]
-        starts = sum(1 for a, b in zip(kinds, kinds[1:], strict=False) if a == b == "step_started")
+        starts = sum(1 for a, b in itertools.pairwise(kinds) if a == b == "step_started")
         if starts:
             overruns.append(f"at-most-once step {step_id} was started {starts} time(s) over an unfinished attempt")
     return sum(ran.values()) - reference.CLEAN_BODY_RUNS, overruns

@@ -4,9 +4,10 @@ Every part exercises a different write path of the AWS World, so a crash at each
 lands in each of them at least once: serial inline steps, a large step result (stored in S3, referenced by
 the event and the step item), a four-way gather (step messages on the queue, the last one to finish
 continuing the flow), a step that fails its first attempt (a delayed retry), an at-most-once step
-(``chaos.charge``: a crash after its start fails the attempt with ``StepInterruptedError`` and retries it as a new
-one, never running one attempt's body twice), a durable sleep (a delayed flow message and ``wait_completed``), a webhook resumed over the webhook Lambda, a plain hook resumed by a client,
-and a stream written from a step (S3 object plus index commit).
+(``chaos.charge``: a crash after its start fails the attempt with ``StepInterruptedError`` and retries it as a
+new one, never running one attempt's body twice), a durable sleep (a delayed flow message and
+``wait_completed``), a webhook resumed over the webhook Lambda, a plain hook resumed by a client, and a stream
+written from a step (S3 object plus index commit).
 
 The output depends only on the label, so a trial compares it exactly with ``expected_output``. No step decides
 anything from process memory: the harness runs every delivery in a fresh or reused "container" of this one

@@ -27,6 +27,7 @@ from .conftest import BOTH, E2E
 CHARGES: Counter[tuple[str, int]] = Counter()
 """Bodies run, by (run id, attempt)."""
 STALL_SECONDS = 1.0
+POLLING = ("sqs.ReceiveMessage", "sqs.GetQueueAttributes")
 TIMEOUT_SECONDS = 0.3
 
 
@@ -153,3 +154,42 @@ async def test_a_redelivery_of_a_started_attempt_records_it_interrupted_on_every
     assert (done.status, done.attempt) == ("completed", 2) and charges(run_id) == {2: 1}
     stale = await run_step(world, REGISTRY, run_id, "c", definition.name, owner="m-1")
     assert stale.status == "finished-already" and charges(run_id) == {2: 1}
+
+
+@step(name="amo.serial_once", semantics="at_most_once")
+async def serial_once(x: int) -> int:
+    return x + 1
+
+
+@step(name="amo.serial_plain")
+async def serial_plain(x: int) -> int:
+    return x + 1
+
+
+@workflow(name="amo.serial")
+async def serial(n: int, at_most_once: bool) -> int:
+    x = 0
+    for _ in range(n):
+        x = await (serial_once(x) if at_most_once else serial_plain(x))
+    return x
+
+
+@pytest.mark.parametrize("e2e_backend", ["aws"])
+async def test_an_at_most_once_step_costs_no_request_more_than_an_at_least_once_one(e2e: E2E) -> None:
+    """On the path that does not crash the mark rides in the step_started written anyway: the same requests,
+    request by request, for ten serial steps of either kind (the write units differ by the mark's bytes only)."""
+    used: dict[bool, Counter[str]] = {}
+    for at_most_once in (False, True):
+        await e2e.idle()
+        before = e2e.world.stats.snapshot()
+        run = await e2e.start(serial, 10, at_most_once)
+        await e2e.idle()
+        used[at_most_once] = (e2e.world.stats.snapshot() - before).requests
+        assert await run.result(timeout=5) == 10
+        starts = [e for e in await run.events() if e.event_type == "step_started"]
+        assert len(starts) == 10 and all(bool(s.event_data.get("atMostOnce")) == at_most_once for s in starts)
+    # The poller's receives and the idle checks' queue reads vary with timing: the runs' own requests do not.
+    def own(counts: Counter[str]) -> Counter[str]:
+        return Counter({k: n for k, n in counts.items() if k not in POLLING})
+
+    assert own(used[True]) == own(used[False]), used

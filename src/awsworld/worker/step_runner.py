@@ -187,8 +187,10 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     started = claimed
     if started is None:
         event: dict[str, Any] = {"eventType": "step_started", "correlationId": step_id}
+        # A poll's check is at least once whatever its step says: its attempts are the polls, bounded by the
+        # poll's timeout rather than by a retry policy an interruption would be judged by.
         data = start_data(owner, inline=inline, lease=step_lease(definition, deadline),
-                          at_most_once=definition.at_most_once)
+                          at_most_once=definition.at_most_once and poll is None)
         if data:
             event["eventData"] = data
         try:
