@@ -67,6 +67,15 @@ class StepTimeoutError(RetryableError):
     workflow sees ``StepError(error_type="StepTimeoutError")`` once the retries are spent."""
 
 
+class StepInterruptedError(RetryableError):
+    """An attempt of an at-most-once step (``@step(semantics="at_most_once")``) was started durably and then cut
+    off before its outcome was recorded (its process died, its delivery came back, its lease passed): the body
+    may have run, so it is not run again in that attempt. The attempt is recorded as failed with this error and
+    retried as any ``RetryableError`` is, within the policy's ``max_attempts`` (``no_retry_on`` may exclude it,
+    ``max_attempts=1`` never retries): a retry is a new attempt with a durable start of its own. The workflow
+    sees ``StepError(error_type="StepInterruptedError")`` once the retries are spent."""
+
+
 class ValueTooLargeError(FatalError):
     """A value (a step's result, a step's or the workflow's input or output) is over the World's size limit
     (``AWSWORLD_MAX_VALUE_BYTES``). Not retried: the same code would produce the same value. A workflow sees

@@ -36,6 +36,7 @@ from ...world.events import (
     WaitCreatedData,
 )
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION, SPEC_VERSION_CURRENT
+from ...world.rules.at_most_once import check_interrupted_end, check_start
 from ...world.rules.leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, requested_lease, start_verdict
 from ...world.rules.requests import data_as
 from ...world.watch import commit_due
@@ -297,6 +298,7 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
     start_verdict(status=step["status"], holder=step.get("owner"), owner=owner if isinstance(owner, str) else None,
                   lease_until=_when(step.get(LEASE_UNTIL_FIELD)), started=_when(step.get("updatedAt")),
                   now=datetime.fromisoformat(state.now), step_id=req.correlation_id)
+    check_start(extra, status=step["status"], attempt=int(step.get("attempt", 0)), step_id=req.correlation_id)
     attempt = int(step.get("attempt", 0)) + 1
     sets = {"status": "running", "attempt": attempt, "startedAt": step.get("startedAt") or state.now,
             "updatedAt": state.now, "owner": owner if isinstance(owner, str) else None, LEASE_UNTIL_FIELD: lease}
@@ -310,6 +312,8 @@ def _step_started(req: CreateEventRequest, state: State) -> Plan:
 def _step_result(status: str | None, value_field: str):
     def planner(req: CreateEventRequest, state: State) -> Plan:
         step = _existing_step(req, state)
+        check_interrupted_end(req.data().model_extra, status=step["status"], attempt=int(step.get("attempt", 0)),
+                              step_id=req.correlation_id)
         # The value stays in the event; the step points at it.
         sets: dict[str, Any] = {value_field: SlotRef(0) if state.stored is not None else None,
                                 "updatedAt": state.now}
