@@ -151,6 +151,18 @@ class HookTimeoutError(TimeoutError):
         self.deadline = deadline
 
 
+class HookHeartbeatTimeoutError(HookTimeoutError):
+    """``create_hook(..., heartbeat_timeout=...)``: the external system went quiet. No heartbeat
+    (``Client.heartbeat_hook``) or payload reached the hook within ``heartbeat_timeout`` seconds of the last one
+    (or of the hook's creation), durably: the heartbeat wait completed in the log first. A ``HookTimeoutError``, so
+    ``except HookTimeoutError`` catches both kinds of timeout."""
+
+    def __init__(self, token: str, deadline: str, heartbeat_timeout: float) -> None:
+        super().__init__(token, deadline)
+        self.args = (f"hook {token!r} heard no heartbeat for {heartbeat_timeout:g} s (due by {deadline})",)
+        self.heartbeat_timeout = heartbeat_timeout
+
+
 class HookFailedError(Exception):
     """``Client.fail_hook(token, error)``: an outside party failed the hook; raised where the workflow awaits it
     (after any payloads received before the failure). ``code`` is the caller's, when given."""

@@ -52,7 +52,7 @@ from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
-from . import codecs, determinism, serde
+from . import codecs, determinism, hook_timeouts, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
@@ -269,6 +269,9 @@ class WorkflowExecution:
             self._hooks.pop(op.id, None)
             op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
         elif kind == "hook_received":
+            hook_timeouts.heard(self, op, event.created_at)  # a payload counts as a heartbeat
+            if hook_timeouts.is_heartbeat(data.get("payload")):
+                return
             failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
             if failed is not None:
                 op.close(failed)
@@ -376,6 +379,17 @@ class WorkflowExecution:
         shown = display_name(name)
         op = WaitOp(self._next_id("wait"), resume_at, self.loop.create_future(), declared_at=self.now, name=shown)
         self._declare(op)
+        return op
+
+    def declare_rearmed_wait(self, op_id: str, resume_at: datetime, replaces: WaitOp) -> WaitOp:
+        """A wait declared while replaying an event, not by workflow code (a hook's re-armed heartbeat wait):
+        its id comes from the event, not the call counter, so it takes no position of the code's. It replaces
+        ``replaces``, which is not written if it was not yet (two heartbeats replayed in one delivery)."""
+        if not replaces.created:
+            self._new.pop(replaces.id, None)
+        op = WaitOp(op_id, resume_at, self.loop.create_future(), declared_at=self.now)
+        self.ops[op.id] = op
+        self._new[op.id] = op
         return op
 
     def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None, *,
