@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from awsworld import Client
-from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.engine.hook_timeouts import is_heartbeat
+from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
 from awsworld.world.rules.requests import MAX_TOKEN_BYTES
