@@ -77,6 +77,8 @@ async def test_a_missed_heartbeat_fails_the_hook_with_the_typed_timeout(awsworld
     events = await run.events()
     [completed] = [e for e in events if e.event_type == "wait_completed"]
     assert completed.correlation_id == "wait_2_hb2"  # armed by the heartbeat (hb1 by the payload)
+    assert [e.correlation_id for e in events if e.event_type == "wait_created"] == ["wait_2", "wait_2_hb1",
+                                                                                    "wait_2_hb2"]
     assert completed.created_at - beat.created_at >= timedelta(seconds=60)
     assert completed.created_at - beat.created_at < timedelta(seconds=61)
     assert result["deadline"] == (beat.created_at + timedelta(seconds=60)).isoformat()
@@ -126,6 +128,24 @@ async def test_a_hook_without_a_heartbeat_timeout_takes_and_ignores_heartbeats(a
     await awsworld_env.client.heartbeat_hook(token)
     await awsworld_env.client.resume_hook(token, "yes")
     assert await run.result() == "yes"  # the heartbeat was no payload
+
+
+@workflow
+async def beat_once(token: str) -> Any:
+    async with create_hook(token=token, heartbeat_timeout=60) as hook:
+        return await hook
+
+
+async def test_a_payload_that_ends_the_hook_writes_no_re_armed_wait(awsworld_env: WorkflowTestEnv) -> None:
+    token = _token()
+    run = await awsworld_env.client.start(beat_once, token)
+    await run.wait_for_hook(token)
+    await awsworld_env.client.heartbeat_hook(token)
+    await awsworld_env.client.resume_hook(token, "yes")  # re-arms, then the workflow disposes the hook
+    assert await run.result() == "yes"
+    events = await run.events()
+    assert [e.correlation_id for e in events if e.event_type == "wait_created"] == ["wait_2"]
+    assert [e.event_type for e in events if e.event_type == "wait_completed"] == []
 
 
 @workflow

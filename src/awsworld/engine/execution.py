@@ -381,13 +381,11 @@ class WorkflowExecution:
         self._declare(op)
         return op
 
-    def declare_rearmed_wait(self, op_id: str, resume_at: datetime, replaces: WaitOp) -> WaitOp:
+    def declare_rearmed_wait(self, op_id: str, resume_at: datetime) -> WaitOp:
         """A wait declared while replaying an event, not by workflow code (a hook's re-armed heartbeat wait):
-        its id comes from the event, not the call counter, so it takes no position of the code's. It replaces
-        ``replaces``, which is not written if it was not yet (two heartbeats replayed in one delivery)."""
-        if not replaces.created:
-            self._new.pop(replaces.id, None)
-        op = WaitOp(op_id, resume_at, self.loop.create_future(), declared_at=self.now)
+        its id comes from the event, not the call counter, so it takes no position of the code's. One abandoned
+        before it was written (a later heartbeat in the same delivery, the hook disposed) is never written."""
+        op = WaitOp(op_id, resume_at, self.loop.create_future(), declared_at=self.now, rearmed=True)
         self.ops[op.id] = op
         self._new[op.id] = op
         return op
@@ -442,7 +440,8 @@ class WorkflowExecution:
     def new_ops(self) -> list[Op]:
         """Ops to declare. A step the workflow cancelled before the flow could declare it (in the same run until
         idle) is never declared: nothing awaits it, and every replay cancels it at the same point again."""
-        for op in [op for op in self._new.values() if isinstance(op, StepOp) and op.future.cancelled()]:
+        for op in [op for op in self._new.values() if isinstance(op, StepOp) and op.future.cancelled()
+                   or isinstance(op, WaitOp) and op.rearmed and op.abandoned]:
             del self._new[op.id]
         for op in self._new.values():
             if isinstance(op, StepOp) and op.digest is None:

@@ -103,14 +103,15 @@ def arm_heartbeat(execution: WorkflowExecution, op: HookOp, heartbeat_timeout: D
 
 def heard(execution: WorkflowExecution, op: HookOp, at: datetime) -> None:
     """A ``hook_received`` (a heartbeat or a payload) recorded at ``at`` was replayed: re-arm the heartbeat wait
-    from it. The abandoned wait is never completed nor waited for; the new one is written by this delivery."""
+    from it. The abandoned wait is never completed nor waited for; the new one is written by this delivery
+    (unless it is abandoned in turn before the delivery writes)."""
     current, every = op.heartbeat, op.heartbeat_every
-    if current is None or every is None or op.closed is not None or current.done:
-        return
+    if current is None or every is None or op.closed is not None or current.done or current.abandoned:
+        return  # no heartbeat timeout, or the hook is over (timed out, failed, disposed): nothing to re-arm
     current.abandoned = True
     op.heartbeats += 1
     first = current.id.split("_hb", 1)[0]
-    _watch(op, execution.declare_rearmed_wait(f"{first}_hb{op.heartbeats}", at + every, current))
+    _watch(op, execution.declare_rearmed_wait(f"{first}_hb{op.heartbeats}", at + every))
 
 
 def _watch(op: HookOp, wait: WaitOp) -> None:

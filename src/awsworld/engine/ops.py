@@ -60,6 +60,7 @@ class WaitOp:
     # completes it. A sleep whose future was cancelled counts as abandoned too (``live``).
     kind: str = "wait"
     name: str | None = None  # the display name recorded on wait_created
+    rearmed: bool = False  # a hook's heartbeat wait declared by replaying a heartbeat (not at a code position)
 
     @property
     def live(self) -> bool:
