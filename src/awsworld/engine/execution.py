@@ -439,9 +439,10 @@ class WorkflowExecution:
 
     def new_ops(self) -> list[Op]:
         """Ops to declare. A step the workflow cancelled before the flow could declare it (in the same run until
-        idle) is never declared: nothing awaits it, and every replay cancels it at the same point again."""
-        for op in [op for op in self._new.values() if isinstance(op, StepOp) and op.future.cancelled()
-                   or isinstance(op, WaitOp) and op.rearmed and op.abandoned]:
+        idle) is never declared: nothing awaits it, and every replay cancels it at the same point again. Nor is a
+        re-armed heartbeat wait abandoned before it was written (every replay abandons it the same way)."""
+        for op in [op for op in self._new.values() if (isinstance(op, StepOp) and op.future.cancelled())
+                   or (isinstance(op, WaitOp) and op.rearmed and op.abandoned)]:
             del self._new[op.id]
         for op in self._new.values():
             if isinstance(op, StepOp) and op.digest is None:
