@@ -111,6 +111,9 @@ async def sweep(args: argparse.Namespace) -> int:
     print(f"step bodies run beyond a clean run's, in {sum(1 for e in extra if e > 0)} trials: "
           f"{sum(e for e in extra if e > 0)} in all, at most {max(extra, default=0)} in one trial; "
           f"records lost {sum(r.lost for r in results)} in {sum(1 for r in results if r.lost)} trials")
+    print(f"at-most-once attempts cut off and recorded StepInterruptedError: {sum(r.interrupted for r in results)} "
+          f"in {sum(1 for r in results if r.interrupted)} trials (its body never ran twice in one attempt: a trial "
+          f"where it did fails as duplicated)")
     return 1 if failed else 0
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import itertools
 import json
 import os
 import time
@@ -144,6 +145,8 @@ class CallLog:
     stored_by_the_dead: set[str] = field(default_factory=set)
     """S3 keys written by containers that later died: an object one of them wrote before the commit that
     would have referenced it is orphaned by the death itself (no code runs to delete it)."""
+    charged_at: list[int] = field(default_factory=list)
+    """How many calls had been made each time the at-most-once step's body ran (``reference.charge``)."""
 
     @property
     def faulted_call(self) -> str | None:
@@ -405,6 +408,10 @@ class TrialResult:
     """Records a loss mode took from the queue."""
     wakes: int = 0
     """Wakes the operator sent (``operator`` recovery), or ticks sent (``watchdog``)."""
+    charged_at: list[int] = field(default_factory=list)
+    """``CallLog.charged_at``: the calls made before each run of the at-most-once step's body."""
+    interrupted: int = 0
+    """Attempts of the at-most-once step the log records as cut off (``StepInterruptedError``)."""
 
     @property
     def ok(self) -> bool:
@@ -426,9 +433,12 @@ class Trial:
         config = await self.local.new_config(encrypt_payloads=self.encrypted)
         world = AWSWorld(config)
         functions = Functions(config, self.log, self.executor)
+        log = self.log
+        reference.on_charge(self.label, lambda: log.charged_at.append(len(log.calls)))
         try:
             return await self._run(world, functions)
         finally:
+            reference.on_charge(self.label, None)
             await functions.close()
             await world.close()
             await self.local.drop(config)
@@ -488,7 +498,10 @@ class Trial:
             if leaks:
                 problems.extend(leaks)
                 outcome = "leaked" if outcome == "completed" else outcome
-        extra, overrun = body_counts(await run.events(), run.run_id)
+        events = await run.events()
+        extra, overrun = body_counts(events, run.run_id)
+        interrupted = sum(1 for e in events if e.event_type in ("step_retrying", "step_failed")
+                          and ((e.event_data or {}).get("error") or {}).get("name") == "StepInterruptedError")
         if overrun:
             problems.extend(overrun)
             outcome = "duplicated" if outcome == "completed" else outcome
@@ -498,7 +511,8 @@ class Trial:
         loss = source.loss
         return TrialResult(self.log.fault, self.log.faulted_call, outcome, seconds, problems, list(self.log.calls),
                            functions.cold_starts, functions.crashes, run.run_id, extra,
-                           loss.lost if loss else 0, (loss.wakes + loss.ticks) if loss else 0)
+                           loss.lost if loss else 0, (loss.wakes + loss.ticks) if loss else 0,
+                           list(self.log.charged_at), interrupted)
 
     async def _drive(self, world: AWSWorld, client: Client, run: Run, source: CrashingEventSource,
                      sender: WebhookSender, deadline: float) -> str:
@@ -562,6 +576,20 @@ def body_counts(events: Sequence[Event], run_id: str) -> tuple[int, list[str]]:
     ran = reference.body_runs(run_id)
     overruns = [f"step {step} ran its body {n} times in {started[step]} attempts" for step, n in sorted(ran.items())
                 if n > started[step]]
+    # The at-most-once step: never twice in one attempt, and never in an attempt the log does not hold.
+    attempts = {(e.correlation_id, (e.event_data or {}).get("attempt")) for e in events
+                if e.event_type == "step_started"}
+    overruns += [f"at-most-once step {step} ran attempt {attempt}'s body {n} times"
+                 for (step, attempt), n in sorted(reference.charges(run_id).items())
+                 if n > 1 or (step, attempt) not in attempts]
+    # ... and never started over an unfinished attempt: each start follows the previous attempt's end.
+    charge_ids = {e.correlation_id for e in events if e.event_type == "step_created"
+                  and (e.event_data or {}).get("stepName") == "chaos.charge"}
+    for step_id in sorted(i for i in charge_ids if i):
+        kinds = [e.event_type for e in events if e.correlation_id == step_id and e.event_type != "step_created"]
+        starts = sum(1 for a, b in itertools.pairwise(kinds) if a == b == "step_started")
+        if starts:
+            overruns.append(f"at-most-once step {step_id} was started {starts} time(s) over an unfinished attempt")
     return sum(ran.values()) - reference.CLEAN_BODY_RUNS, overruns
 
 

@@ -137,6 +137,31 @@ async def test_a_failure_at_each_kms_call_of_an_encrypted_run_strands_nothing(
     assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
 
 
+CHARGE_WINDOW = range(-3, 4)
+"""The calls around the at-most-once step's body that a fault aims at (relative to the last call before it):
+its attempt's start (the claim, or the born-running batch) before, its outcome's write and the next
+declarations after."""
+
+
+@MOTO_ONLY
+@pytest.mark.timeout(600)
+async def test_a_fault_around_the_at_most_once_step_never_runs_one_attempt_twice(
+        local: LocalAWS, executor: ThreadPoolExecutor, clean: TrialResult) -> None:
+    """Each call from just before the charge's start to just after its end, in each mode (and lost after its
+    end): the run completes, the body runs at most once per recorded attempt (``harness.body_counts``), and
+    where the fault cut an attempt off, the log records it failed with ``StepInterruptedError`` and retried."""
+    assert clean.ok and clean.interrupted == 0, f"the clean run itself failed: {clean.problems}"
+    [charged] = clean.charged_at
+    faults = [Fault(charged + d, mode) for d in CHARGE_WINDOW for mode in MODES if charged + d >= 1]
+    results = await run_trials(local, faults, parallel=PARALLEL, executor=executor)
+    failed = [r for r in results if not r.ok]
+    assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
+    cut_off = [r for r in results if r.interrupted]
+    assert cut_off, "no fault cut the charge's attempt off: the window missed it"
+    assert all(len(r.charged_at) <= 1 + r.interrupted for r in results), \
+        "a body ran only in its own attempt: one per interrupted attempt and the one that completed"
+
+
 def loss_sample(calls: int, trials: int = LOSS_TRIALS) -> list[Fault]:
     """``trials`` points spread over a clean run of ``calls`` calls, the loss/recovery combinations in turn."""
     combos = [(mode, recovery) for mode in LOSS_MODES for recovery in RECOVERIES]

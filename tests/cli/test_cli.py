@@ -91,6 +91,12 @@ async def approval(order: dict) -> dict:
     return {"answer": answer, "body": request["body"]}
 
 
+@workflow(name="clitest.beating")
+async def beating(key: str) -> object:
+    async with create_hook(token=f"beat:{key}", heartbeat_timeout="1h") as hook:
+        return await hook
+
+
 @step(name="clitest.gate", max_retries=0)
 async def gate(path: str) -> str:
     while not os.path.exists(path):  # runs until the test creates the file: a step caught running
@@ -570,6 +576,20 @@ def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:
     # The run failed (HookFailedError) with the hook open: its end closed it, and a resume says so.
     assert f"closed when its run {run_id} ended (failed)" in gone.one_line_error(1)
     assert missing.code == 2 and "Traceback" not in missing.err  # the message is required
+
+
+def test_heartbeat_hook_reaches_the_hook_and_is_refused_once_it_is_gone(dev: Dev) -> None:
+    run_id = _start(dev, "clitest.beating", '["b1"]')
+    beat = dev("heartbeat-hook", "beat:b1", "--wait", "30")
+    assert beat.code == 0 and f"in run {run_id}" in beat.out, beat
+    assert dev("heartbeat-hook", "beat:b1").code == 0
+    assert dev("resume", "beat:b1", '"ok"').code == 0
+    result = dev("result", run_id, "--wait", "30", "--json")
+    assert result.code == 0 and json.loads(result.out)["output"] == "ok", result  # heartbeats are no payloads
+    gone, missing = parallel(dev, ("heartbeat-hook", "beat:b1"), ("heartbeat-hook", "no-such-token"))
+    assert f"closed when its run {run_id} ended (completed)" in gone.one_line_error(1)
+    line = missing.one_line_error(1)
+    assert "no hook holds this token" in line and "awsworld hooks RUN" in line
 
 
 def _hooks_of(dev: Dev, run_id: str, token: str, timeout: float = 30) -> list[dict[str, object]]:

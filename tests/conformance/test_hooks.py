@@ -9,8 +9,9 @@ import uuid
 import pytest
 
 from awsworld import Client
+from awsworld.engine.hook_timeouts import is_heartbeat
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
-from awsworld.world.errors import HookAlreadyReceivedError
+from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
 from awsworld.world.rules.requests import MAX_TOKEN_BYTES
 
@@ -495,3 +496,36 @@ async def test_a_keyed_resume_repeated_after_its_hook_was_disposed_answers_as_th
     if not end_run:  # a new hook claiming the token takes the key afresh
         await world.events.create(run_id, hook_created("h2", tok))
         assert (await client.resume_hook_outcome(tok, 2, idempotency_key="delivery-1")).recorded
+
+
+async def test_a_heartbeat_is_one_hook_received_refused_exactly_as_a_resume_is(world: AnyWorld) -> None:
+    """Client.heartbeat_hook: one ``hook_received`` holding the heartbeat envelope on a live hook;
+    an unknown, disposed or closed hook refuses it with resume_hook's own errors, nothing stored."""
+    client = Client(world)
+    run_id = await new_run(world, start=True)
+    tok = token()
+    await world.events.create(run_id, hook_created("h1", tok))
+    before = len(await all_events(world, run_id))
+    beat = await client.heartbeat_hook(tok)
+    assert beat.event_type == "hook_received" and beat.correlation_id == "h1"
+    events = await all_events(world, run_id)
+    assert len(events) == before + 1 and events[-1].event_id == beat.event_id
+    assert is_heartbeat((events[-1].event_data or {}).get("payload"))
+    for refused_token, make_it in (("unknown", None), ("disposed", hook_disposed), ("ended", run_completed)):
+        if make_it is hook_disposed:
+            await world.events.create(run_id, hook_disposed("h1"))
+        elif make_it is run_completed:
+            run_id = await new_run(world, start=True)
+            tok = token()
+            await world.events.create(run_id, hook_created("h2", tok, retention_until=future(3600)))
+            await world.events.create(run_id, run_completed())
+        target = token() if refused_token == "unknown" else tok
+        state = await stored(world)
+        errors: list[type[BaseException]] = []
+        for call in (client.heartbeat_hook(target), client.resume_hook(target, 1)):
+            with pytest.raises(HookNotFoundError) as raised:  # HookClosedError is one
+                await call
+            errors.append(type(raised.value))
+        assert errors[0] is errors[1], refused_token
+        assert (errors[0] is HookClosedError) == (refused_token == "ended")
+        assert await stored(world) == state

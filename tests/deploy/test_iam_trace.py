@@ -299,8 +299,11 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     sqs.meta.events.unregister("before-call.sqs.SendMessage", fail)
     assert await post(webhook_fn, small) == 202
     assert await post(webhook_fn, url_event("POST", f"/webhooks/{secrets.token_hex(32)}", "{}")) == 404
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}/heartbeat")) == 202
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{secrets.token_hex(32)}/heartbeat")) == 404
     await esm.run_until(done(hooked), timeout=60)
     assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 410  # its run ended
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}/heartbeat")) == 410
 
     # The tick (what the schedule sends): the watchdog finds a run whose start message was lost by the byDue
     # index, snoozes it and wakes it, and the flow function runs it to its end.

@@ -166,6 +166,31 @@ async def test_a_plain_hook_token_is_not_resumable_over_http(local: LocalAWS, es
     assert await run.result(timeout=1) == {"from": "code"}
 
 
+async def test_heartbeats_reach_a_webhook_and_are_refused_as_requests_are(
+        local: LocalAWS, esm: Any, handlers: Handlers) -> None:
+    """``POST /webhooks/<token>/heartbeat``: 202 ``heartbeat`` for a live webhook (never a payload); 405 for another
+    method, 404 for an unknown or plain-hook token, 410 once the run ended."""
+    assert local.client is not None
+    run = await local.client.start(app.webhook_twice)
+    hook = await wait_for_hook(local, esm, run)
+    for _ in range(2):
+        status, body = await call(handlers, url_event("POST", f"/webhooks/{hook.token}/heartbeat", "ignored"))
+        assert (status, body["status"]) == (202, "heartbeat")
+    status, body = await call(handlers, url_event("GET", f"/webhooks/{hook.token}/heartbeat"))
+    assert (status, body["status"]) == (405, "method-not-allowed")
+    assert (await call(handlers, url_event("POST", f"/webhooks/{secrets.token_hex(32)}/heartbeat")))[0] == 404
+    plain_token = f"approve:{uuid.uuid4().hex[:8]}"
+    plain = await local.client.start(app.plain_hook, plain_token)
+    await wait_for_hook(local, esm, plain)
+    assert (await call(handlers, url_event("POST", f"/webhooks/{plain_token}/heartbeat")))[0] == 404
+    for n in (1, 2):
+        assert (await call(handlers, url_event("POST", f"/webhooks/{hook.token}", f"{{\"n\": {n}}}")))[0] == 202
+    await esm.run_until(terminal(run))
+    assert [r["body"] for r in await run.result(timeout=1)] == ['{"n": 1}', '{"n": 2}']  # heartbeats: no payloads
+    status, body = await call(handlers, url_event("POST", f"/webhooks/{hook.token}/heartbeat"))
+    assert (status, body["status"]) == (410, "gone")
+
+
 async def test_a_body_over_128_kib_is_refused_before_any_lookup(handlers: Handlers) -> None:
     too_big = "x" * (128 * KIB + 1)
     status, body = await call(handlers, url_event("POST", f"/webhooks/{secrets.token_hex(32)}", too_big))

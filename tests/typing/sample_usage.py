@@ -68,6 +68,11 @@ async def status(job: str) -> dict[str, bool]:
     return {"done": True}
 
 
+@step(semantics="at_most_once", retry=RetryPolicy(max_attempts=3))
+async def charge(cents: int) -> str:
+    return f"charged {cents}"
+
+
 @workflow
 async def total(xs: list[int]) -> int:
     return sum([await square(x) for x in xs])
@@ -84,6 +89,7 @@ async def usage(client: Client) -> None:
     reveal_type(total)  # reveal: (xs: list[int]) -> Coroutine[Any, Any, int]
     reveal_type(greet)  # reveal: (name: str, *, loud: bool = False) -> Coroutine[Any, Any, str]
     assert_type(await square(3), int)
+    reveal_type(charge)  # reveal: (cents: int) -> Coroutine[Any, Any, str]
     reveal_type(status)  # reveal: (job: str) -> Coroutine[Any, Any, dict[str, bool]]
     assert_type(await poll_until(status, "j-1", predicate=lambda s: s["done"], interval="10s"), dict[str, bool])
     assert_type(await poll_until(square, initial_state=1, predicate=lambda n: n > 10, max_attempts=5), int)
@@ -106,6 +112,7 @@ async def usage(client: Client) -> None:
     # What must be rejected:
     await square("not an int")  # expected-error: reportArgumentType
     RetryPolicy(initial_delay=[1])  # expected-error: reportArgumentType
+    step(semantics="at-most-once")  # expected-error: reportArgumentType
     await client.start(total, "wrong")  # expected-error: reportCallIssue, reportArgumentType
     await client.start(greet, "ada", loud="yes")  # expected-error: reportCallIssue, reportArgumentType
     await client.start(greet)  # expected-error: reportCallIssue, reportCallIssue

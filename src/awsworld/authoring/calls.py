@@ -7,16 +7,19 @@ import random as _random
 from collections.abc import AsyncIterator, Generator
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from ..engine import hook_timeouts
 from ..engine.determinism import time_ns, uuid4
 from ..engine.ops import HookOp
 from ..world.clock import clock_of
 from .codecs import Codec
-from .durations import When
+from .durations import Duration, When
 from .scope import current_execution, current_step, require_execution
 from .step_context import StepMetadata, StreamWriter
+
+if TYPE_CHECKING:
+    from ..engine.execution import WorkflowExecution
 
 
 async def sleep(duration: When, *, name: str | None = None) -> None:
@@ -106,16 +109,19 @@ class Hook(Generic[T]):
 
 @overload
 def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
-                name: str | None = None, codec: Codec[T]) -> Hook[T]: ...
+                heartbeat_timeout: Duration | None = None, name: str | None = None,
+                codec: Codec[T]) -> Hook[T]: ...
 
 
 @overload
 def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
-                name: str | None = None, codec: None = None) -> Hook[Any]: ...
+                heartbeat_timeout: Duration | None = None, name: str | None = None,
+                codec: None = None) -> Hook[Any]: ...
 
 
 def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When | None = None,
-                name: str | None = None, codec: Codec[Any] | None = None) -> Hook[Any]:
+                heartbeat_timeout: Duration | None = None, name: str | None = None,
+                codec: Codec[Any] | None = None) -> Hook[Any]:
     """Declare a hook. Without a token one is derived from the run (long, unguessable, replay-stable).
 
     ``timeout`` (a duration such as ``"1h"``, seconds or a timedelta, counted from this call; or an aware
@@ -125,24 +131,37 @@ def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When
     not each payload. Adds a wait to the run's history (so adding a timeout to a deployed ``create_hook``
     call is a change to branch with ``patched()``). ``name``: what the log shows for it (display only).
 
+    ``heartbeat_timeout`` (a duration): the sender must be heard from at least that often, by a heartbeat
+    (``Client.heartbeat_hook``, ``awsworld heartbeat-hook``, ``POST /webhooks/<token>/heartbeat``) or a payload;
+    counted from this call, then from the last one heard. Else awaiting the hook raises
+    ``HookHeartbeatTimeoutError`` (a ``HookTimeoutError``) after any payloads received before, and the hook is
+    disposed. It adds a wait to the run's history, as ``timeout`` does.
+
     ``codec``: the payloads are the codec's text or bytes (``resume_hook(token, text)``), and the workflow gets
     what it decodes (a ``Hook[T]`` for a ``Codec[T]``); a payload it cannot decode raises ``CodecError`` at the
     await that takes it (the hook takes later payloads)."""
     execution = require_execution("awsworld.create_hook()")
     op = execution.declare_hook(token, metadata, is_webhook=False, codec=codec, name=name)
-    if timeout is not None:
-        hook_timeouts.arm(execution, op, timeout)
+    _arm(execution, op, timeout, heartbeat_timeout)
     return Hook(op)
 
 
-def create_webhook(metadata: Any = None, *, timeout: When | None = None, name: str | None = None) -> Hook[Any]:
-    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout`` and
-    ``name``: as ``create_hook``'s."""
+def create_webhook(metadata: Any = None, *, timeout: When | None = None, heartbeat_timeout: Duration | None = None,
+                   name: str | None = None) -> Hook[Any]:
+    """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``,
+    ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s."""
     execution = require_execution("awsworld.create_webhook()")
     op = execution.declare_hook(None, metadata, is_webhook=True, name=name)
+    _arm(execution, op, timeout, heartbeat_timeout)
+    return Hook(op)
+
+
+def _arm(execution: WorkflowExecution, op: HookOp, timeout: When | None, heartbeat_timeout: Duration | None) -> None:
+    """The hook's waits, at the positions right after it: its timeout's, then its first heartbeat wait."""
     if timeout is not None:
         hook_timeouts.arm(execution, op, timeout)
-    return Hook(op)
+    if heartbeat_timeout is not None:
+        hook_timeouts.arm_heartbeat(execution, op, heartbeat_timeout)
 
 
 def step_metadata() -> StepMetadata:

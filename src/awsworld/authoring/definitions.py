@@ -13,7 +13,7 @@ import math
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, ParamSpec, Protocol, TypeVar, overload
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overload
 
 from ..schedules.declared import declare_all
 from ..schedules.model import Schedule
@@ -31,6 +31,10 @@ log = logging.getLogger("awsworld.registry")
 _warned_main = False
 
 DEFAULT_MAX_RETRIES = DEFAULT_MAX_ATTEMPTS - 1
+StepSemantics = Literal["at_least_once", "at_most_once"]
+"""How often one attempt of a step may run its body: ``at_least_once`` (the default: an attempt cut off by a
+crash runs again) or ``at_most_once`` (it is recorded failed with ``StepInterruptedError`` instead, and retried
+only as its policy says: the SDK's ``AT_MOST_ONCE_PER_RETRY``)."""
 MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
@@ -43,6 +47,11 @@ class StepDef:
     retry: RetryPolicy = field(default_factory=lambda: shorthand(None, None))
     timeout: float | None = None  # seconds one attempt may run before it is cancelled
     codec: Codec[Any] | None = None  # the result's (``codecs``); None: serde's envelopes
+    semantics: StepSemantics = "at_least_once"
+
+    @property
+    def at_most_once(self) -> bool:
+        return self.semantics == "at_most_once"
 
     @property
     def max_retries(self) -> int:
@@ -243,17 +252,20 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[An
 
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
-         retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: Codec[T]) -> _CodecDecorator[T]: ...
+         retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: Codec[T],
+         semantics: StepSemantics = "at_least_once") -> _CodecDecorator[T]: ...
 
 
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
-         retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: None = None) -> _Decorator: ...
+         retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: None = None,
+         semantics: StepSemantics = "at_least_once") -> _Decorator: ...
 
 
 def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int | None = None,
          name: str | None = None, retry_delay: Duration | None = None, retry: RetryPolicy | None = None,
          timeout: Duration | None = None, codec: Codec[Any] | None = None,
+         semantics: StepSemantics = "at_least_once",
          ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
@@ -265,7 +277,15 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
     timedelta); a longer one is cancelled and fails as a retryable ``StepTimeoutError``. ``codec``: how the
     step's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes); one that fails is a
-    ``CodecError``, never retried."""
+    ``CodecError``, never retried.
+
+    ``semantics``: ``"at_least_once"`` (the default) or ``"at_most_once"``, for a side effect that must never
+    run twice (a payment): each attempt's start is durable before its body runs, and an attempt cut off before
+    its outcome was recorded is failed with ``StepInterruptedError`` (retried as its policy says, as a new
+    attempt) instead of running its body again."""
+    if semantics not in get_args(StepSemantics):
+        raise ValueError(f"@step semantics must be one of {', '.join(map(repr, get_args(StepSemantics)))}, "
+                         f"not {semantics!r}")
     if retry is not None and (max_retries is not None or retry_delay is not None):
         raise TypeError("@step takes retry=RetryPolicy(...) or its shorthand max_retries=/retry_delay=, not both "
                         "(put max_attempts and initial_delay in the policy)")
@@ -276,7 +296,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "step")
-        definition = StepDef(_stable_name(f, name), f, policy, limit, codec)
+        definition = StepDef(_stable_name(f, name), f, policy, limit, codec, semantics)
         REGISTRY.add_step(definition)
 
         @functools.wraps(f)

@@ -67,6 +67,15 @@ class StepTimeoutError(RetryableError):
     workflow sees ``StepError(error_type="StepTimeoutError")`` once the retries are spent."""
 
 
+class StepInterruptedError(RetryableError):
+    """An attempt of an at-most-once step (``@step(semantics="at_most_once")``) was started durably and then cut
+    off before its outcome was recorded (its process died, its delivery came back, its lease passed): the body
+    may have run, so it is not run again in that attempt. The attempt is recorded as failed with this error and
+    retried as any ``RetryableError`` is, within the policy's ``max_attempts`` (``no_retry_on`` may exclude it,
+    ``max_attempts=1`` never retries): a retry is a new attempt with a durable start of its own. The workflow
+    sees ``StepError(error_type="StepInterruptedError")`` once the retries are spent."""
+
+
 class ValueTooLargeError(FatalError):
     """A value (a step's result, a step's or the workflow's input or output) is over the World's size limit
     (``AWSWORLD_MAX_VALUE_BYTES``). Not retried: the same code would produce the same value. A workflow sees
@@ -140,6 +149,18 @@ class HookTimeoutError(TimeoutError):
         super().__init__(f"hook {token!r} timed out at {deadline}")
         self.token = token
         self.deadline = deadline
+
+
+class HookHeartbeatTimeoutError(HookTimeoutError):
+    """``create_hook(..., heartbeat_timeout=...)``: the external system went quiet. No heartbeat
+    (``Client.heartbeat_hook``) or payload reached the hook within ``heartbeat_timeout`` seconds of the last one
+    (or of the hook's creation), durably: the heartbeat wait completed in the log first. A ``HookTimeoutError``, so
+    ``except HookTimeoutError`` catches both kinds of timeout."""
+
+    def __init__(self, token: str, deadline: str, heartbeat_timeout: float) -> None:
+        super().__init__(token, deadline)
+        self.args = (f"hook {token!r} heard no heartbeat for {heartbeat_timeout:g} s (due by {deadline})",)
+        self.heartbeat_timeout = heartbeat_timeout
 
 
 class HookFailedError(Exception):

@@ -1,7 +1,7 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
-``fail-hook``, ``cancel``, ``wake``, ``schedules``), see them in a browser (``ui``), and check code changes
-against stored runs (``export``, ``replay``).
+``fail-hook``, ``heartbeat-hook``, ``cancel``, ``wake``, ``schedules``), see them in a browser (``ui``), and check
+code changes against stored runs (``export``, ``replay``).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
 the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one

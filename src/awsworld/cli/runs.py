@@ -94,6 +94,13 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
                       help="wait this long for the hook to exist (its run may not have reached it yet)")
     fail.set_defaults(handler=_fail_hook)
 
+    beat = sub.add_parser("heartbeat-hook", help="tell a hook its sender is still working (create_hook("
+                                                 "heartbeat_timeout=...)): awsworld heartbeat-hook TOKEN")
+    beat.add_argument("token")
+    beat.add_argument("--wait", type=float, default=None, metavar="SECONDS",
+                      help="wait this long for the hook to exist (its run may not have reached it yet)")
+    beat.set_defaults(handler=_heartbeat_hook)
+
     cancel = sub.add_parser("cancel", help="cancel a run")
     cancel.add_argument("run_id", metavar="RUN")
     cancel.add_argument("--reason", help="recorded on the run (up to 512 characters)")
@@ -448,6 +455,16 @@ def _fail_hook(args: argparse.Namespace) -> int:
         async with remote() as client:
             event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
             print(f"failed as {event.event_id} in run {event.run_id}")
+
+    asyncio.run(go())
+    return 0
+
+
+def _heartbeat_hook(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            event = await client.heartbeat_hook(args.token, wait=args.wait)
+            print(f"heartbeat {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())
     return 0

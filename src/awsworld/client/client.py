@@ -19,7 +19,7 @@ from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelle
 from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
-from ..engine.hook_timeouts import failure_payload
+from ..engine.hook_timeouts import failure_payload, heartbeat_payload
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -250,9 +250,19 @@ class Client:
         message = str(error) if not isinstance(error, BaseException) else (str(error) or type(error).__name__)
         return (await self._receive(token, failure_payload(message, code), idempotency_key, wait)).event
 
+    async def heartbeat_hook(self, token: str, *, wait: float | None = None) -> Event:
+        """Tell the hook holding ``token`` that its sender is still working: for ``create_hook(...,
+        heartbeat_timeout=...)``, the time it may go unheard from starts again from this call. Any hook takes
+        one (a hook without a heartbeat timeout ignores it). Refused as ``resume_hook`` is (``HookNotFoundError``
+        for an unknown or disposed hook, ``HookClosedError`` for one its run's end closed), with its ``wait``
+        semantics. One conditional write (a ``hook_received`` holding a heartbeat envelope), and no wake-up: the
+        run re-arms its heartbeat wait when it next replays. Returns the recorded event."""
+        return (await self._receive(token, heartbeat_payload(), None, wait, wake=False)).event
+
     async def _receive(self, token: str, encoded: Any, idempotency_key: str | None,
-                       wait: float | None) -> HookResumed:
-        """Record ``encoded`` (a serialized payload, or a failure envelope) on the hook and wake its run."""
+                       wait: float | None, *, wake: bool = True) -> HookResumed:
+        """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope) on the hook and wake its
+        run (unless ``wake`` is false)."""
         try:
             hook = await self._hook(token, wait)
         except HookNotFoundError as missing:
@@ -277,7 +287,7 @@ class Client:
                 raise
             event, recorded = repeat.event, False
         assert event is not None
-        if not ended:
+        if not ended and wake:
             reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
             await _wake(self.world, hook.run_id, run.workflow_name, reason)
         return HookResumed(event, recorded)

@@ -52,7 +52,7 @@ from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
-from . import codecs, determinism, serde
+from . import codecs, determinism, hook_timeouts, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
@@ -269,6 +269,9 @@ class WorkflowExecution:
             self._hooks.pop(op.id, None)
             op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
         elif kind == "hook_received":
+            hook_timeouts.heard(self, op, event.created_at)  # a payload counts as a heartbeat
+            if hook_timeouts.is_heartbeat(data.get("payload")):
+                return
             failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
             if failed is not None:
                 op.close(failed)
@@ -378,6 +381,15 @@ class WorkflowExecution:
         self._declare(op)
         return op
 
+    def declare_rearmed_wait(self, op_id: str, resume_at: datetime) -> WaitOp:
+        """A wait declared while replaying an event, not by workflow code (a hook's re-armed heartbeat wait):
+        its id comes from the event, not the call counter, so it takes no position of the code's. One abandoned
+        before it was written (a later heartbeat in the same delivery, the hook disposed) is never written."""
+        op = WaitOp(op_id, resume_at, self.loop.create_future(), declared_at=self.now, rearmed=True)
+        self.ops[op.id] = op
+        self._new[op.id] = op
+        return op
+
     def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None, *,
                      name: str | None = None) -> HookOp:
         shown = display_name(name)
@@ -427,8 +439,10 @@ class WorkflowExecution:
 
     def new_ops(self) -> list[Op]:
         """Ops to declare. A step the workflow cancelled before the flow could declare it (in the same run until
-        idle) is never declared: nothing awaits it, and every replay cancels it at the same point again."""
-        for op in [op for op in self._new.values() if isinstance(op, StepOp) and op.future.cancelled()]:
+        idle) is never declared: nothing awaits it, and every replay cancels it at the same point again. Nor is a
+        re-armed heartbeat wait abandoned before it was written (every replay abandons it the same way)."""
+        for op in [op for op in self._new.values() if (isinstance(op, StepOp) and op.future.cancelled())
+                   or (isinstance(op, WaitOp) and op.rearmed and op.abandoned)]:
             del self._new[op.id]
         for op in self._new.values():
             if isinstance(op, StepOp) and op.digest is None:

@@ -13,21 +13,33 @@ A failure is a ``hook_received`` whose payload is an envelope that ``serde`` nev
 tag is not one of serde's, and a user dict with a ``"$t"`` key is escaped (``{"$t": "dict", ...}``). So no
 payload a client sends through ``resume_hook`` (or the webhook route) can be taken for a failure, and a failure
 travels the same path as a payload: the same event, the same idempotency keys, the same wake-up.
+
+A heartbeat (``Client.heartbeat_hook``, for ``create_hook(..., heartbeat_timeout=...)``) is a ``hook_received``
+with another such envelope, so it is refused exactly as a payload is (an unknown, disposed or ended hook: one
+rule, ``world.rules.hooks.hook_received``, in both Worlds) and costs one conditional write; it wakes nobody. The
+hook declares a heartbeat wait due ``heartbeat_timeout`` after its creation. Replaying any ``hook_received`` (a
+payload counts as a heartbeat) abandons the current heartbeat wait and declares the next one, due
+``heartbeat_timeout`` after that event: its time and its id (``<first wait>_hb<n>``) come from the log, so every
+replay re-arms the same way. The flow writes the new wait the next time it runs (at the latest when the old one
+falls due, which the watch index and the watchdog enforce as any wait's), and the hook fails with
+``HookHeartbeatTimeoutError`` when a heartbeat wait completes first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, cast
 
-from ..authoring.durations import When, resolve
-from ..authoring.errors import HookFailedError, HookTimeoutError
+from ..authoring.durations import Duration, When, parse_duration, resolve
+from ..authoring.errors import HookFailedError, HookHeartbeatTimeoutError, HookTimeoutError
 
 if TYPE_CHECKING:
     from .execution import WorkflowExecution
-    from .ops import HookOp
+    from .ops import HookOp, WaitOp
 
 FAILURE_TAG = "awsworld.hook_failure"
+HEARTBEAT_TAG = "awsworld.hook_heartbeat"
 MAX_FAILURE_MESSAGE = 4096
 MAX_FAILURE_CODE = 256
 
@@ -38,6 +50,15 @@ def failure_payload(message: str, code: str | None = None) -> dict[str, Any]:
     if code is not None:
         value["code"] = str(code)[:MAX_FAILURE_CODE]
     return {"$t": FAILURE_TAG, "v": value}
+
+
+def heartbeat_payload() -> dict[str, Any]:
+    """The stored payload of ``Client.heartbeat_hook``: an envelope no user value serializes to."""
+    return {"$t": HEARTBEAT_TAG, "v": {}}
+
+
+def is_heartbeat(raw: Any) -> bool:
+    return isinstance(raw, dict) and cast(dict[str, Any], raw).get("$t") == HEARTBEAT_TAG
 
 
 def hook_failure(token: str, raw: Any) -> Callable[[], HookFailedError] | None:
@@ -67,5 +88,40 @@ def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
             return
         deadline = wait.resume_at.isoformat()
         op.close(lambda: HookTimeoutError(token, deadline))
+
+    wait.future.add_done_callback(passed)
+
+
+def arm_heartbeat(execution: WorkflowExecution, op: HookOp, heartbeat_timeout: Duration) -> None:
+    """Declare ``op``'s first heartbeat wait (the next position), due ``heartbeat_timeout`` from now."""
+    every = parse_duration(heartbeat_timeout, what="create_hook(heartbeat_timeout=...)")
+    if every.total_seconds() <= 0:
+        raise ValueError(f"create_hook(heartbeat_timeout=...) must be positive, got {heartbeat_timeout!r}")
+    op.heartbeat_every = every
+    _watch(op, execution.declare_wait(execution.current_time() + every))
+
+
+def heard(execution: WorkflowExecution, op: HookOp, at: datetime) -> None:
+    """A ``hook_received`` (a heartbeat or a payload) recorded at ``at`` was replayed: re-arm the heartbeat wait
+    from it. The abandoned wait is never completed nor waited for; the new one is written by this delivery
+    (unless it is abandoned in turn before the delivery writes)."""
+    current, every = op.heartbeat, op.heartbeat_every
+    if current is None or every is None or op.closed is not None or current.done or current.abandoned:
+        return  # no heartbeat timeout, or the hook is over (timed out, failed, disposed): nothing to re-arm
+    current.abandoned = True
+    op.heartbeats += 1
+    first = current.id.split("_hb", 1)[0]
+    _watch(op, execution.declare_rearmed_wait(f"{first}_hb{op.heartbeats}", at + every))
+
+
+def _watch(op: HookOp, wait: WaitOp) -> None:
+    op.heartbeat = wait
+    token = op.token
+    every = op.heartbeat_every.total_seconds() if op.heartbeat_every is not None else 0.0
+
+    def passed(_: object) -> None:
+        if wait.future.cancelled() or op.heartbeat is not wait:
+            return  # superseded by a later heartbeat
+        op.close(lambda: HookHeartbeatTimeoutError(token, wait.resume_at.isoformat(), every))
 
     wait.future.add_done_callback(passed)

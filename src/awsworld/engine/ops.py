@@ -10,7 +10,7 @@ import asyncio
 import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from ..authoring.codecs import Codec
@@ -60,6 +60,7 @@ class WaitOp:
     # completes it. A sleep whose future was cancelled counts as abandoned too (``live``).
     kind: str = "wait"
     name: str | None = None  # the display name recorded on wait_created
+    rearmed: bool = False  # a hook's heartbeat wait declared by replaying a heartbeat (not at a code position)
 
     @property
     def live(self) -> bool:
@@ -89,6 +90,9 @@ class HookOp:
     waiters: collections.deque[asyncio.Future[Any]] = field(default_factory=collections.deque[asyncio.Future[Any]])
     closed: Callable[[], BaseException] | None = None  # timed out or failed: what every later await raises
     timeout: WaitOp | None = None  # the wait declared with the hook (``create_hook(timeout=...)``)
+    heartbeat: WaitOp | None = None  # the current heartbeat wait (``heartbeat_timeout=``), re-armed per heartbeat
+    heartbeat_every: timedelta | None = None
+    heartbeats: int = 0  # heartbeats (and payloads) replayed so far: names the next re-armed wait
     kind: str = "hook"
     codec: Any = None  # the payloads' (``create_hook(codec=...)``): decoded as they are replayed
     name: str | None = None  # the display name recorded on hook_created
@@ -112,8 +116,7 @@ class HookOp:
 
     def fail(self, error: BaseException) -> None:
         self.conflict = error
-        if self.timeout is not None and not self.timeout.done:
-            self.timeout.abandoned = True  # the hook never held its token: its deadline decides nothing
+        self._abandon_waits()  # the hook never held its token: its deadlines decide nothing
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
@@ -133,8 +136,12 @@ class HookOp:
 
     def dispose(self) -> None:
         self.dispose_requested = True
-        if self.timeout is not None and not self.timeout.done:
-            self.timeout.abandoned = True  # nobody will be told it passed: no wake-up for it
+        self._abandon_waits()  # nobody will be told they passed: no wake-up for them
+
+    def _abandon_waits(self) -> None:
+        for wait in (self.timeout, self.heartbeat):
+            if wait is not None and not wait.done:
+                wait.abandoned = True
 
     def next_payload(self) -> asyncio.Future[Any]:
         future: asyncio.Future[Any] = self.loop.create_future()

@@ -1,7 +1,10 @@
 """The webhook route: a Lambda Function URL (payload format 2.0) that resumes a webhook's run.
 
 ``POST /webhooks/<token>`` (or PUT, PATCH, GET, DELETE: whatever a sender uses) delivers the request to the
-hook holding ``<token>`` as ``{"method", "headers", "body", "query"}`` and wakes the run:
+hook holding ``<token>`` as ``{"method", "headers", "body", "query"}`` and wakes the run. ``POST
+/webhooks/<token>/heartbeat`` is a heartbeat instead (``create_webhook(heartbeat_timeout=...)``): the body is
+ignored, nothing is woken, and it is answered 202 ``heartbeat`` or refused as a request would be (404, 410);
+another method is answered 405. A resume counts as a heartbeat too.
 
 ====== ===========================================================================================
 202    recorded, and the run will wake: ``accepted``, or ``already-received`` for a repeat of a request
@@ -55,7 +58,7 @@ logger = obs.logger
 
 MAX_BODY_BYTES = 128 * 1024
 METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
-PATH = re.compile(r"^/webhooks/([^/]+)/?$")
+PATH = re.compile(r"^/webhooks/([^/]+?)(/heartbeat)?/?$")
 _TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|x-www-form-urlencoded|[\w.+-]*\+(json|xml))\b)", re.I)
 # Where a request's resume id comes from, first match wins: headers whose value a sender keeps across its
 # retries of one delivery (Standard Webhooks, GitHub, and the common spellings of an idempotency key).
@@ -84,6 +87,7 @@ class WebhookRequest:
     headers: dict[str, str]
     body: str | bytes | None
     query: dict[str, str]
+    heartbeat: bool = False  # ``POST /webhooks/<token>/heartbeat``
 
     def payload(self) -> dict[str, Any]:
         return {"method": self.method, "headers": self.headers, "body": self.body, "query": self.query}
@@ -188,8 +192,10 @@ def _parse(event: Any) -> WebhookRequest | Response:
     match = PATH.match(_text(event.get("rawPath") or http.get("path") or "", "rawPath"))
     if match is None:
         return _reply(404, "not-found", "webhooks are at /webhooks/<token>")
-    if method not in METHODS:
-        return _reply(405, "method-not-allowed", f"use one of {', '.join(METHODS)}", {"allow": ", ".join(METHODS)})
+    heartbeat = match.group(2) is not None
+    methods = ("POST",) if heartbeat else METHODS
+    if method not in methods:
+        return _reply(405, "method-not-allowed", f"use one of {', '.join(methods)}", {"allow": ", ".join(methods)})
     token = unquote(match.group(1))
     if len(token) > MAX_HOOK_TOKEN_LENGTH or not token_fits(token):
         # No hook can hold it: answered without a storage request (DynamoDB would refuse the key, not miss it).
@@ -199,7 +205,7 @@ def _parse(event: Any) -> WebhookRequest | Response:
     if isinstance(body, Response):
         return body
     query = _strings(event.get("queryStringParameters"), "queryStringParameters")
-    return WebhookRequest(token, method, headers, body, query)
+    return WebhookRequest(token, method, headers, body, query, heartbeat)
 
 
 async def resume(container: Container, request: WebhookRequest) -> Response:
@@ -211,6 +217,10 @@ async def resume(container: Container, request: WebhookRequest) -> Response:
         if not hook.is_webhook:
             raise HookNotFoundError("the token belongs to a hook that is not a webhook")
         logger.thread_safe_append_keys(runId=hook.run_id, hookId=hook.hook_id)
+        if request.heartbeat:
+            event = await container.client.heartbeat_hook(request.token)
+            logger.thread_safe_append_keys(eventId=event.event_id, heartbeat=True)
+            return _reply(202, "heartbeat", "the webhook's run heard the heartbeat")
         outcome = await container.client.resume_hook_outcome(request.token, request.payload(),
                                                              idempotency_key=resume_id)
     except HookClosedError:  # the token's run ended and closed its hooks (before HookNotFoundError: it is one)

@@ -74,9 +74,11 @@ class Declarations(ProvisionalOutcomes):
         for op in chunk:
             requests.append(_declaration(op))
             if born is not None and op is born:
-                lease = step_lease(resolve_step(self.registry, born.definition.name), self.deadline)
+                definition = resolve_step(self.registry, born.definition.name)
+                lease = step_lease(definition, self.deadline)
                 requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
-                    self.message_id, inline=True, lease=lease)})
+                    self.message_id, inline=True, lease=lease,
+                    at_most_once=definition.at_most_once and born.poll is None)})
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],

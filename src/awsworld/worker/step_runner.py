@@ -23,6 +23,11 @@ reads the step's status every ``check_seconds()`` and finds it ended. Either way
 is the step's one end. A queued message for a step not started yet finds it ended (``step_started`` is refused
 with 409) and never runs it.
 
+An at-most-once step (``@step(semantics="at_most_once")``) asks for its starts with ``atMostOnce``: where the
+World finds its current attempt started but unfinished (a redelivery after a crash, a take-over past the lease)
+it refuses the start, and ``interrupted_end`` records that attempt failed with ``StepInterruptedError`` (retried
+per its policy) instead of running the body again (``world.rules.at_most_once``).
+
 A poll (``poll_until``: ``poll`` given) is judged here too: a result the predicate rejects is recorded as
 ``step_retrying`` at the next poll's time (see ``poll``).
 """
@@ -39,7 +44,7 @@ from typing import Any, Literal
 
 from ..authoring.codecs import Place
 from ..authoring.definitions import Registry, StepDef
-from ..authoring.errors import FatalError, StepTimeoutError, ValueTooLargeError
+from ..authoring.errors import FatalError, StepInterruptedError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
 from ..authoring.retry import seeded
 from ..authoring.scope import current_step
@@ -52,12 +57,14 @@ from ..world.errors import (
     EntityConflictError,
     PayloadTooLargeError,
     RunGoneError,
+    StepAttemptInterruptedError,
     StepNotFoundError,
     StepRunningElsewhereError,
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
 from ..world.protocol import World
+from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD
 from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
 from .child_runs import resolve_step
 from .error_shapes import structured_error
@@ -92,17 +99,21 @@ INLINE = "inline"
 """``step_started``'s mark of an attempt the flow ran in its replay loop (see ``start_data``)."""
 
 
-def start_data(owner: str | None, *, inline: bool, lease: float | None = None) -> dict[str, Any]:
+def start_data(owner: str | None, *, inline: bool, lease: float | None = None,
+               at_most_once: bool = False) -> dict[str, Any]:
     """``step_started``'s data: the delivery's message id (``ownerMessageId``: a redelivery of that message may
     start the step again, see ``attempt_step``), the lease it asks for (``leaseSeconds``: how long it may still
     report about the attempt; past it, another delivery may take the step over, ``world.rules.leases``) and
     ``"inline": true`` when the flow runs the attempt in its replay loop rather than a step message of its own.
     Only the inline path is marked: a fan-out queues N-1 steps and runs one inline, so the common case costs no
     bytes, and an event without the mark (every older one too) reads as queued. The run viewer shows it;
-    nothing in the runtime reads it back."""
+    nothing in the runtime reads it back. ``atMostOnce``: the World refuses to start the step over an unfinished
+    attempt (``world.rules.at_most_once``)."""
     data: dict[str, Any] = {"ownerMessageId": owner} if owner else {}
     if lease is not None:
         data[LEASE_SECONDS_FIELD] = lease
+    if at_most_once:
+        data[AT_MOST_ONCE_FIELD] = True
     if inline:
         data[INLINE] = True
     return data
@@ -178,7 +189,10 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     started = claimed
     if started is None:
         event: dict[str, Any] = {"eventType": "step_started", "correlationId": step_id}
-        data = start_data(owner, inline=inline, lease=step_lease(definition, deadline))
+        # A poll's check is at least once whatever its step says: its attempts are the polls, bounded by the
+        # poll's timeout rather than by a retry policy an interruption would be judged by.
+        data = start_data(owner, inline=inline, lease=step_lease(definition, deadline),
+                          at_most_once=definition.at_most_once and poll is None)
         if data:
             event["eventData"] = data
         try:
@@ -187,6 +201,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
             return StepOutcome("gone", [])
         except StepRunningElsewhereError:
             return StepOutcome("running-elsewhere", [])
+        except StepAttemptInterruptedError as cut_off:
+            return interrupted_end(world, definition, step_id, cut_off.attempt)
         except EntityConflictError:
             return StepOutcome("finished-already", [])
         except TooEarlyError as early:
@@ -335,6 +351,22 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
         return failed
     return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now, rand=draw), now,
                      step.attempt, events)
+
+
+def interrupted_end(world: World, definition: StepDef, step_id: str, attempt: int) -> StepEnd:
+    """The end of an at-most-once attempt found started but unfinished (``world.rules.at_most_once``): failed
+    with ``StepInterruptedError``, retried as its policy says (a new attempt, with a durable start of its own).
+    The body is not run. The end names the attempt, so it lands only while that attempt is the running one."""
+    error = StepInterruptedError(f"attempt {attempt} of at-most-once step {definition.name} was started but "
+                                 f"never finished (its delivery was cut off); its body is not run again")
+    policy = definition.retry
+    data: dict[str, Any] = {"error": structured_error(error), INTERRUPTED_FIELD: attempt}
+    if not policy.retries(error) or attempt >= policy.max_attempts:
+        return StepEnd(step_id, "step_failed", data, attempt, [])
+    now = clock_of(world).now()
+    at = policy.retry_at(error, attempt, now)
+    return StepEnd(step_id, "step_retrying", {**data, "retryAfter": at.isoformat()}, attempt, [],
+                   retry_after=max(0.0, (at - now).total_seconds()))
 
 
 def _rejected_poll(world: World, poll: PollSpec, step_id: str, attempt: int, events: list[Event],

@@ -88,6 +88,18 @@ class StepRunningElsewhereError(EntityConflictError):
     duplicate message and should simply stop (the running delivery records the outcome)."""
 
 
+class StepAttemptInterruptedError(EntityConflictError):
+    """step_started with ``atMostOnce`` while the step's current attempt is unfinished (``rules.at_most_once``):
+    nothing was written. ``attempt`` is the interrupted attempt; the caller records its end
+    (``StepInterruptedError``)."""
+
+    code = "step-attempt-interrupted"
+
+    def __init__(self, message: str, *, attempt: int) -> None:
+        super().__init__(message, attempt=attempt)
+        self.attempt = attempt
+
+
 class HookAlreadyReceivedError(EntityConflictError):
     """A ``hook_received`` with this ``resumeId`` was already recorded for this hook; nothing was written.
 

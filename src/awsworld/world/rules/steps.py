@@ -4,7 +4,8 @@
   followed in one batch by its ``step_started`` it is born running at attempt 1 (``born_running``).
 - ``step_started`` begins an attempt of an unfinished step of a live run (the terminal-run start fence): not
   before its ``retryAfter`` (425, with how long to wait), and not while another delivery's lease runs
-  (``leases.start_verdict``). It records the attempt and the lease's end, not the seconds asked for.
+  (``leases.start_verdict``), nor, for an at-most-once step, over an unfinished attempt
+  (``at_most_once.check_start``). It records the attempt and the lease's end, not the seconds asked for.
 - ``step_retrying`` puts the step back to pending with its error (and when it may start again);
   ``step_completed`` / ``step_failed`` finish it. A step that already ran may still record its outcome after its
   run ended: the fence is on starting, not on finishing.
@@ -20,6 +21,7 @@ from typing import Literal
 from ..entities import TERMINAL_STEP_STATUSES
 from ..errors import EntityConflictError, EventNotFoundError, StepNotFoundError, TooEarlyError
 from ..events import CreateEventRequest, StepCreatedData, StepRetryingData, WaitCreatedData
+from .at_most_once import check_interrupted_end, check_start
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
@@ -78,6 +80,7 @@ def step_started(req: CreateEventRequest, view: View) -> Decision:
     # once the lease has passed, the owner is gone and this delivery takes the step over.
     start_verdict(status=step.status, holder=step.owner, owner=ask.owner, lease_until=step.lease_until,
                   started=step.updated_at, now=now, step_id=req.correlation_id)
+    check_start(req.data().model_extra, status=step.status, attempt=step.attempt, step_id=req.correlation_id)
     attempt = step.attempt + 1
     after = evolve(step, status="running", attempt=attempt, started_at=step.started_at or now, updated_at=now,
                     owner=ask.owner, lease_until=lease, retry_after=None)
@@ -92,6 +95,8 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
 
     def decide(req: CreateEventRequest, view: View) -> Decision:
         step = _existing(req, view)
+        check_interrupted_end(req.data().model_extra, status=step.status, attempt=step.attempt,
+                              step_id=req.correlation_id)
         now = view.now
         ref = EventRef(0) if view.carries_value else None
         after = evolve(step, output=ref) if value == "output" else evolve(step, error=ref)

@@ -1,0 +1,195 @@
+"""``@step(semantics="at_most_once")`` end to end: an attempt cut off after its durable start is recorded failed
+with ``StepInterruptedError`` and retried as its policy says, never run again as the same attempt.
+
+On the in-memory World a delivery is killed mid-body by its Lambda-like timeout (the body counted its run
+first) and its message comes back; the redelivery finds the attempt started and unfinished. On the emulator
+(moto) and memory the step runner meets the same situation head on: an attempt whose start is in the log under
+a delivery that never reported (as the crash suite's process deaths leave it, ``tests/chaos``), redelivered.
+The counts are of bodies run, per attempt: what a payment provider would see.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from awsworld import RetryPolicy, StepError, StepInterruptedError, step, step_metadata, workflow
+from awsworld.authoring.definitions import REGISTRY, StepDef
+from awsworld.engine import serde
+from awsworld.testing import WorkflowTestEnv
+from awsworld.worker.step_runner import run_step
+
+from .conftest import BOTH, E2E
+
+CHARGES: Counter[tuple[str, int]] = Counter()
+"""Bodies run, by (run id, attempt)."""
+STALL_SECONDS = 1.0
+POLLING = ("sqs.ReceiveMessage", "sqs.GetQueueAttributes")
+TIMEOUT_SECONDS = 0.3
+
+
+def _charged() -> int:
+    meta = step_metadata()
+    CHARGES[(meta.run_id, meta.attempt)] += 1
+    return meta.attempt
+
+
+def charges(run_id: str) -> dict[int, int]:
+    return {attempt: n for (run, attempt), n in sorted(CHARGES.items()) if run == run_id}
+
+
+@step(name="amo.charge", semantics="at_most_once", retry=RetryPolicy(max_attempts=3, initial_delay="2s"))
+async def charge(cents: int) -> str:
+    if _charged() == 1:
+        await asyncio.sleep(STALL_SECONDS)  # the delivery is killed here, after the charge went out
+    return f"charged {cents}"
+
+
+@step(name="amo.charge_once", semantics="at_most_once", retry=RetryPolicy(max_attempts=1))
+async def charge_once(cents: int) -> str:
+    _charged()
+    await asyncio.sleep(STALL_SECONDS)
+    return f"charged {cents}"
+
+
+@step(name="amo.plain", retry=RetryPolicy(max_attempts=3, initial_delay="2s"))
+async def plain_charge(cents: int) -> str:
+    if _charged() == 1:
+        await asyncio.sleep(STALL_SECONDS)
+    return f"charged {cents}"
+
+
+@workflow(name="amo.pay")
+async def pay(cents: int) -> str:
+    return await charge(cents)
+
+
+@workflow(name="amo.pay_once")
+async def pay_once(cents: int) -> str:
+    try:
+        return await charge_once(cents)
+    except StepError as error:
+        return f"not charged again: {error.error_type} after {error.attempt} attempt(s)"
+
+
+@workflow(name="amo.pay_plain")
+async def pay_plain(cents: int) -> str:
+    return await plain_charge(cents)
+
+
+@pytest.fixture
+async def env() -> Any:
+    async with WorkflowTestEnv(timeout=TIMEOUT_SECONDS) as made:
+        yield made
+
+
+def test_the_semantics_are_checked_where_the_step_is_declared() -> None:
+    with pytest.raises(ValueError, match="at_most_once"):
+        step(semantics="at-most-once")  # type: ignore[arg-type]
+    assert REGISTRY.step("amo.charge").at_most_once and not REGISTRY.step("amo.plain").at_most_once
+
+
+async def test_an_attempt_cut_off_mid_body_is_recorded_interrupted_and_retried_as_a_new_attempt(
+        env: WorkflowTestEnv) -> None:
+    run = await env.client.start(pay, 250)
+    assert await run.result() == "charged 250"
+    assert env.driver.invoker.timed_out >= 1, "the first attempt's delivery was killed mid-body"
+    assert charges(run.run_id) == {1: 1, 2: 1}, "each attempt's body ran once: attempt 1 was not run again"
+    steps = [e for e in await run.events() if e.correlation_id == "amo.charge:0" or e.event_type.startswith("step")]
+    kinds = [(e.event_type, (e.event_data or {}).get("attempt")) for e in steps]
+    assert kinds == [("step_created", None), ("step_started", 1), ("step_retrying", None), ("step_started", 2),
+                     ("step_completed", None)]
+    retrying = steps[2].event_data or {}
+    assert retrying["error"]["name"] == "StepInterruptedError" and retrying["interruptedAttempt"] == 1
+
+
+async def test_an_interrupted_attempt_without_retries_left_fails_the_step_with_a_catchable_error(
+        env: WorkflowTestEnv) -> None:
+    run = await env.client.start(pay_once, 99)
+    assert await run.result() == "not charged again: StepInterruptedError after 1 attempt(s)"
+    assert charges(run.run_id) == {1: 1}
+    [record] = await run.steps()
+    assert (record.status, record.attempt) == ("failed", 1)
+
+
+async def test_an_at_least_once_step_runs_the_cut_off_attempt_again(env: WorkflowTestEnv) -> None:
+    """The default, for contrast: the redelivery starts a new attempt and runs the body again."""
+    run = await env.client.start(pay_plain, 5)
+    assert await run.result() == "charged 5"
+    kinds = [e.event_type for e in await run.events() if e.event_type.startswith("step")]
+    assert "step_retrying" not in kinds and kinds.count("step_started") == 2
+    assert sum(charges(run.run_id).values()) == 2
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_redelivery_of_a_started_attempt_records_it_interrupted_on_every_world(e2e: E2E) -> None:
+    """The log as a delivery that died right after its start leaves it (step_started under message m-1, with
+    ``atMostOnce``); the same message comes back to the step runner: nothing runs, the attempt is recorded
+    interrupted; the retry is a new attempt whose body runs once. A second stale redelivery changes nothing."""
+    world = e2e.world
+    definition: StepDef = REGISTRY.step("amo.charge")
+    created = await world.events.create(None, {"eventType": "run_created", "eventData": {
+        "workflowName": "amo.pay", "input": serde.dumps({"args": [7], "kwargs": {}})}})
+    assert created.run is not None
+    run_id = created.run.run_id
+    await world.events.create(run_id, {"eventType": "run_started"})
+    await world.events.create(run_id, {"eventType": "step_created", "correlationId": "c", "eventData": {
+        "stepName": definition.name, "input": serde.dumps({"args": [7], "kwargs": {}})}})
+    await world.events.create(run_id, {"eventType": "step_started", "correlationId": "c",
+                                       "eventData": {"ownerMessageId": "m-1", "atMostOnce": True}})
+
+    again = await run_step(world, REGISTRY, run_id, "c", definition.name, owner="m-1")
+    assert (again.status, again.attempt) == ("retry", 1) and charges(run_id) == {}
+    [*_, interrupted] = (await world.events.list(run_id)).data
+    assert interrupted.event_type == "step_retrying"
+    assert interrupted.event_data["error"]["name"] == StepInterruptedError.__name__
+
+    early = await run_step(world, REGISTRY, run_id, "c", definition.name, owner="m-1")
+    assert early.status == "too-early", "the retry waits for its back-off"
+    await e2e.sleep(again.retry_after + 0.2)
+    done = await run_step(world, REGISTRY, run_id, "c", definition.name, owner="m-2")
+    assert (done.status, done.attempt) == ("completed", 2) and charges(run_id) == {2: 1}
+    stale = await run_step(world, REGISTRY, run_id, "c", definition.name, owner="m-1")
+    assert stale.status == "finished-already" and charges(run_id) == {2: 1}
+
+
+@step(name="amo.serial_once", semantics="at_most_once")
+async def serial_once(x: int) -> int:
+    return x + 1
+
+
+@step(name="amo.serial_plain")
+async def serial_plain(x: int) -> int:
+    return x + 1
+
+
+@workflow(name="amo.serial")
+async def serial(n: int, at_most_once: bool) -> int:
+    x = 0
+    for _ in range(n):
+        x = await (serial_once(x) if at_most_once else serial_plain(x))
+    return x
+
+
+@pytest.mark.parametrize("e2e_backend", ["aws"])
+async def test_an_at_most_once_step_costs_no_request_more_than_an_at_least_once_one(e2e: E2E) -> None:
+    """On the path that does not crash the mark rides in the step_started written anyway: the same requests,
+    request by request, for ten serial steps of either kind (the write units differ by the mark's bytes only)."""
+    used: dict[bool, Counter[str]] = {}
+    for at_most_once in (False, True):
+        await e2e.idle()
+        before = e2e.world.stats.snapshot()
+        run = await e2e.start(serial, 10, at_most_once)
+        await e2e.idle()
+        used[at_most_once] = (e2e.world.stats.snapshot() - before).requests
+        assert await run.result(timeout=5) == 10
+        starts = [e for e in await run.events() if e.event_type == "step_started"]
+        assert len(starts) == 10 and all(bool(s.event_data.get("atMostOnce")) == at_most_once for s in starts)
+    # The poller's receives and the idle checks' queue reads vary with timing: the runs' own requests do not.
+    def own(counts: Counter[str]) -> Counter[str]:
+        return Counter({k: n for k, n in counts.items() if k not in POLLING})
+
+    assert own(used[True]) == own(used[False]), used
