@@ -25,6 +25,11 @@ from awsworld.aws import AWSWorld
 from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, LocalStack, LocalStackError, MotoServer
 from awsworld.memory import MemoryWorld
 
+# typing/sample_usage.py is read by pyright only (typing/test_typing.py): never collected or imported. (Said here,
+# not in a typing/conftest.py: a second top-level module named ``conftest`` would shadow this one for the test
+# modules that import its names, whenever typing/ happened to be collected first.)
+collect_ignore = ["typing/sample_usage.py"]
+
 AWS_BACKENDS = ["moto", "dynamodb-local"]
 BACKENDS = AWS_BACKENDS  # the AWS World's emulators: ``backend``, ``world``, ``world_factory``
 LOCALSTACK = "localstack"  # DynamoDB Local + LocalStack's SQS, S3 and KMS (no moto): the suites about SQS and S3
