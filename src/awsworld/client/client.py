@@ -455,7 +455,7 @@ async def _wake(world: World, run_id: str, workflow: str, reason: str) -> None:
                       idempotency_key=f"{run_id}:{reason}")
 
 
-async def _repeat_on_disposed(world: Any, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
+async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
     """A keyed resume of a token whose hook was disposed (``world/rules/hooks.py``): a repeat of a resume that hook
     took is answered as the first was (the write is refused as a repeat, with the first event, before anything
     says the hook is gone); any other is the lookup's ``HookNotFoundError``. Nothing new is recorded or woken."""

@@ -19,6 +19,7 @@ from ..authoring.definitions import REGISTRY
 from ..engine import serde
 from ..world.clock import clock_of
 from ..world.errors import RunGoneError, RunNotFoundError
+from ..world.protocol import World
 from ..world.rules.schedules import Action, Claim, ScheduleState, settle, tick_text
 from .info import CONTEXT_KEY
 from .store import ScheduleStore
@@ -55,7 +56,7 @@ def run_context(state: ScheduleState, action: Action) -> dict[str, Any]:
                                        "trigger": action.trigger}}
 
 
-async def perform(world: Any, store: ScheduleStore, state: ScheduleState, actions: Sequence[Action], *,
+async def perform(world: World, store: ScheduleStore, state: ScheduleState, actions: Sequence[Action], *,
                   client: Any, start: StartRun) -> None:
     """Carry out ``actions`` in order. Each is idempotent: a start names its run (a second start of it returns
     the first run), a cancel of a run that has ended or does not exist changes nothing."""
@@ -73,7 +74,7 @@ async def perform(world: Any, store: ScheduleStore, state: ScheduleState, action
                     run_id=action.run_id, context=run_context(state, action))
 
 
-async def last_status(world: Any, state: ScheduleState) -> str | None:
+async def last_status(world: World, state: ScheduleState) -> str | None:
     """The status of the schedule's last run (None: it has none, or it is not recorded)."""
     if state.last_run_id is None:
         return None
@@ -83,7 +84,7 @@ async def last_status(world: Any, state: ScheduleState) -> str | None:
         return None
 
 
-async def carry_out(world: Any, store: ScheduleStore, state: ScheduleState, *, client: Any,
+async def carry_out(world: World, store: ScheduleStore, state: ScheduleState, *, client: Any,
                     start: StartRun) -> ScheduleState:
     """Do ``state.pending`` and clear it; the record as it stands after (another writer's, if one moved it)."""
     if not state.pending:
@@ -95,7 +96,7 @@ async def carry_out(world: Any, store: ScheduleStore, state: ScheduleState, *, c
     return await store.get(state.schedule_id)  # moved on: its writer saw the pending effects and did them too
 
 
-async def decide_and_apply(world: Any, store: ScheduleStore, state: ScheduleState, decide: Decide, *,
+async def decide_and_apply(world: World, store: ScheduleStore, state: ScheduleState, decide: Decide, *,
                            client: Any, start: StartRun,
                            needs_status: Callable[[ScheduleState], bool] | None = None
                            ) -> tuple[ScheduleState, Claim | None]:

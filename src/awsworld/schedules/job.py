@@ -25,6 +25,7 @@ from typing import Any
 
 from ..client.client import Client, _start  # pyright: ignore[reportPrivateUsage]
 from ..world.clock import clock_of
+from ..world.protocol import World
 from ..world.rules.schedules import (
     Claim,
     ScheduleState,
@@ -68,7 +69,7 @@ class ScheduleJobError(RuntimeError):
     """Some schedules could not be looked at in this tick (each is looked at again by the next)."""
 
 
-async def run_schedules(world: Any) -> dict[str, int]:
+async def run_schedules(world: World) -> dict[str, int]:
     """The job: its report (counts). Nothing on a World without a schedule store."""
     report = JobReport()
     store = schedules_of(world)
@@ -97,7 +98,7 @@ async def run_schedules(world: Any) -> dict[str, int]:
     return report.as_dict()
 
 
-async def _evaluate(world: Any, store: ScheduleStore, state: ScheduleState, now: datetime, client: Any,
+async def _evaluate(world: World, store: ScheduleStore, state: ScheduleState, now: datetime, client: Any,
                     report: JobReport) -> None:
     def decide(current: ScheduleState, status: str | None) -> Claim | None:
         due = timing.due(current.spec, current.cursor, now, current.catchup)
