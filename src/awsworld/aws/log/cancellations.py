@@ -10,10 +10,11 @@ only moved: then it marks what the next attempt must re-read.
 from __future__ import annotations
 
 from ...world.entities import TERMINAL_RUN_STATUSES
-from ...world.errors import RunNotFoundError, WorldError
+from ...world.errors import WorldError
 from ...world.rules import Check, Decision, Failed, TokenState, refusal
 from ...world.rules.log import check_fence
 from ...world.rules.requests import failed_outcome
+from ...world.rules.runs import run_missing
 from ..dynamodb.transactions import TxCancelled
 from .group_commit import Member, Unit
 from .hook_plans import RESUME_MARKER_ROLE
@@ -46,7 +47,7 @@ class CancellationDecoding(WriterCaches):
             creating = any(u.plan and u.plan.run.create_item for u in writing)
             if old is None and not creating:
                 self.forget(run_id)
-                raise RunNotFoundError(f"run {run_id} not found")
+                raise run_missing(run_id)
             if old is not None:
                 att.run, att.run_stale, att.run_cached, att.seq = old, False, False, int(old["seq"])
                 self._hint(run_id, att.seq)

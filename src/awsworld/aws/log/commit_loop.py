@@ -15,11 +15,11 @@ from typing import Any
 
 from ...world.errors import (
     InvalidInputError,
-    RunNotFoundError,
     ThrottledError,
     WorldError,
 )
 from ...world.rules.log import check_expected_seq, check_fence
+from ...world.rules.runs import run_missing
 from ..dynamodb.items import (
     Item,
     now_iso,
@@ -232,7 +232,7 @@ class CommitLoop(CancellationDecoding):
         its write would otherwise get."""
         run = await get_item(self.clients, run_key(run_id))
         if run is None:
-            raise RunNotFoundError(f"run {run_id} not found")
+            raise run_missing(run_id)
         att.run, att.run_stale, att.seq = run, False, int(run["seq"])
         check_fence(run_id, int(run["seq"]), int(run["seqInBand"]), expected)
 
@@ -273,7 +273,7 @@ class CommitLoop(CancellationDecoding):
                 att.run = found.get((run_key(run_id)["pk"], "RUN"))
                 att.run_stale = att.refresh = False
                 if att.run is None and not types & {"run_started"}:
-                    raise RunNotFoundError(f"run {run_id} not found")
+                    raise run_missing(run_id)
                 if att.run is not None:
                     att.seq = int(att.run["seq"])
                     if refreshing:

@@ -9,9 +9,10 @@ from typing import Any
 
 from ...world.cursors import check_limit, encode_cursor, slot_after
 from ...world.entities import ResolveData
-from ...world.errors import InvalidInputError, RunNotFoundError
+from ...world.errors import InvalidInputError
 from ...world.events import LogSnapshot
 from ...world.pages import MAX_EVENTS_PAGE, EventPage
+from ...world.rules.runs import run_missing
 from ..clients import AWSClients
 from ..dynamodb.items import Item, events_from_blocks, from_ddb
 from ..dynamodb.reads import get_item
@@ -35,7 +36,7 @@ class EventReader:
     async def snapshot(self, run_id: str) -> LogSnapshot:
         item = await get_item(self.clients, run_key(run_id), ProjectionExpression="seq, seqInBand")
         if item is None:
-            raise RunNotFoundError(f"run {run_id} not found")
+            raise run_missing(run_id)
         return LogSnapshot(seq=item["seq"], seq_in_band=item["seqInBand"])
 
     async def _blocks(self, run_id: str, lo: int, hi: int, *,

@@ -15,10 +15,10 @@ from typing import Any
 
 from ...world.cursors import check_limit, encode_cursor, run_before
 from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
-from ...world.errors import RunNotFoundError
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import MAX_RUNS_PAGE, RunPage
 from ...world.rules.requests import attr_set_event
+from ...world.rules.runs import run_missing
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb
 from ..dynamodb.reads import batch_get
@@ -38,7 +38,7 @@ class RunsAPI:
         fetched = await self.reads.run_items(run_id)
         head = fetched.get((run_key(run_id)["pk"], run_key(run_id)["sk"]))
         if head is None:
-            raise RunNotFoundError(f"run {run_id} not found")
+            raise run_missing(run_id)
         return await self.reads.run(head, resolve_data, fetched=fetched)
 
     async def list(
