@@ -118,7 +118,9 @@ async def test_an_unknown_workflow_fails_its_run_after_the_window_naming_what_wa
         assert 900 <= waited < 900 + 600, "failed after the 15-minute window, not before, not much after"
         statuses = [r.status for r in env.driver.results]
         wakes = statuses.count("unknown-workflow-wake")
-        assert env.deliveries - wakes <= 8, "backed off, not retried in a loop"
+        # 7 back-off deliveries fit in the window and 1 ends the run (a loop made 23); where the window's end falls
+        # between two back-offs can let one more in (seen once on a loaded CI machine): 9 at most.
+        assert env.deliveries - wakes <= 9, "backed off, not retried in a loop"
         assert wakes <= 2, "the watchdog's wakes within the window are acknowledged, each once, ever more rarely"
         assert env.world.memory_queue.pending_count() == 0
     assert_every_line_names(lines, run.run_id)
