@@ -238,7 +238,8 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
     outcome: asyncio.Future[Any] = execution.loop.create_future()
-    call = _Call(run_id, definition.name, hook, outcome, definition.codec if codec is None else codec, codec is not None)
+    call = _Call(run_id, definition.name, hook, outcome, definition.codec if codec is None else codec,
+                 per_call=codec is not None)
     hook.next_payload().add_done_callback(call.ended)
     try:
         await step.future

@@ -65,8 +65,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     describe.add_argument("run_id", metavar="RUN")
     describe.set_defaults(handler=_describe)
 
-    hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads received",
-                           parents=[read])
+    hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads and heartbeats "
+                                          "received", parents=[read])
     hooks.add_argument("run_id", metavar="RUN")
     hooks.set_defaults(handler=_hooks)
 
