@@ -366,3 +366,41 @@ async def test_a_map_over_a_codec_step_stores_items_and_results_through_the_step
     if e2e.backend == AWS:
         assert await _offloaded(e2e, run.run_id) >= 6
     assert (await replay_run(e2e.world, run.run_id)).ok
+
+
+class PickyQuotes:
+    """Refuses to encode a quote of nothing: one item of a map fails, the others are stored."""
+
+    def encode(self, value: Quote, place: Place, /) -> bytes:
+        if value.total == 0:
+            raise ValueError("a quote of nothing")
+        return QUOTES.encode(value, place)
+
+    def decode(self, data: str | bytes, place: Place, /) -> Quote:
+        return QUOTES.decode(data, place)
+
+
+@step(name="places.picky_quote", codec=PickyQuotes(), args_codec=ORDER_ARGS)
+async def picky_quote(order: Order, discount: int = 0) -> Quote:
+    CALLS[order.sku] += 1
+    return Quote(sku=order.sku, total=order.quantity * 10, note=order.note)
+
+
+@workflow(name="places.picky_mapping")
+async def picky_mapping(sku: str) -> dict[str, Any]:
+    orders = [Order(sku=f"{sku}-{i}", quantity=i, note=NOTE) for i in range(3)]
+    result = await batch_map(picky_quote, orders, tolerated_failures=1)
+    await sleep("1s")
+    return {"ok": result.ok, "totals": [item.value.total for item in result.items if item.value is not None],
+            "errors": [f"{type(item.error).__name__}: {item.error}" for item in result.items if item.failed]}
+
+
+async def test_a_map_item_whose_result_its_codec_refuses_fails_alone_never_retried(e2e: E2E) -> None:
+    sku = uuid.uuid4().hex
+    run = await e2e.start(picky_mapping, sku)
+    result = await run.result(timeout=60)
+    assert result["ok"] and result["totals"] == [10, 20]
+    [error] = result["errors"]
+    assert "CodecError" in error and "the result of step 'places.picky_quote' (step_1) cannot be encoded by its " \
+        "codec PickyQuotes: ValueError: a quote of nothing" in error, error
+    assert [CALLS[f"{sku}-{i}"] for i in range(3)] == [1, 1, 1], "the refused item was not run again"
