@@ -41,7 +41,7 @@ class Zipped:
         self.inner = inner
 
     def encode(self, value: list[Order], place: Place, /) -> bytes:
-        return zlib.compress(self.inner.encode(value, place), 6)
+        return zlib.compress(self.inner.encode(value, place).encode("utf-8"), 6)
 
     def decode(self, data: str | bytes, place: Place, /) -> list[Order]:
         assert isinstance(data, bytes)

@@ -130,7 +130,7 @@ class BrokenArgs:
     """Encodes; refuses to decode: a step's arguments fail where its body would run, a run's where it starts."""
 
     def encode(self, value: tuple[Any, ...], place: Place, /) -> str:
-        return ORDER_ARGS.encode(value, place).decode()
+        return ORDER_ARGS.encode(value, place)
 
     def decode(self, data: str | bytes, place: Place, /) -> tuple[Any, ...]:
         raise ValueError("this codec never decodes")

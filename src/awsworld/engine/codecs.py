@@ -63,7 +63,7 @@ def load_text(stored: Any, codec: Codec[T], place: Place) -> T:
     """``stored`` through ``codec`` whatever stored it: a codec's text as it is, a value stored without one as
     awsworld's JSON text of it (``child_options(codec=...)`` reading a child workflow that has no codec)."""
     value: Any = serde.loads(stored)
-    data = value.data if isinstance(value, Encoded) else json.dumps(stored, ensure_ascii=False, allow_nan=False)
+    data = value.data if isinstance(value, Encoded) else json.dumps(stored, ensure_ascii=False)
     return _decode(data, codec, place)
 
 
