@@ -583,7 +583,15 @@ def test_heartbeat_hook_reaches_the_hook_and_is_refused_once_it_is_gone(dev: Dev
     beat = dev("heartbeat-hook", "beat:b1", "--wait", "30")
     assert beat.code == 0 and f"in run {run_id}" in beat.out, beat
     assert dev("heartbeat-hook", "beat:b1").code == 0
+    waiting = json.loads(dev("describe", run_id, "--json").out)["waitingOn"]
+    assert [(w["received"], w["heartbeats"]) for w in waiting if w["kind"] == "hook"] == [(0, 2)], waiting
+    assert "(no payload yet, 2 heartbeat(s))" in dev("describe", run_id).out
+    hooks = json.loads(dev("hooks", run_id, "--json").out)
+    assert [(h["received"], h["heartbeats"]) for h in hooks] == [(0, 2)], hooks  # heartbeats, not payloads
+    assert hooks[0]["lastHeartbeatAt"] is not None
+    assert "received 0  heartbeats 2 (last " in dev("hooks", run_id).out
     assert dev("resume", "beat:b1", '"ok"').code == 0
+    assert [(h["received"], h["heartbeats"]) for h in json.loads(dev("hooks", run_id, "--json").out)] == [(1, 2)]
     result = dev("result", run_id, "--wait", "30", "--json")
     assert result.code == 0 and json.loads(result.out)["output"] == "ok", result  # heartbeats are no payloads
     gone, missing = parallel(dev, ("heartbeat-hook", "beat:b1"), ("heartbeat-hook", "no-such-token"))

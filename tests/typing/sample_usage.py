@@ -164,3 +164,50 @@ async def codec_usage(client: Client) -> None:
     reveal_type(hook)  # reveal: Hook[Quote]
     reveal_type(await hook)  # reveal: Quote
     reveal_type(create_hook("plain"))  # reveal: Hook[Any]
+
+
+ORDER_ARGS = PydanticCodec(tuple[Quote, int])
+
+
+@step(codec=QUOTES, args_codec=ORDER_ARGS)
+async def requote(order: Quote, extra: int = 0) -> Quote:
+    return order
+
+
+@workflow(args_codec=ORDER_ARGS)
+async def reorder(order: Quote, extra: int) -> int:
+    return extra
+
+
+@step(args_codec=ORDER_ARGS)  # expected-error: reportArgumentType
+def not_async(order: Quote) -> int:
+    return 1
+
+
+@step
+async def poll_quote(state: Quote) -> Quote:
+    return state
+
+
+@workflow
+async def legacy_quote(sku: str) -> dict[str, Any]:
+    return {"sku": sku, "price": 1}
+
+
+@workflow
+async def codec_places(client: Client) -> None:
+    reveal_type(requote)  # reveal: (order: Quote, extra: int = 0) -> Coroutine[Any, Any, Quote]
+    reveal_type(reorder)  # reveal: (order: Quote, extra: int) -> Coroutine[Any, Any, int]
+    await client.start(reorder, Quote(sku="a", price=1), "x")  # expected-error: reportCallIssue, reportArgumentType
+    quotes = await awsworld.map(requote, [Quote(sku="a", price=1)])
+    reveal_type(quotes)  # reveal: BatchResult[Quote]
+    reveal_type(quotes.values())  # reveal: list[Quote]
+    first = Quote(sku="a", price=1)
+    reveal_type(await poll_until(poll_quote, initial_state=first, codec=QUOTES))  # reveal: Quote
+    await poll_until(poll_quote, initial_state=first, codec=PydanticCodec(int))  # expected-error: reportArgumentType
+    typed = child_options(codec=QUOTES)
+    reveal_type(await typed.start(legacy_quote, "a"))  # reveal: ChildRun[Quote]
+    reveal_type(await typed.call(legacy_quote, "a"))  # reveal: Quote
+    reveal_type(await child_options(name="plain").call(legacy_quote, "a"))  # reveal: dict[str, Any]
+    reveal_type(await child_options().start(legacy_quote, "a"))  # reveal: ChildRun[dict[str, Any]]
+    await typed.call(legacy_quote, 3)  # expected-error: reportArgumentType

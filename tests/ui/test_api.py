@@ -148,3 +148,20 @@ async def test_allowed_writes_resume_and_cancel() -> None:
             assert (await http.post(f"/api/runs/{second.run_id}/cancel", headers=write)).status_code == 200
             view = await env.world.runs.wait_for_terminal_status(second.run_id, timeout=10)
             assert view.status == "cancelled"
+
+
+async def test_heartbeats_show_as_heartbeats_never_as_payloads() -> None:
+    async with WorkflowTestEnv() as env:
+        app = create_app(env.world)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            run = await env.client.start(live_flow)
+            await run.wait_for_hook("live:go")
+            await env.client.heartbeat_hook("live:go")
+            beat = await env.client.heartbeat_hook("live:go")
+            await env.client.resume_hook("live:go", {"ok": 2})
+            assert await run.result() == {"ok": 2}
+            hook = (await http.get(f"/api/runs/{run.run_id}")).json()["hooks"][0]
+            assert hook["payloads"] == [{"ok": 2}], "the heartbeats are not payloads"
+            assert hook["heartbeats"] == 2 and hook["lastHeartbeatAt"] == beat.created_at.isoformat()
+            page = (await http.get(f"/runs/{run.run_id}")).text
+            assert "2 heartbeat(s), last" in page

@@ -63,7 +63,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from ..engine import codecs, serde
 from ..engine.child_calls import LINK_KEY, START_CHILD_CALL, TOKEN_PREFIX, child_run_id, child_token
@@ -125,30 +125,77 @@ class ChildRun(Generic[R_co]):
         return self._outcome.__await__()
 
 
+class NoCodec:
+    """``ChildOptions``' codec type when it has none: the call's value is the child workflow's own type."""
+
+
+C = TypeVar("C")
+
+
 @dataclass(frozen=True)
-class ChildOptions:
+class ChildOptions(Generic[C]):
     """``child_options(...)``: ``start_child`` with options. ``detached``: the child outlives its parent's
     cancellation (a child started without it is cancelled with its parent). ``name``: what the parent's log
-    shows for the call (display only, ``authoring.names``)."""
+    shows for the call (display only, ``authoring.names``). ``codec``: how this call reads the child's result
+    (in place of the child workflow's own codec; see ``child_options``)."""
 
     detached: bool = False
     name: str | None = None
+    codec: Codec[C] | None = None
 
-    async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
-                    **kwargs: P.kwargs) -> ChildRun[R]:
+    @overload
+    async def start(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+                    **kwargs: P.kwargs) -> ChildRun[R]: ...
+
+    @overload
+    async def start(self: ChildOptions[C], workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+                    **kwargs: P.kwargs) -> ChildRun[C]: ...
+
+    async def start(self, workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+                    **kwargs: P.kwargs) -> ChildRun[Any]:
         """``start_child`` with these options."""
         definition = getattr(workflow, "__awsworld_workflow__", None)
         if not isinstance(definition, WorkflowDef):
             raise TypeError(f"{workflow!r} is not a @workflow: only workflows start child runs")
-        return await _start(definition, args, kwargs, detached=self.detached, name=self.name)
+        return await _start(definition, args, kwargs, detached=self.detached, name=self.name, codec=self.codec)
+
+    @overload
+    async def call(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+                   **kwargs: P.kwargs) -> R: ...
+
+    @overload
+    async def call(self: ChildOptions[C], workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+                   **kwargs: P.kwargs) -> C: ...
+
+    async def call(self, workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
+                   **kwargs: P.kwargs) -> Any:
+        """Start the child with these options and await its value (``await child_workflow(...)`` with options)."""
+        return await (await self.start(workflow, *args, **kwargs))
 
 
-def child_options(*, detached: bool = False, name: str | None = None) -> ChildOptions:
-    """Options for a child run: ``await child_options(detached=True).start(workflow, *args, **kwargs)``.
+@overload
+def child_options(*, detached: bool = False, name: str | None = None, codec: None = None) -> ChildOptions[NoCodec]:
+    ...
+
+
+@overload
+def child_options(*, detached: bool = False, name: str | None = None, codec: Codec[C]) -> ChildOptions[C]: ...
+
+
+def child_options(*, detached: bool = False, name: str | None = None,
+                  codec: Codec[Any] | None = None) -> ChildOptions[Any]:
+    """Options for a child run: ``await child_options(detached=True).start(workflow, *args, **kwargs)``, or
+    ``.call(...)`` to await its value at once.
+
+    ``codec``: how this call reads the child's result, in place of the child workflow's own ``@workflow(codec=)``
+    (the call's value is the codec's type: ``child_options(codec=PydanticCodec(Order)).call(legacy)`` is an
+    ``Order``). It decodes what the child stored: the text its own codec wrote, or, for a child without one,
+    awsworld's JSON of its result (plain JSON for JSON's own types). The child's input still goes through the
+    child's own ``args_codec``: the child decodes it, and it knows only its own definition.
 
     (An options object rather than ``start_child(..., detached=True)``: a keyword between ``*args: P.args`` and
     ``**kwargs: P.kwargs`` is not allowed by PEP 612, and the workflow's own parameters must stay checked.)"""
-    return ChildOptions(detached=detached, name=None if name is None else check_name(name))
+    return ChildOptions(detached=detached, name=None if name is None else check_name(name), codec=codec)
 
 
 async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -163,7 +210,7 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
 
     (Returning only once the child exists, like ``Client.start``, is what makes "leave it running" hold: a
     workflow that returns right after a call it never awaited ends without the flow writing that call.)"""
-    return await ChildOptions().start(workflow, *args, **kwargs)
+    return await child_options().start(workflow, *args, **kwargs)
 
 
 async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
@@ -177,12 +224,13 @@ async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dic
 
 
 async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                 detached: bool, name: str | None = None) -> ChildRun[Any]:
+                 detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildRun[Any]:
     """Declare the call (the start step, then the hook its outcome comes back on), await the start step and
     return the handle."""
     execution = require_execution("awsworld.start_child()")
-    try:
-        call_input = serde.dumps({"args": list(args), "kwargs": kwargs})
+    try:  # through the child's args_codec (a CodecError is raised here, at the call)
+        call_input = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
+                                       Place("input", f"workflow {definition.name!r}", execution.run_id))
     except serde.SerializationError as error:
         raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
     step = execution.declare_step(START_CHILD_CALL, (definition.name, call_input, detached), {}, name=name)
@@ -190,7 +238,8 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
     outcome: asyncio.Future[Any] = execution.loop.create_future()
-    call = _Call(run_id, definition.name, hook, outcome, definition.codec)
+    call = _Call(run_id, definition.name, hook, outcome, definition.codec if codec is None else codec,
+                 per_call=codec is not None)
     hook.next_payload().add_done_callback(call.ended)
     try:
         await step.future
@@ -209,7 +258,8 @@ class _Call:
     workflow_name: str
     hook: HookOp
     outcome: asyncio.Future[Any]
-    codec: Codec[Any] | None = None  # the child workflow's result codec
+    codec: Codec[Any] | None = None  # the child workflow's result codec, or the call's (``child_options``)
+    per_call: bool = False  # the call's: it reads a result stored without a codec too
 
     def ended(self, future: asyncio.Future[Any]) -> None:
         if future.cancelled():
@@ -225,8 +275,10 @@ class _Call:
             return
         if payload.get("status") == "completed":
             try:
-                value = codecs.load(payload.get("result"), self.codec, Place(
-                    "result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id))
+                place = Place("result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id)
+                value = codecs.load_text(payload.get("result"), self.codec, place) \
+                    if self.per_call and self.codec is not None else codecs.load(payload.get("result"), self.codec,
+                                                                                 place)
             except CodecError as undecodable:
                 self._settle(error=undecodable)
                 return
@@ -260,5 +312,6 @@ class _Call:
             self.outcome.set_result(value)
 
 
-__all__ = ["LINK_KEY", "TOKEN_PREFIX", "ChildOptions", "ChildRun", "ChildWorkflowError", "call_child", "child_options",
+__all__ = ["LINK_KEY", "TOKEN_PREFIX", "ChildOptions", "ChildRun", "ChildWorkflowError", "NoCodec", "call_child",
+           "child_options",
            "child_run_id", "child_token", "start_child"]

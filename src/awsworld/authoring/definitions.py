@@ -18,7 +18,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overloa
 from ..schedules.declared import declare_all
 from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
-from .codecs import Codec
+from .codecs import Codec, check_positional
 from .durations import Duration, parse_duration, seconds
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
 from .scope import current_execution
@@ -48,6 +48,7 @@ class StepDef:
     timeout: float | None = None  # seconds one attempt may run before it is cancelled
     codec: Codec[Any] | None = None  # the result's (``codecs``); None: serde's envelopes
     semantics: StepSemantics = "at_least_once"
+    args_codec: Codec[tuple[Any, ...]] | None = None  # the arguments', as one tuple (``engine.codecs.store_call``)
 
     @property
     def at_most_once(self) -> bool:
@@ -69,6 +70,7 @@ class WorkflowDef:
     fn: Callable[..., Coroutine[Any, Any, Any]]
     retention: timedelta | None = None  # how long a finished run stays readable (None: the deployment's default)
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
+    args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``engine.codecs.store_call``)
 
     def execution_context(self) -> dict[str, Any]:
         """What a run of this workflow adds to its ``run_created`` executionContext."""
@@ -192,17 +194,20 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
-             schedule: Schedule | Sequence[Schedule] | None = None) -> _CodecDecorator[T]: ...
+             schedule: Schedule | Sequence[Schedule] | None = None,
+             args_codec: Codec[tuple[Any, ...]] | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
-             schedule: Schedule | Sequence[Schedule] | None = None) -> _Decorator: ...
+             schedule: Schedule | Sequence[Schedule] | None = None,
+             args_codec: Codec[tuple[Any, ...]] | None = None) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
+             args_codec: Codec[tuple[Any, ...]] | None = None,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -215,7 +220,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     ``run_created``), so changing it affects new runs only.
 
     ``codec``: how the workflow's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes):
-    ``run.result()`` and a parent awaiting it as a child decode it with the same codec.
+    ``run.result()`` and a parent awaiting it as a child decode it with the same codec. ``args_codec``: how a
+    run's input is stored (``Client.start``'s, a schedule's, a parent's child call's arguments), a codec of the
+    tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``engine.codecs.store_call``).
 
     ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
     deployments that name its module (README, "Schedules")."""
@@ -227,7 +234,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         _require_async(f, "workflow")
         _warn_if_main(f, name)
         # the body a run replays: ``f``, not the wrapper
-        definition = WorkflowDef(_stable_name(f, name), f, kept, codec)
+        if args_codec is not None:
+            check_positional(f, "workflow")
+        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec)
         REGISTRY.add_workflow(definition)
         declare_all(definition.name, f.__module__, schedule)
 
@@ -253,19 +262,21 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[An
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
          retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: Codec[T],
-         semantics: StepSemantics = "at_least_once") -> _CodecDecorator[T]: ...
+         semantics: StepSemantics = "at_least_once",
+         args_codec: Codec[tuple[Any, ...]] | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
          retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: None = None,
-         semantics: StepSemantics = "at_least_once") -> _Decorator: ...
+         semantics: StepSemantics = "at_least_once",
+         args_codec: Codec[tuple[Any, ...]] | None = None) -> _Decorator: ...
 
 
 def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int | None = None,
          name: str | None = None, retry_delay: Duration | None = None, retry: RetryPolicy | None = None,
          timeout: Duration | None = None, codec: Codec[Any] | None = None,
-         semantics: StepSemantics = "at_least_once",
+         semantics: StepSemantics = "at_least_once", args_codec: Codec[tuple[Any, ...]] | None = None,
          ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
@@ -277,7 +288,9 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     silently loses a field. ``timeout``: how long one attempt may run (a duration: ``"30s"``, seconds, a
     timedelta); a longer one is cancelled and fails as a retryable ``StepTimeoutError``. ``codec``: how the
     step's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes); one that fails is a
-    ``CodecError``, never retried.
+    ``CodecError``, never retried. ``args_codec``: how a call's arguments are stored, a codec of the tuple of
+    the step's parameters (``PydanticCodec(tuple[Order, int])``): encoded where the workflow calls the step,
+    decoded where its body runs (``engine.codecs.store_call``).
 
     ``semantics``: ``"at_least_once"`` (the default) or ``"at_most_once"``, for a side effect that must never
     run twice (a payment): each attempt's start is durable before its body runs, and an attempt cut off before
@@ -296,7 +309,9 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
 
     def decorate(f: Callable[P, Coroutine[Any, Any, R]]) -> Callable[P, Coroutine[Any, Any, R]]:
         _require_async(f, "step")
-        definition = StepDef(_stable_name(f, name), f, policy, limit, codec, semantics)
+        if args_codec is not None:
+            check_positional(f, "step")
+        definition = StepDef(_stable_name(f, name), f, policy, limit, codec, semantics, args_codec)
         REGISTRY.add_step(definition)
 
         @functools.wraps(f)

@@ -9,7 +9,8 @@ one ``step_completed``), where a loop of a step and a ``sleep`` costs 5N - 2 (th
 A poll with state (``initial_state`` given) calls its check with the previous poll's result: the first poll gets
 ``initial_state`` (recorded as the step's first argument, so it is part of the call's digest), and each rejected
 poll's result is recorded with it, in its ``step_retrying`` (``error.state``, beside ``PollNotReady``: the log's
-payload field, so a large state goes to S3 like any value). The next poll reads it back from the log
+payload field, so a large state goes to S3 like any value), through the poll's codec (``codec=``, else the
+check's own: ``engine.codecs``). The next poll reads it back from the log
 (``PollProgress``, kept by the replayed execution), so every replay and every delivery calls the check with the
 same state. A poll whose check raised keeps the state it had.
 
@@ -32,7 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar, cast
 
-from ..engine import serde
+from ..engine import codecs
+from .codecs import Codec, Place
 from .durations import Duration, When, resolve, seconds
 from .errors import PollAttemptsExhaustedError, PollTimeoutError, StepError
 from .scope import current_execution
@@ -88,16 +90,20 @@ class PollSpec:
     max_attempts: int | None = None
     stateful: bool = False
     progress: PollProgress = field(default_factory=PollProgress)
+    codec: Codec[Any] | None = None  # each poll's result (its state, and the accepted one): ``poll_until(codec=)``
+    step_name: str = ""
 
-    def arguments(self, args: list[Any]) -> list[Any]:
+    def place(self, run_id: str | None, step_id: str | None) -> Place:
+        """Where a poll's result sits, for its codec and the error that names it."""
+        return Place("state", f"poll_until(step {self.step_name!r})", run_id, step_id)
+
+    def arguments(self, args: list[Any], run_id: str | None = None, step_id: str | None = None) -> list[Any]:
         """The check's arguments for the next poll: for a poll with state, the last rejected result in place of
-        the recorded ``initial_state`` (the first argument) once there is one."""
+        the recorded ``initial_state`` (the first argument) once there is one, read back through the poll's
+        codec (``CodecError`` naming the place when it cannot be)."""
         if not self.stateful or not self.progress.has_state:
             return args
-        # CODEC SLOT (issue 26 item 1, parity-a's engine/codecs.py): the state is the check's result exactly as
-        # the step runner stored it (its ``encoded``); once a step's result goes through its codec, read it back
-        # here through the same one (``codecs.load(state, definition.codec, place)``) instead of ``serde.loads``.
-        return [serde.loads(self.progress.state), *args[1:]]
+        return [codecs.load(self.progress.state, self.codec, self.place(run_id, step_id)), *args[1:]]
 
     def exhausted(self, poll: int) -> bool:
         """Whether poll number ``poll`` (1-based) was the last ``max_attempts`` allows."""
@@ -121,7 +127,7 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
                      predicate: Callable[[R], bool] = bool, interval: Duration = 1.0, backoff: float = 2.0,
                      max_interval: Duration | None = 60.0, timeout: When | None = None,
                      max_attempts: int | None = None, initial_state: R | Literal[_NoState.NO_STATE] = NO_STATE,
-                     **kwargs: Any) -> R:
+                     codec: Codec[R] | None = None, **kwargs: Any) -> R:
     """Run the step ``check(*args, **kwargs)`` until ``predicate(result)`` is true (default: the result is
     truthy) and return that result.
 
@@ -137,6 +143,10 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
     and then once its policy's ``max_attempts`` polls in a row have raised; a retried one counts as a poll. An
     exception from the predicate fails the poll at once (it is a bug, not a condition). ``check``'s own
     ``timeout`` bounds each poll.
+
+    ``codec``: how each poll's result is stored, the state a rejected one leaves for the next and the accepted
+    one (default: the check's own ``@step(codec=...)``, else awsworld's JSON); one that fails is a
+    ``CodecError`` naming the poll (``the state of poll_until(step 'x') (step_3)``), never retried.
 
     Cost: one step for the whole poll, 2N + 1 log events for N polls (a ``step_started`` per poll, a
     ``step_retrying`` per rejected one, ``step_created`` and ``step_completed`` once), and one delivery per
@@ -163,7 +173,8 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
         spec = PollSpec(predicate, every, backoff, cap, None, max_attempts, stateful)
         return await _plain_loop(check, call_args, kwargs, spec, timeout)
     deadline = None if timeout is None else resolve(timeout, execution.current_time(), what="timeout")
-    spec = PollSpec(predicate, every, backoff, cap, deadline, max_attempts, stateful)
+    spec = PollSpec(predicate, every, backoff, cap, deadline, max_attempts, stateful,
+                    codec=codec if codec is not None else definition.codec, step_name=definition.name)
     try:
         return await execution.call_step(definition, call_args, kwargs, poll=spec)
     except StepError as error:

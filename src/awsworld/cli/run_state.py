@@ -16,6 +16,7 @@ from typing import Any
 
 from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..engine.divergence import call_order
+from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
@@ -52,9 +53,10 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
                 found[key] = {"kind": "child", "hookId": key, "runId": token.removeprefix(CHILD_TOKEN_PREFIX)}
             else:
                 found[key] = {"kind": "hook", "hookId": key, "token": token,
-                              "webhook": bool(data.get("isWebhook")), "received": 0, "displayName": shown.get(key)}
+                              "webhook": bool(data.get("isWebhook")), "received": 0, "heartbeats": 0,
+                              "displayName": shown.get(key)}
         elif kind == "hook_received" and found.get(key, {}).get("kind") == "hook":
-            found[key]["received"] += 1
+            found[key]["heartbeats" if is_heartbeat_event(data) else "received"] += 1
         elif kind in ("hook_disposed", "wait_completed"):
             found.pop(key, None)
         elif kind == "wait_created":
@@ -89,9 +91,10 @@ def describe_wait(wait: dict[str, Any]) -> str:
         return f"a sleep {shown}until {wait['until']}"
     if kind == "child":
         return f"child run {wait['runId']}"
-    received = wait["received"]
+    received, beats = wait["received"], wait.get("heartbeats", 0)
+    heard = f", {beats} heartbeat(s)" if beats else ""
     return (f"{'webhook' if wait['webhook'] else 'hook'} {shown}{wait['token']} "
-            f"({'no payload yet' if not received else f'{received} payload(s) received'})")
+            f"({'no payload yet' if not received else f'{received} payload(s) received'}{heard})")
 
 
 def _iso(value: Any) -> str | None:

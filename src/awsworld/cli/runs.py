@@ -65,8 +65,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     describe.add_argument("run_id", metavar="RUN")
     describe.set_defaults(handler=_describe)
 
-    hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads received",
-                           parents=[read])
+    hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads and heartbeats "
+                                          "received", parents=[read])
     hooks.add_argument("run_id", metavar="RUN")
     hooks.set_defaults(handler=_hooks)
 
@@ -335,6 +335,7 @@ def _print_description(d: dict[str, Any]) -> None:
 
 
 def _hooks(args: argparse.Namespace) -> int:
+    from ..engine.hook_timeouts import is_heartbeat_event
     from ..timeline import read_events
 
     async def go() -> None:
@@ -350,8 +351,12 @@ def _hooks(args: argparse.Namespace) -> int:
                     webhook = bool(data.get("isWebhook"))
                     token = str(data.get("token", ""))
                     hooks[corr] = {"hookId": corr, "token": token, "webhook": webhook, "received": 0,
+                                   "heartbeats": 0, "lastHeartbeatAt": None,
                                    "disposed": False, "createdAt": when(event.created_at),
                                    "url": f"{base}/webhooks/{token}" if webhook and base else None}
+                elif event.event_type == "hook_received" and corr in hooks and is_heartbeat_event(data):
+                    hooks[corr]["heartbeats"] += 1  # a heartbeat is not a payload (``hook_timeouts``)
+                    hooks[corr]["lastHeartbeatAt"] = when(event.created_at)
                 elif event.event_type == "hook_received" and corr in hooks:
                     hooks[corr]["received"] += 1
                 elif event.event_type == "hook_disposed" and corr in hooks:
@@ -366,7 +371,9 @@ def _hooks(args: argparse.Namespace) -> int:
             for hook in hooks.values():
                 state = hook["state"] + (f" (run {view.status})" if hook["state"] == "closed" else "")
                 kind = "webhook" if hook["webhook"] else "hook"
-                print(f"{hook['token']}  {kind:<7} received {hook['received']}  {state}")
+                beats = (f"  heartbeats {hook['heartbeats']} (last {hook['lastHeartbeatAt']})"
+                         if hook["heartbeats"] else "")
+                print(f"{hook['token']}  {kind:<7} received {hook['received']}{beats}  {state}")
                 if hook["url"] and hook["state"] == "open":
                     print(f"  {hook['url']}")
             if any(h["webhook"] for h in hooks.values()) and not base:

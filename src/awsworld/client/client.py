@@ -19,7 +19,7 @@ from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelle
 from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
-from ..engine.hook_timeouts import failure_payload, heartbeat_payload
+from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -257,12 +257,12 @@ class Client:
         for an unknown or disposed hook, ``HookClosedError`` for one its run's end closed), with its ``wait``
         semantics. One conditional write (a ``hook_received`` holding a heartbeat envelope), and no wake-up: the
         run re-arms its heartbeat wait when it next replays. Returns the recorded event."""
-        return (await self._receive(token, heartbeat_payload(), None, wait, wake=False)).event
+        return (await self._receive(token, heartbeat_payload(), None, wait, wake=False, heartbeat=True)).event
 
     async def _receive(self, token: str, encoded: Any, idempotency_key: str | None,
-                       wait: float | None, *, wake: bool = True) -> HookResumed:
+                       wait: float | None, *, wake: bool = True, heartbeat: bool = False) -> HookResumed:
         """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope) on the hook and wake its
-        run (unless ``wake`` is false)."""
+        run (unless ``wake`` is false). ``heartbeat``: marked as one (``HEARTBEAT_FIELD``), for the log's readers."""
         try:
             hook = await self._hook(token, wait)
         except HookNotFoundError as missing:
@@ -274,6 +274,8 @@ class Client:
         if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
             raise closed_hook_error(run.run_id, run.status)  # a retained hook: closed with its run
         data: dict[str, Any] = {"payload": encoded}
+        if heartbeat:
+            data[HEARTBEAT_FIELD] = True
         resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
         if resume_id is not None:
             data["resumeId"] = resume_id
@@ -399,8 +401,10 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
     # The workflow's retention rides in the execution context (started by name without a registry: the
     # deployment's default).
     context = {**(definition.execution_context() if definition is not None else {}), **(context or {})}
-    try:
-        payload = serde.dumps({"args": list(args), "kwargs": kwargs})
+    coding = definition or (client.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
+    try:  # through the workflow's args_codec when this process knows the workflow (a CodecError: nothing written)
+        payload = codecs.store_call(args, kwargs, coding.args_codec if coding else None,
+                                    coding.fn if coding else _no_body, Place("input", f"workflow {name!r}", run_id))
     except serde.SerializationError as error:
         raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
     result = await client.world.events.create(run_id, {
@@ -417,6 +421,10 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
         except Exception as error:
             raise RunStartError(run.run_id, error, workflow=result.run.workflow_name) from error
     return run
+
+
+def _no_body(*args: Any) -> None:
+    """The body ``store_call`` binds to when the workflow is unknown here: never bound (no codec then)."""
 
 
 def _result_codec(client: Client, workflow: str) -> Codec[Any] | None:

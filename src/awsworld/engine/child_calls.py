@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import hashlib
 from dataclasses import dataclass
+from typing import Any
 
 START_CHILD = "awsworld.start_child"
 """The built-in step that starts a child run; its step id is the call's id."""
@@ -45,6 +46,12 @@ class BuiltinStep:
 
     name: str
     codec: None = None
+    args_codec: None = None
+
+    @staticmethod
+    def fn(*args: Any) -> Any:
+        """Never called: the worker runs the built-in step's body (``worker.child_runs``)."""
+        raise NotImplementedError(args)
 
 
 START_CHILD_CALL = BuiltinStep(START_CHILD)

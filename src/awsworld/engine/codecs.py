@@ -7,8 +7,15 @@ like any value: inline, or in S3 past ``AWSWORLD_INLINE_VALUE_LIMIT``, encrypted
 against ``AWSWORLD_MAX_VALUE_BYTES``.
 
 ``store(value, codec, place)`` and ``load(stored, codec, place)`` are the one pair every value's path calls (a
-step's result, a workflow's result, a child's result as its parent reads it; a map's items or results and a
-poll's state call the same two), and ``decode_payload`` a hook's: ``codec=None`` is today's envelopes. A codec's
+step's result, a workflow's result, a child's result as its parent reads it, a poll's state), ``decode_payload``
+a hook's, and ``store_call``/``load_call`` a call's arguments (``args_codec``: a step's, a workflow's or a
+child's input): ``codec=None`` is today's envelopes.
+
+A call's arguments go through an ``args_codec`` as ONE value, the tuple of the function's parameters in order
+(keyword arguments bound to theirs, defaults filled in: ``inspect.Signature.bind``), so a
+``PydanticCodec(tuple[Order, int])`` types and validates them all; the stored input is then the codec envelope
+itself rather than ``{"args": [...], "kwargs": {...}}``. A function with keyword-only or ``**kwargs``
+parameters cannot take one (``authoring.codecs.check_positional``, at decoration). A codec's
 failure raises ``CodecError``, a ``FatalError`` (the same value fails the same way: never retried) whose message
 names the value's place (``the result of step 'shop.quote' (step_2)``). A value stored with a codec and read
 where none is given (the CLI, the UI, an export) reads as ``serde.Encoded``: its text, shown as it is.
@@ -16,6 +23,9 @@ where none is given (the CLI, the UI, an export) reads as ``serde.Encoded``: its
 
 from __future__ import annotations
 
+import inspect
+import json
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..authoring.codecs import Codec, Place
@@ -49,6 +59,14 @@ def load(stored: Any, codec: Codec[T] | None, place: Place) -> T:
     return _decode(value.data, codec, place)
 
 
+def load_text(stored: Any, codec: Codec[T], place: Place) -> T:
+    """``stored`` through ``codec`` whatever stored it: a codec's text as it is, a value stored without one as
+    awsworld's JSON text of it (``child_options(codec=...)`` reading a child workflow that has no codec)."""
+    value: Any = serde.loads(stored)
+    data = value.data if isinstance(value, Encoded) else json.dumps(stored, ensure_ascii=False)
+    return _decode(data, codec, place)
+
+
 def decode_payload(payload: object, codec: Codec[T], place: Place) -> T:
     """A hook's payload (already read from the log) through the hook's codec: the sender sent the encoded text
     or bytes (``resume_hook(token, text)``, a webhook's body), the workflow gets the decoded value."""
@@ -57,6 +75,39 @@ def decode_payload(payload: object, codec: Codec[T], place: Place) -> T:
         raise CodecError(f"{place} must be str or bytes for its codec {_name(codec)} to decode, got "
                          f"{type(data).__name__}", place=str(place))
     return _decode(data, codec, place)
+
+
+Call = tuple[list[Any], dict[str, Any]]
+"""A call's positional and keyword arguments, as the body is called with them."""
+NO_CALL: dict[str, Any] = {"args": [], "kwargs": {}}
+
+
+def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] | None, fn: Callable[..., Any],
+               place: Place) -> Any:
+    """A call's arguments as the log stores them: ``{"args", "kwargs"}`` without a codec (``SerializationError``
+    for a value serde cannot hold), else the codec's envelope of the bound tuple (``CodecError``; a
+    ``TypeError`` for arguments that do not fit ``fn``)."""
+    if codec is None:
+        return serde.dumps({"args": list(args), "kwargs": kwargs})
+    bound = inspect.signature(fn).bind(*args, **kwargs)
+    bound.apply_defaults()
+    return store(tuple(bound.args), codec, place)
+
+
+def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> Call:
+    """The arguments ``store_call`` stored. Ones stored without a codec (before it was added, or by a starter
+    that did not know the workflow) are passed as they were stored."""
+    value: Any = serde.loads(stored) if stored is not None else NO_CALL
+    if isinstance(value, Encoded):
+        if codec is None:
+            raise CodecError(f"{place} were stored by an args_codec, and there is none to decode them now",
+                             place=str(place))
+        decoded: Any = _decode(value.data, codec, place)
+        if not isinstance(decoded, tuple | list):
+            raise CodecError(f"{place}: its codec {_name(codec)} decoded {type(decoded).__name__}, not the tuple "
+                             f"of arguments", place=str(place))
+        return list(decoded), {}  # (a tuple's items are the codec's types)
+    return list(value.get("args", [])), dict(value.get("kwargs", {}))
 
 
 def _decode(data: str | bytes, codec: Codec[T], place: Place) -> T:

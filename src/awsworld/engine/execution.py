@@ -167,8 +167,8 @@ class WorkflowExecution:
         """The workflow called with its input, inside the task: arguments that do not fit its signature (a
         ``TypeError`` at the call) or an input that does not decode fail the run like any error the body
         raises, instead of failing every delivery of it forever."""
-        call = serde.loads(raw) if raw is not None else {"args": [], "kwargs": {}}
-        args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+        args, kwargs = codecs.load_call(raw, self.definition.args_codec,
+                                        Place("input", f"workflow {self.definition.name!r}", self.run_id))
         return await self.definition.fn(*args, **kwargs)
 
     def _apply(self, event: Event) -> None:
@@ -240,7 +240,9 @@ class WorkflowExecution:
                 return
             if kind == "step_completed":
                 try:
-                    value = codecs.load(data.get("result"), op.definition.codec, self._place(op, "result"))
+                    value = codecs.load(data.get("result"), op.definition.codec, self._place(op, "result")) \
+                        if op.poll is None else codecs.load(data.get("result"), op.poll.codec,
+                                                            op.poll.place(self.run_id, op.id))
                 except CodecError as error:  # the same data fails the same way on every replay
                     op.future.set_exception(error)
                 else:
@@ -361,8 +363,9 @@ class WorkflowExecution:
         the call's display name (``authoring.names``: recorded, never compared on replay)."""
         shown = display_name(name)  # refused (InvalidNameError) before the call takes a position
         op_id = self._next_id("step")
-        try:
-            payload = serde.dumps({"args": list(args), "kwargs": kwargs})
+        try:  # (an args_codec's failure is a CodecError, raised here, at the call)
+            payload = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
+                                        Place("arguments", f"step {definition.name!r}", self.run_id, op_id))
         except serde.SerializationError as error:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the

@@ -61,6 +61,19 @@ def is_heartbeat(raw: Any) -> bool:
     return isinstance(raw, dict) and cast(dict[str, Any], raw).get("$t") == HEARTBEAT_TAG
 
 
+HEARTBEAT_FIELD = "heartbeat"
+"""``hook_received``'s mark of a heartbeat (``True``), beside its envelope: readers of the log that leave payloads
+out (``awsworld hooks``, ``resolve_data="none"``) tell heartbeats from payloads by it."""
+
+
+def is_heartbeat_event(data: dict[str, Any] | None) -> bool:
+    """Whether a ``hook_received``'s data is a heartbeat: marked so, or (a log from before the mark, read with its
+    values) holding the heartbeat envelope. The CLI and the UI count it as a heartbeat, never as a payload."""
+    if not data:
+        return False
+    return data.get(HEARTBEAT_FIELD) is True or is_heartbeat(data.get("payload"))
+
+
 def hook_failure(token: str, raw: Any) -> Callable[[], HookFailedError] | None:
     """The error a stored payload stands for, when it is a failure envelope (else None: an ordinary payload)."""
     if not isinstance(raw, dict):

@@ -27,6 +27,12 @@ class StepRef(Protocol):
     @property
     def codec(self) -> Codec[Any] | None: ...  # the result's (``@step(codec=...)``); None: awsworld's JSON
 
+    @property
+    def args_codec(self) -> Codec[tuple[Any, ...]] | None: ...  # the arguments' (``@step(args_codec=...)``)
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...  # the body (an args_codec binds the arguments to its signature)
+
 
 @dataclass
 class StepOp:

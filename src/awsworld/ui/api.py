@@ -131,7 +131,8 @@ async def run(request: Request) -> JSONResponse:
                                 for a in lane.attempts]}
                   for lane in pic.lanes],
         "hooks": [{"hookId": h.hook_id, "token": h.token, "webhook": h.webhook, "disposed": h.disposed,
-                   "state": h.state, "payloads": [p for _, _, p in h.payloads]} for h in pic.hooks],
+                   "state": h.state, "payloads": [p for _, _, p in h.payloads], "heartbeats": h.heartbeats,
+                   "lastHeartbeatAt": when(h.last_heartbeat)} for h in pic.hooks],
     })
 
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from ..engine.child_calls import START_CHILD, child_run_id
+from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD
 from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
 from ..worker.step_runner import INLINE
@@ -64,6 +65,8 @@ class HookInfo:
     created: datetime
     metadata: Any = None
     payloads: list[tuple[str, datetime, Any]] = field(default_factory=list[tuple[str, datetime, Any]])
+    heartbeats: int = 0  # ``Client.heartbeat_hook``'s, counted apart: a heartbeat is not a payload
+    last_heartbeat: datetime | None = None
     disposed: bool = False
     state: str = "open"
     """open, disposed (by its workflow) or closed (its run ended with it open): ``world.rules.hooks.hook_state``."""
@@ -147,6 +150,9 @@ def picture(run_id: str, events: list[Event]) -> Picture:
             hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"))
             lanes[corr] = Lane("hook", corr, shown or token, at, status="waiting",
                                detail="webhook" if data.get("isWebhook") else "hook")
+        elif kind == "hook_received" and corr in hooks and is_heartbeat_event(data):
+            hooks[corr].heartbeats += 1
+            hooks[corr].last_heartbeat = at
         elif kind == "hook_received" and corr in hooks:
             hooks[corr].payloads.append((event.event_id, at, data.get("payload")))
             if lanes[corr].status == "waiting":

@@ -299,6 +299,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
                            + (f" <button data-value='{esc(eid)}'>whole value</button>"
                               if len(compact(p)) > VALUE_CHARS else "") + "</div>"
                            for eid, at, p in hook.payloads)
+        if hook.heartbeats:
+            payloads += f"<div class=muted>{hook.heartbeats} heartbeat(s), last {_time(hook.last_heartbeat)}</div>"
         resume = ""
         if allow_writes and live and hook.state == "open":
             resume = (f"<textarea id='payload-{esc(hook.hook_id)}' rows=1>null</textarea> <button data-write=resume "

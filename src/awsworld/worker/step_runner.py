@@ -44,7 +44,7 @@ from typing import Any, Literal
 
 from ..authoring.codecs import Place
 from ..authoring.definitions import Registry, StepDef
-from ..authoring.errors import FatalError, StepInterruptedError, StepTimeoutError, ValueTooLargeError
+from ..authoring.errors import CodecError, FatalError, StepInterruptedError, StepTimeoutError, ValueTooLargeError
 from ..authoring.poll import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
 from ..authoring.retry import seeded
 from ..authoring.scope import current_step
@@ -216,17 +216,22 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     assert step is not None and started.event is not None
     events = [] if claimed is not None else [*started.events, started.event]
     raw_input = call_input if call_input is not None else step.input
-    call = serde.loads(raw_input) if raw_input is not None else {"args": [], "kwargs": {}}
+    try:  # an args_codec's failure fails the step at once (CodecError: never retried), its body unrun
+        args, kwargs = codecs.load_call(raw_input, definition.args_codec,
+                                        Place("arguments", f"step {step_name!r}", run_id, step_id))
+    except CodecError as error:
+        return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
     context = StepContext(world, metadata)
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        args = list(call.get("args", []))
-        body = definition.fn(*(args if poll is None else poll.arguments(args)), **call.get("kwargs", {}))
+        body = definition.fn(*(args if poll is None else poll.arguments(args, run_id, step_id)), **kwargs)
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
-            encoded = codecs.store(result, definition.codec, Place("result", f"step {step_name!r}", run_id, step_id))
+            encoded = codecs.store(result, definition.codec if poll is None else poll.codec,
+                                   Place("result", f"step {step_name!r}", run_id, step_id) if poll is None
+                                   else poll.place(run_id, step_id))
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
         if poll is not None:

@@ -136,10 +136,12 @@ class HookReceivedData(EventData):
     """``resumeId`` makes the delivery idempotent per hook: a second ``hook_received`` with the same id is
     refused with :class:`HookAlreadyReceivedError` and writes nothing, so a sender may retry a request whose
     answer it never saw (the webhook route passes the request's idempotency key) without the run receiving
-    the payload twice."""
+    the payload twice. ``heartbeat``: the event is a heartbeat (``Client.heartbeat_hook``), not a payload, said
+    outside the payload so a reader that leaves payloads out (``resolve_data="none"``) can tell."""
 
     payload: Any = None
     resume_id: str | None = Field(default=None, min_length=1, max_length=MAX_RESUME_ID_LENGTH)
+    heartbeat: bool | None = None
 
 
 class HookDisposedData(EventData):
