@@ -92,7 +92,8 @@ class MemoryLog:
         seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, len(decision.events),
                                         creates_run=run is None)
         run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
-        result = self._result(run, decision, slots[-1] if slots else None, resolve_data, seq_in_band, open_after)
+        result = self._result(run, self._shown(run, decision, resolve_data), slots[-1] if slots else None,
+                              resolve_data, seq_in_band, open_after)
         if event_count is not None and slots and slots[-1] - 1 > event_count:
             report = self._between(run, event_count, slots[-1], resolve_data)
             result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
@@ -141,9 +142,10 @@ class MemoryLog:
             run, placed_slots, opens = self._commit(run_id, run, [(decided[i], values[i]) for i in landing], now,
                                                     seq_in_band)
             for i, slots, open_after in zip(landing, placed_slots, opens, strict=True):
-                outcomes[i] = _landed(self._result(run, decided[i], slots[-1], resolve_data, seq_in_band, open_after))
+                shown = self._shown(run, decided[i], resolve_data)
+                outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
                 if len(units[i]) == 2:  # born running: the step_created's outcome, with its own event
-                    outcomes[-1 - i] = _landed(self._result(run, decided[i], slots[0], resolve_data, seq_in_band,
+                    outcomes[-1 - i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band,
                                                             open_after))
         flat: list[BatchEventOutcome] = []
         for i, unit in enumerate(units):
@@ -301,19 +303,24 @@ class MemoryLog:
         return slots
 
     @staticmethod
-    def _result(run: RunRecord, decision: Decision, slot: int | None, resolve: ResolveData,
-                seq_in_band: int | None, open_after: int) -> EventResult:
-        """A write's answer: the event at ``slot`` and the entity the write changed."""
-        shown: dict[str, Any] = {}
+    def _shown(run: RunRecord, decision: Decision, resolve: ResolveData) -> dict[str, Any]:
+        """The entity the write changed, as its answer carries it (one model for both outcomes of a born-running
+        pair: they show the same step)."""
         cid = decision.entity_id
         if decision.shows == "run":
-            shown["run"] = run_model(run, resolve)
-        elif decision.shows == "step":
-            shown["step"] = step_model(run, run.steps[cid], resolve)
-        elif decision.shows == "hook":
-            shown["hook"] = hook_model(run, run.hooks[cid], resolve)
-        elif decision.shows == "wait":
-            shown["wait"] = wait_model(run.run_id, run.waits[cid])
+            return {"run": run_model(run, resolve)}
+        if decision.shows == "step":
+            return {"step": step_model(run, run.steps[cid], resolve)}
+        if decision.shows == "hook":
+            return {"hook": hook_model(run, run.hooks[cid], resolve)}
+        if decision.shows == "wait":
+            return {"wait": wait_model(run.run_id, run.waits[cid])}
+        return {}
+
+    @staticmethod
+    def _result(run: RunRecord, shown: dict[str, Any], slot: int | None, resolve: ResolveData,
+                seq_in_band: int | None, open_after: int) -> EventResult:
+        """A write's answer: the event at ``slot`` and the entity the write changed (``_shown``)."""
         event = event_model(run.run_id, run.events[slot - 1], resolve) if slot else None
         return build(EventResult, event=event, seq_in_band=seq_in_band, open_steps=open_after, **shown)
 

@@ -9,9 +9,10 @@ value the write itself brings (a step's input or result, a hook's metadata, a ru
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
+from operator import attrgetter
 from typing import Any, TypeVar, cast
 
 from ..entities import TERMINAL_RUN_STATUSES
@@ -134,22 +135,25 @@ class View:
 
 
 S = TypeVar("S")
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+_FIELDS: dict[type, tuple[tuple[str, ...], frozenset[str], Callable[[Any], tuple[Any, ...]]]] = {}
 _set = object.__setattr__
 
 
 def evolve(state: S, **changes: Any) -> S:
     """``dataclasses.replace`` for these frozen states, without its per-call ``__init__`` work (a write makes a
-    few of them: on the in-memory World that was a tenth of a step's cost). Unknown names are refused."""
+    few of them: on the in-memory World that was a tenth of a step's cost); the fields are read in one
+    ``attrgetter`` call. Unknown names are refused."""
     cls = type(state)
-    names = _FIELD_NAMES.get(cls)
-    if names is None:
-        names = _FIELD_NAMES[cls] = tuple(f.name for f in fields(cast(Any, cls)))
-    if not changes.keys() <= set(names):
-        raise TypeError(f"{cls.__name__} has no field {sorted(changes.keys() - set(names))}")
+    known = _FIELDS.get(cls)
+    if known is None:
+        names = tuple(f.name for f in fields(cast(Any, cls)))
+        known = _FIELDS[cls] = (names, frozenset(names), attrgetter(*names))
+    names, allowed, read = known
+    if not changes.keys() <= allowed:
+        raise TypeError(f"{cls.__name__} has no field {sorted(changes.keys() - allowed)}")
     new = object.__new__(cls)
-    for name in names:
-        _set(new, name, changes[name] if name in changes else getattr(state, name))
+    for name, value in zip(names, read(state), strict=True):
+        _set(new, name, changes[name] if name in changes else value)
     return new
 
 

@@ -99,13 +99,12 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
                               step_id=req.correlation_id)
         now = view.now
         ref = EventRef(0) if view.carries_value else None
-        after = evolve(step, output=ref) if value == "output" else evolve(step, error=ref)
         if status is None:
             retry_after = data_as(req, StepRetryingData).retry_after
-            after = evolve(after, status="pending", updated_at=now,
-                            retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
+            after = evolve(step, **{value: ref}, status="pending", updated_at=now,
+                           retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
         else:
-            after = evolve(after, status=status, updated_at=now, completed_at=now)
+            after = evolve(step, **{value: ref}, status=status, updated_at=now, completed_at=now)
         event = NewEvent(req.event_type, step.step_id, event_data(req), view.carries_value, req.spec_version)
         return Decision(req.event_type, step.step_id, [event], (Check.AS_READ,), shows="step", step=after,
                         open_steps=0 if status is None else -1)
