@@ -153,7 +153,7 @@ def evolve(state: S, **changes: Any) -> S:
         raise TypeError(f"{cls.__name__} has no field {sorted(changes.keys() - allowed)}")
     new = object.__new__(cls)
     for name, value in zip(names, read(state), strict=True):
-        _set(new, name, changes[name] if name in changes else value)
+        _set(new, name, changes.get(name, value))
     return new
 
 
