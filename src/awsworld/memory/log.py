@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..world.clock import Clock
-from ..world.cursors import check_limit, encode_cursor, slot_after
+from ..world.cursors import events_page_after, slot_cursor
 from ..world.entities import ResolveData
-from ..world.errors import HookAlreadyReceivedError, InvalidInputError, WorldError
+from ..world.errors import HookAlreadyReceivedError, WorldError
 from ..world.events import (
     BatchEventOutcome,
     CreateEventRequest,
@@ -341,35 +341,33 @@ class MemoryLog:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
                    resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_EVENTS_PAGE)
-        after = slot_after(cursor)
+        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE)
         run = self.run(run_id)
-        chunk = run.events[after:after + limit]
-        return build(EventPage, data=[event_model(run_id, e, resolve_data) for e in chunk],
-                     cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
-                     has_more=len(run.events) > after + limit, snapshot=_snapshot(run))
+        return _page(run, run.events[after:after + limit], after, len(run.events) > after + limit, resolve_data)
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
                                      limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_EVENTS_PAGE)
-        if not correlation_id:
-            raise InvalidInputError("correlation_id is required", field="correlationId")
-        after = slot_after(cursor)
+        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE, correlation_id=correlation_id,
+                                  by_correlation=True)
         run = self.run(run_id)
         slots = run.by_correlation.get(correlation_id, [])
         start = bisect.bisect_right(slots, after)
-        page = slots[start:start + limit]
-        return build(EventPage, data=[event_model(run_id, run.events[s - 1], resolve_data) for s in page],
-                     cursor=encode_cursor({"s": page[-1] if page else after}),
-                     has_more=len(slots) > start + limit, snapshot=_snapshot(run))
+        return _page(run, [run.events[s - 1] for s in slots[start:start + limit]], after,
+                     len(slots) > start + limit, resolve_data)
 
     def _between(self, run: RunRecord, after: int, before: int, resolve: ResolveData) -> EventPage:
         """The report of a write that landed at ``before`` while its writer held ``after`` events."""
         limit = min(MAX_EVENTS_PAGE, before - after - 1)
-        chunk = run.events[after:after + limit]
-        return build(EventPage, data=[event_model(run.run_id, e, resolve) for e in chunk],
-                     cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
-                     has_more=before - 1 > after + limit, snapshot=None)
+        return _page(run, run.events[after:after + limit], after, before - 1 > after + limit, resolve,
+                     snapshot=False)
+
+
+def _page(run: RunRecord, events: Sequence[StoredEvent], after: int, more: bool, resolve: ResolveData, *,
+          snapshot: bool = True) -> EventPage:
+    """A page of ``events`` (from the slot after ``after``), with the cursor after its last one."""
+    return build(EventPage, data=[event_model(run.run_id, e, resolve) for e in events],
+                 cursor=slot_cursor(events[-1].slot if events else after), has_more=more,
+                 snapshot=build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band) if snapshot else None)
 
 
 def _record(made: NewRun) -> RunRecord:
@@ -377,10 +375,6 @@ def _record(made: NewRun) -> RunRecord:
     return RunRecord(made.run_id, made.workflow_name, made.deployment_id, made.spec_version, made.status,
                      made.created_at, made.created_at, json_value(context) if context is not None else None,
                      dict(made.attributes), started_at=made.started_at, seq_in_band=1)
-
-
-def _snapshot(run: RunRecord) -> LogSnapshot:
-    return build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band)
 
 
 def _landed(result: EventResult) -> BatchEventOutcome:
