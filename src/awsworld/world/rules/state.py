@@ -151,9 +151,11 @@ def evolve(state: S, **changes: Any) -> S:
     names, allowed, read = known
     if not changes.keys() <= allowed:
         raise TypeError(f"{cls.__name__} has no field {sorted(changes.keys() - allowed)}")
+    values = dict(zip(names, read(state), strict=True))
+    values.update(changes)
     new = object.__new__(cls)
-    for name, value in zip(names, read(state), strict=True):
-        _set(new, name, changes.get(name, value))
+    for name, value in values.items():
+        _set(new, name, value)
     return new
 
 
