@@ -181,9 +181,10 @@ class MemoryLog:
             return Failed(frozenset())
         cid = decision.entity_id
         failed: set[Check] = set()
-        held = None
-        hook = decision.hook or run.hooks.get(cid)
-        token = self.state.tokens.get(hook.token) if hook is not None else None
+        held = token = None
+        if decision.kind == "hook":
+            hook = decision.hook or run.hooks.get(cid)
+            token = self.state.tokens.get(hook.token) if hook is not None else None
         for check in decision.checks:
             if check is Check.RESUME_NEW:
                 ok = (cid, decision.resume_id or "") not in run.resumes
