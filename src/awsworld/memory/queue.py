@@ -45,6 +45,7 @@ from ..world.queue import (
     check_queue_prefix,
     key_horizon_seconds,
     payload_json,
+    visibility_seconds,
 )
 from .signal import Signal
 
@@ -53,7 +54,6 @@ log = logging.getLogger("awsworld.queue")
 VISIBILITY_TIMEOUT_SECONDS = float(QUEUE_VISIBILITY_TIMEOUT_SECONDS)
 RETENTION_SECONDS = float(QUEUE_RETENTION_SECONDS)
 """Only bounds how long an unacknowledged key stays held (as on SQS): nothing here expires a message."""
-MAX_VISIBILITY_SECONDS = 43_200  # SQS's cap on hiding a received message
 WAITING, VISIBLE, DELETED = "waiting", "visible", "deleted"
 
 
@@ -204,8 +204,7 @@ class MemoryQueue:
         if seconds is None:
             self._remove(message)
         else:
-            seconds = max(0.0, min(float(MAX_VISIBILITY_SECONDS), seconds))
-            self._schedule(message, self.clock.now() + timedelta(seconds=seconds))
+            self._schedule(message, self.clock.now() + timedelta(seconds=visibility_seconds(seconds)))
         return True
 
     def redeliver(self, message: QueuedMessage, attempt: int, seconds: float) -> None:

@@ -37,6 +37,12 @@ recommends 6x for event source mappings)."""
 QUEUE_MAX_RECEIVE_COUNT = 10
 """The redrive policy: a message received this often since it was last sent goes to the dead-letter queue."""
 QUEUE_RETENTION_SECONDS = 4 * 24 * 3600
+MAX_VISIBILITY_SECONDS = 43_200
+
+
+def visibility_seconds(seconds: float) -> float:
+    """How long a received message is hidden when a consumer asks for ``seconds``: SQS's range, 0 to 12 hours."""
+    return max(0.0, min(float(MAX_VISIBILITY_SECONDS), seconds))
 
 
 def key_horizon_seconds(retention_seconds: float, visibility_seconds: float) -> float:
