@@ -32,6 +32,7 @@ from ..world.pages import MAX_EVENTS_PAGE, EventPage
 from ..world.rules import Check, Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import due_after, reads
 from ..world.rules.conditions import holds
+from ..world.rules.decision import NOTHING_FAILED
 from ..world.rules.hooks import token_free, token_held_by, token_owned_by
 from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
 from ..world.rules.requests import (
@@ -172,27 +173,29 @@ class MemoryLog:
         return View(run_id, now, RunState(run_id, run.status, run.started_at),
                     step=run.steps.get(cid) if kind == "step" else None, hook=hook,
                     wait=run.waits.get(cid) if kind == "wait" else None,
-                    hooks=tuple(run.hooks.values()) if reads(req.event_type, "hooks") else (), token=token,
+                    hooks=tuple(run.hooks.values()) if kind == "run" and reads(req.event_type, "hooks") else (),
+                    token=token,
                     carries_value=value is not None, deployment_id=self.deployment_id)
 
     def _failed(self, run: RunRecord | None, decision: Decision, now: datetime) -> Failed:
         """The decision's checks, evaluated against the records now."""
         if run is None or not decision.checks:
-            return Failed(frozenset())
-        cid = decision.entity_id
+            return NOTHING_FAILED
+        cid, kind = decision.entity_id, decision.kind
         failed: set[Check] = set()
         held = token = None
-        if decision.kind == "hook":
+        if kind == "hook":
             hook = decision.hook or run.hooks.get(cid)
             token = self.state.tokens.get(hook.token) if hook is not None else None
         for check in decision.checks:
-            if check is Check.RESUME_NEW:
-                ok = (cid, decision.resume_id or "") not in run.resumes
-            elif check is Check.RUN_ALIVE:
+            if check is Check.AS_READ or check is Check.RUN_AS_READ:
+                continue  # nothing ran between the read and now
+            if check is Check.RUN_ALIVE:
                 ok = not run.terminal
             elif check is Check.ABSENT:
-                ok = cid not in (run.steps if decision.kind == "step" else run.hooks if decision.kind == "hook"
-                                 else run.waits)
+                ok = cid not in (run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits)
+            elif check is Check.RESUME_NEW:
+                ok = (cid, decision.resume_id or "") not in run.resumes
             elif check is Check.TOKEN_FREE:
                 ok, held = token_free(token, now), token
             elif check is Check.HOOK_ID_FREE:
@@ -202,12 +205,12 @@ class MemoryLog:
                 ok = holds(token_held_by(decision.token_holder or ""), token, now)
             elif check is Check.TOKEN_OWNED:
                 ok = holds(token_owned_by(cid), token, now)
-            elif check is Check.EXISTS:
+            else:  # EXISTS
                 ok = cid in run.hooks
-            else:  # RUN_AS_READ, AS_READ: nothing ran between the read and now
-                ok = True
             if not ok:
                 failed.add(check)
+        if not failed:
+            return NOTHING_FAILED
         resume = run.resumes.get((cid, decision.resume_id or "")) if Check.RESUME_NEW in failed else None
         return Failed(frozenset(failed), run.status, resume, held)
 
