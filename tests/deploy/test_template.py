@@ -24,6 +24,7 @@ from awsworld.aws import resources
 from awsworld.aws.config import AWSConfig
 from awsworld.lambda_ import observability
 from awsworld.lambda_.container import MODULES_ENV
+from awsworld.world import queue as world_queue
 
 ROOT = Path(__file__).resolve().parents[2]
 TRACING_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords"}
@@ -91,7 +92,7 @@ def test_the_queues_are_exactly_the_ones_local_provisions(template: dict[str, An
 
 def test_visibility_is_at_least_six_times_the_flow_timeout(template: dict[str, Any]) -> None:
     timeout = props(template, "FlowFunction")["Timeout"]
-    assert timeout == resources.FLOW_FUNCTION_TIMEOUT_SECONDS
+    assert timeout == world_queue.FLOW_FUNCTION_TIMEOUT_SECONDS
     visibility = props(template, "FlowQueue")["VisibilityTimeout"]
     assert visibility == resources.QUEUE_VISIBILITY_TIMEOUT_SECONDS
     assert visibility >= 6 * timeout

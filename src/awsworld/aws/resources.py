@@ -11,6 +11,8 @@ import json
 import math
 from typing import Any
 
+from ..world.queue import QUEUE_MAX_RECEIVE_COUNT, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
+
 PK = "pk"
 SK = "sk"
 TTL_ATTRIBUTE = "expiresAt"
@@ -28,10 +30,8 @@ WATCH_WAKES = "wdN"
 
 # SQS: standard queue. Visibility must exceed the flow function's timeout several times over so a
 # delivery still running is not handed to a second consumer (AWS recommends 6x for event source mappings).
-FLOW_FUNCTION_TIMEOUT_SECONDS = 120
-QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
-QUEUE_MAX_RECEIVE_COUNT = 10
-QUEUE_RETENTION_SECONDS = 4 * 24 * 3600
+# (The flow function's timeout, the queue's visibility timeout, receive count and retention are every World's:
+# ``world/queue.py``.)
 DLQ_RETENTION_SECONDS = 14 * 24 * 3600
 MAX_SQS_DELAY_SECONDS = 900
 

@@ -15,9 +15,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ..world.clock import Clock
-from ..world.cursors import check_limit, encode_cursor, slot_after
+from ..world.cursors import events_page_after, slot_cursor
 from ..world.entities import ResolveData
-from ..world.errors import HookAlreadyReceivedError, InvalidInputError, WorldError
+from ..world.errors import HookAlreadyReceivedError, WorldError
 from ..world.events import (
     BatchEventOutcome,
     CreateEventRequest,
@@ -32,6 +32,7 @@ from ..world.pages import MAX_EVENTS_PAGE, EventPage
 from ..world.rules import Check, Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import due_after, reads
 from ..world.rules.conditions import holds
+from ..world.rules.decision import NOTHING_FAILED
 from ..world.rules.hooks import token_free, token_held_by, token_owned_by
 from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
 from ..world.rules.requests import (
@@ -92,7 +93,8 @@ class MemoryLog:
         seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, len(decision.events),
                                         creates_run=run is None)
         run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
-        result = self._result(run, decision, slots[-1] if slots else None, resolve_data, seq_in_band, open_after)
+        result = self._result(run, self._shown(run, decision, resolve_data), slots[-1] if slots else None,
+                              resolve_data, seq_in_band, open_after)
         if event_count is not None and slots and slots[-1] - 1 > event_count:
             report = self._between(run, event_count, slots[-1], resolve_data)
             result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
@@ -141,9 +143,10 @@ class MemoryLog:
             run, placed_slots, opens = self._commit(run_id, run, [(decided[i], values[i]) for i in landing], now,
                                                     seq_in_band)
             for i, slots, open_after in zip(landing, placed_slots, opens, strict=True):
-                outcomes[i] = _landed(self._result(run, decided[i], slots[-1], resolve_data, seq_in_band, open_after))
+                shown = self._shown(run, decided[i], resolve_data)
+                outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
                 if len(units[i]) == 2:  # born running: the step_created's outcome, with its own event
-                    outcomes[-1 - i] = _landed(self._result(run, decided[i], slots[0], resolve_data, seq_in_band,
+                    outcomes[-1 - i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band,
                                                             open_after))
         flat: list[BatchEventOutcome] = []
         for i, unit in enumerate(units):
@@ -170,26 +173,29 @@ class MemoryLog:
         return View(run_id, now, RunState(run_id, run.status, run.started_at),
                     step=run.steps.get(cid) if kind == "step" else None, hook=hook,
                     wait=run.waits.get(cid) if kind == "wait" else None,
-                    hooks=tuple(run.hooks.values()) if reads(req.event_type, "hooks") else (), token=token,
+                    hooks=tuple(run.hooks.values()) if kind == "run" and reads(req.event_type, "hooks") else (),
+                    token=token,
                     carries_value=value is not None, deployment_id=self.deployment_id)
 
     def _failed(self, run: RunRecord | None, decision: Decision, now: datetime) -> Failed:
         """The decision's checks, evaluated against the records now."""
         if run is None or not decision.checks:
-            return Failed(frozenset())
-        cid = decision.entity_id
+            return NOTHING_FAILED
+        cid, kind = decision.entity_id, decision.kind
         failed: set[Check] = set()
-        held = None
-        hook = decision.hook or run.hooks.get(cid)
-        token = self.state.tokens.get(hook.token) if hook is not None else None
+        held = token = None
+        if kind == "hook":
+            hook = decision.hook or run.hooks.get(cid)
+            token = self.state.tokens.get(hook.token) if hook is not None else None
         for check in decision.checks:
-            if check is Check.RESUME_NEW:
-                ok = (cid, decision.resume_id or "") not in run.resumes
-            elif check is Check.RUN_ALIVE:
+            if check is Check.AS_READ or check is Check.RUN_AS_READ:
+                continue  # nothing ran between the read and now
+            if check is Check.RUN_ALIVE:
                 ok = not run.terminal
             elif check is Check.ABSENT:
-                ok = cid not in (run.steps if decision.kind == "step" else run.hooks if decision.kind == "hook"
-                                 else run.waits)
+                ok = cid not in (run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits)
+            elif check is Check.RESUME_NEW:
+                ok = (cid, decision.resume_id or "") not in run.resumes
             elif check is Check.TOKEN_FREE:
                 ok, held = token_free(token, now), token
             elif check is Check.HOOK_ID_FREE:
@@ -199,12 +205,12 @@ class MemoryLog:
                 ok = holds(token_held_by(decision.token_holder or ""), token, now)
             elif check is Check.TOKEN_OWNED:
                 ok = holds(token_owned_by(cid), token, now)
-            elif check is Check.EXISTS:
+            else:  # EXISTS
                 ok = cid in run.hooks
-            else:  # RUN_AS_READ, AS_READ: nothing ran between the read and now
-                ok = True
             if not ok:
                 failed.add(check)
+        if not failed:
+            return NOTHING_FAILED
         resume = run.resumes.get((cid, decision.resume_id or "")) if Check.RESUME_NEW in failed else None
         return Failed(frozenset(failed), run.status, resume, held)
 
@@ -301,19 +307,24 @@ class MemoryLog:
         return slots
 
     @staticmethod
-    def _result(run: RunRecord, decision: Decision, slot: int | None, resolve: ResolveData,
-                seq_in_band: int | None, open_after: int) -> EventResult:
-        """A write's answer: the event at ``slot`` and the entity the write changed."""
-        shown: dict[str, Any] = {}
+    def _shown(run: RunRecord, decision: Decision, resolve: ResolveData) -> dict[str, Any]:
+        """The entity the write changed, as its answer carries it (one model for both outcomes of a born-running
+        pair: they show the same step)."""
         cid = decision.entity_id
         if decision.shows == "run":
-            shown["run"] = run_model(run, resolve)
-        elif decision.shows == "step":
-            shown["step"] = step_model(run, run.steps[cid], resolve)
-        elif decision.shows == "hook":
-            shown["hook"] = hook_model(run, run.hooks[cid], resolve)
-        elif decision.shows == "wait":
-            shown["wait"] = wait_model(run.run_id, run.waits[cid])
+            return {"run": run_model(run, resolve)}
+        if decision.shows == "step":
+            return {"step": step_model(run, run.steps[cid], resolve)}
+        if decision.shows == "hook":
+            return {"hook": hook_model(run, run.hooks[cid], resolve)}
+        if decision.shows == "wait":
+            return {"wait": wait_model(run.run_id, run.waits[cid])}
+        return {}
+
+    @staticmethod
+    def _result(run: RunRecord, shown: dict[str, Any], slot: int | None, resolve: ResolveData,
+                seq_in_band: int | None, open_after: int) -> EventResult:
+        """A write's answer: the event at ``slot`` and the entity the write changed (``_shown``)."""
         event = event_model(run.run_id, run.events[slot - 1], resolve) if slot else None
         return build(EventResult, event=event, seq_in_band=seq_in_band, open_steps=open_after, **shown)
 
@@ -334,35 +345,33 @@ class MemoryLog:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
                    resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_EVENTS_PAGE)
-        after = slot_after(cursor)
+        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE)
         run = self.run(run_id)
-        chunk = run.events[after:after + limit]
-        return build(EventPage, data=[event_model(run_id, e, resolve_data) for e in chunk],
-                     cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
-                     has_more=len(run.events) > after + limit, snapshot=_snapshot(run))
+        return _page(run, run.events[after:after + limit], after, len(run.events) > after + limit, resolve_data)
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
                                      limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_EVENTS_PAGE)
-        if not correlation_id:
-            raise InvalidInputError("correlation_id is required", field="correlationId")
-        after = slot_after(cursor)
+        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE, correlation_id=correlation_id,
+                                  by_correlation=True)
         run = self.run(run_id)
         slots = run.by_correlation.get(correlation_id, [])
         start = bisect.bisect_right(slots, after)
-        page = slots[start:start + limit]
-        return build(EventPage, data=[event_model(run_id, run.events[s - 1], resolve_data) for s in page],
-                     cursor=encode_cursor({"s": page[-1] if page else after}),
-                     has_more=len(slots) > start + limit, snapshot=_snapshot(run))
+        return _page(run, [run.events[s - 1] for s in slots[start:start + limit]], after,
+                     len(slots) > start + limit, resolve_data)
 
     def _between(self, run: RunRecord, after: int, before: int, resolve: ResolveData) -> EventPage:
         """The report of a write that landed at ``before`` while its writer held ``after`` events."""
         limit = min(MAX_EVENTS_PAGE, before - after - 1)
-        chunk = run.events[after:after + limit]
-        return build(EventPage, data=[event_model(run.run_id, e, resolve) for e in chunk],
-                     cursor=encode_cursor({"s": chunk[-1].slot if chunk else after}),
-                     has_more=before - 1 > after + limit, snapshot=None)
+        return _page(run, run.events[after:after + limit], after, before - 1 > after + limit, resolve,
+                     snapshot=False)
+
+
+def _page(run: RunRecord, events: Sequence[StoredEvent], after: int, more: bool, resolve: ResolveData, *,
+          snapshot: bool = True) -> EventPage:
+    """A page of ``events`` (from the slot after ``after``), with the cursor after its last one."""
+    return build(EventPage, data=[event_model(run.run_id, e, resolve) for e in events],
+                 cursor=slot_cursor(events[-1].slot if events else after), has_more=more,
+                 snapshot=build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band) if snapshot else None)
 
 
 def _record(made: NewRun) -> RunRecord:
@@ -370,10 +379,6 @@ def _record(made: NewRun) -> RunRecord:
     return RunRecord(made.run_id, made.workflow_name, made.deployment_id, made.spec_version, made.status,
                      made.created_at, made.created_at, json_value(context) if context is not None else None,
                      dict(made.attributes), started_at=made.started_at, seq_in_band=1)
-
-
-def _snapshot(run: RunRecord) -> LogSnapshot:
-    return build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band)
 
 
 def _landed(result: EventResult) -> BatchEventOutcome:

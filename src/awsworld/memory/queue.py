@@ -10,7 +10,7 @@ heap, so the entries it left behind are skipped when they come up.
 A send is checked by the contract's rules (``world.queue``) and is one synchronous step, so an idempotency key's
 marker is born confirmed: a repeated key answers with its holder's id while that message can be delivered, an
 ack frees it (only if that message still holds it), a redelivery keeps it past the new due time, and it lapses on
-its own ``RETENTION_SECONDS`` + visibility timeout after its due time (as on SQS). Payloads are kept as JSON text:
+its own ``key_horizon_seconds`` after its due time (as on SQS). Payloads are kept as JSON text:
 every delivery decodes a fresh copy, so neither the sender nor a handler can change what the other sees.
 """
 
@@ -32,6 +32,9 @@ from ..world.errors import InvalidInputError
 from ..world.ids import new_ulid
 from ..world.limits import DEFAULT_MAX_VALUE_BYTES
 from ..world.queue import (
+    QUEUE_MAX_RECEIVE_COUNT,
+    QUEUE_RETENTION_SECONDS,
+    QUEUE_VISIBILITY_TIMEOUT_SECONDS,
     Delivery,
     QueueBatchResult,
     QueueMessage,
@@ -40,19 +43,17 @@ from ..world.queue import (
     check_idempotency_key,
     check_queue_name,
     check_queue_prefix,
+    key_horizon_seconds,
     payload_json,
+    visibility_seconds,
 )
 from .signal import Signal
 
 log = logging.getLogger("awsworld.queue")
 
-VISIBILITY_TIMEOUT_SECONDS = 720.0
-"""The template's: six times the flow function's 120 s timeout."""
-RETENTION_SECONDS = 4 * 24 * 3600.0
-"""SQS retention in the template; only bounds how long an unacknowledged key stays held (as on SQS)."""
-MAX_RECEIVE_COUNT = 10
-"""The template's redrive policy: a message received this often since it was last sent goes to the DLQ."""
-MAX_VISIBILITY_SECONDS = 43_200
+VISIBILITY_TIMEOUT_SECONDS = float(QUEUE_VISIBILITY_TIMEOUT_SECONDS)
+RETENTION_SECONDS = float(QUEUE_RETENTION_SECONDS)
+"""Only bounds how long an unacknowledged key stays held (as on SQS): nothing here expires a message."""
 WAITING, VISIBLE, DELETED = "waiting", "visible", "deleted"
 
 
@@ -81,7 +82,7 @@ class QueuedMessage:
 class MemoryQueue:
     def __init__(self, clock: Clock, *, deployment_id: str | None = None,
                  visibility_timeout: float = VISIBILITY_TIMEOUT_SECONDS,
-                 max_receive_count: int | None = MAX_RECEIVE_COUNT,
+                 max_receive_count: int | None = QUEUE_MAX_RECEIVE_COUNT,
                  max_payload_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         self.clock = clock
         self.deployment_id = deployment_id
@@ -92,7 +93,7 @@ class MemoryQueue:
         """(payload, reason) of every message moved to the dead-letter queue, in order."""
         self.sends = 0
         self._markers: dict[tuple[str, str], tuple[str, datetime]] = {}  # key -> (holder's id, live until)
-        self._horizon = timedelta(seconds=RETENTION_SECONDS + visibility_timeout)
+        self._horizon = timedelta(seconds=key_horizon_seconds(RETENTION_SECONDS, visibility_timeout))
         self._live: dict[str, QueuedMessage] = {}
         self._heap: list[tuple[datetime, int, int, QueuedMessage]] = []
         self._visible: deque[tuple[int, QueuedMessage]] = deque()
@@ -203,8 +204,7 @@ class MemoryQueue:
         if seconds is None:
             self._remove(message)
         else:
-            seconds = max(0.0, min(float(MAX_VISIBILITY_SECONDS), seconds))
-            self._schedule(message, self.clock.now() + timedelta(seconds=seconds))
+            self._schedule(message, self.clock.now() + timedelta(seconds=visibility_seconds(seconds)))
         return True
 
     def redeliver(self, message: QueuedMessage, attempt: int, seconds: float) -> None:

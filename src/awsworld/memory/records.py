@@ -20,7 +20,18 @@ from typing import Any, TypeVar, cast
 
 from pydantic import BaseModel
 
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, StructuredError, Wait
+from ..world.entities import (
+    TERMINAL_RUN_STATUSES,
+    Hook,
+    ResolveData,
+    Run,
+    Step,
+    StructuredError,
+    Wait,
+    event_value_shown,
+    step_input_shown,
+    values_shown,
+)
 from ..world.events import Event
 from ..world.rules.hooks import hook_status
 from ..world.rules.requests import VALUE_FIELD
@@ -133,11 +144,8 @@ class State:
 
 
 def event_model(run_id: str, event: StoredEvent, resolve: ResolveData) -> Event:
-    """"skip-step-inputs" leaves out the inputs of step_created/step_started only, and any value but "none"
-    otherwise means "all" (the contract)."""
     data = copy_json(event.data, event.data_text)
-    if event.value is not None and resolve != "none" and not (
-            resolve == "skip-step-inputs" and event.event_type in ("step_created", "step_started")):
+    if event.value is not None and event_value_shown(event.event_type, resolve):
         data[VALUE_FIELD[event.event_type]] = event.value.get()
     return build(Event, event_id=event.event_id, run_id=run_id, event_type=event.event_type,
                  correlation_id=event.correlation_id, event_data=data, created_at=event.created_at,
@@ -149,7 +157,7 @@ def _error(value: Any) -> StructuredError | None:
 
 
 def run_model(run: RunRecord, resolve: ResolveData) -> Run:
-    want = resolve != "none"
+    want = values_shown(resolve)
     first = run.events[0].value if want and run.events else None
     end = run.end_slot if run.terminal else None
     return build(Run, run_id=run.run_id, status=run.status, workflow_name=run.workflow_name,
@@ -164,10 +172,9 @@ def run_model(run: RunRecord, resolve: ResolveData) -> Run:
 
 
 def step_model(run: RunRecord, step: StepState, resolve: ResolveData) -> Step:
-    """The input only at "all", the output unless "none", the error always (the contract's entity reads)."""
     return build(Step, run_id=run.run_id, step_id=step.step_id, step_name=step.step_name, status=step.status,
-                 input=run.value_at(step.input) if resolve == "all" else None,
-                 output=run.value_at(step.output) if resolve != "none" else None,
+                 input=run.value_at(step.input) if step_input_shown(resolve) else None,
+                 output=run.value_at(step.output) if values_shown(resolve) else None,
                  error=_error(run.value_at(step.error)), attempt=step.attempt, retry_after=step.retry_after,
                  created_at=step.created_at, updated_at=step.updated_at, started_at=step.started_at,
                  completed_at=step.completed_at, spec_version=step.spec_version,
@@ -176,7 +183,7 @@ def step_model(run: RunRecord, step: StepState, resolve: ResolveData) -> Step:
 
 def hook_model(run: RunRecord, hook: HookState, resolve: ResolveData) -> Hook:
     return build(Hook, run_id=run.run_id, hook_id=hook.hook_id, token=hook.token, status=hook_status(run.status),
-                 metadata=run.value_at(hook.metadata) if resolve != "none" else None, is_webhook=hook.is_webhook,
+                 metadata=run.value_at(hook.metadata) if values_shown(resolve) else None, is_webhook=hook.is_webhook,
                  token_retention_until=hook.retention_until, created_at=hook.created_at,
                  updated_at=hook.updated_at, received_at=None, spec_version=hook.spec_version)
 

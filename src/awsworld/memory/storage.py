@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..world.clock import Clock
-from ..world.cursors import check_limit, encode_cursor, key_after, run_before
+from ..world.cursors import check_limit, key_after, key_cursor, run_before, run_cursor
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
 from ..world.errors import HookNotFoundError, StepNotFoundError
 from ..world.events import AttributeChange, EventResult
@@ -123,8 +123,7 @@ class MemoryRuns:
         page = matching[:limit]
         more = len(matching) > limit
         runs = [run_model(self.state.runs[r], resolve_data) for r in page]
-        return build(RunPage, data=runs, cursor=encode_cursor({"r": page[-1]}) if page and more else None,
-                                       has_more=more)
+        return build(RunPage, data=runs, cursor=run_cursor(page, more), has_more=more)
 
     async def wait_for_terminal_status(self, run_id: str, *, timeout: float = 30.0,
                                        resolve_data: ResolveData = "all") -> Run:
@@ -208,10 +207,10 @@ def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, 
     after the last one when more exist, and whether they do."""
     check_limit(limit, MAX_ENTITIES_PAGE)
     after = key_after(cursor, prefix)
-    ids = sorted(i for i in entities if after is None or prefix + i > after)[: limit + 1]
-    more = len(ids) > limit
-    ids = ids[:limit]
-    data = [model(run, entities[i], resolve_data) for i in ids] if run is not None else []
-    return data, encode_cursor({"k": prefix + ids[-1]}) if ids and more else None, more
+    keys = sorted(prefix + i for i in entities if after is None or prefix + i > after)[: limit + 1]
+    more = len(keys) > limit
+    keys = keys[:limit]
+    data = [model(run, entities[k.removeprefix(prefix)], resolve_data) for k in keys] if run is not None else []
+    return data, key_cursor(keys, more), more
 
 

@@ -13,12 +13,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ..world.stream_sessions import OrderedWriteSession, SessionRegistry
+from ..world.stream_sessions import FLUSH_BYTES, FLUSH_CHUNKS, OrderedWriteSession, SessionRegistry
 from ..world.streams import Chunk
 from .stream_store import MemoryStreamStore
-
-FLUSH_BYTES = 1024 * 1024
-FLUSH_CHUNKS = 1000
 
 
 class MemoryWriteSession(OrderedWriteSession):
@@ -42,8 +39,7 @@ class MemoryWriteSession(OrderedWriteSession):
         self._accept(chunk_seq, chunks)
         if not self._ready:
             return
-        if (self.flush_interval <= 0 or self._ready_bytes >= self.flush_bytes
-                or len(self._ready) >= self.flush_chunks):
+        if self.flush_interval <= 0 or self._full():
             self._flush_now()
         elif self._timer is None:
             self._timer = asyncio.get_running_loop().call_later(self.flush_interval, self._flush_now)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from collections.abc import Sequence
 from typing import Any, cast
 
 from .errors import InvalidInputError
@@ -27,6 +28,32 @@ def decode_cursor(cursor: str | None) -> dict[str, Any] | None:
     if not isinstance(value, dict):
         raise _refused()
     return cast(dict[str, Any], value)
+
+
+def slot_cursor(slot: int) -> str:
+    """An events page's cursor, after ``slot`` (its last event, or where it started when empty): an events page
+    always has one, so a reader can come back for what is written later."""
+    return encode_cursor({"s": slot})
+
+
+def key_cursor(keys: Sequence[str], more: bool) -> str | None:
+    """A steps or hooks page's cursor: after its last key (``STEP#id``, ``HOOK#id``), only when more exist."""
+    return encode_cursor({"k": keys[-1]}) if keys and more else None
+
+
+def run_cursor(run_ids: Sequence[str], more: bool) -> str | None:
+    """A runs page's cursor: below its last (oldest) run id, only when more exist."""
+    return encode_cursor({"r": run_ids[-1]}) if run_ids and more else None
+
+
+def events_page_after(cursor: str | None, limit: int, maximum: int, *, correlation_id: str | None = None,
+                      by_correlation: bool = False) -> int:
+    """An events listing's arguments checked in every World's order (the limit, the correlation id of a listing
+    by one, the cursor): the slot the page starts after."""
+    check_limit(limit, maximum)
+    if by_correlation and not correlation_id:
+        raise InvalidInputError("correlation_id is required", field="correlationId")
+    return slot_after(cursor)
 
 
 def _refused() -> InvalidInputError:

@@ -21,6 +21,24 @@ TERMINAL_RUN_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cance
 TERMINAL_STEP_STATUSES: frozenset[str] = frozenset({"completed", "failed", "cancelled"})
 
 
+# What a read at each ``resolve_data`` shows, for every World (the contract): errors always; "none" no user value;
+# "skip-step-inputs" every value but the inputs of steps (a step's input, step_created's and step_started's).
+def values_shown(resolve: ResolveData) -> bool:
+    """Whether a read shows user values at all (a run's input and output, a step's output, a hook's metadata)."""
+    return resolve != "none"
+
+
+def step_input_shown(resolve: ResolveData) -> bool:
+    return resolve == "all"
+
+
+def event_value_shown(event_type: str, resolve: ResolveData) -> bool:
+    """Whether an event read at ``resolve`` carries its value field."""
+    if resolve == "none":
+        return False
+    return not (resolve == "skip-step-inputs" and event_type in ("step_created", "step_started"))
+
+
 class StructuredError(WireModel):
     """An error as stored in the log: enough to re-raise it with its type after replay, and to fix it.
 

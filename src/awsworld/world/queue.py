@@ -28,6 +28,28 @@ DEFAULT_QUEUE_PREFIX = "__wkf_workflow_"
 MAX_QUEUE_NAME_LENGTH = 512
 MAX_IDEMPOTENCY_KEY_LENGTH = 512
 
+# The stack's one queue, as every World keeps it: the AWS World creates it so (``aws/resources.py``, the SAM
+# template) and the in-memory queue behaves so (``memory/queue.py``).
+FLOW_FUNCTION_TIMEOUT_SECONDS = 120
+QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
+"""Several times the flow function's timeout, so a delivery still running is not handed to a second consumer (AWS
+recommends 6x for event source mappings)."""
+QUEUE_MAX_RECEIVE_COUNT = 10
+"""The redrive policy: a message received this often since it was last sent goes to the dead-letter queue."""
+QUEUE_RETENTION_SECONDS = 4 * 24 * 3600
+MAX_VISIBILITY_SECONDS = 43_200
+
+
+def visibility_seconds(seconds: float) -> float:
+    """How long a received message is hidden when a consumer asks for ``seconds``: SQS's range, 0 to 12 hours."""
+    return max(0.0, min(float(MAX_VISIBILITY_SECONDS), seconds))
+
+
+def key_horizon_seconds(retention_seconds: float, visibility_seconds: float) -> float:
+    """How long past its message's due time an idempotency key stays held (unless an ack frees it first): as
+    long as that message can still be delivered, its retention plus one visibility timeout in flight."""
+    return retention_seconds + visibility_seconds
+
 
 def parse_queue_name(queue_name: object) -> tuple[str, str]:
     """Split a valid queue name into (prefix, id); a bad name is a 400 naming the field."""

@@ -20,8 +20,16 @@ from typing import Any, Generic, Self, TypeVar
 from .errors import EntityConflictError, InvalidInputError
 from .streams import Chunk, check_chunk_sizes, chunk_bytes
 
+FLUSH_BYTES = 1024 * 1024
+FLUSH_CHUNKS = 1000  # the AWS World's segment item keeps the packed lengths near 4 KB
+
 
 class OrderedWriteSession(ABC):
+    flush_bytes: int = FLUSH_BYTES
+    flush_chunks: int = FLUSH_CHUNKS
+    """A session flushes at once, whatever its window, when this many bytes or chunks are buffered in sequence
+    (a burst does not wait)."""
+
     def __init__(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
                  registry: SessionRegistry[Any] | None, max_chunk_bytes: int | None = None) -> None:
         """``max_chunk_bytes``: the World's largest chunk. A larger one is refused by ``write`` itself, before
@@ -58,6 +66,10 @@ class OrderedWriteSession(ABC):
     @abstractmethod
     async def _close_stream(self) -> None:
         """End the stream in the World's store."""
+
+    def _full(self) -> bool:
+        """The chunks in sequence reached ``flush_bytes`` or ``flush_chunks``: flush them now."""
+        return self._ready_bytes >= self.flush_bytes or len(self._ready) >= self.flush_chunks
 
     def _accept(self, chunk_seq: object, chunks: Sequence[Chunk]) -> int:
         """Take ``chunk_seq``'s chunks (checked here: callers pass what they were given); move every chunk now

@@ -11,7 +11,17 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from ...world.entities import Hook, ResolveData, Run, Step, StructuredError, Wait
+from ...world.entities import (
+    Hook,
+    ResolveData,
+    Run,
+    Step,
+    StructuredError,
+    Wait,
+    event_value_shown,
+    step_input_shown,
+    values_shown,
+)
 from ...world.events import PAYLOAD_FIELDS, Event
 from ...world.ids import slot_to_event_id
 from ..keys import ATTRIBUTE_PREFIX, HOOK_PREFIX, STEP_PREFIX, WAIT_PREFIX
@@ -96,7 +106,7 @@ def attributes_of(item: Item | None) -> dict[str, str]:
 async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *, first: BlockEvent | None,
                         end: BlockEvent | None, attributes: dict[str, str]) -> Run:
     """A run from its thin head, the run_created event (input, execution context) and its terminal event."""
-    want = resolve != "none"
+    want = values_shown(resolve)
     status = head["status"]
     end_val = end.val if end is not None else None
     input_, output, error = await values.load_many([
@@ -130,17 +140,17 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
 def step_value_slots(item: Item, resolve: ResolveData) -> list[int]:
     """The slots whose events hold what ``step_from_item`` needs to answer at ``resolve``."""
     slots = [item.get("err")]
-    if resolve != "none":
+    if values_shown(resolve):
         slots.append(item.get("out"))
-    if resolve == "all":
+    if step_input_shown(resolve):
         slots.append(item.get("in"))
     return [int(s) for s in slots if s]
 
 
 async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
                          events: Mapping[int, BlockEvent]) -> Step:
-    want_input = resolve == "all"
-    want_output = resolve != "none"
+    want_input = step_input_shown(resolve)
+    want_output = values_shown(resolve)
     run_id = item["pk"].removeprefix("RUN#")
     input_, output, error = await values.load_many([
         _val(events, item.get("in")) if want_input else None,
@@ -167,13 +177,13 @@ async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
 
 
 def hook_value_slots(item: Item, resolve: ResolveData) -> list[int]:
-    return [int(item["in"])] if resolve != "none" and item.get("in") else []
+    return [int(item["in"])] if values_shown(resolve) and item.get("in") else []
 
 
 async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData,
                          events: Mapping[int, BlockEvent]) -> Hook:
     run_id = item["pk"].removeprefix("RUN#")
-    metadata = await values.load(_val(events, item.get("in")), run_id) if resolve != "none" else None
+    metadata = await values.load(_val(events, item.get("in")), run_id) if values_shown(resolve) else None
     return Hook(
         run_id=run_id,
         hook_id=item["sk"].removeprefix(HOOK_PREFIX),
@@ -202,12 +212,6 @@ def wait_from_item(item: Item) -> Wait:
     )
 
 
-def event_payload_wanted(event_type: str, resolve: ResolveData) -> bool:
-    if resolve == "none":
-        return False
-    return not (resolve == "skip-step-inputs" and event_type in {"step_created", "step_started"})
-
-
 def event_from_block(event: BlockEvent, payload: Any = None, *, with_payload: bool = True) -> Event:
     data = dict(event.data)
     fields = PAYLOAD_FIELDS.get(event.event_type, ())
@@ -228,6 +232,6 @@ def event_from_block(event: BlockEvent, payload: Any = None, *, with_payload: bo
 async def events_from_blocks(run_id: str, events: list[BlockEvent], values: ValueStore,
                              resolve: ResolveData) -> list[Event]:
     """``run_id``'s events, with their payloads as ``resolve`` asks."""
-    wanted = [event_payload_wanted(e.event_type, resolve) for e in events]
+    wanted = [event_value_shown(e.event_type, resolve) for e in events]
     payloads = await values.load_many([e.val if w else None for e, w in zip(events, wanted, strict=True)], run_id)
     return [event_from_block(e, p, with_payload=w) for e, p, w in zip(events, payloads, wanted, strict=True)]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ...world.cursors import check_limit, encode_cursor, key_after
+from ...world.cursors import check_limit, key_after, key_cursor
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.pages import MAX_ENTITIES_PAGE, HookPage, StepPage
@@ -53,7 +53,7 @@ class StepsAPI:
             if len(items) > limit:
                 items, more = items[:limit], True
         steps = await self.reads.steps(run_id, items, resolve_data)
-        next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
+        next_cursor = key_cursor([i["sk"] for i in items[-1:]], more)
         return StepPage(data=steps, cursor=next_cursor, has_more=more)
 
 
@@ -92,5 +92,5 @@ class HooksAPI:
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
                                          after_sk=key_after(cursor, HOOK_PREFIX), limit=limit)
         hooks = await self.reads.hooks(run_id, items, resolve_data)
-        next_cursor = encode_cursor({"k": items[-1]["sk"]}) if items and more else None
+        next_cursor = key_cursor([i["sk"] for i in items[-1:]], more)
         return HookPage(data=hooks, cursor=next_cursor, has_more=more)

@@ -7,9 +7,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from ...world.cursors import check_limit, encode_cursor, slot_after
+from ...world.cursors import events_page_after, slot_cursor
 from ...world.entities import ResolveData
-from ...world.errors import InvalidInputError
 from ...world.events import LogSnapshot
 from ...world.pages import MAX_EVENTS_PAGE, EventPage
 from ...world.rules.runs import run_missing
@@ -93,18 +92,14 @@ class EventReader:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
                    resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_EVENTS_PAGE)
-        after = slot_after(cursor)
+        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE)
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
         return await self._page(run_id, events, more, after, resolve_data, snapshot)
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
                                      limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
-        check_limit(limit, MAX_EVENTS_PAGE)
-        if not correlation_id:
-            raise InvalidInputError("correlation_id is required", field="correlationId")
-        after = slot_after(cursor)
+        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE, correlation_id=correlation_id, by_correlation=True)
         snapshot = await self.snapshot(run_id)
         # Blocks are compressed: the filter runs here, over the run's log after the cursor.
         events, _ = await self._blocks(run_id, after + 1, snapshot.seq)
@@ -121,7 +116,7 @@ class EventReader:
                     snapshot: LogSnapshot | None) -> EventPage:
         data = await events_from_blocks(run_id, events, self.values, resolve)
         last = events[-1].slot if events else after
-        return EventPage(data=data, cursor=encode_cursor({"s": last}), has_more=more, snapshot=snapshot)
+        return EventPage(data=data, cursor=slot_cursor(last), has_more=more, snapshot=snapshot)
 
     async def live_hook_items(self, run_id: str) -> list[Item]:
         items: list[Item] = []

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from ...world.entities import ResolveData
+from ...world.entities import ResolveData, event_value_shown
 from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import check_entity_id, new_run_id
 from ...world.rules.runs import new_run
 from ..clients import AWSClients
-from ..dynamodb.items import event_from_block, event_payload_wanted, now_iso
+from ..dynamodb.items import event_from_block, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
 from ..keys import run_key
 from ..resources import TTL_ATTRIBUTE
@@ -67,7 +67,7 @@ class RunCreator:
             return EventResult(run=await self.reads.run(existing, resolve, fetched=fetched))
         event = planned.as_block_event(run_id, 1, now)
         return EventResult(
-            event=event_from_block(event, payload, with_payload=event_payload_wanted("run_created", resolve)),
+            event=event_from_block(event, payload, with_payload=event_value_shown("run_created", resolve)),
             run=await self.reads.run(head, resolve, known={1: event},
                                      fetched={(op.item["pk"], op.item["sk"]): op.item for op in attrs if op.item}),
             seq_in_band=1,

@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.cursors import check_limit, encode_cursor, run_before
+from ...world.cursors import check_limit, run_before, run_cursor
 from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
 from ...world.events import AttributeChange, EventResult
 from ...world.pages import MAX_RUNS_PAGE, RunPage
@@ -67,7 +67,7 @@ class RunsAPI:
         run_ids = run_ids[:limit]
         items = {i[GSI_RUN_KEY]: i for i in await batch_get(self.clients, [run_key(r) for r in run_ids])}
         runs = await self.reads.runs([items[r] for r in run_ids if r in items], resolve_data)
-        next_cursor = encode_cursor({"r": run_ids[-1]}) if run_ids and more else None
+        next_cursor = run_cursor(run_ids, more)
         return RunPage(data=runs, cursor=next_cursor, has_more=more)
 
     async def _index_page(self, index: str, key_name: str, key_value: str, statuses: list[str] | None,

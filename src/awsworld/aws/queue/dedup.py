@@ -50,6 +50,7 @@ from botocore.exceptions import ClientError
 
 from ...settings import SETTINGS, Settings
 from ...world.errors import ThrottledError
+from ...world.queue import key_horizon_seconds
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb, now_iso, to_ddb, to_ddb_value
 from ..dynamodb.reads import get_item
@@ -106,7 +107,7 @@ class DedupMarkers:
                  visibility_seconds: int = QUEUE_VISIBILITY_TIMEOUT_SECONDS,
                  clock: Callable[[], float] = time.time, lease_seconds: float | None = None) -> None:
         self.clients = clients
-        self.horizon = retention_seconds + visibility_seconds
+        self.horizon = key_horizon_seconds(retention_seconds, visibility_seconds)
         self.clock = clock
         if lease_seconds is None:
             self.lease = SETTINGS.dedup_lease_seconds

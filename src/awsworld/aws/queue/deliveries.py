@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError
-from ...world.queue import Delivery, Refused, check_delay, check_queue_prefix
+from ...world.queue import Delivery, Refused, check_delay, check_queue_prefix, visibility_seconds
 from .queue_envelope import Envelope, MalformedBody, decode_body
 from .sqs_errors import sqs_error
 
@@ -207,7 +207,7 @@ class QueueConsumer:
         sqs = await self.clients.sqs()
         try:
             await sqs.change_message_visibility(QueueUrl=self.queue._url(), ReceiptHandle=read_record(record)
-                                                .receipt_handle, VisibilityTimeout=max(0, min(43_200, seconds)))
+                                                .receipt_handle, VisibilityTimeout=int(visibility_seconds(seconds)))
         except ClientError as error:
             raise sqs_error(error, "ChangeMessageVisibility") from error
 

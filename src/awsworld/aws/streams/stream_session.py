@@ -17,13 +17,11 @@ import contextlib
 from collections.abc import Sequence
 
 from ...world.errors import WorldError
-from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
+from ...world.stream_sessions import FLUSH_BYTES, FLUSH_CHUNKS, OrderedWriteSession, SessionRegistry
 from ...world.streams import FRAME_BYTES, Chunk
 from .stream_store import StreamStore
 
 FLUSH_INTERVAL = 0.05
-FLUSH_BYTES = 1024 * 1024
-FLUSH_CHUNKS = 1000  # the segment item's packed lengths stay near 4 KB
 MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 
 
@@ -57,7 +55,7 @@ class WriteSession(OrderedWriteSession):
         if moved and was_empty:
             self._ready_since = asyncio.get_running_loop().time()
         self._accepted += moved
-        if self._ready_bytes >= self.flush_bytes or len(self._ready) >= self.flush_chunks:
+        if self._full():
             self._urgent.set()
         self._kick()
         if self._ready_bytes >= self.max_buffered_bytes:  # back-pressure: let the flusher catch up

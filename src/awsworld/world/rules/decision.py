@@ -187,6 +187,8 @@ def refusals(run_id: str, decided: Sequence[tuple[Decision, Failed]]) -> Refusal
     """``refusal`` for the writes of one request, in the contract's order across them: repeated resume ids first
     (each refuses its own write), then the run's status (an ended run refuses the whole request), then each
     write's own checks."""
+    if not any(failed.checks for _decision, failed in decided):
+        return Refusals(None, {}, None)  # the usual case: every check held
     writes: dict[int, WorldError] = {}
     first: WorldError | None = None
     for i, (decision, failed) in enumerate(decided):

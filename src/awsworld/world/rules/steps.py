@@ -23,31 +23,37 @@ from ..errors import EntityConflictError, EventNotFoundError, StepNotFoundError,
 from ..events import CreateEventRequest, StepCreatedData, StepRetryingData, WaitCreatedData
 from .at_most_once import check_interrupted_end, check_start
 from .decision import Check, Decision, NewEvent
-from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, lease_end, start_ask, start_verdict
+from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
 from .state import EventRef, StepState, View, WaitState, evolve
 
 
 def step_created(req: CreateEventRequest, view: View) -> Decision:
-    step_id = req.correlation_id or ""
-    name = data_as(req, StepCreatedData).step_name
-    step = StepState(step_id, name, "pending", view.now, view.now, req.spec_version,
-                     input=EventRef(0) if view.carries_value else None)
-    event = NewEvent(req.event_type, step_id, event_data(req), view.carries_value, req.spec_version)
-    return Decision(req.event_type, step_id, [event], (Check.RUN_ALIVE, Check.ABSENT), shows="step", step=step,
-                    open_steps=1)
+    return _declared(req, view, None)
 
 
 def born_running(created: CreateEventRequest, started: CreateEventRequest, view: View) -> Decision:
     """step_created followed by step_started in one batch: the step is born running at attempt 1."""
-    decision = step_created(created, view)
-    assert decision.step is not None
-    ask = start_ask(started.data().model_extra)
-    lease = lease_end(view.now, ask.lease_seconds)
-    decision.step = evolve(decision.step, status="running", attempt=1, started_at=view.now, lease_until=lease,
-                            owner=ask.owner or None)
-    decision.events.append(_started_event(started, 1, lease))
+    decision = _declared(created, view, start_ask(started.data().model_extra))
+    assert decision.step is not None and decision.step.lease_until is not None
+    decision.events.append(_started_event(started, 1, decision.step.lease_until))
     return decision
+
+
+def _declared(req: CreateEventRequest, view: View, ask: StartAsk | None) -> Decision:
+    """A step of a live run declared (a second one of the id conflicts) and counted open; with ``ask``, born
+    running at attempt 1 under the lease that start asks for (one state, not a pending one evolved)."""
+    step_id, now = req.correlation_id or "", view.now
+    name = data_as(req, StepCreatedData).step_name
+    ref = EventRef(0) if view.carries_value else None
+    if ask is None:
+        step = StepState(step_id, name, "pending", now, now, req.spec_version, input=ref)
+    else:
+        step = StepState(step_id, name, "running", now, now, req.spec_version, attempt=1, input=ref,
+                         started_at=now, owner=ask.owner or None, lease_until=lease_end(now, ask.lease_seconds))
+    event = NewEvent(req.event_type, step_id, event_data(req), view.carries_value, req.spec_version)
+    return Decision(req.event_type, step_id, [event], (Check.RUN_ALIVE, Check.ABSENT), shows="step", step=step,
+                    open_steps=1)
 
 
 def _started_event(req: CreateEventRequest, attempt: int, lease: datetime) -> NewEvent:
@@ -99,13 +105,12 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
                               step_id=req.correlation_id)
         now = view.now
         ref = EventRef(0) if view.carries_value else None
-        after = evolve(step, output=ref) if value == "output" else evolve(step, error=ref)
         if status is None:
             retry_after = data_as(req, StepRetryingData).retry_after
-            after = evolve(after, status="pending", updated_at=now,
-                            retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
+            after = evolve(step, **{value: ref}, status="pending", updated_at=now,
+                           retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
         else:
-            after = evolve(after, status=status, updated_at=now, completed_at=now)
+            after = evolve(step, **{value: ref}, status=status, updated_at=now, completed_at=now)
         event = NewEvent(req.event_type, step.step_id, event_data(req), view.carries_value, req.spec_version)
         return Decision(req.event_type, step.step_id, [event], (Check.AS_READ,), shows="step", step=after,
                         open_steps=0 if status is None else -1)
