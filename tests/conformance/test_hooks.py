@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
 from awsworld import Client
+from awsworld.aws.keys import token_key
+from awsworld.aws.log import entities_api
 from awsworld.engine.hook_timeouts import is_heartbeat
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError
@@ -496,6 +499,34 @@ async def test_a_keyed_resume_repeated_after_its_hook_was_disposed_answers_as_th
     if not end_run:  # a new hook claiming the token takes the key afresh
         await world.events.create(run_id, hook_created("h2", tok))
         assert (await client.resume_hook_outcome(tok, 2, idempotency_key="delivery-1")).recorded
+
+
+async def test_a_dispose_between_the_lookups_two_reads_still_answers_a_keyed_repeat(
+        world: AnyWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The AWS World finds a hook by its token in two reads (the token's item, then the hook it names). A
+    ``hook_disposed`` that commits between them (the workflow, woken by the first fail_hook, disposes the hook
+    while a keyed repeat looks it up) must be seen as a dispose, so the repeat gets the first call's event,
+    and not as "no hook owns that token" read from the token's item as it was before the dispose."""
+    aws = aws_world(world)
+    client = Client(aws)
+    run_id = await new_run(aws, start=True)
+    tok = token()
+    await aws.events.create(run_id, hook_created("h1", tok))
+    first = await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="k")
+    read_item, disposed = entities_api.get_item, []
+
+    async def dispose_after_the_token_read(clients: Any, key: dict[str, str], **kwargs: Any) -> Any:
+        item = await read_item(clients, key, **kwargs)
+        if key == token_key(tok) and not disposed:
+            disposed.append(await aws.events.create(run_id, hook_disposed("h1")))
+        return item
+
+    monkeypatch.setattr(entities_api, "get_item", dispose_after_the_token_read)
+    repeat = await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="k")
+    assert disposed and repeat.event_id == first.event_id
+    with pytest.raises(HookNotFoundError) as missing:  # a new key: the hook is gone
+        await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="another")
+    assert missing.value.disposed_hook == (run_id, "h1")
 
 
 async def test_a_heartbeat_is_one_hook_received_refused_exactly_as_a_resume_is(world: AnyWorld) -> None:
