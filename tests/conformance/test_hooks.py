@@ -501,6 +501,30 @@ async def test_a_keyed_resume_repeated_after_its_hook_was_disposed_answers_as_th
         assert (await client.resume_hook_outcome(tok, 2, idempotency_key="delivery-1")).recorded
 
 
+@pytest.mark.parametrize("end", list(RUN_ENDS))
+async def test_a_keyed_resume_repeated_after_its_run_ended_answers_as_the_first(world: AnyWorld, end: str) -> None:
+    """A run's end releases its live hooks without a hook_disposed (the workflow returned while holding it, as
+    one does once ``fail_hook`` made it raise): a repeat of a key that hook took is still answered as the first
+    was, nothing stored; a new key, or none, hears that the run ended (``HookClosedError``)."""
+    client = Client(world)
+    run_id = await new_run(world, start=True)
+    tok = token()
+    await world.events.create(run_id, hook_created("h1", tok))
+    first = await client.resume_hook_outcome(tok, {"big": "x" * 20_000}, idempotency_key="delivery-1")
+    failed = await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="delivery-2")
+    await world.events.create(run_id, RUN_ENDS[end]())
+    before = await stored(world)
+    repeat = await client.resume_hook_outcome(tok, {"big": "x" * 20_000}, idempotency_key="delivery-1")
+    assert not repeat.recorded and repeat.event.event_id == first.event.event_id
+    again = await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="delivery-2")
+    assert again.event_id == failed.event_id
+    for key in ("delivery-3", None):
+        with pytest.raises(HookClosedError) as closed:
+            await client.resume_hook(tok, 1, idempotency_key=key)
+        assert (closed.value.run_id, closed.value.run_status) == (run_id, end)
+    assert await stored(world) == before
+
+
 async def test_a_dispose_between_the_lookups_two_reads_still_answers_a_keyed_repeat(
         world: AnyWorld, monkeypatch: pytest.MonkeyPatch) -> None:
     """The AWS World finds a hook by its token in two reads (the token's item, then the hook it names). A
