@@ -26,7 +26,7 @@ from .serde import Encoded
 T = TypeVar("T")
 
 
-def store(value: T, codec: Codec[T] | None, place: Place) -> Any:
+def store(value: T, codec: Codec[T] | None, place: Place) -> serde.JSONValue:
     """``value`` as the log stores it: ``serde.dumps(value)`` without a codec, the codec's envelope with one."""
     if codec is None:
         return serde.dumps(value)
@@ -34,13 +34,14 @@ def store(value: T, codec: Codec[T] | None, place: Place) -> Any:
         data = codec.encode(value, place)
     except Exception as error:
         raise _failed("encoded", codec, place, error) from error
-    if not isinstance(data, str | bytes | bytearray):
+    # (its type says str or bytes, but a user's codec may return anything: the checker takes the type's word)
+    if not isinstance(data, str | bytes | bytearray):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise CodecError(f"{place}: its codec {_name(codec)} returned {type(data).__name__}, not str or bytes",
                          place=str(place))
     return serde.dumps(Encoded(data if isinstance(data, str) else bytes(data)))
 
 
-def load(stored: Any, codec: Codec[T] | None, place: Place) -> T:
+def load(stored: object, codec: Codec[T] | None, place: Place) -> T:
     """The value ``store`` was given. A value stored without a codec (recorded before the codec was added) is
     read as it was stored; one stored with a codec and read without one is an ``Encoded``."""
     value: Any = serde.loads(stored)

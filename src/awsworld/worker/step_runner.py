@@ -216,14 +216,13 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     assert step is not None and started.event is not None
     events = [] if claimed is not None else [*started.events, started.event]
     raw_input = call_input if call_input is not None else step.input
-    call = serde.loads(raw_input) if raw_input is not None else {"args": [], "kwargs": {}}
+    call = serde.loads_call(raw_input)
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
     context = StepContext(world, metadata)
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        args = list(call.get("args", []))
-        body = definition.fn(*(args if poll is None else poll.arguments(args)), **call.get("kwargs", {}))
+        body = definition.fn(*(call.args if poll is None else poll.arguments(call.args)), **call.kwargs)
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
             encoded = codecs.store(result, definition.codec, Place("result", f"step {step_name!r}", run_id, step_id))
