@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from typing import Any
 
 import pytest
 
 from awsworld import Client
+from awsworld.aws.keys import token_key
+from awsworld.aws.log import entities_api
 from awsworld.engine.hook_timeouts import is_heartbeat
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError
@@ -467,11 +470,12 @@ async def test_a_token_must_fit_a_key_and_its_retention_30_days(world: AnyWorld)
     assert len(await all_events(world, run_id)) == before + 1
 
 
-@pytest.mark.parametrize("end_run", [False, True], ids=["run-running", "run-completed"])
-async def test_a_keyed_resume_repeated_after_its_hook_was_disposed_answers_as_the_first(
-        world: AnyWorld, end_run: bool) -> None:
+@pytest.mark.parametrize("gone", ["disposed", "disposed-then-completed", *RUN_ENDS])
+async def test_a_keyed_resume_repeated_after_its_hook_is_gone_answers_as_the_first(world: AnyWorld, gone: str) -> None:
     """Client.resume_hook / fail_hook with an idempotency key, repeated once the payload made the workflow dispose
-    the hook (and maybe end): the first call's event, nothing new stored; a new key still hears "no hook"."""
+    the hook (and maybe end), or once its run ended holding it (a run's end releases its live hooks without a
+    hook_disposed, as when ``fail_hook`` made the workflow raise and return): the first call's event, nothing new
+    stored; a new key, or none, still hears "no hook" (disposed) or that the run ended (``HookClosedError``)."""
     client = Client(world)
     run_id = await new_run(world, start=True)
     tok = token()
@@ -479,23 +483,56 @@ async def test_a_keyed_resume_repeated_after_its_hook_was_disposed_answers_as_th
     first = await client.resume_hook_outcome(tok, {"big": "x" * 20_000}, idempotency_key="delivery-1")
     failed = await client.fail_hook(tok, "refused upstream", idempotency_key="delivery-2")
     assert first.recorded
-    await world.events.create(run_id, hook_disposed("h1"))
-    if end_run:
-        await world.events.create(run_id, run_completed())
+    disposed = gone.startswith("disposed")
+    if disposed:
+        await world.events.create(run_id, hook_disposed("h1"))
+    if gone != "disposed":
+        await world.events.create(run_id, RUN_ENDS[gone.removeprefix("disposed-then-")]())
     before = await stored(world)
     repeat = await client.resume_hook_outcome(tok, {"big": "x" * 20_000}, idempotency_key="delivery-1")
     assert not repeat.recorded and repeat.event.event_id == first.event.event_id
     assert (await client.fail_hook(tok, "refused upstream", idempotency_key="delivery-2")).event_id == failed.event_id
     assert await client.resume_hook(tok, 1, idempotency_key="delivery-1") is not None  # another payload: same key
-    with pytest.raises(HookNotFoundError) as missing:
-        await client.resume_hook(tok, 1, idempotency_key="delivery-3")
-    assert missing.value.message == "no hook owns that token"
-    with pytest.raises(HookNotFoundError):
-        await client.resume_hook(tok, 1)
+    for key in ("delivery-3", None):
+        with pytest.raises(HookNotFoundError) as missing:
+            await client.resume_hook(tok, 1, idempotency_key=key)
+        if disposed:
+            assert missing.value.message == "no hook owns that token"
+        else:
+            assert isinstance(missing.value, HookClosedError)
+            assert (missing.value.run_id, missing.value.run_status) == (run_id, gone)
     assert await stored(world) == before
-    if not end_run:  # a new hook claiming the token takes the key afresh
+    if gone == "disposed":  # a new hook claiming the token takes the key afresh
         await world.events.create(run_id, hook_created("h2", tok))
         assert (await client.resume_hook_outcome(tok, 2, idempotency_key="delivery-1")).recorded
+
+
+async def test_a_dispose_between_the_lookups_two_reads_still_answers_a_keyed_repeat(
+        world: AnyWorld, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The AWS World finds a hook by its token in two reads (the token's item, then the hook it names). A
+    ``hook_disposed`` that commits between them (the workflow, woken by the first fail_hook, disposes the hook
+    while a keyed repeat looks it up) must be seen as a dispose, so the repeat gets the first call's event,
+    and not as "no hook owns that token" read from the token's item as it was before the dispose."""
+    aws = aws_world(world)
+    client = Client(aws)
+    run_id = await new_run(aws, start=True)
+    tok = token()
+    await aws.events.create(run_id, hook_created("h1", tok))
+    first = await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="k")
+    read_item, disposed = entities_api.get_item, []
+
+    async def dispose_after_the_token_read(clients: Any, key: dict[str, str], **kwargs: Any) -> Any:
+        item = await read_item(clients, key, **kwargs)
+        if key == token_key(tok) and not disposed:
+            disposed.append(await aws.events.create(run_id, hook_disposed("h1")))
+        return item
+
+    monkeypatch.setattr(entities_api, "get_item", dispose_after_the_token_read)
+    repeat = await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="k")
+    assert disposed and repeat.event_id == first.event_id
+    with pytest.raises(HookNotFoundError) as missing:  # a new key: the hook is gone
+        await client.fail_hook(tok, "rejected by the reviewer", idempotency_key="another")
+    assert missing.value.disposed_hook == (run_id, "h1")
 
 
 async def test_a_heartbeat_is_one_hook_received_refused_exactly_as_a_resume_is(world: AnyWorld) -> None:

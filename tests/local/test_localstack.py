@@ -16,6 +16,7 @@ import pytest
 
 from awsworld.local import DynamoDBLocal, LocalAWS, LocalStack, LocalStackError
 from awsworld.local import localstack_server as launcher
+from awsworld.local.emulator_process import STOP_GRACE_SECONDS
 
 from .test_servers import is_loopback, listening_addresses
 
@@ -107,7 +108,7 @@ def test_localstack_ends_with_the_process_that_started_it(tmp_path: Path) -> Non
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
-    deadline = time.monotonic() + launcher.STOP_GRACE_SECONDS + 10
+    deadline = time.monotonic() + STOP_GRACE_SECONDS + 10
     while _alive(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
     if _alive(pid):  # clean up before failing: this test must not leave it running

@@ -235,17 +235,20 @@ class ReplayDivergenceError(RuntimeError):
 
     ``position`` names where (``step 3``, ``hook 2``, ``the end of the log``), ``slot`` the log event, ``log`` what
     the log holds there and ``code`` what the code did instead (calls with their arguments, truncated), ``change``
-    the kind of change (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``).
+    the kind of change (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``);
+    ``step_id`` the step whose logged input differs (for ``arguments``).
     """
 
     def __init__(self, message: str, *, position: str | None = None, slot: int | None = None,
-                 log: str | None = None, code: str | None = None, change: str | None = None) -> None:
+                 log: str | None = None, code: str | None = None, change: str | None = None,
+                 step_id: str | None = None) -> None:
         super().__init__(message)
         self.position = position
         self.slot = slot
         self.log = log
         self.code = code
         self.change = change
+        self.step_id = step_id
 
 
 # Codes stored on failed runs (run_failed.errorCode).

@@ -464,9 +464,10 @@ async def _wake(world: World, run_id: str, workflow: str, reason: str) -> None:
 
 
 async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
-    """A keyed resume of a token whose hook was disposed (``world/rules/hooks.py``): a repeat of a resume that hook
-    took is answered as the first was (the write is refused as a repeat, with the first event, before anything
-    says the hook is gone); any other is the lookup's ``HookNotFoundError``. Nothing new is recorded or woken."""
+    """A keyed resume of a token whose hook is gone, disposed or released by its run's end (``world/rules/hooks.py``):
+    a repeat of a resume that hook took is answered as the first was (the write is refused as a repeat, with the
+    first event, before anything says the hook is gone); any other is the lookup's ``HookNotFoundError`` (a
+    ``HookClosedError`` after the run's end). Nothing new is recorded or woken."""
     assert missing.disposed_hook is not None
     run_id, hook_id = missing.disposed_hook
     try:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from ..authoring.codecs import Codec, Place
@@ -36,7 +36,7 @@ from .serde import Encoded
 T = TypeVar("T")
 
 
-def store(value: T, codec: Codec[T] | None, place: Place) -> Any:
+def store(value: T, codec: Codec[T] | None, place: Place) -> serde.JSONValue:
     """``value`` as the log stores it: ``serde.dumps(value)`` without a codec, the codec's envelope with one."""
     if codec is None:
         return serde.dumps(value)
@@ -44,13 +44,14 @@ def store(value: T, codec: Codec[T] | None, place: Place) -> Any:
         data = codec.encode(value, place)
     except Exception as error:
         raise _failed("encoded", codec, place, error) from error
-    if not isinstance(data, str | bytes | bytearray):
+    # (its type says str or bytes, but a user's codec may return anything: the checker takes the type's word)
+    if not isinstance(data, str | bytes | bytearray):  # pyright: ignore[reportUnnecessaryIsInstance]
         raise CodecError(f"{place}: its codec {_name(codec)} returned {type(data).__name__}, not str or bytes",
                          place=str(place))
     return serde.dumps(Encoded(data if isinstance(data, str) else bytes(data)))
 
 
-def load(stored: Any, codec: Codec[T] | None, place: Place) -> T:
+def load(stored: object, codec: Codec[T] | None, place: Place) -> T:
     """The value ``store`` was given. A value stored without a codec (recorded before the codec was added) is
     read as it was stored; one stored with a codec and read without one is an ``Encoded``."""
     value: Any = serde.loads(stored)
@@ -77,9 +78,8 @@ def decode_payload(payload: object, codec: Codec[T], place: Place) -> T:
     return _decode(data, codec, place)
 
 
-Call = tuple[list[Any], dict[str, Any]]
+Arguments = tuple[list[Any], dict[str, Any]]
 """A call's positional and keyword arguments, as the body is called with them."""
-NO_CALL: dict[str, Any] = {"args": [], "kwargs": {}}
 
 
 def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] | None, fn: Callable[..., Any],
@@ -94,10 +94,10 @@ def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] 
     return store(tuple(bound.args), codec, place)
 
 
-def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> Call:
+def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> Arguments:
     """The arguments ``store_call`` stored. Ones stored without a codec (before it was added, or by a starter
     that did not know the workflow) are passed as they were stored."""
-    value: Any = serde.loads(stored) if stored is not None else NO_CALL
+    value = serde.loads(stored) if stored is not None else None
     if isinstance(value, Encoded):
         if codec is None:
             raise CodecError(f"{place} were stored by an args_codec, and there is none to decode them now",
@@ -106,8 +106,10 @@ def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> Call:
         if not isinstance(decoded, tuple | list):
             raise CodecError(f"{place}: its codec {_name(codec)} decoded {type(decoded).__name__}, not the tuple "
                              f"of arguments", place=str(place))
-        return list(decoded), {}  # (a tuple's items are the codec's types)
-    return list(value.get("args", [])), dict(value.get("kwargs", {}))
+        items: Sequence[object] = decoded  # (a tuple's items are the codec's types)
+        return list(items), {}
+    call = serde.as_call(value)
+    return call.args, call.kwargs
 
 
 def _decode(data: str | bytes, codec: Codec[T], place: Place) -> T:

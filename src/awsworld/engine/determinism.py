@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import inspect
 import os
 import random as _random
 import sys
@@ -43,19 +44,23 @@ import threading
 import time as _time
 import uuid as _uuid
 from collections.abc import Callable, Iterable, Iterator
+from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
 from ..authoring.errors import DeterminismError
 from ..authoring.scope import current_execution
 
 if TYPE_CHECKING:
+    from _typeshed import ProfileFunction  # (what sys.setprofile takes: a name of the stubs only)
+
     from .execution import WorkflowExecution
 
 _ORIGINAL_TIME = _time.time
 _ORIGINAL_TIME_NS = _time.time_ns
 _ORIGINAL_UUID4 = _uuid.uuid4
 _ORIGINAL_AS_COMPLETED = asyncio.as_completed
-_GLOBAL_RANDOM = _random._inst  # type: ignore[attr-defined]
+# The hidden instance behind the random module's functions (``random._inst``: not in its stubs).
+_GLOBAL_RANDOM: _random.Random = vars(_random)["_inst"]
 
 # The module functions of ``random`` (bound methods of its hidden global instance) routed to the run's generator.
 RANDOM_FUNCTIONS = tuple(name for name in (
@@ -67,9 +72,10 @@ RANDOM_FUNCTIONS = tuple(name for name in (
 
 _NOW = "awsworld.now()"
 # C functions refused inside a workflow body (their calls are seen by the profile hook as ``c_call``).
-_REFUSED_C: dict[Any, str] = {
+_REFUSED_C: dict[object, str] = {
     _dt.datetime.now: f"datetime.now() differs on every replay: use {_NOW}",
-    _dt.datetime.utcnow: f"datetime.utcnow() differs on every replay: use {_NOW}",
+    # (named here to be refused, never called: the checker flags any use of a deprecated method)
+    _dt.datetime.utcnow: f"datetime.utcnow() differs on every replay: use {_NOW}",  # pyright: ignore[reportDeprecated]
     _dt.datetime.today: f"datetime.today() differs on every replay: use {_NOW}",
     _dt.date.today: f"date.today() differs on every replay: use {_NOW}.date()",
     os.urandom: "os.urandom() (used by secrets, random.SystemRandom, and a uuid4 bound by name before awsworld "
@@ -85,7 +91,7 @@ _REFUSED_C: dict[Any, str] = {
                                 "(random.randint(...))",
 }
 # Python functions refused inside a workflow body (seen as ``call`` events, by code object).
-_REFUSED_CODE: dict[Any, str] = {
+_REFUSED_CODE: dict[CodeType, str] = {
     _uuid.uuid1.__code__: "uuid.uuid1() depends on the host and the clock: use awsworld.uuid4()",
     _ORIGINAL_UUID4.__code__: "uuid.uuid4() bound by name before awsworld was imported differs on every replay: "
                               "use awsworld.uuid4() or call it as uuid.uuid4()",
@@ -101,7 +107,7 @@ def active_execution() -> WorkflowExecution | None:
     return execution
 
 
-def _profile(frame: Any, event: str, arg: Any) -> None:
+def _profile(frame: FrameType, event: str, arg: object) -> None:
     if event == "c_call":
         refused = _REFUSED_C.get(arg)
     elif event == "call":
@@ -112,7 +118,7 @@ def _profile(frame: Any, event: str, arg: Any) -> None:
         raise DeterminismError(f"not allowed in a workflow body: {refused}")
 
 
-def install_guard() -> Any:
+def install_guard() -> ProfileFunction | None:
     """Turn the refusals on for this thread (while the replay loop runs); returns what to restore."""
     previous = sys.getprofile()
     if previous is not _profile and _replaceable(previous):
@@ -120,7 +126,7 @@ def install_guard() -> Any:
     return previous
 
 
-def _replaceable(hook: Any) -> bool:
+def _replaceable(hook: object) -> bool:
     """``sys.setprofile`` can put back only a Python callable; cProfile's hook is not one."""
     return hook is None or callable(hook)
 
@@ -132,7 +138,7 @@ def ensure_guard() -> None:
         sys.setprofile(_profile)
 
 
-def restore_guard(previous: Any) -> None:
+def restore_guard(previous: ProfileFunction | None) -> None:
     if previous is not _profile and _replaceable(previous):
         sys.setprofile(previous)
 
@@ -188,7 +194,7 @@ def _random_function(name: str) -> Callable[..., Any]:
     routed.__name__ = name
     routed.__qualname__ = name
     routed.__doc__ = original.__doc__
-    routed.__awsworld_original__ = original  # type: ignore[attr-defined]
+    routed.__dict__["__awsworld_original__"] = original  # (a function's own attribute, unknown to its type)
     return routed
 
 
@@ -223,7 +229,9 @@ _ASYNCIO_TASKS_FILE = os.path.join("asyncio", "tasks.py")
 def check_task_creation() -> None:
     """Called when the replay loop wraps a coroutine in a task: refuse the one pattern whose creation order
     follows object ids (an ``as_completed`` bound before awsworld was imported, over bare coroutines)."""
-    frame = sys._getframe(2)
+    here = inspect.currentframe()
+    caller = here.f_back if here is not None else None
+    frame = caller.f_back if caller is not None else None  # the caller of the loop's create_task
     for _ in range(5):
         if frame is None:
             return
@@ -254,5 +262,5 @@ def install() -> None:
             setattr(_random, name, _random_function(name))
         _random.seed = _patched_seed
         asyncio.as_completed = _patched_as_completed
-        asyncio.tasks.as_completed = _patched_as_completed  # type: ignore[attr-defined]
+        asyncio.tasks.as_completed = _patched_as_completed
         _installed = True

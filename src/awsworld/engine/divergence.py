@@ -16,7 +16,6 @@ import json
 import re
 import reprlib
 from datetime import datetime
-from typing import Any
 
 from ..authoring.errors import ReplayDivergenceError
 from ..world.events import Event
@@ -34,7 +33,7 @@ _repr.maxdict = 6
 _repr.maxlevel = 3
 
 
-def input_digest(structure: Any) -> str:
+def input_digest(structure: object) -> str:
     """16 bytes of SHA-256 over the canonical JSON of a serialized step input (keys sorted), base64url."""
     text = json.dumps(structure, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).rstrip(b"=").decode()
@@ -66,22 +65,21 @@ def _truncate(text: str, limit: int = MAX_CALL_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def short_repr(value: Any) -> str:
+def short_repr(value: object) -> str:
     return _truncate(_repr.repr(value))
 
 
-def arguments(structure: Any) -> str:
+def arguments(structure: object) -> str:
     """``('A-17', 42.5, note='x')`` from a serialized ``{"args": [...], "kwargs": {...}}``, each value truncated."""
     try:
-        call = serde.loads(structure)
-        args, kwargs = list(call.get("args", [])), dict(call.get("kwargs", {}))
+        call = serde.loads_call(structure)
     except Exception:  # a class the reader cannot import, or not a call at all: show the stored JSON
         return "(" + _truncate(json.dumps(structure, default=str), MAX_CALL_CHARS - 2) + ")"
-    parts = [_repr.repr(a) for a in args] + [f"{k}={_repr.repr(v)}" for k, v in kwargs.items()]
+    parts = [_repr.repr(a) for a in call.args] + [f"{k}={_repr.repr(v)}" for k, v in call.kwargs.items()]
     return _truncate("(" + ", ".join(parts) + ")")
 
 
-def step_call(name: str, structure: Any = None, *, known: bool = True) -> str:
+def step_call(name: str, structure: object = None, *, known: bool = True) -> str:
     return f"{short(name)}{arguments(structure) if known else '(…)'}"
 
 
@@ -114,12 +112,13 @@ def _duration(start: datetime | None, end: datetime) -> str:
     return f" ({(end - start).total_seconds():g} s after the call)"
 
 
-def divergence(change: str, where: str, event: Event | None, log: str, code: str, note: str = "") -> \
-        ReplayDivergenceError:
+def divergence(change: str, where: str, event: Event | None, log: str, code: str, note: str = "", *,
+               step_id: str | None = None) -> ReplayDivergenceError:
     slot = event.slot if event is not None else None
     at = f"{where} (event {slot})" if slot is not None else where
     message = f"{at}: the log has {log}, the code {code}{note}"
-    return ReplayDivergenceError(message, position=where, slot=slot, log=log, code=code, change=change)
+    return ReplayDivergenceError(message, position=where, slot=slot, log=log, code=code, change=change,
+                                 step_id=step_id)
 
 
 def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDivergenceError:

@@ -114,7 +114,7 @@ class WorkflowExecution:
                 self._index_markers(event)
 
     def _index_markers(self, event: Event) -> None:
-        for change in (event.event_data or {}).get("changes") or []:
+        for change in (event.event_data or {}).get("changes") or ():
             key, value = str(change.get("key") or ""), change.get("value")
             if key.startswith(PATCH_MARKER_PREFIX) and value is not None:
                 try:
@@ -214,10 +214,8 @@ class WorkflowExecution:
             if "input" in data and logged is None:
                 logged = dv.input_digest(data["input"])  # a log from before digests, read with its inputs
             if logged is not None and logged != _digest(op):
-                error = dv.divergence("arguments", dv.position(op.id), event, dv.log_call(event),
-                                      f"called {dv.code_call(op)}")
-                error.step_id = op.id  # type: ignore[attr-defined]  # whose logged input tells the full story
-                raise error
+                raise dv.divergence("arguments", dv.position(op.id), event, dv.log_call(event),
+                                    f"called {dv.code_call(op)}", step_id=op.id)  # whose logged input tells all
             op.declared_at = event.created_at
             self._created(op)
         elif kind == "step_started":
@@ -247,12 +245,12 @@ class WorkflowExecution:
                     op.future.set_exception(error)
                 else:
                     op.future.set_result(value)
-            elif (data.get("error") or {}).get("code") == STEP_CANCELLED:
+            elif _error_of(data).get("code") == STEP_CANCELLED:
                 # Recorded because the workflow cancelled its await: replay it as that cancellation, whatever
                 # reached the log first (the code cancels the future at the same point, so this is a no-op then).
                 op.future.cancel()
             else:
-                error = data.get("error") or {}
+                error = _error_of(data)
                 op.future.set_exception(rebuild(StepError, lambda kind: kind(
                     str(error.get("message", "step failed")), step_name=op.definition.name,
                     error_type=error.get("name"), qualified_type=error.get("type"), step_id=op.id,
@@ -312,7 +310,7 @@ class WorkflowExecution:
     def patched(self, change_id: str) -> bool:
         """True for a run that reaches this call on code with the change, False while replaying history
         recorded before it; the first True answer is recorded, so the answer never flips for a run."""
-        if not isinstance(change_id, str) or not 0 < len(change_id) <= MAX_CHANGE_ID_LENGTH \
+        if type(change_id) is not str or not 0 < len(change_id) <= MAX_CHANGE_ID_LENGTH \
                 or any(c.isspace() for c in change_id):
             raise ValueError(f"patched() needs a change id of 1 to {MAX_CHANGE_ID_LENGTH} characters without "
                              f"whitespace, got {change_id!r}")
@@ -338,7 +336,7 @@ class WorkflowExecution:
                     return True
             elif kind in CODE_DECISIONS:
                 return True
-            elif kind == "step_failed" and ((event.event_data or {}).get("error") or {}).get("code") == STEP_CANCELLED:
+            elif kind == "step_failed" and _error_of(event.event_data or {}).get("code") == STEP_CANCELLED:
                 return True  # the code cancelled its await of the step
         return False
 
@@ -476,6 +474,12 @@ class WorkflowExecution:
             self.task.cancel()
             self.loop.run_until_idle()
         self.loop.close()
+
+
+def _error_of(data: dict[str, Any]) -> dict[str, Any]:
+    """A ``step_failed``'s (or ``step_retrying``'s) ``error`` record; empty when it has none."""
+    error: dict[str, Any] = data.get("error") or {}
+    return error
 
 
 def _digest(op: StepOp) -> str:

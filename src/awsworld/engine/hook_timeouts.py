@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ..authoring.durations import Duration, When, parse_duration, resolve
 from ..authoring.errors import HookFailedError, HookHeartbeatTimeoutError, HookTimeoutError
+from .serde import is_dict
 
 if TYPE_CHECKING:
     from .execution import WorkflowExecution
@@ -57,8 +58,8 @@ def heartbeat_payload() -> dict[str, Any]:
     return {"$t": HEARTBEAT_TAG, "v": {}}
 
 
-def is_heartbeat(raw: Any) -> bool:
-    return isinstance(raw, dict) and cast(dict[str, Any], raw).get("$t") == HEARTBEAT_TAG
+def is_heartbeat(raw: object) -> bool:
+    return is_dict(raw) and raw.get("$t") == HEARTBEAT_TAG
 
 
 HEARTBEAT_FIELD = "heartbeat"
@@ -74,14 +75,13 @@ def is_heartbeat_event(data: dict[str, Any] | None) -> bool:
     return data.get(HEARTBEAT_FIELD) is True or is_heartbeat(data.get("payload"))
 
 
-def hook_failure(token: str, raw: Any) -> Callable[[], HookFailedError] | None:
+def hook_failure(token: str, raw: object) -> Callable[[], HookFailedError] | None:
     """The error a stored payload stands for, when it is a failure envelope (else None: an ordinary payload)."""
-    if not isinstance(raw, dict):
+    if not is_dict(raw) or raw.get("$t") != FAILURE_TAG:
         return None
-    envelope = cast(dict[str, Any], raw)
-    if envelope.get("$t") != FAILURE_TAG or not isinstance(envelope.get("v"), dict):
+    value = raw.get("v")
+    if not is_dict(value):
         return None
-    value = cast(dict[str, Any], envelope["v"])
     message = str(value.get("message") or "the hook was failed")
     code = value.get("code")
     return lambda: HookFailedError(token, message, None if code is None else str(code))

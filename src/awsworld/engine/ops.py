@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ..authoring.codecs import Codec
 from ..authoring.poll import PollSpec
+from .serde import JSONValue
 
 
 class StepRef(Protocol):
@@ -38,7 +39,7 @@ class StepRef(Protocol):
 class StepOp:
     id: str
     definition: StepRef
-    input: Any  # serialized {"args": [...], "kwargs": {...}}
+    input: JSONValue  # serialized {"args": [...], "kwargs": {...}}
     future: asyncio.Future[Any]
     created: bool = False
     started: bool = False
@@ -85,7 +86,7 @@ class _Undecodable:
 class HookOp:
     id: str
     token: str
-    metadata: Any
+    metadata: JSONValue  # serialized
     loop: asyncio.AbstractEventLoop
     is_webhook: bool = False
     created: bool = False
@@ -100,7 +101,7 @@ class HookOp:
     heartbeat_every: timedelta | None = None
     heartbeats: int = 0  # heartbeats (and payloads) replayed so far: names the next re-armed wait
     kind: str = "hook"
-    codec: Any = None  # the payloads' (``create_hook(codec=...)``): decoded as they are replayed
+    codec: Codec[Any] | None = None  # the payloads' (``create_hook(codec=...)``): decoded as they are replayed
     name: str | None = None  # the display name recorded on hook_created
 
     def deliver_failure(self, error: BaseException) -> None:

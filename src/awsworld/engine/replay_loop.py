@@ -27,10 +27,11 @@ T = TypeVar("T")
 class ReplayTask(asyncio.Task[Any]):
     """A task of the replay loop: hashes by its creation number (replay-stable), compares by identity."""
 
-    _awsworld_number = 0
+    creation_number = 0
+    """Its place among the tasks its loop created (set by ``ReplayLoop.create_task``)."""
 
     def __hash__(self) -> int:
-        return self._awsworld_number
+        return self.creation_number
 
 
 class ReplayLoop(asyncio.AbstractEventLoop):
@@ -75,7 +76,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
         determinism.check_task_creation()
         task = ReplayTask(coro, loop=self, name=name, context=context)
         self._tasks_created += 1
-        task._awsworld_number = self._tasks_created
+        task.creation_number = self._tasks_created
         return task
 
     def get_debug(self) -> bool:

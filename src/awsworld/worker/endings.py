@@ -100,7 +100,7 @@ class Endings(Declarations):
     async def _divergence_message(self, divergence: ReplayDivergenceError) -> str:
         """The run's error: where, what the log holds, what the code did — with the logged arguments, which the
         flow reads without (one read, once per failed run)."""
-        step_id = getattr(divergence, "step_id", None)
+        step_id = divergence.step_id
         text = str(divergence)
         if step_id is not None:
             try:

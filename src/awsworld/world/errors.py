@@ -60,8 +60,8 @@ class StepNotFoundError(NotFoundError):
 
 class HookNotFoundError(NotFoundError):
     """No hook answers. ``disposed_hook``: for a lookup by token, the (run id, hook id) of the hook that last
-    held the token and disposed it (``world/rules/hooks.py``), so a repeat of a resume that hook took can still
-    be answered as the first was."""
+    held the token and is gone (disposed, or released by its run's end: ``world/rules/hooks.py``), so a repeat of
+    a resume that hook took can still be answered as the first was."""
 
     code = "hook-not-found"
 

@@ -78,13 +78,24 @@ class HooksAPI:
         """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
         token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
         owner = await get_item(self.clients, token_key(token))
+        for _ in range(3):
+            if owner is None:
+                raise HookNotFoundError("no hook owns that token")
+            item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
+            if item is not None:
+                return await self.reads.hook(owner["runId"], item, resolve_data)
+            # A hook goes in the transaction that releases its token (hook_disposed, its run's end), which may have
+            # committed after the token was read: read it again, so the refusal says what that write recorded (a
+            # disposed hook, whose keyed repeats are answered) rather than the claim it replaced.
+            again = await get_item(self.clients, token_key(token))
+            if again is None or (again["runId"], again["hookId"]) == (owner["runId"], owner["hookId"]):
+                owner = again
+                break
+            owner = again  # a new hook claimed the token meanwhile: look that one up
         if owner is None:
             raise HookNotFoundError("no hook owns that token")
-        item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
-        if item is None:
-            raise lookup_refusal(TokenState(token, str(owner["runId"]), str(owner["hookId"]),
-                                            released=bool(owner.get("released")), end_status=owner.get(END_STATUS)))
-        return await self.reads.hook(owner["runId"], item, resolve_data)
+        raise lookup_refusal(TokenState(token, str(owner["runId"]), str(owner["hookId"]),
+                                        released=bool(owner.get("released")), end_status=owner.get(END_STATUS)))
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:

@@ -9,7 +9,8 @@ A token is unique: ``hook_created`` claims it when it is free (``TOKEN_FREE``) a
 - a run's end closes its live hooks (``hook_fate``): each is ``released`` (the hook goes; its token is free at
   once) or, while its ``tokenRetentionUntil`` is in the future, ``retained`` (the hook stays readable, closed;
   its token stays reserved until then). Either way the token's record keeps how its run ended: a resume of it
-  raises ``HookClosedError`` naming the run and its status, instead of "no hook owns that token".
+  raises ``HookClosedError`` naming the run and its status, instead of "no hook owns that token" (and naming
+  the hook, so that a repeated resume of it is answered as the first was, as for a disposed one).
 
 The record goes when a new hook claims the token, or with the run's own data (its retention). ``hook_state``
 is how a listing built from the event log (``awsworld hooks``, the run viewer) shows a hook.
@@ -59,18 +60,21 @@ def hook_fate(retention_until: datetime | None, now: datetime) -> HookFate:
     return "retained" if retention_until is not None and retention_until > now else "released"
 
 
-def closed_hook_error(run_id: str, run_status: str | None) -> HookClosedError:
-    """What resuming (or failing) a hook of an ended run raises: the run, and how it ended."""
+def closed_hook_error(run_id: str, run_status: str | None, hook_id: str | None = None) -> HookClosedError:
+    """What resuming (or failing) a hook of an ended run raises: the run, and how it ended; with ``hook_id``
+    (the hook its end released), which hook it was, so that a repeat of a resume it took is answered as the
+    first was, as for a disposed hook."""
     status = run_status or "ended"
     return HookClosedError(f"the hook holding that token was closed when its run {run_id} ended ({status}): it "
-                           "takes no more payloads", run_id=run_id, run_status=status)
+                           "takes no more payloads", run_id=run_id, run_status=status,
+                           disposed_hook=None if hook_id is None else (run_id, hook_id))
 
 
 def lookup_refusal(token: TokenState | None) -> WorldError:
     """What ``hooks.get_by_token`` raises when no hook answers for the token (``token``: its record, if any): the
     run's end that closed it, or "not found", naming the hook a disposed token last belonged to."""
     if token is not None and token.released and token.end_status is not None:
-        return closed_hook_error(token.run_id, token.end_status)
+        return closed_hook_error(token.run_id, token.end_status, token.hook_id)
     if token is not None and token.disposed:
         return HookNotFoundError("no hook owns that token", disposed_hook=(token.run_id, token.hook_id))
     return HookNotFoundError("no hook owns that token")
