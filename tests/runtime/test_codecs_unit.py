@@ -9,6 +9,7 @@ import pytest
 
 from awsworld import CodecError, FatalError, Place, PydanticCodec
 from awsworld.engine import codecs, serde
+from awsworld.engine.json_data import Call
 
 PLACE = Place("result", "step 'shop.quote'", "wrun_1", "step_2")
 
@@ -87,9 +88,9 @@ def test_a_calls_arguments_are_bound_to_one_tuple_and_read_back_as_positional_ar
     assert stored == {"$t": "codec", "v": '["kettle",3]'}, "keyword bound to its position"
     assert codecs.store_call(("kettle",), {}, PAIR, _quote, ARGS) == {"$t": "codec", "v": '["kettle",1]'}, \
         "defaults filled in"
-    assert codecs.load_call(stored, PAIR, ARGS) == (["kettle", 3], {})
+    assert codecs.load_call(stored, PAIR, ARGS) == Call(["kettle", 3], {})
     plain = codecs.store_call(("kettle",), {"quantity": 3}, None, _quote, ARGS)
-    assert codecs.load_call(plain, PAIR, ARGS) == (["kettle"], {"quantity": 3}), "stored without it: as stored"
+    assert codecs.load_call(plain, PAIR, ARGS) == Call(["kettle"], {"quantity": 3}), "stored without it: as stored"
     with pytest.raises(TypeError):
         codecs.store_call(("kettle", 1, 2), {}, PAIR, _quote, ARGS)
 

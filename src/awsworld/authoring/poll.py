@@ -97,7 +97,7 @@ class PollSpec:
         """Where a poll's result sits, for its codec and the error that names it."""
         return Place("state", f"poll_until(step {self.step_name!r})", run_id, step_id)
 
-    def arguments(self, args: list[Any], run_id: str | None = None, step_id: str | None = None) -> list[Any]:
+    def arguments(self, args: list[object], run_id: str | None = None, step_id: str | None = None) -> list[Any]:
         """The check's arguments for the next poll: for a poll with state, the last rejected result in place of
         the recorded ``initial_state`` (the first argument) once there is one, read back through the poll's
         codec (``CodecError`` naming the place when it cannot be)."""

@@ -25,18 +25,18 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..authoring.codecs import Codec, Place
 from ..authoring.errors import CodecError
-from . import serde
+from . import json_data, serde
 from .serde import Encoded
 
 T = TypeVar("T")
 
 
-def store(value: T, codec: Codec[T] | None, place: Place) -> serde.JSONValue:
+def store(value: T, codec: Codec[T] | None, place: Place) -> json_data.JSONValue:
     """``value`` as the log stores it: ``serde.dumps(value)`` without a codec, the codec's envelope with one."""
     if codec is None:
         return serde.dumps(value)
@@ -78,10 +78,6 @@ def decode_payload(payload: object, codec: Codec[T], place: Place) -> T:
     return _decode(data, codec, place)
 
 
-Arguments = tuple[list[Any], dict[str, Any]]
-"""A call's positional and keyword arguments, as the body is called with them."""
-
-
 def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] | None, fn: Callable[..., Any],
                place: Place) -> Any:
     """A call's arguments as the log stores them: ``{"args", "kwargs"}`` without a codec (``SerializationError``
@@ -94,7 +90,7 @@ def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] 
     return store(tuple(bound.args), codec, place)
 
 
-def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> Arguments:
+def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> json_data.Call:
     """The arguments ``store_call`` stored. Ones stored without a codec (before it was added, or by a starter
     that did not know the workflow) are passed as they were stored."""
     value = serde.loads(stored) if stored is not None else None
@@ -102,14 +98,12 @@ def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> Arguments:
         if codec is None:
             raise CodecError(f"{place} were stored by an args_codec, and there is none to decode them now",
                              place=str(place))
-        decoded: Any = _decode(value.data, codec, place)
-        if not isinstance(decoded, tuple | list):
+        decoded: object = _decode(value.data, codec, place)
+        if not json_data.is_sequence(decoded):
             raise CodecError(f"{place}: its codec {_name(codec)} decoded {type(decoded).__name__}, not the tuple "
                              f"of arguments", place=str(place))
-        items: Sequence[object] = decoded  # (a tuple's items are the codec's types)
-        return list(items), {}
-    call = serde.as_call(value)
-    return call.args, call.kwargs
+        return json_data.Call(list(decoded), {})  # (a tuple's items are the codec's types)
+    return json_data.as_call(value)
 
 
 def _decode(data: str | bytes, codec: Codec[T], place: Place) -> T:

@@ -167,9 +167,9 @@ class WorkflowExecution:
         """The workflow called with its input, inside the task: arguments that do not fit its signature (a
         ``TypeError`` at the call) or an input that does not decode fail the run like any error the body
         raises, instead of failing every delivery of it forever."""
-        args, kwargs = codecs.load_call(raw, self.definition.args_codec,
-                                        Place("input", f"workflow {self.definition.name!r}", self.run_id))
-        return await self.definition.fn(*args, **kwargs)
+        call = codecs.load_call(raw, self.definition.args_codec,
+                                Place("input", f"workflow {self.definition.name!r}", self.run_id))
+        return await self.definition.fn(*call.args, **call.kwargs)
 
     def _apply(self, event: Event) -> None:
         kind = event.event_type

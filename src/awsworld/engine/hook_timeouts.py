@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..authoring.durations import Duration, When, parse_duration, resolve
 from ..authoring.errors import HookFailedError, HookHeartbeatTimeoutError, HookTimeoutError
-from .serde import is_dict
+from .json_data import is_dict
 
 if TYPE_CHECKING:
     from .execution import WorkflowExecution

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 
 from ..authoring.codecs import Codec
 from ..authoring.poll import PollSpec
-from .serde import JSONValue
+from .json_data import JSONValue
 
 
 class StepRef(Protocol):

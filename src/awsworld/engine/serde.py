@@ -18,21 +18,23 @@ import builtins
 import contextlib
 import dataclasses
 import datetime as dt
-import importlib
 import json
 import math
 from collections.abc import Callable
 from decimal import Decimal
 from enum import Enum
 from functools import lru_cache
-from typing import Any, TypeAlias, TypeGuard
+from typing import Any, TypeAlias
 from uuid import UUID
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel
 
-__all__ = ["MAX_DEPTH", "Call", "JSONValue", "RestoredError", "SerializationError", "as_call", "dumps",
-           "from_json_text", "is_dict", "loads", "loads_call", "to_json_text"]
+from .class_paths import ClassPathError, import_class
+from .json_data import Call, JSONValue, SerializationError, as_call, is_tuple
+
+__all__ = ["MAX_DEPTH", "JSONValue", "RestoredError", "SerializationError", "dumps", "from_json_text", "loads",
+           "loads_call", "to_json_text"]
 
 TAG = "$t"
 # Nesting limit of the Python value. An envelope adds up to 3 JSON levels per level, and json (like our own
@@ -42,22 +44,10 @@ MAX_DEPTH = 100
 _BIG_INT_BITS = 4096
 _MISSING = object()
 
-JSONValue: TypeAlias = "str | int | float | bool | list[JSONValue] | dict[str, JSONValue] | None"
-"""What ``dumps`` returns and ``loads`` reads: plain JSON data (json.loads of the log's text)."""
 Envelope: TypeAlias = dict[str, Any]
 """A typed envelope ``{"$t": tag, "v": ...}`` as read from the log. Its fields are whatever the log holds: each
 loader converts them and any shape it cannot convert raises inside ``_Loader.envelope``, which reports it as a
 malformed envelope, so the loaders take them unchecked (``Any``) rather than re-checking every field's type."""
-
-
-class SerializationError(TypeError):
-    """A value cannot be serialized or deserialized. ``path`` locates it inside the value (``value['a'][0]``)
-    and ``reason`` says what is wrong; the runtime maps it to a FatalError (retrying would fail the same way)."""
-
-    def __init__(self, path: str, reason: str) -> None:
-        super().__init__(f"{path}: {reason}")
-        self.path = path
-        self.reason = reason
 
 
 class RestoredError(Exception):
@@ -104,52 +94,14 @@ _type_of: Callable[[object], type[object]] = type
 is a class of unknown type to a checker, where this says what it is: a class."""
 
 
-def is_dict(value: object) -> TypeGuard[dict[object, object]]:
-    """``isinstance(value, dict)``, saying what its keys and items are: objects (a checker narrowing an ``object``
-    by isinstance sees a dict of unknown items)."""
-    return isinstance(value, dict)
-
-
-def _is_tuple(value: object) -> TypeGuard[tuple[object, ...]]:
-    """``isinstance(value, tuple)``, its items objects (as ``is_dict``)."""
-    return isinstance(value, tuple)
-
-
-def _is_sequence(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
-    """``isinstance(value, list | tuple)``, its items objects (as ``is_dict``)."""
-    return isinstance(value, list | tuple)
-
-
 # --- class paths -------------------------------------------------------------------------------------------
 
 
-def _name_ok(dotted: str, *, module: bool) -> bool:
-    """Identifiers only, no dunders (``__class__``, ``__globals__`` would reach arbitrary objects); the one
-    dunder module allowed is ``__main__``, where scripts define their classes."""
-    if module and dotted == "__main__":
-        return True
-    parts = dotted.split(".")
-    return all(p.isidentifier() and not (p.startswith("__") and p.endswith("__")) for p in parts)
-
-
 def _import_class(path: str) -> type:
-    """Resolve ``module:QualName`` by importing the module and walking attributes. Never evaluates code from
-    the data: a name that is not made of identifiers, or that does not lead to a class, is refused."""
-    module_name, sep, qualname = path.partition(":")
-    if not sep or not _name_ok(module_name, module=True) or not _name_ok(qualname, module=False):
-        raise _Failure(f"refusing class path {path!r}: expected 'module:QualName' made of identifiers")
     try:
-        obj: Any = importlib.import_module(module_name)
-    except Exception as exc:
-        raise _Failure(f"cannot load {path!r}: module {module_name!r} is not importable ({exc})") from exc
-    for part in qualname.split("."):
-        try:
-            obj = getattr(obj, part)
-        except Exception as exc:
-            raise _Failure(f"cannot load {path!r}: {module_name!r} has no {qualname!r}") from exc
-    if not isinstance(obj, type):
-        raise _Failure(f"refusing class path {path!r}: not a class")
-    return obj
+        return import_class(path)
+    except ClassPathError as error:
+        raise _Failure(error.reason) from error.__cause__
 
 
 @lru_cache(maxsize=1024)
@@ -308,7 +260,7 @@ class _Dumper:
                 if item is not _MISSING:
                     fields[field.name] = self.child(item, depth, field.name, how=".")
             return {TAG: "dataclass", "c": path, "v": fields}
-        if _is_tuple(value) and hasattr(t, "_fields"):
+        if is_tuple(value) and hasattr(t, "_fields"):
             items = [self.child(item, depth, i) for i, item in enumerate(value)]
             return {TAG: "namedtuple", "c": _class_path(t), "v": items}
         raise _Failure(f"cannot serialize {t!r}")
@@ -538,34 +490,7 @@ def from_json_text(text: str) -> object:
     return loads(data)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Call:
-    """A call's arguments as values: what ``{"args": [...], "kwargs": {...}}`` (a step's, a workflow's or a
-    schedule's stored input) loads to."""
-
-    args: list[object]
-    kwargs: dict[str, object]
-
-
 def loads_call(data: object) -> Call:
     """The arguments a serialized ``{"args": [...], "kwargs": {...}}`` holds (``None``: no arguments). Anything
     else raises ``SerializationError``, as a value that does not load does."""
     return as_call(loads(data) if data is not None else None)
-
-
-def as_call(value: object) -> Call:
-    """``value`` (already loaded) as a call's arguments: a dict with a list ``args`` and a dict ``kwargs`` with
-    str keys, either of which may be missing; ``None``: no arguments."""
-    if value is None:
-        return Call([], {})
-    if not is_dict(value):
-        raise SerializationError("value", f"not a call's arguments: {type(value).__name__}")
-    args, kwargs = value.get("args", []), value.get("kwargs", {})
-    if not _is_sequence(args) or not is_dict(kwargs):
-        raise SerializationError("value", "not a call's arguments: 'args' must be a list and 'kwargs' a dict")
-    named: dict[str, object] = {}
-    for key, item in kwargs.items():
-        if not isinstance(key, str):
-            raise SerializationError("value['kwargs']", f"a keyword argument's name must be str, not {key!r}")
-        named[key] = item
-    return Call(list(args), named)

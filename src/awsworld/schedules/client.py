@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from ..authoring.definitions import WorkflowDef, workflow_definition
-from ..engine import serde
+from ..engine import json_data, serde
 from ..world.clock import clock_of
 from ..world.rules.schedules import (
     MAX_BACKFILL_TICKS,
@@ -182,7 +182,7 @@ class ScheduleClient:
         definition = registry.workflows.get(state.workflow_name) if registry is not None else None
         if definition is None:
             return
-        call = serde.as_call(serde.from_json_text(await self.store.input(state)))
+        call = json_data.as_call(serde.from_json_text(await self.store.input(state)))
         self._bind(definition, tuple(call.args), call.kwargs)
 
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from ..authoring.definitions import REGISTRY
-from ..engine import serde
+from ..engine import json_data, serde
 from ..world.clock import clock_of
 from ..world.errors import RunGoneError, RunNotFoundError
 from ..world.protocol import World
@@ -69,7 +69,7 @@ async def perform(world: World, store: ScheduleStore, state: ScheduleState, acti
             continue
         if text is None:
             text = await store.input(state)
-        call = serde.as_call(serde.from_json_text(text))
+        call = json_data.as_call(serde.from_json_text(text))
         await start(client, state.workflow_name, tuple(call.args), call.kwargs,
                     run_id=action.run_id, context=run_context(state, action))
 

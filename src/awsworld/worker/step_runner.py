@@ -217,8 +217,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     events = [] if claimed is not None else [*started.events, started.event]
     raw_input = call_input if call_input is not None else step.input
     try:  # an args_codec's failure fails the step at once (CodecError: never retried), its body unrun
-        args, kwargs = codecs.load_call(raw_input, definition.args_codec,
-                                        Place("arguments", f"step {step_name!r}", run_id, step_id))
+        call = codecs.load_call(raw_input, definition.args_codec,
+                                Place("arguments", f"step {step_name!r}", run_id, step_id))
     except CodecError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
@@ -226,7 +226,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        body = definition.fn(*(args if poll is None else poll.arguments(args, run_id, step_id)), **kwargs)
+        body = definition.fn(*(call.args if poll is None else poll.arguments(call.args, run_id, step_id)),
+                           **call.kwargs)
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
             encoded = codecs.store(result, definition.codec if poll is None else poll.codec,

@@ -1,0 +1,50 @@
+"""Classes named by path in stored data (``module:QualName``), imported without evaluating anything from the data.
+
+``serde`` stores a user's dataclass, pydantic model, enum or exception under its class path and imports the class
+again when the value is read, possibly in another process. A path is made of identifiers and walked attribute by
+attribute; dunders are refused (``__class__``, ``__globals__`` would reach arbitrary objects), so stored data can
+only name classes importable at module level."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+__all__ = ["ClassPathError", "import_class", "name_ok"]
+
+
+class ClassPathError(Exception):
+    """A class path that is refused or does not lead to an importable class; ``reason`` says which."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def name_ok(dotted: str, *, module: bool) -> bool:
+    """Identifiers only, no dunders (``__class__``, ``__globals__`` would reach arbitrary objects); the one
+    dunder module allowed is ``__main__``, where scripts define their classes."""
+    if module and dotted == "__main__":
+        return True
+    parts = dotted.split(".")
+    return all(p.isidentifier() and not (p.startswith("__") and p.endswith("__")) for p in parts)
+
+
+def import_class(path: str) -> type:
+    """Resolve ``module:QualName`` by importing the module and walking attributes. Never evaluates code from
+    the data: a name that is not made of identifiers, or that does not lead to a class, is refused."""
+    module_name, sep, qualname = path.partition(":")
+    if not sep or not name_ok(module_name, module=True) or not name_ok(qualname, module=False):
+        raise ClassPathError(f"refusing class path {path!r}: expected 'module:QualName' made of identifiers")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except Exception as exc:
+        raise ClassPathError(f"cannot load {path!r}: module {module_name!r} is not importable ({exc})") from exc
+    for part in qualname.split("."):
+        try:
+            obj = getattr(obj, part)
+        except Exception as exc:
+            raise ClassPathError(f"cannot load {path!r}: {module_name!r} has no {qualname!r}") from exc
+    if not isinstance(obj, type):
+        raise ClassPathError(f"refusing class path {path!r}: not a class")
+    return obj
