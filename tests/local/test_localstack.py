@@ -31,9 +31,14 @@ def _alive(pid: int) -> bool:
     others still serve."""
     try:
         tasks = list(Path(f"/proc/{pid}/task").iterdir())
-        states = [(task / "stat").read_text().rsplit(")", 1)[1].split()[0] for task in tasks]
     except (FileNotFoundError, ProcessLookupError):
         return False
+    states = []
+    for task in tasks:  # a thread that ends while they are read is gone, not the process: the others count
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
     return any(state != "Z" for state in states)
 
 
