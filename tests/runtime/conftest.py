@@ -58,6 +58,26 @@ def deployed(workflow: Any, code: Callable[..., Coroutine[Any, Any, Any]]) -> It
         REGISTRY.workflows[name] = original
 
 
+def on_backends(backends: list[str]) -> Any:
+    """A module's ``e2e_backend`` that runs each of its tests once per backend: ``e2e_backend = on_backends(BOTH)``."""
+
+    @pytest.fixture(scope="module", params=backends)
+    def e2e_backend(request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    return e2e_backend
+
+
+def with_env(env: dict[str, str]) -> Any:
+    """A module's ``local_env``: ``local_env = with_env({"AWSWORLD_...": "..."})``."""
+
+    @pytest.fixture(scope="module")
+    def local_env() -> dict[str, str]:
+        return dict(env)
+
+    return local_env
+
+
 @pytest.fixture(scope="module")
 def local_env() -> dict[str, str]:
     """Environment variables for this module's runtime (override in a module to change them)."""

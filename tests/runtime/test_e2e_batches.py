@@ -15,12 +15,9 @@ from awsworld import BatchError, BatchOptionError, FatalError, StepError, parall
 from awsworld import map as durable_map
 from awsworld.authoring.batch import BatchResult
 
-from .conftest import BOTH, E2E
+from .conftest import BOTH, E2E, on_backends
 
-
-@pytest.fixture(scope="module", params=BOTH)
-def e2e_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+e2e_backend = on_backends(BOTH)
 
 
 @step(name="batches.work", max_retries=0)

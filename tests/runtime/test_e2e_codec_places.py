@@ -34,7 +34,7 @@ from awsworld.client.replay import replay_run
 from awsworld.engine import serde
 from awsworld.world.errors import RunNotFoundError
 
-from .conftest import AWS, BOTH, E2E
+from .conftest import AWS, BOTH, E2E, on_backends, with_env
 from .values_support import INLINE, LIMIT_ENV
 
 CALLS: Counter[str] = Counter()
@@ -42,14 +42,10 @@ NOTE = "n" * (INLINE + 2048)
 """Makes one model larger than the inline value limit on its own."""
 
 
-@pytest.fixture(scope="module", params=BOTH)
-def e2e_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+e2e_backend = on_backends(BOTH)
 
 
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return dict(LIMIT_ENV)
+local_env = with_env(LIMIT_ENV)
 
 
 class Order(BaseModel):

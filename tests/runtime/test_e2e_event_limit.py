@@ -11,13 +11,13 @@ import pytest
 from awsworld import WorkflowRunFailedError, step, workflow
 from awsworld.authoring.errors import EVENT_LIMIT_EXCEEDED
 
+from .conftest import with_env
+
 LIMIT = 40
 CALLS: Counter[str] = Counter()
 
 
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return {"AWSWORLD_MAX_EVENTS_PER_RUN": str(LIMIT)}
+local_env = with_env({"AWSWORLD_MAX_EVENTS_PER_RUN": str(LIMIT)})
 
 
 @step

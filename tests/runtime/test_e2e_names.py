@@ -31,12 +31,9 @@ from awsworld.timeline import timeline_rows
 from awsworld.ui.model import picture
 from awsworld.world.errors import InvalidInputError
 
-from .conftest import BOTH, E2E, deployed
+from .conftest import BOTH, E2E, deployed, on_backends
 
-
-@pytest.fixture(scope="module", params=BOTH)
-def e2e_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+e2e_backend = on_backends(BOTH)
 
 
 @step(name="names.charge")

@@ -12,12 +12,9 @@ import pytest
 
 from awsworld import create_hook, step, workflow
 
-from .conftest import deployed
+from .conftest import deployed, with_env
 
-
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return {"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1"}
+local_env = with_env({"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1"})
 
 
 @step

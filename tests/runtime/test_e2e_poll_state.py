@@ -26,7 +26,7 @@ from awsworld.aws.resources import run_prefix
 from awsworld.engine import serde
 from awsworld.timeline import timeline_rows
 
-from .conftest import BOTH, E2E
+from .conftest import BOTH, E2E, on_backends, with_env
 from .values_support import LIMIT_ENV, MAX_VALUE_BYTES
 
 SEEN: defaultdict[str, list[Any]] = defaultdict(list)
@@ -35,14 +35,10 @@ PAD = "p" * 20_000
 """Makes a state larger than the inline value limit (16 KB): stored out of line (S3) on AWS."""
 
 
-@pytest.fixture(scope="module", params=BOTH)
-def e2e_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+e2e_backend = on_backends(BOTH)
 
 
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return dict(LIMIT_ENV)
+local_env = with_env(LIMIT_ENV)
 
 
 @step(name="poll_state.count_up")

@@ -22,7 +22,7 @@ from awsworld.authoring.errors import STEP_CANCELLED
 from awsworld.client.replay import replay_run
 from awsworld.world.events import Event
 
-from .conftest import BOTH, E2E
+from .conftest import BOTH, E2E, with_env
 
 BODY_CAP = 60.0  # seconds a blocked body waits before giving up (only reached if cancellation is broken)
 
@@ -32,9 +32,7 @@ GATE: defaultdict[str, asyncio.Event] = defaultdict(asyncio.Event)  # never set:
 CALLS: Counter[str] = Counter()
 
 
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return {"AWSWORLD_STEP_CHECK_SECONDS": "0.05"}
+local_env = with_env({"AWSWORLD_STEP_CHECK_SECONDS": "0.05"})
 
 
 @step

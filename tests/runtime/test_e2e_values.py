@@ -37,7 +37,7 @@ from awsworld.cli.dev import environment
 from awsworld.engine import serde
 from awsworld.world.errors import PayloadTooLargeError
 
-from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E
+from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E, on_backends, with_env
 from .values_support import LIMIT_ENV, MAX_VALUE_BYTES, SIZES, assert_same, sample, size_of, tag, text_of
 
 RESULT_TIMEOUT = 60.0
@@ -47,14 +47,10 @@ RECEIVED: dict[str, list[str]] = {}
 """tag -> the serialized argument each step body received (steps run in this process on every backend)."""
 
 
-@pytest.fixture(scope="module", params=ALL_BACKENDS)
-def e2e_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+e2e_backend = on_backends(ALL_BACKENDS)
 
 
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return dict(LIMIT_ENV)
+local_env = with_env(LIMIT_ENV)
 
 
 # ----------------------------------------------------------------------------------------- workflows

@@ -30,7 +30,7 @@ from awsworld.engine import serde
 from awsworld.lambda_ import webhook
 from awsworld.lambda_.container import Container
 
-from .conftest import ALL_BACKENDS, E2E
+from .conftest import ALL_BACKENDS, E2E, on_backends, with_env
 from .values_support import INLINE, LIMIT_ENV, MAX_VALUE_BYTES, assert_same, blob, text_of
 
 RESULT_TIMEOUT = 60.0
@@ -41,14 +41,10 @@ CHUNK_SIZES = {"small": 300, "over-inline": INLINE + 1, "near-max": MAX_VALUE_BY
 MESSAGE_CHARS = {"small": 200, "over-inline": INLINE, "at-cap": MAX_ERROR_MESSAGE, "over-cap": 3 * MAX_ERROR_MESSAGE}
 
 
-@pytest.fixture(scope="module", params=ALL_BACKENDS)
-def e2e_backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+e2e_backend = on_backends(ALL_BACKENDS)
 
 
-@pytest.fixture(scope="module")
-def local_env() -> dict[str, str]:
-    return dict(LIMIT_ENV)
+local_env = with_env(LIMIT_ENV)
 
 
 # ----------------------------------------------------------------------------------------- workflows
