@@ -39,6 +39,47 @@ MEMORY = "memory"
 LOCAL_FIXTURES = {"moto": "local_moto", "dynamodb-local": "local_dynamodb_local", LOCALSTACK: "local_localstack"}
 STORAGE_BACKENDS = [*AWS_BACKENDS, MEMORY]  # every World backend: ``storage_backend``, ``storage_world``
 
+# ``-n 2 --dist loadfile`` (.ci/run) hands a worker one file at a time, in collection order (xdist's own reorder,
+# by number of tests, is turned off below): the longest files go first, so the run does not end with one worker
+# on a long file while the other idles. A file is never split (its tests share module fixtures). The order is
+# that of a measured run (seconds per file, longest first); files not named keep their place after these.
+LONGEST_FILES_FIRST = (
+    "tests/chaos/test_chaos.py",
+    "tests/cli/test_cli.py",
+    "tests/local/test_localstack.py",
+    "tests/deploy/test_packaging.py",
+    "tests/deploy/test_init.py",
+    "tests/cli/test_schedules_cli.py",
+    "tests/conformance/test_queue.py",
+    "tests/deploy/test_runtime_sdk.py",
+    "tests/conformance/test_slots_and_races.py",
+    "tests/runtime/test_e2e_poll_state.py",
+    "tests/runtime/test_e2e_encryption.py",
+    "tests/runtime/test_e2e_values.py",
+    "tests/ui/test_dev_ui.py",
+    "tests/runtime/test_e2e_caught_errors.py",
+    "tests/typing/test_typing.py",
+    "tests/deploy/test_iam_trace.py",
+    "tests/runtime/test_replay_cli.py",
+    "tests/local/test_local_aws.py",
+    "tests/local/test_servers.py",
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    root = config.rootpath
+    missing = [name for name in LONGEST_FILES_FIRST if not (root / name).is_file()]
+    if missing:
+        raise pytest.UsageError(f"tests/conftest.py LONGEST_FILES_FIRST names files that do not exist: {missing}")
+    rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.relative_to(root).as_posix(), len(rank)))
+
+
 WorldFactory = Callable[[], Awaitable[AWSWorld]]
 AnyWorld = AWSWorld | MemoryWorld
 AnyWorldFactory = Callable[[], Awaitable[AnyWorld]]
