@@ -33,6 +33,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar, cast
 
+from ..engine.class_paths import name_ok
 from .errors import DeterminismError
 
 E = TypeVar("E", bound=Exception)
@@ -78,16 +79,11 @@ class _Refused(Exception):
     refuses (``os.urandom`` at import time, say)."""
 
 
-def _identifier(part: str) -> bool:
-    """An identifier and no dunder (``__class__``, ``__globals__`` would walk to arbitrary objects)."""
-    return part.isidentifier() and not (part.startswith("__") and part.endswith("__"))
-
-
 @lru_cache(maxsize=1024)
 def _lookup(dotted: str) -> type[Exception] | None:
-    parts = dotted.split(".")
-    if not all(_identifier(part) for part in parts):
+    if not name_ok(dotted, module=False):  # identifiers, no dunders: the walk reaches classes only
         return None
+    parts = dotted.split(".")
     found = getattr(builtins, parts[0], None) if len(parts) == 1 else _import(parts)
     if not isinstance(found, type) or not issubclass(found, Exception) or issubclass(found, BaseExceptionGroup):
         return None
