@@ -52,6 +52,11 @@ class MemoryStreamStore:
         state = self.get(run_id, name)
         return (len(state.chunks), state.done) if state is not None else (0, False)
 
+    def chunks(self, run_id: str, name: str, start: int, stop: int) -> list[bytes]:
+        """The chunks ``start .. stop-1`` (fewer past the stream's end; none for a stream never written)."""
+        state = self.get(run_id, name)
+        return state.chunks[start:stop] if state is not None else []
+
     def names(self, run_id: str) -> list[str]:
         """The run's stream names in name order."""
         return sorted(self._runs.get(run_id, ()))

@@ -21,6 +21,7 @@ reads and their own way of waiting (polling S3/DynamoDB, or a signal in memory).
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -77,10 +78,16 @@ class LiveReader(ABC):
     after its run ended ends at once); later, as often as ``_check_due`` allows (a World whose reads cost money
     asks every few seconds; memory on every wake)."""
 
-    def __init__(self, run_id: str, name: str, start_index: int) -> None:
+    def __init__(self, run_id: str, name: str, start_index: int, *, meta: Meta, run_status: RunStatus) -> None:
+        """``meta`` and ``run_status``: the World's reads of the stream's (count, closed flag) and the run's
+        status (its Streamer's, so a reader asks exactly what ``get_info`` asks)."""
         self.run_id = run_id
         self.name = name
         self.start_index = start_index
+        self._read_meta = meta
+        self._read_run_status = run_status
+        self.status_read_at = float("-inf")
+        """When this reader last read the run's status (``time.monotonic()``): what ``_check_due`` may go by."""
         self._buffer: deque[bytes] = deque()
         self._begun = False
         self._finished = False
@@ -88,14 +95,6 @@ class LiveReader(ABC):
         self._checked = False
 
     # -- what a World gives ----------------------------------------------------------------------------------
-
-    @abstractmethod
-    async def _meta(self) -> tuple[int, bool]:
-        """The stream's (chunk count, closed flag) now."""
-
-    @abstractmethod
-    async def _run_status(self) -> str | None:
-        """The run's status now (None: no such run)."""
 
     @abstractmethod
     def _begin(self, position: int) -> None:
@@ -122,6 +121,15 @@ class LiveReader(ABC):
         return False
 
     # -- the loop ----------------------------------------------------------------------------------------------
+
+    async def _meta(self) -> tuple[int, bool]:
+        """The stream's (chunk count, closed flag) now."""
+        return await self._read_meta()
+
+    async def _run_status(self) -> str | None:
+        """The run's status now (None: no such run)."""
+        self.status_read_at = time.monotonic()
+        return await self._read_run_status()
 
     async def start(self) -> Self:
         if not self._begun:
