@@ -19,11 +19,12 @@ from .stream_store import MemoryStreamStore
 
 class MemoryWriteSession(OrderedWriteSession):
     def __init__(self, store: MemoryStreamStore, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
-                 flush_interval: float = 0.0, registry: SessionRegistry[MemoryWriteSession] | None = None) -> None:
+                 flush_interval: float = 0.0, registry: SessionRegistry[MemoryWriteSession] | None = None,
+                 max_chunk_bytes: int | None = None) -> None:
         self.store = store
         self._timer: asyncio.TimerHandle | None = None
         super().__init__(run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
-                         registry=registry, max_chunk_bytes=store.max_chunk_bytes)
+                         registry=registry, max_chunk_bytes=max_chunk_bytes)
 
     async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None:
         self._accept(chunk_seq, chunks)

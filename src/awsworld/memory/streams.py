@@ -15,7 +15,7 @@ import asyncio
 from ..world.clock import Clock
 from ..world.limits import DEFAULT_MAX_VALUE_BYTES
 from ..world.streamer import Streamer
-from ..world.streams import FRAME_BYTES, page_take
+from ..world.streams import page_take
 from .stream_reader import MemoryLiveStream
 from .stream_session import MemoryWriteSession, OpenSessions
 from .stream_store import MemoryStreamStore, RunStatuses
@@ -31,9 +31,9 @@ class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession]):
                  run_check_interval: float = RUN_CHECK_INTERVAL,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         """``max_value_bytes``: a chunk and its frame are at most this many bytes."""
-        super().__init__(flush_interval_ms=flush_interval_ms, sessions=OpenSessions())
+        super().__init__(flush_interval_ms=flush_interval_ms, sessions=OpenSessions(), max_value_bytes=max_value_bytes)
         self.clock = clock  # streams keep no time; taken for symmetry with the other parts of the World
-        self.store = MemoryStreamStore(storage, max_chunk_bytes=max_value_bytes - FRAME_BYTES)
+        self.store = MemoryStreamStore(storage)
         self.run_check_interval = run_check_interval
         self._closed = False
 
@@ -65,7 +65,8 @@ class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession]):
     def _write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
                        flush_interval: float) -> MemoryWriteSession:
         return MemoryWriteSession(self.store, run_id, name, writer_id, first_seq=first_seq,
-                                  flush_interval=flush_interval, registry=self.sessions)
+                                  flush_interval=flush_interval, registry=self.sessions,
+                                  max_chunk_bytes=self.max_chunk_bytes)
 
     def wake_run(self, run_id: str) -> None:
         """Tell live readers of the run to re-read its status now (call it when the run ended, so they end at

@@ -26,9 +26,11 @@ from .streams import (
     StreamChunk,
     StreamChunkPage,
     StreamInfo,
+    check_chunk_sizes,
     check_start_index,
     check_stream,
     chunks_of,
+    max_chunk_bytes,
     page_cursor,
     page_start,
 )
@@ -43,17 +45,19 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
     stream_flush_interval_ms: int
     """The contract's streamFlushIntervalMs: how long a write session gathers chunks before one flush."""
 
-    def __init__(self, *, flush_interval_ms: int, sessions: SessionRegistry[SessionT]) -> None:
-        """``sessions``: this process's open write sessions, which ``close`` flushes before it ends a stream."""
+    def __init__(self, *, flush_interval_ms: int, sessions: SessionRegistry[SessionT], max_value_bytes: int) -> None:
+        """``sessions``: this process's open write sessions, which ``close`` flushes before it ends a stream.
+        ``max_value_bytes``: the World's largest value; a chunk and its frame fit it (``max_chunk_bytes``)."""
         self.stream_flush_interval_ms = flush_interval_ms
         self.sessions = sessions
+        self.max_chunk_bytes = max_chunk_bytes(max_value_bytes)
 
     # -- what a World gives ----------------------------------------------------------------------------------
 
     @abstractmethod
     async def _append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
-        """Append the chunks (at least one) in order and contiguously; return when they are durable. Refusals
-        are ``rules.streams.append_refusal``'s and ``streams.check_chunk_sizes``'."""
+        """Append the chunks (at least one, each within ``max_chunk_bytes``) in order and contiguously; return
+        when they are durable. Refusals are ``rules.streams.append_refusal``'s."""
 
     @abstractmethod
     async def _close_stream(self, run_id: str, name: str) -> None:
@@ -84,7 +88,8 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
     @abstractmethod
     def _write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
                        flush_interval: float) -> SessionT:
-        """A write session registered in ``sessions``, flushing the World's way."""
+        """A write session registered in ``sessions``, taking chunks up to ``max_chunk_bytes``, flushing the
+        World's way."""
 
     # -- the contract ----------------------------------------------------------------------------------------
 
@@ -93,9 +98,12 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
 
     async def write_multi(self, run_id: str, name: str, chunks: Sequence[Chunk]) -> None:
         """Append the chunks in order and contiguously; returns when they are durable. Closed stream:
-        ``EntityConflictError``; finished run: ``RunGoneError``; unknown run: ``RunNotFoundError``."""
+        ``EntityConflictError``; finished run: ``RunGoneError``; unknown run: ``RunNotFoundError``; a chunk over
+        ``max_chunk_bytes``: ``PayloadTooLargeError``, before anything is written (so a call too big for one
+        commit fails alone, never a commit it would have shared)."""
         check_stream(run_id, name)
         data = chunks_of(chunks)
+        check_chunk_sizes(data, self.max_chunk_bytes)
         if data:
             await self._append(run_id, name, data)
 

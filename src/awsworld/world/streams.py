@@ -23,6 +23,11 @@ FRAME_BYTES = 4
 """Every stored chunk carries a 4-byte length frame: a chunk and its frame fit ``AWSWORLD_MAX_VALUE_BYTES``."""
 
 
+def max_chunk_bytes(max_value_bytes: int) -> int:
+    """The largest chunk a World whose values may have ``max_value_bytes`` takes: the chunk and its frame fit."""
+    return max_value_bytes - FRAME_BYTES
+
+
 def check_chunk_sizes(chunks: Sequence[bytes], max_chunk_bytes: int | None, field: str = "chunk") -> None:
     """Refuse a chunk larger than ``max_chunk_bytes`` (None: no bound) with ``PayloadTooLargeError``, the same
     on every World and before anything is taken: a refused write leaves the stream and its writer as they were."""

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 
 from ...world.errors import WorldError
 from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
-from ...world.streams import FRAME_BYTES, Chunk
+from ...world.streams import Chunk
 from .stream_store import StreamStore
 
 FLUSH_INTERVAL = 0.05
@@ -27,14 +27,14 @@ MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 class WriteSession(OrderedWriteSession):
     def __init__(self, store: StreamStore, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
                  flush_interval: float = FLUSH_INTERVAL, max_buffered_bytes: int = MAX_BUFFERED_BYTES,
-                 registry: SessionRegistry[WriteSession] | None = None) -> None:
+                 registry: SessionRegistry[WriteSession] | None = None, max_chunk_bytes: int | None = None) -> None:
         self.store = store
         self.max_buffered_bytes = max_buffered_bytes
         self._urgent = asyncio.Event()
         self._progress: asyncio.Future[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         super().__init__(run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
-                         registry=registry, max_chunk_bytes=store.clients.config.max_value_bytes - FRAME_BYTES)
+                         registry=registry, max_chunk_bytes=max_chunk_bytes)
 
     async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None:
         self._accept(chunk_seq, chunks)

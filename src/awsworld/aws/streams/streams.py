@@ -28,7 +28,7 @@ from ...world.streamer import Streamer
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
 from .stream_session import OpenSessions, WriteSession
-from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore, split_parts
+from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore
 
 FLUSH_ENV = Settings.stream_flush_ms.env
 DEFAULT_FLUSH_MS = Settings.stream_flush_ms.default
@@ -46,7 +46,7 @@ class StreamsAPI(Streamer[LiveStream, WriteSession]):
     def __init__(self, clients: AWSClients, *, poll_interval: float = 0.05, max_poll_interval: float = 1.0,
                  run_check_interval: float = 2.0, flush_interval_ms: int | None = None) -> None:
         super().__init__(flush_interval_ms=configured_flush_ms() if flush_interval_ms is None else flush_interval_ms,
-                         sessions=OpenSessions())
+                         sessions=OpenSessions(), max_value_bytes=clients.config.max_value_bytes)
         self.store = StreamStore(clients)
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
@@ -79,7 +79,7 @@ class StreamsAPI(Streamer[LiveStream, WriteSession]):
     def _write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
                        flush_interval: float) -> WriteSession:
         return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
-                            registry=self.sessions)
+                            registry=self.sessions, max_chunk_bytes=self.max_chunk_bytes)
 
 
 @dataclass
@@ -111,8 +111,7 @@ class GroupCommits:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
-        split_parts(chunks, self.max_bytes)  # a chunk over the size cap fails its own call, not the batch
-        key = (run_id, name)
+        key = (run_id, name)  # (a chunk over the size cap was refused by write_multi: no batch takes it)
         queue = self._queues.get(key)
         running = self._tasks.get(key)
         if queue is None or running is None or running.done() or running.get_loop() is not asyncio.get_running_loop():
