@@ -60,6 +60,7 @@ class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession]):
     def _live_reader(self, run_id: str, name: str, start_index: int) -> MemoryLiveStream:
         return MemoryLiveStream(self.store, run_id, name, start_index, meta=lambda: self._meta(run_id, name),
                                 run_status=lambda: self._run_status(run_id),
+                                read=lambda position, stop: self._read_page(run_id, name, position, stop),
                                 run_check_interval=self.run_check_interval, closed=lambda: self._closed)
 
     def _write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
