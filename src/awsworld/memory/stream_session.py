@@ -10,7 +10,7 @@ later one.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ..world.stream_sessions import OrderedWriteSession, SessionRegistry
 from ..world.streams import Chunk
@@ -20,11 +20,11 @@ from .stream_store import MemoryStreamStore
 class MemoryWriteSession(OrderedWriteSession):
     def __init__(self, store: MemoryStreamStore, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
                  flush_interval: float = 0.0, registry: SessionRegistry[MemoryWriteSession] | None = None,
-                 max_chunk_bytes: int | None = None) -> None:
+                 close_stream: Callable[[], Awaitable[None]], max_chunk_bytes: int | None = None) -> None:
         self.store = store
         self._timer: asyncio.TimerHandle | None = None
         super().__init__(run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
-                         registry=registry, max_chunk_bytes=max_chunk_bytes)
+                         registry=registry, close_stream=close_stream, max_chunk_bytes=max_chunk_bytes)
 
     async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None:
         self._accept(chunk_seq, chunks)
@@ -39,9 +39,6 @@ class MemoryWriteSession(OrderedWriteSession):
 
     async def _flush(self) -> None:
         self._flush_now()
-
-    async def _close_stream(self) -> None:
-        self.store.close(self.run_id, self.name)
 
     def _flush_now(self) -> None:
         if self._timer is not None:

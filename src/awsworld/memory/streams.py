@@ -67,7 +67,7 @@ class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession]):
                        flush_interval: float) -> MemoryWriteSession:
         return MemoryWriteSession(self.store, run_id, name, writer_id, first_seq=first_seq,
                                   flush_interval=flush_interval, registry=self.sessions,
-                                  max_chunk_bytes=self.max_chunk_bytes)
+                                  close_stream=lambda: self.close(run_id, name), max_chunk_bytes=self.max_chunk_bytes)
 
     def wake_run(self, run_id: str) -> None:
         """Tell live readers of the run to re-read its status now (call it when the run ended, so they end at

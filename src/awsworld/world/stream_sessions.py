@@ -1,8 +1,9 @@
-"""What every World's write session does alike: order one writer's chunks by its own sequence numbers, and the
-session's lifecycle (``release``, ``close``, ``dispose``, the context manager). How buffered chunks are flushed
-(and what "durable" takes) is each World's own: subclasses give ``_flush``, ``_close_stream`` and the
-registry's ``flush``. When a flush is due is every World's rule (``_flush_delay``): once the oldest chunk in
-sequence has waited the window (``flush_interval``), and at once past ``flush_bytes``/``flush_chunks``.
+"""What every World's write session does alike: order one writer's chunks by its own sequence numbers, when a
+flush is due, and the session's lifecycle (``release``, ``close``, ``dispose``, the context manager). How
+buffered chunks are flushed (and what "durable" takes) is each World's own: subclasses give ``_flush`` and the
+registry's ``flush``. A flush is due (``_flush_delay``) once the oldest chunk in sequence has waited the window
+(``flush_interval``), and at once past ``flush_bytes``/``flush_chunks``. A session ends its stream as
+``streams.close`` does (``close_stream``: the stream's other sessions flush first).
 
 The runtime may hand a writer's chunks over out of order (``write(2, ...)`` before ``write(1, ...)``); the
 session holds them until the gap fills, so the stream gets this writer's chunks in its sequence. A failed
@@ -16,7 +17,7 @@ import asyncio
 import contextlib
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Self, TypeVar
 
 from .errors import EntityConflictError, InvalidInputError
@@ -33,9 +34,12 @@ class OrderedWriteSession(ABC):
     (a burst does not wait)."""
 
     def __init__(self, run_id: str, name: str, writer_id: str, *, first_seq: int, flush_interval: float,
-                 registry: SessionRegistry[Any] | None, max_chunk_bytes: int | None = None,
-                 flush_bytes: int = FLUSH_BYTES, flush_chunks: int = FLUSH_CHUNKS) -> None:
+                 registry: SessionRegistry[Any] | None, close_stream: Callable[[], Awaitable[None]],
+                 max_chunk_bytes: int | None = None, flush_bytes: int = FLUSH_BYTES,
+                 flush_chunks: int = FLUSH_CHUNKS) -> None:
         """``flush_interval``: the window, in seconds (0: flush as soon as chunks are in sequence).
+        ``close_stream``: the World's ``streams.close`` of this stream (``world/streamer.py``), what ``close``
+        ends it with once this session's chunks are flushed.
         ``max_chunk_bytes``: the World's largest chunk. A larger one is refused by ``write`` itself, before
         it is taken, so the session and the chunks written before it stay as they were (were it refused by the
         flush, the flush's failure would stick to the session and take the other chunks of its batch along)."""
@@ -50,6 +54,7 @@ class OrderedWriteSession(ABC):
         self._accepted = 0  # chunks put in sequence so far
         self._durable = 0  # of those, chunks flushed (a subclass counts them as its flushes land)
         self._registry = registry
+        self._close_stream = close_stream
         self._next_seq = first_seq
         self._waiting: dict[int, list[bytes]] = {}
         self._ready: list[bytes] = []
@@ -78,10 +83,6 @@ class OrderedWriteSession(ABC):
     @abstractmethod
     async def _flush(self) -> None:
         """Flush every chunk written so far (in sequence) now; a failure is kept in ``_error``, not raised."""
-
-    @abstractmethod
-    async def _close_stream(self) -> None:
-        """End the stream in the World's store."""
 
     def _full(self) -> bool:
         """The chunks in sequence reached ``flush_bytes`` or ``flush_chunks``: flush them now."""
@@ -134,9 +135,7 @@ class OrderedWriteSession(ABC):
         if self._waiting:
             raise InvalidInputError(f"cannot close: chunk_seq {self._next_seq} of {self.writer_id} never arrived "
                                     f"(holding {sorted(self._waiting)[:5]} ...)", field="chunkSeq")
-        if self._registry is not None:  # the stream's other writers land before the end
-            await self._registry.flush(self.run_id, self.name)
-        await self._close_stream()
+        await self._close_stream()  # the stream's other writers land before the end
         self._retire("closed")
 
     async def dispose(self) -> None:

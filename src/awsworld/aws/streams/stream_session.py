@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ...world.errors import WorldError
 from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
@@ -27,14 +27,15 @@ MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 class WriteSession(OrderedWriteSession):
     def __init__(self, store: StreamStore, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
                  flush_interval: float = FLUSH_INTERVAL, max_buffered_bytes: int = MAX_BUFFERED_BYTES,
-                 registry: SessionRegistry[WriteSession] | None = None, max_chunk_bytes: int | None = None) -> None:
+                 registry: SessionRegistry[WriteSession] | None = None,
+                 close_stream: Callable[[], Awaitable[None]], max_chunk_bytes: int | None = None) -> None:
         self.store = store
         self.max_buffered_bytes = max_buffered_bytes
         self._urgent = asyncio.Event()
         self._progress: asyncio.Future[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
         super().__init__(run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
-                         registry=registry, max_chunk_bytes=max_chunk_bytes)
+                         registry=registry, close_stream=close_stream, max_chunk_bytes=max_chunk_bytes)
 
     async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None:
         self._accept(chunk_seq, chunks)
@@ -57,9 +58,6 @@ class WriteSession(OrderedWriteSession):
             # Waiting does not cancel the flush with this caller; the flusher's end stops a wait that no
             # progress would (a task cancelled before it ran).
             await asyncio.wait({self._next_progress(), self._flusher}, return_when=asyncio.FIRST_COMPLETED)
-
-    async def _close_stream(self) -> None:
-        await self.store.close(self.run_id, self.name)
 
     # -- internals -------------------------------------------------------------------------------------------
 

@@ -79,7 +79,8 @@ class StreamsAPI(Streamer[LiveStream, WriteSession]):
     def _write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
                        flush_interval: float) -> WriteSession:
         return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
-                            registry=self.sessions, max_chunk_bytes=self.max_chunk_bytes)
+                            registry=self.sessions, close_stream=lambda: self.close(run_id, name),
+                            max_chunk_bytes=self.max_chunk_bytes)
 
 
 @dataclass
