@@ -28,7 +28,7 @@ from ...world.streamer import Streamer
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
 from .stream_session import OpenSessions, WriteSession
-from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore
+from .stream_store import StreamStore, framed_size, object_fits
 
 FLUSH_ENV = Settings.stream_flush_ms.env
 DEFAULT_FLUSH_MS = Settings.stream_flush_ms.default
@@ -93,12 +93,11 @@ class _Batch:
         self.done.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     def fits(self, chunks: list[bytes], max_bytes: int) -> bool:
-        framed = sum(FRAME.size + len(c) for c in chunks)
-        return len(self.chunks) + len(chunks) <= MAX_CHUNKS_PER_OBJECT and self.size + framed <= max_bytes
+        return object_fits(len(self.chunks) + len(chunks), self.size + framed_size(chunks), max_bytes)
 
     def add(self, chunks: list[bytes]) -> None:
         self.chunks.extend(chunks)
-        self.size += sum(FRAME.size + len(c) for c in chunks)
+        self.size += framed_size(chunks)
 
 
 class GroupCommits:
