@@ -24,6 +24,7 @@ from awsworld.world import (
     RunNotFoundError,
     StreamChunkPage,
 )
+from awsworld.world.pages import CHUNKS_PAGE_BYTES
 
 from .conftest import is_memory
 from .helpers import new_run, run_cancelled, run_completed, run_failed
@@ -183,6 +184,27 @@ async def test_large_streams_round_trip_byte_exact(world: Any, run_id: str, tota
     pages = await all_pages(streams, run_id, S, limit=1000)
     assert b"".join(c.data for p in pages for c in p.data) == data
     assert [c.index for p in pages for c in p.data] == list(range(1 + len(pieces)))
+
+
+async def test_pages_end_at_the_byte_bound_on_every_world(world: Any, run_id: str) -> None:
+    """``get_chunks`` pages hold at least one chunk, then more while under CHUNKS_PAGE_BYTES (8 MiB): the same
+    cut on every World (``streams.page_take``), across segments, a sealed chunk's overhead included."""
+    streams = world.streams
+    sizes = [CHUNKS_PAGE_BYTES - 1000, 500, 500, CHUNKS_PAGE_BYTES + 1, 10, 10]
+    chunks = [bytes([65 + i]) * size for i, size in enumerate(sizes)]
+    await streams.write(run_id, S, chunks[0])  # segments [0], [1..3], [4..5]: pages cut inside the second
+    await streams.write_multi(run_id, S, chunks[1:4])
+    await streams.write_multi(run_id, S, chunks[4:])
+
+    pages = await all_pages(streams, run_id, S, limit=100)
+    # 8 MiB - 500 is under the bound, so chunk 2 joins; 8 MiB is not, so the page ends there. Chunk 3 is over
+    # the bound alone and still makes a page; the last two share one.
+    assert [[c.index for c in p.data] for p in pages] == [[0, 1, 2], [3], [4, 5]]
+    assert [c.data for p in pages for c in p.data] == chunks
+    assert [p.has_more for p in pages] == [True, True, False]
+    assert len((await streams.get_chunks(run_id, S, limit=2)).data) == 2  # the chunk limit bounds it first
+    await streams.close(run_id, S)
+    assert await collect(streams, run_id, S, timeout=60) == chunks  # a live reader reads by the same rule
 
 
 # -- live reads -------------------------------------------------------------------------------------------------------

@@ -8,40 +8,27 @@ when ``MemoryStreams.wake_run`` is called. ``MemoryStreams.aclose`` ends every r
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
-from ..world.rules.streams import LiveReader
+from ..world.rules.streams import LiveReader, Meta, RunStatus
 from .stream_store import MemoryStreamStore
 
 
 class MemoryLiveStream(LiveReader):
     """``async for chunk in streams.get(...)``; ``await`` it first to fix a negative start index now."""
 
-    def __init__(self, store: MemoryStreamStore, run_id: str, name: str, start_index: int, *,
+    def __init__(self, store: MemoryStreamStore, run_id: str, name: str, start_index: int, *, meta: Meta,
+                 run_status: RunStatus, read: Callable[[int, int], Awaitable[list[bytes]]],
                  run_check_interval: float, closed: Callable[[], bool]) -> None:
-        super().__init__(run_id, name, start_index)
+        """``read``: the Streamer's read of a page (``_read_page``: memory keeps no reader state)."""
+        super().__init__(run_id, name, start_index, meta=meta, run_status=run_status)
         self.store = store
         self.run_check_interval = run_check_interval
+        self._read_page = read
         self._closed = closed
-        self._at = 0
 
-    async def _meta(self) -> tuple[int, bool]:
-        return self.store.meta(self.run_id, self.name)
-
-    async def _run_status(self) -> str | None:
-        return self.store.run_status(self.run_id)
-
-    def _begin(self, position: int) -> None:
-        self._at = position
-
-    def _next_position(self) -> int:
-        return self._at
-
-    async def _read(self, count: int) -> list[bytes]:
-        state = self.store.get(self.run_id, self.name)
-        chunks = state.chunks[self._at:count] if state is not None else []
-        self._at += len(chunks)
-        return chunks
+    async def _read(self, position: int, stop: int) -> list[bytes]:
+        return await self._read_page(position, stop)
 
     async def _wait(self) -> None:
         try:

@@ -1,12 +1,9 @@
 """Stream state of the in-memory World: per run and name, the chunks (a list: index = position) and the done flag.
 
-An append is checked and applied in one synchronous step, in ``rules.streams``' order: the run must exist
-(``RunNotFoundError``) and not be terminal (``RunGoneError``), the stream must be open
-(``EntityConflictError``), and every chunk must fit the size cap (``PayloadTooLargeError``). So chunks of one
-append are contiguous, appends never interleave, and a reader never sees a hole. Closing is allowed on a
-finished run (finishing is not writing) and on a stream never written, which it creates.
-
-Every append or close wakes the stream's live readers (``changed``).
+An append is decided (``rules.streams.append_refusal``) and applied in one synchronous step, so chunks of one
+append are contiguous, appends never interleave, and a reader never sees a hole; its chunks' sizes were checked
+by whoever took them (``world/streamer.py``, a write session). Every append or close wakes the stream's live
+readers (``signal``).
 """
 
 from __future__ import annotations
@@ -15,13 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..world.limits import DEFAULT_MAX_VALUE_BYTES
 from ..world.rules.streams import append_refusal
-from ..world.streams import FRAME_BYTES, check_chunk_sizes
 from .signal import Signal
-
-MAX_CHUNK_BYTES = DEFAULT_MAX_VALUE_BYTES - FRAME_BYTES
-"""The contract's cap: a chunk and its 4-byte frame within AWSWORLD_MAX_VALUE_BYTES (64 MiB by default)."""
 
 
 class RunStatuses(Protocol):
@@ -37,9 +29,8 @@ class StreamState:
 
 
 class MemoryStreamStore:
-    def __init__(self, storage: RunStatuses, *, max_chunk_bytes: int = MAX_CHUNK_BYTES) -> None:
+    def __init__(self, storage: RunStatuses) -> None:
         self.storage = storage
-        self.max_chunk_bytes = max_chunk_bytes
         self._runs: dict[str, dict[str, StreamState]] = {}
         self._signals: dict[tuple[str, str], Signal] = {}
 
@@ -52,6 +43,11 @@ class MemoryStreamStore:
         state = self.get(run_id, name)
         return (len(state.chunks), state.done) if state is not None else (0, False)
 
+    def chunks(self, run_id: str, name: str, start: int, stop: int) -> list[bytes]:
+        """The chunks ``start .. stop-1`` (fewer past the stream's end; none for a stream never written)."""
+        state = self.get(run_id, name)
+        return state.chunks[start:stop] if state is not None else []
+
     def names(self, run_id: str) -> list[str]:
         """The run's stream names in name order."""
         return sorted(self._runs.get(run_id, ()))
@@ -61,7 +57,6 @@ class MemoryStreamStore:
 
     def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
         """Append in order; return the first chunk's index."""
-        check_chunk_sizes(chunks, self.max_chunk_bytes)
         existing = self.get(run_id, name)
         refused = append_refusal(run_id, name, self.storage.run_status(run_id), existing is not None and existing.done)
         if refused is not None:
@@ -73,7 +68,7 @@ class MemoryStreamStore:
         return first
 
     def close(self, run_id: str, name: str) -> None:
-        """Mark the stream done. Idempotent."""
+        """Mark the stream done. Idempotent; allowed on a finished run (``rules.streams``)."""
         state = self._state(run_id, name)
         if not state.done:
             state.done = True

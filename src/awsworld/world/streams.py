@@ -7,7 +7,7 @@ the tail index (-1 when empty) and whether the stream is closed. Nothing here do
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from typing import Protocol, runtime_checkable
 
 from pydantic import ConfigDict, Field
@@ -16,10 +16,16 @@ from .base import WireModel
 from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id
+from .pages import CHUNKS_PAGE_BYTES
 
 Chunk = str | bytes | bytearray | memoryview
 FRAME_BYTES = 4
 """Every stored chunk carries a 4-byte length frame: a chunk and its frame fit ``AWSWORLD_MAX_VALUE_BYTES``."""
+
+
+def max_chunk_bytes(max_value_bytes: int) -> int:
+    """The largest chunk a World whose values may have ``max_value_bytes`` takes: the chunk and its frame fit."""
+    return max_value_bytes - FRAME_BYTES
 
 
 def check_chunk_sizes(chunks: Sequence[bytes], max_chunk_bytes: int | None, field: str = "chunk") -> None:
@@ -81,6 +87,20 @@ def page_start(cursor: str | None) -> int:
 
 def page_cursor(position: int) -> str:
     return encode_cursor({"i": position})
+
+
+def page_take(lengths: Iterable[int], max_bytes: int = CHUNKS_PAGE_BYTES) -> int:
+    """How many of the chunks whose byte lengths ``lengths`` gives, in stream order, one page (a ``get_chunks``
+    page or a live reader's read) takes: at least one, then more while the page holds under ``max_bytes``. One
+    rule for every World, so a page ends at the same chunk whichever World serves it; ``lengths`` is bounded
+    by the caller (the page's chunk limit and the stream's count) and read only as far as needed."""
+    taken, size = 0, 0
+    for length in lengths:
+        if taken and size >= max_bytes:
+            break
+        size += length
+        taken += 1
+    return taken
 
 
 class StreamChunk(WireModel):

@@ -11,12 +11,10 @@ import asyncio
 import time
 
 from ...world.errors import WorldError
-from ...world.pages import CHUNKS_PAGE_BYTES, MAX_CHUNKS_PAGE
-from ...world.rules.streams import LiveReader
+from ...world.rules.streams import LiveReader, Meta, RunStatus
+from ...world.streams import page_take
 from .stream_store import Segment, StreamStore
 
-READ_CHUNKS = MAX_CHUNKS_PAGE
-READ_BYTES = CHUNKS_PAGE_BYTES
 _SEGMENTS_PER_QUERY = 100
 _GAP_RETRIES = 8
 
@@ -33,27 +31,17 @@ class ChunkReader:
         self._last_sk: str | None = None
         self._located = False
 
-    async def read(self, count: int, *, max_chunks: int = READ_CHUNKS, max_bytes: int = READ_BYTES) -> list[bytes]:
-        """Chunks from ``position`` below ``count`` (a count read from the meta item), up to ``max_chunks``
-        and about ``max_bytes`` (at least one chunk); advances ``position``."""
-        stop = min(count, self.position + max_chunks)
+    async def read(self, stop: int) -> list[bytes]:
+        """The chunks from ``position`` below ``stop`` (within a count read from the meta item, and the page's
+        chunk limit) that one page holds (``streams.page_take``); advances ``position``."""
         if stop <= self.position:
             return []
         await self._cover(stop)
-        plan: list[tuple[Segment, int, int]] = []
-        size = 0
-        at = self.position
-        for segment in self._segments:
-            if at >= stop or (plan and size >= max_bytes):
-                break
-            if segment.end <= at:
-                continue
-            hi = at
-            while hi < min(stop, segment.end) and (hi == self.position or size < max_bytes):
-                size += segment.lengths[hi - segment.first]
-                hi += 1
-            plan.append((segment, at, hi))
-            at = hi
+        lengths = (segment.lengths[i - segment.first] for segment in self._segments
+                   for i in range(max(self.position, segment.first), min(stop, segment.end)))
+        end = self.position + page_take(lengths)
+        plan = [(segment, max(self.position, segment.first), min(end, segment.end)) for segment in self._segments
+                if segment.first < end and segment.end > self.position]
         parts = await asyncio.gather(*(self.store.read(s, lo, hi) for s, lo, hi in plan))
         chunks = [chunk for part in parts for chunk in part]
         self.position += len(chunks)
@@ -103,39 +91,26 @@ class LiveStream(LiveReader):
     ``await`` it to fix a negative start index now rather than at the first read.
     """
 
-    def __init__(self, store: StreamStore, run_id: str, name: str, start_index: int, *, poll_interval: float,
-                 max_poll_interval: float, run_check_interval: float) -> None:
-        super().__init__(run_id, name, start_index)
+    def __init__(self, store: StreamStore, run_id: str, name: str, start_index: int, *, meta: Meta,
+                 run_status: RunStatus, poll_interval: float, max_poll_interval: float,
+                 run_check_interval: float) -> None:
+        super().__init__(run_id, name, start_index, meta=meta, run_status=run_status)
         self.store = store
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.run_check_interval = run_check_interval
         self._reader: ChunkReader | None = None
         self._delay = poll_interval
-        self._last_check = 0.0
 
-    async def _meta(self) -> tuple[int, bool]:
-        return await self.store.meta(self.run_id, self.name)
-
-    async def _run_status(self) -> str | None:
-        self._last_check = time.monotonic()
-        return await self.store.run_status(self.run_id)
-
-    def _begin(self, position: int) -> None:
-        self._reader = ChunkReader(self.store, self.run_id, self.name, position)
-
-    def _next_position(self) -> int:
-        assert self._reader is not None
-        return self._reader.position
-
-    async def _read(self, count: int) -> list[bytes]:
-        assert self._reader is not None
+    async def _read(self, position: int, stop: int) -> list[bytes]:
+        if self._reader is None:  # one reader for the iterator's life: it keeps the segments found so far
+            self._reader = ChunkReader(self.store, self.run_id, self.name, position)
         self._delay = self.poll_interval  # the stream moves: poll briskly again
-        return await self._reader.read(count)
+        return await self._reader.read(stop)
 
     async def _wait(self) -> None:
         await asyncio.sleep(self._delay)
         self._delay = min(self.max_poll_interval, self._delay * 2)
 
     def _check_due(self) -> bool:
-        return time.monotonic() - self._last_check >= self.run_check_interval
+        return time.monotonic() - self.status_read_at >= self.run_check_interval

@@ -1,11 +1,10 @@
-"""Write sessions on S3 and DynamoDB: ordering and lifecycle are ``world/stream_sessions.py``'s; this is the
-flushing.
+"""Write sessions on S3 and DynamoDB: ordering, lifecycle and when a flush is due are
+``world/stream_sessions.py``'s; this is the flushing.
 
 Durability is that of a buffered file write: ``write`` returns once its chunks are accepted, and a flush
-makes them durable as one S3 object and one commit. A flush starts when the oldest buffered chunk has waited
-``flush_interval`` (the window: a live reader sees a chunk at most one window, plus the flush itself, after it
-was written), at once when ``flush_bytes`` or ``flush_chunks`` are buffered (a burst does not wait), and on
-``flush``/``release``/``dispose``/``close``. One flush runs at a time, so flushes land in order. The contract
+makes them durable as one S3 object and one commit (a live reader sees a chunk at most one window, plus the
+flush itself, after it was written). A flusher task waits out the window unless a flush is urged (a size
+bound, or ``flush``/``release``/``dispose``/``close``). One flush runs at a time, so flushes land in order. The contract
 allows this: only ``close`` must not resolve before every prior write is durable, and it does not; the
 runtime flushes a step's writers before it records the step's end.
 """
@@ -14,11 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from ...world.errors import WorldError
-from ...world.stream_sessions import FLUSH_BYTES, FLUSH_CHUNKS, OrderedWriteSession, SessionRegistry
-from ...world.streams import FRAME_BYTES, Chunk
+from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
+from ...world.streams import Chunk
 from .stream_store import StreamStore
 
 FLUSH_INTERVAL = 0.05
@@ -27,41 +26,26 @@ MAX_BUFFERED_BYTES = 16 * 1024 * 1024
 
 class WriteSession(OrderedWriteSession):
     def __init__(self, store: StreamStore, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
-                 flush_interval: float = FLUSH_INTERVAL, flush_bytes: int = FLUSH_BYTES,
-                 flush_chunks: int = FLUSH_CHUNKS, max_buffered_bytes: int = MAX_BUFFERED_BYTES,
-                 registry: OpenSessions | None = None) -> None:
+                 flush_interval: float = FLUSH_INTERVAL, max_buffered_bytes: int = MAX_BUFFERED_BYTES,
+                 registry: SessionRegistry[WriteSession] | None = None,
+                 close_stream: Callable[[], Awaitable[None]], max_chunk_bytes: int | None = None) -> None:
         self.store = store
-        self.flush_interval = flush_interval
-        self.flush_bytes = flush_bytes
-        self.flush_chunks = flush_chunks
         self.max_buffered_bytes = max_buffered_bytes
-        self._ready_since = 0.0
-        self._accepted = 0  # chunks put in sequence so far
-        self._durable = 0  # of those, chunks committed
         self._urgent = asyncio.Event()
         self._progress: asyncio.Future[None] | None = None
         self._flusher: asyncio.Task[None] | None = None
-        super().__init__(run_id, name, writer_id, first_seq=first_seq, registry=registry,
-                         max_chunk_bytes=store.clients.config.max_value_bytes - FRAME_BYTES)
-
-    @property
-    def pending(self) -> int:
-        """Chunks in sequence that are not durable yet."""
-        return self._accepted - self._durable
+        super().__init__(run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
+                         registry=registry, close_stream=close_stream, max_chunk_bytes=max_chunk_bytes)
 
     async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None:
-        was_empty = not self._ready
-        moved = self._accept(chunk_seq, chunks)
-        if moved and was_empty:
-            self._ready_since = asyncio.get_running_loop().time()
-        self._accepted += moved
+        self._accept(chunk_seq, chunks)
         if self._full():
             self._urgent.set()
         self._kick()
         if self._ready_bytes >= self.max_buffered_bytes:  # back-pressure: let the flusher catch up
             await self.flush()
 
-    async def flush(self) -> None:
+    async def _flush(self) -> None:
         """Make every chunk written so far (in sequence) durable now; chunks written meanwhile by others do not
         hold this call up."""
         target = self._accepted
@@ -74,11 +58,6 @@ class WriteSession(OrderedWriteSession):
             # Waiting does not cancel the flush with this caller; the flusher's end stops a wait that no
             # progress would (a task cancelled before it ran).
             await asyncio.wait({self._next_progress(), self._flusher}, return_when=asyncio.FIRST_COMPLETED)
-        if self._error is not None:
-            raise self._error
-
-    async def _close_stream(self) -> None:
-        await self.store.close(self.run_id, self.name)
 
     # -- internals -------------------------------------------------------------------------------------------
 
@@ -95,7 +74,7 @@ class WriteSession(OrderedWriteSession):
     async def _flush_loop(self) -> None:
         loop = asyncio.get_running_loop()
         while self._ready and self._error is None:
-            delay = self._ready_since + self.flush_interval - loop.time()
+            delay = self._flush_delay(loop.time())
             if delay > 0 and not self._urgent.is_set():
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._urgent.wait(), delay)

@@ -98,13 +98,24 @@ class Segment:
                    item.get("streamName", ""), bool(item.get("x")))
 
 
+def framed_size(chunks: Sequence[bytes]) -> int:
+    """The bytes the chunks take in an object, frames included."""
+    return sum(FRAME.size + len(c) for c in chunks)
+
+
+def object_fits(count: int, framed_bytes: int, max_bytes: int) -> bool:
+    """Whether one object (one segment item) may hold ``count`` chunks of ``framed_bytes``: at most
+    MAX_CHUNKS_PER_OBJECT chunks (the segment's packed lengths) and ``max_bytes`` (the value size cap)."""
+    return count <= MAX_CHUNKS_PER_OBJECT and framed_bytes <= max_bytes
+
+
 def split_parts(chunks: Sequence[bytes], max_bytes: int) -> list[list[bytes]]:
-    """Objects of at most MAX_CHUNKS_PER_OBJECT chunks and ``max_bytes`` of frames each."""
+    """The chunks in order as objects that each ``object_fits``."""
     parts: list[list[bytes]] = [[]]
     size = 0
     for chunk in chunks:
         check_chunk_sizes([chunk], max_bytes - FRAME.size)
-        if parts[-1] and (len(parts[-1]) == MAX_CHUNKS_PER_OBJECT or size + FRAME.size + len(chunk) > max_bytes):
+        if parts[-1] and not object_fits(len(parts[-1]) + 1, size + FRAME.size + len(chunk), max_bytes):
             parts.append([])
             size = 0
         parts[-1].append(chunk)

@@ -1,4 +1,6 @@
 """``world.streams``: the contract's Streamer on S3 objects and a DynamoDB chunk index (see stream_store.py).
+The public methods, their checks and their order are every World's (``world/streamer.py``); this is how an
+append becomes durable, how a page is read, how a reader waits and how a session flushes on AWS.
 
 A commit (one S3 object and one transaction) costs the same for one chunk or a thousand, so chunks travel in
 batches:
@@ -17,30 +19,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from ...settings import SETTINGS, Settings
-from ...world.cursors import check_limit
 from ...world.errors import WorldError
-from ...world.ids import check_entity_id
-from ...world.pages import MAX_CHUNKS_PAGE
-from ...world.rules.streams import end_state
-from ...world.streams import (
-    Chunk,
-    StreamChunk,
-    StreamChunkPage,
-    StreamInfo,
-    check_start_index,
-    check_stream,
-    chunks_of,
-    page_cursor,
-    page_start,
-)
+from ...world.streamer import Streamer
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
 from .stream_session import OpenSessions, WriteSession
-from .stream_store import FRAME, MAX_CHUNKS_PER_OBJECT, StreamStore, split_parts
+from .stream_store import StreamStore, framed_size, object_fits
 
 FLUSH_ENV = Settings.stream_flush_ms.env
 DEFAULT_FLUSH_MS = Settings.stream_flush_ms.default
@@ -51,82 +39,48 @@ def configured_flush_ms(environ: Mapping[str, str] | None = None) -> int:
     return (SETTINGS if environ is None else Settings(environ)).stream_flush_ms
 
 
-class StreamsAPI:
-    stream_flush_interval_ms: int
-    """The contract's streamFlushIntervalMs: how long a write session gathers chunks before one flush."""
+class StreamsAPI(Streamer[LiveStream, WriteSession]):
+    """A durable append is one S3 object and one commit, shared with concurrent writes to the stream (more only
+    past 10,000 chunks or the object size cap)."""
 
     def __init__(self, clients: AWSClients, *, poll_interval: float = 0.05, max_poll_interval: float = 1.0,
                  run_check_interval: float = 2.0, flush_interval_ms: int | None = None) -> None:
+        super().__init__(flush_interval_ms=configured_flush_ms() if flush_interval_ms is None else flush_interval_ms,
+                         sessions=OpenSessions(), max_value_bytes=clients.config.max_value_bytes)
         self.store = StreamStore(clients)
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.run_check_interval = run_check_interval
-        self.stream_flush_interval_ms = configured_flush_ms() if flush_interval_ms is None else flush_interval_ms
-        self.sessions = OpenSessions()
         self._commits = GroupCommits(self.store, clients.config.max_value_bytes)
 
-    async def write(self, run_id: str, name: str, chunk: Chunk) -> None:
-        await self.write_multi(run_id, name, [chunk])
+    async def _append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
+        await self._commits.append(run_id, name, chunks)
 
-    async def write_multi(self, run_id: str, name: str, chunks: Sequence[Chunk]) -> None:
-        """Append the chunks in order and contiguously; returns when they are durable (one S3 object and one
-        commit, shared with concurrent writes to the stream; more only past 10,000 chunks or the object size
-        cap). Closed stream: ``EntityConflictError``; finished run: ``RunGoneError``."""
-        check_stream(run_id, name)
-        data = chunks_of(chunks)
-        if data:
-            await self._commits.append(run_id, name, data)
-
-    async def close(self, run_id: str, name: str) -> None:
-        """End the stream, after the chunks this process's write sessions of it hold are flushed."""
-        check_stream(run_id, name)
-        await self.sessions.flush(run_id, name)
+    async def _close_stream(self, run_id: str, name: str) -> None:
         await self.store.close(run_id, name)
 
-    def get(self, run_id: str, name: str, start_index: int = 0) -> LiveStream:
-        """``async for chunk in streams.get(...)``; ``await`` it first to fix a negative start now."""
-        check_stream(run_id, name)
-        check_start_index(start_index)
-        return LiveStream(self.store, run_id, name, start_index, poll_interval=self.poll_interval,
-                          max_poll_interval=self.max_poll_interval, run_check_interval=self.run_check_interval)
+    async def _meta(self, run_id: str, name: str) -> tuple[int, bool]:
+        return await self.store.meta(run_id, name)
 
-    async def get_chunks(self, run_id: str, name: str, *, limit: int = 100,
-                         cursor: str | None = None) -> StreamChunkPage:
-        """A snapshot page from the cursor (or the start); the cursor always points after the page. ``done``: the
-        stream is closed, or its run has ended."""
-        check_stream(run_id, name)
-        check_limit(limit, MAX_CHUNKS_PAGE)
-        start = page_start(cursor)
-        count, done = await self._end_state(run_id, name)
-        reader = ChunkReader(self.store, run_id, name, start)
-        chunks = await reader.read(count, max_chunks=limit)
-        return StreamChunkPage(
-            data=[StreamChunk(index=start + i, data=c) for i, c in enumerate(chunks)],
-            cursor=page_cursor(reader.position), has_more=reader.position < count, done=done,
-        )
+    async def _run_status(self, run_id: str) -> str | None:
+        return await self.store.run_status(run_id)
 
-    async def get_info(self, run_id: str, name: str) -> StreamInfo:
-        """The tail index and ``done``: closed, or its run has ended (``world/rules/streams.py``)."""
-        check_stream(run_id, name)
-        count, done = await self._end_state(run_id, name)
-        return StreamInfo(tail_index=count - 1, done=done)
-
-    async def _end_state(self, run_id: str, name: str) -> tuple[int, bool]:
-        return await end_state(lambda: self.store.meta(run_id, name), lambda: self.store.run_status(run_id))
-
-    async def list(self, run_id: str) -> list[str]:
-        check_entity_id(run_id, "runId")
+    async def _names(self, run_id: str) -> list[str]:
         return await self.store.names(run_id)
 
-    def create_write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
-                             flush_interval: float | None = None) -> WriteSession:
-        """A writer's session: ``write(chunk_seq, chunks)`` in this writer's own sequence (0, 1, 2, ... from
-        ``first_seq``; out-of-order calls wait for the gap), flushed in batches; ``close()`` ends the stream."""
-        check_stream(run_id, name)
-        check_entity_id(writer_id, "writerId")
-        interval = self.stream_flush_interval_ms / 1000 if flush_interval is None else flush_interval
-        return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=interval,
-                            registry=self.sessions)
+    async def _read_page(self, run_id: str, name: str, start: int, stop: int) -> list[bytes]:
+        return await ChunkReader(self.store, run_id, name, start).read(stop)
+
+    def _live_reader(self, run_id: str, name: str, start_index: int) -> LiveStream:
+        return LiveStream(self.store, run_id, name, start_index, meta=lambda: self._meta(run_id, name),
+                          run_status=lambda: self._run_status(run_id), poll_interval=self.poll_interval,
+                          max_poll_interval=self.max_poll_interval, run_check_interval=self.run_check_interval)
+
+    def _write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int,
+                       flush_interval: float) -> WriteSession:
+        return WriteSession(self.store, run_id, name, writer_id, first_seq=first_seq, flush_interval=flush_interval,
+                            registry=self.sessions, close_stream=lambda: self.close(run_id, name),
+                            max_chunk_bytes=self.max_chunk_bytes)
 
 
 @dataclass
@@ -139,12 +93,11 @@ class _Batch:
         self.done.add_done_callback(lambda done: done.cancelled() or done.exception())
 
     def fits(self, chunks: list[bytes], max_bytes: int) -> bool:
-        framed = sum(FRAME.size + len(c) for c in chunks)
-        return len(self.chunks) + len(chunks) <= MAX_CHUNKS_PER_OBJECT and self.size + framed <= max_bytes
+        return object_fits(len(self.chunks) + len(chunks), self.size + framed_size(chunks), max_bytes)
 
     def add(self, chunks: list[bytes]) -> None:
         self.chunks.extend(chunks)
-        self.size += sum(FRAME.size + len(c) for c in chunks)
+        self.size += framed_size(chunks)
 
 
 class GroupCommits:
@@ -158,8 +111,7 @@ class GroupCommits:
         self._tasks: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     async def append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
-        split_parts(chunks, self.max_bytes)  # a chunk over the size cap fails its own call, not the batch
-        key = (run_id, name)
+        key = (run_id, name)  # (a chunk over the size cap was refused by write_multi: no batch takes it)
         queue = self._queues.get(key)
         running = self._tasks.get(key)
         if queue is None or running is None or running.done() or running.get_loop() is not asyncio.get_running_loop():

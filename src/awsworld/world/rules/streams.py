@@ -21,6 +21,7 @@ reads and their own way of waiting (polling S3/DynamoDB, or a signal in memory).
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable, Generator
@@ -28,6 +29,7 @@ from typing import Any, Self
 
 from ..entities import TERMINAL_RUN_STATUSES
 from ..errors import EntityConflictError, RunGoneError, RunNotFoundError, WorldError
+from ..pages import MAX_CHUNKS_PAGE
 
 Meta = Callable[[], Awaitable[tuple[int, bool]]]
 """The stream's (chunk count, closed flag), read now; (0, False) for a stream never written."""
@@ -77,11 +79,18 @@ class LiveReader(ABC):
     after its run ended ends at once); later, as often as ``_check_due`` allows (a World whose reads cost money
     asks every few seconds; memory on every wake)."""
 
-    def __init__(self, run_id: str, name: str, start_index: int) -> None:
+    def __init__(self, run_id: str, name: str, start_index: int, *, meta: Meta, run_status: RunStatus) -> None:
+        """``meta`` and ``run_status``: the World's reads of the stream's (count, closed flag) and the run's
+        status (its Streamer's, so a reader asks exactly what ``get_info`` asks)."""
         self.run_id = run_id
         self.name = name
         self.start_index = start_index
+        self._read_meta = meta
+        self._read_run_status = run_status
+        self.status_read_at = float("-inf")
+        """When this reader last read the run's status (``time.monotonic()``): what ``_check_due`` may go by."""
         self._buffer: deque[bytes] = deque()
+        self._next = 0  # the index of the next chunk ``_read`` is asked for, once begun
         self._begun = False
         self._finished = False
         self._run_over = False
@@ -90,24 +99,9 @@ class LiveReader(ABC):
     # -- what a World gives ----------------------------------------------------------------------------------
 
     @abstractmethod
-    async def _meta(self) -> tuple[int, bool]:
-        """The stream's (chunk count, closed flag) now."""
-
-    @abstractmethod
-    async def _run_status(self) -> str | None:
-        """The run's status now (None: no such run)."""
-
-    @abstractmethod
-    def _begin(self, position: int) -> None:
-        """Start reading at ``position`` (absolute, resolved from a negative start)."""
-
-    @abstractmethod
-    def _next_position(self) -> int:
-        """The index of the next chunk ``_read`` returns."""
-
-    @abstractmethod
-    async def _read(self, count: int) -> list[bytes]:
-        """Chunks from the position on, below ``count`` (at least one when any is there); advances the position."""
+    async def _read(self, position: int, stop: int) -> list[bytes]:
+        """The chunks from ``position`` below ``stop`` that one read holds (at least one, as a page:
+        ``streams.page_take``). Positions only grow: each call asks for the chunk after the last one returned."""
 
     @abstractmethod
     async def _wait(self) -> None:
@@ -123,13 +117,22 @@ class LiveReader(ABC):
 
     # -- the loop ----------------------------------------------------------------------------------------------
 
+    async def _meta(self) -> tuple[int, bool]:
+        """The stream's (chunk count, closed flag) now."""
+        return await self._read_meta()
+
+    async def _run_status(self) -> str | None:
+        """The run's status now (None: no such run)."""
+        self.status_read_at = time.monotonic()
+        return await self._read_run_status()
+
     async def start(self) -> Self:
         if not self._begun:
             position = self.start_index
             if position < 0:
                 count, _ = await self._meta()
                 position = max(0, count + position)
-            self._begin(position)
+            self._next = position
             self._begun = True
         return self
 
@@ -142,7 +145,7 @@ class LiveReader(ABC):
     @property
     def position(self) -> int:
         """The index of the next chunk this iterator yields."""
-        return (self._next_position() if self._begun else max(self.start_index, 0)) - len(self._buffer)
+        return (self._next if self._begun else max(self.start_index, 0)) - len(self._buffer)
 
     async def __anext__(self) -> bytes:
         if self._buffer:
@@ -150,8 +153,10 @@ class LiveReader(ABC):
         await self.start()
         while not self._finished and not self._stopped():
             count, done = await self._meta()
-            if self._next_position() < count:
-                self._buffer.extend(await self._read(count))
+            if self._next < count:  # a read holds what a page holds: MAX_CHUNKS_PAGE chunks and the byte bound
+                chunks = await self._read(self._next, min(count, self._next + MAX_CHUNKS_PAGE))
+                self._next += len(chunks)
+                self._buffer.extend(chunks)
                 return self._buffer.popleft()
             if done or self._run_over:
                 break
