@@ -29,7 +29,8 @@ MAX_QUEUE_NAME_LENGTH = 512
 MAX_IDEMPOTENCY_KEY_LENGTH = 512
 
 # The stack's one queue, as every World keeps it: the AWS World creates it so (``aws/resources.py``, the SAM
-# template) and the in-memory queue behaves so (``memory/queue.py``).
+# template) and the in-memory queue behaves so (``memory/queue.py``). How consumers use it: ``consumer.py``; an
+# idempotency key's marker: ``queue_keys.py``.
 FLOW_FUNCTION_TIMEOUT_SECONDS = 120
 QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
 """Several times the flow function's timeout, so a delivery still running is not handed to a second consumer (AWS
@@ -189,6 +190,8 @@ class Refused:
     queue_name: str
     transport_message_id: str
     receipt_handle: str
+    transport: Any = field(default=None, repr=False, compare=False)
+    """The transport's own state for this receive (what ``release`` makes visible again); opaque to callers."""
 
     kind = "refused"
 
