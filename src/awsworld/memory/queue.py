@@ -170,6 +170,10 @@ class MemoryQueue:
             self._remove(message)
         return len(lost)
 
+    def marker(self, queue_name: str, key: str) -> queue_keys.KeyMarker | None:
+        """The key's marker as stored (lapsed ones included, as on AWS until TTL runs)."""
+        return self._markers.get((queue_name, key))
+
     def wake(self) -> None:
         """Wake waiters when moving the clock made messages visible (a ``VirtualClock`` jump tells no one)."""
         if self.visible_count():

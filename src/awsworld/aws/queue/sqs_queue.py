@@ -21,9 +21,10 @@ from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError, WorldError
 from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
+from ...world.queue_keys import KeyMarker
 from ..clients import AWSClients
 from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
-from .dedup import Claim, DedupMarkers, Holder
+from .dedup import Claim, DedupMarkers
 from .deliveries import QueueConsumer
 from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, from_epoch, new_message_id
 from .sqs_errors import sqs_error
@@ -191,7 +192,8 @@ class SqsQueue:
         assert envelope.idempotency_key is not None
         return Claim(envelope.queue_name, envelope.idempotency_key, envelope.message_id, due)
 
-    async def _claim_batch(self, entries: list[_Entry], results: list[QueueBatchResult | None]) -> dict[int, Holder]:
+    async def _claim_batch(self, entries: list[_Entry],
+                           results: list[QueueBatchResult | None]) -> dict[int, KeyMarker]:
         """Claim the keyed entries' keys; the ones another message holds, by entry index (to ``_settle``)."""
         keyed = [e for e in entries if e.envelope.idempotency_key is not None]
         if not keyed:
@@ -201,15 +203,15 @@ class SqsQueue:
         if failure is not None:  # nothing is sent: free the keys this batch did claim before saying so
             await self._release([e for e, h in zip(keyed, holders, strict=True) if h is None])
             raise failure
-        held: dict[int, Holder] = {}
+        held: dict[int, KeyMarker] = {}
         for entry, holder in zip(keyed, holders, strict=True):
             if isinstance(holder, WorldError):
                 results[entry.index] = QueueBatchResult(error=holder.message, retryable=True)
-            elif isinstance(holder, Holder):
+            elif isinstance(holder, KeyMarker):
                 held[entry.index] = holder
         return held
 
-    async def _settle(self, entries: list[_Entry], held: dict[int, Holder],
+    async def _settle(self, entries: list[_Entry], held: dict[int, KeyMarker],
                       results: list[QueueBatchResult | None]) -> list[_Entry]:
         """Wait for the holders of held keys (briefly, see ``DedupMarkers.settle``): a confirmed holder's id is
         the entry's result; a key that turned out free is now this batch's, and its entry is returned to send."""
