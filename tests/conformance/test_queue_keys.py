@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from awsworld.world import Delivery
+from awsworld.world.clock import clock_of
 from awsworld.world.queue import QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS, key_horizon_seconds
 from awsworld.world.queue_keys import KeyMarker, confirmed, extended, frees, holder, live_until
 
@@ -85,6 +86,11 @@ def near(marker: KeyMarker | None, want: KeyMarker | None, low: float, high: flo
         live_until(low, HORIZON) <= marker.live_until <= live_until(high, HORIZON) + 1)
 
 
+def now(world: Any) -> float:
+    """The World's own now (the in-memory World's virtual clock is not ``time.time``)."""
+    return clock_of(world).now().timestamp()
+
+
 async def next_delivery(consumer: Any, timeout: float = 10.0) -> Delivery:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -97,20 +103,20 @@ async def next_delivery(consumer: Any, timeout: float = 10.0) -> Delivery:
 async def test_every_world_keeps_the_marker_rule(queue_world: Any) -> None:
     world = queue_world
     consumer = consumer_for(world, PREFIX)
-    before = time.time()
+    before = now(world)
     sent = await world.queue(QUEUE, {"v": 1}, idempotency_key="k", delay_seconds=1)
     marker = await stored(world, "k")
-    assert near(marker, KeyMarker(sent, 0.0), before + 1, time.time() + 1), marker
-    assert marker is not None and holder(marker, time.time()) is not None
+    assert near(marker, KeyMarker(sent, 0.0), before + 1, now(world) + 1), marker
+    assert marker is not None and holder(marker, now(world)) is not None
     assert await world.queue(QUEUE, {"v": 2}, idempotency_key="k") == sent, "held: answers with its holder"
 
     first = await next_delivery(consumer)
-    asked = time.time()
+    asked = now(world)
     await consumer.redeliver_after(first, 600)
     kept = await stored(world, "k")
     assert kept is not None
     want = extended(marker, sent, live_until(asked + 600, HORIZON))
-    assert near(kept, want, asked + 600, time.time() + 600), (kept, want)
+    assert near(kept, want, asked + 600, now(world) + 600), (kept, want)
 
     await consumer.redeliver_after(first, 1)  # a shorter redelivery never shortens the marker
     assert await stored(world, "k") == kept

@@ -29,11 +29,12 @@ from typing import Any, Never
 
 from ..world import queue_keys
 from ..world.clock import Clock
-from ..world.consumer import QueueConsumerBase, Receipt, Received, Resend
+from ..world.consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ..world.errors import InvalidInputError
 from ..world.ids import new_ulid
 from ..world.limits import DEFAULT_MAX_VALUE_BYTES
 from ..world.queue import (
+    DEFAULT_DEPLOYMENT_ID,
     QUEUE_MAX_RECEIVE_COUNT,
     QUEUE_RETENTION_SECONDS,
     QUEUE_VISIBILITY_TIMEOUT_SECONDS,
@@ -45,7 +46,6 @@ from ..world.queue import (
     check_queue_name,
     key_horizon_seconds,
     payload_json,
-    visibility_seconds,
 )
 from .signal import Signal
 
@@ -101,25 +101,22 @@ class MemoryQueue:
         self._order = itertools.count()
         self._receipts = itertools.count(1)
         self._arrived = Signal()
-        self._good_names: set[str] = set()
 
     # -- the contract ------------------------------------------------------------------------------------
 
     async def get_deployment_id(self) -> str:
-        return self.deployment_id or "local"
+        return self.deployment_id or DEFAULT_DEPLOYMENT_ID
 
     async def queue(self, queue_name: str, payload: Any, *, idempotency_key: str | None = None,
                     delay_seconds: float | None = None, deployment_id: str | None = None) -> str:
-        self._check_name(queue_name)
-        return self._send(queue_name, QueueMessage.parse({"payload": payload, "idempotency_key": idempotency_key,
-                                                          "delay_seconds": delay_seconds,
-                                                          "deployment_id": deployment_id}))
+        check_queue_name(queue_name)
+        return self._send(queue_name, QueueMessage.of_call(payload, idempotency_key, delay_seconds, deployment_id))
 
     async def queue_batch(self, queue_name: str,
                           messages: Sequence[QueueMessage | Mapping[str, Any]]) -> list[QueueBatchResult]:
         """One result per input, in order; entries are sent in order, so a key repeated within the batch answers
         with its first entry's id."""
-        self._check_name(queue_name)
+        check_queue_name(queue_name)
         results: list[QueueBatchResult] = []
         for raw in messages:
             try:
@@ -201,14 +198,14 @@ class MemoryQueue:
         return taken
 
     def hide(self, message: QueuedMessage, receipt: str, seconds: float | None) -> bool:
-        """Make an in-flight message visible after ``seconds`` (0: now), or delete it (None); a stale handle
-        changes nothing."""
+        """Make an in-flight message visible after ``seconds`` (0: now; in SQS's range, as the consumer checks),
+        or delete it (None); a stale handle changes nothing."""
         if message.receipt != receipt or message.state == DELETED:
             return False
         if seconds is None:
             self._remove(message)
         else:
-            self._schedule(message, self.clock.now() + timedelta(seconds=visibility_seconds(seconds)))
+            self._schedule(message, self.clock.now() + timedelta(seconds=seconds))
         return True
 
     def redeliver(self, message: QueuedMessage, attempt: int, due: datetime) -> None:
@@ -242,15 +239,6 @@ class MemoryQueue:
         await self._arrived.wait(self._wait_time(timeout))
 
     # -- internals -------------------------------------------------------------------------------------------
-
-    def _check_name(self, queue_name: str) -> None:
-        """``check_queue_name``, remembered: a World sends to a handful of names, and checking one costs more
-        than the rest of a send."""
-        if queue_name not in self._good_names:
-            check_queue_name(queue_name)
-            if len(self._good_names) > 10_000:
-                self._good_names.clear()
-            self._good_names.add(queue_name)
 
     def _send(self, queue_name: str, message: QueueMessage) -> str:
         """Checked in the contract's order (delay, key, payload), then deduplicated, then scheduled."""
@@ -321,13 +309,13 @@ class MemoryQueue:
 
 class MemoryRecord(dict[str, Any]):
     """One receive of one message, shaped like an SQS ReceiveMessage record (what ``Consumer`` takes), with
-    what that receive was: its handle, its receive count, the delivery's attempt."""
+    what that receive was: its handle, its receive count, the deliveries before the message was last sent."""
 
     def __init__(self, message: QueuedMessage) -> None:
         super().__init__(MessageId=message.transport_id, ReceiptHandle=message.receipt,
                          Attributes={"ApproximateReceiveCount": str(message.receives)})
         self.message, self.receipt, self.transport_id = message, message.receipt or "", message.transport_id
-        self.receives, self.attempt = message.receives, message.attempt + message.receives
+        self.receives, self.attempts_before = message.receives, message.attempt
 
 
 class MemoryConsumer(QueueConsumerBase[Never]):
@@ -359,18 +347,14 @@ class MemoryConsumer(QueueConsumerBase[Never]):
         return Receipt(memory, memory.receipt, memory.receives)
 
     async def _read(self, record: Mapping[str, Any]) -> Received:
-        memory = _record(record)
-        return Received(memory.message.message_id, memory.message.queue_name, memory.transport_id,
-                        Receipt(memory, memory.receipt, memory.receives), memory)
-
-    async def _deliver(self, received: Received) -> Delivery:
-        memory: MemoryRecord = received.message
+        receipt = self._receipt(record)
+        memory: MemoryRecord = receipt.transport
         message = memory.message
-        return Delivery(message_id=message.message_id, queue_name=message.queue_name, payload=message.payload(),
-                        attempt=memory.attempt, delivery_count=memory.attempt, created_at=message.created_at,
-                        receipt_handle=memory.receipt, transport_message_id=memory.transport_id,
-                        idempotency_key=message.idempotency_key, deployment_id=message.deployment_id,
-                        transport=memory)
+        return Received(message.message_id, message.queue_name, memory.transport_id, receipt, memory,
+                        message.created_at, message.idempotency_key, message.deployment_id, memory.attempts_before)
+
+    async def _load(self, received: Received) -> Loaded:
+        return Loaded(_transport(received.message).message.payload())
 
     async def _delete(self, transport: Any, receipt_handle: str) -> None:
         self.queue.hide(_transport(transport).message, receipt_handle, None)

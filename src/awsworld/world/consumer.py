@@ -25,6 +25,7 @@ import logging
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 
 from .queue import Delivery, Refused, check_delay, check_queue_prefix, visibility_seconds
@@ -47,14 +48,27 @@ class Receipt:
 
 @dataclass(frozen=True, slots=True)
 class Received:
-    """A record opened far enough to say whose message it is (before its payload is read): the receive, and
-    the World's own reading of the message (what ``_deliver`` goes on from)."""
+    """A record opened far enough to say whose message it is and what it carries besides its payload (which is
+    read only for a message under this consumer's prefix): the receive, and the World's own reading of the
+    message (what ``_load`` goes on from, and a delivery's ``transport``)."""
 
     message_id: str
     queue_name: str
     transport_message_id: str
     receipt: Receipt
     message: Any
+    created_at: datetime
+    idempotency_key: str | None
+    deployment_id: str | None
+    attempts_before: int
+    """Deliveries before the message was last (re)sent; this delivery's attempt adds the receive count."""
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A received message's payload, read."""
+
+    payload: Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,7 +110,16 @@ class QueueConsumerBase(ABC, Generic[SkippedT]):
                         received.message_id, received.queue_name, self.prefix)
             return Refused(received.message_id, received.queue_name, received.transport_message_id,
                            received.receipt.receipt_handle, transport=received.receipt.transport)
-        return await self._deliver(received)
+        loaded = await self._load(received)
+        if not isinstance(loaded, Loaded):
+            return loaded
+        attempt = received.attempts_before + received.receipt.receive_count
+        return Delivery(message_id=received.message_id, queue_name=received.queue_name, payload=loaded.payload,
+                        attempt=attempt, delivery_count=attempt, created_at=received.created_at,
+                        receipt_handle=received.receipt.receipt_handle,
+                        transport_message_id=received.transport_message_id,
+                        idempotency_key=received.idempotency_key, deployment_id=received.deployment_id,
+                        transport=received.message)
 
     async def ack(self, delivery: Delivery, *, delete_message: bool = True) -> None:
         """The delivery is done: free its idempotency key, then delete the message. ``delete_message=False``
@@ -156,8 +179,8 @@ class QueueConsumerBase(ABC, Generic[SkippedT]):
         """Whose message the record carries, or an outcome already final (a body that is not one of ours)."""
 
     @abstractmethod
-    async def _deliver(self, received: Received) -> Delivery | SkippedT:
-        """The delivery of a message under this consumer's prefix (or an outcome that stops short of one)."""
+    async def _load(self, received: Received) -> Loaded | SkippedT:
+        """The payload of a message under this consumer's prefix (or an outcome that stops short of a delivery)."""
 
     @abstractmethod
     async def _delete(self, transport: Any, receipt_handle: str) -> None:

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
-from ...world.consumer import QueueConsumerBase, Receipt, Received, Resend
+from ...world.consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ...world.errors import InvalidInputError
 from ...world.queue import Delivery, Refused
 from .queue_envelope import Envelope, MalformedBody, decode_body
@@ -136,15 +136,17 @@ class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
         return Receipt(sqs_record, sqs_record.receipt_handle, sqs_record.receive_count)
 
     async def _read(self, record: Mapping[str, Any]) -> Received | Malformed:
-        sqs_record = read_record(record)
+        receipt = self._receipt(record)
+        sqs_record: SqsRecord = receipt.transport
         try:
             envelope = decode_body(sqs_record.body)
         except MalformedBody as error:
             return await self._move_to_dlq(sqs_record, str(error))
-        return Received(envelope.message_id, envelope.queue_name, sqs_record.transport_message_id,
-                        Receipt(sqs_record, sqs_record.receipt_handle, sqs_record.receive_count), envelope)
+        return Received(envelope.message_id, envelope.queue_name, sqs_record.transport_message_id, receipt,
+                        envelope, envelope.created_at, envelope.idempotency_key, envelope.deployment_id,
+                        envelope.attempt)
 
-    async def _deliver(self, received: Received) -> Delivery | Deferred | Malformed:
+    async def _load(self, received: Received) -> Loaded | Deferred | Malformed:
         """A long delay's early hop is re-sent towards its due time; a payload that cannot be loaded goes to the
         dead-letter queue; anything else is delivered."""
         envelope: Envelope = received.message
@@ -154,16 +156,9 @@ class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
                                 sqs_record, sqs_record.receipt_handle)
             return Deferred(envelope.message_id, envelope.due_at, sqs_record.transport_message_id)
         try:
-            payload = await self.queue.payloads.load(envelope)
+            return Loaded(await self.queue.payloads.load(envelope))
         except MalformedBody as error:
             return await self._move_to_dlq(sqs_record, str(error))
-        attempt = envelope.attempt + sqs_record.receive_count
-        return Delivery(
-            message_id=envelope.message_id, queue_name=envelope.queue_name, payload=payload, attempt=attempt,
-            delivery_count=attempt, created_at=envelope.created_at, receipt_handle=sqs_record.receipt_handle,
-            transport_message_id=sqs_record.transport_message_id, idempotency_key=envelope.idempotency_key,
-            deployment_id=envelope.deployment_id, transport=envelope,
-        )
 
     async def _delete(self, transport: Any, receipt_handle: str) -> None:
         sqs = await self.clients.sqs()

@@ -20,7 +20,14 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError, WorldError
-from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
+from ...world.queue import (
+    DEFAULT_DEPLOYMENT_ID,
+    QueueBatchResult,
+    QueueMessage,
+    check_delay,
+    check_idempotency_key,
+    check_queue_name,
+)
 from ...world.queue_keys import KeyMarker
 from ..clients import AWSClients
 from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
@@ -78,16 +85,15 @@ class SqsQueue:
     # -- the contract ------------------------------------------------------------------------------------
 
     async def get_deployment_id(self) -> str:
-        return self.clients.config.deployment_id or "local"
+        return self.clients.config.deployment_id or DEFAULT_DEPLOYMENT_ID
 
     async def queue(self, queue_name: str, payload: Any, *, idempotency_key: str | None = None,
                     delay_seconds: float | None = None, deployment_id: str | None = None) -> str:
         """Send one message; return its id. With an idempotency key whose message is still queued or in
         flight, send nothing and return that message's id."""
         check_queue_name(queue_name)
-        message = QueueMessage.parse({"payload": payload, "idempotency_key": idempotency_key,
-                                      "delay_seconds": delay_seconds, "deployment_id": deployment_id})
-        entry = self._entry(0, queue_name, message)
+        entry = self._entry(0, queue_name, QueueMessage.of_call(payload, idempotency_key, delay_seconds,
+                                                                 deployment_id))
         key = entry.envelope.idempotency_key
         if key is not None:
             holder = await self.dedup.claim(self._claim(entry))
