@@ -1,4 +1,4 @@
-"""The in-memory queue, both sides: ``queue``/``queue_batch`` and the consumer ``runtime.delivery`` drives.
+"""The in-memory queue, both sides: ``queue``/``queue_batch`` and the consumer ``worker.delivery`` drives.
 
 One queue holds every prefix's messages, as the one SQS queue does; a consumer per prefix refuses the others'.
 Time comes only from ``clock``: a message is visible when ``clock.now() >= visible_at``, so a ``VirtualClock``

@@ -36,7 +36,7 @@ SkippedT = TypeVar("SkippedT")
 """The outcomes besides a delivery and a refusal that a World's records can have (none in memory)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Receipt:
     """One receive of a record, as its World reads it: the transport's state of the message, the handle that
     deletes or hides this receive, and how often the message was received since it was last sent."""
@@ -46,7 +46,7 @@ class Receipt:
     receive_count: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Received:
     """A record opened far enough to say whose message it is and what it carries besides its payload (which is
     read only for a message under this consumer's prefix): the receive, and the World's own reading of the
@@ -64,14 +64,14 @@ class Received:
     """Deliveries before the message was last (re)sent; this delivery's attempt adds the receive count."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Loaded:
     """A received message's payload, read."""
 
     payload: Any
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Resend:
     """The next copy of a redelivered message, planned: when it falls due (epoch seconds, what its key's marker
     must outlive) and the World's own description of the copy to send."""

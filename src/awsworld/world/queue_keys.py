@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class KeyMarker:
     """A key's marker as read: the message holding the key, until when (epoch seconds), and whether its send is
     confirmed (False only while an AWS sender's claim is pending)."""
