@@ -41,8 +41,6 @@ from ..world.queue import (
     Delivery,
     QueueBatchResult,
     QueueMessage,
-    check_delay,
-    check_idempotency_key,
     check_queue_name,
     key_horizon_seconds,
     payload_json,
@@ -242,8 +240,7 @@ class MemoryQueue:
 
     def _send(self, queue_name: str, message: QueueMessage) -> str:
         """Checked in the contract's order (delay, key, payload), then deduplicated, then scheduled."""
-        delay = check_delay(message.delay_seconds)
-        key = check_idempotency_key(message.idempotency_key)
+        delay, key = message.checked()
         body = payload_json(message.payload, self.max_payload_bytes)
         now = self.clock.now()
         if key is not None:

@@ -141,6 +141,11 @@ class QueueMessage(WireModel):
         return cls.parse({"payload": payload, "idempotency_key": idempotency_key, "delay_seconds": delay_seconds,
                           "deployment_id": deployment_id})
 
+    def checked(self) -> tuple[float, str | None]:
+        """Its delay and key, checked in the contract's order (delay, then key; each World encodes and checks the
+        payload after them)."""
+        return check_delay(self.delay_seconds), check_idempotency_key(self.idempotency_key)
+
     @classmethod
     def parse(cls, raw: object) -> QueueMessage:
         """A message from a model or a mapping; a bad one is a 400 naming the field (camelCase, as on the wire)."""

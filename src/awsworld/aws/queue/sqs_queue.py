@@ -24,8 +24,6 @@ from ...world.queue import (
     DEFAULT_DEPLOYMENT_ID,
     QueueBatchResult,
     QueueMessage,
-    check_delay,
-    check_idempotency_key,
     check_queue_name,
 )
 from ...world.queue_keys import KeyMarker
@@ -182,10 +180,11 @@ class SqsQueue:
     # -- internals -------------------------------------------------------------------------------------------
 
     def _entry(self, index: int, queue_name: str, message: QueueMessage) -> _Entry:
-        delay, due_at = self.plan_delay(check_delay(message.delay_seconds))
+        delay_seconds, key = message.checked()
+        delay, due_at = self.plan_delay(delay_seconds)
         envelope = Envelope(
             message_id=new_message_id(), queue_name=queue_name, created_at=from_epoch(self.clock()),
-            due_at=due_at, idempotency_key=check_idempotency_key(message.idempotency_key),
+            due_at=due_at, idempotency_key=key,
             deployment_id=message.deployment_id or self.clients.config.deployment_id, payload=message.payload,
         )
         entry = _Entry(index, envelope, delay)
