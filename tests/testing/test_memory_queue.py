@@ -15,9 +15,9 @@ import pytest
 
 from awsworld.memory.clock import VirtualClock
 from awsworld.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryConsumer, MemoryQueue
-from awsworld.memory.queue import MemoryRefused as Refused
 from awsworld.worker.delivery import DeliveryPath, backoff_seconds
 from awsworld.world import Delivery
+from awsworld.world.queue import Refused
 
 QUEUE = "__wkf_workflow_mem"
 PREFIX = "__wkf_workflow_"

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from types import TracebackType
-
-from ..world import SPEC_VERSION_CURRENT, Capabilities
+from ..world.world_base import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .log.entities_api import HooksAPI, StepsAPI
@@ -20,13 +18,11 @@ from .streams.streams import StreamsAPI
 from .values import ValueStore
 
 
-class AWSWorld:
-    spec_version: int = SPEC_VERSION_CURRENT
-
+class AWSWorld(WorldBase):
     def __init__(self, config: AWSConfig | None = None) -> None:
+        super().__init__()
         self.config = config or AWSConfig.from_env()
         self.clients = AWSClients(self.config)
-        self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
         self._init_storage()
         self._init_queue_streams()
 
@@ -46,9 +42,7 @@ class AWSWorld:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)
         and the Streamer (``streams``)."""
         self.sqs_queue = SqsQueue(self.clients)
-        self.queue = self.sqs_queue.queue
-        self.queue_batch = self.sqs_queue.queue_batch
-        self.get_deployment_id = self.sqs_queue.get_deployment_id
+        self._publish_with(self.sqs_queue)
         self.streams = StreamsAPI(self.clients)
 
     @property
@@ -56,12 +50,5 @@ class AWSWorld:
         return self.clients.stats
 
     async def close(self) -> None:
+        """Close the aiobotocore clients."""
         await self.clients.close()
-
-    async def __aenter__(self) -> AWSWorld:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()

@@ -1,4 +1,4 @@
-"""The in-memory queue, both sides: ``queue``/``queue_batch`` and the consumer ``runtime.delivery`` drives.
+"""The in-memory queue, both sides: ``queue``/``queue_batch`` and the consumer ``worker.delivery`` drives.
 
 One queue holds every prefix's messages, as the one SQS queue does; a consumer per prefix refuses the others'.
 Time comes only from ``clock``: a message is visible when ``clock.now() >= visible_at``, so a ``VirtualClock``
@@ -8,10 +8,10 @@ one scheduled time: SQS needs 15-minute hops, memory does not). Messages not yet
 heap, so the entries it left behind are skipped when they come up.
 
 A send is checked by the contract's rules (``world.queue``) and is one synchronous step, so an idempotency key's
-marker is born confirmed: a repeated key answers with its holder's id while that message can be delivered, an
-ack frees it (only if that message still holds it), a redelivery keeps it past the new due time, and it lapses on
-its own ``key_horizon_seconds`` after its due time (as on SQS). Payloads are kept as JSON text:
-every delivery decodes a fresh copy, so neither the sender nor a handler can change what the other sees.
+marker is born confirmed; when a repeated key answers with its holder's id, what an ack or a redelivery does to
+it and when it lapses are ``world.queue_keys``'s decisions, applied here to a dict. The consumer is
+``world.consumer``'s protocol over this queue. Payloads are kept as JSON text: every delivery decodes a fresh
+copy, so neither the sender nor a handler can change what the other sees.
 """
 
 from __future__ import annotations
@@ -23,29 +23,27 @@ import json
 import logging
 from collections import deque
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Never
 
+from ..world import queue_keys
 from ..world.clock import Clock
+from ..world.consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ..world.errors import InvalidInputError
 from ..world.ids import new_ulid
 from ..world.limits import DEFAULT_MAX_VALUE_BYTES
 from ..world.queue import (
+    DEFAULT_DEPLOYMENT_ID,
     QUEUE_MAX_RECEIVE_COUNT,
     QUEUE_RETENTION_SECONDS,
     QUEUE_VISIBILITY_TIMEOUT_SECONDS,
     Delivery,
     QueueBatchResult,
     QueueMessage,
-    Refused,
-    check_delay,
-    check_idempotency_key,
     check_queue_name,
-    check_queue_prefix,
     key_horizon_seconds,
     payload_json,
-    visibility_seconds,
 )
 from .signal import Signal
 
@@ -92,8 +90,8 @@ class MemoryQueue:
         self.dead_letters: list[tuple[Any, str]] = []
         """(payload, reason) of every message moved to the dead-letter queue, in order."""
         self.sends = 0
-        self._markers: dict[tuple[str, str], tuple[str, datetime]] = {}  # key -> (holder's id, live until)
-        self._horizon = timedelta(seconds=key_horizon_seconds(RETENTION_SECONDS, visibility_timeout))
+        self._markers: dict[tuple[str, str], queue_keys.KeyMarker] = {}
+        self._horizon = key_horizon_seconds(RETENTION_SECONDS, visibility_timeout)
         self._live: dict[str, QueuedMessage] = {}
         self._heap: list[tuple[datetime, int, int, QueuedMessage]] = []
         self._visible: deque[tuple[int, QueuedMessage]] = deque()
@@ -101,25 +99,22 @@ class MemoryQueue:
         self._order = itertools.count()
         self._receipts = itertools.count(1)
         self._arrived = Signal()
-        self._good_names: set[str] = set()
 
     # -- the contract ------------------------------------------------------------------------------------
 
     async def get_deployment_id(self) -> str:
-        return self.deployment_id or "local"
+        return self.deployment_id or DEFAULT_DEPLOYMENT_ID
 
     async def queue(self, queue_name: str, payload: Any, *, idempotency_key: str | None = None,
                     delay_seconds: float | None = None, deployment_id: str | None = None) -> str:
-        self._check_name(queue_name)
-        return self._send(queue_name, QueueMessage.parse({"payload": payload, "idempotency_key": idempotency_key,
-                                                          "delay_seconds": delay_seconds,
-                                                          "deployment_id": deployment_id}))
+        check_queue_name(queue_name)
+        return self._send(queue_name, QueueMessage.of_call(payload, idempotency_key, delay_seconds, deployment_id))
 
     async def queue_batch(self, queue_name: str,
                           messages: Sequence[QueueMessage | Mapping[str, Any]]) -> list[QueueBatchResult]:
         """One result per input, in order; entries are sent in order, so a key repeated within the batch answers
         with its first entry's id."""
-        self._check_name(queue_name)
+        check_queue_name(queue_name)
         results: list[QueueBatchResult] = []
         for raw in messages:
             try:
@@ -170,6 +165,10 @@ class MemoryQueue:
             self._remove(message)
         return len(lost)
 
+    def marker(self, queue_name: str, key: str) -> queue_keys.KeyMarker | None:
+        """The key's marker as stored (lapsed ones included, as on AWS until TTL runs)."""
+        return self._markers.get((queue_name, key))
+
     def wake(self) -> None:
         """Wake waiters when moving the clock made messages visible (a ``VirtualClock`` jump tells no one)."""
         if self.visible_count():
@@ -197,35 +196,37 @@ class MemoryQueue:
         return taken
 
     def hide(self, message: QueuedMessage, receipt: str, seconds: float | None) -> bool:
-        """Make an in-flight message visible after ``seconds`` (0: now), or delete it (None); a stale handle
-        changes nothing."""
+        """Make an in-flight message visible after ``seconds`` (0: now; in SQS's range, as the consumer checks),
+        or delete it (None); a stale handle changes nothing."""
         if message.receipt != receipt or message.state == DELETED:
             return False
         if seconds is None:
             self._remove(message)
         else:
-            self._schedule(message, self.clock.now() + timedelta(seconds=visibility_seconds(seconds)))
+            self._schedule(message, self.clock.now() + timedelta(seconds=seconds))
         return True
 
-    def redeliver(self, message: QueuedMessage, attempt: int, seconds: float) -> None:
-        """Send the message again after ``seconds``, counting ``attempt`` deliveries so far (a
-        re-send): a new transport id, the receive count from zero, its key held past the new due time."""
+    def redeliver(self, message: QueuedMessage, attempt: int, due: datetime) -> None:
+        """Send the message again, due at ``due``, counting ``attempt`` deliveries so far (a re-send): a new
+        transport id, the receive count from zero."""
         message.attempt, message.receives, message.receipt = attempt, 0, None
         message.transport_id = _transport_id()
         if message.state == DELETED:
             message.state = WAITING
             self._live[message.message_id] = message
-        due = self.clock.now() + timedelta(seconds=seconds)
-        marker = self._markers.get((message.queue_name, message.idempotency_key or ""))
-        if marker is not None and marker[0] == message.message_id:
-            self._markers[(message.queue_name, message.idempotency_key or "")] = (marker[0],
-                                                                                 max(marker[1], due + self._horizon))
         self._schedule(message, due)
 
     def release_key(self, queue_name: str, key: str, message_id: str) -> None:
-        """Free the key, but only if ``message_id`` still holds it (a later message may have taken it over)."""
-        if self._markers.get((queue_name, key), ("",))[0] == message_id:
+        """Free the key if ``message_id`` still holds it (``queue_keys.frees``)."""
+        if queue_keys.frees(self._markers.get((queue_name, key)), message_id):
             del self._markers[(queue_name, key)]
+
+    def extend_key(self, queue_name: str, key: str, message_id: str, due_epoch: float) -> None:
+        """Keep the key held past a re-sent message's due time (``queue_keys.extended``)."""
+        kept = queue_keys.extended(self._markers.get((queue_name, key)), message_id,
+                                   queue_keys.live_until(due_epoch, self._horizon))
+        if kept is not None:
+            self._markers[(queue_name, key)] = kept
 
     def dead_letter(self, message: QueuedMessage, receipt: str, reason: str) -> None:
         if message.receipt == receipt and message.state != DELETED:
@@ -237,30 +238,21 @@ class MemoryQueue:
 
     # -- internals -------------------------------------------------------------------------------------------
 
-    def _check_name(self, queue_name: str) -> None:
-        """``check_queue_name``, remembered: a World sends to a handful of names, and checking one costs more
-        than the rest of a send."""
-        if queue_name not in self._good_names:
-            check_queue_name(queue_name)
-            if len(self._good_names) > 10_000:
-                self._good_names.clear()
-            self._good_names.add(queue_name)
-
     def _send(self, queue_name: str, message: QueueMessage) -> str:
         """Checked in the contract's order (delay, key, payload), then deduplicated, then scheduled."""
-        delay = check_delay(message.delay_seconds)
-        key = check_idempotency_key(message.idempotency_key)
+        delay, key = message.checked()
         body = payload_json(message.payload, self.max_payload_bytes)
         now = self.clock.now()
         if key is not None:
-            marker = self._markers.get((queue_name, key))
-            if marker is not None and marker[1] >= now:
-                return marker[0]
+            holder = queue_keys.holder(self._markers.get((queue_name, key)), now.timestamp())
+            if holder is not None:
+                return holder.message_id
         due = now + timedelta(seconds=delay)
         queued = QueuedMessage(f"msg_{new_ulid()}", queue_name, body, now, key,
                                message.deployment_id or self.deployment_id, due, _transport_id())
         if key is not None:
-            self._markers[(queue_name, key)] = (queued.message_id, due + self._horizon)
+            self._markers[(queue_name, key)] = queue_keys.KeyMarker(
+                queued.message_id, queue_keys.live_until(due.timestamp(), self._horizon))
         self._live[queued.message_id] = queued
         self.sends += 1
         self._schedule(queued, due)
@@ -314,30 +306,23 @@ class MemoryQueue:
 
 class MemoryRecord(dict[str, Any]):
     """One receive of one message, shaped like an SQS ReceiveMessage record (what ``Consumer`` takes), with
-    what that receive was: its handle, its receive count, the delivery's attempt."""
+    what that receive was: its handle, its receive count, the deliveries before the message was last sent."""
 
     def __init__(self, message: QueuedMessage) -> None:
         super().__init__(MessageId=message.transport_id, ReceiptHandle=message.receipt,
                          Attributes={"ApproximateReceiveCount": str(message.receives)})
         self.message, self.receipt, self.transport_id = message, message.receipt or "", message.transport_id
-        self.receives, self.attempt = message.receives, message.attempt + message.receives
+        self.receives, self.attempts_before = message.receives, message.attempt
 
 
-@dataclass(frozen=True)
-class MemoryRefused(Refused):
-    """The contract's ``Refused``, holding its record so ``release`` can make the message visible again."""
-
-    record: MemoryRecord = field(repr=False, compare=False)
-
-
-class MemoryConsumer:
-    """The ``Consumer`` of ``runtime.delivery`` over this queue: ``open`` gives a ``Delivery``, or a refusal
-    for another prefix's message (its own consumer takes it). There are no hops and no foreign bodies in memory:
-    every message was checked when it was sent."""
+class MemoryConsumer(QueueConsumerBase[Never]):
+    """``world.consumer``'s protocol over this queue; every transport state (a delivery's, a refusal's) is the
+    ``MemoryRecord`` received. There are no hops and no foreign bodies in memory: every message was checked
+    when it was sent."""
 
     def __init__(self, queue: MemoryQueue, prefix: str) -> None:
+        super().__init__(prefix)
         self.queue = queue
-        self.prefix = check_queue_prefix(prefix)
 
     async def receive(self, max_messages: int = 10, wait_seconds: float = 0.0,
                       visibility_timeout: float | None = None) -> list[MemoryRecord]:
@@ -352,51 +337,44 @@ class MemoryConsumer:
                 return [MemoryRecord(message) for message in taken]
             await self.queue.arrival(remaining)
 
-    async def poll(self, max_messages: int = 10, wait_seconds: float = 0.0) -> list[Delivery | MemoryRefused]:
-        return [await self.open(record) for record in await self.receive(max_messages, wait_seconds)]
+    # -- the transport -----------------------------------------------------------------------------------
 
-    async def open(self, record: Mapping[str, Any]) -> Delivery | MemoryRefused:
+    def _receipt(self, record: Mapping[str, Any]) -> Receipt:
         memory = _record(record)
+        return Receipt(memory, memory.receipt, memory.receives)
+
+    async def _read(self, record: Mapping[str, Any]) -> Received:
+        receipt = self._receipt(record)
+        memory: MemoryRecord = receipt.transport
         message = memory.message
-        if not message.queue_name.startswith(self.prefix):
-            return MemoryRefused(message.message_id, message.queue_name, memory.transport_id, memory.receipt,
-                                 memory)
-        return Delivery(message_id=message.message_id, queue_name=message.queue_name, payload=message.payload(),
-                        attempt=memory.attempt, delivery_count=memory.attempt, created_at=message.created_at,
-                        receipt_handle=memory.receipt, transport_message_id=memory.transport_id,
-                        idempotency_key=message.idempotency_key, deployment_id=message.deployment_id,
-                        transport=message)
+        return Received(message.message_id, message.queue_name, memory.transport_id, receipt, memory,
+                        message.created_at, message.idempotency_key, message.deployment_id, memory.attempts_before)
 
-    async def ack(self, delivery: Delivery, *, delete_message: bool = True) -> None:
-        """Free the delivery's idempotency key, then (unless the caller deletes the record itself, as the
-        poller does) delete the message."""
-        if delivery.idempotency_key is not None:
-            self.queue.release_key(delivery.queue_name, delivery.idempotency_key, delivery.message_id)
-        if delete_message:
-            self.queue.hide(_message(delivery), delivery.receipt_handle, None)
+    async def _load(self, received: Received) -> Loaded:
+        return Loaded(_transport(received.message).message.payload())
 
-    async def redeliver_after(self, delivery: Delivery, seconds: float) -> None:
-        self.queue.redeliver(_message(delivery), delivery.attempt, check_delay(seconds, "seconds"))
+    async def _delete(self, transport: Any, receipt_handle: str) -> None:
+        self.queue.hide(_transport(transport).message, receipt_handle, None)
 
-    async def release(self, outcome: MemoryRefused | Delivery) -> None:
-        """Make a refused (or abandoned) message visible again now, for the consumer it belongs to."""
-        message = outcome.record.message if isinstance(outcome, MemoryRefused) else _message(outcome)
-        self.queue.hide(message, outcome.receipt_handle, 0)
+    async def _change_visibility(self, transport: Any, receipt_handle: str, seconds: float) -> None:
+        self.queue.hide(_transport(transport).message, receipt_handle, seconds)
 
-    async def delete(self, record: Mapping[str, Any]) -> None:
-        memory = _record(record)
-        self.queue.hide(memory.message, memory.receipt, None)
+    def _plan_resend(self, delivery: Delivery, seconds: float) -> Resend:
+        due = self.queue.clock.now() + timedelta(seconds=seconds)
+        return Resend(due.timestamp(), (_transport(delivery.transport).message, delivery.attempt, due))
 
-    def receive_count(self, record: Mapping[str, Any]) -> int:
-        return _record(record).receives
+    async def _send_copy(self, resend: Resend) -> None:
+        message, attempt, due = resend.copy
+        self.queue.redeliver(message, attempt, due)
 
-    async def back_off(self, record: Mapping[str, Any], seconds: int) -> None:
-        memory = _record(record)
-        self.queue.hide(memory.message, memory.receipt, seconds)
+    async def _free_key(self, queue_name: str, key: str, message_id: str) -> None:
+        self.queue.release_key(queue_name, key, message_id)
 
-    async def dead_letter(self, record: Mapping[str, Any], reason: str) -> bool:
-        memory = _record(record)
-        self.queue.dead_letter(memory.message, memory.receipt, reason)
+    async def _extend_key(self, queue_name: str, key: str, message_id: str, due_epoch: float) -> None:
+        self.queue.extend_key(queue_name, key, message_id, due_epoch)
+
+    async def _dead_letter(self, receipt: Receipt, reason: str) -> bool:
+        self.queue.dead_letter(_transport(receipt.transport).message, receipt.receipt_handle, reason)
         return True
 
 
@@ -406,10 +384,10 @@ def _record(record: Mapping[str, Any]) -> MemoryRecord:
     return record
 
 
-def _message(delivery: Delivery) -> QueuedMessage:
-    if not isinstance(delivery.transport, QueuedMessage):
+def _transport(transport: Any) -> MemoryRecord:
+    if not isinstance(transport, MemoryRecord):
         raise InvalidInputError("needs a Delivery that an in-memory consumer opened", field="delivery")
-    return delivery.transport
+    return transport
 
 
 _transport_ids = itertools.count(1)

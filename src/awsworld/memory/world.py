@@ -12,12 +12,10 @@ disappears after its retention (``aws/retention.py``); nothing a test can observ
 
 from __future__ import annotations
 
-from types import TracebackType
-
 from ..schedules.memory_store import MemorySchedules
-from ..world import SPEC_VERSION_CURRENT, Capabilities
 from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
+from ..world.world_base import WorldBase
 from .clock import VirtualClock
 from .queue import MemoryQueue
 from .storage import MemoryStorage
@@ -25,17 +23,15 @@ from .streams import MemoryStreams
 from .watch import MemoryWatch
 
 
-class MemoryWorld:
-    spec_version: int = SPEC_VERSION_CURRENT
-
+class MemoryWorld(WorldBase):
     def __init__(self, *, clock: Clock | None = None, deployment_id: str | None = None,
                  storage: MemoryStorage | None = None, max_value_bytes: int | None = None) -> None:
         """``storage``: share another World's storage (and its clock), as separate processes share one table.
         ``max_value_bytes``: the largest value, queue payload and stream chunk (with its frame) taken (default:
         ``AWSWORLD_MAX_VALUE_BYTES``, else 64 MiB; ``world/limits.py``)."""
+        super().__init__()
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
-        self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
         self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
         self.runs = self.storage.runs
         self.steps = self.storage.steps
@@ -44,18 +40,9 @@ class MemoryWorld:
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state, self.clock)  # awsworld's extension too
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
-        self.queue = self.memory_queue.queue
-        self.queue_batch = self.memory_queue.queue_batch
-        self.get_deployment_id = self.memory_queue.get_deployment_id
+        self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)
 
     async def close(self) -> None:
+        """Close the stream sessions still open."""
         await self.streams.aclose()
-
-    async def __aenter__(self) -> MemoryWorld:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.close()

@@ -27,9 +27,15 @@ _QUEUE_NAME_RE = re.compile(r"^(__(?:[a-z][a-z0-9]*_)?wkf_workflow_)(\S+)$")
 DEFAULT_QUEUE_PREFIX = "__wkf_workflow_"
 MAX_QUEUE_NAME_LENGTH = 512
 MAX_IDEMPOTENCY_KEY_LENGTH = 512
+DEFAULT_DEPLOYMENT_ID = "local"
+"""``get_deployment_id`` of a World configured with no deployment id (a laptop, a test)."""
+_GOOD_NAMES: set[str] = set()
+"""Queue names ``check_queue_name`` accepted: a World sends to a handful of names, and checking one costs more
+than the rest of an in-memory send."""
 
 # The stack's one queue, as every World keeps it: the AWS World creates it so (``aws/resources.py``, the SAM
-# template) and the in-memory queue behaves so (``memory/queue.py``).
+# template) and the in-memory queue behaves so (``memory/queue.py``). How consumers use it: ``consumer.py``; an
+# idempotency key's marker: ``queue_keys.py``.
 FLOW_FUNCTION_TIMEOUT_SECONDS = 120
 QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
 """Several times the flow function's timeout, so a delivery still running is not handed to a second consumer (AWS
@@ -67,8 +73,14 @@ def parse_queue_name(queue_name: object) -> tuple[str, str]:
 
 
 def check_queue_name(queue_name: object) -> str:
+    """``queue_name`` if it is valid (``parse_queue_name``'s 400 if not), remembered once accepted."""
+    if isinstance(queue_name, str) and queue_name in _GOOD_NAMES:
+        return queue_name
     parse_queue_name(queue_name)
     assert isinstance(queue_name, str)
+    if len(_GOOD_NAMES) > 10_000:
+        _GOOD_NAMES.clear()
+    _GOOD_NAMES.add(queue_name)
     return queue_name
 
 
@@ -121,6 +133,18 @@ class QueueMessage(WireModel):
     idempotency_key: str | None = Field(default=None, strict=True)
     delay_seconds: float | None = Field(default=None, strict=True)
     deployment_id: str | None = Field(default=None, strict=True)
+
+    @classmethod
+    def of_call(cls, payload: Any, idempotency_key: str | None, delay_seconds: float | None,
+                deployment_id: str | None) -> QueueMessage:
+        """The message ``queue()``'s arguments describe, checked as a batch entry is."""
+        return cls.parse({"payload": payload, "idempotency_key": idempotency_key, "delay_seconds": delay_seconds,
+                          "deployment_id": deployment_id})
+
+    def checked(self) -> tuple[float, str | None]:
+        """Its delay and key, checked in the contract's order (delay, then key; each World encodes and checks the
+        payload after them)."""
+        return check_delay(self.delay_seconds), check_idempotency_key(self.idempotency_key)
 
     @classmethod
     def parse(cls, raw: object) -> QueueMessage:
@@ -189,6 +213,8 @@ class Refused:
     queue_name: str
     transport_message_id: str
     receipt_handle: str
+    transport: Any = field(default=None, repr=False, compare=False)
+    """The transport's own state for this receive (what ``release`` makes visible again); opaque to callers."""
 
     kind = "refused"
 

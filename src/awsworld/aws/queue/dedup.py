@@ -31,9 +31,12 @@ A sender that needs no dedup, because its own storage write refuses a second exe
 messages: ``step_started`` refuses a second delivery while the step runs under another message's id), passes
 no idempotency key: no marker, and no DynamoDB request at the send or at the acknowledgement.
 
-Neither SQS FIFO dedup nor TTL expiry is relied on (moto implements neither faithfully, and TTL deletes
-whenever it likes): ``liveUntil`` in the claim's condition decides. ``expiresAt`` (TTL) is set a day later,
-only to keep the table tidy. A marker written before markers had a state counts as sent.
+When a key is held, what frees it and how long a marker lives are ``world.queue_keys``'s decisions, the in-memory
+World's too; each condition below is one of them written for DynamoDB (its ``liveUntil`` in whole seconds:
+``live_until`` rounded up, ``now`` down). Neither SQS FIFO dedup nor TTL expiry is relied on (moto implements
+neither faithfully, and TTL deletes whenever it likes): ``liveUntil`` in the claim's condition decides.
+``expiresAt`` (TTL) is set a day later, only to keep the table tidy. A marker written before markers had a state
+counts as sent.
 """
 
 from __future__ import annotations
@@ -49,8 +52,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...settings import SETTINGS, Settings
+from ...world import queue_keys
 from ...world.errors import ThrottledError
 from ...world.queue import key_horizon_seconds
+from ...world.queue_keys import KeyMarker
 from ..clients import AWSClients
 from ..dynamodb.items import from_ddb, now_iso, to_ddb, to_ddb_value
 from ..dynamodb.reads import get_item
@@ -64,6 +69,11 @@ DEFAULT_LEASE_SECONDS = Settings.dedup_lease_seconds.default
 SETTLE_SECONDS = 2.0
 """How long a second sender waits for a pending marker to be confirmed before answering "in doubt"."""
 _CLAIM_CONDITION = "attribute_not_exists(pk) OR #liveUntil < :now"
+"""``queue_keys.holder(marker, now) is None``: no marker, or one that lapsed."""
+_HOLDER_CONDITION = "#messageId = :id"
+"""``queue_keys.frees`` (the release) and ``queue_keys.confirmed`` (the confirmation): ``:id`` still holds the key."""
+_LONGER_CONDITION = " AND #liveUntil < :live"
+"""With ``_HOLDER_CONDITION``, ``queue_keys.extended``: the marker would live longer than it does."""
 _PARALLELISM = 32
 """Marker writes of one batch in flight at once (claims, confirmations)."""
 
@@ -72,17 +82,9 @@ class DedupInDoubtError(ThrottledError):
     """Another sender claimed the key and has not confirmed its send: retry once its lease lapses."""
 
 
-@dataclass(frozen=True)
-class Holder:
-    """Who holds a key: the message id, and whether its send is confirmed."""
-
-    message_id: str
-    sent: bool
-    live_until: int
-
-    @classmethod
-    def of(cls, item: dict[str, Any]) -> Holder:
-        return cls(str(item["messageId"]), bool(item.get("sent", True)), int(item.get("liveUntil", 0)))
+def marker_of(item: dict[str, Any]) -> KeyMarker:
+    """A marker item as ``queue_keys`` reads it (one written before markers had a state counts as sent)."""
+    return KeyMarker(str(item["messageId"]), int(item.get("liveUntil", 0)), bool(item.get("sent", True)))
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,8 @@ class DedupMarkers:
             self.lease = max(1, int(float(lease_seconds))) if lease_seconds else DEFAULT_LEASE_SECONDS
 
     def live_until(self, due_epoch: float) -> int:
-        return math.ceil(due_epoch + self.horizon)
+        """``queue_keys.live_until`` in DynamoDB's whole seconds, rounded up (never shorter)."""
+        return math.ceil(queue_keys.live_until(due_epoch, self.horizon))
 
     def _item(self, claim: Claim) -> dict[str, Any]:
         lease_until = math.ceil(self.clock() + self.lease)
@@ -123,13 +126,18 @@ class DedupMarkers:
                 "createdAt": now_iso(), "sent": False, "liveUntil": lease_until,
                 TTL_ATTRIBUTE: self.live_until(claim.due_epoch) + TTL_SLACK_SECONDS}
 
+    async def read(self, queue_name: str, key: str) -> KeyMarker | None:
+        """The key's marker as stored (lapsed ones included, until TTL deletes them)."""
+        item = await get_item(self.clients, dedup_key(queue_name, key))
+        return None if item is None else marker_of(item)
+
     async def claim(self, claim: Claim) -> str | None:
         """Claim the key for ``claim.message_id``: None when claimed, else the id of the message holding it
         (after waiting briefly for a pending holder; ``DedupInDoubtError`` if it stays pending)."""
         holder = await self._claim_once(claim)
         return None if holder is None else await self.settle(claim, holder)
 
-    async def settle(self, claim: Claim, holder: Holder) -> str | None:
+    async def settle(self, claim: Claim, holder: KeyMarker) -> str | None:
         """A key held by another message: its id once its send is confirmed; None when it turns out free and
         this claim takes it; ``DedupInDoubtError`` while it stays pending past ``SETTLE_SECONDS``."""
         waited = 0.0
@@ -149,15 +157,16 @@ class DedupMarkers:
             waited += pause
             attempt += 1
             item = await get_item(self.clients, dedup_key(claim.queue_name, claim.key))
-            if item is None or int(item.get("liveUntil", 0)) < int(self.clock()):
+            live = queue_keys.holder(None if item is None else marker_of(item), int(self.clock()))
+            if live is None:
                 taken = await self._claim_once(claim)
                 if taken is None:
                     return None
                 holder = taken
             else:
-                holder = Holder.of(item)
+                holder = live
 
-    async def _claim_once(self, claim: Claim) -> Holder | None:
+    async def _claim_once(self, claim: Claim) -> KeyMarker | None:
         ddb = await self.clients.dynamodb()
         for attempt in range(MAX_ATTEMPTS):
             try:
@@ -177,7 +186,7 @@ class DedupMarkers:
                         continue
                     if holder.get("messageId") == claim.message_id:  # our own put, its answer lost and retried
                         return None
-                    return Holder.of(holder)
+                    return marker_of(holder)
                 if code in ("ThrottlingException", "ProvisionedThroughputExceededException",
                             "TransactionConflictException"):
                     await _backoff(attempt)
@@ -185,9 +194,9 @@ class DedupMarkers:
                 raise
         raise ThrottledError("could not claim the idempotency key: DynamoDB kept throttling")
 
-    async def claim_many(self, claims: Sequence[Claim]) -> list[Holder | BaseException | None]:
+    async def claim_many(self, claims: Sequence[Claim]) -> list[KeyMarker | BaseException | None]:
         """Try to claim many distinct keys, without waiting for anyone: per claim None (claimed), the
-        ``Holder`` of a key another message holds (``settle`` it once this batch's own messages are sent and
+        ``KeyMarker`` of a key another message holds (``settle`` it once this batch's own messages are sent and
         confirmed, so two batches holding keys the other wants never wait on each other), or the error.
 
         Each key is its own conditional PutItem, ``_PARALLELISM`` at a time: no key's claim needs to be atomic
@@ -195,7 +204,7 @@ class DedupMarkers:
         """
         gate = asyncio.Semaphore(_PARALLELISM)
 
-        async def one(claim: Claim) -> Holder | None:
+        async def one(claim: Claim) -> KeyMarker | None:
             async with gate:
                 return await self._claim_once(claim)
 
@@ -206,8 +215,8 @@ class DedupMarkers:
         return list(outcomes)
 
     async def confirm(self, claims: Sequence[Claim]) -> None:
-        """The messages were sent: their markers now live as long as the messages can. A marker already
-        released (the message was delivered and acknowledged first) or taken over stays as it is."""
+        """The messages were sent: their markers now live as long as the messages can (``queue_keys.confirmed``).
+        A marker already released (the message was delivered and acknowledged first) or taken over stays as it is."""
         gate = asyncio.Semaphore(_PARALLELISM)
 
         async def one(claim: Claim) -> None:
@@ -218,12 +227,12 @@ class DedupMarkers:
         await asyncio.gather(*(one(c) for c in claims))
 
     async def release(self, queue_name: str, key: str, message_id: str) -> None:
-        """Free the key, but only if ``message_id`` still holds it (a later message may have taken it over)."""
+        """Free the key if ``message_id`` still holds it (``queue_keys.frees``)."""
         ddb = await self.clients.dynamodb()
         try:
             await ddb.delete_item(
                 TableName=self.clients.config.table_name, Key=to_ddb(dedup_key(queue_name, key)),
-                ConditionExpression="#messageId = :id", ExpressionAttributeNames={"#messageId": "messageId"},
+                ConditionExpression=_HOLDER_CONDITION, ExpressionAttributeNames={"#messageId": "messageId"},
                 ExpressionAttributeValues={":id": to_ddb_value(message_id)}, ReturnConsumedCapacity="TOTAL",
             )
         except ClientError as error:
@@ -231,12 +240,12 @@ class DedupMarkers:
                 raise
 
     async def extend(self, queue_name: str, key: str, message_id: str, due_epoch: float) -> None:
-        """Keep the marker live past a re-send's new due time (a redelivery pushes the message's life out)."""
+        """Keep the marker live past a re-send's new due time (``queue_keys.extended``)."""
         await self._set_live(queue_name, key, message_id, self.live_until(due_epoch), only_if_longer=True)
 
     async def _set_live(self, queue_name: str, key: str, message_id: str, live_until: int, *,
                         only_if_longer: bool) -> None:
-        condition = "#messageId = :id" + (" AND #liveUntil < :live" if only_if_longer else "")
+        condition = _HOLDER_CONDITION + (_LONGER_CONDITION if only_if_longer else "")
         ddb = await self.clients.dynamodb()
         try:
             await ddb.update_item(

@@ -11,9 +11,8 @@ shape) into exactly one outcome:
 - ``Malformed``: the body is not one of ours; it was moved to the dead-letter queue (or, without one, is left
   to the queue's redrive policy) with one log line naming the reason, never the content.
 
-Redelivery re-sends the message with a delay and deletes the current copy, instead of changing its
-visibility: ``ChangeMessageVisibility`` keeps the receive count growing and would walk a healthy, retrying
-message into the DLQ.
+The protocol's sequences (the ack's and the redelivery's orderings, the prefix refusal, the argument checks)
+are ``world.consumer``'s, shared with the in-memory World; this module is the SQS transport under them.
 
 A Lambda handler with ``ReportBatchItemFailures`` uses it like this (the local poller the same way, with
 ``receive``/``poll`` and ``ack(delivery)``)::
@@ -30,7 +29,6 @@ A Lambda handler with ``ReportBatchItemFailures`` uses it like this (the local p
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -39,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import ClientError
 
+from ...world.consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ...world.errors import InvalidInputError
-from ...world.queue import Delivery, Refused, check_delay, check_queue_prefix, visibility_seconds
+from ...world.queue import Delivery, Refused
 from .queue_envelope import Envelope, MalformedBody, decode_body
 from .sqs_errors import sqs_error
 
@@ -104,133 +103,101 @@ def read_record(record: Mapping[str, Any]) -> SqsRecord:
     )
 
 
-class QueueConsumer:
+class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
+    """``world.consumer``'s protocol over the SQS queue: a receive's transport state is its ``SqsRecord``, a
+    delivery's the ``Envelope`` a redelivery re-sends."""
+
     def __init__(self, queue: SqsQueue, prefix: str) -> None:
+        super().__init__(prefix)
         self.queue = queue
-        self.prefix = check_queue_prefix(prefix)
         self.clients = queue.clients
 
-    async def receive(self, max_messages: int = 10, wait_seconds: int = 0,
-                      visibility_timeout: int | None = None) -> list[dict[str, Any]]:
+    async def receive(self, max_messages: int = 10, wait_seconds: float = 0,
+                      visibility_timeout: float | None = None) -> list[dict[str, Any]]:
         """Raw records for a poller (ReceiveMessage shape, with the receive count); pass each to ``open``."""
         sqs = await self.clients.sqs()
         kwargs: dict[str, Any] = {}
         if visibility_timeout is not None:
-            kwargs["VisibilityTimeout"] = visibility_timeout
+            kwargs["VisibilityTimeout"] = int(visibility_timeout)
         try:
             response = await sqs.receive_message(
                 QueueUrl=self.queue._url(), MaxNumberOfMessages=max(1, min(10, max_messages)),
-                WaitTimeSeconds=max(0, min(20, wait_seconds)),
+                WaitTimeSeconds=max(0, min(20, int(wait_seconds))),
                 MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"], **kwargs,
             )
         except ClientError as error:
             raise sqs_error(error, "ReceiveMessage") from error
         return list(response.get("Messages", []))
 
-    async def poll(self, max_messages: int = 10, wait_seconds: int = 0) -> list[Outcome]:
-        """``receive`` and ``open`` in one call: the outcomes of whatever arrived."""
-        records = await self.receive(max_messages, wait_seconds)
-        return list(await asyncio.gather(*(self.open(r) for r in records)))
+    # -- the transport -----------------------------------------------------------------------------------
 
-    async def open(self, record: Mapping[str, Any]) -> Outcome:
+    def _receipt(self, record: Mapping[str, Any]) -> Receipt:
         sqs_record = read_record(record)
+        return Receipt(sqs_record, sqs_record.receipt_handle, sqs_record.receive_count)
+
+    async def _read(self, record: Mapping[str, Any]) -> Received | Malformed:
+        receipt = self._receipt(record)
+        sqs_record: SqsRecord = receipt.transport
         try:
             envelope = decode_body(sqs_record.body)
         except MalformedBody as error:
-            return await self._dead_letter(sqs_record, str(error))
-        if not envelope.queue_name.startswith(self.prefix):
-            log.warning("refused message %s: queue %s is not under this consumer's prefix %s; it will be retried",
-                        envelope.message_id, envelope.queue_name, self.prefix)
-            return Refused(envelope.message_id, envelope.queue_name, sqs_record.transport_message_id,
-                           sqs_record.receipt_handle)
+            return await self._move_to_dlq(sqs_record, str(error))
+        return Received(envelope.message_id, envelope.queue_name, sqs_record.transport_message_id, receipt,
+                        envelope, envelope.created_at, envelope.idempotency_key, envelope.deployment_id,
+                        envelope.attempt)
+
+    async def _load(self, received: Received) -> Loaded | Deferred | Malformed:
+        """A long delay's early hop is re-sent towards its due time; a payload that cannot be loaded goes to the
+        dead-letter queue; anything else is delivered."""
+        envelope: Envelope = received.message
+        sqs_record: SqsRecord = received.receipt.transport
         if envelope.due_at is not None and envelope.due_at.timestamp() > self.queue.clock():
-            await self._resend(envelope, self.queue.hop_for(envelope.due_at), sqs_record.receipt_handle)
+            await self._replace(Resend(envelope.due_at.timestamp(), (envelope, self.queue.hop_for(envelope.due_at))),
+                                sqs_record, sqs_record.receipt_handle)
             return Deferred(envelope.message_id, envelope.due_at, sqs_record.transport_message_id)
         try:
-            payload = await self.queue.payloads.load(envelope)
+            return Loaded(await self.queue.payloads.load(envelope))
         except MalformedBody as error:
-            return await self._dead_letter(sqs_record, str(error))
-        attempt = envelope.attempt + sqs_record.receive_count
-        return Delivery(
-            message_id=envelope.message_id, queue_name=envelope.queue_name, payload=payload, attempt=attempt,
-            delivery_count=attempt, created_at=envelope.created_at, receipt_handle=sqs_record.receipt_handle,
-            transport_message_id=sqs_record.transport_message_id, idempotency_key=envelope.idempotency_key,
-            deployment_id=envelope.deployment_id, transport=envelope,
-        )
+            return await self._move_to_dlq(sqs_record, str(error))
 
-    async def ack(self, delivery: Delivery, *, delete_message: bool = True) -> None:
-        """The delivery is done: free its idempotency key, then delete the message.
-
-        The key goes first: a crash in between leaves a message that is delivered again (at-least-once), never
-        a marker that silently drops the next send with the same key. ``delete_message=False`` suits the
-        Lambda handler, whose event source mapping deletes the records it reports as successful.
-        """
-        if delivery.idempotency_key is not None:
-            await self.queue.dedup.release(delivery.queue_name, delivery.idempotency_key, delivery.message_id)
-        if delete_message:
-            await self._delete(delivery.receipt_handle)
-
-    async def redeliver_after(self, delivery: Delivery, seconds: float) -> None:
-        """Deliver the message again after ``seconds``, keeping its id and counting this delivery as an
-        attempt: re-send with a delay, then delete this copy."""
-        delay_seconds = check_delay(seconds, "seconds")
-        envelope = delivery.transport
-        if not isinstance(envelope, Envelope):
-            raise InvalidInputError("redeliver_after needs a Delivery that this consumer opened", field="delivery")
-        delay, due_at = self.queue.plan_delay(delay_seconds)
-        resent = envelope.resent(attempt=delivery.attempt, due_at=due_at)
-        if delivery.idempotency_key is not None:
-            due = due_at.timestamp() if due_at else self.queue.clock() + delay
-            await self.queue.dedup.extend(delivery.queue_name, delivery.idempotency_key, delivery.message_id, due)
-        await self._resend(resent, delay, delivery.receipt_handle)
-
-    async def release(self, outcome: Refused | Delivery) -> None:
-        """Make a refused (or abandoned) message visible again now, for a poller that shares the queue with
-        consumers of other prefixes. Costs a receive count; the Lambda handler reports a failure instead."""
-        sqs = await self.clients.sqs()
-        try:
-            await sqs.change_message_visibility(QueueUrl=self.queue._url(), ReceiptHandle=outcome.receipt_handle,
-                                                VisibilityTimeout=0)
-        except ClientError as error:
-            raise sqs_error(error, "ChangeMessageVisibility") from error
-
-    async def delete(self, record: Mapping[str, Any]) -> None:
-        """Delete a record that is done with (what Lambda's event source mapping does to a successful one)."""
-        await self._delete(read_record(record).receipt_handle)
-
-    def receive_count(self, record: Mapping[str, Any]) -> int:
-        """How many times the record has been received, this time included (1 when the record does not say)."""
-        return read_record(record).receive_count
-
-    async def back_off(self, record: Mapping[str, Any], seconds: int) -> None:
-        """Make a failed record visible again after ``seconds`` (instead of the queue's visibility timeout)."""
-        sqs = await self.clients.sqs()
-        try:
-            await sqs.change_message_visibility(QueueUrl=self.queue._url(), ReceiptHandle=read_record(record)
-                                                .receipt_handle, VisibilityTimeout=int(visibility_seconds(seconds)))
-        except ClientError as error:
-            raise sqs_error(error, "ChangeMessageVisibility") from error
-
-    async def dead_letter(self, record: Mapping[str, Any], reason: str) -> bool:
-        """Move a record that can never succeed to the DLQ now; False when there is no DLQ to move it to."""
-        return (await self._dead_letter(read_record(record), reason)).dead_lettered
-
-    # -- internals -------------------------------------------------------------------------------------------
-
-    async def _resend(self, envelope: Envelope, delay: int, receipt_handle: str) -> None:
-        """Send the next copy, then delete this one: a crash in between duplicates, never loses, the message."""
-        body = envelope.to_body()
-        await self.queue.send_body(body, delay)
-        await self._delete(receipt_handle)
-
-    async def _delete(self, receipt_handle: str) -> None:
+    async def _delete(self, transport: Any, receipt_handle: str) -> None:
         sqs = await self.clients.sqs()
         try:
             await sqs.delete_message(QueueUrl=self.queue._url(), ReceiptHandle=receipt_handle)
         except ClientError as error:
             raise sqs_error(error, "DeleteMessage") from error
 
-    async def _dead_letter(self, record: SqsRecord, reason: str) -> Malformed:
+    async def _change_visibility(self, transport: Any, receipt_handle: str, seconds: float) -> None:
+        sqs = await self.clients.sqs()
+        try:
+            await sqs.change_message_visibility(QueueUrl=self.queue._url(), ReceiptHandle=receipt_handle,
+                                                VisibilityTimeout=int(seconds))
+        except ClientError as error:
+            raise sqs_error(error, "ChangeMessageVisibility") from error
+
+    def _plan_resend(self, delivery: Delivery, seconds: float) -> Resend:
+        """The re-sent envelope counts this delivery as an attempt; a delay past one hop travels as ``dueAt``."""
+        envelope = delivery.transport
+        if not isinstance(envelope, Envelope):
+            raise InvalidInputError("redeliver_after needs a Delivery that this consumer opened", field="delivery")
+        delay, due_at = self.queue.plan_delay(seconds)
+        due = due_at.timestamp() if due_at else self.queue.clock() + delay
+        return Resend(due, (envelope.resent(attempt=delivery.attempt, due_at=due_at), delay))
+
+    async def _send_copy(self, resend: Resend) -> None:
+        envelope, delay = resend.copy
+        await self.queue.send_body(envelope.to_body(), delay)
+
+    async def _free_key(self, queue_name: str, key: str, message_id: str) -> None:
+        await self.queue.dedup.release(queue_name, key, message_id)
+
+    async def _extend_key(self, queue_name: str, key: str, message_id: str, due_epoch: float) -> None:
+        await self.queue.dedup.extend(queue_name, key, message_id, due_epoch)
+
+    async def _dead_letter(self, receipt: Receipt, reason: str) -> bool:
+        return (await self._move_to_dlq(receipt.transport, reason)).dead_lettered
+
+    async def _move_to_dlq(self, record: SqsRecord, reason: str) -> Malformed:
         """Move a body that can never be delivered to the DLQ at once (no retries: it would only fail again)."""
         size = len(record.body) if isinstance(record.body, str) else 0
         if not self.queue.dlq_url or not record.receipt_handle or not isinstance(record.body, str) or not size:
@@ -247,7 +214,7 @@ class QueueConsumer:
             )
         except ClientError as error:
             raise sqs_error(error, "SendMessage (dead-letter)") from error
-        await self._delete(record.receipt_handle)
+        await self._delete(record, record.receipt_handle)
         log.error("undeliverable queue message %s (%d bytes) moved to the dead-letter queue: %s",
                   record.transport_message_id, size, reason)
         return Malformed(reason, record.transport_message_id, dead_lettered=True)

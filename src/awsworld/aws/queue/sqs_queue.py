@@ -20,10 +20,16 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from ...world.errors import InvalidInputError, WorldError
-from ...world.queue import QueueBatchResult, QueueMessage, check_delay, check_idempotency_key, check_queue_name
+from ...world.queue import (
+    DEFAULT_DEPLOYMENT_ID,
+    QueueBatchResult,
+    QueueMessage,
+    check_queue_name,
+)
+from ...world.queue_keys import KeyMarker
 from ..clients import AWSClients
 from ..resources import MAX_SQS_DELAY_SECONDS, QUEUE_RETENTION_SECONDS, QUEUE_VISIBILITY_TIMEOUT_SECONDS
-from .dedup import Claim, DedupMarkers, Holder
+from .dedup import Claim, DedupMarkers
 from .deliveries import QueueConsumer
 from .queue_envelope import INLINE_BODY_LIMIT, Envelope, QueuePayloads, from_epoch, new_message_id
 from .sqs_errors import sqs_error
@@ -77,16 +83,15 @@ class SqsQueue:
     # -- the contract ------------------------------------------------------------------------------------
 
     async def get_deployment_id(self) -> str:
-        return self.clients.config.deployment_id or "local"
+        return self.clients.config.deployment_id or DEFAULT_DEPLOYMENT_ID
 
     async def queue(self, queue_name: str, payload: Any, *, idempotency_key: str | None = None,
                     delay_seconds: float | None = None, deployment_id: str | None = None) -> str:
         """Send one message; return its id. With an idempotency key whose message is still queued or in
         flight, send nothing and return that message's id."""
         check_queue_name(queue_name)
-        message = QueueMessage.parse({"payload": payload, "idempotency_key": idempotency_key,
-                                      "delay_seconds": delay_seconds, "deployment_id": deployment_id})
-        entry = self._entry(0, queue_name, message)
+        entry = self._entry(0, queue_name, QueueMessage.of_call(payload, idempotency_key, delay_seconds,
+                                                                 deployment_id))
         key = entry.envelope.idempotency_key
         if key is not None:
             holder = await self.dedup.claim(self._claim(entry))
@@ -175,10 +180,11 @@ class SqsQueue:
     # -- internals -------------------------------------------------------------------------------------------
 
     def _entry(self, index: int, queue_name: str, message: QueueMessage) -> _Entry:
-        delay, due_at = self.plan_delay(check_delay(message.delay_seconds))
+        delay_seconds, key = message.checked()
+        delay, due_at = self.plan_delay(delay_seconds)
         envelope = Envelope(
             message_id=new_message_id(), queue_name=queue_name, created_at=from_epoch(self.clock()),
-            due_at=due_at, idempotency_key=check_idempotency_key(message.idempotency_key),
+            due_at=due_at, idempotency_key=key,
             deployment_id=message.deployment_id or self.clients.config.deployment_id, payload=message.payload,
         )
         entry = _Entry(index, envelope, delay)
@@ -191,7 +197,8 @@ class SqsQueue:
         assert envelope.idempotency_key is not None
         return Claim(envelope.queue_name, envelope.idempotency_key, envelope.message_id, due)
 
-    async def _claim_batch(self, entries: list[_Entry], results: list[QueueBatchResult | None]) -> dict[int, Holder]:
+    async def _claim_batch(self, entries: list[_Entry],
+                           results: list[QueueBatchResult | None]) -> dict[int, KeyMarker]:
         """Claim the keyed entries' keys; the ones another message holds, by entry index (to ``_settle``)."""
         keyed = [e for e in entries if e.envelope.idempotency_key is not None]
         if not keyed:
@@ -201,15 +208,15 @@ class SqsQueue:
         if failure is not None:  # nothing is sent: free the keys this batch did claim before saying so
             await self._release([e for e, h in zip(keyed, holders, strict=True) if h is None])
             raise failure
-        held: dict[int, Holder] = {}
+        held: dict[int, KeyMarker] = {}
         for entry, holder in zip(keyed, holders, strict=True):
             if isinstance(holder, WorldError):
                 results[entry.index] = QueueBatchResult(error=holder.message, retryable=True)
-            elif isinstance(holder, Holder):
+            elif isinstance(holder, KeyMarker):
                 held[entry.index] = holder
         return held
 
-    async def _settle(self, entries: list[_Entry], held: dict[int, Holder],
+    async def _settle(self, entries: list[_Entry], held: dict[int, KeyMarker],
                       results: list[QueueBatchResult | None]) -> list[_Entry]:
         """Wait for the holders of held keys (briefly, see ``DedupMarkers.settle``): a confirmed holder's id is
         the entry's result; a key that turned out free is now this batch's, and its entry is returned to send."""
