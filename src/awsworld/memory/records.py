@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, get_origin
 
 from pydantic import BaseModel
 
@@ -50,7 +50,9 @@ def build(cls: type[M], **values: Any) -> M:
     known = _DEFAULTS.get(cls)
     if known is None:
         plain = {n: f.default for n, f in cls.model_fields.items() if f.default_factory is None}
-        made = {n: cast(Callable[[], Any], f.default_factory)  # the models' factories take no argument
+        # (the models' factories take no argument; a parameterized one, ``list[Event]``, is called as its origin:
+        # calling the alias also tries to tag the new list with it, an AttributeError raised and caught each time)
+        made = {n: cast(Callable[[], Any], get_origin(f.default_factory) or f.default_factory)
                 for n, f in cls.model_fields.items() if f.default_factory is not None}
         known = _DEFAULTS[cls] = (plain, made)
     plain, made = known
