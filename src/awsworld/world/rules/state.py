@@ -153,9 +153,9 @@ _FIELDS: dict[type, tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]]] = {
 
 
 def evolve(state: S, **changes: Any) -> S:
-    """``dataclasses.replace`` for these frozen states, without its per-call work (it looks up the fields and
-    builds keyword arguments on every call; a write makes a few states: on the in-memory World that was a tenth
-    of a step's cost). The fields are read in one ``attrgetter`` call and passed to the constructor by position.
+    """``dataclasses.replace`` for these states, without its per-call work (it looks up the fields and builds
+    keyword arguments on every call; a write makes a few states: on the in-memory World that was a tenth of a
+    step's cost). The fields are read in one ``attrgetter`` call and passed to the constructor by position.
     Unknown names are refused."""
     cls = type(state)
     known = _FIELDS.get(cls)
@@ -164,11 +164,11 @@ def evolve(state: S, **changes: Any) -> S:
         known = _FIELDS[cls] = ({name: i for i, name in enumerate(names)}, attrgetter(*names))
     index, read = known
     values = list(read(state))
-    for name, value in changes.items():
-        at = index.get(name)
-        if at is None:
-            raise TypeError(f"{cls.__name__} has no field {name!r}")
-        values[at] = value
+    try:
+        for name, value in changes.items():
+            values[index[name]] = value
+    except KeyError as unknown:
+        raise TypeError(f"{cls.__name__} has no field {unknown}") from None
     return cls(*values)
 
 
@@ -178,6 +178,9 @@ _SLOT_FIELDS: dict[type, tuple[str, ...]] = {StepState: ("input", "output", "err
 
 def placed(state: E, slots: Sequence[int]) -> E:
     """``state`` with each ``EventRef`` replaced by the slot the World placed that event at."""
-    changes = {name: slots[ref.index] for name in _SLOT_FIELDS[type(state)]
-               if isinstance(ref := getattr(state, name), EventRef)}
+    changes: dict[str, int] = {}
+    for name in _SLOT_FIELDS[type(state)]:
+        ref = getattr(state, name)
+        if type(ref) is EventRef:
+            changes[name] = slots[ref.index]
     return evolve(state, **changes) if changes else state
