@@ -158,11 +158,7 @@ def evolve(state: S, **changes: Any) -> S:
     step's cost). The fields are read in one ``attrgetter`` call and passed to the constructor by position.
     Unknown names are refused."""
     cls = type(state)
-    known = _FIELDS.get(cls)
-    if known is None:
-        names = tuple(f.name for f in fields(cast(Any, cls)))
-        known = _FIELDS[cls] = ({name: i for i, name in enumerate(names)}, attrgetter(*names))
-    index, read = known
+    index, read = _FIELDS.get(cls) or _fields_of(cls)
     values = list(read(state))
     try:
         for name, value in changes.items():
@@ -172,15 +168,25 @@ def evolve(state: S, **changes: Any) -> S:
     return cls(*values)
 
 
+def _fields_of(cls: type) -> tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]]:
+    names = tuple(f.name for f in fields(cast(Any, cls)))
+    known = _FIELDS[cls] = ({name: i for i, name in enumerate(names)}, attrgetter(*names))
+    return known
+
+
 E = TypeVar("E", StepState, HookState)
 _SLOT_FIELDS: dict[type, tuple[str, ...]] = {StepState: ("input", "output", "error"), HookState: ("metadata",)}
 
 
 def placed(state: E, slots: Sequence[int]) -> E:
     """``state`` with each ``EventRef`` replaced by the slot the World placed that event at."""
-    changes: dict[str, int] = {}
-    for name in _SLOT_FIELDS[type(state)]:
+    cls = type(state)
+    index, read = _FIELDS.get(cls) or _fields_of(cls)
+    values: list[Any] | None = None
+    for name in _SLOT_FIELDS[cls]:
         ref = getattr(state, name)
         if type(ref) is EventRef:
-            changes[name] = slots[ref.index]
-    return evolve(state, **changes) if changes else state
+            if values is None:
+                values = list(read(state))
+            values[index[name]] = slots[ref.index]
+    return state if values is None else cls(*values)
