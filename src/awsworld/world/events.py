@@ -323,7 +323,7 @@ def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> Cre
         path = prefix + _field_path(first["loc"])
         raise InvalidInputError(f"invalid {event_type} event: {path}: {first['msg']}", field=path) from None
     # What pydantic's assignment does on a model without validate_assignment, without its per-call dispatch:
-    request.__dict__["event_data"] = parsed_data
+    vars(request)["event_data"] = parsed_data
     request.__pydantic_fields_set__.add("event_data")
     if event_type in CORRELATED_EVENT_TYPES and not request.correlation_id:
         raise InvalidInputError(f"{event_type} needs a correlationId", field="correlationId")
