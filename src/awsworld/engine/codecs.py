@@ -35,11 +35,20 @@ from .serde import Encoded
 
 T = TypeVar("T")
 
+PlaceOf = Place | Callable[[], Place]
+"""Where a value sits, or how to say it when asked: a value without a codec never needs its place, so a hot path
+passes a callable and only a codec (or a codec's error) builds the ``Place`` (and its text)."""
 
-def store(value: T, codec: Codec[T] | None, place: Place) -> json_data.JSONValue:
+
+def _at(place: PlaceOf) -> Place:
+    return place if isinstance(place, Place) else place()
+
+
+def store(value: T, codec: Codec[T] | None, place: PlaceOf) -> json_data.JSONValue:
     """``value`` as the log stores it: ``serde.dumps(value)`` without a codec, the codec's envelope with one."""
     if codec is None:
         return serde.dumps(value)
+    place = _at(place)
     try:
         data = codec.encode(value, place)
     except Exception as error:
@@ -51,26 +60,27 @@ def store(value: T, codec: Codec[T] | None, place: Place) -> json_data.JSONValue
     return serde.dumps(Encoded(data if isinstance(data, str) else bytes(data)))
 
 
-def load(stored: object, codec: Codec[T] | None, place: Place) -> T:
+def load(stored: object, codec: Codec[T] | None, place: PlaceOf) -> T:
     """The value ``store`` was given. A value stored without a codec (recorded before the codec was added) is
     read as it was stored; one stored with a codec and read without one is an ``Encoded``."""
     value: Any = serde.loads(stored)
     if codec is None or not isinstance(value, Encoded):
         return value  # (serde's values are untyped; a codec's are its type)
-    return _decode(value.data, codec, place)
+    return _decode(value.data, codec, _at(place))
 
 
-def load_text(stored: Any, codec: Codec[T], place: Place) -> T:
+def load_text(stored: Any, codec: Codec[T], place: PlaceOf) -> T:
     """``stored`` through ``codec`` whatever stored it: a codec's text as it is, a value stored without one as
     awsworld's JSON text of it (``child_options(codec=...)`` reading a child workflow that has no codec)."""
     value: Any = serde.loads(stored)
     data = value.data if isinstance(value, Encoded) else json.dumps(stored, ensure_ascii=False)
-    return _decode(data, codec, place)
+    return _decode(data, codec, _at(place))
 
 
-def decode_payload(payload: object, codec: Codec[T], place: Place) -> T:
+def decode_payload(payload: object, codec: Codec[T], place: PlaceOf) -> T:
     """A hook's payload (already read from the log) through the hook's codec: the sender sent the encoded text
     or bytes (``resume_hook(token, text)``, a webhook's body), the workflow gets the decoded value."""
+    place = _at(place)
     data = payload.data if isinstance(payload, Encoded) else payload
     if not isinstance(data, str | bytes):
         raise CodecError(f"{place} must be str or bytes for its codec {_name(codec)} to decode, got "
@@ -79,7 +89,7 @@ def decode_payload(payload: object, codec: Codec[T], place: Place) -> T:
 
 
 def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] | None, fn: Callable[..., Any],
-               place: Place) -> Any:
+               place: PlaceOf) -> Any:
     """A call's arguments as the log stores them: ``{"args", "kwargs"}`` without a codec (``SerializationError``
     for a value serde cannot hold), else the codec's envelope of the bound tuple (``CodecError``; a
     ``TypeError`` for arguments that do not fit ``fn``)."""
@@ -90,11 +100,12 @@ def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] 
     return store(tuple(bound.args), codec, place)
 
 
-def load_call(stored: Any, codec: Codec[Any] | None, place: Place) -> json_data.Call:
+def load_call(stored: Any, codec: Codec[Any] | None, place: PlaceOf) -> json_data.Call:
     """The arguments ``store_call`` stored. Ones stored without a codec (before it was added, or by a starter
     that did not know the workflow) are passed as they were stored."""
     value = serde.loads(stored) if stored is not None else None
     if isinstance(value, Encoded):
+        place = _at(place)
         if codec is None:
             raise CodecError(f"{place} were stored by an args_codec, and there is none to decode them now",
                              place=str(place))

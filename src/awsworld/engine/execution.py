@@ -31,6 +31,7 @@ import contextvars
 import hashlib
 import hmac
 import random
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -287,9 +288,12 @@ class WorkflowExecution:
             op.disposed = True
             self._hooks.pop(op.id, None)
 
-    def _place(self, op: StepOp | HookOp, what: str) -> Place:
-        of = f"step {op.definition.name!r}" if isinstance(op, StepOp) else f"hook {op.token!r}"
-        return Place(what, of, self.run_id, op.id)
+    def _place(self, op: StepOp | HookOp, what: str) -> Callable[[], Place]:
+        """The place of ``op``'s ``what``, built only when a codec asks (``codecs.PlaceOf``)."""
+        def place() -> Place:
+            of = f"step {op.definition.name!r}" if isinstance(op, StepOp) else f"hook {op.token!r}"
+            return Place(what, of, self.run_id, op.id)
+        return place
 
     def _created(self, op: Op) -> None:
         op.created = True
@@ -363,7 +367,8 @@ class WorkflowExecution:
         op_id = self._next_id("step")
         try:  # (an args_codec's failure is a CodecError, raised here, at the call)
             payload = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
-                                        Place("arguments", f"step {definition.name!r}", self.run_id, op_id))
+                                        lambda: Place("arguments", f"step {definition.name!r}", self.run_id,
+                                                      op_id))
         except serde.SerializationError as error:
             raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the

@@ -6,8 +6,7 @@ whole value codec, and so ``serde`` stays one job: values to JSON and back."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TypeAlias, TypeGuard
+from typing import NamedTuple, TypeAlias, TypeGuard
 
 __all__ = ["Call", "JSONValue", "SerializationError", "as_call", "is_dict", "is_sequence", "is_tuple"]
 
@@ -41,10 +40,10 @@ def is_sequence(value: object) -> TypeGuard[list[object] | tuple[object, ...]]:
     return isinstance(value, list | tuple)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Call:
+class Call(NamedTuple):
     """A call's arguments as values: what ``{"args": [...], "kwargs": {...}}`` (a step's, a workflow's or a
-    schedule's stored input) loads to."""
+    schedule's stored input) loads to. A named tuple, not a frozen dataclass: as immutable, and built with one
+    call where a frozen dataclass's ``__init__`` calls ``object.__setattr__`` per field (every step loads one)."""
 
     args: list[object]
     kwargs: dict[str, object]

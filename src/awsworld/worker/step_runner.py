@@ -218,7 +218,7 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     raw_input = call_input if call_input is not None else step.input
     try:  # an args_codec's failure fails the step at once (CodecError: never retried), its body unrun
         call = codecs.load_call(raw_input, definition.args_codec,
-                                Place("arguments", f"step {step_name!r}", run_id, step_id))
+                                lambda: Place("arguments", f"step {step_name!r}", run_id, step_id))
     except CodecError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
@@ -230,9 +230,9 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                            **call.kwargs)
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
-            encoded = codecs.store(result, definition.codec if poll is None else poll.codec,
-                                   Place("result", f"step {step_name!r}", run_id, step_id) if poll is None
-                                   else poll.place(run_id, step_id))
+            place: codecs.PlaceOf = (lambda: Place("result", f"step {step_name!r}", run_id, step_id)) \
+                if poll is None else poll.place(run_id, step_id)
+            encoded = codecs.store(result, definition.codec if poll is None else poll.codec, place)
         except serde.SerializationError as error:
             raise FatalError(f"the result of step {step_name} cannot be serialized: {error}") from None
         if poll is not None:

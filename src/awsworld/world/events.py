@@ -316,13 +316,15 @@ def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> Cre
         raise InvalidInputError("eventData must be an object", field="eventData")
     try:
         parsed_data = model.model_validate(data)
-        request = CreateEventRequest.model_validate({**raw, "eventData": None})
+        request = CreateEventRequest.model_validate(raw)  # (its eventData was taken out above)
     except ValidationError as exc:
         first = exc.errors()[0]
         prefix = "" if request_has_field(first["loc"]) else "eventData."
         path = prefix + _field_path(first["loc"])
         raise InvalidInputError(f"invalid {event_type} event: {path}: {first['msg']}", field=path) from None
-    request.event_data = parsed_data
+    # What pydantic's assignment does on a model without validate_assignment, without its per-call dispatch:
+    vars(request)["event_data"] = parsed_data
+    request.__pydantic_fields_set__.add("event_data")
     if event_type in CORRELATED_EVENT_TYPES and not request.correlation_id:
         raise InvalidInputError(f"{event_type} needs a correlationId", field="correlationId")
     if request.correlation_id is not None:

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from ..errors import EntityConflictError, HookAlreadyReceivedError, HookNotFoundError, RunGoneError, WorldError
 from ..ids import slot_to_event_id
-from .state import EventRef, HookState, StepState, TokenState, WaitState
+from .state import EventRef, HookState, StepState, TokenState, WaitState, frozen
 
 
 class Check(Enum):
@@ -36,7 +36,7 @@ class Check(Enum):
     AS_READ = "as-read"  # the entity is as read: else decide again
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NewEvent:
     """An event to append. ``data`` is its eventData without the value field; ``carries_value``: the event holds
     the request's value (each World stores that value its own way)."""
@@ -48,7 +48,7 @@ class NewEvent:
     spec_version: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class NewRun:
     """A run as its first event makes it (run_created, or a run_started that creates its run)."""
 
@@ -63,7 +63,7 @@ class NewRun:
     execution_context: dict[str, Any] | None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunChange:
     """How the run changes (None fields stay as they are). ``attributes``: in order, a None value removes."""
 
@@ -75,7 +75,7 @@ class RunChange:
     attributes: tuple[tuple[str, str | None], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HookEnd:
     """What a run's end does to one of its live hooks: ``retained`` hooks stay (closed, their token reserved until
     its retention passes), ``released`` ones go with their id. ``token`` is the token afterwards, written where
@@ -125,7 +125,7 @@ class Decision:
         return self.run is not None and self.run.completed_at is not None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Failed:
     """What a World found against a decision's checks: which failed, and what it learned doing so (the run's
     status, the slot of the first hook_received with the resume id, the token's holder)."""
@@ -172,7 +172,7 @@ def _repeated(decision: Decision, failed: Failed) -> HookAlreadyReceivedError:
                                     event_id=slot_to_event_id(slot) if slot is not None else None)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class Refusals:
     """The refusals of one request's writes: ``request`` refuses all of them (the run ended), else ``writes``
     refuses some by index; the others land (or, where something only moved, are decided again). ``first`` is

@@ -23,12 +23,12 @@ the outcome's write, and clock skew. A step_started that asks for no lease (an o
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from ...settings import SETTINGS, Settings
 from ..errors import InvalidInputError, StepRunningElsewhereError
+from .state import frozen
 
 LEASE_GRACE_ENV = Settings.lease_grace_seconds.env
 DEFAULT_LEASE_GRACE_SECONDS = Settings.lease_grace_seconds.default
@@ -45,7 +45,7 @@ OWNER_FIELD = "ownerMessageId"
 StartVerdict = Literal["start", "take-over"]
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StartAsk:
     """What a step_started asks for: its delivery (None when it names none, or not as a string) and its lease."""
 

@@ -13,12 +13,26 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from operator import attrgetter
-from typing import Any, TypeVar, cast
+from typing import Any, TypeVar, cast, dataclass_transform
 
 from ..entities import TERMINAL_RUN_STATUSES
 
+T = TypeVar("T")
 
-@dataclass(frozen=True, slots=True)
+
+@dataclass_transform(frozen_default=True)
+def frozen(cls: type[T]) -> type[T]:
+    """A rulebook value type: frozen for the type checker (pyright refuses any assignment to a field, and strict
+    mode covers the rulebook), a plain slotted dataclass at run time, with the hash and equality a frozen one has.
+
+    Why not ``@dataclass(frozen=True)``: its ``__init__`` sets each field with ``object.__setattr__``, a call per
+    field, and a write builds several of these states (a step's 15 fields made that a tenth of an in-memory
+    step's cost). Nothing changes a state after it is built: a decision builds new ones (``evolve``), and the
+    records and views that share one only read it."""
+    return dataclass(slots=True, unsafe_hash=True)(cls)
+
+
+@frozen
 class EventRef:
     """The slot of the decision's ``index``-th event, known only when the World places the events."""
 
@@ -29,7 +43,7 @@ Slot = int | EventRef | None
 """Where a value lives: the slot of the event that holds it (an ``EventRef`` before that slot is known)."""
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class RunState:
     run_id: str
     status: str
@@ -40,7 +54,7 @@ class RunState:
         return self.status in TERMINAL_RUN_STATUSES
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class StepState:
     step_id: str
     step_name: str
@@ -60,7 +74,7 @@ class StepState:
     lease_until: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class HookState:
     hook_id: str
     token: str
@@ -72,7 +86,7 @@ class HookState:
     retention_until: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class WaitState:
     wait_id: str
     status: str
@@ -83,7 +97,7 @@ class WaitState:
     completed_at: datetime | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class TokenState:
     """Who holds a hook token, for the whole of the token's life (``hooks.py`` says how it moves):
 
@@ -109,7 +123,7 @@ class TokenState:
         return self.released and self.end_status is None
 
 
-@dataclass(frozen=True, slots=True)
+@frozen
 class View:
     """What a decision sees: the state of the write's run and entity just before it, as the World knows it.
 
@@ -139,23 +153,25 @@ _FIELDS: dict[type, tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]]] = {
 
 
 def evolve(state: S, **changes: Any) -> S:
-    """``dataclasses.replace`` for these frozen states, without its per-call work (it looks up the fields and
-    builds keyword arguments on every call; a write makes a few states: on the in-memory World that was a tenth
-    of a step's cost). The fields are read in one ``attrgetter`` call and passed to the constructor by position.
+    """``dataclasses.replace`` for these states, without its per-call work (it looks up the fields and builds
+    keyword arguments on every call; a write makes a few states: on the in-memory World that was a tenth of a
+    step's cost). The fields are read in one ``attrgetter`` call and passed to the constructor by position.
     Unknown names are refused."""
     cls = type(state)
-    known = _FIELDS.get(cls)
-    if known is None:
-        names = tuple(f.name for f in fields(cast(Any, cls)))
-        known = _FIELDS[cls] = ({name: i for i, name in enumerate(names)}, attrgetter(*names))
-    index, read = known
+    index, read = _FIELDS.get(cls) or _fields_of(cls)
     values = list(read(state))
-    for name, value in changes.items():
-        at = index.get(name)
-        if at is None:
-            raise TypeError(f"{cls.__name__} has no field {name!r}")
-        values[at] = value
+    try:
+        for name, value in changes.items():
+            values[index[name]] = value
+    except KeyError as unknown:
+        raise TypeError(f"{cls.__name__} has no field {unknown}") from None
     return cls(*values)
+
+
+def _fields_of(cls: type) -> tuple[dict[str, int], Callable[[Any], tuple[Any, ...]]]:
+    names = tuple(f.name for f in fields(cast(Any, cls)))
+    known = _FIELDS[cls] = ({name: i for i, name in enumerate(names)}, attrgetter(*names))
+    return known
 
 
 E = TypeVar("E", StepState, HookState)
@@ -164,6 +180,13 @@ _SLOT_FIELDS: dict[type, tuple[str, ...]] = {StepState: ("input", "output", "err
 
 def placed(state: E, slots: Sequence[int]) -> E:
     """``state`` with each ``EventRef`` replaced by the slot the World placed that event at."""
-    changes = {name: slots[ref.index] for name in _SLOT_FIELDS[type(state)]
-               if isinstance(ref := getattr(state, name), EventRef)}
-    return evolve(state, **changes) if changes else state
+    cls = type(state)
+    index, read = _FIELDS.get(cls) or _fields_of(cls)
+    values: list[Any] | None = None
+    for name in _SLOT_FIELDS[cls]:
+        ref = getattr(state, name)
+        if type(ref) is EventRef:
+            if values is None:
+                values = list(read(state))
+            values[index[name]] = slots[ref.index]
+    return state if values is None else cls(*values)
