@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
-from ...world.cursors import check_limit, key_after, key_cursor
+from ...world.cursors import entities_page_after, key_cursor
 from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.pages import MAX_ENTITIES_PAGE, HookPage, StepPage
+from ...world.pages import HookPage, StepPage
 from ...world.rules.hooks import lookup_refusal
 from ...world.rules.state import TokenState
 from ..clients import AWSClients
@@ -40,8 +40,7 @@ class StepsAPI:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
-        check_limit(limit, MAX_ENTITIES_PAGE)
-        after = key_after(cursor, STEP_PREFIX)
+        after = entities_page_after(cursor, limit, STEP_PREFIX)
         head, (items, more) = await asyncio.gather(
             get_item(self.clients, run_key(run_id), ProjectionExpression="inl"),
             query_prefix(self.clients, run_pk(run_id), STEP_PREFIX, after_sk=after, limit=limit))
@@ -99,9 +98,8 @@ class HooksAPI:
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
-        check_limit(limit, MAX_ENTITIES_PAGE)
-        items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
-                                         after_sk=key_after(cursor, HOOK_PREFIX), limit=limit)
+        after = entities_page_after(cursor, limit, HOOK_PREFIX)
+        items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX, after_sk=after, limit=limit)
         hooks = await self.reads.hooks(run_id, items, resolve_data)
         next_cursor = key_cursor([i["sk"] for i in items[-1:]], more)
         return HookPage(data=hooks, cursor=next_cursor, has_more=more)
