@@ -29,11 +29,10 @@ from ..world.events import (
 )
 from ..world.ids import check_entity_id, event_id_to_slot, new_run_id, slot_to_event_id
 from ..world.pages import MAX_EVENTS_PAGE, EventPage
-from ..world.rules import Check, Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
+from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import due_after, reads
-from ..world.rules.conditions import holds
+from ..world.rules.checks import Found, failed
 from ..world.rules.decision import NOTHING_FAILED
-from ..world.rules.hooks import token_free, token_held_by, token_owned_by
 from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
 from ..world.rules.requests import (
     VALUE_FIELD,
@@ -178,41 +177,15 @@ class MemoryLog:
                     carries_value=value is not None, deployment_id=self.deployment_id)
 
     def _failed(self, run: RunRecord | None, decision: Decision, now: datetime) -> Failed:
-        """The decision's checks, evaluated against the records now."""
+        """The decision's checks (``world.rules.checks``), against the records now."""
         if run is None or not decision.checks:
             return NOTHING_FAILED
-        cid, kind = decision.entity_id, decision.kind
-        failed: set[Check] = set()
-        held = token = None
-        if kind == "hook":
-            hook = decision.hook or run.hooks.get(cid)
-            token = self.state.tokens.get(hook.token) if hook is not None else None
-        for check in decision.checks:
-            if check is Check.AS_READ or check is Check.RUN_AS_READ:
-                continue  # nothing ran between the read and now
-            if check is Check.RUN_ALIVE:
-                ok = not run.terminal
-            elif check is Check.ABSENT:
-                ok = cid not in (run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits)
-            elif check is Check.RESUME_NEW:
-                ok = (cid, decision.resume_id or "") not in run.resumes
-            elif check is Check.TOKEN_FREE:
-                ok, held = token_free(token, now), token
-            elif check is Check.HOOK_ID_FREE:
-                ok = cid not in self.state.hook_runs
-            elif check is Check.TOKEN_HELD:
-                token = self.state.tokens.get(str(decision.events[0].data["token"]))
-                ok = holds(token_held_by(decision.token_holder or ""), token, now)
-            elif check is Check.TOKEN_OWNED:
-                ok = holds(token_owned_by(cid), token, now)
-            else:  # EXISTS
-                ok = cid in run.hooks
-            if not ok:
-                failed.add(check)
-        if not failed:
-            return NOTHING_FAILED
-        resume = run.resumes.get((cid, decision.resume_id or "")) if Check.RESUME_NEW in failed else None
-        return Failed(frozenset(failed), run.status, resume, held)
+        cid, kind, token = decision.entity_id, decision.kind, decision.checked_token
+        entities = run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits
+        resume = run.resumes.get((cid, decision.resume_id)) if decision.resume_id is not None else None
+        return failed(decision, Found(run.status, cid in entities, resumed=resume is not None, resume_slot=resume,
+                                      hook_id_taken=cid in self.state.hook_runs,
+                                      token=self.state.tokens.get(token) if token is not None else None), now)
 
     def _commit(self, run_id: str, run: RunRecord | None, decisions: list[Placed], now: datetime,
                 seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:

@@ -9,12 +9,11 @@ from ...world.entities import Hook, ResolveData, Step
 from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.pages import HookPage, StepPage
 from ...world.rules.hooks import lookup_refusal
-from ...world.rules.state import TokenState
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .entity_reads import EntityReads
-from .hook_plans import END_STATUS
+from .item_states import token_state
 from .transitions import step_from_head
 
 
@@ -93,8 +92,7 @@ class HooksAPI:
             owner = again  # a new hook claimed the token meanwhile: look that one up
         if owner is None:
             raise HookNotFoundError("no hook owns that token")
-        raise lookup_refusal(TokenState(token, str(owner["runId"]), str(owner["hookId"]),
-                                        released=bool(owner.get("released")), end_status=owner.get(END_STATUS)))
+        raise lookup_refusal(token_state(owner))
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:

@@ -36,6 +36,10 @@ _TIMES = {"created_at", "updated_at", "retry_after", "started_at", "completed_at
           "retention_until"}
 
 
+END_STATUS = "endStatus"
+"""The token item's record of how its run ended, once the run released it (``world/rules/hooks.py``)."""
+
+
 def iso(at: datetime) -> str:
     """A time as items hold it (``now_iso``'s form), so a decided time written back reads the same."""
     return at.astimezone(UTC).isoformat(timespec="microseconds")
@@ -73,6 +77,19 @@ def wait_state(wait_id: str, item: Item) -> WaitState:
 
 def hook_state(item: Item) -> HookState:
     return _state(HookState, str(item["sk"]).removeprefix(HOOK_PREFIX), item)
+
+
+def token_state(item: Item) -> TokenState:
+    """A token item as the rulebook's state: who holds it, whether released, until when reserved, how its run
+    ended."""
+    return TokenState(str(item.get("token", "")), str(item.get("runId", "")), str(item.get("hookId", "")),
+                      _time(item.get("retentionUntil")), bool(item.get("released")), item.get(END_STATUS))
+
+
+def token_item(token: TokenState) -> Item:
+    """A claimed token's attributes (without its key), as ``token_state`` reads them back."""
+    return {"token": token.token, "runId": token.run_id, "hookId": token.hook_id, "released": token.released,
+            "retentionUntil": iso(token.retention_until) if token.retention_until else None}
 
 
 def _attr(name: str, value: Any) -> Any:

@@ -124,6 +124,16 @@ class Decision:
     def ends_run(self) -> bool:
         return self.run is not None and self.run.completed_at is not None
 
+    @property
+    def checked_token(self) -> str | None:
+        """The hook token this decision's token checks are about: the one it claims or releases, or the one a
+        hook_conflict found held (its event names it)."""
+        if self.token is not None:
+            return self.token.token
+        if self.token_holder is not None and self.events:
+            return str(self.events[0].data["token"])
+        return None
+
 
 @dataclass(frozen=True, slots=True)
 class Failed:
