@@ -23,14 +23,13 @@ from ..world.events import (
     CreateEventRequest,
     EventBatchResult,
     EventResult,
-    HookCreatedData,
     LogSnapshot,
     parse_event_request,
 )
 from ..world.ids import check_entity_id, event_id_to_slot, new_run_id, slot_to_event_id
 from ..world.pages import MAX_EVENTS_PAGE, EventPage
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
-from ..world.rules.book import due_after, reads
+from ..world.rules.book import due_after, read_token, reads
 from ..world.rules.checks import Found, failed
 from ..world.rules.decision import NOTHING_FAILED
 from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
@@ -40,7 +39,6 @@ from ..world.rules.requests import (
     carried_value,
     check_run_id,
     check_write_params,
-    data_as,
     event_data,
     failed_outcome,
 )
@@ -161,19 +159,15 @@ class MemoryLog:
         """What the rule of ``req`` reads, from the records (this World knows everything it holds)."""
         if run is None:
             return View(run_id, now, carries_value=value is not None, deployment_id=self.deployment_id)
-        cid = req.correlation_id or ""
-        kind = req.event_type.split("_")[0]
-        hook = run.hooks.get(cid) if kind == "hook" else None
-        token = None
-        if req.event_type == "hook_created":
-            token = self.state.tokens.get(data_as(req, HookCreatedData).token)
-        elif hook is not None:
-            token = self.state.tokens.get(hook.token)
+        cid, kind, event_type = req.correlation_id or "", req.event_type.split("_")[0], req.event_type
+        entity = reads(event_type, "entity")
+        hook = run.hooks.get(cid) if entity and kind == "hook" else None
+        name = read_token(req, hook)
         return View(run_id, now, RunState(run_id, run.status, run.started_at),
-                    step=run.steps.get(cid) if kind == "step" else None, hook=hook,
-                    wait=run.waits.get(cid) if kind == "wait" else None,
-                    hooks=tuple(run.hooks.values()) if kind == "run" and reads(req.event_type, "hooks") else (),
-                    token=token,
+                    step=run.steps.get(cid) if entity and kind == "step" else None, hook=hook,
+                    wait=run.waits.get(cid) if entity and kind == "wait" else None,
+                    hooks=tuple(run.hooks.values()) if reads(event_type, "hooks") else (),
+                    token=self.state.tokens.get(name) if name is not None else None,
                     carries_value=value is not None, deployment_id=self.deployment_id)
 
     def _failed(self, run: RunRecord | None, decision: Decision, now: datetime) -> Failed:
