@@ -32,7 +32,7 @@ from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, de
 from ..world.rules.book import due_after, read_token, reads
 from ..world.rules.checks import Found, failed
 from ..world.rules.decision import NOTHING_FAILED
-from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
+from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after, skipped_over
 from ..world.rules.requests import (
     VALUE_FIELD,
     batch_requests,
@@ -41,6 +41,7 @@ from ..world.rules.requests import (
     check_write_params,
     event_data,
     failed_outcome,
+    in_request_order,
 )
 from ..world.rules.runs import new_run, run_missing
 from ..world.rules.state import placed
@@ -92,8 +93,11 @@ class MemoryLog:
         run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
         result = self._result(run, self._shown(run, decision, resolve_data), slots[-1] if slots else None,
                               resolve_data, seq_in_band, open_after)
-        if event_count is not None and slots and slots[-1] - 1 > event_count:
-            report = self._between(run, event_count, slots[-1], resolve_data)
+        skipped = skipped_over(event_count, slots[-1]) if slots else 0
+        if skipped:
+            assert event_count is not None
+            report = _page(run, run.events[event_count:event_count + skipped], event_count,
+                           slots[-1] - 1 > event_count + skipped, resolve_data, snapshot=False)
             result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
         return result
 
@@ -116,6 +120,7 @@ class MemoryLog:
         if in_band:
             check_fence(run_id, run.seq, run.seq_in_band, expected_seq_in_band)
         outcomes: dict[int, BatchEventOutcome] = {}
+        paired: dict[int, BatchEventOutcome] = {}  # a born-running pair's step_created, by unit
         decided: dict[int, Decision] = {}
         for i, unit in enumerate(units):
             try:
@@ -143,14 +148,9 @@ class MemoryLog:
                 shown = self._shown(run, decided[i], resolve_data)
                 outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
                 if len(units[i]) == 2:  # born running: the step_created's outcome, with its own event
-                    outcomes[-1 - i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band,
-                                                            open_after))
-        flat: list[BatchEventOutcome] = []
-        for i, unit in enumerate(units):
-            if len(unit) == 2:
-                flat.append(outcomes.get(-1 - i, outcomes[i]))
-            flat.append(outcomes[i])
-        return build(EventBatchResult, results=flat, seq_in_band=seq_in_band)
+                    paired[i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band, open_after))
+        return build(EventBatchResult, results=in_request_order(units, [outcomes[i] for i in range(len(units))],
+                                                                paired), seq_in_band=seq_in_band)
 
     # ------------------------------------------------------------------ deciding and committing
 
@@ -325,12 +325,6 @@ class MemoryLog:
         start = bisect.bisect_right(slots, after)
         return _page(run, [run.events[s - 1] for s in slots[start:start + limit]], after,
                      len(slots) > start + limit, resolve_data)
-
-    def _between(self, run: RunRecord, after: int, before: int, resolve: ResolveData) -> EventPage:
-        """The report of a write that landed at ``before`` while its writer held ``after`` events."""
-        limit = min(MAX_EVENTS_PAGE, before - after - 1)
-        return _page(run, run.events[after:after + limit], after, before - 1 > after + limit, resolve,
-                     snapshot=False)
 
 
 def _page(run: RunRecord, events: Sequence[StoredEvent], after: int, more: bool, resolve: ResolveData, *,

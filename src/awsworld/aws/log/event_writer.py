@@ -40,7 +40,8 @@ from ...world.events import (
     parse_event_request,
 )
 from ...world.ids import event_id_to_slot
-from ...world.rules.requests import batch_requests, check_run_id, check_write_params
+from ...world.rules.log import skipped_over
+from ...world.rules.requests import batch_requests, check_run_id, check_write_params, in_request_order
 from ..clients import AWSClients
 from ..dynamodb.items import (
     events_from_blocks,
@@ -148,17 +149,14 @@ class EventWriter(CommitLoop):
             await asyncio.gather(*(discard_unless_recorded(self.reader, self.values, run_id, u.stored, u.sent_slots)
                                    for u in units))
             raise
-        flat: list[BatchEventOutcome] = []
         seq_in_band = None
         await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
         await self._settle_expiry(run_id, [u for u, o in zip(units, outcomes, strict=True) if o.ok])
-        for unit, outcome in zip(units, outcomes, strict=True):
-            if len(unit.reqs) == 2:
-                flat.append(member.paired.get(unit.index, outcome))
-            flat.append(outcome)
+        for outcome in outcomes:
             if outcome.result is not None and outcome.result.seq_in_band is not None:
                 seq_in_band = outcome.result.seq_in_band
-        return EventBatchResult(results=flat, seq_in_band=seq_in_band)
+        return EventBatchResult(results=in_request_order([u.reqs for u in units], outcomes, member.paired),
+                                seq_in_band=seq_in_band)
 
     async def _recorded_event(self, run_id: str, event_id: str | None, resolve: ResolveData) -> Any:
         """The event a repeated resume id first recorded (one GetItem), for callers that answer with it."""
@@ -231,7 +229,7 @@ class EventWriter(CommitLoop):
         known = committed.known
         last_open = next((u.open_after for u in reversed(member.units) if u.open_after is not None), None)
         outcomes: list[BatchEventOutcome] = []
-        for unit in member.units:
+        for position, unit in enumerate(member.units):
             decided = member.outcomes.get(unit.index)
             if decided is not None:
                 outcomes.append(decided)
@@ -265,12 +263,13 @@ class EventWriter(CommitLoop):
                 await self._best_effort(ops)
             outcomes.append(BatchEventOutcome(result=result))
             if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
-                member.paired[unit.index] = BatchEventOutcome(result=result.model_copy(update={"event": events[0]}))
+                member.paired[position] = BatchEventOutcome(result=result.model_copy(update={"event": events[0]}))
         only = outcomes[0].result if len(member.units) == 1 else None
         if member.event_count is not None and only is not None and only.event is not None:
             first = only.event.slot if len(member.units[0].reqs) == 1 else only.event.slot - 1
-            if first - 1 > member.event_count:
-                page = await self.reader.between(run_id, member.event_count, first, resolve)
+            skipped = skipped_over(member.event_count, first)
+            if skipped:
+                page = await self.reader.between(run_id, member.event_count, first, skipped, resolve)
                 only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
         return outcomes
 
