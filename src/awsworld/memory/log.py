@@ -26,12 +26,14 @@ from ..world.events import (
     LogSnapshot,
     parse_event_request,
 )
-from ..world.ids import check_entity_id, event_id_to_slot, new_run_id, slot_to_event_id
+from ..world.ids import event_id_to_slot, slot_to_event_id
 from ..world.pages import MAX_EVENTS_PAGE, EventPage
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import due_after, read_token, reads
 from ..world.rules.checks import Found, failed
+from ..world.rules.conditions import holds
 from ..world.rules.decision import NOTHING_FAILED
+from ..world.rules.hooks import token_owned_by
 from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after, skipped_over
 from ..world.rules.requests import (
     VALUE_FIELD,
@@ -43,7 +45,7 @@ from ..world.rules.requests import (
     failed_outcome,
     in_request_order,
 )
-from ..world.rules.runs import new_run, run_missing
+from ..world.rules.runs import created_run_id, new_run, run_missing
 from ..world.rules.state import placed
 from .records import RunRecord, State, StoredEvent, build, event_model, hook_model, run_model, step_model, wait_model
 from .values import NULL, Value, data_text, json_value, store_value
@@ -233,9 +235,8 @@ class MemoryLog:
         if decision.resume_id is not None:
             run.resumes[(cid, decision.resume_id)] = slots[-1]
         gone = [cid] if decision.hook_gone else []
-        for end in decision.hook_ends:
-            holder = state.tokens.get(end.hook.token)
-            if holder is not None and holder.hook_id == end.hook.hook_id:
+        for end in decision.hook_ends:  # a hook's end writes its token only where it still holds it
+            if holds(token_owned_by(end.hook.hook_id), state.tokens.get(end.hook.token), now):
                 state.tokens[end.hook.token] = end.token
             if end.fate == "released":
                 gone.append(end.hook.hook_id)
@@ -246,7 +247,7 @@ class MemoryLog:
 
     def _create_run(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         """run_created: a client-given id is idempotent (the existing run comes back, nothing is written)."""
-        run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
+        run_id = created_run_id(run_id)
         value = self._value(req) or NULL
         existing = self.state.runs.get(run_id)
         if existing is not None:

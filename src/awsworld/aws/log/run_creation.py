@@ -7,8 +7,7 @@ from datetime import datetime
 
 from ...world.entities import ResolveData, event_value_shown
 from ...world.events import CreateEventRequest, EventResult
-from ...world.ids import check_entity_id, new_run_id
-from ...world.rules.runs import new_run
+from ...world.rules.runs import created_run_id, new_run
 from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
@@ -29,7 +28,7 @@ class RunCreator:
         self.reads = reads
 
     async def create(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
-        run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
+        run_id = created_run_id(run_id)
         data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
         rest, _name, payload = split_payload("run_created", data)
         retention = self.clients.retention

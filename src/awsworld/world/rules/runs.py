@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from ..errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..events import AttrSetData, CreateEventRequest, RunFailedData
-from ..ids import SPEC_VERSION_CURRENT
+from ..ids import SPEC_VERSION_CURRENT, check_entity_id, new_run_id
 from .decision import Check, Decision, NewEvent, NewRun, RunChange
 from .hooks import hook_ends
 from .requests import data_as, event_data
@@ -33,6 +33,12 @@ def _run(view: View) -> RunState:
     if view.run is None:
         raise run_missing(view.run_id)
     return view.run
+
+
+def created_run_id(run_id: str | None) -> str:
+    """run_created's run id: the client's, checked (creating that run again is idempotent: the existing run
+    comes back, nothing is written), or a new one."""
+    return check_entity_id(run_id, "runId") if run_id else new_run_id()
 
 
 def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int | None,
