@@ -16,11 +16,12 @@ from typing import Any, TypeVar
 from ..world.clock import Clock
 from ..world.cursors import HOOK_KEYS, STEP_KEYS, entities_page_after, first_page, key_cursor, run_cursor, runs_query
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
-from ..world.errors import HookNotFoundError, StepNotFoundError
 from ..world.events import AttributeChange, EventResult
 from ..world.pages import HookPage, RunPage, StepPage
+from ..world.rules.decision import hook_missing
 from ..world.rules.hooks import lookup_refusal
 from ..world.rules.requests import attr_set_event
+from ..world.rules.steps import step_missing
 from .log import MemoryLog
 from .records import RunRecord, State, build, hook_model, run_model, step_model
 
@@ -145,7 +146,7 @@ class MemorySteps:
         run = self.state.runs.get(run_id)
         step = run.steps.get(step_id) if run is not None else None
         if run is None or step is None:
-            raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
+            raise step_missing(run_id, step_id)
         return step_model(run, step, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
@@ -174,7 +175,7 @@ class MemoryHooks:
         run = self.state.runs.get(owner) if owner is not None else None
         hook = run.hooks.get(hook_id) if run is not None else None
         if run is None or hook is None:
-            raise HookNotFoundError(f"hook {hook_id} not found")
+            raise hook_missing(hook_id)
         return hook_model(run, hook, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:

@@ -6,9 +6,10 @@ import asyncio
 
 from ...world.cursors import entities_page_after, key_cursor
 from ...world.entities import Hook, ResolveData, Step
-from ...world.errors import HookNotFoundError, StepNotFoundError
 from ...world.pages import HookPage, StepPage
+from ...world.rules.decision import hook_missing
 from ...world.rules.hooks import lookup_refusal
+from ...world.rules.steps import step_missing
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
@@ -35,7 +36,7 @@ class StepsAPI:
             if head is None or not head.get("inl"):
                 break
             # The head holds another step: ours may have ended between the two reads; read again.
-        raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
+        raise step_missing(run_id, step_id)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
@@ -64,12 +65,12 @@ class HooksAPI:
         if run_id is None:
             pointer = await get_item(self.clients, hook_pointer_key(hook_id))
             if pointer is None:
-                raise HookNotFoundError(f"hook {hook_id} not found")
+                raise hook_missing(hook_id)
             owner: str = pointer["runId"]
             run_id = owner
         item = await get_item(self.clients, hook_key(run_id, hook_id))
         if item is None:
-            raise HookNotFoundError(f"hook {hook_id} not found")
+            raise hook_missing(hook_id)
         return await self.reads.hook(run_id, item, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
@@ -78,7 +79,7 @@ class HooksAPI:
         owner = await get_item(self.clients, token_key(token))
         for _ in range(3):
             if owner is None:
-                raise HookNotFoundError("no hook owns that token")
+                raise lookup_refusal(None)
             item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
             if item is not None:
                 return await self.reads.hook(owner["runId"], item, resolve_data)
@@ -91,7 +92,7 @@ class HooksAPI:
                 break
             owner = again  # a new hook claimed the token meanwhile: look that one up
         if owner is None:
-            raise HookNotFoundError("no hook owns that token")
+            raise lookup_refusal(None)
         raise lookup_refusal(token_state(owner))
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,

@@ -24,15 +24,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from ...world.entities import ResolveData
 from ...world.errors import (
     HookAlreadyReceivedError,
     WorldError,
 )
 from ...world.events import (
-    PAYLOAD_FIELDS,
     BatchEventOutcome,
     CreateEventRequest,
     EventBatchResult,
@@ -41,7 +38,14 @@ from ...world.events import (
 )
 from ...world.ids import event_id_to_slot
 from ...world.rules.log import skipped_over
-from ...world.rules.requests import batch_requests, check_run_id, check_write_params, in_request_order
+from ...world.rules.requests import (
+    VALUE_FIELD,
+    batch_requests,
+    carried_value,
+    check_run_id,
+    check_write_params,
+    in_request_order,
+)
 from ..clients import AWSClients
 from ..dynamodb.items import (
     events_from_blocks,
@@ -168,20 +172,15 @@ class EventWriter(CommitLoop):
 
     async def _store(self, run_id: str, req: CreateEventRequest) -> tuple[Any, int | None]:
         """The event's payload, stored, and the expiry class its S3 object (if any) was tagged with."""
-        fields = PAYLOAD_FIELDS.get(req.event_type, ())
-        data = req.data()
-        if not fields or (fields[0] not in data.model_fields_set and fields[0] not in (data.model_extra or {})):
+        carried, value = carried_value(req)  # the value as given (``requests.carried_value``)
+        if not carried:
             return None, None
-        # The value as given, not pydantic's JSON rendering (which would quietly turn NaN into null).
-        value = getattr(data, _snake(fields[0])) if _snake(fields[0]) in type(data).model_fields else \
-            (data.model_extra or {})[fields[0]]
-        if isinstance(value, BaseModel):
-            value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
         if req.event_type == "run_started":  # a resilient start: it may create the run, with its data key
-            context = getattr(data, "execution_context", None)
+            context = getattr(req.data(), "execution_context", None)
             await self.clients.keys.create(run_id, retention_of(context, self.clients.retention.default_seconds))
         expiry = self.clients.retention.object_expiry(run_id)
-        return await self.values.store(run_id, value, f"eventData.{fields[0]}", expiry=expiry), expiry
+        return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}",
+                                       expiry=expiry), expiry
 
     async def _settle_expiry(self, run_id: str, units: list[Unit]) -> None:
         """Retag the S3 values of committed units stored under another expiry class than the run's: a value is
@@ -276,10 +275,6 @@ class EventWriter(CommitLoop):
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _snake(name: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
 _AFTER_BODY = frozenset({"step_completed", "step_retrying"})
