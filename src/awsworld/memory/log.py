@@ -26,7 +26,7 @@ from ..world.events import (
     LogSnapshot,
     parse_event_request,
 )
-from ..world.ids import event_id_to_slot, slot_to_event_id
+from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, event_id_to_slot, slot_to_event_id
 from ..world.pages import MAX_EVENTS_PAGE, EventPage
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import due_after, read_token, reads
@@ -41,11 +41,10 @@ from ..world.rules.requests import (
     carried_value,
     check_run_id,
     check_write_params,
-    event_data,
     failed_outcome,
     in_request_order,
 )
-from ..world.rules.runs import created_run_id, new_run, run_missing
+from ..world.rules.runs import created_run_id, run_created, run_missing
 from ..world.rules.state import placed
 from .records import RunRecord, State, StoredEvent, build, event_model, hook_model, run_model, step_model, wait_model
 from .values import NULL, Value, data_text, json_value, store_value
@@ -253,15 +252,14 @@ class MemoryLog:
         if existing is not None:
             return build(EventResult, run=run_model(existing, resolve))
         now = self.clock.now()
-        made = new_run(run_id, req.data().model_dump(mode="json", by_alias=True, exclude_none=True), now,
-                       req.spec_version, self.deployment_id)
+        made, first = run_created(run_id, req, now, self.deployment_id)
         run = self.state.runs[run_id] = _record(made)
-        self._append(run, [NewEvent("run_created", None, event_data(req), True, made.spec_version)], value, now)
-        run.seq = 1
+        self._append(run, [first], value, now)
+        run.seq = len(run.events)
         set_due(self.state, run, due_after((), now))
         self._committed()
         return build(EventResult, event=event_model(run_id, run.events[0], resolve), run=run_model(run, resolve),
-                     seq_in_band=1)
+                     seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION)
 
     @staticmethod
     def _append(run: RunRecord, events: list[NewEvent], value: Value | None, now: datetime) -> list[int]:
@@ -340,7 +338,7 @@ def _record(made: NewRun) -> RunRecord:
     context = made.execution_context
     return RunRecord(made.run_id, made.workflow_name, made.deployment_id, made.spec_version, made.status,
                      made.created_at, made.created_at, json_value(context) if context is not None else None,
-                     dict(made.attributes), started_at=made.started_at, seq_in_band=1)
+                     dict(made.attributes), started_at=made.started_at, seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION)
 
 
 def _landed(result: EventResult) -> BatchEventOutcome:

@@ -7,7 +7,8 @@ from datetime import datetime
 
 from ...world.entities import ResolveData, event_value_shown
 from ...world.events import CreateEventRequest, EventResult
-from ...world.rules.runs import created_run_id, new_run
+from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION
+from ...world.rules.runs import created_run_id, run_created
 from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
@@ -30,7 +31,7 @@ class RunCreator:
     async def create(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         run_id = created_run_id(run_id)
         data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
-        rest, _name, payload = split_payload("run_created", data)
+        _rest, _name, payload = split_payload("run_created", data)
         retention = self.clients.retention
         kept = retention_of(data.get("executionContext"), retention.default_seconds)
         await self.clients.keys.create(run_id, kept)
@@ -38,11 +39,10 @@ class RunCreator:
         stored = await self.values.store(run_id, payload, "eventData.input",
                                          expiry=retention.object_expiry(run_id, kept))
         now = now_iso()
-        made = new_run(run_id, data, datetime.fromisoformat(now), req.spec_version,
-                       self.clients.config.deployment_id)
+        made, first = run_created(run_id, req, datetime.fromisoformat(now), self.clients.config.deployment_id)
         head = run_head(made, now, retention=retention.default_seconds, max_run=retention.max_run_seconds)
         retention.remember(run_id, head)
-        planned = PlannedEvent("run_created", None, rest, stored, payload, head["specVersion"])
+        planned = PlannedEvent(first.event_type, None, first.data, stored, payload, first.spec_version)
         [block] = build_blocks(run_id, 1, [planned.record()], now)
         block[TTL_ATTRIBUTE] = head[TTL_ATTRIBUTE]  # the run's items all carry their TTL (aws/retention.py)
         attrs = attrs_put(run_id, made.attributes)
@@ -69,5 +69,5 @@ class RunCreator:
             event=event_from_block(event, payload, with_payload=event_value_shown("run_created", resolve)),
             run=await self.reads.run(head, resolve, known={1: event},
                                      fetched={(op.item["pk"], op.item["sk"]): op.item for op in attrs if op.item}),
-            seq_in_band=1,
+            seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION,
         )

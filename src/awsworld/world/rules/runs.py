@@ -51,6 +51,15 @@ def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int 
                   cast(dict[str, Any], context) if isinstance(context, dict) else None)
 
 
+def run_created(run_id: str, req: CreateEventRequest, now: datetime,
+                deployment_id: str | None) -> tuple[NewRun, NewEvent]:
+    """What a run_created for an id no run has writes: the run, and its first event (slot 1, holding the input;
+    the run's in-band count starts at ``IN_BAND_SEQ_AT_RUN_CREATION``)."""
+    made = new_run(run_id, req.data().model_dump(mode="json", by_alias=True, exclude_none=True), now,
+                   req.spec_version, deployment_id)
+    return made, NewEvent("run_created", None, event_data(req), True, made.spec_version)
+
+
 def run_started(req: CreateEventRequest, view: View) -> Decision:
     if view.run is None:  # a resilient start: it creates the run when it carries what run_created would
         full = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
