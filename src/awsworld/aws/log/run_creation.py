@@ -8,6 +8,8 @@ from datetime import datetime
 from ...world.entities import ResolveData, event_value_shown
 from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION
+from ...world.limits import value_json
+from ...world.rules.requests import carried_value, event_data
 from ...world.rules.runs import created_run_id, run_created
 from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, now_iso
@@ -18,7 +20,7 @@ from ..retention import retention_of
 from ..values import ValueStore
 from .blocks import build_blocks
 from .entity_reads import EntityReads
-from .plan import PlannedEvent, split_payload
+from .plan import PlannedEvent, payload_of
 from .transitions import attrs_put, run_head
 
 
@@ -30,14 +32,17 @@ class RunCreator:
 
     async def create(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         run_id = created_run_id(run_id)
-        data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
-        _rest, _name, payload = split_payload("run_created", data)
+        # The input as given (``requests.carried_value``): one that is not JSON is refused before anything is
+        # written (its data key included), not stored as pydantic's rendering of it (NaN as null).
+        _carried, given = carried_value(req)
+        value_json(given, "eventData.input")
         retention = self.clients.retention
-        kept = retention_of(data.get("executionContext"), retention.default_seconds)
+        kept = retention_of(event_data(req).get("executionContext"), retention.default_seconds)
         await self.clients.keys.create(run_id, kept)
         # The input's object expires with the run's items, by the retention the run is created with.
-        stored = await self.values.store(run_id, payload, "eventData.input",
+        stored = await self.values.store(run_id, given, "eventData.input",
                                          expiry=retention.object_expiry(run_id, kept))
+        payload = payload_of(req)  # as the answer shows it
         now = now_iso()
         made, first = run_created(run_id, req, datetime.fromisoformat(now), self.clients.config.deployment_id)
         head = run_head(made, now, retention=retention.default_seconds, max_run=retention.max_run_seconds)
