@@ -3,11 +3,12 @@ use, and the ``Failed`` it hands ``refusal`` (status, resume slot, token holder)
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from awsworld.world.errors import EntityConflictError, HookAlreadyReceivedError, HookNotFoundError, RunGoneError
 from awsworld.world.rules import Check, Decision, NewEvent, TokenState, refusal
-from awsworld.world.rules.checks import Found, check_holds, failed
+from awsworld.world.rules.checks import Found, failed
 from awsworld.world.rules.decision import NOTHING_FAILED
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -18,6 +19,11 @@ CONFLICT = Decision("hook_created", "h2", [NewEvent("hook_conflict", "h2", {"tok
                     (Check.RUN_ALIVE, Check.TOKEN_HELD), token_holder="r9")
 DISPOSE = Decision("hook_disposed", "h1", checks=(Check.AS_READ, Check.TOKEN_OWNED),
                    token=TokenState("tok", "r1", "h1", released=True))
+
+
+def check_holds(check: Check, decision: Decision, found: Found, now: datetime) -> bool:
+    """Whether ``check`` alone holds for ``decision`` (as if it were the decision's only check)."""
+    return check not in failed(replace(decision, checks=(check,)), found, now).checks
 
 
 def test_what_a_live_run_with_free_names_finds_fails_nothing() -> None:

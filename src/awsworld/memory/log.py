@@ -29,7 +29,7 @@ from ..world.events import (
 from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, event_id_to_slot, slot_to_event_id
 from ..world.pages import MAX_EVENTS_PAGE, EventPage
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
-from ..world.rules.book import due_after, read_token, reads
+from ..world.rules.book import READS, due_after, read_token
 from ..world.rules.checks import Found, failed
 from ..world.rules.conditions import holds
 from ..world.rules.decision import NOTHING_FAILED
@@ -94,7 +94,7 @@ class MemoryLog:
         run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
         result = self._result(run, self._shown(run, decision, resolve_data), slots[-1] if slots else None,
                               resolve_data, seq_in_band, open_after)
-        skipped = skipped_over(event_count, slots[-1]) if slots else 0
+        skipped = skipped_over(event_count, slots[-1]) if event_count is not None and slots else 0
         if skipped:
             assert event_count is not None
             report = _page(run, run.events[event_count:event_count + skipped], event_count,
@@ -160,14 +160,15 @@ class MemoryLog:
         """What the rule of ``req`` reads, from the records (this World knows everything it holds)."""
         if run is None:
             return View(run_id, now, carries_value=value is not None, deployment_id=self.deployment_id)
-        cid, kind, event_type = req.correlation_id or "", req.event_type.split("_")[0], req.event_type
-        entity = reads(event_type, "entity")
+        cid, kind = req.correlation_id or "", req.event_type.split("_")[0]
+        wanted = READS.get(req.event_type, frozenset())  # what the rule reads (world.rules.book)
+        entity = "entity" in wanted
         hook = run.hooks.get(cid) if entity and kind == "hook" else None
-        name = read_token(req, hook)
+        name = read_token(req, hook) if kind == "hook" else None  # only hook rules read a token
         return View(run_id, now, RunState(run_id, run.status, run.started_at),
                     step=run.steps.get(cid) if entity and kind == "step" else None, hook=hook,
                     wait=run.waits.get(cid) if entity and kind == "wait" else None,
-                    hooks=tuple(run.hooks.values()) if reads(event_type, "hooks") else (),
+                    hooks=tuple(run.hooks.values()) if "hooks" in wanted else (),
                     token=self.state.tokens.get(name) if name is not None else None,
                     carries_value=value is not None, deployment_id=self.deployment_id)
 
@@ -175,12 +176,13 @@ class MemoryLog:
         """The decision's checks (``world.rules.checks``), against the records now."""
         if run is None or not decision.checks:
             return NOTHING_FAILED
-        cid, kind, token = decision.entity_id, decision.kind, decision.checked_token
+        cid, kind = decision.entity_id, decision.kind
+        token = decision.checked_token if kind == "hook" else None  # only hook decisions check a token
         entities = run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits
         resume = run.resumes.get((cid, decision.resume_id)) if decision.resume_id is not None else None
-        return failed(decision, Found(run.status, cid in entities, resumed=resume is not None, resume_slot=resume,
-                                      hook_id_taken=cid in self.state.hook_runs,
-                                      token=self.state.tokens.get(token) if token is not None else None), now)
+        return failed(decision, Found(run.status, cid in entities, True, True, resume is not None, resume,
+                                      cid in self.state.hook_runs,
+                                      self.state.tokens.get(token) if token is not None else None), now)
 
     def _commit(self, run_id: str, run: RunRecord | None, decisions: list[Placed], now: datetime,
                 seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:

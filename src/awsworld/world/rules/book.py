@@ -52,9 +52,13 @@ RULES: dict[str, Rule] = {
 """Every event type a caller may write except run_created (each World's create path: it makes the run)."""
 
 
+READS: dict[str, frozenset[Read]] = {event_type: rule.reads for event_type, rule in RULES.items()}
+"""What the rule of each event type reads beyond its request (a World on its write path looks it up here)."""
+_NOTHING: frozenset[Read] = frozenset()
+
+
 def reads(event_type: str, what: Read) -> bool:
-    rule = RULES.get(event_type)
-    return rule is not None and what in rule.reads
+    return what in READS.get(event_type, _NOTHING)
 
 
 def read_token(req: CreateEventRequest, hook: HookState | None) -> str | None:

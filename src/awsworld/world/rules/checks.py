@@ -40,36 +40,41 @@ class Found:
     token: TokenState | None = None
 
 
-def check_holds(check: Check, decision: Decision, found: Found, now: datetime) -> bool:
-    """Whether ``check`` of ``decision`` holds for what the commit found at ``now`` (the write's time)."""
-    if check is Check.RUN_ALIVE:
-        return found.run_status not in TERMINAL_RUN_STATUSES
-    if check is Check.ABSENT:
-        return not found.entity
-    if check is Check.EXISTS:
-        return found.entity
-    if check is Check.AS_READ:
-        return found.entity_as_read
-    if check is Check.RUN_AS_READ:
-        return found.run_as_read
-    if check is Check.RESUME_NEW:
-        return not found.resumed
-    if check is Check.TOKEN_FREE:
-        return token_free(found.token, now)
-    if check is Check.HOOK_ID_FREE:
-        return not found.hook_id_taken
-    if check is Check.TOKEN_HELD:
-        return holds(token_held_by(decision.token_holder or ""), found.token, now)
-    return holds(token_owned_by(decision.entity_id), found.token, now)  # TOKEN_OWNED
-
-
 def failed(decision: Decision, found: Found, now: datetime, *, examined: Collection[Check] | None = None) -> Failed:
-    """The decision's checks that fail for ``found`` (only those in ``examined``, when a World could look at no
-    more: the others held), with what the refusal reads: the run's status, the resume's slot when the resume id
-    was taken, the token's record when the token was not free."""
-    bad = [check for check in decision.checks
-           if (examined is None or check in examined) and not check_holds(check, decision, found, now)]
-    if not bad:
+    """The decision's checks that fail for ``found`` at ``now`` (the write's time; only those in ``examined``,
+    when a World could look at no more: the others held), with what the refusal reads: the run's status, the
+    resume's slot when the resume id was taken, the token's record when the token was not free.
+
+    Every write pays for this, so it is one loop (no call per check), the checks most writes carry first."""
+    bad: list[Check] | None = None
+    for check in decision.checks:
+        if examined is not None and check not in examined:
+            continue
+        if check is Check.RUN_ALIVE:
+            ok = found.run_status not in TERMINAL_RUN_STATUSES
+        elif check is Check.AS_READ:
+            ok = found.entity_as_read
+        elif check is Check.ABSENT:
+            ok = not found.entity
+        elif check is Check.RUN_AS_READ:
+            ok = found.run_as_read
+        elif check is Check.EXISTS:
+            ok = found.entity
+        elif check is Check.RESUME_NEW:
+            ok = not found.resumed
+        elif check is Check.TOKEN_FREE:
+            ok = token_free(found.token, now)
+        elif check is Check.HOOK_ID_FREE:
+            ok = not found.hook_id_taken
+        elif check is Check.TOKEN_HELD:  # the run a hook_conflict names still holds the token
+            ok = holds(token_held_by(decision.token_holder or ""), found.token, now)
+        else:  # TOKEN_OWNED: the disposed or ended hook still holds its token
+            ok = holds(token_owned_by(decision.entity_id), found.token, now)
+        if not ok:
+            if bad is None:
+                bad = []
+            bad.append(check)
+    if bad is None:
         return NOTHING_FAILED
     return Failed(frozenset(bad), found.run_status, found.resume_slot if Check.RESUME_NEW in bad else None,
                   found.token if Check.TOKEN_FREE in bad else None)
