@@ -62,6 +62,7 @@ class MemoryLog:
         self.deployment_id = deployment_id
         self.max_value_bytes = max_value_bytes
         self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
+        self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
 
     # ------------------------------------------------------------------ writes
 
@@ -180,9 +181,13 @@ class MemoryLog:
         token = decision.checked_token if kind == "hook" else None  # only hook decisions check a token
         entities = run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits
         resume = run.resumes.get((cid, decision.resume_id)) if decision.resume_id is not None else None
-        return failed(decision, Found(run.status, cid in entities, True, True, resume is not None, resume,
-                                      cid in self.state.hook_runs,
-                                      self.state.tokens.get(token) if token is not None else None), now)
+        found = self._found  # entity_as_read and run_as_read stay True: nothing ran since the read
+        found.run_status = run.status
+        found.entity = cid in entities
+        found.resumed, found.resume_slot = resume is not None, resume
+        found.hook_id_taken = cid in self.state.hook_runs
+        found.token = self.state.tokens.get(token) if token is not None else None
+        return failed(decision, found, now)
 
     def _commit(self, run_id: str, run: RunRecord | None, decisions: list[Placed], now: datetime,
                 seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:
