@@ -73,6 +73,18 @@ async def test_a_value_that_is_not_json_is_refused_not_altered(world: AnyWorld, 
     assert await stored(world) == before
 
 
+@pytest.mark.parametrize("value", [math.nan, object()], ids=["nan", "object"])
+async def test_a_run_input_that_is_not_json_is_refused_not_altered(world: AnyWorld, value: Any) -> None:
+    """run_created takes its input as given, like every other value (the AWS World once stored pydantic's
+    rendering of it: NaN as null, and crashed on an object)."""
+    before = await stored(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(None, {"eventType": "run_created",
+                                         "eventData": {"workflowName": "w", "input": value}})
+    assert raised.value.field == "eventData.input"
+    assert await stored(world) == before
+
+
 async def test_a_bad_event_in_a_batch_is_refused_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     before = await stored(world)

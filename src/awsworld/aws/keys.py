@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 
+from ..world.cursors import HOOK_KEYS, STEP_KEYS
 from ..world.events import EVENT_TYPES
 from ..world.ids import SLOT_DIGITS
 from .resources import PK, SK
@@ -17,8 +18,8 @@ LAYOUT_VERSION = 2
 """Written on every run head (``lv``): which item layout the run's partition uses (see DESIGN.md). A reader
 that meets a version it does not know refuses the run instead of misreading it."""
 EVENT_PREFIX = "EVT#"
-STEP_PREFIX = "STEP#"
-HOOK_PREFIX = "HOOK#"
+STEP_PREFIX = STEP_KEYS  # a steps or hooks cursor holds the sort key it resumes after (world/cursors.py)
+HOOK_PREFIX = HOOK_KEYS
 WAIT_PREFIX = "WAIT#"
 RESUME_PREFIX = "RESUME#"
 

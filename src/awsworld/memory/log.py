@@ -23,29 +23,28 @@ from ..world.events import (
     CreateEventRequest,
     EventBatchResult,
     EventResult,
-    HookCreatedData,
     LogSnapshot,
     parse_event_request,
 )
-from ..world.ids import check_entity_id, event_id_to_slot, new_run_id, slot_to_event_id
+from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, event_id_to_slot, slot_to_event_id
 from ..world.pages import MAX_EVENTS_PAGE, EventPage
-from ..world.rules import Check, Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
-from ..world.rules.book import due_after, reads
+from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
+from ..world.rules.book import READS, due_after, read_token
+from ..world.rules.checks import Found, failed
 from ..world.rules.conditions import holds
 from ..world.rules.decision import NOTHING_FAILED
-from ..world.rules.hooks import token_free, token_held_by, token_owned_by
-from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
+from ..world.rules.hooks import token_owned_by
+from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after, skipped_over
 from ..world.rules.requests import (
     VALUE_FIELD,
     batch_requests,
     carried_value,
     check_run_id,
     check_write_params,
-    data_as,
-    event_data,
     failed_outcome,
+    in_request_order,
 )
-from ..world.rules.runs import new_run, run_missing
+from ..world.rules.runs import created_run_id, run_created, run_missing
 from ..world.rules.state import placed
 from .records import RunRecord, State, StoredEvent, build, event_model, hook_model, run_model, step_model, wait_model
 from .values import NULL, Value, data_text, json_value, store_value
@@ -63,6 +62,7 @@ class MemoryLog:
         self.deployment_id = deployment_id
         self.max_value_bytes = max_value_bytes
         self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
+        self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
 
     # ------------------------------------------------------------------ writes
 
@@ -95,8 +95,11 @@ class MemoryLog:
         run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
         result = self._result(run, self._shown(run, decision, resolve_data), slots[-1] if slots else None,
                               resolve_data, seq_in_band, open_after)
-        if event_count is not None and slots and slots[-1] - 1 > event_count:
-            report = self._between(run, event_count, slots[-1], resolve_data)
+        skipped = skipped_over(event_count, slots[-1]) if event_count is not None and slots else 0
+        if skipped:
+            assert event_count is not None
+            report = _page(run, run.events[event_count:event_count + skipped], event_count,
+                           slots[-1] - 1 > event_count + skipped, resolve_data, snapshot=False)
             result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
         return result
 
@@ -119,6 +122,7 @@ class MemoryLog:
         if in_band:
             check_fence(run_id, run.seq, run.seq_in_band, expected_seq_in_band)
         outcomes: dict[int, BatchEventOutcome] = {}
+        paired: dict[int, BatchEventOutcome] = {}  # a born-running pair's step_created, by unit
         decided: dict[int, Decision] = {}
         for i, unit in enumerate(units):
             try:
@@ -146,14 +150,9 @@ class MemoryLog:
                 shown = self._shown(run, decided[i], resolve_data)
                 outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
                 if len(units[i]) == 2:  # born running: the step_created's outcome, with its own event
-                    outcomes[-1 - i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band,
-                                                            open_after))
-        flat: list[BatchEventOutcome] = []
-        for i, unit in enumerate(units):
-            if len(unit) == 2:
-                flat.append(outcomes.get(-1 - i, outcomes[i]))
-            flat.append(outcomes[i])
-        return build(EventBatchResult, results=flat, seq_in_band=seq_in_band)
+                    paired[i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band, open_after))
+        return build(EventBatchResult, results=in_request_order(units, [outcomes[i] for i in range(len(units))],
+                                                                paired), seq_in_band=seq_in_band)
 
     # ------------------------------------------------------------------ deciding and committing
 
@@ -162,57 +161,33 @@ class MemoryLog:
         """What the rule of ``req`` reads, from the records (this World knows everything it holds)."""
         if run is None:
             return View(run_id, now, carries_value=value is not None, deployment_id=self.deployment_id)
-        cid = req.correlation_id or ""
-        kind = req.event_type.split("_")[0]
-        hook = run.hooks.get(cid) if kind == "hook" else None
-        token = None
-        if req.event_type == "hook_created":
-            token = self.state.tokens.get(data_as(req, HookCreatedData).token)
-        elif hook is not None:
-            token = self.state.tokens.get(hook.token)
+        cid, kind = req.correlation_id or "", req.event_type.split("_")[0]
+        wanted = READS.get(req.event_type, frozenset())  # what the rule reads (world.rules.book)
+        entity = "entity" in wanted
+        hook = run.hooks.get(cid) if entity and kind == "hook" else None
+        name = read_token(req, hook) if kind == "hook" else None  # only hook rules read a token
         return View(run_id, now, RunState(run_id, run.status, run.started_at),
-                    step=run.steps.get(cid) if kind == "step" else None, hook=hook,
-                    wait=run.waits.get(cid) if kind == "wait" else None,
-                    hooks=tuple(run.hooks.values()) if kind == "run" and reads(req.event_type, "hooks") else (),
-                    token=token,
+                    step=run.steps.get(cid) if entity and kind == "step" else None, hook=hook,
+                    wait=run.waits.get(cid) if entity and kind == "wait" else None,
+                    hooks=tuple(run.hooks.values()) if "hooks" in wanted else (),
+                    token=self.state.tokens.get(name) if name is not None else None,
                     carries_value=value is not None, deployment_id=self.deployment_id)
 
     def _failed(self, run: RunRecord | None, decision: Decision, now: datetime) -> Failed:
-        """The decision's checks, evaluated against the records now."""
+        """The decision's checks (``world.rules.checks``), against the records now."""
         if run is None or not decision.checks:
             return NOTHING_FAILED
         cid, kind = decision.entity_id, decision.kind
-        failed: set[Check] = set()
-        held = token = None
-        if kind == "hook":
-            hook = decision.hook or run.hooks.get(cid)
-            token = self.state.tokens.get(hook.token) if hook is not None else None
-        for check in decision.checks:
-            if check is Check.AS_READ or check is Check.RUN_AS_READ:
-                continue  # nothing ran between the read and now
-            if check is Check.RUN_ALIVE:
-                ok = not run.terminal
-            elif check is Check.ABSENT:
-                ok = cid not in (run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits)
-            elif check is Check.RESUME_NEW:
-                ok = (cid, decision.resume_id or "") not in run.resumes
-            elif check is Check.TOKEN_FREE:
-                ok, held = token_free(token, now), token
-            elif check is Check.HOOK_ID_FREE:
-                ok = cid not in self.state.hook_runs
-            elif check is Check.TOKEN_HELD:
-                token = self.state.tokens.get(str(decision.events[0].data["token"]))
-                ok = holds(token_held_by(decision.token_holder or ""), token, now)
-            elif check is Check.TOKEN_OWNED:
-                ok = holds(token_owned_by(cid), token, now)
-            else:  # EXISTS
-                ok = cid in run.hooks
-            if not ok:
-                failed.add(check)
-        if not failed:
-            return NOTHING_FAILED
-        resume = run.resumes.get((cid, decision.resume_id or "")) if Check.RESUME_NEW in failed else None
-        return Failed(frozenset(failed), run.status, resume, held)
+        token = decision.checked_token if kind == "hook" else None  # only hook decisions check a token
+        entities = run.steps if kind == "step" else run.hooks if kind == "hook" else run.waits
+        resume = run.resumes.get((cid, decision.resume_id)) if decision.resume_id is not None else None
+        found = self._found  # entity_as_read and run_as_read stay True: nothing ran since the read
+        found.run_status = run.status
+        found.entity = cid in entities
+        found.resumed, found.resume_slot = resume is not None, resume
+        found.hook_id_taken = cid in self.state.hook_runs
+        found.token = self.state.tokens.get(token) if token is not None else None
+        return failed(decision, found, now)
 
     def _commit(self, run_id: str, run: RunRecord | None, decisions: list[Placed], now: datetime,
                 seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:
@@ -266,9 +241,8 @@ class MemoryLog:
         if decision.resume_id is not None:
             run.resumes[(cid, decision.resume_id)] = slots[-1]
         gone = [cid] if decision.hook_gone else []
-        for end in decision.hook_ends:
-            holder = state.tokens.get(end.hook.token)
-            if holder is not None and holder.hook_id == end.hook.hook_id:
+        for end in decision.hook_ends:  # a hook's end writes its token only where it still holds it
+            if holds(token_owned_by(end.hook.hook_id), state.tokens.get(end.hook.token), now):
                 state.tokens[end.hook.token] = end.token
             if end.fate == "released":
                 gone.append(end.hook.hook_id)
@@ -279,21 +253,20 @@ class MemoryLog:
 
     def _create_run(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         """run_created: a client-given id is idempotent (the existing run comes back, nothing is written)."""
-        run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
+        run_id = created_run_id(run_id)
         value = self._value(req) or NULL
         existing = self.state.runs.get(run_id)
         if existing is not None:
             return build(EventResult, run=run_model(existing, resolve))
         now = self.clock.now()
-        made = new_run(run_id, req.data().model_dump(mode="json", by_alias=True, exclude_none=True), now,
-                       req.spec_version, self.deployment_id)
+        made, first = run_created(run_id, req, now, self.deployment_id)
         run = self.state.runs[run_id] = _record(made)
-        self._append(run, [NewEvent("run_created", None, event_data(req), True, made.spec_version)], value, now)
-        run.seq = 1
+        self._append(run, [first], value, now)
+        run.seq = len(run.events)
         set_due(self.state, run, due_after((), now))
         self._committed()
         return build(EventResult, event=event_model(run_id, run.events[0], resolve), run=run_model(run, resolve),
-                     seq_in_band=1)
+                     seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION)
 
     @staticmethod
     def _append(run: RunRecord, events: list[NewEvent], value: Value | None, now: datetime) -> list[int]:
@@ -359,12 +332,6 @@ class MemoryLog:
         return _page(run, [run.events[s - 1] for s in slots[start:start + limit]], after,
                      len(slots) > start + limit, resolve_data)
 
-    def _between(self, run: RunRecord, after: int, before: int, resolve: ResolveData) -> EventPage:
-        """The report of a write that landed at ``before`` while its writer held ``after`` events."""
-        limit = min(MAX_EVENTS_PAGE, before - after - 1)
-        return _page(run, run.events[after:after + limit], after, before - 1 > after + limit, resolve,
-                     snapshot=False)
-
 
 def _page(run: RunRecord, events: Sequence[StoredEvent], after: int, more: bool, resolve: ResolveData, *,
           snapshot: bool = True) -> EventPage:
@@ -378,7 +345,7 @@ def _record(made: NewRun) -> RunRecord:
     context = made.execution_context
     return RunRecord(made.run_id, made.workflow_name, made.deployment_id, made.spec_version, made.status,
                      made.created_at, made.created_at, json_value(context) if context is not None else None,
-                     dict(made.attributes), started_at=made.started_at, seq_in_band=1)
+                     dict(made.attributes), started_at=made.started_at, seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION)
 
 
 def _landed(result: EventResult) -> BatchEventOutcome:

@@ -29,7 +29,9 @@ from ..world.entities import (
     StructuredError,
     Wait,
     event_value_shown,
+    run_end_shown,
     step_input_shown,
+    step_lease_shown,
     values_shown,
 )
 from ..world.events import Event
@@ -163,15 +165,15 @@ def _error(value: Any) -> StructuredError | None:
 
 
 def run_model(run: RunRecord, resolve: ResolveData) -> Run:
-    want = values_shown(resolve)
-    first = run.events[0].value if want and run.events else None
-    end = run.end_slot if run.terminal else None
+    first = run.events[0].value if values_shown(resolve) and run.events else None
+    shown = run_end_shown(run.status, resolve)
+    end = run.value_at(run.end_slot) if shown is not None else None
     return build(Run, run_id=run.run_id, status=run.status, workflow_name=run.workflow_name,
                  deployment_id=run.deployment_id, spec_version=run.spec_version,
                  execution_context=run.context.get() if run.context is not None else None,
                  input=first.get() if first is not None else None,
-                 output=run.value_at(end) if want and run.status == "completed" else None,
-                 error=_error(run.value_at(end)) if run.status == "failed" else None, error_code=run.error_code,
+                 output=end if shown == "output" else None,
+                 error=_error(end) if shown == "error" else None, error_code=run.error_code,
                  attributes=dict(run.attributes), seq=run.seq, seq_in_band=run.seq_in_band,
                  open_steps=run.open_steps, created_at=run.created_at, updated_at=run.updated_at,
                  started_at=run.started_at, completed_at=run.completed_at)
@@ -184,7 +186,7 @@ def step_model(run: RunRecord, step: StepState, resolve: ResolveData) -> Step:
                  error=_error(run.value_at(step.error)), attempt=step.attempt, retry_after=step.retry_after,
                  created_at=step.created_at, updated_at=step.updated_at, started_at=step.started_at,
                  completed_at=step.completed_at, spec_version=step.spec_version,
-                 lease_until=step.lease_until if step.status == "running" else None)
+                 lease_until=step.lease_until if step_lease_shown(step.status) else None)
 
 
 def hook_model(run: RunRecord, hook: HookState, resolve: ResolveData) -> Hook:

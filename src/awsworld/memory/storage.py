@@ -14,20 +14,19 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from ..world.clock import Clock
-from ..world.cursors import check_limit, key_after, key_cursor, run_before, run_cursor
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, run_status_filter
-from ..world.errors import HookNotFoundError, StepNotFoundError
+from ..world.cursors import HOOK_KEYS, STEP_KEYS, entities_page_after, first_page, key_cursor, run_cursor, runs_query
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
 from ..world.events import AttributeChange, EventResult
-from ..world.pages import MAX_ENTITIES_PAGE, MAX_RUNS_PAGE, HookPage, RunPage, StepPage
+from ..world.pages import HookPage, RunPage, StepPage
+from ..world.rules.decision import hook_missing
 from ..world.rules.hooks import lookup_refusal
 from ..world.rules.requests import attr_set_event
+from ..world.rules.steps import step_missing
 from .log import MemoryLog
 from .records import RunRecord, State, build, hook_model, run_model, step_model
 
 E = TypeVar("E")
 M = TypeVar("M")
-
-STEP_PREFIX, HOOK_PREFIX = "STEP#", "HOOK#"
 
 
 class MemoryStorage:
@@ -111,17 +110,14 @@ class MemoryRuns:
         resolve_data: ResolveData = "none",
     ) -> RunPage:
         """Newest first by run id (a ULID), the contract's order; ``status=[]`` matches nothing."""
-        check_limit(limit, MAX_RUNS_PAGE)
-        statuses = run_status_filter(status)
-        if statuses == []:
+        query = runs_query(status, cursor, limit)
+        if query is None:
             return RunPage()
-        before = run_before(cursor)
-        matching = sorted((r.run_id for r in self.state.runs.values()
-                           if (workflow_name is None or r.workflow_name == workflow_name)
-                           and (statuses is None or r.status in statuses)
-                           and (before is None or r.run_id < before)), reverse=True)
-        page = matching[:limit]
-        more = len(matching) > limit
+        statuses, before = query.statuses, query.before
+        page, more = first_page(sorted((r.run_id for r in self.state.runs.values()
+                                        if (workflow_name is None or r.workflow_name == workflow_name)
+                                        and (statuses is None or r.status in statuses)
+                                        and (before is None or r.run_id < before)), reverse=True), limit)
         runs = [run_model(self.state.runs[r], resolve_data) for r in page]
         return build(RunPage, data=runs, cursor=run_cursor(page, more), has_more=more)
 
@@ -150,14 +146,14 @@ class MemorySteps:
         run = self.state.runs.get(run_id)
         step = run.steps.get(step_id) if run is not None else None
         if run is None or step is None:
-            raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
+            raise step_missing(run_id, step_id)
         return step_model(run, step, resolve_data)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
         """A run's steps in id order, ``limit`` at a time."""
         run = self.state.runs.get(run_id)
-        steps, next_cursor, more = _entity_page(run, run.steps if run is not None else {}, STEP_PREFIX, cursor,
+        steps, next_cursor, more = _entity_page(run, run.steps if run is not None else {}, STEP_KEYS, cursor,
                                                 limit, resolve_data, step_model)
         return build(StepPage, data=steps, cursor=next_cursor, has_more=more)
 
@@ -179,7 +175,7 @@ class MemoryHooks:
         run = self.state.runs.get(owner) if owner is not None else None
         hook = run.hooks.get(hook_id) if run is not None else None
         if run is None or hook is None:
-            raise HookNotFoundError(f"hook {hook_id} not found")
+            raise hook_missing(hook_id)
         return hook_model(run, hook, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
@@ -195,7 +191,7 @@ class MemoryHooks:
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
         run = self.state.runs.get(run_id)
-        hooks, next_cursor, more = _entity_page(run, run.hooks if run is not None else {}, HOOK_PREFIX, cursor,
+        hooks, next_cursor, more = _entity_page(run, run.hooks if run is not None else {}, HOOK_KEYS, cursor,
                                                 limit, resolve_data, hook_model)
         return build(HookPage, data=hooks, cursor=next_cursor, has_more=more)
 
@@ -205,11 +201,8 @@ def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, 
                  ) -> tuple[list[M], str | None, bool]:
     """One page of a run's steps or hooks in id order (the contract's): the models, the cursor
     after the last one when more exist, and whether they do."""
-    check_limit(limit, MAX_ENTITIES_PAGE)
-    after = key_after(cursor, prefix)
-    keys = sorted(prefix + i for i in entities if after is None or prefix + i > after)[: limit + 1]
-    more = len(keys) > limit
-    keys = keys[:limit]
+    after = entities_page_after(cursor, limit, prefix)
+    keys, more = first_page(sorted(prefix + i for i in entities if after is None or prefix + i > after), limit)
     data = [model(run, entities[k.removeprefix(prefix)], resolve_data) for k in keys] if run is not None else []
     return data, key_cursor(keys, more), more
 

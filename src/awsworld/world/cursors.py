@@ -8,9 +8,17 @@ import base64
 import binascii
 import json
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
+from .entities import run_status_filter
 from .errors import InvalidInputError
+from .pages import MAX_ENTITIES_PAGE, MAX_RUNS_PAGE
+
+STEP_KEYS = "STEP#"
+"""The prefix of a steps cursor's key (the AWS World's step sort keys are these keys)."""
+HOOK_KEYS = "HOOK#"
+"""The prefix of a hooks cursor's key (the AWS World's hook sort keys are these keys)."""
 
 
 def encode_cursor(value: dict[str, Any]) -> str:
@@ -54,6 +62,38 @@ def events_page_after(cursor: str | None, limit: int, maximum: int, *, correlati
     if by_correlation and not correlation_id:
         raise InvalidInputError("correlation_id is required", field="correlationId")
     return slot_after(cursor)
+
+
+@dataclass(frozen=True, slots=True)
+class RunsQuery:
+    """A runs listing's checked arguments: the statuses asked for (None: any) and the run id the page starts
+    below (None: the newest)."""
+
+    statuses: list[str] | None
+    before: str | None
+
+
+def runs_query(status: str | Sequence[str] | None, cursor: str | None, limit: int) -> RunsQuery | None:
+    """A runs listing's arguments checked in every World's order (the limit, the status filter, the cursor); None
+    when the filter matches nothing (``status=[]``, like SQL ``IN ()``): the answer is an empty page."""
+    check_limit(limit, MAX_RUNS_PAGE)
+    statuses = run_status_filter(status)
+    if statuses == []:
+        return None
+    return RunsQuery(statuses, run_before(cursor))
+
+
+def entities_page_after(cursor: str | None, limit: int, prefix: str) -> str | None:
+    """A steps (``STEP#``) or hooks (``HOOK#``) listing's arguments checked in every World's order (the limit,
+    then the cursor): the key the page starts after."""
+    check_limit(limit, MAX_ENTITIES_PAGE)
+    return key_after(cursor, prefix)
+
+
+def first_page(keys: Sequence[str], limit: int) -> tuple[list[str], bool]:
+    """The page of a listing that found ``keys`` in its order (at least ``limit`` + 1 when more exist): the first
+    ``limit`` of them, and whether more exist."""
+    return list(keys[:limit]), len(keys) > limit
 
 
 def _refused() -> InvalidInputError:

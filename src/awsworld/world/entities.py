@@ -32,6 +32,20 @@ def step_input_shown(resolve: ResolveData) -> bool:
     return resolve == "all"
 
 
+def run_end_shown(status: str, resolve: ResolveData) -> Literal["output", "error"] | None:
+    """Which value of its terminal event a run shows: a completed run's output (when values are shown), a failed
+    run's error (always); None for any other run (a cancelled one shows neither)."""
+    if status == "failed":
+        return "error"
+    return "output" if status == "completed" and values_shown(resolve) else None
+
+
+def step_lease_shown(status: str) -> bool:
+    """A step shows when its lease ends only while it runs (the stored end outlives the attempt, for the next
+    start's check)."""
+    return status == "running"
+
+
 def event_value_shown(event_type: str, resolve: ResolveData) -> bool:
     """Whether an event read at ``resolve`` carries its value field."""
     if resolve == "none":

@@ -19,7 +19,9 @@ from ...world.entities import (
     StructuredError,
     Wait,
     event_value_shown,
+    run_end_shown,
     step_input_shown,
+    step_lease_shown,
     values_shown,
 )
 from ...world.events import PAYLOAD_FIELDS, Event
@@ -106,13 +108,11 @@ def attributes_of(item: Item | None) -> dict[str, str]:
 async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *, first: BlockEvent | None,
                         end: BlockEvent | None, attributes: dict[str, str]) -> Run:
     """A run from its thin head, the run_created event (input, execution context) and its terminal event."""
-    want = values_shown(resolve)
     status = head["status"]
-    end_val = end.val if end is not None else None
-    input_, output, error = await values.load_many([
-        first.val if want and first is not None else None,
-        end_val if want and status == "completed" else None,
-        end_val if status == "failed" else None,
+    shown = run_end_shown(status, resolve)
+    input_, end_value = await values.load_many([
+        first.val if values_shown(resolve) and first is not None else None,
+        end.val if shown is not None and end is not None else None,
     ], head[GSI_RUN_KEY])
     context = (first.data if first is not None else {}).get("executionContext")
     return Run(
@@ -123,8 +123,8 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
         spec_version=head["specVersion"],
         execution_context=context,
         input=input_,
-        output=output,
-        error=_error(error),
+        output=end_value if shown == "output" else None,
+        error=_error(end_value) if shown == "error" else None,
         attributes=attributes,
         error_code=head.get("errorCode"),
         seq=head["seq"],
@@ -172,7 +172,7 @@ async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
         started_at=item.get("startedAt"),
         completed_at=item.get("completedAt"),
         spec_version=item.get("specVersion"),
-        lease_until=item.get("leaseUntil") if item["status"] == "running" else None,
+        lease_until=item.get("leaseUntil") if step_lease_shown(item["status"]) else None,
     )
 
 

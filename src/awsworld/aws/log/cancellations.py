@@ -2,31 +2,36 @@
 
 DynamoDB names, per item, the condition that failed (and returns the item as it was): the resume marker of a
 repeated resume id, the run head that moved or ended, an entity that exists or changed, a token another hook
-holds. This module reads those reasons as the decision's failed checks (``world.rules.Failed``) and lets the
-rulebook say which contract error that is, in the contract's order (``world.rules.refusal``), or that the state
-only moved: then it marks what the next attempt must re-read.
+holds. This module reads those items as what the commit found (``world.rules.checks.Found``, for the checks whose
+conditions failed: the others held) and lets the rulebook say which checks failed (``checks.failed``) and which
+contract error that is, in the contract's order (``world.rules.refusal``), or that the state only moved: then it
+marks what the next attempt must re-read.
 """
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from ...world.entities import TERMINAL_RUN_STATUSES
 from ...world.errors import WorldError
-from ...world.rules import Check, Decision, Failed, TokenState, refusal
+from ...world.rules import Check, Decision, refusal
+from ...world.rules.checks import Found, failed
 from ...world.rules.log import check_fence
 from ...world.rules.requests import failed_outcome
 from ...world.rules.runs import run_missing
 from ..dynamodb.transactions import TxCancelled
 from .group_commit import Member, Unit
 from .hook_plans import RESUME_MARKER_ROLE
+from .item_states import token_state
 from .write_caches import Attempt, WriterCaches, entity_cache_key
 
 
 class CancellationDecoding(WriterCaches):
     def _on_cancel(self, run_id: str, c: TxCancelled, writers: list[Member], writing: list[Unit],
-                   att: Attempt) -> None:
-        """What a cancelled commit says: per unit (its entity's condition) and for the run (the head that won,
-        from the ALL_OLD item). A member is refused whole only where its request is (a single event, an atomic
-        batch) or where the run refuses it (not found, ended, the fence moved)."""
+                   att: Attempt, now: datetime) -> None:
+        """What a cancelled commit (made at ``now``) says: per unit (its entity's condition) and for the run (the
+        head that won, from the ALL_OLD item). A member is refused whole only where its request is (a single
+        event, an atomic batch) or where the run refuses it (not found, ended, the fence moved)."""
         owner = {u.index: m for m in writers for u in m.units}
         lead = writers[0]
         # A repeated resume id is decided first: the retry of a request already recorded is answered as such
@@ -35,8 +40,9 @@ class CancellationDecoding(WriterCaches):
             marker = c.failed(f"{RESUME_MARKER_ROLE}:{unit.index}")
             if marker is not None:
                 slot = (marker.item or {}).get("slot")
-                failed = Failed(frozenset({Check.RESUME_NEW}), resume_slot=int(slot) if slot is not None else None)
-                error = refusal(_decision(unit), run_id, failed)
+                found = Found(resumed=True, resume_slot=int(slot) if slot is not None else None)
+                decision = _decision(unit)
+                error = refusal(decision, run_id, failed(decision, found, now, examined=(Check.RESUME_NEW,)))
                 assert error is not None
                 refuse(owner[unit.index], unit, error)
         run_reason = c.reason_for("run")
@@ -55,19 +61,21 @@ class CancellationDecoding(WriterCaches):
                 if lead.in_band and lead.expected is not None:
                     check_fence(run_id, int(old["seq"]), int(old["seqInBand"]), lead.expected)
                 if old["status"] in TERMINAL_RUN_STATUSES:
-                    ended = Failed(frozenset({Check.RUN_ALIVE}), run_status=str(old["status"]))
+                    ended = Found(run_status=str(old["status"]))
                     for m in writers:
                         alive = [u for u in m.units if u.index not in m.outcomes and u.plan is not None
                                  and u.plan.decision is not None and Check.RUN_ALIVE in u.plan.decision.checks]
                         if alive:
-                            error = refusal(_decision(alive[0]), run_id, ended)
+                            decision = _decision(alive[0])
+                            error = refusal(decision, run_id,
+                                            failed(decision, ended, now, examined=(Check.RUN_ALIVE,)))
                             assert error is not None
                             m.fail(error)
             else:
                 att.run_stale = True
         for unit in writing:
             if not owner[unit.index].settled:
-                self._on_unit_cancel(run_id, c, owner[unit.index], unit)
+                self._on_unit_cancel(run_id, c, owner[unit.index], unit, now)
         # A taken slot means our seq was stale; the ALL_OLD run item (when the run condition failed too, as it
         # does on every lost race) already names the next free slot, so only re-read when it did not come back.
         fresh = run_reason is not None and run_reason.code == "ConditionalCheckFailed" and run_reason.item
@@ -75,38 +83,38 @@ class CancellationDecoding(WriterCaches):
             att.run_stale = True
             att.seq = None
 
-    def _on_unit_cancel(self, run_id: str, c: TxCancelled, member: Member, unit: Unit) -> None:
-        """A unit's failed conditions as its decision's failed checks; the rulebook says which error that is,
-        or (None) that the state only moved, and this marks what the next attempt reads again."""
+    def _on_unit_cancel(self, run_id: str, c: TxCancelled, member: Member, unit: Unit, now: datetime) -> None:
+        """A unit's failed conditions as what its commit found (each condition re-checks one of the decision's
+        checks); the rulebook says which failed and which error that is, or (None) that the state only moved, and
+        this marks what the next attempt reads again."""
         i = unit.index
         decision = _decision(unit)
         checks = decision.checks
-        failed: set[Check] = set()
-        holder: TokenState | None = None
+        examined: list[Check] = []
+        found = Found()
         if c.failed(f"entity:{i}") is not None:
+            # The entity's condition re-checks that it is absent, that it exists, or its version as read.
             check = next((k for k in (Check.ABSENT, Check.EXISTS) if k in checks), Check.AS_READ)
-            failed.add(check)
+            examined.append(check)
+            found.entity, found.entity_as_read = check is Check.ABSENT, check is not Check.AS_READ
             if check is Check.AS_READ:
                 unit.entity_stale = True
                 self._entities.pop(entity_cache_key(run_id, unit.req), None)
         if c.failed(f"hook-pointer:{i}") is not None:
-            failed.add(Check.HOOK_ID_FREE)
-        token = c.failed(f"token:{i}")
+            examined.append(Check.HOOK_ID_FREE)
+            found.hook_id_taken = True
+        token = c.failed(f"token:{i}") or c.failed(f"token-held:{i}")
         if token is not None:
-            item = token.item or {}
-            if Check.TOKEN_OWNED in checks:  # hook_disposed: another hook holds the token now, leave it
-                failed.add(Check.TOKEN_OWNED)
-                unit.token_owner = item.get("runId", "?")
-            else:
-                failed.add(Check.TOKEN_FREE)
-                holder = TokenState(str(item.get("token", "")), str(item.get("runId", "")),
-                                    str(item.get("hookId", "")))
-                if (holder.run_id, holder.hook_id) != (run_id, decision.entity_id):
-                    unit.token_owner = item.get("runId")
-        if c.failed(f"token-held:{i}") is not None:
-            failed.add(Check.TOKEN_HELD)
-            unit.token_owner = None
-        error: WorldError | None = refusal(decision, run_id, Failed(frozenset(failed), token=holder))
+            found.token = token_state(token.item) if token.item else None
+            examined.extend(k for k in (Check.TOKEN_FREE, Check.TOKEN_OWNED, Check.TOKEN_HELD) if k in checks)
+            holder = found.token
+            if Check.TOKEN_HELD in checks:
+                unit.token_owner = None
+            elif Check.TOKEN_OWNED in checks:  # hook_disposed: another hook holds the token now, leave it
+                unit.token_owner = holder.run_id if holder is not None else "?"
+            elif holder is None or (holder.run_id, holder.hook_id) != (run_id, decision.entity_id):
+                unit.token_owner = holder.run_id if holder is not None else None
+        error: WorldError | None = refusal(decision, run_id, failed(decision, found, now, examined=examined))
         if error is not None:
             refuse(member, unit, error)
 

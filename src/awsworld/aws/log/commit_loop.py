@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from datetime import datetime
 from typing import Any
 
 from ...world.errors import (
@@ -123,7 +124,7 @@ class CommitLoop(CancellationDecoding):
             except TxCancelled as cancelled:
                 contention.took(time.monotonic() - began)
                 sent_seq = first_slot - 1
-                self._on_cancel(run_id, cancelled, writers, writing, att)
+                self._on_cancel(run_id, cancelled, writers, writing, att, datetime.fromisoformat(now))
                 att.losses += 1
                 self.stats.losses += 1
                 await self._back_off(run_id, att, cancelled, sent_seq, sum(len(u.reqs) for u in writing))

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import asyncio
 
-from ...world.cursors import check_limit, key_after, key_cursor
+from ...world.cursors import entities_page_after, key_cursor
 from ...world.entities import Hook, ResolveData, Step
-from ...world.errors import HookNotFoundError, StepNotFoundError
-from ...world.pages import MAX_ENTITIES_PAGE, HookPage, StepPage
+from ...world.pages import HookPage, StepPage
+from ...world.rules.decision import hook_missing
 from ...world.rules.hooks import lookup_refusal
-from ...world.rules.state import TokenState
+from ...world.rules.steps import step_missing
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
 from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
 from .entity_reads import EntityReads
-from .hook_plans import END_STATUS
+from .item_states import token_state
 from .transitions import step_from_head
 
 
@@ -36,12 +36,11 @@ class StepsAPI:
             if head is None or not head.get("inl"):
                 break
             # The head holds another step: ours may have ended between the two reads; read again.
-        raise StepNotFoundError(f"step {step_id} not found in run {run_id}")
+        raise step_missing(run_id, step_id)
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> StepPage:
-        check_limit(limit, MAX_ENTITIES_PAGE)
-        after = key_after(cursor, STEP_PREFIX)
+        after = entities_page_after(cursor, limit, STEP_PREFIX)
         head, (items, more) = await asyncio.gather(
             get_item(self.clients, run_key(run_id), ProjectionExpression="inl"),
             query_prefix(self.clients, run_pk(run_id), STEP_PREFIX, after_sk=after, limit=limit))
@@ -66,12 +65,12 @@ class HooksAPI:
         if run_id is None:
             pointer = await get_item(self.clients, hook_pointer_key(hook_id))
             if pointer is None:
-                raise HookNotFoundError(f"hook {hook_id} not found")
+                raise hook_missing(hook_id)
             owner: str = pointer["runId"]
             run_id = owner
         item = await get_item(self.clients, hook_key(run_id, hook_id))
         if item is None:
-            raise HookNotFoundError(f"hook {hook_id} not found")
+            raise hook_missing(hook_id)
         return await self.reads.hook(run_id, item, resolve_data)
 
     async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
@@ -80,7 +79,7 @@ class HooksAPI:
         owner = await get_item(self.clients, token_key(token))
         for _ in range(3):
             if owner is None:
-                raise HookNotFoundError("no hook owns that token")
+                raise lookup_refusal(None)
             item = await get_item(self.clients, hook_key(owner["runId"], owner["hookId"]))
             if item is not None:
                 return await self.reads.hook(owner["runId"], item, resolve_data)
@@ -93,15 +92,13 @@ class HooksAPI:
                 break
             owner = again  # a new hook claimed the token meanwhile: look that one up
         if owner is None:
-            raise HookNotFoundError("no hook owns that token")
-        raise lookup_refusal(TokenState(token, str(owner["runId"]), str(owner["hookId"]),
-                                        released=bool(owner.get("released")), end_status=owner.get(END_STATUS)))
+            raise lookup_refusal(None)
+        raise lookup_refusal(token_state(owner))
 
     async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                    resolve_data: ResolveData = "all") -> HookPage:
-        check_limit(limit, MAX_ENTITIES_PAGE)
-        items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX,
-                                         after_sk=key_after(cursor, HOOK_PREFIX), limit=limit)
+        after = entities_page_after(cursor, limit, HOOK_PREFIX)
+        items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX, after_sk=after, limit=limit)
         hooks = await self.reads.hooks(run_id, items, resolve_data)
         next_cursor = key_cursor([i["sk"] for i in items[-1:]], more)
         return HookPage(data=hooks, cursor=next_cursor, has_more=more)

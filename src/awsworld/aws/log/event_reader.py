@@ -106,10 +106,10 @@ class EventReader:
         matching = [e for e in events if e.correlation_id == correlation_id]
         return await self._page(run_id, matching[:limit], len(matching) > limit, after, resolve_data, snapshot)
 
-    async def between(self, run_id: str, after: int, before: int, resolve: ResolveData) -> EventPage:
-        """The report of a write that landed at ``before`` while its writer held ``after`` events."""
-        events, more = await self._blocks(run_id, after + 1, before - 1,
-                                          limit_events=min(MAX_EVENTS_PAGE, before - after - 1))
+    async def between(self, run_id: str, after: int, before: int, count: int, resolve: ResolveData) -> EventPage:
+        """The report of a write that landed at ``before`` while its writer held ``after`` events: ``count`` of
+        the events between (``world.rules.log.skipped_over``)."""
+        events, more = await self._blocks(run_id, after + 1, before - 1, limit_events=count)
         return await self._page(run_id, events, more, after, resolve, None)
 
     async def _page(self, run_id: str, events: list[BlockEvent], more: bool, after: int, resolve: ResolveData,

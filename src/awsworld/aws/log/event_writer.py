@@ -24,15 +24,12 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from pydantic import BaseModel
-
 from ...world.entities import ResolveData
 from ...world.errors import (
     HookAlreadyReceivedError,
     WorldError,
 )
 from ...world.events import (
-    PAYLOAD_FIELDS,
     BatchEventOutcome,
     CreateEventRequest,
     EventBatchResult,
@@ -40,7 +37,15 @@ from ...world.events import (
     parse_event_request,
 )
 from ...world.ids import event_id_to_slot
-from ...world.rules.requests import batch_requests, check_run_id, check_write_params
+from ...world.rules.log import skipped_over
+from ...world.rules.requests import (
+    VALUE_FIELD,
+    batch_requests,
+    carried_value,
+    check_run_id,
+    check_write_params,
+    in_request_order,
+)
 from ..clients import AWSClients
 from ..dynamodb.items import (
     events_from_blocks,
@@ -148,17 +153,14 @@ class EventWriter(CommitLoop):
             await asyncio.gather(*(discard_unless_recorded(self.reader, self.values, run_id, u.stored, u.sent_slots)
                                    for u in units))
             raise
-        flat: list[BatchEventOutcome] = []
         seq_in_band = None
         await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
         await self._settle_expiry(run_id, [u for u, o in zip(units, outcomes, strict=True) if o.ok])
-        for unit, outcome in zip(units, outcomes, strict=True):
-            if len(unit.reqs) == 2:
-                flat.append(member.paired.get(unit.index, outcome))
-            flat.append(outcome)
+        for outcome in outcomes:
             if outcome.result is not None and outcome.result.seq_in_band is not None:
                 seq_in_band = outcome.result.seq_in_band
-        return EventBatchResult(results=flat, seq_in_band=seq_in_band)
+        return EventBatchResult(results=in_request_order([u.reqs for u in units], outcomes, member.paired),
+                                seq_in_band=seq_in_band)
 
     async def _recorded_event(self, run_id: str, event_id: str | None, resolve: ResolveData) -> Any:
         """The event a repeated resume id first recorded (one GetItem), for callers that answer with it."""
@@ -170,20 +172,15 @@ class EventWriter(CommitLoop):
 
     async def _store(self, run_id: str, req: CreateEventRequest) -> tuple[Any, int | None]:
         """The event's payload, stored, and the expiry class its S3 object (if any) was tagged with."""
-        fields = PAYLOAD_FIELDS.get(req.event_type, ())
-        data = req.data()
-        if not fields or (fields[0] not in data.model_fields_set and fields[0] not in (data.model_extra or {})):
+        carried, value = carried_value(req)  # the value as given (``requests.carried_value``)
+        if not carried:
             return None, None
-        # The value as given, not pydantic's JSON rendering (which would quietly turn NaN into null).
-        value = getattr(data, _snake(fields[0])) if _snake(fields[0]) in type(data).model_fields else \
-            (data.model_extra or {})[fields[0]]
-        if isinstance(value, BaseModel):
-            value = value.model_dump(mode="json", by_alias=True, exclude_none=True)
         if req.event_type == "run_started":  # a resilient start: it may create the run, with its data key
-            context = getattr(data, "execution_context", None)
+            context = getattr(req.data(), "execution_context", None)
             await self.clients.keys.create(run_id, retention_of(context, self.clients.retention.default_seconds))
         expiry = self.clients.retention.object_expiry(run_id)
-        return await self.values.store(run_id, value, f"eventData.{fields[0]}", expiry=expiry), expiry
+        return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}",
+                                       expiry=expiry), expiry
 
     async def _settle_expiry(self, run_id: str, units: list[Unit]) -> None:
         """Retag the S3 values of committed units stored under another expiry class than the run's: a value is
@@ -231,7 +228,7 @@ class EventWriter(CommitLoop):
         known = committed.known
         last_open = next((u.open_after for u in reversed(member.units) if u.open_after is not None), None)
         outcomes: list[BatchEventOutcome] = []
-        for unit in member.units:
+        for position, unit in enumerate(member.units):
             decided = member.outcomes.get(unit.index)
             if decided is not None:
                 outcomes.append(decided)
@@ -265,22 +262,19 @@ class EventWriter(CommitLoop):
                 await self._best_effort(ops)
             outcomes.append(BatchEventOutcome(result=result))
             if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
-                member.paired[unit.index] = BatchEventOutcome(result=result.model_copy(update={"event": events[0]}))
+                member.paired[position] = BatchEventOutcome(result=result.model_copy(update={"event": events[0]}))
         only = outcomes[0].result if len(member.units) == 1 else None
         if member.event_count is not None and only is not None and only.event is not None:
             first = only.event.slot if len(member.units[0].reqs) == 1 else only.event.slot - 1
-            if first - 1 > member.event_count:
-                page = await self.reader.between(run_id, member.event_count, first, resolve)
+            skipped = skipped_over(member.event_count, first)
+            if skipped:
+                page = await self.reader.between(run_id, member.event_count, first, skipped, resolve)
                 only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
         return outcomes
 
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
-
-
-def _snake(name: str) -> str:
-    return "".join(f"_{c.lower()}" if c.isupper() else c for c in name)
 
 
 _AFTER_BODY = frozenset({"step_completed", "step_retrying"})

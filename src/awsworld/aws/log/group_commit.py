@@ -117,7 +117,7 @@ class Member:
     started: float | None = None  # when it was first taken into a commit (its deadline counts from there)
     attempts: int = 0
     outcomes: dict[int, BatchEventOutcome] = field(default_factory=dict)  # per unit index, when decided
-    paired: dict[int, BatchEventOutcome] = field(default_factory=dict)  # the step_created of a born pair
+    paired: dict[int, BatchEventOutcome] = field(default_factory=dict)  # a born pair's step_created, by position
     committed: Committed | None = None
     future: asyncio.Future[Committed] | None = None
 

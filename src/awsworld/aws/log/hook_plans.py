@@ -17,15 +17,11 @@ from ..keys import hook_key, hook_pointer_key, resume_marker_key, token_key
 from ..resources import TTL_ATTRIBUTE
 from ..retention import epoch
 from .conditions import render
-from .item_states import iso, item_of
+from .item_states import END_STATUS, item_of, token_item
 from .plan import Plan, State
 
 # A transaction holds at most 100 items: the run, the event, and 3 per hook released in it.
 HOOKS_RELEASED_IN_COMMIT = 30
-
-
-# The token item's record of how its run ended, once the run released it (``world/rules/hooks.py``).
-END_STATUS = "endStatus"
 
 
 # The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
@@ -85,9 +81,7 @@ def plan_hook(plan: Plan, decision: Decision, state: State, view: View) -> None:
         hook, token = decision.hook, decision.token
         assert hook is not None and token is not None
         item = {**hook_key(state.run_id, hook_id), **item_of(hook), "ver": 1}
-        claim = put("token", {**token_key(token.token), "token": token.token, "runId": token.run_id,
-                              "hookId": token.hook_id, "released": False,
-                              "retentionUntil": iso(token.retention_until) if token.retention_until else None})
+        claim = put("token", {**token_key(token.token), **token_item(token)})
         claim.condition = render(TOKEN_FREE, claim.expr, state.now)
         plan.ops = [put("entity", item, if_absent=Check.ABSENT in checks),
                     put("hook-pointer", {**hook_pointer_key(hook_id), "runId": state.run_id},

@@ -14,9 +14,8 @@ from dataclasses import fields
 from datetime import UTC, datetime
 from typing import Any
 
-from ...world.events import CreateEventRequest, HookCreatedData
-from ...world.rules.book import reads
-from ...world.rules.requests import data_as
+from ...world.events import CreateEventRequest
+from ...world.rules.book import read_token, reads
 from ...world.rules.state import EventRef, HookState, RunState, StepState, TokenState, View, WaitState
 from ..dynamodb.items import Item
 from ..keys import HOOK_PREFIX
@@ -34,6 +33,10 @@ HOOK_ATTRS = {"token": "token", "created_at": "createdAt", "updated_at": "update
 _ATTRS: dict[type, dict[str, str]] = {StepState: STEP_ATTRS, WaitState: WAIT_ATTRS, HookState: HOOK_ATTRS}
 _TIMES = {"created_at", "updated_at", "retry_after", "started_at", "completed_at", "lease_until", "resume_at",
           "retention_until"}
+
+
+END_STATUS = "endStatus"
+"""The token item's record of how its run ended, once the run released it (``world/rules/hooks.py``)."""
 
 
 def iso(at: datetime) -> str:
@@ -75,6 +78,19 @@ def hook_state(item: Item) -> HookState:
     return _state(HookState, str(item["sk"]).removeprefix(HOOK_PREFIX), item)
 
 
+def token_state(item: Item) -> TokenState:
+    """A token item as the rulebook's state: who holds it, whether released, until when reserved, how its run
+    ended."""
+    return TokenState(str(item.get("token", "")), str(item.get("runId", "")), str(item.get("hookId", "")),
+                      _time(item.get("retentionUntil")), bool(item.get("released")), item.get(END_STATUS))
+
+
+def token_item(token: TokenState) -> Item:
+    """A claimed token's attributes (without its key), as ``token_state`` reads them back."""
+    return {"token": token.token, "runId": token.run_id, "hookId": token.hook_id, "released": token.released,
+            "retentionUntil": iso(token.retention_until) if token.retention_until else None}
+
+
 def _attr(name: str, value: Any) -> Any:
     if isinstance(value, EventRef):
         return SlotRef(value.index)
@@ -108,9 +124,9 @@ def view_of(req: CreateEventRequest, state: State, *, entity: bool) -> View:
     item = state.entity if entity else None
     cid = req.correlation_id or ""
     hook = hook_state(item) if item is not None and kind == "hook" else None
+    name = read_token(req, hook)
     token: TokenState | None = None
-    if state.token_holder is not None and req.event_type in ("hook_created", "hook_disposed"):
-        name = hook.token if hook is not None else data_as(req, HookCreatedData).token
+    if state.token_holder is not None and name is not None:
         token = TokenState(name, state.token_holder, "")  # held by a hook that is not this one
     return View(
         state.run_id, datetime.fromisoformat(state.now), run_state,
@@ -118,5 +134,5 @@ def view_of(req: CreateEventRequest, state: State, *, entity: bool) -> View:
         wait=wait_state(cid, item) if item is not None and kind == "wait" else None,
         hook=hook, token=token,
         hooks=tuple(hook_state(h) for h in state.hooks) if reads(req.event_type, "hooks") else (),
-        token_read=token is not None or req.event_type != "hook_disposed",
+        token_read=token is not None or name is None,
         carries_value=state.stored is not None, deployment_id=state.deployment_id, run_read=run is not None)

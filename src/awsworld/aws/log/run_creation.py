@@ -7,8 +7,10 @@ from datetime import datetime
 
 from ...world.entities import ResolveData, event_value_shown
 from ...world.events import CreateEventRequest, EventResult
-from ...world.ids import check_entity_id, new_run_id
-from ...world.rules.runs import new_run
+from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION
+from ...world.limits import value_json
+from ...world.rules.requests import carried_value, event_data
+from ...world.rules.runs import created_run_id, run_created
 from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
@@ -18,7 +20,7 @@ from ..retention import retention_of
 from ..values import ValueStore
 from .blocks import build_blocks
 from .entity_reads import EntityReads
-from .plan import PlannedEvent, split_payload
+from .plan import PlannedEvent, payload_of
 from .transitions import attrs_put, run_head
 
 
@@ -29,21 +31,23 @@ class RunCreator:
         self.reads = reads
 
     async def create(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
-        run_id = check_entity_id(run_id, "runId") if run_id else new_run_id()
-        data = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
-        rest, _name, payload = split_payload("run_created", data)
+        run_id = created_run_id(run_id)
+        # The input as given (``requests.carried_value``): one that is not JSON is refused before anything is
+        # written (its data key included), not stored as pydantic's rendering of it (NaN as null).
+        _carried, given = carried_value(req)
+        value_json(given, "eventData.input")
         retention = self.clients.retention
-        kept = retention_of(data.get("executionContext"), retention.default_seconds)
+        kept = retention_of(event_data(req).get("executionContext"), retention.default_seconds)
         await self.clients.keys.create(run_id, kept)
         # The input's object expires with the run's items, by the retention the run is created with.
-        stored = await self.values.store(run_id, payload, "eventData.input",
+        stored = await self.values.store(run_id, given, "eventData.input",
                                          expiry=retention.object_expiry(run_id, kept))
+        payload = payload_of(req)  # as the answer shows it
         now = now_iso()
-        made = new_run(run_id, data, datetime.fromisoformat(now), req.spec_version,
-                       self.clients.config.deployment_id)
+        made, first = run_created(run_id, req, datetime.fromisoformat(now), self.clients.config.deployment_id)
         head = run_head(made, now, retention=retention.default_seconds, max_run=retention.max_run_seconds)
         retention.remember(run_id, head)
-        planned = PlannedEvent("run_created", None, rest, stored, payload, head["specVersion"])
+        planned = PlannedEvent(first.event_type, None, first.data, stored, payload, first.spec_version)
         [block] = build_blocks(run_id, 1, [planned.record()], now)
         block[TTL_ATTRIBUTE] = head[TTL_ATTRIBUTE]  # the run's items all carry their TTL (aws/retention.py)
         attrs = attrs_put(run_id, made.attributes)
@@ -70,5 +74,5 @@ class RunCreator:
             event=event_from_block(event, payload, with_payload=event_value_shown("run_created", resolve)),
             run=await self.reads.run(head, resolve, known={1: event},
                                      fetched={(op.item["pk"], op.item["sk"]): op.item for op in attrs if op.item}),
-            seq_in_band=1,
+            seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION,
         )

@@ -13,10 +13,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.cursors import check_limit, run_before, run_cursor
-from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run, run_status_filter
+from ...world.cursors import first_page, run_cursor, runs_query
+from ...world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, ResolveData, Run
 from ...world.events import AttributeChange, EventResult
-from ...world.pages import MAX_RUNS_PAGE, RunPage
+from ...world.pages import RunPage
 from ...world.rules.requests import attr_set_event
 from ...world.rules.runs import run_missing
 from ..clients import AWSClients
@@ -50,11 +50,10 @@ class RunsAPI:
         limit: int = 50,
         resolve_data: ResolveData = "none",
     ) -> RunPage:
-        check_limit(limit, MAX_RUNS_PAGE)
-        statuses = run_status_filter(status)
-        if statuses == []:
+        query = runs_query(status, cursor, limit)
+        if query is None:
             return RunPage()  # status=[] matches nothing, like SQL IN ()
-        before = run_before(cursor)
+        statuses, before = query.statuses, query.before
         if workflow_name is not None:
             sources = [(GSI_BY_WORKFLOW, GSI_WORKFLOW_KEY, workflow_name, statuses)]
         else:
@@ -62,9 +61,7 @@ class RunsAPI:
         pages = await asyncio.gather(*(self._index_page(*src, before, limit) for src in sources))
         # A run changing status can show in two status partitions for a moment (GSIs are eventually
         # consistent): keep its first appearance.
-        run_ids = list(dict.fromkeys(heapq.merge(*pages, reverse=True)))[: limit + 1]
-        more = len(run_ids) > limit
-        run_ids = run_ids[:limit]
+        run_ids, more = first_page(list(dict.fromkeys(heapq.merge(*pages, reverse=True))), limit)
         items = {i[GSI_RUN_KEY]: i for i in await batch_get(self.clients, [run_key(r) for r in run_ids])}
         runs = await self.reads.runs([items[r] for r in run_ids if r in items], resolve_data)
         next_cursor = run_cursor(run_ids, more)

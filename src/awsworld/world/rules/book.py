@@ -3,7 +3,7 @@
 A World asks ``decide`` (or ``decide_unit``, for a batch's unit) with a ``View`` of what it read; the rule
 refuses with the contract's error, answers a no-op, or returns a ``Decision`` the World commits. ``Rule.reads``
 says what a rule looks at beyond the request, so a World that reads before it writes reads only that: the run,
-the entity the event is about, the run's live hooks.
+the entity the event is about, the run's live hooks, who holds a hook token (``read_token`` says which).
 """
 
 from __future__ import annotations
@@ -14,15 +14,16 @@ from datetime import datetime
 from typing import Literal
 
 from ..errors import InvalidInputError
-from ..events import CreateEventRequest
+from ..events import CreateEventRequest, HookCreatedData
 from ..watch import commit_due
 from .decision import Decision
 from .hooks import hook_created, hook_disposed, hook_received
+from .requests import data_as
 from .runs import attr_set, run_ended, run_missing, run_started
-from .state import View
+from .state import HookState, View
 from .steps import born_running, step_created, step_outcome, step_started, wait_completed, wait_created
 
-Read = Literal["run", "entity", "hooks"]
+Read = Literal["run", "entity", "hooks", "token"]
 
 
 @dataclass(frozen=True)
@@ -42,18 +43,30 @@ RULES: dict[str, Rule] = {
     "step_retrying": Rule(step_outcome(None, "error"), frozenset({"entity"})),
     "step_completed": Rule(step_outcome("completed", "output"), frozenset({"entity"})),
     "step_failed": Rule(step_outcome("failed", "error"), frozenset({"entity"})),
-    "hook_created": Rule(hook_created),
+    "hook_created": Rule(hook_created, frozenset({"token"})),
     "hook_received": Rule(hook_received),
-    "hook_disposed": Rule(hook_disposed, frozenset({"entity"})),
+    "hook_disposed": Rule(hook_disposed, frozenset({"entity", "token"})),
     "wait_created": Rule(wait_created),
     "wait_completed": Rule(wait_completed, frozenset({"entity"})),
 }
 """Every event type a caller may write except run_created (each World's create path: it makes the run)."""
 
 
+READS: dict[str, frozenset[Read]] = {event_type: rule.reads for event_type, rule in RULES.items()}
+"""What the rule of each event type reads beyond its request (a World on its write path looks it up here)."""
+_NOTHING: frozenset[Read] = frozenset()
+
+
 def reads(event_type: str, what: Read) -> bool:
-    rule = RULES.get(event_type)
-    return rule is not None and what in rule.reads
+    return what in READS.get(event_type, _NOTHING)
+
+
+def read_token(req: CreateEventRequest, hook: HookState | None) -> str | None:
+    """The hook token whose holder the rule of ``req`` reads (``View.token``): the one a hook_created claims, the
+    one the hook a hook_disposed disposes holds (``hook``, as read); None when it reads none."""
+    if req.event_type == "hook_created":
+        return data_as(req, HookCreatedData).token
+    return hook.token if hook is not None and reads(req.event_type, "token") else None
 
 
 def decide(req: CreateEventRequest, view: View) -> Decision:

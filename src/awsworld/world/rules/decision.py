@@ -124,6 +124,16 @@ class Decision:
     def ends_run(self) -> bool:
         return self.run is not None and self.run.completed_at is not None
 
+    @property
+    def checked_token(self) -> str | None:
+        """The hook token this decision's token checks are about: the one it claims or releases, or the one a
+        hook_conflict found held (its event names it)."""
+        if self.token is not None:
+            return self.token.token
+        if self.token_holder is not None and self.events:
+            return str(self.events[0].data["token"])
+        return None
+
 
 @frozen
 class Failed:
@@ -155,7 +165,7 @@ def refusal(decision: Decision, run_id: str, failed: Failed) -> WorldError | Non
         if check in (Check.ABSENT, Check.HOOK_ID_FREE):
             return EntityConflictError(f"{decision.kind} {decision.entity_id} already exists")
         if check is Check.EXISTS:
-            return HookNotFoundError(f"hook {decision.entity_id} not found in run {run_id}")
+            return hook_missing(decision.entity_id, run_id)
         if check is Check.TOKEN_FREE:
             holder = failed.token
             if holder is not None and (holder.run_id, holder.hook_id) == (run_id, decision.entity_id):
@@ -163,6 +173,11 @@ def refusal(decision: Decision, run_id: str, failed: Failed) -> WorldError | Non
             return None  # held by another hook: decide again knowing it (a hook_conflict)
         return None  # the state moved: decide again
     return None
+
+
+def hook_missing(hook_id: str, run_id: str | None = None) -> HookNotFoundError:
+    """What a write to, or a read of, a hook that does not exist raises (``run_id``: in the run it names)."""
+    return HookNotFoundError(f"hook {hook_id} not found" + (f" in run {run_id}" if run_id is not None else ""))
 
 
 def _repeated(decision: Decision, failed: Failed) -> HookAlreadyReceivedError:

@@ -25,7 +25,7 @@ from ..entities import TERMINAL_RUN_STATUSES
 from ..errors import HookClosedError, HookNotFoundError, WorldError
 from ..events import CreateEventRequest, HookCreatedData, HookReceivedData
 from .conditions import AllOf, AnyOf, Condition, Earlier, Equals, Missing, Not, Unset, holds
-from .decision import Check, Decision, HookEnd, NewEvent
+from .decision import Check, Decision, HookEnd, NewEvent, hook_missing
 from .requests import check_hook_token, data_as, event_data
 from .state import EventRef, HookState, TokenState, View
 
@@ -138,7 +138,7 @@ def hook_disposed(req: CreateEventRequest, view: View) -> Decision:
     hook_id = req.correlation_id or ""
     hook = view.hook
     if hook is None:
-        raise HookNotFoundError(f"hook {hook_id} not found in run {view.run_id}")
+        raise hook_missing(hook_id, view.run_id)
     owned = not view.token_read or (view.token is not None and view.token.hook_id == hook_id)
     event = NewEvent(req.event_type, hook_id, event_data(req, token=hook.token), spec_version=req.spec_version)
     if not owned:  # another hook holds the token now: leave it

@@ -4,12 +4,14 @@ The fence is decided before anything else a write does: a stale in-band writer (
 not the run's count) hears 412 and touches nothing, whatever its write would otherwise get. An
 ``expect_seq`` batch lands right after that many events or not at all (``LogMovedError``). An accepted in-band
 write advances the in-band count by the positions it takes (a resilient start made in-band counts both of its
-events, from none); out-of-band writes report none.
+events, from none); out-of-band writes report none. A write whose writer held fewer events than the log had
+reports, in its answer, up to a page of the events it skipped over (``skipped_over``).
 """
 
 from __future__ import annotations
 
 from ..errors import InBandSupersededError, LogMovedError
+from ..pages import MAX_EVENTS_PAGE
 
 
 def check_fence(run_id: str, seq: int, seq_in_band: int, expected: int | None) -> None:
@@ -31,3 +33,11 @@ def seq_in_band_after(in_band: bool, expected: int | None, count: int, *, create
         return count
     assert expected is not None
     return expected + count
+
+
+def skipped_over(event_count: int | None, slot: int) -> int:
+    """How many of the events a write that landed at ``slot`` skipped over (after its writer's ``event_count``,
+    before ``slot``) its answer reports: at most a page of them (``has_more`` says the rest); 0 without a count."""
+    if event_count is None or slot - 1 <= event_count:
+        return 0
+    return min(MAX_EVENTS_PAGE, slot - 1 - event_count)

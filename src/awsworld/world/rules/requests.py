@@ -9,7 +9,7 @@ each; they live here, once, and each World builds its own unit type from ``batch
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Sized
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -89,6 +89,19 @@ def attr_set_event(changes: Sequence[AttributeChange | Mapping[str, Any]], allow
 def failed_outcome(error: WorldError) -> BatchEventOutcome:
     """A batch entry refused with ``error``."""
     return BatchEventOutcome(status=error.status, error=error.code, message=error.message)
+
+
+def in_request_order(units: Sequence[Sized], outcomes: Sequence[BatchEventOutcome],
+                     paired: Mapping[int, BatchEventOutcome]) -> list[BatchEventOutcome]:
+    """A batch's answer, one outcome per request in the order given: each unit's (``outcomes``, by unit), and
+    before a born-running pair's (its step_started's) the step_created's, with its own event (``paired``, by the
+    unit's position; a pair refused whole answers with the unit's refusal twice)."""
+    flat: list[BatchEventOutcome] = []
+    for i, (unit, outcome) in enumerate(zip(units, outcomes, strict=True)):
+        if len(unit) == 2:
+            flat.append(paired.get(i, outcome))
+        flat.append(outcome)
+    return flat
 
 
 def batch_groups(reqs: list[CreateEventRequest]) -> list[list[CreateEventRequest]]:

@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from ..errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..events import AttrSetData, CreateEventRequest, RunFailedData
-from ..ids import SPEC_VERSION_CURRENT
+from ..ids import SPEC_VERSION_CURRENT, check_entity_id, new_run_id
 from .decision import Check, Decision, NewEvent, NewRun, RunChange
 from .hooks import hook_ends
 from .requests import data_as, event_data
@@ -35,6 +35,12 @@ def _run(view: View) -> RunState:
     return view.run
 
 
+def created_run_id(run_id: str | None) -> str:
+    """run_created's run id: the client's, checked (creating that run again is idempotent: the existing run
+    comes back, nothing is written), or a new one."""
+    return check_entity_id(run_id, "runId") if run_id else new_run_id()
+
+
 def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int | None,
             deployment_id: str | None) -> NewRun:
     """The run its first event makes (``data``: the run_created data, dumped): pending, stamped with the spec
@@ -43,6 +49,15 @@ def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int 
     return NewRun(run_id, str(data["workflowName"]), data.get("deploymentId") or deployment_id,
                   spec_version or SPEC_VERSION_CURRENT, "pending", now, None, dict(data.get("attributes") or {}),
                   cast(dict[str, Any], context) if isinstance(context, dict) else None)
+
+
+def run_created(run_id: str, req: CreateEventRequest, now: datetime,
+                deployment_id: str | None) -> tuple[NewRun, NewEvent]:
+    """What a run_created for an id no run has writes: the run, and its first event (slot 1, holding the input;
+    the run's in-band count starts at ``IN_BAND_SEQ_AT_RUN_CREATION``)."""
+    made = new_run(run_id, req.data().model_dump(mode="json", by_alias=True, exclude_none=True), now,
+                   req.spec_version, deployment_id)
+    return made, NewEvent("run_created", None, event_data(req), True, made.spec_version)
 
 
 def run_started(req: CreateEventRequest, view: View) -> Decision:

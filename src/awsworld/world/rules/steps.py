@@ -28,6 +28,11 @@ from .requests import data_as, event_data
 from .state import EventRef, StepState, View, WaitState, evolve
 
 
+def step_missing(run_id: str, step_id: str) -> StepNotFoundError:
+    """What a write to, or a read of, a step the run does not have raises."""
+    return StepNotFoundError(f"step {step_id} not found in run {run_id}")
+
+
 def step_created(req: CreateEventRequest, view: View) -> Decision:
     return _declared(req, view, None)
 
@@ -66,7 +71,7 @@ def _started_event(req: CreateEventRequest, attempt: int, lease: datetime) -> Ne
 def _existing(req: CreateEventRequest, view: View) -> StepState:
     step = view.step
     if step is None:
-        raise StepNotFoundError(f"step {req.correlation_id} not found in run {view.run_id}")
+        raise step_missing(view.run_id, req.correlation_id or "")
     if step.status in TERMINAL_STEP_STATUSES:
         raise EntityConflictError(f"step {req.correlation_id} is already {step.status}")
     return step
