@@ -63,6 +63,7 @@ class MemoryLog:
         self.max_value_bytes = max_value_bytes
         self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
         self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
+        self._run_state: RunState | None = None  # the last view's run, reused while the run reads the same
 
     # ------------------------------------------------------------------ writes
 
@@ -166,7 +167,11 @@ class MemoryLog:
         entity = "entity" in wanted
         hook = run.hooks.get(cid) if entity and kind == "hook" else None
         name = read_token(req, hook) if kind == "hook" else None  # only hook rules read a token
-        return View(run_id, now, RunState(run_id, run.status, run.started_at),
+        known = self._run_state  # a run's writes come in a row: its state is often the last view's
+        if known is None or known.run_id != run_id or known.status != run.status \
+                or known.started_at is not run.started_at:
+            known = self._run_state = RunState(run_id, run.status, run.started_at)
+        return View(run_id, now, known,
                     step=run.steps.get(cid) if entity and kind == "step" else None, hook=hook,
                     wait=run.waits.get(cid) if entity and kind == "wait" else None,
                     hooks=tuple(run.hooks.values()) if "hooks" in wanted else (),
