@@ -40,6 +40,10 @@ class EventRef:
     index: int
 
 
+FIRST_EVENT = EventRef(0)
+"""The slot of a decision's first event: one shared instance (a ref is a value; nothing changes one), not one a
+write."""
+
 Slot = int | EventRef | None
 """Where a value lives: the slot of the event that holds it (an ``EventRef`` before that slot is known)."""
 

@@ -25,7 +25,7 @@ from .at_most_once import check_interrupted_end, check_start
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
-from .state import EventRef, StepState, View, WaitState, evolve
+from .state import FIRST_EVENT, StepState, View, WaitState, evolve
 
 
 def step_missing(run_id: str, step_id: str) -> StepNotFoundError:
@@ -50,7 +50,7 @@ def _declared(req: CreateEventRequest, view: View, ask: StartAsk | None) -> Deci
     running at attempt 1 under the lease that start asks for (one state, not a pending one evolved)."""
     step_id, now = req.correlation_id or "", view.now
     name = data_as(req, StepCreatedData).step_name
-    ref = EventRef(0) if view.carries_value else None
+    ref = FIRST_EVENT if view.carries_value else None
     if ask is None:
         step = StepState(step_id, name, "pending", now, now, req.spec_version, input=ref)
     else:
@@ -110,7 +110,7 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
         check_interrupted_end(req.data().__pydantic_extra__, status=step.status, attempt=step.attempt,
                               step_id=req.correlation_id)
         now = view.now
-        ref = EventRef(0) if view.carries_value else None
+        ref = FIRST_EVENT if view.carries_value else None
         if status is None:
             retry_after = data_as(req, StepRetryingData).retry_after
             after = evolve(step, **{value: ref}, status="pending", updated_at=now,
