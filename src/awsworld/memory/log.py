@@ -140,13 +140,18 @@ class MemoryLog:
             raise refused.request
         for k, error in refused.writes.items():
             outcomes[order[k]] = failed_outcome(error)
-        landing = [i for i in order if i not in outcomes]
+        landing: list[int] = []  # one loop, not three comprehensions: a frame each, on every write
+        writes: list[Placed] = []
+        count = 0
+        for i in order:
+            if i not in outcomes:
+                landing.append(i)
+                writes.append((decided[i], values[i]))
+                count += len(decided[i].events)
         seq_in_band = None
         if landing:
-            seq_in_band = seq_in_band_after(in_band, expected_seq_in_band,
-                                            sum(len(decided[i].events) for i in landing), creates_run=False)
-            run, placed_slots, opens = self._commit(run_id, run, [(decided[i], values[i]) for i in landing], now,
-                                                    seq_in_band)
+            seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, count, creates_run=False)
+            run, placed_slots, opens = self._commit(run_id, run, writes, now, seq_in_band)
             for i, slots, open_after in zip(landing, placed_slots, opens, strict=True):
                 shown = self._shown(run, decided[i], resolve_data)
                 outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
@@ -198,14 +203,20 @@ class MemoryLog:
                 seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:
         """Append every decision's events at the next free slots and store what it changed (no await); the slots
         of each decision's events and the open steps right after it."""
-        made = next((d.creates_run for d, _ in decisions if d.creates_run is not None), None)
+        made = None
+        for decision, _value in decisions:  # loops, not generators: a frame each, on every write
+            if decision.creates_run is not None:
+                made = decision.creates_run
+                break
         if made is not None:
             run = self.state.runs[run_id] = _record(made)
         assert run is not None
         over = run.terminal
         placed_slots: list[list[int]] = []
         opens: list[int] = []
+        committed: list[Decision] = []
         for decision, value in decisions:
+            committed.append(decision)
             slots = self._append(run, decision.events, value, now)
             placed_slots.append(slots)
             self._apply(run, decision, slots, now)
@@ -214,7 +225,7 @@ class MemoryLog:
         run.updated_at = now
         if seq_in_band is not None:
             run.seq_in_band = seq_in_band
-        set_due(self.state, run, due_after((d for d, _ in decisions), now, run_over=over))
+        set_due(self.state, run, due_after(committed, now, run_over=over))
         self._committed()
         return run, placed_slots, opens
 
