@@ -125,15 +125,18 @@ class MemoryLog:
         outcomes: dict[int, BatchEventOutcome] = {}
         paired: dict[int, BatchEventOutcome] = {}  # a born-running pair's step_created, by unit
         decided: dict[int, Decision] = {}
+        checked: list[tuple[Decision, Failed]] = []  # each decision with its checks against the records now
         for i, unit in enumerate(units):
             try:
-                decided[i] = decide_unit(unit, self._view(run_id, run, unit[0], now, values[i]))
+                decision = decided[i] = decide_unit(unit, self._view(run_id, run, unit[0], now, values[i]))
             except WorldError as error:
                 if atomic:
                     raise
                 outcomes[i] = failed_outcome(error)
-        order = sorted(decided)
-        refused = refusals(run_id, [(decided[i], self._failed(run, decided[i], now)) for i in order])
+                continue
+            checked.append((decision, self._failed(run, decision, now)))  # pure: nothing changes until the commit
+        order = list(decided)  # in unit order: filled in it
+        refused = refusals(run_id, checked)
         if atomic and refused.first is not None:
             raise refused.first
         if refused.request is not None:
