@@ -63,6 +63,7 @@ class MemoryLog:
         self.max_value_bytes = max_value_bytes
         self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
         self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
+        self._run_state: RunState | None = None  # the last view's run, reused while the run reads the same
 
     # ------------------------------------------------------------------ writes
 
@@ -124,28 +125,36 @@ class MemoryLog:
         outcomes: dict[int, BatchEventOutcome] = {}
         paired: dict[int, BatchEventOutcome] = {}  # a born-running pair's step_created, by unit
         decided: dict[int, Decision] = {}
+        checked: list[tuple[Decision, Failed]] = []  # each decision with its checks against the records now
         for i, unit in enumerate(units):
             try:
-                decided[i] = decide_unit(unit, self._view(run_id, run, unit[0], now, values[i]))
+                decision = decided[i] = decide_unit(unit, self._view(run_id, run, unit[0], now, values[i]))
             except WorldError as error:
                 if atomic:
                     raise
                 outcomes[i] = failed_outcome(error)
-        order = sorted(decided)
-        refused = refusals(run_id, [(decided[i], self._failed(run, decided[i], now)) for i in order])
+                continue
+            checked.append((decision, self._failed(run, decision, now)))  # pure: nothing changes until the commit
+        order = list(decided)  # in unit order: filled in it
+        refused = refusals(run_id, checked)
         if atomic and refused.first is not None:
             raise refused.first
         if refused.request is not None:
             raise refused.request
         for k, error in refused.writes.items():
             outcomes[order[k]] = failed_outcome(error)
-        landing = [i for i in order if i not in outcomes]
+        landing: list[int] = []  # one loop, not three comprehensions: a frame each, on every write
+        writes: list[Placed] = []
+        count = 0
+        for i in order:
+            if i not in outcomes:
+                landing.append(i)
+                writes.append((decided[i], values[i]))
+                count += len(decided[i].events)
         seq_in_band = None
         if landing:
-            seq_in_band = seq_in_band_after(in_band, expected_seq_in_band,
-                                            sum(len(decided[i].events) for i in landing), creates_run=False)
-            run, placed_slots, opens = self._commit(run_id, run, [(decided[i], values[i]) for i in landing], now,
-                                                    seq_in_band)
+            seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, count, creates_run=False)
+            run, placed_slots, opens = self._commit(run_id, run, writes, now, seq_in_band)
             for i, slots, open_after in zip(landing, placed_slots, opens, strict=True):
                 shown = self._shown(run, decided[i], resolve_data)
                 outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
@@ -166,7 +175,11 @@ class MemoryLog:
         entity = "entity" in wanted
         hook = run.hooks.get(cid) if entity and kind == "hook" else None
         name = read_token(req, hook) if kind == "hook" else None  # only hook rules read a token
-        return View(run_id, now, RunState(run_id, run.status, run.started_at),
+        known = self._run_state  # a run's writes come in a row: its state is often the last view's
+        if known is None or known.run_id != run_id or known.status != run.status \
+                or known.started_at is not run.started_at:
+            known = self._run_state = RunState(run_id, run.status, run.started_at)
+        return View(run_id, now, known,
                     step=run.steps.get(cid) if entity and kind == "step" else None, hook=hook,
                     wait=run.waits.get(cid) if entity and kind == "wait" else None,
                     hooks=tuple(run.hooks.values()) if "hooks" in wanted else (),
@@ -193,14 +206,20 @@ class MemoryLog:
                 seq_in_band: int | None) -> tuple[RunRecord, list[list[int]], list[int]]:
         """Append every decision's events at the next free slots and store what it changed (no await); the slots
         of each decision's events and the open steps right after it."""
-        made = next((d.creates_run for d, _ in decisions if d.creates_run is not None), None)
+        made = None
+        for decision, _value in decisions:  # loops, not generators: a frame each, on every write
+            if decision.creates_run is not None:
+                made = decision.creates_run
+                break
         if made is not None:
             run = self.state.runs[run_id] = _record(made)
         assert run is not None
         over = run.terminal
         placed_slots: list[list[int]] = []
         opens: list[int] = []
+        committed: list[Decision] = []
         for decision, value in decisions:
+            committed.append(decision)
             slots = self._append(run, decision.events, value, now)
             placed_slots.append(slots)
             self._apply(run, decision, slots, now)
@@ -209,7 +228,7 @@ class MemoryLog:
         run.updated_at = now
         if seq_in_band is not None:
             run.seq_in_band = seq_in_band
-        set_due(self.state, run, due_after((d for d, _ in decisions), now, run_over=over))
+        set_due(self.state, run, due_after(committed, now, run_over=over))
         self._committed()
         return run, placed_slots, opens
 

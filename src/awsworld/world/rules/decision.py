@@ -10,10 +10,11 @@ contract's order, or whether the state merely moved (then it reads again and dec
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import Enum
+from types import MappingProxyType
 from typing import Any, Literal
 
 from ..errors import EntityConflictError, HookAlreadyReceivedError, HookNotFoundError, RunGoneError, WorldError
@@ -194,16 +195,23 @@ class Refusals:
     what a strict request (one event, an atomic batch) is refused with."""
 
     request: WorldError | None
-    writes: dict[int, WorldError]
+    writes: Mapping[int, WorldError]
     first: WorldError | None
+
+
+NOTHING_REFUSED = Refusals(None, MappingProxyType({}), None)
+"""The usual answer (every check held), one shared instance rather than one built per write."""
 
 
 def refusals(run_id: str, decided: Sequence[tuple[Decision, Failed]]) -> Refusals:
     """``refusal`` for the writes of one request, in the contract's order across them: repeated resume ids first
     (each refuses its own write), then the run's status (an ended run refuses the whole request), then each
     write's own checks."""
-    if not any(failed.checks for _decision, failed in decided):
-        return Refusals(None, {}, None)  # the usual case: every check held
+    for _decision, failed in decided:  # a loop, not any(): no generator per write
+        if failed.checks:
+            break
+    else:
+        return NOTHING_REFUSED  # the usual case: every check held
     writes: dict[int, WorldError] = {}
     first: WorldError | None = None
     for i, (decision, failed) in enumerate(decided):

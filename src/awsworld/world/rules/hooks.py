@@ -27,7 +27,7 @@ from ..events import CreateEventRequest, HookCreatedData, HookReceivedData
 from .conditions import AllOf, AnyOf, Condition, Earlier, Equals, Missing, Not, Unset, holds
 from .decision import Check, Decision, HookEnd, NewEvent, hook_missing
 from .requests import check_hook_token, data_as, event_data
-from .state import EventRef, HookState, TokenState, View
+from .state import FIRST_EVENT, HookState, TokenState, View
 
 HookFate = Literal["released", "retained"]
 HookListing = Literal["open", "disposed", "closed"]
@@ -114,7 +114,7 @@ def hook_created(req: CreateEventRequest, view: View) -> Decision:
         return Decision(req.event_type, hook_id, [conflict], (Check.RUN_ALIVE, Check.TOKEN_HELD),
                         token_holder=held.run_id)
     hook = HookState(hook_id, data.token, view.now, view.now, req.spec_version, bool(data.is_webhook),
-                     EventRef(0) if view.carries_value else None, retention)
+                     FIRST_EVENT if view.carries_value else None, retention)
     event = NewEvent(req.event_type, hook_id, event_data(req), view.carries_value, req.spec_version)
     return Decision(req.event_type, hook_id, [event],
                     (Check.RUN_ALIVE, Check.ABSENT, Check.TOKEN_FREE, Check.HOOK_ID_FREE), shows="hook", hook=hook,

@@ -120,7 +120,9 @@ def batch_groups(reqs: list[CreateEventRequest]) -> list[list[CreateEventRequest
         seen.add(key)
         if (nxt is not None and (req.event_type, nxt.event_type) == BORN_RUNNING_PAIR
                 and nxt.correlation_id == req.correlation_id):
-            if "input" in nxt.data().model_fields_set or (nxt.data().model_extra or {}).get("input") is not None:
+            nxt_data = nxt.data()
+            if ("input" in nxt_data.__pydantic_fields_set__
+                    or (nxt_data.__pydantic_extra__ or {}).get("input") is not None):
                 raise InvalidInputError("in a step_created + step_started pair the input rides on step_created",
                                         field=f"events.{i + 1}.eventData.input")
             groups.append([req, nxt])
@@ -175,8 +177,8 @@ def carried_value(req: CreateEventRequest) -> tuple[bool, Any]:
     if name is None:
         return False, None
     data = req.data()
-    extra = data.model_extra or {}
-    if name in data.model_fields_set:
+    extra = data.__pydantic_extra__ or {}  # model_extra / model_fields_set without their property calls
+    if name in data.__pydantic_fields_set__:
         value: Any = getattr(data, name)
     elif name in extra:
         value = extra[name]

@@ -22,7 +22,7 @@ from ..ids import SPEC_VERSION_CURRENT, check_entity_id, new_run_id
 from .decision import Check, Decision, NewEvent, NewRun, RunChange
 from .hooks import hook_ends
 from .requests import data_as, event_data
-from .state import EventRef, RunState, View, evolve
+from .state import FIRST_EVENT, RunState, View, evolve
 
 
 def run_missing(run_id: str) -> RunNotFoundError:
@@ -90,7 +90,7 @@ def run_ended(status: str) -> Callable[[CreateEventRequest, View], Decision]:
             raise EntityConflictError(f"run {view.run_id} is already {run.status}")
         data = req.data()
         change = RunChange(status=status, completed_at=view.now,
-                           end_value=EventRef(0) if view.carries_value else None,
+                           end_value=FIRST_EVENT if view.carries_value else None,
                            error_code=(data.error_code or None) if isinstance(data, RunFailedData) else None)
         event = NewEvent(req.event_type, None, event_data(req), view.carries_value, req.spec_version)
         return Decision(req.event_type, "", [event], (Check.RUN_AS_READ,), shows="run", run=change,

@@ -28,7 +28,8 @@ def frozen(cls: type[T]) -> type[T]:
     Why not ``@dataclass(frozen=True)``: its ``__init__`` sets each field with ``object.__setattr__``, a call per
     field, and a write builds several of these states (a step's 15 fields made that a tenth of an in-memory
     step's cost). Nothing changes a state after it is built: a decision builds new ones (``evolve``), and the
-    records and views that share one only read it."""
+    records and views that share one only read it (the one exception: ``placed`` fills in a decision's own
+    event slots before any record holds it)."""
     return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
@@ -38,6 +39,10 @@ class EventRef:
 
     index: int
 
+
+FIRST_EVENT = EventRef(0)
+"""The slot of a decision's first event: one shared instance (a ref is a value; nothing changes one), not one a
+write."""
 
 Slot = int | EventRef | None
 """Where a value lives: the slot of the event that holds it (an ``EventRef`` before that slot is known)."""
@@ -179,14 +184,14 @@ _SLOT_FIELDS: dict[type, tuple[str, ...]] = {StepState: ("input", "output", "err
 
 
 def placed(state: E, slots: Sequence[int]) -> E:
-    """``state`` with each ``EventRef`` replaced by the slot the World placed that event at."""
-    cls = type(state)
-    index, read = _FIELDS.get(cls) or _fields_of(cls)
-    values: list[Any] | None = None
-    for name in _SLOT_FIELDS[cls]:
+    """``state`` with each ``EventRef`` replaced by the slot the World placed that event at, in place.
+
+    Why in place (the one write to a built state): a state holding an ``EventRef`` is a decision's own, built
+    fresh by its rule (a World's records and views never hold one, so no one else has it), and nothing reads
+    its refs once the World has placed the events; a copy cost a second state per write. A state without refs
+    (one a record may share) is returned untouched."""
+    for name in _SLOT_FIELDS[type(state)]:
         ref = getattr(state, name)
         if type(ref) is EventRef:
-            if values is None:
-                values = list(read(state))
-            values[index[name]] = slots[ref.index]
-    return state if values is None else cls(*values)
+            object.__setattr__(state, name, slots[ref.index])
+    return state

@@ -25,7 +25,7 @@ from .at_most_once import check_interrupted_end, check_start
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
-from .state import EventRef, StepState, View, WaitState, evolve
+from .state import FIRST_EVENT, StepState, View, WaitState, evolve
 
 
 def step_missing(run_id: str, step_id: str) -> StepNotFoundError:
@@ -39,7 +39,7 @@ def step_created(req: CreateEventRequest, view: View) -> Decision:
 
 def born_running(created: CreateEventRequest, started: CreateEventRequest, view: View) -> Decision:
     """step_created followed by step_started in one batch: the step is born running at attempt 1."""
-    decision = _declared(created, view, start_ask(started.data().model_extra))
+    decision = _declared(created, view, start_ask(started.data().__pydantic_extra__))
     assert decision.step is not None and decision.step.lease_until is not None
     decision.events.append(_started_event(started, 1, decision.step.lease_until))
     return decision
@@ -50,7 +50,7 @@ def _declared(req: CreateEventRequest, view: View, ask: StartAsk | None) -> Deci
     running at attempt 1 under the lease that start asks for (one state, not a pending one evolved)."""
     step_id, now = req.correlation_id or "", view.now
     name = data_as(req, StepCreatedData).step_name
-    ref = EventRef(0) if view.carries_value else None
+    ref = FIRST_EVENT if view.carries_value else None
     if ask is None:
         step = StepState(step_id, name, "pending", now, now, req.spec_version, input=ref)
     else:
@@ -84,14 +84,15 @@ def step_started(req: CreateEventRequest, view: View) -> Decision:
         wait = (step.retry_after - now).total_seconds()
         raise TooEarlyError(f"step {req.correlation_id} may not start before {_iso(step.retry_after)}",
                             retry_after=max(1.0, float(int(wait + 0.999))))
-    ask = start_ask(req.data().model_extra)
+    extra = req.data().__pydantic_extra__  # model_extra's field, read once (a property call per read)
+    ask = start_ask(extra)
     lease = lease_end(now, ask.lease_seconds)
     # A second delivery (a duplicate message) while the step runs under the first one's message id and lease:
     # only a redelivery of that message may start it again, so a step message needs no queue-side dedup marker;
     # once the lease has passed, the owner is gone and this delivery takes the step over.
     start_verdict(status=step.status, holder=step.owner, owner=ask.owner, lease_until=step.lease_until,
                   started=step.updated_at, now=now, step_id=req.correlation_id)
-    check_start(req.data().model_extra, status=step.status, attempt=step.attempt, step_id=req.correlation_id)
+    check_start(extra, status=step.status, attempt=step.attempt, step_id=req.correlation_id)
     attempt = step.attempt + 1
     after = evolve(step, status="running", attempt=attempt, started_at=step.started_at or now, updated_at=now,
                     owner=ask.owner, lease_until=lease, retry_after=None)
@@ -106,10 +107,10 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
 
     def decide(req: CreateEventRequest, view: View) -> Decision:
         step = _existing(req, view)
-        check_interrupted_end(req.data().model_extra, status=step.status, attempt=step.attempt,
+        check_interrupted_end(req.data().__pydantic_extra__, status=step.status, attempt=step.attempt,
                               step_id=req.correlation_id)
         now = view.now
-        ref = EventRef(0) if view.carries_value else None
+        ref = FIRST_EVENT if view.carries_value else None
         if status is None:
             retry_after = data_as(req, StepRetryingData).retry_after
             after = evolve(step, **{value: ref}, status="pending", updated_at=now,
