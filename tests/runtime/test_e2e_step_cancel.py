@@ -56,7 +56,9 @@ async def quick(tag: str) -> str:
     return tag
 
 
-@step(retry=RetryPolicy(max_attempts=3, initial_delay="1h"))
+# No jitter: with the default full jitter, the first retry falls anywhere in the hour, and in 1 run of 60 it came
+# before cancel_before_retry's 1-minute sleep ended (a second attempt ran: the test failed).
+@step(retry=RetryPolicy(max_attempts=3, initial_delay="1h", jitter=0))
 async def fails_first(tag: str) -> str:
     CALLS[tag] += 1
     raise RuntimeError("not yet")
