@@ -7,11 +7,13 @@ checkout, and so what gets packaged is only what a clean clone's package would h
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,3 +54,20 @@ def path_without_python313(*first: Path) -> str:
     path = os.pathsep.join(folders)
     assert shutil.which("python3.13", path=path) is None
     return path
+
+
+def cold_start_bench() -> ModuleType:
+    """bench/cold_start.py: how the functions' runtime interpreter is found and its SDK laid out."""
+    spec = importlib.util.spec_from_file_location("awsworld_bench_cold_start", ROOT / "bench" / "cold_start.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def python313_env(python313: str) -> dict[str, str]:
+    """How ``sam build`` (``infra/build_function.py``) finds the 3.13 it compiles with, on this machine: by its
+    own search when it is pyenv's (the usual case: the user's PATH has 3.11, pyenv has 3.13), else through
+    ``PYTHON313``."""
+    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
+    return {} if Path(python313).is_relative_to(pyenv_root) else {"PYTHON313": python313}

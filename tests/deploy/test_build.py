@@ -12,20 +12,18 @@ same way, with uv.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import subprocess
 import time
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from cfnlint.decode.cfn_yaml import load
 
 from awsworld.deploy import build_function
 
-from .dist import copy_source, path_without_python313
+from .dist import cold_start_bench, copy_source, path_without_python313, python313_env
 
 ROOT = Path(__file__).resolve().parents[2]
 SAM = ROOT / ".venv-tools" / "bin" / "sam"
@@ -45,20 +43,8 @@ print("built function imports")
 """
 
 
-def _bench() -> ModuleType:
-    """bench/cold_start.py: how the functions' runtime interpreter is found and its SDK laid out."""
-    spec = importlib.util.spec_from_file_location("awsworld_bench_cold_start", ROOT / "bench" / "cold_start.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
-def python313_env(python313: str) -> dict[str, str]:
-    """How the build finds the 3.13 it compiles with on this machine: by its own search when it is pyenv's
-    (the usual case: the user's PATH has 3.11), else through ``PYTHON313``."""
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    return {} if Path(python313).is_relative_to(pyenv_root) else {"PYTHON313": python313}
 
 
 def base_env(path: str) -> dict[str, str]:
@@ -115,7 +101,7 @@ def test_without_any_python313_the_build_succeeds_without_bytecode_and_says_what
 def test_the_repositorys_template_builds_with_only_python311_on_path_and_ships_bytecode(tmp_path: Path) -> None:
     if not SAM.exists():
         pytest.skip(f"the SAM tools venv is missing ({SAM.parent.parent}: .ci/run creates it)")
-    cold_start = _bench()
+    cold_start = cold_start_bench()
     try:
         python313 = cold_start.find_python("3.13")
     except SystemExit:

@@ -13,14 +13,12 @@ own code, the runtime's SDK and the standard library, as Lambda would. Deselect 
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from cfnlint.decode.cfn_yaml import load
@@ -36,7 +34,7 @@ from awsworld.deploy import (
     template_text,
 )
 
-from .dist import path_without_python313
+from .dist import cold_start_bench, path_without_python313, python313_env
 
 ROOT = Path(__file__).resolve().parents[2]
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
@@ -285,13 +283,6 @@ CLUTTER = {
 USER_CODE = {"myapp", "flow.py", "webhook.py", "requirements.txt"}  # src/'s entries
 
 
-def _bench() -> ModuleType:
-    """bench/cold_start.py: how the functions' runtime interpreter is found and its SDK laid out."""
-    spec = importlib.util.spec_from_file_location("awsworld_bench_cold_start", ROOT / "bench" / "cold_start.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def installed_entries(built: Path) -> set[str]:
@@ -312,7 +303,7 @@ def installed_entries(built: Path) -> set[str]:
 def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path: Path) -> None:
     if not (SAM_TOOLS / "sam").exists():
         pytest.skip(f"the SAM tools venv is missing ({SAM_TOOLS.parent}: .ci/run creates it)")
-    cold_start = _bench()
+    cold_start = cold_start_bench()
     try:
         python313 = cold_start.find_python("3.13")
     except SystemExit:
@@ -342,9 +333,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
     env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(SAM_CLI_TELEMETRY="0", AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
                PATH=path_without_python313(tools))
-    pyenv_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    if not Path(python313).is_relative_to(pyenv_root):  # found by the build's own search when it is pyenv's
-        env["PYTHON313"] = python313
+    env.update(python313_env(python313))
 
     # The wheel and sam build (about 50 s, mostly pip fetching the functions' dependencies) run while the
     # linters do.

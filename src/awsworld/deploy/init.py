@@ -9,8 +9,10 @@ ship in the Lambda artifact. Init therefore refuses a module that sits at the pr
 move it. ``src/requirements.txt`` installs awsworld (and whatever the user adds) beside the code, and
 ``src/flow.py``/``src/webhook.py`` are two-line entry points that re-export the package's handlers.
 ``samconfig.toml`` sets ``Modules`` (AWSWORLD_MODULES), which the functions import at cold start to register the
-workflows. Files that exist are never overwritten without ``--force``: a project's ``samconfig.toml`` may hold
-the user's own settings.
+workflows. ``infra/Makefile`` and ``infra/build_function.py`` are how ``sam build`` builds the functions (for
+python3.13, with bytecode, whatever Python is on PATH: ``awsworld.deploy.build_function``), and the project's
+``.gitignore`` gains the entries it lacks (``GITIGNORE_ENTRIES``), its own lines kept. Files that exist are
+never overwritten without ``--force``: a project's ``samconfig.toml`` may hold the user's own settings.
 
 The next steps it prints are the commands that build from where this awsworld was installed: until awsworld is
 on PyPI, ``sam build`` can resolve the ``awsworld==VERSION`` line only from a wheel it is pointed at.
@@ -59,11 +61,13 @@ def register(sub: Any) -> None:
     groups)."""
     init = sub.add_parser(
         "init", help="write a SAM app (template, samconfig, handlers, requirements) into your project",
-        description="Write template.yaml, infra/monitoring.yaml and samconfig.toml into DIR, your project's "
-                    "root, and requirements.txt, flow.py and webhook.py into DIR/src, the folder sam build "
-                    "packages: your workflow modules go there (src/myapp/orders.py), so tests, env files, logs "
-                    "and dev state at the root never reach the Lambda artifact. Then: sam build && sam deploy "
-                    "--guided (init prints how sam build finds awsworld while it is not on PyPI).")
+        description="Write template.yaml, infra/monitoring.yaml, infra/Makefile, infra/build_function.py and "
+                    "samconfig.toml into DIR, your project's root, and requirements.txt, flow.py and webhook.py "
+                    "into DIR/src, the folder sam build packages: your workflow modules go there "
+                    "(src/myapp/orders.py), so tests, env files, logs and dev state at the root never reach the "
+                    "Lambda artifact. .awsworld/, .aws-sam/ and dist/ are added to DIR/.gitignore. Then: sam build "
+                    "&& sam deploy --guided (init prints how sam build finds awsworld while it is not on PyPI; the "
+                    "build needs make and any python3, not python3.13).")
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
     init.add_argument("--module", "-m", action="append", required=True, dest="modules", metavar="PKG.MODULE",
                       help="a module defining your @workflow and @step functions (repeat for more)")
