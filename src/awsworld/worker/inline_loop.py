@@ -44,12 +44,8 @@ class Flow(Endings):
 
     async def run(self) -> str:
         try:
-            status = await self._run()
+            status = await self._run_holding_steps()
         except InBandSupersededError as superseded:
-            if self._holds_steps():
-                # Our own redelivery replays the newer log and runs the steps we started: no other delivery may.
-                self.redeliver_after = 1.0
-                return "superseded"
             # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
             await self._queue_flow(f"superseded:{superseded.seq_in_band}")
             return "superseded"
@@ -61,6 +57,32 @@ class Flow(Endings):
         if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
             await on_run_end(self.world, self.run_id, self.execution.log if self.execution else self.ended_log)
         return status
+
+    async def _run_holding_steps(self) -> str:
+        """``_run``, replayed again from a fresh log whenever another flow's write supersedes this one while this
+        delivery holds steps: no other delivery may run them while their lease runs, and a step it claimed
+        (``step_started`` written, body not run yet) must run here, in that attempt. Handing them to this
+        message's redelivery, as the loop once did, started each claimed step again as a new attempt whose
+        predecessor never ran (a phantom "attempt 2", a second later, with no failure recorded: issue 31 item 8)
+        and, since a cut-off attempt counts against ``max_attempts``, would spend a retry on nothing."""
+        while True:
+            try:
+                return await self._run()
+            except InBandSupersededError:
+                if not self._holds_steps():
+                    raise
+                log.info("run %s: another flow wrote first; replaying its log to run the steps this delivery holds",
+                         self.run_id)
+                self._forget_replay()
+
+    def _forget_replay(self) -> None:
+        """Drop the replay (and what this delivery meant to run inline but never started: another flow may have
+        queued it) so the next ``_run`` loads the log afresh; the claims, the messages sent and the refusals
+        stay."""
+        if self.execution is not None:
+            self.execution.close()
+        self.execution, self.log_cursor, self.seq_in_band = None, None, 0
+        self.owned.clear()
 
     async def _run(self) -> str:
         log = await self._load_all()
@@ -87,8 +109,10 @@ class Flow(Endings):
             execution = self.execution
             assert execution is not None
             self.stats.iterations += 1
-            if self.stats.iterations > 1 and time.monotonic() >= self.deadline:
-                # (Never before the first iteration: every delivery makes progress, however late it starts.)
+            if self.stats.iterations > 1 and time.monotonic() >= self.deadline and not self.claimed:
+                # (Never before the first iteration: every delivery makes progress, however late it starts; never
+                # with a claimed step, whose attempt is started and must run here, as an inline step started just
+                # before the deadline does.)
                 # The budget is spent: this same message comes back at once and goes on where we stop. Being
                 # the same message, it may run the steps this delivery started (a continuation with a new id
                 # could not, and a key derived from the log could be this message's own and send nothing).
