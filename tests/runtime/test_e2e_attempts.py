@@ -21,7 +21,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -84,14 +84,19 @@ async def step_and_due_wait(x: int) -> int:
     return value
 
 
-class SecondFlowWritesFirst:
-    """Wraps ``world.events.create_batch``: once the declaration that claims ``run_id``'s step has landed, and
-    before the flow that wrote it goes on, a second flow delivery of the run (a queue message, as a step's end
-    or a wake sends one) runs and writes first."""
+@workflow(name="attempts.one_step")
+async def one_step(x: int) -> int:
+    return await work(x)
 
-    def __init__(self, world: Any, run_id: str) -> None:
+
+class AfterTheClaim:
+    """Wraps ``world.events.create_batch``: once the declaration that claims ``run_id``'s step (its born-running
+    ``step_started``, marked inline) has landed, ``then`` runs before the flow that wrote it goes on."""
+
+    def __init__(self, world: Any, run_id: str, then: Callable[[], Awaitable[None]]) -> None:
         self.world = world
         self.run_id = run_id
+        self.then = then
         self.original = world.events.create_batch
         self.injected = False
 
@@ -101,26 +106,33 @@ class SecondFlowWritesFirst:
             "inline")]
         if run_id == self.run_id and claims and not self.injected:
             self.injected = True
-            await self._second_flow_writes()
+            await self.then()
         return result
 
-    async def _second_flow_writes(self) -> None:
+
+def a_second_flow_writes_first(world: Any, run_id: str) -> Callable[[], Awaitable[None]]:
+    """A second flow delivery of the run (a queue message, as a step's end or a wake sends one) runs and writes
+    (the due wait's completion) before the claiming flow's own next write."""
+
+    async def second_flow() -> None:
         name = "attempts.step_and_due_wait"
-        await self.world.queue(queue_name_for(name), FlowMessage(self.run_id, name).to_payload(),
-                               idempotency_key=f"{self.run_id}:second-flow")
+        await world.queue(queue_name_for(name), FlowMessage(run_id, name).to_payload(),
+                          idempotency_key=f"{run_id}:second-flow")
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            page = await self.world.events.list(self.run_id, resolve_data="none")
+            page = await world.events.list(run_id, resolve_data="none")
             if any(e.event_type == "wait_completed" for e in page.data):
                 return
             await asyncio.sleep(0.02)
         raise AssertionError("the second flow never wrote the wait's completion")
 
+    return second_flow
+
 
 async def test_a_step_claimed_by_a_superseded_flow_runs_once_in_the_attempt_that_claimed_it(
         e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
     run_id = f"claim-{uuid.uuid4().hex[:12]}"
-    injection = SecondFlowWritesFirst(e2e.world, run_id)
+    injection = AfterTheClaim(e2e.world, run_id, a_second_flow_writes_first(e2e.world, run_id))
     monkeypatch.setattr(e2e.world.events, "create_batch", injection)
     run = await e2e.start(step_and_due_wait, 21, run_id=run_id)
     assert await run.result(timeout=30) == 42
@@ -133,6 +145,26 @@ async def test_a_step_claimed_by_a_superseded_flow_runs_once_in_the_attempt_that
     [claim] = [e for e in events if e.event_type == "step_started"]
     assert claim.event_data.get("inline") is True
     assert not [e for e in events if e.event_type in ("step_retrying", "step_failed")]
+
+
+async def test_a_step_claimed_as_the_budget_runs_out_runs_in_the_attempt_that_claimed_it(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The delivery's budget passes while its claiming write is on its way (a slow write): the flow still runs
+    the step it claimed, as it runs an inline step started just before its deadline, and hands over after."""
+    budget_ms = 300
+    monkeypatch.setenv("AWSWORLD_FLOW_BUDGET_MS", str(budget_ms))
+    run_id = f"budget-{uuid.uuid4().hex[:12]}"
+
+    async def slow_write() -> None:
+        await asyncio.sleep(2 * budget_ms / 1000)
+
+    injection = AfterTheClaim(e2e.world, run_id, slow_write)
+    monkeypatch.setattr(e2e.world.events, "create_batch", injection)
+    run = await e2e.start(one_step, 5, run_id=run_id)
+    assert await run.result(timeout=30) == 10
+    assert injection.injected
+    assert await starts(run, "attempts.work") == [1], "one start: no phantom attempt 2"
+    assert bodies(run_id, "attempts.work") == {1: 1}
 
 
 # ------------------------------------------------------------------------------------ a cut-off attempt counts

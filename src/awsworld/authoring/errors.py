@@ -73,7 +73,11 @@ class StepInterruptedError(RetryableError):
     may have run, so it is not run again in that attempt. The attempt is recorded as failed with this error and
     retried as any ``RetryableError`` is, within the policy's ``max_attempts`` (``no_retry_on`` may exclude it,
     ``max_attempts=1`` never retries): a retry is a new attempt with a durable start of its own. The workflow
-    sees ``StepError(error_type="StepInterruptedError")`` once the retries are spent."""
+    sees ``StepError(error_type="StepInterruptedError")`` once the retries are spent.
+
+    Any step's last attempt cut off so ends too: an at-least-once step's cut-off attempt is run again as the
+    next attempt, which ``max_attempts`` counts, and when it was the last one the step fails with this error
+    instead of starting one more."""
 
 
 class ValueTooLargeError(FatalError):

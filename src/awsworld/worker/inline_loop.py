@@ -4,7 +4,8 @@ Replay, then on suspension: declare new steps/waits (one batched write) and hook
 waits that are due, queue every runnable step but one with one ``queue_batch``, queue the soonest wait as a
 delayed continuation, run the one owned step inline, and loop — until the run ends, only waits/hooks remain,
 or the budget is spent (then a continuation is queued). Every write of the flow is in-band, fenced with the
-run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops.
+run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops, unless
+it holds steps (claimed or started by this message), which it runs after replaying the newer log.
 
 The loop's other jobs are in the classes it builds on: the state and the log (``flow_state``), the
 provisional-outcome optimisation (``provisional``), the writes of a suspension (``declarations``), and the
