@@ -124,7 +124,7 @@ def test_skip_ends_a_day_long_sleep_now_and_events_show_the_operator(dev: Dev) -
     run_id = _start(dev, "skipcli.nap", '["A-1"]')
     _until(dev, run_id, "wait_created")
     skipped = dev("skip", run_id)
-    assert skipped.code == 0 and f"skipped wait wait_1 'cool-off': until " in skipped.out, skipped
+    assert skipped.code == 0 and "skipped wait wait_1 'cool-off': until " in skipped.out, skipped
     _finishes(dev, run_id, "shipped A-1")
     [row] = [r for r in _events(dev, run_id) if r["eventType"] == "wait_completed"]
     assert row["detail"].startswith("wait skipped by operator (was due "), row

@@ -4,6 +4,8 @@ operator's with the time the wait was due, and a replay of that log agrees with 
 
 from __future__ import annotations
 
+import asyncio
+import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,6 +15,8 @@ import pytest
 from awsworld import HookTimeoutError, RetryableError, create_hook, sleep, step, workflow
 from awsworld.client.replay import replay_run
 from awsworld.client.skips import AmbiguousWaitError, WaitNotFoundError
+from awsworld.timeline import timeline_rows
+from awsworld.ui.model import picture
 from awsworld.world.errors import RunGoneError
 
 from .conftest import BOTH, E2E, on_backends
@@ -53,12 +57,28 @@ async def approve(order: str) -> str:
         return "no answer: cancelled"
 
 
+@workflow(name="skip_e2e.answered_then_nap")
+async def answered_then_nap(order: str) -> str:
+    async with create_hook(token=f"skip-answered:{order}", timeout="1d") as hook:
+        answer = await hook
+    await sleep("1d")
+    return f"{answer}, rested"
+
+
 @workflow(name="skip_e2e.two_naps")
 async def two_naps() -> str:
     import asyncio
 
     await asyncio.gather(sleep("1d", name="first"), sleep("2d", name="second"))
     return "rested"
+
+
+async def _until_count(run: Any, event_type: str, count: int, timeout: float = 15.0) -> None:
+    """Wait (in real time: time does not skip) until the run's log holds ``count`` events of ``event_type``."""
+    deadline = time.monotonic() + timeout
+    while [e.event_type for e in await run.events()].count(event_type) < count:
+        assert time.monotonic() < deadline, f"run {run.run_id} has fewer than {count} {event_type}"
+        await asyncio.sleep(0.01)
 
 
 def _order() -> str:
@@ -102,6 +122,10 @@ async def test_a_skipped_retry_back_off_starts_the_next_attempt_now(e2e: E2E) ->
     assert second.created_at < due - timedelta(minutes=59)  # the hour's back-off was skipped
     assert [e.event_type for e in events].count("step_retrying") == 2  # the failure, and its skip
     assert CALLS[order] == 2
+    [lane] = [lane for lane in picture(run.run_id, events).lanes if lane.key == "step_1"]
+    assert [a.number for a in lane.attempts] == [1, 2] and "skipped by operator" in lane.detail  # no phantom attempt
+    [row] = [r for r in timeline_rows(events) if r.event_id == event.event_id]
+    assert row.detail.startswith("back-off skipped by operator (was due ") and row.error is None
     assert (await replay_run(e2e.world, run.run_id)).ok
 
 
@@ -119,9 +143,7 @@ async def test_a_skipped_hook_timeout_times_the_hook_out(e2e: E2E) -> None:
 
 async def test_several_waits_are_not_skipped_by_default_and_a_name_picks_one(e2e: E2E) -> None:
     run = await e2e.start(two_naps)
-    await e2e.wait_for_event(run, "wait_created")
-    while len([e for e in await run.events() if e.event_type == "wait_created"]) < 2:
-        await e2e.wait_for_event(run, "wait_created")
+    await _until_count(run, "wait_created", 2)
     before = len(await run.events())
     with pytest.raises(AmbiguousWaitError) as several:
         await e2e.client.skip_wait(run.run_id)
@@ -135,6 +157,20 @@ async def test_several_waits_are_not_skipped_by_default_and_a_name_picks_one(e2e
     assert await run.result(timeout=30) == "rested"
     with pytest.raises(RunGoneError):
         await e2e.client.skip_wait(run.run_id)
+
+
+async def test_skipping_the_timeout_of_a_hook_already_answered_is_harmless(e2e: E2E) -> None:
+    order = _order()
+    run = await e2e.start(answered_then_nap, order)
+    await e2e.hook_ready(f"skip-answered:{order}", run)
+    await e2e.client.resume_hook(f"skip-answered:{order}", "yes")
+    await _until_count(run, "wait_created", 2)
+    with pytest.raises(AmbiguousWaitError):  # the log still shows the hook's timeout open, beside the sleep
+        await e2e.client.skip_wait(run.run_id)
+    assert (await e2e.client.skip_wait(run.run_id, "wait_2")).event is not None  # nothing awaits it any more
+    assert (await e2e.client.skip_wait(run.run_id)).wait.id == "wait_3"  # the run's one wait now: its sleep
+    assert await run.result(timeout=30) == "yes, rested"
+    assert (await replay_run(e2e.world, run.run_id)).ok
 
 
 async def test_the_old_delayed_wake_finds_nothing_to_do(e2e: E2E) -> None:
