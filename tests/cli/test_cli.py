@@ -230,9 +230,9 @@ class Runner:
 class Dev:
     """An ``awsworld dev`` process and the environment its ``export`` lines describe."""
 
-    def __init__(self, cwd: Path, state: Path, runners: list[Runner]) -> None:
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner], module: str = "clitest") -> None:
         self.cwd, self.state, self.runners = cwd, state, runners
-        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "clitest", "--state",
+        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, "--state",
                                          str(state)], cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
