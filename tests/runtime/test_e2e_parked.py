@@ -5,6 +5,9 @@ argument values (a value above the inline limit is never copied into it), a reve
 redelivery replay the run, clear the mark before anything else it writes, and finish the run; and ``Client.fail``
 ends a parked run as the spec's rule would have (``CORRUPTED_EVENT_LOG``), which a parent awaiting it sees.
 
+A deploy that lost a started run's workflow (a module dropped, a rename) parks it too, instead of failing it once the
+unknown-workflow window has passed (0 s here), and the deploy that brings the code back resumes it.
+
 Here parked runs come back every second (``AWSWORLD_PARK_SECONDS=1``): virtual time on memory, real on the emulator.
 """
 
@@ -12,18 +15,22 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 
 from awsworld import ChildWorkflowError, create_hook, step, workflow
-from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, FAILED_ON_REQUEST, WorkflowRunFailedError
-from awsworld.engine.parking import PARKED_ATTRIBUTE, Parked, parked_in_log, parked_run
+from awsworld.authoring.definitions import REGISTRY, workflow_name
+from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, FAILED_ON_REQUEST, UNKNOWN_WORKFLOW, WorkflowRunFailedError
+from awsworld.engine.parking import MISSING, PARKED_ATTRIBUTE, Parked, parked_in_log, parked_run
 from awsworld.world.errors import RunGoneError, RunNotFoundError
 
 from .conftest import BOTH, deployed, on_backends, with_env
 
-local_env = with_env({"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1"})
+local_env = with_env({"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1",
+                      "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS": "0"})
 e2e_backend = on_backends(BOTH)
 
 NOTE = "n" * 20_000  # above the inline limit (16 KiB): a payload the plain-text mark must never hold
@@ -149,3 +156,45 @@ async def test_fail_ends_a_running_run_that_is_not_parked(e2e) -> None:
         await run.result(timeout=30)
     with pytest.raises(ValueError, match="at most 512"):
         await e2e.client.fail(run.run_id, reason="x" * 513)
+
+
+@contextmanager
+def lost(workflow_fn: Any) -> Iterator[None]:
+    """Inside the block, this deployment lacks the workflow (its module was dropped); after it, it has it again."""
+    name = workflow_name(workflow_fn)
+    original = REGISTRY.workflows.pop(name)
+    try:
+        yield
+    finally:
+        REGISTRY.workflows[name] = original
+
+
+async def test_a_started_run_whose_workflow_a_deploy_lost_is_parked_not_failed_and_comes_back(e2e) -> None:
+    order, token = f"M-{uuid.uuid4().hex[:6]}", f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, order, "short", token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    seen = len(e2e.poller.results)
+    with lost(packs_then_waits):
+        await e2e.client.resume_hook(token, "yes")
+        mark = await parked(e2e, run.run_id)
+        while sum(r.status == "parked" for r in e2e.poller.results[seen:]) < 3:  # it keeps coming back
+            await e2e.sleep(0.2)
+        assert mark.change == MISSING and mark.position is None
+        assert mark.divergence.startswith(f"no workflow named '{workflow_name(packs_then_waits)}' is registered here")
+        assert (await run.status()) == "running"
+        assert len(marks(await run.events())) == 1
+    assert await run.result(timeout=30) == f"packed {order} (5): yes"
+    assert marks(await run.events())[1:] == [None]
+
+
+async def test_fail_ends_a_run_parked_for_missing_code_as_unknown_workflow(e2e) -> None:
+    token = f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, "M-2", "short", token)
+    await e2e.hook_ready(token, run)
+    with lost(packs_then_waits):
+        await e2e.client.resume_hook(token, "yes")
+        await parked(e2e, run.run_id)
+        failed = await e2e.client.fail(run.run_id)
+    assert (failed.error_code, failed.error.name if failed.error else None) == (UNKNOWN_WORKFLOW,
+                                                                                 "UnknownWorkflowError")

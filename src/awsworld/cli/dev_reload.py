@@ -46,7 +46,7 @@ from typing import Literal
 from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
 from ..client.messages import OPERATOR_WAKE, RESTART_WAKE, FlowMessage, queue_name_for
 from ..client.replay import ReplayResult, replay_run
-from ..engine.parking import Parked, mark, parked_from, parked_run, ways_out
+from ..engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from ..schedules.declared import DECLARED
 from ..world.entities import Run
 from ..world.protocol import World
@@ -118,9 +118,9 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
         print(f"run {run.run_id} ({run.workflow_name}) is parked: its replay differs from its log at "
               f"{result.message}; {ways_out(run.run_id)}", flush=True)
     elif run.started_at is not None and _missing_workflow(registry, run.workflow_name):
-        parked = Parked(now, f"its workflow {run.workflow_name!r} is not registered (renamed, or its module is not "
-                             "imported)", change="missing")
-        print(f"run {run.run_id} is parked: {parked.divergence} ({result.message}); restore the name (or pass "
+        parked = missing_code(f"no workflow named {run.workflow_name!r} is registered here (renamed, or its module "
+                              "is not imported)", now)
+        print(f"run {run.run_id} is parked: {parked.divergence}; restore the name (or pass "
               f"name={run.workflow_name!r} to @workflow) and the run resumes; `awsworld fail {run.run_id}` ends it "
               "instead", flush=True)
     else:

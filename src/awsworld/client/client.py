@@ -18,6 +18,7 @@ from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_de
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     FAILED_ON_REQUEST,
+    UNKNOWN_WORKFLOW,
     RunEndedError,
     RunStartError,
     WorkflowRunCancelledError,
@@ -27,7 +28,7 @@ from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
-from ..engine.parking import parked_run
+from ..engine.parking import MISSING, parked_run
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -353,7 +354,8 @@ class Client:
         failed, so ``Run.result()`` raises ``WorkflowRunFailedError`` and a parent awaiting it as a child sees the
         failure (a wake's delivery tells it, as for a cancel). A parked run (``engine.parking``) fails as the
         spec's divergence rule would have failed it: ``ReplayDivergenceError``, code ``CORRUPTED_EVENT_LOG``,
-        naming where it diverged and since when it was parked; any other run with ``FailedOnRequest``, code
+        naming where it diverged and since when it was parked (one parked because its workflow is missing:
+        ``UnknownWorkflowError``, code ``UNKNOWN_WORKFLOW``); any other run with ``FailedOnRequest``, code
         ``FAILED_ON_REQUEST``. ``reason`` (up to 512 characters) ends the message. Raises ``RunGoneError`` for a run
         that has ended and ``RunNotFoundError`` for an unknown id; returns the run as the write left it."""
         if reason is not None and len(reason) > MAX_CANCEL_REASON:
@@ -364,9 +366,11 @@ class Client:
         parked = parked_run(run.status, run.attributes)
         said = f": {reason}" if reason else ""
         if parked is not None:
-            error = {"name": "ReplayDivergenceError", "message": f"failed on request while parked (since "
-                     f"{parked.since.isoformat(timespec='seconds')}): {parked.divergence}{said}"}
-            code = CORRUPTED_EVENT_LOG
+            missing = parked.change == MISSING
+            error = {"name": "UnknownWorkflowError" if missing else "ReplayDivergenceError",
+                     "message": f"failed on request while parked (since "
+                                f"{parked.since.isoformat(timespec='seconds')}): {parked.divergence}{said}"}
+            code = UNKNOWN_WORKFLOW if missing else CORRUPTED_EVENT_LOG
         else:
             error, code = {"name": "FailedOnRequest", "message": f"failed on request{said}"}, FAILED_ON_REQUEST
         result = await self.world.events.create(run_id, {"eventType": "run_failed",

@@ -14,8 +14,9 @@ and ``event`` (where), ``change`` (the kind of difference) and ``divergence``, t
 sentence with every argument list written ``(…)``, because run attributes stay in plain text when payloads are
 encrypted (``engine.divergence``). The arguments are one ``awsworld replay RUN`` away.
 
-Who writes it: the flow, when a run diverges past its recoveries under the park policy (``worker.endings``), and
-``awsworld dev``, when its replay of an unfinished run against reloaded code diverges (``cli.dev_reload``). Who
+Who writes it: the flow, when a run diverges past its recoveries under the park policy (``worker.endings``); the
+delivery path, when a started run's workflow is missing past its window under that policy (``worker.delivery``);
+and ``awsworld dev``, when its replay of an unfinished run against reloaded code diverges (``cli.dev_reload``). Who
 clears it: the flow, on the first delivery that replays the run without a divergence, before anything else that
 delivery writes. A run that ends keeps its last attributes; a mark on an ended run is not shown as parked.
 """
@@ -34,6 +35,8 @@ from ..world.events import Event
 PARKED_ATTRIBUTE = "$awsworld.parked"
 PARKED = "parked"
 """What ``awsworld runs`` and the UI show as the status of a running run that is parked."""
+MISSING = "missing"
+"""The ``change`` of a run parked because its workflow is not registered where it was delivered (``missing_code``)."""
 
 
 @dataclass(frozen=True)
@@ -83,6 +86,12 @@ class Divergence(Protocol):
 def parked_from(divergence: Divergence, now: datetime) -> Parked:
     return Parked(now, divergence.outline or "its replay diverged", divergence.position, divergence.slot,
                   divergence.change)
+
+
+def missing_code(what: str, now: datetime) -> Parked:
+    """The mark of a started run whose workflow (or step) this deployment lacks: ``what`` names it and the modules
+    loaded (no payload)."""
+    return Parked(now, what, change=MISSING)
 
 
 def parse(value: str | None) -> Parked | None:
