@@ -224,6 +224,10 @@ async def test_swapped_arguments_fail_the_run_naming_both_calls_and_return_nothi
     assert "step 1 (event" in message
     assert f"the log has charge('{first}', 1.0), the code called charge('{second}', 2.0)" in message, message
     assert "corrupt" not in message.lower()
+    # What differs, and both causes: new code, or a workflow that read something that changes between replays.
+    assert "failed: replaying this run did not make the calls its log records: step 1 (event" in message, message
+    assert "the workflow's code is not the code that recorded the run" in message
+    assert "read something that changes between replays" in message and "no longer matches" not in message
     assert CALLS[f"decided:{token}"] == 0, "no replay went past the mismatched call"
     assert CALLS[f"charge:{first}:1.0"] == 1 and CALLS[f"charge:{second}:2.0"] == 1
 
