@@ -3,8 +3,10 @@ come back (``engine.parking``), besides reverting the code or branching it with 
 
 What it writes, said before it writes it: one ``run_failed`` event in the run's log. For a parked run its error is
 ``ReplayDivergenceError`` with code ``CORRUPTED_EVENT_LOG`` (what the spec's fail-after-three-recoveries rule writes),
-naming where it diverged and since when it was parked; for any other run ``FailedOnRequest`` with code
-``FAILED_ON_REQUEST``. ``--reason`` ends the message. A parent awaiting the run as a child sees the failure.
+naming where it diverged and since when it was parked (parked because its workflow is missing:
+``UnknownWorkflowError``, ``UNKNOWN_WORKFLOW``); for any other run ``FailedOnRequest`` with code
+``FAILED_ON_REQUEST``. ``--reason`` ends the message. A parent awaiting the run as a child sees the failure. A run
+that has ended, or an id that names no run, is a one-line error and nothing is written.
 """
 
 from __future__ import annotations
