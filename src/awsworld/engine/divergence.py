@@ -26,6 +26,7 @@ from ..authoring.errors import ReplayDivergenceError
 from ..world.events import Event
 from . import serde
 from .ops import Op, StepOp, WaitOp
+from .time_scale import recorded_factor
 
 MAX_CALL_CHARS = 300
 REPLAY_DIFFERS = "replaying this run did not make the calls its log records"
@@ -166,6 +167,8 @@ def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDiverge
 
 
 def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:
+    factor = recorded_factor(event.event_data)
+    scaled = f" under time scale {factor:g}" if factor != 1 else ""  # (the code's duration, that much shorter)
     return divergence("duration", position(op.id), event,
-                      f"sleep until {logged.isoformat()}" + _duration(op.declared_at, logged),
+                      f"sleep until {logged.isoformat()}" + _duration(op.declared_at, logged) + scaled,
                       f"called {code_call(op)}")
