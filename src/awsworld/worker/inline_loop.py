@@ -108,7 +108,7 @@ class Flow(Endings):
                 continue  # the outcome was recorded the old way: replay from the log
             if execution.terminal:
                 return "gone"
-            if self.parked is not None:
+            if self.parked is not None and self.pending is None:  # (the first iteration: no outcome is held)
                 await self._unpark()
             if execution.pending_markers:
                 await self._record_markers(execution)  # before anything else this flow writes
