@@ -49,6 +49,7 @@ from ..client.replay import ReplayResult, replay_run
 from ..engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from ..schedules.declared import DECLARED
 from ..world.entities import Run
+from ..world.errors import EntityConflictError, RunGoneError
 from ..world.protocol import World
 
 WATCH_SECONDS = 0.5
@@ -104,10 +105,7 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
     if result.ok:
         verdict.matched.append(run.run_id)
         if wake == "all" or was is not None:
-            await world.queue(queue_name_for(run.workflow_name),
-                              FlowMessage(run.run_id, run.workflow_name, wake=kind).to_payload(),
-                              idempotency_key=f"{run.run_id}:dev-{tag}")
-            verdict.woken.append(run.run_id)
+            await _wake(world, run, kind, tag, verdict)
             if was is not None:
                 verdict.resumed.append(run.run_id)
                 print(f"run {run.run_id} ({run.workflow_name}) replays again: it was parked, and resumes", flush=True)
@@ -127,15 +125,19 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
         verdict.unreplayable.append(run.run_id)
         print(f"run {run.run_id} ({run.workflow_name}) could not be replayed: {result.message}", flush=True)
         if wake == "all":
-            await world.queue(queue_name_for(run.workflow_name),
-                              FlowMessage(run.run_id, run.workflow_name, wake=kind).to_payload(),
-                              idempotency_key=f"{run.run_id}:dev-{tag}")
-            verdict.woken.append(run.run_id)
+            await _wake(world, run, kind, tag, verdict)
         return
     verdict.parked.append(run.run_id)
     parked = parked.kept_since(was)
     if not parked.same_place(was):
-        await world.events.create(run.run_id, {"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
+        with contextlib.suppress(RunGoneError, EntityConflictError):  # it ended meanwhile: nothing to mark
+            await world.events.create(run.run_id, {"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
+
+
+async def _wake(world: World, run: Run, kind: str, tag: str, verdict: Verdict) -> None:
+    await world.queue(queue_name_for(run.workflow_name), FlowMessage(run.run_id, run.workflow_name, wake=kind)
+                      .to_payload(), idempotency_key=f"{run.run_id}:dev-{tag}")
+    verdict.woken.append(run.run_id)
 
 
 def _missing_workflow(registry: Registry, name: str) -> bool:
