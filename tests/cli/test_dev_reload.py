@@ -194,3 +194,49 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
     finally:
         out = second.stop()
     assert "state saved" in out, out
+
+
+def test_a_reload_takes_edits_of_every_project_module_and_keeps_the_old_code_when_one_does_not_import(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``UserCode`` in the process (what ``dev``'s watcher calls): an edit of a module the named one imports (not
+    named on the command line) is taken; a syntax error leaves every module, workflow and step as it was."""
+    import asyncio
+    import sys
+
+    from awsworld.authoring.definitions import REGISTRY
+    from awsworld.cli.dev_reload import UserCode
+
+    package = tmp_path / "src" / "reloadpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    steps = package / "steps.py"
+    steps.write_text("from awsworld import step\n\n@step\nasync def work() -> int:\n    return 1\n")
+    flows = package / "flows.py"
+    flows.write_text("from awsworld import workflow\nfrom .steps import work\n\n@workflow\nasync def run() -> int:\n"
+                     "    return await work()\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    try:
+        __import__("reloadpkg.flows")
+        code = UserCode(["reloadpkg.flows"], [tmp_path])
+        assert set(code.modules()) == {"reloadpkg", "reloadpkg.flows", "reloadpkg.steps"}
+        assert code.changed() == []
+        steps.write_text(steps.read_text().replace("return 1", "return 2"))
+        assert code.changed() == [steps.resolve()]
+        assert code.reload() is None and code.changed() == []
+        assert asyncio.run(REGISTRY.steps["reloadpkg.steps.work"].fn()) == 2
+        new_flows = sys.modules["reloadpkg.flows"]
+        served = REGISTRY.workflows["reloadpkg.flows.run"]
+
+        flows.write_text(flows.read_text() + "\ndef broken(:\n")
+        problem = code.reload()
+        assert problem is not None and problem.startswith("SyntaxError: ") and "flows.py" in problem, problem
+        assert sys.modules["reloadpkg.flows"] is new_flows, "the previous code goes on serving"
+        assert REGISTRY.workflows["reloadpkg.flows.run"] is served
+        assert asyncio.run(REGISTRY.steps["reloadpkg.steps.work"].fn()) == 2
+        assert code.changed() == [], "the broken file is not tried again until it changes"
+    finally:
+        for name in [n for n in sys.modules if n == "reloadpkg" or n.startswith("reloadpkg.")]:
+            del sys.modules[name]
+        for table in (REGISTRY.workflows, REGISTRY.steps):
+            for key in [k for k in table if k.startswith("reloadpkg.")]:
+                del table[key]
