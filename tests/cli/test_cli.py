@@ -375,9 +375,11 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert description["parentRunId"] is None and description["children"] == []
     runs = json.loads(listed.out)
     assert run_id in [r["runId"] for r in runs]
-    # "schedule": the schedule that started a run (issue 25), None for one started by `start`.
-    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
+    # "schedule": the schedule that started a run (issue 25), None for one started by `start`; "parked": its mark
+    # while it is parked (issue 31), else None.
+    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule", "parked"}
     assert runs[0]["schedule"] is None and description["schedule"] is None
+    assert runs[0]["parked"] is None and description["parked"] is None
     assert run_id in completed.out
 
 

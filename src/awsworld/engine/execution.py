@@ -214,14 +214,12 @@ class WorkflowExecution:
     def _apply_step(self, op: StepOp, kind: str, data: dict[str, Any], event: Event) -> None:
         if kind == "step_created":
             if data.get("stepName") != op.definition.name:
-                raise dv.divergence("name", dv.position(op.id), event, dv.log_call(event),
-                                    f"called {dv.code_call(op)}")
+                raise dv.calls("name", op, event)
             logged = data.get("inputDigest")
             if "input" in data and logged is None:
                 logged = dv.input_digest(data["input"])  # a log from before digests, read with its inputs
             if logged is not None and logged != _digest(op):
-                raise dv.divergence("arguments", dv.position(op.id), event, dv.log_call(event),
-                                    f"called {dv.code_call(op)}", step_id=op.id)  # whose logged input tells all
+                raise dv.calls("arguments", op, event, step_id=op.id)  # whose logged input tells all
             op.declared_at = event.created_at
             self._created(op)
         elif kind == "step_started":
@@ -266,7 +264,7 @@ class WorkflowExecution:
         token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token
         webhook_differs = kind == "hook_created" and bool(data.get("isWebhook")) != op.is_webhook
         if token_differs or webhook_differs:
-            raise dv.divergence("token", dv.position(op.id), event, dv.log_call(event), f"called {dv.code_call(op)}")
+            raise dv.calls("token", op, event)
         if kind == "hook_created":
             self._created(op)
         elif kind == "hook_conflict":

@@ -25,6 +25,7 @@ from ..authoring.errors import (
 from ..client.messages import queue_name_for
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
+from ..engine.parking import parked_in_log
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError, RunGoneError
 from .child_runs import on_run_end, report_ended_children
@@ -95,6 +96,7 @@ class Flow(Endings):
         seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
         execution = self.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
         execution.append(log)
+        self.parked = parked_in_log(log)
         if not any(e.event_type == "run_started" for e in log):
             await self._write({"eventType": "run_started"})
         try:
@@ -131,6 +133,8 @@ class Flow(Endings):
                 continue  # the outcome was recorded the old way: replay from the log
             if execution.terminal:
                 return "gone"
+            if self.parked is not None and self.pending is None:  # (the first iteration: no outcome is held)
+                await self._unpark()
             if execution.pending_markers:
                 await self._record_markers(execution)  # before anything else this flow writes
             if len(execution.log) >= self.settings.max_events:
