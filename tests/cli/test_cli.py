@@ -230,9 +230,9 @@ class Runner:
 class Dev:
     """An ``awsworld dev`` process and the environment its ``export`` lines describe."""
 
-    def __init__(self, cwd: Path, state: Path, runners: list[Runner], *options: str) -> None:
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner], *options: str, module: str = "clitest") -> None:
         self.cwd, self.state, self.runners = cwd, state, runners
-        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "clitest", "--state",
+        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, "--state",
                                          str(state), *options], cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
@@ -375,9 +375,11 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert description["parentRunId"] is None and description["children"] == []
     runs = json.loads(listed.out)
     assert run_id in [r["runId"] for r in runs]
-    # "schedule": the schedule that started a run (issue 25), None for one started by `start`.
-    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
+    # "schedule": the schedule that started a run (issue 25), None for one started by `start`; "parked": its mark
+    # while it is parked (issue 31), else None.
+    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule", "parked"}
     assert runs[0]["schedule"] is None and description["schedule"] is None
+    assert runs[0]["parked"] is None and description["parked"] is None
     assert run_id in completed.out
 
 

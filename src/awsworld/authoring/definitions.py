@@ -32,9 +32,10 @@ _warned_main = False
 
 DEFAULT_MAX_RETRIES = DEFAULT_MAX_ATTEMPTS - 1
 StepSemantics = Literal["at_least_once", "at_most_once"]
-"""How often one attempt of a step may run its body: ``at_least_once`` (the default: an attempt cut off by a
-crash runs again) or ``at_most_once`` (it is recorded failed with ``StepInterruptedError`` instead, and retried
-only as its policy says: the SDK's ``AT_MOST_ONCE_PER_RETRY``)."""
+"""How often one attempt of a step may run its body: ``at_least_once`` (the default: a step whose attempt was cut
+off by a crash runs again, as its next attempt, which the retry policy's ``max_attempts`` counts) or
+``at_most_once`` (the cut-off attempt is recorded failed with ``StepInterruptedError`` instead, and retried only
+as its policy says: the SDK's ``AT_MOST_ONCE_PER_RETRY``)."""
 MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded

@@ -19,6 +19,7 @@ from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
+from ..engine.parking import ways_out
 from ..timeline import deadline_text, hook_waits
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
@@ -114,3 +115,10 @@ def describe_wait(wait: dict[str, Any]) -> str:
 
 def _iso(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
+    """``describe``'s lines for a parked run (``engine.parking``, its ``to_json``): since when, where and why, and
+    the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
+    return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
+            f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")

@@ -15,6 +15,7 @@ import sys
 from datetime import UTC
 from typing import Any
 
+from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -47,6 +48,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     runs.add_argument("--workflow")
     runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
     runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--parked", action="store_true", help="only parked runs: running runs whose replay diverges "
+                      "from their log, waiting for code that replays them (`awsworld describe RUN` says where)")
     runs.set_defaults(handler=_runs)
 
     events = sub.add_parser("events", help="a run's timeline: steps, hooks, waits, with inputs, outputs and errors",
@@ -184,24 +187,46 @@ RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
 
 
 def _runs(args: argparse.Namespace) -> int:
+    if args.parked and args.status:
+        raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
+
     async def go() -> None:
         async with remote() as client:
-            page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
+            if args.parked:
+                found = await _parked_runs(client, args.workflow, args.limit)
+            else:
+                found = (await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)).data
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
                              "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
-                             "schedule": schedule_json(r.execution_context)}
-                            for r in page.data])
+                             "schedule": schedule_json(r.execution_context),
+                             "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
+                            for r in found])
                 return
-            if not page.data:
-                print("no runs", file=sys.stderr)
+            if not found:
+                print("no parked runs" if args.parked else "no runs", file=sys.stderr)
                 return
             print_table(RUNS_HEADER, [
-                (run.run_id, run.status, run.workflow_name, f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}",
-                 schedule_label(run.execution_context) or "") for run in page.data])
+                (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
+                 f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
+                for run in found])
 
     asyncio.run(go())
     return 0
+
+
+async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[Any]:
+    """Up to ``limit`` parked runs, newest first. A parked run is a running run with a mark (``engine.parking``),
+    and run listings filter by status only, so this reads the running runs page by page (100 a page)."""
+    found: list[Any] = []
+    cursor: str | None = None
+    while len(found) < limit:
+        page = await client.list_runs(workflow=workflow, status=["running"], limit=100, cursor=cursor)
+        found += [r for r in page.data if parked_run(r.status, r.attributes) is not None]
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found[:limit]
 
 
 def _events(args: argparse.Namespace) -> int:
@@ -291,6 +316,8 @@ def _describe(args: argparse.Namespace) -> int:
                 "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
                 "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
                 "waitingOn": waiting_on(view.status, steps, events),
+                # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
+                "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
                 # The run's final error in full (type, message, failing step, traceback) goes here, from a
                 # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
             }
@@ -310,13 +337,15 @@ lists the child itself). People reading ``describe`` see their own unless they a
 
 
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
-    from .run_state import END_LABELS, describe_wait
+    from .run_state import END_LABELS, describe_wait, parked_lines
 
     print(f"run       {d['runId']}")
     print(f"workflow  {d['workflow']}")
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
-    status = f"{END_LABELS[d['status']]} {d['endedAt']}" if ended else d["status"]
+    status = f"{END_LABELS[d['status']]} {d['endedAt']}" if ended else "parked" if d["parked"] else d["status"]
     print(f"status    {status}" + (f"  ({d['error']})" if d["error"] else ""))
+    if d["parked"]:
+        print(parked_lines(d["runId"], d["parked"]))
     if d["cancelReason"]:
         print(f"reason    {d['cancelReason']}")
     for key in ("createdAt", "startedAt"):
@@ -326,8 +355,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(f"waits on  {describe_wait(wait)}")
     if d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
-    attributes = {key: value for key, value in d["attributes"].items()
-                  if internal or not key.startswith(INTERNAL_PREFIX)}
+    attributes = {key: value for key, value in d["attributes"].items()  # a parked mark is shown above, as parked
+                  if key != PARKED_ATTRIBUTE and (internal or not key.startswith(INTERNAL_PREFIX))}
     for key, value in sorted(attributes.items()):
         print(f"attribute {key} = {value}")
     if d["parentRunId"]:
@@ -349,7 +378,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
-    hidden = [f"{n} awsworld {what}" for n, what in ((len(d["attributes"]) - len(attributes), "attribute(s)"),
+    own = len([key for key in d["attributes"] if key != PARKED_ATTRIBUTE])
+    hidden = [f"{n} awsworld {what}" for n, what in ((own - len(attributes), "attribute(s)"),
                                                      (len(d["steps"]["list"]) - len(listed), "step(s)")) if n]
     if hidden:
         print(f"hidden    {' and '.join(hidden)} (--all shows them)")

@@ -15,11 +15,20 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ov
 
 from ..authoring.codecs import Codec, Place
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition, workflow_name
-from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
+from ..authoring.errors import (
+    CORRUPTED_EVENT_LOG,
+    FAILED_ON_REQUEST,
+    UNKNOWN_WORKFLOW,
+    RunEndedError,
+    RunStartError,
+    WorkflowRunCancelledError,
+    WorkflowRunFailedError,
+)
 from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
+from ..engine.parking import MISSING, parked_run
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -29,6 +38,7 @@ from ..world.pages import collect_pages
 from ..world.protocol import World
 from ..world.rules.hooks import closed_hook_error
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
+from .skips import SkippedWait, skip
 
 if TYPE_CHECKING:
     from ..schedules.client import ScheduleClient
@@ -339,6 +349,52 @@ class Client:
         message = FlowMessage(run_id, run.workflow_name, wake=OPERATOR_WAKE)
         await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
         return run
+
+    async def fail(self, run_id: str, *, reason: str | None = None) -> RunView:
+        """Fail an unfinished run on request (``awsworld fail``): one ``run_failed`` event, as if its workflow had
+        failed, so ``Run.result()`` raises ``WorkflowRunFailedError`` and a parent awaiting it as a child sees the
+        failure (a wake's delivery tells it, as for a cancel). A parked run (``engine.parking``) fails as the
+        spec's divergence rule would have failed it: ``ReplayDivergenceError``, code ``CORRUPTED_EVENT_LOG``,
+        naming where it diverged and since when it was parked (one parked because its workflow is missing:
+        ``UnknownWorkflowError``, code ``UNKNOWN_WORKFLOW``); any other run with ``FailedOnRequest``, code
+        ``FAILED_ON_REQUEST``. ``reason`` (up to 512 characters) ends the message. Raises ``RunGoneError`` for a run
+        that has ended and ``RunNotFoundError`` for an unknown id; returns the run as the write left it."""
+        if reason is not None and len(reason) > MAX_CANCEL_REASON:
+            raise ValueError(f"a fail reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
+        run = await self.world.runs.get(run_id, resolve_data="none")
+        if run.status in TERMINAL_RUN_STATUSES:
+            raise RunGoneError(f"run {run_id} is {run.status}: only a pending or running run can be failed")
+        parked = parked_run(run.status, run.attributes)
+        said = f": {reason}" if reason else ""
+        if parked is not None:
+            missing = parked.change == MISSING
+            error = {"name": "UnknownWorkflowError" if missing else "ReplayDivergenceError",
+                     "message": f"failed on request while parked (since "
+                                f"{parked.since.isoformat(timespec='seconds')}): {parked.divergence}{said}"}
+            code = UNKNOWN_WORKFLOW if missing else CORRUPTED_EVENT_LOG
+        else:
+            error, code = {"name": "FailedOnRequest", "message": f"failed on request{said}"}, FAILED_ON_REQUEST
+        result = await self.world.events.create(run_id, {"eventType": "run_failed",
+                                                         "eventData": {"error": error, "errorCode": code}})
+        never_started = result.run is not None and result.run.started_at is None
+        await _wake(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
+        return result.run if result.run is not None else await self.world.runs.get(run_id, resolve_data="none")
+    async def skip_wait(self, run_id: str, wait: str | None = None) -> SkippedWait:
+        """End a wait of the run now, as an operator: a sleep, a hook's timeout (the hook then raises
+        ``HookTimeoutError``) or a step's retry back-off (the next attempt starts now). ``wait``: its id or its
+        name as ``awsworld describe`` and ``events`` show them (``wait_3``, ``sleep(name=...)``, a step's id or
+        name); without it, the run's only wait. The log records the skip as an operator's (``skipped`` on the
+        ``wait_completed`` or ``step_retrying``, with when it was due), so a replay gives what a normal wake
+        gives, and the run is woken to go on at once (the delayed message it had, when it comes, finds nothing
+        to do).
+
+        Raises ``RunGoneError`` for a finished run, ``WaitNotFoundError`` when it has no such wait, and
+        ``AmbiguousWaitError`` when several fit (both list the run's waits). A wait that ends by itself at the
+        same moment is not skipped again: the answer's ``event`` is None then."""
+        workflow, done = await skip(self.world, run_id, wait)
+        if done.event is not None:
+            await _wake(self.world, run_id, workflow, f"skip:{done.event.event_id}")
+        return done
 
     @property
     def schedules(self) -> ScheduleClient:

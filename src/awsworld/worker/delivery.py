@@ -20,7 +20,8 @@ What ends where:
 - A workflow or step this deployment does not have is retried with back-off for
   ``AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS`` (15 minutes from the run's creation: a deploy may still be rolling
   out), then its run fails with ``UNKNOWN_WORKFLOW``, naming the workflow and the modules this process loaded, which
-  ``Run.result()`` raises for the client to see.
+  ``Run.result()`` raises for the client to see; under ``AWSWORLD_ON_DIVERGENCE=park`` a run that had started is
+  parked instead (``engine.parking``), so a deploy that lost a module fails no run in flight.
 - Every log line about a delivery names its run (and step), in its text and as ``runId``/``stepId`` keys, so
   a line on a laptop's terminal and a JSON line in CloudWatch both lead back to the run.
 - Anything else (a transient AWS error, a bug) fails this record only: its visibility is shortened to
@@ -39,7 +40,8 @@ from typing import Any, Protocol
 
 from ..authoring.definitions import WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from ..client.messages import WATCHDOG_WAKE, FlowMessage
+from ..client.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
+from ..engine.parking import mark, missing_code, parked_run
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -229,7 +231,7 @@ class DeliveryPath:
         if missing is not None:
             run = await self._run(message)
             if run.status not in TERMINAL_RUN_STATUSES:
-                return await self._unknown(record, delivery, message, missing, track, run.created_at)
+                return await self._unknown(record, delivery, message, missing, track, run.created_at, run)
             if message.step_id:
                 return await self._ended(delivery, f"is {run.status}", track)
             # A flow message of an ended run needs no workflow code: the runtime finds the end in the log and does
@@ -276,7 +278,8 @@ class DeliveryPath:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
 
     async def _unknown(self, record: Mapping[str, Any], delivery: Delivery, message: FlowMessage,
-                       missing: LookupError, track: Track, created_at: datetime) -> RecordResult:
+                       missing: LookupError, track: Track, created_at: datetime,
+                       run: RunView | None = None) -> RecordResult:
         """Code this deployment lacks, for a run still going: back off while a deploy may still bring the code,
         and past the window fail the run for good.
 
@@ -300,6 +303,8 @@ class DeliveryPath:
                       "the run was created), then its run fails with %s", track.label(), what,
                       round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
             return await self._failed(record, track)
+        if run is not None and run.started_at is not None and SETTINGS.on_divergence == "park":
+            return await self._park_missing(delivery, message, what, track, run)
         error = {"name": "UnknownWorkflowError",
                  "message": f"{what}; this deployment still lacked it {round(waited)} s after the run was "
                             f"created (check AWSWORLD_MODULES and the deployed code)"}
@@ -315,6 +320,33 @@ class DeliveryPath:
         log.error("%s: run failed with %s: %s", track.label(), UNKNOWN_WORKFLOW_CODE, what, extra=track.keys())
         await self.consumer.ack(delivery, delete_message=False)
         return RecordResult("unknown-workflow-failed")
+
+    async def _park_missing(self, delivery: Delivery, message: FlowMessage, what: str, track: Track,
+                            run: RunView) -> RecordResult:
+        """Under the park policy a run that has started is not failed for code this deployment lacks (a deploy that
+        dropped a module, a renamed workflow): a bad deploy must not end every run in flight. It is marked parked
+        (``engine.parking``, once), this record is acknowledged, and one flow message per
+        ``AWSWORLD_PARK_SECONDS`` brings it back, so the deploy that restores the code resumes it (its flow clears
+        the mark). The ``UnknownWorkflow`` metric and alarm count every such delivery."""
+        world = self.runtime.world
+        now = clock_of(world).now()
+        earlier = parked_run(run.status, run.attributes)
+        parked = missing_code(what, now).kept_since(earlier)
+        if not parked.same_place(earlier):
+            try:
+                await world.events.create(run.run_id, {"eventType": "attr_set",
+                                                       "eventData": {"changes": [mark(parked)]}})
+            except (RunGoneError, EntityConflictError):
+                return await self._ended(delivery, "ended meanwhile", track)
+        seconds = SETTINGS.park_seconds
+        await world.queue(queue_name_for(message.workflow_name), FlowMessage(run.run_id, message.workflow_name)
+                          .to_payload(), idempotency_key=f"{run.run_id}:parked:{int(now.timestamp() // seconds)}",
+                          delay_seconds=seconds)
+        log.error("%s: %s; the run has started, so it is parked, not failed (%s=park): it comes back every %d s "
+                  "until a deploy provides the code; `awsworld fail %s` ends it", track.label(), what,
+                  Settings.on_divergence.env, round(seconds), run.run_id, extra=track.keys(outcome="parked"))
+        await self.consumer.ack(delivery, delete_message=False)
+        return RecordResult("parked")
 
     async def _ended(self, delivery: Delivery, how: str, track: Track) -> RecordResult:
         """The rule for a delivery of a run that has ended: acknowledged, never retried."""
