@@ -136,13 +136,13 @@ def test_a_hooks_timeout_is_its_deadline_with_a_date_and_goes_once_the_hook_is_r
                                             waits[0]), described.out
     (timeout,) = [line for line in events.out.splitlines() if "wait_created" in line]
     assert re.search(rf"wait_\d+ \(timeout of hook approve:k1\) +until {A_DAY_AWAY}$", timeout), timeout
-    assert all(set(row) == EVENT_KEYS for row in rows), "events --json keeps its keys"
+    assert all(set(row) >= EVENT_KEYS for row in rows), "events --json keeps its keys"
     (hook,) = _json(dev, "describe", approval)["waitingOn"]
     assert hook["token"] == "approve:k1" and hook["timeoutAt"].endswith("Z") and hook["heartbeatDueAt"] is None
 
     assert dev("resume", "approve:k1", '"yes"').code == 0
     document = _describe_until(dev, approval, lambda d: _waits(d) == ["sleep"])
-    assert set(document) == DESCRIBE_KEYS, "describe --json keeps its keys"
+    assert set(document) >= DESCRIBE_KEYS, "describe --json keeps its keys"
     waits = [line for line in dev("describe", approval).out.splitlines() if line.startswith("waits on")]
     assert len(waits) == 1 and re.fullmatch(rf"waits on  a sleep 'cool-off' until {A_DAY_AWAY}", waits[0]), waits
 
@@ -167,8 +167,8 @@ def test_runs_and_schedules_list_print_a_header_and_fire_times_in_the_schedules_
     row = next(line for line in lines if line.startswith(run_id))
     assert row[lines[0].index("STATUS"):].startswith("completed ") and all(
         line.startswith("wrun_") for line in lines[1:])
-    assert all(set(r) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
-               for r in _json(dev, "runs"))
+    assert all(set(r) >= {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
+               for r in _json(dev, "runs")), "runs --json keeps its keys"
 
     created = _json(dev, "schedules", "create", "new-year", "display.report", "--cron", "0 12 1 1 *",
                     "--timezone", "Europe/Berlin", "--args", '["eu"]')
