@@ -48,7 +48,8 @@ print("built function imports")
 
 
 def base_env(path: str) -> dict[str, str]:
-    keep = ("HOME", "LANG", "TMPDIR", "PYENV_ROOT", "XDG_CACHE_HOME", "UV_CACHE_DIR", "PIP_CACHE_DIR")
+    keep = ("HOME", "LANG", "TMPDIR", "PYENV_ROOT", "XDG_CACHE_HOME", "UV_CACHE_DIR", "PIP_CACHE_DIR",
+            "SSL_CERT_FILE", "SSL_CERT_DIR", "PIP_CERT", "REQUESTS_CA_BUNDLE")  # a machine's own CA settings
     return {name: os.environ[name] for name in keep if name in os.environ} | {
         "PATH": path, "SAM_CLI_TELEMETRY": "0", "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1"}
 

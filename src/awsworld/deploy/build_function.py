@@ -128,9 +128,10 @@ def install(code: Path, target: Path, architecture: str, project: Path) -> str:
     with one_install_at_a_time(project):
         done = subprocess.run(install_command(requirements, target, architecture, uv), cwd=project)
     if done.returncode:
-        raise BuildError(f"installing {requirements.name} for CPython {RUNTIME_VERSION} ({architecture}) failed "
-                         "(the installer's message is above); a dependency without a wheel for that platform "
-                         "cannot be built without Lambda's image: sam build --use-container")
+        raise BuildError(f"installing {requirements.name} for CPython {RUNTIME_VERSION} ({architecture}) failed: "
+                         "the installer's message above says why (the package index unreachable, say, or a "
+                         "dependency that has no wheel for that platform: only a build in Lambda's own image, "
+                         "sam build --use-container, can compile one)")
     # Console scripts are of no use in a function (their first lines name this machine's interpreter), nor is
     # the lock file uv leaves in a --target folder.
     shutil.rmtree(target / "bin", ignore_errors=True)
