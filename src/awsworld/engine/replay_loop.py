@@ -88,6 +88,12 @@ class ReplayLoop(asyncio.AbstractEventLoop):
     def is_closed(self) -> bool:
         return self._closed
 
+    def cancel_tasks(self) -> None:
+        """Cancel every unfinished task of this loop, in the order they were created (replay-stable: the set
+        ``asyncio.all_tasks`` answers is not ordered). Their cancellations run at the next ``run_until_idle``."""
+        for task in sorted(asyncio.all_tasks(self), key=_creation_number):
+            task.cancel()
+
     def close(self) -> None:
         self._ready.clear()
         self._closed = True
@@ -126,3 +132,7 @@ class ReplayLoop(asyncio.AbstractEventLoop):
             determinism.restore_guard(guard)
             self._running = False
             asyncio.events._set_running_loop(outer)
+
+
+def _creation_number(task: asyncio.Task[Any]) -> int:
+    return task.creation_number if isinstance(task, ReplayTask) else 0
