@@ -53,7 +53,7 @@ from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution, wakes_on
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
-from . import codecs, determinism, hook_timeouts, serde
+from . import codecs, hook_timeouts, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
@@ -66,8 +66,6 @@ CODE_DECISIONS = frozenset({"hook_disposed", "run_completed", "run_failed"})
 PATCH_MARKER_PREFIX = "awsworld.patched."
 MAX_CHANGE_ID_LENGTH = 200
 WAIT_TOLERANCE = timedelta(milliseconds=1)
-
-determinism.install()
 
 
 class LogGapError(RuntimeError):
