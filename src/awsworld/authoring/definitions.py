@@ -18,6 +18,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overloa
 from ..schedules.declared import declare_all
 from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
+from .arguments import check_call
 from .codecs import Codec, check_positional
 from .durations import Duration, parse_duration, seconds
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
@@ -71,6 +72,18 @@ class WorkflowDef:
     retention: timedelta | None = None  # how long a finished run stays readable (None: the deployment's default)
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
     args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``engine.codecs.store_call``)
+    validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
+
+    @property
+    def label(self) -> str:
+        """How an argument's refusal names the workflow: ``workflow 'shop.order'``."""
+        return f"workflow {self.name!r}"
+
+    def check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """The ``TypeError`` a start with these arguments must raise, now (``authoring.arguments``): Python's for
+        a call that does not bind, and, unless ``validate_args=False`` or an ``args_codec`` checks them, pydantic's
+        strict check of each annotated parameter."""
+        check_call(self.fn, self.label, args, kwargs, types=self.validate_args and self.args_codec is None)
 
     def execution_context(self) -> dict[str, Any]:
         """What a run of this workflow adds to its ``run_created`` executionContext."""
@@ -195,19 +208,19 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None) -> _CodecDecorator[T]: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _CodecDecorator[T]: ...
 
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None) -> _Decorator: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None,
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -225,7 +238,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``engine.codecs.store_call``).
 
     ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
-    deployments that name its module (README, "Schedules")."""
+    deployments that name its module (README, "Schedules"). Its arguments are checked against the workflow's
+    parameters here, when the decorator runs (a ``TypeError`` naming the schedule).
+
+    ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict
+    mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -236,9 +253,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         if args_codec is not None:
             check_positional(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec)
+        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec, validate_args)
         REGISTRY.add_workflow(definition)
-        declare_all(definition.name, f.__module__, schedule)
+        declare_all(definition.name, f.__module__, schedule, definition.check_arguments)
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:

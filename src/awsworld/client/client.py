@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import inspect
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..authoring.codecs import Codec, Place
-from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition, workflow_name
+from ..authoring.definitions import REGISTRY, Registry, workflow_definition, workflow_name
 from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
 from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
@@ -185,9 +184,12 @@ class Client:
         """Start a run of ``workflow`` (a ``@workflow``, whose arguments and return type the type checker
         knows, or a workflow's registered name) with these arguments; ``run.result()`` is its return value.
 
-        Arguments that do not fit the workflow's parameters raise ``TypeError`` here, with the message Python
-        gives for the call, and nothing is recorded or queued: whenever the workflow is known (a ``@workflow``,
-        or a name in this client's registry). A name this client cannot check starts a run that fails.
+        Arguments that do not fit the workflow's parameters raise ``TypeError`` here, and nothing is recorded or
+        queued: the message Python gives for a call that does not bind, or one naming the parameter, the type its
+        annotation declares and the value for an argument that is not of that type (pydantic, strict mode; see
+        ``authoring.arguments``), whenever the workflow is known (a ``@workflow``, or a name in this client's
+        registry). A name this client cannot check is checked by the run's first delivery, which fails the run
+        with that ``TypeError`` before its body runs. What is stored is the arguments as passed.
 
         For an idempotent start, ``client.options(run_id=...).start(workflow, ...)``: the same id returns the
         same run (and wakes it again if it never started)."""
@@ -345,7 +347,7 @@ class Client:
         """Schedules at run time: create, list, describe, pause, resume, trigger, backfill, delete."""
         from ..schedules.client import ScheduleClient  # (it does not import this module: _start is handed over)
 
-        return ScheduleClient(self, _start, bind_arguments)
+        return ScheduleClient(self, _start)
 
 
 class StartOptions:
@@ -391,7 +393,7 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
         definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
     if definition is not None:
         try:
-            bind_arguments(definition, args, kwargs)
+            definition.check_arguments(args, kwargs)
         except TypeError:
             # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no arguments:
             # the run keeps the ones it was recorded with.
@@ -431,22 +433,6 @@ def _result_codec(client: Client, workflow: str) -> Codec[Any] | None:
     """The codec of a workflow this process has (the client's registry, else the decorators' own), by name."""
     definition = (client.registry or REGISTRY).workflows.get(workflow) or REGISTRY.workflows.get(workflow)
     return definition.codec if definition is not None else None
-
-
-def bind_arguments(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise the ``TypeError`` the run's first delivery would raise calling the workflow with these arguments,
-    now, with Python's own message. Calling an ``async def`` binds its arguments and makes a coroutine without
-    running any of its body; the coroutine is closed unrun. (A function that only says it is a coroutine
-    function is checked against its signature instead: calling it would run it.)"""
-    fn = definition.fn
-    code = getattr(fn, "__code__", None)
-    if code is not None and code.co_flags & inspect.CO_COROUTINE:
-        fn(*args, **kwargs).close()
-        return
-    try:
-        inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"{getattr(fn, '__qualname__', definition.name)}() {error}") from None
 
 
 async def _recorded(world: World, run_id: str, name: str) -> bool:
