@@ -6,6 +6,7 @@ a function is a breaking change for runs in flight (pass ``name=`` to keep the o
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import logging
@@ -13,6 +14,7 @@ import math
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import EllipsisType
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overload
 
 from ..schedules.declared import declare_all
@@ -109,7 +111,7 @@ class Registry:
         try:
             return self.workflows[name]
         except KeyError:
-            raise WorkflowNotRegisteredError(name, self.modules()) from None
+            raise WorkflowNotRegisteredError(name, self.modules(), registered=list(self.workflows)) from None
 
     def modules(self) -> list[str]:
         """The modules whose workflows this registry holds, sorted: what an unknown workflow's error names, so
@@ -123,16 +125,32 @@ class Registry:
             raise LookupError(f"no step named {name!r} is registered in this process") from None
 
 
-class WorkflowNotRegisteredError(LookupError):
-    """A workflow name no module of this process registered: ``name``, and ``modules``, the modules that did
-    register workflows here (with ``AWSWORLD_MODULES`` as this process's environment sets it, when it does)."""
+MAX_SUGGESTIONS = 3
 
-    def __init__(self, name: str, modules: list[str]) -> None:
+
+class WorkflowNotRegisteredError(LookupError):
+    """A workflow name a registry lacks: ``name``, and ``modules``, the modules that did register workflows there
+    (with ``env_modules``, the ``AWSWORLD_MODULES`` that loaded them: ``...``, the default, reads this process's).
+    ``registered``: the names it holds, from which ``suggestions`` are the nearest (``difflib``), so a typo shows
+    next to what was meant. ``where`` says whose registry (``in this process``; a deployment's, for a refusal by
+    its published names: ``published.model``) and ``hint`` what to do."""
+
+    def __init__(self, name: str, modules: list[str], *, registered: Sequence[str] = (),
+                 env_modules: str | EllipsisType | None = ..., where: str = "in this process",
+                 hint: str = f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE") -> None:
         self.name = name
         self.modules = modules
-        self.env_modules = SETTINGS.modules
-        super().__init__(f"no workflow named {name!r} is registered in this process (loaded: {self.loaded()}; "
-                         f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE)")
+        self.env_modules = SETTINGS.modules if isinstance(env_modules, EllipsisType) else env_modules
+        self.where = where
+        self.suggestions = difflib.get_close_matches(name, list(registered), n=MAX_SUGGESTIONS)
+        super().__init__(f"no workflow named {name!r} is registered {where} (loaded: {self.loaded()})"
+                         f"{self.did_you_mean()}; {hint}")
+
+    def did_you_mean(self) -> str:
+        """``; did you mean 'shop.order'?`` (or nothing, when no registered name is near)."""
+        if not self.suggestions:
+            return ""
+        return "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
 
     def loaded(self) -> str:
         """Which modules registered workflows here, for a person: a typo shows next to the real names."""

@@ -89,6 +89,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
+    from ..published.model import DEV, publish
     from ..schedules.declared import declared_in
     from ..worker.dispatch import Runtime
     from . import dev_state
@@ -110,6 +111,8 @@ async def _serve(args: argparse.Namespace) -> None:
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 runtime = Runtime(world)
+                # Before the first delivery: a Client of this World refuses a name no module here registers.
+                await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
                 client = Client(world, registry=runtime.registry)
                 poller = LocalPoller(world, runtime, tick_seconds=DEV_TICK_SECONDS)
                 poller.start()

@@ -19,6 +19,7 @@ from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
+from ..published.model import Publication, judge, published_of
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -159,11 +160,14 @@ def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractConte
 
 class Client:
     def __init__(self, world: World, *, registry: Registry | None = None,
-                 waiting: Waiting | None = None) -> None:
+                 waiting: Waiting | None = None, check_published: bool = True) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
-        delivery can run; without one (a client of a deployed stack has no workflow code) names are not
-        checked here, and a run of an unknown workflow fails with ``UNKNOWN_WORKFLOW`` after a window.
+        delivery can run. Without one (a client of a deployed stack, or of ``awsworld dev``, has no workflow code
+        of its own) a start reads the names the deployment that consumes the queue published (``published.model``:
+        one read, cached by this client) and refuses a name no consumer registers, when that is certain; when it
+        is not, the run starts and its delivery decides. ``check_published=False`` skips that read (a schedule's
+        tick, which runs inside the consumer).
 
         ``waiting``: entered while this client waits for a run to move on (``Run.result``, and
         ``Run.wait_for_hook`` with the token it waits for); the test environment lets its virtual clock skip
@@ -171,6 +175,26 @@ class Client:
         self.world = world
         self.registry = registry
         self.waiting: Waiting = waiting or _not_waiting
+        self.check_published = check_published
+        self._published: list[Publication] | None = None  # the deployment's publications, read once
+
+    async def refuse_unpublished(self, name: str) -> None:
+        """Raise ``WorkflowNotRegisteredError`` if the publications of the deployment consuming this World's
+        queue make ``name`` certainly unknown (``published.model.judge``). The first call reads them and caches
+        them; a refusal reads them once more first (the consumer may have published since: dev restarted with
+        another module, a deploy). A World that keeps no publications, or a client with a registry of its own,
+        never refuses here."""
+        store = published_of(self.world)
+        if store is None or self.registry is not None or not self.check_published:
+            return
+        if self._published is None:
+            self._published = await store.read()
+        if not judge(name, self._published).sure:
+            return
+        self._published = await store.read()
+        verdict = judge(name, self._published)
+        if verdict.sure:
+            raise verdict.error(name)
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -391,6 +415,7 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
     name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
     if client.registry is not None and isinstance(workflow, str):
         definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
+    await client.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
     if definition is not None:
         try:
             definition.check_arguments(args, kwargs)

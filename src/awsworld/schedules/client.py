@@ -91,6 +91,7 @@ class ScheduleClient:
             name = definition.name
         if definition is not None:
             definition.check_arguments(tuple(schedule.args), dict(schedule.kwargs))
+        await self.client.refuse_unpublished(name)  # a name no consumer of the queue registers (published.model)
         state = schedule.state(schedule_id, name, self._now(), source="api")
         with contextlib.suppress(ScheduleNotFoundError):
             refuse_create(await self.store.get(schedule_id), schedule_id)
