@@ -98,7 +98,7 @@ def describe_wait(wait: dict[str, Any]) -> str:
     if kind == "child":
         return f"child run {wait['runId']}"
     if kind == "code":
-        return f"code this deployment lacks: its delivery at {wait['at']} found {wait['found']}"
+        return f"code this deployment lacks (its delivery at {wait['at']}: {wait['found']})"
     received, beats = wait["received"], wait.get("heartbeats", 0)
     heard = f", {beats} heartbeat(s)" if beats else ""
     return (f"{'webhook' if wait['webhook'] else 'hook'} {shown}{wait['token']} "
