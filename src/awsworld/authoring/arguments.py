@@ -58,8 +58,8 @@ _ARBITRARY = ConfigDict(arbitrary_types_allowed=True)
 
 
 class ArgumentTypeError(TypeError):
-    """An argument that is not of the type its parameter declares: ``parameter`` (with the place inside a
-    ``*args``/``**kwargs`` one, ``items[2]``) and ``expected`` (the annotation as written). A ``TypeError``, as
+    """An argument that is not of the type its parameter declares: ``parameter`` (``items[2]`` in a ``*items``, the
+    keyword in a ``**kwargs``) and ``expected`` (the annotation as written). A ``TypeError``, as
     Python's own for a call that does not bind."""
 
     def __init__(self, message: str, *, parameter: str, expected: str) -> None:
@@ -93,8 +93,8 @@ def check_call(fn: Callable[..., Any], what: str, args: tuple[Any, ...], kwargs:
     for parameter, value in bound.arguments.items():
         check = checked.get(parameter)
         if check is not None:
-            for where, item in _items(check.kind, value):
-                _validate(check, what, parameter, where, item, json_text=False)
+            for item in _items(parameter, check.kind, value):
+                _validate(check, what, item, json_text=False)
 
 
 def from_json(fn: Callable[..., Any], what: str, args: list[Any], kwargs: dict[str, Any]
@@ -109,14 +109,14 @@ def from_json(fn: Callable[..., Any], what: str, args: list[Any], kwargs: dict[s
         check = checked.get(parameter)
         if check is None:
             continue
+        read = {item.key: _validate(check, what, item, json_text=True)
+                for item in _items(parameter, check.kind, value)}
         if check.kind == inspect.Parameter.VAR_POSITIONAL:
-            bound.arguments[parameter] = tuple(_validate(check, what, parameter, f"[{i}]", item, json_text=True)
-                                               for i, item in enumerate(value))
+            bound.arguments[parameter] = tuple(read.values())
         elif check.kind == inspect.Parameter.VAR_KEYWORD:
-            bound.arguments[parameter] = {key: _validate(check, what, parameter, f"[{key!r}]", item, json_text=True)
-                                          for key, item in value.items()}
+            bound.arguments[parameter] = read
         else:
-            bound.arguments[parameter] = _validate(check, what, parameter, "", value, json_text=True)
+            bound.arguments[parameter] = read[parameter]
     return list(bound.args), dict(bound.kwargs)
 
 
@@ -193,27 +193,40 @@ def _adapter(annotation: Any) -> TypeAdapter[Any] | None:
         return None
 
 
-def _items(kind: inspect._ParameterKind, value: Any) -> list[tuple[str, Any]]:  # pyright: ignore[reportPrivateUsage]
+@dataclass(frozen=True)
+class _Item:
+    """One value a parameter's annotation applies to: ``name`` (``amount``, ``counts[1]`` in a ``*counts``, the
+    keyword ``b`` in a ``**labels``), ``shown`` (how a message names it), ``key`` (where it goes back)."""
+
+    name: str
+    shown: str
+    key: Any
+    value: Any
+
+
+def _items(parameter: str, kind: inspect._ParameterKind,  # pyright: ignore[reportPrivateUsage]
+           value: Any) -> list[_Item]:
     """What a parameter's annotation applies to: the value, or each value a ``*args``/``**kwargs`` took."""
     if kind == inspect.Parameter.VAR_POSITIONAL:
-        return [(f"[{i}]", item) for i, item in enumerate(value)]
+        return [_Item(f"{parameter}[{i}]", repr(f"{parameter}[{i}]"), i, item) for i, item in enumerate(value)]
     if kind == inspect.Parameter.VAR_KEYWORD:
-        return [(f"[{key!r}]", item) for key, item in value.items()]
-    return [("", value)]
+        return [_Item(key, f"{key!r} (**{parameter})", key, item) for key, item in value.items()]
+    return [_Item(parameter, repr(parameter), parameter, value)]
 
 
-def _validate(check: Checked, what: str, parameter: str, where: str, value: Any, *, json_text: bool) -> Any:
+def _validate(check: Checked, what: str, item: _Item, *, json_text: bool) -> Any:
     try:
         if json_text:
-            return check.adapter.validate_json(json.dumps(value), strict=True)
-        return check.adapter.validate_python(value, strict=True)
+            return check.adapter.validate_json(json.dumps(item.value), strict=True)
+        return check.adapter.validate_python(item.value, strict=True)
     except ValidationError as error:
-        raise ArgumentTypeError(refusal(what, parameter + where, check.shown, value, error),
-                                parameter=parameter + where, expected=check.shown) from None
+        raise ArgumentTypeError(refusal(what, item.shown, check.shown, item.value, error), parameter=item.name,
+                                expected=check.shown) from None
 
 
 def refusal(what: str, parameter: str, expected: str, value: Any, error: ValidationError) -> str:
-    """``workflow 'w': parameter 'p' expects T, got V (type): reason[; at [i]: reason...]``."""
+    """``workflow 'w': parameter 'p' expects T, got V (type): reason[; at [i]: reason...]`` (``parameter``: as
+    shown, quoted)."""
     got = _repr.repr(value)
     if len(got) > MAX_VALUE_CHARS:
         got = got[:MAX_VALUE_CHARS - 3] + "..."
@@ -224,7 +237,7 @@ def refusal(what: str, parameter: str, expected: str, value: Any, error: Validat
     more = error.error_count() - MAX_REASONS
     if more > 0:
         reasons.append(f"and {more} more")
-    return (f"{what}: parameter {parameter!r} expects {expected}, got {got} ({type(value).__name__}): "
+    return (f"{what}: parameter {parameter} expects {expected}, got {got} ({type(value).__name__}): "
             f"{'; '.join(reasons)}")
 
 

@@ -128,6 +128,17 @@ class Registry:
 MAX_SUGGESTIONS = 3
 
 
+def nearest(name: str, registered: Sequence[str]) -> list[str]:
+    """The registered names a typo of ``name`` most likely meant (``difflib``'s ratio at least 0.6), best first: at
+    most ``MAX_SUGGESTIONS``, and only those about as near as the best (names sharing a long prefix, such as a
+    module's, all look alike to the ratio: ``clitest.summ`` means ``clitest.sum``, not ``clitest.slow``)."""
+    found = difflib.get_close_matches(name, list(registered), n=MAX_SUGGESTIONS)
+    if not found:
+        return []
+    best = difflib.SequenceMatcher(None, name, found[0]).ratio()
+    return [match for match in found if difflib.SequenceMatcher(None, name, match).ratio() >= best - 0.1]
+
+
 class WorkflowNotRegisteredError(LookupError):
     """A workflow name a registry lacks: ``name``, and ``modules``, the modules that did register workflows there
     (with ``env_modules``, the ``AWSWORLD_MODULES`` that loaded them: ``...``, the default, reads this process's).
@@ -142,7 +153,7 @@ class WorkflowNotRegisteredError(LookupError):
         self.modules = modules
         self.env_modules = SETTINGS.modules if isinstance(env_modules, EllipsisType) else env_modules
         self.where = where
-        self.suggestions = difflib.get_close_matches(name, list(registered), n=MAX_SUGGESTIONS)
+        self.suggestions = nearest(name, registered)
         super().__init__(f"no workflow named {name!r} is registered {where} (loaded: {self.loaded()})"
                          f"{self.did_you_mean()}; {hint}")
 
