@@ -5,23 +5,23 @@
 | a publication (``published.model``) | ``PUBLISHED`` | ``WORKFLOWS#<key>`` | ``p`` (the publication as JSON) |
 
 Written with one ``PutItem`` (``awsworld dev`` at its start; the flow function when its version is initialised
-for SnapStart, else at its first cold start), read with one strongly consistent ``Query`` of the partition (1 RRU per
-4 KB; a client reads it once). No TTL: a version rolled back to keeps
+for SnapStart, else at its first cold start), read with one strongly consistent ``Query`` of the partition
+(``dynamodb.reads.query_prefix``; 1 RRU per 4 KB; a client reads it once). No TTL: a version rolled back to keeps
 its names (see ``published.model``). The flow function and ``ClientPolicy`` already hold PutItem and Query on the
-table, so the template grants nothing new.
+table, so the template grants nothing new (``tests/deploy/test_iam_trace.py``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 from ..published.model import Publication
 from .clients import AWSClients
-from .dynamodb.items import from_ddb, to_ddb
+from .dynamodb.items import to_ddb
+from .dynamodb.reads import query_prefix
 from .resources import PK, SK
 
 PARTITION = "PUBLISHED"
 PREFIX = "WORKFLOWS#"
+PAGE = 100
 
 
 class DynamoPublished:
@@ -35,19 +35,11 @@ class DynamoPublished:
                            ReturnConsumedCapacity="TOTAL")
 
     async def read(self) -> list[Publication]:
-        ddb = await self.clients.dynamodb()
-        kwargs: dict[str, Any] = {
-            "TableName": self.clients.config.table_name, "ConsistentRead": True,
-            "KeyConditionExpression": "#pk = :pk AND begins_with(#sk, :prefix)",
-            "ExpressionAttributeNames": {"#pk": PK, "#sk": SK},
-            "ExpressionAttributeValues": {":pk": {"S": PARTITION}, ":prefix": {"S": PREFIX}},
-            "ReturnConsumedCapacity": "TOTAL",
-        }
         found: list[Publication] = []
-        while True:
-            response = await ddb.query(**kwargs)
-            found.extend(Publication.from_json(str((from_ddb(raw) or {})["p"])) for raw in response.get("Items", []))
-            start = response.get("LastEvaluatedKey")
-            if start is None:
+        after: str | None = None
+        while True:  # (a page is 100 publications: one per consumer version whose names differed)
+            items, more = await query_prefix(self.clients, PARTITION, PREFIX, after_sk=after, limit=PAGE)
+            found.extend(Publication.from_json(str(item["p"])) for item in items)
+            if not more:
                 return found
-            kwargs["ExclusiveStartKey"] = start
+            after = str(items[-1][SK])
