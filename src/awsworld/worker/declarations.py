@@ -16,13 +16,15 @@ from ..authoring.errors import (
 )
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import HookOp, StepOp, WaitOp, named
+from ..engine.time_scale import TimeScale
+from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
 from .child_runs import resolve_step
 from .flow_state import BATCH
 from .provisional import ProvisionalOutcomes, written
-from .step_runner import start_data, step_lease
+from .step_runner import start_event
 
 log = logging.getLogger("awsworld.flow")
 
@@ -71,14 +73,13 @@ class Declarations(ProvisionalOutcomes):
 
     def _declarations(self, chunk: list[StepOp | WaitOp], born: StepOp | None) -> list[dict[str, Any]]:
         requests: list[dict[str, Any]] = []
+        factor = SETTINGS.time_scale
         for op in chunk:
-            requests.append(_declaration(op))
+            requests.append(_declaration(op, factor))
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
-                lease = step_lease(definition, self.deadline)
-                requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
-                    self.message_id, inline=True, lease=lease,
-                    at_most_once=definition.at_most_once and born.poll is None)})
+                requests.append(start_event(op.id, definition, born.poll, self.message_id, inline=True,
+                                            deadline=self.deadline))
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
@@ -182,9 +183,11 @@ def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> V
     return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
 
 
-def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
+def _declaration(op: StepOp | WaitOp, factor: float) -> dict[str, Any]:
+    """``op``'s ``*_created``; a wait under a time scale ``factor`` ends that much sooner (``engine.time_scale``)."""
     if isinstance(op, StepOp):
         return {"eventType": "step_created", "correlationId": op.id, "eventData": named(op, {
             "stepName": op.definition.name, "input": op.input, "inputDigest": op.digest})}
-    return {"eventType": "wait_created", "correlationId": op.id,
-            "eventData": named(op, {"resumeAt": op.resume_at.astimezone(UTC).isoformat()})}
+    scale = TimeScale(factor, op.declared_at or op.resume_at)
+    return {"eventType": "wait_created", "correlationId": op.id, "eventData": named(op, scale.mark(
+        {"resumeAt": scale.real(op.resume_at).astimezone(UTC).isoformat()}))}
