@@ -661,7 +661,7 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
     assert "is not JSON" in bad_args.one_line_error(2)
     assert "is not JSON" in bad_payload.one_line_error(2)
     assert "must be a JSON object" in bad_kwargs.one_line_error(2)
-    line = no_workflow.one_line_error(1)
+    line = no_workflow.one_line_error(2)  # a usage error: the command names a workflow nothing registers
     assert "no workflow named 'clitest.nope'" in line and "hint:" in line
     assert "no hook holds this token" in no_hook.one_line_error(1)
     line = no_hook_to_fail.one_line_error(1)

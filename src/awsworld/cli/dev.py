@@ -111,6 +111,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
+    from ..published.model import DEV, publish
     from ..schedules.declared import declared_in
     from ..worker.dispatch import Runtime
     from . import dev_reload, dev_state
@@ -133,6 +134,8 @@ async def _serve(args: argparse.Namespace) -> None:
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 runtime = Runtime(world)
+                # Before the first delivery: a Client of this World refuses a name no module here registers.
+                await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
                 client = Client(world, registry=runtime.registry)
                 poller = LocalPoller(world, runtime, tick_seconds=DEV_TICK_SECONDS)
                 poller.start()
@@ -147,8 +150,12 @@ async def _serve(args: argparse.Namespace) -> None:
                 _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict)
                 if args.reload:
                     code = dev_reload.UserCode(args.modules, [Path.cwd()])
-                    watcher = asyncio.create_task(dev_reload.watch(world, code, runtime.registry, lambda: setattr(
-                        world.schedules, "declared", declared_in(args.modules))))
+                    async def reloaded() -> None:  # what dev derives from the modules, derived again
+                        world.schedules.declared = declared_in(args.modules)
+                        # A Client refuses names no publication has: the new code's names are published at once.
+                        await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
+
+                    watcher = asyncio.create_task(dev_reload.watch(world, code, runtime.registry, reloaded))
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 await _run_until_stopped(world, state)

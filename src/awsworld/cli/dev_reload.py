@@ -37,7 +37,7 @@ import importlib.util
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -238,10 +238,11 @@ class UserCode:
         return None
 
 
-async def watch(world: World, code: UserCode, registry: Registry, reloaded: Callable[[], None]) -> None:
+async def watch(world: World, code: UserCode, registry: Registry, reloaded: Callable[[], Awaitable[None]]) -> None:
     """Until cancelled: when a file of the user's modules changes, load the new code (``UserCode.reload``), then
     replay the unfinished runs against it (``replay_unfinished``); ``reloaded`` refreshes what else dev derives from
-    the modules (their declared schedules). Every outcome is one line on dev's terminal."""
+    the modules (their declared schedules, the names it publishes for clients: ``published.model``). Every
+    outcome is one line on dev's terminal."""
     reloads = 0
     while True:
         await asyncio.sleep(WATCH_SECONDS)
@@ -257,7 +258,7 @@ async def watch(world: World, code: UserCode, registry: Registry, reloaded: Call
             continue
         reloads += 1
         try:
-            reloaded()
+            await reloaded()
             verdict = await replay_unfinished(world, registry, wake="parked", tag=f"reload:{os.getpid()}:{reloads}")
         except Exception as error:  # the emulator going away at the end, say: the next edit tries again
             print(f"reloaded, but replaying the unfinished runs failed: {type(error).__name__}: {error}", flush=True)

@@ -7,7 +7,9 @@ not started). A sleep is a ``wait_created`` without its ``wait_completed``; a ho
 its ``hook_disposed`` (a child run's outcome arrives on such a hook, token ``awsworld.child:<child run id>``, so
 it reads as the child). A hook's own waits (its timeout, its heartbeat deadline: ``timeline.hook_waits``) are not
 sleeps: they are shown on the hook's entry while it is open, and vanish with it. Nothing open means the run
-waits for its next delivery (a wake already queued, or one a lost message owes it).
+waits for its next delivery (a wake already queued, or one a lost message owes it). A pending run whose
+deliveries found no code for it (a workflow this deployment lacks) waits on code: what they found is in its log
+(``worker.delivery.DELIVERY_FINDING``) and is shown as its wait.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
 from ..engine.parking import ways_out
 from ..timeline import deadline_text, hook_waits
+from ..worker.delivery import DELIVERY_FINDING
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
 from .output import when
@@ -72,6 +75,10 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         elif kind == "wait_created":
             found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt")),
                           "displayName": shown.get(key)}
+        elif kind == "attr_set" and status == "pending":
+            for change in data.get("changes") or ():
+                if change.get("key") == DELIVERY_FINDING and change.get("value"):
+                    found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": when(event.created_at)}
     for hook, due in deadlines.items():
         if found.get(hook, {}).get("kind") == "hook":  # still open: a disposed hook's deadlines are void
             found[hook]["timeoutAt"] = due.get(HOOK_TIMEOUT)
@@ -105,6 +112,8 @@ def describe_wait(wait: dict[str, Any]) -> str:
         return f"a sleep {shown}until {deadline_text(wait['until'])}"
     if kind == "child":
         return f"child run {wait['runId']}"
+    if kind == "code":
+        return f"code this deployment lacks (its delivery at {wait['at']}: {wait['found']})"
     received, beats = wait["received"], wait.get("heartbeats", 0)
     heard = f", {beats} heartbeat(s)" if beats else ""
     due = "".join(f", {what} {deadline_text(wait[key])}" for key, what in (

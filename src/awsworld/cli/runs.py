@@ -133,6 +133,7 @@ def _start(args: argparse.Namespace) -> int:
 async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: dict[str, Any]) -> int:
     async with remote() as client:
         try:
+            positional, keywords = _typed(client, args.workflow, positional, keywords)
             run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
@@ -147,6 +148,26 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
             if args.wait:
                 _print_outcome(output)
         return 1 if output.get("status") in ("failed", "cancelled") else 0
+
+
+def _typed(client: Any, name: str, positional: list[Any], keywords: dict[str, Any]
+           ) -> tuple[list[Any], dict[str, Any]]:
+    """The JSON arguments read through the workflow's annotations, when the CLI has its code (``AWSWORLD_MODULES``)
+    and checks its types: an ISO string becomes the ``datetime`` a parameter declares, an array its ``tuple``, an
+    object its dataclass (pydantic's strict JSON mode, ``authoring.arguments.from_json``), and the run stores those
+    values. Arguments that do not bind are left to ``start``, which refuses them (or finishes a recorded start
+    that needs none: ``--run-id``)."""
+    from ..authoring.arguments import ArgumentTypeError, from_json
+
+    definition = client.registry.workflows.get(name) if client.registry is not None else None
+    if definition is None or not definition.validate_args or definition.args_codec is not None:
+        return positional, keywords
+    try:
+        return from_json(definition.fn, definition.label, positional, keywords)
+    except ArgumentTypeError:
+        raise
+    except TypeError:
+        return positional, keywords
 
 
 def _signature_hint(client: Any, name: str) -> str:
