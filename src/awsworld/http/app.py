@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -40,6 +41,7 @@ from .push import push_envelope, transport_queue_name
 from .wire import JSON, error_body, refusal_body
 
 RESOLVE_DATA: tuple[ResolveData, ...] = ("all", "none", "skip-step-inputs")
+FRAME = struct.Struct(">I")
 MAX_WAIT_SECONDS = 60.0
 """The longest a ``/wait`` request holds before answering with the run as it is (the client asks again)."""
 MAX_BODY_BYTES = 80 * 1024 * 1024
@@ -471,19 +473,21 @@ async def _close_stream(served: Served, request: Request) -> Response:
 async def _read_stream(served: Served, request: Request) -> Response:
     """``streams.get``, live: the raw bytes of every chunk from ``startIndex`` on (negative: from the tail; absent
     or ``null``: 0), existing ones first, then each as it lands; the answer ends when the stream is closed or its
-    run has ended. Headers go out at once; a reader that disconnects stops the read (Starlette cancels it)."""
+    run has ended. Headers go out at once; a reader that disconnects stops the read (Starlette cancels it).
+    ``framed=1``: each chunk behind its 4-byte big-endian length, so a reader gets the chunks as written."""
     run_id, name = request.path_params["run_id"], request.path_params["name"]
     raw = request.query_params.get("startIndex")
     try:
         start = 0 if raw in (None, "", "null", "undefined") else int(raw)
     except ValueError:
         raise InvalidInputError("startIndex must be an integer", field="startIndex") from None
+    framed = request.query_params.get("framed") in ("1", "true")
     await served.world.runs.get(run_id, resolve_data="none")  # (a missing run is a 404 before any byte is sent)
     chunks = served.world.streams.get(run_id, name, start_index=start)
 
     async def body() -> AsyncIterator[bytes]:
         async for chunk in chunks:
-            yield chunk
+            yield FRAME.pack(len(chunk)) + chunk if framed else chunk
 
     return StreamingResponse(body(), media_type="application/octet-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})
