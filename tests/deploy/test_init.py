@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 SAM_TOOLS = ROOT / ".venv-tools" / "bin"
 WRITTEN = {"template.yaml", "infra/monitoring.yaml", "samconfig.toml", "src/requirements.txt", "src/flow.py",
-           "src/webhook.py"}
+           "src/webhook.py", "src/serve.py"}
 
 ORDERS = '''\
 """A user's workflow module, as a new project would write it."""
@@ -234,7 +234,7 @@ CLUTTER = {
     "app.log": "a log line\n",
     "logs/dev.log": "a log line\n",
 }
-USER_CODE = {"myapp", "flow.py", "webhook.py", "requirements.txt"}  # src/'s entries
+USER_CODE = {"myapp", "flow.py", "webhook.py", "serve.py", "requirements.txt"}  # src/'s entries
 
 
 def _bench() -> ModuleType:
