@@ -101,7 +101,7 @@ def stored_error(value: Any) -> StoredError | None:
     return StructuredError.model_validate(value)
 
 
-def error_summary(error: StoredError | None) -> tuple[str | None, str]:
+def error_name_and_message(error: StoredError | None) -> tuple[str | None, str]:
     """(name, message) of a stored error, for a person: another runtime's bytes are not read, only sized."""
     if error is None:
         return None, "unknown error"
