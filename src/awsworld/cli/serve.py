@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import importlib
 import os
 import sys
 from collections.abc import AsyncIterator
@@ -28,7 +27,7 @@ from typing import Any
 
 from ..settings import SETTINGS, Settings
 from .errors import usage
-from .output import add_project_to_path, check_config
+from .output import check_config, import_modules
 
 SERVE_HINT = "pip install 'awsworld[ui]' (Starlette, uvicorn and httpx)"
 DEFAULT_PORT = 8787
@@ -71,13 +70,7 @@ def _main(args: argparse.Namespace) -> int:
             import moto  # noqa: F401
         except ImportError:
             raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
-    add_project_to_path()
-    for module in args.modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise usage(f"cannot import {module!r}: {error}", "run from your project's directory, and name the "
-                        "module as you would import it (myapp.workflows)") from None
+    import_modules(args.modules)
     asyncio.run(_serve(args, auth))
     return 0
 

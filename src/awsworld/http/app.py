@@ -206,6 +206,14 @@ def _resolve(request: Request, default: ResolveData = "all") -> ResolveData:
     return cast(ResolveData, value)
 
 
+def _resolve_param(params: JSON) -> ResolveData:
+    value = params.get("resolveData", "all")
+    if value not in RESOLVE_DATA:
+        raise InvalidInputError(f"params.resolveData must be one of {', '.join(RESOLVE_DATA)}",
+                                field="params.resolveData")
+    return cast(ResolveData, value)
+
+
 def _query_int(request: Request, name: str, default: int) -> int:
     raw = request.query_params.get(name)
     if raw is None or raw == "":
@@ -334,15 +342,12 @@ async def _create_event(served: Served, request: Request) -> Response:
     if not isinstance(event, dict):
         raise InvalidInputError("event must be an object with an eventType", field="event")
     params = _object(body, "params")
-    resolve = params.get("resolveData", "all")
-    if resolve not in RESOLVE_DATA:
-        raise InvalidInputError(f"params.resolveData must be one of {', '.join(RESOLVE_DATA)}",
-                                field="params.resolveData")
+    resolve = _resolve_param(params)
     result = await served.world.events.create(
         run_id, cast(JSON, event), event_count=_integer(params.get("eventCount"), "params.eventCount"),
         in_band=_flag(params.get("inBand"), "params.inBand"),
         expected_seq_in_band=_integer(params.get("expectedSeqInBand"), "params.expectedSeqInBand"),
-        resolve_data=cast(ResolveData, resolve), after_step_body=_flag(params.get("afterStepBody"),
+        resolve_data=resolve, after_step_body=_flag(params.get("afterStepBody"),
                                                                         "params.afterStepBody"))
     answer = result.to_wire()
     if result.hook is not None:
@@ -364,14 +369,11 @@ async def _create_batch(served: Served, request: Request) -> Response:
         stamp = datetime.fromisoformat(stamp_text) if stamp_text else None
     except ValueError:
         raise InvalidInputError("params.stamp must be an ISO-8601 time", field="params.stamp") from None
-    resolve = params.get("resolveData", "all")
-    if resolve not in RESOLVE_DATA:
-        raise InvalidInputError(f"params.resolveData must be one of {', '.join(RESOLVE_DATA)}",
-                                field="params.resolveData")
+    resolve = _resolve_param(params)
     return _json(await served.world.events.create_batch(
         request.path_params["run_id"], cast(list[Any], events), in_band=_flag(params.get("inBand"), "params.inBand"),
         expected_seq_in_band=_integer(params.get("expectedSeqInBand"), "params.expectedSeqInBand"),
-        resolve_data=cast(ResolveData, resolve), atomic=_flag(params.get("atomic"), "params.atomic"), stamp=stamp,
+        resolve_data=resolve, atomic=_flag(params.get("atomic"), "params.atomic"), stamp=stamp,
         expect_seq=_integer(params.get("expectSeq"), "params.expectSeq")))
 
 

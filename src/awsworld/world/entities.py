@@ -5,9 +5,9 @@ from __future__ import annotations
 import base64
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Discriminator, Field, Tag
 
 from .base import WireModel
 from .errors import InvalidInputError
@@ -88,11 +88,26 @@ class ErrorBytes(WireModel):
         return base64.b64decode(self.data)
 
 
-StoredError = StructuredError | ErrorBytes
-"""What a failed run, step or retry keeps as its error: awsworld's structured error, or another runtime's bytes."""
+STRUCTURED_ERROR_TAG = "structured-error"
+ERROR_BYTES_TAG = "error-bytes"
+ERROR_TAGS = frozenset({STRUCTURED_ERROR_TAG, ERROR_BYTES_TAG})
+"""The union's tags, which a validation error's location names (``events._field_path`` leaves them out, so a
+bad error is refused naming ``eventData.error.message``)."""
 
 
-def stored_error(value: Any) -> StoredError | None:
+def _error_kind(value: Any) -> str:
+    tagged = isinstance(value, ErrorBytes) or (isinstance(value, dict) and "__type" in value)
+    return ERROR_BYTES_TAG if tagged else STRUCTURED_ERROR_TAG
+
+
+StoredError = Annotated[
+    Annotated[StructuredError, Tag(STRUCTURED_ERROR_TAG)] | Annotated[ErrorBytes, Tag(ERROR_BYTES_TAG)],
+    Discriminator(_error_kind)]
+"""What a failed run, step or retry keeps as its error: awsworld's structured error, or another runtime's bytes
+(told apart by the bytes' ``__type`` tag)."""
+
+
+def stored_error(value: Any) -> StructuredError | ErrorBytes | None:
     """A stored error (its JSON) as the model a read shows; None for none."""
     if not value:
         return None
@@ -101,7 +116,7 @@ def stored_error(value: Any) -> StoredError | None:
     return StructuredError.model_validate(value)
 
 
-def error_name_and_message(error: StoredError | None) -> tuple[str | None, str]:
+def error_name_and_message(error: StructuredError | ErrorBytes | None) -> tuple[str | None, str]:
     """(name, message) of a stored error, for a person: another runtime's bytes are not read, only sized."""
     if error is None:
         return None, "unknown error"

@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .base import WireModel
-from .entities import Hook, Run, Step, StoredError, Wait
+from .entities import ERROR_TAGS, Hook, Run, Step, StoredError, Wait
 from .errors import InvalidInputError
 from .ids import check_entity_id, event_id_to_slot
 
@@ -292,7 +292,7 @@ class EventBatchResult(WireModel):
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc)
+    return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc if p not in ERROR_TAGS)
 
 
 def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> CreateEventRequest:
