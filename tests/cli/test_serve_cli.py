@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 
 from awsworld.client.http_client import HttpClient
 from awsworld.world.errors import RunNotFoundError
+from serving import AWSWORLD, start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
 
-AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 TOKEN = "t0ken-0f-the-server-" + "x" * 12
 RUN = "wrun_01K0000000000000000000000Z"
 RUN_CREATED = {"eventType": "run_created", "specVersion": 5,
@@ -25,43 +24,20 @@ RUN_CREATED = {"eventType": "run_created", "specVersion": 5,
                                                                                   "data": "ZGV2bFsxXQ=="}}}
 
 
-def start(tmp_path: Path, *args: str) -> tuple[subprocess.Popen[bytes], str]:
-    ready = tmp_path / "ready"
-    log = (tmp_path / "server.log").open("wb")
-    process = subprocess.Popen([AWSWORLD, "serve", "--world", "memory", "--port", "0", "--ready-file", str(ready),
-                                *args], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 30
-    while not ready.exists():
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError((tmp_path / "server.log").read_text())
-        time.sleep(0.05)
-    return process, ready.read_text().strip()
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=20)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
 @pytest.fixture
 def with_token(tmp_path: Path) -> Iterator[str]:
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
-    process, url = start(tmp_path, "--token-file", str(token_file))
+    process, url = start_serve(tmp_path, "--world", "memory", "--token-file", str(token_file))
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 @pytest.fixture
 def loopback(tmp_path: Path) -> Iterator[str]:
-    process, url = start(tmp_path)
+    process, url = start_serve(tmp_path, "--world", "memory")
     yield url
-    stop(process)
+    stop_serve(process)
 
 
 def error_of(response: httpx.Response, status: int) -> dict[str, object]:
@@ -150,3 +126,56 @@ async def test_a_stream_reads_live_over_http_framed_and_raw(loopback: str) -> No
         chunks, joined = await asyncio.wait_for(readers, 30)
     assert chunks == [b"\x00first", b"second", "third \u2713".encode()]
     assert joined == b"".join(chunks)
+
+
+async def test_http_client_signs_each_request_with_sigv4_for_a_function_url() -> None:
+    """``HttpClient(url, aws_region=...)`` signs as AWS checks a Function URL with ``AuthType: AWS_IAM``: the
+    signature each request carries is the one botocore computes for that request (service ``lambda``)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from starlette.types import Receive, Scope, Send
+
+    from awsworld.client.http_world import HttpWorld, SigV4
+    from awsworld.http.app import create_app
+    from awsworld.http.auth import Auth
+    from awsworld.memory import MemoryWorld
+
+    credentials = Credentials("AKIDEXAMPLE", "secret", "session-token")
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+    app = create_app(MemoryWorld(), auth=Auth("aws-iam"))
+
+    async def recording(scope: Scope, receive: Receive, send: Send) -> None:
+        body = b""
+        if scope["type"] == "http":
+            message = await receive()
+            body = message.get("body", b"")
+            query = scope["query_string"].decode()
+            url = f"https://fn.lambda-url.eu-west-1.on.aws{scope['path']}" + (f"?{query}" if query else "")
+            seen.append((scope["method"], url, {k.decode(): v.decode() for k, v in scope["headers"]}, body))
+
+            async def replay() -> Any:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await app(scope, replay, send)
+            return
+        await app(scope, receive, send)
+
+    transport = httpx.ASGITransport(app=recording)
+    auth = SigV4("eu-west-1", credentials)
+    async with HttpWorld("https://fn.lambda-url.eu-west-1.on.aws", http=httpx.AsyncClient(
+            transport=transport, base_url="https://fn.lambda-url.eu-west-1.on.aws", auth=auth)) as world:
+        await world.events.create(RUN, RUN_CREATED)
+        assert (await world.runs.get(RUN)).spec_version == 5
+    assert [method for method, *_ in seen] == ["POST", "GET"]
+    for method, url, headers, body in seen:
+        assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+        assert "/eu-west-1/lambda/aws4_request" in headers["authorization"]
+        assert headers["x-amz-security-token"] == "session-token"
+        again = AWSRequest(method=method, url=url, data=body, headers={
+            k: v for k, v in headers.items() if k not in ("authorization", "x-amz-security-token", "connection")})
+        signer = SigV4Auth(credentials, "lambda", "eu-west-1")
+        again.context["timestamp"] = headers["x-amz-date"]  # (add_auth would take the clock's time)
+        signer._modify_request_before_signing(again)
+        signature = signer.signature(signer.string_to_sign(again, signer.canonical_request(again)), again)
+        assert headers["authorization"].endswith(f"Signature={signature}")

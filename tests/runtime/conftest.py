@@ -20,8 +20,6 @@ and restored when the module ends.
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -40,6 +38,7 @@ from awsworld.testing import WorkflowTestEnv
 from awsworld.worker.delivery import RecordResult
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
+from serving import start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
 
 RESULT_TIMEOUT = 30.0
 MEMORY = "memory"
@@ -308,26 +307,10 @@ def served_url(request: pytest.FixtureRequest, e2e_backend: str, tmp_path_factor
     workflows imported into it (under the module's own name: the server runs from ``tests/``, as pytest imports
     it), on 127.0.0.1 port 0. Stopped (SIGTERM, then killed) when the module ends."""
     world = "memory" if e2e_backend == HTTP_MEMORY else "emulator"
-    ready = tmp_path_factory.mktemp("serve") / "ready"
-    log = ready.with_name("server.log")
-    with log.open("wb") as out:
-        process = subprocess.Popen([str(Path(sys.executable).with_name("awsworld")), "serve", request.module.__name__,
-                                    "--world", world, "--port", "0", "--ready-file", str(ready)],
-                                   cwd=Path(__file__).resolve().parent.parent, stdout=out, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"awsworld serve did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.05)
-        yield ready.read_text().strip()
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    process, url = start_serve(tmp_path_factory.mktemp("serve"), request.module.__name__, "--world", world,
+                               cwd=Path(__file__).resolve().parent.parent)
+    yield url
+    stop_serve(process)
 
 
 @pytest.fixture
