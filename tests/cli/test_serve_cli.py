@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,50 @@ async def test_http_client_signs_each_request_with_sigv4_for_a_function_url() ->
         signer._modify_request_before_signing(again)
         signature = signer.signature(signer.string_to_sign(again, signer.canonical_request(again)), again)
         assert headers["authorization"].endswith(f"Signature={signature}")
+
+
+@pytest.fixture
+def with_workflows(tmp_path: Path) -> Iterator[str]:
+    """A memory server that imported ``runtime.test_client_helpers`` (its workflows run there)."""
+    process, url = start_serve(tmp_path, "runtime.test_client_helpers", "--world", "memory",
+                               cwd=Path(__file__).resolve().parent.parent)
+    yield url
+    stop_serve(process)
+
+
+def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_workflows: str) -> None:
+    url = with_workflows
+    started = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.echo_run_id",
+                                                         "args": ["plain"], "kwargs": {"suffix": " http"}})
+    assert started.status_code == 202, started.text
+    run_id = started.json()["runId"]
+    ended = httpx.get(f"{url}/v1/runs/{run_id}/wait", params={"timeout": 30}, timeout=40).json()
+    assert (ended["status"], ended["output"]) == ("completed", "plain http")
+    ended_again = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", json={})
+    assert error_of(ended_again, 409)["name"] == "EntityConflictError"  # (ending an ended run)
+    bad_args = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.echo_run_id",
+                                                          "args": [], "kwargs": {"nope": 1}})
+    assert "argument" in str(error_of(bad_args, 400)["message"])
+    unknown = error_of(httpx.post(f"{url}/v1/client/hooks/resume", json={"token": "nobody", "payload": 1}), 404)
+    assert unknown["name"] == "HookNotFoundError"
+
+    token = "tok-plain-http"
+    hooked = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.hook_after_a_step",
+                                                        "args": [token]}).json()["runId"]
+    for _ in range(200):
+        held = httpx.get(f"{url}/v1/hooks/by-token/{token}")
+        if held.status_code == 200:
+            break
+        time.sleep(0.05)
+    hook = held.json()
+    assert (hook["runId"], hook["ownerId"], hook["projectId"], hook["environment"]) == (
+        hooked, "awsworld", "memory", "local")
+    resumed = httpx.post(f"{url}/v1/client/hooks/resume", json={"token": token, "payload": {"ok": True}})
+    assert resumed.status_code == 200 and resumed.json()["recorded"] is True
+    done = httpx.get(f"{url}/v1/runs/{hooked}/wait", params={"timeout": 30}, timeout=40).json()
+    assert (done["status"], done["output"]) == ("completed", {"ok": True})
+
+    waiting = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.hook_after_a_step",
+                                                         "args": ["tok-never"]}).json()["runId"]
+    cancelled = httpx.post(f"{url}/v1/client/runs/{waiting}/cancel", json={"reason": "not needed"})
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
