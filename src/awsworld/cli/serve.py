@@ -85,14 +85,14 @@ def _token(args: argparse.Namespace) -> str | None:
 
 
 @dataclass
-class Served:
+class ServedWorld:
     world: Any
     client: Any
     project: str
 
 
 @asynccontextmanager
-async def _world(kind: str) -> AsyncIterator[Served]:
+async def _world(kind: str) -> AsyncIterator[ServedWorld]:
     """The World to serve, with what runs its deliveries (nothing for ``aws``: the stack's flow function does)."""
     from ..client.client import Client
 
@@ -100,18 +100,18 @@ async def _world(kind: str) -> AsyncIterator[Served]:
         from ..testing import WorkflowTestEnv
 
         async with WorkflowTestEnv(time_skipping=False) as env:
-            yield Served(env.world, Client(env.world, registry=env.runtime.registry), "memory")
+            yield ServedWorld(env.world, Client(env.world, registry=env.runtime.registry), "memory")
     elif kind == "emulator":
         from ..local import LocalAWS
 
         async with LocalAWS() as local:
-            yield Served(local.world, local.client, local.config.table_name)
+            yield ServedWorld(local.world, local.client, local.config.table_name)
     else:
         from ..aws import AWSWorld
 
         world = AWSWorld()
         try:
-            yield Served(world, Client(world), world.config.table_name)
+            yield ServedWorld(world, Client(world), world.config.table_name)
         finally:
             await world.close()
 

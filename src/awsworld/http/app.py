@@ -22,7 +22,6 @@ import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, cast
 
-from pydantic import ValidationError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
@@ -47,9 +46,6 @@ MAX_WAIT_SECONDS = 60.0
 MAX_BODY_BYTES = 80 * 1024 * 1024
 """A request body larger than this is refused (413) before it is read whole: above the largest value a World
 takes (64 MiB, ``AWSWORLD_MAX_VALUE_BYTES``) plus its JSON and base64 overhead."""
-
-Handler = Callable[[Request], Awaitable[Response]]
-
 
 class Served:
     """What the app serves: the World, a ``Client`` on it, and the names it gives hooks (``hook_owner``)."""
@@ -238,14 +234,6 @@ def _json(value: WireModel | JSON, status: int = 200) -> JSONResponse:
 
 def _hook(served: Served, hook: Hook) -> JSON:
     return {**served.owner, **hook.to_wire()}
-
-
-def _parsed(cls: type[Any], raw: Any, field: str) -> Any:
-    try:
-        return cls.model_validate(raw)
-    except ValidationError as error:
-        first = error.errors()[0]
-        raise InvalidInputError(f"invalid {field}: {first.get('msg')}", field=field) from None
 
 
 # -- the World ---------------------------------------------------------------------------------------------------
