@@ -347,7 +347,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
             if sam_build.poll() is None:
                 sam_build.kill()
     assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output[-4000:]}"
-    assert output.count("with uv for CPython 3.13 x86_64;") == 2, output[-4000:]
+    assert output.count("with uv for CPython 3.13 x86_64;") == 3, output[-4000:]  # (WorldServerFunction too)
 
     overrides = tomllib.loads((project / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
     modules = dict(re.findall(r'(\w+)="([^"]*)"', overrides["parameter_overrides"]))["Modules"]
