@@ -23,6 +23,7 @@ from ..settings import SETTINGS, Settings
 from .arguments import check_call
 from .codecs import Codec, check_positional
 from .durations import Duration, parse_duration, seconds
+from .limits import Concurrency, LimitDecl, RateLimit, declare
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
 from .scope import current_execution
 
@@ -53,6 +54,7 @@ class StepDef:
     codec: Codec[Any] | None = None  # the result's (``codecs``); None: serde's envelopes
     semantics: StepSemantics = "at_least_once"
     args_codec: Codec[tuple[Any, ...]] | None = None  # the arguments', as one tuple (``engine.codecs.store_call``)
+    limit: LimitDecl | None = None  # its concurrency and rate across runs (``authoring.limits``)
 
     @property
     def at_most_once(self) -> bool:
@@ -76,6 +78,7 @@ class WorkflowDef:
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
     args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``engine.codecs.store_call``)
     validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
+    limit: LimitDecl | None = None  # how many of its runs may run at once, per key (``authoring.limits``)
 
     @property
     def label(self) -> str:
@@ -238,19 +241,22 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _CodecDecorator[T]: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
+             concurrency: int | Concurrency | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _Decorator: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
+             concurrency: int | Concurrency | None = None) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
+             concurrency: int | Concurrency | None = None,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -272,7 +278,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     parameters here, when the decorator runs (a ``TypeError`` naming the schedule).
 
     ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict
-    mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape."""
+    mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape.
+
+    ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
+    order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then
+    arrival order as slots free (README, "Limits across runs")."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -283,7 +293,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         if args_codec is not None:
             check_positional(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec, validate_args)
+        stable = _stable_name(f, name)
+        definition = WorkflowDef(stable, f, kept, codec, args_codec, validate_args,
+                                 declare("workflow", stable, concurrency, None))
         REGISTRY.add_workflow(definition)
         declare_all(definition.name, f.__module__, schedule, definition.check_arguments)
 
@@ -310,20 +322,23 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[An
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
          retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: Codec[T],
          semantics: StepSemantics = "at_least_once",
-         args_codec: Codec[tuple[Any, ...]] | None = None) -> _CodecDecorator[T]: ...
+         args_codec: Codec[tuple[Any, ...]] | None = None, concurrency: int | Concurrency | None = None,
+         rate: str | RateLimit | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
          retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: None = None,
          semantics: StepSemantics = "at_least_once",
-         args_codec: Codec[tuple[Any, ...]] | None = None) -> _Decorator: ...
+         args_codec: Codec[tuple[Any, ...]] | None = None, concurrency: int | Concurrency | None = None,
+         rate: str | RateLimit | None = None) -> _Decorator: ...
 
 
 def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int | None = None,
          name: str | None = None, retry_delay: Duration | None = None, retry: RetryPolicy | None = None,
          timeout: Duration | None = None, codec: Codec[Any] | None = None,
          semantics: StepSemantics = "at_least_once", args_codec: Codec[tuple[Any, ...]] | None = None,
+         concurrency: int | Concurrency | None = None, rate: str | RateLimit | None = None,
          ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
@@ -342,7 +357,12 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     ``semantics``: ``"at_least_once"`` (the default) or ``"at_most_once"``, for a side effect that must never
     run twice (a payment): each attempt's start is durable before its body runs, and an attempt cut off before
     its outcome was recorded is failed with ``StepInterruptedError`` (retried as its policy says, as a new
-    attempt) instead of running its body again."""
+    attempt) instead of running its body again.
+
+    ``concurrency`` and ``rate``: limits across all runs: at most that many attempts at once (``20``, or
+    ``Concurrency(2, key=lambda customer, amount: customer)``), at most that many starts per period (``"50/s"``,
+    or ``RateLimit("50/s", burst=10, key=...)``); ``name=`` on either shares one limit between steps. An
+    attempt beyond the limit waits without holding a container (README, "Limits across runs")."""
     if semantics not in get_args(StepSemantics):
         raise ValueError(f"@step semantics must be one of {', '.join(map(repr, get_args(StepSemantics)))}, "
                          f"not {semantics!r}")
@@ -358,7 +378,9 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
         _require_async(f, "step")
         if args_codec is not None:
             check_positional(f, "step")
-        definition = StepDef(_stable_name(f, name), f, policy, limit, codec, semantics, args_codec)
+        stable = _stable_name(f, name)
+        definition = StepDef(stable, f, policy, limit, codec, semantics, args_codec,
+                             declare("step", stable, concurrency, rate))
         REGISTRY.add_step(definition)
 
         @functools.wraps(f)

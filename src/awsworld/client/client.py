@@ -29,6 +29,7 @@ from ..engine.divergence import call_order
 from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..engine.parking import MISSING, parked_run
 from ..published.model import Publication, judge, published_of
+from ..worker.run_limits import admit, slot_of, start_context
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -37,6 +38,7 @@ from ..world.ids import new_run_id
 from ..world.pages import collect_pages
 from ..world.protocol import World
 from ..world.rules.hooks import closed_hook_error
+from ..world.rules.limiters import check_priority
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from .skips import SkippedWait, skip
 
@@ -229,15 +231,20 @@ class Client:
         same run (and wakes it again if it never started)."""
         return await _start(self, workflow, args, kwargs, run_id=None)
 
-    def options(self, *, run_id: str | None = None) -> StartOptions:
+    def options(self, *, run_id: str | None = None, concurrency_key: str | None = None,
+                priority: int | None = None) -> StartOptions:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
         never started). Starting is two writes: the run is recorded, then the message that runs it is queued.
         If the second fails, ``RunStartError`` carries the recorded run's id: starting again with
         ``run_id=error.run_id`` queues the message and nothing runs twice, whereas a retry without the id
-        would leave the first run pending for good."""
-        return StartOptions(self, run_id)
+        would leave the first run pending for good.
+
+        ``concurrency_key``: the key of the workflow's concurrency limit for this run, instead of its key
+        function's (``@workflow(concurrency=...)``; a workflow without one refuses it: ``TypeError``).
+        ``priority``: where the run waits for a slot (higher first; default 0), inherited by its steps' waits."""
+        return StartOptions(self, run_id, concurrency_key, priority)
 
     def get_run(self, run_id: str) -> Run[Any]:
         return Run(self, run_id)
@@ -434,12 +441,17 @@ class StartOptions:
     """``Client.options(...)``: ``start`` with options (a run id). Typed as ``Client.start``: the arguments are
     checked against the workflow's parameters and the run's result has its return type."""
 
-    def __init__(self, client: Client, run_id: str | None) -> None:
+    def __init__(self, client: Client, run_id: str | None, concurrency_key: str | None = None,
+                 priority: int | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.concurrency_key = concurrency_key
+        self.priority = None if priority is None else check_priority(priority)
 
     def __repr__(self) -> str:
-        return f"StartOptions(run_id={self.run_id!r})"
+        more = "".join(f", {name}={value!r}" for name, value in (("concurrency_key", self.concurrency_key),
+                                                                  ("priority", self.priority)) if value is not None)
+        return f"StartOptions(run_id={self.run_id!r}{more})"
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -451,7 +463,8 @@ class StartOptions:
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, /, *args: Any,
                     **kwargs: Any) -> Run[Any]:
         """``Client.start`` with these options (with a ``run_id``: idempotent, see ``Client.options``)."""
-        return await _start(self.client, workflow, args, kwargs, run_id=self.run_id)
+        return await _start(self.client, workflow, args, kwargs, run_id=self.run_id,
+                            concurrency_key=self.concurrency_key, priority=self.priority)
 
 
 @dataclass(frozen=True)
@@ -464,26 +477,37 @@ class HookResumed:
 
 
 async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], *, run_id: str | None, context: dict[str, Any] | None = None) -> Run[Any]:
+                 kwargs: dict[str, Any], *, run_id: str | None, context: dict[str, Any] | None = None,
+                 concurrency_key: str | None = None, priority: int | None = None) -> Run[Any]:
     """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it.
-    ``context``: more of the run's executionContext (a schedule's start says which schedule and tick)."""
+    ``context``: more of the run's executionContext (a schedule's start says which schedule and tick).
+
+    A workflow with a concurrency limit takes its run's slot between the two (``worker/run_limits.py``): a run
+    that must wait gets no message (the run whose end frees its slot sends it), so a key's runs start in the
+    order their starts were made."""
     definition = None if isinstance(workflow, str) else workflow_definition(workflow)
     name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
     if client.registry is not None and isinstance(workflow, str):
         definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
     await client.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
+    slot = None
     if definition is not None:
         try:
             definition.check_arguments(args, kwargs)
+            slot = slot_of(definition, args, kwargs, key=concurrency_key)
         except TypeError:
             # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no arguments:
-            # the run keeps the ones it was recorded with.
+            # the run keeps the ones it was recorded with (and its slot: its first delivery takes it).
             if run_id is None or not await _recorded(client.world, run_id, name):
                 raise
+    elif concurrency_key is not None:
+        raise TypeError(f"concurrency_key= needs the workflow's code here to check its limit: start {name!r} by "
+                        "its function, or from a client with its registry")
     run_id = run_id or new_run_id()
     # The workflow's retention rides in the execution context (started by name without a registry: the
     # deployment's default).
-    context = {**(definition.execution_context() if definition is not None else {}), **(context or {})}
+    context = {**(definition.execution_context() if definition is not None else {}), **(context or {}),
+               **start_context(slot, priority)}
     coding = definition or (client.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
     try:  # through the workflow's args_codec when this process knows the workflow (a CodecError: nothing written)
         payload = codecs.store_call(args, kwargs, coding.args_codec if coding else None,
@@ -500,6 +524,11 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
                         codec=definition.codec if definition is not None else None)
     if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
         try:
+            if slot is not None and definition is not None and result.run.status not in TERMINAL_RUN_STATUSES:
+                admission = await admit(client.world, definition, slot, run.run_id, priority=priority or 0,
+                                        arrival=result.run.created_at)
+                if admission != "go":
+                    return run  # waits for a slot (its message comes with it), or was skipped (cancelled)
             await _wake(client.world, run.run_id, result.run.workflow_name, "start")
         except Exception as error:
             raise RunStartError(run.run_id, error, workflow=result.run.workflow_name) from error

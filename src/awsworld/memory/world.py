@@ -18,6 +18,7 @@ from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
+from .limiters import MemoryLimiters
 from .queue import MemoryQueue
 from .storage import MemoryStorage
 from .streams import MemoryStreams
@@ -41,6 +42,7 @@ class MemoryWorld(WorldBase):
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state, self.clock)  # awsworld's extension too
         self.published = MemoryPublished(self.storage.state)  # the consumers' workflow names (published.model)
+        self.limiters = MemoryLimiters(self.storage.state.limiters)  # limits across runs: awsworld's extension
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)

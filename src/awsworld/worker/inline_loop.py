@@ -18,8 +18,10 @@ import logging
 import math
 import time
 
+from ..authoring.definitions import WorkflowDef
 from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
+    USER_ERROR,
     ReplayDivergenceError,
 )
 from ..client.messages import queue_name_for
@@ -28,10 +30,13 @@ from ..engine.ops import StepOp
 from ..engine.parking import parked_in_log
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError, RunGoneError
+from ..world.events import Event
+from ..world.rules.limiters import LimitInputError
 from .child_runs import on_run_end, report_ended_children
 from .endings import Endings
 from .flow_state import TERMINAL, FlowSettings, FlowStats
 from .recovery import dispatch_key, rest, wake_at_lease_end
+from .run_limits import admit_in_flow, leave_in_flow
 from .step_runner import StepEnd, StepOutcome, attempt_step, record_end
 
 log = logging.getLogger("awsworld.flow")
@@ -57,7 +62,11 @@ class Flow(Endings):
             if self.execution is not None:
                 self.execution.close()
         if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
-            await on_run_end(self.world, self.run_id, self.execution.log if self.execution else self.ended_log)
+            ended = self.execution.log if self.execution else self.ended_log
+            await on_run_end(self.world, self.run_id, ended)
+            if any(e.event_type in TERMINAL for e in ended):  # its slot of a limit (world/rules/limiters.py)
+                await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
+                                    self.run_id, ended)
         return status
 
     async def _run_holding_steps(self) -> str:
@@ -98,6 +107,9 @@ class Flow(Endings):
         execution.append(log)
         self.parked = parked_in_log(log)
         if not any(e.event_type == "run_started" for e in log):
+            admitted = await self._admit(definition, log)
+            if admitted is not None:
+                return admitted
             await self._write({"eventType": "run_started"})
         try:
             return await self._loop()
@@ -106,6 +118,21 @@ class Flow(Endings):
                 pending = self._take_pending()
                 await self._recorded(pending, await record_end(self.world, self.run_id, pending.end))
             raise
+
+    async def _admit(self, definition: WorkflowDef, log: list[Event]) -> str | None:
+        """A pending run's slot of its workflow's limit (``run_limits``): None when it may start; ``waiting``
+        when it waits for one (the write that frees a slot for it queues its message); ``gone`` when a busy key
+        skipped it (cancelled); ``failed`` when its key cannot be computed from its input."""
+        try:
+            admission = await admit_in_flow(self.world, definition, self.run_id, log)
+        except LimitInputError as bad:
+            return await self._fail({"message": bad.message, "name": "LimitInputError"}, USER_ERROR)
+        if admission == "wait":
+            return "waiting"
+        if admission == "skip":
+            self.ended_log = [*log, *(await self._load_all())]
+            return "gone"
+        return None
 
     async def _loop(self) -> str:
         while True:
