@@ -41,8 +41,9 @@ class Declarations(ProvisionalOutcomes):
         # The first new step is declared born running (step_created + step_started in the same write) when
         # this flow will run it inline: one write instead of two.
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
-        if born is not None and self._has_inline_work(execution):
-            born = None
+        if born is not None and (self._has_inline_work(execution)
+                                 or resolve_step(self.registry, born.definition.name).limit is not None):
+            born = None  # (a limited step takes its slot before its start: never born running)
         if self.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
             first = batchable[:BATCH - 1]

@@ -69,7 +69,9 @@ class Runtime:
     async def _step(self, message: FlowMessage, deadline: float, message_id: str | None) -> Outcome:
         assert message.step_id and message.step_name
         outcome = await run_step(self.world, self.registry, message.run_id, message.step_id, message.step_name,
-                                 owner=message_id, deadline=deadline)
+                                 owner=message_id, deadline=deadline, message=message)
+        if outcome.status == "waiting":
+            return Outcome("limit-wait")  # its slot's or token's message brings it back (``step_limits``)
         if outcome.status == "too-early":
             return Outcome("too-early", retry_after=max(1.0, outcome.retry_after))
         if outcome.status == "gone":

@@ -23,6 +23,8 @@ from ..world.clock import clock_of
 from ..world.events import Event
 from ..world.protocol import World
 from .recovery import taken_over
+from .run_limits import recorded_priority
+from .step_limits import PRIORITY_FIELD
 from .step_runner import StepEnd
 
 MAX_DIVERGENT_RECOVERIES = 3
@@ -167,8 +169,13 @@ class FlowState:
     def _run_context(self) -> dict[str, Any]:
         assert self.execution is not None and self.execution.log
         first = self.execution.log[0]
-        return {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
-                "rootRunId": self.run_id}
+        context = {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
+                   "rootRunId": self.run_id}
+        created = (first.event_data or {}).get("executionContext")
+        priority = recorded_priority(created if isinstance(created, dict) else None)
+        if priority:
+            context[PRIORITY_FIELD] = priority  # its steps' waits for a slot inherit it (``step_limits``)
+        return context
 
     async def _queue_flow(self, key: str) -> None:
         await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),

@@ -226,7 +226,11 @@ class Flow(Endings):
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.seq_in_band, on_in_band=self._set_in_band, owner=self.message_id,
                                      claimed=claimed, call_input=step.input, poll=step.poll,
-                                     watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline)
+                                     watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline,
+                                     message=self._step_message(step))
+        if isinstance(attempt, StepOutcome) and attempt.status == "waiting":
+            self.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it (``step_limits``)
+            return
         if step.done or step.future.cancelled():
             # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
             # ended with is dropped, so the step's one end is the cancellation (written by the loop, _cancel_steps).

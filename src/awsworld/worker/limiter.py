@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -51,8 +52,10 @@ from ..world.rules.limiters import (
 
 log = logging.getLogger("awsworld.limits")
 
-MAX_TRIES = 50
-"""Lost races before an operation gives up (each lost race means another writer moved the pool: progress)."""
+GIVE_UP_SECONDS = 60.0
+"""How long an operation keeps losing races before it gives up (each lost race means another writer moved the
+pool: the limit makes progress; this writer waits its turn, backing off up to ``MAX_BACKOFF`` with jitter)."""
+MAX_BACKOFF = 1.0
 REAP_AFTER = timedelta(seconds=60)
 """A run holder older than this is looked up (its run may have ended without tidying: a crash) before an asker
 is made to wait or a listing shows it."""
@@ -183,7 +186,10 @@ class Limiter:
                       reap_all: bool = False) -> Any:
         """Read, settle, decide, settle what the decision freed, commit; again from the read when the commit
         lost. Answers None when there is no pool and no ``spec`` to make one from."""
-        for attempt in range(MAX_TRIES):
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
             stored = await self.store.read(limit, pool_key)
             if stored is None and spec is None:
                 return None
@@ -207,8 +213,10 @@ class Limiter:
                                        add=decided.add, remove=remove):
                 await self._wake(granted)
                 return decided.answer
-            await asyncio.sleep(min(0.2, 0.005 * 2 ** min(attempt, 6)) * random.random())
-        raise RuntimeError(f"limit {limit!r} pool {pool_key!r}: gave up after {MAX_TRIES} lost races")
+            if time.monotonic() - started > GIVE_UP_SECONDS:
+                raise RuntimeError(f"limit {limit!r} pool {pool_key!r}: gave up after {attempt} lost races in "
+                                   f"{GIVE_UP_SECONDS:g} s")
+            await asyncio.sleep(min(MAX_BACKOFF, 0.005 * 2 ** min(attempt, 8)) * random.random())
 
     async def _settle(self, pool: Pool, now: datetime, ended: set[str]) -> Settled:
         settled = settle(pool, now, ended=ended)

@@ -53,6 +53,7 @@ from ..authoring.poll import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TI
 from ..authoring.retry import seeded
 from ..authoring.scope import current_step
 from ..authoring.step_context import StepContext, StepMetadata
+from ..client.messages import FlowMessage
 from ..engine import codecs, serde
 from ..engine.time_scale import TimeScale
 from ..settings import SETTINGS, Settings
@@ -71,8 +72,11 @@ from ..world.events import Event, EventResult
 from ..world.protocol import World
 from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD, MAX_ATTEMPTS_FIELD
 from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
+from ..world.rules.limiters import LimitInputError
+from . import step_limits
 from .child_runs import resolve_step
 from .error_shapes import structured_error
+from .step_limits import Taken
 
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
@@ -84,9 +88,10 @@ DEFAULT_CHECK_SECONDS = Settings.step_check_seconds.default
 log = logging.getLogger("awsworld.steps")
 
 Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere",
-                 "cancelled"]
+                 "cancelled", "waiting"]
 """``cancelled``: the attempt was stopped because its step ended under it (the workflow cancelled it); nothing of
-the attempt is recorded, the step's end is the cancellation already in the log."""
+the attempt is recorded, the step's end is the cancellation already in the log. ``waiting``: the step's limit
+(``step_limits``) had no slot or token for it: not started, its message brings it back."""
 Watch = Callable[[], Awaitable[bool]]
 """Asked every ``check_seconds()`` while a body runs: True when its step has ended elsewhere (stop the body)."""
 
@@ -105,7 +110,7 @@ INLINE = "inline"
 
 
 def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner: str | None, *, inline: bool,
-                deadline: float | None) -> dict[str, Any]:
+                deadline: float | None, taken: Taken | None = None) -> dict[str, Any]:
     """The ``step_started`` request that claims an attempt of ``definition``, on every path (a queued step, an
     inline one, the flow's born-running batch). Its data: the delivery's message id (``ownerMessageId``: a
     redelivery of that message may start the step again, see ``attempt_step``), the lease it asks for
@@ -114,7 +119,8 @@ def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner:
     the step over an unfinished last attempt) and ``"inline": true`` when the flow runs the attempt in its replay
     loop rather than a step message of its own. Only the inline path is marked: a fan-out queues N-1 steps and
     runs one inline, so the common case costs no bytes, and an event without the mark (every older one too)
-    reads as queued. The run viewer shows it; nothing in the runtime reads it back. ``atMostOnce``: the World
+    reads as queued. The run viewer shows it; nothing in the runtime reads it back. ``limit`` (a limited step,
+    ``step_limits``): the limit and key that let it start, and when it was admitted. ``atMostOnce``: the World
     refuses to start the step over any unfinished attempt (``world.rules.at_most_once``). A poll's check is at
     least once whatever its step says, and its attempts are the polls, bounded by the poll's timeout rather than
     by a retry policy: it asks for neither."""
@@ -128,6 +134,8 @@ def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner:
             data[AT_MOST_ONCE_FIELD] = True
     if inline:
         data[INLINE] = True
+    if taken is not None:
+        data[step_limits.LIMIT_FIELD] = taken.recorded()  # which limit let it start, and when
     return {"eventType": "step_started", "correlationId": step_id, "eventData": data}
 
 
@@ -170,7 +178,8 @@ _STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "fai
 async def run_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None,
-                   poll: PollSpec | None = None, deadline: float | None = None) -> StepOutcome:
+                   poll: PollSpec | None = None, deadline: float | None = None,
+                   message: FlowMessage | None = None) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
     knows the step is its own to run again; ``deadline`` (the delivery's budget) sets the attempt's lease.
     ``claimed`` is a step_started already written (a step declared born running in the flow's batch). The
@@ -178,7 +187,8 @@ async def run_step(world: World, registry: Registry, run_id: str, step_id: str, 
     cancelled it: ``status_watch``)."""
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
                                  on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
-                                 poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline)
+                                 poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline,
+                                 message=message)
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -188,19 +198,48 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
-                       inline: bool = False, deadline: float | None = None) -> StepOutcome | StepEnd:
+                       inline: bool = False, deadline: float | None = None,
+                       message: FlowMessage | None = None) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
-    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early) or was
+    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early,
+    ``waiting`` for a slot or a token of its limit: ``message``, the step's message, brings it back) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
     flow runs it in its replay loop (recorded on step_started, see ``start_event``)."""
     definition = resolve_step(registry, step_name)
+    taken: Taken | None = None
+    refused: LimitInputError | None = None
+    if claimed is None and definition.limit is not None and poll is None and message is not None:
+        try:
+            key = await step_limits.step_key(world, definition, run_id, step_id, call_input)
+        except LimitInputError as bad:
+            refused = bad  # started, then failed without its body: nothing is taken under a key that is none
+        else:
+            verdict = await step_limits.take(world, definition, run_id, step_id, key, wake=message,
+                                             lease_seconds=step_lease(definition, deadline))
+            if not isinstance(verdict, Taken):
+                return StepOutcome("waiting", [])
+            taken = verdict
+    try:
+        return await _attempt(world, definition, run_id, step_id, step_name, in_band=in_band,
+                              on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input, poll=poll,
+                              watch=watch, inline=inline, deadline=deadline, refused=refused, taken=taken)
+    finally:
+        await step_limits.give_back(world, taken)
+
+
+async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str, step_name: str, *,
+                   in_band: int | None, on_in_band: Any, owner: str | None, claimed: EventResult | None,
+                   call_input: Any, poll: PollSpec | None, watch: Watch | None, inline: bool,
+                   deadline: float | None, refused: LimitInputError | None,
+                   taken: Taken | None) -> StepOutcome | StepEnd:
+    """``attempt_step`` once its slot and token are held: start, run the body (``refused``: fail without it)."""
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
         start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
     started = claimed
     if started is None:
-        event = start_event(step_id, definition, poll, owner, inline=inline, deadline=deadline)
+        event = start_event(step_id, definition, poll, owner, inline=inline, deadline=deadline, taken=taken)
         try:
             started = await world.events.create(run_id, event, **start_kwargs)
         except RunGoneError:
@@ -221,6 +260,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     step = started.step
     assert step is not None and started.event is not None
     events = [] if claimed is not None else [*started.events, started.event]
+    if refused is not None:
+        return StepEnd(step_id, "step_failed", {"error": structured_error(refused)}, step.attempt, events)
     raw_input = call_input if call_input is not None else step.input
     try:  # an args_codec's failure fails the step at once (CodecError: never retried), its body unrun
         call = codecs.load_call(raw_input, definition.args_codec,
