@@ -8,8 +8,9 @@ Three groups of endpoints, all under ``/v1`` (the README's "Endpoints" lists eac
 - ``/v1/client/...``: the ``Client``'s own calls for any service that speaks plain HTTP: start a run of a
   workflow by name with JSON arguments, resume a hook, cancel a run (reads and waits are the World's).
 - ``/v1/info``: the World's spec version and deployment, and how many live stream reads this process is serving
-  (each ends when its stream does, or when its reader disconnects); ``/v1/published``: the workflow names the consumers of
-  the World's queue published (``published.model``), which a remote ``Client`` reads to refuse an unknown name.
+  (each ends when its stream does, or when its reader disconnects); ``/v1/published``: the workflow names the
+  consumers of the World's queue published (``published.model``), which a remote ``Client`` reads to refuse an
+  unknown name.
 
 Bodies and errors follow ``http/wire.py``. Every request passes ``http/auth.py``'s check first; a bad request
 (malformed JSON, a body that is not ``application/json``, a field of the wrong type) is a 4xx with nothing
@@ -480,7 +481,8 @@ async def _read_stream(served: Served, request: Request) -> Response:
     or ``null``: 0), existing ones first, then each as it lands; the answer ends when the stream is closed or its
     run has ended. Headers go out at once; a reader that disconnects stops the read: Starlette cancels the body
     on the ASGI server's ``http.disconnect`` (so the World's reader stops waiting), and ``Served.live_reads``
-    counts it ended. ``framed=1``: each chunk behind its 4-byte big-endian length, so a reader gets the chunks as written."""
+    counts it ended. ``framed=1``: each chunk behind its 4-byte big-endian length, so a reader gets the chunks as
+    written."""
     run_id, name = request.path_params["run_id"], request.path_params["name"]
     raw = request.query_params.get("startIndex")
     try:
