@@ -150,6 +150,29 @@ describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
     );
   });
 
+  test('the AWS SDK is loaded only when signing is on', () => {
+    // A child process whose module resolution refuses the AWS SDK: a token World works without it (its requests
+    // reach nothing: port 9 refuses them), a signing World asks for it at its first request.
+    const hooks = `export async function resolve(specifier, context, next) {
+      if (/^@(aws-sdk|smithy|aws-crypto)\\//.test(specifier)) throw new Error('AWS SDK loaded: ' + specifier);
+      return next(specifier, context);
+    }`;
+    const script = `
+      import { register } from 'node:module';
+      register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hooks)}));
+      const { createWorld } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
+      const failure = (promise) => promise.then(() => 'answered', (error) => String(error.message));
+      const token = await failure(createWorld({ url: 'http://127.0.0.1:9', token: 'x'.repeat(20) }).runs.get('wrun_1'));
+      const sigv4 = await failure(createWorld({ url: 'http://127.0.0.1:9', auth: 'sigv4', region: 'eu-west-1',
+        credentials: ${JSON.stringify(CREDENTIALS)} }).runs.get('wrun_1'));
+      console.log(JSON.stringify({ token, sigv4 }));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.equal(child.status, 0, child.stderr);
+    const { token, sigv4 } = JSON.parse(child.stdout);
+    assert.match(token, /awsworld server unreachable/);
+    assert.match(sigv4, /AWS SDK loaded: @/);
+  });
+
   test("a Function URL is signed for its own region by default; the configuration is checked at creation", () => {
     const saved = { ...process.env };
     try {
