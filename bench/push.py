@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -28,6 +27,7 @@ from starlette.routing import Route
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.http.app import create_app
 from awsworld.http.auth import Auth
+from awsworld.http.listen import listening
 from awsworld.local import LocalAWS
 from awsworld.worker.dispatch import Runtime
 from awsworld.worker.invoker import Invoker
@@ -85,13 +85,8 @@ async def main() -> None:
     app = App()
     starlette = Starlette(routes=[Route("/.well-known/workflow/v1/flow", app.flow, methods=["POST"]),
                                   Route("/.well-known/workflow/v1/step", app.flow, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(starlette, host="127.0.0.1", port=0, log_level="warning",
-                                           access_log=False, lifespan="off"))
-    serving = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-        await asyncio.sleep(0.01)
-    app.url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
-    try:
+    async with listening(starlette) as server:
+        app.url = server.url
         async with LocalAWS(run_workflows=False) as local:
             world = local.world
             consumer = world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
@@ -133,9 +128,6 @@ async def main() -> None:
                 await run("a workflow message answered {timeoutSeconds: 0} once, then acknowledged", QUEUE,
                           redeliver=True)
                 await run("a workflow message with delaySeconds 1, acknowledged", QUEUE, delaySeconds=1)
-    finally:
-        server.should_exit = True
-        await serving
 
 
 if __name__ == "__main__":

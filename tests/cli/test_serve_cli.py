@@ -7,6 +7,7 @@ server's publications lack (``GET /v1/published``), on the in-memory World and o
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -91,6 +92,16 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
                              "--ready-file", str(tmp_path / "ready")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "needs authentication" in result.stderr and "token" in result.stderr
+    assert not (tmp_path / "ready").exists()
+
+
+def test_a_port_already_taken_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        result = subprocess.run([AWSWORLD, "serve", "--world", "memory", "--port", port, "--ready-file",
+                                 str(tmp_path / "ready")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "ready").exists()
 
 

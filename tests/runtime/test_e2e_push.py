@@ -17,7 +17,6 @@ from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -25,6 +24,7 @@ from starlette.routing import Route
 
 from awsworld.http.app import create_app
 from awsworld.http.auth import Auth
+from awsworld.http.listen import listening
 
 from .conftest import BOTH, E2E
 
@@ -65,15 +65,9 @@ class App:
 async def app() -> AsyncIterator[App]:
     recorder = App()
     starlette = Starlette(routes=[Route("/.well-known/workflow/v1/flow", recorder.flow, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(starlette, host="127.0.0.1", port=0, log_level="warning",
-                                           access_log=False, lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-        await asyncio.sleep(0.01)
-    recorder.url = f"http://localhost:{server.servers[0].sockets[0].getsockname()[1]}"
-    yield recorder
-    server.should_exit = True
-    await task
+    async with listening(starlette) as server:
+        recorder.url = server.url.replace("127.0.0.1", "localhost")
+        yield recorder
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .errors import usage
+from .errors import CliError, usage
 from .output import check_config, import_modules
 
 if TYPE_CHECKING:
@@ -129,9 +129,8 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
 
 
 async def _serve(args: argparse.Namespace, auth: Any) -> None:
-    import uvicorn
-
     from ..http.app import create_app
+    from ..http.listen import listening
     from ..published.model import publish
 
     async with _world(args.world) as served:
@@ -139,25 +138,17 @@ async def _serve(args: argparse.Namespace, auth: Any) -> None:
             await publish(served.world, served.runs_here, host="awsworld serve", ahead=True, key=PUBLICATION_KEY)
         app = create_app(served.world, auth=auth, client=served.client, project=served.project,
                          deployment_id=await served.world.get_deployment_id())
-        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                               access_log=False, lifespan="off", timeout_graceful_shutdown=2))
-        task = asyncio.create_task(server.serve())
-        while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-            await asyncio.sleep(0.02)
-        if task.done():
-            await task
-            raise SystemExit(f"awsworld serve: could not listen on {args.host}:{args.port}")
-        url = _url(args.host, server)
-        if args.ready_file is not None:
-            partial = args.ready_file.with_name(args.ready_file.name + ".partial")
-            partial.write_text(url + "\n", encoding="utf-8")
-            os.replace(partial, args.ready_file)
-        print(f"awsworld serve: {url} ({args.world} World; {auth.mode}; Ctrl-C stops)", file=sys.stderr, flush=True)
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def _url(host: str, server: Any) -> str:
-    port = server.servers[0].sockets[0].getsockname()[1]
-    shown = host if ":" not in host else f"[{host}]"
-    return f"http://{shown}:{port}"
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                running = await stack.enter_async_context(
+                    listening(app, host=args.host, port=args.port, graceful_seconds=2))
+            except OSError as error:
+                raise CliError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}",
+                               "choose another --port (0: a free one)") from None
+            if args.ready_file is not None:
+                partial = args.ready_file.with_name(args.ready_file.name + ".partial")
+                partial.write_text(running.url + "\n", encoding="utf-8")
+                os.replace(partial, args.ready_file)
+            print(f"awsworld serve: {running.url} ({args.world} World; {auth.mode}; Ctrl-C stops)", file=sys.stderr,
+                  flush=True)
+            await running.wait()
