@@ -9,11 +9,11 @@ from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from ..durable.codecs import Codec
 from ..engine import hook_timeouts
 from ..engine.determinism import time_ns, uuid4
 from ..engine.ops import HookOp
 from ..world.clock import clock_of
-from .codecs import Codec
 from .durations import Duration, When
 from .scope import current_execution, current_step, require_execution
 from .step_context import StepMetadata, StreamWriter

@@ -70,10 +70,10 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from ..engine import codecs, serde
-from ..engine.child_calls import LINK_KEY, START_CHILD_CALL, TOKEN_PREFIX, child_run_id, child_token
+from ..durable import codecs, serde
+from ..durable.child_calls import LINK_KEY, START_CHILD_CALL, TOKEN_PREFIX, child_run_id, child_token
+from ..durable.codecs import Codec, Place
 from ..engine.ops import HookOp
-from .codecs import Codec, Place
 from .definitions import WorkflowDef
 from .errors import CodecError, FatalError
 from .names import check_name

@@ -10,7 +10,7 @@ A poll with state (``initial_state`` given) calls its check with the previous po
 ``initial_state`` (recorded as the step's first argument, so it is part of the call's digest), and each rejected
 poll's result is recorded with it, in its ``step_retrying`` (``error.state``, beside ``PollNotReady``: the log's
 payload field, so a large state goes to S3 like any value), through the poll's codec (``codec=``, else the
-check's own: ``engine.codecs``). The next poll reads it back from the log
+check's own: ``durable.codecs``). The next poll reads it back from the log
 (``PollProgress``, kept by the replayed execution), so every replay and every delivery calls the check with the
 same state. A poll whose check raised keeps the state it had.
 
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal, TypeVar, cast
 
-from ..engine import codecs
-from .codecs import Codec, Place
+from ..durable import codecs
+from ..durable.codecs import Codec, Place
 from .durations import Duration, When, resolve, seconds
 from .errors import PollAttemptsExhaustedError, PollTimeoutError, StepError
 from .scope import current_execution

@@ -12,7 +12,6 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from ..authoring.codecs import Codec, Place
 from ..authoring.definitions import REGISTRY, Registry, workflow_definition, workflow_name
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
@@ -23,10 +22,11 @@ from ..authoring.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
-from ..engine import codecs, serde
-from ..engine.child_calls import START_CHILD, child_run_id
+from ..durable import codecs, serde
+from ..durable.child_calls import START_CHILD, child_run_id
+from ..durable.codecs import Codec, Place
+from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..engine.divergence import call_order
-from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..engine.parking import MISSING, parked_run
 from ..published.model import Publication, judge, published_of
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step

@@ -36,7 +36,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..authoring.children import call_child
-from ..authoring.codecs import Codec, Place
 from ..authoring.definitions import Registry, WorkflowDef
 from ..authoring.durations import When, resolve
 from ..authoring.errors import (
@@ -51,12 +50,14 @@ from ..authoring.names import display_name
 from ..authoring.poll import PollSpec
 from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution, wakes_on
+from ..durable import codecs, serde
+from ..durable.codecs import Codec, Place
+from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
-from . import codecs, hook_timeouts, serde
 from . import divergence as dv
-from .hook_timeouts import hook_failure
+from . import hook_timeouts
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
 from .replay_loop import ReplayLoop
 from .time_scale import TimeScale, recorded_factor
@@ -292,7 +293,7 @@ class WorkflowExecution:
             op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
         elif kind == "hook_received":
             hook_timeouts.heard(self, op, event.created_at)  # a payload counts as a heartbeat
-            if hook_timeouts.is_heartbeat(data.get("payload")):
+            if is_heartbeat(data.get("payload")):
                 return
             failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
             if failed is not None:

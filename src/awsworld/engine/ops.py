@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..authoring.codecs import Codec
 from ..authoring.poll import PollSpec
 from ..authoring.scope import StepEnd
-from .json_data import JSONValue
+from ..durable.codecs import Codec
+from ..durable.json_data import JSONValue
 
 
 class StepRef(Protocol):
     """What the engine needs of a step's definition: its name (recorded, compared on replay) and its result's
-    codec. A ``StepDef`` is one; so is a built-in step the worker runs (``child_calls.BuiltinStep``)."""
+    codec. A ``StepDef`` is one; so is a built-in step the worker runs (``durable.child_calls.BuiltinStep``)."""
 
     @property
     def name(self) -> str: ...

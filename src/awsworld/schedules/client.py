@@ -21,7 +21,7 @@ from functools import partial
 from typing import Any
 
 from ..authoring.definitions import workflow_definition
-from ..engine import json_data, serde
+from ..durable import json_data, serde
 from ..world.clock import clock_of
 from ..world.rules.schedules import (
     MAX_BACKFILL_TICKS,

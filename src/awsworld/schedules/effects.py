@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from ..authoring.definitions import REGISTRY
-from ..engine import json_data, serde
+from ..durable import json_data, serde
 from ..world.clock import clock_of
 from ..world.errors import RunGoneError, RunNotFoundError
 from ..world.protocol import World

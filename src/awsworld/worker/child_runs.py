@@ -3,7 +3,7 @@ wake it) and what a flow does once it sees its run end (a cancelled run cancels 
 its outcome to its parent's hook).
 
 Why here and not with ``start_child``: both do I/O against the World, and the engine that replays a workflow
-does none. The engine declares the start step by name (``engine.child_calls.START_CHILD_CALL``); this module
+does none. The engine declares the start step by name (``durable.child_calls.START_CHILD_CALL``); this module
 is where that name gets its body (``resolve_step``, an explicit table rather than a registration made by
 importing a module). The protocol as a whole is described in ``authoring/children.py``.
 """
@@ -22,8 +22,8 @@ from ..authoring.errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
 from ..authoring.retry import RetryPolicy
 from ..authoring.scope import current_step
 from ..client.client import Client, _wake
-from ..engine import serde
-from ..engine.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
+from ..durable import serde
+from ..durable.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
 from ..engine.execution import WorkflowExecution
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import (

@@ -10,7 +10,6 @@ import logging
 from datetime import timedelta
 from typing import Any
 
-from ..authoring.codecs import Place
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     SERIALIZATION_ERROR,
@@ -20,7 +19,8 @@ from ..authoring.errors import (
     ReplayDivergenceError,
 )
 from ..client.messages import FlowMessage, queue_name_for
-from ..engine import codecs, serde
+from ..durable import codecs, serde
+from ..durable.codecs import Place
 from ..engine import divergence as dv
 from ..engine.execution import PATCH_MARKER_PREFIX, WorkflowExecution
 from ..engine.parking import Parked, mark, parked_from, ways_out
