@@ -130,8 +130,8 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def test_the_graph_sees_function_local_imports() -> None:
     graph = import_graph()
-    # engine.execution imports authoring.children at module level; the CLI's main imports commands lazily
-    assert "awsworld.authoring.children" in graph["awsworld.engine.execution"]
+    # engine.execution imports authoring.runtime at module level; the CLI's main imports commands lazily
+    assert "awsworld.authoring.runtime" in graph["awsworld.engine.execution"]
     assert len(graph) > 100 and sum(len(targets) for targets in graph.values()) > 300
 
 

@@ -24,7 +24,7 @@ from ..settings import SETTINGS, Settings
 from .arguments import check_call
 from .durations import Duration, parse_duration, seconds
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
-from .scope import current_execution
+from .runtime import call_workflow, current_runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -289,10 +289,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            execution = current_execution.get()
-            if execution is None:
+            runtime = current_runtime.get()
+            if runtime is None:
                 return await f(*args, **kwargs)
-            result: R = await execution.call_workflow(definition, args, kwargs)
+            result: R = await call_workflow(runtime, definition, args, kwargs)  # a child run
             return result
 
         _mark(f, "__awsworld_workflow__", definition)
@@ -363,10 +363,10 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            execution = current_execution.get()
-            if execution is None:
+            runtime = current_runtime.get()
+            if runtime is None:
                 return await f(*args, **kwargs)
-            return await execution.call_step(definition, args, kwargs)
+            return await runtime.call_step(definition, args, kwargs)
 
         _mark(call, "__awsworld_step__", definition)
         return call

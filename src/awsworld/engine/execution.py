@@ -33,11 +33,10 @@ import hmac
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from ..authoring.children import call_child
 from ..authoring.definitions import Registry, WorkflowDef
-from ..authoring.durations import When, resolve
+from ..authoring.durations import Duration, When, resolve
 from ..authoring.errors import (
     STEP_CANCELLED,
     CodecError,
@@ -47,9 +46,9 @@ from ..authoring.errors import (
     StepError,
 )
 from ..authoring.names import display_name
-from ..authoring.poll import PollSpec
+from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.scope import current_execution, wakes_on
+from ..authoring.runtime import StepRef, WorkflowRef, current_runtime, wakes_on
 from ..durable import codecs, serde
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
@@ -58,7 +57,8 @@ from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease
 from ..world.rules.skips import skipped
 from . import divergence as dv
 from . import hook_timeouts
-from .ops import HookOp, Op, StepOp, StepRef, WaitOp
+from .children import ChildStart, start_child
+from .ops import HookOp, Op, StepOp, WaitOp
 from .replay_loop import ReplayLoop
 from .time_scale import TimeScale, recorded_factor
 
@@ -167,7 +167,7 @@ class WorkflowExecution:
         # The body's first run: nothing but run-level events in the log (``all`` stops at the first call's event).
         fresh = all(event.event_type in RUN_LEVEL_EVENTS for event in self.log)
         context = contextvars.copy_context()
-        context.run(current_execution.set, self)
+        context.run(current_runtime.set, self)
         self.task = self.loop.create_task(self._body(raw, fresh), context=context)
         self.task.add_done_callback(self._body_ended)
 
@@ -371,10 +371,11 @@ class WorkflowExecution:
         taken, self.pending_markers = self.pending_markers, {}
         return taken
 
-    async def call_workflow(self, definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``await child_workflow(...)`` inside this workflow: a child call (``authoring.children``), declared
-        here like a step, so the decorator need not know how children are made."""
-        return await call_child(definition, args, kwargs)
+    async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                          detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildStart:
+        """A child call at the next positions (``children``): its start step, then the hook its outcome comes
+        back on."""
+        return await start_child(self, definition, args, kwargs, detached=detached, name=name, codec=codec)
 
     async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                         poll: PollSpec | None = None, name: str | None = None) -> Any:
@@ -455,6 +456,18 @@ class WorkflowExecution:
         self._declare(op)
         return op
 
+    def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool, codec: Codec[Any] | None = None,
+                    name: str | None = None, timeout: When | None = None,
+                    heartbeat_timeout: Duration | None = None) -> HookOp:
+        """``create_hook``/``create_webhook``: the hook at the next position, then its waits at the positions right
+        after it (its timeout's, then its first heartbeat wait: ``hook_timeouts``)."""
+        op = self.declare_hook(token, metadata, is_webhook, codec, name=name)
+        if timeout is not None:
+            hook_timeouts.arm(self, op, timeout)
+        if heartbeat_timeout is not None:
+            hook_timeouts.arm_heartbeat(self, op, heartbeat_timeout)
+        return op
+
     def derived_token(self, hook_id: str) -> str:
         """Long and unguessable without the run's seed, and the same on every replay."""
         return hmac.new(self.seed.encode(), hook_id.encode(), hashlib.sha256).hexdigest()
@@ -477,6 +490,12 @@ class WorkflowExecution:
     def current_time(self) -> datetime:
         assert self.now is not None
         return self.now
+
+    def execution_context(self) -> dict[str, Any]:
+        """The run's ``run_created`` executionContext (empty when it has none)."""
+        created = (self.log[0].event_data or {}) if self.log else {}
+        context = created.get("executionContext")
+        return cast("dict[str, Any]", context) if isinstance(context, dict) else {}
 
     def resume_at(self, duration: When) -> datetime:
         """The point in time ``duration`` names, a relative one measured from ``now()`` (replay-stable)."""

@@ -26,16 +26,13 @@ falls due, which the watch index and the watchdog enforce as any wait's), and th
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from ..authoring.durations import Duration, When, parse_duration, resolve
 from ..authoring.errors import HookHeartbeatTimeoutError, HookTimeoutError
+from .ops import HookOp, OpDeclarer, WaitOp
 
-if TYPE_CHECKING:
-    from .execution import WorkflowExecution
-    from .ops import HookOp, WaitOp
 
-def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
+def arm(execution: OpDeclarer, op: HookOp, timeout: When) -> None:
     """Declare ``op``'s timeout wait (the position right after the hook) and close the hook when it completes.
     ``timeout``: any duration (``"1h"``, seconds, a timedelta; from the workflow's ``now()``) or a deadline."""
     wait = execution.declare_wait(resolve(timeout, execution.current_time(), what="create_hook(timeout=...)"))
@@ -53,7 +50,7 @@ def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
     wait.future.add_done_callback(passed)
 
 
-def arm_heartbeat(execution: WorkflowExecution, op: HookOp, heartbeat_timeout: Duration) -> None:
+def arm_heartbeat(execution: OpDeclarer, op: HookOp, heartbeat_timeout: Duration) -> None:
     """Declare ``op``'s first heartbeat wait (the next position), due ``heartbeat_timeout`` from now."""
     every = parse_duration(heartbeat_timeout, what="create_hook(heartbeat_timeout=...)")
     if every.total_seconds() <= 0:
@@ -62,7 +59,7 @@ def arm_heartbeat(execution: WorkflowExecution, op: HookOp, heartbeat_timeout: D
     _watch(op, execution.declare_wait(execution.current_time() + every))
 
 
-def heard(execution: WorkflowExecution, op: HookOp, at: datetime) -> None:
+def heard(execution: OpDeclarer, op: HookOp, at: datetime) -> None:
     """A ``hook_received`` (a heartbeat or a payload) recorded at ``at`` was replayed: re-arm the heartbeat wait
     from it. The abandoned wait is never completed nor waited for; the new one is written by this delivery
     (unless it is abandoned in turn before the delivery writes)."""

@@ -20,7 +20,7 @@ from typing import Any
 from ..authoring.definitions import REGISTRY, Registry, StepDef
 from ..authoring.errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
 from ..authoring.retry import RetryPolicy
-from ..authoring.scope import current_step
+from ..authoring.step_context import current_step
 from ..client.client import Client, _wake
 from ..durable import serde
 from ..durable.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
