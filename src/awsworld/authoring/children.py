@@ -33,7 +33,7 @@ Why the races are safe:
 
 - *The child ends before the parent's hook exists*: it cannot. The flow writes every declaration of an
   iteration (steps and waits in a batch, then hooks) before it queues or runs any step (``Flow._loop`` runs
-  ``_declare`` until nothing is new, and only then ``_dispatch``), and a replay that finds the step declared
+  ``Declarer.declare`` until nothing is new, and only then ``_dispatch``), and a replay that finds the step declared
   but not the hook declares the hook again before dispatching. So the step's body, which starts the child,
   runs only once the hook is in the parent's log.
 - *The child's end is observed twice* (a redelivery, a retried delivery): one ``hook_received``, because the
@@ -53,9 +53,10 @@ Why the races are safe:
 - *The workflow cancels the call* (the task awaiting ``start_child`` or a child call, a ``first_successful``
   loser) while the start step is open: the step's end is recorded as cancelled and the awaiting task raises
   ``CancelledError``. A start not begun yet never begins (no child run). A start under way is finished
-  (``_start_child_run`` shields it): that child runs on as if left running, still cancelled with its parent
-  unless detached, and its end reaches the call's hook, which nothing reads. Cancelling a task that awaits a
-  started child's handle cancels that await (and the handle), never the child run.
+  (``worker/child_runs.py``'s ``_start_child_run`` shields it): that child runs on as if left running, still
+  cancelled with its parent unless detached, and its end reaches the call's hook, which nothing reads.
+  Cancelling a task that awaits a started child's handle cancels that await (and the handle), never the child
+  run.
 
 The link is in both records: the child's ``run_created`` executionContext carries ``parentRunId``,
 ``parentCallId`` (the start step's id, the call's position) and ``detached``; the parent's ``hook_created`` for

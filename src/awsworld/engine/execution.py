@@ -175,7 +175,7 @@ class WorkflowExecution:
         """The body returned or raised: cancel every task it left running (``map`` items still running when
         their batch completed, a task it never awaited), as ``asyncio.run`` does when its coroutine ends. As the
         body's done callback this runs at the same point of the log on every replay; the flow then records their
-        open steps as cancelled before the run's end (``worker/declarations.py``, ``_cancel_steps``)."""
+        open steps as cancelled before the run's end (``worker/declarations.py``, ``Declarer.cancel_steps``)."""
         self.loop.cancel_tasks()
 
     async def _body(self, raw: Any, fresh: bool) -> Any:

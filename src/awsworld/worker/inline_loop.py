@@ -234,7 +234,8 @@ class Flow:
                                      watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline)
         if step.done or step.future.cancelled():
             # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
-            # ended with is dropped, so the step's one end is the cancellation (written by the loop, _cancel_steps).
+            # ended with is dropped, so the step's one end is the cancellation (written by the loop:
+            # Declarer.cancel_steps).
             await self.log.append(attempt.events)
             if isinstance(attempt, StepOutcome) and attempt.status == "gone":
                 raise RunGoneError(f"run {self.run_id} ended")
