@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "awsworld.settings", "awsworld.authoring.errors", "awsworld.authoring.durations")),
     ("the durable format: values, calls, codecs, child ids as the log stores them", ("awsworld.durable",)),
     ("the World contract: entities, events, protocol, the rulebook, the queue's wire message", (
-        "awsworld.world", "awsworld.client.messages")),  # (client/messages.py moves to world/: worldonce)
+        "awsworld.world", "awsworld.client.messages", "awsworld.http.wire")),  # (messages moves to world/: worldonce)
     ("schedules' model: Schedule, cron and interval timing, declarations in code", (
         "awsworld.schedules.model", "awsworld.schedules.timing", "awsworld.schedules.declared")),
     ("authoring: what workflow code is written with, and its seam to the engine", (
@@ -36,11 +36,12 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the Worlds: in memory and on AWS, with their schedule and publication stores", (
         "awsworld.memory", "awsworld.aws", "awsworld.schedules.memory_store", "awsworld.schedules.store")),
     ("the worker: a delivery, steps, child runs, starts and wakes, the tick and its schedules job", (
-        "awsworld.worker", "awsworld.schedules")),
+        "awsworld.worker", "awsworld.schedules", "awsworld.http.push")),
     ("the client: Client and Run, replay tools, the timeline both viewers draw", (
         "awsworld.client", "awsworld.timeline", "awsworld.runtime")),
-    ("hosts: the CLI, the Lambda handlers, the emulator, the test environment, the viewer, the package's API", (
-        "awsworld.cli", "awsworld.lambda_", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld.deploy",
+    ("hosts: the CLI, the Lambda handlers, the emulator, the test environment, the viewer, awsworld serve, the API", (
+        "awsworld.cli", "awsworld.lambda_", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld.http",
+        "awsworld.deploy",
         "awsworld.examples", "awsworld.__main__", "awsworld.world.conformance_check", "=awsworld")),
 ]
 """Bottom first. ``=name``: that module only (the package's ``__init__``, which re-exports the public API).

@@ -35,7 +35,7 @@ from ..worker.run_control import (
     resume_hook,
     wake_run,
 )
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
 from ..world.errors import HookNotFoundError, RunGoneError
 from ..world.events import Event
@@ -90,8 +90,8 @@ class Run(Generic[R_co]):
                                                             self.run_id))
             if run.status == "failed":
                 error = run.error
-                raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
-                                             code=run.error_code, error_type=error.name if error else None,
+                name, message = error_name_and_message(error)
+                raise WorkflowRunFailedError(self.run_id, message, code=run.error_code, error_type=name,
                                              details=error.model_dump(by_alias=True, exclude_none=True)
                                              if error else None)
             if run.status == "cancelled":

@@ -94,17 +94,21 @@ class FlowLog:
         return events
 
     async def reload_tail(self) -> None:
-        self.replay().append(await self.load_all())
+        events = await self.load_all()
+        assert self.execution is not None
+        self.execution.append(events)
 
     async def append(self, events: list[Event]) -> None:
+        assert self.execution is not None  # (an attribute, not ``replay()``: this runs on every write)
         try:
-            self.replay().append(sorted(events, key=lambda e: e.slot))
+            self.execution.append(sorted(events, key=lambda e: e.slot))
         except LogGapError:
             await self.reload_tail()
 
     async def write(self, event: dict[str, Any]) -> None:
         """One event, in-band; what landed is appended to the replay."""
-        result = await self.world.events.create(self.run_id, event, event_count=len(self.replay().log),
+        assert self.execution is not None
+        result = await self.world.events.create(self.run_id, event, event_count=len(self.execution.log),
                                                 in_band=True, expected_seq_in_band=self.seq_in_band,
                                                 resolve_data="skip-step-inputs")
         if result.seq_in_band is not None:

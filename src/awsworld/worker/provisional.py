@@ -46,14 +46,16 @@ class ProvisionalOutcomes:
     def alone(self, step: StepOp) -> bool:
         """Nothing but this step's end may land next: it is the run's only open operation another writer
         could finish (any other writer, a client's attr_set say, only costs the fallback)."""
-        execution = self.log.replay()
+        execution = self.log.execution
+        assert execution is not None
         return ([s.id for s in execution.pending_steps()] == [step.id] and not execution.pending_waits()
                 and not execution.live_hooks() and not execution.new_ops() and not execution.pending_markers)
 
     def consume_first(self, step: StepOp, end: StepEnd) -> None:
         """Show the workflow the outcome before it is written: a provisional event at the next slot, stamped
         with the time its write will record."""
-        execution = self.log.replay()
+        execution = self.log.execution
+        assert execution is not None
         at = clock_of(self.log.world).now()
         seq = len(execution.log)
         execution.append([Event(event_id=slot_to_event_id(seq + 1), run_id=self.log.run_id, event_type=end.kind,
