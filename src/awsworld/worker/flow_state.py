@@ -115,12 +115,14 @@ class FlowLog:
             self.seq_in_band = result.seq_in_band
         await self.append([*result.events, *([result.event] if result.event else [])])
 
-    async def write_batch(self, requests: list[dict[str, Any]], **options: Any) -> list[BatchEventOutcome]:
-        """Several events in one in-band ``create_batch`` (``options``: its atomic, stamped form); their outcomes.
-        Appending what landed is the caller's: it knows which op each outcome is."""
+    async def write_batch(self, requests: list[dict[str, Any]], *, atomic: bool = False, stamp: datetime | None = None,
+                          expect_seq: int | None = None) -> list[BatchEventOutcome]:
+        """Several events in one in-band ``create_batch`` (``atomic``, ``stamp``, ``expect_seq``: its all-or-nothing,
+        stamped form); their outcomes. Appending what landed is the caller's: it knows which op each outcome is."""
         result = await self.world.events.create_batch(self.run_id, requests, in_band=True,
                                                       expected_seq_in_band=self.seq_in_band,
-                                                      resolve_data="skip-step-inputs", **options)
+                                                      resolve_data="skip-step-inputs", atomic=atomic, stamp=stamp,
+                                                      expect_seq=expect_seq)
         if result.seq_in_band is not None:
             self.seq_in_band = result.seq_in_band
         return result.results
