@@ -137,7 +137,8 @@ class Flow:
 
     async def _loop(self) -> str:
         while True:
-            execution = self.log.replay()
+            execution = self.log.execution  # (an attribute, not ``replay()``: read twice per step)
+            assert execution is not None
             provisional = self.provisional
             self.stats.iterations += 1
             if self.stats.iterations > 1 and time.monotonic() >= self.deadline and not self.claims.claimed:
