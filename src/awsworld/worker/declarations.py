@@ -108,6 +108,7 @@ class Declarer:
         except Exception as error:  # any refusal, or no answer: the old way decides (see fall_back)
             await self.provisional.fall_back(pending, error)
             return False
+        self.provisional.rode_with_next()
         await self._landed(execution, chunk, born, results[1:], len(requests))
         await self.provisional.recorded(pending, written(pending.end))
         return True

@@ -15,6 +15,7 @@ as a superseded flow does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from ..authoring.definitions import Registry
@@ -83,17 +84,20 @@ class ProvisionalOutcomes:
         except Exception as error:  # any refusal, or no answer: the old way decides (see fall_back)
             await self.fall_back(pending, error)
             return False
+        self.rode_with_next()
         await self.recorded(pending, written(pending.end))
         return True
 
-    async def write_with_end(self, pending: PendingOutcome, requests: list[dict[str, Any]]
-                             ) -> list[BatchEventOutcome]:
-        """The outcome and ``requests``: all or nothing, stamped with the time the workflow was shown, and only
-        right after the events it was shown."""
-        results = await self.log.write_batch([pending.end.request, *requests], atomic=True, stamp=pending.at,
-                                             expect_seq=pending.seq)
+    def write_with_end(self, pending: PendingOutcome, requests: list[dict[str, Any]]
+                       ) -> Coroutine[Any, Any, list[BatchEventOutcome]]:
+        """The write of the outcome and ``requests``: all or nothing, stamped with the time the workflow was shown,
+        and only right after the events it was shown. (The write itself, not a coroutine around it: it is on every
+        serial step's path. Its caller counts it once it landed: ``rode_with_next``.)"""
+        return self.log.write_batch([pending.end.request, *requests], atomic=True, stamp=pending.at,
+                                    expect_seq=pending.seq)
+
+    def rode_with_next(self) -> None:
         self.stats.ends_with_next += 1
-        return results
 
     async def recorded(self, pending: PendingOutcome, outcome: StepOutcome) -> None:
         """After a consumed outcome is in the log, however it got there: a retry is queued."""
