@@ -136,12 +136,13 @@ class Flow:
             raise
 
     async def _loop(self) -> str:
+        flow_log, provisional, declarer, endings, stats = self.log, self.provisional, self.declarer, self.endings, \
+            self.stats  # (the collaborators, once: the loop turns twice per step)
         while True:
-            execution = self.log.execution  # (an attribute, not ``replay()``: read twice per step)
+            execution = flow_log.execution
             assert execution is not None
-            provisional = self.provisional
-            self.stats.iterations += 1
-            if self.stats.iterations > 1 and time.monotonic() >= self.deadline and not self.claims.claimed:
+            stats.iterations += 1
+            if stats.iterations > 1 and time.monotonic() >= self.deadline and not self.claims.claimed:
                 # (Never before the first iteration: every delivery makes progress, however late it starts; never
                 # with a claimed step, whose attempt is started and must run here, as an inline step started just
                 # before the deadline does.)
@@ -157,25 +158,24 @@ class Flow:
             except ReplayDivergenceError as divergence:
                 if provisional.pending is not None:
                     await provisional.settle()
-                return await self.endings.diverged(divergence)
+                return await endings.diverged(divergence)
             if provisional.pending is not None and provisional.settle_first(execution) \
                     and not await provisional.settle():
                 continue  # the outcome was recorded the old way: replay from the log
             if execution.terminal:
                 return "gone"
-            if self.endings.parked is not None and provisional.pending is None:  # (the first iteration: none held)
-                await self.endings.unpark()
+            if endings.parked is not None and provisional.pending is None:  # (the first iteration: none held)
+                await endings.unpark()
             if execution.pending_markers:
-                await self.endings.record_markers(execution)  # before anything else this flow writes
+                await endings.record_markers(execution)  # before anything else this flow writes
             if len(execution.log) >= self.settings.max_events:
-                return await self.endings.fail({"message": f"the run reached its limit of {self.settings.max_events} "
+                return await endings.fail({"message": f"the run reached its limit of {self.settings.max_events} "
                                                     "events (AWSWORLD_MAX_EVENTS_PER_RUN)", "name": "EventLimit"},
                                         EVENT_LIMIT_EXCEEDED)
-            if await self.declarer.cancel_steps(execution):
+            if await declarer.cancel_steps(execution):
                 continue  # (before the run's end: every step the workflow cancelled has one end in the log)
             if execution.done:
-                return await self.endings.finish(execution)
-            declarer = self.declarer
+                return await endings.finish(execution)
             if await declarer.declare(execution) or await declarer.dispose(execution) \
                     or await declarer.complete_due_waits(execution):
                 continue
