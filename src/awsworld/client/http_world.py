@@ -11,6 +11,7 @@ URL with ``AuthType: AWS_IAM`` (requests signed with botocore's ``SigV4Auth``, s
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from datetime import datetime
@@ -20,7 +21,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from ..http.wire import error_from_body, publication_from_wire
+from ..http.wire import error_from_body
 from ..published.model import Publication
 from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
 from ..world.errors import InvalidInputError, WorldError
@@ -300,7 +301,7 @@ class _Published:
 
     async def read(self) -> list[Publication]:
         answer = await self.world.request("GET", "/v1/published")
-        return [publication_from_wire(raw) for raw in answer["publications"]]
+        return [Publication.from_json(json.dumps(raw)) for raw in answer["publications"]]
 
 
 def _tagged(chunk: Chunk, field: str) -> dict[str, str]:

@@ -41,7 +41,7 @@ from ..world.protocol import World
 from ..world.rules.hooks import hook_owner
 from .auth import Auth, Guard
 from .push import push_envelope, transport_queue_name
-from .wire import JSON, error_body, publication_to_wire, refusal_body
+from .wire import JSON, error_body, refusal_body
 
 RESOLVE_DATA: tuple[ResolveData, ...] = ("all", "none", "skip-step-inputs")
 FRAME = struct.Struct(">I")
@@ -261,7 +261,8 @@ async def _published(served: Served, request: Request) -> Response:
     ``Client`` on the World itself does (``Client.refuse_unpublished``)."""
     store = published_of(served.world)
     publications = await store.read() if store is not None else []
-    return JSONResponse({"publications": [publication_to_wire(p) for p in publications]})
+    # (each in the shape the World stores it: Publication.to_json)
+    return JSONResponse({"publications": [json.loads(p.to_json()) for p in publications]})
 
 
 async def _queue(served: Served, request: Request) -> Response:
