@@ -18,6 +18,7 @@
   needs the slot finds the run ended.
 - **Busy keys** (``Concurrency(on_busy=)``): ``skip`` cancels the new run at its start (its reason names the
   holders); ``cancel`` cancels the holders and makes the new run the first to wait (their ends hand it the slot).
+  ``admit`` says which runs to cancel; its caller cancels them (``run_control.cancel_run``, as ``Client.cancel``).
 """
 
 from __future__ import annotations
@@ -28,11 +29,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..authoring.codecs import Place
 from ..authoring.definitions import WorkflowDef
 from ..client.messages import FlowMessage, queue_name_for
-from ..engine import codecs
-from ..world.errors import EntityConflictError, RunGoneError, RunNotFoundError
+from ..durable import codecs
+from ..durable.codecs import Place
 from ..world.events import Event
 from ..world.protocol import World
 from ..world.rules.limiters import Ask, Busy, MustWait, check_key, check_priority, holder_run, pool_of, run_holder
@@ -44,7 +44,6 @@ LIMIT_CONTEXT = "limit"
 """``executionContext.limit``: the run's limit, key and pool (``{"name", "key", "pool"}``), set at its start."""
 PRIORITY_CONTEXT = "priority"
 """``executionContext.priority``: the run's priority (higher first), which its steps' waits inherit."""
-CANCEL_REASON_LIMIT = 512
 
 
 @dataclass(frozen=True)
@@ -99,11 +98,21 @@ def start_context(slot: RunSlot | None, priority: int | None) -> dict[str, Any]:
     return context
 
 
+@dataclass(frozen=True)
+class Admitted:
+    """What ``admit`` decided: ``kind`` (``go``: the run holds its slot; ``wait``: it waits for one; ``skip``: its
+    key is busy and its workflow skips such starts) and the runs the caller cancels (``cancel``, with
+    ``reason``: the run itself when skipped, the holders a ``cancel`` start replaces)."""
+
+    kind: Admission
+    cancel: tuple[str, ...] = ()
+    reason: str = ""
+
+
 async def admit(world: World, definition: WorkflowDef, slot: RunSlot, run_id: str, *, priority: int,
-                arrival: datetime) -> Admission:
+                arrival: datetime) -> Admitted:
     """Take ``run_id``'s slot, or its place among the waiters (both idempotent: a second admission of a run finds
-    what the first did). ``skip``: the key is busy and the workflow skips busy starts; the caller cancels the
-    run."""
+    what the first did)."""
     declared = definition.limit
     assert declared is not None
     wake = FlowMessage(run_id, definition.name).to_payload()
@@ -112,15 +121,13 @@ async def admit(world: World, definition: WorkflowDef, slot: RunSlot, run_id: st
               on_busy=declared.on_busy)
     decision = await Limiter(world).acquire(declared.spec, ask)
     if isinstance(decision, Busy):
-        await cancel_runs(world, [run_id], f"skipped: {declared.spec.name} key {slot.key!r} is busy "
-                                           f"(held by {_runs(decision.holders)})")
-        return "skip"
+        return Admitted("skip", (run_id,), f"skipped: {declared.spec.name} key {slot.key!r} is busy (held by "
+                                           f"{_runs(decision.holders)})")
     if isinstance(decision, MustWait):
-        if decision.cancel:
-            await cancel_runs(world, [r for h in decision.cancel if (r := holder_run(h)) is not None],
-                              f"cancelled: run {run_id} of {declared.spec.name} key {slot.key!r} replaces it")
-        return "wait"
-    return "go"
+        replaced = tuple(r for h in decision.cancel if (r := holder_run(h)) is not None)
+        return Admitted("wait", replaced, f"cancelled: run {run_id} of {declared.spec.name} key {slot.key!r} "
+                                          "replaces it")
+    return Admitted("go")
 
 
 def slot_in_log(definition: WorkflowDef | None, run_id: str, log: Sequence[Event]) -> RunSlot | None:
@@ -138,11 +145,11 @@ def slot_in_log(definition: WorkflowDef | None, run_id: str, log: Sequence[Event
     return slot_of(definition, tuple(call.args), call.kwargs)
 
 
-async def admit_in_flow(world: World, definition: WorkflowDef, run_id: str, log: Sequence[Event]) -> Admission:
+async def admit_in_flow(world: World, definition: WorkflowDef, run_id: str, log: Sequence[Event]) -> Admitted:
     """A pending run's first delivery (or a wake of one that waits): ``admit``, by what its log records."""
     slot = slot_in_log(definition, run_id, log)
     if slot is None or definition.limit is None:
-        return "go"
+        return Admitted("go")
     context = (log[0].event_data or {}).get("executionContext")
     return await admit(world, definition, slot, run_id,
                        priority=recorded_priority(context if isinstance(context, dict) else None),
@@ -167,21 +174,6 @@ async def leave(world: World, slot: RunSlot, run_id: str) -> None:
     if limiters_of(world) is None:
         return
     await Limiter(world).release(slot.name, slot.pool, run_holder(run_id))
-
-
-async def cancel_runs(world: World, run_ids: Sequence[str], reason: str) -> None:
-    """Cancel runs for a limit (a skipped start, the holders a ``cancel`` start replaces), as ``Client.cancel``
-    does: a ``run_cancelled`` with the reason, and a wake so its flow sees the end (and frees its slot)."""
-    for run_id in run_ids:
-        try:
-            run = await world.runs.get(run_id, resolve_data="none")
-            await world.events.create(run_id, {"eventType": "run_cancelled",
-                                               "eventData": {"cancelReason": reason[:CANCEL_REASON_LIMIT]}})
-        except (RunGoneError, RunNotFoundError, EntityConflictError):
-            continue  # it ended meanwhile
-        reason_key = "start" if run.started_at is None else "cancel"
-        await world.queue(queue_name_for(run.workflow_name), FlowMessage(run_id, run.workflow_name).to_payload(),
-                          idempotency_key=f"{run_id}:{reason_key}")
 
 
 def _runs(holders: Sequence[str]) -> str:

@@ -29,10 +29,10 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..authoring.codecs import Place
 from ..authoring.definitions import StepDef
 from ..client.messages import FlowMessage, queue_name_for
-from ..engine import codecs
+from ..durable import codecs
+from ..durable.codecs import Place
 from ..world.clock import clock_of
 from ..world.protocol import World
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS
