@@ -42,6 +42,7 @@ from ..world.events import Event
 from ..world.pages import collect_pages
 from ..world.protocol import World
 from ..world.rules.limiters import check_priority
+from .limits import LimitsClient
 from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from .skips import SkippedWait, skip
 
@@ -357,6 +358,11 @@ class Client:
         if done.event is not None:
             await wake_run(self.world, run_id, workflow, f"skip:{done.event.event_id}")
         return done
+
+    @property
+    def limits(self) -> LimitsClient:
+        """Limits across runs at run time: list, describe, set, pause, resume, reset (``client.limits``)."""
+        return LimitsClient(self.world)
 
     @property
     def schedules(self) -> ScheduleClient:
