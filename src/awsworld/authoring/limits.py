@@ -147,6 +147,12 @@ def declare(kind: str, owner: str, concurrency: int | Concurrency | None,
     return LimitDecl(spec, keys.pop() if keys else None, conc.on_busy if conc else "wait")
 
 
+def declared(name: str) -> LimitSpec | None:
+    """The numbers this process's code declares for limit ``name`` (None: no module it imported declares it)."""
+    known = _DECLARED.get(name)
+    return None if known is None else known[0]
+
+
 def _describe(spec: LimitSpec) -> str:
     parts = [f"concurrency {spec.concurrency}" if spec.concurrency is not None else "",
              f"total {spec.total}" if spec.total is not None else "",

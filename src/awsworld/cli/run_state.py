@@ -98,9 +98,29 @@ def display_names(events: Sequence[Event]) -> dict[str, str]:
     return found
 
 
+def with_limits(waits: list[dict[str, Any]], limited: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``waiting_on``'s entries with what waits for a limit (``client.limits.limit_waits``): the run's own slot
+    first, and a step's slot or token in place of its plain "queued" entry."""
+    by_step = {w["stepId"]: w for w in limited if w.get("stepId")}
+    run_level = [w for w in limited if not w.get("stepId")]
+    return run_level + [by_step.get(w.get("stepId", ""), w) if w["kind"] == "step" else w for w in waits]
+
+
+def _limit_text(wait: dict[str, Any]) -> str:
+    where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
+    if wait["kind"] == "token":
+        return f"a token of {where} ({wait['rate']}; the next at {deadline_text(wait['nextTokenAt'])})"
+    held = ", ".join(wait["heldBy"]) or "nobody"
+    state = "paused, " if wait.get("paused") else ""
+    return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
+
+
 def describe_wait(wait: dict[str, Any]) -> str:
     """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``."""
     kind = wait["kind"]
+    if kind in ("slot", "token"):
+        step = f"step {wait['name']}, not started: it waits for " if wait.get("stepId") else "its start: "
+        return step + _limit_text(wait)
     shown = f"{wait['displayName']!r} " if wait.get("displayName") else ""
     if kind == "step" and wait["status"] == "running":
         return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"

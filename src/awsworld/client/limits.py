@@ -16,14 +16,19 @@ use records the code's numbers in the pool): nothing to migrate. A run-time over
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from ..authoring.definitions import StepDef, WorkflowDef
-from ..worker.limiter import Limiter
+from ..authoring.limits import declared
+from ..worker.limiter import Limiter, limiters_of
+from ..worker.run_limits import recorded_slot
+from ..worker.step_limits import LIMIT_FIELD
 from ..world.clock import clock_of
+from ..world.entities import TERMINAL_RUN_STATUSES, Step
+from ..world.events import Event
 from ..world.protocol import World
 from ..world.rules.limiters import (
     SHARED_POOL,
@@ -42,6 +47,8 @@ from ..world.rules.limiters import (
     in_order,
     parse_rate,
     pool_of,
+    run_holder,
+    step_holder,
 )
 
 LimitRef = str | Callable[..., Any]
@@ -89,8 +96,9 @@ class LimitsClient:
         return [await self.describe(name) for name in await self.limiter.store.limits()]
 
     async def describe(self, limit: LimitRef, *, key: str | None = None) -> LimitView:
-        """One limit as it is now (``key``: that key only). Holders whose run ended, or whose lease passed,
-        without freeing their slot (a crash) are freed first, and their slots granted."""
+        """One limit as it is stored now (``key``: that key only); reads only. A holder whose run ended, or whose
+        lease passed, without freeing its slot (a crash) is shown until the next write of its pool frees it
+        (``reset`` does, at once)."""
         name, spec = _resolve(limit)
         pools = await self.limiter.pools(name)
         if key is not None:
@@ -101,10 +109,9 @@ class LimitsClient:
                 raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
                                          "declaring it was given")
             return LimitView(name, spec, spec.total, [])
-        settled = [await self.limiter.settle(name, p.pool) for p in pools]
         views: list[KeyView] = []
         now = clock_of(self.world).now()
-        for pool in settled:
+        for pool in pools:
             waiters = in_order(await self.limiter.waiters(name, pool.pool)) if pool.waiting else []
             seen = {h.key for h in pool.holders.values()} | set(pool.keys) | {w.key for w in waiters}
             seen.discard(SHARED_POOL)
@@ -118,7 +125,7 @@ class LimitsClient:
                                                    key=lambda item: item[1].since),
                     [w for w in waiters if w.key == k], state.paused, pool.rate(k), available_tokens(pool, k, now),
                     state.concurrency is not None or state.rate is not None or state.paused))
-        first = settled[0]
+        first = pools[0]
         return LimitView(name, spec or first.spec, first.total_limit(), views)
 
     async def set(self, limit: LimitRef, *, key: str = "", concurrency: int | None = None,
@@ -143,7 +150,9 @@ class LimitsClient:
         return await self._change(limit, key, "reset")
 
     async def _change(self, limit: LimitRef, key: str, change: Change) -> LimitView:
-        await self._adjust(limit, key, Adjustment(change, key))
+        pool = await self._adjust(limit, key, Adjustment(change, key))
+        if change == "reset":  # and every holder that holds nothing any more (a crash) is freed, now
+            await self.limiter.settle(pool.limit, pool.pool)
         return await self.describe(limit, key=key)
 
     async def _adjust(self, limit: LimitRef, key: str, adjustment: Adjustment) -> Pool:
@@ -158,9 +167,10 @@ class LimitsClient:
 
 
 def _resolve(limit: LimitRef) -> tuple[str, LimitSpec | None]:
-    """The limit's name and, for a ``@workflow`` / ``@step``, its numbers in this code."""
+    """The limit's name and its numbers in this process's code: the ``@workflow`` / ``@step``'s, or those of a
+    name this process declares (``authoring.limits.declared``; None: known only by what is stored)."""
     if isinstance(limit, str):
-        return check_name(limit), None
+        return check_name(limit), declared(limit)
     definition: WorkflowDef | StepDef | None = getattr(limit, "__awsworld_workflow__", None) or getattr(
         limit, "__awsworld_step__", None)
     if definition is None or definition.limit is None:
@@ -179,3 +189,57 @@ def waiting_since(view: KeyView, holder: str) -> datetime | None:
 
 def runs_of(holders: list[tuple[str, Holding]]) -> list[str]:
     return [r for h, _ in holders if (r := holder_run(h)) is not None]
+
+
+async def limit_waits(world: World, run_id: str, status: str, context: dict[str, Any] | None,
+                      steps: Sequence[Step], events: Sequence[Event]) -> list[dict[str, Any]]:
+    """What of a run waits for a limit, for ``describe`` and the viewer: the run itself (pending, its start
+    waiting for a slot of its workflow's limit: ``kind`` ``slot`` with its ``place`` among ``of`` waiters and
+    who holds the slots) and each step not started yet that waits for a slot (``slot``, with ``stepId``) or for
+    its bucket's next token (``token``, with when the bucket next has one). Reads only."""
+    if status in TERMINAL_RUN_STATUSES or limiters_of(world) is None:
+        return []
+    found: list[dict[str, Any]] = []
+    limits = LimitsClient(world)
+    slot = recorded_slot(context)
+    if status == "pending" and slot is not None:
+        entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
+        if entry is not None:
+            found.append(entry)
+    marks = {e.correlation_id: mark for e in events if e.event_type == "step_created"
+             and isinstance(mark := (e.event_data or {}).get(LIMIT_FIELD), dict)}
+    for step in steps:
+        mark = marks.get(step.step_id)
+        if mark is None or step.status != "pending" or step.retry_after is not None:
+            continue
+        name, key = str(mark.get("name", "")), str(mark.get("key", ""))
+        entry = await _slot_wait(limits, name, key, step_holder(run_id, step.step_id))
+        if entry is None:
+            entry = await _token_wait(limits, name, key, clock_of(world).now())
+        if entry is not None:
+            found.append({**entry, "stepId": step.step_id, "name": step.step_name})
+    return found
+
+
+async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str) -> dict[str, Any] | None:
+    try:
+        view = (await limits.describe(name, key=key)).key(key)
+    except LimitNotFoundError:
+        return None
+    place = None if view is None else view.place(holder)
+    if view is None or place is None:
+        return None
+    return {"kind": "slot", "limit": name, "key": key, "place": place, "of": len(view.waiters),
+            "heldBy": [h for h, _ in view.holders], "concurrency": view.concurrency, "paused": view.paused}
+
+
+async def _token_wait(limits: LimitsClient, name: str, key: str, now: datetime) -> dict[str, Any] | None:
+    try:
+        view = (await limits.describe(name, key=key)).key(key)
+    except LimitNotFoundError:
+        return None
+    if view is None or view.rate is None or view.tokens is None or view.tokens >= 1:
+        return None
+    wait = (1 - view.tokens) * view.rate.interval
+    return {"kind": "token", "limit": name, "key": key, "rate": view.rate.text(),
+            "nextTokenAt": (now + timedelta(seconds=wait)).isoformat()}

@@ -22,6 +22,7 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
+from . import step_limits
 from .child_runs import resolve_step
 from .flow_state import BATCH, FlowLog, StepClaims
 from .provisional import ProvisionalOutcomes, written
@@ -87,6 +88,11 @@ class Declarer:
         factor = SETTINGS.time_scale
         for op in chunk:
             requests.append(_declaration(op, factor))
+            if isinstance(op, StepOp):
+                mark = step_limits.declared_limit(resolve_step(self.registry, op.definition.name), op.input,
+                                                  self.log.run_id, op.id)
+                if mark is not None:  # which limit (and key) it will wait for: describe and the viewer show it
+                    requests[-1]["eventData"][step_limits.LIMIT_FIELD] = mark
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
                 requests.append(start_event(op.id, definition, born.poll, self.claims.message_id, inline=True,

@@ -30,6 +30,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from ..authoring.definitions import StepDef
+from ..authoring.errors import CodecError
 from ..client.messages import FlowMessage, queue_name_for
 from ..durable import codecs
 from ..durable.codecs import Place
@@ -86,9 +87,28 @@ async def step_key(world: World, definition: StepDef, run_id: str, step_id: str,
         return ""
     if call_input is None:
         call_input = (await world.steps.get(run_id, step_id, resolve_data="all")).input
+    return _key(definition, call_input, run_id, step_id)
+
+
+def _key(definition: StepDef, call_input: Any, run_id: str, step_id: str) -> str:
+    assert definition.limit is not None
+    if definition.limit.key is None:
+        return ""
     call = codecs.load_call(call_input, definition.args_codec,
                             lambda: Place("arguments", f"step {definition.name!r}", run_id, step_id))
     return definition.limit.key_of(tuple(call.args), call.kwargs)
+
+
+def declared_limit(definition: StepDef, call_input: Any, run_id: str, step_id: str) -> dict[str, str] | None:
+    """What ``step_created`` records of a limited step (``LIMIT_FIELD``): its limit and key, so ``describe`` and
+    the viewer say which slot or token a step not started yet waits for. None for a step without a limit, or
+    one whose key function refuses its arguments (its attempt fails on that, see the module's docstring)."""
+    if definition.limit is None:
+        return None
+    try:
+        return {"name": definition.limit.spec.name, "key": _key(definition, call_input, run_id, step_id)}
+    except (LimitInputError, CodecError):
+        return None
 
 
 async def take(world: World, definition: StepDef, run_id: str, step_id: str, key: str, *, wake: FlowMessage,
