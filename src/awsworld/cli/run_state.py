@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..client.limits import limit_wait_text
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
 from ..engine.divergence import call_order
@@ -106,21 +107,12 @@ def with_limits(waits: list[dict[str, Any]], limited: list[dict[str, Any]]) -> l
     return run_level + [by_step.get(w.get("stepId", ""), w) if w["kind"] == "step" else w for w in waits]
 
 
-def _limit_text(wait: dict[str, Any]) -> str:
-    where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
-    if wait["kind"] == "token":
-        return f"a token of {where} ({wait['rate']}; the next at {deadline_text(wait['nextTokenAt'])})"
-    held = ", ".join(wait["heldBy"]) or "nobody"
-    state = "paused, " if wait.get("paused") else ""
-    return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
-
-
 def describe_wait(wait: dict[str, Any]) -> str:
     """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``."""
     kind = wait["kind"]
     if kind in ("slot", "token"):
         step = f"step {wait['name']}, not started: it waits for " if wait.get("stepId") else "its start: "
-        return step + _limit_text(wait)
+        return step + limit_wait_text(wait)
     shown = f"{wait['displayName']!r} " if wait.get("displayName") else ""
     if kind == "step" and wait["status"] == "running":
         return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"

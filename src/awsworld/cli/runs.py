@@ -338,7 +338,7 @@ def _describe(args: argparse.Namespace) -> int:
                 "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
                 "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
                 "waitingOn": with_limits(waiting_on(view.status, steps, events), await limit_waits(
-                    world, view.run_id, view.status, context, steps, events)),
+                    world, view.run_id, view.status, context, events)),
                 # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
                 "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
                 # The run's final error in full (type, message, failing step, traceback) goes here, from a

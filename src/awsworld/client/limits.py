@@ -27,7 +27,7 @@ from ..worker.limiter import Limiter, limiters_of
 from ..worker.run_limits import recorded_slot
 from ..worker.step_limits import LIMIT_FIELD
 from ..world.clock import clock_of
-from ..world.entities import TERMINAL_RUN_STATUSES, Step
+from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
 from ..world.protocol import World
 from ..world.rules.limiters import (
@@ -192,11 +192,12 @@ def runs_of(holders: list[tuple[str, Holding]]) -> list[str]:
 
 
 async def limit_waits(world: World, run_id: str, status: str, context: dict[str, Any] | None,
-                      steps: Sequence[Step], events: Sequence[Event]) -> list[dict[str, Any]]:
+                      events: Sequence[Event]) -> list[dict[str, Any]]:
     """What of a run waits for a limit, for ``describe`` and the viewer: the run itself (pending, its start
     waiting for a slot of its workflow's limit: ``kind`` ``slot`` with its ``place`` among ``of`` waiters and
-    who holds the slots) and each step not started yet that waits for a slot (``slot``, with ``stepId``) or for
-    its bucket's next token (``token``, with when the bucket next has one). Reads only."""
+    who holds the slots) and each step not started yet (its last event a ``step_created`` or ``step_retrying``)
+    that waits for a slot (``slot``, with ``stepId``) or for its bucket's next token (``token``, with when the
+    bucket next has one). Reads only."""
     if status in TERMINAL_RUN_STATUSES or limiters_of(world) is None:
         return []
     found: list[dict[str, Any]] = []
@@ -206,19 +207,38 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
         entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
         if entry is not None:
             found.append(entry)
-    marks = {e.correlation_id: mark for e in events if e.event_type == "step_created"
-             and isinstance(mark := (e.event_data or {}).get(LIMIT_FIELD), dict)}
-    for step in steps:
-        mark = marks.get(step.step_id)
-        if mark is None or step.status != "pending" or step.retry_after is not None:
+    marks: dict[str, tuple[str, dict[str, Any]]] = {}
+    last: dict[str, str] = {}
+    for event in events:
+        step_id = event.correlation_id or ""
+        if event.event_type == "step_created":
+            data = event.event_data or {}
+            mark = data.get(LIMIT_FIELD)
+            if isinstance(mark, dict):
+                marks[step_id] = (str(data.get("stepName", step_id)), mark)
+        if event.event_type.startswith("step_"):
+            last[step_id] = event.event_type
+    for step_id, (step_name, mark) in marks.items():
+        if last.get(step_id) not in ("step_created", "step_retrying"):
             continue
         name, key = str(mark.get("name", "")), str(mark.get("key", ""))
-        entry = await _slot_wait(limits, name, key, step_holder(run_id, step.step_id))
+        entry = await _slot_wait(limits, name, key, step_holder(run_id, step_id))
         if entry is None:
             entry = await _token_wait(limits, name, key, clock_of(world).now())
         if entry is not None:
-            found.append({**entry, "stepId": step.step_id, "name": step.step_name})
+            found.append({**entry, "stepId": step_id, "name": step_name})
     return found
+
+
+def limit_wait_text(wait: dict[str, Any]) -> str:
+    """One entry of ``limit_waits`` for people: ``a slot of workflow:shop.order key 'c7' (place 2 of 3; held by
+    r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; the next at ...)``."""
+    where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
+    if wait["kind"] == "token":
+        return f"a token of {where} ({wait['rate']}; the next at {wait['nextTokenAt']})"
+    held = ", ".join(wait["heldBy"]) or "nobody"
+    state = "paused, " if wait.get("paused") else ""
+    return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
 
 
 async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str) -> dict[str, Any] | None:
