@@ -6,7 +6,7 @@ rewritten whole and conditioned on its version (``world.limiters.LimiterStore``;
 |---|---|---|---|
 | a pool | ``LIMIT#<name>`` | ``P#<pool>`` | ``v`` (version), ``s`` (the pool as JSON), ``expiresAt`` |
 | a waiter | ``LIMIT#<name>`` | ``W#<pool>#<holder>`` | ``s`` (the waiter as JSON) |
-| the limit's name | ``LIMITS`` | ``<name>`` | (written with a pool's first version, for ``awsworld limits``) |
+| a limit's name | ``LIMITS`` | ``<name>`` | (after a pool's first write, once per process: ``awsworld limits``) |
 
 Priced by the byte: a pool holds its holders and the keys that wait (tens of bytes each), so a pool of a limit
 of 20 stays under 1 KB and a write that only takes or frees a slot is one ``PutItem`` of 1 WRU (read first with
@@ -47,6 +47,7 @@ class DynamoLimiters:
 
     def __init__(self, clients: AWSClients) -> None:
         self.clients = clients
+        self.named: set[str] = set()  # limit names this process has listed already (``LIMITS``): once each
 
     @property
     def _table(self) -> str:
@@ -92,10 +93,11 @@ class DynamoLimiters:
             if cancelled.conflict or cancelled.failed("pool") or cancelled.failed("waiter"):
                 return False
             raise
-        if expected_version == 0:  # the limit's name, for the listing (idempotent; at a pool's creation only)
-            ddb = await self.clients.dynamodb()
+        if expected_version == 0 and pool.limit not in self.named:  # the limit's name, for the listing: at a
+            ddb = await self.clients.dynamodb()                         # pool's creation, once per process
             await ddb.put_item(TableName=self._table, Item=to_ddb({PK: NAMES_PARTITION, SK: pool.limit}),
                                ReturnConsumedCapacity="TOTAL")
+            self.named.add(pool.limit)
         return True
 
     async def _put(self, op: TxOp) -> None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..authoring.definitions import Registry
 from ..authoring.errors import (
+    CodecError,
     ValueTooLargeError,
     step_cancelled_error,
 )
@@ -22,11 +23,13 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
+from ..world.rules.limiters import LimitInputError
 from . import step_limits
 from .child_runs import resolve_step
+from .flow_messages import FlowMessages
 from .flow_state import BATCH, FlowLog, StepClaims
 from .provisional import ProvisionalOutcomes, written
-from .step_runner import start_event
+from .step_runner import start_event, step_lease
 
 log = logging.getLogger("awsworld.flow")
 
@@ -36,12 +39,13 @@ class Declarer:
     here, ``claims``), waits and hooks, with a held outcome in the same write (``provisional``)."""
 
     def __init__(self, log: FlowLog, claims: StepClaims, provisional: ProvisionalOutcomes, registry: Registry,
-                 deadline: float) -> None:
+                 deadline: float, messages: FlowMessages) -> None:
         self.log = log
         self.claims = claims
         self.provisional = provisional
         self.registry = registry
         self.deadline = deadline
+        self.messages = messages
 
     async def declare(self, execution: WorkflowExecution) -> bool:
         """Whether anything was new (and is written now)."""
@@ -52,9 +56,10 @@ class Declarer:
         # The first new step is declared born running (step_created + step_started in the same write) when
         # this flow will run it inline: one write instead of two.
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
-        if born is not None and (self.claims.has_inline_work(execution)
-                                 or resolve_step(self.registry, born.definition.name).limit is not None):
-            born = None  # (a limited step takes its slot before its start: never born running)
+        if born is not None and self.claims.has_inline_work(execution):
+            born = None
+        if born is not None and not await self._take(born):
+            born = None  # (its limit has no slot or token for it now: declared, its limit's message brings it)
         if self.provisional.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
             first = batchable[:BATCH - 1]
@@ -83,6 +88,25 @@ class Declarer:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
 
+    async def _take(self, born: StepOp) -> bool:
+        """A limited step to be born running takes its slot and token first (``step_limits``), so its start
+        costs no write of its own: False when its limit makes it wait (or its key cannot be computed: its
+        attempt fails on that). A step without a limit: True, nothing taken."""
+        definition = resolve_step(self.registry, born.definition.name)
+        if definition.limit is None or born.poll is not None:
+            return True
+        try:
+            key = step_limits.key_of_call(definition, born.input, self.log.run_id, born.id)
+        except (LimitInputError, CodecError):
+            return False
+        taken = await step_limits.take(self.log.world, definition, self.log.run_id, born.id, key,
+                                       wake=self.messages.step_message(born),
+                                       lease_seconds=step_lease(definition, self.deadline))
+        if not isinstance(taken, step_limits.Taken):
+            return False
+        self.claims.taken[born.id] = taken
+        return True
+
     def _declarations(self, chunk: list[StepOp | WaitOp], born: StepOp | None) -> list[dict[str, Any]]:
         requests: list[dict[str, Any]] = []
         factor = SETTINGS.time_scale
@@ -96,7 +120,7 @@ class Declarer:
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
                 requests.append(start_event(op.id, definition, born.poll, self.claims.message_id, inline=True,
-                                            deadline=self.deadline))
+                                            deadline=self.deadline, taken=self.claims.taken.get(op.id)))
         return requests
 
     async def _chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],

@@ -73,7 +73,7 @@ class Flow:
         self.claims = StepClaims(self.world, self.message, self.message_id)
         self.messages = FlowMessages(self.world, self.message, self.log)
         self.provisional = ProvisionalOutcomes(self.log, self.messages, self.registry, self.settings, self.stats)
-        self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline)
+        self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)
         self.endings = RunEndings(self.log, self.messages)
 
     # ------------------------------------------------------------------ entry
@@ -255,12 +255,13 @@ class Flow:
         self.stats.inline_steps += 1
         self.claims.owned.discard(step.id)
         claimed = self.claims.claimed.pop(step.id, None)
+        taken = self.claims.taken.pop(step.id, None)  # the slot and token its born-running start took
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.log.seq_in_band, on_in_band=self.log.set_in_band,
                                      owner=self.message_id,
                                      claimed=claimed, call_input=step.input, poll=step.poll,
                                      watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline,
-                                     message=self.messages.step_message(step))
+                                     message=self.messages.step_message(step), taken=taken)
         if isinstance(attempt, StepOutcome) and attempt.status == "waiting":
             self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it (step_limits)
             return

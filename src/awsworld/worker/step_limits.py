@@ -87,10 +87,11 @@ async def step_key(world: World, definition: StepDef, run_id: str, step_id: str,
         return ""
     if call_input is None:
         call_input = (await world.steps.get(run_id, step_id, resolve_data="all")).input
-    return _key(definition, call_input, run_id, step_id)
+    return key_of_call(definition, call_input, run_id, step_id)
 
 
-def _key(definition: StepDef, call_input: Any, run_id: str, step_id: str) -> str:
+def key_of_call(definition: StepDef, call_input: Any, run_id: str, step_id: str) -> str:
+    """The key of a call whose stored arguments are ``call_input`` (``LimitInputError``, ``CodecError``)."""
     assert definition.limit is not None
     if definition.limit.key is None:
         return ""
@@ -106,7 +107,7 @@ def declared_limit(definition: StepDef, call_input: Any, run_id: str, step_id: s
     if definition.limit is None:
         return None
     try:
-        return {"name": definition.limit.spec.name, "key": _key(definition, call_input, run_id, step_id)}
+        return {"name": definition.limit.spec.name, "key": key_of_call(definition, call_input, run_id, step_id)}
     except (LimitInputError, CodecError):
         return None
 

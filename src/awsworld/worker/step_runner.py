@@ -198,15 +198,15 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
                        inline: bool = False, deadline: float | None = None,
-                       message: FlowMessage | None = None) -> StepOutcome | StepEnd:
+                       message: FlowMessage | None = None, taken: Taken | None = None) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early,
     ``waiting`` for a slot or a token of its limit: ``message``, the step's message, brings it back) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
-    flow runs it in its replay loop (recorded on step_started, see ``start_event``)."""
+    flow runs it in its replay loop (recorded on step_started, see ``start_event``). ``taken``: the slot and token
+    its limit gave a step declared born running (``claimed``), given back once its body ends."""
     definition = resolve_step(registry, step_name)
-    taken: Taken | None = None
     refused: LimitInputError | None = None
     if claimed is None and definition.limit is not None and poll is None and message is not None:
         try:
