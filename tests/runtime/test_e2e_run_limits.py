@@ -234,6 +234,11 @@ async def test_a_limit_raised_at_run_time_starts_the_waiting_runs_and_pause_hold
     assert [k.place(run_holder(r.run_id)) for k in view.keys for r in waiting] == [1, 2]
     raised = await e2e.client.limits.set(held, key="up", concurrency=3)
     assert raised.key("up") is not None and raised.key("up").concurrency == 3  # type: ignore[union-attr]
+    # Granted in the raise's own write (its answer is the pool it wrote): both hold a slot and nobody waits, so
+    # each needs only the one wake that write sent.
+    assert sorted(h for h, _ in raised.key("up").holders) == sorted(  # type: ignore[union-attr]
+        run_holder(r.run_id) for r in [first, *waiting])
+    assert raised.key("up").waiters == []  # type: ignore[union-attr]
     for run, n in zip(waiting, (2, 3), strict=True):  # started while the first still holds its slot
         await e2e.hook_ready(f"limits-held:up:{n}", run)
     assert INSIDE["up"] == 3

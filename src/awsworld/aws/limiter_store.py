@@ -179,7 +179,8 @@ def encode_pool(pool: Pool) -> str:
     spec = pool.spec
     record = {
         "c": spec.concurrency, "T": spec.total, "r": _rate(spec.rate), "sv": pool.served or None, "t": pool.total,
-        "h": {h: _compact({"k": v.key, "s": _t(v.since), "l": _t(v.lease_until)}) for h, v in pool.holders.items()},
+        "h": {h: _compact({"k": v.key, "s": _t(v.since), "l": _t(v.lease_until), "w": dict(v.wake or {})})
+              for h, v in pool.holders.items()},
         "k": {key: _compact({"w": s.waiting or None, "n": s.round or None, "c": s.concurrency, "r": _rate(s.rate),
                              "p": s.paused, "a": _t(s.tat)}) for key, s in pool.keys.items()},
     }
@@ -189,8 +190,8 @@ def encode_pool(pool: Pool) -> str:
 def decode_pool(text: str, version: int, limit: str, pool: str) -> Pool:
     raw: dict[str, Any] = json.loads(text)
     spec = LimitSpec(limit, raw.get("c"), raw.get("T"), _load_rate(raw.get("r")))
-    holders = {h: Holding(str(v.get("k", "")), _load_t(v.get("s")) or datetime.now(UTC), _load_t(v.get("l")))
-               for h, v in (raw.get("h") or {}).items()}
+    holders = {h: Holding(str(v.get("k", "")), _load_t(v.get("s")) or datetime.now(UTC), _load_t(v.get("l")),
+                          v.get("w") or None) for h, v in (raw.get("h") or {}).items()}
     keys = {key: KeyState(int(s.get("w", 0)), int(s.get("n", 0)), s.get("c"), _load_rate(s.get("r")),
                           bool(s.get("p")), _load_t(s.get("a"))) for key, s in (raw.get("k") or {}).items()}
     return Pool(limit, pool, spec, version, holders, keys, int(raw.get("sv", 0)), raw.get("t"))

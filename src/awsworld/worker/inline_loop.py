@@ -35,7 +35,7 @@ from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
 from ..world.protocol import World
 from ..world.rules.limiters import LimitInputError
-from .child_runs import on_run_end, report_ended_children
+from .child_runs import on_run_end, report_ended_children, resolve_step
 from .declarations import Declarer
 from .endings import RunEndings
 from .flow_messages import FlowMessages
@@ -44,7 +44,8 @@ from .provisional import ProvisionalOutcomes
 from .recovery import dispatch_key, rest, wake_at_lease_end
 from .run_control import cancel_for_limit
 from .run_limits import admit_in_flow, leave_in_flow
-from .step_runner import StepEnd, StepOutcome, attempt_step, record_end
+from .step_limits import free_run_steps
+from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end
 
 log = logging.getLogger("awsworld.flow")
 
@@ -97,6 +98,7 @@ class Flow:
             if any(e.event_type in TERMINAL for e in ended):  # its slot of a limit (world/rules/limiters.py)
                 await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
                                     self.run_id, ended)
+                await free_run_steps(self.world, self.registry, self.run_id, ended)
         return status
 
     async def _run_holding_steps(self) -> str:
@@ -263,8 +265,15 @@ class Flow:
                                      watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline,
                                      message=self.messages.step_message(step), taken=taken)
         if isinstance(attempt, StepOutcome) and attempt.status == "waiting":
-            self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it (step_limits)
-            return
+            if self.claims.mine(step):
+                # An attempt this message started, cut off after its body gave its slot back (a crash): it cannot
+                # wait as itself (only this message may run it while its lease runs), so it ends as cut off and is
+                # retried per its policy, as a new attempt that waits for a slot like any other.
+                definition = resolve_step(self.registry, step.definition.name)
+                attempt = interrupted_end(self.world, definition, step.id, step.attempt)
+            else:
+                self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it
+                return
         if step.done or step.future.cancelled():
             # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
             # ended with is dropped, so the step's one end is the cancellation (written by the loop:

@@ -3,8 +3,9 @@
 Each operation reads a pool (``world.limiters``), decides with the rulebook (``world.rules.limiters``: settle
 first, so gone holders free their slots and waiters that fit are granted before a newcomer is considered), and
 commits the result conditioned on the version read; a commit that lost reads again and decides again. After a
-commit, the waiters it granted are woken (their messages queued): a wake that cannot be sent leaves the granted
-holder to its own recovery (a run's due wakes it; a step's grant lease passes and its flow queues it again).
+commit, the waiters it granted are woken (their messages queued). A granted holder keeps its wake until it comes
+for its slot, so a party that repeats a release (the redelivery of a delivery that died after its commit, before
+its wakes were sent) sends them again; and a run's due, or a step's grant lease, is the last resort.
 
 Who uses it: a start (``Client.start``: a run's slot, ``run_limits.admit``), a flow (a run's first delivery, a
 run's end: ``run_limits``; a step's start and end: ``step_limits``), ``client.limits`` and ``awsworld limits``
@@ -17,7 +18,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -46,6 +47,7 @@ from ..world.rules.limiters import (
     release,
     reserve,
     settle,
+    unclaimed,
     with_spec,
     withdraw,
 )
@@ -56,6 +58,9 @@ GIVE_UP_SECONDS = 60.0
 """How long an operation keeps losing races before it gives up (each lost race means another writer moved the
 pool: the limit makes progress; this writer waits its turn, backing off up to ``MAX_BACKOFF`` with jitter)."""
 MAX_BACKOFF = 1.0
+REWAKE_AFTER = timedelta(seconds=10)
+"""A holder granted this long ago that has not come for its slot has its wake sent again by the next party that
+reads the pool (the writer that granted it may have died before sending it)."""
 REAP_AFTER = timedelta(seconds=60)
 """A run holder older than this is looked up (its run may have ended without tidying: a crash) before an asker
 is made to wait or a listing shows it."""
@@ -121,12 +126,17 @@ class Limiter:
         """Free ``holder``'s slot, or take it out of the waiters if it waits (a run that ended waiting): False when
         it neither holds nor waits. Freed slots go to the waiters in order."""
         found: list[Waiter | None] = []
+        again: list[Waiter] = []
 
         async def prepare(pool: Pool) -> None:
             if holder not in pool.holders and not found:
                 found.append(await self.store.waiter(limit, pool_key, holder))
 
         def decide(pool: Pool) -> Decided:
+            # Granted earlier and not come yet: woken again, whether this release is a repeat or the redelivery of
+            # a delivery whose first release died before its grants' wakes were sent (they were not: it ends here
+            # as a release of a slot taken again, or of none). A wake still queued is not sent twice (its key).
+            again[:] = [w for w in unclaimed(pool) if w.holder != holder]
             freed = release(pool, holder, self.now())
             if freed is not None:
                 return Decided(freed, True)
@@ -136,7 +146,26 @@ class Limiter:
             return Decided(withdraw(pool, waiter, self.now()), True, remove=(waiter.holder,))
 
         answer = await self._update(limit, pool_key, None, decide, prepare=prepare)
+        await self._wake(again)
         return bool(answer)
+
+    async def release_all(self, limit: str, pool_key: str, holders: Collection[str]) -> list[str]:
+        """Free every slot of ``holders`` still held (a run's step attempts, once the run has ended: an attempt
+        cut off by a crash holds its slot until its lease passes, after its run is over). One read, and a write
+        only when one of them holds a slot: the holders freed."""
+        freed: list[str] = []
+
+        def decide(pool: Pool) -> Decided:
+            freed.clear()
+            for holder in holders:
+                after = release(pool, holder, self.now())
+                if after is not None:
+                    pool = after
+                    freed.append(holder)
+            return Decided(pool, list(freed))
+
+        await self._update(limit, pool_key, None, decide)
+        return freed
 
     async def settle(self, limit: str, pool_key: str) -> Pool:
         """Free the slots of holders that hold nothing any more (a run that ended, a step lease that passed), and
@@ -151,6 +180,7 @@ class Limiter:
         await self._update(limit, pool_key, None, decide, reap_all=True)
         if not found:
             raise LimitNotFoundError(f"limit {limit!r} has no pool {pool_key!r}")
+        await self._wake(unclaimed(found[-1]))  # granted, and not come yet: their wakes may have been lost
         return found[-1]
 
     async def adjust(self, limit: str, pool_key: str, adjustment: Adjustment, *, spec: LimitSpec | None = None) -> Pool:
@@ -207,11 +237,15 @@ class Limiter:
             after = await self._settle(decided.pool, now, set())  # what the decision freed goes to the waiters
             result, granted = after.pool, [*settled.granted, *after.granted]
             remove = [*(w.holder for w in granted), *decided.remove]
+            # Granted a while ago and not come yet: the wake of a writer that died after its commit (sent again;
+            # a wake still queued is not sent twice, its key holds it back).
+            stale = [w for w in unclaimed(stored) if now - w.since >= REWAKE_AFTER] if stored is not None else []
             if stored is not None and result == stored and not decided.add and not remove:
+                await self._wake(stale)
                 return decided.answer  # nothing changed: no write
             if await self.store.commit(result, expected_version=stored.version if stored is not None else 0,
                                        add=decided.add, remove=remove):
-                await self._wake(granted)
+                await self._wake([*granted, *(w for w in stale if w.holder in result.holders)])
                 return decided.answer
             if time.monotonic() - started > GIVE_UP_SECONDS:
                 raise RuntimeError(f"limit {limit!r} pool {pool_key!r}: gave up after {attempt} lost races in "
@@ -242,6 +276,9 @@ class Limiter:
         return ended
 
     async def _wake(self, granted: Sequence[Waiter]) -> None:
+        """Send the wakes of ``granted``; the first failure is raised once all were tried, so the delivery that
+        granted them is retried, and its repeat sends them again (``release``'s repeat, ``REWAKE_AFTER``)."""
+        failed: Exception | None = None
         for waiter in granted:
             wake = waiter.wake
             if not wake:
@@ -249,9 +286,11 @@ class Limiter:
             try:
                 await self.world.queue(str(wake["queue"]), dict(wake["payload"]),
                                        idempotency_key=wake.get("key"))
-            except Exception as error:  # the grant is written: its holder's own recovery brings it (see above)
-                log.warning("limit: waking %s after its grant failed (%s); its recovery will", waiter.holder,
-                            type(error).__name__)
+            except Exception as error:
+                log.warning("limit: waking %s after its grant failed (%s)", waiter.holder, type(error).__name__)
+                failed = failed or error
+        if failed is not None:
+            raise failed
 
     async def pools(self, limit: str) -> list[Pool]:
         return await self.store.pools(limit)

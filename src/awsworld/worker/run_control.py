@@ -40,6 +40,7 @@ from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
 from ..world.protocol import World
 from ..world.rules.hooks import closed_hook_error
+from .limiter import require_store
 from .run_limits import Admitted, admit, slot_of, start_context
 
 POLL_FIRST = 0.005  # waiting for a hook (resume_hook(wait=), wait_for_hook): the first pause, doubled up to POLL_MAX
@@ -124,7 +125,9 @@ class RunStarter:
                 # it).
                 if run_id is None or not await _recorded(self.world, run_id, name):
                     raise
-        elif concurrency_key is not None:
+        if slot is not None:
+            require_store(self.world)  # (before anything is recorded: a World without limits cannot hold them)
+        elif concurrency_key is not None and definition is None:
             raise TypeError(f"concurrency_key= needs the workflow's code here to check its limit: start {name!r} "
                             "by its function, or from a client with its registry")
         run_id = run_id or new_run_id()

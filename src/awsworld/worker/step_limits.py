@@ -25,16 +25,18 @@ not hold them: a queued step's message carries no input). A key function that ra
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..authoring.definitions import StepDef
+from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import CodecError
 from ..client.messages import FlowMessage, queue_name_for
 from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.clock import clock_of
+from ..world.events import Event
 from ..world.protocol import World
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS
 from ..world.rules.limiters import Acquired, Ask, LimitInputError, pool_of, step_holder
@@ -173,4 +175,31 @@ def _delay(at: datetime, now: datetime, step: float) -> float:
     return float(math.ceil(seconds - 1e-9)) if step >= 1 else seconds
 
 
-__all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "give_back", "step_key", "take"]
+__all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "free_run_steps", "give_back", "step_key",
+           "take"]
+
+
+async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
+    """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
+    slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
+    it). One read per pool its attempts took a slot of, a write only where one is still held."""
+    names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
+             for e in log if e.event_type == "step_created" and e.correlation_id}
+    pools: dict[tuple[str, str], set[str]] = {}
+    for event in log:
+        limit = (event.event_data or {}).get(LIMIT_FIELD) if event.event_type == "step_started" else None
+        if not isinstance(limit, dict) or event.correlation_id is None:
+            continue
+        try:
+            declared = registry.step(names.get(event.correlation_id, "")).limit
+        except LookupError:
+            continue
+        if declared is None or (declared.spec.concurrency is None and declared.spec.total is None):
+            continue  # a rate alone holds no slot
+        pool = (declared.spec.name, pool_of(declared.spec, str(limit.get("key", ""))))
+        pools.setdefault(pool, set()).add(step_holder(run_id, event.correlation_id))
+    limiter = Limiter(world)
+    freed: list[str] = []
+    for (name, pool), holders in pools.items():
+        freed += await limiter.release_all(name, pool, holders)
+    return freed

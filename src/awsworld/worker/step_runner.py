@@ -161,6 +161,10 @@ class StepEnd:
     attempt: int
     events: list[Event]
     retry_after: float = 0.0  # seconds, for step_retrying
+    taken: Taken | None = None
+    """A queued attempt's slot (``attempt_step(hold=True)``): given back once the outcome is in the log
+    (``record_end``), so a redelivery after a crash between the body and its record runs the body again in its
+    slot, never waits for a slot while its own attempt is started."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -187,7 +191,7 @@ async def run_step(world: World, registry: Registry, run_id: str, step_id: str, 
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
                                  on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
                                  poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline,
-                                 message=message)
+                                 message=message, hold=True)
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -198,14 +202,17 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
                        inline: bool = False, deadline: float | None = None,
-                       message: FlowMessage | None = None, taken: Taken | None = None) -> StepOutcome | StepEnd:
+                       message: FlowMessage | None = None, taken: Taken | None = None,
+                       hold: bool = False) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early,
     ``waiting`` for a slot or a token of its limit: ``message``, the step's message, brings it back) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
     flow runs it in its replay loop (recorded on step_started, see ``start_event``). ``taken``: the slot and token
-    its limit gave a step declared born running (``claimed``), given back once its body ends."""
+    its limit gave a step declared born running (``claimed``). The slot is given back once the body has ended, or,
+    with ``hold`` (a queued step's message), once its outcome is recorded (``record_end``): a redelivery of that
+    message after a crash in between finds the slot still its own and runs the body again in it."""
     definition = resolve_step(registry, step_name)
     refused: LimitInputError | None = None
     if claimed is None and definition.limit is not None and poll is None and message is not None:
@@ -220,11 +227,24 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                 return StepOutcome("waiting", [])
             taken = verdict
     try:
-        return await _attempt(world, definition, run_id, step_id, step_name, in_band=in_band,
-                              on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input, poll=poll,
-                              watch=watch, inline=inline, deadline=deadline, refused=refused, taken=taken)
-    finally:
+        attempt = await _attempt(world, definition, run_id, step_id, step_name, in_band=in_band,
+                                 on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
+                                 poll=poll, watch=watch, inline=inline, deadline=deadline, refused=refused,
+                                 taken=taken)
+    except BaseException:
         await step_limits.give_back(world, taken)
+        raise
+    if hold and isinstance(attempt, StepEnd):
+        attempt.taken = taken  # given back once the outcome is recorded
+    else:
+        await step_limits.give_back(world, taken)
+    return attempt
+
+
+async def release_slot(world: World, end: StepEnd) -> None:
+    """Give back the slot of an attempt whose outcome is in the log (or will never be written: dropped)."""
+    taken, end.taken = end.taken, None
+    await step_limits.give_back(world, taken)
 
 
 async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str, step_name: str, *,
@@ -477,6 +497,7 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
         result = await world.events.create(run_id, end.request, after_step_body=True,
                                            resolve_data="skip-step-inputs")
     except EntityConflictError:
+        await release_slot(world, end)
         return StepOutcome("finished-already", end.events, attempt=end.attempt)
     except PayloadTooLargeError as too_large:
         if end.kind == "step_failed":
@@ -485,6 +506,7 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
         # workflow can catch (StepError with error_type "ValueTooLargeError"), instead of a re-run loop.
         return await record_end(world, run_id, _too_large_end(end, too_large))
     assert result.event is not None
+    await release_slot(world, end)
     return StepOutcome(end.status, [*end.events, result.event], retry_after=end.retry_after, attempt=end.attempt,
                        open_steps=result.open_steps)
 
@@ -493,4 +515,5 @@ def _too_large_end(end: StepEnd, too_large: PayloadTooLargeError) -> StepEnd:
     """The step_failed that replaces an outcome whose result (or error) the log refused as too large."""
     error = ValueTooLargeError(f"the {'result' if end.kind == 'step_completed' else 'error'} of step "
                                f"{end.step_id} is too large to record: {too_large.message}")
-    return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events)
+    return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events,
+                   taken=end.taken)

@@ -194,11 +194,15 @@ def pool_of(spec: LimitSpec, key: str) -> str:
 
 @frozen
 class Holding:
-    """A slot held: for ``key``, since ``since``; a step attempt's until its ``lease_until`` at the latest."""
+    """A slot held: for ``key``, since ``since``; a step attempt's until its ``lease_until`` at the latest.
+    ``wake``: a waiter's message while it is granted and has not come for its slot yet (its holder asking again
+    clears it): a party that repeats a write whose wakes may have been lost with a crash sends them again
+    (``unclaimed``)."""
 
     key: str
     since: datetime
     lease_until: datetime | None = None
+    wake: Mapping[str, Any] | None = None
 
 
 @frozen
@@ -358,7 +362,7 @@ def _grant(pool: Pool, waiter: Waiter, now: datetime) -> Pool:
     state = pool.key(waiter.key)
     keys = dict(pool.keys)
     keys[waiter.key] = evolve(state, waiting=max(0, state.waiting - 1))
-    holders = {**pool.holders, waiter.holder: Holding(waiter.key, now, lease_until)}
+    holders = {**pool.holders, waiter.holder: Holding(waiter.key, now, lease_until, waiter.wake or None)}
     return _tidy(evolve(pool, holders=holders, keys=keys, served=max(pool.served, waiter.round)), now)
 
 
@@ -418,8 +422,9 @@ def acquire(pool: Pool, ask: Ask, now: datetime, *, waiting: Waiter | None = Non
     never overtakes one). ``waiting``: the asker's own waiter record, if it has one (a repeated ask)."""
     held = pool.holders.get(ask.holder)
     if held is not None:
-        if ask.lease_until is not None and held.lease_until != ask.lease_until:  # a new attempt renews its lease
-            pool = evolve(pool, holders={**pool.holders, ask.holder: evolve(held, lease_until=ask.lease_until)})
+        lease = ask.lease_until if ask.lease_until is not None else held.lease_until  # a new attempt renews it
+        if lease != held.lease_until or held.wake is not None:  # (and a granted waiter has come: no more wake)
+            pool = evolve(pool, holders={**pool.holders, ask.holder: evolve(held, lease_until=lease, wake=None)})
         return Acquired(pool, already=True)
     if waiting is not None:
         return MustWait(pool, waiting, already=True)
@@ -434,6 +439,12 @@ def acquire(pool: Pool, ask: Ask, now: datetime, *, waiting: Waiter | None = Non
     waiter = Waiter(ask.holder, ask.key, ask.priority, round_, ask.arrival or now, now, ask.wake)
     keys = {**pool.keys, ask.key: evolve(state, waiting=state.waiting + 1, round=round_)}
     return MustWait(evolve(pool, keys=keys), waiter, cancel=busy if ask.on_busy == "cancel" else ())
+
+
+def unclaimed(pool: Pool) -> list[Waiter]:
+    """The holders granted from the waiters that have not come for their slot yet, as waiters to wake again."""
+    return [Waiter(h, held.key, 0, 0, held.since, held.since, held.wake)
+            for h, held in pool.holders.items() if held.wake]
 
 
 def release(pool: Pool, holder: str, now: datetime) -> Pool | None:
