@@ -2,7 +2,7 @@
 
 import asyncio
 
-from awsworld import child_options, start_child, step, workflow
+from awsworld import child_options, map, start_child, step, workflow
 
 
 @step(name="children.ship")
@@ -41,6 +41,24 @@ async def ship_all(orders: list[str]) -> list[dict[str, str]]:
 # --8<-- [end:children]
 
 
+@step(name="children.bill")
+async def bill(account: str) -> int:
+    return 100
+
+
+# --8<-- [start:map-children]
+@workflow(name="children.bill_chunk")
+async def bill_chunk(accounts: list[str]) -> int:  # a run of its own: its own head, log and partition
+    return sum(await asyncio.gather(*(bill(a) for a in accounts)))
+
+
+@workflow(name="children.bill_everyone")
+async def bill_everyone(accounts: list[str]) -> int:
+    chunks = [accounts[i:i + 100] for i in range(0, len(accounts), 100)]
+    return sum((await map(bill_chunk, chunks, max_concurrency=10)).values())  # a child run per chunk
+# --8<-- [end:map-children]
+
+
 async def main() -> None:
     from awsworld.testing import WorkflowTestEnv
 
@@ -51,6 +69,9 @@ async def main() -> None:
         children = await run.children()
         assert len(children) == 4  # the audit, two shipments, the survey
         assert {((await child.get()).execution_context or {}).get("parentRunId") for child in children} == {run.run_id}
+        everyone = await env.client.start(bill_everyone, [f"acct-{n}" for n in range(250)])
+        assert await everyone.result() == 250 * 100
+        assert len(await everyone.children()) == 3
 
 
 if __name__ == "__main__":
