@@ -7,7 +7,7 @@ Prints, for ``.aws-sam/build/FlowFunction`` (built here unless ``--artifact`` na
   the runtime's SDK and the standard library on the path, nothing written beside the code (Lambda's
   ``/var/task`` is read-only, so a module without a ``.pyc`` in the artifact is compiled by every cold start).
   Median and minimum of wall and CPU time, and RSS after the import; as built, and with the artifact's
-  bytecode compiled (``compileall``: what ``.ci/run`` checks and README's deploy step does);
+  bytecode compiled (``compileall``: what ``.ci/run`` checks and docs/operate/deploy.md's deploy step does);
 - the first step of a run from a fresh process: a run is started on the emulator (moto's server on 127.0.0.1),
   its first delivery is received as the SQS event source mapping would, and a fresh process imports the flow
   handler and calls ``flow.handler`` with it. Times from spawning the process to the end of the import, to the

@@ -264,7 +264,8 @@ class Settings:
         "the python of a venv with `localstack-core` (else the nearest `.venv-localstack`)", group="local")
     ui_screenshot = Var[Path | None](
         "AWSWORLD_UI_SCREENSHOT", None, _path,
-        "a folder: `tests/ui/test_browser.py` writes the docs' run viewer screenshots there (`docs/images`)", group="local")
+        "a folder: `tests/ui/test_browser.py` writes the docs' run viewer screenshots there (`docs/images`)",
+        group="local")
 
     def __init__(self, environ: Mapping[str, str] | None = None) -> None:
         object.__setattr__(self, "environ", os.environ if environ is None else environ)

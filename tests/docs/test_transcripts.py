@@ -19,7 +19,8 @@ def produced() -> dict[str, str]:
 
 @pytest.mark.parametrize("name", transcripts.NAMES)
 def test_the_transcript_is_what_the_command_prints(produced: dict[str, str], name: str) -> None:
-    shown, now = transcripts.shape(transcripts.path(name).read_text(encoding="utf-8")), transcripts.shape(produced[name])
+    shown = transcripts.shape(transcripts.path(name).read_text(encoding="utf-8"))
+    now = transcripts.shape(produced[name])
     difference = "\n".join(difflib.unified_diff(shown, now, "the page", "now", lineterm=""))
     assert now == shown, (f"docs/snippets/transcripts/{name}.txt no longer matches what the command prints "
                           f"(its lines' shapes, sorted): run `python -m tests.docs.transcripts` and read the diff.\n"

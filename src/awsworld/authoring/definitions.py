@@ -225,7 +225,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``engine.codecs.store_call``).
 
     ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
-    deployments that name its module (README, "Schedules")."""
+    deployments that name its module (docs/how-to/schedules.md)."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
