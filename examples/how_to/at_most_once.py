@@ -19,7 +19,7 @@ payments = Payments()
 # --8<-- [start:step]
 @step(name="payments.charge", semantics="at_most_once", retry=RetryPolicy(max_attempts=3))
 async def charge(order_id: str, cents: int) -> str:
-    return await payments.charge(order_id, cents, idempotency_key=step_metadata().step_id)
+    return await payments.charge(order_id, cents, idempotency_key=step_metadata().idempotency_key)
 # --8<-- [end:step]
 
 

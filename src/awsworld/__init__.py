@@ -5,6 +5,7 @@ Write ``async def`` workflows and steps; start them with a ``Client``. Everythin
 ``awsworld.testing`` (the in-memory test environment and its pytest plugin), ``awsworld.ui`` (the run viewer).
 """
 
+from .authoring.arguments import ArgumentTypeError
 from .authoring.batch import (
     BatchError,
     BatchItem,
@@ -66,6 +67,7 @@ _install_determinism()  # replay-stable time/random/uuid in workflow bodies (the
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
     "BatchError",
     "BatchItem",
     "BatchOptionError",

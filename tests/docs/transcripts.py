@@ -21,6 +21,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "docs" / "snippets" / "transcripts"
-NAMES = ("demo", "dev", "cli", "init")
+NAMES = ("demo", "dev", "dev-reload", "cli", "init")
 DEMO_MODULE = "awsworld.examples.order"
 ORDER_ARGS = '["A-17", ["kettle", "mugs"], 42.5]'
 
@@ -66,28 +67,40 @@ def demo() -> str:
 
 
 class Dev:
-    """``awsworld dev awsworld.examples.order`` as a process, and the environment its ``export`` lines describe."""
+    """``awsworld dev MODULE`` as a process (in ``cwd``), the environment its ``export`` lines describe, and every
+    line it prints (read by a thread, so its output never fills the pipe)."""
 
-    def __init__(self, cwd: Path) -> None:
+    def __init__(self, cwd: Path, module: str = DEMO_MODULE) -> None:
         self.cwd = cwd
-        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", DEMO_MODULE], cwd=cwd,
+        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module], cwd=cwd,
                                         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        self.banner: list[str] = []
-        assert self.process.stdout is not None
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            line = self.process.stdout.readline()
-            if not line:
-                raise AssertionError("awsworld dev exited:\n" + "".join(self.banner))
-            if line.startswith("serving deliveries"):
-                self.banner.append(line)
-                break
-            self.banner.append(line)
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        serving = self.wait_for(r"^serving deliveries")
+        self.banner = self.lines[:serving + 1]
         self.env = clean_env()
         for line in self.banner:
-            match = re.fullmatch(r"export (\w+)=(\S+)\n", line)
+            match = re.fullmatch(r"export (\w+)=(\S+)", line)
             if match:
                 self.env[match.group(1)] = match.group(2).strip("'")
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, pattern: str, after: int = 0, timeout: float = 120) -> int:
+        """The index of the first line from ``after`` on that matches ``pattern``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for index in range(after, len(self.lines)):
+                if re.search(pattern, self.lines[index]):
+                    return index
+            if self.process.poll() is not None and not self.reader.is_alive():
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"awsworld dev printed no line matching {pattern!r}:\n" + "\n".join(self.lines))
 
     def __call__(self, *args: str) -> subprocess.CompletedProcess[str]:
         return awsworld(*args, env=self.env, cwd=self.cwd)
@@ -95,16 +108,17 @@ class Dev:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGINT)
         try:
-            self.process.communicate(timeout=30)
+            self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            self.process.communicate()
+            self.process.wait()
+        self.reader.join(timeout=10)
 
 
 @contextmanager
-def running_dev() -> Iterator[Dev]:
-    with tempfile.TemporaryDirectory() as cwd:
-        server = Dev(Path(cwd))
+def running_dev(cwd: Path | None = None, module: str = DEMO_MODULE) -> Iterator[Dev]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Dev(cwd or Path(tmp), module)
         try:
             yield server
         finally:
@@ -112,8 +126,8 @@ def running_dev() -> Iterator[Dev]:
 
 
 def dev_banner(server: Dev) -> str:
-    """What ``dev`` prints up to the line that says it serves (its log lines aside)."""
-    return "".join(line for line in server.banner if not line.startswith(("{", "INFO", "WARNING")))
+    """What ``dev`` prints up to the line that says it serves."""
+    return "".join(f"{line}\n" for line in server.banner)
 
 
 def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
@@ -149,6 +163,54 @@ def cli_session(server: Dev) -> str:
     return "\n".join(out)
 
 
+SHOP = """\
+from datetime import timedelta
+
+from awsworld import sleep, step, workflow
+
+
+@step(name="shop.charge")
+async def charge(order_id: str, amount: float) -> str:
+    return f"charged {order_id} {amount}"
+
+
+@workflow(name="shop.order")
+async def order(order_id: str, amount: float) -> str:
+    receipt = await charge(order_id, amount)
+    await sleep(timedelta(days=1))
+    return receipt
+"""
+ORIGINAL, EDITED = "charge(order_id, amount)", "charge(order_id, amount * 1.2)"
+
+
+def dev_reload() -> str:
+    """An edit under ``dev`` that diverges a sleeping run (dev parks it), then the revert (the run resumes)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        project = Path(tmp) / "shop"
+        source = project / "src" / "shop.py"
+        source.parent.mkdir(parents=True)
+        source.write_text(SHOP)
+        out: list[str] = []
+        with running_dev(project, "shop") as server:
+            started = server("start", "shop.order", '["A-17", 42.5]')
+            assert started.returncode == 0, started.stdout + started.stderr
+            run_id = started.stdout.strip()
+
+            def sleeping() -> bool:
+                described = json.loads(server("describe", run_id, "--json").stdout)
+                return [w.get("kind") for w in described.get("waitingOn", [])] == ["sleep"]
+
+            until(sleeping, "the run to sleep")
+            for change, text in ((f"edit src/shop.py: {ORIGINAL} becomes {EDITED}", SHOP.replace(ORIGINAL, EDITED)),
+                                 ("revert the edit", SHOP)):
+                mark = len(server.lines)
+                source.write_text(text)
+                first = server.wait_for(r"^reloading", after=mark)
+                last = server.wait_for(r"^reloaded ", after=first)
+                out.append(f"# {change}\n" + "".join(f"{line}\n" for line in server.lines[first:last + 1]))
+        return "\n".join(out)
+
+
 def init() -> str:
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "shop"
@@ -161,7 +223,7 @@ def init() -> str:
 
 def produce() -> dict[str, str]:
     """Every transcript, as the docs show it."""
-    made = {"demo": demo(), "init": init()}
+    made = {"demo": demo(), "init": init(), "dev-reload": dev_reload()}
     with running_dev() as server:
         made["dev"] = dev_banner(server)
         made["cli"] = cli_session(server)

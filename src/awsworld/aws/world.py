@@ -12,6 +12,7 @@ from .log.event_writer import EventWriter
 from .log.events_api import EventsAPI
 from .log.runs_api import RunsAPI
 from .log.watch_api import WatchAPI
+from .published_store import DynamoPublished
 from .queue.sqs_queue import SqsQueue
 from .schedule_store import DynamoSchedules
 from .streams.streams import StreamsAPI
@@ -37,6 +38,7 @@ class AWSWorld(WorldBase):
         self.hooks = HooksAPI(self.clients, reads)
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
+        self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

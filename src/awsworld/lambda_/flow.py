@@ -87,6 +87,11 @@ def handle(event: dict[str, Any], context: Any, container: Container | None = No
     """The flow route's logic, for a given container (the Lambda entry point passes the default one)."""
     container = container or default_container()
     deadline = budget_deadline(context.get_remaining_time_in_millis())
+    if not container.published:  # a plain cold start (with SnapStart, the version's initialisation published)
+        try:
+            container.run(container.publish_names(ahead=False))
+        except Exception:  # best effort: the next invocation tries again; deliveries do not depend on it
+            logger.warning("could not publish this function's workflow names", exc_info=True)
     consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
     path = DeliveryPath(container.runtime, consumer, PowertoolsObserver())
     records: list[dict[str, Any]] = event.get("Records") or []

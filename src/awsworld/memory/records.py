@@ -146,6 +146,8 @@ class State:
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
     schedules: dict[str, Any] = field(default_factory=dict[str, Any])
     """world.schedules' records (schedules/memory_store)."""
+    published: dict[str, Any] = field(default_factory=dict[str, Any])
+    """world.published's publications, by key (published/memory_store)."""
 
 
 # ---------------------------------------------------------------- answers
