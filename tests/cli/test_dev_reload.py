@@ -53,6 +53,12 @@ async def quick(order_id: str) -> str:
 '''
 ORIGINAL = "receipt = await charge(order_id, amount)"
 EDITED = "receipt = await charge(order_id, amount * 2)"
+ADDED = '''
+
+@workflow
+async def added(order_id: str) -> str:
+    return await ship(order_id)
+'''
 
 
 class WatchedDev(Dev):
@@ -165,18 +171,26 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
         new_run = second("start", "shopdev.quick", '["T-2"]', "--wait", "30")
         assert new_run.code == 0 and new_run.out.splitlines()[1] == '"shipped T-2"', new_run
 
+        # A workflow the edit adds is published at the reload: a client without the code (no AWSWORLD_MODULES: it
+        # checks names against dev's publication only) starts it.
+        unchecked = {k: v for k, v in second.env.items() if k != "AWSWORLD_MODULES"}
+        mark_at = len(second.lines)
+        source.write_text(source.read_text() + ADDED)
+        second.wait_for(r"^reloaded shopdev: 3 workflow\(s\), 2 step\(s\)", mark_at)
+        added = runner(("start", "shopdev.added", '["T-4"]', "--wait", "30"), unchecked, tmp_path)
+        assert added.code == 0 and added.out.splitlines()[1] == '"shipped T-4"', added
+
         mark_at = len(second.lines)
         source.write_text(source.read_text() + "\ndef broken(:\n")
         failed_reload = second.wait_for(r"^reload failed, the previous code goes on serving: SyntaxError", mark_at)
         assert "shopdev.py" in failed_reload, failed_reload
         # (the CLI imports AWSWORLD_MODULES itself, to check names: this start goes without them)
-        unchecked = {k: v for k, v in second.env.items() if k != "AWSWORLD_MODULES"}
         still = runner(("start", "shopdev.quick", '["T-3"]', "--wait", "30"), unchecked, tmp_path)
         assert still.code == 0 and still.out.splitlines()[1] == '"shipped T-3"', still
 
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace("\ndef broken(:\n", ""))  # mended: still the edited charge
-        second.wait_for(r"^reloaded shopdev: .*0 match, 1 parked", mark_at)
+        second.wait_for(r"^reloaded shopdev: 3 workflow.*0 match, 1 parked", mark_at)
 
         failed = second("fail", run_id, "--reason", "the old charge is gone")
         assert failed.code == 0, failed

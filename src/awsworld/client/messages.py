@@ -31,6 +31,9 @@ class FlowMessage:
     wake: str | None = None
     """Why a flow message was sent to a run that may have lost its own (``WAKE_KINDS``): its flow makes sure
     every part of the run has a live way forward (see ``Flow``)."""
+    wakes_on: tuple[str, ...] = ()
+    """A step message's: the ends of the step (``completed``, ``failed``) after which its delivery continues the
+    workflow though other steps of the run are still open (``authoring.scope.wakes_on``: a batch's items)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}
@@ -40,6 +43,8 @@ class FlowMessage:
             payload["replayDivergenceCount"] = self.divergence
         if self.wake:
             payload["wake"] = self.wake
+        if self.wakes_on:
+            payload["wakesOn"] = list(self.wakes_on)
         return payload
 
     @classmethod
@@ -55,4 +60,6 @@ class FlowMessage:
             run_context=dict(payload.get("runContext") or {}),
             divergence=int(payload.get("replayDivergenceCount") or 0),
             wake=payload["wake"] if isinstance(payload.get("wake"), str) else None,
+            wakes_on=tuple(end for end in wakes if isinstance(end, str)) if isinstance(wakes := payload.get("wakesOn"),
+                                                                                       list) else (),
         )

@@ -50,11 +50,11 @@ from ..authoring.errors import (
 from ..authoring.names import display_name
 from ..authoring.poll import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.scope import current_execution
+from ..authoring.scope import current_execution, wakes_on
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
-from . import codecs, determinism, hook_timeouts, serde
+from . import codecs, hook_timeouts, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
@@ -68,8 +68,6 @@ CODE_DECISIONS = frozenset({"hook_disposed", "run_completed", "run_failed"})
 PATCH_MARKER_PREFIX = "awsworld.patched."
 MAX_CHANGE_ID_LENGTH = 200
 WAIT_TOLERANCE = timedelta(milliseconds=1)
-
-determinism.install()
 
 
 class LogGapError(RuntimeError):
@@ -170,6 +168,14 @@ class WorkflowExecution:
         context = contextvars.copy_context()
         context.run(current_execution.set, self)
         self.task = self.loop.create_task(self._body(raw, fresh), context=context)
+        self.task.add_done_callback(self._body_ended)
+
+    def _body_ended(self, body: asyncio.Task[Any]) -> None:
+        """The body returned or raised: cancel every task it left running (``map`` items still running when
+        their batch completed, a task it never awaited), as ``asyncio.run`` does when its coroutine ends. As the
+        body's done callback this runs at the same point of the log on every replay; the flow then records their
+        open steps as cancelled before the run's end (``worker/declarations.py``, ``_cancel_steps``)."""
+        self.loop.cancel_tasks()
 
     async def _body(self, raw: Any, fresh: bool) -> Any:
         """The workflow called with its input, inside the task: arguments that do not fit its signature (a
@@ -383,7 +389,8 @@ class WorkflowExecution:
         payload = self._step_input(definition, args, kwargs, op_id)
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
-        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown)
+        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown,
+                    wakes_on=wakes_on.get())
         self._declare(op)
         return op
 
