@@ -6,9 +6,11 @@ The examples' own test files (``test_*.py``) run in ``test_example_tests.py``, a
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import inspect
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -22,7 +24,7 @@ from awsworld.local import LocalAWS
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 # Examples that talk to a stack: run on the emulator, with the variables `awsworld dev` exports.
-ON_THE_EMULATOR = {"operate/start_on_stack.py", "how_to/local_aws.py"}
+ON_THE_EMULATOR = {"operate/start_on_stack.py", "how_to/local_aws.py", "how_to/http_client.py"}
 
 
 def example_files() -> list[Path]:
@@ -80,3 +82,25 @@ async def test_the_emulator_example_runs(example_path: None) -> None:
     """``LocalAWS`` from Python: it provisions, serves the workflow's deliveries in this process, and stops."""
     module = load(EXAMPLES / "how_to" / "local_aws.py")
     assert await module.main() == "hello emulator"
+
+
+@pytest.mark.parametrize("world", ["memory", "emulator"])
+async def test_a_run_over_http(world: str, tmp_path: Path, example_path: None) -> None:
+    """``HttpClient`` against ``awsworld serve`` as a process (the in-memory World, then the embedded emulator), which
+    imports the example's workflow module: the run's result and its stream come back over HTTP."""
+    ready = tmp_path / "url.txt"
+    server = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "serve", "--world", world, "--port", "0", "--ready-file", str(ready),
+        "http_orders", cwd=EXAMPLES / "how_to", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while not (ready.exists() and ready.read_text().strip()):
+            assert server.returncode is None, (await server.communicate())[0]
+            assert time.monotonic() < deadline, "awsworld serve did not write its URL"
+            await asyncio.sleep(0.1)
+        module = load(EXAMPLES / "how_to" / "http_client.py")
+        assert await module.main(ready.read_text().strip()) == [b"packing order-17\n"]
+    finally:
+        if server.returncode is None:
+            server.terminate()
+        await asyncio.wait_for(server.communicate(), timeout=30)

@@ -46,6 +46,7 @@ from ..world.rules.requests import (
 )
 from ..world.rules.runs import created_run_id, run_created, run_missing
 from ..world.rules.state import placed
+from ..world.rules.steps import lazily_started, lazy_start
 from .records import RunRecord, State, StoredEvent, build, event_model, hook_model, run_model, step_model, wait_model
 from .values import NULL, Value, data_text, json_value, store_value
 from .watch import set_due
@@ -76,6 +77,10 @@ class MemoryLog:
         if req.event_type == "run_created":
             return self._create_run(run_id, req, resolve_data)
         run_id = check_run_id(run_id)
+        if (pair := lazy_start(req)) is not None:  # (the born-running pair: world/rules/steps.py)
+            return lazily_started(await self.create_batch(run_id, pair, in_band=in_band, atomic=True,
+                                                          expected_seq_in_band=expected_seq_in_band,
+                                                          resolve_data=resolve_data))
         value = self._value(req)
         # ---- from here to the commit: no await
         now = self.clock.now()

@@ -26,12 +26,12 @@ from ..world.entities import (
     ResolveData,
     Run,
     Step,
-    StructuredError,
     Wait,
     event_value_shown,
     run_end_shown,
     step_input_shown,
     step_lease_shown,
+    stored_error,
     values_shown,
 )
 from ..world.events import Event
@@ -162,8 +162,7 @@ def event_model(run_id: str, event: StoredEvent, resolve: ResolveData) -> Event:
                  spec_version=event.spec_version)
 
 
-def _error(value: Any) -> StructuredError | None:
-    return StructuredError.model_validate(value) if value else None
+_error = stored_error  # (one reading of a stored error: world.entities)
 
 
 def run_model(run: RunRecord, resolve: ResolveData) -> Run:

@@ -36,6 +36,19 @@ class InvalidInputError(WorldError):
         self.field = field
 
 
+class RunNotSupportedError(InvalidInputError):
+    """A write stamped with a spec version above the one this World implements: it would follow rules this World
+    has not learned, so it is refused before anything is written (``world/rules/requests.py``)."""
+
+    code = "run-not-supported"
+
+    def __init__(self, message: str, *, run_spec_version: int, world_spec_version: int) -> None:
+        super().__init__(message, field="specVersion", run_spec_version=run_spec_version,
+                         world_spec_version=world_spec_version)
+        self.run_spec_version = run_spec_version
+        self.world_spec_version = world_spec_version
+
+
 class MissingInBandCountError(InvalidInputError):
     """An in-band write without ``expected_seq_in_band``."""
 

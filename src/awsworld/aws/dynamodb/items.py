@@ -16,12 +16,12 @@ from ...world.entities import (
     ResolveData,
     Run,
     Step,
-    StructuredError,
     Wait,
     event_value_shown,
     run_end_shown,
     step_input_shown,
     step_lease_shown,
+    stored_error,
     values_shown,
 )
 from ...world.events import PAYLOAD_FIELDS, Event
@@ -88,8 +88,7 @@ def from_ddb(raw: dict[str, Any] | None) -> Item | None:
     return {k: _plain(deserialize(v)) for k, v in raw.items()}
 
 
-def _error(raw: Any) -> StructuredError | None:
-    return StructuredError.model_validate(raw) if raw else None
+_error = stored_error  # (one reading of a stored error: world.entities)
 
 
 def _val(events: Mapping[int, BlockEvent], slot: Any) -> StoredValue | None:

@@ -46,6 +46,7 @@ from ...world.rules.requests import (
     check_write_params,
     in_request_order,
 )
+from ...world.rules.steps import lazily_started, lazy_start
 from ..clients import AWSClients
 from ..dynamodb.items import (
     events_from_blocks,
@@ -99,6 +100,10 @@ class EventWriter(CommitLoop):
                 self._hint(result.run.run_id, result.run.seq)
             return result
         run_id = check_run_id(run_id)
+        if (pair := lazy_start(req)) is not None:  # (the born-running pair: world/rules/steps.py)
+            return lazily_started(await self.create_batch(run_id, pair, in_band=in_band, atomic=True,
+                                                          expected_seq_in_band=expected_seq_in_band,
+                                                          resolve_data=resolve_data))
         stored, expiry = await self._store(run_id, req)
         unit = Unit([req], stored, expiry=expiry)
         member = Member([unit], event_count, in_band, expected_seq_in_band, resolve_data,
