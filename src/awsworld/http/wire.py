@@ -12,8 +12,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from typing import Any, cast
 
+from ..published.model import Publication
 from ..world.errors import (
     EntityConflictError,
     HookAlreadyReceivedError,
@@ -114,4 +116,16 @@ def error_from_body(status: int, body: Any) -> WorldError:
     return error
 
 
-__all__ = ["error_body", "error_from_body", "refusal_body", "sdk_name"]
+def publication_to_wire(publication: Publication) -> JSON:
+    """A consumer's publication as ``GET /v1/published`` answers it (the shape the World stores it in:
+    ``Publication.to_json``'s ``key``, ``host``, ``workflows``, ``modules``, ``publishedAt``, ``ahead``)."""
+    return cast(JSON, json.loads(publication.to_json()))
+
+
+def publication_from_wire(raw: Any) -> Publication:
+    """``publication_to_wire`` read back (what ``HttpWorld.published.read`` returns)."""
+    return Publication.from_json(json.dumps(raw))
+
+
+__all__ = ["error_body", "error_from_body", "publication_from_wire", "publication_to_wire", "refusal_body",
+           "sdk_name"]
