@@ -441,13 +441,16 @@ def test_the_event_source_and_the_url_invoke_the_alias() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     resources = json.loads(done.stdout)
     aliases = {name for name, r in resources.items() if r["Type"] == "AWS::Lambda::Alias"}
-    assert aliases == {"FlowFunctionAliaslive", "WebhookFunctionAliaslive"}
+    # (the World server, awsworld serve behind an IAM-authenticated URL, exists with WorldServer=true)
+    assert aliases == {"FlowFunctionAliaslive", "WebhookFunctionAliaslive", "WorldServerFunctionAliaslive"}
     (mapping,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     assert mapping["Properties"]["FunctionName"] == {"Ref": "FlowFunctionAliaslive"}
-    (url,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Url"]
-    assert url["Properties"]["TargetFunctionArn"] == {"Ref": "WebhookFunctionAliaslive"}
+    urls = sorted(r["Properties"]["TargetFunctionArn"]["Ref"] for r in resources.values()
+                  if r["Type"] == "AWS::Lambda::Url")
+    assert urls == ["WebhookFunctionAliaslive", "WorldServerFunctionAliaslive"]
     permissions = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Permission"]
-    assert permissions and all(p["FunctionName"] == {"Ref": "WebhookFunctionAliaslive"} for p in permissions)
-    for name in ("FlowFunction", "WebhookFunction"):
+    assert permissions and all(p["FunctionName"] in ({"Ref": "WebhookFunctionAliaslive"},
+                                                     {"Ref": "WorldServerFunctionAliaslive"}) for p in permissions)
+    for name in ("FlowFunction", "WebhookFunction", "WorldServerFunction"):
         assert resources[name]["Properties"]["Runtime"] == "python3.13"
         assert resources[name]["Properties"]["SnapStart"] == {"ApplyOn": {"Ref": "SnapStart"}}
