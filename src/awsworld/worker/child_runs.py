@@ -22,6 +22,7 @@ from ..authoring.errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
 from ..authoring.retry import RetryPolicy
 from ..authoring.scope import current_step
 from ..client.client import Client, _wake
+from ..deployments.pins import child_pin, pinned_attributes
 from ..engine import serde
 from ..engine.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
 from ..engine.execution import WorkflowExecution
@@ -72,7 +73,8 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
         created = await world.events.create(run_id, {"eventType": "run_created", "eventData": {
             "workflowName": workflow, "input": call_input,
             "executionContext": {"seed": secrets.token_hex(32), "parentRunId": parent_id, "parentCallId": call_id,
-                                 "detached": detached, **retention}}}, resolve_data="none")
+                                 "detached": detached, **retention},
+            "attributes": pinned_attributes(child_pin(workflow))}}, resolve_data="none")
     except PayloadTooLargeError as too_large:
         raise ValueTooLargeError(f"the input of child workflow {workflow} is too large to record: "
                                  f"{too_large.message}") from None

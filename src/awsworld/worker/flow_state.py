@@ -45,6 +45,7 @@ class FlowStats:
 @dataclass
 class FlowSettings:
     max_events: int = 10_000
+    deployment: str | None = None  # the deployment this runtime's code is (``deployments.pins``); None: no pinning
 
 
 
@@ -158,11 +159,12 @@ class FlowState:
     # ------------------------------------------------------------------ messages
 
     def _flow_message(self) -> FlowMessage:
-        return FlowMessage(self.run_id, self.message.workflow_name)
+        return FlowMessage(self.run_id, self.message.workflow_name, deployment=self.message.deployment)
 
     def _step_message(self, step: StepOp) -> FlowMessage:
         return FlowMessage(self.run_id, self.message.workflow_name, step.id, step.definition.name,
-                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)))
+                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)),
+                           deployment=self.message.deployment)
 
     def _run_context(self) -> dict[str, Any]:
         assert self.execution is not None and self.execution.log
