@@ -20,6 +20,7 @@ from awsworld.authoring.definitions import Registry
 from awsworld.authoring.scope import current_execution
 from awsworld.client.client import Client, Run
 from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
+from awsworld.deployments.upgrade import Upgrade, upgrade_run
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.local.poller import LocalPoller
 from awsworld.testing import WorkflowTestEnv
@@ -31,6 +32,7 @@ from awsworld.world.protocol import World
 
 V1 = Registry()
 V2 = Registry()
+V3 = Registry()
 
 with V1.capture():
     @step(name="pin.tag")
@@ -89,6 +91,19 @@ with V2.capture():
         return "parent-v2 " + await child_v2(x)
 
 
+with V3.capture():
+    @step(name="pin.tag")
+    async def tag_v3(x: str) -> str:
+        return f"v3:{x}"
+
+    @workflow(name="pin.order")
+    async def order_v3(x: str) -> list[str]:
+        # v1's calls up to the hook (a v1 run replays), another step after it.
+        first = await tag_v3(x)
+        await create_hook(token=f"pin-go:{x}")
+        return [first.replace("v3", "v1"), await tag_v3(x)]
+
+
 assert current_execution.get() is None
 
 
@@ -101,19 +116,24 @@ class Stack:
     env: WorkflowTestEnv | None = None
     poller: LocalPoller | None = None
 
-    def deploy(self, deployment: str, registry: Registry) -> None:
+    async def deploy(self, deployment: str, registry: Registry) -> None:
         if self.env is not None:
-            self.env.deploy(deployment, registry)
+            await self.env.deploy(deployment, registry)
             return
         assert self.poller is not None
         self.poller.host.deploy(Runtime(self.world, registry, deployment=deployment))
         self.client.registry = registry
 
-    def retire(self, deployment: str) -> None:
+    async def retire(self, deployment: str) -> None:
         if self.env is not None:
-            self.env.retire(deployment)
+            await self.env.retire(deployment)
         else:
             assert self.poller is not None and self.poller.host.retire(deployment)
+
+    async def upgrade(self, run: Run[Any], to: str, registry: Registry) -> Upgrade:
+        if self.env is not None:
+            return await self.env.upgrade(run.run_id, to)
+        return await upgrade_run(self.world, run.run_id, to, registry)
 
     @property
     def results(self) -> list[RecordResult]:
@@ -164,7 +184,7 @@ async def stack(request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
 async def test_a_run_keeps_the_code_it_started_on_while_new_runs_take_the_new_deployment(stack: Stack) -> None:
     old = await stack.client.start(order_v1, "a")
     await stack.hook_ready("pin-go:a")
-    stack.deploy("v2", V2)
+    await stack.deploy("v2", V2)
     new = await stack.client.start(order_v2, "b")
     await stack.hook_ready("pin-go:b")
 
@@ -180,8 +200,8 @@ async def test_a_run_keeps_the_code_it_started_on_while_new_runs_take_the_new_de
 async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_reroutes(stack: Stack) -> None:
     run = await stack.client.start(order_v1, "c")
     await stack.hook_ready("pin-go:c")
-    stack.deploy("v2", V2)
-    stack.retire("v1")
+    await stack.deploy("v2", V2)
+    await stack.retire("v1")
     await stack.client.resume_hook("pin-go:c", {})
 
     with pytest.raises(WorkflowRunFailedError) as failed:
@@ -199,10 +219,28 @@ async def test_an_unpinned_workflow_and_a_child_run(stack: Stack) -> None:
     parent = await stack.client.start(parent_v1, "e")
     await stack.hook_ready("pin-short:d")
     await stack.hook_ready("pin-child:e")
-    stack.deploy("v2", V2)
+    await stack.deploy("v2", V2)
 
     await stack.client.resume_hook("pin-short:d", {})
     await stack.client.resume_hook("pin-child:e", {})
     assert await short.result(timeout=30) == "v2:d", "pinned=False: the newest code"
     assert await stack.pin(short) is None
     assert await parent.result(timeout=30) == "parent-v1 v1:e", "the child stays on its parent's deployment"
+
+
+async def test_an_upgrade_moves_a_run_on_purpose_only_after_its_replay_matches(stack: Stack) -> None:
+    run = await stack.client.start(order_v1, "f")
+    await stack.hook_ready("pin-go:f")
+    await stack.deploy("v2", V2)
+    refused = await stack.upgrade(run, "v2", V2)
+    assert refused.outcome == "diverged" and refused.detail and "note(" in refused.detail, refused
+    assert await stack.pin(run) == "v1", "a replay that differs moves nothing"
+
+    await stack.deploy("v3", V3)
+    moved = await stack.upgrade(run, "v3", V3)
+    assert (moved.outcome, moved.source, moved.target) == ("moved", "v1", "v3")
+    assert await stack.pin(run) == "v3"
+    await stack.client.resume_hook("pin-go:f", {})
+    assert await run.result(timeout=30) == ["v1:f", "v3:f"], "the rest of the run on v3's code"
+    again = await stack.upgrade(run, "v3", V3)
+    assert again.outcome == "ended"

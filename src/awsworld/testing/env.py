@@ -22,6 +22,8 @@ from typing import Any
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client
+from ..deployments.identity import register
+from ..deployments.upgrade import Upgrade, upgrade_run
 from ..memory import MemoryWorld
 from ..memory.clock import VirtualClock
 from ..schedules.declared import declared_for
@@ -29,6 +31,8 @@ from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..world.entities import TERMINAL_RUN_STATUSES
 from .driver import Driver
+
+TEST_HOST = "a test environment"
 
 
 class WorkflowTestEnv:
@@ -66,7 +70,7 @@ class WorkflowTestEnv:
 
     # -- deployments -----------------------------------------------------------------------------------
 
-    def deploy(self, deployment: str, registry: Registry) -> Runtime:
+    async def deploy(self, deployment: str, registry: Registry) -> Runtime:
         """Deploy another version of the code (``registry``: build one with ``Registry().capture()``) as
         ``deployment``: it takes every new run and every delivery of a run pinned to it, while runs started
         before keep running the code they started on. Returns its runtime."""
@@ -79,13 +83,27 @@ class WorkflowTestEnv:
         self.driver.host.deploy(runtime)
         self.runtime = runtime
         self.client.registry = registry
+        await register(self.world, deployment, registry, host=TEST_HOST)
         return runtime
 
-    def retire(self, deployment: str) -> None:
-        """Remove a deployment (as deleting its Lambda version does): its runs' deliveries can no longer reach it,
-        and fail their runs with ``DeploymentMismatchError`` after the bounded re-routes."""
+    async def retire(self, deployment: str) -> None:
+        """Retire a deployment (as deleting its Lambda version does), whatever runs it still holds (``awsworld
+        deployments retire`` refuses that; a test may want it): their deliveries can no longer reach it, and fail
+        their runs with ``DeploymentMismatchError`` after the bounded re-routes."""
         if not self.driver.host.retire(deployment):
             raise ValueError(f"no deployment {deployment!r} is deployed here ({', '.join(self.deployments())})")
+        store = self.world.deployments
+        for found in await store.read():
+            if found.deployment_id == deployment:
+                await store.put(found.retire(self.clock.now()))
+
+    async def upgrade(self, run_id: str, to: str) -> Upgrade:
+        """Move a run to deployment ``to`` on purpose, as ``awsworld upgrade`` does: replayed against ``to``'s code
+        first, and moved only if that replay matches (``Upgrade.outcome``: ``moved``, or ``diverged`` with where)."""
+        invoker = self.driver.host.invokers.get(to)
+        if invoker is None:
+            raise ValueError(f"no deployment {to!r} is deployed here ({', '.join(self.deployments())})")
+        return await upgrade_run(self.world, run_id, to, invoker.path.runtime.registry)
 
     def deployments(self) -> list[str]:
         """The deployments loaded, oldest first (the last one takes new runs)."""
@@ -120,6 +138,8 @@ class WorkflowTestEnv:
 
     async def start(self) -> WorkflowTestEnv:
         if not self._started:
+            if self.runtime.deployment is not None:
+                await register(self.world, self.runtime.deployment, self.runtime.registry, host=TEST_HOST)
             self.driver.start()
             self._started = True
         return self

@@ -1,0 +1,173 @@
+"""Published versions of the flow function, modelled on the emulator (moto's Lambda is not available here): one
+``Container`` per version, each running the real ``awsworld.lambda_.flow`` code, an event source mapping stand-in
+that invokes the ``live`` version with batches of the queue, and a host that stands for Lambda's asynchronous
+``Invoke`` of a qualified version: the hand-over event goes through JSON and runs ``flow.handle_hand_over`` on the
+target version's container in a thread of its own, returning at once. Everything but the one ``invoke`` call of
+``lambda_.versions.LambdaHost`` is the code a deployed function runs.
+
+What it shows: a run started on version 1 keeps running version 1's code after version 2 takes the alias, while a
+run started then runs version 2's; a deleted version's run fails with ``DeploymentMismatchError`` after three
+re-routes; and what a re-routed delivery costs the live version in requests (printed; README "Runs stay on the
+code that started them")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from awsworld import WorkflowRunFailedError
+from awsworld.authoring.definitions import Registry
+from awsworld.aws import AWSWorld
+from awsworld.aws.clients import RequestStats
+from awsworld.client.client import Client
+from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE, DeploymentUnavailableError
+from awsworld.lambda_ import flow
+from awsworld.lambda_.container import Container
+from awsworld.lambda_.versions import hand_over_event
+from awsworld.local import LocalAWS
+from awsworld.worker.dispatch import Runtime
+from awsworld.world.errors import HookNotFoundError
+
+from .lambda_env import EventSourceMapping, LambdaContext
+from .versions_app import V1, V2
+
+FUNCTION = "awsworld-test-flow"
+
+
+@dataclass
+class Versions:
+    """The function's published versions in this process, and Lambda's asynchronous invoke between them."""
+
+    executor: ThreadPoolExecutor
+    containers: dict[str, Container] = field(default_factory=dict[str, Container])
+    deleted: set[str] = field(default_factory=set[str])
+    invokes: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    pending: list[Future[Any]] = field(default_factory=list[Future[Any]])
+
+    def publish(self, version: str, registry: Registry) -> Container:
+        def runtime(world: AWSWorld, *, deployment: str | None) -> Runtime:
+            return Runtime(world, registry, deployment=deployment)
+
+        container = Container(runtime_factory=runtime, host_factory=lambda world: self, version=version)
+        self.containers[f"v{version}"] = container
+        return container
+
+    async def hand_over(self, deployment: str, record: Any, reroutes: int) -> None:
+        """Lambda's ``Invoke(InvocationType="Event", Qualifier=...)``: accepted at once, run elsewhere."""
+        if deployment not in self.containers or deployment in self.deleted:
+            raise DeploymentUnavailableError(deployment, "its Lambda version was deleted")
+        event = json.loads(json.dumps(hand_over_event(record, reroutes, deployment)))  # the wire: plain JSON
+        self.invokes.append(event)
+        self.pending.append(self.executor.submit(flow.handle_hand_over, event, LambdaContext(),
+                                                 self.containers[deployment]))
+
+    def settle(self) -> None:
+        for future in self.pending:
+            future.result(timeout=60)
+        self.pending.clear()
+
+    def close(self) -> None:
+        for container in self.containers.values():
+            container.reset()
+            container.loop.close()
+
+
+@pytest.fixture
+def versions(lambda_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Versions]:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", FUNCTION)
+    with ThreadPoolExecutor(4) as pool:
+        found = Versions(pool)
+        yield found
+        found.settle()
+        found.close()
+
+
+async def _until(esm: EventSourceMapping, versions: Versions, done: Any, timeout: float = 60) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not await done():
+        assert loop.time() < deadline, "not done in time"
+        await esm.poll()
+        await asyncio.to_thread(versions.settle)
+
+
+async def _hook(world: AWSWorld, token: str) -> bool:
+    try:
+        await world.hooks.get_by_token(token, resolve_data="none")
+    except HookNotFoundError:
+        return False
+    return True
+
+
+async def _ended(world: AWSWorld, run_id: str) -> bool:
+    return (await world.runs.get(run_id, resolve_data="none")).status in ("completed", "failed")
+
+
+def _live(versions: Versions, name: str) -> Any:
+    container = versions.containers[name]
+    return lambda event, context: flow.handle(event, context, container)
+
+
+async def test_a_run_stays_on_its_version_after_the_alias_moves(local: LocalAWS, versions: Versions) -> None:
+    world, client = local.world, Client(local.world, check_published=False)
+    v1 = versions.publish("1", V1)
+    esm = EventSourceMapping(world, _live(versions, "v1"), visibility_timeout=30)
+    old = await client.start("versions.order", "a")
+    await _until(esm, versions, lambda: _hook(world, "versions-go:a"))
+
+    v2 = versions.publish("2", V2)
+    esm.handler = _live(versions, "v2")  # the deploy moved the alias: the mapping invokes version 2 now
+    new = await client.start("versions.order", "b")
+    await _until(esm, versions, lambda: _hook(world, "versions-go:b"))
+
+    before = v2.world.stats.snapshot()
+    handed = len(versions.invokes)
+    await client.resume_hook("versions-go:a", {})
+    await _until(esm, versions, lambda: _ended(world, old.run_id))
+    overhead: RequestStats = v2.world.stats.snapshot() - before
+    rerouted = len(versions.invokes) - handed
+    await client.resume_hook("versions-go:b", {})
+    await _until(esm, versions, lambda: _ended(world, new.run_id))
+
+    assert await old.result(timeout=5) == ["v1:a", "v1:a"], "version 1's code throughout"
+    assert await new.result(timeout=5) == ["v2:b", "v2:b"]
+    pins = [(await world.runs.get(r.run_id, resolve_data="none")).attributes.get(PIN_ATTRIBUTE) for r in (old, new)]
+    assert pins == ["v1", "v2"]
+    # The hook's wake (sent from outside: unaddressed) and the sleep's continuation (queued by version 1's flow:
+    # addressed to v1) each reached version 2 and were handed over, as one Invoke each.
+    assert rerouted == 2, [event["awsworldHandOver"]["reroutes"] for event in versions.invokes]
+    assert {e["awsworldHandOver"]["to"] for e in versions.invokes} == {"v1"}
+    registered = {d.deployment_id: d for d in await world.deployments.read()}
+    assert set(registered) == {"v1", "v2"} and registered["v1"].target == f"{FUNCTION}:1"
+    assert v1.runtime.deployment == "v1"
+    # What re-routing cost version 2: the unaddressed wake read the run's head and log once (to find its pin); the
+    # addressed continuation cost nothing but its Invoke.
+    print(f"\nre-routed deliveries: {rerouted}; live version's requests for them: {dict(overhead.requests)}; "
+          f"RRU {overhead.read_units:.1f}, WRU {overhead.write_units:.1f}")
+    assert dict(overhead.requests) == {"dynamodb.GetItem": 1, "dynamodb.Query": 1}, dict(overhead.requests)
+
+
+async def test_a_deleted_versions_run_fails_with_the_typed_error_after_three_reroutes(
+        local: LocalAWS, versions: Versions) -> None:
+    world, client = local.world, Client(local.world, check_published=False)
+    versions.publish("1", V1)
+    esm = EventSourceMapping(world, _live(versions, "v1"), visibility_timeout=30)
+    run = await client.start("versions.order", "c")
+    await _until(esm, versions, lambda: _hook(world, "versions-go:c"))
+    versions.publish("2", V2)
+    esm.handler = _live(versions, "v2")
+    versions.deleted.add("v1")  # awsworld deployments retire v1 (refused while it holds runs): deleted by hand
+
+    await client.resume_hook("versions-go:c", {})
+    await _until(esm, versions, lambda: _ended(world, run.run_id))
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=5)
+    assert failed.value.code == DEPLOYMENT_MISMATCH and "'v1'" in str(failed.value)
+    assert "after 3 re-routes" in str(failed.value)
+    assert versions.invokes == [], "no version was invoked: it was gone"
