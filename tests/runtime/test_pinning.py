@@ -17,7 +17,6 @@ import pytest
 
 from awsworld import WorkflowRunFailedError, create_hook, step, workflow
 from awsworld.authoring.definitions import Registry
-from awsworld.authoring.scope import current_execution
 from awsworld.client.client import Client, Run
 from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
 from awsworld.deployments.upgrade import Upgrade, upgrade_run
@@ -103,8 +102,6 @@ with V3.capture():
         await create_hook(token=f"pin-go:{x}")
         return [first.replace("v3", "v1"), await tag_v3(x)]
 
-
-assert current_execution.get() is None
 
 
 @dataclass

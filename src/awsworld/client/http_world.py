@@ -11,6 +11,7 @@ URL with ``AuthType: AWS_IAM`` (requests signed with botocore's ``SigV4Auth``, s
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from datetime import datetime
@@ -21,6 +22,7 @@ import httpx
 from pydantic import BaseModel
 
 from ..http.wire import error_from_body
+from ..published.model import Publication
 from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
 from ..world.errors import InvalidInputError, WorldError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
@@ -98,6 +100,7 @@ class HttpWorld:
         self.events = _Events(self)
         self.hooks = _Hooks(self)
         self.streams = _Streams(self)
+        self.published = _Published(self)
         self._deployment_id: str | None = None
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
@@ -281,6 +284,24 @@ class _Hooks:
                    resolve_data: ResolveData = "all") -> HookPage:
         return await self.world.model(HookPage, "GET", "/v1/hooks", params={
             "runId": run_id, "cursor": cursor, "limit": limit, "resolveData": resolve_data})
+
+
+class _Published:
+    """``world.published`` of the served World (``GET /v1/published``): what its queue's consumers registered, so
+    the ``Client`` of an ``HttpClient`` refuses at start a name none of them registers, exactly as a ``Client`` on
+    that World does (``Client.refuse_unpublished``, ``published.model.judge``). Only a consumer publishes (``awsworld
+    dev``, the flow function, ``awsworld serve`` running MODULEs), never a caller over HTTP."""
+
+    def __init__(self, world: HttpWorld) -> None:
+        self.world = world
+
+    async def publish(self, publication: Publication) -> None:
+        raise InvalidInputError("publications are written by the code that consumes the World's queue (awsworld dev, "
+                                "the flow function, awsworld serve with MODULEs), not over HTTP", field="published")
+
+    async def read(self) -> list[Publication]:
+        answer = await self.world.request("GET", "/v1/published")
+        return [Publication.from_json(json.dumps(raw)) for raw in answer["publications"]]
 
 
 def _tagged(chunk: Chunk, field: str) -> dict[str, str]:

@@ -33,7 +33,7 @@ class FlowMessage:
     every part of the run has a live way forward (see ``Flow``)."""
     wakes_on: tuple[str, ...] = ()
     """A step message's: the ends of the step (``completed``, ``failed``) after which its delivery continues the
-    workflow though other steps of the run are still open (``authoring.scope.wakes_on``: a batch's items)."""
+    workflow though other steps of the run are still open (``authoring.runtime.wakes_on``: a batch's items)."""
     deployment: str | None = None
     """The deployment the message is for (``deploymentId``): the run's pin, set by the run's own flow on what it
     queues, so a delivery that reaches another deployment is handed over unread (``deployments.routing``). None:

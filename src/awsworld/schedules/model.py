@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from ..authoring.durations import Duration, seconds
-from ..engine import serde
+from ..durable import serde
 from ..world.rules.schedules import (
     CATCHUPS,
     MIN_CATCHUP_WINDOW_SECONDS,
