@@ -241,3 +241,16 @@ async def test_an_upgrade_moves_a_run_on_purpose_only_after_its_replay_matches(s
     assert await run.result(timeout=30) == ["v1:f", "v3:f"], "the rest of the run on v3's code"
     again = await stack.upgrade(run, "v3", V3)
     assert again.outcome == "ended"
+
+
+async def test_a_start_can_name_its_deployment_or_take_the_latest(stack: Stack) -> None:
+    latest = await stack.client.options(deployment="latest").start(order_v1, "g")
+    await stack.hook_ready("pin-go:g")
+    await stack.deploy("v3", V3)
+    named = await stack.client.options(deployment="v1").start(order_v1, "h")  # v3 is live: pinned to v1 anyway
+    await stack.hook_ready("pin-go:h")
+    await stack.client.resume_hook("pin-go:g", {})
+    await stack.client.resume_hook("pin-go:h", {})
+    assert await latest.result(timeout=30) == ["v1:g", "v3:g"], "unpinned: the rest on the newest code"
+    assert await named.result(timeout=30) == ["v1:h", "v1:h"]
+    assert (await stack.pin(latest), await stack.pin(named)) == ("latest", "v1")
