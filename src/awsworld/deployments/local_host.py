@@ -13,7 +13,7 @@ retired, cannot be reached (``DeploymentUnavailableError``), as a deleted Lambda
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from ..worker.delivery import RecordResult
@@ -26,7 +26,7 @@ Spawn = Callable[[Coroutine[Any, Any, Any]], Any]
 
 class LocalHost:
     def __init__(self, consumer: DeletingConsumer, spawn: Spawn, *, timeout: float = LAMBDA_TIMEOUT_SECONDS,
-                 reachable: Callable[[str], bool] | None = None) -> None:
+                 reachable: Callable[[str], Awaitable[bool]] | None = None) -> None:
         """``reachable``: asked before a hand-over whether the deployment is still there (the registry's answer:
         an operator may have retired it from another process); default: every deployment loaded here is."""
         self.consumer = consumer
@@ -40,7 +40,8 @@ class LocalHost:
 
     def deploy(self, runtime: Runtime) -> Invoker:
         """Load ``runtime``'s code as a deployment (its ``deployment`` id) and make it the live one: it takes every
-        record from now on; the others stay loaded for the runs pinned to them."""
+        record from now on; the others stay loaded for the runs pinned to them. A deployment loaded already (the
+        same id) is replaced."""
         if runtime.deployment is None and self.invokers:
             raise ValueError("a host of several deployments needs each runtime's deployment id (Runtime(deployment=))")
         invoker = Invoker(runtime, self.consumer, timeout=self.timeout, host=self)
@@ -68,7 +69,8 @@ class LocalHost:
         invoker = self.invokers.get(deployment)
         if invoker is None:
             raise DeploymentUnavailableError(deployment, "it is not loaded here (retired, or from another process)")
-        if self.reachable is not None and not self.reachable(deployment):
+        if self.reachable is not None and not await self.reachable(deployment):
+            self.invokers.pop(deployment, None)
             raise DeploymentUnavailableError(deployment, "it was retired")
         self.handed_over += 1
         self.spawn(invoker.invoke(record, handed=reroutes))
