@@ -46,6 +46,7 @@ from botocore.exceptions import ClientError
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
 from awsworld.client.client import Client, Run
+from awsworld.deployments.pins import PIN_ATTRIBUTE
 from awsworld.lambda_ import flow, webhook
 from awsworld.lambda_ import observability as obs
 from awsworld.lambda_.container import Container
@@ -72,6 +73,10 @@ Outcome = Literal["completed", "stranded", "wrong output", "duplicated", "leaked
 # k-th call differ from one trial to the next. Running out of budget has a test of its own.
 ENVIRONMENT = {
     "AWSWORLD_MODULES": reference.__name__,
+    # Pinning on, as on Lambda: the flow function is published version 1, so each run is pinned to v1 by its first
+    # flow, and every flow checks the pin in the log it loads (README "Runs stay on the code that started them").
+    "AWS_LAMBDA_FUNCTION_VERSION": "1",
+    "AWS_LAMBDA_FUNCTION_NAME": "awsworld-chaos-flow",
     "AWSWORLD_FLOW_BUDGET_MS": "5000",
     "AWSWORLD_FAILURE_BACKOFF_SECONDS": "1",
     "AWSWORLD_DEDUP_LEASE_SECONDS": "2",
@@ -609,6 +614,10 @@ def duplicated_events(events: Sequence[Event]) -> list[str]:
     completed = {e.correlation_id for e in events if e.event_type == "step_completed"}
     if len(completed) != reference.STEP_COUNT:
         problems.append(f"{len(completed)} steps completed, not {reference.STEP_COUNT}")
+    pins = [change.get("value") for e in events if e.event_type == "attr_set"
+            for change in (e.event_data or {}).get("changes") or () if change.get("key") == PIN_ATTRIBUTE]
+    if pins != ["v1"]:  # pinned once, by its first flow, to the version that ran it (ENVIRONMENT)
+        problems.append(f"the run's pin was written as {pins}, not once as v1")
     return problems
 
 
