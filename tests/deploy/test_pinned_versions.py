@@ -1,9 +1,9 @@
-"""Published versions of the flow function, modelled on the emulator (moto's Lambda is not available here): one
-``Container`` per version, each running the real ``awsworld.lambda_.flow`` code, an event source mapping stand-in
-that invokes the ``live`` version with batches of the queue, and a host that stands for Lambda's asynchronous
-``Invoke`` of a qualified version: the hand-over event goes through JSON and runs ``flow.handle_hand_over`` on the
-target version's container in a thread of its own, returning at once. Everything but the one ``invoke`` call of
-``lambda_.versions.LambdaHost`` is the code a deployed function runs.
+"""Published versions of the flow function, modelled on the emulator (moto's Lambda does not run functions here):
+``awsworld.local.lambda_versions.FunctionVersions`` (execution environments running the real ``awsworld.lambda_.flow``
+code; Lambda's asynchronous ``Invoke`` of a qualified version as a hand-over event passed through JSON to
+``flow.handle_hand_over`` in a thread of its own), and an event source mapping stand-in that invokes the ``live``
+version with batches of the queue. Everything but the one ``invoke`` call of ``lambda_.versions.LambdaHost`` is the
+code a deployed function runs.
 
 What it shows: a run started on version 1 keeps running version 1's code after version 2 takes the alias, while a
 run started then runs version 2's; a deleted version's run fails with ``DeploymentMismatchError`` after three
@@ -13,82 +13,40 @@ code that started them")."""
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from awsworld import WorkflowRunFailedError
-from awsworld.authoring.definitions import Registry
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import RequestStats
 from awsworld.client.client import Client
-from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE, DeploymentUnavailableError
+from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE
 from awsworld.lambda_ import flow
 from awsworld.lambda_.container import Container
-from awsworld.lambda_.versions import hand_over_event
 from awsworld.local import LocalAWS
-from awsworld.worker.dispatch import Runtime
+from awsworld.local.lambda_versions import FunctionVersions
 from awsworld.world.errors import HookNotFoundError
 
-from .lambda_env import EventSourceMapping, LambdaContext
+from .lambda_env import EventSourceMapping
 from .versions_app import V1, V2
 
 FUNCTION = "awsworld-test-flow"
 
 
-@dataclass
-class Versions:
-    """The function's published versions in this process, and Lambda's asynchronous invoke between them."""
-
-    executor: ThreadPoolExecutor
-    containers: dict[str, Container] = field(default_factory=dict[str, Container])
-    deleted: set[str] = field(default_factory=set[str])
-    invokes: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    pending: list[Future[Any]] = field(default_factory=list[Future[Any]])
-
-    def publish(self, version: str, registry: Registry) -> Container:
-        def runtime(world: AWSWorld, *, deployment: str | None) -> Runtime:
-            return Runtime(world, registry, deployment=deployment)
-
-        container = Container(runtime_factory=runtime, host_factory=lambda world: self, version=version)
-        self.containers[f"v{version}"] = container
-        return container
-
-    async def hand_over(self, deployment: str, record: Any, reroutes: int) -> None:
-        """Lambda's ``Invoke(InvocationType="Event", Qualifier=...)``: accepted at once, run elsewhere."""
-        if deployment not in self.containers or deployment in self.deleted:
-            raise DeploymentUnavailableError(deployment, "its Lambda version was deleted")
-        event = json.loads(json.dumps(hand_over_event(record, reroutes, deployment)))  # the wire: plain JSON
-        self.invokes.append(event)
-        self.pending.append(self.executor.submit(flow.handle_hand_over, event, LambdaContext(),
-                                                 self.containers[deployment]))
-
-    def settle(self) -> None:
-        for future in self.pending:
-            future.result(timeout=60)
-        self.pending.clear()
-
-    def close(self) -> None:
-        for container in self.containers.values():
-            container.reset()
-            container.loop.close()
-
-
 @pytest.fixture
-def versions(lambda_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Versions]:
+def versions(local: LocalAWS, lambda_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch
+             ) -> Iterator[FunctionVersions]:
     monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", FUNCTION)
     with ThreadPoolExecutor(4) as pool:
-        found = Versions(pool)
+        found = FunctionVersions(lambda: AWSWorld(local.config), pool)
         yield found
-        found.settle()
         found.close()
 
 
-async def _until(esm: EventSourceMapping, versions: Versions, done: Any, timeout: float = 60) -> None:
+async def _until(esm: EventSourceMapping, versions: FunctionVersions, done: Any, timeout: float = 60) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not await done():
@@ -109,20 +67,19 @@ async def _ended(world: AWSWorld, run_id: str) -> bool:
     return (await world.runs.get(run_id, resolve_data="none")).status in ("completed", "failed")
 
 
-def _live(versions: Versions, name: str) -> Any:
-    container = versions.containers[name]
+def _live(container: Container) -> Any:
     return lambda event, context: flow.handle(event, context, container)
 
 
-async def test_a_run_stays_on_its_version_after_the_alias_moves(local: LocalAWS, versions: Versions) -> None:
+async def test_a_run_stays_on_its_version_after_the_alias_moves(local: LocalAWS, versions: FunctionVersions) -> None:
     world, client = local.world, Client(local.world, check_published=False)
     v1 = versions.publish("1", V1)
-    esm = EventSourceMapping(world, _live(versions, "v1"), visibility_timeout=30)
+    esm = EventSourceMapping(world, _live(v1), visibility_timeout=30)
     old = await client.start("versions.order", "a")
     await _until(esm, versions, lambda: _hook(world, "versions-go:a"))
 
     v2 = versions.publish("2", V2)
-    esm.handler = _live(versions, "v2")  # the deploy moved the alias: the mapping invokes version 2 now
+    esm.handler = _live(v2)  # the deploy moved the alias: the mapping invokes version 2 now
     new = await client.start("versions.order", "b")
     await _until(esm, versions, lambda: _hook(world, "versions-go:b"))
 
@@ -154,15 +111,13 @@ async def test_a_run_stays_on_its_version_after_the_alias_moves(local: LocalAWS,
 
 
 async def test_a_deleted_versions_run_fails_with_the_typed_error_after_three_reroutes(
-        local: LocalAWS, versions: Versions) -> None:
+        local: LocalAWS, versions: FunctionVersions) -> None:
     world, client = local.world, Client(local.world, check_published=False)
-    versions.publish("1", V1)
-    esm = EventSourceMapping(world, _live(versions, "v1"), visibility_timeout=30)
+    esm = EventSourceMapping(world, _live(versions.publish("1", V1)), visibility_timeout=30)
     run = await client.start("versions.order", "c")
     await _until(esm, versions, lambda: _hook(world, "versions-go:c"))
-    versions.publish("2", V2)
-    esm.handler = _live(versions, "v2")
-    versions.deleted.add("v1")  # awsworld deployments retire v1 (refused while it holds runs): deleted by hand
+    esm.handler = _live(versions.publish("2", V2))
+    versions.delete("1")  # awsworld deployments retire v1 (refused while it holds runs): deleted by hand
 
     await client.resume_hook("versions-go:c", {})
     await _until(esm, versions, lambda: _ended(world, run.run_id))
