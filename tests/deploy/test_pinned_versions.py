@@ -13,16 +13,25 @@ code that started them")."""
 from __future__ import annotations
 
 import asyncio
+import io
+import os
+import secrets
+import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import boto3
 import pytest
 
 from awsworld import WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import RequestStats
 from awsworld.client.client import Client
+from awsworld.deployments.model import Deployment
 from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE
 from awsworld.lambda_ import flow
 from awsworld.lambda_.container import Container
@@ -126,3 +135,49 @@ async def test_a_deleted_versions_run_fails_with_the_typed_error_after_three_rer
     assert failed.value.code == DEPLOYMENT_MISMATCH and "'v1'" in str(failed.value)
     assert "after 3 re-routes" in str(failed.value)
     assert versions.invokes == [], "no version was invoked: it was gone"
+
+
+async def test_retiring_a_drained_version_deletes_it_and_refuses_one_with_runs(
+        local: LocalAWS, lambda_environment: dict[str, str]) -> None:
+    """``awsworld deployments retire`` as a process, on the emulator's Lambda API (moto keeps functions and versions,
+    though it runs none): a drained version's record is marked retired and its Lambda version deleted; a version
+    that still holds a run is refused, and nothing is written or deleted."""
+    if local.sqs_s3 != "moto":
+        pytest.skip("the Lambda API of the emulator is moto's")
+    kw: dict[str, Any] = {"endpoint_url": local.endpoint_url, "region_name": "us-east-1",
+                          "aws_access_key_id": "awsworldlocal", "aws_secret_access_key": "local"}
+    iam, lam = boto3.client("iam", **kw), boto3.client("lambda", **kw)
+    role = iam.create_role(RoleName=f"flow-{secrets.token_hex(4)}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    def artifact(version: int) -> bytes:
+        code = io.BytesIO()
+        with zipfile.ZipFile(code, "w") as archive:
+            archive.writestr("flow.py", f"def handler(event, context):\n    return {version}\n")
+        return code.getvalue()
+
+    name = f"awsworld-retire-{secrets.token_hex(4)}"
+    lam.create_function(FunctionName=name, Runtime="python3.13", Role=role, Handler="flow.handler",
+                        Code={"ZipFile": artifact(1)}, Publish=True)
+    lam.update_function_code(FunctionName=name, ZipFile=artifact(2), Publish=True)  # a deploy: version 2
+    world = local.world
+    now = datetime.now(UTC)
+    for version, registered in (("1", now - timedelta(hours=2)), ("2", now - timedelta(hours=1)), ("3", now)):
+        await world.deployments.register(Deployment(f"v{version}", "the flow function", registered,
+                                                    target=f"{name}:{version}"))
+    held = await Client(world, check_published=False).options(deployment="v2").start("versions.order", "held")
+
+    def retire(deployment: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "awsworld.cli", "deployments", "retire", deployment],
+                              capture_output=True, text=True, timeout=60,
+                              env={k: v for k, v in os.environ.items() if k != "AWSWORLD_MODULES"})
+
+    def versions() -> list[str]:
+        return [v["Version"] for v in lam.list_versions_by_function(FunctionName=name)["Versions"]]
+
+    done = await asyncio.to_thread(retire, "v1")
+    assert done.returncode == 0 and done.stdout.strip() == f"retired v1 (deleted {name}:1)", done
+    assert versions() == ["$LATEST", "2"]
+    refused = await asyncio.to_thread(retire, "v2")
+    assert refused.returncode == 1 and f"still holds 1 unfinished run(s) ({held.run_id})" in refused.stderr, refused
+    assert versions() == ["$LATEST", "2"]
+    records = {d.deployment_id: d.retired for d in await world.deployments.read()}
+    assert records == {"v1": True, "v2": False, "v3": False}
