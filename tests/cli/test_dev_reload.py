@@ -142,7 +142,7 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
                       f"lives as long as dev's process): it is replayed against {edited.group(1)}'s and moved to it\n")
         parked_line = (f"run {run_id} (shopdev.order) is parked: its replay differs from its log at step 1 (event 4): "
                        "the log has charge('T-1', 42.5), the code called charge('T-1', 85.0); revert the code, or "
-                       "branch the change with awsworld.patched() (README: \"Branching on a change\"), and the run "
+                       "branch the change with awsworld.patched() (docs/how-to/changing-code.md), and the run "
                        f"resumes; `awsworld fail {run_id}` ends it instead\n")
         assert moved_line + parked_line in banner, banner
         assert "0 unfinished run(s) woken, 1 parked (`awsworld runs --parked`)" in banner, banner

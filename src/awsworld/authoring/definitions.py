@@ -298,7 +298,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``durable.codecs.store_call``).
 
     ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
-    deployments that name its module (README, "Schedules"). Its arguments are checked against the workflow's
+    deployments that name its module (docs/how-to/schedules.md). Its arguments are checked against the workflow's
     parameters here, when the decorator runs (a ``TypeError`` naming the schedule).
 
     ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict

@@ -1,4 +1,4 @@
-"""The inline loop of one flow delivery (``shared/spec/inline-execution.md``).
+"""The inline loop of one flow delivery (why and how: ``docs/concepts/inline-loop.md``).
 
 Replay, then on suspension: declare new steps/waits (one batched write) and hooks, dispose hooks, complete
 waits that are due, queue every runnable step but one with one ``queue_batch``, queue the soonest wait as a
