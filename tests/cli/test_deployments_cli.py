@@ -70,7 +70,7 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
         source.write_text(source.read_text().replace(*BODY_ONLY))
         second = dev.wait_for(r"^new runs start on (dev-[0-9a-f]{10});", mark_at)
         v2 = second.split()[4].rstrip(";")
-        dev.wait_for(rf"2 stay on {v1}, whose code is kept$", mark_at)
+        dev.wait_for(rf"; 2 on {v1}, whose code is kept$", mark_at)
 
         listed = dev("deployments")
         assert listed.code == 0, listed

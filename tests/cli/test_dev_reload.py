@@ -187,7 +187,7 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace(ORIGINAL, EDITED))
         second.wait_for(r"^reloaded shopdev: 2 workflow\(s\), 2 step\(s\); no unfinished run to replay against it; "
-                        rf"2 stay on {original}, whose code is kept$", mark_at)
+                        rf"2 on {original}, whose code is kept$", mark_at)
         assert not any("is parked" in line for line in second.lines[mark_at:]), second.lines[mark_at:]
         new_run = second("start", "shopdev.order", '["T-5", 10.0]')
         assert new_run.code == 0, new_run
@@ -222,7 +222,7 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
 
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace("\ndef broken(:\n", ""))  # mended: still the edited charge
-        second.wait_for(rf"^reloaded shopdev: 3 workflow.*; 1 stay on {original}, whose code is kept$", mark_at)
+        second.wait_for(rf"^reloaded shopdev: 3 workflow.*; 1 on {original}, whose code is kept$", mark_at)
     finally:
         second.stop()
 

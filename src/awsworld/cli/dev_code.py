@@ -25,7 +25,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from ..authoring.definitions import Registry
-from ..deployments.identity import code_digest, dev_deployment, register
+from ..deployments.identity import code_digest, definition_files, dev_deployment, register
 from ..deployments.local_host import LocalHost
 from ..deployments.model import DEPLOYMENTS_OF_DEV, deployments_of
 from ..deployments.upgrade import holdings
@@ -42,13 +42,14 @@ class DevCode:
         self.files = files
         self.host: LocalHost | None = None
 
-    def current(self) -> str:
-        """The deployment id of the code loaded now."""
-        return dev_deployment(code_digest(self.files()))
+    def current(self, registry: Registry) -> str:
+        """The deployment id of the code loaded now: the project's module files and those defining ``registry``'s
+        workflows and steps (an installed package's, say)."""
+        return dev_deployment(code_digest({**definition_files(registry), **self.files()}))
 
     async def first(self, registry: Registry) -> Runtime:
         """The runtime of the code dev starts with, registered as a deployment."""
-        runtime = Runtime(self.world, registry, deployment=self.current())
+        runtime = Runtime(self.world, registry, deployment=self.current(registry))
         await self._register(runtime)
         return runtime
 
@@ -75,7 +76,8 @@ class DevCode:
         is done before anything here awaits, so no delivery starts on a half-swapped host."""
         host = self.host
         assert host is not None and host.live is not None
-        before, now = host.live, self.current()
+        before, now = host.live, self.current(registry)
+        kept = None
         if now != before:
             host.invokers[before].path.runtime.registry = previous  # the old code, as it was
             kept = host.invokers.get(now)
@@ -86,10 +88,13 @@ class DevCode:
                 runtime = Runtime(self.world, registry, deployment=now)
                 host.deploy(runtime)
                 await self._register(runtime)
+        reverted = now != before and kept is not None
         retired = await self._retire_drained()
-        said = f"; retired {', '.join(retired)} (no unfinished run on them)" if retired else ""
+        said = f"; retired {', '.join(retired)} (no unfinished run on it)" if retired else ""
         if now == before:
-            print(f"the code is {now} again: its runs go on with it{said}", flush=True)
+            print(f"the code is unchanged ({now}){said}", flush=True)
+        elif reverted:
+            print(f"the code is {now} again: new runs start on it, and its runs go on with it{said}", flush=True)
         else:
             print(f"new runs start on {now}; runs started before stay on the code they started on{said}", flush=True)
         return self.pins()

@@ -81,12 +81,14 @@ class Verdict:
     parked: list[str] = field(default_factory=list[str])
     unreplayable: list[str] = field(default_factory=list[str])
     kept: dict[str, list[str]] = field(default_factory=dict[str, list[str]])  # by deployment: its code is loaded
+    here: str | None = None  # the deployment of the code loaded now (``Pins.here``)
     moved: list[str] = field(default_factory=list[str])  # pinned to code that is gone: moved to the current code
 
     def summary(self) -> str:
         total = len(self.matched) + len(self.parked) + len(self.unreplayable)
-        kept = "".join(f"; {len(ids)} stay on {deployment}, whose code is kept" for deployment, ids in
-                       sorted(self.kept.items()))
+        kept = "".join(f"; {len(ids)} on {deployment}" + (" (the code loaded now)" if deployment == self.here else
+                                                          ", whose code is kept")
+                       for deployment, ids in sorted(self.kept.items()))
         if not total:
             return "no unfinished run to replay against it" + kept
         text = f"{total} unfinished run(s) replayed against it: {len(self.matched)} match"
@@ -108,7 +110,7 @@ async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["
     the parked ones only, after a reload). ``tag`` makes the wakes' queue keys this check's own. With ``pins``, a
     run pinned to a deployment whose code dev keeps is left on it (woken after a restart); one pinned to code that
     is gone is replayed and, parked or not, moved to ``pins.here``, which is what runs it from now on."""
-    verdict = Verdict()
+    verdict = Verdict(here=pins.here if pins is not None else None)
     kind = RESTART_WAKE if wake == "all" else OPERATOR_WAKE
     cursor: str | None = None
     while True:

@@ -4,7 +4,8 @@
   Lambda sets to the version an invocation runs). ``$LATEST`` is no deployment: a function invoked unqualified
   (no published versions) pins nothing.
 - ``awsworld dev``'s id is derived from the code it loaded: ``dev-`` and the first ten hex digits of the digest of
-  its modules' files, so a revert of an edit is the same deployment again.
+  the project's module files and of those defining its workflows and steps, so a revert of an edit is the same
+  deployment again.
 - A test environment names its versions (``WorkflowTestEnv(deployment="v1")``).
 
 The digest (``code_digest``) is SHA-256 over each module's name and file bytes, in name order: what
@@ -17,7 +18,7 @@ import contextlib
 import hashlib
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..authoring.definitions import Registry
@@ -42,18 +43,6 @@ def lambda_version(deployment: str) -> str | None:
     return deployment[1:] if deployment.startswith("v") and deployment[1:].isdigit() else None
 
 
-def module_files(names: Sequence[str]) -> dict[str, Path]:
-    """The files of the named modules and of every module loaded from within their packages (``myapp.orders``:
-    ``myapp`` and ``myapp.*``), by module name."""
-    tops = {name.split(".")[0] for name in names}
-    found: dict[str, Path] = {}
-    for name, module in list(sys.modules.items()):
-        file = getattr(module, "__file__", None)
-        if file and (name.split(".")[0] in tops) and file.endswith(".py"):
-            found[name] = Path(file)
-    return found
-
-
 def code_digest(files: Mapping[str, Path]) -> str:
     """SHA-256 (hex) over each module's name and file bytes, in name order (a file that cannot be read counts as
     empty: its name still counts)."""
@@ -66,17 +55,20 @@ def code_digest(files: Mapping[str, Path]) -> str:
     return digest.hexdigest()
 
 
-def registry_digest(registry: Registry) -> str:
-    """The digest of the modules that define ``registry``'s workflows and steps (awsworld's own left out): the
-    ``code`` every host records for its deployment, and what ``awsworld upgrade`` computes for the code it
-    replays against, the same way."""
+def definition_files(registry: Registry) -> dict[str, Path]:
+    """The files of the modules that define ``registry``'s workflows and steps, by module name."""
     files: dict[str, Path] = {}
     for definition in [*registry.workflows.values(), *registry.steps.values()]:
-        module = sys.modules.get(definition.fn.__module__)
-        file = getattr(module, "__file__", None)
-        if file and not definition.fn.__module__.startswith("awsworld."):
+        file = getattr(sys.modules.get(definition.fn.__module__), "__file__", None)
+        if file:
             files[definition.fn.__module__] = Path(file)
-    return code_digest(files)
+    return files
+
+
+def registry_digest(registry: Registry) -> str:
+    """The digest of the modules that define ``registry``'s workflows and steps: the ``code`` every host records for
+    its deployment, and what ``awsworld upgrade`` computes for the code it replays against, the same way."""
+    return code_digest(definition_files(registry))
 
 
 def dev_deployment(digest: str) -> str:
@@ -95,5 +87,5 @@ async def register(world: object, deployment_id: str, registry: Registry, *, hos
                                            code or registry_digest(registry), target))
 
 
-__all__ = ["code_digest", "dev_deployment", "lambda_deployment", "lambda_version", "module_files", "register",
+__all__ = ["code_digest", "definition_files", "dev_deployment", "lambda_deployment", "lambda_version", "register",
            "registry_digest"]
