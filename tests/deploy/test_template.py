@@ -251,10 +251,12 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
         for resource in as_list(statement["Resource"]):
             assert isinstance(resource, dict), f"{name}: {resource!r} must name this stack's resource"
             text = json.dumps(resource)
-            assert re.search(r"Table|Queue|Bucket|LogGroup", text), (name, resource)
-            if "*" in text:  # only object keys under the bucket's own prefixes, or the table's own indexes
-                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*|\$\{Table\.Arn\}/index/\*",
-                                    resource.get("Fn::Sub", "")), resource
+            assert re.search(r"Table|Queue|Bucket|LogGroup|FlowFunction", text), (name, resource)
+            if "*" in text:  # only object keys under the bucket's own prefixes, the table's own indexes, or the
+                # flow function's own versions (a pinned run's delivery handed to its version)
+                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*|\$\{Table\.Arn\}/index/\*"
+                                    r"|\$\{FlowFunction\.Arn\}:\*", resource.get("Fn::Sub", "")), resource
+                assert "FlowFunction" not in text or actions == ["lambda:InvokeFunction"], (name, actions)
 
 
 def test_functions_use_the_templates_roles_and_no_managed_policy(template: dict[str, Any]) -> None:
