@@ -1,4 +1,4 @@
-"""Bytes the log stores for one value with and without a codec (``README``, "Your own serialization: codecs").
+"""Bytes the log stores for one value with and without a codec (``docs/how-to/codecs.md``).
 
 The value is what a shop's step passes around: N orders (pydantic models with a ``Decimal`` price, a
 ``datetime`` and a note). Stored three ways, each exactly as the World is handed it (``durable.codecs.store``:

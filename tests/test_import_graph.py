@@ -32,13 +32,14 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("authoring: what workflow code is written with, and its seam to the engine", (
         "awsworld.authoring", "awsworld.schedules.info")),
     ("the engine: replay without I/O", ("awsworld.engine",)),
-    ("published names: what a deployment publishes, and when a start may refuse a name", ("awsworld.published",)),
+    ("published names: what a deployment publishes, and when a start may refuse a name; deployments: a run's pin, the "
+     "routing decision, the registry of deployments", ("awsworld.published", "awsworld.deployments")),
     ("the Worlds: in memory and on AWS, with their schedule and publication stores", (
         "awsworld.memory", "awsworld.aws", "awsworld.schedules.memory_store", "awsworld.schedules.store")),
     ("the worker: a delivery, steps, child runs, starts and wakes, the tick and its schedules job", (
-        "awsworld.worker", "awsworld.schedules", "awsworld.http.push")),
+        "awsworld.worker", "awsworld.schedules", "awsworld.http.push", "awsworld.deployments.local_host")),
     ("the client: Client and Run, replay tools, the timeline both viewers draw", (
-        "awsworld.client", "awsworld.timeline", "awsworld.runtime")),
+        "awsworld.client", "awsworld.timeline", "awsworld.runtime", "awsworld.deployments.upgrade")),
     ("hosts: the CLI, the Lambda handlers, the emulator, the test environment, the viewer, awsworld serve, the API", (
         "awsworld.cli", "awsworld.lambda_", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld.http",
         "awsworld.deploy",

@@ -102,10 +102,13 @@ class Hook(Generic[T]):
 
     @property
     def token(self) -> str:
+        """The token the other side resumes this hook with (``client.resume_hook(token, payload)``); a webhook's
+        is the 64 hex digits at the end of its URL."""
         return self._op.token
 
     @property
     def id(self) -> str:
+        """The hook's id in the run's log (its ``hook_created`` event's correlation id)."""
         return self._op.id
 
     def __await__(self) -> Generator[Any, None, T]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from ..world.world_base import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
+from .deployment_store import DynamoDeployments
 from .limiter_store import DynamoLimiters
 from .log.entities_api import HooksAPI, StepsAPI
 from .log.entity_reads import EntityReads
@@ -40,6 +41,7 @@ class AWSWorld(WorldBase):
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
         self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
+        self.deployments = DynamoDeployments(self.clients)  # the code's versions (deployments.model): likewise
         self.limiters = DynamoLimiters(self.clients)  # limits across runs' pools and waiters: likewise
 
     def _init_queue_streams(self) -> None:

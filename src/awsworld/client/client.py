@@ -39,7 +39,7 @@ from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_m
 from ..world.entities import Run as RunView
 from ..world.errors import HookNotFoundError, RunGoneError
 from ..world.events import Event
-from ..world.pages import collect_pages
+from ..world.pages import RunPage, collect_pages
 from ..world.protocol import World
 from ..world.rules.limiters import check_priority
 from .limits import LimitsClient
@@ -70,9 +70,11 @@ class Run(Generic[R_co]):
         return f"Run({self.run_id!r})"
 
     async def get(self) -> RunView:
+        """The run's record, with its input and output (``awsworld.world.Run``: status, times, error, ...)."""
         return await self.client.world.runs.get(self.run_id)
 
     async def status(self) -> str:
+        """``pending``, ``running``, ``completed``, ``failed`` or ``cancelled`` (one read, without values)."""
         return (await self.client.world.runs.get(self.run_id, resolve_data="none")).status
 
     async def result(self, timeout: float | None = 60.0) -> R_co:
@@ -134,6 +136,7 @@ class Run(Generic[R_co]):
             pause = min(pause * 2, POLL_MAX)
 
     async def events(self) -> list[Event]:
+        """The run's whole event log, in order, with values: what ``awsworld events`` shows."""
         return await collect_pages(lambda cursor: self.client.world.events.list(self.run_id, cursor=cursor))
 
     async def children(self) -> list[Run[Any]]:
@@ -148,6 +151,8 @@ class Run(Generic[R_co]):
         return sorted(steps, key=lambda step: call_order(step.step_id))
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
+        """The chunks of the run's stream ``name`` from ``start_index``, as written (one ``bytes`` each), live: it
+        waits for new chunks until the stream closes or the run ends."""
         async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):
             yield chunk
 
@@ -172,6 +177,9 @@ def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractConte
 
 
 class Client:
+    """Start runs, read them, resume and fail hooks, cancel and wake runs: from outside any workflow, on any World
+    (``Client(AWSWorld())`` on a deployed stack; ``env.client`` in tests; ``local.client`` on the emulator)."""
+
     def __init__(self, world: World, *, registry: Registry | None = None,
                  waiting: Waiting | None = None, check_published: bool = True) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
@@ -221,8 +229,8 @@ class Client:
         same run (and wakes it again if it never started)."""
         return _handle(self, await self.starter.start(workflow, args, kwargs))
 
-    def options(self, *, run_id: str | None = None, concurrency_key: str | None = None,
-                priority: int | None = None) -> StartOptions:
+    def options(self, *, run_id: str | None = None, deployment: str | None = None,
+                concurrency_key: str | None = None, priority: int | None = None) -> StartOptions:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
@@ -231,17 +239,36 @@ class Client:
         ``run_id=error.run_id`` queues the message and nothing runs twice, whereas a retry without the id
         would leave the first run pending for good.
 
+        ``deployment``: ``"latest"`` starts a run that is never pinned (every delivery takes the newest code, as
+        for a ``@workflow(pinned=False)``); a deployment's id (``awsworld deployments``) pins the run to it from
+        the start. Default: the run is pinned to the deployment its first delivery runs on.
         ``concurrency_key``: the key of the workflow's concurrency limit for this run, instead of its key
         function's (``@workflow(concurrency=...)``; a workflow without one refuses it: ``TypeError``).
         ``priority``: where the run waits for a slot (higher first; default 0), inherited by its steps' waits."""
-        return StartOptions(self, run_id, concurrency_key, priority)
+        return StartOptions(self, run_id, deployment, concurrency_key, priority)
 
     def get_run(self, run_id: str) -> Run[Any]:
+        """A handle on the run ``run_id`` (nothing is read until you ask it something: ``await run.status()``,
+        ``await run.result()``); its result is typed ``Any``, as the run's workflow is not known here."""
         return Run(self, run_id)
 
     async def list_runs(self, *, workflow: Callable[..., Any] | str | None = None,
                         status: str | Sequence[str] | None = None, limit: int = 50,
-                        cursor: str | None = None) -> Any:
+                        cursor: str | None = None) -> RunPage:
+        """One page of runs, newest first (run ids are ULIDs: their order is their creation time's).
+
+        - ``workflow``: a ``@workflow`` or its registered name; only its runs. None: every workflow's.
+        - ``status``: ``"pending"``, ``"running"``, ``"completed"``, ``"failed"``, ``"cancelled"``, or a list of them
+          (an empty list matches nothing). None: any status.
+        - ``limit``: 1 to 100 runs a page (``awsworld.world.InvalidInputError`` otherwise).
+        - ``cursor``: the ``cursor`` of the page before, to read the next one (a cursor this listing did not issue
+          is an ``InvalidInputError`` too).
+
+        The ``RunPage`` holds ``data`` (run records without their values: ``run_id``, ``workflow_name``,
+        ``status``, the times, ``error``, ``execution_context``; read a run's input and output with
+        ``get_run(run_id)``), ``has_more`` and ``cursor``. On AWS a listing reads the table's ``byWorkflow`` or
+        ``byStatus`` index, which are eventually consistent: a run may show its previous status for a moment,
+        while ``Run.get()`` is always consistent. Docs: *How-to: Find runs* (``docs/how-to/list-runs.md``)."""
         name = None if workflow is None else (workflow if isinstance(workflow, str) else workflow_name(workflow))
         return await self.world.runs.list(workflow_name=name, status=status, limit=limit, cursor=cursor)
 
@@ -304,7 +331,7 @@ class Client:
         sits ``running`` and nothing happens). Its flow takes over steps whose lease has passed, queues again
         steps that never started, completes due waits, and comes back by itself when a step's lease is still
         running (``runtime.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
-        The watchdog does the same on its own after the run's due (see the README). Returns the run as it
+        The watchdog does the same on its own after the run's due (docs/operate/lost-messages.md). Returns the run as it
         was; raises ``RunGoneError`` for a finished one."""
         run = await self.world.runs.get(run_id, resolve_data="none")
         if run.status in TERMINAL_RUN_STATUSES:
@@ -376,15 +403,17 @@ class StartOptions:
     """``Client.options(...)``: ``start`` with options (a run id). Typed as ``Client.start``: the arguments are
     checked against the workflow's parameters and the run's result has its return type."""
 
-    def __init__(self, client: Client, run_id: str | None, concurrency_key: str | None = None,
-                 priority: int | None = None) -> None:
+    def __init__(self, client: Client, run_id: str | None, deployment: str | None = None,
+                 concurrency_key: str | None = None, priority: int | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.deployment = deployment
         self.concurrency_key = concurrency_key
         self.priority = None if priority is None else check_priority(priority)
 
     def __repr__(self) -> str:
-        more = "".join(f", {name}={value!r}" for name, value in (("concurrency_key", self.concurrency_key),
+        more = "".join(f", {name}={value!r}" for name, value in (("deployment", self.deployment),
+                                                                  ("concurrency_key", self.concurrency_key),
                                                                   ("priority", self.priority)) if value is not None)
         return f"StartOptions(run_id={self.run_id!r}{more})"
 
@@ -399,7 +428,8 @@ class StartOptions:
                     **kwargs: Any) -> Run[Any]:
         """``Client.start`` with these options (with a ``run_id``: idempotent, see ``Client.options``)."""
         return _handle(self.client, await self.client.starter.start(
-            workflow, args, kwargs, run_id=self.run_id, concurrency_key=self.concurrency_key, priority=self.priority))
+            workflow, args, kwargs, run_id=self.run_id, deployment=self.deployment,
+            concurrency_key=self.concurrency_key, priority=self.priority))
 
 
 def _handle(client: Client, started: StartedRun) -> Run[Any]:

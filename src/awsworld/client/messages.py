@@ -34,6 +34,12 @@ class FlowMessage:
     wakes_on: tuple[str, ...] = ()
     """A step message's: the ends of the step (``completed``, ``failed``) after which its delivery continues the
     workflow though other steps of the run are still open (``authoring.runtime.wakes_on``: a batch's items)."""
+    deployment: str | None = None
+    """The deployment the message is for (``deploymentId``): the run's pin, set by the run's own flow on what it
+    queues, so a delivery that reaches another deployment is handed over unread (``deployments.routing``). None:
+    wherever it arrives (an unpinned run's; one sent from outside the run, whose flow checks the pin)."""
+    reroutes: int = 0
+    """How often this delivery was re-routed already (``deploymentMismatchRetryCount``; ``deployments.pins``)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}
@@ -45,6 +51,10 @@ class FlowMessage:
             payload["wake"] = self.wake
         if self.wakes_on:
             payload["wakesOn"] = list(self.wakes_on)
+        if self.deployment:
+            payload["deploymentId"] = self.deployment
+        if self.reroutes:
+            payload["deploymentMismatchRetryCount"] = self.reroutes
         return payload
 
     @classmethod
@@ -62,4 +72,6 @@ class FlowMessage:
             wake=payload["wake"] if isinstance(payload.get("wake"), str) else None,
             wakes_on=tuple(end for end in wakes if isinstance(end, str)) if isinstance(wakes := payload.get("wakesOn"),
                                                                                        list) else (),
+            deployment=payload["deploymentId"] if isinstance(payload.get("deploymentId"), str) else None,
+            reroutes=int(payload.get("deploymentMismatchRetryCount") or 0),
         )

@@ -148,6 +148,8 @@ class State:
     """world.schedules' records (schedules/memory_store)."""
     published: dict[str, Any] = field(default_factory=dict[str, Any])
     """world.published's publications, by key (published/memory_store)."""
+    deployments: dict[str, Any] = field(default_factory=dict[str, Any])
+    """world.deployments' records, by deployment id (deployments/memory_store)."""
     limiters: dict[str, Any] = field(default_factory=dict[str, Any])
     """world.limiters' pools and waiters (memory/limiters.py)."""
 

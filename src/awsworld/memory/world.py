@@ -12,6 +12,7 @@ disappears after its retention (``aws/retention.py``); nothing a test can observ
 
 from __future__ import annotations
 
+from ..deployments.memory_store import MemoryDeployments
 from ..published.memory_store import MemoryPublished
 from ..schedules.memory_store import MemorySchedules
 from ..world.clock import Clock
@@ -42,6 +43,7 @@ class MemoryWorld(WorldBase):
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state, self.clock)  # awsworld's extension too
         self.published = MemoryPublished(self.storage.state)  # the consumers' workflow names (published.model)
+        self.deployments = MemoryDeployments(self.storage.state)  # the code's versions (deployments.model)
         self.limiters = MemoryLimiters(self.storage.state.limiters)  # limits across runs: awsworld's extension
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)

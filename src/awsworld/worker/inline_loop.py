@@ -1,4 +1,4 @@
-"""The inline loop of one flow delivery (``shared/spec/inline-execution.md``).
+"""The inline loop of one flow delivery (why and how: ``docs/concepts/inline-loop.md``).
 
 Replay, then on suspension: declare new steps/waits (one batched write) and hooks, dispose hooks, complete
 waits that are due, queue every runnable step but one with one ``queue_batch``, queue the soonest wait as a
@@ -27,6 +27,8 @@ from ..authoring.errors import (
     ReplayDivergenceError,
 )
 from ..client.messages import FlowMessage
+from ..deployments.pins import pin_change
+from ..deployments.routing import flow_pin
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..engine.parking import parked_in_log
@@ -130,12 +132,17 @@ class Flow:
         if any(e.event_type in TERMINAL for e in log):
             self.ended_log = log
             return "gone"
+        known = self.registry.workflows.get(self.message.workflow_name)
+        pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
+        self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
         definition = self.registry.workflow(self.message.workflow_name)
         created = (log[0].event_data or {}) if log else {}
         seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
         execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
         execution.append(log)
         self.endings.parked = parked_in_log(log)
+        if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
+            await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
             admitted = await self._admit(definition, log)
             if admitted is not None:

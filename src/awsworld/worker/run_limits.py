@@ -110,12 +110,12 @@ class Admitted:
 
 
 async def admit(world: World, definition: WorkflowDef, slot: RunSlot, run_id: str, *, priority: int,
-                arrival: datetime) -> Admitted:
+                arrival: datetime, deployment: str | None = None) -> Admitted:
     """Take ``run_id``'s slot, or its place among the waiters (both idempotent: a second admission of a run finds
     what the first did)."""
     declared = definition.limit
     assert declared is not None
-    wake = FlowMessage(run_id, definition.name).to_payload()
+    wake = FlowMessage(run_id, definition.name, deployment=deployment).to_payload()  # (its pin: handed over unread)
     ask = Ask(run_holder(run_id), slot.key, priority, arrival,
               wake={"queue": queue_name_for(definition.name), "payload": wake, "key": f"{run_id}:limit"},
               on_busy=declared.on_busy)
