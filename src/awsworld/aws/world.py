@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from ..world.clock import SYSTEM_CLOCK
 from ..world.world_base import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
@@ -22,6 +23,7 @@ class AWSWorld(WorldBase):
     def __init__(self, config: AWSConfig | None = None) -> None:
         super().__init__()
         self.config = config or AWSConfig.from_env()
+        self.clock = SYSTEM_CLOCK  # the World's timestamps are the system clock's
         self.clients = AWSClients(self.config)
         self._init_storage()
         self._init_queue_streams()

@@ -21,7 +21,7 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from ..world.rules.schedules import CATCHUPS, OVERLAPS, ScheduleState, tick_text
+from ..world.schedules import CATCHUPS, OVERLAPS, ScheduleState, tick_text
 from .errors import parse_json, usage
 from .output import print_json, remote
 

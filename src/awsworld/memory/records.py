@@ -38,6 +38,7 @@ from ..world.events import Event
 from ..world.rules.hooks import hook_status
 from ..world.rules.requests import VALUE_FIELD
 from ..world.rules.state import HookState, Slot, StepState, TokenState, WaitState
+from ..world.schedules import ScheduleState
 from .values import JSONValue, Value, copy_json
 
 M = TypeVar("M", bound=BaseModel)
@@ -144,8 +145,8 @@ class State:
     hook_runs: dict[str, str] = field(default_factory=dict[str, str])  # hook id -> its run (hook ids are global)
     watch: dict[str, WatchEntry] = field(default_factory=dict[str, WatchEntry])
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
-    schedules: dict[str, Any] = field(default_factory=dict[str, Any])
-    """world.schedules' records (schedules/memory_store)."""
+    schedules: dict[str, ScheduleState] = field(default_factory=dict[str, ScheduleState])
+    """world.schedules' records, by schedule id (``memory/schedules.py``)."""
 
 
 # ---------------------------------------------------------------- answers

@@ -12,12 +12,12 @@ disappears after its retention (``aws/retention.py``); nothing a test can observ
 
 from __future__ import annotations
 
-from ..schedules.memory_store import MemorySchedules
 from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
 from .queue import MemoryQueue
+from .schedules import MemorySchedules
 from .storage import MemoryStorage
 from .streams import MemoryStreams
 from .watch import MemoryWatch
@@ -38,7 +38,7 @@ class MemoryWorld(WorldBase):
         self.events = self.storage.events
         self.hooks = self.storage.hooks
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
-        self.schedules = MemorySchedules(self.storage.state, self.clock)  # awsworld's extension too
+        self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)

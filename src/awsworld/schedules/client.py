@@ -22,27 +22,19 @@ from typing import Any
 
 from ..authoring.definitions import WorkflowDef, workflow_definition
 from ..engine import json_data, serde
-from ..world.clock import clock_of
-from ..world.rules.schedules import (
+from ..world import schedule_timing as timing
+from ..world.rules.schedules import Claim, pause, refuse_backfill, refuse_create, refuse_delete, resume, trigger
+from ..world.rules.schedules import backfill as backfill_actions
+from ..world.schedules import (
     MAX_BACKFILL_TICKS,
-    Claim,
     Overlap,
     ScheduleNotFoundError,
     ScheduleState,
     check_schedule_id,
-    pause,
-    refuse_backfill,
-    refuse_create,
-    refuse_delete,
-    resume,
     schedule_run_id,
-    trigger,
 )
-from ..world.rules.schedules import backfill as backfill_actions
-from . import timing
 from .effects import ScheduleBusyError, StartRun, decide_and_apply, perform
 from .model import Schedule
-from .store import require_store
 
 UPCOMING = 5
 
@@ -74,12 +66,12 @@ class ScheduleClient:
         Client's)."""
         self.client = client
         self.world = client.world
-        self.store = require_store(client.world)
+        self.store = client.world.schedules
         self._start = start
         self._bind = bind
 
     def _now(self) -> datetime:
-        return clock_of(self.world).now()
+        return self.world.clock.now()
 
     async def create(self, schedule_id: str, workflow: Callable[..., Coroutine[Any, Any, Any]] | str,
                      schedule: Schedule) -> ScheduleState:

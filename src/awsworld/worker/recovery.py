@@ -31,8 +31,9 @@ from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.events import Event
+from ..world.protocol import World
 from ..world.rules.leases import lease_expired
-from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
+from ..world.watch import commit_due, due_key, horizon, quiet_due
 from .child_runs import child_check_times
 
 log = logging.getLogger("awsworld.flow")
@@ -69,7 +70,7 @@ def dispatch_key(run_id: str, step: StepOp, now: datetime) -> str:
     return key
 
 
-async def wake_at_lease_end(world: object, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
+async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
                             queued: set[str]) -> None:
     """A wake found steps leased to another delivery: come back when the soonest lease ends (each lease once)."""
     leased = [s for s in steps if held_elsewhere(s, None, now) and s.lease_until is not None
@@ -80,7 +81,7 @@ async def wake_at_lease_end(world: object, message: FlowMessage, steps: Sequence
     assert soonest.lease_until is not None
     delay = max(1, math.ceil((soonest.lease_until - now).total_seconds()))
     again = FlowMessage(message.run_id, message.workflow_name, wake=message.wake)
-    await world.queue(queue_name_for(message.workflow_name), again.to_payload(),  # type: ignore[attr-defined]
+    await world.queue(queue_name_for(message.workflow_name), again.to_payload(),
                       idempotency_key=f"{message.run_id}:lease:{soonest.id}:{soonest.attempt}",
                       delay_seconds=delay)
     queued.add(f"lease:{soonest.id}:{soonest.attempt}")
@@ -110,14 +111,11 @@ def last_commit_due(events: Sequence[Event]) -> str | None:
     return None if due is None else due_key(due)
 
 
-async def rest(world: object, message: FlowMessage, execution: WorkflowExecution, now: datetime, *,
+async def rest(world: World, message: FlowMessage, execution: WorkflowExecution, now: datetime, *,
                due: datetime | None = None, resting: bool | None = None) -> None:
     """Leave the run's exact due on its head, if the flow suspends with nothing in flight and the due its last
     commit left (``last_commit_due``) is not that already; a wake always sets it (the watchdog moved it). One
     conditional write, refused harmlessly if the log moved meanwhile (the newer write's due stands)."""
-    api = watch_of(world)
-    if api is None:
-        return
     if resting is None:
         resting, due = resting_due(execution, now)
     if not resting:
@@ -126,6 +124,6 @@ async def rest(world: object, message: FlowMessage, execution: WorkflowExecution
     if not message.wake and wanted == last_commit_due(execution.log):
         return
     try:
-        await api.correct(message.run_id, due, seq=len(execution.log))
+        await world.watch.correct(message.run_id, due, seq=len(execution.log))
     except Exception as error:  # best effort: a wrong due costs one wake of the watchdog, never a run
         log.info("run %s: setting its due failed (%s)", message.run_id, type(error).__name__)
