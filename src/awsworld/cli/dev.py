@@ -189,7 +189,7 @@ async def _wake_unfinished(world: World) -> int:
     """Queue one wake for every run a snapshot left pending or running (the queue is not saved). Steps that
     were running when dev stopped had their leases ended on restore (``dev_state``): each wake's flow takes
     them over at once, as new attempts."""
-    from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
+    from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
 
     woken = 0
     cursor = None

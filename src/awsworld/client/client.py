@@ -25,10 +25,10 @@ from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
 from ..world.ids import new_run_id
+from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import collect_pages
 from ..world.protocol import World
 from ..world.rules.hooks import closed_hook_error
-from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 
 if TYPE_CHECKING:
     from ..schedules.client import ScheduleClient

@@ -39,12 +39,12 @@ from typing import Any, Protocol
 
 from ..authoring.definitions import WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from ..client.messages import WATCHDOG_WAKE, FlowMessage
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
+from ..world.messages import WATCHDOG_WAKE, FlowMessage
 from ..world.queue import Delivery
 from .child_runs import resolve_step
 from .dispatch import Outcome, Runtime

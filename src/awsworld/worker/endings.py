@@ -18,13 +18,13 @@ from ..authoring.errors import (
     CodecError,
     ReplayDivergenceError,
 )
-from ..client.messages import FlowMessage, queue_name_for
 from ..engine import codecs, serde
 from ..engine import divergence as dv
 from ..engine.execution import PATCH_MARKER_PREFIX, WorkflowExecution
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.watch import quiet_due
 from .declarations import Declarations
 from .error_shapes import log_failure, structured_error

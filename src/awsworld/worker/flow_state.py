@@ -16,11 +16,11 @@ from datetime import datetime
 from typing import Any
 
 from ..authoring.definitions import Registry
-from ..client.messages import FlowMessage, queue_name_for
 from ..engine.execution import LogGapError, WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.clock import clock_of
 from ..world.events import Event
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .recovery import taken_over
 from .step_runner import StepEnd

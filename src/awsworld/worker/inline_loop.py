@@ -21,11 +21,11 @@ from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
     ReplayDivergenceError,
 )
-from ..client.messages import queue_name_for
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError, RunGoneError
+from ..world.messages import queue_name_for
 from .child_runs import on_run_end, report_ended_children
 from .endings import Endings
 from .flow_state import TERMINAL, FlowSettings, FlowStats

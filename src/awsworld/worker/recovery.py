@@ -12,7 +12,7 @@ and gives every open part a live way forward:
   message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
   message may be held for days by its dedup marker (a duplicate finds the step started or ended: harmless);
 - a wait that is due is completed by the flow itself (no message needed, ``Flow._due_waits``);
-- a *wake* (``messages.WAKE_KINDS``) that finds a step still leased to another delivery queues itself again for
+- a *wake* (``world.messages.WAKE_KINDS``) that finds a step still leased to another delivery queues itself again for
   when that lease ends, so one wake is enough.
 
 And when the flow comes to rest (suspends with nothing in flight), it leaves the run's exact due on its head
@@ -27,10 +27,10 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.events import Event
+from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import lease_expired
 from ..world.watch import commit_due, due_key, horizon, quiet_due

@@ -24,7 +24,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
+from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.watch import DueRun
 
