@@ -31,12 +31,13 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that runs: at module level, in functions and classes, not under TYPE_CHECKING."""
+def _imports(tree: ast.Module, *, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs: at module level, in functions and classes, not under TYPE_CHECKING
+    (``typing``: those too)."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not typing:
             for child in node.orelse:
                 visit(child)
             return
@@ -49,9 +50,9 @@ def _imports(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
     return found
 
 
-def import_graph() -> dict[str, set[str]]:
+def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of this package it imports (a ``from package import name`` that names a submodule
-    counts as importing that submodule)."""
+    counts as importing that submodule); ``typing``: the imports under ``TYPE_CHECKING`` too."""
     modules = _modules()
 
     def owner(name: str) -> str | None:
@@ -62,7 +63,7 @@ def import_graph() -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), typing=typing):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -143,6 +144,16 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 def test_no_import_cycle_in_src() -> None:
     found = [cycle for cycle in cycles(import_graph()) if cycle not in KNOWN_CYCLES]
     assert found == [], "import cycles: " + "; ".join(" <-> ".join(sorted(cycle)) for cycle in found)
+
+
+def test_no_type_level_cycle_in_the_worlds() -> None:
+    """The contract and the two Worlds import one way even at type level: a module that names another's type
+    under ``TYPE_CHECKING`` takes a protocol of what it needs instead (``aws/encryption/run_keys.KeyClients``,
+    ``aws/queue/deliveries.Sender``), so no circle hides behind annotations."""
+    worlds = ("awsworld.world", "awsworld.memory", "awsworld.aws")
+    found = [cycle for cycle in cycles(import_graph(typing=True))
+             if any(module.startswith(worlds) for module in cycle)]
+    assert found == [], "type-level cycles: " + "; ".join(" <-> ".join(sorted(cycle)) for cycle in found)
 
 
 def test_the_worker_and_client_are_not_imported_by_the_engine_or_authoring() -> None:

@@ -285,7 +285,7 @@ class Client:
                                                                   "eventData": data}, resolve_data="none")
             event, recorded = result.event, True
         except HookAlreadyReceivedError as repeat:
-            if repeat.event is None:  # a World that cannot read the first event back: the caller decides
+            if not isinstance(repeat.event, Event):  # a World that cannot read the first event back: the caller decides
                 raise
             event, recorded = repeat.event, False
         assert event is not None
@@ -475,7 +475,7 @@ async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded:
                                            "eventData": {"payload": encoded, "resumeId": resume_id}},
                                   resolve_data="none")
     except HookAlreadyReceivedError as repeat:
-        if repeat.event is not None:
+        if isinstance(repeat.event, Event):
             return HookResumed(repeat.event, False)
         raise missing from None
     except (HookNotFoundError, RunGoneError):
