@@ -12,14 +12,17 @@ be done without the run's turn is done while holding it: values are stored, and 
 copy of are read, before a write queues; its answer (which may read the values it points at) is rendered
 after.
 
-The jobs, one module each: this one takes the requests (checks, S3 value offload, the answer);
-``commit_loop`` holds the run's turn (pacing, deadlines, ``expect_seq``, the 100-item split, back-off);
-``cancellations`` decodes a cancelled transaction; ``write_caches`` keeps what this process last committed.
+``EventWriter`` is one object composed of small collaborators, one module each, handed what they share when
+made: this one takes the requests (checks, S3 value offload, the answer); its ``CommitLoop`` (``commit_loop``)
+holds the run's turn (pacing, deadlines, ``expect_seq``, the 100-item split, back-off) and decodes a cancelled
+transaction with its ``CancellationDecoder`` (``cancellations``); all three read and fill one ``WriterCaches``
+(``write_caches``: what this process last committed).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -52,20 +55,22 @@ from ..dynamodb.items import (
     wait_from_item,
 )
 from ..dynamodb.reads import batch_get
+from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
 from ..keys import entity_key, run_key
 from ..retention import retention_of
 from ..values import ValueStore
+from .cancellations import CancellationDecoder
 from .commit_loop import CommitLoop
 from .entity_reads import EntityReads
 from .event_reader import EventReader
-from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
+from .group_commit import Committed, Member, Unit, WriteStats
 from .interrupted import discard_unless_recorded
 from .run_creation import RunCreator
 from .transitions import NEEDS_ENTITY, step_from_head
-from .write_caches import HINTS_KEPT, entity_cache_key
+from .write_caches import WriterCaches
 
 
-class EventWriter(CommitLoop):
+class EventWriter:
     def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader, reads: EntityReads) -> None:
         self.clients = clients
         self.values = values
@@ -73,12 +78,8 @@ class EventWriter(CommitLoop):
         self.reads = reads
         self.creator = RunCreator(clients, values, reads)
         self.stats = WriteStats()
-        super().__init__()  # the caches (write_caches.py)
-        # Writers of one run inside this process do not race each other through DynamoDB: they queue for the
-        # run, and whoever finds it idle commits what is queued (group_commit). Other processes race at the
-        # commit, and each learns from the races it loses.
-        self._turns = RunTurns(self._commit)
-        self._contention = ContentionByRun(HINTS_KEPT)
+        self.caches = WriterCaches()
+        self.loop = CommitLoop(clients, reader, self.caches, CancellationDecoder(self.caches), self.stats)
 
     async def create(
         self,
@@ -96,7 +97,7 @@ class EventWriter(CommitLoop):
         if req.event_type == "run_created":
             result = await self.creator.create(run_id, req, resolve_data)
             if result.run is not None:
-                self._hint(result.run.run_id, result.run.seq)
+                self.caches.hint(result.run.run_id, result.run.seq)
             return result
         run_id = check_run_id(run_id)
         stored, expiry = await self._store(run_id, req)
@@ -194,7 +195,7 @@ class EventWriter(CommitLoop):
     async def _write(self, run_id: str, member: Member) -> list[BatchEventOutcome]:
         """Read ahead, wait for the run's turn and the commit (alone or in a group), render the answer."""
         await self._read_ahead(run_id, member)
-        committed = await self._turns.submit(run_id, member)
+        committed = await self.loop.submit(run_id, member)
         return await self._render(run_id, member, committed)
 
     async def _read_ahead(self, run_id: str, member: Member) -> None:
@@ -202,18 +203,18 @@ class EventWriter(CommitLoop):
         has no copy of, with the run head (a step's end reports the open steps, and a step the head holds has
         no item yet): the one BatchGetItem the commit would otherwise make while holding the turn."""
         wanted = [u for u in member.units if u.req.event_type in NEEDS_ENTITY and u.entity_stale
-                  and entity_cache_key(run_id, u.req) not in self._entities]
+                  and self.caches.entity(run_id, u.req) is None]
         if not wanted:
             return
         head_key = run_key(run_id)
         keys = [entity_key(run_id, u.req.event_type, u.req.correlation_id or "") for u in wanted]
-        if run_id not in self._heads or any(u.req.event_type.startswith("step_") for u in wanted):
+        if run_id not in self.caches.heads or any(u.req.event_type.startswith("step_") for u in wanted):
             keys.append(head_key)
         found = {(i["pk"], i["sk"]): i for i in await batch_get(self.clients, keys)}
         head = found.get((head_key["pk"], head_key["sk"]))
         if head is not None:
             member.pre_head = head
-            self._hint(run_id, int(head["seq"]))
+            self.caches.hint(run_id, int(head["seq"]))
         for u, key in zip(wanted, keys, strict=False):
             item = found.get((key["pk"], key["sk"]))
             if item is None and u.req.event_type.startswith("step_") and head is not None:
@@ -271,6 +272,11 @@ class EventWriter(CommitLoop):
                 page = await self.reader.between(run_id, member.event_count, first, skipped, resolve)
                 only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
         return outcomes
+
+    async def _best_effort(self, ops: list[TxOp]) -> None:
+        # Another writer may have released them first; a failure here leaves a token held, never a log hole.
+        with contextlib.suppress(TxCancelled, TransientStoreError):
+            await transact(self.clients, ops)
 
 
 def _iso(at: datetime) -> str:
