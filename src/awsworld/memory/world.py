@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
+from ..world.storage import WorldStorage
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
 from .queue import MemoryQueue
@@ -33,10 +34,8 @@ class MemoryWorld(WorldBase):
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
-        self.runs = self.storage.runs
-        self.steps = self.storage.steps
-        self.events = self.storage.events
-        self.hooks = self.storage.hooks
+        front = WorldStorage(self.storage)  # the contract's storage methods, over this World's records
+        self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
