@@ -18,6 +18,7 @@ ones empty. This module imports nothing of awsworld, so every layer (the contrac
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -146,6 +147,13 @@ def _log_errors(raw: str) -> Literal["names", "full"]:
     return "full" if raw.strip().lower() == "full" else "names"
 
 
+def _time_scale(raw: str) -> float:
+    value = float(raw)
+    if not math.isfinite(value) or value < 1:
+        raise ValueError(f"AWSWORLD_TIME_SCALE must be a number of at least 1, not {raw!r}")
+    return value
+
+
 def _true(raw: str) -> bool:
     return raw.lower() == "true"
 
@@ -230,6 +238,10 @@ class Settings:
         "AWSWORLD_LOG_ERRORS", "names", _log_errors,
         "`full`: a failed run's log line carries its messages and tracebacks (`awsworld dev` sets it)",
         group="worker", shown="names only")
+    time_scale = Var[float](
+        "AWSWORLD_TIME_SCALE", 1.0, _time_scale,
+        "runs waits this many times faster (sleeps, hook timeouts, retry back-offs, polls), as recorded in the log "
+        "(`awsworld dev --time-scale`)", group="worker")
     tracing = Var[bool](
         "AWSWORLD_TRACING", False, _true, "`true`: an X-Ray subsegment per invocation (`EnableTracing`)",
         group="worker")

@@ -16,11 +16,13 @@ from typing import Any
 
 from .authoring.poll import POLL_NOT_READY, STATE_FIELD
 from .engine.ops import DISPLAY_NAME_FIELD
+from .engine.time_scale import recorded_factor
 from .worker.error_shapes import error_summary
 from .worker.step_runner import INLINE
 from .world.events import Event
 from .world.pages import collect_pages
 from .world.protocol import World
+from .world.rules.skips import DUE_FIELD, skipped
 
 # Where each event type keeps the value worth showing, and what to call it.
 VALUES: dict[str, tuple[str, str]] = {
@@ -104,6 +106,18 @@ def error_part(error: Any, code: str | None) -> dict[str, Any]:
     return {"error": error_summary(error), "errorCode": code, "errorDetails": details}
 
 
+def _skip_detail(data: dict[str, Any], what: str) -> str:
+    """An operator's skip (``world.rules.skips``): who, and when the wait was due."""
+    skip = skipped(data) or {}
+    return f"{what} skipped by {skip.get('by', '?')} (was due {skip.get(DUE_FIELD) or '?'})"
+
+
+def _scaled(data: dict[str, Any]) -> str:
+    """Written under a time scale (``awsworld dev --time-scale``): say so beside the time it ends."""
+    factor = recorded_factor(data)
+    return f" (time scale {factor:g})" if factor != 1 else ""
+
+
 def timeline_rows(events: list[Event]) -> list[Row]:
     if not events:
         return []
@@ -129,12 +143,16 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             if kind == "step_started":
                 started[corr] = event.created_at
                 detail = f"attempt {data.get('attempt')}" + (", inline" if data.get(INLINE) is True else "")
+            elif kind == "step_retrying" and skipped(data) is not None:
+                detail = _skip_detail(data, "back-off")
             elif kind in ("step_completed", "step_failed", "step_retrying") and corr in started:
                 detail = f"took {_ms(started[corr], event.created_at):.0f} ms"
                 if kind == "step_retrying":
-                    detail += f"; retry after {str(data.get('retryAfter', '?'))[11:23]}"
+                    detail += f"; retry after {str(data.get('retryAfter', '?'))[11:23]}" + _scaled(data)
         elif kind == "wait_created":
-            detail = f"until {str(data.get('resumeAt', ''))[11:23]}"
+            detail = f"until {str(data.get('resumeAt', ''))[11:23]}" + _scaled(data)
+        elif kind == "wait_completed" and skipped(data) is not None:
+            detail = _skip_detail(data, "wait")
         elif kind.startswith("hook_"):
             token = str(data.get("token") or corr)
             names.setdefault(corr, token if display is None else f"{display} ({token})")
@@ -156,7 +174,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             if STATE_FIELD in error:  # a poll with state: its result, the next poll's state
                 row.value, row.has_value, row.value_label = error[STATE_FIELD], True, "state"
             row.detail = detail
-        elif kind in ERRORS and "error" in data:
+        elif kind in ERRORS and "error" in data and skipped(data) is None:  # (a skip repeats the attempt's error)
             row.error = _error_text(error)
             row.error_details = error if isinstance(error, dict) else None
         rows.append(row)

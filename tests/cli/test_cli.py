@@ -230,10 +230,10 @@ class Runner:
 class Dev:
     """An ``awsworld dev`` process and the environment its ``export`` lines describe."""
 
-    def __init__(self, cwd: Path, state: Path, runners: list[Runner]) -> None:
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner], *options: str, module: str = "clitest") -> None:
         self.cwd, self.state, self.runners = cwd, state, runners
-        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "clitest", "--state",
-                                         str(state)], cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE,
+        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, "--state",
+                                         str(state), *options], cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
         assert self.process.stdout is not None

@@ -54,12 +54,26 @@ def register(sub: Any) -> None:
     dev.add_argument("--sqs-s3", choices=["moto", "localstack"], default="moto", help="the emulator for SQS, S3 "
                      "and KMS: moto (default, in-process) or LocalStack (a second, stricter one; needs "
                      ".venv-localstack, see the README); DynamoDB stays on moto (--port)")
+    dev.add_argument("--time-scale", type=_time_scale, metavar="FACTOR", help="run every wait of the runs "
+                     "FACTOR times faster: sleeps, hook timeouts, retry back-offs, polls (3600: a 1-day sleep "
+                     "takes 24 s); the log records the real times and the factor, so replay agrees. Sets "
+                     f"{Settings.time_scale.env}")
     dev.add_argument("--ui", action="store_true", help="serve the web view of runs too (awsworld ui; 127.0.0.1)")
     ui.add_options(dev, port_flag="--ui-port")
     dev.set_defaults(handler=_main, needs_emulator=True)
 
 
+def _time_scale(text: str) -> float:
+    """``--time-scale``'s factor: ``AWSWORLD_TIME_SCALE``'s own reading (a number of at least 1)."""
+    try:
+        return Settings.time_scale.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error).replace(Settings.time_scale.env, "--time-scale")) from None
+
+
 def _main(args: argparse.Namespace) -> int:
+    if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
+        os.environ[Settings.time_scale.env] = repr(args.time_scale)
     add_project_to_path()
     for module in args.modules:
         try:
@@ -237,6 +251,10 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
         print(f"  workflow {name}")
     if state is not None:
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken")
+    factor = Settings().time_scale
+    if factor != 1:
+        print(f"time scale {factor:g}: every wait runs {factor:g} times faster (a 1-day sleep takes "
+              f"{86400 / factor:g} s); the log records the real times")
     env = environment(config, webhook_url)
     env[Settings.modules.env] = ",".join(args.modules)
     print()

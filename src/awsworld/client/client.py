@@ -29,6 +29,7 @@ from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import collect_pages
 from ..world.protocol import World
 from ..world.rules.hooks import closed_hook_error
+from .skips import SkippedWait, skip
 
 if TYPE_CHECKING:
     from ..schedules.client import ScheduleClient
@@ -339,6 +340,23 @@ class Client:
         message = FlowMessage(run_id, run.workflow_name, wake=OPERATOR_WAKE)
         await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
         return run
+
+    async def skip_wait(self, run_id: str, wait: str | None = None) -> SkippedWait:
+        """End a wait of the run now, as an operator: a sleep, a hook's timeout (the hook then raises
+        ``HookTimeoutError``) or a step's retry back-off (the next attempt starts now). ``wait``: its id or its
+        name as ``awsworld describe`` and ``events`` show them (``wait_3``, ``sleep(name=...)``, a step's id or
+        name); without it, the run's only wait. The log records the skip as an operator's (``skipped`` on the
+        ``wait_completed`` or ``step_retrying``, with when it was due), so a replay gives what a normal wake
+        gives, and the run is woken to go on at once (the delayed message it had, when it comes, finds nothing
+        to do).
+
+        Raises ``RunGoneError`` for a finished run, ``WaitNotFoundError`` when it has no such wait, and
+        ``AmbiguousWaitError`` when several fit (both list the run's waits). A wait that ends by itself at the
+        same moment is not skipped again: the answer's ``event`` is None then."""
+        workflow, done = await skip(self.world, run_id, wait)
+        if done.event is not None:
+            await _wake(self.world, run_id, workflow, f"skip:{done.event.event_id}")
+        return done
 
     @property
     def schedules(self) -> ScheduleClient:

@@ -21,6 +21,7 @@ from ..authoring.errors import ReplayDivergenceError
 from ..world.events import Event
 from . import serde
 from .ops import Op, StepOp, WaitOp
+from .time_scale import recorded_factor
 
 MAX_CALL_CHARS = 300
 _ID = re.compile(r"^(step|wait|hook)_(\d+)")
@@ -137,6 +138,8 @@ def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDiverge
 
 
 def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:
+    factor = recorded_factor(event.event_data)
+    scaled = f" under time scale {factor:g}" if factor != 1 else ""  # (the code's duration, that much shorter)
     return divergence("duration", position(op.id), event,
-                      f"sleep until {logged.isoformat()}" + _duration(op.declared_at, logged),
+                      f"sleep until {logged.isoformat()}" + _duration(op.declared_at, logged) + scaled,
                       f"called {code_call(op)}")

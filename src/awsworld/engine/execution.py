@@ -53,11 +53,13 @@ from ..authoring.rebuilt_errors import rebuild
 from ..authoring.scope import current_execution
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
+from ..world.rules.skips import skipped
 from . import codecs, determinism, hook_timeouts, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
 from .replay_loop import ReplayLoop
+from .time_scale import TimeScale, recorded_factor
 
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
 DECLARING_EVENTS = frozenset({"step_created", "wait_created", "hook_created", "hook_conflict"})
@@ -194,7 +196,10 @@ class WorkflowExecution:
             if kind == "wait_created":
                 if "resumeAt" in data:
                     logged = datetime.fromisoformat(data["resumeAt"])
-                    if abs(logged - op.resume_at) > WAIT_TOLERANCE:
+                    # Written under a time scale, the wait ends that much sooner (``time_scale``): the log says.
+                    declared = op.resume_at if op.declared_at is None else \
+                        TimeScale(recorded_factor(data), op.declared_at).real(op.resume_at)
+                    if abs(logged - declared) > WAIT_TOLERANCE:
                         raise dv.wait_mismatch(event, op, logged)
                     op.resume_at = logged
                 self._created(op)
@@ -230,7 +235,7 @@ class WorkflowExecution:
         elif kind == "step_retrying":
             op.started = False
             op.retry_after = datetime.fromisoformat(data["retryAfter"]) if data.get("retryAfter") else None
-            if op.poll is not None:
+            if op.poll is not None and skipped(data) is None:  # (a skipped back-off is no poll's outcome)
                 op.poll.progress.observe(data.get("error"))  # the next poll's state, the errors in a row
         elif kind in ("step_completed", "step_failed") and not op.done:
             op.done = True

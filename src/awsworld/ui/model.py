@@ -16,6 +16,7 @@ from ..worker.step_runner import INLINE
 from ..world.entities import Run
 from ..world.events import Event
 from ..world.rules.hooks import hook_state
+from ..world.rules.skips import skipped
 
 RUN_ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
@@ -98,6 +99,12 @@ def _when(value: Any) -> datetime | None:
     return None
 
 
+def _skip_note(detail: str, data: dict[str, Any]) -> str:
+    """A lane's detail with an operator's skip said (``world.rules.skips``)."""
+    note = f"skipped by {(skipped(data) or {}).get('by', '?')}"
+    return f"{detail}; {note}" if detail else note
+
+
 def picture(run_id: str, events: list[Event]) -> Picture:
     """The waterfall's lanes in creation order, the hooks, and the child runs (from the steps named
     ``awsworld.start_child``, as ``Run.children()`` finds them)."""
@@ -119,6 +126,12 @@ def picture(run_id: str, events: list[Event]) -> Picture:
                 lane.label = shown or "child run"
         elif kind.startswith("step_") and corr in lanes:
             lane = lanes[corr]
+            if kind == "step_retrying" and skipped(data) is not None:
+                # An operator's skip of the back-off: the last attempt's retry comes now, no attempt of its own.
+                if lane.attempts:
+                    lane.attempts[-1].retry_after = at
+                lane.detail = _skip_note(lane.detail, data)
+                continue
             if kind == "step_started":
                 lane.status = "running"
                 lane.attempts.append(Attempt(int(data.get("attempt") or len(lane.attempts) + 1), at,
@@ -145,6 +158,8 @@ def picture(run_id: str, events: list[Event]) -> Picture:
                                detail=f"until {resume.isoformat()}" if resume else "")
         elif kind == "wait_completed" and corr in lanes:
             lanes[corr].ended, lanes[corr].status = at, "completed"
+            if skipped(data) is not None:
+                lanes[corr].detail = _skip_note(lanes[corr].detail, data)
         elif kind == "hook_created":
             token = str(data.get("token", ""))
             hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"))

@@ -16,6 +16,8 @@ from ..authoring.errors import (
 )
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import HookOp, StepOp, WaitOp, named
+from ..engine.time_scale import TimeScale
+from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
@@ -71,8 +73,9 @@ class Declarations(ProvisionalOutcomes):
 
     def _declarations(self, chunk: list[StepOp | WaitOp], born: StepOp | None) -> list[dict[str, Any]]:
         requests: list[dict[str, Any]] = []
+        factor = SETTINGS.time_scale
         for op in chunk:
-            requests.append(_declaration(op))
+            requests.append(_declaration(op, factor))
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
                 lease = step_lease(definition, self.deadline)
@@ -182,9 +185,11 @@ def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> V
     return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
 
 
-def _declaration(op: StepOp | WaitOp) -> dict[str, Any]:
+def _declaration(op: StepOp | WaitOp, factor: float) -> dict[str, Any]:
+    """``op``'s ``*_created``; a wait under a time scale ``factor`` ends that much sooner (``engine.time_scale``)."""
     if isinstance(op, StepOp):
         return {"eventType": "step_created", "correlationId": op.id, "eventData": named(op, {
             "stepName": op.definition.name, "input": op.input, "inputDigest": op.digest})}
-    return {"eventType": "wait_created", "correlationId": op.id,
-            "eventData": named(op, {"resumeAt": op.resume_at.astimezone(UTC).isoformat()})}
+    scale = TimeScale(factor, op.declared_at or op.resume_at)
+    return {"eventType": "wait_created", "correlationId": op.id, "eventData": named(op, scale.mark(
+        {"resumeAt": scale.real(op.resume_at).astimezone(UTC).isoformat()}))}

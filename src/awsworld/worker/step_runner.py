@@ -39,7 +39,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..authoring.codecs import Place
@@ -50,6 +50,7 @@ from ..authoring.retry import seeded
 from ..authoring.scope import current_step
 from ..authoring.step_context import StepContext, StepMetadata
 from ..engine import codecs, serde
+from ..engine.time_scale import TimeScale
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_STEP_STATUSES, Step
@@ -247,7 +248,7 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
         current_step.reset(token)
     if not accepted:
         assert poll is not None
-        return _rejected_poll(world, poll, step_id, step.attempt, events, encoded)
+        return _rejected_poll(world, poll, step, events, encoded)
     return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events)
 
 
@@ -347,16 +348,18 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
         raised = f"the last poll raised {type(error).__name__}: {error}"
         if poll.exhausted(step.attempt):
             return _poll_ended(ATTEMPTS_EXHAUSTED, step_id, step.attempt, events, raised)
-        at = poll.next_poll(step.attempt, now, policy.retry_at(error, step.attempt, now, rand=draw)
+        scale = _time_scale(step.created_at)  # a poll's schedule and timeout count from its call
+        logical = scale.logical(now)
+        at = poll.next_poll(step.attempt, logical, policy.retry_at(error, step.attempt, logical, rand=draw)
                             if getattr(error, "retry_after", None) is not None else None)
         if at is None:
             return _poll_ended(TIMED_OUT, step_id, step.attempt, events, raised)
-        return _retrying(step_id, structured_error(error), at, now, step.attempt, events)
+        return _retrying(step_id, structured_error(error), at, now, step.attempt, events, scale)
     failed_before = step.error is not None
     if (failed_before and step.attempt >= policy.max_attempts) or (not failed_before and policy.max_attempts == 1):
         return failed
     return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now, rand=draw), now,
-                     step.attempt, events)
+                     step.attempt, events, _time_scale(now))
 
 
 def interrupted_end(world: World, definition: StepDef, step_id: str, attempt: int) -> StepEnd:
@@ -370,26 +373,26 @@ def interrupted_end(world: World, definition: StepDef, step_id: str, attempt: in
     if not policy.retries(error) or attempt >= policy.max_attempts:
         return StepEnd(step_id, "step_failed", data, attempt, [])
     now = clock_of(world).now()
-    at = policy.retry_at(error, attempt, now)
-    return StepEnd(step_id, "step_retrying", {**data, "retryAfter": at.isoformat()}, attempt, [],
-                   retry_after=max(0.0, (at - now).total_seconds()))
+    return _retrying(step_id, data["error"], policy.retry_at(error, attempt, now), now, attempt, [],
+                     _time_scale(now), data)
 
 
-def _rejected_poll(world: World, poll: PollSpec, step_id: str, attempt: int, events: list[Event],
-                   encoded: Any) -> StepEnd:
+def _rejected_poll(world: World, poll: PollSpec, step: Step, events: list[Event], encoded: Any) -> StepEnd:
     """A result the predicate rejected: the next poll at its time (with the result as its state, for a poll with
     state), or the poll's end when a limit is reached."""
+    step_id, attempt = step.step_id, step.attempt
     rejected = "the last result did not satisfy the predicate"
     if poll.exhausted(attempt):
         return _poll_ended(ATTEMPTS_EXHAUSTED, step_id, attempt, events, rejected)
     now = clock_of(world).now()
-    at = poll.next_poll(attempt, now)
+    scale = _time_scale(step.created_at)  # a poll's schedule and timeout count from its call
+    at = poll.next_poll(attempt, scale.logical(now))
     if at is None:
         return _poll_ended(TIMED_OUT, step_id, attempt, events, rejected)
     error: dict[str, Any] = {"message": f"poll {attempt}: the condition is not met yet", "name": POLL_NOT_READY}
     if poll.stateful:
         error[STATE_FIELD] = encoded
-    return _retrying(step_id, error, at, now, attempt, events)
+    return _retrying(step_id, error, at, now, attempt, events, scale)
 
 
 def _poll_ended(kind: str, step_id: str, attempt: int, events: list[Event], detail: str) -> StepEnd:
@@ -400,9 +403,18 @@ def _poll_ended(kind: str, step_id: str, attempt: int, events: list[Event], deta
 
 
 def _retrying(step_id: str, error: dict[str, Any], at: datetime, now: datetime, attempt: int,
-              events: list[Event]) -> StepEnd:
-    return StepEnd(step_id, "step_retrying", {"error": error, "retryAfter": at.isoformat()}, attempt, events,
-                   retry_after=max(0.0, (at - now).total_seconds()))
+              events: list[Event], scale: TimeScale, data: dict[str, Any] | None = None) -> StepEnd:
+    """``step_retrying`` for a next attempt due at ``at`` by the workflow's durations: under a time scale, that
+    much sooner, the factor recorded (``engine.time_scale``)."""
+    real = scale.real(at)
+    recorded = scale.mark({**(data or {}), "error": error, "retryAfter": real.isoformat()})
+    return StepEnd(step_id, "step_retrying", recorded, attempt, events,
+                   retry_after=max(0.0, (real - now).total_seconds()))
+
+
+def _time_scale(anchor: datetime | None) -> TimeScale:
+    """This worker's time scale (``AWSWORLD_TIME_SCALE``), counted from ``anchor``."""
+    return TimeScale(SETTINGS.time_scale, anchor or datetime.now(UTC))
 
 
 async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:

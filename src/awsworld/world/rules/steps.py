@@ -10,6 +10,7 @@
   ``step_completed`` / ``step_failed`` finish it. A step that already ran may still record its outcome after its
   run ended: the fence is on starting, not on finishing.
 - ``wait_created`` declares a wait of a live run; ``wait_completed`` completes it once.
+- An operator's skip of a wait or of a retry's back-off is one of these events marked ``skipped`` (``skips``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from .at_most_once import check_interrupted_end, check_start
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
+from .skips import SKIPPED_FIELD, check_retry_skip, recorded, requested
 from .state import FIRST_EVENT, StepState, View, WaitState, evolve
 
 
@@ -106,19 +108,27 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
     ``retryAfter``). The value stays in the event; the step points at it."""
 
     def decide(req: CreateEventRequest, view: View) -> Decision:
+        skip = requested(req) if status is None else None  # (a malformed one is refused before the state is)
         step = _existing(req, view)
         check_interrupted_end(req.data().__pydantic_extra__, status=step.status, attempt=step.attempt,
                               step_id=req.correlation_id)
         now = view.now
         ref = FIRST_EVENT if view.carries_value else None
-        if status is None:
+        data = event_data(req)
+        if skip is not None:  # an operator's skip of the back-off: pending as it was, and may start now
+            check_retry_skip(req.correlation_id, step.status, step.retry_after)
+            data.pop("retryAfter", None)
+            data[SKIPPED_FIELD] = recorded(skip, step.retry_after)
+            after = evolve(step, **{value: ref}, updated_at=now, retry_after=None)
+        elif status is None:
             retry_after = data_as(req, StepRetryingData).retry_after
             after = evolve(step, **{value: ref}, status="pending", updated_at=now,
                            retry_after=retry_after.astimezone(UTC) if retry_after is not None else None)
         else:
             after = evolve(step, **{value: ref}, status=status, updated_at=now, completed_at=now)
-        event = NewEvent(req.event_type, step.step_id, event_data(req), view.carries_value, req.spec_version)
-        return Decision(req.event_type, step.step_id, [event], (Check.AS_READ,), shows="step", step=after,
+        event = NewEvent(req.event_type, step.step_id, data, view.carries_value, req.spec_version)
+        checks = (Check.AS_READ,) if skip is None else (Check.RUN_ALIVE, Check.AS_READ)  # (a skip moves a live run)
+        return Decision(req.event_type, step.step_id, [event], checks, shows="step", step=after,
                         open_steps=0 if status is None else -1)
 
     return decide
@@ -133,6 +143,7 @@ def wait_created(req: CreateEventRequest, view: View) -> Decision:
 
 
 def wait_completed(req: CreateEventRequest, view: View) -> Decision:
+    skip = requested(req)
     wait = view.wait
     wait_id = req.correlation_id or ""
     if wait is None:
@@ -140,7 +151,10 @@ def wait_completed(req: CreateEventRequest, view: View) -> Decision:
     if wait.status == "completed":
         raise EntityConflictError(f"wait {wait_id} is already completed")
     after = evolve(wait, status="completed", completed_at=view.now, updated_at=view.now)
-    event = NewEvent(req.event_type, wait_id, event_data(req), spec_version=req.spec_version)
+    data = event_data(req)
+    if skip is not None:  # an operator's skip: the wait ends now; the log keeps when it was due
+        data[SKIPPED_FIELD] = recorded(skip, wait.resume_at)
+    event = NewEvent(req.event_type, wait_id, data, spec_version=req.spec_version)
     return Decision(req.event_type, wait_id, [event], (Check.RUN_ALIVE, Check.AS_READ), shows="wait", wait=after)
 
 

@@ -1,0 +1,61 @@
+"""``awsworld skip RUN [--wait NAME]``: end a run's wait now (a sleep, a hook's timeout, a retry's back-off), as an
+operator, on ``awsworld dev`` or a deployed stack (``Client.skip_wait``).
+
+The log records the skip as an operator's, with when the wait was due, so ``awsworld replay`` of the run agrees,
+and the run is woken to go on at once. Without ``--wait`` the run's one wait is skipped; a run with several
+names none of them by default (skipping a hook's timeout sends the workflow down its timeout path): the command
+lists them and exits 2, and ``--wait`` names one by its id or name as ``describe`` and ``events`` show them.
+Exit codes: 0 skipped (or it ended by itself a moment before), 1 the run has finished or waits on nothing that
+can be skipped, 2 no such wait, or several fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from ..client.skips import AmbiguousWaitError, SkippedWait, WaitNotFoundError
+from ..world.errors import RunGoneError
+from .errors import CliError, usage
+from .output import print_json, remote
+
+
+def register(sub: Any) -> None:
+    skip = sub.add_parser("skip", help="end a run's wait now: a sleep, a hook's timeout, a retry's back-off",
+                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    skip.add_argument("run_id", metavar="RUN")
+    skip.add_argument("--wait", metavar="NAME", help="the wait's id (wait_3, step_2) or name, as `awsworld "
+                      "describe RUN` shows it (default: the run's only wait)")
+    skip.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+    skip.set_defaults(handler=_skip)
+
+
+def _skip(args: argparse.Namespace) -> int:
+    async def go() -> SkippedWait:
+        async with remote() as client:
+            try:
+                return await client.skip_wait(args.run_id, args.wait)
+            except RunGoneError as gone:
+                raise CliError(gone.message, f"`awsworld describe {args.run_id}` shows how it ended") from None
+            except WaitNotFoundError as missing:
+                if args.wait is None:
+                    raise CliError(str(missing), f"`awsworld describe {args.run_id}` shows what it waits on") \
+                        from None
+                raise usage(str(missing), "name a wait by its id or name, as `awsworld describe` shows it") \
+                    from None
+            except AmbiguousWaitError as several:
+                raise usage(str(several), f"`awsworld skip {args.run_id} --wait ID` with one of the ids above") \
+                    from None
+
+    done = asyncio.run(go())
+    if args.json:
+        print_json(done.to_json())
+        return 0
+    wait = done.wait
+    what = "the retry back-off of" if wait.kind == "retry" else "wait"
+    if done.event is None:
+        print(f"{what} {wait} had ended by itself: nothing skipped; the run goes on")
+        return 0
+    print(f"skipped {what} {wait} of run {done.run_id} (recorded as {done.event.event_id}); the run goes on now")
+    return 0
