@@ -56,8 +56,11 @@ class MemoryLog:
     async def store_value(self, run_id: str, req: CreateEventRequest) -> Value | None:
         return self._value(req)
 
-    async def store_values(self, run_id: str, reqs: Sequence[CreateEventRequest]) -> list[Value | None]:
-        return [self._value(req) for req in reqs]
+    async def store_values(self, run_id: str, units: list[Unit]) -> list[Value | None]:
+        values: list[Value | None] = []
+        for unit in units:  # a loop, not a comprehension: a frame each, on every write
+            values.append(self._value(unit[0]))
+        return values
 
     async def write_event(self, run_id: str, req: CreateEventRequest, value: Value | None, *,
                           event_count: int | None, in_band: bool, expected_seq_in_band: int | None,
@@ -81,7 +84,7 @@ class MemoryLog:
         return self._result(run, self._shown(run, decision, resolve), slots[-1] if slots else None,
                             resolve, seq_in_band, open_after)
 
-    async def write_batch(self, run_id: str, units: list[Unit], values: list[Value | None], *, in_band: bool,
+    async def write_batch(self, run_id: str, units: list[Unit], values: list[Value | None], in_band: bool,
                           expected_seq_in_band: int | None, resolve: ResolveData, atomic: bool,
                           stamp: datetime | None, expect_seq: int | None
                           ) -> tuple[list[BatchEventOutcome], dict[int, BatchEventOutcome], int | None]:

@@ -71,8 +71,8 @@ class StorageEngine(Protocol[V]):
         """The value ``req`` carries (``rules.requests.carried_value``), checked and stored before the commit."""
         ...
 
-    async def store_values(self, run_id: str, reqs: Sequence[CreateEventRequest]) -> list[V]:
-        """``store_value`` of each of a batch's requests."""
+    async def store_values(self, run_id: str, units: list[Unit]) -> list[V]:
+        """``store_value`` of each of a batch's units (the value a unit carries is its first request's)."""
         ...
 
     async def create_run(self, run_id: str, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
@@ -88,7 +88,7 @@ class StorageEngine(Protocol[V]):
         (losing it to throttling would run the body again)."""
         ...
 
-    async def write_batch(self, run_id: str, units: list[Unit], values: list[V], *, in_band: bool,
+    async def write_batch(self, run_id: str, units: list[Unit], values: list[V], in_band: bool,
                           expected_seq_in_band: int | None, resolve: ResolveData, atomic: bool,
                           stamp: datetime | None, expect_seq: int | None
                           ) -> tuple[list[BatchEventOutcome], dict[int, BatchEventOutcome], int | None]:
@@ -213,10 +213,9 @@ class WorldStorage(Generic[V]):
         run_id = check_run_id(run_id)
         units = batch_requests(events, in_band=in_band, expected_seq_in_band=expected_seq_in_band, stamp=stamp,
                                now=engine.clock.now())
-        values = await engine.store_values(run_id, [unit[0] for unit in units])
-        outcomes, paired, seq_in_band = await engine.write_batch(
-            run_id, units, values, in_band=in_band, expected_seq_in_band=expected_seq_in_band, resolve=resolve_data,
-            atomic=atomic, stamp=stamp, expect_seq=expect_seq)
+        values = await engine.store_values(run_id, units)
+        outcomes, paired, seq_in_band = await engine.write_batch(run_id, units, values, in_band, expected_seq_in_band,
+                                                                 resolve_data, atomic, stamp, expect_seq)
         return build(EventBatchResult, results=in_request_order(units, outcomes, paired), seq_in_band=seq_in_band)
 
     async def list_events(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -76,8 +75,8 @@ class EventWriter:
         return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}",
                                        expiry=expiry), expiry
 
-    async def store_values(self, run_id: str, reqs: Sequence[CreateEventRequest]) -> list[Stored]:
-        return list(await asyncio.gather(*(self.store_value(run_id, req) for req in reqs)))
+    async def store_values(self, run_id: str, units: list[list[CreateEventRequest]]) -> list[Stored]:
+        return list(await asyncio.gather(*(self.store_value(run_id, unit[0]) for unit in units)))
 
     async def create_run(self, run_id: str, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         result = await self.creator.create(run_id, req, resolve)
@@ -107,7 +106,7 @@ class EventWriter:
             await self._settle_expiry(run_id, [unit])
         return outcome.result
 
-    async def write_batch(self, run_id: str, units: list[list[CreateEventRequest]], values: list[Stored], *,
+    async def write_batch(self, run_id: str, units: list[list[CreateEventRequest]], values: list[Stored],
                           in_band: bool, expected_seq_in_band: int | None, resolve: ResolveData, atomic: bool,
                           stamp: datetime | None, expect_seq: int | None
                           ) -> tuple[list[BatchEventOutcome], dict[int, BatchEventOutcome], int | None]:
