@@ -1,4 +1,6 @@
-"""``events.create`` and ``events.create_batch``: every write lands in one TransactWriteItems, which it may share.
+"""The AWS World's writes (the engine's ``store_value``, ``create_run``, ``write_event`` and ``write_batch`` under
+``world/storage.py``, which parses and checks them first): every write lands in one TransactWriteItems, which it
+may share.
 
 The run item's ``seq`` is the slot allocator: each commit updates the run with the condition ``seq = :seen``
 and puts its events at ``seen+1 ..`` in the same transaction, so slots are allocated at commit, densely, and
@@ -13,7 +15,8 @@ copy of are read, before a write queues; its answer (which may read the values i
 after.
 
 ``EventWriter`` is one object composed of small collaborators, one module each, handed what they share when
-made: this one takes the requests (checks, S3 value offload, the answer); its ``CommitLoop`` (``commit_loop``)
+made: this one takes the checked requests (S3 value offload, what a failed write leaves behind, the answer); its
+``CommitLoop`` (``commit_loop``)
 holds the run's turn (pacing, deadlines, ``expect_seq``, the 100-item split, back-off) and decodes a cancelled
 transaction with its ``CancellationDecoder`` (``cancellations``); all three read and fill one ``WriterCaches``
 (``write_caches``: what this process last committed).
