@@ -1,4 +1,5 @@
-"""The in-memory World's write path and log reads: the primitives of ``world/storage.py``'s engine that write.
+"""The in-memory World's write path and log reads: the engine primitives (``world/storage.py``) that commit a
+write and read the log.
 
 ``WorldStorage`` parses and checks a request and has its value stored (``store_value``: a checked copy); then a
 write decides (``world.rules``) and commits with no ``await`` in between: on one event loop nothing else runs
