@@ -20,6 +20,13 @@ Each workload is the best of ``--repeat`` (3) runs; serial runs of ``--large`` (
 
 Run: ``python bench/testing.py`` (``--no-durable`` skips the durable side; ``--profile`` prints a cProfile of
 awsworld's largest serial run).
+
+``python bench/testing.py --instructions`` prints instead the figure that compares two trees on a busy machine,
+where wall time does not: instructions per step of the serial workload on the in-memory World, counted by
+valgrind's cachegrind (``apt-get install valgrind``). It runs the workload once with 1,000 steps and once with 0,
+each in a fresh process under cachegrind (``--serial-once N``, ``PYTHONHASHSEED=0``), and divides the
+difference by 1,000, so start-up and imports cancel out. To measure another tree with this script, put that
+tree's ``src`` first on ``PYTHONPATH``.
 """
 
 from __future__ import annotations
@@ -31,9 +38,12 @@ import cProfile
 import gc
 import io
 import json
+import os
 import pstats
+import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -316,6 +326,33 @@ def targets(rows: Sequence[Workload], figures: dict[str, Figure]) -> list[str]:
     ]
 
 
+INSTRUCTION_STEPS = 1000
+_SUMMARY = re.compile(r"^summary:\s+(\d+)", re.M)
+
+
+def serial_once(steps: int) -> None:
+    """The serial workload run once, and nothing else: what ``--instructions`` counts."""
+    rows = workloads([steps], repeat=1)
+    asyncio.run(run_once(rows[0]))
+
+
+def instructions(steps: int) -> int:
+    """Instructions (cachegrind's ``Ir``) of a fresh process running ``serial_once(steps)``."""
+    with tempfile.TemporaryDirectory() as folder:
+        out = Path(folder) / "cachegrind.out"
+        subprocess.run(["valgrind", "--tool=cachegrind", "--cache-sim=no", f"--cachegrind-out-file={out}",
+                        sys.executable, __file__, "--serial-once", str(steps)],
+                       check=True, capture_output=True, env={**os.environ, "PYTHONHASHSEED": "0"})
+        found = _SUMMARY.search(out.read_text())
+    if found is None:
+        raise RuntimeError(f"no summary line in cachegrind's output for {steps} steps")
+    return int(found.group(1))
+
+
+def instructions_per_step(steps: int = INSTRUCTION_STEPS) -> float:
+    return (instructions(steps) - instructions(0)) / steps
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,100,1000", help="serial workload sizes, comma separated")
@@ -324,7 +361,19 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=10_000, help="serial runs of at least this many steps run once")
     parser.add_argument("--no-durable", action="store_true", help="skip the durable functions runner")
     parser.add_argument("--profile", action="store_true", help="cProfile awsworld's largest serial run")
+    parser.add_argument("--instructions", action="store_true",
+                        help="only print instructions per step of serial 1,000 under valgrind (cachegrind)")
+    parser.add_argument("--serial-once", type=int, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.serial_once is not None:
+        serial_once(args.serial_once)
+        return
+    if args.instructions:
+        import awsworld
+
+        print(f"{instructions_per_step():,.0f} instructions per step (serial {INSTRUCTION_STEPS:,}, in-memory World, "
+              f"awsworld from {Path(awsworld.__file__).parent})")
+        return
     sizes = [int(size) for size in args.sizes.split(",") if size]
     rows = workloads(sizes, args.fanout, args.repeat, args.large)
 

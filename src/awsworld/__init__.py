@@ -5,6 +5,7 @@ Write ``async def`` workflows and steps; start them with a ``Client``. Everythin
 ``awsworld.testing`` (the in-memory test environment and its pytest plugin), ``awsworld.ui`` (the run viewer).
 """
 
+from .authoring.arguments import ArgumentTypeError
 from .authoring.batch import (
     BatchError,
     BatchItem,
@@ -56,16 +57,14 @@ from .authoring.names import InvalidNameError
 from .authoring.poll import poll_until
 from .authoring.retry import RetryPolicy
 from .client.client import Client, Run
-from .engine.determinism import install as _install_determinism
 from .schedules.declared import schedule
 from .schedules.info import ScheduleInfo, schedule_info
 from .schedules.model import Schedule
 
-_install_determinism()  # replay-stable time/random/uuid in workflow bodies (the originals everywhere else)
-
 __version__ = "0.1.0"
 
 __all__ = [
+    "ArgumentTypeError",
     "BatchError",
     "BatchItem",
     "BatchOptionError",

@@ -220,7 +220,8 @@ class Settings:
         group="worker")
     on_divergence = Var[Literal["fail", "park"]](
         "AWSWORLD_ON_DIVERGENCE", "fail", _divergence,
-        "`park` keeps a run whose code diverged running (redelivered every `AWSWORLD_PARK_SECONDS`)",
+        "`park` keeps a run whose replay diverges running, marked parked and redelivered every "
+        "`AWSWORLD_PARK_SECONDS` (`awsworld dev` and the SAM template's `OnDivergence` default to it)",
         group="worker")
     park_seconds = Var[float](
         "AWSWORLD_PARK_SECONDS", 3600.0, _at_least(1.0), "how often a parked run is redelivered", group="worker")

@@ -375,9 +375,11 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert description["parentRunId"] is None and description["children"] == []
     runs = json.loads(listed.out)
     assert run_id in [r["runId"] for r in runs]
-    # "schedule": the schedule that started a run (issue 25), None for one started by `start`.
-    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
+    # "schedule": the schedule that started a run (issue 25), None for one started by `start`; "parked": its mark
+    # while it is parked (issue 31), else None.
+    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule", "parked"}
     assert runs[0]["schedule"] is None and description["schedule"] is None
+    assert runs[0]["parked"] is None and description["parked"] is None
     assert run_id in completed.out
 
 
@@ -649,7 +651,7 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
     assert "is not JSON" in bad_args.one_line_error(2)
     assert "is not JSON" in bad_payload.one_line_error(2)
     assert "must be a JSON object" in bad_kwargs.one_line_error(2)
-    line = no_workflow.one_line_error(1)
+    line = no_workflow.one_line_error(2)  # a usage error: the command names a workflow nothing registers
     assert "no workflow named 'clitest.nope'" in line and "hint:" in line
     assert "no hook holds this token" in no_hook.one_line_error(1)
     line = no_hook_to_fail.one_line_error(1)

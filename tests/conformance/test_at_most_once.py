@@ -2,7 +2,12 @@
 refused while the step's current attempt is unfinished, whoever asks (the owner's redelivery, or anyone once
 the lease has passed), and nothing is written; the interrupted attempt's end lands only while that attempt is
 the running one, so of several deliveries that found it cut off exactly one records it. A start without the
-mark keeps today's at-least-once rule (the owner's redelivery starts a new attempt)."""
+mark keeps today's at-least-once rule (the owner's redelivery starts a new attempt).
+
+Every step's last attempt, by the same rule: a start naming ``maxAttempts`` is refused over an unfinished
+attempt that was already the last its policy allows (a cut-off attempt counts), so a 2-attempt step never gets
+an attempt 3; below the last, the cut-off attempt is followed by the next one. ``maxAttempts`` is checked as
+input and not kept in the log."""
 
 from __future__ import annotations
 
@@ -11,7 +16,12 @@ from typing import Any
 
 import pytest
 
-from awsworld.world import EntityConflictError, StepAttemptInterruptedError, StepRunningElsewhereError
+from awsworld.world import (
+    EntityConflictError,
+    InvalidInputError,
+    StepAttemptInterruptedError,
+    StepRunningElsewhereError,
+)
 from awsworld.world.clock import clock_of
 
 from .helpers import AnyWorld, all_events, module_world, new_run, step_completed, step_created
@@ -19,10 +29,13 @@ from .helpers import AnyWorld, all_events, module_world, new_run, step_completed
 module_local_aws, world = module_world()
 
 
-def started(step_id: str, owner: str, *, lease: float = 600, at_most_once: bool = True) -> dict[str, Any]:
+def started(step_id: str, owner: str, *, lease: float = 600, at_most_once: bool = True,
+            max_attempts: Any = None) -> dict[str, Any]:
     data: dict[str, Any] = {"ownerMessageId": owner, "leaseSeconds": lease}
     if at_most_once:
         data["atMostOnce"] = True
+    if max_attempts is not None:
+        data["maxAttempts"] = max_attempts
     return {"eventType": "step_started", "correlationId": step_id, "eventData": data}
 
 
@@ -100,3 +113,66 @@ async def test_an_interrupted_end_may_fail_the_step_for_good(world: AnyWorld) ->
     assert failed.step is not None and failed.step.status == "failed"
     assert failed.event is not None and failed.event.event_data is not None
     assert failed.event.event_data["error"]["name"] == "StepInterruptedError"
+
+
+# ------------------------------------------------------------------------- every step's last attempt
+
+
+async def test_a_cut_off_attempt_counts_and_the_last_one_is_never_followed_by_another(world: AnyWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+    await world.events.create(run_id, started("s", "m1", at_most_once=False, max_attempts=2))
+    # Attempt 1 was cut off (its message came back): at-least-once, it is started again as attempt 2.
+    second = await world.events.create(run_id, started("s", "m1", at_most_once=False, max_attempts=2))
+    assert second.step is not None and (second.step.status, second.step.attempt) == ("running", 2)
+    before = await all_events(world, run_id)
+    # Attempt 2, the last of 2, was cut off too: whoever asks (the owner's redelivery, a take-over), no attempt 3.
+    with pytest.raises(StepAttemptInterruptedError) as refused:
+        await world.events.create(run_id, started("s", "m1", at_most_once=False, max_attempts=2))
+    assert refused.value.attempt == 2 and refused.value.status == 409
+    assert await all_events(world, run_id) == before, "the refusal wrote nothing"
+    failed = await world.events.create(run_id, interrupted("s", 2, "step_failed"))
+    assert failed.step is not None and (failed.step.status, failed.step.attempt) == ("failed", 2)
+    starts = [e.event_data for e in await all_events(world, run_id) if e.event_type == "step_started"]
+    assert [d["attempt"] for d in starts] == [1, 2]
+    assert all("maxAttempts" not in d for d in starts), "the policy's limit is a request field, not the log's"
+
+
+async def test_a_take_over_past_the_lease_of_the_last_attempt_is_refused(world: AnyWorld) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+    await world.events.create(run_id, started("s", "m1", lease=0, at_most_once=False, max_attempts=1))
+    with pytest.raises(StepAttemptInterruptedError) as refused:
+        await world.events.create(run_id, started("s", "m2", at_most_once=False, max_attempts=1))
+    assert refused.value.attempt == 1
+
+
+async def test_the_limit_bounds_only_a_step_found_unfinished(world: AnyWorld) -> None:
+    """A step that failed and is due to retry starts its next attempt (the runtime retried it only because
+    attempts were left); another delivery's live attempt is refused as running elsewhere, not as cut off."""
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+    await world.events.create(run_id, started("s", "m1", at_most_once=False, max_attempts=2))
+    with pytest.raises(StepRunningElsewhereError):
+        await world.events.create(run_id, started("s", "m2", at_most_once=False, max_attempts=1))
+    at = (clock_of(world).now() - timedelta(seconds=1)).isoformat()
+    await world.events.create(run_id, {"eventType": "step_retrying", "correlationId": "s", "eventData": {
+        "error": {"message": "boom", "name": "ValueError"}, "retryAfter": at}})
+    again = await world.events.create(run_id, started("s", "m2", at_most_once=False, max_attempts=2))
+    assert again.step is not None and again.step.attempt == 2
+
+
+@pytest.mark.parametrize("bad", [0, -1, "2", 2.0, True])
+async def test_a_max_attempts_that_is_not_a_positive_int_is_refused_and_writes_nothing(world: AnyWorld,
+                                                                                       bad: Any) -> None:
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+    before = await all_events(world, run_id)
+    with pytest.raises(InvalidInputError) as refused:
+        await world.events.create(run_id, started("s", "m1", at_most_once=False, max_attempts=bad))
+    assert refused.value.field == "eventData.maxAttempts"
+    # The born-running pair checks it as any start does: that unit of the batch is refused.
+    batch = await world.events.create_batch(run_id, [step_created("t"),
+                                                     started("t", "m1", at_most_once=False, max_attempts=bad)])
+    assert [o.status for o in batch.results] == [400, 400]
+    assert await all_events(world, run_id) == before

@@ -12,7 +12,7 @@ import pytest
 
 from awsworld.client.client import Client
 from awsworld.lambda_.container import Container, import_modules, module_names
-from awsworld.lambda_.flow import backoff_seconds, handle
+from awsworld.lambda_.flow import NotAnSqsBatchError, backoff_seconds, handle
 from awsworld.lambda_.observability import instrument
 from awsworld.local import LocalAWS
 from awsworld.worker.dispatch import Outcome, Runtime
@@ -20,8 +20,8 @@ from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.messages import FlowMessage, queue_name_for
 
 from . import app
-from .conftest import json_lines, metric_values
-from .lambda_env import EventSourceMapping
+from .conftest import Handlers, json_lines, metric_values
+from .lambda_env import EventSourceMapping, LambdaContext
 
 
 def terminal(run: Any) -> Any:
@@ -166,6 +166,32 @@ def _world_id(message: dict[str, Any]) -> str | None:
         return json.loads(message["Body"]).get("messageId")
     except ValueError:
         return None
+
+
+@pytest.mark.parametrize("event, names", [
+    ({"key1": "value1", "key2": "value2"}, "keys ['key1', 'key2']"),  # the console's test event
+    ({}, "an empty object"),
+    ({"Records": []}, "an object with keys ['Records']"),
+    ({"Records": [{"eventSource": "aws:s3", "s3": {"object": {"key": "secret-name"}}}]}, "record 0 of 1"),
+    ({"Records": [{"eventSource": "aws:sqs", "body": "{}"}]}, "needs 'aws:sqs' and a messageId"),
+])
+async def test_an_event_that_is_not_an_sqs_batch_is_refused_and_nothing_is_acknowledged(
+        local: LocalAWS, handlers: Handlers, event: dict[str, Any], names: str) -> None:
+    # The deployed entry point, invoked as a direct `lambda invoke` or another trigger would: a clear error (the
+    # invocation fails) instead of an empty batchItemFailures that reads as "all done", and no value quoted.
+    waiting = await local.world.queue(queue_name_for("deploy.quick"), FlowMessage(
+        "wrun_01HZZZZZZZZZZZZZZZZZZZZZZZ", "deploy.quick").to_payload())
+    with pytest.raises(NotAnSqsBatchError, match="the flow function takes batches of its SQS queue") as refused:
+        await asyncio.to_thread(handlers.flow, event, LambdaContext())
+    assert isinstance(refused.value, ValueError) and names in str(refused.value)
+    assert "value1" not in str(refused.value) and "secret-name" not in str(refused.value)
+    sqs = await local.world.clients.sqs()
+    received = await sqs.receive_message(QueueUrl=local.world.config.queue_url, MaxNumberOfMessages=10,
+                                         WaitTimeSeconds=1)
+    bodies = [json.loads(m["Body"]) for m in received.get("Messages", [])]
+    assert [body["messageId"] for body in bodies] == [waiting], "the queue is untouched"
+    for message in received.get("Messages", []):
+        await sqs.delete_message(QueueUrl=local.world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
 
 
 def test_failed_records_back_off_exponentially_up_to_ten_minutes() -> None:

@@ -1,11 +1,13 @@
 """The SnapStart hooks (``awsworld.lambda_.snapstart``), called in-process as Lambda's runtime calls them: the
-default container primed before the snapshot without a request, and after a "restore" the connections,
-credentials and random seed renewed, with deliveries working on the new clients."""
+default container primed before the snapshot with one request (the version's workflow names published) and no
+connection left open, and after a "restore" the connections, credentials and random seed renewed, with deliveries
+working on the new clients."""
 
 from __future__ import annotations
 
 import asyncio
 import random
+from collections import Counter
 from typing import Any
 
 import pytest
@@ -34,7 +36,8 @@ async def test_the_hooks_are_registered_once_with_the_runtime(handlers: Handlers
     assert [hook for hook, _, _ in snapshot_restore_py.get_before_snapshot()] == before, "installing is idempotent"
 
 
-async def test_prime_loads_what_a_delivery_needs_without_a_request(handlers: Handlers) -> None:
+async def test_prime_loads_what_a_delivery_needs_and_publishes_the_names_without_a_connection_left(
+        local: LocalAWS, handlers: Handlers) -> None:
     container = default_container()
     await asyncio.to_thread(container.reset)
     assert container.built_world is None
@@ -44,7 +47,11 @@ async def test_prime_loads_what_a_delivery_needs_without_a_request(handlers: Han
     world = container.built_world
     assert world is not None and container.modules == [app.__name__], "the workflow modules are imported"
     assert set(world.clients.opened) == {"dynamodb", "sqs", "s3"}, "clients made, service models loaded"
-    assert world.stats.total() == 0, "no request: no connection is carried into the snapshot"
+    assert world.stats.requests == Counter({"dynamodb.PutItem": 1}), "one request: the names, published"
+    for client in _botocore_clients(container).values():
+        assert not client._endpoint.http_session._manager.pools, "no connection is carried into the snapshot"
+    [published] = [p for p in await local.world.published.read() if "deploy.quick" in p.workflows]
+    assert published.ahead and published.host == "the flow function" and app.__name__ in published.modules
     unbuilt = [m.__name__ for m in snapstart._models(WireModel) if not m.__pydantic_complete__]
     assert not unbuilt, f"contract models left to build after restore: {unbuilt}"
 

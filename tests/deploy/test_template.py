@@ -340,6 +340,22 @@ def test_alarms_watch_the_dlq_the_oldest_message_and_function_errors(monitoring:
             ("Errors", "FlowFunctionName"), ("Errors", "WebhookFunctionName")} <= alarms
 
 
+def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[str, Any],
+                                                                    monitoring: dict[str, Any]) -> None:
+    """A bad deploy must not fail every sleeping run for good (issue 31): runs whose replay diverges are parked by
+    default, the spec's fail stays one parameter away, and a parked run cannot go unnoticed: an alarm on the
+    ``RunsParked`` metric the flow function emits for every parked delivery."""
+    from awsworld.lambda_ import observability
+
+    parameter = template["Parameters"]["OnDivergence"]
+    assert parameter["Default"] == "park" and set(parameter["AllowedValues"]) == {"park", "fail"}
+    alarms = [a["Properties"] for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"]["MetricName"] == observability.RUNS_PARKED]
+    assert len(alarms) == 1 and alarms[0]["Threshold"] == 0, alarms
+    assert alarms[0]["ComparisonOperator"] == "GreaterThanThreshold"
+    assert "awsworld runs --parked" in alarms[0]["AlarmDescription"]
+
+
 def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]) -> None:
     outputs = template["Outputs"]
     assert {"WebhookUrl", "TableName", "BucketName", "QueueUrl", "DeadLetterQueueUrl", "ClientEnvironment",

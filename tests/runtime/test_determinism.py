@@ -1,6 +1,7 @@
 """Deterministic workflow bodies: time, random and uuid4 are replay-stable inside a workflow body, datetime.now and
-the other sources that cannot be made stable are refused with a clear error, and steps (and every other task of
-the process) still get the real functions."""
+the other sources that cannot be made stable are refused with a clear error, and steps (and every other task or
+thread of the process) still get the real functions. Importing awsworld, or running a workflow, leaves ``time``,
+``uuid``, ``random`` and ``asyncio`` as they were: the replacements are in place only while workflow code runs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import asyncio
 import os
 import random
 import secrets
+import subprocess
+import sys
+import threading
 import time
 import uuid
 from datetime import UTC, date, datetime
@@ -21,14 +25,23 @@ from awsworld.client.replay import read_run, replay_events
 from awsworld.engine import determinism
 from awsworld.engine.replay_loop import ReplayLoop
 
+from .conftest import BOTH, on_backends
+
+e2e_backend = on_backends(BOTH)
+
 
 @step
 async def real_values() -> dict[str, Any]:
     return {"time": time.time(), "uuid": str(uuid.uuid4()), "random": random.random()}
 
 
+BOUND_RANDINT = random.randint  # module functions bound by name: Python code over the generator's primitives
+CHOICE = random.choice
+
+
 def _body_values() -> dict[str, Any]:
     return {
+        "bound_randint": BOUND_RANDINT(1, 10**9), "bound_choice": CHOICE("abcdefgh"),
         "time": time.time(), "time_ns": time.time_ns(), "now": awsworld.now().timestamp(),
         "awsworld_time_ns": awsworld.time_ns(), "random": random.random(), "randint": random.randint(1, 10**9),
         "choice": random.choice("abcdefgh"), "shuffled": random.sample(range(10), 10),
@@ -72,6 +85,9 @@ REFUSED: dict[str, Any] = {
     "time.time bound early": determinism._ORIGINAL_TIME,
     "uuid4 bound early": determinism._ORIGINAL_UUID4,
     "random bound early": determinism._GLOBAL_RANDOM.random,
+    "gauss bound by name": determinism._GLOBAL_RANDOM.gauss,  # its cache would be the process's, not the run's
+    "getstate bound by name": determinism._GLOBAL_RANDOM.getstate,
+    "seed(1) bound by name": lambda: determinism._GLOBAL_RANDOM.seed(1),
 }
 
 
@@ -184,3 +200,89 @@ def test_a_c_profiler_keeps_running_through_the_guard() -> None:
         assert sys.getprofile() is hook
     finally:
         profiler.disable()
+
+
+SEEN_FROM_A_THREAD: list[tuple[bool, float]] = []
+
+
+def _clock_from_another_thread() -> None:
+    SEEN_FROM_A_THREAD.append((time.time is not determinism._ORIGINAL_TIME, time.time()))
+
+
+@workflow
+async def a_thread_reads_the_clock_while_the_body_runs() -> float:
+    # The body is running (the replacements are in place): another thread calling time.time() meanwhile gets the
+    # replacement, which answers it with the real clock, not the run's.
+    thread = threading.Thread(target=_clock_from_another_thread)
+    thread.start()
+    thread.join()
+    return time.time()
+
+
+async def test_another_thread_gets_the_real_clock_while_a_body_runs() -> None:
+    from awsworld.testing import WorkflowTestEnv
+
+    SEEN_FROM_A_THREAD.clear()
+    async with WorkflowTestEnv(start_time=datetime(2001, 1, 1, tzinfo=UTC)) as env:
+        run = await env.client.start(a_thread_reads_the_clock_while_the_body_runs)
+        in_body = await run.result()
+    assert datetime.fromtimestamp(in_body, UTC).year == 2001, "the body's time is the run's (virtual) clock"
+    replaced, seen = SEEN_FROM_A_THREAD[0]
+    assert replaced, "the thread ran while the replacements were in place"
+    assert abs(seen - datetime.now(UTC).timestamp()) < 60, "and got the real time"
+    assert time.time is determinism._ORIGINAL_TIME, "put back once the body stopped running"
+
+
+STANDARD_LIBRARY_UNTOUCHED = """
+import asyncio, asyncio.tasks, random, time, uuid
+
+MODULES = (time, uuid, random, asyncio, asyncio.tasks)
+
+
+def snapshot():
+    return {(module.__name__, name): value for module in MODULES for name, value in vars(module).items()}
+
+
+def changed(before):
+    after = snapshot()
+    return sorted(f"{module}.{name}" for (module, name), value in before.items()
+                  if after.get((module, name)) is not value)
+
+
+before = snapshot()
+import awsworld
+import awsworld.testing
+from awsworld import step, workflow
+
+assert not changed(before), changed(before)
+
+
+@step
+async def add(x: int) -> int:
+    return x + 1
+
+
+@workflow(name="untouched.flow")
+async def flow() -> list:
+    return [await add(1), time.time(), random.random(), str(uuid.uuid4())]
+
+
+async def main():
+    async with awsworld.testing.WorkflowTestEnv() as env:
+        run = await env.client.start(flow)
+        return await run.result()
+
+
+result = asyncio.run(main())
+assert result[0] == 2, result
+assert not changed(before), changed(before)
+print("untouched")
+"""
+
+
+def test_importing_awsworld_and_running_a_workflow_leave_the_standard_library_as_it_is() -> None:
+    # In a fresh process: every attribute of time, uuid, random, asyncio and asyncio.tasks is the very object it
+    # was before ``import awsworld``, and still after a workflow (whose body called time, random and uuid4) ran.
+    done = subprocess.run([sys.executable, "-c", STANDARD_LIBRARY_UNTOUCHED], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "untouched", done.stdout + done.stderr

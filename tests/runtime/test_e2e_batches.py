@@ -7,13 +7,27 @@ are a typed ``BatchOptionError`` before any item starts (nothing written)."""
 from __future__ import annotations
 
 import inspect
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from awsworld import BatchError, BatchOptionError, FatalError, StepError, parallel, sleep, step, workflow
+from awsworld import (
+    BatchError,
+    BatchOptionError,
+    FatalError,
+    StepError,
+    first_successful,
+    parallel,
+    sleep,
+    step,
+    workflow,
+)
 from awsworld import map as durable_map
 from awsworld.authoring.batch import BatchResult
+from awsworld.authoring.errors import STEP_CANCELLED
+from awsworld.client.replay import ReplayResult, replay_run
+from awsworld.engine import serde
 
 from .conftest import BOTH, E2E, on_backends
 
@@ -183,6 +197,138 @@ async def test_reaching_the_minimum_stops_starting_items(e2e: E2E) -> None:
     out = await run.result(timeout=60)
     assert out["statuses"] == ["failed", "failed", "succeeded", "succeeded", "not_started", "not_started"]
     assert out["reason"] == "min_successful_reached" and out["ok"] is True and out["values"] == [20, 30]
+
+
+# ----------------------------------------------------------------------------------------- returning at once
+
+
+@step(name="batches.doubled")  # the default retry policy: 6 attempts over up to 135 s
+async def doubled(i: int, bad: list[int]) -> int:
+    if i in bad:
+        raise RuntimeError(f"item {i} always fails")
+    return i * 2
+
+
+async def double_one(item: tuple[int, list[int]]) -> int:
+    return await doubled(*item)
+
+
+@workflow(name="batches.six_of_ten")
+async def six_of_ten(bad: list[int]) -> dict[str, Any]:
+    result = await durable_map(double_one, [(i, bad) for i in range(10)], max_concurrency=5, min_successful=6)
+    return summary(result)
+
+
+def replayed_ok(result: ReplayResult) -> bool:
+    assert result.ok, result.describe()
+    return True
+
+
+async def test_a_reached_minimum_returns_at_once_without_the_retrying_items(e2e: E2E) -> None:
+    # The issue's example: 10 items, 5 at a time, 6 successes required, items 0-2 always fail. The others succeed
+    # while 0-2 wait on their retries (the default policy: 6 attempts over up to 135 s), each success freeing
+    # its slot at once; the 6th decides. The batch returns then: 0-2 are still running (the run's end cancels
+    # them), and of the last two items one may still be running, or never started.
+    run = await e2e.start(six_of_ten, [0, 1, 2])
+    out = await run.result(timeout=60)
+    assert out["reason"] == "min_successful_reached" and out["ok"] is True
+    assert out["statuses"][:3] == ["started"] * 3 and out["statuses"].count("succeeded") == 6
+    assert set(out["statuses"][8:]) <= {"succeeded", "started", "not_started"} and len(out["values"]) == 6
+    events = await run.events()
+    created = [e for e in events if e.event_type == "step_created"]
+    bad_ids = {str(e.correlation_id) for e in created if serde.loads((e.event_data or {})["input"])["args"][0] < 3}
+    for step_id in bad_ids:  # never failed for good (that takes 6 attempts): cancelled by the run's end
+        mine = [e for e in events if e.correlation_id == step_id]
+        assert [e.event_type for e in mine].count("step_started") < 6
+        assert mine[-1].event_type == "step_failed" and (mine[-1].event_data or {})["error"]["code"] == STEP_CANCELLED
+    sixth = [i for i, e in enumerate(events) if e.event_type == "step_completed"][5]
+    # After the 6th success (the decision's position): no item starts (a step_created there is an item started
+    # before, whose declaration landed after a queued step's end: the result says it was running), and no step
+    # fails but by the run's end cancelling it; then the run's end.
+    after_sixth = events[sixth + 1:]
+    for event in after_sixth:
+        if event.event_type == "step_created":
+            assert out["statuses"][serde.loads((event.event_data or {})["input"])["args"][0]] == "started"
+        elif event.event_type == "step_failed":
+            assert (event.event_data or {})["error"]["code"] == STEP_CANCELLED
+    assert events[-1].event_type == "run_completed"
+    assert replayed_ok(await replay_run(e2e.world, run.run_id))
+
+
+async def slow_unless_bad(item: tuple[int, list[int]]) -> int:
+    i, bad = item
+    if i not in bad:
+        await sleep(timedelta(hours=1))  # still running when the failures decide
+    return await work(i, bad)
+
+
+@workflow(name="batches.too_many_failures")
+async def too_many_failures(bad: list[int]) -> dict[str, Any]:
+    result = await durable_map(slow_unless_bad, [(i, bad) for i in range(10)], max_concurrency=5,
+                               tolerated_failures=1)
+    return summary(result)
+
+
+async def test_exceeding_the_tolerance_returns_at_once_without_the_sleeping_items(e2e: E2E) -> None:
+    # Items 0-4 start; 3 fails (tolerated: item 5 takes its slot), 4 fails: over the tolerance. 0-2 and 5 sleep
+    # an hour: the batch does not wait for them (on the emulator an hour would time the test out).
+    run = await e2e.start(too_many_failures, [3, 4])
+    out = await run.result(timeout=60)
+    assert out["statuses"] == ["started"] * 3 + ["failed"] * 2 + ["started"] + ["not_started"] * 4
+    assert out["reason"] == "failure_tolerance_exceeded" and out["ok"] is False
+    assert "2 of 10 items failed (1 tolerated, 0 succeeded" in out["raised"]
+    events = await run.events()
+    assert [e.event_type for e in events].count("wait_created") == 4
+    assert not [e for e in events if e.event_type == "wait_completed"]  # nobody waited the hour
+    assert replayed_ok(await replay_run(e2e.world, run.run_id))
+
+
+@step(name="batches.after")
+async def after(values: list[int]) -> int:
+    return sum(values)
+
+
+async def later_unless_first(item: tuple[int, list[int]]) -> int:
+    i, bad = item
+    if i > 0:
+        await sleep(i)
+    return await work(i, bad)
+
+
+@workflow(name="batches.goes_on")
+async def goes_on() -> dict[str, Any]:
+    result = await durable_map(later_unless_first, [(i, []) for i in range(3)], min_successful=1)
+    first = summary(result)
+    await sleep(6)  # meanwhile items 1 and 2 (1 and 2 s of sleep, then a step) finish in the background
+    return {"batch": first, "after": await after(first["values"])}
+
+
+async def test_items_still_running_finish_in_the_background_while_the_workflow_goes_on(e2e: E2E) -> None:
+    run = await e2e.start(goes_on)
+    out = await run.result(timeout=60)
+    assert out == {"batch": {"statuses": ["succeeded", "started", "started"], "reason": "min_successful_reached",
+                             "ok": True, "values": [0]}, "after": 0}
+    steps = await run.steps()
+    assert [s.status for s in steps] == ["completed"] * 4  # items 0-2, then the step after: their ends are kept
+    assert steps[-1].step_name == "batches.after"
+    assert replayed_ok(await replay_run(e2e.world, run.run_id))
+
+
+@workflow(name="batches.first_of_two")
+async def first_of_two() -> int:
+    return await first_successful(doubled(0, [0]), doubled(1, [0]))
+
+
+async def test_first_successful_returns_at_once_without_the_retrying_one(e2e: E2E) -> None:
+    # Item 0 always fails and retries (6 attempts by default); item 1 succeeds: its end wakes the workflow though
+    # item 0 is still open, and the run ends with item 0 cancelled, not failed after all its attempts.
+    run = await e2e.start(first_of_two)
+    assert await run.result(timeout=60) == 2
+    steps = await run.steps()
+    assert [s.status for s in steps] == ["failed", "completed"]
+    assert steps[0].error is not None and getattr(steps[0].error, "code", None) == STEP_CANCELLED
+    assert steps[0].attempt < 6
+    assert replayed_ok(await replay_run(e2e.world, run.run_id))
 
 
 # ----------------------------------------------------------------------------------------- bad options

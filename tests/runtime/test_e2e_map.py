@@ -1,6 +1,6 @@
 """``awsworld.map`` end to end: values in input order, ``max_concurrency`` bounding items in flight whatever they
 await (steps, sleeps, hooks: asserted from the log's event order), completion rules (``min_successful``,
-``tolerated_failures``) that stop starting new items while letting started ones finish, replays across many
+``tolerated_failures``) that stop starting new items and return without the items still running, replays across many
 deliveries, and the same on ``LocalAWS``."""
 
 from __future__ import annotations
@@ -187,14 +187,17 @@ async def test_max_concurrency_bounds_items_waiting_on_hooks(awsworld_env: Workf
 async def first_two_of(n: int) -> dict[str, Any]:
     result = await durable_map(square, range(n), max_concurrency=2, min_successful=2)
     return {"values": result.values(), "reason": result.completion_reason,
+            "started": [item.index for item in result.started],
             "not_started": [item.index for item in result.not_started]}
 
 
 async def test_min_successful_stops_starting_items_once_reached(awsworld_env: WorkflowTestEnv) -> None:
     run = await awsworld_env.client.start(first_two_of, 6)
-    # Item 0 ends first and frees its slot for item 2; item 1's end reaches two successes: nothing more starts,
-    # and item 2, already started, runs to its end with its value kept.
-    assert await run.result() == {"values": [0, 1, 4], "reason": "min_successful_reached", "not_started": [3, 4, 5]}
+    # Items 0 and 1 start; the first to end frees its slot for item 2; the second success decides: nothing more
+    # starts, and the batch returns without the one of 0-2 still running (``started``).
+    out = await run.result()
+    assert out["reason"] == "min_successful_reached" and len(out["values"]) == 2
+    assert len(out["started"]) == 1 and out["not_started"] == [3, 4, 5]
     assert len(await run.steps()) == 3
 
 
@@ -219,16 +222,17 @@ async def with_tolerance(n: int, bad: list[int], tolerated: int, limit: int) -> 
     return summary
 
 
-async def test_too_many_failures_stop_new_items_and_started_ones_finish(awsworld_env: WorkflowTestEnv) -> None:
+async def test_too_many_failures_stop_new_items_and_return_at_once(awsworld_env: WorkflowTestEnv) -> None:
     run = await awsworld_env.client.start(with_tolerance, 8, [1, 2], 1, 4)
     out = await run.result()
     # Items 0-3 start together. Item 1 fails (within the tolerance of 1): its slot goes to item 4. Item 2 fails:
-    # over the tolerance, nothing more starts. 0, 3 and 4 were sleeping and still finish, their values kept.
-    assert out["statuses"] == ["succeeded", "failed", "failed", "succeeded", "succeeded"] + ["not_started"] * 3
+    # over the tolerance, nothing more starts, and the batch returns: 0, 3 and 4 are still sleeping (``started``),
+    # and the run's end drops their sleeps: they never reach their steps.
+    assert out["statuses"] == ["started", "failed", "failed", "started", "started"] + ["not_started"] * 3
     assert out["reason"] == "failure_tolerance_exceeded" and out["ok"] is False
     assert len(out["raised"]) == 2 and "item 1 is bad" in out["raised"][0] and "item 2 is bad" in out["raised"][1]
     assert "values" not in out
-    assert len(await run.steps()) == 5
+    assert len(await run.steps()) == 2
 
 
 async def test_failures_within_the_tolerance_leave_the_values_of_the_rest(awsworld_env: WorkflowTestEnv) -> None:

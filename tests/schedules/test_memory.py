@@ -24,6 +24,7 @@ from awsworld.world.schedules import (
     Overlap,
     ScheduleDeclaredInCodeError,
     ScheduleExistsError,
+    ScheduleInputError,
     ScheduleNotFoundError,
     ScheduleState,
     schedule_run_id,
@@ -263,8 +264,15 @@ def test_bad_declarations_fail_where_they_are_written() -> None:
         Schedule()
     with pytest.raises(TypeError, match="serialized"):
         Schedule(every="1h", args=(object(),))
-    with pytest.raises(InvalidInputError, match="at most"):
+    # Over 256 KB serialized (or a bad id): the README's ValueError, typed, and the World's InvalidInputError
+    # naming the field, raised by the constructor.
+    with pytest.raises(ValueError, match="at most 262144 bytes serialized") as too_large:
         Schedule(every="1h", args=("x" * 300_000,))
+    assert isinstance(too_large.value, ScheduleInputError) and isinstance(too_large.value, InvalidInputError)
+    assert too_large.value.field == "input"
+    with pytest.raises(ValueError, match="schedule id") as bad_id:
+        Schedule(every="1h", id="nightly report")
+    assert isinstance(bad_id.value, ScheduleInputError) and bad_id.value.field == "scheduleId"
 
 
 async def test_arguments_that_do_not_fit_the_workflow_are_refused_at_create() -> None:

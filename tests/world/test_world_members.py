@@ -1,5 +1,6 @@
 """Every member the runtime uses of a World is declared in the ``World`` protocol (``world/protocol.py``), and both
-Worlds have each of them: the runtime reads ``world.clock``, ``world.watch`` and ``world.schedules`` as it reads
+Worlds have each of them: the runtime reads ``world.clock``, ``world.watch``, ``world.schedules`` and
+``world.published`` as it reads
 ``world.runs``, never by looking for them (``getattr(world, ...)``), so a World that lacked one would fail its
 type check and this test, not skip the watchdog or the schedules quietly."""
 
@@ -16,7 +17,7 @@ from awsworld.world.protocol import World
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "awsworld"
 DISCOVERY = re.compile(r"\b(?:get|has)attr\((?:self\.)?world\b")
-RUNTIME_MEMBERS = ("clock", "watch", "schedules", "streams", "runs", "steps", "events", "hooks", "queue",
+RUNTIME_MEMBERS = ("clock", "watch", "schedules", "published", "streams", "runs", "steps", "events", "hooks", "queue",
                    "queue_batch", "get_deployment_id", "capabilities", "spec_version", "close")
 
 

@@ -14,8 +14,8 @@ hook still holds its slot, so no more than ``max_concurrency`` of them are ever 
 When an item or branch is labelled (``map(name=..., item_name=...)``, ``parallel(name=..., names=...)``), every
 call it makes records the label in its display name (``authoring.names``): set inside the item's own task, so it
 reaches exactly that item's calls. The labels are computed before any item starts, so a bad one fails the call
-with nothing written. What completes a batch (``min_successful``, the tolerances) is ``batch_result``'s.
-"""
+with nothing written. What completes a batch (``min_successful``, the tolerances) is ``batch_result``'s; once it
+has, the batch returns at once and the items still running finish in the background (see ``map``)."""
 
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ from .batch_result import (
     describe_error,
 )
 from .names import SEPARATOR, check_name, labelled
+from .scope import StepEnd, wakes_on
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -73,10 +74,13 @@ async def map(  # the issue's name; ``batch_map`` is the same function without s
     - ``name`` and ``item_name`` (``item_name(item, index) -> str``): labels for the log; each call an item makes
       shows ``name / item label / call`` (display only, never compared on replay: ``authoring.names``).
 
-    Once the outcome is decided no new item starts; items already started run to their end and their results
-    are kept. ``map`` never raises for an item's failure: ``result.values()`` does, with every failure, when the
-    batch is not ``ok``. Bad options raise ``BatchOptionError`` (a ``ValueError``) before any item starts.
-    Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
+    ``map`` returns as soon as the rule decides (the item whose end decided it is a position in the log, so every
+    replay returns at the same point): no new item starts (those are ``not_started``), and items still running
+    go on in the background without the workflow waiting for them (they are ``started`` in the result; their
+    steps' outcomes land in the log as usual). When the workflow ends, whatever it left running is cancelled
+    (``engine.execution``). ``map`` never raises for an item's failure: ``result.values()`` does, with every
+    failure, when the batch is not ``ok``. Bad options raise ``BatchOptionError`` (a ``ValueError``) before any
+    item starts. Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
     inputs = list(items)
     if not isinstance(with_index, bool):
         raise BatchOptionError(f"with_index must be True or False, got {with_index!r}")
@@ -144,7 +148,8 @@ async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tu
                max_concurrency: int | None, min_successful: int | None, tolerated_failures: int | None,
                tolerated_failure_fraction: float | None) -> BatchResult[R]:
     """Start items in index order within ``max_concurrency``, react to each one's end in the order they finish,
-    stop starting once the rule completes the batch, and let started items finish."""
+    and return as soon as the rule decides: items still running go on in the background (``_BACKGROUND``), and
+    the items not started yet never start."""
     if max_concurrency is not None and (isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int)
                                         or max_concurrency < 1):
         raise BatchOptionError(f"max_concurrency must be an int of at least 1, got {max_concurrency!r}")
@@ -157,9 +162,11 @@ async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tu
     finished: asyncio.Queue[int] = asyncio.Queue()  # indexes of finished items, in the order they finished
     running: dict[int, asyncio.Task[None]] = {}
     succeeded = failed = 0
-    reason: CompletionReason | None = None
+    wakes = _wakes_on(rule, limit)
 
     async def run(index: int) -> None:
+        if wakes:
+            wakes_on.set(wakes_on.get() | wakes)  # in this item's own task: its steps only
         try:
             with ExitStack() as labelling:
                 for part in labels[index]:
@@ -180,8 +187,8 @@ async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tu
     started = 0
     reason = rule.decide(0, 0)  # min_successful=0 completes before anything starts
     try:
-        while True:
-            while reason is None and started < total and len(running) < limit:
+        while reason is None:
+            while started < total and len(running) < limit:
                 running[started] = loop.create_task(run(started))  # created in input order: replay-stable ids
                 started += 1
             if not running:
@@ -195,17 +202,41 @@ async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tu
                 succeeded += 1
             else:
                 failed += 1
-            if reason is None:
-                reason = rule.decide(succeeded, failed)  # the first decision is the reason
-    finally:
-        for task in running.values():
+            reason = rule.decide(succeeded, failed)  # the first decision is the reason, and ends the batch
+    except BaseException:
+        for task in running.values():  # the batch itself was cancelled (or failed): so are its items
             task.cancel()
+        raise
+    for task in running.values():  # decided with these still running: they finish without the batch
+        _BACKGROUND.add(task)
+        task.add_done_callback(_BACKGROUND.discard)
 
-    if reason == "min_successful_reached" and started == total:
-        reason = "all_completed"  # every item ran anyway: the minimum stopped nothing
-    result_items = [item if item is not None else BatchItem[R](index, "not_started", name=shown[index])
+    if reason == "min_successful_reached" and started == total and not running:
+        reason = "all_completed"  # every item had finished anyway: the minimum stopped nothing
+    result_items = [item if item is not None
+                    else BatchItem[R](index, "started" if index in running else "not_started", name=shown[index])
                     for index, item in enumerate(outcomes)]
     return BatchResult(result_items, reason=reason or "all_completed", rule=rule)
+
+
+def _wakes_on(rule: CompletionRule, limit: int) -> frozenset[StepEnd]:
+    """The ends of an item's steps the batch reacts to at once (``authoring.scope.wakes_on``): any end while
+    items wait for a slot, a success when a minimum is asked, a failure when failures can decide. A step's end
+    stands for its item's (a step may not be its item's last; then waking costs a replay and changes nothing)."""
+    if limit < rule.total:
+        return _ANY_END
+    ends: set[StepEnd] = set()
+    if rule.min_successful is not None:
+        ends.add("completed")
+    if rule.fails_fast or rule.tolerated_failures is not None or rule.tolerated_failure_fraction is not None:
+        ends.add("failed")
+    return frozenset(ends)
+
+
+_BACKGROUND: set[asyncio.Task[None]] = set()
+"""Items a batch returned without (the rule decided while they ran), held until they finish: the event loop
+keeps only weak references to its tasks (``asyncio.create_task``'s documentation). In a workflow, the engine
+cancels whatever the body left running when the body ends (``engine.execution``), so none is held past its run."""
 
 
 batch_map = map
@@ -250,7 +281,13 @@ async def first_successful(*awaitables: Awaitable[T]) -> T:
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
+    """One of ``first_successful``'s awaitables, in a task of its own: any end of its steps wakes the workflow at
+    once (``authoring.scope.wakes_on``), so the first success is seen while the others still run or retry."""
+    wakes_on.set(wakes_on.get() | _ANY_END)
     return await awaitable
+
+
+_ANY_END: frozenset[StepEnd] = frozenset(("completed", "failed"))
 
 
 __all__ = ["BatchError", "BatchItem", "BatchOptionError", "BatchResult", "Branch", "CompletionReason",

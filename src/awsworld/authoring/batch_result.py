@@ -5,7 +5,7 @@ The rule, as AWS Lambda durable functions' ``CompletionConfig`` states it (the S
 
 - ``min_successful``: the batch completes as soon as this many items have succeeded
   (``MIN_SUCCESSFUL_REACHED``, ``"min_successful_reached"`` here; ``"all_completed"`` when every item had
-  started by then, so the minimum stopped nothing).
+  finished by then, so the minimum stopped nothing).
 - ``tolerated_failures`` (a count) and ``tolerated_failure_fraction`` (of all the items, 0 to 1): the batch
   completes as soon as more items have failed than either allows (``FAILURE_TOLERANCE_EXCEEDED``,
   ``"failure_tolerance_exceeded"``).
@@ -14,7 +14,8 @@ The rule, as AWS Lambda durable functions' ``CompletionConfig`` states it (the S
   be reached. The batch runs every item and completes ``ALL_COMPLETED`` (``"all_completed"``), not ``ok``.
 - Otherwise it completes when every item has finished: ``ALL_COMPLETED``.
 
-Once it has completed no new item starts; items already started run to their end and their outcomes are kept.
+Once it has completed, the batch returns: no new item starts (``not_started``), and items still running finish
+in the background, unwaited (``started`` in the result, as the SDK's ``STARTED``; their outcomes reach the log).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from typing import Any, Generic, Literal, TypeVar, overload
 
 R = TypeVar("R")
 
-ItemStatus = Literal["succeeded", "failed", "not_started"]
+ItemStatus = Literal["succeeded", "failed", "started", "not_started"]
+"""An item's outcome when its batch completed: ``started`` is still running then (it finishes in the
+background, unwaited), ``not_started`` was never started (the batch completed first)."""
 CompletionReason = Literal["all_completed", "min_successful_reached", "failure_tolerance_exceeded"]
 """Why a batch completed: ``all_completed`` (every item finished), ``min_successful_reached`` (enough had
 succeeded), ``failure_tolerance_exceeded`` (more had failed than tolerated). The SDK's ``ALL_COMPLETED``,
@@ -124,8 +127,8 @@ class CompletionRule:
 @dataclass(frozen=True)
 class BatchItem(Generic[R]):
     """One input's outcome: ``value`` when it succeeded, ``error`` when it failed, neither when the batch
-    completed before starting it. ``name``: its label in the log (``map(item_name=...)``, ``parallel(names=...)``),
-    when it has one."""
+    completed before it finished (``started``) or started (``not_started``). ``name``: its label in the log
+    (``map(item_name=...)``, ``parallel(names=...)``), when it has one."""
 
     index: int
     status: ItemStatus
@@ -157,11 +160,11 @@ class BatchResult(Generic[R]):
     """What ``map`` and ``parallel`` return: one ``BatchItem`` per input, in input order (iterate it, index it,
     ``len`` it), and ``completion_reason``: why the batch completed.
 
-    - ``"all_completed"`` (the SDK's ``ALL_COMPLETED``): every item finished (started items never are cut off).
+    - ``"all_completed"`` (the SDK's ``ALL_COMPLETED``): every item finished.
     - ``"min_successful_reached"`` (``MIN_SUCCESSFUL_REACHED``): ``min_successful`` items succeeded while some
-      had not started; those are ``not_started``.
+      had not finished; those still running are ``started``, those never started ``not_started``.
     - ``"failure_tolerance_exceeded"`` (``FAILURE_TOLERANCE_EXCEEDED``): more items failed than tolerated (before
-      enough succeeded, when a minimum was asked too); whatever had not started is ``not_started``.
+      enough succeeded, when a minimum was asked too); the others are ``started`` or ``not_started`` likewise.
 
     ``ok``: the tolerance was not exceeded and, when a minimum was asked, it was reached (an ``all_completed``
     batch with fewer successes than ``min_successful`` is not ok). ``values()`` returns the successful values in
@@ -194,6 +197,11 @@ class BatchResult(Generic[R]):
         return [item for item in self.items if item.status == "failed"]
 
     @property
+    def started(self) -> list[BatchItem[R]]:
+        """Items still running when the batch completed (they finish in the background, unwaited)."""
+        return [item for item in self.items if item.status == "started"]
+
+    @property
     def not_started(self) -> list[BatchItem[R]]:
         return [item for item in self.items if item.status == "not_started"]
 
@@ -209,7 +217,7 @@ class BatchResult(Generic[R]):
 
     def values(self) -> list[R]:
         """The successful values in input order; ``BatchError`` (carrying every failure) when the batch is not
-        ``ok``. Items that failed within the tolerance, or were never started, have no value here."""
+        ``ok``. Items that failed within the tolerance, or had not finished, have no value here."""
         if not self.ok:
             raise BatchError(self._failure_message(), self)
         return [item.value for item in self.items if item.status == "succeeded"]  # type: ignore[misc]
@@ -239,7 +247,8 @@ class BatchResult(Generic[R]):
 
     def __repr__(self) -> str:
         return (f"BatchResult({len(self.succeeded)} succeeded, {len(self.failed)} failed, "
-                f"{len(self.not_started)} not started, {self.completion_reason})")
+                f"{len(self.started)} still running, {len(self.not_started)} not started, "
+                f"{self.completion_reason})")
 
 
 def _label(item: BatchItem[Any]) -> str:

@@ -18,6 +18,11 @@ Built only from operations the World contract already has (no new event type, no
    woken. A workflow that returns right after a call it never awaited ends without the flow writing that call,
    so a handle returned before the start would make "leave it running" a promise the runtime cannot keep.
 
+Arguments are checked at the call site before anything is declared (``WorkflowDef.check_arguments``: the call's
+shape, and each annotated parameter's type, ``authoring.arguments``): a call the child cannot take raises
+``TypeError`` in the parent's body, where it was written, instead of failing inside the child later. A call the
+parent's log already records (made before the check existed) replays as recorded (``recorded_call``).
+
 A step and a hook rather than a new event type: the contract's existing rules (a step's at-least-once body made
 idempotent by its input, ``run_created``'s idempotent ids, hook tokens, ``resumeId`` dedup, the terminal-run
 fence on ``step_started``) already give every guarantee a child needs, on every World, with nothing to migrate.
@@ -233,7 +238,12 @@ async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[st
                                        Place("input", f"workflow {definition.name!r}", execution.run_id))
     except serde.SerializationError as error:
         raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
-    step = execution.declare_step(START_CHILD_CALL, (definition.name, call_input, detached), {}, name=name)
+    start_args = (definition.name, call_input, detached)
+    if not execution.recorded_call(START_CHILD_CALL, start_args, {}):
+        # A new call: arguments the child cannot take are a TypeError here, at the call site, before anything is
+        # declared (a call the log records was accepted when it was made, and replays as it was).
+        definition.check_arguments(args, kwargs)
+    step = execution.declare_step(START_CHILD_CALL, start_args, {}, name=name)
     run_id = child_run_id(execution.run_id, step.id)
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)

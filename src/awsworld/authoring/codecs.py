@@ -46,7 +46,10 @@ class Codec(Protocol[T]):
 
 class PydanticCodec(Generic[T]):
     """A codec from a pydantic ``TypeAdapter``: JSON of any type pydantic validates (models, dataclasses,
-    ``list[Order]``, ``dict[str, Decimal]``...), validated on the way back in: ``PydanticCodec(Order)``."""
+    ``list[Order]``, ``dict[str, Decimal]``...): ``PydanticCodec(Order)``. Validated both ways, in pydantic's
+    default (lax) mode: on the way out, so a value that does not fit is refused where it is made (an
+    ``args_codec``'s arguments at ``Client.start`` or at a child call, nothing written) rather than where it is
+    read back, and what is stored is the validated value, which is what decoding it gives."""
 
     def __init__(self, kind: type[T]) -> None:
         self._adapter: TypeAdapter[T] = TypeAdapter(kind)
@@ -55,7 +58,7 @@ class PydanticCodec(Generic[T]):
     def encode(self, value: T, place: Place, /) -> str:
         # Text, not pydantic's bytes: stored as the envelope's "v" (readable in the CLI and the UI, its quotes
         # escaped) rather than base64 of the bytes, a third larger (bench/codec_bytes.py).
-        return self._adapter.dump_json(value).decode("utf-8")
+        return self._adapter.dump_json(self._adapter.validate_python(value)).decode("utf-8")
 
     def decode(self, data: str | bytes, place: Place, /) -> T:
         return self._adapter.validate_json(data)

@@ -6,6 +6,7 @@ a function is a breaking change for runs in flight (pass ``name=`` to keep the o
 
 from __future__ import annotations
 
+import difflib
 import functools
 import inspect
 import logging
@@ -13,11 +14,13 @@ import math
 from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
+from types import EllipsisType
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overload
 
 from ..schedules.declared import declare_all
 from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
+from .arguments import check_call
 from .codecs import Codec, check_positional
 from .durations import Duration, parse_duration, seconds
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
@@ -32,9 +35,10 @@ _warned_main = False
 
 DEFAULT_MAX_RETRIES = DEFAULT_MAX_ATTEMPTS - 1
 StepSemantics = Literal["at_least_once", "at_most_once"]
-"""How often one attempt of a step may run its body: ``at_least_once`` (the default: an attempt cut off by a
-crash runs again) or ``at_most_once`` (it is recorded failed with ``StepInterruptedError`` instead, and retried
-only as its policy says: the SDK's ``AT_MOST_ONCE_PER_RETRY``)."""
+"""How often one attempt of a step may run its body: ``at_least_once`` (the default: a step whose attempt was cut
+off by a crash runs again, as its next attempt, which the retry policy's ``max_attempts`` counts) or
+``at_most_once`` (the cut-off attempt is recorded failed with ``StepInterruptedError`` instead, and retried only
+as its policy says: the SDK's ``AT_MOST_ONCE_PER_RETRY``)."""
 MODULES_ENV = Settings.modules.env
 """The modules a deployment imports so their decorators register its workflows (the Lambda handler, the CLI)."""
 MAX_MODULES_NAMED = 12  # an unknown workflow's error names at most this many of the modules that were loaded
@@ -71,6 +75,18 @@ class WorkflowDef:
     retention: timedelta | None = None  # how long a finished run stays readable (None: the deployment's default)
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
     args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``engine.codecs.store_call``)
+    validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
+
+    @property
+    def label(self) -> str:
+        """How an argument's refusal names the workflow: ``workflow 'shop.order'``."""
+        return f"workflow {self.name!r}"
+
+    def check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        """The ``TypeError`` a start with these arguments must raise, now (``authoring.arguments``): Python's for
+        a call that does not bind, and, unless ``validate_args=False`` or an ``args_codec`` checks them, pydantic's
+        strict check of each annotated parameter."""
+        check_call(self.fn, self.label, args, kwargs, types=self.validate_args and self.args_codec is None)
 
     def execution_context(self) -> dict[str, Any]:
         """What a run of this workflow adds to its ``run_created`` executionContext."""
@@ -96,7 +112,7 @@ class Registry:
         try:
             return self.workflows[name]
         except KeyError:
-            raise WorkflowNotRegisteredError(name, self.modules()) from None
+            raise WorkflowNotRegisteredError(name, self.modules(), registered=list(self.workflows)) from None
 
     def modules(self) -> list[str]:
         """The modules whose workflows this registry holds, sorted: what an unknown workflow's error names, so
@@ -110,16 +126,43 @@ class Registry:
             raise LookupError(f"no step named {name!r} is registered in this process") from None
 
 
-class WorkflowNotRegisteredError(LookupError):
-    """A workflow name no module of this process registered: ``name``, and ``modules``, the modules that did
-    register workflows here (with ``AWSWORLD_MODULES`` as this process's environment sets it, when it does)."""
+MAX_SUGGESTIONS = 3
 
-    def __init__(self, name: str, modules: list[str]) -> None:
+
+def nearest(name: str, registered: Sequence[str]) -> list[str]:
+    """The registered names a typo of ``name`` most likely meant (``difflib``'s ratio at least 0.6), best first: at
+    most ``MAX_SUGGESTIONS``, and only those about as near as the best (names sharing a long prefix, such as a
+    module's, all look alike to the ratio: ``clitest.summ`` means ``clitest.sum``, not ``clitest.slow``)."""
+    found = difflib.get_close_matches(name, list(registered), n=MAX_SUGGESTIONS)
+    if not found:
+        return []
+    best = difflib.SequenceMatcher(None, name, found[0]).ratio()
+    return [match for match in found if difflib.SequenceMatcher(None, name, match).ratio() >= best - 0.1]
+
+
+class WorkflowNotRegisteredError(LookupError):
+    """A workflow name a registry lacks: ``name``, and ``modules``, the modules that did register workflows there
+    (with ``env_modules``, the ``AWSWORLD_MODULES`` that loaded them: ``...``, the default, reads this process's).
+    ``registered``: the names it holds, from which ``suggestions`` are the nearest (``difflib``), so a typo shows
+    next to what was meant. ``where`` says whose registry (``in this process``; a deployment's, for a refusal by
+    its published names: ``published.model``) and ``hint`` what to do."""
+
+    def __init__(self, name: str, modules: list[str], *, registered: Sequence[str] = (),
+                 env_modules: str | EllipsisType | None = ..., where: str = "in this process",
+                 hint: str = f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE") -> None:
         self.name = name
         self.modules = modules
-        self.env_modules = SETTINGS.modules
-        super().__init__(f"no workflow named {name!r} is registered in this process (loaded: {self.loaded()}; "
-                         f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE)")
+        self.env_modules = SETTINGS.modules if isinstance(env_modules, EllipsisType) else env_modules
+        self.where = where
+        self.suggestions = nearest(name, registered)
+        super().__init__(f"no workflow named {name!r} is registered {where} (loaded: {self.loaded()})"
+                         f"{self.did_you_mean()}; {hint}")
+
+    def did_you_mean(self) -> str:
+        """``; did you mean 'shop.order'?`` (or nothing, when no registered name is near)."""
+        if not self.suggestions:
+            return ""
+        return "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
 
     def loaded(self) -> str:
         """Which modules registered workflows here, for a person: a typo shows next to the real names."""
@@ -195,19 +238,19 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None) -> _CodecDecorator[T]: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _CodecDecorator[T]: ...
 
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None) -> _Decorator: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None,
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -225,7 +268,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``engine.codecs.store_call``).
 
     ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
-    deployments that name its module (README, "Schedules")."""
+    deployments that name its module (README, "Schedules"). Its arguments are checked against the workflow's
+    parameters here, when the decorator runs (a ``TypeError`` naming the schedule).
+
+    ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict
+    mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -236,9 +283,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         if args_codec is not None:
             check_positional(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec)
+        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec, validate_args)
         REGISTRY.add_workflow(definition)
-        declare_all(definition.name, f.__module__, schedule)
+        declare_all(definition.name, f.__module__, schedule, definition.check_arguments)
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -73,7 +73,11 @@ class StepInterruptedError(RetryableError):
     may have run, so it is not run again in that attempt. The attempt is recorded as failed with this error and
     retried as any ``RetryableError`` is, within the policy's ``max_attempts`` (``no_retry_on`` may exclude it,
     ``max_attempts=1`` never retries): a retry is a new attempt with a durable start of its own. The workflow
-    sees ``StepError(error_type="StepInterruptedError")`` once the retries are spent."""
+    sees ``StepError(error_type="StepInterruptedError")`` once the retries are spent.
+
+    Any step's last attempt cut off so ends too: an at-least-once step's cut-off attempt is run again as the
+    next attempt, which ``max_attempts`` counts, and when it was the last one the step fails with this error
+    instead of starting one more."""
 
 
 class ValueTooLargeError(FatalError):
@@ -231,18 +235,21 @@ class DeterminismError(RuntimeError):
 
 
 class ReplayDivergenceError(RuntimeError):
-    """The workflow's code no longer matches its event log.
+    """A replay of the workflow did not make the calls its event log records (new code, or a workflow that read
+    something that changes between replays).
 
     ``position`` names where (``step 3``, ``hook 2``, ``the end of the log``), ``slot`` the log event, ``log`` what
     the log holds there and ``code`` what the code did instead (calls with their arguments, truncated), ``change``
-    the kind of change (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``);
-    ``step_id`` the step whose logged input differs (for ``arguments``).
+    the kind of difference (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``);
+    ``step_id`` the step whose logged input differs (for ``arguments``); ``outline`` the message with every
+    argument list written ``(…)`` (what may be stored in plain text: ``engine.divergence``).
     """
 
     def __init__(self, message: str, *, position: str | None = None, slot: int | None = None,
                  log: str | None = None, code: str | None = None, change: str | None = None,
-                 step_id: str | None = None) -> None:
+                 step_id: str | None = None, outline: str | None = None) -> None:
         super().__init__(message)
+        self.outline = outline if outline is not None else message
         self.position = position
         self.slot = slot
         self.log = log
@@ -255,8 +262,10 @@ class ReplayDivergenceError(RuntimeError):
 USER_ERROR = "USER_ERROR"
 RUNTIME_ERROR = "RUNTIME_ERROR"
 CORRUPTED_EVENT_LOG = "CORRUPTED_EVENT_LOG"
-"""The run's replay kept diverging from its log (the spec's ErrCorruptedEventLog): its code changed under it. The
-code is the spec's; the stored message names the divergence."""
+"""The run's replay kept diverging from its log (the spec's ErrCorruptedEventLog; the log itself is intact), or an
+operator failed a parked run (``awsworld fail``). The code is the spec's; the stored message names the divergence."""
+FAILED_ON_REQUEST = "FAILED_ON_REQUEST"
+"""An operator failed the run (``awsworld fail``, ``Client.fail``) while it was not parked."""
 EVENT_LIMIT_EXCEEDED = "EVENT_LIMIT_EXCEEDED"
 SERIALIZATION_ERROR = "SERIALIZATION_ERROR"
 UNKNOWN_WORKFLOW = "UNKNOWN_WORKFLOW"

@@ -20,11 +20,28 @@ T = TypeVar("T")
 
 @dataclass(frozen=True)
 class StepMetadata:
+    """What ``step_metadata()`` returns inside a running step.
+
+    ``step_id`` names the step within its run (``"charge:0"``: not unique across runs). ``attempt`` counts the
+    step's starts, 1 first: it goes up on every retry and also when an attempt was cut off (its delivery died,
+    its lease passed) and the step is started again, which the retry policy's ``max_attempts`` counts too. So a
+    key built from the attempt changes between a cut-off attempt and its re-run, whose side effect may then be
+    made twice. ``idempotency_key`` does not: see there. ``started_at``: when this attempt started."""
+
     run_id: str
     step_id: str
     step_name: str
     attempt: int
     started_at: datetime | None
+
+    @property
+    def idempotency_key(self) -> str:
+        """``"<run id>:<step id>"``: the same for every attempt and every re-run of this step in this run (a
+        retry, a cut-off attempt run again, a take-over, a replay) and different for every other step and run.
+        Pass it to a system the step calls (a payment provider's idempotency key) so that however often the
+        body runs, the effect happens once per step. Want one effect per attempt instead? Add ``attempt``, and
+        know that a cut-off attempt's re-run is a new attempt."""
+        return f"{self.run_id}:{self.step_id}"
 
 
 class StreamWriter:

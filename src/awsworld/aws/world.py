@@ -9,6 +9,7 @@ from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .log.storage import DynamoStorage
 from .log.watch_api import WatchAPI
+from .published_store import DynamoPublished
 from .queue.sqs_queue import SqsQueue
 from .schedule_store import DynamoSchedules
 from .streams.streams import StreamsAPI
@@ -31,6 +32,7 @@ class AWSWorld(WorldBase):
         self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
+        self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

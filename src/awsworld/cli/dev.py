@@ -6,7 +6,9 @@ on 127.0.0.1, runs deliveries through the same path the Lambda flow handler runs
 them into another shell and every ``awsworld`` command (and a ``Client`` built with ``AWSWorld()``) talks to
 this environment. They are introduced by a warning, because ``AWS_ENDPOINT_URL`` redirects every AWS tool in
 that shell (``sam deploy`` there would talk to 127.0.0.1), and followed by the ``unset`` line that undoes them.
-``--state DIR`` keeps runs across restarts (see ``dev_state`` for how, and its limits).
+``--state DIR`` keeps runs across restarts (see ``dev_state`` for how, and its limits). An edit of your modules is
+loaded at once, and no edit destroys a run: each unfinished run is replayed against the new code first, and one that
+diverges is parked, not failed (``dev_reload``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
-from ..settings import Settings
+from ..settings import SETTINGS, Settings
 from ..world.protocol import World
 
 if TYPE_CHECKING:
@@ -54,6 +56,8 @@ def register(sub: Any) -> None:
     dev.add_argument("--sqs-s3", choices=["moto", "localstack"], default="moto", help="the emulator for SQS, S3 "
                      "and KMS: moto (default, in-process) or LocalStack (a second, stricter one; needs "
                      ".venv-localstack, see the README); DynamoDB stays on moto (--port)")
+    dev.add_argument("--no-reload", dest="reload", action="store_false", help="do not load your modules again when "
+                     "their files change (default: reload, replaying unfinished runs against the new code first)")
     dev.add_argument("--time-scale", type=_time_scale, metavar="FACTOR", help="run every wait of the runs "
                      "FACTOR times faster: sleeps, hook timeouts, retry back-offs, polls (3600: a 1-day sleep "
                      "takes 24 s); the log records the real times and the factor, so replay agrees. Sets "
@@ -72,6 +76,7 @@ def _time_scale(text: str) -> float:
 
 
 def _main(args: argparse.Namespace) -> int:
+    os.environ.setdefault(Settings.on_divergence.env, "park")  # no edit under dev fails a run (``dev_reload``)
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
     add_project_to_path()
@@ -103,9 +108,10 @@ async def _serve(args: argparse.Namespace) -> None:
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
+    from ..published.model import DEV, publish
     from ..schedules.declared import declared_in
     from ..worker.dispatch import Runtime
-    from . import dev_state
+    from . import dev_reload, dev_state
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
     show_failures()
@@ -121,23 +127,40 @@ async def _serve(args: argparse.Namespace) -> None:
             webhooks: WebhookServer | None = None
             ui_server: Any = ui.build_server(args, world=world) if args.ui else None  # refuses bad flags early
             ui_task: asyncio.Task[None] | None = None
+            watcher: asyncio.Task[None] | None = None
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 runtime = Runtime(world)
+                # Before the first delivery: a Client of this World refuses a name no module here registers.
+                await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
                 client = Client(world, registry=runtime.registry)
                 poller = LocalPoller(world, runtime, tick_seconds=DEV_TICK_SECONDS)
                 poller.start()
-                woken = await _wake_unfinished(world) if restored else 0
+                # Each unfinished run is replayed against this code before it is woken; one that diverges is parked.
+                verdict = await dev_reload.replay_unfinished(world, runtime.registry, wake="all",
+                                                             tag=f"restart:{os.getpid()}") if restored else None
                 webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
                                          args.webhook_port or (state.webhook_port if state else 0))
                 if state is not None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()
-                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, woken)
+                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict)
+                if args.reload:
+                    code = dev_reload.UserCode(args.modules, [Path.cwd()])
+                    async def reloaded() -> None:  # what dev derives from the modules, derived again
+                        world.schedules.declared = declared_in(args.modules)
+                        # A Client refuses names no publication has: the new code's names are published at once.
+                        await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
+
+                    watcher = asyncio.create_task(dev_reload.watch(world, code, runtime.registry, reloaded))
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 await _run_until_stopped(world, state)
             finally:
+                if watcher is not None:
+                    watcher.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await watcher
                 if ui_task is not None and ui_server is not None:
                     ui_server.should_exit = True
                     await ui_task
@@ -199,27 +222,6 @@ async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
         print("stopped", flush=True)
 
 
-async def _wake_unfinished(world: World) -> int:
-    """Queue one wake for every run a snapshot left pending or running (the queue is not saved). Steps that
-    were running when dev stopped had their leases ended on restore (``dev_state``): each wake's flow takes
-    them over at once, as new attempts."""
-    from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
-
-    woken = 0
-    cursor = None
-    while True:
-        page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor,
-                                     resolve_data="none")
-        for run in page.data:
-            await world.queue(queue_name_for(run.workflow_name), FlowMessage(
-                run.run_id, run.workflow_name, wake=RESTART_WAKE).to_payload(),
-                idempotency_key=f"{run.run_id}:dev-restart:{os.getpid()}")
-            woken += 1
-        if not page.has_more:
-            return woken
-        cursor = page.cursor
-
-
 def environment(config: Any, webhook_url: str) -> dict[str, str]:
     """What a shell needs to point awsworld (the CLI or ``AWSWorld()``) at this environment."""
     from ..local import DUMMY_CREDENTIALS, REGION
@@ -245,12 +247,17 @@ UNDO_COMMENT = "# undo them in that shell (credentials and region then come from
 
 
 def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.Namespace, state: Any,
-                  restored: int, woken: int) -> None:
+                  restored: int, verdict: Any) -> None:
     print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded")
     for name in sorted(registry.workflows):
         print(f"  workflow {name}")
     if state is not None:
-        print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken")
+        woken, parked = (len(verdict.woken), len(verdict.parked)) if verdict is not None else (0, 0)
+        print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken"
+              + (f", {parked} parked (`awsworld runs --parked`)" if parked else ""))
+    print(("edits of your modules are loaded as you save them; " if args.reload else "")
+          + "a run whose replay diverges from its log is parked, not failed "
+          f"({Settings.on_divergence.env}={SETTINGS.on_divergence})")
     factor = Settings().time_scale
     if factor != 1:
         print(f"time scale {factor:g}: every wait runs {factor:g} times faster (a 1-day sleep takes "

@@ -5,7 +5,8 @@ unset configuration) are the operator's to fix, so a traceback only gets in the 
 into a sentence and says what to try. ``--debug`` brings the traceback back for the rare real bug.
 
 Exit codes: 0 ok, 1 an operational error (the command was well formed, the world said no), 2 a usage error
-(the command itself, or its configuration, is wrong: argparse uses 2 too).
+(the command itself, or its configuration, is wrong: argparse uses 2 too; so is a workflow name nothing
+registers, and arguments that do not fit the workflow).
 """
 
 from __future__ import annotations
@@ -66,10 +67,9 @@ def describe(error: BaseException) -> CliError:
         return CliError(error.message, "a finished run takes no more payloads")
     if isinstance(error, WorkflowRunFailedError | WorkflowRunCancelledError):
         return CliError(str(error))
-    if isinstance(error, WorkflowNotRegisteredError):
-        return CliError(f"no workflow named {error.name!r} is registered ({error.loaded()})",
-                        "name a workflow your modules register (their `name=`), and set AWSWORLD_MODULES to "
-                        "check names before starting")
+    if isinstance(error, WorkflowNotRegisteredError):  # a usage error: the command named what does not exist
+        return usage(f"no workflow named {error.name!r} is registered {error.where} ({error.loaded()})"
+                     f"{error.did_you_mean()}", "name a workflow your modules register (their `name=`)")
     if isinstance(error, TimeoutError):
         return CliError(str(error) or "timed out")
     if isinstance(error, WorldError):

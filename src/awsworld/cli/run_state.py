@@ -6,7 +6,8 @@ executing), or ``pending`` with a ``retryAfter`` (a failed attempt waits for its
 not started). A sleep is a ``wait_created`` without its ``wait_completed``; a hook one ``hook_created`` without
 its ``hook_disposed`` (a child run's outcome arrives on such a hook, token ``awsworld.child:<child run id>``, so
 it reads as the child). Nothing open means the run waits for its next delivery (a wake already queued, or one a
-lost message owes it).
+lost message owes it). A pending run whose deliveries found no code for it (a workflow this deployment lacks)
+waits on code: what they found is in its log (``worker.delivery.DELIVERY_FINDING``) and is shown as its wait.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD
+from ..engine.parking import ways_out
+from ..worker.delivery import DELIVERY_FINDING
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
 from .output import when
@@ -62,6 +65,10 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         elif kind == "wait_created":
             found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt")),
                           "displayName": shown.get(key)}
+        elif kind == "attr_set" and status == "pending":
+            for change in data.get("changes") or ():
+                if change.get("key") == DELIVERY_FINDING and change.get("value"):
+                    found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": when(event.created_at)}
     return [found[key] for key in sorted(found, key=call_order)]
 
 
@@ -91,6 +98,8 @@ def describe_wait(wait: dict[str, Any]) -> str:
         return f"a sleep {shown}until {wait['until']}"
     if kind == "child":
         return f"child run {wait['runId']}"
+    if kind == "code":
+        return f"code this deployment lacks (its delivery at {wait['at']}: {wait['found']})"
     received, beats = wait["received"], wait.get("heartbeats", 0)
     heard = f", {beats} heartbeat(s)" if beats else ""
     return (f"{'webhook' if wait['webhook'] else 'hook'} {shown}{wait['token']} "
@@ -99,3 +108,10 @@ def describe_wait(wait: dict[str, Any]) -> str:
 
 def _iso(value: Any) -> str | None:
     return None if value is None else str(value)
+
+
+def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
+    """``describe``'s lines for a parked run (``engine.parking``, its ``to_json``): since when, where and why, and
+    the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
+    return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
+            f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")

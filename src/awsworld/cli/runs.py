@@ -14,6 +14,7 @@ import inspect
 import sys
 from typing import Any
 
+from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -46,6 +47,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     runs.add_argument("--workflow")
     runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
     runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--parked", action="store_true", help="only parked runs: running runs whose replay diverges "
+                      "from their log, waiting for code that replays them (`awsworld describe RUN` says where)")
     runs.set_defaults(handler=_runs)
 
     events = sub.add_parser("events", help="a run's timeline: steps, hooks, waits, with inputs, outputs and errors",
@@ -126,6 +129,7 @@ def _start(args: argparse.Namespace) -> int:
 async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: dict[str, Any]) -> int:
     async with remote() as client:
         try:
+            positional, keywords = _typed(client, args.workflow, positional, keywords)
             run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
@@ -140,6 +144,26 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
             if args.wait:
                 _print_outcome(output)
         return 1 if output.get("status") in ("failed", "cancelled") else 0
+
+
+def _typed(client: Any, name: str, positional: list[Any], keywords: dict[str, Any]
+           ) -> tuple[list[Any], dict[str, Any]]:
+    """The JSON arguments read through the workflow's annotations, when the CLI has its code (``AWSWORLD_MODULES``)
+    and checks its types: an ISO string becomes the ``datetime`` a parameter declares, an array its ``tuple``, an
+    object its dataclass (pydantic's strict JSON mode, ``authoring.arguments.from_json``), and the run stores those
+    values. Arguments that do not bind are left to ``start``, which refuses them (or finishes a recorded start
+    that needs none: ``--run-id``)."""
+    from ..authoring.arguments import ArgumentTypeError, from_json
+
+    definition = client.registry.workflows.get(name) if client.registry is not None else None
+    if definition is None or not definition.validate_args or definition.args_codec is not None:
+        return positional, keywords
+    try:
+        return from_json(definition.fn, definition.label, positional, keywords)
+    except ArgumentTypeError:
+        raise
+    except TypeError:
+        return positional, keywords
 
 
 def _signature_hint(client: Any, name: str) -> str:
@@ -177,24 +201,46 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    if args.parked and args.status:
+        raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
+
     async def go() -> None:
         async with remote() as client:
-            page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)
+            if args.parked:
+                found = await _parked_runs(client, args.workflow, args.limit)
+            else:
+                found = (await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)).data
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
                              "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
-                             "schedule": schedule_json(r.execution_context)}
-                            for r in page.data])
+                             "schedule": schedule_json(r.execution_context),
+                             "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
+                            for r in found])
                 return
-            for run in page.data:
+            for run in found:
                 started_by = schedule_label(run.execution_context)
-                print(f"{run.run_id}  {run.status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}"
+                status = shown_status(run.status, run.attributes)
+                print(f"{run.run_id}  {status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}"
                       + (f"  {started_by}" if started_by else ""))
-            if not page.data:
-                print("no runs", file=sys.stderr)
+            if not found:
+                print("no parked runs" if args.parked else "no runs", file=sys.stderr)
 
     asyncio.run(go())
     return 0
+
+
+async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[Any]:
+    """Up to ``limit`` parked runs, newest first. A parked run is a running run with a mark (``engine.parking``),
+    and run listings filter by status only, so this reads the running runs page by page (100 a page)."""
+    found: list[Any] = []
+    cursor: str | None = None
+    while len(found) < limit:
+        page = await client.list_runs(workflow=workflow, status=["running"], limit=100, cursor=cursor)
+        found += [r for r in page.data if parked_run(r.status, r.attributes) is not None]
+        if not page.has_more:
+            break
+        cursor = page.cursor
+    return found[:limit]
 
 
 def _events(args: argparse.Namespace) -> int:
@@ -284,6 +330,8 @@ def _describe(args: argparse.Namespace) -> int:
                 "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
                 "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
                 "waitingOn": waiting_on(view.status, steps, events),
+                # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
+                "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
                 # The run's final error in full (type, message, failing step, traceback) goes here, from a
                 # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
             }
@@ -297,13 +345,15 @@ def _describe(args: argparse.Namespace) -> int:
 
 
 def _print_description(d: dict[str, Any]) -> None:
-    from .run_state import END_LABELS, describe_wait
+    from .run_state import END_LABELS, describe_wait, parked_lines
 
     print(f"run       {d['runId']}")
     print(f"workflow  {d['workflow']}")
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
-    status = f"{END_LABELS[d['status']]} {d['endedAt']}" if ended else d["status"]
+    status = f"{END_LABELS[d['status']]} {d['endedAt']}" if ended else "parked" if d["parked"] else d["status"]
     print(f"status    {status}" + (f"  ({d['error']})" if d["error"] else ""))
+    if d["parked"]:
+        print(parked_lines(d["runId"], d["parked"]))
     if d["cancelReason"]:
         print(f"reason    {d['cancelReason']}")
     for key in ("createdAt", "startedAt"):
@@ -314,7 +364,8 @@ def _print_description(d: dict[str, Any]) -> None:
     if d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
     for key, value in sorted(d["attributes"].items()):
-        print(f"attribute {key} = {value}")
+        if key != PARKED_ATTRIBUTE:  # shown above, as parked
+            print(f"attribute {key} = {value}")
     if d["parentRunId"]:
         print(f"parent    {d['parentRunId']}")
     if d["schedule"]:

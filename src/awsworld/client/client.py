@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import inspect
 import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
@@ -14,12 +13,22 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from ..authoring.codecs import Codec, Place
-from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition, workflow_name
-from ..authoring.errors import RunEndedError, RunStartError, WorkflowRunCancelledError, WorkflowRunFailedError
+from ..authoring.definitions import REGISTRY, Registry, workflow_definition, workflow_name
+from ..authoring.errors import (
+    CORRUPTED_EVENT_LOG,
+    FAILED_ON_REQUEST,
+    UNKNOWN_WORKFLOW,
+    RunEndedError,
+    RunStartError,
+    WorkflowRunCancelledError,
+    WorkflowRunFailedError,
+)
 from ..engine import codecs, serde
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
+from ..engine.parking import MISSING, parked_run
+from ..published.model import judge
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
@@ -28,6 +37,7 @@ from ..world.ids import new_run_id
 from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import collect_pages
 from ..world.protocol import World
+from ..world.published import Publication
 from ..world.rules.hooks import closed_hook_error
 from .skips import SkippedWait, skip
 
@@ -161,11 +171,14 @@ def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractConte
 
 class Client:
     def __init__(self, world: World, *, registry: Registry | None = None,
-                 waiting: Waiting | None = None) -> None:
+                 waiting: Waiting | None = None, check_published: bool = True) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
-        delivery can run; without one (a client of a deployed stack has no workflow code) names are not
-        checked here, and a run of an unknown workflow fails with ``UNKNOWN_WORKFLOW`` after a window.
+        delivery can run. Without one (a client of a deployed stack, or of ``awsworld dev``, has no workflow code
+        of its own) a start reads the names the deployment that consumes the queue published (``published.model``:
+        one read, cached by this client) and refuses a name no consumer registers, when that is certain; when it
+        is not, the run starts and its delivery decides. ``check_published=False`` skips that read (a schedule's
+        tick, which runs inside the consumer).
 
         ``waiting``: entered while this client waits for a run to move on (``Run.result``, and
         ``Run.wait_for_hook`` with the token it waits for); the test environment lets its virtual clock skip
@@ -173,6 +186,26 @@ class Client:
         self.world = world
         self.registry = registry
         self.waiting: Waiting = waiting or _not_waiting
+        self.check_published = check_published
+        self._published: list[Publication] | None = None  # the deployment's publications, read once
+
+    async def refuse_unpublished(self, name: str) -> None:
+        """Raise ``WorkflowNotRegisteredError`` if the publications of the deployment consuming this World's
+        queue make ``name`` certainly unknown (``published.model.judge``). The first call reads them and caches
+        them; a refusal reads them once more first (the consumer may have published since: dev restarted with
+        another module, a deploy). A World with no publications, or a client with a registry of its own, never
+        refuses here."""
+        store = self.world.published
+        if self.registry is not None or not self.check_published:
+            return
+        if self._published is None:
+            self._published = await store.read()
+        if not judge(name, self._published).sure:
+            return
+        self._published = await store.read()
+        verdict = judge(name, self._published)
+        if verdict.sure:
+            raise verdict.error(name)
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -186,9 +219,12 @@ class Client:
         """Start a run of ``workflow`` (a ``@workflow``, whose arguments and return type the type checker
         knows, or a workflow's registered name) with these arguments; ``run.result()`` is its return value.
 
-        Arguments that do not fit the workflow's parameters raise ``TypeError`` here, with the message Python
-        gives for the call, and nothing is recorded or queued: whenever the workflow is known (a ``@workflow``,
-        or a name in this client's registry). A name this client cannot check starts a run that fails.
+        Arguments that do not fit the workflow's parameters raise ``TypeError`` here, and nothing is recorded or
+        queued: the message Python gives for a call that does not bind, or one naming the parameter, the type its
+        annotation declares and the value for an argument that is not of that type (pydantic, strict mode; see
+        ``authoring.arguments``), whenever the workflow is known (a ``@workflow``, or a name in this client's
+        registry). A name this client cannot check is checked by the run's first delivery, which fails the run
+        with that ``TypeError`` before its body runs. What is stored is the arguments as passed.
 
         For an idempotent start, ``client.options(run_id=...).start(workflow, ...)``: the same id returns the
         same run (and wakes it again if it never started)."""
@@ -341,6 +377,35 @@ class Client:
         await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
         return run
 
+    async def fail(self, run_id: str, *, reason: str | None = None) -> RunView:
+        """Fail an unfinished run on request (``awsworld fail``): one ``run_failed`` event, as if its workflow had
+        failed, so ``Run.result()`` raises ``WorkflowRunFailedError`` and a parent awaiting it as a child sees the
+        failure (a wake's delivery tells it, as for a cancel). A parked run (``engine.parking``) fails as the
+        spec's divergence rule would have failed it: ``ReplayDivergenceError``, code ``CORRUPTED_EVENT_LOG``,
+        naming where it diverged and since when it was parked (one parked because its workflow is missing:
+        ``UnknownWorkflowError``, code ``UNKNOWN_WORKFLOW``); any other run with ``FailedOnRequest``, code
+        ``FAILED_ON_REQUEST``. ``reason`` (up to 512 characters) ends the message. Raises ``RunGoneError`` for a run
+        that has ended and ``RunNotFoundError`` for an unknown id; returns the run as the write left it."""
+        if reason is not None and len(reason) > MAX_CANCEL_REASON:
+            raise ValueError(f"a fail reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
+        run = await self.world.runs.get(run_id, resolve_data="none")
+        if run.status in TERMINAL_RUN_STATUSES:
+            raise RunGoneError(f"run {run_id} is {run.status}: only a pending or running run can be failed")
+        parked = parked_run(run.status, run.attributes)
+        said = f": {reason}" if reason else ""
+        if parked is not None:
+            missing = parked.change == MISSING
+            error = {"name": "UnknownWorkflowError" if missing else "ReplayDivergenceError",
+                     "message": f"failed on request while parked (since "
+                                f"{parked.since.isoformat(timespec='seconds')}): {parked.divergence}{said}"}
+            code = UNKNOWN_WORKFLOW if missing else CORRUPTED_EVENT_LOG
+        else:
+            error, code = {"name": "FailedOnRequest", "message": f"failed on request{said}"}, FAILED_ON_REQUEST
+        result = await self.world.events.create(run_id, {"eventType": "run_failed",
+                                                         "eventData": {"error": error, "errorCode": code}})
+        never_started = result.run is not None and result.run.started_at is None
+        await _wake(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
+        return result.run if result.run is not None else await self.world.runs.get(run_id, resolve_data="none")
     async def skip_wait(self, run_id: str, wait: str | None = None) -> SkippedWait:
         """End a wait of the run now, as an operator: a sleep, a hook's timeout (the hook then raises
         ``HookTimeoutError``) or a step's retry back-off (the next attempt starts now). ``wait``: its id or its
@@ -363,7 +428,7 @@ class Client:
         """Schedules at run time: create, list, describe, pause, resume, trigger, backfill, delete."""
         from ..schedules.client import ScheduleClient  # (it does not import this module: _start is handed over)
 
-        return ScheduleClient(self, _start, bind_arguments)
+        return ScheduleClient(self, _start)
 
 
 class StartOptions:
@@ -407,9 +472,10 @@ async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any
     name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
     if client.registry is not None and isinstance(workflow, str):
         definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
+    await client.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
     if definition is not None:
         try:
-            bind_arguments(definition, args, kwargs)
+            definition.check_arguments(args, kwargs)
         except TypeError:
             # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no arguments:
             # the run keeps the ones it was recorded with.
@@ -449,22 +515,6 @@ def _result_codec(client: Client, workflow: str) -> Codec[Any] | None:
     """The codec of a workflow this process has (the client's registry, else the decorators' own), by name."""
     definition = (client.registry or REGISTRY).workflows.get(workflow) or REGISTRY.workflows.get(workflow)
     return definition.codec if definition is not None else None
-
-
-def bind_arguments(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-    """Raise the ``TypeError`` the run's first delivery would raise calling the workflow with these arguments,
-    now, with Python's own message. Calling an ``async def`` binds its arguments and makes a coroutine without
-    running any of its body; the coroutine is closed unrun. (A function that only says it is a coroutine
-    function is checked against its signature instead: calling it would run it.)"""
-    fn = definition.fn
-    code = getattr(fn, "__code__", None)
-    if code is not None and code.co_flags & inspect.CO_COROUTINE:
-        fn(*args, **kwargs).close()
-        return
-    try:
-        inspect.signature(fn, follow_wrapped=False).bind(*args, **kwargs)
-    except TypeError as error:
-        raise TypeError(f"{getattr(fn, '__qualname__', definition.name)}() {error}") from None
 
 
 async def _recorded(world: World, run_id: str, name: str) -> bool:

@@ -47,6 +47,7 @@ class ReplayResult:
     code: str | None = None
     change: str | None = None
     message: str | None = None
+    outline: str | None = None  # the message without argument values (``engine.divergence``)
 
     @property
     def ok(self) -> bool:
@@ -83,7 +84,7 @@ def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registr
     except ReplayDivergenceError as divergence:
         return ReplayResult(run_id, name, len(log), "diverged", position=divergence.position, slot=divergence.slot,
                             log=divergence.log, code=divergence.code, change=divergence.change,
-                            message=str(divergence))
+                            message=str(divergence), outline=divergence.outline)
     except (LogGapError, DeterminismError) as error:
         return ReplayResult(run_id, name, len(log), "error", message=f"{type(error).__name__}: {error}")
     finally:
@@ -99,14 +100,17 @@ def _check_end(execution: WorkflowExecution) -> None:
     extra = execution.new_ops()
     if extra:
         raise dv.divergence("end", "the end of the log", end, "the run completed",
-                            f"called {dv.code_call(extra[0])}", " (a call was inserted)")
+                            f"called {dv.code_call(extra[0])}", " (a call beyond the log's end)",
+                            outline=("the run completed", f"called {dv.code_call(extra[0], values=False)}"))
     task = execution.task
     if task is None or not task.done():
         raise dv.divergence("end", "the end of the log", end, "the run completed", "is still waiting")
     if task.cancelled() or task.exception() is not None:
         error = task.exception() if not task.cancelled() else None
         raise dv.divergence("result", "the end of the log", end, "the run completed",
-                            f"raised {type(error).__name__}: {str(error)[:200]}" if error else "was cancelled")
+                            f"raised {type(error).__name__}: {str(error)[:200]}" if error else "was cancelled",
+                            outline=("the run completed",
+                                     f"raised {type(error).__name__}" if error else "was cancelled"))
     logged = (end.event_data or {}).get("output")
     try:
         returned = codecs.store(task.result(), execution.definition.codec,
@@ -115,7 +119,7 @@ def _check_end(execution: WorkflowExecution) -> None:
         return  # the production run would have failed the same way; nothing to compare
     if "output" in (end.event_data or {}) and dv.input_digest(logged) != dv.input_digest(returned):
         raise dv.divergence("result", "the end of the log", end, f"the result {_value(logged)}",
-                            f"returned {_value(returned)}")
+                            f"returned {_value(returned)}", outline=("a result", "returned another"))
 
 
 def _value(structure: Any) -> str:

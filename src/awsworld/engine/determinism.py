@@ -17,19 +17,28 @@ call                                           inside a workflow body
 ``date.today()``                               whose methods cannot be replaced; use ``awsworld.now()``
 ``uuid.uuid1()``, ``os.urandom()``,            refused: host- and entropy-dependent
 ``secrets.*``, ``random.SystemRandom``
-the same functions bound by name before        refused (``from time import time`` taken before awsworld was
-awsworld was imported                          imported keeps the original function, which is caught)
+the same functions bound by name                refused (``from time import time`` binds the standard
+                                               library's function, which is caught); of ``random``'s only
+                                               the primitives and the stateful ones (``random``,
+                                               ``getrandbits``, ``seed``, ``gauss``, ``getstate``,
+                                               ``setstate``): the others (``randint``, ``choice``...) reach
+                                               the primitives through the generator's class, swapped for
+                                               ``_RoutedRandom``, and are replay-stable
 ``asyncio.as_completed(coroutines)``           replay-stable: tasks are created in argument order (asyncio
                                                itself wraps them from a set, in object-id order); an
-                                               ``as_completed`` bound before awsworld was imported is refused
-                                               for bare coroutines
+                                               ``as_completed`` bound by name is refused for bare coroutines
 ``time.monotonic()``, ``perf_counter()``       not intercepted: they measure elapsed process time only
 =============================================  =========================================================
 
-Steps, client code, and other tasks in the same process get the real functions. The patches are installed once,
-when ``awsworld`` is imported; the refusals use a per-thread profile hook active only while the replay loop runs
-workflow code (a ``sys.setprofile`` profiler of your own is suspended meanwhile; a C-level profiler such as
-cProfile cannot be suspended and put back from Python, so it keeps running and the refusals are off under it).
+Importing awsworld changes nothing in ``time``, ``uuid``, ``random`` or ``asyncio``. The replacements are put in
+those modules only while a replay loop runs workflow code (``ReplayLoop.run_until_idle`` calls ``enter`` and
+``leave``: a synchronous stretch, so no other task of that thread's event loop runs meanwhile), and what was there
+before is put back after; while several threads run workflow code, they stay in until the last one leaves. Code of
+another thread calling them meanwhile (a step body running in a worker thread) gets the real answer: each
+replacement answers with the standard library's function unless its caller is a workflow body. The refusals use a
+per-thread profile hook active over the same stretch (a ``sys.setprofile`` profiler of your own is suspended
+meanwhile; a C-level profiler such as cProfile cannot be suspended and put back from Python, so it keeps running
+and the refusals are off under it).
 """
 
 from __future__ import annotations
@@ -69,6 +78,14 @@ RANDOM_FUNCTIONS = tuple(name for name in (
     "betavariate", "paretovariate", "weibullvariate", "getrandbits", "randbytes", "binomialvariate",
     "getstate", "setstate",
 ) if hasattr(_random, name))
+# Of those, the ones ``enter`` replaces in the module: the generator's C primitives (a bound C method is called
+# without looking at its instance's class) and the ones that read or write the instance's own state (``seed`` is
+# replaced apart, to refuse seeding from the OS). Every other one is Python code calling the primitives on the
+# instance, whose class ``enter`` swaps for ``_RoutedRandom``: replacing 6 names instead of 24 is most of what
+# entering costs (each replaced name is two stores into a module's dict, about 1,000 instructions).
+_STATEFUL = ("gauss", "getstate", "setstate")
+MODULE_ROUTED = tuple(name for name in RANDOM_FUNCTIONS if name in _STATEFUL or (
+    inspect.isbuiltin(getattr(_random, name)) and getattr(getattr(_random, name), "__self__", None) is _GLOBAL_RANDOM))
 
 _NOW = "awsworld.now()"
 # C functions refused inside a workflow body (their calls are seen by the profile hook as ``c_call``).
@@ -80,22 +97,27 @@ _REFUSED_C: dict[object, str] = {
     _dt.date.today: f"date.today() differs on every replay: use {_NOW}.date()",
     os.urandom: "os.urandom() (used by secrets, random.SystemRandom, and a uuid4 bound by name before awsworld "
                 "was imported) differs on every replay: use awsworld.uuid4() / awsworld.random(), or a @step",
-    _ORIGINAL_TIME: f"time.time() bound by name before awsworld was imported differs on every replay: use "
-                    f"{_NOW} or call it as time.time()",
-    _ORIGINAL_TIME_NS: "time.time_ns() bound by name before awsworld was imported differs on every replay: use "
+    _ORIGINAL_TIME: f"time.time() bound by name (from time import time) differs on every replay: use {_NOW} or "
+                    f"call it as time.time()",
+    _ORIGINAL_TIME_NS: "time.time_ns() bound by name (from time import time_ns) differs on every replay: use "
                        "awsworld.time_ns() or call it as time.time_ns()",
-    _GLOBAL_RANDOM.random: "the random module's generator, bound by name before awsworld was imported, differs "
-                           "on every replay: use awsworld.random() or call it as random.random()",
-    _GLOBAL_RANDOM.getrandbits: "the random module's generator, bound by name before awsworld was imported, "
-                                "differs on every replay: use awsworld.random() or call it through the module "
+    _GLOBAL_RANDOM.random: "the random module's generator, bound by name (from random import ...), differs on "
+                           "every replay: use awsworld.random() or call it as random.random()",
+    _GLOBAL_RANDOM.getrandbits: "the random module's generator, bound by name (from random import ...), differs "
+                                "on every replay: use awsworld.random() or call it through the module "
                                 "(random.randint(...))",
 }
 # Python functions refused inside a workflow body (seen as ``call`` events, by code object).
 _REFUSED_CODE: dict[CodeType, str] = {
     _uuid.uuid1.__code__: "uuid.uuid1() depends on the host and the clock: use awsworld.uuid4()",
-    _ORIGINAL_UUID4.__code__: "uuid.uuid4() bound by name before awsworld was imported differs on every replay: "
-                              "use awsworld.uuid4() or call it as uuid.uuid4()",
+    _ORIGINAL_UUID4.__code__: "uuid.uuid4() bound by name (from uuid import uuid4) differs on every replay: use "
+                              "awsworld.uuid4() or call it as uuid.uuid4()",
+    **{getattr(_random.Random, name).__code__: f"random.{name} bound by name (from random import {name}) reads or "
+                                               f"changes the process's generator, not the run's: call it as "
+                                               f"random.{name}(...)" for name in ("seed", *_STATEFUL)},
 }
+_GLOBAL_ONLY = frozenset(getattr(_random.Random, name).__code__ for name in ("seed", *_STATEFUL))
+"""Refused for the random module's own generator only (the run's generator runs the same code, and may)."""
 
 
 def active_execution() -> WorkflowExecution | None:
@@ -112,10 +134,41 @@ def _profile(frame: FrameType, event: str, arg: object) -> None:
         refused = _REFUSED_C.get(arg)
     elif event == "call":
         refused = _REFUSED_CODE.get(frame.f_code)
+        if refused is not None and frame.f_code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
+            return
     else:
         return
     if refused is not None and active_execution() is not None:
         raise DeterminismError(f"not allowed in a workflow body: {refused}")
+
+
+def enter() -> ProfileFunction | None:
+    """Workflow code is about to run on this thread (``ReplayLoop.run_until_idle``): put the replay-stable
+    functions in place and turn the refusals on. Returns what ``leave`` restores."""
+    global _entered
+    with _patch_lock:
+        if _entered == 0:
+            for namespace, replacements in _REPLACEMENTS:
+                _replaced.append((namespace, {name: namespace[name] for name in replacements}))
+                namespace.update(replacements)
+            _replaced_class.append(type(_GLOBAL_RANDOM))
+            _GLOBAL_RANDOM.__class__ = _RoutedRandom
+        _entered += 1
+    return install_guard()
+
+
+def leave(previous: ProfileFunction | None) -> None:
+    """Workflow code has stopped running on this thread: the refusals off, and once no thread runs workflow code,
+    ``time``, ``uuid``, ``random`` and ``asyncio`` as they were."""
+    global _entered
+    restore_guard(previous)
+    with _patch_lock:
+        _entered -= 1
+        if _entered == 0:
+            for namespace, originals in _replaced:
+                namespace.update(originals)
+            _replaced.clear()
+            _GLOBAL_RANDOM.__class__ = _replaced_class.pop()
 
 
 def install_guard() -> ProfileFunction | None:
@@ -228,7 +281,7 @@ _ASYNCIO_TASKS_FILE = os.path.join("asyncio", "tasks.py")
 
 def check_task_creation() -> None:
     """Called when the replay loop wraps a coroutine in a task: refuse the one pattern whose creation order
-    follows object ids (an ``as_completed`` bound before awsworld was imported, over bare coroutines)."""
+    follows object ids (an ``as_completed`` bound by name, over bare coroutines)."""
     here = inspect.currentframe()
     caller = here.f_back if here is not None else None
     frame = caller.f_back if caller is not None else None  # the caller of the loop's create_task
@@ -241,26 +294,35 @@ def check_task_creation() -> None:
             raise DeterminismError(
                 "asyncio.as_completed() over bare coroutines creates their tasks in object-id order, which "
                 "differs between replays: pass tasks created in a fixed order "
-                "(as_completed([asyncio.create_task(c) for c in coroutines])) or import asyncio after awsworld")
+                "(as_completed([asyncio.create_task(c) for c in coroutines])) or call it as "
+                "asyncio.as_completed(...)")
         frame = frame.f_back
 
 
-_installed = False
-_install_lock = threading.Lock()
+class _RoutedRandom(_random.Random):
+    """The class of the random module's generator while workflow code runs (``enter`` sets it): its primitives
+    answer from the run's generator inside a workflow body and from the instance's own state anywhere else, so
+    ``random.randint``, ``choice``, ``shuffle``, ``uniform``... (Python code calling them) are replay-stable there
+    and untouched elsewhere. They consume the run's generator exactly as the run's own ``rng.randint`` would."""
+
+    def random(self) -> float:
+        execution = active_execution()
+        return super().random() if execution is None else execution.rng.random()
+
+    def getrandbits(self, k: int, /) -> int:
+        execution = active_execution()
+        return super().getrandbits(k) if execution is None else execution.rng.getrandbits(k)
 
 
-def install() -> None:
-    """Install the replay-stable replacements (idempotent). Outside a workflow body they call the originals."""
-    global _installed
-    with _install_lock:
-        if _installed:
-            return
-        _time.time = _patched_time
-        _time.time_ns = _patched_time_ns
-        _uuid.uuid4 = _patched_uuid4
-        for name in RANDOM_FUNCTIONS:
-            setattr(_random, name, _random_function(name))
-        _random.seed = _patched_seed
-        asyncio.as_completed = _patched_as_completed
-        asyncio.tasks.as_completed = _patched_as_completed
-        _installed = True
+_REPLACEMENTS: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
+    (_time.__dict__, {"time": _patched_time, "time_ns": _patched_time_ns}),
+    (_uuid.__dict__, {"uuid4": _patched_uuid4}),
+    (_random.__dict__, {**{name: _random_function(name) for name in MODULE_ROUTED}, "seed": _patched_seed}),
+    (asyncio.__dict__, {"as_completed": _patched_as_completed}),
+    (asyncio.tasks.__dict__, {"as_completed": _patched_as_completed}),
+)
+"""Each module's namespace, and the replay-stable functions ``enter`` puts in it (by the names workflow code calls)."""
+_replaced: list[tuple[dict[str, Any], dict[str, Any]]] = []  # what ``enter`` took out, for the last ``leave``
+_replaced_class: list[type[_random.Random]] = []  # and the generator's class it swapped
+_entered = 0  # threads (or nested loops) running workflow code now
+_patch_lock = threading.Lock()

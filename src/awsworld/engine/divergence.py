@@ -5,7 +5,12 @@ A step call is checked against its log by name and by a digest of its serialized
 loading inputs. Logs written before digests existed skip that check.
 
 The descriptions quote arguments, which may be user payloads: they go into the run's stored error and the
-``awsworld replay`` report, each value truncated, and never into a log line.
+``awsworld replay`` report, each value truncated, and never into a log line. Each divergence also carries an
+*outline*, the same sentence with every argument list written ``(…)``: what may be stored in plain text (a parked
+run's mark is a run attribute, which payload encryption leaves readable: ``engine.parking``).
+
+A divergence says what differs, never why: new code is the usual cause, but a workflow that read something that
+changes between replays (process state, the environment, a set's order) diverges on the same code.
 """
 
 from __future__ import annotations
@@ -24,6 +29,12 @@ from .ops import Op, StepOp, WaitOp
 from .time_scale import recorded_factor
 
 MAX_CALL_CHARS = 300
+REPLAY_DIFFERS = "replaying this run did not make the calls its log records"
+WHY_IT_DIFFERS = ("Either the workflow's code is not the code that recorded the run (revert it, or branch the change "
+                  "with awsworld.patched()), or the workflow read something that changes between replays (the "
+                  "clock, randomness, the environment, process state: read it in a step, or use awsworld.now() and "
+                  "awsworld.random()). `awsworld replay` checks stored runs against new code before a deploy")
+"""How a failed run's error frames its divergence: what differs, and the two causes (never only the first)."""
 _ID = re.compile(r"^(step|wait|hook)_(\d+)")
 
 _repr = reprlib.Repr()
@@ -81,24 +92,26 @@ def arguments(structure: object) -> str:
 
 
 def step_call(name: str, structure: object = None, *, known: bool = True) -> str:
+    """``charge('A-17', 42.5)``, or ``charge(…)`` when the arguments are not known (or not to be shown)."""
     return f"{short(name)}{arguments(structure) if known else '(…)'}"
 
 
-def code_call(op: Op) -> str:
-    """What the code did at an op, for a message."""
+def code_call(op: Op, *, values: bool = True) -> str:
+    """What the code did at an op, for a message (``values=False``: a step's arguments as ``(…)``)."""
     if isinstance(op, StepOp):
-        return step_call(op.definition.name, op.input)
+        return step_call(op.definition.name, op.input, known=values)
     if isinstance(op, WaitOp):
         return f"sleep until {op.resume_at.isoformat()}" + _duration(op.declared_at, op.resume_at)
     return f"create_hook(token={_repr.repr(op.token)})" if not op.is_webhook else "create_webhook()"
 
 
-def log_call(event: Event) -> str:
-    """What the log holds at an event, for a message (a step's arguments only when the input was loaded)."""
+def log_call(event: Event, *, values: bool = True) -> str:
+    """What the log holds at an event, for a message (a step's arguments only when the input was loaded, and
+    ``values`` asks for them)."""
     data = event.event_data or {}
     kind = event.event_type
     if kind == "step_created":
-        return step_call(str(data.get("stepName")), data.get("input"), known="input" in data)
+        return step_call(str(data.get("stepName")), data.get("input"), known=values and "input" in data)
     if kind == "wait_created":
         return f"sleep until {data.get('resumeAt')}"
     if kind in ("hook_created", "hook_conflict"):
@@ -114,27 +127,43 @@ def _duration(start: datetime | None, end: datetime) -> str:
 
 
 def divergence(change: str, where: str, event: Event | None, log: str, code: str, note: str = "", *,
-               step_id: str | None = None) -> ReplayDivergenceError:
+               step_id: str | None = None, outline: tuple[str, str] | None = None) -> ReplayDivergenceError:
+    """``outline``: ``log`` and ``code`` without argument values, when they hold any (see the module's doc)."""
     slot = event.slot if event is not None else None
     at = f"{where} (event {slot})" if slot is not None else where
     message = f"{at}: the log has {log}, the code {code}{note}"
+    log_outline, code_outline = outline or (log, code)
     return ReplayDivergenceError(message, position=where, slot=slot, log=log, code=code, change=change,
-                                 step_id=step_id)
+                                 step_id=step_id, outline=f"{at}: the log has {log_outline}, the code "
+                                                          f"{code_outline}{note}")
+
+
+def calls(change: str, op: Op, event: Event, *, step_id: str | None = None) -> ReplayDivergenceError:
+    """The log's call at ``event`` and the code's ``op`` at the same position differ (a step's name or
+    arguments, a hook's token): both written out, and outlined without values."""
+    code, outline = f"called {code_call(op)}", f"called {code_call(op, values=False)}"
+    if change == "arguments":
+        outline += " with other arguments"
+    return divergence(change, position(op.id), event, log_call(event), code, step_id=step_id,
+                      outline=(log_call(event, values=False), outline))
 
 
 def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDivergenceError:
-    """The log's event names an op the code did not declare (or declared as something else)."""
+    """The log's event names an op the code did not declare (or declared as something else). What differs is
+    said; why is not (a change of the code, or of something the workflow read: see the module's doc)."""
     where = position(event.correlation_id)
-    log = log_call(event) if event.event_type.endswith(("_created", "_conflict")) else \
-        f"{event.event_type} of {event.correlation_id}"
+    created = event.event_type.endswith(("_created", "_conflict"))
+    log = log_call(event) if created else f"{event.event_type} of {event.correlation_id}"
+    log_outline = log_call(event, values=False) if created else log
     if code_op is not None:
         return divergence("kind", where, event, log, f"called {code_call(code_op)} there",
-                          " (a call was inserted, removed or moved before this point)")
+                          " (from this point on, the code's calls and the log's are not the same)",
+                          outline=(log_outline, f"called {code_call(code_op, values=False)} there"))
     if code_done:
         return divergence("extra-event", where, event, log, "returned before making that call",
-                          " (a call was removed)")
-    return divergence("extra-event", where, event, log, "made no such call (it waits for something else: a call "
-                      "was removed or moved)")
+                          outline=(log_outline, "returned before making that call"))
+    return divergence("extra-event", where, event, log, "made no such call (it waits for something else here)",
+                      outline=(log_outline, "made no such call (it waits for something else here)"))
 
 
 def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:

@@ -50,11 +50,11 @@ from ..authoring.errors import (
 from ..authoring.names import display_name
 from ..authoring.poll import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.scope import current_execution
+from ..authoring.scope import current_execution, wakes_on
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
-from . import codecs, determinism, hook_timeouts, serde
+from . import codecs, hook_timeouts, serde
 from . import divergence as dv
 from .hook_timeouts import hook_failure
 from .ops import HookOp, Op, StepOp, StepRef, WaitOp
@@ -68,8 +68,6 @@ CODE_DECISIONS = frozenset({"hook_disposed", "run_completed", "run_failed"})
 PATCH_MARKER_PREFIX = "awsworld.patched."
 MAX_CHANGE_ID_LENGTH = 200
 WAIT_TOLERANCE = timedelta(milliseconds=1)
-
-determinism.install()
 
 
 class LogGapError(RuntimeError):
@@ -95,6 +93,7 @@ class WorkflowExecution:
         self._open_waits: dict[str, WaitOp] = {}
         self._hooks: dict[str, HookOp] = {}
         self.log: list[Event] = []
+        self.step_created: dict[str, Event] = {}  # step id -> its step_created in the log (``recorded_call``)
         self.cursor = 0
         self.counter = 0
         self.now: datetime | None = None
@@ -113,7 +112,9 @@ class WorkflowExecution:
             if event.slot != len(self.log) + 1:
                 raise LogGapError(f"event at slot {event.slot} after {len(self.log)} events")
             self.log.append(event)
-            if event.event_type == "attr_set":
+            if event.event_type == "step_created":
+                self.step_created[event.correlation_id or ""] = event
+            elif event.event_type == "attr_set":
                 self._index_markers(event)
 
     def _index_markers(self, event: Event) -> None:
@@ -162,16 +163,33 @@ class WorkflowExecution:
         self.now = first.created_at
         self.cursor = 1  # run_created is consumed by starting the body (positions count from after it)
         raw = (first.event_data or {}).get("input")
+        # The body's first run: nothing but run-level events in the log (``all`` stops at the first call's event).
+        fresh = all(event.event_type in RUN_LEVEL_EVENTS for event in self.log)
         context = contextvars.copy_context()
         context.run(current_execution.set, self)
-        self.task = self.loop.create_task(self._body(raw), context=context)
+        self.task = self.loop.create_task(self._body(raw, fresh), context=context)
+        self.task.add_done_callback(self._body_ended)
 
-    async def _body(self, raw: Any) -> Any:
+    def _body_ended(self, body: asyncio.Task[Any]) -> None:
+        """The body returned or raised: cancel every task it left running (``map`` items still running when
+        their batch completed, a task it never awaited), as ``asyncio.run`` does when its coroutine ends. As the
+        body's done callback this runs at the same point of the log on every replay; the flow then records their
+        open steps as cancelled before the run's end (``worker/declarations.py``, ``_cancel_steps``)."""
+        self.loop.cancel_tasks()
+
+    async def _body(self, raw: Any, fresh: bool) -> Any:
         """The workflow called with its input, inside the task: arguments that do not fit its signature (a
         ``TypeError`` at the call) or an input that does not decode fail the run like any error the body
-        raises, instead of failing every delivery of it forever."""
+        raises, instead of failing every delivery of it forever.
+
+        On the body's first run (``fresh``) the arguments are checked against its annotations too
+        (``WorkflowDef.check_arguments``), for a start that could not check them (a client without the workflow's
+        code, a schedule's tick): the run fails with that ``TypeError`` before the body runs. Never on a later
+        replay: a run whose body has made a call was accepted, by whatever code started it, and goes on."""
         call = codecs.load_call(raw, self.definition.args_codec,
                                 Place("input", f"workflow {self.definition.name!r}", self.run_id))
+        if fresh:
+            self.definition.check_arguments(tuple(call.args), call.kwargs)
         return await self.definition.fn(*call.args, **call.kwargs)
 
     def _apply(self, event: Event) -> None:
@@ -214,14 +232,12 @@ class WorkflowExecution:
     def _apply_step(self, op: StepOp, kind: str, data: dict[str, Any], event: Event) -> None:
         if kind == "step_created":
             if data.get("stepName") != op.definition.name:
-                raise dv.divergence("name", dv.position(op.id), event, dv.log_call(event),
-                                    f"called {dv.code_call(op)}")
+                raise dv.calls("name", op, event)
             logged = data.get("inputDigest")
             if "input" in data and logged is None:
                 logged = dv.input_digest(data["input"])  # a log from before digests, read with its inputs
             if logged is not None and logged != _digest(op):
-                raise dv.divergence("arguments", dv.position(op.id), event, dv.log_call(event),
-                                    f"called {dv.code_call(op)}", step_id=op.id)  # whose logged input tells all
+                raise dv.calls("arguments", op, event, step_id=op.id)  # whose logged input tells all
             op.declared_at = event.created_at
             self._created(op)
         elif kind == "step_started":
@@ -266,7 +282,7 @@ class WorkflowExecution:
         token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token
         webhook_differs = kind == "hook_created" and bool(data.get("isWebhook")) != op.is_webhook
         if token_differs or webhook_differs:
-            raise dv.divergence("token", dv.position(op.id), event, dv.log_call(event), f"called {dv.code_call(op)}")
+            raise dv.calls("token", op, event)
         if kind == "hook_created":
             self._created(op)
         elif kind == "hook_conflict":
@@ -370,17 +386,40 @@ class WorkflowExecution:
         the call's display name (``authoring.names``: recorded, never compared on replay)."""
         shown = display_name(name)  # refused (InvalidNameError) before the call takes a position
         op_id = self._next_id("step")
-        try:  # (an args_codec's failure is a CodecError, raised here, at the call)
-            payload = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
-                                        lambda: Place("arguments", f"step {definition.name!r}", self.run_id,
-                                                      op_id))
-        except serde.SerializationError as error:
-            raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
+        payload = self._step_input(definition, args, kwargs, op_id)
         # The digest is taken when the op is declared or checked (``new_ops``, ``_apply_step``), outside the
         # determinism guard's profile hook: it reads only ``payload``, which no code can change.
-        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown)
+        op = StepOp(op_id, definition, payload, self.loop.create_future(), poll=poll, name=shown,
+                    wakes_on=wakes_on.get())
         self._declare(op)
         return op
+
+    def _step_input(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], op_id: str) -> Any:
+        """A step call's input as the log stores it (an args_codec's failure is a CodecError, raised at the call)."""
+        try:
+            return codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
+                                     lambda: Place("arguments", f"step {definition.name!r}", self.run_id, op_id))
+        except serde.SerializationError as error:
+            raise FatalError(f"arguments of step {definition.name} cannot be serialized: {error}") from None
+
+    def recorded_call(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether the log records the next step position as this very call (the step's name, and its input's
+        digest where the log has one): a call the run made before, on code that may have checked less. A check
+        added since (a child's argument types, ``authoring.arguments``) lets it through, so the replay goes on as
+        recorded; a call not recorded there is new, and checked. Deterministic: a call refused by the check
+        takes no position, so on every replay the position holds another call (or none) and it is refused
+        again."""
+        op_id = f"step_{self.counter + 1}"
+        event = self.step_created.get(op_id)
+        if event is None:
+            return False
+        data = event.event_data or {}
+        if data.get("stepName") != definition.name:
+            return False
+        logged = data.get("inputDigest")
+        if logged is None and "input" in data:
+            logged = dv.input_digest(data["input"])
+        return logged is None or logged == dv.input_digest(self._step_input(definition, args, kwargs, op_id))
 
     async def sleep_until(self, resume_at: datetime, *, name: str | None = None) -> None:
         await self.declare_wait(resume_at, name=name).future

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from ..authoring.codecs import Codec
 from ..authoring.poll import PollSpec
+from ..authoring.scope import StepEnd
 from .json_data import JSONValue
 
 
@@ -53,6 +54,7 @@ class StepOp:
     kind: str = "step"
     poll: PollSpec | None = None  # a poll_until: its attempts are polls, run only by flows (see ``poll``)
     name: str | None = None  # the display name recorded on step_created (``authoring.names``; never compared)
+    wakes_on: frozenset[StepEnd] = frozenset()  # ends that continue the workflow at once (``authoring.scope``)
 
 
 @dataclass

@@ -7,7 +7,8 @@ workflow is durable (``awsworld.sleep``), never the process's.
 
 Tasks hash by their creation number, not their address, so a set of tasks (``asyncio.wait``'s answers, a set
 the workflow builds) iterates in the same order on every replay. While it runs workflow code the loop keeps the
-determinism guard on (``determinism``: non-replay-stable calls are refused in workflow bodies).
+determinism guard on (``determinism``: replay-stable time and randomness, non-replay-stable calls refused), and only
+then: importing awsworld leaves the standard library as it is.
 """
 
 from __future__ import annotations
@@ -88,6 +89,12 @@ class ReplayLoop(asyncio.AbstractEventLoop):
     def is_closed(self) -> bool:
         return self._closed
 
+    def cancel_tasks(self) -> None:
+        """Cancel every unfinished task of this loop, in the order they were created (replay-stable: the set
+        ``asyncio.all_tasks`` answers is not ordered). Their cancellations run at the next ``run_until_idle``."""
+        for task in sorted(asyncio.all_tasks(self), key=_creation_number):
+            task.cancel()
+
     def close(self) -> None:
         self._ready.clear()
         self._closed = True
@@ -111,18 +118,27 @@ class ReplayLoop(asyncio.AbstractEventLoop):
     # -- what the replay engine calls
     def run_until_idle(self) -> None:
         """Run callbacks until none is ready. The outer loop's running-loop slot is swapped for ours meanwhile
-        so ``asyncio.get_running_loop()`` inside workflow code answers this loop."""
+        so ``asyncio.get_running_loop()`` inside workflow code answers this loop, and the determinism guard is on
+        (``determinism.enter``: the replay-stable ``time``/``random``/``uuid4`` and the refusals). With nothing
+        ready no workflow code runs, and none of that is done (most events a replay applies wake nothing)."""
+        ready = self._ready
+        if not ready:
+            return
         outer = asyncio.events._get_running_loop()
         asyncio.events._set_running_loop(self)
         self._running = True
-        guard = determinism.install_guard()
+        entered = determinism.enter()
         try:
-            while self._ready:
-                handle = self._ready.popleft()
+            while ready:
+                handle = ready.popleft()
                 if not handle._cancelled:
                     handle._run()
                     determinism.ensure_guard()
         finally:
-            determinism.restore_guard(guard)
+            determinism.leave(entered)
             self._running = False
             asyncio.events._set_running_loop(outer)
+
+
+def _creation_number(task: asyncio.Task[Any]) -> int:
+    return task.creation_number if isinstance(task, ReplayTask) else 0

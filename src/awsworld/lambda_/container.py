@@ -24,6 +24,7 @@ from ..authoring.definitions import MODULES_ENV
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
 from ..client.client import Client
+from ..published.model import publish
 from ..schedules.declared import declared_in
 from ..settings import SETTINGS
 from ..worker.dispatch import Runtime
@@ -65,6 +66,7 @@ class Container:
         self._runtime: Runtime | None = None
         self._client: Client | None = None
         self.modules: list[str] | None = None
+        self.published = False  # this environment's workflow names are in the World (``publish_names``)
 
     def run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         """Run one invocation's work on the container's loop (never ``asyncio.run``: see the module doc)."""
@@ -99,11 +101,21 @@ class Container:
             self._client = Client(self.world)
         return self._client
 
+    async def publish_names(self, *, ahead: bool) -> None:
+        """Publish this function's workflow names into the World (``published.model``), once per environment:
+        ``ahead`` when it is done before the function takes deliveries (SnapStart's initialisation of a version,
+        ``snapstart.prime``), not at a plain cold start (the flow handler's first invocation). One PutItem."""
+        if self.published:
+            return
+        await publish(self.world, self.runtime.registry, host="the flow function", ahead=ahead)
+        self.published = True
+
     def reset(self) -> None:
         """Close the World and forget it, so the next use rebuilds it from the environment (tests use this to
         point a container at fresh resources; Lambda never needs it)."""
         world, self._world, self._runtime, self._client = self._world, None, None, None
         self.modules = None
+        self.published = False
         if world is not None and not self.loop.is_closed():
             self.loop.run_until_complete(world.close())
 

@@ -27,7 +27,15 @@ from .container import Container, default_container
 
 logger = obs.logger
 
-__all__ = ["PartialBatchResponse", "backoff_seconds", "handle", "handler"]
+__all__ = ["NotAnSqsBatchError", "PartialBatchResponse", "backoff_seconds", "handle", "handler"]
+
+SQS_EVENT_SOURCE = "aws:sqs"
+
+
+class NotAnSqsBatchError(ValueError):
+    """The flow function was invoked with an event that is not a batch of the SQS event source mapping (a console
+    test event, a direct ``lambda invoke``, another trigger wired to it). Acknowledging nothing would hide the
+    mistake; the invocation fails with this instead, naming the event's shape, never its values."""
 
 
 class ItemFailure(TypedDict):
@@ -83,13 +91,48 @@ class FlowInvocation:
                                       for record, failed in zip(records, outcomes, strict=True) if failed]}
 
 
+def sqs_records(event: object) -> list[dict[str, Any]]:
+    """The records of an SQS event source mapping's batch, or ``NotAnSqsBatchError``: the mapping always sends
+    ``{"Records": [...]}`` with 1 to 10,000 records, each with its ``messageId`` and ``eventSource: aws:sqs``."""
+    records = event.get("Records") if isinstance(event, dict) else None
+    if not isinstance(records, list) or not records:
+        raise NotAnSqsBatchError(
+            f"the flow function takes batches of its SQS queue ({{\"Records\": [...]}}, from the event source "
+            f"mapping); it was invoked with {_shape(event)}. Start runs with `awsworld start` or Client.start, "
+            f"which queue them; do not invoke the function directly")
+    for index, record in enumerate(records):
+        if not isinstance(record, dict) or record.get("eventSource") != SQS_EVENT_SOURCE \
+                or not isinstance(record.get("messageId"), str):
+            source = record.get("eventSource") if isinstance(record, dict) else None
+            raise NotAnSqsBatchError(
+                f"the flow function takes batches of its SQS queue; record {index} of {len(records)} is not an SQS "
+                f"message (eventSource {source!r:.40}, needs {SQS_EVENT_SOURCE!r} and a messageId): only the SQS "
+                f"event source mapping may invoke it")
+    return records
+
+
+def _shape(event: object) -> str:
+    """What an event is, for the error: its type and (for an object) its first keys; never a value."""
+    if isinstance(event, dict):
+        keys = [f"{key!r:.40}" for key in list(event)[:5]]
+        more = ", ..." if len(event) > 5 else ""
+        return f"an object with keys [{', '.join(keys)}{more}]" if keys else "an empty object"
+    return f"a JSON {type(event).__name__}"
+
+
 def handle(event: dict[str, Any], context: Any, container: Container | None = None) -> PartialBatchResponse:
-    """The flow route's logic, for a given container (the Lambda entry point passes the default one)."""
+    """The flow route's logic, for a given container (the Lambda entry point passes the default one). An event
+    that is not an SQS batch fails the invocation (``NotAnSqsBatchError``) before anything is read or written."""
+    records = sqs_records(event)
     container = container or default_container()
     deadline = budget_deadline(context.get_remaining_time_in_millis())
+    if not container.published:  # a plain cold start (with SnapStart, the version's initialisation published)
+        try:
+            container.run(container.publish_names(ahead=False))
+        except Exception:  # best effort: the next invocation tries again; deliveries do not depend on it
+            logger.warning("could not publish this function's workflow names", exc_info=True)
     consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
     path = DeliveryPath(container.runtime, consumer, PowertoolsObserver())
-    records: list[dict[str, Any]] = event.get("Records") or []
     response = FlowInvocation(path, deadline).run(container, records)
     logger.info("batch handled", extra={"records": len(records), "failures": len(response["batchItemFailures"])})
     return response

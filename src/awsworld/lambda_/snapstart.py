@@ -8,8 +8,12 @@ copy begins with the same memory. Lambda's Python runtime calls the hooks regist
 before the snapshot (``prime``), so a restored environment starts warm:
     the workflow modules (``AWSWORLD_MODULES``) imported, the World and Runtime built, botocore imported and
     the service models of the clients a delivery uses loaded (``AWSClients.get`` makes a client without a
-    request), and every contract model's validator built (they are built on first use otherwise). No
-    request is made: there is no connection to carry into the snapshot.
+    request), and every contract model's validator built (they are built on first use otherwise). One
+    request is made, first: the version's workflow names are published (``published.model``: this is before
+    the ``live`` alias sends the version any delivery, which is what lets a client refuse a name no version
+    registers); its client is then dropped (``AWSClients.renew``), so no connection is carried into the
+    snapshot. A version that cannot publish fails its initialisation, and the deploy with it: clients would
+    otherwise refuse its new workflows on the previous version's names.
 
 after each restore (``renew``), what would otherwise be shared by every copy:
     - connections and credentials: the World's clients are dropped with their connection pools and the
@@ -58,6 +62,8 @@ def prime(container: Container) -> None:
     """Everything a first delivery would do before its first request, done before the snapshot."""
     world = container.world  # imports AWSWORLD_MODULES and builds the World
     container.runtime  # noqa: B018 - built on first use
+    container.run(container.publish_names(ahead=True))
+    world.clients.renew()  # the publication's connection and credentials stay out of the snapshot
     services = PRIMED_SERVICES + (("kms",) if world.config.kms_key_id else ())
     for service in services:
         container.run(world.clients.get(service))

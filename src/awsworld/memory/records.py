@@ -18,6 +18,7 @@ from datetime import datetime
 from ..world.answers import build, structured_error
 from ..world.entities import TERMINAL_RUN_STATUSES, ResolveData, Run, event_value_shown, run_end_shown, values_shown
 from ..world.events import Event
+from ..world.published import Publication
 from ..world.rules.requests import VALUE_FIELD
 from ..world.rules.state import HookState, Slot, StepState, TokenState, WaitState
 from ..world.schedules import ScheduleState
@@ -96,6 +97,8 @@ class State:
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
     schedules: dict[str, ScheduleState] = field(default_factory=dict[str, ScheduleState])
     """world.schedules' records, by schedule id (``memory/schedules.py``)."""
+    published: dict[str, Publication] = field(default_factory=dict[str, Publication])
+    """world.published's publications, by key (``memory/published.py``)."""
 
 
 # ---------------------------------------------------------------- answers

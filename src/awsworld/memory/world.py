@@ -17,6 +17,7 @@ from ..world.limits import max_value_bytes as default_max_value_bytes
 from ..world.storage import WorldStorage
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
+from .published import MemoryPublished
 from .queue import MemoryQueue
 from .schedules import MemorySchedules
 from .storage import MemoryStorage
@@ -38,6 +39,7 @@ class MemoryWorld(WorldBase):
         self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
+        self.published = MemoryPublished(self.storage.state.published)  # the consumers' workflow names
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)

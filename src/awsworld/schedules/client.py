@@ -20,7 +20,7 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
-from ..authoring.definitions import WorkflowDef, workflow_definition
+from ..authoring.definitions import workflow_definition
 from ..engine import json_data, serde
 from ..world import schedule_timing as timing
 from ..world.rules.schedules import Claim, pause, refuse_backfill, refuse_create, refuse_delete, resume, trigger
@@ -56,19 +56,13 @@ class Triggered:
     run_id: str | None
 
 
-Bind = Callable[[WorkflowDef, tuple[Any, ...], dict[str, Any]], None]
-"""``runtime.client.bind_arguments``: the ``TypeError`` a call with these arguments would raise, now."""
-
-
 class ScheduleClient:
-    def __init__(self, client: Any, start: StartRun, bind: Bind) -> None:
-        """Built by ``Client.schedules`` with its start and its argument check (this module does not import the
-        Client's)."""
+    def __init__(self, client: Any, start: StartRun) -> None:
+        """Built by ``Client.schedules`` with its start (this module does not import the Client's)."""
         self.client = client
         self.world = client.world
         self.store = client.world.schedules
         self._start = start
-        self._bind = bind
 
     def _now(self) -> datetime:
         return self.world.clock.now()
@@ -77,7 +71,8 @@ class ScheduleClient:
                      schedule: Schedule) -> ScheduleState:
         """A schedule of ``workflow`` (a ``@workflow`` or a registered name), counting its ticks from now.
         ``ScheduleExistsError`` if the id is taken (nothing is written); arguments that do not fit a workflow
-        this client knows are a ``TypeError`` here, as for ``Client.start``."""
+        this client knows are a ``TypeError`` here, as for ``Client.start`` (its parameters and their annotations:
+        ``authoring.arguments``)."""
         check_schedule_id(schedule_id)
         if isinstance(workflow, str):
             name = workflow
@@ -87,7 +82,8 @@ class ScheduleClient:
             definition = workflow_definition(workflow)
             name = definition.name
         if definition is not None:
-            self._bind(definition, tuple(schedule.args), dict(schedule.kwargs))
+            definition.check_arguments(tuple(schedule.args), dict(schedule.kwargs))
+        await self.client.refuse_unpublished(name)  # a name no consumer of the queue registers (published.model)
         state = schedule.state(schedule_id, name, self._now(), source="api")
         with contextlib.suppress(ScheduleNotFoundError):
             refuse_create(await self.store.get(schedule_id), schedule_id)
@@ -175,7 +171,7 @@ class ScheduleClient:
         if definition is None:
             return
         call = json_data.as_call(serde.from_json_text(await self.store.input(state)))
-        self._bind(definition, tuple(call.args), call.kwargs)
+        definition.check_arguments(tuple(call.args), call.kwargs)
 
 
 def _claim(state: ScheduleState) -> Claim:

@@ -42,12 +42,23 @@ DECLARED: dict[str, Declaration] = {}
 """Every schedule declared in this process, by schedule id."""
 
 
-def declare(workflow_name: str, module: str, schedule: Schedule) -> Declaration:
+CheckArguments = Callable[[tuple[Any, ...], dict[str, Any]], None]
+"""``WorkflowDef.check_arguments``: the ``TypeError`` a start with these arguments raises."""
+
+
+def declare(workflow_name: str, module: str, schedule: Schedule, check: CheckArguments | None = None) -> Declaration:
     """Record ``schedule`` for the workflow ``workflow_name`` (declared in ``module``). Declaring the same thing
-    again (a module imported twice) is a no-op; a different schedule under a taken id is a ``ValueError``."""
+    again (a module imported twice) is a no-op; a different schedule under a taken id is a ``ValueError``.
+    ``check``: the workflow's argument check, applied to the schedule's arguments now (a ``TypeError`` naming the
+    schedule), so arguments its runs cannot take never reach a tick."""
     if not isinstance(schedule, Schedule):
         raise TypeError(f"schedule= takes a Schedule(...) or a list of them, got {type(schedule).__name__}")
     schedule_id = schedule.id or workflow_name
+    if check is not None:
+        try:
+            check(tuple(schedule.args), dict(schedule.kwargs))
+        except TypeError as error:
+            raise TypeError(f"schedule {schedule_id!r}: its arguments do not fit: {error}") from None
     try:
         check_schedule_id(schedule_id)
     except ValueError:
@@ -62,19 +73,20 @@ def declare(workflow_name: str, module: str, schedule: Schedule) -> Declaration:
     return declaration
 
 
-def declare_all(workflow_name: str, module: str, schedules: Schedule | Sequence[Schedule] | None) -> None:
+def declare_all(workflow_name: str, module: str, schedules: Schedule | Sequence[Schedule] | None,
+                check: CheckArguments | None = None) -> None:
     """``@workflow(schedule=...)``: one ``Schedule``, several, or none."""
     if schedules is None:
         return
     for item in (schedules,) if isinstance(schedules, Schedule) else tuple(schedules):
-        declare(workflow_name, module, item)
+        declare(workflow_name, module, item, check)
 
 
 def schedule(workflow: Callable[..., Any], *schedules: Schedule) -> None:
     """Declare schedules on a ``@workflow`` apart from its definition (same as ``@workflow(schedule=...)``)."""
     definition = _definition(workflow)
     for item in schedules:
-        declare(definition.name, definition.fn.__module__, item)
+        declare(definition.name, definition.fn.__module__, item, definition.check_arguments)
 
 
 def declared_in(modules: Iterable[str]) -> tuple[Declaration, ...]:

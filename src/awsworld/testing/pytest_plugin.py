@@ -7,10 +7,17 @@
 
 Both are function-scoped async fixtures, so they run in whichever event loop the test runs in (any
 pytest-asyncio loop scope); the emulator's server is a thread and shared by the whole session.
+
+pytest-asyncio (which ``awsworld[testing]`` installs) warns at every session start while its
+``asyncio_default_fixture_loop_scope`` option is unset. That is a question about the user's own async fixtures, which
+awsworld's fixtures do not depend on, so a project that never chose cannot be left with the noise: when the option is
+unset, ``pytest_configure`` silences that one warning, and pytest-asyncio keeps its present default (a fixture's loop
+is its own scope). Setting the option (``function``, say) chooses for real.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +32,19 @@ try:
     import pytest_asyncio
 except ImportError:  # the fixtures then explain what is missing instead of breaking every test session
     pytest_asyncio = None
+
+
+FIXTURE_LOOP_SCOPE_OPTION = "asyncio_default_fixture_loop_scope"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """Before pytest-asyncio's own ``pytest_configure`` warns that ``asyncio_default_fixture_loop_scope`` is unset,
+    ignore that warning, when it is unset. pytest runs every ``pytest_configure`` inside one ``catch_warnings``
+    block, so the filter ends with it and hides nothing else."""
+    if pytest_asyncio is not None and not config.getini(FIXTURE_LOOP_SCOPE_OPTION):
+        warnings.filterwarnings("ignore", message=f'The configuration option "{FIXTURE_LOOP_SCOPE_OPTION}" is unset',
+                                category=pytest.PytestDeprecationWarning)
 
 
 def _need_pytest_asyncio() -> None:

@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..authoring.durations import parse_duration
+from ..engine.parking import parked_run, shown_status
 from ..schedules.info import schedule_json
 from ..timeline import error_lines, error_part, timeline_rows
 from ..world.entities import Run
@@ -99,12 +100,18 @@ def when(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
+def _parked(run: Run) -> dict[str, Any] | None:
+    """A parked run's mark (``engine.parking``): since when, where, the divergence outlined; None otherwise."""
+    parked = parked_run(run.status, run.attributes)
+    return None if parked is None else parked.to_json()
+
+
 async def runs(request: Request) -> JSONResponse:
     q = request.query_params
     found, cursor = await list_runs(state(request), q, limit=number(q.get("limit"), 50, low=1, high=200))
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
                                    "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
-                                   "schedule": schedule_json(r.execution_context)}
+                                   "schedule": schedule_json(r.execution_context), "parked": _parked(r)}
                                   for r in found],
                          "cursor": cursor})
 
@@ -119,7 +126,7 @@ async def run(request: Request) -> JSONResponse:
     return JSONResponse({
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
-        "completedAt": when(view.completed_at), "attributes": dict(view.attributes),
+        "completedAt": when(view.completed_at), "attributes": dict(view.attributes), "parked": _parked(view),
         **error_part(view.error, view.error_code),
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
         "schedule": schedule_json(view.execution_context),
@@ -148,7 +155,8 @@ async def events(request: Request) -> JSONResponse:
     pic = picture(run_id, all_events)
     now = None if view.is_terminal else datetime.now(UTC)
     return JSONResponse({
-        "status": view.status, "terminal": view.is_terminal, "count": len(rows), "more": more,
+        "status": view.status, "shownStatus": shown_status(view.status, view.attributes),
+        "terminal": view.is_terminal, "count": len(rows), "more": more,
         "events": [row.to_json() for row in rows[since:]],
         "rows": event_rows(run_id, rows[since:]), "timeline": timeline_html(pic, now=now),
     })

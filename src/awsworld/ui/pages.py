@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out
 from ..schedules.info import schedule_label
 from ..timeline import Row, error_lines
 from ..worker.error_shapes import error_summary
@@ -40,7 +41,7 @@ td,th{border-bottom:1px solid #e3e6ea;padding:4px 6px;text-align:left;vertical-a
 th{background:#eef0f3;font-weight:600}code,pre{font:12px ui-monospace,monospace}pre{white-space:pre-wrap;margin:0}
 .status{display:inline-block;padding:0 6px;border-radius:8px;background:#dde3ea}
 .s-completed,.s-received{background:#cdebd3}.s-failed{background:#f6cdcd}.s-running,.s-retrying{background:#d5e4fa}
-.s-cancelled,.s-disposed{background:#e4e4e4}.s-waiting,.s-pending{background:#faecc8}
+.s-cancelled,.s-disposed{background:#e4e4e4}.s-waiting,.s-pending{background:#faecc8}.s-parked{background:#f3c89b}
 section{margin:14px 0}h2{font-size:16px;margin:8px 0}
 .wf{background:#fff;border:1px solid #e3e6ea;padding:6px}.axis{display:flex;justify-content:space-between;
 color:#667;font-size:12px;margin-left:220px;margin-right:260px}
@@ -91,7 +92,8 @@ async function poll(){
  try{const r=await fetch(api+'/events?since='+main.dataset.since);const d=await r.json();
   main.dataset.since=Math.max(+main.dataset.since,d.count);document.getElementById('timeline').innerHTML=d.timeline;
   document.getElementById('events').insertAdjacentHTML('beforeend',d.rows);
-  const st=document.getElementById('status');st.textContent=d.status;st.className='status s-'+d.status;
+  const st=document.getElementById('status'),sh=d.shownStatus||d.status;
+  st.textContent=sh;st.className='status s-'+sh;
   for(const pre of document.querySelectorAll('pre[data-stream]'))if(!pre.dataset.closed)await more(pre);
   if(!d.terminal)setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
 }
@@ -134,7 +136,8 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
             f"<select name=status>{options}</select> created within <input name=since size=8 placeholder='2h, 7d' "
             f"value='{esc(since or '')}'> <button>filter</button></form>")
     rows = "".join(
-        f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}{_scheduled(r)}</td><td>{_status(r.status)}</td>"
+        f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}{_scheduled(r)}</td>"
+        f"<td>{_status(shown_status(r.status, r.attributes))}</td>"
         f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
     if not runs:
         rows = "<tr><td colspan=5 class=muted>no runs</td></tr>"
@@ -274,9 +277,14 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
              statuses: dict[str, str], allow_writes: bool, now: datetime) -> str:
     live = not run.is_terminal
     parent = parent_of(run)
-    facts = [("workflow", esc(run.workflow_name)), ("status", _status(run.status, "status")),
+    facts = [("workflow", esc(run.workflow_name)),
+             ("status", _status(shown_status(run.status, run.attributes), "status")),
              ("created", _time(run.created_at)), ("started", _time(run.started_at)),
              ("completed", _time(run.completed_at))]
+    if (parked := parked_run(run.status, run.attributes)) is not None:
+        facts.append(("parked", f"since {_time(parked.since)}: its replay differs from its log at "
+                                f"<code>{esc(parked.divergence)}</code><br><span class=muted>"
+                                f"{esc(ways_out(run.run_id))}</span>"))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     if parent:
@@ -288,7 +296,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         note = f" <span class=muted>(status shown for the first {len(pic.children) - unread})</span>" if unread else ""
         facts.append(("children", " · ".join(_linked(c, statuses) for c in pic.children) + note))
     for key, value in sorted(run.attributes.items()):
-        facts.append((f"attribute {key}", f"<code>{esc(value)}</code>"))
+        if key != PARKED_ATTRIBUTE:  # shown above, as parked
+            facts.append((f"attribute {key}", f"<code>{esc(value)}</code>"))
     if allow_writes and live:
         facts.append(("", "<button data-write=cancel>cancel this run</button>"))
     summary = "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"

@@ -24,7 +24,7 @@ from ..world.events import BatchEventOutcome
 from .child_runs import resolve_step
 from .flow_state import BATCH
 from .provisional import ProvisionalOutcomes, written
-from .step_runner import start_data, step_lease
+from .step_runner import start_event
 
 log = logging.getLogger("awsworld.flow")
 
@@ -78,10 +78,8 @@ class Declarations(ProvisionalOutcomes):
             requests.append(_declaration(op, factor))
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
-                lease = step_lease(definition, self.deadline)
-                requests.append({"eventType": "step_started", "correlationId": op.id, "eventData": start_data(
-                    self.message_id, inline=True, lease=lease,
-                    at_most_once=definition.at_most_once and born.poll is None)})
+                requests.append(start_event(op.id, definition, born.poll, self.message_id, inline=True,
+                                            deadline=self.deadline))
         return requests
 
     async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],

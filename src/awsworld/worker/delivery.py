@@ -19,8 +19,13 @@ What ends where:
   written, so both Worlds keep it.
 - A workflow or step this deployment does not have is retried with back-off for
   ``AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS`` (15 minutes from the run's creation: a deploy may still be rolling
-  out), then its run fails with ``UNKNOWN_WORKFLOW``, naming the workflow and the modules this process loaded, which
-  ``Run.result()`` raises for the client to see.
+  out), then its run fails with ``UNKNOWN_WORKFLOW``, naming the workflow, the modules this process loaded and the
+  nearest registered names, which ``Run.result()`` raises for the client to see. Meanwhile the run records what
+  its deliveries find (attribute ``DELIVERY_FINDING``, written once), which ``describe`` shows. A workflow name
+  that the deployment's publications make certainly unknown (``published.model.judge``: no consumer registers it,
+  and the newest publication came before its consumer's deliveries, as ``awsworld dev``'s does) fails its run at
+  the first delivery instead. Under ``AWSWORLD_ON_DIVERGENCE=park`` a run that had started is parked instead of
+  failed past the window (``engine.parking``), so a deploy that lost a module fails no run in flight.
 - Every log line about a delivery names its run (and step), in its text and as ``runId``/``stepId`` keys, so
   a line on a laptop's terminal and a JSON line in CloudWatch both lead back to the run.
 - Anything else (a transient AWS error, a bug) fails this record only: its visibility is shortened to
@@ -34,17 +39,19 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import timedelta
 from typing import Any, Protocol
 
 from ..authoring.definitions import WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
+from ..engine.parking import mark, missing_code, parked_run
+from ..published.model import judge
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
-from ..world.messages import WATCHDOG_WAKE, FlowMessage
+from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.queue import Delivery
 from .child_runs import resolve_step
 from .dispatch import Outcome, Runtime
@@ -70,6 +77,11 @@ DEFERRED_HOPS = "DeferredHops"
 DEAD_LETTERED = "DeadLettered"
 QUEUE_LAG = "QueueLag"
 RUNS_WOKEN = "RunsWoken"  # by the watchdog: runs whose due passed with no write (a lost message, usually)
+
+DELIVERY_FINDING = "awsworld.delivery"
+"""The attribute a pending run of a workflow this deployment lacks carries: what its deliveries find (``describe``
+shows it as what the run waits on)."""
+MAX_FINDING_CHARS = 1000
 
 
 class Skipped(Protocol):
@@ -229,7 +241,7 @@ class DeliveryPath:
         if missing is not None:
             run = await self._run(message)
             if run.status not in TERMINAL_RUN_STATUSES:
-                return await self._unknown(record, delivery, message, missing, track, run.created_at)
+                return await self._unknown(record, delivery, message, missing, track, run)
             if message.step_id:
                 return await self._ended(delivery, f"is {run.status}", track)
             # A flow message of an ended run needs no workflow code: the runtime finds the end in the log and does
@@ -276,7 +288,7 @@ class DeliveryPath:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
 
     async def _unknown(self, record: Mapping[str, Any], delivery: Delivery, message: FlowMessage,
-                       missing: LookupError, track: Track, created_at: datetime) -> RecordResult:
+                       missing: LookupError, track: Track, run: RunView) -> RecordResult:
         """Code this deployment lacks, for a run still going: back off while a deploy may still bring the code,
         and past the window fail the run for good.
 
@@ -286,10 +298,14 @@ class DeliveryPath:
         for may still be backing off here, and the watchdog comes again (less often each time, ``world.watch``),
         so retrying the wake as well would only multiply the run's deliveries."""
         world = self.runtime.world
-        waited = (clock_of(world).now() - created_at).total_seconds()
+        waited = (clock_of(world).now() - run.created_at).total_seconds()
         what = _missing_text(missing)
         self.observer.count(UNKNOWN_WORKFLOW)
+        certain = await self._certainly_unknown(message, missing)
+        if certain is not None:
+            return await self._fail_unknown(delivery, message, certain, track)
         if waited < unknown_window_seconds():
+            await self._record_finding(run, what, track)
             if message.wake == WATCHDOG_WAKE:
                 log.error("%s: %s; the watchdog's wake is acknowledged (the watchdog comes again until the run "
                           "fails with %s, %d s after it was created)", track.label(), what, UNKNOWN_WORKFLOW_CODE,
@@ -300,9 +316,41 @@ class DeliveryPath:
                       "the run was created), then its run fails with %s", track.label(), what,
                       round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
             return await self._failed(record, track)
-        error = {"name": "UnknownWorkflowError",
-                 "message": f"{what}; this deployment still lacked it {round(waited)} s after the run was "
-                            f"created (check AWSWORLD_MODULES and the deployed code)"}
+        if run.started_at is not None and SETTINGS.on_divergence == "park":
+            return await self._park_missing(delivery, message, what, track, run)
+        return await self._fail_unknown(delivery, message, f"{what}; this deployment still lacked it "
+                                        f"{round(waited)} s after the run was created (check AWSWORLD_MODULES "
+                                        f"and the deployed code)", track)
+
+    async def _certainly_unknown(self, message: FlowMessage, missing: LookupError) -> str | None:
+        """Why the run's workflow is certainly unknown to every consumer of the queue (the deployment's
+        publications say so, ``published.model.judge``), or None: then the window applies. One read, on this path
+        only."""
+        if message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
+            return None
+        verdict = judge(message.workflow_name, await self.runtime.world.published.read())
+        return str(verdict.error(message.workflow_name)) if verdict.sure else None
+
+    async def _record_finding(self, run: RunView, what: str, track: Track) -> None:
+        """Record on the run (as read for this delivery) what its delivery found, so ``describe`` says why it
+        waits: once, since every delivery of the same code finds the same. Best effort: a refused write (the run
+        ended meanwhile, say) changes nothing else."""
+        until = run.created_at + timedelta(seconds=unknown_window_seconds())
+        found = (f"{what}; retried until {until.isoformat(timespec='seconds')}, then the run fails with "
+                 f"{UNKNOWN_WORKFLOW_CODE}")[:MAX_FINDING_CHARS]
+        if run.attributes.get(DELIVERY_FINDING) == found:
+            return
+        try:
+            await self.runtime.world.runs.set_attributes(run.run_id, [{"key": DELIVERY_FINDING, "value": found}])
+        except Exception as error:
+            log.warning("%s: could not record what its delivery found: %s", track.label(), type(error).__name__,
+                        extra=track.keys())
+
+    async def _fail_unknown(self, delivery: Delivery, message: FlowMessage, text: str, track: Track
+                            ) -> RecordResult:
+        """Fail the run with ``UNKNOWN_WORKFLOW`` (its error's message ``text``) and acknowledge the delivery."""
+        world = self.runtime.world
+        error = {"name": "UnknownWorkflowError", "message": text}
         try:
             await world.events.create(message.run_id, {
                 "eventType": "run_failed", "eventData": {"error": error, "errorCode": UNKNOWN_WORKFLOW_CODE}})
@@ -312,9 +360,36 @@ class DeliveryPath:
             return await self._ended(delivery, "ended meanwhile", track)
         except RunNotFoundError:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
-        log.error("%s: run failed with %s: %s", track.label(), UNKNOWN_WORKFLOW_CODE, what, extra=track.keys())
+        log.error("%s: run failed with %s: %s", track.label(), UNKNOWN_WORKFLOW_CODE, text, extra=track.keys())
         await self.consumer.ack(delivery, delete_message=False)
         return RecordResult("unknown-workflow-failed")
+
+    async def _park_missing(self, delivery: Delivery, message: FlowMessage, what: str, track: Track,
+                            run: RunView) -> RecordResult:
+        """Under the park policy a run that has started is not failed for code this deployment lacks (a deploy that
+        dropped a module, a renamed workflow): a bad deploy must not end every run in flight. It is marked parked
+        (``engine.parking``, once), this record is acknowledged, and one flow message per
+        ``AWSWORLD_PARK_SECONDS`` brings it back, so the deploy that restores the code resumes it (its flow clears
+        the mark). The ``UnknownWorkflow`` metric and alarm count every such delivery."""
+        world = self.runtime.world
+        now = clock_of(world).now()
+        earlier = parked_run(run.status, run.attributes)
+        parked = missing_code(what, now).kept_since(earlier)
+        if not parked.same_place(earlier):
+            try:
+                await world.events.create(run.run_id, {"eventType": "attr_set",
+                                                       "eventData": {"changes": [mark(parked)]}})
+            except (RunGoneError, EntityConflictError):
+                return await self._ended(delivery, "ended meanwhile", track)
+        seconds = SETTINGS.park_seconds
+        await world.queue(queue_name_for(message.workflow_name), FlowMessage(run.run_id, message.workflow_name)
+                          .to_payload(), idempotency_key=f"{run.run_id}:parked:{int(now.timestamp() // seconds)}",
+                          delay_seconds=seconds)
+        log.error("%s: %s; the run has started, so it is parked, not failed (%s=park): it comes back every %d s "
+                  "until a deploy provides the code; `awsworld fail %s` ends it", track.label(), what,
+                  Settings.on_divergence.env, round(seconds), run.run_id, extra=track.keys(outcome="parked"))
+        await self.consumer.ack(delivery, delete_message=False)
+        return RecordResult("parked")
 
     async def _ended(self, delivery: Delivery, how: str, track: Track) -> RecordResult:
         """The rule for a delivery of a run that has ended: acknowledged, never retried."""
@@ -344,7 +419,7 @@ def _missing_text(missing: LookupError) -> str:
     """What is missing, for the log and the run's error: an unknown workflow with the modules this process
     loaded (so a typo shows next to the real names), or an unknown step."""
     if isinstance(missing, WorkflowNotRegisteredError):
-        return f"no workflow named {missing.name!r} is registered here ({missing.loaded()})"
+        return f"no workflow named {missing.name!r} is registered here ({missing.loaded()}){missing.did_you_mean()}"
     return str(missing).strip("'\"")
 
 

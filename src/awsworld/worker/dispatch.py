@@ -81,9 +81,11 @@ class Runtime:
         if outcome.status == "retry":
             await retry_step_message(self.world, message, outcome.retry_after)
             return Outcome("retry-queued")
-        if outcome.status in ("completed", "failed") and outcome.open_steps not in (None, 0):
+        if outcome.status in ("completed", "failed") and outcome.open_steps not in (None, 0) \
+                and outcome.status not in message.wakes_on:
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
-        # The last open step of the run finished here: continue the workflow inline, no queue round trip.
+        # The last open step of the run finished here, or an end the workflow reacts to at once (a batch's item:
+        # ``authoring.scope.wakes_on``): continue the workflow inline, no queue round trip.
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
                     self.settings, message_id=message_id)
         status = await flow.run()

@@ -1,6 +1,7 @@
 """How a flow ends its run: completing or failing it (the workflow's value, a structured error), recording patch
-markers before anything else it writes, and the divergence policy (a replay that no longer matches its log:
-recover a few times from a fresh replay, then fail the run with a message that names the call).
+markers before anything else it writes, and the divergence policy (a replay that does not match its log: recover a
+few times from a fresh replay, then fail the run with a message that names the call, or under the park policy
+mark it parked and come back later: ``engine.parking``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..authoring.errors import (
 from ..engine import codecs, serde
 from ..engine import divergence as dv
 from ..engine.execution import PATCH_MARKER_PREFIX, WorkflowExecution
+from ..engine.parking import Parked, mark, parked_from, ways_out
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
@@ -37,6 +39,8 @@ log = logging.getLogger("awsworld.flow")
 class Endings(Declarations):
     """A flow that can end its run."""
 
+    parked: Parked | None = None
+    """The run's parked mark as its log left it (``engine.parking``): cleared by the first replay that matches."""
 
     async def _finish(self, execution: WorkflowExecution) -> str:
         assert execution.task is not None
@@ -77,18 +81,21 @@ class Endings(Declarations):
 
     async def _diverged(self, divergence: ReplayDivergenceError) -> str:
         """Recover with a new delivery (replay from the start) up to three times; then fail the run naming the
-        divergence, or under ``AWSWORLD_ON_DIVERGENCE=park`` keep it running and redeliver it every
-        ``AWSWORLD_PARK_SECONDS`` (an hour) so a code rollback picks it up. The log line names the position and
-        the kind of change only: the calls may quote user payloads."""
+        divergence, or under ``AWSWORLD_ON_DIVERGENCE=park`` mark it parked (``engine.parking``), keep it running
+        and redeliver it every ``AWSWORLD_PARK_SECONDS`` (an hour) so a revert or a ``patched()`` fix picks it up.
+        The log lines name the position and the kind of difference only: the calls may quote user payloads."""
         count = self.message.divergence
         park = SETTINGS.on_divergence == "park"
-        log.warning("replay of run %s diverged from its log at %s (event %s, %s changed); recovery %d",
+        log.warning("replay of run %s diverged from its log at %s (event %s, %s differs); recovery %d",
                     self.run_id, divergence.position, divergence.slot, divergence.change, count + 1)
         if count >= MAX_DIVERGENT_RECOVERIES and not park:
             message = await self._divergence_message(divergence)
             return await self._fail({"message": message, "name": "ReplayDivergenceError"}, CORRUPTED_EVENT_LOG)
+        parking = park and count >= MAX_DIVERGENT_RECOVERIES
+        if parking and self.execution is not None:
+            await self._park(divergence)
         follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1)
-        delay = SETTINGS.park_seconds if park and count >= MAX_DIVERGENT_RECOVERIES else None
+        delay = SETTINGS.park_seconds if parking else None
         await self.world.queue(queue_name_for(self.message.workflow_name), follow_up.to_payload(),
                                idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}", delay_seconds=delay)
         if delay is not None and self.execution is not None:  # parked: its next delivery is due in an hour
@@ -96,6 +103,25 @@ class Endings(Declarations):
             await rest(self.world, self.message, self.execution, now, resting=True,
                        due=quiet_due([now + timedelta(seconds=delay)]))
         return "parked" if delay is not None else "diverged"
+
+    async def _park(self, divergence: ReplayDivergenceError) -> None:
+        """Mark the run parked, in its log (one in-band ``attr_set``); a run parked at the same place already is
+        left as it is, so an hourly redelivery writes nothing."""
+        parked = parked_from(divergence, clock_of(self.world).now()).kept_since(self.parked)
+        if parked.same_place(self.parked):
+            return
+        await self._write({"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
+        self.parked = parked
+        log.warning("run %s is parked: its replay differs from its log at %s (event %s); %s; `awsworld describe "
+                    "%s` says where", self.run_id, divergence.position, divergence.slot, ways_out(self.run_id),
+                    self.run_id)
+
+    async def _unpark(self) -> None:
+        """The run replayed without a divergence: it is not parked any more (written before anything else the
+        delivery writes, so a reader never sees a parked run move)."""
+        await self._write({"eventType": "attr_set", "eventData": {"changes": [mark(None)]}})
+        self.parked = None
+        log.warning("run %s resumes: it was parked, and its replay matches its log again", self.run_id)
 
     async def _divergence_message(self, divergence: ReplayDivergenceError) -> str:
         """The run's error: where, what the log holds, what the code did — with the logged arguments, which the
@@ -109,6 +135,4 @@ class Endings(Declarations):
                 text = text.replace(divergence.log or "", logged, 1) if divergence.log else text
             except Exception:  # the message is best effort; the failure itself must be recorded
                 pass
-        return (f"the workflow's code no longer matches this run's history: {text}. Roll the code back (or "
-                "branch with awsworld.patched()) to keep such runs going; awsworld replay checks stored runs "
-                "against new code before a deploy")
+        return f"{dv.REPLAY_DIFFERS}: {text}. {dv.WHY_IT_DIFFERS}"

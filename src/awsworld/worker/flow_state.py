@@ -162,7 +162,7 @@ class FlowState:
 
     def _step_message(self, step: StepOp) -> FlowMessage:
         return FlowMessage(self.run_id, self.message.workflow_name, step.id, step.definition.name,
-                           run_context=self._run_context())
+                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)))
 
     def _run_context(self) -> dict[str, Any]:
         assert self.execution is not None and self.execution.log

@@ -4,7 +4,8 @@ Replay, then on suspension: declare new steps/waits (one batched write) and hook
 waits that are due, queue every runnable step but one with one ``queue_batch``, queue the soonest wait as a
 delayed continuation, run the one owned step inline, and loop — until the run ends, only waits/hooks remain,
 or the budget is spent (then a continuation is queued). Every write of the flow is in-band, fenced with the
-run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops.
+run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops, unless
+it holds steps (claimed or started by this message), which it runs after replaying the newer log.
 
 The loop's other jobs are in the classes it builds on: the state and the log (``flow_state``), the
 provisional-outcome optimisation (``provisional``), the writes of a suspension (``declarations``), and the
@@ -23,6 +24,7 @@ from ..authoring.errors import (
 )
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
+from ..engine.parking import parked_in_log
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.messages import queue_name_for
@@ -44,12 +46,8 @@ class Flow(Endings):
 
     async def run(self) -> str:
         try:
-            status = await self._run()
+            status = await self._run_holding_steps()
         except InBandSupersededError as superseded:
-            if self._holds_steps():
-                # Our own redelivery replays the newer log and runs the steps we started: no other delivery may.
-                self.redeliver_after = 1.0
-                return "superseded"
             # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
             await self._queue_flow(f"superseded:{superseded.seq_in_band}")
             return "superseded"
@@ -62,6 +60,32 @@ class Flow(Endings):
             await on_run_end(self.world, self.run_id, self.execution.log if self.execution else self.ended_log)
         return status
 
+    async def _run_holding_steps(self) -> str:
+        """``_run``, replayed again from a fresh log whenever another flow's write supersedes this one while this
+        delivery holds steps: no other delivery may run them while their lease runs, and a step it claimed
+        (``step_started`` written, body not run yet) must run here, in that attempt. Handing them to this
+        message's redelivery, as the loop once did, started each claimed step again as a new attempt whose
+        predecessor never ran (a phantom "attempt 2", a second later, with no failure recorded: issue 31 item 8)
+        and, since a cut-off attempt counts against ``max_attempts``, would spend a retry on nothing."""
+        while True:
+            try:
+                return await self._run()
+            except InBandSupersededError:
+                if not self._holds_steps():
+                    raise
+                log.info("run %s: another flow wrote first; replaying its log to run the steps this delivery holds",
+                         self.run_id)
+                self._forget_replay()
+
+    def _forget_replay(self) -> None:
+        """Drop the replay (and what this delivery meant to run inline but never started: another flow may have
+        queued it) so the next ``_run`` loads the log afresh; the claims, the messages sent and the refusals
+        stay."""
+        if self.execution is not None:
+            self.execution.close()
+        self.execution, self.log_cursor, self.seq_in_band = None, None, 0
+        self.owned.clear()
+
     async def _run(self) -> str:
         log = await self._load_all()
         if any(e.event_type in TERMINAL for e in log):
@@ -72,6 +96,7 @@ class Flow(Endings):
         seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
         execution = self.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
         execution.append(log)
+        self.parked = parked_in_log(log)
         if not any(e.event_type == "run_started" for e in log):
             await self._write({"eventType": "run_started"})
         try:
@@ -87,8 +112,10 @@ class Flow(Endings):
             execution = self.execution
             assert execution is not None
             self.stats.iterations += 1
-            if self.stats.iterations > 1 and time.monotonic() >= self.deadline:
-                # (Never before the first iteration: every delivery makes progress, however late it starts.)
+            if self.stats.iterations > 1 and time.monotonic() >= self.deadline and not self.claimed:
+                # (Never before the first iteration: every delivery makes progress, however late it starts; never
+                # with a claimed step, whose attempt is started and must run here, as an inline step started just
+                # before the deadline does.)
                 # The budget is spent: this same message comes back at once and goes on where we stop. Being
                 # the same message, it may run the steps this delivery started (a continuation with a new id
                 # could not, and a key derived from the log could be this message's own and send nothing).
@@ -106,6 +133,8 @@ class Flow(Endings):
                 continue  # the outcome was recorded the old way: replay from the log
             if execution.terminal:
                 return "gone"
+            if self.parked is not None and self.pending is None:  # (the first iteration: no outcome is held)
+                await self._unpark()
             if execution.pending_markers:
                 await self._record_markers(execution)  # before anything else this flow writes
             if len(execution.log) >= self.settings.max_events:

@@ -6,10 +6,13 @@ queued step message runs. A flow running a step inline may instead record the ou
 the declarations the workflow made after seeing it (see ``flow``), and falls back to ``record_end``.
 
 The claim is the liveness check: the World refuses step_started on a finished run, so a queued step never
-needs to read the run first. Retries follow the step's ``RetryPolicy``; the attempt count is only enforced once
-the step has actually failed before, so concurrent first starts (which each bump the counter) never use up
-retries. The time of the next attempt (back-off and jitter applied) is chosen here and recorded in
-``step_retrying``'s ``retryAfter``, so a replay reads it rather than computing it again.
+needs to read the run first. Retries follow the step's ``RetryPolicy``, whose ``max_attempts`` counts every
+started attempt: one that failed, and one that was cut off (its delivery died, its lease passed) and so was
+started again as the next attempt. Each start names ``maxAttempts``, and the World refuses to start a step over
+an unfinished attempt that was its last (``world.rules.at_most_once``): that attempt is recorded failed
+(``interrupted_end``) and the step fails "after N attempts", N being the attempts that really started. The time
+of the next attempt (back-off and jitter applied) is chosen here and recorded in ``step_retrying``'s
+``retryAfter``, so a replay reads it rather than computing it again.
 
 A step with a ``timeout`` runs its body as a task that is cancelled when the time is up; the attempt then fails
 with ``StepTimeoutError`` (retryable). A body that swallows the cancellation gets ``CANCEL_GRACE_SECONDS`` more
@@ -26,7 +29,8 @@ with 409) and never runs it.
 An at-most-once step (``@step(semantics="at_most_once")``) asks for its starts with ``atMostOnce``: where the
 World finds its current attempt started but unfinished (a redelivery after a crash, a take-over past the lease)
 it refuses the start, and ``interrupted_end`` records that attempt failed with ``StepInterruptedError`` (retried
-per its policy) instead of running the body again (``world.rules.at_most_once``).
+per its policy) instead of running the body again (``world.rules.at_most_once``). Any step's last attempt found
+unfinished ends the same way, as failed.
 
 A poll (``poll_until``: ``poll`` given) is judged here too: a result the predicate rejects is recorded as
 ``step_retrying`` at the next poll's time (see ``poll``).
@@ -65,7 +69,7 @@ from ..world.errors import (
 )
 from ..world.events import Event, EventResult
 from ..world.protocol import World
-from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD
+from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD, MAX_ATTEMPTS_FIELD
 from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
 from .child_runs import resolve_step
 from .error_shapes import structured_error
@@ -97,27 +101,34 @@ class StepOutcome:
 
 
 INLINE = "inline"
-"""``step_started``'s mark of an attempt the flow ran in its replay loop (see ``start_data``)."""
+"""``step_started``'s mark of an attempt the flow ran in its replay loop (see ``start_event``)."""
 
 
-def start_data(owner: str | None, *, inline: bool, lease: float | None = None,
-               at_most_once: bool = False) -> dict[str, Any]:
-    """``step_started``'s data: the delivery's message id (``ownerMessageId``: a redelivery of that message may
-    start the step again, see ``attempt_step``), the lease it asks for (``leaseSeconds``: how long it may still
-    report about the attempt; past it, another delivery may take the step over, ``world.rules.leases``) and
-    ``"inline": true`` when the flow runs the attempt in its replay loop rather than a step message of its own.
-    Only the inline path is marked: a fan-out queues N-1 steps and runs one inline, so the common case costs no
-    bytes, and an event without the mark (every older one too) reads as queued. The run viewer shows it;
-    nothing in the runtime reads it back. ``atMostOnce``: the World refuses to start the step over an unfinished
-    attempt (``world.rules.at_most_once``)."""
+def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner: str | None, *, inline: bool,
+                deadline: float | None) -> dict[str, Any]:
+    """The ``step_started`` request that claims an attempt of ``definition``, on every path (a queued step, an
+    inline one, the flow's born-running batch). Its data: the delivery's message id (``ownerMessageId``: a
+    redelivery of that message may start the step again, see ``attempt_step``), the lease it asks for
+    (``leaseSeconds``: how long it may still report about the attempt; past it, another delivery may take the
+    step over, ``world.rules.leases``), the attempts its policy allows (``maxAttempts``: the World does not start
+    the step over an unfinished last attempt) and ``"inline": true`` when the flow runs the attempt in its replay
+    loop rather than a step message of its own. Only the inline path is marked: a fan-out queues N-1 steps and
+    runs one inline, so the common case costs no bytes, and an event without the mark (every older one too)
+    reads as queued. The run viewer shows it; nothing in the runtime reads it back. ``atMostOnce``: the World
+    refuses to start the step over any unfinished attempt (``world.rules.at_most_once``). A poll's check is at
+    least once whatever its step says, and its attempts are the polls, bounded by the poll's timeout rather than
+    by a retry policy: it asks for neither."""
     data: dict[str, Any] = {"ownerMessageId": owner} if owner else {}
+    lease = step_lease(definition, deadline)
     if lease is not None:
         data[LEASE_SECONDS_FIELD] = lease
-    if at_most_once:
-        data[AT_MOST_ONCE_FIELD] = True
+    if poll is None:
+        data[MAX_ATTEMPTS_FIELD] = definition.retry.max_attempts
+        if definition.at_most_once:
+            data[AT_MOST_ONCE_FIELD] = True
     if inline:
         data[INLINE] = True
-    return data
+    return {"eventType": "step_started", "correlationId": step_id, "eventData": data}
 
 
 def step_lease(definition: StepDef, deadline: float | None) -> float | None:
@@ -182,20 +193,14 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
-    flow runs it in its replay loop (recorded on step_started, see ``start_data``)."""
+    flow runs it in its replay loop (recorded on step_started, see ``start_event``)."""
     definition = resolve_step(registry, step_name)
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
         start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
     started = claimed
     if started is None:
-        event: dict[str, Any] = {"eventType": "step_started", "correlationId": step_id}
-        # A poll's check is at least once whatever its step says: its attempts are the polls, bounded by the
-        # poll's timeout rather than by a retry policy an interruption would be judged by.
-        data = start_data(owner, inline=inline, lease=step_lease(definition, deadline),
-                          at_most_once=definition.at_most_once and poll is None)
-        if data:
-            event["eventData"] = data
+        event = start_event(step_id, definition, poll, owner, inline=inline, deadline=deadline)
         try:
             started = await world.events.create(run_id, event, **start_kwargs)
         except RunGoneError:
@@ -355,20 +360,26 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: Except
         if at is None:
             return _poll_ended(TIMED_OUT, step_id, step.attempt, events, raised)
         return _retrying(step_id, structured_error(error), at, now, step.attempt, events, scale)
-    failed_before = step.error is not None
-    if (failed_before and step.attempt >= policy.max_attempts) or (not failed_before and policy.max_attempts == 1):
+    if step.attempt >= policy.max_attempts:  # every attempt counts, one cut off before this one too
         return failed
     return _retrying(step_id, structured_error(error), policy.retry_at(error, step.attempt, now, rand=draw), now,
                      step.attempt, events, _time_scale(now))
 
 
 def interrupted_end(world: World, definition: StepDef, step_id: str, attempt: int) -> StepEnd:
-    """The end of an at-most-once attempt found started but unfinished (``world.rules.at_most_once``): failed
-    with ``StepInterruptedError``, retried as its policy says (a new attempt, with a durable start of its own).
-    The body is not run. The end names the attempt, so it lands only while that attempt is the running one."""
-    error = StepInterruptedError(f"attempt {attempt} of at-most-once step {definition.name} was started but "
-                                 f"never finished (its delivery was cut off); its body is not run again")
+    """The end of an attempt found started but unfinished where the World refused to start the step over it
+    (``world.rules.at_most_once``): an at-most-once step's, or any step's last allowed attempt. Failed with
+    ``StepInterruptedError``, retried as its policy says (a new attempt, with a durable start of its own) while
+    attempts are left. The body is not run. The end names the attempt, so it lands only while that attempt is
+    the running one."""
     policy = definition.retry
+    if definition.at_most_once:
+        error = StepInterruptedError(f"attempt {attempt} of at-most-once step {definition.name} was started but "
+                                     f"never finished (its delivery was cut off); its body is not run again")
+    else:
+        error = StepInterruptedError(f"attempt {attempt} of step {definition.name} was started but never finished "
+                                     f"(its delivery was cut off), and its retry policy allows "
+                                     f"{policy.max_attempts} attempt(s)")
     data: dict[str, Any] = {"error": structured_error(error), INTERRUPTED_FIELD: attempt}
     if not policy.retries(error) or attempt >= policy.max_attempts:
         return StepEnd(step_id, "step_failed", data, attempt, [])

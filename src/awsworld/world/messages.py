@@ -33,6 +33,9 @@ class FlowMessage:
     wake: str | None = None
     """Why a flow message was sent to a run that may have lost its own (``WAKE_KINDS``): its flow makes sure
     every part of the run has a live way forward (see ``Flow``)."""
+    wakes_on: tuple[str, ...] = ()
+    """A step message's: the ends of the step (``completed``, ``failed``) after which its delivery continues the
+    workflow though other steps of the run are still open (``authoring.scope.wakes_on``: a batch's items)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}
@@ -42,6 +45,8 @@ class FlowMessage:
             payload["replayDivergenceCount"] = self.divergence
         if self.wake:
             payload["wake"] = self.wake
+        if self.wakes_on:
+            payload["wakesOn"] = list(self.wakes_on)
         return payload
 
     @classmethod
@@ -50,6 +55,8 @@ class FlowMessage:
             raise ValueError("not an awsworld flow or step message (needs runId and workflowName)")
         fields = cast(dict[str, Any], payload)
         run_id, workflow_name, wake = fields.get("runId"), fields.get("workflowName"), fields.get("wake")
+        wakes: object = fields.get("wakesOn")
+        ends = cast(list[object], wakes) if isinstance(wakes, list) else []
         if not isinstance(run_id, str) or not isinstance(workflow_name, str):
             raise ValueError("not an awsworld flow or step message (needs runId and workflowName)")
         return cls(
@@ -60,4 +67,5 @@ class FlowMessage:
             run_context=dict(fields.get("runContext") or {}),
             divergence=int(fields.get("replayDivergenceCount") or 0),
             wake=wake if isinstance(wake, str) else None,
+            wakes_on=tuple(end for end in ends if isinstance(end, str)),
         )

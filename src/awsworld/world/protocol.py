@@ -16,6 +16,7 @@ from .clock import Clock
 from .entities import Capabilities, Hook, ResolveData, Run, Step
 from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from .pages import EventPage, HookPage, RunPage, StepPage
+from .published import PublishedNames
 from .queue import QueueAPI
 from .schedules import ScheduleStore
 from .streams import StreamsAPI
@@ -137,8 +138,9 @@ class World(Storage, QueueAPI, Protocol):
     Streamer (``streams``). Consuming deliveries is the transport's business (see ``awsworld.aws``).
 
     awsworld's extensions: ``clock`` (where the World's timestamps come from: the runtime compares them with its
-    "now", so both must be one clock), ``watch`` (the watchdog's index, ``world/watch.py``) and ``schedules``
-    (the schedule store the tick fires, ``world/schedules.py``)."""
+    "now", so both must be one clock), ``watch`` (the watchdog's index, ``world/watch.py``), ``schedules``
+    (the schedule store the tick fires, ``world/schedules.py``) and ``published`` (the workflow names the
+    queue's consumers publish, ``world/published.py``)."""
 
     @property
     def spec_version(self) -> int: ...
@@ -157,5 +159,8 @@ class World(Storage, QueueAPI, Protocol):
 
     @property
     def schedules(self) -> ScheduleStore: ...
+
+    @property
+    def published(self) -> PublishedNames: ...
 
     async def close(self) -> None: ...

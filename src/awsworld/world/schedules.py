@@ -48,6 +48,12 @@ class ScheduleNotFoundError(NotFoundError):
     code = "schedule-not-found"
 
 
+class ScheduleInputError(InvalidInputError, ValueError):
+    """A schedule's id or arguments refused where they are given (``Schedule(id=..., args=...)``, the client's
+    calls): an ``InvalidInputError`` naming the field, as every World refusal is (the CLI and the UI answer 400),
+    and a ``ValueError``, as the README promises for a ``Schedule`` that cannot be made. Nothing was written."""
+
+
 class ScheduleExistsError(EntityConflictError):
     """A schedule with this id exists already (create refuses; nothing was written)."""
 
@@ -140,17 +146,17 @@ NextAfter = Callable[[datetime], datetime | None]
 
 def check_schedule_id(value: object) -> str:
     if not isinstance(value, str) or not _SCHEDULE_ID.match(value):
-        raise InvalidInputError(f"a schedule id is 1-{MAX_SCHEDULE_ID} characters of letters, digits and _.:=+- "
-                                f"(got {value!r:.80})", field="scheduleId")
+        raise ScheduleInputError(f"a schedule id is 1-{MAX_SCHEDULE_ID} characters of letters, digits and _.:=+- "
+                                 f"(got {value!r:.80})", field="scheduleId")
     return value
 
 
 def check_input(text: str) -> str:
     size = len(text.encode("utf-8"))
     if size > MAX_INPUT_BYTES:
-        raise InvalidInputError(f"a schedule's arguments are at most {MAX_INPUT_BYTES} bytes serialized, got "
-                                f"{size}: pass a reference (an S3 key, a row id) and load it in a step",
-                                field="input")
+        raise ScheduleInputError(f"a schedule's arguments are at most {MAX_INPUT_BYTES} bytes serialized, got "
+                                 f"{size}: pass a reference (an S3 key, a row id) and load it in a step",
+                                 field="input")
     return text
 
 

@@ -1,4 +1,5 @@
-"""At-most-once steps, for every World: an attempt found started but unfinished is never started again.
+"""At-most-once steps, and every step's last attempt, for every World: an attempt found started but unfinished is
+never started again where it must not be.
 
 A step is at-least-once by default: a redelivery of the message that started an attempt (after a crash), or a
 take-over once the attempt's lease has passed, starts the step again and runs its body again. A step declared
@@ -13,13 +14,21 @@ twice.
 
 The start of an attempt is durable before its body runs on every path (a queued step's ``step_started``, an
 inline step's claim, or the flow's born-running batch), so the rule needs nothing else.
+
+The same refusal bounds every step's attempts. A cut-off attempt is an attempt: it was started, its body may
+have run, and the retry policy counts it (as Temporal counts an attempt lost to a worker's death). A start
+names the policy's ``maxAttempts``; when the step's unfinished attempt is already the last one it allows, the
+World refuses to start another with the same ``StepAttemptInterruptedError``, and the runtime records that
+last attempt failed (``StepInterruptedError``, "failed after N attempts") instead of starting attempt N + 1.
+An at-least-once step below its last attempt is started again as before (its body runs again, as the next
+attempt). ``maxAttempts`` is a request field only: the log keeps the attempt, not the policy.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..errors import EntityConflictError, StepAttemptInterruptedError
+from ..errors import EntityConflictError, InvalidInputError, StepAttemptInterruptedError
 
 AT_MOST_ONCE_FIELD = "atMostOnce"
 """step_started's request field: the step is at-most-once (refuse to start it over an unfinished attempt)."""
@@ -27,13 +36,38 @@ INTERRUPTED_FIELD = "interruptedAttempt"
 """An outcome's field: the attempt it records as interrupted (accepted only while that attempt runs)."""
 
 
+MAX_ATTEMPTS_FIELD = "maxAttempts"
+"""step_started's request field: the attempts the step's retry policy allows, the first included."""
+
+
+def requested_max_attempts(data: dict[str, Any] | None) -> int | None:
+    """A step_started's ``maxAttempts`` (None when it names none: an older runtime, or a poll, whose attempts are
+    its polls), or a 400 for one that is not an int >= 1."""
+    value = (data or {}).get(MAX_ATTEMPTS_FIELD)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidInputError(f"{MAX_ATTEMPTS_FIELD} must be an int >= 1", field=f"eventData.{MAX_ATTEMPTS_FIELD}")
+    return value
+
+
 def check_start(data: dict[str, Any] | None, *, status: str, attempt: int, step_id: str | None) -> None:
-    """Refuse an at-most-once start while the step's current attempt is unfinished (after ``start_verdict``
-    let this delivery start it: a live attempt of another delivery is refused as running elsewhere first)."""
-    if status == "running" and (data or {}).get(AT_MOST_ONCE_FIELD) is True:
+    """Refuse to start a step over its unfinished current attempt when that attempt was cut off for good: the
+    step is at-most-once, or that attempt was the last its policy allows (``maxAttempts``). Checked after
+    ``start_verdict`` let this delivery start it: a live attempt of another delivery is refused as running
+    elsewhere first, so an unfinished attempt here is one whose delivery is gone."""
+    limit = requested_max_attempts(data)
+    if status != "running":
+        return
+    if (data or {}).get(AT_MOST_ONCE_FIELD) is True:
         raise StepAttemptInterruptedError(
             f"step {step_id} is at-most-once and its attempt {attempt} was started but never finished: "
             f"record that attempt's end before starting another", attempt=attempt)
+    if limit is not None and attempt >= limit:
+        raise StepAttemptInterruptedError(
+            f"step {step_id}'s attempt {attempt} was started but never finished, and its policy allows "
+            f"{limit} attempt(s): record that attempt's end rather than starting attempt {attempt + 1}",
+            attempt=attempt)
 
 
 def check_interrupted_end(data: dict[str, Any] | None, *, status: str, attempt: int, step_id: str | None) -> None:

@@ -4,8 +4,9 @@
   followed in one batch by its ``step_started`` it is born running at attempt 1 (``born_running``).
 - ``step_started`` begins an attempt of an unfinished step of a live run (the terminal-run start fence): not
   before its ``retryAfter`` (425, with how long to wait), and not while another delivery's lease runs
-  (``leases.start_verdict``), nor, for an at-most-once step, over an unfinished attempt
-  (``at_most_once.check_start``). It records the attempt and the lease's end, not the seconds asked for.
+  (``leases.start_verdict``), nor over an unfinished attempt of an at-most-once step or one that was the last
+  its ``maxAttempts`` allows (``at_most_once.check_start``). It records the attempt and the lease's end, not
+  the seconds asked for.
 - ``step_retrying`` puts the step back to pending with its error (and when it may start again);
   ``step_completed`` / ``step_failed`` finish it. A step that already ran may still record its outcome after its
   run ended: the fence is on starting, not on finishing.
@@ -22,7 +23,7 @@ from typing import Literal
 from ..entities import TERMINAL_STEP_STATUSES
 from ..errors import EntityConflictError, EventNotFoundError, StepNotFoundError, TooEarlyError
 from ..events import CreateEventRequest, StepCreatedData, StepRetryingData, WaitCreatedData
-from .at_most_once import check_interrupted_end, check_start
+from .at_most_once import MAX_ATTEMPTS_FIELD, check_interrupted_end, check_start, requested_max_attempts
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
@@ -41,7 +42,9 @@ def step_created(req: CreateEventRequest, view: View) -> Decision:
 
 def born_running(created: CreateEventRequest, started: CreateEventRequest, view: View) -> Decision:
     """step_created followed by step_started in one batch: the step is born running at attempt 1."""
-    decision = _declared(created, view, start_ask(started.data().__pydantic_extra__))
+    extra = started.data().__pydantic_extra__
+    requested_max_attempts(extra)  # checked as on any start (attempt 1 is never over another)
+    decision = _declared(created, view, start_ask(extra))
     assert decision.step is not None and decision.step.lease_until is not None
     decision.events.append(_started_event(started, 1, decision.step.lease_until))
     return decision
@@ -64,9 +67,11 @@ def _declared(req: CreateEventRequest, view: View, ask: StartAsk | None) -> Deci
 
 
 def _started_event(req: CreateEventRequest, attempt: int, lease: datetime) -> NewEvent:
-    """step_started as the log keeps it: the attempt and the lease's end (not the seconds asked for)."""
+    """step_started as the log keeps it: the attempt and the lease's end (not the seconds asked for, nor the
+    attempts the policy allows)."""
     data = event_data(req, attempt=attempt, **{LEASE_UNTIL_FIELD: _iso(lease)})
     data.pop(LEASE_SECONDS_FIELD, None)
+    data.pop(MAX_ATTEMPTS_FIELD, None)
     return NewEvent(req.event_type, req.correlation_id, data, spec_version=req.spec_version)
 
 

@@ -1,0 +1,273 @@
+"""``awsworld dev`` when the code changes under it: no edit destroys a run.
+
+Code changes two ways under ``dev``: a **restart** (stop dev, edit, start it again with the same ``--state DIR``),
+and a **reload**: dev watches the files of the modules it imported from the project (``UserCode``) and, when one
+changes, imports the new code in the same process. A reload keeps the emulator, its queue and every run (with or
+without ``--state``) and the exported settings; deliveries running when the files change finish on the code they
+started with, as on Lambda during a deploy, and every later delivery runs the new code. A file that does not import
+(a half-saved edit, a syntax error) is reported and the previous code goes on serving.
+
+Why reload in the process rather than restart it: what a person editing code expects is that the next delivery
+runs what they saved, without losing the runs in flight or the ``export`` lines pasted elsewhere. A restart would
+need ``--state`` (without it every run is lost), snapshot and restore the whole table, and could move the ports.
+
+Either way, before an unfinished run meets the new code, dev replays it against that code (``client.replay``, what
+``awsworld replay`` does, writing nothing), and:
+
+- a run that replays is woken (on a restart every such run, since the queue was not saved; on a reload only a
+  parked one, whose next redelivery may be an hour away: the others' messages are still queued), and its flow
+  carries on and clears its parked mark (``worker.endings``);
+- a run whose replay diverges is marked parked (``engine.parking``) and not woken, and dev prints one line: where,
+  what the log has, what the code called, and the ways out. A revert (or a ``patched()`` branch) followed by the
+  next reload wakes it;
+- a run that has started and whose workflow is not registered any more (renamed, its module dropped) is parked the
+  same way, with that reason; any other run that cannot be replayed is printed and woken as before (its delivery
+  decides).
+
+``dev`` sets ``AWSWORLD_ON_DIVERGENCE=park`` unless it is set, so a run that diverges between reloads (a workflow
+that reads something that changes between replays) is parked by its flow too, never failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import importlib.util
+import os
+import sys
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
+from ..client.replay import ReplayResult, replay_run
+from ..engine.parking import mark, missing_code, parked_from, parked_run, ways_out
+from ..schedules.declared import DECLARED
+from ..world.entities import Run
+from ..world.errors import EntityConflictError, RunGoneError
+from ..world.messages import OPERATOR_WAKE, RESTART_WAKE, FlowMessage, queue_name_for
+from ..world.protocol import World
+
+WATCH_SECONDS = 0.5
+"""How often dev looks at the files of the user's modules (a stat of each: a few files, microseconds)."""
+
+
+@dataclass
+class Verdict:
+    """What a replay of the unfinished runs against new code found, by run id."""
+
+    matched: list[str] = field(default_factory=list[str])
+    woken: list[str] = field(default_factory=list[str])
+    resumed: list[str] = field(default_factory=list[str])  # woken, and parked before: their flow clears the mark
+    parked: list[str] = field(default_factory=list[str])
+    unreplayable: list[str] = field(default_factory=list[str])
+
+    def summary(self) -> str:
+        total = len(self.matched) + len(self.parked) + len(self.unreplayable)
+        text = f"{total} unfinished run(s) replayed against it: {len(self.matched)} match"
+        if self.resumed:
+            text += f" ({len(self.resumed)} parked before: resumed)"
+        if self.parked:
+            text += f", {len(self.parked)} parked (`awsworld runs --parked`)"
+        if self.unreplayable:
+            text += f", {len(self.unreplayable)} could not be replayed"
+        return text
+
+
+async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["all", "parked"],
+                            tag: str) -> Verdict:
+    """Replay every pending and running run against the code registered now, mark the ones that diverge parked and
+    print a line for each, and wake the ones that replay (``wake="all"``: all of them, after a restart; ``"parked"``:
+    the parked ones only, after a reload). ``tag`` makes the wakes' queue keys this check's own."""
+    verdict = Verdict()
+    kind = RESTART_WAKE if wake == "all" else OPERATOR_WAKE
+    cursor: str | None = None
+    while True:
+        page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor, resolve_data="none")
+        for run in page.data:
+            await _check(world, registry, run, verdict, wake, kind, tag)
+        if not page.has_more:
+            return verdict
+        cursor = page.cursor
+
+
+async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, wake: str, kind: str,
+                 tag: str) -> None:
+    was = parked_run(run.status, run.attributes)
+    try:
+        result = await replay_run(world, run.run_id, registry=registry)
+    except Exception as error:  # a log the code cannot even read (a class that moved, say): its delivery decides
+        result = ReplayResult(run.run_id, run.workflow_name, 0, "error", message=f"{type(error).__name__}: {error}")
+    if result.ok:
+        verdict.matched.append(run.run_id)
+        if wake == "all" or was is not None:
+            await _wake(world, run, kind, tag, verdict)
+            if was is not None:
+                verdict.resumed.append(run.run_id)
+                print(f"run {run.run_id} ({run.workflow_name}) replays again: it was parked, and resumes", flush=True)
+        return
+    now = datetime.now(UTC)
+    if result.status == "diverged":
+        parked = parked_from(result, now)
+        print(f"run {run.run_id} ({run.workflow_name}) is parked: its replay differs from its log at "
+              f"{result.message}; {ways_out(run.run_id)}", flush=True)
+    elif run.started_at is not None and _missing_workflow(registry, run.workflow_name):
+        parked = missing_code(f"no workflow named {run.workflow_name!r} is registered here (renamed, or its module "
+                              "is not imported)", now)
+        print(f"run {run.run_id} is parked: {parked.divergence}; restore the name (or pass "
+              f"name={run.workflow_name!r} to @workflow) and the run resumes; `awsworld fail {run.run_id}` ends it "
+              "instead", flush=True)
+    else:
+        verdict.unreplayable.append(run.run_id)
+        print(f"run {run.run_id} ({run.workflow_name}) could not be replayed: {result.message}", flush=True)
+        if wake == "all":
+            await _wake(world, run, kind, tag, verdict)
+        return
+    verdict.parked.append(run.run_id)
+    parked = parked.kept_since(was)
+    if not parked.same_place(was):
+        with contextlib.suppress(RunGoneError, EntityConflictError):  # it ended meanwhile: nothing to mark
+            await world.events.create(run.run_id, {"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
+
+
+async def _wake(world: World, run: Run, kind: str, tag: str, verdict: Verdict) -> None:
+    await world.queue(queue_name_for(run.workflow_name), FlowMessage(run.run_id, run.workflow_name, wake=kind)
+                      .to_payload(), idempotency_key=f"{run.run_id}:dev-{tag}")
+    verdict.woken.append(run.run_id)
+
+
+def _missing_workflow(registry: Registry, name: str) -> bool:
+    try:
+        registry.workflow(name)
+    except WorkflowNotRegisteredError:
+        return True
+    return False
+
+
+class UserCode:
+    """The user's modules as ``dev`` imported them, watched for edits. A module is the user's when its file lies in
+    the project (the current directory and its ``src/``, where ``dev`` imports from) and outside any installed
+    package (``site-packages``) and awsworld itself: the named modules and every project module they import."""
+
+    def __init__(self, names: list[str], roots: list[Path]) -> None:
+        self.names = names
+        self.roots = [root.resolve() for root in roots]
+        self.stamps = self._stamps()
+
+    def modules(self) -> dict[str, Path]:
+        found: dict[str, Path] = {}
+        for name, module in list(sys.modules.items()):
+            file = getattr(module, "__file__", None)
+            if not file or name == "awsworld" or name.startswith("awsworld.") or name == "__main__":
+                continue
+            path = Path(file).resolve()
+            if "site-packages" in path.parts or "dist-packages" in path.parts:
+                continue
+            if any(path.is_relative_to(root) for root in self.roots):
+                found[name] = path
+        return found
+
+    def _stamps(self) -> dict[Path, tuple[int, int]]:
+        stamps: dict[Path, tuple[int, int]] = {}
+        for path in self.modules().values():
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                stamps[path] = (stat.st_mtime_ns, stat.st_size)
+        return stamps
+
+    def changed(self) -> list[Path]:
+        """The files edited (or removed) since the last load."""
+        now = self._stamps_of(self.stamps)
+        return [path for path, stamp in self.stamps.items() if now.get(path) != stamp]
+
+    @staticmethod
+    def _stamps_of(paths: dict[Path, tuple[int, int]]) -> dict[Path, tuple[int, int]]:
+        found: dict[Path, tuple[int, int]] = {}
+        for path in paths:
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                found[path] = (stat.st_mtime_ns, stat.st_size)
+        return found
+
+    def reload(self, registry: Registry = REGISTRY) -> str | None:
+        """Import the named modules afresh (and the project modules they import): their workflows, steps and
+        schedules replace the old ones. Returns None, or why the new code could not be imported (then everything is
+        as it was: the previous code goes on serving). Synchronous: no delivery sees a half-swapped registry."""
+        old = self.modules()
+        saved = {name: sys.modules[name] for name in old}
+        workflows, steps, declared = dict(registry.workflows), dict(registry.steps), dict(DECLARED)
+        mine = set(old)
+        for name in old:
+            del sys.modules[name]
+            with contextlib.suppress(NotImplementedError, ValueError, OSError):
+                # A .pyc from an edit in the same second with the same size would be taken for the new source.
+                os.unlink(importlib.util.cache_from_source(str(old[name])))
+        for table in (registry.workflows, registry.steps):
+            for key, definition in list(table.items()):
+                if definition.fn.__module__ in mine:
+                    del table[key]
+        for key, declaration in list(DECLARED.items()):
+            if declaration.module in mine:
+                del DECLARED[key]
+        importlib.invalidate_caches()
+        try:
+            for name in self.names:
+                importlib.import_module(name)
+        except BaseException as error:  # a syntax error, an import error, an exception at import: keep the old
+            if not isinstance(error, Exception):
+                raise
+            for name in self.modules():
+                sys.modules.pop(name, None)
+            sys.modules.update(saved)
+            registry.workflows.clear()
+            registry.workflows.update(workflows)
+            registry.steps.clear()
+            registry.steps.update(steps)
+            DECLARED.clear()
+            DECLARED.update(declared)
+            self.stamps = self._stamps_of(self.stamps) | self._stamps()  # wait for the next edit
+            where = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+            at = f" ({where[0].filename}, line {where[0].lineno})" if where and not isinstance(error, SyntaxError) \
+                else ""
+            return f"{type(error).__name__}: {error}{at}"
+        self.stamps = self._stamps()
+        return None
+
+
+async def watch(world: World, code: UserCode, registry: Registry, reloaded: Callable[[], Awaitable[None]]) -> None:
+    """Until cancelled: when a file of the user's modules changes, load the new code (``UserCode.reload``), then
+    replay the unfinished runs against it (``replay_unfinished``); ``reloaded`` refreshes what else dev derives from
+    the modules (their declared schedules, the names it publishes for clients: ``published.model``). Every
+    outcome is one line on dev's terminal."""
+    reloads = 0
+    while True:
+        await asyncio.sleep(WATCH_SECONDS)
+        changed = code.changed()
+        if not changed:
+            continue
+        await asyncio.sleep(WATCH_SECONDS)  # an editor's save (or a burst of them) finishes first
+        shown = ", ".join(_shown(path) for path in changed)
+        print(f"reloading: {shown} changed", flush=True)
+        problem = code.reload(registry)
+        if problem is not None:
+            print(f"reload failed, the previous code goes on serving: {problem}", flush=True)
+            continue
+        reloads += 1
+        try:
+            await reloaded()
+            verdict = await replay_unfinished(world, registry, wake="parked", tag=f"reload:{os.getpid()}:{reloads}")
+        except Exception as error:  # the emulator going away at the end, say: the next edit tries again
+            print(f"reloaded, but replaying the unfinished runs failed: {type(error).__name__}: {error}", flush=True)
+            continue
+        print(f"reloaded {', '.join(code.names)}: {len(registry.workflows)} workflow(s), {len(registry.steps)} "
+              f"step(s); {verdict.summary()}", flush=True)
+
+
+def _shown(path: Path) -> str:
+    with contextlib.suppress(ValueError):
+        return str(path.relative_to(Path.cwd().resolve()))
+    return str(path)

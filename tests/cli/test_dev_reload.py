@@ -1,0 +1,256 @@
+"""No edit under ``awsworld dev`` destroys a run: ``dev`` as a process, with ``--state``, and the CLI as processes.
+
+A run sleeps for a day; dev stops; the step's arguments are edited; dev starts again on the same state and, before
+waking anything, replays the run against the new code: it diverges, so dev prints one line (where, what the log has,
+what the code called, the ways out), marks it parked and does not wake it. ``runs``, ``runs --parked``,
+``describe`` and their ``--json`` show it parked. The edit is reverted while dev runs: dev reloads the module, the
+run replays again, is woken, and its flow clears the mark. Edited again, it is parked again by the reload, and
+``awsworld fail`` ends it (with the one-line errors for a run that ended and one that does not exist). A file
+that does not import is reported and the previous code keeps serving.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .test_cli import Dev, Result, Runner
+
+SHOP = '''
+from datetime import timedelta
+
+from awsworld import sleep, step, workflow
+
+
+@step
+async def charge(order_id: str, amount: float) -> str:
+    return f"charged {order_id} {amount}"
+
+
+@step
+async def ship(order_id: str) -> str:
+    return f"shipped {order_id}"
+
+
+@workflow
+async def order(order_id: str, amount: float) -> list[str]:
+    receipt = await charge(order_id, amount)
+    await sleep(timedelta(days=1))
+    return [receipt, await ship(order_id)]
+
+
+@workflow
+async def quick(order_id: str) -> str:
+    return await ship(order_id)
+'''
+ORIGINAL = "receipt = await charge(order_id, amount)"
+EDITED = "receipt = await charge(order_id, amount * 2)"
+ADDED = '''
+
+@workflow
+async def added(order_id: str) -> str:
+    return await ship(order_id)
+'''
+
+
+class WatchedDev(Dev):
+    """``awsworld dev shopdev --state DIR``, its output read on after the banner (reloads print there)."""
+
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner]) -> None:
+        super().__init__(cwd, state, runners, module="shopdev")
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def wait_for(self, pattern: str, after: int = 0, timeout: float = 60) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for line in self.lines[after:]:
+                if re.search(pattern, line):
+                    return line
+            time.sleep(0.05)
+        raise AssertionError(f"dev printed no line matching {pattern!r}:\n" + "\n".join(self.lines))
+
+    def stop(self) -> str:
+        self.process.send_signal(signal.SIGTERM)
+        self.process.wait(timeout=30)
+        self.reader.join(timeout=10)
+        return "\n".join(self.lines)
+
+
+@pytest.fixture
+def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    started = Runner(tmp_path_factory.mktemp("runner"))
+    yield started
+    started.close()
+
+
+def until(check: Callable[[], Result], ready: Callable[[Result], bool], timeout: float = 30) -> Result:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = check()
+        if ready(result):
+            return result
+        assert time.monotonic() < deadline, result
+        time.sleep(0.2)
+
+
+def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_path: Path, runner: Runner) -> None:
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP))
+    state = tmp_path / "state"
+
+    first = WatchedDev(tmp_path, state, [runner])
+    try:
+        started = first("start", "shopdev.order", '["T-1", 42.5]')
+        assert started.code == 0, started
+        run_id = started.out.strip()
+        until(lambda: first("describe", run_id, "--json"),
+              lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])
+    finally:
+        first.stop()
+
+    source.write_text(source.read_text().replace(ORIGINAL, EDITED))
+    second = WatchedDev(tmp_path, state, [runner])
+    try:
+        banner = "".join(second.banner)
+        parked_line = (f"run {run_id} (shopdev.order) is parked: its replay differs from its log at step 1 (event 3): "
+                       "the log has charge('T-1', 42.5), the code called charge('T-1', 85.0); revert the code, or "
+                       "branch the change with awsworld.patched() (README: \"Branching on a change\"), and the run "
+                       f"resumes; `awsworld fail {run_id}` ends it instead\n")
+        assert parked_line in banner, banner
+        assert "0 unfinished run(s) woken, 1 parked (`awsworld runs --parked`)" in banner, banner
+
+        listed = second("runs")
+        assert re.search(rf"^{run_id}  parked +shopdev.order ", listed.out, re.M), listed
+        only = second("runs", "--parked", "--json")
+        document = json.loads(only.out)
+        assert [(r["runId"], r["status"]) for r in document] == [(run_id, "running")], document
+        mark = document[0]["parked"]
+        assert (mark["position"], mark["event"], mark["change"]) == ("step 1", 3, "arguments"), mark
+        assert mark["divergence"] == ("step 1 (event 3): the log has charge(…), the code called charge(…) with "
+                                      "other arguments")
+        described = second("describe", run_id)
+        assert "status    parked\n" in described.out, described.out
+        assert f"parked    since {mark['since']}: its replay differs from its log at {mark['divergence']}\n" \
+            in described.out, described.out
+        assert "$awsworld.parked" not in described.out, "shown as parked, not as a raw attribute"
+        assert json.loads(second("describe", run_id, "--json").out)["parked"] == mark
+        refused = second("runs", "--parked", "--status", "running")
+        assert "takes no --status" in refused.one_line_error(2)
+
+        mark_at = len(second.lines)
+        source.write_text(source.read_text().replace(EDITED, ORIGINAL))  # the revert, while dev runs
+        second.wait_for(r"^reloading: src/shopdev\.py changed$", mark_at)
+        second.wait_for(rf"^run {run_id} \(shopdev\.order\) replays again: it was parked, and resumes$", mark_at)
+        second.wait_for(r"^reloaded shopdev: 2 workflow\(s\), 2 step\(s\); 1 unfinished run\(s\) replayed against "
+                        r"it: 1 match \(1 parked before: resumed\)$", mark_at)
+        until(lambda: second("runs", "--parked"), lambda r: r.out == "" and "no parked runs" in r.err)
+        resumed = json.loads(second("describe", run_id, "--json").out)
+        assert resumed["status"] == "running" and resumed["parked"] is None, resumed
+        assert [w["kind"] for w in resumed["waitingOn"]] == ["sleep"], resumed
+
+        mark_at = len(second.lines)
+        source.write_text(source.read_text().replace(ORIGINAL, EDITED))  # edited again: parked by the reload
+        second.wait_for(rf"^run {run_id} \(shopdev\.order\) is parked: ", mark_at)
+        second.wait_for(r"1 unfinished run\(s\) replayed against it: 0 match, 1 parked", mark_at)
+        new_run = second("start", "shopdev.quick", '["T-2"]', "--wait", "30")
+        assert new_run.code == 0 and new_run.out.splitlines()[1] == '"shipped T-2"', new_run
+
+        # A workflow the edit adds is published at the reload: a client without the code (no AWSWORLD_MODULES: it
+        # checks names against dev's publication only) starts it.
+        unchecked = {k: v for k, v in second.env.items() if k != "AWSWORLD_MODULES"}
+        mark_at = len(second.lines)
+        source.write_text(source.read_text() + ADDED)
+        second.wait_for(r"^reloaded shopdev: 3 workflow\(s\), 2 step\(s\)", mark_at)
+        added = runner(("start", "shopdev.added", '["T-4"]', "--wait", "30"), unchecked, tmp_path)
+        assert added.code == 0 and added.out.splitlines()[1] == '"shipped T-4"', added
+
+        mark_at = len(second.lines)
+        source.write_text(source.read_text() + "\ndef broken(:\n")
+        failed_reload = second.wait_for(r"^reload failed, the previous code goes on serving: SyntaxError", mark_at)
+        assert "shopdev.py" in failed_reload, failed_reload
+        # (the CLI imports AWSWORLD_MODULES itself, to check names: this start goes without them)
+        still = runner(("start", "shopdev.quick", '["T-3"]', "--wait", "30"), unchecked, tmp_path)
+        assert still.code == 0 and still.out.splitlines()[1] == '"shipped T-3"', still
+
+        mark_at = len(second.lines)
+        source.write_text(source.read_text().replace("\ndef broken(:\n", ""))  # mended: still the edited charge
+        second.wait_for(r"^reloaded shopdev: 3 workflow.*0 match, 1 parked", mark_at)
+
+        failed = second("fail", run_id, "--reason", "the old charge is gone")
+        assert failed.code == 0, failed
+        head, wrote = failed.out.splitlines()
+        assert re.fullmatch(rf"failed {run_id} \(parked since \S+\)", head), head
+        assert re.fullmatch(r"  wrote run_failed: ReplayDivergenceError: failed on request while parked \(since \S+\): "
+                            r"step 1 \(event 3\): the log has charge\(…\), the code called charge\(…\) with other "
+                            r"arguments: the old charge is gone \(error code CORRUPTED_EVENT_LOG\)", wrote), wrote
+        again = second("fail", run_id)
+        assert again.one_line_error(1) == (f"awsworld fail: run {run_id} is already failed: nothing was written "
+                                           "(hint: only a pending, running or parked run can be failed)")
+        assert "no such run" in second("fail", "wrun_nope").one_line_error(1)
+        result = second("result", run_id, "--json")
+        assert result.code == 1 and json.loads(result.out)["errorCode"] == "CORRUPTED_EVENT_LOG", result
+    finally:
+        out = second.stop()
+    assert "state saved" in out, out
+
+
+def test_a_reload_takes_edits_of_every_project_module_and_keeps_the_old_code_when_one_does_not_import(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``UserCode`` in the process (what ``dev``'s watcher calls): an edit of a module the named one imports (not
+    named on the command line) is taken; a syntax error leaves every module, workflow and step as it was."""
+    import asyncio
+    import sys
+
+    from awsworld.authoring.definitions import REGISTRY
+    from awsworld.cli.dev_reload import UserCode
+
+    package = tmp_path / "src" / "reloadpkg"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    steps = package / "steps.py"
+    steps.write_text("from awsworld import step\n\n@step\nasync def work() -> int:\n    return 1\n")
+    flows = package / "flows.py"
+    flows.write_text("from awsworld import workflow\nfrom .steps import work\n\n@workflow\nasync def run() -> int:\n"
+                     "    return await work()\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "src"))
+    try:
+        __import__("reloadpkg.flows")
+        code = UserCode(["reloadpkg.flows"], [tmp_path])
+        assert set(code.modules()) == {"reloadpkg", "reloadpkg.flows", "reloadpkg.steps"}
+        assert code.changed() == []
+        steps.write_text(steps.read_text().replace("return 1", "return 2"))
+        assert code.changed() == [steps.resolve()]
+        assert code.reload() is None and code.changed() == []
+        assert asyncio.run(REGISTRY.steps["reloadpkg.steps.work"].fn()) == 2
+        new_flows = sys.modules["reloadpkg.flows"]
+        served = REGISTRY.workflows["reloadpkg.flows.run"]
+
+        flows.write_text(flows.read_text() + "\ndef broken(:\n")
+        problem = code.reload()
+        assert problem is not None and problem.startswith("SyntaxError: ") and "flows.py" in problem, problem
+        assert sys.modules["reloadpkg.flows"] is new_flows, "the previous code goes on serving"
+        assert REGISTRY.workflows["reloadpkg.flows.run"] is served
+        assert asyncio.run(REGISTRY.steps["reloadpkg.steps.work"].fn()) == 2
+        assert code.changed() == [], "the broken file is not tried again until it changes"
+    finally:
+        for name in [n for n in sys.modules if n == "reloadpkg" or n.startswith("reloadpkg.")]:
+            del sys.modules[name]
+        for table in (REGISTRY.workflows, REGISTRY.steps):
+            for key in [k for k in table if k.startswith("reloadpkg.")]:
+                del table[key]
