@@ -6,8 +6,9 @@ Prints, for ``.aws-sam/build/FlowFunction`` (built here unless ``--artifact`` na
 - the import of the flow handler (``import flow``) in fresh ``python3.13 -S -B`` processes: only the artifact,
   the runtime's SDK and the standard library on the path, nothing written beside the code (Lambda's
   ``/var/task`` is read-only, so a module without a ``.pyc`` in the artifact is compiled by every cold start).
-  Median and minimum of wall and CPU time, and RSS after the import; as built, and with the artifact's
-  bytecode compiled (``compileall``: what ``.ci/run`` checks and README's deploy step does);
+  Median and minimum of wall and CPU time, and RSS after the import; as built (``sam build`` compiles the
+  bytecode: ``infra/build_function.py``), and from a copy without its ``.pyc`` files (what an artifact without
+  bytecode costs: every cold start compiles);
 - the first step of a run from a fresh process: a run is started on the emulator (moto's server on 127.0.0.1),
   its first delivery is received as the SQS event source mapping would, and a fresh process imports the flow
   handler and calls ``flow.handler`` with it. Times from spawning the process to the end of the import, to the
@@ -118,8 +119,7 @@ def build(python: str, build_dir: Path) -> Path:
     sam = ROOT / ".venv-tools" / "bin" / "sam"
     if not sam.exists():
         raise SystemExit(f"{sam} not found: bash .ci/run creates the SAM tools venv (or pass --artifact)")
-    env = clean_env() | {"SAM_CLI_TELEMETRY": "0",
-                         "PATH": f"{Path(python).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = clean_env() | {"SAM_CLI_TELEMETRY": "0", "PYTHON313": python}  # the build compiles with it
     print(f"sam build --build-dir {build_dir} (python: {python}) ...", flush=True)
     subprocess.run([str(sam), "build", "--build-dir", str(build_dir)], cwd=ROOT, env=env, check=True,
                    stdout=subprocess.DEVNULL)
@@ -156,13 +156,11 @@ def runtime_sdk(python: str, target: Path, version: str | None = None) -> Path:
     return folder
 
 
-def compiled_copy(artifact: Path, python: str, target: Path) -> Path:
-    """The artifact with its bytecode compiled (unchecked-hash: the .pyc is trusted whatever the zip's mtimes)."""
+def without_bytecode(artifact: Path, target: Path) -> Path:
+    """A copy of the artifact without its ``.pyc`` files: what a cold start costs when it compiles every module."""
     if target.exists():
         shutil.rmtree(target)
-    shutil.copytree(artifact, target)
-    subprocess.run([python, "-m", "compileall", "-q", "--invalidation-mode", "unchecked-hash", str(target)],
-                   check=True, stdout=subprocess.DEVNULL)
+    shutil.copytree(artifact, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return target
 
 
@@ -293,13 +291,14 @@ def main(argv: list[str] | None = None) -> None:
         print(f"\nload average before: {load()}   python: {python}   runtime SDK: {sdk.name}")
         print(f"\nartifact {artifact}: {total:.1f} MB unzipped; largest: "
               + ", ".join(f"{name} {mb:.1f}" for name, mb in parts[:6]))
-        compiled = compiled_copy(artifact, python, scratch / "compiled")
+        bare = without_bytecode(artifact, scratch / "bare")
+        variants = (("without bytecode", bare), ("as built (bytecode)", artifact))
         print(f"\nimport flow, {args.runs} fresh processes (python -S -B), seconds: median (min)")
-        for label, folder in (("as built (no .pyc)", artifact), ("bytecode compiled", compiled)):
+        for label, folder in variants:
             got = time_imports(python, folder, sdk, args.runs)
             print(f"  {label:20s} wall {median_min(got['wall'])}   cpu {median_min(got['cpu'])}   "
                   f"RSS {statistics.median(got['rss']):.1f} MB")
-        for n, (label, folder) in enumerate((("as built (no .pyc)", artifact), ("bytecode compiled", compiled))):
+        for n, (label, folder) in enumerate(variants):
             steps = asyncio.run(first_steps(python, [folder], [sdk], args.runs, scratch, str(n)))
             print(f"\nfirst step from a fresh process ({label}), {args.runs} runs on moto, seconds from spawn:")
             for key, name in (("import", "handler imported"), ("step", "first step's body runs"),

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .authoring.poll import POLL_NOT_READY, STATE_FIELD
-from .engine.ops import DISPLAY_NAME_FIELD
+from .engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from .engine.time_scale import recorded_factor
 from .worker.error_shapes import error_summary
 from .worker.step_runner import INLINE
@@ -72,6 +73,67 @@ def _ms(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds() * 1000
 
 
+def moment(value: Any) -> datetime | None:
+    """A stored time (an ISO string, ``Z`` or an offset; or a datetime) as an aware datetime, or None."""
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    if not isinstance(value, datetime):
+        return None
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+def how_far(seconds: float) -> str:
+    """A distance in time for people, to the minute past an hour: ``in 42 s``, ``in 23 h 59 min``, ``2 d 3 h
+    ago``."""
+    left = round(abs(seconds))
+    days, rest = divmod(left, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    if days:
+        text = f"{days} d" + (f" {hours} h" if hours else "")
+    elif hours:
+        text = f"{hours} h" + (f" {minutes} min" if minutes else "")
+    elif minutes:
+        text = f"{minutes} min" + (f" {secs} s" if secs else "")
+    else:
+        text = f"{secs} s"
+    return f"in {text}" if seconds >= 0 else f"{text} ago"
+
+
+def deadline_text(value: Any, now: datetime | None = None) -> str:
+    """When a wait, a retry or a hook's timeout falls due, for people: the time of day (UTC) when that is today,
+    the date too when it is not, and how far from ``now`` it is (``2026-12-06 01:17:18.352 UTC (in 23 h 59
+    min)``), so a wait a day away never reads as seconds away. ``describe --json`` and ``events --json`` keep
+    the stored ISO times."""
+    due = moment(value)
+    if due is None:
+        return str(value)
+    now = now or datetime.now(UTC)
+    due = due.astimezone(UTC)
+    clock = f"{due:%H:%M:%S}.{due.microsecond // 1000:03d} UTC"
+    day = "" if due.date() == now.astimezone(UTC).date() else f"{due:%Y-%m-%d} "
+    return f"{day}{clock} ({how_far((due - now).total_seconds())})"
+
+
+def hook_waits(events: Sequence[Event]) -> dict[str, tuple[str, str]]:
+    """A hook's own waits (its ``create_hook(timeout=...)`` and heartbeat deadlines, ``engine.ops.HOOK_ID_FIELD``):
+    wait id -> (hook id, ``"timeout"`` or ``"heartbeat"``). A log written before the mark has none."""
+    found: dict[str, tuple[str, str]] = {}
+    for event in events:
+        data = event.event_data or {}
+        if event.event_type == "wait_created" and isinstance(data.get(HOOK_ID_FIELD), str):
+            found[event.correlation_id or ""] = (data[HOOK_ID_FIELD], str(data.get(HOOK_WAIT_FIELD)))
+    return found
+
+
+def hook_wait_label(role: str, hook: str) -> str:
+    """What a hook's own wait is, for people: ``timeout of hook approve:7``."""
+    return f"{'timeout' if role == HOOK_TIMEOUT else 'heartbeat deadline'} of hook {hook}"
+
+
 def _error_text(error: Any) -> str:
     return error_summary(error) or ""
 
@@ -122,6 +184,9 @@ def timeline_rows(events: list[Event]) -> list[Row]:
     if not events:
         return []
     t0 = events[0].created_at
+    tokens = {e.correlation_id or "": str((e.event_data or {}).get("token") or e.correlation_id)
+              for e in events if e.event_type == "hook_created"}  # a timeout's wait may come before its hook
+    of_hooks = hook_waits(events)
     names: dict[str, str] = {}
     shown: dict[str, str] = {}  # correlation id -> display name, from its *_created event
     started: dict[str, datetime] = {}
@@ -148,11 +213,19 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             elif kind in ("step_completed", "step_failed", "step_retrying") and corr in started:
                 detail = f"took {_ms(started[corr], event.created_at):.0f} ms"
                 if kind == "step_retrying":
-                    detail += f"; retry after {str(data.get('retryAfter', '?'))[11:23]}" + _scaled(data)
-        elif kind == "wait_created":
-            detail = f"until {str(data.get('resumeAt', ''))[11:23]}" + _scaled(data)
+                    detail += f"; retry at {deadline_text(data.get('retryAfter', '?'))}" + _scaled(data)
         elif kind == "wait_completed" and skipped(data) is not None:
             detail = _skip_detail(data, "wait")
+            if corr in of_hooks:
+                hook, role = of_hooks[corr]
+                what = f"{display or corr} ({hook_wait_label(role, tokens.get(hook, hook))})"
+        elif kind.startswith("wait_") and corr in of_hooks:
+            hook, role = of_hooks[corr]
+            what = f"{display or corr} ({hook_wait_label(role, tokens.get(hook, hook))})"
+            if kind == "wait_created":
+                detail = f"until {deadline_text(data.get('resumeAt'))}" + _scaled(data)
+        elif kind == "wait_created":
+            detail = f"until {deadline_text(data.get('resumeAt'))}" + _scaled(data)
         elif kind.startswith("hook_"):
             token = str(data.get("token") or corr)
             names.setdefault(corr, token if display is None else f"{display} ({token})")

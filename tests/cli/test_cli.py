@@ -408,6 +408,13 @@ def test_describe_lists_steps_in_call_order(dev: Dev) -> None:
     assert "waits on" not in text.out
 
 
+def _shown(iso: str) -> str:
+    """A stored deadline as describe shows it, as a pattern: its time of day (UTC, milliseconds), its date before
+    it when it is not today."""
+    at = datetime.fromisoformat(iso).astimezone(UTC)
+    return rf"(\d{{4}}-\d\d-\d\d )?{at:%H:%M:%S}\.{at.microsecond // 1000:03d} UTC"
+
+
 def test_describe_says_what_a_running_run_waits_on(dev: Dev, project: Path) -> None:
     gate = project / "gate-open"
     step, hook, sleeping, retrying, parent = (
@@ -433,12 +440,15 @@ def test_describe_says_what_a_running_run_waits_on(dev: Dev, project: Path) -> N
     (on_sleep,) = asleep["waitingOn"]
     until = datetime.fromisoformat(on_sleep["until"])
     assert timedelta(minutes=59) < until - datetime.fromisoformat(asleep["startedAt"]) < timedelta(minutes=61)
-    assert f"waits on  a sleep until {on_sleep['until']}" in dev("describe", sleeping).out
+    # The deadline for people: the time of day (the date too when not today) and how far away it is.
+    described = dev("describe", sleeping).out
+    assert re.search(rf"waits on  a sleep until {_shown(on_sleep['until'])} \(in (59 min|1 h)", described), described
 
     (on_retry,) = _describe_until(dev, retrying, waiting("retry"))["waitingOn"]
     assert (on_retry["name"], on_retry["attempt"]) == ("clitest.flaky", 2), on_retry
     assert datetime.fromisoformat(on_retry["at"]) > datetime.now(UTC) + timedelta(minutes=55)
-    assert f"waits on  a retry of step clitest.flaky at {on_retry['at']} (attempt 2)" in dev("describe", retrying).out
+    assert re.search(rf"waits on  a retry of step clitest.flaky at {_shown(on_retry['at'])} \(in \d+ (h|min)[^)]*\) "
+                     r"\(attempt 2\)", dev("describe", retrying).out)
 
     on_child = _describe_until(dev, parent, waiting("child"))
     (child,) = on_child["children"]

@@ -1,37 +1,46 @@
 """``awsworld init`` and ``awsworld template``, run as processes the way a user runs them.
 
-The quick tests hold the file-level promises: the repository's template.yaml, infra/monitoring.yaml and
-handlers/ are the packaged ones (one source of truth), existing files are never overwritten without --force,
-a module at the project's root is refused with the move that fixes it, and the generated samconfig names real
-parameters. The ``sam`` test turns a fresh project with one workflow module (and the clutter a real project
-has: dev state, tests, virtual environments, env files, logs) into a SAM app, lints it, builds it by the very
-commands init prints, checks the artifact holds the user's code and its dependencies and nothing else (no AWS
-SDK: the runtime has one), and imports the built function with nothing but its own code, the runtime's SDK and
-the standard library, as Lambda would. Deselect it with ``-m "not sam"``.
+The quick tests hold the file-level promises: the repository's template.yaml, infra/ and handlers/ are the
+packaged ones (one source of truth), existing files are never overwritten without --force, a project's
+.gitignore gains the entries it lacks and keeps its lines, a module at the project's root is refused with the
+move that fixes it, and the generated samconfig names real parameters. The ``sam`` test turns a fresh project
+with one workflow module (and the clutter a real project has: dev state, tests, virtual environments, env files,
+logs) into a SAM app, lints it, builds it by the very commands init prints on a machine whose only Python on
+PATH is 3.11 (with uv), checks the artifact holds the user's code, its dependencies and their Python 3.13
+bytecode and nothing else (no AWS SDK: the runtime has one), and imports the built function with nothing but its
+own code, the runtime's SDK and the standard library, as Lambda would. Deselect it with ``-m "not sam"``.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 from cfnlint.decode.cfn_yaml import load
 
 from awsworld import __version__
-from awsworld.deploy import HANDLERS, handler_text, monitoring_text, template_text
+from awsworld.deploy import (
+    GITIGNORE_ENTRIES,
+    HANDLERS,
+    build_script_text,
+    handler_text,
+    makefile_text,
+    monitoring_text,
+    template_text,
+)
+
+from .dist import cold_start_bench, path_without_python313, python313_env
 
 ROOT = Path(__file__).resolve().parents[2]
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 SAM_TOOLS = ROOT / ".venv-tools" / "bin"
-WRITTEN = {"template.yaml", "infra/monitoring.yaml", "samconfig.toml", "src/requirements.txt", "src/flow.py",
-           "src/webhook.py"}
+WRITTEN = {"template.yaml", "infra/monitoring.yaml", "infra/Makefile", "infra/build_function.py", "samconfig.toml",
+           "src/requirements.txt", "src/flow.py", "src/webhook.py"}
 
 ORDERS = '''\
 """A user's workflow module, as a new project would write it."""
@@ -78,6 +87,10 @@ def test_the_repositorys_sam_files_are_the_packaged_ones() -> None:
     assert (ROOT / "template.yaml").read_text() == template_text("handlers/"), regenerate
     assert (ROOT / "infra" / "monitoring.yaml").read_text() == monitoring_text(), \
         "edit src/awsworld/deploy/monitoring.yaml, then: awsworld template --monitoring > infra/monitoring.yaml"
+    assert (ROOT / "infra" / "Makefile").read_text() == makefile_text(), \
+        "edit src/awsworld/deploy/Makefile, then: awsworld template --makefile > infra/Makefile"
+    assert (ROOT / "infra" / "build_function.py").read_text() == build_script_text(), \
+        "edit src/awsworld/deploy/build_function.py, then: awsworld template --build-script > infra/build_function.py"
     for route in HANDLERS:
         assert (ROOT / "handlers" / f"{route}.py").read_text() == handler_text(route), route
     assert template_text("handlers/").count("CodeUri: handlers/") == 1
@@ -91,6 +104,10 @@ def test_awsworld_template_prints_the_packaged_files(tmp_path: Path) -> None:
     assert done.stdout == template_text()
     monitoring = awsworld("template", "--monitoring", cwd=tmp_path)
     assert monitoring.returncode == 0 and monitoring.stdout == monitoring_text()
+    makefile = awsworld("template", "--makefile", cwd=tmp_path)
+    assert makefile.returncode == 0 and makefile.stdout == makefile_text()
+    script = awsworld("template", "--build-script", cwd=tmp_path)
+    assert script.returncode == 0 and script.stdout == build_script_text()
 
 
 # ------------------------------------------------------------------------------------------ init
@@ -105,7 +122,9 @@ def test_init_writes_the_app_wired_to_the_users_modules(tmp_path: Path) -> None:
     assert "sam build packages src/ only" in done.stdout
     assert "myapp.other is not myapp/other.py under src" in done.stderr, "a module outside src/ is pointed out"
     assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} - {
-        "src/myapp/__init__.py", "src/myapp/orders.py", "requirements.txt"} == WRITTEN
+        "src/myapp/__init__.py", "src/myapp/orders.py", "requirements.txt"} == WRITTEN | {".gitignore"}
+    assert (project / ".gitignore").read_text().splitlines()[1:] == list(GITIGNORE_ENTRIES)
+    assert ".gitignore: added .awsworld/ .aws-sam/ dist/" in done.stdout
     assert (project / "requirements.txt").read_text() == "pytest\n"
     assert (project / "template.yaml").read_text() == template_text()
     assert (project / "infra" / "monitoring.yaml").read_text() == monitoring_text()
@@ -142,6 +161,33 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert forced.returncode == 0, forced.stderr
     assert f"awsworld=={__version__}" in (project / "src" / "requirements.txt").read_text()
     assert next_steps(forced.stdout)[0] == f"cd {project}", "run from elsewhere: the steps start with the cd"
+
+
+@pytest.mark.parametrize(("existing", "added"), [
+    ("node_modules\n.aws-sam\n/dist/\n", [".awsworld/"]),  # other spellings of the same entries count
+    ("*.log", [".awsworld/", ".aws-sam/", "dist/"]),  # no newline at the end: the user's line stays whole
+    (".awsworld/\n.aws-sam/\ndist/\n", []),
+])
+def test_init_adds_what_gitignore_lacks_and_keeps_every_line_it_has(tmp_path: Path, existing: str,
+                                                                    added: list[str]) -> None:
+    """``.awsworld/`` holds dev state with payloads, ``.aws-sam/`` the built artifact, ``dist/`` the wheel of the
+    build route: init adds the ones a project's .gitignore lacks, after its lines, and never rewrites them; run
+    again (--force), it adds nothing."""
+    project = make_project(tmp_path / "shop")
+    subprocess.run(["git", "init", "-q"], cwd=project, check=True)
+    (project / ".gitignore").write_text(existing)
+    done = awsworld("init", "-m", "myapp.orders", cwd=project)
+    assert done.returncode == 0, done.stderr
+    text = (project / ".gitignore").read_text()
+    assert text.startswith(existing), "the user's lines come first, unchanged"
+    assert [line for line in text[len(existing):].splitlines() if line and not line.startswith("#")] == added
+    assert (f".gitignore: added {' '.join(added)}" in done.stdout) == bool(added), done.stdout
+    again = awsworld("init", "-m", "myapp.orders", "--force", cwd=project)
+    assert again.returncode == 0 and ".gitignore" not in again.stdout
+    assert (project / ".gitignore").read_text() == text
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", ".awsworld/table.json", ".aws-sam/build",
+                              "dist/awsworld.whl"], cwd=project, capture_output=True, text=True, check=False)
+    assert ignored.stdout.split() == [".awsworld/table.json", ".aws-sam/build", "dist/awsworld.whl"], ignored
 
 
 @pytest.mark.parametrize("module", ["myapp.orders", "orders"])
@@ -237,13 +283,6 @@ CLUTTER = {
 USER_CODE = {"myapp", "flow.py", "webhook.py", "requirements.txt"}  # src/'s entries
 
 
-def _bench() -> ModuleType:
-    """bench/cold_start.py: how the functions' runtime interpreter is found and its SDK laid out."""
-    spec = importlib.util.spec_from_file_location("awsworld_bench_cold_start", ROOT / "bench" / "cold_start.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def installed_entries(built: Path) -> set[str]:
@@ -264,7 +303,7 @@ def installed_entries(built: Path) -> set[str]:
 def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path: Path) -> None:
     if not (SAM_TOOLS / "sam").exists():
         pytest.skip(f"the SAM tools venv is missing ({SAM_TOOLS.parent}: .ci/run creates it)")
-    cold_start = _bench()
+    cold_start = cold_start_bench()
     try:
         python313 = cold_start.find_python("3.13")
     except SystemExit:
@@ -282,9 +321,19 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
     steps = next_steps(done.stdout)
     assert steps[-1] == "sam deploy --guided" and any("sam build" in step for step in steps), steps
     script = "set -e\n" + "\n".join(steps[:-1]) + "\n"
-    env = {name: value for name, value in os.environ.items() if name != "PYTHONPATH"}
+    # The user's machine: Python 3.11 on PATH and no 3.13 there (SAM's own Python builder refused to build),
+    # sam and uv installed (uv's route; tests/deploy/test_build.py takes pip's).
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "sam").symlink_to(SAM_TOOLS / "sam")
+    uv = Path(sys.executable).with_name("uv")
+    if not uv.exists():
+        pytest.skip(f"uv is not installed beside {sys.executable} (.ci/run installs it into .venv)")
+    (tools / "uv").symlink_to(uv)
+    env = {name: value for name, value in os.environ.items() if name not in ("PYTHONPATH", "VIRTUAL_ENV")}
     env.update(SAM_CLI_TELEMETRY="0", AWS_REGION="us-east-1", AWS_DEFAULT_REGION="us-east-1",
-               PATH=os.pathsep.join([str(SAM_TOOLS), str(Path(python313).parent), os.environ["PATH"]]))
+               PATH=path_without_python313(tools))
+    env.update(python313_env(python313))
 
     # The wheel and sam build (about 50 s, mostly pip fetching the functions' dependencies) run while the
     # linters do.
@@ -298,6 +347,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
             if sam_build.poll() is None:
                 sam_build.kill()
     assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output[-4000:]}"
+    assert output.count("with uv for CPython 3.13 x86_64;") == 2, output[-4000:]
 
     overrides = tomllib.loads((project / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
     modules = dict(re.findall(r'(\w+)="([^"]*)"', overrides["parameter_overrides"]))["Modules"]
@@ -307,9 +357,13 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         planted = {path.split("/")[0] for path in CLUTTER}
         assert not entries & planted, f"dev state, tests, envs, env files or logs were packed: {entries & planted}"
         assert entries >= USER_CODE and "awsworld" in entries, sorted(entries)
-        assert entries == USER_CODE | installed_entries(built), \
+        # The build drops the console scripts (bin/) the RECORD files list, and adds the entry points' bytecode.
+        assert entries == USER_CODE | (installed_entries(built) - {"bin"}) | {"__pycache__"}, \
             f"neither the user's code nor an installed distribution's: {sorted(entries - installed_entries(built))}"
         assert (built / "myapp" / "orders.py").read_text() == ORDERS, "the user's code is in the function"
+        compiled = {path.name for path in built.rglob("*.cpython-313.pyc")}
+        assert {"orders.cpython-313.pyc", "flow.cpython-313.pyc", "client.cpython-313.pyc"} <= compiled, \
+            "the build compiles the user's code, the entry points and awsworld for the runtime's Python"
         # -I -S: only the built code and the standard library (no PYTHONPATH, no site-packages).
         assert not {"boto3", "botocore", "aiohttp"} & entries, "the runtime provides the SDK: none is bundled"
         output = run([python313, "-I", "-S", "-c", BUILT_FUNCTION_CHECK, modules, str(runtime_sdk)], built, env,

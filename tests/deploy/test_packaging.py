@@ -19,11 +19,12 @@ from pathlib import Path
 import pytest
 
 from awsworld import __version__
-from awsworld.deploy import monitoring_text, template_text
+from awsworld.deploy import build_script_text, makefile_text, monitoring_text, template_text
 
 from .dist import build
 
 PACKAGE_DATA = ["awsworld/py.typed", "awsworld/deploy/template.yaml", "awsworld/deploy/monitoring.yaml",
+                "awsworld/deploy/Makefile", "awsworld/deploy/build_function.py",
                 "awsworld/local/java/LoopbackDynamoDBLocal.java"]
 
 
@@ -66,4 +67,6 @@ def test_the_sdist_and_wheel_pass_twine_and_the_wheel_installs_in_a_fresh_venv(t
     assert "init" in help_text and "template" in help_text
     assert run(awsworld, "template") == template_text()
     assert run(awsworld, "template", "--monitoring") == monitoring_text()
+    assert run(awsworld, "template", "--makefile") == makefile_text()
+    assert run(awsworld, "template", "--build-script") == build_script_text()
     run(python, "-m", "pip", "check")

@@ -6,30 +6,24 @@ refused at the first client with what to do."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from awsworld.aws.sdk import MIN_BOTOCORE, BotocoreTooOldError, check_botocore
 
+from .dist import cold_start_bench
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _bench() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("awsworld_bench_cold_start_sdk", ROOT / "bench" / "cold_start.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.mark.timeout(600)
 async def test_a_delivery_runs_on_the_oldest_supported_botocore(tmp_path: Path) -> None:
-    bench = _bench()
+    bench = cold_start_bench()
     floor = ".".join(map(str, MIN_BOTOCORE))
     sdk = await asyncio.to_thread(bench.runtime_sdk, sys.executable, tmp_path / "sdk", floor)
     # The child runs this environment's interpreter with the old SDK ahead of site-packages (which hold the

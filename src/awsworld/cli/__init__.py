@@ -11,6 +11,7 @@ line with a hint (``--debug`` for a traceback); exit codes: 0 ok, 1 the command 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 from collections.abc import Callable
@@ -60,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
             return USAGE
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
-        return handler(args)
+        code = handler(args)
+        sys.stdout.flush()  # here, where a reader that stopped reading is handled, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         print("\nstopped", file=sys.stderr)
         return 130
@@ -70,4 +75,22 @@ def main(argv: list[str] | None = None) -> int:
         failure = describe(error)
         print(f"awsworld {args.command}: {failure}", file=sys.stderr)
         return failure.code if failure.code in (OPERATIONAL, USAGE) else OPERATIONAL
+
+
+#: The exit code of a command whose reader stopped reading (``awsworld describe RUN | head``): a process ended by
+#: SIGPIPE exits 128 + 13 in a shell, as ``yes | head`` does.
+READER_GONE = 141
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``| head`` took what it wanted): nothing is wrong and nothing is said.
+    stdout is pointed at /dev/null, so the interpreter's last flush of what is still buffered cannot fail too
+    (Python's own advice for SIGPIPE, in the ``signal`` module's documentation)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout is not a file descriptor (a test's capture): nothing to redirect
+        pass
+    return READER_GONE
 

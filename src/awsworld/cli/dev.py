@@ -64,6 +64,9 @@ def register(sub: Any) -> None:
                      f"{Settings.time_scale.env}")
     dev.add_argument("--ui", action="store_true", help="serve the web view of runs too (awsworld ui; 127.0.0.1)")
     ui.add_options(dev, port_flag="--ui-port")
+    dev.add_argument("--log-format", choices=LOG_FORMATS, default="text",
+                     help="how awsworld's log lines print: text (default; a line per record, a failed run as a "
+                          "report with its tracebacks) or json (the deployed functions' JSON lines)")
     dev.set_defaults(handler=_main, needs_emulator=True)
 
 
@@ -114,7 +117,7 @@ async def _serve(args: argparse.Namespace) -> None:
     from . import dev_reload, dev_state
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
-    show_failures()
+    console_logs(args.log_format)
     moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
     try:
         if args.sqs_s3 == "localstack":
@@ -173,17 +176,43 @@ async def _serve(args: argparse.Namespace) -> None:
         await asyncio.to_thread(moto.stop)
 
 
-def show_failures() -> None:
-    """A failed run, in this terminal as a person reads it: what failed, the messages and the tracebacks, in plain
-    text (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names, as JSON)."""
-    from ..lambda_ import observability  # noqa: F401  (importing it gives awsworld's loggers its JSON handler)
+LOG_FORMATS = ("text", "json")
+#: The keys of a Powertools record that the text line has already said (or that say nothing in a terminal).
+_SAID = frozenset({"level", "location", "message", "timestamp", "service", "name", "xray_trace_id", "exception",
+                   "exception_name", "exception_notes", "stack_trace", "cold_start", "function_name",
+                   "function_memory_size", "function_arn", "function_request_id", "sampling_rate"})
+
+
+def text_line(log: dict[str, Any]) -> str:
+    """One record of awsworld's logs as a terminal line: ``01:23:45 WARNING message  (runId=wrun_...)``, its
+    traceback under it. The record is the dict Powertools' formatter builds (the keys a deployed function's JSON
+    line has), so the ids appended to it (``runId``, ``stepId``, ...) are shown as well."""
+    stamp = str(log.get("timestamp", ""))[11:19]
+    keys = " ".join(f"{key}={value}" for key, value in log.items() if key not in _SAID)
+    line = f"{stamp} {log.get('level', '')!s:<7} {log.get('message', '')}" + (f"  ({keys})" if keys else "")
+    exception = log.get("exception")
+    return f"{line}\n{exception}" if exception else line
+
+
+def console_logs(log_format: str) -> None:
+    """What dev's terminal shows of awsworld's logs: one format for every line. Importing the Lambda handlers'
+    observability gives the ``awsworld`` loggers Powertools' JSON handler, as a deployed function logs; beside
+    dev's own text lines that made a mixed console. ``text`` (the default) prints each record with
+    :func:`text_line` (the same handler and keys, another rendering: Powertools' formatter stays in place, as
+    the handlers append keys to it), and a failed run as a person reads it: what failed, the messages and the
+    tracebacks (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names).
+    ``json`` keeps the deployed functions' JSON lines, failures included, for a log tool."""
+    from ..lambda_ import observability
     from ..worker.error_shapes import LOG_ERRORS_ENV, failures
 
     os.environ.setdefault(LOG_ERRORS_ENV, "full")
-    handler = logging.StreamHandler(sys.stdout)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    failures.handlers, failures.propagate = [handler], False
     failures.setLevel(logging.WARNING)
+    if log_format == "json":
+        return
+    observability.logger.registered_formatter.json_serializer = text_line  # type: ignore[attr-defined]
+    report = logging.StreamHandler(sys.stdout)
+    report.setFormatter(logging.Formatter("%(message)s"))  # the failure report is its own text, lines and all
+    failures.handlers, failures.propagate = [report], False
 
 
 async def _serve_ui(server: Any, url: str) -> None:

@@ -62,7 +62,8 @@ def describe(error: BaseException) -> CliError:
         return CliError(error.message, f"`awsworld describe {error.run_id}` shows how it ended")
     if isinstance(error, HookNotFoundError):
         return CliError("no hook holds this token (it was never created, or its run has disposed it)",
-                        "`awsworld hooks RUN` lists a run's tokens, whole")
+                        "`awsworld hooks RUN` lists a run's tokens, whole; if its run has not created the hook "
+                        "yet, add --wait SECONDS to wait for it")
     if isinstance(error, RunGoneError):
         return CliError(error.message, "a finished run takes no more payloads")
     if isinstance(error, WorkflowRunFailedError | WorkflowRunCancelledError):

@@ -14,7 +14,7 @@ import os
 import shutil
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
@@ -47,6 +47,14 @@ def when(moment: datetime | None) -> str | None:
 
 def print_json(document: Any) -> None:
     print(json.dumps(document, ensure_ascii=False, indent=2, default=str))
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    """Rows under a header line, each column as wide as its widest cell (ids and tokens are never cut); columns
+    two spaces apart, the last one unpadded. ``--json`` is the form for scripts: this one is for people."""
+    widths = [max(len(cell) for cell in column) for column in zip(headers, *rows, strict=False)]
+    for row in (headers, *rows):
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip())
 
 
 def error_text(error: Any) -> str | None:

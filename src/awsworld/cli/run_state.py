@@ -5,9 +5,11 @@ The run record says only ``running``; the steps and the event log say why. A ste
 executing), or ``pending`` with a ``retryAfter`` (a failed attempt waits for its retry) or without one (queued,
 not started). A sleep is a ``wait_created`` without its ``wait_completed``; a hook one ``hook_created`` without
 its ``hook_disposed`` (a child run's outcome arrives on such a hook, token ``awsworld.child:<child run id>``, so
-it reads as the child). Nothing open means the run waits for its next delivery (a wake already queued, or one a
-lost message owes it). A pending run whose deliveries found no code for it (a workflow this deployment lacks)
-waits on code: what they found is in its log (``worker.delivery.DELIVERY_FINDING``) and is shown as its wait.
+it reads as the child). A hook's own waits (its timeout, its heartbeat deadline: ``timeline.hook_waits``) are not
+sleeps: they are shown on the hook's entry while it is open, and vanish with it. Nothing open means the run
+waits for its next delivery (a wake already queued, or one a lost message owes it). A pending run whose
+deliveries found no code for it (a workflow this deployment lacks) waits on code: what they found is in its log
+(``worker.delivery.DELIVERY_FINDING``) and is shown as its wait.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import Any
 from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..engine.divergence import call_order
 from ..engine.hook_timeouts import is_heartbeat_event
-from ..engine.ops import DISPLAY_NAME_FIELD
+from ..engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
 from ..engine.parking import ways_out
+from ..timeline import deadline_text, hook_waits
 from ..worker.delivery import DELIVERY_FINDING
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
@@ -36,6 +39,8 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         return []
     found: dict[str, dict[str, Any]] = {}
     shown = display_names(events)
+    of_hooks = hook_waits(events)
+    deadlines: dict[str, dict[str, str | None]] = {}  # hook id -> its open timeout and heartbeat deadline
     for step in steps:
         base = {"stepId": step.step_id, "name": step.step_name, "displayName": shown.get(step.step_id)}
         if step.status == "running":
@@ -57,11 +62,16 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
             else:
                 found[key] = {"kind": "hook", "hookId": key, "token": token,
                               "webhook": bool(data.get("isWebhook")), "received": 0, "heartbeats": 0,
-                              "displayName": shown.get(key)}
+                              "displayName": shown.get(key), "timeoutAt": None, "heartbeatDueAt": None}
         elif kind == "hook_received" and found.get(key, {}).get("kind") == "hook":
             found[key]["heartbeats" if is_heartbeat_event(data) else "received"] += 1
         elif kind in ("hook_disposed", "wait_completed"):
             found.pop(key, None)
+            if key in of_hooks:  # the hook's own wait passed: the hook is closing (timed out)
+                deadlines.get(of_hooks[key][0], {}).pop(of_hooks[key][1], None)
+        elif kind == "wait_created" and key in of_hooks:  # the latest heartbeat deadline replaces the one before
+            hook, role = of_hooks[key]
+            deadlines.setdefault(hook, {})[role] = _iso(data.get("resumeAt"))
         elif kind == "wait_created":
             found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt")),
                           "displayName": shown.get(key)}
@@ -69,6 +79,10 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
             for change in data.get("changes") or ():
                 if change.get("key") == DELIVERY_FINDING and change.get("value"):
                     found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": when(event.created_at)}
+    for hook, due in deadlines.items():
+        if found.get(hook, {}).get("kind") == "hook":  # still open: a disposed hook's deadlines are void
+            found[hook]["timeoutAt"] = due.get(HOOK_TIMEOUT)
+            found[hook]["heartbeatDueAt"] = due.get(HOOK_HEARTBEAT)
     return [found[key] for key in sorted(found, key=call_order)]
 
 
@@ -93,17 +107,19 @@ def describe_wait(wait: dict[str, Any]) -> str:
     if kind == "step":
         return f"step {shown}{wait['name']}, queued (attempt {wait['attempt']} not started yet)"
     if kind == "retry":
-        return f"a retry of step {shown}{wait['name']} at {wait['at']} (attempt {wait['attempt']})"
+        return f"a retry of step {shown}{wait['name']} at {deadline_text(wait['at'])} (attempt {wait['attempt']})"
     if kind == "sleep":
-        return f"a sleep {shown}until {wait['until']}"
+        return f"a sleep {shown}until {deadline_text(wait['until'])}"
     if kind == "child":
         return f"child run {wait['runId']}"
     if kind == "code":
         return f"code this deployment lacks (its delivery at {wait['at']}: {wait['found']})"
     received, beats = wait["received"], wait.get("heartbeats", 0)
     heard = f", {beats} heartbeat(s)" if beats else ""
+    due = "".join(f", {what} {deadline_text(wait[key])}" for key, what in (
+        ("timeoutAt", "times out"), ("heartbeatDueAt", "next heartbeat due by")) if wait.get(key))
     return (f"{'webhook' if wait['webhook'] else 'hook'} {shown}{wait['token']} "
-            f"({'no payload yet' if not received else f'{received} payload(s) received'}{heard})")
+            f"({'no payload yet' if not received else f'{received} payload(s) received'}{heard}){due}")
 
 
 def _iso(value: Any) -> str | None:

@@ -12,6 +12,7 @@ import asyncio
 import base64
 import inspect
 import sys
+from datetime import UTC
 from typing import Any
 
 from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
@@ -22,7 +23,7 @@ from ..world.protocol import World
 from ..world.rules.hooks import hook_state
 from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
-from .output import compact, error_text, print_json, remote, shorten, when
+from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
 WEBHOOK_URL_ENV = Settings.webhook_url.env
 
@@ -66,6 +67,9 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     describe = sub.add_parser("describe", help="a run's status, times, attributes, parent and children, steps",
                               parents=[read])
     describe.add_argument("run_id", metavar="RUN")
+    describe.add_argument("--all", action="store_true", dest="internal",
+                          help="show awsworld's own attributes (awsworld.patched.*) and steps (awsworld.start_child) "
+                               "too; --json always has them")
     describe.set_defaults(handler=_describe)
 
     hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads and heartbeats "
@@ -200,6 +204,9 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print(f"still {status}", file=sys.stderr)
 
 
+RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
+
+
 def _runs(args: argparse.Namespace) -> int:
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
@@ -217,13 +224,13 @@ def _runs(args: argparse.Namespace) -> int:
                              "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
                             for r in found])
                 return
-            for run in found:
-                started_by = schedule_label(run.execution_context)
-                status = shown_status(run.status, run.attributes)
-                print(f"{run.run_id}  {status:<10} {run.workflow_name}  {run.created_at:%Y-%m-%d %H:%M:%S}"
-                      + (f"  {started_by}" if started_by else ""))
             if not found:
                 print("no parked runs" if args.parked else "no runs", file=sys.stderr)
+                return
+            print_table(RUNS_HEADER, [
+                (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
+                 f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
+                for run in found])
 
     asyncio.run(go())
     return 0
@@ -338,13 +345,19 @@ def _describe(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(document)
             else:
-                _print_description(document)
+                _print_description(document, internal=args.internal)
 
     asyncio.run(go())
     return 0
 
 
-def _print_description(d: dict[str, Any]) -> None:
+INTERNAL_PREFIX = "awsworld."
+"""The namespace of awsworld's own names: its attributes (``awsworld.patched.<change id>``, the engine's record of
+a ``patched()`` answer) and built-in steps (``awsworld.start_child``, which starts a child run; ``describe``
+lists the child itself). People reading ``describe`` see their own unless they ask (``--all``)."""
+
+
+def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .run_state import END_LABELS, describe_wait, parked_lines
 
     print(f"run       {d['runId']}")
@@ -363,9 +376,10 @@ def _print_description(d: dict[str, Any]) -> None:
         print(f"waits on  {describe_wait(wait)}")
     if d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
-    for key, value in sorted(d["attributes"].items()):
-        if key != PARKED_ATTRIBUTE:  # shown above, as parked
-            print(f"attribute {key} = {value}")
+    attributes = {key: value for key, value in d["attributes"].items()  # a parked mark is shown above, as parked
+                  if key != PARKED_ATTRIBUTE and (internal or not key.startswith(INTERNAL_PREFIX))}
+    for key, value in sorted(attributes.items()):
+        print(f"attribute {key} = {value}")
     if d["parentRunId"]:
         print(f"parent    {d['parentRunId']}")
     if d["schedule"]:
@@ -373,15 +387,23 @@ def _print_description(d: dict[str, Any]) -> None:
         print(f"schedule  {shown['id']}, tick {shown['tick']} ({shown['trigger']})")
     for child in d["children"]:
         print(f"child     {child['runId']}  {child['status']:<10} {child['workflow'] or ''}")
-    steps = d["steps"]
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(steps["byStatus"].items()))
-    print(f"steps     {steps['total']}" + (f" ({summary})" if summary else ""))
-    for step in steps["list"]:
+    listed = [step for step in d["steps"]["list"] if internal or not step["name"].startswith(INTERNAL_PREFIX)]
+    counts: dict[str, int] = {}
+    for step in listed:
+        counts[step["status"]] = counts.get(step["status"], 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    print(f"steps     {len(listed)}" + (f" ({summary})" if summary else ""))
+    for step in listed:
         name = f"{step['displayName']} ({step['name']})" if step.get("displayName") else step["name"]
         line = f"  {name:<30} {step['status']:<10} attempt {step['attempt']}"
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
+    own = len([key for key in d["attributes"] if key != PARKED_ATTRIBUTE])
+    hidden = [f"{n} awsworld {what}" for n, what in ((own - len(attributes), "attribute(s)"),
+                                                     (len(d["steps"]["list"]) - len(listed), "step(s)")) if n]
+    if hidden:
+        print(f"hidden    {' and '.join(hidden)} (--all shows them)")
     print_error_part(d)
 
 

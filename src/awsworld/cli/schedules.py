@@ -20,10 +20,11 @@ import argparse
 import asyncio
 from datetime import datetime
 from typing import Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..world.schedules import CATCHUPS, OVERLAPS, ScheduleState, tick_text
+from ..world.schedules import CATCHUPS, OVERLAPS, ScheduleState, parse_tick, tick_text
 from .errors import parse_json, usage
-from .output import print_json, remote
+from .output import print_json, print_table, remote
 
 
 def register(sub: Any) -> None:
@@ -107,20 +108,39 @@ def _state_word(d: dict[str, Any]) -> str:
     return "paused" if d["paused"] else "active"
 
 
-def _print_line(d: dict[str, Any]) -> None:
+SCHEDULES_HEADER = ("SCHEDULE", "STATE", "WORKFLOW", "WHEN", "NEXT")
+
+
+def in_zone(tick: str | None, zone: str | None) -> str:
+    """A fire time (stored as UTC text) for people: in the schedule's own time zone first, then UTC, so a cron
+    written for Europe/Berlin reads as the Berlin time it means (``2026-03-01 02:00:00 Europe/Berlin
+    (2026-03-01T01:00:00.000Z)``). A UTC schedule's shows as stored."""
+    if tick is None:
+        return "-"
+    if not zone or zone == "UTC":
+        return tick
+    try:
+        local = parse_tick(tick).astimezone(ZoneInfo(zone))
+    except (ZoneInfoNotFoundError, ValueError):
+        return tick
+    return f"{local:%Y-%m-%d %H:%M:%S} {zone} ({tick})"
+
+
+def _row(d: dict[str, Any]) -> tuple[str, str, str, str, str]:
     when = f"cron {d['cron']!r} {d['timezone']}" if d["cron"] else f"every {d['everySeconds']}s"
-    print(f"{d['scheduleId']}  {_state_word(d):<8} {d['workflow']}  {when}  next {d['nextAt'] or '-'}")
+    return d["scheduleId"], _state_word(d), d["workflow"], when, in_zone(d["nextAt"], d["timezone"])
 
 
 def _print_schedule(d: dict[str, Any]) -> None:
-    _print_line(d)
+    schedule_id, state, workflow, when, upcoming = _row(d)
+    print(f"{schedule_id}  {state:<8} {workflow}  {when}  next {upcoming}")
     for key in ("source", "module", "overlap", "catchup", "catchupWindowSeconds", "note", "lastRunId",
                 "lastTick", "buffered"):
         if d.get(key) is not None:
             print(f"  {key:<21} {d[key]}")
     print(f"  {'runs':<21} {d['fired']} fired, {d['skipped']} skipped (overlap), {d['missed']} missed")
     for moment in d.get("upcoming", []):
-        print(f"  {'fires at':<21} {moment}")
+        print(f"  {'fires at':<21} {in_zone(moment, d['timezone'])}")
 
 
 def _run(args: argparse.Namespace, work: Any) -> int:
@@ -132,9 +152,9 @@ def _run(args: argparse.Namespace, work: Any) -> int:
     if args.json:
         print_json({k: v for k, v in document.items() if k != "text"} if isinstance(document, dict) else document)
     elif isinstance(document, list):
-        for item in document:
-            _print_line(item)
-        if not document:
+        if document:
+            print_table(SCHEDULES_HEADER, [_row(item) for item in document])
+        else:
             print("no schedules")
     elif "text" in document:
         print(document.pop("text"))

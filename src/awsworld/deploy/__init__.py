@@ -1,10 +1,12 @@
 """The SAM app awsworld deploys, shipped inside the package so an installed awsworld can write it out.
 
-``template.yaml`` (the stack) and ``monitoring.yaml`` (its nested dashboard-and-alarms application) here are the
-only copies that are edited. ``awsworld template`` prints them and ``awsworld init`` writes them into a user's
+``template.yaml`` (the stack), ``monitoring.yaml`` (its nested dashboard-and-alarms application), and
+``Makefile`` with ``build_function.py`` (how ``sam build`` builds the functions) here are the only copies that are
+edited. ``awsworld template`` prints them and ``awsworld init`` writes them into a user's
 project, so upgrading awsworld never means copying files out of a repository. The repository's own
 ``template.yaml`` is :func:`template_text` with ``code_uri="handlers/"`` and its ``infra/monitoring.yaml`` is
-:func:`monitoring_text`; ``tests/deploy/test_init.py`` fails when either drifts.
+:func:`monitoring_text`, and its ``infra/Makefile`` and ``infra/build_function.py`` are these two;
+``tests/deploy/test_init.py`` fails when any drifts.
 
 Everything here reads package data and formats text: no AWS client, no import of the runtime, so ``awsworld
 template`` works in any environment the package installs into.
@@ -20,6 +22,15 @@ from .. import __version__
 
 #: Where the template's nested Monitoring application points, relative to the template.
 MONITORING_PATH = "infra/monitoring.yaml"
+#: How ``sam build`` builds the functions (the template's ``Metadata: BuildMethod: makefile, ContextPath: infra``):
+#: the Makefile and the script it runs (``build_function``: for python3.13 whatever Python is on PATH, with
+#: bytecode), written beside the monitoring stack.
+MAKEFILE_PATH = "infra/Makefile"
+BUILD_SCRIPT_PATH = "infra/build_function.py"
+#: What a project's ``.gitignore`` needs for awsworld (init adds the missing ones): ``awsworld dev --state``'s
+#: usual folder (a copy of the local table, with payloads), ``sam build``'s output, and the wheel folder of the
+#: build route init prints while awsworld is not on PyPI.
+GITIGNORE_ENTRIES = (".awsworld/", ".aws-sam/", "dist/")
 #: The folder of a user's project that ``sam build`` packages (the canonical template's CodeUri): their code and
 #: nothing else. ``sam build`` copies a CodeUri whole, leaving out only a fixed list of names it knows (``.git``,
 #: ``.venv``, ``__pycache__``, ``.env`` — not ``.env.local``, ``.awsworld/``, ``tests/`` or logs) and offering no
@@ -54,6 +65,17 @@ def template_text(code_uri: str = DEFAULT_CODE_URI) -> str:
 def monitoring_text() -> str:
     """The nested monitoring stack (dashboard and alarms), written to ``infra/monitoring.yaml``."""
     return _read("monitoring.yaml")
+
+
+def makefile_text() -> str:
+    """``infra/Makefile``: the functions' build targets, which run ``infra/build_function.py``."""
+    return _read("Makefile")
+
+
+def build_script_text() -> str:
+    """``infra/build_function.py``: this package's ``build_function`` module, as a file of the project (it runs
+    under whatever Python ``make`` finds, which need not have awsworld installed)."""
+    return _read("build_function.py")
 
 
 def handler_text(route: str) -> str:

@@ -9,8 +9,10 @@ ship in the Lambda artifact. Init therefore refuses a module that sits at the pr
 move it. ``src/requirements.txt`` installs awsworld (and whatever the user adds) beside the code, and
 ``src/flow.py``/``src/webhook.py`` are two-line entry points that re-export the package's handlers.
 ``samconfig.toml`` sets ``Modules`` (AWSWORLD_MODULES), which the functions import at cold start to register the
-workflows. Files that exist are never overwritten without ``--force``: a project's ``samconfig.toml`` may hold
-the user's own settings.
+workflows. ``infra/Makefile`` and ``infra/build_function.py`` are how ``sam build`` builds the functions (for
+python3.13, with bytecode, whatever Python is on PATH: ``awsworld.deploy.build_function``), and the project's
+``.gitignore`` gains the entries it lacks (``GITIGNORE_ENTRIES``), its own lines kept. Files that exist are
+never overwritten without ``--force``: a project's ``samconfig.toml`` may hold the user's own settings.
 
 The next steps it prints are the commands that build from where this awsworld was installed: until awsworld is
 on PyPI, ``sam build`` can resolve the ``awsworld==VERSION`` line only from a wheel it is pointed at.
@@ -22,6 +24,7 @@ import argparse
 import json
 import re
 import shlex
+import shutil
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -31,11 +34,16 @@ from urllib.request import url2pathname
 
 from .. import __version__
 from . import (
+    BUILD_SCRIPT_PATH,
     CODE_DIR,
     DEFAULT_CODE_URI,
+    GITIGNORE_ENTRIES,
     HANDLERS,
+    MAKEFILE_PATH,
     MONITORING_PATH,
+    build_script_text,
     handler_text,
+    makefile_text,
     monitoring_text,
     requirements_text,
     samconfig_text,
@@ -53,11 +61,13 @@ def register(sub: Any) -> None:
     groups)."""
     init = sub.add_parser(
         "init", help="write a SAM app (template, samconfig, handlers, requirements) into your project",
-        description="Write template.yaml, infra/monitoring.yaml and samconfig.toml into DIR, your project's "
-                    "root, and requirements.txt, flow.py and webhook.py into DIR/src, the folder sam build "
-                    "packages: your workflow modules go there (src/myapp/orders.py), so tests, env files, logs "
-                    "and dev state at the root never reach the Lambda artifact. Then: sam build && sam deploy "
-                    "--guided (init prints how sam build finds awsworld while it is not on PyPI).")
+        description="Write template.yaml, infra/monitoring.yaml, infra/Makefile, infra/build_function.py and "
+                    "samconfig.toml into DIR, your project's root, and requirements.txt, flow.py and webhook.py "
+                    "into DIR/src, the folder sam build packages: your workflow modules go there "
+                    "(src/myapp/orders.py), so tests, env files, logs and dev state at the root never reach the "
+                    "Lambda artifact. .awsworld/, .aws-sam/ and dist/ are added to DIR/.gitignore. Then: sam build "
+                    "&& sam deploy --guided (init prints how sam build finds awsworld while it is not on PyPI; the "
+                    "build needs make and any python3, not python3.13).")
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
     init.add_argument("--module", "-m", action="append", required=True, dest="modules", metavar="PKG.MODULE",
                       help="a module defining your @workflow and @step functions (repeat for more)")
@@ -67,8 +77,12 @@ def register(sub: Any) -> None:
         "template", help="print the SAM template this version deploys (--monitoring: its monitoring stack)",
         description="Print the stack's template (or, with --monitoring, infra/monitoring.yaml). After upgrading "
                     "awsworld: awsworld template > template.yaml; awsworld template --monitoring > "
-                    "infra/monitoring.yaml.")
-    template.add_argument("--monitoring", action="store_true", help="print the nested monitoring stack instead")
+                    f"{MONITORING_PATH}; awsworld template --makefile > {MAKEFILE_PATH}; awsworld template "
+                    f"--build-script > {BUILD_SCRIPT_PATH}.")
+    printed = template.add_mutually_exclusive_group()
+    printed.add_argument("--monitoring", action="store_true", help="print the nested monitoring stack instead")
+    printed.add_argument("--makefile", action="store_true", help=f"print {MAKEFILE_PATH} instead")
+    printed.add_argument("--build-script", action="store_true", help=f"print {BUILD_SCRIPT_PATH} instead")
     template.add_argument("--code-uri", default=DEFAULT_CODE_URI,
                           help=f"the functions' code folder, relative to the template (default: {DEFAULT_CODE_URI})")
     template.set_defaults(handler=run)
@@ -76,7 +90,8 @@ def register(sub: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "template":
-        sys.stdout.write(monitoring_text() if args.monitoring else template_text(args.code_uri))
+        sys.stdout.write(monitoring_text() if args.monitoring else makefile_text() if args.makefile
+                         else build_script_text() if args.build_script else template_text(args.code_uri))
         return 0
     return init(Path(args.directory), list(args.modules), force=args.force)
 
@@ -105,6 +120,8 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
     files = {
         "template.yaml": template_text(),
         MONITORING_PATH: monitoring_text(),
+        MAKEFILE_PATH: makefile_text(),
+        BUILD_SCRIPT_PATH: build_script_text(),
         "samconfig.toml": samconfig_text(stack_base_name(directory.resolve().name), modules),
         f"{code}requirements.txt": requirements_text(),
         **{f"{code}{route}.py": handler_text(route) for route in HANDLERS},
@@ -122,6 +139,12 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     print(f"wrote {', '.join(files)} in {directory} (workflow modules: {', '.join(modules)})")
+    added = merge_gitignore(directory / ".gitignore")
+    if added:
+        print(f".gitignore: added {' '.join(added)} (dev state with payloads, sam build's output, wheels)")
+    if shutil.which("make") is None:
+        print(f"awsworld init: warning: no make on PATH: sam build runs {MAKEFILE_PATH} with it (install make, "
+              "e.g. apt-get install make, xcode-select --install)", file=sys.stderr)
     print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
           "installs")
     print(f"next: add what your modules import to {code}requirements.txt, then build and deploy:")
@@ -130,6 +153,21 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
     for line in build_route(_direct_url(), sys.executable):
         print(f"  {line}")
     return 0
+
+
+def merge_gitignore(path: Path) -> list[str]:
+    """Add the entries of ``GITIGNORE_ENTRIES`` that ``path`` lacks, after what it holds (a new file if there is
+    none); return them. Lines are never changed or reordered. An entry counts as present in any of its usual
+    spellings (``.aws-sam``, ``.aws-sam/``, ``/.aws-sam/``); a negation or a wider pattern is the user's call."""
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    present = {line.strip().strip("/") for line in text.splitlines()}
+    missing = [entry for entry in GITIGNORE_ENTRIES if entry.strip("/") not in present]
+    if missing:
+        block = "# awsworld: dev state (payloads), sam build's output, wheels for sam build\n" + "".join(
+            f"{entry}\n" for entry in missing)
+        separator = "" if not text else "\n" if text.endswith("\n") else "\n\n"
+        path.write_text(text + separator + block, encoding="utf-8")
+    return missing
 
 
 def build_route(direct_url: dict[str, Any] | None, python: str) -> list[str]:

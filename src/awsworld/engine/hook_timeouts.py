@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from ..authoring.durations import Duration, When, parse_duration, resolve
 from ..authoring.errors import HookFailedError, HookHeartbeatTimeoutError, HookTimeoutError
 from .json_data import is_dict
+from .ops import HOOK_HEARTBEAT, HOOK_TIMEOUT
 
 if TYPE_CHECKING:
     from .execution import WorkflowExecution
@@ -91,6 +92,7 @@ def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
     """Declare ``op``'s timeout wait (the position right after the hook) and close the hook when it completes.
     ``timeout``: any duration (``"1h"``, seconds, a timedelta; from the workflow's ``now()``) or a deadline."""
     wait = execution.declare_wait(resolve(timeout, execution.current_time(), what="create_hook(timeout=...)"))
+    wait.hook = (op.id, HOOK_TIMEOUT)  # recorded on its wait_created: shown as the hook's deadline, not a sleep
     op.timeout = wait
     token = op.token
 
@@ -128,6 +130,7 @@ def heard(execution: WorkflowExecution, op: HookOp, at: datetime) -> None:
 
 
 def _watch(op: HookOp, wait: WaitOp) -> None:
+    wait.hook = (op.id, HOOK_HEARTBEAT)
     op.heartbeat = wait
     token = op.token
     every = op.heartbeat_every.total_seconds() if op.heartbeat_every is not None else 0.0

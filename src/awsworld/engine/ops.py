@@ -69,6 +69,7 @@ class WaitOp:
     # completes it. A sleep whose future was cancelled counts as abandoned too (``live``).
     kind: str = "wait"
     name: str | None = None  # the display name recorded on wait_created
+    hook: tuple[str, str] | None = None  # (hook id, HOOK_TIMEOUT or HOOK_HEARTBEAT) for a hook's own wait
     rearmed: bool = False  # a hook's heartbeat wait declared by replaying a heartbeat (not at a code position)
 
     @property
@@ -175,8 +176,21 @@ DISPLAY_NAME_FIELD = "displayName"
 """Where a ``*_created`` event records its call's display name (``authoring.names``)."""
 
 
+HOOK_ID_FIELD = "hookId"
+HOOK_WAIT_FIELD = "hookWait"
+"""Where a ``wait_created`` of a hook's own wait (``engine.hook_timeouts``) records the hook's id and what the
+wait is for: ``HOOK_TIMEOUT`` (``create_hook(timeout=...)``) or ``HOOK_HEARTBEAT`` (``heartbeat_timeout``).
+Display only, like the display name (replay never compares them): ``awsworld events``/``describe`` and the run
+viewer show such a wait as the hook's deadline instead of a sleep, and drop it once the hook is disposed."""
+HOOK_TIMEOUT = "timeout"
+HOOK_HEARTBEAT = "heartbeat"
+
+
 def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes)."""
+    """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes), and for
+    a hook's own wait, the hook it belongs to."""
     if op.name is not None:
         data[DISPLAY_NAME_FIELD] = op.name
+    if isinstance(op, WaitOp) and op.hook is not None:
+        data[HOOK_ID_FIELD], data[HOOK_WAIT_FIELD] = op.hook
     return data

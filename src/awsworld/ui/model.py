@@ -11,7 +11,7 @@ from typing import Any
 from ..engine.child_calls import START_CHILD, child_run_id
 from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD
-from ..timeline import _error_text  # pyright: ignore[reportPrivateUsage]
+from ..timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
 from ..worker.step_runner import INLINE
 from ..world.entities import Run
 from ..world.events import Event
@@ -88,17 +88,6 @@ def parent_of(run: Run) -> str | None:
     return parent if isinstance(parent, str) else None
 
 
-def _when(value: Any) -> datetime | None:
-    if isinstance(value, datetime):
-        return value
-    if isinstance(value, str):
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    return None
-
-
 def _skip_note(detail: str, data: dict[str, Any]) -> str:
     """A lane's detail with an operator's skip said (``world.rules.skips``)."""
     note = f"skipped by {(skipped(data) or {}).get('by', '?')}"
@@ -111,6 +100,9 @@ def picture(run_id: str, events: list[Event]) -> Picture:
     lanes: dict[str, Lane] = {}
     hooks: dict[str, HookInfo] = {}
     children: list[str] = []
+    of_hooks = hook_waits(events)  # a hook's timeout and heartbeat deadline: shown as such, ended with the hook
+    tokens = {e.correlation_id or "": str((e.event_data or {}).get("token", "")) for e in events
+              if e.event_type == "hook_created"}
     for event in events:
         data = event.event_data or {}
         corr = event.correlation_id or ""
@@ -146,15 +138,17 @@ def picture(run_id: str, events: list[Event]) -> Picture:
             if "error" in data:
                 attempt.error = _error_text(data["error"])
             if kind == "step_retrying":
-                attempt.retry_after = _when(data.get("retryAfter"))
+                attempt.retry_after = moment(data.get("retryAfter"))
                 lane.status = "retrying"
             else:
                 lane.status, lane.ended = attempt.outcome, at
                 if kind == "step_completed" and lane.child_run_id:
                     children.append(lane.child_run_id)
         elif kind == "wait_created":
-            resume = _when(data.get("resumeAt"))
-            lanes[corr] = Lane("wait", corr, shown or "sleep", at, status="waiting",
+            resume = moment(data.get("resumeAt"))
+            hook = of_hooks.get(corr)
+            label = shown or (hook_wait_label(hook[1], tokens.get(hook[0], hook[0])) if hook else "sleep")
+            lanes[corr] = Lane("wait", corr, label, at, status="waiting",
                                detail=f"until {resume.isoformat()}" if resume else "")
         elif kind == "wait_completed" and corr in lanes:
             lanes[corr].ended, lanes[corr].status = at, "completed"
@@ -174,8 +168,9 @@ def picture(run_id: str, events: list[Event]) -> Picture:
                 lanes[corr].status, lanes[corr].ended = "received", at
         elif kind == "hook_disposed" and corr in hooks:
             hooks[corr].disposed = True
-            if lanes[corr].ended is None:
-                lanes[corr].ended, lanes[corr].status = at, "disposed"
+            for key in [corr, *(wait for wait, (hook, _) in of_hooks.items() if hook == corr)]:
+                if key in lanes and lanes[key].ended is None:  # the hook and its deadlines, which go with it
+                    lanes[key].ended, lanes[key].status = at, "disposed"
     ending = next((e for e in reversed(events) if e.event_type in RUN_ENDS), None)
     for hook in hooks.values():  # a hook open when its run ended was closed by that end
         hook.state = hook_state(hook.disposed, ending.event_type.removeprefix("run_") if ending else None)

@@ -156,6 +156,9 @@ class HookConflictData(EventData):
 class WaitCreatedData(EventData):
     resume_at: datetime
     display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
+    # A hook's own wait (engine.ops.HOOK_ID_FIELD): the hook's id, and "timeout" or "heartbeat". Display only.
+    hook_id: str | None = None
+    hook_wait: Literal["timeout", "heartbeat"] | None = None
 
 
 class WaitCompletedData(EventData):
