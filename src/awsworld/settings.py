@@ -154,6 +154,10 @@ def _time_scale(raw: str) -> float:
     return value
 
 
+def _hosts(raw: str) -> frozenset[str]:
+    return frozenset(host.strip().strip("[]").lower() for host in raw.split(",") if host.strip())
+
+
 def _true(raw: str) -> bool:
     return raw.lower() == "true"
 
@@ -246,6 +250,11 @@ class Settings:
     tracing = Var[bool](
         "AWSWORLD_TRACING", False, _true, "`true`: an X-Ray subsegment per invocation (`EnableTracing`)",
         group="worker")
+    push_hosts = Var[frozenset[str]](
+        "AWSWORLD_PUSH_HOSTS", frozenset({"localhost", "127.0.0.1", "::1"}), _hosts,
+        "the hosts a delivery may be POSTed to, comma-separated: the apps of the Workflow SDK's TypeScript "
+        "runtime that `awsworld serve` queues for (`awsworld.http.push`)", group="worker",
+        shown="`localhost,127.0.0.1,::1`")
 
     # -- every World
     max_value_bytes = Var[int](
@@ -266,6 +275,9 @@ class Settings:
     webhook_url = Var[str | None](
         "AWSWORLD_WEBHOOK_URL", None, _text, "the webhook route's base URL, so `awsworld hooks` prints each URL",
         group="cli")
+    serve_token = Var[str | None](
+        "AWSWORLD_SERVE_TOKEN", None, _text, "the bearer token `awsworld serve` requires of every request (required "
+        "when it listens beyond loopback); `HttpClient` sends it", group="cli")
 
     # -- the emulators
     dynamodb_local_dir = Var[Path | None](

@@ -27,13 +27,14 @@ from .dist import cold_start_bench, copy_source, path_without_python313, python3
 
 ROOT = Path(__file__).resolve().parents[2]
 SAM = ROOT / ".venv-tools" / "bin" / "sam"
-FUNCTIONS = ("FlowFunction", "WebhookFunction")
+FUNCTIONS = ("FlowFunction", "WebhookFunction", "WorldServerFunction")  # (sam build builds conditional ones too)
 IMPORT_CHECK = """
 import sys
 sys.path.insert(0, ".")
 sys.path.append(sys.argv[1])  # the runtime's boto3/botocore, after the function's code (as /var/runtime)
-import flow, webhook
+import flow, webhook, serve
 assert flow.handler.__module__ == "awsworld.lambda_.flow"
+import mangum, starlette, httpx  # the serve extra: the World server, and pushed deliveries
 import importlib.util
 import awsworld.lambda_.flow as module
 with open(module.__spec__.cached, "rb") as pyc:  # the .pyc beside it: this Python's, unchecked-hash (flags 1)
@@ -123,7 +124,7 @@ def test_the_repositorys_template_builds_with_only_python311_on_path_and_ships_b
     print(f"sam build of the repository's template: {seconds:.1f} s")
     assert "Binary validation failed" not in done.stdout + done.stderr
     log = done.stdout + done.stderr  # make's output comes through SAM's log (stderr)
-    assert log.count("with pip for CPython 3.13 x86_64;") == 2, log[-3000:]
+    assert log.count("with pip for CPython 3.13 x86_64;") == len(FUNCTIONS), log[-3000:]
     runtime_sdk = cold_start.runtime_sdk(python313, tmp_path / "runtime-sdk")
     for function in FUNCTIONS:
         built = project / ".aws-sam" / "build" / function

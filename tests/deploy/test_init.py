@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[2]
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 SAM_TOOLS = ROOT / ".venv-tools" / "bin"
 WRITTEN = {"template.yaml", "infra/monitoring.yaml", "infra/Makefile", "infra/build_function.py", "samconfig.toml",
-           "src/requirements.txt", "src/flow.py", "src/webhook.py"}
+           "src/requirements.txt", "src/flow.py", "src/webhook.py", "src/serve.py"}
 
 ORDERS = '''\
 """A user's workflow module, as a new project would write it."""
@@ -280,7 +280,7 @@ CLUTTER = {
     "app.log": "a log line\n",
     "logs/dev.log": "a log line\n",
 }
-USER_CODE = {"myapp", "flow.py", "webhook.py", "requirements.txt"}  # src/'s entries
+USER_CODE = {"myapp", "flow.py", "webhook.py", "serve.py", "requirements.txt"}  # src/'s entries
 
 
 
@@ -347,7 +347,7 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
             if sam_build.poll() is None:
                 sam_build.kill()
     assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output[-4000:]}"
-    assert output.count("with uv for CPython 3.13 x86_64;") == 2, output[-4000:]
+    assert output.count("with uv for CPython 3.13 x86_64;") == 3, output[-4000:]  # (WorldServerFunction too)
 
     overrides = tomllib.loads((project / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
     modules = dict(re.findall(r'(\w+)="([^"]*)"', overrides["parameter_overrides"]))["Modules"]

@@ -24,6 +24,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,18 +32,25 @@ import pytest
 from awsworld import Run
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef, workflow_name
 from awsworld.authoring.errors import RunEndedError
+from awsworld.client.http_client import HttpClient
 from awsworld.local import DynamoDBLocal, LocalAWS, MotoServer
 from awsworld.testing import WorkflowTestEnv
 from awsworld.worker.delivery import RecordResult
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
+from serving import start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
 
 RESULT_TIMEOUT = 30.0
 MEMORY = "memory"
 AWS = "aws"
 DYNAMODB_LOCAL = "dynamodb-local"
+HTTP_MEMORY = "http-memory"
+HTTP_EMULATOR = "http-emulator"
 BOTH = [MEMORY, AWS]
 ALL_BACKENDS = [MEMORY, AWS, DYNAMODB_LOCAL]
+OVER_HTTP = [HTTP_MEMORY, HTTP_EMULATOR]
+"""``awsworld serve --world memory|emulator`` as a process, importing the test's module (so its workflows run
+there), and an ``HttpClient`` on it: a module's Client tests run over HTTP too."""
 
 
 @contextmanager
@@ -145,10 +153,11 @@ class E2E:
     have ``deliveries`` and ``results``), ``idle``, ``sleep``, ``counting``, ``hook_ready``, ..."""
 
     def __init__(self, *, env: WorkflowTestEnv | None = None, local: LocalAWS | None = None,
-                 backend: str | None = None) -> None:
-        assert (env is None) != (local is None)
+                 client: HttpClient | None = None, backend: str | None = None) -> None:
+        assert [env, local, client].count(None) == 2
         self.env = env
         self.local = local
+        self.http_client = client
         self.backend = backend or (MEMORY if env is not None else AWS)
 
     @property
@@ -157,6 +166,8 @@ class E2E:
 
     @property
     def client(self) -> Any:
+        if self.http_client is not None:
+            return self.http_client
         if self.env is not None:
             return self.env.client
         assert self.local is not None and self.local.client is not None
@@ -164,6 +175,8 @@ class E2E:
 
     @property
     def world(self) -> Any:
+        if self.http_client is not None:
+            return self.http_client.world
         if self.env is not None:
             return self.env.world
         assert self.local is not None
@@ -287,6 +300,19 @@ class _Counting:
         self.result.results = poller.results[self.result.results_before:]
 
 
+@pytest.fixture(scope="module")
+def served_url(request: pytest.FixtureRequest, e2e_backend: str, tmp_path_factory: pytest.TempPathFactory,
+               _runtime_env: None) -> Iterator[str]:
+    """``awsworld serve`` for this module: its World (``memory`` or ``emulator``, by the backend), the module's
+    workflows imported into it (under the module's own name: the server runs from ``tests/``, as pytest imports
+    it), on 127.0.0.1 port 0. Stopped (SIGTERM, then killed) when the module ends."""
+    world = "memory" if e2e_backend == HTTP_MEMORY else "emulator"
+    process, url = start_serve(tmp_path_factory.mktemp("serve"), request.module.__name__, "--world", world,
+                               cwd=Path(__file__).resolve().parent.parent)
+    yield url
+    stop_serve(process)
+
+
 @pytest.fixture
 def e2e(request: pytest.FixtureRequest, e2e_backend: str) -> E2E:
     """The test's helper on its backend: a fresh WorkflowTestEnv (memory) or the module's LocalAWS (aws)."""
@@ -294,6 +320,8 @@ def e2e(request: pytest.FixtureRequest, e2e_backend: str) -> E2E:
         return E2E(env=request.getfixturevalue("memory_env"))
     if e2e_backend == AWS:
         return E2E(local=request.getfixturevalue("local"))
+    if e2e_backend in OVER_HTTP:
+        return E2E(client=HttpClient(request.getfixturevalue("served_url")), backend=e2e_backend)
     if e2e_backend == DYNAMODB_LOCAL:
         return E2E(local=request.getfixturevalue("local_dynamodb"), backend=DYNAMODB_LOCAL)
     raise ValueError(f"e2e_backend must be one of {ALL_BACKENDS}, not {e2e_backend!r}")

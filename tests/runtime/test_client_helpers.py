@@ -1,4 +1,6 @@
-"""Client helpers end to end, on both backends (WorkflowTestEnv in memory, and LocalAWS on moto):
+"""Client helpers end to end, on both backends (WorkflowTestEnv in memory, and LocalAWS on moto), and over HTTP
+(``HttpClient`` on ``awsworld serve --world memory`` and ``--world emulator`` as processes, which run this module's
+workflows):
 ``Run.wait_for_hook``, ``resume_hook(wait=...)`` and ``client.options(run_id=...).start(...)``. Their timeouts are
 real seconds on both (time skips in memory only to the next due wait or retry, and these runs have none)."""
 
@@ -13,7 +15,8 @@ from awsworld import RunEndedError, create_hook, step, workflow
 from awsworld.world.entities import Hook
 from awsworld.world.errors import HookNotFoundError
 
-pytestmark = pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
+pytestmark = pytest.mark.parametrize("e2e_backend", ["memory", "aws", "http-memory", "http-emulator"],
+                                     scope="module")
 
 
 @step

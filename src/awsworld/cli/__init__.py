@@ -1,7 +1,8 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
 ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``), see them in a browser
-(``ui``), and check code changes against stored runs (``export``, ``replay``).
+(``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs (``export``,
+``replay``).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
 the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one
@@ -18,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..deploy import init as deploy_init
-from . import demo, dev, park, replay, runs, schedules, skip, ui, wake
+from . import demo, dev, park, replay, runs, schedules, serve, skip, ui, wake
 from .errors import OPERATIONAL, USAGE, CliError, describe
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
@@ -27,7 +28,8 @@ __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 # line here.
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
                                                  deploy_init.register, ui.register, wake.register,
-                                                 skip.register, schedules.register, park.register]
+                                                 skip.register, schedules.register, park.register,
+                                                 serve.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import base64
 import contextlib
-import importlib
 import logging
 import os
 import shlex
@@ -35,8 +34,7 @@ from ..world.protocol import World
 if TYPE_CHECKING:
     from ..aws.world import AWSWorld
 from . import ui
-from .errors import usage
-from .output import add_project_to_path
+from .output import import_modules
 
 log = logging.getLogger("awsworld.dev")
 
@@ -82,13 +80,7 @@ def _main(args: argparse.Namespace) -> int:
     os.environ.setdefault(Settings.on_divergence.env, "park")  # no edit under dev fails a run (``dev_reload``)
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
-    add_project_to_path()
-    for module in args.modules:
-        try:
-            importlib.import_module(module)
-        except ImportError as error:
-            raise usage(f"cannot import {module!r}: {error}", "run from your project's directory, and name the "
-                        "module as you would import it (myapp.workflows, not myapp/workflows.py)") from None
+    import_modules(args.modules)
     asyncio.run(_serve(args))
     return 0
 

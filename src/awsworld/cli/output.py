@@ -9,6 +9,7 @@ has no workflow code, so it never imports user classes to show a value. For peop
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import os
 import shutil
@@ -118,6 +119,18 @@ def _registry() -> Any:
             raise usage(f"{MODULES_ENV} names {name!r}, which cannot be imported here: {error}",
                         "run from your project's directory, or unset AWSWORLD_MODULES") from None
     return REGISTRY
+
+
+def import_modules(modules: list[str]) -> None:
+    """Import the user's modules as the deployed functions do (``add_project_to_path``), registering their
+    workflows and steps; a module that cannot be imported is a usage error saying how to name it."""
+    add_project_to_path()
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as error:
+            raise usage(f"cannot import {module!r}: {error}", "run from your project's directory, and name the "
+                        "module as you would import it (myapp.workflows, not myapp/workflows.py)") from None
 
 
 def add_project_to_path() -> None:

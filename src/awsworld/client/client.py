@@ -29,7 +29,7 @@ from ..engine.divergence import call_order
 from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..engine.parking import MISSING, parked_run
 from ..published.model import judge
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event
@@ -90,8 +90,8 @@ class Run(Generic[R_co]):
                                                             self.run_id))
             if run.status == "failed":
                 error = run.error
-                raise WorkflowRunFailedError(self.run_id, error.message if error else "unknown error",
-                                             code=run.error_code, error_type=error.name if error else None,
+                name, message = error_name_and_message(error)
+                raise WorkflowRunFailedError(self.run_id, message, code=run.error_code, error_type=name,
                                              details=error.model_dump(by_alias=True, exclude_none=True)
                                              if error else None)
             if run.status == "cancelled":
@@ -196,7 +196,7 @@ class Client:
         another module, a deploy). A World with no publications, or a client with a registry of its own, never
         refuses here."""
         store = self.world.published
-        if self.registry is not None or not self.check_published:
+        if store is None or self.registry is not None or not self.check_published:
             return
         if self._published is None:
             self._published = await store.read()

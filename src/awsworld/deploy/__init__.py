@@ -41,6 +41,7 @@ DEFAULT_CODE_URI = f"{CODE_DIR}/"
 HANDLERS = {
     "flow": "the flow route (SQS batch -> awsworld runtime)",
     "webhook": "the webhook route (Function URL -> hook)",
+    "serve": "the World server (awsworld serve, Function URL with IAM auth)",
 }
 
 _CODE_URI_LINE = re.compile(rf"^(    CodeUri: ){re.escape(DEFAULT_CODE_URI)}$", re.M)

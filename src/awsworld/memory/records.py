@@ -15,8 +15,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from ..world.answers import build, structured_error
-from ..world.entities import TERMINAL_RUN_STATUSES, ResolveData, Run, event_value_shown, run_end_shown, values_shown
+from ..world.answers import build
+from ..world.entities import (
+    TERMINAL_RUN_STATUSES,
+    ResolveData,
+    Run,
+    event_value_shown,
+    run_end_shown,
+    stored_error,
+    values_shown,
+)
 from ..world.events import Event
 from ..world.published import Publication
 from ..world.rules.requests import VALUE_FIELD
@@ -122,7 +130,7 @@ def run_model(run: RunRecord, resolve: ResolveData) -> Run:
                  execution_context=run.context.get() if run.context is not None else None,
                  input=first.get() if first is not None else None,
                  output=end if shown == "output" else None,
-                 error=structured_error(end) if shown == "error" else None, error_code=run.error_code,
+                 error=stored_error(end) if shown == "error" else None, error_code=run.error_code,
                  attributes=dict(run.attributes), seq=run.seq, seq_in_band=run.seq_in_band,
                  open_steps=run.open_steps, created_at=run.created_at, updated_at=run.updated_at,
                  started_at=run.started_at, completed_at=run.completed_at)

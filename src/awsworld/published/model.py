@@ -58,9 +58,12 @@ def publication(registry: Registry, *, host: str, ahead: bool, now: datetime, ke
     return Publication(key, host, workflows, modules, now, ahead)
 
 
-async def publish(world: World, registry: Registry, *, host: str, ahead: bool, key: str | None = None) -> None:
-    """Publish ``registry``'s names into ``world``."""
+async def publish(world: World, registry: Registry, *, host: str, ahead: bool, key: str | None = None) -> bool:
+    """Publish ``registry``'s names into ``world`` (False: the World keeps no publications)."""
+    if world.published is None:
+        return False
     await world.published.publish(publication(registry, host=host, ahead=ahead, now=world.clock.now(), key=key))
+    return True
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,10 @@ class ScheduleClient:
         """Built by ``Client.schedules`` with its start (this module does not import the Client's)."""
         self.client = client
         self.world = client.world
-        self.store = client.world.schedules
+        store = client.world.schedules
+        if store is None:
+            raise TypeError(f"{type(client.world).__name__} has no schedule store (world.schedules)")
+        self.store = store
         self._start = start
 
     def _now(self) -> datetime:

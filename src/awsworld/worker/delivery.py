@@ -45,6 +45,7 @@ from typing import Any, Protocol
 from ..authoring.definitions import WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
 from ..engine.parking import mark, missing_code, parked_run
+from ..http.push import is_push, push
 from ..published.model import judge
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
@@ -76,6 +77,7 @@ REFUSED_MESSAGES = "RefusedMessages"
 DEFERRED_HOPS = "DeferredHops"
 DEAD_LETTERED = "DeadLettered"
 QUEUE_LAG = "QueueLag"
+PUSHED_DELIVERIES = "PushedDeliveries"  # messages POSTed to an app of another runtime (``http/push.py``)
 RUNS_WOKEN = "RunsWoken"  # by the watchdog: runs whose due passed with no write (a lost message, usually)
 
 DELIVERY_FINDING = "awsworld.delivery"
@@ -225,6 +227,8 @@ class DeliveryPath:
     async def _deliver(self, record: Mapping[str, Any], delivery: Delivery, deadline: float,
                        track: Track) -> RecordResult:
         track.message_id = delivery.message_id
+        if is_push(delivery.payload):  # a message for an app of another runtime (``awsworld serve``)
+            return await self._push(record, delivery, track)
         try:
             message = FlowMessage.from_payload(delivery.payload)
         except ValueError as error:
@@ -267,6 +271,21 @@ class DeliveryPath:
             inlineSteps=outcome.stats.inline_steps, queuedSteps=outcome.stats.queued_steps,
             durationMs=round((time.monotonic() - started) * 1000)))
         return RecordResult(outcome.status)
+
+    async def _push(self, record: Mapping[str, Any], delivery: Delivery, track: Track) -> RecordResult:
+        """POST a pushed message to its app (``http/push.py``) and do what its answer says."""
+        self.observer.count(PUSHED_DELIVERIES)
+        result = await push(delivery)
+        if result.outcome == "ack":
+            await self.consumer.ack(delivery, delete_message=False)
+            return RecordResult("pushed")
+        if result.outcome == "redeliver":
+            await self.consumer.redeliver_after(delivery, result.seconds)
+            return RecordResult("push-redeliver")
+        log.warning("%s: push failed: %s", track.label(), result.reason, extra=track.keys(outcome=result.outcome))
+        if result.outcome == "gone":
+            return await self._dead_letter(record, result.reason, track)
+        return await self._failed(record, track, "push-failed")
 
     def _missing_code(self, message: FlowMessage) -> LookupError | None:
         registry = self.runtime.registry
@@ -326,9 +345,10 @@ class DeliveryPath:
         """Why the run's workflow is certainly unknown to every consumer of the queue (the deployment's
         publications say so, ``published.model.judge``), or None: then the window applies. One read, on this path
         only."""
-        if message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
+        store = self.runtime.world.published
+        if store is None or message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
             return None
-        verdict = judge(message.workflow_name, await self.runtime.world.published.read())
+        verdict = judge(message.workflow_name, await store.read())
         return str(verdict.error(message.workflow_name)) if verdict.sure else None
 
     async def _record_finding(self, run: RunView, what: str, track: Track) -> None:

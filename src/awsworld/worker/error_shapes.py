@@ -27,6 +27,7 @@ from typing import Any
 
 from ..authoring.errors import StepError, cap_message
 from ..settings import SETTINGS, Settings
+from ..world.entities import ErrorBytes, error_name_and_message, stored_error
 
 LOG_ERRORS_ENV = Settings.log_errors.env
 """``full``: a failed run's log line carries its error messages and tracebacks (``awsworld dev`` sets it); else
@@ -132,6 +133,8 @@ def error_summary(error: Any) -> str | None:
     rendering the CLI, the UI and the logs share."""
     if error is None:
         return None
+    if isinstance(error, ErrorBytes) or (isinstance(error, dict) and "__type" in error):
+        return error_name_and_message(error if isinstance(error, ErrorBytes) else stored_error(error))[1]
     if not isinstance(error, dict) and not hasattr(error, "model_dump"):
         return str(error)
     data: dict[str, Any] = error if isinstance(error, dict) else error.model_dump()

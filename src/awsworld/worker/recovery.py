@@ -116,6 +116,9 @@ async def rest(world: World, message: FlowMessage, execution: WorkflowExecution,
     """Leave the run's exact due on its head, if the flow suspends with nothing in flight and the due its last
     commit left (``last_commit_due``) is not that already; a wake always sets it (the watchdog moved it). One
     conditional write, refused harmlessly if the log moved meanwhile (the newer write's due stands)."""
+    api = world.watch
+    if api is None:
+        return
     if resting is None:
         resting, due = resting_due(execution, now)
     if not resting:
@@ -124,6 +127,6 @@ async def rest(world: World, message: FlowMessage, execution: WorkflowExecution,
     if not message.wake and wanted == last_commit_due(execution.log):
         return
     try:
-        await world.watch.correct(message.run_id, due, seq=len(execution.log))
+        await api.correct(message.run_id, due, seq=len(execution.log))
     except Exception as error:  # best effort: a wrong due costs one wake of the watchdog, never a run
         log.info("run %s: setting its due failed (%s)", message.run_id, type(error).__name__)

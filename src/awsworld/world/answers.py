@@ -23,10 +23,10 @@ from .entities import (
     HookStatus,
     ResolveData,
     Step,
-    StructuredError,
     Wait,
     step_input_shown,
     step_lease_shown,
+    stored_error,
     values_shown,
 )
 from .rules.state import HookState, Slot, StepState, WaitState
@@ -68,11 +68,6 @@ def build(cls: type[M], **values: Any) -> M:
     return model
 
 
-def structured_error(value: Any) -> StructuredError | None:
-    """An error as stored (its JSON) as the model a read shows; None for none."""
-    return StructuredError.model_validate(value) if value else None
-
-
 def step_value_slots(step: StepState, resolve: ResolveData) -> list[Slot]:
     """The slots whose values ``step_answer`` shows at ``resolve``: its error always, its output when values are
     shown, its input at ``"all"``."""
@@ -88,7 +83,7 @@ def step_answer(run_id: str, step: StepState, resolve: ResolveData, value_at: Va
     return build(Step, run_id=run_id, step_id=step.step_id, step_name=step.step_name, status=step.status,
                  input=value_at(step.input) if step_input_shown(resolve) else None,
                  output=value_at(step.output) if values_shown(resolve) else None,
-                 error=structured_error(value_at(step.error)), attempt=step.attempt, retry_after=step.retry_after,
+                 error=stored_error(value_at(step.error)), attempt=step.attempt, retry_after=step.retry_after,
                  created_at=step.created_at, updated_at=step.updated_at, started_at=step.started_at,
                  completed_at=step.completed_at, spec_version=step.spec_version,
                  lease_until=step.lease_until if step_lease_shown(step.status) else None)

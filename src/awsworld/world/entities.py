@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field
+from pydantic import ConfigDict, Discriminator, Field, Tag
 
 from .base import WireModel
 from .errors import InvalidInputError
@@ -73,6 +74,57 @@ class StructuredError(WireModel):
     cause: StructuredError | None = None
 
 
+class ErrorBytes(WireModel):
+    """An error another runtime serialized itself, kept and returned byte for byte and never read: the Workflow
+    SDK's TypeScript runtime sends the ``error`` of run_failed, step_failed and step_retrying as bytes (a 4-byte
+    format tag such as ``gzip`` or ``devl``, then its own encoding). On the wire, and in storage, it is the tagged
+    object every Workflow SDK World uses for bytes: ``{"__type": "Uint8Array", "data": "<base64>"}``."""
+
+    model_config = WireModel.model_config | ConfigDict(alias_generator=None)
+    tag: Literal["Uint8Array"] = Field(alias="__type")
+    data: str = Field(pattern=r"^[A-Za-z0-9+/]*={0,2}$")
+
+    def to_bytes(self) -> bytes:
+        return base64.b64decode(self.data)
+
+
+STRUCTURED_ERROR_TAG = "structured-error"
+ERROR_BYTES_TAG = "error-bytes"
+ERROR_TAGS = frozenset({STRUCTURED_ERROR_TAG, ERROR_BYTES_TAG})
+"""The union's tags, which a validation error's location names (``events._field_path`` leaves them out, so a
+bad error is refused naming ``eventData.error.message``)."""
+
+
+def _error_kind(value: Any) -> str:
+    tagged = isinstance(value, ErrorBytes) or (isinstance(value, dict) and "__type" in value)
+    return ERROR_BYTES_TAG if tagged else STRUCTURED_ERROR_TAG
+
+
+StoredError = Annotated[
+    Annotated[StructuredError, Tag(STRUCTURED_ERROR_TAG)] | Annotated[ErrorBytes, Tag(ERROR_BYTES_TAG)],
+    Discriminator(_error_kind)]
+"""What a failed run, step or retry keeps as its error: awsworld's structured error, or another runtime's bytes
+(told apart by the bytes' ``__type`` tag)."""
+
+
+def stored_error(value: Any) -> StructuredError | ErrorBytes | None:
+    """A stored error (its JSON) as the model a read shows; None for none."""
+    if not value:
+        return None
+    if isinstance(value, dict) and "__type" in value:
+        return ErrorBytes.model_validate(value)
+    return StructuredError.model_validate(value)
+
+
+def error_name_and_message(error: StructuredError | ErrorBytes | None) -> tuple[str | None, str]:
+    """(name, message) of a stored error, for a person: another runtime's bytes are not read, only sized."""
+    if error is None:
+        return None, "unknown error"
+    if isinstance(error, ErrorBytes):
+        return None, f"an error serialized by another runtime ({len(error.to_bytes())} bytes)"
+    return error.name, error.message
+
+
 class Run(WireModel):
     run_id: str
     status: RunStatus
@@ -82,7 +134,7 @@ class Run(WireModel):
     execution_context: dict[str, Any] | None = None
     input: Any = None
     output: Any = None
-    error: StructuredError | None = None
+    error: StoredError | None = None
     error_code: str | None = None
     attributes: dict[str, str] = Field(default_factory=dict)
     seq: int = 0
@@ -105,7 +157,7 @@ class Step(WireModel):
     status: StepStatus
     input: Any = None
     output: Any = None
-    error: StructuredError | None = None
+    error: StoredError | None = None
     attempt: int = 0
     retry_after: datetime | None = None
     created_at: datetime
@@ -136,6 +188,12 @@ class Hook(WireModel):
     updated_at: datetime
     received_at: datetime | None = None
     spec_version: int | None = None
+    owner_id: str | None = None
+    project_id: str | None = None
+    environment: str | None = None
+    """Where the hook lives, as the Workflow SDK's hooks say it (``ownerId``, ``projectId``, ``environment``: a team,
+    a project and a deployment there): filled in by ``awsworld serve`` (``world/rules/hooks.py``'s
+    ``hook_owner``), absent from a World's own reads."""
 
 
 class Wait(WireModel):

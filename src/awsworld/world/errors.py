@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from .base import WireModel
+
 
 class WorldError(Exception):
     status: int = 500
@@ -31,6 +33,19 @@ class InvalidInputError(WorldError):
     def __init__(self, message: str, *, field: str | None = None, **details: Any) -> None:
         super().__init__(message, field=field, **details)
         self.field = field
+
+
+class RunNotSupportedError(InvalidInputError):
+    """A write stamped with a spec version above the one this World implements: it would follow rules this World
+    has not learned, so it is refused before anything is written (``world/rules/requests.py``)."""
+
+    code = "run-not-supported"
+
+    def __init__(self, message: str, *, run_spec_version: int, world_spec_version: int) -> None:
+        super().__init__(message, field="specVersion", run_spec_version=run_spec_version,
+                         world_spec_version=world_spec_version)
+        self.run_spec_version = run_spec_version
+        self.world_spec_version = world_spec_version
 
 
 class MissingInBandCountError(InvalidInputError):
@@ -102,15 +117,15 @@ class HookAlreadyReceivedError(EntityConflictError):
 
     The point of a resume id is that a sender's retry is harmless, so the caller usually treats this as
     success: ``event`` is the event the first request recorded (when the World could read it back), so the
-    caller can still wake the run, whose first wake may have been lost. It is a ``world.events.Event``, typed
-    ``object`` here: the events module imports this one (its requests are refused with these errors), and this one
-    names no model, so the contract's modules import one way.
+    caller can still wake the run, whose first wake may have been lost. It is a ``world.events.Event``, typed as
+    the contract's model base here: the events module imports this one (its requests are refused with these
+    errors), so this one names no event model, and the contract's modules import one way.
     """
 
     code = "hook-already-received"
 
     def __init__(self, message: str, *, hook_id: str, event_id: str | None = None,
-                 event: object | None = None) -> None:
+                 event: WireModel | None = None) -> None:
         super().__init__(message, hook_id=hook_id, event_id=event_id)
         self.hook_id = hook_id
         self.event_id = event_id

@@ -15,7 +15,7 @@ from pydantic import Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .base import WireModel
-from .entities import Hook, Run, Step, StructuredError, Wait
+from .entities import ERROR_TAGS, Hook, Run, Step, StoredError, Wait
 from .errors import InvalidInputError
 from .ids import check_entity_id, event_id_to_slot
 
@@ -67,7 +67,7 @@ class RunCompletedData(EventData):
 
 
 class RunFailedData(EventData):
-    error: StructuredError
+    error: StoredError
     error_code: str | None = None
 
 
@@ -105,7 +105,7 @@ class StepStartedData(EventData):
 
 
 class StepRetryingData(EventData):
-    error: StructuredError
+    error: StoredError
     retry_after: datetime | None = None
 
 
@@ -114,7 +114,7 @@ class StepCompletedData(EventData):
 
 
 class StepFailedData(EventData):
-    error: StructuredError
+    error: StoredError
 
 
 # The longest hook token a hook may be created with. A token longer than this can never be held, so a lookup
@@ -270,6 +270,8 @@ class EventResult(WireModel):
     seq_in_band: int | None = None
     open_steps: int | None = None
     """Steps of the run declared and not yet completed or failed, after this write (when known)."""
+    step_created: bool | None = None
+    """True when a step_started created the step it starts (a lazy start: ``world/rules/steps.py``)."""
 
 
 class BatchEventOutcome(WireModel):
@@ -293,7 +295,7 @@ class EventBatchResult(WireModel):
 
 
 def _field_path(loc: tuple[Any, ...]) -> str:
-    return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc)
+    return ".".join(to_camel(str(p)) if isinstance(p, str) else str(p) for p in loc if p not in ERROR_TAGS)
 
 
 def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> CreateEventRequest:

@@ -50,7 +50,7 @@ from .rules.log import skipped_over
 from .rules.requests import attr_set_event, batch_requests, check_run_id, check_write_params, in_request_order
 from .rules.runs import created_run_id
 from .rules.state import TokenState
-from .rules.steps import step_missing
+from .rules.steps import lazily_started, lazy_start, step_missing
 
 V = TypeVar("V")
 """What an engine's stored value is (the in-memory World's copy, the AWS World's inline value or S3 object)."""
@@ -182,6 +182,10 @@ class WorldStorage(Generic[V]):
         if req.event_type == "run_created":
             return await engine.create_run(created_run_id(run_id), req, resolve_data)
         run_id = check_run_id(run_id)
+        if (pair := lazy_start(req)) is not None:  # a lazy start is the born-running pair (rules.steps.lazy_start)
+            return lazily_started(await self.create_batch(run_id, pair, in_band=in_band, atomic=True,
+                                                          expected_seq_in_band=expected_seq_in_band,
+                                                          resolve_data=resolve_data))
         value = await engine.store_value(run_id, req)
         try:
             result = await engine.write_event(run_id, req, value, event_count=event_count, in_band=in_band,

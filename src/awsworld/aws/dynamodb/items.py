@@ -10,8 +10,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from ...world.answers import structured_error
-from ...world.entities import ResolveData, Run, event_value_shown, run_end_shown, values_shown
+from ...world.entities import ResolveData, Run, event_value_shown, run_end_shown, stored_error, values_shown
 from ...world.events import PAYLOAD_FIELDS, Event
 from ...world.ids import slot_to_event_id
 from ..keys import ATTRIBUTE_PREFIX
@@ -103,7 +102,7 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
         execution_context=context,
         input=input_,
         output=end_value if shown == "output" else None,
-        error=structured_error(end_value) if shown == "error" else None,
+        error=stored_error(end_value) if shown == "error" else None,
         attributes=attributes,
         error_code=head.get("errorCode"),
         seq=head["seq"],

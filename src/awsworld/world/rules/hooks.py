@@ -80,6 +80,16 @@ def lookup_refusal(token: TokenState | None) -> WorldError:
     return HookNotFoundError("no hook owns that token")
 
 
+HOOK_OWNER = "awsworld"
+
+
+def hook_owner(project: str, deployment_id: str) -> dict[str, str]:
+    """A hook's ``ownerId``, ``projectId`` and ``environment`` as the Workflow SDK's hooks carry them (strings its
+    schema requires): awsworld owns the token space, the project is the World's stack (its table), and the
+    environment is the deployment the World delivers to."""
+    return {"ownerId": HOOK_OWNER, "projectId": project, "environment": deployment_id}
+
+
 def hook_status(run_status: str | None) -> HookStatus:
     """A hook entity's ``status``: ``closed`` once its run has ended (a retained hook), else ``open``."""
     return HOOK_CLOSED if run_status in TERMINAL_RUN_STATUSES else HOOK_OPEN

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from ..errors import InvalidInputError, MissingInBandCountError, WorldError
+from ..errors import InvalidInputError, MissingInBandCountError, RunNotSupportedError, WorldError
 from ..events import (
     BATCH_FORBIDDEN_EVENT_TYPES,
     PAYLOAD_FIELDS,
@@ -26,7 +26,7 @@ from ..events import (
     EventData,
     parse_event_request,
 )
-from ..ids import check_entity_id
+from ..ids import SPEC_VERSION_CURRENT, check_entity_id
 
 D = TypeVar("D", bound=EventData)
 
@@ -63,6 +63,10 @@ def check_hook_token(token: str, retention_until: datetime | None, now: datetime
 
 def check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
                        event_count: int | None) -> None:
+    if req.spec_version is not None and not 1 <= req.spec_version <= SPEC_VERSION_CURRENT:
+        raise RunNotSupportedError(f"specVersion {req.spec_version} is not one this World implements (1 to "
+                                   f"{SPEC_VERSION_CURRENT})", run_spec_version=req.spec_version,
+                                   world_spec_version=SPEC_VERSION_CURRENT)
     if req.event_type in WRITER_ONLY_EVENT_TYPES:
         raise InvalidInputError(f"{req.event_type} is written by the World, not by callers", field="eventType")
     if in_band and req.event_type != "run_created" and (expected is None or expected < 0):

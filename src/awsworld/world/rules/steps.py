@@ -10,6 +10,11 @@
 - ``step_retrying`` puts the step back to pending with its error (and when it may start again);
   ``step_completed`` / ``step_failed`` finish it. A step that already ran may still record its outcome after its
   run ended: the fence is on starting, not on finishing.
+- a lazy start: a ``step_started`` carrying the step's ``stepName`` and ``input`` declares the step as it starts
+  it (what the Workflow SDK's runtime sends for a step it runs inline without declaring it first): it is the
+  born-running pair, written atomically, so the step must not exist yet (409 otherwise: a racing delivery
+  started it, and the loser must not run the body). ``lazy_start`` makes the pair, ``lazily_started`` the
+  answer (the step_started's, with ``stepCreated``).
 - ``wait_created`` declares a wait of a live run; ``wait_completed`` completes it once.
 - An operator's skip of a wait or of a retry's back-off is one of these events marked ``skipped`` (``skips``).
 """
@@ -18,11 +23,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Literal
+from typing import Any, Literal
 
 from ..entities import TERMINAL_STEP_STATUSES
 from ..errors import EntityConflictError, EventNotFoundError, StepNotFoundError, TooEarlyError
-from ..events import CreateEventRequest, StepCreatedData, StepRetryingData, WaitCreatedData
+from ..events import (
+    CreateEventRequest,
+    EventBatchResult,
+    EventResult,
+    StepCreatedData,
+    StepRetryingData,
+    WaitCreatedData,
+    parse_event_request,
+)
 from .at_most_once import MAX_ATTEMPTS_FIELD, check_interrupted_end, check_start, requested_max_attempts
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
@@ -82,6 +95,37 @@ def _existing(req: CreateEventRequest, view: View) -> StepState:
     if step.status in TERMINAL_STEP_STATUSES:
         raise EntityConflictError(f"step {req.correlation_id} is already {step.status}")
     return step
+
+
+LAZY_DECLARATION_FIELDS = ("stepName", "input")
+"""What a step_started carries when it declares its step too (a lazy start): both go on the step_created."""
+
+
+def lazy_start(req: CreateEventRequest) -> list[CreateEventRequest] | None:
+    """The born-running pair a lazy ``step_started`` stands for (it carries a string ``stepName`` and an
+    ``input``, even a null one): step_created with the name and the input, then the step_started without the
+    input. None for any other request. A World writes the pair as one atomic batch."""
+    if req.event_type != "step_started":
+        return None
+    extra = req.data().__pydantic_extra__ or {}
+    if not isinstance(extra.get("stepName"), str) or "input" not in extra:
+        return None
+    started = req.data().model_dump(mode="json", by_alias=True, exclude_none=True)
+    started.pop("input", None)
+    created: dict[str, Any] = {"stepName": extra["stepName"], "input": extra["input"]}
+    if isinstance(extra.get("workflowName"), str):
+        created["workflowName"] = extra["workflowName"]
+    common = {"correlationId": req.correlation_id, "specVersion": req.spec_version}
+    return [parse_event_request({"eventType": "step_created", "eventData": created, **common}),
+            parse_event_request({"eventType": "step_started", "eventData": started, **common})]
+
+
+def lazily_started(batch: EventBatchResult) -> EventResult:
+    """A lazy start's answer: its step_started's result (the event and the running step), ``step_created``."""
+    result = batch.results[-1].result
+    assert result is not None, "an atomic batch either lands whole or raises"
+    result.step_created = True
+    return result
 
 
 def step_started(req: CreateEventRequest, view: View) -> Decision:

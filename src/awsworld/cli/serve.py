@@ -1,0 +1,148 @@
+"""``awsworld serve [MODULE...]``: a World over HTTP/JSON (``awsworld.http``), for the Workflow SDK's TypeScript
+runtime (``packages/world-awsworld``) and for ``HttpClient`` or any service that speaks HTTP.
+
+Which World (``--world``): ``aws`` (default) the stack the environment names (``AWSWORLD_TABLE`` ...: a deployed
+stack, or ``awsworld dev``'s export lines), whose flow function runs the deliveries; ``emulator`` a fresh
+stack on the embedded emulator (moto on 127.0.0.1), with its own poller running the deliveries; ``memory`` the
+in-memory World, deliveries run in this process. MODULEs are imported first, so runs of their Python workflows
+run here too (``emulator``, ``memory``).
+
+It listens on 127.0.0.1 unless ``--host`` says otherwise, and beyond loopback only with a bearer token
+(``--token-file`` or ``AWSWORLD_SERVE_TOKEN``). ``--ready-file`` receives the server's URL once it accepts
+requests (with ``--port 0``, the port it was given): a script starts it in the background and waits for the file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..settings import SETTINGS, Settings
+from .errors import usage
+from .output import check_config, import_modules
+
+SERVE_HINT = "pip install 'awsworld[ui]' (Starlette, uvicorn and httpx)"
+DEFAULT_PORT = 8787
+
+
+def register(sub: Any) -> None:
+    serve = sub.add_parser("serve", help="serve a World over HTTP/JSON (the TypeScript Workflow SDK, HttpClient)",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    serve.add_argument("modules", nargs="*", metavar="MODULE", help="modules defining Python workflows to run here "
+                       "(imported from the current directory, or its src/)")
+    serve.add_argument("--world", choices=["aws", "emulator", "memory"], default="aws",
+                       help="aws: the stack the environment names (default); emulator: a fresh one on the embedded "
+                       "emulator; memory: the in-memory World")
+    serve.add_argument("--host", default="127.0.0.1", help="the address to listen on (default 127.0.0.1; another "
+                       f"needs a token: --token-file or {Settings.serve_token.env})")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"the port (default {DEFAULT_PORT}; 0: a "
+                       "free one, written to --ready-file)")
+    serve.add_argument("--token-file", type=Path, metavar="FILE", help="a file holding the bearer token every "
+                       "request must carry")
+    serve.add_argument("--ready-file", type=Path, metavar="FILE", help="write the server's URL here once it "
+                       "accepts requests")
+    serve.set_defaults(handler=_main)
+
+
+def _main(args: argparse.Namespace) -> int:
+    try:
+        from ..http.auth import Auth
+    except ImportError as error:
+        raise usage(f"awsworld serve needs Starlette and uvicorn ({error})", SERVE_HINT) from None
+    token = _token(args)
+    try:
+        auth = Auth.for_host(args.host, token)
+    except ValueError as error:
+        raise usage(str(error), "keep the default --host 127.0.0.1, or give a token of at least 16 characters") \
+            from None
+    if args.world == "aws":
+        check_config()
+    elif args.world == "emulator":
+        try:
+            import moto  # noqa: F401
+        except ImportError:
+            raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
+    import_modules(args.modules)
+    asyncio.run(_serve(args, auth))
+    return 0
+
+
+def _token(args: argparse.Namespace) -> str | None:
+    if args.token_file is not None:
+        try:
+            return args.token_file.read_text(encoding="utf-8").strip() or None
+        except OSError as error:
+            raise usage(f"cannot read --token-file: {error}", "give a file holding the token") from None
+    return SETTINGS.serve_token
+
+
+@dataclass
+class ServedWorld:
+    world: Any
+    client: Any
+    project: str
+
+
+@asynccontextmanager
+async def _world(kind: str) -> AsyncIterator[ServedWorld]:
+    """The World to serve, with what runs its deliveries (nothing for ``aws``: the stack's flow function does)."""
+    from ..client.client import Client
+
+    if kind == "memory":
+        from ..testing import WorkflowTestEnv
+
+        async with WorkflowTestEnv(time_skipping=False) as env:
+            yield ServedWorld(env.world, Client(env.world, registry=env.runtime.registry), "memory")
+    elif kind == "emulator":
+        from ..local import LocalAWS
+
+        async with LocalAWS() as local:
+            yield ServedWorld(local.world, local.client, local.config.table_name)
+    else:
+        from ..aws import AWSWorld
+
+        world = AWSWorld()
+        try:
+            yield ServedWorld(world, Client(world), world.config.table_name)
+        finally:
+            await world.close()
+
+
+async def _serve(args: argparse.Namespace, auth: Any) -> None:
+    import uvicorn
+
+    from ..http.app import create_app
+
+    async with _world(args.world) as served:
+        app = create_app(served.world, auth=auth, client=served.client, project=served.project,
+                         deployment_id=await served.world.get_deployment_id())
+        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
+                                               access_log=False, lifespan="off", timeout_graceful_shutdown=2))
+        task = asyncio.create_task(server.serve())
+        while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+            await asyncio.sleep(0.02)
+        if task.done():
+            await task
+            raise SystemExit(f"awsworld serve: could not listen on {args.host}:{args.port}")
+        url = _url(args.host, server)
+        if args.ready_file is not None:
+            partial = args.ready_file.with_name(args.ready_file.name + ".partial")
+            partial.write_text(url + "\n", encoding="utf-8")
+            os.replace(partial, args.ready_file)
+        print(f"awsworld serve: {url} ({args.world} World; {auth.mode}; Ctrl-C stops)", file=sys.stderr, flush=True)
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _url(host: str, server: Any) -> str:
+    port = server.servers[0].sockets[0].getsockname()[1]
+    shown = host if ":" not in host else f"[{host}]"
+    return f"http://{shown}:{port}"

@@ -1,0 +1,229 @@
+"""``awsworld serve`` as a process: who it lets in, and what a bad request gets. Every refused request is a clear
+4xx with the wire's ``{"error": ...}`` body, and leaves nothing stored (checked afterwards with a good request).
+Also the live stream read over HTTP (``HttpWorld``'s framed read, and the raw bytes the TypeScript World reads)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from awsworld.client.http_client import HttpClient
+from awsworld.world.errors import RunNotFoundError
+from serving import AWSWORLD, start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
+
+TOKEN = "t0ken-0f-the-server-" + "x" * 12
+RUN = "wrun_01K0000000000000000000000Z"
+RUN_CREATED = {"eventType": "run_created", "specVersion": 5,
+               "eventData": {"workflowName": "wf", "deploymentId": "d", "input": {"__type": "Uint8Array",
+                                                                                  "data": "ZGV2bFsxXQ=="}}}
+
+
+@pytest.fixture
+def with_token(tmp_path: Path) -> Iterator[str]:
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n")
+    process, url = start_serve(tmp_path, "--world", "memory", "--token-file", str(token_file))
+    yield url
+    stop_serve(process)
+
+
+@pytest.fixture
+def loopback(tmp_path: Path) -> Iterator[str]:
+    process, url = start_serve(tmp_path, "--world", "memory")
+    yield url
+    stop_serve(process)
+
+
+def error_of(response: httpx.Response, status: int) -> dict[str, object]:
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert isinstance(error, dict) and error["status"] == status and error["message"]
+    return error
+
+
+def test_a_token_server_refuses_requests_without_the_token_and_stores_nothing(with_token: str) -> None:
+    body = {"runId": RUN, "event": RUN_CREATED}
+    missing = httpx.post(f"{with_token}/v1/events", json=body)
+    assert error_of(missing, 401)["code"] == "unauthenticated"
+    assert missing.headers["www-authenticate"].startswith("Bearer")
+    wrong = httpx.post(f"{with_token}/v1/events", json=body, headers={"authorization": "Bearer " + "y" * 32})
+    error_of(wrong, 401)
+    error_of(httpx.get(f"{with_token}/v1/runs/{RUN}"), 401)
+    good = {"authorization": f"Bearer {TOKEN}"}
+    error_of(httpx.get(f"{with_token}/v1/runs/{RUN}", headers=good), 404)
+    assert httpx.get(f"{with_token}/v1/runs", headers=good).json()["data"] == []
+    assert httpx.post(f"{with_token}/v1/events", json=body, headers=good).status_code == 200
+
+
+async def test_http_client_with_the_token_reads_and_a_wrong_one_is_refused(with_token: str) -> None:
+    async with HttpClient(with_token, token=TOKEN) as client:
+        with pytest.raises(RunNotFoundError):
+            await client.get_run(RUN).status()
+        assert (await client.list_runs()).data == []
+    async with HttpClient(with_token, token="z" * 32) as wrong:
+        with pytest.raises(Exception, match="bearer token"):
+            await wrong.list_runs()
+
+
+def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
+    result = subprocess.run([AWSWORLD, "serve", "--world", "memory", "--host", "0.0.0.0", "--port", "0",
+                             "--ready-file", str(tmp_path / "ready")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "needs authentication" in result.stderr and "token" in result.stderr
+    assert not (tmp_path / "ready").exists()
+
+
+def test_bad_requests_get_a_4xx_and_store_nothing(loopback: str) -> None:
+    url = f"{loopback}/v1/events"
+    error_of(httpx.post(url, content=b"{not json", headers={"content-type": "application/json"}), 400)
+    error_of(httpx.post(url, content=b'{"runId": "x"}', headers={"content-type": "text/plain"}), 415)
+    error_of(httpx.post(url, json=["a list"]), 400)
+    bad_type = error_of(httpx.post(url, json={"runId": RUN, "event": {"eventType": "run_exploded"}}), 400)
+    assert bad_type["name"] == "WorkflowWorldError" and bad_type["code"] == "invalid-input"
+    no_name = {"runId": RUN, "event": {"eventType": "run_created", "eventData": {"input": 1}}}
+    assert "workflowName" in str(error_of(httpx.post(url, json=no_name), 400)["message"])
+    newer = {"runId": RUN, "event": {**RUN_CREATED, "specVersion": 99}}
+    refused = error_of(httpx.post(url, json=newer), 400)
+    assert refused["name"] == "RunNotSupportedError" and refused["worldSpecVersion"] == 8
+    error_of(httpx.post(url, json={"runId": RUN, "event": RUN_CREATED, "params": {"eventCount": "3"}}), 400)
+    error_of(httpx.get(f"{loopback}/v1/runs?limit=many"), 400)
+    error_of(httpx.get(f"{loopback}/v1/nowhere"), 404)
+    error_of(httpx.delete(f"{loopback}/v1/runs"), 405)
+    rebound = httpx.get(f"{loopback}/v1/runs", headers={"host": "attacker.example"})
+    assert error_of(rebound, 421)["code"] == "not-loopback"
+    missing = error_of(httpx.post(url, json={"runId": RUN, "event": {"eventType": "run_started"}}), 404)
+    assert missing["name"] == "WorkflowRunNotFoundError"
+    assert httpx.get(f"{loopback}/v1/runs").json()["data"] == []
+    error_of(httpx.get(f"{loopback}/v1/runs/{RUN}"), 404)
+
+
+async def test_a_stream_reads_live_over_http_framed_and_raw(loopback: str) -> None:
+    async with HttpClient(loopback) as client:
+        world = client.world
+        await world.events.create(RUN, RUN_CREATED)
+        await world.events.create(RUN, {"eventType": "run_started"})
+        await world.streams.write(RUN, "strm_1_user", b"\x00first")
+
+        async def framed() -> list[bytes]:
+            return [chunk async for chunk in world.streams.get(RUN, "strm_1_user")]
+
+        async def raw() -> bytes:
+            async with httpx.AsyncClient(timeout=None) as http, \
+                    http.stream("GET", f"{loopback}/v1/runs/{RUN}/streams/strm_1_user?startIndex=0") as response:
+                assert response.headers["content-type"] == "application/octet-stream"
+                return b"".join([piece async for piece in response.aiter_bytes()])
+
+        readers = asyncio.gather(framed(), raw())
+        await asyncio.sleep(0.2)
+        await world.streams.write_multi(RUN, "strm_1_user", [b"second", "third \u2713"])
+        await world.streams.close(RUN, "strm_1_user")
+        chunks, joined = await asyncio.wait_for(readers, 30)
+    assert chunks == [b"\x00first", b"second", "third \u2713".encode()]
+    assert joined == b"".join(chunks)
+
+
+async def test_http_client_signs_each_request_with_sigv4_for_a_function_url() -> None:
+    """``HttpClient(url, aws_region=...)`` signs as AWS checks a Function URL with ``AuthType: AWS_IAM``: the
+    signature each request carries is the one botocore computes for that request (service ``lambda``)."""
+    from botocore.auth import SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+    from starlette.types import Receive, Scope, Send
+
+    from awsworld.client.http_world import HttpWorld, SigV4
+    from awsworld.http.app import create_app
+    from awsworld.http.auth import Auth
+    from awsworld.memory import MemoryWorld
+
+    credentials = Credentials("AKIDEXAMPLE", "secret", "session-token")
+    seen: list[tuple[str, str, dict[str, str], bytes]] = []
+    app = create_app(MemoryWorld(), auth=Auth("aws-iam"))
+
+    async def recording(scope: Scope, receive: Receive, send: Send) -> None:
+        body = b""
+        if scope["type"] == "http":
+            message = await receive()
+            body = message.get("body", b"")
+            query = scope["query_string"].decode()
+            url = f"https://fn.lambda-url.eu-west-1.on.aws{scope['path']}" + (f"?{query}" if query else "")
+            seen.append((scope["method"], url, {k.decode(): v.decode() for k, v in scope["headers"]}, body))
+
+            async def replay() -> Any:
+                return {"type": "http.request", "body": body, "more_body": False}
+
+            await app(scope, replay, send)
+            return
+        await app(scope, receive, send)
+
+    transport = httpx.ASGITransport(app=recording)
+    auth = SigV4("eu-west-1", credentials)
+    async with HttpWorld("https://fn.lambda-url.eu-west-1.on.aws", http=httpx.AsyncClient(
+            transport=transport, base_url="https://fn.lambda-url.eu-west-1.on.aws", auth=auth)) as world:
+        await world.events.create(RUN, RUN_CREATED)
+        assert (await world.runs.get(RUN)).spec_version == 5
+    assert [method for method, *_ in seen] == ["POST", "GET"]
+    for method, url, headers, body in seen:
+        assert headers["authorization"].startswith("AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/")
+        assert "/eu-west-1/lambda/aws4_request" in headers["authorization"]
+        assert headers["x-amz-security-token"] == "session-token"
+        again = AWSRequest(method=method, url=url, data=body, headers={
+            k: v for k, v in headers.items() if k not in ("authorization", "x-amz-security-token", "connection")})
+        signer = SigV4Auth(credentials, "lambda", "eu-west-1")
+        again.context["timestamp"] = headers["x-amz-date"]  # (add_auth would take the clock's time)
+        signer._modify_request_before_signing(again)
+        signature = signer.signature(signer.string_to_sign(again, signer.canonical_request(again)), again)
+        assert headers["authorization"].endswith(f"Signature={signature}")
+
+
+@pytest.fixture
+def with_workflows(tmp_path: Path) -> Iterator[str]:
+    """A memory server that imported ``runtime.test_client_helpers`` (its workflows run there)."""
+    process, url = start_serve(tmp_path, "runtime.test_client_helpers", "--world", "memory",
+                               cwd=Path(__file__).resolve().parent.parent)
+    yield url
+    stop_serve(process)
+
+
+def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_workflows: str) -> None:
+    url = with_workflows
+    started = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.echo_run_id",
+                                                         "args": ["plain"], "kwargs": {"suffix": " http"}})
+    assert started.status_code == 202, started.text
+    run_id = started.json()["runId"]
+    ended = httpx.get(f"{url}/v1/runs/{run_id}/wait", params={"timeout": 30}, timeout=40).json()
+    assert (ended["status"], ended["output"]) == ("completed", "plain http")
+    ended_again = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", json={})
+    assert error_of(ended_again, 409)["name"] == "EntityConflictError"  # (ending an ended run)
+    bad_args = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.echo_run_id",
+                                                          "args": [], "kwargs": {"nope": 1}})
+    assert "argument" in str(error_of(bad_args, 400)["message"])
+    unknown = error_of(httpx.post(f"{url}/v1/client/hooks/resume", json={"token": "nobody", "payload": 1}), 404)
+    assert unknown["name"] == "HookNotFoundError"
+
+    token = "tok-plain-http"
+    hooked = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.hook_after_a_step",
+                                                        "args": [token]}).json()["runId"]
+    for _ in range(200):
+        held = httpx.get(f"{url}/v1/hooks/by-token/{token}")
+        if held.status_code == 200:
+            break
+        time.sleep(0.05)
+    hook = held.json()
+    assert (hook["runId"], hook["ownerId"], hook["projectId"], hook["environment"]) == (
+        hooked, "awsworld", "memory", "local")
+    resumed = httpx.post(f"{url}/v1/client/hooks/resume", json={"token": token, "payload": {"ok": True}})
+    assert resumed.status_code == 200 and resumed.json()["recorded"] is True
+    done = httpx.get(f"{url}/v1/runs/{hooked}/wait", params={"timeout": 30}, timeout=40).json()
+    assert (done["status"], done["output"]) == ("completed", {"ok": True})
+
+    waiting = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.hook_after_a_step",
+                                                         "args": ["tok-never"]}).json()["runId"]
+    cancelled = httpx.post(f"{url}/v1/client/runs/{waiting}/cancel", json={"reason": "not needed"})
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
