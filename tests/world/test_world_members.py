@@ -11,6 +11,7 @@ from pathlib import Path
 
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
+from awsworld.client.http_world import HttpWorld
 from awsworld.memory import MemoryWorld
 from awsworld.world.clock import SYSTEM_CLOCK
 from awsworld.world.protocol import World
@@ -39,6 +40,15 @@ async def test_both_worlds_have_every_declared_member() -> None:
     finally:
         await memory.close()
         await aws.close()
+
+
+async def test_a_world_without_an_extension_declares_it_absent() -> None:
+    """A client's view of a World served over HTTP has no watch index, schedules or publications: it says so with
+    None (the protocol's optional extensions), and keeps the system clock."""
+    async with HttpWorld("http://127.0.0.1:9") as http:  # nothing is requested
+        assert isinstance(http, World)
+        assert http.clock is SYSTEM_CLOCK
+        assert (http.watch, http.schedules, http.published) == (None, None, None)
 
 
 def test_no_code_discovers_a_world_member() -> None:
