@@ -1,7 +1,7 @@
-"""Bytes the log stores for one value with and without a codec (``README``, "Your own serialization: codecs").
+"""Bytes the log stores for one value with and without a codec (``docs/how-to/codecs.md``).
 
 The value is what a shop's step passes around: N orders (pydantic models with a ``Decimal`` price, a
-``datetime`` and a note). Stored three ways, each exactly as the World is handed it (``engine.codecs.store``:
+``datetime`` and a note). Stored three ways, each exactly as the World is handed it (``durable.codecs.store``:
 the JSON text whose UTF-8 bytes count against the inline limit, 16 KiB, and ``AWSWORLD_MAX_VALUE_BYTES``):
 awsworld's JSON with typed envelopes (no codec), ``PydanticCodec(list[Order])`` (plain JSON, validated on the way
 back), and a codec that zlib-compresses the pydantic JSON (bytes: base64 in the envelope). Each is decoded back
@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from awsworld import Codec, Place, PydanticCodec
-from awsworld.engine import codecs, serde
+from awsworld.durable import codecs, serde
 
 INLINE = 16 * 1024
 

@@ -47,6 +47,7 @@ LONGEST_FILES_FIRST = (
     "tests/chaos/test_chaos.py",
     "tests/cli/test_cli.py",
     "tests/conformance/test_queue.py",
+    "tests/docs/test_transcripts.py",  # demo, dev and init as processes: about a minute
     "tests/local/test_localstack.py",
     "tests/deploy/test_init.py",
     "tests/deploy/test_packaging.py",
@@ -54,6 +55,7 @@ LONGEST_FILES_FIRST = (
     "tests/conformance/test_hooks.py",
     "tests/conformance/test_slots_and_races.py",
     "tests/runtime/test_e2e_poll_state.py",
+    "tests/docs/test_site.py",  # the strict docs build
     "tests/cli/test_schedules_cli.py",
     "tests/conformance/test_queue_delivery.py",
     "tests/runtime/test_e2e_children.py",

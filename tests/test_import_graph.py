@@ -1,7 +1,17 @@
-"""No import cycle anywhere in src/awsworld, function-local imports counted (an import inside a function still
-runs, and a circle between modules is a circle a newcomer has to untangle). Imports under ``if TYPE_CHECKING:``
-are not counted: they never run. The graph is built from the source (an ast walk), so it sees every import,
-including the ones a test run never reaches."""
+"""The import contract of src/awsworld: the layers import one way only, and no import cycle anywhere.
+
+Every import counts: at module level, inside a function (it still runs) and under ``if TYPE_CHECKING:`` (it never
+runs, but a type that names a module above is a dependency a reader has to follow all the same). Two graphs are
+checked for cycles: the run-time one (without ``TYPE_CHECKING`` imports) and the type-level one (with them). The
+graph is built from the source (an ast walk), so it sees every import, including the ones a test run never reaches.
+
+The layers (``LAYERS``, bottom first, one line each) are module prefixes; a module belongs to the layer of its
+most specific prefix, so a module can sit below its package (``authoring.errors``: the error types' module path is
+recorded in logs, as an error's ``type``, so it stays where it is, below the durable format that raises them).
+A module may import its own layer and the layers below, never one above. Why not import-linter's layers contract:
+it refuses a layer inside another layer, which is exactly what ``authoring.errors`` needs.
+
+Run ``python tests/test_import_graph.py`` for the contract's report."""
 
 from __future__ import annotations
 
@@ -11,7 +21,33 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = "awsworld"
 
-KNOWN_CYCLES: set[frozenset[str]] = set()
+LAYERS: list[tuple[str, tuple[str, ...]]] = [
+    ("vocabulary: settings, the public error types, durations", (
+        "awsworld.settings", "awsworld.authoring.errors", "awsworld.authoring.durations")),
+    ("the durable format: values, calls, codecs, child ids as the log stores them", ("awsworld.durable",)),
+    ("the World contract: entities, events, protocol, the rulebook, the queue's wire message, schedules' and "
+     "publications' records and timing, the storage and streams every World runs over its engine", (
+        "awsworld.world", "awsworld.http.wire")),
+    ("schedules' model: Schedule, declarations in code", ("awsworld.schedules.model", "awsworld.schedules.declared")),
+    ("authoring: what workflow code is written with, and its seam to the engine", (
+        "awsworld.authoring", "awsworld.schedules.info")),
+    ("the engine: replay without I/O", ("awsworld.engine",)),
+    ("published names: what a deployment publishes, and when a start may refuse a name", ("awsworld.published",)),
+    ("the Worlds: in memory and on AWS, with their schedule and publication stores", (
+        "awsworld.memory", "awsworld.aws")),
+    ("the worker: a delivery, steps, child runs, starts and wakes, the tick and its schedules job", (
+        "awsworld.worker", "awsworld.schedules", "awsworld.http.push")),
+    ("the client: Client and Run, replay tools, the timeline both viewers draw", (
+        "awsworld.client", "awsworld.timeline", "awsworld.runtime")),
+    ("hosts: the CLI, the Lambda handlers, the emulator, the test environment, the viewer, awsworld serve, the API", (
+        "awsworld.cli", "awsworld.lambda_", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld.http",
+        "awsworld.deploy",
+        "awsworld.examples", "awsworld.__main__", "awsworld.world.conformance_check", "=awsworld")),
+]
+"""Bottom first. ``=name``: that module only (the package's ``__init__``, which re-exports the public API).
+``world.conformance_check`` is a static check over both Worlds (read by pyright, never imported)."""
+
+KNOWN_TYPE_LEVEL_CYCLES: set[frozenset[str]] = set()
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -31,13 +67,13 @@ def _is_type_checking(node: ast.If) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.Module, *, typing: bool = False) -> list[ast.Import | ast.ImportFrom]:
-    """Every import statement that runs: at module level, in functions and classes, not under TYPE_CHECKING
-    (``typing``: those too)."""
+def _imports(tree: ast.Module, *, type_level: bool = False) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement that runs: at module level, in functions and classes; with ``type_level``, those
+    under ``if TYPE_CHECKING:`` too."""
     found: list[ast.Import | ast.ImportFrom] = []
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node) and not typing:
+        if isinstance(node, ast.If) and _is_type_checking(node) and not type_level:
             for child in node.orelse:
                 visit(child)
             return
@@ -50,9 +86,9 @@ def _imports(tree: ast.Module, *, typing: bool = False) -> list[ast.Import | ast
     return found
 
 
-def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
+def import_graph(*, type_level: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of this package it imports (a ``from package import name`` that names a submodule
-    counts as importing that submodule); ``typing``: the imports under ``TYPE_CHECKING`` too."""
+    counts as importing that submodule); ``type_level``: ``TYPE_CHECKING`` imports included."""
     modules = _modules()
 
     def owner(name: str) -> str | None:
@@ -63,7 +99,7 @@ def import_graph(*, typing: bool = False) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {name: set() for name in modules}
     for name, (path, is_package) in modules.items():
         package = name if is_package else name.rpartition(".")[0]
-        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), typing=typing):
+        for node in _imports(ast.parse(path.read_text(encoding="utf-8")), type_level=type_level):
             targets: list[str] = []
             if isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
@@ -129,10 +165,39 @@ def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
     return found
 
 
-def test_the_graph_sees_function_local_imports() -> None:
-    graph = import_graph()
-    # engine.execution imports authoring.children at module level; the CLI's main imports commands lazily
-    assert "awsworld.authoring.children" in graph["awsworld.engine.execution"]
+def layer_of(module: str) -> int | None:
+    """The index in ``LAYERS`` of the layer ``module`` belongs to: its most specific prefix's."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if prefix.startswith("="):
+                if module == prefix[1:]:
+                    return index
+            elif (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    return None if best is None else best[0]
+
+
+def upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a module from a layer above its own."""
+    found = []
+    for name, targets in graph.items():
+        here = layer_of(name)
+        for target in targets:
+            there = layer_of(target)
+            if here is not None and there is not None and there > here:
+                found.append(f"{name} ({LAYERS[here][0].split(':')[0]}) -> {target} ({LAYERS[there][0].split(':')[0]})")
+    return sorted(found)
+
+
+def test_the_graph_sees_function_local_and_type_level_imports() -> None:
+    graph, typed = import_graph(), import_graph(type_level=True)
+    # engine.execution imports authoring.runtime at module level; the CLI's main imports commands lazily;
+    # the poller names the AWS World under TYPE_CHECKING only
+    assert "awsworld.authoring.runtime" in graph["awsworld.engine.execution"]
+    assert "awsworld.cli.runs" in graph["awsworld.cli"]
+    assert "awsworld.aws.world" not in graph["awsworld.local.poller"]
+    assert "awsworld.aws.world" in typed["awsworld.local.poller"]
     assert len(graph) > 100 and sum(len(targets) for targets in graph.values()) > 300
 
 
@@ -141,26 +206,49 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": set()}) == []
 
 
-def test_no_import_cycle_in_src() -> None:
-    found = [cycle for cycle in cycles(import_graph()) if cycle not in KNOWN_CYCLES]
+def test_no_import_cycle_at_run_time() -> None:
+    found = cycles(import_graph())
     assert found == [], "import cycles: " + "; ".join(" <-> ".join(sorted(cycle)) for cycle in found)
 
 
-def test_no_type_level_cycle_in_the_worlds() -> None:
-    """The contract and the two Worlds import one way even at type level: a module that names another's type
-    under ``TYPE_CHECKING`` takes a protocol of what it needs instead (``aws/encryption/run_keys.KeyClients``,
-    ``aws/queue/deliveries.Sender``), so no circle hides behind annotations."""
-    worlds = ("awsworld.world", "awsworld.memory", "awsworld.aws")
-    found = [cycle for cycle in cycles(import_graph(typing=True))
-             if any(module.startswith(worlds) for module in cycle)]
-    assert found == [], "type-level cycles: " + "; ".join(" <-> ".join(sorted(cycle)) for cycle in found)
+def test_no_import_cycle_at_type_level() -> None:
+    found = [cycle for cycle in cycles(import_graph(type_level=True)) if cycle not in KNOWN_TYPE_LEVEL_CYCLES]
+    assert found == [], "type-level import cycles: " + "; ".join(" <-> ".join(sorted(cycle)) for cycle in found)
 
 
-def test_the_worker_and_client_are_not_imported_by_the_engine_or_authoring() -> None:
-    """The layers' direction: authoring and the engine never import the worker or the client (the engine
-    declares what needs I/O, the worker does it)."""
-    graph = import_graph()
-    wrong = sorted(f"{name} -> {target}" for name, targets in graph.items() for target in targets
-                   if name.startswith(("awsworld.engine", "awsworld.authoring"))
-                   and target.startswith(("awsworld.worker", "awsworld.client")))
-    assert wrong == []
+def test_every_module_has_a_layer_and_every_layer_entry_names_modules() -> None:
+    modules = _modules()
+    assert sorted(name for name in modules if layer_of(name) is None) == []
+    stale = [prefix for _, prefixes in LAYERS for prefix in prefixes
+             if not any(name == prefix.lstrip("=") or name.startswith(prefix + ".") for name in modules)]
+    assert stale == [], f"layer entries that name no module (moved or removed): {stale}"
+
+
+def test_the_layers_import_one_way_only() -> None:
+    """Authoring never imports the engine, the engine never the worker, the worker never the client...: each layer
+    imports its own and the ones below (``LAYERS``), type-level and function-local imports included."""
+    assert upward_imports(import_graph(type_level=True)) == []
+
+
+def test_the_layer_check_catches_an_upward_import() -> None:
+    assert upward_imports({"awsworld.authoring.calls": {"awsworld.engine.execution"}}) == [
+        "awsworld.authoring.calls (authoring) -> awsworld.engine.execution (the engine)"]
+    assert upward_imports({"awsworld.engine.execution": {"awsworld.authoring.calls"}}) == []
+
+
+if __name__ == "__main__":
+    typed_graph = import_graph(type_level=True)
+    counts = {index: 0 for index in range(len(LAYERS))}
+    for module_name in typed_graph:
+        index_of = layer_of(module_name)
+        if index_of is not None:
+            counts[index_of] += 1
+    for index_of in reversed(range(len(LAYERS))):
+        print(f"{index_of:2d} {counts[index_of]:3d} modules  {LAYERS[index_of][0]}")
+    upward = upward_imports(typed_graph)
+    run_time, type_level = cycles(import_graph()), cycles(typed_graph)
+    print(f"{len(typed_graph)} modules, {sum(len(t) for t in typed_graph.values())} imports (type-level and "
+          f"function-local included): {len(upward)} upward, {len(run_time)} cycles at run time, {len(type_level)} "
+          f"at type level ({len([c for c in type_level if c in KNOWN_TYPE_LEVEL_CYCLES])} known)")
+    for line in upward:
+        print("  upward:", line)

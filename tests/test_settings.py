@@ -1,33 +1,34 @@
-"""One settings object reads every ``AWSWORLD_*`` variable, and the README's table is generated from it.
+"""One settings object reads every ``AWSWORLD_*`` variable, and the docs' settings page is generated from it.
 
-``python tests/test_settings.py`` rewrites the README's settings block from ``awsworld.settings``; as a test, this
-file fails when the block differs, when a module outside ``settings.py`` names a variable itself (so it would
-read it on its own), or when the README, the code or the SAM templates mention a variable ``Settings`` lacks.
+The page (``docs/reference/settings.md``) asks for the table with a marker the docs build replaces with
+``settings_table()`` (``docs/hooks/generated.py``; ``tests/docs/test_site.py`` checks the built page). This file
+fails when a module outside ``settings.py`` names a variable itself (so it would read it on its own), or when the
+docs, the README, the code or the SAM templates mention a variable ``Settings`` lacks.
 """
 
 from __future__ import annotations
 
 import ast
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 from awsworld.aws.config import AWSConfig
-from awsworld.settings import SETTINGS, Settings, readme_table, with_table
+from awsworld.settings import SETTINGS, Settings, settings_table
 from awsworld.world.watch import horizon_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 SRC = ROOT / "src" / "awsworld"
 NAME = re.compile(r"\bAWSWORLD_[A-Z][A-Z0-9_]*[A-Z0-9]\b")
 
 
-def test_the_readme_table_is_the_one_settings_generates() -> None:
-    text = README.read_text(encoding="utf-8")
-    assert with_table(text) == text, "README's settings block is stale: run `python tests/test_settings.py`"
-    assert readme_table() in text
+def test_the_settings_page_asks_for_the_generated_table() -> None:
+    assert "<!-- awsworld:settings -->" in (DOCS / "reference" / "settings.md").read_text(encoding="utf-8")
+    table = settings_table()
+    assert all(f"| `{var.env}` |" in table for var in Settings.variables())
 
 
 def test_no_module_but_settings_names_a_variable() -> None:
@@ -45,7 +46,8 @@ def test_no_module_but_settings_names_a_variable() -> None:
 
 def test_every_variable_mentioned_anywhere_is_declared() -> None:
     declared = {var.env for var in Settings.variables()}
-    places = [README, *SRC.rglob("*.py"), *SRC.rglob("*.yaml"), ROOT / "template.yaml", *(ROOT / "tests").rglob("*.py")]
+    places = [README, *DOCS.rglob("*.md"), *SRC.rglob("*.py"), *SRC.rglob("*.yaml"), ROOT / "template.yaml",
+              *(ROOT / "tests").rglob("*.py"), *(ROOT / "examples").rglob("*.py")]
     mentioned = {name: path for path in places for name in NAME.findall(path.read_text(encoding="utf-8"))}
     assert {name: str(path.relative_to(ROOT)) for name, path in mentioned.items() if name not in declared} == {}
     assert len(declared) == len(Settings.variables())  # no name declared twice
@@ -92,7 +94,3 @@ def test_aws_config_reads_through_settings() -> None:
     with pytest.raises(RuntimeError, match="AWSWORLD_BUCKET is not set"):
         AWSConfig.from_env({"AWSWORLD_TABLE": "t", "AWSWORLD_BUCKET": ""})
 
-
-if __name__ == "__main__":
-    README.write_text(with_table(README.read_text(encoding="utf-8")), encoding="utf-8")
-    print(f"{README}: settings table rewritten ({len(Settings.variables())} variables)", file=sys.stderr)

@@ -30,7 +30,6 @@ from .authoring.calls import (
     uuid4,
 )
 from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
-from .authoring.codecs import Codec, Place, PydanticCodec
 from .authoring.definitions import step, workflow
 from .authoring.errors import (
     CodecError,
@@ -57,6 +56,7 @@ from .authoring.names import InvalidNameError
 from .authoring.poll import poll_until
 from .authoring.retry import RetryPolicy
 from .client.client import Client, Run
+from .durable.codecs import Codec, Place, PydanticCodec
 from .schedules.declared import schedule
 from .schedules.info import ScheduleInfo, schedule_info
 from .schedules.model import Schedule

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from .authoring.poll import POLL_NOT_READY, STATE_FIELD
+from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
 from .engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from .engine.time_scale import recorded_factor
 from .worker.error_shapes import error_summary

@@ -758,7 +758,7 @@ def test_demo_opens_with_the_workflow(project: Path) -> None:
 
 
 def test_start_arguments() -> None:
-    """How ``start`` reads ARGS and --kwargs (the README's rule), without a process."""
+    """How ``start`` reads ARGS and --kwargs (docs/get-started/cli.md's rule), without a process."""
     from awsworld.cli.errors import CliError
     from awsworld.cli.runs import start_arguments
 

@@ -130,7 +130,7 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
         banner = "".join(second.banner)
         parked_line = (f"run {run_id} (shopdev.order) is parked: its replay differs from its log at step 1 (event 3): "
                        "the log has charge('T-1', 42.5), the code called charge('T-1', 85.0); revert the code, or "
-                       "branch the change with awsworld.patched() (README: \"Branching on a change\"), and the run "
+                       "branch the change with awsworld.patched() (docs/how-to/changing-code.md), and the run "
                        f"resumes; `awsworld fail {run_id}` ends it instead\n")
         assert parked_line in banner, banner
         assert "0 unfinished run(s) woken, 1 parked (`awsworld runs --parked`)" in banner, banner

@@ -1,10 +1,13 @@
 """``awsworld serve`` as a process: who it lets in, and what a bad request gets. Every refused request is a clear
 4xx with the wire's ``{"error": ...}`` body, and leaves nothing stored (checked afterwards with a good request).
-Also the live stream read over HTTP (``HttpWorld``'s framed read, and the raw bytes the TypeScript World reads)."""
+Also the live stream read over HTTP (``HttpWorld``'s framed read, and the raw bytes the TypeScript World reads),
+the server ending a live read whose reader disconnected, and ``HttpClient`` refusing at start a workflow name the
+server's publications lack (``GET /v1/published``), on the in-memory World and on the emulator."""
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import subprocess
 import time
 from collections.abc import Iterator
@@ -14,8 +17,12 @@ from typing import Any
 import httpx
 import pytest
 
+from awsworld import workflow
+from awsworld.authoring.definitions import WorkflowNotRegisteredError
+from awsworld.client.client import Client
 from awsworld.client.http_client import HttpClient
-from awsworld.world.errors import RunNotFoundError
+from awsworld.memory import MemoryWorld
+from awsworld.world.errors import InvalidInputError, RunNotFoundError
 from serving import AWSWORLD, start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
 
 TOKEN = "t0ken-0f-the-server-" + "x" * 12
@@ -23,6 +30,14 @@ RUN = "wrun_01K0000000000000000000000Z"
 RUN_CREATED = {"eventType": "run_created", "specVersion": 5,
                "eventData": {"workflowName": "wf", "deploymentId": "d", "input": {"__type": "Uint8Array",
                                                                                   "data": "ZGV2bFsxXQ=="}}}
+
+TESTS = Path(__file__).resolve().parent.parent
+
+
+@workflow(name="shop.order")
+async def order(item: str) -> str:
+    """What ``served`` runs (the server imports this module): the one name its publication holds."""
+    return f"ordered {item}"
 
 
 @pytest.fixture
@@ -77,6 +92,16 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
                              "--ready-file", str(tmp_path / "ready")], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2
     assert "needs authentication" in result.stderr and "token" in result.stderr
+    assert not (tmp_path / "ready").exists()
+
+
+def test_a_port_already_taken_is_one_line_and_exit_1(tmp_path: Path) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        port = str(taken.getsockname()[1])
+        result = subprocess.run([AWSWORLD, "serve", "--world", "memory", "--port", port, "--ready-file",
+                                 str(tmp_path / "ready")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1, result.stderr
+    assert f"cannot listen on 127.0.0.1:{port}" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "ready").exists()
 
 
@@ -227,3 +252,87 @@ def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_
                                                          "args": ["tok-never"]}).json()["runId"]
     cancelled = httpx.post(f"{url}/v1/client/runs/{waiting}/cancel", json={"reason": "not needed"})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+@pytest.fixture(scope="module", params=["memory", "emulator"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``awsworld serve cli.test_serve_cli --world memory|emulator``: a server whose deliveries run this module's
+    workflows (``shop.order``), so it publishes that name before it answers."""
+    process, url = start_serve(tmp_path_factory.mktemp("served"), "cli.test_serve_cli", "--world", request.param,
+                               cwd=TESTS)
+    yield url
+    stop_serve(process)
+
+
+async def test_http_client_refuses_a_workflow_name_the_server_does_not_run(served: str) -> None:
+    """``HttpClient.start`` reads the served World's publications (``GET /v1/published``, once) and refuses a name no
+    consumer registers with the ``WorkflowNotRegisteredError`` a ``Client`` on a World holding those publications
+    raises, before anything is written; a published name starts and runs."""
+    async with HttpClient(served) as client:
+        publications = await client.world.published.read()
+        assert [(p.host, p.ahead, "shop.order" in p.workflows) for p in publications] == [
+            ("awsworld serve", True, True)]
+        with pytest.raises(WorkflowNotRegisteredError) as nope:
+            await client.start("shop.nope", "book")
+        with pytest.raises(WorkflowNotRegisteredError) as typo:
+            await client.start("shop.ordr", "book")
+        assert typo.value.suggestions == ["shop.order"]
+        assert "by awsworld serve, which consumes this World's queue" in str(nope.value)
+        assert "cli.test_serve_cli" in nope.value.modules
+        assert (await client.list_runs()).data == []  # nothing was written
+
+        world = MemoryWorld()  # a Client on a World holding the same publications refuses alike
+        try:
+            for publication in publications:
+                await world.published.publish(publication)
+            for name, refused in (("shop.nope", nope.value), ("shop.ordr", typo.value)):
+                with pytest.raises(WorkflowNotRegisteredError) as direct:
+                    await Client(world).start(name, "book")
+                assert str(direct.value) == str(refused)
+        finally:
+            await world.close()
+
+        run = await client.start("shop.order", "book")
+        assert await run.result(timeout=60) == "ordered book"
+        with pytest.raises(InvalidInputError, match="not over HTTP"):
+            await client.world.published.publish(publications[0])
+
+
+async def live_reads_become(url: str, count: int, timeout: float = 30.0) -> None:
+    """Poll ``GET /v1/info`` until the server serves ``count`` live stream reads (else fail after ``timeout``)."""
+    deadline = time.monotonic() + timeout
+    async with httpx.AsyncClient() as http:
+        while True:
+            now = (await http.get(f"{url}/v1/info")).json()["liveStreamReads"]
+            if now == count:
+                return
+            assert time.monotonic() < deadline, f"liveStreamReads stayed {now}, not {count}, for {timeout} s"
+            await asyncio.sleep(0.05)
+
+
+async def test_a_live_read_whose_reader_disconnects_ends_on_the_server(served: str) -> None:
+    """A live read of a stream that gets no data (its run is running, nobody writes) holds a reader on the server
+    until its client goes away: closing the connection (a raw read, as the TypeScript World's) or cancelling
+    ``HttpWorld``'s framed read ends the server's reader too (its count drops back), not at the stream's end."""
+    run_id = "wrun_01K00000000000000000000DSC"
+    async with HttpClient(served) as client:
+        await client.world.events.create(run_id, RUN_CREATED)
+        await client.world.events.create(run_id, {"eventType": "run_started"})
+        await live_reads_become(served, 0)
+
+        async with httpx.AsyncClient(timeout=None) as http, \
+                http.stream("GET", f"{served}/v1/runs/{run_id}/streams/strm_idle?startIndex=0") as response:
+            assert response.status_code == 200
+            await live_reads_become(served, 1)
+        await live_reads_become(served, 0)  # the connection closed: the server's reader ended
+
+        async def framed() -> list[bytes]:
+            return [chunk async for chunk in client.world.streams.get(run_id, "strm_idle")]
+
+        reader = asyncio.create_task(framed())
+        await live_reads_become(served, 1)
+        reader.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await reader
+        await live_reads_become(served, 0)
+        assert (await client.world.runs.get(run_id)).status == "running"  # (the run went on; only the reads ended)

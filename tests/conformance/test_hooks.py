@@ -12,7 +12,7 @@ import pytest
 from awsworld import Client
 from awsworld.aws.keys import token_key
 from awsworld.aws.log import entities_api
-from awsworld.engine.hook_timeouts import is_heartbeat
+from awsworld.durable.hook_payloads import is_heartbeat
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
 from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH

@@ -20,7 +20,7 @@ import pytest
 from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.lambda_.container import Container, default_container
 from awsworld.lambda_.webhook import WebhookRequest, parse
 from awsworld.local import LocalAWS

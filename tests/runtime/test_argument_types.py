@@ -29,7 +29,7 @@ from awsworld import (
 )
 from awsworld.authoring.errors import USER_ERROR
 from awsworld.client.client import Client
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.world.errors import RunNotFoundError
 
 from .conftest import BOTH, E2E, on_backends

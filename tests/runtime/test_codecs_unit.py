@@ -1,4 +1,4 @@
-"""The codec plumbing on its own (``engine.codecs``): what is stored, what reads back with and without the codec,
+"""The codec plumbing on its own (``durable.codecs``): what is stored, what reads back with and without the codec,
 and the errors that name the value's place (the end-to-end paths are in ``test_e2e_codecs.py``)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from awsworld import CodecError, FatalError, Place, PydanticCodec
-from awsworld.engine import codecs, serde
-from awsworld.engine.json_data import Call
+from awsworld.durable import codecs, serde
+from awsworld.durable.json_data import Call
 
 PLACE = Place("result", "step 'shop.quote'", "wrun_1", "step_2")
 

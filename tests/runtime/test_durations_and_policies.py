@@ -10,7 +10,7 @@ import pytest
 
 from awsworld import FatalError, PollTimeoutError, RetryableError, RetryPolicy, StepTimeoutError, poll_until, step
 from awsworld.authoring.durations import parse_duration, resolve, seconds
-from awsworld.authoring.poll import PollSpec
+from awsworld.authoring.poll_spec import PollSpec
 from awsworld.authoring.retry import seeded, shorthand
 
 NOW = datetime(2030, 1, 1, tzinfo=UTC)

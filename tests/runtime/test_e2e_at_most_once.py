@@ -18,7 +18,7 @@ import pytest
 
 from awsworld import RetryPolicy, StepError, StepInterruptedError, step, step_metadata, workflow
 from awsworld.authoring.definitions import REGISTRY, StepDef
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.testing import WorkflowTestEnv
 from awsworld.worker.step_runner import run_step
 

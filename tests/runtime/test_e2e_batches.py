@@ -27,7 +27,7 @@ from awsworld import map as durable_map
 from awsworld.authoring.batch import BatchResult
 from awsworld.authoring.errors import STEP_CANCELLED
 from awsworld.client.replay import ReplayResult, replay_run
-from awsworld.engine import serde
+from awsworld.durable import serde
 
 from .conftest import BOTH, E2E, on_backends
 

@@ -30,7 +30,7 @@ from awsworld import (
 )
 from awsworld.authoring.definitions import workflow_name
 from awsworld.client.replay import replay_run
-from awsworld.engine.child_calls import START_CHILD, child_run_id
+from awsworld.durable.child_calls import START_CHILD, child_run_id
 from awsworld.testing import WorkflowTestEnv
 from awsworld.worker.child_runs import on_run_end
 from awsworld.world.entities import TERMINAL_RUN_STATUSES

@@ -31,7 +31,7 @@ from awsworld import (
 from awsworld import map as batch_map
 from awsworld.aws.resources import run_prefix
 from awsworld.client.replay import replay_run
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.world.errors import RunNotFoundError
 
 from .conftest import AWS, BOTH, E2E, on_backends, with_env

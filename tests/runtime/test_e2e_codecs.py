@@ -30,7 +30,7 @@ from awsworld import (
 )
 from awsworld.aws.resources import run_prefix
 from awsworld.client.replay import replay_run
-from awsworld.engine import serde
+from awsworld.durable import serde
 
 from .conftest import AWS, BOTH, E2E
 from .values_support import INLINE

@@ -17,7 +17,7 @@ import pytest
 from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld.authoring.definitions import workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.worker.dispatch import Runtime
 
 from .conftest import deployed

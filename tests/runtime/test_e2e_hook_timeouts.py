@@ -21,9 +21,9 @@ from awsworld import (
     workflow,
 )
 from awsworld.authoring.definitions import REGISTRY, workflow_name
-from awsworld.engine import serde
+from awsworld.durable import serde
+from awsworld.durable.hook_payloads import FAILURE_TAG
 from awsworld.engine.execution import WorkflowExecution
-from awsworld.engine.hook_timeouts import FAILURE_TAG
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import HookNotFoundError

@@ -13,7 +13,7 @@ import pytest
 
 from awsworld import BatchError, FatalError, batch_map, create_hook, sleep, step, workflow
 from awsworld import map as durable_map
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import HookNotFoundError

@@ -23,7 +23,7 @@ from awsworld import (
 )
 from awsworld.authoring.errors import PollAttemptsExhaustedError
 from awsworld.aws.resources import run_prefix
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.timeline import timeline_rows
 
 from .conftest import BOTH, E2E, on_backends, with_env

@@ -10,13 +10,13 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from collections import Counter
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
@@ -24,6 +24,7 @@ from starlette.routing import Route
 
 from awsworld.http.app import create_app
 from awsworld.http.auth import Auth
+from awsworld.http.listen import listening
 
 from .conftest import BOTH, E2E
 
@@ -64,15 +65,9 @@ class App:
 async def app() -> AsyncIterator[App]:
     recorder = App()
     starlette = Starlette(routes=[Route("/.well-known/workflow/v1/flow", recorder.flow, methods=["POST"])])
-    server = uvicorn.Server(uvicorn.Config(starlette, host="127.0.0.1", port=0, log_level="warning",
-                                           access_log=False, lifespan="off"))
-    task = asyncio.create_task(server.serve())
-    while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-        await asyncio.sleep(0.01)
-    recorder.url = f"http://localhost:{server.servers[0].sockets[0].getsockname()[1]}"
-    yield recorder
-    server.should_exit = True
-    await task
+    async with listening(starlette) as server:
+        recorder.url = server.url.replace("127.0.0.1", "localhost")
+        yield recorder
 
 
 @pytest.fixture
@@ -152,6 +147,28 @@ async def test_a_host_not_listed_is_refused_and_nothing_is_queued(e2e: E2E, serv
     error = response.json()["error"]
     assert error["name"] == "WorkflowWorldError" and error["details"]["field"] == "deliverTo"
     assert await e2e.queue_depth() == before
+
+
+async def test_what_a_pushed_delivery_costs_in_sqs_and_dynamodb_requests(
+        e2e: E2E, served: httpx.AsyncClient, app: App) -> None:
+    """The README's figures (``bench/push.py`` prints more cases), counted on the World's clients: a message
+    without a key is one SendMessage to queue and one DeleteMessage once acknowledged; a key adds its DynamoDB item
+    (PutItem and UpdateItem to hold it, DeleteItem to let it go). The poller's receives (up to ten messages each,
+    made by AWS on Lambda) and this test's own queue-depth reads are left out."""
+    if e2e.memory:
+        pytest.skip("request counts are the emulator's: the in-memory World makes no requests")
+    await e2e.idle()
+    before = e2e.world.stats.snapshot()
+    await queue(served, app.url)
+    await queue(served, app.url, idempotencyKey="step_cost")
+    await app.wait_for(2)
+    await e2e.idle()
+    made = (e2e.world.stats.snapshot() - before).requests
+    polled = ("sqs.ReceiveMessage", "sqs.GetQueueAttributes")
+    assert Counter({op: n for op, n in made.items() if op not in polled}) == Counter({
+        "sqs.SendMessage": 2, "sqs.DeleteMessage": 2, "dynamodb.PutItem": 1, "dynamodb.UpdateItem": 1,
+        "dynamodb.DeleteItem": 1})
+    assert len(app.received) == 2
 
 
 async def dead_letters(e2e: E2E) -> int:

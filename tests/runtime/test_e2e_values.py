@@ -34,7 +34,7 @@ from awsworld import (
 from awsworld.authoring.errors import ValueTooLargeError, WorkflowRunFailedError
 from awsworld.aws.resources import run_prefix
 from awsworld.cli.dev import environment
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.world.errors import PayloadTooLargeError
 
 from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E, on_backends, with_env

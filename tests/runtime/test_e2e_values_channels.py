@@ -26,7 +26,7 @@ import pytest
 
 from awsworld import StepError, create_webhook, get_writable, step, workflow
 from awsworld.authoring.errors import MAX_ERROR_MESSAGE, WorkflowRunFailedError
-from awsworld.engine import serde
+from awsworld.durable import serde
 from awsworld.lambda_ import webhook
 from awsworld.lambda_.container import Container
 

@@ -38,7 +38,7 @@ async def checkout(order: str) -> dict[str, Any]:
 
 
 async def checkout_v2(order: str) -> dict[str, Any]:
-    """The change, as README's "Changing workflow code safely" shows it."""
+    """The change, as docs/how-to/changing-code.md shows it (examples/how_to/patched_checkout.py)."""
     reservation = await reserve(order)
     await create_hook(token=f"pay:{order}")
     if patched("charge-with-tax"):

@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 import pytest
 from pydantic import BaseModel, Field
 
-from awsworld.engine import serde
-from awsworld.engine.serde import RestoredError, SerializationError, dumps, from_json_text, loads, to_json_text
+from awsworld.durable import serde
+from awsworld.durable.serde import RestoredError, SerializationError, dumps, from_json_text, loads, to_json_text
 
 
 class Color(Enum):

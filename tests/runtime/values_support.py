@@ -17,7 +17,7 @@ from typing import Any
 from uuid import UUID
 
 from awsworld.aws.config import DEFAULT_INLINE_VALUE_LIMIT
-from awsworld.engine import serde
+from awsworld.durable import serde
 
 MAX_VALUE_BYTES = 256 * 1024
 INLINE = DEFAULT_INLINE_VALUE_LIMIT

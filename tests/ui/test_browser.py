@@ -1,6 +1,7 @@
 """End to end in a real headless Chromium (the OS package, driven by Playwright): the demo-like run's page shows
 every step on the timeline, and a running run's page follows it live until it completes. Screenshots go to the
-test's tmp_path (``AWSWORLD_UI_SCREENSHOT=path.png`` copies the run page's there too: how docs/ got its own).
+test's tmp_path. The docs' pictures of the run viewer are real runs of the demo's workflow (``order.process``),
+taken here: ``AWSWORLD_UI_SCREENSHOT=docs/images`` writes them there (``ui-run.png``, ``ui-runs.png``).
 
 Skips only when no Chromium binary exists (``apt-get install -y chromium``; .ci/run tries it).
 """
@@ -17,6 +18,8 @@ from typing import Any
 
 import pytest
 
+from awsworld.examples.order import process_order
+from awsworld.settings import SETTINGS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import create_app, serve
 
@@ -85,8 +88,6 @@ async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path
         shot = tmp_path / "run.png"
         await page.screenshot(path=str(shot), full_page=True)
         assert shot.stat().st_size > 10_000
-        if os.environ.get("AWSWORLD_UI_SCREENSHOT"):
-            shutil.copy(shot, os.environ["AWSWORLD_UI_SCREENSHOT"])
         await page.goto(base)
         assert await page.locator(f"a[href='/runs/{demo.run_id}']").count() == 1
 
@@ -113,3 +114,35 @@ async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> No
             assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "received"
             assert await page.locator("#events tr", has_text="run_completed").count() == 1
             await page.screenshot(path=str(tmp_path / "live.png"))
+
+
+async def test_the_docs_screenshots_are_real_runs_of_the_demo(browser: Any, tmp_path: Path) -> None:
+    """The demo's ``order.process`` as a user runs it (three orders: two shipped, one waiting for its address), its
+    run page and the run list, as the docs show them (``docs/how-to/run-viewer.md``)."""
+    async with WorkflowTestEnv() as env:
+        runs = []
+        for order_id, items in (("A-17", ["kettle", "mugs", "tea"]), ("A-18", ["teapot"]), ("A-19", ["cups"])):
+            run = await env.client.start(process_order, order_id, items, 42.5)
+            await run.wait_for_hook(f"address:{order_id}")
+            runs.append(run)
+        for order_id, run in zip(("A-17", "A-18"), runs, strict=False):
+            await env.client.resume_hook(f"address:{order_id}", {"address": "1 Main St"})
+            assert (await run.result())["tracking"] == f"tracking-{order_id}"
+        async with served(env.world) as base:
+            page = await browser.new_page(viewport={"width": 1280, "height": 900})
+            await page.goto(f"{base}/runs/{runs[0].run_id}")
+            assert await page.locator("#status").text_content() == "completed"
+            names = await page.locator("#timeline .lane[data-kind=step]").evaluate_all(
+                "els => els.map(e => e.dataset.name)")
+            assert sorted(names) == sorted(["order.reserve"] * 3 + ["order.charge", "order.pack", "order.ship"])
+            run_page = tmp_path / "ui-run.png"
+            await page.screenshot(path=str(run_page), full_page=True)
+            await page.goto(base)
+            assert await page.locator("a[href^='/runs/wrun_']").count() >= 3
+            run_list = tmp_path / "ui-runs.png"
+            await page.set_viewport_size({"width": 1280, "height": 260})
+            await page.screenshot(path=str(run_list))
+    for shot in (run_page, run_list):
+        assert shot.stat().st_size > 10_000
+        if SETTINGS.ui_screenshot is not None:
+            shutil.copy(shot, SETTINGS.ui_screenshot / shot.name)

@@ -11,9 +11,10 @@
  * queue carries it and the server's delivery path POSTs it to `/.well-known/workflow/v1/flow` with the
  * `x-vqs-*` headers, which `createQueueHandler` below checks and answers.
  *
- * Environment: `WORLD_SERVER_URL` (required, e.g. `http://127.0.0.1:8787`), `WORLD_SERVER_TOKEN` (the server's
- * bearer token, when it has one), `WORLD_DELIVERY_BASE_URL` (where the server reaches this app; default
- * `http://localhost:$PORT`).
+ * Environment: `WORLD_SERVER_URL` (required, e.g. `http://127.0.0.1:8787`), `WORLD_SERVER_AUTH` (how requests
+ * authenticate: `sigv4`, `token` or `none`; see `AuthMode`), `WORLD_SERVER_TOKEN` (the server's bearer token),
+ * `WORLD_SERVER_REGION` (SigV4's region when the URL does not name one; else `AWS_REGION`, `AWS_DEFAULT_REGION`),
+ * `WORLD_DELIVERY_BASE_URL` (where the server reaches this app; default `http://localhost:$PORT`).
  */
 import {
   EntityConflictError,
@@ -29,14 +30,71 @@ import {
 import { SPEC_VERSION_CURRENT } from '@workflow/world';
 import type { World } from '@workflow/world';
 import { Agent, fetch as undiciFetch } from 'undici';
+import type { AwsCredentialsSource, Signer } from './sigv4.js';
+
+export type { AwsCredentials, AwsCredentialsSource } from './sigv4.js';
+
+/**
+ * How each request to the server authenticates:
+ * - `sigv4`: signed with AWS Signature Version 4 (service `lambda`) for the stack's Function URL (`AuthType:
+ *   AWS_IAM`), with the credentials of the AWS SDK's standard provider chain (`sigv4.ts`);
+ * - `token`: `Authorization: Bearer <token>` (`awsworld serve --token-file`);
+ * - `none`: nothing (a server on loopback without a token).
+ * Default: `WORLD_SERVER_AUTH`; else `token` when a token is given, `sigv4` for a Lambda Function URL
+ * (`https://<id>.lambda-url.<region>.on.aws`), `none` otherwise.
+ */
+export type AuthMode = 'sigv4' | 'token' | 'none';
+
+const AUTH_MODES: readonly AuthMode[] = ['sigv4', 'token', 'none'];
+const FUNCTION_URL_HOST = /\.lambda-url\.([a-z0-9-]+)\.on\.aws$/;
 
 export interface AwsworldWorldOptions {
   /** The server's base URL (default: `WORLD_SERVER_URL`). */
   url?: string;
-  /** The server's bearer token (default: `WORLD_SERVER_TOKEN`). */
+  /** How requests authenticate (default: `WORLD_SERVER_AUTH`, else inferred: see `AuthMode`). */
+  auth?: AuthMode;
+  /** The server's bearer token, for `token` (default: `WORLD_SERVER_TOKEN`). */
   token?: string;
+  /** SigV4's region (default: the Function URL's, else `WORLD_SERVER_REGION`, `AWS_REGION`, `AWS_DEFAULT_REGION`). */
+  region?: string;
+  /** SigV4's credentials (default: the AWS SDK's standard provider chain). */
+  credentials?: AwsCredentialsSource;
   /** Where the server delivers this app's messages (default: `WORLD_DELIVERY_BASE_URL`, else localhost:$PORT). */
   deliveryBaseUrl?: string;
+}
+
+/** How a World authenticates, settled (and checked) once, when it is created. */
+type Authentication =
+  | { mode: 'none' }
+  | { mode: 'token'; token: string }
+  | { mode: 'sigv4'; region: string; credentials?: AwsCredentialsSource };
+
+function authentication(base: string, options: AwsworldWorldOptions): Authentication {
+  const token = options.token ?? process.env.WORLD_SERVER_TOKEN;
+  const host = new URL(base).hostname;
+  const named = options.auth ?? (process.env.WORLD_SERVER_AUTH || undefined);
+  if (named !== undefined && !AUTH_MODES.includes(named as AuthMode)) {
+    throw new Error(`world-awsworld: WORLD_SERVER_AUTH must be one of ${AUTH_MODES.join(', ')}, not ${JSON.stringify(named)}`);
+  }
+  const mode: AuthMode = (named as AuthMode | undefined) ?? (token ? 'token' : FUNCTION_URL_HOST.test(host) ? 'sigv4' : 'none');
+  if (mode === 'token') {
+    if (!token) throw new Error('world-awsworld: token authentication needs WORLD_SERVER_TOKEN (the server\'s bearer token)');
+    return { mode, token };
+  }
+  if (mode === 'sigv4') {
+    const region =
+      options.region ??
+      FUNCTION_URL_HOST.exec(host)?.[1] ??
+      (process.env.WORLD_SERVER_REGION || process.env.AWS_REGION || process.env.AWS_DEFAULT_REGION);
+    if (!region) {
+      throw new Error(
+        'world-awsworld: SigV4 needs a region: a Function URL names it (<id>.lambda-url.<region>.on.aws); ' +
+          'else set WORLD_SERVER_REGION or AWS_REGION',
+      );
+    }
+    return { mode, region, credentials: options.credentials };
+  }
+  return { mode };
 }
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -142,17 +200,21 @@ export function rebuildError(status: number, body: unknown, context: { runId?: s
 /** Long reads (a live stream, a wait) must not be cut by undici's 300 s idle timeouts. */
 const patient = new Agent({ bodyTimeout: 0, headersTimeout: 0 });
 
+/** RFC 3986 encoding (what SigV4 signs: `encodeURIComponent` leaves `!'()*` as they are). */
+function escape(text: string): string {
+  return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
 function path(...segments: string[]): string {
-  return segments.map((segment) => encodeURIComponent(segment)).join('/');
+  return segments.map(escape).join('/');
 }
 
 function query(params: Record<string, string | number | undefined | null>): string {
-  const search = new URLSearchParams();
+  const parts: string[] = [];
   for (const [key, value] of Object.entries(params)) {
-    if (value !== undefined && value !== null) search.set(key, String(value));
+    if (value !== undefined && value !== null) parts.push(`${escape(key)}=${escape(String(value))}`);
   }
-  const text = search.toString();
-  return text ? `?${text}` : '';
+  return parts.length ? `?${parts.join('&')}` : '';
 }
 
 export function createWorld(options: AwsworldWorldOptions = {}): World {
@@ -160,13 +222,22 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
   if (!base) {
     throw new Error('world-awsworld: set WORLD_SERVER_URL to the URL of `awsworld serve` (e.g. http://127.0.0.1:8787)');
   }
-  const token = options.token ?? process.env.WORLD_SERVER_TOKEN;
+  const auth = authentication(base, options);
   let deploymentId: Promise<string> | undefined;
+  let signer: Promise<Signer> | undefined;
 
-  const headers = (body: boolean): Record<string, string> => ({
-    ...(body ? { 'content-type': 'application/json' } : {}),
-    ...(token ? { authorization: `Bearer ${token}` } : {}),
-  });
+  /** The headers of one request: its content type, and what `auth` adds (a token, or a SigV4 signature). */
+  async function headers(method: string, url: string, body?: string): Promise<Record<string, string>> {
+    const own: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+    if (auth.mode === 'token') return { ...own, authorization: `Bearer ${auth.token}` };
+    if (auth.mode === 'none') return own;
+    signer ??= import('./sigv4.js').then((sigv4) =>
+      sigv4.createSigner({ region: auth.region, credentials: auth.credentials }),
+    );
+    const signed = await (await signer)({ method, url, headers: own, body });
+    delete signed.host; // (undici sends the URL's own host, which is what was signed)
+    return signed;
+  }
 
   async function send(
     method: 'GET' | 'POST',
@@ -175,11 +246,13 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
     context: { runId?: string; token?: string } = {},
   ): Promise<unknown> {
     let response;
+    const text = body === undefined ? undefined : JSON.stringify(encode(body));
+    const sent = await headers(method, `${base}${url}`, text); // (no credentials to sign with: that error, as it is)
     try {
       response = await undiciFetch(`${base}${url}`, {
         method,
-        headers: headers(body !== undefined),
-        body: body === undefined ? undefined : JSON.stringify(encode(body)),
+        headers: sent,
+        body: text,
         dispatcher: patient,
       });
     } catch (error) {
@@ -189,12 +262,12 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
         cause: error,
       });
     }
-    const text = await response.text();
+    const answer = await response.text();
     let parsed: unknown = undefined;
     try {
-      parsed = text ? JSON.parse(text) : undefined;
+      parsed = answer ? JSON.parse(answer) : undefined;
     } catch {
-      parsed = text;
+      parsed = answer;
     }
     if (!response.ok) throw rebuildError(response.status, parsed, context);
     return decode(parsed);
@@ -370,7 +443,7 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
       },
       async get(runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> {
         const url = `${base}/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`;
-        const response = await undiciFetch(url, { headers: headers(false), dispatcher: patient });
+        const response = await undiciFetch(url, { headers: await headers('GET', url), dispatcher: patient });
         if (!response.ok || !response.body) {
           const text = await response.text();
           let parsed: unknown = text;

@@ -35,7 +35,7 @@ from .batch_result import (
     describe_error,
 )
 from .names import SEPARATOR, check_name, labelled
-from .scope import StepEnd, wakes_on
+from .runtime import StepEnd, wakes_on
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -220,7 +220,7 @@ async def _run(start: Callable[[int], Awaitable[R]], total: int, labels: list[tu
 
 
 def _wakes_on(rule: CompletionRule, limit: int) -> frozenset[StepEnd]:
-    """The ends of an item's steps the batch reacts to at once (``authoring.scope.wakes_on``): any end while
+    """The ends of an item's steps the batch reacts to at once (``authoring.runtime.wakes_on``): any end while
     items wait for a slot, a success when a minimum is asked, a failure when failures can decide. A step's end
     stands for its item's (a step may not be its item's last; then waking costs a replay and changes nothing)."""
     if limit < rule.total:
@@ -282,7 +282,7 @@ async def first_successful(*awaitables: Awaitable[T]) -> T:
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
     """One of ``first_successful``'s awaitables, in a task of its own: any end of its steps wakes the workflow at
-    once (``authoring.scope.wakes_on``), so the first success is seen while the others still run or retry."""
+    once (``authoring.runtime.wakes_on``), so the first success is seen while the others still run or retry."""
     wakes_on.set(wakes_on.get() | _ANY_END)
     return await awaitable
 

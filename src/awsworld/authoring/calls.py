@@ -4,22 +4,24 @@
 from __future__ import annotations
 
 import random as _random
+import time as _time
+import uuid as _uuid
 from collections.abc import AsyncIterator, Generator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import Any, Generic, TypeVar, overload
 
-from ..engine import hook_timeouts
-from ..engine.determinism import time_ns, uuid4
-from ..engine.ops import HookOp
+from ..durable.codecs import Codec
 from ..world.clock import clock_of
-from .codecs import Codec
 from .durations import Duration, When
-from .scope import current_execution, current_step, require_execution
-from .step_context import StepMetadata, StreamWriter
+from .runtime import HookHandle, current_runtime, require_runtime
+from .step_context import StepMetadata, StreamWriter, current_step
 
-if TYPE_CHECKING:
-    from ..engine.execution import WorkflowExecution
+_stdlib_time_ns = _time.time_ns
+_stdlib_uuid4 = _uuid.uuid4
+"""The standard library's own, taken at import: while workflow code runs, the engine's determinism guard puts
+replay-stable functions in ``time`` and ``uuid`` (``engine/determinism.py``), and outside a workflow these answer
+as the standard library does."""
 
 
 async def sleep(duration: When, *, name: str | None = None) -> None:
@@ -27,24 +29,45 @@ async def sleep(duration: When, *, name: str | None = None) -> None:
     ``"1h30m"``), or until an aware datetime. A relative duration counts from the workflow's ``now()``, so
     replays agree on when it ends. No compute runs while it waits. ``name``: what the log shows for this
     sleep (display only, ``authoring.names``)."""
-    execution = require_execution("awsworld.sleep()")
-    await execution.sleep_until(execution.resume_at(duration), name=name)
+    runtime = require_runtime("awsworld.sleep()")
+    await runtime.sleep_until(runtime.resume_at(duration), name=name)
 
 
 def now() -> datetime:
     """Inside a workflow: the time of the last event replayed (the same on every replay). Inside a step: the
     World's clock (a test environment's virtual time). Elsewhere: now."""
-    execution = current_execution.get()
-    if execution is not None:
-        return execution.current_time()
+    runtime = current_runtime.get()
+    if runtime is not None:
+        return runtime.current_time()
     step = current_step.get()
     return clock_of(step.world).now() if step is not None else datetime.now(UTC)
 
 
 def random() -> float:
     """Inside a workflow: a replay-stable pseudo-random float in [0, 1). Elsewhere: ``random.random()``."""
-    execution = current_execution.get()
-    return execution.rng.random() if execution is not None else _random.random()
+    runtime = current_runtime.get()
+    return runtime.rng.random() if runtime is not None else _random.random()
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def time_ns() -> int:
+    """Inside a workflow: the time of the last event replayed, in nanoseconds since the epoch (replay-stable).
+    Elsewhere: ``time.time_ns()``."""
+    runtime = current_runtime.get()
+    if runtime is None:
+        return _stdlib_time_ns()
+    return (runtime.current_time() - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def uuid4() -> _uuid.UUID:
+    """Inside a workflow: a random UUID drawn from the run's seeded generator (replay-stable). Elsewhere:
+    ``uuid.uuid4()``."""
+    runtime = current_runtime.get()
+    if runtime is None:
+        return _stdlib_uuid4()
+    return _uuid.UUID(int=runtime.rng.getrandbits(128), version=4)
 
 
 def patched(change_id: str) -> bool:
@@ -59,7 +82,7 @@ def patched(change_id: str) -> bool:
     A run's first call for a change id fixes the answer for all its later calls; a True answer is recorded
     durably (one small write per change id per run, none for runs that never call it), so it never flips.
     ``change_id``: 1-200 characters, no whitespace; keep it unique per change."""
-    return require_execution("awsworld.patched()").patched(change_id)
+    return require_runtime("awsworld.patched()").patched(change_id)
 
 
 __all__ = ["Hook", "create_hook", "create_webhook", "get_writable", "now", "patched", "random", "sleep",
@@ -74,15 +97,18 @@ class Hook(Generic[T]):
     ``async with create_hook() as hook`` disposes it (frees its token) on exit. ``T``: what a payload is (the
     codec's type with ``create_hook(codec=...)``; else ``Any``)."""
 
-    def __init__(self, op: HookOp) -> None:
-        self._op = op
+    def __init__(self, handle: HookHandle) -> None:
+        self._op = handle
 
     @property
     def token(self) -> str:
+        """The token the other side resumes this hook with (``client.resume_hook(token, payload)``); a webhook's
+        is the 64 hex digits at the end of its URL."""
         return self._op.token
 
     @property
     def id(self) -> str:
+        """The hook's id in the run's log (its ``hook_created`` event's correlation id)."""
         return self._op.id
 
     def __await__(self) -> Generator[Any, None, T]:
@@ -140,28 +166,17 @@ def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When
     ``codec``: the payloads are the codec's text or bytes (``resume_hook(token, text)``), and the workflow gets
     what it decodes (a ``Hook[T]`` for a ``Codec[T]``); a payload it cannot decode raises ``CodecError`` at the
     await that takes it (the hook takes later payloads)."""
-    execution = require_execution("awsworld.create_hook()")
-    op = execution.declare_hook(token, metadata, is_webhook=False, codec=codec, name=name)
-    _arm(execution, op, timeout, heartbeat_timeout)
-    return Hook(op)
+    return Hook(require_runtime("awsworld.create_hook()").create_hook(
+        token, metadata, is_webhook=False, codec=codec, name=name, timeout=timeout,
+        heartbeat_timeout=heartbeat_timeout))
 
 
 def create_webhook(metadata: Any = None, *, timeout: When | None = None, heartbeat_timeout: Duration | None = None,
                    name: str | None = None) -> Hook[Any]:
     """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``,
     ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s."""
-    execution = require_execution("awsworld.create_webhook()")
-    op = execution.declare_hook(None, metadata, is_webhook=True, name=name)
-    _arm(execution, op, timeout, heartbeat_timeout)
-    return Hook(op)
-
-
-def _arm(execution: WorkflowExecution, op: HookOp, timeout: When | None, heartbeat_timeout: Duration | None) -> None:
-    """The hook's waits, at the positions right after it: its timeout's, then its first heartbeat wait."""
-    if timeout is not None:
-        hook_timeouts.arm(execution, op, timeout)
-    if heartbeat_timeout is not None:
-        hook_timeouts.arm_heartbeat(execution, op, heartbeat_timeout)
+    return Hook(require_runtime("awsworld.create_webhook()").create_hook(
+        None, metadata, is_webhook=True, name=name, timeout=timeout, heartbeat_timeout=heartbeat_timeout))
 
 
 def step_metadata() -> StepMetadata:

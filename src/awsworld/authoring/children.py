@@ -33,7 +33,7 @@ Why the races are safe:
 
 - *The child ends before the parent's hook exists*: it cannot. The flow writes every declaration of an
   iteration (steps and waits in a batch, then hooks) before it queues or runs any step (``Flow._loop`` runs
-  ``_declare`` until nothing is new, and only then ``_dispatch``), and a replay that finds the step declared
+  ``Declarer.declare`` until nothing is new, and only then ``_dispatch``), and a replay that finds the step declared
   but not the hook declares the hook again before dispatching. So the step's body, which starts the child,
   runs only once the hook is in the parent's log.
 - *The child's end is observed twice* (a redelivery, a retried delivery): one ``hook_received``, because the
@@ -53,9 +53,10 @@ Why the races are safe:
 - *The workflow cancels the call* (the task awaiting ``start_child`` or a child call, a ``first_successful``
   loser) while the start step is open: the step's end is recorded as cancelled and the awaiting task raises
   ``CancelledError``. A start not begun yet never begins (no child run). A start under way is finished
-  (``_start_child_run`` shields it): that child runs on as if left running, still cancelled with its parent
-  unless detached, and its end reaches the call's hook, which nothing reads. Cancelling a task that awaits a
-  started child's handle cancels that await (and the handle), never the child run.
+  (``worker/child_runs.py``'s ``_start_child_run`` shields it): that child runs on as if left running, still
+  cancelled with its parent unless detached, and its end reaches the call's hook, which nothing reads.
+  Cancelling a task that awaits a started child's handle cancels that await (and the handle), never the child
+  run.
 
 The link is in both records: the child's ``run_created`` executionContext carries ``parentRunId``,
 ``parentCallId`` (the start step's id, the call's position) and ``detached``; the parent's ``hook_created`` for
@@ -70,15 +71,11 @@ from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
-from ..engine import codecs, serde
-from ..engine.child_calls import LINK_KEY, START_CHILD_CALL, TOKEN_PREFIX, child_run_id, child_token
-from ..engine.ops import HookOp
-from .codecs import Codec, Place
+from ..durable.child_calls import LINK_KEY, TOKEN_PREFIX, child_run_id, child_token
+from ..durable.codecs import Codec
 from .definitions import WorkflowDef
-from .errors import CodecError, FatalError
 from .names import check_name
-from .rebuilt_errors import rebuild
-from .scope import require_execution
+from .runtime import require_runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -218,110 +215,17 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
     return await child_options().start(workflow, *args, **kwargs)
 
 
-async def call_child(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                     name: str | None = None) -> Any:
-    """``await child_workflow(...)`` inside a workflow (``name``: from ``with_name``): start the child and await
-    its value."""
-    return await (await _start(definition, args, kwargs, detached=False, name=name))
-
-
 # ---------------------------------------------------------------------------------------------- the parent side
 
 
 async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                  detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildRun[Any]:
-    """Declare the call (the start step, then the hook its outcome comes back on), await the start step and
-    return the handle."""
-    execution = require_execution("awsworld.start_child()")
-    try:  # through the child's args_codec (a CodecError is raised here, at the call)
-        call_input = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
-                                       Place("input", f"workflow {definition.name!r}", execution.run_id))
-    except serde.SerializationError as error:
-        raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
-    start_args = (definition.name, call_input, detached)
-    if not execution.recorded_call(START_CHILD_CALL, start_args, {}):
-        # A new call: arguments the child cannot take are a TypeError here, at the call site, before anything is
-        # declared (a call the log records was accepted when it was made, and replays as it was).
-        definition.check_arguments(args, kwargs)
-    step = execution.declare_step(START_CHILD_CALL, start_args, {}, name=name)
-    run_id = child_run_id(execution.run_id, step.id)
-    hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
-        "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
-    outcome: asyncio.Future[Any] = execution.loop.create_future()
-    call = _Call(run_id, definition.name, hook, outcome, definition.codec if codec is None else codec,
-                 per_call=codec is not None)
-    hook.next_payload().add_done_callback(call.ended)
-    try:
-        await step.future
-    except Exception as error:  # the step failed for good, or its input was refused (too large)
-        raise call.not_started(error) from error
-    return ChildRun(run_id, definition.name, detached, outcome)
+    """The call through the run's runtime (``engine/children.py`` declares the start step, then the hook its
+    outcome comes back on, and awaits the start step), as the handle."""
+    started = await require_runtime("awsworld.start_child()").start_child(definition, args, kwargs,
+                                                                          detached=detached, name=name, codec=codec)
+    return ChildRun(started.run_id, definition.name, detached, started.outcome)
 
 
-@dataclass
-class _Call:
-    """One child call's outcome, settled by the child's end on the hook (a callback on the replay loop, run as
-    the ``hook_received`` is replayed, so every replay settles it at the same point). The end may come before
-    the start step's own outcome is in the log: the handle's ``await`` only needs the end."""
-
-    run_id: str
-    workflow_name: str
-    hook: HookOp
-    outcome: asyncio.Future[Any]
-    codec: Codec[Any] | None = None  # the child workflow's result codec, or the call's (``child_options``)
-    per_call: bool = False  # the call's: it reads a result stored without a codec too
-
-    def ended(self, future: asyncio.Future[Any]) -> None:
-        if future.cancelled():
-            return
-        failure = future.exception()
-        if failure is not None:  # the hook itself was refused
-            self._settle(error=self.not_started(failure))
-            return
-        self.hook.dispose_requested = True  # the one payload it will ever take: free it (see the module doc)
-        payload = future.result()
-        if not isinstance(payload, dict):
-            self._settle(error=FatalError(f"child run {self.run_id} reported {payload!r}, not an outcome"))
-            return
-        if payload.get("status") == "completed":
-            try:
-                place = Place("result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id)
-                value = codecs.load_text(payload.get("result"), self.codec, place) \
-                    if self.per_call and self.codec is not None else codecs.load(payload.get("result"), self.codec,
-                                                                                 place)
-            except CodecError as undecodable:
-                self._settle(error=undecodable)
-                return
-            except serde.SerializationError as unreadable:
-                self._settle(error=FatalError(f"the result of child run {self.run_id} cannot be read: {unreadable}"))
-                return
-            self._settle(value=value)
-            return
-        status = str(payload.get("status") or "failed")
-        stored = payload.get("error")
-        error: dict[str, Any] = stored if isinstance(stored, dict) else {}
-        message = str(error.get("message") or status)
-        cause = error.get("cause")  # a step's failure the child let through: the step's own error
-        original: dict[str, Any] = cause if isinstance(cause, dict) else error
-        self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
-            f"child run {self.run_id} ({self.workflow_name}) {status}: {message}", run_id=self.run_id,
-            workflow_name=self.workflow_name, status=status, error_type=error.get("name"),
-            code=payload.get("code")), original.get("type"), original.get("name")))
-
-    def not_started(self, cause: BaseException | None) -> ChildWorkflowError:
-        return ChildWorkflowError(f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause}",
-                                  run_id=self.run_id, workflow_name=self.workflow_name, status="not-started",
-                                  error_type=type(cause).__name__ if cause is not None else None)
-
-    def _settle(self, *, value: Any = None, error: BaseException | None = None) -> None:
-        if self.outcome.done():
-            return
-        if error is not None:
-            self.outcome.set_exception(error)
-        else:
-            self.outcome.set_result(value)
-
-
-__all__ = ["LINK_KEY", "TOKEN_PREFIX", "ChildOptions", "ChildRun", "ChildWorkflowError", "NoCodec", "call_child",
-           "child_options",
+__all__ = ["LINK_KEY", "TOKEN_PREFIX", "ChildOptions", "ChildRun", "ChildWorkflowError", "NoCodec", "child_options",
            "child_run_id", "child_token", "start_child"]

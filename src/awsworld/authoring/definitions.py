@@ -17,14 +17,14 @@ from datetime import timedelta
 from types import EllipsisType
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overload
 
+from ..durable.codecs import Codec, check_positional
 from ..schedules.declared import declare_all
 from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
 from .arguments import check_call
-from .codecs import Codec, check_positional
 from .durations import Duration, parse_duration, seconds
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
-from .scope import current_execution
+from .runtime import call_workflow, current_runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -52,7 +52,7 @@ class StepDef:
     timeout: float | None = None  # seconds one attempt may run before it is cancelled
     codec: Codec[Any] | None = None  # the result's (``codecs``); None: serde's envelopes
     semantics: StepSemantics = "at_least_once"
-    args_codec: Codec[tuple[Any, ...]] | None = None  # the arguments', as one tuple (``engine.codecs.store_call``)
+    args_codec: Codec[tuple[Any, ...]] | None = None  # the arguments', as one tuple (``durable.codecs.store_call``)
 
     @property
     def at_most_once(self) -> bool:
@@ -74,7 +74,7 @@ class WorkflowDef:
     fn: Callable[..., Coroutine[Any, Any, Any]]
     retention: timedelta | None = None  # how long a finished run stays readable (None: the deployment's default)
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
-    args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``engine.codecs.store_call``)
+    args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``durable.codecs.store_call``)
     validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
 
     @property
@@ -265,10 +265,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     ``codec``: how the workflow's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes):
     ``run.result()`` and a parent awaiting it as a child decode it with the same codec. ``args_codec``: how a
     run's input is stored (``Client.start``'s, a schedule's, a parent's child call's arguments), a codec of the
-    tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``engine.codecs.store_call``).
+    tuple of the workflow's parameters (``PydanticCodec(tuple[Order, int])``; ``durable.codecs.store_call``).
 
     ``schedule``: a ``Schedule`` (or several) on which the workflow starts itself, once per tick, in the
-    deployments that name its module (README, "Schedules"). Its arguments are checked against the workflow's
+    deployments that name its module (docs/how-to/schedules.md). Its arguments are checked against the workflow's
     parameters here, when the decorator runs (a ``TypeError`` naming the schedule).
 
     ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict
@@ -289,10 +289,10 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            execution = current_execution.get()
-            if execution is None:
+            runtime = current_runtime.get()
+            if runtime is None:
                 return await f(*args, **kwargs)
-            result: R = await execution.call_workflow(definition, args, kwargs)
+            result: R = await call_workflow(runtime, definition, args, kwargs)  # a child run
             return result
 
         _mark(f, "__awsworld_workflow__", definition)
@@ -337,7 +337,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     step's result is stored (``awsworld.Codec``; default: awsworld's JSON envelopes); one that fails is a
     ``CodecError``, never retried. ``args_codec``: how a call's arguments are stored, a codec of the tuple of
     the step's parameters (``PydanticCodec(tuple[Order, int])``): encoded where the workflow calls the step,
-    decoded where its body runs (``engine.codecs.store_call``).
+    decoded where its body runs (``durable.codecs.store_call``).
 
     ``semantics``: ``"at_least_once"`` (the default) or ``"at_most_once"``, for a side effect that must never
     run twice (a payment): each attempt's start is durable before its body runs, and an attempt cut off before
@@ -363,10 +363,10 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            execution = current_execution.get()
-            if execution is None:
+            runtime = current_runtime.get()
+            if runtime is None:
                 return await f(*args, **kwargs)
-            return await execution.call_step(definition, args, kwargs)
+            return await runtime.call_step(definition, args, kwargs)
 
         _mark(call, "__awsworld_step__", definition)
         return call

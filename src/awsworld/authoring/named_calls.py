@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Coroutine
 from typing import Any, ParamSpec, TypeVar
 
-from .children import call_child
 from .definitions import StepDef, WorkflowDef
 from .names import check_name
-from .scope import current_execution
+from .runtime import call_workflow, current_runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -23,18 +22,18 @@ class Named:
     async def call(self, fn: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args, **kwargs: P.kwargs) -> R:
         """Call the step or workflow ``fn`` (a workflow: as a child run, awaited) under this name. Outside a
         workflow it is a plain call, as ``fn(*args, **kwargs)`` is; the name is then unused."""
-        execution = current_execution.get()
+        runtime = current_runtime.get()
         step = getattr(fn, "__awsworld_step__", None)
         flow = getattr(fn, "__awsworld_workflow__", None)
         if not isinstance(step, StepDef) and not isinstance(flow, WorkflowDef):
             raise TypeError(f"with_name(...).call needs a @step or a @workflow, got {fn!r}")
-        if execution is None:
+        if runtime is None:
             return await fn(*args, **kwargs)
         if isinstance(step, StepDef):
-            result: R = await execution.call_step(step, args, kwargs, name=self.name)
+            result: R = await runtime.call_step(step, args, kwargs, name=self.name)
             return result
         assert isinstance(flow, WorkflowDef)
-        child: R = await call_child(flow, args, kwargs, name=self.name)
+        child: R = await call_workflow(runtime, flow, args, kwargs, name=self.name)
         return child
 
 

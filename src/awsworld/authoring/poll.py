@@ -10,7 +10,7 @@ A poll with state (``initial_state`` given) calls its check with the previous po
 ``initial_state`` (recorded as the step's first argument, so it is part of the call's digest), and each rejected
 poll's result is recorded with it, in its ``step_retrying`` (``error.state``, beside ``PollNotReady``: the log's
 payload field, so a large state goes to S3 like any value), through the poll's codec (``codec=``, else the
-check's own: ``engine.codecs``). The next poll reads it back from the log
+check's own: ``durable.codecs``). The next poll reads it back from the log
 (``PollProgress``, kept by the replayed execution), so every replay and every delivery calls the check with the
 same state. A poll whose check raised keeps the state it had.
 
@@ -29,25 +29,16 @@ from __future__ import annotations
 import asyncio
 import enum
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, Literal, TypeVar, cast
 
-from ..engine import codecs
-from .codecs import Codec, Place
+from ..durable.codecs import Codec
 from .durations import Duration, When, resolve, seconds
 from .errors import PollAttemptsExhaustedError, PollTimeoutError, StepError
-from .scope import current_execution
+from .poll_spec import ATTEMPTS_EXHAUSTED, TIMED_OUT, PollSpec
+from .runtime import current_runtime
 
 R = TypeVar("R")
-
-POLL_NOT_READY = "PollNotReady"
-"""The error name a rejected poll's ``step_retrying`` records (it is not an error: the log's schema wants one)."""
-STATE_FIELD = "state"
-"""Where a rejected poll's ``step_retrying`` error records its result, the next poll's state (a poll with state)."""
-TIMED_OUT = PollTimeoutError.__name__
-ATTEMPTS_EXHAUSTED = PollAttemptsExhaustedError.__name__
-
 
 class _NoState(enum.Enum):
     NO_STATE = "no state"
@@ -55,72 +46,6 @@ class _NoState(enum.Enum):
 
 NO_STATE = _NoState.NO_STATE
 """``poll_until``'s default ``initial_state``: a poll without state (the check gets the same arguments each time)."""
-
-
-@dataclass
-class PollProgress:
-    """What the log says about a poll so far, kept by the execution as it replays the poll's ``step_retrying``
-    events: the last rejected result (serialized: the next poll's state) and how many polls in a row raised."""
-
-    state: Any = None
-    has_state: bool = False
-    errors_in_a_row: int = 0
-
-    def observe(self, error: Any) -> None:
-        """One ``step_retrying`` of the poll, in log order."""
-        recorded = cast(dict[str, Any], error) if isinstance(error, dict) else None
-        if recorded is not None and recorded.get("name") == POLL_NOT_READY:
-            self.errors_in_a_row = 0
-            if STATE_FIELD in recorded:
-                self.state, self.has_state = recorded[STATE_FIELD], True
-        else:
-            self.errors_in_a_row += 1
-
-
-@dataclass(frozen=True)
-class PollSpec:
-    """What the step runner needs to judge a poll: the predicate, the schedule and the limits, and (a poll with
-    state) where the next poll's state comes from."""
-
-    predicate: Callable[[Any], bool]
-    interval: float
-    backoff: float
-    max_interval: float | None
-    deadline: datetime | None
-    max_attempts: int | None = None
-    stateful: bool = False
-    progress: PollProgress = field(default_factory=PollProgress)
-    codec: Codec[Any] | None = None  # each poll's result (its state, and the accepted one): ``poll_until(codec=)``
-    step_name: str = ""
-
-    def place(self, run_id: str | None, step_id: str | None) -> Place:
-        """Where a poll's result sits, for its codec and the error that names it."""
-        return Place("state", f"poll_until(step {self.step_name!r})", run_id, step_id)
-
-    def arguments(self, args: list[object], run_id: str | None = None, step_id: str | None = None) -> list[Any]:
-        """The check's arguments for the next poll: for a poll with state, the last rejected result in place of
-        the recorded ``initial_state`` (the first argument) once there is one, read back through the poll's
-        codec (``CodecError`` naming the place when it cannot be)."""
-        if not self.stateful or not self.progress.has_state:
-            return args
-        return [codecs.load(self.progress.state, self.codec, self.place(run_id, step_id)), *args[1:]]
-
-    def exhausted(self, poll: int) -> bool:
-        """Whether poll number ``poll`` (1-based) was the last ``max_attempts`` allows."""
-        return self.max_attempts is not None and poll >= self.max_attempts
-
-    def delay(self, poll: int) -> float:
-        """Seconds after poll number ``poll`` (1-based) before the next one."""
-        delay = self.interval * self.backoff ** max(0, poll - 1)
-        return delay if self.max_interval is None else min(delay, self.max_interval)
-
-    def next_poll(self, poll: int, now: datetime, at: datetime | None = None) -> datetime | None:
-        """When to poll next (``at`` if given, else the schedule's), never past the deadline; None once the
-        deadline has passed (the poll that just ran, at or after it, was the last)."""
-        if self.deadline is not None and now >= self.deadline:
-            return None
-        when = at if at is not None else now + timedelta(seconds=self.delay(poll))
-        return when if self.deadline is None else min(when, self.deadline)
 
 
 async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
@@ -168,15 +93,15 @@ async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
     cap = None if max_interval is None else seconds(max_interval, what="max_interval")
     stateful = initial_state is not NO_STATE
     call_args = (initial_state, *args) if stateful else args
-    execution = current_execution.get()
-    if execution is None:
+    runtime = current_runtime.get()
+    if runtime is None:
         spec = PollSpec(predicate, every, backoff, cap, None, max_attempts, stateful)
         return await _plain_loop(check, call_args, kwargs, spec, timeout)
-    deadline = None if timeout is None else resolve(timeout, execution.current_time(), what="timeout")
+    deadline = None if timeout is None else resolve(timeout, runtime.current_time(), what="timeout")
     spec = PollSpec(predicate, every, backoff, cap, deadline, max_attempts, stateful,
                     codec=codec if codec is not None else definition.codec, step_name=definition.name)
     try:
-        return await execution.call_step(definition, call_args, kwargs, poll=spec)
+        return await runtime.call_step(definition, call_args, kwargs, poll=spec)
     except StepError as error:
         limit = {TIMED_OUT: PollTimeoutError, ATTEMPTS_EXHAUSTED: PollAttemptsExhaustedError}.get(
             error.error_type or "")

@@ -33,7 +33,7 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar, cast
 
-from ..engine.class_paths import name_ok
+from ..durable.class_paths import name_ok
 from .errors import DeterminismError
 
 E = TypeVar("E", bound=Exception)

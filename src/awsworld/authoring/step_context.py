@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TypeVar
@@ -125,3 +126,8 @@ class StepContext:
             log.warning("stream %s of run %s: chunks written before the step failed are not durable: %r",
                         writer.name, writer.run_id, error)
             failure.add_note(f"stream {writer.name!r}: chunks written before this error are not durable ({error!r})")
+
+
+current_step: ContextVar[StepContext | None] = ContextVar("awsworld_step", default=None)
+"""The step whose body this task runs (set by the worker around the body: ``worker/step_runner.py``), for
+``step_metadata()``, ``get_writable()`` and ``now()`` inside a step."""

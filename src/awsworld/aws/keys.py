@@ -1,4 +1,4 @@
-"""DynamoDB key layout (see DESIGN.md): one partition per run, plus token, hook-id and dedup items."""
+"""DynamoDB key layout (docs/reference/storage.md): one partition per run, plus token, hook-id and dedup items."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ RUN_SK = "RUN"
 ATTRS_SK = "ATTRS"
 ATTRIBUTE_PREFIX = "a:"
 LAYOUT_VERSION = 2
-"""Written on every run head (``lv``): which item layout the run's partition uses (see DESIGN.md). A reader
+"""Written on every run head (``lv``): which item layout the run's partition uses (docs/reference/storage.md). A reader
 that meets a version it does not know refuses the run instead of misreading it."""
 EVENT_PREFIX = "EVT#"
 STEP_PREFIX = STEP_KEYS  # a steps or hooks cursor holds the sort key it resumes after (world/cursors.py)

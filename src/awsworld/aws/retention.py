@@ -19,7 +19,7 @@ from the run's first write on. The rule:
 
 Rewriting every item at the end instead would bill each item again by its size (event blocks reach 48 KB);
 refreshing TTLs while a run runs cannot help a run that sleeps (it writes nothing while it waits). So ``H`` is
-the one limit: a run that stays running longer than ``R + H`` loses its oldest items (the README says so).
+the one limit: a run that stays running longer than ``R + H`` loses its oldest items (docs/how-to/retention.md says so).
 
 **S3 objects of a run follow the same rule**: every object written under ``runs/<runId>/`` (large values,
 stream chunks, large queue payloads) is tagged with the expiry class covering ``R + H`` (``resources.py``: the
@@ -60,7 +60,7 @@ def retention_of(context: Any, default: int) -> int:
 
 def expiry_class(lifetime_seconds: int) -> int:
     """The shortest expiry class (days) that keeps an object ``lifetime_seconds``; the longest class when none
-    does (a retention plus ``H`` over ten years: the README names the limit)."""
+    does (a retention plus ``H`` over ten years: docs/how-to/retention.md names the limit)."""
     needed = math.ceil(lifetime_seconds / _DAY)
     return next((days for days in EXPIRY_CLASSES_DAYS if days >= needed), EXPIRY_CLASSES_DAYS[-1])
 

@@ -1,11 +1,11 @@
 """botocore clients made awaitable: every request runs on a thread pool, the event loop awaits its future.
 
-Why not aioboto3 or aiobotocore: measured on the built flow function (bench/cold_start.py, README "Cold
-starts"), their HTTP stack (aiohttp and its dependencies) cost more to import than botocore itself and ~10 MB
-of RSS, and they pin a botocore of their own, so the function had to bundle all of it (26 MB of botocore, 7 of
-aiohttp). botocore is preinstalled in Lambda's Python runtime; with a thread pool the artifact carries none of
-it, and a request's latency is the same (the hop to a worker thread is tens of microseconds against the
-milliseconds of a request).
+Why not aioboto3 or aiobotocore: measured on the built flow function (bench/cold_start.py,
+docs/operate/cold-starts.md), their HTTP stack (aiohttp and its dependencies) cost more to import than botocore
+itself and ~10 MB of RSS, and they pin a botocore of their own, so the function had to bundle all of it (26 MB of
+botocore, 7 of aiohttp). botocore is preinstalled in Lambda's Python runtime; with a thread pool the artifact
+carries none of it, and a request's latency is the same (the hop to a worker thread is tens of microseconds against
+the milliseconds of a request).
 
 What callers see is what aiobotocore gave them, so the World's code and its tests did not change shape:
 

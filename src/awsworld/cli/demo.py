@@ -130,7 +130,7 @@ async def _demo(*, storage: bool) -> None:
         await print_timeline(local.world, run.run_id)
         assert local.poller is not None
         print(f"\nflow and step deliveries handled by the local poller: {local.poller.deliveries}")
-        print("next: write your own workflow (README: Writing workflows), then `awsworld dev yourmodule`")
+        print("next: write your own workflow (docs/get-started/first-workflow.md), then `awsworld dev yourmodule`")
         if storage:
             print("\n-- underneath: the storage layer (a run's events written, raced and read back) --")
             await _storage_demo(await local.new_world())

@@ -47,13 +47,14 @@ def register(sub: Any) -> None:
                          description=__doc__)
     dev.add_argument("modules", nargs="+", metavar="MODULE", help="modules defining your @workflow and @step "
                      "functions (imported from the current directory, or its src/)")
-    dev.add_argument("--state", metavar="DIR", help="keep runs in DIR across restarts (snapshots; see the README)")
+    dev.add_argument("--state", metavar="DIR",
+                     help="keep runs in DIR across restarts (snapshots; see docs/get-started/dev.md)")
     dev.add_argument("--port", type=int, default=0, help="the emulator's port (default: a free one, or the "
                      "one --state used last)")
     dev.add_argument("--webhook-port", type=int, default=0, help="the webhook route's port (default: likewise)")
     dev.add_argument("--sqs-s3", choices=["moto", "localstack"], default="moto", help="the emulator for SQS, S3 "
                      "and KMS: moto (default, in-process) or LocalStack (a second, stricter one; needs "
-                     ".venv-localstack, see the README); DynamoDB stays on moto (--port)")
+                     ".venv-localstack, see docs/contributing/emulators.md); DynamoDB stays on moto (--port)")
     dev.add_argument("--no-reload", dest="reload", action="store_false", help="do not load your modules again when "
                      "their files change (default: reload, replaying unfinished runs against the new code first)")
     dev.add_argument("--time-scale", type=_time_scale, metavar="FACTOR", help="run every wait of the runs "

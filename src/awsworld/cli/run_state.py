@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ..engine.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
+from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
+from ..durable.hook_payloads import is_heartbeat_event
 from ..engine.divergence import call_order
-from ..engine.hook_timeouts import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
 from ..engine.parking import ways_out
 from ..timeline import deadline_text, hook_waits

@@ -408,7 +408,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
 
 
 def _hooks(args: argparse.Namespace) -> int:
-    from ..engine.hook_timeouts import is_heartbeat_event
+    from ..durable.hook_payloads import is_heartbeat_event
     from ..timeline import read_events
 
     async def go() -> None:

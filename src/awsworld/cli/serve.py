@@ -5,7 +5,9 @@ Which World (``--world``): ``aws`` (default) the stack the environment names (``
 stack, or ``awsworld dev``'s export lines), whose flow function runs the deliveries; ``emulator`` a fresh
 stack on the embedded emulator (moto on 127.0.0.1), with its own poller running the deliveries; ``memory`` the
 in-memory World, deliveries run in this process. MODULEs are imported first, so runs of their Python workflows
-run here too (``emulator``, ``memory``).
+run here too (``emulator``, ``memory``); there the server publishes the workflow names it runs before it takes a
+request (``published.model``), so a ``Client`` (``HttpClient`` too: ``GET /v1/published``) refuses at start a name
+none of them has.
 
 It listens on 127.0.0.1 unless ``--host`` says otherwise, and beyond loopback only with a bearer token
 (``--token-file`` or ``AWSWORLD_SERVE_TOKEN``). ``--ready-file`` receives the server's URL once it accepts
@@ -23,14 +25,19 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .errors import usage
+from .errors import CliError, usage
 from .output import check_config, import_modules
+
+if TYPE_CHECKING:
+    from ..authoring.definitions import Registry
 
 SERVE_HINT = "pip install 'awsworld[ui]' (Starlette, uvicorn and httpx)"
 DEFAULT_PORT = 8787
+PUBLICATION_KEY = "serve"
+"""The key of the names ``awsworld serve`` publishes into the World it runs deliveries for (its World is its own)."""
 
 
 def register(sub: Any) -> None:
@@ -89,6 +96,9 @@ class ServedWorld:
     world: Any
     client: Any
     project: str
+    runs_here: Registry | None = None
+    """The registry of the workflows whose deliveries this process runs (``memory``, ``emulator``); None for
+    ``aws``, whose flow function runs them and publishes its own names."""
 
 
 @asynccontextmanager
@@ -100,12 +110,14 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
         from ..testing import WorkflowTestEnv
 
         async with WorkflowTestEnv(time_skipping=False) as env:
-            yield ServedWorld(env.world, Client(env.world, registry=env.runtime.registry), "memory")
+            yield ServedWorld(env.world, Client(env.world, registry=env.runtime.registry), "memory",
+                              env.runtime.registry)
     elif kind == "emulator":
         from ..local import LocalAWS
 
         async with LocalAWS() as local:
-            yield ServedWorld(local.world, local.client, local.config.table_name)
+            assert local.poller is not None
+            yield ServedWorld(local.world, local.client, local.config.table_name, local.poller.runtime.registry)
     else:
         from ..aws import AWSWorld
 
@@ -117,32 +129,26 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
 
 
 async def _serve(args: argparse.Namespace, auth: Any) -> None:
-    import uvicorn
-
     from ..http.app import create_app
+    from ..http.listen import listening
+    from ..published.model import publish
 
     async with _world(args.world) as served:
+        if served.runs_here is not None:  # before any request: nothing was delivered here unpublished ("ahead")
+            await publish(served.world, served.runs_here, host="awsworld serve", ahead=True, key=PUBLICATION_KEY)
         app = create_app(served.world, auth=auth, client=served.client, project=served.project,
                          deployment_id=await served.world.get_deployment_id())
-        server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=args.port, log_level="warning",
-                                               access_log=False, lifespan="off", timeout_graceful_shutdown=2))
-        task = asyncio.create_task(server.serve())
-        while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
-            await asyncio.sleep(0.02)
-        if task.done():
-            await task
-            raise SystemExit(f"awsworld serve: could not listen on {args.host}:{args.port}")
-        url = _url(args.host, server)
-        if args.ready_file is not None:
-            partial = args.ready_file.with_name(args.ready_file.name + ".partial")
-            partial.write_text(url + "\n", encoding="utf-8")
-            os.replace(partial, args.ready_file)
-        print(f"awsworld serve: {url} ({args.world} World; {auth.mode}; Ctrl-C stops)", file=sys.stderr, flush=True)
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-
-def _url(host: str, server: Any) -> str:
-    port = server.servers[0].sockets[0].getsockname()[1]
-    shown = host if ":" not in host else f"[{host}]"
-    return f"http://{shown}:{port}"
+        async with contextlib.AsyncExitStack() as stack:
+            try:
+                running = await stack.enter_async_context(
+                    listening(app, host=args.host, port=args.port, graceful_seconds=2))
+            except OSError as error:
+                raise CliError(f"cannot listen on {args.host}:{args.port}: {error.strerror or error}",
+                               "choose another --port (0: a free one)") from None
+            if args.ready_file is not None:
+                partial = args.ready_file.with_name(args.ready_file.name + ".partial")
+                partial.write_text(running.url + "\n", encoding="utf-8")
+                os.replace(partial, args.ready_file)
+            print(f"awsworld serve: {running.url} ({args.world} World; {auth.mode}; Ctrl-C stops)", file=sys.stderr,
+                  flush=True)
+            await running.wait()

@@ -1,9 +1,9 @@
 """``awsworld wake RUN``: the operator's way to move a run whose message was lost (``Client.wake``).
 
 A run whose message is gone (purged, deleted, redriven under a new id) sits ``running`` with nothing
-happening; the watchdog wakes it on its own once its due passes (see the README), and this does it now. What
-the wake's flow does with steps still leased to a delivery that may be alive is said here, so the operator
-knows when the run will move.
+happening; the watchdog wakes it on its own once its due passes (docs/operate/lost-messages.md), and this does
+it now. What the wake's flow does with steps still leased to a delivery that may be alive is said here, so the
+operator knows when the run will move.
 """
 
 from __future__ import annotations

@@ -4,41 +4,44 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import secrets
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from ..authoring.codecs import Codec, Place
-from ..authoring.definitions import REGISTRY, Registry, workflow_definition, workflow_name
+from ..authoring.definitions import REGISTRY, Registry, workflow_name
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     FAILED_ON_REQUEST,
     UNKNOWN_WORKFLOW,
     RunEndedError,
-    RunStartError,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
-from ..engine import codecs, serde
-from ..engine.child_calls import START_CHILD, child_run_id
+from ..durable import codecs, serde
+from ..durable.child_calls import START_CHILD, child_run_id
+from ..durable.codecs import Codec, Place
+from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..engine.divergence import call_order
-from ..engine.hook_timeouts import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..engine.parking import MISSING, parked_run
-from ..published.model import judge
+from ..worker.run_control import (
+    MAX_CANCEL_REASON,
+    POLL_FIRST,
+    POLL_MAX,
+    HookResumed,
+    RunStarter,
+    StartedRun,
+    cancel_run,
+    resume_hook,
+    wake_run,
+)
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
-from ..world.events import MAX_RESUME_ID_LENGTH, Event
-from ..world.ids import new_run_id
+from ..world.errors import HookNotFoundError, RunGoneError
+from ..world.events import Event
 from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
-from ..world.pages import collect_pages
+from ..world.pages import RunPage, collect_pages
 from ..world.protocol import World
-from ..world.published import Publication
-from ..world.rules.hooks import closed_hook_error
 from .skips import SkippedWait, skip
 
 if TYPE_CHECKING:
@@ -48,9 +51,6 @@ P = ParamSpec("P")
 R = TypeVar("R")
 R_co = TypeVar("R_co", covariant=True)
 
-POLL_FIRST = 0.005  # wait_for_hook / resume_hook(wait=): the first pause between reads, doubled up to POLL_MAX
-POLL_MAX = 0.05
-MAX_CANCEL_REASON = 512  # run_cancelled's cancelReason (world.events.RunCancelledData)
 
 
 class Run(Generic[R_co]):
@@ -68,9 +68,11 @@ class Run(Generic[R_co]):
         return f"Run({self.run_id!r})"
 
     async def get(self) -> RunView:
+        """The run's record, with its input and output (``awsworld.world.Run``: status, times, error, ...)."""
         return await self.client.world.runs.get(self.run_id)
 
     async def status(self) -> str:
+        """``pending``, ``running``, ``completed``, ``failed`` or ``cancelled`` (one read, without values)."""
         return (await self.client.world.runs.get(self.run_id, resolve_data="none")).status
 
     async def result(self, timeout: float | None = 60.0) -> R_co:
@@ -132,6 +134,7 @@ class Run(Generic[R_co]):
             pause = min(pause * 2, POLL_MAX)
 
     async def events(self) -> list[Event]:
+        """The run's whole event log, in order, with values: what ``awsworld events`` shows."""
         return await collect_pages(lambda cursor: self.client.world.events.list(self.run_id, cursor=cursor))
 
     async def children(self) -> list[Run[Any]]:
@@ -146,6 +149,8 @@ class Run(Generic[R_co]):
         return sorted(steps, key=lambda step: call_order(step.step_id))
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
+        """The chunks of the run's stream ``name`` from ``start_index``, as written (one ``bytes`` each), live: it
+        waits for new chunks until the stream closes or the run ends."""
         async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):
             yield chunk
 
@@ -170,6 +175,9 @@ def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractConte
 
 
 class Client:
+    """Start runs, read them, resume and fail hooks, cancel and wake runs: from outside any workflow, on any World
+    (``Client(AWSWorld())`` on a deployed stack; ``env.client`` in tests; ``local.client`` on the emulator)."""
+
     def __init__(self, world: World, *, registry: Registry | None = None,
                  waiting: Waiting | None = None, check_published: bool = True) -> None:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
@@ -187,25 +195,14 @@ class Client:
         self.registry = registry
         self.waiting: Waiting = waiting or _not_waiting
         self.check_published = check_published
-        self._published: list[Publication] | None = None  # the deployment's publications, read once
+        self.starter = RunStarter(world, registry=registry, check_published=check_published)
+        """Every start of this client's (``worker/run_control.py``: the start path the schedules and child runs
+        take too)."""
 
     async def refuse_unpublished(self, name: str) -> None:
         """Raise ``WorkflowNotRegisteredError`` if the publications of the deployment consuming this World's
-        queue make ``name`` certainly unknown (``published.model.judge``). The first call reads them and caches
-        them; a refusal reads them once more first (the consumer may have published since: dev restarted with
-        another module, a deploy). A World with no publications, or a client with a registry of its own, never
-        refuses here."""
-        store = self.world.published
-        if store is None or self.registry is not None or not self.check_published:
-            return
-        if self._published is None:
-            self._published = await store.read()
-        if not judge(name, self._published).sure:
-            return
-        self._published = await store.read()
-        verdict = judge(name, self._published)
-        if verdict.sure:
-            raise verdict.error(name)
+        queue make ``name`` certainly unknown (``RunStarter.refuse_unpublished``)."""
+        await self.starter.refuse_unpublished(name)
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -228,7 +225,7 @@ class Client:
 
         For an idempotent start, ``client.options(run_id=...).start(workflow, ...)``: the same id returns the
         same run (and wakes it again if it never started)."""
-        return await _start(self, workflow, args, kwargs, run_id=None)
+        return _handle(self, await self.starter.start(workflow, args, kwargs))
 
     def options(self, *, run_id: str | None = None) -> StartOptions:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
@@ -241,11 +238,27 @@ class Client:
         return StartOptions(self, run_id)
 
     def get_run(self, run_id: str) -> Run[Any]:
+        """A handle on the run ``run_id`` (nothing is read until you ask it something: ``await run.status()``,
+        ``await run.result()``); its result is typed ``Any``, as the run's workflow is not known here."""
         return Run(self, run_id)
 
     async def list_runs(self, *, workflow: Callable[..., Any] | str | None = None,
                         status: str | Sequence[str] | None = None, limit: int = 50,
-                        cursor: str | None = None) -> Any:
+                        cursor: str | None = None) -> RunPage:
+        """One page of runs, newest first (run ids are ULIDs: their order is their creation time's).
+
+        - ``workflow``: a ``@workflow`` or its registered name; only its runs. None: every workflow's.
+        - ``status``: ``"pending"``, ``"running"``, ``"completed"``, ``"failed"``, ``"cancelled"``, or a list of them
+          (an empty list matches nothing). None: any status.
+        - ``limit``: 1 to 100 runs a page (``awsworld.world.InvalidInputError`` otherwise).
+        - ``cursor``: the ``cursor`` of the page before, to read the next one (a cursor this listing did not issue
+          is an ``InvalidInputError`` too).
+
+        The ``RunPage`` holds ``data`` (run records without their values: ``run_id``, ``workflow_name``,
+        ``status``, the times, ``error``, ``execution_context``; read a run's input and output with
+        ``get_run(run_id)``), ``has_more`` and ``cursor``. On AWS a listing reads the table's ``byWorkflow`` or
+        ``byStatus`` index, which are eventually consistent: a run may show its previous status for a moment,
+        while ``Run.get()`` is always consistent. Docs: *How-to: Find runs* (``docs/how-to/list-runs.md``)."""
         name = None if workflow is None else (workflow if isinstance(workflow, str) else workflow_name(workflow))
         return await self.world.runs.list(workflow_name=name, status=status, limit=limit, cursor=cursor)
 
@@ -276,7 +289,7 @@ class Client:
             encoded = serde.dumps(payload)
         except serde.SerializationError as error:
             raise TypeError(f"the hook payload cannot be serialized: {error}") from None
-        return await self._receive(token, encoded, idempotency_key, wait)
+        return await resume_hook(self.world, token, encoded, idempotency_key=idempotency_key, wait=wait)
 
     async def fail_hook(self, token: str, error: str | BaseException, *, code: str | None = None,
                         idempotency_key: str | None = None, wait: float | None = None) -> Event:
@@ -285,7 +298,8 @@ class Client:
         payload (a ``hook_received`` holding an envelope no ``resume_hook`` payload can produce), with the same
         ``idempotency_key`` and ``wait`` semantics as ``resume_hook``; returns the recorded event."""
         message = str(error) if not isinstance(error, BaseException) else (str(error) or type(error).__name__)
-        return (await self._receive(token, failure_payload(message, code), idempotency_key, wait)).event
+        return (await resume_hook(self.world, token, failure_payload(message, code), idempotency_key=idempotency_key,
+                                  wait=wait)).event
 
     async def heartbeat_hook(self, token: str, *, wait: float | None = None) -> Event:
         """Tell the hook holding ``token`` that its sender is still working: for ``create_hook(...,
@@ -294,81 +308,20 @@ class Client:
         for an unknown or disposed hook, ``HookClosedError`` for one its run's end closed), with its ``wait``
         semantics. One conditional write (a ``hook_received`` holding a heartbeat envelope), and no wake-up: the
         run re-arms its heartbeat wait when it next replays. Returns the recorded event."""
-        return (await self._receive(token, heartbeat_payload(), None, wait, wake=False, heartbeat=True)).event
-
-    async def _receive(self, token: str, encoded: Any, idempotency_key: str | None,
-                       wait: float | None, *, wake: bool = True, heartbeat: bool = False) -> HookResumed:
-        """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope) on the hook and wake its
-        run (unless ``wake`` is false). ``heartbeat``: marked as one (``HEARTBEAT_FIELD``), for the log's readers."""
-        try:
-            hook = await self._hook(token, wait)
-        except HookNotFoundError as missing:
-            if idempotency_key is None or missing.disposed_hook is None:
-                raise
-            return await _repeat_on_disposed(self.world, missing, encoded, _resume_id(idempotency_key))
-        run = await self.world.runs.get(hook.run_id, resolve_data="none")
-        ended = run.status in TERMINAL_RUN_STATUSES
-        if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
-            raise closed_hook_error(run.run_id, run.status)  # a retained hook: closed with its run
-        data: dict[str, Any] = {"payload": encoded}
-        if heartbeat:
-            data[HEARTBEAT_FIELD] = True
-        resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
-        if resume_id is not None:
-            data["resumeId"] = resume_id
-        try:
-            result = await self.world.events.create(hook.run_id, {"eventType": "hook_received",
-                                                                  "correlationId": hook.hook_id,
-                                                                  "eventData": data}, resolve_data="none")
-            event, recorded = result.event, True
-        except HookAlreadyReceivedError as repeat:
-            if not isinstance(repeat.event, Event):  # a World that cannot read the first event back: the caller decides
-                raise
-            event, recorded = repeat.event, False
-        assert event is not None
-        if not ended and wake:
-            reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
-            await _wake(self.world, hook.run_id, run.workflow_name, reason)
-        return HookResumed(event, recorded)
-
-    async def _hook(self, token: str, wait: float | None) -> Hook:
-        """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in
-        that many seconds."""
-        deadline = None if wait is None else time.monotonic() + wait
-        pause = POLL_FIRST
-        while True:
-            try:
-                return await self.world.hooks.get_by_token(token, resolve_data="none")
-            except HookNotFoundError:
-                remaining = 0.0 if deadline is None else deadline - time.monotonic()
-                if remaining <= 0:
-                    raise
-            await asyncio.sleep(min(pause, remaining))
-            pause = min(pause * 2, POLL_MAX)
+        return (await resume_hook(self.world, token, heartbeat_payload(), wait=wait, wake=False,
+                                  marks={HEARTBEAT_FIELD: True})).event
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
         """Cancel the run; ``reason`` (up to 512 characters) is recorded on its ``run_cancelled`` event and
         carried by the ``WorkflowRunCancelledError`` that ``Run.result()`` raises."""
-        if reason is not None and len(reason) > MAX_CANCEL_REASON:
-            raise ValueError(f"a cancel reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
-        run = await self.world.runs.get(run_id, resolve_data="none")
-        event: dict[str, Any] = {"eventType": "run_cancelled"}
-        if reason is not None:
-            event["eventData"] = {"cancelReason": reason}
-        result = await self.world.events.create(run_id, event)
-        # The wake lets a delivery see the end (cancel children, tell a parent). A run that never started has a
-        # start message already, which finds the cancel in the log whenever it comes: the wake reuses its key,
-        # so while that message is queued (backing off, say: its workflow unknown here) no second one is sent.
-        # A run that started gets a wake of its own (the message that started it may be long gone).
-        never_started = result.run is not None and result.run.started_at is None
-        await _wake(self.world, run_id, run.workflow_name, "start" if never_started else "cancel")
+        await cancel_run(self.world, run_id, reason=reason)
 
     async def wake(self, run_id: str) -> RunView:
         """Send an unfinished run a flow message, as an operator does for a run whose own message was lost (it
         sits ``running`` and nothing happens). Its flow takes over steps whose lease has passed, queues again
         steps that never started, completes due waits, and comes back by itself when a step's lease is still
         running (``runtime.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
-        The watchdog does the same on its own after the run's due (see the README). Returns the run as it
+        The watchdog does the same on its own after the run's due (docs/operate/lost-messages.md). Returns the run as it
         was; raises ``RunGoneError`` for a finished one."""
         run = await self.world.runs.get(run_id, resolve_data="none")
         if run.status in TERMINAL_RUN_STATUSES:
@@ -404,7 +357,7 @@ class Client:
         result = await self.world.events.create(run_id, {"eventType": "run_failed",
                                                          "eventData": {"error": error, "errorCode": code}})
         never_started = result.run is not None and result.run.started_at is None
-        await _wake(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
+        await wake_run(self.world, run_id, run.workflow_name, "start" if never_started else "failed")
         return result.run if result.run is not None else await self.world.runs.get(run_id, resolve_data="none")
     async def skip_wait(self, run_id: str, wait: str | None = None) -> SkippedWait:
         """End a wait of the run now, as an operator: a sleep, a hook's timeout (the hook then raises
@@ -420,15 +373,15 @@ class Client:
         same moment is not skipped again: the answer's ``event`` is None then."""
         workflow, done = await skip(self.world, run_id, wait)
         if done.event is not None:
-            await _wake(self.world, run_id, workflow, f"skip:{done.event.event_id}")
+            await wake_run(self.world, run_id, workflow, f"skip:{done.event.event_id}")
         return done
 
     @property
     def schedules(self) -> ScheduleClient:
         """Schedules at run time: create, list, describe, pause, resume, trigger, backfill, delete."""
-        from ..schedules.client import ScheduleClient  # (it does not import this module: _start is handed over)
+        from ..schedules.client import ScheduleClient  # (it does not import this module)
 
-        return ScheduleClient(self, _start)
+        return ScheduleClient(self.starter)
 
 
 class StartOptions:
@@ -452,109 +405,17 @@ class StartOptions:
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, /, *args: Any,
                     **kwargs: Any) -> Run[Any]:
         """``Client.start`` with these options (with a ``run_id``: idempotent, see ``Client.options``)."""
-        return await _start(self.client, workflow, args, kwargs, run_id=self.run_id)
+        return _handle(self.client, await self.client.starter.start(workflow, args, kwargs, run_id=self.run_id))
 
 
-@dataclass(frozen=True)
-class HookResumed:
-    """What ``resume_hook_outcome`` did: the event holding the payload, and whether this call recorded it
-    (False: an earlier call with the same idempotency key did; this one only woke the run again)."""
-
-    event: Event
-    recorded: bool
-
-
-async def _start(client: Client, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
-                 kwargs: dict[str, Any], *, run_id: str | None, context: dict[str, Any] | None = None) -> Run[Any]:
-    """``Client.start`` and ``StartOptions.start``: record the run, then queue the message that runs it.
-    ``context``: more of the run's executionContext (a schedule's start says which schedule and tick)."""
-    definition = None if isinstance(workflow, str) else workflow_definition(workflow)
-    name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
-    if client.registry is not None and isinstance(workflow, str):
-        definition = client.registry.workflow(name)  # LookupError naming the workflow and how to register it
-    await client.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
-    if definition is not None:
-        try:
-            definition.check_arguments(args, kwargs)
-        except TypeError:
-            # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no arguments:
-            # the run keeps the ones it was recorded with.
-            if run_id is None or not await _recorded(client.world, run_id, name):
-                raise
-    run_id = run_id or new_run_id()
-    # The workflow's retention rides in the execution context (started by name without a registry: the
-    # deployment's default).
-    context = {**(definition.execution_context() if definition is not None else {}), **(context or {})}
-    coding = definition or (client.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
-    try:  # through the workflow's args_codec when this process knows the workflow (a CodecError: nothing written)
-        payload = codecs.store_call(args, kwargs, coding.args_codec if coding else None,
-                                    coding.fn if coding else _no_body, Place("input", f"workflow {name!r}", run_id))
-    except serde.SerializationError as error:
-        raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
-    result = await client.world.events.create(run_id, {
-        "eventType": "run_created",
-        "eventData": {"workflowName": name, "input": payload,
-                      "executionContext": {"seed": secrets.token_hex(32), **context}},
-    }, resolve_data="none")
-    assert result.run is not None
-    run: Run[Any] = Run(client, result.run.run_id, result.run.workflow_name,
-                        codec=definition.codec if definition is not None else None)
-    if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
-        try:
-            await _wake(client.world, run.run_id, result.run.workflow_name, "start")
-        except Exception as error:
-            raise RunStartError(run.run_id, error, workflow=result.run.workflow_name) from error
-    return run
-
-
-def _no_body(*args: Any) -> None:
-    """The body ``store_call`` binds to when the workflow is unknown here: never bound (no codec then)."""
+def _handle(client: Client, started: StartedRun) -> Run[Any]:
+    """The handle on a run ``client`` started (its result read through the workflow's codec)."""
+    definition = started.definition
+    return Run(client, started.run.run_id, started.run.workflow_name,
+               codec=definition.codec if definition is not None else None)
 
 
 def _result_codec(client: Client, workflow: str) -> Codec[Any] | None:
     """The codec of a workflow this process has (the client's registry, else the decorators' own), by name."""
     definition = (client.registry or REGISTRY).workflows.get(workflow) or REGISTRY.workflows.get(workflow)
     return definition.codec if definition is not None else None
-
-
-async def _recorded(world: World, run_id: str, name: str) -> bool:
-    """Whether run ``run_id`` of workflow ``name`` is recorded already (one read, on a refused start only)."""
-    try:
-        run = await world.runs.get(run_id, resolve_data="none")
-    except RunNotFoundError:
-        return False
-    return run.workflow_name == name
-
-
-async def _wake(world: World, run_id: str, workflow: str, reason: str) -> None:
-    await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
-                      idempotency_key=f"{run_id}:{reason}")
-
-
-async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
-    """A keyed resume of a token whose hook is gone, disposed or released by its run's end (``world/rules/hooks.py``):
-    a repeat of a resume that hook took is answered as the first was (the write is refused as a repeat, with the
-    first event, before anything says the hook is gone); any other is the lookup's ``HookNotFoundError`` (a
-    ``HookClosedError`` after the run's end). Nothing new is recorded or woken."""
-    assert missing.disposed_hook is not None
-    run_id, hook_id = missing.disposed_hook
-    try:
-        await world.events.create(run_id, {"eventType": "hook_received", "correlationId": hook_id,
-                                           "eventData": {"payload": encoded, "resumeId": resume_id}},
-                                  resolve_data="none")
-    except HookAlreadyReceivedError as repeat:
-        if isinstance(repeat.event, Event):
-            return HookResumed(repeat.event, False)
-        raise missing from None
-    except (HookNotFoundError, RunGoneError):
-        raise missing from None
-    raise missing  # the hook is gone, so the World refuses a new resume id
-
-
-def _resume_id(key: str) -> str:
-    """The resume id stored for an idempotency key: the key itself, or its digest when it is too long."""
-    return key if len(key) <= MAX_RESUME_ID_LENGTH else "sha256:" + _digest(key)
-
-
-def _digest(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -11,6 +11,7 @@ URL with ``AuthType: AWS_IAM`` (requests signed with botocore's ``SigV4Auth``, s
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import AsyncIterator, Generator, Mapping, Sequence
 from datetime import datetime
@@ -27,7 +28,7 @@ from ..world.errors import InvalidInputError, WorldError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from ..world.ids import SPEC_VERSION_CURRENT
 from ..world.pages import EventPage, HookPage, RunPage, StepPage
-from ..world.published import PublishedNames
+from ..world.published import Publication
 from ..world.queue import QueueBatchResult, QueueMessage
 from ..world.schedules import ScheduleStore
 from ..world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, StreamWriteSession, chunk_bytes
@@ -98,16 +99,16 @@ class HttpWorld:
         self.http = http or httpx.AsyncClient(base_url=self.url, auth=auth, timeout=REQUEST_TIMEOUT, trust_env=False)
         self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
         # awsworld's extensions (``world/protocol.py``): the server's World keeps time by the system clock; its
-        # watch index, schedules and publications are not served, so this World has none.
+        # watch index and schedules are not served, so this World has none (its publications are: ``_Published``).
         self.clock: Clock = SYSTEM_CLOCK
         self.watch: WatchAPI | None = None
         self.schedules: ScheduleStore | None = None
-        self.published: PublishedNames | None = None
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)
         self.hooks = _Hooks(self)
         self.streams = _Streams(self)
+        self.published = _Published(self)
         self._deployment_id: str | None = None
 
     async def request(self, method: str, path: str, *, params: Mapping[str, Any] | None = None,
@@ -291,6 +292,24 @@ class _Hooks:
                    resolve_data: ResolveData = "all") -> HookPage:
         return await self.world.model(HookPage, "GET", "/v1/hooks", params={
             "runId": run_id, "cursor": cursor, "limit": limit, "resolveData": resolve_data})
+
+
+class _Published:
+    """``world.published`` of the served World (``GET /v1/published``): what its queue's consumers registered, so
+    the ``Client`` of an ``HttpClient`` refuses at start a name none of them registers, exactly as a ``Client`` on
+    that World does (``Client.refuse_unpublished``, ``published.model.judge``). Only a consumer publishes (``awsworld
+    dev``, the flow function, ``awsworld serve`` running MODULEs), never a caller over HTTP."""
+
+    def __init__(self, world: HttpWorld) -> None:
+        self.world = world
+
+    async def publish(self, publication: Publication) -> None:
+        raise InvalidInputError("publications are written by the code that consumes the World's queue (awsworld dev, "
+                                "the flow function, awsworld serve with MODULEs), not over HTTP", field="published")
+
+    async def read(self) -> list[Publication]:
+        answer = await self.world.request("GET", "/v1/published")
+        return [Publication.from_json(json.dumps(raw)) for raw in answer["publications"]]
 
 
 def _tagged(chunk: Chunk, field: str) -> dict[str, str]:

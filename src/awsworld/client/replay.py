@@ -25,10 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..authoring.codecs import Place
 from ..authoring.definitions import REGISTRY, Registry
 from ..authoring.errors import CodecError, DeterminismError, ReplayDivergenceError
-from ..engine import codecs, serde
+from ..durable import codecs, serde
+from ..durable.codecs import Place
 from ..engine import divergence as dv
 from ..engine.execution import LogGapError, WorkflowExecution
 from ..world.events import Event

@@ -2,7 +2,7 @@
 
 A workflow body is replayed from its log many times, in many processes, so everything it computes must come out
 the same every time. Inside a workflow body — code running as a task of the run's :class:`ReplayLoop` (checked
-by the ``current_execution`` context variable *and* the running loop, so concurrent runs, steps and every other
+by the ``current_runtime`` context variable *and* the running loop, so concurrent runs, steps and every other
 task of the process are unaffected) — these calls behave as follows:
 
 =============================================  =========================================================
@@ -56,13 +56,12 @@ from collections.abc import Callable, Iterable, Iterator
 from types import CodeType, FrameType
 from typing import TYPE_CHECKING, Any
 
+from ..authoring.calls import time_ns, uuid4
 from ..authoring.errors import DeterminismError
-from ..authoring.scope import current_execution
+from ..authoring.runtime import WorkflowRuntime, current_runtime
 
 if TYPE_CHECKING:
     from _typeshed import ProfileFunction  # (what sys.setprofile takes: a name of the stubs only)
-
-    from .execution import WorkflowExecution
 
 _ORIGINAL_TIME = _time.time
 _ORIGINAL_TIME_NS = _time.time_ns
@@ -120,10 +119,11 @@ _GLOBAL_ONLY = frozenset(getattr(_random.Random, name).__code__ for name in ("se
 """Refused for the random module's own generator only (the run's generator runs the same code, and may)."""
 
 
-def active_execution() -> WorkflowExecution | None:
+def active_execution() -> WorkflowRuntime | None:
     """The run whose workflow body is running right now on this thread, or None (a step, a client, any other
-    task): the context variable says which run, the running loop confirms it is that run's replay loop."""
-    execution = current_execution.get()
+    task): the context variable says which run (``authoring.runtime.current_runtime``), the running loop confirms
+    it is that run's replay loop."""
+    execution = current_runtime.get()
     if execution is None or asyncio.events._get_running_loop() is not execution.loop:
         return None
     return execution
@@ -197,28 +197,6 @@ def restore_guard(previous: ProfileFunction | None) -> None:
 
 
 # ---------------------------------------------------------------------------------------------- replay-stable
-
-
-def time_ns() -> int:
-    """Inside a workflow: the time of the last event replayed, in nanoseconds since the epoch (replay-stable).
-    Elsewhere: ``time.time_ns()``."""
-    execution = current_execution.get()
-    if execution is None:
-        return _ORIGINAL_TIME_NS()
-    now = execution.current_time()
-    return (now - _EPOCH) // _dt.timedelta(microseconds=1) * 1000
-
-
-def uuid4() -> _uuid.UUID:
-    """Inside a workflow: a random UUID drawn from the run's seeded generator (replay-stable). Elsewhere:
-    ``uuid.uuid4()``."""
-    execution = current_execution.get()
-    if execution is None:
-        return _ORIGINAL_UUID4()
-    return _uuid.UUID(int=execution.rng.getrandbits(128), version=4)
-
-
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC)
 
 
 def _patched_time() -> float:

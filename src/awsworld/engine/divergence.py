@@ -23,8 +23,8 @@ import reprlib
 from datetime import datetime
 
 from ..authoring.errors import ReplayDivergenceError
+from ..durable import serde
 from ..world.events import Event
-from . import serde
 from .ops import Op, StepOp, WaitOp
 from .time_scale import recorded_factor
 

@@ -33,12 +33,10 @@ import hmac
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
-from ..authoring.children import call_child
-from ..authoring.codecs import Codec, Place
 from ..authoring.definitions import Registry, WorkflowDef
-from ..authoring.durations import When, resolve
+from ..authoring.durations import Duration, When, resolve
 from ..authoring.errors import (
     STEP_CANCELLED,
     CodecError,
@@ -48,16 +46,19 @@ from ..authoring.errors import (
     StepError,
 )
 from ..authoring.names import display_name
-from ..authoring.poll import PollSpec
+from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.scope import current_execution, wakes_on
+from ..authoring.runtime import StepRef, WorkflowRef, current_runtime, wakes_on
+from ..durable import codecs, serde
+from ..durable.codecs import Codec, Place
+from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..world.events import Event
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
-from . import codecs, hook_timeouts, serde
 from . import divergence as dv
-from .hook_timeouts import hook_failure
-from .ops import HookOp, Op, StepOp, StepRef, WaitOp
+from . import hook_timeouts
+from .children import ChildStart, start_child
+from .ops import HookOp, Op, StepOp, WaitOp
 from .replay_loop import ReplayLoop
 from .time_scale import TimeScale, recorded_factor
 
@@ -166,7 +167,7 @@ class WorkflowExecution:
         # The body's first run: nothing but run-level events in the log (``all`` stops at the first call's event).
         fresh = all(event.event_type in RUN_LEVEL_EVENTS for event in self.log)
         context = contextvars.copy_context()
-        context.run(current_execution.set, self)
+        context.run(current_runtime.set, self)
         self.task = self.loop.create_task(self._body(raw, fresh), context=context)
         self.task.add_done_callback(self._body_ended)
 
@@ -174,7 +175,7 @@ class WorkflowExecution:
         """The body returned or raised: cancel every task it left running (``map`` items still running when
         their batch completed, a task it never awaited), as ``asyncio.run`` does when its coroutine ends. As the
         body's done callback this runs at the same point of the log on every replay; the flow then records their
-        open steps as cancelled before the run's end (``worker/declarations.py``, ``_cancel_steps``)."""
+        open steps as cancelled before the run's end (``worker/declarations.py``, ``Declarer.cancel_steps``)."""
         self.loop.cancel_tasks()
 
     async def _body(self, raw: Any, fresh: bool) -> Any:
@@ -292,7 +293,7 @@ class WorkflowExecution:
             op.fail(HookConflictError(op.token, str(data.get("conflictingRunId"))))
         elif kind == "hook_received":
             hook_timeouts.heard(self, op, event.created_at)  # a payload counts as a heartbeat
-            if hook_timeouts.is_heartbeat(data.get("payload")):
+            if is_heartbeat(data.get("payload")):
                 return
             failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
             if failed is not None:
@@ -370,10 +371,11 @@ class WorkflowExecution:
         taken, self.pending_markers = self.pending_markers, {}
         return taken
 
-    async def call_workflow(self, definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        """``await child_workflow(...)`` inside this workflow: a child call (``authoring.children``), declared
-        here like a step, so the decorator need not know how children are made."""
-        return await call_child(definition, args, kwargs)
+    async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                          detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildStart:
+        """A child call at the next positions (``children``): its start step, then the hook its outcome comes
+        back on."""
+        return await start_child(self, definition, args, kwargs, detached=detached, name=name, codec=codec)
 
     async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                         poll: PollSpec | None = None, name: str | None = None) -> Any:
@@ -454,6 +456,18 @@ class WorkflowExecution:
         self._declare(op)
         return op
 
+    def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool, codec: Codec[Any] | None = None,
+                    name: str | None = None, timeout: When | None = None,
+                    heartbeat_timeout: Duration | None = None) -> HookOp:
+        """``create_hook``/``create_webhook``: the hook at the next position, then its waits at the positions right
+        after it (its timeout's, then its first heartbeat wait: ``hook_timeouts``)."""
+        op = self.declare_hook(token, metadata, is_webhook, codec, name=name)
+        if timeout is not None:
+            hook_timeouts.arm(self, op, timeout)
+        if heartbeat_timeout is not None:
+            hook_timeouts.arm_heartbeat(self, op, heartbeat_timeout)
+        return op
+
     def derived_token(self, hook_id: str) -> str:
         """Long and unguessable without the run's seed, and the same on every replay."""
         return hmac.new(self.seed.encode(), hook_id.encode(), hashlib.sha256).hexdigest()
@@ -476,6 +490,12 @@ class WorkflowExecution:
     def current_time(self) -> datetime:
         assert self.now is not None
         return self.now
+
+    def execution_context(self) -> dict[str, Any]:
+        """The run's ``run_created`` executionContext (empty when it has none)."""
+        created = (self.log[0].event_data or {}) if self.log else {}
+        context = created.get("executionContext")
+        return cast("dict[str, Any]", context) if isinstance(context, dict) else {}
 
     def resume_at(self, duration: When) -> datetime:
         """The point in time ``duration`` names, a relative one measured from ``now()`` (replay-stable)."""

@@ -9,10 +9,8 @@ drained every await raises ``HookTimeoutError``. The timeout bounds the whole ho
 what "approve within a day" means. A timed-out hook is disposed, so a late sender finds no hook (an error at
 the sender) instead of a payload silently dropped.
 
-A failure is a ``hook_received`` whose payload is an envelope that ``serde`` never produces for a user value: its
-tag is not one of serde's, and a user dict with a ``"$t"`` key is escaped (``{"$t": "dict", ...}``). So no
-payload a client sends through ``resume_hook`` (or the webhook route) can be taken for a failure, and a failure
-travels the same path as a payload: the same event, the same idempotency keys, the same wake-up.
+A failure is a ``hook_received`` whose payload is a failure envelope (``durable/hook_payloads.py``): it closes
+the hook as a timeout does, with ``HookFailedError``.
 
 A heartbeat (``Client.heartbeat_hook``, for ``create_hook(..., heartbeat_timeout=...)``) is a ``hook_received``
 with another such envelope, so it is refused exactly as a payload is (an unknown, disposed or ended hook: one
@@ -27,68 +25,14 @@ falls due, which the watch index and the watchdog enforce as any wait's), and th
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
 
 from ..authoring.durations import Duration, When, parse_duration, resolve
-from ..authoring.errors import HookFailedError, HookHeartbeatTimeoutError, HookTimeoutError
-from .json_data import is_dict
-from .ops import HOOK_HEARTBEAT, HOOK_TIMEOUT
-
-if TYPE_CHECKING:
-    from .execution import WorkflowExecution
-    from .ops import HookOp, WaitOp
-
-FAILURE_TAG = "awsworld.hook_failure"
-HEARTBEAT_TAG = "awsworld.hook_heartbeat"
-MAX_FAILURE_MESSAGE = 4096
-MAX_FAILURE_CODE = 256
+from ..authoring.errors import HookHeartbeatTimeoutError, HookTimeoutError
+from .ops import HOOK_HEARTBEAT, HOOK_TIMEOUT, HookOp, OpDeclarer, WaitOp
 
 
-def failure_payload(message: str, code: str | None = None) -> dict[str, Any]:
-    """The stored payload of ``Client.fail_hook``: an envelope no user value serializes to."""
-    value: dict[str, Any] = {"message": str(message)[:MAX_FAILURE_MESSAGE]}
-    if code is not None:
-        value["code"] = str(code)[:MAX_FAILURE_CODE]
-    return {"$t": FAILURE_TAG, "v": value}
-
-
-def heartbeat_payload() -> dict[str, Any]:
-    """The stored payload of ``Client.heartbeat_hook``: an envelope no user value serializes to."""
-    return {"$t": HEARTBEAT_TAG, "v": {}}
-
-
-def is_heartbeat(raw: object) -> bool:
-    return is_dict(raw) and raw.get("$t") == HEARTBEAT_TAG
-
-
-HEARTBEAT_FIELD = "heartbeat"
-"""``hook_received``'s mark of a heartbeat (``True``), beside its envelope: readers of the log that leave payloads
-out (``awsworld hooks``, ``resolve_data="none"``) tell heartbeats from payloads by it."""
-
-
-def is_heartbeat_event(data: dict[str, Any] | None) -> bool:
-    """Whether a ``hook_received``'s data is a heartbeat: marked so, or (a log from before the mark, read with its
-    values) holding the heartbeat envelope. The CLI and the UI count it as a heartbeat, never as a payload."""
-    if not data:
-        return False
-    return data.get(HEARTBEAT_FIELD) is True or is_heartbeat(data.get("payload"))
-
-
-def hook_failure(token: str, raw: object) -> Callable[[], HookFailedError] | None:
-    """The error a stored payload stands for, when it is a failure envelope (else None: an ordinary payload)."""
-    if not is_dict(raw) or raw.get("$t") != FAILURE_TAG:
-        return None
-    value = raw.get("v")
-    if not is_dict(value):
-        return None
-    message = str(value.get("message") or "the hook was failed")
-    code = value.get("code")
-    return lambda: HookFailedError(token, message, None if code is None else str(code))
-
-
-def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
+def arm(execution: OpDeclarer, op: HookOp, timeout: When) -> None:
     """Declare ``op``'s timeout wait (the position right after the hook) and close the hook when it completes.
     ``timeout``: any duration (``"1h"``, seconds, a timedelta; from the workflow's ``now()``) or a deadline."""
     wait = execution.declare_wait(resolve(timeout, execution.current_time(), what="create_hook(timeout=...)"))
@@ -107,7 +51,7 @@ def arm(execution: WorkflowExecution, op: HookOp, timeout: When) -> None:
     wait.future.add_done_callback(passed)
 
 
-def arm_heartbeat(execution: WorkflowExecution, op: HookOp, heartbeat_timeout: Duration) -> None:
+def arm_heartbeat(execution: OpDeclarer, op: HookOp, heartbeat_timeout: Duration) -> None:
     """Declare ``op``'s first heartbeat wait (the next position), due ``heartbeat_timeout`` from now."""
     every = parse_duration(heartbeat_timeout, what="create_hook(heartbeat_timeout=...)")
     if every.total_seconds() <= 0:
@@ -116,7 +60,7 @@ def arm_heartbeat(execution: WorkflowExecution, op: HookOp, heartbeat_timeout: D
     _watch(op, execution.declare_wait(execution.current_time() + every))
 
 
-def heard(execution: WorkflowExecution, op: HookOp, at: datetime) -> None:
+def heard(execution: OpDeclarer, op: HookOp, at: datetime) -> None:
     """A ``hook_received`` (a heartbeat or a payload) recorded at ``at`` was replayed: re-arm the heartbeat wait
     from it. The abandoned wait is never completed nor waited for; the new one is written by this delivery
     (unless it is abandoned in turn before the delivery writes)."""

@@ -13,27 +13,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from ..authoring.codecs import Codec
-from ..authoring.poll import PollSpec
-from ..authoring.scope import StepEnd
-from .json_data import JSONValue
-
-
-class StepRef(Protocol):
-    """What the engine needs of a step's definition: its name (recorded, compared on replay) and its result's
-    codec. A ``StepDef`` is one; so is a built-in step the worker runs (``child_calls.BuiltinStep``)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def codec(self) -> Codec[Any] | None: ...  # the result's (``@step(codec=...)``); None: awsworld's JSON
-
-    @property
-    def args_codec(self) -> Codec[tuple[Any, ...]] | None: ...  # the arguments' (``@step(args_codec=...)``)
-
-    @property
-    def fn(self) -> Callable[..., Any]: ...  # the body (an args_codec binds the arguments to its signature)
+from ..authoring.poll_spec import PollSpec
+from ..authoring.runtime import StepEnd, StepRef
+from ..durable.codecs import Codec
+from ..durable.json_data import JSONValue
 
 
 @dataclass
@@ -54,7 +37,7 @@ class StepOp:
     kind: str = "step"
     poll: PollSpec | None = None  # a poll_until: its attempts are polls, run only by flows (see ``poll``)
     name: str | None = None  # the display name recorded on step_created (``authoring.names``; never compared)
-    wakes_on: frozenset[StepEnd] = frozenset()  # ends that continue the workflow at once (``authoring.scope``)
+    wakes_on: frozenset[StepEnd] = frozenset()  # ends that continue the workflow at once (``authoring.runtime``)
 
 
 @dataclass
@@ -194,3 +177,28 @@ def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
     if isinstance(op, WaitOp) and op.hook is not None:
         data[HOOK_ID_FIELD], data[HOOK_WAIT_FIELD] = op.hook
     return data
+
+
+class OpDeclarer(Protocol):
+    """What the engine's helpers that declare ops for a call (``hook_timeouts``, ``children``) ask of the execution
+    they declare them in (``WorkflowExecution``): the positions, the run's identity and clock, the loop."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop: ...
+
+    def current_time(self) -> datetime: ...
+
+    def recorded_call(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool: ...
+
+    def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                     poll: PollSpec | None = None, name: str | None = None) -> StepOp: ...
+
+    def declare_wait(self, resume_at: datetime, *, name: str | None = None) -> WaitOp: ...
+
+    def declare_rearmed_wait(self, op_id: str, resume_at: datetime) -> WaitOp: ...
+
+    def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None, *,
+                     name: str | None = None) -> HookOp: ...

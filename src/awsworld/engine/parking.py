@@ -139,5 +139,5 @@ def mark(parked: Parked | None) -> dict[str, Any]:
 
 def ways_out(run_id: str) -> str:
     """What an operator can do about a parked run, in one sentence."""
-    return (f"revert the code, or branch the change with awsworld.patched() (README: \"Branching on a change\"), "
+    return (f"revert the code, or branch the change with awsworld.patched() (docs/how-to/changing-code.md), "
             f"and the run resumes; `awsworld fail {run_id}` ends it instead")

@@ -7,7 +7,10 @@ Three groups of endpoints, all under ``/v1`` (the README's "Endpoints" lists eac
   forward to. A queued message with ``deliverTo`` is pushed by HTTP to that app (``http/push.py``).
 - ``/v1/client/...``: the ``Client``'s own calls for any service that speaks plain HTTP: start a run of a
   workflow by name with JSON arguments, resume a hook, cancel a run (reads and waits are the World's).
-- ``/v1/info``: the World's spec version and deployment.
+- ``/v1/info``: the World's spec version and deployment, and how many live stream reads this process is serving
+  (each ends when its stream does, or when its reader disconnects); ``/v1/published``: the workflow names the
+  consumers of the World's queue published (``published.model``), which a remote ``Client`` reads to refuse an
+  unknown name.
 
 Bodies and errors follow ``http/wire.py``. Every request passes ``http/auth.py``'s check first; a bad request
 (malformed JSON, a body that is not ``application/json``, a field of the wrong type) is a 4xx with nothing
@@ -48,12 +51,14 @@ MAX_BODY_BYTES = 80 * 1024 * 1024
 takes (64 MiB, ``AWSWORLD_MAX_VALUE_BYTES``) plus its JSON and base64 overhead."""
 
 class Served:
-    """What the app serves: the World, a ``Client`` on it, and the names it gives hooks (``hook_owner``)."""
+    """What the app serves: the World, a ``Client`` on it, and the names it gives hooks (``hook_owner``);
+    ``live_reads``: the live stream reads in progress (``GET /v1/info`` shows it)."""
 
     def __init__(self, world: World, client: Client | None, project: str, deployment_id: str) -> None:
         self.world = world
         self.client = client or Client(world)
         self.owner = hook_owner(project, deployment_id)
+        self.live_reads = 0
 
 
 def create_app(world: World, *, auth: Auth, client: Client | None = None, project: str = "awsworld",
@@ -75,6 +80,7 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
     routes = [
         route("/v1/info", _info, "GET"),
         route("/v1/deployment-id", _deployment_id, "GET"),
+        route("/v1/published", _published, "GET"),
         route("/v1/queue", _queue, "POST"),
         route("/v1/runs", _list_runs, "GET"),
         route("/v1/runs/{run_id}", _get_run, "GET"),
@@ -241,11 +247,21 @@ def _hook(served: Served, hook: Hook) -> JSON:
 
 async def _info(served: Served, request: Request) -> Response:
     return JSONResponse({"specVersion": SPEC_VERSION_CURRENT, "deploymentId": await served.world.get_deployment_id(),
-                         "capabilities": served.world.capabilities.to_wire()})
+                         "capabilities": served.world.capabilities.to_wire(), "liveStreamReads": served.live_reads})
 
 
 async def _deployment_id(served: Served, request: Request) -> Response:
     return JSONResponse({"deploymentId": await served.world.get_deployment_id()})
+
+
+async def _published(served: Served, request: Request) -> Response:
+    """``world.published.read()``: every publication of the World's queue consumers (none for a World that keeps
+    none). ``HttpWorld.published`` reads it, so ``HttpClient.start`` refuses a name no consumer registers as a
+    ``Client`` on the World itself does (``Client.refuse_unpublished``)."""
+    store = served.world.published
+    publications = await store.read() if store is not None else []
+    # (each in the shape the World stores it: Publication.to_json)
+    return JSONResponse({"publications": [json.loads(p.to_json()) for p in publications]})
 
 
 async def _queue(served: Served, request: Request) -> Response:
@@ -463,8 +479,10 @@ async def _close_stream(served: Served, request: Request) -> Response:
 async def _read_stream(served: Served, request: Request) -> Response:
     """``streams.get``, live: the raw bytes of every chunk from ``startIndex`` on (negative: from the tail; absent
     or ``null``: 0), existing ones first, then each as it lands; the answer ends when the stream is closed or its
-    run has ended. Headers go out at once; a reader that disconnects stops the read (Starlette cancels it).
-    ``framed=1``: each chunk behind its 4-byte big-endian length, so a reader gets the chunks as written."""
+    run has ended. Headers go out at once; a reader that disconnects stops the read: Starlette cancels the body
+    on the ASGI server's ``http.disconnect`` (so the World's reader stops waiting), and ``Served.live_reads``
+    counts it ended. ``framed=1``: each chunk behind its 4-byte big-endian length, so a reader gets the chunks as
+    written."""
     run_id, name = request.path_params["run_id"], request.path_params["name"]
     raw = request.query_params.get("startIndex")
     try:
@@ -476,8 +494,12 @@ async def _read_stream(served: Served, request: Request) -> Response:
     chunks = served.world.streams.get(run_id, name, start_index=start)
 
     async def body() -> AsyncIterator[bytes]:
-        async for chunk in chunks:
-            yield FRAME.pack(len(chunk)) + chunk if framed else chunk
+        served.live_reads += 1
+        try:
+            async for chunk in chunks:
+                yield FRAME.pack(len(chunk)) + chunk if framed else chunk
+        finally:
+            served.live_reads -= 1
 
     return StreamingResponse(body(), media_type="application/octet-stream",
                              headers={"cache-control": "no-store", "x-accel-buffering": "no"})

@@ -213,12 +213,14 @@ class LocalAWS:
 
     @property
     def world(self) -> AWSWorld:
+        """The ``AWSWorld`` built on entry, on the resources provisioned for it."""
         if self._world is None:
             raise RuntimeError("no World yet: enter `async with LocalAWS()` (with initial_world=True) first")
         return self._world
 
     @property
     def config(self) -> AWSConfig:
+        """``world``'s configuration: resource names and endpoints (``awsworld dev`` exports them)."""
         return self.world.config
 
     async def __aenter__(self) -> LocalAWS:

@@ -1,4 +1,4 @@
-"""Schedules: workflows that start themselves, exactly once per tick (README, "Schedules").
+"""Schedules: workflows that start themselves, exactly once per tick (docs/how-to/schedules.md).
 
 Declared in code (``@workflow(schedule=Schedule(...))``, ``awsworld.schedule``) or through ``client.schedules``;
 fired by the tick (``runtime.tick``'s ``schedules`` job, ``job.py``); decided by ``world.rules.schedules``.

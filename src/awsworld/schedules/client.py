@@ -21,7 +21,8 @@ from functools import partial
 from typing import Any
 
 from ..authoring.definitions import workflow_definition
-from ..engine import json_data, serde
+from ..durable import json_data, serde
+from ..worker.run_control import RunStarter
 from ..world import schedule_timing as timing
 from ..world.rules.schedules import Claim, pause, refuse_backfill, refuse_create, refuse_delete, resume, trigger
 from ..world.rules.schedules import backfill as backfill_actions
@@ -33,7 +34,7 @@ from ..world.schedules import (
     check_schedule_id,
     schedule_run_id,
 )
-from .effects import ScheduleBusyError, StartRun, decide_and_apply, perform
+from .effects import ScheduleBusyError, decide_and_apply, perform
 from .model import Schedule
 
 UPCOMING = 5
@@ -57,15 +58,15 @@ class Triggered:
 
 
 class ScheduleClient:
-    def __init__(self, client: Any, start: StartRun) -> None:
-        """Built by ``Client.schedules`` with its start (this module does not import the Client's)."""
-        self.client = client
-        self.world = client.world
-        store = client.world.schedules
+    def __init__(self, starter: RunStarter) -> None:
+        """Built by ``Client.schedules`` with the client's starter (``worker/run_control.py``): a schedule's runs
+        start as the client's do, its checks included (this module does not import the Client)."""
+        self.starter = starter
+        self.world = starter.world
+        store = starter.world.schedules
         if store is None:
-            raise TypeError(f"{type(client.world).__name__} has no schedule store (world.schedules)")
+            raise TypeError(f"{type(starter.world).__name__} has no schedule store (world.schedules)")
         self.store = store
-        self._start = start
 
     def _now(self) -> datetime:
         return self.world.clock.now()
@@ -79,14 +80,14 @@ class ScheduleClient:
         check_schedule_id(schedule_id)
         if isinstance(workflow, str):
             name = workflow
-            registry = getattr(self.client, "registry", None)
+            registry = self.starter.registry
             definition = registry.workflow(name) if registry is not None else None
         else:
             definition = workflow_definition(workflow)
             name = definition.name
         if definition is not None:
             definition.check_arguments(tuple(schedule.args), dict(schedule.kwargs))
-        await self.client.refuse_unpublished(name)  # a name no consumer of the queue registers (published.model)
+        await self.starter.refuse_unpublished(name)  # a name no consumer of the queue registers (published.model)
         state = schedule.state(schedule_id, name, self._now(), source="api")
         with contextlib.suppress(ScheduleNotFoundError):
             refuse_create(await self.store.get(schedule_id), schedule_id)
@@ -130,7 +131,7 @@ class ScheduleClient:
             decided.append(trigger(current, now, status, overlap))
             return decided[-1]
 
-        await decide_and_apply(self.world, self.store, state, decide, client=self.client, start=self._start)
+        await decide_and_apply(self.world, self.store, state, decide, starter=self.starter)
         decision = decided[-1]
         return Triggered(decision.outcome, decision.started[0].run_id if decision.started else None)
 
@@ -144,7 +145,7 @@ class ScheduleClient:
         refuse_backfill(begin, finish, self._now(), len(ticks))
         await self._check_arguments(state)
         actions = backfill_actions(state, ticks)
-        await perform(self.world, self.store, state, actions, client=self.client, start=self._start)
+        await perform(self.world, self.store, state, actions, starter=self.starter)
         return [a.run_id for a in actions]
 
     async def delete(self, schedule_id: str) -> None:
@@ -164,12 +165,12 @@ class ScheduleClient:
     async def _change(self, schedule_id: str, decide: Callable[[ScheduleState, str | None], Claim | None]
                       ) -> ScheduleState:
         state, _ = await decide_and_apply(self.world, self.store, await self.get(schedule_id), decide,
-                                          client=self.client, start=self._start, needs_status=lambda _: False)
+                                          starter=self.starter, needs_status=lambda _: False)
         return state
 
     async def _check_arguments(self, state: ScheduleState) -> None:
         """The stored arguments against the workflow, when this client knows it (``TypeError``, nothing written)."""
-        registry = getattr(self.client, "registry", None)
+        registry = self.starter.registry
         definition = registry.workflows.get(state.workflow_name) if registry is not None else None
         if definition is None:
             return

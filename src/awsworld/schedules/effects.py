@@ -4,19 +4,20 @@ The tick job and the ``ScheduleClient`` both decide through ``decide_and_apply``
 ``pending`` effects a writer before left undone, decide (a ``world.rules.schedules`` function), write the
 decision conditioned on the version read, and only once it won, start and cancel runs, then clear ``pending``.
 A lost write reads the record again and decides afresh; a crash after the write leaves ``pending`` for the next
-reader. Starting a run needs the Client's start (``runtime.client._start``), handed over by the caller: the
-Client's ``schedules`` property builds a ``ScheduleClient``, so this package does not import the Client back.
+reader. Starting and cancelling a run go through ``worker/run_control.py``, as every start and cancel does: the
+caller hands over its ``RunStarter`` (a tick's checks no published names; ``client.schedules`` uses its client's).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..authoring.definitions import REGISTRY
-from ..engine import json_data, serde
+from ..durable import json_data, serde
+from ..worker.run_control import RunStarter, cancel_run
 from ..world.errors import RunGoneError, RunNotFoundError
 from ..world.protocol import World
 from ..world.rules.schedules import Claim, settle
@@ -27,14 +28,6 @@ log = logging.getLogger("awsworld.schedules")
 
 MAX_ATTEMPTS = 8
 """Decisions tried per call before giving up (each lost write means another writer moved the record)."""
-
-
-class StartRun(Protocol):
-    """``runtime.client._start``: record a run of ``workflow`` with these arguments under ``run_id`` (idempotent)
-    and queue the message that runs it."""
-
-    def __call__(self, client: Any, workflow: str, args: tuple[Any, ...], kwargs: dict[str, Any], /, *,
-                 run_id: str | None, context: dict[str, Any] | None = None) -> Awaitable[Any]: ...
 
 
 class ScheduleBusyError(RuntimeError):
@@ -56,21 +49,21 @@ def run_context(state: ScheduleState, action: Action) -> dict[str, Any]:
 
 
 async def perform(world: World, store: ScheduleStore, state: ScheduleState, actions: Sequence[Action], *,
-                  client: Any, start: StartRun) -> None:
+                  starter: RunStarter) -> None:
     """Carry out ``actions`` in order. Each is idempotent: a start names its run (a second start of it returns
     the first run), a cancel of a run that has ended or does not exist changes nothing."""
     text: str | None = None
     for action in actions:
         if action.kind == "cancel":
             with contextlib.suppress(RunGoneError, RunNotFoundError):
-                await client.cancel(action.run_id, reason=f"schedule {state.schedule_id}: a newer run replaces it "
-                                                          "(overlap cancel_previous)")
+                await cancel_run(world, action.run_id, reason=f"schedule {state.schedule_id}: a newer run replaces "
+                                                              "it (overlap cancel_previous)")
             continue
         if text is None:
             text = await store.input(state)
         call = json_data.as_call(serde.from_json_text(text))
-        await start(client, state.workflow_name, tuple(call.args), call.kwargs,
-                    run_id=action.run_id, context=run_context(state, action))
+        await starter.start(state.workflow_name, tuple(call.args), call.kwargs, run_id=action.run_id,
+                            context=run_context(state, action))
 
 
 async def last_status(world: World, state: ScheduleState) -> str | None:
@@ -83,12 +76,11 @@ async def last_status(world: World, state: ScheduleState) -> str | None:
         return None
 
 
-async def carry_out(world: World, store: ScheduleStore, state: ScheduleState, *, client: Any,
-                    start: StartRun) -> ScheduleState:
+async def carry_out(world: World, store: ScheduleStore, state: ScheduleState, *, starter: RunStarter) -> ScheduleState:
     """Do ``state.pending`` and clear it; the record as it stands after (another writer's, if one moved it)."""
     if not state.pending:
         return state
-    await perform(world, store, state, state.pending, client=client, start=start)
+    await perform(world, store, state, state.pending, starter=starter)
     settled = settle(state, world.clock.now())
     if await store.write(settled, expected_version=state.version):
         return settled
@@ -96,7 +88,7 @@ async def carry_out(world: World, store: ScheduleStore, state: ScheduleState, *,
 
 
 async def decide_and_apply(world: World, store: ScheduleStore, state: ScheduleState, decide: Decide, *,
-                           client: Any, start: StartRun,
+                           starter: RunStarter,
                            needs_status: Callable[[ScheduleState], bool] | None = None
                            ) -> tuple[ScheduleState, Claim | None]:
     """Decide on ``state`` (refreshed whenever a write is lost) and carry the decision out; the record as it
@@ -104,12 +96,12 @@ async def decide_and_apply(world: World, store: ScheduleStore, state: ScheduleSt
     run's status (default: always, when there is a last run)."""
     for _ in range(MAX_ATTEMPTS):
         while state.pending:
-            state = await carry_out(world, store, state, client=client, start=start)
+            state = await carry_out(world, store, state, starter=starter)
         wanted = needs_status is None or needs_status(state)
         decision = decide(state, await last_status(world, state) if wanted else None)
         if decision is None:
             return state, None
         if await store.write(decision.state, expected_version=state.version):
-            return await carry_out(world, store, decision.state, client=client, start=start), decision
+            return await carry_out(world, store, decision.state, starter=starter), decision
         state = await store.get(state.schedule_id)
     raise ScheduleBusyError(f"schedule {state.schedule_id!r} kept moving under this change: try again")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..authoring.scope import require_execution
+from ..authoring.runtime import require_runtime
 from ..world.schedules import Trigger, parse_tick, tick_text
 
 CONTEXT_KEY = "schedule"
@@ -37,9 +37,7 @@ def schedule_of(context: dict[str, Any] | None) -> ScheduleInfo | None:
 
 def schedule_info() -> ScheduleInfo | None:
     """Inside a workflow: the schedule and tick that started this run, or None (started otherwise)."""
-    execution = require_execution("awsworld.schedule_info()")
-    created = execution.log[0].event_data if execution.log else None
-    return schedule_of((created or {}).get("executionContext"))
+    return schedule_of(require_runtime("awsworld.schedule_info()").execution_context())
 
 
 def schedule_json(context: dict[str, Any] | None) -> dict[str, str] | None:

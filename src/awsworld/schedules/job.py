@@ -21,9 +21,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
-from typing import Any
 
-from ..client.client import Client, _start  # pyright: ignore[reportPrivateUsage]
+from ..worker.run_control import RunStarter
 from ..world import schedule_timing as timing
 from ..world.protocol import World
 from ..world.rules.schedules import Claim, claim, code_conflict, needs_evaluation, orphan, sync
@@ -71,13 +70,13 @@ async def run_schedules(world: World) -> dict[str, int]:
     report.schedules = len(states)
     await _sync(store, states, now, report)
     # No registry, no names read: a scheduled run records what its schedule holds, and its delivery decides.
-    client = Client(world, check_published=False)
+    starter = RunStarter(world, check_published=False)
     for state in list(states.values()):
         if not needs_evaluation(state, now):
             continue
         report.evaluated += 1
         try:
-            await _evaluate(world, store, state, now, client, report)
+            await _evaluate(world, store, state, now, starter, report)
         except Exception as error:
             report.failed += 1
             log.warning("schedule %s: the tick could not claim it: %s: %s", state.schedule_id,
@@ -90,7 +89,7 @@ async def run_schedules(world: World) -> dict[str, int]:
     return report.as_dict()
 
 
-async def _evaluate(world: World, store: ScheduleStore, state: ScheduleState, now: datetime, client: Any,
+async def _evaluate(world: World, store: ScheduleStore, state: ScheduleState, now: datetime, starter: RunStarter,
                     report: JobReport) -> None:
     def decide(current: ScheduleState, status: str | None) -> Claim | None:
         due = timing.due(current.spec, current.cursor, now, current.catchup)
@@ -100,7 +99,7 @@ async def _evaluate(world: World, store: ScheduleStore, state: ScheduleState, no
         return current.last_run_id is not None and (current.overlap != "allow_all" or current.buffered is not None)
 
     for _ in range(MAX_ROUNDS):
-        state, decision = await decide_and_apply(world, store, state, decide, client=client, start=_start,
+        state, decision = await decide_and_apply(world, store, state, decide, starter=starter,
                                                  needs_status=needs_status)
         if decision is None:
             return

@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 
 from ..authoring.durations import Duration, seconds
-from ..engine import serde
+from ..durable import serde
 from ..world import schedule_timing as timing
 from ..world.schedules import (
     CATCHUPS,

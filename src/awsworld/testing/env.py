@@ -32,6 +32,12 @@ from .driver import Driver
 
 
 class WorkflowTestEnv:
+    """Workflows in memory, in milliseconds: a ``MemoryWorld``, the runtime's delivery path run in-process, and a
+    virtual clock that skips to the next due sleep, retry or timeout whenever a test waits for a run and nothing
+    else can run before it. ``async with WorkflowTestEnv() as env:`` (the pytest fixture ``awsworld_env`` gives a
+    fresh one per test); ``env.client`` starts and reads runs; ``env.sleep``, ``env.advance``, ``env.idle`` and
+    ``env.now`` drive and read the clock. Docs: *Get started: Your first test*."""
+
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
                  registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
                  schedules: Sequence[Callable[..., Any] | str] = ()) -> None:
@@ -88,12 +94,14 @@ class WorkflowTestEnv:
     # -- life ------------------------------------------------------------------------------------------
 
     async def start(self) -> WorkflowTestEnv:
+        """Start running deliveries (``async with`` does it); returns the environment."""
         if not self._started:
             self.driver.start()
             self._started = True
         return self
 
     async def close(self) -> None:
+        """Stop the deliveries and close the World (``async with`` does it on exit)."""
         await self.driver.stop()
         await self.world.close()
 

@@ -12,30 +12,42 @@ import asyncio
 import base64
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from ..authoring.durations import parse_duration
+from ..client.client import Client
 from ..engine.parking import parked_run, shown_status
 from ..schedules.info import schedule_json
 from ..timeline import error_lines, error_part, timeline_rows
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
+from ..world.protocol import World
 from ..world.streams import StreamInfo
 from .model import parent_of, picture
 from .pages import event_rows, timeline_html
-
-if TYPE_CHECKING:
-    from .app import UIState
+from .reader import Reader
 
 STREAM_PAGE = 100  # chunks per stream request
 LINKED_STATUSES = 20
 """A run page shows the status of its parent and of its first this-many children: one metadata-only ``runs.get``
 each, all at once, so a page costs at most 1 + LINKED_STATUSES more World requests however many children the run
 started (later children are listed as plain links)."""
+
+
+@dataclass
+class UIState:
+    """What every request handler reads (``app.state.ui``): the World, the log cache behind the live refresh, a
+    client for writes, and whether writes are allowed."""
+
+    world: World
+    reader: Reader
+    client: Client
+    allow_writes: bool
 
 
 def state(request: Request) -> UIState:

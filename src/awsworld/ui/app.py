@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +27,7 @@ from ..timeline import timeline_rows
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
 from . import api
+from .api import UIState
 from .model import picture
 from .pages import esc, layout, run_page, runs_page
 from .reader import Reader
@@ -41,14 +41,6 @@ def check_loopback(host: str) -> str:
     if host not in LOOPBACK_HOSTS:
         raise ValueError(f"awsworld ui serves on loopback only (127.0.0.1), not {host!r}")
     return host
-
-
-@dataclass
-class UIState:
-    world: World
-    reader: Reader
-    client: Client
-    allow_writes: bool
 
 
 class Guard:

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..engine.child_calls import START_CHILD, child_run_id
-from ..engine.hook_timeouts import is_heartbeat_event
+from ..durable.child_calls import START_CHILD, child_run_id
+from ..durable.hook_payloads import is_heartbeat_event
 from ..engine.ops import DISPLAY_NAME_FIELD
 from ..timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
 from ..worker.step_runner import INLINE

@@ -3,7 +3,7 @@ wake it) and what a flow does once it sees its run end (a cancelled run cancels 
 its outcome to its parent's hook).
 
 Why here and not with ``start_child``: both do I/O against the World, and the engine that replays a workflow
-does none. The engine declares the start step by name (``engine.child_calls.START_CHILD_CALL``); this module
+does none. The engine declares the start step by name (``durable.child_calls.START_CHILD_CALL``); this module
 is where that name gets its body (``resolve_step``, an explicit table rather than a registration made by
 importing a module). The protocol as a whole is described in ``authoring/children.py``.
 """
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -20,10 +19,9 @@ from typing import Any
 from ..authoring.definitions import REGISTRY, Registry, StepDef
 from ..authoring.errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
 from ..authoring.retry import RetryPolicy
-from ..authoring.scope import current_step
-from ..client.client import Client, _wake
-from ..engine import serde
-from ..engine.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
+from ..authoring.step_context import current_step
+from ..durable import serde
+from ..durable.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
 from ..engine.execution import WorkflowExecution
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import (
@@ -36,6 +34,7 @@ from ..world.errors import (
 from ..world.events import Event
 from ..world.pages import collect_pages
 from ..world.protocol import World
+from .run_control import create_run, resume_hook, wake_run
 
 log = logging.getLogger("awsworld.children")
 
@@ -69,10 +68,8 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
     definition = REGISTRY.workflows.get(workflow)
     retention = definition.execution_context() if definition is not None else {}
     try:
-        created = await world.events.create(run_id, {"eventType": "run_created", "eventData": {
-            "workflowName": workflow, "input": call_input,
-            "executionContext": {"seed": secrets.token_hex(32), "parentRunId": parent_id, "parentCallId": call_id,
-                                 "detached": detached, **retention}}}, resolve_data="none")
+        created = await create_run(world, run_id, workflow, call_input, {
+            "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, **retention})
     except PayloadTooLargeError as too_large:
         raise ValueTooLargeError(f"the input of child workflow {workflow} is too large to record: "
                                  f"{too_large.message}") from None
@@ -85,7 +82,7 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
     if not detached and (await world.runs.get(parent_id, resolve_data="none")).status == "cancelled":
         await cancel_run(world, run_id, workflow, f"its parent run {parent_id} was cancelled")
         return run_id
-    await _wake(world, run_id, workflow, "start")
+    await wake_run(world, run_id, workflow, "start")
     return run_id
 
 
@@ -123,14 +120,13 @@ async def report_to_parent(world: World, run_id: str, parent_id: str, end: Event
         log.warning("run %s: the hook for its outcome is held by run %s, not its parent %s: not reported",
                     run_id, hook.run_id, parent_id)
         return
-    client = Client(world)
     try:
         try:
-            await client.resume_hook_outcome(token, _outcome_payload(end), idempotency_key=token)
+            await resume_hook(world, token, serde.dumps(_outcome_payload(end)), idempotency_key=token)
         except PayloadTooLargeError as too_large:
             # The result fits the child's own run but not with the outcome around it: the parent's await fails
             # naming why (retrying would refuse it again, and the parent would wait for good).
-            await client.resume_hook_outcome(token, _too_large_payload(too_large), idempotency_key=token)
+            await resume_hook(world, token, serde.dumps(_too_large_payload(too_large)), idempotency_key=token)
     except (HookNotFoundError, RunGoneError):
         return  # the parent ended meanwhile
 
@@ -183,7 +179,7 @@ async def cancel_run(world: World, run_id: str, workflow: str, reason: str) -> N
         await world.events.create(run_id, {"eventType": "run_cancelled", "eventData": {"cancelReason": reason[:512]}})
     except (RunNotFoundError, EntityConflictError, RunGoneError):
         return
-    await _wake(world, run_id, workflow, "cancel")
+    await wake_run(world, run_id, workflow, "cancel")
 
 
 def waiting_children(execution: WorkflowExecution) -> dict[str, datetime]:

@@ -10,6 +10,7 @@ import logging
 from datetime import UTC
 from typing import Any
 
+from ..authoring.definitions import Registry
 from ..authoring.errors import (
     ValueTooLargeError,
     step_cancelled_error,
@@ -22,18 +23,27 @@ from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
 from .child_runs import resolve_step
-from .flow_state import BATCH
+from .flow_state import BATCH, FlowLog, StepClaims
 from .provisional import ProvisionalOutcomes, written
 from .step_runner import start_event
 
 log = logging.getLogger("awsworld.flow")
 
 
-class Declarations(ProvisionalOutcomes):
-    """A flow that writes its workflow's declarations."""
+class Declarer:
+    """Writes what the workflow declared, into ``log``: its steps (claiming the first born running when it will run
+    here, ``claims``), waits and hooks, with a held outcome in the same write (``provisional``)."""
 
+    def __init__(self, log: FlowLog, claims: StepClaims, provisional: ProvisionalOutcomes, registry: Registry,
+                 deadline: float) -> None:
+        self.log = log
+        self.claims = claims
+        self.provisional = provisional
+        self.registry = registry
+        self.deadline = deadline
 
-    async def _declare(self, execution: WorkflowExecution) -> bool:
+    async def declare(self, execution: WorkflowExecution) -> bool:
+        """Whether anything was new (and is written now)."""
         new = execution.new_ops()
         if not new:
             return False
@@ -41,30 +51,30 @@ class Declarations(ProvisionalOutcomes):
         # The first new step is declared born running (step_created + step_started in the same write) when
         # this flow will run it inline: one write instead of two.
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
-        if born is not None and self._has_inline_work(execution):
+        if born is not None and self.claims.has_inline_work(execution):
             born = None
-        if self.pending is not None:
+        if self.provisional.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
             first = batchable[:BATCH - 1]
-            if not await self._declare_with_end(execution, first, born):
+            if not await self._with_end(execution, first, born):
                 return True  # the outcome was recorded the old way: replay from the log
             batchable = batchable[len(first):]
         for start in range(0, len(batchable), BATCH):
             chunk = batchable[start:start + BATCH]
             try:
-                await self._declare_chunk(execution, chunk, born)
+                await self._chunk(execution, chunk, born)
             except PayloadTooLargeError:
                 # A value in the chunk is over the limit and the World refuses the whole batch: declare them one
                 # by one, so only that call fails (a rare path: its extra writes do not matter).
                 for op in chunk:
                     try:
-                        await self._declare_chunk(execution, [op], born)
+                        await self._chunk(execution, [op], born)
                     except PayloadTooLargeError as too_large:
                         execution.refuse(op, _too_large(op, "input", too_large.message))
         for op in new:
             if isinstance(op, HookOp):
                 try:
-                    await self._write({"eventType": "hook_created", "correlationId": op.id,
+                    await self.log.write({"eventType": "hook_created", "correlationId": op.id,
                                        "eventData": named(op, {"token": op.token, "metadata": op.metadata,
                                                                "isWebhook": op.is_webhook})})
                 except PayloadTooLargeError as too_large:
@@ -78,33 +88,29 @@ class Declarations(ProvisionalOutcomes):
             requests.append(_declaration(op, factor))
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
-                requests.append(start_event(op.id, definition, born.poll, self.message_id, inline=True,
+                requests.append(start_event(op.id, definition, born.poll, self.claims.message_id, inline=True,
                                             deadline=self.deadline))
         return requests
 
-    async def _declare_chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+    async def _chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
                              born: StepOp | None) -> None:
         requests = self._declarations(chunk, born)
-        result = await self.world.events.create_batch(
-            self.run_id, requests, in_band=True, expected_seq_in_band=self.seq_in_band,
-            resolve_data="skip-step-inputs")
-        if result.seq_in_band is not None:
-            self.seq_in_band = result.seq_in_band
-        await self._landed(execution, chunk, born, result.results, len(requests))
+        await self._landed(execution, chunk, born, await self.log.write_batch(requests), len(requests))
 
-    async def _declare_with_end(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
+    async def _with_end(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],
                                 born: StepOp | None) -> bool:
         """The pending outcome with ``chunk``: False when that write failed and the outcome was recorded the
         old way instead (the execution is replaced)."""
-        pending = self._take_pending()
+        pending = self.provisional.take()
         requests = self._declarations(chunk, born)
         try:
-            results = await self._write_with_end(pending, requests)
-        except Exception as error:  # any refusal, or no answer: the old way decides (see _fall_back)
-            await self._fall_back(pending, error)
+            results = await self.provisional.write_with_end(pending, requests)
+        except Exception as error:  # any refusal, or no answer: the old way decides (see fall_back)
+            await self.provisional.fall_back(pending, error)
             return False
+        self.provisional.rode_with_next()
         await self._landed(execution, chunk, born, results[1:], len(requests))
-        await self._recorded(pending, written(pending.end))
+        await self.provisional.recorded(pending, written(pending.end))
         return True
 
     async def _landed(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp], born: StepOp | None,
@@ -117,19 +123,19 @@ class Declarations(ProvisionalOutcomes):
             if outcome.ok and outcome.result is not None and outcome.result.event is not None:
                 landed.append(outcome.result.event)
                 if isinstance(op, StepOp):
-                    self.owned.add(op.id)
+                    self.claims.owned.add(op.id)
                 if started is not None and started.result is not None and started.result.event is not None:
                     landed.append(started.result.event)
-                    self.claimed[op.id] = started.result
+                    self.claims.claimed[op.id] = started.result
             elif outcome.status == 413:
                 execution.refuse(op, _too_large(op, "input", outcome.message))
             elif outcome.status != 409:
                 raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
-        await self._append(landed)
+        await self.log.append(landed)
         if len(landed) < requested:
-            await self._reload_tail()  # someone else declared some of them: take their events
+            await self.log.reload_tail()  # someone else declared some of them: take their events
 
-    async def _cancel_steps(self, execution: WorkflowExecution) -> bool:
+    async def cancel_steps(self, execution: WorkflowExecution) -> bool:
         """Record the end of every step whose await the workflow cancelled, as ``step_failed`` marked cancelled
         (one batched write): that is what a queued attempt's status check finds (it stops its body), what makes a
         message for a step not started yet find it ended (it never runs), and what replays turn back into the
@@ -140,42 +146,38 @@ class Declarations(ProvisionalOutcomes):
         if not steps:
             return False
         for step in steps:  # never to run here: their end is the cancellation
-            self.owned.discard(step.id)
-            self.claimed.pop(step.id, None)
+            self.claims.drop(step.id)
         for start in range(0, len(steps), BATCH):
             chunk = steps[start:start + BATCH]
-            result = await self.world.events.create_batch(self.run_id, [
+            results = await self.log.write_batch([
                 {"eventType": "step_failed", "correlationId": step.id,
-                 "eventData": {"error": step_cancelled_error(step.definition.name)}} for step in chunk
-            ], in_band=True, expected_seq_in_band=self.seq_in_band, resolve_data="skip-step-inputs")
-            if result.seq_in_band is not None:
-                self.seq_in_band = result.seq_in_band
-            landed = [o.result.event for o in result.results if o.ok and o.result is not None and o.result.event]
-            failed = [o for o in result.results if not o.ok and o.status != 409]
+                 "eventData": {"error": step_cancelled_error(step.definition.name)}} for step in chunk])
+            landed = [o.result.event for o in results if o.ok and o.result is not None and o.result.event]
+            failed = [o for o in results if not o.ok and o.status != 409]
             if failed:
                 raise RuntimeError(f"recording a cancelled step failed: {failed[0].message}")
-            await self._append(landed)
+            await self.log.append(landed)
             if len(landed) < len(chunk):
-                await self._reload_tail()  # ended first by another writer: take its end
+                await self.log.reload_tail()  # ended first by another writer: take its end
         return True
 
-    async def _dispose(self, execution: WorkflowExecution) -> bool:
+    async def dispose(self, execution: WorkflowExecution) -> bool:
         hooks = execution.disposals()
         for hook in hooks:
             try:
-                await self._write({"eventType": "hook_disposed", "correlationId": hook.id})
+                await self.log.write({"eventType": "hook_disposed", "correlationId": hook.id})
             except EntityConflictError:
-                await self._reload_tail()
+                await self.log.reload_tail()
         return bool(hooks)
 
-    async def _due_waits(self, execution: WorkflowExecution) -> bool:
-        now = clock_of(self.world).now()
+    async def complete_due_waits(self, execution: WorkflowExecution) -> bool:
+        now = clock_of(self.log.world).now()
         due = [w for w in execution.pending_waits() if w.resume_at <= now]
         for wait in due:
             try:
-                await self._write({"eventType": "wait_completed", "correlationId": wait.id})
+                await self.log.write({"eventType": "wait_completed", "correlationId": wait.id})
             except EntityConflictError:
-                await self._reload_tail()
+                await self.log.reload_tail()
         return bool(due)
 
 

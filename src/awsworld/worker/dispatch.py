@@ -85,7 +85,7 @@ class Runtime:
                 and outcome.status not in message.wakes_on:
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
         # The last open step of the run finished here, or an end the workflow reacts to at once (a batch's item:
-        # ``authoring.scope.wakes_on``): continue the workflow inline, no queue round trip.
+        # ``authoring.runtime.wakes_on``): continue the workflow inline, no queue round trip.
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
                     self.settings, message_id=message_id)
         status = await flow.run()

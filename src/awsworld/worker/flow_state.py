@@ -1,26 +1,20 @@
-"""The state one flow delivery carries, and its plainest moves: reading and appending the run's log (every write
-in-band, fenced with the run's in-band count), asking which steps are this delivery's to run, and queueing the
-messages it hands work to (a step, a poll, its own continuation).
-
-Apart from the loop (``inline_loop``) so that each of the loop's jobs (provisional outcomes, declarations,
-endings) builds on one shared base, in one direction: ``FlowState`` <- ``provisional`` <- ``declarations`` <-
-``endings`` <- ``inline_loop.Flow``.
+"""What one flow delivery holds, in two collaborators the loop (``inline_loop.Flow``) and its helpers share:
+the run's log as the delivery reads and writes it (``FlowLog``: every write in-band, fenced with the run's in-band
+count) and which open steps are this delivery's to run (``StepClaims``); and the small records around them.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..authoring.definitions import Registry
 from ..engine.execution import LogGapError, WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.clock import clock_of
-from ..world.events import Event
-from ..world.messages import FlowMessage, queue_name_for
+from ..world.events import BatchEventOutcome, Event
+from ..world.messages import FlowMessage
 from ..world.protocol import World
 from .recovery import taken_over
 from .step_runner import StepEnd
@@ -30,6 +24,7 @@ MAX_DIVERGENT_RECOVERIES = 3
 log = logging.getLogger("awsworld.flow")
 BATCH = 39  # declarations per create_batch: with a born-running pair that is the World's cap of 40 events
 TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
+
 
 @dataclass
 class FlowStats:
@@ -41,11 +36,9 @@ class FlowStats:
     fallbacks: int = 0  # such writes that failed: the outcome was recorded the old way
 
 
-
 @dataclass
 class FlowSettings:
     max_events: int = 10_000
-
 
 
 @dataclass
@@ -60,135 +53,124 @@ class PendingOutcome:
     at: datetime
 
 
+class FlowLog:
+    """The run's log as one delivery holds it: read in pages from its cursor, replayed by ``execution`` (None
+    until the delivery has read it), and written in-band (every write expects the in-band count the delivery last
+    saw, so a write another flow superseded is refused with ``InBandSupersededError``)."""
 
-@dataclass
-class FlowState:
-    """What a flow delivery knows: its message, its budget, the execution it replays and what it holds."""
+    def __init__(self, world: World, run_id: str) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.cursor: str | None = None
+        self.seq_in_band = 0
+        self.execution: WorkflowExecution | None = None
 
-    world: World
-    registry: Registry
-    message: FlowMessage
-    deadline: float  # time.monotonic() by which to hand over to a continuation
-    settings: FlowSettings = field(default_factory=FlowSettings)
-    stats: FlowStats = field(default_factory=FlowStats)
-    log_cursor: str | None = None
-    seq_in_band: int = 0
-    execution: WorkflowExecution | None = None
-    message_id: str | None = None  # this delivery's id: recorded as the owner of steps it starts
-    owned: set[str] = field(default_factory=set)
-    queued: set[str] = field(default_factory=set)
-    claimed: dict[str, Any] = field(default_factory=dict)  # steps declared born running, to run inline
-    refused: set[str] = field(default_factory=set)  # steps whose take-over the World refused (still leased)
-    pending: PendingOutcome | None = None
-    redeliver_after: float | None = None
-    """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
-    holds steps it started and did not finish, which only a delivery with its id may run again."""
-    ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
+    def replay(self) -> WorkflowExecution:
+        """The execution replaying the log (only once the delivery has read it)."""
+        assert self.execution is not None
+        return self.execution
 
-    @property
-    def run_id(self) -> str:
-        return self.message.run_id
+    def forget(self) -> None:
+        """Drop the replay, the cursor and the in-band count: the next read loads the log afresh."""
+        if self.execution is not None:
+            self.execution.close()
+        self.execution, self.cursor, self.seq_in_band = None, None, 0
 
-    # ------------------------------------------------------------------ the log
-
-    async def _load_all(self) -> list[Event]:
+    async def load_all(self) -> list[Event]:
+        """Every event past the cursor (the whole log the first time, with its in-band count)."""
         events: list[Event] = []
-        cursor = self.log_cursor
+        cursor = self.cursor
         first = True
         while True:
             page = await self.world.events.list(self.run_id, cursor=cursor, resolve_data="skip-step-inputs")
-            if first and page.snapshot is not None and self.log_cursor is None:
+            if first and page.snapshot is not None and self.cursor is None:
                 self.seq_in_band = page.snapshot.seq_in_band
             first = False
             events.extend(page.data)
             cursor = page.cursor or cursor
             if not page.has_more:
                 break
-        self.log_cursor = cursor
+        self.cursor = cursor
         return events
 
-    async def _reload_tail(self) -> None:
+    async def reload_tail(self) -> None:
+        events = await self.load_all()
         assert self.execution is not None
-        self.execution.append(await self._load_all())
+        self.execution.append(events)
 
-    async def _append(self, events: list[Event]) -> None:
-        assert self.execution is not None
+    async def append(self, events: list[Event]) -> None:
+        assert self.execution is not None  # (an attribute, not ``replay()``: this runs on every write)
         try:
             self.execution.append(sorted(events, key=lambda e: e.slot))
         except LogGapError:
-            await self._reload_tail()
+            await self.reload_tail()
 
-    async def _write(self, event: dict[str, Any]) -> None:
+    async def write(self, event: dict[str, Any]) -> None:
+        """One event, in-band; what landed is appended to the replay."""
         assert self.execution is not None
         result = await self.world.events.create(self.run_id, event, event_count=len(self.execution.log),
                                                 in_band=True, expected_seq_in_band=self.seq_in_band,
                                                 resolve_data="skip-step-inputs")
         if result.seq_in_band is not None:
             self.seq_in_band = result.seq_in_band
-        await self._append([*result.events, *([result.event] if result.event else [])])
+        await self.append([*result.events, *([result.event] if result.event else [])])
 
-    def _set_in_band(self, count: int) -> None:
+    async def write_batch(self, requests: list[dict[str, Any]], *, atomic: bool = False, stamp: datetime | None = None,
+                          expect_seq: int | None = None) -> list[BatchEventOutcome]:
+        """Several events in one in-band ``create_batch`` (``atomic``, ``stamp``, ``expect_seq``: its all-or-nothing,
+        stamped form); their outcomes. Appending what landed is the caller's: it knows which op each outcome is."""
+        result = await self.world.events.create_batch(self.run_id, requests, in_band=True,
+                                                      expected_seq_in_band=self.seq_in_band,
+                                                      resolve_data="skip-step-inputs", atomic=atomic, stamp=stamp,
+                                                      expect_seq=expect_seq)
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        return result.results
+
+    def set_in_band(self, count: int) -> None:
         self.seq_in_band = count
 
-    def _holds_steps(self) -> bool:
+
+class StepClaims:
+    """Which open steps are this delivery's to run: those it declared (``owned``), those it declared born
+    running (``claimed``: started, to run here), those an earlier delivery of the same message started (its
+    ``message_id``), and those whose lease passed elsewhere (``recovery.taken_over``), less the take-overs the World
+    refused (``refused``: still leased)."""
+
+    def __init__(self, world: World, message: FlowMessage, message_id: str | None) -> None:
+        self.world = world
+        self.message = message
+        self.message_id = message_id
+        self.owned: set[str] = set()
+        self.claimed: dict[str, Any] = {}
+        self.refused: set[str] = set()
+
+    def holds_steps(self, execution: WorkflowExecution | None) -> bool:
         """Steps this delivery started (or an earlier delivery of this message did) and has not finished."""
         if self.claimed:
             return True
-        return self.execution is not None and any(self._mine(s) for s in self.execution.pending_steps())
+        return execution is not None and any(self.mine(s) for s in execution.pending_steps())
 
-    def _mine(self, step: StepOp) -> bool:
+    def mine(self, step: StepOp) -> bool:
         """Started by an earlier delivery of this same message (which stopped mid-step): ours to run again."""
         return bool(self.message_id) and step.started and step.owner == self.message_id
 
-    def _taken_over(self, step: StepOp) -> bool:
+    def taken_over(self, step: StepOp) -> bool:
         """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``)."""
         return (step.id not in self.claimed and step.id not in self.refused
                 and taken_over(step, self.message, self.message_id, clock_of(self.world).now()))
 
-    def _runnable(self, execution: WorkflowExecution) -> list[StepOp]:
+    def runnable(self, execution: WorkflowExecution) -> list[StepOp]:
         now = clock_of(self.world).now()
         return [s for s in execution.pending_steps()
-                if (not s.started or self._mine(s) or s.id in self.claimed or self._taken_over(s))
+                if (not s.started or self.mine(s) or s.id in self.claimed or self.taken_over(s))
                 and (s.retry_after is None or s.retry_after <= now)]
 
-    def _has_inline_work(self, execution: WorkflowExecution) -> bool:
-        return any(s.id in self.owned or s.id in self.claimed or self._mine(s) or self._taken_over(s)
-                   for s in self._runnable(execution))
+    def has_inline_work(self, execution: WorkflowExecution) -> bool:
+        return any(s.id in self.owned or s.id in self.claimed or self.mine(s) or self.taken_over(s)
+                   for s in self.runnable(execution))
 
-    # ------------------------------------------------------------------ messages
-
-    def _flow_message(self) -> FlowMessage:
-        return FlowMessage(self.run_id, self.message.workflow_name)
-
-    def _step_message(self, step: StepOp) -> FlowMessage:
-        return FlowMessage(self.run_id, self.message.workflow_name, step.id, step.definition.name,
-                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)))
-
-    def _run_context(self) -> dict[str, Any]:
-        assert self.execution is not None and self.execution.log
-        first = self.execution.log[0]
-        return {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
-                "rootRunId": self.run_id}
-
-    async def _queue_flow(self, key: str) -> None:
-        await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),
-                               idempotency_key=f"{self.run_id}:{key}")
-
-    async def _queue_step(self, step: StepOp, attempt: int, delay: float) -> None:
-        """A step's retry, sent without a dedup key (why that is harmless: ``runtime.retry_step_message``)."""
-        if step.poll is not None:
-            return await self._queue_poll(step, attempt, delay)
-        await self.world.queue(queue_name_for(self.message.workflow_name), self._step_message(step).to_payload(),
-                               delay_seconds=math.ceil(delay))
-        self.queued.add(f"{step.id}:{attempt}")
-
-
-    async def _queue_poll(self, step: StepOp, attempt: int, delay: float) -> None:
-        """A poll's next attempt: a delayed continuation of the flow (the predicate lives in the workflow, so a
-        poll never runs from a step message), keyed per poll so every flow that replays the run sends one."""
-        key = f"poll:{step.id}:{attempt}"
-        if key in self.queued:
-            return
-        await self.world.queue(queue_name_for(self.message.workflow_name), self._flow_message().to_payload(),
-                               idempotency_key=f"{self.run_id}:{key}", delay_seconds=math.ceil(delay))
-        self.queued.add(key)
+    def drop(self, step_id: str) -> None:
+        """Never to run here (its end is recorded another way: a cancellation)."""
+        self.owned.discard(step_id)
+        self.claimed.pop(step_id, None)

@@ -15,102 +15,118 @@ as a superseded flow does.
 from __future__ import annotations
 
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
+from ..authoring.definitions import Registry
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp, WaitOp
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError
 from ..world.events import BatchEventOutcome, Event
 from ..world.ids import slot_to_event_id
-from .flow_state import FlowState, PendingOutcome
+from .flow_messages import FlowMessages
+from .flow_state import FlowLog, FlowSettings, FlowStats, PendingOutcome
 from .step_runner import StepEnd, StepOutcome, record_end
 
 log = logging.getLogger("awsworld.flow")
 
 
-class ProvisionalOutcomes(FlowState):
-    """A flow that can hold one inline step's outcome until its next write."""
+class ProvisionalOutcomes:
+    """Holds one inline step's outcome (``pending``) until the flow's next write."""
 
+    def __init__(self, log: FlowLog, messages: FlowMessages, registry: Registry, settings: FlowSettings,
+                 stats: FlowStats) -> None:
+        self.log = log
+        self.messages = messages
+        self.registry = registry
+        self.settings = settings
+        self.stats = stats
+        self.pending: PendingOutcome | None = None
 
-    def _alone(self, step: StepOp) -> bool:
+    def alone(self, step: StepOp) -> bool:
         """Nothing but this step's end may land next: it is the run's only open operation another writer
         could finish (any other writer, a client's attr_set say, only costs the fallback)."""
-        execution = self.execution
+        execution = self.log.execution
         assert execution is not None
         return ([s.id for s in execution.pending_steps()] == [step.id] and not execution.pending_waits()
                 and not execution.live_hooks() and not execution.new_ops() and not execution.pending_markers)
 
-    def _consume_first(self, step: StepOp, end: StepEnd) -> None:
+    def consume_first(self, step: StepOp, end: StepEnd) -> None:
         """Show the workflow the outcome before it is written: a provisional event at the next slot, stamped
         with the time its write will record."""
-        execution = self.execution
+        execution = self.log.execution
         assert execution is not None
-        at = clock_of(self.world).now()
+        at = clock_of(self.log.world).now()
         seq = len(execution.log)
-        execution.append([Event(event_id=slot_to_event_id(seq + 1), run_id=self.run_id, event_type=end.kind,
+        execution.append([Event(event_id=slot_to_event_id(seq + 1), run_id=self.log.run_id, event_type=end.kind,
                                 correlation_id=step.id, event_data=dict(end.data), created_at=at)])
         self.pending = PendingOutcome(step, end, seq, at)
 
-    def _take_pending(self) -> PendingOutcome:
+    def take(self) -> PendingOutcome:
         pending, self.pending = self.pending, None
         assert pending is not None
         return pending
 
-    def _settle_first(self, execution: WorkflowExecution) -> bool:
+    def settle_first(self, execution: WorkflowExecution) -> bool:
         """Whether the pending outcome is written on its own now: unless the workflow declared steps or waits
         (the outcome rides with them), anything the flow does next must find it in the log."""
         return (execution.terminal is not None or bool(execution.pending_markers) or execution.done
                 or bool(execution.cancelled_steps()) or len(execution.log) >= self.settings.max_events
                 or not any(isinstance(op, StepOp | WaitOp) for op in execution.new_ops()))
 
-    async def _settle(self) -> bool:
+    async def settle(self) -> bool:
         """Write the pending outcome on its own (a one-event stamped batch at its position). False when that
         failed and the outcome was recorded the old way instead (the execution is replaced)."""
-        pending = self._take_pending()
+        pending = self.take()
         try:
-            await self._write_with_end(pending, [])
-        except Exception as error:  # any refusal, or no answer: the old way decides (see _fall_back)
-            await self._fall_back(pending, error)
+            await self.write_with_end(pending, [])
+        except Exception as error:  # any refusal, or no answer: the old way decides (see fall_back)
+            await self.fall_back(pending, error)
             return False
-        await self._recorded(pending, written(pending.end))
+        self.rode_with_next()
+        await self.recorded(pending, written(pending.end))
         return True
 
-    async def _write_with_end(self, pending: PendingOutcome, requests: list[dict[str, Any]]) -> list[BatchEventOutcome]:
-        """The outcome and ``requests``: all or nothing, stamped with the time the workflow was shown, and only
-        right after the events it was shown."""
-        result = await self.world.events.create_batch(
-            self.run_id, [pending.end.request, *requests], in_band=True, expected_seq_in_band=self.seq_in_band,
-            resolve_data="skip-step-inputs", atomic=True, stamp=pending.at, expect_seq=pending.seq)
-        if result.seq_in_band is not None:
-            self.seq_in_band = result.seq_in_band
-        self.stats.ends_with_next += 1
-        return result.results
+    def write_with_end(self, pending: PendingOutcome, requests: list[dict[str, Any]]
+                       ) -> Coroutine[Any, Any, list[BatchEventOutcome]]:
+        """The write of the outcome and ``requests``: all or nothing, stamped with the time the workflow was shown,
+        and only right after the events it was shown. (The write itself, not a coroutine around it: it is on every
+        serial step's path. Its caller counts it once it landed: ``rode_with_next``.)"""
+        return self.log.write_batch([pending.end.request, *requests], atomic=True, stamp=pending.at,
+                                    expect_seq=pending.seq)
 
-    async def _recorded(self, pending: PendingOutcome, outcome: StepOutcome) -> None:
+    def rode_with_next(self) -> None:
+        self.stats.ends_with_next += 1
+
+    async def recorded(self, pending: PendingOutcome, outcome: StepOutcome) -> None:
         """After a consumed outcome is in the log, however it got there: a retry is queued."""
         if outcome.status == "retry":
-            await self._queue_step(pending.step, outcome.attempt, outcome.retry_after)
+            await self.messages.queue_step(pending.step, outcome.attempt, outcome.retry_after)
 
-    async def _fall_back(self, pending: PendingOutcome, error: Exception) -> None:
+    async def record_now(self) -> None:
+        """The flow is giving up with an outcome held: record it the old way (a consumed result is never lost)."""
+        pending = self.take()
+        await self.recorded(pending, await record_end(self.log.world, self.log.run_id, pending.end))
+
+    async def fall_back(self, pending: PendingOutcome, error: Exception) -> None:
         """The write carrying a consumed outcome failed (the log moved, another flow wrote first, the step's
         end is recorded already, a value is too large, or no answer came, so it may even have landed). The
         execution showed the workflow a log that may never be: drop it, record the outcome the old way (which
         answers each of those cases) and replay from the log; a superseded flow stops as it always does."""
         self.stats.fallbacks += 1
         log.info("run %s: the outcome of %s did not ride in the next write (%s); recording it on its own",
-                 self.run_id, pending.step.id, type(error).__name__)
-        outcome = await record_end(self.world, self.run_id, pending.end)
-        old = self.execution
-        assert old is not None
-        fresh = WorkflowExecution(self.run_id, old.definition, self.registry, old.seed)
+                 self.log.run_id, pending.step.id, type(error).__name__)
+        outcome = await record_end(self.log.world, self.log.run_id, pending.end)
+        old = self.log.replay()
+        fresh = WorkflowExecution(self.log.run_id, old.definition, self.registry, old.seed)
         fresh.append(old.log[:pending.seq])
         old.close()
-        self.execution = fresh
-        await self._recorded(pending, outcome)
+        self.log.execution = fresh
+        await self.recorded(pending, outcome)
         if isinstance(error, InBandSupersededError):
             raise error
-        await self._reload_tail()
+        await self.log.reload_tail()
 
 
 def written(end: StepEnd) -> StepOutcome:

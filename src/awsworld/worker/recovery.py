@@ -11,7 +11,7 @@ and gives every open part a live way forward:
 - a step declared (or due to retry) longer ago than the watch horizon and still not started has lost its
   message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
   message may be held for days by its dedup marker (a duplicate finds the step started or ended: harmless);
-- a wait that is due is completed by the flow itself (no message needed, ``Flow._due_waits``);
+- a wait that is due is completed by the flow itself (no message needed, ``Declarer.complete_due_waits``);
 - a *wake* (``world.messages.WAKE_KINDS``) that finds a step still leased to another delivery queues itself again for
   when that lease ends, so one wake is enough.
 

@@ -46,14 +46,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from ..authoring.codecs import Place
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import CodecError, FatalError, StepInterruptedError, StepTimeoutError, ValueTooLargeError
-from ..authoring.poll import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
+from ..authoring.poll_spec import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
 from ..authoring.retry import seeded
-from ..authoring.scope import current_step
-from ..authoring.step_context import StepContext, StepMetadata
-from ..engine import codecs, serde
+from ..authoring.step_context import StepContext, StepMetadata, current_step
+from ..durable import codecs, serde
+from ..durable.codecs import Place
 from ..engine.time_scale import TimeScale
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of

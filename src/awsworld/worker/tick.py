@@ -33,7 +33,7 @@ async def _watchdog(world: World) -> dict[str, Any]:
 
 
 Job = Callable[[Any], Awaitable[dict[str, Any]]]
-JOBS: dict[str, Job] = {"watchdog": _watchdog, "schedules": run_schedules}  # schedules: README "Schedules"
+JOBS: dict[str, Job] = {"watchdog": _watchdog, "schedules": run_schedules}  # schedules: docs/how-to/schedules.md
 
 
 class TickFailedError(Exception):

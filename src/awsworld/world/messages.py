@@ -35,7 +35,7 @@ class FlowMessage:
     every part of the run has a live way forward (see ``Flow``)."""
     wakes_on: tuple[str, ...] = ()
     """A step message's: the ends of the step (``completed``, ``failed``) after which its delivery continues the
-    workflow though other steps of the run are still open (``authoring.scope.wakes_on``: a batch's items)."""
+    workflow though other steps of the run are still open (``authoring.runtime.wakes_on``: a batch's items)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}

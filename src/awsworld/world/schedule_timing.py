@@ -3,7 +3,7 @@
 Cron is CronSim's (``cronsim``: a small, maintained evaluator that follows Debian's cron, daylight-saving quirks
 included) on ``zoneinfo`` time zones (the ``tzdata`` package supplies the database where the system has none,
 as in Lambda's runtime). What that means around a daylight-saving change, for a schedule in a zone that has
-them (README, "Schedules"):
+them (docs/how-to/schedules.md):
 
 - the clock jumps forward (02:00 -> 03:00): a job whose minute and hour are fixed and fall in the skipped hour
   (``30 2 * * *``) fires once, right after the jump (03:00 local); a job with a wildcard or a step in the minute

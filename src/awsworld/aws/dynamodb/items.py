@@ -23,8 +23,8 @@ Item = dict[str, Any]
 
 class _Codec:
     """boto3's attribute-value codec, made on first use: importing ``boto3`` imports botocore's session and
-    client machinery, which the flow function loads with its first client, not at import (README, "Cold
-    starts"). A leaf import: boto3 imports nothing of awsworld."""
+    client machinery, which the flow function loads with its first client, not at import
+    (docs/operate/cold-starts.md). A leaf import: boto3 imports nothing of awsworld."""
 
     def __init__(self) -> None:
         from boto3.dynamodb.types import TypeDeserializer, TypeSerializer

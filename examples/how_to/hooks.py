@@ -1,0 +1,105 @@
+"""Hooks: a timeout, heartbeats, a failed hook and a webhook (docs: How-to / Hooks and approvals)."""
+
+import asyncio
+from datetime import timedelta
+
+from awsworld import (
+    HookFailedError,
+    HookHeartbeatTimeoutError,
+    HookTimeoutError,
+    create_hook,
+    create_webhook,
+    step,
+    workflow,
+)
+
+
+@step(name="hooks.notify")
+async def notify(to: str, text: str) -> None: ...
+
+
+@step(name="hooks.start_export")
+async def start_export(job: str, token: str) -> None: ...  # hands the token to the exporter
+
+
+@workflow(name="hooks.approve")
+async def approve(order_id: str) -> object:
+    # --8<-- [start:timeout]
+    async with create_hook(token=f"approve:{order_id}", timeout=timedelta(days=2)) as hook:
+        await notify("manager@example.com", f"approve {order_id}? answer to {hook.token}")
+        try:
+            decision = await hook
+        except HookTimeoutError:
+            decision = "auto-rejected"
+    # --8<-- [end:timeout]
+    return decision
+
+
+@workflow(name="hooks.export")
+async def export(job: str) -> str | None:
+    # --8<-- [start:heartbeat]
+    async with create_hook(token=f"export:{job}", heartbeat_timeout="5m", timeout="1d") as hook:
+        await start_export(job, hook.token)  # a step: the exporter heartbeats while it works, then resumes
+        try:
+            location = await hook
+        except HookHeartbeatTimeoutError:
+            location = None  # the exporter died: no word for 5 minutes
+    # --8<-- [end:heartbeat]
+    return location
+
+
+@workflow(name="hooks.reserve_stock")
+async def reserve_stock(sku: str) -> str:
+    # --8<-- [start:failed]
+    async with create_hook(token=f"stock:{sku}") as hook:
+        try:
+            return await hook  # the warehouse answers resume_hook(token, "reserved") ...
+        except HookFailedError as failed:  # ... or fail_hook(token, "out of stock", code="NO_STOCK")
+            return f"not reserved: {failed.message} ({failed.code})"
+    # --8<-- [end:failed]
+
+
+# --8<-- [start:webhook]
+@workflow(name="hooks.payment")
+async def payment(order_id: str) -> dict[str, object]:
+    async with create_webhook() as hook:  # resumable over HTTP: POST <webhook URL><hook.token>
+        await notify("psp@example.com", f"pay {order_id}, then call back {hook.token}")
+        request = await hook  # {"method", "headers", "body", "query"}
+    return {"order": order_id, "paid": request["body"]}
+# --8<-- [end:webhook]
+
+
+async def main() -> None:
+    from awsworld.testing import WorkflowTestEnv
+
+    async with WorkflowTestEnv() as env:
+        client = env.client
+        approved = await client.start(approve, "A-1")
+        await approved.wait_for_hook("approve:A-1")
+        await client.resume_hook("approve:A-1", {"approved": True})
+        assert await approved.result() == {"approved": True}
+        assert await (await client.start(approve, "A-2")).result() == "auto-rejected"  # 2 days, skipped
+
+        exported = await client.start(export, "j-1")
+        await exported.wait_for_hook("export:j-1")
+        for _ in range(3):
+            await env.sleep("4m")  # the exporter is alive: heartbeats every 4 minutes
+            await client.heartbeat_hook("export:j-1")
+        await client.resume_hook("export:j-1", "s3://exports/j-1.csv")
+        assert await exported.result() == "s3://exports/j-1.csv"
+        assert await (await client.start(export, "j-2")).result() is None  # silent for 5 minutes
+
+        reserved = await client.start(reserve_stock, "kettle")
+        await reserved.wait_for_hook("stock:kettle")
+        await client.fail_hook("stock:kettle", "out of stock", code="NO_STOCK")
+        assert await reserved.result() == "not reserved: out of stock (NO_STOCK)"
+
+        paid = await client.start(payment, "A-3")
+        await env.idle()
+        [hook] = (await env.world.hooks.list(paid.run_id)).data
+        await client.resume_hook(hook.token, {"method": "POST", "headers": {}, "body": "ok", "query": {}})
+        assert await paid.result() == {"order": "A-3", "paid": "ok"}
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,89 @@
+from collections.abc import Awaitable, Callable
+
+import pytest
+
+from awsworld import FatalError, RetryableError, RetryPolicy, WorkflowRunFailedError, step, workflow
+from awsworld.testing import WorkflowTestEnv
+from awsworld.world import Step, StructuredError
+
+pytestmark = pytest.mark.asyncio
+
+# Partner APIs are calls to other services; these stand-ins fail on demand.
+SOLD_OUT = {"convertible"}
+UNREACHABLE = {"Hotel Overbooked"}
+PATIENT = RetryPolicy(max_attempts=3, initial_delay="10s", backoff=2)
+UNDO = RetryPolicy(max_attempts=10, initial_delay="5s", backoff=2, max_delay="10m")  # must not give up early
+
+
+@step(name="patterns.book_flight", retry=PATIENT)
+async def book_flight(trip: str, flight: str) -> str:
+    return f"flight:{trip}:{flight}"
+
+
+@step(name="patterns.book_hotel", retry=PATIENT)
+async def book_hotel(trip: str, hotel: str) -> str:
+    if hotel in UNREACHABLE:
+        raise RetryableError(f"{hotel} did not answer")
+    return f"hotel:{trip}:{hotel}"
+
+
+@step(name="patterns.book_car", retry=PATIENT)
+async def book_car(trip: str, car: str) -> str:
+    if car in SOLD_OUT:
+        raise FatalError(f"no {car} left")  # not retried
+    return f"car:{trip}:{car}"
+
+
+@step(name="patterns.cancel_flight", retry=UNDO)
+async def cancel_flight(booking: str) -> None: ...
+
+
+@step(name="patterns.cancel_hotel", retry=UNDO)
+async def cancel_hotel(booking: str) -> None: ...
+
+
+@workflow(name="patterns.book_trip")
+async def book_trip(trip: str, flight: str, hotel: str, car: str) -> list[str]:
+    undo: list[tuple[Callable[[str], Awaitable[None]], str]] = []
+    try:
+        booked = [await book_flight(trip, flight)]
+        undo.append((cancel_flight, booked[-1]))
+        booked.append(await book_hotel(trip, hotel))
+        undo.append((cancel_hotel, booked[-1]))
+        booked.append(await book_car(trip, car))  # the last one needs no compensation
+        return booked
+    except Exception:  # a step failed for good (or anything else): undo what is done, newest first
+        for cancel, booking in reversed(undo):
+            await cancel(booking)
+        raise
+
+
+def error_name(step: Step) -> str | None:
+    """The failed step's exception name (a step of another runtime keeps its error as bytes: no name)."""
+    return step.error.name if isinstance(step.error, StructuredError) else None
+
+
+async def test_a_sold_out_car_cancels_the_hotel_then_the_flight(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(book_trip, "T1", "LH123", "Hotel Ritz", "convertible")
+
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result()
+    assert failed.value.error_type == "StepError" and "no convertible left" in str(failed.value)
+    steps = [(s.step_name, s.status, s.attempt, error_name(s)) for s in await run.steps()]
+    assert steps == [("patterns.book_flight", "completed", 1, None),
+                     ("patterns.book_hotel", "completed", 1, None),
+                     ("patterns.book_car", "failed", 1, "FatalError"),
+                     ("patterns.cancel_hotel", "completed", 1, None),
+                     ("patterns.cancel_flight", "completed", 1, None)]
+
+
+async def test_an_unreachable_hotel_cancels_the_flight_after_its_retries(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(book_trip, "T2", "LH123", "Hotel Overbooked", "compact")
+
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result()
+    assert failed.value.error_type == "StepError" and "Hotel Overbooked did not answer" in str(failed.value)
+    steps = [(s.step_name, s.status, s.attempt, error_name(s)) for s in await run.steps()]
+    assert steps == [("patterns.book_flight", "completed", 1, None),
+                     ("patterns.book_hotel", "failed", 3, "RetryableError"),  # 10 s and 20 s apart: skipped
+                     ("patterns.cancel_flight", "completed", 1, None)]

@@ -1,0 +1,287 @@
+// How the package authenticates to `awsworld serve` (node's test runner: `node --test test/auth.node-test.mjs`,
+// after `tsc`; `.ci/world-testing` runs it):
+// - SigV4 for the stack's Function URL (AuthType AWS_IAM): the signature the package computes for a fixed request,
+//   credentials and time is the one botocore's SigV4Auth computes (what awsworld's Python HttpClient sends), and
+//   every request the World makes is signed, the live stream read included, as a server receives it;
+// - a bearer token against `awsworld serve --host 127.0.0.1 --token-file` (a real server process): a run made
+//   through the package works, and the same calls without the token (or with another) get a 401 and store nothing;
+// - the configuration (`WORLD_SERVER_AUTH`, the region) is checked when the World is created.
+// Python comes from AWSWORLD_PYTHON (default: the repository's .venv), `awsworld` from beside it.
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+import { createWorld } from '../dist/index.js';
+import { createSigner } from '../dist/sigv4.js';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const PYTHON = process.env.AWSWORLD_PYTHON ?? resolve(HERE, '../../../.venv/bin/python');
+const AWSWORLD = join(dirname(PYTHON), 'awsworld');
+const CREDENTIALS = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', sessionToken: 'session/token+=' };
+const REGION = 'eu-west-1';
+const FUNCTION_URL = 'https://abcdefghij0123456789.lambda-url.eu-west-1.on.aws';
+const SIGNED_BY_AWS = ['authorization', 'x-amz-date', 'x-amz-security-token'];
+
+// botocore's SigV4Auth (service lambda) for each request, its clock fixed at each request's time.
+const BOTOCORE = `
+import datetime, json, sys
+from unittest import mock
+from botocore.auth import SigV4Auth
+from botocore.awsrequest import AWSRequest
+from botocore.credentials import Credentials
+
+spec = json.load(sys.stdin)
+credentials = Credentials(spec["credentials"]["accessKeyId"], spec["credentials"]["secretAccessKey"],
+                          spec["credentials"].get("sessionToken"))
+answers = []
+for request in spec["requests"]:
+    at = datetime.datetime.strptime(request["amzDate"], "%Y%m%dT%H%M%SZ").replace(tzinfo=datetime.timezone.utc)
+    body = request["body"].encode("utf-8") if request.get("body") is not None else None
+    signed = AWSRequest(method=request["method"], url=request["url"], data=body, headers=request["headers"])
+    with mock.patch("botocore.auth.get_current_datetime", return_value=at):
+        SigV4Auth(credentials, "lambda", spec["region"]).add_auth(signed)
+    answers.append({name.lower(): value for name, value in signed.headers.items()})
+json.dump(answers, sys.stdout)
+`;
+
+/** botocore's headers for each `{method, url, headers, body, amzDate}` (the headers to sign, as sent). */
+function botocore(requests) {
+  const result = spawnSync(PYTHON, ['-c', BOTOCORE], {
+    input: JSON.stringify({ credentials: CREDENTIALS, region: REGION, requests }),
+    encoding: 'utf8',
+  });
+  assert.equal(result.status, 0, `botocore failed: ${result.stderr}`);
+  return JSON.parse(result.stdout);
+}
+
+function pick(headers, names) {
+  return Object.fromEntries(names.filter((name) => headers[name] !== undefined).map((name) => [name, headers[name]]));
+}
+
+describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
+  test("the package's signature for a fixed request, credentials and time is botocore's", async () => {
+    const sign = createSigner({ region: REGION, credentials: CREDENTIALS });
+    const at = new Date('2025-03-04T05:06:07Z');
+    const json = { 'content-type': 'application/json' };
+    const requests = [
+      { method: 'GET', url: `${FUNCTION_URL}/v1/runs/wrun_01K0000000000000000000000A?resolveData=none`, headers: {} },
+      {
+        method: 'POST',
+        url: `${FUNCTION_URL}/v1/events`,
+        headers: json,
+        body: JSON.stringify({ runId: null, event: { eventType: 'run_created', eventData: { note: 'ü ✓ "q"' } } }),
+      },
+      { method: 'GET', url: `${FUNCTION_URL}/v1/hooks/by-token/approve%3Aorder%2017%2F%C3%BC%2A%28x%29`, headers: {} },
+      { method: 'GET', url: `${FUNCTION_URL}/v1/runs?workflowName=shop%20order%2A&limit=5&cursor=a%2Bb%3D`, headers: {} },
+      { method: 'GET', url: `${FUNCTION_URL}/v1/runs/wrun_1/streams/strm_1?startIndex=-3`, headers: {} },
+      { method: 'POST', url: 'http://127.0.0.1:8787/v1/runs/wrun_1/streams/strm_1/close', headers: json, body: '{}' },
+    ];
+    const ours = [];
+    for (const request of requests) ours.push(await sign(request, at));
+    const theirs = botocore(requests.map((request) => ({ ...request, amzDate: '20250304T050607Z' })));
+    for (const [index, request] of requests.entries()) {
+      assert.deepEqual(pick(ours[index], SIGNED_BY_AWS), pick(theirs[index], SIGNED_BY_AWS), `${request.method} ${request.url}`);
+      assert.match(ours[index].authorization, /^AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE\/20250304\/eu-west-1\/lambda\/aws4_request, /);
+    }
+  });
+
+  test('every request the World sends is signed, the live stream read included, as the server receives it', async () => {
+    const received = [];
+    const server = createServer((request, response) => {
+      const pieces = [];
+      request.on('data', (piece) => pieces.push(piece));
+      request.on('end', () => {
+        received.push({ method: request.method, path: request.url, headers: request.headers, body: Buffer.concat(pieces).toString('utf8') });
+        if (request.url.includes('/streams/strm_live')) {
+          response.writeHead(200, { 'content-type': 'application/octet-stream' });
+          response.end('live bytes');
+        } else {
+          response.writeHead(200, { 'content-type': 'application/json' });
+          response.end(request.url.startsWith('/v1/deployment-id') ? '{"deploymentId":"d-1"}' : '{}');
+        }
+      });
+    });
+    await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+    const url = `http://127.0.0.1:${server.address().port}`;
+    try {
+      const world = createWorld({ url, auth: 'sigv4', region: REGION, credentials: CREDENTIALS });
+      await world.runs.get('wrun_1', { resolveData: 'none' });
+      await world.events.create('wrun_1', { eventType: 'run_started' });
+      await world.hooks.getByToken('approve:order 17/ü');
+      await world.runs.list({ workflowName: "shop's order (2)*", pagination: { limit: 5 } });
+      assert.equal(await world.getDeploymentId(), 'd-1');
+      const stream = await world.streams.get('wrun_1', 'strm_live', 0);
+      assert.equal(await new Response(stream).text(), 'live bytes');
+    } finally {
+      server.close();
+    }
+    assert.equal(received.length, 6);
+    const again = botocore(
+      received.map((request) => {
+        const names = /SignedHeaders=([^,]+)/.exec(request.headers.authorization)[1].split(';');
+        return {
+          method: request.method,
+          url: `${url}${request.path}`,
+          headers: pick(request.headers, names.filter((name) => !SIGNED_BY_AWS.includes(name))),
+          body: request.body || null,
+          amzDate: request.headers['x-amz-date'],
+        };
+      }),
+    );
+    for (const [index, request] of received.entries()) {
+      assert.equal(request.headers.authorization, again[index].authorization, `${request.method} ${request.path}`);
+      assert.equal(request.headers['x-amz-security-token'], CREDENTIALS.sessionToken);
+    }
+    assert.deepEqual(
+      received.map((request) => `${request.method} ${request.path}`),
+      [
+        'GET /v1/runs/wrun_1?resolveData=none',
+        'POST /v1/events',
+        'GET /v1/hooks/by-token/approve%3Aorder%2017%2F%C3%BC',
+        'GET /v1/runs?workflowName=shop%27s%20order%20%282%29%2A&limit=5',
+        'GET /v1/deployment-id',
+        'GET /v1/runs/wrun_1/streams/strm_live?startIndex=0',
+      ],
+    );
+  });
+
+  test('the AWS SDK is loaded only when signing is on', () => {
+    // A child process whose module resolution refuses the AWS SDK: a token World works without it (its requests
+    // reach nothing: port 9 refuses them), a signing World asks for it at its first request.
+    const hooks = `export async function resolve(specifier, context, next) {
+      if (/^@(aws-sdk|smithy|aws-crypto)\\//.test(specifier)) throw new Error('AWS SDK loaded: ' + specifier);
+      return next(specifier, context);
+    }`;
+    const script = `
+      import { register } from 'node:module';
+      register('data:text/javascript,' + encodeURIComponent(${JSON.stringify(hooks)}));
+      const { createWorld } = await import(${JSON.stringify(new URL('../dist/index.js', import.meta.url).href)});
+      const failure = (promise) => promise.then(() => 'answered', (error) => String(error.message));
+      const token = await failure(createWorld({ url: 'http://127.0.0.1:9', token: 'x'.repeat(20) }).runs.get('wrun_1'));
+      const sigv4 = await failure(createWorld({ url: 'http://127.0.0.1:9', auth: 'sigv4', region: 'eu-west-1',
+        credentials: ${JSON.stringify(CREDENTIALS)} }).runs.get('wrun_1'));
+      console.log(JSON.stringify({ token, sigv4 }));`;
+    const child = spawnSync(process.execPath, ['--input-type=module', '-e', script], { encoding: 'utf8' });
+    assert.equal(child.status, 0, child.stderr);
+    const { token, sigv4 } = JSON.parse(child.stdout);
+    assert.match(token, /awsworld server unreachable/);
+    assert.match(sigv4, /AWS SDK loaded: @/);
+  });
+
+  test("a Function URL is signed for its own region by default; the configuration is checked at creation", () => {
+    const saved = { ...process.env };
+    try {
+      delete process.env.WORLD_SERVER_TOKEN;
+      delete process.env.WORLD_SERVER_AUTH;
+      delete process.env.AWS_REGION;
+      delete process.env.AWS_DEFAULT_REGION;
+      delete process.env.WORLD_SERVER_REGION;
+      createWorld({ url: FUNCTION_URL }); // sigv4, eu-west-1 (from the host): nothing to complain about
+      assert.throws(() => createWorld({ url: 'https://world.example', auth: 'sigv4' }), /SigV4 needs a region/);
+      createWorld({ url: 'https://world.example', auth: 'sigv4', region: 'us-east-2' });
+      process.env.WORLD_SERVER_AUTH = 'iam';
+      assert.throws(() => createWorld({ url: FUNCTION_URL }), /WORLD_SERVER_AUTH must be one of sigv4, token, none, not "iam"/);
+      process.env.WORLD_SERVER_AUTH = 'token';
+      assert.throws(() => createWorld({ url: 'http://127.0.0.1:8787' }), /needs WORLD_SERVER_TOKEN/);
+    } finally {
+      process.env = saved;
+    }
+  });
+});
+
+describe('a bearer token (awsworld serve --host 127.0.0.1 --token-file)', () => {
+  const TOKEN = 'world-awsworld-test-token-0123456789';
+  let folder;
+  let server;
+  let url;
+
+  before(async () => {
+    assert.ok(existsSync(AWSWORLD), `awsworld not found at ${AWSWORLD} (set AWSWORLD_PYTHON to the venv's python)`);
+    folder = mkdtempSync(join(tmpdir(), 'world-awsworld-auth-'));
+    writeFileSync(join(folder, 'token'), `${TOKEN}\n`);
+    const ready = join(folder, 'ready');
+    server = spawn(AWSWORLD, ['serve', '--world', 'memory', '--host', '127.0.0.1', '--port', '0',
+      '--token-file', join(folder, 'token'), '--ready-file', ready], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let log = '';
+    server.stderr.on('data', (piece) => (log += piece));
+    const deadline = Date.now() + 60_000;
+    while (!existsSync(ready)) {
+      assert.ok(server.exitCode === null, `awsworld serve exited: ${log}`);
+      assert.ok(Date.now() < deadline, `awsworld serve did not start within 60 s: ${log}`);
+      await new Promise((ok) => setTimeout(ok, 50));
+    }
+    url = readFileSync(ready, 'utf8').trim();
+  });
+
+  after(async () => {
+    if (server && server.exitCode === null) {
+      const exited = new Promise((ok) => server.once('exit', ok));
+      server.kill('SIGTERM');
+      await exited;
+    }
+    if (folder) rmSync(folder, { recursive: true, force: true });
+  });
+
+  const bytes = (text) => new TextEncoder().encode(text);
+
+  test('a run through the package works with the token, its stream read live', async () => {
+    const world = createWorld({ url, token: TOKEN }); // (auth inferred: token)
+    const created = await world.events.create(null, {
+      eventType: 'run_created',
+      specVersion: world.specVersion,
+      eventData: { workflowName: 'ts.order', deploymentId: await world.getDeploymentId(), input: bytes('["book"]') },
+    });
+    const runId = created.run.runId;
+    await world.events.create(runId, { eventType: 'run_started', specVersion: world.specVersion });
+    const started = await world.events.create(runId, {
+      eventType: 'step_started',
+      correlationId: 'step_1',
+      specVersion: world.specVersion,
+      eventData: { stepName: 'ts.pack', input: bytes('["book"]') },
+    });
+    assert.equal(started.stepCreated, true);
+
+    const live = world.streams.get(runId, 'strm_1_user', 0).then((stream) => new Response(stream).arrayBuffer());
+    await world.streams.write(runId, 'strm_1_user', bytes('packed '));
+    await world.streams.writeMulti(runId, 'strm_1_user', [bytes('book'), '\n']);
+    await world.streams.close(runId, 'strm_1_user');
+    assert.equal(new TextDecoder().decode(await live), 'packed book\n');
+
+    await world.events.create(runId, {
+      eventType: 'step_completed',
+      correlationId: 'step_1',
+      specVersion: world.specVersion,
+      eventData: { result: bytes('"boxed"') },
+    });
+    await world.events.create(runId, { eventType: 'run_completed', specVersion: world.specVersion, eventData: { output: bytes('"done"') } });
+    const run = await world.runs.get(runId);
+    assert.equal(run.status, 'completed');
+    assert.ok(run.completedAt instanceof Date);
+    assert.deepEqual(Buffer.from(run.output).toString(), '"done"');
+    const steps = await world.steps.list({ runId });
+    assert.deepEqual(steps.data.map((step) => [step.stepName, step.status]), [['ts.pack', 'completed']]);
+  });
+
+  test('without the token, or with another, every call is a 401 and nothing is stored', async () => {
+    const owner = createWorld({ url, token: TOKEN });
+    const before = (await owner.runs.list({})).data.length;
+    for (const world of [createWorld({ url, auth: 'none' }), createWorld({ url, token: 'not-the-token-of-this-server' })]) {
+      await assert.rejects(world.runs.list({}), (error) => error.name === 'WorkflowWorldError' && error.status === 401);
+      await assert.rejects(
+        world.events.create(null, {
+          eventType: 'run_created',
+          specVersion: world.specVersion,
+          eventData: { workflowName: 'ts.order', deploymentId: 'd', input: bytes('[]') },
+        }),
+        (error) => error.status === 401 && /bearer token/.test(error.message),
+      );
+      await assert.rejects(world.streams.get('wrun_01K0000000000000000000000A', 'strm_1_user', 0), (error) => error.status === 401);
+    }
+    assert.equal((await owner.runs.list({})).data.length, before);
+  });
+});

@@ -1,0 +1,165 @@
+"""The seam between workflow code and the engine that replays it: ``WorkflowRuntime``.
+
+Every call a workflow body makes (``sleep``, ``create_hook``, a step or child call, ``map``/``parallel``'s items,
+``poll_until``, ``patched``, ``now``, ``random``, ``uuid4``, ``schedule_info``) asks the run it is made in, through
+``current_runtime``: the engine's ``WorkflowExecution`` (``engine/execution.py``) implements ``WorkflowRuntime`` and
+sets itself there in the body's task. So this package imports no engine module, as Temporal's
+``temporalio/workflow.py`` declares a ``_Runtime`` that the worker's instance implements and never imports the
+worker. Outside a workflow body ``current_runtime`` is None, and the calls say so (or, for ``now`` and a step called
+as a plain function, do the plain thing).
+
+What the calls pass across (a step's or a workflow's definition, a poll's spec) and what comes back (a hook, a
+started child) are typed by the small protocols here, which the definitions (``definitions``) and the engine's ops
+satisfy.
+
+``wakes_on`` is the other context a batch (``batch``) sets for its items: the ends of a step that wake the
+workflow at once. The step side of the seam (what a step body sees) is ``step_context.current_step``, set by the
+worker around a step's body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+from ..durable.codecs import Codec
+from .durations import Duration, When
+from .poll_spec import PollSpec
+
+StepEnd = Literal["completed", "failed"]
+
+
+class StepRef(Protocol):
+    """What a step call carries to the engine: its name (recorded, compared on replay) and its codecs. A
+    ``StepDef`` is one; so is a built-in step the worker runs (``durable.child_calls.BuiltinStep``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def codec(self) -> Codec[Any] | None: ...  # the result's (``@step(codec=...)``); None: awsworld's JSON
+
+    @property
+    def args_codec(self) -> Codec[tuple[Any, ...]] | None: ...  # the arguments' (``@step(args_codec=...)``)
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...  # the body (an args_codec binds the arguments to its signature)
+
+
+class WorkflowRef(Protocol):
+    """What a child call carries to the engine: the child workflow's name, codecs and body, and the check its
+    arguments get at the call site (a ``WorkflowDef``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def codec(self) -> Codec[Any] | None: ...
+
+    @property
+    def args_codec(self) -> Codec[tuple[Any, ...]] | None: ...
+
+    @property
+    def fn(self) -> Callable[..., Any]: ...
+
+    def check_arguments(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None: ...
+
+
+class HookHandle(Protocol):
+    """A hook the run declared (``create_hook``): its token and id, its payloads in order, its disposal."""
+
+    @property
+    def token(self) -> str: ...
+
+    @property
+    def id(self) -> str: ...
+
+    def next_payload(self) -> Awaitable[Any]: ...
+
+    def dispose(self) -> None: ...
+
+
+class StartedChild(Protocol):
+    """A child run the run started (``start_child``): its id, and its outcome, settled once the child's end
+    reaches the run (its value, or a ``ChildWorkflowError``)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def outcome(self) -> asyncio.Future[Any]: ...
+
+
+class WorkflowRuntime(Protocol):
+    """What a workflow body's calls ask of the run they are made in. Every answer is replay-stable: it depends on
+    the run's log and the body's calls only (see ``engine/execution.py``)."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The loop the body runs on (the engine's replay loop: no I/O, no clock)."""
+        ...
+
+    @property
+    def rng(self) -> random.Random:
+        """The run's own generator, seeded per run (``random()``, ``uuid4()``)."""
+        ...
+
+    def current_time(self) -> datetime:
+        """``now()``: the time of the last event replayed."""
+        ...
+
+    def execution_context(self) -> dict[str, Any]:
+        """The run's ``run_created`` executionContext (a scheduled run's schedule, a child's parent)."""
+        ...
+
+    def resume_at(self, duration: When) -> datetime:
+        """The point in time ``duration`` names, a relative one counted from ``current_time()``."""
+        ...
+
+    async def sleep_until(self, resume_at: datetime, *, name: str | None = None) -> None: ...
+
+    def patched(self, change_id: str) -> bool: ...
+
+    def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool, codec: Codec[Any] | None = None,
+                    name: str | None = None, timeout: When | None = None,
+                    heartbeat_timeout: Duration | None = None) -> HookHandle: ...
+
+    async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                        poll: PollSpec | None = None, name: str | None = None) -> Any: ...
+
+    async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                          detached: bool, name: str | None = None,
+                          codec: Codec[Any] | None = None) -> StartedChild: ...
+
+
+current_runtime: ContextVar[WorkflowRuntime | None] = ContextVar("awsworld_runtime", default=None)
+"""The run whose workflow body this task belongs to (None outside a workflow body)."""
+
+
+def require_runtime(what: str) -> WorkflowRuntime:
+    runtime = current_runtime.get()
+    if runtime is None:
+        raise RuntimeError(f"{what} can only be used inside a @workflow")
+    return runtime
+
+
+async def call_workflow(runtime: WorkflowRuntime, definition: WorkflowRef, args: tuple[Any, ...],
+                        kwargs: dict[str, Any], *, name: str | None = None) -> Any:
+    """``await child_workflow(...)`` inside a workflow (``name``: from ``with_name``): a child run, started and
+    awaited at once (``children`` describes child runs)."""
+    started = await runtime.start_child(definition, args, kwargs, detached=False, name=name)
+    return await started.outcome
+
+
+wakes_on: ContextVar[frozenset[StepEnd]] = ContextVar("awsworld_wakes_on", default=frozenset())
+"""The ends of a step declared here that wake the workflow at once, though other steps of the run are still open
+(by default a queued step's end continues the workflow only when it was the run's last open step, which is all a
+``gather`` needs). Set by a batch in each item's task (``authoring/batch.py``): an item's end may decide the batch
+or free a slot. Carried by the step's queue message (``FlowMessage.wakes_on``)."""

@@ -1,0 +1,52 @@
+"""An ASGI app served by uvicorn on a local address for the length of a block: ``awsworld serve`` (``cli/serve.py``)
+and the apps the tests and ``bench/push.py`` deliver to. Port 0 takes a free port; ``Listening.url`` says which.
+uvicorn offers a ``started`` flag and no event, so the start is polled."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import uvicorn
+from starlette.types import ASGIApp
+
+
+class Listening:
+    """A running server: its base ``url`` (``http://host:port``, an IPv6 host in brackets) and ``wait`` for its
+    end (uvicorn ends on SIGINT or SIGTERM)."""
+
+    def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str) -> None:
+        self.server = server
+        self.task = task
+        port = server.servers[0].sockets[0].getsockname()[1]
+        self.url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+
+    async def wait(self) -> None:
+        with contextlib.suppress(asyncio.CancelledError):
+            await self.task
+
+
+@asynccontextmanager
+async def listening(app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0,
+                    graceful_seconds: int | None = None) -> AsyncIterator[Listening]:
+    """Serve ``app`` on ``host:port`` until the block ends (then stop it, ``graceful_seconds`` at most for open
+    connections). The socket is bound here, so an address that cannot be had (a port taken) is this ``OSError``,
+    not uvicorn's exit from inside its task."""
+    listener = socket.create_server((host, port), family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                                           lifespan="off", timeout_graceful_shutdown=graceful_seconds))
+    task = asyncio.create_task(server.serve(sockets=[listener]))
+    while not server.started and not task.done():  # noqa: ASYNC110 (uvicorn offers a flag, no event)
+        await asyncio.sleep(0.01)
+    if task.done():
+        await task
+        raise OSError(f"could not listen on {host}:{port}")
+    try:
+        yield Listening(server, task, host)
+    finally:
+        server.should_exit = True
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -1,0 +1,107 @@
+"""The pages' sources keep their promises: no code block exists only as text, every snippet a page includes exists,
+and the README stays a short front door whose links land in the site.
+
+A fenced block in ``docs/**/*.md`` is either included from a file (``--8<-- "path"`` lines and nothing else: the
+file is what the tests run) or of a kind allowed inline: shell commands (``bash``), ``yaml``, ``toml`` and
+``mermaid`` diagrams. Python, text (transcripts) and an unmarked fence must be included. The README, which GitHub
+shows without includes, writes its Python blocks out, each a copy of an example file (``tests/docs/readme.py``)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from .readme import references, with_examples
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+README = ROOT / "README.md"
+INLINE_ALLOWED = {"bash", "yaml", "toml", "mermaid"}
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>[^\n`]*)$")
+SNIPPET = re.compile(r'^--8<-- "(?P<path>[^":]+)(?::[^"]*)?"$')
+SECTION = re.compile(r'^--8<-- "(?P<path>[^":]+):(?P<section>[A-Za-z][\w-]*)"$')
+
+
+def pages() -> list[Path]:
+    return [*sorted(p for p in DOCS.rglob("*.md") if "snippets" not in p.parts), README]
+
+
+def fenced_blocks(text: str) -> list[tuple[int, str, list[str]]]:
+    """(line number, language, lines) of every fenced block, fences nested in list items included."""
+    blocks: list[tuple[int, str, list[str]]] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        opening = FENCE.match(lines[i])
+        if opening is None:
+            i += 1
+            continue
+        start, marker = i, opening.group("fence")
+        language = opening.group("info").strip().split(" ")[0].lower()
+        body: list[str] = []
+        i += 1
+        while i < len(lines) and not lines[i].strip().startswith(marker):
+            body.append(lines[i].strip())
+            i += 1
+        blocks.append((start + 1, language, body))
+        i += 1
+    return blocks
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_code_block_is_a_file_or_an_allowed_inline_kind(page: Path) -> None:
+    offenders = []
+    text = page.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    for line, language, body in fenced_blocks(text):
+        included = bool(body) and all(SNIPPET.match(row) for row in body if row)
+        copied = page == README and lines[line - 2].startswith("<!-- example: ") and language == "python"
+        if not included and not copied and language not in INLINE_ALLOWED:
+            offenders.append(f"{page.relative_to(ROOT)}:{line}: a ```{language or '(no language)'} block written "
+                             f"inline: put it in a file under examples/ and include it with --8<--")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_included_file_and_section_exists(page: Path) -> None:
+    """What ``check_paths`` checks at build time, plus the named sections (a missing section is not a build
+    error: it would include nothing)."""
+    missing = []
+    for _, _, body in fenced_blocks(page.read_text(encoding="utf-8")):
+        for row in body:
+            include = SNIPPET.match(row)
+            if include is None:
+                continue
+            path = ROOT / include.group("path")
+            section = SECTION.match(row)
+            if not path.exists():
+                missing.append(str(include.group("path")))
+            elif section and f"[start:{section.group('section')}]" not in path.read_text(encoding="utf-8"):
+                missing.append(f"{include.group('path')}:{section.group('section')}")
+    assert missing == []
+
+
+def test_the_readmes_code_is_the_examples_code() -> None:
+    """Each README block is a copy of the example file the tests run: `python -m tests.docs.readme` rewrites them."""
+    text = README.read_text(encoding="utf-8")
+    assert references(text), "the README shows a workflow and a test, copied from examples/"
+    assert with_examples(text) == text, "README.md's code differs from its examples: run `python -m tests.docs.readme`"
+
+
+def test_the_readme_is_a_front_door() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 200
+    assert "Changed:" not in text and "(Before," not in text  # such notes live in CHANGELOG.md
+    # Its two fresh-machine commands, near the top.
+    head = "\n".join(text.splitlines()[:40])
+    assert "pip install -e '.[local]'" in head and "awsworld demo" in head
+    assert "pytest" in head
+
+
+def test_the_readmes_links_into_the_site_land_on_pages() -> None:
+    text = README.read_text(encoding="utf-8")
+    targets = re.findall(r"\]\((docs/[^)#\s]+)(?:#[^)]*)?\)", text)
+    assert targets, "the README links into docs/"
+    assert [t for t in targets if not (ROOT / t).exists()] == []

@@ -1,0 +1,39 @@
+"""The transcripts the docs show are what the commands print: ``awsworld demo``, ``awsworld dev`` (as a process, on
+the embedded emulator), a CLI session against it and ``awsworld init`` run now, each compared with its file under
+``docs/snippets/transcripts/`` by shape (``transcripts.shape``: ids, times, durations and ports aside). When a
+command's output changes on purpose, ``python -m tests.docs.transcripts`` rewrites the files."""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from . import transcripts
+
+
+@pytest.fixture(scope="module")
+def produced() -> dict[str, str]:
+    return transcripts.produce()
+
+
+@pytest.mark.parametrize("name", transcripts.NAMES)
+def test_the_transcript_is_what_the_command_prints(produced: dict[str, str], name: str) -> None:
+    shown = transcripts.shape(transcripts.path(name).read_text(encoding="utf-8"))
+    now = transcripts.shape(produced[name])
+    difference = "\n".join(difflib.unified_diff(shown, now, "the page", "now", lineterm=""))
+    assert now == shown, (f"docs/snippets/transcripts/{name}.txt no longer matches what the command prints "
+                          f"(its lines' shapes, sorted): run `python -m tests.docs.transcripts` and read the diff.\n"
+                          f"{difference}\n--- now:\n{produced[name]}")
+
+
+def test_the_shape_ignores_what_varies_and_keeps_the_words() -> None:
+    one = "started run wrun_01M91X36PQHY8Z8B732H2E7GAR at 01:29:14.636 (took 12 ms) on 127.0.0.1:38165"
+    two = "started run wrun_01M91X3N4BZGJYDJWAT1YDRRM3 at 02:03:04.000 (took 7 s) on 127.0.0.1:4000"
+    assert transcripts.shape(one) == transcripts.shape(two)
+    assert transcripts.shape(one) != transcripts.shape(one.replace("started", "failed"))
+
+
+def test_every_transcript_is_shown_by_a_page() -> None:
+    pages = "".join(p.read_text(encoding="utf-8") for p in (transcripts.ROOT / "docs").rglob("*.md"))
+    assert [n for n in transcripts.NAMES if f'docs/snippets/transcripts/{n}.txt"' not in pages] == []
