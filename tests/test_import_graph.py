@@ -25,20 +25,21 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("vocabulary: settings, the public error types, durations", (
         "awsworld.settings", "awsworld.authoring.errors", "awsworld.authoring.durations")),
     ("the durable format: values, calls, codecs, child ids as the log stores them", ("awsworld.durable",)),
-    ("the World contract: entities, events, protocol, the rulebook, the queue's wire message, schedules' and "
-     "publications' records and timing, the storage and streams every World runs over its engine", (
+    ("the World contract: entities, events, protocol, the rulebook, the queue's wire message, schedules', "
+     "publications' and deployments' records, schedules' timing, every World's storage and streams", (
         "awsworld.world", "awsworld.http.wire")),
     ("schedules' model: Schedule, declarations in code", ("awsworld.schedules.model", "awsworld.schedules.declared")),
     ("authoring: what workflow code is written with, and its seam to the engine", (
         "awsworld.authoring", "awsworld.schedules.info")),
     ("the engine: replay without I/O", ("awsworld.engine",)),
-    ("published names: what a deployment publishes, and when a start may refuse a name", ("awsworld.published",)),
-    ("the Worlds: in memory and on AWS, with their schedule and publication stores", (
+    ("published names: what a deployment publishes, and when a start may refuse a name; deployments: a run's pin, the "
+     "routing decision, the registry of deployments", ("awsworld.published", "awsworld.deployments")),
+    ("the Worlds: in memory and on AWS, with their schedule, publication and deployment stores", (
         "awsworld.memory", "awsworld.aws")),
     ("the worker: a delivery, steps, child runs, starts and wakes, the tick and its schedules job", (
-        "awsworld.worker", "awsworld.schedules", "awsworld.http.push")),
+        "awsworld.worker", "awsworld.schedules", "awsworld.http.push", "awsworld.deployments.local_host")),
     ("the client: Client and Run, replay tools, the timeline both viewers draw", (
-        "awsworld.client", "awsworld.timeline", "awsworld.runtime")),
+        "awsworld.client", "awsworld.timeline", "awsworld.runtime", "awsworld.deployments.upgrade")),
     ("hosts: the CLI, the Lambda handlers, the emulator, the test environment, the viewer, awsworld serve, the API", (
         "awsworld.cli", "awsworld.lambda_", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld.http",
         "awsworld.deploy",

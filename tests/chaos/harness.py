@@ -39,6 +39,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any, Literal, cast
 
 from botocore.exceptions import ClientError
@@ -46,9 +47,11 @@ from botocore.exceptions import ClientError
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
 from awsworld.client.client import Client, Run
+from awsworld.deployments.pins import PIN_ATTRIBUTE, DeploymentUnavailableError
 from awsworld.lambda_ import flow, webhook
 from awsworld.lambda_ import observability as obs
 from awsworld.lambda_.container import Container
+from awsworld.lambda_.versions import hand_over_event
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import WorldError
@@ -72,6 +75,10 @@ Outcome = Literal["completed", "stranded", "wrong output", "duplicated", "leaked
 # k-th call differ from one trial to the next. Running out of budget has a test of its own.
 ENVIRONMENT = {
     "AWSWORLD_MODULES": reference.__name__,
+    # Pinning on, as on Lambda: the flow function is published version 1, so each run is pinned to v1 by its first
+    # flow, and every flow checks the pin in the log it loads (README "Runs stay on the code that started them").
+    "AWS_LAMBDA_FUNCTION_VERSION": "1",
+    "AWS_LAMBDA_FUNCTION_NAME": "awsworld-chaos-flow",
     "AWSWORLD_FLOW_BUDGET_MS": "5000",
     "AWSWORLD_FAILURE_BACKOFF_SECONDS": "1",
     "AWSWORLD_DEDUP_LEASE_SECONDS": "2",
@@ -226,12 +233,15 @@ class Functions:
         self.config = config
         self.log = log
         self.executor = executor
-        self.warm: dict[str, list[Environment]] = {"flow": [], "webhook": []}
+        self.warm: dict[str, list[Environment]] = {"flow": [], OLD_VERSION: [], "webhook": []}
         self.cold_starts = 0
         self.crashes = 0
         self.errors: list[str] = []
         """Exceptions a handler let escape (Lambda reports a function error; the batch is retried whole)."""
         self._pending: list[Future[Any]] = []
+        self.loop = asyncio.get_running_loop()
+        self.handed: list[Future[Any]] = []
+        """Hand-overs to the old version (``OLD_VERSION``), invoked and not yet waited for (``settle``)."""
 
     def acquire(self, function: str) -> Environment:
         pool = self.warm[function]
@@ -239,7 +249,14 @@ class Functions:
             return pool.pop()
         self.cold_starts += 1
         probe = Probe(self.log)
-        return Environment(Container(world_factory=lambda: probe.attach(AWSWorld(self.config))), probe)
+        version = OLD_DEPLOYMENT[1:] if function == OLD_VERSION else None  # "flow": ENVIRONMENT's version
+        return Environment(Container(world_factory=lambda: probe.attach(AWSWorld(self.config)),
+                                     host_factory=lambda world: Invoking(self, probe), version=version), probe)
+
+    async def settle(self) -> None:
+        """Wait for the hand-overs invoked so far (their invocations end, or die)."""
+        while self.handed:
+            await asyncio.wrap_future(self.handed.pop(0))
 
     def release(self, function: str, environment: Environment) -> None:
         self.warm[function].append(environment)
@@ -279,6 +296,8 @@ class Functions:
 
     async def close(self) -> None:
         """Shut down the warm environments (no AWS call: closing clients only closes connections)."""
+        with contextlib.suppress(BaseException):
+            await self.settle()
         environments = [e for pool in self.warm.values() for e in pool]
         self.warm = {"flow": [], "webhook": []}
         loop = asyncio.get_running_loop()
@@ -288,6 +307,36 @@ class Functions:
         for pending in self._pending:
             with contextlib.suppress(BaseException):
                 await asyncio.wrap_future(pending)
+
+
+OLD_VERSION = "flow-v0"
+"""The flow function's older published version (``Functions``' name for its environments): a run pinned to it is
+delivered to the live version first, which hands each of its records over (``Invoking``)."""
+OLD_DEPLOYMENT = "v0"
+
+
+class Invoking:
+    """Lambda's asynchronous ``Invoke`` of the old version, as the live version's host (``deployments.host``): one AWS
+    call of the live environment, counted and faultable like every other (``raise``: the invoke failed, so the record
+    is backed off; ``die-before``: the live process died before invoking; ``die-after``: the invoke was accepted,
+    then the live process died), and an invocation of the old version's handler for the hand-over event, run as
+    any invocation of the trial (it can die too; its record then comes back after the visibility timeout)."""
+
+    def __init__(self, functions: Functions, probe: Probe) -> None:
+        self.functions = functions
+        self.probe = probe
+
+    async def hand_over(self, deployment: str, record: Any, reroutes: int) -> None:
+        if deployment != OLD_DEPLOYMENT:
+            raise DeploymentUnavailableError(deployment, "no such version in the trial")
+        model = SimpleNamespace(name="Invoke", service_model=SimpleNamespace(service_name="lambda"))
+        context: dict[str, Any] = {}
+        self.probe.before_call(model, context)
+        event = json.loads(json.dumps(hand_over_event(record, reroutes, deployment)))
+        functions = self.functions
+        self.functions.handed.append(asyncio.run_coroutine_threadsafe(
+            functions.invoke(OLD_VERSION, _hand_over_entry, event, FUNCTION_TIMEOUT_MS), functions.loop))
+        self.probe.after_call(model, context)
 
 
 def _retrieve(future: asyncio.Future[Any]) -> None:
@@ -317,6 +366,7 @@ def _bury(container: Container) -> None:
 
 _flow_entry = obs.instrument(flow.handle)
 _webhook_entry = obs.instrument(webhook.handle)
+_hand_over_entry = obs.instrument(flow.handle_hand_over)
 
 
 class CrashingEventSource(EventSourceMapping):
@@ -345,6 +395,7 @@ class CrashingEventSource(EventSourceMapping):
         json.dumps(event)
         fired = self.functions.log.fired
         response = await self.functions.invoke("flow", _flow_entry, event, self.timeout_ms)
+        await self.functions.settle()  # one invocation at a time: the order of calls, and so call k, stays put
         if response is None:
             self.crashed += 1
             if self.loss is not None and not fired and self.functions.log.fired:
@@ -422,10 +473,13 @@ class Trial:
     """One run of the reference workflow on its own World, with at most one fault."""
 
     def __init__(self, local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault | None = None, *,
-                 encrypted: bool = False) -> None:
+                 encrypted: bool = False, handed: bool = False) -> None:
+        """``handed``: the run is pinned to the old version (``OLD_DEPLOYMENT``), so each of its deliveries is
+        handed over by the live version (``Invoking``)."""
         self.local = local
         self.executor = executor
         self.encrypted = encrypted
+        self.handed = handed
         self.log = CallLog(fault)
         self.label = uuid.uuid4().hex[:12]
 
@@ -451,7 +505,8 @@ class Trial:
             source.loss = Loss(cast(LossMode, fault.mode), fault.recovery or "watchdog")
         sender = WebhookSender(functions)
         started = time.monotonic()
-        run = await client.start(reference.reference, self.label)
+        pin = OLD_DEPLOYMENT if self.handed else None
+        run = await client.options(deployment=pin).start(reference.reference, self.label)
         problems: list[str] = []
         status = await self._drive(world, client, run, source, sender, started + COMPLETION_SECONDS)
         seconds = time.monotonic() - started
@@ -472,7 +527,7 @@ class Trial:
             if output != reference.expected_output(self.label):
                 outcome = "wrong output"
                 problems.append(f"output {output!r}")
-            duplicates = duplicated_events(await run.events())
+            duplicates = duplicated_events(await run.events(), pinned_at_creation=self.handed)
             if duplicates:
                 problems.extend(duplicates)
                 outcome = "duplicated" if outcome == "completed" else outcome
@@ -593,9 +648,10 @@ def body_counts(events: Sequence[Event], run_id: str) -> tuple[int, list[str]]:
     return sum(ran.values()) - reference.CLEAN_BODY_RUNS, overruns
 
 
-def duplicated_events(events: Sequence[Event]) -> list[str]:
+def duplicated_events(events: Sequence[Event], *, pinned_at_creation: bool = False) -> list[str]:
     """What the log records more often than it may: run transitions more than once, a step/hook/wait
-    transition more than once per entity, or more than one payload per hook (each hook is sent one)."""
+    transition more than once per entity, or more than one payload per hook (each hook is sent one); and a run
+    pinned other than once (by its first flow, to ENVIRONMENT's version; or at creation, to the old version)."""
     problems = []
     types = Counter(e.event_type for e in events)
     for kind in _ONCE_PER_RUN:
@@ -609,6 +665,13 @@ def duplicated_events(events: Sequence[Event]) -> list[str]:
     completed = {e.correlation_id for e in events if e.event_type == "step_completed"}
     if len(completed) != reference.STEP_COUNT:
         problems.append(f"{len(completed)} steps completed, not {reference.STEP_COUNT}")
+    pins = [change.get("value") for e in events if e.event_type == "attr_set"
+            for change in (e.event_data or {}).get("changes") or () if change.get("key") == PIN_ATTRIBUTE]
+    created = (events[0].event_data or {}).get("attributes") or {} if events else {}
+    wanted = ([], OLD_DEPLOYMENT) if pinned_at_creation else (["v1"], None)
+    if (pins, created.get(PIN_ATTRIBUTE)) != wanted:  # pinned once: by its first flow, or at its creation
+        problems.append(f"the run's pin was written as {pins} (at creation: {created.get(PIN_ATTRIBUTE)}), "
+                        f"not as {wanted}")
     return problems
 
 
@@ -703,14 +766,15 @@ def new_executor(parallel: int) -> ThreadPoolExecutor:
 async def run_trials(local: LocalAWS, faults: Sequence[Fault | None], *, parallel: int,
                      executor: ThreadPoolExecutor,
                      on_result: Callable[[TrialResult], Awaitable[None] | None] | None = None,
-                     encrypted: bool = False) -> list[TrialResult]:
+                     encrypted: bool = False, handed: bool = False) -> list[TrialResult]:
     """Run trials, ``parallel`` at a time, each on its own World (with per-run payload encryption when
-    ``encrypted``); results in the order of ``faults``."""
+    ``encrypted``; with the run on the old version, every delivery handed over, when ``handed``); results in the
+    order of ``faults``."""
     slots = asyncio.Semaphore(parallel)
 
     async def one(fault: Fault | None) -> TrialResult:
         async with slots:
-            trial = Trial(local, executor, fault, encrypted=encrypted)
+            trial = Trial(local, executor, fault, encrypted=encrypted, handed=handed)
             try:
                 result = await trial.run()
             except Exception as error:  # the harness's own calls failed: say so, and let the other trials go on

@@ -33,6 +33,9 @@ SWEEP = {"moto": (1, 9), LOCALSTACK: (5, 18)}
 """Each backend's (first k, stride): about 36 trials on moto and 18 on LocalStack, disjoint, within the suite's
 budget on two cores. ``bench/chaos.py`` sweeps every k."""
 PARALLEL = 8
+HANDED_STRIDE = 23
+"""The handed-over run's sample: a fault at every 23rd call (and at the first and last Invoke, and the call after the
+first), in each mode: about 24 trials, three rounds of ``PARALLEL``."""
 LOSS_TRIALS = 8
 """One round of ``PARALLEL`` trials, each combination twice: a loss trial waits out a lease and a watch horizon
 (about 20 s); ``bench/chaos.py --loss`` sweeps every point in every combination."""
@@ -194,3 +197,23 @@ async def test_a_message_lost_or_redriven_at_sampled_points_strands_nothing(
     assert sum(r.lost for r in results) >= len(results) // 2, "most sampled points lose at least one record"
     assert {(r.fault.mode, r.fault.recovery) for r in results if r.fault} == {
         (m, r) for m in LOSS_MODES for r in RECOVERIES}
+
+
+@MOTO_ONLY
+@pytest.mark.timeout(600)
+async def test_a_run_on_an_older_version_handed_over_at_every_delivery_strands_nothing(
+        local: LocalAWS, executor: ThreadPoolExecutor, backend: str) -> None:
+    """The run is pinned to the flow function's older version (``v0``) while ``v1`` is live: every delivery of it
+    reaches v1, which hands the record to v0 with Lambda's asynchronous Invoke (``harness.Invoking``: one AWS call of
+    v1, faultable like the others) and v0 runs it. The clean run, then a fault at a sample of its calls, in each mode,
+    the hand-over's Invoke included: a crash on either side of it strands nothing."""
+    clean = await Trial(local, executor, handed=True).run()
+    assert clean.outcome == "completed", clean.problems
+    invokes = [k for k, call in enumerate(clean.calls, 1) if call == "lambda.Invoke"]
+    assert invokes, "every delivery was handed over"
+    sample = sorted({*range(2, len(clean.calls) + 1, HANDED_STRIDE), invokes[0], invokes[-1], invokes[0] + 1})
+    faults = [Fault(k, mode) for k in sample for mode in MODES]
+    print(f"\nhanded-over run: {len(clean.calls)} calls, {len(invokes)} of them hand-overs; {len(faults)} trials")
+    results = await run_trials(local, faults, parallel=PARALLEL, executor=executor, handed=True)
+    failed = [r for r in results if not r.ok]
+    assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)

@@ -1,12 +1,14 @@
 """No edit under ``awsworld dev`` destroys a run: ``dev`` as a process, with ``--state``, and the CLI as processes.
 
-A run sleeps for a day; dev stops; the step's arguments are edited; dev starts again on the same state and, before
-waking anything, replays the run against the new code: it diverges, so dev prints one line (where, what the log has,
-what the code called, the ways out), marks it parked and does not wake it. ``runs``, ``runs --parked``,
-``describe`` and their ``--json`` show it parked. The edit is reverted while dev runs: dev reloads the module, the
-run replays again, is woken, and its flow clears the mark. Edited again, it is parked again by the reload, and
-``awsworld fail`` ends it (with the one-line errors for a run that ended and one that does not exist). A file
-that does not import is reported and the previous code keeps serving.
+A run sleeps for a day; dev stops; the step's arguments are edited; dev starts again on the same state. The code
+the run started on is gone (dev's snapshots live in its process), so dev says so, replays the run against the new
+code and moves it there: it diverges, so dev prints one line (where, what the log has, what the code called, the
+ways out), marks it parked and does not wake it. ``runs``, ``runs --parked``, ``describe`` and their ``--json``
+show it parked. The edit is reverted while dev runs: dev reloads the module, the run replays again, is woken, and
+its flow clears the mark. Edited again while dev runs, the sleeping runs keep the code they started on (one of them
+finishes on it, while a run started after the edit takes the new code; ``awsworld deployments`` lists both
+versions); a restart parks the first again, and ``awsworld fail`` ends it (with the one-line errors for a run that
+ended and one that does not exist). A file that does not import is reported and the previous code keeps serving.
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ async def added(order_id: str) -> str:
 class WatchedDev(Dev):
     """``awsworld dev shopdev --state DIR``, its output read on after the banner (reloads print there)."""
 
-    def __init__(self, cwd: Path, state: Path, runners: list[Runner]) -> None:
-        super().__init__(cwd, state, runners, module="shopdev")
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner], module: str = "shopdev") -> None:
+        super().__init__(cwd, state, runners, module=module)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -108,7 +110,8 @@ def until(check: Callable[[], Result], ready: Callable[[Result], bool], timeout:
         time.sleep(0.2)
 
 
-def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_path: Path, runner: Runner) -> None:
+def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes_it_and_fail_ends_it(
+        tmp_path: Path, runner: Runner) -> None:
     source = tmp_path / "src" / "shopdev.py"
     source.parent.mkdir()
     source.write_text(textwrap.dedent(SHOP))
@@ -116,6 +119,9 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
 
     first = WatchedDev(tmp_path, state, [runner])
     try:
+        deployed = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(first.banner))
+        assert deployed is not None, first.banner
+        original = deployed.group(1)
         started = first("start", "shopdev.order", '["T-1", 42.5]')
         assert started.code == 0, started
         run_id = started.out.strip()
@@ -124,15 +130,21 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
     finally:
         first.stop()
 
+    # A restart: dev's snapshots of code lived in the process that stopped, so the run's code is gone. dev says so,
+    # replays the run against the code it has now and moves it there: it diverges, so it is parked, not failed.
     source.write_text(source.read_text().replace(ORIGINAL, EDITED))
     second = WatchedDev(tmp_path, state, [runner])
     try:
         banner = "".join(second.banner)
-        parked_line = (f"run {run_id} (shopdev.order) is parked: its replay differs from its log at step 1 (event 3): "
+        edited = re.search(r"as deployment (dev-[0-9a-f]{10}) ", banner)
+        assert edited is not None and edited.group(1) != original, banner
+        moved_line = (f"run {run_id} (shopdev.order) started on {original}, whose code dev no longer has (a snapshot "
+                      f"lives as long as dev's process): it is replayed against {edited.group(1)}'s and moved to it\n")
+        parked_line = (f"run {run_id} (shopdev.order) is parked: its replay differs from its log at step 1 (event 4): "
                        "the log has charge('T-1', 42.5), the code called charge('T-1', 85.0); revert the code, or "
                        "branch the change with awsworld.patched() (docs/how-to/changing-code.md), and the run "
                        f"resumes; `awsworld fail {run_id}` ends it instead\n")
-        assert parked_line in banner, banner
+        assert moved_line + parked_line in banner, banner
         assert "0 unfinished run(s) woken, 1 parked (`awsworld runs --parked`)" in banner, banner
 
         listed = second("runs")
@@ -141,8 +153,8 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
         document = json.loads(only.out)
         assert [(r["runId"], r["status"]) for r in document] == [(run_id, "running")], document
         mark = document[0]["parked"]
-        assert (mark["position"], mark["event"], mark["change"]) == ("step 1", 3, "arguments"), mark
-        assert mark["divergence"] == ("step 1 (event 3): the log has charge(…), the code called charge(…) with "
+        assert (mark["position"], mark["event"], mark["change"]) == ("step 1", 4, "arguments"), mark
+        assert mark["divergence"] == ("step 1 (event 4): the log has charge(…), the code called charge(…) with "
                                       "other arguments")
         described = second("describe", run_id)
         assert "status    parked\n" in described.out, described.out
@@ -156,6 +168,8 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace(EDITED, ORIGINAL))  # the revert, while dev runs
         second.wait_for(r"^reloading: src/shopdev\.py changed$", mark_at)
+        second.wait_for(rf"^new runs start on {original}; runs started before stay on the code they started on$",
+                        mark_at)
         second.wait_for(rf"^run {run_id} \(shopdev\.order\) replays again: it was parked, and resumes$", mark_at)
         second.wait_for(r"^reloaded shopdev: 2 workflow\(s\), 2 step\(s\); 1 unfinished run\(s\) replayed against "
                         r"it: 1 match \(1 parked before: resumed\)$", mark_at)
@@ -163,13 +177,31 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
         resumed = json.loads(second("describe", run_id, "--json").out)
         assert resumed["status"] == "running" and resumed["parked"] is None, resumed
         assert [w["kind"] for w in resumed["waitingOn"]] == ["sleep"], resumed
+        kept = second("start", "shopdev.order", '["T-6", 10.0]')
+        assert kept.code == 0, kept
+        kept_id = kept.out.strip()
+        until(lambda: second("describe", kept_id, "--json"),
+              lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])
 
+        # Edited again while dev runs: the sleeping runs keep the code they started on; new runs take the edit.
         mark_at = len(second.lines)
-        source.write_text(source.read_text().replace(ORIGINAL, EDITED))  # edited again: parked by the reload
-        second.wait_for(rf"^run {run_id} \(shopdev\.order\) is parked: ", mark_at)
-        second.wait_for(r"1 unfinished run\(s\) replayed against it: 0 match, 1 parked", mark_at)
-        new_run = second("start", "shopdev.quick", '["T-2"]', "--wait", "30")
-        assert new_run.code == 0 and new_run.out.splitlines()[1] == '"shipped T-2"', new_run
+        source.write_text(source.read_text().replace(ORIGINAL, EDITED))
+        second.wait_for(r"^reloaded shopdev: 2 workflow\(s\), 2 step\(s\); no unfinished run to replay against it; "
+                        rf"2 on {original}, whose code is kept$", mark_at)
+        assert not any("is parked" in line for line in second.lines[mark_at:]), second.lines[mark_at:]
+        new_run = second("start", "shopdev.order", '["T-5", 10.0]')
+        assert new_run.code == 0, new_run
+        skipped = second("skip", new_run.out.strip())
+        assert skipped.code == 0, skipped
+        finished = second("result", new_run.out.strip(), "--wait", "30")
+        assert json.loads(finished.out.splitlines()[-1]) == ["charged T-5 20.0", "shipped T-5"], finished
+        assert second("skip", kept_id).code == 0
+        old_code = second("result", kept_id, "--wait", "30")
+        assert json.loads(old_code.out.splitlines()[-1]) == ["charged T-6 10.0", "shipped T-6"], \
+            "the run started before the edit finished on the code it started on"
+        listing = json.loads(second("deployments", "--json").out)
+        statuses = {row["deploymentId"]: (row["status"], row["unfinishedRuns"]) for row in listing["deployments"]}
+        assert statuses[original] == ("draining", 1) and statuses[edited.group(1)] == ("live", 0), statuses
 
         # A workflow the edit adds is published at the reload: a client without the code (no AWSWORLD_MODULES: it
         # checks names against dev's publication only) starts it.
@@ -190,23 +222,28 @@ def test_an_edit_parks_a_sleeping_run_a_revert_resumes_it_and_fail_ends_it(tmp_p
 
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace("\ndef broken(:\n", ""))  # mended: still the edited charge
-        second.wait_for(r"^reloaded shopdev: 3 workflow.*0 match, 1 parked", mark_at)
+        second.wait_for(rf"^reloaded shopdev: 3 workflow.*; 1 on {original}, whose code is kept$", mark_at)
+    finally:
+        second.stop()
 
-        failed = second("fail", run_id, "--reason", "the old charge is gone")
+    third = WatchedDev(tmp_path, state, [runner])  # restarted on the edited code: T-1's code is gone again
+    try:
+        assert f"run {run_id} (shopdev.order) is parked" in "".join(third.banner), third.banner
+        failed = third("fail", run_id, "--reason", "the old charge is gone")
         assert failed.code == 0, failed
         head, wrote = failed.out.splitlines()
         assert re.fullmatch(rf"failed {run_id} \(parked since \S+\)", head), head
         assert re.fullmatch(r"  wrote run_failed: ReplayDivergenceError: failed on request while parked \(since \S+\): "
-                            r"step 1 \(event 3\): the log has charge\(…\), the code called charge\(…\) with other "
+                            r"step 1 \(event 4\): the log has charge\(…\), the code called charge\(…\) with other "
                             r"arguments: the old charge is gone \(error code CORRUPTED_EVENT_LOG\)", wrote), wrote
-        again = second("fail", run_id)
+        again = third("fail", run_id)
         assert again.one_line_error(1) == (f"awsworld fail: run {run_id} is already failed: nothing was written "
                                            "(hint: only a pending, running or parked run can be failed)")
-        assert "no such run" in second("fail", "wrun_nope").one_line_error(1)
-        result = second("result", run_id, "--json")
+        assert "no such run" in third("fail", "wrun_nope").one_line_error(1)
+        result = third("result", run_id, "--json")
         assert result.code == 1 and json.loads(result.out)["errorCode"] == "CORRUPTED_EVENT_LOG", result
     finally:
-        out = second.stop()
+        out = third.stop()
     assert "state saved" in out, out
 
 

@@ -156,7 +156,9 @@ def test_describe_leaves_out_awsworlds_own_attributes_and_steps_unless_asked(dev
     assert f"child     {approval}.step_" in text.out, "the child run itself is listed"
     assert "attribute awsworld.patched.with-note = " in everything.out and "awsworld.start_child" in everything.out
     assert "steps     2 (2 completed)" in everything.out and "hidden" not in everything.out
-    assert list(document["attributes"]) == ["awsworld.patched.with-note"], "--json has them all"
+    assert sorted(document["attributes"]) == ["$awsworld.deployment", "awsworld.patched.with-note"], \
+        "--json has them all"
+    assert document["deployment"].startswith("dev-") and f"deployment {document['deployment']}\n" in text.out
     assert [s["name"] for s in document["steps"]["list"]] == ["display.note", "awsworld.start_child"]
 
 

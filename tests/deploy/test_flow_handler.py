@@ -223,9 +223,10 @@ async def test_failing_steps_are_retried_through_the_queue(local: LocalAWS, esm:
 class _Later:
     """A runtime that asks for every delivery again in 2 s (as a step message that came too early does)."""
 
-    def __init__(self, world: Any) -> None:
+    def __init__(self, world: Any, *, deployment: str | None = None) -> None:
         self.world = world  # the delivery path reads the World's clock through its runtime
         self.registry = Runtime(world).registry
+        self.deployment = deployment  # (pinning: the delivery path asks which deployment this is)
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
         return Outcome("too-early", retry_after=2.0)

@@ -97,7 +97,12 @@ _KNOWN = {
     "s3": {"GetObject", "PutObject", "PutObjectTagging", "DeleteObject", "DeleteObjects", "HeadObject",
            "ListObjectsV2", "ListObjects"},
     "kms": {"GenerateDataKey", "Decrypt"},
+    "lambda": {"Invoke"},
 }
+FLOW_FUNCTION = "awsworld-trace-flow"
+"""The traced flow function's name (``AWS_LAMBDA_FUNCTION_NAME``): it hands deliveries to its own versions."""
+FLOW_VERSION = "2"
+"""The traced flow function's version: runs are pinned to ``v2``; one pinned to ``v1`` is handed to version 1."""
 
 
 @dataclass
@@ -137,6 +142,10 @@ class Trace:
             url = params.get("QueueUrl")
             queue = {config.queue_url: "FlowQueue", config.dlq_url: "DeadLetterQueue"}.get(url, f"other queue {url}")
             return {(_SINGLE_ACTIONS.get(f"sqs.{name}", f"sqs:{name}"), queue)}
+        if service == "lambda":
+            # A hand-over to another version of the function itself (lambda_/versions.py), and nothing else.
+            assert params["FunctionName"] == FLOW_FUNCTION and params.get("Qualifier"), params
+            return {("lambda:InvokeFunction", "FlowFunction:*")}
         if service == "kms":
             # The grant's condition: every data key names this stack's table in its encryption context.
             assert params["EncryptionContext"][TABLE_CONTEXT_KEY] == config.table_name, params
@@ -173,6 +182,8 @@ def _resource_kind(resource: Any) -> str:
     if '"Bucket", "Arn"' in text:
         return "bucket"
     sub = resource.get("Fn::Sub", "") if isinstance(resource, dict) else ""
+    if sub == "${FlowFunction.Arn}:*":
+        return "FlowFunction:*"
     if sub.startswith("${Table.Arn}/index/"):
         return sub.removeprefix("${Table.Arn}/")
     if sub.startswith("${Bucket.Arn}/"):
@@ -181,7 +192,11 @@ def _resource_kind(resource: Any) -> str:
 
 
 def granted(template: dict[str, Any], role: str) -> set[Grant]:
-    return {(action, _resource_kind(resource)) for name, _, statement in statements(template) if name == role
+    """What ``role`` grants: its own policies' statements and those of the policies attached to it (``Roles``)."""
+    attached = {name for name, resource in template["Resources"].items() if resource["Type"] == "AWS::IAM::Policy"
+                and {"Ref": role} in as_list(resource["Properties"].get("Roles", []))}
+    return {(action, _resource_kind(resource)) for name, _, statement in statements(template)
+            if name == role or name in attached
             for action in as_list(statement["Action"]) for resource in as_list(statement["Resource"])}
 
 
@@ -228,8 +243,8 @@ class Function:
     invoke: Callable[[Any, Any], dict[str, Any]]
 
 
-async def _traced(handle: Callable[..., dict[str, Any]]) -> AsyncIterator[Function]:
-    container = Container()  # a function of its own: its clients, its loop, as deployed
+async def _traced(handle: Callable[..., dict[str, Any]], version: str | None = None) -> AsyncIterator[Function]:
+    container = Container(version=version)  # a function of its own: its clients, its loop, as deployed
     world = container.world
     clients = await asyncio.to_thread(container.run, _open_clients(world))
     trace = Trace(world)
@@ -245,13 +260,15 @@ async def _traced(handle: Callable[..., dict[str, Any]]) -> AsyncIterator[Functi
 
 
 async def _open_clients(world: AWSWorld) -> list[Any]:
-    return [await world.clients.get(service) for service in ("dynamodb", "sqs", "s3", "kms")]
+    return [await world.clients.get(service) for service in ("dynamodb", "sqs", "s3", "kms", "lambda")]
 
 
 @pytest.fixture(scope="module")
 async def flow_function(lambda_environment: dict[str, str]) -> AsyncIterator[Function]:
-    async for function in _traced(flow.handle):
-        yield function
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AWS_LAMBDA_FUNCTION_NAME", FLOW_FUNCTION)
+        async for function in _traced(flow.handle, version=FLOW_VERSION):
+            yield function
 
 
 @pytest.fixture(scope="module")
@@ -326,6 +343,14 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
         return last is not None and await client.get_run(last).status() in TERMINAL_RUN_STATUSES
 
     await esm.run_until(scheduled, timeout=60)
+
+    # A run pinned to version 1 (whose Lambda version does not exist here: the emulator has no such function):
+    # version 2 hands its delivery over with an Invoke, finds the version gone, and after three re-routes fails the
+    # run with DeploymentMismatchError.
+    old = await client.options(deployment="v1").start(app.quick, "pinned")
+    await esm.run_until(done(old), timeout=60)
+    with pytest.raises(WorkflowRunFailedError, match="pinned to deployment 'v1'"):
+        await old.result(timeout=5)
 
     # Failures the flow function answers: a record that is not ours (dead-lettered at once) and a workflow this
     # deployment lacks (backed off with a shorter visibility).
@@ -477,6 +502,7 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
     """A guard on the workloads themselves: if a path stops being exercised, the grants above prove less."""
     flow_grants = traced["FlowFunctionRole"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("sqs:SendMessage", "DeadLetterQueue"),
+            ("lambda:InvokeFunction", "FlowFunction:*"),
             ("sqs:ChangeMessageVisibility", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:GetObject", "runs/*"),
             ("dynamodb:ConditionCheckItem", "table"), ("kms:GenerateDataKey", "PayloadKmsKeyArn"),
             ("kms:Decrypt", "PayloadKmsKeyArn")} <= flow_grants

@@ -37,7 +37,9 @@ async def test_the_hooks_are_registered_once_with_the_runtime(handlers: Handlers
 
 
 async def test_prime_loads_what_a_delivery_needs_and_publishes_the_names_without_a_connection_left(
-        local: LocalAWS, handlers: Handlers) -> None:
+        local: LocalAWS, handlers: Handlers, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_VERSION", "7")  # what Lambda sets while it initialises version 7
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "awsworld-snap-flow")
     container = default_container()
     await asyncio.to_thread(container.reset)
     assert container.built_world is None
@@ -47,11 +49,15 @@ async def test_prime_loads_what_a_delivery_needs_and_publishes_the_names_without
     world = container.built_world
     assert world is not None and container.modules == [app.__name__], "the workflow modules are imported"
     assert set(world.clients.opened) == {"dynamodb", "sqs", "s3"}, "clients made, service models loaded"
-    assert world.stats.requests == Counter({"dynamodb.PutItem": 1}), "one request: the names, published"
+    assert world.stats.requests == Counter({"dynamodb.PutItem": 2}), \
+        "two requests: the names, published, and the version, registered as a deployment runs are pinned to"
     for client in _botocore_clients(container).values():
         assert not client._endpoint.http_session._manager.pools, "no connection is carried into the snapshot"
     [published] = [p for p in await local.world.published.read() if "deploy.quick" in p.workflows]
     assert published.ahead and published.host == "the flow function" and app.__name__ in published.modules
+    [registered] = [d for d in await local.world.deployments.read() if d.deployment_id == "v7"]
+    assert registered.target == "awsworld-snap-flow:7" and "deploy.quick" in registered.workflows
+    assert container.runtime.deployment == "v7"
     unbuilt = [m.__name__ for m in snapstart._models(WireModel) if not m.__pydantic_complete__]
     assert not unbuilt, f"contract models left to build after restore: {unbuilt}"
 

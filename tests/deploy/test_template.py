@@ -251,10 +251,12 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
         for resource in as_list(statement["Resource"]):
             assert isinstance(resource, dict), f"{name}: {resource!r} must name this stack's resource"
             text = json.dumps(resource)
-            assert re.search(r"Table|Queue|Bucket|LogGroup", text), (name, resource)
-            if "*" in text:  # only object keys under the bucket's own prefixes, or the table's own indexes
-                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*|\$\{Table\.Arn\}/index/\*",
-                                    resource.get("Fn::Sub", "")), resource
+            assert re.search(r"Table|Queue|Bucket|LogGroup|FlowFunction", text), (name, resource)
+            if "*" in text:  # only object keys under the bucket's own prefixes, the table's own indexes, or the
+                # flow function's own versions (a pinned run's delivery handed to its version)
+                assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*|\$\{Table\.Arn\}/index/\*"
+                                    r"|\$\{FlowFunction\.Arn\}:\*", resource.get("Fn::Sub", "")), resource
+                assert "FlowFunction" not in text or actions == ["lambda:InvokeFunction"], (name, actions)
 
 
 def test_functions_use_the_templates_roles_and_no_managed_policy(template: dict[str, Any]) -> None:
@@ -441,13 +443,16 @@ def test_the_event_source_and_the_url_invoke_the_alias() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     resources = json.loads(done.stdout)
     aliases = {name for name, r in resources.items() if r["Type"] == "AWS::Lambda::Alias"}
-    assert aliases == {"FlowFunctionAliaslive", "WebhookFunctionAliaslive"}
+    # (the World server, awsworld serve behind an IAM-authenticated URL, exists with WorldServer=true)
+    assert aliases == {"FlowFunctionAliaslive", "WebhookFunctionAliaslive", "WorldServerFunctionAliaslive"}
     (mapping,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::EventSourceMapping"]
     assert mapping["Properties"]["FunctionName"] == {"Ref": "FlowFunctionAliaslive"}
-    (url,) = [r for r in resources.values() if r["Type"] == "AWS::Lambda::Url"]
-    assert url["Properties"]["TargetFunctionArn"] == {"Ref": "WebhookFunctionAliaslive"}
+    urls = sorted(r["Properties"]["TargetFunctionArn"]["Ref"] for r in resources.values()
+                  if r["Type"] == "AWS::Lambda::Url")
+    assert urls == ["WebhookFunctionAliaslive", "WorldServerFunctionAliaslive"]
     permissions = [r["Properties"] for r in resources.values() if r["Type"] == "AWS::Lambda::Permission"]
-    assert permissions and all(p["FunctionName"] == {"Ref": "WebhookFunctionAliaslive"} for p in permissions)
-    for name in ("FlowFunction", "WebhookFunction"):
+    assert permissions and all(p["FunctionName"] in ({"Ref": "WebhookFunctionAliaslive"},
+                                                     {"Ref": "WorldServerFunctionAliaslive"}) for p in permissions)
+    for name in ("FlowFunction", "WebhookFunction", "WorldServerFunction"):
         assert resources[name]["Properties"]["Runtime"] == "python3.13"
         assert resources[name]["Properties"]["SnapStart"] == {"ApplyOn": {"Ref": "SnapStart"}}

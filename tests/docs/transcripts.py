@@ -184,7 +184,9 @@ ORIGINAL, EDITED = "charge(order_id, amount)", "charge(order_id, amount * 1.2)"
 
 
 def dev_reload() -> str:
-    """An edit under ``dev`` that diverges a sleeping run (dev parks it), then the revert (the run resumes)."""
+    """An edit under ``dev`` that would diverge a sleeping run: the run keeps the code it started on while new runs
+    take the edit (dev keeps both versions); then the revert (the first version is live again, the edited one, which
+    no run needs, is retired)."""
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "shop"
         source = project / "src" / "shop.py"
@@ -240,6 +242,7 @@ VARYING = [
     (re.compile(r"\b\d\d:\d\d:\d\d(\.\d+)?\b"), "<time>"),
     (re.compile(r"127\.0\.0\.1:\d+"), "127.0.0.1:<port>"),
     (re.compile(r"awsworld-local-[0-9a-f]{12}"), "awsworld-local-<id>"),
+    (re.compile(r"\bdev-[0-9a-f]{10}\b"), "dev-<code>"),
     (re.compile(r"\b\d+(\.\d+)? ?(ms|s)\b"), "<duration>"),
     (re.compile(r"\bpid \d+"), "pid <n>"),
     # How many deliveries a run took depends on which finished first (a step's result, or the flow's next look).

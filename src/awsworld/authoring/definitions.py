@@ -6,12 +6,14 @@ a function is a breaking change for runs in flight (pass ``name=`` to keep the o
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import functools
 import inspect
 import logging
 import math
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Generator, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import EllipsisType
@@ -76,6 +78,7 @@ class WorkflowDef:
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
     args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``durable.codecs.store_call``)
     validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
+    pinned: bool = True  # a run stays on the deployment that started it (``deployments.pins``); False: the newest
 
     @property
     def label(self) -> str:
@@ -99,6 +102,25 @@ class Registry:
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef] = {}
         self.steps: dict[str, StepDef] = {}
+
+    @contextlib.contextmanager
+    def capture(self) -> Generator[Registry]:
+        """While inside, ``@workflow`` and ``@step`` register into this registry instead of the process's: two
+        versions of one workflow (the same name) can then live side by side, one registry each, as two
+        deployments of it do (``WorkflowTestEnv.deploy``)."""
+        token = _CAPTURING.set(self)
+        try:
+            yield self
+        finally:
+            _CAPTURING.reset(token)
+
+    def snapshot(self) -> Registry:
+        """A registry holding what this one holds now (the same definitions, so the same code): what stays of a
+        deployment when the process's registry is reloaded with new code (``awsworld dev``)."""
+        copy = Registry()
+        copy.workflows.update(self.workflows)
+        copy.steps.update(self.steps)
+        return copy
 
     def add_workflow(self, definition: WorkflowDef) -> None:
         _check_unique(self.workflows, definition.name, definition.fn, "workflow")
@@ -186,6 +208,12 @@ def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
 
 
 REGISTRY = Registry()
+_CAPTURING: ContextVar[Registry | None] = ContextVar("awsworld_registering", default=None)
+
+
+def _registering() -> Registry:
+    """Where a decorator registers: the registry a ``Registry.capture()`` block names, else the process's."""
+    return _CAPTURING.get() or REGISTRY
 
 
 def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
@@ -238,19 +266,21 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _CodecDecorator[T]: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
+             pinned: bool = True) -> _CodecDecorator[T]: ...
 
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True) -> _Decorator: ...
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
+             pinned: bool = True) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
-             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
+             args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True, pinned: bool = True,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -272,7 +302,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     parameters here, when the decorator runs (a ``TypeError`` naming the schedule).
 
     ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict
-    mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape."""
+    mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape.
+
+    ``pinned``: a run stays on the deployment that started it, whatever is deployed after (the default: README,
+    "Runs stay on the code that started them"); ``False`` lets every delivery of its runs take the newest code,
+    for short runs where pinning buys nothing."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -283,8 +317,8 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         if args_codec is not None:
             check_positional(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec, validate_args)
-        REGISTRY.add_workflow(definition)
+        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec, validate_args, pinned)
+        _registering().add_workflow(definition)
         declare_all(definition.name, f.__module__, schedule, definition.check_arguments)
 
         @functools.wraps(f)
@@ -359,7 +393,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
         if args_codec is not None:
             check_positional(f, "step")
         definition = StepDef(_stable_name(f, name), f, policy, limit, codec, semantics, args_codec)
-        REGISTRY.add_step(definition)
+        _registering().add_step(definition)
 
         @functools.wraps(f)
         async def call(*args: P.args, **kwargs: P.kwargs) -> R:

@@ -1,6 +1,7 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
-``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``), see them in a browser
+``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``), move runs between the
+deployments they are pinned to (``deployments``, ``upgrade``), see them in a browser
 (``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs (``export``,
 ``replay``).
 
@@ -19,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..deploy import init as deploy_init
-from . import demo, dev, park, replay, runs, schedules, serve, skip, ui, wake
+from . import demo, deployments, dev, park, replay, runs, schedules, serve, skip, ui, wake
 from .errors import OPERATIONAL, USAGE, CliError, describe
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
@@ -29,7 +30,7 @@ __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
                                                  deploy_init.register, ui.register, wake.register,
                                                  skip.register, schedules.register, park.register,
-                                                 serve.register]
+                                                 serve.register, deployments.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

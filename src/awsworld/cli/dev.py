@@ -99,15 +99,15 @@ def _start_moto(port: int) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> None:
-    from ..authoring.definitions import REGISTRY
+    from ..authoring.definitions import REGISTRY, Registry
     from ..aws.world import AWSWorld
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
     from ..published.model import DEV, publish
     from ..schedules.declared import declared_in
-    from ..worker.dispatch import Runtime
     from . import dev_reload, dev_state
+    from .dev_code import DevCode
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
     console_logs(args.log_format)
@@ -126,29 +126,35 @@ async def _serve(args: argparse.Namespace) -> None:
             watcher: asyncio.Task[None] | None = None
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
-                runtime = Runtime(world)
+                code = dev_reload.UserCode(args.modules, [Path.cwd()])
+                versions = DevCode(world, code.modules)  # runs stay on the code they started on (``dev_code``)
+                runtime = await versions.first(REGISTRY)
                 # Before the first delivery: a Client of this World refuses a name no module here registers.
                 await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
                 client = Client(world, registry=runtime.registry)
                 poller = LocalPoller(world, runtime, tick_seconds=DEV_TICK_SECONDS)
+                versions.attach(poller.host)
                 poller.start()
                 # Each unfinished run is replayed against this code before it is woken; one that diverges is parked.
                 verdict = await dev_reload.replay_unfinished(world, runtime.registry, wake="all",
-                                                             tag=f"restart:{os.getpid()}") if restored else None
+                                                             tag=f"restart:{os.getpid()}",
+                                                             pins=versions.pins()) if restored else None
                 webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
                                          args.webhook_port or (state.webhook_port if state else 0))
                 if state is not None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()
-                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict)
+                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict, runtime.deployment)
                 if args.reload:
-                    code = dev_reload.UserCode(args.modules, [Path.cwd()])
-                    async def reloaded() -> None:  # what dev derives from the modules, derived again
+                    async def reloaded(previous: Registry) -> dev_reload.Pins:  # what dev derives, derived again
+                        # First, before anything awaits: the code from before goes on running its runs.
+                        pins = await versions.reloaded(previous, REGISTRY)
                         world.schedules.declared = declared_in(args.modules)
                         # A Client refuses names no publication has: the new code's names are published at once.
-                        await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
+                        await publish(world, REGISTRY, host="awsworld dev", ahead=True, key=DEV)
+                        return pins
 
-                    watcher = asyncio.create_task(dev_reload.watch(world, code, runtime.registry, reloaded))
+                    watcher = asyncio.create_task(dev_reload.watch(world, code, REGISTRY, reloaded))
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 await _run_until_stopped(world, state)
@@ -269,8 +275,9 @@ UNDO_COMMENT = "# undo them in that shell (credentials and region then come from
 
 
 def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.Namespace, state: Any,
-                  restored: int, verdict: Any) -> None:
-    print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded")
+                  restored: int, verdict: Any, deployment: str | None) -> None:
+    print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded, as "
+          f"deployment {deployment} (a run stays on the code it started on: `awsworld deployments`)")
     for name in sorted(registry.workflows):
         print(f"  workflow {name}")
     if state is not None:

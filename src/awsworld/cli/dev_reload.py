@@ -11,8 +11,12 @@ Why reload in the process rather than restart it: what a person editing code exp
 runs what they saved, without losing the runs in flight or the ``export`` lines pasted elsewhere. A restart would
 need ``--state`` (without it every run is lost), snapshot and restore the whole table, and could move the ports.
 
-Either way, before an unfinished run meets the new code, dev replays it against that code (``client.replay``, what
-``awsworld replay`` does, writing nothing), and:
+A run keeps the code it started on (``cli.dev_code``: the code from before a reload stays loaded, as a published
+Lambda version does), so a reload touches only the runs that are not pinned to code dev keeps: runs pinned to no
+deployment (``pinned=False``, started on ``latest``), runs pinned to code dev no longer has (after a restart: a
+snapshot lives as long as dev's process; those are moved to the current code, with a line saying so), and parked
+runs (resumed on the new code if it replays them: a revert). For those, before they meet the new code, dev replays
+them against it (``client.replay``, what ``awsworld replay`` does, writing nothing), and:
 
 - a run that replays is woken (on a restart every such run, since the queue was not saved; on a reload only a
   parked one, whose next redelivery may be an hour away: the others' messages are still queued), and its flow
@@ -41,10 +45,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
 from ..client.replay import ReplayResult, replay_run
+from ..deployments.pins import pin_change, pin_of
 from ..engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from ..schedules.declared import DECLARED
 from ..world.entities import Run
@@ -56,6 +61,16 @@ WATCH_SECONDS = 0.5
 """How often dev looks at the files of the user's modules (a stat of each: a few files, microseconds)."""
 
 
+@dataclass(frozen=True)
+class Pins:
+    """Which deployments dev has the code of (``loaded``: snapshots kept since they started runs), and the one that
+    takes new runs (``here``): a run pinned to a loaded one keeps its code and is not replayed; one pinned to a
+    deployment whose code is gone (dev restarted) is replayed against ``here``'s and moved to it (``cli.dev_code``)."""
+
+    here: str
+    loaded: frozenset[str]
+
+
 @dataclass
 class Verdict:
     """What a replay of the unfinished runs against new code found, by run id."""
@@ -65,9 +80,17 @@ class Verdict:
     resumed: list[str] = field(default_factory=list[str])  # woken, and parked before: their flow clears the mark
     parked: list[str] = field(default_factory=list[str])
     unreplayable: list[str] = field(default_factory=list[str])
+    kept: dict[str, list[str]] = field(default_factory=dict[str, list[str]])  # by deployment: its code is loaded
+    here: str | None = None  # the deployment of the code loaded now (``Pins.here``)
+    moved: list[str] = field(default_factory=list[str])  # pinned to code that is gone: moved to the current code
 
     def summary(self) -> str:
         total = len(self.matched) + len(self.parked) + len(self.unreplayable)
+        kept = "".join(f"; {len(ids)} on {deployment}" + (" (the code loaded now)" if deployment == self.here else
+                                                          ", whose code is kept")
+                       for deployment, ids in sorted(self.kept.items()))
+        if not total:
+            return "no unfinished run to replay against it" + kept
         text = f"{total} unfinished run(s) replayed against it: {len(self.matched)} match"
         if self.resumed:
             text += f" ({len(self.resumed)} parked before: resumed)"
@@ -75,37 +98,60 @@ class Verdict:
             text += f", {len(self.parked)} parked (`awsworld runs --parked`)"
         if self.unreplayable:
             text += f", {len(self.unreplayable)} could not be replayed"
-        return text
+        if self.moved:
+            text += f" ({len(self.moved)} of them moved here from code dev no longer has)"
+        return text + kept
 
 
 async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["all", "parked"],
-                            tag: str) -> Verdict:
+                            tag: str, pins: Pins | None = None) -> Verdict:
     """Replay every pending and running run against the code registered now, mark the ones that diverge parked and
     print a line for each, and wake the ones that replay (``wake="all"``: all of them, after a restart; ``"parked"``:
-    the parked ones only, after a reload). ``tag`` makes the wakes' queue keys this check's own."""
-    verdict = Verdict()
+    the parked ones only, after a reload). ``tag`` makes the wakes' queue keys this check's own. With ``pins``, a
+    run pinned to a deployment whose code dev keeps is left on it (woken after a restart); one pinned to code that
+    is gone is replayed and, parked or not, moved to ``pins.here``, which is what runs it from now on."""
+    verdict = Verdict(here=pins.here if pins is not None else None)
     kind = RESTART_WAKE if wake == "all" else OPERATOR_WAKE
     cursor: str | None = None
     while True:
         page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor, resolve_data="none")
         for run in page.data:
-            await _check(world, registry, run, verdict, wake, kind, tag)
+            pin = pin_of(run.attributes)
+            if pins is not None and pin is not None and pin in pins.loaded and pin != pins.here \
+                    and parked_run(run.status, run.attributes) is not None:
+                # Parked on the code it is pinned to: if the new code replays it, it resumes there (a revert).
+                await _check(world, registry, run, verdict, wake, kind, tag, pins.here, matched_only=True)
+            elif pins is not None and pin is not None and pin in pins.loaded:
+                verdict.kept.setdefault(pin, []).append(run.run_id)
+                if wake == "all":
+                    await _wake(world, run, kind, tag, verdict, pin)
+            else:
+                moving = pins.here if pins is not None and pin is not None else None
+                await _check(world, registry, run, verdict, wake, kind, tag, moving)
         if not page.has_more:
             return verdict
         cursor = page.cursor
 
 
 async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, wake: str, kind: str,
-                 tag: str) -> None:
+                 tag: str, moving: str | None = None, *, matched_only: bool = False) -> None:
+    """``moving``: the deployment a run pinned to code dev no longer has is moved to (with its verdict; with
+    ``matched_only``, a parked run on code dev keeps, only if the new code replays it)."""
+    result = await _replay(world, registry, run)
+    if matched_only and not result.ok:
+        return  # still parked where it is: its next redelivery finds the same
+    if moving is not None and not matched_only:
+        verdict.moved.append(run.run_id)
+        print(f"run {run.run_id} ({run.workflow_name}) started on {pin_of(run.attributes)}, whose code dev no longer "
+              f"has (a snapshot lives as long as dev's process): it is replayed against {moving}'s and moved to it",
+              flush=True)
     was = parked_run(run.status, run.attributes)
-    try:
-        result = await replay_run(world, run.run_id, registry=registry)
-    except Exception as error:  # a log the code cannot even read (a class that moved, say): its delivery decides
-        result = ReplayResult(run.run_id, run.workflow_name, 0, "error", message=f"{type(error).__name__}: {error}")
     if result.ok:
         verdict.matched.append(run.run_id)
-        if wake == "all" or was is not None:
-            await _wake(world, run, kind, tag, verdict)
+        if moving is not None:
+            await _mark(world, run, [pin_change(moving)])
+        if wake == "all" or was is not None or moving is not None:
+            await _wake(world, run, kind, tag, verdict, moving)
             if was is not None:
                 verdict.resumed.append(run.run_id)
                 print(f"run {run.run_id} ({run.workflow_name}) replays again: it was parked, and resumes", flush=True)
@@ -124,18 +170,33 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
     else:
         verdict.unreplayable.append(run.run_id)
         print(f"run {run.run_id} ({run.workflow_name}) could not be replayed: {result.message}", flush=True)
-        if wake == "all":
-            await _wake(world, run, kind, tag, verdict)
+        if moving is not None:
+            await _mark(world, run, [pin_change(moving)])
+        if wake == "all" or moving is not None:
+            await _wake(world, run, kind, tag, verdict, moving)
         return
     verdict.parked.append(run.run_id)
     parked = parked.kept_since(was)
-    if not parked.same_place(was):
+    changes = [] if parked.same_place(was) else [mark(parked)]
+    await _mark(world, run, changes + ([pin_change(moving)] if moving is not None else []))
+
+
+async def _replay(world: World, registry: Registry, run: Run) -> ReplayResult:
+    try:
+        return await replay_run(world, run.run_id, registry=registry)
+    except Exception as error:  # a log the code cannot even read (a class that moved, say): its delivery decides
+        return ReplayResult(run.run_id, run.workflow_name, 0, "error", message=f"{type(error).__name__}: {error}")
+
+
+async def _mark(world: World, run: Run, changes: list[dict[str, Any]]) -> None:
+    if changes:
         with contextlib.suppress(RunGoneError, EntityConflictError):  # it ended meanwhile: nothing to mark
-            await world.events.create(run.run_id, {"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
+            await world.events.create(run.run_id, {"eventType": "attr_set", "eventData": {"changes": changes}})
 
 
-async def _wake(world: World, run: Run, kind: str, tag: str, verdict: Verdict) -> None:
-    await world.queue(queue_name_for(run.workflow_name), FlowMessage(run.run_id, run.workflow_name, wake=kind)
+async def _wake(world: World, run: Run, kind: str, tag: str, verdict: Verdict, deployment: str | None = None) -> None:
+    await world.queue(queue_name_for(run.workflow_name), FlowMessage(run.run_id, run.workflow_name, wake=kind,
+                                                                     deployment=deployment)
                       .to_payload(), idempotency_key=f"{run.run_id}:dev-{tag}")
     verdict.woken.append(run.run_id)
 
@@ -238,11 +299,13 @@ class UserCode:
         return None
 
 
-async def watch(world: World, code: UserCode, registry: Registry, reloaded: Callable[[], Awaitable[None]]) -> None:
+async def watch(world: World, code: UserCode, registry: Registry,
+                reloaded: Callable[[Registry], Awaitable[Pins | None]]) -> None:
     """Until cancelled: when a file of the user's modules changes, load the new code (``UserCode.reload``), then
     replay the unfinished runs against it (``replay_unfinished``); ``reloaded`` refreshes what else dev derives from
-    the modules (their declared schedules, the names it publishes for clients: ``published.model``). Every
-    outcome is one line on dev's terminal."""
+    the modules (their declared schedules, the names it publishes for clients: ``published.model``; the deployment
+    the new code is, given a snapshot of the code before the reload: ``cli.dev_code``) and says which deployments'
+    code dev keeps. Every outcome is one line on dev's terminal."""
     reloads = 0
     while True:
         await asyncio.sleep(WATCH_SECONDS)
@@ -252,14 +315,16 @@ async def watch(world: World, code: UserCode, registry: Registry, reloaded: Call
         await asyncio.sleep(WATCH_SECONDS)  # an editor's save (or a burst of them) finishes first
         shown = ", ".join(_shown(path) for path in changed)
         print(f"reloading: {shown} changed", flush=True)
+        previous = registry.snapshot()  # the code runs started on keep running it (``cli.dev_code``)
         problem = code.reload(registry)
         if problem is not None:
             print(f"reload failed, the previous code goes on serving: {problem}", flush=True)
             continue
         reloads += 1
         try:
-            await reloaded()
-            verdict = await replay_unfinished(world, registry, wake="parked", tag=f"reload:{os.getpid()}:{reloads}")
+            pins = await reloaded(previous)
+            verdict = await replay_unfinished(world, registry, wake="parked", tag=f"reload:{os.getpid()}:{reloads}",
+                                              pins=pins)
         except Exception as error:  # the emulator going away at the end, say: the next edit tries again
             print(f"reloaded, but replaying the unfinished runs failed: {type(error).__name__}: {error}", flush=True)
             continue

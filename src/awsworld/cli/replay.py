@@ -34,12 +34,14 @@ def register(sub: Any) -> None:
     export.set_defaults(handler=_export)
 
 
-def _load_modules(args: Any) -> None:
+def load_modules(modules: list[str]) -> None:
+    """Import ``modules`` and those ``AWSWORLD_MODULES`` names, from the project's directory: the code runs are
+    replayed against."""
     from ..lambda_.container import module_names
     from ..settings import SETTINGS
 
     add_project_to_path()
-    for name in [*args.module, *module_names(SETTINGS.modules)]:
+    for name in [*modules, *module_names(SETTINGS.modules)]:
         try:
             importlib.import_module(name)
         except ImportError as error:
@@ -57,7 +59,7 @@ def _report(results: list[Any]) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from ..client.replay import load_export, replay_events
 
-    _load_modules(args)
+    load_modules(args.module)
     if not args.run_ids and not args.workflow:
         if not args.file:
             raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")

@@ -15,6 +15,7 @@ import sys
 from datetime import UTC
 from typing import Any
 
+from ..deployments.pins import LATEST, PIN_ATTRIBUTE
 from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
@@ -339,6 +340,8 @@ def _describe(args: argparse.Namespace) -> int:
                 "waitingOn": waiting_on(view.status, steps, events),
                 # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
                 "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
+                # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
+                "deployment": view.attributes.get(PIN_ATTRIBUTE),
                 # The run's final error in full (type, message, failing step, traceback) goes here, from a
                 # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
             }
@@ -351,6 +354,7 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
+SHOWN_ABOVE = (PARKED_ATTRIBUTE, PIN_ATTRIBUTE)
 INTERNAL_PREFIX = "awsworld."
 """The namespace of awsworld's own names: its attributes (``awsworld.patched.<change id>``, the engine's record of
 a ``patched()`` answer) and built-in steps (``awsworld.start_child``, which starts a child run; ``describe``
@@ -369,6 +373,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(parked_lines(d["runId"], d["parked"]))
     if d["cancelReason"]:
         print(f"reason    {d['cancelReason']}")
+    if d["deployment"]:
+        print(f"deployment {d['deployment']}" + (" (unpinned: the newest code)" if d["deployment"] == LATEST else ""))
     for key in ("createdAt", "startedAt"):
         if d[key]:
             print(f"{key[:-2]:<9} {d[key]}")
@@ -376,8 +382,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(f"waits on  {describe_wait(wait)}")
     if d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
-    attributes = {key: value for key, value in d["attributes"].items()  # a parked mark is shown above, as parked
-                  if key != PARKED_ATTRIBUTE and (internal or not key.startswith(INTERNAL_PREFIX))}
+    attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
+                  if key not in SHOWN_ABOVE and (internal or not key.startswith(INTERNAL_PREFIX))}
     for key, value in sorted(attributes.items()):
         print(f"attribute {key} = {value}")
     if d["parentRunId"]:
@@ -399,7 +405,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
-    own = len([key for key in d["attributes"] if key != PARKED_ATTRIBUTE])
+    own = len([key for key in d["attributes"] if key not in SHOWN_ABOVE])
     hidden = [f"{n} awsworld {what}" for n, what in ((own - len(attributes), "attribute(s)"),
                                                      (len(d["steps"]["list"]) - len(listed), "step(s)")) if n]
     if hidden:

@@ -227,15 +227,19 @@ class Client:
         same run (and wakes it again if it never started)."""
         return _handle(self, await self.starter.start(workflow, args, kwargs))
 
-    def options(self, *, run_id: str | None = None) -> StartOptions:
+    def options(self, *, run_id: str | None = None, deployment: str | None = None) -> StartOptions:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
         never started). Starting is two writes: the run is recorded, then the message that runs it is queued.
         If the second fails, ``RunStartError`` carries the recorded run's id: starting again with
         ``run_id=error.run_id`` queues the message and nothing runs twice, whereas a retry without the id
-        would leave the first run pending for good."""
-        return StartOptions(self, run_id)
+        would leave the first run pending for good.
+
+        ``deployment``: ``"latest"`` starts a run that is never pinned (every delivery takes the newest code, as
+        for a ``@workflow(pinned=False)``); a deployment's id (``awsworld deployments``) pins the run to it from
+        the start. Default: the run is pinned to the deployment its first delivery runs on."""
+        return StartOptions(self, run_id, deployment)
 
     def get_run(self, run_id: str) -> Run[Any]:
         """A handle on the run ``run_id`` (nothing is read until you ask it something: ``await run.status()``,
@@ -388,12 +392,14 @@ class StartOptions:
     """``Client.options(...)``: ``start`` with options (a run id). Typed as ``Client.start``: the arguments are
     checked against the workflow's parameters and the run's result has its return type."""
 
-    def __init__(self, client: Client, run_id: str | None) -> None:
+    def __init__(self, client: Client, run_id: str | None, deployment: str | None = None) -> None:
         self.client = client
         self.run_id = run_id
+        self.deployment = deployment
 
     def __repr__(self) -> str:
-        return f"StartOptions(run_id={self.run_id!r})"
+        pinned = "" if self.deployment is None else f", deployment={self.deployment!r}"
+        return f"StartOptions(run_id={self.run_id!r}{pinned})"
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -405,7 +411,8 @@ class StartOptions:
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, /, *args: Any,
                     **kwargs: Any) -> Run[Any]:
         """``Client.start`` with these options (with a ``run_id``: idempotent, see ``Client.options``)."""
-        return _handle(self.client, await self.client.starter.start(workflow, args, kwargs, run_id=self.run_id))
+        return _handle(self.client, await self.client.starter.start(workflow, args, kwargs, run_id=self.run_id,
+                                                                    deployment=self.deployment))
 
 
 def _handle(client: Client, started: StartedRun) -> Run[Any]:

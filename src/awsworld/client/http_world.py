@@ -23,6 +23,7 @@ from pydantic import BaseModel
 
 from ..http.wire import error_from_body
 from ..world.clock import SYSTEM_CLOCK, Clock
+from ..world.deployments import DeploymentStore
 from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
 from ..world.errors import InvalidInputError, WorldError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
@@ -99,10 +100,12 @@ class HttpWorld:
         self.http = http or httpx.AsyncClient(base_url=self.url, auth=auth, timeout=REQUEST_TIMEOUT, trust_env=False)
         self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
         # awsworld's extensions (``world/protocol.py``): the server's World keeps time by the system clock; its
-        # watch index and schedules are not served, so this World has none (its publications are: ``_Published``).
+        # watch index, schedules and deployments are not served, so this World has none (its publications are:
+        # ``_Published``).
         self.clock: Clock = SYSTEM_CLOCK
         self.watch: WatchAPI | None = None
         self.schedules: ScheduleStore | None = None
+        self.deployments: DeploymentStore | None = None
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)

@@ -24,10 +24,14 @@ from ..authoring.definitions import MODULES_ENV
 from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
 from ..client.client import Client
+from ..deployments.host import DeploymentHost
+from ..deployments.identity import lambda_deployment, register
+from ..deployments.model import DEPLOYMENTS_OF_LAMBDA
 from ..published.model import publish
 from ..schedules.declared import declared_in
 from ..settings import SETTINGS
 from ..worker.dispatch import Runtime
+from .versions import LambdaHost, version_target
 
 log = logging.getLogger("awsworld.lambda")
 
@@ -58,10 +62,18 @@ class Container:
     """One loop, and lazily one World, Runtime and Client, for the life of an execution environment."""
 
     def __init__(self, world_factory: Callable[[], AWSWorld] | None = None,
-                 runtime_factory: Callable[[AWSWorld], Runtime] = Runtime) -> None:
+                 runtime_factory: Callable[..., Runtime] = Runtime,
+                 host_factory: Callable[[AWSWorld], DeploymentHost] | None = None,
+                 version: str | None = None) -> None:
+        """``host_factory``: how this version reaches the others (default: ``versions.LambdaHost``, an
+        asynchronous invoke of a qualified version). The deployment is this version (``identity.lambda_deployment``:
+        ``version``, else ``AWS_LAMBDA_FUNCTION_VERSION``, read when the runtime is built)."""
+        self.version = version
         self.loop = asyncio.new_event_loop()
         self._world_factory = world_factory or (lambda: AWSWorld(AWSConfig.from_env()))
         self._runtime_factory = runtime_factory
+        self._host_factory = host_factory or (lambda world: LambdaHost(world.clients))
+        self._host: DeploymentHost | None = None
         self._world: AWSWorld | None = None
         self._runtime: Runtime | None = None
         self._client: Client | None = None
@@ -92,8 +104,15 @@ class Container:
     @property
     def runtime(self) -> Runtime:
         if self._runtime is None:
-            self._runtime = self._runtime_factory(self.world)
+            self._runtime = self._runtime_factory(self.world, deployment=lambda_deployment(self.version))
         return self._runtime
+
+    @property
+    def host(self) -> DeploymentHost:
+        """How a delivery of a run pinned to another version is handed to it (``deployments.host``)."""
+        if self._host is None:
+            self._host = self._host_factory(self.world)
+        return self._host
 
     @property
     def client(self) -> Client:
@@ -102,18 +121,23 @@ class Container:
         return self._client
 
     async def publish_names(self, *, ahead: bool) -> None:
-        """Publish this function's workflow names into the World (``published.model``), once per environment:
+        """Publish this function's workflow names into the World (``published.model``) and register its version as a
+        deployment (``deployments.model``), once per environment:
         ``ahead`` when it is done before the function takes deliveries (SnapStart's initialisation of a version,
-        ``snapstart.prime``), not at a plain cold start (the flow handler's first invocation). One PutItem."""
+        ``snapstart.prime``), not at a plain cold start (the flow handler's first invocation). Two PutItems."""
         if self.published:
             return
         await publish(self.world, self.runtime.registry, host="the flow function", ahead=ahead)
+        deployment = self.runtime.deployment
+        if deployment is not None:  # this version, as a deployment runs can be pinned to (``deployments.model``)
+            await register(self.world, deployment, self.runtime.registry, host=DEPLOYMENTS_OF_LAMBDA,
+                           target=version_target(deployment))
         self.published = True
 
     def reset(self) -> None:
         """Close the World and forget it, so the next use rebuilds it from the environment (tests use this to
         point a container at fresh resources; Lambda never needs it)."""
-        world, self._world, self._runtime, self._client = self._world, None, None, None
+        world, self._world, self._runtime, self._client, self._host = self._world, None, None, None, None
         self.modules = None
         self.published = False
         if world is not None and not self.loop.is_closed():

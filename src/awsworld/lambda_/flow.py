@@ -24,6 +24,7 @@ from ..world.queue import DEFAULT_QUEUE_PREFIX
 from . import observability as obs
 from . import snapstart
 from .container import Container, default_container
+from .versions import HAND_OVER, is_hand_over
 
 logger = obs.logger
 
@@ -132,15 +133,51 @@ def handle(event: dict[str, Any], context: Any, container: Container | None = No
         except Exception:  # best effort: the next invocation tries again; deliveries do not depend on it
             logger.warning("could not publish this function's workflow names", exc_info=True)
     consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
-    path = DeliveryPath(container.runtime, consumer, PowertoolsObserver())
+    path = DeliveryPath(container.runtime, consumer, PowertoolsObserver(), container.host)
     response = FlowInvocation(path, deadline).run(container, records)
     logger.info("batch handled", extra={"records": len(records), "failures": len(response["batchItemFailures"])})
     return response
 
 
+class HandOverResult(TypedDict):
+    """What a hand-over invocation answers (asynchronous: nobody reads it but its log line)."""
+
+    status: str
+    failed: bool
+
+
+def handle_hand_over(event: dict[str, Any], context: Any, container: Container) -> HandOverResult:
+    """Run the SQS record another version of this function handed over (``versions``): through the same delivery
+    path as a batch's record, told it was handed over (``handed``: the re-routes so far, so a disagreement cannot
+    loop), then deleted unless it failed, since no event source mapping deletes it for this invocation (``live``
+    reported it failed to its own). A record it cannot run is left in flight: it comes back after the queue's
+    visibility timeout, as a crashed delivery's does."""
+    handed = event[HAND_OVER]
+    record, reroutes = handed.get("record"), handed.get("reroutes")
+    if not isinstance(record, dict) or not isinstance(reroutes, int):
+        raise NotAnSqsBatchError(f"a hand-over event carries a record and its re-route count; this one has "
+                                 f"{_shape(handed)}")
+    deadline = budget_deadline(context.get_remaining_time_in_millis())
+    consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
+    path = DeliveryPath(container.runtime, consumer, PowertoolsObserver(), container.host)
+
+    async def run() -> HandOverResult:
+        result = await path.handle(record, deadline, handed=reroutes)
+        if not result.failed:
+            await consumer.delete(record)
+        return {"status": result.status, "failed": result.failed}
+
+    answer = container.run(run())
+    logger.info("handed-over record handled", extra={"outcome": answer["status"], "reroutes": reroutes})
+    return answer
+
+
 @obs.instrument
-def handler(event: dict[str, Any], context: Any) -> PartialBatchResponse:
-    """Lambda entry point (``handlers/flow.handler``)."""
+def handler(event: dict[str, Any], context: Any) -> PartialBatchResponse | HandOverResult:
+    """Lambda entry point (``handlers/flow.handler``): a batch of the queue, or a record another version of this
+    function handed over (``versions``)."""
+    if is_hand_over(event):
+        return handle_hand_over(event, context, default_container())
     return handle(event, context)
 
 

@@ -16,8 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
+from ..deployments.local_host import LocalHost
+from ..worker.delivery import DeliveryPath
 from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from ..worker.tick import run_tick
@@ -38,8 +41,8 @@ class LocalPoller:
         self.world = world
         self.runtime = runtime
         self.consumer = world.sqs_queue.consumer(prefix)
-        self.invoker = Invoker(runtime, self.consumer, timeout=timeout)
-        self.path = self.invoker.path
+        self.host = LocalHost(self.consumer, self._spawn, timeout=timeout)  # its deployments (``awsworld dev``)
+        self.host.deploy(runtime)
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None
@@ -50,16 +53,25 @@ class LocalPoller:
         self._stopping = asyncio.Event()
 
     @property
+    def invoker(self) -> Invoker:
+        """The live deployment's: it receives every record (others run what is handed to them)."""
+        return self.host.live_invoker
+
+    @property
+    def path(self) -> DeliveryPath:
+        return self.invoker.path
+
+    @property
     def deliveries(self) -> int:
-        return self.invoker.deliveries
+        return self.host.deliveries
 
     @property
     def results(self) -> list[Any]:
-        return self.invoker.results
+        return self.host.results
 
     @property
     def timed_out(self) -> int:
-        return self.invoker.timed_out
+        return self.host.timed_out
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="awsworld-local-poller")
@@ -99,6 +111,13 @@ class LocalPoller:
             await self.invoker.invoke(record)
         finally:
             self._slots.release()
+
+    def _spawn(self, invocation: Coroutine[Any, Any, Any]) -> None:
+        """A record another deployment handed over: run it in the background, as a delivery in flight (it takes
+        no poll slot: the record it came with holds one already)."""
+        task = asyncio.create_task(invocation)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
 
     async def stop(self) -> None:
         self._stopping.set()

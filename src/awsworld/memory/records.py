@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from ..world.answers import build
+from ..world.deployments import Deployment
 from ..world.entities import (
     TERMINAL_RUN_STATUSES,
     ResolveData,
@@ -107,6 +108,8 @@ class State:
     """world.schedules' records, by schedule id (``memory/schedules.py``)."""
     published: dict[str, Publication] = field(default_factory=dict[str, Publication])
     """world.published's publications, by key (``memory/published.py``)."""
+    deployments: dict[str, Deployment] = field(default_factory=dict[str, Deployment])
+    """world.deployments' records, by deployment id (``memory/deployments.py``)."""
 
 
 # ---------------------------------------------------------------- answers

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from ..deployments.local_host import LocalHost
 from ..memory import MemoryWorld
 from ..memory.clock import VirtualClock
 from ..worker.delivery import RecordResult
@@ -41,8 +42,9 @@ class Driver:
         self.clock = clock
         self.time_skipping = time_skipping
         self.consumer = self.queue.consumer(prefix)
-        self.invoker = Invoker(runtime, self.consumer, timeout=timeout)
         self._inflight: set[asyncio.Task[RecordResult | None]] = set()
+        self.host = LocalHost(self.consumer, self._spawn, timeout=timeout)  # its deployments (``deploy``)
+        self.host.deploy(runtime)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._holders: list[_Holder] = []  # the waits that allow time to jump
@@ -56,12 +58,17 @@ class Driver:
     # -- what tests read -------------------------------------------------------------------------------
 
     @property
+    def invoker(self) -> Invoker:
+        """The live deployment's: it receives every record (others run what is handed to them)."""
+        return self.host.live_invoker
+
+    @property
     def deliveries(self) -> int:
-        return self.invoker.deliveries
+        return self.host.deliveries
 
     @property
     def results(self) -> list[RecordResult]:
-        return self.invoker.results
+        return self.host.results
 
     @property
     def busy(self) -> bool:
@@ -169,9 +176,7 @@ class Driver:
                 self._wake.clear()
                 records = await self.consumer.receive(max_messages=10, wait_seconds=0)
                 for record in records:
-                    task = asyncio.create_task(self.invoker.invoke(record))
-                    self._inflight.add(task)
-                    task.add_done_callback(self._done)
+                    self._spawn(self.invoker.invoke(record))
                 if records:
                     await asyncio.sleep(0)
                     continue
@@ -199,6 +204,13 @@ class Driver:
             return False
         self.clock.advance_to(due)
         return True
+
+    def _spawn(self, invocation: Coroutine[Any, Any, RecordResult | None]) -> None:
+        """Run one invocation in the background, as a delivery in flight (a received record, or one another
+        deployment handed over)."""
+        task = asyncio.create_task(invocation)
+        self._inflight.add(task)
+        task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[Any]) -> None:
         self._inflight.discard(task)

@@ -22,6 +22,8 @@ from typing import Any
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client
+from ..deployments.identity import register
+from ..deployments.upgrade import Upgrade, upgrade_run
 from ..memory import MemoryWorld
 from ..memory.clock import VirtualClock
 from ..schedules.declared import declared_for
@@ -29,6 +31,8 @@ from ..worker.dispatch import Runtime
 from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..world.entities import TERMINAL_RUN_STATUSES
 from .driver import Driver
+
+TEST_HOST = "a test environment"
 
 
 class WorkflowTestEnv:
@@ -40,15 +44,19 @@ class WorkflowTestEnv:
 
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
                  registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
-                 schedules: Sequence[Callable[..., Any] | str] = ()) -> None:
+                 schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None) -> None:
         """``registry``: the workflows and steps deliveries may run (default: every one this process has
         decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds. ``schedules``: the
         workflows whose ``@workflow(schedule=...)`` declarations this environment fires on its clock (a test
-        process imports many modules; nothing fires only because it was imported)."""
+        process imports many modules; nothing fires only because it was imported).
+
+        ``deployment``: a name for this code (``"v1"``): runs are pinned to the deployment that starts them, and
+        ``deploy`` adds another version, as a deploy publishes a new Lambda version (README, "Runs stay on the code
+        that started them"). Without it nothing is pinned: every delivery runs ``registry``."""
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
-        self.runtime = Runtime(self.world, registry)
+        self.runtime = Runtime(self.world, registry, deployment=deployment)
         self.driver = Driver(self.world, self.runtime, self.clock, time_skipping=time_skipping, timeout=timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
         self.client = Client(self.world, registry=self.runtime.registry, waiting=self._waiting)
@@ -65,6 +73,47 @@ class WorkflowTestEnv:
         if hook_token is None:
             return self.driver.skipping(satisfied=ended)
         return self.driver.skipping(satisfied=lambda: ended() or storage.holds_hook(run_id, hook_token))
+
+    # -- deployments -----------------------------------------------------------------------------------
+
+    async def deploy(self, deployment: str, registry: Registry) -> Runtime:
+        """Deploy another version of the code (``registry``: build one with ``Registry().capture()``) as
+        ``deployment``: it takes every new run and every delivery of a run pinned to it, while runs started
+        before keep running the code they started on. Returns its runtime."""
+        if self.runtime.deployment is None:
+            raise ValueError("this environment pins no run: pass WorkflowTestEnv(deployment=...) to name the first "
+                             "deployment, then deploy others")
+        if deployment in self.driver.host.invokers:
+            raise ValueError(f"deployment {deployment!r} is deployed already")
+        runtime = Runtime(self.world, registry, deployment=deployment)
+        self.driver.host.deploy(runtime)
+        self.runtime = runtime
+        self.client.registry = registry
+        await register(self.world, deployment, registry, host=TEST_HOST)
+        return runtime
+
+    async def retire(self, deployment: str) -> None:
+        """Retire a deployment (as deleting its Lambda version does), whatever runs it still holds (``awsworld
+        deployments retire`` refuses that; a test may want it): their deliveries can no longer reach it, and fail
+        their runs with ``DeploymentMismatchError`` after the bounded re-routes."""
+        if not self.driver.host.retire(deployment):
+            raise ValueError(f"no deployment {deployment!r} is deployed here ({', '.join(self.deployments())})")
+        store = self.world.deployments
+        for found in await store.read():
+            if found.deployment_id == deployment:
+                await store.put(found.retire(self.clock.now()))
+
+    async def upgrade(self, run_id: str, to: str) -> Upgrade:
+        """Move a run to deployment ``to`` on purpose, as ``awsworld upgrade`` does: replayed against ``to``'s code
+        first, and moved only if that replay matches (``Upgrade.outcome``: ``moved``, or ``diverged`` with where)."""
+        invoker = self.driver.host.invokers.get(to)
+        if invoker is None:
+            raise ValueError(f"no deployment {to!r} is deployed here ({', '.join(self.deployments())})")
+        return await upgrade_run(self.world, run_id, to, invoker.path.runtime.registry)
+
+    def deployments(self) -> list[str]:
+        """The deployments loaded, oldest first (the last one takes new runs)."""
+        return self.driver.host.loaded()
 
     # -- time ------------------------------------------------------------------------------------------
 
@@ -96,6 +145,8 @@ class WorkflowTestEnv:
     async def start(self) -> WorkflowTestEnv:
         """Start running deliveries (``async with`` does it); returns the environment."""
         if not self._started:
+            if self.runtime.deployment is not None:
+                await register(self.world, self.runtime.deployment, self.runtime.registry, host=TEST_HOST)
             self.driver.start()
             self._started = True
         return self

@@ -20,6 +20,7 @@ from ..authoring.definitions import REGISTRY, Registry, StepDef
 from ..authoring.errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
 from ..authoring.retry import RetryPolicy
 from ..authoring.step_context import current_step
+from ..deployments.pins import child_pin, pinned_attributes
 from ..durable import serde
 from ..durable.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
 from ..engine.execution import WorkflowExecution
@@ -69,7 +70,8 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
     retention = definition.execution_context() if definition is not None else {}
     try:
         created = await create_run(world, run_id, workflow, call_input, {
-            "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, **retention})
+            "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, **retention},
+            attributes=pinned_attributes(child_pin(workflow)))
     except PayloadTooLargeError as too_large:
         raise ValueTooLargeError(f"the input of child workflow {workflow} is too large to record: "
                                  f"{too_large.message}") from None

@@ -44,6 +44,9 @@ from typing import Any, Protocol
 
 from ..authoring.definitions import WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
+from ..deployments.host import DeploymentHost
+from ..deployments.pins import Misrouted, pin_of
+from ..deployments.routing import delivery_target
 from ..engine.parking import mark, missing_code, parked_run
 from ..http.push import is_push, push
 from ..published.model import judge
@@ -56,6 +59,7 @@ from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.queue import Delivery
 from .child_runs import resolve_step
 from .dispatch import Outcome, Runtime
+from .rerouting import Rerouting, Way
 from .tick import is_tick, run_tick
 
 log = logging.getLogger("awsworld.delivery")
@@ -186,15 +190,22 @@ def unknown_window_seconds() -> float:
 
 
 class DeliveryPath:
-    def __init__(self, runtime: Runtime, consumer: Consumer, observer: Observer | None = None) -> None:
+    def __init__(self, runtime: Runtime, consumer: Consumer, observer: Observer | None = None,
+                 host: DeploymentHost | None = None) -> None:
+        """``host``: how this deployment reaches the others (``deployments.host``), for a delivery of a run
+        pinned to another one; None: it reaches none (such a delivery is treated as for a deployment gone)."""
         self.runtime = runtime
         self.consumer = consumer
         self.observer: Observer = observer or QuietObserver()
+        self.host = host
+        self.reroute = Rerouting(self)
 
-    async def handle(self, record: Mapping[str, Any], deadline: float, track: Track | None = None) -> RecordResult:
+    async def handle(self, record: Mapping[str, Any], deadline: float, track: Track | None = None, *,
+                     handed: int | None = None) -> RecordResult:
         """Run one record to its end; never raises for a record's own failure (only ``BaseException`` that is
         not an ``Exception``, such as a cancellation, gets through). ``track`` is filled in with the record's run
-        and step as soon as they are known (a host that stops the delivery names them)."""
+        and step as soon as they are known (a host that stops the delivery names them). ``handed``: the record
+        was handed to this deployment by another one (``deployments.host``), re-routed that many times so far."""
         track = track if track is not None else Track()
         try:
             if is_tick(record):  # the schedule's tick: periodic jobs (the watchdog), no run of its own
@@ -205,7 +216,7 @@ class DeliveryPath:
             opened = await self.consumer.open(record)
             if not isinstance(opened, Delivery):
                 return await self._skipped(record, opened)
-            return await self._deliver(record, opened, deadline, track)
+            return await self._deliver(record, opened, deadline, track, handed)
         except PoisonRecordError as poison:
             return await self._dead_letter(record, str(poison), track)
         except Exception as error:
@@ -225,7 +236,7 @@ class DeliveryPath:
         return await self._failed(record, Track(), skipped.kind)
 
     async def _deliver(self, record: Mapping[str, Any], delivery: Delivery, deadline: float,
-                       track: Track) -> RecordResult:
+                       track: Track, handed: int | None = None) -> RecordResult:
         track.message_id = delivery.message_id
         if is_push(delivery.payload):  # a message for an app of another runtime (``awsworld serve``)
             return await self._push(record, delivery, track)
@@ -241,9 +252,17 @@ class DeliveryPath:
         self.observer.milliseconds(QUEUE_LAG, lag.total_seconds() * 1000)
         if not message.step_id and delivery.attempt == 1 and (delivery.idempotency_key or "").endswith(":start"):
             self.observer.count(RUNS_STARTED)
+        way = Way(record, delivery, message, track, max(message.reroutes, handed or 0))
+        target = delivery_target(message.deployment, self.runtime.deployment, handed=handed is not None)
+        if target is not None:  # addressed to another deployment by its run's own flow: handed over unread
+            return await self.reroute.hand_over(way, target)
         missing = self._missing_code(message)
         if missing is not None:
             run = await self._run(message)
+            pin = pin_of(run.attributes)
+            if run.status not in TERMINAL_RUN_STATUSES and pin not in (None, self.runtime.deployment) \
+                    and self.runtime.deployment is not None:
+                return await self.reroute.hand_over(way, pin)  # its deployment has the code this one lacks
             if run.status not in TERMINAL_RUN_STATUSES:
                 return await self._unknown(record, delivery, message, missing, track, run)
             if message.step_id:
@@ -253,6 +272,8 @@ class DeliveryPath:
         started = time.monotonic()
         try:
             outcome = await self.runtime.execute(message, deadline=deadline, message_id=delivery.message_id)
+        except Misrouted as misrouted:  # the flow read the run's pin in its log: another deployment's run
+            return await self.reroute.hand_over(way, misrouted.pin)
         except RunNotFoundError as error:
             raise PoisonRecordError(f"run {message.run_id} does not exist ({_short(error)})") from None
         except InvalidInputError as error:
@@ -369,20 +390,25 @@ class DeliveryPath:
     async def _fail_unknown(self, delivery: Delivery, message: FlowMessage, text: str, track: Track
                             ) -> RecordResult:
         """Fail the run with ``UNKNOWN_WORKFLOW`` (its error's message ``text``) and acknowledge the delivery."""
+        return await self.fail_run(delivery, message, {"name": "UnknownWorkflowError", "message": text},
+                                   UNKNOWN_WORKFLOW_CODE, track, "unknown-workflow-failed")
+
+    async def fail_run(self, delivery: Delivery, message: FlowMessage, error: dict[str, Any], code: str,
+                       track: Track, status: str) -> RecordResult:
+        """Fail the run with ``error`` and ``code`` and acknowledge the delivery (``status``: what became of it)."""
         world = self.runtime.world
-        error = {"name": "UnknownWorkflowError", "message": text}
         try:
             await world.events.create(message.run_id, {
-                "eventType": "run_failed", "eventData": {"error": error, "errorCode": UNKNOWN_WORKFLOW_CODE}})
+                "eventType": "run_failed", "eventData": {"error": error, "errorCode": code}})
         except (RunGoneError, EntityConflictError):
             # The run ended meanwhile (cancelled, say). Both refusals mean it: a World refuses a second end of a
             # run with a conflict, or with "gone" when the end raced this write.
             return await self._ended(delivery, "ended meanwhile", track)
         except RunNotFoundError:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
-        log.error("%s: run failed with %s: %s", track.label(), UNKNOWN_WORKFLOW_CODE, text, extra=track.keys())
+        log.error("%s: run failed with %s: %s", track.label(), code, error["message"], extra=track.keys())
         await self.consumer.ack(delivery, delete_message=False)
-        return RecordResult("unknown-workflow-failed")
+        return RecordResult(status)
 
     async def _park_missing(self, delivery: Delivery, message: FlowMessage, what: str, track: Track,
                             run: RunView) -> RecordResult:
@@ -410,6 +436,19 @@ class DeliveryPath:
                   Settings.on_divergence.env, round(seconds), run.run_id, extra=track.keys(outcome="parked"))
         await self.consumer.ack(delivery, delete_message=False)
         return RecordResult("parked")
+
+    async def ended(self, delivery: Delivery, how: str, track: Track) -> RecordResult:
+        return await self._ended(delivery, how, track)
+
+    async def settled(self, delivery: Delivery, status: str) -> RecordResult:
+        """Acknowledge the delivery: nothing more is to be done with it here (``status``: what became of it)."""
+        await self.consumer.ack(delivery, delete_message=False)
+        return RecordResult(status)
+
+    def left_in_flight(self, status: str) -> RecordResult:
+        """The record is another deployment's to finish (handed over): reported failed to the event source, so
+        it is not deleted, and left as it is (no back-off: the receive belongs to the target now)."""
+        return RecordResult(status, failed=True)
 
     async def _ended(self, delivery: Delivery, how: str, track: Track) -> RecordResult:
         """The rule for a delivery of a run that has ended: acknowledged, never retried."""

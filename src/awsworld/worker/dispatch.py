@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..authoring.definitions import REGISTRY, Registry
+from ..deployments.pins import RUNNING_ON, Running
 from ..settings import SETTINGS
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
@@ -49,22 +50,33 @@ def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGI
 
 
 class Runtime:
-    def __init__(self, world: World, registry: Registry | None = None, *, max_events: int | None = None) -> None:
+    def __init__(self, world: World, registry: Registry | None = None, *, max_events: int | None = None,
+                 deployment: str | None = None) -> None:
+        """``deployment``: which deployment this runtime's code (``registry``) is; its runs are pinned to it and
+        it runs no delivery of a run pinned elsewhere (``deployments``). None: no pinning (one code for all)."""
         self.world = world
         self.registry = registry or REGISTRY
         limit = max_events or SETTINGS.max_events_per_run
-        self.settings = FlowSettings(max_events=limit)
+        self.settings = FlowSettings(max_events=limit, deployment=deployment)
+
+    @property
+    def deployment(self) -> str | None:
+        return self.settings.deployment
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
         """Handle one delivery. ``message_id`` (stable across redeliveries) lets a redelivered flow re-run the
         steps its earlier delivery started inline and never finished. ``payload`` may be the message parsed
         already (``FlowMessage``): the delivery parses it once, to name the run it logs."""
         message = payload if isinstance(payload, FlowMessage) else FlowMessage.from_payload(payload)
-        if message.step_id:
-            return await self._step(message, deadline, message_id)
-        flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
-        status = await flow.run()
-        return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
+        token = RUNNING_ON.set(Running(self.settings.deployment, self.registry))  # (a child's pin: ``child_pin``)
+        try:
+            if message.step_id:
+                return await self._step(message, deadline, message_id)
+            flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
+            status = await flow.run()
+            return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
+        finally:
+            RUNNING_ON.reset(token)
 
     async def _step(self, message: FlowMessage, deadline: float, message_id: str | None) -> Outcome:
         assert message.step_id and message.step_name

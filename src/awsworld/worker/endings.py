@@ -101,7 +101,8 @@ class RunEndings:
         parking = park and count >= MAX_DIVERGENT_RECOVERIES
         if parking and self.log.execution is not None:
             await self._park(divergence)
-        follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1)
+        follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1,
+                                deployment=self.message.deployment)
         delay = SETTINGS.park_seconds if parking else None
         await self.world.queue(self.messages.queue_name, follow_up.to_payload(),
                                idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}", delay_seconds=delay)

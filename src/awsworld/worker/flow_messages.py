@@ -24,11 +24,13 @@ class FlowMessages:
         return queue_name_for(self.message.workflow_name)
 
     def flow_message(self) -> FlowMessage:
-        return FlowMessage(self.message.run_id, self.message.workflow_name)
+        return FlowMessage(self.message.run_id, self.message.workflow_name, deployment=self.message.deployment)
 
     def step_message(self, step: StepOp) -> FlowMessage:
+        """(Addressed, like the flow's own messages, to the run's deployment: ``deployments.routing``.)"""
         return FlowMessage(self.message.run_id, self.message.workflow_name, step.id, step.definition.name,
-                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)))
+                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)),
+                           deployment=self.message.deployment)
 
     def _run_context(self) -> dict[str, Any]:
         first = self.log.replay().log[0]

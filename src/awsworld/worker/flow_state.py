@@ -39,6 +39,7 @@ class FlowStats:
 @dataclass
 class FlowSettings:
     max_events: int = 10_000
+    deployment: str | None = None  # the deployment this runtime's code is (``deployments.pins``); None: no pinning
 
 
 @dataclass

@@ -25,6 +25,8 @@ from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
     ReplayDivergenceError,
 )
+from ..deployments.pins import pin_change
+from ..deployments.routing import flow_pin
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..engine.parking import parked_in_log
@@ -120,12 +122,17 @@ class Flow:
         if any(e.event_type in TERMINAL for e in log):
             self.ended_log = log
             return "gone"
+        known = self.registry.workflows.get(self.message.workflow_name)
+        pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
+        self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
         definition = self.registry.workflow(self.message.workflow_name)
         created = (log[0].event_data or {}) if log else {}
         seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
         execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
         execution.append(log)
         self.endings.parked = parked_in_log(log)
+        if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
+            await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
             await self.log.write({"eventType": "run_started"})
         try:

@@ -14,6 +14,7 @@ import contextlib
 import logging
 from typing import Any, Protocol
 
+from ..deployments.host import DeploymentHost
 from .delivery import Consumer, DeliveryPath, RecordResult, Track
 from .dispatch import Runtime, budget_deadline
 
@@ -30,22 +31,24 @@ class DeletingConsumer(Consumer, Protocol):
 
 class Invoker:
     def __init__(self, runtime: Runtime, consumer: DeletingConsumer, *,
-                 timeout: float = LAMBDA_TIMEOUT_SECONDS) -> None:
+                 timeout: float = LAMBDA_TIMEOUT_SECONDS, host: DeploymentHost | None = None) -> None:
+        """``host``: how this runtime's deployment hands a delivery to another (``deployments.local_host``)."""
         self.consumer = consumer
-        self.path = DeliveryPath(runtime, consumer)
+        self.path = DeliveryPath(runtime, consumer, host=host)
         self.timeout = timeout
         self.deliveries = 0
         self.results: list[RecordResult] = []
         self.timed_out = 0
 
-    async def invoke(self, record: Any) -> RecordResult | None:
+    async def invoke(self, record: Any, *, handed: int | None = None) -> RecordResult | None:
         """The path's answer for one record (None when the invocation timed out), then delete it unless it
-        failed."""
+        failed. ``handed``: the record was handed to this deployment by another (re-routed that many times)."""
         self.deliveries += 1
         deadline = budget_deadline(self.timeout * 1000)
         track = Track()
         try:
-            result = await asyncio.wait_for(self.path.handle(record, deadline, track), timeout=self.timeout)
+            result = await asyncio.wait_for(self.path.handle(record, deadline, track, handed=handed),
+                                            timeout=self.timeout)
         except TimeoutError:
             self.timed_out += 1
             log.warning("%s: its delivery outlived its %ss invocation and was stopped, as Lambda would; its "

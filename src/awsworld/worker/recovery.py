@@ -80,7 +80,7 @@ async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[
     soonest = min(leased, key=lambda s: s.lease_until or now)
     assert soonest.lease_until is not None
     delay = max(1, math.ceil((soonest.lease_until - now).total_seconds()))
-    again = FlowMessage(message.run_id, message.workflow_name, wake=message.wake)
+    again = FlowMessage(message.run_id, message.workflow_name, wake=message.wake, deployment=message.deployment)
     await world.queue(queue_name_for(message.workflow_name), again.to_payload(),
                       idempotency_key=f"{message.run_id}:lease:{soonest.id}:{soonest.attempt}",
                       delay_seconds=delay)

@@ -23,6 +23,7 @@ from typing import Any
 
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition
 from ..authoring.errors import RunStartError
+from ..deployments.pins import pin_of, pinned_attributes
 from ..durable import codecs, serde
 from ..durable.codecs import Place
 from ..published.model import judge
@@ -41,10 +42,11 @@ POLL_MAX = 0.05
 MAX_CANCEL_REASON = 512  # run_cancelled's cancelReason (world.events.RunCancelledData)
 
 
-async def wake_run(world: World, run_id: str, workflow: str, reason: str) -> None:
+async def wake_run(world: World, run_id: str, workflow: str, reason: str, *, deployment: str | None = None) -> None:
     """Queue a flow message for run ``run_id`` (of ``workflow``), keyed by why (``start``, ``cancel``, a hook's
-    payload...): while one such message is queued, a second wake for the same reason sends nothing."""
-    await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow).to_payload(),
+    payload...): while one such message is queued, a second wake for the same reason sends nothing.
+    ``deployment``: the run's, when the waker knows it (``deployments.routing``: handed over unread)."""
+    await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow, deployment=deployment).to_payload(),
                       idempotency_key=f"{run_id}:{reason}")
 
 
@@ -90,11 +92,13 @@ class RunStarter:
 
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
                     kwargs: dict[str, Any], *, run_id: str | None = None,
-                    context: dict[str, Any] | None = None) -> StartedRun:
+                    context: dict[str, Any] | None = None, deployment: str | None = None) -> StartedRun:
         """Record the run, then queue the message that runs it. Arguments that do not fit a workflow this
         process knows are a ``TypeError`` here, and nothing is written (``authoring.arguments``); a run id given
         again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
-        schedule's start says which schedule and tick). ``RunStartError`` when the run was recorded and its
+        schedule's start says which schedule and tick). ``deployment``: pin the run to this deployment from the
+        start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
+        first delivery runs on (``deployments.pins``). ``RunStartError`` when the run was recorded and its
         message could not be queued (start it again with ``run_id=error.run_id``)."""
         definition = None if isinstance(workflow, str) else workflow_definition(workflow)
         name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
@@ -119,25 +123,29 @@ class RunStarter:
                                         coding.fn if coding else _no_body, Place("input", f"workflow {name!r}", run_id))
         except serde.SerializationError as error:
             raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
-        result = await create_run(self.world, run_id, name, payload, context)
+        result = await create_run(self.world, run_id, name, payload, context,
+                                  attributes=pinned_attributes(deployment))
         assert result.run is not None
         if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
             try:
-                await wake_run(self.world, result.run.run_id, result.run.workflow_name, "start")
+                await wake_run(self.world, result.run.run_id, result.run.workflow_name, "start",
+                               deployment=pin_of(result.run.attributes))
             except Exception as error:
                 raise RunStartError(result.run.run_id, error, workflow=result.run.workflow_name) from error
         return StartedRun(result.run, definition)
 
 
-async def create_run(world: World, run_id: str, workflow: str, call_input: Any, context: dict[str, Any]) -> EventResult:
+async def create_run(world: World, run_id: str, workflow: str, call_input: Any, context: dict[str, Any], *,
+                     attributes: dict[str, str] | None = None) -> EventResult:
     """Record run ``run_id`` of ``workflow`` with its stored input (``durable.codecs.store_call``) and ``context``
-    in its executionContext, beside the seed its replays draw from. Idempotent: an id that exists returns that
-    run and writes nothing (``result.event`` is None then)."""
-    return await world.events.create(run_id, {
-        "eventType": "run_created",
-        "eventData": {"workflowName": workflow, "input": call_input,
-                      "executionContext": {"seed": secrets.token_hex(32), **context}},
-    }, resolve_data="none")
+    in its executionContext, beside the seed its replays draw from; ``attributes``: the run's first (a pin:
+    ``deployments.pins``). Idempotent: an id that exists returns that run and writes nothing (``result.event`` is
+    None then)."""
+    data: dict[str, Any] = {"workflowName": workflow, "input": call_input,
+                            "executionContext": {"seed": secrets.token_hex(32), **context}}
+    if attributes:
+        data["attributes"] = attributes
+    return await world.events.create(run_id, {"eventType": "run_created", "eventData": data}, resolve_data="none")
 
 
 def _no_body(*args: Any) -> None:

@@ -36,6 +36,12 @@ class FlowMessage:
     wakes_on: tuple[str, ...] = ()
     """A step message's: the ends of the step (``completed``, ``failed``) after which its delivery continues the
     workflow though other steps of the run are still open (``authoring.runtime.wakes_on``: a batch's items)."""
+    deployment: str | None = None
+    """The deployment the message is for (``deploymentId``): the run's pin, set by the run's own flow on what it
+    queues, so a delivery that reaches another deployment is handed over unread (``deployments.routing``). None:
+    wherever it arrives (an unpinned run's; one sent from outside the run, whose flow checks the pin)."""
+    reroutes: int = 0
+    """How often this delivery was re-routed already (``deploymentMismatchRetryCount``; ``deployments.pins``)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}
@@ -47,6 +53,10 @@ class FlowMessage:
             payload["wake"] = self.wake
         if self.wakes_on:
             payload["wakesOn"] = list(self.wakes_on)
+        if self.deployment:
+            payload["deploymentId"] = self.deployment
+        if self.reroutes:
+            payload["deploymentMismatchRetryCount"] = self.reroutes
         return payload
 
     @classmethod
@@ -55,6 +65,7 @@ class FlowMessage:
             raise ValueError("not an awsworld flow or step message (needs runId and workflowName)")
         fields = cast(dict[str, Any], payload)
         run_id, workflow_name, wake = fields.get("runId"), fields.get("workflowName"), fields.get("wake")
+        deployment = fields.get("deploymentId")
         wakes: object = fields.get("wakesOn")
         ends = cast(list[object], wakes) if isinstance(wakes, list) else []
         if not isinstance(run_id, str) or not isinstance(workflow_name, str):
@@ -68,4 +79,6 @@ class FlowMessage:
             divergence=int(fields.get("replayDivergenceCount") or 0),
             wake=wake if isinstance(wake, str) else None,
             wakes_on=tuple(end for end in ends if isinstance(end, str)),
+            deployment=deployment if isinstance(deployment, str) else None,
+            reroutes=int(fields.get("deploymentMismatchRetryCount") or 0),
         )

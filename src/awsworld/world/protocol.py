@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
 from .clock import Clock
+from .deployments import DeploymentStore
 from .entities import Capabilities, Hook, ResolveData, Run, Step
 from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from .pages import EventPage, HookPage, RunPage, StepPage
@@ -139,10 +140,11 @@ class World(Storage, QueueAPI, Protocol):
 
     awsworld's extensions: ``clock`` (where the World's timestamps come from: the runtime compares them with its
     "now", so both must be one clock), ``watch`` (the watchdog's index, ``world/watch.py``), ``schedules``
-    (the schedule store the tick fires, ``world/schedules.py``) and ``published`` (the workflow names the
-    queue's consumers publish, ``world/published.py``). A World that has no watch index, schedule store or
-    publications says so with None (``HttpWorld``: a client's view of a World served over HTTP): then there is
-    no watchdog, ``client.schedules`` is refused, and a start is never refused for its name."""
+    (the schedule store the tick fires, ``world/schedules.py``), ``published`` (the workflow names the queue's
+    consumers publish, ``world/published.py``) and ``deployments`` (the code's deployments, ``world/deployments.py``).
+    A World without one of these says so with None (``HttpWorld``, a client's view of a World served over
+    HTTP, has no watch index, schedules or deployments): then there is no watchdog, ``client.schedules`` is
+    refused, a start is never refused for its name, and no deployment is registered or retired."""
 
     @property
     def spec_version(self) -> int: ...
@@ -164,5 +166,8 @@ class World(Storage, QueueAPI, Protocol):
 
     @property
     def published(self) -> PublishedNames | None: ...
+
+    @property
+    def deployments(self) -> DeploymentStore | None: ...
 
     async def close(self) -> None: ...

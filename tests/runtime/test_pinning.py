@@ -1,0 +1,256 @@
+"""Runs pinned to the deployment that started them, on the in-memory World and on the emulator (moto), through the
+one delivery path: two versions of a workflow deployed side by side (``Registry().capture()``), the second taking
+new runs while runs started on the first keep running the first's code; a retired deployment's run failing with
+``DeploymentMismatchError`` after exactly three re-routes; ``pinned=False`` runs and child runs.
+
+On the emulator the versions are loaded in one process behind ``LocalPoller``'s host (``deployments.local_host``),
+the stand-in for published Lambda versions: the live one receives every record, and a record of a run pinned to
+the other is handed to it as an asynchronous invocation of that version would be."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from awsworld import WorkflowRunFailedError, create_hook, step, workflow
+from awsworld.authoring.definitions import Registry
+from awsworld.client.client import Client, Run
+from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
+from awsworld.deployments.upgrade import Upgrade, upgrade_run
+from awsworld.local import LocalAWS, MotoServer
+from awsworld.local.poller import LocalPoller
+from awsworld.testing import WorkflowTestEnv
+from awsworld.worker.delivery import RecordResult
+from awsworld.worker.dispatch import Runtime
+from awsworld.world.entities import TERMINAL_RUN_STATUSES
+from awsworld.world.errors import HookNotFoundError
+from awsworld.world.protocol import World
+
+V1 = Registry()
+V2 = Registry()
+V3 = Registry()
+
+with V1.capture():
+    @step(name="pin.tag")
+    async def tag_v1(x: str) -> str:
+        return f"v1:{x}"
+
+    @workflow(name="pin.order")
+    async def order_v1(x: str) -> list[str]:
+        first = await tag_v1(x)
+        await create_hook(token=f"pin-go:{x}")
+        return [first, await tag_v1(x)]
+
+    @workflow(name="pin.short", pinned=False)
+    async def short_v1(x: str) -> str:
+        await create_hook(token=f"pin-short:{x}")
+        return await tag_v1(x)
+
+    @workflow(name="pin.child")
+    async def child_v1(x: str) -> str:
+        await create_hook(token=f"pin-child:{x}")
+        return await tag_v1(x)
+
+    @workflow(name="pin.parent")
+    async def parent_v1(x: str) -> str:
+        return "parent-v1 " + await child_v1(x)
+
+with V2.capture():
+    @step(name="pin.tag")
+    async def tag_v2(x: str) -> str:
+        return f"v2:{x}"
+
+    @step(name="pin.note")
+    async def note_v2(x: str) -> str:
+        return f"noted {x}"
+
+    @workflow(name="pin.order")
+    async def order_v2(x: str) -> list[str]:
+        # A call inserted before the hook: a run recorded by v1 diverges here if v2 replays it.
+        first = await note_v2(x) + " " + await tag_v2(x)
+        await create_hook(token=f"pin-go:{x}")
+        return [first, await tag_v2(x)]
+
+    @workflow(name="pin.short", pinned=False)
+    async def short_v2(x: str) -> str:
+        await create_hook(token=f"pin-short:{x}")
+        return await tag_v2(x)
+
+    @workflow(name="pin.child")
+    async def child_v2(x: str) -> str:
+        await note_v2(x)
+        await create_hook(token=f"pin-child:{x}")
+        return await tag_v2(x)
+
+    @workflow(name="pin.parent")
+    async def parent_v2(x: str) -> str:
+        return "parent-v2 " + await child_v2(x)
+
+
+with V3.capture():
+    @step(name="pin.tag")
+    async def tag_v3(x: str) -> str:
+        return f"v3:{x}"
+
+    @workflow(name="pin.order")
+    async def order_v3(x: str) -> list[str]:
+        # v1's calls up to the hook (a v1 run replays), another step after it.
+        first = await tag_v3(x)
+        await create_hook(token=f"pin-go:{x}")
+        return [first.replace("v3", "v1"), await tag_v3(x)]
+
+
+
+@dataclass
+class Stack:
+    """Two deployments of one World's code, on either backend: ``deploy`` makes the second live."""
+
+    client: Client
+    world: World
+    env: WorkflowTestEnv | None = None
+    poller: LocalPoller | None = None
+
+    async def deploy(self, deployment: str, registry: Registry) -> None:
+        if self.env is not None:
+            await self.env.deploy(deployment, registry)
+            return
+        assert self.poller is not None
+        self.poller.host.deploy(Runtime(self.world, registry, deployment=deployment))
+        self.client.registry = registry
+
+    async def retire(self, deployment: str) -> None:
+        if self.env is not None:
+            await self.env.retire(deployment)
+        else:
+            assert self.poller is not None and self.poller.host.retire(deployment)
+
+    async def upgrade(self, run: Run[Any], to: str, registry: Registry) -> Upgrade:
+        if self.env is not None:
+            return await self.env.upgrade(run.run_id, to)
+        return await upgrade_run(self.world, run.run_id, to, registry)
+
+    @property
+    def results(self) -> list[RecordResult]:
+        return self.env.driver.results if self.env is not None else self._poller().results
+
+    @property
+    def handed_over(self) -> int:
+        return (self.env.driver.host if self.env is not None else self._poller().host).handed_over
+
+    def _poller(self) -> LocalPoller:
+        assert self.poller is not None
+        return self.poller
+
+    async def hook_ready(self, token: str) -> None:
+        for _ in range(600):
+            try:
+                await self.world.hooks.get_by_token(token, resolve_data="none")
+                return
+            except HookNotFoundError:
+                if self.env is not None:
+                    await self.env.idle()
+                else:
+                    import asyncio
+                    await asyncio.sleep(0.05)
+        raise AssertionError(f"no hook {token} appeared")
+
+    async def pin(self, run: Run[Any]) -> str | None:
+        view = await self.world.runs.get(run.run_id, resolve_data="none")
+        return view.attributes.get(PIN_ATTRIBUTE)
+
+
+@pytest.fixture(params=["memory", "aws"])
+async def stack(request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
+    if request.param == "memory":
+        async with WorkflowTestEnv(registry=V1, deployment="v1") as env:
+            yield Stack(env.client, env.world, env=env)
+        return
+    moto: MotoServer = request.getfixturevalue("moto_server")
+    async with LocalAWS("moto", moto=moto, run_workflows=False) as local:
+        poller = LocalPoller(local.world, Runtime(local.world, V1, deployment="v1"))
+        poller.start()
+        try:
+            yield Stack(Client(local.world, registry=V1), local.world, poller=poller)
+        finally:
+            await poller.stop()
+
+
+async def test_a_run_keeps_the_code_it_started_on_while_new_runs_take_the_new_deployment(stack: Stack) -> None:
+    old = await stack.client.start(order_v1, "a")
+    await stack.hook_ready("pin-go:a")
+    await stack.deploy("v2", V2)
+    new = await stack.client.start(order_v2, "b")
+    await stack.hook_ready("pin-go:b")
+
+    await stack.client.resume_hook("pin-go:a", {})  # the wake reaches v2, whose flow hands it to v1
+    await stack.client.resume_hook("pin-go:b", {})
+    assert await old.result(timeout=30) == ["v1:a", "v1:a"], "v1's code all the way (v2 would have diverged)"
+    assert await new.result(timeout=30) == ["noted b v2:b", "v2:b"]
+    assert (await stack.pin(old), await stack.pin(new)) == ("v1", "v2")
+    assert stack.handed_over >= 1
+    assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
+
+
+async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_reroutes(stack: Stack) -> None:
+    run = await stack.client.start(order_v1, "c")
+    await stack.hook_ready("pin-go:c")
+    await stack.deploy("v2", V2)
+    await stack.retire("v1")
+    await stack.client.resume_hook("pin-go:c", {})
+
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=60)
+    assert failed.value.code == DEPLOYMENT_MISMATCH and failed.value.error_type == "DeploymentMismatchError"
+    assert "deployment 'v1'" in str(failed.value) and "after 3 re-routes" in str(failed.value)
+    statuses = [r.status for r in stack.results]
+    assert statuses.count("reroute-sent") == MAX_REROUTES and statuses.count("deployment-mismatch") == 1
+    view = await stack.world.runs.get(run.run_id, resolve_data="none")
+    assert view.status in TERMINAL_RUN_STATUSES
+
+
+async def test_an_unpinned_workflow_and_a_child_run(stack: Stack) -> None:
+    short = await stack.client.start(short_v1, "d")
+    parent = await stack.client.start(parent_v1, "e")
+    await stack.hook_ready("pin-short:d")
+    await stack.hook_ready("pin-child:e")
+    await stack.deploy("v2", V2)
+
+    await stack.client.resume_hook("pin-short:d", {})
+    await stack.client.resume_hook("pin-child:e", {})
+    assert await short.result(timeout=30) == "v2:d", "pinned=False: the newest code"
+    assert await stack.pin(short) is None
+    assert await parent.result(timeout=30) == "parent-v1 v1:e", "the child stays on its parent's deployment"
+
+
+async def test_an_upgrade_moves_a_run_on_purpose_only_after_its_replay_matches(stack: Stack) -> None:
+    run = await stack.client.start(order_v1, "f")
+    await stack.hook_ready("pin-go:f")
+    await stack.deploy("v2", V2)
+    refused = await stack.upgrade(run, "v2", V2)
+    assert refused.outcome == "diverged" and refused.detail and "note(" in refused.detail, refused
+    assert await stack.pin(run) == "v1", "a replay that differs moves nothing"
+
+    await stack.deploy("v3", V3)
+    moved = await stack.upgrade(run, "v3", V3)
+    assert (moved.outcome, moved.source, moved.target) == ("moved", "v1", "v3")
+    assert await stack.pin(run) == "v3"
+    await stack.client.resume_hook("pin-go:f", {})
+    assert await run.result(timeout=30) == ["v1:f", "v3:f"], "the rest of the run on v3's code"
+    again = await stack.upgrade(run, "v3", V3)
+    assert again.outcome == "ended"
+
+
+async def test_a_start_can_name_its_deployment_or_take_the_latest(stack: Stack) -> None:
+    latest = await stack.client.options(deployment="latest").start(order_v1, "g")
+    await stack.hook_ready("pin-go:g")
+    await stack.deploy("v3", V3)
+    named = await stack.client.options(deployment="v1").start(order_v1, "h")  # v3 is live: pinned to v1 anyway
+    await stack.hook_ready("pin-go:h")
+    await stack.client.resume_hook("pin-go:g", {})
+    await stack.client.resume_hook("pin-go:h", {})
+    assert await latest.result(timeout=30) == ["v1:g", "v3:g"], "unpinned: the rest on the newest code"
+    assert await named.result(timeout=30) == ["v1:h", "v1:h"]
+    assert (await stack.pin(latest), await stack.pin(named)) == ("latest", "v1")
