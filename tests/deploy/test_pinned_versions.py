@@ -158,7 +158,11 @@ async def test_retiring_a_drained_version_deletes_it_and_refuses_one_with_runs(
     lam.create_function(FunctionName=name, Runtime="python3.13", Role=role, Handler="flow.handler",
                         Code={"ZipFile": artifact(1)}, Publish=True)
     lam.update_function_code(FunctionName=name, ZipFile=artifact(2), Publish=True)  # a deploy: version 2
-    world = local.world
+    world = await local.new_world()  # its own table: the other tests' deployments are not this test's
+    config = world.config
+    assert config.queue_url and config.dlq_url
+    own = {"AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
+           "AWSWORLD_QUEUE_URL": config.queue_url, "AWSWORLD_DLQ_URL": config.dlq_url}
     now = datetime.now(UTC)
     for version, registered in (("1", now - timedelta(hours=2)), ("2", now - timedelta(hours=1)), ("3", now)):
         await world.deployments.register(Deployment(f"v{version}", "the flow function", registered,
@@ -168,7 +172,7 @@ async def test_retiring_a_drained_version_deletes_it_and_refuses_one_with_runs(
     def retire(deployment: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "awsworld.cli", "deployments", "retire", deployment],
                               capture_output=True, text=True, timeout=60,
-                              env={k: v for k, v in os.environ.items() if k != "AWSWORLD_MODULES"})
+                              env={**{k: v for k, v in os.environ.items() if k != "AWSWORLD_MODULES"}, **own})
 
     def versions() -> list[str]:
         return [v["Version"] for v in lam.list_versions_by_function(FunctionName=name)["Versions"]]
