@@ -34,7 +34,7 @@ class AWSWorld(WorldBase):
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
         self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
-        self.deployments = DynamoDeployments(self.clients)  # the code's versions (deployments.model): likewise
+        self.deployments = DynamoDeployments(self.clients)  # the code's versions (world/deployments.py): likewise
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)
