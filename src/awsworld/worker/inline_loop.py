@@ -26,7 +26,6 @@ from ..authoring.errors import (
     USER_ERROR,
     ReplayDivergenceError,
 )
-from ..client.messages import FlowMessage
 from ..deployments.pins import pin_change
 from ..deployments.routing import flow_pin
 from ..engine.execution import WorkflowExecution
@@ -35,6 +34,7 @@ from ..engine.parking import parked_in_log
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
+from ..world.messages import FlowMessage
 from ..world.protocol import World
 from ..world.rules.limiters import LimitInputError
 from .child_runs import on_run_end, report_ended_children, resolve_step

@@ -70,11 +70,11 @@ class NoLimiterStoreError(TypeError):
     """A limited workflow or step on a World without a limiter store (``world.limiters``)."""
 
 
-def limiters_of(world: object) -> LimiterStore | None:
-    return getattr(world, "limiters", None)
+def limiters_of(world: World) -> LimiterStore | None:
+    return world.limiters
 
 
-def require_store(world: object) -> LimiterStore:
+def require_store(world: World) -> LimiterStore:
     store = limiters_of(world)
     if store is None:
         raise NoLimiterStoreError(f"{type(world).__name__} keeps no limits (world.limiters): limited workflows and "

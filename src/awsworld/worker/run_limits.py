@@ -30,10 +30,10 @@ from datetime import datetime
 from typing import Any, Literal
 
 from ..authoring.definitions import WorkflowDef
-from ..client.messages import FlowMessage, queue_name_for
 from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.events import Event
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.limiters import Ask, Busy, MustWait, check_key, check_priority, holder_run, pool_of, run_holder
 from .limiter import Limiter, limiters_of

@@ -32,11 +32,11 @@ from typing import Any
 
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import CodecError
-from ..client.messages import FlowMessage, queue_name_for
 from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.clock import clock_of
 from ..world.events import Event
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS
 from ..world.rules.limiters import Acquired, Ask, LimitInputError, pool_of, step_holder

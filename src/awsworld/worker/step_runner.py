@@ -51,7 +51,6 @@ from ..authoring.errors import CodecError, FatalError, StepInterruptedError, Ste
 from ..authoring.poll_spec import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
 from ..authoring.retry import seeded
 from ..authoring.step_context import StepContext, StepMetadata, current_step
-from ..client.messages import FlowMessage
 from ..durable import codecs, serde
 from ..durable.codecs import Place
 from ..engine.time_scale import TimeScale
@@ -68,6 +67,7 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
+from ..world.messages import FlowMessage
 from ..world.protocol import World
 from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD, MAX_ATTEMPTS_FIELD
 from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
