@@ -101,7 +101,7 @@ class Runtime:
         # The last open step of the run finished here, or an end the workflow reacts to at once (a batch's item:
         # ``authoring.runtime.wakes_on``): continue the workflow inline, no queue round trip.
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
-                    self.settings, message_id=message_id)
+                    self.settings, message_id=message_id, after_finished_step=outcome.status == "finished-already")
         status = await flow.run()
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 

@@ -69,6 +69,12 @@ class Flow:
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
     ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
+    after_finished_step: bool = False
+    """This delivery is a queued step's message that found its step finished already: the delivery that
+    finished it (and went on with the run, starting inline steps under its own message id) died. Its message
+    may come back under another id (a limited step's redelivery waits for a slot and is sent again by the
+    limit's wake, ``worker/step_limits.py``), and then no delivery owns the steps it left started: come back
+    when their lease ends, as a wake does (``recovery.wake_at_lease_end``)."""
 
     def __post_init__(self) -> None:
         self.run_id = self.message.run_id
@@ -314,8 +320,9 @@ class Flow:
         """Nothing more to do now: a wake makes sure steps leased elsewhere are looked at again when their lease
         ends, and a run at rest gets its exact due (``recovery``)."""
         now = clock_of(self.world).now()
-        if self.message.wake:
+        if self.message.wake or self.after_finished_step:
             await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.messages.queued)
+        if self.message.wake:
             await report_ended_children(self.world, execution)
         await rest(self.world, self.message, execution, now)
 
