@@ -100,8 +100,9 @@ class Runtime:
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
         # The last open step of the run finished here, or an end the workflow reacts to at once (a batch's item:
         # ``authoring.runtime.wakes_on``): continue the workflow inline, no queue round trip.
+        found_finished = message.step_id if outcome.status == "finished-already" else None
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
-                    self.settings, message_id=message_id, after_finished_step=outcome.status == "finished-already")
+                    self.settings, message_id=message_id, after_finished_step=found_finished)
         status = await flow.run()
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 

@@ -43,7 +43,7 @@ from .endings import RunEndings
 from .flow_messages import FlowMessages
 from .flow_state import TERMINAL, FlowLog, FlowSettings, FlowStats, StepClaims
 from .provisional import ProvisionalOutcomes
-from .recovery import dispatch_key, rest, wake_at_lease_end
+from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
 from .run_control import cancel_for_limit
 from .run_limits import admit_in_flow, leave_in_flow
 from .step_limits import free_run_steps
@@ -69,12 +69,13 @@ class Flow:
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
     ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
-    after_finished_step: bool = False
-    """This delivery is a queued step's message that found its step finished already: the delivery that
-    finished it (and went on with the run, starting inline steps under its own message id) died. Its message
-    may come back under another id (a limited step's redelivery waits for a slot and is sent again by the
-    limit's wake, ``worker/step_limits.py``), and then no delivery owns the steps it left started: come back
-    when their lease ends, as a wake does (``recovery.wake_at_lease_end``)."""
+    after_finished_step: str | None = None
+    """The step whose queued message this delivery is, found finished already: the delivery that finished it
+    (and went on with the run, starting inline steps under its own message id) died. Its message may come back
+    under another id (a limited step's redelivery waits for a slot and is sent again by the limit's wake,
+    ``worker/step_limits.py``), and then no delivery owns the steps the dead one left started: come back when
+    their lease ends (``recovery.wake_at_lease_end``), as a wake does. Only for steps started by that
+    step's own delivery: a step another message runs has that message to come back."""
 
     def __post_init__(self) -> None:
         self.run_id = self.message.run_id
@@ -320,10 +321,13 @@ class Flow:
         """Nothing more to do now: a wake makes sure steps leased elsewhere are looked at again when their lease
         ends, and a run at rest gets its exact due (``recovery``)."""
         now = clock_of(self.world).now()
-        if self.message.wake or self.after_finished_step:
-            await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.messages.queued)
         if self.message.wake:
+            await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.messages.queued)
             await report_ended_children(self.world, execution)
+        elif self.after_finished_step is not None:
+            finisher = started_by(execution.log, self.after_finished_step)
+            left = [s for s in execution.pending_steps() if finisher is not None and s.owner == finisher]
+            await wake_at_lease_end(self.world, self.message, left, now, self.messages.queued)
         await rest(self.world, self.message, execution, now)
 
     async def _watch_inline(self, step: StepOp) -> bool:
