@@ -48,7 +48,7 @@ class MemoryLog:
         self.clock = clock
         self.deployment_id = deployment_id
         self.max_value_bytes = max_value_bytes
-        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
+        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.changed)
         self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
         self._run_state: RunState | None = None  # the last view's run, reused while the run reads the same
 
