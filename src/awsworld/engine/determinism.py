@@ -117,6 +117,10 @@ _REFUSED_CODE: dict[CodeType, str] = {
 }
 _GLOBAL_ONLY = frozenset(getattr(_random.Random, name).__code__ for name in ("seed", *_STATEFUL))
 """Refused for the random module's own generator only (the run's generator runs the same code, and may)."""
+_REFUSED_NAMES = frozenset(code.co_name for code in _REFUSED_CODE)
+"""The names of the refused functions: the profile hook sees every Python call of a workflow body, and a code
+object's hash is not cached (it hashes its constants, nested code included, on every lookup), while a name's is:
+a call is looked up by its code only when its name matches."""
 
 
 def active_execution() -> WorkflowRuntime | None:
@@ -133,8 +137,11 @@ def _profile(frame: FrameType, event: str, arg: object) -> None:
     if event == "c_call":
         refused = _REFUSED_C.get(arg)
     elif event == "call":
-        refused = _REFUSED_CODE.get(frame.f_code)
-        if refused is not None and frame.f_code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
+        code = frame.f_code
+        if code.co_name not in _REFUSED_NAMES:
+            return
+        refused = _REFUSED_CODE.get(code)
+        if refused is not None and code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
             return
     else:
         return
