@@ -155,9 +155,10 @@ def enter() -> ProfileFunction | None:
     global _entered
     with _patch_lock:
         if _entered == 0:
-            for namespace, replacements in _REPLACEMENTS:
-                _replaced.append((namespace, {name: namespace[name] for name in replacements}))
-                namespace.update(replacements)
+            taken = _replaced.append
+            for namespace, name, replacement in _REPLACEMENTS:
+                taken(namespace[name])
+                namespace[name] = replacement
             _replaced_class.append(type(_GLOBAL_RANDOM))
             _GLOBAL_RANDOM.__class__ = _RoutedRandom
         _entered += 1
@@ -172,8 +173,8 @@ def leave(previous: ProfileFunction | None) -> None:
     with _patch_lock:
         _entered -= 1
         if _entered == 0:
-            for namespace, originals in _replaced:
-                namespace.update(originals)
+            for (namespace, name, _), original in zip(_REPLACEMENTS, _replaced, strict=True):
+                namespace[name] = original
             _replaced.clear()
             _GLOBAL_RANDOM.__class__ = _replaced_class.pop()
 
@@ -299,15 +300,18 @@ class _RoutedRandom(_random.Random):
         return super().getrandbits(k) if execution is None else execution.rng.getrandbits(k)
 
 
-_REPLACEMENTS: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
-    (_time.__dict__, {"time": _patched_time, "time_ns": _patched_time_ns}),
-    (_uuid.__dict__, {"uuid4": _patched_uuid4}),
-    (_random.__dict__, {**{name: _random_function(name) for name in MODULE_ROUTED}, "seed": _patched_seed}),
-    (asyncio.__dict__, {"as_completed": _patched_as_completed}),
-    (asyncio.tasks.__dict__, {"as_completed": _patched_as_completed}),
-)
-"""Each module's namespace, and the replay-stable functions ``enter`` puts in it (by the names workflow code calls)."""
-_replaced: list[tuple[dict[str, Any], dict[str, Any]]] = []  # what ``enter`` took out, for the last ``leave``
+_REPLACEMENTS: tuple[tuple[dict[str, Any], str, Callable[..., Any]], ...] = tuple(
+    (namespace, name, replacement) for namespace, replacements in (
+        (_time.__dict__, {"time": _patched_time, "time_ns": _patched_time_ns}),
+        (_uuid.__dict__, {"uuid4": _patched_uuid4}),
+        (_random.__dict__, {**{name: _random_function(name) for name in MODULE_ROUTED}, "seed": _patched_seed}),
+        (asyncio.__dict__, {"as_completed": _patched_as_completed}),
+        (asyncio.tasks.__dict__, {"as_completed": _patched_as_completed}),
+    ) for name, replacement in replacements.items())
+"""Each module's namespace, a name workflow code calls in it, and the replay-stable function ``enter`` puts there:
+one flat table, read in one loop by ``enter`` and ``leave`` (they run around every resumption of a workflow body,
+and a loop over a dict per module, building a dict of originals each time, cost twice as many instructions)."""
+_replaced: list[Any] = []  # what ``enter`` took out, in ``_REPLACEMENTS``' order, for the last ``leave``
 _replaced_class: list[type[_random.Random]] = []  # and the generator's class it swapped
 _entered = 0  # threads (or nested loops) running workflow code now
 _patch_lock = threading.Lock()
