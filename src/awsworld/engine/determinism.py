@@ -133,7 +133,10 @@ def active_execution() -> WorkflowRuntime | None:
     return execution
 
 
-def _profile(frame: FrameType, event: str, arg: object) -> None:
+def profile_hook(frame: FrameType, event: str, arg: object) -> None:
+    """The refusals: the ``sys.setprofile`` hook while workflow code runs (``enter`` to ``leave``). It is called
+    for every call and return of a workflow body, so what runs between ``enter`` and ``leave`` (and after each
+    ready callback, ``ReplayLoop.run_until_idle``) makes as few calls as it can."""
     if event == "c_call":
         refused = _REFUSED_C.get(arg)
     elif event == "call":
@@ -151,7 +154,8 @@ def _profile(frame: FrameType, event: str, arg: object) -> None:
 
 def enter() -> ProfileFunction | None:
     """Workflow code is about to run on this thread (``ReplayLoop.run_until_idle``): put the replay-stable
-    functions in place and turn the refusals on. Returns what ``leave`` restores."""
+    functions in place and turn the refusals on (last, so that only this function's return is seen by the hook).
+    Returns what ``leave`` restores."""
     global _entered
     with _patch_lock:
         if _entered == 0:
@@ -162,14 +166,19 @@ def enter() -> ProfileFunction | None:
             _replaced_class.append(type(_GLOBAL_RANDOM))
             _GLOBAL_RANDOM.__class__ = _RoutedRandom
         _entered += 1
-    return install_guard()
+    previous = sys.getprofile()
+    if previous is not profile_hook and _replaceable(previous):
+        sys.setprofile(profile_hook)
+    return previous
 
 
 def leave(previous: ProfileFunction | None) -> None:
-    """Workflow code has stopped running on this thread: the refusals off, and once no thread runs workflow code,
-    ``time``, ``uuid``, ``random`` and ``asyncio`` as they were."""
+    """Workflow code has stopped running on this thread: the refusals off (first, and without a call the hook
+    would see: ``_replaceable`` written out), and once no thread runs workflow code, ``time``, ``uuid``, ``random``
+    and ``asyncio`` as they were."""
     global _entered
-    restore_guard(previous)
+    if previous is not profile_hook and (previous is None or callable(previous)):
+        sys.setprofile(previous)
     with _patch_lock:
         _entered -= 1
         if _entered == 0:
@@ -179,29 +188,18 @@ def leave(previous: ProfileFunction | None) -> None:
             _GLOBAL_RANDOM.__class__ = _replaced_class.pop()
 
 
-def install_guard() -> ProfileFunction | None:
-    """Turn the refusals on for this thread (while the replay loop runs); returns what to restore."""
-    previous = sys.getprofile()
-    if previous is not _profile and _replaceable(previous):
-        sys.setprofile(_profile)
-    return previous
-
-
 def _replaceable(hook: object) -> bool:
     """``sys.setprofile`` can put back only a Python callable; cProfile's hook is not one."""
     return hook is None or callable(hook)
 
 
 def ensure_guard() -> None:
-    """Put the guard back after a refusal (a profile hook that raised is removed by the interpreter)."""
+    """Put the guard back after a refusal (a profile hook that raised is removed by the interpreter), or after
+    workflow code set a profile hook of its own. ``ReplayLoop.run_until_idle`` calls it only when
+    ``sys.getprofile()`` is not ``profile_hook``, sparing a call and return the hook would see."""
     current = sys.getprofile()
-    if current is not _profile and _replaceable(current):
-        sys.setprofile(_profile)
-
-
-def restore_guard(previous: ProfileFunction | None) -> None:
-    if previous is not _profile and _replaceable(previous):
-        sys.setprofile(previous)
+    if current is not profile_hook and _replaceable(current):
+        sys.setprofile(profile_hook)
 
 
 # ---------------------------------------------------------------------------------------------- replay-stable
