@@ -264,6 +264,26 @@ def test_a_private_module_is_imported_only_from_its_own_package() -> None:
     assert private_imports(import_graph(type_level=True)) == []
 
 
+ARCHITECTURE_NOTE = SRC.parent / "docs" / "contributing" / "architecture.md"
+
+
+def test_the_architecture_note_places_every_layer_entry() -> None:
+    """The note's diagram lists each layer's entries in a box of its own: every ``LAYERS`` prefix appears in the
+    diagram's box of its layer (``awsworld.`` dropped), so a layer entry added, moved or renamed shows up here."""
+    diagram = ARCHITECTURE_NOTE.read_text(encoding="utf-8").split("```mermaid", 1)[1].split("```", 1)[0]
+    boxes = [line for line in diagram.splitlines() if "<b>" in line]
+    assert len(boxes) == len(LAYERS), "one box per layer"
+    missing = []
+    for box, (title, prefixes) in zip(reversed(boxes), LAYERS, strict=True):
+        entries = {entry.strip() for entry in box.split("<br/>", 1)[1].split('"]')[0].split("·")}
+        entries = {entry.split(" (")[0] for entry in entries}
+        for prefix in prefixes:
+            short = prefix.lstrip("=").removeprefix("awsworld.") if prefix != "=awsworld" else "awsworld"
+            if short not in entries and not any(short.startswith(entry + ".") for entry in entries):
+                missing.append(f"{prefix} ({title.split(':')[0]})")
+    assert missing == [], f"layer entries the architecture note's diagram does not place: {missing}"
+
+
 USER_FACING = ("examples", "handlers", "docs")
 """What a user reads and copies: the docs' snippets, and the handlers ``awsworld init`` writes. They import the
 documented API only (``bench/`` and ``tests/`` may reach inside: they measure and test the internals)."""
