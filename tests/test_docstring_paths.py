@@ -199,17 +199,17 @@ def test_every_path_a_docstring_or_comment_cites_exists() -> None:
 
 
 def test_the_check_catches_a_moved_module_a_missing_name_and_a_missing_file() -> None:
-    here = PACKAGE_DIR / "worker" / "dispatch.py"
-    assert dotted_resolves("awsworld.client.replay")
-    assert not dotted_resolves("awsworld.worker.no_such_module")
+    here = PACKAGE_DIR / "client" / "replay.py"
+    assert dotted_resolves("awsworld.client.replay") and dotted_resolves("awsworld.client.replay.replay_run")
+    assert not dotted_resolves("awsworld.client.no_such_module")
     assert not dotted_resolves("awsworld.client.replay.no_such_name")
-    assert file_resolves("src/awsworld/worker/dispatch.py", here)
-    assert file_resolves("worker/dispatch.py", here) and file_resolves("delivery.py", here)
-    assert not file_resolves("worker/no_such_module.py", here)
+    assert file_resolves("src/awsworld/client/replay.py", here)
+    assert file_resolves("client/replay.py", here) and file_resolves("http_client.py", here)
+    assert not file_resolves("client/no_such_module.py", here)
     assert not file_resolves("no_such_module.py", here)
-    assert [cited for _, cited in _cited("see ``runtime.tick`` and ``worker.tick``", RELATIVE_DOTTED)] == [
-        "runtime.tick", "worker.tick"]
-    assert not dotted_resolves("awsworld.runtime.tick") and dotted_resolves("awsworld.worker.tick")
+    assert [cited for _, cited in _cited("see ``runtime.tick`` and ``client.replay``", RELATIVE_DOTTED)] == [
+        "runtime.tick", "client.replay"]
+    assert not dotted_resolves("awsworld.runtime.tick")
     assert [text for _, text in citations('"""doc awsworld.x"""\nx = 1  # see a/b.py\n')] == [
         "doc awsworld.x", "# see a/b.py"]
 
