@@ -250,10 +250,10 @@ def private_imports(graph: dict[str, set[str]]) -> list[str]:
     for name, targets in graph.items():
         for target in targets:
             parts = target.split(".")
-            private_at = next((index for index, part in enumerate(parts)
-                               if part.startswith("_") and not part.startswith("__")), None)
-            if private_at is None:
+            private = [index for index, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
+            if not private:
                 continue
+            private_at = private[-1]  # the innermost: ``_engine._loop`` is private to ``_engine``
             owner = ".".join(parts[:private_at])  # the package that holds the private name
             if not (name == owner or name.startswith(owner + ".")):
                 found.append(f"{name} -> {target} (private to {owner})")
@@ -308,6 +308,9 @@ def test_the_private_check_catches_a_cross_package_import() -> None:
         "awsworld.client.client -> awsworld.worker._flow.loop (private to awsworld.worker)"]
     assert private_imports({"awsworld.worker.tick": {"awsworld.worker._flow.loop"},
                             "awsworld.testing": {"awsworld.__main__"}}) == []
+    assert private_imports({"awsworld.client.client": {"awsworld._worker.dispatch"}}) == []  # private to awsworld
+    assert private_imports({"awsworld.client.client": {"awsworld._worker._flow.loop"}}) == [
+        "awsworld.client.client -> awsworld._worker._flow.loop (private to awsworld._worker)"]
 
 
 if __name__ == "__main__":
