@@ -7,7 +7,7 @@ program uses are not citations):
   resolved from the source (an ast walk of the module's top-level names), so nothing is imported;
 - a file path with a folder, ``src/awsworld/worker/dispatch.py``, ``tests/...``, ``bench/...``, ``docs/...``, or a
   path inside the package (``worker/dispatch.py``, ``world/rules/``): found from the repository's root, from
-  ``src/`` or from ``src/awsworld/``;
+  ``src/``, from ``src/awsworld/`` or from the citing module's folder;
 - a bare file name, ``dispatch.py``: found in the citing module's own folder, one of its subfolders, or its parent
   package's folder.
 
@@ -141,7 +141,7 @@ def file_resolves(cited: str, citing: Path) -> bool:
     if cited in NOT_OURS:
         return True
     if "/" in cited:
-        return any((base / cited).exists() for base in (ROOT, SRC, PACKAGE_DIR))
+        return any((base / cited).exists() for base in (ROOT, SRC, PACKAGE_DIR, citing.parent))
     folder = citing.parent
     return (folder / cited).exists() or any(folder.rglob(cited)) or (folder.parent / cited).exists()
 
