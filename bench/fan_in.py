@@ -51,8 +51,8 @@ def _count_attempt(**_: Any) -> None:
 
 
 def _writer_stats(world: AWSWorld) -> Any:
-    """The event writer's own counters (attempts per write), when it keeps them."""
-    return getattr(getattr(world.runs, "writer", None), "stats", None)
+    """The event writer's own counters (attempts per write, commits, back-off)."""
+    return world.storage.writer.stats
 
 
 @dataclass

@@ -25,17 +25,17 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("vocabulary: settings, the public error types, durations", (
         "awsworld.settings", "awsworld.authoring.errors", "awsworld.authoring.durations")),
     ("the durable format: values, calls, codecs, child ids as the log stores them", ("awsworld.durable",)),
-    ("the World contract: entities, events, protocol, the rulebook, the queue's wire message", (
-        "awsworld.world", "awsworld.client.messages", "awsworld.http.wire")),  # (messages moves to world/: worldonce)
-    ("schedules' model: Schedule, cron and interval timing, declarations in code", (
-        "awsworld.schedules.model", "awsworld.schedules.timing", "awsworld.schedules.declared")),
+    ("the World contract: entities, events, protocol, the rulebook, the queue's wire message, schedules', "
+     "publications' and deployments' records, schedules' timing, every World's storage and streams", (
+        "awsworld.world", "awsworld.http.wire")),
+    ("schedules' model: Schedule, declarations in code", ("awsworld.schedules.model", "awsworld.schedules.declared")),
     ("authoring: what workflow code is written with, and its seam to the engine", (
         "awsworld.authoring", "awsworld.schedules.info")),
     ("the engine: replay without I/O", ("awsworld.engine",)),
     ("published names: what a deployment publishes, and when a start may refuse a name; deployments: a run's pin, the "
      "routing decision, the registry of deployments", ("awsworld.published", "awsworld.deployments")),
-    ("the Worlds: in memory and on AWS, with their schedule and publication stores", (
-        "awsworld.memory", "awsworld.aws", "awsworld.schedules.memory_store", "awsworld.schedules.store")),
+    ("the Worlds: in memory and on AWS, with their schedule, publication and deployment stores", (
+        "awsworld.memory", "awsworld.aws")),
     ("the worker: a delivery, steps, child runs, starts and wakes, the tick and its schedules job", (
         "awsworld.worker", "awsworld.schedules", "awsworld.http.push", "awsworld.deployments.local_host")),
     ("the client: Client and Run, replay tools, the timeline both viewers draw", (
@@ -48,12 +48,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
 """Bottom first. ``=name``: that module only (the package's ``__init__``, which re-exports the public API).
 ``world.conformance_check`` is a static check over both Worlds (read by pyright, never imported)."""
 
-KNOWN_TYPE_LEVEL_CYCLES: set[frozenset[str]] = {
-    # Removed by the worldonce branch (issue 32 item 3); empty this set when it lands.
-    frozenset({"awsworld.world.entities", "awsworld.world.errors", "awsworld.world.events", "awsworld.world.ids"}),
-    frozenset({"awsworld.aws.clients", "awsworld.aws.encryption.run_keys"}),
-    frozenset({"awsworld.aws.queue.deliveries", "awsworld.aws.queue.sqs_queue"}),
-}
+KNOWN_TYPE_LEVEL_CYCLES: set[frozenset[str]] = set()
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -326,6 +321,6 @@ if __name__ == "__main__":
     run_time, type_level = cycles(import_graph()), cycles(typed_graph)
     print(f"{len(typed_graph)} modules, {sum(len(t) for t in typed_graph.values())} imports (type-level and "
           f"function-local included): {len(upward)} upward, {len(run_time)} cycles at run time, {len(type_level)} "
-          f"at type level ({len([c for c in type_level if c in KNOWN_TYPE_LEVEL_CYCLES])} known, worldonce's)")
+          f"at type level ({len([c for c in type_level if c in KNOWN_TYPE_LEVEL_CYCLES])} known)")
     for line in upward:
         print("  upward:", line)

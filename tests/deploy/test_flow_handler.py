@@ -11,13 +11,13 @@ from typing import Any
 import pytest
 
 from awsworld.client.client import Client
-from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.lambda_.container import Container, import_modules, module_names
 from awsworld.lambda_.flow import NotAnSqsBatchError, backoff_seconds, handle
 from awsworld.lambda_.observability import instrument
 from awsworld.local import LocalAWS
 from awsworld.worker.dispatch import Outcome, Runtime
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
+from awsworld.world.messages import FlowMessage, queue_name_for
 
 from . import app
 from .conftest import Handlers, json_lines, metric_values

@@ -31,7 +31,6 @@ from awsworld import Client, Schedule, get_writable, step, workflow
 from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
-from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.lambda_ import flow, webhook
 from awsworld.lambda_ import observability as obs
 from awsworld.lambda_.container import Container
@@ -39,6 +38,7 @@ from awsworld.local import LocalAWS, MotoServer
 from awsworld.worker.tick import TICK_BODY
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
+from awsworld.world.messages import FlowMessage, queue_name_for
 
 from . import app
 from .lambda_env import EventSourceMapping, LambdaContext

@@ -31,12 +31,12 @@ from awsworld import WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import RequestStats
 from awsworld.client.client import Client
-from awsworld.deployments.model import Deployment
 from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE
 from awsworld.lambda_ import flow
 from awsworld.lambda_.container import Container
 from awsworld.local import LocalAWS
 from awsworld.local.lambda_versions import FunctionVersions
+from awsworld.world.deployments import Deployment
 from awsworld.world.errors import HookNotFoundError
 
 from .lambda_env import EventSourceMapping

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 
 from awsworld.local import LocalAWS
-from awsworld.schedules import timing
 from awsworld.worker.tick import TICK_BODY
+from awsworld.world import schedule_timing as timing
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
-from awsworld.world.rules.schedules import schedule_run_id
+from awsworld.world.schedules import schedule_run_id
 from schedules.helpers import scheduled_runs  # tests/schedules (tests/ is on sys.path)
 
 from . import app, scheduled

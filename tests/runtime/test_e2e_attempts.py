@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 
 from awsworld import RetryPolicy, StepError, sleep, step, step_metadata, workflow
-from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.messages import FlowMessage, queue_name_for
 
 from .conftest import BOTH, E2E, on_backends
 

@@ -26,9 +26,9 @@ import pytest
 
 from awsworld import create_hook, now, step, step_metadata, workflow
 from awsworld.authoring.errors import StepError
-from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.client.replay import replay_run
 from awsworld.world.errors import EntityConflictError, InBandSupersededError, LogMovedError
+from awsworld.world.messages import FlowMessage, queue_name_for
 
 CALLS: Counter[str] = Counter()
 CONTEXT: dict[str, Any] = {}  # the module's World and Client, for step bodies that write to their own run

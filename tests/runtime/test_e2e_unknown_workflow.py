@@ -17,10 +17,10 @@ from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, workflow
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
 from awsworld.client.client import Client
-from awsworld.client.messages import FlowMessage, queue_name_for
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
+from awsworld.world.messages import FlowMessage, queue_name_for
 
 TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orders.checkout; registered nowhere
 

@@ -23,7 +23,7 @@ from awsworld.authoring.definitions import Registry, WorkflowNotRegisteredError
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
 from awsworld.cli.dev import environment
 from awsworld.client.client import Client
-from awsworld.published.model import DEV, publish, published_of
+from awsworld.published.model import DEV, publish
 from awsworld.worker.delivery import BACKOFF_ENV, DELIVERY_FINDING, UNKNOWN_WINDOW_ENV
 
 from .conftest import BOTH, E2E, on_backends
@@ -61,8 +61,7 @@ def deployed(*definitions: Any) -> Registry:
 
 def reads_of(world: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """How often the World's publications are read from now on (the store's own method, counted)."""
-    store = published_of(world)
-    assert store is not None
+    store = world.published
     real = store.read
     count = [0]
 
@@ -136,7 +135,7 @@ async def test_a_name_any_publication_holds_starts_and_no_publication_refuses_no
     # The version before (rolled back to, or finishing a delivery) registered LEGACY; the newest does not.
     await publish(e2e.world, deployed(checkout, legacy_refund), host="the flow function", ahead=True)
     await publish(e2e.world, deployed(checkout), host="the flow function", ahead=True)
-    assert len(await published_of(e2e.world).read()) == 2  # type: ignore[union-attr]
+    assert len(await e2e.world.published.read()) == 2
     client = Client(e2e.world)
     assert await (await client.start(LEGACY, "B-1")).result(timeout=30) == "refunded B-1"
     with pytest.raises(WorkflowNotRegisteredError, match="by the flow function"):

@@ -14,9 +14,9 @@ from awsworld.aws import AWSWorld
 from awsworld.aws.resources import PK
 from awsworld.aws.schedule_store import PARTITION
 from awsworld.client.client import Client
-from awsworld.schedules import timing
 from awsworld.schedules.job import run_schedules
-from awsworld.world.rules.schedules import ScheduleExistsError, ScheduleNotFoundError, schedule_run_id
+from awsworld.world import schedule_timing as timing
+from awsworld.world.schedules import ScheduleExistsError, ScheduleNotFoundError, schedule_run_id
 from conftest import WorldFactory
 
 from . import app

@@ -19,14 +19,14 @@ from awsworld.schedules.job import run_schedules
 from awsworld.testing import WorkflowTestEnv
 from awsworld.worker.tick import run_tick
 from awsworld.world.errors import InvalidInputError
-from awsworld.world.rules.schedules import (
+from awsworld.world.rules.schedules import claim
+from awsworld.world.schedules import (
     Overlap,
     ScheduleDeclaredInCodeError,
     ScheduleExistsError,
     ScheduleInputError,
     ScheduleNotFoundError,
     ScheduleState,
-    claim,
     schedule_run_id,
 )
 
@@ -88,7 +88,7 @@ async def test_a_claim_whose_writer_died_before_starting_is_carried_out_by_the_n
     client = Client(world)
     state = await client.schedules.create("crashy", app.echo, Schedule(every="1h", args=(1,)))
     clock.advance(timedelta(hours=1))
-    from awsworld.schedules import timing
+    from awsworld.world import schedule_timing as timing
 
     now = world.clock.now()
     decision = claim(state, now, timing.due(state.spec, state.cursor, now, "latest"), None,

@@ -55,16 +55,13 @@ class StreamWriter:
     failed is raised by the next ``write``/``flush``/``close``, or fails the step's attempt at its end. A chunk
     larger than the World takes (``AWSWORLD_MAX_VALUE_BYTES`` less its frame) is refused by its ``write`` with
     ``PayloadTooLargeError``; the chunks before it and the writer are untouched.
-    A World without write sessions gets each call as ``write``/``write_multi``, durable on return.
     """
 
     def __init__(self, world: World, run_id: str, name: str) -> None:
-        self._world = world
         self.run_id = run_id
         self.name = name
         self._seq = 0
-        create = getattr(world.streams, "create_write_session", None)
-        self._session = create(run_id, name, f"wrtr_{new_ulid()}") if create is not None else None
+        self._session = world.streams.create_write_session(run_id, name, f"wrtr_{new_ulid()}")
 
     async def write(self, chunk: Chunk) -> None:
         await self._write([chunk_bytes(chunk)])
@@ -76,26 +73,19 @@ class StreamWriter:
             await self._write(data)
 
     async def _write(self, chunks: list[bytes]) -> None:
-        if self._session is None:
-            await self._world.streams.write_multi(self.run_id, self.name, chunks)
-            return
         # A chunk the World cannot take is refused here, at the call, before it takes a place in the sequence
         # (a place never filled would hold up every later chunk of this writer).
-        check_chunk_sizes(chunks, getattr(self._session, "max_chunk_bytes", None))
+        check_chunk_sizes(chunks, self._session.max_chunk_bytes)
         seq, self._seq = self._seq, self._seq + 1  # taken before any await: concurrent calls keep call order
         await self._session.write(seq, chunks)
 
     async def flush(self) -> None:
         """Make every chunk written so far durable."""
-        if self._session is not None:
-            await self._session.flush()
+        await self._session.flush()
 
     async def close(self) -> None:
         """Flush, then end the stream."""
-        if self._session is not None:
-            await self._session.close()
-        else:
-            await self._world.streams.close(self.run_id, self.name)
+        await self._session.close()
 
 
 @dataclass

@@ -2,7 +2,7 @@
 
 | item | pk | sk | attributes |
 |---|---|---|---|
-| a deployment (``deployments.model``) | ``DEPLOYMENTS`` | ``DEPLOYMENT#<id>`` | ``d`` (the record as JSON) |
+| a deployment (``world.deployments``) | ``DEPLOYMENTS`` | ``DEPLOYMENT#<id>`` | ``d`` (the record as JSON) |
 
 Registered with one conditional ``PutItem`` (``attribute_not_exists``: a version's second cold start keeps its first
 record), read with one strongly consistent ``Query`` of the partition (``dynamodb.reads.query_prefix``), replaced
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from botocore.exceptions import ClientError
 
-from ..deployments.model import Deployment, by_registration
+from ..world.deployments import Deployment, by_registration
 from .clients import AWSClients
 from .dynamodb.items import to_ddb
 from .dynamodb.reads import query_prefix

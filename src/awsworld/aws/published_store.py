@@ -2,7 +2,7 @@
 
 | item | pk | sk | attributes |
 |---|---|---|---|
-| a publication (``published.model``) | ``PUBLISHED`` | ``WORKFLOWS#<key>`` | ``p`` (the publication as JSON) |
+| a publication (``world.published``) | ``PUBLISHED`` | ``WORKFLOWS#<key>`` | ``p`` (the publication as JSON) |
 
 Written with one ``PutItem`` (``awsworld dev`` at its start; the flow function when its version is initialised
 for SnapStart, else at its first cold start), read with one strongly consistent ``Query`` of the partition
@@ -13,7 +13,7 @@ table, so the template grants nothing new (``tests/deploy/test_iam_trace.py``).
 
 from __future__ import annotations
 
-from ..published.model import Publication
+from ..world.published import Publication
 from .clients import AWSClients
 from .dynamodb.items import to_ddb
 from .dynamodb.reads import query_prefix

@@ -24,9 +24,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ..schedules.declared import Declaration
-from ..world.rules.schedules import (
+from ..world.schedules import (
     Action,
+    DeclaredSchedule,
     ScheduleNotFoundError,
     ScheduleState,
     Spec,
@@ -48,7 +48,7 @@ INLINE_INPUT_BYTES = 1024
 class DynamoSchedules:
     def __init__(self, clients: AWSClients) -> None:
         self.clients = clients
-        self.declared: tuple[Declaration, ...] = ()
+        self.declared: tuple[DeclaredSchedule, ...] = ()
 
     @property
     def _table(self) -> str:

@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
+from ..world.clock import SYSTEM_CLOCK
+from ..world.storage import WorldStorage
 from ..world.world_base import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .deployment_store import DynamoDeployments
-from .log.entities_api import HooksAPI, StepsAPI
-from .log.entity_reads import EntityReads
-from .log.event_reader import EventReader
-from .log.event_writer import EventWriter
-from .log.events_api import EventsAPI
-from .log.runs_api import RunsAPI
+from .log.storage import DynamoStorage
 from .log.watch_api import WatchAPI
 from .published_store import DynamoPublished
 from .queue.sqs_queue import SqsQueue
@@ -24,23 +21,20 @@ class AWSWorld(WorldBase):
     def __init__(self, config: AWSConfig | None = None) -> None:
         super().__init__()
         self.config = config or AWSConfig.from_env()
+        self.clock = SYSTEM_CLOCK  # the World's timestamps are the system clock's
         self.clients = AWSClients(self.config)
         self._init_storage()
         self._init_queue_streams()
 
     def _init_storage(self) -> None:
         self.values = ValueStore(self.clients)
-        reader = EventReader(self.clients, self.values)
-        reads = EntityReads(self.clients, self.values, reader)
-        writer = EventWriter(self.clients, self.values, reader, reads)
-        self.events = EventsAPI(writer, reader)
-        self.runs = RunsAPI(self.clients, reads, writer)
-        self.steps = StepsAPI(self.clients, reads)
-        self.hooks = HooksAPI(self.clients, reads)
+        self.storage = DynamoStorage(self.clients, self.values)
+        front = WorldStorage(self.storage)  # the contract's storage methods, over DynamoDB and S3
+        self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
         self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
-        self.deployments = DynamoDeployments(self.clients)  # the code's versions (deployments.model): likewise
+        self.deployments = DynamoDeployments(self.clients)  # the code's versions (world/deployments.py): likewise
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

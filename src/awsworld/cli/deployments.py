@@ -28,7 +28,7 @@ from typing import Any
 
 from ..authoring.definitions import REGISTRY
 from ..deployments.identity import registry_digest
-from ..deployments.model import Deployment, deployments_of, latest
+from ..deployments.model import latest
 from ..deployments.pins import LATEST
 from ..deployments.upgrade import (
     UNPINNED,
@@ -42,6 +42,7 @@ from ..deployments.upgrade import (
     upgrade_run,
 )
 from ..lambda_.versions import delete_version
+from ..world.deployments import Deployment
 from .errors import CliError, usage
 from .output import print_json, print_table, remote, when
 from .replay import load_modules
@@ -107,7 +108,7 @@ def _document(deployments: list[Deployment], held: dict[str, Holding]) -> dict[s
 def _list(args: argparse.Namespace) -> int:
     async def go() -> dict[str, Any]:
         async with remote() as client:
-            store = deployments_of(client.world)
+            store = client.world.deployments
             assert store is not None
             return _document(await store.read(), await holdings(client.world))
 
@@ -138,7 +139,7 @@ def _short(moment: str | None) -> str:
 # -- retiring --------------------------------------------------------------------------------------------------
 
 async def _retire_one(client: Any, deployment: str) -> Deployment:
-    store = deployments_of(client.world)
+    store = client.world.deployments
     assert store is not None
     try:
         retired = await retire(store, client.world, deployment)
@@ -165,7 +166,7 @@ def _prune(args: argparse.Namespace) -> int:
 
     async def go() -> list[Deployment]:
         async with remote() as client:
-            store = deployments_of(client.world)
+            store = client.world.deployments
             assert store is not None
             deployments = [d for d in await store.read() if not d.retired]
             kept = {d.deployment_id for d in deployments[-args.keep:]}
@@ -192,7 +193,7 @@ def _upgrade(args: argparse.Namespace) -> int:
 
     async def go() -> tuple[Deployment, list[Upgrade]]:
         async with remote() as client:
-            store = deployments_of(client.world)
+            store = client.world.deployments
             assert store is not None
             try:
                 target = await target_deployment(store, args.to)

@@ -27,7 +27,7 @@ from pathlib import Path
 from ..authoring.definitions import Registry
 from ..deployments.identity import code_digest, definition_files, dev_deployment, register
 from ..deployments.local_host import LocalHost
-from ..deployments.model import DEPLOYMENTS_OF_DEV, deployments_of
+from ..deployments.model import DEPLOYMENTS_OF_DEV
 from ..deployments.upgrade import holdings
 from ..worker.dispatch import Runtime
 from ..world.clock import clock_of
@@ -59,7 +59,7 @@ class DevCode:
         host.reachable = self.reachable
 
     async def reachable(self, deployment: str) -> bool:
-        store = deployments_of(self.world)
+        store = self.world.deployments
         if store is None:
             return True
         found = next((d for d in await store.read() if d.deployment_id == deployment), None)
@@ -104,7 +104,7 @@ class DevCode:
         assert host is not None
         held = await holdings(self.world)
         drained = [d for d in host.loaded() if d != host.live and d not in held]
-        store = deployments_of(self.world)
+        store = self.world.deployments
         records = {d.deployment_id: d for d in await store.read()} if store is not None else {}
         for deployment in drained:
             host.retire(deployment)
@@ -119,7 +119,7 @@ class DevCode:
         assert runtime.deployment is not None
         if await register(self.world, runtime.deployment, runtime.registry, host=DEPLOYMENTS_OF_DEV):
             return
-        store = deployments_of(self.world)
+        store = self.world.deployments
         found = next((d for d in await store.read() if d.deployment_id == runtime.deployment), None) if store else None
         if store is not None and found is not None and found.retired:
             await store.put(replace(found, registered_at=clock_of(self.world).now(), retired_at=None))

@@ -48,13 +48,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
-from ..client.messages import OPERATOR_WAKE, RESTART_WAKE, FlowMessage, queue_name_for
 from ..client.replay import ReplayResult, replay_run
 from ..deployments.pins import pin_change, pin_of
 from ..engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from ..schedules.declared import DECLARED
 from ..world.entities import Run
 from ..world.errors import EntityConflictError, RunGoneError
+from ..world.messages import OPERATOR_WAKE, RESTART_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 
 WATCH_SECONDS = 0.5

@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..world.rules.schedules import CATCHUPS, OVERLAPS, ScheduleState, parse_tick, tick_text
+from ..world.schedules import CATCHUPS, OVERLAPS, ScheduleState, parse_tick, tick_text
 from .errors import parse_json, usage
 from .output import print_json, print_table, remote
 

@@ -39,9 +39,9 @@ from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_m
 from ..world.entities import Run as RunView
 from ..world.errors import HookNotFoundError, RunGoneError
 from ..world.events import Event
+from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import RunPage, collect_pages
 from ..world.protocol import World
-from .messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from .skips import SkippedWait, skip
 
 if TYPE_CHECKING:

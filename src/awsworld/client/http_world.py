@@ -22,14 +22,18 @@ import httpx
 from pydantic import BaseModel
 
 from ..http.wire import error_from_body
-from ..published.model import Publication
+from ..world.clock import SYSTEM_CLOCK, Clock
+from ..world.deployments import DeploymentStore
 from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
 from ..world.errors import InvalidInputError, WorldError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from ..world.ids import SPEC_VERSION_CURRENT
 from ..world.pages import EventPage, HookPage, RunPage, StepPage
+from ..world.published import Publication
 from ..world.queue import QueueBatchResult, QueueMessage
+from ..world.schedules import ScheduleStore
 from ..world.streams import Chunk, StreamChunk, StreamChunkPage, StreamInfo, StreamWriteSession, chunk_bytes
+from ..world.watch import WatchAPI
 
 M = TypeVar("M", bound=BaseModel)
 FRAME = struct.Struct(">I")
@@ -95,6 +99,13 @@ class HttpWorld:
         self.url = url.rstrip("/")
         self.http = http or httpx.AsyncClient(base_url=self.url, auth=auth, timeout=REQUEST_TIMEOUT, trust_env=False)
         self.capabilities = Capabilities(hook_retention={"active": True}, in_band_fence=True)
+        # awsworld's extensions (``world/protocol.py``): the server's World keeps time by the system clock; its
+        # watch index, schedules and deployments are not served, so this World has none (its publications are:
+        # ``_Published``).
+        self.clock: Clock = SYSTEM_CLOCK
+        self.watch: WatchAPI | None = None
+        self.schedules: ScheduleStore | None = None
+        self.deployments: DeploymentStore | None = None
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)

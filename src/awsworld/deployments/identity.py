@@ -22,8 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..authoring.definitions import Registry
-from ..world.clock import clock_of
-from .model import Deployment, deployments_of
+from ..world.deployments import Deployment
+from ..world.protocol import World
 
 LATEST_VERSION = "$LATEST"
 DIGEST_CHARS = 10
@@ -75,14 +75,14 @@ def dev_deployment(digest: str) -> str:
     return f"dev-{digest[:DIGEST_CHARS]}"
 
 
-async def register(world: object, deployment_id: str, registry: Registry, *, host: str, code: str | None = None,
+async def register(world: World, deployment_id: str, registry: Registry, *, host: str, code: str | None = None,
                    target: str | None = None) -> bool:
     """Record the deployment in the World (once: a later registration of the same id keeps the first record).
     False when the World keeps no deployments or knew it already."""
-    store = deployments_of(world)
+    store = world.deployments
     if store is None:
         return False
-    return await store.register(Deployment(deployment_id, host, clock_of(world).now(),
+    return await store.register(Deployment(deployment_id, host, world.clock.now(),
                                            tuple(sorted(registry.workflows)), tuple(registry.modules()),
                                            code or registry_digest(registry), target))
 

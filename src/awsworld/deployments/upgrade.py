@@ -23,14 +23,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ..authoring.definitions import Registry
-from ..client.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..client.replay import replay_events
 from ..world.clock import clock_of
+from ..world.deployments import Deployment, DeploymentStore
 from ..world.entities import TERMINAL_RUN_STATUSES, Run
 from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
+from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
-from .model import Deployment, DeploymentStore, latest
+from .model import latest
 from .pins import LATEST, pin_change, pin_of
 
 UNPINNED = "(unpinned)"

@@ -32,7 +32,6 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from ..client.client import Client
-from ..published.model import published_of
 from ..world.base import WireModel
 from ..world.entities import Hook, ResolveData
 from ..world.errors import InvalidInputError, WorldError
@@ -259,7 +258,7 @@ async def _published(served: Served, request: Request) -> Response:
     """``world.published.read()``: every publication of the World's queue consumers (none for a World that keeps
     none). ``HttpWorld.published`` reads it, so ``HttpClient.start`` refuses a name no consumer registers as a
     ``Client`` on the World itself does (``Client.refuse_unpublished``)."""
-    store = published_of(served.world)
+    store = served.world.published
     publications = await store.read() if store is not None else []
     # (each in the shape the World stores it: Publication.to_json)
     return JSONResponse({"publications": [json.loads(p.to_json()) for p in publications]})

@@ -1,57 +1,43 @@
-"""``events.create``, ``events.create_batch`` and the log reads of the in-memory World.
+"""The in-memory World's write path and log reads: the engine primitives (``world/storage.py``) that commit a
+write and read the log.
 
-A write parses and checks its request, copies its value, then decides (``world.rules``) and commits with no
-``await`` in between: on one event loop nothing else runs inside a commit, so slots are allocated densely at the
-commit, every check a decision carries is evaluated against the records at that moment (``_failed``), and a
-refused write changes nothing. What this module adds to the rules is storage: the records a decision reads and
-how its states and events are stored.
+``WorldStorage`` parses and checks a request and has its value stored (``store_value``: a checked copy); then a
+write decides (``world.rules``) and commits with no ``await`` in between: on one event loop nothing else runs
+inside a commit, so slots are allocated densely at the commit, every check a decision carries is evaluated
+against the records at that moment (``_failed``), and a refused write changes nothing. What this module adds to
+the rules is storage: the records a decision reads and how its states and events are stored.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from ..world.answers import build, hook_answer, step_answer, wait_answer
 from ..world.clock import Clock
-from ..world.cursors import events_page_after, slot_cursor
+from ..world.cursors import slot_cursor
 from ..world.entities import ResolveData
-from ..world.errors import HookAlreadyReceivedError, WorldError
-from ..world.events import (
-    BatchEventOutcome,
-    CreateEventRequest,
-    EventBatchResult,
-    EventResult,
-    LogSnapshot,
-    parse_event_request,
-)
-from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, event_id_to_slot, slot_to_event_id
-from ..world.pages import MAX_EVENTS_PAGE, EventPage
+from ..world.errors import WorldError
+from ..world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult, LogSnapshot
+from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, slot_to_event_id
+from ..world.pages import EventPage
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import READS, due_after, read_token
 from ..world.rules.checks import Found, failed
 from ..world.rules.conditions import holds
 from ..world.rules.decision import NOTHING_FAILED
-from ..world.rules.hooks import token_owned_by
-from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after, skipped_over
-from ..world.rules.requests import (
-    VALUE_FIELD,
-    batch_requests,
-    carried_value,
-    check_run_id,
-    check_write_params,
-    failed_outcome,
-    in_request_order,
-)
-from ..world.rules.runs import created_run_id, run_created, run_missing
+from ..world.rules.hooks import hook_status, token_owned_by
+from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
+from ..world.rules.requests import VALUE_FIELD, carried_value, failed_outcome
+from ..world.rules.runs import run_created, run_missing
 from ..world.rules.state import placed
-from ..world.rules.steps import lazily_started, lazy_start
-from .records import RunRecord, State, StoredEvent, build, event_model, hook_model, run_model, step_model, wait_model
+from ..world.storage import Unit
+from .records import RunRecord, State, StoredEvent, event_model, run_model
 from .values import NULL, Value, data_text, json_value, store_value
 from .watch import set_due
 
-EventInput = CreateEventRequest | Mapping[str, Any]
 Placed = tuple[Decision, Value | None]
 
 
@@ -68,59 +54,42 @@ class MemoryLog:
 
     # ------------------------------------------------------------------ writes
 
-    async def create(self, run_id: str | None, event: EventInput, *, event_count: int | None = None,
-                     in_band: bool = False, expected_seq_in_band: int | None = None,
-                     resolve_data: ResolveData = "all", after_step_body: bool = False) -> EventResult:
-        """``after_step_body`` is advisory (patience under throttling): nothing throttles here."""
-        req = parse_event_request(event)
-        check_write_params(req, in_band, expected_seq_in_band, event_count)
-        if req.event_type == "run_created":
-            return self._create_run(run_id, req, resolve_data)
-        run_id = check_run_id(run_id)
-        if (pair := lazy_start(req)) is not None:  # (the born-running pair: world/rules/steps.py)
-            return lazily_started(await self.create_batch(run_id, pair, in_band=in_band, atomic=True,
-                                                          expected_seq_in_band=expected_seq_in_band,
-                                                          resolve_data=resolve_data))
-        value = self._value(req)
-        # ---- from here to the commit: no await
-        now = self.clock.now()
+    async def store_value(self, run_id: str, req: CreateEventRequest) -> Value | None:
+        return self._value(req)
+
+    async def store_values(self, run_id: str, units: list[Unit]) -> list[Value | None]:
+        values: list[Value | None] = []
+        for unit in units:  # a loop, not a comprehension: a frame each, on every write
+            values.append(self._value(unit[0]))
+        return values
+
+    async def write_event(self, run_id: str, req: CreateEventRequest, value: Value | None, *,
+                          event_count: int | None, in_band: bool, expected_seq_in_band: int | None,
+                          resolve: ResolveData, patient: bool) -> EventResult:
+        """``event_count`` and ``patient`` are advisory (the run's seq guessed, patience under throttling):
+        memory reads the run as it is, and nothing throttles here."""
+        now = self.clock.now()  # from here to the commit: no await
         run = self.state.runs.get(run_id)
         if run is not None and in_band:
             check_fence(run_id, run.seq, run.seq_in_band, expected_seq_in_band)
         decision = decide(req, self._view(run_id, run, req, now, value))
         if decision.noop:
             assert run is not None
-            return build(EventResult, run=run_model(run, resolve_data))
+            return build(EventResult, run=run_model(run, resolve))
         refused = refusals(run_id, [(decision, self._failed(run, decision, now))]).first
         if refused is not None:
-            if isinstance(refused, HookAlreadyReceivedError) and run is not None and refused.event_id is not None:
-                refused.event = event_model(run_id, run.events[event_id_to_slot(refused.event_id) - 1], resolve_data)
             raise refused
         seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, len(decision.events),
                                         creates_run=run is None)
         run, [slots], [open_after] = self._commit(run_id, run, [(decision, value)], now, seq_in_band)
-        result = self._result(run, self._shown(run, decision, resolve_data), slots[-1] if slots else None,
-                              resolve_data, seq_in_band, open_after)
-        skipped = skipped_over(event_count, slots[-1]) if event_count is not None and slots else 0
-        if skipped:
-            assert event_count is not None
-            report = _page(run, run.events[event_count:event_count + skipped], event_count,
-                           slots[-1] - 1 > event_count + skipped, resolve_data, snapshot=False)
-            result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
-        return result
+        return self._result(run, self._shown(run, decision, resolve), slots[-1] if slots else None,
+                            resolve, seq_in_band, open_after)
 
-    async def create_batch(self, run_id: str, events: Sequence[EventInput], *, in_band: bool = False,
-                           expected_seq_in_band: int | None = None, resolve_data: ResolveData = "all",
-                           atomic: bool = False, stamp: datetime | None = None,
-                           expect_seq: int | None = None) -> EventBatchResult:
-        """``atomic``: all land or none (the first refusal raised); ``stamp``: an in-band writer's time for the
-        batch; ``expect_seq``: land right after that many events or raise ``LogMovedError``."""
-        run_id = check_run_id(run_id)
-        units = batch_requests(events, in_band=in_band, expected_seq_in_band=expected_seq_in_band, stamp=stamp,
-                               now=self.clock.now())
-        values = [self._value(unit[0]) for unit in units]
-        # ---- from here to the commit: no await
-        now = stamp.astimezone(UTC) if stamp is not None else self.clock.now()
+    async def write_batch(self, run_id: str, units: list[Unit], values: list[Value | None], in_band: bool,
+                          expected_seq_in_band: int | None, resolve: ResolveData, atomic: bool,
+                          stamp: datetime | None, expect_seq: int | None
+                          ) -> tuple[list[BatchEventOutcome], dict[int, BatchEventOutcome], int | None]:
+        now = stamp.astimezone(UTC) if stamp is not None else self.clock.now()  # from here to the commit: no await
         run = self.state.runs.get(run_id)
         if run is None:
             raise run_missing(run_id)
@@ -161,12 +130,11 @@ class MemoryLog:
             seq_in_band = seq_in_band_after(in_band, expected_seq_in_band, count, creates_run=False)
             run, placed_slots, opens = self._commit(run_id, run, writes, now, seq_in_band)
             for i, slots, open_after in zip(landing, placed_slots, opens, strict=True):
-                shown = self._shown(run, decided[i], resolve_data)
-                outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve_data, seq_in_band, open_after))
+                shown = self._shown(run, decided[i], resolve)
+                outcomes[i] = _landed(self._result(run, shown, slots[-1], resolve, seq_in_band, open_after))
                 if len(units[i]) == 2:  # born running: the step_created's outcome, with its own event
-                    paired[i] = _landed(self._result(run, shown, slots[0], resolve_data, seq_in_band, open_after))
-        return build(EventBatchResult, results=in_request_order(units, [outcomes[i] for i in range(len(units))],
-                                                                paired), seq_in_band=seq_in_band)
+                    paired[i] = _landed(self._result(run, shown, slots[0], resolve, seq_in_band, open_after))
+        return [outcomes[i] for i in range(len(units))], paired, seq_in_band
 
     # ------------------------------------------------------------------ deciding and committing
 
@@ -275,9 +243,8 @@ class MemoryLog:
             if state.hook_runs.get(hook_id) == run.run_id:
                 del state.hook_runs[hook_id]
 
-    def _create_run(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
+    async def create_run(self, run_id: str, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
         """run_created: a client-given id is idempotent (the existing run comes back, nothing is written)."""
-        run_id = created_run_id(run_id)
         value = self._value(req) or NULL
         existing = self.state.runs.get(run_id)
         if existing is not None:
@@ -311,11 +278,11 @@ class MemoryLog:
         if decision.shows == "run":
             return {"run": run_model(run, resolve)}
         if decision.shows == "step":
-            return {"step": step_model(run, run.steps[cid], resolve)}
+            return {"step": step_answer(run.run_id, run.steps[cid], resolve, run.value_at)}
         if decision.shows == "hook":
-            return {"hook": hook_model(run, run.hooks[cid], resolve)}
+            return {"hook": hook_answer(run.run_id, run.hooks[cid], hook_status(run.status), resolve, run.value_at)}
         if decision.shows == "wait":
-            return {"wait": wait_model(run.run_id, run.waits[cid])}
+            return {"wait": wait_answer(run.run_id, run.waits[cid])}
         return {}
 
     @staticmethod
@@ -340,21 +307,27 @@ class MemoryLog:
             raise run_missing(run_id)
         return run
 
-    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
-                   resolve_data: ResolveData = "all") -> EventPage:
-        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE)
-        run = self.run(run_id)
-        return _page(run, run.events[after:after + limit], after, len(run.events) > after + limit, resolve_data)
+    async def recorded_event(self, run_id: str, slot: int, resolve: ResolveData) -> Event | None:
+        run = self.state.runs.get(run_id)
+        return event_model(run_id, run.events[slot - 1], resolve) if run is not None else None
 
-    async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
-                                     limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
-        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE, correlation_id=correlation_id,
-                                  by_correlation=True)
+    async def events_between(self, run_id: str, after: int, before: int, count: int,
+                             resolve: ResolveData) -> EventPage:
+        run = self.run(run_id)
+        return _page(run, run.events[after:after + count], after, before - 1 > after + count, resolve,
+                     snapshot=False)
+
+    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> EventPage:
+        run = self.run(run_id)
+        return _page(run, run.events[after:after + limit], after, len(run.events) > after + limit, resolve)
+
+    async def correlated_events(self, run_id: str, correlation_id: str, after: int, limit: int,
+                                resolve: ResolveData) -> EventPage:
         run = self.run(run_id)
         slots = run.by_correlation.get(correlation_id, [])
         start = bisect.bisect_right(slots, after)
         return _page(run, [run.events[s - 1] for s in slots[start:start + limit]], after,
-                     len(slots) > start + limit, resolve_data)
+                     len(slots) > start + limit, resolve)
 
 
 def _page(run: RunRecord, events: Sequence[StoredEvent], after: int, more: bool, resolve: ResolveData, *,

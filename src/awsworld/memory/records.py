@@ -6,72 +6,32 @@ entity's new state, which is stored as it is). Each user value is stored once, i
 entities point at that event's slot, so an entity and its event can never disagree. Tokens and hook ids are
 global (``State.tokens``, ``State.hook_runs``) because the contract makes them so.
 
-Answers are built with ``build`` from values already of the models' types: re-validating what the World built
-itself would cost more than the rest of a write. Every answer holds copies of user values, so a caller may
-mutate it freely.
+A step, hook or wait answers as every World's does (``world/answers.py``, from its state); a run and an event
+are made here from their records. Every answer holds copies of user values, so a caller may mutate it freely.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TypeVar, cast, get_origin
 
-from pydantic import BaseModel
-
+from ..world.answers import build
+from ..world.deployments import Deployment
 from ..world.entities import (
     TERMINAL_RUN_STATUSES,
-    Hook,
     ResolveData,
     Run,
-    Step,
-    Wait,
     event_value_shown,
     run_end_shown,
-    step_input_shown,
-    step_lease_shown,
     stored_error,
     values_shown,
 )
 from ..world.events import Event
-from ..world.rules.hooks import hook_status
+from ..world.published import Publication
 from ..world.rules.requests import VALUE_FIELD
 from ..world.rules.state import HookState, Slot, StepState, TokenState, WaitState
+from ..world.schedules import ScheduleState
 from .values import JSONValue, Value, copy_json
-
-M = TypeVar("M", bound=BaseModel)
-_DEFAULTS: dict[type[BaseModel], tuple[dict[str, Any], dict[str, Callable[[], Any]]]] = {}
-# BaseModel's own slots, set through their descriptors (what ``object.__setattr__`` finds by name, a third
-# cheaper called directly: every answer sets four)
-_set_dict, _set_fields_set, _set_extra, _set_private = (
-    vars(BaseModel)[name].__set__
-    for name in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"))
-
-
-def build(cls: type[M], **values: Any) -> M:
-    """``cls.model_construct(**values)`` without the per-call work pydantic's version does to resolve defaults
-    (it inspects each default factory on every call, which costs more than the rest of a write). The values must
-    already be of the fields' types."""
-    known = _DEFAULTS.get(cls)
-    if known is None:
-        plain = {n: f.default for n, f in cls.model_fields.items() if f.default_factory is None}
-        # (the models' factories take no argument; a parameterized one, ``list[Event]``, is called as its origin:
-        # calling the alias also tries to tag the new list with it, an AttributeError raised and caught each time)
-        made = {n: cast(Callable[[], Any], get_origin(f.default_factory) or f.default_factory)
-                for n, f in cls.model_fields.items() if f.default_factory is not None}
-        known = _DEFAULTS[cls] = (plain, made)
-    plain, made = known
-    data = {**plain, **values}
-    for name, factory in made.items():
-        if name not in values:
-            data[name] = factory()
-    model = cls.__new__(cls)
-    _set_dict(model, data)
-    _set_fields_set(model, set(values))
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
 
 
 @dataclass(slots=True)
@@ -144,12 +104,12 @@ class State:
     hook_runs: dict[str, str] = field(default_factory=dict[str, str])  # hook id -> its run (hook ids are global)
     watch: dict[str, WatchEntry] = field(default_factory=dict[str, WatchEntry])
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
-    schedules: dict[str, Any] = field(default_factory=dict[str, Any])
-    """world.schedules' records (schedules/memory_store)."""
-    published: dict[str, Any] = field(default_factory=dict[str, Any])
-    """world.published's publications, by key (published/memory_store)."""
-    deployments: dict[str, Any] = field(default_factory=dict[str, Any])
-    """world.deployments' records, by deployment id (deployments/memory_store)."""
+    schedules: dict[str, ScheduleState] = field(default_factory=dict[str, ScheduleState])
+    """world.schedules' records, by schedule id (``memory/schedules.py``)."""
+    published: dict[str, Publication] = field(default_factory=dict[str, Publication])
+    """world.published's publications, by key (``memory/published.py``)."""
+    deployments: dict[str, Deployment] = field(default_factory=dict[str, Deployment])
+    """world.deployments' records, by deployment id (``memory/deployments.py``)."""
 
 
 # ---------------------------------------------------------------- answers
@@ -164,9 +124,6 @@ def event_model(run_id: str, event: StoredEvent, resolve: ResolveData) -> Event:
                  spec_version=event.spec_version)
 
 
-_error = stored_error  # (one reading of a stored error: world.entities)
-
-
 def run_model(run: RunRecord, resolve: ResolveData) -> Run:
     first = run.events[0].value if values_shown(resolve) and run.events else None
     shown = run_end_shown(run.status, resolve)
@@ -176,30 +133,7 @@ def run_model(run: RunRecord, resolve: ResolveData) -> Run:
                  execution_context=run.context.get() if run.context is not None else None,
                  input=first.get() if first is not None else None,
                  output=end if shown == "output" else None,
-                 error=_error(end) if shown == "error" else None, error_code=run.error_code,
+                 error=stored_error(end) if shown == "error" else None, error_code=run.error_code,
                  attributes=dict(run.attributes), seq=run.seq, seq_in_band=run.seq_in_band,
                  open_steps=run.open_steps, created_at=run.created_at, updated_at=run.updated_at,
                  started_at=run.started_at, completed_at=run.completed_at)
-
-
-def step_model(run: RunRecord, step: StepState, resolve: ResolveData) -> Step:
-    return build(Step, run_id=run.run_id, step_id=step.step_id, step_name=step.step_name, status=step.status,
-                 input=run.value_at(step.input) if step_input_shown(resolve) else None,
-                 output=run.value_at(step.output) if values_shown(resolve) else None,
-                 error=_error(run.value_at(step.error)), attempt=step.attempt, retry_after=step.retry_after,
-                 created_at=step.created_at, updated_at=step.updated_at, started_at=step.started_at,
-                 completed_at=step.completed_at, spec_version=step.spec_version,
-                 lease_until=step.lease_until if step_lease_shown(step.status) else None)
-
-
-def hook_model(run: RunRecord, hook: HookState, resolve: ResolveData) -> Hook:
-    return build(Hook, run_id=run.run_id, hook_id=hook.hook_id, token=hook.token, status=hook_status(run.status),
-                 metadata=run.value_at(hook.metadata) if values_shown(resolve) else None, is_webhook=hook.is_webhook,
-                 token_retention_until=hook.retention_until, created_at=hook.created_at,
-                 updated_at=hook.updated_at, received_at=None, spec_version=hook.spec_version)
-
-
-def wait_model(run_id: str, wait: WaitState) -> Wait:
-    return build(Wait, run_id=run_id, wait_id=wait.wait_id, status=wait.status, resume_at=wait.resume_at,
-                 created_at=wait.created_at, updated_at=wait.updated_at, completed_at=wait.completed_at,
-                 spec_version=wait.spec_version)

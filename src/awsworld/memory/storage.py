@@ -1,29 +1,27 @@
-"""``MemoryStorage``: the storage half of the in-memory World (``runs``, ``steps``, ``events``, ``hooks``).
+"""``MemoryStorage``: the in-memory World's storage engine under ``world/storage.py``'s ``WorldStorage``.
 
-Every decision is the rulebook's (``world/rules/``); this keeps the records (``records.py``), the write path
-and log reads (``log.py``), every timestamp on the ``clock`` it is given (so a test that skips time sees waits
-and retries fall due), and lets a test wait for a state without polling: every commit wakes ``wait_until``'s
-waiters, which re-check their predicate. The conformance suite runs it beside the AWS World.
+Every decision is the rulebook's (``world/rules/``) and every contract method ``WorldStorage``'s; this keeps the
+records (``records.py``), commits writes and reads the log (``log.py``), finds entities and lists runs, steps
+and hooks, keeps every timestamp on the ``clock`` it is given (so a test that skips time sees waits and retries
+fall due), and lets a test wait for a state without polling: every commit wakes ``wait_until``'s waiters, which
+re-check their predicate. The conformance suite runs it beside the AWS World.
 """
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Mapping
+from typing import TypeVar
 
+from ..world.answers import hook_answer, step_answer
 from ..world.clock import Clock
-from ..world.cursors import HOOK_KEYS, STEP_KEYS, entities_page_after, first_page, key_cursor, run_cursor, runs_query
+from ..world.cursors import HOOK_KEYS, STEP_KEYS
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
-from ..world.events import AttributeChange, EventResult
-from ..world.pages import HookPage, RunPage, StepPage
-from ..world.rules.decision import hook_missing
-from ..world.rules.hooks import lookup_refusal
-from ..world.rules.requests import attr_set_event
-from ..world.rules.steps import step_missing
+from ..world.rules.hooks import hook_status
+from ..world.rules.state import TokenState
 from .log import MemoryLog
-from .records import RunRecord, State, build, hook_model, run_model, step_model
+from .records import RunRecord, State, run_model
 
 E = TypeVar("E")
 M = TypeVar("M")
@@ -40,11 +38,59 @@ class MemoryStorage:
         self.deployment_id = deployment_id
         self.state = State()
         self._changed: asyncio.Event | None = None  # made by the first waiter, set and dropped by the next commit
-        self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.notify_change)
-        self.runs = MemoryRuns(self)
-        self.steps = MemorySteps(self.state)
-        self.events = MemoryEvents(self.log)
-        self.hooks = MemoryHooks(self.state)
+        log = self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.notify_change)
+        # The write path and the log's reads are the log's own methods (no wrapper between a call and them).
+        self.store_value, self.store_values, self.create_run = log.store_value, log.store_values, log.create_run
+        self.write_event, self.write_batch, self.recorded_event = log.write_event, log.write_batch, log.recorded_event
+        self.events_between, self.events, self.correlated_events = log.events_between, log.events, log.correlated_events
+
+    # ------------------------------------------------------------------ runs
+
+    async def run(self, run_id: str, resolve: ResolveData) -> Run:
+        return run_model(self.log.run(run_id), resolve)
+
+    async def run_ids(self, workflow_name: str | None, statuses: list[str] | None, before: str | None,
+                      wanted: int) -> list[str]:
+        return sorted((r.run_id for r in self.state.runs.values()
+                       if (workflow_name is None or r.workflow_name == workflow_name)
+                       and (statuses is None or r.status in statuses)
+                       and (before is None or r.run_id < before)), reverse=True)[:wanted]
+
+    async def runs(self, run_ids: list[str], resolve: ResolveData) -> list[Run]:
+        return [run_model(self.state.runs[r], resolve) for r in run_ids]
+
+    async def await_change(self, run_id: str, seconds: float, polls: int) -> None:
+        """Woken by the commit that ends the run (no polling)."""
+        await self.wait_until(lambda: self.run_status(run_id) in TERMINAL_RUN_STATUSES, seconds)
+
+    # ------------------------------------------------------------------ steps and hooks
+
+    async def step(self, run_id: str, step_id: str, resolve: ResolveData) -> Step | None:
+        run = self.state.runs.get(run_id)
+        step = run.steps.get(step_id) if run is not None else None
+        return step_answer(run_id, step, resolve, run.value_at) if run is not None and step is not None else None
+
+    async def steps(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Step], bool]:
+        run = self.state.runs.get(run_id)
+        return _page(run, run.steps if run is not None else {}, _id_after(after, STEP_KEYS), limit,
+                     lambda r, s: step_answer(r.run_id, s, resolve, r.value_at))
+
+    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> Hook | None:
+        owner = run_id if run_id is not None else self.state.hook_runs.get(hook_id)
+        run = self.state.runs.get(owner) if owner is not None else None
+        hook = run.hooks.get(hook_id) if run is not None else None
+        if run is None or hook is None:
+            return None
+        return hook_answer(run.run_id, hook, hook_status(run.status), resolve, run.value_at)
+
+    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[Hook | None, TokenState | None]:
+        holder = self.state.tokens.get(token)
+        return (await self.hook(holder.hook_id, holder.run_id, resolve) if holder is not None else None), holder
+
+    async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
+        run = self.state.runs.get(run_id)
+        return _page(run, run.hooks if run is not None else {}, _id_after(after, HOOK_KEYS), limit,
+                     lambda r, h: hook_answer(r.run_id, h, hook_status(r.status), resolve, r.value_at))
 
     # ------------------------------------------------------------------ for the test environment
 
@@ -92,118 +138,16 @@ class MemoryStorage:
         return copy.deepcopy(self.state)
 
 
-class MemoryRuns:
-    def __init__(self, storage: MemoryStorage) -> None:
-        self.storage = storage
-        self.state = storage.state
-
-    async def get(self, run_id: str, *, resolve_data: ResolveData = "all") -> Run:
-        return run_model(self.storage.log.run(run_id), resolve_data)
-
-    async def list(
-        self,
-        *,
-        workflow_name: str | None = None,
-        status: str | Sequence[str] | None = None,
-        cursor: str | None = None,
-        limit: int = 50,
-        resolve_data: ResolveData = "none",
-    ) -> RunPage:
-        """Newest first by run id (a ULID), the contract's order; ``status=[]`` matches nothing."""
-        query = runs_query(status, cursor, limit)
-        if query is None:
-            return RunPage()
-        statuses, before = query.statuses, query.before
-        page, more = first_page(sorted((r.run_id for r in self.state.runs.values()
-                                        if (workflow_name is None or r.workflow_name == workflow_name)
-                                        and (statuses is None or r.status in statuses)
-                                        and (before is None or r.run_id < before)), reverse=True), limit)
-        runs = [run_model(self.state.runs[r], resolve_data) for r in page]
-        return build(RunPage, data=runs, cursor=run_cursor(page, more), has_more=more)
-
-    async def wait_for_terminal_status(self, run_id: str, *, timeout: float = 30.0,
-                                       resolve_data: ResolveData = "all") -> Run:
-        """The run once terminal, or its latest snapshot after ``timeout`` real seconds; woken by the commit
-        that ends it (no polling)."""
-        self.storage.log.run(run_id)  # a missing run fails like get
-
-        def ended() -> bool:
-            return self.storage.run_status(run_id) in TERMINAL_RUN_STATUSES
-
-        await self.storage.wait_until(ended, max(0.0, timeout))
-        return await self.get(run_id, resolve_data=resolve_data)
-
-    async def set_attributes(self, run_id: str, changes: Sequence[AttributeChange | Mapping[str, Any]], *,
-                             allow_reserved: bool = False) -> EventResult:
-        return await self.storage.log.create(run_id, attr_set_event(changes, allow_reserved))
+def _page(run: RunRecord | None, entities: Mapping[str, E], after: str | None, limit: int,
+          answer: Callable[[RunRecord, E], M]) -> tuple[list[M], bool]:
+    """One page of a run's steps or hooks in id order (the contract's), after the id ``after``, and whether more
+    exist."""
+    if run is None:
+        return [], False
+    ids = sorted(i for i in entities if after is None or i > after)
+    return [answer(run, entities[i]) for i in ids[:limit]], len(ids) > limit
 
 
-class MemorySteps:
-    def __init__(self, state: State) -> None:
-        self.state = state
-
-    async def get(self, run_id: str, step_id: str, *, resolve_data: ResolveData = "all") -> Step:
-        run = self.state.runs.get(run_id)
-        step = run.steps.get(step_id) if run is not None else None
-        if run is None or step is None:
-            raise step_missing(run_id, step_id)
-        return step_model(run, step, resolve_data)
-
-    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
-                   resolve_data: ResolveData = "all") -> StepPage:
-        """A run's steps in id order, ``limit`` at a time."""
-        run = self.state.runs.get(run_id)
-        steps, next_cursor, more = _entity_page(run, run.steps if run is not None else {}, STEP_KEYS, cursor,
-                                                limit, resolve_data, step_model)
-        return build(StepPage, data=steps, cursor=next_cursor, has_more=more)
-
-
-class MemoryEvents:
-    def __init__(self, log: MemoryLog) -> None:
-        self.create = log.create
-        self.create_batch = log.create_batch
-        self.list = log.list
-        self.list_by_correlation_id = log.list_by_correlation_id
-
-
-class MemoryHooks:
-    def __init__(self, state: State) -> None:
-        self.state = state
-
-    async def get(self, hook_id: str, *, run_id: str | None = None, resolve_data: ResolveData = "all") -> Hook:
-        owner = run_id if run_id is not None else self.state.hook_runs.get(hook_id)
-        run = self.state.runs.get(owner) if owner is not None else None
-        hook = run.hooks.get(hook_id) if run is not None else None
-        if run is None or hook is None:
-            raise hook_missing(hook_id)
-        return hook_model(run, hook, resolve_data)
-
-    async def get_by_token(self, token: str, *, resolve_data: ResolveData = "all") -> Hook:
-        """The active hook owning ``token``, or the retained hook of a finished run still holding it (closed). A
-        token whose run ended and released it: ``HookClosedError`` naming the run (``world/rules/hooks.py``)."""
-        holder = self.state.tokens.get(token)
-        run = self.state.runs.get(holder.run_id) if holder is not None else None
-        hook = run.hooks.get(holder.hook_id) if run is not None and holder is not None else None
-        if run is None or hook is None or holder is None:
-            raise lookup_refusal(holder)
-        return hook_model(run, hook, resolve_data)
-
-    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
-                   resolve_data: ResolveData = "all") -> HookPage:
-        run = self.state.runs.get(run_id)
-        hooks, next_cursor, more = _entity_page(run, run.hooks if run is not None else {}, HOOK_KEYS, cursor,
-                                                limit, resolve_data, hook_model)
-        return build(HookPage, data=hooks, cursor=next_cursor, has_more=more)
-
-
-def _entity_page(run: RunRecord | None, entities: Mapping[str, E], prefix: str, cursor: str | None, limit: int,
-                 resolve_data: ResolveData, model: Callable[[RunRecord, E, ResolveData], M]
-                 ) -> tuple[list[M], str | None, bool]:
-    """One page of a run's steps or hooks in id order (the contract's): the models, the cursor
-    after the last one when more exist, and whether they do."""
-    after = entities_page_after(cursor, limit, prefix)
-    keys, more = first_page(sorted(prefix + i for i in entities if after is None or prefix + i > after), limit)
-    data = [model(run, entities[k.removeprefix(prefix)], resolve_data) for k in keys] if run is not None else []
-    return data, key_cursor(keys, more), more
-
-
+def _id_after(key: str | None, prefix: str) -> str | None:
+    """The id a listing's key (``STEP#id``, ``HOOK#id``: ``world/cursors.py``) names."""
+    return None if key is None else key.removeprefix(prefix)

@@ -12,14 +12,15 @@ disappears after its retention (``aws/retention.py``); nothing a test can observ
 
 from __future__ import annotations
 
-from ..deployments.memory_store import MemoryDeployments
-from ..published.memory_store import MemoryPublished
-from ..schedules.memory_store import MemorySchedules
 from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
+from ..world.storage import WorldStorage
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
+from .deployments import MemoryDeployments
+from .published import MemoryPublished
 from .queue import MemoryQueue
+from .schedules import MemorySchedules
 from .storage import MemoryStorage
 from .streams import MemoryStreams
 from .watch import MemoryWatch
@@ -35,14 +36,12 @@ class MemoryWorld(WorldBase):
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
-        self.runs = self.storage.runs
-        self.steps = self.storage.steps
-        self.events = self.storage.events
-        self.hooks = self.storage.hooks
+        front = WorldStorage(self.storage)  # the contract's storage methods, over this World's records
+        self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
-        self.schedules = MemorySchedules(self.storage.state, self.clock)  # awsworld's extension too
-        self.published = MemoryPublished(self.storage.state)  # the consumers' workflow names (published.model)
-        self.deployments = MemoryDeployments(self.storage.state)  # the code's versions (deployments.model)
+        self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
+        self.published = MemoryPublished(self.storage.state.published)  # the consumers' workflow names
+        self.deployments = MemoryDeployments(self.storage.state.deployments)  # the code's versions
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)

@@ -39,54 +39,13 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
 
 from ..authoring.definitions import Registry, WorkflowNotRegisteredError
-from ..world.clock import clock_of
+from ..world.protocol import World
+from ..world.published import Publication
 
 DEV = "dev"
 """The key of ``awsworld dev``'s publication (one per table: each start of dev replaces it)."""
-
-
-@dataclass(frozen=True)
-class Publication:
-    """One consumer's names. ``key``: which consumer (``DEV``, or a digest of a flow function's names); ``host``:
-    who, for people (``awsworld dev``, ``the flow function``); ``ahead``: published before the consumer took any
-    delivery, so no consumer registering more names can be running unpublished (see the module)."""
-
-    key: str
-    host: str
-    workflows: tuple[str, ...]
-    modules: tuple[str, ...]
-    published_at: datetime
-    ahead: bool
-
-    def to_json(self) -> str:
-        return json.dumps({"key": self.key, "host": self.host, "workflows": list(self.workflows),
-                           "modules": list(self.modules), "publishedAt": self.published_at.isoformat(),
-                           "ahead": self.ahead}, separators=(",", ":"))
-
-    @classmethod
-    def from_json(cls, text: str) -> Publication:
-        data = json.loads(text)
-        return cls(str(data["key"]), str(data["host"]), tuple(data["workflows"]), tuple(data["modules"]),
-                   datetime.fromisoformat(data["publishedAt"]), bool(data["ahead"]))
-
-
-class PublishedNames(Protocol):
-    """``world.published``: every consumer's publication."""
-
-    async def publish(self, publication: Publication) -> None:
-        """Store ``publication``, replacing the one under its key."""
-        ...
-
-    async def read(self) -> list[Publication]:
-        """Every publication (strongly consistent: a consumer's write is seen by the next read)."""
-        ...
-
-
-def published_of(world: object) -> PublishedNames | None:
-    return getattr(world, "published", None)
 
 
 def publication(registry: Registry, *, host: str, ahead: bool, now: datetime, key: str | None = None
@@ -99,12 +58,11 @@ def publication(registry: Registry, *, host: str, ahead: bool, now: datetime, ke
     return Publication(key, host, workflows, modules, now, ahead)
 
 
-async def publish(world: object, registry: Registry, *, host: str, ahead: bool, key: str | None = None) -> bool:
+async def publish(world: World, registry: Registry, *, host: str, ahead: bool, key: str | None = None) -> bool:
     """Publish ``registry``'s names into ``world`` (False: the World keeps no publications)."""
-    store = published_of(world)
-    if store is None:
+    if world.published is None:
         return False
-    await store.publish(publication(registry, host=host, ahead=ahead, now=clock_of(world).now(), key=key))
+    await world.published.publish(publication(registry, host=host, ahead=ahead, now=world.clock.now(), key=key))
     return True
 
 
@@ -139,4 +97,4 @@ def judge(name: str, publications: Sequence[Publication]) -> Verdict:
     return Verdict(known=False, sure=newest.ahead, newest=newest)
 
 
-__all__ = ["DEV", "Publication", "PublishedNames", "Verdict", "judge", "publication", "publish", "published_of"]
+__all__ = ["DEV", "Verdict", "judge", "publication", "publish"]

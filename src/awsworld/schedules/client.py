@@ -23,27 +23,19 @@ from typing import Any
 from ..authoring.definitions import workflow_definition
 from ..durable import json_data, serde
 from ..worker.run_control import RunStarter
-from ..world.clock import clock_of
-from ..world.rules.schedules import (
+from ..world import schedule_timing as timing
+from ..world.rules.schedules import Claim, pause, refuse_backfill, refuse_create, refuse_delete, resume, trigger
+from ..world.rules.schedules import backfill as backfill_actions
+from ..world.schedules import (
     MAX_BACKFILL_TICKS,
-    Claim,
     Overlap,
     ScheduleNotFoundError,
     ScheduleState,
     check_schedule_id,
-    pause,
-    refuse_backfill,
-    refuse_create,
-    refuse_delete,
-    resume,
     schedule_run_id,
-    trigger,
 )
-from ..world.rules.schedules import backfill as backfill_actions
-from . import timing
 from .effects import ScheduleBusyError, decide_and_apply, perform
 from .model import Schedule
-from .store import require_store
 
 UPCOMING = 5
 
@@ -71,10 +63,13 @@ class ScheduleClient:
         start as the client's do, its checks included (this module does not import the Client)."""
         self.starter = starter
         self.world = starter.world
-        self.store = require_store(starter.world)
+        store = starter.world.schedules
+        if store is None:
+            raise TypeError(f"{type(starter.world).__name__} has no schedule store (world.schedules)")
+        self.store = store
 
     def _now(self) -> datetime:
-        return clock_of(self.world).now()
+        return self.world.clock.now()
 
     async def create(self, schedule_id: str, workflow: Callable[..., Coroutine[Any, Any, Any]] | str,
                      schedule: Schedule) -> ScheduleState:

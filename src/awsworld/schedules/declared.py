@@ -10,12 +10,11 @@ so nothing is fired only because it was imported.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
 from typing import Any
 
-from ..world.rules.schedules import ScheduleState, check_schedule_id
+from ..world.schedules import ScheduleState, check_schedule_id
 from .model import Schedule, declaration_hash
 
 
@@ -26,12 +25,13 @@ class Declaration:
     module: str
     schedule: Schedule
 
-    @cached_property
-    def spec_hash(self) -> str:
-        """The hash a record of this declaration holds (``ScheduleState.spec_hash``)."""
+    spec_hash: str = field(init=False)
+    """The hash a record of this declaration holds (``ScheduleState.spec_hash``)."""
+
+    def __post_init__(self) -> None:
         s = self.schedule
-        return declaration_hash(self.workflow_name, s.spec(), s.input_text(), s.overlap, s.catchup,
-                                s.window_seconds())
+        object.__setattr__(self, "spec_hash", declaration_hash(self.workflow_name, s.spec(), s.input_text(),
+                                                               s.overlap, s.catchup, s.window_seconds()))
 
     def state(self, now: datetime) -> ScheduleState:
         """The record a first sync of this declaration stores."""

@@ -18,12 +18,11 @@ from typing import Any
 from ..authoring.definitions import REGISTRY
 from ..durable import json_data, serde
 from ..worker.run_control import RunStarter, cancel_run
-from ..world.clock import clock_of
 from ..world.errors import RunGoneError, RunNotFoundError
 from ..world.protocol import World
-from ..world.rules.schedules import Action, Claim, ScheduleState, settle, tick_text
+from ..world.rules.schedules import Claim, settle
+from ..world.schedules import Action, ScheduleState, ScheduleStore, tick_text
 from .info import CONTEXT_KEY
-from .store import ScheduleStore
 
 log = logging.getLogger("awsworld.schedules")
 
@@ -82,7 +81,7 @@ async def carry_out(world: World, store: ScheduleStore, state: ScheduleState, *,
     if not state.pending:
         return state
     await perform(world, store, state, state.pending, starter=starter)
-    settled = settle(state, clock_of(world).now())
+    settled = settle(state, world.clock.now())
     if await store.write(settled, expected_version=state.version):
         return settled
     return await store.get(state.schedule_id)  # moved on: its writer saw the pending effects and did them too

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..authoring.runtime import require_runtime
-from ..world.rules.schedules import Trigger, parse_tick, tick_text
+from ..world.schedules import Trigger, parse_tick, tick_text
 
 CONTEXT_KEY = "schedule"
 """Where a scheduled run's ``run_created`` executionContext says which schedule and tick started it."""

@@ -23,20 +23,11 @@ from datetime import datetime
 from functools import partial
 
 from ..worker.run_control import RunStarter
-from ..world.clock import clock_of
+from ..world import schedule_timing as timing
 from ..world.protocol import World
-from ..world.rules.schedules import (
-    Claim,
-    ScheduleState,
-    claim,
-    code_conflict,
-    needs_evaluation,
-    orphan,
-    sync,
-)
-from . import timing
+from ..world.rules.schedules import Claim, claim, code_conflict, needs_evaluation, orphan, sync
+from ..world.schedules import ScheduleState, ScheduleStore
 from .effects import decide_and_apply
-from .store import ScheduleStore, schedules_of
 
 log = logging.getLogger("awsworld.schedules")
 
@@ -71,10 +62,10 @@ class ScheduleJobError(RuntimeError):
 async def run_schedules(world: World) -> dict[str, int]:
     """The job: its report (counts). Nothing on a World without a schedule store."""
     report = JobReport()
-    store = schedules_of(world)
+    store = world.schedules
     if store is None:
         return report.as_dict()
-    now = clock_of(world).now()
+    now = world.clock.now()
     states = {state.schedule_id: state for state in await store.list()}
     report.schedules = len(states)
     await _sync(store, states, now, report)
@@ -135,7 +126,7 @@ async def _sync(store: ScheduleStore, states: dict[str, ScheduleState], now: dat
             log.error("schedule %s (declared in %s) cannot be stored: %s", declaration.schedule_id,
                       declaration.module, error)
             continue
-        updated = sync(stored, fresh, now, partial(timing.next_after, declaration.schedule.spec()))
+        updated = sync(stored, fresh, now, partial(timing.next_after, fresh.spec))
         if updated is not None and await store.write(updated, expected_version=None if stored is None
                                                      else stored.version):
             states[declaration.schedule_id] = updated

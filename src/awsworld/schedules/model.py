@@ -21,7 +21,8 @@ from typing import Any
 
 from ..authoring.durations import Duration, seconds
 from ..durable import serde
-from ..world.rules.schedules import (
+from ..world import schedule_timing as timing
+from ..world.schedules import (
     CATCHUPS,
     MIN_CATCHUP_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
@@ -34,7 +35,6 @@ from ..world.rules.schedules import (
     check_input,
     check_schedule_id,
 )
-from . import timing
 
 
 @dataclass(frozen=True)

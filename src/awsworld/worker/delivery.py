@@ -44,18 +44,18 @@ from typing import Any, Protocol
 
 from ..authoring.definitions import WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from ..client.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..deployments.host import DeploymentHost
 from ..deployments.pins import Misrouted, pin_of
 from ..deployments.routing import delivery_target
 from ..engine.parking import mark, missing_code, parked_run
 from ..http.push import is_push, push
-from ..published.model import judge, published_of
+from ..published.model import judge
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
 from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
+from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.queue import Delivery
 from .child_runs import resolve_step
 from .dispatch import Outcome, Runtime
@@ -366,7 +366,7 @@ class DeliveryPath:
         """Why the run's workflow is certainly unknown to every consumer of the queue (the deployment's
         publications say so, ``published.model.judge``), or None: then the window applies. One read, on this path
         only."""
-        store = published_of(self.runtime.world)
+        store = self.runtime.world.published
         if store is None or message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
             return None
         verdict = judge(message.workflow_name, await store.read())

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..authoring.definitions import REGISTRY, Registry
-from ..client.messages import FlowMessage, queue_name_for
 from ..deployments.pins import RUNNING_ON, Running
 from ..settings import SETTINGS
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_runner import run_step

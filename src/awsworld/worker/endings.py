@@ -18,7 +18,6 @@ from ..authoring.errors import (
     CodecError,
     ReplayDivergenceError,
 )
-from ..client.messages import FlowMessage
 from ..durable import codecs, serde
 from ..durable.codecs import Place
 from ..engine import divergence as dv
@@ -27,6 +26,7 @@ from ..engine.parking import Parked, mark, parked_from, ways_out
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
+from ..world.messages import FlowMessage
 from ..world.watch import quiet_due
 from .error_shapes import log_failure, structured_error
 from .flow_messages import FlowMessages

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..client.messages import FlowMessage, queue_name_for
 from ..engine.ops import StepOp
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .flow_state import FlowLog
 

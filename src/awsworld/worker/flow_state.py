@@ -10,11 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..client.messages import FlowMessage
 from ..engine.execution import LogGapError, WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.clock import clock_of
 from ..world.events import BatchEventOutcome, Event
+from ..world.messages import FlowMessage
 from ..world.protocol import World
 from .recovery import taken_over
 from .step_runner import StepEnd

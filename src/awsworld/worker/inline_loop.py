@@ -25,7 +25,6 @@ from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
     ReplayDivergenceError,
 )
-from ..client.messages import FlowMessage
 from ..deployments.pins import pin_change
 from ..deployments.routing import flow_pin
 from ..engine.execution import WorkflowExecution
@@ -34,6 +33,7 @@ from ..engine.parking import parked_in_log
 from ..world.clock import clock_of
 from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
+from ..world.messages import FlowMessage
 from ..world.protocol import World
 from .child_runs import on_run_end, report_ended_children
 from .declarations import Declarer

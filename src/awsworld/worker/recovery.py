@@ -12,7 +12,7 @@ and gives every open part a live way forward:
   message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
   message may be held for days by its dedup marker (a duplicate finds the step started or ended: harmless);
 - a wait that is due is completed by the flow itself (no message needed, ``Declarer.complete_due_waits``);
-- a *wake* (``messages.WAKE_KINDS``) that finds a step still leased to another delivery queues itself again for
+- a *wake* (``world.messages.WAKE_KINDS``) that finds a step still leased to another delivery queues itself again for
   when that lease ends, so one wake is enough.
 
 And when the flow comes to rest (suspends with nothing in flight), it leaves the run's exact due on its head
@@ -27,12 +27,13 @@ import math
 from collections.abc import Sequence
 from datetime import datetime
 
-from ..client.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..engine.execution import WorkflowExecution
 from ..engine.ops import StepOp
 from ..world.events import Event
+from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
+from ..world.protocol import World
 from ..world.rules.leases import lease_expired
-from ..world.watch import commit_due, due_key, horizon, quiet_due, watch_of
+from ..world.watch import commit_due, due_key, horizon, quiet_due
 from .child_runs import child_check_times
 
 log = logging.getLogger("awsworld.flow")
@@ -69,7 +70,7 @@ def dispatch_key(run_id: str, step: StepOp, now: datetime) -> str:
     return key
 
 
-async def wake_at_lease_end(world: object, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
+async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
                             queued: set[str]) -> None:
     """A wake found steps leased to another delivery: come back when the soonest lease ends (each lease once)."""
     leased = [s for s in steps if held_elsewhere(s, None, now) and s.lease_until is not None
@@ -80,7 +81,7 @@ async def wake_at_lease_end(world: object, message: FlowMessage, steps: Sequence
     assert soonest.lease_until is not None
     delay = max(1, math.ceil((soonest.lease_until - now).total_seconds()))
     again = FlowMessage(message.run_id, message.workflow_name, wake=message.wake, deployment=message.deployment)
-    await world.queue(queue_name_for(message.workflow_name), again.to_payload(),  # type: ignore[attr-defined]
+    await world.queue(queue_name_for(message.workflow_name), again.to_payload(),
                       idempotency_key=f"{message.run_id}:lease:{soonest.id}:{soonest.attempt}",
                       delay_seconds=delay)
     queued.add(f"lease:{soonest.id}:{soonest.attempt}")
@@ -110,12 +111,12 @@ def last_commit_due(events: Sequence[Event]) -> str | None:
     return None if due is None else due_key(due)
 
 
-async def rest(world: object, message: FlowMessage, execution: WorkflowExecution, now: datetime, *,
+async def rest(world: World, message: FlowMessage, execution: WorkflowExecution, now: datetime, *,
                due: datetime | None = None, resting: bool | None = None) -> None:
     """Leave the run's exact due on its head, if the flow suspends with nothing in flight and the due its last
     commit left (``last_commit_due``) is not that already; a wake always sets it (the watchdog moved it). One
     conditional write, refused harmlessly if the log moved meanwhile (the newer write's due stands)."""
-    api = watch_of(world)
+    api = world.watch
     if api is None:
         return
     if resting is None:

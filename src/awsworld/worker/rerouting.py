@@ -26,7 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
-from ..client.messages import FlowMessage, queue_name_for
 from ..deployments.host import DeploymentHost
 from ..deployments.pins import (
     DEPLOYMENT_MISMATCH,
@@ -38,6 +37,7 @@ from ..deployments.pins import (
 from ..deployments.routing import exhausted
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import RunNotFoundError
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.queue import Delivery
 from .dispatch import Runtime
 

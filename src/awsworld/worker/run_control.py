@@ -23,17 +23,18 @@ from typing import Any
 
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition
 from ..authoring.errors import RunStartError
-from ..client.messages import FlowMessage, queue_name_for
 from ..deployments.pins import pin_of, pinned_attributes
 from ..durable import codecs, serde
 from ..durable.codecs import Place
-from ..published.model import Publication, judge, published_of
+from ..published.model import judge
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook
 from ..world.entities import Run as RunView
 from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
+from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
+from ..world.published import Publication
 from ..world.rules.hooks import closed_hook_error
 
 POLL_FIRST = 0.005  # waiting for a hook (resume_hook(wait=), wait_for_hook): the first pause, doubled up to POLL_MAX
@@ -77,7 +78,7 @@ class RunStarter:
         them; a refusal reads them once more first (the consumer may have published since: dev restarted with
         another module, a deploy). A World that keeps no publications, or a starter with a registry of its own,
         never refuses here."""
-        store = published_of(self.world)
+        store = self.world.published
         if store is None or self.registry is not None or not self.check_published:
             return
         if self._published is None:
@@ -229,7 +230,7 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
                                                          "eventData": data}, resolve_data="none")
         event, recorded = result.event, True
     except HookAlreadyReceivedError as repeat:
-        if repeat.event is None:  # a World that cannot read the first event back: the caller decides
+        if not isinstance(repeat.event, Event):  # a World that cannot read the first event back: the caller decides
             raise
         event, recorded = repeat.event, False
     assert event is not None
@@ -251,7 +252,7 @@ async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded:
                                            "eventData": {"payload": encoded, "resumeId": resume_id}},
                                   resolve_data="none")
     except HookAlreadyReceivedError as repeat:
-        if repeat.event is not None:
+        if isinstance(repeat.event, Event):
             return HookResumed(repeat.event, False)
         raise missing from None
     except (HookNotFoundError, RunGoneError):

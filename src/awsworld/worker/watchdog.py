@@ -24,10 +24,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..client.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
-from ..world.clock import clock_of
+from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
-from ..world.watch import DueRun, watch_of
+from ..world.watch import DueRun
 
 log = logging.getLogger("awsworld.watchdog")
 
@@ -50,10 +49,10 @@ class SweepReport:
 async def sweep(world: World, *, limit: int = MAX_RUNS_PER_SWEEP) -> SweepReport:
     """Wake every run whose due has passed (at most ``limit``); nothing on a World without a watch index."""
     report = SweepReport()
-    api = watch_of(world)
+    api = world.watch
     if api is None:
         return report
-    now = clock_of(world).now()
+    now = world.clock.now()
     found = await api.due(now, limit=limit)
     report.due = len(found)
     slots = asyncio.Semaphore(PARALLEL)

@@ -6,10 +6,9 @@ them without a lookup table, and a stable ``code`` for logs and metrics.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .events import Event
+from .base import WireModel
 
 
 class WorldError(Exception):
@@ -118,13 +117,15 @@ class HookAlreadyReceivedError(EntityConflictError):
 
     The point of a resume id is that a sender's retry is harmless, so the caller usually treats this as
     success: ``event`` is the event the first request recorded (when the World could read it back), so the
-    caller can still wake the run, whose first wake may have been lost.
+    caller can still wake the run, whose first wake may have been lost. It is a ``world.events.Event``, typed as
+    the contract's model base here: the events module imports this one (its requests are refused with these
+    errors), so this one names no event model, and the contract's modules import one way.
     """
 
     code = "hook-already-received"
 
     def __init__(self, message: str, *, hook_id: str, event_id: str | None = None,
-                 event: Event | None = None) -> None:
+                 event: WireModel | None = None) -> None:
         super().__init__(message, hook_id=hook_id, event_id=event_id)
         self.hook_id = hook_id
         self.event_id = event_id

@@ -1,7 +1,9 @@
 """The ``World`` protocol: what the runtime and the Client may call, and nothing else.
 
 Members are namespaced like the spec (``world.runs``, ``world.steps``, ``world.events``, ``world.hooks``);
-queue and streams join in their own protocols. Everything is ``async``: a World does I/O.
+queue and streams join in their own protocols. Everything is ``async``: a World does I/O. awsworld's own
+extensions are declared here too (``clock``, ``watch``, ``schedules``), so no caller discovers a member by
+looking for it.
 """
 
 from __future__ import annotations
@@ -10,11 +12,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, Protocol, runtime_checkable
 
+from .clock import Clock
+from .deployments import DeploymentStore
 from .entities import Capabilities, Hook, ResolveData, Run, Step
 from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from .pages import EventPage, HookPage, RunPage, StepPage
+from .published import PublishedNames
 from .queue import QueueAPI
+from .schedules import ScheduleStore
 from .streams import StreamsAPI
+from .watch import WatchAPI
 
 EventInput = CreateEventRequest | Mapping[str, Any]
 
@@ -129,7 +136,15 @@ class Storage(Protocol):
 @runtime_checkable
 class World(Storage, QueueAPI, Protocol):
     """Storage, the Queue's publishing side (``queue``, ``queue_batch``, ``get_deployment_id``) and the
-    Streamer (``streams``). Consuming deliveries is the transport's business (see ``awsworld.aws``)."""
+    Streamer (``streams``). Consuming deliveries is the transport's business (see ``awsworld.aws``).
+
+    awsworld's extensions: ``clock`` (where the World's timestamps come from: the runtime compares them with its
+    "now", so both must be one clock), ``watch`` (the watchdog's index, ``world/watch.py``), ``schedules``
+    (the schedule store the tick fires, ``world/schedules.py``), ``published`` (the workflow names the queue's
+    consumers publish, ``world/published.py``) and ``deployments`` (the code's deployments, ``world/deployments.py``).
+    A World without one of these says so with None (``HttpWorld``, a client's view of a World served over
+    HTTP, has no watch index, schedules or deployments): then there is no watchdog, ``client.schedules`` is
+    refused, a start is never refused for its name, and no deployment is registered or retired."""
 
     @property
     def spec_version(self) -> int: ...
@@ -139,5 +154,20 @@ class World(Storage, QueueAPI, Protocol):
 
     @property
     def streams(self) -> StreamsAPI: ...
+
+    @property
+    def clock(self) -> Clock: ...
+
+    @property
+    def watch(self) -> WatchAPI | None: ...
+
+    @property
+    def schedules(self) -> ScheduleStore | None: ...
+
+    @property
+    def published(self) -> PublishedNames | None: ...
+
+    @property
+    def deployments(self) -> DeploymentStore | None: ...
 
     async def close(self) -> None: ...

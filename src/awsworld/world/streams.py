@@ -128,10 +128,16 @@ class StreamInfo(WireModel):
 @runtime_checkable
 class StreamWriteSession(Protocol):
     """One writer's lifetime on one stream. ``write`` orders this writer's chunks by its own sequence numbers
-    (buffering out-of-order calls); ``close`` ends the stream and returns only when every chunk is durable;
-    ``dispose`` releases resources without ending the stream; ``release`` flushes and stays usable."""
+    (buffering out-of-order calls); ``flush`` makes every chunk written so far durable; ``close`` ends the stream
+    and returns only when every chunk is durable; ``dispose`` releases resources without ending the stream;
+    ``release`` flushes and stays usable. ``max_chunk_bytes``: the largest chunk ``write`` takes (None: any)."""
+
+    @property
+    def max_chunk_bytes(self) -> int | None: ...
 
     async def write(self, chunk_seq: int, chunks: Sequence[Chunk]) -> None: ...
+
+    async def flush(self) -> None: ...
 
     async def close(self) -> None: ...
 

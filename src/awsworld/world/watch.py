@@ -134,6 +134,3 @@ class WatchAPI(Protocol):
         it has not ended; False when it moved on (the newer write's due stands)."""
         ...
 
-
-def watch_of(world: object) -> WatchAPI | None:
-    return getattr(world, "watch", None)

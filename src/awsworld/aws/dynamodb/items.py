@@ -6,30 +6,17 @@ low-level wire format. Numbers are integers only (counters), so Decimal never le
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from ...world.entities import (
-    Hook,
-    ResolveData,
-    Run,
-    Step,
-    Wait,
-    event_value_shown,
-    run_end_shown,
-    step_input_shown,
-    step_lease_shown,
-    stored_error,
-    values_shown,
-)
+from ...world.entities import ResolveData, Run, event_value_shown, run_end_shown, stored_error, values_shown
 from ...world.events import PAYLOAD_FIELDS, Event
 from ...world.ids import slot_to_event_id
-from ..keys import ATTRIBUTE_PREFIX, HOOK_PREFIX, STEP_PREFIX, WAIT_PREFIX
+from ..keys import ATTRIBUTE_PREFIX
 from ..log.blocks import BlockEvent
 from ..resources import GSI_RUN_KEY, GSI_WORKFLOW_KEY
-from ..values import StoredValue, ValueStore
+from ..values import ValueStore
 
 Item = dict[str, Any]
 
@@ -88,14 +75,6 @@ def from_ddb(raw: dict[str, Any] | None) -> Item | None:
     return {k: _plain(deserialize(v)) for k, v in raw.items()}
 
 
-_error = stored_error  # (one reading of a stored error: world.entities)
-
-
-def _val(events: Mapping[int, BlockEvent], slot: Any) -> StoredValue | None:
-    event = events.get(int(slot)) if slot else None
-    return event.val if event is not None else None
-
-
 def attributes_of(item: Item | None) -> dict[str, str]:
     """A run's attributes item holds each attribute as its own top-level attribute, ``a:<key>``: attr_set
     updates exactly the keys it names, with no read and no map that must exist first."""
@@ -123,7 +102,7 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
         execution_context=context,
         input=input_,
         output=end_value if shown == "output" else None,
-        error=_error(end_value) if shown == "error" else None,
+        error=stored_error(end_value) if shown == "error" else None,
         attributes=attributes,
         error_code=head.get("errorCode"),
         seq=head["seq"],
@@ -133,81 +112,6 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
         updated_at=head["updatedAt"],
         started_at=head.get("startedAt"),
         completed_at=head.get("completedAt"),
-    )
-
-
-def step_value_slots(item: Item, resolve: ResolveData) -> list[int]:
-    """The slots whose events hold what ``step_from_item`` needs to answer at ``resolve``."""
-    slots = [item.get("err")]
-    if values_shown(resolve):
-        slots.append(item.get("out"))
-    if step_input_shown(resolve):
-        slots.append(item.get("in"))
-    return [int(s) for s in slots if s]
-
-
-async def step_from_item(item: Item, values: ValueStore, resolve: ResolveData,
-                         events: Mapping[int, BlockEvent]) -> Step:
-    want_input = step_input_shown(resolve)
-    want_output = values_shown(resolve)
-    run_id = item["pk"].removeprefix("RUN#")
-    input_, output, error = await values.load_many([
-        _val(events, item.get("in")) if want_input else None,
-        _val(events, item.get("out")) if want_output else None,
-        _val(events, item.get("err")),
-    ], run_id)
-    return Step(
-        run_id=run_id,
-        step_id=item["sk"].removeprefix(STEP_PREFIX),
-        step_name=item["stepName"],
-        status=item["status"],
-        input=input_,
-        output=output,
-        error=_error(error),
-        attempt=item.get("attempt", 0),
-        retry_after=item.get("retryAfter"),
-        created_at=item["createdAt"],
-        updated_at=item["updatedAt"],
-        started_at=item.get("startedAt"),
-        completed_at=item.get("completedAt"),
-        spec_version=item.get("specVersion"),
-        lease_until=item.get("leaseUntil") if step_lease_shown(item["status"]) else None,
-    )
-
-
-def hook_value_slots(item: Item, resolve: ResolveData) -> list[int]:
-    return [int(item["in"])] if values_shown(resolve) and item.get("in") else []
-
-
-async def hook_from_item(item: Item, values: ValueStore, resolve: ResolveData,
-                         events: Mapping[int, BlockEvent]) -> Hook:
-    run_id = item["pk"].removeprefix("RUN#")
-    metadata = await values.load(_val(events, item.get("in")), run_id) if values_shown(resolve) else None
-    return Hook(
-        run_id=run_id,
-        hook_id=item["sk"].removeprefix(HOOK_PREFIX),
-        token=item["token"],
-        status=item.get("status") or "open",  # "closed" once its run ended (a retained hook)
-        metadata=metadata,
-        is_webhook=bool(item.get("isWebhook")),
-        token_retention_until=item.get("tokenRetentionUntil"),
-        created_at=item["createdAt"],
-        updated_at=item["updatedAt"],
-        received_at=item.get("receivedAt"),
-        spec_version=item.get("specVersion"),
-    )
-
-
-def wait_from_item(item: Item) -> Wait:
-    return Wait(
-        run_id=item["pk"].removeprefix("RUN#"),
-        wait_id=item["sk"].removeprefix(WAIT_PREFIX),
-        status=item["status"],
-        resume_at=item.get("resumeAt"),
-        created_at=item["createdAt"],
-        updated_at=item["updatedAt"],
-        completed_at=item.get("completedAt"),
-        spec_version=item.get("specVersion"),
     )
 
 

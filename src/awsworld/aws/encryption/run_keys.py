@@ -22,16 +22,18 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from ...world.errors import WorldError
+from ..config import AWSConfig
 from ..keys import run_pk
 from ..resources import PK, SK, TTL_ATTRIBUTE
+from ..retention import Retention
+from ..threaded import AsyncClient
 
 if TYPE_CHECKING:
-    from ..clients import AWSClients
     from .cipher import RunCipher
 
 DATA_KEY_SK = "DATAKEY"
@@ -58,11 +60,23 @@ def _cipher(run_id: str, key: bytes) -> RunCipher:
     return RunCipher(run_id, key)
 
 
+class KeyClients(Protocol):
+    """What the data keys need of the World's clients (``aws/clients.py``'s ``AWSClients``, which holds the
+    ``RunKeys``): its configuration, the retention rule, and the DynamoDB and KMS clients."""
+
+    config: AWSConfig
+    retention: Retention
+
+    async def dynamodb(self) -> AsyncClient: ...
+
+    async def kms(self) -> AsyncClient: ...
+
+
 class RunKeys:
     """The data keys of the runs this process touches (LRU): a run's cipher, its wrapped key not yet unwrapped
     (bytes), or ``None`` for a run known to have none."""
 
-    def __init__(self, clients: AWSClients) -> None:
+    def __init__(self, clients: KeyClients) -> None:
         self._clients = clients
         self._known: OrderedDict[str, RunCipher | bytes | None] = OrderedDict()
         self._pending: dict[str, asyncio.Future[RunCipher | None]] = {}

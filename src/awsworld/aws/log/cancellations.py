@@ -5,7 +5,8 @@ repeated resume id, the run head that moved or ended, an entity that exists or c
 holds. This module reads those items as what the commit found (``world.rules.checks.Found``, for the checks whose
 conditions failed: the others held) and lets the rulebook say which checks failed (``checks.failed``) and which
 contract error that is, in the contract's order (``world.rules.refusal``), or that the state only moved: then it
-marks what the next attempt must re-read.
+marks what the next attempt must re-read. What it learns of the run (the head that won, a run gone, an entity
+moved) goes into the writer's caches (``write_caches.WriterCaches``), which it is handed.
 """
 
 from __future__ import annotations
@@ -23,12 +24,15 @@ from ..dynamodb.transactions import TxCancelled
 from .group_commit import Member, Unit
 from .hook_plans import RESUME_MARKER_ROLE
 from .item_states import token_state
-from .write_caches import Attempt, WriterCaches, entity_cache_key
+from .write_caches import Attempt, WriterCaches
 
 
-class CancellationDecoding(WriterCaches):
-    def _on_cancel(self, run_id: str, c: TxCancelled, writers: list[Member], writing: list[Unit],
-                   att: Attempt, now: datetime) -> None:
+class CancellationDecoder:
+    def __init__(self, caches: WriterCaches) -> None:
+        self.caches = caches
+
+    def decode(self, run_id: str, c: TxCancelled, writers: list[Member], writing: list[Unit],
+               att: Attempt, now: datetime) -> None:
         """What a cancelled commit (made at ``now``) says: per unit (its entity's condition) and for the run (the
         head that won, from the ALL_OLD item). A member is refused whole only where its request is (a single
         event, an atomic batch) or where the run refuses it (not found, ended, the fence moved)."""
@@ -52,12 +56,12 @@ class CancellationDecoding(WriterCaches):
                 att.hooks = None  # hooks were created since they were listed
             creating = any(u.plan and u.plan.run.create_item for u in writing)
             if old is None and not creating:
-                self.forget(run_id)
+                self.caches.forget(run_id)
                 raise run_missing(run_id)
             if old is not None:
                 att.run, att.run_stale, att.run_cached, att.seq = old, False, False, int(old["seq"])
-                self._hint(run_id, att.seq)
-                self._remember_head(run_id, old)
+                self.caches.hint(run_id, att.seq)
+                self.caches.remember_head(run_id, old)
                 if lead.in_band and lead.expected is not None:
                     check_fence(run_id, int(old["seq"]), int(old["seqInBand"]), lead.expected)
                 if old["status"] in TERMINAL_RUN_STATUSES:
@@ -75,7 +79,7 @@ class CancellationDecoding(WriterCaches):
                 att.run_stale = True
         for unit in writing:
             if not owner[unit.index].settled:
-                self._on_unit_cancel(run_id, c, owner[unit.index], unit, now)
+                self._decode_unit(run_id, c, owner[unit.index], unit, now)
         # A taken slot means our seq was stale; the ALL_OLD run item (when the run condition failed too, as it
         # does on every lost race) already names the next free slot, so only re-read when it did not come back.
         fresh = run_reason is not None and run_reason.code == "ConditionalCheckFailed" and run_reason.item
@@ -83,7 +87,7 @@ class CancellationDecoding(WriterCaches):
             att.run_stale = True
             att.seq = None
 
-    def _on_unit_cancel(self, run_id: str, c: TxCancelled, member: Member, unit: Unit, now: datetime) -> None:
+    def _decode_unit(self, run_id: str, c: TxCancelled, member: Member, unit: Unit, now: datetime) -> None:
         """A unit's failed conditions as what its commit found (each condition re-checks one of the decision's
         checks); the rulebook says which failed and which error that is, or (None) that the state only moved, and
         this marks what the next attempt reads again."""
@@ -99,7 +103,7 @@ class CancellationDecoding(WriterCaches):
             found.entity, found.entity_as_read = check is Check.ABSENT, check is not Check.AS_READ
             if check is Check.AS_READ:
                 unit.entity_stale = True
-                self._entities.pop(entity_cache_key(run_id, unit.req), None)
+                self.caches.drop_entity(run_id, unit.req)
         if c.failed(f"hook-pointer:{i}") is not None:
             examined.append(Check.HOOK_ID_FREE)
             found.hook_id_taken = True

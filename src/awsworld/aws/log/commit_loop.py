@@ -3,13 +3,14 @@
 Holding the run's turn (``group_commit``), the loop paces a contended run, gives up past the write's deadline
 (``WRITE_SECONDS``, longer for a step's result), reads the run head, entities and hooks the plans need, plans
 every write, checks ``expect_seq``, splits a group whose items exceed DynamoDB's 100 per transaction, commits,
-and on a cancellation decodes it (``cancellations``) and backs off by what the loss taught.
+and on a cancellation decodes it (``cancellations``) and backs off by what the loss taught. It owns the runs'
+turns (``RunTurns``: the event writer submits each write to them) and what it learned of each run's contention;
+it is handed the writer's caches, the decoder and the stats it counts into.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from datetime import datetime
 from typing import Any
@@ -21,6 +22,7 @@ from ...world.errors import (
 )
 from ...world.rules.log import check_expected_seq, check_fence
 from ...world.rules.runs import run_missing
+from ..clients import AWSClients
 from ..dynamodb.items import (
     Item,
     now_iso,
@@ -30,8 +32,9 @@ from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, tran
 from ..keys import entity_key, run_key
 from ..resources import TTL_ATTRIBUTE
 from .blocks import build_blocks
-from .cancellations import CancellationDecoding, refuse
-from .group_commit import Committed, Member, Unit
+from .cancellations import CancellationDecoder, refuse
+from .event_reader import EventReader
+from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
 from .hook_plans import RESUME_MARKER_ROLE
 from .plan import Plan, State, fill_slots, run_update_op
 from .transitions import (
@@ -43,7 +46,7 @@ from .transitions import (
     plan_event,
     step_from_head,
 )
-from .write_caches import Attempt, entity_cache_key
+from .write_caches import HINTS_KEPT, Attempt, WriterCaches, in_head_unit, uncache
 
 # How long a write keeps retrying lost races and throttling before it reports ThrottledError. A step's
 # result waits longer: losing it to a redelivery would run the step body again.
@@ -51,7 +54,24 @@ WRITE_SECONDS = 30.0
 PATIENT_WRITE_SECONDS = 90.0
 
 
-class CommitLoop(CancellationDecoding):
+class CommitLoop:
+    def __init__(self, clients: AWSClients, reader: EventReader, caches: WriterCaches, decoder: CancellationDecoder,
+                 stats: WriteStats) -> None:
+        self.clients = clients
+        self.reader = reader
+        self.caches = caches
+        self.decoder = decoder
+        self.stats = stats
+        # Writers of one run inside this process do not race each other through DynamoDB: they queue for the
+        # run, and whoever finds it idle commits what is queued (group_commit). Other processes race at the
+        # commit, and each learns from the races it loses.
+        self._turns = RunTurns(self._commit)
+        self._contention = ContentionByRun(HINTS_KEPT)
+
+    async def submit(self, run_id: str, member: Member) -> Committed:
+        """Wait for the run's turn and the commit that carries ``member`` (alone or in a group)."""
+        return await self._turns.submit(run_id, member)
+
     async def _commit(self, run_id: str, members: list[Member]) -> None:
         """Commit ``members`` (one write alone, or a group) holding the run's turn; every member gets its answer
         (``Member.answer``, rendered by its caller) or its error."""
@@ -68,13 +88,13 @@ class CommitLoop(CancellationDecoding):
     async def _commit_group(self, run_id: str, group: list[Member]) -> None:
         lead = group[0]
         counts = [m.event_count for m in group if m.event_count is not None]
-        att = Attempt(seq=self._guess_seq(run_id, max(counts) if counts else None)
+        att = Attempt(seq=self.caches.guess_seq(run_id, max(counts) if counts else None)
                        if lead.expect_seq is None else lead.expect_seq)
         contention = self._contention(run_id)
         pause = contention.pace()
         if pause > 0:  # a contended run: stand back, let others in, gather what queues meanwhile
             if pause > contention.rtt / 2:
-                self._head_went_stale(att)
+                att.went_stale()
             await self._sleep(pause)
         while True:
             self._turns.absorb_for(run_id, group)
@@ -124,7 +144,7 @@ class CommitLoop(CancellationDecoding):
             except TxCancelled as cancelled:
                 contention.took(time.monotonic() - began)
                 sent_seq = first_slot - 1
-                self._on_cancel(run_id, cancelled, writers, writing, att, datetime.fromisoformat(now))
+                self.decoder.decode(run_id, cancelled, writers, writing, att, datetime.fromisoformat(now))
                 att.losses += 1
                 self.stats.losses += 1
                 await self._back_off(run_id, att, cancelled, sent_seq, sum(len(u.reqs) for u in writing))
@@ -132,7 +152,7 @@ class CommitLoop(CancellationDecoding):
             except TransientStoreError:
                 att.losses += 1
                 self.stats.losses += 1
-                self._head_went_stale(att)
+                att.went_stale()
                 await self._sleep(contention.conflicted())
                 continue
             contention.took(time.monotonic() - began)
@@ -142,7 +162,7 @@ class CommitLoop(CancellationDecoding):
 
     async def _plan_all(self, run_id: str, live: list[Member], att: Attempt, now: str) -> bool:
         """Plan every undecided unit; False when something was refused (or must be decided again from a read)."""
-        in_head = self._in_head_unit(live[0].units, att) if live[0].expect_seq is not None else None
+        in_head = in_head_unit(live[0].units, att) if live[0].expect_seq is not None else None
         ok = True
         for m in live:
             for u in m.units:
@@ -152,7 +172,7 @@ class CommitLoop(CancellationDecoding):
                 try:
                     u.plan = self._plan(run_id, u, att, now, in_head=u is in_head)
                 except WorldError as error:
-                    if self._uncache(att, u):
+                    if uncache(att, u):
                         return False  # decided from cached state: read, then decide again
                     if m.in_band:
                         await self._check_fence(run_id, att, m.expected)
@@ -163,7 +183,7 @@ class CommitLoop(CancellationDecoding):
         if not ok:
             return False
         noop = [u for m in live for u in m.units if u.index not in m.outcomes and u.plan and u.plan.noop is not None]
-        return not (noop and any([self._uncache(att, u) for u in noop]))
+        return not (noop and any([uncache(att, u) for u in noop]))
 
     def _settle(self, run_id: str, writers: list[Member], writing: list[Unit], att: Attempt, first_slot: int,
                 now: str) -> None:
@@ -172,12 +192,12 @@ class CommitLoop(CancellationDecoding):
         lead = writers[0]
         count = sum(len(u.plan.events) for u in writing if u.plan)
         new_seq = first_slot - 1 + count
-        self._hint(run_id, new_seq)
+        self.caches.hint(run_id, new_seq)
         seq_in_band = (lead.expected + count) if lead.in_band and lead.expected is not None else None
         created = any(u.plan and u.plan.run.create_item for u in writing)
         if lead.in_band and created:
             seq_in_band = count  # a resilient start created the run: _ops stored all its positions as in-band
-        head = self._head_after(run_id, writing, att, first_slot, new_seq, now, seq_in_band, lead.in_band)
+        head = self.caches.head_after(run_id, writing, att, first_slot, new_seq, now, seq_in_band, lead.in_band)
         if head is not None:
             # Each unit reports the open steps as its own event left them (the last finisher sees 0).
             running = int(head.get("openSteps", 0)) - sum(u.plan.run.open_steps_delta for u in writing if u.plan)
@@ -193,9 +213,9 @@ class CommitLoop(CancellationDecoding):
                 known[slot] = planned.as_block_event(run_id, slot, now)
             for item in (plan.new_step, plan.new_hook, plan.new_wait):
                 if item is not None:
-                    self._remember_entity(run_id, item)
+                    self.caches.remember_entity(run_id, item)
             if unit.req.event_type == "hook_disposed":
-                self._entities.pop((run_id, entity_key(run_id, "hook", unit.req.correlation_id or "")["sk"]), None)
+                self.caches.drop_entity(run_id, unit.req)
         self.stats.commits += 1
         self.stats.events += count
         self.stats.group_sizes[len(writers)] += 1
@@ -210,7 +230,7 @@ class CommitLoop(CancellationDecoding):
         a conflict or throttling, exponentially."""
         contention = self._contention(run_id)
         if cancelled.conflict:
-            self._head_went_stale(att)
+            att.went_stale()
             await self._sleep(contention.conflicted())
             return
         if att.run_stale or att.seq is None or att.seq <= sent_seq:
@@ -220,7 +240,7 @@ class CommitLoop(CancellationDecoding):
         if calm and att.losses == 1:
             return  # a first loss on a calm run is retried at once: the cancellation named the next free slot
         if wait > contention.rtt / 2:
-            self._head_went_stale(att)  # others land while we wait: what the cancellation said will be stale
+            att.went_stale()  # others land while we wait: what the cancellation said will be stale
         await self._sleep(wait)
 
     async def _sleep(self, seconds: float) -> None:
@@ -242,9 +262,9 @@ class CommitLoop(CancellationDecoding):
         types = {u.req.event_type for u in units}
         keys: list[dict[str, str]] = []
         if att.run_stale and not att.run_read and not att.refresh:
-            self._best_head(run_id, att, members)
+            self.caches.best_head(run_id, att, members)
         for u in units:
-            hit = self._entities.get(entity_cache_key(run_id, u.req)) if u.req.event_type in NEEDS_ENTITY else None
+            hit = self.caches.entity(run_id, u.req) if u.req.event_type in NEEDS_ENTITY else None
             if u.entity_stale and not u.entity_read and hit is not None:
                 u.entity, u.entity_stale, u.entity_cached = hit, False, True
         steps_read = any(u.req.event_type in NEEDS_ENTITY and u.req.event_type.startswith("step_") and u.entity_stale
@@ -335,10 +355,6 @@ class CommitLoop(CancellationDecoding):
                 ops.append(op)
         return ops, seq + 1
 
-    async def _best_effort(self, ops: list[TxOp]) -> None:
-        # Another writer may have released them first; a failure here leaves a token held, never a log hole.
-        with contextlib.suppress(TxCancelled, TransientStoreError):
-            await transact(self.clients, ops)
 
 
 def fill_plan(plan: Plan, slots: list[int]) -> None:

@@ -10,26 +10,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from typing import Any
 
+from ...world.answers import hook_answer, hook_value_slots, step_answer, step_value_slots
 from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
 from ...world.errors import WorldError
+from ...world.rules.state import Slot
 from ..clients import AWSClients
-from ..dynamodb.items import (
-    Item,
-    attributes_of,
-    hook_from_item,
-    hook_value_slots,
-    run_from_head,
-    step_from_item,
-    step_value_slots,
-)
+from ..dynamodb.items import Item, attributes_of, run_from_head
 from ..dynamodb.reads import batch_get
 from ..encryption.run_keys import data_key_key
-from ..keys import LAYOUT_VERSION, attrs_key, event_key, run_key
+from ..keys import LAYOUT_VERSION, STEP_PREFIX, attrs_key, event_key, run_key
 from ..resources import GSI_RUN_KEY
 from ..values import ValueStore
 from .blocks import BlockEvent, block_events
 from .event_reader import EventReader
+from .item_states import hook_state, step_state
 
 Known = Mapping[int, BlockEvent]
 _NONE: dict[int, BlockEvent] = {}
@@ -111,26 +107,32 @@ class EntityReads:
                   fetched: Mapping[tuple[str, str], Item] | None = None) -> Run:
         return (await self.runs([head], resolve, known={head[GSI_RUN_KEY]: known or _NONE}, fetched=fetched))[0]
 
-    async def _events(self, run_id: str, slots: list[int], known: Known) -> Known:
-        missing = [s for s in slots if s not in known]
-        if not missing:
-            return known
-        return {**known, **await self.reader.events_at(run_id, missing)}
+    async def _values(self, run_id: str, slots: list[Slot], known: Known) -> dict[Slot, Any]:
+        """The values the events at ``slots`` hold (those a writer just wrote are in ``known``), by slot."""
+        wanted = sorted({s for s in slots if isinstance(s, int) and s})
+        missing = [s for s in wanted if s not in known]
+        events = {**known, **await self.reader.events_at(run_id, missing)} if missing else known
+        found = [s for s in wanted if s in events]
+        loaded = await self.values.load_many([events[s].val for s in found], run_id)
+        return dict(zip(found, loaded, strict=True))
 
     async def steps(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
                     known: Known | None = None) -> list[Step]:
-        slots = [s for item in items for s in step_value_slots(item, resolve)]
-        events = await self._events(run_id, slots, known or _NONE)
-        return [await step_from_item(item, self.values, resolve, events) for item in items]
+        states = [step_state(str(item["sk"]).removeprefix(STEP_PREFIX), item) for item in items]
+        values = await self._values(run_id, [s for state in states for s in step_value_slots(state, resolve)],
+                                    known or _NONE)
+        return [step_answer(run_id, state, resolve, values.get) for state in states]
 
     async def step(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Step:
         return (await self.steps(run_id, [item], resolve, known))[0]
 
     async def hooks(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
                     known: Known | None = None) -> list[Hook]:
-        slots = [s for item in items for s in hook_value_slots(item, resolve)]
-        events = await self._events(run_id, slots, known or _NONE)
-        return [await hook_from_item(item, self.values, resolve, events) for item in items]
+        states = [hook_state(item) for item in items]
+        values = await self._values(run_id, [s for state in states for s in hook_value_slots(state, resolve)],
+                                    known or _NONE)
+        return [hook_answer(run_id, state, item.get("status") or "open", resolve, values.get)
+                for item, state in zip(items, states, strict=True)]
 
     async def hook(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Hook:
         return (await self.hooks(run_id, [item], resolve, known))[0]

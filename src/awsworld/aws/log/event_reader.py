@@ -1,5 +1,6 @@
-"""Reading a run's log: ``events.list`` (ascending, with a cursor even on the last page and the run's
-counters as a snapshot), ``list_by_correlation_id``, and the skipped-events report of a write."""
+"""Reading a run's log: ``events.list``'s pages (ascending, with a cursor even on the last page and the run's
+counters as a snapshot), ``list_by_correlation_id``'s, the events entities point at, and the skipped-events report
+of a write."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from ...world.cursors import events_page_after, slot_cursor
+from ...world.cursors import slot_cursor
 from ...world.entities import ResolveData
 from ...world.events import LogSnapshot
 from ...world.pages import MAX_EVENTS_PAGE, EventPage
@@ -90,21 +91,20 @@ class EventReader:
                                      **READ_PROJECTION)
         return block_events(items[0]) if items else []
 
-    async def list(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
-                   resolve_data: ResolveData = "all") -> EventPage:
-        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE)
+    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> EventPage:
+        """``events.list``'s page (its arguments checked by ``world/storage.py``)."""
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
-        return await self._page(run_id, events, more, after, resolve_data, snapshot)
+        return await self._page(run_id, events, more, after, resolve, snapshot)
 
-    async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
-                                     limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
-        after = events_page_after(cursor, limit, MAX_EVENTS_PAGE, correlation_id=correlation_id, by_correlation=True)
+    async def correlated_events(self, run_id: str, correlation_id: str, after: int, limit: int,
+                                resolve: ResolveData) -> EventPage:
+        """``events.list_by_correlation_id``'s page."""
         snapshot = await self.snapshot(run_id)
         # Blocks are compressed: the filter runs here, over the run's log after the cursor.
         events, _ = await self._blocks(run_id, after + 1, snapshot.seq)
         matching = [e for e in events if e.correlation_id == correlation_id]
-        return await self._page(run_id, matching[:limit], len(matching) > limit, after, resolve_data, snapshot)
+        return await self._page(run_id, matching[:limit], len(matching) > limit, after, resolve, snapshot)
 
     async def between(self, run_id: str, after: int, before: int, count: int, resolve: ResolveData) -> EventPage:
         """The report of a write that landed at ``before`` while its writer held ``after`` events: ``count`` of

@@ -1,4 +1,6 @@
-"""``events.create`` and ``events.create_batch``: every write lands in one TransactWriteItems, which it may share.
+"""The AWS World's writes (the engine's ``store_value``, ``create_run``, ``write_event`` and ``write_batch`` under
+``world/storage.py``, which parses and checks them first): every write lands in one TransactWriteItems, which it
+may share.
 
 The run item's ``seq`` is the slot allocator: each commit updates the run with the condition ``seq = :seen``
 and puts its events at ``seen+1 ..`` in the same transaction, so slots are allocated at commit, densely, and
@@ -12,61 +14,46 @@ be done without the run's turn is done while holding it: values are stored, and 
 copy of are read, before a write queues; its answer (which may read the values it points at) is rendered
 after.
 
-The jobs, one module each: this one takes the requests (checks, S3 value offload, the answer);
-``commit_loop`` holds the run's turn (pacing, deadlines, ``expect_seq``, the 100-item split, back-off);
-``cancellations`` decodes a cancelled transaction; ``write_caches`` keeps what this process last committed.
+``EventWriter`` is one object composed of small collaborators, one module each, handed what they share when
+made: this one takes the checked requests (S3 value offload, what a failed write leaves behind, the answer); its
+``CommitLoop`` (``commit_loop``)
+holds the run's turn (pacing, deadlines, ``expect_seq``, the 100-item split, back-off) and decodes a cancelled
+transaction with its ``CancellationDecoder`` (``cancellations``); all three read and fill one ``WriterCaches``
+(``write_caches``: what this process last committed).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
+from ...world.answers import wait_answer
 from ...world.entities import ResolveData
-from ...world.errors import (
-    HookAlreadyReceivedError,
-    WorldError,
-)
-from ...world.events import (
-    BatchEventOutcome,
-    CreateEventRequest,
-    EventBatchResult,
-    EventResult,
-    parse_event_request,
-)
-from ...world.ids import event_id_to_slot
-from ...world.rules.log import skipped_over
-from ...world.rules.requests import (
-    VALUE_FIELD,
-    batch_requests,
-    carried_value,
-    check_run_id,
-    check_write_params,
-    in_request_order,
-)
-from ...world.rules.steps import lazily_started, lazy_start
+from ...world.errors import WorldError
+from ...world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult
+from ...world.rules.requests import VALUE_FIELD, carried_value
 from ..clients import AWSClients
-from ..dynamodb.items import (
-    events_from_blocks,
-    wait_from_item,
-)
+from ..dynamodb.items import events_from_blocks
 from ..dynamodb.reads import batch_get
-from ..keys import entity_key, run_key
+from ..dynamodb.transactions import TransientStoreError, TxCancelled, TxOp, transact
+from ..keys import WAIT_PREFIX, entity_key, run_key
 from ..retention import retention_of
 from ..values import ValueStore
+from .cancellations import CancellationDecoder
 from .commit_loop import CommitLoop
 from .entity_reads import EntityReads
 from .event_reader import EventReader
-from .group_commit import Committed, ContentionByRun, Member, RunTurns, Unit, WriteStats
+from .group_commit import Committed, Member, Unit, WriteStats
 from .interrupted import discard_unless_recorded
+from .item_states import wait_state
 from .run_creation import RunCreator
 from .transitions import NEEDS_ENTITY, step_from_head
-from .write_caches import HINTS_KEPT, entity_cache_key
+from .write_caches import WriterCaches
 
 
-class EventWriter(CommitLoop):
+class EventWriter:
     def __init__(self, clients: AWSClients, values: ValueStore, reader: EventReader, reads: EntityReads) -> None:
         self.clients = clients
         self.values = values
@@ -74,108 +61,12 @@ class EventWriter(CommitLoop):
         self.reads = reads
         self.creator = RunCreator(clients, values, reads)
         self.stats = WriteStats()
-        super().__init__()  # the caches (write_caches.py)
-        # Writers of one run inside this process do not race each other through DynamoDB: they queue for the
-        # run, and whoever finds it idle commits what is queued (group_commit). Other processes race at the
-        # commit, and each learns from the races it loses.
-        self._turns = RunTurns(self._commit)
-        self._contention = ContentionByRun(HINTS_KEPT)
+        self.caches = WriterCaches()
+        self.loop = CommitLoop(clients, reader, self.caches, CancellationDecoder(self.caches), self.stats)
 
-    async def create(
-        self,
-        run_id: str | None,
-        event: CreateEventRequest | Mapping[str, Any],
-        *,
-        event_count: int | None = None,
-        in_band: bool = False,
-        expected_seq_in_band: int | None = None,
-        resolve_data: ResolveData = "all",
-        after_step_body: bool = False,
-    ) -> EventResult:
-        req = parse_event_request(event)
-        check_write_params(req, in_band, expected_seq_in_band, event_count)
-        if req.event_type == "run_created":
-            result = await self.creator.create(run_id, req, resolve_data)
-            if result.run is not None:
-                self._hint(result.run.run_id, result.run.seq)
-            return result
-        run_id = check_run_id(run_id)
-        if (pair := lazy_start(req)) is not None:  # (the born-running pair: world/rules/steps.py)
-            return lazily_started(await self.create_batch(run_id, pair, in_band=in_band, atomic=True,
-                                                          expected_seq_in_band=expected_seq_in_band,
-                                                          resolve_data=resolve_data))
-        stored, expiry = await self._store(run_id, req)
-        unit = Unit([req], stored, expiry=expiry)
-        member = Member([unit], event_count, in_band, expected_seq_in_band, resolve_data,
-                        patient=after_step_body or req.event_type in _AFTER_BODY, single=True)
-        try:
-            outcome = (await self._write(run_id, member))[0]
-        except Exception as error:
-            if not isinstance(error, WorldError):  # no answer: the commit may or may not have landed
-                await discard_unless_recorded(self.reader, self.values, run_id, unit.stored, unit.sent_slots)
-                raise
-            await self.values.discard(unit.stored)  # refused: nothing references the value it stored
-            if isinstance(error, HookAlreadyReceivedError):
-                error.event = await self._recorded_event(run_id, error.event_id, resolve_data)
-            raise
-        assert outcome.result is not None
-        if outcome.result.event is not None and outcome.result.event.event_type == "hook_conflict":
-            await self.values.discard(unit.stored)  # the hook (and its metadata) was not created
-        else:
-            await self._settle_expiry(run_id, [unit])
-        return outcome.result
+    # -- the engine's writes (``world/storage.py``: the requests arrive parsed and checked) -----------------------
 
-    async def create_batch(
-        self,
-        run_id: str,
-        events: Sequence[CreateEventRequest | Mapping[str, Any]],
-        *,
-        in_band: bool = False,
-        expected_seq_in_band: int | None = None,
-        resolve_data: ResolveData = "all",
-        atomic: bool = False,
-        stamp: datetime | None = None,
-        expect_seq: int | None = None,
-    ) -> EventBatchResult:
-        """``atomic``: every event lands or none does (the first refusal is raised, as ``create`` would).
-        ``stamp``: the time recorded on the batch's events, for an in-band writer that has already shown this
-        time to the workflow (a step's result consumed before it is recorded with the next declarations); it
-        may not be in the future, and only a fenced (in-band) writer may give it. ``expect_seq``: the batch lands
-        right after that many events or not at all (``LogMovedError``): what the workflow was shown must be
-        what the log holds at that position."""
-        run_id = check_run_id(run_id)
-        units = [Unit(group) for group in batch_requests(events, in_band=in_band,
-                                                         expected_seq_in_band=expected_seq_in_band,
-                                                         stamp=stamp, now=datetime.now(UTC))]
-        stored = await asyncio.gather(*(self._store(run_id, u.req) for u in units))
-        for unit, (value, expiry) in zip(units, stored, strict=True):
-            unit.stored, unit.expiry = value, expiry
-        member = Member(units, None, in_band, expected_seq_in_band, resolve_data, atomic=atomic,
-                        stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
-        try:
-            outcomes = await self._write(run_id, member)
-        except Exception:
-            await asyncio.gather(*(discard_unless_recorded(self.reader, self.values, run_id, u.stored, u.sent_slots)
-                                   for u in units))
-            raise
-        seq_in_band = None
-        await asyncio.gather(*(self.values.discard(u.stored) for u, o in zip(units, outcomes, strict=True) if not o.ok))
-        await self._settle_expiry(run_id, [u for u, o in zip(units, outcomes, strict=True) if o.ok])
-        for outcome in outcomes:
-            if outcome.result is not None and outcome.result.seq_in_band is not None:
-                seq_in_band = outcome.result.seq_in_band
-        return EventBatchResult(results=in_request_order([u.reqs for u in units], outcomes, member.paired),
-                                seq_in_band=seq_in_band)
-
-    async def _recorded_event(self, run_id: str, event_id: str | None, resolve: ResolveData) -> Any:
-        """The event a repeated resume id first recorded (one GetItem), for callers that answer with it."""
-        if event_id is None:
-            return None
-        slot = event_id_to_slot(event_id)
-        event = (await self.reader.events_at(run_id, [slot])).get(slot)
-        return (await events_from_blocks(run_id, [event], self.values, resolve))[0] if event else None
-
-    async def _store(self, run_id: str, req: CreateEventRequest) -> tuple[Any, int | None]:
+    async def store_value(self, run_id: str, req: CreateEventRequest) -> Stored:
         """The event's payload, stored, and the expiry class its S3 object (if any) was tagged with."""
         carried, value = carried_value(req)  # the value as given (``requests.carried_value``)
         if not carried:
@@ -186,6 +77,64 @@ class EventWriter(CommitLoop):
         expiry = self.clients.retention.object_expiry(run_id)
         return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}",
                                        expiry=expiry), expiry
+
+    async def store_values(self, run_id: str, units: list[list[CreateEventRequest]]) -> list[Stored]:
+        return list(await asyncio.gather(*(self.store_value(run_id, unit[0]) for unit in units)))
+
+    async def create_run(self, run_id: str, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
+        result = await self.creator.create(run_id, req, resolve)
+        if result.run is not None:
+            self.caches.hint(result.run.run_id, result.run.seq)
+        return result
+
+    async def write_event(self, run_id: str, req: CreateEventRequest, value: Stored, *, event_count: int | None,
+                          in_band: bool, expected_seq_in_band: int | None, resolve: ResolveData,
+                          patient: bool) -> EventResult:
+        """``event_count``: how many events the writer holds (the first guess of the run's seq)."""
+        stored, expiry = value
+        unit = Unit([req], stored, expiry=expiry)
+        member = Member([unit], event_count, in_band, expected_seq_in_band, resolve, patient=patient, single=True)
+        try:
+            outcome = (await self._write(run_id, member))[0]
+        except Exception as error:
+            if not isinstance(error, WorldError):  # no answer: the commit may or may not have landed
+                await discard_unless_recorded(self.reader, self.values, run_id, unit.stored, unit.sent_slots)
+                raise
+            await self.values.discard(unit.stored)  # refused: nothing references the value it stored
+            raise
+        assert outcome.result is not None
+        if outcome.result.event is not None and outcome.result.event.event_type == "hook_conflict":
+            await self.values.discard(unit.stored)  # the hook (and its metadata) was not created
+        else:
+            await self._settle_expiry(run_id, [unit])
+        return outcome.result
+
+    async def write_batch(self, run_id: str, units: list[list[CreateEventRequest]], values: list[Stored],
+                          in_band: bool, expected_seq_in_band: int | None, resolve: ResolveData, atomic: bool,
+                          stamp: datetime | None, expect_seq: int | None
+                          ) -> tuple[list[BatchEventOutcome], dict[int, BatchEventOutcome], int | None]:
+        writes = [Unit(group, stored, expiry=expiry) for group, (stored, expiry) in zip(units, values, strict=True)]
+        member = Member(writes, None, in_band, expected_seq_in_band, resolve, atomic=atomic,
+                        stamp=_iso(stamp) if stamp is not None else None, expect_seq=expect_seq)
+        try:
+            outcomes = await self._write(run_id, member)
+        except Exception:
+            await asyncio.gather(*(discard_unless_recorded(self.reader, self.values, run_id, u.stored, u.sent_slots)
+                                   for u in writes))
+            raise
+        seq_in_band = None
+        done = list(zip(writes, outcomes, strict=True))
+        await asyncio.gather(*(self.values.discard(u.stored) for u, o in done if not o.ok))
+        await self._settle_expiry(run_id, [u for u, o in done if o.ok])
+        for outcome in outcomes:
+            if outcome.result is not None and outcome.result.seq_in_band is not None:
+                seq_in_band = outcome.result.seq_in_band
+        return outcomes, member.paired, seq_in_band
+
+    async def recorded_event(self, run_id: str, slot: int, resolve: ResolveData) -> Event | None:
+        """The event a repeated resume id first recorded (one Query of its block)."""
+        event = (await self.reader.events_at(run_id, [slot])).get(slot)
+        return (await events_from_blocks(run_id, [event], self.values, resolve))[0] if event else None
 
     async def _settle_expiry(self, run_id: str, units: list[Unit]) -> None:
         """Retag the S3 values of committed units stored under another expiry class than the run's: a value is
@@ -199,7 +148,7 @@ class EventWriter(CommitLoop):
     async def _write(self, run_id: str, member: Member) -> list[BatchEventOutcome]:
         """Read ahead, wait for the run's turn and the commit (alone or in a group), render the answer."""
         await self._read_ahead(run_id, member)
-        committed = await self._turns.submit(run_id, member)
+        committed = await self.loop.submit(run_id, member)
         return await self._render(run_id, member, committed)
 
     async def _read_ahead(self, run_id: str, member: Member) -> None:
@@ -207,18 +156,18 @@ class EventWriter(CommitLoop):
         has no copy of, with the run head (a step's end reports the open steps, and a step the head holds has
         no item yet): the one BatchGetItem the commit would otherwise make while holding the turn."""
         wanted = [u for u in member.units if u.req.event_type in NEEDS_ENTITY and u.entity_stale
-                  and entity_cache_key(run_id, u.req) not in self._entities]
+                  and self.caches.entity(run_id, u.req) is None]
         if not wanted:
             return
         head_key = run_key(run_id)
         keys = [entity_key(run_id, u.req.event_type, u.req.correlation_id or "") for u in wanted]
-        if run_id not in self._heads or any(u.req.event_type.startswith("step_") for u in wanted):
+        if run_id not in self.caches.heads or any(u.req.event_type.startswith("step_") for u in wanted):
             keys.append(head_key)
         found = {(i["pk"], i["sk"]): i for i in await batch_get(self.clients, keys)}
         head = found.get((head_key["pk"], head_key["sk"]))
         if head is not None:
             member.pre_head = head
-            self._hint(run_id, int(head["seq"]))
+            self.caches.hint(run_id, int(head["seq"]))
         for u, key in zip(wanted, keys, strict=False):
             item = found.get((key["pk"], key["sk"]))
             if item is None and u.req.event_type.startswith("step_") and head is not None:
@@ -227,8 +176,8 @@ class EventWriter(CommitLoop):
                 u.entity, u.entity_stale = item, False
 
     async def _render(self, run_id: str, member: Member, committed: Committed) -> list[BatchEventOutcome]:
-        """A member's answer, after the run's turn: its events, the entities it changed (reading the values
-        they point at that the commit did not write), the report of events it skipped over."""
+        """A member's answer, after the run's turn: its events and the entities it changed (reading the values
+        they point at that the commit did not write)."""
         resolve = member.resolve
         known = committed.known
         last_open = next((u.open_after for u in reversed(member.units) if u.open_after is not None), None)
@@ -262,24 +211,24 @@ class EventWriter(CommitLoop):
             if plan.new_hook is not None:
                 result.hook = await self.reads.hook(run_id, plan.new_hook, resolve, known)
             if plan.new_wait is not None:
-                result.wait = wait_from_item(plan.new_wait)
+                wait = plan.new_wait
+                result.wait = wait_answer(run_id, wait_state(str(wait["sk"]).removeprefix(WAIT_PREFIX), wait))
             for ops in plan.after_commit:
                 await self._best_effort(ops)
             outcomes.append(BatchEventOutcome(result=result))
             if len(unit.reqs) == 2:  # born running: one outcome per request, each with its own event
                 member.paired[position] = BatchEventOutcome(result=result.model_copy(update={"event": events[0]}))
-        only = outcomes[0].result if len(member.units) == 1 else None
-        if member.event_count is not None and only is not None and only.event is not None:
-            first = only.event.slot if len(member.units[0].reqs) == 1 else only.event.slot - 1
-            skipped = skipped_over(member.event_count, first)
-            if skipped:
-                page = await self.reader.between(run_id, member.event_count, first, skipped, resolve)
-                only.events, only.cursor, only.has_more = page.data, page.cursor, page.has_more
         return outcomes
+
+    async def _best_effort(self, ops: list[TxOp]) -> None:
+        # Another writer may have released them first; a failure here leaves a token held, never a log hole.
+        with contextlib.suppress(TxCancelled, TransientStoreError):
+            await transact(self.clients, ops)
 
 
 def _iso(at: datetime) -> str:
     return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
-_AFTER_BODY = frozenset({"step_completed", "step_retrying"})
+Stored = tuple[Any, int | None]
+"""A stored value (``ValueStore.store``'s inline value or S3 reference) and its S3 object's expiry class."""

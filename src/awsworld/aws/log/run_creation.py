@@ -10,7 +10,7 @@ from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION
 from ...world.limits import value_json
 from ...world.rules.requests import carried_value, event_data
-from ...world.rules.runs import created_run_id, run_created
+from ...world.rules.runs import run_created
 from ..clients import AWSClients
 from ..dynamodb.items import event_from_block, now_iso
 from ..dynamodb.transactions import TxCancelled, TxOp, transact
@@ -30,8 +30,8 @@ class RunCreator:
         self.values = values
         self.reads = reads
 
-    async def create(self, run_id: str | None, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
-        run_id = created_run_id(run_id)
+    async def create(self, run_id: str, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
+        """``run_id``: checked, or made (``rules.runs.created_run_id``, by ``world/storage.py``)."""
         # The input as given (``requests.carried_value``): one that is not JSON is refused before anything is
         # written (its data key included), not stored as pydantic's rendering of it (NaN as null).
         _carried, given = carried_value(req)

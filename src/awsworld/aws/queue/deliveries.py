@@ -30,21 +30,20 @@ A Lambda handler with ``ReportBatchItemFailures`` uses it like this (the local p
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
 from ...world.consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ...world.errors import InvalidInputError
 from ...world.queue import Delivery, Refused
-from .queue_envelope import Envelope, MalformedBody, decode_body
+from ..clients import AWSClients
+from .dedup import DedupMarkers
+from .queue_envelope import Envelope, MalformedBody, QueuePayloads, decode_body
 from .sqs_errors import sqs_error
-
-if TYPE_CHECKING:
-    from .sqs_queue import SqsQueue
 
 log = logging.getLogger("awsworld.queue")
 
@@ -103,11 +102,31 @@ def read_record(record: Mapping[str, Any]) -> SqsRecord:
     )
 
 
+class Sender(Protocol):
+    """What the consumer needs of the publishing side (``sqs_queue.SqsQueue``, which makes consumers): where the
+    queue is, how a delay becomes hops, how a body is sent, the payloads and the key markers."""
+
+    clients: AWSClients
+    dlq_url: str | None
+    clock: Callable[[], float]
+    payloads: QueuePayloads
+    dedup: DedupMarkers
+
+    @property
+    def url(self) -> str: ...
+
+    def plan_delay(self, delay: float) -> tuple[int, datetime | None]: ...
+
+    def hop_for(self, due_at: datetime) -> int: ...
+
+    async def send_body(self, body: str, delay: int) -> str: ...
+
+
 class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
     """``world.consumer``'s protocol over the SQS queue: a receive's transport state is its ``SqsRecord``, a
     delivery's the ``Envelope`` a redelivery re-sends."""
 
-    def __init__(self, queue: SqsQueue, prefix: str) -> None:
+    def __init__(self, queue: Sender, prefix: str) -> None:
         super().__init__(prefix)
         self.queue = queue
         self.clients = queue.clients
@@ -121,7 +140,7 @@ class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
             kwargs["VisibilityTimeout"] = int(visibility_timeout)
         try:
             response = await sqs.receive_message(
-                QueueUrl=self.queue._url(), MaxNumberOfMessages=max(1, min(10, max_messages)),
+                QueueUrl=self.queue.url, MaxNumberOfMessages=max(1, min(10, max_messages)),
                 WaitTimeSeconds=max(0, min(20, int(wait_seconds))),
                 MessageSystemAttributeNames=["ApproximateReceiveCount", "SentTimestamp"], **kwargs,
             )
@@ -163,14 +182,14 @@ class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
     async def _delete(self, transport: Any, receipt_handle: str) -> None:
         sqs = await self.clients.sqs()
         try:
-            await sqs.delete_message(QueueUrl=self.queue._url(), ReceiptHandle=receipt_handle)
+            await sqs.delete_message(QueueUrl=self.queue.url, ReceiptHandle=receipt_handle)
         except ClientError as error:
             raise sqs_error(error, "DeleteMessage") from error
 
     async def _change_visibility(self, transport: Any, receipt_handle: str, seconds: float) -> None:
         sqs = await self.clients.sqs()
         try:
-            await sqs.change_message_visibility(QueueUrl=self.queue._url(), ReceiptHandle=receipt_handle,
+            await sqs.change_message_visibility(QueueUrl=self.queue.url, ReceiptHandle=receipt_handle,
                                                 VisibilityTimeout=int(seconds))
         except ClientError as error:
             raise sqs_error(error, "ChangeMessageVisibility") from error

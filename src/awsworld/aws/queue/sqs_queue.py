@@ -167,12 +167,14 @@ class SqsQueue:
         sqs = await self.clients.sqs()
         try:
             async with self._sends:
-                response = await sqs.send_message(QueueUrl=self._url(), MessageBody=body, DelaySeconds=delay)
+                response = await sqs.send_message(QueueUrl=self.url, MessageBody=body, DelaySeconds=delay)
         except ClientError as error:
             raise sqs_error(error, "SendMessage") from error
         return str(response["MessageId"])
 
-    def _url(self) -> str:
+    @property
+    def url(self) -> str:
+        """The queue's URL (``AWSConfig.queue_url`` unless given); a ``WorldError`` when none is configured."""
         if not self.queue_url:
             raise WorldError("no SQS queue is configured: set AWSWORLD_QUEUE_URL (AWSConfig.queue_url)")
         return self.queue_url
@@ -288,7 +290,7 @@ class SqsQueue:
         request = [{"Id": str(n), "MessageBody": e.body, "DelaySeconds": e.delay} for n, e in enumerate(batch)]
         try:
             async with self._sends:
-                response = await sqs.send_message_batch(QueueUrl=self._url(), Entries=request)
+                response = await sqs.send_message_batch(QueueUrl=self.url, Entries=request)
         except ClientError as error:
             raise sqs_error(error, "SendMessageBatch") from error
         for ok in response.get("Successful", []):

@@ -21,7 +21,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Literal
 
-from ..entities import TERMINAL_RUN_STATUSES
+from ..entities import TERMINAL_RUN_STATUSES, HookStatus
 from ..errors import HookClosedError, HookNotFoundError, WorldError
 from ..events import CreateEventRequest, HookCreatedData, HookReceivedData
 from .conditions import AllOf, AnyOf, Condition, Earlier, Equals, Missing, Not, Unset, holds
@@ -31,8 +31,8 @@ from .state import FIRST_EVENT, HookState, TokenState, View
 
 HookFate = Literal["released", "retained"]
 HookListing = Literal["open", "disposed", "closed"]
-HOOK_OPEN = "open"
-HOOK_CLOSED = "closed"
+HOOK_OPEN: HookStatus = "open"
+HOOK_CLOSED: HookStatus = "closed"
 
 TOKEN_FREE: Condition = AnyOf((
     Missing(),
@@ -90,7 +90,7 @@ def hook_owner(project: str, deployment_id: str) -> dict[str, str]:
     return {"ownerId": HOOK_OWNER, "projectId": project, "environment": deployment_id}
 
 
-def hook_status(run_status: str | None) -> str:
+def hook_status(run_status: str | None) -> HookStatus:
     """A hook entity's ``status``: ``closed`` once its run has ended (a retained hook), else ``open``."""
     return HOOK_CLOSED if run_status in TERMINAL_RUN_STATUSES else HOOK_OPEN
 

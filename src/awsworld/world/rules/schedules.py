@@ -14,137 +14,32 @@ processes, a retried Lambda) start one run per tick:
    cancel of an ended run changes nothing. So whoever next reads a record that still holds ``pending`` (the
    writer crashed in between) carries it out again first, and nothing is lost or doubled.
 
-Times are aware UTC datetimes; ticks are nominal times (when the schedule says a run is due, not when the
-tick that noticed it ran). Which ticks are due is computed outside (cron and intervals are
-``awsworld.schedules.timing``); these rules only decide what to do with them, so they stay pure.
+The record and its parts are the contract's (``world/schedules.py``); which ticks are due is computed outside
+(cron and intervals are ``world/schedule_timing.py``'s); these rules only decide what to do with them, so they
+stay pure.
 """
 
 from __future__ import annotations
 
-import hashlib
-import re
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from typing import Literal
-
-from ulid import ULID
+from datetime import datetime, timedelta
 
 from ..entities import TERMINAL_RUN_STATUSES
-from ..errors import EntityConflictError, InvalidInputError, NotFoundError
-from ..ids import RUN_ID_PREFIX
-
-Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_previous"]
-OVERLAPS: tuple[Overlap, ...] = ("skip", "buffer_one", "allow_all", "cancel_previous")
-Catchup = Literal["latest", "all"]
-CATCHUPS: tuple[Catchup, ...] = ("latest", "all")
-Source = Literal["code", "api"]
-Trigger = Literal["tick", "manual", "backfill"]
-
-MAX_SCHEDULE_ID = 120
-_SCHEDULE_ID = re.compile(r"^[A-Za-z0-9_.:=+\-]{1,120}$")
-MAX_INPUT_BYTES = 256 * 1024
-"""The largest serialized arguments a schedule keeps (each run's input is then stored as any run's is)."""
-MIN_INTERVAL_SECONDS = 60
-"""The shortest interval: the stack evaluates schedules once a minute, so a shorter one could not be kept."""
-MIN_CATCHUP_WINDOW_SECONDS = 60
-"""The shortest catch-up window: a tick is noticed up to a minute late in the stack, and must not count as missed."""
-MAX_TICKS_PER_CLAIM = 100
-"""Ticks one claim settles at most (``catchup="all"`` after a long pause): the rest in the next claims."""
-MAX_BACKFILL_TICKS = 1000
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-class ScheduleNotFoundError(NotFoundError):
-    code = "schedule-not-found"
-
-
-class ScheduleInputError(InvalidInputError, ValueError):
-    """A schedule's id or arguments refused where they are given (``Schedule(id=..., args=...)``, the client's
-    calls): an ``InvalidInputError`` naming the field, as every World refusal is (the CLI and the UI answer 400),
-    and a ``ValueError``, as the README promises for a ``Schedule`` that cannot be made. Nothing was written."""
-
-
-class ScheduleExistsError(EntityConflictError):
-    """A schedule with this id exists already (create refuses; nothing was written)."""
-
-    code = "schedule-exists"
-
-
-class ScheduleDeclaredInCodeError(EntityConflictError):
-    """A schedule declared in code cannot be deleted while the deployed code declares it: it would come back
-    at the next tick. Remove the declaration (then delete it), or pause it."""
-
-    code = "schedule-declared-in-code"
-
-
-@dataclass(frozen=True)
-class Spec:
-    """When a schedule's ticks are: a 5-field cron expression in ``timezone``, or every ``every`` seconds from
-    the Unix epoch plus ``offset`` (intervals are absolute: UTC, no daylight-saving shifts)."""
-
-    cron: str | None = None
-    every: int | None = None
-    offset: int = 0
-    timezone: str = "UTC"
-
-    def describe(self) -> str:
-        if self.cron is not None:
-            return f"cron {self.cron!r} ({self.timezone})"
-        offset = f" + {self.offset}s" if self.offset else ""
-        return f"every {self.every}s{offset} (UTC)"
-
-
-@dataclass(frozen=True)
-class Action:
-    """An effect a decision records in ``pending``: start ``run_id`` (for ``tick``) or cancel it."""
-
-    kind: Literal["start", "cancel"]
-    run_id: str
-    tick: datetime | None = None
-    trigger: Trigger = "tick"
-
-
-@dataclass(frozen=True)
-class ScheduleState:
-    """A schedule as stored. ``cursor``: every tick at or before it is settled (fired, skipped or missed);
-    ``next_at``: the first tick after it (None while paused, or when the spec has no later tick)."""
-
-    schedule_id: str
-    workflow_name: str
-    spec: Spec
-    input: str | None  # the serialized arguments; None: stored apart and not read yet (``input_key`` names it)
-    created_at: datetime
-    updated_at: datetime
-    cursor: datetime
-    next_at: datetime | None
-    overlap: Overlap = "skip"
-    catchup: Catchup = "latest"
-    catchup_window: int | None = None  # seconds; None: no limit
-    source: Source = "api"
-    spec_hash: str = ""  # what a code declaration's sync compares (``declaration_hash``)
-    module: str | None = None  # the module that declared it (code)
-    input_key: str | None = None
-    paused: bool = False
-    note: str | None = None
-    last_run_id: str | None = None
-    last_tick: datetime | None = None
-    buffered: Action | None = None  # buffer_one: the start that waits for the last run to end
-    pending: tuple[Action, ...] = ()
-    version: int = 0
-    fired: int = 0
-    skipped: int = 0
-    missed: int = 0
-    orphaned: bool = False  # declared in code that the ticking deployment no longer declares: not fired
-
-
-@dataclass(frozen=True)
-class Due:
-    """The ticks a claim looks at: ``ticks`` after the cursor up to now (chronological), and how many due ticks
-    came before them and are passed over (``catchup="latest"`` looks at the most recent one only)."""
-
-    ticks: tuple[datetime, ...] = ()
-    passed_over: int = 0
+from ..errors import InvalidInputError
+from ..schedules import (
+    MAX_BACKFILL_TICKS,
+    Action,
+    DeclaredSchedule,
+    Due,
+    NextAfter,
+    Overlap,
+    ScheduleDeclaredInCodeError,
+    ScheduleExistsError,
+    ScheduleState,
+    Trigger,
+    schedule_run_id,
+)
 
 
 @dataclass(frozen=True)
@@ -164,27 +59,6 @@ class Claim:
         return "started" if self.started else "buffered" if self.buffered else "skipped"
 
 
-NextAfter = Callable[[datetime], datetime | None]
-"""The spec's first tick strictly after a moment (``timing.next_after`` bound to a spec)."""
-
-
-# -- what is accepted ---------------------------------------------------------------------------------------
-
-
-def check_schedule_id(value: object) -> str:
-    if not isinstance(value, str) or not _SCHEDULE_ID.match(value):
-        raise ScheduleInputError(f"a schedule id is 1-{MAX_SCHEDULE_ID} characters of letters, digits and _.:=+- "
-                                 f"(got {value!r:.80})", field="scheduleId")
-    return value
-
-
-def check_input(text: str) -> str:
-    size = len(text.encode("utf-8"))
-    if size > MAX_INPUT_BYTES:
-        raise ScheduleInputError(f"a schedule's arguments are at most {MAX_INPUT_BYTES} bytes serialized, got "
-                                 f"{size}: pass a reference (an S3 key, a row id) and load it in a step",
-                                 field="input")
-    return text
 
 
 def may_write(stored: ScheduleState | None, expected_version: int | None) -> bool:
@@ -220,27 +94,7 @@ def refuse_backfill(start: datetime, end: datetime, now: datetime, ticks: int) -
                                 field="start")
 
 
-# -- run ids ----------------------------------------------------------------------------------------------
 
-
-def tick_text(moment: datetime) -> str:
-    """A tick as fixed-width UTC text (milliseconds): what run ids, run contexts and records carry."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
-def parse_tick(text: str) -> datetime:
-    return datetime.fromisoformat(text.replace("Z", "+00:00"))
-
-
-def schedule_run_id(schedule_id: str, tick: datetime, *, manual: bool = False) -> str:
-    """The run of ``schedule_id``'s tick ``tick``: ``wrun_`` and a ULID whose time is the tick and whose random
-    part is a digest of the schedule and the tick, so the id is the same for every scheduler that derives it
-    (a second start of a tick returns the first run) and run listings, newest first, keep scheduled runs in
-    time order among the others. A backfill derives the same ids (a tick backfilled that already ran is not run
-    again); a manual trigger's id is its own (``manual``). Part of the durable format."""
-    millis = max(0, (tick - _EPOCH) // timedelta(milliseconds=1))
-    digest = hashlib.sha256(f"{schedule_id}@{tick_text(tick)}{'#manual' if manual else ''}".encode()).digest()
-    return RUN_ID_PREFIX + str(ULID.from_bytes(millis.to_bytes(6, "big") + digest[:10]))
 
 
 def _start(state: ScheduleState, tick: datetime, trigger: Trigger) -> Action:
@@ -400,3 +254,39 @@ def orphan(stored: ScheduleState, declared_ids: set[str], now: datetime) -> Sche
     if stored.source != "code" or stored.orphaned or stored.schedule_id in declared_ids:
         return None
     return replace(stored, orphaned=True, version=stored.version + 1, updated_at=now)
+
+
+# -- when a tick must next look -----------------------------------------------------------------------------
+
+
+BUFFER_POLL = timedelta(minutes=1)
+"""How often a buffered start looks whether the run before it ended (the stack's tick: every minute)."""
+
+
+def next_look(states: Iterable[ScheduleState], declared: Iterable[DeclaredSchedule], now: datetime,
+              listed_at: datetime | None) -> datetime | None:
+    """When a tick must next look at the schedules (a test driver's skipping clock stops there, so a daily
+    schedule over 30 simulated days is 30 ticks, not 43,200): now for a pending effect, a declaration not stored
+    yet or one whose code changed, or a stored code record no declaration names (orphaned by the next tick); a
+    minute after the last tick's listing (``listed_at``) for a buffered start (the stack's pace: it cannot know
+    when the run before it ends); else the soonest ``next_at``. None: no tick is needed."""
+    times: list[datetime] = []
+    hashes = {d.schedule_id: d.spec_hash for d in declared}
+    unstored = set(hashes)
+    for state in states:
+        unstored.discard(state.schedule_id)
+        if state.source == "code":
+            expected = hashes.get(state.schedule_id)
+            if (expected is None and not state.orphaned) or (expected is not None and expected != state.spec_hash):
+                times.append(now)
+        if state.pending:
+            times.append(now)
+        elif state.paused or state.orphaned:
+            continue
+        elif state.buffered is not None:
+            times.append(now if listed_at is None else listed_at + BUFFER_POLL)
+        elif state.next_at is not None:
+            times.append(state.next_at)
+    if unstored:
+        times.append(now)
+    return min(times, default=None)

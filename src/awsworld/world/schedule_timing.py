@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..world.rules.schedules import MAX_TICKS_PER_CLAIM, Catchup, Due, Spec
+from .schedules import MAX_TICKS_PER_CLAIM, Catchup, Due, Spec
 
 if TYPE_CHECKING:
     from collections.abc import Iterator

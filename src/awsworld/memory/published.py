@@ -3,15 +3,13 @@ that share storage, as processes share a table)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from .model import Publication
+from ..world.published import Publication
 
 
 class MemoryPublished:
-    def __init__(self, state: Any) -> None:
-        """``state``: the storage's ``State`` (its ``published`` dict holds the publications by key)."""
-        self.records: dict[str, Publication] = state.published
+    def __init__(self, records: dict[str, Publication]) -> None:
+        """``records``: the storage's publications, by key."""
+        self.records = records
 
     async def publish(self, publication: Publication) -> None:
         self.records[publication.key] = publication

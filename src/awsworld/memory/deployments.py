@@ -3,15 +3,13 @@ share storage, as processes share a table)."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from .model import Deployment, by_registration
+from ..world.deployments import Deployment, by_registration
 
 
 class MemoryDeployments:
-    def __init__(self, state: Any) -> None:
-        """``state``: the storage's ``State`` (its ``deployments`` dict holds the records by id)."""
-        self.records: dict[str, Deployment] = state.deployments
+    def __init__(self, records: dict[str, Deployment]) -> None:
+        """``records``: the storage's deployments, by id."""
+        self.records = records
 
     async def register(self, deployment: Deployment) -> bool:
         if deployment.deployment_id in self.records:

@@ -1,11 +1,13 @@
-"""The payload of a queue message: which run, and for a step message which step, with the run's identity."""
+"""The wire message of the workflow queue, in the contract: which run, and for a step message which step, with the
+run's identity, and the queue a workflow's messages go to (``queue_name_for``). Everyone who sends or reads one
+(the client, the worker's deliveries, the watchdog, ``awsworld dev``) reaches it here."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from ..world.queue import DEFAULT_QUEUE_PREFIX
+from .queue import DEFAULT_QUEUE_PREFIX
 
 WATCHDOG_WAKE = "watchdog"
 """Sent by the watchdog (``worker.watchdog``) to a run whose due passed with no write."""
@@ -26,7 +28,7 @@ class FlowMessage:
     workflow_name: str
     step_id: str | None = None
     step_name: str | None = None
-    run_context: dict[str, Any] = field(default_factory=dict)
+    run_context: dict[str, Any] = field(default_factory=dict[str, Any])
     divergence: int = 0
     wake: str | None = None
     """Why a flow message was sent to a run that may have lost its own (``WAKE_KINDS``): its flow makes sure
@@ -59,19 +61,24 @@ class FlowMessage:
 
     @classmethod
     def from_payload(cls, payload: Any) -> FlowMessage:
-        if not isinstance(payload, dict) or not isinstance(payload.get("runId"), str) \
-                or not isinstance(payload.get("workflowName"), str):
+        if not isinstance(payload, dict):
+            raise ValueError("not an awsworld flow or step message (needs runId and workflowName)")
+        fields = cast(dict[str, Any], payload)
+        run_id, workflow_name, wake = fields.get("runId"), fields.get("workflowName"), fields.get("wake")
+        deployment = fields.get("deploymentId")
+        wakes: object = fields.get("wakesOn")
+        ends = cast(list[object], wakes) if isinstance(wakes, list) else []
+        if not isinstance(run_id, str) or not isinstance(workflow_name, str):
             raise ValueError("not an awsworld flow or step message (needs runId and workflowName)")
         return cls(
-            run_id=payload["runId"],
-            workflow_name=payload["workflowName"],
-            step_id=payload.get("stepId"),
-            step_name=payload.get("stepName"),
-            run_context=dict(payload.get("runContext") or {}),
-            divergence=int(payload.get("replayDivergenceCount") or 0),
-            wake=payload["wake"] if isinstance(payload.get("wake"), str) else None,
-            wakes_on=tuple(end for end in wakes if isinstance(end, str)) if isinstance(wakes := payload.get("wakesOn"),
-                                                                                       list) else (),
-            deployment=payload["deploymentId"] if isinstance(payload.get("deploymentId"), str) else None,
-            reroutes=int(payload.get("deploymentMismatchRetryCount") or 0),
+            run_id=run_id,
+            workflow_name=workflow_name,
+            step_id=fields.get("stepId"),
+            step_name=fields.get("stepName"),
+            run_context=dict(fields.get("runContext") or {}),
+            divergence=int(fields.get("replayDivergenceCount") or 0),
+            wake=wake if isinstance(wake, str) else None,
+            wakes_on=tuple(end for end in ends if isinstance(end, str)),
+            deployment=deployment if isinstance(deployment, str) else None,
+            reroutes=int(fields.get("deploymentMismatchRetryCount") or 0),
         )
