@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import cProfile
 import gc
 import io
@@ -45,14 +44,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from awsworld import sleep, step, step_metadata, workflow
-from awsworld.engine import determinism
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import Step
 from awsworld.world.events import Event
@@ -195,28 +193,12 @@ async def measure_awsworld(rows: Sequence[Workload]) -> dict[str, Figure]:
     return {workload.key: await measure(workload) for workload in rows}
 
 
-@contextlib.contextmanager
-def _determinism_guard_off() -> Iterator[None]:
-    """awsworld's determinism guard is a ``sys.setprofile`` hook installed while workflow code runs, and it
-    restores the previous hook with ``sys.setprofile``: under cProfile that previous hook is the profiler
-    object, which ``sys.setprofile`` refuses (TypeError, the delivery fails), and cProfile would see nothing
-    of the workflow anyway. So the profiled run goes without the guard (it costs no measurable time on this
-    workload: serial 1,000 ran as fast with it as without)."""
-    saved = determinism.install_guard, determinism.restore_guard, determinism.ensure_guard
-    determinism.install_guard = lambda: None  # type: ignore[assignment]
-    determinism.restore_guard = lambda previous: None  # type: ignore[assignment]
-    determinism.ensure_guard = lambda: None  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        determinism.install_guard, determinism.restore_guard, determinism.ensure_guard = saved
-
-
 async def profile_serial(n: int, top: int = 30) -> str:
     """cProfile of one serial run of ``n`` steps (start to result), by internal time and by cumulative time."""
     profile = cProfile.Profile()
-    with _determinism_guard_off():
-        sample = await run_once(workloads((n,), repeat=1)[0], profile=profile)
+    # (under cProfile, whose hook is not a Python callable, the determinism guard leaves the profiler running
+    # and its refusals are off: see awsworld/engine/determinism.py)
+    sample = await run_once(workloads((n,), repeat=1)[0], profile=profile)
     out = io.StringIO()
     out.write(f"cProfile of awsworld serial {n:,} (start to result, {sample.wall:.2f} s with the profiler on, "
               "determinism guard off)\n")

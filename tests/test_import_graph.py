@@ -237,6 +237,77 @@ def test_the_layer_check_catches_an_upward_import() -> None:
     assert upward_imports({"awsworld.engine.execution": {"awsworld.authoring.calls"}}) == []
 
 
+def private_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Every import of a private module (one whose path has a part starting with ``_``, ``awsworld._engine.x`` or
+    ``awsworld.worker._flow``) from outside the package that holds it: the public modules are the documented API,
+    and a package's ``_`` modules are its own business, so a cross-package use of one stands out here."""
+    found = []
+    for name, targets in graph.items():
+        for target in targets:
+            parts = target.split(".")
+            private = [index for index, part in enumerate(parts) if part.startswith("_") and not part.startswith("__")]
+            if not private:
+                continue
+            private_at = private[-1]  # the innermost: ``_engine._loop`` is private to ``_engine``
+            owner = ".".join(parts[:private_at])  # the package that holds the private name
+            if not (name == owner or name.startswith(owner + ".")):
+                found.append(f"{name} -> {target} (private to {owner})")
+    return sorted(found)
+
+
+def test_a_private_module_is_imported_only_from_its_own_package() -> None:
+    assert private_imports(import_graph(type_level=True)) == []
+
+
+ARCHITECTURE_NOTE = SRC.parent / "docs" / "contributing" / "architecture.md"
+
+
+def test_the_architecture_note_places_every_layer_entry() -> None:
+    """The note's diagram lists each layer's entries in a box of its own: every ``LAYERS`` prefix appears in the
+    diagram's box of its layer (``awsworld.`` dropped), so a layer entry added, moved or renamed shows up here."""
+    diagram = ARCHITECTURE_NOTE.read_text(encoding="utf-8").split("```mermaid", 1)[1].split("```", 1)[0]
+    boxes = [line for line in diagram.splitlines() if "<b>" in line]
+    assert len(boxes) == len(LAYERS), "one box per layer"
+    missing = []
+    for box, (title, prefixes) in zip(reversed(boxes), LAYERS, strict=True):
+        entries = {entry.strip() for entry in box.split("<br/>", 1)[1].split('"]')[0].split("·")}
+        entries = {entry.split(" (")[0] for entry in entries}
+        for prefix in prefixes:
+            short = prefix.lstrip("=").removeprefix("awsworld.") if prefix != "=awsworld" else "awsworld"
+            if short not in entries and not any(short.startswith(entry + ".") for entry in entries):
+                missing.append(f"{prefix} ({title.split(':')[0]})")
+    assert missing == [], f"layer entries the architecture note's diagram does not place: {missing}"
+
+
+USER_FACING = ("examples", "handlers", "docs")
+"""What a user reads and copies: the docs' snippets, and the handlers ``awsworld init`` writes. They import the
+documented API only (``bench/`` and ``tests/`` may reach inside: they measure and test the internals)."""
+
+
+def test_what_users_copy_imports_only_public_modules() -> None:
+    root = SRC.parent
+    found = []
+    for folder in USER_FACING:
+        for path in sorted((root / folder).rglob("*.py")):
+            for node in _imports(ast.parse(path.read_text(encoding="utf-8")), type_level=True):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""])
+                found += [f"{path.relative_to(root)}: {name}" for name in names
+                          if name.split(".")[0] == PACKAGE and any(
+                              part.startswith("_") and not part.startswith("__") for part in name.split("."))]
+    assert found == [], "user-facing code importing a private module: " + "; ".join(found)
+
+
+def test_the_private_check_catches_a_cross_package_import() -> None:
+    assert private_imports({"awsworld.client.client": {"awsworld.worker._flow.loop"}}) == [
+        "awsworld.client.client -> awsworld.worker._flow.loop (private to awsworld.worker)"]
+    assert private_imports({"awsworld.worker.tick": {"awsworld.worker._flow.loop"},
+                            "awsworld.testing": {"awsworld.__main__"}}) == []
+    assert private_imports({"awsworld.client.client": {"awsworld._worker.dispatch"}}) == []  # private to awsworld
+    assert private_imports({"awsworld.client.client": {"awsworld._worker._flow.loop"}}) == [
+        "awsworld.client.client -> awsworld._worker._flow.loop (private to awsworld._worker)"]
+
+
 if __name__ == "__main__":
     typed_graph = import_graph(type_level=True)
     counts = {index: 0 for index in range(len(LAYERS))}

@@ -188,15 +188,15 @@ def test_a_c_profiler_keeps_running_through_the_guard() -> None:
     import cProfile
     import sys
 
-    from awsworld.engine.determinism import ensure_guard, install_guard, restore_guard
+    from awsworld.engine.determinism import ensure_guard, enter, leave
 
     profiler = cProfile.Profile()
     profiler.enable()
     try:
         hook = sys.getprofile()
-        previous = install_guard()
+        previous = enter()
         ensure_guard()
-        restore_guard(previous)
+        leave(previous)
         assert sys.getprofile() is hook
     finally:
         profiler.disable()

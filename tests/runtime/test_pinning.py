@@ -157,6 +157,19 @@ class Stack:
                     await asyncio.sleep(0.05)
         raise AssertionError(f"no hook {token} appeared")
 
+    async def delivery_recorded(self, status: str) -> None:
+        """Until a delivery ending with ``status`` is recorded: a run's end is written during its delivery, and
+        ``run.result()`` can return before that delivery's own result is appended."""
+        for _ in range(600):
+            if any(r.status == status for r in self.results):
+                return
+            if self.env is not None:
+                await self.env.idle()
+            else:
+                import asyncio
+                await asyncio.sleep(0.05)
+        raise AssertionError(f"no delivery ended {status!r}: {[r.status for r in self.results]}")
+
     async def pin(self, run: Run[Any]) -> str | None:
         view = await self.world.runs.get(run.run_id, resolve_data="none")
         return view.attributes.get(PIN_ATTRIBUTE)
@@ -205,6 +218,7 @@ async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_
         await run.result(timeout=60)
     assert failed.value.code == DEPLOYMENT_MISMATCH and failed.value.error_type == "DeploymentMismatchError"
     assert "deployment 'v1'" in str(failed.value) and "after 3 re-routes" in str(failed.value)
+    await stack.delivery_recorded("deployment-mismatch")
     statuses = [r.status for r in stack.results]
     assert statuses.count("reroute-sent") == MAX_REROUTES and statuses.count("deployment-mismatch") == 1
     view = await stack.world.runs.get(run.run_id, resolve_data="none")

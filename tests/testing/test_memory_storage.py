@@ -154,7 +154,7 @@ async def test_a_stamp_may_not_run_ahead_of_the_worlds_clock() -> None:
 # ---------------------------------------------------------------- waiting
 
 
-async def test_wait_until_is_woken_by_the_commit_not_by_polling() -> None:
+async def test_changed_until_is_woken_by_the_commit_not_by_polling() -> None:
     world = MemoryWorld()
     run_id = await new_run(world)
     ended = CountingPredicate(lambda: world.storage.run_status(run_id) == "completed")
@@ -164,23 +164,23 @@ async def test_wait_until_is_woken_by_the_commit_not_by_polling() -> None:
         await world.events.create(run_id, {"eventType": "run_completed", "eventData": {"output": 1}})
 
     started = time.monotonic()
-    woke, _ = await asyncio.gather(world.storage.wait_until(ended, timeout=10), finish_later())
+    woke, _ = await asyncio.gather(world.storage.changed.until(ended, timeout=10), finish_later())
     assert woke is True
     assert time.monotonic() - started < 1.0
     assert ended.calls == 2, "asked once at the start and once after the one commit"
 
 
-async def test_wait_until_times_out_false_and_true_at_once_when_it_already_holds() -> None:
+async def test_changed_until_times_out_false_and_true_at_once_when_it_already_holds() -> None:
     world = MemoryWorld()
     run_id = await new_run(world)
     assert world.storage.run_status(run_id) == "running"
     assert world.storage.run_status("wrun_missing") is None
     never = CountingPredicate(lambda: world.storage.run_status(run_id) == "completed")
     started = time.monotonic()
-    assert await world.storage.wait_until(never, timeout=0.2) is False
+    assert await world.storage.changed.until(never, timeout=0.2) is False
     assert 0.15 < time.monotonic() - started < 1.0
     assert never.calls <= 2
-    assert await world.storage.wait_until(lambda: True, timeout=0) is True
+    assert await world.storage.changed.until(lambda: True, timeout=0) is True
 
 
 async def test_wait_for_terminal_status_returns_when_a_peer_ends_the_run() -> None:

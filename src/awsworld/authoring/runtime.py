@@ -131,8 +131,12 @@ class WorkflowRuntime(Protocol):
                     name: str | None = None, timeout: When | None = None,
                     heartbeat_timeout: Duration | None = None) -> HookHandle: ...
 
-    async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                        poll: PollSpec | None = None, name: str | None = None) -> Any: ...
+    def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                  poll: PollSpec | None = None, name: str | None = None) -> Awaitable[Any]:
+        """Declare the step call at the next position now, and return what the workflow awaits for its result
+        (a plain function, not a coroutine: every call and return of the workflow body's stack passes through the
+        determinism guard's profile hook, and a coroutine in between is two more of each per step)."""
+        ...
 
     async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                           detached: bool, name: str | None = None,

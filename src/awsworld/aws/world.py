@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from ..world.clock import SYSTEM_CLOCK
-from ..world.storage import WorldStorage
 from ..world.world_base import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
@@ -30,8 +29,7 @@ class AWSWorld(WorldBase):
     def _init_storage(self) -> None:
         self.values = ValueStore(self.clients)
         self.storage = DynamoStorage(self.clients, self.values)
-        front = WorldStorage(self.storage)  # the contract's storage methods, over DynamoDB and S3
-        self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
+        self._store_with(self.storage)  # the contract's storage methods, over DynamoDB and S3
         self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
         self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise

@@ -330,7 +330,7 @@ class Client:
         """Send an unfinished run a flow message, as an operator does for a run whose own message was lost (it
         sits ``running`` and nothing happens). Its flow takes over steps whose lease has passed, queues again
         steps that never started, completes due waits, and comes back by itself when a step's lease is still
-        running (``runtime.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
+        running (``worker.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
         The watchdog does the same on its own after the run's due (docs/operate/lost-messages.md). Returns the run as it
         was; raises ``RunGoneError`` for a finished one."""
         run = await self.world.runs.get(run_id, resolve_data="none")

@@ -10,7 +10,7 @@ redrive policy, as any other.
 
 The hosts:
 
-- ``lambda_.handover.LambdaHost``: an asynchronous ``Invoke`` of the target's published version (qualifier), the
+- ``lambda_.versions.LambdaHost``: an asynchronous ``Invoke`` of the target's published version (qualifier), the
   record in the event; the version's flow handler runs it (``awsworld.lambda_.flow.handle``).
 - ``deployments.local_host.LocalHost``: several deployments' code in one process (``awsworld dev`` keeps the code
   a run started on when modules are reloaded; ``WorkflowTestEnv.deploy``), each with its own runtime; a hand-over

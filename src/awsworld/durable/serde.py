@@ -320,7 +320,8 @@ def _plain(value: Any, depth: int) -> JSONValue:
                     or (ti is float and item - item == 0.0)):
                 out[key] = item
             elif ti is dict or ti is list:
-                out[key] = _plain(item, depth + 1)
+                # (an empty one, such as a step call's empty kwargs, is copied here: one call fewer for the hook)
+                out[key] = _plain(item, depth + 1) if item or depth + 1 >= MAX_DEPTH else {} if ti is dict else []
             else:
                 raise _NOT_PLAIN
         if TAG in out:
@@ -334,7 +335,7 @@ def _plain(value: Any, depth: int) -> JSONValue:
                     or (ti is float and item - item == 0.0)):
                 items.append(item)
             elif ti is dict or ti is list:
-                items.append(_plain(item, depth + 1))
+                items.append(_plain(item, depth + 1) if item or depth + 1 >= MAX_DEPTH else {} if ti is dict else [])
             else:
                 raise _NOT_PLAIN
         return items

@@ -117,6 +117,10 @@ _REFUSED_CODE: dict[CodeType, str] = {
 }
 _GLOBAL_ONLY = frozenset(getattr(_random.Random, name).__code__ for name in ("seed", *_STATEFUL))
 """Refused for the random module's own generator only (the run's generator runs the same code, and may)."""
+_REFUSED_NAMES = frozenset(code.co_name for code in _REFUSED_CODE)
+"""The names of the refused functions: the profile hook sees every Python call of a workflow body, and a code
+object's hash is not cached (it hashes its constants, nested code included, on every lookup), while a name's is:
+a call is looked up by its code only when its name matches."""
 
 
 def active_execution() -> WorkflowRuntime | None:
@@ -129,12 +133,18 @@ def active_execution() -> WorkflowRuntime | None:
     return execution
 
 
-def _profile(frame: FrameType, event: str, arg: object) -> None:
+def profile_hook(frame: FrameType, event: str, arg: object) -> None:
+    """The refusals: the ``sys.setprofile`` hook while workflow code runs (``enter`` to ``leave``). It is called
+    for every call and return of a workflow body, so what runs between ``enter`` and ``leave`` (and after each
+    ready callback, ``ReplayLoop.run_until_idle``) makes as few calls as it can."""
     if event == "c_call":
         refused = _REFUSED_C.get(arg)
     elif event == "call":
-        refused = _REFUSED_CODE.get(frame.f_code)
-        if refused is not None and frame.f_code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
+        code = frame.f_code
+        if code.co_name not in _REFUSED_NAMES:
+            return
+        refused = _REFUSED_CODE.get(code)
+        if refused is not None and code in _GLOBAL_ONLY and frame.f_locals.get("self") is not _GLOBAL_RANDOM:
             return
     else:
         return
@@ -144,39 +154,38 @@ def _profile(frame: FrameType, event: str, arg: object) -> None:
 
 def enter() -> ProfileFunction | None:
     """Workflow code is about to run on this thread (``ReplayLoop.run_until_idle``): put the replay-stable
-    functions in place and turn the refusals on. Returns what ``leave`` restores."""
+    functions in place and turn the refusals on (last, so that only this function's return is seen by the hook).
+    Returns what ``leave`` restores."""
     global _entered
     with _patch_lock:
         if _entered == 0:
-            for namespace, replacements in _REPLACEMENTS:
-                _replaced.append((namespace, {name: namespace[name] for name in replacements}))
-                namespace.update(replacements)
+            taken = _replaced.append
+            for namespace, name, replacement in _REPLACEMENTS:
+                taken(namespace[name])
+                namespace[name] = replacement
             _replaced_class.append(type(_GLOBAL_RANDOM))
             _GLOBAL_RANDOM.__class__ = _RoutedRandom
         _entered += 1
-    return install_guard()
+    previous = sys.getprofile()
+    if previous is not profile_hook and _replaceable(previous):
+        sys.setprofile(profile_hook)
+    return previous
 
 
 def leave(previous: ProfileFunction | None) -> None:
-    """Workflow code has stopped running on this thread: the refusals off, and once no thread runs workflow code,
-    ``time``, ``uuid``, ``random`` and ``asyncio`` as they were."""
+    """Workflow code has stopped running on this thread: the refusals off (first, and without a call the hook
+    would see: ``_replaceable`` written out), and once no thread runs workflow code, ``time``, ``uuid``, ``random``
+    and ``asyncio`` as they were."""
     global _entered
-    restore_guard(previous)
+    if previous is not profile_hook and (previous is None or callable(previous)):
+        sys.setprofile(previous)
     with _patch_lock:
         _entered -= 1
         if _entered == 0:
-            for namespace, originals in _replaced:
-                namespace.update(originals)
+            for (namespace, name, _), original in zip(_REPLACEMENTS, _replaced, strict=True):
+                namespace[name] = original
             _replaced.clear()
             _GLOBAL_RANDOM.__class__ = _replaced_class.pop()
-
-
-def install_guard() -> ProfileFunction | None:
-    """Turn the refusals on for this thread (while the replay loop runs); returns what to restore."""
-    previous = sys.getprofile()
-    if previous is not _profile and _replaceable(previous):
-        sys.setprofile(_profile)
-    return previous
 
 
 def _replaceable(hook: object) -> bool:
@@ -185,15 +194,12 @@ def _replaceable(hook: object) -> bool:
 
 
 def ensure_guard() -> None:
-    """Put the guard back after a refusal (a profile hook that raised is removed by the interpreter)."""
+    """Put the guard back after a refusal (a profile hook that raised is removed by the interpreter), or after
+    workflow code set a profile hook of its own. ``ReplayLoop.run_until_idle`` calls it only when
+    ``sys.getprofile()`` is not ``profile_hook``, sparing a call and return the hook would see."""
     current = sys.getprofile()
-    if current is not _profile and _replaceable(current):
-        sys.setprofile(_profile)
-
-
-def restore_guard(previous: ProfileFunction | None) -> None:
-    if previous is not _profile and _replaceable(previous):
-        sys.setprofile(previous)
+    if current is not profile_hook and _replaceable(current):
+        sys.setprofile(profile_hook)
 
 
 # ---------------------------------------------------------------------------------------------- replay-stable
@@ -292,15 +298,18 @@ class _RoutedRandom(_random.Random):
         return super().getrandbits(k) if execution is None else execution.rng.getrandbits(k)
 
 
-_REPLACEMENTS: tuple[tuple[dict[str, Any], dict[str, Any]], ...] = (
-    (_time.__dict__, {"time": _patched_time, "time_ns": _patched_time_ns}),
-    (_uuid.__dict__, {"uuid4": _patched_uuid4}),
-    (_random.__dict__, {**{name: _random_function(name) for name in MODULE_ROUTED}, "seed": _patched_seed}),
-    (asyncio.__dict__, {"as_completed": _patched_as_completed}),
-    (asyncio.tasks.__dict__, {"as_completed": _patched_as_completed}),
-)
-"""Each module's namespace, and the replay-stable functions ``enter`` puts in it (by the names workflow code calls)."""
-_replaced: list[tuple[dict[str, Any], dict[str, Any]]] = []  # what ``enter`` took out, for the last ``leave``
+_REPLACEMENTS: tuple[tuple[dict[str, Any], str, Callable[..., Any]], ...] = tuple(
+    (namespace, name, replacement) for namespace, replacements in (
+        (_time.__dict__, {"time": _patched_time, "time_ns": _patched_time_ns}),
+        (_uuid.__dict__, {"uuid4": _patched_uuid4}),
+        (_random.__dict__, {**{name: _random_function(name) for name in MODULE_ROUTED}, "seed": _patched_seed}),
+        (asyncio.__dict__, {"as_completed": _patched_as_completed}),
+        (asyncio.tasks.__dict__, {"as_completed": _patched_as_completed}),
+    ) for name, replacement in replacements.items())
+"""Each module's namespace, a name workflow code calls in it, and the replay-stable function ``enter`` puts there:
+one flat table, read in one loop by ``enter`` and ``leave`` (they run around every resumption of a workflow body,
+and a loop over a dict per module, building a dict of originals each time, cost twice as many instructions)."""
+_replaced: list[Any] = []  # what ``enter`` took out, in ``_REPLACEMENTS``' order, for the last ``leave``
 _replaced_class: list[type[_random.Random]] = []  # and the generator's class it swapped
 _entered = 0  # threads (or nested loops) running workflow code now
 _patch_lock = threading.Lock()

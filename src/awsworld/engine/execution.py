@@ -377,9 +377,9 @@ class WorkflowExecution:
         back on."""
         return await start_child(self, definition, args, kwargs, detached=detached, name=name, codec=codec)
 
-    async def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                        poll: PollSpec | None = None, name: str | None = None) -> Any:
-        return await self.declare_step(definition, args, kwargs, poll=poll, name=name).future
+    def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
+                  poll: PollSpec | None = None, name: str | None = None) -> asyncio.Future[Any]:
+        return self.declare_step(definition, args, kwargs, poll=poll, name=name).future
 
     def declare_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                      poll: PollSpec | None = None, name: str | None = None) -> StepOp:

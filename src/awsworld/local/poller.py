@@ -7,7 +7,7 @@ back-off visibility), any other record is deleted. Like a Lambda timeout, a deli
 invocation's time is up (the budget plus the margin the runtime keeps for a continuation) is cancelled and
 its record left to come back after the visibility timeout.
 
-With ``tick_seconds`` it also runs the tick (``runtime.tick``: the watchdog) every that many seconds on the
+With ``tick_seconds`` it also runs the tick (``worker.tick``: the watchdog) every that many seconds on the
 real clock, as the stack's schedule does every minute: ``awsworld dev`` turns it on.
 """
 

@@ -17,12 +17,10 @@ from typing import Any
 
 from ..world.answers import build, hook_answer, step_answer, wait_answer
 from ..world.clock import Clock
-from ..world.cursors import slot_cursor
 from ..world.entities import ResolveData
 from ..world.errors import WorldError
 from ..world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult, LogSnapshot
 from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, slot_to_event_id
-from ..world.pages import EventPage
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import READS, due_after, read_token
 from ..world.rules.checks import Found, failed
@@ -33,7 +31,7 @@ from ..world.rules.log import check_expected_seq, check_fence, seq_in_band_after
 from ..world.rules.requests import VALUE_FIELD, carried_value, failed_outcome
 from ..world.rules.runs import run_created, run_missing
 from ..world.rules.state import placed
-from ..world.storage import Unit
+from ..world.storage import LogSlice, Unit
 from .records import RunRecord, State, StoredEvent, event_model, run_model
 from .values import NULL, Value, data_text, json_value, store_value
 from .watch import set_due
@@ -48,7 +46,7 @@ class MemoryLog:
         self.clock = clock
         self.deployment_id = deployment_id
         self.max_value_bytes = max_value_bytes
-        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.wait_until)
+        self._committed = committed  # wakes whoever waits for a change (MemoryStorage.changed)
         self._found = Found()  # what _failed found, refilled for each decision (no allocation per write)
         self._run_state: RunState | None = None  # the last view's run, reused while the run reads the same
 
@@ -312,30 +310,27 @@ class MemoryLog:
         return event_model(run_id, run.events[slot - 1], resolve) if run is not None else None
 
     async def events_between(self, run_id: str, after: int, before: int, count: int,
-                             resolve: ResolveData) -> EventPage:
+                             resolve: ResolveData) -> LogSlice:
         run = self.run(run_id)
-        return _page(run, run.events[after:after + count], after, before - 1 > after + count, resolve,
-                     snapshot=False)
+        return _slice(run, run.events[after:after + count], before - 1 > after + count, resolve, snapshot=False)
 
-    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> EventPage:
+    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> LogSlice:
         run = self.run(run_id)
-        return _page(run, run.events[after:after + limit], after, len(run.events) > after + limit, resolve)
+        return _slice(run, run.events[after:after + limit], len(run.events) > after + limit, resolve)
 
     async def correlated_events(self, run_id: str, correlation_id: str, after: int, limit: int,
-                                resolve: ResolveData) -> EventPage:
+                                resolve: ResolveData) -> LogSlice:
         run = self.run(run_id)
         slots = run.by_correlation.get(correlation_id, [])
         start = bisect.bisect_right(slots, after)
-        return _page(run, [run.events[s - 1] for s in slots[start:start + limit]], after,
-                     len(slots) > start + limit, resolve)
+        return _slice(run, [run.events[s - 1] for s in slots[start:start + limit]], len(slots) > start + limit,
+                      resolve)
 
 
-def _page(run: RunRecord, events: Sequence[StoredEvent], after: int, more: bool, resolve: ResolveData, *,
-          snapshot: bool = True) -> EventPage:
-    """A page of ``events`` (from the slot after ``after``), with the cursor after its last one."""
-    return build(EventPage, data=[event_model(run.run_id, e, resolve) for e in events],
-                 cursor=slot_cursor(events[-1].slot if events else after), has_more=more,
-                 snapshot=build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band) if snapshot else None)
+def _slice(run: RunRecord, events: Sequence[StoredEvent], more: bool, resolve: ResolveData, *,
+           snapshot: bool = True) -> LogSlice:
+    return LogSlice([event_model(run.run_id, e, resolve) for e in events], more,
+                    build(LogSnapshot, seq=run.seq, seq_in_band=run.seq_in_band) if snapshot else None)
 
 
 def _record(made: NewRun) -> RunRecord:

@@ -1,4 +1,5 @@
-"""A wake-up call for coroutines waiting on in-memory state (a queue's new message, a stream's new chunk).
+"""A wake-up call for coroutines waiting on in-memory state (a queue's new message, a stream's new chunk, a
+commit to storage).
 
 The in-memory World changes state synchronously, so whoever changes it can wake the waiters at once: no
 reader ever polls. A waiter also passes a timeout, because some wake-ups are a matter of time (a delayed
@@ -8,6 +9,7 @@ message falls due, a run ends in storage that does not tell us) rather than of a
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 
 class Signal:
@@ -34,6 +36,16 @@ class Signal:
             return False
         finally:
             self._waiters.discard(waiter)
+        return True
+
+    async def until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
+        """True as soon as ``predicate()`` holds (checked now and after every ``notify``, never by polling); False
+        when ``timeout`` real seconds pass first."""
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        while not predicate():
+            if not await self.wait(None if deadline is None else deadline - loop.time()):
+                return predicate()
         return True
 
     @property

@@ -3,13 +3,12 @@
 Every decision is the rulebook's (``world/rules/``) and every contract method ``WorldStorage``'s; this keeps the
 records (``records.py``), commits writes and reads the log (``log.py``), finds entities and lists runs, steps
 and hooks, keeps every timestamp on the ``clock`` it is given (so a test that skips time sees waits and retries
-fall due), and lets a test wait for a state without polling: every commit wakes ``wait_until``'s waiters, which
-re-check their predicate. The conformance suite runs it beside the AWS World.
+fall due), and wakes whoever waits for a state (``changed``: every commit notifies it, and ``Signal.until``
+re-checks a predicate then, never by polling). The conformance suite runs it beside the AWS World.
 """
 
 from __future__ import annotations
 
-import asyncio
 import copy
 from collections.abc import Callable, Mapping
 from typing import TypeVar
@@ -22,6 +21,7 @@ from ..world.rules.hooks import hook_status
 from ..world.rules.state import TokenState
 from .log import MemoryLog
 from .records import RunRecord, State, run_model
+from .signal import Signal
 
 E = TypeVar("E")
 M = TypeVar("M")
@@ -37,8 +37,8 @@ class MemoryStorage:
         self.clock = clock
         self.deployment_id = deployment_id
         self.state = State()
-        self._changed: asyncio.Event | None = None  # made by the first waiter, set and dropped by the next commit
-        log = self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.notify_change)
+        self.changed = Signal()  # every commit notifies it
+        log = self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.changed.notify)
         # The write path and the log's reads are the log's own methods (no wrapper between a call and them).
         self.store_value, self.store_values, self.create_run = log.store_value, log.store_values, log.create_run
         self.write_event, self.write_batch, self.recorded_event = log.write_event, log.write_batch, log.recorded_event
@@ -61,7 +61,7 @@ class MemoryStorage:
 
     async def await_change(self, run_id: str, seconds: float, polls: int) -> None:
         """Woken by the commit that ends the run (no polling)."""
-        await self.wait_until(lambda: self.run_status(run_id) in TERMINAL_RUN_STATUSES, seconds)
+        await self.changed.until(lambda: self.run_status(run_id) in TERMINAL_RUN_STATUSES, seconds)
 
     # ------------------------------------------------------------------ steps and hooks
 
@@ -98,39 +98,6 @@ class MemoryStorage:
         """The run's status, or None when there is no such run (synchronous: no I/O to wait for)."""
         run = self.state.runs.get(run_id)
         return run.status if run is not None else None
-
-    def holds_hook(self, run_id: str, token: str) -> bool:
-        """Whether ``run_id`` holds the hook ``token`` now (synchronous, for the test driver's skip rule)."""
-        holder = self.state.tokens.get(token)
-        return holder is not None and holder.run_id == run_id and not holder.released
-
-    def notify_change(self) -> None:
-        """Wake every ``wait_until`` waiter to re-check its predicate; each commit calls it."""
-        changed = self._changed
-        if changed is not None:
-            self._changed = None
-            changed.set()
-
-    async def wait_until(self, predicate: Callable[[], bool], timeout: float | None = None) -> bool:
-        """True as soon as ``predicate()`` holds (checked now and after every commit, never by polling); False
-        when ``timeout`` real seconds pass first."""
-        if predicate():
-            return True
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        while True:
-            if self._changed is None:
-                self._changed = asyncio.Event()
-            changed = self._changed
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                return predicate()
-            try:
-                await asyncio.wait_for(changed.wait(), remaining)
-            except TimeoutError:
-                return predicate()
-            if predicate():
-                return True
 
     def dump(self) -> State:
         """A deep copy of everything stored: what a test compares before and after a write that must write

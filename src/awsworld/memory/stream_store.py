@@ -38,7 +38,7 @@ class MemoryStreamStore:
         streams = self._runs.get(run_id)
         return streams.get(name) if streams is not None else None
 
-    def meta(self, run_id: str, name: str) -> tuple[int, bool]:
+    async def meta(self, run_id: str, name: str) -> tuple[int, bool]:
         """(chunk count, done); (0, False) for a stream never written."""
         state = self.get(run_id, name)
         return (len(state.chunks), state.done) if state is not None else (0, False)
@@ -48,11 +48,11 @@ class MemoryStreamStore:
         state = self.get(run_id, name)
         return state.chunks[start:stop] if state is not None else []
 
-    def names(self, run_id: str) -> list[str]:
+    async def names(self, run_id: str) -> list[str]:
         """The run's stream names in name order."""
         return sorted(self._runs.get(run_id, ()))
 
-    def run_status(self, run_id: str) -> str | None:
+    async def run_status(self, run_id: str) -> str | None:
         return self.storage.run_status(run_id)
 
     def append(self, run_id: str, name: str, chunks: Sequence[bytes]) -> int:
@@ -67,7 +67,7 @@ class MemoryStreamStore:
         self._wake(run_id, name)
         return first
 
-    def close(self, run_id: str, name: str) -> None:
+    async def close(self, run_id: str, name: str) -> None:
         """Mark the stream done. Idempotent; allowed on a finished run (``rules.streams``)."""
         state = self._state(run_id, name)
         if not state.done:

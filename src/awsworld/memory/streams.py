@@ -23,7 +23,7 @@ from .stream_store import MemoryStreamStore, RunStatuses
 RUN_CHECK_INTERVAL = 0.1
 
 
-class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession]):
+class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession, MemoryStreamStore]):
     """The window (``stream_flush_interval_ms``) is 0 by default: flush as soon as chunks are in order (memory
     has no per-commit cost to spread)."""
 
@@ -31,27 +31,15 @@ class MemoryStreams(Streamer[MemoryLiveStream, MemoryWriteSession]):
                  run_check_interval: float = RUN_CHECK_INTERVAL,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         """``max_value_bytes``: a chunk and its frame are at most this many bytes."""
-        super().__init__(flush_interval_ms=flush_interval_ms, sessions=OpenSessions(), max_value_bytes=max_value_bytes)
+        super().__init__(MemoryStreamStore(storage), flush_interval_ms=flush_interval_ms, sessions=OpenSessions(),
+                         max_value_bytes=max_value_bytes)
         self.clock = clock  # streams keep no time; taken for symmetry with the other parts of the World
-        self.store = MemoryStreamStore(storage)
         self.run_check_interval = run_check_interval
         self._closed = False
 
     async def _append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
         self.store.append(run_id, name, chunks)
         await asyncio.sleep(0)
-
-    async def _close_stream(self, run_id: str, name: str) -> None:
-        self.store.close(run_id, name)
-
-    async def _meta(self, run_id: str, name: str) -> tuple[int, bool]:
-        return self.store.meta(run_id, name)
-
-    async def _run_status(self, run_id: str) -> str | None:
-        return self.store.run_status(run_id)
-
-    async def _names(self, run_id: str) -> list[str]:
-        return self.store.names(run_id)
 
     async def _read_page(self, run_id: str, name: str, start: int, stop: int) -> list[bytes]:
         chunks = self.store.chunks(run_id, name, start, stop)

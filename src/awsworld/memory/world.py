@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from ..world.clock import Clock
 from ..world.limits import max_value_bytes as default_max_value_bytes
-from ..world.storage import WorldStorage
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
 from .deployments import MemoryDeployments
@@ -37,8 +36,7 @@ class MemoryWorld(WorldBase):
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
-        front = WorldStorage(self.storage)  # the contract's storage methods, over this World's records
-        self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
+        self._store_with(self.storage)  # the contract's storage methods, over DynamoDB and S3
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
         self.published = MemoryPublished(self.storage.state.published)  # the consumers' workflow names

@@ -11,7 +11,7 @@ run's due comes (``world.watch``). Time never jumps while a test is doing someth
 say), so a workflow racing a hook against a timeout sees the hook.
 
 The watchdog ticks on the same clock: whenever the soonest due in the World's watch index has come, the driver
-runs the tick (``runtime.tick``) before anything else, so a run whose message was lost (a test can delete it
+runs the tick (``worker.tick``) before anything else, so a run whose message was lost (a test can delete it
 from ``world.memory_queue``) is woken when its due comes, as the stack's minute schedule would wake it.
 """
 

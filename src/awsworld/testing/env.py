@@ -70,9 +70,13 @@ class WorkflowTestEnv:
         def ended() -> bool:
             return storage.run_status(run_id) in TERMINAL_RUN_STATUSES
 
+        def holds_hook(token: str) -> bool:  # the run holds the hook ``token`` now (read from the records)
+            holder = storage.state.tokens.get(token)
+            return holder is not None and holder.run_id == run_id and not holder.released
+
         if hook_token is None:
             return self.driver.skipping(satisfied=ended)
-        return self.driver.skipping(satisfied=lambda: ended() or storage.holds_hook(run_id, hook_token))
+        return self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token))
 
     # -- deployments -----------------------------------------------------------------------------------
 

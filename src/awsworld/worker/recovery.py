@@ -16,7 +16,7 @@ and gives every open part a live way forward:
   when that lease ends, so one wake is enough.
 
 And when the flow comes to rest (suspends with nothing in flight), it leaves the run's exact due on its head
-(``rest``), so the watchdog (``runtime.watchdog``) wakes a sleeping run only if its wake-up is lost, and a run
+(``rest``), so the watchdog (``worker.watchdog``) wakes a sleeping run only if its wake-up is lost, and a run
 waiting on hooks alone never.
 """
 

@@ -5,7 +5,7 @@ queue every minute) or a direct call (``awsworld dev``'s poller on the real cloc
 on its virtual one). Whoever gets it runs every job in ``JOBS``, in order, each on its own: one failing does not
 stop the next, and the tick as a whole fails (a queue message comes back later) only if one did.
 
-The watchdog (``runtime.watchdog``) is the first job. A later job (cron-scheduled workflow starts, say) is one
+The watchdog (``worker.watchdog``) is the first job. A later job (cron-scheduled workflow starts, say) is one
 more entry: it gets the World and answers a small report; it must be idempotent, because a tick may arrive
 twice or late.
 """

@@ -9,10 +9,10 @@ scan), and for each one:
    of two watchdogs racing, one wins);
 2. queues a flow message marked as a watchdog wake. Its flow takes over steps whose lease passed, re-queues
    steps that never started, completes due waits, and sets the run's exact due when it comes to rest
-   (``runtime.recovery``). Waking a run whose messages were fine after all costs one delivery that finds
+   (``worker.recovery``). Waking a run whose messages were fine after all costs one delivery that finds
    nothing to do.
 
-It runs as the first job of the tick (``runtime.tick``): every minute in the stack (an EventBridge schedule
+It runs as the first job of the tick (``worker.tick``): every minute in the stack (an EventBridge schedule
 sends the tick to the flow queue), on the real clock in ``awsworld dev``, and on the virtual clock in
 ``WorkflowTestEnv``, when the soonest due comes.
 """

@@ -10,7 +10,7 @@ from typing import Any, cast
 from .queue import DEFAULT_QUEUE_PREFIX
 
 WATCHDOG_WAKE = "watchdog"
-"""Sent by the watchdog (``runtime.watchdog``) to a run whose due passed with no write."""
+"""Sent by the watchdog (``worker.watchdog``) to a run whose due passed with no write."""
 OPERATOR_WAKE = "operator"
 """Sent by ``awsworld wake`` / ``Client.wake``."""
 RESTART_WAKE = "restart"

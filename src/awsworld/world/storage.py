@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, Generic, NamedTuple, Protocol, TypeVar
 
 from .answers import build
 from .clock import Clock
@@ -30,6 +30,7 @@ from .cursors import (
     key_cursor,
     run_cursor,
     runs_query,
+    slot_cursor,
 )
 from .entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
 from .errors import HookAlreadyReceivedError
@@ -40,6 +41,7 @@ from .events import (
     Event,
     EventBatchResult,
     EventResult,
+    LogSnapshot,
     parse_event_request,
 )
 from .ids import event_id_to_slot
@@ -56,6 +58,23 @@ V = TypeVar("V")
 """What an engine's stored value is (the in-memory World's copy, the AWS World's inline value or S3 object)."""
 Unit = list[CreateEventRequest]
 """A batch's unit: one request, or a born-running step's step_created and step_started (``batch_requests``)."""
+
+
+class LogSlice(NamedTuple):
+    """Events an engine read from a run's log, in slot order: ``more`` when more lie past them, with the log's
+    counters when the read took them (``WorldStorage`` makes the page and its cursor: ``_page``)."""
+
+    events: list[Event]
+    more: bool
+    snapshot: LogSnapshot | None = None
+
+
+def _page(after: int, found: LogSlice) -> EventPage:
+    """An events page of ``found`` (read after slot ``after``): its cursor is after the last event, or where it
+    started when empty, so a reader can always come back for what is written later."""
+    events = found.events
+    return build(EventPage, data=events, cursor=slot_cursor(events[-1].slot if events else after),
+                 has_more=found.more, snapshot=found.snapshot)
 
 
 class StorageEngine(Protocol[V]):
@@ -101,9 +120,9 @@ class StorageEngine(Protocol[V]):
         ...
 
     async def events_between(self, run_id: str, after: int, before: int, count: int,
-                             resolve: ResolveData) -> EventPage:
+                             resolve: ResolveData) -> LogSlice:
         """Up to ``count`` events after slot ``after`` and before slot ``before`` (a write's skipped-over report),
-        ``has_more`` when more lie between."""
+        ``more`` when more lie between; no snapshot."""
         ...
 
     # -- reads -------------------------------------------------------------------------------------------------
@@ -149,13 +168,13 @@ class StorageEngine(Protocol[V]):
         """A page of the run's hooks in key order (``HOOK#`` + id) after the key ``after``."""
         ...
 
-    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> EventPage:
+    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> LogSlice:
         """Up to ``limit`` events after slot ``after``, with the log's counters as a snapshot; the run missing:
         ``run_missing``."""
         ...
 
     async def correlated_events(self, run_id: str, correlation_id: str, after: int, limit: int,
-                                resolve: ResolveData) -> EventPage:
+                                resolve: ResolveData) -> LogSlice:
         """As ``events``, of the events with ``correlation_id`` only."""
         ...
 
@@ -199,7 +218,8 @@ class WorldStorage(Generic[V]):
             slot = result.event.slot
             skipped = skipped_over(event_count, slot)
             if skipped:
-                report = await engine.events_between(run_id, event_count, slot, skipped, resolve_data)
+                report = _page(event_count, await engine.events_between(run_id, event_count, slot, skipped,
+                                                                        resolve_data))
                 result.events, result.cursor, result.has_more = report.data, report.cursor, report.has_more
         return result
 
@@ -225,12 +245,12 @@ class WorldStorage(Generic[V]):
     async def list_events(self, run_id: str, *, cursor: str | None = None, limit: int = MAX_EVENTS_PAGE,
                           resolve_data: ResolveData = "all") -> EventPage:
         after = events_page_after(cursor, limit, MAX_EVENTS_PAGE)
-        return await self.engine.events(run_id, after, limit, resolve_data)
+        return _page(after, await self.engine.events(run_id, after, limit, resolve_data))
 
     async def list_by_correlation_id(self, run_id: str, correlation_id: str, *, cursor: str | None = None,
                                      limit: int = MAX_EVENTS_PAGE, resolve_data: ResolveData = "all") -> EventPage:
         after = events_page_after(cursor, limit, MAX_EVENTS_PAGE, correlation_id=correlation_id, by_correlation=True)
-        return await self.engine.correlated_events(run_id, correlation_id, after, limit, resolve_data)
+        return _page(after, await self.engine.correlated_events(run_id, correlation_id, after, limit, resolve_data))
 
     # -- runs --------------------------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from .cursors import check_limit
 from .ids import check_entity_id
@@ -35,19 +35,46 @@ from .streams import (
     page_start,
 )
 
+
+class StreamRecords(Protocol):
+    """Where a World keeps its streams (a dict in memory; DynamoDB's meta items on AWS): what ``Streamer`` closes
+    and reads through, the same calls in every World."""
+
+    async def close(self, run_id: str, name: str) -> None:
+        """Mark the stream done (idempotent; allowed on a finished run and on a stream never written, which it
+        creates)."""
+        ...
+
+    async def meta(self, run_id: str, name: str) -> tuple[int, bool]:
+        """The stream's (chunk count, closed flag) now; (0, False) for a stream never written."""
+        ...
+
+    async def run_status(self, run_id: str) -> str | None:
+        """The run's status now; None when there is no such run."""
+        ...
+
+    async def names(self, run_id: str) -> list[str]:
+        """The run's stream names in name order."""
+        ...
+
+
 ReaderT = TypeVar("ReaderT", bound=LiveReader)
 SessionT = TypeVar("SessionT", bound=OrderedWriteSession)
+StoreT = TypeVar("StoreT", bound=StreamRecords)
 
 
-class Streamer(ABC, Generic[ReaderT, SessionT]):
-    """``world.streams`` of a World; a subclass gives the storage primitives (the ``_`` methods below)."""
+class Streamer(ABC, Generic[ReaderT, SessionT, StoreT]):
+    """``world.streams`` of a World, over its ``store`` (``StreamRecords``); a subclass gives how chunks are
+    appended and read, how a live reader waits and how a session flushes (the abstract ``_`` methods below)."""
 
     stream_flush_interval_ms: int
     """The contract's streamFlushIntervalMs: how long a write session gathers chunks before one flush."""
 
-    def __init__(self, *, flush_interval_ms: int, sessions: SessionRegistry[SessionT], max_value_bytes: int) -> None:
+    def __init__(self, store: StoreT, *, flush_interval_ms: int, sessions: SessionRegistry[SessionT],
+                 max_value_bytes: int) -> None:
         """``sessions``: this process's open write sessions, which ``close`` flushes before it ends a stream.
         ``max_value_bytes``: the World's largest value; a chunk and its frame fit it (``max_chunk_bytes``)."""
+        self.store = store
         self.stream_flush_interval_ms = flush_interval_ms
         self.sessions = sessions
         self.max_chunk_bytes = max_chunk_bytes(max_value_bytes)
@@ -58,23 +85,6 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
     async def _append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
         """Append the chunks (at least one, each within ``max_chunk_bytes``) in order and contiguously; return
         when they are durable. Refusals are ``rules.streams.append_refusal``'s."""
-
-    @abstractmethod
-    async def _close_stream(self, run_id: str, name: str) -> None:
-        """Mark the stream done in the store (idempotent; allowed on a finished run and on a stream never
-        written, which it creates)."""
-
-    @abstractmethod
-    async def _meta(self, run_id: str, name: str) -> tuple[int, bool]:
-        """The stream's (chunk count, closed flag) now; (0, False) for a stream never written."""
-
-    @abstractmethod
-    async def _run_status(self, run_id: str) -> str | None:
-        """The run's status now; None when there is no such run."""
-
-    @abstractmethod
-    async def _names(self, run_id: str) -> list[str]:
-        """The run's stream names in name order."""
 
     @abstractmethod
     async def _read_page(self, run_id: str, name: str, start: int, stop: int) -> list[bytes]:
@@ -111,7 +121,7 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
         """End the stream, after the chunks this process's write sessions of it hold are flushed."""
         check_stream(run_id, name)
         await self.sessions.flush(run_id, name)
-        await self._close_stream(run_id, name)
+        await self.store.close(run_id, name)
 
     def get(self, run_id: str, name: str, start_index: int = 0) -> ReaderT:
         """``async for chunk in streams.get(...)``; ``await`` it first to fix a negative start now."""
@@ -142,7 +152,7 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
 
     async def list(self, run_id: str) -> list[str]:
         check_entity_id(run_id, "runId")
-        return await self._names(run_id)
+        return await self.store.names(run_id)
 
     def create_write_session(self, run_id: str, name: str, writer_id: str, *, first_seq: int = 0,
                              flush_interval: float | None = None) -> SessionT:
@@ -153,6 +163,12 @@ class Streamer(ABC, Generic[ReaderT, SessionT]):
         check_entity_id(writer_id, "writerId")
         interval = self.stream_flush_interval_ms / 1000 if flush_interval is None else flush_interval
         return self._write_session(run_id, name, writer_id, first_seq=first_seq, flush_interval=interval)
+
+    async def _meta(self, run_id: str, name: str) -> tuple[int, bool]:
+        return await self.store.meta(run_id, name)
+
+    async def _run_status(self, run_id: str) -> str | None:
+        return await self.store.run_status(run_id)
 
     async def _end_state(self, run_id: str, name: str) -> tuple[int, bool]:
         return await end_state(lambda: self._meta(run_id, name), lambda: self._run_status(run_id))

@@ -8,11 +8,11 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
-from ...world.cursors import slot_cursor
 from ...world.entities import ResolveData
 from ...world.events import LogSnapshot
-from ...world.pages import MAX_EVENTS_PAGE, EventPage
+from ...world.pages import MAX_EVENTS_PAGE
 from ...world.rules.runs import run_missing
+from ...world.storage import LogSlice
 from ..clients import AWSClients
 from ..dynamodb.items import Item, events_from_blocks, from_ddb
 from ..dynamodb.reads import get_item
@@ -91,32 +91,27 @@ class EventReader:
                                      **READ_PROJECTION)
         return block_events(items[0]) if items else []
 
-    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> EventPage:
+    async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> LogSlice:
         """``events.list``'s page (its arguments checked by ``world/storage.py``)."""
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
-        return await self._page(run_id, events, more, after, resolve, snapshot)
+        return LogSlice(await events_from_blocks(run_id, events, self.values, resolve), more, snapshot)
 
     async def correlated_events(self, run_id: str, correlation_id: str, after: int, limit: int,
-                                resolve: ResolveData) -> EventPage:
+                                resolve: ResolveData) -> LogSlice:
         """``events.list_by_correlation_id``'s page."""
         snapshot = await self.snapshot(run_id)
         # Blocks are compressed: the filter runs here, over the run's log after the cursor.
         events, _ = await self._blocks(run_id, after + 1, snapshot.seq)
         matching = [e for e in events if e.correlation_id == correlation_id]
-        return await self._page(run_id, matching[:limit], len(matching) > limit, after, resolve, snapshot)
+        return LogSlice(await events_from_blocks(run_id, matching[:limit], self.values, resolve), len(matching) > limit,
+                        snapshot)
 
-    async def between(self, run_id: str, after: int, before: int, count: int, resolve: ResolveData) -> EventPage:
+    async def between(self, run_id: str, after: int, before: int, count: int, resolve: ResolveData) -> LogSlice:
         """The report of a write that landed at ``before`` while its writer held ``after`` events: ``count`` of
         the events between (``world.rules.log.skipped_over``)."""
         events, more = await self._blocks(run_id, after + 1, before - 1, limit_events=count)
-        return await self._page(run_id, events, more, after, resolve, None)
-
-    async def _page(self, run_id: str, events: list[BlockEvent], more: bool, after: int, resolve: ResolveData,
-                    snapshot: LogSnapshot | None) -> EventPage:
-        data = await events_from_blocks(run_id, events, self.values, resolve)
-        last = events[-1].slot if events else after
-        return EventPage(data=data, cursor=slot_cursor(last), has_more=more, snapshot=snapshot)
+        return LogSlice(await events_from_blocks(run_id, events, self.values, resolve), more)
 
     async def live_hook_items(self, run_id: str) -> list[Item]:
         items: list[Item] = []

@@ -39,15 +39,15 @@ def configured_flush_ms(environ: Mapping[str, str] | None = None) -> int:
     return (SETTINGS if environ is None else Settings(environ)).stream_flush_ms
 
 
-class StreamsAPI(Streamer[LiveStream, WriteSession]):
+class StreamsAPI(Streamer[LiveStream, WriteSession, StreamStore]):
     """A durable append is one S3 object and one commit, shared with concurrent writes to the stream (more only
     past 10,000 chunks or the object size cap)."""
 
     def __init__(self, clients: AWSClients, *, poll_interval: float = 0.05, max_poll_interval: float = 1.0,
                  run_check_interval: float = 2.0, flush_interval_ms: int | None = None) -> None:
-        super().__init__(flush_interval_ms=configured_flush_ms() if flush_interval_ms is None else flush_interval_ms,
+        super().__init__(StreamStore(clients),
+                         flush_interval_ms=configured_flush_ms() if flush_interval_ms is None else flush_interval_ms,
                          sessions=OpenSessions(), max_value_bytes=clients.config.max_value_bytes)
-        self.store = StreamStore(clients)
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.run_check_interval = run_check_interval
@@ -55,18 +55,6 @@ class StreamsAPI(Streamer[LiveStream, WriteSession]):
 
     async def _append(self, run_id: str, name: str, chunks: list[bytes]) -> None:
         await self._commits.append(run_id, name, chunks)
-
-    async def _close_stream(self, run_id: str, name: str) -> None:
-        await self.store.close(run_id, name)
-
-    async def _meta(self, run_id: str, name: str) -> tuple[int, bool]:
-        return await self.store.meta(run_id, name)
-
-    async def _run_status(self, run_id: str) -> str | None:
-        return await self.store.run_status(run_id)
-
-    async def _names(self, run_id: str) -> list[str]:
-        return await self.store.names(run_id)
 
     async def _read_page(self, run_id: str, name: str, start: int, stop: int) -> list[bytes]:
         return await ChunkReader(self.store, run_id, name, start).read(stop)
