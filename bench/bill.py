@@ -29,6 +29,12 @@ run was fine; a lost message's recovery costs that plus the work the lost messag
 Schedules (issue 25) are priced per scheduled run: one-step runs fired by a tick from schedules whose last run
 has ended, against the same runs started by ``Client.start``; the difference is what a schedule adds to a run.
 
+Limits across runs (issue 35) are priced per run and per step attempt: one-step runs whose workflow has a keyed
+concurrency limit (each run its own key: uncontended), whose step has a concurrency limit, and whose step has a
+rate limit, against the same runs without a limit; then runs of one key that all wait (contended: each registers
+as a waiter and is handed its slot by the run before it), and a minute of one run waiting (what a wait costs
+while nothing moves: no polling).
+
 Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
 then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
 """
@@ -52,7 +58,7 @@ from typing import Any
 
 import boto3
 
-from awsworld import Client, Run, Schedule, create_hook, get_writable, sleep, step, workflow
+from awsworld import Client, Concurrency, RateLimit, Run, Schedule, create_hook, get_writable, sleep, step, workflow
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
 from awsworld.worker.tick import TICK_BODY
@@ -602,6 +608,39 @@ async def bill_one_step(i: int) -> int:
     return await bill_add(i)
 
 
+@step(name="bill.limited_add", concurrency=20)
+async def bill_limited_add(i: int) -> int:
+    return i + 1
+
+
+@step(name="bill.rated_add", rate=RateLimit("1000/s", burst=1000))
+async def bill_rated_add(i: int) -> int:
+    return i + 1
+
+
+@workflow(name="bill.keyed_run", concurrency=Concurrency(1, key=lambda key, i: key))
+async def bill_keyed_run(key: str, i: int) -> int:
+    """A one-step run holding its key's slot: ``bill_one_step`` with a keyed run limit."""
+    return await bill_add(i)
+
+
+@workflow(name="bill.limited_step")
+async def bill_limited_step(i: int) -> int:
+    return await bill_limited_add(i)
+
+
+@workflow(name="bill.rated_step")
+async def bill_rated_step(i: int) -> int:
+    return await bill_rated_add(i)
+
+
+@workflow(name="bill.held_run", concurrency=Concurrency(1, key=lambda key, token: key))
+async def bill_held_run(key: str, token: str) -> int:
+    async with create_hook(token=token) as hook:
+        await hook
+    return 1
+
+
 @workflow(name="bill.serial")
 async def bill_serial(n: int) -> int:
     total = 0
@@ -813,6 +852,53 @@ class Harness:
                        "the difference to the Client.start line is what the schedule adds per run")
         return result
 
+    async def limited_runs(self, name: str, n: int, start: Callable[[int], Awaitable[Run]]) -> Result:
+        """``n`` one-step runs started one after another, each awaited before the next (so a limit is never
+        contended): what its limit adds is the difference to ``started``."""
+        async def body() -> None:
+            for i in range(n):
+                assert await self.result(await start(i)) == i + 1
+        return await self.measure(name, "run", n, body)
+
+    async def contended_runs(self, n: int) -> Result:
+        """``n`` one-step runs of one key, limit 1, started at once: all but the first register as waiters, and
+        each is handed the slot by the run before it."""
+        async def body() -> None:
+            runs = [await self.client.start(bill_keyed_run, "one-key", i) for i in range(n)]
+            for i, run in enumerate(runs):
+                assert await self.result(run) == i + 1
+        result = await self.measure("keyed run limit, contended", "run", n, body)
+        result.note = f"{n} runs of one key with a limit of 1, started at once (all but one wait their turn)"
+        return result
+
+    async def waiting_minute(self, seconds: float) -> Result:
+        """A run waiting for a slot while its key's holder runs (waits on a hook) for ``seconds``: what waiting
+        costs while nothing moves (the unit is a minute)."""
+        token = f"bill-held-{uuid.uuid4().hex}"
+        holder = await self.client.start(bill_held_run, "held", token)
+        while True:
+            try:
+                await self.observer.hooks.get_by_token(token, resolve_data="none")
+                break
+            except HookNotFoundError:
+                await asyncio.sleep(0.05)
+        waiting = await self.client.start(bill_held_run, "held", f"{token}-2")
+        await self.idle()
+
+        async def body() -> None:
+            await asyncio.sleep(seconds)
+        result = await self.measure("a run waiting for a slot", "minute", 1, body)
+        result.units = 1
+        result.note = f"one run pending for its key's slot for {seconds:g} s, scaled to a minute; nothing polls"
+        scale = 60 / seconds
+        result.bill = _scaled(result.bill, scale)
+        await self.client.resume_hook(token, "go")
+        await self.result(holder)
+        await self.client.resume_hook(f"{token}-2", "go", wait=60)
+        await self.result(waiting)
+        await self.idle()
+        return result
+
     async def tick_body(self) -> Callable[[], Awaitable[None]]:
         async def body() -> None:
             sqs = await self.local.world.clients.sqs()
@@ -885,6 +971,7 @@ def report(results: list[Result], backend: str) -> str:
         ops = r.bill.dynamodb_requests()
         out.append(f"{r.name:<34}" + "".join(f"{ops.get(op, 0) / r.units:>11.2f}" for op in operations))
     out += watchdog_report(results)
+    out += limits_report(results)
     for r in results:
         b = r.bill
         total = sum(b.dollars().values())
@@ -903,6 +990,49 @@ def report(results: list[Result], backend: str) -> str:
             out.append(f"  {what:<40}{units / r.units:>8.2f} {unit}  ${_per_million(dollars, r.units):>6.2f} "
                        f"per million ({dollars / total:>4.0%})")
     return "\n".join(out)
+
+
+LIMIT_ROWS = ("keyed run limit", "step concurrency limit", "step rate limit")
+
+
+def limits_report(results: list[Result]) -> list[str]:
+    """What each limit kind adds per run (one step each: per step attempt too), against the same one-step runs
+    without a limit; the contended run's cost; and a waiting minute's requests (no polling: none)."""
+    base = next((r for r in results if r.name == "one-step run, one at a time"), None)
+    rows = [r for r in results if r.name in LIMIT_ROWS]
+    if base is None or not rows:
+        return []
+    out = [f"{'limits across runs (issue 35)':<34}{'+DDB req':>9}{'+WRU':>7}{'+RRU':>7}{'+SQS':>7}{'+$ per M':>10}"]
+
+    def per(b: Bill, n: int) -> tuple[float, float, float, float, float]:
+        return (b.service_requests("dynamodb") / n, sum(b.wru.values()) / n, sum(b.rru.values()) / n,
+                sum(b.sqs.values()) / n, sum(b.dollars().values()) / n * 1e6)
+
+    zero = per(base.bill, base.units)
+    for r in rows:
+        mine = per(r.bill, r.units)
+        delta = [m - z for m, z in zip(mine, zero, strict=True)]
+        out.append(f"{r.name + ' (per run)':<34}{delta[0]:>9.2f}{delta[1]:>7.2f}{delta[2]:>7.2f}{delta[3]:>7.2f}"
+                   f"{delta[4]:>10.2f}")
+    for r in results:
+        if r.name == "keyed run limit, contended":
+            mine = per(r.bill, r.units)
+            out.append(f"{r.name + ' (per run)':<34}" + "".join(f"{m - z:>{w}.2f}" for m, z, w in zip(
+                mine, zero, (9, 7, 7, 7, 10), strict=True)))
+        if r.name == "a run waiting for a slot":
+            b = r.bill
+            out.append(f"{'a run waiting, per minute':<34}{b.service_requests('dynamodb'):>9.2f}"
+                       f"{sum(b.wru.values()):>7.2f}{sum(b.rru.values()):>7.2f}{sum(b.sqs.values()):>7.2f}"
+                       f"{sum(b.dollars().values()) * 1e6:>10.2f}  (requests, not a difference)")
+    return [*out, ""]
+
+
+def _scaled(bill: Bill, factor: float) -> Bill:
+    """``bill`` times ``factor`` (a window's requests per minute)."""
+    def times(counter: Counter[Any]) -> Counter[Any]:
+        return Counter({k: v * factor for k, v in counter.items()})
+    return Bill(times(bill.requests), times(bill.errors), bill.transaction_items, times(bill.wru), times(bill.rru),
+                times(bill.sqs), bill.idle_receives, times(bill.s3), times(bill.kms), bill.head_writes)
 
 
 TICKS_PER_MONTH = 30 * 24 * 60
@@ -954,6 +1084,16 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("wake", harness.false_wake),
                 ("started", lambda: harness.started_runs(n)),
                 ("scheduled", lambda: harness.scheduled_runs(n)),
+                ("limits", lambda: harness.limited_runs(
+                    "one-step run, one at a time", n, lambda i: harness.client.start(bill_one_step, i))),
+                ("limits", lambda: harness.limited_runs(
+                    "keyed run limit", n, lambda i: harness.client.start(bill_keyed_run, f"key-{i}", i))),
+                ("limits", lambda: harness.limited_runs(
+                    "step concurrency limit", n, lambda i: harness.client.start(bill_limited_step, i))),
+                ("limits", lambda: harness.limited_runs(
+                    "step rate limit", n, lambda i: harness.client.start(bill_rated_step, i))),
+                ("limits", lambda: harness.contended_runs(max(10, n // 5))),
+                ("limits", lambda: harness.waiting_minute(20.0)),
             ]
             for key, workload in plan:
                 if only is None or key in only:
@@ -976,7 +1116,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
     parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream,"
-                                       "tick,wake,started,scheduled")
+                                       "tick,wake,started,scheduled,limits")
     parser.add_argument("--encrypt", action="store_true",
                         help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)

@@ -51,6 +51,7 @@ from .authoring.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
+from .authoring.limits import Concurrency, RateLimit
 from .authoring.named_calls import with_name
 from .authoring.names import InvalidNameError
 from .authoring.poll import poll_until
@@ -75,6 +76,7 @@ __all__ = [
     "Client",
     "Codec",
     "CodecError",
+    "Concurrency",
     "DeterminismError",
     "FatalError",
     "Hook",
@@ -87,6 +89,7 @@ __all__ = [
     "PollAttemptsExhaustedError",
     "PollTimeoutError",
     "PydanticCodec",
+    "RateLimit",
     "RetryPolicy",
     "RetryableError",
     "Run",

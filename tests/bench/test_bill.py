@@ -127,3 +127,27 @@ async def test_a_scheduled_run_costs_a_started_run_plus_its_claim_and_settle(har
     reads = scheduled.bill.requests["dynamodb.BatchGetItem"] - started.bill.requests["dynamodb.BatchGetItem"]
     assert reads == 2, "each schedule reads its last run's status once"
     assert sum(scheduled.bill.dollars().values()) > sum(started.bill.dollars().values())
+
+
+async def test_a_limit_adds_at_most_2_wru_per_run_and_per_step_attempt_and_a_waiting_run_costs_nothing(
+        harness: Any) -> None:
+    """Issue 35's targets, metered: uncontended, a keyed run limit adds at most 2 WRU per run and a step limit at
+    most 2 WRU per attempt (plus, once per process and limit, the 1 WRU item that lists the limit's name); a run
+    waiting for a slot makes no request while nothing moves."""
+    n = 8
+    client = harness.client
+    base = await harness.limited_runs("one-step run, one at a time", n, lambda i: client.start(bill.bill_one_step, i))
+    limited = {
+        "keyed run limit": await harness.limited_runs(
+            "keyed run limit", n, lambda i: client.start(bill.bill_keyed_run, f"test-{i}", i)),
+        "step concurrency limit": await harness.limited_runs(
+            "step concurrency limit", n, lambda i: client.start(bill.bill_limited_step, i)),
+        "step rate limit": await harness.limited_runs(
+            "step rate limit", n, lambda i: client.start(bill.bill_rated_step, i)),
+    }
+    base_wru = sum(base.bill.wru.values()) / n
+    for name, result in limited.items():
+        added = sum(result.bill.wru.values()) / n - base_wru
+        assert added <= 2 + 1 / n, (name, added)
+    waiting = await harness.waiting_minute(3.0)
+    assert waiting.bill.service_requests("dynamodb") == 0 and sum(waiting.bill.sqs.values()) == 0

@@ -1,6 +1,6 @@
 """Every member the runtime uses of a World is declared in the ``World`` protocol (``world/protocol.py``), and both
 Worlds have each of them: the runtime reads ``world.clock``, ``world.watch``, ``world.schedules``,
-``world.published`` and ``world.deployments`` as it reads
+``world.published``, ``world.deployments`` and ``world.limiters`` as it reads
 ``world.runs``, never by looking for them (``getattr(world, ...)``), so a World that lacked one would fail its
 type check and this test, not skip the watchdog or the schedules quietly."""
 
@@ -18,8 +18,9 @@ from awsworld.world.protocol import World
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "awsworld"
 DISCOVERY = re.compile(r"\b(?:get|has)attr\((?:self\.)?world\b")
-RUNTIME_MEMBERS = ("clock", "watch", "schedules", "published", "deployments", "streams", "runs", "steps", "events",
-                   "hooks", "queue", "queue_batch", "get_deployment_id", "capabilities", "spec_version", "close")
+RUNTIME_MEMBERS = ("clock", "watch", "schedules", "published", "deployments", "limiters", "streams", "runs",
+                   "steps", "events", "hooks", "queue", "queue_batch", "get_deployment_id", "capabilities",
+                   "spec_version", "close")
 
 
 def test_the_protocol_declares_what_the_runtime_reads() -> None:
@@ -43,13 +44,14 @@ async def test_both_worlds_have_every_declared_member() -> None:
 
 
 async def test_a_world_without_an_extension_declares_it_absent() -> None:
-    """A client's view of a World served over HTTP has no watch index, schedules or deployments (the server serves
-    none of them): it says so with None (the protocol's optional extensions); it reads the served World's
+    """A client's view of a World served over HTTP has no watch index, schedules, deployments or limits (the
+    server serves none of them): it says so with None (the protocol's optional extensions); it reads the served World's
     publications and keeps the system clock."""
     async with HttpWorld("http://127.0.0.1:9") as http:  # nothing is requested
         assert isinstance(http, World)
         assert http.clock is SYSTEM_CLOCK
-        assert (http.watch, http.schedules, http.deployments) == (None, None, None) and http.published is not None
+        assert (http.watch, http.schedules, http.deployments, http.limiters) == (None,) * 4
+        assert http.published is not None
 
 
 def test_no_code_discovers_a_world_member() -> None:

@@ -25,6 +25,7 @@ from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
 from .arguments import check_call
 from .durations import Duration, parse_duration, seconds
+from .limits import Concurrency, LimitDecl, RateLimit, declare
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
 from .runtime import call_workflow, current_runtime
 
@@ -55,6 +56,7 @@ class StepDef:
     codec: Codec[Any] | None = None  # the result's (``codecs``); None: serde's envelopes
     semantics: StepSemantics = "at_least_once"
     args_codec: Codec[tuple[Any, ...]] | None = None  # the arguments', as one tuple (``durable.codecs.store_call``)
+    limit: LimitDecl | None = None  # its concurrency and rate across runs (``authoring.limits``)
 
     @property
     def at_most_once(self) -> bool:
@@ -79,6 +81,7 @@ class WorkflowDef:
     args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``durable.codecs.store_call``)
     validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
     pinned: bool = True  # a run stays on the deployment that started it (``deployments.pins``); False: the newest
+    limit: LimitDecl | None = None  # how many of its runs may run at once, per key (``authoring.limits``)
 
     @property
     def label(self) -> str:
@@ -267,20 +270,23 @@ def workflow(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutin
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: Codec[T],
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
-             pinned: bool = True) -> _CodecDecorator[T]: ...
+             pinned: bool = True,
+             concurrency: int | Concurrency | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
 def workflow(*, name: str | None = None, retention: Duration | None = None, codec: None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True,
-             pinned: bool = True) -> _Decorator: ...
+             pinned: bool = True,
+             concurrency: int | Concurrency | None = None) -> _Decorator: ...
 
 
 def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, name: str | None = None,
              retention: Duration | None = None, codec: Codec[Any] | None = None,
              schedule: Schedule | Sequence[Schedule] | None = None,
              args_codec: Codec[tuple[Any, ...]] | None = None, validate_args: bool = True, pinned: bool = True,
+             concurrency: int | Concurrency | None = None,
              ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a durable workflow. Start it with ``Client.start``.
 
@@ -306,7 +312,11 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
     ``pinned``: a run stays on the deployment that started it, whatever is deployed after (the default: README,
     "Runs stay on the code that started them"); ``False`` lets every delivery of its runs take the newest code,
-    for short runs where pinning buys nothing."""
+    for short runs where pinning buys nothing.
+
+    ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
+    order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then
+    arrival order as slots free (docs/how-to/flow-control.md)."""
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
@@ -317,7 +327,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         if args_codec is not None:
             check_positional(f, "workflow")
-        definition = WorkflowDef(_stable_name(f, name), f, kept, codec, args_codec, validate_args, pinned)
+        stable = _stable_name(f, name)
+        definition = WorkflowDef(stable, f, kept, codec, args_codec, validate_args, pinned,
+                                 declare("workflow", stable, concurrency, None))
         _registering().add_workflow(definition)
         declare_all(definition.name, f.__module__, schedule, definition.check_arguments)
 
@@ -344,20 +356,23 @@ def step(fn: Callable[P, Coroutine[Any, Any, R]], /) -> Callable[P, Coroutine[An
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
          retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: Codec[T],
          semantics: StepSemantics = "at_least_once",
-         args_codec: Codec[tuple[Any, ...]] | None = None) -> _CodecDecorator[T]: ...
+         args_codec: Codec[tuple[Any, ...]] | None = None, concurrency: int | Concurrency | None = None,
+         rate: str | RateLimit | None = None) -> _CodecDecorator[T]: ...
 
 
 @overload
 def step(*, max_retries: int | None = None, name: str | None = None, retry_delay: Duration | None = None,
          retry: RetryPolicy | None = None, timeout: Duration | None = None, codec: None = None,
          semantics: StepSemantics = "at_least_once",
-         args_codec: Codec[tuple[Any, ...]] | None = None) -> _Decorator: ...
+         args_codec: Codec[tuple[Any, ...]] | None = None, concurrency: int | Concurrency | None = None,
+         rate: str | RateLimit | None = None) -> _Decorator: ...
 
 
 def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_retries: int | None = None,
          name: str | None = None, retry_delay: Duration | None = None, retry: RetryPolicy | None = None,
          timeout: Duration | None = None, codec: Codec[Any] | None = None,
          semantics: StepSemantics = "at_least_once", args_codec: Codec[tuple[Any, ...]] | None = None,
+         concurrency: int | Concurrency | None = None, rate: str | RateLimit | None = None,
          ) -> Callable[..., Coroutine[Any, Any, Any]] | _Decorator | _CodecDecorator[Any]:
     """Mark an ``async def`` as a step: inside a workflow a call is durable (run once, retried, recorded);
     outside a workflow it is a plain function call. The decorated step keeps the function's parameters and
@@ -376,7 +391,12 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     ``semantics``: ``"at_least_once"`` (the default) or ``"at_most_once"``, for a side effect that must never
     run twice (a payment): each attempt's start is durable before its body runs, and an attempt cut off before
     its outcome was recorded is failed with ``StepInterruptedError`` (retried as its policy says, as a new
-    attempt) instead of running its body again."""
+    attempt) instead of running its body again.
+
+    ``concurrency`` and ``rate``: limits across all runs: at most that many attempts at once (``20``, or
+    ``Concurrency(2, key=lambda customer, amount: customer)``), at most that many starts per period (``"50/s"``,
+    or ``RateLimit("50/s", burst=10, key=...)``); ``name=`` on either shares one limit between steps. An
+    attempt beyond the limit waits without holding a container (docs/how-to/flow-control.md)."""
     if semantics not in get_args(StepSemantics):
         raise ValueError(f"@step semantics must be one of {', '.join(map(repr, get_args(StepSemantics)))}, "
                          f"not {semantics!r}")
@@ -392,7 +412,9 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
         _require_async(f, "step")
         if args_codec is not None:
             check_positional(f, "step")
-        definition = StepDef(_stable_name(f, name), f, policy, limit, codec, semantics, args_codec)
+        stable = _stable_name(f, name)
+        definition = StepDef(stable, f, policy, limit, codec, semantics, args_codec,
+                             declare("step", stable, concurrency, rate))
         _registering().add_step(definition)
 
         @functools.wraps(f)

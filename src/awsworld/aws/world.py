@@ -7,6 +7,7 @@ from ..world.world_base import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .deployment_store import DynamoDeployments
+from .limiter_store import DynamoLimiters
 from .log.storage import DynamoStorage
 from .log.watch_api import WatchAPI
 from .published_store import DynamoPublished
@@ -33,6 +34,7 @@ class AWSWorld(WorldBase):
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
         self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
         self.deployments = DynamoDeployments(self.clients)  # the code's versions (world/deployments.py): likewise
+        self.limiters = DynamoLimiters(self.clients)  # limits across runs' pools and waiters: likewise
 
     def _init_queue_streams(self) -> None:
         """The Queue (``queue``, ``queue_batch``, ``get_deployment_id``; consumers from ``sqs_queue.consumer``)

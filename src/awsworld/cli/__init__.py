@@ -1,9 +1,8 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
-``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``), move runs between the
-deployments they are pinned to (``deployments``, ``upgrade``), see them in a browser
-(``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs (``export``,
-``replay``).
+``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``, ``limits``), move runs
+between the deployments they are pinned to (``deployments``, ``upgrade``), see them in a browser (``ui``),
+serve a World over HTTP (``serve``), and check code changes against stored runs (``export``, ``replay``).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
 the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one
@@ -20,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..deploy import init as deploy_init
-from . import demo, deployments, dev, park, replay, runs, schedules, serve, skip, ui, wake
+from . import demo, deployments, dev, limits, park, replay, runs, schedules, serve, skip, ui, wake
 from .errors import OPERATIONAL, USAGE, CliError, describe
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
@@ -29,8 +28,8 @@ __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 # line here.
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
                                                  deploy_init.register, ui.register, wake.register,
-                                                 skip.register, schedules.register, park.register,
-                                                 serve.register, deployments.register]
+                                                 skip.register, schedules.register, limits.register,
+                                                 park.register, serve.register, deployments.register]
 
 
 def build_parser() -> argparse.ArgumentParser:

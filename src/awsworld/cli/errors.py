@@ -53,6 +53,7 @@ def describe(error: BaseException) -> CliError:
     from ..authoring.definitions import WorkflowNotRegisteredError
     from ..authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
     from ..world.errors import HookClosedError, HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
+    from ..world.rules.limiters import LimitInputError
 
     if isinstance(error, CliError):
         return error
@@ -73,6 +74,8 @@ def describe(error: BaseException) -> CliError:
                      f"{error.did_you_mean()}", "name a workflow your modules register (their `name=`)")
     if isinstance(error, TimeoutError):
         return CliError(str(error) or "timed out")
+    if isinstance(error, LimitInputError):  # a usage error: a limit, key, rate or number that cannot be
+        return usage(error.message, "see `awsworld limits --help`")
     if isinstance(error, WorldError):
         return CliError(f"{error.message} ({error.code})")
     botocore = _botocore(error)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..client.limits import limit_wait_text
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
 from ..engine.divergence import call_order
@@ -98,9 +99,20 @@ def display_names(events: Sequence[Event]) -> dict[str, str]:
     return found
 
 
+def with_limits(waits: list[dict[str, Any]], limited: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``waiting_on``'s entries with what waits for a limit (``client.limits.limit_waits``): the run's own slot
+    first, and a step's slot or token in place of its plain "queued" entry."""
+    by_step = {w["stepId"]: w for w in limited if w.get("stepId")}
+    run_level = [w for w in limited if not w.get("stepId")]
+    return run_level + [by_step.get(w.get("stepId", ""), w) if w["kind"] == "step" else w for w in waits]
+
+
 def describe_wait(wait: dict[str, Any]) -> str:
     """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``."""
     kind = wait["kind"]
+    if kind in ("slot", "token"):
+        step = f"step {wait['name']}, not started: it waits for " if wait.get("stepId") else "its start: "
+        return step + limit_wait_text(wait)
     shown = f"{wait['displayName']!r} " if wait.get("displayName") else ""
     if kind == "step" and wait["status"] == "running":
         return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"

@@ -296,8 +296,9 @@ def _result(args: argparse.Namespace) -> int:
 
 def _describe(args: argparse.Namespace) -> int:
     from ..client.client import cancel_reason
+    from ..client.limits import limit_waits
     from ..timeline import read_events
-    from .run_state import display_names, waiting_on
+    from .run_state import display_names, waiting_on, with_limits
 
     async def go() -> None:
         async with remote() as client:
@@ -337,7 +338,8 @@ def _describe(args: argparse.Namespace) -> int:
                 # reason, and what a pending or running run waits on (run_state.waiting_on).
                 "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
                 "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
-                "waitingOn": waiting_on(view.status, steps, events),
+                "waitingOn": with_limits(waiting_on(view.status, steps, events), await limit_waits(
+                    world, view.run_id, view.status, context, events)),
                 # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
                 "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
                 # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.

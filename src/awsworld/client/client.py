@@ -42,6 +42,8 @@ from ..world.events import Event
 from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import RunPage, collect_pages
 from ..world.protocol import World
+from ..world.rules.limiters import check_priority
+from .limits import LimitsClient
 from .skips import SkippedWait, skip
 
 if TYPE_CHECKING:
@@ -227,7 +229,8 @@ class Client:
         same run (and wakes it again if it never started)."""
         return _handle(self, await self.starter.start(workflow, args, kwargs))
 
-    def options(self, *, run_id: str | None = None, deployment: str | None = None) -> StartOptions:
+    def options(self, *, run_id: str | None = None, deployment: str | None = None,
+                concurrency_key: str | None = None, priority: int | None = None) -> StartOptions:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
@@ -238,8 +241,11 @@ class Client:
 
         ``deployment``: ``"latest"`` starts a run that is never pinned (every delivery takes the newest code, as
         for a ``@workflow(pinned=False)``); a deployment's id (``awsworld deployments``) pins the run to it from
-        the start. Default: the run is pinned to the deployment its first delivery runs on."""
-        return StartOptions(self, run_id, deployment)
+        the start. Default: the run is pinned to the deployment its first delivery runs on.
+        ``concurrency_key``: the key of the workflow's concurrency limit for this run, instead of its key
+        function's (``@workflow(concurrency=...)``; a workflow without one refuses it: ``TypeError``).
+        ``priority``: where the run waits for a slot (higher first; default 0), inherited by its steps' waits."""
+        return StartOptions(self, run_id, deployment, concurrency_key, priority)
 
     def get_run(self, run_id: str) -> Run[Any]:
         """A handle on the run ``run_id`` (nothing is read until you ask it something: ``await run.status()``,
@@ -381,6 +387,11 @@ class Client:
         return done
 
     @property
+    def limits(self) -> LimitsClient:
+        """Limits across runs at run time: list, describe, set, pause, resume, reset (``client.limits``)."""
+        return LimitsClient(self.world)
+
+    @property
     def schedules(self) -> ScheduleClient:
         """Schedules at run time: create, list, describe, pause, resume, trigger, backfill, delete."""
         from ..schedules.client import ScheduleClient  # (it does not import this module)
@@ -392,14 +403,19 @@ class StartOptions:
     """``Client.options(...)``: ``start`` with options (a run id). Typed as ``Client.start``: the arguments are
     checked against the workflow's parameters and the run's result has its return type."""
 
-    def __init__(self, client: Client, run_id: str | None, deployment: str | None = None) -> None:
+    def __init__(self, client: Client, run_id: str | None, deployment: str | None = None,
+                 concurrency_key: str | None = None, priority: int | None = None) -> None:
         self.client = client
         self.run_id = run_id
         self.deployment = deployment
+        self.concurrency_key = concurrency_key
+        self.priority = None if priority is None else check_priority(priority)
 
     def __repr__(self) -> str:
-        pinned = "" if self.deployment is None else f", deployment={self.deployment!r}"
-        return f"StartOptions(run_id={self.run_id!r}{pinned})"
+        more = "".join(f", {name}={value!r}" for name, value in (("deployment", self.deployment),
+                                                                  ("concurrency_key", self.concurrency_key),
+                                                                  ("priority", self.priority)) if value is not None)
+        return f"StartOptions(run_id={self.run_id!r}{more})"
 
     @overload
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -411,8 +427,9 @@ class StartOptions:
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, /, *args: Any,
                     **kwargs: Any) -> Run[Any]:
         """``Client.start`` with these options (with a ``run_id``: idempotent, see ``Client.options``)."""
-        return _handle(self.client, await self.client.starter.start(workflow, args, kwargs, run_id=self.run_id,
-                                                                    deployment=self.deployment))
+        return _handle(self.client, await self.client.starter.start(
+            workflow, args, kwargs, run_id=self.run_id, deployment=self.deployment,
+            concurrency_key=self.concurrency_key, priority=self.priority))
 
 
 def _handle(client: Client, started: StartedRun) -> Run[Any]:

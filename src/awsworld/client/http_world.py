@@ -28,6 +28,7 @@ from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
 from ..world.errors import InvalidInputError, WorldError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from ..world.ids import SPEC_VERSION_CURRENT
+from ..world.limiters import LimiterStore
 from ..world.pages import EventPage, HookPage, RunPage, StepPage
 from ..world.published import Publication
 from ..world.queue import QueueBatchResult, QueueMessage
@@ -106,6 +107,7 @@ class HttpWorld:
         self.watch: WatchAPI | None = None
         self.schedules: ScheduleStore | None = None
         self.deployments: DeploymentStore | None = None
+        self.limiters: LimiterStore | None = None  # (a limited start is refused: worker.limiter)
         self.runs = _Runs(self)
         self.steps = _Steps(self)
         self.events = _Events(self)

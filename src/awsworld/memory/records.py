@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from ..world.answers import build
 from ..world.deployments import Deployment
@@ -110,6 +111,8 @@ class State:
     """world.published's publications, by key (``memory/published.py``)."""
     deployments: dict[str, Deployment] = field(default_factory=dict[str, Deployment])
     """world.deployments' records, by deployment id (``memory/deployments.py``)."""
+    limiters: dict[str, Any] = field(default_factory=dict[str, Any])
+    """world.limiters' pools and waiters (``memory/limiters.py``)."""
 
 
 # ---------------------------------------------------------------- answers

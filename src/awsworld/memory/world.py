@@ -17,6 +17,7 @@ from ..world.limits import max_value_bytes as default_max_value_bytes
 from ..world.world_base import WorldBase
 from .clock import VirtualClock
 from .deployments import MemoryDeployments
+from .limiters import MemoryLimiters
 from .published import MemoryPublished
 from .queue import MemoryQueue
 from .schedules import MemorySchedules
@@ -40,6 +41,7 @@ class MemoryWorld(WorldBase):
         self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
         self.published = MemoryPublished(self.storage.state.published)  # the consumers' workflow names
         self.deployments = MemoryDeployments(self.storage.state.deployments)  # the code's versions
+        self.limiters = MemoryLimiters(self.storage.state.limiters)  # limits across runs: awsworld's extension
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)
         self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)

@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 
 from ..authoring.durations import parse_duration
 from ..client.client import Client
+from ..client.limits import limit_waits
 from ..engine.parking import parked_run, shown_status
 from ..schedules.info import schedule_json
 from ..timeline import error_lines, error_part, timeline_rows
@@ -135,6 +136,7 @@ async def run(request: Request) -> JSONResponse:
     pic = picture(run_id, events)
     statuses = await linked_statuses(ui, view, pic.children)
     parent = parent_of(view)
+    waits = await limit_waits(ui.world, run_id, view.status, view.execution_context, events)
     return JSONResponse({
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
@@ -142,6 +144,7 @@ async def run(request: Request) -> JSONResponse:
         **error_part(view.error, view.error_code),
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
         "schedule": schedule_json(view.execution_context),
+        "limitWaits": waits,  # a limit across runs holds its start, or a step's (client.limits.limit_waits)
         "children": pic.children, "childStatuses": {c: statuses[c] for c in pic.children if c in statuses},
         "lanes": [{"kind": lane.kind, "name": lane.label, "status": lane.status, "createdAt": when(lane.created),
                    "endedAt": when(lane.ended), "childRunId": lane.child_run_id, "path": lane.path or None,

@@ -23,6 +23,7 @@ from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..client.client import Client
+from ..client.limits import limit_waits
 from ..timeline import timeline_rows
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
@@ -81,7 +82,8 @@ async def runs_view(request: Request) -> Response:
 async def run_view(request: Request) -> Response:
     """A run's page. World requests: ``runs.get``, ``events.list`` (one per 1,000 events not yet remembered),
     ``streams.list`` and one ``streams.get_info`` per stream, and one ``runs.get`` for the parent's status and
-    for each of the first ``api.LINKED_STATUSES`` children's; stream contents and whole values load on demand."""
+    for each of the first ``api.LINKED_STATUSES`` children's; stream contents and whole values load on demand.
+    A run or step that waits for a limit reads that limit's pool (``client.limits.limit_waits``)."""
     ui = api.state(request)
     run_id = request.path_params["run_id"]
     # At once: the log's pages are sequential (cursors), the rest need not wait for them.
@@ -89,8 +91,9 @@ async def run_view(request: Request) -> Response:
                                                  ui.reader.events(run_id), api.stream_infos(ui, run_id))
     pic = picture(run_id, events)
     statuses = await api.linked_statuses(ui, view, pic.children)
+    waits = await limit_waits(ui.world, run_id, view.status, view.execution_context, events)
     html = run_page(view, pic=pic, rows=timeline_rows(events), streams=streams, statuses=statuses,
-                    allow_writes=ui.allow_writes, now=datetime.now(UTC))
+                    allow_writes=ui.allow_writes, now=datetime.now(UTC), limit_waits=waits)
     return HTMLResponse(html)
 
 

@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from ..client.limits import limit_wait_text
 from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out
 from ..schedules.info import schedule_label
 from ..timeline import Row, error_lines
@@ -274,7 +275,8 @@ def _linked(run_id: str, statuses: dict[str, str]) -> str:
 
 
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
-             statuses: dict[str, str], allow_writes: bool, now: datetime) -> str:
+             statuses: dict[str, str], allow_writes: bool, now: datetime,
+             limit_waits: list[dict[str, Any]] | None = None) -> str:
     live = not run.is_terminal
     parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)),
@@ -287,6 +289,9 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
                                 f"{esc(ways_out(run.run_id))}</span>"))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
+    for wait in limit_waits or ():  # a limit across runs holds the run's start, or a step's
+        what = f"step <code>{esc(wait['name'])}</code>" if wait.get("stepId") else "its start"
+        facts.append(("waits for", f"{what}: {esc(limit_wait_text(wait))}"))
     if parent:
         facts.append(("parent", _linked(parent, statuses)))
     if (started_by := schedule_label(run.execution_context)) is not None:

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..authoring.definitions import Registry
 from ..authoring.errors import (
+    CodecError,
     ValueTooLargeError,
     step_cancelled_error,
 )
@@ -22,10 +23,13 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.events import BatchEventOutcome
+from ..world.rules.limiters import LimitInputError
+from . import step_limits
 from .child_runs import resolve_step
+from .flow_messages import FlowMessages
 from .flow_state import BATCH, FlowLog, StepClaims
 from .provisional import ProvisionalOutcomes, written
-from .step_runner import start_event
+from .step_runner import start_event, step_lease
 
 log = logging.getLogger("awsworld.flow")
 
@@ -35,12 +39,13 @@ class Declarer:
     here, ``claims``), waits and hooks, with a held outcome in the same write (``provisional``)."""
 
     def __init__(self, log: FlowLog, claims: StepClaims, provisional: ProvisionalOutcomes, registry: Registry,
-                 deadline: float) -> None:
+                 deadline: float, messages: FlowMessages) -> None:
         self.log = log
         self.claims = claims
         self.provisional = provisional
         self.registry = registry
         self.deadline = deadline
+        self.messages = messages
 
     async def declare(self, execution: WorkflowExecution) -> bool:
         """Whether anything was new (and is written now)."""
@@ -53,6 +58,8 @@ class Declarer:
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
         if born is not None and self.claims.has_inline_work(execution):
             born = None
+        if born is not None and not await self._take(born):
+            born = None  # (its limit has no slot or token for it now: declared, its limit's message brings it)
         if self.provisional.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
             first = batchable[:BATCH - 1]
@@ -81,15 +88,39 @@ class Declarer:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
 
+    async def _take(self, born: StepOp) -> bool:
+        """A limited step to be born running takes its slot and token first (``step_limits``), so its start
+        costs no write of its own: False when its limit makes it wait (or its key cannot be computed: its
+        attempt fails on that). A step without a limit: True, nothing taken."""
+        definition = resolve_step(self.registry, born.definition.name)
+        if definition.limit is None or born.poll is not None:
+            return True
+        try:
+            key = step_limits.key_of_call(definition, born.input, self.log.run_id, born.id)
+        except (LimitInputError, CodecError):
+            return False
+        taken = await step_limits.take(self.log.world, definition, self.log.run_id, born.id, key,
+                                       wake=self.messages.step_message(born),
+                                       lease_seconds=step_lease(definition, self.deadline))
+        if not isinstance(taken, step_limits.Taken):
+            return False
+        self.claims.taken[born.id] = taken
+        return True
+
     def _declarations(self, chunk: list[StepOp | WaitOp], born: StepOp | None) -> list[dict[str, Any]]:
         requests: list[dict[str, Any]] = []
         factor = SETTINGS.time_scale
         for op in chunk:
             requests.append(_declaration(op, factor))
+            if isinstance(op, StepOp):
+                mark = step_limits.declared_limit(resolve_step(self.registry, op.definition.name), op.input,
+                                                  self.log.run_id, op.id)
+                if mark is not None:  # which limit (and key) it will wait for: describe and the viewer show it
+                    requests[-1]["eventData"][step_limits.LIMIT_FIELD] = mark
             if born is not None and op is born:
                 definition = resolve_step(self.registry, born.definition.name)
                 requests.append(start_event(op.id, definition, born.poll, self.claims.message_id, inline=True,
-                                            deadline=self.deadline))
+                                            deadline=self.deadline, taken=self.claims.taken.get(op.id)))
         return requests
 
     async def _chunk(self, execution: WorkflowExecution, chunk: list[StepOp | WaitOp],

@@ -81,7 +81,9 @@ class Runtime:
     async def _step(self, message: FlowMessage, deadline: float, message_id: str | None) -> Outcome:
         assert message.step_id and message.step_name
         outcome = await run_step(self.world, self.registry, message.run_id, message.step_id, message.step_name,
-                                 owner=message_id, deadline=deadline)
+                                 owner=message_id, deadline=deadline, message=message)
+        if outcome.status == "waiting":
+            return Outcome("limit-wait")  # its slot's or token's message brings it back (``step_limits``)
         if outcome.status == "too-early":
             return Outcome("too-early", retry_after=max(1.0, outcome.retry_after))
         if outcome.status == "gone":
@@ -98,8 +100,9 @@ class Runtime:
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
         # The last open step of the run finished here, or an end the workflow reacts to at once (a batch's item:
         # ``authoring.runtime.wakes_on``): continue the workflow inline, no queue round trip.
+        found_finished = message.step_id if outcome.status == "finished-already" else None
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
-                    self.settings, message_id=message_id)
+                    self.settings, message_id=message_id, after_finished_step=found_finished)
         status = await flow.run()
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 

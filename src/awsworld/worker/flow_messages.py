@@ -10,6 +10,8 @@ from ..engine.ops import StepOp
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .flow_state import FlowLog
+from .run_limits import recorded_priority
+from .step_limits import PRIORITY_FIELD
 
 
 class FlowMessages:
@@ -34,8 +36,13 @@ class FlowMessages:
 
     def _run_context(self) -> dict[str, Any]:
         first = self.log.replay().log[0]
-        return {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
-                "rootRunId": self.message.run_id}
+        context: dict[str, Any] = {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
+                                   "rootRunId": self.message.run_id}
+        created = (first.event_data or {}).get("executionContext")
+        priority = recorded_priority(created if isinstance(created, dict) else None)
+        if priority:
+            context[PRIORITY_FIELD] = priority  # its steps' waits for a slot inherit it (``step_limits``)
+        return context
 
     async def queue_flow(self, key: str, *, delay_seconds: int | None = None) -> None:
         """The flow's continuation, keyed (``<run id>:<key>``): every flow that sends the same key sends one."""

@@ -144,6 +144,7 @@ class StepClaims:
         self.message_id = message_id
         self.owned: set[str] = set()
         self.claimed: dict[str, Any] = {}
+        self.taken: dict[str, Any] = {}  # a claimed step's slot and token of its limit (``step_limits.Taken``)
         self.refused: set[str] = set()
 
     def holds_steps(self, execution: WorkflowExecution | None) -> bool:

@@ -20,9 +20,10 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from ..authoring.definitions import Registry
+from ..authoring.definitions import Registry, WorkflowDef
 from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
+    USER_ERROR,
     ReplayDivergenceError,
 )
 from ..deployments.pins import pin_change
@@ -35,14 +36,18 @@ from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
 from ..world.messages import FlowMessage
 from ..world.protocol import World
-from .child_runs import on_run_end, report_ended_children
+from ..world.rules.limiters import LimitInputError
+from .child_runs import on_run_end, report_ended_children, resolve_step
 from .declarations import Declarer
 from .endings import RunEndings
 from .flow_messages import FlowMessages
 from .flow_state import TERMINAL, FlowLog, FlowSettings, FlowStats, StepClaims
 from .provisional import ProvisionalOutcomes
-from .recovery import dispatch_key, rest, wake_at_lease_end
-from .step_runner import StepEnd, StepOutcome, attempt_step, record_end
+from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
+from .run_control import cancel_for_limit
+from .run_limits import admit_in_flow, leave_in_flow
+from .step_limits import free_run_steps
+from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end
 
 log = logging.getLogger("awsworld.flow")
 
@@ -64,6 +69,13 @@ class Flow:
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
     ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
+    after_finished_step: str | None = None
+    """The step whose queued message this delivery is, found finished already: the delivery that finished it
+    (and went on with the run, starting inline steps under its own message id) died. Its message may come back
+    under another id (a limited step's redelivery waits for a slot and is sent again by the limit's wake,
+    ``worker/step_limits.py``), and then no delivery owns the steps the dead one left started: come back when
+    their lease ends (``recovery.wake_at_lease_end``), as a wake does. Only for steps started by that
+    step's own delivery: a step another message runs has that message to come back."""
 
     def __post_init__(self) -> None:
         self.run_id = self.message.run_id
@@ -71,7 +83,7 @@ class Flow:
         self.claims = StepClaims(self.world, self.message, self.message_id)
         self.messages = FlowMessages(self.world, self.message, self.log)
         self.provisional = ProvisionalOutcomes(self.log, self.messages, self.registry, self.settings, self.stats)
-        self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline)
+        self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)
         self.endings = RunEndings(self.log, self.messages)
 
     # ------------------------------------------------------------------ entry
@@ -90,7 +102,12 @@ class Flow:
                 self.log.execution.close()
         if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
             execution = self.log.execution
-            await on_run_end(self.world, self.run_id, execution.log if execution else self.ended_log)
+            ended = execution.log if execution else self.ended_log
+            await on_run_end(self.world, self.run_id, ended)
+            if any(e.event_type in TERMINAL for e in ended):  # its slot of a limit (world/rules/limiters.py)
+                await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
+                                    self.run_id, ended)
+                await free_run_steps(self.world, self.registry, self.run_id, ended)
         return status
 
     async def _run_holding_steps(self) -> str:
@@ -134,6 +151,9 @@ class Flow:
         if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
             await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
+            admitted = await self._admit(definition, log)
+            if admitted is not None:
+                return admitted
             await self.log.write({"eventType": "run_started"})
         try:
             return await self._loop()
@@ -141,6 +161,22 @@ class Flow:
             if self.provisional.pending is not None:  # a consumed step result is never lost: record it first
                 await self.provisional.record_now()
             raise
+
+    async def _admit(self, definition: WorkflowDef, log: list[Event]) -> str | None:
+        """A pending run's slot of its workflow's limit (``run_limits``): None when it may start; ``waiting``
+        when it waits for one (the write that frees a slot for it queues its message); ``gone`` when a busy key
+        skipped it (cancelled); ``failed`` when its key cannot be computed from its input."""
+        try:
+            admitted = await admit_in_flow(self.world, definition, self.run_id, log)
+        except LimitInputError as bad:
+            return await self.endings.fail({"message": bad.message, "name": "LimitInputError"}, USER_ERROR)
+        await cancel_for_limit(self.world, admitted)
+        if admitted.kind == "wait":
+            return "waiting"
+        if admitted.kind == "skip":
+            self.ended_log = [*log, *(await self.log.load_all())]
+            return "gone"
+        return None
 
     async def _loop(self) -> str:
         flow_log, provisional, declarer, endings, stats = self.log, self.provisional, self.declarer, self.endings, \
@@ -235,11 +271,23 @@ class Flow:
         self.stats.inline_steps += 1
         self.claims.owned.discard(step.id)
         claimed = self.claims.claimed.pop(step.id, None)
+        taken = self.claims.taken.pop(step.id, None)  # the slot and token its born-running start took
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.log.seq_in_band, on_in_band=self.log.set_in_band,
                                      owner=self.message_id,
                                      claimed=claimed, call_input=step.input, poll=step.poll,
-                                     watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline)
+                                     watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline,
+                                     message=self.messages.step_message(step), taken=taken)
+        if isinstance(attempt, StepOutcome) and attempt.status == "waiting":
+            if self.claims.mine(step):
+                # An attempt this message started, cut off after its body gave its slot back (a crash): it cannot
+                # wait as itself (only this message may run it while its lease runs), so it ends as cut off and is
+                # retried per its policy, as a new attempt that waits for a slot like any other.
+                definition = resolve_step(self.registry, step.definition.name)
+                attempt = interrupted_end(self.world, definition, step.id, step.attempt)
+            else:
+                self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it
+                return
         if step.done or step.future.cancelled():
             # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
             # ended with is dropped, so the step's one end is the cancellation (written by the loop:
@@ -276,6 +324,10 @@ class Flow:
         if self.message.wake:
             await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.messages.queued)
             await report_ended_children(self.world, execution)
+        elif self.after_finished_step is not None:
+            finisher = started_by(execution.log, self.after_finished_step)
+            left = [s for s in execution.pending_steps() if finisher is not None and s.owner == finisher]
+            await wake_at_lease_end(self.world, self.message, left, now, self.messages.queued)
         await rest(self.world, self.message, execution, now)
 
     async def _watch_inline(self, step: StepOp) -> bool:

@@ -70,6 +70,15 @@ def dispatch_key(run_id: str, step: StepOp, now: datetime) -> str:
     return key
 
 
+def started_by(log: Sequence[Event], step_id: str) -> str | None:
+    """The message id of the delivery that started the step's last attempt (``ownerMessageId``)."""
+    for event in reversed(log):
+        if event.event_type == "step_started" and event.correlation_id == step_id:
+            owner = (event.event_data or {}).get("ownerMessageId")
+            return owner if isinstance(owner, str) else None
+    return None
+
+
 async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
                             queued: set[str]) -> None:
     """A wake found steps leased to another delivery: come back when the soonest lease ends (each lease once)."""

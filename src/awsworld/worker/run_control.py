@@ -29,13 +29,21 @@ from ..durable.codecs import Place
 from ..published.model import judge
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook
 from ..world.entities import Run as RunView
-from ..world.errors import HookAlreadyReceivedError, HookNotFoundError, RunGoneError, RunNotFoundError
+from ..world.errors import (
+    EntityConflictError,
+    HookAlreadyReceivedError,
+    HookNotFoundError,
+    RunGoneError,
+    RunNotFoundError,
+)
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.published import Publication
 from ..world.rules.hooks import closed_hook_error
+from .limiter import require_store
+from .run_limits import Admitted, admit, slot_of, start_context
 
 POLL_FIRST = 0.005  # waiting for a hook (resume_hook(wait=), wait_for_hook): the first pause, doubled up to POLL_MAX
 POLL_MAX = 0.05
@@ -92,31 +100,46 @@ class RunStarter:
 
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
                     kwargs: dict[str, Any], *, run_id: str | None = None,
-                    context: dict[str, Any] | None = None, deployment: str | None = None) -> StartedRun:
+                    context: dict[str, Any] | None = None, deployment: str | None = None,
+                    concurrency_key: str | None = None, priority: int | None = None) -> StartedRun:
         """Record the run, then queue the message that runs it. Arguments that do not fit a workflow this
         process knows are a ``TypeError`` here, and nothing is written (``authoring.arguments``); a run id given
         again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
         schedule's start says which schedule and tick). ``deployment``: pin the run to this deployment from the
         start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
         first delivery runs on (``deployments.pins``). ``RunStartError`` when the run was recorded and its
-        message could not be queued (start it again with ``run_id=error.run_id``)."""
+        message could not be queued (start it again with ``run_id=error.run_id``).
+
+        A workflow with a concurrency limit takes its run's slot between the two (``run_limits``;
+        ``concurrency_key``: this run's key instead of its key function's, ``priority``: its place among the
+        waiters, higher first): a run that must wait gets no message (the write that frees its slot sends it),
+        so a key's runs start in the order their starts were made."""
         definition = None if isinstance(workflow, str) else workflow_definition(workflow)
         name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
         if self.registry is not None and isinstance(workflow, str):
             definition = self.registry.workflow(name)  # LookupError naming the workflow and how to register it
         await self.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
+        slot = None
         if definition is not None:
             try:
                 definition.check_arguments(args, kwargs)
+                slot = slot_of(definition, args, kwargs, key=concurrency_key)
             except TypeError:
                 # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no
-                # arguments: the run keeps the ones it was recorded with.
+                # arguments: the run keeps the ones it was recorded with (and its slot: its first delivery takes
+                # it).
                 if run_id is None or not await _recorded(self.world, run_id, name):
                     raise
+        if slot is not None:
+            require_store(self.world)  # (before anything is recorded: a World without limits cannot hold them)
+        elif concurrency_key is not None and definition is None:
+            raise TypeError(f"concurrency_key= needs the workflow's code here to check its limit: start {name!r} "
+                            "by its function, or from a client with its registry")
         run_id = run_id or new_run_id()
         # The workflow's retention rides in the execution context (started by name without a registry: the
-        # deployment's default).
-        context = {**(definition.execution_context() if definition is not None else {}), **(context or {})}
+        # deployment's default); so do its slot and priority.
+        context = {**(definition.execution_context() if definition is not None else {}), **(context or {}),
+                   **start_context(slot, priority)}
         coding = definition or (self.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
         try:  # through the workflow's args_codec when this process knows it (a CodecError: nothing written)
             payload = codecs.store_call(args, kwargs, coding.args_codec if coding else None,
@@ -128,8 +151,14 @@ class RunStarter:
         assert result.run is not None
         if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
             try:
-                await wake_run(self.world, result.run.run_id, result.run.workflow_name, "start",
-                               deployment=pin_of(result.run.attributes))
+                deployment = pin_of(result.run.attributes)
+                if slot is not None and definition is not None and result.run.status not in TERMINAL_RUN_STATUSES:
+                    admitted = await admit(self.world, definition, slot, result.run.run_id, priority=priority or 0,
+                                           arrival=result.run.created_at, deployment=deployment)
+                    await cancel_for_limit(self.world, admitted)
+                    if admitted.kind != "go":
+                        return StartedRun(result.run, definition)  # waits (its message comes with its slot)
+                await wake_run(self.world, result.run.run_id, result.run.workflow_name, "start", deployment=deployment)
             except Exception as error:
                 raise RunStartError(result.run.run_id, error, workflow=result.run.workflow_name) from error
         return StartedRun(result.run, definition)
@@ -177,6 +206,16 @@ async def cancel_run(world: World, run_id: str, *, reason: str | None = None) ->
     # that started gets a wake of its own (the message that started it may be long gone).
     never_started = result.run is not None and result.run.started_at is None
     await wake_run(world, run_id, run.workflow_name, "start" if never_started else "cancel")
+
+
+async def cancel_for_limit(world: World, admitted: Admitted) -> None:
+    """Cancel the runs an admission names (a skipped start itself, the holders a ``cancel`` start replaces): each
+    as ``cancel_run`` does; one that ended meanwhile is left as it is."""
+    for run_id in admitted.cancel:
+        try:
+            await cancel_run(world, run_id, reason=admitted.reason[:MAX_CANCEL_REASON])
+        except (RunGoneError, RunNotFoundError, EntityConflictError):
+            continue
 
 
 @dataclass(frozen=True)

@@ -67,11 +67,15 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
+from ..world.messages import FlowMessage
 from ..world.protocol import World
 from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD, MAX_ATTEMPTS_FIELD
 from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
+from ..world.rules.limiters import LimitInputError
+from . import step_limits
 from .child_runs import resolve_step
 from .error_shapes import structured_error
+from .step_limits import Taken
 
 CANCEL_GRACE_SECONDS = 1.0
 """How long a timed-out (or cancelled) step body may take to stop once cancelled before it is abandoned."""
@@ -83,9 +87,10 @@ DEFAULT_CHECK_SECONDS = Settings.step_check_seconds.default
 log = logging.getLogger("awsworld.steps")
 
 Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere",
-                 "cancelled"]
+                 "cancelled", "waiting"]
 """``cancelled``: the attempt was stopped because its step ended under it (the workflow cancelled it); nothing of
-the attempt is recorded, the step's end is the cancellation already in the log."""
+the attempt is recorded, the step's end is the cancellation already in the log. ``waiting``: the step's limit
+(``step_limits``) had no slot or token for it: not started, its message brings it back."""
 Watch = Callable[[], Awaitable[bool]]
 """Asked every ``check_seconds()`` while a body runs: True when its step has ended elsewhere (stop the body)."""
 
@@ -104,7 +109,7 @@ INLINE = "inline"
 
 
 def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner: str | None, *, inline: bool,
-                deadline: float | None) -> dict[str, Any]:
+                deadline: float | None, taken: Taken | None = None) -> dict[str, Any]:
     """The ``step_started`` request that claims an attempt of ``definition``, on every path (a queued step, an
     inline one, the flow's born-running batch). Its data: the delivery's message id (``ownerMessageId``: a
     redelivery of that message may start the step again, see ``attempt_step``), the lease it asks for
@@ -113,7 +118,8 @@ def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner:
     the step over an unfinished last attempt) and ``"inline": true`` when the flow runs the attempt in its replay
     loop rather than a step message of its own. Only the inline path is marked: a fan-out queues N-1 steps and
     runs one inline, so the common case costs no bytes, and an event without the mark (every older one too)
-    reads as queued. The run viewer shows it; nothing in the runtime reads it back. ``atMostOnce``: the World
+    reads as queued. The run viewer shows it; nothing in the runtime reads it back. ``limit`` (a limited step,
+    ``step_limits``): the limit and key that let it start, and when it was admitted. ``atMostOnce``: the World
     refuses to start the step over any unfinished attempt (``world.rules.at_most_once``). A poll's check is at
     least once whatever its step says, and its attempts are the polls, bounded by the poll's timeout rather than
     by a retry policy: it asks for neither."""
@@ -127,6 +133,8 @@ def start_event(step_id: str, definition: StepDef, poll: PollSpec | None, owner:
             data[AT_MOST_ONCE_FIELD] = True
     if inline:
         data[INLINE] = True
+    if taken is not None:
+        data[step_limits.LIMIT_FIELD] = taken.recorded()  # which limit let it start, and when
     return {"eventType": "step_started", "correlationId": step_id, "eventData": data}
 
 
@@ -153,6 +161,10 @@ class StepEnd:
     attempt: int
     events: list[Event]
     retry_after: float = 0.0  # seconds, for step_retrying
+    taken: Taken | None = None
+    """A queued attempt's slot (``attempt_step(hold=True)``): given back once the outcome is in the log
+    (``record_end``), so a redelivery after a crash between the body and its record runs the body again in its
+    slot, never waits for a slot while its own attempt is started."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -169,7 +181,8 @@ _STATUS: dict[str, Status] = {"step_completed": "completed", "step_failed": "fai
 async def run_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None,
-                   poll: PollSpec | None = None, deadline: float | None = None) -> StepOutcome:
+                   poll: PollSpec | None = None, deadline: float | None = None,
+                   message: FlowMessage | None = None) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
     knows the step is its own to run again; ``deadline`` (the delivery's budget) sets the attempt's lease.
     ``claimed`` is a step_started already written (a step declared born running in the flow's batch). The
@@ -177,7 +190,8 @@ async def run_step(world: World, registry: Registry, run_id: str, step_id: str, 
     cancelled it: ``status_watch``)."""
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
                                  on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
-                                 poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline)
+                                 poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline,
+                                 message=message, hold=True)
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -187,19 +201,64 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                        in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                        claimed: EventResult | None = None, call_input: Any = None,
                        poll: PollSpec | None = None, watch: Watch | None = None,
-                       inline: bool = False, deadline: float | None = None) -> StepOutcome | StepEnd:
+                       inline: bool = False, deadline: float | None = None,
+                       message: FlowMessage | None = None, taken: Taken | None = None,
+                       hold: bool = False) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
-    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early) or was
+    ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early,
+    ``waiting`` for a slot or a token of its limit: ``message``, the step's message, brings it back) or was
     stopped (``cancelled``: ``watch`` said its step ended under it).
     ``poll``: the step is a ``poll_until`` and this attempt one poll, judged by its predicate. ``inline``: the
-    flow runs it in its replay loop (recorded on step_started, see ``start_event``)."""
+    flow runs it in its replay loop (recorded on step_started, see ``start_event``). ``taken``: the slot and token
+    its limit gave a step declared born running (``claimed``). The slot is given back once the body has ended, or,
+    with ``hold`` (a queued step's message), once its outcome is recorded (``record_end``): a redelivery of that
+    message after a crash in between finds the slot still its own and runs the body again in it."""
     definition = resolve_step(registry, step_name)
+    refused: LimitInputError | None = None
+    if claimed is None and definition.limit is not None and poll is None and message is not None:
+        try:
+            key = await step_limits.step_key(world, definition, run_id, step_id, call_input)
+        except LimitInputError as bad:
+            refused = bad  # started, then failed without its body: nothing is taken under a key that is none
+        else:
+            verdict = await step_limits.take(world, definition, run_id, step_id, key, wake=message,
+                                             lease_seconds=step_lease(definition, deadline))
+            if not isinstance(verdict, Taken):
+                return StepOutcome("waiting", [])
+            taken = verdict
+    try:
+        attempt = await _attempt(world, definition, run_id, step_id, step_name, in_band=in_band,
+                                 on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
+                                 poll=poll, watch=watch, inline=inline, deadline=deadline, refused=refused,
+                                 taken=taken)
+    except BaseException:
+        await step_limits.give_back(world, taken)
+        raise
+    if hold and isinstance(attempt, StepEnd):
+        attempt.taken = taken  # given back once the outcome is recorded
+    else:
+        await step_limits.give_back(world, taken)
+    return attempt
+
+
+async def release_slot(world: World, end: StepEnd) -> None:
+    """Give back the slot of an attempt whose outcome is in the log (or will never be written: dropped)."""
+    taken, end.taken = end.taken, None
+    await step_limits.give_back(world, taken)
+
+
+async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str, step_name: str, *,
+                   in_band: int | None, on_in_band: Any, owner: str | None, claimed: EventResult | None,
+                   call_input: Any, poll: PollSpec | None, watch: Watch | None, inline: bool,
+                   deadline: float | None, refused: LimitInputError | None,
+                   taken: Taken | None) -> StepOutcome | StepEnd:
+    """``attempt_step`` once its slot and token are held: start, run the body (``refused``: fail without it)."""
     start_kwargs: dict[str, Any] = {}
     if in_band is not None:
         start_kwargs = {"in_band": True, "expected_seq_in_band": in_band}
     started = claimed
     if started is None:
-        event = start_event(step_id, definition, poll, owner, inline=inline, deadline=deadline)
+        event = start_event(step_id, definition, poll, owner, inline=inline, deadline=deadline, taken=taken)
         try:
             started = await world.events.create(run_id, event, **start_kwargs)
         except RunGoneError:
@@ -220,6 +279,8 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     step = started.step
     assert step is not None and started.event is not None
     events = [] if claimed is not None else [*started.events, started.event]
+    if refused is not None:
+        return StepEnd(step_id, "step_failed", {"error": structured_error(refused)}, step.attempt, events)
     raw_input = call_input if call_input is not None else step.input
     try:  # an args_codec's failure fails the step at once (CodecError: never retried), its body unrun
         call = codecs.load_call(raw_input, definition.args_codec,
@@ -436,6 +497,7 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
         result = await world.events.create(run_id, end.request, after_step_body=True,
                                            resolve_data="skip-step-inputs")
     except EntityConflictError:
+        await release_slot(world, end)
         return StepOutcome("finished-already", end.events, attempt=end.attempt)
     except PayloadTooLargeError as too_large:
         if end.kind == "step_failed":
@@ -444,6 +506,7 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
         # workflow can catch (StepError with error_type "ValueTooLargeError"), instead of a re-run loop.
         return await record_end(world, run_id, _too_large_end(end, too_large))
     assert result.event is not None
+    await release_slot(world, end)
     return StepOutcome(end.status, [*end.events, result.event], retry_after=end.retry_after, attempt=end.attempt,
                        open_steps=result.open_steps)
 
@@ -452,4 +515,5 @@ def _too_large_end(end: StepEnd, too_large: PayloadTooLargeError) -> StepEnd:
     """The step_failed that replaces an outcome whose result (or error) the log refused as too large."""
     error = ValueTooLargeError(f"the {'result' if end.kind == 'step_completed' else 'error'} of step "
                                f"{end.step_id} is too large to record: {too_large.message}")
-    return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events)
+    return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events,
+                   taken=end.taken)

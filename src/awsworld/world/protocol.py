@@ -16,6 +16,7 @@ from .clock import Clock
 from .deployments import DeploymentStore
 from .entities import Capabilities, Hook, ResolveData, Run, Step
 from .events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
+from .limiters import LimiterStore
 from .pages import EventPage, HookPage, RunPage, StepPage
 from .published import PublishedNames
 from .queue import QueueAPI
@@ -141,10 +142,12 @@ class World(Storage, QueueAPI, Protocol):
     awsworld's extensions: ``clock`` (where the World's timestamps come from: the runtime compares them with its
     "now", so both must be one clock), ``watch`` (the watchdog's index, ``world/watch.py``), ``schedules``
     (the schedule store the tick fires, ``world/schedules.py``), ``published`` (the workflow names the queue's
-    consumers publish, ``world/published.py``) and ``deployments`` (the code's deployments, ``world/deployments.py``).
+    consumers publish, ``world/published.py``), ``deployments`` (the code's deployments, ``world/deployments.py``)
+    and ``limiters`` (the pools and waiters of limits across runs, ``world/limiters.py``).
     A World without one of these says so with None (``HttpWorld``, a client's view of a World served over
-    HTTP, has no watch index, schedules or deployments): then there is no watchdog, ``client.schedules`` is
-    refused, a start is never refused for its name, and no deployment is registered or retired."""
+    HTTP, has no watch index, schedules, deployments or limits): then there is no watchdog, ``client.schedules`` is
+    refused, a start is never refused for its name, no deployment is registered or retired, and a limited start
+    is refused (``worker.limiter.NoLimiterStoreError``)."""
 
     @property
     def spec_version(self) -> int: ...
@@ -169,5 +172,8 @@ class World(Storage, QueueAPI, Protocol):
 
     @property
     def deployments(self) -> DeploymentStore | None: ...
+
+    @property
+    def limiters(self) -> LimiterStore | None: ...
 
     async def close(self) -> None: ...

@@ -1,0 +1,156 @@
+"""``awsworld limits ...``: limits across runs while they run (``client.limits``), for operators and scripts.
+
+    awsworld limits                                   # every limit: its keys, holders, waiters, tokens
+    awsworld limits describe workflow:shop.order --key cust-7   # holders, and waiters in the order they start
+    awsworld limits set workflow:shop.order --key cust-7 --concurrency 3   # now, until reset (waiters start)
+    awsworld limits set step:shop.charge --rate 20/s --burst 5
+    awsworld limits set workflow:shop.sync --total 10           # a limit's total across its keys
+    awsworld limits pause step:shop.export            # no new slot or token (unkeyed: no --key)
+    awsworld limits resume step:shop.export
+    awsworld limits reset workflow:shop.order --key cust-7      # code's numbers again; crashed holders freed
+
+A limit is named ``workflow:<workflow>``, ``step:<step>``, or by the ``name=`` its code gave it. A key nothing has
+used yet can be set when the command runs with the code that declares the limit (``AWSWORLD_MODULES``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+from ..client.limits import LimitView
+from ..world.rules.limiters import holder_run
+from .output import print_json, print_table, remote
+
+
+def register(sub: Any) -> None:
+    group = sub.add_parser("limits", help="limits across runs: list, describe, set, pause, resume, reset",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    group.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+    group.set_defaults(handler=_list)
+    commands = group.add_subparsers(dest="limits_command", metavar="SUBCOMMAND")
+    read = argparse.ArgumentParser(add_help=False)
+    read.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+    keyed = argparse.ArgumentParser(add_help=False)
+    keyed.add_argument("limit", metavar="LIMIT", help="workflow:<name>, step:<name>, or the limit's name=")
+    keyed.add_argument("--key", default="", help="the key (default: the unkeyed limit's one key)")
+
+    listing = commands.add_parser("list", parents=[read], help="every limit with its keys (the default)")
+    listing.set_defaults(handler=_list)
+    describe = commands.add_parser("describe", parents=[read], help="holders, waiters in order, tokens")
+    describe.add_argument("limit", metavar="LIMIT")
+    describe.add_argument("--key", help="that key only")
+    describe.set_defaults(handler=_describe)
+    setting = commands.add_parser("set", parents=[read, keyed], help="override a key's concurrency or rate, or "
+                                  "the total, now and until reset")
+    setting.add_argument("--concurrency", type=int, help="holders of the key at once")
+    setting.add_argument("--total", type=int, help="holders across all keys at once (a limit with a total)")
+    setting.add_argument("--rate", help="starts per period: 50/s, 10/m, 5/10s")
+    setting.add_argument("--burst", type=int, help="with --rate: starts at once (default: one period's worth)")
+    setting.set_defaults(handler=_set)
+    for change, text in (("pause", "no new slot or token for the key until resume"),
+                         ("resume", "grant again (waiters that fit start now)"),
+                         ("reset", "drop the key's overrides and pause; free slots of holders that ended")):
+        command = commands.add_parser(change, parents=[read, keyed], help=text)
+        command.set_defaults(handler=_changer(change))
+
+
+def limit_json(view: LimitView) -> dict[str, Any]:
+    """A limit for scripts (stable camelCase keys)."""
+    spec = view.spec
+    return {
+        "limit": view.name, "concurrency": spec.concurrency, "total": view.total,
+        "rate": spec.rate.text() if spec.rate else None,
+        "keys": [{
+            "key": k.key, "concurrency": k.concurrency, "paused": k.paused, "overridden": k.overridden,
+            "rate": k.rate.text() if k.rate else None,
+            "tokens": None if k.tokens is None else round(k.tokens, 3),
+            "holders": [{"holder": h, "runId": holder_run(h), "since": v.since.isoformat(),
+                         "leaseUntil": v.lease_until.isoformat() if v.lease_until else None} for h, v in k.holders],
+            "waiters": [{"place": i + 1, "holder": w.holder, "runId": holder_run(w.holder), "priority": w.priority,
+                         "since": w.since.isoformat()} for i, w in enumerate(k.waiters)],
+        } for k in view.keys],
+    }
+
+
+HEADER = ("LIMIT", "KEY", "HELD", "WAITING", "TOKENS", "STATE")
+
+
+def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
+    rows = []
+    for k in document["keys"] or [None]:
+        if k is None:
+            rows.append((document["limit"], "-", "0", "0", "-", "idle"))
+            continue
+        limit = k["concurrency"] if k["concurrency"] is not None else "-"
+        tokens = "-" if k["tokens"] is None else f"{k['tokens']:g} ({k['rate']})"
+        state = ("paused" if k["paused"] else "open") + (", overridden" if k["overridden"] else "")
+        rows.append((document["limit"], k["key"] or '""', f"{len(k['holders'])}/{limit}", str(len(k["waiters"])),
+                     tokens, state))
+    return rows
+
+
+def _print_limit(document: dict[str, Any]) -> None:
+    total = f", total {document['total']}" if document["total"] is not None else ""
+    rate = f", rate {document['rate']}" if document["rate"] else ""
+    print(f"{document['limit']}  concurrency {document['concurrency']}{total}{rate}")
+    for k in document["keys"]:
+        print(f"  key {k['key']!r}: {len(k['holders'])} held of {k['concurrency']}, {len(k['waiters'])} waiting"
+              + (", paused" if k["paused"] else "") + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None
+                                                       else ""))
+        for h in k["holders"]:
+            print(f"    holds  {h['runId'] or h['holder']}  since {h['since']}"
+                  + (f", lease until {h['leaseUntil']}" if h["leaseUntil"] else ""))
+        for w in k["waiters"]:
+            print(f"    {w['place']:>4}.  {w['runId'] or w['holder']}  priority {w['priority']}, since {w['since']}")
+
+
+def _run(args: argparse.Namespace, work: Any) -> int:
+    async def go() -> Any:
+        async with remote() as client:
+            return await work(client.limits)
+
+    document = asyncio.run(go())
+    if args.json:
+        print_json(document)
+    elif isinstance(document, list):
+        if document:
+            print_table(HEADER, [row for item in document for row in _rows(item)])
+        else:
+            print("no limits (nothing has used one yet)")
+    else:
+        _print_limit(document)
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    async def work(limits: Any) -> Any:
+        return [limit_json(view) for view in await limits.list()]
+
+    return _run(args, work)
+
+
+def _describe(args: argparse.Namespace) -> int:
+    async def work(limits: Any) -> Any:
+        return limit_json(await limits.describe(args.limit, key=args.key))
+
+    return _run(args, work)
+
+
+def _set(args: argparse.Namespace) -> int:
+    async def work(limits: Any) -> Any:
+        return limit_json(await limits.set(args.limit, key=args.key, concurrency=args.concurrency, total=args.total,
+                                           rate=args.rate, burst=args.burst))
+
+    return _run(args, work)
+
+
+def _changer(change: str) -> Any:
+    def handle(args: argparse.Namespace) -> int:
+        async def work(limits: Any) -> Any:
+            return limit_json(await getattr(limits, change)(args.limit, key=args.key))
+
+        return _run(args, work)
+
+    return handle

@@ -1,0 +1,265 @@
+"""``client.limits``: limits across runs while they run: what they hold, who waits, and run-time changes.
+
+    await client.limits.list()                                   # every limit with a stored pool
+    await client.limits.describe("workflow:shop.order", key="cust-7")   # holders, waiters in order, the bucket
+    await client.limits.set(order, key="cust-7", concurrency=3)  # a key's limit, now (waiters that fit start)
+    await client.limits.pause(export_step)                       # no new grants for the key ("" unkeyed)
+    await client.limits.resume(export_step)
+    await client.limits.reset(order, key="cust-7")               # code's numbers again, gone holders freed
+
+A limit is named by its name (``workflow:<name>``, ``step:<name>``, or the ``name=`` it was given) or by the
+``@workflow`` / ``@step`` that declares it. A change takes effect at once, without a deploy: it is one write of
+the key's pool (``world.rules.limiters.adjust``) that grants, in the same write, the waiters a raised limit or a
+resume lets in and sends their messages. A limit changed in code applies when the new code first uses it (each
+use records the code's numbers in the pool): nothing to migrate. A run-time override stays until ``reset``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..authoring.definitions import StepDef, WorkflowDef
+from ..authoring.limits import declared
+from ..worker.limiter import Limiter, limiters_of
+from ..worker.run_limits import recorded_slot
+from ..worker.step_limits import LIMIT_FIELD
+from ..world.clock import clock_of
+from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.events import Event
+from ..world.protocol import World
+from ..world.rules.limiters import (
+    SHARED_POOL,
+    Adjustment,
+    Change,
+    Holding,
+    LimitNotFoundError,
+    LimitSpec,
+    Pool,
+    Rate,
+    Waiter,
+    available_tokens,
+    check_key,
+    check_name,
+    holder_run,
+    in_order,
+    parse_rate,
+    pool_of,
+    run_holder,
+    step_holder,
+)
+
+LimitRef = str | Callable[..., Any]
+"""A limit's name, or the ``@workflow`` / ``@step`` that declares it."""
+
+
+@dataclass(frozen=True)
+class KeyView:
+    """One key of a limit as it is now: its limit (code's, or its override), who holds its slots, who waits for
+    one (in the order they will be granted: ``place`` 1 is next), its pause, and its bucket's tokens."""
+
+    key: str
+    concurrency: int | None
+    holders: list[tuple[str, Holding]]
+    waiters: list[Waiter]
+    paused: bool
+    rate: Rate | None
+    tokens: float | None
+    overridden: bool
+
+    def place(self, holder: str) -> int | None:
+        return next((i + 1 for i, w in enumerate(self.waiters) if w.holder == holder), None)
+
+
+@dataclass(frozen=True)
+class LimitView:
+    """A limit: its numbers as code last declared them, its total now (a shared pool's), and its keys."""
+
+    name: str
+    spec: LimitSpec
+    total: int | None
+    keys: list[KeyView]
+
+    def key(self, key: str) -> KeyView | None:
+        return next((k for k in self.keys if k.key == key), None)
+
+
+class LimitsClient:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.limiter = Limiter(world)
+
+    async def list(self) -> list[LimitView]:
+        """Every limit with a stored pool (a limit nothing used yet has none), its keys and their waiters."""
+        return [await self.describe(name) for name in await self.limiter.store.limits()]
+
+    async def describe(self, limit: LimitRef, *, key: str | None = None) -> LimitView:
+        """One limit as it is stored now (``key``: that key only); reads only. A holder whose run ended, or whose
+        lease passed, without freeing its slot (a crash) is shown until the next write of its pool frees it
+        (``reset`` does, at once)."""
+        name, spec = _resolve(limit)
+        pools = await self.limiter.pools(name)
+        if key is not None:
+            wanted = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)
+            pools = [p for p in pools if p.pool == wanted]
+        if not pools:
+            if spec is None:
+                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
+                                         "declaring it was given")
+            return LimitView(name, spec, spec.total, [])
+        views: list[KeyView] = []
+        now = clock_of(self.world).now()
+        for pool in pools:
+            waiters = in_order(await self.limiter.waiters(name, pool.pool)) if pool.waiting else []
+            seen = {h.key for h in pool.holders.values()} | set(pool.keys) | {w.key for w in waiters}
+            seen.discard(SHARED_POOL)
+            keys = sorted(seen or ({pool.pool} if pool.pool != SHARED_POOL else set()))
+            for k in keys:
+                if key is not None and k != key:
+                    continue
+                state = pool.key(k)
+                views.append(KeyView(
+                    k, pool.concurrency(k), sorted(((h, v) for h, v in pool.holders.items() if v.key == k),
+                                                   key=lambda item: item[1].since),
+                    [w for w in waiters if w.key == k], state.paused, pool.rate(k), available_tokens(pool, k, now),
+                    state.concurrency is not None or state.rate is not None or state.paused))
+        first = pools[0]
+        return LimitView(name, spec or first.spec, first.total_limit(), views)
+
+    async def set(self, limit: LimitRef, *, key: str = "", concurrency: int | None = None,
+                  total: int | None = None, rate: str | None = None, burst: int | None = None) -> LimitView:
+        """Override ``key``'s concurrency or rate (``"20/s"``, with ``burst``), or the limit's ``total``, now and
+        until ``reset``. A raised limit grants its waiters that now fit in the same write."""
+        parsed = None if rate is None else parse_rate(rate, burst=burst)
+        await self._adjust(limit, key, Adjustment("set", key if total is None else SHARED_POOL,
+                                                  concurrency=concurrency, rate=parsed, total=total))
+        return await self.describe(limit, key=None if total is not None else key)
+
+    async def pause(self, limit: LimitRef, *, key: str = "") -> LimitView:
+        """No new slot or token for ``key`` until ``resume``: holders keep theirs, askers wait."""
+        return await self._change(limit, key, "pause")
+
+    async def resume(self, limit: LimitRef, *, key: str = "") -> LimitView:
+        return await self._change(limit, key, "resume")
+
+    async def reset(self, limit: LimitRef, *, key: str = "") -> LimitView:
+        """Drop ``key``'s overrides and pause (code's numbers apply again) and its bucket's state; holders whose
+        run ended or whose lease passed are freed (``describe`` does that too)."""
+        return await self._change(limit, key, "reset")
+
+    async def _change(self, limit: LimitRef, key: str, change: Change) -> LimitView:
+        pool = await self._adjust(limit, key, Adjustment(change, key))
+        if change == "reset":  # and every holder that holds nothing any more (a crash) is freed, now
+            await self.limiter.settle(pool.limit, pool.pool)
+        return await self.describe(limit, key=key)
+
+    async def _adjust(self, limit: LimitRef, key: str, adjustment: Adjustment) -> Pool:
+        name, spec = _resolve(limit)
+        check_key(key, name)
+        pools = await self.limiter.pools(name)
+        pool_key = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)
+        if spec is None and not any(p.pool == pool_key for p in pools):
+            raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
+                                     "to set a key nothing has used yet")
+        return await self.limiter.adjust(name, pool_key, adjustment, spec=spec)
+
+
+def _resolve(limit: LimitRef) -> tuple[str, LimitSpec | None]:
+    """The limit's name and its numbers in this process's code: the ``@workflow`` / ``@step``'s, or those of a
+    name this process declares (``authoring.limits.declared``; None: known only by what is stored)."""
+    if isinstance(limit, str):
+        return check_name(limit), declared(limit)
+    definition: WorkflowDef | StepDef | None = getattr(limit, "__awsworld_workflow__", None) or getattr(
+        limit, "__awsworld_step__", None)
+    if definition is None or definition.limit is None:
+        raise TypeError(f"{limit!r} is not a @workflow or @step with concurrency= or rate=")
+    return definition.limit.spec.name, definition.limit.spec
+
+
+def _stored_pool(pools: list[Pool], key: str) -> str:
+    """The pool a key lives in when only what is stored tells: the shared one if the limit has it."""
+    return SHARED_POOL if any(p.pool == SHARED_POOL for p in pools) else key
+
+
+def waiting_since(view: KeyView, holder: str) -> datetime | None:
+    return next((w.since for w in view.waiters if w.holder == holder), None)
+
+
+def runs_of(holders: list[tuple[str, Holding]]) -> list[str]:
+    return [r for h, _ in holders if (r := holder_run(h)) is not None]
+
+
+async def limit_waits(world: World, run_id: str, status: str, context: dict[str, Any] | None,
+                      events: Sequence[Event]) -> list[dict[str, Any]]:
+    """What of a run waits for a limit, for ``describe`` and the viewer: the run itself (pending, its start
+    waiting for a slot of its workflow's limit: ``kind`` ``slot`` with its ``place`` among ``of`` waiters and
+    who holds the slots) and each step not started yet (its last event a ``step_created`` or ``step_retrying``)
+    that waits for a slot (``slot``, with ``stepId``) or for its bucket's next token (``token``, with when the
+    bucket next has one). Reads only."""
+    if status in TERMINAL_RUN_STATUSES or limiters_of(world) is None:
+        return []
+    found: list[dict[str, Any]] = []
+    limits = LimitsClient(world)
+    slot = recorded_slot(context)
+    if status == "pending" and slot is not None:
+        entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
+        if entry is not None:
+            found.append(entry)
+    marks: dict[str, tuple[str, dict[str, Any]]] = {}
+    last: dict[str, str] = {}
+    for event in events:
+        step_id = event.correlation_id or ""
+        if event.event_type == "step_created":
+            data = event.event_data or {}
+            mark = data.get(LIMIT_FIELD)
+            if isinstance(mark, dict):
+                marks[step_id] = (str(data.get("stepName", step_id)), mark)
+        if event.event_type.startswith("step_"):
+            last[step_id] = event.event_type
+    for step_id, (step_name, mark) in marks.items():
+        if last.get(step_id) not in ("step_created", "step_retrying"):
+            continue
+        name, key = str(mark.get("name", "")), str(mark.get("key", ""))
+        entry = await _slot_wait(limits, name, key, step_holder(run_id, step_id))
+        if entry is None:
+            entry = await _token_wait(limits, name, key, clock_of(world).now())
+        if entry is not None:
+            found.append({**entry, "stepId": step_id, "name": step_name})
+    return found
+
+
+def limit_wait_text(wait: dict[str, Any]) -> str:
+    """One entry of ``limit_waits`` for people: ``a slot of workflow:shop.order key 'c7' (place 2 of 3; held by
+    r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; the next at ...)``."""
+    where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
+    if wait["kind"] == "token":
+        return f"a token of {where} ({wait['rate']}; the next at {wait['nextTokenAt']})"
+    held = ", ".join(wait["heldBy"]) or "nobody"
+    state = "paused, " if wait.get("paused") else ""
+    return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
+
+
+async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str) -> dict[str, Any] | None:
+    try:
+        view = (await limits.describe(name, key=key)).key(key)
+    except LimitNotFoundError:
+        return None
+    place = None if view is None else view.place(holder)
+    if view is None or place is None:
+        return None
+    return {"kind": "slot", "limit": name, "key": key, "place": place, "of": len(view.waiters),
+            "heldBy": [h for h, _ in view.holders], "concurrency": view.concurrency, "paused": view.paused}
+
+
+async def _token_wait(limits: LimitsClient, name: str, key: str, now: datetime) -> dict[str, Any] | None:
+    try:
+        view = (await limits.describe(name, key=key)).key(key)
+    except LimitNotFoundError:
+        return None
+    if view is None or view.rate is None or view.tokens is None or view.tokens >= 1:
+        return None
+    wait = (1 - view.tokens) * view.rate.interval
+    return {"kind": "token", "limit": name, "key": key, "rate": view.rate.text(),
+            "nextTokenAt": (now + timedelta(seconds=wait)).isoformat()}

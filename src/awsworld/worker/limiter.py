@@ -1,0 +1,299 @@
+"""The one service every party uses to take, free and adjust slots and tokens of limits across runs.
+
+Each operation reads a pool (``world.limiters``), decides with the rulebook (``world.rules.limiters``: settle
+first, so gone holders free their slots and waiters that fit are granted before a newcomer is considered), and
+commits the result conditioned on the version read; a commit that lost reads again and decides again. After a
+commit, the waiters it granted are woken (their messages queued). A granted holder keeps its wake until it comes
+for its slot, so a party that repeats a release (the redelivery of a delivery that died after its commit, before
+its wakes were sent) sends them again; and a run's due, or a step's grant lease, is the last resort.
+
+Who uses it: a start (``Client.start``: a run's slot, ``run_limits.admit``), a flow (a run's first delivery, a
+run's end: ``run_limits``; a step's start and end: ``step_limits``), ``client.limits`` and ``awsworld limits``
+(adjust, pause, reset, list).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..world.clock import clock_of
+from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.errors import RunNotFoundError
+from ..world.limiters import LimiterStore
+from ..world.protocol import World
+from ..world.rules.limiters import (
+    Acquired,
+    Adjustment,
+    Ask,
+    Busy,
+    LimitNotFoundError,
+    LimitSpec,
+    MustWait,
+    Pool,
+    Settled,
+    Waiter,
+    acquire,
+    adjust,
+    empty_pool,
+    holder_run,
+    pool_of,
+    release,
+    reserve,
+    settle,
+    unclaimed,
+    with_spec,
+    withdraw,
+)
+
+log = logging.getLogger("awsworld.limits")
+
+GIVE_UP_SECONDS = 60.0
+"""How long an operation keeps losing races before it gives up (each lost race means another writer moved the
+pool: the limit makes progress; this writer waits its turn, backing off up to ``MAX_BACKOFF`` with jitter)."""
+MAX_BACKOFF = 1.0
+REWAKE_AFTER = timedelta(seconds=10)
+"""A holder granted this long ago that has not come for its slot has its wake sent again by the next party that
+reads the pool (the writer that granted it may have died before sending it)."""
+REAP_AFTER = timedelta(seconds=60)
+"""A run holder older than this is looked up (its run may have ended without tidying: a crash) before an asker
+is made to wait or a listing shows it."""
+
+
+class NoLimiterStoreError(TypeError):
+    """A limited workflow or step on a World without a limiter store (``world.limiters``)."""
+
+
+def limiters_of(world: World) -> LimiterStore | None:
+    return world.limiters
+
+
+def require_store(world: World) -> LimiterStore:
+    store = limiters_of(world)
+    if store is None:
+        raise NoLimiterStoreError(f"{type(world).__name__} keeps no limits (world.limiters): limited workflows and "
+                                  "steps need the in-memory World or the AWS World")
+    return store
+
+
+@dataclass(frozen=True)
+class Decided:
+    """What an operation decided on a settled pool: the pool to store, the waiters to add and to remove (by
+    holder), and what to answer."""
+
+    pool: Pool
+    answer: Any
+    add: Sequence[Waiter] = ()
+    remove: Sequence[str] = ()
+
+
+class Limiter:
+    def __init__(self, world: World) -> None:
+        self.world = world
+        self.store = require_store(world)
+
+    def now(self) -> datetime:
+        return clock_of(self.world).now()
+
+    # ------------------------------------------------------------------ slots
+
+    async def acquire(self, spec: LimitSpec, ask: Ask) -> Acquired | MustWait | Busy:
+        """A slot for ``ask`` (``rules.limiters.acquire``), or its place among the waiters: written before this
+        returns. A key that is full of run holders older than ``REAP_AFTER`` has them looked up first: one whose
+        run ended (and whose end did not free the slot: a crash) holds nothing."""
+        pool_key = pool_of(spec, ask.key)
+        own: list[Waiter | None] = []
+
+        def decide(pool: Pool) -> Decided:
+            decision = acquire(pool, ask, self.now(), waiting=own[0] if own else None)
+            if isinstance(decision, MustWait) and not decision.already:
+                return Decided(decision.pool, decision, add=(decision.waiter,))
+            return Decided(decision.pool, decision)
+
+        async def prepare(pool: Pool) -> None:
+            if ask.holder not in pool.holders and not pool.admissible(ask.key) and not own:
+                own.append(await self.store.waiter(spec.name, pool_key, ask.holder))
+
+        return await self._update(spec.name, pool_key, spec, decide, prepare=prepare, reap_for=ask.key)
+
+    async def release(self, limit: str, pool_key: str, holder: str) -> bool:
+        """Free ``holder``'s slot, or take it out of the waiters if it waits (a run that ended waiting): False when
+        it neither holds nor waits. Freed slots go to the waiters in order."""
+        found: list[Waiter | None] = []
+        again: list[Waiter] = []
+
+        async def prepare(pool: Pool) -> None:
+            if holder not in pool.holders and not found:
+                found.append(await self.store.waiter(limit, pool_key, holder))
+
+        def decide(pool: Pool) -> Decided:
+            # Granted earlier and not come yet: woken again, whether this release is a repeat or the redelivery of
+            # a delivery whose first release died before its grants' wakes were sent (they were not: it ends here
+            # as a release of a slot taken again, or of none). A wake still queued is not sent twice (its key).
+            again[:] = [w for w in unclaimed(pool) if w.holder != holder]
+            freed = release(pool, holder, self.now())
+            if freed is not None:
+                return Decided(freed, True)
+            waiter = found[0] if found else None
+            if waiter is None:
+                return Decided(pool, False)
+            return Decided(withdraw(pool, waiter, self.now()), True, remove=(waiter.holder,))
+
+        answer = await self._update(limit, pool_key, None, decide, prepare=prepare)
+        await self._wake(again)
+        return bool(answer)
+
+    async def release_all(self, limit: str, pool_key: str, holders: Collection[str]) -> list[str]:
+        """Free every slot of ``holders`` still held (a run's step attempts, once the run has ended: an attempt
+        cut off by a crash holds its slot until its lease passes, after its run is over). One read, and a write
+        only when one of them holds a slot: the holders freed."""
+        freed: list[str] = []
+
+        def decide(pool: Pool) -> Decided:
+            freed.clear()
+            for holder in holders:
+                after = release(pool, holder, self.now())
+                if after is not None:
+                    pool = after
+                    freed.append(holder)
+            return Decided(pool, list(freed))
+
+        await self._update(limit, pool_key, None, decide)
+        return freed
+
+    async def settle(self, limit: str, pool_key: str) -> Pool:
+        """Free the slots of holders that hold nothing any more (a run that ended, a step lease that passed), and
+        grant what is free to the waiters: what a waiting run's wake does, and ``awsworld limits`` before it
+        shows a pool."""
+        found: list[Pool] = []
+
+        def decide(pool: Pool) -> Decided:
+            found.append(pool)
+            return Decided(pool, pool)
+
+        await self._update(limit, pool_key, None, decide, reap_all=True)
+        if not found:
+            raise LimitNotFoundError(f"limit {limit!r} has no pool {pool_key!r}")
+        await self._wake(unclaimed(found[-1]))  # granted, and not come yet: their wakes may have been lost
+        return found[-1]
+
+    async def adjust(self, limit: str, pool_key: str, adjustment: Adjustment, *, spec: LimitSpec | None = None) -> Pool:
+        """Change a key at run time (``rules.limiters.adjust``); a raised limit or a resume grants the waiters
+        that now fit in the same write. ``spec``: the limit's numbers when no pool is stored yet (its code's)."""
+        found: list[Pool] = []
+
+        def decide(pool: Pool) -> Decided:
+            changed = adjust(pool, adjustment, self.now())
+            found.append(changed)
+            return Decided(changed, changed)
+
+        await self._update(limit, pool_key, spec, decide)
+        if not found:
+            raise LimitNotFoundError(f"limit {limit!r} has no pool {pool_key!r} (nothing holds, waits or was set "
+                                     "there yet; name the limit's code numbers to create it)")
+        return found[-1]
+
+    # ------------------------------------------------------------------ tokens
+
+    async def reserve(self, spec: LimitSpec, key: str) -> datetime:
+        """The start time ``key``'s bucket gives this asker (now, or when it must come back), counted."""
+        def decide(pool: Pool) -> Decided:
+            reserved = reserve(pool, key, self.now(), step=self.store.delay_step)
+            return Decided(reserved.pool, reserved.at)
+
+        return await self._update(spec.name, pool_of(spec, key), spec, decide)
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _update(self, limit: str, pool_key: str, spec: LimitSpec | None, decide: Callable[[Pool], Decided], *,
+                      prepare: Callable[[Pool], Any] | None = None, reap_for: str | None = None,
+                      reap_all: bool = False) -> Any:
+        """Read, settle, decide, settle what the decision freed, commit; again from the read when the commit
+        lost. Answers None when there is no pool and no ``spec`` to make one from."""
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            attempt += 1
+            stored = await self.store.read(limit, pool_key)
+            if stored is None and spec is None:
+                return None
+            pool = stored if stored is not None else empty_pool(spec, pool_key)  # type: ignore[arg-type]
+            if spec is not None:
+                pool = with_spec(pool, spec)
+            now = self.now()
+            ended: set[str] = set()
+            if reap_all or (reap_for is not None and not settle(pool, now).pool.admissible(reap_for)):
+                ended = await self._ended_holders(pool, now, everyone=reap_all)
+            settled = await self._settle(pool, now, ended)
+            if prepare is not None:
+                await prepare(settled.pool)
+            decided = decide(settled.pool)
+            after = await self._settle(decided.pool, now, set())  # what the decision freed goes to the waiters
+            result, granted = after.pool, [*settled.granted, *after.granted]
+            remove = [*(w.holder for w in granted), *decided.remove]
+            # Granted a while ago and not come yet: the wake of a writer that died after its commit (sent again;
+            # a wake still queued is not sent twice, its key holds it back).
+            stale = [w for w in unclaimed(stored) if now - w.since >= REWAKE_AFTER] if stored is not None else []
+            if stored is not None and result == stored and not decided.add and not remove:
+                await self._wake(stale)
+                return decided.answer  # nothing changed: no write
+            if await self.store.commit(result, expected_version=stored.version if stored is not None else 0,
+                                       add=decided.add, remove=remove):
+                await self._wake([*granted, *(w for w in stale if w.holder in result.holders)])
+                return decided.answer
+            if time.monotonic() - started > GIVE_UP_SECONDS:
+                raise RuntimeError(f"limit {limit!r} pool {pool_key!r}: gave up after {attempt} lost races in "
+                                   f"{GIVE_UP_SECONDS:g} s")
+            await asyncio.sleep(min(MAX_BACKOFF, 0.005 * 2 ** min(attempt, 8)) * random.random())
+
+    async def _settle(self, pool: Pool, now: datetime, ended: set[str]) -> Settled:
+        settled = settle(pool, now, ended=ended)
+        if settled.needs_waiters:
+            settled = settle(pool, now, ended=ended, waiters=await self.store.waiters(pool.limit, pool.pool))
+        return settled
+
+    async def _ended_holders(self, pool: Pool, now: datetime, *, everyone: bool) -> set[str]:
+        """The run holders whose run has ended (or is gone): those older than ``REAP_AFTER`` (all with
+        ``everyone``). One metadata-only read each."""
+        ended: set[str] = set()
+        for holder, held in pool.holders.items():
+            run_id = holder_run(holder)
+            if run_id is None or (not everyone and now - held.since < REAP_AFTER):
+                continue
+            try:
+                run = await self.world.runs.get(run_id, resolve_data="none")
+            except RunNotFoundError:
+                ended.add(holder)
+                continue
+            if run.status in TERMINAL_RUN_STATUSES:
+                ended.add(holder)
+        return ended
+
+    async def _wake(self, granted: Sequence[Waiter]) -> None:
+        """Send the wakes of ``granted``; the first failure is raised once all were tried, so the delivery that
+        granted them is retried, and its repeat sends them again (``release``'s repeat, ``REWAKE_AFTER``)."""
+        failed: Exception | None = None
+        for waiter in granted:
+            wake = waiter.wake
+            if not wake:
+                continue
+            try:
+                await self.world.queue(str(wake["queue"]), dict(wake["payload"]),
+                                       idempotency_key=wake.get("key"))
+            except Exception as error:
+                log.warning("limit: waking %s after its grant failed (%s)", waiter.holder, type(error).__name__)
+                failed = failed or error
+        if failed is not None:
+            raise failed
+
+    async def pools(self, limit: str) -> list[Pool]:
+        return await self.store.pools(limit)
+
+    async def waiters(self, limit: str, pool_key: str) -> list[Waiter]:
+        return await self.store.waiters(limit, pool_key)

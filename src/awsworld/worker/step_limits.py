@@ -1,0 +1,205 @@
+"""A step attempt's slot and token of its step's limit across runs (``@step(concurrency=, rate=)``).
+
+Taken right before the attempt's ``step_started`` (``take``), on every path that starts a step (a queued step's
+message, the flow's inline step; a limited step is never declared born running), and freed once its body has
+ended (``give_back``), before its outcome is recorded: a slot bounds running bodies, and a body that ended runs
+no more. In that order:
+
+1. **The slot** (``concurrency``, ``total``): held by ``step_holder(run, step)`` under the attempt's lease (its
+   ``step_started`` lease, and a second more), so the slot of a container that died frees when that lease passes,
+   exactly as the step becomes anyone's to take over. A full key makes the attempt wait: it is recorded as a
+   waiter whose wake is the step's own message, and the delivery ends (holding no container); the write that
+   frees a slot for it sends that message. The waiters of a key are served by the run's priority
+   (``executionContext.priority``, carried on the step message's ``runContext``), then fairly between keys,
+   then by arrival.
+2. **The token** (``rate``): the next start time the key's bucket allows is reserved in one write; a time in the
+   future sends the step's message again, delayed to it and marked with it (``reservedAt``), and the delivery
+   ends. The marked message starts without reserving again. A step waiting for its token keeps its slot (its
+   lease covers the wait), so the starts both limits allow are the starts that happen.
+
+The key is the step's key function over its arguments (read from the step's declaration when the delivery does
+not hold them: a queued step's message carries no input). A key function that raises fails the attempt with
+``LimitInputError`` (not retried) after its start, without running the body or taking anything.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from ..authoring.definitions import Registry, StepDef
+from ..authoring.errors import CodecError
+from ..durable import codecs
+from ..durable.codecs import Place
+from ..world.clock import clock_of
+from ..world.events import Event
+from ..world.messages import FlowMessage, queue_name_for
+from ..world.protocol import World
+from ..world.rules.leases import DEFAULT_LEASE_SECONDS
+from ..world.rules.limiters import Acquired, Ask, LimitInputError, pool_of, step_holder
+from .limiter import Limiter
+
+RESERVED_FIELD = "reservedAt"
+"""A step message's ``runContext`` field: the start time its bucket reserved for it (it starts without a new
+token)."""
+PRIORITY_FIELD = "priority"
+"""A step message's ``runContext`` field: its run's priority (``run_limits.PRIORITY_CONTEXT``)."""
+SLOT_MARGIN = timedelta(seconds=1)
+"""A slot's lease outlasts the attempt's own by this much: taken before the attempt's start, it must not end
+before the lease that start records."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A slot this attempt holds: give it back with ``give_back`` once its body has ended."""
+
+    limit: str
+    pool: str
+    holder: str
+
+
+@dataclass(frozen=True)
+class Taken:
+    """The attempt may start. ``slot``: the slot it holds (None: its limit is a rate alone); ``admitted``: when
+    its limit let it start (its reserved time, for a rate), recorded on its ``step_started`` (``LIMIT_FIELD``)."""
+
+    limit: str
+    key: str
+    admitted: datetime
+    slot: Slot | None = None
+
+    def recorded(self) -> dict[str, str]:
+        return {"name": self.limit, "key": self.key, "admittedAt": self.admitted.isoformat()}
+
+
+LIMIT_FIELD = "limit"
+"""``step_started``'s field naming the limit an attempt started under, its key and when it was admitted."""
+
+
+WAITING = "waiting"
+
+
+async def step_key(world: World, definition: StepDef, run_id: str, step_id: str, call_input: Any) -> str:
+    """The key of this call of ``definition`` (its arguments read from the step when not given)."""
+    assert definition.limit is not None
+    if definition.limit.key is None:
+        return ""
+    if call_input is None:
+        call_input = (await world.steps.get(run_id, step_id, resolve_data="all")).input
+    return key_of_call(definition, call_input, run_id, step_id)
+
+
+def key_of_call(definition: StepDef, call_input: Any, run_id: str, step_id: str) -> str:
+    """The key of a call whose stored arguments are ``call_input`` (``LimitInputError``, ``CodecError``)."""
+    assert definition.limit is not None
+    if definition.limit.key is None:
+        return ""
+    call = codecs.load_call(call_input, definition.args_codec,
+                            lambda: Place("arguments", f"step {definition.name!r}", run_id, step_id))
+    return definition.limit.key_of(tuple(call.args), call.kwargs)
+
+
+def declared_limit(definition: StepDef, call_input: Any, run_id: str, step_id: str) -> dict[str, str] | None:
+    """What ``step_created`` records of a limited step (``LIMIT_FIELD``): its limit and key, so ``describe`` and
+    the viewer say which slot or token a step not started yet waits for. None for a step without a limit, or
+    one whose key function refuses its arguments (its attempt fails on that, see the module's docstring)."""
+    if definition.limit is None:
+        return None
+    try:
+        return {"name": definition.limit.spec.name, "key": key_of_call(definition, call_input, run_id, step_id)}
+    except (LimitInputError, CodecError):
+        return None
+
+
+async def take(world: World, definition: StepDef, run_id: str, step_id: str, key: str, *, wake: FlowMessage,
+               lease_seconds: float | None) -> Taken | str:
+    """The slot and token of an attempt about to start: ``Taken``, or ``WAITING`` (its message brings it back:
+    the delivery ends)."""
+    declared = definition.limit
+    assert declared is not None
+    spec = declared.spec
+    limiter = Limiter(world)
+    now = clock_of(world).now()
+    context = wake.run_context
+    reserved = _reserved(context.get(RESERVED_FIELD))
+    priority = context.get(PRIORITY_FIELD)
+    slot = None
+    if spec.concurrency is not None or spec.total is not None:
+        lease = timedelta(seconds=lease_seconds if lease_seconds is not None else DEFAULT_LEASE_SECONDS)
+        if reserved is not None and reserved > now:
+            lease += reserved - now
+        holder = step_holder(run_id, step_id)
+        payload = wake.to_payload()
+        decision = await limiter.acquire(spec, Ask(
+            holder, key, priority if isinstance(priority, int) else 0, now, lease_until=now + lease + SLOT_MARGIN,
+            wake={"queue": queue_name_for(wake.workflow_name), "payload": payload,
+                  "key": f"{run_id}:{step_id}:slot:{now.timestamp():.6f}"}))
+        if not isinstance(decision, Acquired):
+            return WAITING
+        slot = Slot(spec.name, pool_of(spec, key), holder)
+    admitted = now
+    if spec.rate is not None:
+        at = admitted = reserved if reserved is not None else await limiter.reserve(spec, key)
+        sent = clock_of(world).now()
+        if at > sent:  # (a reserved message that came early goes back for the rest of its delay)
+            later = replace(wake, run_context={**context, RESERVED_FIELD: at.isoformat()})
+            await world.queue(queue_name_for(wake.workflow_name), later.to_payload(),
+                              idempotency_key=f"{run_id}:{step_id}:rate:{at.timestamp():.6f}:{sent.timestamp():.3f}",
+                              delay_seconds=_delay(at, sent, limiter.store.delay_step))
+            return WAITING
+    return Taken(spec.name, key, admitted, slot)
+
+
+async def give_back(world: World, taken: Taken | None) -> None:
+    """The attempt's body has ended: its slot goes to the next waiter (idempotent)."""
+    if taken is None or taken.slot is None:
+        return
+    slot = taken.slot
+    await Limiter(world).release(slot.limit, slot.pool, slot.holder)
+
+
+def _reserved(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None
+
+
+def _delay(at: datetime, now: datetime, step: float) -> float:
+    seconds = (at - now).total_seconds()
+    return float(math.ceil(seconds - 1e-9)) if step >= 1 else seconds
+
+
+__all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "free_run_steps", "give_back", "step_key",
+           "take"]
+
+
+async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
+    """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
+    slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
+    it). One read per pool its attempts took a slot of, a write only where one is still held."""
+    names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
+             for e in log if e.event_type == "step_created" and e.correlation_id}
+    pools: dict[tuple[str, str], set[str]] = {}
+    for event in log:
+        limit = (event.event_data or {}).get(LIMIT_FIELD) if event.event_type == "step_started" else None
+        if not isinstance(limit, dict) or event.correlation_id is None:
+            continue
+        try:
+            declared = registry.step(names.get(event.correlation_id, "")).limit
+        except LookupError:
+            continue
+        if declared is None or (declared.spec.concurrency is None and declared.spec.total is None):
+            continue  # a rate alone holds no slot
+        pool = (declared.spec.name, pool_of(declared.spec, str(limit.get("key", ""))))
+        pools.setdefault(pool, set()).add(step_holder(run_id, event.correlation_id))
+    limiter = Limiter(world)
+    freed: list[str] = []
+    for (name, pool), holders in pools.items():
+        freed += await limiter.release_all(name, pool, holders)
+    return freed

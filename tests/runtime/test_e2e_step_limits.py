@@ -1,0 +1,166 @@
+"""Step concurrency and rate limits across runs (``@step(concurrency=, rate=)``, ``worker/step_limits.py``), end to
+end on the in-memory World, moto and DynamoDB Local: bodies beyond the limit wait (holding no delivery) and none
+is lost; the peak of bodies running at once is counted by the bodies themselves; start times of a rate-limited
+step conform to its bucket."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+import pytest
+
+from awsworld import Concurrency, RateLimit, step, workflow
+from awsworld.worker.limiter import Limiter
+
+from .conftest import ALL_BACKENDS, E2E, on_backends
+
+pytestmark = pytest.mark.asyncio
+e2e_backend = on_backends(ALL_BACKENDS)
+
+INSIDE: dict[str, int] = defaultdict(int)
+PEAK: dict[str, int] = defaultdict(int)
+CALLS: dict[str, int] = defaultdict(int)
+
+
+async def body(name: str, pause: float = 0.02) -> None:
+    INSIDE[name] += 1
+    CALLS[name] += 1
+    PEAK[name] = max(PEAK[name], INSIDE[name])
+    try:
+        await asyncio.sleep(pause)  # real time: bodies of other deliveries run meanwhile
+    finally:
+        INSIDE[name] -= 1
+
+
+@step(name="steplimits.export", concurrency=3)
+async def export(n: int) -> int:
+    await body("export")
+    return n
+
+
+@workflow(name="steplimits.exports")
+async def exports(first: int, count: int) -> list[int]:
+    return list(await asyncio.gather(*(export(first + i) for i in range(count))))
+
+
+def reset() -> None:
+    INSIDE.clear()
+    PEAK.clear()
+    CALLS.clear()
+
+
+async def test_a_step_limit_of_three_across_twenty_runs(e2e: E2E) -> None:
+    reset()
+    async with e2e.counting() as deliveries:
+        runs = [await e2e.start(exports, 10 * r, 5) for r in range(20)]
+        results = [await run.result(timeout=180) for run in runs]
+    assert results == [list(range(10 * r, 10 * r + 5)) for r in range(20)]
+    assert 1 <= PEAK["export"] <= 3  # never exceeded
+    assert "limit-wait" in deliveries.statuses  # bodies did wait for a slot (100 calls, 3 slots)
+    assert CALLS["export"] == 100  # every call ran once: nothing lost, nothing doubled
+    pools = await Limiter(e2e.world).pools("step:steplimits.export")
+    assert all(not p.holders and p.waiting == 0 for p in pools)
+
+
+@step(name="steplimits.charge", rate=RateLimit("10/s", burst=10))
+async def charge(n: int) -> int:
+    CALLS["charge"] += 1
+    return n
+
+
+@workflow(name="steplimits.charges")
+async def charges(first: int, count: int) -> int:
+    return sum(await asyncio.gather(*(charge(first + i) for i in range(count))))
+
+
+@step(name="steplimits.slow_charge", rate=RateLimit("2/s", burst=2))
+async def slow_charge(n: int) -> int:
+    CALLS["slow_charge"] += 1
+    return n
+
+
+@workflow(name="steplimits.slow_charges")
+async def slow_charges(first: int, count: int) -> int:
+    return sum(await asyncio.gather(*(slow_charge(first + i) for i in range(count))))
+
+
+def worst_window(starts: list[datetime], per_second: float, burst: int) -> float:
+    """The most any window of the starts holds beyond ``burst + rate x its length`` (0 or less: they conform)."""
+    origin = min(starts)
+    times = sorted((s - origin).total_seconds() for s in starts)  # (small numbers: exact to the microsecond)
+    worst = float("-inf")
+    for i, first in enumerate(times):
+        for j in range(i, len(times)):
+            worst = max(worst, (j - i + 1) - (burst + per_second * (times[j] - first)))
+    return worst
+
+
+async def test_a_rate_of_ten_a_second_over_two_hundred_calls_from_twenty_runs(e2e: E2E) -> None:
+    """200 calls asked at once (in memory): the bucket admits 10, then one each 0.1 s."""
+    await rate_held(e2e, charges, "charge", per_second=10, burst=10, runs=20, calls=10, binding=e2e.memory)
+
+
+async def test_a_rate_the_emulators_outpace(e2e: E2E) -> None:
+    """The emulators ask slower than 10 a second (their requests are serialized): 2 a second binds there too."""
+    await rate_held(e2e, slow_charges, "slow_charge", per_second=2, burst=2, runs=20, calls=2, binding=True)
+
+
+async def rate_held(e2e: E2E, workflow_fn: Any, name: str, *, per_second: int, burst: int, runs: int, calls: int,
+                    binding: bool) -> None:
+    reset()
+    async with e2e.counting() as deliveries:
+        started_runs = [await e2e.start(workflow_fn, calls * r, calls) for r in range(runs)]
+        assert [await run.result(timeout=240) for run in started_runs] == [
+            sum(range(calls * r, calls * r + calls)) for r in range(runs)]
+    assert CALLS[name] == runs * calls  # nothing dropped, nothing doubled
+    started = [e for run in started_runs for e in await run.events() if e.event_type == "step_started"]
+    assert len(started) == runs * calls
+    admitted = [datetime.fromisoformat((e.event_data or {})["limit"]["admittedAt"]) for e in started]
+    starts = [e.created_at for e in started]
+    # The bucket's promise, at the moments it admitted the starts: never beyond the burst at once, nor the rate.
+    assert worst_window(admitted, per_second, burst) <= 1e-6
+    if binding:
+        assert "limit-wait" in deliveries.statuses  # some waited for their token (sent again at its time)
+        assert worst_window(admitted, per_second, burst - 1) > 0.5  # the burst was used: one less would not hold
+    # The starts follow their admissions by a delivery's latency (measured here, not assumed): the same bucket,
+    # its burst widened by what that latency lets bunch.
+    lags = [(s - a).total_seconds() for s, a in zip(starts, admitted, strict=True)]
+    assert min(lags) >= 0
+    assert worst_window(starts, per_second, burst + math.ceil(per_second * max(lags))) <= 1e-6
+
+
+PAYMENTS = Concurrency(1, key=lambda customer, n: customer, name="payments-api")
+
+
+@step(name="steplimits.pay", concurrency=PAYMENTS)
+async def pay(customer: str, n: int) -> int:
+    await body(f"payments:{customer}")
+    return n
+
+
+@step(name="steplimits.refund", concurrency=PAYMENTS)
+async def refund(customer: str, n: int) -> int:
+    await body(f"payments:{customer}")
+    return -n
+
+
+@workflow(name="steplimits.settle")
+async def settle_accounts(customers: list[str], n: int) -> int:
+    paid = await asyncio.gather(*(pay(c, n) for c in customers), *(refund(c, n) for c in customers))
+    return sum(paid)
+
+
+async def test_a_named_keyed_limit_is_shared_by_two_steps(e2e: E2E) -> None:
+    """One provider, two steps: at most one call per customer across both, from six runs at once."""
+    reset()
+    runs = [await e2e.start(settle_accounts, ["ann", "bob", "cy"], n) for n in range(6)]
+    assert [await run.result(timeout=180) for run in runs] == [0] * 6
+    assert {k: v for k, v in PEAK.items()} == {f"payments:{c}": 1 for c in ("ann", "bob", "cy")}
+    assert sum(CALLS.values()) == 36
+    pools = await Limiter(e2e.world).pools("payments-api")
+    assert sorted(p.pool for p in pools) == ["ann", "bob", "cy"]
+    assert all(not p.holders and p.waiting == 0 for p in pools)
