@@ -59,9 +59,9 @@ from typing import Any
 import boto3
 
 from awsworld import Client, Concurrency, RateLimit, Run, Schedule, create_hook, get_writable, sleep, step, workflow
+from awsworld._worker.tick import TICK_BODY
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
-from awsworld.worker.tick import TICK_BODY
 from awsworld.world.errors import HookNotFoundError
 
 # -- prices (us-east-1, on-demand, list) ---------------------------------------------------------------------

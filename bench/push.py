@@ -1,7 +1,7 @@
 """What a pushed delivery costs in AWS requests: ``python bench/push.py`` (about ten seconds).
 
 A pushed delivery is a message the TypeScript Workflow SDK's runtime queues through ``awsworld serve`` (``POST
-/v1/queue`` with ``deliverTo``: ``http/push.py``) and the flow function POSTs to the app. Each scenario queues
+/v1/queue`` with ``deliverTo``: ``_http/push.py``) and the flow function POSTs to the app. Each scenario queues
 ``SAMPLE`` messages through the server's app (in-process, over httpx's ASGI transport), then hands them to the
 delivery path as the SQS event source mapping would (``Invoker``: the Lambda flow handler's and the local poller's
 one copy), receiving ten at a time, and POSTs them to a real app on 127.0.0.1. Requests are counted on the World's
@@ -24,13 +24,13 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from awsworld._http.app import create_app
+from awsworld._http.auth import Auth
+from awsworld._http.listen import listening
+from awsworld._worker.dispatch import Worker
+from awsworld._worker.invoker import Invoker
 from awsworld.aws import AWSWorld, RequestStats
-from awsworld.http.app import create_app
-from awsworld.http.auth import Auth
-from awsworld.http.listen import listening
 from awsworld.local import LocalAWS
-from awsworld.worker.dispatch import Runtime
-from awsworld.worker.invoker import Invoker
 from awsworld.world.queue import DEFAULT_QUEUE_PREFIX
 
 SAMPLE = 50
@@ -90,7 +90,7 @@ async def main() -> None:
         async with LocalAWS(run_workflows=False) as local:
             world = local.world
             consumer = world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
-            invoker = Invoker(Runtime(world), consumer)
+            invoker = Invoker(Worker(world), consumer)
             asgi = httpx.ASGITransport(app=create_app(world, auth=Auth("loopback")))
             async with httpx.AsyncClient(transport=asgi, base_url="http://127.0.0.1") as served:
 

@@ -2,7 +2,7 @@
 
 A delivery of a run pinned to an older version of the flow function reaches the ``live`` version first (the SQS
 event source mapping invokes the alias), which hands the SQS record to the run's version with an asynchronous
-``Invoke`` (``awsworld/lambda_/versions.py``). This bench measures what that costs the live version, per re-routed
+``Invoke`` (``awsworld/lambda_host/versions.py``). This bench measures what that costs the live version, per re-routed
 delivery, on the embedded emulator (moto), with two versions modelled as two ``Container`` objects running the real
 flow handler (``flow.handle`` for the mapping's batches, ``flow.handle_hand_over`` for the invoke, the event passed
 through JSON), as ``tests/deploy/test_pinned_versions.py`` does:
@@ -30,8 +30,8 @@ from awsworld import create_hook, sleep, step, workflow
 from awsworld.authoring.definitions import Registry
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.client.client import Client
-from awsworld.lambda_ import flow
-from awsworld.lambda_.container import Container
+from awsworld.lambda_host import flow
+from awsworld.lambda_host.container import Container
 from awsworld.local import LocalAWS
 from awsworld.local.lambda_versions import FunctionVersions, InvocationContext
 from awsworld.world.errors import HookNotFoundError

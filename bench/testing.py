@@ -197,7 +197,7 @@ async def profile_serial(n: int, top: int = 30) -> str:
     """cProfile of one serial run of ``n`` steps (start to result), by internal time and by cumulative time."""
     profile = cProfile.Profile()
     # (under cProfile, whose hook is not a Python callable, the determinism guard leaves the profiler running
-    # and its refusals are off: see awsworld/engine/determinism.py)
+    # and its refusals are off: see awsworld/_engine/determinism.py)
     sample = await run_once(workloads((n,), repeat=1)[0], profile=profile)
     out = io.StringIO()
     out.write(f"cProfile of awsworld serial {n:,} (start to result, {sample.wall:.2f} s with the profiler on, "

@@ -1,6 +1,6 @@
 """Lambda entry point of the webhook route (Function URL -> hook). The logic is in the package:
-``awsworld.lambda_.webhook``; this file only gives the template a short handler path."""
+``awsworld.lambda_host.webhook``; this file only gives the template a short handler path."""
 
-from awsworld.lambda_.webhook import handler
+from awsworld.lambda_host.webhook import handler
 
 __all__ = ["handler"]

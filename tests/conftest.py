@@ -10,7 +10,7 @@ DynamoDB Local and LocalStack start on first use (a ``-k moto`` run starts neith
 the test fails with the command that installs it, never skips.
 
 ``storage_world`` / ``storage_world_factory`` run a contract test on every backend of the ``World`` protocol:
-the two above and the in-memory World (``[memory]``, ``awsworld.memory.MemoryWorld``), which needs no
+the two above and the in-memory World (``[memory]``, ``awsworld._memory.MemoryWorld``), which needs no
 emulator at all (a ``-k memory`` run starts neither).
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
+from awsworld._memory import MemoryWorld
 from awsworld.aws import AWSWorld
 from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, LocalStack, LocalStackError, MotoServer
-from awsworld.memory import MemoryWorld
 
 # typing/sample_usage.py is read by pyright only (typing/test_typing.py): never collected or imported. (Said here,
 # not in a typing/conftest.py: a second top-level module named ``conftest`` would shadow this one for the test

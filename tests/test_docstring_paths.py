@@ -5,8 +5,8 @@ program uses are not citations):
 
 - a dotted path ``awsworld.x.y``: a module, or an attribute of one (``awsworld.client.replay.replay_history``);
   resolved from the source (an ast walk of the module's top-level names), so nothing is imported;
-- a file path with a folder, ``src/awsworld/worker/dispatch.py``, ``tests/...``, ``bench/...``, ``docs/...``, or a
-  path inside the package (``worker/dispatch.py``, ``world/rules/``): found from the repository's root, from
+- a file path with a folder, ``src/awsworld/_worker/dispatch.py``, ``tests/...``, ``bench/...``, ``docs/...``, or a
+  path inside the package (``_worker/dispatch.py``, ``world/rules/``): found from the repository's root, from
   ``src/``, from ``src/awsworld/`` or from the citing module's folder;
 - a bare file name, ``dispatch.py``: found in the citing module's own folder, one of its subfolders, or its parent
   package's folder.
@@ -31,7 +31,7 @@ DOTTED = re.compile(r"(?<![\w.$])awsworld(?:\.[A-Za-z_]\w*)+(?![\w:])")
 SUBPACKAGES = sorted(path.parent.name for path in (Path(__file__).resolve().parent.parent / "src" / "awsworld").glob(
     "*/__init__.py"))
 RELATIVE_DOTTED = re.compile(r"``((?:" + "|".join(SUBPACKAGES) + r")(?:\.[A-Za-z_]\w*)+)``")
-"""A path inside the package in double backticks, ``worker.dispatch.Runtime``: cited as ``awsworld.`` + it."""
+"""A path inside the package in double backticks, ``_worker.dispatch.Worker``: cited as ``awsworld.`` + it."""
 FILE = re.compile(r"(?<![\w./-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|yaml|yml|toml|json|jsonl|txt|ts|mjs|sh|cfg))\b")
 FOLDER = re.compile(r"(?<![\w./-])((?:src|tests|bench|docs|examples|handlers|infra|packages)(?:/[\w-]+)+)(?![\w.-])")
 """A folder: ``tests/deploy``; not a SAM handler string (``handlers/flow.handler``)."""

@@ -27,21 +27,22 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("the durable format: values, calls, codecs, child ids as the log stores them", ("awsworld.durable",)),
     ("the World contract: entities, events, protocol, the rulebook, the queue's wire message, schedules', "
      "publications' and deployments' records, schedules' timing, every World's storage and streams", (
-        "awsworld.world", "awsworld.http.wire")),
+        "awsworld.world", "awsworld._http.wire")),
     ("schedules' model: Schedule, declarations in code", ("awsworld.schedules.model", "awsworld.schedules.declared")),
     ("authoring: what workflow code is written with, and its seam to the engine", (
         "awsworld.authoring", "awsworld.schedules.info")),
-    ("the engine: replay without I/O", ("awsworld.engine",)),
+    ("the engine: replay without I/O", ("awsworld._engine",)),
     ("published names: what a deployment publishes, and when a start may refuse a name; deployments: a run's pin, the "
-     "routing decision, the registry of deployments", ("awsworld.published", "awsworld.deployments")),
+     "routing decision, the registry of deployments", ("awsworld._published", "awsworld._deployments")),
     ("the Worlds: in memory and on AWS, with their schedule, publication and deployment stores", (
-        "awsworld.memory", "awsworld.aws")),
+        "awsworld._memory", "awsworld.aws")),
     ("the worker: a delivery, steps, child runs, starts and wakes, the tick and its schedules job", (
-        "awsworld.worker", "awsworld.schedules", "awsworld.http.push", "awsworld.deployments.local_host")),
+        "awsworld._worker", "awsworld.schedules", "awsworld._http.push", "awsworld._deployments.local_host")),
     ("the client: Client and Run, replay tools, the timeline both viewers draw", (
-        "awsworld.client", "awsworld.timeline", "awsworld.runtime", "awsworld.deployments.upgrade")),
+        "awsworld.client", "awsworld._timeline", "awsworld._deployments.upgrade")),
     ("hosts: the CLI, the Lambda handlers, the emulator, the test environment, the viewer, awsworld serve, the API", (
-        "awsworld.cli", "awsworld.lambda_", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld.http",
+        "awsworld.cli", "awsworld.lambda_host", "awsworld.local", "awsworld.testing", "awsworld.ui", "awsworld._http",
+        "awsworld.lambda_",  # names: keep (old handler paths: aliases)
         "awsworld.deploy",
         "awsworld.examples", "awsworld.__main__", "awsworld.world.conformance_check", "=awsworld")),
 ]
@@ -195,7 +196,7 @@ def test_the_graph_sees_function_local_and_type_level_imports() -> None:
     graph, typed = import_graph(), import_graph(type_level=True)
     # engine.execution imports authoring.runtime at module level; the CLI's main imports commands lazily;
     # the poller names the AWS World under TYPE_CHECKING only
-    assert "awsworld.authoring.runtime" in graph["awsworld.engine.execution"]
+    assert "awsworld.authoring.runtime" in graph["awsworld._engine.execution"]
     assert "awsworld.cli.runs" in graph["awsworld.cli"]
     assert "awsworld.aws.world" not in graph["awsworld.local.poller"]
     assert "awsworld.aws.world" in typed["awsworld.local.poller"]
@@ -232,14 +233,14 @@ def test_the_layers_import_one_way_only() -> None:
 
 
 def test_the_layer_check_catches_an_upward_import() -> None:
-    assert upward_imports({"awsworld.authoring.calls": {"awsworld.engine.execution"}}) == [
-        "awsworld.authoring.calls (authoring) -> awsworld.engine.execution (the engine)"]
-    assert upward_imports({"awsworld.engine.execution": {"awsworld.authoring.calls"}}) == []
+    assert upward_imports({"awsworld.authoring.calls": {"awsworld._engine.execution"}}) == [
+        "awsworld.authoring.calls (authoring) -> awsworld._engine.execution (the engine)"]
+    assert upward_imports({"awsworld._engine.execution": {"awsworld.authoring.calls"}}) == []
 
 
 def private_imports(graph: dict[str, set[str]]) -> list[str]:
     """Every import of a private module (one whose path has a part starting with ``_``, ``awsworld._engine.x`` or
-    ``awsworld.worker._flow``) from outside the package that holds it: the public modules are the documented API,
+    ``awsworld._worker._flow``) from outside the package that holds it: the public modules are the documented API,
     and a package's ``_`` modules are its own business, so a cross-package use of one stands out here."""
     found = []
     for name, targets in graph.items():
@@ -299,9 +300,9 @@ def test_what_users_copy_imports_only_public_modules() -> None:
 
 
 def test_the_private_check_catches_a_cross_package_import() -> None:
-    assert private_imports({"awsworld.client.client": {"awsworld.worker._flow.loop"}}) == [
-        "awsworld.client.client -> awsworld.worker._flow.loop (private to awsworld.worker)"]
-    assert private_imports({"awsworld.worker.tick": {"awsworld.worker._flow.loop"},
+    assert private_imports({"awsworld.client.client": {"awsworld._worker._flow.loop"}}) == [
+        "awsworld.client.client -> awsworld._worker._flow.loop (private to awsworld._worker)"]
+    assert private_imports({"awsworld._worker.tick": {"awsworld._worker._flow.loop"},
                             "awsworld.testing": {"awsworld.__main__"}}) == []
     assert private_imports({"awsworld.client.client": {"awsworld._worker.dispatch"}}) == []  # private to awsworld
     assert private_imports({"awsworld.client.client": {"awsworld._worker._flow.loop"}}) == [

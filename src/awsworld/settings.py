@@ -254,7 +254,7 @@ class Settings:
     push_hosts = Var[frozenset[str]](
         "AWSWORLD_PUSH_HOSTS", frozenset({"localhost", "127.0.0.1", "::1"}), _hosts,
         "the hosts a delivery may be POSTed to, comma-separated: the apps of the Workflow SDK's TypeScript "
-        "runtime that `awsworld serve` queues for (`awsworld.http.push`)", group="worker",
+        "runtime that `awsworld serve` queues for (`awsworld._http.push`)", group="worker",
         shown="`localhost,127.0.0.1,::1`")
 
     # -- every World

@@ -2,8 +2,8 @@
 
 A trial starts the reference workflow (``chaos.reference``) on its own freshly provisioned table, bucket and
 queue, and drives it exactly as a deployment would: an event source mapping stand-in receives batches from
-the emulator's queue and invokes ``awsworld.lambda_.flow.handle`` (wrapped as the deployed entry point is) in
-a thread with a Lambda context; a webhook sender POSTs to ``awsworld.lambda_.webhook.handle``; a client
+the emulator's queue and invokes ``awsworld.lambda_host.flow.handle`` (wrapped as the deployed entry point is) in
+a thread with a Lambda context; a webhook sender POSTs to ``awsworld.lambda_host.webhook.handle``; a client
 resumes the plain hook. Each handler invocation runs in an execution environment (a ``Container``) that is
 reused while warm and thrown away when its process dies; the next invocation cold-starts a new one.
 
@@ -44,14 +44,14 @@ from typing import Any, Literal, cast
 
 from botocore.exceptions import ClientError
 
+from awsworld._deployments.pins import PIN_ATTRIBUTE, DeploymentUnavailableError
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
 from awsworld.client.client import Client, Run
-from awsworld.deployments.pins import PIN_ATTRIBUTE, DeploymentUnavailableError
-from awsworld.lambda_ import flow, webhook
-from awsworld.lambda_ import observability as obs
-from awsworld.lambda_.container import Container
-from awsworld.lambda_.versions import hand_over_event
+from awsworld.lambda_host import flow, webhook
+from awsworld.lambda_host import observability as obs
+from awsworld.lambda_host.container import Container
+from awsworld.lambda_host.versions import hand_over_event
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import WorldError
@@ -316,7 +316,7 @@ OLD_DEPLOYMENT = "v0"
 
 
 class Invoking:
-    """Lambda's asynchronous ``Invoke`` of the old version, as the live version's host (``deployments.host``): one AWS
+    """Lambda's asynchronous ``Invoke`` of the old version, as the live version's host (``_deployments.host``): one AWS
     call of the live environment, counted and faultable like every other (``raise``: the invoke failed, so the record
     is backed off; ``die-before``: the live process died before invoking; ``die-after``: the invoke was accepted,
     then the live process died), and an invocation of the old version's handler for the hand-over event, run as

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from awsworld.aws import AWSWorld
 from awsworld.client.client import Client
-from awsworld.lambda_ import observability as obs
+from awsworld.lambda_host import observability as obs
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
@@ -25,7 +25,7 @@ from .harness import CallLog, CrashingEventSource, Fault, Functions, live_dedup_
 
 DRAIN_SECONDS = 45.0
 """Once the runs have ended, how long the queue may take to empty: a delivery that found a step leased to a dead
-one queues a wake for that lease's end (``worker/recovery.py``: the flow budget, 5 s, and the lease grace, 30 s,
+one queues a wake for that lease's end (``_worker/recovery.py``: the flow budget, 5 s, and the lease grace, 30 s,
 from the step's start), which comes, finds the run ended and is gone. The drain ends as soon as the queue is
 empty."""
 PAUSE_SECONDS = 12.0

@@ -28,10 +28,10 @@ from typing import Any, Literal
 
 from botocore.exceptions import ClientError
 
+from awsworld._worker.tick import TICK_BODY
 from awsworld.aws import AWSWorld
 from awsworld.aws.queue.queue_envelope import new_message_id
 from awsworld.client.client import Client, Run
-from awsworld.worker.tick import TICK_BODY
 from awsworld.world.errors import RunGoneError
 
 LossMode = Literal["lost", "redriven"]

@@ -34,7 +34,7 @@ wake sent it again under a new message id, and that delivery found ``work`` fini
 dead one, and left it: nothing was queued, no slot held, the run stranded (2 of 84 trials of six runs, whose
 calls' order varies: there, other runs held the slots). If a change moves these calls, find them again with
 ``python bench/chaos_limits.py --runs 1 --pause-on-fault --mode die-after --mode die-before`` on the fix
-reverted (``worker/dispatch.py``, ``Flow.after_finished_step``)."""
+reverted (``_worker/dispatch.py``, ``Flow.after_finished_step``)."""
 
 
 @pytest.fixture(scope="module")

@@ -170,7 +170,7 @@ def awsworld(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) ->
 
 RUNNER = r"""
 import json, os, sys, traceback
-import awsworld.aws, awsworld.cli, awsworld.lambda_.webhook, awsworld.client.replay  # imported once, here
+import awsworld.aws, awsworld.cli, awsworld.lambda_host.webhook, awsworld.client.replay  # imported once, here
 
 for line in sys.stdin:
     request = json.loads(line)

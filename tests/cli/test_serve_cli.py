@@ -18,10 +18,10 @@ import httpx
 import pytest
 
 from awsworld import workflow
+from awsworld._memory import MemoryWorld
 from awsworld.authoring.definitions import WorkflowNotRegisteredError
 from awsworld.client.client import Client
 from awsworld.client.http_client import HttpClient
-from awsworld.memory import MemoryWorld
 from awsworld.world.errors import InvalidInputError, RunNotFoundError
 from serving import AWSWORLD, start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
 
@@ -162,10 +162,10 @@ async def test_http_client_signs_each_request_with_sigv4_for_a_function_url() ->
     from botocore.credentials import Credentials
     from starlette.types import Receive, Scope, Send
 
+    from awsworld._http.app import create_app
+    from awsworld._http.auth import Auth
+    from awsworld._memory import MemoryWorld
     from awsworld.client.http_world import HttpWorld, SigV4
-    from awsworld.http.app import create_app
-    from awsworld.http.auth import Auth
-    from awsworld.memory import MemoryWorld
 
     credentials = Credentials("AKIDEXAMPLE", "secret", "session-token")
     seen: list[tuple[str, str, dict[str, str], bytes]] = []

@@ -1,7 +1,7 @@
 """Fixtures for the conformance tests beyond the session ones in ``tests/conftest.py``.
 
 The queue and stream rules are the contract's, so their tests also run on the in-memory World
-(``awsworld.memory``): ``queue_world`` and ``stream_world`` run a test on moto (``[moto]``), on
+(``awsworld._memory``): ``queue_world`` and ``stream_world`` run a test on moto (``[moto]``), on
 LocalStack's SQS and S3 (``[localstack]``, with DynamoDB Local) and on memory (``[memory]``); ``any_world``
 adds DynamoDB Local beside moto's SQS for the tests whose conditions must hold under real contention.
 Assertions about what AWS is asked (request counts, S3 objects, SQS attributes, markers in the table) run on the
@@ -58,7 +58,7 @@ async def processes(world: Any, count: int) -> AsyncIterator[list[Any]]:
 
 
 def new_memory_world() -> Any:
-    from awsworld.memory import MemoryWorld
+    from awsworld._memory import MemoryWorld
 
     return MemoryWorld()
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
+from awsworld._memory import MemoryWorld
+from awsworld._memory.records import State
 from awsworld.aws import AWSWorld
 from awsworld.local import LocalAWS
-from awsworld.memory import MemoryWorld
-from awsworld.memory.records import State
 from awsworld.world import Event, EventResult, slot_to_event_id
 from conftest import LOCAL_FIXTURES, LOCALSTACK, STORAGE_BACKENDS  # tests/conftest.py (tests/ is on sys.path)
 

@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from awsworld._memory import MemoryWorld
+from awsworld._memory.storage import MemoryStorage
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import DEFAULT_INLINE_VALUE_LIMIT
-from awsworld.memory import MemoryWorld
-from awsworld.memory.storage import MemoryStorage
 from awsworld.world import PayloadTooLargeError, new_run_id
 
 from .helpers import (

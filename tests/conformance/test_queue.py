@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from awsworld._memory.queue import MemoryQueue
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
 from awsworld.aws.dynamodb.items import to_ddb
@@ -24,7 +25,6 @@ from awsworld.aws.keys import dedup_key
 from awsworld.aws.queue.dedup import Claim, DedupInDoubtError
 from awsworld.aws.queue.deliveries import Deferred, Outcome, Refused
 from awsworld.aws.queue.sqs_queue import SqsQueue
-from awsworld.memory.queue import MemoryQueue
 from awsworld.world import Delivery, InvalidInputError, WorldError
 
 from .conftest import activity, consumer_for, is_memory

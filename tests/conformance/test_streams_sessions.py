@@ -144,8 +144,8 @@ def test_writer_id_is_validated(world: Any) -> None:
 @pytest.fixture
 async def small_world(world: Any) -> AsyncIterator[Any]:
     """A World on ``world``'s backend (and its streams' encryption) taking values of at most 1,000 bytes."""
+    from awsworld._memory import MemoryWorld
     from awsworld.aws import AWSWorld
-    from awsworld.memory import MemoryWorld
 
     small = (MemoryWorld(storage=world.storage, max_value_bytes=1000) if is_memory(world)
              else AWSWorld(dataclasses.replace(world.config, max_value_bytes=1000)))

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from awsworld.lambda_.container import default_container
+from awsworld.lambda_host.container import default_container
 from awsworld.local import DUMMY_CREDENTIALS, LocalAWS
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 

@@ -33,10 +33,10 @@ import sys
 sys.path.insert(0, ".")
 sys.path.append(sys.argv[1])  # the runtime's boto3/botocore, after the function's code (as /var/runtime)
 import flow, webhook, serve
-assert flow.handler.__module__ == "awsworld.lambda_.flow"
+assert flow.handler.__module__ == "awsworld.lambda_host.flow"
 import mangum, starlette, httpx  # the serve extra: the World server, and pushed deliveries
 import importlib.util
-import awsworld.lambda_.flow as module
+import awsworld.lambda_host.flow as module
 with open(module.__spec__.cached, "rb") as pyc:  # the .pyc beside it: this Python's, unchecked-hash (flags 1)
     header = pyc.read(8)
 assert header[:4] == importlib.util.MAGIC_NUMBER and int.from_bytes(header[4:], "little") == 1, header

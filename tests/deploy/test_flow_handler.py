@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from awsworld._worker.dispatch import Outcome, Worker
 from awsworld.client.client import Client
-from awsworld.lambda_.container import Container, import_modules, module_names
-from awsworld.lambda_.flow import NotAnSqsBatchError, backoff_seconds, handle
-from awsworld.lambda_.observability import instrument
+from awsworld.lambda_host.container import Container, import_modules, module_names
+from awsworld.lambda_host.flow import NotAnSqsBatchError, backoff_seconds, handle
+from awsworld.lambda_host.observability import instrument
 from awsworld.local import LocalAWS
-from awsworld.worker.dispatch import Outcome, Runtime
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.messages import FlowMessage, queue_name_for
 
@@ -225,7 +225,7 @@ class _Later:
 
     def __init__(self, world: Any, *, deployment: str | None = None) -> None:
         self.world = world  # the delivery path reads the World's clock through its runtime
-        self.registry = Runtime(world).registry
+        self.registry = Worker(world).registry
         self.deployment = deployment  # (pinning: the delivery path asks which deployment this is)
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:

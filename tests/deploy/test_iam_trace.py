@@ -28,14 +28,14 @@ import pytest
 from botocore.exceptions import ClientError
 
 from awsworld import Client, Schedule, get_writable, step, workflow
+from awsworld._worker.tick import TICK_BODY
 from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
 from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
-from awsworld.lambda_ import flow, webhook
-from awsworld.lambda_ import observability as obs
-from awsworld.lambda_.container import Container
+from awsworld.lambda_host import flow, webhook
+from awsworld.lambda_host import observability as obs
+from awsworld.lambda_host.container import Container
 from awsworld.local import LocalAWS, MotoServer
-from awsworld.worker.tick import TICK_BODY
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.messages import FlowMessage, queue_name_for
@@ -143,7 +143,7 @@ class Trace:
             queue = {config.queue_url: "FlowQueue", config.dlq_url: "DeadLetterQueue"}.get(url, f"other queue {url}")
             return {(_SINGLE_ACTIONS.get(f"sqs.{name}", f"sqs:{name}"), queue)}
         if service == "lambda":
-            # A hand-over to another version of the function itself (lambda_/versions.py), and nothing else.
+            # A hand-over to another version of the function itself (lambda_host/versions.py), and nothing else.
             assert params["FunctionName"] == FLOW_FUNCTION and params.get("Qualifier"), params
             return {("lambda:InvokeFunction", "FlowFunction:*")}
         if service == "kms":

@@ -257,13 +257,14 @@ import sys
 sys.path.insert(0, ".")
 sys.path.append(sys.argv[2])  # the runtime's boto3/botocore, after the function's code (as /var/runtime)
 import flow, webhook
-from awsworld.lambda_.container import import_modules
+from awsworld.lambda_host.container import import_modules
 from awsworld.authoring.definitions import REGISTRY
 import_modules(sys.argv[1])
 assert "orders.place" in REGISTRY.workflows, sorted(REGISTRY.workflows)
 assert REGISTRY.workflows["orders.place"].fn.__module__ == "myapp.orders"
 assert "myapp.orders.reserve" in REGISTRY.steps, sorted(REGISTRY.steps)
-assert flow.handler.__module__ == "awsworld.lambda_.flow" and webhook.handler.__module__ == "awsworld.lambda_.webhook"
+assert flow.handler.__module__ == "awsworld.lambda_host.flow"
+assert webhook.handler.__module__ == "awsworld.lambda_host.webhook"
 print("built function imports", sys.argv[1])
 """
 

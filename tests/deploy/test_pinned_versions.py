@@ -1,9 +1,9 @@
 """Published versions of the flow function, modelled on the emulator (moto's Lambda does not run functions here):
-``awsworld.local.lambda_versions.FunctionVersions`` (execution environments running the real ``awsworld.lambda_.flow``
-code; Lambda's asynchronous ``Invoke`` of a qualified version as a hand-over event passed through JSON to
-``flow.handle_hand_over`` in a thread of its own), and an event source mapping stand-in that invokes the ``live``
-version with batches of the queue. Everything but the one ``invoke`` call of ``lambda_.versions.LambdaHost`` is the
-code a deployed function runs.
+``awsworld.local.lambda_versions.FunctionVersions`` (execution environments running the real
+``awsworld.lambda_host.flow`` code; Lambda's asynchronous ``Invoke`` of a qualified version as a hand-over
+event passed through JSON to ``flow.handle_hand_over`` in a thread of its own), and an event source mapping
+stand-in that invokes the ``live`` version with batches of the queue. Everything but the one ``invoke`` call of
+``lambda_host.versions.LambdaHost`` is the code a deployed function runs.
 
 What it shows: a run started on version 1 keeps running version 1's code after version 2 takes the alias, while a
 run started then runs version 2's; a deleted version's run fails with ``DeploymentMismatchError`` after three
@@ -28,12 +28,12 @@ import boto3
 import pytest
 
 from awsworld import WorkflowRunFailedError
+from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import RequestStats
 from awsworld.client.client import Client
-from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, PIN_ATTRIBUTE
-from awsworld.lambda_ import flow
-from awsworld.lambda_.container import Container
+from awsworld.lambda_host import flow
+from awsworld.lambda_host.container import Container
 from awsworld.local import LocalAWS
 from awsworld.local.lambda_versions import FunctionVersions
 from awsworld.world.deployments import Deployment
@@ -155,7 +155,7 @@ async def test_retiring_a_drained_version_deletes_it_and_refuses_one_with_runs(
         return code.getvalue()
 
     name = f"awsworld-retire-{secrets.token_hex(4)}"
-    lam.create_function(FunctionName=name, Runtime="python3.13", Role=role, Handler="flow.handler",
+    lam.create_function(FunctionName=name, Worker="python3.13", Role=role, Handler="flow.handler",
                         Code={"ZipFile": artifact(1)}, Publish=True)
     lam.update_function_code(FunctionName=name, ZipFile=artifact(2), Publish=True)  # a deploy: version 2
     world = await local.new_world()  # its own table: the other tests' deployments are not this test's

@@ -16,9 +16,9 @@ from awsworld import Client, RunStartError, WorkflowRunFailedError
 from awsworld.authoring.definitions import workflow_name
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW, USER_ERROR, VALUE_TOO_LARGE
 from awsworld.aws import AWSConfig, AWSWorld
-from awsworld.lambda_.container import Container
-from awsworld.lambda_.flow import handle
-from awsworld.lambda_.observability import instrument
+from awsworld.lambda_host.container import Container
+from awsworld.lambda_host.flow import handle
+from awsworld.lambda_host.observability import instrument
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 

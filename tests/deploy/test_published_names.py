@@ -1,4 +1,4 @@
-"""The flow function publishes its workflow names (``published.model``) on the paths Lambda takes: at a plain cold
+"""The flow function publishes its workflow names (``_published.model``) on the paths Lambda takes: at a plain cold
 start, once per execution environment and after it already takes deliveries (so a client never refuses on it),
 and with SnapStart while the version is initialised, before any delivery (so a client refuses a name no version
 registers, and a run that reached the queue unchecked fails at its first delivery). The real handler
@@ -14,8 +14,8 @@ from awsworld import WorkflowRunFailedError
 from awsworld.authoring.definitions import WorkflowNotRegisteredError
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
 from awsworld.client.client import Client
-from awsworld.lambda_ import snapstart
-from awsworld.lambda_.container import default_container
+from awsworld.lambda_host import snapstart
+from awsworld.lambda_host.container import default_container
 from awsworld.local import LocalAWS
 
 from . import app

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from awsworld._worker.tick import TICK_BODY
 from awsworld.local import LocalAWS
-from awsworld.worker.tick import TICK_BODY
 from awsworld.world import schedule_timing as timing
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.schedules import schedule_run_id

@@ -1,4 +1,4 @@
-"""The SnapStart hooks (``awsworld.lambda_.snapstart``), called in-process as Lambda's runtime calls them: the
+"""The SnapStart hooks (``awsworld.lambda_host.snapstart``), called in-process as Lambda's runtime calls them: the
 default container primed before the snapshot with one request (the version's workflow names published) and no
 connection left open, and after a "restore" the connections, credentials and random seed renewed, with deliveries
 working on the new clients."""
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import snapshot_restore_py
 
-from awsworld.lambda_ import snapstart
-from awsworld.lambda_.container import default_container
+from awsworld.lambda_host import snapstart
+from awsworld.lambda_host.container import default_container
 from awsworld.local import LocalAWS
-from awsworld.world.base import WireModel
+from awsworld.world.wire_model import WireModel
 
 from . import app
 from .conftest import Handlers

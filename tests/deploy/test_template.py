@@ -22,8 +22,8 @@ from cfnlint.decode.cfn_yaml import load
 
 from awsworld.aws import resources
 from awsworld.aws.config import AWSConfig
-from awsworld.lambda_ import observability
-from awsworld.lambda_.container import MODULES_ENV
+from awsworld.lambda_host import observability
+from awsworld.lambda_host.container import MODULES_ENV
 from awsworld.world import queue as world_queue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -165,11 +165,11 @@ def test_the_handlers_exist_where_the_template_points(template: dict[str, Any]) 
     for name in ("FlowFunction", "WebhookFunction"):
         module, function = props(template, name)["Handler"].rsplit(".", 1)
         source = (code / f"{module.replace('.', '/')}.py").read_text()
-        assert re.search(rf"^from awsworld\.lambda_\.{module} import {function}$", source, re.M), name
+        assert re.search(rf"^from awsworld\.lambda_host\.{module} import {function}$", source, re.M), name
 
 
 def test_the_webhook_is_a_function_url_without_iam_auth(template: dict[str, Any]) -> None:
-    # A sender holds no AWS credentials; the unguessable token is the secret (see awsworld.lambda_.webhook).
+    # A sender holds no AWS credentials; the unguessable token is the secret (see awsworld.lambda_host.webhook).
     assert props(template, "WebhookFunction")["FunctionUrlConfig"] == {"AuthType": "NONE"}
 
 
@@ -282,7 +282,7 @@ def test_iam_covers_the_table_and_what_the_event_source_needs(template: dict[str
 
 def test_the_watchdog_schedule_sends_the_tick_to_the_flow_queue_with_a_role_that_can_only_do_that(
         template: dict[str, Any]) -> None:
-    from awsworld.worker.tick import TICK_BODY, is_tick
+    from awsworld._worker.tick import TICK_BODY, is_tick
 
     schedule = props(template, "WatchdogSchedule")
     assert schedule["ScheduleExpression"] == {"Ref": "WatchdogRate"}
@@ -347,7 +347,7 @@ def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[
     """A bad deploy must not fail every sleeping run for good (issue 31): runs whose replay diverges are parked by
     default, the spec's fail stays one parameter away, and a parked run cannot go unnoticed: an alarm on the
     ``RunsParked`` metric the flow function emits for every parked delivery."""
-    from awsworld.lambda_ import observability
+    from awsworld.lambda_host import observability
 
     parameter = template["Parameters"]["OnDivergence"]
     assert parameter["Default"] == "park" and set(parameter["AllowedValues"]) == {"park", "fail"}

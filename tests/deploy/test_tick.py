@@ -7,9 +7,9 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from awsworld.lambda_.container import default_container
+from awsworld._worker.tick import TICK_BODY
+from awsworld.lambda_host.container import default_container
 from awsworld.local import LocalAWS
-from awsworld.worker.tick import TICK_BODY
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.watch import SHARDS
 

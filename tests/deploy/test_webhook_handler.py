@@ -21,8 +21,8 @@ from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
 from awsworld.durable import serde
-from awsworld.lambda_.container import Container, default_container
-from awsworld.lambda_.webhook import WebhookRequest, parse
+from awsworld.lambda_host.container import Container, default_container
+from awsworld.lambda_host.webhook import WebhookRequest, parse
 from awsworld.local import LocalAWS
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 
@@ -143,7 +143,7 @@ async def test_unknown_tokens_other_paths_and_methods(handlers: Handlers, capsys
 async def test_the_route_run_uninstrumented_leaves_no_metric_for_a_later_invocation(handlers: Handlers, capsys) -> None:
     """``awsworld dev`` and tests call ``webhook.handle`` without the Lambda wrapper, which alone flushes metrics: a
     count made there must not wait in Powertools' process-wide metric set and come out under the next invocation."""
-    from awsworld.lambda_ import observability, webhook
+    from awsworld.lambda_host import observability, webhook
 
     for _ in range(3):
         response = await asyncio.to_thread(webhook.handle, url_event("POST", "/hooks/abc", "{}"), None)

@@ -251,6 +251,12 @@ VARYING = [
 ]
 
 
+VALUE_ROW = re.compile(r"(input|output|payload|result|error) [\[{\"]")
+"""A timeline's value row (``output {...}``): its width is what the columns before it leave, and the ``at`` column
+is as wide as the run was long, so a slower machine cuts the same value shorter (``…``)."""
+VALUE_ROW_KEPT = 40
+
+
 def shape(text: str) -> list[str]:
     """The output with what differs from run to run replaced, spacing collapsed, in sorted order (lines of work that
     runs concurrently may print in either order)."""
@@ -259,6 +265,8 @@ def shape(text: str) -> list[str]:
         for pattern, placeholder in VARYING:
             line = pattern.sub(placeholder, line)
         line = " ".join(line.split())
+        if VALUE_ROW.match(line):  # a timeline's value row: cut to the width a slower run leaves it
+            line = line[:VALUE_ROW_KEPT].removesuffix("…")
         if line:
             lines.append(line)
     return sorted(lines)

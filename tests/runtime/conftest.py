@@ -1,5 +1,5 @@
 """End-to-end fixtures: every workflow runs through the real delivery path (``Invoker``/``DeliveryPath``/
-``Runtime``), on one of two backends, behind one ``e2e`` helper (start runs, wait for hooks, wait until nothing
+``Worker``), on one of two backends, behind one ``e2e`` helper (start runs, wait for hooks, wait until nothing
 is running, count the deliveries one scenario took):
 
 - ``memory`` (the default): a fresh ``awsworld.testing.WorkflowTestEnv`` per test: the World in memory, a
@@ -13,7 +13,7 @@ is running, count the deliveries one scenario took):
 
 A module picks its backend by overriding ``e2e_backend`` (module scope); a test runs on both with
 ``@pytest.mark.parametrize("e2e_backend", BOTH)``. A module that needs a different runtime configuration
-overrides ``local_env`` (module scope): the variables are set before either backend builds its ``Runtime``
+overrides ``local_env`` (module scope): the variables are set before either backend builds its ``Worker``
 and restored when the module ends.
 """
 
@@ -30,12 +30,12 @@ from typing import Any
 import pytest
 
 from awsworld import Run
+from awsworld._worker.delivery import RecordResult
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef, workflow_name
 from awsworld.authoring.errors import RunEndedError
 from awsworld.client.http_client import HttpClient
 from awsworld.local import DynamoDBLocal, LocalAWS, MotoServer
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker.delivery import RecordResult
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 from serving import start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
@@ -124,7 +124,7 @@ async def local_dynamodb(moto_server: MotoServer, dynamodb_local: DynamoDBLocal,
 
 @pytest.fixture
 async def memory_env(_runtime_env: None) -> AsyncIterator[WorkflowTestEnv]:
-    """A fresh in-memory environment per test (its Runtime built with the module's ``local_env`` set)."""
+    """A fresh in-memory environment per test (its Worker built with the module's ``local_env`` set)."""
     async with WorkflowTestEnv() as env:
         yield env
 

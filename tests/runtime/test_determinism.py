@@ -21,9 +21,9 @@ import pytest
 
 import awsworld
 from awsworld import DeterminismError, WorkflowRunFailedError, step, workflow
+from awsworld._engine import determinism
+from awsworld._engine.replay_loop import ReplayLoop
 from awsworld.client.replay import read_run, replay_events
-from awsworld.engine import determinism
-from awsworld.engine.replay_loop import ReplayLoop
 
 from .conftest import BOTH, on_backends
 
@@ -188,7 +188,7 @@ def test_a_c_profiler_keeps_running_through_the_guard() -> None:
     import cProfile
     import sys
 
-    from awsworld.engine.determinism import ensure_guard, enter, leave
+    from awsworld._engine.determinism import ensure_guard, enter, leave
 
     profiler = cProfile.Profile()
     profiler.enable()

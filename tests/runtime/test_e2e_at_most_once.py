@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 
 from awsworld import RetryPolicy, StepError, StepInterruptedError, step, step_metadata, workflow
+from awsworld._worker.step_runner import run_step
 from awsworld.authoring.definitions import REGISTRY, StepDef
 from awsworld.durable import serde
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker.step_runner import run_step
 
 from .conftest import BOTH, E2E
 

@@ -28,11 +28,11 @@ from awsworld import (
     step,
     workflow,
 )
+from awsworld._worker.child_runs import on_run_end
 from awsworld.authoring.definitions import workflow_name
 from awsworld.client.replay import replay_run
 from awsworld.durable.child_calls import START_CHILD, child_run_id
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker.child_runs import on_run_end
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import RunNotFoundError
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from awsworld import StepError, WorkflowRunFailedError, step, workflow
-from awsworld.worker.error_shapes import LOG_ERRORS_ENV, MAX_STACK_BYTES
+from awsworld._worker.error_shapes import LOG_ERRORS_ENV, MAX_STACK_BYTES
 
 from .conftest import BOTH, E2E
 

@@ -15,10 +15,10 @@ from collections import Counter
 import pytest
 
 from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
 from awsworld.durable import serde
-from awsworld.worker.dispatch import Runtime
 
 from .conftest import deployed
 
@@ -166,7 +166,7 @@ async def test_overlapping_flow_deliveries_never_both_drive_a_run(e2e, same_mess
     message_ids = ["msg_overlap", "msg_overlap"] if same_message else [None, None]
 
     async def deliver(message_id: str | None) -> str:
-        return (await Runtime(e2e.world).execute(payload, deadline=deadline, message_id=message_id)).status
+        return (await Worker(e2e.world).execute(payload, deadline=deadline, message_id=message_id)).status
 
     first = asyncio.create_task(deliver(message_ids[0]))
     if staggered:
@@ -205,7 +205,7 @@ async def test_a_redelivery_after_its_delivery_died_mid_step_finishes_the_run(e2
     payload = {"runId": run_id, "workflowName": workflow_name(survives_a_killed_delivery)}
 
     async def deliver() -> str:
-        outcome = await Runtime(e2e.world).execute(payload, deadline=time.monotonic() + 60,
+        outcome = await Worker(e2e.world).execute(payload, deadline=time.monotonic() + 60,
                                                          message_id="msg_killed")
         return outcome.status
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from awsworld import HookHeartbeatTimeoutError, HookTimeoutError, create_hook, workflow
+from awsworld._engine.execution import WorkflowExecution
+from awsworld._engine.hook_timeouts import arm_heartbeat
 from awsworld.authoring.definitions import REGISTRY, workflow_name
 from awsworld.durable.hook_payloads import is_heartbeat
-from awsworld.engine.execution import WorkflowExecution
-from awsworld.engine.hook_timeouts import arm_heartbeat
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import HookClosedError, HookNotFoundError

@@ -20,10 +20,10 @@ from awsworld import (
     step,
     workflow,
 )
+from awsworld._engine.execution import WorkflowExecution
 from awsworld.authoring.definitions import REGISTRY, workflow_name
 from awsworld.durable import serde
 from awsworld.durable.hook_payloads import FAILURE_TAG
-from awsworld.engine.execution import WorkflowExecution
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import HookNotFoundError

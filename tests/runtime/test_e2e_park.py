@@ -81,8 +81,8 @@ async def test_env_sleep_returns_after_its_duration_while_a_parked_run_keeps_com
 
 
 def test_parked_deliveries_are_counted_for_the_alarm(monkeypatch: pytest.MonkeyPatch) -> None:
-    from awsworld.lambda_ import observability
-    from awsworld.worker.dispatch import Outcome
+    from awsworld._worker.dispatch import Outcome
+    from awsworld.lambda_host import observability
 
     counted: list[tuple[str, float]] = []
     monkeypatch.setattr(observability, "count", lambda name, value=1: counted.append((name, value)))

@@ -1,4 +1,4 @@
-"""A parked run is a state awsworld records and clears (``engine.parking``), on both Worlds: under the park policy a
+"""A parked run is a state awsworld records and clears (``_engine.parking``), on both Worlds: under the park policy a
 run whose replay keeps diverging gets the ``$awsworld.parked`` mark once (in its log, through ``attr_set``; an
 hourly redelivery that finds the same divergence writes nothing), the mark says where and what differs without
 argument values (a value above the inline limit is never copied into it), a revert lets the next parked
@@ -22,9 +22,9 @@ from typing import Any
 import pytest
 
 from awsworld import ChildWorkflowError, create_hook, step, workflow
+from awsworld._engine.parking import MISSING, PARKED_ATTRIBUTE, Parked, parked_in_log, parked_run
 from awsworld.authoring.definitions import REGISTRY, workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, FAILED_ON_REQUEST, UNKNOWN_WORKFLOW, WorkflowRunFailedError
-from awsworld.engine.parking import MISSING, PARKED_ATTRIBUTE, Parked, parked_in_log, parked_run
 from awsworld.world.errors import RunGoneError, RunNotFoundError
 
 from .conftest import BOTH, deployed, on_backends, with_env

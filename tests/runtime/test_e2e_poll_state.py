@@ -21,10 +21,10 @@ from awsworld import (
     step,
     workflow,
 )
+from awsworld._timeline import timeline_rows
 from awsworld.authoring.errors import PollAttemptsExhaustedError
 from awsworld.aws.resources import run_prefix
 from awsworld.durable import serde
-from awsworld.timeline import timeline_rows
 
 from .conftest import BOTH, E2E, on_backends, with_env
 from .values_support import LIMIT_ENV, MAX_VALUE_BYTES

@@ -1,4 +1,4 @@
-"""Deliveries pushed by HTTP to an app of another runtime (``awsworld/http/push.py``), through the public path: a
+"""Deliveries pushed by HTTP to an app of another runtime (``awsworld/_http/push.py``), through the public path: a
 message queued at ``awsworld serve``'s ``POST /v1/queue`` with ``deliverTo`` travels on the World's own queue (the
 in-memory one, or SQS on moto) and the delivery path POSTs it to a real app listening on 127.0.0.1, as the
 Workflow SDK's queue contract says (the ``x-vqs-*`` headers, one message id, attempts counted, ``timeoutSeconds``
@@ -22,9 +22,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-from awsworld.http.app import create_app
-from awsworld.http.auth import Auth
-from awsworld.http.listen import listening
+from awsworld._http.app import create_app
+from awsworld._http.auth import Auth
+from awsworld._http.listen import listening
 
 from .conftest import BOTH, E2E
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 import pytest
 
 from awsworld import Concurrency, WorkflowRunCancelledError, create_hook, step, workflow
-from awsworld.worker.limiter import Limiter
+from awsworld._worker.limiter import Limiter
 from awsworld.world.rules.limiters import SHARED_POOL, in_order, run_holder
 
 from .conftest import ALL_BACKENDS, E2E, on_backends

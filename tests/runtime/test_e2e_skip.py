@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from awsworld import HookTimeoutError, RetryableError, create_hook, sleep, step, workflow
+from awsworld._timeline import timeline_rows
 from awsworld.client.replay import replay_run
 from awsworld.client.skips import AmbiguousWaitError, WaitNotFoundError
-from awsworld.timeline import timeline_rows
 from awsworld.ui.model import picture
 from awsworld.world.errors import RunGoneError
 

@@ -1,4 +1,4 @@
-"""Step concurrency and rate limits across runs (``@step(concurrency=, rate=)``, ``worker/step_limits.py``), end to
+"""Step concurrency and rate limits across runs (``@step(concurrency=, rate=)``, ``_worker/step_limits.py``), end to
 end on the in-memory World, moto and DynamoDB Local: bodies beyond the limit wait (holding no delivery) and none
 is lost; the peak of bodies running at once is counted by the bodies themselves; start times of a rate-limited
 step conform to its bucket."""
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from awsworld import Concurrency, RateLimit, step, workflow
-from awsworld.worker.limiter import Limiter
+from awsworld._worker.limiter import Limiter
 
 from .conftest import ALL_BACKENDS, E2E, on_backends
 

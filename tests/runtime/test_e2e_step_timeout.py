@@ -12,9 +12,9 @@ from collections import Counter
 import pytest
 
 from awsworld import RetryPolicy, StepError, step, step_metadata, workflow
+from awsworld._worker import step_runner
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker import step_runner
 from awsworld.world.events import Event
 
 CALLS: Counter[str] = Counter()

@@ -14,12 +14,12 @@ from collections.abc import Iterator
 import pytest
 
 from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, workflow
+from awsworld._worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
 from awsworld.client.client import Client
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
 from awsworld.world.messages import FlowMessage, queue_name_for
 
 TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orders.checkout; registered nowhere

@@ -2,7 +2,7 @@
 chunks, in every size class, on every backend (memory, moto, DynamoDB Local), compared byte for byte
 (``values_support``; ``test_e2e_values.py`` has the workflow, step, child and hook values).
 
-- Webhooks go through the Lambda webhook handler (``lambda_.webhook.handle``: its own container, event loop and
+- Webhooks go through the Lambda webhook handler (``lambda_host.webhook.handle``: its own container, event loop and
   AWS World, as deployed) on AWS, and through the same parse-and-resume code on the in-memory World. Bodies
   are text (non-ASCII, sent as text) and binary (any bytes, base64 in the Function URL event); the route takes
   at most 128 KiB (``MAX_BODY_BYTES``) and answers 413 beyond, recording nothing.
@@ -27,8 +27,8 @@ import pytest
 from awsworld import StepError, create_webhook, get_writable, step, workflow
 from awsworld.authoring.errors import MAX_ERROR_MESSAGE, WorkflowRunFailedError
 from awsworld.durable import serde
-from awsworld.lambda_ import webhook
-from awsworld.lambda_.container import Container
+from awsworld.lambda_host import webhook
+from awsworld.lambda_host.container import Container
 
 from .conftest import ALL_BACKENDS, E2E, on_backends, with_env
 from .values_support import INLINE, LIMIT_ENV, MAX_VALUE_BYTES, assert_same, blob, text_of

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from awsworld import create_hook, patched, sleep, step, workflow
+from awsworld._engine.execution import PATCH_MARKER_PREFIX
 from awsworld.client.replay import read_run, replay_events
-from awsworld.engine.execution import PATCH_MARKER_PREFIX
 
 from .conftest import BOTH, deployed
 

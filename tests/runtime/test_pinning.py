@@ -3,7 +3,7 @@ one delivery path: two versions of a workflow deployed side by side (``Registry(
 new runs while runs started on the first keep running the first's code; a retired deployment's run failing with
 ``DeploymentMismatchError`` after exactly three re-routes; ``pinned=False`` runs and child runs.
 
-On the emulator the versions are loaded in one process behind ``LocalPoller``'s host (``deployments.local_host``),
+On the emulator the versions are loaded in one process behind ``LocalPoller``'s host (``_deployments.local_host``),
 the stand-in for published Lambda versions: the live one receives every record, and a record of a run pinned to
 the other is handed to it as an asynchronous invocation of that version would be."""
 
@@ -16,15 +16,15 @@ from typing import Any
 import pytest
 
 from awsworld import WorkflowRunFailedError, create_hook, step, workflow
+from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
+from awsworld._deployments.upgrade import Upgrade, upgrade_run
+from awsworld._worker.delivery import RecordResult
+from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import Registry
 from awsworld.client.client import Client, Run
-from awsworld.deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
-from awsworld.deployments.upgrade import Upgrade, upgrade_run
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.local.poller import LocalPoller
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker.delivery import RecordResult
-from awsworld.worker.dispatch import Runtime
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.protocol import World
@@ -118,7 +118,7 @@ class Stack:
             await self.env.deploy(deployment, registry)
             return
         assert self.poller is not None
-        self.poller.host.deploy(Runtime(self.world, registry, deployment=deployment))
+        self.poller.host.deploy(Worker(self.world, registry, deployment=deployment))
         self.client.registry = registry
 
     async def retire(self, deployment: str) -> None:
@@ -183,7 +183,7 @@ async def stack(request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
         return
     moto: MotoServer = request.getfixturevalue("moto_server")
     async with LocalAWS("moto", moto=moto, run_workflows=False) as local:
-        poller = LocalPoller(local.world, Runtime(local.world, V1, deployment="v1"))
+        poller = LocalPoller(local.world, Worker(local.world, V1, deployment="v1"))
         poller.start()
         try:
             yield Stack(Client(local.world, registry=V1), local.world, poller=poller)

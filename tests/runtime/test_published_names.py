@@ -1,4 +1,4 @@
-"""A mistyped workflow name fails fast where the World can know it (``published.model``): the consumer of the queue
+"""A mistyped workflow name fails fast where the World can know it (``_published.model``): the consumer of the queue
 publishes its names; a ``Client`` without workflow code reads them once and refuses a name no consumer registers
 (``WorkflowNotRegisteredError``, naming the modules and the nearest names), nothing written; a name any publication
 holds starts; a publication that may lag its consumer (a plain cold start's) never refuses, and then the delivery
@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from awsworld import WorkflowRunFailedError, workflow
+from awsworld._published.model import DEV, publish
+from awsworld._worker.delivery import BACKOFF_ENV, DELIVERY_FINDING, UNKNOWN_WINDOW_ENV
 from awsworld.authoring.definitions import Registry, WorkflowNotRegisteredError
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
 from awsworld.cli.dev import environment
 from awsworld.client.client import Client
-from awsworld.published.model import DEV, publish
-from awsworld.worker.delivery import BACKOFF_ENV, DELIVERY_FINDING, UNKNOWN_WINDOW_ENV
 
 from .conftest import BOTH, E2E, on_backends
 
@@ -208,7 +208,7 @@ def test_the_rule_never_refuses_a_name_a_consumer_may_know() -> None:
     """``judge`` on its own: the cases the module lists."""
     from datetime import UTC, datetime, timedelta
 
-    from awsworld.published.model import judge, publication
+    from awsworld._published.model import judge, publication
 
     now = datetime(2025, 1, 1, tzinfo=UTC)
     old = publication(deployed(checkout, legacy_refund), host="the flow function", ahead=True, now=now)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from awsworld import Client, workflow
+from awsworld._memory import MemoryWorld
 from awsworld.authoring.definitions import RETENTION_CONTEXT_KEY, workflow_definition
-from awsworld.memory import MemoryWorld
 
 
 @workflow(name="tests.retention.kept_a_month", retention="30d")

@@ -11,13 +11,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from awsworld import Schedule
+from awsworld._memory import MemoryWorld
+from awsworld._memory.clock import VirtualClock
+from awsworld._worker.tick import run_tick
 from awsworld.authoring.definitions import workflow_name
 from awsworld.client.client import Client
-from awsworld.memory import MemoryWorld
-from awsworld.memory.clock import VirtualClock
 from awsworld.schedules.job import run_schedules
 from awsworld.testing import WorkflowTestEnv
-from awsworld.worker.tick import run_tick
 from awsworld.world.errors import InvalidInputError
 from awsworld.world.rules.schedules import claim
 from awsworld.world.schedules import (

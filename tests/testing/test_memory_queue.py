@@ -13,9 +13,9 @@ from typing import Any, cast
 
 import pytest
 
-from awsworld.memory.clock import VirtualClock
-from awsworld.memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryConsumer, MemoryQueue
-from awsworld.worker.delivery import DeliveryPath, backoff_seconds
+from awsworld._memory.clock import VirtualClock
+from awsworld._memory.queue import RETENTION_SECONDS, VISIBILITY_TIMEOUT_SECONDS, MemoryConsumer, MemoryQueue
+from awsworld._worker.delivery import DeliveryPath, backoff_seconds
 from awsworld.world import Delivery
 from awsworld.world.queue import Refused
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from awsworld.memory import MemoryWorld
-from awsworld.memory.clock import VirtualClock
-from awsworld.memory.storage import MemoryStorage
+from awsworld._memory import MemoryWorld
+from awsworld._memory.clock import VirtualClock
+from awsworld._memory.storage import MemoryStorage
 from awsworld.world import InvalidInputError, TooEarlyError
 
 START = datetime(2030, 1, 1, tzinfo=UTC)

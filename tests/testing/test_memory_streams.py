@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from awsworld.memory.clock import VirtualClock
-from awsworld.memory.streams import MemoryStreams
+from awsworld._memory.clock import VirtualClock
+from awsworld._memory.streams import MemoryStreams
 from awsworld.world import EntityConflictError, RunGoneError, RunNotFoundError
 
 RUN = "wrun_memory"

@@ -1,4 +1,4 @@
-"""The run viewer shows a parked run as parked (``engine.parking``): the runs table's status, the run page's status,
+"""The run viewer shows a parked run as parked (``_engine.parking``): the runs table's status, the run page's status,
 since when, where and the ways out (escaped), its JSON, and the live refresh's status (httpx on the ASGI app over a
 WorkflowTestEnv whose code changed under a run, no sockets)."""
 
@@ -10,8 +10,8 @@ import httpx
 import pytest
 
 from awsworld import create_hook, step, workflow
+from awsworld._engine.parking import PARKED_ATTRIBUTE
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef
-from awsworld.engine.parking import PARKED_ATTRIBUTE
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import create_app
 

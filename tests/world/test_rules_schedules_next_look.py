@@ -1,5 +1,5 @@
 """When a tick must next look at the schedules (``rules.schedules.next_look``): the rule the in-memory store's
-``next_due`` applies (``memory/schedules.py``), so a test environment's skipping clock stops at every moment a
+``next_due`` applies (``_memory/schedules.py``), so a test environment's skipping clock stops at every moment a
 tick has something to do, and at no other."""
 
 from __future__ import annotations

@@ -9,10 +9,10 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from awsworld._memory import MemoryWorld
 from awsworld.aws import AWSWorld
 from awsworld.aws.config import AWSConfig
 from awsworld.client.http_world import HttpWorld
-from awsworld.memory import MemoryWorld
 from awsworld.world.clock import SYSTEM_CLOCK
 from awsworld.world.protocol import World
 
@@ -37,7 +37,7 @@ async def test_both_worlds_have_every_declared_member() -> None:
             for name in RUNTIME_MEMBERS:
                 assert getattr(world, name) is not None, f"{type(world).__name__}.{name}"
         assert aws.clock is SYSTEM_CLOCK and memory.clock is memory.storage.clock
-        assert memory.schedules.next_due() is None  # the in-memory store is the World's own (memory/schedules.py)
+        assert memory.schedules.next_due() is None  # the in-memory store is the World's own (_memory/schedules.py)
     finally:
         await memory.close()
         await aws.close()

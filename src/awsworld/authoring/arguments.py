@@ -5,7 +5,7 @@ Where: ``Client.start`` and ``client.options(...).start`` (``client/client.py``)
 backfill (``schedules/client.py``) and its declaration in code (``@workflow(schedule=...)``, checked when the
 decorator runs), a child call in a workflow (``authoring/children.py``), and, for a start that could not check (a
 client without the workflow's code, a schedule's tick), the run's first delivery before its body runs
-(``engine/execution.py``).
+(``_engine/execution.py``).
 
 What: the call is bound to the signature first (Python's own ``TypeError`` for a missing, extra or repeated
 argument), then every argument of an annotated parameter is validated by a pydantic ``TypeAdapter`` of its

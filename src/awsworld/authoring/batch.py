@@ -78,7 +78,7 @@ async def map(  # the issue's name; ``batch_map`` is the same function without s
     replay returns at the same point): no new item starts (those are ``not_started``), and items still running
     go on in the background without the workflow waiting for them (they are ``started`` in the result; their
     steps' outcomes land in the log as usual). When the workflow ends, whatever it left running is cancelled
-    (``engine.execution``). ``map`` never raises for an item's failure: ``result.values()`` does, with every
+    (``_engine.execution``). ``map`` never raises for an item's failure: ``result.values()`` does, with every
     failure, when the batch is not ``ok``. Bad options raise ``BatchOptionError`` (a ``ValueError``) before any
     item starts. Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
     inputs = list(items)
@@ -236,7 +236,7 @@ def _wakes_on(rule: CompletionRule, limit: int) -> frozenset[StepEnd]:
 _BACKGROUND: set[asyncio.Task[None]] = set()
 """Items a batch returned without (the rule decided while they ran), held until they finish: the event loop
 keeps only weak references to its tasks (``asyncio.create_task``'s documentation). In a workflow, the engine
-cancels whatever the body left running when the body ends (``engine.execution``), so none is held past its run."""
+cancels whatever the body left running when the body ends (``_engine.execution``), so none is held past its run."""
 
 
 batch_map = map

@@ -20,7 +20,7 @@ from .step_context import StepMetadata, StreamWriter, current_step
 _stdlib_time_ns = _time.time_ns
 _stdlib_uuid4 = _uuid.uuid4
 """The standard library's own, taken at import: while workflow code runs, the engine's determinism guard puts
-replay-stable functions in ``time`` and ``uuid`` (``engine/determinism.py``), and outside a workflow these answer
+replay-stable functions in ``time`` and ``uuid`` (``_engine/determinism.py``), and outside a workflow these answer
 as the standard library does."""
 
 

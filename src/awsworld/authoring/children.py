@@ -53,7 +53,7 @@ Why the races are safe:
 - *The workflow cancels the call* (the task awaiting ``start_child`` or a child call, a ``first_successful``
   loser) while the start step is open: the step's end is recorded as cancelled and the awaiting task raises
   ``CancelledError``. A start not begun yet never begins (no child run). A start under way is finished
-  (``worker/child_runs.py``'s ``_start_child_run`` shields it): that child runs on as if left running, still
+  (``_worker/child_runs.py``'s ``_start_child_run`` shields it): that child runs on as if left running, still
   cancelled with its parent unless detached, and its end reaches the call's hook, which nothing reads.
   Cancelling a task that awaits a started child's handle cancels that await (and the handle), never the child
   run.
@@ -220,7 +220,7 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
 
 async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                  detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildRun[Any]:
-    """The call through the run's runtime (``engine/children.py`` declares the start step, then the hook its
+    """The call through the run's runtime (``_engine/children.py`` declares the start step, then the hook its
     outcome comes back on, and awaits the start step), as the handle."""
     started = await require_runtime("awsworld.start_child()").start_child(definition, args, kwargs,
                                                                           detached=detached, name=name, codec=codec)

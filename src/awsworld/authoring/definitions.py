@@ -80,7 +80,7 @@ class WorkflowDef:
     codec: Codec[Any] | None = None  # the result's (``codecs``): the run's output, a parent's child result
     args_codec: Codec[tuple[Any, ...]] | None = None  # the run's input, as one tuple (``durable.codecs.store_call``)
     validate_args: bool = True  # arguments checked against the annotations (``authoring.arguments``)
-    pinned: bool = True  # a run stays on the deployment that started it (``deployments.pins``); False: the newest
+    pinned: bool = True  # a run stays on the deployment that started it (``_deployments.pins``); False: the newest
     limit: LimitDecl | None = None  # how many of its runs may run at once, per key (``authoring.limits``)
 
     @property
@@ -170,7 +170,7 @@ class WorkflowNotRegisteredError(LookupError):
     (with ``env_modules``, the ``AWSWORLD_MODULES`` that loaded them: ``...``, the default, reads this process's).
     ``registered``: the names it holds, from which ``suggestions`` are the nearest (``difflib``), so a typo shows
     next to what was meant. ``where`` says whose registry (``in this process``; a deployment's, for a refusal by
-    its published names: ``published.model``) and ``hint`` what to do."""
+    its published names: ``_published.model``) and ``hint`` what to do."""
 
     def __init__(self, name: str, modules: list[str], *, registered: Sequence[str] = (),
                  env_modules: str | EllipsisType | None = ..., where: str = "in this process",

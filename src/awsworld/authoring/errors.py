@@ -242,7 +242,7 @@ class ReplayDivergenceError(RuntimeError):
     the log holds there and ``code`` what the code did instead (calls with their arguments, truncated), ``change``
     the kind of difference (``arguments``, ``name``, ``kind``, ``token``, ``duration``, ``extra-event``, ``end``);
     ``step_id`` the step whose logged input differs (for ``arguments``); ``outline`` the message with every
-    argument list written ``(…)`` (what may be stored in plain text: ``engine.divergence``).
+    argument list written ``(…)`` (what may be stored in plain text: ``_engine.divergence``).
     """
 
     def __init__(self, message: str, *, position: str | None = None, slot: int | None = None,

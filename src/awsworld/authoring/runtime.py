@@ -2,7 +2,7 @@
 
 Every call a workflow body makes (``sleep``, ``create_hook``, a step or child call, ``map``/``parallel``'s items,
 ``poll_until``, ``patched``, ``now``, ``random``, ``uuid4``, ``schedule_info``) asks the run it is made in, through
-``current_runtime``: the engine's ``WorkflowExecution`` (``engine/execution.py``) implements ``WorkflowRuntime`` and
+``current_runtime``: the engine's ``WorkflowExecution`` (``_engine/execution.py``) implements ``WorkflowRuntime`` and
 sets itself there in the body's task. So this package imports no engine module, as Temporal's
 ``temporalio/workflow.py`` declares a ``_Runtime`` that the worker's instance implements and never imports the
 worker. Outside a workflow body ``current_runtime`` is None, and the calls say so (or, for ``now`` and a step called
@@ -96,7 +96,7 @@ class StartedChild(Protocol):
 
 class WorkflowRuntime(Protocol):
     """What a workflow body's calls ask of the run they are made in. Every answer is replay-stable: it depends on
-    the run's log and the body's calls only (see ``engine/execution.py``)."""
+    the run's log and the body's calls only (see ``_engine/execution.py``)."""
 
     @property
     def run_id(self) -> str: ...

@@ -129,5 +129,5 @@ class StepContext:
 
 
 current_step: ContextVar[StepContext | None] = ContextVar("awsworld_step", default=None)
-"""The step whose body this task runs (set by the worker around the body: ``worker/step_runner.py``), for
+"""The step whose body this task runs (set by the worker around the body: ``_worker/step_runner.py``), for
 ``step_metadata()``, ``get_writable()`` and ``now()`` inside a step."""

@@ -174,7 +174,7 @@ class AWSClients:
     def renew(self) -> None:
         """Forget the clients and the credentials they resolved, keeping the service models already loaded:
         the next request opens new connections with credentials resolved anew. For an environment restored
-        from a SnapStart snapshot (``lambda_.snapstart``), whose sockets and credentials belong to the
+        from a SnapStart snapshot (``lambda_host.snapstart``), whose sockets and credentials belong to the
         environment the snapshot was taken in."""
         clients, self._clients = list(self._clients.values()), {}
         for client in clients:

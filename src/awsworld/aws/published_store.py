@@ -7,7 +7,7 @@
 Written with one ``PutItem`` (``awsworld dev`` at its start; the flow function when its version is initialised
 for SnapStart, else at its first cold start), read with one strongly consistent ``Query`` of the partition
 (``dynamodb.reads.query_prefix``; 1 RRU per 4 KB; a client reads it once). No TTL: a version rolled back to keeps
-its names (see ``published.model``). The flow function and ``ClientPolicy`` already hold PutItem and Query on the
+its names (see ``_published.model``). The flow function and ``ClientPolicy`` already hold PutItem and Query on the
 table, so the template grants nothing new (``tests/deploy/test_iam_trace.py``).
 """
 

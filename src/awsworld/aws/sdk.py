@@ -4,7 +4,7 @@
 is about a quarter of the flow function's import (bench/cold_start.py). A delivery needs it for its first
 request, not at import, so ``clients`` imports this module when it makes its first client: a plain
 ``import awsworld`` (a workflow module, the CLI, the in-memory test World) never loads it. Under SnapStart the
-first clients are made before the snapshot (``lambda_.snapstart``), so a restored environment has it loaded.
+first clients are made before the snapshot (``lambda_host.snapstart``), so a restored environment has it loaded.
 
 botocore is not bundled into the Lambda artifact: the function uses the one Lambda's Python runtime
 preinstalls. The code keeps to what every botocore from ``MIN_BOTOCORE`` on knows (tests/deploy runs a

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..world.clock import SYSTEM_CLOCK
-from ..world.world_base import WorldBase
+from ..world.shared.world import WorldBase
 from .clients import AWSClients, RequestStats
 from .config import AWSConfig
 from .deployment_store import DynamoDeployments

@@ -107,9 +107,9 @@ async def _token_free(world: World) -> bool:
 
 
 async def _demo(*, storage: bool) -> None:
+    from .._timeline import print_timeline
     from ..examples.order import process_order
     from ..local import LocalAWS
-    from ..timeline import print_timeline
 
     print("starting the embedded AWS emulator on 127.0.0.1 (no AWS account needed) ...")
     async with LocalAWS() as local:

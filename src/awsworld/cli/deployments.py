@@ -1,6 +1,6 @@
 """``awsworld deployments`` and ``awsworld upgrade``: the versions of the code a World's runs are pinned to.
 
-``awsworld deployments`` lists every registered deployment (``deployments.model``) with its unfinished runs
+``awsworld deployments`` lists every registered deployment (``_deployments.model``) with its unfinished runs
 (pending, running, parked): the newest is ``live`` (new runs start on it), an older one holding runs is
 ``draining``, one holding none is ``drained`` (safe to retire), and a retired one runs nothing. Runs pinned to no
 deployment (``@workflow(pinned=False)``, runs from before pinning) are counted on a line of their own.
@@ -26,11 +26,10 @@ import asyncio
 from datetime import datetime
 from typing import Any
 
-from ..authoring.definitions import REGISTRY
-from ..deployments.identity import registry_digest
-from ..deployments.model import latest
-from ..deployments.pins import LATEST
-from ..deployments.upgrade import (
+from .._deployments.identity import registry_digest
+from .._deployments.model import latest
+from .._deployments.pins import LATEST
+from .._deployments.upgrade import (
     UNPINNED,
     Holding,
     Upgrade,
@@ -41,7 +40,8 @@ from ..deployments.upgrade import (
     target_deployment,
     upgrade_run,
 )
-from ..lambda_.versions import delete_version
+from ..authoring.definitions import REGISTRY
+from ..lambda_host.versions import delete_version
 from ..world.deployments import Deployment
 from .errors import CliError, usage
 from .output import print_json, print_table, remote, when

@@ -99,12 +99,12 @@ def _start_moto(port: int) -> Any:
 
 
 async def _serve(args: argparse.Namespace) -> None:
+    from .._published.model import DEV, publish
     from ..authoring.definitions import REGISTRY, Registry
     from ..aws.world import AWSWorld
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
-    from ..published.model import DEV, publish
     from ..schedules.declared import declared_in
     from . import dev_reload, dev_state
     from .dev_code import DevCode
@@ -201,8 +201,8 @@ def console_logs(log_format: str) -> None:
     the handlers append keys to it), and a failed run as a person reads it: what failed, the messages and the
     tracebacks (``AWSWORLD_LOG_ERRORS=full`` unless set otherwise; a deployed function logs only the names).
     ``json`` keeps the deployed functions' JSON lines, failures included, for a log tool."""
-    from ..lambda_ import observability
-    from ..worker.error_shapes import LOG_ERRORS_ENV, failures
+    from .._worker.error_shapes import LOG_ERRORS_ENV, failures
+    from ..lambda_host import observability
 
     os.environ.setdefault(LOG_ERRORS_ENV, "full")
     failures.setLevel(logging.WARNING)
@@ -304,12 +304,12 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
 
 class WebhookServer:
     """The webhook route on 127.0.0.1: each request becomes the Function URL event Lambda would send, and
-    goes through the deployed handler's own parsing and resume logic (``lambda_.webhook``), on the loop that
+    goes through the deployed handler's own parsing and resume logic (``lambda_host.webhook``), on the loop that
     owns the World; answers are the deployed route's (202, 404, 410, ...)."""
 
     def __init__(self, world: World, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
-        from ..lambda_ import observability
-        from ..lambda_ import webhook as route
+        from ..lambda_host import observability
+        from ..lambda_host import webhook as route
 
         observability.logger.setLevel(logging.WARNING)  # the deployed route logs each request as JSON: not here
         container = cast(Any, _Container(world, client))

@@ -1,9 +1,9 @@
 """``awsworld dev``'s deployments: each version of your code it loads is one, and a run keeps the code it started on.
 
-The id of a version is ``dev-`` and the digest of your project's module files (``deployments.identity``), so an edit
+The id of a version is ``dev-`` and the digest of your project's module files (``_deployments.identity``), so an edit
 makes a new one and its revert is the old one again. When a reload loads new code (``dev_reload``), the code from
 before stays loaded as its deployment, from a snapshot of the registry (``Registry.snapshot``: the same function
-objects, with the module globals they were imported with), behind the poller's host (``deployments.local_host``):
+objects, with the module globals they were imported with), behind the poller's host (``_deployments.local_host``):
 new runs start on the new code, and every delivery of a run started before runs the old code, handed to it as a
 published Lambda version's would be. A reload retires the versions that no unfinished run is pinned to any more
 (unloaded, and marked retired in the World's registry), so dev keeps only what its runs need.
@@ -24,12 +24,12 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from .._deployments.identity import code_digest, definition_files, dev_deployment, register
+from .._deployments.local_host import LocalHost
+from .._deployments.model import DEPLOYMENTS_OF_DEV
+from .._deployments.upgrade import holdings
+from .._worker.dispatch import Worker
 from ..authoring.definitions import Registry
-from ..deployments.identity import code_digest, definition_files, dev_deployment, register
-from ..deployments.local_host import LocalHost
-from ..deployments.model import DEPLOYMENTS_OF_DEV
-from ..deployments.upgrade import holdings
-from ..worker.dispatch import Runtime
 from ..world.clock import clock_of
 from ..world.protocol import World
 from .dev_reload import Pins
@@ -47,9 +47,9 @@ class DevCode:
         workflows and steps (an installed package's, say)."""
         return dev_deployment(code_digest({**definition_files(registry), **self.files()}))
 
-    async def first(self, registry: Registry) -> Runtime:
+    async def first(self, registry: Registry) -> Worker:
         """The runtime of the code dev starts with, registered as a deployment."""
-        runtime = Runtime(self.world, registry, deployment=self.current(registry))
+        runtime = Worker(self.world, registry, deployment=self.current(registry))
         await self._register(runtime)
         return runtime
 
@@ -85,7 +85,7 @@ class DevCode:
                 kept.path.runtime.registry = registry
                 host.live = now
             else:
-                runtime = Runtime(self.world, registry, deployment=now)
+                runtime = Worker(self.world, registry, deployment=now)
                 host.deploy(runtime)
                 await self._register(runtime)
         reverted = now != before and kept is not None
@@ -113,7 +113,7 @@ class DevCode:
                 await store.put(record.retire(clock_of(self.world).now()))
         return drained
 
-    async def _register(self, runtime: Runtime) -> None:
+    async def _register(self, runtime: Worker) -> None:
         """Register the version; a version retired earlier and loaded again (an edit reverted after its runs had
         all ended) is registered afresh, so it does not read as retired while it runs."""
         assert runtime.deployment is not None

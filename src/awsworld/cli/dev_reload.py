@@ -20,8 +20,8 @@ them against it (``client.replay``, what ``awsworld replay`` does, writing nothi
 
 - a run that replays is woken (on a restart every such run, since the queue was not saved; on a reload only a
   parked one, whose next redelivery may be an hour away: the others' messages are still queued), and its flow
-  carries on and clears its parked mark (``worker.endings``);
-- a run whose replay diverges is marked parked (``engine.parking``) and not woken, and dev prints one line: where,
+  carries on and clears its parked mark (``_worker.endings``);
+- a run whose replay diverges is marked parked (``_engine.parking``) and not woken, and dev prints one line: where,
   what the log has, what the code called, and the ways out. A revert (or a ``patched()`` branch) followed by the
   next reload wakes it;
 - a run that has started and whose workflow is not registered any more (renamed, its module dropped) is parked the
@@ -47,10 +47,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
+from .._deployments.pins import pin_change, pin_of
+from .._engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
 from ..client.replay import ReplayResult, replay_run
-from ..deployments.pins import pin_change, pin_of
-from ..engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from ..schedules.declared import DECLARED
 from ..world.entities import Run
 from ..world.errors import EntityConflictError, RunGoneError
@@ -303,7 +303,7 @@ async def watch(world: World, code: UserCode, registry: Registry,
                 reloaded: Callable[[Registry], Awaitable[Pins | None]]) -> None:
     """Until cancelled: when a file of the user's modules changes, load the new code (``UserCode.reload``), then
     replay the unfinished runs against it (``replay_unfinished``); ``reloaded`` refreshes what else dev derives from
-    the modules (their declared schedules, the names it publishes for clients: ``published.model``; the deployment
+    the modules (their declared schedules, the names it publishes for clients: ``_published.model``; the deployment
     the new code is, given a snapshot of the code before the reload: ``cli.dev_code``) and says which deployments'
     code dev keeps. Every outcome is one line on dev's terminal."""
     reloads = 0

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..timeline import error_lines, error_part
+from .._timeline import error_lines, error_part
 
 __all__ = ["error_part", "print_error_part"]
 

@@ -60,7 +60,7 @@ def print_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
 
 def error_text(error: Any) -> str | None:
     """A stored error (a ``StructuredError`` or its dict) as ``Name: message [code]``."""
-    from ..worker.error_shapes import error_summary
+    from .._worker.error_shapes import error_summary
 
     return error_summary(error)
 
@@ -102,7 +102,7 @@ async def remote() -> AsyncIterator[Any]:
 def _registry() -> Any:
     """The workflows ``AWSWORLD_MODULES`` names (the stack's own setting; ``awsworld dev`` exports it): with
     them, ``start`` refuses a workflow name no module registers instead of starting a run that can only fail."""
-    from ..lambda_.container import MODULES_ENV, module_names
+    from ..lambda_host.container import MODULES_ENV, module_names
 
     names = module_names(SETTINGS.modules)
     if not names:

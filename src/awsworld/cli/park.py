@@ -1,5 +1,5 @@
 """``awsworld fail RUN``: end a run on request, as failed (``Client.fail``); the way out of a parked run that will not
-come back (``engine.parking``), besides reverting the code or branching it with ``patched()``.
+come back (``_engine.parking``), besides reverting the code or branching it with ``patched()``.
 
 What it writes, said before it writes it: one ``run_failed`` event in the run's log. For a parked run its error is
 ``ReplayDivergenceError`` with code ``CORRUPTED_EVENT_LOG`` (what the spec's fail-after-three-recoveries rule writes),
@@ -15,7 +15,7 @@ import argparse
 import asyncio
 from typing import Any
 
-from ..engine.parking import parked_run
+from .._engine.parking import parked_run
 from ..world.entities import TERMINAL_RUN_STATUSES
 from .errors import CliError
 from .output import error_text, print_json, remote, when

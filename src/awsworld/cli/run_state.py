@@ -5,11 +5,11 @@ The run record says only ``running``; the steps and the event log say why. A ste
 executing), or ``pending`` with a ``retryAfter`` (a failed attempt waits for its retry) or without one (queued,
 not started). A sleep is a ``wait_created`` without its ``wait_completed``; a hook one ``hook_created`` without
 its ``hook_disposed`` (a child run's outcome arrives on such a hook, token ``awsworld.child:<child run id>``, so
-it reads as the child). A hook's own waits (its timeout, its heartbeat deadline: ``timeline.hook_waits``) are not
+it reads as the child). A hook's own waits (its timeout, its heartbeat deadline: ``_timeline.hook_waits``) are not
 sleeps: they are shown on the hook's entry while it is open, and vanish with it. Nothing open means the run
 waits for its next delivery (a wake already queued, or one a lost message owes it). A pending run whose
 deliveries found no code for it (a workflow this deployment lacks) waits on code: what they found is in its log
-(``worker.delivery.DELIVERY_FINDING``) and is shown as its wait.
+(``_worker.delivery.DELIVERY_FINDING``) and is shown as its wait.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .._engine.divergence import call_order
+from .._engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
+from .._engine.parking import ways_out
+from .._timeline import deadline_text, hook_waits
+from .._worker.delivery import DELIVERY_FINDING
 from ..client.limits import limit_wait_text
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
-from ..engine.divergence import call_order
-from ..engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
-from ..engine.parking import ways_out
-from ..timeline import deadline_text, hook_waits
-from ..worker.delivery import DELIVERY_FINDING
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
 from .output import when
@@ -139,7 +139,7 @@ def _iso(value: Any) -> str | None:
 
 
 def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
-    """``describe``'s lines for a parked run (``engine.parking``, its ``to_json``): since when, where and why, and
+    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when, where and why, and
     the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
     return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
             f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")

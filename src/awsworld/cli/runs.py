@@ -15,8 +15,8 @@ import sys
 from datetime import UTC
 from typing import Any
 
-from ..deployments.pins import LATEST, PIN_ATTRIBUTE
-from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
+from .._deployments.pins import LATEST, PIN_ATTRIBUTE
+from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -238,7 +238,7 @@ def _runs(args: argparse.Namespace) -> int:
 
 
 async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[Any]:
-    """Up to ``limit`` parked runs, newest first. A parked run is a running run with a mark (``engine.parking``),
+    """Up to ``limit`` parked runs, newest first. A parked run is a running run with a mark (``_engine.parking``),
     and run listings filter by status only, so this reads the running runs page by page (100 a page)."""
     found: list[Any] = []
     cursor: str | None = None
@@ -252,7 +252,7 @@ async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[An
 
 
 def _events(args: argparse.Namespace) -> int:
-    from ..timeline import print_timeline, read_events, timeline_rows
+    from .._timeline import print_timeline, read_events, timeline_rows
 
     async def go() -> None:
         async with remote() as client:
@@ -295,9 +295,9 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from .._timeline import read_events
     from ..client.client import cancel_reason
     from ..client.limits import limit_waits
-    from ..timeline import read_events
     from .run_state import display_names, waiting_on, with_limits
 
     async def go() -> None:
@@ -416,8 +416,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
 
 
 def _hooks(args: argparse.Namespace) -> int:
+    from .._timeline import read_events
     from ..durable.hook_payloads import is_heartbeat_event
-    from ..timeline import read_events
 
     async def go() -> None:
         async with remote() as client:

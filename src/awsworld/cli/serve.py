@@ -1,4 +1,4 @@
-"""``awsworld serve [MODULE...]``: a World over HTTP/JSON (``awsworld.http``), for the Workflow SDK's TypeScript
+"""``awsworld serve [MODULE...]``: a World over HTTP/JSON (``awsworld._http``), for the Workflow SDK's TypeScript
 runtime (``packages/world-awsworld``) and for ``HttpClient`` or any service that speaks HTTP.
 
 Which World (``--world``): ``aws`` (default) the stack the environment names (``AWSWORLD_TABLE`` ...: a deployed
@@ -6,7 +6,7 @@ stack, or ``awsworld dev``'s export lines), whose flow function runs the deliver
 stack on the embedded emulator (moto on 127.0.0.1), with its own poller running the deliveries; ``memory`` the
 in-memory World, deliveries run in this process. MODULEs are imported first, so runs of their Python workflows
 run here too (``emulator``, ``memory``); there the server publishes the workflow names it runs before it takes a
-request (``published.model``), so a ``Client`` (``HttpClient`` too: ``GET /v1/published``) refuses at start a name
+request (``_published.model``), so a ``Client`` (``HttpClient`` too: ``GET /v1/published``) refuses at start a name
 none of them has.
 
 It listens on 127.0.0.1 unless ``--host`` says otherwise, and beyond loopback only with a bearer token
@@ -61,7 +61,7 @@ def register(sub: Any) -> None:
 
 def _main(args: argparse.Namespace) -> int:
     try:
-        from ..http.auth import Auth
+        from .._http.auth import Auth
     except ImportError as error:
         raise usage(f"awsworld serve needs Starlette and uvicorn ({error})", SERVE_HINT) from None
     token = _token(args)
@@ -129,9 +129,9 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
 
 
 async def _serve(args: argparse.Namespace, auth: Any) -> None:
-    from ..http.app import create_app
-    from ..http.listen import listening
-    from ..published.model import publish
+    from .._http.app import create_app
+    from .._http.listen import listening
+    from .._published.model import publish
 
     async with _world(args.world) as served:
         if served.runs_here is not None:  # before any request: nothing was delivered here unpublished ("ahead")

@@ -9,6 +9,19 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
+from .._engine.divergence import call_order
+from .._engine.parking import MISSING, parked_run
+from .._worker.run_control import (
+    MAX_CANCEL_REASON,
+    POLL_FIRST,
+    POLL_MAX,
+    HookResumed,
+    RunStarter,
+    StartedRun,
+    cancel_run,
+    resume_hook,
+    wake_run,
+)
 from ..authoring.definitions import REGISTRY, Registry, workflow_name
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
@@ -22,19 +35,6 @@ from ..durable import codecs, serde
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
-from ..engine.divergence import call_order
-from ..engine.parking import MISSING, parked_run
-from ..worker.run_control import (
-    MAX_CANCEL_REASON,
-    POLL_FIRST,
-    POLL_MAX,
-    HookResumed,
-    RunStarter,
-    StartedRun,
-    cancel_run,
-    resume_hook,
-    wake_run,
-)
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
 from ..world.errors import HookNotFoundError, RunGoneError
@@ -185,7 +185,7 @@ class Client:
         """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
         delivery can run. Without one (a client of a deployed stack, or of ``awsworld dev``, has no workflow code
-        of its own) a start reads the names the deployment that consumes the queue published (``published.model``:
+        of its own) a start reads the names the deployment that consumes the queue published (``_published.model``:
         one read, cached by this client) and refuses a name no consumer registers, when that is certain; when it
         is not, the run starts and its delivery decides. ``check_published=False`` skips that read (a schedule's
         tick, which runs inside the consumer).
@@ -198,7 +198,7 @@ class Client:
         self.waiting: Waiting = waiting or _not_waiting
         self.check_published = check_published
         self.starter = RunStarter(world, registry=registry, check_published=check_published)
-        """Every start of this client's (``worker/run_control.py``: the start path the schedules and child runs
+        """Every start of this client's (``_worker/run_control.py``: the start path the schedules and child runs
         take too)."""
 
     async def refuse_unpublished(self, name: str) -> None:
@@ -330,7 +330,7 @@ class Client:
         """Send an unfinished run a flow message, as an operator does for a run whose own message was lost (it
         sits ``running`` and nothing happens). Its flow takes over steps whose lease has passed, queues again
         steps that never started, completes due waits, and comes back by itself when a step's lease is still
-        running (``worker.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
+        running (``_worker.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
         The watchdog does the same on its own after the run's due (docs/operate/lost-messages.md). Returns the run as it
         was; raises ``RunGoneError`` for a finished one."""
         run = await self.world.runs.get(run_id, resolve_data="none")
@@ -343,7 +343,7 @@ class Client:
     async def fail(self, run_id: str, *, reason: str | None = None) -> RunView:
         """Fail an unfinished run on request (``awsworld fail``): one ``run_failed`` event, as if its workflow had
         failed, so ``Run.result()`` raises ``WorkflowRunFailedError`` and a parent awaiting it as a child sees the
-        failure (a wake's delivery tells it, as for a cancel). A parked run (``engine.parking``) fails as the
+        failure (a wake's delivery tells it, as for a cancel). A parked run (``_engine.parking``) fails as the
         spec's divergence rule would have failed it: ``ReplayDivergenceError``, code ``CORRUPTED_EVENT_LOG``,
         naming where it diverged and since when it was parked (one parked because its workflow is missing:
         ``UnknownWorkflowError``, code ``UNKNOWN_WORKFLOW``); any other run with ``FailedOnRequest``, code

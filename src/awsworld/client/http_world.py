@@ -1,9 +1,9 @@
-"""``HttpWorld``: a World whose every call is one request to ``awsworld serve`` (``awsworld.http.app``'s endpoints),
+"""``HttpWorld``: a World whose every call is one request to ``awsworld serve`` (``awsworld._http.app``'s endpoints),
 so a process holding no AWS credentials for the stack (only the server's URL, and its token or an IAM identity
 allowed to invoke its Function URL) can do what a ``Client`` does. ``HttpClient`` (``client/http_client.py``) is
 a ``Client`` on one.
 
-Errors come back as the server raised them (``http/wire.py``: the same awsworld error class, its fields included);
+Errors come back as the server raised them (``_http/wire.py``: the same awsworld error class, its fields included);
 a server that cannot be reached raises ``WorldUnreachableError`` (a ``WorldError``, status 503). Authentication is
 an ``httpx.Auth``: ``BearerToken`` for a server started with a token, ``SigV4`` for one behind a Lambda Function
 URL with ``AuthType: AWS_IAM`` (requests signed with botocore's ``SigV4Auth``, service ``lambda``).
@@ -21,7 +21,7 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
-from ..http.wire import error_from_body
+from .._http.wire import error_from_body
 from ..world.clock import SYSTEM_CLOCK, Clock
 from ..world.deployments import DeploymentStore
 from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
@@ -302,7 +302,7 @@ class _Hooks:
 class _Published:
     """``world.published`` of the served World (``GET /v1/published``): what its queue's consumers registered, so
     the ``Client`` of an ``HttpClient`` refuses at start a name none of them registers, exactly as a ``Client`` on
-    that World does (``Client.refuse_unpublished``, ``published.model.judge``). Only a consumer publishes (``awsworld
+    that World does (``Client.refuse_unpublished``, ``_published.model.judge``). Only a consumer publishes (``awsworld
     dev``, the flow function, ``awsworld serve`` running MODULEs), never a caller over HTTP."""
 
     def __init__(self, world: HttpWorld) -> None:

@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from .._worker.limiter import Limiter, limiters_of
+from .._worker.run_limits import recorded_slot
+from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
 from ..authoring.limits import declared
-from ..worker.limiter import Limiter, limiters_of
-from ..worker.run_limits import recorded_slot
-from ..worker.step_limits import LIMIT_FIELD
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event

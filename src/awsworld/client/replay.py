@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._engine import divergence as dv
+from .._engine.execution import LogGapError, WorkflowExecution
 from ..authoring.definitions import REGISTRY, Registry
 from ..authoring.errors import CodecError, DeterminismError, ReplayDivergenceError
 from ..durable import codecs, serde
 from ..durable.codecs import Place
-from ..engine import divergence as dv
-from ..engine.execution import LogGapError, WorkflowExecution
 from ..world.events import Event
 from ..world.protocol import World
 
@@ -47,7 +47,7 @@ class ReplayResult:
     code: str | None = None
     change: str | None = None
     message: str | None = None
-    outline: str | None = None  # the message without argument values (``engine.divergence``)
+    outline: str | None = None  # the message without argument values (``_engine.divergence``)
 
     @property
     def ok(self) -> bool:

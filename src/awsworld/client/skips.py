@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from ..engine.divergence import call_order
-from ..engine.ops import DISPLAY_NAME_FIELD
+from .._engine.divergence import call_order
+from .._engine.ops import DISPLAY_NAME_FIELD
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.errors import EntityConflictError, RunGoneError
 from ..world.events import Event

@@ -83,8 +83,8 @@ def handler_text(route: str) -> str:
     """A thin entry point: Lambda imports it by the template's short handler path; the logic stays in the
     package, so an upgrade of awsworld upgrades the handler without rewriting this file."""
     return (f'"""Lambda entry point of {HANDLERS[route]}. The logic is in the package:\n'
-            f'``awsworld.lambda_.{route}``; this file only gives the template a short handler path."""\n\n'
-            f"from awsworld.lambda_.{route} import handler\n\n"
+            f'``awsworld.lambda_host.{route}``; this file only gives the template a short handler path."""\n\n'
+            f"from awsworld.lambda_host.{route} import handler\n\n"
             '__all__ = ["handler"]\n')
 
 

@@ -4,7 +4,7 @@ the machinery that starts them.
 
 A child call is a built-in step (``START_CHILD``) and a hook (``child_token``). The engine declares the step by
 name only (``START_CHILD_CALL``); its body does I/O (it creates the child run and wakes it), so the worker
-implements it (``worker/child_runs.py``), as it runs every other step's body."""
+implements it (``_worker/child_runs.py``), as it runs every other step's body."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def child_token(run_id: str) -> str:
 @dataclass(frozen=True)
 class BuiltinStep:
     """A step the runtime itself declares, by name: the engine records and replays it like any step, and the
-    worker resolves its body (``worker.child_runs.resolve_step``). Its result is awsworld's own JSON: no codec."""
+    worker resolves its body (``_worker.child_runs.resolve_step``). Its result is awsworld's own JSON: no codec."""
 
     name: str
     codec: None = None
@@ -50,7 +50,7 @@ class BuiltinStep:
 
     @staticmethod
     def fn(*args: Any) -> Any:
-        """Never called: the worker runs the built-in step's body (``worker.child_runs``)."""
+        """Never called: the worker runs the built-in step's body (``_worker.child_runs``)."""
         raise NotImplementedError(args)
 
 

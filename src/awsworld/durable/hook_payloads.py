@@ -7,7 +7,7 @@ payload a client sends through ``resume_hook`` (or the webhook route) can be tak
 travels the same path as a payload: the same event, the same idempotency keys, the same wake-up.
 
 A heartbeat is a ``hook_received`` with another such envelope, marked ``heartbeat`` beside it so readers that
-leave payloads out tell it from a payload. What the replay does with them is ``engine/hook_timeouts.py``'s.
+leave payloads out tell it from a payload. What the replay does with them is ``_engine/hook_timeouts.py``'s.
 """
 
 from __future__ import annotations

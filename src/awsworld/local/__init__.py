@@ -25,10 +25,10 @@ import uuid
 from types import TracebackType
 from typing import Literal
 
+from .._worker.dispatch import Worker
 from ..aws.config import AWSConfig, value_limits
 from ..aws.world import AWSWorld
 from ..client.client import Client
-from ..worker.dispatch import Runtime
 from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from .localstack_server import LocalStack, LocalStackError
 from .moto_server import MotoServer
@@ -228,7 +228,7 @@ class LocalAWS:
         if self._initial_world:
             try:
                 self._world = await self.new_world()
-                runtime = Runtime(self._world)
+                runtime = Worker(self._world)
                 self.client = Client(self._world, registry=runtime.registry)
                 if self._run_workflows:
                     # Deliveries go to the same delivery path the Lambda flow handler runs, with its deadline.

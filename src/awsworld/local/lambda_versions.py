@@ -1,12 +1,12 @@
 """Published versions of the flow function in one process, for tests and benches on the emulator: moto's Lambda does
-not run functions here, so each version is modelled by execution environments (``lambda_.container.Container``)
+not run functions here, so each version is modelled by execution environments (``lambda_host.container.Container``)
 running the real flow handler, and Lambda's asynchronous ``Invoke`` of a qualified version by ``hand_over``.
 
 Everything a deployed function does is the real code: the event source mapping's batches go to ``flow.handle`` on
-the live version's container; a hand-over (``deployments.host``) passes the event through JSON and runs
+the live version's container; a hand-over (``_deployments.host``) passes the event through JSON and runs
 ``flow.handle_hand_over`` on an idle environment of the target version (a new one when all are busy, as Lambda
 scales out), in a thread of its own, and returns at once, as an ``Event`` invocation does. Only the ``invoke`` call of
-``lambda_.versions.LambdaHost`` is not exercised; a deleted version answers as Lambda does, with
+``lambda_host.versions.LambdaHost`` is not exercised; a deleted version answers as Lambda does, with
 ``DeploymentUnavailableError`` (``ResourceNotFoundException``).
 """
 
@@ -19,13 +19,13 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from .._deployments.pins import DeploymentUnavailableError
+from .._worker.dispatch import Worker
 from ..authoring.definitions import Registry
 from ..aws.world import AWSWorld
-from ..deployments.pins import DeploymentUnavailableError
-from ..lambda_ import flow
-from ..lambda_.container import Container
-from ..lambda_.versions import hand_over_event
-from ..worker.dispatch import Runtime
+from ..lambda_host import flow
+from ..lambda_host.container import Container
+from ..lambda_host.versions import hand_over_event
 
 
 class InvocationContext:
@@ -75,8 +75,8 @@ class FunctionVersions:
                 return idle.pop()
         registry = self.registries[deployment]
 
-        def runtime(world: AWSWorld, *, deployment: str | None) -> Runtime:
-            return Runtime(world, registry, deployment=deployment)
+        def runtime(world: AWSWorld, *, deployment: str | None) -> Worker:
+            return Worker(world, registry, deployment=deployment)
 
         container = Container(world_factory=self.world_factory, runtime_factory=runtime,
                               host_factory=lambda world: self, version=deployment[1:])

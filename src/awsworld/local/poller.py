@@ -1,13 +1,13 @@
 """The embedded default's stand-in for Lambda's SQS event source mapping.
 
 It receives batches from the queue and hands every record to the same ``DeliveryPath`` the Lambda flow
-handler runs (one copy of the delivery logic: ``awsworld.worker.delivery``), then does what the event source
+handler runs (one copy of the delivery logic: ``awsworld._worker.delivery``), then does what the event source
 mapping does with the answer: a record reported as failed is left in the queue (the path already set its
 back-off visibility), any other record is deleted. Like a Lambda timeout, a delivery still running when its
 invocation's time is up (the budget plus the margin the runtime keeps for a continuation) is cancelled and
 its record left to come back after the visibility timeout.
 
-With ``tick_seconds`` it also runs the tick (``worker.tick``: the watchdog) every that many seconds on the
+With ``tick_seconds`` it also runs the tick (``_worker.tick``: the watchdog) every that many seconds on the
 real clock, as the stack's schedule does every minute: ``awsworld dev`` turns it on.
 """
 
@@ -19,11 +19,11 @@ import logging
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
-from ..deployments.local_host import LocalHost
-from ..worker.delivery import DeliveryPath
-from ..worker.dispatch import Runtime
-from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
-from ..worker.tick import run_tick
+from .._deployments.local_host import LocalHost
+from .._worker.delivery import DeliveryPath
+from .._worker.dispatch import Worker
+from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
+from .._worker.tick import run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
 
 class LocalPoller:
-    def __init__(self, world: AWSWorld, runtime: Runtime, *, prefix: str = DEFAULT_QUEUE_PREFIX,
+    def __init__(self, world: AWSWorld, runtime: Worker, *, prefix: str = DEFAULT_QUEUE_PREFIX,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
                  tick_seconds: float | None = None) -> None:
         self.world = world

@@ -20,9 +20,9 @@ from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
+from .._worker.run_control import RunStarter
 from ..authoring.definitions import workflow_definition
 from ..durable import json_data, serde
-from ..worker.run_control import RunStarter
 from ..world import schedule_timing as timing
 from ..world.rules.schedules import Claim, pause, refuse_backfill, refuse_create, refuse_delete, resume, trigger
 from ..world.rules.schedules import backfill as backfill_actions
@@ -59,7 +59,7 @@ class Triggered:
 
 class ScheduleClient:
     def __init__(self, starter: RunStarter) -> None:
-        """Built by ``Client.schedules`` with the client's starter (``worker/run_control.py``): a schedule's runs
+        """Built by ``Client.schedules`` with the client's starter (``_worker/run_control.py``): a schedule's runs
         start as the client's do, its checks included (this module does not import the Client)."""
         self.starter = starter
         self.world = starter.world

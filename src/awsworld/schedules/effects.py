@@ -4,7 +4,7 @@ The tick job and the ``ScheduleClient`` both decide through ``decide_and_apply``
 ``pending`` effects a writer before left undone, decide (a ``world.rules.schedules`` function), write the
 decision conditioned on the version read, and only once it won, start and cancel runs, then clear ``pending``.
 A lost write reads the record again and decides afresh; a crash after the write leaves ``pending`` for the next
-reader. Starting and cancelling a run go through ``worker/run_control.py``, as every start and cancel does: the
+reader. Starting and cancelling a run go through ``_worker/run_control.py``, as every start and cancel does: the
 caller hands over its ``RunStarter`` (a tick's checks no published names; ``client.schedules`` uses its client's).
 """
 
@@ -15,9 +15,9 @@ import logging
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._worker.run_control import RunStarter, cancel_run
 from ..authoring.definitions import REGISTRY
 from ..durable import json_data, serde
-from ..worker.run_control import RunStarter, cancel_run
 from ..world.errors import RunGoneError, RunNotFoundError
 from ..world.protocol import World
 from ..world.rules.schedules import Claim, settle

@@ -1,6 +1,6 @@
 """The tick's schedules job: bring the store in line with the code's declarations, then fire what is due.
 
-Every tick (``worker.tick``: each minute in the stack, every few seconds in ``awsworld dev``, whenever a
+Every tick (``_worker.tick``: each minute in the stack, every few seconds in ``awsworld dev``, whenever a
 schedule is due on a ``WorkflowTestEnv``'s virtual clock) lists the schedules (one Query on DynamoDB) and:
 
 1. syncs the host's declarations (``store.declared``): a declaration not stored yet is created, a changed one
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
-from ..worker.run_control import RunStarter
+from .._worker.run_control import RunStarter
 from ..world import schedule_timing as timing
 from ..world.protocol import World
 from ..world.rules.schedules import Claim, claim, code_conflict, needs_evaluation, orphan, sync

@@ -4,8 +4,8 @@
 the ``awsworld_env`` fixture, and ``awsworld_local`` gives the AWS emulator for integration tests.
 """
 
-from ..memory import MemoryWorld
-from ..memory.clock import VirtualClock
+from .._memory import MemoryWorld
+from .._memory.clock import VirtualClock
 from .env import WorkflowTestEnv
 
 __all__ = ["MemoryWorld", "VirtualClock", "WorkflowTestEnv"]

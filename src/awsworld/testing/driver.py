@@ -11,7 +11,7 @@ run's due comes (``world.watch``). Time never jumps while a test is doing someth
 say), so a workflow racing a hook against a timeout sees the hook.
 
 The watchdog ticks on the same clock: whenever the soonest due in the World's watch index has come, the driver
-runs the tick (``worker.tick``) before anything else, so a run whose message was lost (a test can delete it
+runs the tick (``_worker.tick``) before anything else, so a run whose message was lost (a test can delete it
 from ``world.memory_queue``) is woken when its due comes, as the stack's minute schedule would wake it.
 """
 
@@ -24,18 +24,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from ..deployments.local_host import LocalHost
-from ..memory import MemoryWorld
-from ..memory.clock import VirtualClock
-from ..worker.delivery import RecordResult
-from ..worker.dispatch import Runtime
-from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
-from ..worker.tick import TickFailedError, run_tick
+from .._deployments.local_host import LocalHost
+from .._memory import MemoryWorld
+from .._memory.clock import VirtualClock
+from .._worker.delivery import RecordResult
+from .._worker.dispatch import Worker
+from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
+from .._worker.tick import TickFailedError, run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
 
 class Driver:
-    def __init__(self, world: MemoryWorld, runtime: Runtime, clock: VirtualClock, *, time_skipping: bool = True,
+    def __init__(self, world: MemoryWorld, runtime: Worker, clock: VirtualClock, *, time_skipping: bool = True,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX) -> None:
         self.world = world
         self.queue = world.memory_queue

@@ -19,16 +19,16 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
+from .._deployments.identity import register
+from .._deployments.upgrade import Upgrade, upgrade_run
+from .._memory import MemoryWorld
+from .._memory.clock import VirtualClock
+from .._worker.dispatch import Worker
+from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client
-from ..deployments.identity import register
-from ..deployments.upgrade import Upgrade, upgrade_run
-from ..memory import MemoryWorld
-from ..memory.clock import VirtualClock
 from ..schedules.declared import declared_for
-from ..worker.dispatch import Runtime
-from ..worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..world.entities import TERMINAL_RUN_STATUSES
 from .driver import Driver
 
@@ -56,7 +56,7 @@ class WorkflowTestEnv:
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
-        self.runtime = Runtime(self.world, registry, deployment=deployment)
+        self.runtime = Worker(self.world, registry, deployment=deployment)
         self.driver = Driver(self.world, self.runtime, self.clock, time_skipping=time_skipping, timeout=timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
         self.client = Client(self.world, registry=self.runtime.registry, waiting=self._waiting)
@@ -80,7 +80,7 @@ class WorkflowTestEnv:
 
     # -- deployments -----------------------------------------------------------------------------------
 
-    async def deploy(self, deployment: str, registry: Registry) -> Runtime:
+    async def deploy(self, deployment: str, registry: Registry) -> Worker:
         """Deploy another version of the code (``registry``: build one with ``Registry().capture()``) as
         ``deployment``: it takes every new run and every delivery of a run pinned to it, while runs started
         before keep running the code they started on. Returns its runtime."""
@@ -89,7 +89,7 @@ class WorkflowTestEnv:
                              "deployment, then deploy others")
         if deployment in self.driver.host.invokers:
             raise ValueError(f"deployment {deployment!r} is deployed already")
-        runtime = Runtime(self.world, registry, deployment=deployment)
+        runtime = Worker(self.world, registry, deployment=deployment)
         self.driver.host.deploy(runtime)
         self.runtime = runtime
         self.client.registry = registry

@@ -19,12 +19,12 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from .._engine.parking import parked_run, shown_status
+from .._timeline import error_lines, error_part, timeline_rows
 from ..authoring.durations import parse_duration
 from ..client.client import Client
 from ..client.limits import limit_waits
-from ..engine.parking import parked_run, shown_status
 from ..schedules.info import schedule_json
-from ..timeline import error_lines, error_part, timeline_rows
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
@@ -114,7 +114,7 @@ def when(moment: datetime | None) -> str | None:
 
 
 def _parked(run: Run) -> dict[str, Any] | None:
-    """A parked run's mark (``engine.parking``): since when, where, the divergence outlined; None otherwise."""
+    """A parked run's mark (``_engine.parking``): since when, where, the divergence outlined; None otherwise."""
     parked = parked_run(run.status, run.attributes)
     return None if parked is None else parked.to_json()
 

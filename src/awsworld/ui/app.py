@@ -22,9 +22,9 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._timeline import timeline_rows
 from ..client.client import Client
 from ..client.limits import limit_waits
-from ..timeline import timeline_rows
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
 from . import api

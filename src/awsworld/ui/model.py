@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from .._engine.ops import DISPLAY_NAME_FIELD
+from .._timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
+from .._worker.step_runner import INLINE
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.hook_payloads import is_heartbeat_event
-from ..engine.ops import DISPLAY_NAME_FIELD
-from ..timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
-from ..worker.step_runner import INLINE
 from ..world.entities import Run
 from ..world.events import Event
 from ..world.rules.hooks import hook_state

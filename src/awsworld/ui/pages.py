@@ -14,11 +14,11 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out
+from .._timeline import Row, error_lines
+from .._worker.error_shapes import error_summary
 from ..client.limits import limit_wait_text
-from ..engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out
 from ..schedules.info import schedule_label
-from ..timeline import Row, error_lines
-from ..worker.error_shapes import error_summary
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
 from .model import Lane, Picture, parent_of

@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from .._memory.world import MemoryWorld
     from ..aws.world import AWSWorld
-    from ..memory.world import MemoryWorld
     from .protocol import World
 
     def aws_world_is_a_world(world: AWSWorld) -> World:

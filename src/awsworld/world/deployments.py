@@ -3,7 +3,7 @@ store every World gives (``DeploymentStore``, ``world.deployments``: awsworld's 
 ``world.published``).
 
 What a deployment records and when, which is the newest, and how runs are pinned to one are
-``awsworld.deployments``'s; each World keeps the records in its own store (``memory/deployments.py``,
+``awsworld._deployments``'s; each World keeps the records in its own store (``_memory/deployments.py``,
 ``aws/deployment_store.py``), and reads them back oldest registration first (``by_registration``).
 """
 

@@ -9,8 +9,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Discriminator, Field, Tag
 
-from .base import WireModel
 from .errors import InvalidInputError
+from .wire_model import WireModel
 
 RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
 StepStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
@@ -58,7 +58,7 @@ class StructuredError(WireModel):
     """An error as stored in the log: enough to re-raise it with its type after replay, and to fix it.
 
     ``name`` is the exception's class name, ``type`` its qualified name (``myapp.errors.Declined``), ``stack`` its
-    traceback (bounded: see ``worker.error_shapes``). A run that failed because a step's ``StepError`` went
+    traceback (bounded: see ``_worker.error_shapes``). A run that failed because a step's ``StepError`` went
     uncaught names the step (``step_name``, ``step_id``, ``attempt``) and keeps the step's own error as
     ``cause``. Errors written before these fields existed simply lack them."""
 

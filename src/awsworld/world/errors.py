@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import WireModel
+from .wire_model import WireModel
 
 
 class WorldError(Exception):

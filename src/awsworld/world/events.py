@@ -14,10 +14,10 @@ from typing import Any, Literal, cast
 from pydantic import Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .base import WireModel
 from .entities import ERROR_TAGS, Hook, Run, Step, StoredError, Wait
 from .errors import InvalidInputError
 from .ids import check_entity_id, event_id_to_slot
+from .wire_model import WireModel
 
 EventType = Literal[
     "run_created",

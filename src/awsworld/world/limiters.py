@@ -2,10 +2,10 @@
 
 awsworld's extension, like the schedule store. Both stores keep the records of ``world.rules.limiters`` and decide
 nothing: every write stores a pool whole, conditioned on the version its writer read, with the waiter records
-the same decision adds or removes, all or nothing (``commit``). The service that decides (``worker/limiter.py``)
+the same decision adds or removes, all or nothing (``commit``). The service that decides (``_worker/limiter.py``)
 reads, applies the rules, and commits; a commit that finds the pool moved answers False and the service decides
 again. The DynamoDB store (``aws/limiter_store.py``) keeps them in the stack's table, the in-memory one
-(``memory/limiters.py``) in the World's storage.
+(``_memory/limiters.py``) in the World's storage.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any, cast
 from .queue import DEFAULT_QUEUE_PREFIX
 
 WATCHDOG_WAKE = "watchdog"
-"""Sent by the watchdog (``worker.watchdog``) to a run whose due passed with no write."""
+"""Sent by the watchdog (``_worker.watchdog``) to a run whose due passed with no write."""
 OPERATOR_WAKE = "operator"
 """Sent by ``awsworld wake`` / ``Client.wake``."""
 RESTART_WAKE = "restart"
@@ -38,10 +38,10 @@ class FlowMessage:
     workflow though other steps of the run are still open (``authoring.runtime.wakes_on``: a batch's items)."""
     deployment: str | None = None
     """The deployment the message is for (``deploymentId``): the run's pin, set by the run's own flow on what it
-    queues, so a delivery that reaches another deployment is handed over unread (``deployments.routing``). None:
+    queues, so a delivery that reaches another deployment is handed over unread (``_deployments.routing``). None:
     wherever it arrives (an unpinned run's; one sent from outside the run, whose flow checks the pin)."""
     reroutes: int = 0
-    """How often this delivery was re-routed already (``deploymentMismatchRetryCount``; ``deployments.pins``)."""
+    """How often this delivery was re-routed already (``deploymentMismatchRetryCount``; ``_deployments.pins``)."""
 
     def to_payload(self) -> dict[str, Any]:
         payload: dict[str, Any] = {"runId": self.run_id, "workflowName": self.workflow_name}

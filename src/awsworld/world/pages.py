@@ -8,9 +8,9 @@ from typing import Any, Generic, TypeVar
 
 from pydantic import Field
 
-from .base import WireModel
 from .entities import Hook, Run, Step
 from .events import Event, LogSnapshot
+from .wire_model import WireModel
 
 T = TypeVar("T")
 

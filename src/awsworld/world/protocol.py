@@ -147,7 +147,7 @@ class World(Storage, QueueAPI, Protocol):
     A World without one of these says so with None (``HttpWorld``, a client's view of a World served over
     HTTP, has no watch index, schedules, deployments or limits): then there is no watchdog, ``client.schedules`` is
     refused, a start is never refused for its name, no deployment is registered or retired, and a limited start
-    is refused (``worker.limiter.NoLimiterStoreError``)."""
+    is refused (``_worker.limiter.NoLimiterStoreError``)."""
 
     @property
     def spec_version(self) -> int: ...

@@ -3,7 +3,7 @@
 like ``world.schedules``).
 
 What is published and when, and the rule that decides whether a start may refuse a name, are
-``awsworld.published.model``'s; each World keeps the records in its own store (``memory/published.py``,
+``awsworld._published.model``'s; each World keeps the records in its own store (``_memory/published.py``,
 ``aws/published_store.py``).
 """
 

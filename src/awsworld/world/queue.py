@@ -17,9 +17,9 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
-from .base import WireModel
 from .errors import InvalidInputError, PayloadTooLargeError
 from .limits import value_json
+from .wire_model import WireModel
 
 # The spec's patterns: a namespace is lowercase alphanumeric starting with a letter.
 QUEUE_PREFIX_RE = re.compile(r"^__(?:[a-z][a-z0-9]*_)?wkf_workflow_$")
@@ -34,8 +34,8 @@ _GOOD_NAMES: set[str] = set()
 than the rest of an in-memory send."""
 
 # The stack's one queue, as every World keeps it: the AWS World creates it so (``aws/resources.py``, the SAM
-# template) and the in-memory queue behaves so (``memory/queue.py``). How consumers use it: ``consumer.py``; an
-# idempotency key's marker: ``queue_keys.py``.
+# template) and the in-memory queue behaves so (``_memory/queue.py``). How consumers use it:
+# ``shared/queue_consumer.py``; an idempotency key's marker: ``queue_keys.py``.
 FLOW_FUNCTION_TIMEOUT_SECONDS = 120
 QUEUE_VISIBILITY_TIMEOUT_SECONDS = 6 * FLOW_FUNCTION_TIMEOUT_SECONDS
 """Several times the flow function's timeout, so a delivery still running is not handed to a second consumer (AWS

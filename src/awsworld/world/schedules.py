@@ -4,7 +4,7 @@ accepts, the ids of its runs, and the store every World gives (``ScheduleStore``
 A schedule is one small record that every change rewrites whole, conditioned on the version it read: what the
 store accepts and refuses and what one tick does with a record are the rulebook's (``world/rules/schedules.py``),
 when a spec's ticks are is ``world/schedule_timing.py``'s. Each World keeps the records in its own store
-(``memory/schedules.py``, ``aws/schedule_store.py``); the client, the CLI and the tick's job sit above
+(``_memory/schedules.py``, ``aws/schedule_store.py``); the client, the CLI and the tick's job sit above
 (``awsworld.schedules``). Times are aware UTC datetimes; ticks are nominal times (when the schedule says a run
 is due, not when the tick that noticed it ran).
 """

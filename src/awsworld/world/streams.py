@@ -12,11 +12,11 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import ConfigDict, Field
 
-from .base import WireModel
 from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id
 from .pages import CHUNKS_PAGE_BYTES
+from .wire_model import WireModel
 
 Chunk = str | bytes | bytearray | memoryview
 FRAME_BYTES = 4

@@ -3,7 +3,7 @@
 Every message that moves a run can be lost (deleted, purged, redriven under a new id, a queue that was
 recreated, an ``awsworld dev --state`` restart). So every run that is not finished carries a *due* time: the
 moment by which, if its messages are alive, something will have written to it. A run whose due passes with no
-write is woken by the watchdog (``worker.watchdog``), and the wake's flow recovers whatever the lost message
+write is woken by the watchdog (``_worker.watchdog``), and the wake's flow recovers whatever the lost message
 stood for (it takes over steps whose lease ended, re-queues steps that never started, completes due waits).
 
 The due lives on the run head, in the key of a sparse index the watchdog queries (never a scan): each World
@@ -14,7 +14,7 @@ keeps the same rule (``commit_due``), written once here.
   a write. A finished run has none (it leaves the index).
 - A flow that suspends knows better (a sleep of a day, a retry in an hour, only hooks to wait for: no due at
   all); when the due its last write left differs from that, it corrects it with one small write
-  (``worker.inline_loop``). A run's due is therefore exact whenever it rests, and conservative while it moves.
+  (``_worker.inline_loop``). A run's due is therefore exact whenever it rests, and conservative while it moves.
 - The watchdog pushes the due of a run it wakes forward, doubling with each wake that finds the run still
   due (``snooze_due``), so a run that cannot progress (code missing, a message the dedup keys hold back) is
   woken ever more rarely rather than every tick.

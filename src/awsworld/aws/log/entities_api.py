@@ -1,4 +1,4 @@
-"""The AWS World's step and hook lookups (``world.steps``, ``world.hooks`` under ``world/storage.py``): where a
+"""The AWS World's step and hook lookups (``world.steps``, ``world.hooks`` under ``world/shared/storage.py``): where a
 step or hook item is (a step born running may live in the run head until it ends; a hook is found by its
 pointer or its token's item), read, and answered through ``entity_reads``."""
 

@@ -12,10 +12,10 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.answers import hook_answer, hook_value_slots, step_answer, step_value_slots
 from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
 from ...world.errors import WorldError
 from ...world.rules.state import Slot
+from ...world.shared.answers import hook_answer, hook_value_slots, step_answer, step_value_slots
 from ..clients import AWSClients
 from ..dynamodb.items import Item, attributes_of, run_from_head
 from ..dynamodb.reads import batch_get

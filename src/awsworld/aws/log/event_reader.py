@@ -12,7 +12,7 @@ from ...world.entities import ResolveData
 from ...world.events import LogSnapshot
 from ...world.pages import MAX_EVENTS_PAGE
 from ...world.rules.runs import run_missing
-from ...world.storage import LogSlice
+from ...world.shared.storage import LogSlice
 from ..clients import AWSClients
 from ..dynamodb.items import Item, events_from_blocks, from_ddb
 from ..dynamodb.reads import get_item
@@ -92,7 +92,7 @@ class EventReader:
         return block_events(items[0]) if items else []
 
     async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> LogSlice:
-        """``events.list``'s page (its arguments checked by ``world/storage.py``)."""
+        """``events.list``'s page (its arguments checked by ``world/shared/storage.py``)."""
         snapshot = await self.snapshot(run_id)
         events, more = await self._blocks(run_id, after + 1, snapshot.seq, limit_events=limit)
         return LogSlice(await events_from_blocks(run_id, events, self.values, resolve), more, snapshot)

@@ -1,5 +1,5 @@
 """The AWS World's writes (the engine's ``store_value``, ``create_run``, ``write_event`` and ``write_batch`` under
-``world/storage.py``, which parses and checks them first): every write lands in one TransactWriteItems, which it
+``world/shared/storage.py``, which parses and checks them first): every write lands in one TransactWriteItems, which it
 may share.
 
 The run item's ``seq`` is the slot allocator: each commit updates the run with the condition ``seq = :seen``
@@ -29,11 +29,11 @@ import contextlib
 from datetime import UTC, datetime
 from typing import Any
 
-from ...world.answers import wait_answer
 from ...world.entities import ResolveData
 from ...world.errors import WorldError
 from ...world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult
 from ...world.rules.requests import VALUE_FIELD, carried_value
+from ...world.shared.answers import wait_answer
 from ..clients import AWSClients
 from ..dynamodb.items import events_from_blocks
 from ..dynamodb.reads import batch_get
@@ -64,7 +64,8 @@ class EventWriter:
         self.caches = WriterCaches()
         self.loop = CommitLoop(clients, reader, self.caches, CancellationDecoder(self.caches), self.stats)
 
-    # -- the engine's writes (``world/storage.py``: the requests arrive parsed and checked) -----------------------
+    # -- the engine's writes (``world/shared/storage.py``: the requests arrive parsed and checked)
+    # -----------------------
 
     async def store_value(self, run_id: str, req: CreateEventRequest) -> Stored:
         """The event's payload, stored, and the expiry class its S3 object (if any) was tagged with."""

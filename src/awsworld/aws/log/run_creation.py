@@ -31,7 +31,7 @@ class RunCreator:
         self.reads = reads
 
     async def create(self, run_id: str, req: CreateEventRequest, resolve: ResolveData) -> EventResult:
-        """``run_id``: checked, or made (``rules.runs.created_run_id``, by ``world/storage.py``)."""
+        """``run_id``: checked, or made (``rules.runs.created_run_id``, by ``world/shared/storage.py``)."""
         # The input as given (``requests.carried_value``): one that is not JSON is refused before anything is
         # written (its data key included), not stored as pydantic's rendering of it (NaN as null).
         _carried, given = carried_value(req)

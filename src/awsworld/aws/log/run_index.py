@@ -1,4 +1,4 @@
-"""Cross-run listing over the two run GSIs (the AWS World's ``run_ids``, under ``world/storage.py``'s
+"""Cross-run listing over the two run GSIs (the AWS World's ``run_ids``, under ``world/shared/storage.py``'s
 ``runs.list``).
 
 A listing merges the newest-first pages of each index partition that can hold a match (one workflow name, or one

@@ -1,4 +1,4 @@
-"""``DynamoStorage``: the AWS World's storage engine under ``world/storage.py``'s ``WorldStorage``.
+"""``DynamoStorage``: the AWS World's storage engine under ``world/shared/storage.py``'s ``WorldStorage``.
 
 Every contract method (its checks, its order, its pages and cursors) is ``WorldStorage``'s; this is the engine it
 runs on, assembled from one object per job: the ``EventWriter`` stores values and commits writes (DynamoDB

@@ -12,7 +12,7 @@ shape) into exactly one outcome:
   to the queue's redrive policy) with one log line naming the reason, never the content.
 
 The protocol's sequences (the ack's and the redelivery's orderings, the prefix refusal, the argument checks)
-are ``world.consumer``'s, shared with the in-memory World; this module is the SQS transport under them.
+are ``world.shared.queue_consumer``'s, shared with the in-memory World; this module is the SQS transport under them.
 
 A Lambda handler with ``ReportBatchItemFailures`` uses it like this (the local poller the same way, with
 ``receive``/``poll`` and ``ack(delivery)``)::
@@ -37,9 +37,9 @@ from typing import Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from ...world.consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ...world.errors import InvalidInputError
 from ...world.queue import Delivery, Refused
+from ...world.shared.queue_consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ..clients import AWSClients
 from .dedup import DedupMarkers
 from .queue_envelope import Envelope, MalformedBody, QueuePayloads, decode_body
@@ -123,7 +123,8 @@ class Sender(Protocol):
 
 
 class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
-    """``world.consumer``'s protocol over the SQS queue: a receive's transport state is its ``SqsRecord``, a
+    """``world.shared.queue_consumer``'s protocol over the SQS queue: a receive's transport state is its ``SqsRecord``,
+    a
     delivery's the ``Envelope`` a redelivery re-sends."""
 
     def __init__(self, queue: Sender, prefix: str) -> None:

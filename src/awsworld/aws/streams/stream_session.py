@@ -1,5 +1,5 @@
 """Write sessions on S3 and DynamoDB: ordering, lifecycle and when a flush is due are
-``world/stream_sessions.py``'s; this is the flushing.
+``world/shared/write_sessions.py``'s; this is the flushing.
 
 Durability is that of a buffered file write: ``write`` returns once its chunks are accepted, and a flush
 makes them durable as one S3 object and one commit (a live reader sees a chunk at most one window, plus the
@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Sequence
 
 from ...world.errors import WorldError
-from ...world.stream_sessions import OrderedWriteSession, SessionRegistry
+from ...world.shared.write_sessions import OrderedWriteSession, SessionRegistry
 from ...world.streams import Chunk
 from .stream_store import StreamStore
 

@@ -1,5 +1,5 @@
 """``world.streams``: the contract's Streamer on S3 objects and a DynamoDB chunk index (see stream_store.py).
-The public methods, their checks and their order are every World's (``world/streamer.py``); this is how an
+The public methods, their checks and their order are every World's (``world/shared/streams.py``); this is how an
 append becomes durable, how a page is read, how a reader waits and how a session flushes on AWS.
 
 A commit (one S3 object and one transaction) costs the same for one chunk or a thousand, so chunks travel in
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 from ...settings import SETTINGS, Settings
 from ...world.errors import WorldError
-from ...world.streamer import Streamer
+from ...world.shared.streams import Streamer
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
 from .stream_session import OpenSessions, WriteSession

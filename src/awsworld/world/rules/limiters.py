@@ -32,7 +32,7 @@ no earlier than the queue's delay allows, so reserved times are rounded up to th
 (``step``: a whole second on SQS, none in memory) before they are counted.
 
 Everything here is pure: a World's store reads a pool (and, when ``settle`` asks, its waiters), the service that
-uses it (``worker/limiter.py``) decides with these functions, and the store writes the result conditioned on the
+uses it (``_worker/limiter.py``) decides with these functions, and the store writes the result conditioned on the
 version read; a writer that lost reads again and decides afresh.
 """
 

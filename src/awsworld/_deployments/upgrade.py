@@ -1,0 +1,184 @@
+"""Moving runs to another deployment on purpose, after proving the new code replays them; and what each
+deployment still holds.
+
+``upgrade_run`` reads the run's log, replays it against the target deployment's code (``client.replay``: what
+``awsworld replay`` does, writing nothing) and, only if the replay matches, writes one ``attr_set`` that pins the
+run to the target. That write is fenced like a flow's (in-band, with the count the replayed log had): if the run
+moved on meanwhile (its flow wrote something), the write is refused and the replay is done again on the newer
+log, so the run is never moved past events its new code has not been checked against. Then the run is woken on the
+target. A run whose replay diverges stays where it is, and the answer says where and what differs.
+
+A flow still running the run on the old deployment loses its next write to the fence, and its follow-up is handed
+to the target by the flow's pin check (``_deployments.routing``). A step message queued before the move can still run
+its step's body on the old deployment (a step's body, unlike the workflow's calls, is free to change: the replay
+uses its recorded result).
+
+``holdings`` lists the unfinished runs (pending, running, parked) by the deployment they are pinned to: what
+``awsworld deployments`` shows and what a retirement must find empty.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from ..authoring.definitions import Registry
+from ..client.replay import replay_events
+from ..world.clock import clock_of
+from ..world.deployments import Deployment, DeploymentStore
+from ..world.entities import TERMINAL_RUN_STATUSES, Run
+from ..world.errors import InBandSupersededError, RunGoneError
+from ..world.events import Event
+from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
+from ..world.protocol import World
+from .model import latest
+from .pins import LATEST, pin_change, pin_of
+
+UNPINNED = "(unpinned)"
+"""How listings name the runs pinned to no deployment (``pinned=False``, started before pinning)."""
+FENCE_RETRIES = 3
+
+
+class UpgradeError(ValueError):
+    """An upgrade or retirement that cannot be done as asked (no such deployment, a retired one, runs still on
+    it): nothing was written."""
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """What became of one run: ``moved``, ``diverged`` (its replay differs: ``detail`` says where), ``current``
+    (pinned there already), ``ended``, or ``error`` (the code could not replay it: ``detail``)."""
+
+    run_id: str
+    workflow: str
+    outcome: str
+    source: str | None
+    target: str
+    detail: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome in ("moved", "current", "ended")
+
+
+async def target_deployment(store: DeploymentStore, to: str) -> Deployment:
+    """The deployment ``to`` names (``latest``: the newest not retired); ``UpgradeError`` for none or a retired one."""
+    deployments = await store.read()
+    if to == LATEST:
+        found = latest(deployments)
+        if found is None:
+            raise UpgradeError("no deployment is registered in this World: nothing to move runs to")
+        return found
+    named = next((d for d in deployments if d.deployment_id == to), None)
+    if named is None:
+        known = ", ".join(d.deployment_id for d in deployments if not d.retired) or "none"
+        raise UpgradeError(f"no deployment {to!r} is registered (registered: {known})")
+    if named.retired:
+        raise UpgradeError(f"deployment {to!r} was retired: it runs nothing")
+    return named
+
+
+async def upgrade_run(world: World, run_id: str, target: str, registry: Registry) -> Upgrade:
+    """Replay run ``run_id`` against ``registry`` (the target's code) and, if it matches, pin it to ``target`` and
+    wake it there (see the module)."""
+    for _ in range(FENCE_RETRIES):
+        run = await world.runs.get(run_id, resolve_data="none")
+        source = pin_of(run.attributes)
+        if run.status in TERMINAL_RUN_STATUSES:
+            return Upgrade(run_id, run.workflow_name, "ended", source, target, f"the run is {run.status}")
+        if source == target:
+            return Upgrade(run_id, run.workflow_name, "current", source, target)
+        events, in_band = await _log(world, run_id)
+        replayed = replay_events(events, registry=registry)
+        if not replayed.ok:
+            return Upgrade(run_id, run.workflow_name, "diverged" if replayed.status == "diverged" else "error",
+                           source, target, replayed.message)
+        try:
+            await world.events.create(run_id, {"eventType": "attr_set",
+                                               "eventData": {"changes": [pin_change(target)]}},
+                                      event_count=len(events), in_band=True, expected_seq_in_band=in_band,
+                                      resolve_data="none")
+        except InBandSupersededError:
+            continue  # the run moved on meanwhile: replay the newer log
+        except RunGoneError:
+            return Upgrade(run_id, run.workflow_name, "ended", source, target, "the run ended meanwhile")
+        stamp = int(clock_of(world).now().timestamp())
+        await world.queue(queue_name_for(run.workflow_name), FlowMessage(
+            run_id, run.workflow_name, wake=OPERATOR_WAKE, deployment=target).to_payload(),
+            idempotency_key=f"{run_id}:upgrade:{target}:{stamp}")
+        return Upgrade(run_id, run.workflow_name, "moved", source, target)
+    return Upgrade(run_id, "?", "error", None, target, f"the run kept moving on while it was replayed "
+                                                        f"({FENCE_RETRIES} tries): try again")
+
+
+async def _log(world: World, run_id: str) -> tuple[list[Event], int]:
+    """The run's whole log (with the values a replay compares) and its in-band count as of that read."""
+    events: list[Event] = []
+    cursor: str | None = None
+    in_band: int | None = None
+    while True:
+        page = await world.events.list(run_id, cursor=cursor, resolve_data="all")
+        if in_band is None and page.snapshot is not None:
+            in_band = page.snapshot.seq_in_band
+        events.extend(page.data)
+        cursor = page.cursor or cursor
+        if not page.has_more:
+            return events, in_band or 0
+
+
+@dataclass
+class Holding:
+    """One deployment's unfinished runs (``UNPINNED`` for runs pinned to none)."""
+
+    deployment: str
+    runs: list[Run] = field(default_factory=list[Run])
+
+
+async def holdings(world: World) -> dict[str, Holding]:
+    """Every unfinished run (pending or running, parked included), by the deployment it is pinned to. Reads the
+    run listing page by page (as ``awsworld runs --parked`` does)."""
+    found: dict[str, Holding] = {}
+    cursor: str | None = None
+    while True:
+        page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor, resolve_data="none")
+        for run in page.data:
+            key = pin_of(run.attributes) or UNPINNED
+            found.setdefault(key, Holding(key)).runs.append(run)
+        if not page.has_more:
+            return found
+        cursor = page.cursor
+
+
+async def runs_on(world: World, deployment: str) -> list[str]:
+    """The ids of the unfinished runs pinned to ``deployment``."""
+    holding = (await holdings(world)).get(deployment)
+    return [] if holding is None else [run.run_id for run in holding.runs]
+
+
+async def retire(store: DeploymentStore, world: World, deployment: str) -> Deployment:
+    """Mark ``deployment`` retired, once it holds no unfinished run and is not the newest; ``UpgradeError`` (nothing
+    written) otherwise. Deleting what runs it (a Lambda version) is the caller's: ``cli.deployments``."""
+    deployments = await store.read()
+    found = next((d for d in deployments if d.deployment_id == deployment), None)
+    if found is None:
+        raise UpgradeError(f"no deployment {deployment!r} is registered")
+    if found.retired:
+        return found
+    newest = latest(deployments)
+    if newest is not None and newest.deployment_id == deployment:
+        raise UpgradeError(f"deployment {deployment!r} is the newest: new runs start on it")
+    left = await runs_on(world, deployment)
+    if left:
+        raise UpgradeError(f"deployment {deployment!r} still holds {len(left)} unfinished run(s) ({_some(left)}): "
+                           f"move them first with `awsworld upgrade --deployment {deployment}`, or let them finish")
+    retired = found.retire(clock_of(world).now())
+    await store.put(retired)
+    return retired
+
+
+def _some(ids: Sequence[str], shown: int = 3) -> str:
+    return ", ".join(ids[:shown]) + (f" and {len(ids) - shown} more" if len(ids) > shown else "")
+
+
+__all__ = ["UNPINNED", "Holding", "Upgrade", "UpgradeError", "holdings", "retire", "runs_on", "target_deployment",
+           "upgrade_run"]

@@ -1,0 +1,174 @@
+"""What a divergence says: digests of step inputs, and calls written out for people (truncated).
+
+A step call is checked against its log by name and by a digest of its serialized input (``inputDigest`` in the
+``step_created`` event: 16 bytes of SHA-256 over the canonical JSON, base64url), so the flow can compare without
+loading inputs. Logs written before digests existed skip that check.
+
+The descriptions quote arguments, which may be user payloads: they go into the run's stored error and the
+``awsworld replay`` report, each value truncated, and never into a log line. Each divergence also carries an
+*outline*, the same sentence with every argument list written ``(…)``: what may be stored in plain text (a parked
+run's mark is a run attribute, which payload encryption leaves readable: ``_engine.parking``).
+
+A divergence says what differs, never why: new code is the usual cause, but a workflow that read something that
+changes between replays (process state, the environment, a set's order) diverges on the same code.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import re
+import reprlib
+from datetime import datetime
+
+from ..authoring.errors import ReplayDivergenceError
+from ..durable import serde
+from ..world.events import Event
+from .ops import Op, StepOp, WaitOp
+from .time_scale import recorded_factor
+
+MAX_CALL_CHARS = 300
+REPLAY_DIFFERS = "replaying this run did not make the calls its log records"
+WHY_IT_DIFFERS = ("Either the workflow's code is not the code that recorded the run (revert it, or branch the change "
+                  "with awsworld.patched()), or the workflow read something that changes between replays (the "
+                  "clock, randomness, the environment, process state: read it in a step, or use awsworld.now() and "
+                  "awsworld.random()). `awsworld replay` checks stored runs against new code before a deploy")
+"""How a failed run's error frames its divergence: what differs, and the two causes (never only the first)."""
+_ID = re.compile(r"^(step|wait|hook)_(\d+)")
+
+_repr = reprlib.Repr()
+_repr.maxstring = 60
+_repr.maxother = 60
+_repr.maxlist = _repr.maxtuple = _repr.maxset = _repr.maxfrozenset = _repr.maxdeque = 6
+_repr.maxdict = 6
+_repr.maxlevel = 3
+
+
+def input_digest(structure: object) -> str:
+    """16 bytes of SHA-256 over the canonical JSON of a serialized step input (keys sorted), base64url."""
+    text = json.dumps(structure, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()[:16]).rstrip(b"=").decode()
+
+
+def op_index(op_id: str | None) -> tuple[str, int] | None:
+    """``step_3`` -> ("step", 3); ``hook_2_<run>`` -> ("hook", 2): the kind and the run's call counter."""
+    match = _ID.match(op_id or "")
+    return (match.group(1), int(match.group(2))) if match else None
+
+
+def call_order(op_id: str) -> tuple[int, str]:
+    """A sort key putting a run's operations in the order its body called them (``step_2`` before ``step_10``;
+    ids are ``<kind>_<counter>``, so their text order is not their call order)."""
+    parsed = op_index(op_id)
+    return (parsed[1], op_id) if parsed else (2**63, op_id)
+
+
+def position(op_id: str | None) -> str:
+    parsed = op_index(op_id)
+    return f"{parsed[0]} {parsed[1]}" if parsed else str(op_id)
+
+
+def short(name: str | None) -> str:
+    return (name or "?").rsplit(".", 1)[-1]
+
+
+def _truncate(text: str, limit: int = MAX_CALL_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def short_repr(value: object) -> str:
+    return _truncate(_repr.repr(value))
+
+
+def arguments(structure: object) -> str:
+    """``('A-17', 42.5, note='x')`` from a serialized ``{"args": [...], "kwargs": {...}}``, each value truncated."""
+    try:
+        call = serde.loads_call(structure)
+    except Exception:  # a class the reader cannot import, or not a call at all: show the stored JSON
+        return "(" + _truncate(json.dumps(structure, default=str), MAX_CALL_CHARS - 2) + ")"
+    parts = [_repr.repr(a) for a in call.args] + [f"{k}={_repr.repr(v)}" for k, v in call.kwargs.items()]
+    return _truncate("(" + ", ".join(parts) + ")")
+
+
+def step_call(name: str, structure: object = None, *, known: bool = True) -> str:
+    """``charge('A-17', 42.5)``, or ``charge(…)`` when the arguments are not known (or not to be shown)."""
+    return f"{short(name)}{arguments(structure) if known else '(…)'}"
+
+
+def code_call(op: Op, *, values: bool = True) -> str:
+    """What the code did at an op, for a message (``values=False``: a step's arguments as ``(…)``)."""
+    if isinstance(op, StepOp):
+        return step_call(op.definition.name, op.input, known=values)
+    if isinstance(op, WaitOp):
+        return f"sleep until {op.resume_at.isoformat()}" + _duration(op.declared_at, op.resume_at)
+    return f"create_hook(token={_repr.repr(op.token)})" if not op.is_webhook else "create_webhook()"
+
+
+def log_call(event: Event, *, values: bool = True) -> str:
+    """What the log holds at an event, for a message (a step's arguments only when the input was loaded, and
+    ``values`` asks for them)."""
+    data = event.event_data or {}
+    kind = event.event_type
+    if kind == "step_created":
+        return step_call(str(data.get("stepName")), data.get("input"), known=values and "input" in data)
+    if kind == "wait_created":
+        return f"sleep until {data.get('resumeAt')}"
+    if kind in ("hook_created", "hook_conflict"):
+        return ("create_webhook()" if data.get("isWebhook") else
+                f"create_hook(token={_repr.repr(data.get('token'))})")
+    return f"{kind} of {event.correlation_id}"
+
+
+def _duration(start: datetime | None, end: datetime) -> str:
+    if start is None:
+        return ""
+    return f" ({(end - start).total_seconds():g} s after the call)"
+
+
+def divergence(change: str, where: str, event: Event | None, log: str, code: str, note: str = "", *,
+               step_id: str | None = None, outline: tuple[str, str] | None = None) -> ReplayDivergenceError:
+    """``outline``: ``log`` and ``code`` without argument values, when they hold any (see the module's doc)."""
+    slot = event.slot if event is not None else None
+    at = f"{where} (event {slot})" if slot is not None else where
+    message = f"{at}: the log has {log}, the code {code}{note}"
+    log_outline, code_outline = outline or (log, code)
+    return ReplayDivergenceError(message, position=where, slot=slot, log=log, code=code, change=change,
+                                 step_id=step_id, outline=f"{at}: the log has {log_outline}, the code "
+                                                          f"{code_outline}{note}")
+
+
+def calls(change: str, op: Op, event: Event, *, step_id: str | None = None) -> ReplayDivergenceError:
+    """The log's call at ``event`` and the code's ``op`` at the same position differ (a step's name or
+    arguments, a hook's token): both written out, and outlined without values."""
+    code, outline = f"called {code_call(op)}", f"called {code_call(op, values=False)}"
+    if change == "arguments":
+        outline += " with other arguments"
+    return divergence(change, position(op.id), event, log_call(event), code, step_id=step_id,
+                      outline=(log_call(event, values=False), outline))
+
+
+def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDivergenceError:
+    """The log's event names an op the code did not declare (or declared as something else). What differs is
+    said; why is not (a change of the code, or of something the workflow read: see the module's doc)."""
+    where = position(event.correlation_id)
+    created = event.event_type.endswith(("_created", "_conflict"))
+    log = log_call(event) if created else f"{event.event_type} of {event.correlation_id}"
+    log_outline = log_call(event, values=False) if created else log
+    if code_op is not None:
+        return divergence("kind", where, event, log, f"called {code_call(code_op)} there",
+                          " (from this point on, the code's calls and the log's are not the same)",
+                          outline=(log_outline, f"called {code_call(code_op, values=False)} there"))
+    if code_done:
+        return divergence("extra-event", where, event, log, "returned before making that call",
+                          outline=(log_outline, "returned before making that call"))
+    return divergence("extra-event", where, event, log, "made no such call (it waits for something else here)",
+                      outline=(log_outline, "made no such call (it waits for something else here)"))
+
+
+def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:
+    factor = recorded_factor(event.event_data)
+    scaled = f" under time scale {factor:g}" if factor != 1 else ""  # (the code's duration, that much shorter)
+    return divergence("duration", position(op.id), event,
+                      f"sleep until {logged.isoformat()}" + _duration(op.declared_at, logged) + scaled,
+                      f"called {code_call(op)}")

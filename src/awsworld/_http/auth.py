@@ -1,0 +1,95 @@
+"""Who may call ``awsworld serve``: checked before any endpoint runs, so a refused request reads and writes nothing.
+
+Three modes (``Auth``):
+
+- ``loopback`` (the default): no credentials, and only requests addressed to a loopback name (``Host`` is
+  checked, so a web page elsewhere cannot reach the server through DNS rebinding); the server itself binds
+  127.0.0.1. A browser's cross-site request cannot send the ``application/json`` bodies the endpoints require.
+- ``token``: every request carries ``Authorization: Bearer <token>`` (compared in constant time); required
+  whenever the server listens beyond loopback (``awsworld serve`` refuses to start otherwise).
+- ``aws-iam``: the app runs behind a Lambda Function URL whose ``AuthType`` is ``AWS_IAM`` (``template.yaml``'s
+  ``WorldServerFunction``): AWS has checked the caller's SigV4 signature and IAM permission before the request
+  reaches it, so there is nothing left to check here.
+
+A refusal is a 401 (missing or wrong token; with ``WWW-Authenticate: Bearer``) or a 421 (a host that is not
+loopback), with the same ``{"error": ...}`` body as every other error (``_http/wire.py``).
+"""
+
+from __future__ import annotations
+
+import hmac
+from dataclasses import dataclass
+from typing import Literal
+
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from .wire import refusal_body
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+MIN_TOKEN_LENGTH = 16
+
+AuthMode = Literal["loopback", "token", "aws-iam"]
+
+
+@dataclass(frozen=True)
+class Auth:
+    mode: AuthMode
+    token: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.mode == "token" and (self.token is None or len(self.token) < MIN_TOKEN_LENGTH):
+            raise ValueError(f"a bearer token must be at least {MIN_TOKEN_LENGTH} characters")
+
+    @classmethod
+    def for_host(cls, host: str, token: str | None) -> Auth:
+        """What a server on ``host`` requires: the token when one is given, else loopback only (a host beyond
+        loopback without a token is refused: ``ValueError``)."""
+        if token:
+            return cls("token", token)
+        if host not in LOOPBACK_HOSTS:
+            raise ValueError(f"serving on {host} needs authentication: give a bearer token (AWSWORLD_SERVE_TOKEN "
+                             "or --token-file)")
+        return cls("loopback")
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_HOSTS
+
+
+class Guard:
+    """The ASGI middleware that applies an ``Auth`` to every HTTP request."""
+
+    def __init__(self, app: ASGIApp, *, auth: Auth) -> None:
+        self.app = app
+        self.auth = auth
+        self._expected = f"Bearer {auth.token}".encode() if auth.token else b""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            refusal = self._refusal(dict(scope["headers"]))
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, headers: dict[bytes, bytes]) -> JSONResponse | None:
+        mode = self.auth.mode
+        if mode == "aws-iam":
+            return None
+        if mode == "token":
+            given = headers.get(b"authorization", b"")
+            if hmac.compare_digest(given, self._expected):
+                return None
+            why = "a bearer token is required" if not given else "the bearer token is not the server's"
+            return _refused(401, "unauthenticated", f"{why} (Authorization: Bearer <token>)",
+                            {"www-authenticate": 'Bearer realm="awsworld"'})
+        host = headers.get(b"host", b"").decode("latin-1")
+        name = host if host.endswith("]") else host.rsplit(":", 1)[0]
+        if name not in LOOPBACK_HOSTS:
+            return _refused(421, "not-loopback", "this awsworld server answers requests addressed to 127.0.0.1 only")
+        return None
+
+
+def _refused(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse(refusal_body(status, code, message), status_code=status, headers=headers)

@@ -1,0 +1,120 @@
+"""``MemoryStorage``: the in-memory World's storage engine under ``world/shared/storage.py``'s ``WorldStorage``.
+
+Every decision is the rulebook's (``world/rules/``) and every contract method ``WorldStorage``'s; this keeps the
+records (``records.py``), commits writes and reads the log (``log.py``), finds entities and lists runs, steps
+and hooks, keeps every timestamp on the ``clock`` it is given (so a test that skips time sees waits and retries
+fall due), and wakes whoever waits for a state (``changed``: every commit notifies it, and ``Signal.until``
+re-checks a predicate then, never by polling). The conformance suite runs it beside the AWS World.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping
+from typing import TypeVar
+
+from ..world.clock import Clock
+from ..world.cursors import HOOK_KEYS, STEP_KEYS
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ..world.rules.hooks import hook_status
+from ..world.rules.state import TokenState
+from ..world.shared.answers import hook_answer, step_answer
+from .log import MemoryLog
+from .records import RunRecord, State, run_model
+from .signal import Signal
+
+E = TypeVar("E")
+M = TypeVar("M")
+
+
+class MemoryStorage:
+    """The runs, steps, events and hooks of one in-memory World. Several ``MemoryWorld`` objects may share one
+    (what separate processes on one table look like)."""
+
+    def __init__(self, clock: Clock, *, deployment_id: str | None = None, max_value_bytes: int | None = None) -> None:
+        """``max_value_bytes``: refuse larger user values with ``PayloadTooLargeError``
+        (``world/limits.py``); None accepts any size."""
+        self.clock = clock
+        self.deployment_id = deployment_id
+        self.state = State()
+        self.changed = Signal()  # every commit notifies it
+        log = self.log = MemoryLog(self.state, clock, deployment_id, max_value_bytes, self.changed.notify)
+        # The write path and the log's reads are the log's own methods (no wrapper between a call and them).
+        self.store_value, self.store_values, self.create_run = log.store_value, log.store_values, log.create_run
+        self.write_event, self.write_batch, self.recorded_event = log.write_event, log.write_batch, log.recorded_event
+        self.events_between, self.events, self.correlated_events = log.events_between, log.events, log.correlated_events
+
+    # ------------------------------------------------------------------ runs
+
+    async def run(self, run_id: str, resolve: ResolveData) -> Run:
+        return run_model(self.log.run(run_id), resolve)
+
+    async def run_ids(self, workflow_name: str | None, statuses: list[str] | None, before: str | None,
+                      wanted: int) -> list[str]:
+        return sorted((r.run_id for r in self.state.runs.values()
+                       if (workflow_name is None or r.workflow_name == workflow_name)
+                       and (statuses is None or r.status in statuses)
+                       and (before is None or r.run_id < before)), reverse=True)[:wanted]
+
+    async def runs(self, run_ids: list[str], resolve: ResolveData) -> list[Run]:
+        return [run_model(self.state.runs[r], resolve) for r in run_ids]
+
+    async def await_change(self, run_id: str, seconds: float, polls: int) -> None:
+        """Woken by the commit that ends the run (no polling)."""
+        await self.changed.until(lambda: self.run_status(run_id) in TERMINAL_RUN_STATUSES, seconds)
+
+    # ------------------------------------------------------------------ steps and hooks
+
+    async def step(self, run_id: str, step_id: str, resolve: ResolveData) -> Step | None:
+        run = self.state.runs.get(run_id)
+        step = run.steps.get(step_id) if run is not None else None
+        return step_answer(run_id, step, resolve, run.value_at) if run is not None and step is not None else None
+
+    async def steps(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Step], bool]:
+        run = self.state.runs.get(run_id)
+        return _page(run, run.steps if run is not None else {}, _id_after(after, STEP_KEYS), limit,
+                     lambda r, s: step_answer(r.run_id, s, resolve, r.value_at))
+
+    async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> Hook | None:
+        owner = run_id if run_id is not None else self.state.hook_runs.get(hook_id)
+        run = self.state.runs.get(owner) if owner is not None else None
+        hook = run.hooks.get(hook_id) if run is not None else None
+        if run is None or hook is None:
+            return None
+        return hook_answer(run.run_id, hook, hook_status(run.status), resolve, run.value_at)
+
+    async def hook_by_token(self, token: str, resolve: ResolveData) -> tuple[Hook | None, TokenState | None]:
+        holder = self.state.tokens.get(token)
+        return (await self.hook(holder.hook_id, holder.run_id, resolve) if holder is not None else None), holder
+
+    async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
+        run = self.state.runs.get(run_id)
+        return _page(run, run.hooks if run is not None else {}, _id_after(after, HOOK_KEYS), limit,
+                     lambda r, h: hook_answer(r.run_id, h, hook_status(r.status), resolve, r.value_at))
+
+    # ------------------------------------------------------------------ for the test environment
+
+    def run_status(self, run_id: str) -> str | None:
+        """The run's status, or None when there is no such run (synchronous: no I/O to wait for)."""
+        run = self.state.runs.get(run_id)
+        return run.status if run is not None else None
+
+    def dump(self) -> State:
+        """A deep copy of everything stored: what a test compares before and after a write that must write
+        nothing (what a test of the AWS World reads by scanning its table)."""
+        return copy.deepcopy(self.state)
+
+
+def _page(run: RunRecord | None, entities: Mapping[str, E], after: str | None, limit: int,
+          answer: Callable[[RunRecord, E], M]) -> tuple[list[M], bool]:
+    """One page of a run's steps or hooks in id order (the contract's), after the id ``after``, and whether more
+    exist."""
+    if run is None:
+        return [], False
+    ids = sorted(i for i in entities if after is None or i > after)
+    return [answer(run, entities[i]) for i in ids[:limit]], len(ids) > limit
+
+
+def _id_after(key: str | None, prefix: str) -> str | None:
+    """The id a listing's key (``STEP#id``, ``HOOK#id``: ``world/cursors.py``) names."""
+    return None if key is None else key.removeprefix(prefix)

@@ -1,0 +1,66 @@
+"""The messages a flow delivery hands work to: a step's (its retry), a poll's next attempt and the flow's own
+continuation, each remembered (``queued``) so a delivery sends one per step attempt, poll and wait."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .._engine.ops import StepOp
+from ..world.messages import FlowMessage, queue_name_for
+from ..world.protocol import World
+from .flow_state import FlowLog
+from .run_limits import recorded_priority
+from .step_limits import PRIORITY_FIELD
+
+
+class FlowMessages:
+    def __init__(self, world: World, message: FlowMessage, log: FlowLog) -> None:
+        self.world = world
+        self.message = message
+        self.log = log
+        self.queued: set[str] = set()  # ``<step id>:<attempt>``, ``poll:<step id>:<attempt>``, a wait's id
+
+    @property
+    def queue_name(self) -> str:
+        return queue_name_for(self.message.workflow_name)
+
+    def flow_message(self) -> FlowMessage:
+        return FlowMessage(self.message.run_id, self.message.workflow_name, deployment=self.message.deployment)
+
+    def step_message(self, step: StepOp) -> FlowMessage:
+        """(Addressed, like the flow's own messages, to the run's deployment: ``_deployments.routing``.)"""
+        return FlowMessage(self.message.run_id, self.message.workflow_name, step.id, step.definition.name,
+                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)),
+                           deployment=self.message.deployment)
+
+    def _run_context(self) -> dict[str, Any]:
+        first = self.log.replay().log[0]
+        context: dict[str, Any] = {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
+                                   "rootRunId": self.message.run_id}
+        created = (first.event_data or {}).get("executionContext")
+        priority = recorded_priority(created if isinstance(created, dict) else None)
+        if priority:
+            context[PRIORITY_FIELD] = priority  # its steps' waits for a slot inherit it (``step_limits``)
+        return context
+
+    async def queue_flow(self, key: str, *, delay_seconds: int | None = None) -> None:
+        """The flow's continuation, keyed (``<run id>:<key>``): every flow that sends the same key sends one."""
+        await self.world.queue(self.queue_name, self.flow_message().to_payload(),
+                               idempotency_key=f"{self.message.run_id}:{key}", delay_seconds=delay_seconds)
+
+    async def queue_step(self, step: StepOp, attempt: int, delay: float) -> None:
+        """A step's retry, sent without a dedup key (why that is harmless: ``dispatch.retry_step_message``)."""
+        if step.poll is not None:
+            return await self.queue_poll(step, attempt, delay)
+        await self.world.queue(self.queue_name, self.step_message(step).to_payload(), delay_seconds=math.ceil(delay))
+        self.queued.add(f"{step.id}:{attempt}")
+
+    async def queue_poll(self, step: StepOp, attempt: int, delay: float) -> None:
+        """A poll's next attempt: a delayed continuation of the flow (the predicate lives in the workflow, so a
+        poll never runs from a step message), keyed per poll so every flow that replays the run sends one."""
+        key = f"poll:{step.id}:{attempt}"
+        if key in self.queued:
+            return
+        await self.queue_flow(key, delay_seconds=math.ceil(delay))
+        self.queued.add(key)

@@ -1,0 +1,178 @@
+"""What one flow delivery holds, in two collaborators the loop (``inline_loop.Flow``) and its helpers share:
+the run's log as the delivery reads and writes it (``FlowLog``: every write in-band, fenced with the run's in-band
+count) and which open steps are this delivery's to run (``StepClaims``); and the small records around them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .._engine.execution import LogGapError, WorkflowExecution
+from .._engine.ops import StepOp
+from ..world.clock import clock_of
+from ..world.events import BatchEventOutcome, Event
+from ..world.messages import FlowMessage
+from ..world.protocol import World
+from .recovery import taken_over
+from .step_runner import StepEnd
+
+MAX_DIVERGENT_RECOVERIES = 3
+
+log = logging.getLogger("awsworld.flow")
+BATCH = 39  # declarations per create_batch: with a born-running pair that is the World's cap of 40 events
+TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
+
+
+@dataclass
+class FlowStats:
+    iterations: int = 0
+    inline_steps: int = 0
+    queued_steps: int = 0
+    replays: int = 0
+    ends_with_next: int = 0  # inline step outcomes shown to the workflow first, then written by the flow's next write
+    fallbacks: int = 0  # such writes that failed: the outcome was recorded the old way
+
+
+@dataclass
+class FlowSettings:
+    max_events: int = 10_000
+    deployment: str | None = None  # the deployment this runtime's code is (``_deployments.pins``); None: no pinning
+
+
+@dataclass
+class PendingOutcome:
+    """An inline step's outcome the workflow has consumed (a provisional event at slot ``seq + 1``, stamped
+    ``at``) and the log does not hold yet: the flow's next write carries it, landing right after ``seq``
+    events."""
+
+    step: StepOp
+    end: StepEnd
+    seq: int
+    at: datetime
+
+
+class FlowLog:
+    """The run's log as one delivery holds it: read in pages from its cursor, replayed by ``execution`` (None
+    until the delivery has read it), and written in-band (every write expects the in-band count the delivery last
+    saw, so a write another flow superseded is refused with ``InBandSupersededError``)."""
+
+    def __init__(self, world: World, run_id: str) -> None:
+        self.world = world
+        self.run_id = run_id
+        self.cursor: str | None = None
+        self.seq_in_band = 0
+        self.execution: WorkflowExecution | None = None
+
+    def replay(self) -> WorkflowExecution:
+        """The execution replaying the log (only once the delivery has read it)."""
+        assert self.execution is not None
+        return self.execution
+
+    def forget(self) -> None:
+        """Drop the replay, the cursor and the in-band count: the next read loads the log afresh."""
+        if self.execution is not None:
+            self.execution.close()
+        self.execution, self.cursor, self.seq_in_band = None, None, 0
+
+    async def load_all(self) -> list[Event]:
+        """Every event past the cursor (the whole log the first time, with its in-band count)."""
+        events: list[Event] = []
+        cursor = self.cursor
+        first = True
+        while True:
+            page = await self.world.events.list(self.run_id, cursor=cursor, resolve_data="skip-step-inputs")
+            if first and page.snapshot is not None and self.cursor is None:
+                self.seq_in_band = page.snapshot.seq_in_band
+            first = False
+            events.extend(page.data)
+            cursor = page.cursor or cursor
+            if not page.has_more:
+                break
+        self.cursor = cursor
+        return events
+
+    async def reload_tail(self) -> None:
+        events = await self.load_all()
+        assert self.execution is not None
+        self.execution.append(events)
+
+    async def append(self, events: list[Event]) -> None:
+        assert self.execution is not None  # (an attribute, not ``replay()``: this runs on every write)
+        try:
+            self.execution.append(sorted(events, key=lambda e: e.slot))
+        except LogGapError:
+            await self.reload_tail()
+
+    async def write(self, event: dict[str, Any]) -> None:
+        """One event, in-band; what landed is appended to the replay."""
+        assert self.execution is not None
+        result = await self.world.events.create(self.run_id, event, event_count=len(self.execution.log),
+                                                in_band=True, expected_seq_in_band=self.seq_in_band,
+                                                resolve_data="skip-step-inputs")
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        await self.append([*result.events, *([result.event] if result.event else [])])
+
+    async def write_batch(self, requests: list[dict[str, Any]], *, atomic: bool = False, stamp: datetime | None = None,
+                          expect_seq: int | None = None) -> list[BatchEventOutcome]:
+        """Several events in one in-band ``create_batch`` (``atomic``, ``stamp``, ``expect_seq``: its all-or-nothing,
+        stamped form); their outcomes. Appending what landed is the caller's: it knows which op each outcome is."""
+        result = await self.world.events.create_batch(self.run_id, requests, in_band=True,
+                                                      expected_seq_in_band=self.seq_in_band,
+                                                      resolve_data="skip-step-inputs", atomic=atomic, stamp=stamp,
+                                                      expect_seq=expect_seq)
+        if result.seq_in_band is not None:
+            self.seq_in_band = result.seq_in_band
+        return result.results
+
+    def set_in_band(self, count: int) -> None:
+        self.seq_in_band = count
+
+
+class StepClaims:
+    """Which open steps are this delivery's to run: those it declared (``owned``), those it declared born
+    running (``claimed``: started, to run here), those an earlier delivery of the same message started (its
+    ``message_id``), and those whose lease passed elsewhere (``recovery.taken_over``), less the take-overs the World
+    refused (``refused``: still leased)."""
+
+    def __init__(self, world: World, message: FlowMessage, message_id: str | None) -> None:
+        self.world = world
+        self.message = message
+        self.message_id = message_id
+        self.owned: set[str] = set()
+        self.claimed: dict[str, Any] = {}
+        self.taken: dict[str, Any] = {}  # a claimed step's slot and token of its limit (``step_limits.Taken``)
+        self.refused: set[str] = set()
+
+    def holds_steps(self, execution: WorkflowExecution | None) -> bool:
+        """Steps this delivery started (or an earlier delivery of this message did) and has not finished."""
+        if self.claimed:
+            return True
+        return execution is not None and any(self.mine(s) for s in execution.pending_steps())
+
+    def mine(self, step: StepOp) -> bool:
+        """Started by an earlier delivery of this same message (which stopped mid-step): ours to run again."""
+        return bool(self.message_id) and step.started and step.owner == self.message_id
+
+    def taken_over(self, step: StepOp) -> bool:
+        """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``)."""
+        return (step.id not in self.claimed and step.id not in self.refused
+                and taken_over(step, self.message, self.message_id, clock_of(self.world).now()))
+
+    def runnable(self, execution: WorkflowExecution) -> list[StepOp]:
+        now = clock_of(self.world).now()
+        return [s for s in execution.pending_steps()
+                if (not s.started or self.mine(s) or s.id in self.claimed or self.taken_over(s))
+                and (s.retry_after is None or s.retry_after <= now)]
+
+    def has_inline_work(self, execution: WorkflowExecution) -> bool:
+        return any(s.id in self.owned or s.id in self.claimed or self.mine(s) or self.taken_over(s)
+                   for s in self.runnable(execution))
+
+    def drop(self, step_id: str) -> None:
+        """Never to run here (its end is recorded another way: a cancellation)."""
+        self.owned.discard(step_id)
+        self.claimed.pop(step_id, None)

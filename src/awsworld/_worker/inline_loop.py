@@ -1,0 +1,348 @@
+"""The inline loop of one flow delivery (why and how: ``docs/concepts/inline-loop.md``).
+
+Replay, then on suspension: declare new steps/waits (one batched write) and hooks, dispose hooks, complete
+waits that are due, queue every runnable step but one with one ``queue_batch``, queue the soonest wait as a
+delayed continuation, run the one owned step inline, and loop — until the run ends, only waits/hooks remain,
+or the budget is spent (then a continuation is queued). Every write of the flow is in-band, fenced with the
+run's in-band count: a flow whose write another flow superseded queues one follow-up delivery and stops, unless
+it holds steps (claimed or started by this message), which it runs after replaying the newer log.
+
+``Flow`` is the loop; it composes the collaborators that do its other jobs, each given what it needs: the log
+as this delivery reads and writes it and the steps it may run (``flow_state.FlowLog``, ``StepClaims``), the
+messages it sends (``flow_messages``), the provisional-outcome optimisation (``provisional``), the writes of a
+suspension (``declarations.Declarer``), and the run's end and divergence policy (``endings.RunEndings``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+from .._deployments.pins import pin_change
+from .._deployments.routing import flow_pin
+from .._engine.execution import WorkflowExecution
+from .._engine.ops import StepOp
+from .._engine.parking import parked_in_log
+from ..authoring.definitions import Registry, WorkflowDef
+from ..authoring.errors import (
+    EVENT_LIMIT_EXCEEDED,
+    USER_ERROR,
+    ReplayDivergenceError,
+)
+from ..world.clock import clock_of
+from ..world.errors import InBandSupersededError, RunGoneError
+from ..world.events import Event
+from ..world.messages import FlowMessage
+from ..world.protocol import World
+from ..world.rules.limiters import LimitInputError
+from .child_runs import on_run_end, report_ended_children, resolve_step
+from .declarations import Declarer
+from .endings import RunEndings
+from .flow_messages import FlowMessages
+from .flow_state import TERMINAL, FlowLog, FlowSettings, FlowStats, StepClaims
+from .provisional import ProvisionalOutcomes
+from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
+from .run_control import cancel_for_limit
+from .run_limits import admit_in_flow, leave_in_flow
+from .step_limits import free_run_steps
+from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end
+
+log = logging.getLogger("awsworld.flow")
+
+__all__ = ["Flow", "FlowSettings", "FlowStats"]
+
+
+@dataclass
+class Flow:
+    """One flow delivery: ``await Flow(world, registry, message, deadline).run()``."""
+
+    world: World
+    registry: Registry
+    message: FlowMessage
+    deadline: float  # time.monotonic() by which to hand over to a continuation
+    settings: FlowSettings = field(default_factory=FlowSettings)
+    stats: FlowStats = field(default_factory=FlowStats)
+    message_id: str | None = None  # this delivery's id: recorded as the owner of steps it starts
+    redeliver_after: float | None = None
+    """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
+    holds steps it started and did not finish, which only a delivery with its id may run again."""
+    ended_log: list[Event] = field(default_factory=list[Event])  # the log of a run found ended (on_run_end)
+    after_finished_step: str | None = None
+    """The step whose queued message this delivery is, found finished already: the delivery that finished it
+    (and went on with the run, starting inline steps under its own message id) died. Its message may come back
+    under another id (a limited step's redelivery waits for a slot and is sent again by the limit's wake,
+    ``_worker/step_limits.py``), and then no delivery owns the steps the dead one left started: come back when
+    their lease ends (``recovery.wake_at_lease_end``), as a wake does. Only for steps started by that
+    step's own delivery: a step another message runs has that message to come back."""
+
+    def __post_init__(self) -> None:
+        self.run_id = self.message.run_id
+        self.log = FlowLog(self.world, self.run_id)
+        self.claims = StepClaims(self.world, self.message, self.message_id)
+        self.messages = FlowMessages(self.world, self.message, self.log)
+        self.provisional = ProvisionalOutcomes(self.log, self.messages, self.registry, self.settings, self.stats)
+        self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)
+        self.endings = RunEndings(self.log, self.messages)
+
+    # ------------------------------------------------------------------ entry
+
+    async def run(self) -> str:
+        try:
+            status = await self._run_holding_steps()
+        except InBandSupersededError as superseded:
+            # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
+            await self.messages.queue_flow(f"superseded:{superseded.seq_in_band}")
+            return "superseded"
+        except RunGoneError:
+            status = "gone"
+        finally:
+            if self.log.execution is not None:
+                self.log.execution.close()
+        if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
+            execution = self.log.execution
+            ended = execution.log if execution else self.ended_log
+            await on_run_end(self.world, self.run_id, ended)
+            if any(e.event_type in TERMINAL for e in ended):  # its slot of a limit (world/rules/limiters.py)
+                await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
+                                    self.run_id, ended)
+                await free_run_steps(self.world, self.registry, self.run_id, ended)
+        return status
+
+    async def _run_holding_steps(self) -> str:
+        """``_run``, replayed again from a fresh log whenever another flow's write supersedes this one while this
+        delivery holds steps: no other delivery may run them while their lease runs, and a step it claimed
+        (``step_started`` written, body not run yet) must run here, in that attempt. Handing them to this
+        message's redelivery, as the loop once did, started each claimed step again as a new attempt whose
+        predecessor never ran (a phantom "attempt 2", a second later, with no failure recorded: issue 31 item 8)
+        and, since a cut-off attempt counts against ``max_attempts``, would spend a retry on nothing."""
+        while True:
+            try:
+                return await self._run()
+            except InBandSupersededError:
+                if not self.claims.holds_steps(self.log.execution):
+                    raise
+                log.info("run %s: another flow wrote first; replaying its log to run the steps this delivery holds",
+                         self.run_id)
+                self._forget_replay()
+
+    def _forget_replay(self) -> None:
+        """Drop the replay (and what this delivery meant to run inline but never started: another flow may have
+        queued it) so the next ``_run`` loads the log afresh; the claims, the messages sent and the refusals
+        stay."""
+        self.log.forget()
+        self.claims.owned.clear()
+
+    async def _run(self) -> str:
+        log = await self.log.load_all()
+        if any(e.event_type in TERMINAL for e in log):
+            self.ended_log = log
+            return "gone"
+        known = self.registry.workflows.get(self.message.workflow_name)
+        pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
+        self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
+        definition = self.registry.workflow(self.message.workflow_name)
+        created = (log[0].event_data or {}) if log else {}
+        seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
+        execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
+        execution.append(log)
+        self.endings.parked = parked_in_log(log)
+        if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
+            await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
+        if not any(e.event_type == "run_started" for e in log):
+            admitted = await self._admit(definition, log)
+            if admitted is not None:
+                return admitted
+            await self.log.write({"eventType": "run_started"})
+        try:
+            return await self._loop()
+        except Exception:
+            if self.provisional.pending is not None:  # a consumed step result is never lost: record it first
+                await self.provisional.record_now()
+            raise
+
+    async def _admit(self, definition: WorkflowDef, log: list[Event]) -> str | None:
+        """A pending run's slot of its workflow's limit (``run_limits``): None when it may start; ``waiting``
+        when it waits for one (the write that frees a slot for it queues its message); ``gone`` when a busy key
+        skipped it (cancelled); ``failed`` when its key cannot be computed from its input."""
+        try:
+            admitted = await admit_in_flow(self.world, definition, self.run_id, log)
+        except LimitInputError as bad:
+            return await self.endings.fail({"message": bad.message, "name": "LimitInputError"}, USER_ERROR)
+        await cancel_for_limit(self.world, admitted)
+        if admitted.kind == "wait":
+            return "waiting"
+        if admitted.kind == "skip":
+            self.ended_log = [*log, *(await self.log.load_all())]
+            return "gone"
+        return None
+
+    async def _loop(self) -> str:
+        flow_log, provisional, declarer, endings, stats = self.log, self.provisional, self.declarer, self.endings, \
+            self.stats  # (the collaborators, once: the loop turns twice per step)
+        while True:
+            execution = flow_log.execution
+            assert execution is not None
+            stats.iterations += 1
+            if stats.iterations > 1 and time.monotonic() >= self.deadline and not self.claims.claimed:
+                # (Never before the first iteration: every delivery makes progress, however late it starts; never
+                # with a claimed step, whose attempt is started and must run here, as an inline step started just
+                # before the deadline does.)
+                # The budget is spent: this same message comes back at once and goes on where we stop. Being
+                # the same message, it may run the steps this delivery started (a continuation with a new id
+                # could not, and a key derived from the log could be this message's own and send nothing).
+                if provisional.pending is not None:
+                    await provisional.settle()  # the step's outcome, on its own: the workflow has not seen it yet
+                self.redeliver_after = 0.0
+                return "continued"
+            try:
+                execution.advance()
+            except ReplayDivergenceError as divergence:
+                if provisional.pending is not None:
+                    await provisional.settle()
+                return await endings.diverged(divergence)
+            if provisional.pending is not None and provisional.settle_first(execution) \
+                    and not await provisional.settle():
+                continue  # the outcome was recorded the old way: replay from the log
+            if execution.terminal:
+                return "gone"
+            if endings.parked is not None and provisional.pending is None:  # (the first iteration: none held)
+                await endings.unpark()
+            if execution.pending_markers:
+                await endings.record_markers(execution)  # before anything else this flow writes
+            if len(execution.log) >= self.settings.max_events:
+                return await endings.fail({"message": f"the run reached its limit of {self.settings.max_events} "
+                                                    "events (AWSWORLD_MAX_EVENTS_PER_RUN)", "name": "EventLimit"},
+                                        EVENT_LIMIT_EXCEEDED)
+            if await declarer.cancel_steps(execution):
+                continue  # (before the run's end: every step the workflow cancelled has one end in the log)
+            if execution.done:
+                return await endings.finish(execution)
+            if await declarer.declare(execution) or await declarer.dispose(execution) \
+                    or await declarer.complete_due_waits(execution):
+                continue
+            inline = await self._dispatch(execution)
+            if inline is None:
+                await self._suspend(execution)
+                return "suspended"
+            await self._run_inline(inline)
+
+    async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
+        assert self.provisional.pending is None
+        claims, messages = self.claims, self.messages
+        now = clock_of(self.world).now()
+        runnable = claims.runnable(execution)
+        inline = (next((s for s in runnable if s.id in claims.claimed), None)
+                  or next((s for s in runnable if s.id in claims.owned or claims.mine(s)), None)
+                  or next((s for s in runnable if s.poll is not None), None)  # a poll runs in a flow only
+                  or next((s for s in runnable if claims.taken_over(s)), None))
+        to_queue = [s for s in runnable if s is not inline and (not s.started or claims.taken_over(s))
+                    and s.poll is None and f"{s.id}:{s.attempt}" not in messages.queued]
+        if to_queue:
+            # Keyed, unlike a retry: every flow that replays the run re-queues each declared step not started
+            # yet (that is what recovers a step whose message a crash never sent), and a duplicate that finds its
+            # step finished continues the flow, which would re-queue the rest again; the key stops that cascade
+            # while the first message is live.
+            results = await self.world.queue_batch(messages.queue_name, [
+                {"payload": messages.step_message(s).to_payload(), "idempotency_key": dispatch_key(self.run_id, s, now)}
+                for s in to_queue
+            ])
+            failed = [r.error for r in results if not r.ok]
+            if failed:
+                raise RuntimeError(f"queueing {len(failed)} step message(s) failed: {failed[0]}")
+            messages.queued.update(f"{s.id}:{s.attempt}" for s in to_queue)
+            # A queued step belongs to its message now: running it inline too would run its body twice.
+            claims.owned.difference_update(s.id for s in to_queue)
+            self.stats.queued_steps += len(to_queue)
+        for poll in execution.pending_steps():  # a poll between polls: wake a flow when the next one is due
+            if poll.poll is not None and not poll.started and poll.retry_after is not None \
+                    and poll.retry_after > now:
+                await messages.queue_poll(poll, poll.attempt, (poll.retry_after - now).total_seconds())
+        waits = [w for w in execution.pending_waits() if w.resume_at > now and w.id not in messages.queued]
+        if waits:
+            soonest = min(waits, key=lambda w: w.resume_at)
+            delay = max(0, math.ceil((soonest.resume_at - now).total_seconds()))
+            await messages.queue_flow(soonest.id, delay_seconds=delay)
+            messages.queued.add(soonest.id)
+        return inline
+
+    async def _run_inline(self, step: StepOp) -> None:
+        self.stats.inline_steps += 1
+        self.claims.owned.discard(step.id)
+        claimed = self.claims.claimed.pop(step.id, None)
+        taken = self.claims.taken.pop(step.id, None)  # the slot and token its born-running start took
+        attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
+                                     in_band=self.log.seq_in_band, on_in_band=self.log.set_in_band,
+                                     owner=self.message_id,
+                                     claimed=claimed, call_input=step.input, poll=step.poll,
+                                     watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline,
+                                     message=self.messages.step_message(step), taken=taken)
+        if isinstance(attempt, StepOutcome) and attempt.status == "waiting":
+            if self.claims.mine(step):
+                # An attempt this message started, cut off after its body gave its slot back (a crash): it cannot
+                # wait as itself (only this message may run it while its lease runs), so it ends as cut off and is
+                # retried per its policy, as a new attempt that waits for a slot like any other.
+                definition = resolve_step(self.registry, step.definition.name)
+                attempt = interrupted_end(self.world, definition, step.id, step.attempt)
+            else:
+                self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it
+                return
+        if step.done or step.future.cancelled():
+            # The workflow cancelled it while it ran (or another flow recorded its end): whatever the attempt
+            # ended with is dropped, so the step's one end is the cancellation (written by the loop:
+            # Declarer.cancel_steps).
+            await self.log.append(attempt.events)
+            if isinstance(attempt, StepOutcome) and attempt.status == "gone":
+                raise RunGoneError(f"run {self.run_id} ended")
+            return
+        if isinstance(attempt, StepEnd):
+            await self.log.append(attempt.events)
+            if self.provisional.alone(step):
+                self.provisional.consume_first(step, attempt)  # written with the flow's next write
+                return
+            outcome = await record_end(self.world, self.run_id, attempt)
+        else:
+            outcome = attempt
+        await self.log.append(outcome.events)
+        if outcome.status == "gone":
+            raise RunGoneError(f"run {self.run_id} ended")
+        await self._step_ended(step, outcome)
+
+    async def _step_ended(self, step: StepOp, outcome: StepOutcome) -> None:
+        if outcome.status == "retry":
+            await self.messages.queue_step(step, outcome.attempt, outcome.retry_after)
+        elif outcome.status in ("finished-already", "running-elsewhere"):
+            if outcome.status == "running-elsewhere":
+                self.claims.refused.add(step.id)  # a take-over the World refused (its lease had not passed there)
+            await self.log.reload_tail()
+
+    async def _suspend(self, execution: WorkflowExecution) -> None:
+        """Nothing more to do now: a wake makes sure steps leased elsewhere are looked at again when their lease
+        ends, and a run at rest gets its exact due (``recovery``)."""
+        now = clock_of(self.world).now()
+        if self.message.wake:
+            await wake_at_lease_end(self.world, self.message, execution.pending_steps(), now, self.messages.queued)
+            await report_ended_children(self.world, execution)
+        elif self.after_finished_step is not None:
+            finisher = started_by(execution.log, self.after_finished_step)
+            left = [s for s in execution.pending_steps() if finisher is not None and s.owner == finisher]
+            await wake_at_lease_end(self.world, self.message, left, now, self.messages.queued)
+        await rest(self.world, self.message, execution, now)
+
+    async def _watch_inline(self, step: StepOp) -> bool:
+        """Asked every ``check_seconds()`` while an inline step's body runs: whether to stop it, because the
+        workflow cancelled it or its end is in the log. While the step is not the run's only open operation,
+        another writer may record something the workflow reacts to (a queued step's end, a wake-up handled by
+        another delivery): read the log's tail and advance the workflow, so a ``first_successful`` whose winner
+        ended elsewhere returns (and cancels this loser) without waiting for this body. Never raises: a failed
+        read is retried next time, a failure of the replay is the loop's to handle once the body has ended (it
+        is sticky, see ``WorkflowExecution.advance``)."""
+        execution = self.log.replay()
+        if not step.done and not step.future.cancelled() and not self.provisional.alone(step):
+            try:
+                await self.log.reload_tail()
+                execution.advance()
+            except Exception as error:
+                log.info("run %s: watching %s while it ran failed (%s)", self.run_id, step.id, type(error).__name__)
+        return step.done or step.future.cancelled()

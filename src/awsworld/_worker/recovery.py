@@ -1,0 +1,141 @@
+"""No part of a run depends on a message that may never come back: what a flow does about lost messages.
+
+Every step, wait and retry of a run is moved by a queue message, and any message can be lost (deleted, purged,
+redriven under a new id, a recreated queue, an ``awsworld dev --state`` restart). A flow delivery, whatever
+brought it (the run's own messages, a hook resume, the watchdog, ``awsworld wake``), therefore replays the run
+and gives every open part a live way forward:
+
+- a step started by another delivery whose lease has passed is **taken over** (run here as a new attempt;
+  ``world.rules.leases`` decides, in the World, that only one delivery wins; after ``dev --state`` restored it, a
+  step's lease has ended in storage, and the restart's wake tries it at once);
+- a step declared (or due to retry) longer ago than the watch horizon and still not started has lost its
+  message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
+  message may be held for days by its dedup marker (a duplicate finds the step started or ended: harmless);
+- a wait that is due is completed by the flow itself (no message needed, ``Declarer.complete_due_waits``);
+- a *wake* (``world.messages.WAKE_KINDS``) that finds a step still leased to another delivery queues itself again for
+  when that lease ends, so one wake is enough.
+
+And when the flow comes to rest (suspends with nothing in flight), it leaves the run's exact due on its head
+(``rest``), so the watchdog (``_worker.watchdog``) wakes a sleeping run only if its wake-up is lost, and a run
+waiting on hooks alone never.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from datetime import datetime
+
+from .._engine.execution import WorkflowExecution
+from .._engine.ops import StepOp
+from ..world.events import Event
+from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
+from ..world.protocol import World
+from ..world.rules.leases import lease_expired
+from ..world.watch import commit_due, due_key, horizon, quiet_due
+from .child_runs import child_check_times
+
+log = logging.getLogger("awsworld.flow")
+
+
+def taken_over(step: StepOp, message: FlowMessage, message_id: str | None, now: datetime) -> bool:
+    """Started by another delivery whose lease has passed: the owner is gone, the step is anyone's to run. A
+    restart's wake (``awsworld dev --state``, which ended the restored steps' leases in storage) tries every
+    started step: the World's lease, not the log's, decides."""
+    if not step.started or step.owner == message_id:
+        return False
+    return message.wake == RESTART_WAKE or lease_expired(step.lease_until, now)
+
+
+def held_elsewhere(step: StepOp, message_id: str | None, now: datetime) -> bool:
+    """Started by another delivery that may still be running it (its lease has not passed)."""
+    return step.started and step.owner != message_id and not lease_expired(step.lease_until, now)
+
+
+def overdue(step: StepOp, now: datetime) -> bool:
+    """Never started although it was declared (or due to retry) longer ago than the watch horizon: its
+    message is lost, or stuck behind a backlog that long (then the second message is a harmless duplicate)."""
+    anchor = step.retry_after or step.declared_at
+    return not step.started and anchor is not None and now - anchor >= horizon()
+
+
+def dispatch_key(run_id: str, step: StepOp, now: datetime) -> str:
+    """The idempotency key of a step's message: per attempt, so every flow that replays the run sends it once;
+    for a step whose message is lost (taken over, or overdue) a fresh one per watch bucket, so the lost
+    message's dedup marker cannot hold it back."""
+    key = f"{run_id}:{step.id}:{step.attempt}"
+    if step.started or overdue(step, now):
+        key += f":{due_key(now)}"
+    return key
+
+
+def started_by(log: Sequence[Event], step_id: str) -> str | None:
+    """The message id of the delivery that started the step's last attempt (``ownerMessageId``)."""
+    for event in reversed(log):
+        if event.event_type == "step_started" and event.correlation_id == step_id:
+            owner = (event.event_data or {}).get("ownerMessageId")
+            return owner if isinstance(owner, str) else None
+    return None
+
+
+async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
+                            queued: set[str]) -> None:
+    """A wake found steps leased to another delivery: come back when the soonest lease ends (each lease once)."""
+    leased = [s for s in steps if held_elsewhere(s, None, now) and s.lease_until is not None
+              and f"lease:{s.id}:{s.attempt}" not in queued]
+    if not leased:
+        return
+    soonest = min(leased, key=lambda s: s.lease_until or now)
+    assert soonest.lease_until is not None
+    delay = max(1, math.ceil((soonest.lease_until - now).total_seconds()))
+    again = FlowMessage(message.run_id, message.workflow_name, wake=message.wake, deployment=message.deployment)
+    await world.queue(queue_name_for(message.workflow_name), again.to_payload(),
+                      idempotency_key=f"{message.run_id}:lease:{soonest.id}:{soonest.attempt}",
+                      delay_seconds=delay)
+    queued.add(f"lease:{soonest.id}:{soonest.attempt}")
+
+
+def resting_due(execution: WorkflowExecution, now: datetime) -> tuple[bool, datetime | None]:
+    """(rests, due): whether nothing of the run is in flight (no step queued, running or due to retry), and if
+    so its exact due (``world.watch.quiet_due``: its soonest timer plus the horizon; None for hooks alone). A
+    child call counts as a timer (``child_runs.child_check_times``): its report may be lost."""
+    steps = execution.pending_steps()
+    if any(s.started or s.retry_after is None or s.retry_after <= now for s in steps):
+        return False, None
+    timers = [w.resume_at for w in execution.pending_waits()] + [s.retry_after for s in steps if s.retry_after]
+    return True, quiet_due(timers + child_check_times(execution, now))
+
+
+def last_commit_due(events: Sequence[Event]) -> str | None:
+    """The due key the World left after the log's last commit (the trailing events written at one moment):
+    ``world.watch.commit_due`` applied as the World applied it."""
+    if not events:
+        return None
+    at = events[-1].created_at
+    tail = [e for e in reversed(events) if e.created_at == at]
+    leases = [datetime.fromisoformat(lease) for e in tail if e.event_type == "step_started"
+              and isinstance(lease := (e.event_data or {}).get("leaseUntil"), str)]
+    due = commit_due(at, ends_run=False, leases=leases)
+    return None if due is None else due_key(due)
+
+
+async def rest(world: World, message: FlowMessage, execution: WorkflowExecution, now: datetime, *,
+               due: datetime | None = None, resting: bool | None = None) -> None:
+    """Leave the run's exact due on its head, if the flow suspends with nothing in flight and the due its last
+    commit left (``last_commit_due``) is not that already; a wake always sets it (the watchdog moved it). One
+    conditional write, refused harmlessly if the log moved meanwhile (the newer write's due stands)."""
+    api = world.watch
+    if api is None:
+        return
+    if resting is None:
+        resting, due = resting_due(execution, now)
+    if not resting:
+        return
+    wanted = None if due is None else due_key(due)
+    if not message.wake and wanted == last_commit_due(execution.log):
+        return
+    try:
+        await api.correct(message.run_id, due, seq=len(execution.log))
+    except Exception as error:  # best effort: a wrong due costs one wake of the watchdog, never a run
+        log.info("run %s: setting its due failed (%s)", message.run_id, type(error).__name__)

@@ -1,0 +1,308 @@
+"""What any party does to a run from outside its flow: start it, wake it, cancel it, resume one of its hooks.
+
+One copy of each, public, for everyone who does it: the ``Client`` (``client/client.py``), a schedule's tick and
+``client.schedules`` (``schedules/effects.py``), a parent's child call (the built-in start step,
+``_worker/child_runs.py``) and a child's report to its parent. Every start goes through ``RunStarter.start``, so
+the checks a start makes (the workflow's name against this process's registry or the deployment's published
+names, the arguments against the workflow's parameters: ``_published.model``, ``authoring.arguments``) are made
+on every path that has what they need.
+
+Starting is two writes: ``run_created`` (idempotent by the run id), then the flow message that runs it (a wake,
+keyed by the run id and why, so a repeated start sends one message while the first is queued).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import secrets
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+from .._deployments.pins import pin_of, pinned_attributes
+from .._published.model import judge
+from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition
+from ..authoring.errors import RunStartError
+from ..durable import codecs, serde
+from ..durable.codecs import Place
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook
+from ..world.entities import Run as RunView
+from ..world.errors import (
+    EntityConflictError,
+    HookAlreadyReceivedError,
+    HookNotFoundError,
+    RunGoneError,
+    RunNotFoundError,
+)
+from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
+from ..world.ids import new_run_id
+from ..world.messages import FlowMessage, queue_name_for
+from ..world.protocol import World
+from ..world.published import Publication
+from ..world.rules.hooks import closed_hook_error
+from .limiter import require_store
+from .run_limits import Admitted, admit, slot_of, start_context
+
+POLL_FIRST = 0.005  # waiting for a hook (resume_hook(wait=), wait_for_hook): the first pause, doubled up to POLL_MAX
+POLL_MAX = 0.05
+MAX_CANCEL_REASON = 512  # run_cancelled's cancelReason (world.events.RunCancelledData)
+
+
+async def wake_run(world: World, run_id: str, workflow: str, reason: str, *, deployment: str | None = None) -> None:
+    """Queue a flow message for run ``run_id`` (of ``workflow``), keyed by why (``start``, ``cancel``, a hook's
+    payload...): while one such message is queued, a second wake for the same reason sends nothing.
+    ``deployment``: the run's, when the waker knows it (``_deployments.routing``: handed over unread)."""
+    await world.queue(queue_name_for(workflow), FlowMessage(run_id, workflow, deployment=deployment).to_payload(),
+                      idempotency_key=f"{run_id}:{reason}")
+
+
+@dataclass(frozen=True)
+class StartedRun:
+    """What ``RunStarter.start`` did: the run as recorded (a run that existed already, for an id given twice), and
+    the workflow's definition when this process has it (its result's codec)."""
+
+    run: RunView
+    definition: WorkflowDef | None
+
+
+class RunStarter:
+    """Starts runs on ``world``. ``registry``: the workflows this process has; with one, a workflow named by a
+    string that it lacks is refused at the start. Without one, a start reads the names the deployment consuming
+    the queue published (``_published.model``: one read, cached by this starter) and refuses a name no consumer
+    registers, when that is certain; ``check_published=False`` skips that read (a schedule's tick, which runs
+    inside the consumer)."""
+
+    def __init__(self, world: World, *, registry: Registry | None = None, check_published: bool = True) -> None:
+        self.world = world
+        self.registry = registry
+        self.check_published = check_published
+        self._published: list[Publication] | None = None  # the deployment's publications, read once
+
+    async def refuse_unpublished(self, name: str) -> None:
+        """Raise ``WorkflowNotRegisteredError`` if the publications of the deployment consuming this World's
+        queue make ``name`` certainly unknown (``_published.model.judge``). The first call reads them and caches
+        them; a refusal reads them once more first (the consumer may have published since: dev restarted with
+        another module, a deploy). A World that keeps no publications, or a starter with a registry of its own,
+        never refuses here."""
+        store = self.world.published
+        if store is None or self.registry is not None or not self.check_published:
+            return
+        if self._published is None:
+            self._published = await store.read()
+        if not judge(name, self._published).sure:
+            return
+        self._published = await store.read()
+        verdict = judge(name, self._published)
+        if verdict.sure:
+            raise verdict.error(name)
+
+    async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
+                    kwargs: dict[str, Any], *, run_id: str | None = None,
+                    context: dict[str, Any] | None = None, deployment: str | None = None,
+                    concurrency_key: str | None = None, priority: int | None = None) -> StartedRun:
+        """Record the run, then queue the message that runs it. Arguments that do not fit a workflow this
+        process knows are a ``TypeError`` here, and nothing is written (``authoring.arguments``); a run id given
+        again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
+        schedule's start says which schedule and tick). ``deployment``: pin the run to this deployment from the
+        start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
+        first delivery runs on (``_deployments.pins``). ``RunStartError`` when the run was recorded and its
+        message could not be queued (start it again with ``run_id=error.run_id``).
+
+        A workflow with a concurrency limit takes its run's slot between the two (``run_limits``;
+        ``concurrency_key``: this run's key instead of its key function's, ``priority``: its place among the
+        waiters, higher first): a run that must wait gets no message (the write that frees its slot sends it),
+        so a key's runs start in the order their starts were made."""
+        definition = None if isinstance(workflow, str) else workflow_definition(workflow)
+        name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
+        if self.registry is not None and isinstance(workflow, str):
+            definition = self.registry.workflow(name)  # LookupError naming the workflow and how to register it
+        await self.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
+        slot = None
+        if definition is not None:
+            try:
+                definition.check_arguments(args, kwargs)
+                slot = slot_of(definition, args, kwargs, key=concurrency_key)
+            except TypeError:
+                # Starting a recorded run again by its id (to finish a start, see RunStartError) needs no
+                # arguments: the run keeps the ones it was recorded with (and its slot: its first delivery takes
+                # it).
+                if run_id is None or not await _recorded(self.world, run_id, name):
+                    raise
+        if slot is not None:
+            require_store(self.world)  # (before anything is recorded: a World without limits cannot hold them)
+        elif concurrency_key is not None and definition is None:
+            raise TypeError(f"concurrency_key= needs the workflow's code here to check its limit: start {name!r} "
+                            "by its function, or from a client with its registry")
+        run_id = run_id or new_run_id()
+        # The workflow's retention rides in the execution context (started by name without a registry: the
+        # deployment's default); so do its slot and priority.
+        context = {**(definition.execution_context() if definition is not None else {}), **(context or {}),
+                   **start_context(slot, priority)}
+        coding = definition or (self.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
+        try:  # through the workflow's args_codec when this process knows it (a CodecError: nothing written)
+            payload = codecs.store_call(args, kwargs, coding.args_codec if coding else None,
+                                        coding.fn if coding else _no_body, Place("input", f"workflow {name!r}", run_id))
+        except serde.SerializationError as error:
+            raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
+        result = await create_run(self.world, run_id, name, payload, context,
+                                  attributes=pinned_attributes(deployment))
+        assert result.run is not None
+        if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
+            try:
+                deployment = pin_of(result.run.attributes)
+                if slot is not None and definition is not None and result.run.status not in TERMINAL_RUN_STATUSES:
+                    admitted = await admit(self.world, definition, slot, result.run.run_id, priority=priority or 0,
+                                           arrival=result.run.created_at, deployment=deployment)
+                    await cancel_for_limit(self.world, admitted)
+                    if admitted.kind != "go":
+                        return StartedRun(result.run, definition)  # waits (its message comes with its slot)
+                await wake_run(self.world, result.run.run_id, result.run.workflow_name, "start", deployment=deployment)
+            except Exception as error:
+                raise RunStartError(result.run.run_id, error, workflow=result.run.workflow_name) from error
+        return StartedRun(result.run, definition)
+
+
+async def create_run(world: World, run_id: str, workflow: str, call_input: Any, context: dict[str, Any], *,
+                     attributes: dict[str, str] | None = None) -> EventResult:
+    """Record run ``run_id`` of ``workflow`` with its stored input (``durable.codecs.store_call``) and ``context``
+    in its executionContext, beside the seed its replays draw from; ``attributes``: the run's first (a pin:
+    ``_deployments.pins``). Idempotent: an id that exists returns that run and writes nothing (``result.event`` is
+    None then)."""
+    data: dict[str, Any] = {"workflowName": workflow, "input": call_input,
+                            "executionContext": {"seed": secrets.token_hex(32), **context}}
+    if attributes:
+        data["attributes"] = attributes
+    return await world.events.create(run_id, {"eventType": "run_created", "eventData": data}, resolve_data="none")
+
+
+def _no_body(*args: Any) -> None:
+    """The body ``store_call`` binds to when the workflow is unknown here: never bound (no codec then)."""
+
+
+async def _recorded(world: World, run_id: str, name: str) -> bool:
+    """Whether run ``run_id`` of workflow ``name`` is recorded already (one read, on a refused start only)."""
+    try:
+        run = await world.runs.get(run_id, resolve_data="none")
+    except RunNotFoundError:
+        return False
+    return run.workflow_name == name
+
+
+async def cancel_run(world: World, run_id: str, *, reason: str | None = None) -> None:
+    """Cancel the run, recording ``reason`` (up to 512 characters) on its ``run_cancelled`` event, and wake it.
+    ``RunNotFoundError`` for an unknown run, ``RunGoneError`` for one that has ended."""
+    if reason is not None and len(reason) > MAX_CANCEL_REASON:
+        raise ValueError(f"a cancel reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
+    run = await world.runs.get(run_id, resolve_data="none")
+    event: dict[str, Any] = {"eventType": "run_cancelled"}
+    if reason is not None:
+        event["eventData"] = {"cancelReason": reason}
+    result = await world.events.create(run_id, event)
+    # The wake lets a delivery see the end (cancel children, tell a parent). A run that never started has a
+    # start message already, which finds the cancel in the log whenever it comes: the wake reuses its key, so
+    # while that message is queued (backing off, say: its workflow unknown here) no second one is sent. A run
+    # that started gets a wake of its own (the message that started it may be long gone).
+    never_started = result.run is not None and result.run.started_at is None
+    await wake_run(world, run_id, run.workflow_name, "start" if never_started else "cancel")
+
+
+async def cancel_for_limit(world: World, admitted: Admitted) -> None:
+    """Cancel the runs an admission names (a skipped start itself, the holders a ``cancel`` start replaces): each
+    as ``cancel_run`` does; one that ended meanwhile is left as it is."""
+    for run_id in admitted.cancel:
+        try:
+            await cancel_run(world, run_id, reason=admitted.reason[:MAX_CANCEL_REASON])
+        except (RunGoneError, RunNotFoundError, EntityConflictError):
+            continue
+
+
+@dataclass(frozen=True)
+class HookResumed:
+    """What ``resume_hook`` did: the event holding the payload, and whether this call recorded it (False: an
+    earlier call with the same idempotency key did; this one only woke the run again)."""
+
+    event: Event
+    recorded: bool
+
+
+async def find_hook(world: World, token: str, wait: float | None) -> Hook:
+    """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in that
+    many seconds."""
+    deadline = None if wait is None else time.monotonic() + wait
+    pause = POLL_FIRST
+    while True:
+        try:
+            return await world.hooks.get_by_token(token, resolve_data="none")
+        except HookNotFoundError:
+            remaining = 0.0 if deadline is None else deadline - time.monotonic()
+            if remaining <= 0:
+                raise
+        await asyncio.sleep(min(pause, remaining))
+        pause = min(pause * 2, POLL_MAX)
+
+
+async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key: str | None = None,
+                      wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None
+                      ) -> HookResumed:
+    """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope: ``durable.hook_payloads``) on
+    the hook holding ``token`` and wake its run (unless ``wake`` is false). ``marks``: more of the event's data
+    (a heartbeat's mark, for the log's readers). ``Client.resume_hook`` says what ``idempotency_key`` and
+    ``wait`` do."""
+    try:
+        hook = await find_hook(world, token, wait)
+    except HookNotFoundError as missing:
+        if idempotency_key is None or missing.disposed_hook is None:
+            raise
+        return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key))
+    run = await world.runs.get(hook.run_id, resolve_data="none")
+    ended = run.status in TERMINAL_RUN_STATUSES
+    if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
+        raise closed_hook_error(run.run_id, run.status)  # a retained hook: closed with its run
+    data: dict[str, Any] = {"payload": encoded, **(marks or {})}
+    resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
+    if resume_id is not None:
+        data["resumeId"] = resume_id
+    try:
+        result = await world.events.create(hook.run_id, {"eventType": "hook_received", "correlationId": hook.hook_id,
+                                                         "eventData": data}, resolve_data="none")
+        event, recorded = result.event, True
+    except HookAlreadyReceivedError as repeat:
+        if not isinstance(repeat.event, Event):  # a World that cannot read the first event back: the caller decides
+            raise
+        event, recorded = repeat.event, False
+    assert event is not None
+    if not ended and wake:
+        reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
+        await wake_run(world, hook.run_id, run.workflow_name, reason)
+    return HookResumed(event, recorded)
+
+
+async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
+    """A keyed resume of a token whose hook is gone, disposed or released by its run's end (``world/rules/hooks.py``):
+    a repeat of a resume that hook took is answered as the first was (the write is refused as a repeat, with the
+    first event, before anything says the hook is gone); any other is the lookup's ``HookNotFoundError`` (a
+    ``HookClosedError`` after the run's end). Nothing new is recorded or woken."""
+    assert missing.disposed_hook is not None
+    run_id, hook_id = missing.disposed_hook
+    try:
+        await world.events.create(run_id, {"eventType": "hook_received", "correlationId": hook_id,
+                                           "eventData": {"payload": encoded, "resumeId": resume_id}},
+                                  resolve_data="none")
+    except HookAlreadyReceivedError as repeat:
+        if isinstance(repeat.event, Event):
+            return HookResumed(repeat.event, False)
+        raise missing from None
+    except (HookNotFoundError, RunGoneError):
+        raise missing from None
+    raise missing  # the hook is gone, so the World refuses a new resume id
+
+
+def _resume_id(key: str) -> str:
+    """The resume id stored for an idempotency key: the key itself, or its digest when it is too long."""
+    return key if len(key) <= MAX_RESUME_ID_LENGTH else "sha256:" + _digest(key)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

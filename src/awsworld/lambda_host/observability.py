@@ -1,0 +1,161 @@
+"""Logs, metrics and (optionally) traces for the Lambda handlers, all from Powertools.
+
+One module decides what is recorded, so the code, the dashboard in ``infra/`` and the alarms agree on names:
+
+- Logs are JSON lines (Powertools Logger) carrying ids — ``runId``, ``stepId``, ``messageId`` (awsworld's
+  stable id), ``sqsMessageId`` — and statuses, sizes and counts. Never payloads, hook tokens, or request
+  headers: a payload can hold anything a user sends, and a webhook token is the webhook's only secret.
+  awsworld's own ``logging`` loggers (``awsworld.*``) get the same handler and formatter, so their lines are
+  JSON with the same ids. Per-record keys live in a context variable, which each concurrently processed
+  record (an asyncio task) has its own copy of.
+- Metrics are CloudWatch Embedded Metric Format lines (Powertools Metrics) under one namespace (``awsworld``
+  unless ``POWERTOOLS_METRICS_NAMESPACE`` says otherwise) with the ``service`` dimension set to
+  ``POWERTOOLS_SERVICE_NAME`` (the template uses the stack name, so two stages never mix their numbers).
+  They cost no API call: CloudWatch extracts them from the log lines.
+- Tracing is opt-in (``AWSWORLD_TRACING=true``, set by the template's ``EnableTracing``): X-Ray adds cost and
+  needs the X-Ray SDK; without it the handlers run untraced.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.logging.utils import copy_config_to_registered_loggers
+from aws_lambda_powertools.metrics import MetricUnit
+
+from .._worker.delivery import (
+    DEAD_LETTERED,
+    DEFERRED_HOPS,
+    DELIVERY_ERRORS,
+    FLOW_DELIVERIES,
+    MALFORMED_MESSAGES,
+    PUSHED_DELIVERIES,
+    QUEUE_LAG,
+    REFUSED_MESSAGES,
+    RUNS_STARTED,
+    RUNS_WOKEN,
+    STEP_DELIVERIES,
+    UNKNOWN_WORKFLOW,
+)
+from .._worker.dispatch import Outcome
+from ..settings import SETTINGS, Settings
+
+NAMESPACE = os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "awsworld"
+SERVICE = os.environ.get("POWERTOOLS_SERVICE_NAME") or "awsworld"
+TRACING_ENV = Settings.tracing.env
+
+# Metric names: the dashboard (infra/monitoring.yaml) and the tests use these exact strings. The delivery path
+# (``awsworld._worker.delivery``) names what it counts; the rest are counted here from its outcomes.
+RUNS_COMPLETED = "RunsCompleted"
+RUNS_FAILED = "RunsFailed"
+STEPS_INLINE = "StepsInline"
+STEPS_QUEUED = "StepsQueued"
+INLINE_LOOP_ITERATIONS = "InlineLoopIterations"
+STEP_RETRIES = "StepRetries"
+REDELIVERIES = "Redeliveries"
+BUDGET_EXHAUSTED = "BudgetExhausted"
+WEBHOOKS_RESUMED = "WebhooksResumed"
+WEBHOOKS_REJECTED = "WebhooksRejected"
+RUNS_PARKED = "RunsParked"  # deliveries of runs whose code diverged, kept running (AWSWORLD_ON_DIVERGENCE=park)
+
+METRIC_NAMES = (
+    FLOW_DELIVERIES, STEP_DELIVERIES, RUNS_STARTED, RUNS_COMPLETED, RUNS_FAILED, STEPS_INLINE, STEPS_QUEUED,
+    INLINE_LOOP_ITERATIONS, STEP_RETRIES, REDELIVERIES, BUDGET_EXHAUSTED, QUEUE_LAG, DELIVERY_ERRORS,
+    UNKNOWN_WORKFLOW, MALFORMED_MESSAGES, REFUSED_MESSAGES, DEFERRED_HOPS, DEAD_LETTERED, WEBHOOKS_RESUMED,
+    WEBHOOKS_REJECTED, RUNS_PARKED, RUNS_WOKEN, PUSHED_DELIVERIES,
+)
+
+
+class _Stdout:
+    """Writes to whatever ``sys.stdout`` is at the time of the write (Lambda ships stdout to CloudWatch Logs;
+    a test capturing stdout swaps it after this module was imported)."""
+
+    def write(self, text: str) -> int:
+        return sys.stdout.write(text)
+
+    def flush(self) -> None:
+        sys.stdout.flush()
+
+
+logger = Logger(service=SERVICE, stream=_Stdout(), use_rfc3339=True)  # type: ignore[arg-type]
+metrics = Metrics(namespace=NAMESPACE, service=SERVICE)
+
+# An invocation that only acknowledged (say, a long delay's early hop) has no metric to flush: not a problem.
+warnings.filterwarnings("ignore", message="No application metrics to publish", category=UserWarning)
+
+# awsworld's internal loggers (awsworld.queue, awsworld.lambda, ...) write through the same JSON handler.
+logging.getLogger("awsworld")
+copy_config_to_registered_loggers(source_logger=logger, include={"awsworld"})
+
+
+# Metrics are recorded only inside an instrumented invocation, which flushes them when it ends. The same code
+# also runs uninstrumented (``awsworld dev`` routes webhooks through ``webhook.handle``; tests call it): there a
+# metric would wait, process-wide, in Powertools' shared metric set until some later invocation flushed it under
+# its own name, or pile up for good in a long-running dev server.
+_invocation: ContextVar[bool] = ContextVar("awsworld_instrumented_invocation", default=False)
+
+
+def count(name: str, value: float = 1) -> None:
+    if value and _invocation.get():
+        metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
+
+
+def milliseconds(name: str, value: float) -> None:
+    if _invocation.get():
+        metrics.add_metric(name=name, unit=MetricUnit.Milliseconds, value=max(0.0, value))
+
+
+def record_outcome(outcome: Outcome) -> None:
+    """Metrics for what one delivery did, read off the runtime's ``Outcome`` status and loop statistics."""
+    status = outcome.status
+    if status in ("completed", "step-then-completed"):
+        count(RUNS_COMPLETED)
+    elif status in ("failed", "step-then-failed"):
+        count(RUNS_FAILED)
+    if status.endswith("continued"):
+        count(BUDGET_EXHAUSTED)
+    if status == "retry-queued":
+        count(STEP_RETRIES)
+    if status in ("parked", "step-then-parked"):
+        count(RUNS_PARKED)
+    if not outcome.ack:
+        count(REDELIVERIES)
+    count(STEPS_INLINE, outcome.stats.inline_steps)
+    count(STEPS_QUEUED, outcome.stats.queued_steps)
+    count(INLINE_LOOP_ITERATIONS, outcome.stats.iterations)
+
+
+Handler = TypeVar("Handler", bound=Callable[..., Any])
+
+
+def instrument(handler: Handler) -> Handler:
+    """Wrap a Lambda handler: Lambda context in every log line, metrics flushed (with a cold-start count) at
+    the end of each invocation, and an X-Ray subsegment when tracing is on. The event is never logged."""
+
+    @functools.wraps(handler)
+    def invocation(event: Any, context: Any, *rest: Any) -> Any:  # rest: a host's container (tests/chaos)
+        token = _invocation.set(True)
+        try:
+            return handler(event, context, *rest)
+        finally:
+            _invocation.reset(token)
+
+    wrapped = metrics.log_metrics(invocation, capture_cold_start_metric=True)
+    wrapped = logger.inject_lambda_context(wrapped, log_event=False, clear_state=True)
+    if SETTINGS.tracing:
+        from aws_lambda_powertools import Tracer  # needs aws-xray-sdk: imported only when tracing is asked for
+
+        # No auto-patching: X-Ray's thread-local segment context does not follow concurrent asyncio tasks, so
+        # per-call subsegments of botocore (on the World's worker threads) would nest wrongly. The invocation is
+        # one traced subsegment.
+        tracer = Tracer(service=SERVICE, auto_patch=False)
+        wrapped = tracer.capture_lambda_handler(wrapped, capture_response=False)
+    return wrapped  # type: ignore[return-value]

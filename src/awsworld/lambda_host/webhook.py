@@ -1,0 +1,277 @@
+"""The webhook route: a Lambda Function URL (payload format 2.0) that resumes a webhook's run.
+
+``POST /webhooks/<token>`` (or PUT, PATCH, GET, DELETE: whatever a sender uses) delivers the request to the
+hook holding ``<token>`` as ``{"method", "headers", "body", "query"}`` and wakes the run. ``POST
+/webhooks/<token>/heartbeat`` is a heartbeat instead (``create_webhook(heartbeat_timeout=...)``): the body is
+ignored, nothing is woken, and it is answered 202 ``heartbeat`` or refused as a request would be (404, 410);
+another method is answered 405. A resume counts as a heartbeat too.
+
+====== ===========================================================================================
+202    recorded, and the run will wake: ``accepted``, or ``already-received`` for a repeat of a request
+       recorded before (nothing is recorded again; the run is woken again in case the first wake was lost)
+400    a malformed event: a body marked base64 that is not, fields of the wrong type, text that is not
+       UTF-8
+404    any other path, a token longer than a hook token can be (answered without reading storage), or no
+       webhook holds the token (a token of a plain ``create_hook`` is not resumable over HTTP: such tokens
+       may be chosen by the workflow and guessable)
+405    another method
+410    the webhook's run has finished
+413    a body over 128 KiB (checked before anything is read from storage)
+503    DynamoDB or SQS throttled or failed us past the World's retries (``Retry-After`` set): retry
+500    anything else (logged with its type only): retry
+====== ===========================================================================================
+
+**Exactly once per request.** Every request carries a resume id, and the run records at most one payload per
+resume id and webhook, so a sender may retry after any failure (a 5xx, a timeout after the payload was
+recorded, a lost answer) without the run receiving it twice: the retry is answered 202 ``already-received``
+and wakes the run. The resume id is the request's ``Idempotency-Key`` header, else a delivery id that senders
+keep across their retries (``webhook-id`` of Standard Webhooks, ``X-GitHub-Delivery``, ``X-Idempotency-Key``),
+else a SHA-256 digest of the method, token, body, query and content type. Without a key, two byte-identical
+requests to one webhook therefore count as one: a sender that means to deliver the same payload twice gives
+each request its own ``Idempotency-Key`` (or varies its query string).
+
+The URL uses ``AuthType: NONE``: the token, 64 hex digits derived with the run's secret seed, is the
+credential, like a capability URL. Logs therefore never show a token (only the first 12 hex digits of its
+SHA-256), nor headers, bodies or idempotency keys.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote
+
+from ..world.errors import HookClosedError, HookNotFoundError, InvalidInputError, RunGoneError, ThrottledError
+from ..world.events import MAX_HOOK_TOKEN_LENGTH
+from ..world.rules.requests import token_fits
+from . import observability as obs
+from . import snapstart
+from .container import Container, default_container
+
+logger = obs.logger
+
+MAX_BODY_BYTES = 128 * 1024
+METHODS = ("GET", "POST", "PUT", "PATCH", "DELETE")
+PATH = re.compile(r"^/webhooks/([^/]+?)(/heartbeat)?/?$")
+_TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|x-www-form-urlencoded|[\w.+-]*\+(json|xml))\b)", re.I)
+# Where a request's resume id comes from, first match wins: headers whose value a sender keeps across its
+# retries of one delivery (Standard Webhooks, GitHub, and the common spellings of an idempotency key).
+IDEMPOTENCY_HEADERS = ("idempotency-key", "webhook-id", "x-github-delivery", "x-idempotency-key")
+
+
+@dataclass(frozen=True)
+class Response:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] | None = None
+
+    def to_lambda(self) -> dict[str, Any]:
+        headers = {"content-type": "application/json", "cache-control": "no-store", **(self.headers or {})}
+        return {"statusCode": self.status, "headers": headers, "body": json.dumps(self.body)}
+
+
+def _reply(status: int, kind: str, detail: str, headers: dict[str, str] | None = None) -> Response:
+    return Response(status, {"status": kind, "detail": detail}, headers)
+
+
+@dataclass(frozen=True)
+class WebhookRequest:
+    token: str
+    method: str
+    headers: dict[str, str]
+    body: str | bytes | None
+    query: dict[str, str]
+    heartbeat: bool = False  # ``POST /webhooks/<token>/heartbeat``
+
+    def payload(self) -> dict[str, Any]:
+        return {"method": self.method, "headers": self.headers, "body": self.body, "query": self.query}
+
+    def resume_id(self) -> tuple[str, str]:
+        """(source, resume id): the sender's idempotency header, else a digest of the request itself, so a
+        retry of the same bytes is recognised even from a sender that names no key."""
+        for name in IDEMPOTENCY_HEADERS:
+            value = self.headers.get(name, "").strip()
+            if value:
+                return name, value
+        body = self.body
+        kind, text = ("bytes", base64.b64encode(body).decode()) if isinstance(body, bytes) else ("text", body)
+        request = [self.method, self.token, kind, text, sorted(self.query.items()), self.headers.get("content-type")]
+        canonical = json.dumps(request, ensure_ascii=False, separators=(",", ":"))
+        return "digest", "sha256:" + hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+class MalformedEvent(ValueError):
+    """The Function URL event is not one Lambda sends: answered 400, never raised out of the parser."""
+
+
+def token_fingerprint(token: str) -> str:
+    """What the logs show instead of a token."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
+def _text(value: Any, what: str) -> str:
+    """A string field of the event; it must be encodable (DynamoDB and JSON take UTF-8 only)."""
+    if not isinstance(value, str):
+        raise MalformedEvent(f"{what} must be a string")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MalformedEvent(f"{what} is not valid UTF-8") from None
+    return value
+
+
+def _strings(value: Any, what: str) -> dict[str, str]:
+    """``headers`` or ``queryStringParameters``: absent, or a mapping of strings to strings."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedEvent(f"{what} must be an object")
+    return {_text(k, f"a name in {what}"): _text(v, f"{what} values") for k, v in value.items()}
+
+
+def _object(value: Any, what: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise MalformedEvent(f"{what} must be an object")
+    return value
+
+
+def _decode_body(event: Mapping[str, Any], headers: dict[str, str]) -> str | bytes | Response | None:
+    raw = event.get("body")
+    if raw is None:
+        return None
+    encoded = event.get("isBase64Encoded")
+    if encoded is not None and not isinstance(encoded, bool):
+        raise MalformedEvent("isBase64Encoded must be a boolean")
+    text = _text(raw, "body")
+    if not encoded:
+        if len(text.encode("utf-8")) > MAX_BODY_BYTES:
+            return _reply(413, "too-large", f"the body is larger than {MAX_BODY_BYTES} bytes")
+        return text
+    if len(text) > (MAX_BODY_BYTES + 2) // 3 * 4 + 4:  # too long to decode to <= the limit: skip decoding it
+        return _reply(413, "too-large", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    try:
+        data = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise MalformedEvent("the body is marked base64 but is not") from None
+    if len(data) > MAX_BODY_BYTES:
+        return _reply(413, "too-large", f"the body is larger than {MAX_BODY_BYTES} bytes")
+    # Function URLs base64-encode bodies they do not consider text. Give text back as text when the sender
+    # said it is text; anything else stays bytes (the run receives exactly what was sent).
+    if _TEXT_TYPES.match(headers.get("content-type", "")):
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            return data
+    return data
+
+
+def parse(event: Any) -> WebhookRequest | Response:
+    """The request a Function URL event describes, or the response that refuses it. Never raises: whatever
+    the event holds, the answer is a status (400 for a shape Lambda does not send)."""
+    try:
+        return _parse(event)
+    except MalformedEvent as error:
+        return _reply(400, "bad-request", str(error))
+    except Exception as error:  # a shape no check above foresaw: still the sender's event, not our fault
+        logger.warning("malformed webhook event: %s", type(error).__name__)
+        return _reply(400, "bad-request", "the request is malformed")
+
+
+def _parse(event: Any) -> WebhookRequest | Response:
+    event = _object(event, "the event")
+    http = _object(_object(event.get("requestContext"), "requestContext").get("http"), "requestContext.http")
+    method = _text(http.get("method") or "", "requestContext.http.method").upper()
+    match = PATH.match(_text(event.get("rawPath") or http.get("path") or "", "rawPath"))
+    if match is None:
+        return _reply(404, "not-found", "webhooks are at /webhooks/<token>")
+    heartbeat = match.group(2) is not None
+    methods = ("POST",) if heartbeat else METHODS
+    if method not in methods:
+        return _reply(405, "method-not-allowed", f"use one of {', '.join(methods)}", {"allow": ", ".join(methods)})
+    token = unquote(match.group(1))
+    if len(token) > MAX_HOOK_TOKEN_LENGTH or not token_fits(token):
+        # No hook can hold it: answered without a storage request (DynamoDB would refuse the key, not miss it).
+        return _reply(404, "not-found", "no webhook has this token")
+    headers = {k.lower(): v for k, v in _strings(event.get("headers"), "headers").items()}
+    body = _decode_body(event, headers)
+    if isinstance(body, Response):
+        return body
+    query = _strings(event.get("queryStringParameters"), "queryStringParameters")
+    return WebhookRequest(token, method, headers, body, query, heartbeat)
+
+
+async def resume(container: Container, request: WebhookRequest) -> Response:
+    world = container.world
+    source, resume_id = request.resume_id()
+    logger.thread_safe_append_keys(resumeIdSource=source)
+    try:
+        hook = await world.hooks.get_by_token(request.token, resolve_data="none")
+        if not hook.is_webhook:
+            raise HookNotFoundError("the token belongs to a hook that is not a webhook")
+        logger.thread_safe_append_keys(runId=hook.run_id, hookId=hook.hook_id)
+        if request.heartbeat:
+            event = await container.client.heartbeat_hook(request.token)
+            logger.thread_safe_append_keys(eventId=event.event_id, heartbeat=True)
+            return _reply(202, "heartbeat", "the webhook's run heard the heartbeat")
+        outcome = await container.client.resume_hook_outcome(request.token, request.payload(),
+                                                             idempotency_key=resume_id)
+    except HookClosedError:  # the token's run ended and closed its hooks (before HookNotFoundError: it is one)
+        return _reply(410, "gone", "the webhook's run has finished")
+    except HookNotFoundError:
+        return _reply(404, "not-found", "no webhook has this token")
+    except RunGoneError:
+        return _reply(410, "gone", "the webhook's run has finished")
+    except InvalidInputError as error:  # PayloadTooLargeError (413) included
+        return _reply(error.status, error.code, error.message)
+    except ThrottledError as error:
+        # The payload may be recorded already; the sender's retry (same resume id) will not record it again.
+        retry = str(max(1, round(error.retry_after or 1)))
+        return _reply(503, "throttled", "try again shortly", {"retry-after": retry})
+    logger.thread_safe_append_keys(eventId=outcome.event.event_id, repeat=not outcome.recorded)
+    if not outcome.recorded:
+        return _reply(202, "already-received", "this request was delivered before; the webhook's run is woken")
+    return _reply(202, "accepted", "the request was delivered to the webhook's run")
+
+
+async def _respond(container: Container, event: Any) -> Response:
+    """Parse, resume, count and log one request. Runs as its own task, so the log keys it appends (run id,
+    token fingerprint) end with it."""
+    request = parse(event)
+    if isinstance(request, WebhookRequest):
+        logger.thread_safe_append_keys(token=token_fingerprint(request.token), method=request.method)
+        try:
+            response = await resume(container, request)
+        except Exception as error:
+            logger.exception("webhook failed: %s", type(error).__name__)
+            response = _reply(500, "error", "the request could not be delivered; try again")
+        body = request.body
+        size = len(body.encode("utf-8") if isinstance(body, str) else body or b"")
+    else:
+        response, size = request, 0
+    obs.count(obs.WEBHOOKS_RESUMED if response.status == 202 else obs.WEBHOOKS_REJECTED)
+    logger.info("webhook request", extra={"status": response.status, "bodyBytes": size})
+    return response
+
+
+def handle(event: dict[str, Any], context: Any, container: Container | None = None) -> dict[str, Any]:
+    """The webhook route's logic, for a given container (the Lambda entry point passes the default one)."""
+    container = container or default_container()
+    return container.run(_respond(container, event)).to_lambda()
+
+
+@obs.instrument
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    """Lambda entry point (``handlers/webhook.handler``)."""
+    return handle(event, context)
+
+
+# Under SnapStart: prime the default container before the snapshot, renew it after each restore.
+snapstart.install(default_container)

@@ -1,2 +1,0 @@
-"""One delivery: the dispatch of a queue record, the inline flow loop, the step runner, run ends and child
-reports, and the periodic tick (the watchdog). Hosts (``lambda_``, ``local``, ``testing``) hand it records."""
