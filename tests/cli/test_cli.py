@@ -260,6 +260,12 @@ class Dev:
                 break
         return runner(args, self.env, self.cwd)
 
+    def json(self, *args: str) -> Any:
+        """``awsworld ARGS --json``, which must succeed, parsed."""
+        result = self(*args, "--json")
+        assert result.code == 0, result
+        return json.loads(result.out)
+
     def stop(self) -> str:
         self.process.send_signal(signal.SIGTERM)
         out, _ = self.process.communicate(timeout=30)
@@ -289,6 +295,25 @@ def dev(project: Path, runners: list[Runner]) -> Iterator[Dev]:
     server = Dev(project, project / "state", runners)
     yield server
     server.stop()
+
+
+def project_of(tmp_path_factory: pytest.TempPathFactory, name: str, source: str) -> Path:
+    """A project of its own in the src layout (``src/clitest.py`` holding ``source``), as the fixture above."""
+    root = tmp_path_factory.mktemp(f"{name}-project")
+    (root / "src").mkdir()
+    (root / "src" / "clitest.py").write_text(textwrap.dedent(source))
+    return root
+
+
+def serving(project: Path, tmp_path_factory: pytest.TempPathFactory, name: str, runners: int = 1) -> Iterator[Dev]:
+    """``awsworld dev`` on ``project`` with runners of its own, stopped (and its runners closed) at the end: a
+    module fixture's body."""
+    started = [Runner(tmp_path_factory.mktemp(f"{name}-runner")) for _ in range(runners)]
+    server = Dev(project, project / "state", started)
+    yield server
+    server.stop()
+    for runner in started:
+        runner.close()
 
 
 def _start(dev: Dev, *args: str) -> str:

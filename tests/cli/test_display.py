@@ -18,7 +18,6 @@ import os
 import re
 import subprocess
 import sys
-import textwrap
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -27,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from .test_cli import Dev, Runner, _start
+from .test_cli import Dev, Runner, _start, project_of, serving
 
 WORKFLOWS = '''
 from awsworld import create_hook, patched, sleep, step, workflow
@@ -84,32 +83,18 @@ EVENT_KEYS = {"eventId", "eventType", "correlationId", "createdAt", "atMs", "wha
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("display-project")
-    (root / "src").mkdir()
-    (root / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
-    return root
+    return project_of(tmp_path_factory, "display", WORKFLOWS)
 
 
 @pytest.fixture(scope="module")
 def dev(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
-    runners = [Runner(tmp_path_factory.mktemp("display-runner")) for _ in range(2)]
-    server = Dev(project, project / "state", runners)
-    yield server
-    server.stop()
-    for runner in runners:
-        runner.close()
-
-
-def _json(dev: Dev, *args: str) -> Any:
-    result = dev(*args, "--json")
-    assert result.code == 0, result
-    return json.loads(result.out)
+    yield from serving(project, tmp_path_factory, "display", runners=2)
 
 
 def _describe_until(dev: Dev, run_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     deadline = time.monotonic() + 60
     while True:
-        document: dict[str, Any] = _json(dev, "describe", run_id)
+        document: dict[str, Any] = dev.json("describe", run_id)
         if ready(document):
             return document
         assert time.monotonic() < deadline, f"run {run_id} did not get there: {document}"
@@ -130,14 +115,14 @@ def approval(dev: Dev) -> str:
 
 def test_a_hooks_timeout_is_its_deadline_with_a_date_and_goes_once_the_hook_is_resumed(dev: Dev,
                                                                                       approval: str) -> None:
-    described, events, rows = dev("describe", approval), dev("events", approval), _json(dev, "events", approval)
+    described, events, rows = dev("describe", approval), dev("events", approval), dev.json("events", approval)
     waits = [line for line in described.out.splitlines() if line.startswith("waits on")]
     assert len(waits) == 1 and re.fullmatch(rf"waits on  hook approve:k1 \(no payload yet\), times out {A_DAY_AWAY}",
                                             waits[0]), described.out
     (timeout,) = [line for line in events.out.splitlines() if "wait_created" in line]
     assert re.search(rf"wait_\d+ \(timeout of hook approve:k1\) +until {A_DAY_AWAY}$", timeout), timeout
     assert all(set(row) >= EVENT_KEYS for row in rows), "events --json keeps its keys"
-    (hook,) = _json(dev, "describe", approval)["waitingOn"]
+    (hook,) = dev.json("describe", approval)["waitingOn"]
     assert hook["token"] == "approve:k1" and hook["timeoutAt"].endswith("Z") and hook["heartbeatDueAt"] is None
 
     assert dev("resume", "approve:k1", '"yes"').code == 0
@@ -149,7 +134,7 @@ def test_a_hooks_timeout_is_its_deadline_with_a_date_and_goes_once_the_hook_is_r
 
 def test_describe_leaves_out_awsworlds_own_attributes_and_steps_unless_asked(dev: Dev, approval: str) -> None:
     text, everything, document = (dev("describe", approval), dev("describe", approval, "--all"),
-                                  _json(dev, "describe", approval))
+                                  dev.json("describe", approval))
     assert "awsworld.patched" not in text.out and "awsworld.start_child" not in text.out, text.out
     assert "steps     1 (1 completed)\n  display.note" in text.out, text.out
     assert "hidden    1 awsworld attribute(s) and 1 awsworld step(s) (--all shows them)" in text.out
@@ -170,9 +155,9 @@ def test_runs_and_schedules_list_print_a_header_and_fire_times_in_the_schedules_
     assert row[lines[0].index("STATUS"):].startswith("completed ") and all(
         line.startswith("wrun_") for line in lines[1:])
     assert all(set(r) >= {"runId", "status", "workflow", "createdAt", "completedAt", "schedule"}
-               for r in _json(dev, "runs")), "runs --json keeps its keys"
+               for r in dev.json("runs")), "runs --json keeps its keys"
 
-    created = _json(dev, "schedules", "create", "new-year", "display.report", "--cron", "0 12 1 1 *",
+    created = dev.json("schedules", "create", "new-year", "display.report", "--cron", "0 12 1 1 *",
                     "--timezone", "Europe/Berlin", "--args", '["eu"]')
     assert re.fullmatch(r"\d{4}-01-01T11:00:00\.000Z", created["nextAt"]), "--json keeps UTC"
     try:

@@ -5,8 +5,6 @@ starts), ``pause``/``resume``/``reset`` change it and say so; bad input is a usa
 
 from __future__ import annotations
 
-import json
-import textwrap
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from .test_cli import Dev, Runner
+from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
 from awsworld import Concurrency, create_hook, workflow
@@ -31,26 +29,12 @@ LIMIT = "workflow:clitest.per_customer"
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("limits-project")
-    (root / "src").mkdir()
-    (root / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
-    return root
+    return project_of(tmp_path_factory, "limits", WORKFLOWS)
 
 
 @pytest.fixture(scope="module")
 def dev(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
-    runners = [Runner(tmp_path_factory.mktemp("limits-runner"))]
-    server = Dev(project, project / "state", runners)
-    yield server
-    server.stop()
-    for runner in runners:
-        runner.close()
-
-
-def _json(dev: Dev, *args: str) -> Any:
-    result = dev(*args, "--json")
-    assert result.code == 0, result
-    return json.loads(result.out)
+    yield from serving(project, tmp_path_factory, "limits")
 
 
 def _until(check: Any, what: str, timeout: float = 30) -> Any:
@@ -64,12 +48,12 @@ def _until(check: Any, what: str, timeout: float = 30) -> Any:
 
 
 def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_them(dev: Dev) -> None:
-    first = _json(dev, "start", "clitest.per_customer", '["ann", 1]')["runId"]
+    first = dev.json("start", "clitest.per_customer", '["ann", 1]')["runId"]
     _until(lambda: dev("hooks", first).out.count("cli-limits:ann:1"), "the first run holds its hook")
-    second = _json(dev, "start", "clitest.per_customer", '["ann", 2]')["runId"]
-    third = _json(dev, "start", "clitest.per_customer", '["ann", 3]')["runId"]
+    second = dev.json("start", "clitest.per_customer", '["ann", 2]')["runId"]
+    third = dev.json("start", "clitest.per_customer", '["ann", 3]')["runId"]
 
-    described = _json(dev, "describe", second)
+    described = dev.json("describe", second)
     assert described["status"] == "pending"
     assert described["waitingOn"][0] | {"heldBy": None} == {
         "kind": "slot", "limit": LIMIT, "key": "ann", "place": 1, "of": 2, "heldBy": None, "concurrency": 1,
@@ -78,40 +62,40 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     text = dev("describe", third).out
     assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by r:{first})" in text
 
-    listed = _json(dev, "limits")
+    listed = dev.json("limits")
     ann = next(k for entry in listed if entry["limit"] == LIMIT for k in entry["keys"] if k["key"] == "ann")
     assert [h["runId"] for h in ann["holders"]] == [first]
     assert [(w["place"], w["runId"]) for w in ann["waiters"]] == [(1, second), (2, third)]
     table = dev("limits").out
     assert "LIMIT" in table and LIMIT in table and "1/1" in table
 
-    raised = _json(dev, "limits", "set", LIMIT, "--key", "ann", "--concurrency", "2")
+    raised = dev.json("limits", "set", LIMIT, "--key", "ann", "--concurrency", "2")
     assert raised["keys"][0]["concurrency"] == 2 and raised["keys"][0]["overridden"]
     _until(lambda: dev("hooks", second).out.count("cli-limits:ann:2"), "the second run starts at once")
-    assert _json(dev, "describe", third)["waitingOn"][0]["place"] == 1
+    assert dev.json("describe", third)["waitingOn"][0]["place"] == 1
 
-    paused = _json(dev, "limits", "pause", LIMIT, "--key", "ann")
+    paused = dev.json("limits", "pause", LIMIT, "--key", "ann")
     assert paused["keys"][0]["paused"]
     assert "paused" in dev("limits", "describe", LIMIT, "--key", "ann").out
     assert dev("resume", "cli-limits:ann:1", '"go"', "--wait", "30").code == 0
-    assert _json(dev, "result", first, "--wait", "30")["output"] == 1
+    assert dev.json("result", first, "--wait", "30")["output"] == 1
 
     def freed_first() -> dict[str, Any] | None:
-        key = _json(dev, "limits", "describe", LIMIT, "--key", "ann")["keys"][0]
+        key = dev.json("limits", "describe", LIMIT, "--key", "ann")["keys"][0]
         return key if [h["runId"] for h in key["holders"]] == [second] else None
 
     # The first run's end freed its slot; paused, the key grants nothing: the third run stays first in line.
     freed = _until(freed_first, "the first run's slot is freed")
     assert [w["runId"] for w in freed["waiters"]] == [third]
-    assert _json(dev, "describe", third)["status"] == "pending"
-    assert not _json(dev, "limits", "resume", LIMIT, "--key", "ann")["keys"][0]["paused"]
+    assert dev.json("describe", third)["status"] == "pending"
+    assert not dev.json("limits", "resume", LIMIT, "--key", "ann")["keys"][0]["paused"]
     _until(lambda: dev("hooks", third).out.count("cli-limits:ann:3"), "the third run starts once resumed")
 
-    reset = _json(dev, "limits", "reset", LIMIT, "--key", "ann")
+    reset = dev.json("limits", "reset", LIMIT, "--key", "ann")
     assert reset["keys"][0]["concurrency"] == 1 and not reset["keys"][0]["overridden"]
     for token, run in (("cli-limits:ann:2", second), ("cli-limits:ann:3", third)):
         assert dev("resume", token, '"go"', "--wait", "30").code == 0
-        assert _json(dev, "result", run, "--wait", "30")["output"] in (2, 3)
+        assert dev.json("result", run, "--wait", "30")["output"] in (2, 3)
 
 
 def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> None:

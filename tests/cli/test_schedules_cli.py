@@ -5,7 +5,6 @@ and delete from the command line; ``awsworld runs`` says which schedule started 
 from __future__ import annotations
 
 import json
-import textwrap
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from .test_cli import Dev, Runner
+from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
 from awsworld import Schedule, schedule_info, workflow
@@ -34,26 +33,12 @@ async def report(region: str, size: int = 0) -> str:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = tmp_path_factory.mktemp("schedules-project")
-    (root / "src").mkdir()
-    (root / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS))
-    return root
+    return project_of(tmp_path_factory, "schedules", WORKFLOWS)
 
 
 @pytest.fixture(scope="module")
 def dev(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
-    runners = [Runner(tmp_path_factory.mktemp("schedules-runner"))]
-    server = Dev(project, project / "state", runners)
-    yield server
-    server.stop()
-    for runner in runners:
-        runner.close()
-
-
-def _json(dev: Dev, *args: str) -> Any:
-    result = dev(*args, "--json")
-    assert result.code == 0, result
-    return json.loads(result.out)
+    yield from serving(project, tmp_path_factory, "schedules")
 
 
 def _wait_for(check: Any, timeout: float, what: str) -> Any:
@@ -67,11 +52,11 @@ def _wait_for(check: Any, timeout: float, what: str) -> Any:
 
 
 def _scheduled_runs(dev: Dev, schedule_id: str) -> list[dict[str, Any]]:
-    return [r for r in _json(dev, "runs", "--limit", "100") if (r.get("schedule") or {}).get("id") == schedule_id]
+    return [r for r in dev.json("runs", "--limit", "100") if (r.get("schedule") or {}).get("id") == schedule_id]
 
 
 def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
-    created = _json(dev, "schedules", "create", "nightly-eu", "clitest.report", "--cron", "0 2 * * *",
+    created = dev.json("schedules", "create", "nightly-eu", "clitest.report", "--cron", "0 2 * * *",
                     "--timezone", "Europe/Berlin", "--args", '["eu"]', "--kwargs", '{"size": 3}')
     assert (created["cron"], created["timezone"], created["source"], created["overlap"]) == (
         "0 2 * * *", "Europe/Berlin", "api", "skip")
@@ -82,30 +67,30 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')
     assert "report" in wrong.one_line_error(2), "the arguments are checked against the workflow (AWSWORLD_MODULES)"
 
-    described = _json(dev, "schedules", "describe", "nightly-eu", "--upcoming", "3")
+    described = dev.json("schedules", "describe", "nightly-eu", "--upcoming", "3")
     first = datetime.fromisoformat(described["upcoming"][0].replace("Z", "+00:00"))
     assert first.minute == 0 and first.hour in (0, 1), "02:00 Berlin is 00:00Z or 01:00Z"
     assert len(described["upcoming"]) == 3
     text = dev("schedules", "describe", "nightly-eu")
     assert text.code == 0 and "fires at" in text.out and "0 fired" in text.out, text
 
-    paused = _json(dev, "schedules", "pause", "nightly-eu", "--note", "freeze")
+    paused = dev.json("schedules", "pause", "nightly-eu", "--note", "freeze")
     assert paused["paused"] and paused["note"] == "freeze" and paused["nextAt"] is None
     assert "paused" in dev("schedules", "list").out
-    assert _json(dev, "schedules", "describe", "nightly-eu")["upcoming"] == []
-    resumed = _json(dev, "schedules", "resume", "nightly-eu")
+    assert dev.json("schedules", "describe", "nightly-eu")["upcoming"] == []
+    resumed = dev.json("schedules", "resume", "nightly-eu")
     assert not resumed["paused"] and resumed["nextAt"] == described["upcoming"][0]
 
-    triggered = _json(dev, "schedules", "trigger", "nightly-eu")
+    triggered = dev.json("schedules", "trigger", "nightly-eu")
     assert triggered["outcome"] == "started"
     result = dev("result", triggered["runId"], "--wait", "30")
     assert (result.code, result.out.strip()) == (0, '"eu:3"')
 
     now = datetime.now(UTC)
     start, end = (now - timedelta(days=3)).strftime("%Y-%m-%dT%H:%MZ"), (now - timedelta(hours=1)).isoformat()
-    filled = _json(dev, "schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
+    filled = dev.json("schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
     assert len(filled["runIds"]) in (2, 3)  # the nights in the range
-    again = _json(dev, "schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
+    again = dev.json("schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
     assert again["runIds"] == filled["runIds"], "a tick backfilled again keeps its run"
     future = dev("schedules", "backfill", "nightly-eu", "--start", start, "--end",
                  (now + timedelta(days=1)).isoformat())
@@ -126,7 +111,7 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
 
 def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: Dev) -> None:
     def declared() -> Any:
-        return [s for s in _json(dev, "schedules", "list") if s["scheduleId"] == "minutely"]
+        return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely"]
 
     [stored] = _wait_for(declared, 30, "dev's first tick (every 10 s) stores the declaration")
     assert (stored["source"], stored["module"], stored["everySeconds"]) == ("code", "clitest", 60)
@@ -139,5 +124,5 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     assert tick.second == 0 and tick.microsecond == 0
     result = dev("result", run["runId"], "--wait", "30")
     assert json.loads(result.out) == {"label": "m", "tick": tick.isoformat()}
-    paused = _json(dev, "schedules", "pause", "minutely")
+    paused = dev.json("schedules", "pause", "minutely")
     assert paused["paused"] and paused["fired"] >= 1
