@@ -383,6 +383,8 @@ class CrashingEventSource(EventSourceMapping):
         self.failed_records = 0
         self._arn: str | None = None
         self.loss: Loss | None = None
+        self.batches: list[tuple[bool, list[tuple[str, str]]]] = []
+        """(crashed, [(message id, body)]) of every invocation, in order: where a stranded run stands."""
 
     async def poll_once(self, wait_seconds: int = 1) -> bool:
         """Receive one batch and invoke the function with it; False when the queue had nothing."""
@@ -396,6 +398,7 @@ class CrashingEventSource(EventSourceMapping):
         fired = self.functions.log.fired
         response = await self.functions.invoke("flow", _flow_entry, event, self.timeout_ms)
         await self.functions.settle()  # one invocation at a time: the order of calls, and so call k, stays put
+        self.batches.append((response is None, [(m["MessageId"], m["Body"]) for m in messages]))
         if response is None:
             self.crashed += 1
             if self.loss is not None and not fired and self.functions.log.fired:

@@ -90,7 +90,7 @@ async def run_trial(local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault 
             await client.limits.resume(limited.STEP_LIMIT_NAME)
         stranded = [h.run_id for h, s in zip(handles, statuses, strict=True) if s not in TERMINAL_RUN_STATUSES]
         if stranded:
-            where = [await _stranded(world, r) for r in stranded]
+            where = [await _stranded(world, r, source) for r in stranded]
             trial.problems.append(f"{len(stranded)} of {runs} runs stranded after {completion_seconds:.0f} s: "
                                   f"{where}")
         for n, handle in enumerate(handles):
@@ -134,12 +134,17 @@ async def run_trial(local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault 
     return trial
 
 
-async def _stranded(world: AWSWorld, run_id: str) -> str:
-    """Where a stranded run stands: its status, its log's last events, the step limit's pools, the queue."""
+async def _stranded(world: AWSWorld, run_id: str, source: CrashingEventSource) -> str:
+    """Where a stranded run stands: its status, its log's events (a step's start with its owner's message id), the
+    step limit's pools, the queue, and the run's messages of each invocation (crashed or not)."""
     status = (await world.runs.get(run_id, resolve_data="none")).status
-    events = [(e.event_type, e.correlation_id) for e in await Client(world).get_run(run_id).events()]
+    events = [(e.event_type, e.correlation_id, *([(e.event_data or {}).get("ownerMessageId")]
+                                                  if e.event_type == "step_started" else []))
+              for e in await Client(world).get_run(run_id).events()]
+    batches = [("CRASHED" if crashed else "ok", [(i, b) for i, b in batch if run_id in b])
+               for crashed, batch in source.batches if any(run_id in b for _, b in batch)]
     pools = [(p.pool, dict(p.holders), p.waiting) for p in await world.limiters.pools(limited.STEP_LIMIT_NAME)]
-    return f"{run_id} {status} {events} steps {pools} queue {await queue_counts(world)}"
+    return f"{run_id} {status} {events} steps {pools} queue {await queue_counts(world)} deliveries {batches}"
 
 
 async def trials(local: LocalAWS, executor: ThreadPoolExecutor, faults: list[Fault], runs: int,

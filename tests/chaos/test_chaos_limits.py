@@ -27,14 +27,16 @@ STRIDE = 53
 SMALL = 6
 PARALLEL = 6
 STRANDED_ONCE: list[tuple[Mode, int]] = [("die-after", 32), ("die-before", 33)]
-"""One run's trial, its step limit paused from the fault until the crashed delivery's step waits for it: the
-delivery that ran the run's queued ``work`` step went on with the run and started ``leave`` inline, then died
-(just after, or instead of, its next write). Its message came back, found no free slot and waited; the limit's
-wake sent it again under a new message id, and that delivery found ``work`` finished and ``leave`` leased to the
-dead one, and left it: nothing was queued, no slot held, the run stranded (2 of 84 trials of six runs, whose
-calls' order varies: there, other runs held the slots). If a change moves these calls, find them again with
-``python bench/chaos_limits.py --runs 1 --pause-on-fault --mode die-after --mode die-before`` on the fix
-reverted (``_worker/dispatch.py``, ``Flow.after_finished_step``)."""
+"""One run's trial, its step limit paused from the fault until the crashed delivery's step waits for it (or 12 s
+pass): the delivery that ran the run's queued ``work`` step went on with the run and started ``leave`` inline,
+then died (just after, or instead of, its next write). Its message comes back and must find ``work`` finished
+before it asks the limit, and go on with the run as itself, owner of ``leave``. Once, it asked first, found no
+free slot and waited; the limit's wake sent it again under a new message id, owner of nothing, and the run
+stranded (2 of 84 trials of six runs; then 1 of 41 where the dead delivery was a slot's wake for a ``work`` step
+its flow had run inline: ``python bench/chaos_limits.py --mode die-before --pause-on-fault``, k=118). If a change
+moves these calls, find them again with ``python bench/chaos_limits.py --runs 1 --pause-on-fault --mode
+die-after --mode die-before`` (the trials whose crashed step waited: ``_worker/step_limits.py``,
+``ended_already``, reverted)."""
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +79,9 @@ async def test_limited_runs_and_steps_under_a_fault_at_sampled_calls_in_each_mod
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize(("mode", "k"), STRANDED_ONCE, ids=[f"{m}-{k}" for m, k in STRANDED_ONCE])
-async def test_a_step_redelivered_by_its_limits_wake_after_the_run_went_on_finishes_the_run(
+async def test_a_finished_steps_redelivery_goes_on_as_itself_without_waiting_for_its_limit(
         local: LocalAWS, executor: ThreadPoolExecutor, mode: Mode, k: int) -> None:
     result = await run_trial(local, executor, Fault(k, mode), 1, 60, pause_on_fault=True)
     assert result.fired and result.calls[k - 1] == "dynamodb.TransactWriteItems", result.calls[k - 1:k]
-    assert result.waited  # the crashed delivery's step came back and waited for its limit: the case itself
+    assert not result.waited  # it came back, found its step finished and went on: it never waited for the limit
     assert result.ok, report([result])

@@ -271,7 +271,8 @@ class DeliveryPath:
             # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
         try:
-            outcome = await self.runtime.execute(message, deadline=deadline, message_id=delivery.message_id)
+            outcome = await self.runtime.execute(message, deadline=deadline, message_id=delivery.message_id,
+                                                 attempt=delivery.attempt)
         except Misrouted as misrouted:  # the flow read the run's pin in its log: another deployment's run
             return await self.reroute.hand_over(way, misrouted.pin)
         except RunNotFoundError as error:

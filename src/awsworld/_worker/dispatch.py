@@ -63,25 +63,28 @@ class Worker:
     def deployment(self) -> str | None:
         return self.settings.deployment
 
-    async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
+    async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None,
+                      attempt: int = 1) -> Outcome:
         """Handle one delivery. ``message_id`` (stable across redeliveries) lets a redelivered flow re-run the
-        steps its earlier delivery started inline and never finished. ``payload`` may be the message parsed
-        already (``FlowMessage``): the delivery parses it once, to name the run it logs."""
+        steps its earlier delivery started inline and never finished; ``attempt`` (``Delivery.attempt``) > 1 says
+        a delivery under that id came before (``step_runner.attempt_step``'s ``redelivered``). ``payload`` may be
+        the message parsed already (``FlowMessage``): the delivery parses it once, to name the run it logs."""
         message = payload if isinstance(payload, FlowMessage) else FlowMessage.from_payload(payload)
         token = RUNNING_ON.set(Running(self.settings.deployment, self.registry))  # (a child's pin: ``child_pin``)
         try:
             if message.step_id:
-                return await self._step(message, deadline, message_id)
+                return await self._step(message, deadline, message_id, redelivered=attempt > 1)
             flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
             status = await flow.run()
             return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
         finally:
             RUNNING_ON.reset(token)
 
-    async def _step(self, message: FlowMessage, deadline: float, message_id: str | None) -> Outcome:
+    async def _step(self, message: FlowMessage, deadline: float, message_id: str | None, *,
+                    redelivered: bool) -> Outcome:
         assert message.step_id and message.step_name
         outcome = await run_step(self.world, self.registry, message.run_id, message.step_id, message.step_name,
-                                 owner=message_id, deadline=deadline, message=message)
+                                 owner=message_id, deadline=deadline, message=message, redelivered=redelivered)
         if outcome.status == "waiting":
             return Outcome("limit-wait")  # its slot's or token's message brings it back (``step_limits``)
         if outcome.status == "too-early":

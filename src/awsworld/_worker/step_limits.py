@@ -35,6 +35,7 @@ from ..authoring.errors import CodecError
 from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.clock import clock_of
+from ..world.entities import TERMINAL_STEP_STATUSES
 from ..world.events import Event
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
@@ -161,6 +162,26 @@ async def give_back(world: World, taken: Taken | None) -> None:
     await Limiter(world).release(slot.limit, slot.pool, slot.holder)
 
 
+async def ended_already(world: World, definition: StepDef, run_id: str, step_id: str) -> bool:
+    """Whether the step has ended (``step_runner.attempt_step``: a redelivery of its message looks before asking
+    its limit). If it has, the slot its holder may still hold is freed: a delivery that died between recording
+    the step's end and giving the slot back (``hold``) left it, and the redelivery that gave it back is this
+    one. One read of the step, a write only where the slot is still held."""
+    declared = definition.limit
+    assert declared is not None
+    step = await world.steps.get(run_id, step_id, resolve_data="all" if declared.key is not None else "none")
+    if step.status not in TERMINAL_STEP_STATUSES:
+        return False
+    spec = declared.spec
+    if spec.concurrency is not None or spec.total is not None:
+        try:
+            key = key_of_call(definition, step.input, run_id, step_id)
+        except (LimitInputError, CodecError):
+            return True  # its attempt took nothing under a key that is none
+        await Limiter(world).release(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
+    return True
+
+
 def _reserved(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
@@ -175,8 +196,8 @@ def _delay(at: datetime, now: datetime, step: float) -> float:
     return float(math.ceil(seconds - 1e-9)) if step >= 1 else seconds
 
 
-__all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "free_run_steps", "give_back", "step_key",
-           "take"]
+__all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_already", "free_run_steps",
+           "give_back", "step_key", "take"]
 
 
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:

@@ -182,16 +182,17 @@ async def run_step(world: World, registry: Registry, run_id: str, step_id: str, 
                    in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
                    claimed: EventResult | None = None, call_input: Any = None,
                    poll: PollSpec | None = None, deadline: float | None = None,
-                   message: FlowMessage | None = None) -> StepOutcome:
+                   message: FlowMessage | None = None, redelivered: bool = False) -> StepOutcome:
     """``owner`` is the delivery's message id, recorded on step_started so a redelivery of the same message
-    knows the step is its own to run again; ``deadline`` (the delivery's budget) sets the attempt's lease.
+    knows the step is its own to run again (``redelivered``: this is one, see ``attempt_step``); ``deadline``
+    (the delivery's budget) sets the attempt's lease.
     ``claimed`` is a step_started already written (a step declared born running in the flow's batch). The
     outcome is written out of band (``record_end``). The body is stopped if its step ends under it (the workflow
     cancelled it: ``status_watch``)."""
     attempt = await attempt_step(world, registry, run_id, step_id, step_name, in_band=in_band,
                                  on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
                                  poll=poll, watch=status_watch(world, run_id, step_id), deadline=deadline,
-                                 message=message, hold=True)
+                                 message=message, hold=True, redelivered=redelivered)
     if isinstance(attempt, StepOutcome):
         return attempt
     return await record_end(world, run_id, attempt)
@@ -203,7 +204,7 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
                        poll: PollSpec | None = None, watch: Watch | None = None,
                        inline: bool = False, deadline: float | None = None,
                        message: FlowMessage | None = None, taken: Taken | None = None,
-                       hold: bool = False) -> StepOutcome | StepEnd:
+                       hold: bool = False, redelivered: bool = False) -> StepOutcome | StepEnd:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early,
     ``waiting`` for a slot or a token of its limit: ``message``, the step's message, brings it back) or was
@@ -212,10 +213,24 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     flow runs it in its replay loop (recorded on step_started, see ``start_event``). ``taken``: the slot and token
     its limit gave a step declared born running (``claimed``). The slot is given back once the body has ended, or,
     with ``hold`` (a queued step's message), once its outcome is recorded (``record_end``): a redelivery of that
-    message after a crash in between finds the slot still its own and runs the body again in it."""
+    message after a crash in between finds the slot still its own and runs the body again in it.
+
+    ``redelivered``: a queued step's message delivered before under this message id (``Delivery.attempt`` > 1).
+    Its step may have ended already, and the earlier delivery gone on with the run (``dispatch.Worker._step``)
+    and started steps inline under this message id before it died: only a delivery with that id may run them
+    while their lease runs. So a limited step's redelivery looks at its step before asking its limit: one that
+    ended is ``finished-already`` (``step_limits.ended_already``: its slot, if still held, freed) and goes on
+    with the run as itself, rather than wait for a slot, which ends
+    this delivery and brings the step back under the limit's new message id, owner of nothing (the run
+    stranded: a slot's wake for a step another delivery ran, which went on, started ``leave`` and died)."""
     definition = resolve_step(registry, step_name)
     refused: LimitInputError | None = None
     if claimed is None and definition.limit is not None and poll is None and message is not None:
+        try:
+            if redelivered and await step_limits.ended_already(world, definition, run_id, step_id):
+                return StepOutcome("finished-already", [])
+        except StepNotFoundError:
+            return StepOutcome("gone", [])
         try:
             key = await step_limits.step_key(world, definition, run_id, step_id, call_input)
         except LimitInputError as bad:
