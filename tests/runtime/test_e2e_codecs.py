@@ -83,7 +83,7 @@ def ledger(owner: str, n: int = 1500) -> Ledger:
 LEDGERS = LedgerCodec()
 
 
-@step(name="codecs.build", codec=LEDGERS)
+@step(name="e2e_codecs.build", codec=LEDGERS)
 async def build(owner: str) -> Ledger:
     CALLS[owner] += 1
     return ledger(owner)
@@ -123,7 +123,7 @@ async def test_step_and_workflow_results_round_trip_through_their_codecs(e2e: E2
     assert isinstance(serde.loads(stored), serde.Encoded), "read without its codec: the codec's text as it is"
     view = await e2e.world.runs.get(run.run_id)
     assert view.output["$t"] == "codec"
-    assert "the result of step 'codecs.build' (step_1)" in PLACES
+    assert "the result of step 'e2e_codecs.build' (step_1)" in PLACES
     assert "the result of workflow 'codecs.books'" in PLACES
     if e2e.backend == AWS:
         assert await _offloaded(e2e, run.run_id) >= 2, "the codec's output is offloaded to S3 like any value"

@@ -133,7 +133,7 @@ async def rate_held(e2e: E2E, workflow_fn: Any, name: str, *, per_second: int, b
     assert worst_window(starts, per_second, burst + math.ceil(per_second * max(lags))) <= 1e-6
 
 
-PAYMENTS = Concurrency(1, key=lambda customer, n: customer, name="payments-api")
+PAYMENTS = Concurrency(1, key=lambda customer, n: customer, name="e2e-payments-api")
 
 
 @step(name="steplimits.pay", concurrency=PAYMENTS)
@@ -161,6 +161,6 @@ async def test_a_named_keyed_limit_is_shared_by_two_steps(e2e: E2E) -> None:
     assert [await run.result(timeout=180) for run in runs] == [0] * 6
     assert {k: v for k, v in PEAK.items()} == {f"payments:{c}": 1 for c in ("ann", "bob", "cy")}
     assert sum(CALLS.values()) == 36
-    pools = await Limiter(e2e.world).pools("payments-api")
+    pools = await Limiter(e2e.world).pools("e2e-payments-api")
     assert sorted(p.pool for p in pools) == ["ann", "bob", "cy"]
     assert all(not p.holders and p.waiting == 0 for p in pools)

@@ -41,7 +41,6 @@ from .._deployments.upgrade import (
     upgrade_run,
 )
 from ..authoring.definitions import REGISTRY
-from ..lambda_host.versions import delete_version
 from ..world.deployments import Deployment
 from .errors import CliError, usage
 from .output import print_json, print_table, remote, when
@@ -146,6 +145,9 @@ async def _retire_one(client: Any, deployment: str) -> Deployment:
     except UpgradeError as refused:
         raise CliError(str(refused), "nothing was written") from None
     if retired.target is not None:
+        # Imported here: the Lambda host needs botocore, and `awsworld --help` or a memory-only install must not
+        # (tests/deploy/test_packaging.py runs the CLI where the aws-sdk extra is not installed).
+        from ..lambda_host.versions import delete_version
         await delete_version(client.world.clients, retired.target)
     return retired
 
