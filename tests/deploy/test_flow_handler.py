@@ -228,7 +228,8 @@ class _Later:
         self.registry = Worker(world).registry
         self.deployment = deployment  # (pinning: the delivery path asks which deployment this is)
 
-    async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None) -> Outcome:
+    async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None,
+                      attempt: int = 1) -> Outcome:
         return Outcome("too-early", retry_after=2.0)
 
 

@@ -155,7 +155,7 @@ async def test_retiring_a_drained_version_deletes_it_and_refuses_one_with_runs(
         return code.getvalue()
 
     name = f"awsworld-retire-{secrets.token_hex(4)}"
-    lam.create_function(FunctionName=name, Worker="python3.13", Role=role, Handler="flow.handler",
+    lam.create_function(FunctionName=name, Runtime="python3.13", Role=role, Handler="flow.handler",  # names: keep
                         Code={"ZipFile": artifact(1)}, Publish=True)
     lam.update_function_code(FunctionName=name, ZipFile=artifact(2), Publish=True)  # a deploy: version 2
     world = await local.new_world()  # its own table: the other tests' deployments are not this test's
