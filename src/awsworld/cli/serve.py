@@ -33,6 +33,8 @@ from .output import check_config, import_modules
 
 if TYPE_CHECKING:
     from ..authoring.definitions import Registry
+    from ..client.client import Client
+    from ..world.protocol import World
 
 SERVE_HINT = "pip install 'awsworld[ui]' (Starlette, uvicorn and httpx)"
 DEFAULT_PORT = 8787
@@ -93,8 +95,8 @@ def _token(args: argparse.Namespace) -> str | None:
 
 @dataclass
 class ServedWorld:
-    world: Any
-    client: Any
+    world: World
+    client: Client
     project: str
     runs_here: Registry | None = None
     """The registry of the workflows whose deliveries this process runs (``memory``, ``emulator``); None for
@@ -116,7 +118,7 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
         from ..local import LocalAWS
 
         async with LocalAWS() as local:
-            assert local.poller is not None
+            assert local.poller is not None and local.client is not None
             yield ServedWorld(local.world, local.client, local.config.table_name, local.poller.runtime.registry)
     else:
         from ..aws import AWSWorld
