@@ -13,7 +13,7 @@ from typing import Any
 from .._engine.execution import WorkflowExecution
 from .._engine.ops import HookOp, StepOp, WaitOp, named
 from .._engine.time_scale import TimeScale
-from ..authoring.definitions import Registry
+from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import (
     CodecError,
     ValueTooLargeError,
@@ -58,8 +58,10 @@ class Declarer:
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
         if born is not None and self.claims.has_inline_work(execution):
             born = None
-        if born is not None and not await self._take(born):
-            born = None  # (its limit has no slot or token for it now: declared, its limit's message brings it)
+        if born is not None and born.poll is None:
+            definition = resolve_step(self.registry, born.definition.name)
+            if definition.limit is not None and not await self._take(born, definition):
+                born = None  # (its limit has no slot or token for it now: declared, its limit's message brings it)
         if self.provisional.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
             first = batchable[:BATCH - 1]
@@ -88,13 +90,11 @@ class Declarer:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
         return True
 
-    async def _take(self, born: StepOp) -> bool:
+    async def _take(self, born: StepOp, definition: StepDef) -> bool:
         """A limited step to be born running takes its slot and token first (``step_limits``), so its start
         costs no write of its own: False when its limit makes it wait (or its key cannot be computed: its
-        attempt fails on that). A step without a limit: True, nothing taken."""
-        definition = resolve_step(self.registry, born.definition.name)
-        if definition.limit is None or born.poll is not None:
-            return True
+        attempt fails on that). (Asked of a limited step's first attempt only: a step without a limit, or a
+        poll, takes nothing.)"""
         try:
             key = step_limits.key_of_call(definition, born.input, self.log.run_id, born.id)
         except (LimitInputError, CodecError):
@@ -112,14 +112,15 @@ class Declarer:
         factor = SETTINGS.time_scale
         for op in chunk:
             requests.append(_declaration(op, factor))
-            if isinstance(op, StepOp):
-                mark = step_limits.declared_limit(resolve_step(self.registry, op.definition.name), op.input,
-                                                  self.log.run_id, op.id)
+            if not isinstance(op, StepOp):
+                continue
+            definition = resolve_step(self.registry, op.definition.name)
+            if definition.limit is not None:
+                mark = step_limits.declared_limit(definition, op.input, self.log.run_id, op.id)
                 if mark is not None:  # which limit (and key) it will wait for: describe and the viewer show it
                     requests[-1]["eventData"][step_limits.LIMIT_FIELD] = mark
-            if born is not None and op is born:
-                definition = resolve_step(self.registry, born.definition.name)
-                requests.append(start_event(op.id, definition, born.poll, self.claims.message_id, inline=True,
+            if op is born:
+                requests.append(start_event(op.id, definition, op.poll, self.claims.message_id, inline=True,
                                             deadline=self.deadline, taken=self.claims.taken.get(op.id)))
         return requests
 

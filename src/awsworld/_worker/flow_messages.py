@@ -20,6 +20,7 @@ class FlowMessages:
         self.message = message
         self.log = log
         self.queued: set[str] = set()  # ``<step id>:<attempt>``, ``poll:<step id>:<attempt>``, a wait's id
+        self._context: dict[str, Any] | None = None  # the run's, from its run_created: the same for every step
 
     @property
     def queue_name(self) -> str:
@@ -30,11 +31,15 @@ class FlowMessages:
 
     def step_message(self, step: StepOp) -> FlowMessage:
         """(Addressed, like the flow's own messages, to the run's deployment: ``_deployments.routing``.)"""
+        if self._context is None:
+            self._context = self._run_context()
         return FlowMessage(self.message.run_id, self.message.workflow_name, step.id, step.definition.name,
-                           run_context=self._run_context(), wakes_on=tuple(sorted(step.wakes_on)),
+                           run_context=dict(self._context),
+                           wakes_on=tuple(sorted(step.wakes_on)) if step.wakes_on else (),
                            deployment=self.message.deployment)
 
     def _run_context(self) -> dict[str, Any]:
+        """What every step message of the run carries (read once: the run's first event never changes)."""
         first = self.log.replay().log[0]
         context: dict[str, Any] = {"specVersion": first.spec_version, "startedAt": first.created_at.isoformat(),
                                    "rootRunId": self.message.run_id}

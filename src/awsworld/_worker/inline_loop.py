@@ -104,7 +104,8 @@ class Flow:
             execution = self.log.execution
             ended = execution.log if execution else self.ended_log
             await on_run_end(self.world, self.run_id, ended)
-            if any(e.event_type in TERMINAL for e in ended):  # its slot of a limit (world/rules/limiters.py)
+            # (its end is near the log's end: looked for from there)
+            if any(e.event_type in TERMINAL for e in reversed(ended)):  # its slot of a limit (world/rules/limiters.py)
                 await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
                                     self.run_id, ended)
                 await free_run_steps(self.world, self.registry, self.run_id, ended)
@@ -272,18 +273,20 @@ class Flow:
         self.claims.owned.discard(step.id)
         claimed = self.claims.claimed.pop(step.id, None)
         taken = self.claims.taken.pop(step.id, None)  # the slot and token its born-running start took
+        definition = resolve_step(self.registry, step.definition.name)
+        # (the step's message is what a limited step's wait for its slot or token sends: built for those only)
+        message = self.messages.step_message(step) if definition.limit is not None else None
         attempt = await attempt_step(self.world, self.registry, self.run_id, step.id, step.definition.name,
                                      in_band=self.log.seq_in_band, on_in_band=self.log.set_in_band,
                                      owner=self.message_id,
                                      claimed=claimed, call_input=step.input, poll=step.poll,
                                      watch=lambda: self._watch_inline(step), inline=True, deadline=self.deadline,
-                                     message=self.messages.step_message(step), taken=taken)
+                                     message=message, taken=taken)
         if isinstance(attempt, StepOutcome) and attempt.status == "waiting":
             if self.claims.mine(step):
                 # An attempt this message started, cut off after its body gave its slot back (a crash): it cannot
                 # wait as itself (only this message may run it while its lease runs), so it ends as cut off and is
                 # retried per its policy, as a new attempt that waits for a slot like any other.
-                definition = resolve_step(self.registry, step.definition.name)
                 attempt = interrupted_end(self.world, definition, step.id, step.attempt)
             else:
                 self.messages.queued.add(f"{step.id}:{step.attempt}")  # its limit's message brings it

@@ -198,13 +198,13 @@ async def run_step(world: World, registry: Registry, run_id: str, step_id: str, 
     return await record_end(world, run_id, attempt)
 
 
-async def attempt_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
-                       in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
-                       claimed: EventResult | None = None, call_input: Any = None,
-                       poll: PollSpec | None = None, watch: Watch | None = None,
-                       inline: bool = False, deadline: float | None = None,
-                       message: FlowMessage | None = None, taken: Taken | None = None,
-                       hold: bool = False, redelivered: bool = False) -> StepOutcome | StepEnd:
+def attempt_step(world: World, registry: Registry, run_id: str, step_id: str, step_name: str, *,
+                 in_band: int | None = None, on_in_band: Any = None, owner: str | None = None,
+                 claimed: EventResult | None = None, call_input: Any = None,
+                 poll: PollSpec | None = None, watch: Watch | None = None,
+                 inline: bool = False, deadline: float | None = None,
+                 message: FlowMessage | None = None, taken: Taken | None = None,
+                 hold: bool = False, redelivered: bool = False) -> Coroutine[Any, Any, StepOutcome | StepEnd]:
     """Claim the step and run its body: the outcome to record (``StepEnd``, not written yet), or a
     ``StepOutcome`` saying why the body did not run (gone, finished already, running elsewhere, too early,
     ``waiting`` for a slot or a token of its limit: ``message``, the step's message, brings it back) or was
@@ -222,8 +222,28 @@ async def attempt_step(world: World, registry: Registry, run_id: str, step_id: s
     ended is ``finished-already`` (``step_limits.ended_already``: its slot, if still held, freed) and goes on
     with the run as itself, rather than wait for a slot, which ends
     this delivery and brings the step back under the limit's new message id, owner of nothing (the run
-    stranded: a slot's wake for a step another delivery ran, which went on, started ``leave`` and died)."""
+    stranded: a slot's wake for a step another delivery ran, which went on, started ``leave`` and died).
+
+    A step without a limit has nothing to take or give back: its attempt is ``_attempt`` itself, handed to the
+    caller's ``await`` without a coroutine around it (the hot path of every unlimited step)."""
     definition = resolve_step(registry, step_name)
+    if definition.limit is None and taken is None:
+        return _attempt(world, definition, run_id, step_id, step_name, in_band=in_band, on_in_band=on_in_band,
+                        owner=owner, claimed=claimed, call_input=call_input, poll=poll, watch=watch, inline=inline,
+                        deadline=deadline, refused=None, taken=None)
+    return _limited_attempt(world, definition, run_id, step_id, step_name, in_band=in_band, on_in_band=on_in_band,
+                            owner=owner, claimed=claimed, call_input=call_input, poll=poll, watch=watch,
+                            inline=inline, deadline=deadline, message=message, taken=taken, hold=hold,
+                            redelivered=redelivered)
+
+
+async def _limited_attempt(world: World, definition: StepDef, run_id: str, step_id: str, step_name: str, *,
+                           in_band: int | None, on_in_band: Any, owner: str | None, claimed: EventResult | None,
+                           call_input: Any, poll: PollSpec | None, watch: Watch | None, inline: bool,
+                           deadline: float | None, message: FlowMessage | None, taken: Taken | None, hold: bool,
+                           redelivered: bool) -> StepOutcome | StepEnd:
+    """``attempt_step`` of a limited step: its slot and token taken first (``step_limits.take``), given back once
+    its body has ended (or, with ``hold``, once its outcome is recorded)."""
     refused: LimitInputError | None = None
     if claimed is None and definition.limit is not None and poll is None and message is not None:
         try:
