@@ -195,16 +195,15 @@ class MemoryQueue:
             taken.append(message)
         return taken
 
-    def hide(self, message: QueuedMessage, receipt: str, seconds: float | None) -> bool:
+    def hide(self, message: QueuedMessage, receipt: str, seconds: float | None) -> None:
         """Make an in-flight message visible after ``seconds`` (0: now; in SQS's range, as the consumer checks),
         or delete it (None); a stale handle changes nothing."""
         if message.receipt != receipt or message.state == DELETED:
-            return False
+            return
         if seconds is None:
             self._remove(message)
         else:
             self._schedule(message, self.clock.now() + timedelta(seconds=seconds))
-        return True
 
     def redeliver(self, message: QueuedMessage, attempt: int, due: datetime) -> None:
         """Send the message again, due at ``due``, counting ``attempt`` deliveries so far (a re-send): a new

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from ..world.clock import Clock
 from ..world.limits import DEFAULT_MAX_VALUE_BYTES
 from ..world.rules.streams import LiveReader
 from ..world.shared.streams import Streamer
@@ -38,13 +37,12 @@ class MemoryStreams(Streamer["MemoryLiveStream", "MemoryWriteSession", MemoryStr
     """The window (``stream_flush_interval_ms``) is 0 by default: flush as soon as chunks are in order (memory
     has no per-commit cost to spread)."""
 
-    def __init__(self, clock: Clock, storage: RunStatuses, *, flush_interval_ms: int = 0,
+    def __init__(self, storage: RunStatuses, *, flush_interval_ms: int = 0,
                  run_check_interval: float = RUN_CHECK_INTERVAL,
                  max_value_bytes: int = DEFAULT_MAX_VALUE_BYTES) -> None:
         """``max_value_bytes``: a chunk and its frame are at most this many bytes."""
         super().__init__(MemoryStreamStore(storage), flush_interval_ms=flush_interval_ms,
                          max_value_bytes=max_value_bytes)
-        self.clock = clock  # streams keep no time; taken for symmetry with the other parts of the World
         self.run_check_interval = run_check_interval
         self.closed = False
 
