@@ -9,9 +9,10 @@ so it cannot drift.
 
 Why read at each access rather than once: a variable is read where it is used, when it is used, as before
 (``SETTINGS.watch_horizon_seconds`` reads the process environment then), so a test that sets one with
-``monkeypatch.setenv`` after the objects that use it exist still takes effect, and one read costs what an
-``os.environ`` lookup costs. ``Settings(environ)`` reads a mapping of your own instead (``AWSConfig.from_env``
-takes one), and ``Settings.from_env()`` takes a snapshot of the process's variables as they are now.
+``monkeypatch.setenv`` after the objects that use it exist still takes effect, and one read costs a lookup in
+``os.environ``'s own table (``environ_get``: the step path reads five settings per step). ``Settings(environ)``
+reads a mapping of your own instead (``AWSConfig.from_env`` takes one), and ``Settings.from_env()`` takes a
+snapshot of the process's variables as they are now.
 
 A blank value (``AWSWORLD_X=``) counts as unset unless a variable says otherwise: the SAM template sets optional
 ones empty. This module imports nothing of awsworld, so every layer (the contract in ``world`` included) may use it.
