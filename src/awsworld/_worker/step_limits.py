@@ -115,6 +115,19 @@ def declared_limit(definition: StepDef, call_input: Any, run_id: str, step_id: s
         return None
 
 
+def marks_a_limit(log: Sequence[Event]) -> bool:
+    """Whether any step of this log was declared or started under a limit (``LIMIT_FIELD`` on its ``step_created``
+    or ``step_started``): where none was, the common case, ``free_run_steps`` has nothing to free, and a run's end
+    skips it (one pass over the log instead of its name table and its pools)."""
+    for event in log:
+        if event.event_type in _MARKED_EVENTS and event.event_data and LIMIT_FIELD in event.event_data:
+            return True
+    return False
+
+
+_MARKED_EVENTS = frozenset({"step_created", "step_started"})
+
+
 async def take(world: World, definition: StepDef, run_id: str, step_id: str, key: str, *, wake: FlowMessage,
                lease_seconds: float | None) -> Taken | str:
     """The slot and token of an attempt about to start: ``Taken``, or ``WAITING`` (its message brings it back:
@@ -203,16 +216,12 @@ __all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
     """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
     slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
-    it). One read per pool its attempts took a slot of, a write only where one is still held. (A run none of whose
-    attempts started under a limit, the common case, costs one pass over its log and nothing else.)"""
-    started = [e for e in log if e.event_type == "step_started" and e.event_data and LIMIT_FIELD in e.event_data]
-    if not started:
-        return []
+    it). One read per pool its attempts took a slot of, a write only where one is still held."""
     names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
              for e in log if e.event_type == "step_created" and e.correlation_id}
     pools: dict[tuple[str, str], set[str]] = {}
-    for event in started:
-        limit = (event.event_data or {}).get(LIMIT_FIELD)
+    for event in log:
+        limit = (event.event_data or {}).get(LIMIT_FIELD) if event.event_type == "step_started" else None
         if not isinstance(limit, dict) or event.correlation_id is None:
             continue
         try:
