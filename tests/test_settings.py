@@ -9,14 +9,13 @@ docs, the README, the code or the SAM templates mention a variable ``Settings`` 
 from __future__ import annotations
 
 import ast
-import os
 import re
 from pathlib import Path
 
 import pytest
 
 from awsworld.aws.config import AWSConfig
-from awsworld.settings import SETTINGS, Settings, environ_get, settings_table
+from awsworld.settings import SETTINGS, Settings, settings_table
 from awsworld.world.watch import horizon_seconds
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,27 +62,6 @@ def test_a_value_is_read_when_it_is_used(monkeypatch: pytest.MonkeyPatch) -> Non
     assert horizon_seconds() == 0.0  # clamped, as before
     monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "")
     assert horizon_seconds() == 300.0  # blank is unset
-
-
-def test_the_process_environment_is_read_as_os_environ_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``environ_get`` answers the process's variables from ``os.environ``'s own table (the fast read of the step
-    path): the same answer as ``os.environ.get`` for a variable unset, set, changed, blank, non-ASCII or not
-    decodable, before and after each change."""
-    name = "AWSWORLD_WATCH_HORIZON_SECONDS"
-    monkeypatch.delenv(name, raising=False)
-    assert environ_get(os.environ, name) is None and SETTINGS.watch_horizon_seconds == 300.0
-    for value in ("42", "7", "", " spaced ", "grüße"):
-        monkeypatch.setenv(name, value)
-        assert environ_get(os.environ, name) == os.environ.get(name) == value
-    assert os.name != "posix" or _undecodable_is_read_as_os_environ(monkeypatch, name)
-    monkeypatch.delenv(name)
-    assert environ_get(os.environ, name) is None and SETTINGS.watch_horizon_seconds == 300.0
-    assert environ_get({name: "3"}, name) == "3" and environ_get({}, name) is None  # a mapping of your own
-
-
-def _undecodable_is_read_as_os_environ(monkeypatch: pytest.MonkeyPatch, name: str) -> bool:
-    monkeypatch.setitem(os.environb, name.encode(), b"\xff12")  # (os.environb shares os.environ's table)
-    return environ_get(os.environ, name) == os.environ.get(name) == "\udcff12"
 
 
 def test_a_snapshot_and_a_mapping_of_your_own(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,10 +9,9 @@ so it cannot drift.
 
 Why read at each access rather than once: a variable is read where it is used, when it is used, as before
 (``SETTINGS.watch_horizon_seconds`` reads the process environment then), so a test that sets one with
-``monkeypatch.setenv`` after the objects that use it exist still takes effect, and one read costs a lookup in
-``os.environ``'s own table (``environ_get``: the step path reads five settings per step). ``Settings(environ)``
-reads a mapping of your own instead (``AWSConfig.from_env`` takes one), and ``Settings.from_env()`` takes a
-snapshot of the process's variables as they are now.
+``monkeypatch.setenv`` after the objects that use it exist still takes effect, and one read costs what an
+``os.environ`` lookup costs. ``Settings(environ)`` reads a mapping of your own instead (``AWSConfig.from_env``
+takes one), and ``Settings.from_env()`` takes a snapshot of the process's variables as they are now.
 
 A blank value (``AWSWORLD_X=``) counts as unset unless a variable says otherwise: the SAM template sets optional
 ones empty. This module imports nothing of awsworld, so every layer (the contract in ``world`` included) may use it.
@@ -42,28 +41,6 @@ GROUP_TITLES: dict[Group, str] = {
     "cli": "the `awsworld` command",
     "local": "the emulators (`LocalAWS`, the test suite)",
 }
-
-
-_PROCESS_ENVIRON = os.environ
-_PROCESS_TABLE: dict[Any, Any] | None = getattr(os.environ, "_data", None)
-"""``os.environ``'s own table (encoded names to encoded values): what its ``[]``, ``get`` and ``setenv`` read and
-write."""
-_ENCODED_NAMES: dict[str, Any] = {}  # a name as that table spells it (``os.environ.encodekey``: a codec call)
-
-
-def environ_get(environ: Mapping[str, str], name: str) -> str | None:
-    """``environ.get(name)``, answered from ``os.environ``'s own table when ``environ`` is the process's: through
-    ``Mapping.get``, an unset variable of ``os.environ`` raises and catches ``KeyError`` twice (about 9,800
-    instructions; a step reads five settings, 2 % of its cost in ``bench/testing.py --instructions``). The table is
-    the one ``os.environ`` reads and writes, so the answer, and what a ``monkeypatch.setenv`` changes, are the
-    same."""
-    if environ is _PROCESS_ENVIRON and _PROCESS_TABLE is not None:
-        key = _ENCODED_NAMES.get(name)
-        if key is None:
-            key = _ENCODED_NAMES[name] = _PROCESS_ENVIRON.encodekey(name)
-        raw = _PROCESS_TABLE.get(key)
-        return None if raw is None else _PROCESS_ENVIRON.decodevalue(raw)
-    return environ.get(name)
 
 
 class Var(Generic[T]):
@@ -101,7 +78,7 @@ class Var(Generic[T]):
         return self.read(settings.environ)
 
     def read(self, environ: Mapping[str, str]) -> T:
-        raw = environ_get(environ, self.env)
+        raw = environ.get(self.env)
         if raw is None or (raw == "" and self.blank_is_unset):
             return self.default
         return self.parse(raw)
