@@ -15,6 +15,8 @@ import pytest
 
 from awsworld import Concurrency, RateLimit, step, workflow
 from awsworld._worker.limiter import Limiter
+from awsworld.world.messages import FlowMessage, queue_name_for
+from awsworld.world.rules.limiters import step_holder
 
 from .conftest import ALL_BACKENDS, E2E, on_backends
 
@@ -164,3 +166,71 @@ async def test_a_named_keyed_limit_is_shared_by_two_steps(e2e: E2E) -> None:
     pools = await Limiter(e2e.world).pools("e2e-payments-api")
     assert sorted(p.pool for p in pools) == ["ann", "bob", "cy"]
     assert all(not p.holders and p.waiting == 0 for p in pools)
+
+
+HELD_OPEN = {"open": False}
+
+
+@step(name="steplimits.held", concurrency=1)
+async def held(n: int) -> int:
+    INSIDE["held"] += 1
+    CALLS["held"] += 1
+    PEAK["held"] = max(PEAK["held"], INSIDE["held"])
+    try:
+        while not HELD_OPEN["open"]:
+            await asyncio.sleep(0.01)  # real time: the test holds the body running while it sends a duplicate
+    finally:
+        INSIDE["held"] -= 1
+    return n
+
+
+@workflow(name="steplimits.holding")
+async def holding(n: int) -> int:
+    return await held(n)
+
+
+async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.01)
+
+
+async def test_a_second_message_for_a_running_step_leaves_its_slot_held(e2e: E2E) -> None:
+    """A step's slot is held by the step (``step_holder``), whichever delivery runs it. A second message for the
+    step while its body runs elsewhere (a flow's re-sent step message, a slot's wake: the limits crash sweep's
+    k=150 strand) is refused its start (``running-elsewhere``) and must leave the slot to the attempt that runs:
+    giving it back let another run's body in beside it (a limit of 1 exceeded) and, after a crash, made the
+    running attempt's own redelivery wait for a slot while no delivery could run its step (the run stranded)."""
+    reset()
+    HELD_OPEN["open"] = False
+    limiter = Limiter(e2e.world)
+    first = await e2e.start(holding, 1)
+    step_id = "step_1"
+
+    async def running() -> bool:
+        return INSIDE["held"] == 1
+
+    await until(running, "the first run's step never ran")
+    results_before = len(e2e.poller.results)
+    duplicate = FlowMessage(first.run_id, "steplimits.holding", step_id=step_id, step_name="steplimits.held")
+    await e2e.world.queue(queue_name_for("steplimits.holding"), duplicate.to_payload())
+
+    async def refused() -> bool:
+        return "duplicate" in [r.status for r in e2e.poller.results[results_before:]]
+
+    await until(refused, "the duplicate step message was never delivered")
+    [pool] = await limiter.pools("step:steplimits.held")
+    assert list(pool.holders) == [step_holder(first.run_id, step_id)]  # still the running attempt's
+    second = await e2e.start(holding, 2)
+
+    async def second_waits() -> bool:
+        return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
+
+    await until(second_waits, "the second run's step never asked for the slot")
+    assert CALLS["held"] == 1  # the second body did not start beside the first
+    HELD_OPEN["open"] = True
+    assert [await first.result(timeout=60), await second.result(timeout=60)] == [1, 2]
+    assert PEAK["held"] == 1 and CALLS["held"] == 2
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
