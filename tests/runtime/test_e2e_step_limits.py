@@ -168,7 +168,7 @@ async def test_a_named_keyed_limit_is_shared_by_two_steps(e2e: E2E) -> None:
     assert all(not p.holders and p.waiting == 0 for p in pools)
 
 
-HELD_OPEN = {"open": False}
+HELD_OPEN: dict[str, asyncio.Event] = {}
 
 
 @step(name="steplimits.held", concurrency=1)
@@ -177,8 +177,7 @@ async def held(n: int) -> int:
     CALLS["held"] += 1
     PEAK["held"] = max(PEAK["held"], INSIDE["held"])
     try:
-        while not HELD_OPEN["open"]:
-            await asyncio.sleep(0.01)  # real time: the test holds the body running while it sends a duplicate
+        await HELD_OPEN["gate"].wait()  # the test holds the body running while it sends a duplicate
     finally:
         INSIDE["held"] -= 1
     return n
@@ -204,7 +203,7 @@ async def test_a_second_message_for_a_running_step_leaves_its_slot_held(e2e: E2E
     giving it back let another run's body in beside it (a limit of 1 exceeded) and, after a crash, made the
     running attempt's own redelivery wait for a slot while no delivery could run its step (the run stranded)."""
     reset()
-    HELD_OPEN["open"] = False
+    HELD_OPEN["gate"] = asyncio.Event()
     limiter = Limiter(e2e.world)
     first = await e2e.start(holding, 1)
     step_id = "step_1"
@@ -230,7 +229,7 @@ async def test_a_second_message_for_a_running_step_leaves_its_slot_held(e2e: E2E
 
     await until(second_waits, "the second run's step never asked for the slot")
     assert CALLS["held"] == 1  # the second body did not start beside the first
-    HELD_OPEN["open"] = True
+    HELD_OPEN["gate"].set()
     assert [await first.result(timeout=60), await second.result(timeout=60)] == [1, 2]
     assert PEAK["held"] == 1 and CALLS["held"] == 2
     assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
