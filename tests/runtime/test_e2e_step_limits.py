@@ -233,3 +233,39 @@ async def test_a_second_message_for_a_running_step_leaves_its_slot_held(e2e: E2E
     assert [await first.result(timeout=60), await second.result(timeout=60)] == [1, 2]
     assert PEAK["held"] == 1 and CALLS["held"] == 2
     assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
+
+
+async def test_a_run_cancelled_while_its_step_waits_for_a_slot_leaves_no_waiter(e2e: E2E) -> None:
+    """A run that ends (here cancelled) while its limited step waits for a slot takes that waiter out in its
+    end's tidy (``step_limits.free_run_steps``): ``client.limits`` shows no waiter, and the slot the running
+    step gives back is granted to nobody (the cancelled run's body never runs)."""
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    limiter = Limiter(e2e.world)
+    first = await e2e.start(holding, 1)
+
+    async def running() -> bool:
+        return INSIDE["held"] == 1
+
+    await until(running, "the first run's step never ran")
+    second = await e2e.start(holding, 2)
+
+    async def waiting() -> bool:
+        return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
+
+    await until(waiting, "the second run's step never waited for the slot")
+    await e2e.client.cancel(second.run_id)
+
+    async def withdrawn() -> bool:
+        [pool] = await limiter.pools("step:steplimits.held")
+        return pool.waiting == 0
+
+    await until(withdrawn, "the cancelled run's step still waits for a slot")
+    [view] = (await e2e.client.limits.describe("step:steplimits.held")).keys
+    assert view.waiters == [] and [h for h, _ in view.holders] == [step_holder(first.run_id, "step_1")]
+    assert await limiter.waiters("step:steplimits.held", "") == []  # the record is gone, not only its count
+    HELD_OPEN["gate"].set()
+    assert await first.result(timeout=60) == 1
+    assert await second.status() == "cancelled"
+    assert CALLS["held"] == 1  # the slot went to nobody: the cancelled run's body never ran
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
