@@ -161,10 +161,11 @@ class Limiter:
         found: dict[str, Waiter] = {}
 
         async def prepare(pool: Pool) -> None:
+            found.clear()  # (read again after a lost race: what was read may have been granted or taken out)
             if not pool.waiting:
                 return
             for holder in waiting:
-                if holder not in pool.holders and holder not in found:
+                if holder not in pool.holders:
                     waiter = await self.store.waiter(limit, pool_key, holder)
                     if waiter is not None:
                         found[holder] = waiter
