@@ -19,7 +19,9 @@ table adds the records lost, the ticks or wakes sent, and the step bodies run be
 attempt's body may have run: at-least-once; a body running more often than its step was started fails the trial).
 
 Run: ``python bench/chaos.py`` (``--every 3`` for CI's sample, ``--k 12 --mode die-after`` for one trial,
-``--loss`` for the message-lost sweep, ``-v`` for every problem of every failed trial).
+``--loss`` for the message-lost sweep, ``--handed`` for a run pinned to the older of two versions, each delivery
+handed over to it by an Invoke (``tests/chaos/test_chaos.py`` samples it), ``-v`` for every problem of every
+failed trial).
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ async def sweep(args: argparse.Namespace) -> int:
     executor = new_executor(args.parallel)
     try:
         async with LocalAWS("moto", moto=cast(MotoServer, moto), initial_world=False) as local:
-            clean = await Trial(local, executor).run()
+            clean = await Trial(local, executor, handed=args.handed).run()
             print(f"clean run: {clean.outcome} in {clean.seconds:.1f} s, {len(clean.calls)} AWS calls by the "
                   f"handlers, {clean.invocations} cold starts")
             if args.verbose:
@@ -90,7 +92,8 @@ async def sweep(args: argparse.Namespace) -> int:
                     for problem in result.problems if args.verbose or not result.ok else []:
                         print(f"        {problem}", flush=True)
 
-            results = await run_trials(local, faults, parallel=args.parallel, executor=executor, on_result=show)
+            results = await run_trials(local, faults, parallel=args.parallel, executor=executor, on_result=show,
+                                       handed=args.handed)
             wall = time.monotonic() - started
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
@@ -124,6 +127,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mode", action="append", choices=(*MODES, *LOSS_MODES),
                         help="only this mode (repeatable)")
     parser.add_argument("--loss", action="store_true", help="the message-lost sweep (lost and redriven modes)")
+    parser.add_argument("--handed", action="store_true",
+                        help="the run pinned to an older version, every delivery handed over to it (Invoke)")
     parser.add_argument("--parallel", type=int, default=8, help="trials at a time")
     parser.add_argument("-v", "--verbose", action="store_true", help="print every trial as it ends")
     args = parser.parse_args(argv)

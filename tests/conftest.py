@@ -46,10 +46,15 @@ STORAGE_BACKENDS = [*AWS_BACKENDS, MEMORY]  # every World backend: ``storage_bac
 LONGEST_FILES_FIRST = (
     "tests/chaos/test_chaos.py",
     "tests/cli/test_cli.py",
+    "tests/chaos/test_chaos_limits.py",
+    "tests/runtime/test_e2e_step_limits.py",
+    "tests/runtime/test_e2e_run_limits.py",
     "tests/conformance/test_queue.py",
     "tests/docs/test_transcripts.py",  # demo, dev and init as processes: about a minute
     "tests/local/test_localstack.py",
     "tests/deploy/test_init.py",
+    "tests/cli/test_dev_reload.py",
+    "tests/cli/test_deployments_cli.py",
     "tests/deploy/test_packaging.py",
     "tests/runtime/test_e2e_values.py",
     "tests/conformance/test_hooks.py",
@@ -77,6 +82,40 @@ LONGEST_FILES_FIRST = (
 )
 
 
+LAMBDA_TESTS = ("tests/deploy/", "tests/runtime/test_e2e_lost_messages.py")
+"""The Lambda functions' tests: the handlers, the tick, the template's wiring, on memory and moto. ``.ci/run`` runs
+them on the functions' Python (3.13) with ``--lambda-tests=only`` while the SAM steps run, and the 3.11 run
+leaves them out with ``--lambda-tests=skip`` (it still runs their SAM, packaging, DynamoDB Local and LocalStack
+cases): each case runs once, on the interpreter it is about."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--lambda-tests", choices=["only", "skip"], default=None,
+                     help="only: run just the Lambda functions' tests on memory and moto (tests/conftest.py "
+                          "LAMBDA_TESTS); skip: everything else (.ci/run's two interpreters)")
+
+
+def is_lambda_test(item: pytest.Item) -> bool:
+    path = item.path.relative_to(item.config.rootpath).as_posix()
+    if not path.startswith(LAMBDA_TESTS):
+        return False
+    if item.get_closest_marker("sam") or item.get_closest_marker("packaging"):
+        return False
+    return "dynamodb-local" not in item.nodeid and LOCALSTACK not in item.nodeid
+
+
+def select_lambda_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
+    choice = config.getoption("--lambda-tests")
+    if choice is None:
+        return
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        (keep if is_lambda_test(item) == (choice == "only") else dropped).append(item)
+    config.hook.pytest_deselected(items=dropped)
+    items[:] = keep
+
+
 def pytest_configure(config: pytest.Config) -> None:
     if hasattr(config.option, "loadscopereorder"):  # pytest-xdist: keep the order below
         config.option.loadscopereorder = False
@@ -89,6 +128,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         raise pytest.UsageError(f"tests/conftest.py LONGEST_FILES_FIRST names files that do not exist: {missing}")
     rank = {name: i for i, name in enumerate(LONGEST_FILES_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.relative_to(root).as_posix(), len(rank)))
+    for item in items:
+        mark_sweep_cases(item)
+    select_lambda_tests(config, items)
+
+
+def mark_sweep_cases(item: pytest.Item) -> None:
+    """``@pytest.mark.sweep_on(AWS)``: this test, on those e2e backends, is a case of a long sweep: marked
+    ``sweep``, so ``.ci/run`` (``-m "not sweep"``) runs its other backends and ``bench/sweeps.py`` all of it. (A
+    module-scoped backend is a fixture parameter, which a mark on the test cannot select by itself.)"""
+    marker = item.get_closest_marker("sweep_on")
+    callspec = getattr(item, "callspec", None)
+    if marker is not None and callspec is not None and callspec.params.get("e2e_backend") in marker.args:
+        item.add_marker(pytest.mark.sweep)
 
 
 WorldFactory = Callable[[], Awaitable[AWSWorld]]

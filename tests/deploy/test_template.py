@@ -358,6 +358,19 @@ def test_a_divergence_parks_runs_by_default_and_an_alarm_says_so(template: dict[
     assert "awsworld runs --parked" in alarms[0]["AlarmDescription"]
 
 
+def test_a_run_failed_because_its_pinned_version_is_gone_raises_an_alarm(monitoring: dict[str, Any]) -> None:
+    """Re-routing (``_worker/rerouting.py``) fails a run whose pinned version cannot be reached after every re-route:
+    a lost run must not go unnoticed, so an alarm watches the metric it counts (and the dashboard shows it, with
+    the re-routes: the test above checks every metric the functions emit)."""
+    from awsworld._worker.rerouting import DEPLOYMENT_MISMATCHES
+
+    alarms = [a["Properties"] for a in of_type(monitoring, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"]["MetricName"] == DEPLOYMENT_MISMATCHES]
+    assert len(alarms) == 1 and alarms[0]["Threshold"] == 0, alarms
+    assert alarms[0]["ComparisonOperator"] == "GreaterThanThreshold"
+    assert "awsworld deployments retire" in alarms[0]["AlarmDescription"]
+
+
 def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]) -> None:
     outputs = template["Outputs"]
     assert {"WebhookUrl", "TableName", "BucketName", "QueueUrl", "DeadLetterQueueUrl", "ClientEnvironment",

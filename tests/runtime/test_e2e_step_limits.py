@@ -18,7 +18,7 @@ from awsworld._worker.limiter import Limiter
 from awsworld.world.messages import FlowMessage, queue_name_for
 from awsworld.world.rules.limiters import step_holder
 
-from .conftest import ALL_BACKENDS, E2E, on_backends
+from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E, on_backends
 
 pytestmark = pytest.mark.asyncio
 e2e_backend = on_backends(ALL_BACKENDS)
@@ -55,6 +55,7 @@ def reset() -> None:
     CALLS.clear()
 
 
+@pytest.mark.sweep_on(AWS)  # .ci/run: memory and DynamoDB Local (40 s on moto)
 async def test_a_step_limit_of_three_across_twenty_runs(e2e: E2E) -> None:
     reset()
     async with e2e.counting() as deliveries:
@@ -101,11 +102,13 @@ def worst_window(starts: list[datetime], per_second: float, burst: int) -> float
     return worst
 
 
+@pytest.mark.sweep_on(AWS, DYNAMODB_LOCAL)  # binds in memory only: the emulators' case is the next test
 async def test_a_rate_of_ten_a_second_over_two_hundred_calls_from_twenty_runs(e2e: E2E) -> None:
     """200 calls asked at once (in memory): the bucket admits 10, then one each 0.1 s."""
     await rate_held(e2e, charges, "charge", per_second=10, burst=10, runs=20, calls=10, binding=e2e.memory)
 
 
+@pytest.mark.sweep_on(AWS)  # .ci/run: DynamoDB Local's (40 s each)
 async def test_a_rate_the_emulators_outpace(e2e: E2E) -> None:
     """The emulators ask slower than 10 a second (their requests are serialized): 2 a second binds there too."""
     await rate_held(e2e, slow_charges, "slow_charge", per_second=2, burst=2, runs=20, calls=2, binding=True)
