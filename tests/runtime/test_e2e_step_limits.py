@@ -191,6 +191,11 @@ async def holding(n: int) -> int:
     return await held(n)
 
 
+@workflow(name="steplimits.holding_two")
+async def holding_two(n: int) -> int:
+    return sum(await asyncio.gather(held(n), held(n + 1)))  # one runs in the flow, one from its own message
+
+
 async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
     deadline = asyncio.get_running_loop().time() + timeout
     while not await predicate():
@@ -272,3 +277,38 @@ async def test_a_run_cancelled_while_its_step_waits_for_a_slot_leaves_no_waiter(
     assert await second.status() == "cancelled"
     assert CALLS["held"] == 1  # the slot went to nobody: the cancelled run's body never ran
     assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
+
+
+async def test_an_attempt_that_fails_after_its_start_keeps_its_slot_for_its_redelivery(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queued step's delivery whose attempt raised after its ``step_started`` landed (here the write's answer
+    is lost; the limits crash sweep's k=97: a transient error after the start) keeps the step's slot: its step
+    is started under its message id, which only its redelivery may run while the lease runs, and that
+    redelivery finds the slot its own and runs the step, even while the limit is paused. Giving the slot back
+    made the redelivery wait for one; the wake came under a new id, was refused the step (``running-elsewhere``)
+    and the run stranded."""
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    HELD_OPEN["gate"].set()
+    events = e2e.world.events
+    original = events.create
+    lost: list[str] = []
+
+    async def create(run_id: str, request: dict[str, Any], **kwargs: Any) -> Any:
+        result = await original(run_id, request, **kwargs)
+        if request.get("eventType") == "step_started" and not lost:  # (a queued step's start: the flow's are
+            lost.append(run_id)                                        # in its batch writes)
+            await e2e.client.limits.pause("step:steplimits.held")  # no slot is free for anyone from here
+            raise ConnectionError("injected: the answer to a write that landed was lost")
+        return result
+
+    monkeypatch.setattr(events, "create", create)
+    run = await e2e.start(holding_two, 7)
+    try:
+        assert await run.result(timeout=60) == 15  # while the limit is paused: its slot was still its own
+    finally:
+        monkeypatch.undo()
+        await e2e.client.limits.resume("step:steplimits.held")
+    assert lost == [run.run_id] and CALLS["held"] == 2 and PEAK["held"] == 1
+    assert not [e for e in await run.events() if e.event_type in ("step_retrying", "step_failed")]
+    assert all(not p.holders and p.waiting == 0 for p in await Limiter(e2e.world).pools("step:steplimits.held"))
