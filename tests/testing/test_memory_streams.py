@@ -11,7 +11,6 @@ import time
 
 import pytest
 
-from awsworld._memory.clock import VirtualClock
 from awsworld._memory.streams import MemoryStreams
 from awsworld.world import EntityConflictError, RunGoneError, RunNotFoundError
 
@@ -36,7 +35,7 @@ def storage() -> Statuses:
 
 @pytest.fixture
 def streams(storage: Statuses) -> MemoryStreams:
-    return MemoryStreams(VirtualClock(), storage, run_check_interval=30)
+    return MemoryStreams(storage, run_check_interval=30)
 
 
 async def read_all(streams: MemoryStreams, name: str = S, start: int = 0) -> list[bytes]:
@@ -70,7 +69,7 @@ async def test_a_reader_ends_when_the_run_ends(streams: MemoryStreams, storage: 
 
 
 async def test_an_idle_reader_rechecks_the_run_on_its_own(storage: Statuses) -> None:
-    streams = MemoryStreams(VirtualClock(), storage, run_check_interval=0.05)
+    streams = MemoryStreams(storage, run_check_interval=0.05)
     reader = asyncio.create_task(read_all(streams))
     await asyncio.sleep(0.02)
     storage.status[RUN] = "failed"  # storage tells no one

@@ -249,11 +249,8 @@ class MemoryLog:
             return build(EventResult, run=run_model(existing, resolve))
         now = self.clock.now()
         made, first = run_created(run_id, req, now, self.deployment_id)
-        run = self.state.runs[run_id] = _record(made)
-        self._append(run, [first], value, now)
-        run.seq = len(run.events)
-        set_due(self.state, run, due_after((), now))
-        self._committed()
+        run, _, _ = self._commit(run_id, None, [(Decision(req.event_type, "", [first], creates_run=made), value)],
+                                 now, None)
         return build(EventResult, event=event_model(run_id, run.events[0], resolve), run=run_model(run, resolve),
                      seq_in_band=IN_BAND_SEQ_AT_RUN_CREATION)
 

@@ -195,16 +195,15 @@ class MemoryQueue:
             taken.append(message)
         return taken
 
-    def hide(self, message: QueuedMessage, receipt: str, seconds: float | None) -> bool:
+    def hide(self, message: QueuedMessage, receipt: str, seconds: float | None) -> None:
         """Make an in-flight message visible after ``seconds`` (0: now; in SQS's range, as the consumer checks),
         or delete it (None); a stale handle changes nothing."""
         if message.receipt != receipt or message.state == DELETED:
-            return False
+            return
         if seconds is None:
             self._remove(message)
         else:
             self._schedule(message, self.clock.now() + timedelta(seconds=seconds))
-        return True
 
     def redeliver(self, message: QueuedMessage, attempt: int, due: datetime) -> None:
         """Send the message again, due at ``due``, counting ``attempt`` deliveries so far (a re-send): a new
@@ -231,10 +230,6 @@ class MemoryQueue:
     def dead_letter(self, message: QueuedMessage, receipt: str, reason: str) -> None:
         if message.receipt == receipt and message.state != DELETED:
             self._dead_letter(message, reason)
-
-    async def arrival(self, timeout: float) -> None:
-        """Wait until a message may be visible: a send or redelivery, or the earliest delay running out."""
-        await self._arrived.wait(self._wait_time(timeout))
 
     # -- internals -------------------------------------------------------------------------------------------
 
@@ -306,13 +301,16 @@ class MemoryQueue:
 
 class MemoryRecord(dict[str, Any]):
     """One receive of one message, shaped like an SQS ReceiveMessage record (what ``Consumer`` takes), with
-    what that receive was: its handle, its receive count, the deliveries before the message was last sent."""
+    what that receive was, as the shared consumer reads it (``receipt``: its handle and receive count;
+    ``received``: whose message it is and the deliveries before it was last sent)."""
 
     def __init__(self, message: QueuedMessage) -> None:
         super().__init__(MessageId=message.transport_id, ReceiptHandle=message.receipt,
                          Attributes={"ApproximateReceiveCount": str(message.receives)})
-        self.message, self.receipt, self.transport_id = message, message.receipt or "", message.transport_id
-        self.receives, self.attempts_before = message.receives, message.attempt
+        self.message = message
+        self.receipt = Receipt(self, message.receipt or "", message.receives)
+        self.received = Received(message.message_id, message.queue_name, message.transport_id, self.receipt, self,
+                                 message.created_at, message.idempotency_key, message.deployment_id, message.attempt)
 
 
 class MemoryConsumer(QueueConsumerBase[Never]):
@@ -335,20 +333,15 @@ class MemoryConsumer(QueueConsumerBase[Never]):
             remaining = deadline - loop.time()
             if taken or remaining <= 0:
                 return [MemoryRecord(message) for message in taken]
-            await self.queue.arrival(remaining)
+            await self.queue.wait_for_visible(remaining)
 
     # -- the transport -----------------------------------------------------------------------------------
 
     def _receipt(self, record: Mapping[str, Any]) -> Receipt:
-        memory = _record(record)
-        return Receipt(memory, memory.receipt, memory.receives)
+        return _record(record).receipt
 
     async def _read(self, record: Mapping[str, Any]) -> Received:
-        receipt = self._receipt(record)
-        memory: MemoryRecord = receipt.transport
-        message = memory.message
-        return Received(message.message_id, message.queue_name, memory.transport_id, receipt, memory,
-                        message.created_at, message.idempotency_key, message.deployment_id, memory.attempts_before)
+        return _record(record).received
 
     async def _load(self, received: Received) -> Loaded:
         return Loaded(_transport(received.message).message.payload())

@@ -10,21 +10,17 @@ re-checks a predicate then, never by polling). The conformance suite runs it bes
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
-from typing import TypeVar
+from collections.abc import Mapping
 
 from ..world.clock import Clock
-from ..world.cursors import HOOK_KEYS, STEP_KEYS
+from ..world.cursors import HOOK_KEYS, STEP_KEYS, first_page
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
 from ..world.rules.hooks import hook_status
 from ..world.rules.state import TokenState
 from ..world.shared.answers import hook_answer, step_answer
 from .log import MemoryLog
-from .records import RunRecord, State, run_model
+from .records import State, run_model
 from .signal import Signal
-
-E = TypeVar("E")
-M = TypeVar("M")
 
 
 class MemoryStorage:
@@ -72,8 +68,10 @@ class MemoryStorage:
 
     async def steps(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Step], bool]:
         run = self.state.runs.get(run_id)
-        return _page(run, run.steps if run is not None else {}, _id_after(after, STEP_KEYS), limit,
-                     lambda r, s: step_answer(r.run_id, s, resolve, r.value_at))
+        if run is None:
+            return [], False
+        ids, more = _page(run.steps, after, STEP_KEYS, limit)
+        return [step_answer(run_id, run.steps[i], resolve, run.value_at) for i in ids], more
 
     async def hook(self, hook_id: str, run_id: str | None, resolve: ResolveData) -> Hook | None:
         owner = run_id if run_id is not None else self.state.hook_runs.get(hook_id)
@@ -89,8 +87,10 @@ class MemoryStorage:
 
     async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
         run = self.state.runs.get(run_id)
-        return _page(run, run.hooks if run is not None else {}, _id_after(after, HOOK_KEYS), limit,
-                     lambda r, h: hook_answer(r.run_id, h, hook_status(r.status), resolve, r.value_at))
+        if run is None:
+            return [], False
+        ids, more = _page(run.hooks, after, HOOK_KEYS, limit)
+        return [hook_answer(run_id, run.hooks[i], hook_status(run.status), resolve, run.value_at) for i in ids], more
 
     # ------------------------------------------------------------------ for the test environment
 
@@ -105,16 +105,8 @@ class MemoryStorage:
         return copy.deepcopy(self.state)
 
 
-def _page(run: RunRecord | None, entities: Mapping[str, E], after: str | None, limit: int,
-          answer: Callable[[RunRecord, E], M]) -> tuple[list[M], bool]:
-    """One page of a run's steps or hooks in id order (the contract's), after the id ``after``, and whether more
-    exist."""
-    if run is None:
-        return [], False
-    ids = sorted(i for i in entities if after is None or i > after)
-    return [answer(run, entities[i]) for i in ids[:limit]], len(ids) > limit
-
-
-def _id_after(key: str | None, prefix: str) -> str | None:
-    """The id a listing's key (``STEP#id``, ``HOOK#id``: ``world/cursors.py``) names."""
-    return None if key is None else key.removeprefix(prefix)
+def _page(entities: Mapping[str, object], after: str | None, prefix: str, limit: int) -> tuple[list[str], bool]:
+    """The ids of one page of a run's steps or hooks in id order (the contract's), after the listing's key
+    ``after`` (``STEP#id``, ``HOOK#id``: ``world/cursors.py``), and whether more exist."""
+    start = None if after is None else after.removeprefix(prefix)
+    return first_page(sorted(i for i in entities if start is None or i > start), limit)

@@ -98,11 +98,7 @@ class MemoryStreamStore:
             signal.notify()
 
     def _state(self, run_id: str, name: str) -> StreamState:
-        streams = self._runs.setdefault(run_id, {})
-        state = streams.get(name)
-        if state is None:
-            state = streams[name] = StreamState()
-        return state
+        return self._runs.setdefault(run_id, {}).setdefault(name, StreamState())
 
     def _wake(self, run_id: str, name: str) -> None:
         signal = self._signals.get((run_id, name))

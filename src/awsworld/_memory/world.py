@@ -1,8 +1,8 @@
 """``MemoryWorld``: the third backend of the ``World`` protocol, assembled from one module per job.
 
-Storage (``storage.py``), the queue (``queue.py``) and streams (``streams.py``) live in this process's memory
-and keep time by one clock (``clock``, a ``VirtualClock`` unless given), so the runtime and the test
-environment see the same "now" as the log's timestamps. Everything one operation changes is changed without
+Storage (``storage.py``), the queue (``queue.py``) and streams (``streams.py``) live in this process's memory;
+storage and the queue keep time by one clock (``clock``, a ``VirtualClock`` unless given), so the runtime and
+the test environment see the same "now" as the log's timestamps. Everything one operation changes is changed without
 an ``await`` in between, so a commit is atomic on the event loop without locks.
 
 Retention: a run's retention (``executionContext.retentionSeconds``) is kept in its execution context, as on
@@ -44,7 +44,7 @@ class MemoryWorld(WorldBase):
         self.limiters = MemoryLimiters(self.storage.state.limiters)  # limits across runs: awsworld's extension
         self.memory_queue = MemoryQueue(self.clock, deployment_id=deployment_id, max_payload_bytes=limit)
         self._publish_with(self.memory_queue)
-        self.streams = MemoryStreams(self.clock, self.storage, max_value_bytes=limit)
+        self.streams = MemoryStreams(self.storage, max_value_bytes=limit)
 
     async def close(self) -> None:
         """Close the stream sessions still open."""

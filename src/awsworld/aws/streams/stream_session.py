@@ -93,11 +93,3 @@ class WriteSession(OrderedWriteSession):
             finally:
                 if self._progress is not None and not self._progress.done():
                     self._progress.set_result(None)
-
-
-class OpenSessions(SessionRegistry[WriteSession]):
-    """This process's open write sessions, by stream (``SessionRegistry``)."""
-
-    async def flush(self, run_id: str, name: str) -> None:
-        sessions = [s for s in self.of(run_id, name) if s.pending]
-        await asyncio.gather(*(s.flush() for s in sessions), return_exceptions=True)

@@ -27,7 +27,7 @@ from ...world.errors import WorldError
 from ...world.shared.streams import Streamer
 from ..clients import AWSClients
 from .stream_reader import ChunkReader, LiveStream
-from .stream_session import OpenSessions, WriteSession
+from .stream_session import WriteSession
 from .stream_store import StreamStore, framed_size, object_fits
 
 FLUSH_ENV = Settings.stream_flush_ms.env
@@ -47,7 +47,7 @@ class StreamsAPI(Streamer[LiveStream, WriteSession, StreamStore]):
                  run_check_interval: float = 2.0, flush_interval_ms: int | None = None) -> None:
         super().__init__(StreamStore(clients),
                          flush_interval_ms=configured_flush_ms() if flush_interval_ms is None else flush_interval_ms,
-                         sessions=OpenSessions(), max_value_bytes=clients.config.max_value_bytes)
+                         max_value_bytes=clients.config.max_value_bytes)
         self.poll_interval = poll_interval
         self.max_poll_interval = max_poll_interval
         self.run_check_interval = run_check_interval

@@ -70,13 +70,12 @@ class Streamer(ABC, Generic[ReaderT, SessionT, StoreT]):
     stream_flush_interval_ms: int
     """The contract's streamFlushIntervalMs: how long a write session gathers chunks before one flush."""
 
-    def __init__(self, store: StoreT, *, flush_interval_ms: int, sessions: SessionRegistry[SessionT],
-                 max_value_bytes: int) -> None:
-        """``sessions``: this process's open write sessions, which ``close`` flushes before it ends a stream.
-        ``max_value_bytes``: the World's largest value; a chunk and its frame fit it (``max_chunk_bytes``)."""
+    def __init__(self, store: StoreT, *, flush_interval_ms: int, max_value_bytes: int) -> None:
+        """``max_value_bytes``: the World's largest value; a chunk and its frame fit it (``max_chunk_bytes``)."""
         self.store = store
         self.stream_flush_interval_ms = flush_interval_ms
-        self.sessions = sessions
+        self.sessions = SessionRegistry[SessionT]()
+        """This process's open write sessions, which ``close`` flushes before it ends a stream."""
         self.max_chunk_bytes = max_chunk_bytes(max_value_bytes)
 
     # -- what a World gives ----------------------------------------------------------------------------------

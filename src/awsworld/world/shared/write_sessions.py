@@ -172,7 +172,7 @@ class OrderedWriteSession(ABC):
 S = TypeVar("S", bound=OrderedWriteSession)
 
 
-class SessionRegistry(ABC, Generic[S]):
+class SessionRegistry(Generic[S]):
     """A World's open write sessions, by stream: closing a stream first flushes every one of them, so chunks a
     writer had written before the close are not refused for arriving after it."""
 
@@ -192,6 +192,8 @@ class SessionRegistry(ABC, Generic[S]):
     def of(self, run_id: str, name: str) -> list[S]:
         return list(self._by_stream.get((run_id, name), ()))
 
-    @abstractmethod
     async def flush(self, run_id: str, name: str) -> None:
-        """Flush the stream's sessions. Their failures stay theirs: each is raised to its own writer."""
+        """Flush the stream's sessions that hold chunks, at once. Their failures stay theirs: each is raised to
+        its own writer."""
+        sessions = [s for s in self.of(run_id, name) if s.pending]
+        await asyncio.gather(*(s.flush() for s in sessions), return_exceptions=True)
