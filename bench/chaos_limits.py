@@ -78,7 +78,7 @@ async def sweep(args: argparse.Namespace) -> int:
             started = time.monotonic()
             results = await trials(local, executor, faults, args.runs, seconds, args.parallel,
                                    on_result=lambda r: print(report([r]), flush=True) if not r.ok else None,
-                                   pause_on_fault=args.pause_on_fault)
+                                   pause_on_fault=args.pause_on_fault, resend_on_fault=args.resend_on_fault)
             wall = time.monotonic() - started
     finally:
         executor.shutdown(wait=False, cancel_futures=True)
@@ -97,6 +97,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeat", type=int, default=1, help="run each trial this many times")
     parser.add_argument("--pause-on-fault", action="store_true",
                         help="pause the step limit once the fault fired, until an attempt waits for it")
+    parser.add_argument("--resend-on-fault", action="store_true",
+                        help="send the crashed invocation's limited step messages again under new ids")
     parser.add_argument("--parallel", type=int, default=6, help="trials at a time")
     args = parser.parse_args(argv)
     with chaos_environment(AWSWORLD_MODULES=f"{reference.__name__},{limited.__name__}"):

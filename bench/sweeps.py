@@ -9,7 +9,9 @@ them, one after the other (each wants the machine to itself: the time-bounded tr
    samples it), then ``--loss``, the message-lost sweep at every point, and ``--handed``, a run pinned to an
    older version whose every delivery is handed over to it;
 3. ``bench/chaos_limits.py``: the same on limits across runs (``tests/chaos/test_chaos_limits.py`` samples it),
-   then its 100-run case (``--runs 100 --middle``).
+   then its 100-run case (``--runs 100 --middle``), then one run whose step limit is paused from the fault and
+   whose crashed step messages are sent again (``--runs 1 --pause-on-fault --resend-on-fault``: the second
+   messages and slot waits six runs make now and then, at every call).
 
 Each prints its own figures; the last lines name each part's exit status, and the exit code is 1 when any part
 failed. About two hours here. Run: ``python bench/sweeps.py`` (``--only tests|chaos|limits`` for one part).
@@ -30,7 +32,8 @@ PARTS: dict[str, list[list[str]]] = {
     "chaos": [[sys.executable, "bench/chaos.py"], [sys.executable, "bench/chaos.py", "--loss"],
               [sys.executable, "bench/chaos.py", "--handed"]],
     "limits": [[sys.executable, "bench/chaos_limits.py"],
-               [sys.executable, "bench/chaos_limits.py", "--runs", "100", "--middle"]],
+               [sys.executable, "bench/chaos_limits.py", "--runs", "100", "--middle"],
+               [sys.executable, "bench/chaos_limits.py", "--runs", "1", "--pause-on-fault", "--resend-on-fault"]],
 }
 
 

@@ -19,6 +19,7 @@ RUN_LIMIT = 3
 STEP_LIMIT = 2
 RUN_LIMIT_NAME = "workflow:chaos.limited"
 STEP_LIMIT_NAME = "chaos-limited-work"
+WORK_STEP = "chaos.limited_work"
 
 _LOCK = threading.Lock()  # bodies run on the threads of the trials' containers
 _RUNS: dict[str, set[str]] = defaultdict(set)
@@ -41,7 +42,7 @@ async def leave(label: str) -> None:
         _RUNS[label].discard(step_metadata().run_id)
 
 
-@step(name="chaos.limited_work", concurrency=Concurrency(STEP_LIMIT, name=STEP_LIMIT_NAME))
+@step(name=WORK_STEP, concurrency=Concurrency(STEP_LIMIT, name=STEP_LIMIT_NAME))
 async def work(label: str, n: int, i: int) -> int:
     meta = step_metadata()
     member = (meta.run_id, meta.step_id)

@@ -8,6 +8,7 @@ and nobody waits (the pools), the queue is empty and no dedup marker is live."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 import uuid
 from collections.abc import Callable
@@ -52,12 +53,18 @@ class LimitTrial:
 
 
 async def run_trial(local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault | None, runs: int,
-                    completion_seconds: float, *, pause_on_fault: bool = False) -> LimitTrial:
+                    completion_seconds: float, *, pause_on_fault: bool = False,
+                    resend_on_fault: bool = False) -> LimitTrial:
     """``pause_on_fault``: once the fault has fired, the step limit is paused (``client.limits.pause``) until an
     attempt waits for it (or ``PAUSE_SECONDS`` pass), then resumed: the crashed delivery's message, when it was a
     limited step's, comes back while no slot is free, as it does when other runs hold them all. It waits and is
     sent again by the limit's wake under a new message id (what six runs at once do now and then, at calls that
-    vary from trial to trial; one run and the pause do it at the same call every time)."""
+    vary from trial to trial; one run and the pause do it at the same call every time).
+
+    ``resend_on_fault``: once the fault has fired, the limited step messages of the crashed invocation are sent
+    again under new message ids (``_resend``), delivered in a batch of their own before the crashed records come
+    back: a second message for a step the dead delivery started, as a flow's re-dispatch of a step not started
+    yet, or a slot's wake, makes beside its step message (six runs at once: k=150 of the die-before sweep)."""
     label = uuid.uuid4().hex[:12]
     config = await local.new_config()
     world = AWSWorld(config)
@@ -76,7 +83,10 @@ async def run_trial(local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault 
             statuses = [(await world.runs.get(h.run_id, resolve_data="none")).status for h in handles]
             if all(s in TERMINAL_RUN_STATUSES for s in statuses):
                 break
+            fired = log.fired
             await source.poll_once(wait_seconds=1)
+            if resend_on_fault and not fired and log.fired:
+                await _resend(world, source)
             if pause_on_fault and paused_until is None and log.fired:
                 await client.limits.pause(limited.STEP_LIMIT_NAME)
                 paused_until = time.monotonic() + PAUSE_SECONDS
@@ -134,6 +144,15 @@ async def run_trial(local: LocalAWS, executor: ThreadPoolExecutor, fault: Fault 
     return trial
 
 
+async def _resend(world: AWSWorld, source: CrashingEventSource) -> None:
+    """Send the limited step messages of the last invocation (the crashed one) again, each under a new id."""
+    _, batch = source.batches[-1]
+    for _, body in batch:
+        envelope = json.loads(body)
+        if envelope.get("payload", {}).get("stepName") == limited.WORK_STEP:
+            await world.queue(envelope["queueName"], envelope["payload"])
+
+
 async def _stranded(world: AWSWorld, run_id: str, source: CrashingEventSource) -> str:
     """Where a stranded run stands: its status, its log's events (a step's start with its owner's message id), the
     step limit's pools, the queue, and the run's messages of each invocation (crashed or not)."""
@@ -150,7 +169,7 @@ async def _stranded(world: AWSWorld, run_id: str, source: CrashingEventSource) -
 async def trials(local: LocalAWS, executor: ThreadPoolExecutor, faults: list[Fault], runs: int,
                  completion_seconds: float, parallel: int,
                  on_result: Callable[[LimitTrial], object] | None = None,
-                 pause_on_fault: bool = False) -> list[LimitTrial]:
+                 pause_on_fault: bool = False, resend_on_fault: bool = False) -> list[LimitTrial]:
     """Run a trial per fault, ``parallel`` at a time, each on its own World; results in the order of ``faults``
     (``on_result`` is called with each as it ends)."""
     slots = asyncio.Semaphore(parallel)
@@ -159,7 +178,7 @@ async def trials(local: LocalAWS, executor: ThreadPoolExecutor, faults: list[Fau
         async with slots:
             try:
                 result = await run_trial(local, executor, fault, runs, completion_seconds,
-                                         pause_on_fault=pause_on_fault)
+                                         pause_on_fault=pause_on_fault, resend_on_fault=resend_on_fault)
             except Exception as error:
                 result = LimitTrial(fault, runs, problems=[f"harness error {type(error).__name__}: {error}"])
         if on_result is not None:

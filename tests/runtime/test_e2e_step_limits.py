@@ -15,6 +15,8 @@ import pytest
 
 from awsworld import Concurrency, RateLimit, step, workflow
 from awsworld._worker.limiter import Limiter
+from awsworld.world.messages import FlowMessage, queue_name_for
+from awsworld.world.rules.limiters import step_holder
 
 from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E, on_backends
 
@@ -167,3 +169,146 @@ async def test_a_named_keyed_limit_is_shared_by_two_steps(e2e: E2E) -> None:
     pools = await Limiter(e2e.world).pools("e2e-payments-api")
     assert sorted(p.pool for p in pools) == ["ann", "bob", "cy"]
     assert all(not p.holders and p.waiting == 0 for p in pools)
+
+
+HELD_OPEN: dict[str, asyncio.Event] = {}
+
+
+@step(name="steplimits.held", concurrency=1)
+async def held(n: int) -> int:
+    INSIDE["held"] += 1
+    CALLS["held"] += 1
+    PEAK["held"] = max(PEAK["held"], INSIDE["held"])
+    try:
+        await HELD_OPEN["gate"].wait()  # the test holds the body running while it sends a duplicate
+    finally:
+        INSIDE["held"] -= 1
+    return n
+
+
+@workflow(name="steplimits.holding")
+async def holding(n: int) -> int:
+    return await held(n)
+
+
+@workflow(name="steplimits.holding_two")
+async def holding_two(n: int) -> int:
+    return sum(await asyncio.gather(held(n), held(n + 1)))  # one runs in the flow, one from its own message
+
+
+async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(what)
+        await asyncio.sleep(0.01)
+
+
+async def test_a_second_message_for_a_running_step_leaves_its_slot_held(e2e: E2E) -> None:
+    """A step's slot is held by the step (``step_holder``), whichever delivery runs it. A second message for the
+    step while its body runs elsewhere (a flow's re-sent step message, a slot's wake: the limits crash sweep's
+    k=150 strand) is refused its start (``running-elsewhere``) and must leave the slot to the attempt that runs:
+    giving it back let another run's body in beside it (a limit of 1 exceeded) and, after a crash, made the
+    running attempt's own redelivery wait for a slot while no delivery could run its step (the run stranded)."""
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    limiter = Limiter(e2e.world)
+    first = await e2e.start(holding, 1)
+    step_id = "step_1"
+
+    async def running() -> bool:
+        return INSIDE["held"] == 1
+
+    await until(running, "the first run's step never ran")
+    results_before = len(e2e.poller.results)
+    duplicate = FlowMessage(first.run_id, "steplimits.holding", step_id=step_id, step_name="steplimits.held")
+    await e2e.world.queue(queue_name_for("steplimits.holding"), duplicate.to_payload())
+
+    async def refused() -> bool:
+        return "duplicate" in [r.status for r in e2e.poller.results[results_before:]]
+
+    await until(refused, "the duplicate step message was never delivered")
+    [pool] = await limiter.pools("step:steplimits.held")
+    assert list(pool.holders) == [step_holder(first.run_id, step_id)]  # still the running attempt's
+    second = await e2e.start(holding, 2)
+
+    async def second_waits() -> bool:
+        return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
+
+    await until(second_waits, "the second run's step never asked for the slot")
+    assert CALLS["held"] == 1  # the second body did not start beside the first
+    HELD_OPEN["gate"].set()
+    assert [await first.result(timeout=60), await second.result(timeout=60)] == [1, 2]
+    assert PEAK["held"] == 1 and CALLS["held"] == 2
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
+
+
+async def test_a_run_cancelled_while_its_step_waits_for_a_slot_leaves_no_waiter(e2e: E2E) -> None:
+    """A run that ends (here cancelled) while its limited step waits for a slot takes that waiter out in its
+    end's tidy (``step_limits.free_run_steps``): ``client.limits`` shows no waiter, and the slot the running
+    step gives back is granted to nobody (the cancelled run's body never runs)."""
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    limiter = Limiter(e2e.world)
+    first = await e2e.start(holding, 1)
+
+    async def running() -> bool:
+        return INSIDE["held"] == 1
+
+    await until(running, "the first run's step never ran")
+    second = await e2e.start(holding, 2)
+
+    async def waiting() -> bool:
+        return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
+
+    await until(waiting, "the second run's step never waited for the slot")
+    await e2e.client.cancel(second.run_id)
+
+    async def withdrawn() -> bool:
+        [pool] = await limiter.pools("step:steplimits.held")
+        return pool.waiting == 0
+
+    await until(withdrawn, "the cancelled run's step still waits for a slot")
+    [view] = (await e2e.client.limits.describe("step:steplimits.held")).keys
+    assert view.waiters == [] and [h for h, _ in view.holders] == [step_holder(first.run_id, "step_1")]
+    assert await limiter.waiters("step:steplimits.held", "") == []  # the record is gone, not only its count
+    HELD_OPEN["gate"].set()
+    assert await first.result(timeout=60) == 1
+    assert await second.status() == "cancelled"
+    assert CALLS["held"] == 1  # the slot went to nobody: the cancelled run's body never ran
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
+
+
+async def test_an_attempt_that_fails_after_its_start_keeps_its_slot_for_its_redelivery(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A queued step's delivery whose attempt raised after its ``step_started`` landed (here the write's answer
+    is lost; the limits crash sweep's k=97: a transient error after the start) keeps the step's slot: its step
+    is started under its message id, which only its redelivery may run while the lease runs, and that
+    redelivery finds the slot its own and runs the step, even while the limit is paused. Giving the slot back
+    made the redelivery wait for one; the wake came under a new id, was refused the step (``running-elsewhere``)
+    and the run stranded."""
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    HELD_OPEN["gate"].set()
+    events = e2e.world.events
+    original = events.create
+    lost: list[str] = []
+
+    async def create(run_id: str, request: dict[str, Any], **kwargs: Any) -> Any:
+        result = await original(run_id, request, **kwargs)
+        if request.get("eventType") == "step_started" and not lost:  # (a queued step's start: the flow's are
+            lost.append(run_id)                                        # in its batch writes)
+            await e2e.client.limits.pause("step:steplimits.held")  # no slot is free for anyone from here
+            raise ConnectionError("injected: the answer to a write that landed was lost")
+        return result
+
+    monkeypatch.setattr(events, "create", create)
+    run = await e2e.start(holding_two, 7)
+    try:
+        assert await run.result(timeout=60) == 15  # while the limit is paused: its slot was still its own
+    finally:
+        monkeypatch.undo()
+        await e2e.client.limits.resume("step:steplimits.held")
+    assert lost == [run.run_id] and CALLS["held"] == 2 and PEAK["held"] == 1
+    assert not [e for e in await run.events() if e.event_type in ("step_retrying", "step_failed")]
+    assert all(not p.holders and p.waiting == 0 for p in await Limiter(e2e.world).pools("step:steplimits.held"))

@@ -9,6 +9,7 @@ the other is handed to it as an asynchronous invocation of that version would be
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -20,6 +21,7 @@ from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_AT
 from awsworld._deployments.upgrade import Upgrade, upgrade_run
 from awsworld._worker.delivery import RecordResult
 from awsworld._worker.dispatch import Worker
+from awsworld._worker.limiter import Limiter
 from awsworld.authoring.definitions import Registry
 from awsworld.client.client import Client, Run
 from awsworld.local import LocalAWS, MotoServer
@@ -28,6 +30,7 @@ from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.protocol import World
+from awsworld.world.rules.limiters import run_holder
 
 V1 = Registry()
 V2 = Registry()
@@ -57,6 +60,11 @@ with V1.capture():
     @workflow(name="pin.parent")
     async def parent_v1(x: str) -> str:
         return "parent-v1 " + await child_v1(x)
+
+    @workflow(name="pin.solo", concurrency=1)
+    async def solo_v1(x: str) -> str:
+        await create_hook(token=f"pin-solo:{x}")
+        return await tag_v1(x)
 
 with V2.capture():
     @step(name="pin.tag")
@@ -88,6 +96,11 @@ with V2.capture():
     @workflow(name="pin.parent")
     async def parent_v2(x: str) -> str:
         return "parent-v2 " + await child_v2(x)
+
+    @workflow(name="pin.solo", concurrency=1)
+    async def solo_v2(x: str) -> str:
+        await create_hook(token=f"pin-solo:{x}")
+        return await tag_v2(x)
 
 
 with V3.capture():
@@ -223,6 +236,37 @@ async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_
     assert statuses.count("reroute-sent") == MAX_REROUTES and statuses.count("deployment-mismatch") == 1
     view = await stack.world.runs.get(run.run_id, resolve_data="none")
     assert view.status in TERMINAL_RUN_STATUSES
+
+
+async def test_a_run_admitted_by_its_first_delivery_is_woken_on_its_pinned_deployment(stack: Stack) -> None:
+    """A limited run started without its workflow's code (by name, from a bare client) takes its place among the
+    waiters at its first delivery (``run_limits.admit_in_flow``), which pins it there: the wake that the grant of
+    its slot sends carries that pin (``deploymentId``), as every other message of a pinned run does, so the live
+    deployment hands it to the run's own unread, rather than reading the run's log to find it belongs elsewhere
+    (and v2's code never replays a v1 run)."""
+    first = await stack.client.start(solo_v1, "g")  # admitted at its start: holds the slot
+    await stack.hook_ready("pin-solo:g")
+    second = await Client(stack.world).start("pin.solo", "h")  # no code here: its first delivery admits it
+    limiter = Limiter(stack.world)
+    for _ in range(600):
+        if await limiter.waiters("workflow:pin.solo", ""):
+            break
+        if stack.env is not None:
+            await stack.env.idle()
+        else:
+            await asyncio.sleep(0.05)
+    [waiter] = await limiter.waiters("workflow:pin.solo", "")
+    assert waiter.holder == run_holder(second.run_id)
+    assert waiter.wake["payload"].get("deploymentId") == "v1" == await stack.pin(second)
+    await stack.deploy("v2", V2)
+    handed = stack.handed_over
+    await stack.client.resume_hook("pin-solo:g", {})  # its end grants the slot: the wake goes to v2, handed to v1
+    assert await first.result(timeout=30) == "v1:g"
+    await stack.hook_ready("pin-solo:h")
+    assert stack.handed_over > handed
+    assert not [r for r in stack.results if r.status in ("reroute-sent", "error", "deployment-mismatch")]
+    await stack.client.resume_hook("pin-solo:h", {})
+    assert await second.result(timeout=30) == "v1:h"
 
 
 async def test_an_unpinned_workflow_and_a_child_run(stack: Stack) -> None:

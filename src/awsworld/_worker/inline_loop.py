@@ -169,7 +169,8 @@ class Flow:
         when it waits for one (the write that frees a slot for it queues its message); ``gone`` when a busy key
         skipped it (cancelled); ``failed`` when its key cannot be computed from its input."""
         try:
-            admitted = await admit_in_flow(self.world, definition, self.run_id, log)
+            admitted = await admit_in_flow(self.world, definition, self.run_id, log,
+                                           deployment=self.message.deployment)  # (its pin, set above)
         except LimitInputError as bad:
             return await self.endings.fail({"message": bad.message, "name": "LimitInputError"}, USER_ERROR)
         await cancel_for_limit(self.world, admitted)

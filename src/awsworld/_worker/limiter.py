@@ -149,22 +149,42 @@ class Limiter:
         await self._wake(again)
         return bool(answer)
 
-    async def release_all(self, limit: str, pool_key: str, holders: Collection[str]) -> list[str]:
+    async def release_all(self, limit: str, pool_key: str, holders: Collection[str], *,
+                          waiting: Collection[str] = ()) -> list[str]:
         """Free every slot of ``holders`` still held (a run's step attempts, once the run has ended: an attempt
-        cut off by a crash holds its slot until its lease passes, after its run is over). One read, and a write
-        only when one of them holds a slot: the holders freed."""
+        cut off by a crash holds its slot until its lease passes, after its run is over), and take those of
+        ``waiting`` that wait out of the waiters (a step still waiting for a slot when its run ended: left, it
+        would show as a waiter and be granted a slot no delivery uses). One read, a read of each of ``waiting``
+        not holding a slot when the pool has waiters, and a write only when one of them holds or waits: the
+        holders freed or withdrawn."""
         freed: list[str] = []
+        found: dict[str, Waiter] = {}
+
+        async def prepare(pool: Pool) -> None:
+            found.clear()  # (read again after a lost race: what was read may have been granted or taken out)
+            if not pool.waiting:
+                return
+            for holder in waiting:
+                if holder not in pool.holders:
+                    waiter = await self.store.waiter(limit, pool_key, holder)
+                    if waiter is not None:
+                        found[holder] = waiter
 
         def decide(pool: Pool) -> Decided:
             freed.clear()
+            # (One granted since it was read holds a slot now: freed below, its waiter record gone with its grant.)
+            withdrawn = [h for h in found if h not in pool.holders]
             for holder in holders:
                 after = release(pool, holder, self.now())
                 if after is not None:
                     pool = after
                     freed.append(holder)
-            return Decided(pool, list(freed))
+            for holder in withdrawn:
+                pool = withdraw(pool, found[holder], self.now())
+            freed.extend(withdrawn)
+            return Decided(pool, list(freed), remove=withdrawn)
 
-        await self._update(limit, pool_key, None, decide)
+        await self._update(limit, pool_key, None, decide, prepare=prepare)
         return freed
 
     async def settle(self, limit: str, pool_key: str) -> Pool:

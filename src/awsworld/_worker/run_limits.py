@@ -145,15 +145,18 @@ def slot_in_log(definition: WorkflowDef | None, run_id: str, log: Sequence[Event
     return slot_of(definition, tuple(call.args), call.kwargs)
 
 
-async def admit_in_flow(world: World, definition: WorkflowDef, run_id: str, log: Sequence[Event]) -> Admitted:
-    """A pending run's first delivery (or a wake of one that waits): ``admit``, by what its log records."""
+async def admit_in_flow(world: World, definition: WorkflowDef, run_id: str, log: Sequence[Event], *,
+                        deployment: str | None) -> Admitted:
+    """A pending run's first delivery (or a wake of one that waits): ``admit``, by what its log records.
+    ``deployment``: the run's pin (the flow's ``FlowMessage.deployment``), carried by the wake a grant sends, as
+    by every message of a pinned run: the live deployment hands it over unread."""
     slot = slot_in_log(definition, run_id, log)
     if slot is None or definition.limit is None:
         return Admitted("go")
     context = (log[0].event_data or {}).get("executionContext")
     return await admit(world, definition, slot, run_id,
                        priority=recorded_priority(context if isinstance(context, dict) else None),
-                       arrival=log[0].created_at)
+                       arrival=log[0].created_at, deployment=deployment)
 
 
 async def leave_in_flow(world: World, definition: WorkflowDef | None, run_id: str, log: Sequence[Event]) -> None:

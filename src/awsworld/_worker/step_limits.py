@@ -216,24 +216,37 @@ __all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
     """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
     slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
-    it). One read per pool its attempts took a slot of, a write only where one is still held."""
+    it), and take its steps still waiting for a slot out of the waiters (a run cancelled or failed while one
+    waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). The
+    pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open steps
+    were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
+    waiter record where the pool has waiters, a write only where one still holds or waits."""
     names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
              for e in log if e.event_type == "step_created" and e.correlation_id}
-    pools: dict[tuple[str, str], set[str]] = {}
+    ended = {e.correlation_id for e in log if e.event_type in ("step_completed", "step_failed")}
+    pools: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     for event in log:
-        limit = (event.event_data or {}).get(LIMIT_FIELD) if event.event_type == "step_started" else None
-        if not isinstance(limit, dict) or event.correlation_id is None:
+        step_id = event.correlation_id
+        limit = (event.event_data or {}).get(LIMIT_FIELD) \
+            if event.event_type in ("step_started", "step_created") else None
+        if not isinstance(limit, dict) or step_id is None:
             continue
+        opened = event.event_type == "step_created"
+        if opened and step_id in ended:
+            continue  # (a step that ended waits for nothing; its attempts' starts name their pools)
         try:
-            declared = registry.step(names.get(event.correlation_id, "")).limit
+            declared = registry.step(names.get(step_id, "")).limit
         except LookupError:
             continue
         if declared is None or (declared.spec.concurrency is None and declared.spec.total is None):
             continue  # a rate alone holds no slot
-        pool = (declared.spec.name, pool_of(declared.spec, str(limit.get("key", ""))))
-        pools.setdefault(pool, set()).add(step_holder(run_id, event.correlation_id))
+        holders, waiting = pools.setdefault(
+            (declared.spec.name, pool_of(declared.spec, str(limit.get("key", "")))), (set(), set()))
+        holders.add(step_holder(run_id, step_id))
+        if opened:
+            waiting.add(step_holder(run_id, step_id))
     limiter = Limiter(world)
     freed: list[str] = []
-    for (name, pool), holders in pools.items():
-        freed += await limiter.release_all(name, pool, holders)
+    for (name, pool), (holders, waiting) in pools.items():
+        freed += await limiter.release_all(name, pool, holders, waiting=waiting)
     return freed

@@ -213,7 +213,12 @@ def attempt_step(world: World, registry: Registry, run_id: str, step_id: str, st
     flow runs it in its replay loop (recorded on step_started, see ``start_event``). ``taken``: the slot and token
     its limit gave a step declared born running (``claimed``). The slot is given back once the body has ended, or,
     with ``hold`` (a queued step's message), once its outcome is recorded (``record_end``): a redelivery of that
-    message after a crash in between finds the slot still its own and runs the body again in it.
+    message after a crash in between finds the slot still its own and runs the body again in it. An attempt
+    refused because another delivery runs the step (``running-elsewhere``) gives nothing back: the slot is the
+    step's (``step_holder``), held for the attempt that runs; giving it back let a second body in beside that one
+    and left that attempt's own redelivery (after a crash) waiting for a slot while no delivery could run its
+    step (the run stranded: the limits crash sweep's k=150). Nor does an attempt that raised (k=97): its
+    redelivery runs it in the same slot, or the slot's lease frees it.
 
     ``redelivered``: a queued step's message delivered before under this message id (``Delivery.attempt`` > 1).
     Its step may have ended already, and the earlier delivery gone on with the run (``dispatch.Worker._step``)
@@ -261,17 +266,18 @@ async def _limited_attempt(world: World, definition: StepDef, run_id: str, step_
             if not isinstance(verdict, Taken):
                 return StepOutcome("waiting", [])
             taken = verdict
-    try:
-        attempt = await _attempt(world, definition, run_id, step_id, step_name, in_band=in_band,
-                                 on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
-                                 poll=poll, watch=watch, inline=inline, deadline=deadline, refused=refused,
-                                 taken=taken)
-    except BaseException:
-        await step_limits.give_back(world, taken)
-        raise
+    # An attempt that raises keeps its slot (its lease bounds it): its start may have landed (an error after the
+    # write), and then only this message's redelivery may run the step while its lease runs; it finds the slot
+    # its own. Given back here, the redelivery waited for one, and the limit's wake under a new id was refused
+    # the step: the run stranded (the limits crash sweep's k=97).
+    attempt = await _attempt(world, definition, run_id, step_id, step_name, in_band=in_band,
+                             on_in_band=on_in_band, owner=owner, claimed=claimed, call_input=call_input,
+                             poll=poll, watch=watch, inline=inline, deadline=deadline, refused=refused,
+                             taken=taken)
     if hold and isinstance(attempt, StepEnd):
         attempt.taken = taken  # given back once the outcome is recorded
-    else:
+    elif not (isinstance(attempt, StepOutcome) and attempt.status == "running-elsewhere"):
+        # (Refused because another delivery runs the step: the slot is the step's, that attempt's to give back.)
         await step_limits.give_back(world, taken)
     return attempt
 
