@@ -46,7 +46,7 @@ from .provisional import ProvisionalOutcomes
 from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
 from .run_control import cancel_for_limit
 from .run_limits import admit_in_flow, leave_in_flow
-from .step_limits import free_run_steps, marks_a_limit
+from .step_limits import free_run_steps
 from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end
 
 log = logging.getLogger("awsworld.flow")
@@ -108,8 +108,7 @@ class Flow:
             if any(e.event_type in TERMINAL for e in reversed(ended)):  # its slot of a limit (world/rules/limiters.py)
                 await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
                                     self.run_id, ended)
-                if marks_a_limit(ended):  # (a run none of whose steps has a limit has none to free)
-                    await free_run_steps(self.world, self.registry, self.run_id, ended)
+                await free_run_steps(self.world, self.registry, self.run_id, ended)
         return status
 
     async def _run_holding_steps(self) -> str:

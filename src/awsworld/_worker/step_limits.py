@@ -115,19 +115,6 @@ def declared_limit(definition: StepDef, call_input: Any, run_id: str, step_id: s
         return None
 
 
-def marks_a_limit(log: Sequence[Event]) -> bool:
-    """Whether any step of this log was declared or started under a limit (``LIMIT_FIELD`` on its ``step_created``
-    or ``step_started``): where none was, the common case, ``free_run_steps`` has nothing to free, and a run's end
-    skips it (one pass over the log instead of its name table and its pools)."""
-    for event in log:
-        if event.event_type in _MARKED_EVENTS and event.event_data and LIMIT_FIELD in event.event_data:
-            return True
-    return False
-
-
-_MARKED_EVENTS = frozenset({"step_created", "step_started"})
-
-
 async def take(world: World, definition: StepDef, run_id: str, step_id: str, key: str, *, wake: FlowMessage,
                lease_seconds: float | None) -> Taken | str:
     """The slot and token of an attempt about to start: ``Taken``, or ``WAITING`` (its message brings it back:
@@ -220,18 +207,19 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
     waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). The
     pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open steps
     were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
-    waiter record where the pool has waiters, a write only where one still holds or waits."""
+    waiter record where the pool has waiters, a write only where one still holds or waits. A run none of whose
+    steps was declared or started under a limit, the common case, costs one pass over its log and no I/O."""
+    marked = [(event.event_type, event.correlation_id, limit) for event in log
+              if event.event_type in _MARKED_EVENTS and event.correlation_id is not None
+              and isinstance(limit := (event.event_data or {}).get(LIMIT_FIELD), dict)]
+    if not marked:
+        return []
     names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
              for e in log if e.event_type == "step_created" and e.correlation_id}
     ended = {e.correlation_id for e in log if e.event_type in ("step_completed", "step_failed")}
     pools: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
-    for event in log:
-        step_id = event.correlation_id
-        limit = (event.event_data or {}).get(LIMIT_FIELD) \
-            if event.event_type in ("step_started", "step_created") else None
-        if not isinstance(limit, dict) or step_id is None:
-            continue
-        opened = event.event_type == "step_created"
+    for event_type, step_id, limit in marked:
+        opened = event_type == "step_created"
         if opened and step_id in ended:
             continue  # (a step that ended waits for nothing; its attempts' starts name their pools)
         try:
@@ -250,3 +238,6 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
     for (name, pool), (holders, waiting) in pools.items():
         freed += await limiter.release_all(name, pool, holders, waiting=waiting)
     return freed
+
+
+_MARKED_EVENTS = frozenset({"step_created", "step_started"})
