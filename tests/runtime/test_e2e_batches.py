@@ -278,7 +278,12 @@ async def test_exceeding_the_tolerance_returns_at_once_without_the_sleeping_item
     assert out["reason"] == "failure_tolerance_exceeded" and out["ok"] is False
     assert "2 of 10 items failed (1 tolerated, 0 succeeded" in out["raised"]
     events = await run.events()
-    assert [e.event_type for e in events].count("wait_created") == 4
+    # Items 0-2 declared their sleep before any failure. Item 5 starts on item 3's failure; its sleep is written
+    # only if the run did not end in the same replay, i.e. if item 4's failure came in a later delivery (on the
+    # emulator both failures can land before the flow replays: then the run ends with item 5's sleep unwritten).
+    waits = [e for e in events if e.event_type == "wait_created"]
+    failures = [i for i, e in enumerate(events) if e.event_type == "step_failed"]
+    assert len(waits) in (3, 4) and all(events.index(w) < failures[0] for w in waits[:3])
     assert not [e for e in events if e.event_type == "wait_completed"]  # nobody waited the hour
     assert replayed_ok(await replay_run(e2e.world, run.run_id))
 
