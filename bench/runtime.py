@@ -91,7 +91,7 @@ async def fan_out(local: LocalAWS, n: int) -> None:
     reads = {"runs.get": 0}
     original = world.runs.get
     in_delivery: contextvars.ContextVar[bool] = contextvars.ContextVar("in_delivery", default=False)
-    execute = local.poller.runtime.execute
+    execute = local.poller.worker.execute
 
     async def counted(*args: Any, **kwargs: Any) -> Any:
         if in_delivery.get():
@@ -103,7 +103,7 @@ async def fan_out(local: LocalAWS, n: int) -> None:
         return await execute(*args, **kwargs)
 
     world.runs.get = counted
-    local.poller.runtime.execute = marked  # type: ignore[method-assign]
+    local.poller.worker.execute = marked  # type: ignore[method-assign]
     await _idle(local)
     deliveries = local.poller.deliveries
     before = world.stats.snapshot()
@@ -114,7 +114,7 @@ async def fan_out(local: LocalAWS, n: int) -> None:
     wall = time.monotonic() - wall
     used = world.stats.snapshot() - before
     world.runs.get = original
-    local.poller.runtime.execute = execute  # type: ignore[method-assign]
+    local.poller.worker.execute = execute  # type: ignore[method-assign]
     print(f"\n{n}-way fan-out: {local.poller.deliveries - deliveries} deliveries, "
           f"{used.requests['sqs.SendMessageBatch']} SendMessageBatch calls, "
           f"{reads['runs.get']} runs.get made by deliveries, {_per_step(used, n)}; wall {wall:.1f} s")

@@ -221,10 +221,10 @@ async def test_failing_steps_are_retried_through_the_queue(local: LocalAWS, esm:
 
 
 class _Later:
-    """A runtime that asks for every delivery again in 2 s (as a step message that came too early does)."""
+    """A worker that asks for every delivery again in 2 s (as a step message that came too early does)."""
 
     def __init__(self, world: Any, *, deployment: str | None = None) -> None:
-        self.world = world  # the delivery path reads the World's clock through its runtime
+        self.world = world  # the delivery path reads the World's clock through its worker
         self.registry = Worker(world).registry
         self.deployment = deployment  # (pinning: the delivery path asks which deployment this is)
 
@@ -235,7 +235,7 @@ class _Later:
 
 async def test_a_redelivery_asked_for_succeeds_the_record_and_comes_back_later(
         local: LocalAWS, lambda_environment: dict[str, str], capsys) -> None:
-    container = Container(runtime_factory=_Later)
+    container = Container(worker_factory=_Later)
     esm = EventSourceMapping(local.world, instrument(lambda event, context: handle(event, context, container)))
     world = local.world
     message_id = await world.queue(queue_name_for("deploy.quick"),

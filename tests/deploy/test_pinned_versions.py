@@ -111,7 +111,7 @@ async def test_a_run_stays_on_its_version_after_the_alias_moves(local: LocalAWS,
     assert {e["awsworldHandOver"]["to"] for e in versions.invokes} == {"v1"}
     registered = {d.deployment_id: d for d in await world.deployments.read()}
     assert set(registered) == {"v1", "v2"} and registered["v1"].target == f"{FUNCTION}:1"
-    assert v1.runtime.deployment == "v1"
+    assert v1.worker.deployment == "v1"
     # What re-routing cost version 2: the unaddressed wake read the run's head and log once (to find its pin); the
     # addressed continuation cost nothing but its Invoke.
     print(f"\nre-routed deliveries: {rerouted}; live version's requests for them: {dict(overhead.requests)}; "

@@ -57,7 +57,7 @@ async def test_prime_loads_what_a_delivery_needs_and_publishes_the_names_without
     assert published.ahead and published.host == "the flow function" and app.__name__ in published.modules
     [registered] = [d for d in await local.world.deployments.read() if d.deployment_id == "v7"]
     assert registered.target == "awsworld-snap-flow:7" and "deploy.quick" in registered.workflows
-    assert container.runtime.deployment == "v7"
+    assert container.worker.deployment == "v7"
     unbuilt = [m.__name__ for m in snapstart._models(WireModel) if not m.__pydantic_complete__]
     assert not unbuilt, f"contract models left to build after restore: {unbuilt}"
 

@@ -1,5 +1,5 @@
 """Schedules on the in-memory World, fired by ``WorkflowTestEnv``'s virtual clock through the real tick
-(``runtime.tick``'s ``schedules`` job) and run through the real delivery path."""
+(``_worker.tick``'s ``schedules`` job) and run through the real delivery path."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ The hosts:
 - ``lambda_host.versions.LambdaHost``: an asynchronous ``Invoke`` of the target's published version (qualifier), the
   record in the event; the version's flow handler runs it (``awsworld.lambda_host.flow.handle``).
 - ``_deployments.local_host.LocalHost``: several deployments' code in one process (``awsworld dev`` keeps the code
-  a run started on when modules are reloaded; ``WorkflowTestEnv.deploy``), each with its own runtime; a hand-over
+  a run started on when modules are reloaded; ``WorkflowTestEnv.deploy``), each with its own worker; a hand-over
   is a task running the target's delivery path on the record, as an asynchronous invocation would.
 """
 

@@ -1,4 +1,4 @@
-"""Several deployments' code in one process, each with its own runtime: the stand-in for published Lambda
+"""Several deployments' code in one process, each with its own worker: the stand-in for published Lambda
 versions that the test environment (``WorkflowTestEnv.deploy``) and ``awsworld dev`` (a reload keeps the code a
 run started on) run, behind the same routing code the flow function runs (``_worker.delivery``,
 ``_worker.rerouting``).
@@ -38,16 +38,16 @@ class LocalHost:
         self.handed_over = 0
         self.results: list[RecordResult] = []  # every deployment's, in order
 
-    def deploy(self, runtime: Worker) -> Invoker:
-        """Load ``runtime``'s code as a deployment (its ``deployment`` id) and make it the live one: it takes every
+    def deploy(self, worker: Worker) -> Invoker:
+        """Load ``worker``'s code as a deployment (its ``deployment`` id) and make it the live one: it takes every
         record from now on; the others stay loaded for the runs pinned to them. A deployment loaded already (the
         same id) is replaced."""
-        if runtime.deployment is None and self.invokers:
-            raise ValueError("a host of several deployments needs each runtime's deployment id (Worker(deployment=))")
-        invoker = Invoker(runtime, self.consumer, timeout=self.timeout, host=self)
+        if worker.deployment is None and self.invokers:
+            raise ValueError("a host of several deployments needs each worker's deployment id (Worker(deployment=))")
+        invoker = Invoker(worker, self.consumer, timeout=self.timeout, host=self)
         invoker.results = self.results
-        self.invokers[runtime.deployment] = invoker
-        self.live = runtime.deployment
+        self.invokers[worker.deployment] = invoker
+        self.live = worker.deployment
         return invoker
 
     @property

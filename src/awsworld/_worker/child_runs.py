@@ -225,7 +225,7 @@ async def report_ended_children(world: World, execution: WorkflowExecution) -> i
 
 
 BUILTIN_STEPS: Mapping[str, StepDef] = {START_CHILD: START_CHILD_STEP}
-"""Steps the runtime itself declares: every registry answers them, whatever registry a runtime was given."""
+"""Steps the runtime itself declares: every registry answers them, whatever registry a worker was given."""
 
 
 def resolve_step(registry: Registry, name: str) -> StepDef:

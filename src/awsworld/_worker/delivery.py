@@ -8,13 +8,13 @@ once stranded runs on Lambda while every test (which ran the other copy) passed.
 
 What ends where:
 
-- A delivery the runtime handles is acknowledged (its idempotency key released) or redelivered after the
-  seconds the runtime asks for. The delivery's message id goes to the runtime, so a redelivered flow re-runs
+- A delivery the worker handles is acknowledged (its idempotency key released) or redelivered after the
+  seconds the worker asks for. The delivery's message id goes to the worker, so a redelivered flow re-runs
   the steps its earlier delivery started and never finished.
 - A record that can never succeed (not one of ours, no run id, a run that does not exist, a run id that is not
   one) goes to the dead-letter queue on its first receive, with one log line and no payload in it.
 - A delivery for a run that has ended (cancelled, completed, failed) is acknowledged at once and never
-  retried, whatever the World: the runtime finds the end in the log (a flow) or its start refused (a step),
+  retried, whatever the World: the worker finds the end in the log (a flow) or its start refused (a step),
   and a delivery whose code is missing here reads the run's status first. This is the one place the rule is
   written, so both Worlds keep it.
 - A workflow or step this deployment does not have is retried with back-off for
@@ -190,11 +190,11 @@ def unknown_window_seconds() -> float:
 
 
 class DeliveryPath:
-    def __init__(self, runtime: Worker, consumer: Consumer, observer: Observer | None = None,
+    def __init__(self, worker: Worker, consumer: Consumer, observer: Observer | None = None,
                  host: DeploymentHost | None = None) -> None:
         """``host``: how this deployment reaches the others (``_deployments.host``), for a delivery of a run
         pinned to another one; None: it reaches none (such a delivery is treated as for a deployment gone)."""
-        self.runtime = runtime
+        self.worker = worker
         self.consumer = consumer
         self.observer: Observer = observer or QuietObserver()
         self.host = host
@@ -209,7 +209,7 @@ class DeliveryPath:
         track = track if track is not None else Track()
         try:
             if is_tick(record):  # the schedule's tick: periodic jobs (the watchdog), no run of its own
-                jobs = await run_tick(self.runtime.world)
+                jobs = await run_tick(self.worker.world)
                 self.observer.count(RUNS_WOKEN, float(jobs.get("watchdog", {}).get("woken", 0)))
                 log.info("tick handled", extra={"jobs": jobs})
                 return RecordResult("tick")
@@ -248,31 +248,31 @@ class DeliveryPath:
         self.observer.bind(messageId=delivery.message_id, runId=message.run_id, stepId=message.step_id,
                            workflow=message.workflow_name, attempt=delivery.attempt)
         self.observer.count(STEP_DELIVERIES if message.step_id else FLOW_DELIVERIES)
-        lag = clock_of(self.runtime.world).now() - delivery.created_at
+        lag = clock_of(self.worker.world).now() - delivery.created_at
         self.observer.milliseconds(QUEUE_LAG, lag.total_seconds() * 1000)
         if not message.step_id and delivery.attempt == 1 and (delivery.idempotency_key or "").endswith(":start"):
             self.observer.count(RUNS_STARTED)
         way = Way(record, delivery, message, track, max(message.reroutes, handed or 0))
-        target = delivery_target(message.deployment, self.runtime.deployment, handed=handed is not None)
+        target = delivery_target(message.deployment, self.worker.deployment, handed=handed is not None)
         if target is not None:  # addressed to another deployment by its run's own flow: handed over unread
             return await self.reroute.hand_over(way, target)
         missing = self._missing_code(message)
         if missing is not None:
             run = await self._run(message)
             pin = pin_of(run.attributes)
-            if run.status not in TERMINAL_RUN_STATUSES and pin not in (None, self.runtime.deployment) \
-                    and self.runtime.deployment is not None:
+            if run.status not in TERMINAL_RUN_STATUSES and pin not in (None, self.worker.deployment) \
+                    and self.worker.deployment is not None:
                 return await self.reroute.hand_over(way, pin)  # its deployment has the code this one lacks
             if run.status not in TERMINAL_RUN_STATUSES:
                 return await self._unknown(record, delivery, message, missing, track, run)
             if message.step_id:
                 return await self._ended(delivery, f"is {run.status}", track)
-            # A flow message of an ended run needs no workflow code: the runtime finds the end in the log and does
+            # A flow message of an ended run needs no workflow code: the worker finds the end in the log and does
             # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
         try:
-            outcome = await self.runtime.execute(message, deadline=deadline, message_id=delivery.message_id,
-                                                 attempt=delivery.attempt)
+            outcome = await self.worker.execute(message, deadline=deadline, message_id=delivery.message_id,
+                                                attempt=delivery.attempt)
         except Misrouted as misrouted:  # the flow read the run's pin in its log: another deployment's run
             return await self.reroute.hand_over(way, misrouted.pin)
         except RunNotFoundError as error:
@@ -310,7 +310,7 @@ class DeliveryPath:
         return await self._failed(record, track, "push-failed")
 
     def _missing_code(self, message: FlowMessage) -> LookupError | None:
-        registry = self.runtime.registry
+        registry = self.worker.registry
         try:
             registry.workflow(message.workflow_name)
             if message.step_id and message.step_name:
@@ -324,7 +324,7 @@ class DeliveryPath:
         delivery is acknowledged at once (a cancelled run must not be retried for the window), and the window
         counts from the run's creation."""
         try:
-            return await self.runtime.world.runs.get(message.run_id, resolve_data="none")
+            return await self.worker.world.runs.get(message.run_id, resolve_data="none")
         except RunNotFoundError:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
 
@@ -338,7 +338,7 @@ class DeliveryPath:
         watchdog wake inside the window is acknowledged rather than retried: the message it came to stand in
         for may still be backing off here, and the watchdog comes again (less often each time, ``world.watch``),
         so retrying the wake as well would only multiply the run's deliveries."""
-        world = self.runtime.world
+        world = self.worker.world
         waited = (clock_of(world).now() - run.created_at).total_seconds()
         what = _missing_text(missing)
         self.observer.count(UNKNOWN_WORKFLOW)
@@ -367,7 +367,7 @@ class DeliveryPath:
         """Why the run's workflow is certainly unknown to every consumer of the queue (the deployment's
         publications say so, ``_published.model.judge``), or None: then the window applies. One read, on this path
         only."""
-        store = self.runtime.world.published
+        store = self.worker.world.published
         if store is None or message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
             return None
         verdict = judge(message.workflow_name, await store.read())
@@ -383,7 +383,7 @@ class DeliveryPath:
         if run.attributes.get(DELIVERY_FINDING) == found:
             return
         try:
-            await self.runtime.world.runs.set_attributes(run.run_id, [{"key": DELIVERY_FINDING, "value": found}])
+            await self.worker.world.runs.set_attributes(run.run_id, [{"key": DELIVERY_FINDING, "value": found}])
         except Exception as error:
             log.warning("%s: could not record what its delivery found: %s", track.label(), type(error).__name__,
                         extra=track.keys())
@@ -397,7 +397,7 @@ class DeliveryPath:
     async def fail_run(self, delivery: Delivery, message: FlowMessage, error: dict[str, Any], code: str,
                        track: Track, status: str) -> RecordResult:
         """Fail the run with ``error`` and ``code`` and acknowledge the delivery (``status``: what became of it)."""
-        world = self.runtime.world
+        world = self.worker.world
         try:
             await world.events.create(message.run_id, {
                 "eventType": "run_failed", "eventData": {"error": error, "errorCode": code}})
@@ -418,7 +418,7 @@ class DeliveryPath:
         (``_engine.parking``, once), this record is acknowledged, and one flow message per
         ``AWSWORLD_PARK_SECONDS`` brings it back, so the deploy that restores the code resumes it (its flow clears
         the mark). The ``UnknownWorkflow`` metric and alarm count every such delivery."""
-        world = self.runtime.world
+        world = self.worker.world
         now = clock_of(world).now()
         earlier = parked_run(run.status, run.attributes)
         parked = missing_code(what, now).kept_since(earlier)

@@ -52,7 +52,7 @@ def budget_deadline(remaining_ms: float | None, *, margin: float = DEFAULT_MARGI
 class Worker:
     def __init__(self, world: World, registry: Registry | None = None, *, max_events: int | None = None,
                  deployment: str | None = None) -> None:
-        """``deployment``: which deployment this runtime's code (``registry``) is; its runs are pinned to it and
+        """``deployment``: which deployment this worker's code (``registry``) is; its runs are pinned to it and
         it runs no delivery of a run pinned elsewhere (``deployments``). None: no pinning (one code for all)."""
         self.world = world
         self.registry = registry or REGISTRY

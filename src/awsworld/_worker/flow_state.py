@@ -39,7 +39,7 @@ class FlowStats:
 @dataclass
 class FlowSettings:
     max_events: int = 10_000
-    deployment: str | None = None  # the deployment this runtime's code is (``_deployments.pins``); None: no pinning
+    deployment: str | None = None  # the deployment this worker's code is (``_deployments.pins``); None: no pinning
 
 
 @dataclass

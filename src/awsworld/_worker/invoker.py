@@ -30,11 +30,11 @@ class DeletingConsumer(Consumer, Protocol):
 
 
 class Invoker:
-    def __init__(self, runtime: Worker, consumer: DeletingConsumer, *,
+    def __init__(self, worker: Worker, consumer: DeletingConsumer, *,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, host: DeploymentHost | None = None) -> None:
-        """``host``: how this runtime's deployment hands a delivery to another (``_deployments.local_host``)."""
+        """``host``: how this worker's deployment hands a delivery to another (``_deployments.local_host``)."""
         self.consumer = consumer
-        self.path = DeliveryPath(runtime, consumer, host=host)
+        self.path = DeliveryPath(worker, consumer, host=host)
         self.timeout = timeout
         self.deliveries = 0
         self.results: list[RecordResult] = []

@@ -72,7 +72,7 @@ class ReroutingPath(Protocol[R_co]):
     """What rerouting needs of the delivery path (``_worker.delivery.DeliveryPath``)."""
 
     @property
-    def runtime(self) -> Worker: ...
+    def worker(self) -> Worker: ...
 
     @property
     def host(self) -> DeploymentHost | None: ...
@@ -131,7 +131,7 @@ class Rerouting(Generic[R]):
         path, message = self.path, way.message
         path.observer.count(UNREACHABLE)
         try:
-            run = await path.runtime.world.runs.get(message.run_id, resolve_data="none")
+            run = await path.worker.world.runs.get(message.run_id, resolve_data="none")
         except RunNotFoundError:
             return await path.ended(way.delivery, "does not exist", way.track)
         if run.status in TERMINAL_RUN_STATUSES:
@@ -148,7 +148,7 @@ class Rerouting(Generic[R]):
                                       f"with {DEPLOYMENT_MISMATCH} after {MAX_REROUTES})")
 
     async def _send(self, way: Way, copy: FlowMessage, tag: str, delay: float) -> None:
-        await self.path.runtime.world.queue(
+        await self.path.worker.world.queue(
             queue_name_for(copy.workflow_name), copy.to_payload(), delay_seconds=delay,
             idempotency_key=f"{copy.run_id}:reroute:{way.delivery.message_id}:{tag}")
 
@@ -166,9 +166,9 @@ class Rerouting(Generic[R]):
                                                              "message": str(error) + hint},
                                      DEPLOYMENT_MISMATCH, way.track, "deployment-mismatch")
         # The run's end, seen by a flow wherever the newest code runs: it tells a parent, cancels children.
-        await path.runtime.world.queue(queue_name_for(message.workflow_name),
-                                       FlowMessage(message.run_id, message.workflow_name).to_payload(),
-                                       idempotency_key=f"{message.run_id}:mismatch")
+        await path.worker.world.queue(queue_name_for(message.workflow_name),
+                                      FlowMessage(message.run_id, message.workflow_name).to_payload(),
+                                      idempotency_key=f"{message.run_id}:mismatch")
         return result
 
 

@@ -128,15 +128,15 @@ async def _serve(args: argparse.Namespace) -> None:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 code = dev_reload.UserCode(args.modules, [Path.cwd()])
                 versions = DevCode(world, code.modules)  # runs stay on the code they started on (``dev_code``)
-                runtime = await versions.first(REGISTRY)
+                worker = await versions.first(REGISTRY)
                 # Before the first delivery: a Client of this World refuses a name no module here registers.
-                await publish(world, runtime.registry, host="awsworld dev", ahead=True, key=DEV)
-                client = Client(world, registry=runtime.registry)
-                poller = LocalPoller(world, runtime, tick_seconds=DEV_TICK_SECONDS)
+                await publish(world, worker.registry, host="awsworld dev", ahead=True, key=DEV)
+                client = Client(world, registry=worker.registry)
+                poller = LocalPoller(world, worker, tick_seconds=DEV_TICK_SECONDS)
                 versions.attach(poller.host)
                 poller.start()
                 # Each unfinished run is replayed against this code before it is woken; one that diverges is parked.
-                verdict = await dev_reload.replay_unfinished(world, runtime.registry, wake="all",
+                verdict = await dev_reload.replay_unfinished(world, worker.registry, wake="all",
                                                              tag=f"restart:{os.getpid()}",
                                                              pins=versions.pins()) if restored else None
                 webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
@@ -144,7 +144,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 if state is not None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()
-                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict, runtime.deployment)
+                _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict, worker.deployment)
                 if args.reload:
                     async def reloaded(previous: Registry) -> dev_reload.Pins:  # what dev derives, derived again
                         # First, before anything awaits: the code from before goes on running its runs.

@@ -48,10 +48,10 @@ class DevCode:
         return dev_deployment(code_digest({**definition_files(registry), **self.files()}))
 
     async def first(self, registry: Registry) -> Worker:
-        """The runtime of the code dev starts with, registered as a deployment."""
-        runtime = Worker(self.world, registry, deployment=self.current(registry))
-        await self._register(runtime)
-        return runtime
+        """The worker of the code dev starts with, registered as a deployment."""
+        worker = Worker(self.world, registry, deployment=self.current(registry))
+        await self._register(worker)
+        return worker
 
     def attach(self, host: LocalHost) -> None:
         """The poller's host: where the versions are loaded; it asks the registry before a hand-over."""
@@ -79,15 +79,15 @@ class DevCode:
         before, now = host.live, self.current(registry)
         kept = None
         if now != before:
-            host.invokers[before].path.runtime.registry = previous  # the old code, as it was
+            host.invokers[before].path.worker.registry = previous  # the old code, as it was
             kept = host.invokers.get(now)
             if kept is not None:  # a revert: that version again (its runs never left it)
-                kept.path.runtime.registry = registry
+                kept.path.worker.registry = registry
                 host.live = now
             else:
-                runtime = Worker(self.world, registry, deployment=now)
-                host.deploy(runtime)
-                await self._register(runtime)
+                worker = Worker(self.world, registry, deployment=now)
+                host.deploy(worker)
+                await self._register(worker)
         reverted = now != before and kept is not None
         retired = await self._retire_drained()
         said = f"; retired {', '.join(retired)} (no unfinished run on it)" if retired else ""
@@ -113,13 +113,13 @@ class DevCode:
                 await store.put(record.retire(clock_of(self.world).now()))
         return drained
 
-    async def _register(self, runtime: Worker) -> None:
+    async def _register(self, worker: Worker) -> None:
         """Register the version; a version retired earlier and loaded again (an edit reverted after its runs had
         all ended) is registered afresh, so it does not read as retired while it runs."""
-        assert runtime.deployment is not None
-        if await register(self.world, runtime.deployment, runtime.registry, host=DEPLOYMENTS_OF_DEV):
+        assert worker.deployment is not None
+        if await register(self.world, worker.deployment, worker.registry, host=DEPLOYMENTS_OF_DEV):
             return
         store = self.world.deployments
-        found = next((d for d in await store.read() if d.deployment_id == runtime.deployment), None) if store else None
+        found = next((d for d in await store.read() if d.deployment_id == worker.deployment), None) if store else None
         if store is not None and found is not None and found.retired:
             await store.put(replace(found, registered_at=clock_of(self.world).now(), retired_at=None))

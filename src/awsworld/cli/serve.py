@@ -112,14 +112,14 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
         from ..testing import WorkflowTestEnv
 
         async with WorkflowTestEnv(time_skipping=False) as env:
-            yield ServedWorld(env.world, Client(env.world, registry=env.runtime.registry), "memory",
-                              env.runtime.registry)
+            yield ServedWorld(env.world, Client(env.world, registry=env.worker.registry), "memory",
+                              env.worker.registry)
     elif kind == "emulator":
         from ..local import LocalAWS
 
         async with LocalAWS() as local:
             assert local.poller is not None and local.client is not None
-            yield ServedWorld(local.world, local.client, local.config.table_name, local.poller.runtime.registry)
+            yield ServedWorld(local.world, local.client, local.config.table_name, local.poller.worker.registry)
     else:
         from ..aws import AWSWorld
 

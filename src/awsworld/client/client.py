@@ -182,7 +182,7 @@ class Client:
 
     def __init__(self, world: World, *, registry: Registry | None = None,
                  waiting: Waiting | None = None, check_published: bool = True) -> None:
-        """``registry``: the workflows this process has (the local emulator passes its runtime's). With one, a
+        """``registry``: the workflows this process has (the local emulator passes its worker's). With one, a
         workflow named by a string that it lacks is refused at ``start`` instead of becoming a run that no
         delivery can run. Without one (a client of a deployed stack, or of ``awsworld dev``, has no workflow code
         of its own) a start reads the names the deployment that consumes the queue published (``_published.model``:

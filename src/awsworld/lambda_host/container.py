@@ -62,20 +62,20 @@ class Container:
     """One loop, and lazily one World, Worker and Client, for the life of an execution environment."""
 
     def __init__(self, world_factory: Callable[[], AWSWorld] | None = None,
-                 runtime_factory: Callable[..., Worker] = Worker,
+                 worker_factory: Callable[..., Worker] = Worker,
                  host_factory: Callable[[AWSWorld], DeploymentHost] | None = None,
                  version: str | None = None) -> None:
         """``host_factory``: how this version reaches the others (default: ``versions.LambdaHost``, an
         asynchronous invoke of a qualified version). The deployment is this version (``identity.lambda_deployment``:
-        ``version``, else ``AWS_LAMBDA_FUNCTION_VERSION``, read when the runtime is built)."""
+        ``version``, else ``AWS_LAMBDA_FUNCTION_VERSION``, read when the worker is built)."""
         self.version = version
         self.loop = asyncio.new_event_loop()
         self._world_factory = world_factory or (lambda: AWSWorld(AWSConfig.from_env()))
-        self._runtime_factory = runtime_factory
+        self._worker_factory = worker_factory
         self._host_factory = host_factory or (lambda world: LambdaHost(world.clients))
         self._host: DeploymentHost | None = None
         self._world: AWSWorld | None = None
-        self._runtime: Worker | None = None
+        self._worker: Worker | None = None
         self._client: Client | None = None
         self.modules: list[str] | None = None
         self.published = False  # this environment's workflow names are in the World (``publish_names``)
@@ -102,10 +102,10 @@ class Container:
         return self._world
 
     @property
-    def runtime(self) -> Worker:
-        if self._runtime is None:
-            self._runtime = self._runtime_factory(self.world, deployment=lambda_deployment(self.version))
-        return self._runtime
+    def worker(self) -> Worker:
+        if self._worker is None:
+            self._worker = self._worker_factory(self.world, deployment=lambda_deployment(self.version))
+        return self._worker
 
     @property
     def host(self) -> DeploymentHost:
@@ -127,17 +127,17 @@ class Container:
         ``snapstart.prime``), not at a plain cold start (the flow handler's first invocation). Two PutItems."""
         if self.published:
             return
-        await publish(self.world, self.runtime.registry, host="the flow function", ahead=ahead)
-        deployment = self.runtime.deployment
+        await publish(self.world, self.worker.registry, host="the flow function", ahead=ahead)
+        deployment = self.worker.deployment
         if deployment is not None:  # this version, as a deployment runs can be pinned to (``_deployments.model``)
-            await register(self.world, deployment, self.runtime.registry, host=DEPLOYMENTS_OF_LAMBDA,
+            await register(self.world, deployment, self.worker.registry, host=DEPLOYMENTS_OF_LAMBDA,
                            target=version_target(deployment))
         self.published = True
 
     def reset(self) -> None:
         """Close the World and forget it, so the next use rebuilds it from the environment (tests use this to
         point a container at fresh resources; Lambda never needs it)."""
-        world, self._world, self._runtime, self._client, self._host = self._world, None, None, None, None
+        world, self._world, self._worker, self._client, self._host = self._world, None, None, None, None
         self.modules = None
         self.published = False
         if world is not None and not self.loop.is_closed():

@@ -133,7 +133,7 @@ def handle(event: dict[str, Any], context: Any, container: Container | None = No
         except Exception:  # best effort: the next invocation tries again; deliveries do not depend on it
             logger.warning("could not publish this function's workflow names", exc_info=True)
     consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
-    path = DeliveryPath(container.runtime, consumer, PowertoolsObserver(), container.host)
+    path = DeliveryPath(container.worker, consumer, PowertoolsObserver(), container.host)
     response = FlowInvocation(path, deadline).run(container, records)
     logger.info("batch handled", extra={"records": len(records), "failures": len(response["batchItemFailures"])})
     return response
@@ -159,7 +159,7 @@ def handle_hand_over(event: dict[str, Any], context: Any, container: Container) 
                                  f"{_shape(handed)}")
     deadline = budget_deadline(context.get_remaining_time_in_millis())
     consumer = container.world.sqs_queue.consumer(DEFAULT_QUEUE_PREFIX)
-    path = DeliveryPath(container.runtime, consumer, PowertoolsObserver(), container.host)
+    path = DeliveryPath(container.worker, consumer, PowertoolsObserver(), container.host)
 
     async def run() -> HandOverResult:
         result = await path.handle(record, deadline, handed=reroutes)

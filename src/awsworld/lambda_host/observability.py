@@ -115,7 +115,7 @@ def milliseconds(name: str, value: float) -> None:
 
 
 def record_outcome(outcome: Outcome) -> None:
-    """Metrics for what one delivery did, read off the runtime's ``Outcome`` status and loop statistics."""
+    """Metrics for what one delivery did, read off the worker's ``Outcome`` status and loop statistics."""
     status = outcome.status
     if status in ("completed", "step-then-completed"):
         count(RUNS_COMPLETED)

@@ -61,7 +61,7 @@ def _models(base: type[WireModel]) -> list[type[WireModel]]:
 def prime(container: Container) -> None:
     """Everything a first delivery would do before its first request, done before the snapshot."""
     world = container.world  # imports AWSWORLD_MODULES and builds the World
-    container.runtime  # noqa: B018 - built on first use
+    container.worker  # noqa: B018 - built on first use
     container.run(container.publish_names(ahead=True))
     world.clients.renew()  # the publication's connection and credentials stay out of the snapshot
     services = PRIMED_SERVICES + (("kms",) if world.config.kms_key_id else ())

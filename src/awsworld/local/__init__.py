@@ -228,11 +228,11 @@ class LocalAWS:
         if self._initial_world:
             try:
                 self._world = await self.new_world()
-                runtime = Worker(self._world)
-                self.client = Client(self._world, registry=runtime.registry)
+                worker = Worker(self._world)
+                self.client = Client(self._world, registry=worker.registry)
                 if self._run_workflows:
                     # Deliveries go to the same delivery path the Lambda flow handler runs, with its deadline.
-                    self.poller = LocalPoller(self._world, runtime)
+                    self.poller = LocalPoller(self._world, worker)
                     self.poller.start()
             except BaseException:
                 await self.stop()

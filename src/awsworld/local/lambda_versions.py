@@ -75,10 +75,10 @@ class FunctionVersions:
                 return idle.pop()
         registry = self.registries[deployment]
 
-        def runtime(world: AWSWorld, *, deployment: str | None) -> Worker:
+        def make_worker(world: AWSWorld, *, deployment: str | None) -> Worker:
             return Worker(world, registry, deployment=deployment)
 
-        container = Container(world_factory=self.world_factory, runtime_factory=runtime,
+        container = Container(world_factory=self.world_factory, worker_factory=make_worker,
                               host_factory=lambda world: self, version=deployment[1:])
         self.every.append(container)
         return container

@@ -4,7 +4,7 @@ It receives batches from the queue and hands every record to the same ``Delivery
 handler runs (one copy of the delivery logic: ``awsworld._worker.delivery``), then does what the event source
 mapping does with the answer: a record reported as failed is left in the queue (the path already set its
 back-off visibility), any other record is deleted. Like a Lambda timeout, a delivery still running when its
-invocation's time is up (the budget plus the margin the runtime keeps for a continuation) is cancelled and
+invocation's time is up (the budget plus the margin the worker keeps for a continuation) is cancelled and
 its record left to come back after the visibility timeout.
 
 With ``tick_seconds`` it also runs the tick (``_worker.tick``: the watchdog) every that many seconds on the
@@ -35,14 +35,14 @@ __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
 
 class LocalPoller:
-    def __init__(self, world: AWSWorld, runtime: Worker, *, prefix: str = DEFAULT_QUEUE_PREFIX,
+    def __init__(self, world: AWSWorld, worker: Worker, *, prefix: str = DEFAULT_QUEUE_PREFIX,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
                  tick_seconds: float | None = None) -> None:
         self.world = world
-        self.runtime = runtime
+        self.worker = worker
         self.consumer = world.sqs_queue.consumer(prefix)
         self.host = LocalHost(self.consumer, self._spawn, timeout=timeout)  # its deployments (``awsworld dev``)
-        self.host.deploy(runtime)
+        self.host.deploy(worker)
         self.timeout = timeout
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task[None] | None = None

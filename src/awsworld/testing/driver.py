@@ -35,7 +35,7 @@ from ..world.queue import DEFAULT_QUEUE_PREFIX
 
 
 class Driver:
-    def __init__(self, world: MemoryWorld, runtime: Worker, clock: VirtualClock, *, time_skipping: bool = True,
+    def __init__(self, world: MemoryWorld, worker: Worker, clock: VirtualClock, *, time_skipping: bool = True,
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX) -> None:
         self.world = world
         self.queue = world.memory_queue
@@ -44,7 +44,7 @@ class Driver:
         self.consumer = self.queue.consumer(prefix)
         self._inflight: set[asyncio.Task[RecordResult | None]] = set()
         self.host = LocalHost(self.consumer, self._spawn, timeout=timeout)  # its deployments (``deploy``)
-        self.host.deploy(runtime)
+        self.host.deploy(worker)
         self._wake = asyncio.Event()
         self._idle = asyncio.Event()
         self._holders: list[_Holder] = []  # the waits that allow time to jump

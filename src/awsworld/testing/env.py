@@ -36,7 +36,7 @@ TEST_HOST = "a test environment"
 
 
 class WorkflowTestEnv:
-    """Workflows in memory, in milliseconds: a ``MemoryWorld``, the runtime's delivery path run in-process, and a
+    """Workflows in memory, in milliseconds: a ``MemoryWorld``, the worker's delivery path run in-process, and a
     virtual clock that skips to the next due sleep, retry or timeout whenever a test waits for a run and nothing
     else can run before it. ``async with WorkflowTestEnv() as env:`` (the pytest fixture ``awsworld_env`` gives a
     fresh one per test); ``env.client`` starts and reads runs; ``env.sleep``, ``env.advance``, ``env.idle`` and
@@ -56,10 +56,10 @@ class WorkflowTestEnv:
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
-        self.runtime = Worker(self.world, registry, deployment=deployment)
-        self.driver = Driver(self.world, self.runtime, self.clock, time_skipping=time_skipping, timeout=timeout)
+        self.worker = Worker(self.world, registry, deployment=deployment)
+        self.driver = Driver(self.world, self.worker, self.clock, time_skipping=time_skipping, timeout=timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
-        self.client = Client(self.world, registry=self.runtime.registry, waiting=self._waiting)
+        self.client = Client(self.world, registry=self.worker.registry, waiting=self._waiting)
         self._started = False
 
     def _waiting(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
@@ -83,18 +83,18 @@ class WorkflowTestEnv:
     async def deploy(self, deployment: str, registry: Registry) -> Worker:
         """Deploy another version of the code (``registry``: build one with ``Registry().capture()``) as
         ``deployment``: it takes every new run and every delivery of a run pinned to it, while runs started
-        before keep running the code they started on. Returns its runtime."""
-        if self.runtime.deployment is None:
+        before keep running the code they started on. Returns its worker."""
+        if self.worker.deployment is None:
             raise ValueError("this environment pins no run: pass WorkflowTestEnv(deployment=...) to name the first "
                              "deployment, then deploy others")
         if deployment in self.driver.host.invokers:
             raise ValueError(f"deployment {deployment!r} is deployed already")
-        runtime = Worker(self.world, registry, deployment=deployment)
-        self.driver.host.deploy(runtime)
-        self.runtime = runtime
+        worker = Worker(self.world, registry, deployment=deployment)
+        self.driver.host.deploy(worker)
+        self.worker = worker
         self.client.registry = registry
         await register(self.world, deployment, registry, host=TEST_HOST)
-        return runtime
+        return worker
 
     async def retire(self, deployment: str) -> None:
         """Retire a deployment (as deleting its Lambda version does), whatever runs it still holds (``awsworld
@@ -113,7 +113,7 @@ class WorkflowTestEnv:
         invoker = self.driver.host.invokers.get(to)
         if invoker is None:
             raise ValueError(f"no deployment {to!r} is deployed here ({', '.join(self.deployments())})")
-        return await upgrade_run(self.world, run_id, to, invoker.path.runtime.registry)
+        return await upgrade_run(self.world, run_id, to, invoker.path.worker.registry)
 
     def deployments(self) -> list[str]:
         """The deployments loaded, oldest first (the last one takes new runs)."""
@@ -149,8 +149,8 @@ class WorkflowTestEnv:
     async def start(self) -> WorkflowTestEnv:
         """Start running deliveries (``async with`` does it); returns the environment."""
         if not self._started:
-            if self.runtime.deployment is not None:
-                await register(self.world, self.runtime.deployment, self.runtime.registry, host=TEST_HOST)
+            if self.worker.deployment is not None:
+                await register(self.world, self.worker.deployment, self.worker.registry, host=TEST_HOST)
             self.driver.start()
             self._started = True
         return self
