@@ -39,7 +39,6 @@ class LocalPoller:
                  timeout: float = LAMBDA_TIMEOUT_SECONDS, concurrency: int = 32,
                  tick_seconds: float | None = None) -> None:
         self.world = world
-        self.worker = worker
         self.consumer = world.sqs_queue.consumer(prefix)
         self.host = LocalHost(self.consumer, self._spawn, timeout=timeout)  # its deployments (``awsworld dev``)
         self.host.deploy(worker)
@@ -60,6 +59,11 @@ class LocalPoller:
     @property
     def path(self) -> DeliveryPath:
         return self.invoker.path
+
+    @property
+    def worker(self) -> Worker:
+        """The live deployment's worker (after ``awsworld dev`` reloads code, the new one's, not the first)."""
+        return self.path.worker
 
     @property
     def deliveries(self) -> int:
