@@ -196,6 +196,51 @@ async def test_a_step_cancelled_where_it_is_declared_is_never_written_nor_run(e2
     assert [e.correlation_id for e in events if e.event_type == "step_created"] == ["step_2"]
 
 
+@workflow
+async def sleep_cancelled_at_once(tag: str) -> str:
+    task = asyncio.ensure_future(sleep(timedelta(hours=1)))
+    await asyncio.sleep(0)  # the task runs once: it declares its wait, which is cancelled before the flow writes it
+    task.cancel()
+    try:
+        await task
+    except asyncio.CancelledError:
+        return await quick(tag)
+    return "not cancelled"
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_sleep_cancelled_where_it_is_declared_is_never_written(e2e: E2E) -> None:
+    tag = uuid.uuid4().hex
+    run = await e2e.start(sleep_cancelled_at_once, tag)
+    assert await run.result(timeout=30) == tag
+    events = await run.events()
+    assert not [e for e in events if e.event_type.startswith("wait_")]  # (no wait an hour long left behind)
+    assert [e.correlation_id for e in events if e.event_type == "step_created"] == ["step_2"]
+    assert (await replay_run(e2e.world, run.run_id)).ok
+
+
+@workflow
+async def ends_while_its_task_sleeps(tag: str) -> str:
+    first = await quick(tag)
+    sleeper = asyncio.ensure_future(sleep(timedelta(hours=1)))  # never awaited: the body's end cancels it
+    await asyncio.sleep(0)  # the task runs once: it declares its wait in the replay that ends the body
+    assert not sleeper.done()
+    return first
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_run_that_ends_while_its_task_sleeps_writes_no_wait_and_replays(e2e: E2E) -> None:
+    # As a ``map`` item that started in the replay where its batch decided, and slept (test_e2e_batches): the
+    # flow writes the run's end, not the wait; the replay check sees the same code make the same cancelled call.
+    tag = uuid.uuid4().hex
+    run = await e2e.start(ends_while_its_task_sleeps, tag)
+    assert await run.result(timeout=30) == tag
+    events = await run.events()
+    assert not [e for e in events if e.event_type.startswith("wait_")] and events[-1].event_type == "run_completed"
+    result = await replay_run(e2e.world, run.run_id)
+    assert result.ok, result.describe()
+
+
 # ----------------------------------------------------------------------------------------- first_successful, map
 
 

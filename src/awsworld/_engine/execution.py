@@ -508,11 +508,15 @@ class WorkflowExecution:
         return self.task is not None and self.task.done()
 
     def new_ops(self) -> list[Op]:
-        """Ops to declare. A step the workflow cancelled before the flow could declare it (in the same run until
-        idle) is never declared: nothing awaits it, and every replay cancels it at the same point again. Nor is a
-        re-armed heartbeat wait abandoned before it was written (every replay abandons it the same way)."""
+        """Ops to declare. A step or a sleep the workflow cancelled before the flow could declare it (in the same run
+        until idle) is never declared: nothing awaits it, and every replay cancels it at the same point again. That
+        includes what the body's end cancels (``_body_ended``): a ``map`` item that started in the replay where its
+        batch decided, and slept, leaves no wait behind (the flow writes the run's end; ``client.replay`` checks a
+        completed log against this list). Nor is a re-armed heartbeat wait
+        abandoned before it was written (every replay abandons it the same way)."""
         for op in [op for op in self._new.values() if (isinstance(op, StepOp) and op.future.cancelled())
-                   or (isinstance(op, WaitOp) and op.rearmed and op.abandoned)]:
+                   or (isinstance(op, WaitOp) and ((op.hook is None and op.future.cancelled())
+                                                   or (op.rearmed and op.abandoned)))]:
             del self._new[op.id]
         for op in self._new.values():
             if isinstance(op, StepOp) and op.digest is None:
