@@ -218,18 +218,35 @@ async def ends_while_its_task_sleeps(tag: str) -> str:
     return first
 
 
+@workflow
+async def ends_while_its_task_awaits_a_hook(tag: str) -> str:
+    first = await quick(tag)
+
+    async def first_payload() -> object:
+        async with create_hook(token=f"ends-with-a-hook:{tag}") as hook:
+            async for payload in hook:
+                return payload
+        return None
+
+    waiter = asyncio.ensure_future(first_payload())  # created as the body returns: the body's end cancels it
+    await asyncio.sleep(0)  # the task runs once: it creates its hook in the replay that ends the body
+    assert not waiter.done()
+    return first
+
+
 @pytest.mark.parametrize("e2e_backend", BOTH)
-@pytest.mark.parametrize("workflow_fn", [sleep_cancelled_at_once, ends_while_its_task_sleeps],
-                         ids=["cancelled-at-once", "cancelled-by-the-end"])
-async def test_a_sleep_cancelled_before_the_flow_writes_it_is_never_written_and_the_run_replays(
+@pytest.mark.parametrize("workflow_fn", [sleep_cancelled_at_once, ends_while_its_task_sleeps,
+                                         ends_while_its_task_awaits_a_hook],
+                         ids=["sleep-cancelled-at-once", "sleep-at-the-end", "hook-at-the-end"])
+async def test_a_call_cancelled_before_the_flow_writes_it_is_never_written_and_the_run_replays(
         e2e: E2E, workflow_fn: Any) -> None:
     # The second is a ``map`` item that started in the replay where its batch decided, and slept (test_e2e_batches):
-    # the flow writes the run's end, not the wait, and the replay check sees the same code make the same call.
+    # the flow writes the run's end, not the wait or the hook, and the replay check sees the same code end there.
     tag = uuid.uuid4().hex
     run = await e2e.start(workflow_fn, tag)
     assert await run.result(timeout=30) == tag
     events = await run.events()
-    assert not [e for e in events if e.event_type.startswith("wait_")]  # (no wait an hour long left behind)
+    assert [e.event_type for e in events if e.event_type.startswith(("wait_", "hook_"))] == []
     assert events[-1].event_type == "run_completed" and CALLS[tag] == 1
     result = await replay_run(e2e.world, run.run_id)
     assert result.ok, result.describe()

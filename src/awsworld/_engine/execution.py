@@ -509,11 +509,13 @@ class WorkflowExecution:
 
     def new_ops(self) -> list[Op]:
         """Ops to declare. A step or a sleep the workflow cancelled before the flow could declare it (in the same run
-        until idle) is never declared: nothing awaits it, and every replay cancels it at the same point again. That
-        includes what the body's end cancels (``_body_ended``): a ``map`` item that started in the replay where its
-        batch decided, and slept, leaves no wait behind (the flow writes the run's end; ``client.replay`` checks a
-        completed log against this list). Nor is a re-armed heartbeat wait
-        abandoned before it was written (every replay abandons it the same way)."""
+        until idle) is never declared: nothing awaits it, and every replay cancels it at the same point again. Nor is a
+        re-armed heartbeat wait abandoned before it was written (every replay abandons it the same way). Nor is
+        anything once the body has ended: the flow writes the run's end instead (``_worker/inline_loop.py``), so a
+        ``map`` item that started in the replay where its batch decided, and slept, or a hook a task created as the
+        body returned, is never written, and ``client.replay`` checks a completed log against the same list."""
+        if self.done:
+            return []
         for op in [op for op in self._new.values() if (isinstance(op, StepOp) and op.future.cancelled())
                    or (isinstance(op, WaitOp) and ((op.hook is None and op.future.cancelled())
                                                    or (op.rearmed and op.abandoned)))]:

@@ -13,9 +13,9 @@ divergence with its position, what the log holds and what the code did. In pytes
             assert result.ok, result.describe()
 
 A run whose log ends (completed) is also checked at its end: the code must make no call the log lacks and return
-what the log recorded. (A step or sleep the body's end cancelled before the flow wrote it is no such call: the flow
-never writes it, ``_engine/execution.py``'s ``new_ops``.) ``patched()`` answers as it would in production (True at
-the end of the log); nothing is recorded.
+what the log recorded. (What the code declared in the replay that ended its body is no such call: the flow writes
+the run's end instead, ``_engine/execution.py``'s ``new_ops``.) ``patched()`` answers as it would in production (True
+at the end of the log); nothing is recorded.
 """
 
 from __future__ import annotations
