@@ -29,14 +29,13 @@ from .harness import MODES, Fault, Trial, TrialResult, chaos_environment, new_ex
 from .loss import LOSS_ENVIRONMENT, LOSS_MODES, RECOVERIES
 from .moto_process import MotoProcess
 
-SWEEP = {"moto": (1, 12), LOCALSTACK: (7, 24)}
-"""Each backend's (first k, stride): about 27 trials on moto and 14 on LocalStack, disjoint, within the suite's
+SWEEP = {"moto": (1, 16), LOCALSTACK: (7, 24)}
+"""Each backend's (first k, stride): about 20 trials on moto and 14 on LocalStack, disjoint, within the suite's
 budget on two cores. ``bench/chaos.py`` sweeps every k (``bench/sweeps.py`` runs it with the other sweeps)."""
 PARALLEL = 8
-HANDED_STRIDE = 31
-"""The handed-over run's sample: a fault at every 31st call (and at the first and last Invoke, and the call after the
-first), in each mode: about 18 trials, two or three rounds of ``PARALLEL``. ``bench/chaos.py --handed`` sweeps
-every k."""
+HANDED_STRIDE = 47
+"""The handed-over run's sample: a fault at every 47th call (and at the first and last Invoke, and the call after the
+first), in each mode: about 15 trials, two rounds of ``PARALLEL``. ``bench/chaos.py --handed`` sweeps every k."""
 LOSS_TRIALS = 8
 """One round of ``PARALLEL`` trials, each combination twice: a loss trial waits out a lease and a watch horizon
 (about 20 s); ``bench/chaos.py --loss`` sweeps every point in every combination."""

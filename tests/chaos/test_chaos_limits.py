@@ -22,8 +22,8 @@ from .harness import MODES, Fault, Mode, chaos_environment, new_executor
 from .limits_trial import report, run_trial, trials
 from .moto_process import MotoProcess
 
-STRIDE = 53
-"""k = 1, 54, 107, ... over the clean trial's ~320 calls, in each mode: 18 trials, three rounds of ``PARALLEL``."""
+STRIDE = 80
+"""k = 1, 81, 161, 241 over the clean trial's ~320 calls, in each mode: 12 trials, two rounds of ``PARALLEL``."""
 SMALL = 6
 PARALLEL = 6
 STRANDED_ONCE: list[tuple[Mode, int]] = [("die-after", 32), ("die-before", 33)]
