@@ -303,7 +303,10 @@ async def test_a_failed_flush_surfaces_to_the_writer(broken_s3: tuple[Any, dict[
     session = broken.streams.create_write_session(run_id, S, "wrtr_err", flush_interval=0.02)
     state["fail"] = 100
     await session.write(0, ["lost"])  # accepted; its flush fails in the background
-    await asyncio.sleep(0.3)
+    for _ in range(200):  # (the flush is due after 0.02 s; a new World's first S3 call builds its client first)
+        if state["failed"]:
+            break
+        await asyncio.sleep(0.05)
     assert state["failed"] >= 1
     with pytest.raises(ClientError, match="injected"):
         await session.write(1, ["next"])
