@@ -14,7 +14,7 @@ import textwrap
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -230,11 +230,12 @@ class Runner:
 class Dev:
     """An ``awsworld dev`` process and the environment its ``export`` lines describe."""
 
-    def __init__(self, cwd: Path, state: Path, runners: list[Runner], *options: str, module: str = "clitest") -> None:
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner], *options: str, module: str = "clitest",
+                 command: Sequence[str] = (sys.executable, "-m", "awsworld.cli")) -> None:
+        """``command``: how ``awsworld`` is run (a venv's console script, say)."""
         self.cwd, self.state, self.runners = cwd, state, runners
-        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, "--state",
-                                         str(state), *options], cwd=cwd, env=_clean_env(), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
+        self.process = subprocess.Popen([*command, "dev", module, "--state", str(state), *options], cwd=cwd,
+                                        env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60

@@ -14,12 +14,17 @@ ended and one that does not exist). A file that does not import is reported and 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
+import site
+import subprocess
+import sys
+import sysconfig
 import textwrap
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import pytest
@@ -66,8 +71,12 @@ async def added(order_id: str) -> str:
 class WatchedDev(Dev):
     """``awsworld dev shopdev --state DIR``, its output read on after the banner (reloads print there)."""
 
-    def __init__(self, cwd: Path, state: Path, runners: list[Runner], module: str = "shopdev") -> None:
-        super().__init__(cwd, state, runners, module=module)
+    def __init__(self, cwd: Path, state: Path, runners: list[Runner], module: str = "shopdev",
+                 command: Sequence[str] | None = None) -> None:
+        if command is None:
+            super().__init__(cwd, state, runners, module=module)
+        else:
+            super().__init__(cwd, state, runners, module=module, command=command)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
@@ -291,3 +300,65 @@ def test_a_reload_takes_edits_of_every_project_module_and_keeps_the_old_code_whe
         for table in (REGISTRY.workflows, REGISTRY.steps):
             for key in [k for k in table if k.startswith("reloadpkg.")]:
                 del table[key]
+
+
+CONSOLE_SCRIPT = """#!{python}
+import sys
+from awsworld.cli import main
+if __name__ == "__main__":
+    sys.exit(main())
+"""
+
+
+def project_venv(project: Path) -> Path:
+    """``python3 -m venv .venv`` inside the project, as Install has the user make it, with pip's ``bin/awsworld``
+    console script; awsworld and its dependencies come from this test's environment (a ``.pth`` adding its
+    site-packages), not from an install. Returns the script."""
+    venv = project / ".venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    ours = [*site.getsitepackages(), sysconfig.get_paths()["purelib"]]
+    lines = "".join(f"import site; site.addsitedir({path!r})\n" for path in dict.fromkeys(ours))
+    (Path(purelib) / "outer_env.pth").write_text(lines)
+    script = venv / "bin" / "awsworld"
+    script.write_text(CONSOLE_SCRIPT.format(python=python))
+    script.chmod(0o755)
+    return script
+
+
+def test_dev_run_from_a_venv_inside_the_project_names_unchanged_code_the_same_deployment(
+        tmp_path: Path, runner: Runner) -> None:
+    """The layout Install describes: the venv in the project, ``.venv/bin/awsworld dev``. The console script (a
+    module too: ``__main__`` and multiprocessing's ``__mp_main__``) and the venv's files are not the user's code: a
+    save that changes nothing reloads the same deployment (it was a new one, and a revert never came back to the
+    first), and only the user's file is watched."""
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    # multiprocessing, once imported, names the running script __mp_main__ too; s3transfer.compat (boto3's) imports
+    # it in the releases a fresh install gets (0.19), not in the one these tests pin, so the user's module does here.
+    source.write_text("import multiprocessing  # noqa: F401\n" + textwrap.dedent(SHOP))
+    script = project_venv(tmp_path)
+
+    dev = WatchedDev(tmp_path, tmp_path / ".awsworld", [runner], command=[str(script.parent / "python"), str(script)])
+    try:
+        deployed = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(dev.banner))
+        assert deployed is not None, dev.banner
+        first = deployed.group(1)
+        seen = len(dev.lines)
+        os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 1_000_000_000))  # saved as is
+        assert dev.wait_for(r"^reloading: ", seen) == "reloading: src/shopdev.py changed"
+        assert dev.wait_for(r"^the code is |^new runs start on ", seen) == f"the code is unchanged ({first})"
+
+        seen = len(dev.lines)
+        source.write_text(source.read_text().replace(ORIGINAL, EDITED))
+        edited = dev.wait_for(r"^the code is |^new runs start on ", seen)
+        assert edited.startswith("new runs start on dev-") and not edited.startswith(f"new runs start on {first}")
+        seen = len(dev.lines)
+        source.write_text(source.read_text().replace(EDITED, ORIGINAL))
+        reverted = dev.wait_for(r"^the code is |^new runs start on ", seen)
+        assert reverted.startswith(f"new runs start on {first};"), reverted  # the first again (retired meanwhile)
+    finally:
+        out = dev.stop()
+    assert ".venv" not in out, out

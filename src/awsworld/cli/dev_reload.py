@@ -209,10 +209,26 @@ def _missing_workflow(registry: Registry, name: str) -> bool:
     return False
 
 
+_SCRIPT_MODULES = frozenset({"__main__", "__mp_main__"})
+"""The names the running script is imported under: ``__mp_main__`` is multiprocessing's alias of ``__main__``."""
+
+
+def _in_venv(path: Path) -> bool:
+    """Whether ``path`` lies in the virtual environment this process runs from (never the base Python's prefix: a
+    project may live under it, as ``/usr/src/app`` lies under ``/usr``)."""
+    if sys.prefix == sys.base_prefix:
+        return False
+    return path.is_relative_to(Path(sys.prefix).resolve())
+
+
 class UserCode:
     """The user's modules as ``dev`` imported them, watched for edits. A module is the user's when its file lies in
     the project (the current directory and its ``src/``, where ``dev`` imports from) and outside any installed
-    package (``site-packages``) and awsworld itself: the named modules and every project module they import."""
+    package (``site-packages``), the virtual environment ``dev`` runs from and awsworld itself: the named modules
+    and every project module they import. The venv counts apart because ``python3 -m venv .venv`` in the project
+    is the usual layout, and its ``bin/awsworld`` script is a module too (``__main__``, and ``__mp_main__`` once
+    multiprocessing is imported): taken for the user's, it would make the first reload a new deployment even when
+    nothing changed (its digest, ``cli.dev_code``), and be deleted from ``sys.modules`` at every reload."""
 
     def __init__(self, names: list[str], roots: list[Path]) -> None:
         self.names = names
@@ -223,10 +239,10 @@ class UserCode:
         found: dict[str, Path] = {}
         for name, module in list(sys.modules.items()):
             file = getattr(module, "__file__", None)
-            if not file or name == "awsworld" or name.startswith("awsworld.") or name == "__main__":
+            if not file or name == "awsworld" or name.startswith("awsworld.") or name in _SCRIPT_MODULES:
                 continue
             path = Path(file).resolve()
-            if "site-packages" in path.parts or "dist-packages" in path.parts:
+            if "site-packages" in path.parts or "dist-packages" in path.parts or _in_venv(path):
                 continue
             if any(path.is_relative_to(root) for root in self.roots):
                 found[name] = path
