@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import socket
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,6 +94,17 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "needs authentication" in result.stderr and "token" in result.stderr
     assert not (tmp_path / "ready").exists()
+
+
+def test_serve_without_its_extra_names_the_extra_to_install(tmp_path: Path) -> None:
+    """Without Starlette (an install with ``[local]`` only), ``serve`` is a usage error naming ``awsworld[serve]``,
+    the extra that has what it needs (it named ``[ui]``, which lacks httpx and Mangum)."""
+    without = "import sys; sys.modules['starlette'] = None; from awsworld.cli import main; sys.exit(main())"
+    result = subprocess.run([sys.executable, "-c", without, "serve", "--world", "memory", "--port", "0",
+                             "--ready-file", str(tmp_path / "ready")], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "awsworld serve needs Starlette" in result.stderr and "pip install 'awsworld[serve]'" in result.stderr
+    assert "Traceback" not in result.stderr and not (tmp_path / "ready").exists()
 
 
 def test_a_port_already_taken_is_one_line_and_exit_1(tmp_path: Path) -> None:

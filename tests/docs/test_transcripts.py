@@ -6,6 +6,8 @@ command's output changes on purpose, ``python -m tests.docs.transcripts`` rewrit
 from __future__ import annotations
 
 import difflib
+import shlex
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +39,18 @@ def test_the_shape_ignores_what_varies_and_keeps_the_words() -> None:
 def test_every_transcript_is_shown_by_a_page() -> None:
     pages = "".join(p.read_text(encoding="utf-8") for p in (transcripts.ROOT / "docs").rglob("*.md"))
     assert [n for n in transcripts.NAMES if f'docs/snippets/transcripts/{n}.txt"' not in pages] == []
+
+
+def test_the_cli_pages_start_commands_start_runs_of_the_first_workflow_under_dev(tmp_path: Path) -> None:
+    """Get started's CLI page is read in the shell of ``awsworld dev checkout`` (the page before it): each
+    ``awsworld start`` line of its first block, as written, starts a run there (they named the demo's workflow,
+    which that ``dev`` does not serve: exit 2 on the reader's first command)."""
+    page = (transcripts.ROOT / "docs" / "get-started" / "cli.md").read_text(encoding="utf-8")
+    block = page.split("```bash\n", 1)[1].split("```", 1)[0]
+    starts = [shlex.split(line.split("  #", 1)[0])[1:] for line in block.splitlines()
+              if line.startswith("awsworld start ")]
+    assert len(starts) == 2, block
+    with transcripts.running_dev(transcripts.first_workflow_project(tmp_path), "checkout") as server:
+        for args in starts:
+            done = server(*args)
+            assert done.returncode == 0 and done.stdout.startswith("wrun_"), (args, done.stdout, done.stderr)

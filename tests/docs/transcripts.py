@@ -1,11 +1,11 @@
 """The command-line transcripts the docs show (``docs/snippets/transcripts/*.txt``), produced by running the commands.
 
 Each transcript is made by running ``awsworld`` as a process, as a user would: ``demo`` (the demo's output),
-``dev`` (the banner ``awsworld dev awsworld.examples.order`` prints), ``cli`` (a session of commands against that
-``dev``: start, describe, resume, result, runs, hooks) and ``init`` (``awsworld init`` on a fresh project holding
-the first workflow). ``python -m tests.docs.transcripts`` rewrites the files; ``test_transcripts.py`` runs the same
-commands and compares each output with its file by *shape* (``shape``): run ids, times, durations, ports, resource
-names and tokens differ from run to run, the lines and their words do not.
+``dev`` (the banner ``awsworld dev checkout`` prints in a project holding Get started's first workflow), ``cli`` (a
+session of commands against that ``dev``: start, skip, describe, resume, result, runs, hooks) and ``init``
+(``awsworld init`` on such a project). ``python -m tests.docs.transcripts`` rewrites the files;
+``test_transcripts.py`` runs the same commands and compares each output with its file by *shape* (``shape``): run
+ids, times, durations, ports, resource names and tokens differ from run to run, the lines and their words do not.
 
 Paths that belong to this machine are shown as a reader's would be: the repository as ``/path/to/awsworld``, the
 interpreter as ``/home/me/shop/.venv/bin/python``.
@@ -31,7 +31,8 @@ ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "docs" / "snippets" / "transcripts"
 NAMES = ("demo", "dev", "dev-reload", "cli", "init")
 DEMO_MODULE = "awsworld.examples.order"
-ORDER_ARGS = '["A-17", ["kettle", "mugs"], 42.5]'
+FIRST_WORKFLOW = ROOT / "examples" / "get_started" / "checkout.py"
+CHECKOUT_ARGS = '["A-17", ["kettle", "mugs"]]'
 
 
 def clean_env() -> dict[str, str]:
@@ -138,8 +139,18 @@ def until(check: Callable[[], bool], what: str, timeout: float = 60) -> None:
         time.sleep(0.2)
 
 
+def first_workflow_project(root: Path) -> Path:
+    """A project as Get started has the reader make it: the first workflow (``checkout``, whose workflow is
+    ``shop.checkout``) in its ``src/``, where ``dev`` imports from and ``awsworld init`` builds from."""
+    project = root / "shop"
+    (project / "src").mkdir(parents=True)
+    shutil.copy(FIRST_WORKFLOW, project / "src" / "checkout.py")
+    return project
+
+
 def cli_session(server: Dev) -> str:
-    """A user's first session against ``dev``: each command as typed, then what it printed."""
+    """The reader's first session against ``awsworld dev checkout`` (Get started: The CLI): each command as typed,
+    then what it printed. The hour's sleep is skipped (``awsworld skip``), the approval hook resumed."""
     out: list[str] = []
 
     def run(*args: str) -> str:
@@ -148,15 +159,19 @@ def cli_session(server: Dev) -> str:
         out.append(command_line(args) + "\n" + done.stdout)
         return done.stdout
 
-    run_id = run("start", "order.process", ORDER_ARGS).strip()
+    run_id = run("start", "shop.checkout", CHECKOUT_ARGS).strip()
 
-    def waits_on_the_hook() -> bool:
-        described = json.loads(server("describe", run_id, "--json").stdout)
-        return any(w.get("kind") == "hook" for w in described.get("waitingOn", []))
+    def waits_on(kind: str) -> Callable[[], bool]:
+        def check() -> bool:
+            described = json.loads(server("describe", run_id, "--json").stdout)
+            return [w.get("kind") for w in described.get("waitingOn", [])] == [kind]
+        return check
 
-    until(waits_on_the_hook, "the run to wait on its hook")
+    until(waits_on("sleep"), "the run to sleep")
+    run("skip", run_id)
+    until(waits_on("hook"), "the run to wait on its hook")
     run("describe", run_id)
-    run("resume", "address:A-17", '{"address": "1 Main St"}')
+    run("resume", "approve:A-17", '{"approved": true}')
     run("result", run_id, "--wait", "30")
     run("runs")
     run("hooks", run_id)
@@ -215,9 +230,7 @@ def dev_reload() -> str:
 
 def init() -> str:
     with tempfile.TemporaryDirectory() as tmp:
-        project = Path(tmp) / "shop"
-        (project / "src").mkdir(parents=True)
-        shutil.copy(ROOT / "examples" / "get_started" / "checkout.py", project / "src" / "checkout.py")
+        project = first_workflow_project(Path(tmp))
         done = awsworld("init", ".", "--module", "checkout", env=clean_env(), cwd=project)
     assert done.returncode == 0, done.stdout + done.stderr
     return "$ awsworld init . --module checkout\n" + done.stdout
@@ -226,7 +239,7 @@ def init() -> str:
 def produce() -> dict[str, str]:
     """Every transcript, as the docs show it."""
     made = {"demo": demo(), "init": init(), "dev-reload": dev_reload()}
-    with running_dev() as server:
+    with tempfile.TemporaryDirectory() as tmp, running_dev(first_workflow_project(Path(tmp)), "checkout") as server:
         made["dev"] = dev_banner(server)
         made["cli"] = cli_session(server)
     return {name: shown(text) for name, text in made.items()}

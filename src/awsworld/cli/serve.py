@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from ..client.client import Client
     from ..world.protocol import World
 
-SERVE_HINT = "pip install 'awsworld[ui]' (Starlette, uvicorn and httpx)"
+SERVE_HINT = "pip install 'awsworld[serve]' (Starlette, uvicorn, httpx and Mangum)"
 DEFAULT_PORT = 8787
 PUBLICATION_KEY = "serve"
 """The key of the names ``awsworld serve`` publishes into the World it runs deliveries for (its World is its own)."""
