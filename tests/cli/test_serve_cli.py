@@ -7,6 +7,7 @@ server's publications lack (``GET /v1/published``), on the in-memory World and o
 from __future__ import annotations
 
 import asyncio
+import re
 import socket
 import subprocess
 import sys
@@ -348,3 +349,19 @@ async def test_a_live_read_whose_reader_disconnects_ends_on_the_server(served: s
             await reader
         await live_reads_become(served, 0)
         assert (await client.world.runs.get(run_id)).status == "running"  # (the run went on; only the reads ended)
+
+
+def test_the_pages_curl_start_starts_a_run_of_the_module_it_names(tmp_path: Path) -> None:
+    """*How-to: The World over HTTP*'s curl session, on the server it names (``awsworld serve --world memory
+    http_orders``, beside the page's example): the start body as written starts a run, which the wait endpoint
+    returns completed (the body named ``orders.checkout``, a workflow nothing defines: 400)."""
+    page = (TESTS.parent / "docs" / "how-to" / "world-over-http.md").read_text(encoding="utf-8")
+    [body] = re.findall(r"-d '(\{\"workflow\": [^']*)'", page)
+    process, url = start_serve(tmp_path, "http_orders", "--world", "memory", cwd=TESTS.parent / "examples" / "how_to")
+    try:
+        started = httpx.post(f"{url}/v1/client/start", content=body, headers={"content-type": "application/json"})
+        assert started.status_code == 202, started.text
+        ended = httpx.get(f"{url}/v1/runs/{started.json()['runId']}/wait", params={"timeout": 30}, timeout=40)
+        assert ended.json()["status"] == "completed", ended.text
+    finally:
+        stop_serve(process)
