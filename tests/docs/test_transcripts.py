@@ -54,3 +54,12 @@ def test_the_cli_pages_start_commands_start_runs_of_the_first_workflow_under_dev
         for args in starts:
             done = server(*args)
             assert done.returncode == 0 and done.stdout.startswith("wrun_"), (args, done.stdout, done.stderr)
+
+
+def test_dev_without_state_says_its_runs_end_with_it(tmp_path: Path) -> None:
+    """Without ``--state`` a session's runs are in the emulator's memory: the banner says they end with ``dev`` and
+    what keeps them, before anyone starts one; with it (the transcript above) the state line says where they are."""
+    with transcripts.running_dev(transcripts.first_workflow_project(tmp_path), "checkout") as server:
+        banner = "\n".join(server.banner)
+    assert "runs live in memory only: they end with this process (--state DIR keeps them" in banner, banner
+    assert "state in " not in banner

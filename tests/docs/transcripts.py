@@ -1,9 +1,9 @@
 """The command-line transcripts the docs show (``docs/snippets/transcripts/*.txt``), produced by running the commands.
 
 Each transcript is made by running ``awsworld`` as a process, as a user would: ``demo`` (the demo's output),
-``dev`` (the banner ``awsworld dev checkout`` prints in a project holding Get started's first workflow), ``cli`` (a
-session of commands against that ``dev``: start, skip, describe, resume, result, runs, hooks) and ``init``
-(``awsworld init`` on such a project). ``python -m tests.docs.transcripts`` rewrites the files;
+``dev`` (the banner ``awsworld dev checkout --state .awsworld`` prints in a project holding Get started's first
+workflow), ``cli`` (a session of commands against that ``dev``: start, skip, describe, resume, result, runs, hooks)
+and ``init`` (``awsworld init`` on such a project). ``python -m tests.docs.transcripts`` rewrites the files;
 ``test_transcripts.py`` runs the same commands and compares each output with its file by *shape* (``shape``): run
 ids, times, durations, ports, resource names and tokens differ from run to run, the lines and their words do not.
 
@@ -33,6 +33,8 @@ NAMES = ("demo", "dev", "dev-reload", "cli", "init")
 DEMO_MODULE = "awsworld.examples.order"
 FIRST_WORKFLOW = ROOT / "examples" / "get_started" / "checkout.py"
 CHECKOUT_ARGS = '["A-17", ["kettle", "mugs"]]'
+DEV_OPTIONS = ("--state", ".awsworld")
+"""As Get started's dev page types it: ``awsworld dev checkout --state .awsworld``."""
 
 
 def clean_env() -> dict[str, str]:
@@ -71,9 +73,9 @@ class Dev:
     """``awsworld dev MODULE`` as a process (in ``cwd``), the environment its ``export`` lines describe, and every
     line it prints (read by a thread, so its output never fills the pipe)."""
 
-    def __init__(self, cwd: Path, module: str = DEMO_MODULE) -> None:
+    def __init__(self, cwd: Path, module: str = DEMO_MODULE, *options: str) -> None:
         self.cwd = cwd
-        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module], cwd=cwd,
+        self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, *options], cwd=cwd,
                                         env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
@@ -117,9 +119,9 @@ class Dev:
 
 
 @contextmanager
-def running_dev(cwd: Path | None = None, module: str = DEMO_MODULE) -> Iterator[Dev]:
+def running_dev(cwd: Path | None = None, module: str = DEMO_MODULE, *options: str) -> Iterator[Dev]:
     with tempfile.TemporaryDirectory() as tmp:
-        server = Dev(cwd or Path(tmp), module)
+        server = Dev(cwd or Path(tmp), module, *options)
         try:
             yield server
         finally:
@@ -239,7 +241,8 @@ def init() -> str:
 def produce() -> dict[str, str]:
     """Every transcript, as the docs show it."""
     made = {"demo": demo(), "init": init(), "dev-reload": dev_reload()}
-    with tempfile.TemporaryDirectory() as tmp, running_dev(first_workflow_project(Path(tmp)), "checkout") as server:
+    with tempfile.TemporaryDirectory() as tmp, \
+            running_dev(first_workflow_project(Path(tmp)), "checkout", *DEV_OPTIONS) as server:
         made["dev"] = dev_banner(server)
         made["cli"] = cli_session(server)
     return {name: shown(text) for name, text in made.items()}

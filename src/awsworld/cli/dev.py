@@ -284,6 +284,8 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
         woken, parked = (len(verdict.woken), len(verdict.parked)) if verdict is not None else (0, 0)
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken"
               + (f", {parked} parked (`awsworld runs --parked`)" if parked else ""))
+    else:  # said up front: the runs of a session are lost at Ctrl-C, which a reader of the exports may not expect
+        print("runs live in memory only: they end with this process (--state DIR keeps them across restarts)")
     print(("edits of your modules are loaded as you save them; " if args.reload else "")
           + "a run whose replay diverges from its log is parked, not failed "
           f"({Settings.on_divergence.env}={SETTINGS.on_divergence})")
