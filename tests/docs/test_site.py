@@ -5,6 +5,7 @@ command of the CLI and every setting on their generated pages, a search index, a
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import zlib
@@ -57,6 +58,17 @@ def test_the_cli_reference_has_every_command(site: Path) -> None:
     commands = list(getattr(subparsers, "choices", {}))
     assert len(commands) > 15
     assert [c for c in commands if f"awsworld {c}</code>" not in page] == []
+
+
+def test_the_cli_reference_names_no_private_module(site: Path) -> None:
+    """The commands' descriptions (``awsworld CMD --help``, and this page made from them) send a reader to pages and
+    to the public API, never to awsworld's private modules (``_engine.parking``, ``dev_state``), which a user cannot
+    look up."""
+    page = re.sub(r"<[^>]+>", "", (site / "reference" / "cli.html").read_text(encoding="utf-8"))
+    cli_modules = [p.stem for p in (Path(awsworld.__file__).parent / "cli").glob("*.py") if "_" in p.stem.strip("_")]
+    private = re.findall(r"(?<![\w/.-])_[a-z]+\.\w+|awsworld\._\w+", page)
+    internal = [name for name in cli_modules if re.search(rf"(?<![\w/.-]){name}(?![\w/.-])", page)]
+    assert (private, internal) == ([], [])
 
 
 def test_the_settings_page_has_every_variable(site: Path) -> None:

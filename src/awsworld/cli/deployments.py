@@ -1,6 +1,6 @@
 """``awsworld deployments`` and ``awsworld upgrade``: the versions of the code a World's runs are pinned to.
 
-``awsworld deployments`` lists every registered deployment (``_deployments.model``) with its unfinished runs
+``awsworld deployments`` lists every registered deployment with its unfinished runs
 (pending, running, parked): the newest is ``live`` (new runs start on it), an older one holding runs is
 ``draining``, one holding none is ``drained`` (safe to retire), and a retired one runs nothing. Runs pinned to no
 deployment (``@workflow(pinned=False)``, runs from before pinning) are counted on a line of their own.

@@ -6,9 +6,9 @@ on 127.0.0.1, runs deliveries through the same path the Lambda flow handler runs
 them into another shell and every ``awsworld`` command (and a ``Client`` built with ``AWSWorld()``) talks to
 this environment. They are introduced by a warning, because ``AWS_ENDPOINT_URL`` redirects every AWS tool in
 that shell (``sam deploy`` there would talk to 127.0.0.1), and followed by the ``unset`` line that undoes them.
-``--state DIR`` keeps runs across restarts (see ``dev_state`` for how, and its limits). An edit of your modules is
-loaded at once, and no edit destroys a run: each unfinished run is replayed against the new code first, and one that
-diverges is parked, not failed (``dev_reload``).
+``--state DIR`` keeps runs across restarts (docs/get-started/dev.md says how, and its limits). An edit of your
+modules is loaded at once, and no edit destroys a run: each unfinished run is replayed against the new code first,
+and one that diverges is parked, not failed (docs/how-to/changing-code.md).
 """
 
 from __future__ import annotations

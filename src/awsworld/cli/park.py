@@ -1,5 +1,5 @@
 """``awsworld fail RUN``: end a run on request, as failed (``Client.fail``); the way out of a parked run that will not
-come back (``_engine.parking``), besides reverting the code or branching it with ``patched()``.
+come back (docs/how-to/changing-code.md), besides reverting the code or branching it with ``patched()``.
 
 What it writes, said before it writes it: one ``run_failed`` event in the run's log. For a parked run its error is
 ``ReplayDivergenceError`` with code ``CORRUPTED_EVENT_LOG`` (what the spec's fail-after-three-recoveries rule writes),

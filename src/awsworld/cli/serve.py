@@ -1,4 +1,4 @@
-"""``awsworld serve [MODULE...]``: a World over HTTP/JSON (``awsworld._http``), for the Workflow SDK's TypeScript
+"""``awsworld serve [MODULE...]``: a World over HTTP/JSON, for the Workflow SDK's TypeScript
 runtime (``packages/world-awsworld``) and for ``HttpClient`` or any service that speaks HTTP.
 
 Which World (``--world``): ``aws`` (default) the stack the environment names (``AWSWORLD_TABLE`` ...: a deployed
@@ -6,7 +6,7 @@ stack, or ``awsworld dev``'s export lines), whose flow function runs the deliver
 stack on the embedded emulator (moto on 127.0.0.1), with its own poller running the deliveries; ``memory`` the
 in-memory World, deliveries run in this process. MODULEs are imported first, so runs of their Python workflows
 run here too (``emulator``, ``memory``); there the server publishes the workflow names it runs before it takes a
-request (``_published.model``), so a ``Client`` (``HttpClient`` too: ``GET /v1/published``) refuses at start a name
+request, so a ``Client`` (``HttpClient`` too: ``GET /v1/published``) refuses at start a name
 none of them has.
 
 It listens on 127.0.0.1 unless ``--host`` says otherwise, and beyond loopback only with a bearer token
