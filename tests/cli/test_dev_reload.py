@@ -294,6 +294,11 @@ def test_a_reload_takes_edits_of_every_project_module_and_keeps_the_old_code_whe
         assert REGISTRY.workflows["reloadpkg.flows.run"] is served
         assert asyncio.run(REGISTRY.steps["reloadpkg.steps.work"].fn()) == 2
         assert code.changed() == [], "the broken file is not tried again until it changes"
+
+        # A named module gone (moved, say) is said as such: no place in importlib's frames (<frozen ...>, line N).
+        flows.unlink()
+        assert code.reload() == "ModuleNotFoundError: No module named 'reloadpkg.flows'"
+        assert REGISTRY.workflows["reloadpkg.flows.run"] is served
     finally:
         for name in [n for n in sys.modules if n == "reloadpkg" or n.startswith("reloadpkg.")]:
             del sys.modules[name]
@@ -362,3 +367,25 @@ def test_dev_run_from_a_venv_inside_the_project_names_unchanged_code_the_same_de
     finally:
         out = dev.stop()
     assert ".venv" not in out, out
+
+
+def test_a_module_moved_from_the_root_into_src_as_init_asks_is_reloaded_from_there(tmp_path: Path,
+                                                                                  runner: Runner) -> None:
+    """Get started saves the first workflow at the project's root; ``awsworld init`` then asks to move it into
+    ``src/`` (``mkdir -p src && mv shopdev.py src/``). ``dev``, running meanwhile, loads it from there at its next
+    reload (it said ``ModuleNotFoundError`` and kept the old code until restarted), and a run starts on it."""
+    source = tmp_path / "shopdev.py"
+    source.write_text(textwrap.dedent(SHOP))
+    dev = WatchedDev(tmp_path, tmp_path / ".awsworld", [runner])
+    try:
+        seen = len(dev.lines)
+        (tmp_path / "src").mkdir()
+        source.rename(tmp_path / "src" / "shopdev.py")
+        loaded = dev.wait_for(r"^reloaded |^reload failed", seen)
+        assert loaded.startswith("reloaded shopdev: 2 workflow(s), 2 step(s)"), "\n".join(dev.lines)
+        started = dev("start", "shopdev.quick", '["Q-1"]')
+        assert started.code == 0, started
+        result = dev("result", started.out.strip(), "--wait", "30")
+        assert (result.code, result.out.strip()) == (0, '"shipped Q-1"'), result
+    finally:
+        dev.stop()

@@ -241,12 +241,18 @@ class UserCode:
             file = getattr(module, "__file__", None)
             if not file or name == "awsworld" or name.startswith("awsworld.") or name in _SCRIPT_MODULES:
                 continue
-            path = Path(file).resolve()
-            if "site-packages" in path.parts or "dist-packages" in path.parts or _in_venv(path):
-                continue
-            if any(path.is_relative_to(root) for root in self.roots):
-                found[name] = path
+            if self._users(file):
+                found[name] = Path(file).resolve()
         return found
+
+    def _users(self, file: str) -> bool:
+        """Whether ``file`` is the user's: in the project, outside installed packages and the venv."""
+        if file.startswith("<"):  # <frozen importlib._bootstrap>, <string>
+            return False
+        path = Path(file).resolve()
+        if "site-packages" in path.parts or "dist-packages" in path.parts or _in_venv(path):
+            return False
+        return any(path.is_relative_to(root) for root in self.roots)
 
     def _stamps(self) -> dict[Path, tuple[int, int]]:
         stamps: dict[Path, tuple[int, int]] = {}
@@ -307,7 +313,9 @@ class UserCode:
             DECLARED.clear()
             DECLARED.update(declared)
             self.stamps = self._stamps_of(self.stamps) | self._stamps()  # wait for the next edit
-            where = traceback.extract_tb(error.__traceback__)[-1:] if error.__traceback__ else []
+            # Where in the user's code; importlib's frames and awsworld's say nothing (a module not found at all).
+            frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ else []
+            where = [frame for frame in frames if self._users(frame.filename)][-1:]
             at = f" ({where[0].filename}, line {where[0].lineno})" if where and not isinstance(error, SyntaxError) \
                 else ""
             return f"{type(error).__name__}: {error}{at}"

@@ -135,8 +135,10 @@ def import_modules(modules: list[str]) -> None:
 
 def add_project_to_path() -> None:
     """Let the user's modules import as the deployed functions import them: from the current directory (the
-    project's root) and its ``src/``, the folder ``awsworld init`` builds the functions from."""
+    project's root) and its ``src/``, the folder ``awsworld init`` builds the functions from. ``src/`` is on the path
+    even before it exists: ``awsworld init`` tells a project with its modules at the root to move them there, and
+    ``awsworld dev``'s next reload (which invalidates the import caches) then finds them without a restart."""
     root = os.getcwd()
     for folder in (os.path.join(root, "src"), root):
-        if os.path.isdir(folder) and folder not in sys.path:
+        if folder not in sys.path:
             sys.path.insert(0, folder)
