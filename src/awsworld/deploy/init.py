@@ -71,7 +71,8 @@ def register(sub: Any) -> None:
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
     init.add_argument("--module", "-m", action="append", required=True, dest="modules", metavar="PKG.MODULE",
                       help="a module defining your @workflow and @step functions (repeat for more)")
-    init.add_argument("--force", action="store_true", help="overwrite files that already exist")
+    init.add_argument("--force", action="store_true", help="overwrite files that already exist, samconfig.toml "
+                      "(your saved sam deploy answers) and src/requirements.txt (your added lines) included")
     init.set_defaults(handler=run)
     template = sub.add_parser(
         "template", help="print the SAM template this version deploys (--monitoring: its monitoring stack)",
