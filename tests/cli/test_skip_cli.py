@@ -7,6 +7,7 @@ with the documented exit code. Under ``--time-scale`` a 1-day sleep ends in seco
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from collections.abc import Iterator
@@ -125,6 +126,8 @@ def test_skip_ends_a_day_long_sleep_now_and_events_show_the_operator(dev: Dev) -
     _until(dev, run_id, "wait_created")
     skipped = dev("skip", run_id)
     assert skipped.code == 0 and "skipped wait wait_1 'cool-off': until " in skipped.out, skipped
+    # The due time as describe shows it (the day's date, the time of day in UTC, how far), not a bare ISO string.
+    assert re.search(r": until \d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3} UTC \(in (1 d|23 h)", skipped.out), skipped
     _finishes(dev, run_id, "shipped A-1")
     [row] = [r for r in _events(dev, run_id) if r["eventType"] == "wait_completed"]
     assert row["detail"].startswith("wait skipped by operator (was due "), row

@@ -15,6 +15,7 @@ import argparse
 import asyncio
 from typing import Any
 
+from .._timeline import deadline_text
 from ..client.skips import AmbiguousWaitError, SkippedWait, WaitNotFoundError
 from ..world.errors import RunGoneError
 from .errors import CliError, usage
@@ -52,8 +53,8 @@ def _skip(args: argparse.Namespace) -> int:
     if args.json:
         print_json(done.to_json())
         return 0
-    wait = done.wait
-    what = "the retry back-off of" if wait.kind == "retry" else "wait"
+    wait = done.wait.described(deadline_text)  # its due time as `describe` shows it
+    what = "the retry back-off of" if done.wait.kind == "retry" else "wait"
     if done.event is None:
         print(f"{what} {wait} had ended by itself: nothing skipped; the run goes on")
         return 0

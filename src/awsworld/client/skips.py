@@ -16,7 +16,7 @@ comes; that message finds nothing left to do when it does.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -51,8 +51,13 @@ class OpenWait:
         return name in (self.id, self.display_name, self.step_name)
 
     def __str__(self) -> str:
+        return self.described()
+
+    def described(self, when: Callable[[datetime], str] = datetime.isoformat) -> str:
+        """The wait in one line, its due time as ``when`` writes it (ISO, unless a reader's form is given: the CLI
+        writes it as ``describe`` does)."""
         shown = f" {self.display_name!r}" if self.display_name else ""
-        due = f"until {self.due.isoformat()}" if self.due is not None else "due"
+        due = f"until {when(self.due)}" if self.due is not None else "due"
         if self.kind == "retry":
             return f"{self.id}{shown} ({self.step_name}): back-off before attempt {self.attempt}, {due}"
         return f"{self.id}{shown}: {due}"
