@@ -113,11 +113,11 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     def declared() -> Any:
         return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely"]
 
-    [stored] = _wait_for(declared, 30, "dev's first tick (every 10 s) stores the declaration")
+    [stored] = _wait_for(declared, 30, "dev's first tick, as it starts, stores the declaration")
     assert (stored["source"], stored["module"], stored["everySeconds"]) == ("code", "clitest", 60)
     refused = dev("schedules", "delete", "minutely")
     assert "declared in code" in refused.one_line_error(1)
-    # The next minute boundary, then dev's next tick (within 10 s): one run, for that tick.
+    # The next minute boundary, where dev's ticks (on :00, :10, ...) run: one run, for that tick.
     [run] = _wait_for(lambda: [r for r in _scheduled_runs(dev, "minutely") if r["schedule"]["trigger"] == "tick"],
                       90, "a run started by the schedule's tick")
     tick = datetime.fromisoformat(run["schedule"]["tick"].replace("Z", "+00:00"))

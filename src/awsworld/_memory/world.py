@@ -36,7 +36,7 @@ class MemoryWorld(WorldBase):
         limit = max_value_bytes if max_value_bytes is not None else default_max_value_bytes()
         self.clock: Clock = clock or (storage.clock if storage is not None else VirtualClock())
         self.storage = storage or MemoryStorage(self.clock, deployment_id=deployment_id, max_value_bytes=limit)
-        self._store_with(self.storage)  # the contract's storage methods, over DynamoDB and S3
+        self._store_with(self.storage)  # the contract's storage methods, over these records
         self.watch = MemoryWatch(self.storage.state)  # the watchdog's index (world.watch): awsworld's extension
         self.schedules = MemorySchedules(self.storage.state.schedules, self.clock)  # awsworld's extension too
         self.published = MemoryPublished(self.storage.state.published)  # the consumers' workflow names

@@ -7,8 +7,11 @@ back-off visibility), any other record is deleted. Like a Lambda timeout, a deli
 invocation's time is up (the budget plus the margin the worker keeps for a continuation) is cancelled and
 its record left to come back after the visibility timeout.
 
-With ``tick_seconds`` it also runs the tick (``_worker.tick``: the watchdog) every that many seconds on the
-real clock, as the stack's schedule does every minute: ``awsworld dev`` turns it on.
+With ``tick_seconds`` it also runs the tick (``_worker.tick``: the watchdog and the schedules) on the real clock,
+as the stack's schedule does every minute: ``awsworld dev`` turns it on. The first tick runs at ``start`` (so
+``awsworld schedules list`` shows the schedules declared in code at once) and the next ones on the wall clock's
+multiples of ``tick_seconds`` (with 10 s: at :00, :10, ...), so a schedule due on the minute fires within a moment
+of it, not up to ``tick_seconds`` later.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +36,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("awsworld.local")
 
 __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
+
+TICK_LAG = 0.05
+"""How long after a multiple of ``tick_seconds`` the tick runs (see ``_until_next_multiple``)."""
 
 
 class LocalPoller:
@@ -84,15 +91,13 @@ class LocalPoller:
 
     async def _tick_loop(self, seconds: float) -> None:
         while not self._stopping.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopping.wait(), seconds)
-            if self._stopping.is_set():
-                return
             self.ticks += 1
             try:
                 await run_tick(self.world)
             except Exception as error:  # logged per job by the tick; the next tick tries again
                 log.debug("local tick failed: %s", error)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), _until_next_multiple(time.time(), seconds))
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
@@ -130,3 +135,9 @@ class LocalPoller:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         await finish_or_cancel(self._inflight)
+
+
+def _until_next_multiple(now: float, seconds: float) -> float:
+    """Seconds from ``now`` (epoch seconds) to just after the next multiple of ``seconds``: a schedule's tick on
+    the minute is due by then (``TICK_LAG`` covers a timer that fires a little early)."""
+    return seconds - now % seconds + TICK_LAG

@@ -25,7 +25,7 @@ class WorldBase:
 
     def _store_with(self, engine: StorageEngine[Any]) -> None:
         """The contract's storage namespaces (``runs``, ``steps``, ``events``, ``hooks``) are ``WorldStorage``'s over
-        the World's ``_engine`` (``world/shared/storage.py``)."""
+        the World's storage ``engine`` (``world/shared/storage.py``)."""
         front = WorldStorage(engine)
         self.runs, self.steps, self.events, self.hooks = front.runs, front.steps, front.events, front.hooks
 
