@@ -409,6 +409,24 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert run_id in completed.out
 
 
+def test_outside_the_project_commands_go_on_without_the_code_and_say_so(dev: Dev, tmp_path: Path) -> None:
+    """A new shell opens in the home folder: with dev's exports pasted there, AWSWORLD_MODULES names a module
+    that cannot be imported, and the CLI warns once and goes on (a start still checked by the published names)."""
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    run_id = _start(dev, "clitest.sum", "[2]", "--kwargs", '{"b": 3}')
+    result = awsworld("result", run_id, "--wait", "30", env=dev.env, cwd=elsewhere)
+    assert (result.code, result.out) == (0, "5\n"), result
+    [warning] = result.err.splitlines()
+    assert warning.startswith("warning: AWSWORLD_MODULES names 'clitest', which cannot be imported here"), warning
+    listed = awsworld("runs", "--workflow", "clitest.sum", "--json", env=dev.env, cwd=elsewhere)
+    assert listed.code == 0 and run_id in [r["runId"] for r in json.loads(listed.out)], listed
+    started = awsworld("start", "clitest.sum", "[40, 2]", "--wait", "30", env=dev.env, cwd=elsewhere)
+    assert started.code == 0 and started.out.splitlines()[1] == "42", started
+    unknown = awsworld("start", "clitest.nope", "[]", env=dev.env, cwd=elsewhere)
+    assert unknown.code == 2 and "clitest.nope" in unknown.err, unknown
+
+
 def _describe_until(dev: Dev, run_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """``describe --json`` until ``ready`` holds for it (the run has reached the state the test wants), or the
     run has ended."""

@@ -213,12 +213,18 @@ _SCRIPT_MODULES = frozenset({"__main__", "__mp_main__"})
 """The names the running script is imported under: ``__mp_main__`` is multiprocessing's alias of ``__main__``."""
 
 
+_VENV_FOLDERS = ("bin", "Scripts", "lib", "lib64", "Lib", "include")
+"""What a virtual environment holds of its own: its scripts and installed packages (a project made a venv itself,
+``python3 -m venv .``, keeps its modules beside these)."""
+
+
 def _in_venv(path: Path) -> bool:
-    """Whether ``path`` lies in the virtual environment this process runs from (never the base Python's prefix: a
-    project may live under it, as ``/usr/src/app`` lies under ``/usr``)."""
+    """Whether ``path`` lies in the folders of the virtual environment this process runs from (never the base
+    Python's prefix: a project may live under it, as ``/usr/src/app`` lies under ``/usr``)."""
     if sys.prefix == sys.base_prefix:
         return False
-    return path.is_relative_to(Path(sys.prefix).resolve())
+    prefix = Path(sys.prefix).resolve()
+    return any(path.is_relative_to(prefix / folder) for folder in _VENV_FOLDERS)
 
 
 class UserCode:

@@ -101,7 +101,10 @@ async def remote() -> AsyncIterator[Any]:
 
 def _registry() -> Any:
     """The workflows ``AWSWORLD_MODULES`` names (the stack's own setting; ``awsworld dev`` exports it): with
-    them, ``start`` refuses a workflow name no module registers instead of starting a run that can only fail."""
+    them, ``start`` checks a call's arguments against the workflow's signature and a result is read through its
+    codec. Without them (a shell opened outside the project, where the exports were pasted), the command goes on
+    with a warning: a start's name is still checked against the names the stack publishes, and values are shown as
+    the log stores them; refusing every read there would be a dead end."""
     from ..lambda_host.container import MODULES_ENV, module_names
 
     names = module_names(SETTINGS.modules)
@@ -116,8 +119,10 @@ def _registry() -> Any:
         try:
             importlib.import_module(name)
         except ImportError as error:
-            raise usage(f"{MODULES_ENV} names {name!r}, which cannot be imported here: {error}",
-                        "run from your project's directory, or unset AWSWORLD_MODULES") from None
+            print(f"warning: {MODULES_ENV} names {name!r}, which cannot be imported here ({error}): going on without "
+                  "your code (run from your project's directory to check a start's arguments against it)",
+                  file=sys.stderr)
+            return None
     return REGISTRY
 
 
