@@ -4,6 +4,7 @@ line on stderr, the documented exit code, never a traceback."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from awsworld.cli import build_parser
 
 WORKFLOWS = '''
 import asyncio
@@ -369,6 +372,21 @@ def test_dev_exports_come_with_a_warning_and_the_unset_line_that_undoes_them(dev
     assert after.startswith("https://") and "127.0.0.1" not in after, after
     left = {line.split("=", 1)[0] for line in out[2 + len(exported):] if "=" in line}
     assert "KEEP_ME" in left and not left & set(exported), left & set(exported)
+
+
+def test_every_commands_help_reads_as_plain_text(project: Path) -> None:
+    """A command's description is its module's docstring: in a terminal its code spans read `x`, not ``x``."""
+    def helps(parser: argparse.ArgumentParser) -> Iterator[str]:
+        yield parser.format_help()
+        for action in parser._actions:  # pyright: ignore[reportPrivateUsage]
+            if isinstance(action, argparse._SubParsersAction):  # pyright: ignore[reportPrivateUsage]
+                for sub in action.choices.values():
+                    yield from helps(sub)
+
+    texts = list(helps(build_parser()))
+    assert len(texts) > 30 and not [t.splitlines()[0] for t in texts if "``" in t]
+    shown = awsworld("dev", "--help", env=_clean_env(), cwd=project)
+    assert shown.code == 0 and "`awsworld dev MODULE...`" in shown.out and "``" not in shown.out, shown
 
 
 def test_python_m_awsworld_runs_the_cli(project: Path) -> None:

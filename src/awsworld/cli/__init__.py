@@ -32,9 +32,18 @@ COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, repl
                                                  park.register, serve.register, deployments.register]
 
 
+class CommandParser(argparse.ArgumentParser):
+    """The parser of ``awsworld`` and of every command (subparsers are made of their parent's class). A command's
+    description is its module's docstring, written with the docs' double-backtick code spans: in a terminal a code
+    span reads as one backtick each side (`awsworld dev`), as in Markdown, where the CLI reference shows it too."""
+
+    def __init__(self, *args: Any, description: str | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, description=description.replace("``", "`") if description else description,
+                         **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="awsworld", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = CommandParser(prog="awsworld", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     read = argparse.ArgumentParser(add_help=False)
     read.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
