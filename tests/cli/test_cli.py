@@ -83,6 +83,18 @@ async def slow(x: int) -> int:
     return await slow_first(x) + 1
 
 
+@step(name="clitest.brief_first")
+async def brief_first(x: int) -> int:
+    if step_metadata().attempt == 1:
+        await asyncio.sleep(2)  # dev is stopped meanwhile: this ends within the stop's grace
+    return x
+
+
+@workflow(name="clitest.brief")
+async def brief(x: int) -> int:
+    return await brief_first(x) + 1
+
+
 @workflow(name="clitest.approval")
 async def approval(order: dict) -> dict:
     await note("waiting")
@@ -810,6 +822,29 @@ def test_dev_state_restart_while_a_step_runs_takes_the_step_over(project: Path, 
         assert result.code == 0 and json.loads(result.out) == 5, result
         steps = json.loads(second("describe", run_id, "--json").out)["steps"]["list"]
         assert [(s["status"], s["attempt"]) for s in steps] == [("completed", 2)], steps
+    finally:
+        second.stop()
+
+
+def test_dev_stopped_while_a_short_step_runs_lets_it_end_and_saves_its_outcome(
+        project: Path, runners: list[Runner]) -> None:
+    """Ctrl-C (here SIGTERM) while a step that ends in 2 s runs: dev says it waits for it, the step ends within the
+    grace, and the state saved after it holds the outcome: the restart does not run the step again."""
+    first = Dev(project, project / "state-brief", runners)
+    run_id = _start(first, "clitest.brief", "[4]")
+    deadline = time.monotonic() + 30
+    while not any(s["status"] == "running" for s in first.json("describe", run_id)["steps"]["list"]):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    said = first.stop()
+    assert "waiting up to 5 s for 1 delivery still running" in said and "state saved" in said, said
+    assert said.index("waiting up to") < said.index("state saved"), "saved after the delivery ended"
+    second = Dev(project, project / "state-brief", runners)
+    try:
+        result = second("result", run_id, "--wait", "30")
+        assert result.code == 0 and json.loads(result.out) == 5, result
+        steps = json.loads(second("describe", run_id, "--json").out)["steps"]["list"]
+        assert [(s["status"], s["attempt"]) for s in steps] == [("completed", 1)], steps
     finally:
         second.stop()
 

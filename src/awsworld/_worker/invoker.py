@@ -62,7 +62,11 @@ class Invoker:
         return result
 
 
-async def finish_or_cancel(tasks: set[asyncio.Task[Any]], grace: float = 5.0) -> None:
+SHUTDOWN_GRACE_SECONDS = 5.0
+"""How long a host that stops (``awsworld dev``, ``LocalAWS``) lets the deliveries still running end."""
+
+
+async def finish_or_cancel(tasks: set[asyncio.Task[Any]], grace: float = SHUTDOWN_GRACE_SECONDS) -> None:
     """At shutdown: give deliveries still running ``grace`` seconds to end, then cancel the rest (as Lambda
     would at its timeout; their records come back after the visibility timeout)."""
     if tasks:

@@ -33,6 +33,7 @@ from ..world.protocol import World
 
 if TYPE_CHECKING:
     from ..aws.world import AWSWorld
+    from ..local.poller import LocalPoller
 from . import ui
 from .output import import_modules
 
@@ -124,6 +125,7 @@ async def _serve(args: argparse.Namespace) -> None:
             ui_server: Any = ui.build_server(args, world=world) if args.ui else None  # refuses bad flags early
             ui_task: asyncio.Task[None] | None = None
             watcher: asyncio.Task[None] | None = None
+            serving = False  # the state is saved on the way out only once it was restored and served
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
                 code = dev_reload.UserCode(args.modules, [Path.cwd()])
@@ -157,6 +159,7 @@ async def _serve(args: argparse.Namespace) -> None:
                     watcher = asyncio.create_task(dev_reload.watch(world, code, REGISTRY, reloaded))
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
+                serving = True
                 await _run_until_stopped(world, state)
             finally:
                 if watcher is not None:
@@ -169,7 +172,12 @@ async def _serve(args: argparse.Namespace) -> None:
                 if webhooks is not None:
                     webhooks.close()
                 if poller is not None:
-                    await poller.stop()
+                    await _stop_deliveries(poller)
+                if serving:  # after the deliveries' last writes, so what they finished is saved
+                    if state is not None:
+                        count = await dev_state.snapshot(world, state.directory)
+                        print(f"\nstate saved to {state.directory} ({count} items)")
+                    print("stopped", flush=True)
                 await world.close()
     finally:
         await asyncio.to_thread(moto.stop)
@@ -229,7 +237,8 @@ async def _serve_ui(server: Any, url: str) -> None:
 
 
 async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
-    """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds and once more on the way out."""
+    """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds (and once more on the way out, after
+    the deliveries still running ended: ``_serve``)."""
     from . import dev_state
 
     stop = asyncio.Event()
@@ -237,17 +246,24 @@ async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
     with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C still raises KeyboardInterrupt
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
-    try:
-        while not stop.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), dev_state.SNAPSHOT_SECONDS if state else None)
-            if state is not None:
-                await dev_state.snapshot(world, state.directory)
-    finally:
-        if state is not None:
-            count = await dev_state.snapshot(world, state.directory)
-            print(f"\nstate saved to {state.directory} ({count} items)")
-        print("stopped", flush=True)
+    while not stop.is_set():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), dev_state.SNAPSHOT_SECONDS if state else None)
+        if state is not None and not stop.is_set():
+            await dev_state.snapshot(world, state.directory)
+
+
+async def _stop_deliveries(poller: LocalPoller) -> None:
+    """Stop receiving; the deliveries still running get ``SHUTDOWN_GRACE_SECONDS`` to end (a step that ends
+    meanwhile keeps its outcome), said first, so a wait at Ctrl-C is not a hang. What is still running then is
+    cancelled, as a Lambda timeout cuts a delivery off: its step runs again as its next attempt."""
+    from .._worker.invoker import SHUTDOWN_GRACE_SECONDS  # (imported with the poller: not at the CLI's start)
+
+    running = poller.running
+    if running:
+        print(f"\nwaiting up to {SHUTDOWN_GRACE_SECONDS:g} s for {running} deliver{'y' if running == 1 else 'ies'} "
+              "still running (what does not end by then runs again as its next attempt)", flush=True)
+    await poller.stop()
 
 
 def environment(config: Any, webhook_url: str) -> dict[str, str]:

@@ -128,6 +128,11 @@ class LocalPoller:
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
+    @property
+    def running(self) -> int:
+        """How many deliveries are running now."""
+        return len(self._inflight)
+
     async def stop(self) -> None:
         self._stopping.set()
         for task in (self._task, self._ticker):
