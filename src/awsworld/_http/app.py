@@ -31,6 +31,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..authoring.errors import CodecError
 from ..client.client import Client
 from ..world.entities import Hook, ResolveData
 from ..world.errors import InvalidInputError, WorldError
@@ -521,8 +522,10 @@ async def _client_start(served: Served, request: Request) -> Response:
     run_id = _string(body.get("runId"), "runId", optional=True)
     try:
         run = await served.client.options(run_id=run_id).start(name, *cast(list[Any], args), **kwargs)
-    except (TypeError, LookupError) as error:
-        raise InvalidInputError(str(error).strip("'\""), field="args") from None
+    except LookupError as error:  # a workflow name no consumer of the queue registers
+        raise InvalidInputError(str(error).strip("'\""), field="workflow") from None
+    except (TypeError, CodecError) as error:  # arguments that do not fit, or that its args_codec refuses
+        raise InvalidInputError(" ".join(str(error).split()), field="args") from None
     return JSONResponse({"runId": run.run_id}, status_code=202)
 
 
