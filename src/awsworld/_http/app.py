@@ -1,6 +1,7 @@
 """``awsworld serve``'s ASGI app (Starlette): any awsworld World over HTTP/JSON.
 
-Three groups of endpoints, all under ``/v1`` (the README's "Endpoints" lists each with its request and answer):
+Three groups of endpoints, all under ``/v1`` (docs/how-to/world-over-http.md, "Endpoints", lists each with its
+request and answer):
 
 - the World itself, one endpoint per call of the contract (``world.runs``, ``steps``, ``events``, ``hooks``,
   ``streams``, ``queue``): what the TypeScript World (``packages/world-awsworld``) and the Python ``HttpClient``
@@ -114,7 +115,8 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    return _refusal(404, "not-found", f"no endpoint {request.method} {request.url.path} (see the README's endpoints)")
+    return _refusal(404, "not-found", f"no endpoint {request.method} {request.url.path} "
+                    "(see the endpoints in *How-to: The World over HTTP*)")
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
