@@ -472,7 +472,8 @@ def test_describe_lists_steps_in_call_order(dev: Dev) -> None:
     assert ids == [f"step_{i}" for i in range(1, 13)], ids  # step_10 after step_9, not after step_1
     assert document["status"] == "completed" and document["waitingOn"] == []
     assert document["endedAt"] == document["completedAt"] and document["cancelReason"] is None
-    assert f"status    completed at {document['completedAt']}\n" in text.out, text.out
+    assert re.search(rf"\nstatus    completed at {_shown(document['completedAt'])} \([^)]+ ago\)\n", text.out), text.out
+    assert re.search(rf"\ncreated   {_shown(document['createdAt'])} \([^)]+ ago\)\n", text.out), text.out
     assert "waits on" not in text.out
 
 
@@ -497,7 +498,9 @@ def test_describe_says_what_a_running_run_waits_on(dev: Dev, project: Path) -> N
     assert (wait["name"], wait["status"], wait["attempt"]) == ("clitest.gate", "running", 1), running
     assert wait["stepId"] == "step_1" and wait["since"]
     text = dev("describe", step).out
-    assert f"waits on  step clitest.gate, running (attempt 1, started {wait['since']})" in text, text
+    started = _shown(wait["since"])
+    assert re.search(rf"waits on  step clitest.gate, running \(attempt 1, started {started} \([^)]+ ago\)\)",
+                     text), text
     gate.write_text("")
 
     (on_hook,) = _describe_until(dev, hook, waiting("hook"))["waitingOn"]
@@ -533,7 +536,8 @@ def test_describe_says_what_a_running_run_waits_on(dev: Dev, project: Path) -> N
     document = json.loads(cancelled.out)
     assert document["status"] == "cancelled" and document["cancelReason"] == "test over"
     assert document["waitingOn"] == [] and document["endedAt"]
-    assert f"status    cancelled at {document['endedAt']}\nreason    test over\n" in text.out, text.out
+    assert re.search(rf"\nstatus    cancelled at {_shown(document['endedAt'])} \([^)]+ ago\)\nreason    test over\n",
+                     text.out), text.out
     assert "waits on" not in text.out
 
 

@@ -143,7 +143,7 @@ def test_describe_leaves_out_awsworlds_own_attributes_and_steps_unless_asked(dev
     assert "steps     2 (2 completed)" in everything.out and "hidden" not in everything.out
     assert sorted(document["attributes"]) == ["$awsworld.deployment", "awsworld.patched.with-note"], \
         "--json has them all"
-    assert document["deployment"].startswith("dev-") and f"deployment {document['deployment']}\n" in text.out
+    assert document["deployment"].startswith("dev-") and f"\npinned to {document['deployment']}\n" in text.out
     assert [s["name"] for s in document["steps"]["list"]] == ["display.note", "awsworld.start_child"]
 
 

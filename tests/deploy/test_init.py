@@ -163,6 +163,51 @@ def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     assert next_steps(forced.stdout)[0] == f"cd {project}", "run from elsewhere: the steps start with the cd"
 
 
+def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) -> None:
+    """After upgrading awsworld: ``init --upgrade`` brings template, infra/ and handlers to this version and pins
+    its line of the requirements, and leaves samconfig.toml and the user's requirement lines as they were."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    samconfig, requirements = project / "samconfig.toml", project / "src" / "requirements.txt"
+    samconfig.write_text(samconfig.read_text() + '# sam deploy --guided saved: region = "eu-west-1"\n')
+    answers = samconfig.read_text()
+    requirements.write_text("# mine\nrequests==2.32.3\nawsworld==0.0.1\nboto3-stubs  # types only\n")
+    (project / "template.yaml").write_text("# what an older awsworld wrote\n")
+    (project / "infra" / "Makefile").unlink()
+    done = awsworld("init", "--upgrade", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert f"awsworld {__version__}: rewrote template.yaml, infra/Makefile, src/requirements.txt;" in done.stdout
+    assert (project / "template.yaml").read_text() == template_text()
+    assert (project / "infra" / "Makefile").read_text() == makefile_text()
+    assert requirements.read_text() == f"# mine\nrequests==2.32.3\nawsworld=={__version__}\nboto3-stubs  # types only\n"
+    assert samconfig.read_text() == answers
+    assert next_steps(done.stdout), done.stdout
+    again = awsworld("init", "--upgrade", cwd=project)
+    assert again.returncode == 0 and f"awsworld {__version__}: nothing to rewrite;" in again.stdout, again
+
+
+@pytest.mark.parametrize(("setup", "args", "message"), [
+    ("", ["--upgrade"], "no template.yaml in ."),
+    ("init", ["--upgrade", "-m", "myapp.orders"], "give no --module with it"),
+    ("init", ["--upgrade", "--force"], "not allowed with argument"),
+    ("init url", ["--upgrade"], "installs awsworld from a URL or path"),
+    ("", [], "name your workflow modules"),
+])
+def test_upgrade_and_init_refuse_in_one_line_and_write_nothing(tmp_path: Path, setup: str, args: list[str],
+                                                               message: str) -> None:
+    project = make_project(tmp_path / "shop")
+    if "init" in setup:
+        assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+        (project / "template.yaml").write_text("# older\n")
+    if "url" in setup:
+        (project / "src" / "requirements.txt").write_text("awsworld @ file:///wheels/awsworld-0.0.1-py3-none-any.whl\n")
+    before = {p: p.read_bytes() for p in project.rglob("*") if p.is_file()}
+    done = awsworld("init", *args, cwd=project)
+    assert done.returncode in (1, 2) and message in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert {p: p.read_bytes() for p in project.rglob("*") if p.is_file()} == before
+
+
 @pytest.mark.parametrize(("existing", "added"), [
     ("node_modules\n.aws-sam\n/dist/\n", [".awsworld/"]),  # other spellings of the same entries count
     ("*.log", [".awsworld/", ".aws-sam/", "dist/"]),  # no newline at the end: the user's line stays whole

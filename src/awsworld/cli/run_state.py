@@ -115,7 +115,8 @@ def describe_wait(wait: dict[str, Any]) -> str:
         return step + limit_wait_text(wait)
     shown = f"{wait['displayName']!r} " if wait.get("displayName") else ""
     if kind == "step" and wait["status"] == "running":
-        return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {wait['since']})"
+        since = deadline_text(wait["since"])
+        return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {since})"
     if kind == "step":
         return f"step {shown}{wait['name']}, queued (attempt {wait['attempt']} not started yet)"
     if kind == "retry":

@@ -17,6 +17,7 @@ from typing import Any
 
 from .._deployments.pins import LATEST, PIN_ATTRIBUTE
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
+from .._timeline import deadline_text
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -373,17 +374,19 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     print(f"run       {d['runId']}")
     print(f"workflow  {d['workflow']}")
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
-    status = f"{END_LABELS[d['status']]} {d['endedAt']}" if ended else "parked" if d["parked"] else d["status"]
+    status = f"{END_LABELS[d['status']]} {deadline_text(d['endedAt'])}" if ended \
+        else "parked" if d["parked"] else d["status"]
     print(f"status    {status}" + (f"  ({d['error']})" if d["error"] else ""))
     if d["parked"]:
         print(parked_lines(d["runId"], d["parked"]))
     if d["cancelReason"]:
         print(f"reason    {d['cancelReason']}")
-    if d["deployment"]:
-        print(f"deployment {d['deployment']}" + (" (unpinned: the newest code)" if d["deployment"] == LATEST else ""))
-    for key in ("createdAt", "startedAt"):
+    if d["deployment"]:  # a label of the column's width, as every line here (--json: "deployment")
+        print("pinned to " + ("no deployment: each delivery runs the newest code" if d["deployment"] == LATEST
+                              else d["deployment"]))
+    for key in ("createdAt", "startedAt"):  # as describe writes every time: time of day UTC, how long ago
         if d[key]:
-            print(f"{key[:-2]:<9} {d[key]}")
+            print(f"{key[:-2]:<9} {deadline_text(d[key])}")
     for wait in d["waitingOn"]:
         print(f"waits on  {describe_wait(wait)}")
     if d["status"] in ("pending", "running") and not d["waitingOn"]:

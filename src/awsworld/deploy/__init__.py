@@ -94,8 +94,7 @@ def requirements_text(version: str = __version__) -> str:
     return ("# What `sam build` installs into both functions, beside the code in this folder (the template's\n"
             "# CodeUri: only this folder is packaged, so keep tests, env files and dev state outside it).\n"
             "# awsworld is pinned to the version that wrote template.yaml: upgrade them together\n"
-            "# (pip install -U awsworld, then awsworld template > template.yaml and\n"
-            "# awsworld template --monitoring > infra/monitoring.yaml).\n"
+            "# (pip install -U awsworld, then awsworld init --upgrade, which keeps your lines here).\n"
             f"awsworld=={version}\n"
             "# Add here what your workflow modules import.\n")
 

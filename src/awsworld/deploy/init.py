@@ -13,6 +13,8 @@ workflows. ``infra/Makefile`` and ``infra/build_function.py`` are how ``sam buil
 python3.13, with bytecode, whatever Python is on PATH: ``awsworld.deploy.build_function``), and the project's
 ``.gitignore`` gains the entries it lacks (``GITIGNORE_ENTRIES``), its own lines kept. Files that exist are
 never overwritten without ``--force``: a project's ``samconfig.toml`` may hold the user's own settings.
+``init --upgrade`` (``upgrade``) is the way up after upgrading awsworld: it rewrites only the files that are
+awsworld's (``_owned_files``) and the awsworld line of ``src/requirements.txt``.
 
 The next steps it prints are the commands that build from where this awsworld was installed: until awsworld is
 on PyPI, ``sam build`` can resolve the ``awsworld==VERSION`` line only from a wheel it is pointed at.
@@ -69,17 +71,22 @@ def register(sub: Any) -> None:
                     "&& sam deploy --guided (init prints how sam build finds awsworld while it is not on PyPI; the "
                     "build needs make and any python3, not python3.13).")
     init.add_argument("directory", nargs="?", default=".", metavar="DIR", help="your project's root (default: .)")
-    init.add_argument("--module", "-m", action="append", required=True, dest="modules", metavar="PKG.MODULE",
-                      help="a module defining your @workflow and @step functions (repeat for more)")
-    init.add_argument("--force", action="store_true", help="overwrite files that already exist, samconfig.toml "
+    init.add_argument("--module", "-m", action="append", dest="modules", metavar="PKG.MODULE",
+                      help="a module defining your @workflow and @step functions (repeat for more; not with "
+                           "--upgrade)")
+    mode = init.add_mutually_exclusive_group()
+    mode.add_argument("--upgrade", action="store_true",
+                      help="after upgrading awsworld: rewrite the files awsworld owns (template.yaml, infra/, "
+                           "src/flow.py, src/webhook.py) and the awsworld line of src/requirements.txt; "
+                           "samconfig.toml and your own requirement lines stay as they are")
+    mode.add_argument("--force", action="store_true", help="overwrite files that already exist, samconfig.toml "
                       "(your saved sam deploy answers) and src/requirements.txt (your added lines) included")
     init.set_defaults(handler=run)
     template = sub.add_parser(
         "template", help="print the SAM template this version deploys (--monitoring: its monitoring stack)",
-        description="Print the stack's template (or, with --monitoring, infra/monitoring.yaml). After upgrading "
-                    "awsworld: awsworld template > template.yaml; awsworld template --monitoring > "
-                    f"{MONITORING_PATH}; awsworld template --makefile > {MAKEFILE_PATH}; awsworld template "
-                    f"--build-script > {BUILD_SCRIPT_PATH}.")
+        description="Print the stack's template (or, with --monitoring, infra/monitoring.yaml; --makefile, "
+                    f"{MAKEFILE_PATH}; --build-script, {BUILD_SCRIPT_PATH}): what this version deploys, for a "
+                    "review. After upgrading awsworld, awsworld init --upgrade writes them all into your project.")
     printed = template.add_mutually_exclusive_group()
     printed.add_argument("--monitoring", action="store_true", help="print the nested monitoring stack instead")
     printed.add_argument("--makefile", action="store_true", help=f"print {MAKEFILE_PATH} instead")
@@ -94,6 +101,12 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(monitoring_text() if args.monitoring else makefile_text() if args.makefile
                          else build_script_text() if args.build_script else template_text(args.code_uri))
         return 0
+    if args.upgrade:
+        if args.modules:
+            return _error("--upgrade keeps the modules samconfig.toml names: give no --module with it")
+        return upgrade(Path(args.directory))
+    if not args.modules:
+        return _error("name your workflow modules: awsworld init DIR -m PKG.MODULE (or --upgrade an app init wrote)")
     return init(Path(args.directory), list(args.modules), force=args.force)
 
 
@@ -119,18 +132,14 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
                           f"&& mv {top.rstrip('/')} {CODE_DIR}/), the only folder the functions are built from")
     code = f"{CODE_DIR}/"
     files = {
-        "template.yaml": template_text(),
-        MONITORING_PATH: monitoring_text(),
-        MAKEFILE_PATH: makefile_text(),
-        BUILD_SCRIPT_PATH: build_script_text(),
+        **_owned_files(),
         "samconfig.toml": samconfig_text(stack_base_name(directory.resolve().name), modules),
-        f"{code}requirements.txt": requirements_text(),
-        **{f"{code}{route}.py": handler_text(route) for route in HANDLERS},
+        REQUIREMENTS_PATH: requirements_text(),
     }
     existing = [path for path in files if (directory / path).exists()]
     if existing and not force:
         return _error(f"{', '.join(existing)} already exist{'s' if len(existing) == 1 else ''} in {directory} "
-                      "(--force overwrites)")
+                      "(after upgrading awsworld: --upgrade; --force overwrites them all)")
     for name in modules:
         if not _found(directory / CODE_DIR, name):
             print(f"awsworld init: warning: {name} is not {_relative(name)}.py under {directory / CODE_DIR}; the "
@@ -140,20 +149,99 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
     print(f"wrote {', '.join(files)} in {directory} (workflow modules: {', '.join(modules)})")
+    _finish(directory)
+    print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
+          "installs")
+    print(f"next: add what your modules import to {code}requirements.txt, then build and deploy:")
+    _next_steps(directory)
+    return 0
+
+
+def upgrade(directory: Path) -> int:
+    """Bring an app ``init`` wrote up to this awsworld: its own files rewritten, the awsworld line of
+    ``src/requirements.txt`` pinned to this version with the user's lines kept, ``samconfig.toml`` untouched (it
+    holds the user's ``sam deploy --guided`` answers). Before this, the way up was ``init --force``, which rewrote
+    those two as well. 0 on success, 1 (one line on stderr) when nothing was written."""
+    if not (directory / "template.yaml").is_file():
+        return _error(f"no template.yaml in {directory}: --upgrade brings an app awsworld init wrote up to date "
+                      "(run awsworld init DIR -m PKG.MODULE first)")
+    requirements = directory / REQUIREMENTS_PATH
+    pinned = _pinned_requirements(requirements.read_text(encoding="utf-8") if requirements.exists() else None)
+    if pinned is None:
+        return _error(f"{REQUIREMENTS_PATH} installs awsworld from a URL or path (awsworld @ ...): point it at "
+                      f"awsworld {__version__} yourself; nothing was written")
+    rewritten, unchanged = [], []
+    for path, text in {**_owned_files(), REQUIREMENTS_PATH: pinned}.items():
+        target = directory / path
+        if target.exists() and target.read_text(encoding="utf-8") == text:
+            unchanged.append(path)
+            continue
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+        rewritten.append(path)
+    print(f"awsworld {__version__}: " + (f"rewrote {', '.join(rewritten)}" if rewritten else "nothing to rewrite")
+          + (f"; already current: {', '.join(unchanged)}" if unchanged else ""))
+    print(f"kept samconfig.toml and your own lines of {REQUIREMENTS_PATH}; the changelog says what this version "
+          "changes in the stack")
+    _finish(directory)
+    print("next: build and deploy:")
+    _next_steps(directory)
+    return 0
+
+
+REQUIREMENTS_PATH = f"{CODE_DIR}/requirements.txt"
+_AWSWORLD_REQUIREMENT = re.compile(r"\s*awsworld\s*(\[[^\]]*\])?\s*(?P<rest>(==|===|~=|>=|<=|!=|<|>|@).*)?",
+                                   re.IGNORECASE)
+
+
+def _owned_files() -> dict[str, str]:
+    """The files of an app that are awsworld's, not the user's: ``--upgrade`` rewrites these (and the awsworld
+    line of the requirements)."""
+    return {
+        "template.yaml": template_text(),
+        MONITORING_PATH: monitoring_text(),
+        MAKEFILE_PATH: makefile_text(),
+        BUILD_SCRIPT_PATH: build_script_text(),
+        **{f"{CODE_DIR}/{route}.py": handler_text(route) for route in HANDLERS},
+    }
+
+
+def _pinned_requirements(text: str | None) -> str | None:
+    """``text`` (the app's requirements; None: there are none) with its awsworld line pinned to this version, every
+    other line as it was; None when awsworld comes from a URL or path (``awsworld @ ...``), which is the user's to
+    change. A file without an awsworld line gains one (the functions cannot run without it)."""
+    if text is None:
+        return requirements_text()
+    lines = text.splitlines(keepends=True)
+    found = False
+    for i, line in enumerate(lines):
+        match = _AWSWORLD_REQUIREMENT.fullmatch(line.split("#", 1)[0].rstrip("\r\n"))
+        if match is None:  # another requirement, a comment, a blank line
+            continue
+        if (match.group("rest") or "").startswith("@"):
+            return None
+        lines[i] = f"awsworld{match.group(1) or ''}=={__version__}\n"
+        found = True
+    if not found:
+        lines.append(("" if not lines or lines[-1].endswith("\n") else "\n") + f"awsworld=={__version__}\n")
+    return "".join(lines)
+
+
+def _finish(directory: Path) -> None:
+    """What init and upgrade both do after writing: the .gitignore entries, and a word if make is missing."""
     added = merge_gitignore(directory / ".gitignore")
     if added:
         print(f".gitignore: added {' '.join(added)} (dev state with payloads, sam build's output, wheels)")
     if shutil.which("make") is None:
         print(f"awsworld init: warning: no make on PATH: sam build runs {MAKEFILE_PATH} with it (install make, "
               "e.g. apt-get install make, xcode-select --install)", file=sys.stderr)
-    print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
-          "installs")
-    print(f"next: add what your modules import to {code}requirements.txt, then build and deploy:")
+
+
+def _next_steps(directory: Path) -> None:
     if directory.resolve() != Path.cwd().resolve():
         print(f"  cd {shlex.quote(str(directory))}")
     for line in build_route(_direct_url(), sys.executable):
         print(f"  {line}")
-    return 0
 
 
 def merge_gitignore(path: Path) -> list[str]:
