@@ -30,7 +30,8 @@ WORKFLOWS = '''
 import asyncio
 import os
 
-from awsworld import create_hook, create_webhook, get_writable, sleep, step, step_metadata, with_name, workflow
+from awsworld import (PydanticCodec, create_hook, create_webhook, get_writable, sleep, step, step_metadata,
+                      with_name, workflow)
 
 
 @step(name="clitest.slow_first")
@@ -155,6 +156,11 @@ async def many(n: int) -> int:
     for i in range(n):
         total += await add(i, 0)
     return total
+
+
+@workflow(name="clitest.coded", args_codec=PydanticCodec(tuple[int, int]))
+async def coded(a: int, b: int) -> int:
+    return a + b
 '''
 
 
@@ -769,6 +775,11 @@ def test_start_refuses_arguments_that_do_not_fit_the_workflow(dev: Dev) -> None:
     assert "total() got an unexpected keyword argument 'c'" in unknown_kwarg.one_line_error(2)
     assert "no such run" in dev("describe", "cli-bad-args").one_line_error(1), "nothing was recorded"
     assert recorded.code == 0 and recorded.out.splitlines()[1] == "1", recorded
+    coded = dev("start", "clitest.coded", '[1, "two"]', "--run-id", "cli-bad-coded")  # refused by its args_codec
+    line = coded.one_line_error(2)
+    assert "cannot be encoded by its codec PydanticCodec" in line and "clitest.coded(a, b)" in line, line
+    assert "no such run" in dev("describe", "cli-bad-coded").one_line_error(1), "nothing was recorded"
+    assert dev("start", "clitest.coded", "[1, 2]", "--wait", "30").out.splitlines()[1] == "3"
 
 
 def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runner]) -> None:

@@ -15,7 +15,7 @@ import pytest
 from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
-from awsworld import Concurrency, create_hook, workflow
+from awsworld import Concurrency, RateLimit, create_hook, step, workflow
 
 
 @workflow(name="clitest.per_customer", concurrency=Concurrency(1, key=lambda customer, n: customer))
@@ -23,6 +23,16 @@ async def per_customer(customer: str, n: int) -> int:
     async with create_hook(token=f"cli-limits:{customer}:{n}") as hook:
         await hook
     return n
+
+
+@step(name="clitest.rated", rate=RateLimit("10/m"))
+async def rated(n: int) -> int:
+    return n
+
+
+@workflow(name="clitest.call_rated")
+async def call_rated(n: int) -> int:
+    return await rated(n)
 '''
 LIMIT = "workflow:clitest.per_customer"
 
@@ -103,3 +113,13 @@ def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> No
     assert dev("limits", "set", LIMIT, "--key", "ann", "--total", "3").one_line_error(2)  # it has no total
     missing = dev("limits", "describe", "workflow:clitest.nope")
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
+
+
+def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
+    """A step limited by a rate alone has no concurrency: ``limits describe`` says so rather than printing
+    Python's ``None`` ("concurrency None", "0 held of None")."""
+    started = dev("start", "clitest.call_rated", "[7]", "--wait", "30")
+    assert started.code == 0 and started.out.splitlines()[1] == "7", started
+    text = dev("limits", "describe", "step:clitest.rated").out
+    assert "step:clitest.rated  no concurrency, rate 10/m burst 10" in text, text
+    assert "key '': 0 held, 0 waiting" in text and "None" not in text, text

@@ -66,6 +66,12 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert "not valid" in bad.one_line_error(2)
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')
     assert "report" in wrong.one_line_error(2), "the arguments are checked against the workflow (AWSWORLD_MODULES)"
+    offset = dev("schedules", "create", "offset", "clitest.report", "--cron", "0 2 * * *", "--offset", "5m")
+    assert "offset applies to every" in offset.one_line_error(2), "not dropped in silence"
+    spaced = dev("schedules", "create", "bad id", "clitest.report", "--every", "1h", "--args", '["eu"]')
+    assert "schedule id" in spaced.one_line_error(2), "a malformed id is a usage error, as a limit's input is"
+    listed = [s["scheduleId"] for s in dev.json("schedules", "list")]
+    assert listed == ["minutely", "nightly-eu"], "none of them was written"
 
     described = dev.json("schedules", "describe", "nightly-eu", "--upcoming", "3")
     first = datetime.fromisoformat(described["upcoming"][0].replace("Z", "+00:00"))

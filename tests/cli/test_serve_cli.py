@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from awsworld import workflow
+from awsworld import PydanticCodec, workflow
 from awsworld._memory import MemoryWorld
 from awsworld.authoring.definitions import WorkflowNotRegisteredError
 from awsworld.client.client import Client
@@ -40,6 +40,12 @@ TESTS = Path(__file__).resolve().parent.parent
 async def order(item: str) -> str:
     """What ``served`` runs (the server imports this module): the one name its publication holds."""
     return f"ordered {item}"
+
+
+@workflow(name="shop.coded", args_codec=PydanticCodec(tuple[int, int]))
+async def coded(a: int, b: int) -> int:
+    """Served too: a workflow whose arguments its codec checks (the server knows it, so it encodes them)."""
+    return a + b
 
 
 @pytest.fixture
@@ -309,6 +315,24 @@ async def test_http_client_refuses_a_workflow_name_the_server_does_not_run(serve
         assert await run.result(timeout=60) == "ordered book"
         with pytest.raises(InvalidInputError, match="not over HTTP"):
             await client.world.published.publish(publications[0])
+
+
+def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_with_a_400(served: str) -> None:
+    """``POST /v1/client/start``: a name the server does not run is a 400 naming the ``workflow`` field, arguments
+    the workflow's ``args_codec`` refuses a 400 naming ``args`` (it was a 500 and a traceback in the server's log);
+    neither records a run."""
+    start = f"{served}/v1/client/start"
+    typo = error_of(httpx.post(start, json={"workflow": "shop.coedd", "args": [1, 2]}), 400)
+    assert typo["details"] == {"field": "workflow"} and "did you mean 'shop.coded'?" in str(typo["message"])
+    refused = error_of(httpx.post(start, json={"workflow": "shop.coded", "args": [1, "two"]}), 400)
+    assert refused["code"] == "invalid-input" and refused["details"] == {"field": "args"}
+    assert "cannot be encoded by its codec PydanticCodec" in str(refused["message"])
+    assert "\n" not in str(refused["message"])
+    assert httpx.get(f"{served}/v1/runs", params={"workflowName": "shop.coded"}).json()["data"] == []
+    started = httpx.post(start, json={"workflow": "shop.coded", "args": [1, 2]})
+    assert started.status_code == 202, started.text
+    ended = httpx.get(f"{served}/v1/runs/{started.json()['runId']}/wait", params={"timeout": 30}, timeout=40).json()
+    assert (ended["status"], ended["output"]) == ("completed", 3)
 
 
 async def live_reads_become(url: str, count: int, timeout: float = 30.0) -> None:

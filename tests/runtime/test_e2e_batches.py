@@ -355,6 +355,22 @@ async def test_a_bad_option_in_a_workflow_writes_nothing(e2e: E2E) -> None:
     assert not [e for e in await run.events() if e.event_type == "step_created"]
 
 
+def plain_double(x: int) -> int:  # not a step, not async: what map() cannot await
+    return 2 * x
+
+
+@workflow(name="batches.plain_function")
+async def plain_function() -> list[str]:
+    result = await durable_map(plain_double, [1, 2], tolerated_failures=2)  # type: ignore[arg-type]
+    return [str(item.error) for item in result.failed]
+
+
+async def test_map_over_a_plain_function_fails_each_item_saying_what_to_write(e2e: E2E) -> None:
+    run = await e2e.start(plain_function)
+    assert await run.result(timeout=60) == ["map() awaits what fn returns for each item, but 'plain_double' returned "
+                                            "int: make it a @step or an async def"] * 2
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"tolerated_failures": -1}, "tolerated_failures must be >= 0"),
     ({"tolerated_failures": True}, "tolerated_failures must be an int"),
@@ -364,13 +380,15 @@ async def test_a_bad_option_in_a_workflow_writes_nothing(e2e: E2E) -> None:
     ({"min_successful": 3}, "min_successful must be between 0 and the number of items (2)"),
     ({"max_concurrency": 0}, "max_concurrency must be an int of at least 1"),
     ({"with_index": "yes"}, "with_index must be True or False"),
+    ({"fn": "double"}, "map() calls fn on every item: pass a step or an async function, got 'double'"),
 ])
 async def test_bad_options_are_typed_errors(options: dict[str, Any], message: str) -> None:
     async def double(x: int) -> int:
         return 2 * x
 
+    fn = options.pop("fn", double)
     with pytest.raises(BatchOptionError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        await durable_map(double, [1, 2], **options)
+        await durable_map(fn, [1, 2], **options)
     assert issubclass(BatchOptionError, ValueError)
 
 

@@ -1,6 +1,7 @@
 """``awsworld export`` and ``awsworld replay``, run as commands: a stored run replayed against changed code (a module
 that redefines the workflow under the same name) reports the seeded divergence and exits 1; the same code exits
-0; nothing is written to the run."""
+0; ``--workflow`` with a name the modules do not register exits 2 (not "0 replayed"); nothing is written to the
+run."""
 
 from __future__ import annotations
 
@@ -99,5 +100,11 @@ async def test_awsworld_replay_reports_a_seeded_divergence(e2e, tmp_path: Path) 
 
     code, output = await _awsworld("replay", run.run_id, "-m", "shop_changed", env=env, cwd=tmp_path)
     assert code == 1 and f"the code called charge('{order}', 40.0)" in output, output
+    code, output = await _awsworld("replay", "--workflow", "cli_demo.checkout", "-m", "shop_changed", env=env,
+                                   cwd=tmp_path)
+    assert code == 1 and f"run {run.run_id} (cli_demo.checkout): DIVERGED" in output, output
+    code, output = await _awsworld("replay", "--workflow", "cli_demo.chekout", "-m", "shop_changed", env=env,
+                                   cwd=tmp_path)  # a typo listed no runs and passed ("0 run(s) replayed", exit 0)
+    assert code == 2 and "did you mean 'cli_demo.checkout'?" in output and "replayed" not in output, output
     assert len(await run.events()) == before, "replay writes nothing"
     assert await run.status() == "running"

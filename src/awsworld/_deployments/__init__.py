@@ -1,4 +1,5 @@
-"""Runs pinned to the deployment that started them (README, "Runs stay on the code that started them").
+"""Runs pinned to the deployment that started them (docs/how-to/changing-code.md, "Runs stay
+on the code that started them").
 
 A *deployment* is one version of the code that consumes a World's queue: a published version of the Lambda flow
 function (``v7``), a snapshot of the modules ``awsworld dev`` loaded (``dev-1a2b3c4d``), a version a test

@@ -1,6 +1,7 @@
 """``awsworld serve``'s ASGI app (Starlette): any awsworld World over HTTP/JSON.
 
-Three groups of endpoints, all under ``/v1`` (the README's "Endpoints" lists each with its request and answer):
+Three groups of endpoints, all under ``/v1`` (docs/how-to/world-over-http.md, "Endpoints", lists each with its
+request and answer):
 
 - the World itself, one endpoint per call of the contract (``world.runs``, ``steps``, ``events``, ``hooks``,
   ``streams``, ``queue``): what the TypeScript World (``packages/world-awsworld``) and the Python ``HttpClient``
@@ -31,6 +32,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from ..authoring.errors import CodecError
 from ..client.client import Client
 from ..world.entities import Hook, ResolveData
 from ..world.errors import InvalidInputError, WorldError
@@ -113,7 +115,8 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
-    return _refusal(404, "not-found", f"no endpoint {request.method} {request.url.path} (see the README's endpoints)")
+    return _refusal(404, "not-found", f"no endpoint {request.method} {request.url.path} "
+                    "(see the endpoints in *How-to: The World over HTTP*)")
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
@@ -521,8 +524,10 @@ async def _client_start(served: Served, request: Request) -> Response:
     run_id = _string(body.get("runId"), "runId", optional=True)
     try:
         run = await served.client.options(run_id=run_id).start(name, *cast(list[Any], args), **kwargs)
-    except (TypeError, LookupError) as error:
-        raise InvalidInputError(str(error).strip("'\""), field="args") from None
+    except LookupError as error:  # a workflow name no consumer of the queue registers
+        raise InvalidInputError(str(error).strip("'\""), field="workflow") from None
+    except (TypeError, CodecError) as error:  # arguments that do not fit, or that its args_codec refuses
+        raise InvalidInputError(" ".join(str(error).split()), field="args") from None
     return JSONResponse({"runId": run.run_id}, status_code=202)
 
 

@@ -81,6 +81,8 @@ async def map(  # the issue's name; ``batch_map`` is the same function without s
     (``_engine.execution``). ``map`` never raises for an item's failure: ``result.values()`` does, with every
     failure, when the batch is not ``ok``. Bad options raise ``BatchOptionError`` (a ``ValueError``) before any
     item starts. Cancelling ``map`` cancels the items in flight (their steps are stopped where they run)."""
+    if not callable(fn):
+        raise BatchOptionError(f"map() calls fn on every item: pass a step or an async function, got {fn!r}")
     inputs = list(items)
     if not isinstance(with_index, bool):
         raise BatchOptionError(f"with_index must be True or False, got {with_index!r}")
@@ -88,7 +90,11 @@ async def map(  # the issue's name; ``batch_map`` is the same function without s
                      len(inputs), "item_name")
 
     def start(index: int) -> Awaitable[R]:
-        return fn(inputs[index], index) if with_index else fn(inputs[index])
+        started = fn(inputs[index], index) if with_index else fn(inputs[index])
+        if not inspect.isawaitable(started):  # a plain function: Python's "can't be used in 'await'" says less
+            raise TypeError(f"map() awaits what fn returns for each item, but {getattr(fn, '__qualname__', fn)!r} "
+                            f"returned {type(started).__name__}: make it a @step or an async def")
+        return started
 
     return await _run(start, len(inputs), labels, max_concurrency=max_concurrency, min_successful=min_successful,
                       tolerated_failures=tolerated_failures, tolerated_failure_fraction=tolerated_failure_fraction)

@@ -310,9 +310,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     ``validate_args``: whether a start checks its arguments against the workflow's annotations (pydantic, strict
     mode: ``authoring.arguments``); ``False`` keeps only Python's check of the call's shape.
 
-    ``pinned``: a run stays on the deployment that started it, whatever is deployed after (the default: README,
-    "Runs stay on the code that started them"); ``False`` lets every delivery of its runs take the newest code,
-    for short runs where pinning buys nothing.
+    ``pinned``: a run stays on the deployment that started it, whatever is deployed after (the default:
+    docs/how-to/changing-code.md, "Runs stay on the code that started them"); ``False`` lets every delivery of
+    its runs take the newest code, for short runs where pinning buys nothing.
 
     ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
     order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then

@@ -54,6 +54,7 @@ def describe(error: BaseException) -> CliError:
     from ..authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
     from ..world.errors import HookClosedError, HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
     from ..world.rules.limiters import LimitInputError
+    from ..world.schedules import ScheduleInputError
 
     if isinstance(error, CliError):
         return error
@@ -76,6 +77,8 @@ def describe(error: BaseException) -> CliError:
         return CliError(str(error) or "timed out")
     if isinstance(error, LimitInputError):  # a usage error: a limit, key, rate or number that cannot be
         return usage(error.message, "see `awsworld limits --help`")
+    if isinstance(error, ScheduleInputError):  # a usage error too: a schedule id or arguments that cannot be
+        return usage(error.message, "see `awsworld schedules create --help`")
     if isinstance(error, WorldError):
         return CliError(f"{error.message} ({error.code})")
     botocore = _botocore(error)

@@ -94,9 +94,11 @@ def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
 def _print_limit(document: dict[str, Any]) -> None:
     total = f", total {document['total']}" if document["total"] is not None else ""
     rate = f", rate {document['rate']}" if document["rate"] else ""
-    print(f"{document['limit']}  concurrency {document['concurrency']}{total}{rate}")
+    concurrency = f"concurrency {document['concurrency']}" if document["concurrency"] is not None else "no concurrency"
+    print(f"{document['limit']}  {concurrency}{total}{rate}")  # a rate-only limit has no concurrency: not "None"
     for k in document["keys"]:
-        print(f"  key {k['key']!r}: {len(k['holders'])} held of {k['concurrency']}, {len(k['waiters'])} waiting"
+        held = f"{len(k['holders'])} held" + (f" of {k['concurrency']}" if k["concurrency"] is not None else "")
+        print(f"  key {k['key']!r}: {held}, {len(k['waiters'])} waiting"
               + (", paused" if k["paused"] else "") + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None
                                                        else ""))
         for h in k["holders"]:

@@ -68,8 +68,11 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 async def _replay_stored(args: argparse.Namespace) -> int:
+    from ..authoring.definitions import REGISTRY
     from ..client.replay import load_export, replay_events, replay_run
 
+    if args.workflow:  # a name the modules do not register lists no runs: "0 replayed" would pass a CI check
+        REGISTRY.workflow(args.workflow)  # WorkflowNotRegisteredError, with the nearest names: exit 2
     async with remote() as client:
         run_ids = list(args.run_ids)
         if args.workflow:

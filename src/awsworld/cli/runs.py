@@ -133,12 +133,16 @@ def _start(args: argparse.Namespace) -> int:
 
 
 async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: dict[str, Any]) -> int:
+    from ..authoring.errors import CodecError
+
     async with remote() as client:
         try:
             positional, keywords = _typed(client, args.workflow, positional, keywords)
             run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
+        except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
+            raise usage(" ".join(str(error).split()), _signature_hint(client, args.workflow)) from None
         output: dict[str, Any] = {"runId": run.run_id, "workflow": args.workflow}
         if args.wait:
             view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)

@@ -42,7 +42,7 @@ def register(sub: Any) -> None:
     when.add_argument("--cron", help="5 fields: minute hour day-of-month month day-of-week ('0 2 * * *')")
     when.add_argument("--every", help="a fixed interval of at least a minute ('15m', '1h')")
     create.add_argument("--timezone", default="UTC", help="the cron expression's IANA time zone (Europe/Berlin)")
-    create.add_argument("--offset", default="0s", help="with --every: the ticks' offset from the interval ('5m')")
+    create.add_argument("--offset", help="with --every: the ticks' offset from the interval ('5m'; default 0)")
     create.add_argument("--args", default="[]", help="the runs' positional arguments, as a JSON array")
     create.add_argument("--kwargs", help="the runs' keyword arguments, as a JSON object")
     create.add_argument("--overlap", choices=OVERLAPS, default="skip", help="when the last run is still going")
@@ -173,7 +173,7 @@ def _create(args: argparse.Namespace) -> int:
     if not isinstance(keywords, dict):
         raise usage("--kwargs takes a JSON object", "e.g. --kwargs '{\"region\": \"eu\"}'")
     try:
-        schedule = Schedule(cron=args.cron, every=args.every, offset=args.offset if args.every else 0,
+        schedule = Schedule(cron=args.cron, every=args.every, offset=0 if args.offset is None else args.offset,
                             timezone=args.timezone, args=positional, kwargs=keywords, overlap=args.overlap,
                             catchup=args.catchup, catchup_window=args.catchup_window)
     except (TypeError, ValueError) as error:

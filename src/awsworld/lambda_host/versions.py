@@ -7,7 +7,7 @@ deploy. A queue and mapping per version would have to be created by the function
 rights to create queues and mappings), would poll while idle (a few hundred thousand ``ReceiveMessage`` requests a
 month per retained version), and would multiply ``MaximumConcurrency``. The price of the invoke: every delivery of
 a run on an old version passes through ``live`` first (one ``Invoke`` request, and a few milliseconds of the live
-function), which is what README "Runs stay on the code that started them" measures.
+function), which is what docs/concepts/costs.md, "A delivery re-routed to its run's version", measures.
 
 The event carries the SQS **record** itself, receipt handle included (``_deployments.host``): the target version
 runs it through the same delivery path as the batch handler, then deletes it, changes its visibility (a back-off)

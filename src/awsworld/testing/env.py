@@ -45,14 +45,17 @@ class WorkflowTestEnv:
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
                  registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
                  schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None) -> None:
-        """``registry``: the workflows and steps deliveries may run (default: every one this process has
-        decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds. ``schedules``: the
+        """``time_skipping``: whether the clock skips ahead to the next due wait when a test waits for a run and
+        nothing else can run (the default); ``False`` keeps real time (``env.sleep`` and ``env.advance`` still
+        move it). ``start_time``: an aware datetime the clock starts at (default: now), for schedules and
+        date-dependent code. ``registry``: the workflows and steps deliveries may run (default: every one this
+        process has decorated). ``timeout``: one delivery's Lambda-like time limit, in real seconds. ``schedules``: the
         workflows whose ``@workflow(schedule=...)`` declarations this environment fires on its clock (a test
         process imports many modules; nothing fires only because it was imported).
 
         ``deployment``: a name for this code (``"v1"``): runs are pinned to the deployment that starts them, and
-        ``deploy`` adds another version, as a deploy publishes a new Lambda version (README, "Runs stay on the code
-        that started them"). Without it nothing is pinned: every delivery runs ``registry``."""
+        ``deploy`` adds another version, as a deploy publishes a new Lambda version (docs/how-to/changing-code.md,
+        "Runs stay on the code that started them"). Without it nothing is pinned: every delivery runs ``registry``."""
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
