@@ -111,6 +111,10 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
 def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> None:
     assert dev("limits", "set", LIMIT, "--key", "ann", "--rate", "fast").one_line_error(2)
     assert dev("limits", "set", LIMIT, "--key", "ann", "--total", "3").one_line_error(2)  # it has no total
+    # A run limit takes no rate (run starts take no tokens), as @workflow(rate=...) is refused: not set and ignored.
+    rated = dev("limits", "set", LIMIT, "--key", "ann", "--rate", "5/s")
+    assert "limits runs at once: it takes a concurrency or a total, not a rate" in rated.one_line_error(2)
+    assert "rate" not in dev("limits", "describe", LIMIT, "--key", "ann").out
     missing = dev("limits", "describe", "workflow:clitest.nope")
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
 

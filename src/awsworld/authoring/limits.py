@@ -153,6 +153,13 @@ def declared(name: str) -> LimitSpec | None:
     return None if known is None else known[0]
 
 
+def limits_runs(name: str) -> bool:
+    """Whether limit ``name`` is a workflow's (it limits runs at once: a rate means nothing to it): by its
+    declaration in this process's code, else by the default name ``workflow:<name>``."""
+    known = _DECLARED.get(name)
+    return known[1].startswith("workflow ") if known is not None else name.startswith("workflow:")
+
+
 def _describe(spec: LimitSpec) -> str:
     parts = [f"concurrency {spec.concurrency}" if spec.concurrency is not None else "",
              f"total {spec.total}" if spec.total is not None else "",

@@ -25,7 +25,7 @@ from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
-from ..authoring.limits import declared
+from ..authoring.limits import declared, limits_runs
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
@@ -35,6 +35,7 @@ from ..world.rules.limiters import (
     Adjustment,
     Change,
     Holding,
+    LimitInputError,
     LimitNotFoundError,
     LimitSpec,
     Pool,
@@ -133,6 +134,10 @@ class LimitsClient:
         """Override ``key``'s concurrency or rate (``"20/s"``, with ``burst``), or the limit's ``total``, now and
         until ``reset``. A raised limit grants its waiters that now fit in the same write."""
         parsed = None if rate is None else parse_rate(rate, burst=burst)
+        name = _resolve(limit)[0]
+        if parsed is not None and limits_runs(name):  # what @workflow(rate=...) is refused for: starts ignore it
+            raise LimitInputError(f"limit {name!r} limits runs at once: it takes a concurrency or a total, not a "
+                                  "rate (a rate limits a step's attempts: @step(rate=...))", field="rate")
         await self._adjust(limit, key, Adjustment("set", key if total is None else SHARED_POOL,
                                                   concurrency=concurrency, rate=parsed, total=total))
         return await self.describe(limit, key=None if total is not None else key)
