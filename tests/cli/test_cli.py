@@ -463,6 +463,20 @@ def test_outside_the_project_commands_go_on_without_the_code_and_say_so(dev: Dev
     assert unknown.code == 2 and "clitest.nope" in unknown.err, unknown
 
 
+def test_runs_of_a_misspelt_workflow_say_so_with_the_nearest_name(dev: Dev, tmp_path: Path) -> None:
+    """``runs --workflow`` with a typo lists nothing, as a workflow without runs does: a note on stderr tells them
+    apart, from the CLI's modules or, outside the project, from the names dev published. Not an error: a renamed
+    workflow's old runs are listed by their old name."""
+    _start(dev, "clitest.sum", "[1]", "--kwargs", '{"b": 1}')
+    elsewhere = tmp_path / "home"
+    elsewhere.mkdir()
+    for listed in (dev("runs", "--workflow", "clitest.summ"),
+                   awsworld("runs", "--workflow", "clitest.summ", "--json", env=dev.env, cwd=elsewhere)):
+        assert listed.code == 0, listed
+        assert "note: no workflow named 'clitest.summ' is registered here; did you mean 'clitest.sum'?" in listed.err
+    assert "no workflow named" not in dev("runs", "--workflow", "clitest.sum").err
+
+
 def _describe_until(dev: Dev, run_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
     """``describe --json`` until ``ready`` holds for it (the run has reached the state the test wants), or the
     run has ended."""

@@ -213,6 +213,28 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
 RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
 
 
+async def _unknown_workflow(client: Any, name: str) -> str | None:
+    """A note when ``name`` is certainly no workflow here (the CLI's modules lack it, else the names the stack
+    published do), with the nearest names; None when it may be one. Not a refusal: a renamed workflow's old
+    runs are still listed by its old name."""
+    from .._published.model import judge
+    from ..authoring.definitions import nearest
+
+    if client.registry is not None:
+        registered: list[str] = list(client.registry.workflows)
+    else:
+        store = client.world.published
+        verdict = judge(name, await store.read()) if store is not None else None
+        if verdict is None or not verdict.sure or verdict.newest is None:
+            return None
+        registered = list(verdict.newest.workflows)
+    if name in registered:
+        return None
+    near = nearest(name, registered)
+    return f"note: no workflow named {name!r} is registered here" + (
+        "; did you mean " + " or ".join(repr(n) for n in near) + "?" if near else "")
+
+
 def _runs(args: argparse.Namespace) -> int:
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
@@ -223,6 +245,9 @@ def _runs(args: argparse.Namespace) -> int:
                 found = await _parked_runs(client, args.workflow, args.limit)
             else:
                 found = (await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)).data
+            unknown = await _unknown_workflow(client, args.workflow) if args.workflow and not found else None
+            if unknown:  # a typo lists nothing, like a workflow with no runs: say which it is (stderr: --json too)
+                print(unknown, file=sys.stderr)
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
                              "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
