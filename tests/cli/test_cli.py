@@ -699,6 +699,11 @@ def test_heartbeat_hook_reaches_the_hook_and_is_refused_once_it_is_gone(dev: Dev
     hooks = json.loads(dev("hooks", run_id, "--json").out)
     assert [(h["received"], h["heartbeats"]) for h in hooks] == [(0, 2)], hooks  # heartbeats, not payloads
     assert hooks[0]["lastHeartbeatAt"] is not None
+    # The deadline moved with the last heartbeat at once (heartbeat_timeout="1h" after it), though the flow writes
+    # the next heartbeat wait only when it next runs.
+    [on_hook] = [w for w in json.loads(dev("describe", run_id, "--json").out)["waitingOn"] if w["kind"] == "hook"]
+    due = datetime.fromisoformat(hooks[0]["lastHeartbeatAt"]) + timedelta(hours=1)
+    assert datetime.fromisoformat(on_hook["heartbeatDueAt"]) == due, (on_hook, hooks)
     assert "received 0  heartbeats 2 (last " in dev("hooks", run_id).out
     assert dev("resume", "beat:b1", '"ok"').code == 0
     assert [(h["received"], h["heartbeats"]) for h in json.loads(dev("hooks", run_id, "--json").out)] == [(1, 2)]

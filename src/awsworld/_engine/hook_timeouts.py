@@ -78,6 +78,7 @@ def _watch(op: HookOp, wait: WaitOp) -> None:
     op.heartbeat = wait
     token = op.token
     every = op.heartbeat_every.total_seconds() if op.heartbeat_every is not None else 0.0
+    wait.every = every or None  # recorded on its wait_created, for describe (``ops.HEARTBEAT_EVERY_FIELD``)
 
     def passed(_: object) -> None:
         if wait.future.cancelled() or op.heartbeat is not wait:

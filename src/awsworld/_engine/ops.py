@@ -53,6 +53,7 @@ class WaitOp:
     kind: str = "wait"
     name: str | None = None  # the display name recorded on wait_created
     hook: tuple[str, str] | None = None  # (hook id, HOOK_TIMEOUT or HOOK_HEARTBEAT) for a hook's own wait
+    every: float | None = None  # a heartbeat wait's heartbeat_timeout in seconds (recorded: HEARTBEAT_EVERY_FIELD)
     rearmed: bool = False  # a hook's heartbeat wait declared by replaying a heartbeat (not at a code position)
 
     @property
@@ -167,6 +168,10 @@ Display only, like the display name (replay never compares them): ``awsworld eve
 viewer show such a wait as the hook's deadline instead of a sleep, and drop it once the hook is disposed."""
 HOOK_TIMEOUT = "timeout"
 HOOK_HEARTBEAT = "heartbeat"
+HEARTBEAT_EVERY_FIELD = "heartbeatSeconds"
+"""Where a heartbeat wait's ``wait_created`` records ``heartbeat_timeout`` (seconds; display only too): a heartbeat
+moves the deadline to its own time plus this at once, while the flow writes the next wait only when it next runs,
+so ``describe`` reads the deadline from the last heartbeat rather than from a wait the heartbeat superseded."""
 
 
 def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
@@ -176,6 +181,8 @@ def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
         data[DISPLAY_NAME_FIELD] = op.name
     if isinstance(op, WaitOp) and op.hook is not None:
         data[HOOK_ID_FIELD], data[HOOK_WAIT_FIELD] = op.hook
+        if op.every is not None:
+            data[HEARTBEAT_EVERY_FIELD] = op.every
     return data
 
 

@@ -15,10 +15,11 @@ deliveries found no code for it (a workflow this deployment lacks) waits on code
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any
 
 from .._engine.divergence import call_order
-from .._engine.ops import DISPLAY_NAME_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
+from .._engine.ops import DISPLAY_NAME_FIELD, HEARTBEAT_EVERY_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
 from .._engine.parking import ways_out
 from .._timeline import deadline_text, hook_waits
 from .._worker.delivery import DELIVERY_FINDING
@@ -42,6 +43,7 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
     shown = display_names(events)
     of_hooks = hook_waits(events)
     deadlines: dict[str, dict[str, str | None]] = {}  # hook id -> its open timeout and heartbeat deadline
+    every: dict[str, float] = {}  # hook id -> its heartbeat_timeout, as its heartbeat wait records it
     for step in steps:
         base = {"stepId": step.step_id, "name": step.step_name, "displayName": shown.get(step.step_id)}
         if step.status == "running":
@@ -66,6 +68,9 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
                               "displayName": shown.get(key), "timeoutAt": None, "heartbeatDueAt": None}
         elif kind == "hook_received" and found.get(key, {}).get("kind") == "hook":
             found[key]["heartbeats" if is_heartbeat_event(data) else "received"] += 1
+            if key in every and HOOK_HEARTBEAT in deadlines.get(key, {}):  # it moves the deadline now, while
+                # the flow writes the next heartbeat wait only when it next runs (``_engine.hook_timeouts``)
+                deadlines[key][HOOK_HEARTBEAT] = when(event.created_at + timedelta(seconds=every[key]))
         elif kind in ("hook_disposed", "wait_completed"):
             found.pop(key, None)
             if key in of_hooks:  # the hook's own wait passed: the hook is closing (timed out)
@@ -73,6 +78,9 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         elif kind == "wait_created" and key in of_hooks:  # the latest heartbeat deadline replaces the one before
             hook, role = of_hooks[key]
             deadlines.setdefault(hook, {})[role] = _iso(data.get("resumeAt"))
+            seconds = data.get(HEARTBEAT_EVERY_FIELD)
+            if role == HOOK_HEARTBEAT and isinstance(seconds, int | float) and seconds > 0:
+                every[hook] = float(seconds)
         elif kind == "wait_created":
             found[key] = {"kind": "sleep", "waitId": key, "until": _iso(data.get("resumeAt")),
                           "displayName": shown.get(key)}
