@@ -171,7 +171,7 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     samconfig, requirements = project / "samconfig.toml", project / "src" / "requirements.txt"
     samconfig.write_text(samconfig.read_text() + '# sam deploy --guided saved: region = "eu-west-1"\n')
     answers = samconfig.read_text()
-    requirements.write_text("# mine\nrequests==2.32.3\nawsworld==0.0.1\nboto3-stubs  # types only\n")
+    requirements.write_text("# mine\nrequests==2.32.3\nawsworld==0.0.1  # the stack's\nboto3-stubs  # types only\n")
     (project / "template.yaml").write_text("# what an older awsworld wrote\n")
     (project / "infra" / "Makefile").unlink()
     done = awsworld("init", "--upgrade", cwd=project)
@@ -179,11 +179,25 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     assert f"awsworld {__version__}: rewrote template.yaml, infra/Makefile, src/requirements.txt;" in done.stdout
     assert (project / "template.yaml").read_text() == template_text()
     assert (project / "infra" / "Makefile").read_text() == makefile_text()
-    assert requirements.read_text() == f"# mine\nrequests==2.32.3\nawsworld=={__version__}\nboto3-stubs  # types only\n"
+    assert requirements.read_text() == \
+        f"# mine\nrequests==2.32.3\nawsworld=={__version__}  # the stack's\nboto3-stubs  # types only\n"
     assert samconfig.read_text() == answers
     assert next_steps(done.stdout), done.stdout
     again = awsworld("init", "--upgrade", cwd=project)
     assert again.returncode == 0 and f"awsworld {__version__}: nothing to rewrite;" in again.stdout, again
+
+
+@pytest.mark.parametrize(("before", "after"), [
+    ("awsworld[local] >= 0.0.1\n", "awsworld[local]=={v}\n"),  # extras kept, any specifier pinned
+    ("awsworld", "awsworld=={v}"),  # no newline at the end: none added
+    ("requests\nawsworld-extras==1\n", "requests\nawsworld-extras==1\nawsworld=={v}\n"),  # another package: added
+    ("requests", "requests\nawsworld=={v}\n"),
+    ("# awsworld==0.0.1 (commented out)\n", "# awsworld==0.0.1 (commented out)\nawsworld=={v}\n"),
+])
+def test_upgrade_pins_the_awsworld_requirement_and_keeps_every_other_character(before: str, after: str) -> None:
+    from awsworld.deploy.init import _pinned_requirements  # pyright: ignore[reportPrivateUsage]
+
+    assert _pinned_requirements(before) == after.format(v=__version__)
 
 
 @pytest.mark.parametrize(("setup", "args", "message"), [

@@ -77,7 +77,7 @@ def register(sub: Any) -> None:
     mode = init.add_mutually_exclusive_group()
     mode.add_argument("--upgrade", action="store_true",
                       help="after upgrading awsworld: rewrite the files awsworld owns (template.yaml, infra/, "
-                           "src/flow.py, src/webhook.py) and the awsworld line of src/requirements.txt; "
+                           "the entry points in src/) and the awsworld line of src/requirements.txt; "
                            "samconfig.toml and your own requirement lines stay as they are")
     mode.add_argument("--force", action="store_true", help="overwrite files that already exist, samconfig.toml "
                       "(your saved sam deploy answers) and src/requirements.txt (your added lines) included")
@@ -215,12 +215,14 @@ def _pinned_requirements(text: str | None) -> str | None:
     lines = text.splitlines(keepends=True)
     found = False
     for i, line in enumerate(lines):
-        match = _AWSWORLD_REQUIREMENT.fullmatch(line.split("#", 1)[0].rstrip("\r\n"))
+        requirement = line.split("#", 1)[0].rstrip()
+        match = _AWSWORLD_REQUIREMENT.fullmatch(requirement)
         if match is None:  # another requirement, a comment, a blank line
             continue
         if (match.group("rest") or "").startswith("@"):
             return None
-        lines[i] = f"awsworld{match.group(1) or ''}=={__version__}\n"
+        # the line's own comment and ending stay: only the requirement itself changes
+        lines[i] = f"awsworld{match.group(1) or ''}=={__version__}" + line[len(requirement):]
         found = True
     if not found:
         lines.append(("" if not lines or lines[-1].endswith("\n") else "\n") + f"awsworld=={__version__}\n")
