@@ -218,13 +218,14 @@ _VENV_FOLDERS = ("bin", "Scripts", "lib", "lib64", "Lib", "include")
 ``python3 -m venv .``, keeps its modules beside these)."""
 
 
-def _in_venv(path: Path) -> bool:
-    """Whether ``path`` lies in the folders of the virtual environment this process runs from (never the base
-    Python's prefix: a project may live under it, as ``/usr/src/app`` lies under ``/usr``)."""
+def _venv_folders() -> tuple[Path, ...]:
+    """The folders of the virtual environment this process runs from (none outside one: never the base Python's
+    prefix, under which a project may live, as ``/usr/src/app`` lies under ``/usr``). Resolved once per
+    ``UserCode``, not per module at every look for edits."""
     if sys.prefix == sys.base_prefix:
-        return False
+        return ()
     prefix = Path(sys.prefix).resolve()
-    return any(path.is_relative_to(prefix / folder) for folder in _VENV_FOLDERS)
+    return tuple(prefix / folder for folder in _VENV_FOLDERS)
 
 
 class UserCode:
@@ -239,6 +240,7 @@ class UserCode:
     def __init__(self, names: list[str], roots: list[Path]) -> None:
         self.names = names
         self.roots = [root.resolve() for root in roots]
+        self.venv = _venv_folders()
         self.stamps = self._stamps()
 
     def modules(self) -> dict[str, Path]:
@@ -247,18 +249,21 @@ class UserCode:
             file = getattr(module, "__file__", None)
             if not file or name == "awsworld" or name.startswith("awsworld.") or name in _SCRIPT_MODULES:
                 continue
-            if self._users(file):
-                found[name] = Path(file).resolve()
+            path = self._users(file)
+            if path is not None:
+                found[name] = path
         return found
 
-    def _users(self, file: str) -> bool:
-        """Whether ``file`` is the user's: in the project, outside installed packages and the venv."""
+    def _users(self, file: str) -> Path | None:
+        """``file`` resolved when it is the user's (in the project, outside installed packages and the venv), else
+        None."""
         if file.startswith("<"):  # <frozen importlib._bootstrap>, <string>
-            return False
+            return None
         path = Path(file).resolve()
-        if "site-packages" in path.parts or "dist-packages" in path.parts or _in_venv(path):
-            return False
-        return any(path.is_relative_to(root) for root in self.roots)
+        if "site-packages" in path.parts or "dist-packages" in path.parts \
+                or any(path.is_relative_to(folder) for folder in self.venv):
+            return None
+        return path if any(path.is_relative_to(root) for root in self.roots) else None
 
     def _stamps(self) -> dict[Path, tuple[int, int]]:
         stamps: dict[Path, tuple[int, int]] = {}
@@ -321,7 +326,7 @@ class UserCode:
             self.stamps = self._stamps_of(self.stamps) | self._stamps()  # wait for the next edit
             # Where in the user's code; importlib's frames and awsworld's say nothing (a module not found at all).
             frames = traceback.extract_tb(error.__traceback__) if error.__traceback__ else []
-            where = [frame for frame in frames if self._users(frame.filename)][-1:]
+            where = [frame for frame in frames if self._users(frame.filename) is not None][-1:]
             at = f" ({where[0].filename}, line {where[0].lineno})" if where and not isinstance(error, SyntaxError) \
                 else ""
             return f"{type(error).__name__}: {error}{at}"
