@@ -165,6 +165,11 @@ def nearest(name: str, registered: Sequence[str]) -> list[str]:
     return [match for match in found if difflib.SequenceMatcher(None, name, match).ratio() >= best - 0.1]
 
 
+def did_you_mean(suggestions: Sequence[str]) -> str:
+    """``; did you mean 'shop.order'?`` for the ``nearest`` names (or nothing, when none is near)."""
+    return "; did you mean " + " or ".join(repr(s) for s in suggestions) + "?" if suggestions else ""
+
+
 class WorkflowNotRegisteredError(LookupError):
     """A workflow name a registry lacks: ``name``, and ``modules``, the modules that did register workflows there
     (with ``env_modules``, the ``AWSWORLD_MODULES`` that loaded them: ``...``, the default, reads this process's).
@@ -185,9 +190,7 @@ class WorkflowNotRegisteredError(LookupError):
 
     def did_you_mean(self) -> str:
         """``; did you mean 'shop.order'?`` (or nothing, when no registered name is near)."""
-        if not self.suggestions:
-            return ""
-        return "; did you mean " + " or ".join(repr(s) for s in self.suggestions) + "?"
+        return did_you_mean(self.suggestions)
 
     def loaded(self) -> str:
         """Which modules registered workflows here, for a person: a typo shows next to the real names."""

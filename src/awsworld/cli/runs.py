@@ -218,7 +218,7 @@ async def _unknown_workflow(client: Any, name: str) -> str | None:
     published do), with the nearest names; None when it may be one. Not a refusal: a renamed workflow's old
     runs are still listed by its old name."""
     from .._published.model import judge
-    from ..authoring.definitions import nearest
+    from ..authoring.definitions import did_you_mean, nearest
 
     if client.registry is not None:
         registered: list[str] = list(client.registry.workflows)
@@ -230,9 +230,7 @@ async def _unknown_workflow(client: Any, name: str) -> str | None:
         registered = list(verdict.newest.workflows)
     if name in registered:
         return None
-    near = nearest(name, registered)
-    return f"note: no workflow named {name!r} is registered here" + (
-        "; did you mean " + " or ".join(repr(n) for n in near) + "?" if near else "")
+    return f"note: no workflow named {name!r} is registered here{did_you_mean(nearest(name, registered))}"
 
 
 def _runs(args: argparse.Namespace) -> int:
