@@ -104,9 +104,10 @@ class LimitDecl:
         return check_key(value, self.spec.name)
 
 
-_DECLARED: dict[str, tuple[LimitSpec, str]] = {}
-"""Every limit this process declared, with who declared it last, so two declarations of one name by different
-workflows or steps cannot disagree (the same one declared again, by a reloaded module, replaces its numbers)."""
+_DECLARED: dict[str, tuple[LimitSpec, str, str]] = {}
+"""Every limit this process declared, with who declared it last (its kind, ``workflow`` or ``step``, and its name),
+so two declarations of one name by different workflows or steps cannot disagree (the same one declared again, by a
+reloaded module, replaces its numbers)."""
 
 
 def declare(kind: str, owner: str, concurrency: int | Concurrency | None,
@@ -138,12 +139,11 @@ def declare(kind: str, owner: str, concurrency: int | Concurrency | None,
     if kind == "workflow" and spec.rate is not None:
         raise LimitInputError("a workflow takes concurrency=; rate limits are for steps", field="rate")
     known = _DECLARED.get(name)
-    who = f"{kind} {owner}"
-    if known is not None and known[0] != spec and known[1] != who:
-        raise LimitInputError(f"limit {name!r} is declared with different numbers by {known[1]} "
-                              f"({_describe(known[0])}) and {who} ({_describe(spec)}): every use of a named limit "
-                              "gives the same", field="name")
-    _DECLARED[name] = (spec, who)
+    if known is not None and known[0] != spec and known[1:] != (kind, owner):
+        raise LimitInputError(f"limit {name!r} is declared with different numbers by {known[1]} {known[2]} "
+                              f"({_describe(known[0])}) and {kind} {owner} ({_describe(spec)}): every use of a named "
+                              "limit gives the same", field="name")
+    _DECLARED[name] = (spec, kind, owner)
     return LimitDecl(spec, keys.pop() if keys else None, conc.on_busy if conc else "wait")
 
 
@@ -157,7 +157,7 @@ def limits_runs(name: str) -> bool:
     """Whether limit ``name`` is a workflow's (it limits runs at once: a rate means nothing to it): by its
     declaration in this process's code, else by the default name ``workflow:<name>``."""
     known = _DECLARED.get(name)
-    return known[1].startswith("workflow ") if known is not None else name.startswith("workflow:")
+    return known[1] == "workflow" if known is not None else name.startswith("workflow:")
 
 
 def _describe(spec: LimitSpec) -> str:
