@@ -9,6 +9,7 @@ shows without includes, writes its Python blocks out, each a copy of an example 
 from __future__ import annotations
 
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -98,6 +99,28 @@ def test_the_readme_is_a_front_door() -> None:
     head = "\n".join(text.splitlines()[:40])
     assert "pip install -e '.[local]'" in head and "awsworld demo" in head
     assert "pytest" in head
+
+
+def extra_requirements(extras: list[str]) -> set[str]:
+    """The distribution names ``pip install 'awsworld[extras]'`` brings (pyproject's extras, nested ones too)."""
+    declared = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names: set[str] = set()
+    for extra in extras:
+        for requirement in declared[extra]:
+            nested = re.fullmatch(r"awsworld\[([\w,-]+)\]", requirement)
+            name = re.split(r"[\[<>=!~; ]", requirement, maxsplit=1)[0].lower()
+            names |= extra_requirements(nested.group(1).split(",")) if nested else {name}
+    return names
+
+
+def test_the_world_over_http_install_line_has_what_its_serve_commands_need() -> None:
+    """*How-to: The World over HTTP* installs awsworld, then runs ``awsworld serve --world emulator``: the extras
+    its install line names bring the server's (Starlette) and the emulator's (moto) packages. It named
+    ``[serve]`` alone, and the next line stopped at "--world emulator needs the embedded emulator"."""
+    text = (DOCS / "how-to" / "world-over-http.md").read_text(encoding="utf-8")
+    [extras] = re.findall(r"pip install -e '/path/to/awsworld\[([\w,-]+)\]'", text)
+    assert "awsworld serve --world emulator" in text
+    assert {"starlette", "uvicorn", "moto"} <= extra_requirements(extras.split(","))
 
 
 def test_the_readmes_links_into_the_site_land_on_pages() -> None:
