@@ -1,7 +1,8 @@
-"""The workflow the World-over-HTTP example starts (docs: How-to / The World over HTTP): ``awsworld serve`` imports
-this module, so its runs run in the server's process."""
+"""The workflows the World-over-HTTP examples start (docs: How-to / The World over HTTP): ``awsworld serve`` imports
+this module, so their runs run in the server's process. ``http.checkout`` writes a stream and returns a value;
+``http.approve`` waits for its hook (``approve:<order>``), which a caller resumes over HTTP."""
 
-from awsworld import get_writable, step, workflow
+from awsworld import create_hook, get_writable, step, workflow
 
 
 @step(name="http.pack")
@@ -15,3 +16,10 @@ async def pack(order_id: str) -> str:
 @workflow(name="http.checkout")
 async def checkout(order_id: str) -> dict[str, str]:
     return {"order": order_id, "parcel": await pack(order_id)}
+
+
+@workflow(name="http.approve")
+async def approve(order_id: str) -> dict[str, object]:
+    async with create_hook(token=f"approve:{order_id}") as hook:
+        decision = await hook
+    return {"order": order_id, "decision": decision}

@@ -7,6 +7,7 @@ server's publications lack (``GET /v1/published``), on the in-memory World and o
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import socket
 import subprocess
@@ -15,6 +16,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import pytest
@@ -375,17 +377,32 @@ async def test_a_live_read_whose_reader_disconnects_ends_on_the_server(served: s
         assert (await client.world.runs.get(run_id)).status == "running"  # (the run went on; only the reads ended)
 
 
-def test_the_pages_curl_start_starts_a_run_of_the_module_it_names(tmp_path: Path) -> None:
+def test_the_pages_curl_session_runs_on_the_module_it_names(tmp_path: Path) -> None:
     """*How-to: The World over HTTP*'s curl session, on the server it names (``awsworld serve --world memory
-    http_orders``, beside the page's example): the start body as written starts a run, which the wait endpoint
-    returns completed (the body named ``orders.checkout``, a workflow nothing defines: 400)."""
+    http_orders``, beside the page's example), its bodies as written: the first start's run ends completed and its
+    stream holds what it wrote; the second start's run holds the hook the resume body names, which resumes it
+    (the resume once answered 404 HookNotFoundError: no workflow of the module made that hook)."""
     page = (TESTS.parent / "docs" / "how-to" / "world-over-http.md").read_text(encoding="utf-8")
-    [body] = re.findall(r"-d '(\{\"workflow\": [^']*)'", page)
+    checkout, approve = re.findall(r"-d '(\{\"workflow\": [^']*)'", page)
+    [resume] = re.findall(r"-d '(\{\"token\": [^']*)'", page)
+    json_body = {"content-type": "application/json"}
     process, url = start_serve(tmp_path, "http_orders", "--world", "memory", cwd=TESTS.parent / "examples" / "how_to")
     try:
-        started = httpx.post(f"{url}/v1/client/start", content=body, headers={"content-type": "application/json"})
+        started = httpx.post(f"{url}/v1/client/start", content=checkout, headers=json_body)
         assert started.status_code == 202, started.text
         ended = httpx.get(f"{url}/v1/runs/{started.json()['runId']}/wait", params={"timeout": 30}, timeout=40)
         assert ended.json()["status"] == "completed", ended.text
+        stream = httpx.get(f"{url}/v1/runs/{started.json()['runId']}/streams/progress", params={"startIndex": 0})
+        assert stream.content == b"packing order-17\n"
+        waiting = httpx.post(f"{url}/v1/client/start", content=approve, headers=json_body)
+        assert waiting.status_code == 202, waiting.text
+        token = quote(json.loads(resume)["token"], safe="")
+        deadline = time.monotonic() + 30  # (until the run reached its create_hook: the page's reader types slower)
+        while httpx.get(f"{url}/v1/hooks/by-token/{token}").status_code == 404 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        resumed = httpx.post(f"{url}/v1/client/hooks/resume", content=resume, headers=json_body)
+        assert resumed.status_code == 200, resumed.text
+        decided = httpx.get(f"{url}/v1/runs/{waiting.json()['runId']}/wait", params={"timeout": 30}, timeout=40)
+        assert decided.json()["output"] == {"order": "order-17", "decision": {"approved": True}}, decided.text
     finally:
         stop_serve(process)
