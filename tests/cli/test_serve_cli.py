@@ -140,6 +140,8 @@ def test_bad_requests_get_a_4xx_and_store_nothing(loopback: str) -> None:
     assert refused["name"] == "RunNotSupportedError" and refused["worldSpecVersion"] == 8
     error_of(httpx.post(url, json={"runId": RUN, "event": RUN_CREATED, "params": {"eventCount": "3"}}), 400)
     error_of(httpx.get(f"{loopback}/v1/runs?limit=many"), 400)
+    bad_change = error_of(httpx.post(f"{loopback}/v1/runs/{RUN}/attributes", json={"changes": [{"key": 5}]}), 400)
+    assert bad_change["details"] == {"field": "eventData.changes.0.key"}  # (it was a 500)
     error_of(httpx.get(f"{loopback}/v1/nowhere"), 404)
     error_of(httpx.delete(f"{loopback}/v1/runs"), 405)
     rebound = httpx.get(f"{loopback}/v1/runs", headers={"host": "attacker.example"})

@@ -331,6 +331,25 @@ async def test_attr_set_event_sets_attributes(world: AnyWorld) -> None:
     assert (await world.runs.get(run_id)).attributes == {"phase": "ready"}
 
 
+@pytest.mark.parametrize(("changes", "field"), [
+    ([{"key": 5, "value": "x"}], "eventData.changes.0.key"),
+    ([{"key": "a", "value": "1"}, {"key": "b", "value": 2}], "eventData.changes.1.value"),
+    ([{"value": "x"}], "eventData.changes.0.key"),
+    (["a=1"], "eventData.changes.0"),
+    ([], "eventData.changes"),
+])
+async def test_set_attributes_refuses_a_malformed_change_naming_it(world: AnyWorld, changes: list[object],
+                                                                    field: str) -> None:
+    """A change that is not ``{key: str, value: str | None}`` is an InvalidInputError naming the field (a 400 over
+    HTTP; it raised pydantic's ValidationError, a 500 to a TypeScript caller), and nothing is written."""
+    run_id = await new_run(world)
+    before = await stored(world)
+    with pytest.raises(InvalidInputError) as refused:
+        await world.runs.set_attributes(run_id, changes)  # type: ignore[arg-type]
+    assert refused.value.field == field and field in refused.value.message
+    assert await stored(world) == before
+
+
 async def test_set_attributes_refuses_reserved_keys(world: AnyWorld) -> None:
     run_id = await new_run(world)
     before = await stored(world)

@@ -21,6 +21,7 @@ from ..events import (
     PAYLOAD_FIELDS,
     WRITER_ONLY_EVENT_TYPES,
     AttributeChange,
+    AttrSetData,
     BatchEventOutcome,
     CreateEventRequest,
     EventData,
@@ -82,12 +83,16 @@ def check_run_id(run_id: str | None) -> str:
 
 
 def attr_set_event(changes: Sequence[AttributeChange | Mapping[str, Any]], allow_reserved: bool) -> dict[str, Any]:
-    """The attr_set event ``runs.set_attributes`` writes; a ``$``-prefixed key is reserved unless ``allow_reserved``."""
-    parsed = [c if isinstance(c, AttributeChange) else AttributeChange.model_validate(c) for c in changes]
-    for c in parsed:
+    """The attr_set event ``runs.set_attributes`` writes; a ``$``-prefixed key is reserved unless ``allow_reserved``.
+    The changes are checked as the event's own (a change that is not ``{key: str, value: str | null}`` is a 400
+    naming it, ``eventData.changes.0.key``), not left to raise pydantic's error (a 500 over HTTP)."""
+    wire = [c.model_dump() if isinstance(c, AttributeChange) else c for c in changes]
+    data = parse_event_request({"eventType": "attr_set", "eventData": {"changes": wire}}).event_data
+    assert isinstance(data, AttrSetData)
+    for c in data.changes:
         if c.key.startswith("$") and not allow_reserved:
             raise InvalidInputError(f"attribute {c.key!r} is reserved ($-prefixed)", field="changes.key")
-    return {"eventType": "attr_set", "eventData": {"changes": [{"key": c.key, "value": c.value} for c in parsed]}}
+    return {"eventType": "attr_set", "eventData": {"changes": [{"key": c.key, "value": c.value} for c in data.changes]}}
 
 
 def failed_outcome(error: WorldError) -> BatchEventOutcome:
