@@ -105,6 +105,18 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     assert not (tmp_path / "ready").exists()
 
 
+def test_a_token_too_short_is_refused_with_a_hint_that_fits(tmp_path: Path) -> None:
+    """A short token on the default host: the hint says to make a longer one (it said to keep the default
+    --host, which the command already did)."""
+    (tmp_path / "token").write_text("short\n")
+    result = subprocess.run([AWSWORLD, "serve", "--world", "memory", "--port", "0", "--token-file",
+                             str(tmp_path / "token"), "--ready-file", str(tmp_path / "ready")],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2, result.stderr
+    assert "at least 16 characters" in result.stderr and "token_urlsafe" in result.stderr
+    assert "--host" not in result.stderr and not (tmp_path / "ready").exists()
+
+
 def test_serve_without_its_extra_names_the_extra_to_install(tmp_path: Path) -> None:
     """Without Starlette (an install with ``[local]`` only), ``serve`` is a usage error naming ``awsworld[serve]``,
     the extra that has what it needs (it named ``[ui]``, which lacks httpx and Mangum)."""

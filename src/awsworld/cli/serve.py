@@ -69,9 +69,10 @@ def _main(args: argparse.Namespace) -> int:
     token = _token(args)
     try:
         auth = Auth.for_host(args.host, token)
-    except ValueError as error:
-        raise usage(str(error), "keep the default --host 127.0.0.1, or give a token of at least 16 characters") \
-            from None
+    except ValueError as error:  # (a token too short: make a longer one; none beyond loopback: stay on it, or give one)
+        hint = ("make a longer one: python -c 'import secrets; print(secrets.token_urlsafe(32))'" if token else
+                "keep the default --host 127.0.0.1, or give a token of at least 16 characters")
+        raise usage(str(error), hint) from None
     if args.world == "aws":
         check_config()
     elif args.world == "emulator":
