@@ -8,6 +8,7 @@ shows without includes, writes its Python blocks out, each a copy of an example 
 
 from __future__ import annotations
 
+import json
 import re
 import tomllib
 from pathlib import Path
@@ -121,6 +122,24 @@ def test_the_world_over_http_install_line_has_what_its_serve_commands_need() -> 
     [extras] = re.findall(r"pip install -e '/path/to/awsworld\[([\w,-]+)\]'", text)
     assert "awsworld serve --world emulator" in text
     assert {"starlette", "uvicorn", "moto"} <= extra_requirements(extras.split(","))
+
+
+def test_the_world_over_http_pages_typescript_names_are_the_packages() -> None:
+    """Every variable the page tells a TypeScript app to set (``WORLD_*``, ``WORKFLOW_TARGET_WORLD``) is one the
+    package reads or names, each option of its ``createWorld({...})`` is a field of ``AwsworldWorldOptions``, and
+    the package is called what the page installs (it left ``deliveryBaseUrl`` out)."""
+    text = (DOCS / "how-to" / "world-over-http.md").read_text(encoding="utf-8")
+    package = ROOT / "packages" / "world-awsworld"
+    source = (package / "src" / "index.ts").read_text(encoding="utf-8")
+    variables = set(re.findall(r"\b(WORLD_[A-Z_]+)=", text)) - {"WORKFLOW_TARGET_WORLD"}
+    assert variables and {v for v in variables if f"process.env.{v}" not in source} == set()
+    declared = re.search(r"export interface AwsworldWorldOptions \{(.*?)\n\}", source, re.S)
+    assert declared is not None
+    fields = set(re.findall(r"^  (\w+)\?:", declared.group(1), re.M))
+    [options] = re.findall(r"`createWorld\(\{([\w, ]+)\}\)`", text)
+    assert set(options.replace(" ", "").split(",")) == fields
+    name = json.loads((package / "package.json").read_text(encoding="utf-8"))["name"]
+    assert f"WORKFLOW_TARGET_WORLD={name}" in text and f"its name is `{name}`" in text
 
 
 def test_the_readmes_links_into_the_site_land_on_pages() -> None:
