@@ -8,20 +8,15 @@
 // - the configuration (`WORLD_SERVER_AUTH`, the region) is checked when the World is created.
 // Python comes from AWSWORLD_PYTHON (default: the repository's .venv), `awsworld` from beside it.
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 
 import { createWorld } from '../dist/index.js';
 import { createSigner } from '../dist/sigv4.js';
+import { PYTHON, startServe } from './serving.mjs';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const PYTHON = process.env.AWSWORLD_PYTHON ?? resolve(HERE, '../../../.venv/bin/python');
-const AWSWORLD = join(dirname(PYTHON), 'awsworld');
 const CREDENTIALS = { accessKeyId: 'AKIDEXAMPLE', secretAccessKey: 'wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY', sessionToken: 'session/token+=' };
 const REGION = 'eu-west-1';
 const FUNCTION_URL = 'https://abcdefghij0123456789.lambda-url.eu-west-1.on.aws';
@@ -196,36 +191,16 @@ describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
 
 describe('a bearer token (awsworld serve --host 127.0.0.1 --token-file)', () => {
   const TOKEN = 'world-awsworld-test-token-0123456789';
-  let folder;
   let server;
   let url;
 
   before(async () => {
-    assert.ok(existsSync(AWSWORLD), `awsworld not found at ${AWSWORLD} (set AWSWORLD_PYTHON to the venv's python)`);
-    folder = mkdtempSync(join(tmpdir(), 'world-awsworld-auth-'));
-    writeFileSync(join(folder, 'token'), `${TOKEN}\n`);
-    const ready = join(folder, 'ready');
-    server = spawn(AWSWORLD, ['serve', '--world', 'memory', '--host', '127.0.0.1', '--port', '0',
-      '--token-file', join(folder, 'token'), '--ready-file', ready], { stdio: ['ignore', 'ignore', 'pipe'] });
-    let log = '';
-    server.stderr.on('data', (piece) => (log += piece));
-    const deadline = Date.now() + 60_000;
-    while (!existsSync(ready)) {
-      assert.ok(server.exitCode === null, `awsworld serve exited: ${log}`);
-      assert.ok(Date.now() < deadline, `awsworld serve did not start within 60 s: ${log}`);
-      await new Promise((ok) => setTimeout(ok, 50));
-    }
-    url = readFileSync(ready, 'utf8').trim();
+    server = await startServe((folder) => ['--world', 'memory', '--host', '127.0.0.1', '--token-file',
+      join(folder, 'token')], { files: { token: `${TOKEN}\n` } });
+    url = server.url;
   });
 
-  after(async () => {
-    if (server && server.exitCode === null) {
-      const exited = new Promise((ok) => server.once('exit', ok));
-      server.kill('SIGTERM');
-      await exited;
-    }
-    if (folder) rmSync(folder, { recursive: true, force: true });
-  });
+  after(() => server?.stop());
 
   const bytes = (text) => new TextEncoder().encode(text);
 

@@ -4,19 +4,13 @@
 // process, started in examples/how_to where the module is) on the in-memory World and on the embedded emulator,
 // and prints what the page says it prints: a Python run started by name, read, waited for, its stream read, and
 // a second one resumed through its hook.
-// Python comes from AWSWORLD_PYTHON (default: the repository's .venv), `awsworld` from beside it.
+// The server comes from test/serving.mjs (AWSWORLD_PYTHON's venv).
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
 
-const HERE = dirname(fileURLToPath(import.meta.url));
-const ROOT = resolve(HERE, '../../..');
-const PYTHON = process.env.AWSWORLD_PYTHON ?? join(ROOT, '.venv/bin/python');
-const AWSWORLD = join(dirname(PYTHON), 'awsworld');
+import { ROOT, startServe } from './serving.mjs';
 
 /** `command args` to its end: its exit code, stdout and stderr. */
 function run(command, args, options) {
@@ -32,38 +26,16 @@ function run(command, args, options) {
 
 for (const world of ['memory', 'emulator']) {
   describe(`examples/python-workflows.mjs against awsworld serve --world ${world} http_orders`, () => {
-    let folder;
     let server;
-    let url;
 
     before(async () => {
-      assert.ok(existsSync(AWSWORLD), `awsworld not found at ${AWSWORLD} (set AWSWORLD_PYTHON to the venv's python)`);
-      folder = mkdtempSync(join(tmpdir(), 'world-awsworld-examples-'));
-      const ready = join(folder, 'ready');
-      server = spawn(AWSWORLD, ['serve', '--world', world, '--port', '0', '--ready-file', ready, 'http_orders'],
-        { cwd: join(ROOT, 'examples/how_to'), stdio: ['ignore', 'ignore', 'pipe'] });
-      let log = '';
-      server.stderr.on('data', (piece) => (log += piece));
-      const deadline = Date.now() + 120_000;
-      while (!existsSync(ready)) {
-        assert.ok(server.exitCode === null, `awsworld serve exited: ${log}`);
-        assert.ok(Date.now() < deadline, `awsworld serve did not start within 120 s: ${log}`);
-        await new Promise((ok) => setTimeout(ok, 50));
-      }
-      url = readFileSync(ready, 'utf8').trim();
+      server = await startServe(() => ['--world', world, 'http_orders'], { cwd: join(ROOT, 'examples/how_to') });
     });
 
-    after(async () => {
-      if (server && server.exitCode === null) {
-        const exited = new Promise((ok) => server.once('exit', ok));
-        server.kill('SIGTERM');
-        await exited;
-      }
-      if (folder) rmSync(folder, { recursive: true, force: true });
-    });
+    after(() => server?.stop());
 
     test('prints what the page says: the run, its result, its stream, the resumed run', async () => {
-      const result = await run(process.execPath, ['examples/python-workflows.mjs', url], { cwd: resolve(HERE, '..') });
+      const result = await run(process.execPath, ['examples/python-workflows.mjs', server.url], { cwd: join(ROOT, 'packages/world-awsworld') });
       assert.equal(result.code, 0, result.stderr);
       assert.deepEqual(result.stdout.split('\n'), [
         'http.checkout',
