@@ -196,6 +196,20 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     assert again.returncode == 0 and f"awsworld {__version__}: nothing to rewrite;" in again.stdout, again
 
 
+def test_upgrade_keeps_the_functions_architecture_the_user_set(tmp_path: Path) -> None:
+    """Deploy's arm64 recipe edits the template's ``Architectures``: an upgrade rewrites the template around it."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    template = project / "template.yaml"
+    assert template_text().count("Architectures: [x86_64]") == 1
+    template.write_text("# an older awsworld's\nGlobals:\n  Function:\n    Architectures: [ arm64 ]\n")
+    done = awsworld("init", "--upgrade", cwd=project)
+    assert done.returncode == 0 and "and your template's Architectures: [arm64]" in done.stdout, done
+    assert template.read_text() == template_text().replace("Architectures: [x86_64]", "Architectures: [arm64]")
+    again = awsworld("init", "--upgrade", cwd=project)
+    assert "nothing to rewrite" in again.stdout and "Architectures: [arm64]" in again.stdout, again
+
+
 @pytest.mark.parametrize(("before", "after"), [
     ("awsworld[local] >= 0.0.1\n", "awsworld[local]=={v}\n"),  # extras kept, any specifier pinned
     ("awsworld", "awsworld=={v}"),  # no newline at the end: none added
