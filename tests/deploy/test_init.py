@@ -113,6 +113,15 @@ def test_awsworld_template_prints_the_packaged_files(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ init
 
 
+def test_init_help_names_every_file_init_writes(tmp_path: Path) -> None:
+    """The help (and the CLI reference generated from it) lists what ``awsworld init`` writes: a file it left
+    out (src/serve.py was) is one a user does not expect to find in the project or in ``--upgrade``'s rewrite."""
+    done = awsworld("init", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = " ".join(done.stdout.split())
+    assert not [path for path in sorted(WRITTEN) if Path(path).name not in shown], shown
+
+
 def test_init_writes_the_app_wired_to_the_users_modules(tmp_path: Path) -> None:
     project = make_project(tmp_path / "my_shop")
     (project / "requirements.txt").write_text("pytest\n")  # the project's own (dev) requirements: left alone

@@ -188,7 +188,7 @@ class WorkflowExecution:
         code, a schedule's tick): the run fails with that ``TypeError`` before the body runs. Never on a later
         replay: a run whose body has made a call was accepted, by whatever code started it, and goes on."""
         call = codecs.load_call(raw, self.definition.args_codec,
-                                Place("input", f"workflow {self.definition.name!r}", self.run_id))
+                                Place("input", f"workflow {self.definition.name!r}", self.run_id), self.definition.fn)
         if fresh:
             self.definition.check_arguments(tuple(call.args), call.kwargs)
         return await self.definition.fn(*call.args, **call.kwargs)

@@ -64,7 +64,8 @@ def register(sub: Any) -> None:
     init = sub.add_parser(
         "init", help="write a SAM app (template, samconfig, handlers, requirements) into your project",
         description="Write template.yaml, infra/monitoring.yaml, infra/Makefile, infra/build_function.py and "
-                    "samconfig.toml into DIR, your project's root, and requirements.txt, flow.py and webhook.py "
+                    "samconfig.toml into DIR, your project's root, and requirements.txt and "
+                    f"{', '.join(f'{route}.py' for route in HANDLERS)} (the functions' entry points) "
                     "into DIR/src, the folder sam build packages: your workflow modules go there "
                     "(src/myapp/orders.py), so tests, env files, logs and dev state at the root never reach the "
                     "Lambda artifact. .awsworld/, .aws-sam/ and dist/ are added to DIR/.gitignore. Then: sam build "
