@@ -48,7 +48,7 @@ from ..authoring.errors import (
 from ..authoring.names import display_name
 from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.runtime import StepRef, WorkflowRef, current_runtime, wakes_on
+from ..authoring.runtime import StepRef, WorkflowMetadata, WorkflowRef, current_runtime, wakes_on
 from ..durable import codecs, serde
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
@@ -496,6 +496,12 @@ class WorkflowExecution:
         created = (self.log[0].event_data or {}) if self.log else {}
         context = created.get("executionContext")
         return cast("dict[str, Any]", context) if isinstance(context, dict) else {}
+
+    def workflow_metadata(self) -> WorkflowMetadata:
+        """The run's identity, from its ``run_created`` (replay-stable)."""
+        parent = self.execution_context().get("parentRunId")
+        return WorkflowMetadata(self.run_id, self.definition.name, self.log[0].created_at,
+                                parent if isinstance(parent, str) else None)
 
     def resume_at(self, duration: When) -> datetime:
         """The point in time ``duration`` names, a relative one measured from ``now()`` (replay-stable)."""
