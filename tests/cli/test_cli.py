@@ -24,6 +24,7 @@ from typing import Any
 
 import pytest
 
+from awsworld import __version__ as awsworld_version
 from awsworld.cli import build_parser
 
 WORKFLOWS = '''
@@ -405,6 +406,8 @@ def test_every_commands_help_reads_as_plain_text(project: Path) -> None:
     assert len(texts) > 30 and not [t.splitlines()[0] for t in texts if "``" in t]
     shown = awsworld("dev", "--help", env=_clean_env(), cwd=project)
     assert shown.code == 0 and "`awsworld dev MODULE...`" in shown.out and "``" not in shown.out, shown
+    version = awsworld("--version", env=_clean_env(), cwd=project)
+    assert (version.code, version.out) == (0, f"awsworld {awsworld_version}\n"), version
 
 
 def test_python_m_awsworld_runs_the_cli(project: Path) -> None:

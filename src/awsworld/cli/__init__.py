@@ -18,6 +18,7 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from .. import __version__
 from ..deploy import init as deploy_init
 from . import demo, deployments, dev, limits, park, replay, runs, schedules, serve, skip, ui, wake
 from .errors import OPERATIONAL, USAGE, CliError, describe
@@ -45,6 +46,7 @@ class CommandParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = CommandParser(prog="awsworld", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    parser.add_argument("--version", action="version", version=f"awsworld {__version__}")
     read = argparse.ArgumentParser(add_help=False)
     read.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
