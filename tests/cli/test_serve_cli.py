@@ -335,8 +335,8 @@ async def test_http_client_refuses_a_workflow_name_the_server_does_not_run(serve
 
 def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_with_a_400(served: str) -> None:
     """``POST /v1/client/start``: a name the server does not run is a 400 naming the ``workflow`` field, arguments
-    the workflow's ``args_codec`` refuses a 400 naming ``args`` (it was a 500 and a traceback in the server's log);
-    neither records a run."""
+    the workflow's ``args_codec`` refuses a 400 naming ``args`` (it was a 500 and a traceback in the server's log),
+    a field the call does not take (``kwarg``) a 400 naming it (it was dropped unread); none records a run."""
     start = f"{served}/v1/client/start"
     typo = error_of(httpx.post(start, json={"workflow": "shop.coedd", "args": [1, 2]}), 400)
     assert typo["details"] == {"field": "workflow"} and "did you mean 'shop.coded'?" in str(typo["message"])
@@ -344,6 +344,11 @@ def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_wi
     assert refused["code"] == "invalid-input" and refused["details"] == {"field": "args"}
     assert "cannot be encoded by its codec PydanticCodec" in str(refused["message"])
     assert "\n" not in str(refused["message"])
+    misspelt = error_of(httpx.post(start, json={"workflow": "shop.coded", "args": [1], "kwarg": {"b": 2}}), 400)
+    assert misspelt["details"] == {"field": "kwarg"} and "the body takes workflow, args, kwargs, runId" in str(
+        misspelt["message"]), misspelt
+    resume = error_of(httpx.post(f"{served}/v1/client/hooks/resume", json={"token": "t", "paylaod": 1}), 400)
+    assert resume["details"] == {"field": "paylaod"}, resume
     assert httpx.get(f"{served}/v1/runs", params={"workflowName": "shop.coded"}).json()["data"] == []
     started = httpx.post(start, json={"workflow": "shop.coded", "args": [1, 2]})
     assert started.status_code == 202, started.text

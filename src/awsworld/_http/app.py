@@ -163,6 +163,14 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
+def _only(body: Mapping[str, Any], *fields: str) -> None:
+    """Refuse a field the call does not take (a misspelt ``kwarg`` would otherwise be dropped unread): the Client's
+    own calls only, whose bodies are awsworld's; the World's calls take what the Workflow SDK's shapes allow."""
+    unknown = sorted(set(body) - set(fields))
+    if unknown:
+        raise InvalidInputError(f"unknown field {unknown[0]!r}: the body takes {', '.join(fields)}", field=unknown[0])
+
+
 def _object(body: Mapping[str, Any], key: str) -> JSON:
     value = body.get(key)
     if value is None:
@@ -515,6 +523,7 @@ async def _client_start(served: Served, request: Request) -> Response:
     """``Client.start`` by name: ``{"workflow": name, "args": [...], "kwargs": {...}, "runId"?: id}`` (JSON
     arguments, as a Python caller's would be stored); answers ``{"runId"}`` (202: the run is queued)."""
     body = await _body(request)
+    _only(body, "workflow", "args", "kwargs", "runId")
     name = _string(body.get("workflow"), "workflow")
     assert name is not None
     args = body.get("args", [])
@@ -534,6 +543,7 @@ async def _client_start(served: Served, request: Request) -> Response:
 async def _client_resume(served: Served, request: Request) -> Response:
     """``Client.resume_hook``: ``{"token", "payload", "idempotencyKey"?}``; answers the hook_received event."""
     body = await _body(request)
+    _only(body, "token", "payload", "idempotencyKey")
     token = _string(body.get("token"), "token")
     assert token is not None
     key = _string(body.get("idempotencyKey"), "idempotencyKey", optional=True)
@@ -547,6 +557,7 @@ async def _client_resume(served: Served, request: Request) -> Response:
 async def _client_cancel(served: Served, request: Request) -> Response:
     """``Client.cancel``: ``{"reason"?}``; answers the run as it is afterwards."""
     body = await _body(request) if request.headers.get("content-length", "0") != "0" else {}
+    _only(body, "reason")
     reason = _string(body.get("reason"), "reason", optional=True)
     run_id = request.path_params["run_id"]
     try:
