@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from awsworld import HookFailedError, PydanticCodec, create_hook, workflow
 from awsworld._engine.ops import PAYLOAD_CODEC_FIELD
 from awsworld._worker import declarations
-from awsworld.world.errors import CodecPayloadError
+from awsworld.world import CodecPayloadError
 
 from .conftest import AWS, E2E, HTTP_MEMORY, MEMORY, OVER_HTTP
 from .values_support import INLINE
