@@ -28,6 +28,7 @@ from .authoring.calls import (
     step_metadata,
     time_ns,
     uuid4,
+    workflow_metadata,
 )
 from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
 from .authoring.definitions import step, workflow
@@ -125,4 +126,5 @@ __all__ = [
     "uuid4",
     "with_name",
     "workflow",
+    "workflow_metadata",
 ]

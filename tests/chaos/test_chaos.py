@@ -1,10 +1,11 @@
 """Crash injection at the AWS calls of a run driven through the real Lambda handlers (see ``harness``).
 
 The clean run first: it must complete as every faulted trial must, and its count of AWS calls, N, fixes the
-sample. Then a deterministic sample of the full sweep (``bench/chaos.py`` runs all of it): on moto a fault at
-every ninth call, k = 1, 10, 19, ... <= N, in each of the three modes, several trials at a time, each on its own
-World; on ``[localstack]`` every eighteenth, k = 5, 23, 41, ..., points moto's sample never takes (half the
-trials: what LocalStack adds is its SQS and S3, which every trial exercises, and the suite's time is bounded).
+sample. Then a deterministic sample of the full sweep (``bench/chaos.py`` runs all of it; ``SWEEP``): on moto a
+fault at every sixteenth call, k = 1, 17, 33, ... <= N, in each of the three modes, several trials at a time, each
+on its own World; on ``[localstack]`` every twenty-fourth, k = 7, 31, 55, ..., points moto's sample never takes
+(fewer trials: what LocalStack adds is its SQS and S3, which every trial exercises, and the suite's time is
+bounded).
 One test holds the whole sample (N is only known at run time) and its failure message lists every trial that
 went wrong and how, as the bench's table would.
 

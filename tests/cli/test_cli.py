@@ -718,7 +718,7 @@ def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:
     outcome = json.loads(result.out)
     assert result.code == 1 and outcome["status"] == "failed", result
     assert "HookFailedError" in outcome["error"] and "out of stock" in outcome["error"], outcome
-    assert "out of stock" in text.one_line_error(1)
+    assert "out of stock [NO_STOCK]" in text.one_line_error(1)  # the sender's code is in the run's error
     gone, missing = parallel(dev, ("fail-hook", "approve:11", "again"), ("fail-hook", "approve:11"))
     # The run failed (HookFailedError) with the hook open: its end closed it, and a resume says so.
     assert f"closed when its run {run_id} ended (failed)" in gone.one_line_error(1)

@@ -113,6 +113,15 @@ def test_awsworld_template_prints_the_packaged_files(tmp_path: Path) -> None:
 # ------------------------------------------------------------------------------------------ init
 
 
+def test_init_help_names_every_file_init_writes(tmp_path: Path) -> None:
+    """The help (and the CLI reference generated from it) lists what ``awsworld init`` writes: a file it left
+    out (src/serve.py was) is one a user does not expect to find in the project or in ``--upgrade``'s rewrite."""
+    done = awsworld("init", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    shown = " ".join(done.stdout.split())
+    assert not [path for path in sorted(WRITTEN) if Path(path).name not in shown], shown
+
+
 def test_init_writes_the_app_wired_to_the_users_modules(tmp_path: Path) -> None:
     project = make_project(tmp_path / "my_shop")
     (project / "requirements.txt").write_text("pytest\n")  # the project's own (dev) requirements: left alone
@@ -185,6 +194,20 @@ def test_upgrade_rewrites_awsworlds_files_and_keeps_the_users(tmp_path: Path) ->
     assert next_steps(done.stdout), done.stdout
     again = awsworld("init", "--upgrade", cwd=project)
     assert again.returncode == 0 and f"awsworld {__version__}: nothing to rewrite;" in again.stdout, again
+
+
+def test_upgrade_keeps_the_functions_architecture_the_user_set(tmp_path: Path) -> None:
+    """Deploy's arm64 recipe edits the template's ``Architectures``: an upgrade rewrites the template around it."""
+    project = make_project(tmp_path / "shop")
+    assert awsworld("init", "-m", "myapp.orders", cwd=project).returncode == 0
+    template = project / "template.yaml"
+    assert template_text().count("Architectures: [x86_64]") == 1
+    template.write_text("# an older awsworld's\nGlobals:\n  Function:\n    Architectures: [ arm64 ]\n")
+    done = awsworld("init", "--upgrade", cwd=project)
+    assert done.returncode == 0 and "and your template's Architectures: [arm64]" in done.stdout, done
+    assert template.read_text() == template_text().replace("Architectures: [x86_64]", "Architectures: [arm64]")
+    again = awsworld("init", "--upgrade", cwd=project)
+    assert "nothing to rewrite" in again.stdout and "Architectures: [arm64]" in again.stdout, again
 
 
 @pytest.mark.parametrize(("before", "after"), [

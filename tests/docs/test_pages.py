@@ -1,5 +1,6 @@
 """The pages' sources keep their promises: no code block exists only as text, every snippet a page includes exists,
-and the README stays a short front door whose links land in the site.
+the README stays a short front door whose links land in the site, and the template's parameters
+table (Operate: Deploy) has every parameter with its default.
 
 A fenced block in ``docs/**/*.md`` is either included from a file (``--8<-- "path"`` lines and nothing else: the
 file is what the tests run) or of a kind allowed inline: shell commands (``bash``), ``yaml``, ``toml`` and
@@ -12,6 +13,9 @@ import re
 from pathlib import Path
 
 import pytest
+from cfnlint.decode.cfn_yaml import loads
+
+from awsworld.deploy import template_text
 
 from .readme import references, with_examples
 
@@ -105,3 +109,30 @@ def test_the_readmes_links_into_the_site_land_on_pages() -> None:
     targets = re.findall(r"\]\((docs/[^)#\s]+)(?:#[^)]*)?\)", text)
     assert targets, "the README links into docs/"
     assert [t for t in targets if not (ROOT / t).exists()] == []
+
+
+def parameter_rows(page: Path) -> dict[str, str]:
+    """``{parameter: default as the page writes it}`` from the table under the page's ``## Parameters``; a row
+    may name several (``| `A` / `B` | 1 / 2 | ... |``)."""
+    section = page.read_text(encoding="utf-8").split("\n## Parameters\n", 1)[1].split("\n## ", 1)[0]
+    rows: dict[str, str] = {}
+    for line in section.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) < 3 or not cells[0].startswith("`"):
+            continue
+        names = re.findall(r"`(\w+)`", cells[0])
+        defaults = [d.strip().strip("`") for d in cells[1].split(" / ")] if len(names) > 1 else [cells[1].strip("`")]
+        rows.update(zip(names, defaults, strict=True))
+    return rows
+
+
+def test_the_deploy_pages_parameter_table_has_every_template_parameter_with_its_default() -> None:
+    """A parameter missing from the table (six were) is one an operator cannot find: *Limits* sent readers to it
+    for ``WebhookReservedConcurrency``, *Dashboards and alarms* names ``OldestMessageAgeAlarmSeconds``."""
+    parameters = loads(template_text())["Parameters"]
+    rows = parameter_rows(DOCS / "operate" / "deploy.md")
+    assert sorted(set(parameters) - set(rows)) == [], "parameters the page's table lacks"
+    assert sorted(set(rows) - set(parameters)) == [], "rows for parameters the template does not have"
+    wrong = {name: (rows[name], spec.get("Default")) for name, spec in parameters.items()
+             if rows[name] != ("empty" if spec.get("Default") == "" else str(spec.get("Default")))}
+    assert wrong == {}, "(the page's default, the template's)"

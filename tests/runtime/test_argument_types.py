@@ -18,6 +18,7 @@ import pytest
 from awsworld import (
     ArgumentTypeError,
     CodecError,
+    Place,
     PydanticCodec,
     Schedule,
     WorkflowRunFailedError,
@@ -27,9 +28,10 @@ from awsworld import (
     sleep,
     workflow,
 )
+from awsworld._worker.run_control import create_run, wake_run
 from awsworld.authoring.errors import USER_ERROR
 from awsworld.client.client import Client
-from awsworld.durable import serde
+from awsworld.durable import codecs, serde
 from awsworld.world.errors import RunNotFoundError
 
 from .conftest import BOTH, E2E, on_backends
@@ -173,6 +175,31 @@ async def test_a_start_that_could_not_check_is_failed_by_its_first_delivery(e2e:
     assert len(BODIES) == before, "the body never ran"
     good = await codeless.start("argtypes.order", "T-2", ["a"], 2.5)
     assert (await good.result(timeout=30))["amount"] == 2.5
+
+
+_NOWHERE = Place("input", "a starter without the code")  # (no codec: store_call never names it)
+
+
+async def test_a_start_without_the_code_has_its_arguments_put_through_the_workflows_args_codec(e2e: E2E) -> None:
+    """A starter that does not know the workflow (another language over HTTP, a client without its code) stores
+    JSON arguments without the codec: the run's first delivery puts them through it, so the body gets the codec's
+    types, and what the codec refuses fails the run before the body runs, never a TypeError inside it."""
+
+    async def started_without_the_codec(*args: Any, **kwargs: Any) -> Any:
+        run_id = f"wrun_{uuid.uuid4().hex}"  # recorded as such a starter records it: {"args", "kwargs"} as JSON
+        stored = codecs.store_call(args, kwargs, None, coded, _NOWHERE)
+        await create_run(e2e.world, run_id, "argtypes.coded", stored, {})
+        await wake_run(e2e.world, run_id, "argtypes.coded", "start")
+        return await e2e.client.get_run(run_id).result(timeout=30)
+
+    assert await started_without_the_codec("x", "5") == "x:5", "validated by the codec (lax: '5' is 5)"
+    assert await started_without_the_codec("y", n=6) == "y:6", "keyword arguments bind to their parameters"
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await started_without_the_codec("z", "five")
+    assert failed.value.error_type == "CodecError", failed.value
+    assert "the input of workflow 'argtypes.coded'" in str(failed.value) and "valid integer" in str(failed.value)
+    with pytest.raises(WorkflowRunFailedError, match="do not fit it: too many positional arguments"):
+        await started_without_the_codec("z", 1, 2)
 
 
 async def test_a_child_call_that_does_not_fit_raises_at_the_call_site(e2e: E2E) -> None:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from awsworld import get_writable, now, random, sleep, step, step_metadata, workflow
+from awsworld import get_writable, now, random, sleep, step, step_metadata, workflow, workflow_metadata
 
 CALLS: Counter[str] = Counter()
 SEEN: dict[str, list[object]] = {}
@@ -371,3 +371,33 @@ async def test_get_writable_in_a_step_writes_a_stream_the_run_reads(e2e) -> None
     chunks = await asyncio.wait_for(read(), timeout=15)
     assert b"".join(chunks) == b"hello world\x00!"
     assert chunks == [b"hello ", b"world", b"\x00", b"!"]
+
+
+# ----------------------------------------------------------------------------------------- the run's own identity
+
+
+@workflow(name="basics.meta_child")
+async def meta_child() -> dict[str, object]:
+    meta = workflow_metadata()
+    return {"run": meta.run_id, "name": meta.workflow_name, "parent": meta.parent_run_id}
+
+
+@workflow(name="basics.meta_parent")
+async def meta_parent() -> dict[str, object]:
+    first = workflow_metadata()
+    await sleep(1)  # a later delivery replays the body: the same answer there
+    return {"same": workflow_metadata() == first, "run": first.run_id, "name": first.workflow_name,
+            "created": first.created_at.isoformat(), "parent": first.parent_run_id, "child": await meta_child()}
+
+
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
+async def test_workflow_metadata_names_the_run_its_workflow_its_creation_and_a_childs_parent(e2e) -> None:
+    run = await e2e.start(meta_parent)
+    meta = await run.result(timeout=30)
+    recorded = await e2e.world.runs.get(run.run_id)
+    assert meta["same"] and meta["run"] == run.run_id and meta["name"] == "basics.meta_parent"
+    assert meta["created"] == recorded.created_at.isoformat() and meta["parent"] is None
+    child = meta["child"]
+    assert child["parent"] == run.run_id and child["name"] == "basics.meta_child" and child["run"] != run.run_id
+    with pytest.raises(RuntimeError, match=r"workflow_metadata\(\) can only be used inside a @workflow"):
+        workflow_metadata()

@@ -48,7 +48,7 @@ from ..authoring.errors import (
 from ..authoring.names import display_name
 from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.runtime import StepRef, WorkflowRef, current_runtime, wakes_on
+from ..authoring.runtime import StepRef, WorkflowMetadata, WorkflowRef, current_runtime, wakes_on
 from ..durable import codecs, serde
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
@@ -188,7 +188,7 @@ class WorkflowExecution:
         code, a schedule's tick): the run fails with that ``TypeError`` before the body runs. Never on a later
         replay: a run whose body has made a call was accepted, by whatever code started it, and goes on."""
         call = codecs.load_call(raw, self.definition.args_codec,
-                                Place("input", f"workflow {self.definition.name!r}", self.run_id))
+                                Place("input", f"workflow {self.definition.name!r}", self.run_id), self.definition.fn)
         if fresh:
             self.definition.check_arguments(tuple(call.args), call.kwargs)
         return await self.definition.fn(*call.args, **call.kwargs)
@@ -496,6 +496,12 @@ class WorkflowExecution:
         created = (self.log[0].event_data or {}) if self.log else {}
         context = created.get("executionContext")
         return cast("dict[str, Any]", context) if isinstance(context, dict) else {}
+
+    def workflow_metadata(self) -> WorkflowMetadata:
+        """The run's identity, from its ``run_created`` (replay-stable)."""
+        parent = self.execution_context().get("parentRunId")
+        return WorkflowMetadata(self.run_id, self.definition.name, self.log[0].created_at,
+                                parent if isinstance(parent, str) else None)
 
     def resume_at(self, duration: When) -> datetime:
         """The point in time ``duration`` names, a relative one measured from ``now()`` (replay-stable)."""

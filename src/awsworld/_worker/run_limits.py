@@ -141,7 +141,7 @@ def slot_in_log(definition: WorkflowDef | None, run_id: str, log: Sequence[Event
     if slot is not None or definition is None or definition.limit is None:
         return slot
     call = codecs.load_call(created.get("input"), definition.args_codec,
-                            Place("input", f"workflow {definition.name!r}", run_id))
+                            Place("input", f"workflow {definition.name!r}", run_id), definition.fn)
     return slot_of(definition, tuple(call.args), call.kwargs)
 
 

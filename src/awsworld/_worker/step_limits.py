@@ -99,7 +99,7 @@ def key_of_call(definition: StepDef, call_input: Any, run_id: str, step_id: str)
     if definition.limit.key is None:
         return ""
     call = codecs.load_call(call_input, definition.args_codec,
-                            lambda: Place("arguments", f"step {definition.name!r}", run_id, step_id))
+                            lambda: Place("arguments", f"step {definition.name!r}", run_id, step_id), definition.fn)
     return definition.limit.key_of(tuple(call.args), call.kwargs)
 
 

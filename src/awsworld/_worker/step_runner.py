@@ -325,7 +325,7 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
     raw_input = call_input if call_input is not None else step.input
     try:  # an args_codec's failure fails the step at once (CodecError: never retried), its body unrun
         call = codecs.load_call(raw_input, definition.args_codec,
-                                lambda: Place("arguments", f"step {step_name!r}", run_id, step_id))
+                                lambda: Place("arguments", f"step {step_name!r}", run_id, step_id), definition.fn)
     except CodecError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)

@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar, overload
 from ..durable.codecs import Codec
 from ..world.clock import clock_of
 from .durations import Duration, When
-from .runtime import HookHandle, current_runtime, require_runtime
+from .runtime import HookHandle, WorkflowMetadata, current_runtime, require_runtime
 from .step_context import StepMetadata, StreamWriter, current_step
 
 _stdlib_time_ns = _time.time_ns
@@ -177,6 +177,12 @@ def create_webhook(metadata: Any = None, *, timeout: When | None = None, heartbe
     ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s."""
     return Hook(require_runtime("awsworld.create_webhook()").create_hook(
         None, metadata, is_webhook=True, name=name, timeout=timeout, heartbeat_timeout=heartbeat_timeout))
+
+
+def workflow_metadata() -> WorkflowMetadata:
+    """Inside a workflow: its run's id, its workflow's name, when the run was recorded, and the parent run of a
+    child (``WorkflowMetadata``), the same on every replay. In a step, ``step_metadata().run_id`` names the run."""
+    return require_runtime("awsworld.workflow_metadata()").workflow_metadata()
 
 
 def step_metadata() -> StepMetadata:

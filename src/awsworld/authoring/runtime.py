@@ -1,9 +1,9 @@
 """The seam between workflow code and the engine that replays it: ``WorkflowRuntime``.
 
 Every call a workflow body makes (``sleep``, ``create_hook``, a step or child call, ``map``/``parallel``'s items,
-``poll_until``, ``patched``, ``now``, ``random``, ``uuid4``, ``schedule_info``) asks the run it is made in, through
-``current_runtime``: the engine's ``WorkflowExecution`` (``_engine/execution.py``) implements ``WorkflowRuntime`` and
-sets itself there in the body's task. So this package imports no engine module, as Temporal's
+``poll_until``, ``patched``, ``now``, ``random``, ``uuid4``, ``schedule_info``, ``workflow_metadata``) asks the run it
+is made in, through ``current_runtime``: the engine's ``WorkflowExecution`` (``_engine/execution.py``) implements
+``WorkflowRuntime`` and sets itself there in the body's task. So this package imports no engine module, as Temporal's
 ``temporalio/workflow.py`` declares a ``_Runtime`` that the worker's instance implements and never imports the
 worker. Outside a workflow body ``current_runtime`` is None, and the calls say so (or, for ``now`` and a step called
 as a plain function, do the plain thing).
@@ -23,6 +23,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
@@ -94,6 +95,19 @@ class StartedChild(Protocol):
     def outcome(self) -> asyncio.Future[Any]: ...
 
 
+@dataclass(frozen=True)
+class WorkflowMetadata:
+    """What ``workflow_metadata()`` returns inside a workflow body (Temporal's ``workflow.info()``, the Workflow
+    SDK's ``getWorkflowMetadata()``). Read from the run's log, so it is the same on every replay and code may
+    branch on it. ``created_at``: when the run was recorded (``run_created``, in UTC; a run that waits for a
+    concurrency slot starts later). ``parent_run_id``: the run that started this one as a child, else None."""
+
+    run_id: str
+    workflow_name: str
+    created_at: datetime
+    parent_run_id: str | None
+
+
 class WorkflowRuntime(Protocol):
     """What a workflow body's calls ask of the run they are made in. Every answer is replay-stable: it depends on
     the run's log and the body's calls only (see ``_engine/execution.py``)."""
@@ -118,6 +132,8 @@ class WorkflowRuntime(Protocol):
     def execution_context(self) -> dict[str, Any]:
         """The run's ``run_created`` executionContext (a scheduled run's schedule, a child's parent)."""
         ...
+
+    def workflow_metadata(self) -> WorkflowMetadata: ...
 
     def resume_at(self, duration: When) -> datetime:
         """The point in time ``duration`` names, a relative one counted from ``current_time()``."""

@@ -64,7 +64,8 @@ def register(sub: Any) -> None:
     init = sub.add_parser(
         "init", help="write a SAM app (template, samconfig, handlers, requirements) into your project",
         description="Write template.yaml, infra/monitoring.yaml, infra/Makefile, infra/build_function.py and "
-                    "samconfig.toml into DIR, your project's root, and requirements.txt, flow.py and webhook.py "
+                    "samconfig.toml into DIR, your project's root, and requirements.txt and "
+                    f"{', '.join(f'{route}.py' for route in HANDLERS)} (the functions' entry points) "
                     "into DIR/src, the folder sam build packages: your workflow modules go there "
                     "(src/myapp/orders.py), so tests, env files, logs and dev state at the root never reach the "
                     "Lambda artifact. .awsworld/, .aws-sam/ and dist/ are added to DIR/.gitignore. Then: sam build "
@@ -170,8 +171,12 @@ def upgrade(directory: Path) -> int:
     if pinned is None:
         return _error(f"{REQUIREMENTS_PATH} installs awsworld from a URL or path (awsworld @ ...): point it at "
                       f"awsworld {__version__} yourself; nothing was written")
+    owned = _owned_files()
+    template = directory / "template.yaml"
+    owned["template.yaml"], architecture = _keep_architecture(owned["template.yaml"],
+                                                              template.read_text(encoding="utf-8"))
     rewritten, unchanged = [], []
-    for path, text in {**_owned_files(), REQUIREMENTS_PATH: pinned}.items():
+    for path, text in {**owned, REQUIREMENTS_PATH: pinned}.items():
         target = directory / path
         if target.exists() and target.read_text(encoding="utf-8") == text:
             unchanged.append(path)
@@ -181,8 +186,9 @@ def upgrade(directory: Path) -> int:
         rewritten.append(path)
     print(f"awsworld {__version__}: " + (f"rewrote {', '.join(rewritten)}" if rewritten else "nothing to rewrite")
           + (f"; already current: {', '.join(unchanged)}" if unchanged else ""))
-    print(f"kept samconfig.toml and your own lines of {REQUIREMENTS_PATH}; the changelog says what this version "
-          "changes in the stack")
+    print(f"kept samconfig.toml and your own lines of {REQUIREMENTS_PATH}"
+          + (f", and your template's {architecture}" if architecture else "")
+          + "; the changelog says what this version changes in the stack")
     _finish(directory)
     print("next: build and deploy:")
     _next_steps(directory)
@@ -192,6 +198,22 @@ def upgrade(directory: Path) -> int:
 REQUIREMENTS_PATH = f"{CODE_DIR}/requirements.txt"
 _AWSWORLD_REQUIREMENT = re.compile(r"\s*awsworld\s*(\[[^\]]*\])?\s*(?P<rest>(==|===|~=|>=|<=|!=|<|>|@).*)?",
                                    re.IGNORECASE)
+
+
+_ARCHITECTURES = re.compile(r"^(?P<indent>[ \t]+)Architectures:[ \t]*\[[ \t]*(?P<arch>[A-Za-z0-9_]+)[ \t]*\][ \t]*$",
+                            re.MULTILINE)
+
+
+def _keep_architecture(new: str, old: str) -> tuple[str, str | None]:
+    """The template ``new`` with the functions' architecture of the app's template ``old``, and that setting when
+    it differs from ``new``'s: Deploy (``docs/operate/deploy.md``) has an arm64 user edit ``Architectures`` there,
+    and an upgrade must not quietly move their functions back to x86_64 (whose wheels would not match the
+    ``ARCHITECTURE=arm64`` build)."""
+    found, ours = _ARCHITECTURES.search(old), _ARCHITECTURES.search(new)
+    if found is None or ours is None or found["arch"] == ours["arch"]:
+        return new, None
+    setting = f"Architectures: [{found['arch']}]"
+    return new[:ours.start()] + ours["indent"] + setting + new[ours.end():], setting
 
 
 def _owned_files() -> dict[str, str]:

@@ -171,9 +171,13 @@ def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] 
     return store(tuple(bound.args), codec, place)
 
 
-def load_call(stored: Any, codec: Codec[Any] | None, place: PlaceOf) -> json_data.Call:
-    """The arguments ``store_call`` stored. Ones stored without a codec (before it was added, or by a starter
-    that did not know the workflow) are passed as they were stored."""
+def load_call(stored: Any, codec: Codec[Any] | None, place: PlaceOf,
+              fn: Callable[..., Any] | None = None) -> json_data.Call:
+    """The arguments ``store_call`` stored. Ones stored without the codec (by a starter that did not know the
+    workflow: another language over HTTP, ``Client.start("name", ...)`` without its code; or before the codec was
+    added) go through it here, bound to ``fn``'s parameters as ``store_call`` binds them, so the body gets the
+    codec's types (a ``PydanticCodec`` validates JSON into models) and what the codec refuses, or what does not
+    bind, is a ``CodecError`` naming the place: the same on every replay, as decoding is deterministic."""
     value = serde.loads(stored) if stored is not None else None
     if isinstance(value, Encoded):
         place = _at(place)
@@ -185,7 +189,16 @@ def load_call(stored: Any, codec: Codec[Any] | None, place: PlaceOf) -> json_dat
             raise CodecError(f"{place}: its codec {_name(codec)} decoded {type(decoded).__name__}, not the tuple "
                              f"of arguments", place=str(place))
         return json_data.Call(list(decoded), {})  # (a tuple's items are the codec's types)
-    return json_data.as_call(value)
+    call = json_data.as_call(value)
+    if codec is None or fn is None or stored is None:
+        return call
+    try:
+        coded = store_call(tuple(call.args), call.kwargs, codec, fn, place)
+    except TypeError as error:  # they do not bind to the parameters the codec's tuple is of
+        place = _at(place)
+        raise CodecError(f"{place} were stored without its codec {_name(codec)} and do not fit it: {error}",
+                         place=str(place)) from error
+    return load_call(coded, codec, place)
 
 
 def _decode(data: str | bytes, codec: Codec[T], place: Place) -> T:
