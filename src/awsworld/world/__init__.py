@@ -1,4 +1,6 @@
-"""The World contract: models, errors, ids and the ``World`` protocol. No I/O lives here."""
+"""The World contract: models, errors, ids and the ``World`` protocol; the rulebook every World decides with
+(``rules``) and what every World shares around it (``shared``). No I/O lives here: the primitives ``shared`` is
+written over are each World's own."""
 
 from .entities import (
     RUN_STATUSES,

@@ -9,10 +9,12 @@ DynamoDB conditions and items; the in-memory World applies it to its records; ne
 
 The modules, one job each: ``requests`` (what a request must be before any state is read), ``log`` (the in-band
 fence, ``expect_seq``), ``runs``, ``steps`` (with waits), ``hooks`` (with their tokens and what a run's end does to
-them), ``leases`` (who may start a running step again), ``streams`` (appends, and when a stream ends for its
-readers), ``conditions`` (checks written once as data both Worlds evaluate), ``checks`` (what each of a
-decision's checks means over the state a commit finds), ``state`` and ``decision`` (the types), ``book`` (the
-index, and what each rule reads).
+them), ``leases`` (who may start a running step again), ``at_most_once`` (an attempt found cut off is never started
+again where it must not be), ``skips`` (an operator ending a wait early), ``streams`` (appends, and when a stream
+ends for its readers), ``conditions`` (checks written once as data both Worlds evaluate), ``checks`` (what each of a
+decision's checks means over the state a commit finds), ``state`` and ``decision`` (the types), ``book`` (the index,
+and what each rule reads). Two decide over awsworld's own stores rather than an event: ``schedules`` (a schedule's
+record and the per-tick claim) and ``limiters`` (limits across runs: pools, waiters, rate tokens).
 """
 
 from .book import RULES, decide, decide_unit, reads
