@@ -24,7 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SRC = ROOT / "src"
-PACKAGE_DIR = SRC / "awsworld"
+PACKAGE = "awsworld"
+PACKAGE_DIR = SRC / PACKAGE
 
 DOTTED = re.compile(r"(?<![\w.$])awsworld(?:\.[A-Za-z_]\w*)+(?![\w:])")
 """``awsworld.x.y``; not ``$awsworld.parked`` (a reserved run attribute) nor ``awsworld.child:`` (a token prefix)."""
@@ -215,3 +216,133 @@ def test_the_check_catches_a_moved_module_a_missing_name_and_a_missing_file() ->
 
 if __name__ == "__main__":
     print("\n".join(stale_citations()))
+
+
+# ------------------------------------------------------------------------------------ the contributor pages
+
+CONTRIBUTOR_PAGES = (*sorted((ROOT / "docs" / "contributing").glob("*.md")), ROOT / "ARCHITECTURE.md",
+                     ROOT / "CONTRIBUTING.md")
+"""The pages a contributor finds their way by: what they cite in backticks is checked like a docstring's citation."""
+CODE_SPAN = re.compile(r"`([^`\n]+)`")
+BOLD_LEAD = re.compile(r"^\*\*(.+?)\*\*")
+NOT_OUR_NAMES = {
+    # AWS's names: an SQS attribute, KMS's errors, a DynamoDB transaction's operation
+    "DelaySeconds", "DisabledException", "InvalidCiphertextException", "ConditionCheck",
+}
+NOT_IN_THE_REPOSITORY = {"site/", "DynamoDBLocal.jar"}
+"""What a command writes or installs (``mkdocs build``'s folder, ``npm ci``'s DynamoDB Local), cited but not here."""
+SEARCHED = ("src", "tests", "bench", "docs/hooks")
+"""Where a name a page cites (a class, a constant, a test) must be defined."""
+
+
+@cache
+def _package_dirs() -> dict[str, Path]:
+    """``awsworld.world.rules`` -> its folder, for every package."""
+    return {".".join(path.parent.relative_to(SRC).parts): path.parent for path in PACKAGE_DIR.rglob("__init__.py")}
+
+
+@cache
+def _defined_names() -> frozenset[str]:
+    """Every class, function and assigned name in the repository's Python (at any depth: a class member counts)."""
+    names: set[str] = set()
+    for folder in SEARCHED:
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                    names.add(node.name)
+                elif isinstance(node, ast.Assign):
+                    names.update(target.id for target in node.targets if isinstance(target, ast.Name))
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                    names.add(node.target.id)
+    return frozenset(names)
+
+
+@cache
+def _repository_text() -> str:
+    """The code and scripts a setting or an environment variable can be named in."""
+    files = [path for folder in (*SEARCHED, ".ci") for path in (ROOT / folder).rglob("*") if path.is_file()
+             and path.suffix in {".py", ".txt", ".yaml", ""}]
+    return "\n".join(path.read_text(encoding="utf-8", errors="ignore") for path in [*files, ROOT / "pyproject.toml"])
+
+
+def _file_in(cited: str, folders: list[Path]) -> bool:
+    return any((folder / cited).exists() or any(folder.rglob(cited)) for folder in folders)
+
+
+def page_citation_resolves(cited: str, lead: list[Path]) -> bool | None:
+    """Whether a page's code span names something that exists; None when it is not a citation (a command, a
+    value, a word). ``lead``: the folders of the packages the paragraph is about (its bold lead, ``**`_engine`**``),
+    where a bare file name must be; anywhere in the package when the paragraph has none."""
+    cited = cited.strip()
+    if cited in NOT_OUR_NAMES or cited in NOT_IN_THE_REPOSITORY:
+        return True
+    if re.fullmatch(r"awsworld(?:\.\w+)+", cited):
+        return dotted_resolves(cited)
+    if re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", cited) and not FILE.fullmatch(cited):
+        # a name inside the package, from any package: ``schedules.model``, ``decision.refusals``
+        return any(dotted_resolves(f"{package}.{cited}") for package in _package_dirs())
+    if re.fullmatch(r"[\w./-]+", cited) and ("/" in cited or FILE.fullmatch(cited)):
+        path = cited.rstrip("/")
+        if "/" in cited:  # a path: from the root, the package, tests/ or the paragraph's package
+            return any((base / path).exists() for base in (ROOT, SRC, PACKAGE_DIR, ROOT / "tests", *lead))
+        return _file_in(path, lead or [PACKAGE_DIR, ROOT / "tests"]) or (not lead and (ROOT / path).exists())
+    if re.fullmatch(r"test_\w+", cited) or re.fullmatch(r"[A-Z][a-z]\w*[a-z][A-Z]\w*|[A-Z][a-z]+", cited) and any(
+            c.isupper() for c in cited[1:]):
+        return cited in _defined_names()
+    if re.fullmatch(r"\$?[A-Z][A-Z0-9]*_[A-Z0-9_]+|\$?[A-Z]+[0-9]+", cited):
+        return cited.lstrip("$") in _repository_text()
+    return None
+
+
+def _lead_folders(paragraph: str) -> list[Path]:
+    lead = BOLD_LEAD.match(paragraph)
+    if lead is None:
+        return []
+    folders = []
+    for name in CODE_SPAN.findall(lead.group(1)):
+        dotted = f"{PACKAGE}.{name}"
+        if dotted in _package_dirs():
+            folders.append(_package_dirs()[dotted])
+        elif (module := _module_file(dotted)) is not None:
+            folders.append(module.parent)
+    return folders
+
+
+def stale_page_citations() -> list[str]:
+    stale: list[str] = []
+    for page in CONTRIBUTOR_PAGES:
+        where = page.relative_to(ROOT)
+        text = page.read_text(encoding="utf-8")
+        line = 1
+        for paragraph in re.split(r"(\n\s*\n)", text):
+            lead = _lead_folders(paragraph)
+            for offset, cited in _cited(paragraph, CODE_SPAN):
+                if page_citation_resolves(cited, lead) is False:
+                    stale.append(f"{where}:{line + offset}: {cited}")
+            if "```mermaid" in paragraph:
+                for offset, box in _cited(paragraph, re.compile(r"<br/>([^\"]+)\"\]")):
+                    for entry in box.split("·"):
+                        name = entry.split(" (")[0].strip()
+                        if name != PACKAGE and _module_file(f"{PACKAGE}.{name}") is None:
+                            stale.append(f"{where}:{line + offset}: {name} (the diagram)")
+            line += paragraph.count("\n")
+    return stale
+
+
+def test_every_name_and_path_the_contributor_pages_cite_exists() -> None:
+    """A module, a dotted name, a file or folder, a class, a constant, a setting or a test the contributing pages
+    name in backticks exists, and a bare file name in a package's paragraph is in that package."""
+    stale = stale_page_citations()
+    assert stale == [], "the contributor pages cite what does not exist (moved or removed):\n" + "\n".join(stale)
+
+
+def test_the_page_check_catches_what_moved() -> None:
+    engine = [PACKAGE_DIR / "_engine"]
+    assert page_citation_resolves("execution.py", engine) is True
+    assert page_citation_resolves("delivery.py", engine) is False  # the worker's, not the engine's
+    assert page_citation_resolves("world/_published.py", []) is False
+    assert page_citation_resolves("awsworld.client.messages", []) is False
+    assert page_citation_resolves("schedules.model", []) is True
+    assert page_citation_resolves("NoSuchWorld", []) is False
+    assert page_citation_resolves("LONGEST_FILES_FIRST", []) is True
+    assert page_citation_resolves("pip install -e '.[test]'", []) is None
