@@ -286,8 +286,7 @@ def page_citation_resolves(cited: str, lead: list[Path]) -> bool | None:
         if "/" in cited:  # a path: from the root, the package, tests/ or the paragraph's package
             return any((base / path).exists() for base in (ROOT, SRC, PACKAGE_DIR, ROOT / "tests", *lead))
         return _file_in(path, lead or [PACKAGE_DIR, ROOT / "tests"]) or (not lead and (ROOT / path).exists())
-    if re.fullmatch(r"test_\w+", cited) or re.fullmatch(r"[A-Z][a-z]\w*[a-z][A-Z]\w*|[A-Z][a-z]+", cited) and any(
-            c.isupper() for c in cited[1:]):
+    if re.fullmatch(r"test_\w+|[A-Z][a-z]+[A-Z]\w*", cited):  # a test, a CamelCase class (``MemoryWorld``)
         return cited in _defined_names()
     if re.fullmatch(r"\$?[A-Z][A-Z0-9]*_[A-Z0-9_]+|\$?[A-Z]+[0-9]+", cited):
         return cited.lstrip("$") in _repository_text()
