@@ -31,6 +31,8 @@ WORKFLOWS = '''
 import asyncio
 import os
 
+from pydantic import BaseModel
+
 from awsworld import (PydanticCodec, create_hook, create_webhook, get_writable, sleep, step, step_metadata,
                       with_name, workflow)
 
@@ -162,6 +164,17 @@ async def many(n: int) -> int:
 @workflow(name="clitest.coded", args_codec=PydanticCodec(tuple[int, int]))
 async def coded(a: int, b: int) -> int:
     return a + b
+
+
+class Order(BaseModel):
+    sku: str
+    quantity: int
+
+
+@workflow(name="clitest.ordered")
+async def ordered(key: str) -> dict:
+    order = await create_hook(token=f"order:{key}", codec=PydanticCodec(Order))
+    return {"sku": order.sku, "quantity": order.quantity, "type": type(order).__name__}
 '''
 
 
@@ -674,6 +687,30 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+
+
+def test_resume_sends_a_codec_hooks_payload_as_the_codecs_text(dev: Dev) -> None:
+    """The command a user types for a hook created with ``codec=PydanticCodec(Order)``, a JSON object, reaches the
+    codec as its text (parsed, it would be a dict the codec refuses, failing the run): the run completes with the
+    decoded model. Without a PAYLOAD (a plain hook's default is null) it is a usage error, and nothing is sent."""
+    run_id, other = _start(dev, "clitest.ordered", '["1"]'), _start(dev, "clitest.ordered", '["2"]')
+    resumed = dev("resume", "order:1", '{"sku": "tea", "quantity": 1}', "--wait", "30")
+    assert resumed.code == 0 and run_id in resumed.out, resumed
+    result = dev("result", run_id, "--wait", "30", "--json")
+    assert result.code == 0 and json.loads(result.out)["output"] == {"sku": "tea", "quantity": 1, "type": "Order"}
+    line = dev("resume", "order:2", "--wait", "30").one_line_error(2)
+    assert "decodes its payloads with a codec" in line and "give PAYLOAD" in line, line
+    assert [h["received"] for h in _hooks_of(dev, other, "order:2")] == [0]
+
+
+def test_a_payload_a_codec_hook_refuses_is_a_usage_error() -> None:
+    """``CodecPayloadError`` (``resume_hook``'s refusal of a codec hook's payload that is not the codec's text): one
+    line, exit 2, as the command's own mistakes are."""
+    from awsworld.cli.errors import describe
+    from awsworld.world.errors import CodecPayloadError
+
+    error = describe(CodecPayloadError("send the codec's text", field="payload"))
+    assert (error.code, str(error)) == (2, "send the codec's text")
 
 
 def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:

@@ -65,6 +65,27 @@ async def test_hook_created_makes_a_hook_readable_by_id_token_and_run(world: Any
     assert [h.hook_id for h in listed] == ["h1"]
 
 
+async def test_a_hook_created_with_payload_codec_reads_back_so_and_others_read_as_no_codecs(world: AnyWorld) -> None:
+    """``payloadCodec`` (a ``create_hook(codec=...)`` hook's mark) is kept on the hook: ``Hook.payload_codec`` by id,
+    by token and in a run's list; a hook created without it (every hook before the mark existed) reads False. The
+    AWS World stores the attribute only when true, so a plain hook's item does not grow."""
+    run_id = await new_run(world, start=True)
+    coded, plain = token(), token()
+    created = await world.events.create(run_id, {**hook_created("h1", coded),
+                                                 "eventData": {"token": coded, "payloadCodec": True}})
+    await world.events.create(run_id, hook_created("h2", plain))
+    assert created.hook is not None and created.hook.payload_codec is True
+    assert (await world.hooks.get("h1")).payload_codec is True
+    assert (await world.hooks.get_by_token(coded, resolve_data="none")).payload_codec is True
+    assert (await world.hooks.get_by_token(plain)).payload_codec is False
+    assert {h.hook_id: h.payload_codec for h in (await world.hooks.list(run_id)).data} == {"h1": True, "h2": False}
+    assert (await world.hooks.get("h1")).to_wire()["payloadCodec"] is True
+    if (aws := on_aws(world)) is not None:
+        hooks = {item["sk"]["S"]: item for item in await table_items(aws) if item["sk"]["S"].startswith("HOOK#")}
+        assert hooks["HOOK#h1"]["payloadCodec"] == {"BOOL": True}
+        assert "payloadCodec" not in hooks["HOOK#h2"]
+
+
 async def test_duplicate_hook_created_conflicts_and_writes_nothing(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
     t = token()

@@ -9,8 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
-from awsworld import create_hook, get_writable, sleep, step, step_metadata, workflow
+from awsworld import PydanticCodec, create_hook, get_writable, sleep, step, step_metadata, workflow
 from awsworld.testing import WorkflowTestEnv
 
 XSS = "<script>alert(1)</script>"
@@ -90,6 +91,17 @@ async def live_flow() -> Any:
         payload = await hook
     await say("after the hook\n", close=True)
     return payload
+
+
+class Order(BaseModel):
+    sku: str
+    quantity: int
+
+
+@workflow(name="ui.ordered")  # a run that waits on a hook whose payloads a codec decodes
+async def ordered() -> dict[str, object]:
+    order = await create_hook("ui-order:1", codec=PydanticCodec(Order))
+    return {"sku": order.sku, "quantity": order.quantity}
 
 
 @dataclass

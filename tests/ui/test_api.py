@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import AsyncIterator
 
@@ -11,7 +12,7 @@ import pytest
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import check_loopback, create_app
 
-from .conftest import XSS, Demo, live_flow
+from .conftest import XSS, Demo, live_flow, ordered
 
 
 @pytest.fixture
@@ -129,25 +130,56 @@ async def test_loopback_only(demo: Demo) -> None:
     assert check_loopback("127.0.0.1") == "127.0.0.1"
 
 
-async def test_allowed_writes_resume_and_cancel() -> None:
+WRITE = {"X-Awsworld-Write": "1"}
+
+
+@contextlib.asynccontextmanager
+async def writable() -> AsyncIterator[tuple[WorkflowTestEnv, httpx.AsyncClient]]:
+    """A fresh test environment, and the UI on its World started with ``--allow-writes``."""
     async with WorkflowTestEnv() as env:
         app = create_app(env.world, allow_writes=True)
-        write = {"X-Awsworld-Write": "1"}
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
-            run = await env.client.start(live_flow)
-            await run.wait_for_hook("live:go")
-            page = (await http.get(f"/runs/{run.run_id}")).text
-            assert "cancel this run" in page and "data-write=resume" in page
-            resumed = await http.post("/api/hooks/resume", json={"token": "live:go", "payload": {"ok": 1}},
-                                      headers=write)
-            assert resumed.status_code == 200 and resumed.json()["runId"] == run.run_id
-            assert await run.result() == {"ok": 1}
-            assert "cancel this run" not in (await http.get(f"/runs/{run.run_id}")).text  # ended: no buttons
-            second = await env.client.start(live_flow)
-            await second.wait_for_hook("live:go")
-            assert (await http.post(f"/api/runs/{second.run_id}/cancel", headers=write)).status_code == 200
-            view = await env.world.runs.wait_for_terminal_status(second.run_id, timeout=10)
-            assert view.status == "cancelled"
+            yield env, http
+
+
+async def test_allowed_writes_resume_and_cancel() -> None:
+    async with writable() as (env, http):
+        run = await env.client.start(live_flow)
+        await run.wait_for_hook("live:go")
+        page = (await http.get(f"/runs/{run.run_id}")).text
+        assert "cancel this run" in page and "data-write=resume" in page
+        resumed = await http.post("/api/hooks/resume", json={"token": "live:go", "payload": {"ok": 1}},
+                                  headers=WRITE)
+        assert resumed.status_code == 200 and resumed.json()["runId"] == run.run_id
+        assert await run.result() == {"ok": 1}
+        assert "cancel this run" not in (await http.get(f"/runs/{run.run_id}")).text  # ended: no buttons
+        second = await env.client.start(live_flow)
+        await second.wait_for_hook("live:go")
+        assert (await http.post(f"/api/runs/{second.run_id}/cancel", headers=WRITE)).status_code == 200
+        view = await env.world.runs.wait_for_terminal_status(second.run_id, timeout=10)
+        assert view.status == "cancelled"
+
+
+async def test_a_codec_hooks_resume_box_sends_the_codecs_text_and_a_dict_is_a_400() -> None:
+    """The resume box of a hook created with a codec sends what is typed as the codec's text (``data-codec``), not
+    parsed as JSON; a dict sent to the API is refused with a 400 and nothing recorded, the run still waiting."""
+    async with writable() as (env, http):
+        run = await env.client.start(ordered)
+        await run.wait_for_hook("ui-order:1")
+        page = (await http.get(f"/runs/{run.run_id}")).text
+        assert re.search(r"<textarea id='payload-hook_1_[^']+' rows=1></textarea> <button data-write=resume "
+                         r"[^>]* data-codec=1>resume</button>", page), page
+        before = await run.events()
+        refused = await http.post("/api/hooks/resume", json={"token": "ui-order:1",
+                                                              "payload": {"sku": "tea", "quantity": 1}},
+                                  headers=WRITE)
+        assert refused.status_code == 400 and "codec's text" in refused.json()["error"], refused.text
+        assert await run.events() == before and await run.status() == "running"
+        resumed = await http.post("/api/hooks/resume", json={"token": "ui-order:1",
+                                                              "payload": '{"sku": "tea", "quantity": 1}'},
+                                  headers=WRITE)
+        assert resumed.status_code == 200, resumed.text
+        assert await run.result() == {"sku": "tea", "quantity": 1}
 
 
 async def test_heartbeats_show_as_heartbeats_never_as_payloads() -> None:

@@ -23,7 +23,7 @@ from awsworld.settings import SETTINGS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import create_app, serve
 
-from .conftest import Demo, live_flow
+from .conftest import Demo, live_flow, ordered
 
 CHROMIUM = next((p for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser", shutil.which("chromium") or "")
                  if p and os.path.exists(p)), None)
@@ -32,10 +32,10 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium binary (/u
 
 
 @contextlib.asynccontextmanager
-async def served(world: Any) -> AsyncIterator[str]:
+async def served(world: Any, *, allow_writes: bool = False) -> AsyncIterator[str]:
     """The UI on ``world`` served by uvicorn on 127.0.0.1 at a free port, on this test's event loop (the
     MemoryWorld is used from one loop only); yields its base URL."""
-    server = serve(create_app(world), port=0, signals=False)
+    server = serve(create_app(world, allow_writes=allow_writes), port=0, signals=False)
     task = asyncio.create_task(server.serve())
     while not server.started:  # noqa: ASYNC110 (uvicorn offers a flag, no event)
         await asyncio.sleep(0.02)
@@ -114,6 +114,22 @@ async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> No
             assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "received"
             assert await page.locator("#events tr", has_text="run_completed").count() == 1
             await page.screenshot(path=str(tmp_path / "live.png"))
+
+
+async def test_a_codec_hooks_resume_box_sends_the_typed_json_object_as_the_codecs_text(browser: Any) -> None:
+    """What a user types in the resume box of a ``create_hook(codec=PydanticCodec(Order))`` hook, a JSON object,
+    reaches the codec as its text: the run completes with the decoded model (parsed, it was a dict the codec
+    refused, failing the run)."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(ordered)
+        await run.wait_for_hook("ui-order:1")
+        async with served(env.world, allow_writes=True) as base:
+            page = await browser.new_page()
+            await page.goto(f"{base}/runs/{run.run_id}")
+            await page.fill("textarea[id^=payload-]", '{"sku": "tea", "quantity": 1}')
+            await page.click("button[data-write=resume]")
+            await page.wait_for_function("document.querySelector('button[data-write=resume]').textContent === 'done'")
+            assert await run.result() == {"sku": "tea", "quantity": 1}
 
 
 async def test_the_docs_screenshots_are_real_runs_of_the_demo(browser: Any, tmp_path: Path) -> None:

@@ -160,6 +160,14 @@ DISPLAY_NAME_FIELD = "displayName"
 """Where a ``*_created`` event records its call's display name (``authoring.names``)."""
 
 
+PAYLOAD_CODEC_FIELD = "payloadCodec"
+"""Where a codec hook's ``hook_created`` records that it decodes its payloads with a codec (``True``; absent for
+a plain hook, so its bytes do not grow). Never compared on replay, like the display name: a run recorded before
+the field replays unchanged. The World keeps it on the hook (``world/rules/hooks.py``: ``Hook.payload_codec``), so
+a sender checks a payload is the codec's text before recording it (``_worker/run_control.py``'s ``resume_hook``)
+and ``awsworld resume`` sends its PAYLOAD as that text."""
+
+
 HOOK_ID_FIELD = "hookId"
 HOOK_WAIT_FIELD = "hookWait"
 """Where a ``wait_created`` of a hook's own wait (``_engine.hook_timeouts``) records the hook's id and what the
@@ -175,10 +183,12 @@ so ``describe`` reads the deadline from the last heartbeat rather than from a wa
 
 
 def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
-    """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes), and for
-    a hook's own wait, the hook it belongs to."""
+    """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes), for a
+    hook with a codec, that mark (``PAYLOAD_CODEC_FIELD``), and for a hook's own wait, the hook it belongs to."""
     if op.name is not None:
         data[DISPLAY_NAME_FIELD] = op.name
+    if isinstance(op, HookOp) and op.codec is not None:
+        data[PAYLOAD_CODEC_FIELD] = True
     if isinstance(op, WaitOp) and op.hook is not None:
         data[HOOK_ID_FIELD], data[HOOK_WAIT_FIELD] = op.hook
         if op.every is not None:

@@ -27,9 +27,11 @@ from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_de
 from ..authoring.errors import RunStartError
 from ..durable import codecs, serde
 from ..durable.codecs import Place
+from ..durable.hook_payloads import is_envelope
 from ..world.entities import TERMINAL_RUN_STATUSES, Hook
 from ..world.entities import Run as RunView
 from ..world.errors import (
+    CodecPayloadError,
     EntityConflictError,
     HookAlreadyReceivedError,
     HookNotFoundError,
@@ -256,6 +258,8 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
         if idempotency_key is None or missing.disposed_hook is None:
             raise
         return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key))
+    if hook.payload_codec:
+        check_codec_payload(hook, encoded)
     run = await world.runs.get(hook.run_id, resolve_data="none")
     ended = run.status in TERMINAL_RUN_STATUSES
     if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
@@ -277,6 +281,22 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
         reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
         await wake_run(world, hook.run_id, run.workflow_name, reason)
     return HookResumed(event, recorded)
+
+
+def check_codec_payload(hook: Hook, encoded: Any) -> None:
+    """A codec hook (``create_hook(codec=...)``) takes its codec's text or bytes: any other payload is refused
+    here, before it is recorded (``CodecPayloadError``), since recorded, the codec would refuse it at the
+    workflow's await and fail the run. A failure's or heartbeat's envelope passes: the workflow never decodes it."""
+    if is_envelope(encoded):
+        return
+    held = codecs.undecodable_payload(encoded)
+    if held is not None:
+        raise CodecPayloadError(
+            f"hook {hook.hook_id} of run {hook.run_id} decodes its payloads with a codec (create_hook(codec=...)), "
+            f"so a payload is the codec's text or bytes, not a {held}: send the encoded text, e.g. "
+            f"resume_hook(token, order.model_dump_json()), or from the shell `awsworld resume TOKEN '<the text>'`, "
+            f"which sends its PAYLOAD as the text for such a hook. Nothing was recorded",
+            field="payload", run_id=hook.run_id, hook_id=hook.hook_id)
 
 
 async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:

@@ -52,7 +52,14 @@ def describe(error: BaseException) -> CliError:
     """The one line an exception deserves. Unknown exceptions still get one line, pointing at ``--debug``."""
     from ..authoring.definitions import WorkflowNotRegisteredError
     from ..authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
-    from ..world.errors import HookClosedError, HookNotFoundError, RunGoneError, RunNotFoundError, WorldError
+    from ..world.errors import (
+        CodecPayloadError,
+        HookClosedError,
+        HookNotFoundError,
+        RunGoneError,
+        RunNotFoundError,
+        WorldError,
+    )
     from ..world.rules.limiters import LimitInputError
     from ..world.schedules import ScheduleInputError
 
@@ -79,6 +86,8 @@ def describe(error: BaseException) -> CliError:
         return usage(error.message, "see `awsworld limits --help`")
     if isinstance(error, ScheduleInputError):  # a usage error too: a schedule id or arguments that cannot be
         return usage(error.message, "see `awsworld schedules create --help`")
+    if isinstance(error, CodecPayloadError):  # a usage error: the payload is not what the hook takes
+        return usage(error.message)
     if isinstance(error, WorldError):
         return CliError(f"{error.message} ({error.code})")
     botocore = _botocore(error)

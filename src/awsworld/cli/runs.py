@@ -18,9 +18,11 @@ from typing import Any
 from .._deployments.pins import LATEST, PIN_ATTRIBUTE
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
 from .._timeline import deadline_text
+from .._worker.run_control import find_hook
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
-from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.entities import TERMINAL_RUN_STATUSES, Hook
+from ..world.errors import HookNotFoundError
 from ..world.protocol import World
 from ..world.rules.hooks import hook_state
 from .error_view import error_part, print_error_part
@@ -89,7 +91,9 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
 
     resume = sub.add_parser("resume", help="resume a hook: awsworld resume TOKEN '<payload JSON>'")
     resume.add_argument("token")
-    resume.add_argument("payload", nargs="?", default="null", help="the payload as JSON (default: null)")
+    resume.add_argument("payload", nargs="?", default=None,
+                        help="the payload as JSON (default: null); for a hook created with a codec "
+                             "(create_hook(codec=...)), the codec's text, sent as it is (required)")
     resume.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="wait this long for the hook to exist (its run may not have reached it yet)")
     resume.set_defaults(handler=_resume)
@@ -557,15 +561,32 @@ def _emit(out: Any, index: int, data: bytes, as_json: bool) -> None:
 
 
 def _resume(args: argparse.Namespace) -> int:
-    payload = parse_json(args.payload, "PAYLOAD")
-
+    """A plain hook's PAYLOAD is JSON; a codec hook's (``Hook.payload_codec``) is the codec's text, sent as it is:
+    parsed, a JSON object would reach the codec as a dict, which ``resume_hook`` refuses (``CodecPayloadError``).
+    Which one it is costs one read of the hook before the resume. A PAYLOAD that is not JSON for a token no hook
+    holds is the usage error it always was."""
     async def go() -> None:
         async with remote() as client:
-            event = await client.resume_hook(args.token, payload, wait=args.wait)
+            try:
+                hook = await find_hook(client.world, args.token, args.wait)
+            except HookNotFoundError:
+                parse_json("null" if args.payload is None else args.payload, "PAYLOAD")
+                raise
+            event = await client.resume_hook(args.token, _payload_for(hook, args.payload))
             print(f"delivered as {event.event_id} to run {event.run_id}")
 
     asyncio.run(go())
     return 0
+
+
+def _payload_for(hook: Hook, text: str | None) -> object:
+    """What ``awsworld resume`` sends ``hook`` for its PAYLOAD ``text`` (None: not given)."""
+    if not hook.payload_codec:
+        return parse_json("null" if text is None else text, "PAYLOAD")
+    if text is None:
+        raise usage("this hook decodes its payloads with a codec (create_hook(codec=...)): give PAYLOAD, the "
+                    "codec's text", "e.g. awsworld resume TOKEN '{\"sku\": \"tea\", \"quantity\": 1}'")
+    return text
 
 
 def _fail_hook(args: argparse.Namespace) -> int:

@@ -150,6 +150,15 @@ def decode_payload(payload: object, codec: Codec[T], place: PlaceOf) -> T:
     return _decode(data, codec, place)
 
 
+def undecodable_payload(stored: object) -> str | None:
+    """What keeps a hook payload as ``serde.dumps`` stores it from reaching a codec (``decode_payload`` takes only
+    text or bytes): the type it holds instead (``"dict"``), or None when a codec can take it. ``resume_hook``
+    asks before it records a payload for a codec hook."""
+    payload = serde.loads(stored)
+    data = payload.data if isinstance(payload, Encoded) else payload
+    return None if isinstance(data, str | bytes) else type(data).__name__
+
+
 def store_call(args: tuple[Any, ...], kwargs: dict[str, Any], codec: Codec[Any] | None, fn: Callable[..., Any],
                place: PlaceOf) -> Any:
     """A call's arguments as the log stores them: ``{"args", "kwargs"}`` without a codec (``SerializationError``

@@ -41,6 +41,12 @@ def is_heartbeat(raw: object) -> bool:
     return is_dict(raw) and raw.get("$t") == HEARTBEAT_TAG
 
 
+def is_envelope(raw: object) -> bool:
+    """Whether a stored payload is a failure's or a heartbeat's envelope, not a payload the workflow takes: a
+    codec hook takes these as any hook does (``_worker/run_control.py``'s ``resume_hook`` checks only payloads)."""
+    return is_dict(raw) and raw.get("$t") in (FAILURE_TAG, HEARTBEAT_TAG)
+
+
 HEARTBEAT_FIELD = "heartbeat"
 """``hook_received``'s mark of a heartbeat (``True``), beside its envelope: readers of the log that leave payloads
 out (``awsworld hooks``, ``resolve_data="none"``) tell heartbeats from payloads by it."""

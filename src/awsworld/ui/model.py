@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .._engine.ops import DISPLAY_NAME_FIELD
+from .._engine.ops import DISPLAY_NAME_FIELD, PAYLOAD_CODEC_FIELD
 from .._timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
 from .._worker.step_runner import INLINE
 from ..durable.child_calls import START_CHILD, child_run_id
@@ -71,6 +71,7 @@ class HookInfo:
     disposed: bool = False
     state: str = "open"
     """open, disposed (by its workflow) or closed (its run ended with it open): ``world.rules.hooks.hook_state``."""
+    codec: bool = False  # its payloads are a codec's text (``PAYLOAD_CODEC_FIELD``): the page sends the text as is
 
 
 @dataclass
@@ -156,7 +157,8 @@ def picture(run_id: str, events: list[Event]) -> Picture:
                 lanes[corr].detail = _skip_note(lanes[corr].detail, data)
         elif kind == "hook_created":
             token = str(data.get("token", ""))
-            hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"))
+            hooks[corr] = HookInfo(corr, token, bool(data.get("isWebhook")), at, data.get("metadata"),
+                                   codec=data.get(PAYLOAD_CODEC_FIELD) is True)
             lanes[corr] = Lane("hook", corr, shown or token, at, status="waiting",
                                detail="webhook" if data.get("isWebhook") else "hook")
         elif kind == "hook_received" and corr in hooks and is_heartbeat_event(data):

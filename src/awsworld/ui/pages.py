@@ -77,8 +77,8 @@ document.addEventListener('click',async function(e){
   pre.id='stream-'+s.dataset.stream;pre.dataset.stream=s.dataset.stream;s.after(pre);
   for(let i=0;i<20&&await more(pre);i++){}}return;}
  const w=e.target.closest('button[data-write]');
- if(w){let body={};if(w.dataset.write==='resume'){body={token:w.dataset.token,
-  payload:JSON.parse(document.getElementById('payload-'+w.dataset.hook).value||'null')};}
+ if(w){let body={};if(w.dataset.write==='resume'){const t=document.getElementById('payload-'+w.dataset.hook).value;
+  body={token:w.dataset.token,payload:w.dataset.codec?t:JSON.parse(t||'null')};}
   const r=await fetch(w.dataset.write==='cancel'?api+'/cancel':'/api/hooks/resume',{method:'POST',
   headers:{'Content-Type':'application/json','X-Awsworld-Write':'1'},body:JSON.stringify(body)});
   w.textContent=r.ok?'done':'refused ('+r.status+')';}
@@ -317,8 +317,10 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
             payloads += f"<div class=muted>{hook.heartbeats} heartbeat(s), last {_time(hook.last_heartbeat)}</div>"
         resume = ""
         if allow_writes and live and hook.state == "open":
-            resume = (f"<textarea id='payload-{esc(hook.hook_id)}' rows=1>null</textarea> <button data-write=resume "
-                      f"data-token='{esc(hook.token)}' data-hook='{esc(hook.hook_id)}'>resume</button>")
+            # A codec hook's payload is the codec's text, sent as typed (``HookInfo.codec``); any other's is JSON.
+            resume = (f"<textarea id='payload-{esc(hook.hook_id)}' rows=1>{'' if hook.codec else 'null'}</textarea> "
+                      f"<button data-write=resume data-token='{esc(hook.token)}' data-hook='{esc(hook.hook_id)}'"
+                      f"{' data-codec=1' if hook.codec else ''}>resume</button>")
         hooks.append(f"<tr><td><code>{esc(hook.token)}</code></td><td>{'webhook' if hook.webhook else 'hook'}</td>"
                      f"<td>{esc(hook.state)}</td><td>{payloads or '—'}{resume}</td></tr>")
     hooks_html = ("<table><tr><th>token</th><th>kind</th><th>state</th><th>payloads</th></tr>"

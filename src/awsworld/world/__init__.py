@@ -15,6 +15,7 @@ from .entities import (
     Wait,
 )
 from .errors import (
+    CodecPayloadError,
     EntityConflictError,
     EventNotFoundError,
     HookClosedError,
@@ -70,6 +71,7 @@ __all__ = [
     "AttributeChange",
     "BatchEventOutcome",
     "Capabilities",
+    "CodecPayloadError",
     "CreateEventRequest",
     "Delivery",
     "EntityConflictError",

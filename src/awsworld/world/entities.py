@@ -183,6 +183,10 @@ class Hook(WireModel):
     status: HookStatus = "open"
     metadata: Any = None
     is_webhook: bool = False
+    payload_codec: bool = False
+    """Its payloads are a codec's text or bytes (``create_hook(codec=...)``): ``resume_hook`` refuses any other
+    payload (``CodecPayloadError``) and ``awsworld resume`` sends its PAYLOAD as that text. False for a hook created
+    before the World kept it, and from a World that does not."""
     token_retention_until: datetime | None = None
     created_at: datetime
     updated_at: datetime

@@ -182,6 +182,14 @@ class PayloadTooLargeError(InvalidInputError):
     code = "payload-too-large"
 
 
+class CodecPayloadError(InvalidInputError):
+    """A payload for a hook that decodes its payloads with a codec (``create_hook(codec=...)``: ``Hook.payload_codec``)
+    that is not the codec's text or bytes. Refused by ``resume_hook`` (``_worker/run_control.py``) before anything is
+    recorded: recorded, the codec would refuse it at the workflow's await (a ``CodecError`` that fails the run)."""
+
+    code = "codec-payload"
+
+
 class TooEarlyError(WorldError):
     status = 425
     code = "too-early"

@@ -130,6 +130,9 @@ class HookCreatedData(EventData):
     is_webhook: bool | None = None
     token_retention_until: datetime | None = None
     display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
+    payload_codec: bool | None = None
+    """The hook decodes its payloads with a codec (``create_hook(codec=...)``; ``_engine.ops.PAYLOAD_CODEC_FIELD``):
+    kept on the hook (``Hook.payload_codec``), never compared on replay."""
 
 
 class HookReceivedData(EventData):

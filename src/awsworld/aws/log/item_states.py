@@ -29,10 +29,13 @@ STEP_ATTRS = {"step_name": "stepName", "status": "status", "created_at": "create
 WAIT_ATTRS = {"status": "status", "resume_at": "resumeAt", "created_at": "createdAt", "updated_at": "updatedAt",
               "spec_version": "specVersion", "completed_at": "completedAt"}
 HOOK_ATTRS = {"token": "token", "created_at": "createdAt", "updated_at": "updatedAt", "spec_version": "specVersion",
-              "is_webhook": "isWebhook", "metadata": "in", "retention_until": "tokenRetentionUntil"}
+              "is_webhook": "isWebhook", "metadata": "in", "retention_until": "tokenRetentionUntil",
+              "payload_codec": "payloadCodec"}
 _ATTRS: dict[type, dict[str, str]] = {StepState: STEP_ATTRS, WaitState: WAIT_ATTRS, HookState: HOOK_ATTRS}
 _TIMES = {"created_at", "updated_at", "retry_after", "started_at", "completed_at", "lease_until", "resume_at",
           "retention_until"}
+_FLAGS = {"is_webhook", "payload_codec"}  # bools: an absent attribute reads as False
+_STORED_IF_TRUE = {"payload_codec"}  # (added later: a plain hook's item does not grow by it)
 
 
 END_STATUS = "endStatus"
@@ -61,7 +64,7 @@ def _state(cls: type[Any], entity_id: str, item: Item) -> Any:
             raw = _time(raw)
         elif raw is not None and name in ("attempt", "spec_version", "input", "output", "error", "metadata"):
             raw = int(raw)
-        if raw is not None or name not in ("attempt", "is_webhook"):
+        if raw is not None or (name != "attempt" and name not in _FLAGS):
             values[name] = raw
     return cls(**values)
 
@@ -96,7 +99,7 @@ def _attr(name: str, value: Any) -> Any:
         return SlotRef(value.index)
     if isinstance(value, datetime):
         return iso(value)
-    if name == "is_webhook":
+    if name in _FLAGS:
         return bool(value)
     return value
 
@@ -109,9 +112,10 @@ def changes(before: Any, after: Any) -> dict[str, Any]:
 
 
 def item_of(state: Any) -> Item:
-    """A new entity's attributes (without its key or version); None values are not stored."""
+    """A new entity's attributes (without its key or version); None values are not stored, nor a false flag that
+    is stored only when true (``_STORED_IF_TRUE``)."""
     return {attr: _attr(name, value) for name, attr in _ATTRS[type(state)].items()
-            if (value := getattr(state, name)) is not None}
+            if (value := getattr(state, name)) is not None and (value or name not in _STORED_IF_TRUE)}
 
 
 def view_of(req: CreateEventRequest, state: State, *, entity: bool) -> View:

@@ -124,7 +124,7 @@ def hook_created(req: CreateEventRequest, view: View) -> Decision:
         return Decision(req.event_type, hook_id, [conflict], (Check.RUN_ALIVE, Check.TOKEN_HELD),
                         token_holder=held.run_id)
     hook = HookState(hook_id, data.token, view.now, view.now, req.spec_version, bool(data.is_webhook),
-                     FIRST_EVENT if view.carries_value else None, retention)
+                     FIRST_EVENT if view.carries_value else None, retention, bool(data.payload_codec))
     event = NewEvent(req.event_type, hook_id, event_data(req), view.carries_value, req.spec_version)
     return Decision(req.event_type, hook_id, [event],
                     (Check.RUN_ALIVE, Check.ABSENT, Check.TOKEN_FREE, Check.HOOK_ID_FREE), shows="hook", hook=hook,

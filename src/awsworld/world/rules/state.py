@@ -89,6 +89,7 @@ class HookState:
     is_webhook: bool = False
     metadata: Slot = None
     retention_until: datetime | None = None
+    payload_codec: bool = False  # its payloads are a codec's text or bytes (``HookCreatedData.payload_codec``)
 
 
 @frozen

@@ -98,8 +98,9 @@ def hook_answer(run_id: str, hook: HookState, status: HookStatus, resolve: Resol
     """``status``: open, or closed once its run ended (``rules.hooks.hook_status``)."""
     return build(Hook, run_id=run_id, hook_id=hook.hook_id, token=hook.token, status=status,
                  metadata=value_at(hook.metadata) if values_shown(resolve) else None, is_webhook=hook.is_webhook,
-                 token_retention_until=hook.retention_until, created_at=hook.created_at,
-                 updated_at=hook.updated_at, received_at=None, spec_version=hook.spec_version)
+                 payload_codec=hook.payload_codec, token_retention_until=hook.retention_until,
+                 created_at=hook.created_at, updated_at=hook.updated_at, received_at=None,
+                 spec_version=hook.spec_version)
 
 
 def wait_answer(run_id: str, wait: WaitState) -> Wait:
