@@ -92,6 +92,9 @@ export function createClient(options: AwsworldServerOptions = {}): AwsworldClien
 
     async result<T = unknown>(runId: string, opts: { timeout?: number } = {}): Promise<T> {
       const timeout = opts.timeout ?? 60;
+      if (typeof timeout !== 'number' || Number.isNaN(timeout) || timeout < 0) {
+        throw new TypeError(`world-awsworld: result's timeout must be a number of seconds >= 0, not ${String(timeout)}`);
+      }
       const deadline = Date.now() + timeout * 1000;
       for (;;) {
         const wait = Math.max(0, Math.min(WAIT_SECONDS, (deadline - Date.now()) / 1000));

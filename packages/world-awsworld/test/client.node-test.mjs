@@ -116,6 +116,7 @@ for (const backend of ['memory', 'emulator']) {
     test("a wait that runs out throws WorkflowRunNotCompletedError; cancel's reason comes back with the result", async () => {
       const { runId } = await client.start('ts.approve', ['o-2']);
       await heldHook('ts-approve:o-2');
+      await assert.rejects(client.result(runId, { timeout: -1 }), /timeout must be a number of seconds >= 0, not -1/);
       await assert.rejects(client.result(runId, { timeout: 0 }), (error) =>
         error instanceof WorkflowRunNotCompletedError && error.runId === runId && error.status === 'running');
       const cancelled = await client.cancel(runId, { reason: 'customer left' });
