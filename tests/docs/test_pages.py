@@ -130,16 +130,19 @@ def test_the_world_over_http_install_line_has_what_its_serve_commands_need() -> 
 
 def test_the_world_over_http_pages_typescript_names_are_the_packages() -> None:
     """Every variable the page tells a TypeScript app to set (``WORLD_*``, ``WORKFLOW_TARGET_WORLD``) is one the
-    package reads or names, each option of its ``createWorld({...})`` is a field of ``AwsworldWorldOptions``, and
-    the package is called what the page installs (it left ``deliveryBaseUrl`` out)."""
+    package reads or names, each option of its ``createWorld({...})`` is a field of ``AwsworldWorldOptions`` (with
+    those of ``AwsworldServerOptions`` it extends, which ``createClient`` takes), and the package is called what the
+    page installs (it left ``deliveryBaseUrl`` out)."""
     text = (DOCS / "how-to" / "world-over-http.md").read_text(encoding="utf-8")
     package = ROOT / "packages" / "world-awsworld"
-    source = (package / "src" / "index.ts").read_text(encoding="utf-8")
+    source = "\n".join(path.read_text(encoding="utf-8") for path in sorted((package / "src").glob("*.ts")))
     variables = set(re.findall(r"\b(WORLD_[A-Z_]+)=", text)) - {"WORKFLOW_TARGET_WORLD"}
     assert variables and {v for v in variables if f"process.env.{v}" not in source} == set()
-    declared = re.search(r"export interface AwsworldWorldOptions \{(.*?)\n\}", source, re.S)
-    assert declared is not None
-    fields = set(re.findall(r"^  (\w+)\?:", declared.group(1), re.M))
+    fields: set[str] = set()
+    for interface in ("AwsworldServerOptions", "AwsworldWorldOptions extends AwsworldServerOptions"):
+        declared = re.search(rf"export interface {interface} \{{(.*?)\n\}}", source, re.S)
+        assert declared is not None, interface
+        fields |= set(re.findall(r"^  (\w+)\?:", declared.group(1), re.M))
     [options] = re.findall(r"`createWorld\(\{([\w, ]+)\}\)`", text)
     assert set(options.replace(" ", "").split(",")) == fields
     name = json.loads((package / "package.json").read_text(encoding="utf-8"))["name"]

@@ -2,9 +2,11 @@
 // after `tsc`; `.ci/world-testing` runs it):
 // - SigV4 for the stack's Function URL (AuthType AWS_IAM): the signature the package computes for a fixed request,
 //   credentials and time is the one botocore's SigV4Auth computes (what awsworld's Python HttpClient sends), and
-//   every request the World makes is signed, the live stream read included, as a server receives it;
+//   every request the World makes is signed, the live stream read included, as a server receives it, and so is
+//   every request of the Client (`createClient`);
 // - a bearer token against `awsworld serve --host 127.0.0.1 --token-file` (a real server process): a run made
-//   through the package works, and the same calls without the token (or with another) get a 401 and store nothing;
+//   through the package works, and the same calls without the token (or with another) get a 401 and store nothing,
+//   the Client's as the World's;
 // - the configuration (`WORLD_SERVER_AUTH`, the region) is checked when the World is created.
 // Python comes from AWSWORLD_PYTHON (default: the repository's .venv), `awsworld` from beside it.
 import assert from 'node:assert/strict';
@@ -13,7 +15,7 @@ import { createServer } from 'node:http';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
-import { createWorld } from '../dist/index.js';
+import { createClient, createWorld } from '../dist/index.js';
 import { createSigner } from '../dist/sigv4.js';
 import { PYTHON, startServe } from './serving.mjs';
 
@@ -58,6 +60,45 @@ function pick(headers, names) {
   return Object.fromEntries(names.filter((name) => headers[name] !== undefined).map((name) => [name, headers[name]]));
 }
 
+/** Each request as a server `received` it (`{method, path, headers, body}`) carries the signature botocore computes
+ * for the headers it names, its body and its time, and the session token. */
+function assertSignedAsBotocore(received, url) {
+  const again = botocore(
+    received.map((request) => {
+      const names = /SignedHeaders=([^,]+)/.exec(request.headers.authorization)[1].split(';');
+      return {
+        method: request.method,
+        url: `${url}${request.path}`,
+        headers: pick(request.headers, names.filter((name) => !SIGNED_BY_AWS.includes(name))),
+        body: request.body || null,
+        amzDate: request.headers['x-amz-date'],
+      };
+    }),
+  );
+  for (const [index, request] of received.entries()) {
+    assert.equal(request.headers.authorization, again[index].authorization, `${request.method} ${request.path}`);
+    assert.equal(request.headers['x-amz-security-token'], CREDENTIALS.sessionToken);
+  }
+}
+
+/** A server on 127.0.0.1 that records each request (`{method, path, headers, body}`) and answers `answer(path)`:
+ * `[status, content type, body]`. */
+async function recordingServer(answer) {
+  const received = [];
+  const server = createServer((request, response) => {
+    const pieces = [];
+    request.on('data', (piece) => pieces.push(piece));
+    request.on('end', () => {
+      received.push({ method: request.method, path: request.url, headers: request.headers, body: Buffer.concat(pieces).toString('utf8') });
+      const [status, type, body] = answer(request.url);
+      response.writeHead(status, { 'content-type': type });
+      response.end(body);
+    });
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return { received, url: `http://127.0.0.1:${server.address().port}`, close: () => server.close() };
+}
+
 describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
   test("the package's signature for a fixed request, credentials and time is botocore's", async () => {
     const sign = createSigner({ region: REGION, credentials: CREDENTIALS });
@@ -86,23 +127,10 @@ describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
   });
 
   test('every request the World sends is signed, the live stream read included, as the server receives it', async () => {
-    const received = [];
-    const server = createServer((request, response) => {
-      const pieces = [];
-      request.on('data', (piece) => pieces.push(piece));
-      request.on('end', () => {
-        received.push({ method: request.method, path: request.url, headers: request.headers, body: Buffer.concat(pieces).toString('utf8') });
-        if (request.url.includes('/streams/strm_live')) {
-          response.writeHead(200, { 'content-type': 'application/octet-stream' });
-          response.end('live bytes');
-        } else {
-          response.writeHead(200, { 'content-type': 'application/json' });
-          response.end(request.url.startsWith('/v1/deployment-id') ? '{"deploymentId":"d-1"}' : '{}');
-        }
-      });
+    const { received, url, close } = await recordingServer((path) => {
+      if (path.includes('/streams/strm_live')) return [200, 'application/octet-stream', 'live bytes'];
+      return [200, 'application/json', path.startsWith('/v1/deployment-id') ? '{"deploymentId":"d-1"}' : '{}'];
     });
-    await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
-    const url = `http://127.0.0.1:${server.address().port}`;
     try {
       const world = createWorld({ url, auth: 'sigv4', region: REGION, credentials: CREDENTIALS });
       await world.runs.get('wrun_1', { resolveData: 'none' });
@@ -113,25 +141,10 @@ describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
       const stream = await world.streams.get('wrun_1', 'strm_live', 0);
       assert.equal(await new Response(stream).text(), 'live bytes');
     } finally {
-      server.close();
+      close();
     }
     assert.equal(received.length, 6);
-    const again = botocore(
-      received.map((request) => {
-        const names = /SignedHeaders=([^,]+)/.exec(request.headers.authorization)[1].split(';');
-        return {
-          method: request.method,
-          url: `${url}${request.path}`,
-          headers: pick(request.headers, names.filter((name) => !SIGNED_BY_AWS.includes(name))),
-          body: request.body || null,
-          amzDate: request.headers['x-amz-date'],
-        };
-      }),
-    );
-    for (const [index, request] of received.entries()) {
-      assert.equal(request.headers.authorization, again[index].authorization, `${request.method} ${request.path}`);
-      assert.equal(request.headers['x-amz-security-token'], CREDENTIALS.sessionToken);
-    }
+    assertSignedAsBotocore(received, url);
     assert.deepEqual(
       received.map((request) => `${request.method} ${request.path}`),
       [
@@ -141,6 +154,34 @@ describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
         'GET /v1/runs?workflowName=shop%27s%20order%20%282%29%2A&limit=5',
         'GET /v1/deployment-id',
         'GET /v1/runs/wrun_1/streams/strm_live?startIndex=0',
+      ],
+    );
+  });
+
+  test("every request the Client sends is signed, as the server receives it", async () => {
+    const run = '{"runId":"wrun_1","status":"completed","workflowName":"py.order","specVersion":2,"output":{"ok":true}}';
+    const { received, url, close } = await recordingServer((path) => {
+      if (path === '/v1/client/start') return [202, 'application/json', '{"runId":"wrun_1"}'];
+      if (path === '/v1/client/hooks/resume') return [200, 'application/json', '{"event":{"eventType":"hook_received"},"recorded":true}'];
+      return [200, 'application/json', run];
+    });
+    try {
+      const client = createClient({ url, auth: 'sigv4', region: REGION, credentials: CREDENTIALS });
+      assert.deepEqual(await client.start('py.order', ['book ü'], { rush: true }, { runId: 'wrun_1' }), { runId: 'wrun_1' });
+      assert.equal((await client.resumeHook('approve:order 17/ü', { approved: true }, { idempotencyKey: 'k-1' })).recorded, true);
+      assert.equal((await client.cancel('wrun_1/ü x', { reason: "customer's (2)*" })).status, 'completed');
+      assert.deepEqual(await client.result('wrun_1', { timeout: 2.5 }), { ok: true });
+    } finally {
+      close();
+    }
+    assertSignedAsBotocore(received, url);
+    assert.deepEqual(
+      received.map((request) => `${request.method} ${request.path} ${request.body}`),
+      [
+        'POST /v1/client/start {"workflow":"py.order","args":["book ü"],"kwargs":{"rush":true},"runId":"wrun_1"}',
+        'POST /v1/client/hooks/resume {"token":"approve:order 17/ü","payload":{"approved":true},"idempotencyKey":"k-1"}',
+        'POST /v1/client/runs/wrun_1%2F%C3%BC%20x/cancel {"reason":"customer\'s (2)*"}',
+        'GET /v1/runs/wrun_1/wait?timeout=2.5 ',
       ],
     );
   });
@@ -256,6 +297,22 @@ describe('a bearer token (awsworld serve --host 127.0.0.1 --token-file)', () => 
         (error) => error.status === 401 && /bearer token/.test(error.message),
       );
       await assert.rejects(world.streams.get('wrun_01K0000000000000000000000A', 'strm_1_user', 0), (error) => error.status === 401);
+    }
+    assert.equal((await owner.runs.list({})).data.length, before);
+  });
+
+  test("the Client sends the token too: without it (or with another) its calls are a 401 and nothing is stored", async () => {
+    const owner = createWorld({ url, token: TOKEN });
+    const before = (await owner.runs.list({})).data.length;
+    const client = createClient({ url, token: TOKEN }); // (auth inferred: token)
+    // Through to the server: it refuses a name nothing registers (this server runs no Python module) and a run it
+    // does not hold, with its own errors.
+    await assert.rejects(client.start('py.order', ['book']), (error) => error.status === 400 && error.details.field === 'workflow');
+    await assert.rejects(client.cancel('wrun_01K0000000000000000000000A'), (error) => error.name === 'WorkflowRunNotFoundError');
+    for (const stranger of [createClient({ url, auth: 'none' }), createClient({ url, token: 'not-the-token-of-this-server' })]) {
+      await assert.rejects(stranger.start('py.order', ['book']), (error) => error.status === 401 && /bearer token/.test(error.message));
+      await assert.rejects(stranger.resumeHook('approve:1', {}), (error) => error.name === 'WorkflowWorldError' && error.status === 401);
+      await assert.rejects(stranger.result('wrun_01K0000000000000000000000A'), (error) => error.status === 401);
     }
     assert.equal((await owner.runs.list({})).data.length, before);
   });

@@ -13,14 +13,15 @@ export const PYTHON = process.env.AWSWORLD_PYTHON ?? join(ROOT, '.venv/bin/pytho
 const AWSWORLD = join(dirname(PYTHON), 'awsworld');
 
 /** `awsworld serve ARGS --port 0` in `cwd`, once it accepts requests: `{url, stop()}`. `files` (name: text) are
- * written first into a temporary folder (removed by `stop`), which `args(folder)` may name. */
+ * written first into a temporary folder (removed by `stop`), which `args(folder)` may name, and `cwd(folder)`
+ * when `cwd` is a function (a workflow module among `files` is imported from there). */
 export async function startServe(args, { cwd, files = {} } = {}) {
   assert.ok(existsSync(AWSWORLD), `awsworld not found at ${AWSWORLD} (set AWSWORLD_PYTHON to the venv's python)`);
   const folder = mkdtempSync(join(tmpdir(), 'world-awsworld-serve-'));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(folder, name), text);
   const ready = join(folder, 'ready');
   const server = spawn(AWSWORLD, ['serve', ...args(folder), '--port', '0', '--ready-file', ready],
-    { cwd, stdio: ['ignore', 'ignore', 'pipe'] });
+    { cwd: typeof cwd === 'function' ? cwd(folder) : cwd, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   server.stderr.on('data', (piece) => (log += piece));
   const stop = async () => {

@@ -1,0 +1,306 @@
+/**
+ * The HTTP side of world-awsworld, one copy for `createWorld` (index.ts) and `createClient` (client.ts): the
+ * server's URL and how each request authenticates (settled and checked once, when a World or Client is created),
+ * the wire's conventions (bytes as `{"__type": "Uint8Array", "data": base64}`, dates as ISO strings revived by
+ * key), and the rebuild of each `{"error": {...}}` answer as the `@workflow/errors` class it names.
+ *
+ * Environment: `WORLD_SERVER_URL` (required, e.g. `http://127.0.0.1:8787`), `WORLD_SERVER_AUTH` (how requests
+ * authenticate: `sigv4`, `token` or `none`; see `AuthMode`), `WORLD_SERVER_TOKEN` (the server's bearer token),
+ * `WORLD_SERVER_REGION` (SigV4's region when the URL does not name one; else `AWS_REGION`, `AWS_DEFAULT_REGION`).
+ */
+import {
+  EntityConflictError,
+  HookNotFoundError,
+  PreconditionFailedError,
+  RunExpiredError,
+  RunNotSupportedError,
+  ThrottleError,
+  TooEarlyError,
+  WorkflowRunNotFoundError,
+  WorkflowWorldError,
+} from '@workflow/errors';
+import { Agent, fetch as undiciFetch } from 'undici';
+import type { AwsCredentialsSource, Signer } from './sigv4.js';
+
+/**
+ * How each request to the server authenticates:
+ * - `sigv4`: signed with AWS Signature Version 4 (service `lambda`) for the stack's Function URL (`AuthType:
+ *   AWS_IAM`), with the credentials of the AWS SDK's standard provider chain (`sigv4.ts`);
+ * - `token`: `Authorization: Bearer <token>` (`awsworld serve --token-file`);
+ * - `none`: nothing (a server on loopback without a token).
+ * Default: `WORLD_SERVER_AUTH`; else `token` when a token is given, `sigv4` for a Lambda Function URL
+ * (`https://<id>.lambda-url.<region>.on.aws`), `none` otherwise.
+ */
+export type AuthMode = 'sigv4' | 'token' | 'none';
+
+const AUTH_MODES: readonly AuthMode[] = ['sigv4', 'token', 'none'];
+const FUNCTION_URL_HOST = /\.lambda-url\.([a-z0-9-]+)\.on\.aws$/;
+
+/** Where the server is and how to authenticate to it: what `createWorld` and `createClient` both take. */
+export interface AwsworldServerOptions {
+  /** The server's base URL (default: `WORLD_SERVER_URL`). */
+  url?: string;
+  /** How requests authenticate (default: `WORLD_SERVER_AUTH`, else inferred: see `AuthMode`). */
+  auth?: AuthMode;
+  /** The server's bearer token, for `token` (default: `WORLD_SERVER_TOKEN`). */
+  token?: string;
+  /** SigV4's region (default: the Function URL's, else `WORLD_SERVER_REGION`, `AWS_REGION`, `AWS_DEFAULT_REGION`). */
+  region?: string;
+  /** SigV4's credentials (default: the AWS SDK's standard provider chain). */
+  credentials?: AwsCredentialsSource;
+}
+
+/** How a World authenticates, settled (and checked) once, when it is created. */
+type Authentication =
+  | { mode: 'none' }
+  | { mode: 'token'; token: string }
+  | { mode: 'sigv4'; region: string; credentials?: AwsCredentialsSource };
+
+function authentication(base: string, options: AwsworldServerOptions): Authentication {
+  const token = options.token ?? process.env.WORLD_SERVER_TOKEN;
+  const host = new URL(base).hostname;
+  const named = options.auth ?? (process.env.WORLD_SERVER_AUTH || undefined);
+  if (named !== undefined && !AUTH_MODES.includes(named as AuthMode)) {
+    throw new Error(`world-awsworld: WORLD_SERVER_AUTH must be one of ${AUTH_MODES.join(', ')}, not ${JSON.stringify(named)}`);
+  }
+  const mode: AuthMode = (named as AuthMode | undefined) ?? (token ? 'token' : FUNCTION_URL_HOST.test(host) ? 'sigv4' : 'none');
+  if (mode === 'token') {
+    if (!token) throw new Error('world-awsworld: token authentication needs WORLD_SERVER_TOKEN (the server\'s bearer token)');
+    return { mode, token };
+  }
+  if (mode === 'sigv4') {
+    const region =
+      options.region ??
+      FUNCTION_URL_HOST.exec(host)?.[1] ??
+      (process.env.WORLD_SERVER_REGION || process.env.AWS_REGION || process.env.AWS_DEFAULT_REGION);
+    if (!region) {
+      throw new Error(
+        'world-awsworld: SigV4 needs a region: a Function URL names it (<id>.lambda-url.<region>.on.aws); ' +
+          'else set WORLD_SERVER_REGION or AWS_REGION',
+      );
+    }
+    return { mode, region, credentials: options.credentials };
+  }
+  return { mode };
+}
+
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** The keys whose string values are dates (what the World schemas coerce). */
+const DATE_KEYS = new Set([
+  'createdAt',
+  'updatedAt',
+  'startedAt',
+  'completedAt',
+  'expiredAt',
+  'retryAfter',
+  'resumeAt',
+  'occurredAt',
+  'requestedAt',
+]);
+
+const BYTES_TAG = 'Uint8Array';
+
+/** A value as the wire carries it: bytes tagged, dates as ISO strings, `undefined` left out. */
+export function encode(value: unknown): Json | undefined {
+  if (value === undefined) return undefined;
+  if (value === null || typeof value === 'boolean' || typeof value === 'string') return value;
+  if (typeof value === 'number') return value;
+  if (value instanceof Uint8Array) {
+    return { __type: BYTES_TAG, data: Buffer.from(value.buffer, value.byteOffset, value.byteLength).toString('base64') };
+  }
+  if (value instanceof Date) return value.toISOString();
+  if (Array.isArray(value)) return value.map((item) => encode(item) ?? null);
+  if (typeof value === 'object') {
+    const out: { [key: string]: Json } = {};
+    for (const [key, item] of Object.entries(value as Record<string, unknown>)) {
+      const encoded = encode(item);
+      if (encoded !== undefined) out[key] = encoded;
+    }
+    return out;
+  }
+  return String(value);
+}
+
+/** A wire value back: tagged bytes as Uint8Array, date keys as Date. */
+export function decode(value: unknown, key?: string): unknown {
+  if (Array.isArray(value)) return value.map((item) => decode(item));
+  if (value !== null && typeof value === 'object') {
+    const record = value as Record<string, unknown>;
+    if (record.__type === BYTES_TAG && typeof record.data === 'string') {
+      return new Uint8Array(Buffer.from(record.data, 'base64'));
+    }
+    const out: Record<string, unknown> = {};
+    for (const [name, item] of Object.entries(record)) out[name] = decode(item, name);
+    return out;
+  }
+  if (typeof value === 'string' && key !== undefined && DATE_KEYS.has(key)) {
+    const date = new Date(value);
+    return Number.isNaN(date.getTime()) ? value : date;
+  }
+  return value;
+}
+
+interface WireError {
+  name?: string;
+  message?: string;
+  status?: number;
+  code?: string;
+  type?: string;
+  details?: Record<string, unknown>;
+  retryAfter?: number;
+  runId?: string;
+  token?: string;
+  runSpecVersion?: number;
+  worldSpecVersion?: number;
+}
+
+/** What every error rebuilt from the server's `{"error": {...}}` carries besides its class: the HTTP `status`,
+ * awsworld's stable `code` and own class (`type`), and `details`, the error's own fields (`details.field` names
+ * the field a 400 refused). */
+export interface ServerErrorFields {
+  status?: number;
+  code?: string;
+  type?: string;
+  details?: Record<string, unknown>;
+}
+
+/** The `@workflow/errors` class the server named (the runtime reacts to errors by class), with the body's
+ * `status`, `code`, `type` and `details` (`ServerErrorFields`). */
+export function rebuildError(
+  status: number,
+  body: unknown,
+  context: { runId?: string; token?: string } = {},
+): Error & ServerErrorFields {
+  const info: WireError =
+    body && typeof body === 'object' && 'error' in body && typeof (body as { error: unknown }).error === 'object'
+      ? ((body as { error: WireError }).error ?? {})
+      : { message: typeof body === 'string' ? body : `HTTP ${status}` };
+  const error: Error & ServerErrorFields = named(status, info, context);
+  error.status ??= info.status ?? status;
+  error.code ??= info.code;
+  if (info.type !== undefined) error.type = info.type;
+  if (info.details && typeof info.details === 'object') error.details = info.details;
+  return error;
+}
+
+function named(status: number, info: WireError, context: { runId?: string; token?: string }): Error {
+  const message = info.message ?? `HTTP ${status}`;
+  const retryAfter = typeof info.retryAfter === 'number' ? info.retryAfter : undefined;
+  switch (info.name) {
+    case 'WorkflowRunNotFoundError':
+      return new WorkflowRunNotFoundError(info.runId ?? context.runId ?? '');
+    case 'HookNotFoundError':
+      return new HookNotFoundError(info.token ?? context.token ?? '');
+    case 'EntityConflictError':
+      return new EntityConflictError(message);
+    case 'RunExpiredError':
+      return new RunExpiredError(message);
+    case 'TooEarlyError':
+      return new TooEarlyError(message, { retryAfter });
+    case 'ThrottleError':
+      return new ThrottleError(message, { retryAfter });
+    case 'PreconditionFailedError':
+      return new PreconditionFailedError(message, { retryAfter });
+    case 'RunNotSupportedError':
+      return new RunNotSupportedError(info.runSpecVersion ?? 0, info.worldSpecVersion ?? 0);
+    default:
+      return new WorkflowWorldError(message, { status: info.status ?? status, code: info.code, retryAfter });
+  }
+}
+
+/** Long reads (a live stream, a wait) must not be cut by undici's 300 s idle timeouts. */
+export const patient = new Agent({ bodyTimeout: 0, headersTimeout: 0 });
+
+/** RFC 3986 encoding (what SigV4 signs: `encodeURIComponent` leaves `!'()*` as they are). */
+function escape(text: string): string {
+  return encodeURIComponent(text).replace(/[!'()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+}
+
+export function path(...segments: string[]): string {
+  return segments.map(escape).join('/');
+}
+
+export function query(params: Record<string, string | number | undefined | null>): string {
+  const parts: string[] = [];
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== undefined && value !== null) parts.push(`${escape(key)}=${escape(String(value))}`);
+  }
+  return parts.length ? `?${parts.join('&')}` : '';
+}
+
+/** Who a request is about: a 404 rebuilds as the SDK's error for this run or hook token. */
+export interface RequestContext {
+  runId?: string;
+  token?: string;
+}
+
+/** One server, as a World or a Client reaches it: its base URL and the requests, authenticated as `options` say. */
+export interface Connection {
+  /** The server's base URL, without a trailing slash. */
+  readonly base: string;
+  /** The headers of one request to `url` (the full URL): its content type, and what the authentication adds. */
+  headers(method: string, url: string, body?: string): Promise<Record<string, string>>;
+  /** A JSON request to `url` (the path and query under `base`): its answer decoded, or its error rebuilt. */
+  send(method: 'GET' | 'POST', url: string, body?: unknown, context?: RequestContext): Promise<unknown>;
+  get(url: string, context?: RequestContext): Promise<unknown>;
+  post(url: string, body: unknown, context?: RequestContext): Promise<unknown>;
+}
+
+export function connect(options: AwsworldServerOptions): Connection {
+  const base = (options.url ?? process.env.WORLD_SERVER_URL ?? '').replace(/\/+$/, '');
+  if (!base) {
+    throw new Error('world-awsworld: set WORLD_SERVER_URL to the URL of `awsworld serve` (e.g. http://127.0.0.1:8787)');
+  }
+  const auth = authentication(base, options);
+  let signer: Promise<Signer> | undefined;
+
+  async function headers(method: string, url: string, body?: string): Promise<Record<string, string>> {
+    const own: Record<string, string> = body === undefined ? {} : { 'content-type': 'application/json' };
+    if (auth.mode === 'token') return { ...own, authorization: `Bearer ${auth.token}` };
+    if (auth.mode === 'none') return own;
+    signer ??= import('./sigv4.js').then((sigv4) =>
+      sigv4.createSigner({ region: auth.region, credentials: auth.credentials }),
+    );
+    const signed = await (await signer)({ method, url, headers: own, body });
+    delete signed.host; // (undici sends the URL's own host, which is what was signed)
+    return signed;
+  }
+
+  async function send(method: 'GET' | 'POST', url: string, body?: unknown, context: RequestContext = {}): Promise<unknown> {
+    let response;
+    const text = body === undefined ? undefined : JSON.stringify(encode(body));
+    const sent = await headers(method, `${base}${url}`, text); // (no credentials to sign with: that error, as it is)
+    try {
+      response = await undiciFetch(`${base}${url}`, {
+        method,
+        headers: sent,
+        body: text,
+        dispatcher: patient,
+      });
+    } catch (error) {
+      throw new WorkflowWorldError(`awsworld server unreachable at ${base}: ${String(error)}`, {
+        status: 503,
+        code: 'unreachable',
+        cause: error,
+      });
+    }
+    const answer = await response.text();
+    let parsed: unknown = undefined;
+    try {
+      parsed = answer ? JSON.parse(answer) : undefined;
+    } catch {
+      parsed = answer;
+    }
+    if (!response.ok) throw rebuildError(response.status, parsed, context);
+    return decode(parsed);
+  }
+
+  return {
+    base,
+    headers,
+    send,
+    get: (url, context) => send('GET', url, undefined, context),
+    post: (url, body, context) => send('POST', url, body, context),
+  };
+}
