@@ -11,7 +11,11 @@ program uses are not citations):
 - a bare file name, ``dispatch.py``: found in the citing module's own folder, one of its subfolders, or its parent
   package's folder.
 
-A path outside this repository (a user's app, another project's source) is listed in ``NOT_OURS``."""
+A path outside this repository (a user's app, another project's source) is listed in ``NOT_OURS``.
+
+The contributor pages (``docs/contributing/``, ``ARCHITECTURE.md``, ``CONTRIBUTING.md``) are checked the same way:
+what they name in backticks (a module, a file, a class, a constant, a setting, a test) exists, and a bare file
+name in a package's paragraph is in that package (``stale_page_citations``)."""
 
 from __future__ import annotations
 
