@@ -85,16 +85,23 @@ def _module_file(module: str) -> Path | None:
     return None
 
 
+def _defined_by(node: ast.AST) -> set[str]:
+    """The names a definition or an assignment binds (none for any other node)."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Assign):
+        return {target.id for target in node.targets if isinstance(target, ast.Name)}
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return {node.target.id}
+    return set()
+
+
 @cache
 def _top_level_names(path: Path) -> frozenset[str]:
     names: set[str] = set()
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names.update(target.id for target in node.targets if isinstance(target, ast.Name))
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
+        if defined := _defined_by(node):
+            names.update(defined)
         elif isinstance(node, ast.ImportFrom | ast.Import):
             names.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
         elif isinstance(node, ast.If | ast.Try):
@@ -252,12 +259,7 @@ def _defined_names() -> frozenset[str]:
     for folder in SEARCHED:
         for path in (ROOT / folder).rglob("*.py"):
             for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                    names.add(node.name)
-                elif isinstance(node, ast.Assign):
-                    names.update(target.id for target in node.targets if isinstance(target, ast.Name))
-                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
-                    names.add(node.target.id)
+                names.update(_defined_by(node))
     return frozenset(names)
 
 
