@@ -23,6 +23,7 @@ import ast
 import io
 import re
 import tokenize
+import tomllib
 from functools import cache
 from pathlib import Path
 
@@ -351,3 +352,14 @@ def test_the_page_check_catches_what_moved() -> None:
     assert page_citation_resolves("NoSuchWorld", []) is False
     assert page_citation_resolves("LONGEST_FILES_FIRST", []) is True
     assert page_citation_resolves("pip install -e '.[test]'", []) is None
+
+
+def test_every_path_the_type_checkers_configuration_names_exists() -> None:
+    """pyproject's ``[tool.pyright]`` paths (``include``, ``strict``, each environment's root and ``extraPaths``): a
+    renamed folder left there is not an error to pyright, it just stops checking it (``src/awsworld/engine`` kept
+    the engine out of strict mode after it became ``_engine``)."""
+    pyright = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pyright"]
+    named = [*pyright["include"], *pyright["strict"]]
+    for environment in pyright.get("executionEnvironments", []):
+        named += [environment["root"], *environment.get("extraPaths", [])]
+    assert len(named) > 10 and [path for path in named if not (ROOT / path).exists()] == []
