@@ -81,7 +81,10 @@ async def test_limited_runs_and_steps_under_a_fault_at_sampled_calls_in_each_mod
     assert clean.ok, clean.problems
     assert clean.peaks[0] >= 1 and clean.peaks[1] >= 1
     assert "dynamodb.PutItem" in clean.calls  # (the pools' writes are among the handlers' calls)
-    faults = [Fault(k, mode) for k in range(1, len(clean.calls) + 1, STRIDE) for mode in MODES]
+    # The last sampled call stays STRIDE / 2 calls before the clean trial's end: a trial's count varies with timing
+    # (its idle receives), so a fault sampled among the last few calls may find its trial ended first. At k=321 of
+    # a 321-call clean trial, none of its three trials fired (a 12-of-15 sample in CI, under the 90% asked below).
+    faults = [Fault(k, mode) for k in range(1, len(clean.calls) + 1 - STRIDE // 2, STRIDE) for mode in MODES]
     results = await trials(local, executor, faults, SMALL, 60, PARALLEL)
     failed = [r for r in results if not r.ok]
     assert sum(r.fired for r in results) >= 0.9 * len(results)
