@@ -283,6 +283,19 @@ def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_
     done = httpx.get(f"{url}/v1/runs/{hooked}/wait", params={"timeout": 30}, timeout=40).json()
     assert (done["status"], done["output"]) == ("completed", {"ok": True})
 
+    # A run reaches create_hook after a step: "wait" holds a resume sent at its start until then (a 404 at once
+    # without it, as above), as Client.resume_hook(wait=...) does.
+    for wait in (-1, 61, "5"):
+        refused = httpx.post(f"{url}/v1/client/hooks/resume", json={"token": "tok-wait", "payload": 0, "wait": wait})
+        assert error_of(refused, 400)["details"] == {"field": "wait"}
+    early = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.hook_after_a_step",
+                                                       "args": ["tok-wait"]}).json()["runId"]
+    waited = httpx.post(f"{url}/v1/client/hooks/resume", json={"token": "tok-wait", "payload": 7, "wait": 30},
+                        timeout=40)
+    assert waited.status_code == 200 and waited.json()["event"]["runId"] == early, waited.text
+    done = httpx.get(f"{url}/v1/runs/{early}/wait", params={"timeout": 30}, timeout=40).json()
+    assert (done["status"], done["output"]) == ("completed", 7)
+
     waiting = httpx.post(f"{url}/v1/client/start", json={"workflow": "runtime.test_client_helpers.hook_after_a_step",
                                                          "args": ["tok-never"]}).json()["runId"]
     cancelled = httpx.post(f"{url}/v1/client/runs/{waiting}/cancel", json={"reason": "not needed"})

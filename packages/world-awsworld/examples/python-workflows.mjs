@@ -19,11 +19,8 @@ for await (const chunk of await world.streams.get(runId, 'progress', 0)) {
 }
 
 const approval = await client.start('http.approve', ['order-17']);
-// Resume its hook once the run holds it (until then the World answers HookNotFoundError):
-while (!(await world.hooks.getByToken('approve:order-17').catch(() => null))) {
-  await new Promise((resolve) => setTimeout(resolve, 100));
-}
-await client.resumeHook('approve:order-17', { approved: true });
+// Resume its hook, waiting up to 30 s for the run to hold it (until then: HookNotFoundError):
+await client.resumeHook('approve:order-17', { approved: true }, { wait: 30 });
 const decided = await client.result(approval.runId, { timeout: 30 });
 console.log('completed', JSON.stringify(decided)); // completed {"order":"order-17","decision":{"approved":true}}
 // --8<-- [end:calls]

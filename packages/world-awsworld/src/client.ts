@@ -41,9 +41,10 @@ export interface AwsworldClient {
     kwargs?: Record<string, unknown>,
     opts?: { runId?: string },
   ): Promise<{ runId: string }>;
-  /** Deliver `payload` to the hook `token` (a `HookNotFoundError` until a run holds it); `idempotencyKey` makes a
-   * repeated call deliver it once. */
-  resumeHook(token: string, payload: unknown, opts?: { idempotencyKey?: string }): Promise<HookResumed>;
+  /** Deliver `payload` to the hook `token`; `idempotencyKey` makes a repeated call deliver it once. A token no run
+   * holds yet is a `HookNotFoundError` at once, or once `wait` seconds (at most 60) have passed without its run
+   * reaching `create_hook`, as the Python `Client.resume_hook(wait=...)`. */
+  resumeHook(token: string, payload: unknown, opts?: { idempotencyKey?: string; wait?: number }): Promise<HookResumed>;
   /** Cancel the run; `reason` (up to 512 characters) is what its `result` throws with. Answers the run. */
   cancel(runId: string, opts?: { reason?: string }): Promise<WorkflowRun>;
   /** The run's output once it has completed, waiting up to `timeout` seconds (default 60; `Infinity`: no end). */
@@ -81,9 +82,8 @@ export function createClient(options: AwsworldServerOptions = {}): AwsworldClien
     },
 
     async resumeHook(token, payload, opts = {}) {
-      return (await post('/v1/client/hooks/resume', { token, payload, idempotencyKey: opts.idempotencyKey }, {
-        token,
-      })) as HookResumed;
+      return (await post('/v1/client/hooks/resume', { token, payload, idempotencyKey: opts.idempotencyKey,
+        wait: opts.wait }, { token })) as HookResumed;
     },
 
     async cancel(runId, opts = {}) {

@@ -98,12 +98,13 @@ for (const backend of ['memory', 'emulator']) {
       assert.equal(error.errorCode, (await world.runs.get(runId)).errorCode);
     });
 
-    test('resumeHook delivers the payload once per idempotency key; an unheld token is a HookNotFoundError', async () => {
+    test('resumeHook waits for the hook when asked and delivers the payload once per idempotency key; an unheld token is a HookNotFoundError', async () => {
       await assert.rejects(client.resumeHook('ts-approve:nobody', { approved: true }), (error) =>
         error instanceof HookNotFoundError && error.token === 'ts-approve:nobody' && error.status === 404);
       const { runId } = await client.start('ts.approve', ['o-1']);
-      await heldHook('ts-approve:o-1');
-      const first = await client.resumeHook('ts-approve:o-1', { approved: true, by: 'ops' }, { idempotencyKey: 'decision-1' });
+      // Sent as the run starts: `wait` holds it until the run reaches create_hook.
+      const first = await client.resumeHook('ts-approve:o-1', { approved: true, by: 'ops' },
+        { idempotencyKey: 'decision-1', wait: 30 });
       assert.equal(first.recorded, true);
       assert.equal(first.event.eventType, 'hook_received');
       assert.ok(first.event.createdAt instanceof Date);

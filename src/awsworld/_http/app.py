@@ -541,14 +541,19 @@ async def _client_start(served: Served, request: Request) -> Response:
 
 
 async def _client_resume(served: Served, request: Request) -> Response:
-    """``Client.resume_hook``: ``{"token", "payload", "idempotencyKey"?}``; answers the hook_received event."""
+    """``Client.resume_hook``: ``{"token", "payload", "idempotencyKey"?, "wait"?}``; answers the hook_received event.
+    ``wait``: seconds to wait for a hook that does not exist yet (its run has not reached ``create_hook``), at most
+    ``MAX_WAIT_SECONDS``, as ``Client.resume_hook(wait=...)`` waits; without it, no such hook is a 404 at once."""
     body = await _body(request)
-    _only(body, "token", "payload", "idempotencyKey")
+    _only(body, "token", "payload", "idempotencyKey", "wait")
     token = _string(body.get("token"), "token")
     assert token is not None
     key = _string(body.get("idempotencyKey"), "idempotencyKey", optional=True)
+    wait = _number(body.get("wait"), "wait")
+    if wait is not None and not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise InvalidInputError(f"wait must be 0 to {MAX_WAIT_SECONDS:g} seconds", field="wait")
     try:
-        outcome = await served.client.resume_hook_outcome(token, body.get("payload"), idempotency_key=key)
+        outcome = await served.client.resume_hook_outcome(token, body.get("payload"), idempotency_key=key, wait=wait)
     except TypeError as error:
         raise InvalidInputError(str(error), field="payload") from None
     return JSONResponse({"event": outcome.event.to_wire(), "recorded": outcome.recorded})
