@@ -26,3 +26,56 @@ def test_the_dev_terminal_says_when_a_run_fails_with_its_traceback(tmp_path_fact
     report = out[out.index(head):]
     assert "  step clitest.boom (step_" in report and "raised ValueError: out of filters" in report
     assert "raise ValueError(why)" in report and "await boom(why)" in report
+
+
+EXITS = '''
+import sys
+
+from awsworld import step, workflow
+
+
+@step(name="exits.leave")
+async def leave(code: int) -> int:
+    sys.exit(code)  # a library that gives up so, say
+
+
+@workflow(name="exits.via_step")
+async def via_step(code: int) -> int:
+    return await leave(code)
+
+
+@workflow(name="exits.itself")
+async def itself(code: int) -> int:
+    sys.exit(code)
+
+
+@workflow(name="exits.fine")
+async def fine(value: int) -> int:
+    return value
+'''
+
+
+def test_sys_exit_in_a_step_or_workflow_fails_its_run_and_dev_serves_on(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """``sys.exit()`` in a body used to stop ``dev`` itself (asyncio re-raises a task's SystemExit out of its loop),
+    losing every run it had not saved; now it fails that run, recorded as the SystemExit, and dev goes on."""
+    project = tmp_path_factory.mktemp("exits")
+    (project / "exits.py").write_text(textwrap.dedent(EXITS))
+    runner = Runner(tmp_path_factory.mktemp("runner"))
+    server = Dev(project, project / "state", [runner], module="exits")
+    try:
+        via_step = _start(server, "exits.via_step", "3", "--wait", "30")
+        itself = _start(server, "exits.itself", "4", "--wait", "30")
+        fine = server("start", "exits.fine", "7", "--wait", "30")
+        described = server.json("describe", via_step)
+        described_itself = server.json("describe", itself)
+    finally:
+        out = server.stop()
+        runner.close()
+    assert fine.code == 0 and fine.out.strip().splitlines()[-1] == "7", (fine, out)
+    assert described["status"] == "failed" and described["error"] == \
+        "StepError: step 'exits.leave' failed: SystemExit: 3", described
+    assert described["errorDetails"]["cause"]["name"] == "SystemExit"
+    assert "sys.exit(code)" in described["errorDetails"]["cause"]["stack"]
+    assert described_itself["status"] == "failed" and described_itself["errorDetails"]["name"] == "SystemExit"
+    assert f"run {itself} (exits.itself) failed [USER_ERROR]: SystemExit: 4" in out.splitlines(), out

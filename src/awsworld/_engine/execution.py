@@ -44,6 +44,7 @@ from ..authoring.errors import (
     HookConflictError,
     ReplayDivergenceError,
     StepError,
+    exit_contained,
 )
 from ..authoring.names import display_name
 from ..authoring.poll_spec import PollSpec
@@ -191,7 +192,7 @@ class WorkflowExecution:
                                 Place("input", f"workflow {self.definition.name!r}", self.run_id), self.definition.fn)
         if fresh:
             self.definition.check_arguments(tuple(call.args), call.kwargs)
-        return await self.definition.fn(*call.args, **call.kwargs)
+        return await exit_contained(self.definition.fn(*call.args, **call.kwargs))  # sys.exit(): the run fails
 
     def _apply(self, event: Event) -> None:
         kind = event.event_type

@@ -25,7 +25,7 @@ import os
 import traceback
 from typing import Any
 
-from ..authoring.errors import HookFailedError, StepError, cap_message
+from ..authoring.errors import BodyExitError, HookFailedError, StepError, cap_message
 from ..settings import SETTINGS, Settings
 from ..world.entities import ErrorBytes, error_name_and_message, stored_error
 
@@ -53,7 +53,10 @@ def qualified_type(error: BaseException) -> str:
 def structured_error(error: BaseException) -> dict[str, Any]:
     """``error`` as the log stores it (see the module's docstring). A ``StepError`` the workflow let through
     carries its step and the step's original error (``cause``); a ``HookFailedError`` its sender's ``code``
-    (``fail_hook(..., code=...)``), so the run's error says it where ``describe`` and ``result`` show it."""
+    (``fail_hook(..., code=...)``), so the run's error says it where ``describe`` and ``result`` show it. A body's
+    ``sys.exit()`` is stored as the ``SystemExit`` it raised (``BodyExitError`` only carried it out of its task)."""
+    if isinstance(error, BodyExitError):
+        error = error.exit
     stored: dict[str, Any] = {"message": cap_message(str(error) or type(error).__name__),
                               "name": type(error).__name__, "type": qualified_type(error),
                               "stack": format_stack(error)}

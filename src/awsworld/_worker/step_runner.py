@@ -48,7 +48,15 @@ from typing import Any, Literal
 
 from .._engine.time_scale import TimeScale
 from ..authoring.definitions import Registry, StepDef
-from ..authoring.errors import CodecError, FatalError, StepInterruptedError, StepTimeoutError, ValueTooLargeError
+from ..authoring.errors import (
+    BodyExitError,
+    CodecError,
+    FatalError,
+    StepInterruptedError,
+    StepTimeoutError,
+    ValueTooLargeError,
+    exit_contained,
+)
 from ..authoring.poll_spec import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
 from ..authoring.retry import seeded
 from ..authoring.step_context import StepContext, StepMetadata, current_step
@@ -333,8 +341,9 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        body = definition.fn(*(call.args if poll is None else poll.arguments(call.args, run_id, step_id)),
-                           **call.kwargs)
+        body = exit_contained(definition.fn(*(call.args if poll is None else poll.arguments(call.args, run_id,
+                                                                                             step_id)),
+                                            **call.kwargs))
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
             place: codecs.PlaceOf = (lambda: Place("result", f"step {step_name!r}", run_id, step_id)) \
@@ -348,6 +357,8 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
         return StepOutcome("cancelled", events, attempt=step.attempt)
     except FatalError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
+    except BodyExitError as exited:  # sys.exit() in the body: the SystemExit is the attempt's error
+        return _failed_attempt(world, definition, step, exited.exit, events, poll)
     except Exception as error:  # a step body may raise anything: retried per its policy
         return _failed_attempt(world, definition, step, error, events, poll)
     finally:
@@ -437,8 +448,8 @@ def _accepts(poll: PollSpec, result: Any, step_name: str) -> bool:
         raise FatalError(f"the predicate of poll_until({step_name}) raised {type(error).__name__}: {error}") from error
 
 
-def _failed_attempt(world: World, definition: StepDef, step: Step, error: Exception, events: list[Event],
-                    poll: PollSpec | None) -> StepEnd:
+def _failed_attempt(world: World, definition: StepDef, step: Step, error: BaseException,
+                    events: list[Event], poll: PollSpec | None) -> StepEnd:
     """The end of an attempt whose body raised: ``step_retrying`` at the policy's next time, or ``step_failed``
     when the error does not retry or the attempts are spent (a poll: when its deadline has passed)."""
     policy = definition.retry

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from .durations import When, seconds
 
@@ -14,6 +15,7 @@ MAX_ERROR_MESSAGE = 32 * 1024
 notice of how many characters were cut (``cap_message``)."""
 _CUT = re.compile(r"… \((\d+) more characters cut\)$")
 _NOTICE_ROOM = 40  # "… (<up to 20 digits> more characters cut)"
+T = TypeVar("T")
 
 
 def cap_message(message: str) -> str:
@@ -78,6 +80,29 @@ class StepInterruptedError(RetryableError):
     Any step's last attempt cut off so ends too: an at-least-once step's cut-off attempt is run again as the
     next attempt, which ``max_attempts`` counts, and when it was the last one the step fails with this error
     instead of starting one more."""
+
+
+class BodyExitError(Exception):
+    """``SystemExit`` raised by a workflow or step body (``sys.exit()``, the user's or a library's), carried as an
+    ordinary exception out of the body's asyncio task (``exit_contained``). asyncio re-raises a task's
+    ``SystemExit`` out of the event loop, which stopped the process running deliveries: ``awsworld dev`` died
+    with every run it had not saved, a Lambda container mid-delivery. Carried so, it fails the attempt or the run
+    like any error, and the log stores the ``SystemExit`` itself, its type, message and traceback
+    (``_worker/error_shapes.structured_error``); a step's retry policy sees it too (``retry_on``'s default,
+    ``Exception``, does not hold a ``SystemExit``: the step fails at once). Never seen by workflow code."""
+
+    def __init__(self, exit: SystemExit) -> None:
+        super().__init__(*exit.args)
+        self.exit = exit
+
+
+async def exit_contained(body: Awaitable[T]) -> T:
+    """Await ``body``, a workflow's or a step's, turning the ``SystemExit`` it raises into ``BodyExitError``
+    (``KeyboardInterrupt`` is left alone: it is the operator's Ctrl-C)."""
+    try:
+        return await body
+    except SystemExit as exit:
+        raise BodyExitError(exit) from exit
 
 
 class ValueTooLargeError(FatalError):
