@@ -28,6 +28,21 @@ async def authorize(card: str) -> str:
     return "auth-1"
 
 
+CARRIER_DOWN = {"A-17"}  # a partner that is down for now
+
+
+@step(name="errors.ship", retry=RetryPolicy.fixed("1s", max_attempts=2))
+async def ship(order: str) -> str:
+    if order in CARRIER_DOWN:
+        raise ConnectionError("carrier API unreachable")
+    return f"tracking-{order}"
+
+
+@workflow(name="errors.fulfil")
+async def fulfil(order: str) -> str:
+    return await ship(order)
+
+
 @workflow(name="errors.price")
 async def price(sku: str, card: str) -> int:
     # --8<-- [start:catch]
@@ -54,6 +69,18 @@ async def main() -> None:
         except WorkflowRunFailedError as failed:
             assert failed.error_type == "StepError" and failed.step_name == "errors.authorize"
             assert "Declined: card 1111 declined" in str(failed)
+
+        # --8<-- [start:rerun]
+        failed_run = await env.client.start(fulfil, "A-17")  # the carrier is down: its retries run out
+        try:
+            await failed_run.result()
+        except WorkflowRunFailedError as failed:
+            assert "ConnectionError: carrier API unreachable" in str(failed)
+        CARRIER_DOWN.clear()  # the cause is fixed: the partner is back (or the bug's fix is deployed)
+        again = await env.client.rerun(failed_run.run_id)  # a new run, with the failed run's recorded input
+        assert await again.result() == "tracking-A-17"
+        assert ((await again.get()).execution_context or {}).get("rerunOf") == failed_run.run_id
+        # --8<-- [end:rerun]
 
 
 if __name__ == "__main__":

@@ -79,3 +79,57 @@ def test_sys_exit_in_a_step_or_workflow_fails_its_run_and_dev_serves_on(
     assert "sys.exit(code)" in described["errorDetails"]["cause"]["stack"]
     assert described_itself["status"] == "failed" and described_itself["errorDetails"]["name"] == "SystemExit"
     assert f"run {itself} (exits.itself) failed [USER_ERROR]: SystemExit: 4" in out.splitlines(), out
+
+
+RERUNS = '''
+import os
+
+from awsworld import FatalError, create_hook, step, workflow
+
+
+@step(name="reruns.charge")
+async def charge(order: str, amount: float) -> str:
+    if not os.path.exists("partner-up"):
+        raise FatalError(f"partner down for {order}")
+    return f"charged {order} {amount}"
+
+
+@workflow(name="reruns.checkout")
+async def checkout(order: str, amount: float) -> str:
+    return await charge(order, amount)
+
+
+@workflow(name="reruns.waits")
+async def waits(order: str) -> object:
+    async with create_hook(token=f"reruns:{order}") as hook:
+        return await hook
+'''
+
+
+def test_awsworld_rerun_starts_a_failed_run_again_with_its_input(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A failed run is final: `awsworld rerun RUN` starts a new run of its workflow with its recorded input once
+    the cause is fixed, `describe` names the run it reruns, and a run still running is refused in one line."""
+    project = tmp_path_factory.mktemp("reruns")
+    (project / "reruns.py").write_text(textwrap.dedent(RERUNS))
+    runner = Runner(tmp_path_factory.mktemp("runner"))
+    server = Dev(project, project / "state", [runner], module="reruns")
+    try:
+        failed = _start(server, "reruns.checkout", '["A-17", 42.5]', "--wait", "30")
+        (project / "partner-up").write_text("")  # the cause is fixed
+        again = server("rerun", failed, "--wait", "30")
+        rerun_id = again.out.splitlines()[0]
+        described = server("describe", rerun_id)
+        waiting = _start(server, "reruns.waits", '"B-1"')
+        refused = server("rerun", waiting)
+        missing = server("rerun", "wrun_01NOSUCHRUN00000000000000")
+        old = server.json("describe", failed)
+    finally:
+        server.stop()
+        runner.close()
+    assert again.code == 0 and again.out.splitlines()[1:] == ['"charged A-17 42.5"'], again
+    assert rerun_id != failed and f"rerun of  {failed}" in described.out.splitlines(), described
+    assert old["status"] == "failed" and old["rerunOf"] is None
+    line = refused.one_line_error(1)
+    assert line.startswith(f"awsworld rerun: run {waiting} is running: only a run that ended") and \
+        f"`awsworld cancel {waiting}`" in line, line
+    assert missing.one_line_error(1).startswith("awsworld rerun: no such run:"), missing

@@ -103,7 +103,8 @@ class RunStarter:
     async def start(self, workflow: Callable[..., Coroutine[Any, Any, Any]] | str, args: tuple[Any, ...],
                     kwargs: dict[str, Any], *, run_id: str | None = None,
                     context: dict[str, Any] | None = None, deployment: str | None = None,
-                    concurrency_key: str | None = None, priority: int | None = None) -> StartedRun:
+                    concurrency_key: str | None = None, priority: int | None = None,
+                    stored_input: Any = None) -> StartedRun:
         """Record the run, then queue the message that runs it. Arguments that do not fit a workflow this
         process knows are a ``TypeError`` here, and nothing is written (``authoring.arguments``); a run id given
         again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
@@ -115,12 +116,20 @@ class RunStarter:
         A workflow with a concurrency limit takes its run's slot between the two (``run_limits``;
         ``concurrency_key``: this run's key instead of its key function's, ``priority``: its place among the
         waiters, higher first): a run that must wait gets no message (the write that frees its slot sends it),
-        so a key's runs start in the order their starts were made."""
+        so a key's runs start in the order their starts were made.
+
+        ``stored_input``: the input another run was recorded with (``Client.rerun``), recorded as it is, byte for
+        byte, instead of ``args`` and ``kwargs``; read back into arguments only where this process has the
+        workflow's code, to check them and find the run's slot."""
         definition = None if isinstance(workflow, str) else workflow_definition(workflow)
         name = workflow if isinstance(workflow, str) else workflow_definition(workflow).name
         if self.registry is not None and isinstance(workflow, str):
             definition = self.registry.workflow(name)  # LookupError naming the workflow and how to register it
         await self.refuse_unpublished(name)  # (a @workflow too: its module may not be loaded where runs run)
+        if stored_input is not None and definition is not None:
+            call = codecs.load_call(stored_input, definition.args_codec, Place("input", f"workflow {name!r}", run_id),
+                                    definition.fn)
+            args, kwargs = tuple(call.args), dict(call.kwargs)
         slot = None
         if definition is not None:
             try:
@@ -144,8 +153,9 @@ class RunStarter:
                    **start_context(slot, priority)}
         coding = definition or (self.registry or REGISTRY).workflows.get(name) or REGISTRY.workflows.get(name)
         try:  # through the workflow's args_codec when this process knows it (a CodecError: nothing written)
-            payload = codecs.store_call(args, kwargs, coding.args_codec if coding else None,
-                                        coding.fn if coding else _no_body, Place("input", f"workflow {name!r}", run_id))
+            payload = stored_input if stored_input is not None else codecs.store_call(
+                args, kwargs, coding.args_codec if coding else None, coding.fn if coding else _no_body,
+                Place("input", f"workflow {name!r}", run_id))
         except serde.SerializationError as error:
             raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
         result = await create_run(self.world, run_id, name, payload, context,

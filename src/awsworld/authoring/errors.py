@@ -246,6 +246,17 @@ class RunEndedError(RuntimeError):
         self.status = status
 
 
+class RunNotEndedError(RuntimeError):
+    """``Client.rerun`` (``awsworld rerun``) of a run that has not ended: a second run beside it would do its work
+    twice. Cancel it (``awsworld cancel RUN``) or fail it (``awsworld fail RUN``) first, or wait for its end."""
+
+    def __init__(self, run_id: str, status: str) -> None:
+        super().__init__(f"run {run_id} is {status}: only a run that ended (failed, cancelled, completed) is run "
+                         f"again; cancel it first (`awsworld cancel {run_id}`), or wait for its end")
+        self.run_id = run_id
+        self.status = status
+
+
 class WorkflowRunCancelledError(Exception):
     """``Run.result()`` of a cancelled run; ``reason`` is what ``Client.cancel(reason=...)`` recorded."""
 

@@ -1,8 +1,9 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
-``awsworld dev`` (``start``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``, ``resume``,
-``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``, ``limits``), move runs
-between the deployments they are pinned to (``deployments``, ``upgrade``), see them in a browser (``ui``),
-serve a World over HTTP (``serve``), and check code changes against stored runs (``export``, ``replay``).
+``awsworld dev`` (``start``, ``rerun``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``,
+``resume``, ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``,
+``limits``), move runs between the deployments they are pinned to (``deployments``, ``upgrade``), see them in a
+browser (``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs (``export``,
+``replay``).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
 the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one

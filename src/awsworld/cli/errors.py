@@ -51,7 +51,7 @@ def parse_json(text: str, what: str) -> object:
 def describe(error: BaseException) -> CliError:
     """The one line an exception deserves. Unknown exceptions still get one line, pointing at ``--debug``."""
     from ..authoring.definitions import WorkflowNotRegisteredError
-    from ..authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
+    from ..authoring.errors import RunNotEndedError, WorkflowRunCancelledError, WorkflowRunFailedError
     from ..world.errors import (
         CodecPayloadError,
         HookClosedError,
@@ -75,7 +75,7 @@ def describe(error: BaseException) -> CliError:
                         "yet, add --wait SECONDS to wait for it")
     if isinstance(error, RunGoneError):
         return CliError(error.message, "a finished run takes no more payloads")
-    if isinstance(error, WorkflowRunFailedError | WorkflowRunCancelledError):
+    if isinstance(error, WorkflowRunFailedError | WorkflowRunCancelledError | RunNotEndedError):
         return CliError(str(error))
     if isinstance(error, WorkflowNotRegisteredError):  # a usage error: the command named what does not exist
         return usage(f"no workflow named {error.name!r} is registered {error.where} ({error.loaded()})"

@@ -37,6 +37,14 @@ is the single positional argument: '{"id": 1}' passes one dict, '"A-17"' one str
 --kwargs as a JSON object: --kwargs '{"express": true}'."""
 
 
+RERUN_HELP = """`awsworld rerun RUN`: a failed run is final (its log is what happened); once its cause is fixed (the
+bug deployed, or reloaded by `awsworld dev`; the partner back up), this starts a new run of the same workflow
+with the input RUN was recorded with, as stored, and prints its id. The new run starts from the beginning on the
+newest code: every step runs again, the ones RUN completed too (docs/how-to/errors.md: a step whose effect must
+not repeat needs a key of its own). RUN stays as it ended; `describe` of the new run names it (`rerun of`).
+A run still pending or running is refused (exit 1): cancel it first."""
+
+
 def register(sub: Any, read: argparse.ArgumentParser) -> None:
     """Add the commands; ``read`` is the parent parser holding ``--json`` (every read command takes it)."""
     start = sub.add_parser("start", help="start a run: awsworld start WORKFLOW '[args as a JSON array]'",
@@ -47,6 +55,14 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     start.add_argument("--run-id", help="an id of your choosing: starting again with it returns the same run")
     start.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
     start.set_defaults(handler=_start)
+
+    rerun = sub.add_parser("rerun", help="start a run again: a new run of its workflow with its recorded input",
+                           description=RERUN_HELP, parents=[read])
+    rerun.add_argument("run_id", metavar="RUN", help="a run that ended (failed, cancelled or completed)")
+    rerun.add_argument("--run-id", dest="new_run_id", metavar="NEW_RUN",
+                       help="the new run's id, of your choosing: rerunning again with it returns the same run")
+    rerun.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
+    rerun.set_defaults(handler=_rerun)
 
     runs = sub.add_parser("runs", help="list recent runs", parents=[read])
     runs.add_argument("--workflow")
@@ -147,17 +163,31 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
         except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
             raise usage(" ".join(str(error).split()), _signature_hint(client, args.workflow)) from None
-        output: dict[str, Any] = {"runId": run.run_id, "workflow": args.workflow}
+        return await _started(client, args, run.run_id, args.workflow)
+
+
+async def _started(client: Any, args: argparse.Namespace, run_id: str, workflow: str) -> int:
+    """Print the run ``start`` or ``rerun`` started (its id; with ``--wait``, its outcome): exit 1 if it failed."""
+    output: dict[str, Any] = {"runId": run_id, "workflow": workflow}
+    if args.wait:
+        view = await client.world.runs.wait_for_terminal_status(run_id, timeout=args.wait)
+        output.update(_outcome(view))
+    if args.json:
+        print_json(output)
+    else:
+        print(run_id)
         if args.wait:
-            view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)
-            output.update(_outcome(view))
-        if args.json:
-            print_json(output)
-        else:
-            print(run.run_id)
-            if args.wait:
-                _print_outcome(output)
-        return 1 if output.get("status") in ("failed", "cancelled") else 0
+            _print_outcome(output)
+    return 1 if output.get("status") in ("failed", "cancelled") else 0
+
+
+def _rerun(args: argparse.Namespace) -> int:
+    async def go() -> int:
+        async with remote() as client:
+            run = await client.rerun(args.run_id, new_run_id=args.new_run_id)
+            return await _started(client, args, run.run_id, run.workflow_name or "")
+
+    return asyncio.run(go())
 
 
 def _typed(client: Any, name: str, positional: list[Any], keywords: dict[str, Any]
@@ -376,6 +406,8 @@ def _describe(args: argparse.Namespace) -> int:
                 "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
                 # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
                 "deployment": view.attributes.get(PIN_ATTRIBUTE),
+                # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
+                "rerunOf": context.get("rerunOf"),
                 # The run's final error in full (type, message, failing step, traceback) goes here, from a
                 # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
             }
@@ -424,6 +456,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(f"attribute {key} = {value}")
     if d["parentRunId"]:
         print(f"parent    {d['parentRunId']}")
+    if d["rerunOf"]:
+        print(f"rerun of  {d['rerunOf']}")
     if d["schedule"]:
         shown = d["schedule"]
         print(f"schedule  {shown['id']}, tick {shown['tick']} ({shown['trigger']})")

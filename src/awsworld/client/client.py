@@ -28,6 +28,7 @@ from ..authoring.errors import (
     FAILED_ON_REQUEST,
     UNKNOWN_WORKFLOW,
     RunEndedError,
+    RunNotEndedError,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
@@ -325,6 +326,21 @@ class Client:
         """Cancel the run; ``reason`` (up to 512 characters) is recorded on its ``run_cancelled`` event and
         carried by the ``WorkflowRunCancelledError`` that ``Run.result()`` raises."""
         await cancel_run(self.world, run_id, reason=reason)
+
+    async def rerun(self, run_id: str, *, new_run_id: str | None = None) -> Run[Any]:
+        """Start a new run of the workflow run ``run_id`` ran, with the input that run was recorded with (as
+        stored, byte for byte, typed values and an ``args_codec``'s text included): what is left to do once the
+        cause of a failure is fixed (a bug, now deployed; a partner that was down), since a failed run is final.
+        The new run starts from the beginning, on the newest code, so every step runs again, those the old run
+        completed included (a step whose effect must not repeat needs a key of its own, see docs/how-to/errors.md);
+        the old run stays as it ended, and the new one's ``executionContext`` names it (``rerunOf``).
+        ``new_run_id`` makes the rerun idempotent, as ``options(run_id=...)`` does a start. ``RunNotFoundError``
+        for an unknown run, ``RunNotEndedError`` for one still pending or running (cancel it first)."""
+        old = await self.world.runs.get(run_id)
+        if old.status not in TERMINAL_RUN_STATUSES:
+            raise RunNotEndedError(run_id, old.status)
+        return _handle(self, await self.starter.start(old.workflow_name, (), {}, run_id=new_run_id,
+                                                      context={"rerunOf": run_id}, stored_input=old.input))
 
     async def wake(self, run_id: str) -> RunView:
         """Send an unfinished run a flow message, as an operator does for a run whose own message was lost (it
