@@ -232,7 +232,7 @@ class Settings:
         "AWSWORLD_PARK_SECONDS", 3600.0, _at_least(1.0), "how often a parked run is redelivered", group="worker")
     step_check_seconds = Var[float](
         "AWSWORLD_STEP_CHECK_SECONDS", 5.0, _at_least(0.01),
-        "how often a running step asks whether it ended under it (cancelled)", group="worker")
+        "how often a running step asks whether it, or its run, ended under it (cancelled)", group="worker")
     failure_backoff_seconds = Var[float](
         "AWSWORLD_FAILURE_BACKOFF_SECONDS", 10.0, _number,
         "a failed record's first back-off, doubling per receive up to 10 minutes", group="worker")

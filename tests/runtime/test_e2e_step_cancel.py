@@ -368,3 +368,36 @@ async def test_a_child_call_cancelled_before_its_start_starts_no_child(e2e: E2E)
     steps = await run.steps()
     assert [s.step_id for s in steps] == ["step_3"]  # step_1 (the cancelled start) was never written
     one_end_per_step(await run.events())
+
+
+# ----------------------------------------------------------------------------------------- the run cancelled
+
+
+@workflow
+async def runs_one(tag: str) -> str:
+    return await blocked(tag)  # alone: run inline, nothing else in the workflow to watch
+
+
+@workflow
+async def runs_two(tag: str) -> list[str]:
+    return list(await asyncio.gather(blocked(f"{tag}:inline"), blocked(f"{tag}:queued")))  # one inline, one queued
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_cancelling_the_run_stops_its_running_steps_and_records_nothing_after_it(e2e: E2E) -> None:
+    """The docs: cancelling a run ends its steps. A step body running when the run was cancelled went on to its end,
+    and its outcome was recorded after ``run_cancelled`` (a charge the customer had cancelled went through)."""
+    tag = uuid.uuid4().hex
+    alone = await e2e.start(runs_one, tag)
+    pair = await e2e.start(runs_two, tag)
+    for started in (tag, f"{tag}:inline", f"{tag}:queued"):
+        await asyncio.wait_for(STARTED[started].wait(), 15)
+    await e2e.client.cancel(alone.run_id, reason="customer left")
+    await e2e.client.fail(pair.run_id, reason="operator")
+    for body in (tag, f"{tag}:inline", f"{tag}:queued"):
+        await stopped(body)  # each body saw CancelledError at its await
+    await e2e.idle()
+    for run, end in ((alone, "run_cancelled"), (pair, "run_failed")):
+        kinds = [e.event_type for e in await run.events()]
+        assert end in kinds and kinds[kinds.index(end) + 1:] == [], kinds  # nothing written after the end
+    assert CALLS[tag] == CALLS[f"{tag}:inline"] == CALLS[f"{tag}:queued"] == 1

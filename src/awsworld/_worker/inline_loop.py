@@ -47,7 +47,7 @@ from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
 from .run_control import cancel_for_limit
 from .run_limits import admit_in_flow, leave_in_flow
 from .step_limits import free_run_steps
-from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end
+from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end, run_ended
 
 log = logging.getLogger("awsworld.flow")
 
@@ -336,17 +336,21 @@ class Flow:
 
     async def _watch_inline(self, step: StepOp) -> bool:
         """Asked every ``check_seconds()`` while an inline step's body runs: whether to stop it, because the
-        workflow cancelled it or its end is in the log. While the step is not the run's only open operation,
-        another writer may record something the workflow reacts to (a queued step's end, a wake-up handled by
-        another delivery): read the log's tail and advance the workflow, so a ``first_successful`` whose winner
-        ended elsewhere returns (and cancels this loser) without waiting for this body. Never raises: a failed
-        read is retried next time, a failure of the replay is the loop's to handle once the body has ended (it
-        is sticky, see ``WorkflowExecution.advance``)."""
+        workflow cancelled it, its end is in the log, or the run ended (cancelled, failed on request: for a step
+        alone, one metadata-only read of the run, ``step_runner.run_ended``). While the step is not the run's only
+        open operation, another writer may record something the workflow reacts to (a queued step's end, a wake-up
+        handled by another delivery, the run's end): read the log's tail and advance the workflow, so a
+        ``first_successful`` whose winner ended elsewhere returns (and cancels this loser) without waiting for this
+        body. Never raises: a failed read is retried next time, a failure of the replay is the loop's to handle
+        once the body has ended (it is sticky, see ``WorkflowExecution.advance``)."""
         execution = self.log.replay()
-        if not step.done and not step.future.cancelled() and not self.provisional.alone(step):
-            try:
-                await self.log.reload_tail()
-                execution.advance()
-            except Exception as error:
-                log.info("run %s: watching %s while it ran failed (%s)", self.run_id, step.id, type(error).__name__)
-        return step.done or step.future.cancelled()
+        if step.done or step.future.cancelled():
+            return True
+        if self.provisional.alone(step):  # nothing else can change the workflow: only the run's end stops it
+            return await run_ended(self.world, self.run_id)
+        try:
+            await self.log.reload_tail()
+            execution.advance()
+        except Exception as error:
+            log.info("run %s: watching %s while it ran failed (%s)", self.run_id, step.id, type(error).__name__)
+        return step.done or step.future.cancelled() or execution.terminal is not None

@@ -64,7 +64,7 @@ from ..durable import codecs, serde
 from ..durable.codecs import Place
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
-from ..world.entities import TERMINAL_STEP_STATUSES, Step
+from ..world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES, Step
 from ..world.errors import (
     EntityConflictError,
     PayloadTooLargeError,
@@ -96,8 +96,9 @@ log = logging.getLogger("awsworld.steps")
 
 Status = Literal["completed", "failed", "retry", "gone", "finished-already", "too-early", "running-elsewhere",
                  "cancelled", "waiting"]
-"""``cancelled``: the attempt was stopped because its step ended under it (the workflow cancelled it); nothing of
-the attempt is recorded, the step's end is the cancellation already in the log. ``waiting``: the step's limit
+"""``cancelled``: the attempt was stopped because its step ended under it (the workflow cancelled it), or its run
+did (cancelled, failed on request); nothing of the attempt is recorded: the step's end is the cancellation already
+in the log, or the run's. ``waiting``: the step's limit
 (``step_limits``) had no slot or token for it: not started, its message brings it back."""
 Watch = Callable[[], Awaitable[bool]]
 """Asked every ``check_seconds()`` while a body runs: True when its step has ended elsewhere (stop the body)."""
@@ -370,7 +371,7 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
 
 
 class _StepEnded(Exception):
-    """The attempt was stopped because its step ended elsewhere (the workflow cancelled it)."""
+    """The attempt was stopped because its step ended elsewhere (the workflow cancelled it), or its run did."""
 
 
 def check_seconds() -> float:
@@ -379,7 +380,8 @@ def check_seconds() -> float:
 
 
 def status_watch(world: World, run_id: str, step_id: str) -> Watch:
-    """A queued attempt's check: has its step ended (a flow recorded its cancellation)? One metadata-only read."""
+    """A queued attempt's check: has its step ended (a flow recorded its cancellation), or its run (cancelled,
+    failed on request)? Two metadata-only reads."""
 
     async def ended() -> bool:
         try:
@@ -387,9 +389,21 @@ def status_watch(world: World, run_id: str, step_id: str) -> Watch:
         except Exception as error:  # a failed check is not a reason to stop a body: look again next time
             log.info("step %s of run %s: status check failed (%s)", step_id, run_id, type(error).__name__)
             return False
-        return step.status in TERMINAL_STEP_STATUSES
+        return step.status in TERMINAL_STEP_STATUSES or await run_ended(world, run_id)
 
     return ended
+
+
+async def run_ended(world: World, run_id: str) -> bool:
+    """Whether run ``run_id`` has ended (cancelled, or failed on request, while a step of it runs): its running
+    bodies are stopped, as the docs promise a cancel does (docs/concepts/steps-and-workflows.md). One
+    metadata-only read; a failed read says no (the next check looks again)."""
+    try:
+        run = await world.runs.get(run_id, resolve_data="none")
+    except Exception as error:
+        log.info("run %s: status check failed (%s)", run_id, type(error).__name__)
+        return False
+    return run.status in TERMINAL_RUN_STATUSES
 
 
 async def _supervised(body: Coroutine[Any, Any, Any], definition: StepDef, watch: Watch | None) -> Any:
