@@ -8,6 +8,7 @@ import asyncio
 import time
 import uuid
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -125,3 +126,41 @@ async def test_a_step_timeout_on_local_aws(local: LocalAWS) -> None:
     assert await run.result(timeout=30) == 2
     assert CANCELLED[tag] == 1
     assert timeout_errors(await run.events()) == ["StepTimeoutError"]
+
+
+@step(name="timeout_test.blocks", timeout="100ms", retry=RetryPolicy(max_attempts=2, initial_delay="1m"))
+async def blocks(tag: str) -> str:
+    CALLS[tag] += 1
+    time.sleep(0.6)  # noqa: ASYNC251  (the point: never awaits, so a cancellation cannot reach it)
+    return f"done {tag}"
+
+
+@workflow
+async def blocks_flow(tag: str) -> str:
+    return await blocks(tag)
+
+
+async def blocked_past_its_timeout(client: Any, monkeypatch: pytest.MonkeyPatch,
+                                   caplog: pytest.LogCaptureFixture) -> None:
+    """asyncio cancels at an await: a blocking body runs to its end and keeps its result, which the docs said was
+    a timeout; the warning says what happened and what to do, where it used to pass in silence."""
+    monkeypatch.setattr(step_runner, "CANCEL_GRACE_SECONDS", 0.1)
+    tag = uuid.uuid4().hex
+    with caplog.at_level("WARNING", logger="awsworld.steps"):
+        run = await client.start(blocks_flow, tag)
+        assert await run.result(timeout=30) == f"done {tag}"
+    assert CALLS[tag] == 1 and timeout_errors(await run.events()) == []
+    warned = [r.getMessage() for r in caplog.records if r.name == "awsworld.steps"]
+    assert len(warned) == 1 and warned[0].startswith("step timeout_test.blocks ran ") and \
+        "past its timeout of 0.1 s without an await where it could be cancelled" in warned[0] and \
+        "asyncio.to_thread" in warned[0], warned
+
+
+async def test_a_body_that_blocks_past_its_timeout_is_named_in_a_warning(
+        awsworld_env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    await blocked_past_its_timeout(awsworld_env.client, monkeypatch, caplog)
+
+
+async def test_a_body_that_blocks_past_its_timeout_is_named_in_a_warning_on_local_aws(
+        local: LocalAWS, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    await blocked_past_its_timeout(local.client, monkeypatch, caplog)

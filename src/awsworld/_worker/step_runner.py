@@ -422,6 +422,8 @@ async def _supervised(body: Coroutine[Any, Any, Any], definition: StepDef, watch
             wake = min(t for t in (deadline, next_check) if t is not None)
             done, _ = await asyncio.wait({task}, timeout=max(0.0, wake - loop.time()))
             if task in done:
+                if deadline is not None and loop.time() > deadline + CANCEL_GRACE_SECONDS:
+                    _blocked(definition, loop.time() - deadline)
                 return task.result()
             if deadline is not None and loop.time() >= deadline:
                 await _stop(task, definition, f"after its timeout of {definition.timeout:g} s")
@@ -435,6 +437,17 @@ async def _supervised(body: Coroutine[Any, Any, Any], definition: StepDef, watch
     finally:
         if not task.done():  # the attempt itself was cancelled (the delivery is stopping): stop the body too
             task.cancel()
+
+
+def _blocked(definition: StepDef, past: float) -> None:
+    """The body ended ``past`` seconds after its timeout without being cancelled: it never awaited meanwhile (a
+    CPU loop, ``time.sleep``, a blocking client), so its outcome stands and the timeout is not recorded. Said,
+    because the step's ``timeout`` promised otherwise, and the body held up every other one of its process."""
+    assert definition.timeout is not None
+    log.warning("step %s ran %.1f s past its timeout of %g s without an await where it could be cancelled (a "
+                "blocking call, such as time.sleep or a synchronous client, holds up every step and run of this "
+                "process: use its async form, or asyncio.to_thread); its outcome is kept", definition.name, past,
+                definition.timeout)
 
 
 async def _stop(task: asyncio.Future[Any], definition: StepDef, why: str) -> None:
