@@ -2,7 +2,7 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from awsworld import FatalError, RetryableError, RetryPolicy, WorkflowRunFailedError, step, workflow
+from awsworld import FatalError, RetryableError, RetryPolicy, StepError, WorkflowRunFailedError, step, workflow
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world import Step, StructuredError
 
@@ -11,6 +11,7 @@ pytestmark = pytest.mark.asyncio
 # Partner APIs are calls to other services; these stand-ins fail on demand.
 SOLD_OUT = {"convertible"}
 UNREACHABLE = {"Hotel Overbooked"}
+NO_REFUNDS = {"Hotel Grumpy"}  # takes bookings, refuses to cancel them
 PATIENT = RetryPolicy(max_attempts=3, initial_delay="10s", backoff=2)
 UNDO = RetryPolicy(max_attempts=10, initial_delay="5s", backoff=2, max_delay="10m")  # must not give up early
 
@@ -39,7 +40,9 @@ async def cancel_flight(booking: str) -> None: ...
 
 
 @step(name="patterns.cancel_hotel", retry=UNDO)
-async def cancel_hotel(booking: str) -> None: ...
+async def cancel_hotel(booking: str) -> None:
+    if booking.split(":")[-1] in NO_REFUNDS:
+        raise RuntimeError("cancellation refused")
 
 
 @workflow(name="patterns.book_trip")
@@ -52,9 +55,15 @@ async def book_trip(trip: str, flight: str, hotel: str, car: str) -> list[str]:
         undo.append((cancel_hotel, booked[-1]))
         booked.append(await book_car(trip, car))  # the last one needs no compensation
         return booked
-    except Exception:  # a step failed for good (or anything else): undo what is done, newest first
+    except Exception as failure:  # a step failed for good (or anything else): undo what is done, newest first
+        not_undone = []
         for cancel, booking in reversed(undo):
-            await cancel(booking)
+            try:
+                await cancel(booking)
+            except StepError as error:  # its retries ran out too: undo the others all the same, and say so
+                not_undone.append(f"{booking} ({error.error_type}: {error.message})")
+        if not_undone:  # for a person to undo by hand: the run's error names each
+            raise RuntimeError(f"{failure}; not undone: {', '.join(not_undone)}") from failure
         raise
 
 
@@ -87,3 +96,19 @@ async def test_an_unreachable_hotel_cancels_the_flight_after_its_retries(awsworl
     assert steps == [("patterns.book_flight", "completed", 1, None),
                      ("patterns.book_hotel", "failed", 3, "RetryableError"),  # 10 s and 20 s apart: skipped
                      ("patterns.cancel_flight", "completed", 1, None)]
+
+
+async def test_a_compensation_that_fails_for_good_leaves_the_others_done_and_names_itself(
+        awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(book_trip, "T3", "LH123", "Hotel Grumpy", "convertible")
+
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result()
+    assert str(failed.value).endswith("failed: step 'patterns.book_car' failed: FatalError: no convertible left; "
+                                      "not undone: hotel:T3:Hotel Grumpy (RuntimeError: cancellation refused)")
+    steps = [(s.step_name, s.status, s.attempt) for s in await run.steps()]
+    assert steps == [("patterns.book_flight", "completed", 1),
+                     ("patterns.book_hotel", "completed", 1),
+                     ("patterns.book_car", "failed", 1),
+                     ("patterns.cancel_hotel", "failed", 10),  # its patient policy spent (skipped: virtual time)
+                     ("patterns.cancel_flight", "completed", 1)]  # undone all the same
