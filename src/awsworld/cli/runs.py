@@ -21,8 +21,9 @@ from .._timeline import deadline_text
 from .._worker.run_control import find_hook
 from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook
+from ..world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, Hook
 from ..world.errors import HookNotFoundError
+from ..world.pages import MAX_RUNS_PAGE
 from ..world.protocol import World
 from ..world.rules.hooks import hook_state
 from .error_view import error_part, print_error_part
@@ -67,7 +68,7 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     runs = sub.add_parser("runs", help="list recent runs", parents=[read])
     runs.add_argument("--workflow")
     runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
-    runs.add_argument("--limit", type=int, default=20)
+    runs.add_argument("--limit", type=int, default=20, help="at most this many runs, newest first (1 to 100)")
     runs.add_argument("--parked", action="store_true", help="only parked runs: running runs whose replay diverges "
                       "from their log, waiting for code that replays them (`awsworld describe RUN` says where)")
     runs.set_defaults(handler=_runs)
@@ -270,6 +271,13 @@ async def _unknown_workflow(client: Any, name: str) -> str | None:
 def _runs(args: argparse.Namespace) -> int:
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
+    for status in args.status or ():  # the command's mistake: a usage error naming the choices, before any read
+        if status not in RUN_STATUSES:
+            raise usage(f"unknown run status {status!r}",
+                        f"--status takes {', '.join(RUN_STATUSES)}; repeat it for several")
+    if not 1 <= args.limit <= MAX_RUNS_PAGE:
+        raise usage(f"--limit must be between 1 and {MAX_RUNS_PAGE}, got {args.limit}",
+                    "narrow the listing with --workflow or --status")
 
     async def go() -> None:
         async with remote() as client:
