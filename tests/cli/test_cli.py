@@ -930,3 +930,26 @@ def test_a_workflow_registered_from_main_warns_once(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(script)], env=_clean_env(), capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and done.stderr.count("registered from __main__") == 1, done.stderr
     assert "'__main__.a'" in done.stderr and "name=" in done.stderr
+
+
+def test_runs_refuses_an_unknown_status_or_limit_as_a_usage_error_naming_the_choices(project: Path) -> None:
+    """`awsworld runs --status fail` was exit 1 with `unknown run status 'fail' (invalid-input)`: the World's
+    code, and no word of what the command takes. Refused before anything is read (no stack is configured here)."""
+    status = awsworld("runs", "--status", "failed", "--status", "fail", env=_clean_env(), cwd=project)
+    limit = awsworld("runs", "--limit", "500", env=_clean_env(), cwd=project)
+    assert status.one_line_error(2) == ("awsworld runs: unknown run status 'fail' (hint: --status takes pending, "
+                                        "running, completed, failed, cancelled; repeat it for several)")
+    assert limit.one_line_error(2) == ("awsworld runs: --limit must be between 1 and 100, got 500 (hint: narrow "
+                                       "the listing with --workflow or --status)")
+
+
+def test_boto3_code_in_the_exported_shell_reaches_the_emulator(dev: Dev, project: Path) -> None:
+    """dev.md: the export lines send "any boto3 code there" to the emulator (to look at the dead-letter queue, say).
+    boto3 reads AWS_DEFAULT_REGION, not AWS_REGION: with only the latter exported it raised NoRegionError."""
+    code = ("import boto3, os\n"
+            "queues = boto3.client('sqs').list_queues()['QueueUrls']\n"
+            "print(os.environ['AWSWORLD_QUEUE_URL'] in queues, any(q.endswith('-dlq') for q in queues))\n")
+    done = subprocess.run([sys.executable, "-c", code], env=dev.env, cwd=project, capture_output=True, text=True,
+                          timeout=60)
+    assert (done.returncode, done.stdout) == (0, "True True\n"), done.stderr
+    assert " AWS_DEFAULT_REGION " in next(line for line in dev.banner if line.startswith("unset "))
