@@ -953,3 +953,22 @@ def test_boto3_code_in_the_exported_shell_reaches_the_emulator(dev: Dev, project
                           timeout=60)
     assert (done.returncode, done.stdout) == (0, "True True\n"), done.stderr
     assert " AWS_DEFAULT_REGION " in next(line for line in dev.banner if line.startswith("unset "))
+
+
+def test_result_json_of_a_failed_run_keeps_its_details_and_a_timed_out_wait_says_so(dev: Dev) -> None:
+    """`result --json` gave a failed run's one-line error only (its type, step, cause and traceback were in
+    `describe --json` alone); `result --wait 1` on a run still waiting hinted `--wait SECONDS`, given already."""
+    failed = _start(dev, "clitest.fail", '["no filters"]', "--wait", "30")
+    waiting = _start(dev, "clitest.waits", '["hook", "result-wait"]')
+    result_json, started_json, waited = parallel(
+        dev, ("result", failed, "--json"), ("start", "clitest.fail", '["no bags"]', "--wait", "30", "--json"),
+        ("result", waiting, "--wait", "1"))
+    for document, why in ((json.loads(result_json.out), "no filters"), (json.loads(started_json.out), "no bags")):
+        details = document["errorDetails"]
+        assert document["status"] == "failed"
+        assert (details["name"], details["stepName"]) == ("StepError", "clitest.boom")
+        assert (details["cause"]["type"], details["cause"]["message"]) == ("ValueError", why), details
+        assert "raise ValueError(why)" in details["cause"]["stack"]
+    assert waited.one_line_error(1) == (f"awsworld result: run {waiting} is still running after 1 s: no result yet "
+                                        f"(hint: `awsworld describe {waiting}` says what it waits on)")
+    assert dev("cancel", waiting).code == 0

@@ -230,6 +230,8 @@ def _outcome(view: Any) -> dict[str, Any]:
     elif view.status == "failed":
         out["error"] = error_text(view.error)
         out["errorCode"] = view.error_code
+        # The stored error whole, as describe --json has it: its type, the failed step, the cause, the tracebacks.
+        out["errorDetails"] = error_part(view.error, view.error_code)["errorDetails"]
     return out
 
 
@@ -358,6 +360,9 @@ def _result(args: argparse.Namespace) -> int:
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
+            if args.wait:
+                raise CliError(f"run {view.run_id} is still {view.status} after {args.wait:g} s: no result yet",
+                               f"`awsworld describe {view.run_id}` says what it waits on")
             raise CliError(f"run {view.run_id} is still {view.status}: no result yet",
                            "--wait SECONDS waits for it")
 
