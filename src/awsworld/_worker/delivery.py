@@ -54,7 +54,13 @@ from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.entities import Run as RunView
-from ..world.errors import EntityConflictError, InvalidInputError, RunGoneError, RunNotFoundError
+from ..world.errors import (
+    EntityConflictError,
+    InvalidInputError,
+    RunGoneError,
+    RunNotFoundError,
+    StepNotFoundError,
+)
 from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.queue import Delivery
 from .child_runs import resolve_step
@@ -264,6 +270,8 @@ class DeliveryPath:
                     and self.worker.deployment is not None:
                 return await self.reroute.hand_over(way, pin)  # its deployment has the code this one lacks
             if run.status not in TERMINAL_RUN_STATUSES:
+                if message.step_id:
+                    await self._step_of_run(message)
                 return await self._unknown(record, delivery, message, missing, track, run)
             if message.step_id:
                 return await self._ended(delivery, f"is {run.status}", track)
@@ -327,6 +335,19 @@ class DeliveryPath:
             return await self.worker.world.runs.get(message.run_id, resolve_data="none")
         except RunNotFoundError:
             raise PoisonRecordError(f"run {message.run_id} does not exist") from None
+
+    async def _step_of_run(self, message: FlowMessage) -> None:
+        """A step message whose code is missing here must name a step its run has, under that name: else it is
+        not the run's (forged, corrupted, another stack's), and waiting out the unknown-code window for it, then
+        failing (or parking) the run, would end a healthy run over one bad record. One read, on that path only."""
+        assert message.step_id is not None
+        try:
+            step = await self.worker.world.steps.get(message.run_id, message.step_id, resolve_data="none")
+        except StepNotFoundError:
+            raise PoisonRecordError(f"run {message.run_id} has no step {message.step_id}") from None
+        if message.step_name and step.step_name != message.step_name:
+            raise PoisonRecordError(f"step {message.step_id} of run {message.run_id} is {step.step_name!r}, "
+                                    f"not {message.step_name!r}")
 
     async def _unknown(self, record: Mapping[str, Any], delivery: Delivery, message: FlowMessage,
                        missing: LookupError, track: Track, run: RunView) -> RecordResult:
