@@ -1,7 +1,7 @@
 """``Client.rerun``: a failed run is final, and once its cause is fixed a new run of its workflow starts with the
 input the failed one was recorded with, as stored (a typed value and one above the inline limit included), and
 names the run it reruns. A run still running is refused, an unknown one is not found. In memory and on the
-emulator (moto)."""
+emulator (moto); a rerun through ``HttpClient`` over ``awsworld serve --world memory`` too."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 from awsworld import FatalError, RunNotEndedError, create_hook, step, workflow
 from awsworld.world import RunNotFoundError
 
-from .conftest import BOTH, on_backends
+from .conftest import BOTH, HTTP_MEMORY, on_backends
 
 e2e_backend = on_backends(BOTH)
 
@@ -70,3 +70,19 @@ async def test_a_run_that_has_not_ended_is_not_rerun_and_an_unknown_one_is_not_f
         await e2e.client.rerun("wrun_01NOSUCHRUN00000000000000")
     assert len((await e2e.client.list_runs(workflow=waits, limit=100)).data) == before  # nothing was started
     await e2e.client.cancel(run.run_id)
+
+
+@workflow(name="rerun_test.echo")
+async def echo(value: object, *, when: datetime) -> list[object]:
+    return [value, when.isoformat()]
+
+
+@pytest.mark.parametrize("e2e_backend", [HTTP_MEMORY], scope="module")
+async def test_over_http_a_run_reruns_with_its_recorded_input(e2e) -> None:
+    """``HttpClient`` is a ``Client`` on ``awsworld serve``: its rerun reads the run and starts the new one there."""
+    when = datetime(2026, 12, 5, tzinfo=UTC)
+    done = await e2e.start(echo, {"big": BIG}, when=when)
+    first = await done.result(timeout=30)
+    again = await e2e.client.rerun(done.run_id)
+    assert again.run_id != done.run_id and await again.result(timeout=30) == first
+    assert ((await again.get()).execution_context or {}).get("rerunOf") == done.run_id
