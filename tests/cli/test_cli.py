@@ -717,7 +717,11 @@ def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 11}')
     failed = dev("fail-hook", "approve:11", "out of stock", "--code", "NO_STOCK", "--wait", "30")
     assert failed.code == 0 and f"in run {run_id}" in failed.out, failed
-    result, text = parallel(dev, ("result", run_id, "--wait", "30", "--json"), ("result", run_id))
+    result, text, described = parallel(dev, ("result", run_id, "--wait", "30", "--json"), ("result", run_id),
+                                       ("describe", run_id))
+    # describe's error line keeps the code too, and the qualified type is said once (not again as "type ...")
+    assert "error     awsworld.authoring.errors.HookFailedError: out of stock [NO_STOCK]" in \
+        described.out.splitlines() and "  type " not in described.out, described.out
     outcome = json.loads(result.out)
     assert result.code == 1 and outcome["status"] == "failed", result
     assert "HookFailedError" in outcome["error"] and "out of stock" in outcome["error"], outcome

@@ -24,12 +24,13 @@ def print_error_part(document: dict[str, Any]) -> None:
         print(f"failed in step {details.get('stepName')} ({details.get('stepId')}{attempt})")
         print(f"error     {cause.get('type') or cause.get('name')}: {cause.get('message', '')}")
     else:
-        print(f"error     {details.get('type') or details.get('name')}: {details.get('message', '')}")
+        sent = f" [{details['code']}]" if details.get("code") else ""  # a failed hook's code (fail_hook(code=))
+        print(f"error     {details.get('type') or details.get('name')}: {details.get('message', '')}{sent}")
     if document.get("errorCode"):
         print(f"code      {document['errorCode']}")
     lines = error_lines(details)
-    if isinstance(cause, dict) and lines:
-        lines = lines[1:]  # the step's line is printed above
+    if lines and (isinstance(cause, dict) or lines[0].startswith("type ")):
+        lines = lines[1:]  # the step's line, or the qualified type, is printed above
     if lines:
         print("traceback")
         for line in lines:
