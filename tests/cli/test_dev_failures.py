@@ -4,6 +4,7 @@ tracebacks, as plain text (dev sets ``AWSWORLD_LOG_ERRORS=full``), with a ``dev`
 from __future__ import annotations
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,15 @@ def test_the_dev_terminal_says_when_a_run_fails_with_its_traceback(tmp_path_fact
     report = out[out.index(head):]
     assert "  step clitest.boom (step_" in report and "raised ValueError: out of filters" in report
     assert "raise ValueError(why)" in report and "await boom(why)" in report
+
+
+def dev_of(tmp_path_factory: pytest.TempPathFactory, module: str, source: str) -> tuple[Path, Runner, Dev]:
+    """``awsworld dev MODULE`` as a process on a project of its own holding ``MODULE.py`` (``source``), with a
+    runner for its commands: the caller stops both."""
+    project = tmp_path_factory.mktemp(module)
+    (project / f"{module}.py").write_text(textwrap.dedent(source))
+    runner = Runner(tmp_path_factory.mktemp("runner"))
+    return project, runner, Dev(project, project / "state", [runner], module=module)
 
 
 EXITS = '''
@@ -59,10 +69,7 @@ def test_sys_exit_in_a_step_or_workflow_fails_its_run_and_dev_serves_on(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """``sys.exit()`` in a body used to stop ``dev`` itself (asyncio re-raises a task's SystemExit out of its loop),
     losing every run it had not saved; now it fails that run, recorded as the SystemExit, and dev goes on."""
-    project = tmp_path_factory.mktemp("exits")
-    (project / "exits.py").write_text(textwrap.dedent(EXITS))
-    runner = Runner(tmp_path_factory.mktemp("runner"))
-    server = Dev(project, project / "state", [runner], module="exits")
+    _, runner, server = dev_of(tmp_path_factory, "exits", EXITS)
     try:
         via_step = _start(server, "exits.via_step", "3", "--wait", "30")
         itself = _start(server, "exits.itself", "4", "--wait", "30")
@@ -109,10 +116,7 @@ async def waits(order: str) -> object:
 def test_awsworld_rerun_starts_a_failed_run_again_with_its_input(tmp_path_factory: pytest.TempPathFactory) -> None:
     """A failed run is final: `awsworld rerun RUN` starts a new run of its workflow with its recorded input once
     the cause is fixed, `describe` names the run it reruns, and a run still running is refused in one line."""
-    project = tmp_path_factory.mktemp("reruns")
-    (project / "reruns.py").write_text(textwrap.dedent(RERUNS))
-    runner = Runner(tmp_path_factory.mktemp("runner"))
-    server = Dev(project, project / "state", [runner], module="reruns")
+    project, runner, server = dev_of(tmp_path_factory, "reruns", RERUNS)
     try:
         failed = _start(server, "reruns.checkout", '["A-17", 42.5]', "--wait", "30")
         (project / "partner-up").write_text("")  # the cause is fixed
