@@ -976,3 +976,16 @@ def test_result_json_of_a_failed_run_keeps_its_details_and_a_timed_out_wait_says
     assert waited.one_line_error(1) == (f"awsworld result: run {waiting} is still running after 1 s: no result yet "
                                         f"(hint: `awsworld describe {waiting}` says what it waits on)")
     assert dev("cancel", waiting).code == 0
+
+
+def test_describe_of_a_cancelled_run_shows_its_open_step_unfinished_not_running(dev: Dev, project: Path) -> None:
+    """A step running when its run was cancelled is stopped, and nothing of it is recorded after the run's end, so
+    the World keeps it `running`: describe read as if it still ran. `--json` keeps the stored status."""
+    run_id = _start(dev, "clitest.waits", json.dumps(["step", str(project / "never-opened")]))
+    _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["step"])
+    assert dev("cancel", run_id, "--reason", "on-call").code == 0
+    text = dev("describe", run_id).out.splitlines()
+    assert "steps     1 (1 unfinished)" in text, text
+    assert "          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)" in text
+    assert any(re.fullmatch(r"  clitest\.gate +unfinished +attempt 1", line) for line in text), text
+    assert dev.json("describe", run_id)["steps"]["list"][0]["status"] == "running"

@@ -440,6 +440,14 @@ a ``patched()`` answer) and built-in steps (``awsworld.start_child``, which star
 lists the child itself). People reading ``describe`` see their own unless they ask (``--all``)."""
 
 
+def _step_status(step: dict[str, Any], run_status: str) -> str:
+    """A step's status for people: a step still pending or running in the World when its run ended (cancelled,
+    failed on request) read as if it still ran; the run's end stopped it, and its status stays as it was then
+    (``--json`` keeps it)."""
+    ended = run_status in TERMINAL_RUN_STATUSES and step["status"] in ("pending", "running")
+    return "unfinished" if ended else str(step["status"])
+
+
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .run_state import END_LABELS, describe_wait, parked_lines
 
@@ -479,12 +487,14 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     listed = [step for step in d["steps"]["list"] if internal or not step["name"].startswith(INTERNAL_PREFIX)]
     counts: dict[str, int] = {}
     for step in listed:
-        counts[step["status"]] = counts.get(step["status"], 0) + 1
+        counts[_step_status(step, d["status"])] = counts.get(_step_status(step, d["status"]), 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"steps     {len(listed)}" + (f" ({summary})" if summary else ""))
+    if "unfinished" in counts:
+        print("          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)")
     for step in listed:
         name = f"{step['displayName']} ({step['name']})" if step.get("displayName") else step["name"]
-        line = f"  {name:<30} {step['status']:<10} attempt {step['attempt']}"
+        line = f"  {name:<30} {_step_status(step, d['status']):<10} attempt {step['attempt']}"
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
