@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from awsworld import WorkflowRunFailedError, create_hook, step, workflow
+from awsworld._deployments.identity import register
 from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
 from awsworld._deployments.upgrade import Upgrade, upgrade_run
 from awsworld._worker.delivery import RecordResult
@@ -132,6 +133,7 @@ class Stack:
             return
         assert self.poller is not None
         self.poller.host.deploy(Worker(self.world, registry, deployment=deployment))
+        await register(self.world, deployment, registry, host="test")  # (as every host registers its versions)
         self.client.registry = registry
 
     async def retire(self, deployment: str) -> None:
@@ -197,6 +199,7 @@ async def stack(request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
     moto: MotoServer = request.getfixturevalue("moto_server")
     async with LocalAWS("moto", moto=moto, run_workflows=False) as local:
         poller = LocalPoller(local.world, Worker(local.world, V1, deployment="v1"))
+        await register(local.world, "v1", V1, host="test")
         poller.start()
         try:
             yield Stack(Client(local.world, registry=V1), local.world, poller=poller)
@@ -267,6 +270,34 @@ async def test_a_run_admitted_by_its_first_delivery_is_woken_on_its_pinned_deplo
     assert not [r for r in stack.results if r.status in ("reroute-sent", "error", "deployment-mismatch")]
     await stack.client.resume_hook("pin-solo:h", {})
     assert await second.result(timeout=30) == "v1:h"
+
+
+async def test_a_run_waiting_for_its_slot_starts_on_the_code_it_was_started_on_not_the_code_live_then(
+        stack: Stack) -> None:
+    """A limited run its start made wait (admitted by the ``Client``, which queues nothing for it) has no delivery
+    until its slot is granted: it is pinned at its creation to the newest deployment, so a deploy while it waits
+    (which could rename its workflow or change its parameters, and fail it at its grant) leaves it on the code it
+    was started on, as a sleeping run of that code is. It once took whatever code was live at its grant."""
+    holder = await stack.client.start(solo_v1, "i")
+    await stack.hook_ready("pin-solo:i")
+    waiting = await stack.client.start(solo_v1, "j")  # the key is busy: pending, no message queued
+    [waiter] = await Limiter(stack.world).waiters("workflow:pin.solo", "")
+    assert waiter.holder == run_holder(waiting.run_id)
+    assert waiter.wake["payload"].get("deploymentId") == "v1" == await stack.pin(waiting)
+    assert await stack.pin(holder) == "v1"
+    await stack.deploy("v2", V2)
+    after = await stack.client.start(solo_v2, "k")  # a start after the deploy: the new code's
+    assert await stack.pin(after) == "v2"
+
+    await stack.client.resume_hook("pin-solo:i", {})  # its end grants j's slot: the wake reaches v2, handed to v1
+    assert await holder.result(timeout=30) == "v1:i"
+    await stack.hook_ready("pin-solo:j")
+    await stack.client.resume_hook("pin-solo:j", {})
+    assert await waiting.result(timeout=30) == "v1:j", "started on v1: v1's code, not the code live at its grant"
+    await stack.hook_ready("pin-solo:k")
+    await stack.client.resume_hook("pin-solo:k", {})
+    assert await after.result(timeout=30) == "v2:k"
+    assert not [r for r in stack.results if r.status in ("reroute-sent", "error", "deployment-mismatch")]
 
 
 async def test_an_unpinned_workflow_and_a_child_run(stack: Stack) -> None:
