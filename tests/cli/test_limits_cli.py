@@ -5,6 +5,7 @@ starts), ``pause``/``resume``/``reset`` change it and say so; bad input is a usa
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +24,13 @@ async def per_customer(customer: str, n: int) -> int:
     async with create_hook(token=f"cli-limits:{customer}:{n}") as hook:
         await hook
     return n
+
+
+@workflow(name="clitest.export", concurrency=Concurrency(total=1, key=lambda tenant: tenant))
+async def export_run(tenant: str) -> str:
+    async with create_hook(token=f"cli-export:{tenant}") as hook:
+        await hook
+    return tenant
 
 
 @step(name="clitest.rated", rate=RateLimit("10/m"))
@@ -81,6 +89,10 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
 
     raised = dev.json("limits", "set", LIMIT, "--key", "ann", "--concurrency", "2")
     assert raised["keys"][0]["concurrency"] == 2 and raised["keys"][0]["overridden"]
+    # The key's number set at run time reads as such under the code's; times as describe shows them.
+    shown = dev("limits", "describe", LIMIT, "--key", "ann").out
+    assert f"{LIMIT}  concurrency 1\n" in shown and "of 2 (set at run time; the code's 1), " in shown, shown
+    assert re.search(rf"holds  {first}  since \d\d:\d\d:\d\d\.\d{{3}} UTC \(\d+ s ago\)", shown), shown
     _until(lambda: dev("hooks", second).out.count("cli-limits:ann:2"), "the second run starts at once")
     assert dev.json("describe", third)["waitingOn"][0]["place"] == 1
 
@@ -127,3 +139,22 @@ def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     text = dev("limits", "describe", "step:clitest.rated").out
     assert "step:clitest.rated  no concurrency, rate 10/m burst 10" in text, text
     assert "key '': 0 held, 0 waiting" in text and "None" not in text, text
+    # A rate set at run time shows beside the code's (the header keeps the code's: it once showed nothing else).
+    raised = dev("limits", "set", "step:clitest.rated", "--rate", "20/s")
+    assert raised.code == 0, raised
+    assert "rate 20/s burst 20 (set at run time; the code's 10/m burst 10)" in raised.out, raised.out
+    assert dev("limits", "reset", "step:clitest.rated").code == 0
+
+
+def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> None:
+    """``Concurrency(total=1, key=tenant)``: a key has no number of its own (``-``), so the row says how much of the
+    total is in use, which is why a key holding nothing waits (it once read ``0/-``, "no limit", and nothing more)."""
+    holder = dev.json("start", "clitest.export", '"ta"')["runId"]
+    _until(lambda: dev("hooks", holder).out.count("cli-export:ta"), "the first run holds its hook")
+    waiting = dev.json("start", "clitest.export", '"tb"')["runId"]
+    table = dev("limits").out.splitlines()
+    rows = {line.split()[1]: line for line in table if line.startswith("workflow:clitest.export")}
+    assert " 1/- (1/1 in all) " in rows["ta"] and " 0/- (1/1 in all)  1 " in rows["tb"], rows
+    assert dev("resume", "cli-export:ta", '"go"', "--wait", "30").code == 0
+    assert dev("resume", "cli-export:tb", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == "tb"
