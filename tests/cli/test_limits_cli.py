@@ -5,6 +5,7 @@ starts), ``pause``/``resume``/``reset`` change it and say so; bad input is a usa
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from collections.abc import Iterator
@@ -29,6 +30,13 @@ async def per_customer(customer: str, n: int) -> int:
 @workflow(name="clitest.export", concurrency=Concurrency(total=1, key=lambda tenant: tenant))
 async def export_run(tenant: str) -> str:
     async with create_hook(token=f"cli-export:{tenant}") as hook:
+        await hook
+    return tenant
+
+
+@workflow(name="clitest.sync", concurrency=Concurrency(1, key=lambda tenant: tenant, on_busy="skip"))
+async def sync(tenant: str) -> str:
+    async with create_hook(token=f"cli-sync:{tenant}") as hook:
         await hook
     return tenant
 
@@ -158,3 +166,19 @@ def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> 
     assert dev("resume", "cli-export:ta", '"go"', "--wait", "30").code == 0
     assert dev("resume", "cli-export:tb", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == "tb"
+
+
+def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:
+    """``on_busy="skip"``: a start while the key's run holds it is recorded cancelled at once. ``start`` says so
+    (exit 1, the reason on stderr, as with ``--wait``); it printed a bare run id, exit 0, as for a run started."""
+    holder = dev("start", "clitest.sync", '"s1"')
+    assert holder.code == 0 and holder.err == "", holder
+    _until(lambda: dev("hooks", holder.out.strip()).out.count("cli-sync:s1"), "the first run holds its hook")
+    skipped = dev("start", "clitest.sync", '"s1"')
+    assert skipped.code == 1 and skipped.out.startswith("wrun_"), skipped
+    assert skipped.err == (f"cancelled: skipped: workflow:clitest.sync key 's1' is busy (held by run "
+                           f"{holder.out.strip()})\n"), skipped
+    document = dev("start", "clitest.sync", '"s1"', "--json")
+    assert document.code == 1 and json.loads(document.out)["status"] == "cancelled", document
+    assert json.loads(document.out)["cancelReason"].startswith("skipped: workflow:clitest.sync key 's1' is busy")
+    assert dev("resume", "cli-sync:s1", '"go"', "--wait", "30").code == 0
