@@ -151,6 +151,16 @@ def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     raised = dev("limits", "set", "step:clitest.rated", "--rate", "20/s")
     assert raised.code == 0, raised
     assert "rate 20/s burst 20 (set at run time; the code's 10/m burst 10)" in raised.out, raised.out
+    # Every token taken: the key's line says when the next start is free (the starts reserved are no waiters).
+    slow = dev("limits", "set", "step:clitest.rated", "--rate", "1/m")
+    assert slow.code == 0, slow
+    for n in range(2):
+        assert dev("start", "clitest.call_rated", f"[{n}]").code == 0
+    shown = _until(lambda: (text := dev("limits", "describe", "step:clitest.rated").out).count("next free") and text,
+                   "the bucket is empty")
+    assert re.search(r", 0 token\(s\), the next free start \d\d:\d\d:\d\d\.\d{3} UTC \(in \d+ (s|min)", shown), \
+        shown
+    assert dev.json("limits", "describe", "step:clitest.rated")["keys"][0]["nextStart"] is not None
     assert dev("limits", "reset", "step:clitest.rated").code == 0
 
 

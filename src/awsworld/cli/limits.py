@@ -67,6 +67,7 @@ def limit_json(view: LimitView) -> dict[str, Any]:
             "key": k.key, "concurrency": k.concurrency, "paused": k.paused, "overridden": k.overridden,
             "rate": k.rate.text() if k.rate else None,
             "tokens": None if k.tokens is None else round(k.tokens, 3),
+            "nextStart": k.next_start.isoformat() if k.next_start is not None else None,
             "holders": [{"holder": h, "runId": holder_run(h), "since": v.since.isoformat(),
                          "leaseUntil": v.lease_until.isoformat() if v.lease_until else None} for h, v in k.holders],
             "waiters": [{"place": i + 1, "holder": w.holder, "runId": holder_run(w.holder), "priority": w.priority,
@@ -110,7 +111,10 @@ def _print_limit(document: dict[str, Any]) -> None:
         rate = f", rate {k['rate']} (set at run time; the code's {document['rate'] or 'none'})" \
             if k["overridden"] and k["rate"] != document["rate"] else ""
         print(f"  key {k['key']!r}: {held}, {len(k['waiters'])} waiting" + (", paused" if k["paused"] else "")
-              + rate + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None else ""))
+              + rate + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None else "")
+              # (no token: starts reserved ahead, which no waiter count shows; the next free one says how far)
+              + (f", the next free start {deadline_text(k['nextStart'])}" if k["tokens"] is not None
+                 and k["tokens"] < 1 and k["nextStart"] else ""))
         for h in k["holders"]:
             print(f"    holds  {h['runId'] or h['holder']}  since {deadline_text(h['since'])}"
                   + (f", lease until {deadline_text(h['leaseUntil'])}" if h["leaseUntil"] else ""))
