@@ -135,6 +135,10 @@ def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> No
     rated = dev("limits", "set", LIMIT, "--key", "ann", "--rate", "5/s")
     assert "limits runs at once: it takes a concurrency or a total, not a rate" in rated.one_line_error(2)
     assert "rate" not in dev("limits", "describe", LIMIT, "--key", "ann").out
+    # A keyed limit has no key "": a pause (or a set) without --key once changed nothing and said "paused".
+    for change in (("pause",), ("set", "--concurrency", "0"), ("reset",)):
+        refused = dev("limits", *change[:1], LIMIT, *change[1:]).one_line_error(2)
+        assert f"limit '{LIMIT}' is keyed (its keys: 'ann'" in refused and "--key KEY" in refused, refused
     missing = dev("limits", "describe", "workflow:clitest.nope")
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
 

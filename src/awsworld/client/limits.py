@@ -169,6 +169,12 @@ class LimitsClient:
         name, spec = _resolve(limit)
         check_key(key, name)
         pools = await self.limiter.pools(name)
+        stored = _stored_keys(pools)
+        if adjustment.key == "" and stored and "" not in stored:
+            # A keyed limit has no key "": pausing or setting it changed nothing any run holds, and said nothing.
+            shown = ", ".join(repr(k) for k in sorted(stored)[:5]) + (", ..." if len(stored) > 5 else "")
+            raise LimitInputError(f"limit {name!r} is keyed (its keys: {shown}): name the key to change (key=, "
+                                  "--key KEY; a total: total=, --total)", field="key")
         pool_key = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)
         if spec is None and not any(p.pool == pool_key for p in pools):
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
@@ -186,6 +192,17 @@ def _resolve(limit: LimitRef) -> tuple[str, LimitSpec | None]:
     if definition is None or definition.limit is None:
         raise TypeError(f"{limit!r} is not a @workflow or @step with concurrency= or rate=")
     return definition.limit.spec.name, definition.limit.spec
+
+
+def _stored_keys(pools: list[Pool]) -> set[str]:
+    """The keys stored pools hold: a key's own pool, or the keys a shared pool (a limit with a total) holds."""
+    keys: set[str] = set()
+    for pool in pools:
+        if pool.pool != SHARED_POOL:
+            keys.add(pool.pool)
+        else:
+            keys |= {k for k in pool.keys if k != SHARED_POOL} | {h.key for h in pool.holders.values()}
+    return keys
 
 
 def _stored_pool(pools: list[Pool], key: str) -> str:
