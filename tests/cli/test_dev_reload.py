@@ -445,3 +445,29 @@ def test_a_run_waiting_for_its_slot_keeps_the_code_it_was_started_on_across_a_re
     finally:
         out = dev.stop()
     assert "UNKNOWN_WORKFLOW" not in out, out
+
+
+def test_a_restart_wakes_its_runs_without_info_lines(tmp_path: Path, runner: Runner) -> None:
+    """``dev`` prints warnings and errors only. A restart with unfinished runs wakes each; their deliveries came
+    before the level was set (with the webhook route) and printed an INFO line each, ahead of the banner."""
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP))
+    state = tmp_path / "state"
+    first = WatchedDev(tmp_path, state, [runner])
+    try:
+        runs = [first("start", "shopdev.order", f'["I-{n}", 1.0]').out.strip() for n in range(6)]
+        for run_id in runs:
+            until(lambda run_id=run_id: first("describe", run_id, "--json"),
+                  lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])
+    finally:
+        first.stop()
+    second = WatchedDev(tmp_path, state, [runner])
+    try:
+        assert "6 unfinished run(s) woken" in "".join(second.banner), second.banner
+        for run_id in runs:  # every wake delivered: each run back to its sleep
+            until(lambda run_id=run_id: second("describe", run_id, "--json"),
+                  lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])
+    finally:
+        out = "".join(second.banner) + second.stop()
+    assert not re.search(r"^\d\d:\d\d:\d\d INFO ", out, re.M), out
