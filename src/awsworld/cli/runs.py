@@ -164,20 +164,30 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
         except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
             raise usage(" ".join(str(error).split()), _signature_hint(client, args.workflow)) from None
-        return await _started(client, args, run.run_id, args.workflow)
+        return await _started(client, args, run, args.workflow)
 
 
-async def _started(client: Any, args: argparse.Namespace, run_id: str, workflow: str) -> int:
-    """Print the run ``start`` or ``rerun`` started (its id; with ``--wait``, its outcome): exit 1 if it failed."""
-    output: dict[str, Any] = {"runId": run_id, "workflow": workflow}
+async def _started(client: Any, args: argparse.Namespace, run: Any, workflow: str) -> int:
+    """Print the run ``start`` or ``rerun`` started: its id; with ``--wait`` its outcome, and without it a start
+    its key's busy holder skipped (``on_busy="skip"``: cancelled at once). Exit 1 if it failed or was cancelled."""
+    output: dict[str, Any] = {"runId": run.run_id, "workflow": workflow}
+    definition = client.registry.workflows.get(workflow) if client.registry is not None else None
     if args.wait:
-        view = await client.world.runs.wait_for_terminal_status(run_id, timeout=args.wait)
+        view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)
         output.update(_outcome(view))
+    elif definition is not None and definition.limit is not None:
+        # A start its key's busy holder skipped (on_busy="skip") is recorded cancelled at once: said now, as
+        # --wait says it (a bare run id once read as a run started).
+        view = await client.world.runs.get(run.run_id, resolve_data="none")
+        if view.status == "cancelled":
+            output.update(_outcome(view))
+    if output.get("status") == "cancelled":
+        output["cancelReason"] = await run._cancel_reason()
     if args.json:
         print_json(output)
     else:
-        print(run_id)
-        if args.wait:
+        print(run.run_id)
+        if "status" in output:
             _print_outcome(output)
     return 1 if output.get("status") in ("failed", "cancelled") else 0
 
@@ -186,7 +196,7 @@ def _rerun(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with remote() as client:
             run = await client.rerun(args.run_id, new_run_id=args.new_run_id)
-            return await _started(client, args, run.run_id, run.workflow_name or "")
+            return await _started(client, args, run, run.workflow_name or "")
 
     return asyncio.run(go())
 
@@ -242,7 +252,8 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
     elif status == "failed":
         print(f"failed: {outcome['error']}", file=sys.stderr)
     elif status == "cancelled":
-        print("cancelled", file=sys.stderr)
+        reason = outcome.get("cancelReason")
+        print(f"cancelled: {reason}" if reason else "cancelled", file=sys.stderr)
     else:
         print(f"still {status}", file=sys.stderr)
 
