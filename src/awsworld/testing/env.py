@@ -8,7 +8,8 @@ The environment is a ``MemoryWorld`` (the contract in memory, no sockets), a ``C
 that runs every delivery in this process through the same delivery path Lambda runs. Its clock is virtual:
 it moves at wall-clock pace, and jumps to the next due wait or retry whenever something waits for a run
 (``Run.result()``, ``Run.wait_for_hook()``, ``env.sleep``) and no delivery can run before then. Pass
-``time_skipping=False`` to keep real time.
+``time_skipping=False`` to keep real time. A wait that nothing in the environment can end (a hook the test never
+resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of hanging (``driver.py``).
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ from .._deployments.identity import register
 from .._deployments.upgrade import Upgrade, upgrade_run
 from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
+from .._timeline import read_events
 from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
+from ..cli.run_state import describe_wait, run_waits
 from ..client.client import Client
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
-from .driver import Driver
+from .driver import STALL_TIMEOUT, Driver
 
 TEST_HOST = "a test environment"
 
@@ -44,7 +47,8 @@ class WorkflowTestEnv:
 
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
                  registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
-                 schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None) -> None:
+                 schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None,
+                 stall_timeout: float | None = STALL_TIMEOUT) -> None:
         """``time_skipping``: whether the clock skips ahead to the next due wait when a test waits for a run and
         nothing else can run (the default); ``False`` keeps real time (``env.sleep`` and ``env.advance`` still
         move it). ``start_time``: an aware datetime the clock starts at (default: now), for schedules and
@@ -55,12 +59,19 @@ class WorkflowTestEnv:
 
         ``deployment``: a name for this code (``"v1"``): runs are pinned to the deployment that starts them, and
         ``deploy`` adds another version, as a deploy publishes a new Lambda version (docs/how-to/changing-code.md,
-        "Runs stay on the code that started them"). Without it nothing is pinned: every delivery runs ``registry``."""
+        "Runs stay on the code that started them"). Without it nothing is pinned: every delivery runs ``registry``.
+
+        ``stall_timeout``: real seconds a test's wait for a run (``run.result()``, ``run.wait_for_hook()``) may find
+        nothing in the environment able to move the run (no delivery running or due, no sleep, retry or timeout
+        pending) before it raises ``RunStalledError`` naming what the run waits on (a hook the test never resumed,
+        say); ``None`` waits out the wait's own timeout. Raise it if something outside the environment (a thread, a
+        server) resumes your runs."""
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
         self.worker = Worker(self.world, registry, deployment=deployment)
-        self.driver = Driver(self.world, self.worker, self.clock, time_skipping=time_skipping, timeout=timeout)
+        self.driver = Driver(self.world, self.worker, self.clock, time_skipping=time_skipping, timeout=timeout,
+                             stall_timeout=stall_timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
         self.client = Client(self.world, registry=self.worker.registry, waiting=self._waiting)
         self._started = False
@@ -77,9 +88,27 @@ class WorkflowTestEnv:
             holder = storage.state.tokens.get(token)
             return holder is not None and holder.run_id == run_id and not holder.released
 
+        async def stuck() -> str:
+            return await self._stuck(run_id, hook_token)
+
         if hook_token is None:
-            return self.driver.skipping(satisfied=ended)
-        return self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token))
+            return self.driver.skipping(satisfied=ended, stuck=stuck)
+        return self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token), stuck=stuck)
+
+    async def _stuck(self, run_id: str, hook_token: str | None) -> str:
+        """Why a wait for the run cannot end (``RunStalledError``'s message): what the run waits on, as
+        ``awsworld describe`` lists it (``cli/run_state.py``), and what the test can do about it."""
+        view = await self.world.runs.get(run_id, resolve_data="none")
+        steps = await self.client.get_run(run_id).steps()
+        events = await read_events(self.world, run_id, values=False)
+        waits = await run_waits(self.world, run_id, view.status, view.execution_context, steps, events)
+        what = "; ".join(describe_wait(wait) for wait in waits) or "nothing it has recorded"
+        run = f"run {run_id} ({view.workflow_name})"
+        head = (f"{run} does not hold hook {hook_token!r}, and" if hook_token is not None
+                else f"{run} is {view.status}, and")
+        return (f"{head} nothing in this test environment can move it (no delivery is running or due, and no "
+                f"sleep, retry or timeout is pending). It waits on: {what}. Resume its hook from the test (await "
+                "env.client.resume_hook(token, payload)) before awaiting what needs it")
 
     # -- deployments -----------------------------------------------------------------------------------
 

@@ -1,0 +1,67 @@
+"""A user's test file (run by tests/testing/test_user_suites.py with pytest in a fresh process): waits that nothing
+in the test environment can end fail at once, saying what the run waits on; waits that the test itself ends (from
+another task, after real time) are not cut off."""
+
+import asyncio
+
+import pytest
+
+from awsworld import create_hook, workflow
+from awsworld.testing import RunStalledError, WorkflowTestEnv
+
+pytestmark = pytest.mark.asyncio
+
+
+@workflow(name="user.approval")
+async def approval(order: str) -> str:
+    async with create_hook(token=f"approve:{order}") as hook:
+        return str(await hook)
+
+
+async def test_a_hook_never_resumed_fails_the_result_naming_the_hook(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(approval, "A-1")
+    with pytest.raises(RunStalledError, match=r"is running, and nothing in this test environment can move it") as info:
+        await run.result()
+    assert "It waits on: hook approve:A-1 (no payload yet)" in str(info.value)
+    assert isinstance(info.value, TimeoutError)  # what result()'s own timeout raises, so except TimeoutError holds
+    assert await run.status() == "running"  # the run is left as it was: the test may still resume it
+    await awsworld_env.client.resume_hook("approve:A-1", "yes")
+    assert await run.result() == "yes"
+
+
+async def test_a_mistyped_hook_token_fails_naming_the_hook_the_run_holds(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(approval, "A-2")
+    with pytest.raises(RunStalledError, match=r"does not hold hook 'approve:A-3'") as info:
+        await run.wait_for_hook("approve:A-3")
+    assert "It waits on: hook approve:A-2 (no payload yet)" in str(info.value)
+
+
+async def test_a_hook_resumed_from_another_task_after_real_time_is_waited_for(awsworld_env: WorkflowTestEnv) -> None:
+    env = WorkflowTestEnv(stall_timeout=5.0)
+    async with env:
+        run = await env.client.start(approval, "A-4")
+
+        async def webhook() -> None:  # an outside system answering a little later, in real time
+            await run.wait_for_hook("approve:A-4")
+            await asyncio.sleep(0.5)
+            await env.client.resume_hook("approve:A-4", "late")
+
+        answer = asyncio.create_task(webhook())
+        assert await run.result() == "late"
+        await answer
+
+
+async def test_a_result_awaited_in_the_background_while_the_test_resumes(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(approval, "A-5")
+    result = asyncio.create_task(run.result())
+    await run.wait_for_hook("approve:A-5")
+    await awsworld_env.client.resume_hook("approve:A-5", "ok")
+    assert await result == "ok"
+
+
+async def test_stall_timeout_none_waits_out_the_waits_own_timeout() -> None:
+    async with WorkflowTestEnv(stall_timeout=None) as env:
+        run = await env.client.start(approval, "A-6")
+        with pytest.raises(TimeoutError) as info:
+            await run.result(timeout=0.5)
+        assert not isinstance(info.value, RunStalledError)
