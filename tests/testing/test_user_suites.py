@@ -38,3 +38,8 @@ def assert_all_pass(tmp_path: Path, name: str) -> None:
 @pytest.mark.timeout(300)
 def test_waits_nothing_can_end_fail_naming_what_the_run_waits_on(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_stalls.py")
+
+
+@pytest.mark.timeout(300)
+def test_a_failed_runs_result_raises_the_type_it_failed_with_on_memory_and_moto(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_typed_errors.py")

@@ -31,6 +31,7 @@ from ..authoring.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
+from ..authoring.rebuilt_errors import original_error, rebuild
 from ..durable import codecs, serde
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.codecs import Codec, Place
@@ -93,11 +94,7 @@ class Run(Generic[R_co]):
                 return codecs.load(run.output, codec, Place("result", f"workflow {run.workflow_name!r}",
                                                             self.run_id))
             if run.status == "failed":
-                error = run.error
-                name, message = error_name_and_message(error)
-                raise WorkflowRunFailedError(self.run_id, message, code=run.error_code, error_type=name,
-                                             details=error.model_dump(by_alias=True, exclude_none=True)
-                                             if error else None)
+                raise failed_run_error(run)
             if run.status == "cancelled":
                 raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:
@@ -170,6 +167,20 @@ class Waiting(Protocol):
     when given, else for its end)."""
 
     def __call__(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]: ...
+
+
+def failed_run_error(run: RunView) -> WorkflowRunFailedError:
+    """What ``Run.result()`` raises for a failed run: a ``WorkflowRunFailedError`` carrying the stored error that is
+    also an instance of the type the run failed with (the body's own exception, or for a step's failure the run let
+    through, the step's), where that type can be rebuilt (``authoring/rebuilt_errors.py``, as a workflow's
+    ``StepError`` and ``ChildWorkflowError`` are): ``pytest.raises(Declined)`` holds around ``await run.result()``."""
+    error = run.error
+    name, message = error_name_and_message(error)
+    details = error.model_dump(by_alias=True, exclude_none=True) if error else None
+    original = original_error(details or {})
+    return rebuild(WorkflowRunFailedError, lambda kind: kind(run.run_id, message, code=run.error_code,
+                                                             error_type=name, details=details),
+                   original.get("type"), original.get("name"))
 
 
 def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
