@@ -53,3 +53,8 @@ def test_a_sync_test_asking_for_the_async_fixtures_errors_saying_what_to_do(tmp_
         "test_an_async_test_through_a_sync_fixture[moto]": "PASSED"}, output
     for fixture in ("awsworld_env", "awsworld_local"):
         assert f"{fixture} needs an async test: test_a_sync_test_asking_for_{fixture} is a plain def" in output, output
+
+
+@pytest.mark.timeout(300)
+def test_a_resume_waiting_for_its_hook_skips_time_as_wait_for_hook_does(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_resume_waits.py")

@@ -76,17 +76,22 @@ class WorkflowTestEnv:
         self.client = Client(self.world, registry=self.worker.registry, waiting=self._waiting)
         self._started = False
 
-    def _waiting(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
+    def _waiting(self, run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
         """A client's wait lets time skip until what it waits for has happened: the run's end, or the run
-        holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it)."""
+        holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it). A wait
+        for a run (``run_id``) that nothing here can end raises ``RunStalledError``; a resume's wait for whichever
+        run comes to hold ``hook_token`` (``run_id`` None) only skips, and raises what its ``wait`` raises."""
         storage = self.world.storage
 
         def ended() -> bool:
-            return storage.run_status(run_id) in TERMINAL_RUN_STATUSES
+            return run_id is not None and storage.run_status(run_id) in TERMINAL_RUN_STATUSES
 
-        def holds_hook(token: str) -> bool:  # the run holds the hook ``token`` now (read from the records)
+        def holds_hook(token: str) -> bool:  # the run (any run, for a resume) holds the hook ``token`` now
             holder = storage.state.tokens.get(token)
-            return holder is not None and holder.run_id == run_id and not holder.released
+            return holder is not None and not holder.released and run_id in (None, holder.run_id)
+
+        if run_id is None:
+            return self.driver.skipping(satisfied=lambda: hook_token is None or holds_hook(hook_token))
 
         async def stuck() -> str:
             return await self._stuck(run_id, hook_token)
