@@ -14,7 +14,12 @@ class PaymentDeclined(Exception):
 
 
 class OrderRejected(ValueError):
-    pass
+    def __init__(self, order_id: str, reason: str) -> None:  # an __init__ of its own, and a __str__
+        super().__init__(order_id, reason)
+        self.order_id = order_id
+
+    def __str__(self) -> str:
+        return f"order {self.args[0]} rejected: {self.args[1]}"
 
 
 @step(name="user.charge", max_retries=0)
@@ -29,7 +34,7 @@ async def checkout(order_id: str) -> str:
 
 @workflow(name="user.review")
 async def review(order_id: str) -> str:
-    raise OrderRejected(f"order {order_id} rejected: out of stock")
+    raise OrderRejected(order_id, "out of stock")
 
 
 @workflow(name="user.local_failure")
@@ -62,6 +67,7 @@ async def test_a_bodys_error_is_raised_as_its_type(client) -> None:
         await run.result(timeout=60)
     assert isinstance(info.value, ValueError) and isinstance(info.value, WorkflowRunFailedError)
     assert info.value.run_id == run.run_id and info.value.error_type == "OrderRejected"
+    assert str(info.value) == f"run {run.run_id} failed: order A-2 rejected: out of stock"  # the run's, as stored
 
 
 async def test_a_type_that_cannot_be_found_again_is_a_plain_run_failure(client) -> None:
