@@ -46,3 +46,13 @@ async def test_heartbeat_with_wait_skips_to_the_hook(awsworld_env) -> None:
 async def test_a_token_no_run_will_hold_still_raises_hook_not_found_after_its_wait(awsworld_env) -> None:
     with pytest.raises(HookNotFoundError):  # as documented for wait=: not a RunStalledError, not cut short
         await awsworld_env.client.resume_hook("approve:nobody", "yes", wait=0.5)
+
+
+async def test_a_resume_sent_before_the_run_reaches_the_hook_says_how_to_wait(awsworld_env) -> None:
+    run = await awsworld_env.client.start(approve_tomorrow, "B-6")
+    with pytest.raises(HookNotFoundError, match=r"no hook owns that token yet: no run has reached create_hook with "
+                                                r"it; wait for the hook before resuming it \(await run.wait_for_hook"):
+        await awsworld_env.client.resume_hook("approve:B-6", "too early")
+    await run.wait_for_hook("approve:B-6")
+    await awsworld_env.client.resume_hook("approve:B-6", "on time")
+    assert await run.result() == "on time"
