@@ -12,7 +12,8 @@ say), so a workflow racing a hook against a timeout sees the hook.
 
 A wait nothing can end fails instead of hanging: when a test waits for a run (``Run.result()``,
 ``Run.wait_for_hook()``) and nothing in the environment can move it (no delivery running or visible, no message,
-sleep, retry, timeout or tick scheduled at all, and no other wait of the test already satisfied) for
+sleep, retry, timeout or schedule due, no watchdog due unless its last one moved a run (``_next_jump``), and no
+other wait of the test already satisfied) for
 ``stall_timeout`` real seconds in a row, each such wait raises ``RunStalledError`` naming what the run waits on (a
 hook nobody resumed, a hook token the run does not hold, a limit's slot another stuck run holds). Any delivery, send
 or new wait restarts the count, so a test that resumes the hook from another task in the meantime is not cut off.
@@ -73,6 +74,7 @@ class Driver:
         self._failure: BaseException | None = None
         self._ticks = 0
         self._tick_again_at: datetime | None = None
+        self._watch_progress: int | None = None  # _progress() when time last skipped to a watchdog due alone
 
     # -- what tests read -------------------------------------------------------------------------------
 
@@ -99,6 +101,24 @@ class Driver:
         scheduled)."""
         times = [t for t in (self.queue.next_visible_at(), self._tick_due()) if t is not None]
         return min(times, default=None)
+
+    def _next_jump(self) -> datetime | None:
+        """Where time may skip to for a test's wait: ``next_wake``, leaving out the watchdog's next due when its last
+        one, skipped to, wrote nothing to any run (``_progress``). A run that waits for what no due brings (a slot
+        another run holds until the test resumes its hook) is woken by the watchdog at every due, finds nothing to
+        do and is snoozed up to a day: skipping from one such due to the next would run the clock years ahead, and
+        every timer with it, while the wait never ends. Ticks still run when time passes their due on its way to a
+        message or a schedule."""
+        times = [self.queue.next_visible_at(), self.world.schedules.next_due()]
+        if self._watch_progress is None or self._watch_progress != self._progress():
+            times.append(self.world.watch.next_due())
+        return min((t for t in times if t is not None), default=None)
+
+    def _progress(self) -> int:
+        """How much every run has written: their events and the runs themselves (a watchdog wake that moved
+        nothing leaves it as it was)."""
+        runs = self.world.storage.state.runs
+        return len(runs) + sum(run.seq for run in runs.values())
 
     def _tick_due(self) -> datetime | None:
         """When the tick must next run: the soonest run due (the watchdog) or schedule due (``schedules``)."""
@@ -229,9 +249,11 @@ class Driver:
         if not waiting:
             return False
         unbounded = any(not h.bounded for h in waiting)
-        due = self.next_wake()
+        due = self._next_jump()
         if due is None or (self._skip_limit is not None and due > self._skip_limit and not unbounded):
             return False
+        only_the_watchdog = due not in (self.queue.next_visible_at(), self.world.schedules.next_due())
+        self._watch_progress = self._progress() if only_the_watchdog else None
         self.clock.advance_to(due)
         return True
 
@@ -239,7 +261,7 @@ class Driver:
         """The test's waits, when nothing here can end any of them: no delivery runs or is visible, nothing is
         scheduled (no message, sleep, retry, timeout or tick), and every wait is for a run (none is ``env.sleep``'s,
         which ends by itself) and none is satisfied already (its waiter is about to act). Empty otherwise."""
-        if self.stall_timeout is None or not self._holders or self.busy or self.next_wake() is not None:
+        if self.stall_timeout is None or not self._holders or self.busy or self._next_jump() is not None:
             return []
         if any(h.bounded or h.stuck is None or (h.satisfied is not None and h.satisfied()) for h in self._holders):
             return []

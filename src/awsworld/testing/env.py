@@ -112,8 +112,8 @@ class WorkflowTestEnv:
         head = (f"{run} does not hold hook {hook_token!r}, and" if hook_token is not None
                 else f"{run} is {view.status}, and")
         return (f"{head} nothing in this test environment can move it (no delivery is running or due, and no "
-                f"sleep, retry or timeout is pending). It waits on: {what}. Resume its hook from the test (await "
-                "env.client.resume_hook(token, payload)) before awaiting what needs it")
+                f"sleep, retry or timeout is pending). It waits on: {what}. Do what it waits for from the test before "
+                "awaiting it (a hook: await env.client.resume_hook(token, payload); a slot: end the run holding it)")
 
     # -- deployments -----------------------------------------------------------------------------------
 

@@ -1,12 +1,13 @@
 """A user's test file (run by tests/testing/test_user_suites.py with pytest in a fresh process): waits that nothing
-in the test environment can end fail at once, saying what the run waits on; waits that the test itself ends (from
-another task, after real time) are not cut off."""
+in the test environment can end fail at once, saying what the run waits on (a hook, a slot another run holds); waits
+that the test itself ends (from another task, after real time) are not cut off."""
 
 import asyncio
+from datetime import timedelta
 
 import pytest
 
-from awsworld import create_hook, workflow
+from awsworld import Concurrency, create_hook, workflow
 from awsworld.testing import RunStalledError, WorkflowTestEnv
 
 pytestmark = pytest.mark.asyncio
@@ -65,3 +66,26 @@ async def test_stall_timeout_none_waits_out_the_waits_own_timeout() -> None:
         with pytest.raises(TimeoutError) as info:
             await run.result(timeout=0.5)
         assert not isinstance(info.value, RunStalledError)
+
+
+@workflow(name="user.one_per_customer", concurrency=Concurrency(1, key=lambda customer, n: customer))
+async def one_per_customer(customer: str, n: int) -> int:
+    async with create_hook(token=f"go:{customer}:{n}") as hook:
+        await hook
+    return n
+
+
+async def test_a_run_waiting_for_a_slot_another_run_holds_fails_naming_the_slot(awsworld_env: WorkflowTestEnv) -> None:
+    start = awsworld_env.now()
+    first = await awsworld_env.client.start(one_per_customer, "acme", 1)
+    second = await awsworld_env.client.start(one_per_customer, "acme", 2)
+    with pytest.raises(RunStalledError, match=r"is pending, and nothing in this test environment can move it") as info:
+        await second.result()
+    assert f"a slot of workflow:user.one_per_customer key 'acme' (place 1 of 1; held by r:{first.run_id})" in str(
+        info.value)
+    # The watchdog's fruitless wakes of the waiting run do not run the clock ahead (they ran it ~3,000 days a second).
+    assert awsworld_env.now() - start < timedelta(days=1)
+    await awsworld_env.client.resume_hook("go:acme:1", None)
+    await second.wait_for_hook("go:acme:2")
+    await awsworld_env.client.resume_hook("go:acme:2", None)
+    assert (await first.result(), await second.result()) == (1, 2)
