@@ -33,6 +33,7 @@ from ..cli.run_state import describe_wait, run_waits
 from ..client.client import Client
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
+from ..world.errors import HookNotFoundError
 from .driver import STALL_TIMEOUT, Driver
 
 TEST_HOST = "a test environment"
@@ -109,11 +110,22 @@ class WorkflowTestEnv:
         waits = await run_waits(self.world, run_id, view.status, view.execution_context, steps, events)
         what = "; ".join(describe_wait(wait) for wait in waits) or "nothing it has recorded"
         run = f"run {run_id} ({view.workflow_name})"
-        head = (f"{run} does not hold hook {hook_token!r}, and" if hook_token is not None
-                else f"{run} is {view.status}, and")
+        head = (f"{run} does not hold hook {hook_token!r}{await self._holder_of(hook_token)}, and"
+                if hook_token is not None else f"{run} is {view.status}, and")
         return (f"{head} nothing in this test environment can move it (no delivery is running or due, and no "
                 f"sleep, retry or timeout is pending). It waits on: {what}. Do what it waits for from the test before "
                 "awaiting it (a hook: await env.client.resume_hook(token, payload); a slot: end the run holding it)")
+
+    async def _holder_of(self, token: str) -> str:
+        """`` (run X holds it: wait on that run)`` when another run holds the hook ``token`` (a child, say), else
+        nothing."""
+        try:
+            hook = await self.world.hooks.get_by_token(token, resolve_data="none")
+        except HookNotFoundError:
+            return ""
+        holder = await self.world.runs.get(hook.run_id, resolve_data="none")
+        return (f" (run {hook.run_id} ({holder.workflow_name}) holds it: wait for the hook on that run, "
+                "env.client.get_run(run_id), or for a child, await run.children())")
 
     # -- deployments -----------------------------------------------------------------------------------
 

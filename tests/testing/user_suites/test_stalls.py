@@ -37,6 +37,22 @@ async def test_a_mistyped_hook_token_fails_naming_the_hook_the_run_holds(awsworl
     assert "It waits on: hook approve:A-2 (no payload yet)" in str(info.value)
 
 
+@workflow(name="user.parent")
+async def parent(order: str) -> str:
+    return "parent: " + await approval(order)
+
+
+async def test_waiting_on_the_parent_for_its_childs_hook_names_the_child(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(parent, "A-7")
+    with pytest.raises(RunStalledError) as info:
+        await run.wait_for_hook("approve:A-7")
+    [child] = await run.children()
+    assert f"does not hold hook 'approve:A-7' (run {child.run_id} (user.approval) holds it" in str(info.value)
+    await child.wait_for_hook("approve:A-7")
+    await awsworld_env.client.resume_hook("approve:A-7", "ok")
+    assert await run.result() == "parent: ok"
+
+
 async def test_a_hook_resumed_from_another_task_after_real_time_is_waited_for(awsworld_env: WorkflowTestEnv) -> None:
     env = WorkflowTestEnv(stall_timeout=5.0)
     async with env:
