@@ -58,3 +58,8 @@ def test_a_sync_test_asking_for_the_async_fixtures_errors_saying_what_to_do(tmp_
 @pytest.mark.timeout(300)
 def test_a_resume_waiting_for_its_hook_skips_time_as_wait_for_hook_does(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_resume_waits.py")
+
+
+@pytest.mark.timeout(300)
+def test_two_tests_defining_one_workflow_name_are_told_apart(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_local_definitions.py")
