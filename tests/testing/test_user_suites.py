@@ -63,3 +63,8 @@ def test_a_resume_waiting_for_its_hook_skips_time_as_wait_for_hook_does(tmp_path
 @pytest.mark.timeout(300)
 def test_two_tests_defining_one_workflow_name_are_told_apart(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_local_definitions.py")
+
+
+@pytest.mark.timeout(300)
+def test_an_env_shared_across_tests_works_on_one_loop_and_says_so_on_two(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_shared_env.py")

@@ -14,6 +14,7 @@ resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of h
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
@@ -76,12 +77,14 @@ class WorkflowTestEnv:
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
         self.client = Client(self.world, registry=self.worker.registry, waiting=self._waiting)
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # where start() ran the driver
 
     def _waiting(self, run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
         """A client's wait lets time skip until what it waits for has happened: the run's end, or the run
         holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it). A wait
         for a run (``run_id``) that nothing here can end raises ``RunStalledError``; a resume's wait for whichever
         run comes to hold ``hook_token`` (``run_id`` None) only skips, and raises what its ``wait`` raises."""
+        self._check_loop()
         storage = self.world.storage
 
         def ended() -> bool:
@@ -176,6 +179,7 @@ class WorkflowTestEnv:
 
     async def sleep(self, duration: Duration) -> None:
         """Let ``duration`` of virtual time pass, running every delivery that falls due on the way."""
+        self._check_loop()
         await self.driver.run_until(self.clock.now() + _delta(duration))
 
     def advance(self, duration: Duration) -> datetime:
@@ -186,6 +190,7 @@ class WorkflowTestEnv:
 
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until no delivery is running and none is due now (time does not skip for this)."""
+        self._check_loop()
         await self.driver.idle(timeout)
 
     @property
@@ -201,8 +206,21 @@ class WorkflowTestEnv:
             if self.worker.deployment is not None:
                 await register(self.world, self.worker.deployment, self.worker.registry, host=TEST_HOST)
             self.driver.start()
+            self._loop = asyncio.get_running_loop()
             self._started = True
         return self
+
+    def _check_loop(self) -> None:
+        """Refuse a wait made on another event loop than the one this environment started on: its deliveries run
+        as a task of that loop, which does not run while this one does, so the wait could only time out (a
+        session-scoped fixture with function-scoped tests, pytest-asyncio's default, is the usual way there)."""
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError(
+                "this WorkflowTestEnv was started on another event loop: its deliveries run on that one, which is not "
+                "running now, so no run would move. Give the environment and the tests that use it one loop: with "
+                "pytest-asyncio, a session-scoped fixture needs @pytest_asyncio.fixture(scope=\"session\", "
+                "loop_scope=\"session\") and its tests @pytest.mark.asyncio(loop_scope=\"session\") (or "
+                "asyncio_default_test_loop_scope = \"session\" in your pytest configuration)")
 
     async def close(self) -> None:
         """Stop the deliveries and close the World (``async with`` does it on exit)."""
