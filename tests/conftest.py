@@ -50,16 +50,23 @@ LONGEST_FILES_FIRST = (
     "tests/runtime/test_e2e_step_limits.py",
     "tests/runtime/test_e2e_run_limits.py",
     "tests/conformance/test_queue.py",
+    "tests/cli/test_display.py",
+    "tests/cli/test_limits_cli.py",
     "tests/docs/test_transcripts.py",  # demo, dev and init as processes: about a minute
     "tests/local/test_localstack.py",
     "tests/deploy/test_init.py",
     "tests/cli/test_dev_reload.py",
+    "tests/deploy/test_build.py",  # sam build: CPU-bound, so longest when the other worker is busy too
+    "tests/cli/test_skip_cli.py",
+    "tests/docs/test_examples.py",
+    "tests/cli/test_serve_cli.py",
     "tests/cli/test_deployments_cli.py",
     "tests/deploy/test_packaging.py",
     "tests/runtime/test_e2e_values.py",
     "tests/conformance/test_hooks.py",
     "tests/conformance/test_slots_and_races.py",
     "tests/runtime/test_e2e_poll_state.py",
+    "tests/bench/test_bill.py",
     "tests/docs/test_site.py",  # the strict docs build
     "tests/cli/test_schedules_cli.py",
     "tests/conformance/test_queue_delivery.py",

@@ -2,8 +2,8 @@
 
 The clean run first: it must complete as every faulted trial must, and its count of AWS calls, N, fixes the
 sample. Then a deterministic sample of the full sweep (``bench/chaos.py`` runs all of it; ``SWEEP``): on moto a
-fault at every sixteenth call, k = 1, 17, 33, ... <= N, in each of the three modes, several trials at a time, each
-on its own World; on ``[localstack]`` every twenty-fourth, k = 7, 31, 55, ..., points moto's sample never takes
+fault at every twenty-fourth call, k = 1, 25, 49, ... <= N, in each of the three modes, several trials at a time,
+each on its own World; on ``[localstack]`` every forty-eighth, k = 13, 61, 109, ..., points moto's sample never takes
 (fewer trials: what LocalStack adds is its SQS and S3, which every trial exercises, and the suite's time is
 bounded).
 One test holds the whole sample (N is only known at run time) and its failure message lists every trial that
@@ -30,13 +30,13 @@ from .harness import MODES, Fault, Trial, TrialResult, chaos_environment, new_ex
 from .loss import LOSS_ENVIRONMENT, LOSS_MODES, RECOVERIES
 from .moto_process import MotoProcess
 
-SWEEP = {"moto": (1, 16), LOCALSTACK: (7, 24)}
-"""Each backend's (first k, stride): about 20 trials on moto and 14 on LocalStack, disjoint, within the suite's
-budget on two cores. ``bench/chaos.py`` sweeps every k (``bench/sweeps.py`` runs it with the other sweeps)."""
+SWEEP = {"moto": (1, 24), LOCALSTACK: (13, 48)}
+"""Each backend's (first k, stride): about 14 trials on moto and 7 on LocalStack, disjoint (moto's k are 1 and
+LocalStack's 13 modulo 24), within the suite's budget on two cores. ``bench/chaos.py`` sweeps every k (``bench/sweeps.py`` runs it with the other sweeps)."""
 PARALLEL = 8
-HANDED_STRIDE = 47
-"""The handed-over run's sample: a fault at every 47th call (and at the first and last Invoke, and the call after the
-first), in each mode: about 15 trials, two rounds of ``PARALLEL``. ``bench/chaos.py --handed`` sweeps every k."""
+HANDED_STRIDE = 94
+"""The handed-over run's sample: a fault at every 94th call (and at the first and last Invoke, and the call after the
+first), in each mode: about 12 trials. ``bench/chaos.py --handed`` sweeps every k."""
 LOSS_TRIALS = 8
 """One round of ``PARALLEL`` trials, each combination twice: a loss trial waits out a lease and a watch horizon
 (about 20 s); ``bench/chaos.py --loss`` sweeps every point in every combination."""

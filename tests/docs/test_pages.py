@@ -1,6 +1,7 @@
 """The pages' sources keep their promises: no code block exists only as text, every snippet a page includes exists,
-the README stays a short front door whose links land in the site, and the template's parameters
-table (Operate: Deploy) has every parameter with its default.
+the README stays a short front door whose links land in the site, the template's parameters
+table (Operate: Deploy) has every parameter with its default, and the deployer's table (Operate: IAM) a row for the
+service of every resource type the templates declare.
 
 A fenced block in ``docs/**/*.md`` is either included from a file (``--8<-- "path"`` lines and nothing else: the
 file is what the tests run) or of a kind allowed inline: shell commands (``bash``), ``yaml``, ``toml`` and
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from cfnlint.decode.cfn_yaml import loads
 
-from awsworld.deploy import template_text
+from awsworld.deploy import monitoring_text, template_text
 
 from .readme import references, with_examples
 
@@ -181,3 +182,38 @@ def test_the_deploy_pages_parameter_table_has_every_template_parameter_with_its_
     wrong = {name: (rows[name], spec.get("Default")) for name, spec in parameters.items()
              if rows[name] != ("empty" if spec.get("Default") == "" else str(spec.get("Default")))}
     assert wrong == {}, "(the page's default, the template's)"
+
+
+DEPLOYER_SERVICE = {
+    "AWS::Serverless::Function": "Lambda",  # SAM makes its role, versions, alias, event source mapping, Function URL
+    "AWS::Serverless::Application": "CloudFormation",  # the nested Monitoring stack
+    "AWS::CloudWatch": "CloudWatch",
+    "AWS::DynamoDB": "DynamoDB",
+    "AWS::IAM": "IAM",
+    "AWS::Logs": "Logs",
+    "AWS::S3": "S3 (the bucket)",
+    "AWS::SQS": "SQS",
+    "AWS::Scheduler": "EventBridge Scheduler",
+}
+"""Which row of the deployer's table covers a resource type (a full type, else its service's prefix)."""
+
+
+def deployer_rows(page: Path) -> dict[str, str]:
+    """The deployer's table (``| service | actions |`` under *The deployer*): its actions, by service."""
+    section = page.read_text(encoding="utf-8").split("## The deployer", 1)[1].split("\n## ", 1)[0]
+    rows = [line.split("|")[1:3] for line in section.splitlines() if line.startswith("| ") and "---" not in line]
+    return {service.strip(): actions.strip() for service, actions in rows[1:]}
+
+
+def test_the_iam_pages_deployer_table_has_a_row_for_every_resource_type_the_templates_declare() -> None:
+    """A resource type added to a template needs its create, update and delete calls in the deployer's policy: a
+    deployer following the page would otherwise meet a failed stack half-way through their first deploy."""
+    rows = deployer_rows(DOCS / "operate" / "iam.md")
+    types = {spec["Type"] for text in (template_text(), monitoring_text())
+             for spec in loads(text)["Resources"].values()}
+    unmapped = sorted(t for t in types if t not in DEPLOYER_SERVICE and t.rsplit("::", 1)[0] not in DEPLOYER_SERVICE)
+    assert unmapped == [], ("resource types with no row in docs/operate/iam.md's deployer table: add the actions "
+                            "CloudFormation calls for them there, and the type to DEPLOYER_SERVICE")
+    services = {DEPLOYER_SERVICE.get(t) or DEPLOYER_SERVICE[t.rsplit("::", 1)[0]] for t in types}
+    assert sorted(services - set(rows)) == [], "services the templates use that the deployer's table lacks"
+    assert all(rows[service].count("`") >= 2 for service in services), "a row names no action"

@@ -5,6 +5,7 @@ and show the tail of what the process printed, and leave nothing running."""
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -35,3 +36,19 @@ def test_localstack_whose_process_ends_before_it_is_ready_is_reported_with_its_o
                               f"{sys.executable} ")
     assert "No module named 'localstack'" in message.split("\noutput:\n", 1)[1]
     assert not server.running and server.pid is None
+
+
+class SlowReader(LocalStack):
+    """LocalStack whose output reader lags behind the process (as a loaded machine's thread may)."""
+
+    def _line(self, line: str) -> bool:
+        time.sleep(0.2)
+        return super()._line(line)
+
+
+def test_a_process_that_ended_is_reported_with_its_whole_output_however_far_behind_its_reader_is() -> None:
+    # The ended process is seen before its reader reached the end of its output: the failure still names the error.
+    server = SlowReader(python=Path(sys.executable), startup_timeout=60)
+    with pytest.raises(LocalStackError) as raised:
+        server.start()
+    assert "No module named 'localstack'" in str(raised.value).split("\noutput:\n", 1)[1]

@@ -92,7 +92,12 @@ class EmulatorProcess:
         """The output ended (the process is gone)."""
 
     def _failure(self, message: str) -> RuntimeError:
-        """``message`` with the command and the output tail, as ``error``."""
+        """``message`` with the command and the output tail, as ``error``. When the process has ended, its reader
+        is given time to reach the end of the output first: the lines that say why it ended (an import error) come
+        last, and a failure built at once under load once carried an empty tail."""
+        process, reader = self._process, self._reader
+        if process is not None and process.poll() is not None and reader is not None:
+            reader.join(timeout=5)
         output = "\n".join(self._output)
         return self.error(f"{message}.\ncommand: {' '.join(self._command)}\noutput:\n{output}")
 
