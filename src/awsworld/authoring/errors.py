@@ -196,7 +196,7 @@ class WorkflowRunFailedError(Exception):
         self.step_name: str | None = step if isinstance(step, str) else None
 
     def __str__(self) -> str:
-        return BaseException.__str__(self)  # not the rebuilt type's (``Run.result()``: ``client.failed_run_error``)
+        return BaseException.__str__(self)  # not the rebuilt type's (client/client.py, failed_run_error)
 
 
 class RunStartError(Exception):
