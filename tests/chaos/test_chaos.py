@@ -32,7 +32,8 @@ from .moto_process import MotoProcess
 
 SWEEP = {"moto": (1, 24), LOCALSTACK: (13, 48)}
 """Each backend's (first k, stride): about 14 trials on moto and 7 on LocalStack, disjoint (moto's k are 1 and
-LocalStack's 13 modulo 24), within the suite's budget on two cores. ``bench/chaos.py`` sweeps every k (``bench/sweeps.py`` runs it with the other sweeps)."""
+LocalStack's 13 modulo 24), within the suite's budget on two cores. ``bench/chaos.py`` sweeps every k
+(``bench/sweeps.py`` runs it with the other sweeps)."""
 PARALLEL = 8
 HANDED_STRIDE = 94
 """The handed-over run's sample: a fault at every 94th call (and at the first and last Invoke, and the call after the

@@ -788,6 +788,11 @@ def test_export_and_replay(dev: Dev, project: Path) -> None:
     exported, replayed = parallel(dev, ("export", run_id, "-o", "out.jsonl"), ("replay", run_id))
     assert exported.code == 0 and (project / "out.jsonl").exists()
     assert replayed.code == 0 and "1 run(s) replayed, 0 diverged" in replayed.out, replayed
+    # As docs/how-to/changing-code.md writes it, into a folder that does not exist yet (it was a FileNotFoundError).
+    into = dev("export", run_id, "-o", "histories/checkout.jsonl")
+    assert into.code == 0, into
+    from_file = dev("replay", "--file", "histories/checkout.jsonl", "-m", "clitest")
+    assert from_file.code == 0 and "1 run(s) replayed, 0 diverged" in from_file.out, from_file
 
 
 def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> None:

@@ -389,3 +389,85 @@ def test_a_module_moved_from_the_root_into_src_as_init_asks_is_reloaded_from_the
         assert (result.code, result.out.strip()) == (0, '"shipped Q-1"'), result
     finally:
         dev.stop()
+
+
+SOLO = '''
+from awsworld import create_hook, step, workflow
+
+
+@step(name="solo.tag")
+async def tag(order_id: str) -> str:
+    return f"tagged {order_id}"
+
+
+@workflow(name="solo.order", concurrency=1)
+async def order(order_id: str) -> str:
+    async with create_hook(token=f"go:{order_id}") as hook:
+        await hook
+    return await tag(order_id)
+'''
+
+
+def test_a_run_waiting_for_its_slot_keeps_the_code_it_was_started_on_across_a_rename(
+        tmp_path: Path, runner: Runner) -> None:
+    """A run its start made wait for a concurrency slot has no delivery until the slot frees. The workflow is
+    renamed meanwhile (the edit a walk made): the waiting run, started on the code before the edit, gets its slot
+    and finishes on that code, as a sleeping run does. It once failed at its grant with ``UNKNOWN_WORKFLOW``
+    (and a parameter added meanwhile failed it with a ``TypeError``), dev holding the code it was started on."""
+    source = tmp_path / "src" / "solodev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SOLO))
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="solodev")
+    try:
+        holder = dev("start", "solo.order", '"A-1"')
+        waiting = dev("start", "solo.order", '"A-2"')
+        assert holder.code == 0 and waiting.code == 0, (holder, waiting)
+        holder_id, waiting_id = holder.out.strip(), waiting.out.strip()
+        until(lambda: dev("describe", waiting_id, "--json"),
+              lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["slot"])
+        original = json.loads(dev("describe", waiting_id, "--json").out)["deployment"]
+        assert original is not None and original.startswith("dev-"), "pinned while it waits"
+
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text().replace('name="solo.order"', 'name="solo.renamed"'))
+        dev.wait_for(r"^reloaded solodev: 1 workflow\(s\), 1 step\(s\); ", mark_at)
+        listing = json.loads(dev("deployments", "--json").out)
+        kept = {row["deploymentId"]: row["unfinishedRuns"] for row in listing["deployments"]}
+        assert kept[original] == 2, listing  # the holder and the waiting run keep its code loaded
+
+        assert dev("resume", "go:A-1", "{}").code == 0
+        assert json.loads(dev("result", holder_id, "--wait", "30", "--json").out)["output"] == "tagged A-1"
+        resumed = dev("resume", "go:A-2", "{}", "--wait", "30")  # its slot granted, it starts and creates the hook
+        assert resumed.code == 0, resumed
+        finished = dev("result", waiting_id, "--wait", "30", "--json")
+        assert finished.code == 0 and json.loads(finished.out)["output"] == "tagged A-2", finished
+        assert json.loads(dev("describe", waiting_id, "--json").out)["deployment"] == original
+    finally:
+        out = dev.stop()
+    assert "UNKNOWN_WORKFLOW" not in out, out
+
+
+def test_a_restart_wakes_its_runs_without_info_lines(tmp_path: Path, runner: Runner) -> None:
+    """``dev`` prints warnings and errors only. A restart with unfinished runs wakes each; their deliveries came
+    before the level was set (with the webhook route) and printed an INFO line each, ahead of the banner."""
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP))
+    state = tmp_path / "state"
+    first = WatchedDev(tmp_path, state, [runner])
+    try:
+        runs = [first("start", "shopdev.order", f'["I-{n}", 1.0]').out.strip() for n in range(6)]
+        for run_id in runs:
+            until(lambda run_id=run_id: first("describe", run_id, "--json"),
+                  lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])
+    finally:
+        first.stop()
+    second = WatchedDev(tmp_path, state, [runner])
+    try:
+        assert "6 unfinished run(s) woken" in "".join(second.banner), second.banner
+        for run_id in runs:  # every wake delivered: each run back to its sleep
+            until(lambda run_id=run_id: second("describe", run_id, "--json"),
+                  lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])
+    finally:
+        out = "".join(second.banner) + second.stop()
+    assert not re.search(r"^\d\d:\d\d:\d\d INFO ", out, re.M), out

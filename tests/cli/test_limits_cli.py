@@ -5,6 +5,8 @@ starts), ``pause``/``resume``/``reset`` change it and say so; bad input is a usa
 
 from __future__ import annotations
 
+import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,6 +25,20 @@ async def per_customer(customer: str, n: int) -> int:
     async with create_hook(token=f"cli-limits:{customer}:{n}") as hook:
         await hook
     return n
+
+
+@workflow(name="clitest.export", concurrency=Concurrency(total=1, key=lambda tenant: tenant))
+async def export_run(tenant: str) -> str:
+    async with create_hook(token=f"cli-export:{tenant}") as hook:
+        await hook
+    return tenant
+
+
+@workflow(name="clitest.sync", concurrency=Concurrency(1, key=lambda tenant: tenant, on_busy="skip"))
+async def sync(tenant: str) -> str:
+    async with create_hook(token=f"cli-sync:{tenant}") as hook:
+        await hook
+    return tenant
 
 
 @step(name="clitest.rated", rate=RateLimit("10/m"))
@@ -81,6 +97,10 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
 
     raised = dev.json("limits", "set", LIMIT, "--key", "ann", "--concurrency", "2")
     assert raised["keys"][0]["concurrency"] == 2 and raised["keys"][0]["overridden"]
+    # The key's number set at run time reads as such under the code's; times as describe shows them.
+    shown = dev("limits", "describe", LIMIT, "--key", "ann").out
+    assert f"{LIMIT}  concurrency 1\n" in shown and "of 2 (set at run time; the code's 1), " in shown, shown
+    assert re.search(rf"holds  {first}  since \d\d:\d\d:\d\d\.\d{{3}} UTC \(\d+ s ago\)", shown), shown
     _until(lambda: dev("hooks", second).out.count("cli-limits:ann:2"), "the second run starts at once")
     assert dev.json("describe", third)["waitingOn"][0]["place"] == 1
 
@@ -115,6 +135,10 @@ def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> No
     rated = dev("limits", "set", LIMIT, "--key", "ann", "--rate", "5/s")
     assert "limits runs at once: it takes a concurrency or a total, not a rate" in rated.one_line_error(2)
     assert "rate" not in dev("limits", "describe", LIMIT, "--key", "ann").out
+    # A keyed limit has no key "": a pause (or a set) without --key once changed nothing and said "paused".
+    for change in (("pause",), ("set", "--concurrency", "0"), ("reset",)):
+        refused = dev("limits", *change[:1], LIMIT, *change[1:]).one_line_error(2)
+        assert f"limit '{LIMIT}' is keyed (its keys: 'ann'" in refused and "--key KEY" in refused, refused
     missing = dev("limits", "describe", "workflow:clitest.nope")
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
 
@@ -127,3 +151,48 @@ def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     text = dev("limits", "describe", "step:clitest.rated").out
     assert "step:clitest.rated  no concurrency, rate 10/m burst 10" in text, text
     assert "key '': 0 held, 0 waiting" in text and "None" not in text, text
+    # A rate set at run time shows beside the code's (the header keeps the code's: it once showed nothing else).
+    raised = dev("limits", "set", "step:clitest.rated", "--rate", "20/s")
+    assert raised.code == 0, raised
+    assert "rate 20/s burst 20 (set at run time; the code's 10/m burst 10)" in raised.out, raised.out
+    # Every token taken: the key's line says when the next start is free (the starts reserved are no waiters).
+    slow = dev("limits", "set", "step:clitest.rated", "--rate", "1/m")
+    assert slow.code == 0, slow
+    for n in range(2):
+        assert dev("start", "clitest.call_rated", f"[{n}]").code == 0
+    shown = _until(lambda: (text := dev("limits", "describe", "step:clitest.rated").out).count("next free") and text,
+                   "the bucket is empty")
+    assert re.search(r", 0 token\(s\), the next free start \d\d:\d\d:\d\d\.\d{3} UTC \(in \d+ (s|min)", shown), \
+        shown
+    assert dev.json("limits", "describe", "step:clitest.rated")["keys"][0]["nextStart"] is not None
+    assert dev("limits", "reset", "step:clitest.rated").code == 0
+
+
+def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> None:
+    """``Concurrency(total=1, key=tenant)``: a key has no number of its own (``-``), so the row says how much of the
+    total is in use, which is why a key holding nothing waits (it once read ``0/-``, "no limit", and nothing more)."""
+    holder = dev.json("start", "clitest.export", '"ta"')["runId"]
+    _until(lambda: dev("hooks", holder).out.count("cli-export:ta"), "the first run holds its hook")
+    waiting = dev.json("start", "clitest.export", '"tb"')["runId"]
+    table = dev("limits").out.splitlines()
+    rows = {line.split()[1]: line for line in table if line.startswith("workflow:clitest.export")}
+    assert " 1/- (1/1 in all) " in rows["ta"] and " 0/- (1/1 in all)  1 " in rows["tb"], rows
+    assert dev("resume", "cli-export:ta", '"go"', "--wait", "30").code == 0
+    assert dev("resume", "cli-export:tb", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == "tb"
+
+
+def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:
+    """``on_busy="skip"``: a start while the key's run holds it is recorded cancelled at once. ``start`` says so
+    (exit 1, the reason on stderr, as with ``--wait``); it printed a bare run id, exit 0, as for a run started."""
+    holder = dev("start", "clitest.sync", '"s1"')
+    assert holder.code == 0 and holder.err == "", holder
+    _until(lambda: dev("hooks", holder.out.strip()).out.count("cli-sync:s1"), "the first run holds its hook")
+    skipped = dev("start", "clitest.sync", '"s1"')
+    assert skipped.code == 1 and skipped.out.startswith("wrun_"), skipped
+    assert skipped.err == (f"cancelled: skipped: workflow:clitest.sync key 's1' is busy (held by run "
+                           f"{holder.out.strip()})\n"), skipped
+    document = dev("start", "clitest.sync", '"s1"', "--json")
+    assert document.code == 1 and json.loads(document.out)["status"] == "cancelled", document
+    assert json.loads(document.out)["cancelReason"].startswith("skipped: workflow:clitest.sync key 's1' is busy")
+    assert dev("resume", "cli-sync:s1", '"go"', "--wait", "30").code == 0

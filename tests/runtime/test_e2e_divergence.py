@@ -159,8 +159,9 @@ async def test_unchanged_code_replays_the_stored_run(shop_log) -> None:
 
 
 @pytest.mark.parametrize(("code", "change", "expected"), [
-    (renamed, "name", ["step 1 (event", "the log has charge('{order}', 42.5)",
-                       "the code called charge_v2('{order}', 42.5)"]),
+    # A rename says both registered names: the log's and the code's (a name= changed, the function kept).
+    (renamed, "name", ["step 1 (event", f"the log has {__name__}.charge('{{order}}', 42.5)",
+                       f"the code called {__name__}.charge_v2('{{order}}', 42.5)"]),
     (argument_changed, "arguments", ["step 1 (event", "the log has charge('{order}', 42.5)",
                                      "the code called charge('{order}', 40.0)"]),
     (step_removed, "kind", ["step 1 (event", "the log has charge('{order}', 42.5)", "the code called sleep until",

@@ -12,11 +12,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import pytest
 
-from awsworld import WorkflowRunFailedError, create_hook, step, workflow
+from awsworld import RateLimit, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld._deployments.identity import register
 from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
 from awsworld._deployments.upgrade import Upgrade, upgrade_run
 from awsworld._worker.delivery import RecordResult
@@ -27,6 +29,7 @@ from awsworld.client.client import Client, Run
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.local.poller import LocalPoller
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.clock import clock_of
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.protocol import World
@@ -66,6 +69,14 @@ with V1.capture():
         await create_hook(token=f"pin-solo:{x}")
         return await tag_v1(x)
 
+    @step(name="pin.rated", rate=RateLimit("1/m"))
+    async def rated_v1(x: str) -> str:
+        return f"v1:{x}"
+
+    @workflow(name="pin.rate")
+    async def rate_v1(x: str) -> str:
+        return await rated_v1(x)
+
 with V2.capture():
     @step(name="pin.tag")
     async def tag_v2(x: str) -> str:
@@ -102,6 +113,14 @@ with V2.capture():
         await create_hook(token=f"pin-solo:{x}")
         return await tag_v2(x)
 
+    @step(name="pin.rated", rate=RateLimit("100/s"))  # the rate raised in code
+    async def rated_v2(x: str) -> str:
+        return f"v2:{x}"
+
+    @workflow(name="pin.rate")
+    async def rate_v2(x: str) -> str:
+        return await rated_v2(x)
+
 
 with V3.capture():
     @step(name="pin.tag")
@@ -132,6 +151,7 @@ class Stack:
             return
         assert self.poller is not None
         self.poller.host.deploy(Worker(self.world, registry, deployment=deployment))
+        await register(self.world, deployment, registry, host="test")  # (as every host registers its versions)
         self.client.registry = registry
 
     async def retire(self, deployment: str) -> None:
@@ -197,6 +217,7 @@ async def stack(request: pytest.FixtureRequest) -> AsyncIterator[Stack]:
     moto: MotoServer = request.getfixturevalue("moto_server")
     async with LocalAWS("moto", moto=moto, run_workflows=False) as local:
         poller = LocalPoller(local.world, Worker(local.world, V1, deployment="v1"))
+        await register(local.world, "v1", V1, host="test")
         poller.start()
         try:
             yield Stack(Client(local.world, registry=V1), local.world, poller=poller)
@@ -267,6 +288,60 @@ async def test_a_run_admitted_by_its_first_delivery_is_woken_on_its_pinned_deplo
     assert not [r for r in stack.results if r.status in ("reroute-sent", "error", "deployment-mismatch")]
     await stack.client.resume_hook("pin-solo:h", {})
     assert await second.result(timeout=30) == "v1:h"
+
+
+async def test_a_run_waiting_for_its_slot_starts_on_the_code_it_was_started_on_not_the_code_live_then(
+        stack: Stack) -> None:
+    """A limited run its start made wait (admitted by the ``Client``, which queues nothing for it) has no delivery
+    until its slot is granted: it is pinned at its creation to the newest deployment, so a deploy while it waits
+    (which could rename its workflow or change its parameters, and fail it at its grant) leaves it on the code it
+    was started on, as a sleeping run of that code is. It once took whatever code was live at its grant."""
+    holder = await stack.client.start(solo_v1, "i")
+    await stack.hook_ready("pin-solo:i")
+    waiting = await stack.client.start(solo_v1, "j")  # the key is busy: pending, no message queued
+    [waiter] = await Limiter(stack.world).waiters("workflow:pin.solo", "")
+    assert waiter.holder == run_holder(waiting.run_id)
+    assert waiter.wake["payload"].get("deploymentId") == "v1" == await stack.pin(waiting)
+    assert await stack.pin(holder) == "v1"
+    await stack.deploy("v2", V2)
+    after = await stack.client.start(solo_v2, "k")  # a start after the deploy: the new code's
+    assert await stack.pin(after) == "v2"
+
+    await stack.client.resume_hook("pin-solo:i", {})  # its end grants j's slot: the wake reaches v2, handed to v1
+    assert await holder.result(timeout=30) == "v1:i"
+    await stack.hook_ready("pin-solo:j")
+    await stack.client.resume_hook("pin-solo:j", {})
+    assert await waiting.result(timeout=30) == "v1:j", "started on v1: v1's code, not the code live at its grant"
+    await stack.hook_ready("pin-solo:k")
+    await stack.client.resume_hook("pin-solo:k", {})
+    assert await after.result(timeout=30) == "v2:k"
+    assert not [r for r in stack.results if r.status in ("reroute-sent", "error", "deployment-mismatch")]
+
+
+async def test_a_rate_raised_in_code_lets_the_new_codes_starts_in_at_once(stack: Stack) -> None:
+    """A step's rate set too low (``1/m``) and raised by a deploy (``100/s``) while starts wait for its tokens: the
+    first use of the new code counts the starts reserved at the old rate again at the new one
+    (``rules.limiters.with_spec``), so a run of the new code is admitted at once. The reserved starts kept as a
+    time held it two minutes behind them."""
+    started = [await stack.client.start(rate_v1, x) for x in ("r1", "r2", "r3")]
+    assert await started[0].result(timeout=30) == "v1:r1"
+    for _ in range(600):  # until the other two reserved their starts (a minute and two ahead)
+        logs = [await run.events() for run in started[1:]]
+        if all(any(e.event_type == "step_created" for e in log) for log in logs):
+            view = (await stack.client.limits.describe("step:pin.rated")).key("")
+            if view is not None and view.tokens is not None and view.tokens < 1:
+                break
+        if stack.env is not None:
+            await stack.env.idle()
+        else:
+            await asyncio.sleep(0.05)
+    await stack.deploy("v2", V2)
+    deployed_at = clock_of(stack.world).now()
+    new = await stack.client.start(rate_v2, "r4")
+    assert await new.result(timeout=45) == "v2:r4"
+    [step_started] = [e for e in await new.events() if e.event_type == "step_started"]
+    admitted = datetime.fromisoformat((step_started.event_data or {})["limit"]["admittedAt"])
+    assert (admitted - deployed_at).total_seconds() < 60, "at 100/s, not behind the starts reserved at 1/m"
 
 
 async def test_an_unpinned_workflow_and_a_child_run(stack: Stack) -> None:

@@ -14,7 +14,7 @@ replay against other code would prove nothing).
 
 from __future__ import annotations
 
-from ..world.deployments import Deployment
+from ..world.deployments import Deployment, DeploymentStore
 
 DEPLOYMENTS_OF_DEV = "awsworld dev"
 DEPLOYMENTS_OF_LAMBDA = "the flow function"
@@ -26,4 +26,19 @@ def latest(deployments: list[Deployment]) -> Deployment | None:
     return max(live, key=lambda d: d.registered_at) if live else None
 
 
-__all__ = ["DEPLOYMENTS_OF_DEV", "DEPLOYMENTS_OF_LAMBDA", "latest"]
+async def newest_holding(store: DeploymentStore | None, workflow: str) -> str | None:
+    """The deployment a start of ``workflow`` that may wait for a concurrency slot is pinned to at creation: the
+    newest one (the code new runs start on), if it registers ``workflow``; None (the run's first delivery pins it,
+    as any start's) when the World keeps no deployments, none is registered, or the newest lacks the workflow
+    (a roll-out under way). Why at creation: a run waiting for its slot has no delivery until the slot is granted,
+    minutes or days later, and a pin written then would name whatever code is live by then, which may have
+    renamed the workflow or changed its parameters: the run would fail at once (``UNKNOWN_WORKFLOW``, a
+    ``TypeError``) where a sleeping run of the same code goes on (docs/how-to/flow-control.md). One read of the
+    deployments' records per limited start (``run_control.RunStarter.start``)."""
+    if store is None:
+        return None
+    newest = latest(await store.read())
+    return newest.deployment_id if newest is not None and workflow in newest.workflows else None
+
+
+__all__ = ["DEPLOYMENTS_OF_DEV", "DEPLOYMENTS_OF_LAMBDA", "latest", "newest_holding"]

@@ -91,27 +91,30 @@ def arguments(structure: object) -> str:
     return _truncate("(" + ", ".join(parts) + ")")
 
 
-def step_call(name: str, structure: object = None, *, known: bool = True) -> str:
-    """``charge('A-17', 42.5)``, or ``charge(…)`` when the arguments are not known (or not to be shown)."""
-    return f"{short(name)}{arguments(structure) if known else '(…)'}"
+def step_call(name: str, structure: object = None, *, known: bool = True, whole: bool = False) -> str:
+    """``charge('A-17', 42.5)``, or ``charge(…)`` when the arguments are not known (or not to be shown);
+    ``whole``: the step's registered name (``shop.charge(...)``), where the names are what differs."""
+    return f"{name if whole else short(name)}{arguments(structure) if known else '(…)'}"
 
 
-def code_call(op: Op, *, values: bool = True) -> str:
-    """What the code did at an op, for a message (``values=False``: a step's arguments as ``(…)``)."""
+def code_call(op: Op, *, values: bool = True, whole: bool = False) -> str:
+    """What the code did at an op, for a message (``values=False``: a step's arguments as ``(…)``; ``whole``: a
+    step by its registered name)."""
     if isinstance(op, StepOp):
-        return step_call(op.definition.name, op.input, known=values)
+        return step_call(op.definition.name, op.input, known=values, whole=whole)
     if isinstance(op, WaitOp):
         return f"sleep until {op.resume_at.isoformat()}" + _duration(op.declared_at, op.resume_at)
     return f"create_hook(token={_repr.repr(op.token)})" if not op.is_webhook else "create_webhook()"
 
 
-def log_call(event: Event, *, values: bool = True) -> str:
+def log_call(event: Event, *, values: bool = True, whole: bool = False) -> str:
     """What the log holds at an event, for a message (a step's arguments only when the input was loaded, and
-    ``values`` asks for them)."""
+    ``values`` asks for them; ``whole``: a step by its registered name)."""
     data = event.event_data or {}
     kind = event.event_type
     if kind == "step_created":
-        return step_call(str(data.get("stepName")), data.get("input"), known=values and "input" in data)
+        return step_call(str(data.get("stepName")), data.get("input"), known=values and "input" in data,
+                         whole=whole)
     if kind == "wait_created":
         return f"sleep until {data.get('resumeAt')}"
     if kind in ("hook_created", "hook_conflict"):
@@ -140,12 +143,15 @@ def divergence(change: str, where: str, event: Event | None, log: str, code: str
 
 def calls(change: str, op: Op, event: Event, *, step_id: str | None = None) -> ReplayDivergenceError:
     """The log's call at ``event`` and the code's ``op`` at the same position differ (a step's name or
-    arguments, a hook's token): both written out, and outlined without values."""
-    code, outline = f"called {code_call(op)}", f"called {code_call(op, values=False)}"
+    arguments, a hook's token): both written out, and outlined without values. A step renamed is written with
+    both registered names: a ``name=`` changed on the same function read as ``charge(...)`` against
+    ``payment(...)``, the function still being ``charge``."""
+    whole = change == "name"
+    code, outline = f"called {code_call(op, whole=whole)}", f"called {code_call(op, values=False, whole=whole)}"
     if change == "arguments":
         outline += " with other arguments"
-    return divergence(change, position(op.id), event, log_call(event), code, step_id=step_id,
-                      outline=(log_call(event, values=False), outline))
+    return divergence(change, position(op.id), event, log_call(event, whole=whole), code, step_id=step_id,
+                      outline=(log_call(event, values=False, whole=whole), outline))
 
 
 def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDivergenceError:

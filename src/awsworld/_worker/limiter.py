@@ -244,9 +244,9 @@ class Limiter:
             if stored is None and spec is None:
                 return None
             pool = stored if stored is not None else empty_pool(spec, pool_key)  # type: ignore[arg-type]
-            if spec is not None:
-                pool = with_spec(pool, spec)
             now = self.now()
+            if spec is not None:
+                pool = with_spec(pool, spec, now)
             ended: set[str] = set()
             if reap_all or (reap_for is not None and not settle(pool, now).pool.admissible(reap_for)):
                 ended = await self._ended_holders(pool, now, everyone=reap_all)

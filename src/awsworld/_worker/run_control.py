@@ -21,6 +21,7 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from .._deployments.model import newest_holding
 from .._deployments.pins import pin_of, pinned_attributes
 from .._published.model import judge
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition
@@ -110,8 +111,10 @@ class RunStarter:
         again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
         schedule's start says which schedule and tick). ``deployment``: pin the run to this deployment from the
         start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
-        first delivery runs on (``_deployments.pins``). ``RunStartError`` when the run was recorded and its
-        message could not be queued (start it again with ``run_id=error.run_id``).
+        first delivery runs on (``_deployments.pins``), or for a limited run the newest deployment now
+        (``_deployments.model.newest_holding``: it may wait for its slot with no delivery). ``RunStartError``
+        when the run was recorded and its message could not be queued (start it again with
+        ``run_id=error.run_id``).
 
         A workflow with a concurrency limit takes its run's slot between the two (``run_limits``;
         ``concurrency_key``: this run's key instead of its key function's, ``priority``: its place among the
@@ -135,6 +138,9 @@ class RunStarter:
                     raise
         if slot is not None:
             require_store(self.world)  # (before anything is recorded: a World without limits cannot hold them)
+            if deployment is None and definition is not None and definition.pinned:
+                # It may wait for its slot with no delivery: pinned now, it starts on the code it was started on.
+                deployment = await newest_holding(self.world.deployments, name)
         elif concurrency_key is not None and definition is None:
             raise TypeError(f"concurrency_key= needs the workflow's code here to check its limit: start {name!r} "
                             "by its function, or from a client with its registry")

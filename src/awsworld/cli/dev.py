@@ -214,6 +214,9 @@ def console_logs(log_format: str) -> None:
 
     os.environ.setdefault(LOG_ERRORS_ENV, "full")
     failures.setLevel(logging.WARNING)
+    # Warnings and errors only, from the first delivery on: set once the webhook route was up, the level let a
+    # restart's wakes, delivered before it, print an INFO line each ("delivery handled") that nothing else prints.
+    observability.logger.setLevel(logging.WARNING)
     if log_format == "json":
         return
     observability.logger.registered_formatter.json_serializer = text_line  # type: ignore[attr-defined]

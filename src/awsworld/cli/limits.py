@@ -19,6 +19,7 @@ import argparse
 import asyncio
 from typing import Any
 
+from .._timeline import deadline_text
 from ..client.limits import LimitView
 from ..world.rules.limiters import holder_run
 from .output import print_json, print_table, remote
@@ -66,6 +67,7 @@ def limit_json(view: LimitView) -> dict[str, Any]:
             "key": k.key, "concurrency": k.concurrency, "paused": k.paused, "overridden": k.overridden,
             "rate": k.rate.text() if k.rate else None,
             "tokens": None if k.tokens is None else round(k.tokens, 3),
+            "nextStart": k.next_start.isoformat() if k.next_start is not None else None,
             "holders": [{"holder": h, "runId": holder_run(h), "since": v.since.isoformat(),
                          "leaseUntil": v.lease_until.isoformat() if v.lease_until else None} for h, v in k.holders],
             "waiters": [{"place": i + 1, "holder": w.holder, "runId": holder_run(w.holder), "priority": w.priority,
@@ -79,6 +81,9 @@ HEADER = ("LIMIT", "KEY", "HELD", "WAITING", "TOKENS", "STATE")
 
 def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]:
     rows = []
+    # A limit with a total: a key's own "-" would read as "no limit", so the total's use goes beside it.
+    in_all = "" if document["total"] is None else \
+        f" ({sum(len(k['holders']) for k in document['keys'])}/{document['total']} in all)"
     for k in document["keys"] or [None]:
         if k is None:
             rows.append((document["limit"], "-", "0", "0", "-", "idle"))
@@ -86,8 +91,8 @@ def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
         limit = k["concurrency"] if k["concurrency"] is not None else "-"
         tokens = "-" if k["tokens"] is None else f"{k['tokens']:g} ({k['rate']})"
         state = ("paused" if k["paused"] else "open") + (", overridden" if k["overridden"] else "")
-        rows.append((document["limit"], k["key"] or '""', f"{len(k['holders'])}/{limit}", str(len(k["waiters"])),
-                     tokens, state))
+        rows.append((document["limit"], k["key"] or '""', f"{len(k['holders'])}/{limit}{in_all}",
+                     str(len(k["waiters"])), tokens, state))
     return rows
 
 
@@ -97,15 +102,25 @@ def _print_limit(document: dict[str, Any]) -> None:
     concurrency = f"concurrency {document['concurrency']}" if document["concurrency"] is not None else "no concurrency"
     print(f"{document['limit']}  {concurrency}{total}{rate}")  # a rate-only limit has no concurrency: not "None"
     for k in document["keys"]:
+        # A key's numbers set at run time read as such beside the code's (the header's): "3 held of 3" under
+        # "concurrency 1", or a rate set to 50/s under "rate 2/m", once read as a change that did not take.
+        code = document["concurrency"]
         held = f"{len(k['holders'])} held" + (f" of {k['concurrency']}" if k["concurrency"] is not None else "")
-        print(f"  key {k['key']!r}: {held}, {len(k['waiters'])} waiting"
-              + (", paused" if k["paused"] else "") + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None
-                                                       else ""))
+        if k["overridden"] and k["concurrency"] != code:
+            held += f" (set at run time; the code's {'none' if code is None else code})"
+        rate = f", rate {k['rate']} (set at run time; the code's {document['rate'] or 'none'})" \
+            if k["overridden"] and k["rate"] != document["rate"] else ""
+        print(f"  key {k['key']!r}: {held}, {len(k['waiters'])} waiting" + (", paused" if k["paused"] else "")
+              + rate + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None else "")
+              # (no token: starts reserved ahead, which no waiter count shows; the next free one says how far)
+              + (f", the next free start {deadline_text(k['nextStart'])}" if k["tokens"] is not None
+                 and k["tokens"] < 1 and k["nextStart"] else ""))
         for h in k["holders"]:
-            print(f"    holds  {h['runId'] or h['holder']}  since {h['since']}"
-                  + (f", lease until {h['leaseUntil']}" if h["leaseUntil"] else ""))
+            print(f"    holds  {h['runId'] or h['holder']}  since {deadline_text(h['since'])}"
+                  + (f", lease until {deadline_text(h['leaseUntil'])}" if h["leaseUntil"] else ""))
         for w in k["waiters"]:
-            print(f"    {w['place']:>4}.  {w['runId'] or w['holder']}  priority {w['priority']}, since {w['since']}")
+            print(f"    {w['place']:>4}.  {w['runId'] or w['holder']}  priority {w['priority']}, "
+                  f"since {deadline_text(w['since'])}")
 
 
 def _run(args: argparse.Namespace, work: Any) -> int:

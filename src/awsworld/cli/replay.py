@@ -97,7 +97,8 @@ def _export(args: argparse.Namespace) -> int:
 
     found = asyncio.run(lines())
     text = "".join(f"{line}\n" for line in found)
-    if args.output:
+    if args.output:  # (its folder made as needed: the Changing code page's export into a new folder once failed)
+        Path(args.output).parent.mkdir(parents=True, exist_ok=True)
         Path(args.output).write_text(text, encoding="utf-8")
         print(f"{len(found)} event(s) of {len(args.run_ids)} run(s) written to {args.output}", file=sys.stderr)
     else:

@@ -148,14 +148,23 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
         except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
             raise usage(" ".join(str(error).split()), _signature_hint(client, args.workflow)) from None
         output: dict[str, Any] = {"runId": run.run_id, "workflow": args.workflow}
+        definition = client.registry.workflows.get(args.workflow) if client.registry is not None else None
         if args.wait:
             view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)
             output.update(_outcome(view))
+        elif definition is not None and definition.limit is not None:
+            # A start its key's busy holder skipped (on_busy="skip") is recorded cancelled at once: said now, as
+            # --wait says it (a bare run id once read as a run started).
+            view = await client.world.runs.get(run.run_id, resolve_data="none")
+            if view.status == "cancelled":
+                output.update(_outcome(view))
+        if output.get("status") == "cancelled":
+            output["cancelReason"] = await run._cancel_reason()
         if args.json:
             print_json(output)
         else:
             print(run.run_id)
-            if args.wait:
+            if "status" in output:
                 _print_outcome(output)
         return 1 if output.get("status") in ("failed", "cancelled") else 0
 
@@ -209,7 +218,8 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
     elif status == "failed":
         print(f"failed: {outcome['error']}", file=sys.stderr)
     elif status == "cancelled":
-        print("cancelled", file=sys.stderr)
+        reason = outcome.get("cancelReason")
+        print(f"cancelled: {reason}" if reason else "cancelled", file=sys.stderr)
     else:
         print(f"still {status}", file=sys.stderr)
 

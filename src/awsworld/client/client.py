@@ -253,7 +253,8 @@ class Client:
 
         ``deployment``: ``"latest"`` starts a run that is never pinned (every delivery takes the newest code, as
         for a ``@workflow(pinned=False)``); a deployment's id (``awsworld deployments``) pins the run to it from
-        the start. Default: the run is pinned to the deployment its first delivery runs on.
+        the start. Default: the run is pinned to the deployment its first delivery runs on (a run of a workflow
+        with a concurrency limit, to the newest deployment at its start: it may wait for its slot with no delivery).
         ``concurrency_key``: the key of the workflow's concurrency limit for this run, instead of its key
         function's (``@workflow(concurrency=...)``; a workflow without one refuses it: ``TypeError``).
         ``priority``: where the run waits for a slot (higher first; default 0), inherited by its steps' waits."""

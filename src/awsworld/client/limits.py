@@ -18,9 +18,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
+from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
@@ -46,6 +47,7 @@ from ..world.rules.limiters import (
     check_name,
     holder_run,
     in_order,
+    next_start,
     parse_rate,
     pool_of,
     run_holder,
@@ -59,7 +61,8 @@ LimitRef = str | Callable[..., Any]
 @dataclass(frozen=True)
 class KeyView:
     """One key of a limit as it is now: its limit (code's, or its override), who holds its slots, who waits for
-    one (in the order they will be granted: ``place`` 1 is next), its pause, and its bucket's tokens."""
+    one (in the order they will be granted: ``place`` 1 is next), its pause, its bucket's tokens, and when the
+    bucket next gives a start (``next_start``: a start reserved before comes earlier)."""
 
     key: str
     concurrency: int | None
@@ -69,6 +72,7 @@ class KeyView:
     rate: Rate | None
     tokens: float | None
     overridden: bool
+    next_start: datetime | None = None
 
     def place(self, holder: str) -> int | None:
         return next((i + 1 for i, w in enumerate(self.waiters) if w.holder == holder), None)
@@ -125,7 +129,8 @@ class LimitsClient:
                     k, pool.concurrency(k), sorted(((h, v) for h, v in pool.holders.items() if v.key == k),
                                                    key=lambda item: item[1].since),
                     [w for w in waiters if w.key == k], state.paused, pool.rate(k), available_tokens(pool, k, now),
-                    state.concurrency is not None or state.rate is not None or state.paused))
+                    state.concurrency is not None or state.rate is not None or state.paused,
+                    next_start(pool, k, now)))
         first = pools[0]
         return LimitView(name, spec or first.spec, first.total_limit(), views)
 
@@ -164,6 +169,12 @@ class LimitsClient:
         name, spec = _resolve(limit)
         check_key(key, name)
         pools = await self.limiter.pools(name)
+        stored = _stored_keys(pools)
+        if adjustment.key == "" and stored and "" not in stored:
+            # A keyed limit has no key "": pausing or setting it changed nothing any run holds, and said nothing.
+            shown = ", ".join(repr(k) for k in sorted(stored)[:5]) + (", ..." if len(stored) > 5 else "")
+            raise LimitInputError(f"limit {name!r} is keyed (its keys: {shown}): name the key to change (key=, "
+                                  "--key KEY; a total: total=, --total)", field="key")
         pool_key = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)
         if spec is None and not any(p.pool == pool_key for p in pools):
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
@@ -181,6 +192,17 @@ def _resolve(limit: LimitRef) -> tuple[str, LimitSpec | None]:
     if definition is None or definition.limit is None:
         raise TypeError(f"{limit!r} is not a @workflow or @step with concurrency= or rate=")
     return definition.limit.spec.name, definition.limit.spec
+
+
+def _stored_keys(pools: list[Pool]) -> set[str]:
+    """The keys stored pools hold: a key's own pool, or the keys a shared pool (a limit with a total) holds."""
+    keys: set[str] = set()
+    for pool in pools:
+        if pool.pool != SHARED_POOL:
+            keys.add(pool.pool)
+        else:
+            keys |= {k for k in pool.keys if k != SHARED_POOL} | {h.key for h in pool.holders.values()}
+    return keys
 
 
 def _stored_pool(pools: list[Pool], key: str) -> str:
@@ -229,7 +251,7 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
         name, key = str(mark.get("name", "")), str(mark.get("key", ""))
         entry = await _slot_wait(limits, name, key, step_holder(run_id, step_id))
         if entry is None:
-            entry = await _token_wait(limits, name, key, clock_of(world).now())
+            entry = await _token_wait(limits, name, key)
         if entry is not None:
             found.append({**entry, "stepId": step_id, "name": step_name})
     return found
@@ -237,10 +259,12 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
 
 def limit_wait_text(wait: dict[str, Any]) -> str:
     """One entry of ``limit_waits`` for people: ``a slot of workflow:shop.order key 'c7' (place 2 of 3; held by
-    r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; the next at ...)``."""
+    r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; reserved, by 19:05:13.830 UTC (in 1 min 50 s)
+    at the latest)``: its own start was reserved when it asked, before the bucket's next free one."""
     where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
     if wait["kind"] == "token":
-        return f"a token of {where} ({wait['rate']}; the next at {wait['nextTokenAt']})"
+        return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'])} at the "
+                "latest)")
     held = ", ".join(wait["heldBy"]) or "nobody"
     state = "paused, " if wait.get("paused") else ""
     return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
@@ -258,13 +282,16 @@ async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str) -> 
             "heldBy": [h for h, _ in view.holders], "concurrency": view.concurrency, "paused": view.paused}
 
 
-async def _token_wait(limits: LimitsClient, name: str, key: str, now: datetime) -> dict[str, Any] | None:
+async def _token_wait(limits: LimitsClient, name: str, key: str) -> dict[str, Any] | None:
+    """``nextTokenAt``: when the bucket gives its next start to a newcomer; a waiting step reserved its own start
+    before that (every waiter's is earlier), so it is the latest the step starts. (It was once now plus one
+    interval whatever the backlog: 8 steps at ``2/m`` all read "the next at" 30 s away, the last starting 4 min
+    later.)"""
     try:
         view = (await limits.describe(name, key=key)).key(key)
     except LimitNotFoundError:
         return None
-    if view is None or view.rate is None or view.tokens is None or view.tokens >= 1:
+    if view is None or view.rate is None or view.tokens is None or view.tokens >= 1 or view.next_start is None:
         return None
-    wait = (1 - view.tokens) * view.rate.interval
     return {"kind": "token", "limit": name, "key": key, "rate": view.rate.text(),
-            "nextTokenAt": (now + timedelta(seconds=wait)).isoformat()}
+            "nextTokenAt": view.next_start.isoformat()}

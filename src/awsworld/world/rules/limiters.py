@@ -308,10 +308,26 @@ def in_order(waiters: Sequence[Waiter]) -> list[Waiter]:
 # ---------------------------------------------------------------- decisions
 
 
-def with_spec(pool: Pool, spec: LimitSpec) -> Pool:
+def with_spec(pool: Pool, spec: LimitSpec, now: datetime) -> Pool:
     """The pool under the numbers code declares now (a deploy that changed them: no migration, the next write
-    records them)."""
-    return pool if pool.spec == spec else evolve(pool, spec=spec)
+    records them; a key's bucket is counted again at the new rate, ``rebucketed``)."""
+    if pool.spec == spec:
+        return pool
+    changed = evolve(pool, spec=spec)
+    keys = {key: rebucketed(state, pool.rate(key), changed.rate(key), now) for key, state in pool.keys.items()}
+    return evolve(changed, keys=keys)
+
+
+def rebucketed(state: KeyState, before: Rate | None, after: Rate | None, now: datetime) -> KeyState:
+    """``state``'s bucket when its rate changes from ``before`` to ``after``: the starts it has promised ahead of
+    now (``tat`` past now, in ``before``'s intervals) counted in ``after``'s. Kept as a time instead, a backlog
+    reserved at a low rate (minutes at ``2/m``) would hold every new start at a raised one (``50/s``) behind it for
+    those minutes, the raise giving no token at all. The starts already reserved keep their times (their messages
+    are queued with them); a wake of their run re-asks at the new rate (``docs/how-to/flow-control.md``)."""
+    if before is None or after is None or before == after or state.tat is None or state.tat <= now:
+        return state
+    ahead = (state.tat - now).total_seconds() / before.interval
+    return evolve(state, tat=now + timedelta(seconds=ahead * after.interval))
 
 
 def gone_holders(pool: Pool, now: datetime, ended: Collection[str] = ()) -> list[str]:
@@ -501,6 +517,18 @@ def available_tokens(pool: Pool, key: str, now: datetime) -> float | None:
     return max(0.0, rate.burst - (tat - now).total_seconds() / rate.interval)
 
 
+def next_start(pool: Pool, key: str, now: datetime) -> datetime | None:
+    """When ``key``'s bucket next allows a start to a newcomer (now when it has a token; None without a rate).
+    Every start reserved before comes earlier: the last one reserved is one interval before it."""
+    rate = pool.rate(key)
+    if rate is None:
+        return None
+    tat = pool.key(key).tat
+    if tat is None or tat <= now:
+        return now
+    return max(now, tat - timedelta(seconds=rate.interval * (rate.burst - 1)))
+
+
 # ---------------------------------------------------------------- run-time changes
 
 
@@ -535,8 +563,10 @@ def adjust(pool: Pool, adjustment: Adjustment, now: datetime) -> Pool:
             raise LimitInputError("set what? give a concurrency, a rate or a total", field="concurrency")
         if adjustment.rate is not None:
             check_rate(adjustment.rate)
+        before = pool.rate(adjustment.key)
         state = evolve(state, concurrency=adjustment.concurrency if adjustment.concurrency is not None
                        else state.concurrency, rate=adjustment.rate or state.rate)
+        state = rebucketed(state, before, state.rate or pool.spec.rate, now)
         total = adjustment.total if adjustment.total is not None else total
     elif adjustment.change == "pause":
         state = evolve(state, paused=True)
