@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from ..authoring.children import ChildWorkflowError
 from ..authoring.errors import CodecError, FatalError
-from ..authoring.rebuilt_errors import rebuild
+from ..authoring.rebuilt_errors import original_error, rebuild
 from ..authoring.runtime import WorkflowRef
 from ..durable import codecs, serde
 from ..durable.child_calls import LINK_KEY, START_CHILD_CALL, child_run_id, child_token
@@ -105,8 +105,7 @@ class _Call:
         stored = payload.get("error")
         error = cast("dict[str, Any]", stored) if isinstance(stored, dict) else {}
         message = str(error.get("message") or status)
-        cause = error.get("cause")  # a step's failure the child let through: the step's own error
-        original = cast("dict[str, Any]", cause) if isinstance(cause, dict) else error
+        original = original_error(error)  # a step's failure the child let through: the step's own error
         self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
             f"child run {self.run_id} ({self.workflow_name}) {status}: {message}", run_id=self.run_id,
             workflow_name=self.workflow_name, status=status, error_type=error.get("name"),

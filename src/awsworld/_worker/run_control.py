@@ -35,6 +35,7 @@ from ..world.errors import (
     CodecPayloadError,
     EntityConflictError,
     HookAlreadyReceivedError,
+    HookClosedError,
     HookNotFoundError,
     RunGoneError,
     RunNotFoundError,
@@ -247,16 +248,23 @@ class HookResumed:
 
 async def find_hook(world: World, token: str, wait: float | None) -> Hook:
     """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in that
-    many seconds."""
+    many seconds. A token no hook has held yet is the usual mistake of a resume sent before its run reached
+    ``create_hook``: the error says how to wait for it (the token itself stays out of the message)."""
     deadline = None if wait is None else time.monotonic() + wait
     pause = POLL_FIRST
     while True:
         try:
             return await world.hooks.get_by_token(token, resolve_data="none")
-        except HookNotFoundError:
+        except HookNotFoundError as missing:
             remaining = 0.0 if deadline is None else deadline - time.monotonic()
             if remaining <= 0:
-                raise
+                if isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
+                    raise
+                if wait is not None:
+                    raise HookNotFoundError(f"{missing}: no run reached create_hook with it in {wait:g} s") from None
+                raise HookNotFoundError(
+                    f"{missing} yet: no run has reached create_hook with it; wait for the hook before resuming it "
+                    "(await run.wait_for_hook(token)), or pass wait=SECONDS to wait for it") from None
         await asyncio.sleep(min(pause, remaining))
         pause = min(pause * 2, POLL_MAX)
 

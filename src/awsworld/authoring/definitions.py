@@ -208,9 +208,16 @@ class WorkflowNotRegisteredError(LookupError):
 
 
 def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
+    """Refuse a second, different ``kind`` under a taken name (the same code registering again, as a function
+    defined inside another does on every call, replaces the first). Two defined inside functions are most often
+    two tests each defining its own version under one name: the error says so."""
     existing = table.get(name)
     if existing is not None and existing.fn is not fn and (existing.fn.__code__ is not fn.__code__):
-        raise ValueError(f"two different {kind}s are named {name!r}: pass name= to one of them")
+        where = f"{existing.fn.__module__}.{existing.fn.__qualname__} and {fn.__module__}.{fn.__qualname__}"
+        local = "<locals>" in existing.fn.__qualname__ and "<locals>" in fn.__qualname__
+        hint = " (both are defined inside functions, tests perhaps, and one process registry holds both: give " \
+            "each its own name=)" if local else ""
+        raise ValueError(f"two different {kind}s are named {name!r} ({where}): pass name= to one of them{hint}")
 
 
 REGISTRY = Registry()

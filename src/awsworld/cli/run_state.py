@@ -23,11 +23,12 @@ from .._engine.ops import DISPLAY_NAME_FIELD, HEARTBEAT_EVERY_FIELD, HOOK_HEARTB
 from .._engine.parking import ways_out
 from .._timeline import deadline_text, hook_waits
 from .._worker.delivery import DELIVERY_FINDING
-from ..client.limits import limit_wait_text
+from ..client.limits import limit_wait_text, limit_waits
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
+from ..world.protocol import World
 from .output import when
 
 #: How ``describe`` labels a run's end time, by its status.
@@ -93,6 +94,13 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
             found[hook]["timeoutAt"] = due.get(HOOK_TIMEOUT)
             found[hook]["heartbeatDueAt"] = due.get(HOOK_HEARTBEAT)
     return [found[key] for key in sorted(found, key=call_order)]
+
+
+async def run_waits(world: World, run_id: str, status: str, context: dict[str, Any] | None, steps: Sequence[Step],
+                    events: Sequence[Event]) -> list[dict[str, Any]]:
+    """Everything the run waits on, a limit's slot or token included: ``describe``'s ``waitingOn``, and what the
+    test environment's ``RunStalledError`` names (``testing/env.py``)."""
+    return with_limits(waiting_on(status, steps, events), await limit_waits(world, run_id, status, context, events))
 
 
 def display_names(events: Sequence[Event]) -> dict[str, str]:

@@ -383,8 +383,7 @@ def _result(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     from .._timeline import read_events
     from ..client.client import cancel_reason
-    from ..client.limits import limit_waits
-    from .run_state import display_names, waiting_on, with_limits
+    from .run_state import display_names, run_waits
 
     async def go() -> None:
         async with remote() as client:
@@ -424,8 +423,7 @@ def _describe(args: argparse.Namespace) -> int:
                 # reason, and what a pending or running run waits on (run_state.waiting_on).
                 "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
                 "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
-                "waitingOn": with_limits(waiting_on(view.status, steps, events), await limit_waits(
-                    world, view.run_id, view.status, context, events)),
+                "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
                 # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
                 "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
                 # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.

@@ -32,6 +32,7 @@ from ..authoring.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
 )
+from ..authoring.rebuilt_errors import original_error, rebuild
 from ..durable import codecs, serde
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.codecs import Codec, Place
@@ -94,11 +95,7 @@ class Run(Generic[R_co]):
                 return codecs.load(run.output, codec, Place("result", f"workflow {run.workflow_name!r}",
                                                             self.run_id))
             if run.status == "failed":
-                error = run.error
-                name, message = error_name_and_message(error)
-                raise WorkflowRunFailedError(self.run_id, message, code=run.error_code, error_type=name,
-                                             details=error.model_dump(by_alias=True, exclude_none=True)
-                                             if error else None)
+                raise failed_run_error(run)
             if run.status == "cancelled":
                 raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:
@@ -168,12 +165,27 @@ def cancel_reason(events: Sequence[Event]) -> str | None:
 
 class Waiting(Protocol):
     """What ``Client(waiting=...)`` takes: a context for one wait on ``run_id`` (for its hook ``hook_token``
-    when given, else for its end)."""
+    when given, else for its end); ``run_id`` None: for whichever run comes to hold ``hook_token`` (a resume's
+    ``wait``)."""
 
-    def __call__(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]: ...
+    def __call__(self, run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]: ...
 
 
-def _not_waiting(run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
+def failed_run_error(run: RunView) -> WorkflowRunFailedError:
+    """What ``Run.result()`` raises for a failed run: a ``WorkflowRunFailedError`` carrying the stored error that is
+    also an instance of the type the run failed with (the body's own exception, or for a step's failure the run let
+    through, the step's), where that type can be rebuilt (``authoring/rebuilt_errors.py``, as a workflow's
+    ``StepError`` and ``ChildWorkflowError`` are): ``pytest.raises(Declined)`` holds around ``await run.result()``."""
+    error = run.error
+    name, message = error_name_and_message(error)
+    details = error.model_dump(by_alias=True, exclude_none=True) if error else None
+    original = original_error(details or {})
+    return rebuild(WorkflowRunFailedError, lambda kind: kind(run.run_id, message, code=run.error_code,
+                                                             error_type=name, details=details),
+                   original.get("type"), original.get("name"))
+
+
+def _not_waiting(run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
     return contextlib.nullcontext()
 
 
@@ -301,7 +313,14 @@ class Client:
             encoded = serde.dumps(payload)
         except serde.SerializationError as error:
             raise TypeError(f"the hook payload cannot be serialized: {error}") from None
-        return await resume_hook(self.world, token, encoded, idempotency_key=idempotency_key, wait=wait)
+        with self._resuming(token, wait):
+            return await resume_hook(self.world, token, encoded, idempotency_key=idempotency_key, wait=wait)
+
+    def _resuming(self, token: str, wait: float | None) -> AbstractContextManager[None]:
+        """A resume that waits for its hook is a wait for a run to move on, as ``Run.wait_for_hook`` is: in the test
+        environment, time skips to the sleep or retry before the run's ``create_hook`` instead of ``wait`` passing
+        in real seconds."""
+        return contextlib.nullcontext() if wait is None else self.waiting(None, hook_token=token)
 
     async def fail_hook(self, token: str, error: str | BaseException, *, code: str | None = None,
                         idempotency_key: str | None = None, wait: float | None = None) -> Event:
@@ -310,8 +329,9 @@ class Client:
         payload (a ``hook_received`` holding an envelope no ``resume_hook`` payload can produce), with the same
         ``idempotency_key`` and ``wait`` semantics as ``resume_hook``; returns the recorded event."""
         message = str(error) if not isinstance(error, BaseException) else (str(error) or type(error).__name__)
-        return (await resume_hook(self.world, token, failure_payload(message, code), idempotency_key=idempotency_key,
-                                  wait=wait)).event
+        with self._resuming(token, wait):
+            return (await resume_hook(self.world, token, failure_payload(message, code),
+                                      idempotency_key=idempotency_key, wait=wait)).event
 
     async def heartbeat_hook(self, token: str, *, wait: float | None = None) -> Event:
         """Tell the hook holding ``token`` that its sender is still working: for ``create_hook(...,
@@ -320,8 +340,9 @@ class Client:
         for an unknown or disposed hook, ``HookClosedError`` for one its run's end closed), with its ``wait``
         semantics. One conditional write (a ``hook_received`` holding a heartbeat envelope), and no wake-up: the
         run re-arms its heartbeat wait when it next replays. Returns the recorded event."""
-        return (await resume_hook(self.world, token, heartbeat_payload(), wait=wait, wake=False,
-                                  marks={HEARTBEAT_FIELD: True})).event
+        with self._resuming(token, wait):
+            return (await resume_hook(self.world, token, heartbeat_payload(), wait=wait, wake=False,
+                                      marks={HEARTBEAT_FIELD: True})).event
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
         """Cancel the run; ``reason`` (up to 512 characters) is recorded on its ``run_cancelled`` event and

@@ -6,6 +6,7 @@ the ``awsworld_env`` fixture, and ``awsworld_local`` gives the AWS emulator for 
 
 from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
+from .driver import RunStalledError
 from .env import WorkflowTestEnv
 
-__all__ = ["MemoryWorld", "VirtualClock", "WorkflowTestEnv"]
+__all__ = ["MemoryWorld", "RunStalledError", "VirtualClock", "WorkflowTestEnv"]

@@ -10,6 +10,14 @@ clock jumps to the moment the next message becomes visible (a sleep's wake-up, a
 run's due comes (``world.watch``). Time never jumps while a test is doing something else (resuming a hook,
 say), so a workflow racing a hook against a timeout sees the hook.
 
+A wait nothing can end fails instead of hanging: when a test waits for a run (``Run.result()``,
+``Run.wait_for_hook()``) and nothing in the environment can move it (no delivery running or visible, no message,
+sleep, retry, timeout or schedule due, no watchdog due unless its last one moved a run (``_next_jump``), and no
+other wait of the test already satisfied) for
+``stall_timeout`` real seconds in a row, each such wait raises ``RunStalledError`` naming what the run waits on (a
+hook nobody resumed, a hook token the run does not hold, a limit's slot another stuck run holds). Any delivery, send
+or new wait restarts the count, so a test that resumes the hook from another task in the meantime is not cut off.
+
 The watchdog ticks on the same clock: whenever the soonest due in the World's watch index has come, the driver
 runs the tick (``_worker.tick``) before anything else, so a run whose message was lost (a test can delete it
 from ``world.memory_queue``) is woken when its due comes, as the stack's minute schedule would wake it.
@@ -19,8 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Coroutine, Iterator
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -33,11 +41,23 @@ from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS, Invoker, finish_or_cancel
 from .._worker.tick import TickFailedError, run_tick
 from ..world.queue import DEFAULT_QUEUE_PREFIX
 
+STALL_TIMEOUT = 2.0
+"""Real seconds a wait for a run may find nothing in the environment able to move it before it raises
+``RunStalledError``: long enough for a test's own task to resume a hook, short against ``Run.result()``'s 60."""
+
+
+class RunStalledError(TimeoutError):
+    """A test waited for a run (its end, or a hook) that nothing in the test environment can bring: no delivery
+    runs or is due and no sleep, retry or timeout is pending. The message names what the run waits on. A
+    ``TimeoutError``, as the wait's own timeout would have raised, only sooner and saying why."""
+
 
 class Driver:
     def __init__(self, world: MemoryWorld, worker: Worker, clock: VirtualClock, *, time_skipping: bool = True,
-                 timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX) -> None:
+                 timeout: float = LAMBDA_TIMEOUT_SECONDS, prefix: str = DEFAULT_QUEUE_PREFIX,
+                 stall_timeout: float | None = STALL_TIMEOUT) -> None:
         self.world = world
+        self.stall_timeout = stall_timeout
         self.queue = world.memory_queue
         self.clock = clock
         self.time_skipping = time_skipping
@@ -54,6 +74,7 @@ class Driver:
         self._failure: BaseException | None = None
         self._ticks = 0
         self._tick_again_at: datetime | None = None
+        self._watch_progress: int | None = None  # _progress() when time last skipped to a watchdog due alone
 
     # -- what tests read -------------------------------------------------------------------------------
 
@@ -80,6 +101,24 @@ class Driver:
         scheduled)."""
         times = [t for t in (self.queue.next_visible_at(), self._tick_due()) if t is not None]
         return min(times, default=None)
+
+    def _next_jump(self) -> datetime | None:
+        """Where time may skip to for a test's wait: ``next_wake``, leaving out the watchdog's next due when its last
+        one, skipped to, wrote nothing to any run (``_progress``). A run that waits for what no due brings (a slot
+        another run holds until the test resumes its hook) is woken by the watchdog at every due, finds nothing to
+        do and is snoozed up to a day: skipping from one such due to the next would run the clock years ahead, and
+        every timer with it, while the wait never ends. Ticks still run when time passes their due on its way to a
+        message or a schedule."""
+        times = [self.queue.next_visible_at(), self.world.schedules.next_due()]
+        if self._watch_progress is None or self._watch_progress != self._progress():
+            times.append(self.world.watch.next_due())
+        return min((t for t in times if t is not None), default=None)
+
+    def _progress(self) -> int:
+        """How much every run has written: their events and the runs themselves (a watchdog wake that moved
+        nothing leaves it as it was)."""
+        runs = self.world.storage.state.runs
+        return len(runs) + sum(run.seq for run in runs.values())
 
     def _tick_due(self) -> datetime | None:
         """When the tick must next run: the soonest run due (the watchdog) or schedule due (``schedules``)."""
@@ -121,16 +160,23 @@ class Driver:
         self._wake.set()
 
     @contextlib.contextmanager
-    def skipping(self, *, bounded: bool = False, satisfied: Callable[[], bool] | None = None) -> Iterator[None]:
+    def skipping(self, *, bounded: bool = False, satisfied: Callable[[], bool] | None = None,
+                 stuck: Callable[[], Awaitable[str]] | None = None) -> Iterator[None]:
         """Allow time to jump while inside (a test is waiting for time to pass). ``bounded``: only up to
         ``env.sleep``'s end (a test awaiting a run at the same time lifts the bound). ``satisfied``: what the
         wait is for has happened (the hook exists, say), so time must not jump on its behalf any more: checked
-        right before every jump, because the waiter itself may not have run yet to leave."""
-        holder = _Holder(bounded, satisfied)
+        right before every jump, because the waiter itself may not have run yet to leave. ``stuck``: what to say
+        when nothing can satisfy the wait; with it, a stalled wait raises ``RunStalledError`` (module doc)."""
+        holder = _Holder(bounded, satisfied, stuck, asyncio.current_task())
         self._holders.append(holder)
         self._wake.set()
         try:
             yield
+        except asyncio.CancelledError:
+            if holder.stalled is None or holder.task is None:
+                raise
+            holder.task.uncancel()  # the cancel was this driver's way in, not a cancel of the test
+            raise RunStalledError(holder.stalled) from None
         finally:
             self._holders.remove(holder)
 
@@ -186,6 +232,10 @@ class Driver:
                     self._idle.set()
                     if self._skip_now():
                         continue
+                    if self._stalled():
+                        if not await self._wait(self.stall_timeout) and (stalled := self._stalled()):
+                            await self._fail_stalled(stalled)
+                        continue
                 await self._wait()
         except BaseException as error:  # surfaced by idle(): a dead driver must not look like a stuck run
             self._failure = error
@@ -199,11 +249,35 @@ class Driver:
         if not waiting:
             return False
         unbounded = any(not h.bounded for h in waiting)
-        due = self.next_wake()
+        due = self._next_jump()
         if due is None or (self._skip_limit is not None and due > self._skip_limit and not unbounded):
             return False
+        only_the_watchdog = due not in (self.queue.next_visible_at(), self.world.schedules.next_due())
+        self._watch_progress = self._progress() if only_the_watchdog else None
         self.clock.advance_to(due)
         return True
+
+    def _stalled(self) -> list[_Holder]:
+        """The test's waits, when nothing here can end any of them: no delivery runs or is visible, nothing is
+        scheduled (no message, sleep, retry, timeout or tick), and every wait is for a run (none is ``env.sleep``'s,
+        which ends by itself) and none is satisfied already (its waiter is about to act). Empty otherwise."""
+        if self.stall_timeout is None or not self._holders or self.busy or self._next_jump() is not None:
+            return []
+        if any(h.bounded or h.stuck is None or (h.satisfied is not None and h.satisfied()) for h in self._holders):
+            return []
+        return list(self._holders)
+
+    async def _fail_stalled(self, holders: list[_Holder]) -> None:
+        """End each stalled wait with ``RunStalledError``: say why, then cancel its task (``skipping`` turns the
+        cancel into the error)."""
+        for holder in holders:
+            if holder.stuck is None or holder.task is None or holder.task.done():
+                continue
+            try:
+                holder.stalled = await holder.stuck()
+            except Exception as error:  # the explanation is a read: its failure must not hide the stall
+                holder.stalled = f"nothing in the test environment can move the run (reading why failed: {error!r})"
+            holder.task.cancel()
 
     def _spawn(self, invocation: Coroutine[Any, Any, RecordResult | None]) -> None:
         """Run one invocation in the background, as a delivery in flight (a received record, or one another
@@ -218,20 +292,25 @@ class Driver:
         if not task.cancelled() and task.exception() is not None:
             self._failure = task.exception()
 
-    async def _wait(self) -> None:
-        """Until a message may be visible (a send, or the next one's time comes) or a delivery ends."""
+    async def _wait(self, limit: float | None = None) -> bool:
+        """Until a message may be visible (a send, or the next one's time comes) or a delivery ends, or ``limit``
+        real seconds pass; False when only the limit came."""
         due = self.next_wake()
         timeout = None if due is None else max(0.0, (due - self.clock.now()).total_seconds())
         visible = asyncio.create_task(self.queue.wait_for_visible(timeout))
         woken = asyncio.create_task(self._wake.wait())
         try:
-            await asyncio.wait({visible, woken}, return_when=asyncio.FIRST_COMPLETED)
+            done, _ = await asyncio.wait({visible, woken}, timeout=limit, return_when=asyncio.FIRST_COMPLETED)
+            return bool(done)
         finally:
             for task in (visible, woken):
                 task.cancel()
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class _Holder:
     bounded: bool
     satisfied: Callable[[], bool] | None
+    stuck: Callable[[], Awaitable[str]] | None = None
+    task: asyncio.Task[Any] | None = None
+    stalled: str | None = field(default=None)  # set with the reason when the driver ends the wait

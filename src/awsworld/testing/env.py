@@ -8,11 +8,13 @@ The environment is a ``MemoryWorld`` (the contract in memory, no sockets), a ``C
 that runs every delivery in this process through the same delivery path Lambda runs. Its clock is virtual:
 it moves at wall-clock pace, and jumps to the next due wait or retry whenever something waits for a run
 (``Run.result()``, ``Run.wait_for_hook()``, ``env.sleep``) and no delivery can run before then. Pass
-``time_skipping=False`` to keep real time.
+``time_skipping=False`` to keep real time. A wait that nothing in the environment can end (a hook the test never
+resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of hanging (``driver.py``).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
@@ -23,14 +25,17 @@ from .._deployments.identity import register
 from .._deployments.upgrade import Upgrade, upgrade_run
 from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
+from .._timeline import read_events
 from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
+from ..cli.run_state import describe_wait, run_waits
 from ..client.client import Client
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
-from .driver import Driver
+from ..world.errors import HookNotFoundError
+from .driver import STALL_TIMEOUT, Driver
 
 TEST_HOST = "a test environment"
 
@@ -44,7 +49,8 @@ class WorkflowTestEnv:
 
     def __init__(self, *, time_skipping: bool = True, start_time: datetime | None = None,
                  registry: Registry | None = None, timeout: float = LAMBDA_TIMEOUT_SECONDS,
-                 schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None) -> None:
+                 schedules: Sequence[Callable[..., Any] | str] = (), deployment: str | None = None,
+                 stall_timeout: float | None = STALL_TIMEOUT) -> None:
         """``time_skipping``: whether the clock skips ahead to the next due wait when a test waits for a run and
         nothing else can run (the default); ``False`` keeps real time (``env.sleep`` and ``env.advance`` still
         move it). ``start_time``: an aware datetime the clock starts at (default: now), for schedules and
@@ -55,31 +61,74 @@ class WorkflowTestEnv:
 
         ``deployment``: a name for this code (``"v1"``): runs are pinned to the deployment that starts them, and
         ``deploy`` adds another version, as a deploy publishes a new Lambda version (docs/how-to/changing-code.md,
-        "Runs stay on the code that started them"). Without it nothing is pinned: every delivery runs ``registry``."""
+        "Runs stay on the code that started them"). Without it nothing is pinned: every delivery runs ``registry``.
+
+        ``stall_timeout``: real seconds a test's wait for a run (``run.result()``, ``run.wait_for_hook()``) may find
+        nothing in the environment able to move the run (no delivery running or due, no sleep, retry or timeout
+        pending) before it raises ``RunStalledError`` naming what the run waits on (a hook the test never resumed,
+        say); ``None`` waits out the wait's own timeout. Raise it if something outside the environment (a thread, a
+        server) resumes your runs."""
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
         self.worker = Worker(self.world, registry, deployment=deployment)
-        self.driver = Driver(self.world, self.worker, self.clock, time_skipping=time_skipping, timeout=timeout)
+        self.driver = Driver(self.world, self.worker, self.clock, time_skipping=time_skipping, timeout=timeout,
+                             stall_timeout=stall_timeout)
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
         self.client = Client(self.world, registry=self.worker.registry, waiting=self._waiting)
         self._started = False
+        self._loop: asyncio.AbstractEventLoop | None = None  # where start() ran the driver
 
-    def _waiting(self, run_id: str, *, hook_token: str | None = None) -> AbstractContextManager[None]:
+    def _waiting(self, run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
         """A client's wait lets time skip until what it waits for has happened: the run's end, or the run
-        holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it)."""
+        holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it). A wait
+        for a run (``run_id``) that nothing here can end raises ``RunStalledError``; a resume's wait for whichever
+        run comes to hold ``hook_token`` (``run_id`` None) only skips, and raises what its ``wait`` raises."""
+        self._check_loop()
         storage = self.world.storage
 
         def ended() -> bool:
-            return storage.run_status(run_id) in TERMINAL_RUN_STATUSES
+            return run_id is not None and storage.run_status(run_id) in TERMINAL_RUN_STATUSES
 
-        def holds_hook(token: str) -> bool:  # the run holds the hook ``token`` now (read from the records)
+        def holds_hook(token: str) -> bool:  # the run (any run, for a resume) holds the hook ``token`` now
             holder = storage.state.tokens.get(token)
-            return holder is not None and holder.run_id == run_id and not holder.released
+            return holder is not None and not holder.released and run_id in (None, holder.run_id)
+
+        if run_id is None:
+            return self.driver.skipping(satisfied=lambda: hook_token is None or holds_hook(hook_token))
+
+        async def stuck() -> str:
+            return await self._stuck(run_id, hook_token)
 
         if hook_token is None:
-            return self.driver.skipping(satisfied=ended)
-        return self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token))
+            return self.driver.skipping(satisfied=ended, stuck=stuck)
+        return self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token), stuck=stuck)
+
+    async def _stuck(self, run_id: str, hook_token: str | None) -> str:
+        """Why a wait for the run cannot end (``RunStalledError``'s message): what the run waits on, as
+        ``awsworld describe`` lists it (``cli/run_state.py``), and what the test can do about it."""
+        view = await self.world.runs.get(run_id, resolve_data="none")
+        steps = await self.client.get_run(run_id).steps()
+        events = await read_events(self.world, run_id, values=False)
+        waits = await run_waits(self.world, run_id, view.status, view.execution_context, steps, events)
+        what = "; ".join(describe_wait(wait) for wait in waits) or "nothing it has recorded"
+        run = f"run {run_id} ({view.workflow_name})"
+        head = (f"{run} does not hold hook {hook_token!r}{await self._holder_of(hook_token)}, and"
+                if hook_token is not None else f"{run} is {view.status}, and")
+        return (f"{head} nothing in this test environment can move it (no delivery is running or due, and no "
+                f"sleep, retry or timeout is pending). It waits on: {what}. Do what it waits for from the test before "
+                "awaiting it (a hook: await env.client.resume_hook(token, payload); a slot: end the run holding it)")
+
+    async def _holder_of(self, token: str) -> str:
+        """`` (run X holds it: wait on that run)`` when another run holds the hook ``token`` (a child, say), else
+        nothing."""
+        try:
+            hook = await self.world.hooks.get_by_token(token, resolve_data="none")
+        except HookNotFoundError:
+            return ""
+        holder = await self.world.runs.get(hook.run_id, resolve_data="none")
+        return (f" (run {hook.run_id} ({holder.workflow_name}) holds it: wait for the hook on that run, "
+                "env.client.get_run(run_id), or for a child, await run.children())")
 
     # -- deployments -----------------------------------------------------------------------------------
 
@@ -130,6 +179,7 @@ class WorkflowTestEnv:
 
     async def sleep(self, duration: Duration) -> None:
         """Let ``duration`` of virtual time pass, running every delivery that falls due on the way."""
+        self._check_loop()
         await self.driver.run_until(self.clock.now() + _delta(duration))
 
     def advance(self, duration: Duration) -> datetime:
@@ -140,6 +190,7 @@ class WorkflowTestEnv:
 
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until no delivery is running and none is due now (time does not skip for this)."""
+        self._check_loop()
         await self.driver.idle(timeout)
 
     @property
@@ -155,8 +206,21 @@ class WorkflowTestEnv:
             if self.worker.deployment is not None:
                 await register(self.world, self.worker.deployment, self.worker.registry, host=TEST_HOST)
             self.driver.start()
+            self._loop = asyncio.get_running_loop()
             self._started = True
         return self
+
+    def _check_loop(self) -> None:
+        """Refuse a wait made on another event loop than the one this environment started on: its deliveries run
+        as a task of that loop, which does not run while this one does, so the wait could only time out (a
+        session-scoped fixture with function-scoped tests, pytest-asyncio's default, is the usual way there)."""
+        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
+            raise RuntimeError(
+                "this WorkflowTestEnv was started on another event loop: its deliveries run on that one, which is not "
+                "running now, so no run would move. Give the environment and the tests that use it one loop: with "
+                "pytest-asyncio, a session-scoped fixture needs @pytest_asyncio.fixture(scope=\"session\", "
+                "loop_scope=\"session\") and its tests @pytest.mark.asyncio(loop_scope=\"session\") (or "
+                "asyncio_default_test_loop_scope = \"session\" in your pytest configuration)")
 
     async def close(self) -> None:
         """Stop the deliveries and close the World (``async with`` does it on exit)."""

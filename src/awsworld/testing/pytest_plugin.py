@@ -17,6 +17,7 @@ is its own scope). Setting the option (``function``, say) chooses for real.
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
@@ -78,17 +79,32 @@ def _async_fixture(fn: Any) -> Any:
     return missing
 
 
+def _require_async_test(request: pytest.FixtureRequest, fixture: str) -> None:
+    """Fail a plain ``def`` test that asks for ``fixture``: the fixture's deliveries run as tasks of the loop it was
+    set up in, which does not run while a sync test does, so a run the test starts (``asyncio.run(...)`` on a loop
+    of its own) would be recorded and never delivered, and the test would pass having checked nothing."""
+    test = getattr(request.node, "obj", None)
+    if callable(test) and not inspect.iscoroutinefunction(test):
+        pytest.fail(f"{fixture} needs an async test: {request.node.name} is a plain def, and the runs it starts would "
+                    "never be delivered (the fixture's deliveries run on the event loop of an async test). Make it "
+                    "`async def` (with @pytest.mark.asyncio, or asyncio_mode = \"auto\"), or, in a sync test, use "
+                    "`asyncio.run(main())` with `async with WorkflowTestEnv() as env:` inside main", pytrace=False)
+
+
 @_async_fixture
-async def awsworld_env() -> AsyncIterator[WorkflowTestEnv]:
+async def awsworld_env(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowTestEnv]:
     """An in-memory test environment with time skipping (see ``awsworld.testing.WorkflowTestEnv``)."""
+    _require_async_test(request, "awsworld_env")
     async with WorkflowTestEnv() as env:
         yield env
 
 
 @_async_fixture
-async def awsworld_local(awsworld_moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
+async def awsworld_local(request: pytest.FixtureRequest, awsworld_moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
     """``LocalAWS`` on the session's moto server: fresh resources, deliveries run by its local poller."""
     from ..local import LocalAWS
+
+    _require_async_test(request, "awsworld_local")
 
     async with LocalAWS("moto", moto=awsworld_moto_server) as local:
         yield local
