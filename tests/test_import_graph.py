@@ -26,8 +26,8 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
         "awsworld.settings", "awsworld.authoring.errors", "awsworld.authoring.durations")),
     ("the durable format: values, calls, codecs, child ids as the log stores them", ("awsworld.durable",)),
     ("the World contract: entities, events, protocol, the rulebook, the queue's wire message, schedules', "
-     "publications' and deployments' records, schedules' timing, every World's storage and streams", (
-        "awsworld.world", "awsworld._http.wire")),
+     "publications' and deployments' records, schedules' timing and policies, every World's storage and streams", (
+        "awsworld.world", "awsworld._http.wire", "awsworld.schedules.policies")),
     ("schedules' model: Schedule, declarations in code", ("awsworld.schedules.model", "awsworld.schedules.declared")),
     ("authoring: what workflow code is written with, and its seam to the engine", (
         "awsworld.authoring", "awsworld.schedules.info")),

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar, overload
@@ -323,6 +324,13 @@ class Settings:
 
 SETTINGS = Settings()
 """The process environment, read at each access."""
+
+
+def module_names(value: str | None) -> list[str]:
+    """``AWSWORLD_MODULES``' text as module names: ``"myapp.workflows, other"`` -> ``["myapp.workflows", "other"]``
+    (commas and/or whitespace). Beside the variable, so a command that reads it (``awsworld runs``) does not load
+    the Lambda host's container, and the worker with it."""
+    return [name for name in re.split(r"[,\s]+", value or "") if name]
 
 
 def settings_table() -> str:

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..world import EntityConflictError, InBandSupersededError, World
+if TYPE_CHECKING:
+    from ..world import World
 
 
 def register(sub: Any) -> None:
@@ -33,6 +34,8 @@ def _line(slot: str, kind: str, correlation: str | None, detail: str) -> str:
 
 
 async def _storage_demo(world: World) -> None:
+    from ..world import EntityConflictError, InBandSupersededError
+
     events = world.events
     created = await events.create(None, {"eventType": "run_created",
                                          "eventData": {"workflowName": "checkout", "input": {"order": "A-17"}}})

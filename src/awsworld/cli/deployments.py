@@ -24,27 +24,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._deployments.identity import registry_digest
-from .._deployments.model import latest
-from .._deployments.pins import LATEST
-from .._deployments.upgrade import (
-    UNPINNED,
-    Holding,
-    Upgrade,
-    UpgradeError,
-    holdings,
-    retire,
-    runs_on,
-    target_deployment,
-    upgrade_run,
-)
-from ..authoring.definitions import REGISTRY
-from ..world.deployments import Deployment
 from .errors import CliError, usage
 from .output import print_json, print_table, remote, when
 from .replay import load_modules
+
+if TYPE_CHECKING:
+    from .._deployments.upgrade import Holding, Upgrade
+    from ..world.deployments import Deployment
 
 DEFAULT_KEEP = 3
 SHOWN_RUNS = 5
@@ -70,7 +58,7 @@ def register(sub: Any) -> None:
                              formatter_class=argparse.RawDescriptionHelpFormatter)
     upgrade.add_argument("run_ids", nargs="*", metavar="RUN")
     upgrade.add_argument("--deployment", metavar="DEPLOYMENT", help="move every unfinished run of this deployment")
-    upgrade.add_argument("--to", default=LATEST, metavar="DEPLOYMENT",
+    upgrade.add_argument("--to", metavar="DEPLOYMENT",  # None: _deployments.pins.LATEST, read where it is used
                          help="the deployment to move them to (default: latest, the newest)")
     upgrade.add_argument("--module", "-m", action="append", default=[],
                          help="a module defining the target's workflows (default: AWSWORLD_MODULES)")
@@ -89,6 +77,9 @@ def status_of(deployment: Deployment, newest: Deployment | None, held: int) -> s
 
 
 def _document(deployments: list[Deployment], held: dict[str, Holding]) -> dict[str, Any]:
+    from .._deployments.model import latest
+    from .._deployments.upgrade import UNPINNED, Holding
+
     newest = latest(deployments)
     rows = []
     for deployment in deployments:
@@ -105,6 +96,8 @@ def _document(deployments: list[Deployment], held: dict[str, Holding]) -> dict[s
 
 
 def _list(args: argparse.Namespace) -> int:
+    from .._deployments.upgrade import holdings
+
     async def go() -> dict[str, Any]:
         async with remote() as client:
             store = client.world.deployments
@@ -138,6 +131,8 @@ def _short(moment: str | None) -> str:
 # -- retiring --------------------------------------------------------------------------------------------------
 
 async def _retire_one(client: Any, deployment: str) -> Deployment:
+    from .._deployments.upgrade import UpgradeError, retire
+
     store = client.world.deployments
     assert store is not None
     try:
@@ -163,6 +158,8 @@ def _retire(args: argparse.Namespace) -> int:
 
 
 def _prune(args: argparse.Namespace) -> int:
+    from .._deployments.upgrade import holdings
+
     if args.keep < 1:
         raise usage("--keep must be at least 1 (the newest deployment takes new runs)")
 
@@ -186,6 +183,11 @@ def _prune(args: argparse.Namespace) -> int:
 # -- upgrading -------------------------------------------------------------------------------------------------
 
 def _upgrade(args: argparse.Namespace) -> int:
+    from .._deployments.identity import registry_digest
+    from .._deployments.pins import LATEST
+    from .._deployments.upgrade import UpgradeError, runs_on, target_deployment, upgrade_run
+    from ..authoring.definitions import REGISTRY
+
     if bool(args.run_ids) == bool(args.deployment):
         raise usage("name RUNs or --deployment DEPLOYMENT (one of them)", "awsworld upgrade --help")
     load_modules(args.module)
@@ -198,7 +200,7 @@ def _upgrade(args: argparse.Namespace) -> int:
             store = client.world.deployments
             assert store is not None
             try:
-                target = await target_deployment(store, args.to)
+                target = await target_deployment(store, LATEST if args.to is None else args.to)
             except UpgradeError as refused:
                 raise CliError(str(refused), "`awsworld deployments` lists them") from None
             here = registry_digest(REGISTRY)

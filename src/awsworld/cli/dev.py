@@ -23,17 +23,16 @@ import shlex
 import signal
 import sys
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..settings import SETTINGS, Settings
-from ..world.protocol import World
 
 if TYPE_CHECKING:
     from ..aws.world import AWSWorld
     from ..local.poller import LocalPoller
+    from ..world.protocol import World
 from . import ui
 from .output import import_modules
 
@@ -330,6 +329,8 @@ class WebhookServer:
     owns the World; answers are the deployed route's (202, 404, 410, ...)."""
 
     def __init__(self, world: World, client: Any, loop: asyncio.AbstractEventLoop, port: int = 0) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer  # (ssl, email: not at the CLI's start)
+
         from ..lambda_host import observability
         from ..lambda_host import webhook as route
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._timeline import deadline_text
-from ..client.limits import LimitView
-from ..world.rules.limiters import holder_run
 from .output import print_json, print_table, remote
+
+if TYPE_CHECKING:
+    from ..client.limits import LimitView
 
 
 def register(sub: Any) -> None:
@@ -59,6 +59,8 @@ def register(sub: Any) -> None:
 
 def limit_json(view: LimitView) -> dict[str, Any]:
     """A limit for scripts (stable camelCase keys)."""
+    from ..world.rules.limiters import holder_run
+
     spec = view.spec
     return {
         "limit": view.name, "concurrency": spec.concurrency, "total": view.total,
@@ -97,6 +99,8 @@ def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
 
 
 def _print_limit(document: dict[str, Any]) -> None:
+    from .._timeline import deadline_text
+
     total = f", total {document['total']}" if document["total"] is not None else ""
     rate = f", rate {document['rate']}" if document["rate"] else ""
     concurrency = f"concurrency {document['concurrency']}" if document["concurrency"] is not None else "no concurrency"

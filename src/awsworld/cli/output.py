@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..settings import SETTINGS, Settings
+from ..settings import SETTINGS, Settings, module_names
 from .errors import CONFIG_HINT, CliError, usage
 
 ELLIPSIS = "…"
@@ -105,8 +105,6 @@ def _registry() -> Any:
     codec. Without them (a shell opened outside the project, where the exports were pasted), the command goes on
     with a warning: a start's name is still checked against the names the stack publishes, and values are shown as
     the log stores them; refusing every read there would be a dead end."""
-    from ..lambda_host.container import MODULES_ENV, module_names
-
     names = module_names(SETTINGS.modules)
     if not names:
         return None
@@ -119,8 +117,8 @@ def _registry() -> Any:
         try:
             importlib.import_module(name)
         except ImportError as error:
-            print(f"warning: {MODULES_ENV} names {name!r}, which cannot be imported here ({error}): going on without "
-                  "your code (run from your project's directory to check a start's arguments against it)",
+            print(f"warning: {Settings.modules.env} names {name!r}, which cannot be imported here ({error}): going "
+                  "on without your code (run from your project's directory to check a start's arguments against it)",
                   file=sys.stderr)
             return None
     return REGISTRY

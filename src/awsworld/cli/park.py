@@ -15,8 +15,6 @@ import argparse
 import asyncio
 from typing import Any
 
-from .._engine.parking import parked_run
-from ..world.entities import TERMINAL_RUN_STATUSES
 from .errors import CliError
 from .output import error_text, print_json, remote, when
 
@@ -31,6 +29,9 @@ def register(sub: Any) -> None:
 
 
 def _fail(args: argparse.Namespace) -> int:
+    from .._engine.parking import parked_run
+    from ..world.entities import TERMINAL_RUN_STATUSES
+
     async def go() -> dict[str, Any]:
         async with remote() as client:
             view = await client.world.runs.get(args.run_id, resolve_data="none")

@@ -37,8 +37,7 @@ def register(sub: Any) -> None:
 def load_modules(modules: list[str]) -> None:
     """Import ``modules`` and those ``AWSWORLD_MODULES`` names, from the project's directory: the code runs are
     replayed against."""
-    from ..lambda_host.container import module_names
-    from ..settings import SETTINGS
+    from ..settings import SETTINGS, module_names
 
     add_project_to_path()
     for name in [*modules, *module_names(SETTINGS.modules)]:

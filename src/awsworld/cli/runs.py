@@ -13,22 +13,15 @@ import base64
 import inspect
 import sys
 from datetime import UTC
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._deployments.pins import LATEST, PIN_ATTRIBUTE
-from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status
-from .._timeline import deadline_text
-from .._worker.run_control import find_hook
-from ..schedules.info import schedule_json, schedule_label
 from ..settings import SETTINGS, Settings
-from ..world.entities import RUN_STATUSES, TERMINAL_RUN_STATUSES, Hook
-from ..world.errors import HookNotFoundError
-from ..world.pages import MAX_RUNS_PAGE
-from ..world.protocol import World
-from ..world.rules.hooks import hook_state
-from .error_view import error_part, print_error_part
 from .errors import CliError, parse_json, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
+
+if TYPE_CHECKING:
+    from ..world.entities import Hook
+    from ..world.protocol import World
 
 WEBHOOK_URL_ENV = Settings.webhook_url.env
 
@@ -234,6 +227,8 @@ def _signature_hint(client: Any, name: str) -> str:
 
 
 def _outcome(view: Any) -> dict[str, Any]:
+    from .error_view import error_part
+
     out: dict[str, Any] = {"status": view.status}
     if view.status == "completed":
         out["output"] = view.output
@@ -282,6 +277,11 @@ async def _unknown_workflow(client: Any, name: str) -> str | None:
 
 
 def _runs(args: argparse.Namespace) -> int:
+    from .._engine.parking import parked_run, shown_status
+    from ..schedules.info import schedule_json, schedule_label
+    from ..world.entities import RUN_STATUSES
+    from ..world.pages import MAX_RUNS_PAGE
+
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
     for status in args.status or ():  # the command's mistake: a usage error naming the choices, before any read
@@ -323,6 +323,8 @@ def _runs(args: argparse.Namespace) -> int:
 async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[Any]:
     """Up to ``limit`` parked runs, newest first. A parked run is a running run with a mark (``_engine.parking``),
     and run listings filter by status only, so this reads the running runs page by page (100 a page)."""
+    from .._engine.parking import parked_run
+
     found: list[Any] = []
     cursor: str | None = None
     while len(found) < limit:
@@ -381,8 +383,13 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    from .._deployments.pins import PIN_ATTRIBUTE
+    from .._engine.parking import parked_run
     from .._timeline import read_events
     from ..client.client import cancel_reason
+    from ..schedules.info import schedule_json
+    from ..world.entities import TERMINAL_RUN_STATUSES
+    from .error_view import error_part
     from .run_state import display_names, run_waits
 
     async def go() -> None:
@@ -442,7 +449,6 @@ def _describe(args: argparse.Namespace) -> int:
     return 0
 
 
-SHOWN_ABOVE = (PARKED_ATTRIBUTE, PIN_ATTRIBUTE)
 INTERNAL_PREFIX = "awsworld."
 """The namespace of awsworld's own names: its attributes (``awsworld.patched.<change id>``, the engine's record of
 a ``patched()`` answer) and built-in steps (``awsworld.start_child``, which starts a child run; ``describe``
@@ -453,12 +459,20 @@ def _step_status(step: dict[str, Any], run_status: str) -> str:
     """A step's status for people: a step still pending or running in the World when its run ended (cancelled,
     failed on request) read as if it still ran; the run's end stopped it, and its status stays as it was then
     (``--json`` keeps it)."""
+    from ..world.entities import TERMINAL_RUN_STATUSES
+
     ended = run_status in TERMINAL_RUN_STATUSES and step["status"] in ("pending", "running")
     return "unfinished" if ended else str(step["status"])
 
 
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
+    from .._deployments.pins import LATEST, PIN_ATTRIBUTE
+    from .._engine.parking import PARKED_ATTRIBUTE
+    from .._timeline import deadline_text
+    from .error_view import print_error_part
     from .run_state import END_LABELS, describe_wait, parked_lines
+
+    shown_above = (PARKED_ATTRIBUTE, PIN_ATTRIBUTE)  # a parked mark and a pin have lines of their own
 
     print(f"run       {d['runId']}")
     print(f"workflow  {d['workflow']}")
@@ -481,7 +495,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     if d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
     attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
-                  if key not in SHOWN_ABOVE and (internal or not key.startswith(INTERNAL_PREFIX))}
+                  if key not in shown_above and (internal or not key.startswith(INTERNAL_PREFIX))}
     for key, value in sorted(attributes.items()):
         print(f"attribute {key} = {value}")
     if d["parentRunId"]:
@@ -507,7 +521,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
-    own = len([key for key in d["attributes"] if key not in SHOWN_ABOVE])
+    own = len([key for key in d["attributes"] if key not in shown_above])
     hidden = [f"{n} awsworld {what}" for n, what in ((own - len(attributes), "attribute(s)"),
                                                      (len(d["steps"]["list"]) - len(listed), "step(s)")) if n]
     if hidden:
@@ -518,6 +532,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
 def _hooks(args: argparse.Namespace) -> int:
     from .._timeline import read_events
     from ..durable.hook_payloads import is_heartbeat_event
+    from ..world.rules.hooks import hook_state
 
     async def go() -> None:
         async with remote() as client:
@@ -631,6 +646,9 @@ def _resume(args: argparse.Namespace) -> int:
     parsed, a JSON object would reach the codec as a dict, which ``resume_hook`` refuses (``CodecPayloadError``).
     Which one it is costs one read of the hook before the resume. A PAYLOAD that is not JSON for a token no hook
     holds is the usage error it always was."""
+    from .._worker.run_control import find_hook
+    from ..world.errors import HookNotFoundError
+
     async def go() -> None:
         async with remote() as client:
             try:
@@ -676,6 +694,8 @@ def _heartbeat_hook(args: argparse.Namespace) -> int:
 
 
 def _cancel(args: argparse.Namespace) -> int:
+    from ..world.entities import TERMINAL_RUN_STATUSES
+
     async def go() -> None:
         async with remote() as client:
             view = await client.world.runs.get(args.run_id, resolve_data="none")

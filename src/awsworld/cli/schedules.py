@@ -19,12 +19,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..world.schedules import CATCHUPS, OVERLAPS, ScheduleState, parse_tick, tick_text
+from ..schedules.policies import CATCHUPS, OVERLAPS
 from .errors import parse_json, usage
 from .output import print_json, print_table, remote
+
+if TYPE_CHECKING:
+    from ..world.schedules import ScheduleState
 
 
 def register(sub: Any) -> None:
@@ -81,6 +84,8 @@ def register(sub: Any) -> None:
 
 def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) -> dict[str, Any]:
     """A schedule for scripts (stable camelCase keys)."""
+    from ..world.schedules import tick_text
+
     spec = state.spec
     document: dict[str, Any] = {
         "scheduleId": state.schedule_id, "workflow": state.workflow_name, "source": state.source,
@@ -99,6 +104,8 @@ def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) 
 
 
 def _text(moment: datetime | None) -> str | None:
+    from ..world.schedules import tick_text
+
     return None if moment is None else tick_text(moment)
 
 
@@ -115,6 +122,8 @@ def in_zone(tick: str | None, zone: str | None) -> str:
     """A fire time (stored as UTC text) for people: in the schedule's own time zone first, then UTC, so a cron
     written for Europe/Berlin reads as the Berlin time it means (``2026-03-01 02:00:00 Europe/Berlin
     (2026-03-01T01:00:00.000Z)``). A UTC schedule's shows as stored."""
+    from ..world.schedules import parse_tick
+
     if tick is None:
         return "-"
     if not zone or zone == "UTC":

@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .._timeline import deadline_text
-from ..client.skips import AmbiguousWaitError, SkippedWait, WaitNotFoundError
-from ..world.errors import RunGoneError
 from .errors import CliError, usage
 from .output import print_json, remote
+
+if TYPE_CHECKING:
+    from ..client.skips import SkippedWait
 
 
 def register(sub: Any) -> None:
@@ -33,6 +33,10 @@ def register(sub: Any) -> None:
 
 
 def _skip(args: argparse.Namespace) -> int:
+    from .._timeline import deadline_text
+    from ..client.skips import AmbiguousWaitError, WaitNotFoundError
+    from ..world.errors import RunGoneError
+
     async def go() -> SkippedWait:
         async with remote() as client:
             try:

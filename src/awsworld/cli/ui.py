@@ -6,11 +6,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..world.protocol import World
 from .errors import usage
 from .output import check_config
+
+if TYPE_CHECKING:
+    from ..world.protocol import World
 
 UI_HINT = "pip install 'awsworld[ui]'"
 

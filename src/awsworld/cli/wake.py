@@ -13,7 +13,6 @@ import asyncio
 from datetime import UTC, datetime
 from typing import Any
 
-from ..world.entities import TERMINAL_RUN_STATUSES
 from .errors import CliError
 from .output import print_json, remote
 
@@ -27,6 +26,8 @@ def register(sub: Any) -> None:
 
 
 def _wake(args: argparse.Namespace) -> int:
+    from ..world.entities import TERMINAL_RUN_STATUSES
+
     async def go() -> dict[str, Any]:
         async with remote() as client:
             view = await client.world.runs.get(args.run_id, resolve_data="none")

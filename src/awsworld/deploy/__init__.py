@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from importlib import resources
 
 from .. import __version__
 
@@ -48,6 +47,8 @@ _CODE_URI_LINE = re.compile(rf"^(    CodeUri: ){re.escape(DEFAULT_CODE_URI)}$", 
 
 
 def _read(name: str) -> str:
+    from importlib import resources  # (zipfile, pathlib's readers: not at the start of every `awsworld` command)
+
     return resources.files(__package__ or "awsworld.deploy").joinpath(name).read_text(encoding="utf-8")
 
 

@@ -28,11 +28,9 @@ import re
 import shlex
 import shutil
 import sys
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
-from urllib.request import url2pathname
 
 from .. import __version__
 from . import (
@@ -307,11 +305,15 @@ def _source(direct_url: dict[str, Any]) -> str | None:
     if isinstance(vcs, dict) and vcs.get("vcs"):
         commit = vcs.get("commit_id")
         return f"{vcs['vcs']}+{url}" + (f"@{commit}" if commit else "")
+    from urllib.request import url2pathname  # (http.client, email: not at the start of every `awsworld` command)
+
     parts = urlsplit(url)
     return url2pathname(parts.path) if parts.scheme == "file" else url
 
 
 def _direct_url() -> dict[str, Any] | None:
+    from importlib import metadata  # (email, zipfile, csv: not at the start of every `awsworld` command)
+
     try:
         text = metadata.distribution("awsworld").read_text("direct_url.json")
     except metadata.PackageNotFoundError:  # run from a source tree that was never installed

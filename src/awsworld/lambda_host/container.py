@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
@@ -30,17 +29,12 @@ from ..aws.config import AWSConfig
 from ..aws.world import AWSWorld
 from ..client.client import Client
 from ..schedules.declared import declared_in
-from ..settings import SETTINGS
+from ..settings import SETTINGS, module_names
 from .versions import LambdaHost, version_target
 
 log = logging.getLogger("awsworld.lambda")
 
 T = TypeVar("T")
-
-
-def module_names(value: str | None) -> list[str]:
-    """``"myapp.workflows, other"`` -> ``["myapp.workflows", "other"]`` (commas and/or whitespace)."""
-    return [name for name in re.split(r"[,\s]+", value or "") if name]
 
 
 def import_modules(value: str | None) -> list[str]:

@@ -23,18 +23,15 @@ from ..authoring.durations import Duration, seconds
 from ..durable import serde
 from ..world import schedule_timing as timing
 from ..world.schedules import (
-    CATCHUPS,
     MIN_CATCHUP_WINDOW_SECONDS,
     MIN_INTERVAL_SECONDS,
-    OVERLAPS,
-    Catchup,
-    Overlap,
     ScheduleState,
     Source,
     Spec,
     check_input,
     check_schedule_id,
 )
+from .policies import CATCHUPS, OVERLAPS, Catchup, Overlap
 
 
 @dataclass(frozen=True)

@@ -20,13 +20,12 @@ from typing import Literal, Protocol
 
 from ulid import ULID
 
+from ..schedules.policies import CATCHUPS as CATCHUPS  # the policies' words (their module: without the models)
+from ..schedules.policies import OVERLAPS as OVERLAPS
+from ..schedules.policies import Catchup, Overlap
 from .errors import EntityConflictError, InvalidInputError, NotFoundError
 from .ids import RUN_ID_PREFIX
 
-Overlap = Literal["skip", "buffer_one", "allow_all", "cancel_previous"]
-OVERLAPS: tuple[Overlap, ...] = ("skip", "buffer_one", "allow_all", "cancel_previous")
-Catchup = Literal["latest", "all"]
-CATCHUPS: tuple[Catchup, ...] = ("latest", "all")
 Source = Literal["code", "api"]
 Trigger = Literal["tick", "manual", "backfill"]
 
