@@ -185,6 +185,20 @@ def failed_run_error(run: RunView) -> WorkflowRunFailedError:
                    original.get("type"), original.get("name"))
 
 
+def check_delivery_loop(delivering_on: asyncio.AbstractEventLoop | None, owner: str) -> None:
+    """Refuse a wait made on another event loop than the one ``owner``'s deliveries run on (as a task of that loop,
+    which does not run while this one does): the wait could only time out, or wait for ever. A session-scoped test
+    fixture with function-scoped tests, pytest-asyncio's default, is the usual way there. ``owner``: what the
+    message names (``"this WorkflowTestEnv"``, ``"this LocalAWS"``)."""
+    if delivering_on is not None and asyncio.get_running_loop() is not delivering_on:
+        raise RuntimeError(
+            f"{owner} was started on another event loop: its deliveries run on that one, which is not running now, "
+            "so no run would move. Give it and the tests that use it one loop: with pytest-asyncio, a "
+            "session-scoped fixture needs @pytest_asyncio.fixture(scope=\"session\", loop_scope=\"session\") and its "
+            "tests @pytest.mark.asyncio(loop_scope=\"session\") (or asyncio_default_test_loop_scope = \"session\" in "
+            "your pytest configuration)")
+
+
 def _not_waiting(run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
     return contextlib.nullcontext()
 
