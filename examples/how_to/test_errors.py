@@ -25,5 +25,6 @@ async def test_a_child_runs_declined_card_fails_its_parent_with_declined(awsworl
     with pytest.raises(Declined, match=r"child run \S+ \(errors\.price\) failed: .*card 1111 declined") as failed:
         await run.result()  # the child's type (its step's, here) through the parent that let it through
     [child] = await run.children()
-    assert failed.value.child_run_id == child.run_id  # failed.value.details["cause"]: the child's error
+    assert isinstance(failed.value, WorkflowRunFailedError)  # too: details["cause"] is the child's error
+    assert failed.value.child_run_id == child.run_id
     # --8<-- [end:child]
