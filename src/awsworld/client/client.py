@@ -173,8 +173,9 @@ class Waiting(Protocol):
 
 def failed_run_error(run: RunView) -> WorkflowRunFailedError:
     """What ``Run.result()`` raises for a failed run: a ``WorkflowRunFailedError`` carrying the stored error that is
-    also an instance of the type the run failed with (the body's own exception, or for a step's failure the run let
-    through, the step's), where that type can be rebuilt (``authoring/rebuilt_errors.py``, as a workflow's
+    also an instance of the type the run failed with (the body's own exception, or for a step's or a child run's
+    failure the run let through, the step's or the child's original one, a grandchild's innermost), where that type
+    can be rebuilt (``authoring/rebuilt_errors.py``, as a workflow's
     ``StepError`` and ``ChildWorkflowError`` are): ``pytest.raises(Declined)`` holds around ``await run.result()``."""
     error = run.error
     name, message = error_name_and_message(error)
