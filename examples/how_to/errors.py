@@ -56,6 +56,11 @@ async def price(sku: str, card: str) -> int:
     return price
 
 
+@workflow(name="errors.checkout")
+async def checkout(sku: str, card: str) -> int:
+    return await price(sku, card)  # a child run: its failure, not caught here, fails this run too
+
+
 async def main() -> None:
     from awsworld.testing import WorkflowTestEnv
 

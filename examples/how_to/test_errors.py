@@ -1,7 +1,7 @@
 """A failed run's error, asserted by its type in a test (docs: How-to / Errors)."""
 
 import pytest
-from errors import Declined, price
+from errors import Declined, checkout, price
 
 from awsworld import WorkflowRunFailedError
 from awsworld.testing import WorkflowTestEnv
@@ -17,3 +17,14 @@ async def test_a_declined_card_fails_the_run_with_declined(awsworld_env: Workflo
     assert isinstance(failed.value, WorkflowRunFailedError)  # too, with what the run stored
     assert failed.value.step_name == "errors.authorize"
     # --8<-- [end:assert]
+
+
+async def test_a_child_runs_declined_card_fails_its_parent_with_declined(awsworld_env: WorkflowTestEnv) -> None:
+    # --8<-- [start:child]
+    run = await awsworld_env.client.start(checkout, "kettle", "0000-1111")  # price runs as its child
+    with pytest.raises(Declined, match=r"child run \S+ \(errors\.price\) failed: .*card 1111 declined") as failed:
+        await run.result()  # the child's type (its step's, here) through the parent that let it through
+    [child] = await run.children()
+    assert isinstance(failed.value, WorkflowRunFailedError)  # too: details["cause"] is the child's error
+    assert failed.value.child_run_id == child.run_id
+    # --8<-- [end:child]

@@ -17,7 +17,7 @@ from typing import Any
 
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from ._engine.time_scale import recorded_factor
-from ._worker.error_shapes import error_summary
+from ._worker.error_shapes import error_summary, failed_in
 from ._worker.step_runner import INLINE
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
 from .world.events import Event
@@ -139,16 +139,16 @@ def _error_text(error: Any) -> str:
 
 
 def error_lines(error: Any) -> list[str]:
-    """What ``--full`` prints under an error's row: for a failed step the workflow let through, the step and
-    its own traceback (where the user's code raised), then the workflow's traceback; else the traceback."""
+    """What ``--full`` prints under an error's row: for a failed step (or child run) the workflow let through,
+    the step (the child) and its own traceback (where the user's code raised), then the workflow's traceback; else
+    the traceback."""
     if not isinstance(error, dict):
         return []
     lines: list[str] = []
     cause = error.get("cause")
     if isinstance(cause, dict):
-        attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
-        lines.append(f"step {error.get('stepName')} ({error.get('stepId')}{attempt}) raised "
-                     f"{cause.get('type') or cause.get('name')}: {cause.get('message', '')}")
+        lines.append(f"{failed_in(error)} raised {cause.get('type') or cause.get('name')}: "
+                     f"{cause.get('message', '')}")
         lines.extend(str(cause.get("stack") or "").rstrip("\n").splitlines())
         if error.get("stack"):
             lines.append("the workflow did not catch it:")
@@ -162,7 +162,8 @@ def error_part(error: Any, code: str | None) -> dict[str, Any]:
     """A run's error for a document (``describe --json``, the UI's run): ``error`` (one line), ``errorCode``, and
     ``errorDetails``, the stored error whole (``name``, qualified ``type``, ``message``, ``stack``; for a failed
     step the workflow let through, ``stepName``, ``stepId``, ``attempt`` and ``cause``: the step's own error with
-    its traceback)."""
+    its traceback; for a failed child run, ``childRunId``, ``childWorkflowName`` and the child's error as
+    ``cause``)."""
     details = None if error is None else (error if isinstance(error, dict) else
                                           error.model_dump(by_alias=True, exclude_none=True))
     return {"error": error_summary(error), "errorCode": code, "errorDetails": details}

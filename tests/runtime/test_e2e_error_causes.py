@@ -3,18 +3,29 @@
 message, and its traceback, which ``step_failed``/``step_retrying`` store (bounded: the last 8 KB, runner frames
 dropped, the cut said); a workflow body's own exception keeps its traceback the same way; a failed run is
 logged naming the run, the step and the types (and, with ``AWSWORLD_LOG_ERRORS=full``, messages and
-tracebacks)."""
+tracebacks). A child run's failure the parent lets through keeps its cause the same way: the parent's error
+names the child run and holds the child's original error (a grandchild's, a step's: the innermost), so the
+parent's ``result()`` raises that type and ``awsworld describe``/``result`` of the parent show it."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
+import re
+import subprocess
+import sys
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from awsworld import StepError, WorkflowRunFailedError, step, workflow
 from awsworld._worker.error_shapes import LOG_ERRORS_ENV, MAX_STACK_BYTES
+from awsworld.cli.dev import environment
+from awsworld.cli.error_view import error_part, print_error_part
+from awsworld.client.replay import replay_run
 
 from .conftest import BOTH, E2E
 
@@ -168,3 +179,104 @@ async def test_a_failed_run_is_logged_naming_its_step_and_types(e2e: E2E, caplog
     assert f"step 'causes.lookup' failed after 2 attempts: KeyError: 'full-{tag}'" in text.splitlines()[0]
     assert f"raised KeyError: 'full-{tag}'" in text and "return prices[key]" in text
     assert "and the workflow did not catch it:" in text and "return await lookup(key)" in text
+
+
+# ----------------------------------------------------------------------------------------- a child run's failure
+
+
+@workflow(name="causes.child_pays")
+async def child_pays(mode: str, amount: int) -> None:
+    if mode == "own":
+        raise Declined(f"card declined for {amount}")
+    if mode == "step":
+        await charge(amount)  # the child lets the step's failure through
+    if mode == "grandchild":
+        await child_pays("own", amount)  # the child lets its own child's failure through
+
+
+@workflow(name="causes.parent_pays")
+async def parent_pays(mode: str, amount: int) -> None:
+    await child_pays(mode, amount)  # not caught: the parent fails with the child's ChildWorkflowError
+
+
+RAISED = 'raise Declined(f"card declined for {amount}")'  # the line of the body and of the step alike
+
+
+@pytest.mark.parametrize("mode", ["own", "step", "grandchild"])
+async def test_a_child_runs_failure_the_parent_lets_through_is_raised_as_the_childs_type(e2e: E2E, mode: str) -> None:
+    run = await e2e.start(parent_pays, mode, 12)
+    child = f"{run.run_id}.step_1"
+    with pytest.raises(Declined, match=rf"^run {re.escape(run.run_id)} failed: child run {re.escape(child)} "
+                                       r"\(causes\.child_pays\) failed: .*card declined for 12$") as failed:
+        await run.result(timeout=30)
+    error = failed.value
+    assert isinstance(error, WorkflowRunFailedError) and error.error_type == "ChildWorkflowError"
+    assert error.child_run_id == child and error.step_name is None
+    details = error.details
+    assert (details["childRunId"], details["childWorkflowName"]) == (child, "causes.child_pays")
+    cause = details["cause"]
+    assert (cause["name"], cause["type"], cause["message"]) == ("Declined", f"{__name__}.Declined",
+                                                                "card declined for 12"), "the innermost error"
+    assert set(cause) == {"name", "type", "message", "stack"}, "one cause, never a chain of them"
+    assert RAISED in cause["stack"], "the traceback of the line that raised, in the child (or its step)"
+    assert "in parent_pays\n    await child_pays(mode, amount)" in details["stack"], "where the parent awaited"
+    if mode == "grandchild":
+        assert f"failed: child run {child}.step_1 (causes.child_pays) failed: card declined" in str(error)
+        grandchild = (await e2e.world.runs.get(f"{child}.step_1")).error
+        assert grandchild is not None and grandchild.cause is None and grandchild.name == "Declined"
+    stored = (await e2e.world.runs.get(child)).error  # the child's own error: the same rule one level down
+    assert stored is not None and stored.name == ("Declined" if mode == "own" else "StepError" if mode == "step"
+                                                  else "ChildWorkflowError")
+    assert (stored.cause is None) == (mode == "own") and (stored.child_run_id is not None) == (mode == "grandchild")
+    assert (await replay_run(e2e.world, run.run_id)).ok, "replaying the parent's log raises the same error"
+
+
+async def test_describe_and_result_of_the_parent_show_the_child_run_and_its_type(
+        e2e: E2E, tmp_path: Path, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture) -> None:
+    tag = uuid.uuid4().hex[:8]
+    with caplog.at_level(logging.WARNING, logger="awsworld.failures"):
+        run = await e2e.start(parent_pays, "step", 7, run_id=f"causes-{tag}")
+        with pytest.raises(WorkflowRunFailedError):
+            await run.result(timeout=30)
+        await e2e.idle()
+    child = f"{run.run_id}.step_1"
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith(f"run {run.run_id} (")]
+    assert line == (f"run {run.run_id} (causes.parent_pays) failed [USER_ERROR]: ChildWorkflowError in child run "
+                    f"{child} (causes.child_pays): {__name__}.Declined"), line
+    if e2e.memory:  # the World is in this process: what the CLI's describe renders from the run it read
+        view = await run.get()
+        document = json.loads(json.dumps(error_part(view.error, view.error_code)))
+        print_error_part(document)
+        described = capsys.readouterr().out
+        result, result_text = {"status": "failed", **document}, None  # (result's text: on the emulator)
+    else:  # ``awsworld describe`` and ``result`` as processes, configured as ``awsworld dev``'s exports do
+        described, document, result_text, result = await _cli_on(e2e, run.run_id, tmp_path)
+    summary = (f"ChildWorkflowError: child run {child} (causes.child_pays) failed: step 'causes.charge' failed: "
+               "Declined: card declined for 7 (raised Declined)")
+    assert f"failed in child run {child} (causes.child_pays)\n" in described, described
+    assert f"error     {__name__}.Declined: card declined for 7\n" in described, described
+    assert "code      USER_ERROR" in described and "traceback\n" in described and RAISED in described
+    assert "the workflow did not catch it:" in described and "await child_pays(mode, amount)" in described
+    for shown in (document, result):  # describe --json, result --json
+        assert shown["error"] == summary
+        details = shown["errorDetails"]
+        assert (details["childRunId"], details["childWorkflowName"]) == (child, "causes.child_pays")
+        assert details["cause"]["type"] == f"{__name__}.Declined" and RAISED in details["cause"]["stack"]
+    assert result["status"] == "failed"
+    assert result_text is None or f"run {run.run_id} failed: {summary}" in result_text, result_text
+
+
+async def _cli_on(e2e: E2E, run_id: str, cwd: Path) -> tuple[str, dict[str, Any], str | None, dict[str, Any]]:
+    """``awsworld describe RUN`` (text, ``--json``) and ``awsworld result RUN`` (text, ``--json``) as processes."""
+    assert e2e.local is not None
+    env = {**environment(e2e.local.config, "http://127.0.0.1:9"), "PATH": "/usr/bin:/bin"}
+
+    def cli(*command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "awsworld.cli", *command], env=env, cwd=cwd,
+                              capture_output=True, text=True, timeout=120)
+
+    text, as_json, result, result_json = await asyncio.gather(*(asyncio.to_thread(cli, *command) for command in (
+        ("describe", run_id), ("describe", run_id, "--json"), ("result", run_id), ("result", run_id, "--json"))))
+    assert (text.returncode, as_json.returncode, result.returncode, result_json.returncode) == (0, 0, 1, 1), \
+        (text, as_json, result, result_json)
+    return text.stdout, json.loads(as_json.stdout), result.stderr.strip(), json.loads(result_json.stdout)

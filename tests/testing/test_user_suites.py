@@ -68,3 +68,8 @@ def test_two_tests_defining_one_workflow_name_are_told_apart(tmp_path: Path) -> 
 @pytest.mark.timeout(300)
 def test_an_env_shared_across_tests_works_on_one_loop_and_says_so_on_two(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_shared_env.py")
+
+
+@pytest.mark.timeout(300)
+def test_an_emulator_shared_across_tests_works_on_one_loop_and_says_so_on_two(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_shared_local.py")

@@ -1,6 +1,6 @@
-"""The run viewer shows what a failure needs to be fixed (the failing step, the original type and message, the
-tracebacks, escaped) and a run's end as it is: hooks closed by a cancel, streams ended (httpx on the ASGI app
-over a WorkflowTestEnv, no sockets)."""
+"""The run viewer shows what a failure needs to be fixed (the failing step or child run, the original type and
+message, the tracebacks, escaped) and a run's end as it is: hooks closed by a cancel, streams ended (httpx on the
+ASGI app over a WorkflowTestEnv, no sockets)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,11 @@ async def fetch(key: str) -> str:
 @workflow(name="ui_errors.fails")
 async def fails(key: str) -> str:
     return await fetch(key)
+
+
+@workflow(name="ui_errors.parent")
+async def parent(key: str) -> str:
+    return await fails(key)  # a child run: its failure, not caught, is the parent's
 
 
 @step(name="ui_errors.note", max_retries=0)
@@ -78,6 +83,20 @@ async def test_the_runs_error_names_the_step_the_type_and_the_traceback(http: ht
     assert "<th>failed step</th>" in page and "<code>ui_errors.fetch</code>" in page
     assert "KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;" in page
     assert "<th>traceback</th>" in page and "<pre class=tb>" in page and "return stock[key]" in page
+
+
+async def test_a_childs_failure_the_parent_let_through_names_the_child_run_and_its_type() -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(parent, XSS)
+        with pytest.raises(KeyError):  # the child's step's type, through the child and the parent
+            await run.result()
+        app = create_app(env.world)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            page = (await client.get(f"/runs/{run.run_id}")).text
+    child = f"{run.run_id}.step_1"
+    assert XSS not in page, "every stored value is escaped"
+    assert f"<th>failed child</th><td><a href='/runs/{child}'>{child}</a> (ui_errors.fails): " in page, page
+    assert "KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;" in page and "return stock[key]" in page
 
 
 async def test_an_error_event_shows_its_traceback_on_demand(http: httpx.AsyncClient, runs: Runs) -> None:

@@ -11,7 +11,8 @@
  * `result` mirrors the Python `Run.result()` (src/awsworld/client/client.py): it repeats the server's long poll
  * (at most 60 s a request) until the run ends or `timeout` passes, and a run that did not complete throws the
  * Workflow SDK's own error for it: `WorkflowRunFailedError` (its `cause` the stored error: `message`, `name`,
- * `type`, `stack`, and for a step's failure `stepName`, `stepId`, `attempt`, `cause`), `WorkflowRunCancelledError`
+ * `type`, `stack`, and for a step's failure `stepName`, `stepId`, `attempt`, `cause`; for a child run's
+ * `childRunId`, `childWorkflowName`, `cause`), `WorkflowRunCancelledError`
  * (with the `reason` given to `cancel`), `WorkflowRunNotCompletedError` when `timeout` passed first.
  */
 import { WorkflowRunCancelledError, WorkflowRunFailedError, WorkflowRunNotCompletedError } from '@workflow/errors';

@@ -4,7 +4,8 @@
 then the hook its outcome comes back on, awaits the start step, and hands back the child's run id and an outcome
 future. ``_Call`` settles that future from the hook's one payload, the child's end, as the ``hook_received`` is
 replayed: its value through the codec (the child workflow's, or the call's own), or a ``ChildWorkflowError`` that
-is also the type the child raised where it can be rebuilt (``authoring.rebuilt_errors``).
+is also the type the child raised where it can be rebuilt (``authoring.rebuilt_errors``) and carries that error as
+the child stored it (``original``: what a parent that lets it through stores as its own error's ``cause``).
 """
 
 from __future__ import annotations
@@ -105,11 +106,13 @@ class _Call:
         stored = payload.get("error")
         error = cast("dict[str, Any]", stored) if isinstance(stored, dict) else {}
         message = str(error.get("message") or status)
-        original = original_error(error)  # a step's failure the child let through: the step's own error
+        # A step's (or a grandchild's) failure the child let through: that one's own error, the innermost.
+        original = original_error(error)
         self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
             f"child run {self.run_id} ({self.workflow_name}) {status}: {message}", run_id=self.run_id,
             workflow_name=self.workflow_name, status=status, error_type=error.get("name"),
-            code=payload.get("code")), original.get("type"), original.get("name")))
+            code=payload.get("code"), original=original if status == "failed" and error else None),
+            original.get("type"), original.get("name")))
 
     def not_started(self, cause: BaseException | None) -> ChildWorkflowError:
         return ChildWorkflowError(f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause}",

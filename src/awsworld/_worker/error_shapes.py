@@ -5,7 +5,10 @@ A stored error (``StructuredError``: a step's ``step_failed``/``step_retrying``,
 qualified name, ``myapp.errors.Declined``; just ``KeyError`` for a builtin), ``message`` and ``stack`` (the
 traceback). A run that failed because a step failed and the workflow did not catch the ``StepError`` also holds
 ``stepName``, ``stepId``, ``attempt`` and ``cause``: the step's own error (its type, message and traceback), so
-the run's error names the step and the original exception without reading the step.
+the run's error names the step and the original exception without reading the step. One that failed because a
+child run failed and the workflow did not catch the ``ChildWorkflowError`` holds ``childRunId``,
+``childWorkflowName`` and, in the same ``cause``, the child's original error: its own exception, or the step's
+or grandchild's it let through (the innermost, never a chain: ``authoring.rebuilt_errors.original_error``).
 
 Tracebacks are kept, and bounded so they always fit: awsworld's own frames that run a body (the step runner, the
 replay loop, asyncio) are dropped from the front; awsworld frames after the last user frame are collapsed to the
@@ -23,8 +26,10 @@ import asyncio
 import logging
 import os
 import traceback
+from collections.abc import Mapping
 from typing import Any
 
+from ..authoring.children import ChildWorkflowError
 from ..authoring.errors import BodyExitError, HookFailedError, StepError, cap_message
 from ..settings import SETTINGS, Settings
 from ..world.entities import ErrorBytes, error_name_and_message, stored_error
@@ -35,6 +40,8 @@ only what names the failure (run, step, types), since a message may quote user d
 MAX_STACK_BYTES = 8 * 1024
 """A stored traceback keeps its last 8 KB (about 40 frames): enough for the user's frames of any real failure."""
 MAX_STACK_LINE = 1024
+CAUSE_FIELDS = ("name", "type", "message", "stack")
+"""What a run's error keeps of the error it stands for (``cause``), a step's or a child run's alike."""
 
 failures = logging.getLogger("awsworld.failures")
 
@@ -52,9 +59,10 @@ def qualified_type(error: BaseException) -> str:
 
 def structured_error(error: BaseException) -> dict[str, Any]:
     """``error`` as the log stores it (see the module's docstring). A ``StepError`` the workflow let through
-    carries its step and the step's original error (``cause``); a ``HookFailedError`` its sender's ``code``
-    (``fail_hook(..., code=...)``), so the run's error says it where ``describe`` and ``result`` show it. A body's
-    ``sys.exit()`` is stored as the ``SystemExit`` it raised (``BodyExitError`` only carried it out of its task)."""
+    carries its step, a ``ChildWorkflowError`` its child run, and either the original error (``cause``); a
+    ``HookFailedError`` its sender's ``code`` (``fail_hook(..., code=...)``), so the run's error says it where
+    ``describe`` and ``result`` show it. A body's ``sys.exit()`` is stored as the ``SystemExit`` it raised
+    (``BodyExitError`` only carried it out of its task)."""
     if isinstance(error, BodyExitError):
         error = error.exit
     stored: dict[str, Any] = {"message": cap_message(str(error) or type(error).__name__),
@@ -62,12 +70,27 @@ def structured_error(error: BaseException) -> dict[str, Any]:
                               "stack": format_stack(error)}
     if isinstance(error, HookFailedError):
         stored["code"] = error.code
+    cause: dict[str, Any] | None = None
     if isinstance(error, StepError):
         stored.update({"stepName": error.step_name, "stepId": error.step_id, "attempt": error.attempt})
-        stored["cause"] = {k: v for k, v in {"name": error.error_type, "type": error.qualified_type,
-                                             "message": error.message, "stack": error.stack}.items()
-                           if v is not None}
+        cause = {"name": error.error_type, "type": error.qualified_type, "message": error.message,
+                 "stack": error.stack}
+    elif isinstance(error, ChildWorkflowError):
+        stored.update({"childRunId": error.run_id, "childWorkflowName": error.workflow_name})
+        cause = error.original
+    if cause is not None:
+        stored["cause"] = stored_cause(cause) or None  # (another runtime's bytes: nothing to keep)
     return {k: v for k, v in stored.items() if v is not None}
+
+
+def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
+    """The error a run's error stands for, as its ``cause`` holds it: ``CAUSE_FIELDS`` only (a child's own
+    ``cause`` is not nested: ``original`` is the innermost already), the message capped as every stored one is.
+    Its traceback is the one the step's or the child's log stored, bounded there (``format_stack``)."""
+    cause = {field: original.get(field) for field in CAUSE_FIELDS if original.get(field) is not None}
+    if "message" in cause:
+        cause["message"] = cap_message(str(cause["message"]))
+    return cause
 
 
 def format_stack(error: BaseException) -> str:
@@ -135,8 +158,9 @@ def _short_line(line: str) -> str:
 
 def error_summary(error: Any) -> str | None:
     """A stored error (a ``StructuredError`` or its dict) as one line, ``Name: message [code]``: for a step the
-    workflow let through, ``StepError: step 'fetch' failed after 3 attempts: KeyError: 'missing'``. The one
-    rendering the CLI, the UI and the logs share."""
+    workflow let through, ``StepError: step 'fetch' failed after 3 attempts: KeyError: 'missing'``; for a child
+    run, ``ChildWorkflowError: child run … (orders.charge) failed: card declined (raised Declined)`` (the child's
+    message does not name its type, a step's does). The one rendering the CLI, the UI and the logs share."""
     if error is None:
         return None
     if isinstance(error, ErrorBytes) or (isinstance(error, dict) and "__type" in error):
@@ -146,30 +170,44 @@ def error_summary(error: Any) -> str | None:
     data: dict[str, Any] = error if isinstance(error, dict) else error.model_dump()
     name, message, code = data.get("name"), str(data.get("message", "")), data.get("code")
     text = f"{name}: {message}" if name else message
+    cause = data.get("cause")
+    if data.get("childRunId") and isinstance(cause, dict) and cause.get("name"):
+        text += f" (raised {cause['name']})"
     return f"{text} [{code}]" if code else text
+
+
+def failed_in(error: Mapping[str, Any]) -> str | None:
+    """Where a run's error came from when it stands for another's (``cause``): ``step fetch (step_3, attempt 2)``
+    or ``child run wrun_….step_1 (orders.charge)``; None for the run's own exception. The one wording
+    ``describe``, ``events --full``, the UI and the failure log share."""
+    if not isinstance(error.get("cause"), dict):
+        return None
+    if error.get("childRunId"):
+        return f"child run {error['childRunId']} ({error.get('childWorkflowName')})"
+    attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
+    return f"step {error.get('stepName')} ({error.get('stepId')}{attempt})"
 
 
 def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code: str | None, *,
                    full: bool | None = None) -> str:
-    """The log line of a failed run: which run, and what failed: the step (id, attempt) and the original type
-    for a step's failure the workflow let through, else the type. ``full`` (default: ``AWSWORLD_LOG_ERRORS=full``,
-    which ``awsworld dev`` sets) adds the messages and the tracebacks, the step's first (where the user's code
-    raised). Off by default because a message may quote user data, which deployed logs never hold."""
+    """The log line of a failed run: which run, and what failed: the step (id, attempt) or the child run and the
+    original type for a step's or a child's failure the workflow let through, else the type. ``full`` (default:
+    ``AWSWORLD_LOG_ERRORS=full``, which ``awsworld dev`` sets) adds the messages and the tracebacks, the step's
+    (the child's) first (where the user's code raised). Off by default because a message may quote user data,
+    which deployed logs never hold."""
     if full is None:
         full = SETTINGS.log_errors == "full"
     cause = error.get("cause")
-    where = cause_type = ""
-    if isinstance(cause, dict):
-        where = f"{error.get('stepId')}" + (f", attempt {error['attempt']}" if error.get("attempt") else "")
-        cause_type = str(cause.get("type") or cause.get("name"))
+    where = failed_in(error)
+    cause_type = str(cause.get("type") or cause.get("name")) if isinstance(cause, dict) else ""
     head = f"run {run_id} ({workflow_name}) failed" + (f" [{code}]" if code else "") + ": "
     if not full:
         kind = str(error.get("type") or error.get("name") or "error")
         kind = str(error.get("name") or kind) if kind.startswith("awsworld.") else kind
-        return head + kind + (f" in step {error.get('stepName')} ({where}): {cause_type}" if cause_type else "")
+        return head + kind + (f" in {where}: {cause_type}" if where else "")
     lines = [head + (error_summary(error) or "")]
     if isinstance(cause, dict):
-        lines.append(f"  step {error.get('stepName')} ({where}) raised {cause_type}: {cause.get('message', '')}")
+        lines.append(f"  {where} raised {cause_type}: {cause.get('message', '')}")
         if cause.get("stack"):
             lines.append(_indented(str(cause["stack"])))
         if error.get("stack"):

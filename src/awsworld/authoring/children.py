@@ -67,7 +67,7 @@ child's run id.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, ParamSpec, TypeVar, overload
 
@@ -90,16 +90,22 @@ class ChildWorkflowError(Exception):
 
     A failed child's error is also an instance of the type the child raised (for a failed step the child let
     through, the step's own type), where that type can be rebuilt (see ``rebuilt_errors``): ``except KeyError:``
-    around the child's call catches a child that raised ``KeyError``."""
+    around the child's call catches a child that raised ``KeyError``. ``original`` is that error as the child's log
+    stored it (``name``, qualified ``type``, ``message``, ``stack``): the child's own exception, or the step's or
+    grandchild's that the child let through (the innermost); None unless the child ``failed``. A workflow that
+    lets this error through stores it as the run's ``cause`` (``_worker/error_shapes.py``), so ``Run.result()`` of
+    the parent raises the child's type too."""
 
     def __init__(self, message: str, *, run_id: str, workflow_name: str, status: str,
-                 error_type: str | None = None, code: str | None = None) -> None:
+                 error_type: str | None = None, code: str | None = None,
+                 original: Mapping[str, Any] | None = None) -> None:
         Exception.__init__(self, message)  # not super()'s: a rebuilt type's __init__ must not run
         self.run_id = run_id
         self.workflow_name = workflow_name
         self.status = status
         self.error_type = error_type
         self.code = code
+        self.original: dict[str, Any] | None = None if original is None else dict(original)
 
     def __str__(self) -> str:
         return BaseException.__str__(self)  # not the rebuilt type's

@@ -206,9 +206,11 @@ class HookFailedError(Exception):
 class WorkflowRunFailedError(Exception):
     """``Run.result()`` of a failed run: carries the stored error, and is also an instance of the type the run failed
     with where that type can be rebuilt (``rebuilt_errors``). ``error_type`` is the name of what the
-    workflow raised (``"StepError"`` when a failed step's error went uncaught); ``details`` is the whole stored
-    error (``type``, ``stack``, and for a step's failure ``stepName``, ``stepId``, ``attempt`` and ``cause``, the
-    step's own error with its traceback); ``step_name`` names the failed step, if one was the cause."""
+    workflow raised (``"StepError"`` when a failed step's error went uncaught, ``"ChildWorkflowError"`` for a
+    child run's); ``details`` is the whole stored error (``type``, ``stack``, and for a step's failure
+    ``stepName``, ``stepId``, ``attempt`` and ``cause``, the step's own error with its traceback; for a child
+    run's, ``childRunId``, ``childWorkflowName`` and ``cause``, the child's original error); ``step_name`` names
+    the failed step, ``child_run_id`` the failed child run, if one was the cause."""
 
     def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None, *,
                  details: dict[str, Any] | None = None) -> None:
@@ -217,8 +219,9 @@ class WorkflowRunFailedError(Exception):
         self.code = code
         self.error_type = error_type
         self.details: dict[str, Any] = details or {}
-        step = self.details.get("stepName")
+        step, child = self.details.get("stepName"), self.details.get("childRunId")
         self.step_name: str | None = step if isinstance(step, str) else None
+        self.child_run_id: str | None = child if isinstance(child, str) else None
 
     def __str__(self) -> str:
         return BaseException.__str__(self)  # not the rebuilt type's (client/client.py, failed_run_error)

@@ -41,8 +41,9 @@ E = TypeVar("E", bound=Exception)
 
 def original_error(stored: Mapping[str, Any]) -> Mapping[str, Any]:
     """The error a stored one stands for, whose ``type`` and ``name`` a rebuild uses: a step's failure the run let
-    through is stored as a ``StepError`` whose ``cause`` is the step's own error (``KeyError``, ``Declined``); any
-    other is itself."""
+    through is stored as a ``StepError`` whose ``cause`` is the step's own error (``KeyError``, ``Declined``), a
+    child run's as a ``ChildWorkflowError`` whose ``cause`` is the child's original error (the innermost: a cause
+    is never nested, ``_worker/error_shapes.py``); any other (or one stored before causes were) is itself."""
     cause = stored.get("cause")
     return cast("Mapping[str, Any]", cause) if isinstance(cause, Mapping) else stored
 

@@ -86,7 +86,7 @@ class AWSClients:
         self._executor: ThreadPoolExecutor | None = None
         self._clients: dict[str, AsyncClient] = {}
         self._handlers: list[tuple[str, Callable[..., Any]]] = []
-        self._lock = asyncio.Lock()
+        self._open_lock = threading.Lock()  # opening a client (``_open``), on any thread
 
     def _endpoint(self, service: str) -> str | None:
         if service == "dynamodb" and self.config.dynamodb_endpoint_url:
@@ -117,11 +117,18 @@ class AWSClients:
         client = self._clients.get(service)
         if client is not None:
             return client
-        async with self._lock:
+        executor = self.executor
+        return await asyncio.get_running_loop().run_in_executor(executor, self._open, service, executor)
+
+    def _open(self, service: str, executor: ThreadPoolExecutor) -> AsyncClient:
+        """The service's client, made once (on a worker). The lock is a thread lock, not an asyncio one: a World
+        may be used from more than one event loop (a test fixture's and a test's, ``asyncio.run`` after
+        ``asyncio.run``), and an asyncio lock taken by a task of a loop that is not running now was never given
+        back, so every other loop's first request waited for ever."""
+        with self._open_lock:
             client = self._clients.get(service)
             if client is None:
-                executor = self.executor
-                made = await asyncio.get_running_loop().run_in_executor(executor, self._create, service)
+                made = self._create(service)
                 events = made.meta.events
                 events.register(f"before-call.{service}", self._count)
                 if service == "dynamodb":
@@ -130,16 +137,17 @@ class AWSClients:
                 for event_name, handler in self._handlers:
                     events.register(event_name, handler)
                 client = self._clients[service] = AsyncClient(made, executor)
-        return client
+            return client
 
     def register_handler(self, event_name: str, handler: Callable[..., Any]) -> None:
         """Register a botocore event handler (``"before-call"``, ``"after-call.s3"``, ...) on every client of
         this World, those already open and those opened later: clients open lazily, so whoever observes or
         perturbs every request (tracing, fault injection) cannot know in advance which ones a code path uses.
         Handlers run on the worker thread that makes the request, in the requesting task's context."""
-        self._handlers.append((event_name, handler))
-        for client in self._clients.values():
-            client.meta.events.register(event_name, handler)
+        with self._open_lock:  # (a client being opened now gets it too)
+            self._handlers.append((event_name, handler))
+            for client in self._clients.values():
+                client.meta.events.register(event_name, handler)
 
     def _count(self, model: Any, **_: Any) -> None:
         with self.stats.lock:

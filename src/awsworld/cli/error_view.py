@@ -1,4 +1,5 @@
-"""How ``describe`` shows a failed run's error: its type, message, the step that failed and the tracebacks.
+"""How ``describe`` shows a failed run's error: its type, message, the step or child run that failed and the
+tracebacks.
 
 Kept apart from ``describe``'s layout so either can change alone: ``error_part`` gives the document's keys
 (``--json``), ``print_error_part`` the lines for people.
@@ -9,19 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from .._timeline import error_lines, error_part
+from .._worker.error_shapes import failed_in
 
 __all__ = ["error_part", "print_error_part"]
 
 
 def print_error_part(document: dict[str, Any]) -> None:
-    """The error's lines under ``describe``'s header: type, failing step, message, then the tracebacks."""
+    """The error's lines under ``describe``'s header: type, failing step or child run, message, then the
+    tracebacks (for a failed step or child run, the type and message are the original error's)."""
     details = document.get("errorDetails")
     if not isinstance(details, dict):
         return
     cause = details.get("cause")
     if isinstance(cause, dict):
-        attempt = f", attempt {details['attempt']}" if details.get("attempt") else ""
-        print(f"failed in step {details.get('stepName')} ({details.get('stepId')}{attempt})")
+        print(f"failed in {failed_in(details)}")
         print(f"error     {cause.get('type') or cause.get('name')}: {cause.get('message', '')}")
     else:
         sent = f" [{details['code']}]" if details.get("code") else ""  # a failed hook's code (fail_hook(code=))

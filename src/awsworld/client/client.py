@@ -173,8 +173,9 @@ class Waiting(Protocol):
 
 def failed_run_error(run: RunView) -> WorkflowRunFailedError:
     """What ``Run.result()`` raises for a failed run: a ``WorkflowRunFailedError`` carrying the stored error that is
-    also an instance of the type the run failed with (the body's own exception, or for a step's failure the run let
-    through, the step's), where that type can be rebuilt (``authoring/rebuilt_errors.py``, as a workflow's
+    also an instance of the type the run failed with (the body's own exception, or for a step's or a child run's
+    failure the run let through, the step's or the child's original one, a grandchild's innermost), where that type
+    can be rebuilt (``authoring/rebuilt_errors.py``, as a workflow's
     ``StepError`` and ``ChildWorkflowError`` are): ``pytest.raises(Declined)`` holds around ``await run.result()``."""
     error = run.error
     name, message = error_name_and_message(error)
@@ -183,6 +184,20 @@ def failed_run_error(run: RunView) -> WorkflowRunFailedError:
     return rebuild(WorkflowRunFailedError, lambda kind: kind(run.run_id, message, code=run.error_code,
                                                              error_type=name, details=details),
                    original.get("type"), original.get("name"))
+
+
+def check_delivery_loop(delivering_on: asyncio.AbstractEventLoop | None, owner: str) -> None:
+    """Refuse a wait made on another event loop than the one ``owner``'s deliveries run on (as a task of that loop,
+    which does not run while this one does): the wait could only time out, or wait for ever. A session-scoped test
+    fixture with function-scoped tests, pytest-asyncio's default, is the usual way there. ``owner``: what the
+    message names (``"this WorkflowTestEnv"``, ``"this LocalAWS"``)."""
+    if delivering_on is not None and asyncio.get_running_loop() is not delivering_on:
+        raise RuntimeError(
+            f"{owner} was started on another event loop: its deliveries run on that one, which is not running now, "
+            "so no run would move. Give it and the tests that use it one loop: with pytest-asyncio, a "
+            "session-scoped fixture needs @pytest_asyncio.fixture(scope=\"session\", loop_scope=\"session\") and its "
+            "tests @pytest.mark.asyncio(loop_scope=\"session\") (or asyncio_default_test_loop_scope = \"session\" in "
+            "your pytest configuration)")
 
 
 def _not_waiting(run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:

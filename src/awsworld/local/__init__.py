@@ -21,14 +21,16 @@ real AWS credentials in it) is left alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from contextlib import AbstractContextManager
 from types import TracebackType
 from typing import Literal
 
 from .._worker.dispatch import Worker
 from ..aws.config import AWSConfig, value_limits
 from ..aws.world import AWSWorld
-from ..client.client import Client
+from ..client.client import Client, check_delivery_loop
 from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
 from .localstack_server import LocalStack, LocalStackError
 from .moto_server import MotoServer
@@ -104,6 +106,7 @@ class LocalAWS:
         self.encrypt_payloads = encrypt_payloads
         self.poller: LocalPoller | None = None
         self.client: Client | None = None
+        self._delivering_on: asyncio.AbstractEventLoop | None = None  # the loop the poller's task runs on
 
     # -- servers ---------------------------------------------------------------------------------------
 
@@ -135,7 +138,7 @@ class LocalAWS:
         return self
 
     async def stop(self) -> None:
-        poller, self.poller = self.poller, None
+        poller, self.poller, self._delivering_on = self.poller, None, None
         if poller is not None:
             await poller.stop()
         worlds, self._worlds, self._world = self._worlds, [], None
@@ -229,15 +232,21 @@ class LocalAWS:
             try:
                 self._world = await self.new_world()
                 worker = Worker(self._world)
-                self.client = Client(self._world, registry=worker.registry)
+                self.client = Client(self._world, registry=worker.registry, waiting=self._waiting)
                 if self._run_workflows:
                     # Deliveries go to the same delivery path the Lambda flow handler runs, with its deadline.
                     self.poller = LocalPoller(self._world, worker)
                     self.poller.start()
+                    self._delivering_on = asyncio.get_running_loop()
             except BaseException:
                 await self.stop()
                 raise
         return self
+
+    def _waiting(self, run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
+        """``client``'s waits: refused on another event loop than the poller's, which would never deliver."""
+        check_delivery_loop(self._delivering_on, "this LocalAWS")
+        return contextlib.nullcontext()
 
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

@@ -31,7 +31,7 @@ from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..cli.run_state import describe_wait, run_waits
-from ..client.client import Client
+from ..client.client import Client, check_delivery_loop
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import HookNotFoundError
@@ -211,16 +211,7 @@ class WorkflowTestEnv:
         return self
 
     def _check_loop(self) -> None:
-        """Refuse a wait made on another event loop than the one this environment started on: its deliveries run
-        as a task of that loop, which does not run while this one does, so the wait could only time out (a
-        session-scoped fixture with function-scoped tests, pytest-asyncio's default, is the usual way there)."""
-        if self._loop is not None and asyncio.get_running_loop() is not self._loop:
-            raise RuntimeError(
-                "this WorkflowTestEnv was started on another event loop: its deliveries run on that one, which is not "
-                "running now, so no run would move. Give the environment and the tests that use it one loop: with "
-                "pytest-asyncio, a session-scoped fixture needs @pytest_asyncio.fixture(scope=\"session\", "
-                "loop_scope=\"session\") and its tests @pytest.mark.asyncio(loop_scope=\"session\") (or "
-                "asyncio_default_test_loop_scope = \"session\" in your pytest configuration)")
+        check_delivery_loop(self._loop, "this WorkflowTestEnv")
 
     async def close(self) -> None:
         """Stop the deliveries and close the World (``async with`` does it on exit)."""

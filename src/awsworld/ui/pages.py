@@ -252,15 +252,18 @@ def event_rows(run_id: str, rows: Iterable[Row]) -> str:
 
 
 def error_facts(error: dict[str, Any]) -> list[tuple[str, str]]:
-    """A failed run's error for its summary: the error, the step that failed (for a step's error the workflow
-    let through: its original type and message) and the tracebacks, folded."""
+    """A failed run's error for its summary: the error, the step or child run that failed (for a step's or a
+    child's error the workflow let through: its original type and message) and the tracebacks, folded."""
     facts = [("error", f"<span class=err>{esc(error_summary(error) or '')}</span>")]
     cause = error.get("cause")
     if isinstance(cause, dict):
+        child = error.get("childRunId")
         attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
-        facts.append(("failed step", f"<code>{esc(error.get('stepName'))}</code> ({esc(error.get('stepId'))}"
-                                     f"{esc(attempt)}): <span class=err>{esc(cause.get('type') or cause.get('name'))}: "
-                                     f"{esc(cause.get('message', ''))}</span>"))
+        where = (f"{run_link(str(child))} ({esc(error.get('childWorkflowName'))})" if child else
+                 f"<code>{esc(error.get('stepName'))}</code> ({esc(error.get('stepId'))}{esc(attempt)})")
+        facts.append(("failed child" if child else "failed step",
+                      f"{where}: <span class=err>{esc(cause.get('type') or cause.get('name'))}: "
+                      f"{esc(cause.get('message', ''))}</span>"))
     lines = error_lines(error)
     if lines:
         facts.append(("traceback", f"<details><summary>show</summary><pre class=tb>{esc(chr(10).join(lines))}</pre>"

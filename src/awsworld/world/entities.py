@@ -60,7 +60,9 @@ class StructuredError(WireModel):
     ``name`` is the exception's class name, ``type`` its qualified name (``myapp.errors.Declined``), ``stack`` its
     traceback (bounded: see ``_worker.error_shapes``). A run that failed because a step's ``StepError`` went
     uncaught names the step (``step_name``, ``step_id``, ``attempt``) and keeps the step's own error as
-    ``cause``. Errors written before these fields existed simply lack them."""
+    ``cause``; one that a child run's ``ChildWorkflowError`` failed names the child (``child_run_id``,
+    ``child_workflow_name``) and keeps the child's original error as ``cause``. Errors written before these fields
+    existed simply lack them."""
 
     model_config = WireModel.model_config | {"extra": "allow"}
     message: str
@@ -71,6 +73,8 @@ class StructuredError(WireModel):
     step_name: str | None = None
     step_id: str | None = None
     attempt: int | None = None
+    child_run_id: str | None = None
+    child_workflow_name: str | None = None
     cause: StructuredError | None = None
 
 
