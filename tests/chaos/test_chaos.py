@@ -35,9 +35,10 @@ SWEEP = {"moto": (1, 24), LOCALSTACK: (13, 48)}
 LocalStack's 13 modulo 24), within the suite's budget on two cores. ``bench/chaos.py`` sweeps every k
 (``bench/sweeps.py`` runs it with the other sweeps)."""
 PARALLEL = 8
-HANDED_STRIDE = 94
-"""The handed-over run's sample: a fault at every 94th call (and at the first and last Invoke, and the call after the
-first), in each mode: about 12 trials. ``bench/chaos.py --handed`` sweeps every k."""
+HANDED_MODES = [*((0, mode) for mode in MODES), *((1, mode) for mode in MODES), (-1, "die-before"), (-1, "die-after")]
+"""The handed-over run's sample, one round of ``PARALLEL`` trials: a fault at the first hand-over's Invoke (0) and the
+call after it (1), in each mode, and a crash on either side of the last Invoke (-1). ``bench/chaos.py --handed``
+sweeps every k."""
 LOSS_TRIALS = 8
 """One round of ``PARALLEL`` trials, each combination twice: a loss trial waits out a lease and a watch horizon
 (about 20 s); ``bench/chaos.py --loss`` sweeps every point in every combination."""
@@ -209,14 +210,14 @@ async def test_a_run_on_an_older_version_handed_over_at_every_delivery_strands_n
         local: LocalAWS, executor: ThreadPoolExecutor, backend: str) -> None:
     """The run is pinned to the flow function's older version (``v0``) while ``v1`` is live: every delivery of it
     reaches v1, which hands the record to v0 with Lambda's asynchronous Invoke (``harness.Invoking``: one AWS call of
-    v1, faultable like the others) and v0 runs it. The clean run, then a fault at a sample of its calls, in each mode,
-    the hand-over's Invoke included: a crash on either side of it strands nothing."""
+    v1, faultable like the others) and v0 runs it. The clean run, then a fault at its hand-overs' calls
+    (``HANDED_MODES``), the hand-over's Invoke included: a crash on either side of it strands nothing."""
     clean = await Trial(local, executor, handed=True).run()
     assert clean.outcome == "completed", clean.problems
     invokes = [k for k, call in enumerate(clean.calls, 1) if call == "lambda.Invoke"]
     assert invokes, "every delivery was handed over"
-    sample = sorted({*range(2, len(clean.calls) + 1, HANDED_STRIDE), invokes[0], invokes[-1], invokes[0] + 1})
-    faults = [Fault(k, mode) for k in sample for mode in MODES]
+    at = {0: invokes[0], 1: invokes[0] + 1, -1: invokes[-1]}
+    faults = [Fault(at[which], mode) for which, mode in HANDED_MODES]
     print(f"\nhanded-over run: {len(clean.calls)} calls, {len(invokes)} of them hand-overs; {len(faults)} trials")
     results = await run_trials(local, faults, parallel=PARALLEL, executor=executor, handed=True)
     failed = [r for r in results if not r.ok]
