@@ -874,6 +874,30 @@ def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runne
         second.stop()
 
 
+def test_a_second_dev_on_a_state_in_use_is_refused_and_the_first_keeps_its_runs(
+        project: Path, runners: list[Runner]) -> None:
+    """Two ``dev``s on one --state would each snapshot into it every few seconds, the last writer's runs all that is
+    kept: the second is refused in one line naming the first, before it starts anything; once the first has
+    stopped, the state is free again."""
+    state = project / "state-shared"
+    first = Dev(project, state, runners)
+    try:
+        run_id = _start(first, "clitest.approval", '{"id": 31}')
+        second = awsworld("dev", "clitest", "--state", str(state), env=_clean_env(), cwd=project)
+        assert second.one_line_error(2) == (  # refused before the emulator started: nothing on stdout
+            f"awsworld dev: another awsworld dev (pid {first.process.pid}) is using --state {state} "
+            "(hint: stop it first, or give this one a --state of its own)")
+        assert second.out == ""
+        assert first("resume", "approve:31", '"yes"', "--wait", "30").code == 0  # the first goes on serving
+    finally:
+        assert "state saved" in first.stop()
+    again = Dev(project, state, runners)
+    try:
+        assert json.loads(again("describe", run_id, "--json").out)["runId"] == run_id
+    finally:
+        again.stop()
+
+
 def test_wake_sends_a_run_a_message_and_refuses_a_finished_one(dev: Dev) -> None:
     waiting = _start(dev, "clitest.approval", '{"id": 12}')
     done = _start(dev, "clitest.sum", "[2, 2]", "--wait", "30")

@@ -110,6 +110,8 @@ async def _serve(args: argparse.Namespace) -> None:
     from .dev_code import DevCode
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
+    if state is not None:
+        state.hold()  # before the emulator starts: a second dev on this DIR would overwrite its snapshots
     console_logs(args.log_format)
     moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
     try:

@@ -25,7 +25,8 @@ import base64
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +42,7 @@ DEDUP_PREFIX = "DEDUP#"
 
 SNAPSHOT_SECONDS = 5.0
 STATE_FILE = "state.json"
+LOCK_FILE = "dev.lock"
 TABLE_FILE = "table.jsonl"
 OBJECTS_DIR = "objects"
 MANIFEST_FILE = "objects.json"
@@ -54,6 +56,7 @@ class DevState:
     name: str | None = None
     port: int = 0
     webhook_port: int = 0
+    _held: Any = field(default=None, repr=False, compare=False)  # the open lock file, while this process holds DIR
 
     @classmethod
     def load(cls, directory: Path) -> DevState:
@@ -63,6 +66,34 @@ class DevState:
             return cls(directory)
         data = json.loads(path.read_text(encoding="utf-8"))
         return cls(directory, data.get("name"), int(data.get("port", 0)), int(data.get("webhookPort", 0)))
+
+    def hold(self) -> None:
+        """Hold the directory for this process, or refuse in one line naming the ``dev`` that holds it. A second
+        ``dev`` on one DIR failed on the emulator's port taken, naming neither; on a port of its own it would
+        restore the same snapshot and then overwrite the first one's every few seconds: whichever wrote last would
+        be all that is kept, and the other's runs lost. The lock is the operating
+        system's (``flock``, held as long as the file is open): it ends with the process however that ends, so a
+        crash leaves nothing to clean up. (No lock on Windows, which has no ``flock``.)"""
+        if sys.platform == "win32":
+            return
+        import fcntl
+
+        from .errors import usage
+
+        handle = open(self.directory / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (held until exit)
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            holder = handle.read().strip() or "?"
+            handle.close()
+            raise usage(f"another awsworld dev (pid {holder}) is using --state {self.directory}",
+                        "stop it first, or give this one a --state of its own") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(str(os.getpid()))
+        handle.flush()
+        self._held = handle
 
     def save(self) -> None:
         _write_atomic(self.directory / STATE_FILE, json.dumps(
