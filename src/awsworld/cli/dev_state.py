@@ -68,12 +68,12 @@ class DevState:
         return cls(directory, data.get("name"), int(data.get("port", 0)), int(data.get("webhookPort", 0)))
 
     def hold(self) -> None:
-        """Hold the directory for this process, or refuse in one line naming the ``dev`` that holds it. A second
-        ``dev`` on one DIR failed on the emulator's port taken, naming neither; on a port of its own it would
-        restore the same snapshot and then overwrite the first one's every few seconds: whichever wrote last would
-        be all that is kept, and the other's runs lost. The lock is the operating
-        system's (``flock``, held as long as the file is open): it ends with the process however that ends, so a
-        crash leaves nothing to clean up. (No lock on Windows, which has no ``flock``.)"""
+        """Hold the directory for this process, or refuse in one line naming the ``dev`` that holds it. Without the
+        lock a second ``dev`` on one DIR failed because the emulator's port was taken, naming neither; on a port of
+        its own it would restore the same snapshot and then overwrite the first one's every few seconds, so whichever
+        wrote last would be all that is kept. The lock is the operating system's (``flock``, held as long as the
+        file is open): it ends with the process however that ends, so a crash leaves nothing to clean up. (No lock
+        on Windows, which has no ``flock``.)"""
         if sys.platform == "win32":
             return
         import fcntl
