@@ -206,7 +206,7 @@ def awsworld(*args: str, env: dict[str, str], cwd: Path, timeout: float = 60) ->
 RUNNER = r"""
 import json, os, sys, traceback
 import awsworld.aws, awsworld.cli, awsworld.lambda_host.webhook, awsworld.client.replay  # imported once, here,
-import awsworld.cli.run_state, awsworld.cli.error_view  # with what the commands import when they run
+import awsworld.client.waits, awsworld.cli.error_view  # with what the commands import when they run
 
 for line in sys.stdin:
     request = json.loads(line)

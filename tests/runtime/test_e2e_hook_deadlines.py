@@ -16,7 +16,7 @@ import uuid
 from awsworld import create_hook, sleep, workflow
 from awsworld._engine.ops import HOOK_ID_FIELD, HOOK_WAIT_FIELD
 from awsworld._timeline import timeline_rows
-from awsworld.cli.run_state import describe_wait, waiting_on
+from awsworld.client.waits import describe_wait, waiting_on
 from awsworld.ui.model import picture
 
 from .conftest import BOTH, E2E, on_backends

@@ -27,7 +27,7 @@ from awsworld import map as durable_map
 from awsworld._engine.ops import DISPLAY_NAME_FIELD
 from awsworld._timeline import timeline_rows
 from awsworld.authoring.names import MAX_NAME_LENGTH
-from awsworld.cli.run_state import describe_wait, waiting_on
+from awsworld.client.waits import describe_wait, waiting_on
 from awsworld.ui.model import picture
 from awsworld.world.errors import InvalidInputError
 

@@ -387,10 +387,10 @@ def _describe(args: argparse.Namespace) -> int:
     from .._engine.parking import parked_run
     from .._timeline import read_events
     from ..client.client import cancel_reason
+    from ..client.waits import display_names, run_waits
     from ..schedules.info import schedule_json
     from ..world.entities import TERMINAL_RUN_STATUSES
     from .error_view import error_part
-    from .run_state import display_names, run_waits
 
     async def go() -> None:
         async with remote() as client:
@@ -427,7 +427,7 @@ def _describe(args: argparse.Namespace) -> int:
                                     "displayName": shown.get(s.step_id)} for s in steps]},
                 "streams": streams,
                 # Added keys (the ones above keep their names): the end time whatever the status, the cancel
-                # reason, and what a pending or running run waits on (run_state.waiting_on).
+                # reason, and what a pending or running run waits on (client/waits.py's waiting_on).
                 "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
                 "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
                 "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
@@ -469,8 +469,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
     from .._timeline import deadline_text
+    from ..client.waits import describe_wait
     from .error_view import print_error_part
-    from .run_state import END_LABELS, describe_wait, parked_lines
 
     shown_above = (PARKED_ATTRIBUTE, PIN_ATTRIBUTE)  # a parked mark and a pin have lines of their own
 
@@ -707,3 +707,16 @@ def _cancel(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+#: How ``describe`` labels a run's end time, by its status.
+END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "cancelled at"}
+
+
+def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
+    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when, where and why, and
+    the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
+    from .._engine.parking import ways_out
+
+    return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
+            f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")

@@ -30,8 +30,8 @@ from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
-from ..cli.run_state import describe_wait, run_waits
 from ..client.client import Client, check_delivery_loop
+from ..client.waits import describe_wait, run_waits
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import HookNotFoundError
@@ -106,7 +106,7 @@ class WorkflowTestEnv:
 
     async def _stuck(self, run_id: str, hook_token: str | None) -> str:
         """Why a wait for the run cannot end (``RunStalledError``'s message): what the run waits on, as
-        ``awsworld describe`` lists it (``cli/run_state.py``), and what the test can do about it."""
+        ``awsworld describe`` lists it (``client/waits.py``), and what the test can do about it."""
         view = await self.world.runs.get(run_id, resolve_data="none")
         steps = await self.client.get_run(run_id).steps()
         events = await read_events(self.world, run_id, values=False)

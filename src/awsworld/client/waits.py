@@ -1,5 +1,5 @@
-"""What ``describe`` says about a run beyond its record: what a pending or running run waits on, in the order
-its body called them, and how its end is labelled.
+"""What a pending or running run waits on, in the order its body called them: ``awsworld describe``'s
+``waitingOn`` (``cli/runs.py``) and what the test environment's ``RunStalledError`` names (``testing/env.py``).
 
 The run record says only ``running``; the steps and the event log say why. A step is ``running`` (an attempt is
 executing), or ``pending`` with a ``retryAfter`` (a failed attempt waits for its retry) or without one (queued,
@@ -15,24 +15,19 @@ deliveries found no code for it (a workflow this deployment lacks) waits on code
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .._engine.divergence import call_order
 from .._engine.ops import DISPLAY_NAME_FIELD, HEARTBEAT_EVERY_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
-from .._engine.parking import ways_out
 from .._timeline import deadline_text, hook_waits
 from .._worker.delivery import DELIVERY_FINDING
-from ..client.limits import limit_wait_text, limit_waits
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.events import Event
 from ..world.protocol import World
-from .output import when
-
-#: How ``describe`` labels a run's end time, by its status.
-END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "cancelled at"}
+from .limits import limit_wait_text, limit_waits
 
 
 def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> list[dict[str, Any]]:
@@ -49,12 +44,12 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         base = {"stepId": step.step_id, "name": step.step_name, "displayName": shown.get(step.step_id)}
         if step.status == "running":
             found[step.step_id] = {"kind": "step", **base, "status": "running", "attempt": step.attempt,
-                                   "since": when(step.started_at)}
+                                   "since": _when(step.started_at)}
         elif step.status == "pending" and step.retry_after is not None:
-            found[step.step_id] = {"kind": "retry", **base, "at": when(step.retry_after), "attempt": step.attempt + 1}
+            found[step.step_id] = {"kind": "retry", **base, "at": _when(step.retry_after), "attempt": step.attempt + 1}
         elif step.status == "pending":
             found[step.step_id] = {"kind": "step", **base, "status": "pending", "attempt": step.attempt + 1,
-                                   "since": when(step.created_at)}
+                                   "since": _when(step.created_at)}
     for event in events:
         data = event.event_data or {}
         key = event.correlation_id or ""
@@ -71,7 +66,7 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
             found[key]["heartbeats" if is_heartbeat_event(data) else "received"] += 1
             if key in every and HOOK_HEARTBEAT in deadlines.get(key, {}):  # it moves the deadline now, while
                 # the flow writes the next heartbeat wait only when it next runs (``_engine.hook_timeouts``)
-                deadlines[key][HOOK_HEARTBEAT] = when(event.created_at + timedelta(seconds=every[key]))
+                deadlines[key][HOOK_HEARTBEAT] = _when(event.created_at + timedelta(seconds=every[key]))
         elif kind in ("hook_disposed", "wait_completed"):
             found.pop(key, None)
             if key in of_hooks:  # the hook's own wait passed: the hook is closing (timed out)
@@ -88,7 +83,7 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         elif kind == "attr_set" and status == "pending":
             for change in data.get("changes") or ():
                 if change.get("key") == DELIVERY_FINDING and change.get("value"):
-                    found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": when(event.created_at)}
+                    found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": _when(event.created_at)}
     for hook, due in deadlines.items():
         if found.get(hook, {}).get("kind") == "hook":  # still open: a disposed hook's deadlines are void
             found[hook]["timeoutAt"] = due.get(HOOK_TIMEOUT)
@@ -155,8 +150,5 @@ def _iso(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
-    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when, where and why, and
-    the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
-    return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
-            f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")
+def _when(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat()
