@@ -157,7 +157,10 @@ CHARGE_SAMPLE = [*((d, mode) for d in (0, 1) for mode in MODES), (-1, "die-after
 attempt's start, the claim or the born-running batch, is before; its outcome's write and the next declarations
 after), with the mode: every mode at 0 and 1, whose crash cuts the attempt off (a measured run interrupted at
 (0, die-before), (0, die-after) and (1, die-before)), and a crash just before and just after them. ``PARALLEL``
-trials, one round (the window -3..3 in every mode took three); ``bench/chaos.py`` covers every call in every mode."""
+trials, one round (the window -3..3 in every mode took three); ``bench/chaos.py`` covers every call in every mode.
+Where the round cuts no attempt off (under load the calls' order can shift from the clean run's, a measured CI run
+missed), the rest of that window runs too (``CHARGE_WINDOW``), so the test widens its aim instead of failing."""
+CHARGE_WINDOW = [(d, mode) for d in range(-3, 4) for mode in MODES if (d, mode) not in CHARGE_SAMPLE]
 
 
 @MOTO_ONLY
@@ -169,8 +172,11 @@ async def test_a_fault_around_the_at_most_once_step_never_runs_one_attempt_twice
     it failed with ``StepInterruptedError`` and retried."""
     assert clean.ok and clean.interrupted == 0, f"the clean run itself failed: {clean.problems}"
     [charged] = clean.charged_at
-    faults = [Fault(charged + d, mode) for d, mode in CHARGE_SAMPLE if charged + d >= 1]
-    results = await run_trials(local, faults, parallel=PARALLEL, executor=executor)
+    results = await run_trials(local, [Fault(charged + d, mode) for d, mode in CHARGE_SAMPLE if charged + d >= 1],
+                               parallel=PARALLEL, executor=executor)
+    if not any(r.interrupted for r in results):
+        results += await run_trials(local, [Fault(charged + d, mode) for d, mode in CHARGE_WINDOW if charged + d >= 1],
+                                    parallel=PARALLEL, executor=executor)
     failed = [r for r in results if not r.ok]
     assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
     cut_off = [r for r in results if r.interrupted]
