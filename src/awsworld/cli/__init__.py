@@ -1,13 +1,14 @@
 """The ``awsworld`` command: try it (``demo``), develop with it (``dev``), operate runs on a deployed stack or on
 ``awsworld dev`` (``start``, ``rerun``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``,
-``resume``, ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``schedules``,
-``limits``), move runs between the deployments they are pinned to (``deployments``, ``upgrade``), see them in a
-browser (``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs (``export``,
-``replay``).
+``resume``, ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``dlq``,
+``schedules``, ``limits``), move runs between the deployments they are pinned to (``deployments``, ``upgrade``),
+see them in a browser (``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs
+(``export``, ``replay``).
 
-Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL and
-the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for itself. Errors are one
-line with a hint (``--debug`` for a traceback); exit codes: 0 ok, 1 the command failed, 2 a usage error.
+Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL (``dlq``
+also AWSWORLD_DLQ_URL) and the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for
+itself. Errors are one line with a hint (``--debug`` for a traceback); exit codes: 0 ok, 1 the command failed, 2 a
+usage error.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any
 
 from .. import __version__
 from ..deploy import init as deploy_init
-from . import demo, deployments, dev, limits, park, replay, runs, schedules, serve, skip, ui, wake
+from . import demo, deployments, dev, dlq, limits, park, replay, runs, schedules, serve, skip, ui, wake
 from .errors import OPERATIONAL, USAGE, CliError, describe
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
@@ -33,7 +34,7 @@ __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 # costs none of it (tests/cli/test_cli_start.py; bench/cli_start.py prints the time).
 COMMAND_GROUPS: list[Callable[[Any], None]] = [demo.register, dev.register, replay.register,
                                                  deploy_init.register, ui.register, wake.register,
-                                                 skip.register, schedules.register, limits.register,
+                                                 skip.register, dlq.register, schedules.register, limits.register,
                                                  park.register, serve.register, deployments.register]
 
 

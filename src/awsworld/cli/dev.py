@@ -275,7 +275,7 @@ def environment(config: Any, webhook_url: str) -> dict[str, str]:
     from ..local import DUMMY_CREDENTIALS, REGION
     env = {"AWS_ENDPOINT_URL": config.endpoint_url, Settings.table.env: config.table_name,
            Settings.bucket.env: config.bucket_name, Settings.queue_url.env: config.queue_url or "",
-           Settings.webhook_url.env: webhook_url,
+           Settings.dlq_url.env: config.dlq_url or "", Settings.webhook_url.env: webhook_url,
            "AWS_ACCESS_KEY_ID": str(DUMMY_CREDENTIALS["aws_access_key_id"]),
            "AWS_SECRET_ACCESS_KEY": str(DUMMY_CREDENTIALS["aws_secret_access_key"]), "AWS_REGION": REGION,
            "AWS_DEFAULT_REGION": REGION}  # (boto3 reads this one: a user's boto3 code in that shell needs it too)

@@ -41,6 +41,7 @@ from ...world.errors import InvalidInputError
 from ...world.queue import Delivery, Refused
 from ...world.shared.queue_consumer import Loaded, QueueConsumerBase, Receipt, Received, Resend
 from ..clients import AWSClients
+from .dead_letter_queue import REASON_ATTRIBUTE, RECEIVES_ATTRIBUTE, SOURCE_ID_ATTRIBUTE
 from .dedup import DedupMarkers
 from .queue_envelope import Envelope, MalformedBody, QueuePayloads, decode_body
 from .sqs_errors import sqs_error
@@ -218,7 +219,9 @@ class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
         return (await self._move_to_dlq(receipt.transport, reason)).dead_lettered
 
     async def _move_to_dlq(self, record: SqsRecord, reason: str) -> Malformed:
-        """Move a body that can never be delivered to the DLQ at once (no retries: it would only fail again)."""
+        """Move a body that can never be delivered to the DLQ at once (no retries: it would only fail again), with
+        the reason, its id here and how often it was received here as message attributes (what ``awsworld dlq``
+        shows: ``dead_letter_queue.py``)."""
         size = len(record.body) if isinstance(record.body, str) else 0
         if not self.queue.dlq_url or not record.receipt_handle or not isinstance(record.body, str) or not size:
             log.error("undeliverable queue message %s (%d bytes): %s; no dead-letter queue to move it to, leaving "
@@ -228,9 +231,10 @@ class QueueConsumer(QueueConsumerBase[Deferred | Malformed]):
         try:
             await sqs.send_message(
                 QueueUrl=self.queue.dlq_url, MessageBody=record.body,
-                MessageAttributes={"awsworldError": {"DataType": "String", "StringValue": reason},
-                                   "awsworldSourceMessageId": {"DataType": "String",
-                                                               "StringValue": record.transport_message_id or "-"}},
+                MessageAttributes={
+                    REASON_ATTRIBUTE: {"DataType": "String", "StringValue": reason},
+                    SOURCE_ID_ATTRIBUTE: {"DataType": "String", "StringValue": record.transport_message_id or "-"},
+                    RECEIVES_ATTRIBUTE: {"DataType": "Number", "StringValue": str(record.receive_count)}},
             )
         except ClientError as error:
             raise sqs_error(error, "SendMessage (dead-letter)") from error
