@@ -38,7 +38,7 @@ PAD = "p" * 20_000
 e2e_backend = on_backends(BOTH)
 
 
-local_env = with_env(LIMIT_ENV)
+local_env = with_env({**LIMIT_ENV, "AWSWORLD_TIME_SCALE": "20"})
 
 
 @step(name="poll_state.count_up")
