@@ -39,53 +39,50 @@ MEMORY = "memory"
 LOCAL_FIXTURES = {"moto": "local_moto", "dynamodb-local": "local_dynamodb_local", LOCALSTACK: "local_localstack"}
 STORAGE_BACKENDS = [*AWS_BACKENDS, MEMORY]  # every World backend: ``storage_backend``, ``storage_world``
 
-# ``-n 2 --dist loadfile`` (.ci/run) hands a worker one file at a time, in collection order (xdist's own reorder,
+# ``-n 3 --dist loadfile`` (.ci/run) hands a worker one file at a time, in collection order (xdist's own reorder,
 # by number of tests, is turned off below): the longest files go first, so the run does not end with one worker
-# on a long file while the other idles. A file is never split (its tests share module fixtures). The order is
+# on a long file while the others idle. A file is never split (its tests share module fixtures). The order is
 # that of a measured run (files of 15 s or more, longest first); files not named keep their place after these.
 LONGEST_FILES_FIRST = (
     "tests/chaos/test_chaos.py",
     "tests/cli/test_cli.py",
-    "tests/chaos/test_chaos_limits.py",
+    "tests/conformance/test_queue.py",
+    "tests/cli/test_dev_reload.py",
+    "tests/runtime/test_e2e_values.py",
     "tests/runtime/test_e2e_step_limits.py",
     "tests/runtime/test_e2e_run_limits.py",
-    "tests/conformance/test_queue.py",
-    "tests/cli/test_display.py",
-    "tests/cli/test_limits_cli.py",
-    "tests/docs/test_transcripts.py",  # demo, dev and init as processes: about a minute
+    "tests/chaos/test_chaos_limits.py",
     "tests/local/test_localstack.py",
-    "tests/deploy/test_init.py",
-    "tests/cli/test_dev_reload.py",
-    "tests/deploy/test_build.py",  # sam build: CPU-bound, so longest when the other worker is busy too
-    "tests/cli/test_skip_cli.py",
-    "tests/docs/test_examples.py",
-    "tests/cli/test_serve_cli.py",
-    "tests/cli/test_deployments_cli.py",
-    "tests/deploy/test_packaging.py",
-    "tests/runtime/test_e2e_values.py",
-    "tests/conformance/test_hooks.py",
-    "tests/conformance/test_slots_and_races.py",
+    "tests/testing/test_user_suites.py",
     "tests/runtime/test_e2e_poll_state.py",
-    "tests/bench/test_bill.py",
-    "tests/docs/test_site.py",  # the strict docs build
     "tests/cli/test_schedules_cli.py",
+    "tests/deploy/test_build.py",  # sam build: CPU-bound, so longest when the other workers are busy too
     "tests/conformance/test_queue_delivery.py",
-    "tests/runtime/test_e2e_children.py",
+    "tests/docs/test_transcripts.py",  # demo, dev and init as processes
     "tests/conformance/test_run_end.py",
-    "tests/conformance/test_streams.py",
-    "tests/deploy/test_flow_handler.py",
-    "tests/runtime/test_e2e_codec_places.py",
-    "tests/runtime/test_e2e_caught_errors.py",
-    "tests/conformance/test_streams_batching.py",
-    "tests/conformance/test_large_values.py",
-    "tests/runtime/test_e2e_encryption.py",
-    "tests/runtime/test_e2e_values_channels.py",
-    "tests/conformance/test_streams_races.py",
-    "tests/conformance/test_bad_input.py",
-    "tests/runtime/test_e2e_round_trips.py",
+    "tests/conformance/test_hooks.py",
+    "tests/cli/test_skip_cli.py",
+    "tests/runtime/test_e2e_children.py",
+    "tests/conformance/test_slots_and_races.py",
     "tests/runtime/test_e2e_error_causes.py",
-    "tests/conformance/test_batch.py",
-    "tests/conformance/test_steps.py",
+    "tests/runtime/test_e2e_push.py",
+    "tests/runtime/test_e2e_caught_errors.py",
+    "tests/bench/test_bill.py",
+    "tests/runtime/test_pinning.py",
+    "tests/runtime/test_e2e_codec_places.py",
+    "tests/cli/test_serve_cli.py",
+    "tests/runtime/test_e2e_attempts.py",
+    "tests/deploy/test_init.py",
+    "tests/deploy/test_packaging.py",
+    "tests/conformance/test_streams.py",
+    "tests/runtime/test_e2e_parked.py",
+    "tests/runtime/test_e2e_batches.py",
+    "tests/cli/test_display.py",
+    "tests/cli/test_dlq_cli.py",
+    "tests/cli/test_dev_failures.py",
+    "tests/conformance/test_streams_batching.py",
+    "tests/cli/test_deployments_cli.py",
+    "tests/docs/test_examples.py",
 )
 
 
