@@ -73,6 +73,12 @@ def _ms(a: datetime, b: datetime) -> float:
     return (b - a).total_seconds() * 1000
 
 
+def when(moment: datetime | None) -> str | None:
+    """A time as a JSON document shows it (ISO 8601), None kept: the viewers' and ``describe``'s waits'.
+    (``cli/output.py`` keeps a copy of its own: the CLI's start imports nothing this module imports.)"""
+    return None if moment is None else moment.isoformat()
+
+
 def moment(value: Any) -> datetime | None:
     """A stored time (an ISO string, ``Z`` or an offset; or a datetime) as an aware datetime, or None."""
     if isinstance(value, str):

@@ -24,7 +24,9 @@ from .errors import CliError, usage
 from .output import print_json, print_table, remote
 
 if TYPE_CHECKING:
+    from ..aws.queue.dead_letter_queue import Redriven
     from ..client.dead_letters import DeadLetter, DeadLetters
+    from ..world.protocol import World
 
 
 def register(sub: Any) -> None:
@@ -53,7 +55,8 @@ def _positive(text: str) -> int:
     return int(text)
 
 
-def _letters(world: Any) -> DeadLetters:
+def _letters(world: World) -> DeadLetters:
+    """The DLQ of the stack ``remote()`` opened (an ``AWSWorld``: only AWS has a dead-letter queue)."""
     from ..aws import AWSWorld
     from ..client.dead_letters import DeadLetters
 
@@ -101,7 +104,7 @@ def _list(args: argparse.Namespace) -> int:
 def _redrive(args: argparse.Namespace) -> int:
     _needs(DLQ, QUEUE)
 
-    async def go() -> Any:
+    async def go() -> Redriven:
         async with remote() as client:
             return await _letters(client.world).redrive(args.max)
 

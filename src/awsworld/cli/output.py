@@ -43,6 +43,7 @@ def terminal_width() -> int:
 
 
 def when(moment: datetime | None) -> str | None:
+    """``_timeline.when``'s twin, here because every command imports this module at start (nothing heavy)."""
     return None if moment is None else moment.isoformat()
 
 

@@ -15,12 +15,12 @@ deliveries found no code for it (a workflow this deployment lacks) waits on code
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from .._engine.divergence import call_order
 from .._engine.ops import DISPLAY_NAME_FIELD, HEARTBEAT_EVERY_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
-from .._timeline import deadline_text, hook_waits
+from .._timeline import deadline_text, hook_waits, when
 from .._worker.delivery import DELIVERY_FINDING
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
@@ -44,12 +44,12 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         base = {"stepId": step.step_id, "name": step.step_name, "displayName": shown.get(step.step_id)}
         if step.status == "running":
             found[step.step_id] = {"kind": "step", **base, "status": "running", "attempt": step.attempt,
-                                   "since": _when(step.started_at)}
+                                   "since": when(step.started_at)}
         elif step.status == "pending" and step.retry_after is not None:
-            found[step.step_id] = {"kind": "retry", **base, "at": _when(step.retry_after), "attempt": step.attempt + 1}
+            found[step.step_id] = {"kind": "retry", **base, "at": when(step.retry_after), "attempt": step.attempt + 1}
         elif step.status == "pending":
             found[step.step_id] = {"kind": "step", **base, "status": "pending", "attempt": step.attempt + 1,
-                                   "since": _when(step.created_at)}
+                                   "since": when(step.created_at)}
     for event in events:
         data = event.event_data or {}
         key = event.correlation_id or ""
@@ -66,7 +66,7 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
             found[key]["heartbeats" if is_heartbeat_event(data) else "received"] += 1
             if key in every and HOOK_HEARTBEAT in deadlines.get(key, {}):  # it moves the deadline now, while
                 # the flow writes the next heartbeat wait only when it next runs (``_engine.hook_timeouts``)
-                deadlines[key][HOOK_HEARTBEAT] = _when(event.created_at + timedelta(seconds=every[key]))
+                deadlines[key][HOOK_HEARTBEAT] = when(event.created_at + timedelta(seconds=every[key]))
         elif kind in ("hook_disposed", "wait_completed"):
             found.pop(key, None)
             if key in of_hooks:  # the hook's own wait passed: the hook is closing (timed out)
@@ -83,7 +83,7 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
         elif kind == "attr_set" and status == "pending":
             for change in data.get("changes") or ():
                 if change.get("key") == DELIVERY_FINDING and change.get("value"):
-                    found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": _when(event.created_at)}
+                    found[DELIVERY_FINDING] = {"kind": "code", "found": change["value"], "at": when(event.created_at)}
     for hook, due in deadlines.items():
         if found.get(hook, {}).get("kind") == "hook":  # still open: a disposed hook's deadlines are void
             found[hook]["timeoutAt"] = due.get(HOOK_TIMEOUT)
@@ -149,6 +149,3 @@ def describe_wait(wait: dict[str, Any]) -> str:
 def _iso(value: Any) -> str | None:
     return None if value is None else str(value)
 
-
-def _when(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()

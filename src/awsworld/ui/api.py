@@ -20,7 +20,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .._engine.parking import parked_run, shown_status
-from .._timeline import error_lines, error_part, timeline_rows
+from .._timeline import error_lines, error_part, timeline_rows, when
 from ..authoring.durations import parse_duration
 from ..client.client import Client
 from ..client.limits import limit_waits
@@ -107,10 +107,6 @@ async def linked_statuses(ui: UIState, run: Run, children: list[str]) -> dict[st
         else:
             statuses[run_id] = view.status
     return statuses
-
-
-def when(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat()
 
 
 def _parked(run: Run) -> dict[str, Any] | None:
