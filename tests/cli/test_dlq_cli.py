@@ -115,6 +115,15 @@ def test_a_dead_letter_says_why_without_its_payload_and_is_redriven_once_its_cau
     assert lines[-1].startswith("3 message(s); `awsworld dlq redrive`")
     assert SECRET not in listing.out + json.dumps(letters), "no payload in what an operator sees"
 
+    # A list cut at --max says how many it left out, and how to see them; --json keeps stdout the list.
+    cut = dev("dlq", "--max", "2")
+    assert cut.code == 0 and len(cut.out.splitlines()) == 4, cut
+    assert cut.out.splitlines()[-1].startswith(
+        "2 listed of about 3 in the dead-letter queue (`--max 3` lists more); `awsworld dlq redrive`"), cut
+    cut_json = dev("dlq", "list", "--max", "1", "--json")
+    assert len(json.loads(cut_json.out)) == 1, cut_json
+    assert cut_json.err == "1 listed of about 3 in the dead-letter queue (`--max 3` lists more)\n", cut_json
+
     # Redriven before the cause is fixed: the flow queue gets it, and the consumer moves it back, saying why again.
     once = dev("dlq", "redrive", "--max", "1")
     assert (once.code, once.out) == (0, "moved 1 message(s) to the flow queue\n"), once

@@ -84,6 +84,10 @@ async def test_a_peek_lists_each_dead_letter_once_with_its_reason_and_leaves_the
     assert (other.kind, other.run_id, other.reason, other.receives) == ("other", None, "body is not JSON", 1)
     assert [x.first_sent for x in letters] == sorted(x.first_sent for x in letters if x.first_sent), "oldest first"
 
+    cut = await DeadLetters(world).list(4)  # a list cut short, and what it left out, counted
+    assert len(cut) == 4 and {x.sqs_message_id for x in cut} <= {x.sqs_message_id for x in letters}
+    assert await DeadLetters(world).held() == 13, "a peek shows again all it hid, and counts them all"
+
 
 async def test_a_redrive_moves_them_back_body_as_it_was_without_the_dlqs_attributes(sqs_s3_world: AWSWorld) -> None:
     world = sqs_s3_world

@@ -1,8 +1,9 @@
 """``awsworld dlq``: what the dead-letter queue holds and why, and ``awsworld dlq redrive`` to send it back to the
 flow queue once the cause is fixed, on ``awsworld dev`` or a deployed stack (``client.dead_letters``).
 
-    awsworld dlq                    # one line a message: its id, first send, receives, run and kind, the reason
-    awsworld dlq --json             # the same, for scripts
+    awsworld dlq [--max N]          # one line a message (the first 100 unless N): id, first send, receives, run,
+                                    # kind, the reason; and how many more the DLQ holds when it holds more
+    awsworld dlq --json             # the same, for scripts (the count of the rest on stderr)
     awsworld dlq redrive [--max N]  # move them (or N of them) back to the flow queue; prints how many moved
 
 Listing takes nothing out (each message is hidden for a moment while the list is read, then shown again). A message
@@ -29,15 +30,22 @@ if TYPE_CHECKING:
     from ..world.protocol import World
 
 
+LIST_MAX = 100
+"""How many messages ``awsworld dlq`` lists unless ``--max`` says: a screen's worth, read in a few seconds (each
+receive hides what it read for ``HIDE_SECONDS``, so a list far longer than one peek can read is cut there)."""
+
+
 def register(sub: Any) -> None:
-    group = sub.add_parser("dlq", help="the dead-letter queue: what it holds and why; redrive it",
-                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     read = argparse.ArgumentParser(add_help=False)
     read.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
-    group.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+    listing = argparse.ArgumentParser(add_help=False, parents=[read])
+    listing.add_argument("--max", type=_positive, metavar="N", default=LIST_MAX,
+                         help=f"list at most N (default: {LIST_MAX}); the rest is counted, not listed")
+    group = sub.add_parser("dlq", parents=[listing], help="the dead-letter queue: what it holds and why; redrive it",
+                           description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     group.set_defaults(handler=_list)
     commands = group.add_subparsers(dest="dlq_command", metavar="SUBCOMMAND")
-    commands.add_parser("list", parents=[read], help="each message's ids, run, kind and reason (the default)") \
+    commands.add_parser("list", parents=[listing], help="each message's ids, run, kind and reason (the default)") \
         .set_defaults(handler=_list)
     redrive = commands.add_parser(
         "redrive", parents=[read], help="move the messages back to the flow queue",
@@ -79,13 +87,21 @@ QUEUE = (Settings.queue_url, "flow queue")
 def _list(args: argparse.Namespace) -> int:
     _needs(DLQ)
 
-    async def go() -> list[DeadLetter]:
+    async def go() -> tuple[list[DeadLetter], int]:
         async with remote() as client:
-            return await _letters(client.world).list()
+            letters = _letters(client.world)
+            listed = await letters.list(args.max)
+            return listed, await letters.held() if listed else 0  # a peek cut short is told too
 
-    letters = asyncio.run(go())
+    letters, held = asyncio.run(go())
+    rest = None
+    if held > len(letters):  # the count is SQS's approximate one: "about"
+        rest = f"{len(letters)} listed of about {held} in the dead-letter queue" + (
+            f" (`--max {held}` lists more)" if len(letters) >= args.max else "")
     if args.json:
         print_json([letter.to_json() for letter in letters])
+        if rest is not None:  # stdout stays the list a script parses
+            print(rest, file=sys.stderr)
         return 0
     if not letters:  # on stderr, as `runs` says "no runs": stdout holds what was found
         print("the dead-letter queue is empty", file=sys.stderr)
@@ -96,8 +112,8 @@ def _list(args: argparse.Namespace) -> int:
          "-" if letter.receives is None else str(letter.receives), letter.run_id or "-",
          f"step {letter.step_id}" if letter.kind == "step" and letter.step_id else letter.kind, letter.reason)
         for letter in letters])
-    print(f"{len(letters)} message(s); `awsworld dlq redrive` sends them back to the flow queue once the cause "
-          "is fixed")
+    print(rest or f"{len(letters)} message(s)", end="; ")
+    print("`awsworld dlq redrive` sends them back to the flow queue once the cause is fixed")
     return 0
 
 

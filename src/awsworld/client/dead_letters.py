@@ -79,6 +79,11 @@ class DeadLetters:
         letters = [describe(message, max_receives) for message in messages]
         return sorted(letters, key=lambda letter: (letter.first_sent is None, letter.first_sent or _EPOCH))
 
+    async def held(self) -> int:
+        """About how many messages the DLQ holds (SQS's approximate count): what a list cut at its limit did not
+        show."""
+        return await self.queue.depth()
+
     async def redrive(self, limit: int | None = None) -> Redriven:
         """Move up to ``limit`` messages (default: all) back to the flow queue (``DeadLetterQueue.redrive``: a crash
         mid-way duplicates a message, never loses one, and deliveries tolerate the duplicate)."""

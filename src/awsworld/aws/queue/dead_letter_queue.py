@@ -108,6 +108,18 @@ class DeadLetterQueue:
             await self._show(handles)
         return list(seen.values())
 
+    async def depth(self) -> int:
+        """About how many messages the DLQ holds now: SQS's approximate counts of its visible and in-flight messages
+        (a peek's own hidden ones included until it shows them again)."""
+        sqs = await self.clients.sqs()
+        try:
+            response = await sqs.get_queue_attributes(
+                QueueUrl=self.dlq_url,
+                AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"])
+        except ClientError as error:
+            raise sqs_error(error, "GetQueueAttributes (dead-letter queue)") from error
+        return sum(int(value) for value in response.get("Attributes", {}).values())
+
     async def max_receive_count(self) -> int | None:
         """The flow queue's ``maxReceiveCount`` (how often SQS hands a message out before moving it here), or None
         when there is no flow queue or it has no redrive policy."""
