@@ -151,3 +151,19 @@ async def test_a_message_sqs_moved_says_it_was_received_max_receive_count_times(
     [back] = await flow_queue_records(world, url, 1)
     assert back["Body"] == envelope_body, "the same body"
     assert back["MessageAttributes"]["traceparent"]["StringValue"] == "00-abc-def-01", "and its own attributes"
+
+
+async def test_a_message_whose_payload_rides_in_s3_names_its_run_and_is_not_fetched(sqs_s3_world: AWSWorld) -> None:
+    world = sqs_s3_world
+    run_id = new_run_id()
+    big = FlowMessage(run_id, "dlqtest.flow", "step_1", "dlqtest.step", {"blob": SECRET + "x" * 250_000})
+    message_id = await world.queue(QUEUE, big.to_payload())  # over the 200 KiB body: the payload goes to S3
+    consumer = world.sqs_queue.consumer(PREFIX)
+    [record] = await consumer.receive(10, 2)
+    assert "payloadRef" in json.loads(record["Body"])
+    assert await consumer.dead_letter(record, f"run {run_id} does not exist")
+
+    [letter] = await DeadLetters(world).list()
+    assert (letter.message_id, letter.kind, letter.run_id, letter.step_id, letter.reason) == (
+        message_id, "stored", run_id, None, f"run {run_id} does not exist")
+    assert SECRET not in json.dumps(letter.to_json())

@@ -22,13 +22,16 @@ from ..aws.queue.dead_letter_queue import (
     DeadMessage,
     Redriven,
 )
-from ..aws.queue.queue_envelope import MalformedBody, decode_body
+from ..aws.queue.queue_envelope import MalformedBody, decode_body, payload_run
 from ..aws.world import AWSWorld
 from ..world.errors import InvalidInputError
 from ..world.ids import check_entity_id
 from ..world.messages import FlowMessage
 
-Kind = Literal["flow", "step", "other"]
+Kind = Literal["flow", "step", "stored", "other"]
+"""``flow`` (advance a run), ``step`` (run one step), ``stored`` (its payload rides in S3, which a list does not
+read: no payload is fetched, so its run is known, from the object's key, and whether it is a step is not), ``other``
+(a body that is not a flow or step message)."""
 _EPOCH = datetime.fromtimestamp(0, UTC)
 
 
@@ -38,7 +41,7 @@ class DeadLetter:
     lines; None when the body is not an envelope); ``sqs_message_id``: SQS's, in the DLQ. ``first_sent``: the
     envelope's ``createdAt`` (the first send, kept across hops and redeliveries), else when SQS received it.
     ``receives``: how often the flow queue handed it out before it came here (None: not recorded). ``kind``:
-    ``flow`` or ``step``, ``other`` for a body that is not a flow or step message (or whose payload is in S3)."""
+    ``flow``, ``step``, ``stored`` or ``other`` (``Kind``)."""
 
     sqs_message_id: str
     source_sqs_message_id: str | None
@@ -104,8 +107,11 @@ def describe(message: DeadMessage, max_receives: int | None) -> DeadLetter:
         envelope = decode_body(message.body)
     except MalformedBody:
         return DeadLetter(*ids, None, message.sent_at, receives, "other", None, None, None, reason)
+    if envelope.payload_ref is not None:
+        return DeadLetter(*ids, envelope.message_id, envelope.created_at, receives, "stored",
+                          payload_run(envelope.payload_ref), None, None, reason)
     try:
-        flow = None if envelope.payload_ref is not None else FlowMessage.from_payload(envelope.payload)
+        flow = FlowMessage.from_payload(envelope.payload)
     except (ValueError, TypeError):  # not a flow or step message (or a forged one: its counts not numbers)
         flow = None
     if flow is None:

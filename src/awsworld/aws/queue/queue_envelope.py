@@ -20,7 +20,7 @@ from ...world.errors import InvalidInputError, PayloadTooLargeError
 from ...world.ids import check_entity_id, new_ulid
 from ...world.queue import check_idempotency_key, parse_queue_name
 from ..clients import AWSClients
-from ..resources import QUEUE_PREFIX, run_prefix
+from ..resources import QUEUE_PREFIX, RUNS_PREFIX, run_prefix
 from ..retention import expiry_tagging
 from ..values import encode_json
 
@@ -131,6 +131,19 @@ def decode_body(text: object) -> Envelope:
         payload=body.get("payload"),
         payload_ref=ref,
     )
+
+
+def payload_run(ref: dict[str, Any]) -> str | None:
+    """The run whose prefix holds a payload stored in S3 (``runs/<run id>/queue/...``, ``QueuePayloads._key``), or
+    None: a payload with no run id is stored under ``queue/``. What an operator's list says of a message whose
+    payload it does not fetch (``client/dead_letters.py``)."""
+    parts = str(ref.get("key", "")).split("/")
+    if len(parts) != 4 or f"{parts[0]}/" != RUNS_PREFIX or f"{parts[2]}/" != QUEUE_PREFIX:
+        return None
+    try:
+        return check_entity_id(parts[1], "runId")
+    except InvalidInputError:
+        return None
 
 
 class QueuePayloads:
