@@ -78,7 +78,20 @@ async def test_wait_for_hook_times_out_naming_the_run_and_the_token(e2e) -> None
         await run.wait_for_hook(missing, timeout=0.3)
     assert 0.3 <= time.monotonic() - began < 5
     assert run.run_id in str(timed_out.value) and missing in str(timed_out.value)
+    assert str(timed_out.value).endswith(f"; it waits on: hook {held} (no payload yet)"), "and what it waits on"
     await e2e.client.resume_hook(held, "bye")
+    assert await run.result(timeout=30) == "bye"
+
+
+async def test_a_result_that_times_out_says_what_the_run_waits_on(e2e) -> None:
+    token = new_token()
+    run = await e2e.client.start(hook_after_a_step, token)
+    await run.wait_for_hook(token, timeout=20)
+    with pytest.raises(TimeoutError) as timed_out:
+        await run.result(timeout=0.3)
+    assert str(timed_out.value) == (f"run {run.run_id} is still running after 0.3 s; it waits on: hook {token} "
+                                    "(no payload yet)")
+    await e2e.client.resume_hook(token, "bye")
     assert await run.result(timeout=30) == "bye"
 
 

@@ -47,6 +47,7 @@ from ..world.protocol import World
 from ..world.rules.limiters import check_priority
 from .limits import LimitsClient
 from .skips import SkippedWait, skip
+from .waits import waits_text
 
 if TYPE_CHECKING:
     from ..schedules.client import ScheduleClient
@@ -80,7 +81,8 @@ class Run(Generic[R_co]):
         return (await self.client.world.runs.get(self.run_id, resolve_data="none")).status
 
     async def result(self, timeout: float | None = 60.0) -> R_co:
-        """The workflow's return value; raises its error if it failed, ``TimeoutError`` after ``timeout``."""
+        """The workflow's return value; raises its error if it failed, ``TimeoutError`` after ``timeout`` seconds,
+        whose message says what the run waits on (``awsworld describe``'s words: a hook, a sleep, a step, a limit)."""
         with self.client.waiting(self.run_id):
             return await self._result(timeout)
 
@@ -99,7 +101,17 @@ class Run(Generic[R_co]):
             if run.status == "cancelled":
                 raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s")
+                raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s"
+                                   f"{await self._waiting_on()}")
+
+    async def _waiting_on(self) -> str:
+        """``; it waits on: hook approve:7 (no payload yet)``: what a wait that timed out adds to its message
+        (``client.waits.waits_text``), or nothing when reading it fails: the timeout is the error to raise, the
+        wait's detail only helps read it."""
+        try:
+            return f"; it waits on: {await waits_text(self.client.world, self.run_id)}"
+        except Exception:  # any read failure: the TimeoutError must still be raised, with what is known
+            return ""
 
     async def _cancel_reason(self) -> str | None:
         """The reason ``Client.cancel`` recorded: the run record does not hold it, its run_cancelled event does
@@ -129,7 +141,8 @@ class Run(Generic[R_co]):
                 raise RunEndedError(self.run_id, status, f"before it held hook {token!r}")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise TimeoutError(f"run {self.run_id} did not hold hook {token!r} within {timeout} s")
+                raise TimeoutError(f"run {self.run_id} did not hold hook {token!r} within {timeout} s"
+                                   f"{await self._waiting_on()}")
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * 2, POLL_MAX)
 

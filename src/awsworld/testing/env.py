@@ -25,13 +25,12 @@ from .._deployments.identity import register
 from .._deployments.upgrade import Upgrade, upgrade_run
 from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
-from .._timeline import read_events
 from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client, check_delivery_loop
-from ..client.waits import describe_wait, run_waits
+from ..client.waits import waits_text
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import HookNotFoundError
@@ -108,10 +107,7 @@ class WorkflowTestEnv:
         """Why a wait for the run cannot end (``RunStalledError``'s message): what the run waits on, as
         ``awsworld describe`` lists it (``client/waits.py``), and what the test can do about it."""
         view = await self.world.runs.get(run_id, resolve_data="none")
-        steps = await self.client.get_run(run_id).steps()
-        events = await read_events(self.world, run_id, values=False)
-        waits = await run_waits(self.world, run_id, view.status, view.execution_context, steps, events)
-        what = "; ".join(describe_wait(wait) for wait in waits) or "nothing it has recorded"
+        what = await waits_text(self.world, run_id)
         run = f"run {run_id} ({view.workflow_name})"
         head = (f"{run} does not hold hook {hook_token!r}{await self._holder_of(hook_token)}, and"
                 if hook_token is not None else f"{run} is {view.status}, and")
