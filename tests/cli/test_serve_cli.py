@@ -87,6 +87,27 @@ def test_a_token_server_refuses_requests_without_the_token_and_stores_nothing(wi
     assert httpx.post(f"{with_token}/v1/events", json=body, headers=good).status_code == 200
 
 
+def test_a_refused_request_is_a_line_in_the_servers_log_too(with_token: str, tmp_path: Path) -> None:
+    """A client with a wrong or missing token: whoever runs the server sees it (it printed nothing), naming the
+    request, its sender and why; the next refusals within a minute are counted, not logged one by one."""
+    error_of(httpx.get(f"{with_token}/v1/runs"), 401)
+    error_of(httpx.post(f"{with_token}/v1/events", json={}, headers={"authorization": "Bearer " + "y" * 32}), 401)
+    error_of(httpx.get(f"{with_token}/v1/info"), 401)
+    log = (tmp_path / "server.log").read_text()
+    [line] = [line for line in log.splitlines() if "refused" in line]
+    assert line.startswith("awsworld serve: refused GET /v1/runs from 127.0.0.1 with 401: a bearer token is required")
+    assert "WORLD_SERVER_TOKEN" in line and TOKEN not in log
+
+
+def test_a_host_that_is_not_loopback_is_told_what_to_do(loopback: str, tmp_path: Path) -> None:
+    """A 421 names the host it refused and the way out (a loopback name, or --host with --token-file), and the
+    server's log says whom it refused."""
+    refused = error_of(httpx.get(f"{loopback}/v1/runs", headers={"host": "attacker.example:80"}), 421)
+    assert "'attacker.example:80'" in str(refused["message"]) and "--token-file" in str(refused["message"])
+    assert "refused GET /v1/runs from 127.0.0.1 with 421: addressed to 'attacker.example:80'" in (
+        tmp_path / "server.log").read_text()
+
+
 async def test_http_client_with_the_token_reads_and_a_wrong_one_is_refused(with_token: str) -> None:
     async with HttpClient(with_token, token=TOKEN) as client:
         with pytest.raises(RunNotFoundError):

@@ -24,6 +24,7 @@ from awsworld.aws import resources
 from awsworld.aws.config import AWSConfig
 from awsworld.lambda_host import observability
 from awsworld.lambda_host.container import MODULES_ENV
+from awsworld.settings import Settings
 from awsworld.world import queue as world_queue
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -196,6 +197,11 @@ def test_the_functions_get_every_variable_the_code_reads(template: dict[str, Any
     assert variables["AWSWORLD_RETENTION_DAYS"] == {"Ref": "RunRetentionDays"}
     assert variables["AWSWORLD_MAX_RUN_DAYS"] == {"Ref": "MaxRunDays"}
     assert variables["AWSWORLD_KMS_KEY_ID"] == {"Ref": "PayloadKmsKeyArn"}
+    # A parameter, so the app hosts live in samconfig.toml, which `awsworld init --upgrade` keeps (a line added to
+    # the template, as the how-to said, was dropped by the upgrade's rewrite); its default is the code's.
+    assert variables["AWSWORLD_PUSH_HOSTS"] == {"Ref": "PushHosts"}
+    push_hosts = Settings.push_hosts
+    assert push_hosts.parse(template["Parameters"]["PushHosts"]["Default"]) == push_hosts.default
     assert variables["POWERTOOLS_METRICS_NAMESPACE"] == "awsworld"
     assert variables["POWERTOOLS_SERVICE_NAME"] == {"Ref": "AWS::StackName"}
     config = AWSConfig.from_env({name: "7" if name.endswith("_DAYS") else f"<{name}>" for name in variables})

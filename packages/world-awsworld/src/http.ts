@@ -175,13 +175,25 @@ export function rebuildError(
   const info: WireError =
     body && typeof body === 'object' && 'error' in body && typeof (body as { error: unknown }).error === 'object'
       ? ((body as { error: WireError }).error ?? {})
-      : { message: typeof body === 'string' ? body : `HTTP ${status}` };
+      : { message: foreignMessage(status, body) };
   const error: Error & ServerErrorFields = named(status, info, context);
   error.status ??= info.status ?? status;
   error.code ??= info.code;
   if (info.type !== undefined) error.type = info.type;
   if (info.details && typeof info.details === 'object') error.details = info.details;
   return error;
+}
+
+/** The message of an answer that is not awsworld's `{"error": ...}` (a proxy's page, or AWS's own refusal before
+ * the server runs: a Function URL answers `{"Message": "Forbidden"}`): its text, so nothing it said is lost. */
+function foreignMessage(status: number, body: unknown): string {
+  if (typeof body === 'string' && body.trim()) return `HTTP ${status}: ${body.trim().slice(0, 500)}`;
+  if (body && typeof body === 'object') {
+    const record = body as Record<string, unknown>;
+    const said = record.Message ?? record.message;
+    return `HTTP ${status}: ${typeof said === 'string' ? said : JSON.stringify(body).slice(0, 500)}`;
+  }
+  return `HTTP ${status}`;
 }
 
 function named(status: number, info: WireError, context: { runId?: string; token?: string }): Error {
@@ -245,13 +257,73 @@ export interface Connection {
   send(method: 'GET' | 'POST', url: string, body?: unknown, context?: RequestContext): Promise<unknown>;
   get(url: string, context?: RequestContext): Promise<unknown>;
   post(url: string, body: unknown, context?: RequestContext): Promise<unknown>;
+  /** A byte stream from `url` (a live stream read): its body, or its error rebuilt. */
+  stream(url: string, context?: RequestContext): Promise<ReadableStream<Uint8Array>>;
 }
 
-export function connect(options: AwsworldServerOptions): Connection {
-  const base = (options.url ?? process.env.WORLD_SERVER_URL ?? '').replace(/\/+$/, '');
+/** The server's base URL, checked when a World or Client is created: an http(s) URL (a host and port alone, or a
+ * typo, would otherwise fail at the first request as a bare `fetch failed`). */
+function serverUrl(options: AwsworldServerOptions): string {
+  const given = options.url ?? process.env.WORLD_SERVER_URL ?? '';
+  const source = options.url !== undefined ? 'the url option' : 'WORLD_SERVER_URL';
+  const base = given.trim().replace(/\/+$/, '');
   if (!base) {
     throw new Error('world-awsworld: set WORLD_SERVER_URL to the URL of `awsworld serve` (e.g. http://127.0.0.1:8787)');
   }
+  let protocol: string | undefined;
+  try {
+    protocol = new URL(base).protocol;
+  } catch {
+    /* not a URL */
+  }
+  if (protocol !== 'http:' && protocol !== 'https:') {
+    throw new Error(
+      `world-awsworld: ${source} must be the http(s) URL of \`awsworld serve\` (e.g. http://127.0.0.1:8787, or the ` +
+        `stack's WorldServerUrl output), not ${JSON.stringify(given)}`,
+    );
+  }
+  return base;
+}
+
+/** What to do about a refusal by authentication, for this World's way of authenticating (the server's message
+ * says what it refused; only this side knows which variable sets the token or turns signing on). */
+function authHint(status: number, auth: Authentication): string | undefined {
+  if (status === 401) {
+    return auth.mode === 'token'
+      ? "WORLD_SERVER_TOKEN (or the token option) is not the token the server was started with (its --token-file or " +
+          'AWSWORLD_SERVE_TOKEN)'
+      : auth.mode === 'none'
+        ? 'this server requires a bearer token: set WORLD_SERVER_TOKEN (or the token option) to the one it was started ' +
+          'with (its --token-file or AWSWORLD_SERVE_TOKEN)'
+        : 'this server requires a bearer token, not SigV4: set WORLD_SERVER_AUTH=token and WORLD_SERVER_TOKEN';
+  }
+  if (status === 403) {
+    return auth.mode === 'sigv4'
+      ? 'AWS refused the signed request: the credentials (the AWS SDK\'s provider chain, or the credentials option) ' +
+          "need lambda:InvokeFunctionUrl on the stack's WorldServerFunction, in its account, and the region signed " +
+          `for (${auth.region}) must be the Function URL's`
+      : 'a Function URL with AuthType AWS_IAM takes requests signed with SigV4: set WORLD_SERVER_AUTH=sigv4 (the ' +
+          'default for a *.lambda-url.<region>.on.aws URL without WORLD_SERVER_TOKEN)';
+  }
+  return undefined;
+}
+
+/** A request that never got an answer: the reason undici keeps in `cause` (`ECONNREFUSED`, a TLS error, ...),
+ * which its own message (`fetch failed`) leaves out. */
+function unreachable(base: string, error: unknown): WorkflowWorldError {
+  const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+  const said = typeof cause?.message === 'string' ? cause.message.trim().split('\n')[0] : undefined;
+  const code = typeof cause?.code === 'string' ? cause.code : undefined;
+  const why = said && code && !said.includes(code) ? `${code}: ${said}` : (said ?? code);
+  return new WorkflowWorldError(
+    `awsworld server unreachable at ${base}: ${why || String(error)} (is \`awsworld serve\` running there? ` +
+      'WORLD_SERVER_URL or the url option says where)',
+    { status: 503, code: 'unreachable', cause: error },
+  );
+}
+
+export function connect(options: AwsworldServerOptions): Connection {
+  const base = serverUrl(options);
   const auth = authentication(base, options);
   let signer: Promise<Signer> | undefined;
 
@@ -279,11 +351,7 @@ export function connect(options: AwsworldServerOptions): Connection {
         dispatcher: patient,
       });
     } catch (error) {
-      throw new WorkflowWorldError(`awsworld server unreachable at ${base}: ${String(error)}`, {
-        status: 503,
-        code: 'unreachable',
-        cause: error,
-      });
+      throw unreachable(base, error);
     }
     const answer = await response.text();
     let parsed: unknown = undefined;
@@ -292,14 +360,44 @@ export function connect(options: AwsworldServerOptions): Connection {
     } catch {
       parsed = answer;
     }
-    if (!response.ok) throw rebuildError(response.status, parsed, context);
+    if (!response.ok) throw refused(response.status, parsed, context);
     return decode(parsed);
+  }
+
+  function refused(status: number, body: unknown, context: RequestContext = {}): Error & ServerErrorFields {
+    const error = rebuildError(status, body, context);
+    const hint = authHint(status, auth);
+    if (hint) error.message = `${error.message}; ${hint}`;
+    return error;
+  }
+
+  async function stream(url: string, context: RequestContext = {}): Promise<ReadableStream<Uint8Array>> {
+    const full = `${base}${url}`;
+    const sent = await headers('GET', full);
+    let response;
+    try {
+      response = await undiciFetch(full, { headers: sent, dispatcher: patient });
+    } catch (error) {
+      throw unreachable(base, error);
+    }
+    if (!response.ok || !response.body) {
+      const text = await response.text();
+      let parsed: unknown = text;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        /* not JSON */
+      }
+      throw refused(response.status, parsed, context);
+    }
+    return response.body as unknown as ReadableStream<Uint8Array>;
   }
 
   return {
     base,
     headers,
     send,
+    stream,
     get: (url, context) => send('GET', url, undefined, context),
     post: (url, body, context) => send('POST', url, body, context),
   };

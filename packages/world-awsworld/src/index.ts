@@ -19,8 +19,7 @@
 import { WorkflowWorldError } from '@workflow/errors';
 import { SPEC_VERSION_CURRENT } from '@workflow/world';
 import type { World } from '@workflow/world';
-import { fetch as undiciFetch } from 'undici';
-import { connect, decode, patient, path, query, rebuildError } from './http.js';
+import { connect, decode, path, query } from './http.js';
 import type { AwsworldServerOptions } from './http.js';
 
 export { createClient } from './client.js';
@@ -37,7 +36,7 @@ export interface AwsworldWorldOptions extends AwsworldServerOptions {
 type AnyWorld = World & Record<string, unknown>;
 
 export function createWorld(options: AwsworldWorldOptions = {}): World {
-  const { base, headers, get, post } = connect(options);
+  const { get, post, stream } = connect(options);
   let deploymentId: Promise<string> | undefined;
 
   const deliveryBase = (): string => {
@@ -204,21 +203,8 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
         const id = await runId;
         await post(`/v1/runs/${path(id, 'streams', name)}/close`, {}, { runId: id });
       },
-      async get(runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> {
-        const url = `${base}/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`;
-        const response = await undiciFetch(url, { headers: await headers('GET', url), dispatcher: patient });
-        if (!response.ok || !response.body) {
-          const text = await response.text();
-          let parsed: unknown = text;
-          try {
-            parsed = JSON.parse(text);
-          } catch {
-            /* not JSON */
-          }
-          throw rebuildError(response.status, parsed, { runId });
-        }
-        return response.body as unknown as ReadableStream<Uint8Array>;
-      },
+      get: (runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> =>
+        stream(`/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`, { runId }),
       list: async (runId: string) =>
         ((await get(`/v1/runs/${path(runId)}/streams`, { runId })) as { streams: string[] }).streams,
       getChunks: (runId: string, name: string, options?: { limit?: number; cursor?: string }) =>

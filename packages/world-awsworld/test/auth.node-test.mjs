@@ -7,11 +7,15 @@
 // - a bearer token against `awsworld serve --host 127.0.0.1 --token-file` (a real server process): a run made
 //   through the package works, and the same calls without the token (or with another) get a 401 and store nothing,
 //   the Client's as the World's;
-// - the configuration (`WORLD_SERVER_AUTH`, the region) is checked when the World is created.
+// - the configuration (`WORLD_SERVER_AUTH`, the region, the server's URL) is checked when the World is created;
+// - a refusal says what to do on this side: a 401 which variable holds the token, AWS's 403 before the server (a
+//   Function URL's `{"Message": "Forbidden"}`) keeps AWS's words and names the IAM permission, and a server that
+//   never answers names the reason (`ECONNREFUSED`), live stream reads included.
 // Python comes from AWSWORLD_PYTHON (default: the repository's .venv), `awsworld` from beside it.
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
+import { createServer as createTcpServer } from 'node:net';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 
@@ -230,6 +234,56 @@ describe('SigV4 (a Function URL with AuthType AWS_IAM)', () => {
   });
 });
 
+describe('what a mistake in the configuration gets', () => {
+  test("a server URL that is not an http(s) URL is an error when the World is created, naming where it came from", () => {
+    const saved = { ...process.env };
+    try {
+      delete process.env.WORLD_SERVER_TOKEN;
+      delete process.env.WORLD_SERVER_AUTH;
+      for (const url of ['127.0.0.1:8787', 'localhost:8787', 'ftp://127.0.0.1:8787']) {
+        // (they failed at the first request, as "fetch failed" or "Invalid URL")
+        assert.throws(() => createWorld({ url }), /the url option must be the http\(s\) URL of `awsworld serve`/);
+        process.env.WORLD_SERVER_URL = url;
+        assert.throws(() => createClient(), new RegExp(`WORLD_SERVER_URL must be the http\\(s\\) URL .* not "${url}"`));
+      }
+      process.env.WORLD_SERVER_URL = ' http://127.0.0.1:8787/ ';
+      createWorld();
+    } finally {
+      process.env = saved;
+    }
+  });
+
+  test('a server that does not answer is named with the reason, for every call and the live stream read', async () => {
+    const closed = createTcpServer();
+    await new Promise((ok) => closed.listen(0, '127.0.0.1', ok));
+    const url = `http://127.0.0.1:${closed.address().port}`;
+    await new Promise((ok) => closed.close(ok)); // (the port is free now: connections to it are refused)
+    const world = createWorld({ url, auth: 'none' });
+    const unreachable = (error) =>
+      error.name === 'WorkflowWorldError' && error.status === 503 && error.code === 'unreachable' &&
+      error.message.includes(`unreachable at ${url}: connect ECONNREFUSED`) && /is `awsworld serve` running there/.test(error.message);
+    await assert.rejects(world.runs.list({}), unreachable);
+    await assert.rejects(world.streams.get('wrun_1', 'strm_1_user', 0), unreachable); // (a bare TypeError: fetch failed)
+    await assert.rejects(createClient({ url, auth: 'none' }).start('py.order'), unreachable);
+  });
+
+  test("AWS's own refusal of a Function URL request keeps AWS's words and says what to check", async () => {
+    // What a Function URL with AuthType AWS_IAM answers a request IAM refuses, before any code of the server runs.
+    const { url, close } = await recordingServer(() => [403, 'application/json', '{"Message":"Forbidden"}']);
+    try {
+      const signed = createWorld({ url, auth: 'sigv4', region: REGION, credentials: CREDENTIALS });
+      await assert.rejects(signed.runs.list({}), (error) =>
+        error.name === 'WorkflowWorldError' && error.status === 403 && /^HTTP 403: Forbidden; AWS refused the signed request/.test(error.message) &&
+        error.message.includes('lambda:InvokeFunctionUrl') && error.message.includes(`(${REGION})`));
+      await assert.rejects(signed.streams.get('wrun_1', 'strm_1_user', 0), (error) => /Forbidden; AWS refused/.test(error.message));
+      const unsigned = createClient({ url, token: 'x'.repeat(20) });
+      await assert.rejects(unsigned.start('py.order'), (error) => error.status === 403 && /Forbidden; .*WORLD_SERVER_AUTH=sigv4/.test(error.message));
+    } finally {
+      close();
+    }
+  });
+});
+
 describe('a bearer token (awsworld serve --host 127.0.0.1 --token-file)', () => {
   const TOKEN = 'world-awsworld-test-token-0123456789';
   let server;
@@ -299,6 +353,25 @@ describe('a bearer token (awsworld serve --host 127.0.0.1 --token-file)', () => 
       await assert.rejects(world.streams.get('wrun_01K0000000000000000000000A', 'strm_1_user', 0), (error) => error.status === 401);
     }
     assert.equal((await owner.runs.list({})).data.length, before);
+  });
+
+  test("a 401 says which of this side's settings holds the token", async () => {
+    const saved = { ...process.env };
+    try {
+      delete process.env.WORLD_SERVER_TOKEN;
+      delete process.env.WORLD_SERVER_AUTH;
+      process.env.WORLD_SERVER_URL = url;
+      const missing = (error) => error.status === 401 && error.message.startsWith('a bearer token is required') &&
+        /set WORLD_SERVER_TOKEN \(or the token option\) to the one it was started with \(its --token-file/.test(error.message);
+      await assert.rejects(createWorld().runs.list({}), missing); // (the server's words only: no way to know which)
+      await assert.rejects(createWorld().streams.get('wrun_01K0000000000000000000000A', 'strm_1_user', 0), missing);
+      await assert.rejects(createClient().start('py.order'), missing);
+      process.env.WORLD_SERVER_TOKEN = 'not-the-token-of-this-server';
+      await assert.rejects(createWorld().runs.list({}), (error) => error.status === 401 &&
+        /^the bearer token is not the server's .*; WORLD_SERVER_TOKEN \(or the token option\) is not the token/.test(error.message));
+    } finally {
+      process.env = saved;
+    }
   });
 
   test("the Client sends the token too: without it (or with another) its calls are a 401 and nothing is stored", async () => {

@@ -12,12 +12,17 @@ Three modes (``Auth``):
   reaches it, so there is nothing left to check here.
 
 A refusal is a 401 (missing or wrong token; with ``WWW-Authenticate: Bearer``) or a 421 (a host that is not
-loopback), with the same ``{"error": ...}`` body as every other error (``_http/wire.py``).
+loopback), with the same ``{"error": ...}`` body as every other error (``_http/wire.py``). The server's side hears
+of it too: a warning on the ``awsworld.serve`` logger (``awsworld serve`` prints it on stderr) naming the request,
+its sender and why, at most one line a minute (with how many were refused unlogged since), so whoever runs the
+server sees a client with a wrong token without a scanner flooding the log.
 """
 
 from __future__ import annotations
 
 import hmac
+import logging
+import time
 from dataclasses import dataclass
 from typing import Literal
 
@@ -30,6 +35,10 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MIN_TOKEN_LENGTH = 16
 
 AuthMode = Literal["loopback", "token", "aws-iam"]
+REFUSAL_LOG_SECONDS = 60.0
+"""At most one refusal line this often (the first at once); the ones between are counted in the next line."""
+
+log = logging.getLogger("awsworld.serve")
 
 
 @dataclass(frozen=True)
@@ -64,16 +73,21 @@ class Guard:
         self.app = app
         self.auth = auth
         self._expected = f"Bearer {auth.token}".encode() if auth.token else b""
+        self._logged_at: float | None = None
+        self._unlogged = 0
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             refusal = self._refusal(dict(scope["headers"]))
             if refusal is not None:
-                await refusal(scope, receive, send)
+                response, why = refusal
+                self._log(scope, response.status_code, why)
+                await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
 
-    def _refusal(self, headers: dict[bytes, bytes]) -> JSONResponse | None:
+    def _refusal(self, headers: dict[bytes, bytes]) -> tuple[JSONResponse, str] | None:
+        """The answer to a request this server does not take, and why in the server's words (None: take it)."""
         mode = self.auth.mode
         if mode == "aws-iam":
             return None
@@ -82,13 +96,30 @@ class Guard:
             if hmac.compare_digest(given, self._expected):
                 return None
             why = "a bearer token is required" if not given else "the bearer token is not the server's"
-            return _refused(401, "unauthenticated", f"{why} (Authorization: Bearer <token>)",
-                            {"www-authenticate": 'Bearer realm="awsworld"'})
+            return (_refused(401, "unauthenticated", f"{why} (Authorization: Bearer <token>)",
+                             {"www-authenticate": 'Bearer realm="awsworld"'}),
+                    f"{why} (the caller's token: world-awsworld's WORLD_SERVER_TOKEN, HttpClient's token)")
         host = headers.get(b"host", b"").decode("latin-1")
         name = host if host.endswith("]") else host.rsplit(":", 1)[0]
         if name not in LOOPBACK_HOSTS:
-            return _refused(421, "not-loopback", "this awsworld server answers requests addressed to 127.0.0.1 only")
+            return (_refused(421, "not-loopback", f"this awsworld server listens on loopback without a token and "
+                             f"answers requests addressed to 127.0.0.1, localhost or [::1] only, not {host!r}: "
+                             "use one of those in the URL, or start the server with --host and --token-file to "
+                             "reach it by another name"),
+                    f"addressed to {host!r}, not a loopback name")
         return None
+
+    def _log(self, scope: Scope, status: int, why: str) -> None:
+        now = time.monotonic()
+        if self._logged_at is not None and now - self._logged_at < REFUSAL_LOG_SECONDS:
+            self._unlogged += 1
+            return
+        client = scope.get("client")
+        sender = client[0] if client else "an unknown sender"
+        since = f" ({self._unlogged} more refused since the last such line)" if self._unlogged else ""
+        log.warning("refused %s %s from %s with %d: %s%s", scope.get("method", "?"), scope.get("path", "?"), sender,
+                    status, why, since)
+        self._logged_at, self._unlogged = now, 0
 
 
 def _refused(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

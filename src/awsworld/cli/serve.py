@@ -81,8 +81,23 @@ def _main(args: argparse.Namespace) -> int:
         except ImportError:
             raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
     import_modules(args.modules)
+    _log_refusals()
     asyncio.run(_serve(args, auth))
     return 0
+
+
+def _log_refusals() -> None:
+    """The requests the server refuses (a wrong or missing token, a host that is not loopback: ``_http/auth.py``)
+    as one line each on stderr, beside the server's own lines, so its operator sees what the client was told."""
+    import logging
+
+    refusals = logging.getLogger("awsworld.serve")
+    if not refusals.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("awsworld serve: %(message)s"))
+        refusals.addHandler(handler)
+        refusals.setLevel(logging.WARNING)
+        refusals.propagate = False
 
 
 def _token(args: argparse.Namespace) -> str | None:
