@@ -540,9 +540,11 @@ async def run_operator_workload(local: LocalAWS, flow_fn: Function, ui_world: AW
     assert local.client is not None and config.dlq_url
     esm = EventSourceMapping(world, flow_fn.invoke)
 
-    # Deployments first, before any delivery: a run pinned to v1 (an older version of the flow function than v2,
-    # this one) is moved to v2 by `upgrade` after its replay against the code here; v1, drained, is retired and its
-    # Lambda version deleted; prune finds nothing more to retire.
+    # Deployments: a run pinned to v1 (an older version of the flow function than v2, this one) is moved to v2 by
+    # `upgrade` after its replay against the code here, before any delivery, and runs on v2 (its first message,
+    # addressed to v1, finds no such version and follows the run's pin); v1, drained, is retired and its Lambda
+    # version deleted (the emulator's function is made only then: moto invokes a deleted version as if it were
+    # there); prune finds nothing more to retire.
     await world.deployments.register(Deployment("v1", "the flow function", datetime.now(UTC) - timedelta(days=1),
                                                 target=f"{FLOW_FUNCTION}:1"))
     pinned_token = f"trace-operator-pinned-{secrets.token_hex(6)}"
@@ -552,6 +554,7 @@ async def run_operator_workload(local: LocalAWS, flow_fn: Function, ui_world: AW
     assert rows["v1"]["status"] == "draining" and pinned.run_id in rows["v1"]["runs"], rows
     upgraded = await operator("upgrade", "--deployment", "v1", "--to", f"v{FLOW_VERSION}")
     assert upgraded.endswith(f"1 of 1 run(s) moved to v{FLOW_VERSION}\n"), upgraded
+    await esm.run_until(lambda: _hooks_exist(world, [pinned_token]), timeout=60)
     versions = await asyncio.to_thread(_lambda_versions, local, 2)
     assert await asyncio.to_thread(versions) == ["$LATEST", "1", "2"]
     assert (await operator("deployments", "retire", "v1")).strip() == f"retired v1 (deleted {FLOW_FUNCTION}:1)"
@@ -592,12 +595,13 @@ async def run_operator_workload(local: LocalAWS, flow_fn: Function, ui_world: AW
     await operator("wake", hooked[2])
     await operator("cancel", hooked[2], "--reason", "trace")
     await operator("fail", hooked[3], "--reason", "trace")
-    await operator("cancel", pinned.run_id, "--reason", "trace")
+    await operator("resume", pinned_token, json.dumps("moved"))
     await esm.run_until(lambda: _has_sleep(world, sleeping), timeout=60)
     await operator("skip", sleeping)
     await esm.run_until(_all([local.client.get_run(r) for r in [*hooked, sleeping, pinned.run_id]]), timeout=60)
     assert await local.client.get_run(hooked[0]).result(timeout=5) == "p" * (20 * KIB)
     assert await local.client.get_run(sleeping).result(timeout=5) == "slept"
+    assert await pinned.result(timeout=5) == "moved"
 
     # A limit while runs wait on it: the second run waits for the slot; the operator lists and describes the limit,
     # pauses and resumes it, raises it (the waiter starts), ends the runs and resets it.
