@@ -3,7 +3,10 @@ each on its own container (as each function is deployed), record every AWS reque
 make and the resource it names, map each to the IAM action that authorizes it, and compare with that
 function's role in ``template.yaml``. The same for the ``ClientPolicy`` managed policy (the stack's
 ``ClientPolicyArn``): a client of its own (a web app's process) starts, reads, resumes, fails and cancels runs,
-and the policy must grant exactly what it calls.
+and the policy must grant exactly what it calls. And for ``OperatorPolicy`` (``OperatorPolicyArn``): the
+``awsworld`` commands an operator runs (``dlq`` and its redrive, ``limits``, ``schedules``, ``deployments`` and
+``upgrade``, ``wake``, ``skip``, ``fail``, the reads, starts, hooks and cancels) run in this process through
+``awsworld.cli.main``, every World they open traced into one ``Trace``, and the UI's API on a traced World too.
 
 A used action the role does not grant fails (the function would get AccessDenied in AWS); a granted action
 no traced path uses fails too (a surplus grant: remove it), unless ``NOT_CALLED_BY_CODE`` says why the role
@@ -14,10 +17,13 @@ it: grant it in ``template.yaml`` (or, if it truly cannot be reached in a test, 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fnmatch
+import io
 import json
 import secrets
 import time
+import zipfile
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -27,15 +33,19 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from awsworld import Client, Schedule, get_writable, step, workflow
+from awsworld import Client, Concurrency, Schedule, create_hook, get_writable, sleep, step, workflow
+from awsworld import aws as aws_package
 from awsworld._worker.tick import TICK_BODY
 from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
 from awsworld.aws import AWSWorld
+from awsworld.aws.config import AWSConfig
 from awsworld.aws.encryption.run_keys import TABLE_CONTEXT_KEY
+from awsworld.cli import main as awsworld_cli
 from awsworld.lambda_host import flow, webhook
 from awsworld.lambda_host import observability as obs
 from awsworld.lambda_host.container import Container
 from awsworld.local import LocalAWS, MotoServer
+from awsworld.world.deployments import Deployment
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
 from awsworld.world.errors import HookNotFoundError
 from awsworld.world.messages import FlowMessage, queue_name_for
@@ -47,7 +57,7 @@ from .test_webhook_handler import url_event, wait_for_hook
 
 KIB = 1024
 Grant = tuple[str, str]  # (IAM action, resource kind: "table", "index/<name>", "FlowQueue", "runs/*", ...)
-ROLES = ["FlowFunctionRole", "WebhookFunctionRole", "ClientPolicy"]
+ROLES = ["FlowFunctionRole", "WebhookFunctionRole", "ClientPolicy", "OperatorPolicy"]
 
 # Grants the role needs although the handler's code never makes that call. Each says why; the test fails if an
 # entry is no longer granted (a stale line here), so this list only ever holds what the template still grants.
@@ -74,6 +84,11 @@ NOT_CALLED_BY_CODE: dict[str, dict[Grant, str]] = {
                                      "run expired) with AccessDenied, and the client would report a permission "
                                      "it has as missing",
     },
+    "OperatorPolicy": {
+        ("s3:ListBucket", "bucket"): "not a call: without it S3 answers GetObject of a missing key (a value whose "
+                                     "run expired) with AccessDenied, and a command would report a permission "
+                                     "it has as missing",
+    },
 }
 
 # Operations whose IAM action is named differently, or that are authorized per item (a transaction needs the
@@ -97,7 +112,7 @@ _KNOWN = {
     "s3": {"GetObject", "PutObject", "PutObjectTagging", "DeleteObject", "DeleteObjects", "HeadObject",
            "ListObjectsV2", "ListObjects"},
     "kms": {"GenerateDataKey", "Decrypt"},
-    "lambda": {"Invoke"},
+    "lambda": {"Invoke", "DeleteFunction"},
 }
 FLOW_FUNCTION = "awsworld-trace-flow"
 """The traced flow function's name (``AWS_LAMBDA_FUNCTION_NAME``): it hands deliveries to its own versions."""
@@ -143,9 +158,10 @@ class Trace:
             queue = {config.queue_url: "FlowQueue", config.dlq_url: "DeadLetterQueue"}.get(url, f"other queue {url}")
             return {(_SINGLE_ACTIONS.get(f"sqs.{name}", f"sqs:{name}"), queue)}
         if service == "lambda":
-            # A hand-over to another version of the function itself (lambda_host/versions.py), and nothing else.
+            # A hand-over to another version of the function itself, or an operator deleting a retired version
+            # (lambda_host/versions.py): always a version of the flow function, never the function itself.
             assert params["FunctionName"] == FLOW_FUNCTION and params.get("Qualifier"), params
-            return {("lambda:InvokeFunction", "FlowFunction:*")}
+            return {("lambda:InvokeFunction" if name == "Invoke" else f"lambda:{name}", "FlowFunction:*")}
         if service == "kms":
             # The grant's condition: every data key names this stack's table in its encryption context.
             assert params["EncryptionContext"][TABLE_CONTEXT_KEY] == config.table_name, params
@@ -227,6 +243,20 @@ async def streams_and_large_values(blob: str) -> int:
 async def parent(blob: str) -> int:
     """A child run: the flow function creates a run (and, encrypted, makes its data key)."""
     return await streams_and_large_values(blob) + 1
+
+
+@workflow(name="trace.limited", concurrency=Concurrency(1, key=lambda token: "shared"))
+async def limited(token: str) -> object:
+    """One run at a time: a second start waits for the slot (``awsworld limits`` shows and changes it)."""
+    async with create_hook(token=token) as hook:
+        return await hook
+
+
+@workflow(name="trace.sleeps")
+async def sleeps(value: str) -> str:
+    """An hour's sleep, which ``awsworld skip`` ends."""
+    await sleep(3600)
+    return value
 
 
 @pytest.fixture(scope="module")
@@ -444,6 +474,203 @@ async def run_client_workload(local: LocalAWS, client: Client, flow_fn: Function
     await esm.run_until(done(client.get_run(triggered.run_id)), timeout=60)
 
 
+def operator_world(trace: Trace) -> type[AWSWorld]:
+    """``AWSWorld`` as the CLI opens it (``cli.output.remote``, ``cli.dlq``): every World a command opens records its
+    requests in ``trace`` and counts them in ``trace.world``'s stats."""
+
+    class OperatorWorld(AWSWorld):
+        def __init__(self, config: AWSConfig | None = None) -> None:
+            super().__init__(config)
+            self.clients.stats = trace.world.clients.stats
+            self.clients.register_handler("before-parameter-build", trace.record)
+
+    return OperatorWorld
+
+
+async def operator(*argv: str, code: int = 0) -> str:
+    """``awsworld ARGV`` in this process, as an operator's shell runs it (the environment names the stack); on a
+    thread, since a command runs its own event loop. Its stdout."""
+    out, err = io.TextIOWrapper(io.BytesIO(), encoding="utf-8"), io.StringIO()  # (streams writes bytes to .buffer)
+
+    def run() -> int:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            return awsworld_cli(list(argv))
+
+    done = await asyncio.to_thread(run)
+    out.flush()
+    printed = out.buffer.getvalue().decode()  # type: ignore[attr-defined]
+    assert done == code, (argv, done, printed, err.getvalue())
+    return printed
+
+
+async def operator_json(*argv: str) -> Any:
+    return json.loads(await operator(*argv, "--json"))
+
+
+def _lambda_versions(local: LocalAWS, versions: int) -> Callable[[], list[str]]:
+    """The flow function on the emulator's Lambda API (moto keeps functions and versions, though it runs none),
+    with ``versions`` published versions; a function listing its versions."""
+    import boto3
+
+    kw: dict[str, Any] = {"endpoint_url": local.endpoint_url, "region_name": "us-east-1",
+                          "aws_access_key_id": "awsworldlocal", "aws_secret_access_key": "local"}
+    iam, lam = boto3.client("iam", **kw), boto3.client("lambda", **kw)
+    role = iam.create_role(RoleName=f"flow-{secrets.token_hex(4)}", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+    for version in range(1, versions + 1):
+        code = io.BytesIO()
+        with zipfile.ZipFile(code, "w") as archive:
+            archive.writestr("flow.py", f"def handler(event, context):\n    return {version}\n")
+        if version == 1:
+            lam.create_function(FunctionName=FLOW_FUNCTION, Runtime="python3.13", Role=role, Handler="flow.handler",
+                                Code={"ZipFile": code.getvalue()}, Publish=True)
+        else:
+            lam.update_function_code(FunctionName=FLOW_FUNCTION, ZipFile=code.getvalue(), Publish=True)
+    return lambda: [v["Version"] for v in lam.list_versions_by_function(FunctionName=FLOW_FUNCTION)["Versions"]]
+
+
+async def run_operator_workload(local: LocalAWS, flow_fn: Function, ui_world: AWSWorld) -> None:
+    """What the person on call does with the operator policy, through the ``awsworld`` commands the docs list
+    (docs/operate/iam.md, docs/get-started/cli.md): move runs off an old deployment and retire it (its Lambda
+    version deleted); start runs (a large input, a start repeated with its run id, a rerun) and read them (runs,
+    describe, events, result, hooks, streams, export, the UI's API); resume, fail and heartbeat hooks, cancel, fail,
+    wake and skip runs; change a limit while runs wait on it; pause, resume, trigger, backfill, create and delete
+    schedules; list the DLQ and redrive it. The flow function runs the runs meanwhile; payloads are encrypted.
+    The test's own setup (a run pinned to the old version, a message in the DLQ) uses ``local``'s World."""
+    world, config = local.world, local.world.config
+    assert local.client is not None and config.dlq_url
+    esm = EventSourceMapping(world, flow_fn.invoke)
+
+    # Deployments: a run pinned to v1 (an older version of the flow function than v2, this one) is moved to v2 by
+    # `upgrade` after its replay against the code here, before any delivery, and runs on v2 (its first message,
+    # addressed to v1, finds no such version and follows the run's pin); v1, drained, is retired and its Lambda
+    # version deleted (the emulator's function is made only then: moto invokes a deleted version as if it were
+    # there); prune finds nothing more to retire.
+    await world.deployments.register(Deployment("v1", "the flow function", datetime.now(UTC) - timedelta(days=1),
+                                                target=f"{FLOW_FUNCTION}:1"))
+    pinned_token = f"trace-operator-pinned-{secrets.token_hex(6)}"
+    pinned = await local.client.options(deployment="v1").start(app.plain_hook, pinned_token)
+    listed = await operator_json("deployments")
+    rows = {row["deploymentId"]: row for row in listed["deployments"]}
+    assert rows["v1"]["status"] == "draining" and pinned.run_id in rows["v1"]["runs"], rows
+    upgraded = await operator("upgrade", "--deployment", "v1", "--to", f"v{FLOW_VERSION}")
+    assert upgraded.endswith(f"1 of 1 run(s) moved to v{FLOW_VERSION}\n"), upgraded
+    await esm.run_until(lambda: _hooks_exist(world, [pinned_token]), timeout=60)
+    versions = await asyncio.to_thread(_lambda_versions, local, 2)
+    assert await asyncio.to_thread(versions) == ["$LATEST", "1", "2"]
+    assert (await operator("deployments", "retire", "v1")).strip() == f"retired v1 (deleted {FLOW_FUNCTION}:1)"
+    assert await asyncio.to_thread(versions) == ["$LATEST", "2"]
+    await operator("deployments", "prune", "--keep", "1")
+
+    # Starts and reads: a large input (stored in S3 under a new data key), the same start again with its run id
+    # (its value stored, then discarded), a rerun with the recorded input.
+    blob = json.dumps(["o" * (20 * KIB)])
+    run_id = f"trace-operator-{secrets.token_hex(6)}"
+    assert (await operator("start", "trace.streams_and_large_values", blob, "--run-id", run_id)).strip() == run_id
+    assert (await operator("start", "trace.streams_and_large_values", blob, "--run-id", run_id)).strip() == run_id
+    await esm.run_until(done(local.client.get_run(run_id)), timeout=60)
+    assert json.loads(await operator("result", run_id)) == 40 * KIB
+    await operator("describe", run_id)
+    await operator("events", run_id, "--full")
+    await operator("streams", run_id)
+    assert await operator("streams", run_id, "progress") == "line 0\nline 1\nline 2\n"
+    await operator("runs", "--workflow", "trace.streams_and_large_values")
+    await operator("runs", "--status", "completed")
+    await operator("runs", "--parked")
+    await operator("export", run_id)
+    await operator("replay", run_id)
+    rerun = (await operator("rerun", run_id)).strip()
+    await esm.run_until(done(local.client.get_run(rerun)), timeout=60)
+
+    # Hooks and ends: resume (a large payload, stored by the command), fail a hook, heartbeat one, cancel a run,
+    # fail one, wake one, skip a sleep.
+    tokens = [f"trace-operator-{purpose}-{secrets.token_hex(6)}" for purpose in ("resume", "fail", "beat", "end")]
+    hooked = [(await operator("start", "deploy.plain_hook", json.dumps(token))).strip() for token in tokens]
+    sleeping = (await operator("start", "trace.sleeps", json.dumps("slept"))).strip()
+
+    await esm.run_until(lambda: _hooks_exist(world, tokens), timeout=60)
+    await operator("hooks", hooked[0])
+    await operator("resume", tokens[0], json.dumps("p" * (20 * KIB)))
+    await operator("fail-hook", tokens[1], "declined", "--code", "DECLINED")
+    await operator("heartbeat-hook", tokens[2])
+    await operator("wake", hooked[2])
+    await operator("cancel", hooked[2], "--reason", "trace")
+    await operator("fail", hooked[3], "--reason", "trace")
+    await operator("resume", pinned_token, json.dumps("moved"))
+    await esm.run_until(lambda: _has_sleep(world, sleeping), timeout=60)
+    await operator("skip", sleeping)
+    await esm.run_until(_all([local.client.get_run(r) for r in [*hooked, sleeping, pinned.run_id]]), timeout=60)
+    assert await local.client.get_run(hooked[0]).result(timeout=5) == "p" * (20 * KIB)
+    assert await local.client.get_run(sleeping).result(timeout=5) == "slept"
+    assert await pinned.result(timeout=5) == "moved"
+
+    # A limit while runs wait on it: the second run waits for the slot; the operator lists and describes the limit,
+    # pauses and resumes it, raises it (the waiter starts), ends the runs and resets it.
+    limit = "workflow:trace.limited"
+    holders = [f"trace-operator-limit-{i}-{secrets.token_hex(6)}" for i in range(2)]
+    limited_runs = [(await operator("start", "trace.limited", json.dumps(token))).strip() for token in holders]
+
+    await esm.run_until(lambda: _hooks_exist(world, holders[:1]), timeout=60)
+    await operator("limits")
+    await operator("limits", "describe", limit)
+    await operator("limits", "pause", limit, "--key", "shared")
+    await operator("limits", "resume", limit, "--key", "shared")
+    await operator("limits", "set", limit, "--key", "shared", "--concurrency", "2")
+
+    await esm.run_until(lambda: _hooks_exist(world, holders), timeout=60)
+    for token in holders:
+        await operator("resume", token)
+    await esm.run_until(_all([local.client.get_run(r) for r in limited_runs]), timeout=60)
+    await operator("limits", "reset", limit, "--key", "shared")
+
+    # Schedules: the tick's schedule (made by run_workloads) paused, resumed, triggered; one created from the
+    # command line, backfilled and deleted.
+    await operator("schedules", "list")
+    await operator("schedules", "describe", "trace-schedule")
+    await operator("schedules", "pause", "trace-schedule", "--note", "on call")
+    await operator("schedules", "resume", "trace-schedule")
+    triggered = await operator_json("schedules", "trigger", "trace-schedule")
+    await operator("schedules", "create", "trace-operator", "deploy.quick", "--every", "1h",
+                   "--args", json.dumps(["t" * (20 * KIB)]))
+    now = datetime.now(UTC)
+    await operator("schedules", "backfill", "trace-operator", "--start", (now - timedelta(hours=2)).isoformat(),
+                   "--end", (now - timedelta(minutes=1)).isoformat())
+    await operator("schedules", "delete", "trace-operator")
+    await esm.run_until(_all([local.client.get_run(triggered["runId"])]), timeout=60)
+
+    # The run viewer (awsworld ui): its API on a World of the operator's (the command serves the same app on
+    # 127.0.0.1 with uvicorn, on the AWSWorld the environment names).
+    from httpx import ASGITransport, AsyncClient
+
+    from awsworld.ui import create_app
+
+    async with AsyncClient(transport=ASGITransport(app=create_app(ui_world)), base_url="http://127.0.0.1") as http:
+        for path in ("/api/runs", f"/api/runs/{run_id}", f"/api/runs/{run_id}/events",
+                     f"/api/runs/{run_id}/streams", f"/api/runs/{run_id}/streams/progress"):
+            assert (await http.get(path)).status_code == 200, path
+
+    # The dead-letter queue: a record that is not awsworld's, listed (never its body) and sent back to the flow
+    # queue (the flow function's next delivery would dead-letter it again).
+    sqs = await world.clients.sqs()
+    await sqs.send_message(QueueUrl=config.dlq_url, MessageBody="not an awsworld message (operator)")
+    letters = await operator_json("dlq")
+    assert letters and all("not an awsworld" not in json.dumps(letter) for letter in letters), letters
+    moved = await operator_json("dlq", "redrive")
+    assert moved["moved"] >= 1 and not moved["failed"], moved
+
+
+async def _hooks_exist(world: AWSWorld, tokens: list[str]) -> bool:
+    try:
+        for token in tokens:
+            await world.hooks.get_by_token(token, resolve_data="none")
+    except HookNotFoundError:
+        return False
+    return True
+
+
+async def _has_sleep(world: AWSWorld, run_id: str) -> bool:
+    return any(event.event_type == "wait_created" for event in (await world.events.list(run_id)).data)
+
+
 # ------------------------------------------------------------------------------------------ the check
 
 
@@ -456,12 +683,19 @@ async def traced(local: LocalAWS, flow_function: Function, webhook_function: Fun
     for client in await _open_clients(client_world):
         service = client.meta.service_model.service_id.hyphenize()
         client.meta.events.register(f"before-parameter-build.{service}", client_trace.record)
+    operator_trace = Trace(AWSWorld(AWSConfig.from_env()))  # the stack the operator's environment names
+    ui_world = operator_world(operator_trace)()
     try:
         await run_client_workload(local, Client(client_world), flow_function)
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(aws_package, "AWSWorld", operator_world(operator_trace))  # what the CLI opens
+            await run_operator_workload(local, flow_function, ui_world)
         yield {"FlowFunctionRole": flow_function.trace, "WebhookFunctionRole": webhook_function.trace,
-               "ClientPolicy": client_trace}
+               "ClientPolicy": client_trace, "OperatorPolicy": operator_trace}
     finally:
         await client_world.close()
+        await ui_world.close()
+        await operator_trace.world.close()
 
 
 @pytest.fixture(scope="module")
@@ -514,4 +748,10 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
             ("s3:GetObject", "runs/*"), ("s3:DeleteObject", "runs/*"), ("dynamodb:Query", "index/byWorkflow"),
             ("dynamodb:Query", "index/byStatus"), ("dynamodb:PutItem", "table"),
             ("kms:GenerateDataKey", "PayloadKmsKeyArn"), ("kms:Decrypt", "PayloadKmsKeyArn")} <= client_grants
+    operator_grants = traced["OperatorPolicy"].grants
+    assert {("sqs:ReceiveMessage", "DeadLetterQueue"), ("sqs:ChangeMessageVisibility", "DeadLetterQueue"),
+            ("sqs:DeleteMessage", "DeadLetterQueue"), ("sqs:GetQueueAttributes", "FlowQueue"),
+            ("sqs:SendMessage", "FlowQueue"), ("lambda:DeleteFunction", "FlowFunction:*"),
+            ("dynamodb:Query", "index/byWorkflow"), ("dynamodb:Query", "index/byStatus"),
+            ("s3:DeleteObject", "runs/*"), ("kms:GenerateDataKey", "PayloadKmsKeyArn")} <= operator_grants
 

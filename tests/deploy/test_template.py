@@ -259,10 +259,13 @@ def test_iam_grants_no_wildcard_action_or_resource(template: dict[str, Any]) -> 
             text = json.dumps(resource)
             assert re.search(r"Table|Queue|Bucket|LogGroup|FlowFunction", text), (name, resource)
             if "*" in text:  # only object keys under the bucket's own prefixes, the table's own indexes, or the
-                # flow function's own versions (a pinned run's delivery handed to its version)
+                # flow function's own versions (a pinned run's delivery handed to its version; an operator deleting
+                # a retired one)
                 assert re.fullmatch(r"\$\{Bucket\.Arn\}/(runs|queue)/\*|\$\{Table\.Arn\}/index/\*"
                                     r"|\$\{FlowFunction\.Arn\}:\*", resource.get("Fn::Sub", "")), resource
-                assert "FlowFunction" not in text or actions == ["lambda:InvokeFunction"], (name, actions)
+            if "FlowFunction" in text:  # invoked by the flow function's own role; deleted only by an operator's
+                expected = ["lambda:DeleteFunction"] if name == "OperatorPolicy" else ["lambda:InvokeFunction"]
+                assert actions == expected, (name, actions)
 
 
 def test_functions_use_the_templates_roles_and_no_managed_policy(template: dict[str, Any]) -> None:
@@ -380,7 +383,7 @@ def test_a_run_failed_because_its_pinned_version_is_gone_raises_an_alarm(monitor
 def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]) -> None:
     outputs = template["Outputs"]
     assert {"WebhookUrl", "TableName", "BucketName", "QueueUrl", "DeadLetterQueueUrl", "ClientEnvironment",
-            "DashboardUrl"} <= set(outputs)
+            "ClientPolicyArn", "OperatorPolicyArn", "DashboardUrl"} <= set(outputs)
     assert "WebhookFunctionUrl.FunctionUrl" in outputs["WebhookUrl"]["Value"]["Fn::Sub"]
     environment = outputs["ClientEnvironment"]["Value"]["Fn::Sub"]
     pairs = dict(re.findall(r"(\w+)=(\S+)", environment))
@@ -424,6 +427,36 @@ def test_the_client_policy_is_an_output_and_grants_only_the_clients_calls(templa
     text = json.dumps([s["Resource"] for s in client])
     assert "DeadLetterQueue" not in text and "/index/*" in text
     assert "AWSWORLD_RETENTION_DAYS=${RunRetentionDays}" in template["Outputs"]["ClientEnvironment"]["Value"]["Fn::Sub"]
+
+
+def test_the_operator_policy_is_an_output_and_holds_the_clients_grants_the_dlq_and_retired_versions(
+        template: dict[str, Any]) -> None:
+    """The on-call role gets this managed policy alone: every grant of ``ClientPolicy`` (an operator starts, reads,
+    resumes and cancels runs too; the listings' two indexes by name where the client's say ``index/*``), the DLQ
+    (``awsworld dlq`` and its redrive), and deleting the flow function's versions (``awsworld deployments
+    retire``); nothing else (test_iam_trace.py checks that an operator command uses each)."""
+    assert template["Outputs"]["OperatorPolicyArn"]["Value"] == {"Ref": "OperatorPolicy"}
+    assert template["Resources"]["OperatorPolicy"]["Type"] == "AWS::IAM::ManagedPolicy"
+
+    def grants(policy: str) -> set[tuple[str, str, str | None]]:
+        return {(action, json.dumps(resource), condition) for name, condition, s in statements(template)
+                if name == policy for action in as_list(s["Action"]) for resource in as_list(s["Resource"])}
+
+    def index(name: str) -> str:
+        return json.dumps({"Fn::Sub": f"${{Table.Arn}}/index/{name}"})
+
+    def arn(name: str) -> str:
+        return json.dumps({"Fn::GetAtt": [name, "Arn"]})
+
+    operator, client = grants("OperatorPolicy"), grants("ClientPolicy")
+    listings = {("dynamodb:Query", index("*"), None)}
+    assert listings <= client and client - listings <= operator
+    assert operator - client == {
+        ("dynamodb:Query", index("byWorkflow"), None), ("dynamodb:Query", index("byStatus"), None),
+        ("sqs:GetQueueAttributes", arn("FlowQueue"), None), ("sqs:ReceiveMessage", arn("DeadLetterQueue"), None),
+        ("sqs:ChangeMessageVisibility", arn("DeadLetterQueue"), None),
+        ("sqs:DeleteMessage", arn("DeadLetterQueue"), None),
+        ("lambda:DeleteFunction", json.dumps({"Fn::Sub": "${FlowFunction.Arn}:*"}), None)}
 
 
 _TRANSFORM = """
