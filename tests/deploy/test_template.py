@@ -455,7 +455,7 @@ def test_the_operator_policy_is_an_output_and_holds_the_clients_grants_the_dlq_a
         ("dynamodb:Query", index("byWorkflow"), None), ("dynamodb:Query", index("byStatus"), None),
         ("sqs:GetQueueAttributes", arn("FlowQueue"), None), ("sqs:ReceiveMessage", arn("DeadLetterQueue"), None),
         ("sqs:ChangeMessageVisibility", arn("DeadLetterQueue"), None),
-        ("sqs:DeleteMessage", arn("DeadLetterQueue"), None),
+        ("sqs:GetQueueAttributes", arn("DeadLetterQueue"), None), ("sqs:DeleteMessage", arn("DeadLetterQueue"), None),
         ("lambda:DeleteFunction", json.dumps({"Fn::Sub": "${FlowFunction.Arn}:*"}), None)}
 
 
