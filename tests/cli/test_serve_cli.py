@@ -126,6 +126,25 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
     assert not (tmp_path / "ready").exists()
 
 
+async def test_on_every_interface_it_says_how_to_reach_it_and_its_ready_file_holds_a_url_that_does(
+        tmp_path: Path) -> None:
+    """``--host 0.0.0.0`` printed ``http://0.0.0.0:PORT``, a name no other machine can use: it now says the port on
+    every interface, this machine's name, and the loopback URL (also what the ready file holds)."""
+    (tmp_path / "token").write_text(TOKEN + "\n")
+    process, url = start_serve(tmp_path, "--world", "memory", "--host", "0.0.0.0", "--token-file",
+                               str(tmp_path / "token"))
+    try:
+        port = int(url.rsplit(":", 1)[1])
+        assert url == f"http://127.0.0.1:{port}"
+        async with HttpClient(url, token=TOKEN) as client:
+            assert (await client.list_runs()).data == []
+    finally:
+        stop_serve(process)
+    said = (tmp_path / "server.log").read_text()
+    assert (f"awsworld serve: every interface, port {port}: http://{socket.gethostname()}:{port} (or this "
+            f"machine's address) from other machines, {url} here (memory World; token; Ctrl-C stops)") in said, said
+
+
 def test_a_token_too_short_is_refused_with_a_hint_that_fits(tmp_path: Path) -> None:
     """A short token on the default host: the hint says to make a longer one (it said to keep the default
     --host, which the command already did)."""

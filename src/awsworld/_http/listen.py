@@ -14,15 +14,30 @@ import uvicorn
 from starlette.types import ASGIApp
 
 
+WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
+"""Hosts that listen on every interface: no client can reach the server by such a name from another machine."""
+
+
 class Listening:
-    """A running server: its base ``url`` (``http://host:port``, an IPv6 host in brackets) and ``wait`` for its
-    end (uvicorn ends on SIGINT or SIGTERM)."""
+    """A running server: its base ``url`` (``http://host:port``, an IPv6 host in brackets; a wildcard host's is
+    the loopback address, the one name that surely reaches it from this machine) and ``wait`` for its end (uvicorn
+    ends on SIGINT or SIGTERM)."""
 
     def __init__(self, server: uvicorn.Server, task: asyncio.Task[None], host: str) -> None:
         self.server = server
         self.task = task
-        port = server.servers[0].sockets[0].getsockname()[1]
-        self.url = f"http://{host if ':' not in host else f'[{host}]'}:{port}"
+        self.host = host
+        self.port: int = server.servers[0].sockets[0].getsockname()[1]
+        reached = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+        self.url = f"http://{reached if ':' not in reached else f'[{reached}]'}:{self.port}"
+
+    def where(self) -> str:
+        """Where clients reach it, for people: the URL, or for a wildcard host the port on every interface, by
+        this machine's name from elsewhere and by ``url`` here."""
+        if self.host not in WILDCARD_HOSTS:
+            return self.url
+        return (f"every interface, port {self.port}: http://{socket.gethostname()}:{self.port} (or this machine's "
+                f"address) from other machines, {self.url} here")
 
     async def wait(self) -> None:
         with contextlib.suppress(asyncio.CancelledError):

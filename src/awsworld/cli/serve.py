@@ -167,6 +167,6 @@ async def _serve(args: argparse.Namespace, auth: Any) -> None:
                 partial = args.ready_file.with_name(args.ready_file.name + ".partial")
                 partial.write_text(running.url + "\n", encoding="utf-8")
                 os.replace(partial, args.ready_file)
-            print(f"awsworld serve: {running.url} ({args.world} World; {auth.mode}; Ctrl-C stops)", file=sys.stderr,
-                  flush=True)
+            print(f"awsworld serve: {running.where()} ({args.world} World; {auth.mode}; Ctrl-C stops)",
+                  file=sys.stderr, flush=True)
             await running.wait()
