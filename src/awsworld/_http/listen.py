@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 import uvicorn
 from starlette.types import ASGIApp
 
-
 WILDCARD_HOSTS = frozenset({"0.0.0.0", "::"})
 """Hosts that listen on every interface: no client can reach the server by such a name from another machine."""
 
