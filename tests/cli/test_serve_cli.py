@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
 import socket
 import subprocess
@@ -116,6 +117,18 @@ async def test_http_client_with_the_token_reads_and_a_wrong_one_is_refused(with_
     async with HttpClient(with_token, token="z" * 32) as wrong:
         with pytest.raises(Exception, match="bearer token"):
             await wrong.list_runs()
+
+
+def test_serving_no_stack_names_the_emulator_too(tmp_path: Path) -> None:
+    """``serve`` with no stack set (its default is ``--world aws``): the hint names ``--world emulator`` beside the
+    stack's variables, for whoever wanted a World of their own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWSWORLD_")}
+    result = subprocess.run([AWSWORLD, "serve", "--port", "0", "--ready-file", str(tmp_path / "ready")], env=env,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2
+    assert "AWSWORLD_TABLE and AWSWORLD_BUCKET not set" in result.stderr, result.stderr
+    assert "--world emulator serves a World of its own" in result.stderr and "awsworld dev" in result.stderr
+    assert not (tmp_path / "ready").exists()
 
 
 def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:

@@ -66,13 +66,14 @@ def error_text(error: Any) -> str | None:
     return error_summary(error)
 
 
-def check_config() -> None:
-    """Refuse early, with the fix, when the stack is not configured or the emulator named is not listening:
-    the SDK would otherwise retry for half a minute before failing with a traceback."""
+def check_config(hint: str = CONFIG_HINT) -> None:
+    """Refuse early, with the fix (``hint``, when no stack is set), when the stack is not configured or the
+    emulator named is not listening: the SDK would otherwise retry for half a minute before failing with a
+    traceback."""
     missing = [var.env for var, value in ((Settings.table, SETTINGS.table), (Settings.bucket, SETTINGS.bucket))
                if value is None]
     if missing:
-        raise usage(f"{' and '.join(missing)} not set: the CLI does not know which stack to read", CONFIG_HINT)
+        raise usage(f"{' and '.join(missing)} not set: the CLI does not know which stack to read", hint)
     for variable in ("AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_DYNAMODB"):
         url = os.environ.get(variable)
         if not url:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .errors import CliError, usage
+from .errors import CONFIG_HINT, CliError, usage
 from .output import check_config, import_modules
 
 if TYPE_CHECKING:
@@ -74,7 +74,8 @@ def _main(args: argparse.Namespace) -> int:
                 "keep the default --host 127.0.0.1, or give a token of at least 16 characters")
         raise usage(str(error), hint) from None
     if args.world == "aws":
-        check_config()
+        check_config("--world emulator serves a World of its own, on the embedded emulator; --world aws (the "
+                     f"default) serves a stack: {CONFIG_HINT}")
     elif args.world == "emulator":
         try:
             import moto  # noqa: F401
