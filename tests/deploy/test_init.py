@@ -351,6 +351,16 @@ print("built function imports", sys.argv[1])
 """
 
 
+SERVER_CHECK = """
+import sys
+sys.path.insert(0, ".")
+sys.path.append(sys.argv[1])
+import serve, mangum, starlette, awsworld._http.app  # (the handler imports them on its first request)
+assert serve.handler.__module__ == "awsworld.lambda_host.serve"
+print("the World server imports")
+"""
+
+
 # What a real project holds beside its code: none of it may reach the Lambda artifact.
 CLUTTER = {
     ".awsworld/table.json": "{}",  # awsworld dev --state: a copy of the local table, with user payloads
@@ -425,12 +435,12 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         try:
             run([str(SAM_TOOLS / "cfn-lint"), "template.yaml", "infra/monitoring.yaml"], project, env)
             run([str(SAM_TOOLS / "sam"), "validate", "--lint"], project, env)
-            output, _ = sam_build.communicate(timeout=400)
+            output_of_build, _ = sam_build.communicate(timeout=400)
         finally:
             if sam_build.poll() is None:
                 sam_build.kill()
-    assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output[-4000:]}"
-    assert output.count("with uv for CPython 3.13 x86_64;") == 3, output[-4000:]  # (WorldServerFunction too)
+    assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output_of_build[-4000:]}"
+    assert output_of_build.count("with uv for CPython 3.13 x86_64;") == 3, output_of_build[-4000:]
 
     overrides = tomllib.loads((project / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
     modules = dict(re.findall(r'(\w+)="([^"]*)"', overrides["parameter_overrides"]))["Modules"]
@@ -452,3 +462,10 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         output = run([python313, "-I", "-S", "-c", BUILT_FUNCTION_CHECK, modules, str(runtime_sdk)], built, env,
                      timeout=60)
         assert "built function imports myapp.orders" in output
+        assert ("httpx" in entries) == (function == "FlowFunction"), "the flow function POSTs pushed deliveries"
+        assert "mangum" not in entries and "starlette" not in entries, "the World server's packages stay in it"
+    # src/requirements.txt says awsworld==VERSION, without [serve]: the World server's build adds the extra.
+    assert "added awsworld's 'serve' extra:" in output_of_build, output_of_build[-4000:]
+    server = project / ".aws-sam" / "build" / "WorldServerFunction"
+    output = run([python313, "-I", "-S", "-c", SERVER_CHECK, str(runtime_sdk)], server, env, timeout=60)
+    assert "the World server imports" in output
