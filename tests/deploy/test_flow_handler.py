@@ -287,7 +287,11 @@ async def test_a_typescript_only_stack_with_no_modules_delivers_pushed_messages(
         return JSONResponse({"ok": True})
 
     container = Container()
-    esm = EventSourceMapping(local.world, instrument(lambda event, context: handle(event, context, container)))
+
+    def flow_function(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return dict(handle(event, context, container))
+
+    esm = EventSourceMapping(local.world, instrument(flow_function))
     queue_name = f"__wkf_workflow_ts_only_{uuid.uuid4().hex[:8]}"
     message = {"runId": "wrun_01K0000000000000000000000A", "traceCarrier": {}}
     try:
