@@ -186,8 +186,8 @@ _EXTRA_MARKER = r"""extra\s*==\s*(['"]){}\1"""
 
 def extra_requirements(metadata: str, extra: str) -> list[str]:
     """The requirements ``metadata`` (a distribution's METADATA) lists for ``extra``, each without its
-    ``extra == "..."`` clause (a clause beside it, ``python_version < "3.12"``, stays: the installer evaluates it
-    for the target's Python)."""
+    ``extra == "..."`` clause. A clause beside it (``python_version < "3.12"``; awsworld's extras have none) stays
+    for the installer: uv evaluates it for the runtime's Python, pip for the Python that runs this build."""
     marker = re.compile(_EXTRA_MARKER.format(re.escape(normalized(extra))))
     requirements = []
     for value in email.parser.Parser().parsestr(metadata, headersonly=True).get_all("Requires-Dist") or []:
