@@ -13,6 +13,12 @@ the build with whatever Python runs it (3.9 or newer, standard library only):
    ... --target``; else pip's ``--platform/--python-version/--only-binary=:all:`` does the same. Relative paths
    in the requirements and ``PIP_FIND_LINKS`` resolve against the project's root (the folder above ``infra/``,
    where ``template.yaml`` is), as they did under SAM's pip;
+   with ``--extra serve`` (the Makefile's World server target), then the packages the installed awsworld's
+   metadata lists for that extra (its ``Requires-Dist: ...; extra == "serve"`` lines: mangum and Starlette, which
+   ``awsworld.lambda_host.serve`` imports), so the World server runs whether or not the requirements say
+   ``awsworld[serve]``, with the versions of the awsworld that was installed; ``--only httpx`` (the flow function's
+   target) takes just that one of them, which the flow function's pushed deliveries (``awsworld._http.push``) POST
+   with. They install the same way, for the same platform, constrained to what is already in the artifact;
 2. copies the code folder (the template's ``CodeUri``, which SAM copied into the folder ``make`` runs in) over
    it, leaving out what SAM's Python builder leaves out (``__pycache__``, ``.venv``, ``.env``, ...);
 3. compiles the artifact's bytecode with a Python 3.13 (``.pyc`` files are specific to one minor version, so no
@@ -30,14 +36,16 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import email.parser
 import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 #: The functions' runtime (the template's ``Runtime: python3.13``).
@@ -77,9 +85,14 @@ def find_links() -> list[str]:
     return os.environ.get("PIP_FIND_LINKS", "").split()
 
 
-def install_command(requirements: Path, target: Path, architecture: str, uv: list[str] | None) -> list[str]:
-    """The install of ``requirements`` into ``target`` for CPython 3.13 on Lambda's Linux and ``architecture``."""
+def install_command(requirements: Path, target: Path, architecture: str, uv: list[str] | None,
+                    constraints: Path | None = None) -> list[str]:
+    """The install of ``requirements`` into ``target`` for CPython 3.13 on Lambda's Linux and ``architecture``;
+    ``constraints``: an install that adds to the artifact (an extra's packages) without moving what is there."""
     machine = MACHINES[architecture]
+    # (pip's --target does not see what the folder holds: --upgrade lets it replace a shared dependency with the
+    # same version, the constraints pin, rather than leave a second copy's metadata beside the first.)
+    added = [] if constraints is None else ["-c", str(constraints), *([] if uv is not None else ["--upgrade"])]
     if uv is not None:
         # --refresh: a local source (this repository's ".", a rebuilt wheel of the same version in dist/) is
         # rebuilt, never taken from uv's cache as it was; --link-mode copy: the artifact shares no file with it.
@@ -87,14 +100,14 @@ def install_command(requirements: Path, target: Path, architecture: str, uv: lis
                    "--python-version", RUNTIME_VERSION, "--python-platform", f"{machine}-manylinux_{GLIBC}"]
         for link in find_links():
             command += ["--find-links", link]
-        return [*command, "-r", str(requirements)]
+        return [*command, *added, "-r", str(requirements)]
     platforms = [f"manylinux_{glibc}_{machine}" for glibc in (GLIBC, "2_28", "2_17")] + [f"manylinux2014_{machine}"]
     command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--disable-pip-version-check",
                "--target", str(target), "--implementation", "cp", "--python-version", RUNTIME_VERSION,
                "--only-binary=:all:"]
     for platform in platforms:
         command += ["--platform", platform]
-    return [*command, "-r", str(requirements)]
+    return [*command, *added, "-r", str(requirements)]
 
 
 @contextlib.contextmanager
@@ -116,28 +129,115 @@ def one_install_at_a_time(project: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def install(code: Path, target: Path, architecture: str, project: Path) -> str:
+def run_install(command: list[str], project: Path, what: str, architecture: str) -> None:
+    with one_install_at_a_time(project):
+        done = subprocess.run(command, cwd=project)
+    if done.returncode:
+        raise BuildError(f"installing {what} for CPython {RUNTIME_VERSION} ({architecture}) failed: the "
+                         "installer's message above says why (the package index unreachable, say, or a "
+                         "dependency that has no wheel for that platform: only a build in Lambda's own image, "
+                         "sam build --use-container, can compile one)")
+
+
+def install(code: Path, target: Path, architecture: str, project: Path, extra: str | None = None,
+            only: Sequence[str] = ()) -> str:
     requirements = code / "requirements.txt"
     if not requirements.is_file():
+        if extra is not None:
+            say(f"WARNING: no requirements.txt in {code}, so no awsworld and nothing of its {extra!r} extra: "
+                "add one with awsworld==VERSION (awsworld init writes it)")
         return "no requirements.txt: nothing installed"
     uv = uv_command()
     if uv is None and subprocess.run([sys.executable, "-m", "pip", "--version"], capture_output=True).returncode:
         raise BuildError(f"neither uv nor pip is available to {sys.executable}: install uv "
                          "(https://docs.astral.sh/uv/) or pip for it, or run sam build with PYTHON=<a Python "
                          "that has pip> (make reads it)")
-    with one_install_at_a_time(project):
-        done = subprocess.run(install_command(requirements, target, architecture, uv), cwd=project)
-    if done.returncode:
-        raise BuildError(f"installing {requirements.name} for CPython {RUNTIME_VERSION} ({architecture}) failed: "
-                         "the installer's message above says why (the package index unreachable, say, or a "
-                         "dependency that has no wheel for that platform: only a build in Lambda's own image, "
-                         "sam build --use-container, can compile one)")
+    run_install(install_command(requirements, target, architecture, uv), project, requirements.name, architecture)
+    done = f"installed {requirements.name} with {'uv' if uv else 'pip'} for CPython {RUNTIME_VERSION} {architecture}"
+    if extra is not None:
+        added = install_extra(target, architecture, project, uv, extra, only)
+        done += f"; {added}" if added else ""
     # Console scripts are of no use in a function (their first lines name this machine's interpreter), nor is
     # the lock file uv leaves in a --target folder.
     shutil.rmtree(target / "bin", ignore_errors=True)
     if uv is not None:
         (target / ".lock").unlink(missing_ok=True)
-    return f"installed {requirements.name} with {'uv' if uv else 'pip'} for CPython {RUNTIME_VERSION} {architecture}"
+    return done
+
+
+def normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares them (``Typing_Extensions`` -> ``typing-extensions``)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed(target: Path) -> dict[str, tuple[str, str]]:
+    """What the artifact holds: normalized name -> (name, version), from each ``*.dist-info/METADATA``."""
+    found: dict[str, tuple[str, str]] = {}
+    for metadata in target.glob("*.dist-info/METADATA"):
+        headers = email.parser.Parser().parsestr(metadata.read_text(encoding="utf-8"), headersonly=True)
+        name, version = headers.get("Name"), headers.get("Version")
+        if name and version:
+            found[normalized(name)] = (name, version)
+    return found
+
+
+_EXTRA_MARKER = r"""extra\s*==\s*(['"]){}\1"""
+
+
+def extra_requirements(metadata: str, extra: str) -> list[str]:
+    """The requirements ``metadata`` (a distribution's METADATA) lists for ``extra``, each without its
+    ``extra == "..."`` clause. A clause beside it (``python_version < "3.12"``; awsworld's extras have none) stays
+    for the installer: uv evaluates it for the runtime's Python, pip for the Python that runs this build."""
+    marker = re.compile(_EXTRA_MARKER.format(re.escape(normalized(extra))))
+    requirements = []
+    for value in email.parser.Parser().parsestr(metadata, headersonly=True).get_all("Requires-Dist") or []:
+        requirement, _, condition = str(value).partition(";")
+        found = marker.search(condition)
+        if found is None:
+            continue
+        rest = re.sub(r"^and\s+|\s+and$", "", f"{condition[:found.start()]} {condition[found.end():]}".strip())
+        if re.search(r"\bor\b|\(", rest):
+            raise BuildError(f"the {extra!r} extra's requirement {str(value).strip()!r} has a marker this build "
+                             "does not read: add the package to requirements.txt yourself")
+        requirements.append(requirement.strip() + (f"; {rest}" if rest else ""))
+    return requirements
+
+
+def install_extra(target: Path, architecture: str, project: Path, uv: list[str] | None, extra: str,
+                  only: Sequence[str]) -> str | None:
+    """Install into ``target`` the packages the installed awsworld lists for ``extra`` (``only``: just these of
+    them), pinned by constraints to what ``target`` holds; what it added, as the build says it (None: no awsworld
+    was installed, which the build warns about and leaves to whoever wrote the requirements)."""
+    before = installed(target)
+    metadata = [path for path in target.glob("*.dist-info/METADATA") if normalized(path.parent.name.split("-")[0])
+                == "awsworld"]
+    if not metadata:
+        say(f"WARNING: requirements.txt installed no awsworld, so nothing of its {extra!r} extra "
+            f"({', '.join(only) or 'all of it'}) was added: this function needs awsworld (awsworld init writes "
+            "awsworld==VERSION into requirements.txt)")
+        return None
+    wanted = extra_requirements(metadata[0].read_text(encoding="utf-8"), extra)
+    names = {normalized(re.split(r"[\s\[<>=!~;@(]", line, maxsplit=1)[0]): line for line in wanted}
+    unknown = sorted({normalized(name) for name in only} - set(names))
+    if unknown:
+        raise BuildError(f"awsworld's {extra!r} extra lists no {', '.join(unknown)} (it lists "
+                         f"{', '.join(sorted(names)) or 'nothing'}): the Makefile's --only names what it needs")
+    if only:
+        wanted = [names[normalized(name)] for name in only]
+    if not wanted:
+        return f"awsworld's {extra!r} extra lists no packages"
+    with tempfile.TemporaryDirectory(prefix="awsworld-build-") as scratch:
+        requirements, constraints = Path(scratch, "extra.txt"), Path(scratch, "constraints.txt")
+        requirements.write_text("".join(f"{line}\n" for line in wanted), encoding="utf-8")
+        constraints.write_text("".join(f"{name}=={version}\n" for name, version in before.values()
+                                       if normalized(name) != "awsworld"), encoding="utf-8")
+        run_install(install_command(requirements, target, architecture, uv, constraints), project,
+                    f"awsworld's {extra!r} extra ({', '.join(wanted)})", architecture)
+    after = installed(target)
+    added = sorted(f"{name} {version}" for key, (name, version) in after.items() if key not in before)
+    subset = f"{', '.join(only)} of " if only else ""
+    return (f"added {subset}awsworld's {extra!r} extra: {', '.join(added)}" if added
+            else f"{subset}awsworld's {extra!r} extra was already installed")
 
 
 def copy_code(code: Path, target: Path) -> None:
@@ -211,19 +311,26 @@ def main(argv: list[str] | None = None) -> int:
                         help="the template's Architectures (default: x86_64)")
     parser.add_argument("--code", type=Path, default=Path.cwd(),
                         help="the function's code folder (default: the current one, SAM's copy of CodeUri)")
+    parser.add_argument("--extra", metavar="EXTRA",
+                        help="also install what the installed awsworld lists for this extra (the World server: serve)")
+    parser.add_argument("--only", action="append", default=[], metavar="PACKAGE",
+                        help="with --extra: only this one of the extra's packages (repeat for more)")
     parser.add_argument("--project", type=Path, default=Path(__file__).resolve().parent.parent,
                         help="where relative requirements resolve (default: the folder above infra/)")
     args = parser.parse_args(argv)
+    if args.only and not args.extra:
+        parser.error("--only picks packages of an --extra: give the extra too")
     target = args.artifacts.resolve()
     target.mkdir(parents=True, exist_ok=True)
     try:
-        installed = install(args.code.resolve(), target, args.architecture, args.project.resolve())
+        done = install(args.code.resolve(), target, args.architecture, args.project.resolve(), args.extra,
+                       args.only)
         copy_code(args.code.resolve(), target)
         compiled = compile_bytecode(target)
     except BuildError as error:
         print(f"{PREFIX} {error}", file=sys.stderr, flush=True)
         return 1
-    say(f"{target.name}: {installed}; {compiled}")
+    say(f"{target.name}: {done}; {compiled}")
     return 0
 
 

@@ -6,8 +6,10 @@ bytecode in the artifact, so every cold start compiled every module. The ``sam``
 template (from a copy of the checkout, with pip: no uv on PATH) and check the artifact: wheels for CPython 3.13 on
 Linux, Python 3.13 bytecode for the code and its dependencies, and an import of the built flow handler with
 ``python3.13 -I -S`` (the artifact, the runtime's SDK, the standard library). The build without any Python 3.13
-still succeeds, without bytecode, and says what to install. ``tests/deploy/test_init.py`` builds a user's app the
-same way, with uv.
+still succeeds, without bytecode, and says what to install. The World server's target adds what awsworld's
+``serve`` extra lists (read from the installed awsworld's metadata: its function failed every request when a
+project's requirements said only ``awsworld==VERSION``), the flow function's httpx; offline, from local wheels.
+``tests/deploy/test_init.py`` builds a user's app the same way, with uv.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -93,6 +97,107 @@ def test_without_any_python313_the_build_succeeds_without_bytecode_and_says_what
     assert "with pip for CPython 3.13 x86_64; no bytecode" in done.stdout
     assert (artifacts / "flow.py").read_text() == "VALUE = 1\n" and (artifacts / "cronsim").is_dir()
     assert not list(artifacts.rglob("*.pyc")), "no bytecode of another Python"
+
+
+def wheel(folder: Path, name: str, version: str, *requires: str) -> Path:
+    """A pure-Python wheel of one empty module, whose METADATA lists ``requires`` (``Requires-Dist`` lines)."""
+    info = f"{name}-{version}.dist-info"
+    files = {f"{name}/__init__.py": "",
+             f"{info}/METADATA": "Metadata-Version: 2.1\n"
+                                 f"Name: {name}\nVersion: {version}\n"
+                                 + "".join(f"Provides-Extra: {e}\n" for e in ("serve", "aws-sdk"))
+                                 + "".join(f"Requires-Dist: {line}\n" for line in requires),
+             f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: awsworld-tests\nRoot-Is-Purelib: true\n"
+                              "Tag: py3-none-any\n"}
+    path = folder / f"{name}-{version}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as archive:
+        for file, text in files.items():
+            archive.writestr(file, text)
+        archive.writestr(f"{info}/RECORD", "".join(f"{file},,\n" for file in files) + f"{info}/RECORD,,\n")
+    return path
+
+
+# An awsworld whose serve extra is two packages that share a dependency with awsworld itself, another extra that
+# must stay out, and a marker beside the extra's (evaluated for the runtime's 3.13, so that one is left out too).
+FAKE_AWSWORLD = ("awsworld", "99.0", "shared>=1", 'httpx>=99; extra == "serve"',
+                 'mangum>=99; extra == "serve" and python_version >= "3.9"',
+                 'oldpy; python_version < "3.10" and extra == "serve"', 'boto3; extra == "aws-sdk"')
+FAKE_WHEELS = (FAKE_AWSWORLD, ("httpx", "99.0", "shared>=1", "anyio"), ("mangum", "99.0"), ("anyio", "99.0"),
+               ("shared", "1.0"), ("shared", "2.0"), ("oldpy", "99.0"), ("boto3", "99.0"))
+
+
+def dist_infos(artifacts: Path) -> set[str]:
+    return {path.name for path in artifacts.glob("*.dist-info")}
+
+
+@pytest.mark.parametrize("route", ["pip", "uv"])
+@pytest.mark.parametrize("requirement", ["awsworld==99.0", "awsworld[serve]==99.0"])
+def test_the_world_server_gets_the_serve_extra_and_the_flow_function_httpx_from_awsworlds_metadata(
+        tmp_path: Path, route: str, requirement: str) -> None:
+    """A project's requirements say ``awsworld==VERSION`` (what init writes): the Makefile's World server target
+    adds what the installed awsworld lists for its serve extra (mangum, Starlette: without them every request
+    failed), the flow function's only httpx (its pushed deliveries), the webhook function's nothing; each build
+    says what it added. A project whose requirements already say ``awsworld[serve]`` builds the same artifacts,
+    with nothing added twice. Offline: the wheels are local (pip's and uv's index switched off)."""
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    (tmp_path / "no-index").mkdir()  # uv's index: an empty folder (uv's --offline excludes the build's --refresh)
+    for spec in FAKE_WHEELS:
+        wheel(wheels, *spec)
+    code = tmp_path / "code"
+    code.mkdir()
+    (code / "serve.py").write_text("VALUE = 1\n")
+    (code / "requirements.txt").write_text(f"{requirement}\nshared==1.0\n")  # the user's pin of a shared dep
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    if route == "uv":
+        uv = Path(sys.executable).with_name("uv")
+        if not uv.exists():
+            pytest.skip(f"uv is not installed beside {sys.executable}")
+        (tools / "uv").symlink_to(uv)
+    env = base_env(path_without_python313(tools)) | {
+        "PYENV_ROOT": str(tmp_path / "no-pyenv"), "PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1",
+        "UV_DEFAULT_INDEX": (tmp_path / "no-index").as_uri(), "UV_PYTHON_DOWNLOADS": "never",
+        "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    built: dict[str, set[str]] = {}
+    for function in FUNCTIONS:
+        artifacts = tmp_path / function
+        done = subprocess.run(["make", "--makefile", str(ROOT / "infra" / "Makefile"), f"build-{function}"],
+                              cwd=code, env=env | {"ARTIFACTS_DIR": str(artifacts)}, capture_output=True,
+                              text=True, timeout=300, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert f"with {route} for CPython 3.13 x86_64;" in done.stdout, done.stdout
+        built[function] = dist_infos(artifacts)
+        said = next(line for line in done.stdout.splitlines() if line.startswith(f"awsworld build: {function}:"))
+        extra = "[serve]" in requirement
+        if function == "WorldServerFunction":
+            assert ("'serve' extra was already installed" if extra else
+                    "added awsworld's 'serve' extra: anyio 99.0, httpx 99.0, mangum 99.0;") in said, said
+        elif function == "FlowFunction":
+            assert ("httpx of awsworld's 'serve' extra was already installed" if extra else
+                    "added httpx of awsworld's 'serve' extra: anyio 99.0, httpx 99.0;") in said, said
+        else:
+            assert "extra" not in said, said
+        assert (artifacts / "serve.py").is_file() and not (artifacts / "bin").exists()
+    common = {"awsworld-99.0.dist-info", "shared-1.0.dist-info"}
+    serve = {"httpx-99.0.dist-info", "anyio-99.0.dist-info", "mangum-99.0.dist-info"}
+    assert built["WorldServerFunction"] == common | serve, "one copy of each, the user's pin of shared kept"
+    assert built["FlowFunction"] == (common | serve if "[serve]" in requirement else
+                                     common | {"httpx-99.0.dist-info", "anyio-99.0.dist-info"})
+    assert built["WebhookFunction"] == (common | serve if "[serve]" in requirement else common)
+
+
+@pytest.mark.parametrize(("metadata", "extra", "expected"), [
+    ('Requires-Dist: a>=1; extra == "serve"\nRequires-Dist: b\nRequires-Dist: c; extra == "local"\n', "serve",
+     ["a>=1"]),
+    ("Requires-Dist: a[x]>=1 ; extra=='serve'\n", "serve", ["a[x]>=1"]),
+    ('Requires-Dist: a; python_version < "3.12" and extra == "serve"\n', "serve", ['a; python_version < "3.12"']),
+    ('Requires-Dist: a; extra == "serve" and sys_platform == "linux"\n', "serve", ['a; sys_platform == "linux"']),
+    ('Requires-Dist: a; extra == "serve-more"\nRequires-Dist: b\n', "serve", []),
+])
+def test_an_extras_requirements_are_read_from_metadata_without_the_extra_clause(
+        metadata: str, extra: str, expected: list[str]) -> None:
+    assert build_function.extra_requirements(f"Name: awsworld\nVersion: 1\n{metadata}", extra) == expected
 
 
 # ------------------------------------------------------------------------------------------ sam build

@@ -9,7 +9,13 @@ import uuid
 from typing import Any
 
 import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
 
+from awsworld._http.listen import listening
+from awsworld._http.push import FLOW_ROUTE, push_envelope, transport_queue_name
 from awsworld._worker.dispatch import Outcome, Worker
 from awsworld.client.client import Client
 from awsworld.lambda_host.container import Container, import_modules, module_names
@@ -265,3 +271,44 @@ async def test_a_redelivery_asked_for_succeeds_the_record_and_comes_back_later(
             await sqs.delete_message(QueueUrl=world.config.queue_url, ReceiptHandle=message["ReceiptHandle"])
         if messages:
             break
+
+
+async def test_a_typescript_only_stack_with_no_modules_delivers_pushed_messages(
+        local: LocalAWS, lambda_environment: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``awsworld init --world-server`` without ``-m`` deploys ``Modules=""``: the flow function's cold start
+    imports no module (and says the Python deliveries have no workflow, pushed ones are delivered), and a message
+    the World server queued for a TypeScript app (``deliverTo``) is POSTed to it and acknowledged."""
+    monkeypatch.setenv("AWSWORLD_MODULES", "")  # what the template passes for Modules=""
+    received: list[tuple[dict[str, str], Any]] = []
+
+    async def flow(request: Request) -> JSONResponse:
+        received.append((dict(request.headers), json.loads(await request.body())))
+        return JSONResponse({"ok": True})
+
+    container = Container()
+
+    def flow_function(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return dict(handle(event, context, container))
+
+    esm = EventSourceMapping(local.world, instrument(flow_function))
+    queue_name = f"__wkf_workflow_ts_only_{uuid.uuid4().hex[:8]}"
+    message = {"runId": "wrun_01K0000000000000000000000A", "traceCarrier": {}}
+    try:
+        async with listening(Starlette(routes=[Route(FLOW_ROUTE, flow, methods=["POST"])])) as app:
+            url = app.url.replace("127.0.0.1", "localhost")  # a host AWSWORLD_PUSH_HOSTS lists by default
+            message_id = await local.world.queue(transport_queue_name(queue_name),
+                                                 push_envelope(queue_name, message, url))
+            for _ in range(10):
+                invocation = await esm.poll()
+                assert invocation is None or not invocation.failed, invocation
+                if received:
+                    break
+        assert container.modules == [], "no module named, none imported"
+    finally:
+        await asyncio.to_thread(container.reset)
+        container.loop.close()
+    [(headers, body)] = received
+    assert body == message
+    assert headers["x-vqs-queue-name"] == queue_name and headers["x-vqs-message-id"] == message_id
+    assert "pushed deliveries" in caplog.text and "AWSWORLD_MODULES is empty" in caplog.text

@@ -13,6 +13,7 @@ own code, the runtime's SDK and the standard library, as Lambda would. Deselect 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -156,6 +157,67 @@ def test_init_writes_the_app_wired_to_the_users_modules(tmp_path: Path) -> None:
         assert (project / "src" / f"{route}.py").read_text() == handler_text(route)
 
 
+def overrides_of(project: Path) -> dict[str, dict[str, str]]:
+    """Each environment's ``parameter_overrides`` of the project's samconfig.toml, as name -> value, after checking
+    every one is a parameter of the project's template with a value it accepts."""
+    config = tomllib.loads((project / "samconfig.toml").read_text())
+    template = load(str(project / "template.yaml"))
+    found = {}
+    for env in ("default", "prod"):
+        overrides = dict(re.findall(r'(\w+)="([^"]*)"', config[env]["deploy"]["parameters"]["parameter_overrides"]))
+        for name, value in overrides.items():
+            spec = template["Parameters"][name]
+            assert value in [str(v) for v in spec.get("AllowedValues", [value])], (env, name)
+            assert re.fullmatch(spec.get("AllowedPattern", ".*"), value), (env, name)
+        found[env] = overrides
+    return found
+
+
+def test_a_typescript_only_project_inits_the_world_server_without_a_module(tmp_path: Path) -> None:
+    """A TypeScript project has no Python workflow module: ``--world-server`` without ``-m`` writes the same app
+    with ``Modules`` empty (not left out: the template's default is the example module) and ``WorldServer=true``,
+    and says where the server's URL comes from and what PushHosts is for."""
+    project = tmp_path / "ts-app"
+    project.mkdir()
+    (project / "package.json").write_text("{}\n")
+    done = awsworld("init", "--world-server", cwd=project)
+    assert done.returncode == 0 and not done.stderr, done.stderr
+    assert {str(p.relative_to(project)) for p in project.rglob("*") if p.is_file()} == \
+        WRITTEN | {".gitignore", "package.json"}
+    assert "workflow modules: none, the World server and its deliveries only; WorldServer=true" in done.stdout
+    assert "WorldServerUrl" in done.stdout and 'PushHosts=\\"app.example\\"' in done.stdout, done.stdout
+    assert next_steps(done.stdout)[-2:] == ["PIP_FIND_LINKS=dist sam build", "sam deploy --guided"], done.stdout
+    for env, overrides in overrides_of(project).items():
+        assert overrides["Modules"] == "" and overrides["WorldServer"] == "true", (env, overrides)
+    assert f"\nawsworld=={__version__}\n" in (project / "src" / "requirements.txt").read_text(), \
+        "no [serve] to remember: the Makefile adds it to the World server's build"
+    with_module = make_project(tmp_path / "both")
+    done = awsworld("init", "-m", "myapp.orders", "--world-server", cwd=with_module)
+    assert done.returncode == 0, done.stderr
+    assert {env: (o["Modules"], o["WorldServer"]) for env, o in overrides_of(with_module).items()} == {
+        "default": ("myapp.orders", "true"), "prod": ("myapp.orders", "true")}
+    plain = make_project(tmp_path / "python")
+    assert awsworld("init", "-m", "myapp.orders", cwd=plain).returncode == 0
+    assert "WorldServer" not in overrides_of(plain)["default"], "the template's default (false) stays"
+
+
+def test_sam_reads_an_empty_modules_override_as_an_empty_parameter(tmp_path: Path) -> None:
+    """SAM's parser of ``parameter_overrides`` (the SAM tools venv's) reads ``Modules=""`` as the empty string,
+    which the template passes to the functions as ``AWSWORLD_MODULES`` (no module imported)."""
+    python = SAM_TOOLS / "python"
+    if not python.exists():
+        pytest.skip(f"the SAM tools venv is missing ({SAM_TOOLS.parent}: .ci/run creates it)")
+    assert awsworld("init", "--world-server", cwd=tmp_path).returncode == 0
+    line = tomllib.loads((tmp_path / "samconfig.toml").read_text())["default"]["deploy"]["parameters"][
+        "parameter_overrides"]
+    parse = ("import json, sys\nfrom samcli.cli.types import CfnParameterOverridesType\n"
+             "print(json.dumps(CfnParameterOverridesType().convert([sys.argv[1]], None, None)))")
+    done = subprocess.run([str(python), "-c", parse, line], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    parsed = json.loads(done.stdout)
+    assert parsed["Modules"] == "" and parsed["WorldServer"] == "true" and parsed["Stage"] == "dev", parsed
+
+
 def test_init_refuses_to_overwrite_without_force(tmp_path: Path) -> None:
     project = make_project(tmp_path / "shop")
     (project / "src" / "requirements.txt").write_text("requests\n")
@@ -229,6 +291,8 @@ def test_upgrade_pins_the_awsworld_requirement_and_keeps_every_other_character(b
     ("init", ["--upgrade", "--force"], "not allowed with argument"),
     ("init url", ["--upgrade"], "installs awsworld from a URL or path"),
     ("", [], "name your workflow modules"),
+    ("", [], "only the World server: awsworld init DIR --world-server"),
+    ("init", ["--upgrade", "--world-server"], "give no --world-server with it"),
 ])
 def test_upgrade_and_init_refuse_in_one_line_and_write_nothing(tmp_path: Path, setup: str, args: list[str],
                                                                message: str) -> None:
@@ -351,6 +415,16 @@ print("built function imports", sys.argv[1])
 """
 
 
+SERVER_CHECK = """
+import sys
+sys.path.insert(0, ".")
+sys.path.append(sys.argv[1])
+import serve, mangum, starlette, awsworld._http.app  # (the handler imports them on its first request)
+assert serve.handler.__module__ == "awsworld.lambda_host.serve"
+print("the World server imports")
+"""
+
+
 # What a real project holds beside its code: none of it may reach the Lambda artifact.
 CLUTTER = {
     ".awsworld/table.json": "{}",  # awsworld dev --state: a copy of the local table, with user payloads
@@ -425,12 +499,12 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         try:
             run([str(SAM_TOOLS / "cfn-lint"), "template.yaml", "infra/monitoring.yaml"], project, env)
             run([str(SAM_TOOLS / "sam"), "validate", "--lint"], project, env)
-            output, _ = sam_build.communicate(timeout=400)
+            output_of_build, _ = sam_build.communicate(timeout=400)
         finally:
             if sam_build.poll() is None:
                 sam_build.kill()
-    assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output[-4000:]}"
-    assert output.count("with uv for CPython 3.13 x86_64;") == 3, output[-4000:]  # (WorldServerFunction too)
+    assert sam_build.returncode == 0, f"the next steps failed:\n{script}\n{output_of_build[-4000:]}"
+    assert output_of_build.count("with uv for CPython 3.13 x86_64;") == 3, output_of_build[-4000:]
 
     overrides = tomllib.loads((project / "samconfig.toml").read_text())["default"]["deploy"]["parameters"]
     modules = dict(re.findall(r'(\w+)="([^"]*)"', overrides["parameter_overrides"]))["Modules"]
@@ -452,3 +526,10 @@ def test_an_initialised_project_lints_builds_and_imports_its_workflows(tmp_path:
         output = run([python313, "-I", "-S", "-c", BUILT_FUNCTION_CHECK, modules, str(runtime_sdk)], built, env,
                      timeout=60)
         assert "built function imports myapp.orders" in output
+        assert ("httpx" in entries) == (function == "FlowFunction"), "the flow function POSTs pushed deliveries"
+        assert "mangum" not in entries and "starlette" not in entries, "the World server's packages stay in it"
+    # src/requirements.txt says awsworld==VERSION, without [serve]: the World server's build adds the extra.
+    assert "added awsworld's 'serve' extra:" in output_of_build, output_of_build[-4000:]
+    server = project / ".aws-sam" / "build" / "WorldServerFunction"
+    output = run([python313, "-I", "-S", "-c", SERVER_CHECK, str(runtime_sdk)], server, env, timeout=60)
+    assert "the World server imports" in output

@@ -91,9 +91,11 @@ def handler_text(route: str) -> str:
 
 def requirements_text(version: str = __version__) -> str:
     """What ``sam build`` installs beside the user's code: awsworld pinned to the version whose template this
-    is (the template and the handlers' code must match), plus a reminder where their own dependencies go."""
-    return ("# What `sam build` installs into both functions, beside the code in this folder (the template's\n"
+    is (the template and the handlers' code must match), plus a reminder where their own dependencies go. No
+    ``[serve]``: the Makefile adds what the World server and the flow function need of that extra."""
+    return ("# What `sam build` installs into the functions, beside the code in this folder (the template's\n"
             "# CodeUri: only this folder is packaged, so keep tests, env files and dev state outside it).\n"
+            "# The World server (WorldServer=true) also gets awsworld's serve extra: infra/Makefile adds it.\n"
             "# awsworld is pinned to the version that wrote template.yaml: upgrade them together\n"
             "# (pip install -U awsworld, then awsworld init --upgrade, which keeps your lines here).\n"
             f"awsworld=={version}\n"
@@ -108,14 +110,17 @@ def stack_base_name(directory_name: str) -> str:
     return stem[:100]
 
 
-def samconfig_text(stack: str, modules: Sequence[str]) -> str:
+def samconfig_text(stack: str, modules: Sequence[str], *, world_server: bool = False) -> str:
     """samconfig.toml for a dev stack (the default) and a prod stack of the user's project, with ``Modules``
-    naming their workflow modules (AWSWORLD_MODULES: what the functions import at cold start to register them)."""
+    naming their workflow modules (AWSWORLD_MODULES: what the functions import at cold start to register them;
+    empty for a TypeScript-only project, rather than left out, which would deploy the template's example module)
+    and, with ``world_server``, ``WorldServer=true`` (the World server for the TypeScript Workflow SDK)."""
     names = ",".join(modules)
+    server = ' WorldServer=\\"true\\"' if world_server else ""
 
     def environment(env: str, stage: str, retention: int, concurrency: int) -> str:
         overrides = (f'Stage=\\"{stage}\\" Modules=\\"{names}\\" RunRetentionDays=\\"{retention}\\" '
-                     f'FlowMaxConcurrency=\\"{concurrency}\\" EnableTracing=\\"false\\"')
+                     f'FlowMaxConcurrency=\\"{concurrency}\\" EnableTracing=\\"false\\"{server}')
         return (f"[{env}.global.parameters]\n"
                 f'stack_name = "{stack}-{stage}"\n\n'
                 f"[{env}.build.parameters]\n"

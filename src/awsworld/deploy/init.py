@@ -73,6 +73,11 @@ def register(sub: Any) -> None:
     init.add_argument("--module", "-m", action="append", dest="modules", metavar="PKG.MODULE",
                       help="a module defining your @workflow and @step functions (repeat for more; not with "
                            "--upgrade)")
+    init.add_argument("--world-server", action="store_true",
+                      help="deploy the World server too (WorldServer=true in samconfig.toml): for the Workflow "
+                           "SDK's TypeScript runtime (packages/world-awsworld) and HttpClient. A TypeScript-only "
+                           "project gives no --module (Modules is empty: the flow function delivers its apps' "
+                           "messages and runs no Python workflow); not with --upgrade")
     mode = init.add_mutually_exclusive_group()
     mode.add_argument("--upgrade", action="store_true",
                       help="after upgrading awsworld: rewrite the files awsworld owns (template.yaml, infra/, "
@@ -101,12 +106,14 @@ def run(args: argparse.Namespace) -> int:
                          else build_script_text() if args.build_script else template_text(args.code_uri))
         return 0
     if args.upgrade:
-        if args.modules:
-            return _error("--upgrade keeps the modules samconfig.toml names: give no --module with it")
+        if args.modules or args.world_server:
+            return _error("--upgrade keeps samconfig.toml (the modules it names, WorldServer): give no "
+                          f"{'--module' if args.modules else '--world-server'} with it")
         return upgrade(Path(args.directory))
-    if not args.modules:
-        return _error("name your workflow modules: awsworld init DIR -m PKG.MODULE (or --upgrade an app init wrote)")
-    return init(Path(args.directory), list(args.modules), force=args.force)
+    if not args.modules and not args.world_server:
+        return _error("name your workflow modules: awsworld init DIR -m PKG.MODULE (a TypeScript project that needs "
+                      "only the World server: awsworld init DIR --world-server; an app init wrote: --upgrade)")
+    return init(Path(args.directory), list(args.modules or []), force=args.force, world_server=args.world_server)
 
 
 def _error(message: str) -> int:
@@ -114,8 +121,10 @@ def _error(message: str) -> int:
     return 1
 
 
-def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
-    """Write the app into ``directory``; 0 on success, 1 (one line on stderr) when nothing was written."""
+def init(directory: Path, modules: list[str], *, force: bool = False, world_server: bool = False) -> int:
+    """Write the app into ``directory``; 0 on success, 1 (one line on stderr) when nothing was written.
+    ``world_server``: samconfig.toml deploys the World server (``WorldServer=true``); with no ``modules`` (a
+    TypeScript-only project) ``Modules`` is empty, and the flow function only delivers pushed messages."""
     if not directory.is_dir():
         return _error(f"{directory} is not a directory (create your project first)")
     for name in modules:
@@ -132,7 +141,8 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
     code = f"{CODE_DIR}/"
     files = {
         **_owned_files(),
-        "samconfig.toml": samconfig_text(stack_base_name(directory.resolve().name), modules),
+        "samconfig.toml": samconfig_text(stack_base_name(directory.resolve().name), modules,
+                                         world_server=world_server),
         REQUIREMENTS_PATH: requirements_text(),
     }
     existing = [path for path in files if (directory / path).exists()]
@@ -147,11 +157,20 @@ def init(directory: Path, modules: list[str], *, force: bool = False) -> int:
         target = directory / path
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")
-    print(f"wrote {', '.join(files)} in {directory} (workflow modules: {', '.join(modules)})")
+    print(f"wrote {', '.join(files)} in {directory} (workflow modules: "
+          f"{', '.join(modules) or 'none, the World server and its deliveries only'}"
+          f"{'; WorldServer=true' if world_server else ''})")
     _finish(directory)
-    print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
-          "installs")
-    print(f"next: add what your modules import to {code}requirements.txt, then build and deploy:")
+    if world_server:
+        print("the World server's URL is the stack's output WorldServerUrl; the flow function POSTs messages only to "
+              "the hosts PushHosts lists (localhost by default): add your app's to parameter_overrides in "
+              "samconfig.toml, as its other values are written: PushHosts=\\\"app.example\\\"")
+    if modules:
+        print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
+              "installs")
+        print(f"next: add what your modules import to {code}requirements.txt, then build and deploy:")
+    else:
+        print("next: build and deploy:")
     _next_steps(directory)
     return 0
 

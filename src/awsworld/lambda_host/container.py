@@ -46,9 +46,10 @@ def import_modules(value: str | None) -> list[str]:
             importlib.import_module(name)
         except ImportError as error:
             raise ImportError(f"{MODULES_ENV} names {name!r}, which cannot be imported: {error}") from error
-    if not names:
-        log.warning("%s is empty: no workflow is registered, so every delivery will be reported as failed "
-                    "(and reach the dead-letter queue through the redrive policy)", MODULES_ENV)
+    if not names:  # (a stack that only serves TypeScript apps: awsworld init --world-server, no -m)
+        log.warning("%s is empty: no Python workflow is registered, so a delivery of one is reported as failed (and "
+                    "reaches the dead-letter queue through the redrive policy); pushed deliveries, the messages the "
+                    "World server queues for TypeScript apps, are delivered as usual", MODULES_ENV)
     return names
 
 
