@@ -800,6 +800,27 @@ def test_export_and_replay(dev: Dev, project: Path) -> None:
     assert from_file.code == 0 and "1 run(s) replayed, 0 diverged" in from_file.out, from_file
 
 
+def test_json_a_shell_mangled_is_refused_with_what_to_type(tmp_path: Path) -> None:
+    """The first ``awsworld start`` a newcomer types: a bare word for a string, Python's quotes, the JSON left
+    unquoted for the shell to split. Each was refused with a hint about quoting that did not fit it (the split one
+    with argparse's bare ``unrecognized arguments: [kettle]]``); each hint now gives what to type."""
+    env = _clean_env()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        bare, python, split, other = pool.map(lambda args: awsworld(*args, env=env, cwd=tmp_path), [
+            ("start", "shop.checkout", "A-17"), ("start", "shop.checkout", "['A-17', ['kettle']]"),
+            ("start", "shop.checkout", "[A-17,", "[kettle]]"), ("start", "shop.checkout", "[1,")])
+    assert bare.one_line_error(2).endswith(
+        "(hint: a string is JSON in double quotes, inside the shell's single quotes: '\"A-17\"')"), bare
+    assert python.one_line_error(2).endswith("(hint: JSON strings take double quotes: '[\"A-17\", [\"kettle\"]]')"), \
+        python
+    assert split.code == 2 and split.out == "", split
+    assert split.err.splitlines()[-1] == (
+        "awsworld: error: unrecognized arguments: [kettle]] (the shell split a JSON value at its spaces or ate its "
+        "quotes: pass it as one argument in single quotes, e.g. awsworld start shop.checkout '[\"A-17\", "
+        "[\"kettle\"]]')"), split
+    assert other.one_line_error(2).endswith("(hint: quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}')")
+
+
 def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> None:
     commands = ("result", "describe", "events", "hooks", "streams", "cancel")
     unknown = parallel(dev, *((command, "wrun_nosuchrun") for command in commands))
