@@ -821,6 +821,25 @@ def test_json_a_shell_mangled_is_refused_with_what_to_type(tmp_path: Path) -> No
     assert other.one_line_error(2).endswith("(hint: quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}')")
 
 
+def test_replay_of_a_file_that_is_not_there_or_not_an_export_names_it(project: Path) -> None:
+    """``awsworld replay --file`` with a path that does not exist (a typo, or run from another folder) said
+    ``unexpected FileNotFoundError`` and pointed at ``--debug``; a file ``export`` did not write gave a pydantic
+    traceback's first line the same way. Both are usage errors naming the file and how to write one."""
+    (project / "notes.txt").write_text("not an export\n")
+    env = _clean_env()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        missing, folder, other = pool.map(lambda args: awsworld(*args, env=env, cwd=project), [
+            ("replay", "--file", "histories/nope.jsonl", "-m", "clitest"),
+            ("replay", "--file", "src", "-m", "clitest"),
+            ("replay", "--file", "notes.txt", "-m", "clitest")])
+    assert missing.one_line_error(2) == (
+        f"awsworld replay: --file histories/nope.jsonl: no such file (paths are read from {project}) "
+        "(hint: `awsworld export RUN... -o FILE` writes one)"), missing
+    assert folder.one_line_error(2).startswith("awsworld replay: --file src: a folder, not a file "), folder
+    assert other.one_line_error(2).startswith(
+        "awsworld replay: --file notes.txt is not a file `awsworld export` wrote: Expecting value"), other
+
+
 def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> None:
     commands = ("result", "describe", "events", "hooks", "streams", "cancel")
     unknown = parallel(dev, *((command, "wrun_nosuchrun") for command in commands))
