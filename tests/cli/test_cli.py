@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -688,6 +689,32 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+
+
+def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, project: Path) -> None:
+    """``streams RUN NAME --follow`` on a run whose step wrote a chunk and whose run then waits (an hour's sleep,
+    here a hook) printed the chunk and then nothing: it looked hung. After ``QUIET_SECONDS`` it says once, on
+    stderr, that the stream stays open until closed or the run ends, and where to see what the run waits on; the
+    run's end (a cancel) ends the follow."""
+    run_id = _start(dev, "clitest.approval", '{"id": 71}')
+    until_chunk = time.monotonic() + 30
+    while dev("streams", run_id, "log").out != "waiting\n":
+        assert time.monotonic() < until_chunk, "the step wrote no chunk"
+        time.sleep(0.2)
+    follow = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "streams", run_id, "log", "--follow"],
+                              env=dev.env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert follow.stderr is not None
+        ready, _, _ = select.select([follow.stderr], [], [], 30)  # the note, after QUIET_SECONDS without a chunk
+        assert ready, "the follow said nothing about why it waits"
+        said = follow.stderr.readline()
+        assert said == (f"(no new chunk for 5 s: stream 'log' stays open until a step closes it or run {run_id} "
+                        f"ends; `awsworld describe {run_id}` says what the run waits on; Ctrl-C stops following)\n")
+        assert dev("cancel", run_id).code == 0
+        out, err = follow.communicate(timeout=30)
+    finally:
+        follow.kill()
+    assert (follow.returncode, out, err) == (0, "waiting\n", ""), (follow.returncode, out, err)
 
 
 def test_resume_sends_a_codec_hooks_payload_as_the_codecs_text(dev: Dev) -> None:

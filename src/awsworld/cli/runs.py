@@ -605,6 +605,10 @@ def _streams(args: argparse.Namespace) -> int:
     return 0
 
 
+QUIET_SECONDS = 5.0
+"""``streams NAME --follow`` says once, on stderr, why it waits after this long without a chunk."""
+
+
 async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
     ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
@@ -612,10 +616,23 @@ async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     out = sys.stdout
     index = args.start
     if args.follow:
-        async for chunk in world.streams.get(args.run_id, args.name, start_index=args.start):
+        chunks = aiter(world.streams.get(args.run_id, args.name, start_index=args.start))
+        said = False
+        while True:
+            following = asyncio.ensure_future(anext(chunks))
+            if not said:  # a quiet follow said nothing: it looked hung while the run slept for an hour, say
+                done, _ = await asyncio.wait({following}, timeout=QUIET_SECONDS)
+                if not done:
+                    said = True
+                    print(f"(no new chunk for {QUIET_SECONDS:g} s: stream {args.name!r} stays open until a step "
+                          f"closes it or run {args.run_id} ends; `awsworld describe {args.run_id}` says what the "
+                          f"run waits on; Ctrl-C stops following)", file=sys.stderr, flush=True)
+            try:
+                chunk = await following
+            except StopAsyncIteration:
+                return
             _emit(out, index, chunk, args.json)
             index += 1
-        return
     cursor = None
     while True:
         page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor)
