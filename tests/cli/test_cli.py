@@ -622,6 +622,16 @@ def test_events_show_values_shortened_and_full(dev: Dev) -> None:
     assert "error ValueError: no stock" in failed_events.out
 
 
+def test_events_name_what_an_attr_set_set(dev: Dev) -> None:
+    """Every run under dev has an ``attr_set`` second (its deployment's pin): ``events`` showed it as a bare
+    ``attr_set`` row, nothing saying what was set. It says so in words (``deployment  pinned to dev-…``), and
+    names the key and the value of any other attribute."""
+    run_id = _start(dev, "clitest.sum", "[1, 2]", "--wait", "30")
+    text, described = parallel(dev, ("events", run_id), ("describe", run_id, "--json"))
+    pinned = json.loads(described.out)["deployment"]
+    assert re.search(rf"^ +\d+ ms  attr_set +deployment +pinned to {pinned}$", text.out, re.M), text.out
+
+
 def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev) -> None:
     failed = _start(dev, "clitest.fail", '["no kettles"]', "--wait", "30")
     full, rows, described, document = parallel(
