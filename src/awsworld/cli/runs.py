@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import inspect
 import sys
+from collections.abc import Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -669,8 +671,9 @@ def _resume(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
             try:
-                hook = await find_hook(client.world, args.token, args.wait)
-            except HookNotFoundError:
+                with _waited_for_hook(args.wait):
+                    hook = await find_hook(client.world, args.token, args.wait)
+            except (HookNotFoundError, CliError):
                 parse_json("null" if args.payload is None else args.payload, "PAYLOAD")
                 raise
             event = await client.resume_hook(args.token, _payload_for(hook, args.payload))
@@ -678,6 +681,22 @@ def _resume(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+@contextlib.contextmanager
+def _waited_for_hook(wait: float | None) -> Iterator[None]:
+    """A token no hook held within ``--wait``: the one-line error said to add ``--wait``, which had been given;
+    it says how long it waited and where to look instead. A hook that was disposed or closed keeps its own error."""
+    from ..world.errors import HookClosedError, HookNotFoundError
+
+    try:
+        yield
+    except HookNotFoundError as missing:
+        if wait is None or isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
+            raise
+        raise CliError(f"no hook holds this token: no run reached create_hook with it in {wait:g} s",
+                       "check it against the tokens `awsworld hooks RUN` lists, whole; `awsworld describe RUN` "
+                       "says what the run waits on") from None
 
 
 def _payload_for(hook: Hook, text: str | None) -> object:
@@ -693,7 +712,8 @@ def _payload_for(hook: Hook, text: str | None) -> object:
 def _fail_hook(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
-            event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
+            with _waited_for_hook(args.wait):
+                event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
             print(f"failed as {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())
@@ -703,7 +723,8 @@ def _fail_hook(args: argparse.Namespace) -> int:
 def _heartbeat_hook(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
-            event = await client.heartbeat_hook(args.token, wait=args.wait)
+            with _waited_for_hook(args.wait):
+                event = await client.heartbeat_hook(args.token, wait=args.wait)
             print(f"heartbeat {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())
