@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import Dev, Result, Runner
+from .test_cli import Dev, Result, Runner, _clean_env, awsworld
 
 SHOP = '''
 from datetime import timedelta
@@ -528,3 +528,35 @@ def test_a_failing_step_shows_in_the_console_at_its_first_attempt_and_its_fix_re
     finally:
         out = dev.stop()
     assert "failed [USER_ERROR]" not in out, out
+
+
+def test_a_module_that_does_not_compile_is_one_line_at_start_and_leaves_the_cli_working_mid_edit(
+        tmp_path: Path, runner: Runner) -> None:
+    """A syntax error in the user's module: ``awsworld dev`` refused to start with ``unexpected SyntaxError``
+    (pointing at ``--debug``, as for a bug of awsworld's); saved while dev ran, dev kept the old code (as it
+    should) but every CLI command run from the project, which imports ``AWSWORLD_MODULES``, failed the same way.
+    Now dev names the module, the error and its line, and a command warns and goes on without the code."""
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP).replace("async def quick(order_id: str) -> str:",
+                                                    "async def quick(order_id: str) -> str"))
+    refused = awsworld("dev", "shopdev", cwd=tmp_path, env=_clean_env())
+    assert refused.one_line_error(1) == (
+        "awsworld dev: cannot import 'shopdev': SyntaxError: expected ':' (shopdev.py, line 25) (hint: fix the "
+        "module and run the command again (--debug shows the traceback))"), refused
+
+    source.write_text(textwrap.dedent(SHOP))
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner])
+    try:
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text() + "\ndef half_typed(:\n")  # saved mid-edit
+        dev.wait_for(r"^reload failed, the previous code goes on serving: SyntaxError", mark_at)
+        started = dev("start", "shopdev.quick", '"Q-1"')
+        listed = dev("runs")
+    finally:
+        dev.stop()
+    warning = ("warning: AWSWORLD_MODULES names 'shopdev', which fails to import: SyntaxError: invalid syntax "
+               "(shopdev.py, line 28): going on without your code (`awsworld dev` serves the code it had before "
+               "the edit)")
+    assert started.code == 0 and started.err.splitlines() == [warning], started
+    assert listed.code == 0 and started.out.strip() in listed.out and listed.err.splitlines() == [warning], listed

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import usage
-from .output import add_project_to_path, check_config, remote
+from .errors import CliError, usage
+from .output import add_project_to_path, check_config, import_failure, remote
 
 
 def register(sub: Any) -> None:
@@ -45,6 +45,9 @@ def load_modules(modules: list[str]) -> None:
             importlib.import_module(name)
         except ImportError as error:
             raise usage(f"cannot import module {name!r}: {error}", "run from your project's directory") from None
+        except Exception as error:  # the module's own code (a syntax error): not "unexpected", not awsworld's
+            raise CliError(f"cannot import module {name!r}: {import_failure(error)}",
+                           "fix the module and run the command again (--debug shows the traceback)") from error
 
 
 def _report(results: list[Any]) -> int:
