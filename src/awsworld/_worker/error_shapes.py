@@ -254,7 +254,7 @@ def log_retry(run_id: str, step_name: str, step_id: str, attempt: int, max_attem
 
 
 def _last_frame(stack: str) -> str | None:
-    """``file.py, line 7, in lookup`` of a traceback's innermost frame (where the user's code raised)."""
+    """``/…/shop.py, line 7, in lookup`` of a traceback's innermost frame (where the user's code raised)."""
     frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
     return frames[-1].removeprefix("File ").replace('"', "") if frames else None
 
