@@ -1,17 +1,25 @@
 """A workflow whose step calls an outside service (docs: Get started / Your first test, "Replacing an outside
 service")."""
 
-import httpx
+import asyncio
+import json
+import urllib.request
 
 from awsworld import step, workflow
 
 
 async def call_carrier(parcel: str, weight_kg: float) -> str:
-    """The outside service: a real HTTP call, which a test replaces."""
-    async with httpx.AsyncClient(base_url="https://carrier.example") as http:
-        response = await http.post("/labels", json={"parcel": parcel, "weightKg": weight_kg})
-        response.raise_for_status()
-        return str(response.json()["label"])
+    """The outside service: a real HTTP call (the standard library's, in a thread; httpx or aiohttp in your code),
+    which a test replaces."""
+    request = urllib.request.Request("https://carrier.example/labels", method="POST",
+                                     data=json.dumps({"parcel": parcel, "weightKg": weight_kg}).encode(),
+                                     headers={"content-type": "application/json"})
+
+    def post() -> str:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return str(json.load(response)["label"])
+
+    return await asyncio.to_thread(post)
 
 
 @step(name="shipping.book", max_retries=2)

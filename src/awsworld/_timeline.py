@@ -15,7 +15,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ._deployments.pins import PIN_ATTRIBUTE
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
+from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
 from ._worker.error_shapes import error_summary, failed_in
 from ._worker.step_runner import INLINE
@@ -187,6 +189,34 @@ def _scaled(data: dict[str, Any]) -> str:
     return f" (time scale {factor:g})" if factor != 1 else ""
 
 
+ATTRIBUTE_VALUE_WIDTH = 60
+"""An ``attr_set`` row's value is cut to this many characters (``--json`` has the event's data whole)."""
+
+
+def _attributes(changes: Any) -> tuple[str, str]:
+    """An ``attr_set`` row's what and detail: the keys it set, and the value (one key) or how many; awsworld's own
+    marks in words (``deployment  pinned to v7``, ``parked  at step 1 (event 3): ...``). Every run's second event
+    is one (its deployment's pin, ``$awsworld.deployment``), and it read as a blank row."""
+    if not isinstance(changes, list) or not changes:
+        return "", ""
+    pairs = [(str(c.get("key", "?")), c.get("value")) for c in changes if isinstance(c, dict)]
+    if len(pairs) != 1:
+        return ", ".join(key for key, _ in pairs), f"{len(pairs)} attributes"
+    key, value = pairs[0]
+    if key == PIN_ATTRIBUTE:  # awsworld's own marks in words, as describe and the UI show them
+        return "deployment", f"pinned to {value}" if value is not None else "unpinned"
+    if key == PARKED_ATTRIBUTE:
+        divergence = value.get("divergence") if isinstance(value, dict) else None
+        return "parked", _cut(f"at {divergence}") if divergence else "no more: it replays again"
+    if value is None:
+        return key, "cleared"
+    return key, "= " + _cut(value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str))
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= ATTRIBUTE_VALUE_WIDTH else text[:ATTRIBUTE_VALUE_WIDTH - 1] + "…"
+
+
 def timeline_rows(events: list[Event]) -> list[Row]:
     if not events:
         return []
@@ -243,6 +273,8 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             what = str(data.get("workflowName", ""))
         elif kind == "run_cancelled" and data.get("cancelReason"):
             detail = f"reason: {data['cancelReason']}"
+        elif kind == "attr_set":
+            what, detail = _attributes(data.get("changes"))
         row = Row(_ms(t0, event.created_at), kind, what, detail, event_id=event.event_id, correlation_id=
                   event.correlation_id, created_at=event.created_at, display_name=display)
         field = VALUES.get(kind)

@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import re
+import select
 import signal
 import subprocess
 import sys
@@ -621,6 +622,16 @@ def test_events_show_values_shortened_and_full(dev: Dev) -> None:
     assert "error ValueError: no stock" in failed_events.out
 
 
+def test_events_name_what_an_attr_set_set(dev: Dev) -> None:
+    """Every run under dev has an ``attr_set`` second (its deployment's pin): ``events`` showed it as a bare
+    ``attr_set`` row, nothing saying what was set. It says so in words (``deployment  pinned to dev-…``), and
+    names the key and the value of any other attribute."""
+    run_id = _start(dev, "clitest.sum", "[1, 2]", "--wait", "30")
+    text, described = parallel(dev, ("events", run_id), ("describe", run_id, "--json"))
+    pinned = json.loads(described.out)["deployment"]
+    assert re.search(rf"^ +\d+ ms  attr_set +deployment +pinned to {pinned}$", text.out, re.M), text.out
+
+
 def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev) -> None:
     failed = _start(dev, "clitest.fail", '["no kettles"]', "--wait", "30")
     full, rows, described, document = parallel(
@@ -688,6 +699,32 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+
+
+def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, project: Path) -> None:
+    """``streams RUN NAME --follow`` on a run whose step wrote a chunk and whose run then waits (an hour's sleep,
+    here a hook) printed the chunk and then nothing: it looked hung. After ``QUIET_SECONDS`` it says once, on
+    stderr, that the stream stays open until closed or the run ends, and where to see what the run waits on; the
+    run's end (a cancel) ends the follow."""
+    run_id = _start(dev, "clitest.approval", '{"id": 71}')
+    until_chunk = time.monotonic() + 30
+    while dev("streams", run_id, "log").out != "waiting\n":
+        assert time.monotonic() < until_chunk, "the step wrote no chunk"
+        time.sleep(0.2)
+    follow = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "streams", run_id, "log", "--follow"],
+                              env=dev.env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert follow.stderr is not None
+        ready, _, _ = select.select([follow.stderr], [], [], 30)  # the note, after QUIET_SECONDS without a chunk
+        assert ready, "the follow said nothing about why it waits"
+        said = follow.stderr.readline()
+        assert said == (f"(no new chunk for 5 s: stream 'log' stays open until a step closes it or run {run_id} "
+                        f"ends; `awsworld describe {run_id}` says what the run waits on; Ctrl-C stops following)\n")
+        assert dev("cancel", run_id).code == 0
+        out, err = follow.communicate(timeout=30)
+    finally:
+        follow.kill()
+    assert (follow.returncode, out, err) == (0, "waiting\n", ""), (follow.returncode, out, err)
 
 
 def test_resume_sends_a_codec_hooks_payload_as_the_codecs_text(dev: Dev) -> None:
@@ -798,6 +835,46 @@ def test_export_and_replay(dev: Dev, project: Path) -> None:
     assert into.code == 0, into
     from_file = dev("replay", "--file", "histories/checkout.jsonl", "-m", "clitest")
     assert from_file.code == 0 and "1 run(s) replayed, 0 diverged" in from_file.out, from_file
+
+
+def test_json_a_shell_mangled_is_refused_with_what_to_type(tmp_path: Path) -> None:
+    """The first ``awsworld start`` a newcomer types: a bare word for a string, Python's quotes, the JSON left
+    unquoted for the shell to split. Each was refused with a hint about quoting that did not fit it (the split one
+    with argparse's bare ``unrecognized arguments: [kettle]]``); each hint now gives what to type."""
+    env = _clean_env()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        bare, python, split, other = pool.map(lambda args: awsworld(*args, env=env, cwd=tmp_path), [
+            ("start", "shop.checkout", "A-17"), ("start", "shop.checkout", "['A-17', ['kettle']]"),
+            ("start", "shop.checkout", "[A-17,", "[kettle]]"), ("start", "shop.checkout", "[1,")])
+    assert bare.one_line_error(2).endswith(
+        "(hint: a string is JSON in double quotes, inside the shell's single quotes: '\"A-17\"')"), bare
+    assert python.one_line_error(2).endswith("(hint: JSON strings take double quotes: '[\"A-17\", [\"kettle\"]]')"), \
+        python
+    assert split.code == 2 and split.out == "", split
+    assert split.err.splitlines()[-1] == (
+        "awsworld: error: unrecognized arguments: [kettle]] (the shell split a JSON value at its spaces or ate its "
+        "quotes: pass it as one argument in single quotes, e.g. awsworld start shop.checkout '[\"A-17\", "
+        "[\"kettle\"]]')"), split
+    assert other.one_line_error(2).endswith("(hint: quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}')")
+
+
+def test_replay_of_a_file_that_is_not_there_or_not_an_export_names_it(project: Path) -> None:
+    """``awsworld replay --file`` with a path that does not exist (a typo, or run from another folder) said
+    ``unexpected FileNotFoundError`` and pointed at ``--debug``; a file ``export`` did not write gave a pydantic
+    traceback's first line the same way. Both are usage errors naming the file and how to write one."""
+    (project / "notes.txt").write_text("not an export\n")
+    env = _clean_env()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        missing, folder, other = pool.map(lambda args: awsworld(*args, env=env, cwd=project), [
+            ("replay", "--file", "histories/nope.jsonl", "-m", "clitest"),
+            ("replay", "--file", "src", "-m", "clitest"),
+            ("replay", "--file", "notes.txt", "-m", "clitest")])
+    assert missing.one_line_error(2) == (
+        f"awsworld replay: --file histories/nope.jsonl: no such file (paths are read from {project}) "
+        "(hint: `awsworld export RUN... -o FILE` writes one)"), missing
+    assert folder.one_line_error(2).startswith("awsworld replay: --file src: a folder, not a file "), folder
+    assert other.one_line_error(2).startswith(
+        "awsworld replay: --file notes.txt is not a file `awsworld export` wrote: Expecting value"), other
 
 
 def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> None:

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_cli import Dev, Result, Runner
+from .test_cli import Dev, Result, Runner, _clean_env, awsworld
 
 SHOP = '''
 from datetime import timedelta
@@ -177,7 +177,9 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace(EDITED, ORIGINAL))  # the revert, while dev runs
         second.wait_for(r"^reloading: src/shopdev\.py changed$", mark_at)
-        second.wait_for(rf"^new runs start on {original}; runs started before stay on the code they started on$",
+        second.wait_for(rf"^new runs start on {original}; runs started before stay on the code they started on "
+                        r"\(`awsworld upgrade RUN` moves one to it, once it replays there: a fix for a step that "
+                        r"keeps failing, say\)$",
                         mark_at)
         second.wait_for(rf"^run {run_id} \(shopdev\.order\) replays again: it was parked, and resumes$", mark_at)
         second.wait_for(r"^reloaded shopdev: 2 workflow\(s\), 2 step\(s\); 1 unfinished run\(s\) replayed against "
@@ -471,3 +473,90 @@ def test_a_restart_wakes_its_runs_without_info_lines(tmp_path: Path, runner: Run
     finally:
         out = "".join(second.banner) + second.stop()
     assert not re.search(r"^\d\d:\d\d:\d\d INFO ", out, re.M), out
+
+
+PRICES = '''
+from awsworld import step, workflow
+
+
+@step(name="prices.lookup", max_retries=3, retry_delay=600)
+async def lookup(sku: str) -> int:
+    prices = {"kettle": 20}
+    return prices[skuu]
+
+
+@workflow(name="prices.price")
+async def price(sku: str) -> int:
+    return await lookup(sku)
+'''
+
+
+def test_a_failing_step_shows_in_the_console_at_its_first_attempt_and_its_fix_reaches_the_run(
+        tmp_path: Path, runner: Runner) -> None:
+    """A newcomer's typo in a step (a ``NameError``) is retried by the step's policy, minutes apart. ``dev``'s
+    console said nothing until the last attempt had failed, and the fix, saved while the run waited for its next
+    attempt, did not reach it (a run keeps the code it started on) with nothing saying how to move it. Now each
+    failed attempt prints a line (the error, the line of code, the next attempt's time, ``awsworld skip``), the
+    reload says ``awsworld upgrade RUN`` moves a run to the new code, and those two commands finish the run on the
+    fix."""
+    source = tmp_path / "src" / "prices.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(PRICES))
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="prices")
+    try:
+        started = dev("start", "prices.price", '"kettle"')
+        assert started.code == 0, started
+        run_id = started.out.strip()
+        failed = dev.wait_for(rf"^run {run_id}: step prices\.lookup ", timeout=30)
+        assert re.fullmatch(
+            rf"run {run_id}: step prices\.lookup \(step_1\) attempt 1 of 4 failed: NameError: name 'skuu' is not "
+            rf"defined \(\S+prices\.py, line 8, in lookup\); attempt 2 at \d\d:\d\d:\d\d UTC, in \d+ (s|min) "
+            rf"\(`awsworld skip {run_id}` starts it now\)", failed), failed
+
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text().replace("prices[skuu]", "prices[sku]"))  # the fix, while the run waits
+        said = dev.wait_for(r"^new runs start on dev-", mark_at)
+        assert said.endswith("(`awsworld upgrade RUN` moves one to it, once it replays there: a fix for a step "
+                             "that keeps failing, say)"), said
+        dev.wait_for(r"^reloaded prices: ", mark_at)
+        moved = dev("upgrade", run_id)
+        assert moved.code == 0 and f"moved {run_id} (prices.price)" in moved.out, moved
+        skipped = dev("skip", run_id)
+        assert skipped.code == 0, skipped
+        result = dev("result", run_id, "--wait", "30")
+        assert (result.code, result.out.strip()) == (0, "20"), result
+    finally:
+        out = dev.stop()
+    assert "failed [USER_ERROR]" not in out, out
+
+
+def test_a_module_that_does_not_compile_is_one_line_at_start_and_leaves_the_cli_working_mid_edit(
+        tmp_path: Path, runner: Runner) -> None:
+    """A syntax error in the user's module: ``awsworld dev`` refused to start with ``unexpected SyntaxError``
+    (pointing at ``--debug``, as for a bug of awsworld's); saved while dev ran, dev kept the old code (as it
+    should) but every CLI command run from the project, which imports ``AWSWORLD_MODULES``, failed the same way.
+    Now dev names the module, the error and its line, and a command warns and goes on without the code."""
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP).replace("async def quick(order_id: str) -> str:",
+                                                    "async def quick(order_id: str) -> str"))
+    refused = awsworld("dev", "shopdev", cwd=tmp_path, env=_clean_env())
+    assert refused.one_line_error(1) == (
+        "awsworld dev: cannot import 'shopdev': SyntaxError: expected ':' (shopdev.py, line 25) (hint: fix the "
+        "module and run the command again (--debug shows the traceback))"), refused
+
+    source.write_text(textwrap.dedent(SHOP))
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner])
+    try:
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text() + "\ndef half_typed(:\n")  # saved mid-edit
+        dev.wait_for(r"^reload failed, the previous code goes on serving: SyntaxError", mark_at)
+        started = dev("start", "shopdev.quick", '"Q-1"')
+        listed = dev("runs")
+    finally:
+        dev.stop()
+    warning = ("warning: AWSWORLD_MODULES names 'shopdev', which fails to import: SyntaxError: invalid syntax "
+               "(shopdev.py, line 28): going on without your code (`awsworld dev` serves the code it had before "
+               "the edit)")
+    assert started.code == 0 and started.err.splitlines() == [warning], started
+    assert listed.code == 0 and started.out.strip() in listed.out and listed.err.splitlines() == [warning], listed

@@ -206,6 +206,17 @@ def test_resume_of_a_token_no_hook_holds_says_wait_can_wait_for_it(dev: Dev) -> 
     assert "no hook holds this token" in line and "add --wait SECONDS to wait for it" in line, line
 
 
+def test_a_token_no_hook_took_within_wait_says_it_waited_and_where_to_look(dev: Dev) -> None:
+    """With ``--wait`` given, the error's hint said to add ``--wait``: the newcomer who had (a mistyped token)
+    was sent round in a circle. It says how long it waited, and where the run's real tokens and waits are."""
+    waited = "no run reached create_hook with it in 1 s (hint: check it against the tokens `awsworld hooks RUN` " \
+        "lists, whole; `awsworld describe RUN` says what the run waits on)"
+    for command in (("resume", "approve:typo", '"yes"'), ("fail-hook", "approve:typo", "why"),
+                    ("heartbeat-hook", "approve:typo")):
+        line = dev(*command, "--wait", "1").one_line_error(1)
+        assert line == f"awsworld {command[0]}: no hook holds this token: {waited}", line
+
+
 def _dev_console(project: Path, state: Path, runner: Runner, *options: str) -> tuple[str, bool]:
     """A dev of its own (``options`` added): a run that fails and, where start accepts it, a run of a workflow no
     module registers; then stopped. Its console after the banner, and whether the unknown run was started."""

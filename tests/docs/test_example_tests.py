@@ -6,6 +6,7 @@ as they would in one user's test session. Outcomes are reported per file, so a f
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import re
 import shutil
@@ -97,3 +98,26 @@ def test_all_ran_in_one_process(session: Session) -> None:
     assert summary, session.output
     assert re.fullmatch(rf"=* ?{sum(TESTS_PER_FILE.values())} passed(, \d+ warnings?)? in .*", summary[-1]), (
         session.output)
+
+
+GET_STARTED_IMPORTS = {"awsworld", "pytest", "pytest_asyncio"}
+"""What ``awsworld[local,testing]`` (Get started / Install) installs that the Get started examples may import."""
+
+
+def test_the_get_started_examples_import_only_what_the_install_page_installs() -> None:
+    """A newcomer copies a Get started file into a venv holding ``awsworld[local,testing]`` and runs it:
+    ``shipping.py`` imported httpx, which no extra of that install brings (``ModuleNotFoundError`` at the first
+    run). Every top-level module its files import is the standard library's, one of ``GET_STARTED_IMPORTS``, or
+    another Get started file."""
+    folder = EXAMPLES / "get_started"
+    own = {path.stem for path in folder.glob("*.py")}
+    found: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else \
+                [node.module] if isinstance(node, ast.ImportFrom) and node.module and not node.level else []
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top not in GET_STARTED_IMPORTS | own:
+                    found.setdefault(path.name, set()).add(top)
+    assert found == {}, f"Get started examples import what awsworld[local,testing] does not install: {found}"

@@ -44,6 +44,29 @@ async def test_a_non_serializable_return_value_fails_the_run_clearly(e2e) -> Non
     assert await run.status() == "failed"
 
 
+@step(name="failures.charge")
+async def charge_for(order_id: str) -> str:
+    return f"receipt-{order_id}"
+
+
+@workflow(name="failures.forgets_await")
+async def forgets_await(order_id: str) -> dict[str, object]:
+    receipt = charge_for(order_id)  # the newcomer's mistake: no await
+    return {"receipt": receipt}
+
+
+async def test_a_step_called_without_await_is_named_with_the_fix(e2e) -> None:
+    """A step called without ``await`` gives a coroutine, which the run's result cannot store: the error said only
+    ``cannot serialize <class 'coroutine'>``; it now names the call and says to await it."""
+    run = await e2e.start(forgets_await, "A-17")
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    assert failed.value.code == SERIALIZATION_ERROR
+    assert str(failed.value).endswith(
+        "value['receipt']: cannot serialize <class 'coroutine'>: charge_for(...) was called without `await`, so its "
+        "value is the coroutine, not its result (write `await charge_for(...)`)"), failed.value
+
+
 @step
 async def step_returns_a_lock(tag: str) -> object:
     CALLS[tag] += 1

@@ -223,5 +223,50 @@ def log_failure(run_id: str, workflow_name: str, error: dict[str, Any], code: st
     failures.warning("%s", failure_report(run_id, workflow_name, error, code))
 
 
+def retry_report(run_id: str, step_name: str, step_id: str, attempt: int, max_attempts: int,
+                 error: Mapping[str, Any], retry_after: str, in_seconds: float, *, full: bool | None = None) -> str:
+    """The log line of a step attempt that failed and will be retried: the run, the step, the attempt, when the
+    next one starts, and how to start it now (``awsworld skip``, on dev and on a stack alike). ``full`` (see
+    ``failure_report``) adds the message and the line of the user's code that raised, the last frame of the
+    stored traceback: a ``NameError`` from a typo in a step is there at its first attempt, not after the last."""
+    if full is None:
+        full = SETTINGS.log_errors == "full"
+    kind = str(error.get("name") or error.get("type") or "error")
+    what = f"{kind}: {error.get('message', '')}" if full else kind
+    where = _last_frame(str(error.get("stack") or "")) if full else None
+    at = retry_after[11:19] if len(retry_after) >= 19 else retry_after
+    head = (f"run {run_id}: step {step_name} ({step_id}) attempt {attempt} of {max_attempts} failed: {what}"
+            + (f" ({where})" if where else ""))
+    if in_seconds < 1:
+        return f"{head}; attempt {attempt + 1} starts now"
+    return f"{head}; attempt {attempt + 1} at {at} UTC, in {_duration(in_seconds)} (`awsworld skip {run_id}` " \
+           f"starts it now)"
+
+
+def log_retry(run_id: str, step_name: str, step_id: str, attempt: int, max_attempts: int,
+              error: Mapping[str, Any], retry_after: str, in_seconds: float) -> None:
+    """Log a retried step attempt (``retry_report``) on ``awsworld.failures``, at INFO: under ``awsworld dev``
+    (which prints this logger's INFO lines) a failing step shows in its console at its first failed attempt, where
+    before nothing showed until the run failed after the last one, minutes of back-off later."""
+    if failures.isEnabledFor(logging.INFO):
+        failures.info("%s", retry_report(run_id, step_name, step_id, attempt, max_attempts, error, retry_after,
+                                         in_seconds))
+
+
+def _last_frame(stack: str) -> str | None:
+    """``/…/shop.py, line 7, in lookup`` of a traceback's innermost frame (where the user's code raised)."""
+    frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
+    return frames[-1].removeprefix("File ").replace('"', "") if frames else None
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    if whole < 120:
+        return f"{whole} s"
+    if whole < 2 * 3600:
+        return f"{round(whole / 60)} min"
+    return f"{round(whole / 3600)} h" if whole < 2 * 86400 else f"{round(whole / 86400)} d"
+
+
 def _indented(text: str) -> str:
     return "\n".join(f"    {line}" for line in text.rstrip("\n").splitlines())

@@ -82,7 +82,7 @@ from ..world.rules.leases import LEASE_SECONDS_FIELD, lease_seconds
 from ..world.rules.limiters import LimitInputError
 from . import step_limits
 from .child_runs import resolve_step
-from .error_shapes import structured_error
+from .error_shapes import log_retry, structured_error
 from .step_limits import Taken
 
 CANCEL_GRACE_SECONDS = 1.0
@@ -479,6 +479,15 @@ def _failed_attempt(world: World, definition: StepDef, step: Step, error: BaseEx
                     events: list[Event], poll: PollSpec | None) -> StepEnd:
     """The end of an attempt whose body raised: ``step_retrying`` at the policy's next time, or ``step_failed``
     when the error does not retry or the attempts are spent (a poll: when its deadline has passed)."""
+    end = _attempt_end(world, definition, step, error, events, poll)
+    if end.kind == "step_retrying":  # the news a person watching `awsworld dev` needs now, not at the run's end
+        log_retry(step.run_id, definition.name, step.step_id, step.attempt, definition.retry.max_attempts,
+                  end.data["error"], str(end.data["retryAfter"]), end.retry_after)
+    return end
+
+
+def _attempt_end(world: World, definition: StepDef, step: Step, error: BaseException,
+                 events: list[Event], poll: PollSpec | None) -> StepEnd:
     policy = definition.retry
     step_id = step.step_id
     failed = StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)

@@ -23,7 +23,7 @@ from typing import Any
 from .. import __version__
 from ..deploy import init as deploy_init
 from . import demo, deployments, dev, dlq, limits, park, replay, runs, schedules, serve, skip, ui, wake
-from .errors import OPERATIONAL, USAGE, CliError, describe
+from .errors import OPERATIONAL, SPLIT_HINT, USAGE, CliError, describe, split_json
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 
@@ -68,7 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     given = sys.argv[1:] if argv is None else argv
     # --debug anywhere (an operator adds it to the command that just failed, at its end).
-    args = parser.parse_args([a for a in given if a != "--debug"])
+    args, extra = parser.parse_known_args([a for a in given if a != "--debug"])
+    if extra:  # argparse's own error, and for the pieces of a JSON value the shell split (unquoted), how to quote it
+        message = f"unrecognized arguments: {' '.join(extra)}"
+        parser.error(f"{message} ({SPLIT_HINT})" if split_json(extra) else message)
     args.debug = "--debug" in given
     if getattr(args, "needs_emulator", False):
         try:

@@ -214,7 +214,7 @@ def console_logs(log_format: str) -> None:
     from ..lambda_host import observability
 
     os.environ.setdefault(LOG_ERRORS_ENV, "full")
-    failures.setLevel(logging.WARNING)
+    failures.setLevel(logging.INFO)  # a failed run (WARNING), and each retried step attempt (INFO)
     # Warnings and errors only, from the first delivery on: set once the webhook route was up, the level let a
     # restart's wakes, delivered before it, print an INFO line each ("delivery handled") that nothing else prints.
     observability.logger.setLevel(logging.WARNING)

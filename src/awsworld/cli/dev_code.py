@@ -96,7 +96,9 @@ class DevCode:
         elif reverted:
             print(f"the code is {now} again: new runs start on it, and its runs go on with it{said}", flush=True)
         else:
-            print(f"new runs start on {now}; runs started before stay on the code they started on{said}", flush=True)
+            print(f"new runs start on {now}; runs started before stay on the code they started on (`awsworld "
+                  f"upgrade RUN` moves one to it, once it replays there: a fix for a step that keeps failing, "
+                  f"say){said}", flush=True)
         return self.pins()
 
     async def _retire_drained(self) -> list[str]:

@@ -39,13 +39,43 @@ def usage(message: str, hint: str | None = None) -> CliError:
     return CliError(message, hint, USAGE)
 
 
+JSON_HINT = "quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}'"
+
+
 def parse_json(text: str, what: str) -> object:
-    """``text`` as JSON, or a usage error that shows where it broke and how to quote it in a shell."""
+    """``text`` as JSON, or a usage error that shows where it broke and how to write it (``json_hint``)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {text!r}",
-                    "quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}'") from None
+        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {text!r}", json_hint(text)) from None
+
+
+def json_hint(text: str) -> str:
+    """How to write what was meant, for the two mistakes a newcomer makes first: a bare word for a string
+    (``A-17``: a JSON string takes double quotes, inside the shell's single quotes) and Python's quotes
+    (``['A-17']``); else how to quote JSON for the shell."""
+    stripped = text.strip()
+    if stripped and stripped[0] not in "[{\"'-0123456789" and stripped not in ("true", "false", "null"):
+        return f"a string is JSON in double quotes, inside the shell's single quotes: '{json.dumps(stripped)}'"
+    if "'" in stripped and '"' not in stripped:
+        fixed = stripped.replace("'", '"')
+        try:
+            json.loads(fixed)
+        except json.JSONDecodeError:
+            pass
+        else:
+            return f"JSON strings take double quotes: '{fixed}'"
+    return JSON_HINT
+
+
+SPLIT_HINT = ("the shell split a JSON value at its spaces or ate its quotes: pass it as one argument in single "
+              "quotes, e.g. awsworld start shop.checkout '[\"A-17\", [\"kettle\"]]'")
+
+
+def split_json(unrecognized: list[str]) -> bool:
+    """Whether arguments argparse did not expect look like the pieces of a JSON value the shell split
+    (``awsworld start shop.checkout ["A-17", ["kettle"]]`` reaches the CLI as ``[A-17,`` and ``[kettle]]``)."""
+    return any(piece[:1] in "[{" or piece[-1:] in "]}," for piece in unrecognized if piece)
 
 
 def describe(error: BaseException) -> CliError:

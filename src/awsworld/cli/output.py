@@ -123,6 +123,10 @@ def _registry() -> Any:
                   "on without your code (run from your project's directory to check a start's arguments against it)",
                   file=sys.stderr)
             return None
+        except Exception as error:  # a syntax error mid-edit, say: every command failed ("unexpected SyntaxError")
+            print(f"warning: {Settings.modules.env} names {name!r}, which fails to import: {import_failure(error)}: "
+                  "going on without your code (`awsworld dev` serves the code it had before the edit)", file=sys.stderr)
+            return None
     return REGISTRY
 
 
@@ -136,6 +140,22 @@ def import_modules(modules: list[str]) -> None:
         except ImportError as error:
             raise usage(f"cannot import {module!r}: {error}", "run from your project's directory, and name the "
                         "module as you would import it (myapp.workflows, not myapp/workflows.py)") from None
+        except Exception as error:  # the module's own code: it read "unexpected SyntaxError", as if awsworld's bug
+            raise CliError(f"cannot import {module!r}: {import_failure(error)}",
+                           "fix the module and run the command again (--debug shows the traceback)") from error
+
+
+def import_failure(error: Exception) -> str:
+    """What went wrong importing a user's module, in one line: the error, and where in the user's code (a
+    ``SyntaxError`` names its file and line itself; another error the innermost frame under the project)."""
+    import traceback
+
+    if isinstance(error, SyntaxError):
+        return f"{type(error).__name__}: {error}"
+    root = os.getcwd() + os.sep
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename.startswith(root)]
+    where = f" ({os.path.relpath(frames[-1].filename)}, line {frames[-1].lineno})" if frames else ""
+    return f"{type(error).__name__}: {error}{where}"
 
 
 def add_project_to_path() -> None:

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .errors import usage
-from .output import add_project_to_path, check_config, remote
+from .errors import CliError, usage
+from .output import add_project_to_path, check_config, import_failure, remote
 
 
 def register(sub: Any) -> None:
@@ -45,6 +45,9 @@ def load_modules(modules: list[str]) -> None:
             importlib.import_module(name)
         except ImportError as error:
             raise usage(f"cannot import module {name!r}: {error}", "run from your project's directory") from None
+        except Exception as error:  # the module's own code (a syntax error): not "unexpected", not awsworld's
+            raise CliError(f"cannot import module {name!r}: {import_failure(error)}",
+                           "fix the module and run the command again (--debug shows the traceback)") from error
 
 
 def _report(results: list[Any]) -> int:
@@ -56,19 +59,40 @@ def _report(results: list[Any]) -> int:
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from ..client.replay import load_export, replay_events
+    from ..client.replay import replay_events
 
     load_modules(args.module)
+    exported = exports(args.file)  # before any replay or connection: a wrong path is the command's mistake
     if not args.run_ids and not args.workflow:
         if not args.file:
             raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")
-        return _report([replay_events(events) for path in args.file for events in load_export(path)])
-    return asyncio.run(_replay_stored(args))
+        return _report([replay_events(events) for events in exported])
+    return asyncio.run(_replay_stored(args, exported))
 
 
-async def _replay_stored(args: argparse.Namespace) -> int:
+def exports(paths: list[str]) -> list[Any]:
+    """The runs in each ``--file``, or a usage error naming the file: one that does not exist (it was ``unexpected
+    FileNotFoundError``, pointing at ``--debug``), or one that is not what ``awsworld export`` writes."""
+    from ..client.replay import load_export
+
+    runs: list[Any] = []
+    for path in paths:
+        try:
+            runs += load_export(path)
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+            what = "a folder, not a file" if isinstance(error, IsADirectoryError) else "no such file"
+            raise usage(f"--file {path}: {what} (paths are read from {Path.cwd()})",
+                        "`awsworld export RUN... -o FILE` writes one") from None
+        except ValueError as error:  # not JSON lines, not events (pydantic's ValidationError), not UTF-8
+            first = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise usage(f"--file {path} is not a file `awsworld export` wrote: {first}",
+                        "`awsworld export RUN... -o FILE` writes one event a line") from None
+    return runs
+
+
+async def _replay_stored(args: argparse.Namespace, exported: list[Any]) -> int:
     from ..authoring.definitions import REGISTRY
-    from ..client.replay import load_export, replay_events, replay_run
+    from ..client.replay import replay_events, replay_run
 
     if args.workflow:  # a name the modules do not register lists no runs: "0 replayed" would pass a CI check
         REGISTRY.workflow(args.workflow)  # WorkflowNotRegisteredError, with the nearest names: exit 2
@@ -78,7 +102,7 @@ async def _replay_stored(args: argparse.Namespace) -> int:
             page = await client.list_runs(workflow=args.workflow, status=args.status or ["running"],
                                           limit=args.limit)
             run_ids += [run.run_id for run in page.data]
-        results = [replay_events(events) for path in args.file for events in load_export(path)]
+        results = [replay_events(events) for events in exported]
         results += [await replay_run(client.world, run_id) for run_id in run_ids]
         return _report(results)
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import inspect
 import sys
+from collections.abc import Iterator
 from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
@@ -605,6 +607,10 @@ def _streams(args: argparse.Namespace) -> int:
     return 0
 
 
+QUIET_SECONDS = 5.0
+"""``streams NAME --follow`` says once, on stderr, why it waits after this long without a chunk."""
+
+
 async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
     ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
@@ -612,10 +618,23 @@ async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     out = sys.stdout
     index = args.start
     if args.follow:
-        async for chunk in world.streams.get(args.run_id, args.name, start_index=args.start):
+        chunks = aiter(world.streams.get(args.run_id, args.name, start_index=args.start))
+        said = False
+        while True:
+            following = asyncio.ensure_future(anext(chunks))
+            if not said:  # a quiet follow said nothing: it looked hung while the run slept for an hour, say
+                done, _ = await asyncio.wait({following}, timeout=QUIET_SECONDS)
+                if not done:
+                    said = True
+                    print(f"(no new chunk for {QUIET_SECONDS:g} s: stream {args.name!r} stays open until a step "
+                          f"closes it or run {args.run_id} ends; `awsworld describe {args.run_id}` says what the "
+                          f"run waits on; Ctrl-C stops following)", file=sys.stderr, flush=True)
+            try:
+                chunk = await following
+            except StopAsyncIteration:
+                return
             _emit(out, index, chunk, args.json)
             index += 1
-        return
     cursor = None
     while True:
         page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor)
@@ -652,8 +671,9 @@ def _resume(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
             try:
-                hook = await find_hook(client.world, args.token, args.wait)
-            except HookNotFoundError:
+                with _waited_for_hook(args.wait):
+                    hook = await find_hook(client.world, args.token, args.wait)
+            except (HookNotFoundError, CliError):
                 parse_json("null" if args.payload is None else args.payload, "PAYLOAD")
                 raise
             event = await client.resume_hook(args.token, _payload_for(hook, args.payload))
@@ -661,6 +681,22 @@ def _resume(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+@contextlib.contextmanager
+def _waited_for_hook(wait: float | None) -> Iterator[None]:
+    """A token no hook held within ``--wait``: the one-line error said to add ``--wait``, which had been given;
+    it says how long it waited and where to look instead. A hook that was disposed or closed keeps its own error."""
+    from ..world.errors import HookClosedError, HookNotFoundError
+
+    try:
+        yield
+    except HookNotFoundError as missing:
+        if wait is None or isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
+            raise
+        raise CliError(f"no hook holds this token: no run reached create_hook with it in {wait:g} s",
+                       "check it against the tokens `awsworld hooks RUN` lists, whole; `awsworld describe RUN` "
+                       "says what the run waits on") from None
 
 
 def _payload_for(hook: Hook, text: str | None) -> object:
@@ -676,7 +712,8 @@ def _payload_for(hook: Hook, text: str | None) -> object:
 def _fail_hook(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
-            event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
+            with _waited_for_hook(args.wait):
+                event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
             print(f"failed as {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())
@@ -686,7 +723,8 @@ def _fail_hook(args: argparse.Namespace) -> int:
 def _heartbeat_hook(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
-            event = await client.heartbeat_hook(args.token, wait=args.wait)
+            with _waited_for_hook(args.wait):
+                event = await client.heartbeat_hook(args.token, wait=args.wait)
             print(f"heartbeat {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())

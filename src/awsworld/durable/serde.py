@@ -18,6 +18,7 @@ import builtins
 import contextlib
 import dataclasses
 import datetime as dt
+import inspect
 import json
 import math
 from collections.abc import Callable
@@ -263,6 +264,10 @@ class _Dumper:
         if is_tuple(value) and hasattr(t, "_fields"):
             items = [self.child(item, depth, i) for i, item in enumerate(value)]
             return {TAG: "namedtuple", "c": _class_path(t), "v": items}
+        if inspect.iscoroutine(value):  # the value of a step (or any async def) called without ``await``
+            name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "the call")
+            raise _Failure(f"cannot serialize {t!r}: {name}(...) was called without `await`, so its value is the "
+                           f"coroutine, not its result (write `await {name}(...)`)")
         raise _Failure(f"cannot serialize {t!r}")
 
     def mapping(self, value: dict[Any, Any], depth: int) -> JSONValue:
