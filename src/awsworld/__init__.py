@@ -28,7 +28,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.children": ("ChildOptions", "ChildRun", "ChildWorkflowError", "child_options", "start_child"),
     "authoring.definitions": ("step", "workflow"),
     "authoring.errors": (
-        "CodecError", "DeterminismError", "FatalError", "HookConflictError", "HookFailedError",
+        "CallNotAwaitedError", "CodecError", "DeterminismError", "FatalError", "HookConflictError", "HookFailedError",
         "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError", "PollTimeoutError",
         "RetryableError", "RunEndedError", "RunNotEndedError", "RunStartError", "StepError", "StepInterruptedError",
         "StepTimeoutError", "ValueTooLargeError", "WorkflowRunCancelledError", "WorkflowRunFailedError",
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
     from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
     from .authoring.definitions import step, workflow
     from .authoring.errors import (
+        CallNotAwaitedError,
         CodecError,
         DeterminismError,
         FatalError,
@@ -128,6 +129,7 @@ __all__ = [
     "BatchItem",
     "BatchOptionError",
     "BatchResult",
+    "CallNotAwaitedError",
     "ChildOptions",
     "ChildRun",
     "ChildWorkflowError",

@@ -41,7 +41,7 @@ def charges(run_id: str) -> dict[int, int]:
     return {attempt: n for (run, attempt), n in sorted(CHARGES.items()) if run == run_id}
 
 
-@step(name="amo.charge", semantics="at_most_once", retry=RetryPolicy(max_attempts=3, initial_delay="2s"))
+@step(name="amo.charge", semantics="at_most_once", retry=RetryPolicy(max_attempts=3, initial_delay="2s", jitter=0))
 async def charge(cents: int) -> str:
     if _charged() == 1:
         await asyncio.sleep(STALL_SECONDS)  # the delivery is killed here, after the charge went out

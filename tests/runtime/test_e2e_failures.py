@@ -6,6 +6,8 @@ DynamoDB request and only its conditional writes keep them apart."""
 from __future__ import annotations
 
 import asyncio
+import inspect
+import os
 import secrets
 import threading
 import time
@@ -17,7 +19,7 @@ import pytest
 from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import workflow_name
-from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR
+from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR, CallNotAwaitedError
 from awsworld.durable import serde
 
 from .conftest import deployed
@@ -56,15 +58,54 @@ async def forgets_await(order_id: str) -> dict[str, object]:
 
 
 async def test_a_step_called_without_await_is_named_with_the_fix(e2e) -> None:
-    """A step called without ``await`` gives a coroutine, which the run's result cannot store: the error said only
-    ``cannot serialize <class 'coroutine'>``; it now names the call and says to await it."""
+    """A step called without ``await`` gives a coroutine that nothing runs: the run said only ``cannot serialize
+    <class 'coroutine'>`` (when the body returned it) or completed without the step (when it dropped it). It now
+    fails naming the call, where it was made, and the fix."""
     run = await e2e.start(forgets_await, "A-17")
-    with pytest.raises(WorkflowRunFailedError) as failed:
+    with pytest.raises(CallNotAwaitedError) as failed:
         await run.result(timeout=30)
-    assert failed.value.code == SERIALIZATION_ERROR
-    assert str(failed.value).endswith(
-        "value['receipt']: cannot serialize <class 'coroutine'>: charge_for(...) was called without `await`, so its "
-        "value is the coroutine, not its result (write `await charge_for(...)`)"), failed.value
+    assert str(failed.value) == f"run {run.run_id} failed: " + (
+        f"step 'failures.charge' was called at {HERE}, line {FORGETS_LINE} and never awaited: its call made a "
+        "coroutine that nothing ran, so it did not run (write `await` before the call, or pass several calls to "
+        "asyncio.gather)"), failed.value
+
+
+@workflow(name="failures.child")
+async def child_of(order_id: str) -> str:
+    return order_id
+
+
+@workflow(name="failures.drops_calls")
+async def drops_calls(order_id: str) -> str:
+    charge_for(order_id)  # a statement of its own: the coroutine is dropped, and the step never runs
+    child_of(order_id)
+    return "done"
+
+
+@workflow(name="failures.awaits_later")
+async def awaits_later(order_id: str) -> list[str]:
+    first = charge_for(f"{order_id}-1")  # made now, awaited after another call: a call may wait for its await
+    second = await charge_for(f"{order_id}-2")
+    return [await first, second, await child_of(order_id)]
+
+
+async def test_a_dropped_step_or_child_call_fails_the_run_instead_of_completing_without_it(e2e) -> None:
+    run = await e2e.start(drops_calls, "A-18")
+    with pytest.raises(CallNotAwaitedError) as failed:
+        await run.result(timeout=30)
+    message = str(failed.value)
+    assert message.startswith(
+        f"run {run.run_id} failed: step 'failures.charge' was called at {HERE}, line {DROPS_LINE} and never awaited; "
+        f"child workflow 'failures.child' was called at {HERE}, line {DROPS_LINE + 1} and never awaited: "), message
+    assert [e.event_type for e in await run.events() if e.event_type.startswith("step_")] == [], "nothing ran"
+
+    later = await e2e.start(awaits_later, "A-19")
+    assert await later.result(timeout=30) == ["receipt-A-19-1", "receipt-A-19-2", "A-19"]
+
+
+HERE = os.path.relpath(__file__)
+FORGETS_LINE = inspect.getsourcelines(forgets_await)[1] + 2
+DROPS_LINE = inspect.getsourcelines(drops_calls)[1] + 2
 
 
 @step

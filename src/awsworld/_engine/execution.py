@@ -27,9 +27,12 @@ brand-new run's first statement is at the frontier though ``run_started`` follow
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import hmac
+import inspect
+import os
 import random
 from collections.abc import Callable
 from datetime import datetime, timedelta
@@ -39,6 +42,7 @@ from ..authoring.definitions import Registry, WorkflowDef
 from ..authoring.durations import Duration, When, resolve
 from ..authoring.errors import (
     STEP_CANCELLED,
+    CallNotAwaitedError,
     CodecError,
     FatalError,
     HookConflictError,
@@ -49,7 +53,7 @@ from ..authoring.errors import (
 from ..authoring.names import display_name
 from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
-from ..authoring.runtime import StepRef, WorkflowMetadata, WorkflowRef, current_runtime, wakes_on
+from ..authoring.runtime import MadeCall, StepRef, WorkflowMetadata, WorkflowRef, current_runtime, wakes_on
 from ..durable import codecs, serde
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
@@ -104,6 +108,8 @@ class WorkflowExecution:
         self.cancelled = False
         self.terminal: str | None = None
         self.failure: BaseException | None = None  # what ``advance`` raised: raised again by every later call
+        self.calls: list[MadeCall] = []
+        """The step and child calls the body made (``WorkflowRuntime.calls``), checked when it returns."""
 
     # ------------------------------------------------------------------ the log
 
@@ -192,7 +198,30 @@ class WorkflowExecution:
                                 Place("input", f"workflow {self.definition.name!r}", self.run_id), self.definition.fn)
         if fresh:
             self.definition.check_arguments(tuple(call.args), call.kwargs)
-        return await exit_contained(self.definition.fn(*call.args, **call.kwargs))  # sys.exit(): the run fails
+        result = await exit_contained(self.definition.fn(*call.args, **call.kwargs))  # sys.exit(): the run fails
+        self._check_awaited()
+        return result
+
+    def _check_awaited(self) -> None:
+        """The body returned: a step or child call it made and never awaited (its coroutine never started, not
+        even as a task) fails the run, naming the call and where it was made. Deterministic: the same calls are
+        made, and left, on every replay."""
+        never = [(kind, name, path, line) for call, kind, name, path, line in self.calls
+                 if inspect.getcoroutinestate(call) == inspect.CORO_CREATED]
+        if never:
+            self._close_calls()
+            raise CallNotAwaitedError(
+                "; ".join(f"{kind} {name!r} was called{_where(path, line)} and never awaited"
+                          for kind, name, path, line in never)
+                + ": its call made a coroutine that nothing ran, so it did not run (write `await` before the call, "
+                "or pass several calls to asyncio.gather)")
+
+    def _close_calls(self) -> None:
+        """Close the calls that never started: Python would warn of each when it is collected."""
+        for call, *_ in self.calls:
+            if inspect.getcoroutinestate(call) == inspect.CORO_CREATED:
+                call.close()
+        self.calls.clear()
 
     def _apply(self, event: Event) -> None:
         kind = event.event_type
@@ -555,7 +584,18 @@ class WorkflowExecution:
         if self.task is not None and not self.task.done():
             self.task.cancel()
             self.loop.run_until_idle()
+        self._close_calls()  # (a body suspended before awaiting a call it made: its later replay awaits it)
         self.loop.close()
+
+
+def _where(path: str, line: int) -> str:
+    """`` at FILE, line 12`` (the caller's file relative to the working folder when under it), or nothing."""
+    if not path:
+        return ""
+    with contextlib.suppress(ValueError):
+        relative = os.path.relpath(path)
+        path = path if relative.startswith("..") else relative
+    return f" at {path}, line {line}"
 
 
 def _error_of(data: dict[str, Any]) -> dict[str, Any]:

@@ -12,12 +12,13 @@ import functools
 import inspect
 import logging
 import math
+import sys
 from collections.abc import Callable, Coroutine, Generator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import EllipsisType
-from typing import Any, Literal, ParamSpec, Protocol, TypeVar, get_args, overload
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, get_args, overload
 
 from ..durable.codecs import Codec, check_positional
 from ..schedules.declared import declare_all
@@ -27,11 +28,12 @@ from .arguments import check_call
 from .durations import Duration, parse_duration, seconds
 from .limits import Concurrency, LimitDecl, RateLimit, declare
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
-from .runtime import call_workflow, current_runtime
+from .runtime import WorkflowRuntime, call_workflow, current_runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 log = logging.getLogger("awsworld.registry")
 _warned_main = False
@@ -344,16 +346,19 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         declare_all(definition.name, f.__module__, schedule, definition.check_arguments)
 
         @functools.wraps(f)
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        def call(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
             runtime = current_runtime.get()
             if runtime is None:
-                return await f(*args, **kwargs)
-            result: R = await call_workflow(runtime, definition, args, kwargs)  # a child run
-            return result
+                return f(*args, **kwargs)
+            child = cast("Coroutine[Any, Any, R]", call_workflow(runtime, definition, args, kwargs))  # a child run
+            caller = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]  (inspect.currentframe: a call more)
+            runtime.calls.append((child, "child workflow", definition.name, caller.f_code.co_filename,
+                                  caller.f_lineno))
+            return child
 
         _mark(f, "__awsworld_workflow__", definition)
         _mark(call, "__awsworld_workflow__", definition)
-        return call
+        return _coroutine_function(call)
 
     return decorate(fn) if fn is not None else decorate
 
@@ -428,16 +433,36 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
         _registering().add_step(definition)
 
         @functools.wraps(f)
-        async def call(*args: P.args, **kwargs: P.kwargs) -> R:
+        def call(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
             runtime = current_runtime.get()
             if runtime is None:
-                return await f(*args, **kwargs)
-            return await runtime.call_step(definition, args, kwargs)
+                return f(*args, **kwargs)
+            step_call = cast("Coroutine[Any, Any, R]", _step_call(runtime, definition, args, kwargs))
+            caller = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]  (inspect.currentframe: a call more)
+            runtime.calls.append((step_call, "step", definition.name, caller.f_code.co_filename, caller.f_lineno))
+            return step_call
 
         _mark(call, "__awsworld_step__", definition)
-        return call
+        return _coroutine_function(call)
 
     return decorate(fn) if fn is not None else decorate
+
+
+async def _step_call(runtime: WorkflowRuntime, definition: StepDef, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+    """A step call in a workflow body, as it is awaited: its position is declared when it starts running (at its
+    ``await``, or its task's first turn), as it always was, so calls awaited in another order than made replay
+    as they were recorded."""
+    return await runtime.call_step(definition, args, kwargs)
+
+
+def _coroutine_function(call: F) -> F:
+    """A step's or workflow's wrapper, a plain function that returns the call's coroutine (so the engine sees a
+    call the body never awaits: ``WorkflowRuntime.called``), marked as a coroutine function where Python can
+    (``inspect.markcoroutinefunction``, 3.12 and later; on 3.11 ``inspect.iscoroutinefunction`` of it is False)."""
+    if sys.version_info >= (3, 12):
+        inspect.markcoroutinefunction(call)
+    return call
 
 
 def workflow_definition(fn: Any) -> WorkflowDef:

@@ -277,6 +277,13 @@ class DeterminismError(RuntimeError):
     """Workflow code did something that cannot replay identically (I/O timers, threads on the replay loop)."""
 
 
+class CallNotAwaitedError(RuntimeError):
+    """The workflow body returned while a step or child workflow it called was never awaited: the call made a
+    coroutine that nothing ran, so the step never ran (``charge(order)`` on a line of its own, without ``await``).
+    The run fails with it, naming each such call and where it was made, instead of completing as if the step had
+    run; Python itself only warns (``coroutine ... was never awaited``) when the coroutine is collected."""
+
+
 class ReplayDivergenceError(RuntimeError):
     """A replay of the workflow did not make the calls its event log records (new code, or a workflow that read
     something that changes between replays).

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -108,6 +108,11 @@ class WorkflowMetadata:
     parent_run_id: str | None
 
 
+MadeCall = tuple[Coroutine[Any, Any, Any], str, str, str, int]
+"""A call a workflow body made: its coroutine (not started when made), ``step`` or ``child workflow``, the step's or
+workflow's name, and the file and line that made it."""
+
+
 class WorkflowRuntime(Protocol):
     """What a workflow body's calls ask of the run they are made in. Every answer is replay-stable: it depends on
     the run's log and the body's calls only (see ``_engine/execution.py``)."""
@@ -157,6 +162,14 @@ class WorkflowRuntime(Protocol):
     async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                           detached: bool, name: str | None = None,
                           codec: Codec[Any] | None = None) -> StartedChild: ...
+
+    @property
+    def calls(self) -> list[MadeCall]:
+        """The step and child calls the body made, appended by the call as it is made (``authoring.definitions``:
+        a list, not a method, for a step call costs every Python call twice under the determinism guard): a call
+        the body never awaits fails the run when the body returns (``CallNotAwaitedError``) instead of the run
+        completing without it."""
+        ...
 
 
 current_runtime: ContextVar[WorkflowRuntime | None] = ContextVar("awsworld_runtime", default=None)
