@@ -7,10 +7,13 @@ import asyncio
 import importlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import CliError, usage
 from .output import add_project_to_path, check_config, import_failure, remote
+
+if TYPE_CHECKING:
+    from ..world.events import Event
 
 
 def register(sub: Any) -> None:
@@ -70,12 +73,12 @@ def _replay(args: argparse.Namespace) -> int:
     return asyncio.run(_replay_stored(args, exported))
 
 
-def exports(paths: list[str]) -> list[Any]:
+def exports(paths: list[str]) -> list[list[Event]]:
     """The runs in each ``--file``, or a usage error naming the file: one that does not exist (it was ``unexpected
     FileNotFoundError``, pointing at ``--debug``), or one that is not what ``awsworld export`` writes."""
     from ..client.replay import load_export
 
-    runs: list[Any] = []
+    runs: list[list[Event]] = []
     for path in paths:
         try:
             runs += load_export(path)
@@ -90,7 +93,7 @@ def exports(paths: list[str]) -> list[Any]:
     return runs
 
 
-async def _replay_stored(args: argparse.Namespace, exported: list[Any]) -> int:
+async def _replay_stored(args: argparse.Namespace, exported: list[list[Event]]) -> int:
     from ..authoring.definitions import REGISTRY
     from ..client.replay import replay_events, replay_run
 
