@@ -165,13 +165,23 @@ def test_runs_and_schedules_list_print_a_header_and_fire_times_in_the_schedules_
         assert listed[0].split() == ["SCHEDULE", "STATE", "WORKFLOW", "WHEN", "NEXT"], listed
         (line,) = [line for line in listed if line.startswith("new-year ")]
         year = created["nextAt"][:4]
-        assert line.endswith(f"{year}-01-01 12:00:00 Europe/Berlin ({created['nextAt']})"), line
+        assert re.search(rf"{year}-01-01 12:00:00 Europe/Berlin, {year}-01-01 11:00:00\.000 UTC \(in \d+ d( \d+ h)?\)$",
+                         line), line
         fires = [line.strip() for line in dev("schedules", "describe", "new-year").out.splitlines()
                  if line.strip().startswith("fires at")]
-        berlin_noon = r"fires at +\d{4}-01-01 12:00:00 Europe/Berlin \(\d{4}-01-01T11:00:00\.000Z\)"
+        berlin_noon = (r"fires at +(\d{4})-01-01 12:00:00 Europe/Berlin, \1-01-01 11:00:00\.000 UTC "
+                       r"\(in \d+ d( \d+ h)?\)")
         assert fires and all(re.fullmatch(berlin_noon, f) for f in fires), fires
+
+        # An interval reads as it was written (it read "every 900s"), and a UTC time as describe writes one.
+        assert dev("schedules", "create", "quarter", "display.report", "--every", "15m", "--offset", "5m",
+                   "--args", '["eu"]').code == 0
+        (quarter,) = [line for line in dev("schedules", "list").out.splitlines() if line.startswith("quarter ")]
+        assert re.search(r" every 15m offset 5m +(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\.\d{3} UTC "
+                         r"\(in \d+ (min|s)( \d+ s)?\)$", quarter), quarter  # (a date only past midnight)
     finally:
         assert dev("schedules", "delete", "new-year").code == 0
+        dev("schedules", "delete", "quarter")
 
 
 def _closed_reader(dev: Dev, *args: str) -> subprocess.CompletedProcess[str]:

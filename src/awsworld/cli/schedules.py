@@ -119,24 +119,44 @@ SCHEDULES_HEADER = ("SCHEDULE", "STATE", "WORKFLOW", "WHEN", "NEXT")
 
 
 def in_zone(tick: str | None, zone: str | None) -> str:
-    """A fire time (stored as UTC text) for people: in the schedule's own time zone first, then UTC, so a cron
-    written for Europe/Berlin reads as the Berlin time it means (``2026-03-01 02:00:00 Europe/Berlin
-    (2026-03-01T01:00:00.000Z)``). A UTC schedule's shows as stored."""
+    """A fire time (stored as UTC text) for people, as ``describe`` writes a wait's (``_timeline.deadline_text``:
+    the time of day in UTC, the date when it is not today, how far off it is), and first in the schedule's own
+    time zone when it has one, so a cron written for Europe/Berlin reads as the Berlin time it means
+    (``2027-01-01 12:00:00 Europe/Berlin, 2027-01-01 11:00:00.000 UTC (in 26 d 3 h)``). ``--json`` keeps the
+    stored text."""
+    from .._timeline import deadline_text
     from ..world.schedules import parse_tick
 
     if tick is None:
         return "-"
-    if not zone or zone == "UTC":
-        return tick
     try:
-        local = parse_tick(tick).astimezone(ZoneInfo(zone))
-    except (ZoneInfoNotFoundError, ValueError):
+        due = parse_tick(tick)
+    except ValueError:
         return tick
-    return f"{local:%Y-%m-%d %H:%M:%S} {zone} ({tick})"
+    utc = deadline_text(due)
+    if not zone or zone == "UTC":
+        return utc
+    try:
+        local = due.astimezone(ZoneInfo(zone))
+    except ZoneInfoNotFoundError:
+        return utc
+    return f"{local:%Y-%m-%d %H:%M:%S} {zone}, {utc}"
+
+
+def interval(seconds: int) -> str:
+    """An ``--every`` interval as it is written: ``15m``, ``1h30m``, ``1d``, ``90s`` (``900`` read as seconds)."""
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
 
 
 def _row(d: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    when = f"cron {d['cron']!r} {d['timezone']}" if d["cron"] else f"every {d['everySeconds']}s"
+    offset = d.get("offsetSeconds") or 0
+    when = (f"cron {d['cron']!r} {d['timezone']}" if d["cron"] else
+            f"every {interval(int(d['everySeconds']))}" + (f" offset {interval(int(offset))}" if offset else ""))
     return d["scheduleId"], _state_word(d), d["workflow"], when, in_zone(d["nextAt"], d["timezone"])
 
 
