@@ -199,6 +199,28 @@ def test_a_typescript_only_project_inits_the_world_server_without_a_module(tmp_p
     plain = make_project(tmp_path / "python")
     assert awsworld("init", "-m", "myapp.orders", cwd=plain).returncode == 0
     assert "WorldServer" not in overrides_of(plain)["default"], "the template's default (false) stays"
+    assert "PushHosts" not in overrides_of(plain)["default"], "nor PushHosts's (localhost)"
+
+
+def test_push_hosts_are_written_into_samconfig_and_a_url_is_refused(tmp_path: Path) -> None:
+    """``--push-host`` (with ``--world-server``) writes ``PushHosts``, so the TypeScript app's host need not be
+    added by hand; a URL or a host:port is refused before anything is written, and so is the flag without the
+    World server (it would name hosts nothing POSTs to)."""
+    project = tmp_path / "app"
+    project.mkdir()
+    done = awsworld("init", "--world-server", "--push-host", "App.Example", "--push-host", "10.0.0.7", cwd=project)
+    assert done.returncode == 0, done.stderr
+    assert "POSTs messages to app.example, 10.0.0.7 (PushHosts in samconfig.toml)" in done.stdout, done.stdout
+    for env, overrides in overrides_of(project).items():
+        assert overrides["PushHosts"] == "app.example,10.0.0.7", (env, overrides)
+    for bad in ("https://app.example", "app.example:3000", "a,b"):
+        other = tmp_path / f"bad{len(bad)}"
+        other.mkdir()
+        refused = awsworld("init", "--world-server", "--push-host", bad, cwd=other)
+        assert refused.returncode == 1 and f"--push-host {bad!r} is not a host name" in refused.stderr, refused
+        assert not any(other.iterdir()), "nothing written"
+    alone = awsworld("init", "-m", "myapp.orders", "--push-host", "app.example", cwd=make_project(tmp_path / "x"))
+    assert alone.returncode == 1 and "give --world-server too" in alone.stderr, alone.stderr
 
 
 def test_sam_reads_an_empty_modules_override_as_an_empty_parameter(tmp_path: Path) -> None:

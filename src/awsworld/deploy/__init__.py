@@ -14,6 +14,8 @@ template`` works in any environment the package installs into.
 
 from __future__ import annotations
 
+import contextlib
+import ipaddress
 import re
 from collections.abc import Sequence
 
@@ -102,6 +104,20 @@ def requirements_text(version: str = __version__) -> str:
             "# Add here what your workflow modules import.\n")
 
 
+_HOST_NAME = re.compile(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?")
+
+
+def check_push_host(host: str) -> str:
+    """A host name or address for ``PushHosts`` (``app.example``, ``10.0.0.7``, ``::1``), lower-cased as
+    ``AWSWORLD_PUSH_HOSTS`` compares them; ``ValueError`` naming it for anything else (a URL, a port, a comma)."""
+    with contextlib.suppress(ValueError):
+        return str(ipaddress.ip_address(host.strip("[]")))
+    if not _HOST_NAME.fullmatch(host):
+        raise ValueError(f"--push-host {host!r} is not a host name or address (give app.example, not a URL or a "
+                         "host:port)")
+    return host.strip("[]").lower()
+
+
 def stack_base_name(directory_name: str) -> str:
     """A CloudFormation-safe stack name stem from the project folder's name (letters, digits, hyphens)."""
     stem = re.sub(r"[^A-Za-z0-9]+", "-", directory_name).strip("-")
@@ -110,13 +126,18 @@ def stack_base_name(directory_name: str) -> str:
     return stem[:100]
 
 
-def samconfig_text(stack: str, modules: Sequence[str], *, world_server: bool = False) -> str:
+def samconfig_text(stack: str, modules: Sequence[str], *, world_server: bool = False,
+                   push_hosts: Sequence[str] = ()) -> str:
     """samconfig.toml for a dev stack (the default) and a prod stack of the user's project, with ``Modules``
     naming their workflow modules (AWSWORLD_MODULES: what the functions import at cold start to register them;
     empty for a TypeScript-only project, rather than left out, which would deploy the template's example module)
-    and, with ``world_server``, ``WorldServer=true`` (the World server for the TypeScript Workflow SDK)."""
+    and, with ``world_server``, ``WorldServer=true`` (the World server for the TypeScript Workflow SDK); with
+    ``push_hosts`` (checked by ``check_push_host``), ``PushHosts`` (the TypeScript apps' hosts deliveries may be
+    POSTed to)."""
     names = ",".join(modules)
     server = ' WorldServer=\\"true\\"' if world_server else ""
+    if push_hosts:
+        server += f' PushHosts=\\"{",".join(push_hosts)}\\"'
 
     def environment(env: str, stage: str, retention: int, concurrency: int) -> str:
         overrides = (f'Stage=\\"{stage}\\" Modules=\\"{names}\\" RunRetentionDays=\\"{retention}\\" '

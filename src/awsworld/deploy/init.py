@@ -28,6 +28,7 @@ import re
 import shlex
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +43,7 @@ from . import (
     MAKEFILE_PATH,
     MONITORING_PATH,
     build_script_text,
+    check_push_host,
     handler_text,
     makefile_text,
     monitoring_text,
@@ -78,6 +80,10 @@ def register(sub: Any) -> None:
                            "SDK's TypeScript runtime (packages/world-awsworld) and HttpClient. A TypeScript-only "
                            "project gives no --module (Modules is empty: the flow function delivers its apps' "
                            "messages and runs no Python workflow); not with --upgrade")
+    init.add_argument("--push-host", action="append", dest="push_hosts", metavar="HOST",
+                      help="with --world-server: a host of your TypeScript app (app.example), which the flow "
+                           "function may POST its messages to (PushHosts in samconfig.toml; repeat for more; "
+                           "default: localhost only)")
     mode = init.add_mutually_exclusive_group()
     mode.add_argument("--upgrade", action="store_true",
                       help="after upgrading awsworld: rewrite the files awsworld owns (template.yaml, infra/, "
@@ -106,14 +112,23 @@ def run(args: argparse.Namespace) -> int:
                          else build_script_text() if args.build_script else template_text(args.code_uri))
         return 0
     if args.upgrade:
-        if args.modules or args.world_server:
-            return _error("--upgrade keeps samconfig.toml (the modules it names, WorldServer): give no "
-                          f"{'--module' if args.modules else '--world-server'} with it")
+        given = next((flag for flag, value in (("--module", args.modules), ("--world-server", args.world_server),
+                                               ("--push-host", args.push_hosts)) if value), None)
+        if given is not None:
+            return _error(f"--upgrade keeps samconfig.toml (the modules it names, WorldServer, PushHosts): give no "
+                          f"{given} with it")
         return upgrade(Path(args.directory))
+    if args.push_hosts and not args.world_server:
+        return _error("--push-host names where the World server's deliveries go: give --world-server too")
+    try:
+        push_hosts = [check_push_host(host) for host in args.push_hosts or []]
+    except ValueError as error:
+        return _error(str(error))
     if not args.modules and not args.world_server:
         return _error("name your workflow modules: awsworld init DIR -m PKG.MODULE (a TypeScript project that needs "
                       "only the World server: awsworld init DIR --world-server; an app init wrote: --upgrade)")
-    return init(Path(args.directory), list(args.modules or []), force=args.force, world_server=args.world_server)
+    return init(Path(args.directory), list(args.modules or []), force=args.force, world_server=args.world_server,
+                push_hosts=push_hosts)
 
 
 def _error(message: str) -> int:
@@ -121,7 +136,8 @@ def _error(message: str) -> int:
     return 1
 
 
-def init(directory: Path, modules: list[str], *, force: bool = False, world_server: bool = False) -> int:
+def init(directory: Path, modules: list[str], *, force: bool = False, world_server: bool = False,
+         push_hosts: Sequence[str] = ()) -> int:
     """Write the app into ``directory``; 0 on success, 1 (one line on stderr) when nothing was written.
     ``world_server``: samconfig.toml deploys the World server (``WorldServer=true``); with no ``modules`` (a
     TypeScript-only project) ``Modules`` is empty, and the flow function only delivers pushed messages."""
@@ -142,7 +158,7 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
     files = {
         **_owned_files(),
         "samconfig.toml": samconfig_text(stack_base_name(directory.resolve().name), modules,
-                                         world_server=world_server),
+                                         world_server=world_server, push_hosts=push_hosts),
         REQUIREMENTS_PATH: requirements_text(),
     }
     existing = [path for path in files if (directory / path).exists()]
@@ -161,10 +177,14 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
           f"{', '.join(modules) or 'none, the World server and its deliveries only'}"
           f"{'; WorldServer=true' if world_server else ''})")
     _finish(directory)
-    if world_server:
+    if world_server and push_hosts:
+        print(f"the World server's URL is the stack's output WorldServerUrl; the flow function POSTs messages to "
+              f"{', '.join(push_hosts)} (PushHosts in samconfig.toml)")
+    elif world_server:
         print("the World server's URL is the stack's output WorldServerUrl; the flow function POSTs messages only to "
-              "the hosts PushHosts lists (localhost by default): add your app's to parameter_overrides in "
-              "samconfig.toml, as its other values are written: PushHosts=\\\"app.example\\\"")
+              "the hosts PushHosts lists (localhost by default): init again with --push-host app.example, or add "
+              "your app's to parameter_overrides in samconfig.toml, as its other values are written: "
+              "PushHosts=\\\"app.example\\\"")
     if modules:
         print(f"sam build packages {code} only: your modules, the entry points and what {code}requirements.txt "
               "installs")
