@@ -16,7 +16,7 @@ from collections import Counter
 
 import pytest
 
-from awsworld import StepError, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld import StepError, WorkflowRunFailedError, create_hook, step, with_name, workflow
 from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR, CallNotAwaitedError
@@ -79,6 +79,7 @@ async def child_of(order_id: str) -> str:
 async def drops_calls(order_id: str) -> str:
     charge_for(order_id)  # a statement of its own: the coroutine is dropped, and the step never runs
     child_of(order_id)
+    with_name("pay").call(charge_for, order_id)
     return "done"
 
 
@@ -96,7 +97,8 @@ async def test_a_dropped_step_or_child_call_fails_the_run_instead_of_completing_
     message = str(failed.value)
     assert message.startswith(
         f"run {run.run_id} failed: step 'failures.charge' was called at {HERE}, line {DROPS_LINE} and never awaited; "
-        f"child workflow 'failures.child' was called at {HERE}, line {DROPS_LINE + 1} and never awaited: "), message
+        f"child workflow 'failures.child' was called at {HERE}, line {DROPS_LINE + 1} and never awaited; "
+        f"step 'failures.charge' was called at {HERE}, line {DROPS_LINE + 2} and never awaited: "), message
     assert [e.event_type for e in await run.events() if e.event_type.startswith("step_")] == [], "nothing ran"
 
     later = await e2e.start(awaits_later, "A-19")

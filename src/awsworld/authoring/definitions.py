@@ -28,7 +28,7 @@ from .arguments import check_call
 from .durations import Duration, parse_duration, seconds
 from .limits import Concurrency, LimitDecl, RateLimit, declare
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
-from .runtime import WorkflowRuntime, call_workflow, current_runtime
+from .runtime import WorkflowRuntime, call_workflow, current_runtime, made
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -351,10 +351,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
             if runtime is None:
                 return f(*args, **kwargs)
             child = cast("Coroutine[Any, Any, R]", call_workflow(runtime, definition, args, kwargs))  # a child run
-            caller = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]  (inspect.currentframe: a call more)
-            runtime.calls.append((child, "child workflow", definition.name, caller.f_code.co_filename,
-                                  caller.f_lineno))
-            return child
+            return made(runtime, child, "child workflow", definition.name)
 
         _mark(f, "__awsworld_workflow__", definition)
         _mark(call, "__awsworld_workflow__", definition)
@@ -438,9 +435,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
             if runtime is None:
                 return f(*args, **kwargs)
             step_call = cast("Coroutine[Any, Any, R]", _step_call(runtime, definition, args, kwargs))
-            caller = sys._getframe(1)  # pyright: ignore[reportPrivateUsage]  (inspect.currentframe: a call more)
-            runtime.calls.append((step_call, "step", definition.name, caller.f_code.co_filename, caller.f_lineno))
-            return step_call
+            return made(runtime, step_call, "step", definition.name)
 
         _mark(call, "__awsworld_step__", definition)
         return _coroutine_function(call)

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 from .definitions import StepDef, WorkflowDef
 from .names import check_name
-from .runtime import call_workflow, current_runtime
+from .runtime import WorkflowRuntime, call_workflow, current_runtime, made
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -19,22 +19,30 @@ class Named:
     def __init__(self, name: str) -> None:
         self.name = check_name(name)
 
-    async def call(self, fn: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    def call(self, fn: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
+             **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
         """Call the step or workflow ``fn`` (a workflow: as a child run, awaited) under this name. Outside a
-        workflow it is a plain call, as ``fn(*args, **kwargs)`` is; the name is then unused."""
+        workflow it is a plain call, as ``fn(*args, **kwargs)`` is; the name is then unused. Like a plain call, it
+        runs when awaited, and one a workflow body never awaits fails the run (``CallNotAwaitedError``)."""
         runtime = current_runtime.get()
         step = getattr(fn, "__awsworld_step__", None)
         flow = getattr(fn, "__awsworld_workflow__", None)
         if not isinstance(step, StepDef) and not isinstance(flow, WorkflowDef):
             raise TypeError(f"with_name(...).call needs a @step or a @workflow, got {fn!r}")
         if runtime is None:
-            return await fn(*args, **kwargs)
+            return fn(*args, **kwargs)
         if isinstance(step, StepDef):
-            result: R = await runtime.call_step(step, args, kwargs, name=self.name)
-            return result
+            return made(runtime, cast("Coroutine[Any, Any, R]", _named_step(runtime, step, args, kwargs, self.name)),
+                        "step", step.name)
         assert isinstance(flow, WorkflowDef)
-        child: R = await call_workflow(runtime, flow, args, kwargs, name=self.name)
-        return child
+        return made(runtime, cast("Coroutine[Any, Any, R]", call_workflow(runtime, flow, args, kwargs,
+                                                                          name=self.name)), "child workflow", flow.name)
+
+
+async def _named_step(runtime: WorkflowRuntime, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                      name: str) -> Any:
+    """The named step call as it is awaited: its position is declared then, as a plain call's is."""
+    return await runtime.call_step(step, args, kwargs, name=name)
 
 
 def with_name(name: str) -> Named:

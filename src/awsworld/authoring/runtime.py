@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import asyncio
 import random
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from ..durable.codecs import Codec
 from .durations import Duration, When
@@ -108,6 +109,7 @@ class WorkflowMetadata:
     parent_run_id: str | None
 
 
+T = TypeVar("T")
 MadeCall = tuple[Coroutine[Any, Any, Any], str, str, str, int]
 """A call a workflow body made: its coroutine (not started when made), ``step`` or ``child workflow``, the step's or
 workflow's name, and the file and line that made it."""
@@ -174,6 +176,14 @@ class WorkflowRuntime(Protocol):
 
 current_runtime: ContextVar[WorkflowRuntime | None] = ContextVar("awsworld_runtime", default=None)
 """The run whose workflow body this task belongs to (None outside a workflow body)."""
+
+
+def made(runtime: WorkflowRuntime, call: Coroutine[Any, Any, T], kind: str, name: str) -> Coroutine[Any, Any, T]:
+    """Note in ``runtime.calls`` a call the body just made (``kind``: ``step`` or ``child workflow``), with the file
+    and line of the code that called the wrapper calling this, and hand the call back."""
+    caller = sys._getframe(2)  # pyright: ignore[reportPrivateUsage]  (inspect.currentframe: a call more per step)
+    runtime.calls.append((call, kind, name, caller.f_code.co_filename, caller.f_lineno))
+    return call
 
 
 def require_runtime(what: str) -> WorkflowRuntime:
