@@ -167,10 +167,10 @@ class WorkflowRuntime(Protocol):
 
     @property
     def calls(self) -> list[MadeCall]:
-        """The step and child calls the body made, appended by the call as it is made (``authoring.definitions``:
-        a list, not a method, for a step call costs every Python call twice under the determinism guard): a call
-        the body never awaits fails the run when the body returns (``CallNotAwaitedError``) instead of the run
-        completing without it."""
+        """The step and child calls the body made, each appended by ``made`` as the call is made (a list the
+        wrapper fills, not a method of the engine's: under the determinism guard every Python call of a step's
+        path costs twice): a call the body never awaits fails the run when the body returns
+        (``CallNotAwaitedError``) instead of the run completing without it."""
         ...
 
 
