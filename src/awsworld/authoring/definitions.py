@@ -28,7 +28,7 @@ from .arguments import check_call
 from .durations import Duration, parse_duration, seconds
 from .limits import Concurrency, LimitDecl, RateLimit, declare
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
-from .runtime import WorkflowRuntime, call_workflow, current_runtime, made
+from .runtime import call_step, call_workflow, current_runtime, made
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -434,7 +434,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
             runtime = current_runtime.get()
             if runtime is None:
                 return f(*args, **kwargs)
-            step_call = cast("Coroutine[Any, Any, R]", _step_call(runtime, definition, args, kwargs))
+            step_call = cast("Coroutine[Any, Any, R]", call_step(runtime, definition, args, kwargs))
             return made(runtime, step_call, "step", definition.name)
 
         _mark(call, "__awsworld_step__", definition)
@@ -443,17 +443,9 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     return decorate(fn) if fn is not None else decorate
 
 
-async def _step_call(runtime: WorkflowRuntime, definition: StepDef, args: tuple[Any, ...],
-                     kwargs: dict[str, Any]) -> Any:
-    """A step call in a workflow body, as it is awaited: its position is declared when it starts running (at its
-    ``await``, or its task's first turn), as it always was, so calls awaited in another order than made replay
-    as they were recorded."""
-    return await runtime.call_step(definition, args, kwargs)
-
-
 def _coroutine_function(call: F) -> F:
     """A step's or workflow's wrapper, a plain function that returns the call's coroutine (so the engine sees a
-    call the body never awaits: ``WorkflowRuntime.called``), marked as a coroutine function where Python can
+    call the body never awaits: ``runtime.made``), marked as a coroutine function where Python can
     (``inspect.markcoroutinefunction``, 3.12 and later; on 3.11 ``inspect.iscoroutinefunction`` of it is False)."""
     if sys.version_info >= (3, 12):
         inspect.markcoroutinefunction(call)

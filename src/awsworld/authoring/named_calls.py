@@ -7,7 +7,7 @@ from typing import Any, ParamSpec, TypeVar, cast
 
 from .definitions import StepDef, WorkflowDef
 from .names import check_name
-from .runtime import WorkflowRuntime, call_workflow, current_runtime, made
+from .runtime import call_step, call_workflow, current_runtime, made
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -32,17 +32,11 @@ class Named:
         if runtime is None:
             return fn(*args, **kwargs)
         if isinstance(step, StepDef):
-            return made(runtime, cast("Coroutine[Any, Any, R]", _named_step(runtime, step, args, kwargs, self.name)),
+            return made(runtime, cast("Coroutine[Any, Any, R]", call_step(runtime, step, args, kwargs, self.name)),
                         "step", step.name)
         assert isinstance(flow, WorkflowDef)
         return made(runtime, cast("Coroutine[Any, Any, R]", call_workflow(runtime, flow, args, kwargs,
                                                                           name=self.name)), "child workflow", flow.name)
-
-
-async def _named_step(runtime: WorkflowRuntime, step: StepDef, args: tuple[Any, ...], kwargs: dict[str, Any],
-                      name: str) -> Any:
-    """The named step call as it is awaited: its position is declared then, as a plain call's is."""
-    return await runtime.call_step(step, args, kwargs, name=name)
 
 
 def with_name(name: str) -> Named:

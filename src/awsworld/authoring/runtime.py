@@ -193,6 +193,16 @@ def require_runtime(what: str) -> WorkflowRuntime:
     return runtime
 
 
+async def call_step(runtime: WorkflowRuntime, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any],
+                    name: str | None = None) -> Any:
+    """``await a_step(...)`` (``name``: from ``with_name``) inside a workflow, as it is awaited: its position is
+    declared when it starts running (at its ``await``, or its task's first turn), as it always was, so calls
+    awaited in another order than made replay as they were recorded."""
+    if name is None:  # (the plain call: no keyword to pass on, on every step's path)
+        return await runtime.call_step(definition, args, kwargs)
+    return await runtime.call_step(definition, args, kwargs, name=name)
+
+
 async def call_workflow(runtime: WorkflowRuntime, definition: WorkflowRef, args: tuple[Any, ...],
                         kwargs: dict[str, Any], *, name: str | None = None) -> Any:
     """``await child_workflow(...)`` inside a workflow (``name``: from ``with_name``): a child run, started and
