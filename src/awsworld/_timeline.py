@@ -16,12 +16,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ._deployments.pins import PIN_ATTRIBUTE
+from ._engine.divergence import call_order
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
 from ._worker.error_shapes import error_summary, failed_in
 from ._worker.step_runner import INLINE
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
+from .world.entities import Step
 from .world.events import Event
 from .world.pages import collect_pages
 from .world.protocol import World
@@ -309,6 +311,13 @@ def _value_text(row: Row, width: int, full: bool) -> str:
 async def read_events(world: World, run_id: str, *, values: bool = True) -> list[Event]:
     return await collect_pages(lambda cursor: world.events.list(run_id, cursor=cursor,
                                                                 resolve_data="all" if values else "none"))
+
+
+async def read_steps(world: World, run_id: str, *, values: bool = True) -> list[Step]:
+    """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``)."""
+    steps = await collect_pages(lambda cursor: world.steps.list(run_id, cursor=cursor,
+                                                                resolve_data="all" if values else "none"))
+    return sorted(steps, key=lambda step: call_order(step.step_id))
 
 
 async def print_timeline(world: World, run_id: str, *, values: bool = True, full: bool = False) -> None:

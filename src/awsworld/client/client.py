@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
-from .._engine.divergence import call_order
 from .._engine.parking import MISSING, parked_run
+from .._timeline import read_events, read_steps
 from .._worker.run_control import (
     MAX_CANCEL_REASON,
     POLL_FIRST,
@@ -102,14 +102,14 @@ class Run(Generic[R_co]):
                 raise WorkflowRunCancelledError(self.run_id, await self._cancel_reason())
             if deadline is not None and time.monotonic() >= deadline:
                 raise TimeoutError(f"run {self.run_id} is still {run.status} after {timeout} s"
-                                   f"{await self._waiting_on()}")
+                                   f"{await self._waiting_on(run)}")
 
-    async def _waiting_on(self) -> str:
+    async def _waiting_on(self, view: RunView | None = None) -> str:
         """``; it waits on: hook approve:7 (no payload yet)``: what a wait that timed out adds to its message
-        (``client.waits.waits_text``), or nothing when reading it fails: the timeout is the error to raise, the
-        wait's detail only helps read it."""
+        (``client.waits.waits_text``; ``view``: the run as the wait last read it), or nothing when reading it
+        fails: the timeout is the error to raise, the wait's detail only helps read it."""
         try:
-            return f"; it waits on: {await waits_text(self.client.world, self.run_id)}"
+            return f"; it waits on: {await waits_text(self.client.world, self.run_id, view)}"
         except Exception:  # any read failure: the TimeoutError must still be raised, with what is known
             return ""
 
@@ -148,7 +148,7 @@ class Run(Generic[R_co]):
 
     async def events(self) -> list[Event]:
         """The run's whole event log, in order, with values: what ``awsworld events`` shows."""
-        return await collect_pages(lambda cursor: self.client.world.events.list(self.run_id, cursor=cursor))
+        return await read_events(self.client.world, self.run_id)
 
     async def children(self) -> list[Run[Any]]:
         """The child runs this run has started (``await child_wf(...)``, ``start_child``), in call order: read
@@ -158,8 +158,7 @@ class Run(Generic[R_co]):
 
     async def steps(self) -> list[Step]:
         """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``)."""
-        steps = await collect_pages(lambda cursor: self.client.world.steps.list(self.run_id, cursor=cursor))
-        return sorted(steps, key=lambda step: call_order(step.step_id))
+        return await read_steps(self.client.world, self.run_id)
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
         """The chunks of the run's stream ``name`` from ``start_index``, as written (one ``bytes`` each), live: it

@@ -20,13 +20,12 @@ from typing import Any
 
 from .._engine.divergence import call_order
 from .._engine.ops import DISPLAY_NAME_FIELD, HEARTBEAT_EVERY_FIELD, HOOK_HEARTBEAT, HOOK_TIMEOUT
-from .._timeline import deadline_text, hook_waits, read_events, when
+from .._timeline import deadline_text, hook_waits, read_events, read_steps, when
 from .._worker.delivery import DELIVERY_FINDING
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
-from ..world.entities import TERMINAL_RUN_STATUSES, Step
+from ..world.entities import TERMINAL_RUN_STATUSES, Run, Step
 from ..world.events import Event
-from ..world.pages import collect_pages
 from ..world.protocol import World
 from .limits import limit_wait_text, limit_waits
 
@@ -99,15 +98,16 @@ async def run_waits(world: World, run_id: str, status: str, context: dict[str, A
     return with_limits(waiting_on(status, steps, events), await limit_waits(world, run_id, status, context, events))
 
 
-async def waits_text(world: World, run_id: str) -> str:
+async def waits_text(world: World, run_id: str, view: Run | None = None) -> str:
     """What the run waits on, for people: each of ``run_waits``'s entries as ``describe_wait`` says it, "; "
-    joined (``nothing it has recorded`` when none). Reads the run, its steps and its log, without values: what a
-    wait that timed out (``Run.result``) or stalled (the test environment's ``RunStalledError``) says."""
-    view = await world.runs.get(run_id, resolve_data="none")
-    steps = await collect_pages(lambda cursor: world.steps.list(run_id, cursor=cursor, resolve_data="none"))
+    joined (``nothing it has recorded`` when none). Reads the run (unless its ``view`` is given), its steps and
+    its log, without values: what a wait that timed out (``Run.result``) or stalled (the test environment's
+    ``RunStalledError``) says."""
+    if view is None:
+        view = await world.runs.get(run_id, resolve_data="none")
+    steps = await read_steps(world, run_id, values=False)
     events = await read_events(world, run_id, values=False)
-    waits = await run_waits(world, run_id, view.status, view.execution_context,
-                            sorted(steps, key=lambda step: call_order(step.step_id)), events)
+    waits = await run_waits(world, run_id, view.status, view.execution_context, steps, events)
     return "; ".join(describe_wait(wait) for wait in waits) or "nothing it has recorded"
 
 

@@ -107,7 +107,7 @@ class WorkflowTestEnv:
         """Why a wait for the run cannot end (``RunStalledError``'s message): what the run waits on, as
         ``awsworld describe`` lists it (``client/waits.py``), and what the test can do about it."""
         view = await self.world.runs.get(run_id, resolve_data="none")
-        what = await waits_text(self.world, run_id)
+        what = await waits_text(self.world, run_id, view)
         run = f"run {run_id} ({view.workflow_name})"
         head = (f"{run} does not hold hook {hook_token!r}{await self._holder_of(hook_token)}, and"
                 if hook_token is not None else f"{run} is {view.status}, and")
