@@ -9,6 +9,7 @@ import json
 import re
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,16 @@ async def rated(n: int) -> int:
 @workflow(name="clitest.call_rated")
 async def call_rated(n: int) -> int:
     return await rated(n)
+
+
+@step(name="clitest.trickled", rate=RateLimit("1/m"))
+async def trickled(n: int) -> int:
+    return n
+
+
+@workflow(name="clitest.trickle")
+async def trickle(n: int) -> int:
+    return await trickled(n)
 '''
 LIMIT = "workflow:clitest.per_customer"
 
@@ -168,6 +179,37 @@ def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     assert re.search(r", 0 token\(s\), the next free start " + next_start, shown), shown
     assert dev.json("limits", "describe", "step:clitest.rated")["keys"][0]["nextStart"] is not None
     assert dev("limits", "reset", "step:clitest.rated").code == 0
+
+
+def test_a_restart_forgets_the_starts_its_lost_messages_had_reserved(dev: Dev, project: Path) -> None:
+    """``dev --state`` does not save the queue, so a step waiting for its reserved start loses its message and
+    reserves again when its run is woken. The restore drops the lost reservations from the bucket: the woken steps
+    queue behind the starts that happened, not behind their own old reservations too (with 1 a minute, 4 runs, a
+    restart once 3 are reserved: the next free start was 7 minutes after the first start, 3 of them lost)."""
+    def next_start(server: Dev) -> datetime | None:
+        keys = server.json("limits", "describe", "step:clitest.trickled")["keys"]
+        return datetime.fromisoformat(keys[0]["nextStart"]) if keys and keys[0]["nextStart"] else None
+
+    first = Dev(project, project / "state-trickle", dev.runners)
+    try:
+        began = datetime.now(UTC)
+        for n in range(4):
+            assert first("start", "clitest.trickle", f"[{n}]").code == 0
+        _until(lambda: (at := next_start(first)) and at >= began + timedelta(minutes=3.5), "4 starts reserved")
+    finally:
+        assert "state saved" in first.stop()
+    restarted = datetime.now(UTC)
+    second = Dev(project, project / "state-trickle", dev.runners)
+    try:
+        assert any("3 unfinished run(s) woken" in line for line in second.banner), second.banner
+        # The 3 woken steps reserve 1, 2 and 3 minutes after the restore: the next start is the 4th minute's.
+        at = _until(lambda: (at := next_start(second)) and at >= restarted + timedelta(minutes=3.5) and at,
+                    "the woken steps reserved again")
+        time.sleep(1)
+        assert next_start(second) == at, "no more reservations"
+        assert at < restarted + timedelta(minutes=4.5), (at - restarted, "behind the lost reservations")
+    finally:
+        second.stop()
 
 
 def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> None:

@@ -25,6 +25,7 @@ from awsworld.world.rules.limiters import (
     empty_pool,
     parse_rate,
     release,
+    reservations_lost,
     reserve,
     run_holder,
     settle,
@@ -186,6 +187,30 @@ def test_reserved_times_rounded_to_the_queue_still_conform() -> None:
         starts.append(reserved.at)
         assert reserved.at == at or (reserved.at - at).total_seconds() == int((reserved.at - at).total_seconds())
     assert conforms(starts, 10, 10)
+
+
+def test_lost_reservations_leave_the_bucket_and_the_rate_still_holds() -> None:
+    """A restart that lost the queue (``awsworld dev``): the starts reserved after ``now`` are forgotten, so the
+    steps that reserve again start at most one interval late, and with the starts that happened the rate holds."""
+    pool = empty_pool(LimitSpec("l", rate=parse_rate("10/s", burst=5)), "k")
+    starts = []
+    for _ in range(25):
+        reserved = reserve(pool, "k", T0)
+        pool = reserved.pool
+        starts.append(reserved.at)
+    now = T0 + timedelta(seconds=0.5)
+    happened = [at for at in starts if at <= now]
+    pool = reservations_lost(pool, now)
+    again = []
+    for _ in range(len(starts) - len(happened)):
+        reserved = reserve(pool, "k", now)
+        pool = reserved.pool
+        again.append(reserved.at)
+    assert again[0] <= now + timedelta(seconds=0.1), "at most one interval late"
+    assert conforms(happened + again, 10, 5)
+    assert again[-1] < starts[-1] + timedelta(seconds=0.6), "not behind the lost reservations (2.1 s more)"
+    calm = reservations_lost(pool, again[-1] + timedelta(seconds=1))
+    assert calm.keys == pool.keys, "a bucket with nothing reserved ahead is kept as it is"
 
 
 def conforms(starts: list[datetime], per_second: int, burst: int) -> bool:

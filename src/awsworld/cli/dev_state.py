@@ -16,7 +16,9 @@ What a restore changes, because the process that held it is gone: the queue's de
 (they name messages that no longer exist, and would hold their keys back for days), and every step that was
 running gets its lease ended (``world.rules.leases``): its delivery died with the old process, so the first flow of
 its run takes it over as a new attempt instead of waiting for a lease that nobody will finish. Its body ran
-(at least partly) once already: a step is at-least-once.
+(at least partly) once already: a step is at-least-once. And a rate limit's buckets forget the starts reserved for
+after the restore (``world.rules.limiters.reservations_lost``): their messages were in the queue, and each of those
+steps reserves again when its run is woken, which would otherwise put it behind its own lost reservation.
 """
 
 from __future__ import annotations
@@ -32,8 +34,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..aws.keys import RUN_SK, STEP_PREFIX
+from ..aws.limiter_store import PARTITION_PREFIX, POOL_PREFIX, decode_pool, encode_pool
 from ..aws.log.transitions import INLINE_STEP
 from ..world.rules.leases import LEASE_UNTIL_FIELD
+from ..world.rules.limiters import reservations_lost
 
 if TYPE_CHECKING:
     from ..aws.world import AWSWorld
@@ -205,10 +209,15 @@ async def restore(world: AWSWorld, directory: Path) -> int:
 
 
 def _restored(item: dict[str, Any], now: str) -> dict[str, Any] | None:
-    """A saved item as a restore loads it: dedup markers dropped, running steps' leases ended (see above)."""
+    """A saved item as a restore loads it: dedup markers dropped, running steps' leases ended, rate buckets without
+    the starts reserved ahead (see above)."""
     pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
     if pk.startswith(DEDUP_PREFIX):
         return None
+    if pk.startswith(PARTITION_PREFIX) and sk.startswith(POOL_PREFIX):
+        pool = decode_pool(item["s"]["S"], int(item["v"]["N"]), pk.removeprefix(PARTITION_PREFIX),
+                           sk.removeprefix(POOL_PREFIX))
+        item["s"] = {"S": encode_pool(reservations_lost(pool, datetime.fromisoformat(now)))}
     if sk.startswith(STEP_PREFIX) and item.get("status", {}).get("S") == "running":
         item[LEASE_UNTIL_FIELD] = {"S": now}
     if sk == RUN_SK and "M" in item.get(INLINE_STEP, {}):

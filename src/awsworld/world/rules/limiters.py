@@ -529,6 +529,24 @@ def next_start(pool: Pool, key: str, now: datetime) -> datetime | None:
     return max(now, tat - timedelta(seconds=rate.interval * (rate.burst - 1)))
 
 
+def reservations_lost(pool: Pool, now: datetime) -> Pool:
+    """The pool once every start reserved for later than ``now`` has lost its message, as on an ``awsworld dev``
+    restart (the queue is not saved: ``cli/dev_state.py``). The wake of each run sends its steps again, and each
+    reserves anew; left as it was, a bucket would count the lost starts as well, and the new ones would queue
+    behind a backlog that no message holds any more. A bucket keeps only what starts up to now may have taken: at
+    most a full burst, so its ``tat`` moves back to ``now`` plus ``burst`` intervals when it was later. The rate
+    still holds; at worst one start waits one interval longer than it had to."""
+    keys: dict[str, KeyState] = {}
+    for key, state in pool.keys.items():
+        rate = pool.rate(key)
+        if rate is not None and state.tat is not None:
+            kept = now + timedelta(seconds=rate.interval * rate.burst)
+            if state.tat > kept:
+                state = evolve(state, tat=kept)
+        keys[key] = state
+    return evolve(pool, keys=keys)
+
+
 # ---------------------------------------------------------------- run-time changes
 
 
