@@ -15,6 +15,7 @@ import pytest
 
 from awsworld import Concurrency, RateLimit, step, workflow
 from awsworld._worker.limiter import Limiter
+from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage, queue_name_for
 from awsworld.world.rules.limiters import step_holder
 
@@ -137,6 +138,32 @@ async def rate_held(e2e: E2E, workflow_fn: Any, name: str, *, per_second: int, b
     lags = [(s - a).total_seconds() for s, a in zip(starts, admitted, strict=True)]
     assert min(lags) >= 0
     assert worst_window(starts, per_second, burst + math.ceil(per_second * max(lags))) <= 1e-6
+
+
+@step(name="steplimits.trickled", rate=RateLimit("1/m"))
+async def trickled(n: int) -> int:
+    return n
+
+
+@workflow(name="steplimits.trickle")
+async def trickle(n: int) -> int:
+    return await trickled(n)
+
+
+async def test_a_waiting_step_reserves_one_start_so_the_rate_is_used_whole() -> None:
+    """6 runs whose first step is limited to 1 a minute: one start a minute, done in 5 minutes. A first step its
+    limit made wait was asked again by the same delivery (declared, then tried inline), and each ask of a rate
+    reserves a start: two tokens a step, the starts at 0, 1, 3, 5, 7 and 9 minutes, and the bucket 13 minutes
+    ahead. (The virtual clock skips the waits; a reservation is exact to the delivery's own time.)"""
+    async with WorkflowTestEnv() as env:
+        began = env.now()
+        runs = [await env.client.start(trickle, n) for n in range(6)]
+        assert [await run.result(timeout=60) for run in runs] == list(range(6))
+        started = [e for run in runs for e in await run.events() if e.event_type == "step_started"]
+        admitted = [datetime.fromisoformat((e.event_data or {})["limit"]["admittedAt"]) for e in started]
+        assert sorted(round((at - began).total_seconds() / 60) for at in admitted) == [0, 1, 2, 3, 4, 5]
+        bucket = (await env.client.limits.describe("step:steplimits.trickled")).keys[0]
+        assert bucket.next_start is not None and round((bucket.next_start - began).total_seconds() / 60) == 6
 
 
 PAYMENTS = Concurrency(1, key=lambda customer, n: customer, name="e2e-payments-api")
