@@ -150,6 +150,13 @@ async def trickle(n: int) -> int:
     return await trickled(n)
 
 
+@workflow(name="steplimits.trickle_in_a_row")
+async def trickle_in_a_row(count: int) -> int:
+    for n in range(count):
+        await trickled(n)
+    return count
+
+
 async def test_a_waiting_step_reserves_one_start_so_the_rate_is_used_whole() -> None:
     """6 runs whose first step is limited to 1 a minute: one start a minute, done in 5 minutes. A first step its
     limit made wait was asked again by the same delivery (declared, then tried inline), and each ask of a rate
@@ -164,6 +171,10 @@ async def test_a_waiting_step_reserves_one_start_so_the_rate_is_used_whole() -> 
         assert sorted(round((at - began).total_seconds() / 60) for at in admitted) == [0, 1, 2, 3, 4, 5]
         bucket = (await env.client.limits.describe("step:steplimits.trickled")).keys[0]
         assert bucket.next_start is not None and round((bucket.next_start - began).total_seconds() / 60) == 6
+    async with WorkflowTestEnv() as env:  # each step after the first waits too: 3 minutes for 4 (it took 6)
+        began = env.now()
+        assert await (await env.client.start(trickle_in_a_row, 4)).result(timeout=60) == 4
+        assert round((env.now() - began).total_seconds() / 60) == 3
 
 
 PAYMENTS = Concurrency(1, key=lambda customer, n: customer, name="e2e-payments-api")
