@@ -32,8 +32,9 @@ has ended, against the same runs started by ``Client.start``; the difference is 
 Limits across runs (issue 35) are priced per run and per step attempt: one-step runs whose workflow has a keyed
 concurrency limit (each run its own key: uncontended), whose step has a concurrency limit, and whose step has a
 rate limit, against the same runs without a limit; then runs of one key that all wait (contended: each registers
-as a waiter and is handed its slot by the run before it), and a minute of one run waiting (what a wait costs
-while nothing moves: no polling).
+as a waiter and is handed its slot by the run before it), runs started together whose step waits for a rate's
+token (each reserves one start and sends its message again, delayed to it), and a minute of one run waiting (what a
+wait costs while nothing moves: no polling).
 
 Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
 then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
@@ -618,6 +619,17 @@ async def bill_rated_add(i: int) -> int:
     return i + 1
 
 
+@step(name="bill.trickled_add", rate=RateLimit("4/s", burst=1))
+async def bill_trickled_add(i: int) -> int:
+    return i + 1
+
+
+@workflow(name="bill.trickled_step")
+async def bill_trickled_step(i: int) -> int:
+    """A one-step run whose step waits for its token when runs start together (``rated_runs``)."""
+    return await bill_trickled_add(i)
+
+
 @workflow(name="bill.keyed_run", concurrency=Concurrency(1, key=lambda key, i: key))
 async def bill_keyed_run(key: str, i: int) -> int:
     """A one-step run holding its key's slot: ``bill_one_step`` with a keyed run limit."""
@@ -885,6 +897,17 @@ class Harness:
         result.note = f"{n} runs of one key with a limit of 1, started at once (all but one wait their turn)"
         return result
 
+    async def rated_runs(self, n: int) -> Result:
+        """``n`` one-step runs started at once, their step limited to 4 starts a second (burst 1): all but the first
+        wait for a token (a reservation, and the step's message sent again, delayed to it)."""
+        async def body() -> None:
+            runs = [await self.client.start(bill_trickled_step, i) for i in range(n)]
+            for i, run in enumerate(runs):
+                assert await self.result(run) == i + 1
+        result = await self.measure("step rate limit, waiting", "run", n, body)
+        result.note = f"{n} runs of one step at 4/s (burst 1), started at once (all but one wait for a token)"
+        return result
+
     async def waiting_minute(self, seconds: float) -> Result:
         """A run waiting for a slot while its key's holder runs (waits on a hook) for ``seconds``: what waiting
         costs while nothing moves (the unit is a minute)."""
@@ -1029,7 +1052,7 @@ def limits_report(results: list[Result]) -> list[str]:
         out.append(f"{r.name + ' (per run)':<34}{delta[0]:>9.2f}{delta[1]:>7.2f}{delta[2]:>7.2f}{delta[3]:>7.2f}"
                    f"{delta[4]:>10.2f}")
     for r in results:
-        if r.name == "keyed run limit, contended":
+        if r.name in ("keyed run limit, contended", "step rate limit, waiting"):
             mine = per(r.bill, r.units)
             out.append(f"{r.name + ' (per run)':<34}" + "".join(f"{m - z:>{w}.2f}" for m, z, w in zip(
                 mine, zero, (9, 7, 7, 7, 10), strict=True)))
@@ -1107,6 +1130,7 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("limits", lambda: harness.limited_runs(
                     "step rate limit", n, lambda i: harness.client.start(bill_rated_step, i))),
                 ("limits", lambda: harness.contended_runs(max(10, n // 5))),
+                ("limits", lambda: harness.rated_runs(max(10, n // 5))),
                 ("limits", lambda: harness.waiting_minute(20.0)),
             ]
             for key, workload in plan:

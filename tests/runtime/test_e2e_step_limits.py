@@ -177,6 +177,68 @@ async def test_a_waiting_step_reserves_one_start_so_the_rate_is_used_whole() -> 
         assert round((env.now() - began).total_seconds() / 60) == 3
 
 
+async def test_a_backlog_longer_than_the_watch_horizon_reserves_one_start_a_step() -> None:
+    """12 runs of one step at 1 a minute: the last waits 11 minutes, more than the watch horizon (5). Each wake of a
+    waiting run took its step's message for lost and sent it again, and the new message reserved another start,
+    further back: 12 runs reserved 19 starts (40 runs, 122), and a run started after them would have waited for
+    those too. The new message now finds the start its step holds (``step_limits.RESENT_FIELD``)."""
+    async with WorkflowTestEnv() as env:
+        began = env.now()
+        runs = [await env.client.start(trickle, n) for n in range(12)]
+        assert [await run.result(timeout=60) for run in runs] == list(range(12))
+        started = [e for run in runs for e in await run.events() if e.event_type == "step_started"]
+        admitted = [datetime.fromisoformat((e.event_data or {})["limit"]["admittedAt"]) for e in started]
+        assert sorted(round((at - began).total_seconds() / 60) for at in admitted) == list(range(12))
+        bucket = (await env.client.limits.describe("step:steplimits.trickled")).keys[0]
+        assert bucket.next_start is not None and round((bucket.next_start - began).total_seconds() / 60) == 12
+
+
+@step(name="steplimits.held_back", rate=RateLimit("1/m"))
+async def held_back(n: int) -> int:
+    return n
+
+
+@workflow(name="steplimits.held_back_run")
+async def held_back_run(n: int) -> int:
+    return await held_back(n)
+
+
+@pytest.mark.sweep_on(DYNAMODB_LOCAL)  # .ci/run: memory and moto (3 s each)
+async def test_a_step_sent_again_after_the_horizon_finds_the_start_it_holds(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs of a step at 1 a minute: one starts at once, the other's start is a minute away, past the watch
+    horizon (2 s here), so it is kept in the World's limiter store. A wake after the horizon (``awsworld wake``, or
+    the watchdog's) finds that step declared and not started and sends its message again; that message used to
+    reserve another start (the pool written a third time, the bucket a minute further back), and now finds the
+    one its step holds."""
+    monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "2")
+    monkeypatch.setenv("AWSWORLD_WATCH_BUCKET_SECONDS", "0.5")
+    limiter = Limiter(e2e.world)
+    clock = asyncio.get_running_loop().time
+    deadline = clock() + 60
+
+    async def version() -> int:
+        pools = await limiter.pools("step:steplimits.held_back")
+        return pools[0].version if pools else 0
+
+    runs = [await e2e.start(held_back_run, n) for n in range(2)]
+    while await version() < 2:  # both reserved: one start now, one a minute on
+        assert clock() < deadline, "the two steps reserved their starts"
+        await asyncio.sleep(0.05)
+    await asyncio.sleep(2.5)  # the waiting step was declared longer ago than the horizon
+    started = [any(e.event_type == "step_started" for e in await run.events()) for run in runs]
+    assert sorted(started) == [False, True], "whichever asked first started at once"
+    waiting, ran = runs[started.index(False)], started.index(True)
+    seen = len(e2e.poller.results)
+    await e2e.client.wake(waiting.run_id)
+    while "limit-wait" not in [r.status for r in e2e.poller.results[seen:]]:  # the step's message, sent again
+        assert clock() < deadline, "the wake sent the step's message again"
+        await asyncio.sleep(0.05)
+    assert await version() == 2, "the step sent again reserved no second start"
+    assert await runs[ran].result(timeout=30) == ran
+    await e2e.client.cancel(waiting.run_id)
+
+
 PAYMENTS = Concurrency(1, key=lambda customer, n: customer, name="e2e-payments-api")
 
 

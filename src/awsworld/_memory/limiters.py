@@ -8,6 +8,7 @@ Delays in memory are exact (the virtual clock), so reserved start times are not 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 from ..world.rules.limiters import Pool, Waiter
@@ -18,10 +19,11 @@ class MemoryLimiters:
     delay_step = 0.0
 
     def __init__(self, records: dict[str, Any]) -> None:
-        """``records``: the storage's ``State.limiters`` (``pools`` by (limit, pool), ``waiters`` by (limit, pool)
-        then holder)."""
+        """``records``: the storage's ``State.limiters`` (``pools`` by (limit, pool), ``waiters`` and ``reserved``
+        by (limit, pool) then holder)."""
         self.pools_by_key: dict[tuple[str, str], Pool] = records.setdefault("pools", {})
         self.waiting: dict[tuple[str, str], dict[str, Waiter]] = records.setdefault("waiters", {})
+        self.reserved: dict[tuple[str, str], dict[str, datetime]] = records.setdefault("reserved", {})
 
     async def read(self, limit: str, pool: str) -> Pool | None:
         return self.pools_by_key.get((limit, pool))
@@ -47,6 +49,12 @@ class MemoryLimiters:
         for waiter in add:
             waiting[waiter.holder] = waiter
         return True
+
+    async def keep_reservation(self, limit: str, pool: str, holder: str, at: datetime) -> None:
+        self.reserved.setdefault((limit, pool), {})[holder] = at  # (never expires: memory lives as long as a test)
+
+    async def reservation(self, limit: str, pool: str, holder: str) -> datetime | None:
+        return self.reserved.get((limit, pool), {}).get(holder)
 
     async def limits(self) -> list[str]:
         return sorted({limit for limit, _ in self.pools_by_key})

@@ -17,6 +17,14 @@ no more. In that order:
    ends. The marked message starts without reserving again. A step waiting for its token keeps its slot (its
    lease covers the wait), so the starts both limits allow are the starts that happen.
 
+   A start reserved further ahead than a wake waits for a step's message (the watch horizon, less a bucket) is
+   also kept in the limiter store under the step (``keep_reservation``). A flow that replays the run after the
+   horizon finds the step declared and not started, takes its message for lost, and sends it again marked
+   ``resent`` (``RESENT_FIELD``); that message asks the store for the step's start before it reserves one. Without
+   that, every wake of a backlog longer than the horizon reserved each waiting step another start, further
+   back: 40 runs of one step at ``1/m`` reserved 122 starts for 40 and pushed the bucket's next start 2 hours
+   out, where 40 minutes was due. A message sent again reserves too, kept (its step may be sent again).
+
 The key is the step's key function over its arguments (read from the step's declaration when the delivery does
 not hold them: a queued step's message carries no input). A key function that raises fails the attempt with
 ``LimitInputError`` (not retried) after its start, without running the body or taking anything.
@@ -41,6 +49,7 @@ from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS
 from ..world.rules.limiters import Acquired, Ask, LimitInputError, pool_of, step_holder
+from ..world.watch import bucket_seconds, horizon
 from .limiter import Limiter
 
 RESERVED_FIELD = "reservedAt"
@@ -48,6 +57,9 @@ RESERVED_FIELD = "reservedAt"
 token)."""
 PRIORITY_FIELD = "priority"
 """A step message's ``runContext`` field: its run's priority (``run_limits.PRIORITY_CONTEXT``)."""
+RESENT_FIELD = "resent"
+"""A step message's ``runContext`` field: sent again for a step a flow found declared long ago and not started
+(``recovery.overdue``): its first message may be lost, or waiting for a start its bucket reserved."""
 SLOT_MARGIN = timedelta(seconds=1)
 """A slot's lease outlasts the attempt's own by this much: taken before the attempt's start, it must not end
 before the lease that start records."""
@@ -126,6 +138,10 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     now = clock_of(world).now()
     context = wake.run_context
     reserved = _reserved(context.get(RESERVED_FIELD))
+    resent = context.get(RESENT_FIELD) is True
+    kept = None
+    if reserved is None and resent and spec.rate is not None:  # its first message may wait for a start it holds
+        kept = reserved = await limiter.store.reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
     priority = context.get(PRIORITY_FIELD)
     slot = None
     if spec.concurrency is not None or spec.total is not None:
@@ -144,7 +160,11 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     admitted = now
     if spec.rate is not None:
         at = admitted = reserved if reserved is not None else await limiter.reserve(spec, key)
+        if reserved is None and (resent or at - now > horizon() - timedelta(seconds=bucket_seconds())):
+            await limiter.store.keep_reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id), at)
         sent = clock_of(world).now()
+        if kept is not None and kept > sent:
+            return WAITING  # the message delayed to its start brings it (lost: a wake after that start sends it)
         if at > sent:  # (a reserved message that came early goes back for the rest of its delay)
             later = replace(wake, run_context={**context, RESERVED_FIELD: at.isoformat()})
             await world.queue(queue_name_for(wake.workflow_name), later.to_payload(),

@@ -6,6 +6,7 @@ rewritten whole and conditioned on its version (``world.limiters.LimiterStore``;
 |---|---|---|---|
 | a pool | ``LIMIT#<name>`` | ``P#<pool>`` | ``v`` (version), ``s`` (the pool as JSON), ``expiresAt`` |
 | a waiter | ``LIMIT#<name>`` | ``W#<pool>#<holder>`` | ``s`` (the waiter as JSON) |
+| a start reserved far ahead | ``LIMIT#<name>`` | ``R#<pool>#<holder>`` | ``at`` (ISO 8601 UTC), ``expiresAt`` |
 | a limit's name | ``LIMITS`` | ``<name>`` | (after a pool's first write, once per process: ``awsworld limits``) |
 
 Priced by the byte: a pool holds its holders and the keys that wait (tens of bytes each), so a pool of a limit
@@ -39,7 +40,10 @@ PARTITION_PREFIX = "LIMIT#"
 NAMES_PARTITION = "LIMITS"
 POOL_PREFIX = "P#"
 WAITER_PREFIX = "W#"
+RESERVED_PREFIX = "R#"
 IDLE_DAYS = 30
+RESERVATION_KEPT_SECONDS = 3600
+"""A kept reservation's item outlives its start by this much (its TTL), then goes."""
 
 
 class DynamoLimiters:
@@ -111,6 +115,19 @@ class DynamoLimiters:
                 raise _Lost from None
             raise
 
+    async def keep_reservation(self, limit: str, pool: str, holder: str, at: datetime) -> None:
+        ddb = await self.clients.dynamodb()
+        await ddb.put_item(TableName=self._table, ReturnConsumedCapacity="TOTAL", Item=to_ddb({
+            **_reserved_key(limit, pool, holder), "at": at.astimezone(UTC).isoformat(),
+            TTL_ATTRIBUTE: int(epoch(at) + RESERVATION_KEPT_SECONDS)}))
+
+    async def reservation(self, limit: str, pool: str, holder: str) -> datetime | None:
+        ddb = await self.clients.dynamodb()
+        response = await ddb.get_item(TableName=self._table, Key=to_ddb(_reserved_key(limit, pool, holder)),
+                                      ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
+        item = from_ddb(response.get("Item"))
+        return None if item is None else datetime.fromisoformat(str(item["at"]))
+
     async def limits(self) -> list[str]:
         return sorted(str(item[SK]) for item in await self._query(NAMES_PARTITION, ""))
 
@@ -149,6 +166,10 @@ def _pool_key(limit: str, pool: str) -> dict[str, str]:
 
 def _waiter_key(limit: str, pool: str, holder: str) -> dict[str, str]:
     return {PK: PARTITION_PREFIX + limit, SK: f"{WAITER_PREFIX}{pool}#{holder}"}
+
+
+def _reserved_key(limit: str, pool: str, holder: str) -> dict[str, str]:
+    return {PK: PARTITION_PREFIX + limit, SK: f"{RESERVED_PREFIX}{pool}#{holder}"}
 
 
 # -- the records as JSON (short keys: a pool is rewritten by every take and release, and billed by the KB) --------

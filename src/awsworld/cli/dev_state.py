@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..aws.keys import RUN_SK, STEP_PREFIX
-from ..aws.limiter_store import PARTITION_PREFIX, POOL_PREFIX, decode_pool, encode_pool
+from ..aws.limiter_store import PARTITION_PREFIX, POOL_PREFIX, RESERVED_PREFIX, decode_pool, encode_pool
 from ..aws.log.transitions import INLINE_STEP
 from ..world.rules.leases import LEASE_UNTIL_FIELD
 from ..world.rules.limiters import reservations_lost
@@ -209,11 +209,13 @@ async def restore(world: AWSWorld, directory: Path) -> int:
 
 
 def _restored(item: dict[str, Any], now: str) -> dict[str, Any] | None:
-    """A saved item as a restore loads it: dedup markers dropped, running steps' leases ended, rate buckets without
-    the starts reserved ahead (see above)."""
+    """A saved item as a restore loads it: dedup markers dropped, running steps' leases ended, rate buckets and the
+    reservations kept for steps without the starts reserved ahead (see above)."""
     pk, sk = item.get("pk", {}).get("S", ""), item.get("sk", {}).get("S", "")
     if pk.startswith(DEDUP_PREFIX):
         return None
+    if pk.startswith(PARTITION_PREFIX) and sk.startswith(RESERVED_PREFIX):
+        return None  # a start reserved far ahead: its message was in the queue, and its bucket forgets it (below)
     if pk.startswith(PARTITION_PREFIX) and sk.startswith(POOL_PREFIX):
         pool = decode_pool(item["s"]["S"], int(item["v"]["N"]), pk.removeprefix(PARTITION_PREFIX),
                            sk.removeprefix(POOL_PREFIX))

@@ -1,4 +1,5 @@
-"""A World's limiter store (``world.limiters``): where flow control across runs keeps its pools and waiters.
+"""A World's limiter store (``world.limiters``): where flow control across runs keeps its pools and waiters, and
+the starts reserved far ahead.
 
 awsworld's extension, like the schedule store. Both stores keep the records of ``world.rules.limiters`` and decide
 nothing: every write stores a pool whole, conditioned on the version its writer read, with the waiter records
@@ -11,6 +12,7 @@ again. The DynamoDB store (``aws/limiter_store.py``) keeps them in the stack's t
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Protocol
 
 from .rules.limiters import Pool, Waiter
@@ -38,6 +40,17 @@ class LimiterStore(Protocol):
         """Store ``pool`` at version ``expected_version + 1`` if the stored one is at ``expected_version`` (0: none
         is stored), with the waiter records ``add`` put and those of the holders ``remove`` deleted, all or
         nothing. False when the pool moved (read again, decide again)."""
+        ...
+
+    async def keep_reservation(self, limit: str, pool: str, holder: str, at: datetime) -> None:
+        """Remember the start ``holder`` reserved in the pool, ``at``, for a while after it (an hour). Only a start
+        reserved further ahead than a wake waits for a step's message is kept: that wake thinks the message lost
+        and sends the step again, and the new message must find this start rather than reserve another
+        (``_worker/step_limits.py``). A plain write: lost in a crash, the step reserves again (one token)."""
+        ...
+
+    async def reservation(self, limit: str, pool: str, holder: str) -> datetime | None:
+        """The start ``holder`` reserved in the pool, if it is kept (``keep_reservation``)."""
         ...
 
     async def limits(self) -> list[str]:
