@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC
-from typing import Any
+from typing import Any, Literal
 
 from .._engine.execution import WorkflowExecution
 from .._engine.ops import HookOp, StepOp, WaitOp, named
@@ -32,6 +32,9 @@ from .provisional import ProvisionalOutcomes, written
 from .step_runner import start_event, step_lease
 
 log = logging.getLogger("awsworld.flow")
+
+Admission = Literal["taken", "waiting", "unkeyed"]
+"""What a limited step to be born running got from its limit (``Declarer._take``)."""
 
 
 class Declarer:
@@ -61,10 +64,10 @@ class Declarer:
         waits_for_limit: StepOp | None = None
         if born is not None and born.poll is None:
             definition = resolve_step(self.registry, born.definition.name)
-            taken = await self._take(born, definition) if definition.limit is not None else True
-            if taken is step_limits.WAITING:
+            admitted = await self._take(born, definition) if definition.limit is not None else "taken"
+            if admitted == "waiting":
                 waits_for_limit = born  # declared below; its limit's message brings it (see _waits_for_limit)
-            if taken is not True:
+            if admitted != "taken":
                 born = None
         if self.provisional.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
@@ -96,23 +99,23 @@ class Declarer:
             self._waits_for_limit(waits_for_limit)
         return True
 
-    async def _take(self, born: StepOp, definition: StepDef) -> bool | str:
+    async def _take(self, born: StepOp, definition: StepDef) -> Admission:
         """A limited step to be born running takes its slot and token first (``step_limits``), so its start
-        costs no write of its own: True when it did; ``step_limits.WAITING`` when its limit makes it wait (its
-        message, sent or to be sent by the limit, brings it); False when its key cannot be computed (its attempt
+        costs no write of its own: ``taken`` when it did; ``waiting`` when its limit makes it wait (its message,
+        sent or to be sent by the limit, brings it); ``unkeyed`` when its key cannot be computed (its attempt
         fails on that, inline). (Asked of a limited step's first attempt only: a step without a limit, or a
         poll, takes nothing.)"""
         try:
             key = step_limits.key_of_call(definition, born.input, self.log.run_id, born.id)
         except (LimitInputError, CodecError):
-            return False
+            return "unkeyed"
         taken = await step_limits.take(self.log.world, definition, self.log.run_id, born.id, key,
                                        wake=self.messages.step_message(born),
                                        lease_seconds=step_lease(definition, self.deadline))
         if not isinstance(taken, step_limits.Taken):
-            return step_limits.WAITING
+            return "waiting"
         self.claims.taken[born.id] = taken
-        return True
+        return "taken"
 
     def _waits_for_limit(self, step: StepOp) -> None:
         """A step its limit made wait, now declared: neither run here nor queued by this delivery. Its limit
