@@ -177,11 +177,22 @@ async def test_a_waiting_step_reserves_one_start_so_the_rate_is_used_whole() -> 
         assert round((env.now() - began).total_seconds() / 60) == 3
 
 
+@step(name="steplimits.paired", concurrency=2, rate=RateLimit("1/m"))
+async def paired(n: int) -> int:
+    return n
+
+
+@workflow(name="steplimits.pair")
+async def pair(n: int) -> int:
+    return await paired(n)
+
+
 async def test_a_backlog_longer_than_the_watch_horizon_reserves_one_start_a_step() -> None:
     """12 runs of one step at 1 a minute: the last waits 11 minutes, more than the watch horizon (5). Each wake of a
     waiting run took its step's message for lost and sent it again, and the new message reserved another start,
     further back: 12 runs reserved 19 starts (40 runs, 122), and a run started after them would have waited for
-    those too. The new message now finds the start its step holds (``step_limits.RESENT_FIELD``)."""
+    those too. The new message now finds the start its step holds (``step_limits.DECLARED_FIELD``). So does a
+    step that waited that long for a slot before it asked for a token."""
     async with WorkflowTestEnv() as env:
         began = env.now()
         runs = [await env.client.start(trickle, n) for n in range(12)]
@@ -190,6 +201,13 @@ async def test_a_backlog_longer_than_the_watch_horizon_reserves_one_start_a_step
         admitted = [datetime.fromisoformat((e.event_data or {})["limit"]["admittedAt"]) for e in started]
         assert sorted(round((at - began).total_seconds() / 60) for at in admitted) == list(range(12))
         bucket = (await env.client.limits.describe("step:steplimits.trickled")).keys[0]
+        assert bucket.next_start is not None and round((bucket.next_start - began).total_seconds() / 60) == 12
+    async with WorkflowTestEnv() as env:  # a slot first (2 at once), then a token: 11 minutes (it took 16)
+        began = env.now()
+        runs = [await env.client.start(pair, n) for n in range(12)]
+        assert [await run.result(timeout=60) for run in runs] == list(range(12))
+        assert round((env.now() - began).total_seconds() / 60) == 11
+        bucket = (await env.client.limits.describe("step:steplimits.paired")).keys[0]
         assert bucket.next_start is not None and round((bucket.next_start - began).total_seconds() / 60) == 12
 
 

@@ -7,11 +7,12 @@ import math
 from typing import Any
 
 from .._engine.ops import StepOp
+from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .flow_state import FlowLog
 from .run_limits import recorded_priority
-from .step_limits import PRIORITY_FIELD, RESENT_FIELD
+from .step_limits import DECLARED_FIELD, PRIORITY_FIELD
 
 
 class FlowMessages:
@@ -29,14 +30,14 @@ class FlowMessages:
     def flow_message(self) -> FlowMessage:
         return FlowMessage(self.message.run_id, self.message.workflow_name, deployment=self.message.deployment)
 
-    def step_message(self, step: StepOp, *, resent: bool = False) -> FlowMessage:
-        """(Addressed, like the flow's own messages, to the run's deployment: ``_deployments.routing``.)
-        ``resent``: sent again for a step declared long ago and not started (``step_limits.RESENT_FIELD``)."""
+    def step_message(self, step: StepOp) -> FlowMessage:
+        """(Addressed, like the flow's own messages, to the run's deployment: ``_deployments.routing``.) It says
+        when the step was declared (now, for one being declared): a limit's wait reads it
+        (``step_limits.DECLARED_FIELD``)."""
         if self._context is None:
             self._context = self._run_context()
         context = dict(self._context)
-        if resent:
-            context[RESENT_FIELD] = True
+        context[DECLARED_FIELD] = (step.declared_at or clock_of(self.world).now()).isoformat()
         return FlowMessage(self.message.run_id, self.message.workflow_name, step.id, step.definition.name,
                            run_context=context,
                            wakes_on=tuple(sorted(step.wakes_on)) if step.wakes_on else (),

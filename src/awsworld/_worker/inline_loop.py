@@ -43,7 +43,7 @@ from .endings import RunEndings
 from .flow_messages import FlowMessages
 from .flow_state import TERMINAL, FlowLog, FlowSettings, FlowStats, StepClaims
 from .provisional import ProvisionalOutcomes
-from .recovery import dispatch_key, overdue, rest, started_by, wake_at_lease_end
+from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
 from .run_control import cancel_for_limit
 from .run_limits import admit_in_flow, leave_in_flow
 from .step_limits import free_run_steps
@@ -247,8 +247,7 @@ class Flow:
             # step finished continues the flow, which would re-queue the rest again; the key stops that cascade
             # while the first message is live.
             results = await self.world.queue_batch(messages.queue_name, [
-                {"payload": messages.step_message(s, resent=overdue(s, now)).to_payload(),
-                 "idempotency_key": dispatch_key(self.run_id, s, now)}
+                {"payload": messages.step_message(s).to_payload(), "idempotency_key": dispatch_key(self.run_id, s, now)}
                 for s in to_queue
             ])
             failed = [r.error for r in results if not r.ok]

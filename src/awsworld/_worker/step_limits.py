@@ -17,13 +17,14 @@ no more. In that order:
    ends. The marked message starts without reserving again. A step waiting for its token keeps its slot (its
    lease covers the wait), so the starts both limits allow are the starts that happen.
 
-   A start reserved further ahead than a wake waits for a step's message (the watch horizon, less a bucket) is
-   also kept in the limiter store under the step (``keep_reservation``). A flow that replays the run after the
-   horizon finds the step declared and not started, takes its message for lost, and sends it again marked
-   ``resent`` (``RESENT_FIELD``); that message asks the store for the step's start before it reserves one. Without
-   that, every wake of a backlog longer than the horizon reserved each waiting step another start, further
-   back: 40 runs of one step at ``1/m`` reserved 122 starts for 40 and pushed the bucket's next start 2 hours
-   out, where 40 minutes was due. A message sent again reserves too, kept (its step may be sent again).
+   A flow that replays the run once the watch horizon has passed since a step was declared, and finds it not
+   started, takes its message for lost and sends it again (``recovery.overdue``). So a start reserved for later
+   than that (``SENT_AGAIN_AFTER`` from the step's declaration, ``DECLARED_FIELD`` on its message) is also kept in
+   the limiter store under the step (``keep_reservation``), and a message that comes that late asks the store for
+   its step's start before it reserves one. Without that, every wake of a backlog longer than the horizon
+   reserved each waiting step another start, further back: 40 runs of one step at ``1/m`` reserved 122 starts for
+   40 and pushed the bucket's next start 2 hours out, where 40 minutes was due; a step that waited that long for
+   a slot first reserved again at each wake as well (12 runs at 2 at once and ``1/m``: 17 starts).
 
 The key is the step's key function over its arguments (read from the step's declaration when the delivery does
 not hold them: a queued step's message carries no input). A key function that raises fails the attempt with
@@ -57,9 +58,9 @@ RESERVED_FIELD = "reservedAt"
 token)."""
 PRIORITY_FIELD = "priority"
 """A step message's ``runContext`` field: its run's priority (``run_limits.PRIORITY_CONTEXT``)."""
-RESENT_FIELD = "resent"
-"""A step message's ``runContext`` field: sent again for a step a flow found declared long ago and not started
-(``recovery.overdue``): its first message may be lost, or waiting for a start its bucket reserved."""
+DECLARED_FIELD = "declaredAt"
+"""A step message's ``runContext`` field: when its step was declared (a wake may send the message again once the
+watch horizon has passed since: ``recovery.overdue``)."""
 SLOT_MARGIN = timedelta(seconds=1)
 """A slot's lease outlasts the attempt's own by this much: taken before the attempt's start, it must not end
 before the lease that start records."""
@@ -138,9 +139,10 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     now = clock_of(world).now()
     context = wake.run_context
     reserved = _reserved(context.get(RESERVED_FIELD))
-    resent = context.get(RESENT_FIELD) is True
+    declared = _reserved(context.get(DECLARED_FIELD)) or now
     kept = None
-    if reserved is None and resent and spec.rate is not None:  # its first message may wait for a start it holds
+    if reserved is None and spec.rate is not None and now - declared >= sent_again_after():
+        # (a message sent again: the first may wait for a start its step holds)
         kept = reserved = await limiter.store.reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
     priority = context.get(PRIORITY_FIELD)
     slot = None
@@ -160,7 +162,7 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     admitted = now
     if spec.rate is not None:
         at = admitted = reserved if reserved is not None else await limiter.reserve(spec, key)
-        if reserved is None and (resent or at - now > horizon() - timedelta(seconds=bucket_seconds())):
+        if reserved is None and at - declared >= sent_again_after():
             await limiter.store.keep_reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id), at)
         sent = clock_of(world).now()
         if kept is not None and kept > sent:
@@ -200,6 +202,12 @@ async def ended_already(world: World, definition: StepDef, run_id: str, step_id:
             return True  # its attempt took nothing under a key that is none
         await Limiter(world).release(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
     return True
+
+
+def sent_again_after() -> timedelta:
+    """How long after its declaration a step not started may have its message sent again by a wake: the watch
+    horizon (``recovery.overdue``), less a bucket (a wake's flow reads its clock a little after the due)."""
+    return horizon() - timedelta(seconds=bucket_seconds())
 
 
 def _reserved(value: object) -> datetime | None:
