@@ -40,8 +40,9 @@ only what names the failure (run, step, types), since a message may quote user d
 MAX_STACK_BYTES = 8 * 1024
 """A stored traceback keeps its last 8 KB (about 40 frames): enough for the user's frames of any real failure."""
 MAX_STACK_LINE = 1024
-CAUSE_FIELDS = ("name", "type", "message", "stack")
-"""What a run's error keeps of the error it stands for (``cause``), a step's or a child run's alike."""
+CAUSE_FIELDS = ("name", "type", "message", "stack", "code")
+"""What a run's error keeps of the error it stands for (``cause``), a step's or a child run's alike (``code``: a
+child's ``HookFailedError``'s sender code, which its parent's ``Run.result()`` raises with)."""
 
 failures = logging.getLogger("awsworld.failures")
 
