@@ -686,6 +686,13 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert token in events.out  # never cut
     assert json.loads(streams.out) == [{"name": "log", "chunks": 1, "closed": False}]
     assert chunks.out == "waiting\n"
+    deadline = time.monotonic() + 30  # the workflow left the hook's `async with` once it read the payload
+    while {h["token"]: h["state"] for h in json.loads(dev("hooks", run_id, "--json").out)}.get("approve:7") != \
+            "disposed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    late = dev("resume", "approve:7", '{"ok": false}').one_line_error(1)  # an answer after the fact: not a typo
+    assert f"the hook of run {run_id} that held it was disposed" in late and "no more payloads" in late, late
+    assert f"`awsworld hooks {run_id}` shows the hook" in late, late
 
     request = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
                                      headers={"content-type": "text/plain"})

@@ -266,6 +266,32 @@ async def test_run_result_of_a_hook_failed_without_a_code_has_none(awsworld_env:
     assert (failed.value.code, failed.value.message) == (None, "no")
 
 
+@workflow
+async def times_out_then_sleeps(token: str) -> str:
+    async with create_hook(token=token, timeout="10s") as hook:
+        try:
+            answer = str(await hook)
+        except HookTimeoutError:
+            answer = "timed out"
+    await sleep("1h")  # the run goes on: a late answer finds the hook gone, not the run
+    return answer
+
+
+async def test_a_late_answer_to_a_timed_out_hook_says_the_hook_was_disposed(awsworld_env: WorkflowTestEnv) -> None:
+    """The sender of an approval that came after its timeout is told the hook is gone, and whose it was (not a
+    bare "no hook owns that token", which reads like a mistyped token)."""
+    token = _token()
+    run = await awsworld_env.client.start(times_out_then_sleeps, token)
+    await run.wait_for_hook(token)
+    await awsworld_env.sleep("30s")
+    for answer in (awsworld_env.client.resume_hook(token, "yes"), awsworld_env.client.fail_hook(token, "no"),
+                   awsworld_env.client.heartbeat_hook(token)):
+        with pytest.raises(HookNotFoundError, match=f"the hook of run {run.run_id} that held it was disposed by "
+                           "its workflow.*timeout.*no more payloads"):
+            await answer
+    assert await run.result() == "timed out"
+
+
 class OutOfStock(Exception):  # importable under this module's name: Run.result() rebuilds it
     def __init__(self, sku: str) -> None:
         super().__init__(f"no {sku} left")
