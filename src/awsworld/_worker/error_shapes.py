@@ -58,6 +58,16 @@ def qualified_type(error: BaseException) -> str:
     return kind.__qualname__ if module in ("builtins", "__main__") else f"{module}.{kind.__qualname__}"
 
 
+def error_message(error: BaseException) -> str:
+    """``str(error)``, or what Python's own traceback says when the class's ``__str__`` raises (``<exception
+    str() failed>``, here with what it raised): the error is still recorded with its type and traceback, where
+    an ``__str__`` that raised out of here lost the delivery and the step then read as cut off."""
+    try:
+        return str(error)
+    except Exception as broken:  # a user's __str__ (an f-string over an attribute its __init__ never set, say)
+        return f"<exception str() failed: {type(broken).__name__}>"
+
+
 def structured_error(error: BaseException) -> dict[str, Any]:
     """``error`` as the log stores it (see the module's docstring). A ``StepError`` the workflow let through
     carries its step, a ``ChildWorkflowError`` its child run, and either the original error (``cause``); a
@@ -66,7 +76,7 @@ def structured_error(error: BaseException) -> dict[str, Any]:
     (``BodyExitError`` only carried it out of its task)."""
     if isinstance(error, BodyExitError):
         error = error.exit
-    stored: dict[str, Any] = {"message": cap_message(str(error) or type(error).__name__),
+    stored: dict[str, Any] = {"message": cap_message(error_message(error) or type(error).__name__),
                               "name": type(error).__name__, "type": qualified_type(error),
                               "stack": format_stack(error)}
     if isinstance(error, HookFailedError):
