@@ -314,7 +314,7 @@ async def test_run_result_rebuilt_as_the_steps_type_has_its_bare_message(awsworl
     run = await awsworld_env.client.start(reserves, "kettle")
     with pytest.raises(OutOfStock) as failed:
         await run.result()
-    assert failed.value.message == "no kettle left"
+    assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.message == "no kettle left"
     assert "OutOfStock: no kettle left" in str(failed.value)  # the run's own message, as before
 
 

@@ -13,6 +13,7 @@ pytestmark = pytest.mark.asyncio
 
 
 class Unprintable(Exception):  # importable: Run.result() rebuilds it
+    order_id: str  # declared, never set
     def __str__(self) -> str:
         return f"order {self.order_id} refused"  # an attribute its __init__ never set: AttributeError
 

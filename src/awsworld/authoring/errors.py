@@ -6,7 +6,7 @@ import re
 import shlex
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .durations import When, seconds
 
@@ -223,9 +223,9 @@ class WorkflowRunFailedError(Exception):
         self.code = code
         self.error_type = error_type
         self.details: dict[str, Any] = details or {}
-        cause = self.details.get("cause")  # a step's or a child's failure the run let through: theirs
-        original = cause if isinstance(cause, dict) else self.details
-        bare = original.get("message")
+        cause: Any = self.details.get("cause")  # a step's or a child's failure the run let through: theirs
+        original = cast("dict[str, Any]", cause) if isinstance(cause, dict) else self.details
+        bare: Any = original.get("message")
         self.message: str = bare if isinstance(bare, str) else message
         step, child = self.details.get("stepName"), self.details.get("childRunId")
         self.step_name: str | None = step if isinstance(step, str) else None
