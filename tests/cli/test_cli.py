@@ -129,6 +129,22 @@ async def flaky() -> None:
     raise RuntimeError("not yet")
 
 
+TRIED: set[str] = set()
+
+
+@step(name="clitest.second_try", max_retries=1, retry_delay="1s")
+async def second_try(key: str) -> str:
+    if key not in TRIED:
+        TRIED.add(key)
+        raise RuntimeError("first try refused")
+    return "taken"
+
+
+@workflow(name="clitest.retried")
+async def retried(key: str) -> str:
+    return await second_try(key)
+
+
 @workflow(name="clitest.waits")
 async def waits(mode: str, key: str) -> str:
     """Waits on one thing, chosen by ``mode``: a running step, a hook, a sleep, a retry or a child."""
@@ -519,6 +535,16 @@ def test_describe_lists_steps_in_call_order(dev: Dev) -> None:
     assert re.search(rf"\nstatus    completed at {_shown(document['completedAt'])} \([^)]+ ago\)\n", text.out), text.out
     assert re.search(rf"\ncreated   {_shown(document['createdAt'])} \([^)]+ ago\)\n", text.out), text.out
     assert "waits on" not in text.out
+
+
+def test_describe_tells_a_completed_steps_earlier_failure_from_its_outcome(dev: Dev) -> None:
+    """A step that completed on its second attempt keeps its first attempt's error (``--json``: ``error``); the
+    text row says it is an earlier attempt's, so ``completed  RuntimeError: ...`` does not read as a failure."""
+    run_id = _start(dev, "clitest.retried", '["R-1"]', "--wait", "60")
+    [row] = [line for line in dev("describe", run_id).out.splitlines() if "clitest.second_try" in line]
+    assert re.search(r"completed\s+attempt 2  last failed attempt: RuntimeError: first try refused$", row), row
+    [step] = json.loads(dev("describe", run_id, "--json").out)["steps"]["list"]
+    assert step["status"] == "completed" and "first try refused" in step["error"], step
 
 
 def _shown(iso: str) -> str:
