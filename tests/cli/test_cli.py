@@ -129,6 +129,22 @@ async def flaky() -> None:
     raise RuntimeError("not yet")
 
 
+TRIED: set[str] = set()
+
+
+@step(name="clitest.second_try", max_retries=1, retry_delay="1s")
+async def second_try(key: str) -> str:
+    if key not in TRIED:
+        TRIED.add(key)
+        raise RuntimeError("first try refused")
+    return "taken"
+
+
+@workflow(name="clitest.retried")
+async def retried(key: str) -> str:
+    return await second_try(key)
+
+
 @workflow(name="clitest.waits")
 async def waits(mode: str, key: str) -> str:
     """Waits on one thing, chosen by ``mode``: a running step, a hook, a sleep, a retry or a child."""
@@ -521,6 +537,16 @@ def test_describe_lists_steps_in_call_order(dev: Dev) -> None:
     assert "waits on" not in text.out
 
 
+def test_describe_tells_a_completed_steps_earlier_failure_from_its_outcome(dev: Dev) -> None:
+    """A step that completed on its second attempt keeps its first attempt's error (``--json``: ``error``); the
+    text row says it is an earlier attempt's, so ``completed  RuntimeError: ...`` does not read as a failure."""
+    run_id = _start(dev, "clitest.retried", '["R-1"]', "--wait", "60")
+    [row] = [line for line in dev("describe", run_id).out.splitlines() if "clitest.second_try" in line]
+    assert re.search(r"completed\s+attempt 2  last failed attempt: RuntimeError: first try refused$", row), row
+    [step] = json.loads(dev("describe", run_id, "--json").out)["steps"]["list"]
+    assert step["status"] == "completed" and "first try refused" in step["error"], step
+
+
 def _shown(iso: str) -> str:
     """A stored deadline as describe shows it, as a pattern: its time of day (UTC, milliseconds), its date before
     it when it is not today."""
@@ -686,6 +712,13 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert token in events.out  # never cut
     assert json.loads(streams.out) == [{"name": "log", "chunks": 1, "closed": False}]
     assert chunks.out == "waiting\n"
+    deadline = time.monotonic() + 30  # the workflow left the hook's `async with` once it read the payload
+    while {h["token"]: h["state"] for h in json.loads(dev("hooks", run_id, "--json").out)}.get("approve:7") != \
+            "disposed" and time.monotonic() < deadline:
+        time.sleep(0.2)
+    late = dev("resume", "approve:7", '{"ok": false}').one_line_error(1)  # an answer after the fact: not a typo
+    assert f"the hook of run {run_id} that held it was disposed" in late and "no more payloads" in late, late
+    assert f"`awsworld hooks {run_id}` shows the hook" in late, late
 
     request = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
                                      headers={"content-type": "text/plain"})

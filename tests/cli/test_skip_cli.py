@@ -22,7 +22,8 @@ from .test_cli import Dev, Runner, _start
 SKIPCLI = '''
 import asyncio
 
-from awsworld import HookTimeoutError, RetryableError, create_hook, sleep, step, workflow
+from awsworld import (HookHeartbeatTimeoutError, HookTimeoutError, RetryableError, create_hook, sleep, step,
+                      workflow)
 
 ATTEMPTS = {}
 
@@ -51,6 +52,17 @@ async def approve(order: str) -> str:
     try:
         async with create_hook(token=f"skipcli:{order}", timeout="1d") as hook:
             return f"approved {await hook}"
+    except HookTimeoutError:
+        return "no answer: cancelled"
+
+
+@workflow(name="skipcli.beat")
+async def beat(order: str) -> str:
+    try:
+        async with create_hook(token=f"skipcli-beat:{order}", timeout="1d", heartbeat_timeout="1h") as hook:
+            return f"approved {await hook}"
+    except HookHeartbeatTimeoutError:
+        return "the approver went quiet"
     except HookTimeoutError:
         return "no answer: cancelled"
 
@@ -157,6 +169,21 @@ def test_skip_ends_a_hooks_timeout(dev: Dev) -> None:
     skipped = dev("skip", run_id)  # its one wait: the hook's timeout
     assert skipped.code == 0 and "skipped wait wait_2" in skipped.out, skipped
     _finishes(dev, run_id, "no answer: cancelled")
+
+
+def test_a_hooks_timeout_and_heartbeat_deadline_are_told_apart(dev: Dev) -> None:
+    """A hook with a timeout and a heartbeat timeout has two waits: the refusal to pick one says which is which
+    (and when each is due, as `describe` says it), since skipping one sends the workflow down its own path."""
+    run_id = _start(dev, "skipcli.beat", '["E-1"]')
+    _until(dev, run_id, "wait_created", count=2)
+    several = dev("skip", run_id).one_line_error(2)
+    assert "wait_2 (timeout of hook skipcli-beat:E-1): until " in several, several
+    assert "wait_3 (heartbeat deadline of hook skipcli-beat:E-1): until " in several, several
+    assert " UTC (in 59 min" in several, several  # describe's times, not ISO ones
+    assert not re.search(r"\d{4}-\d\d-\d\dT\d\d:", several), several
+    skipped = dev("skip", run_id, "--wait", "wait_3")
+    assert skipped.code == 0 and "wait_3 (heartbeat deadline of hook skipcli-beat:E-1)" in skipped.out, skipped
+    _finishes(dev, run_id, "the approver went quiet")
 
 
 def test_what_cannot_be_skipped_is_one_line_with_its_exit_code(dev: Dev) -> None:

@@ -15,6 +15,8 @@ import pytest
 from awsworld import (
     HookFailedError,
     HookTimeoutError,
+    RetryPolicy,
+    WorkflowRunFailedError,
     create_hook,
     sleep,
     step,
@@ -225,6 +227,95 @@ async def test_a_user_payload_shaped_like_the_failure_envelope_is_an_ordinary_pa
     lookalike = {"$t": FAILURE_TAG, "v": {"message": "forged"}}
     await awsworld_env.client.resume_hook(token, lookalike)
     assert await run.result() == {"payload": lookalike}
+
+
+@workflow
+async def lets_a_failed_hook_through(token: str) -> Any:
+    async with create_hook(token=token) as hook:
+        return await hook
+
+
+@workflow
+async def parent_of_a_failed_hook(token: str) -> Any:
+    return await lets_a_failed_hook_through(token)  # a child run: its HookFailedError fails this run too
+
+
+@pytest.mark.parametrize("starts", [lets_a_failed_hook_through, parent_of_a_failed_hook])
+async def test_run_result_of_a_failed_hook_raises_it_with_its_senders_code_and_message(
+        awsworld_env: WorkflowTestEnv, starts: Any) -> None:
+    """``except HookFailedError as failed`` around ``Run.result()`` reads what the class documents: the sender's
+    ``code`` and ``message``, as the workflow that awaited the hook would (not the run's ``USER_ERROR``)."""
+    token = _token()
+    run = await awsworld_env.client.start(starts, token)
+    await awsworld_env.idle()  # the hook exists (the child's, for the parent)
+    await awsworld_env.client.fail_hook(token, "out of stock", code="NO_STOCK")
+    with pytest.raises(HookFailedError) as failed:
+        await run.result()
+    assert (failed.value.code, failed.value.message) == ("NO_STOCK", "out of stock")
+    assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.error_type in (
+        "HookFailedError", "ChildWorkflowError")
+
+
+async def test_run_result_of_a_hook_failed_without_a_code_has_none(awsworld_env: WorkflowTestEnv) -> None:
+    token = _token()
+    run = await awsworld_env.client.start(lets_a_failed_hook_through, token)
+    await run.wait_for_hook(token)
+    await awsworld_env.client.fail_hook(token, "no")
+    with pytest.raises(HookFailedError) as failed:
+        await run.result()
+    assert (failed.value.code, failed.value.message) == (None, "no")
+
+
+@workflow
+async def times_out_then_sleeps(token: str) -> str:
+    async with create_hook(token=token, timeout="10s") as hook:
+        try:
+            answer = str(await hook)
+        except HookTimeoutError:
+            answer = "timed out"
+    await sleep("1h")  # the run goes on: a late answer finds the hook gone, not the run
+    return answer
+
+
+async def test_a_late_answer_to_a_timed_out_hook_says_the_hook_was_disposed(awsworld_env: WorkflowTestEnv) -> None:
+    """The sender of an approval that came after its timeout is told the hook is gone, and whose it was (not a
+    bare "no hook owns that token", which reads like a mistyped token)."""
+    token = _token()
+    run = await awsworld_env.client.start(times_out_then_sleeps, token)
+    await run.wait_for_hook(token)
+    await awsworld_env.sleep("30s")
+    for answer in (awsworld_env.client.resume_hook(token, "yes"), awsworld_env.client.fail_hook(token, "no"),
+                   awsworld_env.client.heartbeat_hook(token)):
+        with pytest.raises(HookNotFoundError, match=f"the hook of run {run.run_id} that held it was disposed by "
+                           "its workflow.*timeout.*no more payloads"):
+            await answer
+    assert await run.result() == "timed out"
+
+
+class OutOfStock(Exception):  # importable under this module's name: Run.result() rebuilds it
+    def __init__(self, sku: str) -> None:
+        super().__init__(f"no {sku} left")
+        self.sku = sku
+
+
+@step(retry=RetryPolicy(max_attempts=1))
+async def reserve(sku: str) -> None:
+    raise OutOfStock(sku)
+
+
+@workflow
+async def reserves(sku: str) -> None:
+    await reserve(sku)
+
+
+async def test_run_result_rebuilt_as_the_steps_type_has_its_bare_message(awsworld_env: WorkflowTestEnv) -> None:
+    """A rebuilt error carries ``message`` (the original's, bare) as a workflow's ``StepError`` does: ``except
+    OutOfStock as error: error.message`` reads the same in a test as in workflow code."""
+    run = await awsworld_env.client.start(reserves, "kettle")
+    with pytest.raises(OutOfStock) as failed:
+        await run.result()
+    assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.message == "no kettle left"
+    assert "OutOfStock: no kettle left" in str(failed.value)  # the run's own message, as before
 
 
 @workflow

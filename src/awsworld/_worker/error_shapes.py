@@ -40,8 +40,9 @@ only what names the failure (run, step, types), since a message may quote user d
 MAX_STACK_BYTES = 8 * 1024
 """A stored traceback keeps its last 8 KB (about 40 frames): enough for the user's frames of any real failure."""
 MAX_STACK_LINE = 1024
-CAUSE_FIELDS = ("name", "type", "message", "stack")
-"""What a run's error keeps of the error it stands for (``cause``), a step's or a child run's alike."""
+CAUSE_FIELDS = ("name", "type", "message", "stack", "code")
+"""What a run's error keeps of the error it stands for (``cause``), a step's or a child run's alike (``code``: a
+child's ``HookFailedError``'s sender code, which its parent's ``Run.result()`` raises with)."""
 
 failures = logging.getLogger("awsworld.failures")
 
@@ -57,6 +58,16 @@ def qualified_type(error: BaseException) -> str:
     return kind.__qualname__ if module in ("builtins", "__main__") else f"{module}.{kind.__qualname__}"
 
 
+def error_message(error: BaseException) -> str:
+    """``str(error)``, or what Python's own traceback says when the class's ``__str__`` raises (``<exception
+    str() failed>``, here with what it raised): the error is still recorded with its type and traceback, where
+    an ``__str__`` that raised out of here lost the delivery and the step then read as cut off."""
+    try:
+        return str(error)
+    except Exception as broken:  # a user's __str__ (an f-string over an attribute its __init__ never set, say)
+        return f"<exception str() failed: {type(broken).__name__}>"
+
+
 def structured_error(error: BaseException) -> dict[str, Any]:
     """``error`` as the log stores it (see the module's docstring). A ``StepError`` the workflow let through
     carries its step, a ``ChildWorkflowError`` its child run, and either the original error (``cause``); a
@@ -65,7 +76,7 @@ def structured_error(error: BaseException) -> dict[str, Any]:
     (``BodyExitError`` only carried it out of its task)."""
     if isinstance(error, BodyExitError):
         error = error.exit
-    stored: dict[str, Any] = {"message": cap_message(str(error) or type(error).__name__),
+    stored: dict[str, Any] = {"message": cap_message(error_message(error) or type(error).__name__),
                               "name": type(error).__name__, "type": qualified_type(error),
                               "stack": format_stack(error)}
     if isinstance(error, HookFailedError):

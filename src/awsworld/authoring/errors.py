@@ -6,7 +6,7 @@ import re
 import shlex
 from collections.abc import Awaitable
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from .durations import When, seconds
 
@@ -210,7 +210,11 @@ class WorkflowRunFailedError(Exception):
     child run's); ``details`` is the whole stored error (``type``, ``stack``, and for a step's failure
     ``stepName``, ``stepId``, ``attempt`` and ``cause``, the step's own error with its traceback; for a child
     run's, ``childRunId``, ``childWorkflowName`` and ``cause``, the child's original error); ``step_name`` names
-    the failed step, ``child_run_id`` the failed child run, if one was the cause."""
+    the failed step, ``child_run_id`` the failed child run, if one was the cause. ``message`` is the original
+    error's bare message (the step's, the innermost child's, the body's), as ``StepError.message`` is in a
+    workflow, so ``except Declined as error: error.message`` reads the same in a test as in workflow code.
+    ``code`` is the run's error code (``USER_ERROR``), except on a rebuilt ``HookFailedError``, where it is the
+    code its sender gave ``fail_hook`` (``client/client.py``, ``failed_run_error``), as that class documents."""
 
     def __init__(self, run_id: str, message: str, code: str | None = None, error_type: str | None = None, *,
                  details: dict[str, Any] | None = None) -> None:
@@ -219,6 +223,10 @@ class WorkflowRunFailedError(Exception):
         self.code = code
         self.error_type = error_type
         self.details: dict[str, Any] = details or {}
+        cause: Any = self.details.get("cause")  # a step's or a child's failure the run let through: theirs
+        original = cast("dict[str, Any]", cause) if isinstance(cause, dict) else self.details
+        bare: Any = original.get("message")
+        self.message: str = bare if isinstance(bare, str) else message
         step, child = self.details.get("stepName"), self.details.get("childRunId")
         self.step_name: str | None = step if isinstance(step, str) else None
         self.child_run_id: str | None = child if isinstance(child, str) else None

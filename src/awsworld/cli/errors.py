@@ -99,6 +99,9 @@ def describe(error: BaseException) -> CliError:
         return CliError(f"no such run: {error.message}", RUNS_HINT)
     if isinstance(error, HookClosedError):  # before HookNotFoundError: it is one (no live hook owns the token)
         return CliError(error.message, f"`awsworld describe {error.run_id}` shows how it ended")
+    if isinstance(error, HookNotFoundError) and error.disposed_hook is not None:  # a late answer, not a typo
+        return CliError(error.message, f"`awsworld hooks {error.disposed_hook[0]}` shows the hook and what it "
+                        "received")
     if isinstance(error, HookNotFoundError):
         return CliError("no hook holds this token (it was never created, or its run has disposed it)",
                         "`awsworld hooks RUN` lists a run's tokens, whole; if its run has not created the hook "

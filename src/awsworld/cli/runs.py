@@ -520,7 +520,9 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     for step in listed:
         name = f"{step['displayName']} ({step['name']})" if step.get("displayName") else step["name"]
         line = f"  {name:<30} {_step_status(step, d['status']):<10} attempt {step['attempt']}"
-        print(line + (f"  {shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
+        # a completed step keeps its last failed attempt's error (a retry's, a poll's): say it is not the outcome
+        earlier = "last failed attempt: " if step["status"] == "completed" else ""
+        print(line + (f"  {earlier}{shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
     if d["streams"]:
         print(f"streams   {', '.join(d['streams'])}")
     own = len([key for key in d["attributes"] if key not in shown_above])

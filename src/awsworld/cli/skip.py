@@ -47,11 +47,11 @@ def _skip(args: argparse.Namespace) -> int:
                 if args.wait is None:
                     raise CliError(str(missing), f"`awsworld describe {args.run_id}` shows what it waits on") \
                         from None
-                raise usage(str(missing), "name a wait by its id or name, as `awsworld describe` shows it") \
-                    from None
+                raise usage(missing.text(deadline_text), "name a wait by its id or name, as `awsworld describe` "
+                            "shows it") from None
             except AmbiguousWaitError as several:
-                raise usage(str(several), f"`awsworld skip {args.run_id} --wait ID` with one of the ids above") \
-                    from None
+                raise usage(several.text(deadline_text), f"`awsworld skip {args.run_id} --wait ID` with one of the "
+                            "ids above") from None
 
     done = asyncio.run(go())
     if args.json:

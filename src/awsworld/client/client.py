@@ -27,6 +27,7 @@ from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     FAILED_ON_REQUEST,
     UNKNOWN_WORKFLOW,
+    HookFailedError,
     RunEndedError,
     RunNotEndedError,
     WorkflowRunCancelledError,
@@ -193,9 +194,13 @@ def failed_run_error(run: RunView) -> WorkflowRunFailedError:
     name, message = error_name_and_message(error)
     details = error.model_dump(by_alias=True, exclude_none=True) if error else None
     original = original_error(details or {})
-    return rebuild(WorkflowRunFailedError, lambda kind: kind(run.run_id, message, code=run.error_code,
-                                                             error_type=name, details=details),
-                   original.get("type"), original.get("name"))
+    error = rebuild(WorkflowRunFailedError, lambda kind: kind(run.run_id, message, code=run.error_code,
+                                                              error_type=name, details=details),
+                    original.get("type"), original.get("name"))
+    if isinstance(error, HookFailedError):  # its sender's code, as the class says (the run's is USER_ERROR always)
+        sender_code = original.get("code")
+        error.code = sender_code if isinstance(sender_code, str) else None
+    return error
 
 
 def check_delivery_loop(delivering_on: asyncio.AbstractEventLoop | None, owner: str) -> None:

@@ -23,6 +23,7 @@ from typing import Any, Literal
 
 from .._engine.divergence import call_order
 from .._engine.ops import DISPLAY_NAME_FIELD
+from .._timeline import hook_wait_label, hook_waits
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.errors import EntityConflictError, RunGoneError
 from ..world.events import Event
@@ -46,6 +47,10 @@ class OpenWait:
     display_name: str | None = None
     step_name: str | None = None
     attempt: int | None = None
+    hook_wait: str | None = None
+    """For a hook's own wait, which it is (``timeout of hook approve:7``, ``heartbeat deadline of hook ...``), as
+    ``events`` labels it: a run waiting on a hook with both has two waits, and skipping the wrong one sends the
+    workflow down the other path."""
 
     def named(self, name: str) -> bool:
         return name in (self.id, self.display_name, self.step_name)
@@ -60,11 +65,13 @@ class OpenWait:
         due = f"until {when(self.due)}" if self.due is not None else "due"
         if self.kind == "retry":
             return f"{self.id}{shown} ({self.step_name}): back-off before attempt {self.attempt}, {due}"
-        return f"{self.id}{shown}: {due}"
+        role = f" ({self.hook_wait})" if self.hook_wait else ""
+        return f"{self.id}{shown}{role}: {due}"
 
     def to_json(self) -> dict[str, Any]:
         return {"kind": self.kind, "id": self.id, "displayName": self.display_name, "stepName": self.step_name,
-                "due": None if self.due is None else self.due.isoformat(), "attempt": self.attempt}
+                "due": None if self.due is None else self.due.isoformat(), "attempt": self.attempt,
+                "hookWait": self.hook_wait}
 
 
 @dataclass(frozen=True)
@@ -85,30 +92,35 @@ class WaitNotFoundError(LookupError):
     """The run has no wait to skip (``name`` None), or none by that name; ``waits`` are the ones it has."""
 
     def __init__(self, run_id: str, name: str | None, waits: Sequence[OpenWait]) -> None:
-        if name is None:
-            message = f"run {run_id} waits on no sleep, timeout or retry back-off: there is nothing to skip"
-        else:
-            listed = "; ".join(str(w) for w in waits) or "none"
-            message = f"run {run_id} has no wait named {name!r} (its waits: {listed})"
-        super().__init__(message)
         self.run_id = run_id
         self.name = name
         self.waits = list(waits)
+        super().__init__(self.text())
+
+    def text(self, when: Callable[[datetime], str] = datetime.isoformat) -> str:
+        """The message, the waits' due times as ``when`` writes them (the CLI: as ``describe`` does)."""
+        if self.name is None:
+            return f"run {self.run_id} waits on no sleep, timeout or retry back-off: there is nothing to skip"
+        listed = "; ".join(w.described(when) for w in self.waits) or "none"
+        return f"run {self.run_id} has no wait named {self.name!r} (its waits: {listed})"
 
 
 class AmbiguousWaitError(ValueError):
     """More than one wait fits (the run's waits, without a name; a name several share): name one by its id."""
 
     def __init__(self, run_id: str, name: str | None, waits: Sequence[OpenWait]) -> None:
-        listed = "; ".join(str(w) for w in waits)
-        if name is None:
-            message = f"run {run_id} has {len(waits)} waits: {listed}; name the one to skip"
-        else:
-            message = f"{len(waits)} waits of run {run_id} are named {name!r}: {listed}; name the one to skip by its id"
-        super().__init__(message)
         self.run_id = run_id
         self.name = name
         self.waits = list(waits)
+        super().__init__(self.text())
+
+    def text(self, when: Callable[[datetime], str] = datetime.isoformat) -> str:
+        """The message, the waits' due times as ``when`` writes them (the CLI: as ``describe`` does)."""
+        listed = "; ".join(w.described(when) for w in self.waits)
+        if self.name is None:
+            return f"run {self.run_id} has {len(self.waits)} waits: {listed}; name the one to skip"
+        return (f"{len(self.waits)} waits of run {self.run_id} are named {self.name!r}: {listed}; name the one to "
+                "skip by its id")
 
 
 async def open_waits(world: World, run_id: str) -> list[OpenWait]:
@@ -123,6 +135,9 @@ def waits_of(events: Sequence[Event], steps: Sequence[Step]) -> list[OpenWait]:
     """``open_waits`` from what was read."""
     found: dict[str, OpenWait] = {}
     shown: dict[str, str] = {}
+    tokens = {e.correlation_id or "": str((e.event_data or {}).get("token") or e.correlation_id)
+              for e in events if e.event_type == "hook_created"}  # a timeout's wait comes before its hook
+    of_hooks = hook_waits(events)
     for event in events:
         data = event.event_data or {}
         key = event.correlation_id or ""
@@ -131,8 +146,10 @@ def waits_of(events: Sequence[Event], steps: Sequence[Step]) -> list[OpenWait]:
             shown[key] = name
         if event.event_type == "wait_created":
             resume = data.get("resumeAt")
+            hook, role = of_hooks.get(key, (None, None))
             found[key] = OpenWait("wait", key, datetime.fromisoformat(resume) if isinstance(resume, str) else None,
-                                  shown.get(key))
+                                  shown.get(key), hook_wait=None if hook is None or role is None else
+                                  hook_wait_label(role, tokens.get(hook, hook)))
         elif event.event_type == "wait_completed":
             found.pop(key, None)
     for step in steps:

@@ -40,11 +40,15 @@ def waiting_on(status: str, steps: Sequence[Step], events: Sequence[Event]) -> l
     of_hooks = hook_waits(events)
     deadlines: dict[str, dict[str, str | None]] = {}  # hook id -> its open timeout and heartbeat deadline
     every: dict[str, float] = {}  # hook id -> its heartbeat_timeout, as its heartbeat wait records it
+    attempt_started = {e.correlation_id: e.created_at for e in events if e.event_type == "step_started"}
     for step in steps:
         base = {"stepId": step.step_id, "name": step.step_name, "displayName": shown.get(step.step_id)}
         if step.status == "running":
+            # its running attempt's start (the last step_started), not the step's first one (started_at): after
+            # a crash, attempt 2 started well after attempt 1
+            since = attempt_started.get(step.step_id) or step.started_at
             found[step.step_id] = {"kind": "step", **base, "status": "running", "attempt": step.attempt,
-                                   "since": when(step.started_at)}
+                                   "since": when(since)}
         elif step.status == "pending" and step.retry_after is not None:
             found[step.step_id] = {"kind": "retry", **base, "at": when(step.retry_after), "attempt": step.attempt + 1}
         elif step.status == "pending":

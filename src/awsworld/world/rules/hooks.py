@@ -76,8 +76,17 @@ def lookup_refusal(token: TokenState | None) -> WorldError:
     if token is not None and token.released and token.end_status is not None:
         return closed_hook_error(token.run_id, token.end_status, token.hook_id)
     if token is not None and token.disposed:
-        return HookNotFoundError("no hook owns that token", disposed_hook=(token.run_id, token.hook_id))
+        return HookNotFoundError(disposed_message(token.run_id),
+                                 disposed_hook=(token.run_id, token.hook_id))
     return HookNotFoundError("no hook owns that token")
+
+
+def disposed_message(run_id: str) -> str:
+    """Why a disposed hook's token takes nothing, for the sender who answers late (an approval after its
+    timeout): not a typo, the hook is gone, and its run says what became of it."""
+    return (f"no hook owns that token: the hook of run {run_id} that held it was disposed by its "
+            "workflow, which left the hook's `async with` (after its payload, or once its timeout or heartbeat "
+            "timeout passed): it takes no more payloads")
 
 
 HOOK_OWNER = "awsworld"
