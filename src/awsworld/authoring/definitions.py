@@ -13,11 +13,11 @@ import inspect
 import logging
 import math
 import sys
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
-from types import EllipsisType
+from types import EllipsisType, ModuleType
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, get_args, overload
 
 from ..durable.codecs import Codec, check_positional
@@ -107,6 +107,9 @@ class Registry:
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef] = {}
         self.steps: dict[str, StepDef] = {}
+        self.class_modules: dict[str, ModuleType] = {}
+        """A snapshot's module objects by name (``snapshot(modules=)``): where the classes its values name are
+        looked up while it runs (``durable.class_paths.kept_modules``); empty: in ``sys.modules``."""
 
     @contextlib.contextmanager
     def capture(self) -> Generator[Registry]:
@@ -119,12 +122,14 @@ class Registry:
         finally:
             _CAPTURING.reset(token)
 
-    def snapshot(self) -> Registry:
+    def snapshot(self, modules: Mapping[str, ModuleType] | None = None) -> Registry:
         """A registry holding what this one holds now (the same definitions, so the same code): what stays of a
-        deployment when the process's registry is reloaded with new code (``awsworld dev``)."""
+        deployment when the process's registry is reloaded with new code (``awsworld dev``). ``modules``: the module
+        objects of that code, about to be replaced in ``sys.modules``: its values' classes are resolved in them."""
         copy = Registry()
         copy.workflows.update(self.workflows)
         copy.steps.update(self.steps)
+        copy.class_modules.update(modules or self.class_modules)
         return copy
 
     def add_workflow(self, definition: WorkflowDef) -> None:
