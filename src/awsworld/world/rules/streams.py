@@ -53,7 +53,9 @@ def append_refusal(run_id: str, name: str, run_status: str | None, closed: bool)
 
 def closed_stream(run_id: str, name: str) -> EntityConflictError:
     """What an append to a closed stream raises."""
-    return EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
+    return EntityConflictError(f"stream {name!r} of run {run_id} is closed (a writer's close() ended it): it takes no "
+                               f"more chunks; write them before the close, or to a stream of another name",
+                               run_id=run_id, stream=name)
 
 
 async def end_state(meta: Meta, run_status: RunStatus) -> tuple[int, bool]:

@@ -1,0 +1,70 @@
+"""What a step is told when it writes where a stream takes no more chunks, on the in-memory World and on moto: a
+write after its own writer's ``close()``, and a write to a stream another step's writer closed. Each says which
+stream of which run and what to do instead. Before, the first said ``write session wrtr_… is closed`` (a
+session the user never made) and the second ``stream x of run … is closed``, neither saying what to change."""
+
+from __future__ import annotations
+
+import pytest
+
+from awsworld import get_writable, step, workflow
+
+from .conftest import BOTH, E2E
+
+pytestmark = pytest.mark.parametrize("e2e_backend", BOTH)
+
+
+@step(name="refusals.write_after_close")
+async def write_after_close() -> str:
+    out = get_writable("answer")
+    await out.write("one")
+    await out.close()
+    try:
+        await out.write("two")
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return "accepted"
+
+
+@step(name="refusals.closing")
+async def closing() -> None:
+    out = get_writable("shared")
+    await out.write("one")
+    await out.close()
+
+
+@step(name="refusals.late", max_retries=0)
+async def late() -> None:
+    await get_writable("shared").write("two")
+
+
+@workflow(name="refusals.own")
+async def own() -> str:
+    return await write_after_close()
+
+
+@workflow(name="refusals.other")
+async def other() -> str:
+    await closing()
+    try:
+        await late()
+    except Exception as error:
+        return str(error)
+    return "accepted"
+
+
+async def test_a_write_after_the_writers_own_close_says_so(e2e: E2E) -> None:
+    run = await e2e.start(own)
+    assert await run.result(timeout=60) == (
+        f"EntityConflictError: stream 'answer' of run {run.run_id} was closed by this writer's close(): it takes no "
+        "more chunks; write them before the close")
+    assert [chunk async for chunk in run.stream("answer")] == [b"one"]
+
+
+async def test_a_write_to_a_stream_another_step_closed_says_what_to_do(e2e: E2E) -> None:
+    run = await e2e.start(other)
+    assert await run.result(timeout=60) == (
+        f"step 'refusals.late' failed: EntityConflictError: stream 'shared' of run {run.run_id} is closed (a "
+        "writer's close() ended it): it takes no more chunks; write them before the close, or to a stream of another "
+        "name")
+    assert [chunk async for chunk in run.stream("shared")] == [b"one"]
