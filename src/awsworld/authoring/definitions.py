@@ -334,6 +334,12 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
     order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then
     arrival order as slots free (docs/how-to/flow-control.md)."""
+    if isinstance(retention, int | float) and not isinstance(retention, bool) and retention > 0:
+        # A number is seconds to every other duration (sleep(30)) and days to RunRetentionDays: retention=30 meant as
+        # a month would delete the run's items 30 s after it ends, so the unit is asked for.
+        raise TypeError(f"a workflow's retention takes a unit: retention={retention!r} would be {retention!r} "
+                        f"seconds (a number is days in RunRetentionDays); write '{retention:g}d' for days, "
+                        f"'{retention:g}s' for seconds, or a timedelta")
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")
