@@ -30,6 +30,8 @@ T = TypeVar("T")
 
 PREFIX = "AWSWORLD_"
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+MIN_MAX_VALUE_BYTES = 256 * 1024
+"""The smallest ``AWSWORLD_MAX_VALUE_BYTES`` taken: room for any error record (``_positive_bytes``)."""
 DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
 DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
@@ -138,6 +140,11 @@ def _positive_bytes(raw: str) -> int:
         value = 0
     if value <= 0:
         raise ValueError(f"AWSWORLD_MAX_VALUE_BYTES must be a positive number of bytes, not {raw!r}")
+    if value < MIN_MAX_VALUE_BYTES:
+        raise ValueError(f"AWSWORLD_MAX_VALUE_BYTES must be at least {MIN_MAX_VALUE_BYTES} (256 KiB), not {raw!r}: a "
+                         "failed step's error (its message, up to 32 KiB characters, and its traceback) is stored "
+                         "under the same bound, and one that did not fit could never be recorded (the run would "
+                         "hang). Test a value over the limit with a value over 256 KiB")
     return value
 
 
