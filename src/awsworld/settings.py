@@ -31,7 +31,8 @@ T = TypeVar("T")
 PREFIX = "AWSWORLD_"
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
 MIN_MAX_VALUE_BYTES = 256 * 1024
-"""The smallest ``AWSWORLD_MAX_VALUE_BYTES`` taken: room for any error record (``_positive_bytes``)."""
+"""The smallest ``AWSWORLD_MAX_VALUE_BYTES`` taken: room for a step's error record, 32 KiB characters of message and a
+traceback (``_positive_bytes``); the test suite's values run at this bound (``tests/runtime/values_support.py``)."""
 DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
 DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
