@@ -269,7 +269,8 @@ class Settings:
     # -- every World
     max_value_bytes = Var[int](
         "AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES, _positive_bytes,
-        "the largest value a World takes (a run's or step's input or output, a hook payload, a stream chunk)",
+        "the largest value a World takes (a run's or step's input or output, a hook payload, a stream chunk); at "
+        "least 262144 (256 KiB)",
         group="world", shown="`67108864` (64 MiB)")
     lease_grace_seconds = Var[float](
         "AWSWORLD_LEASE_GRACE_SECONDS", 30.0, _at_least(0.0),
