@@ -1,13 +1,15 @@
 """What a step is told when it writes where a stream takes no more chunks, on the in-memory World and on moto: a
 write after its own writer's ``close()``, and a write to a stream another step's writer closed. Each says which
 stream of which run and what to do instead. Before, the first said ``write session wrtr_… is closed`` (a
-session the user never made) and the second ``stream x of run … is closed``, neither saying what to change."""
+session the user never made) and the second ``stream x of run … is closed``, neither saying what to change; and
+the second was retried as if it could pass (6 attempts, minutes of back-off on a stack)."""
 
 from __future__ import annotations
 
 import pytest
 
 from awsworld import get_writable, step, workflow
+from awsworld.world import EntityConflictError
 
 from .conftest import BOTH, E2E
 
@@ -21,7 +23,7 @@ async def write_after_close() -> str:
     await out.close()
     try:
         await out.write("two")
-    except Exception as error:
+    except EntityConflictError as error:  # (a StreamClosedError is one)
         return f"{type(error).__name__}: {error}"
     return "accepted"
 
@@ -33,7 +35,7 @@ async def closing() -> None:
     await out.close()
 
 
-@step(name="refusals.late", max_retries=0)
+@step(name="refusals.late")  # the default retry policy: a closed stream is not retried
 async def late() -> None:
     await get_writable("shared").write("two")
 
@@ -56,7 +58,7 @@ async def other() -> str:
 async def test_a_write_after_the_writers_own_close_says_so(e2e: E2E) -> None:
     run = await e2e.start(own)
     assert await run.result(timeout=60) == (
-        f"EntityConflictError: stream 'answer' of run {run.run_id} was closed by this writer's close(): it takes no "
+        f"StreamClosedError: stream 'answer' of run {run.run_id} was closed by this writer's close(): it takes no "
         "more chunks; write them before the close")
     assert [chunk async for chunk in run.stream("answer")] == [b"one"]
 
@@ -64,7 +66,9 @@ async def test_a_write_after_the_writers_own_close_says_so(e2e: E2E) -> None:
 async def test_a_write_to_a_stream_another_step_closed_says_what_to_do(e2e: E2E) -> None:
     run = await e2e.start(other)
     assert await run.result(timeout=60) == (
-        f"step 'refusals.late' failed: EntityConflictError: stream 'shared' of run {run.run_id} is closed (a "
+        f"step 'refusals.late' failed: StreamClosedError: stream 'shared' of run {run.run_id} is closed (a "
         "writer's close() ended it): it takes no more chunks; write them before the close, or to a stream of another "
         "name")
     assert [chunk async for chunk in run.stream("shared")] == [b"one"]
+    attempts = {s.step_name: s.attempt for s in await run.steps()}
+    assert attempts["refusals.late"] == 1, "a closed stream never reopens: not retried (before: 6 attempts)"
