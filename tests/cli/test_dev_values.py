@@ -6,7 +6,7 @@ on it (before, the class path resolved in the edited module, every delivery fail
 and the run never ended, while ``describe`` said it waited on a sleep that was due). dev restarts: the second run's
 code is gone, so it is replayed against the edited model, which cannot read the stored quote: it is parked with a
 line naming the value and what to change (before: moved, then every delivery failed). The field given a default,
-the reload replays it, it resumes and finishes.
+the reload replays it, it resumes and finishes. ``describe`` shows the retention the runs were started with.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ async def quote(sku: str) -> Quote:
     return Quote(sku=sku, price=Decimal("9.90"))
 
 
-@workflow
+@workflow(retention="36h")
 async def order(sku: str) -> str:
     found = await quote(sku)
     await sleep(timedelta(days=1))
@@ -83,6 +83,10 @@ def test_a_run_keeps_reading_its_own_model_after_an_edit_and_one_moved_to_the_ed
         assert first("skip", kept).code == 0
         finished = first("result", kept, "--wait", "30")
         assert finished.code == 0 and json.loads(finished.out.splitlines()[-1]) == "kettle costs 9.90", finished
+        # The retention the run was started with (before: shown nowhere but in its run_created event).
+        described = first("describe", kept)
+        assert "\nkept      1 d 12 h after its end (its workflow's retention)\n" in described.out, described.out
+        assert json.loads(first("describe", kept, "--json").out)["retentionSeconds"] == 36 * 3600
         assert not any("record failed" in line for line in first.lines), first.lines
     finally:
         first.stop()
