@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Generator, Mapping
 from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
@@ -42,7 +42,7 @@ _KEPT: ContextVar[Mapping[str, ModuleType] | None] = ContextVar("awsworld_kept_m
 
 
 @contextlib.contextmanager
-def kept_modules(modules: Mapping[str, ModuleType]) -> Iterator[None]:
+def kept_modules(modules: Mapping[str, ModuleType]) -> Generator[None]:
     """While inside (and in the tasks started inside), a path whose module is in ``modules`` resolves in that module
     object rather than in ``sys.modules``: the code of an older version loaded beside a newer one. Empty: no
     change."""
