@@ -1,8 +1,9 @@
 """Streams: a step writes, a client reads live (docs: How-to / Streams)."""
 
 import asyncio
+from collections.abc import AsyncIterator
 
-from awsworld import Client, get_writable, step, workflow
+from awsworld import Client, Run, get_writable, step, step_metadata, workflow
 
 
 # --8<-- [start:write]
@@ -30,11 +31,60 @@ async def follow(client: Client, video: str) -> list[str]:
 # --8<-- [end:read]
 
 
+CUT_OFF: list[str] = []
+"""Prompts whose first attempt is cut off half-way (a crash, a timeout), as ``main`` below asks."""
+
+
+async def generate(prompt: str) -> AsyncIterator[str]:  # a model's tokens, as its client yields them
+    for n, token in enumerate(["The", " answer", " is", " 42."]):
+        if n == 2 and prompt in CUT_OFF and step_metadata().attempt == 1:
+            raise ConnectionError("the model's connection dropped")  # after two tokens were written
+        yield token
+
+
+# --8<-- [start:restart]
+RESTART = b"\x00restart"  # a chunk no token can be
+
+
+@step(name="streams.answer")
+async def answer(prompt: str) -> str:
+    out = get_writable("tokens")
+    if step_metadata().attempt > 1:  # an earlier attempt was cut off: the chunks it wrote stay in the stream
+        await out.write(RESTART)
+    tokens: list[str] = []
+    async for token in generate(prompt):
+        tokens.append(token)
+        await out.write(token)
+    await out.close()
+    return "".join(tokens)
+
+
+async def read_answer(run: Run[str]) -> str:
+    parts: list[bytes] = []
+    async for chunk in run.stream("tokens"):
+        if chunk == RESTART:
+            parts.clear()  # the step started over: drop what the attempt before wrote
+        else:
+            parts.append(chunk)
+    return b"".join(parts).decode()
+# --8<-- [end:restart]
+
+
+@workflow(name="streams.ask")
+async def ask(prompt: str) -> str:
+    return await answer(prompt)
+
+
 async def main() -> None:
     from awsworld.testing import WorkflowTestEnv
 
     async with WorkflowTestEnv() as env:
         assert await follow(env.client, "cat.mp4") == [f"cat.mp4: part {n}/3\n" for n in (1, 2, 3)]
+        CUT_OFF.append("why?")
+        run = await env.client.start(ask, "why?")
+        assert [chunk async for chunk in run.stream("tokens")] == [b"The", b" answer", RESTART, b"The", b" answer",
+                                                                    b" is", b" 42."]
+        assert await read_answer(run) == await run.result() == "The answer is 42."
 
 
 if __name__ == "__main__":

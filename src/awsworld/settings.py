@@ -30,6 +30,9 @@ T = TypeVar("T")
 
 PREFIX = "AWSWORLD_"
 DEFAULT_MAX_VALUE_BYTES = 64 * 1024 * 1024
+MIN_MAX_VALUE_BYTES = 256 * 1024
+"""The smallest ``AWSWORLD_MAX_VALUE_BYTES`` taken: room for a step's error record, 32 KiB characters of message and a
+traceback (``_positive_bytes``); the test suite's values run at this bound (``tests/runtime/values_support.py``)."""
 DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
 DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
@@ -138,6 +141,11 @@ def _positive_bytes(raw: str) -> int:
         value = 0
     if value <= 0:
         raise ValueError(f"AWSWORLD_MAX_VALUE_BYTES must be a positive number of bytes, not {raw!r}")
+    if value < MIN_MAX_VALUE_BYTES:
+        raise ValueError(f"AWSWORLD_MAX_VALUE_BYTES must be at least {MIN_MAX_VALUE_BYTES} (256 KiB), not {raw!r}: a "
+                         "failed step's error (its message, up to 32 KiB characters, and its traceback) is stored "
+                         "under the same bound, and one that did not fit could never be recorded (the run would "
+                         "hang). Test a value over the limit with a value over 256 KiB")
     return value
 
 
@@ -261,7 +269,8 @@ class Settings:
     # -- every World
     max_value_bytes = Var[int](
         "AWSWORLD_MAX_VALUE_BYTES", DEFAULT_MAX_VALUE_BYTES, _positive_bytes,
-        "the largest value a World takes (a run's or step's input or output, a hook payload, a stream chunk)",
+        "the largest value a World takes (a run's or step's input or output, a hook payload, a stream chunk); at "
+        "least 262144 (256 KiB)",
         group="world", shown="`67108864` (64 MiB)")
     lease_grace_seconds = Var[float](
         "AWSWORLD_LEASE_GRACE_SECONDS", 30.0, _at_least(0.0),

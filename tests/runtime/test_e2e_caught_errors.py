@@ -196,3 +196,53 @@ def test_the_rebuilt_class_is_made_once_per_type_and_keeps_the_awsworld_name() -
     made = rebuild(StepError, lambda k: k("'x'", step_name="s", error_type="KeyError"), "KeyError")
     assert isinstance(made, KeyError) and str(made) == "step 's' failed: KeyError: 'x'"
     assert made.args == ("step 's' failed: KeyError: 'x'",)
+
+
+class Rejected(Exception):
+    """A user's exception whose text is made from what its ``__init__`` set: the rebuilt instance never ran it."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+    def __str__(self) -> str:
+        return f"rejected with code {self.code}"
+
+    def __repr__(self) -> str:
+        return f"Rejected(code={self.code})"
+
+
+@step(name="caught.reject", max_retries=0)
+async def reject() -> None:
+    raise Rejected(7)
+
+
+@workflow(name="caught.rejects")
+async def rejects() -> str:
+    try:
+        await reject()
+    except Rejected as error:
+        return f"{error!s} | {error!r}"
+    return "?"
+
+
+@workflow(name="caught.lets_through")
+async def lets_through() -> None:
+    await reject()
+
+
+async def test_a_rebuilt_error_prints_as_the_awsworld_error_whatever_the_original_reads_in_its_repr(
+        e2e: E2E) -> None:
+    """Before, the rebuilt type took the original's ``__str__``/``__repr__`` (after StepError's own ``__str__``, its
+    ``__repr__`` was the original's): ``repr`` of a caught step error, or of ``result()``'s error for a run failed
+    with a ``WorldError`` type (whose repr reads ``message``), raised AttributeError, asyncio's own reporting too."""
+    run = await e2e.start(rejects)
+    assert await run.result(timeout=60) == ("step 'caught.reject' failed: Rejected: rejected with code 7 | "
+                                            "StepError(\"step 'caught.reject' failed: Rejected: rejected with code "
+                                            "7\")")
+    failed_run = await e2e.start(lets_through)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await failed_run.result(timeout=60)
+    assert isinstance(failed.value, Rejected)
+    assert repr(failed.value) == f"WorkflowRunFailedError({str(failed.value)!r})"
+    assert str(failed.value).startswith(f"run {failed_run.run_id} failed: step 'caught.reject' failed")

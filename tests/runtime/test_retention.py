@@ -40,3 +40,14 @@ def test_retention_takes_any_duration_and_refuses_nonsense() -> None:
         workflow(retention=0)
     with pytest.raises((ValueError, TypeError)):
         workflow(retention="soon")
+
+
+@pytest.mark.parametrize("number", [30, 2.5])
+def test_a_retention_without_a_unit_is_refused_asking_for_one(number: float) -> None:
+    """A number is seconds to a duration and days to ``RunRetentionDays``: ``retention=30`` meant as a month kept
+    the run 30 s after its end (before: accepted as seconds)."""
+    with pytest.raises(TypeError) as refused:
+        workflow(retention=number)
+    assert str(refused.value) == (f"a workflow's retention takes a unit: retention={number!r} would be {number!r} "
+                                  f"seconds (a number is days in RunRetentionDays); write '{number:g}d' for days, "
+                                  f"'{number:g}s' for seconds, or a timedelta")

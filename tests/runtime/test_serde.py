@@ -10,6 +10,7 @@ import math
 import socket
 import threading
 import uuid
+from collections import Counter, OrderedDict, defaultdict
 from collections.abc import Iterator
 from decimal import Decimal
 from enum import Enum, IntEnum
@@ -275,14 +276,32 @@ def _gen() -> Iterator[int]:
 def test_unserializable_values_name_type_and_path(make: Any, path: str, type_name: str) -> None:
     with pytest.raises(SerializationError) as info:
         dumps(make())
-    assert str(info.value) == f"{path}: cannot serialize <class '{type_name}'>"
+    assert str(info.value) == f"{path}: cannot serialize <class '{type_name}'> ({STORED})"
     assert info.value.path == path
+
+
+STORED = ("awsworld stores JSON's types, bytes, datetime, date, time, timedelta, Decimal, UUID, tuples, sets, enums, "
+          "dataclasses, NamedTuples, pydantic models and exceptions: use one of those, or give the step or workflow a "
+          "codec= that turns it into text (docs/how-to/codecs.md)")
+
+
+@pytest.mark.parametrize(("value", "type_name", "base"), [
+    (defaultdict(list, {"a": [1]}), "collections.defaultdict", "dict"),
+    (OrderedDict(a=1), "collections.OrderedDict", "dict"),
+    (Counter("ab"), "collections.Counter", "dict"),
+])
+def test_a_subclass_of_a_builtin_is_refused_saying_to_convert_it(value: object, type_name: str, base: str) -> None:
+    """Matched by exact type, it would come back as the builtin: the error says so, and how to convert it."""
+    with pytest.raises(SerializationError) as info:
+        dumps({"rows": value})
+    assert str(info.value) == (f"value['rows']: cannot serialize <class '{type_name}'> (a subclass of {base}, which "
+                               f"would come back as a plain {base}: convert it, {base}(value))")
 
 
 def test_socket_is_refused_with_its_path() -> None:
     with socket.socket() as sock, pytest.raises(SerializationError) as info:
         to_json_text({"items": [1, 2, 3, sock]})
-    assert str(info.value) == "value['items'][3]: cannot serialize <class 'socket.socket'>"
+    assert str(info.value) == f"value['items'][3]: cannot serialize <class 'socket.socket'> ({STORED})"
     assert isinstance(info.value, TypeError)
 
 

@@ -35,6 +35,8 @@ WHY_IT_DIFFERS = ("Either the workflow's code is not the code that recorded the 
                   "clock, randomness, the environment, process state: read it in a step, or use awsworld.now() and "
                   "awsworld.random()). `awsworld replay` checks stored runs against new code before a deploy")
 """How a failed run's error frames its divergence: what differs, and the two causes (never only the first)."""
+REPLAY_UNREADABLE = "replaying this run could not read a value its log records"
+"""How it frames a recorded value the code cannot read any more (``unreadable``), whose note says what to change."""
 _ID = re.compile(r"^(step|wait|hook)_(\d+)")
 
 _repr = reprlib.Repr()
@@ -170,6 +172,22 @@ def mismatch(event: Event, code_op: Op | None, code_done: bool) -> ReplayDiverge
                           outline=(log_outline, "returned before making that call"))
     return divergence("extra-event", where, event, log, "made no such call (it waits for something else here)",
                       outline=(log_outline, "made no such call (it waits for something else here)"))
+
+
+UNREADABLE_NOTE = (" (a class the value names was changed, moved or removed since it was recorded: keep it able to "
+                   "read what was recorded, say a default for a new field and the old name importable, until the "
+                   "runs recorded with it end)")
+"""What to change when the code cannot read a value its log recorded: the usual cause is an edit of a pydantic
+model or dataclass while runs that stored it are in flight."""
+
+
+def unreadable(where: str, event: Event | None, place: str, error: Exception) -> ReplayDivergenceError:
+    """The log holds a value (a step's result, a hook's payload, the run's input) that the code cannot load now
+    (``serde.SerializationError``): a divergence, like a changed call, rather than a delivery that fails forever
+    or a run failed by an edit. The error's text may quote the value (pydantic's does), so the outline leaves it
+    out."""
+    return divergence("value", where, event, f"{place} recorded", f"cannot read it: {error}", UNREADABLE_NOTE,
+                      outline=(f"{place} recorded", "cannot read it"))
 
 
 def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:

@@ -54,7 +54,7 @@ from ..authoring.names import display_name
 from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
 from ..authoring.runtime import MadeCall, StepRef, WorkflowMetadata, WorkflowRef, current_runtime, wakes_on
-from ..durable import codecs, serde
+from ..durable import codecs, json_data, serde
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..world.events import Event
@@ -173,9 +173,17 @@ class WorkflowExecution:
         raw = (first.event_data or {}).get("input")
         # The body's first run: nothing but run-level events in the log (``all`` stops at the first call's event).
         fresh = all(event.event_type in RUN_LEVEL_EVENTS for event in self.log)
+        call: json_data.Call | None = None
+        if not fresh:  # a replay: the input was read before, so one the code cannot read now is the code's change
+            try:
+                call = self._input(raw)
+            except serde.SerializationError as error:
+                raise dv.unreadable("the run's input", first, str(self._input_place()), error) from error
+            except Exception:  # a CodecError, arguments that do not bind: the body raises it again, failing the run
+                call = None
         context = contextvars.copy_context()
         context.run(current_runtime.set, self)
-        self.task = self.loop.create_task(self._body(raw, fresh), context=context)
+        self.task = self.loop.create_task(self._body(raw, fresh, call), context=context)
         self.task.add_done_callback(self._body_ended)
 
     def _body_ended(self, body: asyncio.Task[Any]) -> None:
@@ -185,7 +193,13 @@ class WorkflowExecution:
         open steps as cancelled before the run's end (``_worker/declarations.py``, ``Declarer.cancel_steps``)."""
         self.loop.cancel_tasks()
 
-    async def _body(self, raw: Any, fresh: bool) -> Any:
+    def _input_place(self) -> Place:
+        return Place("input", f"workflow {self.definition.name!r}", self.run_id)
+
+    def _input(self, raw: Any) -> json_data.Call:
+        return codecs.load_call(raw, self.definition.args_codec, self._input_place(), self.definition.fn)
+
+    async def _body(self, raw: Any, fresh: bool, call: json_data.Call | None = None) -> Any:
         """The workflow called with its input, inside the task: arguments that do not fit its signature (a
         ``TypeError`` at the call) or an input that does not decode fail the run like any error the body
         raises, instead of failing every delivery of it forever.
@@ -193,9 +207,10 @@ class WorkflowExecution:
         On the body's first run (``fresh``) the arguments are checked against its annotations too
         (``WorkflowDef.check_arguments``), for a start that could not check them (a client without the workflow's
         code, a schedule's tick): the run fails with that ``TypeError`` before the body runs. Never on a later
-        replay: a run whose body has made a call was accepted, by whatever code started it, and goes on."""
-        call = codecs.load_call(raw, self.definition.args_codec,
-                                Place("input", f"workflow {self.definition.name!r}", self.run_id), self.definition.fn)
+        replay: a run whose body has made a call was accepted, by whatever code started it, and goes on (``call``:
+        its input, read by ``_start``, where one the code cannot read any more is a divergence)."""
+        if call is None:
+            call = self._input(raw)
         if fresh:
             self.definition.check_arguments(tuple(call.args), call.kwargs)
         result = await exit_contained(self.definition.fn(*call.args, **call.kwargs))  # sys.exit(): the run fails
@@ -296,6 +311,9 @@ class WorkflowExecution:
                                                             op.poll.place(self.run_id, op.id))
                 except CodecError as error:  # the same data fails the same way on every replay
                     op.future.set_exception(error)
+                except serde.SerializationError as error:  # a class of it changed: the code, not the data
+                    raise dv.unreadable(dv.position(op.id), event, str(self._place(op, "result")()), error) \
+                        from error
                 else:
                     op.future.set_result(value)
             elif _error_of(data).get("code") == STEP_CANCELLED:
@@ -328,14 +346,19 @@ class WorkflowExecution:
             failed = hook_failure(op.token, data.get("payload"))  # Client.fail_hook's envelope, never a user value
             if failed is not None:
                 op.close(failed)
-            elif op.codec is not None:
-                try:
-                    op.deliver(codecs.decode_payload(serde.loads(data.get("payload")), op.codec,
-                                                     self._place(op, "payload")))
-                except CodecError as error:  # this payload's await raises it; the hook takes later ones
-                    op.deliver_failure(error)
             else:
-                op.deliver(serde.loads(data.get("payload")))
+                try:
+                    stored = serde.loads(data.get("payload"))
+                except serde.SerializationError as error:  # a class of it changed: the code, not the data
+                    raise dv.unreadable(dv.position(op.id), event, str(self._place(op, "payload")()), error) \
+                        from error
+                if op.codec is None:
+                    op.deliver(stored)
+                else:
+                    try:
+                        op.deliver(codecs.decode_payload(stored, op.codec, self._place(op, "payload")))
+                    except CodecError as error:  # this payload's await raises it; the hook takes later ones
+                        op.deliver_failure(error)
         elif kind == "hook_disposed":
             op.disposed = True
             self._hooks.pop(op.id, None)

@@ -14,6 +14,7 @@ from typing import Any
 
 from .._deployments.pins import RUNNING_ON, Running
 from ..authoring.definitions import REGISTRY, Registry
+from ..durable.class_paths import kept_modules
 from ..settings import SETTINGS
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
@@ -72,13 +73,17 @@ class Worker:
         message = payload if isinstance(payload, FlowMessage) else FlowMessage.from_payload(payload)
         token = RUNNING_ON.set(Running(self.settings.deployment, self.registry))  # (a child's pin: ``child_pin``)
         try:
-            if message.step_id:
-                return await self._step(message, deadline, message_id, redelivered=attempt > 1)
-            flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
-            status = await flow.run()
-            return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
+            with kept_modules(self.registry.class_modules):  # a kept version's values are of its own classes (dev)
+                return await self._execute(message, deadline, message_id, attempt)
         finally:
             RUNNING_ON.reset(token)
+
+    async def _execute(self, message: FlowMessage, deadline: float, message_id: str | None, attempt: int) -> Outcome:
+        if message.step_id:
+            return await self._step(message, deadline, message_id, redelivered=attempt > 1)
+        flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
+        status = await flow.run()
+        return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
 
     async def _step(self, message: FlowMessage, deadline: float, message_id: str | None, *,
                     redelivered: bool) -> Outcome:

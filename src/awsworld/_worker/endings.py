@@ -143,4 +143,6 @@ class RunEndings:
                 text = text.replace(divergence.log or "", logged, 1) if divergence.log else text
             except Exception:  # the message is best effort; the failure itself must be recorded
                 pass
+        if divergence.change == "value":  # (its own note says what to change)
+            return f"{dv.REPLAY_UNREADABLE}: {text}"
         return f"{dv.REPLAY_DIFFERS}: {text}. {dv.WHY_IT_DIFFERS}"

@@ -13,11 +13,11 @@ import inspect
 import logging
 import math
 import sys
-from collections.abc import Callable, Coroutine, Generator, Sequence
+from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
-from types import EllipsisType
+from types import EllipsisType, ModuleType
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar, cast, get_args, overload
 
 from ..durable.codecs import Codec, check_positional
@@ -107,6 +107,9 @@ class Registry:
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef] = {}
         self.steps: dict[str, StepDef] = {}
+        self.class_modules: dict[str, ModuleType] = {}
+        """A snapshot's module objects by name (``snapshot(modules=)``): where the classes its values name are
+        looked up while it runs (``durable.class_paths.kept_modules``); empty: in ``sys.modules``."""
 
     @contextlib.contextmanager
     def capture(self) -> Generator[Registry]:
@@ -119,12 +122,14 @@ class Registry:
         finally:
             _CAPTURING.reset(token)
 
-    def snapshot(self) -> Registry:
+    def snapshot(self, modules: Mapping[str, ModuleType] | None = None) -> Registry:
         """A registry holding what this one holds now (the same definitions, so the same code): what stays of a
-        deployment when the process's registry is reloaded with new code (``awsworld dev``)."""
+        deployment when the process's registry is reloaded with new code (``awsworld dev``). ``modules``: the module
+        objects of that code, about to be replaced in ``sys.modules``: its values' classes are resolved in them."""
         copy = Registry()
         copy.workflows.update(self.workflows)
         copy.steps.update(self.steps)
+        copy.class_modules.update(modules or self.class_modules)
         return copy
 
     def add_workflow(self, definition: WorkflowDef) -> None:
@@ -329,6 +334,12 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
     ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
     order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then
     arrival order as slots free (docs/how-to/flow-control.md)."""
+    if isinstance(retention, int | float) and not isinstance(retention, bool) and retention > 0:
+        # A number is seconds to every other duration (sleep(30)) and days to RunRetentionDays: retention=30 meant as
+        # a month would delete the run's items 30 s after it ends, so the unit is asked for.
+        raise TypeError(f"a workflow's retention takes a unit: retention={retention!r} would be {retention!r} "
+                        f"seconds (a number is days in RunRetentionDays); write '{retention:g}d' for days, "
+                        f"'{retention:g}s' for seconds, or a timedelta")
     kept = None if retention is None else parse_duration(retention, what="retention")
     if kept is not None and kept <= timedelta(0):
         raise ValueError("a workflow's retention must be positive")

@@ -122,13 +122,22 @@ def _combined(base: type[Exception], original: type[Exception]) -> type[Any] | N
         return None  # an instance of both already (Exception), or an awsworld error of its own kind
     new = _builtin_new(original)
     namespace = {"__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__,
-                 "__new__": lambda cls, *args, **kwargs: new(cls)}  # never the original's own __new__
+                 "__new__": lambda cls, *args, **kwargs: new(cls),  # never the original's own __new__
+                 # the awsworld error's text, never the original's: its __repr__/__str__ may read attributes its
+                 # __init__ set, which never ran here (a WorldError's repr read ``message``: AttributeError)
+                 "__repr__": _own(base, "__repr__"), "__str__": _own(base, "__str__")}
     try:
         kind = types.new_class(base.__name__, (base, original), exec_body=lambda ns: ns.update(namespace))
         new(kind)  # a C base whose __new__ is not the builtin one refuses here, once
     except Exception:  # layout or metaclass conflicts, a refusing __init_subclass__
         return None
     return kind
+
+
+def _own(base: type[Exception], name: str) -> Callable[..., str]:
+    """``base``'s own method ``name`` (``BaseException``'s when no class of its defines one)."""
+    klass = next(k for k in base.__mro__ if name in vars(k))
+    return cast("Callable[..., str]", vars(klass)[name])
 
 
 def _builtin_new(original: type[Exception]) -> Callable[[type[Any]], Any]:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import cast
 
+from ..world.errors import StreamClosedError
 from .durations import Duration, seconds
 from .errors import FatalError, RetryableError
 
@@ -46,7 +47,8 @@ class RetryPolicy:
       ``initial_delay``, if that is longer: the cap bounds the growth, never the first delay); with ``jitter``
       (a fraction in [0, 1]) it is then shortened by a random part of up to that fraction (1: anywhere between
       0 and the delay, AWS's "full jitter"; 0.5: between half and all of it), spreading retries of many runs.
-    - which errors retry: ``FatalError`` never; then anything matching ``no_retry_on`` does not; then a
+    - which errors retry: ``FatalError`` never, nor a write to a closed stream (``awsworld.world.errors.
+      StreamClosedError``: it never reopens); then anything matching ``no_retry_on`` does not; then a
       ``RetryableError`` does (its ``retry_after`` replaces the computed delay); then whatever matches
       ``retry_on`` (default: every ``Exception``). An error that does not retry fails the step at once, its type
       recorded (the workflow sees ``StepError(error_type=...)``).
@@ -104,8 +106,8 @@ class RetryPolicy:
 
     def retries(self, error: BaseException) -> bool:
         """Whether ``error`` may be retried at all (the attempt count aside)."""
-        if isinstance(error, (FatalError, *_types(self.no_retry_on))):
-            return False
+        if isinstance(error, (FatalError, StreamClosedError, *_types(self.no_retry_on))):
+            return False  # (a closed stream never reopens: every attempt would meet it again)
         return isinstance(error, (RetryableError, *_types(self.retry_on)))
 
     def retry_at(self, error: BaseException, attempt: int, now: datetime, *,

@@ -57,9 +57,14 @@ class StreamWriter:
     ``PayloadTooLargeError``; the chunks before it and the writer are untouched.
     """
 
-    def __init__(self, world: World, run_id: str, name: str) -> None:
+    def __init__(self, world: World, run_id: str, name: str, step: StepMetadata | None = None) -> None:
+        """``step``: the step whose body got this writer; once it has ended (``StepContext.run``), a write is
+        refused: its chunks are made durable at the step's end, and a process may be frozen or gone after it (a
+        Lambda invocation that returned), so a chunk written later could be lost without a word."""
         self.run_id = run_id
         self.name = name
+        self.step = step
+        self.ended = False
         self._seq = 0
         self._session = world.streams.create_write_session(run_id, name, f"wrtr_{new_ulid()}")
 
@@ -73,6 +78,12 @@ class StreamWriter:
             await self._write(data)
 
     async def _write(self, chunks: list[bytes]) -> None:
+        if self.ended:
+            of = f"step {self.step.step_name!r} ({self.step.step_id})" if self.step is not None else "its step"
+            raise RuntimeError(f"stream {self.name!r} of run {self.run_id}: {of} has ended, so this writer takes no "
+                               "more chunks (a chunk written after its step could be lost: the step's end is "
+                               "what makes them durable); write within the step's body, awaiting any task that "
+                               "writes before it returns")
         # A chunk the World cannot take is refused here, at the call, before it takes a place in the sequence
         # (a place never filled would hold up every later chunk of this writer).
         check_chunk_sizes(chunks, self._session.max_chunk_bytes)
@@ -93,10 +104,12 @@ class StepContext:
     world: World
     metadata: StepMetadata
     writers: dict[str, StreamWriter] = field(default_factory=dict)
+    ended: bool = False  # the body has returned or raised: its writers take no more chunks (``StreamWriter``)
 
     def writer(self, name: str) -> StreamWriter:
         if name not in self.writers:
-            self.writers[name] = StreamWriter(self.world, self.metadata.run_id, name)
+            self.writers[name] = StreamWriter(self.world, self.metadata.run_id, name, self.metadata)
+            self.writers[name].ended = self.ended  # (a task the body left behind asking for a writer)
         return self.writers[name]
 
     async def run(self, body: Awaitable[T]) -> T:
@@ -108,6 +121,10 @@ class StepContext:
         except Exception as error:
             await self._flush_writers(error)
             raise
+        finally:
+            self.ended = True
+            for writer in self.writers.values():
+                writer.ended = True  # (before the flush awaits, on success: a task still writing meets it at once)
         await self._flush_writers(None)
         return result
 

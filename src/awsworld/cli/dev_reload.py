@@ -45,6 +45,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Literal
 
 from .._deployments.pins import pin_change, pin_of
@@ -287,6 +288,10 @@ class UserCode:
                 found[path] = (stat.st_mtime_ns, stat.st_size)
         return found
 
+    def loaded(self) -> dict[str, ModuleType]:
+        """The module objects of the user's modules as imported now (before a reload replaces them)."""
+        return {name: sys.modules[name] for name in self.modules() if name in sys.modules}
+
     def reload(self, registry: Registry = REGISTRY) -> str | None:
         """Import the named modules afresh (and the project modules they import): their workflows, steps and
         schedules replace the old ones. Returns None, or why the new code could not be imported (then everything is
@@ -350,7 +355,9 @@ async def watch(world: World, code: UserCode, registry: Registry,
         await asyncio.sleep(WATCH_SECONDS)  # an editor's save (or a burst of them) finishes first
         shown = ", ".join(_shown(path) for path in changed)
         print(f"reloading: {shown} changed", flush=True)
-        previous = registry.snapshot()  # the code runs started on keep running it (``cli.dev_code``)
+        # The code runs started on keeps running them (``cli.dev_code``), with its modules: the values it stores and
+        # reads are of its own classes, not of the edited module's (a model given a required field, say).
+        previous = registry.snapshot(code.loaded())
         problem = code.reload(registry)
         if problem is not None:
             print(f"reload failed, the previous code goes on serving: {problem}", flush=True)

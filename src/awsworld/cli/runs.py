@@ -388,6 +388,7 @@ def _describe(args: argparse.Namespace) -> int:
     from .._deployments.pins import PIN_ATTRIBUTE
     from .._engine.parking import parked_run
     from .._timeline import read_events
+    from ..authoring.definitions import RETENTION_CONTEXT_KEY
     from ..client.client import cancel_reason
     from ..client.waits import display_names, run_waits
     from ..schedules.info import schedule_json
@@ -439,6 +440,9 @@ def _describe(args: argparse.Namespace) -> int:
                 "deployment": view.attributes.get(PIN_ATTRIBUTE),
                 # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
                 "rerunOf": context.get("rerunOf"),
+                # How long the run stays readable after its end: its workflow's retention, fixed when it started
+                # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
+                "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
                 # The run's final error in full (type, message, failing step, traceback) goes here, from a
                 # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
             }
@@ -470,7 +474,7 @@ def _step_status(step: dict[str, Any], run_status: str) -> str:
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
-    from .._timeline import deadline_text
+    from .._timeline import deadline_text, how_far
     from ..client.waits import describe_wait
     from .error_view import print_error_part
 
@@ -489,6 +493,9 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     if d["deployment"]:  # a label of the column's width, as every line here (--json: "deployment")
         print("pinned to " + ("no deployment: each delivery runs the newest code" if d["deployment"] == LATEST
                               else d["deployment"]))
+    kept = d.get("retentionSeconds")  # (without one: the stack's RunRetentionDays, which describe cannot see)
+    if isinstance(kept, int):
+        print(f"kept      {how_far(kept)[3:]} after its end (its workflow's retention)")
     for key in ("createdAt", "startedAt"):  # as describe writes every time: time of day UTC, how long ago
         if d[key]:
             print(f"{key[:-2]:<9} {deadline_text(d[key])}")

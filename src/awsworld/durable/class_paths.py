@@ -3,14 +3,22 @@
 ``serde`` stores a user's dataclass, pydantic model, enum or exception under its class path and imports the class
 again when the value is read, possibly in another process. A path is made of identifiers and walked attribute by
 attribute; dunders are refused (``__class__``, ``__globals__`` would reach arbitrary objects), so stored data can
-only name classes importable at module level."""
+only name classes importable at module level.
+
+Where several versions of one module live in a process (``awsworld dev`` keeps the code a run started on when an
+edit is loaded: ``cli/dev_code.py``), ``kept_modules`` names the module objects a delivery of the older code resolves
+paths in, so a value it stores or reads is of its own classes, not of the edited module's."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+from collections.abc import Generator, Mapping
+from contextvars import ContextVar
+from types import ModuleType
 from typing import Any
 
-__all__ = ["ClassPathError", "import_class", "name_ok"]
+__all__ = ["ClassPathError", "import_class", "kept_modules", "name_ok"]
 
 
 class ClassPathError(Exception):
@@ -30,14 +38,31 @@ def name_ok(dotted: str, *, module: bool) -> bool:
     return all(p.isidentifier() and not (p.startswith("__") and p.endswith("__")) for p in parts)
 
 
+_KEPT: ContextVar[Mapping[str, ModuleType] | None] = ContextVar("awsworld_kept_modules", default=None)
+
+
+@contextlib.contextmanager
+def kept_modules(modules: Mapping[str, ModuleType]) -> Generator[None]:
+    """While inside (and in the tasks started inside), a path whose module is in ``modules`` resolves in that module
+    object rather than in ``sys.modules``: the code of an older version loaded beside a newer one. Empty: no
+    change."""
+    token = _KEPT.set(modules or None)
+    try:
+        yield
+    finally:
+        _KEPT.reset(token)
+
+
 def import_class(path: str) -> type:
     """Resolve ``module:QualName`` by importing the module and walking attributes. Never evaluates code from
     the data: a name that is not made of identifiers, or that does not lead to a class, is refused."""
     module_name, sep, qualname = path.partition(":")
     if not sep or not name_ok(module_name, module=True) or not name_ok(qualname, module=False):
         raise ClassPathError(f"refusing class path {path!r}: expected 'module:QualName' made of identifiers")
+    kept = _KEPT.get()
     try:
-        obj: Any = importlib.import_module(module_name)
+        obj: Any = kept[module_name] if kept is not None and module_name in kept else \
+            importlib.import_module(module_name)
     except Exception as exc:
         raise ClassPathError(f"cannot load {path!r}: module {module_name!r} is not importable ({exc})") from exc
     for part in qualname.split("."):

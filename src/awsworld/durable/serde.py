@@ -195,6 +195,22 @@ def _set_order(item: JSONValue) -> str:
 
 # --- dumping -----------------------------------------------------------------------------------------------
 
+_STORED = ("awsworld stores JSON's types, bytes, datetime, date, time, timedelta, Decimal, UUID, tuples, sets, "
+           "enums, dataclasses, NamedTuples, pydantic models and exceptions: use one of those, or give the step "
+           "or workflow a codec= that turns it into text (docs/how-to/codecs.md)")
+_BASES: tuple[type, ...] = (dict, list, tuple, set, frozenset, str, bytes, int, float)
+
+
+def _what_to_change(value: object) -> str:
+    """What a refused value's error says to do: a subclass of a builtin (a ``defaultdict``, a ``numpy.float64``)
+    is refused because the type is matched exactly (it would come back as the builtin), so converting is the fix."""
+    base = next((b for b in _BASES if isinstance(value, b)), None)
+    if base is not None:
+        return (f"a subclass of {base.__name__}, which would come back as a plain {base.__name__}: convert it, "
+                f"{base.__name__}(value)")
+    return _STORED
+
+
 
 class _Dumper:
     """The full walk. It takes values as ``Any``: it dispatches on ``type(value)`` by identity (a subclass of
@@ -268,7 +284,7 @@ class _Dumper:
             name = getattr(value, "__qualname__", None) or getattr(value, "__name__", "the call")
             raise _Failure(f"cannot serialize {t!r}: {name}(...) was called without `await`, so its value is the "
                            f"coroutine, not its result (write `await {name}(...)`)")
-        raise _Failure(f"cannot serialize {t!r}")
+        raise _Failure(f"cannot serialize {t!r} ({_what_to_change(value)})")
 
     def mapping(self, value: dict[Any, Any], depth: int) -> JSONValue:
         if all(type(k) is str for k in value):

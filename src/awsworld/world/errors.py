@@ -95,6 +95,11 @@ class EntityConflictError(WorldError):
     code = "entity-conflict"
 
 
+class StreamClosedError(EntityConflictError):
+    """An append to a closed stream (its writer's ``close()``, or another writer's, ended it). A stream never reopens,
+    so a step that meets this is not retried (``authoring/retry.py``): every attempt would meet it again."""
+
+
 class StepRunningElsewhereError(EntityConflictError):
     """step_started from a delivery while the step runs under another delivery's message id: the caller is a
     duplicate message and should simply stop (the running delivery records the outcome)."""

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Self
 
 from ..entities import TERMINAL_RUN_STATUSES
-from ..errors import EntityConflictError, RunGoneError, RunNotFoundError, WorldError
+from ..errors import RunGoneError, RunNotFoundError, StreamClosedError, WorldError
 from ..pages import MAX_CHUNKS_PAGE
 
 Meta = Callable[[], Awaitable[tuple[int, bool]]]
@@ -51,9 +51,11 @@ def append_refusal(run_id: str, name: str, run_status: str | None, closed: bool)
     return closed_stream(run_id, name) if closed else None
 
 
-def closed_stream(run_id: str, name: str) -> EntityConflictError:
+def closed_stream(run_id: str, name: str) -> StreamClosedError:
     """What an append to a closed stream raises."""
-    return EntityConflictError(f"stream {name} of run {run_id} is closed", run_id=run_id, stream=name)
+    return StreamClosedError(f"stream {name!r} of run {run_id} is closed (a writer's close() ended it): it takes no "
+                               f"more chunks; write them before the close, or to a stream of another name",
+                               run_id=run_id, stream=name)
 
 
 async def end_state(meta: Meta, run_status: RunStatus) -> tuple[int, bool]:

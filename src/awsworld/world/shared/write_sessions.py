@@ -20,7 +20,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Generic, Self, TypeVar
 
-from ..errors import EntityConflictError, InvalidInputError
+from ..errors import EntityConflictError, InvalidInputError, StreamClosedError
 from ..streams import Chunk, check_chunk_sizes, chunk_bytes
 
 FLUSH_BYTES = 1024 * 1024
@@ -160,8 +160,13 @@ class OrderedWriteSession(ABC):
     def _check_open(self) -> None:
         if self._error is not None:
             raise self._error
+        if self._state == "closed":
+            raise StreamClosedError(f"stream {self.name!r} of run {self.run_id} was closed by this writer's close(): "
+                                      "it takes no more chunks; write them before the close", stream=self.name,
+                                      writer=self.writer_id)
         if self._state != "open":
-            raise EntityConflictError(f"write session {self.writer_id} is {self._state}", stream=self.name)
+            raise EntityConflictError(f"write session {self.writer_id} of stream {self.name!r} is {self._state}",
+                                      stream=self.name)
 
     def _retire(self, state: str) -> None:
         self._state = state

@@ -1,0 +1,119 @@
+"""A value the log recorded that the code cannot read any more is a divergence, not a delivery that fails forever.
+
+The usual cause: a pydantic model (or dataclass) edited while runs that stored it are in flight, a required field
+added, say. Before, the replay's ``SerializationError`` escaped the flow, every delivery failed the same way (a
+redelivery loop; on AWS the DLQ), ``run.result()`` waited out its timeout saying the run waited on a sleep, and
+``awsworld replay`` stopped with "unexpected SerializationError" instead of reporting the run. Now it is a
+``ReplayDivergenceError`` naming the value's place and what to change (``change`` ``"value"``): the run fails with
+``CORRUPTED_EVENT_LOG`` where divergences fail runs (``WorkflowTestEnv``), is parked where they park (``awsworld
+dev``, a deployed stack: ``tests/cli/test_dev_values.py``), and the replayer reports it. The same for the run's own
+input on a replay (before, the body raised before its first call, which read as "the code returned before making
+that call", naming no value).
+
+The edit is made as ``awsworld dev``'s reload makes it: the module's name ``Quote`` is bound to the new class.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from decimal import Decimal
+
+import pytest
+from pydantic import BaseModel
+
+from awsworld import WorkflowRunFailedError, create_hook, step, workflow
+from awsworld.authoring.errors import CORRUPTED_EVENT_LOG
+from awsworld.client.replay import read_run, replay_events
+from awsworld.testing import WorkflowTestEnv
+
+NOTE = ("(a class the value names was changed, moved or removed since it was recorded: keep it able to read what "
+        "was recorded, say a default for a new field and the old name importable, until the runs recorded with it "
+        "end)")
+
+
+class Quote(BaseModel):
+    sku: str
+    price: Decimal
+
+
+class QuoteWithCurrency(BaseModel):  # the edit: a required field added
+    sku: str
+    price: Decimal
+    currency: str
+
+
+@step(name="unreadable.quote")
+async def quote(sku: str) -> Quote:
+    return Quote(sku=sku, price=Decimal("9.90"))
+
+
+@workflow(name="unreadable.priced", pinned=False)
+async def priced(sku: str) -> str:
+    found = await quote(sku)
+    async with create_hook(f"go:{sku}") as hook:
+        await hook
+    return f"{found.sku} costs {found.price}"
+
+
+@workflow(name="unreadable.given", pinned=False)
+async def given(wanted: Quote) -> str:
+    async with create_hook(f"go:{wanted.sku}") as hook:
+        await hook
+    return f"{wanted.sku} at {wanted.price}"
+
+
+@contextmanager
+def edited() -> Iterator[None]:
+    """``Quote`` edited: its path (``<this module>:Quote``) now names the class with a required ``currency``."""
+    module = sys.modules[__name__]
+    original = module.Quote
+    QuoteWithCurrency.__qualname__ = "Quote"
+    setattr(module, "Quote", QuoteWithCurrency)  # noqa: B010 (the module's global, as a reload rebinds it)
+    try:
+        yield
+    finally:
+        setattr(module, "Quote", original)  # noqa: B010
+        QuoteWithCurrency.__qualname__ = "QuoteWithCurrency"
+
+
+async def test_a_step_result_whose_model_gained_a_required_field_fails_the_replay_as_a_divergence_naming_it() -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(priced, "kettle")
+        await run.wait_for_hook("go:kettle")
+        run_id = run.run_id
+        with edited(), pytest.raises(WorkflowRunFailedError) as failed:
+            await env.client.resume_hook("go:kettle", "go")
+            await run.result(timeout=10)  # before: a TimeoutError, the run never ended
+        assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
+        message = str(failed.value)
+        assert message.startswith(f"run {run_id} failed: replaying this run could not read a value its log records: "
+                                  "step 1 (event 5): the log has the result of step 'unreadable.quote' (step_1) "
+                                  "recorded, the code cannot read it: "), message
+        assert "currency\n  Field required" in message and message.endswith(NOTE), message
+
+        with edited():
+            replayed = replay_events(await read_run(env.world, run_id))
+        assert (replayed.status, replayed.change, replayed.position) == ("diverged", "value", "step 1"), replayed
+        assert replayed.outline == ("step 1 (event 5): the log has the result of step 'unreadable.quote' (step_1) "
+                                    f"recorded, the code cannot read it {NOTE}"), "the outline quotes no value"
+
+
+async def test_a_run_input_whose_model_gained_a_required_field_diverges_on_replay_instead_of_failing_as_bad_input(
+        ) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(given, Quote(sku="mug", price=Decimal(3)))
+        await run.wait_for_hook("go:mug")
+        run_id = run.run_id
+        with edited(), pytest.raises(WorkflowRunFailedError) as failed:
+            await env.client.resume_hook("go:mug", "go")
+            await run.result(timeout=10)
+        assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
+        assert str(failed.value).startswith(  # before: "the code returned before making that call" (hook 1)
+            f"run {run_id} failed: replaying this run could not read a value its log records: the run's input "
+            "(event 1): the log has the input of workflow 'unreadable.given' recorded, the code cannot read it: "), \
+            failed.value
+        with edited():
+            replayed = replay_events(await read_run(env.world, run_id))
+        assert (replayed.status, replayed.change) == ("diverged", "value"), replayed
