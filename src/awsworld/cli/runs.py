@@ -63,7 +63,9 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     runs = sub.add_parser("runs", help="list recent runs", parents=[read])
     runs.add_argument("--workflow")
     runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
-    runs.add_argument("--limit", type=int, default=20, help="at most this many runs, newest first (1 to 100)")
+    runs.add_argument("--limit", type=int, default=20, help="at most this many runs a page (1 to 100; default 20)")
+    runs.add_argument("--cursor", help="the next page: the cursor the listing before printed (`more runs: ...` on "
+                      "stderr, when there are more)")
     runs.add_argument("--parked", action="store_true", help="only parked runs: running runs whose replay diverges "
                       "from their log, waiting for code that replays them (`awsworld describe RUN` says where)")
     runs.set_defaults(handler=_runs)
@@ -286,6 +288,8 @@ def _runs(args: argparse.Namespace) -> int:
 
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
+    if args.parked and args.cursor:
+        raise usage("--parked reads every running run itself: it takes no --cursor", "raise --limit instead")
     for status in args.status or ():  # the command's mistake: a usage error naming the choices, before any read
         if status not in RUN_STATUSES:
             raise usage(f"unknown run status {status!r}",
@@ -296,10 +300,15 @@ def _runs(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with remote() as client:
+            more: str | None = None
             if args.parked:
                 found = await _parked_runs(client, args.workflow, args.limit)
             else:
-                found = (await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)).data
+                page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit,
+                                              cursor=args.cursor)
+                found, more = page.data, page.cursor if page.has_more else None
+            if more is not None:  # a page is not every run: say so, and how to read on (stderr: --json too)
+                print(f"more runs: {_next_page(args, more)}", file=sys.stderr)
             unknown = await _unknown_workflow(client, args.workflow) if args.workflow and not found else None
             if unknown:  # a typo lists nothing, like a workflow with no runs: say which it is (stderr: --json too)
                 print(unknown, file=sys.stderr)
@@ -320,6 +329,17 @@ def _runs(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+def _next_page(args: argparse.Namespace, cursor: str) -> str:
+    """The command that lists the page after this one: the same filters and page size, and its cursor."""
+    import shlex
+
+    words = ["awsworld", "runs"] + (["--workflow", args.workflow] if args.workflow else [])
+    for status in args.status or ():
+        words += ["--status", status]
+    words += (["--limit", str(args.limit)] if args.limit != 20 else []) + (["--json"] if args.json else [])
+    return shlex.join([*words, "--cursor", cursor])
 
 
 async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[Any]:

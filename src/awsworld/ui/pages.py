@@ -141,7 +141,8 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
         f"<td>{_status(shown_status(r.status, r.attributes))}</td>"
         f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
     if not runs:
-        rows = "<tr><td colspan=5 class=muted>no runs</td></tr>"
+        rows = ("<tr><td colspan=5 class=muted>no runs" + (" on these pages; the next page reads on" if next_cursor
+                                                           else "") + "</td></tr>")
     base = {k: v for k, v in (("workflow", workflow), ("status", status), ("since", since)) if v}
     nav = []
     if cursor:
