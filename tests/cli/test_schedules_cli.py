@@ -77,7 +77,8 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert (created["cron"], created["timezone"], created["source"], created["overlap"]) == (
         "0 2 * * *", "Europe/Berlin", "api", "skip")
     refused = dev("schedules", "create", "nightly-eu", "clitest.report", "--every", "1h", "--args", "[\"us\"]")
-    assert "exists already" in refused.one_line_error(1)
+    assert "exists already (api: clitest.report, cron '0 2 * * *' Europe/Berlin)" in refused.one_line_error(1), \
+        "the refusal writes the schedule as `schedules list` does"
     bad = dev("schedules", "create", "bad", "clitest.report", "--cron", "0 25 * * *")
     assert "not valid" in bad.one_line_error(2)
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')

@@ -229,8 +229,10 @@ async def test_trigger_backfill_and_describe_through_the_client() -> None:
         assert described.upcoming == [START + timedelta(hours=h) for h in (18, 24, 30)]
         with pytest.raises(InvalidInputError):
             await schedules.backfill("q", START, START + timedelta(days=2))  # the future
-        with pytest.raises(ScheduleExistsError):
+        with pytest.raises(ScheduleExistsError) as taken:
             await schedules.create("q", app.echo, Schedule(every="1h", args=("other",)))
+        # The refusal writes the interval as `awsworld schedules` does (it said "every 21600s (UTC)").
+        assert "(api: schedules.app.echo, every 6h)" in str(taken.value), taken.value
         assert (await schedules.get("q")).spec.every == 6 * 3600, "the refused create changed nothing"
         await schedules.delete("q")
         with pytest.raises(ScheduleNotFoundError):

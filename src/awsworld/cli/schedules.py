@@ -143,20 +143,10 @@ def in_zone(tick: str | None, zone: str | None) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S} {zone}, {utc}"
 
 
-def interval(seconds: int) -> str:
-    """An ``--every`` interval as it is written: ``15m``, ``1h30m``, ``1d``, ``90s`` (``900`` read as seconds)."""
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts) or "0s"
-
-
 def _row(d: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    offset = d.get("offsetSeconds") or 0
-    when = (f"cron {d['cron']!r} {d['timezone']}" if d["cron"] else
-            f"every {interval(int(d['everySeconds']))}" + (f" offset {interval(int(offset))}" if offset else ""))
+    from ..world.schedules import when_text
+
+    when = when_text(d["cron"], d["timezone"], d["everySeconds"], d.get("offsetSeconds"))
     return d["scheduleId"], _state_word(d), d["workflow"], when, in_zone(d["nextAt"], d["timezone"])
 
 
