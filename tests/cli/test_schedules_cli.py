@@ -94,8 +94,10 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     first = datetime.fromisoformat(described["upcoming"][0].replace("Z", "+00:00"))
     assert first.minute == 0 and first.hour in (0, 1), "02:00 Berlin is 00:00Z or 01:00Z"
     assert len(described["upcoming"]) == 3
+    assert (described["args"], described["kwargs"]) == (["eu"], {"size": 3}), "what its runs get (shown nowhere)"
     text = dev("schedules", "describe", "nightly-eu")
     assert text.code == 0 and "fires at" in text.out and "0 fired" in text.out, text
+    assert '  arguments             ["eu"] {"size":3}\n' in text.out, text.out
 
     paused = dev.json("schedules", "pause", "nightly-eu", "--note", "freeze")
     assert paused["paused"] and paused["note"] == "freeze" and paused["nextAt"] is None

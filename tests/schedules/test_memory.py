@@ -227,6 +227,7 @@ async def test_trigger_backfill_and_describe_through_the_client() -> None:
         assert by_trigger == ["backfill"] * 5 + ["manual"] + ["tick"] * 2
         described = await schedules.describe("q", upcoming=3)
         assert described.upcoming == [START + timedelta(hours=h) for h in (18, 24, 30)]
+        assert (described.args, described.kwargs) == (("q",), {}), "the arguments its runs get"
         with pytest.raises(InvalidInputError):
             await schedules.backfill("q", START, START + timedelta(days=2))  # the future
         with pytest.raises(ScheduleExistsError) as taken:

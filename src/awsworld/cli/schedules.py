@@ -2,7 +2,7 @@
 
     awsworld schedules create eu-sync shop.sync --every 15m --offset 5m --args '["eu"]'
     awsworld schedules list
-    awsworld schedules describe eu-sync            # its policies, counters and next fire times
+    awsworld schedules describe eu-sync            # its arguments, policies, counters, next fire times
     awsworld schedules pause eu-sync --note "supplier outage"
     awsworld schedules resume eu-sync              # the catch-up policy settles the ticks it missed
     awsworld schedules trigger eu-sync             # a run now, under the overlap policy
@@ -24,7 +24,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..schedules.policies import CATCHUPS, OVERLAPS
 from .errors import parse_json, usage
-from .output import print_json, print_table, remote
+from .output import print_json, print_table, remote, shorten
 
 if TYPE_CHECKING:
     from ..world.schedules import ScheduleState
@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
 
     listing = commands.add_parser("list", parents=[read], help="every schedule, with its next fire time")
     listing.set_defaults(handler=_list)
-    describe = commands.add_parser("describe", parents=[read], help="a schedule and its next fire times")
+    describe = commands.add_parser("describe", parents=[read],
+                                   help="a schedule, its runs' arguments and its next fire times")
     describe.add_argument("schedule_id", metavar="ID")
     describe.add_argument("--upcoming", type=int, default=5, help="how many next fire times (default 5)")
     describe.set_defaults(handler=_describe)
@@ -82,8 +83,9 @@ def register(sub: Any) -> None:
     delete.set_defaults(handler=_delete)
 
 
-def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) -> dict[str, Any]:
-    """A schedule for scripts (stable camelCase keys)."""
+def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None,
+                  arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A schedule for scripts (stable camelCase keys); ``describe`` adds its runs' ``args`` and ``kwargs``."""
     from ..world.schedules import tick_text
 
     spec = state.spec
@@ -98,6 +100,8 @@ def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) 
         "fired": state.fired, "skipped": state.skipped, "missed": state.missed,
         "createdAt": _text(state.created_at), "updatedAt": _text(state.updated_at),
     }
+    if arguments is not None:
+        document["args"], document["kwargs"] = list(arguments[0]), arguments[1]
     if upcoming is not None:
         document["upcoming"] = [tick_text(t) for t in upcoming]
     return document
@@ -153,6 +157,9 @@ def _row(d: dict[str, Any]) -> tuple[str, str, str, str, str]:
 def _print_schedule(d: dict[str, Any]) -> None:
     schedule_id, state, workflow, when, upcoming = _row(d)
     print(f"{schedule_id}  {state:<8} {workflow}  {when}  next {upcoming}")
+    if "args" in d:  # describe's: what every run of it is started with
+        keywords = f" {shorten(d['kwargs'], 200)}" if d["kwargs"] else ""
+        print(f"  {'arguments':<21} {shorten(d['args'], 200)}{keywords}")
     for key in ("source", "module", "overlap", "catchup", "catchupWindowSeconds", "note", "lastRunId",
                 "lastTick", "buffered"):
         if d.get(key) is not None:
@@ -217,7 +224,7 @@ def _list(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     async def work(schedules: Any) -> Any:
         described = await schedules.describe(args.schedule_id, upcoming=max(0, args.upcoming))
-        return schedule_json(described.state, described.upcoming)
+        return schedule_json(described.state, described.upcoming, (described.args, described.kwargs))
 
     return _run(args, work)
 
