@@ -261,6 +261,13 @@ def test_bad_declarations_fail_where_they_are_written() -> None:
         Schedule(cron="0 0 2 * * *")
     with pytest.raises(ValueError, match="IANA"):
         Schedule(cron="0 2 * * *", timezone="Mars/Olympus")
+    # A zone in the wrong case or misspelt names the one meant (it said only "e.g. 'Europe/Berlin', 'UTC'").
+    with pytest.raises(ValueError) as lower:
+        Schedule(cron="0 2 * * *", timezone="europe/berlin")
+    assert str(lower.value) == ("'europe/berlin' is not an IANA time zone: did you mean 'Europe/Berlin'? "
+                                "(names are case-sensitive)")
+    with pytest.raises(ValueError, match=r"'Europe/Berln' is not an IANA time zone: did you mean 'Europe/Berlin'\?$"):
+        Schedule(cron="0 2 * * *", timezone="Europe/Berln")
     with pytest.raises(ValueError, match="at least 60"):
         Schedule(every="30s")
     with pytest.raises(ValueError, match="exactly one"):
