@@ -261,23 +261,9 @@ RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
 
 
 async def _unknown_workflow(client: Any, name: str) -> str | None:
-    """A note when ``name`` is certainly no workflow here (the CLI's modules lack it, else the names the stack
-    published do), with the nearest names; None when it may be one. Not a refusal: a renamed workflow's old
-    runs are still listed by its old name."""
-    from .._published.model import judge
-    from ..authoring.definitions import did_you_mean, nearest
+    from .._published.model import unknown_workflow_note
 
-    if client.registry is not None:
-        registered: list[str] = list(client.registry.workflows)
-    else:
-        store = client.world.published
-        verdict = judge(name, await store.read()) if store is not None else None
-        if verdict is None or not verdict.sure or verdict.newest is None:
-            return None
-        registered = list(verdict.newest.workflows)
-    if name in registered:
-        return None
-    return f"note: no workflow named {name!r} is registered here{did_you_mean(nearest(name, registered))}"
+    return await unknown_workflow_note(client.world, client.registry, name)
 
 
 def _runs(args: argparse.Namespace) -> int:
