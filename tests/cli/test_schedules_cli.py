@@ -17,7 +17,7 @@ import pytest
 from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
-from awsworld import Schedule, schedule_info, workflow
+from awsworld import Schedule, schedule_info, sleep, workflow
 
 OFFSET = {offset}  # seconds past each minute: the first tick falls soon after dev starts (FIRST_TICK_AFTER)
 
@@ -31,6 +31,11 @@ async def minutely(label: str) -> dict:
 @workflow(name="clitest.report")
 async def report(region: str, size: int = 0) -> str:
     return f"{region}:{size}"
+
+
+@workflow(name="clitest.held")
+async def held() -> None:
+    await sleep(3600)
 '''
 
 
@@ -152,3 +157,21 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     assert json.loads(result.out) == {"label": "m", "tick": tick.isoformat()}
     paused = dev.json("schedules", "pause", "minutely")
     assert paused["paused"] and paused["fired"] >= 1
+
+
+def test_a_trigger_that_starts_nothing_names_the_run_in_the_way_and_the_way_round_it(dev: Dev) -> None:
+    """`schedules trigger` while the last run goes on printed "skipped (the overlap policy: the last run is still
+    going)": not which run, nor how to start one anyway."""
+    assert dev("schedules", "create", "held", "clitest.held", "--every", "1h").code == 0
+    first = dev.json("schedules", "trigger", "held")
+    assert first["outcome"] == "started", first
+    skipped = dev("schedules", "trigger", "held")
+    assert skipped.code == 0 and skipped.out == (
+        f"skipped: {first['runId']} is still going and the overlap policy is skip; nothing started (--overlap "
+        "allow_all starts one beside it, buffer_one once it ends)\n"), skipped
+    buffered = dev("schedules", "trigger", "held", "--overlap", "buffer_one")
+    waiting = dev.json("schedules", "describe", "held")["buffered"]
+    assert buffered.out == f"buffered: {waiting} starts at the first tick after {first['runId']} ends (overlap " \
+        "buffer_one)\n", buffered
+    assert dev("schedules", "delete", "held").code == 0
+    assert dev("cancel", first["runId"]).code == 0

@@ -246,8 +246,15 @@ def _resume(args: argparse.Namespace) -> int:
 def _trigger(args: argparse.Namespace) -> int:
     async def work(schedules: Any) -> Any:
         done = await schedules.trigger(args.schedule_id, overlap=args.overlap)
-        text = f"started {done.run_id}" if done.run_id else f"{done.outcome} (the overlap policy: the last run " \
-                                                               "is still going)"
+        if done.run_id:
+            text = f"started {done.run_id}"
+        else:  # nothing started: which run is in the way, and how to start one anyway
+            state = await schedules.get(args.schedule_id)
+            last = state.last_run_id or "the last run"
+            text = (f"buffered: {state.buffered.run_id if state.buffered else 'a run'} starts at the first tick "
+                    f"after {last} ends (overlap buffer_one)" if done.outcome == "buffered" else
+                    f"skipped: {last} is still going and the overlap policy is {args.overlap or state.overlap}; "
+                    "nothing started (--overlap allow_all starts one beside it, buffer_one once it ends)")
         return {"scheduleId": args.schedule_id, "outcome": done.outcome, "runId": done.run_id, "text": text}
 
     return _run(args, work)
