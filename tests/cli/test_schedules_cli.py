@@ -120,8 +120,18 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     start, end = (now - timedelta(days=3)).strftime("%Y-%m-%dT%H:%MZ"), (now - timedelta(hours=1)).isoformat()
     filled = dev.json("schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
     assert len(filled["runIds"]) in (2, 3)  # the nights in the range
+    assert filled["started"] == filled["runIds"]
     again = dev.json("schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
     assert again["runIds"] == filled["runIds"], "a tick backfilled again keeps its run"
+    # ... and says so: the text printed the same as the first time, and nothing said that it started nothing.
+    assert again["started"] == []
+    said = dev("schedules", "backfill", "nightly-eu", "--start", start, "--end", end).out.splitlines()
+    assert said[0] == (f"{len(filled['runIds'])} tick(s) in the range: 0 run(s) started, {len(filled['runIds'])} "
+                       "had theirs already (a tick's run is made once)"), said
+    assert said[1].startswith(f"{filled['runIds'][0]}  tick ") and "  had its run already (backfill, " in said[1]
+    empty = dev("schedules", "backfill", "nightly-eu", "--start", "2026-03-01T03:00Z", "--end", "2026-03-01T04:00Z")
+    assert empty.out == ("no tick in [2026-03-01T03:00:00+00:00, 2026-03-01T04:00:00+00:00): nothing started (it "
+                         "fires cron '0 2 * * *' Europe/Berlin)\n"), empty
     future = dev("schedules", "backfill", "nightly-eu", "--start", start, "--end",
                  (now + timedelta(days=1)).isoformat())
     assert "after now" in future.one_line_error(1)

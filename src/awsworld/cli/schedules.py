@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -264,10 +264,29 @@ def _backfill(args: argparse.Namespace) -> int:
     start, end = _moment(args.start, "--start"), _moment(args.end, "--end")
 
     async def work(schedules: Any) -> Any:
+        from ..schedules.info import schedule_json as started_by
+
+        began = datetime.now(UTC)
         run_ids = await schedules.backfill(args.schedule_id, start, end)
-        return {"scheduleId": args.schedule_id, "runIds": run_ids,
-                "text": "\n".join([f"{len(run_ids)} tick(s) in the range (a tick that ran already keeps its run)",
-                                   *run_ids])}
+        # Which of them this backfill made, and which ticks had their run already (a tick's run is made once): a
+        # second backfill of a range printed what the first did, and nothing said that it started nothing.
+        runs = []
+        for at in range(0, len(run_ids), 50):
+            runs += await asyncio.gather(*(schedules.world.runs.get(r, resolve_data="none")
+                                           for r in run_ids[at:at + 50]))
+        new = [r.run_id for r in runs if r.created_at >= began]
+        lines = [f"{len(run_ids)} tick(s) in the range: {len(new)} run(s) started, {len(run_ids) - len(new)} "
+                 "had theirs already (a tick's run is made once)"]
+        for run in runs:
+            shown = started_by(run.execution_context) or {}
+            how = "started" if run.run_id in new else f"had its run already ({shown.get('trigger', '?')}, " \
+                                                      f"{run.status})"
+            lines.append(f"{run.run_id}  tick {shown.get('tick', '?')}  {how}")
+        if not run_ids:
+            spec = (await schedules.get(args.schedule_id)).spec
+            lines = [f"no tick in [{start.isoformat()}, {end.isoformat()}): nothing started (it fires "
+                     f"{spec.describe()})"]
+        return {"scheduleId": args.schedule_id, "runIds": run_ids, "started": new, "text": "\n".join(lines)}
 
     return _run(args, work)
 
