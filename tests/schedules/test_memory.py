@@ -228,8 +228,17 @@ async def test_trigger_backfill_and_describe_through_the_client() -> None:
         described = await schedules.describe("q", upcoming=3)
         assert described.upcoming == [START + timedelta(hours=h) for h in (18, 24, 30)]
         assert (described.args, described.kwargs) == (("q",), {}), "the arguments its runs get"
-        with pytest.raises(InvalidInputError):
+        with pytest.raises(InvalidInputError, match="end it at now at the latest"):
             await schedules.backfill("q", START, START + timedelta(days=2))  # the future
+        with pytest.raises(InvalidInputError, match=r"must be after its start \(.*\): swap them$"):
+            await schedules.backfill("q", START - timedelta(days=1), START - timedelta(days=2))
+        # Too many ticks: the refusal says where a first part of 1,000 ends (it said "backfill it in parts").
+        early = START - timedelta(days=300)
+        with pytest.raises(InvalidInputError) as large:
+            await schedules.backfill("q", early, START - timedelta(days=1))
+        part_end = early + timedelta(hours=6 * 1000)
+        assert f"the first 1000 end before {part_end.isoformat()}: end a first part there" in str(large.value)
+        assert len(await schedules.backfill("q", early, part_end)) == 1000, "the part it names is accepted"
         with pytest.raises(ScheduleExistsError) as taken:
             await schedules.create("q", app.echo, Schedule(every="1h", args=("other",)))
         # The refusal writes the interval as `awsworld schedules` does (it said "every 21600s (UTC)").

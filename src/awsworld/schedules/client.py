@@ -146,7 +146,7 @@ class ScheduleClient:
         state = await self.get(schedule_id)
         begin, finish = timing.as_utc(start, "start"), timing.as_utc(end, "end")
         ticks = [t for t in timing.between(state.spec, begin - _EPSILON, finish, MAX_BACKFILL_TICKS + 1) if t < finish]
-        refuse_backfill(begin, finish, self._now(), len(ticks))
+        refuse_backfill(begin, finish, self._now(), ticks)
         await self._check_arguments(state)
         actions = backfill_actions(state, ticks)
         await perform(self.world, self.store, state, actions, starter=self.starter)
