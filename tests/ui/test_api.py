@@ -217,8 +217,9 @@ async def test_the_time_filter_keeps_a_run_created_since_whose_id_sorts_among_ol
         older = [await env.client.start(tick) for _ in range(3)]
         await env.sleep(timedelta(days=2))
         fresh = await env.client.start(tick)
-        backfilled = await env.client.schedules.backfill("hourly", start - timedelta(hours=2),
+        backfilled = await env.client.schedules.backfill("hourly", start - timedelta(hours=3),
                                                          start - timedelta(hours=1))
+        assert len(backfilled) == 2
         for run in [*older, fresh, *(env.client.get_run(r) for r in backfilled)]:
             await run.result()
         since = (start + timedelta(days=2) - timedelta(minutes=1)).isoformat()
@@ -229,6 +230,7 @@ async def test_the_time_filter_keeps_a_run_created_since_whose_id_sorts_among_ol
             for _ in range(10):
                 params = {"since": since, "limit": "2"} | ({"cursor": cursor} if cursor else {})
                 data = (await http.get("/api/runs", params=params)).json()
+                assert len(data["runs"]) <= 2, data
                 found += [r["runId"] for r in data["runs"]]
                 cursor = data["cursor"]
                 if not cursor:

@@ -88,14 +88,16 @@ async def list_runs(ui: UIState, params: Mapping[str, str], *, limit: int) -> tu
 
     Listings are in run-id order, which is not creation order (a scheduled run's id carries its tick's time, so a
     backfill made now lists among old runs; a caller's id sorts by its text), so a run created before ``since``
-    says nothing of the runs after it: the filter reads on, up to ``SINCE_PAGES`` pages a request until ``limit``
-    runs are kept, and the cursor goes on from there while the listing has more."""
+    says nothing of the runs after it: the filter reads on, up to ``SINCE_PAGES`` pages a request (each asking for
+    the runs still missing) until ``limit`` runs are kept, and the cursor goes on from there while the listing has
+    more."""
     since = created_since(params.get("since"))
     cursor = params.get("cursor") or None
     kept: list[Run] = []
     for _ in range(SINCE_PAGES if since is not None else 1):
         page = await ui.world.runs.list(workflow_name=params.get("workflow") or None,
-                                        status=params.get("status") or None, cursor=cursor, limit=limit)
+                                        status=params.get("status") or None, cursor=cursor,
+                                        limit=limit - len(kept))  # (a page shows ``limit`` runs at most)
         kept += [r for r in page.data if since is None or r.created_at >= since]
         cursor = page.cursor if page.has_more else None
         if cursor is None or len(kept) >= limit:
