@@ -206,6 +206,8 @@ def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev
     assert dev("limits", "set", LIMIT, "--key", "zed", "--concurrency", "0").code == 0
     waiting = dev.json("start", "clitest.per_customer", '["zed", 1]')["runId"]
     _until(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the key")
+    assert (f"waits on  its start: a slot of {LIMIT} key 'zed' (closed: its concurrency is 0 until `limits set` "
+            "raises it or `limits reset`, place 1 of 1; held by nobody)") in dev("describe", waiting).out
     rows = [line for line in dev("limits").out.splitlines() if line.startswith(LIMIT) and " zed " in line]
     assert len(rows) == 1 and rows[0].split()[2:] == ["0/0", "1", "-", "closed,", "overridden"], rows
     shown = dev("limits", "describe", LIMIT, "--key", "zed").out
