@@ -9,6 +9,7 @@ import json
 import os
 import re
 import select
+import shlex
 import signal
 import subprocess
 import sys
@@ -509,6 +510,28 @@ def test_runs_of_a_misspelt_workflow_say_so_with_the_nearest_name(dev: Dev, tmp_
         assert listed.code == 0, listed
         assert "note: no workflow named 'clitest.summ' is registered here; did you mean 'clitest.sum'?" in listed.err
     assert "no workflow named" not in dev("runs", "--workflow", "clitest.sum").err
+
+
+def test_runs_says_when_there_are_more_and_pages_on_with_the_cursor_it_prints(dev: Dev) -> None:
+    """`awsworld runs` printed one page (20 by default, 100 at most) and nothing else: 130 runs listed as 20, and
+    no way to reach the 101st. A page that is not the last ends with a `more runs:` line on stderr (--json too)
+    holding the command for the next page, whose `--cursor` carries on where this one stopped."""
+    started = {_start(dev, "clitest.sum", f"[{n}]", "--kwargs", '{"b": 0}') for n in range(3)}
+    command: list[str] = ["runs", "--workflow", "clitest.sum", "--limit", "2", "--json"]
+    seen: list[str] = []
+    for _ in range(20):
+        listed = dev(*command)
+        assert listed.code == 0, listed
+        seen += [r["runId"] for r in json.loads(listed.out)]
+        more = [line for line in listed.err.splitlines() if line.startswith("more runs: ")]
+        if not more:
+            break
+        words = shlex.split(more[0].removeprefix("more runs: "))
+        assert words[:6] == ["awsworld", "runs", "--workflow", "clitest.sum", "--limit", "2"], more
+        command = words[1:]
+    assert len(seen) == len(set(seen)) >= 3 and started <= set(seen), seen
+    last = dev("runs", "--workflow", "clitest.sum", "--limit", "100")
+    assert last.code == 0 and "more runs" not in last.err, "the last page says nothing more"
 
 
 def _describe_until(dev: Dev, run_id: str, ready: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:

@@ -118,7 +118,10 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
         assert refused.code == 1, refused
         assert f"{stuck} (shopdep.order) stays on {v2}: its replay differs against " in refused.out, refused.out
         assert "the log has price('A-9', 1.0), the code called price('A-9', 2.0)" in refused.out, refused.out
-        assert refused.out.splitlines()[-1].startswith("0 of 1 run(s) moved to dev-"), refused.out
+        assert refused.out.splitlines()[-2].startswith("0 of 1 run(s) moved to dev-"), refused.out
+        # ... and what to do about it (it said where the replay differs, and stopped there).
+        assert refused.out.splitlines()[-1].startswith("a run that stays goes on, on the code it is pinned to; to "
+                                                       "move it, branch the calls the new code changed with patched()")
         pin = json.loads(dev("describe", stuck, "--json").out)
         assert pin["deployment"] == v2, pin
     finally:

@@ -240,3 +240,23 @@ def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:
     assert document.code == 1 and json.loads(document.out)["status"] == "cancelled", document
     assert json.loads(document.out)["cancelReason"].startswith("skipped: workflow:clitest.sync key 's1' is busy")
     assert dev("resume", "cli-sync:s1", '"go"', "--wait", "30").code == 0
+
+
+def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev: Dev) -> None:
+    """`limits set ... --concurrency 0` (meant as "no limit", say) shut the key, and `limits` still said `open`:
+    the list and describe say `closed` and the way out; a reset while a run waits on the key starts that run."""
+    assert dev("limits", "set", LIMIT, "--key", "zed", "--concurrency", "0").code == 0
+    waiting = dev.json("start", "clitest.per_customer", '["zed", 1]')["runId"]
+    _until(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the key")
+    assert (f"waits on  its start: a slot of {LIMIT} key 'zed' (closed: its concurrency is 0 until `limits set` "
+            "raises it or `limits reset`, place 1 of 1; held by nobody)") in dev("describe", waiting).out
+    rows = [line for line in dev("limits").out.splitlines() if line.startswith(LIMIT) and " zed " in line]
+    assert len(rows) == 1 and rows[0].split()[2:] == ["0/0", "1", "-", "closed,", "overridden"], rows
+    shown = dev("limits", "describe", LIMIT, "--key", "zed").out
+    assert "0 held of 0 (set at run time; the code's 1), 1 waiting, closed: nothing starts until a `limits set` " \
+        "raises it or `limits reset`" in shown, shown
+    assert dev.json("limits", "reset", LIMIT, "--key", "zed")["keys"][0]["concurrency"] == 1
+    _until(lambda: dev("hooks", waiting).out.count("cli-limits:zed:1"), "the waiting run starts once reset")
+    assert "open" in next(line for line in dev("limits").out.splitlines() if " zed " in line)
+    assert dev("resume", "cli-limits:zed:1", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == 1

@@ -17,7 +17,7 @@ import pytest
 from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
-from awsworld import Schedule, schedule_info, workflow
+from awsworld import Schedule, schedule_info, sleep, workflow
 
 OFFSET = {offset}  # seconds past each minute: the first tick falls soon after dev starts (FIRST_TICK_AFTER)
 
@@ -31,6 +31,11 @@ async def minutely(label: str) -> dict:
 @workflow(name="clitest.report")
 async def report(region: str, size: int = 0) -> str:
     return f"{region}:{size}"
+
+
+@workflow(name="clitest.held")
+async def held() -> None:
+    await sleep(3600)
 '''
 
 
@@ -77,7 +82,8 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert (created["cron"], created["timezone"], created["source"], created["overlap"]) == (
         "0 2 * * *", "Europe/Berlin", "api", "skip")
     refused = dev("schedules", "create", "nightly-eu", "clitest.report", "--every", "1h", "--args", "[\"us\"]")
-    assert "exists already" in refused.one_line_error(1)
+    assert "exists already (api: clitest.report, cron '0 2 * * *' Europe/Berlin)" in refused.one_line_error(1), \
+        "the refusal writes the schedule as `schedules list` does"
     bad = dev("schedules", "create", "bad", "clitest.report", "--cron", "0 25 * * *")
     assert "not valid" in bad.one_line_error(2)
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')
@@ -93,8 +99,10 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     first = datetime.fromisoformat(described["upcoming"][0].replace("Z", "+00:00"))
     assert first.minute == 0 and first.hour in (0, 1), "02:00 Berlin is 00:00Z or 01:00Z"
     assert len(described["upcoming"]) == 3
+    assert (described["args"], described["kwargs"]) == (["eu"], {"size": 3}), "what its runs get (shown nowhere)"
     text = dev("schedules", "describe", "nightly-eu")
     assert text.code == 0 and "fires at" in text.out and "0 fired" in text.out, text
+    assert '  arguments             ["eu"] {"size":3}\n' in text.out, text.out
 
     paused = dev.json("schedules", "pause", "nightly-eu", "--note", "freeze")
     assert paused["paused"] and paused["note"] == "freeze" and paused["nextAt"] is None
@@ -112,8 +120,18 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     start, end = (now - timedelta(days=3)).strftime("%Y-%m-%dT%H:%MZ"), (now - timedelta(hours=1)).isoformat()
     filled = dev.json("schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
     assert len(filled["runIds"]) in (2, 3)  # the nights in the range
+    assert filled["started"] == filled["runIds"]
     again = dev.json("schedules", "backfill", "nightly-eu", "--start", start, "--end", end)
     assert again["runIds"] == filled["runIds"], "a tick backfilled again keeps its run"
+    # ... and says so: the text printed the same as the first time, and nothing said that it started nothing.
+    assert again["started"] == []
+    said = dev("schedules", "backfill", "nightly-eu", "--start", start, "--end", end).out.splitlines()
+    assert said[0] == (f"{len(filled['runIds'])} tick(s) in the range: 0 run(s) started, {len(filled['runIds'])} "
+                       "had theirs already (a tick's run is made once)"), said
+    assert said[1].startswith(f"{filled['runIds'][0]}  tick ") and "  had its run already (backfill, " in said[1]
+    empty = dev("schedules", "backfill", "nightly-eu", "--start", "2026-03-01T03:00Z", "--end", "2026-03-01T04:00Z")
+    assert empty.out == ("no tick in [2026-03-01T03:00:00+00:00, 2026-03-01T04:00:00+00:00): nothing started (it "
+                         "fires cron '0 2 * * *' Europe/Berlin)\n"), empty
     future = dev("schedules", "backfill", "nightly-eu", "--start", start, "--end",
                  (now + timedelta(days=1)).isoformat())
     assert "after now" in future.one_line_error(1)
@@ -149,3 +167,21 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     assert json.loads(result.out) == {"label": "m", "tick": tick.isoformat()}
     paused = dev.json("schedules", "pause", "minutely")
     assert paused["paused"] and paused["fired"] >= 1
+
+
+def test_a_trigger_that_starts_nothing_names_the_run_in_the_way_and_the_way_round_it(dev: Dev) -> None:
+    """`schedules trigger` while the last run goes on printed "skipped (the overlap policy: the last run is still
+    going)": not which run, nor how to start one anyway."""
+    assert dev("schedules", "create", "held", "clitest.held", "--every", "1h").code == 0
+    first = dev.json("schedules", "trigger", "held")
+    assert first["outcome"] == "started", first
+    skipped = dev("schedules", "trigger", "held")
+    assert skipped.code == 0 and skipped.out == (
+        f"skipped: {first['runId']} is still going and the overlap policy is skip; nothing started (--overlap "
+        "allow_all starts one beside it, buffer_one once it ends)\n"), skipped
+    buffered = dev("schedules", "trigger", "held", "--overlap", "buffer_one")
+    waiting = dev.json("schedules", "describe", "held")["buffered"]
+    assert buffered.out == f"buffered: {waiting} starts at the first tick after {first['runId']} ends (overlap " \
+        "buffer_one)\n", buffered
+    assert dev("schedules", "delete", "held").code == 0
+    assert dev("cancel", first["runId"]).code == 0

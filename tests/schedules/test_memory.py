@@ -227,10 +227,22 @@ async def test_trigger_backfill_and_describe_through_the_client() -> None:
         assert by_trigger == ["backfill"] * 5 + ["manual"] + ["tick"] * 2
         described = await schedules.describe("q", upcoming=3)
         assert described.upcoming == [START + timedelta(hours=h) for h in (18, 24, 30)]
-        with pytest.raises(InvalidInputError):
+        assert (described.args, described.kwargs) == (("q",), {}), "the arguments its runs get"
+        with pytest.raises(InvalidInputError, match="end it at now at the latest"):
             await schedules.backfill("q", START, START + timedelta(days=2))  # the future
-        with pytest.raises(ScheduleExistsError):
+        with pytest.raises(InvalidInputError, match=r"must be after its start \(.*\): swap them$"):
+            await schedules.backfill("q", START - timedelta(days=1), START - timedelta(days=2))
+        # Too many ticks: the refusal says where a first part of 1,000 ends (it said "backfill it in parts").
+        early = START - timedelta(days=300)
+        with pytest.raises(InvalidInputError) as large:
+            await schedules.backfill("q", early, START - timedelta(days=1))
+        part_end = early + timedelta(hours=6 * 1000)
+        assert f"the first 1000 end before {part_end.isoformat()}: end a first part there" in str(large.value)
+        assert len(await schedules.backfill("q", early, part_end)) == 1000, "the part it names is accepted"
+        with pytest.raises(ScheduleExistsError) as taken:
             await schedules.create("q", app.echo, Schedule(every="1h", args=("other",)))
+        # The refusal writes the interval as `awsworld schedules` does (it said "every 21600s (UTC)").
+        assert "(api: schedules.app.echo, every 6h)" in str(taken.value), taken.value
         assert (await schedules.get("q")).spec.every == 6 * 3600, "the refused create changed nothing"
         await schedules.delete("q")
         with pytest.raises(ScheduleNotFoundError):
@@ -258,6 +270,13 @@ def test_bad_declarations_fail_where_they_are_written() -> None:
         Schedule(cron="0 0 2 * * *")
     with pytest.raises(ValueError, match="IANA"):
         Schedule(cron="0 2 * * *", timezone="Mars/Olympus")
+    # A zone in the wrong case or misspelt names the one meant (it said only "e.g. 'Europe/Berlin', 'UTC'").
+    with pytest.raises(ValueError) as lower:
+        Schedule(cron="0 2 * * *", timezone="europe/berlin")
+    assert str(lower.value) == ("'europe/berlin' is not an IANA time zone: did you mean 'Europe/Berlin'? "
+                                "(names are case-sensitive)")
+    with pytest.raises(ValueError, match=r"'Europe/Berln' is not an IANA time zone: did you mean 'Europe/Berlin'\?$"):
+        Schedule(cron="0 2 * * *", timezone="Europe/Berln")
     with pytest.raises(ValueError, match="at least 60"):
         Schedule(every="30s")
     with pytest.raises(ValueError, match="exactly one"):

@@ -5,10 +5,12 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
 
+from awsworld import Schedule, workflow
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import check_loopback, create_app
 
@@ -197,3 +199,42 @@ async def test_heartbeats_show_as_heartbeats_never_as_payloads() -> None:
             assert hook["heartbeats"] == 2 and hook["lastHeartbeatAt"] == beat.created_at.isoformat()
             page = (await http.get(f"/runs/{run.run_id}")).text
             assert "2 heartbeat(s), last" in page
+
+
+@workflow(name="ui.tick")
+async def tick() -> str:
+    return "ticked"
+
+
+async def test_the_time_filter_keeps_a_run_created_since_whose_id_sorts_among_older_runs() -> None:
+    """The run list's "created within" filter stopped paging at the first run created before it, as if listings
+    were in creation order; they are in run-id order, and a backfilled run's id carries its tick's time, so the
+    runs a backfill made a minute ago (ticks of days before) were left out, with no next page to find them."""
+    start = datetime(2026, 3, 1, tzinfo=UTC)
+    async with WorkflowTestEnv(start_time=start) as env:
+        await env.client.schedules.create("hourly", tick, Schedule(every="1h"))
+        await env.client.schedules.pause("hourly")
+        older = [await env.client.start(tick) for _ in range(3)]
+        await env.sleep(timedelta(days=2))
+        fresh = await env.client.start(tick)
+        backfilled = await env.client.schedules.backfill("hourly", start - timedelta(hours=3),
+                                                         start - timedelta(hours=1))
+        assert len(backfilled) == 2
+        for run in [*older, fresh, *(env.client.get_run(r) for r in backfilled)]:
+            await run.result()
+        since = (start + timedelta(days=2) - timedelta(minutes=1)).isoformat()
+        app = create_app(env.world)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            found: list[str] = []
+            cursor = None
+            for _ in range(10):
+                params = {"since": since, "limit": "2"} | ({"cursor": cursor} if cursor else {})
+                data = (await http.get("/api/runs", params=params)).json()
+                assert len(data["runs"]) <= 2, data
+                found += [r["runId"] for r in data["runs"]]
+                cursor = data["cursor"]
+                if not cursor:
+                    break
+            assert sorted(found) == sorted([fresh.run_id, *backfilled]), found
+            page = (await http.get("/", params={"since": since})).text
+            assert all(run_id in page for run_id in backfilled)

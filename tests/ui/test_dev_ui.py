@@ -102,3 +102,7 @@ def test_dev_ui_and_ui_show_the_demo_run(tmp_path: Path, processes: list[subproc
         assert "payment API timed out" in page.text and "data-kind='wait'" in page.text
         assert "address:A-17" in page.text
         assert httpx.post(f"http://127.0.0.1:{port}/api/runs/{run_id}/cancel", timeout=10).status_code == 403
+        # A workflow filter with a typo listed "no runs", as a workflow without runs does: it says which it is.
+        typo = httpx.get(f"http://127.0.0.1:{port}/", params={"workflow": "order.proces"}, timeout=10).text
+        assert "no runs (note: no workflow named &#x27;order.proces&#x27; is registered here; did you mean " \
+            "&#x27;order.process&#x27;?)" in typo, typo[-600:]

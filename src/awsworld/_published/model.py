@@ -97,4 +97,24 @@ def judge(name: str, publications: Sequence[Publication]) -> Verdict:
     return Verdict(known=False, sure=newest.ahead, newest=newest)
 
 
-__all__ = ["DEV", "Verdict", "judge", "publication", "publish"]
+async def unknown_workflow_note(world: World, registry: Registry | None, name: str) -> str | None:
+    """A note for a run listing filtered by ``name`` that found nothing, when ``name`` is certainly no workflow
+    here (``registry`` lacks it, else the names the stack published do), with the nearest names; None when it may
+    be one. Not a refusal: a renamed workflow's old runs are still listed by its old name. ``awsworld runs`` and
+    the run viewer's list both say it (a typo listed nothing, as a workflow without runs does)."""
+    from ..authoring.definitions import did_you_mean, nearest
+
+    if registry is not None:
+        registered: list[str] = list(registry.workflows)
+    else:
+        store = world.published
+        verdict = judge(name, await store.read()) if store is not None else None
+        if verdict is None or not verdict.sure or verdict.newest is None:
+            return None
+        registered = list(verdict.newest.workflows)
+    if name in registered:
+        return None
+    return f"note: no workflow named {name!r} is registered here{did_you_mean(nearest(name, registered))}"
+
+
+__all__ = ["DEV", "Verdict", "judge", "publication", "publish", "unknown_workflow_note"]

@@ -224,6 +224,9 @@ def _upgrade(args: argparse.Namespace) -> int:
             print(_said(result))
         moved = sum(r.outcome == "moved" for r in results)
         print(f"{moved} of {len(results)} run(s) moved to {target.deployment_id}")
+        if any(r.outcome == "diverged" for r in results):  # where it differs is above; what to do is here
+            print("a run that stays goes on, on the code it is pinned to; to move it, branch the calls the new code "
+                  "changed with patched() so that its log replays (docs/how-to/changing-code.md), then upgrade again")
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -92,10 +92,17 @@ def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
             continue
         limit = k["concurrency"] if k["concurrency"] is not None else "-"
         tokens = "-" if k["tokens"] is None else f"{k['tokens']:g} ({k['rate']})"
-        state = ("paused" if k["paused"] else "open") + (", overridden" if k["overridden"] else "")
+        state = ("paused" if k["paused"] else "closed" if _closed(document, k) else "open") \
+            + (", overridden" if k["overridden"] else "")
         rows.append((document["limit"], k["key"] or '""', f"{len(k['holders'])}/{limit}{in_all}",
                      str(len(k["waiters"])), tokens, state))
     return rows
+
+
+def _closed(document: dict[str, Any], key: dict[str, Any]) -> bool:
+    """A key whose concurrency (or whose limit's total) is 0: as shut as a paused one, though not paused, so the
+    list says so rather than `open` (a 0 set meaning "no limit" read as open, and every run waited)."""
+    return key["concurrency"] == 0 or document["total"] == 0
 
 
 def _print_limit(document: dict[str, Any]) -> None:
@@ -115,6 +122,8 @@ def _print_limit(document: dict[str, Any]) -> None:
         rate = f", rate {k['rate']} (set at run time; the code's {document['rate'] or 'none'})" \
             if k["overridden"] and k["rate"] != document["rate"] else ""
         print(f"  key {k['key']!r}: {held}, {len(k['waiters'])} waiting" + (", paused" if k["paused"] else "")
+              + (", closed: nothing starts until a `limits set` raises it or `limits reset`"
+                 if _closed(document, k) and not k["paused"] else "")
               + rate + (f", {k['tokens']:g} token(s)" if k["tokens"] is not None else "")
               # (no token: starts reserved ahead, which no waiter count shows; the next free one says how far)
               + (f", the next free start {deadline_text(k['nextStart'])}" if k["tokens"] is not None

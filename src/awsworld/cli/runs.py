@@ -63,7 +63,9 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     runs = sub.add_parser("runs", help="list recent runs", parents=[read])
     runs.add_argument("--workflow")
     runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
-    runs.add_argument("--limit", type=int, default=20, help="at most this many runs, newest first (1 to 100)")
+    runs.add_argument("--limit", type=int, default=20, help="at most this many runs a page (1 to 100; default 20)")
+    runs.add_argument("--cursor", help="the next page: the cursor the listing before printed (`more runs: ...` on "
+                      "stderr, when there are more)")
     runs.add_argument("--parked", action="store_true", help="only parked runs: running runs whose replay diverges "
                       "from their log, waiting for code that replays them (`awsworld describe RUN` says where)")
     runs.set_defaults(handler=_runs)
@@ -259,23 +261,9 @@ RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
 
 
 async def _unknown_workflow(client: Any, name: str) -> str | None:
-    """A note when ``name`` is certainly no workflow here (the CLI's modules lack it, else the names the stack
-    published do), with the nearest names; None when it may be one. Not a refusal: a renamed workflow's old
-    runs are still listed by its old name."""
-    from .._published.model import judge
-    from ..authoring.definitions import did_you_mean, nearest
+    from .._published.model import unknown_workflow_note
 
-    if client.registry is not None:
-        registered: list[str] = list(client.registry.workflows)
-    else:
-        store = client.world.published
-        verdict = judge(name, await store.read()) if store is not None else None
-        if verdict is None or not verdict.sure or verdict.newest is None:
-            return None
-        registered = list(verdict.newest.workflows)
-    if name in registered:
-        return None
-    return f"note: no workflow named {name!r} is registered here{did_you_mean(nearest(name, registered))}"
+    return await unknown_workflow_note(client.world, client.registry, name)
 
 
 def _runs(args: argparse.Namespace) -> int:
@@ -286,6 +274,8 @@ def _runs(args: argparse.Namespace) -> int:
 
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
+    if args.parked and args.cursor:
+        raise usage("--parked reads every running run itself: it takes no --cursor", "raise --limit instead")
     for status in args.status or ():  # the command's mistake: a usage error naming the choices, before any read
         if status not in RUN_STATUSES:
             raise usage(f"unknown run status {status!r}",
@@ -296,10 +286,15 @@ def _runs(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with remote() as client:
+            more: str | None = None
             if args.parked:
                 found = await _parked_runs(client, args.workflow, args.limit)
             else:
-                found = (await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit)).data
+                page = await client.list_runs(workflow=args.workflow, status=args.status, limit=args.limit,
+                                              cursor=args.cursor)
+                found, more = page.data, page.cursor if page.has_more else None
+            if more is not None:  # a page is not every run: say so, and how to read on (stderr: --json too)
+                print(f"more runs: {_next_page(args, more)}", file=sys.stderr)
             unknown = await _unknown_workflow(client, args.workflow) if args.workflow and not found else None
             if unknown:  # a typo lists nothing, like a workflow with no runs: say which it is (stderr: --json too)
                 print(unknown, file=sys.stderr)
@@ -320,6 +315,17 @@ def _runs(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+def _next_page(args: argparse.Namespace, cursor: str) -> str:
+    """The command that lists the page after this one: the same filters and page size, and its cursor."""
+    import shlex
+
+    words = ["awsworld", "runs"] + (["--workflow", args.workflow] if args.workflow else [])
+    for status in args.status or ():
+        words += ["--status", status]
+    words += (["--limit", str(args.limit)] if args.limit != 20 else []) + (["--json"] if args.json else [])
+    return shlex.join([*words, "--cursor", cursor])
 
 
 async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[Any]:

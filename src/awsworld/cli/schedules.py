@@ -2,7 +2,7 @@
 
     awsworld schedules create eu-sync shop.sync --every 15m --offset 5m --args '["eu"]'
     awsworld schedules list
-    awsworld schedules describe eu-sync            # its policies, counters and next fire times
+    awsworld schedules describe eu-sync            # its arguments, policies, counters, next fire times
     awsworld schedules pause eu-sync --note "supplier outage"
     awsworld schedules resume eu-sync              # the catch-up policy settles the ticks it missed
     awsworld schedules trigger eu-sync             # a run now, under the overlap policy
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..schedules.policies import CATCHUPS, OVERLAPS
 from .errors import parse_json, usage
-from .output import print_json, print_table, remote
+from .output import print_json, print_table, remote, shorten
 
 if TYPE_CHECKING:
     from ..world.schedules import ScheduleState
@@ -55,7 +55,8 @@ def register(sub: Any) -> None:
 
     listing = commands.add_parser("list", parents=[read], help="every schedule, with its next fire time")
     listing.set_defaults(handler=_list)
-    describe = commands.add_parser("describe", parents=[read], help="a schedule and its next fire times")
+    describe = commands.add_parser("describe", parents=[read],
+                                   help="a schedule, its runs' arguments and its next fire times")
     describe.add_argument("schedule_id", metavar="ID")
     describe.add_argument("--upcoming", type=int, default=5, help="how many next fire times (default 5)")
     describe.set_defaults(handler=_describe)
@@ -82,8 +83,9 @@ def register(sub: Any) -> None:
     delete.set_defaults(handler=_delete)
 
 
-def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) -> dict[str, Any]:
-    """A schedule for scripts (stable camelCase keys)."""
+def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None,
+                  arguments: tuple[tuple[Any, ...], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A schedule for scripts (stable camelCase keys); ``describe`` adds its runs' ``args`` and ``kwargs``."""
     from ..world.schedules import tick_text
 
     spec = state.spec
@@ -98,6 +100,8 @@ def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None) 
         "fired": state.fired, "skipped": state.skipped, "missed": state.missed,
         "createdAt": _text(state.created_at), "updatedAt": _text(state.updated_at),
     }
+    if arguments is not None:
+        document["args"], document["kwargs"] = list(arguments[0]), arguments[1]
     if upcoming is not None:
         document["upcoming"] = [tick_text(t) for t in upcoming]
     return document
@@ -143,26 +147,19 @@ def in_zone(tick: str | None, zone: str | None) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S} {zone}, {utc}"
 
 
-def interval(seconds: int) -> str:
-    """An ``--every`` interval as it is written: ``15m``, ``1h30m``, ``1d``, ``90s`` (``900`` read as seconds)."""
-    parts = []
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
-        count, seconds = divmod(seconds, size)
-        if count:
-            parts.append(f"{count}{unit}")
-    return "".join(parts) or "0s"
-
-
 def _row(d: dict[str, Any]) -> tuple[str, str, str, str, str]:
-    offset = d.get("offsetSeconds") or 0
-    when = (f"cron {d['cron']!r} {d['timezone']}" if d["cron"] else
-            f"every {interval(int(d['everySeconds']))}" + (f" offset {interval(int(offset))}" if offset else ""))
+    from ..world.schedules import when_text
+
+    when = when_text(d["cron"], d["timezone"], d["everySeconds"], d.get("offsetSeconds"))
     return d["scheduleId"], _state_word(d), d["workflow"], when, in_zone(d["nextAt"], d["timezone"])
 
 
 def _print_schedule(d: dict[str, Any]) -> None:
     schedule_id, state, workflow, when, upcoming = _row(d)
     print(f"{schedule_id}  {state:<8} {workflow}  {when}  next {upcoming}")
+    if "args" in d:  # describe's: what every run of it is started with
+        keywords = f" {shorten(d['kwargs'], 200)}" if d["kwargs"] else ""
+        print(f"  {'arguments':<21} {shorten(d['args'], 200)}{keywords}")
     for key in ("source", "module", "overlap", "catchup", "catchupWindowSeconds", "note", "lastRunId",
                 "lastTick", "buffered"):
         if d.get(key) is not None:
@@ -227,7 +224,7 @@ def _list(args: argparse.Namespace) -> int:
 def _describe(args: argparse.Namespace) -> int:
     async def work(schedules: Any) -> Any:
         described = await schedules.describe(args.schedule_id, upcoming=max(0, args.upcoming))
-        return schedule_json(described.state, described.upcoming)
+        return schedule_json(described.state, described.upcoming, (described.args, described.kwargs))
 
     return _run(args, work)
 
@@ -249,8 +246,15 @@ def _resume(args: argparse.Namespace) -> int:
 def _trigger(args: argparse.Namespace) -> int:
     async def work(schedules: Any) -> Any:
         done = await schedules.trigger(args.schedule_id, overlap=args.overlap)
-        text = f"started {done.run_id}" if done.run_id else f"{done.outcome} (the overlap policy: the last run " \
-                                                               "is still going)"
+        if done.run_id:
+            text = f"started {done.run_id}"
+        else:  # nothing started: which run is in the way, and how to start one anyway
+            state = await schedules.get(args.schedule_id)
+            last = state.last_run_id or "the last run"
+            text = (f"buffered: {state.buffered.run_id if state.buffered else 'a run'} starts at the first tick "
+                    f"after {last} ends (overlap buffer_one)" if done.outcome == "buffered" else
+                    f"skipped: {last} is still going and the overlap policy is {args.overlap or state.overlap}; "
+                    "nothing started (--overlap allow_all starts one beside it, buffer_one once it ends)")
         return {"scheduleId": args.schedule_id, "outcome": done.outcome, "runId": done.run_id, "text": text}
 
     return _run(args, work)
@@ -260,10 +264,29 @@ def _backfill(args: argparse.Namespace) -> int:
     start, end = _moment(args.start, "--start"), _moment(args.end, "--end")
 
     async def work(schedules: Any) -> Any:
+        from ..schedules.info import schedule_json as started_by
+
+        began = datetime.now(UTC)
         run_ids = await schedules.backfill(args.schedule_id, start, end)
-        return {"scheduleId": args.schedule_id, "runIds": run_ids,
-                "text": "\n".join([f"{len(run_ids)} tick(s) in the range (a tick that ran already keeps its run)",
-                                   *run_ids])}
+        # Which of them this backfill made, and which ticks had their run already (a tick's run is made once): a
+        # second backfill of a range printed what the first did, and nothing said that it started nothing.
+        runs = []
+        for at in range(0, len(run_ids), 50):
+            runs += await asyncio.gather(*(schedules.world.runs.get(r, resolve_data="none")
+                                           for r in run_ids[at:at + 50]))
+        new = [r.run_id for r in runs if r.created_at >= began]
+        lines = [f"{len(run_ids)} tick(s) in the range: {len(new)} run(s) started, {len(run_ids) - len(new)} "
+                 "had theirs already (a tick's run is made once)"]
+        for run in runs:
+            shown = started_by(run.execution_context) or {}
+            how = "started" if run.run_id in new else f"had its run already ({shown.get('trigger', '?')}, " \
+                                                      f"{run.status})"
+            lines.append(f"{run.run_id}  tick {shown.get('tick', '?')}  {how}")
+        if not run_ids:
+            spec = (await schedules.get(args.schedule_id)).spec
+            lines = [f"no tick in [{start.isoformat()}, {end.isoformat()}): nothing started (it fires "
+                     f"{spec.describe()})"]
+        return {"scheduleId": args.schedule_id, "runIds": run_ids, "started": new, "text": "\n".join(lines)}
 
     return _run(args, work)
 

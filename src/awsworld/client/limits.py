@@ -266,7 +266,9 @@ def limit_wait_text(wait: dict[str, Any]) -> str:
         return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'])} at the "
                 "latest)")
     held = ", ".join(wait["heldBy"]) or "nobody"
-    state = "paused, " if wait.get("paused") else ""
+    state = ("paused, " if wait.get("paused") else "") + (  # else "held by nobody" and no word of why it waits
+        "closed: its concurrency is 0 until `limits set` raises it or `limits reset`, " if wait.get("concurrency") == 0
+        else "")
     return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
@@ -42,10 +42,13 @@ UPCOMING = 5
 
 @dataclass(frozen=True)
 class Described:
-    """A schedule and its next fire times (``upcoming``; none while paused)."""
+    """A schedule, its next fire times (``upcoming``; none while paused) and the arguments each run gets (``args``,
+    ``kwargs``: what an operator checks first, and the record holds only in serialized form)."""
 
     state: ScheduleState
     upcoming: list[datetime]
+    args: tuple[Any, ...] = ()
+    kwargs: dict[str, Any] = field(default_factory=dict[str, Any])
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ class ScheduleClient:
         state = await self.get(schedule_id)
         after = max(state.cursor, self._now())
         times = [] if state.paused or state.orphaned else timing.upcoming(state.spec, after, upcoming)
-        return Described(state, times)
+        call = json_data.as_call(serde.from_json_text(await self.store.input(state)))
+        return Described(state, times, tuple(call.args), dict(call.kwargs))
 
     async def pause(self, schedule_id: str, *, note: str | None = None) -> ScheduleState:
         """No tick fires until ``resume``; the ticks that pass meanwhile count as missed then."""
@@ -142,7 +146,7 @@ class ScheduleClient:
         state = await self.get(schedule_id)
         begin, finish = timing.as_utc(start, "start"), timing.as_utc(end, "end")
         ticks = [t for t in timing.between(state.spec, begin - _EPSILON, finish, MAX_BACKFILL_TICKS + 1) if t < finish]
-        refuse_backfill(begin, finish, self._now(), len(ticks))
+        refuse_backfill(begin, finish, self._now(), ticks)
         await self._check_arguments(state)
         actions = backfill_actions(state, ticks)
         await perform(self.world, self.store, state, actions, starter=self.starter)

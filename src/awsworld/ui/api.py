@@ -64,8 +64,7 @@ def number(text: str | None, default: int, *, low: int = 0, high: int = 1_000_00
 
 
 def created_since(text: str | None) -> datetime | None:
-    """The run list's time filter: a duration back from now (``30m``, ``2h``, ``7d``) or an ISO time. Listings
-    are newest first, so the filter keeps a page's runs from then on and ends the paging at the first older one."""
+    """The run list's time filter: a duration back from now (``30m``, ``2h``, ``7d``) or an ISO time."""
     if not text:
         return None
     try:
@@ -80,16 +79,30 @@ def created_since(text: str | None) -> datetime | None:
     return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
+# World pages one time-filtered request reads at most while they hold too few runs created since the filter's time.
+SINCE_PAGES = 10
+
+
 async def list_runs(ui: UIState, params: Mapping[str, str], *, limit: int) -> tuple[list[Run], str | None]:
-    """One page of runs for the filters in ``params`` (workflow, status, since, cursor), and the next cursor."""
+    """One page of runs for the filters in ``params`` (workflow, status, since, cursor), and the next cursor.
+
+    Listings are in run-id order, which is not creation order (a scheduled run's id carries its tick's time, so a
+    backfill made now lists among old runs; a caller's id sorts by its text), so a run created before ``since``
+    says nothing of the runs after it: the filter reads on, up to ``SINCE_PAGES`` pages a request (each asking for
+    the runs still missing) until ``limit`` runs are kept, and the cursor goes on from there while the listing has
+    more."""
     since = created_since(params.get("since"))
-    page = await ui.world.runs.list(workflow_name=params.get("workflow") or None,
-                                    status=params.get("status") or None, cursor=params.get("cursor") or None,
-                                    limit=limit)
-    if since is None:
-        return page.data, page.cursor if page.has_more else None
-    kept = [r for r in page.data if r.created_at >= since]
-    return kept, page.cursor if page.has_more and len(kept) == len(page.data) else None
+    cursor = params.get("cursor") or None
+    kept: list[Run] = []
+    for _ in range(SINCE_PAGES if since is not None else 1):
+        page = await ui.world.runs.list(workflow_name=params.get("workflow") or None,
+                                        status=params.get("status") or None, cursor=cursor,
+                                        limit=limit - len(kept))  # (a page shows ``limit`` runs at most)
+        kept += [r for r in page.data if since is None or r.created_at >= since]
+        cursor = page.cursor if page.has_more else None
+        if cursor is None or len(kept) >= limit:
+            break
+    return kept, cursor
 
 
 async def linked_statuses(ui: UIState, run: Run, children: list[str]) -> dict[str, str]:

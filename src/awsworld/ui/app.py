@@ -22,6 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._published.model import unknown_workflow_note
 from .._timeline import timeline_rows
 from ..client.client import Client
 from ..client.limits import limit_waits
@@ -73,10 +74,13 @@ class Guard:
 
 async def runs_view(request: Request) -> Response:
     q = request.query_params
-    found, next_cursor = await api.list_runs(api.state(request), q, limit=50)
-    return HTMLResponse(runs_page(found, next_cursor, workflow=q.get("workflow") or None,
-                                  status=q.get("status") or None, since=q.get("since") or None,
-                                  cursor=q.get("cursor") or None))
+    ui = api.state(request)
+    found, next_cursor = await api.list_runs(ui, q, limit=50)
+    workflow = q.get("workflow") or None
+    note = (await unknown_workflow_note(ui.world, ui.client.registry, workflow)
+            if workflow and not found and not q.get("cursor") else None)  # a typo lists nothing: say which it is
+    return HTMLResponse(runs_page(found, next_cursor, workflow=workflow, status=q.get("status") or None,
+                                  since=q.get("since") or None, cursor=q.get("cursor") or None, note=note))
 
 
 async def run_view(request: Request) -> Response:

@@ -130,7 +130,7 @@ def _scheduled(run: Run) -> str:
 
 
 def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None, status: str | None,
-              since: str | None, cursor: str | None) -> str:
+              since: str | None, cursor: str | None, note: str | None = None) -> str:
     options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
                       for s in ("", *RUN_STATUSES))
     form = (f"<form method=get>workflow <input name=workflow value='{esc(workflow or '')}'> status "
@@ -141,7 +141,8 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
         f"<td>{_status(shown_status(r.status, r.attributes))}</td>"
         f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
     if not runs:
-        rows = "<tr><td colspan=5 class=muted>no runs</td></tr>"
+        more = " on these pages; the next page reads on" if next_cursor else ""
+        rows = f"<tr><td colspan=5 class=muted>no runs{more}{f' ({esc(note)})' if note else ''}</td></tr>"
     base = {k: v for k, v in (("workflow", workflow), ("status", status), ("since", since)) if v}
     nav = []
     if cursor:

@@ -41,8 +41,25 @@ def zone(name: str) -> ZoneInfo:
     """The IANA time zone ``name`` (``Europe/Berlin``), or ``ValueError`` naming it."""
     try:
         return ZoneInfo(name)
-    except (ZoneInfoNotFoundError, ValueError) as error:
-        raise ValueError(f"{name!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC'): {error}") from None
+    except (ZoneInfoNotFoundError, ValueError):
+        pass
+    nearest = _nearest_zone(name)
+    if nearest is None:
+        raise ValueError(f"{name!r} is not an IANA time zone (e.g. 'Europe/Berlin', 'UTC')")
+    case = " (names are case-sensitive)" if nearest.lower() == name.lower() else ""
+    raise ValueError(f"{name!r} is not an IANA time zone: did you mean {nearest!r}?{case}")
+
+
+def _nearest_zone(name: str) -> str | None:
+    """The zone ``name`` was most likely meant as: the same name in other case (``europe/berlin``), else the
+    closest spelling (``Europe/Berln``); read from the zone database only when a name is refused."""
+    import difflib
+    from zoneinfo import available_timezones
+
+    known = sorted(available_timezones())
+    same = [z for z in known if z.lower() == name.lower()]
+    close = same or difflib.get_close_matches(name, known, n=1, cutoff=0.8)
+    return close[0] if close else None
 
 
 def check(spec: Spec) -> None:

@@ -77,10 +77,26 @@ class Spec:
     timezone: str = "UTC"
 
     def describe(self) -> str:
-        if self.cron is not None:
-            return f"cron {self.cron!r} ({self.timezone})"
-        offset = f" + {self.offset}s" if self.offset else ""
-        return f"every {self.every}s{offset} (UTC)"
+        """How people read when it fires, in every message that names it (a refusal) as in `awsworld schedules`."""
+        return when_text(self.cron, self.timezone, self.every, self.offset)
+
+
+def interval_text(seconds: int) -> str:
+    """An interval as ``--every`` and ``Schedule(every=)`` take it: ``15m``, ``1h30m``, ``1d``, ``90s``."""
+    parts: list[str] = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        count, seconds = divmod(seconds, size)
+        if count:
+            parts.append(f"{count}{unit}")
+    return "".join(parts) or "0s"
+
+
+def when_text(cron: str | None, timezone: str, every: int | None, offset: int | None) -> str:
+    """When a schedule fires, one way for every reader (``Spec.describe``; the CLI's ``WHEN``, from the JSON it
+    prints): ``cron '0 2 * * *' Europe/Berlin``, ``every 15m offset 5m`` (an interval is counted in UTC)."""
+    if cron is not None:
+        return f"cron {cron!r} {timezone}"
+    return f"every {interval_text(every or 0)}" + (f" offset {interval_text(offset)}" if offset else "")
 
 
 @dataclass(frozen=True)

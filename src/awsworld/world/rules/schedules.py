@@ -82,16 +82,20 @@ def refuse_delete(state: ScheduleState) -> None:
             "come back at the next tick: remove the declaration and deploy (then delete it), or pause it now")
 
 
-def refuse_backfill(start: datetime, end: datetime, now: datetime, ticks: int) -> None:
+def refuse_backfill(start: datetime, end: datetime, now: datetime, ticks: Sequence[datetime]) -> None:
+    """A backfill's range, checked before anything is written. ``ticks``: the range's first ticks, up to one past
+    ``MAX_BACKFILL_TICKS`` (that one is where a first part must end, which the refusal says)."""
     if end <= start:
         raise InvalidInputError(f"a backfill's end ({end.isoformat()}) must be after its start "
-                                f"({start.isoformat()})", field="end")
+                                f"({start.isoformat()}): swap them", field="end")
     if end > now:
         raise InvalidInputError(f"a backfill covers the past: its end ({end.isoformat()}) is after now "
-                                f"({now.isoformat()}); trigger a run now instead", field="end")
-    if ticks > MAX_BACKFILL_TICKS:
-        raise InvalidInputError(f"the range holds more than {MAX_BACKFILL_TICKS} ticks: backfill it in parts",
-                                field="start")
+                                f"({now.isoformat()}); end it at now at the latest, or trigger a run now instead",
+                                field="end")
+    if len(ticks) > MAX_BACKFILL_TICKS:
+        raise InvalidInputError(f"the range holds more than {MAX_BACKFILL_TICKS} ticks: backfill it in parts "
+                                f"(the first {MAX_BACKFILL_TICKS} end before {ticks[MAX_BACKFILL_TICKS].isoformat()}: "
+                                "end a first part there, and start the next one there)", field="start")
 
 
 
