@@ -244,12 +244,14 @@ async def test_a_step_end_flushes_its_writers(world: Any, run_id: str) -> None:
     assert await snapshot(world, run_id) == [b"first"]
     assert await snapshot(world, run_id, "strm_other") == [b"a", b"b"]
 
+    retried = step_context(world, run_id)  # another attempt: a context each, as the step runner makes them
+
     async def failing() -> None:
-        await context.writer(S).write("before the error")
+        await retried.writer(S).write("before the error")
         raise ValueError("the body failed")
 
     with pytest.raises(ValueError):
-        await context.run(failing())
+        await retried.run(failing())
     assert (await snapshot(world, run_id))[-1] == b"before the error", "flushed even when the body raised"
 
 
