@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from awsworld import Concurrency, RateLimit, step, workflow
+from awsworld import Concurrency, RateLimit, RetryPolicy, step, workflow
 from awsworld._worker.limiter import Limiter
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage, queue_name_for
@@ -177,6 +177,35 @@ async def test_a_waiting_step_reserves_one_start_so_the_rate_is_used_whole() -> 
         assert round((env.now() - began).total_seconds() / 60) == 3
 
 
+FLAKY_CALLS: dict[int, int] = defaultdict(int)
+
+
+@step(name="steplimits.flaky", rate=RateLimit("1/m"), retry=RetryPolicy(max_attempts=3, initial_delay="1s", jitter=0))
+async def flaky(n: int) -> int:
+    FLAKY_CALLS[n] += 1
+    if FLAKY_CALLS[n] == 1:
+        raise RuntimeError("the first attempt fails")
+    return n
+
+
+@workflow(name="steplimits.flaky_run")
+async def flaky_run(n: int) -> int:
+    return await flaky(n)
+
+
+async def test_a_retry_takes_a_token_of_its_own() -> None:
+    """3 runs of a step at 1 a minute whose first attempt fails: 6 starts, a minute apart. A retry was sent as its
+    first attempt's message, start reserved and all, so a step that had waited for its token retried 1 s after its
+    first attempt on the same token (starts at 0, 1, 1, 2, 2 and 3 minutes: two within a second)."""
+    FLAKY_CALLS.clear()
+    async with WorkflowTestEnv() as env:
+        began = env.now()
+        runs = [await env.client.start(flaky_run, n) for n in range(3)]
+        assert [await run.result(timeout=60) for run in runs] == list(range(3))
+        started = [e for run in runs for e in await run.events() if e.event_type == "step_started"]
+        assert sorted(round((e.created_at - began).total_seconds() / 60) for e in started) == [0, 1, 2, 3, 4, 5]
+
+
 @step(name="steplimits.paired", concurrency=2, rate=RateLimit("1/m"))
 async def paired(n: int) -> int:
     return n
@@ -191,7 +220,7 @@ async def test_a_backlog_longer_than_the_watch_horizon_reserves_one_start_a_step
     """12 runs of one step at 1 a minute: the last waits 11 minutes, more than the watch horizon (5). Each wake of a
     waiting run took its step's message for lost and sent it again, and the new message reserved another start,
     further back: 12 runs reserved 19 starts (40 runs, 122), and a run started after them would have waited for
-    those too. The new message now finds the start its step holds (``step_limits.DECLARED_FIELD``). So does a
+    those too. The new message now finds the start its step holds (``step_limits.DUE_FIELD``). So does a
     step that waited that long for a slot before it asked for a token."""
     async with WorkflowTestEnv() as env:
         began = env.now()

@@ -10,15 +10,18 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from .._deployments.pins import RUNNING_ON, Running
 from ..authoring.definitions import REGISTRY, Registry
 from ..durable.class_paths import kept_modules
 from ..settings import SETTINGS
+from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .inline_loop import Flow, FlowSettings, FlowStats
+from .step_limits import retried
 from .step_runner import run_step
 
 DEFAULT_MARGIN_SECONDS = 10.0
@@ -123,5 +126,6 @@ async def retry_step_message(world: World, message: FlowMessage, delay: float) -
     finished (the flow goes on, and re-queues unstarted steps only with their keys). So no step body runs twice
     at once and no second outcome is recorded; at most one extra delivery per duplicate, which never
     multiplies. Step dispatches keep their keys (see ``Flow._dispatch``)."""
-    await world.queue(queue_name_for(message.workflow_name), message.to_payload(),
+    due = clock_of(world).now() + timedelta(seconds=delay)
+    await world.queue(queue_name_for(message.workflow_name), retried(message, due).to_payload(),
                       delay_seconds=math.ceil(delay))

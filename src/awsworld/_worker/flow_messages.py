@@ -4,6 +4,7 @@ continuation, each remembered (``queued``) so a delivery sends one per step atte
 from __future__ import annotations
 
 import math
+from datetime import datetime, timedelta
 from typing import Any
 
 from .._engine.ops import StepOp
@@ -12,7 +13,7 @@ from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from .flow_state import FlowLog
 from .run_limits import recorded_priority
-from .step_limits import DECLARED_FIELD, PRIORITY_FIELD
+from .step_limits import DUE_FIELD, PRIORITY_FIELD
 
 
 class FlowMessages:
@@ -30,14 +31,14 @@ class FlowMessages:
     def flow_message(self) -> FlowMessage:
         return FlowMessage(self.message.run_id, self.message.workflow_name, deployment=self.message.deployment)
 
-    def step_message(self, step: StepOp) -> FlowMessage:
+    def step_message(self, step: StepOp, *, due: datetime | None = None) -> FlowMessage:
         """(Addressed, like the flow's own messages, to the run's deployment: ``_deployments.routing``.) It says
-        when the step was declared (now, for one being declared): a limit's wait reads it
-        (``step_limits.DECLARED_FIELD``)."""
+        since when the step has been due to start (``due``; else its retry's time or its declaration, now for one
+        being declared): a limit's wait reads it (``step_limits.DUE_FIELD``)."""
         if self._context is None:
             self._context = self._run_context()
         context = dict(self._context)
-        context[DECLARED_FIELD] = (step.declared_at or clock_of(self.world).now()).isoformat()
+        context[DUE_FIELD] = (due or step.retry_after or step.declared_at or clock_of(self.world).now()).isoformat()
         return FlowMessage(self.message.run_id, self.message.workflow_name, step.id, step.definition.name,
                            run_context=context,
                            wakes_on=tuple(sorted(step.wakes_on)) if step.wakes_on else (),
@@ -63,7 +64,9 @@ class FlowMessages:
         """A step's retry, sent without a dedup key (why that is harmless: ``dispatch.retry_step_message``)."""
         if step.poll is not None:
             return await self.queue_poll(step, attempt, delay)
-        await self.world.queue(self.queue_name, self.step_message(step).to_payload(), delay_seconds=math.ceil(delay))
+        due = clock_of(self.world).now() + timedelta(seconds=delay)
+        await self.world.queue(self.queue_name, self.step_message(step, due=due).to_payload(),
+                               delay_seconds=math.ceil(delay))
         self.queued.add(f"{step.id}:{attempt}")
 
     async def queue_poll(self, step: StepOp, attempt: int, delay: float) -> None:

@@ -17,14 +17,17 @@ no more. In that order:
    ends. The marked message starts without reserving again. A step waiting for its token keeps its slot (its
    lease covers the wait), so the starts both limits allow are the starts that happen.
 
-   A flow that replays the run once the watch horizon has passed since a step was declared, and finds it not
-   started, takes its message for lost and sends it again (``recovery.overdue``). So a start reserved for later
-   than that (``SENT_AGAIN_AFTER`` from the step's declaration, ``DECLARED_FIELD`` on its message) is also kept in
-   the limiter store under the step (``keep_reservation``), and a message that comes that late asks the store for
-   its step's start before it reserves one. Without that, every wake of a backlog longer than the horizon
-   reserved each waiting step another start, further back: 40 runs of one step at ``1/m`` reserved 122 starts for
-   40 and pushed the bucket's next start 2 hours out, where 40 minutes was due; a step that waited that long for
-   a slot first reserved again at each wake as well (12 runs at 2 at once and ``1/m``: 17 starts).
+   A flow that replays the run once the watch horizon has passed since a step became due (its declaration, or
+   its retry's time), and finds it not started, takes its message for lost and sends it again
+   (``recovery.overdue``). So a start reserved for later than that (``sent_again_after`` from when the step became
+   due, ``DUE_FIELD`` on its message) is also kept in the limiter store under the step (``keep_reservation``), and
+   a message that comes that late asks the store for its step's start before it reserves one (a start kept for
+   an earlier attempt, before the step became due again, is not its own). Without that, every wake of a backlog
+   longer than the horizon reserved each waiting step another start, further back: 40 runs of one step at
+   ``1/m`` reserved 122 starts for 40 and pushed the bucket's next start 2 hours out, where 40 minutes was due; a
+   step that waited that long for a slot first reserved again at each wake as well (12 runs at 2 at once and
+   ``1/m``: 17 starts). A retry asks again (``retried``): its message was the first attempt's, reserved start and
+   all, so a retry started at once on its first attempt's token.
 
 The key is the step's key function over its arguments (read from the step's declaration when the delivery does
 not hold them: a queued step's message carries no input). A key function that raises fails the attempt with
@@ -58,9 +61,9 @@ RESERVED_FIELD = "reservedAt"
 token)."""
 PRIORITY_FIELD = "priority"
 """A step message's ``runContext`` field: its run's priority (``run_limits.PRIORITY_CONTEXT``)."""
-DECLARED_FIELD = "declaredAt"
-"""A step message's ``runContext`` field: when its step was declared (a wake may send the message again once the
-watch horizon has passed since: ``recovery.overdue``)."""
+DUE_FIELD = "dueSince"
+"""A step message's ``runContext`` field: since when its step has been due to start, its declaration or its retry's
+time (a wake may send the message again once the watch horizon has passed since: ``recovery.overdue``)."""
 SLOT_MARGIN = timedelta(seconds=1)
 """A slot's lease outlasts the attempt's own by this much: taken before the attempt's start, it must not end
 before the lease that start records."""
@@ -139,11 +142,12 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     now = clock_of(world).now()
     context = wake.run_context
     reserved = _reserved(context.get(RESERVED_FIELD))
-    declared = _reserved(context.get(DECLARED_FIELD)) or now
+    due = _reserved(context.get(DUE_FIELD)) or now
     kept = None
-    if reserved is None and spec.rate is not None and now - declared >= sent_again_after():
-        # (a message sent again: the first may wait for a start its step holds)
-        kept = reserved = await limiter.store.reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
+    if reserved is None and spec.rate is not None and now - due >= sent_again_after():
+        # (a message sent again: the first may wait for a start its step holds, reserved since it became due)
+        found = await limiter.store.reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
+        kept = reserved = found if found is not None and found >= due else None
     priority = context.get(PRIORITY_FIELD)
     slot = None
     if spec.concurrency is not None or spec.total is not None:
@@ -162,7 +166,7 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     admitted = now
     if spec.rate is not None:
         at = admitted = reserved if reserved is not None else await limiter.reserve(spec, key)
-        if reserved is None and at - declared >= sent_again_after():
+        if reserved is None and at - due >= sent_again_after():
             await limiter.store.keep_reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id), at)
         sent = clock_of(world).now()
         if kept is not None and kept > sent:
@@ -205,9 +209,16 @@ async def ended_already(world: World, definition: StepDef, run_id: str, step_id:
 
 
 def sent_again_after() -> timedelta:
-    """How long after its declaration a step not started may have its message sent again by a wake: the watch
+    """How long after it became due a step not started may have its message sent again by a wake: the watch
     horizon (``recovery.overdue``), less a bucket (a wake's flow reads its clock a little after the due)."""
     return horizon() - timedelta(seconds=bucket_seconds())
+
+
+def retried(message: FlowMessage, due: datetime) -> FlowMessage:
+    """``message`` for its step's next attempt, due at ``due``: without the start its bucket reserved for the
+    attempt before (the retry takes a token of its own)."""
+    context = {k: v for k, v in message.run_context.items() if k != RESERVED_FIELD}
+    return replace(message, run_context={**context, DUE_FIELD: due.isoformat()})
 
 
 def _reserved(value: object) -> datetime | None:
@@ -225,7 +236,7 @@ def _delay(at: datetime, now: datetime, step: float) -> float:
 
 
 __all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_already", "free_run_steps",
-           "give_back", "step_key", "take"]
+           "give_back", "retried", "step_key", "take"]
 
 
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
