@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..authoring.children import ChildWorkflowError
-from ..authoring.errors import CodecError, FatalError
-from ..authoring.rebuilt_errors import original_error, rebuild
+from ..authoring.errors import CodecError, FatalError, original_error
+from ..authoring.rebuilt_errors import rebuild
 from ..authoring.runtime import WorkflowRef
 from ..durable import codecs, serde
 from ..durable.child_calls import LINK_KEY, START_CHILD_CALL, child_run_id, child_token

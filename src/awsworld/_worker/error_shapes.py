@@ -8,7 +8,7 @@ traceback). A run that failed because a step failed and the workflow did not cat
 the run's error names the step and the original exception without reading the step. One that failed because a
 child run failed and the workflow did not catch the ``ChildWorkflowError`` holds ``childRunId``,
 ``childWorkflowName`` and, in the same ``cause``, the child's original error: its own exception, or the step's
-or grandchild's it let through (the innermost, never a chain: ``authoring.rebuilt_errors.original_error``).
+or grandchild's it let through (the innermost, never a chain: ``authoring.errors.original_error``).
 
 Tracebacks are kept, and bounded so they always fit: awsworld's own frames that run a body (the step runner, the
 replay loop, asyncio) are dropped from the front; awsworld frames after the last user frame are collapsed to the

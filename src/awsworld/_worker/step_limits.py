@@ -141,12 +141,13 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     limiter = Limiter(world)
     now = clock_of(world).now()
     context = wake.run_context
-    reserved = _reserved(context.get(RESERVED_FIELD))
-    due = _reserved(context.get(DUE_FIELD)) or now
+    holder, pool = step_holder(run_id, step_id), pool_of(spec, key)
+    reserved = _moment(context.get(RESERVED_FIELD))
+    due = _moment(context.get(DUE_FIELD)) or now
     kept = None
     if reserved is None and spec.rate is not None and now - due >= sent_again_after():
         # (a message sent again: the first may wait for a start its step holds, reserved since it became due)
-        found = await limiter.store.reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id))
+        found = await limiter.store.reservation(spec.name, pool, holder)
         kept = reserved = found if found is not None and found >= due else None
     priority = context.get(PRIORITY_FIELD)
     slot = None
@@ -154,7 +155,6 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
         lease = timedelta(seconds=lease_seconds if lease_seconds is not None else DEFAULT_LEASE_SECONDS)
         if reserved is not None and reserved > now:
             lease += reserved - now
-        holder = step_holder(run_id, step_id)
         payload = wake.to_payload()
         decision = await limiter.acquire(spec, Ask(
             holder, key, priority if isinstance(priority, int) else 0, now, lease_until=now + lease + SLOT_MARGIN,
@@ -162,12 +162,12 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
                   "key": f"{run_id}:{step_id}:slot:{now.timestamp():.6f}"}))
         if not isinstance(decision, Acquired):
             return WAITING
-        slot = Slot(spec.name, pool_of(spec, key), holder)
+        slot = Slot(spec.name, pool, holder)
     admitted = now
     if spec.rate is not None:
         at = admitted = reserved if reserved is not None else await limiter.reserve(spec, key)
         if reserved is None and at - due >= sent_again_after():
-            await limiter.store.keep_reservation(spec.name, pool_of(spec, key), step_holder(run_id, step_id), at)
+            await limiter.store.keep_reservation(spec.name, pool, holder, at)
         sent = clock_of(world).now()
         if kept is not None and kept > sent:
             return WAITING  # the message delayed to its start brings it (lost: a wake after that start sends it)
@@ -221,7 +221,8 @@ def retried(message: FlowMessage, due: datetime) -> FlowMessage:
     return replace(message, run_context={**context, DUE_FIELD: due.isoformat()})
 
 
-def _reserved(value: object) -> datetime | None:
+def _moment(value: object) -> datetime | None:
+    """A time a step message's ``runContext`` carries (``RESERVED_FIELD``, ``DUE_FIELD``), or None."""
     if not isinstance(value, str):
         return None
     try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Mapping
 from datetime import datetime
 from typing import Any, TypeVar, cast
 
@@ -203,6 +203,15 @@ class HookFailedError(Exception):
         self.code = code
 
 
+def original_error(stored: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The error a stored one stands for, whose ``type`` and ``name`` a rebuild uses: a step's failure the run let
+    through is stored as a ``StepError`` whose ``cause`` is the step's own error (``KeyError``, ``Declined``), a
+    child run's as a ``ChildWorkflowError`` whose ``cause`` is the child's original error (the innermost: a cause
+    is never nested, ``_worker/error_shapes.py``); any other (or one stored before causes were) is itself."""
+    cause = stored.get("cause")
+    return cast("Mapping[str, Any]", cause) if isinstance(cause, Mapping) else stored
+
+
 class WorkflowRunFailedError(Exception):
     """``Run.result()`` of a failed run: carries the stored error, and is also an instance of the type the run failed
     with where that type can be rebuilt (``rebuilt_errors``). ``error_type`` is the name of what the
@@ -223,9 +232,7 @@ class WorkflowRunFailedError(Exception):
         self.code = code
         self.error_type = error_type
         self.details: dict[str, Any] = details or {}
-        cause: Any = self.details.get("cause")  # a step's or a child's failure the run let through: theirs
-        original = cast("dict[str, Any]", cause) if isinstance(cause, dict) else self.details
-        bare: Any = original.get("message")
+        bare: Any = original_error(self.details).get("message")  # a step's or a child's the run let through: theirs
         self.message: str = bare if isinstance(bare, str) else message
         step, child = self.details.get("stepName"), self.details.get("childRunId")
         self.step_name: str | None = step if isinstance(step, str) else None

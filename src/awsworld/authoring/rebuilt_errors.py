@@ -29,7 +29,7 @@ from __future__ import annotations
 import builtins
 import importlib
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from functools import lru_cache
 from typing import Any, TypeVar, cast
 
@@ -37,15 +37,6 @@ from ..durable.class_paths import name_ok
 from .errors import DeterminismError
 
 E = TypeVar("E", bound=Exception)
-
-
-def original_error(stored: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The error a stored one stands for, whose ``type`` and ``name`` a rebuild uses: a step's failure the run let
-    through is stored as a ``StepError`` whose ``cause`` is the step's own error (``KeyError``, ``Declined``), a
-    child run's as a ``ChildWorkflowError`` whose ``cause`` is the child's original error (the innermost: a cause
-    is never nested, ``_worker/error_shapes.py``); any other (or one stored before causes were) is itself."""
-    cause = stored.get("cause")
-    return cast("Mapping[str, Any]", cause) if isinstance(cause, Mapping) else stored
 
 
 def recorded_type(qualified: str | None, name: str | None = None) -> type[Exception] | None:

@@ -32,8 +32,9 @@ from ..authoring.errors import (
     RunNotEndedError,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
+    original_error,
 )
-from ..authoring.rebuilt_errors import original_error, rebuild
+from ..authoring.rebuilt_errors import rebuild
 from ..durable import codecs, serde
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.codecs import Codec, Place
