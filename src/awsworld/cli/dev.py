@@ -30,9 +30,9 @@ from urllib.parse import parse_qsl, urlsplit
 from ..settings import SETTINGS, Settings
 
 if TYPE_CHECKING:
-    from ..aws.world import AWSWorld
     from ..local.poller import LocalPoller
     from ..world.protocol import World
+    from .dev_state import Snapshots
 from . import ui
 from .output import import_modules
 
@@ -122,6 +122,7 @@ async def _serve(args: argparse.Namespace) -> None:
             world = AWSWorld(config)
             world.schedules.declared = declared_in(args.modules)  # dev's ticks fire these on the real clock
             poller: LocalPoller | None = None
+            snapshots: Snapshots | None = None
             webhooks: WebhookServer | None = None
             ui_server: Any = ui.build_server(args, world=world) if args.ui else None  # refuses bad flags early
             ui_task: asyncio.Task[None] | None = None
@@ -129,6 +130,9 @@ async def _serve(args: argparse.Namespace) -> None:
             serving = False  # the state is saved on the way out only once it was restored and served
             try:
                 restored = await dev_state.restore(world, state.directory) if state else 0
+                if state is not None:
+                    snapshots = dev_state.Snapshots(world, state.directory, lambda: moto.changes)
+                    snapshots.restored(restored)
                 code = dev_reload.UserCode(args.modules, [Path.cwd()])
                 versions = DevCode(world, code.modules)  # runs stay on the code they started on (``dev_code``)
                 worker = await versions.first(REGISTRY)
@@ -161,7 +165,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 serving = True
-                await _run_until_stopped(world, state)
+                await _run_until_stopped(snapshots)
             finally:
                 if watcher is not None:
                     watcher.cancel()
@@ -175,9 +179,9 @@ async def _serve(args: argparse.Namespace) -> None:
                 if poller is not None:
                     await _stop_deliveries(poller)
                 if serving:  # after the deliveries' last writes, so what they finished is saved
-                    if state is not None:
-                        count = await dev_state.snapshot(world, state.directory)
-                        print(f"\nstate saved to {state.directory} ({count} items)")
+                    if state is not None and snapshots is not None:
+                        unchanged = "" if await snapshots.save() else "; unchanged since the last snapshot"
+                        print(f"\nstate saved to {state.directory} ({snapshots.items} items{unchanged})")
                     print("stopped", flush=True)
                 await world.close()
     finally:
@@ -240,11 +244,9 @@ async def _serve_ui(server: Any, url: str) -> None:
         print(f"ui: could not serve on {url} (is the port taken? --ui-port N)", file=sys.stderr, flush=True)
 
 
-async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
-    """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds (and once more on the way out, after
-    the deliveries still running ended: ``_serve``)."""
-    from . import dev_state
-
+async def _run_until_stopped(snapshots: Snapshots | None) -> None:
+    """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds when something changed (and once
+    more on the way out, after the deliveries still running ended: ``_serve``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C still raises KeyboardInterrupt
@@ -252,9 +254,9 @@ async def _run_until_stopped(world: AWSWorld, state: Any) -> None:
         loop.add_signal_handler(signal.SIGINT, stop.set)
     while not stop.is_set():
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), dev_state.SNAPSHOT_SECONDS if state else None)
-        if state is not None and not stop.is_set():
-            await dev_state.snapshot(world, state.directory)
+            await asyncio.wait_for(stop.wait(), snapshots.interval() if snapshots is not None else None)
+        if snapshots is not None and not stop.is_set():
+            await snapshots.save()
 
 
 async def _stop_deliveries(poller: LocalPoller) -> None:

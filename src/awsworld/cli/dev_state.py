@@ -3,14 +3,16 @@
 moto's server keeps everything in memory and has no persistence, so ``dev`` saves what awsworld stored itself:
 every item of the table (a Scan, in DynamoDB's JSON with binary values base64-encoded) and every object of the
 bucket (large values, stream segments), written to DIR every few seconds and once more on a clean stop, each
-file replaced atomically. On the next start with the same DIR, ``dev`` provisions resources with the same names
+file replaced atomically, and only when the emulator counted a change since the last copy (``Snapshots``). On
+the next start with the same DIR, ``dev`` provisions resources with the same names
 (and, if it is free, on the same port, so the exported settings stay valid), loads the snapshot back, and
 wakes every run that had not finished.
 
 Limits, said plainly: the queue is not saved (its messages are wakes, and the runtime rebuilds what they stood
 for when a run is woken: a durable sleep that fell due meanwhile ends at once); a crash (not Ctrl-C) loses the
-writes since the last snapshot (``SNAPSHOT_SECONDS``), so a step may run again, as it may after any crash;
-snapshots copy the whole table, which suits a development machine, not a large data set.
+writes since the last snapshot (``SNAPSHOT_SECONDS``, or longer for a table that takes long to copy: see
+``Snapshots.interval``), so a step may run again, as it may after any crash; snapshots copy the whole table, which
+suits a development machine, not a large data set.
 
 What a restore changes, because the process that held it is gone: the queue's dedup markers are not loaded
 (they name messages that no longer exist, and would hold their keys back for days), and every step that was
@@ -28,6 +30,8 @@ import hashlib
 import json
 import os
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +49,8 @@ if TYPE_CHECKING:
 DEDUP_PREFIX = "DEDUP#"
 
 SNAPSHOT_SECONDS = 5.0
+SNAPSHOT_SHARE = 0.2
+"""At most this share of ``dev``'s time goes to copying the table: a copy that took 3 s waits 15 s for the next."""
 STATE_FILE = "state.json"
 LOCK_FILE = "dev.lock"
 TABLE_FILE = "table.jsonl"
@@ -145,7 +151,12 @@ def _object_file(key: str) -> str:
 async def snapshot(world: AWSWorld, directory: Path) -> int:
     """Save the table and the bucket into ``directory``; return the number of items saved. Objects are
     copied once (awsworld never rewrites an object under the same key with other bytes unless its ETag
-    changes, which the manifest compares)."""
+    changes, which the manifest compares).
+
+    The files are replaced in an order that leaves a loadable pair at every moment, so a crash or a kill mid-copy
+    loses no object the saved table needs: the objects are listed after the Scan (awsworld writes an object before
+    the item that refers to it) and copied first, the manifest then names the old objects and the new, then the
+    table is replaced, and only then are the objects no longer in the bucket forgotten."""
     config = world.config
     dynamodb, s3 = await world.clients.dynamodb(), await world.clients.s3()
     lines: list[str] = []
@@ -156,7 +167,6 @@ async def snapshot(world: AWSWorld, directory: Path) -> int:
         if "LastEvaluatedKey" not in page:
             break
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-    _write_atomic(directory / TABLE_FILE, "".join(line + "\n" for line in lines).encode())
 
     objects = directory / OBJECTS_DIR
     objects.mkdir(exist_ok=True)
@@ -176,10 +186,57 @@ async def snapshot(world: AWSWorld, directory: Path) -> int:
         if not page.get("IsTruncated"):
             break
         listing["ContinuationToken"] = page["NextContinuationToken"]
+    if set(new) - set(old):
+        _write_atomic(manifest_path, json.dumps({**old, **new}).encode())
+    _write_atomic(directory / TABLE_FILE, "".join(line + "\n" for line in lines).encode())
     _write_atomic(manifest_path, json.dumps(new).encode())
     for key in set(old) - set(new):
         (objects / _object_file(key)).unlink(missing_ok=True)
     return len(lines)
+
+
+class Snapshots:
+    """When ``dev`` copies the emulator into DIR: only when ``changes`` (the emulator's count of requests that may
+    have changed its table or bucket: ``local/moto_server.py``) moved since the last copy, and, while serving, no
+    sooner than ``interval`` after it.
+
+    Copying is a whole-table Scan, and every DynamoDB request waits for each of its pages (moto's server takes one
+    at a time). Copying every 5 s whatever happened made an idle ``dev`` with 10,000 items spend most of its time
+    copying (a copy of 15 MB took 6.7 s here), slowed the runs it served, and made Ctrl-C wait for one more copy of
+    a table nothing had touched. Every object awsworld writes comes with a write to the table, so a count of
+    moto's requests sees every change even when S3 is LocalStack's."""
+
+    def __init__(self, world: AWSWorld, directory: Path, changes: Callable[[], int], *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.world = world
+        self.directory = directory
+        self.changes = changes
+        self.clock = clock
+        self.items = 0
+        """How many items the last copy saved."""
+        self._copied: int | None = None  # ``changes`` when the last copy started
+        self._seconds = 0.0  # how long the last copy took
+
+    def restored(self, items: int) -> None:
+        """The table and bucket were just loaded from DIR: what DIR holds stands for them (a restore's changes to
+        what it loads, ``_restored``, are made again by the next restore), so they are not copied back at once."""
+        self._copied, self.items = self.changes(), items
+
+    def interval(self) -> float:
+        """Seconds from one copy to the next: ``SNAPSHOT_SECONDS``, longer when a copy takes more than
+        ``SNAPSHOT_SHARE`` of that."""
+        return max(SNAPSHOT_SECONDS, self._seconds / SNAPSHOT_SHARE)
+
+    async def save(self) -> bool:
+        """Copy the table and bucket into DIR if anything may have changed since the last copy; True if it did."""
+        mark = self.changes()  # read before the copy: a write after this is seen by the next look
+        if mark == self._copied:
+            return False
+        started = self.clock()
+        self.items = await snapshot(self.world, self.directory)
+        self._seconds = self.clock() - started
+        self._copied = mark
+        return True
 
 
 async def restore(world: AWSWorld, directory: Path) -> int:

@@ -3,7 +3,9 @@
 Like moto's ``ThreadedMotoServer``, with three differences: it binds 127.0.0.1 on a free port, it logs no
 requests, and it serializes DynamoDB. moto's DynamoDB backend is not safe under concurrent requests (two
 transactions racing for one event slot can both succeed), so every request whose ``X-Amz-Target`` is a
-DynamoDB operation runs under one lock; S3 and SQS stay concurrent. It also installs the journaling
+DynamoDB operation runs under one lock; S3 and SQS stay concurrent. It counts the requests that may change what
+it stores (``changes``), so ``awsworld dev --state`` copies the table only when something changed
+(``cli/dev_state.py``). It also installs the journaling
 ``TransactWriteItems`` and the partition-only ``Query`` (see ``moto_patch``) so transactions and reads stay fast
 as the table fills.
 """
@@ -24,25 +26,48 @@ HOST = "127.0.0.1"
 WSGIApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
 
+#: DynamoDB operations that change nothing stored (``Describe*`` and ``List*`` too): any other request counts as a
+#: change, so a request this set does not know is a copy too many, never a change missed.
+DYNAMODB_READS = frozenset({"GetItem", "BatchGetItem", "Query", "Scan", "TransactGetItems"})
+READ_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
 class SerializedDynamoDB:
-    """WSGI middleware: one DynamoDB request at a time, everything else concurrently."""
+    """WSGI middleware: one DynamoDB request at a time, everything else concurrently; and a count of the requests
+    that may have changed the table or the bucket (``changes``: any request that is neither a read nor SQS's,
+    whose messages no snapshot keeps)."""
 
     def __init__(self, app: WSGIApp) -> None:
         self.app = app
         self.lock = threading.Lock()
+        self.changes = 0
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
-            return self.app(environ, start_response)
-        with self.lock:
-            result = self.app(environ, start_response)
-            try:
-                # Produce the whole body under the lock: a lazy body must not read state after release.
-                return [b"".join(result)]
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        try:
+            if not target.startswith("DynamoDB_"):
+                return self.app(environ, start_response)
+            with self.lock:
+                result = self.app(environ, start_response)
+                try:
+                    # Produce the whole body under the lock: a lazy body must not read state after release.
+                    return [b"".join(result)]
+                finally:
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()
+        finally:
+            # Counted once the request is done: a copy that reads the count and then the table either sees this
+            # write or reads a count that the next look finds changed.
+            if _may_change(environ.get("REQUEST_METHOD", ""), target):
+                self.changes += 1
+
+
+def _may_change(method: str, target: str) -> bool:
+    if method in READ_METHODS or target.startswith("AmazonSQS."):
+        return False
+    operation = target.partition(".")[2] if target.startswith("DynamoDB_") else ""
+    return not (operation in DYNAMODB_READS or operation.startswith(("Describe", "List")))
 
 
 class MotoServer:
@@ -52,6 +77,13 @@ class MotoServer:
         self._requested_port = port
         self._server: Any = None
         self._thread: threading.Thread | None = None
+        self._app: SerializedDynamoDB | None = None
+
+    @property
+    def changes(self) -> int:
+        """How many requests so far may have changed what the server stores (it only grows): equal counts at two
+        moments mean the table and the bucket are as they were."""
+        return self._app.changes if self._app is not None else 0
 
     @property
     def port(self) -> int:
@@ -86,7 +118,7 @@ class MotoServer:
                 log.debug("%s " + message, self.address_string(), *args)
 
         moto_patch.install()
-        app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
+        app = self._app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(HOST, self._requested_port, app, threaded=True,
                                    request_handler=QuietRequestHandler)
         self._server.daemon_threads = True

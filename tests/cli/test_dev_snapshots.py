@@ -1,0 +1,79 @@
+"""``awsworld dev --state``'s copies of the emulator (``cli/dev_state.Snapshots``): made when the emulator counted a
+request that may have changed its table or bucket, skipped when nothing did, so an idle ``dev`` does not copy a
+large table every few seconds and Ctrl-C does not wait for a copy of a table nothing touched."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from awsworld.aws.world import AWSWorld
+from awsworld.cli.dev_state import SNAPSHOT_SECONDS, SNAPSHOT_SHARE, TABLE_FILE, Snapshots
+from awsworld.local import LocalAWS, MotoServer
+
+
+@pytest.fixture
+async def world(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
+    world = AWSWorld(await local_moto.new_config())
+    yield world
+    await world.close()
+    await local_moto.drop(world.config)
+
+
+def saved_keys(directory: Path) -> set[tuple[str, str]]:
+    lines = (directory / TABLE_FILE).read_text(encoding="utf-8").splitlines()
+    return {(item["pk"]["S"], item["sk"]["S"]) for item in map(json.loads, lines)}
+
+
+async def test_a_copy_is_made_only_after_a_change(world: AWSWorld, moto_server: MotoServer, tmp_path: Path) -> None:
+    table, bucket = world.config.table_name, world.config.bucket_name
+    dynamodb, s3, sqs = await world.clients.dynamodb(), await world.clients.s3(), await world.clients.sqs()
+    snapshots = Snapshots(world, tmp_path, lambda: moto_server.changes)
+    assert await snapshots.save(), "the first look copies"
+    await dynamodb.put_item(TableName=table, Item={"pk": {"S": "p#1"}, "sk": {"S": "a"}})
+    assert await snapshots.save() and ("p#1", "a") in saved_keys(tmp_path)
+    items = snapshots.items
+
+    # Reads, a Scan, SQS traffic, an object read: none of them is a change, and nothing is copied.
+    before = (tmp_path / TABLE_FILE).stat().st_mtime_ns
+    await dynamodb.get_item(TableName=table, Key={"pk": {"S": "p#1"}, "sk": {"S": "a"}})
+    await dynamodb.query(TableName=table, KeyConditionExpression="pk = :p", ExpressionAttributeValues={
+        ":p": {"S": "p#1"}})
+    await dynamodb.describe_table(TableName=table)
+    await sqs.send_message(QueueUrl=world.config.queue_url, MessageBody="{}")
+    await s3.list_objects_v2(Bucket=bucket)
+    assert not await snapshots.save()
+    assert (tmp_path / TABLE_FILE).stat().st_mtime_ns == before and snapshots.items == items
+
+    # Each kind of write is: an update, a transaction, a delete, an object written (saved under objects/).
+    await dynamodb.update_item(TableName=table, Key={"pk": {"S": "p#1"}, "sk": {"S": "a"}},
+                               UpdateExpression="SET v = :v", ExpressionAttributeValues={":v": {"N": "1"}})
+    assert await snapshots.save()
+    await dynamodb.transact_write_items(TransactItems=[{"Put": {"TableName": table, "Item": {
+        "pk": {"S": "p#2"}, "sk": {"S": "b"}}}}])
+    assert await snapshots.save() and ("p#2", "b") in saved_keys(tmp_path)
+    await dynamodb.delete_item(TableName=table, Key={"pk": {"S": "p#2"}, "sk": {"S": "b"}})
+    assert await snapshots.save() and ("p#2", "b") not in saved_keys(tmp_path)
+    await s3.put_object(Bucket=bucket, Key="values/x", Body=b"kept")
+    assert await snapshots.save()
+    assert [p.read_bytes() for p in (tmp_path / "objects").iterdir()] == [b"kept"]
+    assert not await snapshots.save()
+
+
+async def test_a_slow_copy_spaces_the_next_one_out(world: AWSWorld, moto_server: MotoServer,
+                                                  tmp_path: Path) -> None:
+    """The wait between copies is ``SNAPSHOT_SECONDS``, or five times the last copy's time when that is longer, so
+    copying takes at most a fifth of ``dev``'s time however large the table is (a clock that says each copy took
+    3 s)."""
+    ticks = iter([100.0, 103.0, 200.0, 200.5])
+    snapshots = Snapshots(world, tmp_path, lambda: moto_server.changes, clock=lambda: next(ticks))
+    assert snapshots.interval() == SNAPSHOT_SECONDS
+    assert await snapshots.save()
+    assert snapshots.interval() == pytest.approx(3.0 / SNAPSHOT_SHARE) == 15.0
+    await (await world.clients.dynamodb()).put_item(TableName=world.config.table_name, Item={
+        "pk": {"S": "p#1"}, "sk": {"S": "a"}})
+    assert await snapshots.save()
+    assert snapshots.interval() == SNAPSHOT_SECONDS
