@@ -59,7 +59,9 @@ async def test_sleep_until_an_aware_datetime(awsworld_env: WorkflowTestEnv) -> N
 
 @pytest.mark.parametrize(("duration", "message"), [
     ("10 parsecs", "cannot read"), ("-5s", "cannot read"), (-1, "negative"),
-    ("2030-01-01T00:00:00", "cannot read"),
+    # a Step Functions Wait state's Timestamp, ported as the text it was: refused with the datetime to pass
+    ("2030-01-01T00:00:00Z", r"point in time written as text.*datetime\.fromisoformat\('2030-01-01T00:00:00Z'\)\)$"),
+    ("2030-01-01T00:00:00", r"datetime\.fromisoformat\('2030-01-01T00:00:00'\)\) and give it a timezone"),
 ])
 async def test_a_bad_duration_fails_the_run_with_a_clear_error(awsworld_env: WorkflowTestEnv, duration: object,
                                                                message: str) -> None:

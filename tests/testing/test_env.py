@@ -10,8 +10,17 @@ from datetime import timedelta
 
 import pytest
 
-from awsworld import RetryableError, WorkflowRunFailedError, create_hook, sleep, step, step_metadata, workflow
-from awsworld.testing import WorkflowTestEnv
+from awsworld import (
+    RetryableError,
+    WorkflowRunFailedError,
+    create_hook,
+    get_writable,
+    sleep,
+    step,
+    step_metadata,
+    workflow,
+)
+from awsworld.testing import RunStalledError, WorkflowTestEnv
 
 ATTEMPTS: Counter[str] = Counter()
 
@@ -133,6 +142,48 @@ async def test_a_hook_after_a_sleep_is_waited_for_and_resumed(awsworld_env: Work
     assert hook.run_id == run.run_id
     await client.resume_hook("approve:A-17", {"approved": True})
     assert await run.result() == {"order": "A-17", "decision": {"approved": True}}
+
+
+@step
+async def publish(stage: str) -> None:
+    await get_writable("status").write(stage)
+
+
+@workflow
+async def stages_an_hour_apart(stages: list[str]) -> int:
+    for stage in stages:
+        await publish(stage)
+        await sleep(timedelta(hours=1))
+    return len(stages)
+
+
+@workflow
+async def publish_then_wait(token: str) -> None:
+    await publish("waiting")
+    async with create_hook(token=token) as hook:
+        await hook
+
+
+async def test_reading_a_stream_lets_time_skip_to_the_next_chunk(awsworld_env: WorkflowTestEnv) -> None:
+    """A test that reads a live stream (DBOS's get_event, Workflow DevKit's run.readable, ported) waits for the
+    run as ``result()`` does: the hour between two chunks is skipped, not waited out in wall time."""
+    start = awsworld_env.now()
+    run = await awsworld_env.client.start(stages_an_hour_apart, ["paid", "packed", "shipped"])
+    async with asyncio.timeout(5):
+        chunks = [chunk async for chunk in run.stream("status")]
+    assert chunks == [b"paid", b"packed", b"shipped"]
+    assert awsworld_env.now() - start >= timedelta(hours=3)
+    assert await run.result(timeout=1) == 3
+
+
+async def test_a_stream_reader_of_a_run_nothing_moves_raises_run_stalled() -> None:
+    async with WorkflowTestEnv(stall_timeout=0.2) as env:
+        run = await env.client.start(publish_then_wait, "never-resumed")
+        reader = run.stream("status")
+        assert await anext(reader) == b"waiting"
+        with pytest.raises(RunStalledError, match="never-resumed"):
+            async with asyncio.timeout(10):
+                await anext(reader)
 
 
 async def test_time_does_not_skip_unless_a_result_is_awaited(awsworld_env: WorkflowTestEnv) -> None:

@@ -64,7 +64,22 @@ def resolve(value: When, now: datetime, *, what: str = "duration") -> datetime:
         if value.tzinfo is None or value.tzinfo.utcoffset(value) is None:
             raise ValueError(f"{what} needs a timezone-aware datetime, got naive {value!r} (add tzinfo=UTC)")
         return value
+    if isinstance(value, str):
+        _refuse_timestamp_text(value, what)
     return now + parse_duration(value, what=what)
+
+
+def _refuse_timestamp_text(text: str, what: str) -> None:
+    """A point in time written as text (``"2030-01-01T00:00:00Z"``, a Step Functions ``Wait`` state's
+    ``Timestamp``, a date from a request) is refused with what to pass instead: read as a duration it only
+    failed at its first character, which did not say a datetime is taken here."""
+    try:
+        moment = datetime.fromisoformat(text.strip())
+    except ValueError:
+        return
+    zone = "" if moment.tzinfo is not None else " and give it a timezone (it has none)"
+    raise ValueError(f"{what}: {text!r} is a point in time written as text, not a duration: pass the datetime "
+                     f"itself (datetime.fromisoformat({text.strip()!r})){zone}")
 
 
 def _unchecked(value: object) -> object:

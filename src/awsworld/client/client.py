@@ -164,8 +164,19 @@ class Run(Generic[R_co]):
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
         """The chunks of the run's stream ``name`` from ``start_index``, as written (one ``bytes`` each), live: it
-        waits for new chunks until the stream closes or the run ends."""
-        async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):
+        waits for new chunks until the stream closes or the run ends.
+
+        Waiting for the next chunk is waiting for the run, as ``result`` is: in ``WorkflowTestEnv`` the clock skips
+        to the run's next sleep or retry meanwhile (a step that writes, a ``sleep("1h")``, a step that writes again
+        is read to its end at once, where it would wait an hour of wall time), and a run nothing can move raises
+        ``RunStalledError``. Only the wait for a chunk skips, not the time the caller spends on one."""
+        chunks = aiter(self.client.world.streams.get(self.run_id, name, start_index=start_index))
+        while True:
+            with self.client.waiting(self.run_id):
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
             yield chunk
 
 
