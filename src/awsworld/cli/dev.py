@@ -23,6 +23,7 @@ import shlex
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
@@ -39,6 +40,8 @@ from .output import import_modules
 log = logging.getLogger("awsworld.dev")
 
 DEV_TICK_SECONDS = 10.0
+SAY_AFTER_SECONDS = 2.0
+"""A wait at start or stop longer than this is said (what dev is doing), so it does not look like a hang."""
 """How often ``dev`` runs the watchdog (the stack: every minute); locally a tick costs nothing."""
 
 
@@ -143,9 +146,13 @@ async def _serve(args: argparse.Namespace) -> None:
                 versions.attach(poller.host)
                 poller.start()
                 # Each unfinished run is replayed against this code before it is woken; one that diverges is parked.
-                verdict = await dev_reload.replay_unfinished(world, worker.registry, wake="all",
-                                                             tag=f"restart:{os.getpid()}",
-                                                             pins=versions.pins()) if restored else None
+                verdict = None
+                if restored:  # a restart with hundreds of unfinished runs takes a while: said, not a hang
+                    with _said_if_slow(f"{restored} item(s) restored: replaying the unfinished runs against this "
+                                       "code before waking them..."):
+                        verdict = await dev_reload.replay_unfinished(world, worker.registry, wake="all",
+                                                                     tag=f"restart:{os.getpid()}",
+                                                                     pins=versions.pins(), progress=True)
                 webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
                                          args.webhook_port or (state.webhook_port if state else 0))
                 if state is not None:
@@ -180,7 +187,10 @@ async def _serve(args: argparse.Namespace) -> None:
                     await _stop_deliveries(poller)
                 if serving:  # after the deliveries' last writes, so what they finished is saved
                     if state is not None and snapshots is not None:
-                        unchanged = "" if await snapshots.save() else "; unchanged since the last snapshot"
+                        with _said_if_slow(f"\nsaving the state to {state.directory} ({snapshots.items} items at the "
+                                           "last snapshot)..."):
+                            copied = await snapshots.save()
+                        unchanged = "" if copied else "; unchanged since the last snapshot"
                         print(f"\nstate saved to {state.directory} ({snapshots.items} items{unchanged})")
                     print("stopped", flush=True)
                 await world.close()
@@ -242,6 +252,16 @@ async def _serve_ui(server: Any, url: str) -> None:
         await task
     except SystemExit:
         print(f"ui: could not serve on {url} (is the port taken? --ui-port N)", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _said_if_slow(text: str) -> Iterator[None]:
+    """Print ``text`` if the block is still running after ``SAY_AFTER_SECONDS``."""
+    slow = asyncio.get_running_loop().call_later(SAY_AFTER_SECONDS, lambda: print(text, flush=True))
+    try:
+        yield
+    finally:
+        slow.cancel()
 
 
 async def _run_until_stopped(snapshots: Snapshots | None) -> None:

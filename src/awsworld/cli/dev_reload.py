@@ -104,19 +104,30 @@ class Verdict:
         return text + kept
 
 
+PROGRESS_EVERY = 100
+"""A restart with many unfinished runs says how far its replay got every this many runs (each is a read of its log,
+a replay and a wake: 600 took two minutes here, one at a time, and said nothing until the banner)."""
+AT_ONCE = 8
+"""Runs replayed at the same time: each waits mostly for the emulator's answers, which overlap."""
+
+
 async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["all", "parked"],
-                            tag: str, pins: Pins | None = None) -> Verdict:
+                            tag: str, pins: Pins | None = None, progress: bool = False) -> Verdict:
     """Replay every pending and running run against the code registered now, mark the ones that diverge parked and
     print a line for each, and wake the ones that replay (``wake="all"``: all of them, after a restart; ``"parked"``:
     the parked ones only, after a reload). ``tag`` makes the wakes' queue keys this check's own. With ``pins``, a
     run pinned to a deployment whose code dev keeps is left on it (woken after a restart); one pinned to code that
-    is gone is replayed and, parked or not, moved to ``pins.here``, which is what runs it from now on."""
+    is gone is replayed and, parked or not, moved to ``pins.here``, which is what runs it from now on. Up to
+    ``AT_ONCE`` runs at a time (their lines come in the order they end); with ``progress``, a line every
+    ``PROGRESS_EVERY`` runs."""
     verdict = Verdict(here=pins.here if pins is not None else None)
     kind = RESTART_WAKE if wake == "all" else OPERATOR_WAKE
-    cursor: str | None = None
-    while True:
-        page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor, resolve_data="none")
-        for run in page.data:
+    slots = asyncio.Semaphore(AT_ONCE)
+    done = 0
+
+    async def one(run: Run) -> None:
+        nonlocal done
+        async with slots:
             pin = pin_of(run.attributes)
             if pins is not None and pin is not None and pin in pins.loaded and pin != pins.here \
                     and parked_run(run.status, run.attributes) is not None:
@@ -129,6 +140,14 @@ async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["
             else:
                 moving = pins.here if pins is not None and pin is not None else None
                 await _check(world, registry, run, verdict, wake, kind, tag, moving)
+        done += 1
+        if progress and done % PROGRESS_EVERY == 0:
+            print(f"  {done} unfinished runs replayed so far...", flush=True)
+
+    cursor: str | None = None
+    while True:
+        page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor, resolve_data="none")
+        await asyncio.gather(*(one(run) for run in page.data))
         if not page.has_more:
             return verdict
         cursor = page.cursor

@@ -1,0 +1,36 @@
+"""A restart of ``awsworld dev --state`` replays its unfinished runs before it serves (``cli/dev_reload.py``): with
+hundreds of them that takes a while, and it says how far it got instead of staying silent until the banner."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from awsworld import sleep, step, workflow
+from awsworld.cli import dev_reload
+from awsworld.testing import WorkflowTestEnv
+
+
+@step
+async def restart_first(n: int) -> int:
+    return n + 1
+
+
+@workflow
+async def restart_napper(n: int) -> int:
+    value = await restart_first(n)
+    await sleep(timedelta(hours=1))
+    return value
+
+
+async def test_the_replay_of_many_unfinished_runs_says_how_far_it_got(capsys: pytest.CaptureFixture[str]) -> None:
+    async with WorkflowTestEnv() as env:
+        runs = [await env.client.start(restart_napper, i) for i in range(2 * dev_reload.PROGRESS_EVERY + 5)]
+        await env.idle()  # every run sleeps for its hour, its step done
+        verdict = await dev_reload.replay_unfinished(env.world, env.worker.registry, wake="all", tag="t",
+                                                     progress=True)
+        assert sorted(verdict.woken) == sorted(run.run_id for run in runs)
+        assert verdict.parked == [] and len(verdict.matched) == len(runs)
+    said = capsys.readouterr().out.splitlines()
+    assert said == ["  100 unfinished runs replayed so far...", "  200 unfinished runs replayed so far..."], said
