@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from awsworld import RetryableError, WorkflowRunFailedError, create_hook, sleep, step, step_metadata, workflow
-from awsworld.testing import WorkflowTestEnv
+from awsworld.testing import RunStalledError, WorkflowTestEnv
 
 ATTEMPTS: Counter[str] = Counter()
 
@@ -221,3 +221,51 @@ async def test_env_durations_take_strings(awsworld_env: WorkflowTestEnv) -> None
     assert awsworld_env.now() - start >= timedelta(days=1, hours=1)
     with pytest.raises(ValueError):
         awsworld_env.advance("-1s")
+
+
+@step
+async def log_line(text: str, last: bool) -> None:
+    from awsworld import get_writable
+
+    out = get_writable("log")
+    await out.write(text)
+    if last:
+        await out.close()
+
+
+@workflow
+async def log_across_a_day() -> None:
+    await log_line("before", False)
+    await sleep(timedelta(days=1))
+    await log_line("after", True)
+
+
+@workflow
+async def log_around_a_hook() -> None:
+    await log_line("before", False)
+    async with create_hook(token="walk:go") as hook:
+        await hook
+    await log_line("after", True)
+
+
+async def test_reading_a_stream_skips_time_as_awaiting_the_result_does() -> None:
+    """A reader waiting for a chunk written after a sleep waits for the run: time skips (it used to wait for ever, the
+    environment's clock at wall pace), and a run nothing can move raises RunStalledError instead of hanging."""
+    async with WorkflowTestEnv(stall_timeout=0.2) as env, asyncio.timeout(10):
+        start = env.now()
+        run = await env.client.start(log_across_a_day)
+        assert [chunk async for chunk in run.stream("log")] == [b"before", b"after"]
+        assert env.now() - start >= timedelta(days=1)
+
+        held = await env.client.start(log_around_a_hook)
+        read: list[bytes] = []
+        with pytest.raises(RunStalledError, match="It waits on: hook walk:go"):
+            async for chunk in held.stream("log"):
+                read.append(chunk)
+        assert read == [b"before"]
+        async for chunk in held.stream("log"):  # the test acts between two chunks: no skip, no stall meanwhile
+            if chunk == b"before":
+                await asyncio.sleep(0.4)  # longer than stall_timeout
+                await env.client.resume_hook("walk:go", "go")
+            read.append(chunk)
+        assert read == [b"before", b"before", b"after"]

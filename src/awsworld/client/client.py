@@ -164,8 +164,17 @@ class Run(Generic[R_co]):
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
         """The chunks of the run's stream ``name`` from ``start_index``, as written (one ``bytes`` each), live: it
-        waits for new chunks until the stream closes or the run ends."""
-        async for chunk in self.client.world.streams.get(self.run_id, name, start_index=start_index):
+        waits for new chunks until the stream closes or the run ends. Each wait for the next chunk is a wait for the
+        run, as ``result()`` is: in a test environment time skips through a sleep between two writes, and a run
+        nothing can move (a hook the test never resumed) raises ``RunStalledError`` instead of waiting for ever;
+        between two chunks, while the caller works on one, it does not skip."""
+        chunks = aiter(self.client.world.streams.get(self.run_id, name, start_index=start_index))
+        while True:
+            with self.client.waiting(self.run_id):
+                try:
+                    chunk = await anext(chunks)
+                except StopAsyncIteration:
+                    return
             yield chunk
 
 
