@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections import Counter
 from datetime import timedelta
 
@@ -190,6 +191,21 @@ async def test_a_failed_run_raises_its_error(awsworld_env: WorkflowTestEnv) -> N
     run = await awsworld_env.client.start(doomed)
     with pytest.raises(WorkflowRunFailedError, match="broken for good"):
         await run.result()
+
+
+async def test_a_failed_runs_error_prints_where_the_runs_code_raised(awsworld_env: WorkflowTestEnv) -> None:
+    """What pytest reports for an unexpected failure (and ``traceback`` prints) shows the lines of the step and of the
+    workflow body that raised, from the tracebacks the run stored, and not only the client's frames."""
+    run = await awsworld_env.client.start(doomed)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result()
+    printed = "".join(traceback.format_exception(failed.value))
+    step_line = 'raise RuntimeError("broken for good")'
+    body_line = "await always_fails()"
+    assert step_line in printed and body_line in printed, printed
+    assert printed.index(step_line) < printed.index(body_line) < printed.index("WorkflowRunFailedError: run ")
+    assert f"the traceback of step {always_fails.__module__}.always_fails (attempt 1)" in printed
+    assert "The above exception was the direct cause of the following exception" in printed
 
 
 @step
