@@ -285,3 +285,15 @@ async def test_reading_a_stream_skips_time_as_awaiting_the_result_does() -> None
                 await env.client.resume_hook("walk:go", "go")
             read.append(chunk)
         assert read == [b"before", b"before", b"after"]
+
+
+async def test_a_timed_out_wait_says_how_far_the_runs_due_is_on_the_environments_clock() -> None:
+    """The timeout's "it waits on: a sleep until ... (in 59 min ...)" counts from the environment's time, not the
+    wall clock's: on a clock that started in 2020 (or skipped days ahead) it said "6 y ago" (or "in 12 d 20 h")."""
+    from datetime import UTC, datetime
+
+    async with WorkflowTestEnv(time_skipping=False, start_time=datetime(2020, 1, 1, tzinfo=UTC)) as env:
+        run = await env.client.start(hour_nap)
+        due = r"it waits on: a sleep until 01:00:00\.\d+ UTC \(in (1 h|59 min \d+ s)\)$"
+        with pytest.raises(TimeoutError, match=due):
+            await run.result(timeout=0.2)

@@ -7,9 +7,9 @@
 The environment is a ``MemoryWorld`` (the contract in memory, no sockets), a ``Client`` on it, and a driver
 that runs every delivery in this process through the same delivery path Lambda runs. Its clock is virtual:
 it moves at wall-clock pace, and jumps to the next due wait or retry whenever something waits for a run
-(``Run.result()``, ``Run.wait_for_hook()``, ``Run.stream()``'s next chunk, ``env.sleep``) and no delivery can run before then. Pass
-``time_skipping=False`` to keep real time. A wait that nothing in the environment can end (a hook the test never
-resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of hanging (``driver.py``).
+(``Run.result()``, ``Run.wait_for_hook()``, ``Run.stream()``'s next chunk, ``env.sleep``) and no delivery can run
+before then. Pass ``time_skipping=False`` to keep real time. A wait that nothing in the environment can end (a hook
+the test never resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of hanging (``driver.py``).
 """
 
 from __future__ import annotations
