@@ -11,7 +11,16 @@ from datetime import timedelta
 
 import pytest
 
-from awsworld import RetryableError, WorkflowRunFailedError, create_hook, sleep, step, step_metadata, workflow
+from awsworld import (
+    HookTimeoutError,
+    RetryableError,
+    WorkflowRunFailedError,
+    create_hook,
+    sleep,
+    step,
+    step_metadata,
+    workflow,
+)
 from awsworld.testing import RunStalledError, WorkflowTestEnv
 
 ATTEMPTS: Counter[str] = Counter()
@@ -297,3 +306,32 @@ async def test_a_timed_out_wait_says_how_far_the_runs_due_is_on_the_environments
         due = r"it waits on: a sleep until 01:00:00\.\d+ UTC \(in (1 h|59 min \d+ s)\)$"
         with pytest.raises(TimeoutError, match=due):
             await run.result(timeout=0.2)
+
+
+@workflow
+async def sign_within_an_hour(doc: str) -> str:
+    await sleep(timedelta(days=1))
+    async with create_hook(token=f"sign:{doc}", timeout="1h") as hook:
+        try:
+            return str(await hook)
+        except HookTimeoutError:
+            return "timed out"
+
+
+async def test_a_result_left_pending_does_not_skip_past_the_hook_the_test_is_resuming(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """A ``run.result()`` the test awaits later (a task) lets time skip, but not while another wait of the test has
+    just ended (the run holds the hook it waited for) and the test is about to act on it: the hook's timeout used to
+    fall due first in about 4 tries of 5, each way."""
+    client = awsworld_env.client
+    for n in range(10):
+        run = await client.start(sign_within_an_hour, f"r{n}")
+        result = asyncio.create_task(run.result())
+        await client.resume_hook(f"sign:r{n}", "signed", wait=10)
+        assert await result == "signed"
+
+        run = await client.start(sign_within_an_hour, f"w{n}")
+        result = asyncio.create_task(run.result())
+        await run.wait_for_hook(f"sign:w{n}")
+        await client.resume_hook(f"sign:w{n}", "signed")
+        assert await result == "signed"
