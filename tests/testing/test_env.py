@@ -335,3 +335,21 @@ async def test_a_result_left_pending_does_not_skip_past_the_hook_the_test_is_res
         await run.wait_for_hook(f"sign:w{n}")
         await client.resume_hook(f"sign:w{n}", "signed")
         assert await result == "signed"
+
+
+@workflow
+async def hourly_for_ever() -> None:
+    while True:
+        await sleep(timedelta(hours=1))
+
+
+async def test_a_wait_timing_out_on_a_run_that_never_ends_says_how_far_time_skipped(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """A run that keeps sleeping never ends however far time skips: its wait's TimeoutError says so (a note), where
+    it said only the real seconds waited and the next sleep."""
+    run = await awsworld_env.client.start(hourly_for_ever)
+    with pytest.raises(TimeoutError, match="is still running after 0.3 s") as timed_out:
+        await run.result(timeout=0.3)
+    [note] = timed_out.value.__notes__
+    assert "While the test waited, this environment's clock skipped " in note
+    assert "the run keeps scheduling work (a loop of sleeps or retries?) and never ends" in note
