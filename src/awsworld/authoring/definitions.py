@@ -234,7 +234,7 @@ def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
 
 
 def _in_a_test(fn: Any) -> bool:
-    """Whether ``fn`` is defined in a pytest test module or a conftest (``test_x.py``, ``x_test.py``)."""
+    """Whether ``fn`` is defined in a pytest test module (named test_* or *_test) or a conftest."""
     module = str(getattr(fn, "__module__", "")).rsplit(".", 1)[-1]
     return module.startswith("test_") or module.endswith("_test") or module == "conftest"
 
