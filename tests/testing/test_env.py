@@ -348,7 +348,7 @@ async def test_a_wait_timing_out_on_a_run_that_never_ends_says_how_far_time_skip
     """A run that keeps sleeping never ends however far time skips: its wait's TimeoutError says so (a note), where
     it said only the real seconds waited and the next sleep."""
     run = await awsworld_env.client.start(hourly_for_ever)
-    with pytest.raises(TimeoutError, match="is still running after 0.3 s") as timed_out:
+    with pytest.raises(TimeoutError, match=r"is still running after 0\.3 s") as timed_out:
         await run.result(timeout=0.3)
     [note] = timed_out.value.__notes__
     assert "While the test waited, this environment's clock skipped " in note
