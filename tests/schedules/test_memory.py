@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
@@ -35,6 +36,17 @@ from .helpers import hhmm, scheduled_runs
 
 START = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)  # a Monday, on an hour boundary
 NIGHTLY = workflow_name(app.nightly)  # its schedule id too (the default)
+
+
+def test_an_environment_asked_to_fire_a_workflow_that_declares_no_schedule_says_so() -> None:
+    """A workflow without a declaration (``echo``), or a mistyped name, among ``schedules=`` is refused naming what is
+    declared: the environment used to fire nothing for it and say nothing, and the test's assertion on the runs it
+    expected failed without a reason."""
+    echo = workflow_name(app.echo)
+    with pytest.raises(ValueError, match=re.escape(f"no schedule is declared on {echo!r}, 'shop.nightly' in this "
+                                                   "process, so nothing of it would fire (declared on: ")) as refused:
+        WorkflowTestEnv(schedules=[app.nightly, app.echo, "shop.nightly"])
+    assert NIGHTLY in str(refused.value)
 
 
 async def test_a_daily_schedule_declared_in_code_fires_once_a_night_for_30_simulated_days() -> None:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+import traceback
 from collections import Counter
 from datetime import timedelta
 
 import pytest
 
 from awsworld import (
+    HookTimeoutError,
     RetryableError,
     WorkflowRunFailedError,
     create_hook,
@@ -144,48 +146,6 @@ async def test_a_hook_after_a_sleep_is_waited_for_and_resumed(awsworld_env: Work
     assert await run.result() == {"order": "A-17", "decision": {"approved": True}}
 
 
-@step
-async def publish(stage: str) -> None:
-    await get_writable("status").write(stage)
-
-
-@workflow
-async def stages_an_hour_apart(stages: list[str]) -> int:
-    for stage in stages:
-        await publish(stage)
-        await sleep(timedelta(hours=1))
-    return len(stages)
-
-
-@workflow
-async def publish_then_wait(token: str) -> None:
-    await publish("waiting")
-    async with create_hook(token=token) as hook:
-        await hook
-
-
-async def test_reading_a_stream_lets_time_skip_to_the_next_chunk(awsworld_env: WorkflowTestEnv) -> None:
-    """A test that reads a live stream (DBOS's get_event, Workflow DevKit's run.readable, ported) waits for the
-    run as ``result()`` does: the hour between two chunks is skipped, not waited out in wall time."""
-    start = awsworld_env.now()
-    run = await awsworld_env.client.start(stages_an_hour_apart, ["paid", "packed", "shipped"])
-    async with asyncio.timeout(5):
-        chunks = [chunk async for chunk in run.stream("status")]
-    assert chunks == [b"paid", b"packed", b"shipped"]
-    assert awsworld_env.now() - start >= timedelta(hours=3)
-    assert await run.result(timeout=1) == 3
-
-
-async def test_a_stream_reader_of_a_run_nothing_moves_raises_run_stalled() -> None:
-    async with WorkflowTestEnv(stall_timeout=0.2) as env:
-        run = await env.client.start(publish_then_wait, "never-resumed")
-        reader = run.stream("status")
-        assert await anext(reader) == b"waiting"
-        with pytest.raises(RunStalledError, match="never-resumed"):
-            async with asyncio.timeout(10):
-                await anext(reader)
-
-
 async def test_time_does_not_skip_unless_a_result_is_awaited(awsworld_env: WorkflowTestEnv) -> None:
     run = await awsworld_env.client.start(hour_nap)
     await awsworld_env.idle()
@@ -243,6 +203,21 @@ async def test_a_failed_run_raises_its_error(awsworld_env: WorkflowTestEnv) -> N
         await run.result()
 
 
+async def test_a_failed_runs_error_prints_where_the_runs_code_raised(awsworld_env: WorkflowTestEnv) -> None:
+    """What pytest reports for an unexpected failure (and ``traceback`` prints) shows the lines of the step and of the
+    workflow body that raised, from the tracebacks the run stored, and not only the client's frames."""
+    run = await awsworld_env.client.start(doomed)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result()
+    printed = "".join(traceback.format_exception(failed.value))
+    step_line = 'raise RuntimeError("broken for good")'
+    body_line = "await always_fails()"
+    assert step_line in printed and body_line in printed, printed
+    assert printed.index(step_line) < printed.index(body_line) < printed.index("WorkflowRunFailedError: run ")
+    assert f"the traceback of step {always_fails.__module__}.always_fails (attempt 1)" in printed
+    assert "The above exception was the direct cause of the following exception" in printed
+
+
 @step
 async def step_time() -> str:
     from awsworld import now
@@ -272,3 +247,109 @@ async def test_env_durations_take_strings(awsworld_env: WorkflowTestEnv) -> None
     assert awsworld_env.now() - start >= timedelta(days=1, hours=1)
     with pytest.raises(ValueError):
         awsworld_env.advance("-1s")
+
+
+@step
+async def log_line(text: str, last: bool) -> None:
+
+    out = get_writable("log")
+    await out.write(text)
+    if last:
+        await out.close()
+
+
+@workflow
+async def log_across_a_day() -> None:
+    await log_line("before", False)
+    await sleep(timedelta(days=1))
+    await log_line("after", True)
+
+
+@workflow
+async def log_around_a_hook() -> None:
+    await log_line("before", False)
+    async with create_hook(token="walk:go") as hook:
+        await hook
+    await log_line("after", True)
+
+
+async def test_reading_a_stream_skips_time_as_awaiting_the_result_does() -> None:
+    """A reader waiting for a chunk written after a sleep waits for the run: time skips (it used to wait for ever, the
+    environment's clock at wall pace), and a run nothing can move raises RunStalledError instead of hanging."""
+    async with WorkflowTestEnv(stall_timeout=0.2) as env, asyncio.timeout(10):
+        start = env.now()
+        run = await env.client.start(log_across_a_day)
+        assert [chunk async for chunk in run.stream("log")] == [b"before", b"after"]
+        assert env.now() - start >= timedelta(days=1)
+
+        held = await env.client.start(log_around_a_hook)
+        read: list[bytes] = []
+        with pytest.raises(RunStalledError, match="It waits on: hook walk:go"):
+            async for chunk in held.stream("log"):
+                read.append(chunk)
+        assert read == [b"before"]
+        async for chunk in held.stream("log"):  # the test acts between two chunks: no skip, no stall meanwhile
+            if chunk == b"before":
+                await asyncio.sleep(0.4)  # longer than stall_timeout
+                await env.client.resume_hook("walk:go", "go")
+            read.append(chunk)
+        assert read == [b"before", b"before", b"after"]
+
+
+async def test_a_timed_out_wait_says_how_far_the_runs_due_is_on_the_environments_clock() -> None:
+    """The timeout's "it waits on: a sleep until ... (in 59 min ...)" counts from the environment's time, not the
+    wall clock's: on a clock that started in 2020 (or skipped days ahead) it said "6 y ago" (or "in 12 d 20 h")."""
+    from datetime import UTC, datetime
+
+    async with WorkflowTestEnv(time_skipping=False, start_time=datetime(2020, 1, 1, tzinfo=UTC)) as env:
+        run = await env.client.start(hour_nap)
+        due = r"it waits on: a sleep until 01:00:00\.\d+ UTC \(in (1 h|59 min \d+ s)\)$"
+        with pytest.raises(TimeoutError, match=due):
+            await run.result(timeout=0.2)
+
+
+@workflow
+async def sign_within_an_hour(doc: str) -> str:
+    await sleep(timedelta(days=1))
+    async with create_hook(token=f"sign:{doc}", timeout="1h") as hook:
+        try:
+            return str(await hook)
+        except HookTimeoutError:
+            return "timed out"
+
+
+async def test_a_result_left_pending_does_not_skip_past_the_hook_the_test_is_resuming(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """A ``run.result()`` the test awaits later (a task) lets time skip, but not while another wait of the test has
+    just ended (the run holds the hook it waited for) and the test is about to act on it: the hook's timeout used to
+    fall due first in about 4 tries of 5, each way."""
+    client = awsworld_env.client
+    for n in range(10):
+        run = await client.start(sign_within_an_hour, f"r{n}")
+        result = asyncio.create_task(run.result())
+        await client.resume_hook(f"sign:r{n}", "signed", wait=10)
+        assert await result == "signed"
+
+        run = await client.start(sign_within_an_hour, f"w{n}")
+        result = asyncio.create_task(run.result())
+        await run.wait_for_hook(f"sign:w{n}")
+        await client.resume_hook(f"sign:w{n}", "signed")
+        assert await result == "signed"
+
+
+@workflow
+async def hourly_for_ever() -> None:
+    while True:
+        await sleep(timedelta(hours=1))
+
+
+async def test_a_wait_timing_out_on_a_run_that_never_ends_says_how_far_time_skipped(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """A run that keeps sleeping never ends however far time skips: its wait's TimeoutError says so (a note), where
+    it said only the real seconds waited and the next sleep."""
+    run = await awsworld_env.client.start(hourly_for_ever)
+    with pytest.raises(TimeoutError, match=r"is still running after 0\.3 s") as timed_out:
+        await run.result(timeout=0.3)
+    [note] = timed_out.value.__notes__
+    assert "While the test waited, this environment's clock skipped " in note
+    assert "the run keeps scheduling work (a loop of sleeps or retries?) and never ends" in note

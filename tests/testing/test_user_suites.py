@@ -16,10 +16,12 @@ import pytest
 SUITES = Path(__file__).parent / "user_suites"
 
 
-def run_user_suite(tmp_path: Path, name: str) -> tuple[dict[str, str], str]:
+def run_user_suite(tmp_path: Path, name: str, ini: str | None = None) -> tuple[dict[str, str], str]:
     """Each test's outcome (``PASSED``, ``FAILED``, ``ERROR``...) by its name with parameters, from ``pytest -rA`` on
-    the suite copied alone into ``tmp_path``, and pytest's output."""
+    the suite copied alone into ``tmp_path`` (with ``ini``, the body of its ``pytest.ini``), and pytest's output."""
     shutil.copy(SUITES / name, tmp_path / name)
+    if ini is not None:
+        (tmp_path / "pytest.ini").write_text(f"[pytest]\n{ini}\n")
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-rA", "-p", "no:cacheprovider", "-p", "no:xdist",
                            name], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     outcomes = {m[2]: m[1] for m in re.finditer(r"^(PASSED|FAILED|ERROR|SKIPPED) \S+::(\S+)", done.stdout, re.M)}
@@ -27,8 +29,8 @@ def run_user_suite(tmp_path: Path, name: str) -> tuple[dict[str, str], str]:
     return outcomes, done.stdout + done.stderr
 
 
-def assert_all_pass(tmp_path: Path, name: str) -> None:
-    outcomes, output = run_user_suite(tmp_path, name)
+def assert_all_pass(tmp_path: Path, name: str, ini: str | None = None) -> None:
+    outcomes, output = run_user_suite(tmp_path, name, ini)
     source = (SUITES / name).read_text()
     defined = {a or b for a, b in re.findall(r"^async def (test_\w+)|^def (test_\w+)", source, re.M)}
     assert {test.split("[")[0] for test in outcomes} == defined and set(outcomes.values()) == {"PASSED"}, output
@@ -73,3 +75,8 @@ def test_an_env_shared_across_tests_works_on_one_loop_and_says_so_on_two(tmp_pat
 @pytest.mark.timeout(300)
 def test_an_emulator_shared_across_tests_works_on_one_loop_and_says_so_on_two(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_shared_local.py")
+
+
+@pytest.mark.timeout(300)
+def test_the_fixture_starts_on_the_loop_the_test_runs_in_whatever_its_scope(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_loop_scopes.py", "asyncio_default_test_loop_scope = session")

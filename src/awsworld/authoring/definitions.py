@@ -224,7 +224,19 @@ def _check_unique(table: dict[str, Any], name: str, fn: Any, kind: str) -> None:
         local = "<locals>" in existing.fn.__qualname__ and "<locals>" in fn.__qualname__
         hint = " (both are defined inside functions, tests perhaps, and one process registry holds both: give " \
             "each its own name=)" if local else ""
+        if not local and _in_a_test(fn) and not _in_a_test(existing.fn):
+            raise ValueError(
+                f"two different {kind}s are named {name!r} ({where}): a test cannot replace a {kind} by defining "
+                f"another under its name (the workflow calls the one it imported). Patch what the {kind}'s body calls "
+                "instead, with pytest's monkeypatch (docs: Get started > Your first test, \"Replacing an outside "
+                f"service\"), or give the test's own {kind} another name=")
         raise ValueError(f"two different {kind}s are named {name!r} ({where}): pass name= to one of them{hint}")
+
+
+def _in_a_test(fn: Any) -> bool:
+    """Whether ``fn`` is defined in a pytest test module (named test_* or *_test) or a conftest."""
+    module = str(getattr(fn, "__module__", "")).rsplit(".", 1)[-1]
+    return module.startswith("test_") or module.endswith("_test") or module == "conftest"
 
 
 REGISTRY = Registry()

@@ -242,6 +242,44 @@ class WorkflowRunFailedError(Exception):
         return BaseException.__str__(self)  # not the rebuilt type's (client/client.py, failed_run_error)
 
 
+class StoredTraceback(Exception):
+    """A traceback a run stored with its error (where a step, a workflow body or a child run raised, in a worker
+    that may be another process or a Lambda), raised nowhere: ``Run.result()`` chains it as its
+    ``WorkflowRunFailedError``'s ``__cause__`` (``stored_tracebacks``), so pytest's report and any printed traceback
+    show the line of the run's code that raised, not only the client's frames, as ``concurrent.futures`` does for a
+    process pool's errors."""
+
+    def __init__(self, where: str, stack: str) -> None:
+        super().__init__(f"{where}, as the run stored it:\n{stack.rstrip()}")
+        self.where = where
+        self.stack = stack
+
+
+def stored_tracebacks(stored: Mapping[str, Any], workflow_name: str) -> StoredTraceback | None:
+    """The stored error's tracebacks as a chain, the innermost first: the step's (or the child run's) own
+    traceback is the cause of the workflow body's, where it awaited it. None when nothing stored a traceback (a run
+    failed before its body ran, or stored before tracebacks were)."""
+    outer = _stored_traceback(stored, f"the traceback of workflow {workflow_name}")
+    cause = stored.get("cause")
+    if not isinstance(cause, Mapping):
+        return outer
+    typed = cast("Mapping[str, Any]", cause)
+    step, child = stored.get("stepName"), stored.get("childRunId")
+    where = (f"the traceback of step {step} (attempt {stored.get('attempt', '?')})" if isinstance(step, str) else
+             f"the traceback of child run {child} ({stored.get('childWorkflowName', '?')})" if isinstance(child, str)
+             else "the traceback of its cause")
+    inner = _stored_traceback(typed, where)
+    if outer is None:
+        return inner
+    outer.__cause__ = inner
+    return outer
+
+
+def _stored_traceback(stored: Mapping[str, Any], where: str) -> StoredTraceback | None:
+    stack = stored.get("stack")
+    return StoredTraceback(where, stack) if isinstance(stack, str) and stack.strip() else None
+
+
 class RunStartError(Exception):
     """The run was recorded but the message that starts it could not be queued. Finishing the start queues that
     message: ``awsworld start WORKFLOW --run-id RUN`` (the command the message gives), or

@@ -33,6 +33,7 @@ from ..authoring.errors import (
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
     original_error,
+    stored_tracebacks,
 )
 from ..authoring.rebuilt_errors import rebuild
 from ..durable import codecs, serde
@@ -212,6 +213,7 @@ def failed_run_error(run: RunView) -> WorkflowRunFailedError:
     if isinstance(error, HookFailedError):  # its sender's code, as the class says (the run's is USER_ERROR always)
         sender_code = original.get("code")
         error.code = sender_code if isinstance(sender_code, str) else None
+    error.__cause__ = stored_tracebacks(details or {}, run.workflow_name)  # where the run's code raised, shown
     return error
 
 

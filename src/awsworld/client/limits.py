@@ -257,13 +257,14 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
     return found
 
 
-def limit_wait_text(wait: dict[str, Any]) -> str:
+def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     """One entry of ``limit_waits`` for people: ``a slot of workflow:shop.order key 'c7' (place 2 of 3; held by
     r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; reserved, by 19:05:13.830 UTC (in 1 min 50 s)
-    at the latest)``: its own start was reserved when it asked, before the bucket's next free one."""
+    at the latest)``: its own start was reserved when it asked, before the bucket's next free one. ``now``: the
+    World's time, which "in 1 min 50 s" counts from (default: the system clock's)."""
     where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
     if wait["kind"] == "token":
-        return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'])} at the "
+        return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'], now)} at the "
                 "latest)")
     held = ", ".join(wait["heldBy"]) or "nobody"
     state = ("paused, " if wait.get("paused") else "") + (  # else "held by nobody" and no word of why it waits

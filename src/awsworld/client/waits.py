@@ -15,7 +15,7 @@ deliveries found no code for it (a workflow this deployment lacks) waits on code
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .._engine.divergence import call_order
@@ -24,6 +24,7 @@ from .._timeline import deadline_text, hook_waits, read_events, read_steps, when
 from .._worker.delivery import DELIVERY_FINDING
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
 from ..durable.hook_payloads import is_heartbeat_event
+from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES, Run, Step
 from ..world.events import Event
 from ..world.protocol import World
@@ -112,7 +113,8 @@ async def waits_text(world: World, run_id: str, view: Run | None = None) -> str:
     steps = await read_steps(world, run_id, values=False)
     events = await read_events(world, run_id, values=False)
     waits = await run_waits(world, run_id, view.status, view.execution_context, steps, events)
-    return "; ".join(describe_wait(wait) for wait in waits) or "nothing it has recorded"
+    now = clock_of(world).now()  # a test environment's virtual time: a due "in 1 h" of its clock, not the wall's
+    return "; ".join(describe_wait(wait, now) for wait in waits) or "nothing it has recorded"
 
 
 def display_names(events: Sequence[Event]) -> dict[str, str]:
@@ -135,29 +137,30 @@ def with_limits(waits: list[dict[str, Any]], limited: list[dict[str, Any]]) -> l
     return run_level + [by_step.get(w.get("stepId", ""), w) if w["kind"] == "step" else w for w in waits]
 
 
-def describe_wait(wait: dict[str, Any]) -> str:
-    """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``."""
+def describe_wait(wait: dict[str, Any], now: datetime | None = None) -> str:
+    """One entry of :func:`waiting_on` for people: ``hook approve:7 (no payload yet)``. ``now``: the World's time,
+    which how far a due time is counts from (default: the system clock's)."""
     kind = wait["kind"]
     if kind in ("slot", "token"):
         step = f"step {wait['name']}, not started: it waits for " if wait.get("stepId") else "its start: "
-        return step + limit_wait_text(wait)
+        return step + limit_wait_text(wait, now)
     shown = f"{wait['displayName']!r} " if wait.get("displayName") else ""
     if kind == "step" and wait["status"] == "running":
-        since = deadline_text(wait["since"])
+        since = deadline_text(wait["since"], now)
         return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {since})"
     if kind == "step":
         return f"step {shown}{wait['name']}, queued (attempt {wait['attempt']} not started yet)"
     if kind == "retry":
-        return f"a retry of step {shown}{wait['name']} at {deadline_text(wait['at'])} (attempt {wait['attempt']})"
+        return f"a retry of step {shown}{wait['name']} at {deadline_text(wait['at'], now)} (attempt {wait['attempt']})"
     if kind == "sleep":
-        return f"a sleep {shown}until {deadline_text(wait['until'])}"
+        return f"a sleep {shown}until {deadline_text(wait['until'], now)}"
     if kind == "child":
         return f"child run {wait['runId']}"
     if kind == "code":
         return f"code this deployment lacks (its delivery at {wait['at']}: {wait['found']})"
     received, beats = wait["received"], wait.get("heartbeats", 0)
     heard = f", {beats} heartbeat(s)" if beats else ""
-    due = "".join(f", {what} {deadline_text(wait[key])}" for key, what in (
+    due = "".join(f", {what} {deadline_text(wait[key], now)}" for key, what in (
         ("timeoutAt", "times out"), ("heartbeatDueAt", "next heartbeat due by")) if wait.get(key))
     return (f"{'webhook' if wait['webhook'] else 'hook'} {shown}{wait['token']} "
             f"({'no payload yet' if not received else f'{received} payload(s) received'}{heard}){due}")

@@ -97,9 +97,19 @@ def declared_in(modules: Iterable[str]) -> tuple[Declaration, ...]:
 
 
 def declared_for(workflows: Sequence[Callable[..., Any] | str]) -> tuple[Declaration, ...]:
-    """The declarations on these workflows (functions or registered names)."""
+    """The declarations on these workflows (functions or registered names). A workflow none is declared on (a
+    mistyped name, a schedule declared in a module not imported yet) is a ``ValueError`` naming the ones declared:
+    asked to fire its schedules, a test environment would otherwise fire nothing and say nothing."""
     names = {w if isinstance(w, str) else _definition(w).name for w in workflows}
-    return tuple(d for d in DECLARED.values() if d.workflow_name in names)
+    found = tuple(d for d in DECLARED.values() if d.workflow_name in names)
+    missing = sorted(names - {d.workflow_name for d in found})
+    if missing:
+        declared = sorted({d.workflow_name for d in DECLARED.values()})
+        raise ValueError(f"no schedule is declared on {', '.join(map(repr, missing))} in this process, so nothing of "
+                         f"it would fire (declared on: {', '.join(declared) or 'no workflow'}); declare one with "
+                         "@workflow(schedule=Schedule(...)) or awsworld.schedule(workflow, Schedule(...)), in a module "
+                         "imported before this")
+    return found
 
 
 def _definition(workflow: Callable[..., Any]) -> Any:

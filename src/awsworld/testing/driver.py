@@ -8,7 +8,8 @@ Time skipping: while someone is waiting for a run's outcome (``skipping()``, hel
 the environment, and by ``WorkflowTestEnv.sleep``), and no delivery is running and no message is visible, the
 clock jumps to the moment the next message becomes visible (a sleep's wake-up, a retry's back-off) or the next
 run's due comes (``world.watch``). Time never jumps while a test is doing something else (resuming a hook,
-say), so a workflow racing a hook against a timeout sees the hook.
+say), so a workflow racing a hook against a timeout sees the hook; nor, when the test has another wait pending (a
+``run.result()`` task), while a wait whose end has come (the run holds the hook) has yet to return to the test.
 
 A wait nothing can end fails instead of hanging: when a test waits for a run (``Run.result()``,
 ``Run.wait_for_hook()``) and nothing in the environment can move it (no delivery running or visible, no message,
@@ -179,6 +180,7 @@ class Driver:
             raise RunStalledError(holder.stalled) from None
         finally:
             self._holders.remove(holder)
+            self._wake.set()  # a wait that held jumps back (its end had come) no longer does: look again
 
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until no delivery runs and no message is visible (time does not jump for this)."""
@@ -244,6 +246,11 @@ class Driver:
 
     def _skip_now(self) -> bool:
         if not self.time_skipping:
+            return False
+        if any(h.satisfied is not None and h.satisfied() for h in self._holders):
+            # A wait whose end has come (the run holds the hook) is about to return to a test that will act on it
+            # (resume that hook): no jump before it has, even for another task's wait (a ``run.result()`` the test
+            # left pending), or the hook's timeout could fall due first. Its leaving wakes the loop (``skipping``).
             return False
         waiting = [h for h in self._holders if h.satisfied is None or not h.satisfied()]
         if not waiting:

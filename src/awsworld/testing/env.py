@@ -7,15 +7,17 @@
 The environment is a ``MemoryWorld`` (the contract in memory, no sockets), a ``Client`` on it, and a driver
 that runs every delivery in this process through the same delivery path Lambda runs. Its clock is virtual:
 it moves at wall-clock pace, and jumps to the next due wait or retry whenever something waits for a run
-(``Run.result()``, ``Run.wait_for_hook()``, ``env.sleep``) and no delivery can run before then. Pass
-``time_skipping=False`` to keep real time. A wait that nothing in the environment can end (a hook the test never
-resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of hanging (``driver.py``).
+(``Run.result()``, ``Run.wait_for_hook()``, ``Run.stream()``'s next chunk, ``env.sleep``) and no delivery can run
+before then. Pass ``time_skipping=False`` to keep real time. A wait that nothing in the environment can end (a hook
+the test never resumed) raises ``RunStalledError`` after ``stall_timeout`` seconds instead of hanging (``driver.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+import contextlib
+import time
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -25,6 +27,7 @@ from .._deployments.identity import register
 from .._deployments.upgrade import Upgrade, upgrade_run
 from .._memory import MemoryWorld
 from .._memory.clock import VirtualClock
+from .._timeline import how_far
 from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
 from ..authoring.definitions import Registry
@@ -34,7 +37,7 @@ from ..client.waits import waits_text
 from ..schedules.declared import declared_for
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import HookNotFoundError
-from .driver import STALL_TIMEOUT, Driver
+from .driver import STALL_TIMEOUT, Driver, RunStalledError
 
 TEST_HOST = "a test environment"
 
@@ -94,14 +97,36 @@ class WorkflowTestEnv:
             return holder is not None and not holder.released and run_id in (None, holder.run_id)
 
         if run_id is None:
-            return self.driver.skipping(satisfied=lambda: hook_token is None or holds_hook(hook_token))
+            return self._noting_skips(self.driver.skipping(
+                satisfied=lambda: hook_token is None or holds_hook(hook_token)))
 
         async def stuck() -> str:
             return await self._stuck(run_id, hook_token)
 
         if hook_token is None:
-            return self.driver.skipping(satisfied=ended, stuck=stuck)
-        return self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token), stuck=stuck)
+            return self._noting_skips(self.driver.skipping(satisfied=ended, stuck=stuck))
+        return self._noting_skips(self.driver.skipping(satisfied=lambda: ended() or holds_hook(hook_token),
+                                                       stuck=stuck))
+
+    @contextlib.contextmanager
+    def _noting_skips(self, wait: AbstractContextManager[None]) -> Iterator[None]:
+        """``wait``, and a wait's own timeout (a ``TimeoutError``, not ``RunStalledError``) says how far time skipped
+        meanwhile: a run that keeps scheduling work (a loop of sleeps, a poll that never succeeds) never ends however
+        far the clock skips, and the timeout's real seconds alone would not tell that from a slow run."""
+        began, real, deliveries = self.clock.now(), time.monotonic(), self.driver.deliveries
+        with wait:
+            try:
+                yield
+            except TimeoutError as error:
+                skipped = (self.clock.now() - began).total_seconds() - (time.monotonic() - real)
+                if not isinstance(error, RunStalledError) and skipped >= 1:
+                    far = how_far(skipped).removeprefix("in ")
+                    error.add_note(
+                        f"While the test waited, this environment's clock skipped {far} ahead "
+                        f"({self.driver.deliveries - deliveries} deliveries ran): the run keeps scheduling work (a "
+                        "loop of sleeps or retries?) and never ends, however far time skips. End it from the test "
+                        "(a hook, client.cancel) or bound its loop.")
+                raise
 
     async def _stuck(self, run_id: str, hook_token: str | None) -> str:
         """Why a wait for the run cannot end (``RunStalledError``'s message): what the run waits on, as

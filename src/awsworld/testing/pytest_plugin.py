@@ -5,8 +5,11 @@
   worker, on 127.0.0.1) with a fresh table, bucket and queue per test and its local poller running the
   deliveries: for integration tests of what the AWS World itself does. Needs ``awsworld[local]``.
 
-Both are function-scoped async fixtures, so they run in whichever event loop the test runs in (any
-pytest-asyncio loop scope); the emulator's server is a thread and shared by the whole session.
+Both are function-scoped, and start on the event loop the test runs in, whatever its scope (a test's ``loop_scope``,
+the project's ``asyncio_default_test_loop_scope``): each dispatches to one of its async fixtures declared once per
+loop scope (``_on_each_loop``), since deliveries run as tasks of one loop and a fixture on a loop of its own would
+leave them on a loop that does not run while the test does. The emulator's server is a thread and shared by the
+whole session.
 
 pytest-asyncio (which ``awsworld[testing]`` installs) warns at every session start while its
 ``asyncio_default_fixture_loop_scope`` option is unset. That is a question about the user's own async fixtures, which
@@ -20,7 +23,7 @@ from __future__ import annotations
 import inspect
 import warnings
 from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -65,20 +68,6 @@ def awsworld_moto_server() -> Iterator[MotoServer]:
     server.stop()
 
 
-def _async_fixture(fn: Any) -> Any:
-    """``pytest_asyncio.fixture`` (so the fixtures work in strict and auto mode alike), or, without
-    pytest-asyncio, a fixture that says what to install."""
-    if pytest_asyncio is not None:
-        return pytest_asyncio.fixture(fn)
-
-    @pytest.fixture(name=fn.__name__)
-    def missing() -> None:
-        _need_pytest_asyncio()
-
-    missing.__doc__ = fn.__doc__
-    return missing
-
-
 def _require_async_test(request: pytest.FixtureRequest, fixture: str) -> None:
     """Fail a plain ``def`` test that asks for ``fixture``: the fixture's deliveries run as tasks of the loop it was
     set up in, which does not run while a sync test does, so a run the test starts (``asyncio.run(...)`` on a loop
@@ -91,20 +80,71 @@ def _require_async_test(request: pytest.FixtureRequest, fixture: str) -> None:
                     "`asyncio.run(main())` with `async with WorkflowTestEnv() as env:` inside main", pytrace=False)
 
 
-@_async_fixture
-async def awsworld_env(request: pytest.FixtureRequest) -> AsyncIterator[WorkflowTestEnv]:
-    """An in-memory test environment with time skipping (see ``awsworld.testing.WorkflowTestEnv``)."""
+LOOP_SCOPES = ("function", "class", "module", "package", "session")
+"""pytest's scopes, each a possible scope of the event loop a pytest-asyncio test runs in."""
+
+
+def _test_loop_scope(request: pytest.FixtureRequest) -> str:
+    """The scope of the event loop the test runs in, as pytest-asyncio decides it (its ``asyncio`` marker's
+    ``loop_scope``, else ``asyncio_default_test_loop_scope``, else ``function``): the loop the fixture must start its
+    deliveries on, since they run as tasks of that loop. A test no ``asyncio`` marker names (anyio's, say) keeps
+    ``function``."""
+    marker = request.node.get_closest_marker("asyncio")
+    if marker is None:
+        return "function"
+    scope = marker.kwargs.get("loop_scope") or marker.kwargs.get("scope")
+    if scope is None:
+        try:
+            scope = request.config.getini("asyncio_default_test_loop_scope")
+        except ValueError:  # a pytest-asyncio older than the option: its tests' loops are their own scope's
+            scope = None
+    return scope if scope in LOOP_SCOPES else "function"
+
+
+def _on_each_loop() -> None:
+    """Register the fixtures' bodies once per loop scope, as function-scoped async fixtures
+    (``_awsworld_env_on_session_loop``...): each runs on the loop of its name, so ``awsworld_env`` can start the
+    environment on the loop its test runs on whatever the project's ``asyncio_default_test_loop_scope`` or a test's
+    ``loop_scope`` say (a fixture on a loop of its own would leave its deliveries on a loop that does not run while
+    the test does). A function object each: pytest-asyncio marks the function with its loop scope."""
+    if pytest_asyncio is None:
+        return
+    for scope in LOOP_SCOPES:
+        async def env() -> AsyncIterator[WorkflowTestEnv]:
+            async with WorkflowTestEnv() as made:
+                yield made
+
+        async def local(awsworld_moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
+            from ..local import LocalAWS
+
+            async with LocalAWS("moto", moto=awsworld_moto_server) as made:
+                yield made
+
+        for name, body in (("awsworld_env", env), ("awsworld_local", local)):
+            fixture_name = f"_{name}_on_{scope}_loop"
+            globals()[fixture_name] = pytest_asyncio.fixture(body, name=fixture_name, loop_scope=scope)
+
+
+_on_each_loop()
+
+
+@pytest.fixture
+def awsworld_env(request: pytest.FixtureRequest) -> WorkflowTestEnv:
+    """An in-memory test environment with time skipping (see ``awsworld.testing.WorkflowTestEnv``), started on the
+    event loop the test runs in."""
+    if pytest_asyncio is None:
+        _need_pytest_asyncio()
     _require_async_test(request, "awsworld_env")
-    async with WorkflowTestEnv() as env:
-        yield env
+    env: WorkflowTestEnv = request.getfixturevalue(f"_awsworld_env_on_{_test_loop_scope(request)}_loop")
+    return env
 
 
-@_async_fixture
-async def awsworld_local(request: pytest.FixtureRequest, awsworld_moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
-    """``LocalAWS`` on the session's moto server: fresh resources, deliveries run by its local poller."""
-    from ..local import LocalAWS
-
+@pytest.fixture
+def awsworld_local(request: pytest.FixtureRequest) -> LocalAWS:
+    """``LocalAWS`` on the session's moto server: fresh resources, deliveries run by its local poller on the event
+    loop the test runs in."""
+    if pytest_asyncio is None:
+        _need_pytest_asyncio()
     _require_async_test(request, "awsworld_local")
-
-    async with LocalAWS("moto", moto=awsworld_moto_server) as local:
-        yield local
+    local: LocalAWS = request.getfixturevalue(f"_awsworld_local_on_{_test_loop_scope(request)}_loop")
+    return local
