@@ -6,7 +6,9 @@ redelivery replay the run, clear the mark before anything else it writes, and fi
 ends a parked run as the spec's rule would have (``CORRUPTED_EVENT_LOG``), which a parent awaiting it sees.
 
 A deploy that lost a started run's workflow (a module dropped, a rename) parks it too, instead of failing it once the
-unknown-workflow window has passed (0 s here), and the deploy that brings the code back resumes it.
+unknown-workflow window has passed (0 s here), and the deploy that brings the code back resumes it; so does a
+consumer whose published names make the workflow certainly unknown (``awsworld dev`` after an edit removed it),
+which fails an unstarted run at once.
 
 Here parked runs come back every second (``AWSWORLD_PARK_SECONDS=1``): virtual time on memory, real on the emulator.
 """
@@ -23,11 +25,12 @@ import pytest
 
 from awsworld import ChildWorkflowError, create_hook, step, workflow
 from awsworld._engine.parking import MISSING, PARKED_ATTRIBUTE, Parked, parked_in_log, parked_run
-from awsworld.authoring.definitions import REGISTRY, workflow_name
+from awsworld._published.model import DEV, publish
+from awsworld.authoring.definitions import REGISTRY, Registry, workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, FAILED_ON_REQUEST, UNKNOWN_WORKFLOW, WorkflowRunFailedError
 from awsworld.world.errors import RunGoneError, RunNotFoundError
 
-from .conftest import BOTH, deployed, on_backends, with_env
+from .conftest import BOTH, MEMORY, deployed, on_backends, with_env
 
 local_env = with_env({"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1",
                       "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS": "0"})
@@ -198,3 +201,29 @@ async def test_fail_ends_a_run_parked_for_missing_code_as_unknown_workflow(e2e) 
         failed = await e2e.client.fail(run.run_id)
     assert (failed.error_code, failed.error.name if failed.error else None) == (UNKNOWN_WORKFLOW,
                                                                                  "UnknownWorkflowError")
+
+
+@pytest.mark.parametrize("e2e_backend", [MEMORY])
+async def test_a_started_run_whose_workflow_an_edit_under_dev_removed_is_parked_though_the_name_is_certainly_unknown(
+        e2e) -> None:
+    """``awsworld dev`` publishes its names ahead of its deliveries, so after an edit that removed a workflow its name
+    is certainly unknown: a delivery for a run that has not started fails it at once (a mistyped start), but a run
+    that had started was failed too, by the first delivery after its reload parked it (its hook resumed, its hourly
+    parked redelivery), though the docs promise it stays parked until the code comes back."""
+    token = f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, "M-3", "short", token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    with lost(packs_then_waits):
+        without = Registry()
+        for definition in REGISTRY.workflows.values():
+            without.add_workflow(definition)
+        await publish(e2e.world, without, host="awsworld dev", ahead=True, key=DEV)
+        await e2e.client.resume_hook(token, "yes")
+        mark = await parked(e2e, run.run_id)
+        assert mark.change == MISSING and (await run.status()) == "running"
+        seen = len(e2e.poller.results)
+        while sum(r.status == "parked" for r in e2e.poller.results[seen:]) < 2:  # its parked redeliveries too
+            await e2e.sleep(0.5)
+        assert (await run.status()) == "running"
+    assert await run.result(timeout=30) == "packed M-3 (5): yes"

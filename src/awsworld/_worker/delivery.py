@@ -25,7 +25,8 @@ What ends where:
   that the deployment's publications make certainly unknown (``_published.model.judge``: no consumer registers it,
   and the newest publication came before its consumer's deliveries, as ``awsworld dev``'s does) fails its run at
   the first delivery instead. Under ``AWSWORLD_ON_DIVERGENCE=park`` a run that had started is parked instead of
-  failed past the window (``_engine.parking``), so a deploy that lost a module fails no run in flight.
+  failed, past the window or at once when the name is certainly unknown (``_engine.parking``), so a deploy that
+  lost a module, or an edit under ``awsworld dev`` that removed a workflow, fails no run in flight.
 - Every log line about a delivery names its run (and step), in its text and as ``runId``/``stepId`` keys, so
   a line on a laptop's terminal and a JSON line in CloudWatch both lead back to the run.
 - Anything else (a transient AWS error, a bug) fails this record only: its visibility is shortened to
@@ -363,8 +364,11 @@ class DeliveryPath:
         waited = (clock_of(world).now() - run.created_at).total_seconds()
         what = _missing_text(missing)
         self.observer.count(UNKNOWN_WORKFLOW)
+        parks = run.started_at is not None and SETTINGS.on_divergence == "park"
         certain = await self._certainly_unknown(message, missing)
-        if certain is not None:
+        if certain is not None:  # no deploy is rolling out that may bring it: no window to wait out
+            if parks:  # a started run, under dev say, whose workflow an edit removed: parked at once, not failed
+                return await self._park_missing(delivery, message, what, track, run)
             return await self._fail_unknown(delivery, message, certain, track)
         if waited < unknown_window_seconds():
             await self._record_finding(run, what, track)
@@ -378,7 +382,7 @@ class DeliveryPath:
                       "the run was created), then its run fails with %s", track.label(), what,
                       round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
             return await self._failed(record, track)
-        if run.started_at is not None and SETTINGS.on_divergence == "park":
+        if parks:
             return await self._park_missing(delivery, message, what, track, run)
         return await self._fail_unknown(delivery, message, f"{what}; this deployment still lacked it "
                                         f"{round(waited)} s after the run was created (check AWSWORLD_MODULES "
