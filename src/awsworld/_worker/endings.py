@@ -121,7 +121,8 @@ class RunEndings:
         await self.log.write({"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
         self.parked = parked
         log.warning("run %s is parked: its replay differs from its log at %s (event %s); %s; `awsworld describe "
-                    "%s` says where", self.run_id, divergence.position, divergence.slot, ways_out(self.run_id),
+                    "%s` says where", self.run_id, divergence.position, divergence.slot,
+                    ways_out(self.run_id, divergence.change),
                     self.run_id)
 
     async def unpark(self) -> None:
@@ -145,4 +146,6 @@ class RunEndings:
                 pass
         if divergence.change == "value":  # (its own note says what to change)
             return f"{dv.REPLAY_UNREADABLE}: {text}"
+        if divergence.change == "parameters":  # (so does this one's)
+            return f"{dv.REPLAY_UNBOUND}: {text}"
         return f"{dv.REPLAY_DIFFERS}: {text}. {dv.WHY_IT_DIFFERS}"

@@ -767,9 +767,14 @@ END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "
 
 
 def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
-    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when, where and why, and
-    the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
-    from .._engine.parking import ways_out
+    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when (as describe writes
+    every time), where and why, and the ways out. The divergence is outlined, without argument values; ``awsworld
+    replay`` shows them (a run parked for missing code has none)."""
+    from .._engine.parking import MISSING, ways_out, why
+    from .._timeline import deadline_text
 
-    return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
-            f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")
+    change = parked.get("change")
+    since = deadline_text(parked["since"]) if parked.get("since") else "?"
+    shows = "" if change == MISSING else f"; `awsworld replay {run_id} -m MODULE` shows the arguments"
+    return (f"parked    since {since}: {why(change)}{parked['divergence']}\n"
+            f"          {ways_out(run_id, change)}{shows}")
