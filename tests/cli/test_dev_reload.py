@@ -176,6 +176,10 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
         assert json.loads(second("describe", run_id, "--json").out)["parked"] == mark
         refused = second("runs", "--parked", "--status", "running")
         assert "takes no --status" in refused.one_line_error(2)
+        woken = second("wake", run_id)  # (it read "woke RUN (running)", as for a run that would now go on)
+        assert woken.code == 0 and woken.out.splitlines()[0] == (
+            f"woke {run_id} (parked): its delivery replays it against the code there, and it stays parked until "
+            f"that code replays it (`awsworld describe {run_id}` says why it is parked)"), woken
 
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace(EDITED, ORIGINAL))  # the revert, while dev runs
