@@ -192,7 +192,15 @@ async def _started(client: Any, args: argparse.Namespace, run: Any, workflow: st
 def _rerun(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with remote() as client:
-            run = await client.rerun(args.run_id, new_run_id=args.new_run_id)
+            try:
+                run = await client.rerun(args.run_id, new_run_id=args.new_run_id)
+            except TypeError as error:  # its recorded input does not fit the workflow's parameters now
+                workflow = (await client.world.runs.get(args.run_id, resolve_data="none")).workflow_name
+                raise CliError(f"run {args.run_id}'s recorded input does not fit {workflow}'s parameters now: "
+                               f"{error}; nothing was started",
+                               "the workflow changed since that run started: give a parameter added since a "
+                               "default (and keep one removed), or start a new run with `awsworld start "
+                               f"{workflow} ARGS` ({_signature_hint(client, workflow)})") from None
             return await _started(client, args, run, run.workflow_name or "")
 
     return asyncio.run(go())
