@@ -227,3 +227,26 @@ async def test_a_started_run_whose_workflow_an_edit_under_dev_removed_is_parked_
             await e2e.sleep(0.5)
         assert (await run.status()) == "running"
     assert await run.result(timeout=30) == "packed M-3 (5): yes"
+
+
+@pytest.mark.parametrize("e2e_backend", [MEMORY])
+async def test_a_started_run_whose_code_is_missing_inside_the_window_says_it_will_be_parked_not_failed(
+        e2e, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside the unknown-code window a delivery is backed off, and what it found is recorded for ``describe`` with
+    what comes after the window: for a run that has started under the park policy that is parking, but it said
+    "then the run fails with UNKNOWN_WORKFLOW" (and each backed-off receive logged so: under ``awsworld dev``,
+    a line per queued step of a fan-out whose step an edit renamed)."""
+    monkeypatch.setenv("AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS", "900")
+    token = f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, "M-5", "short", token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    with lost(packs_then_waits):
+        await e2e.client.resume_hook(token, "yes")
+        await e2e.sleep(1)  # its delivery, backed off
+        view = await run.get()
+        found = view.attributes["awsworld.delivery"]
+        assert found.startswith(f"no workflow named '{workflow_name(packs_then_waits)}' is registered here"), found
+        assert found.endswith("then the run is parked (AWSWORLD_ON_DIVERGENCE=park)"), found
+        assert view.status == "running"
+    assert await run.result(timeout=30) == "packed M-5 (5): yes"

@@ -371,16 +371,18 @@ class DeliveryPath:
                 return await self._park_missing(delivery, message, what, track, run)
             return await self._fail_unknown(delivery, message, certain, track)
         if waited < unknown_window_seconds():
-            await self._record_finding(run, what, track)
+            # What then: a run that has started is parked under the park policy, not failed (``_park_missing``).
+            then = f"is parked ({Settings.on_divergence.env}=park)" if parks else f"fails with {UNKNOWN_WORKFLOW_CODE}"
+            await self._record_finding(run, what, track, then)
             if message.wake == WATCHDOG_WAKE:
                 log.error("%s: %s; the watchdog's wake is acknowledged (the watchdog comes again until the run "
-                          "fails with %s, %d s after it was created)", track.label(), what, UNKNOWN_WORKFLOW_CODE,
+                          "%s, %d s after it was created)", track.label(), what, then,
                           round(unknown_window_seconds()), extra=track.keys())
                 await self.consumer.ack(delivery, delete_message=False)
                 return RecordResult("unknown-workflow-wake")
             log.error("%s: record failed: %s; retried with back-off until a deploy provides it (for %d s after "
-                      "the run was created), then its run fails with %s", track.label(), what,
-                      round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
+                      "the run was created), then the run %s", track.label(), what,
+                      round(unknown_window_seconds()), then, extra=track.keys())
             return await self._failed(record, track)
         if parks:
             return await self._park_missing(delivery, message, what, track, run)
@@ -398,13 +400,12 @@ class DeliveryPath:
         verdict = judge(message.workflow_name, await store.read())
         return str(verdict.error(message.workflow_name)) if verdict.sure else None
 
-    async def _record_finding(self, run: RunView, what: str, track: Track) -> None:
+    async def _record_finding(self, run: RunView, what: str, track: Track, then: str) -> None:
         """Record on the run (as read for this delivery) what its delivery found, so ``describe`` says why it
         waits: once, since every delivery of the same code finds the same. Best effort: a refused write (the run
         ended meanwhile, say) changes nothing else."""
         until = run.created_at + timedelta(seconds=unknown_window_seconds())
-        found = (f"{what}; retried until {until.isoformat(timespec='seconds')}, then the run fails with "
-                 f"{UNKNOWN_WORKFLOW_CODE}")[:MAX_FINDING_CHARS]
+        found = f"{what}; retried until {until.isoformat(timespec='seconds')}, then the run {then}"[:MAX_FINDING_CHARS]
         if run.attributes.get(DELIVERY_FINDING) == found:
             return
         try:
