@@ -86,7 +86,8 @@ def marks(events: list[Any]) -> list[str | None]:
             for change in (e.event_data or {}).get("changes") or () if change.get("key") == PARKED_ATTRIBUTE]
 
 
-async def test_a_diverging_run_is_parked_once_shown_without_values_and_a_revert_resumes_it(e2e) -> None:
+async def test_a_diverging_run_is_parked_once_shown_without_values_and_a_revert_resumes_it(
+        e2e, caplog: pytest.LogCaptureFixture) -> None:
     order, token = f"P-{uuid.uuid4().hex[:6]}", f"pack-{uuid.uuid4().hex}"
     run = await e2e.start(packs_then_waits, order, NOTE, token)
     await e2e.hook_ready(token, run)
@@ -108,6 +109,11 @@ async def test_a_diverging_run_is_parked_once_shown_without_values_and_a_revert_
         assert view.status == "running" and NOTE[:20] not in view.attributes[PARKED_ATTRIBUTE]
         assert len(marks(events)) == 1, "the redeliveries that found the same divergence wrote nothing"
         assert parked_in_log(events) == mark
+        said = [r.getMessage().rsplit("; ", 1)[1] for r in caplog.records
+                if r.getMessage().startswith(f"replay of run {run.run_id} diverged from its log at step 1 ")]
+        # (the fourth read "recovery 4", though it parked the run rather than recover it)
+        assert said[:5] == ["recovery 1 of 3", "recovery 2 of 3", "recovery 3 of 3", "the run is parked",
+                            "it stays parked"], said
     assert await run.result(timeout=30) == f"packed {order} (20000): yes"
     events = await run.events()
     assert marks(events)[1:] == [None], "cleared once, by the replay that matched"
