@@ -240,7 +240,7 @@ async def test_a_wake_during_a_retry_back_off_brings_the_retry_when_it_is_due_no
     run = await env.client.start(retried, 4)
     await env.idle()
     [retrying] = [e for e in await run.events() if e.event_type == "step_retrying"]
-    due = datetime_of(retrying.event_data["retryAfter"])
+    due = datetime_of((retrying.event_data or {})["retryAfter"])
     assert env.world.memory_queue.purge() == 1  # the retry's message, lost
     await env.client.wake(run.run_id)
     assert await run.result() == 4
