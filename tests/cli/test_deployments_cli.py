@@ -122,6 +122,8 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
         # ... and what to do about it (it said where the replay differs, and stopped there).
         assert refused.out.splitlines()[-1].startswith("a run that stays goes on, on the code it is pinned to; to "
                                                        "move it, branch the calls the new code changed with patched()")
+        assert refused.out.splitlines()[-1].endswith("(a value the code cannot read, an input its parameters do not "
+                                                     "take), change that; then upgrade again"), refused.out
         pin = json.loads(dev("describe", stuck, "--json").out)
         assert pin["deployment"] == v2, pin
     finally:

@@ -127,9 +127,18 @@ def test_awsworld_rerun_starts_a_failed_run_again_with_its_input(tmp_path_factor
         refused = server("rerun", waiting)
         missing = server("rerun", "wrun_01NOSUCHRUN00000000000000")
         old = server.json("describe", failed)
+        source = project / "reruns.py"  # the workflow gains a parameter: the recorded input no longer fits it
+        source.write_text(source.read_text().replace("async def checkout(order: str, amount: float)",
+                                                     "async def checkout(order: str, amount: float, express: bool)"))
+        unfit = server("rerun", failed)
     finally:
         server.stop()
         runner.close()
+    line = unfit.one_line_error(1)  # (it read "unexpected TypeError ... rerun with --debug", as for a bug)
+    assert line.startswith(f"awsworld rerun: run {failed}'s recorded input does not fit reruns.checkout's "
+                           "parameters now: checkout() missing 1 required positional argument: 'express'; nothing "
+                           "was started (hint: the workflow changed since that run started: give a parameter "
+                           "added since a default"), line
     assert again.code == 0 and again.out.splitlines()[1:] == ['"charged A-17 42.5"'], again
     assert rerun_id != failed and f"rerun of  {failed}" in described.out.splitlines(), described
     assert old["status"] == "failed" and old["rerunOf"] is None

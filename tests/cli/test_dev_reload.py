@@ -29,6 +29,8 @@ from pathlib import Path
 
 import pytest
 
+from awsworld._timeline import deadline_text
+
 from .test_cli import Dev, Result, Runner, _clean_env, awsworld
 
 SHOP = '''
@@ -167,12 +169,17 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
                                       "other arguments")
         described = second("describe", run_id)
         assert "status    parked\n" in described.out, described.out
-        assert f"parked    since {mark['since']}: its replay differs from its log at {mark['divergence']}\n" \
-            in described.out, described.out
+        since = re.escape(deadline_text(mark["since"]).split(" (")[0])  # as describe writes every time (not ISO)
+        assert re.search(rf"^parked    since {since} \(\d+ s ago\): its replay differs from its log at "
+                         rf"{re.escape(mark['divergence'])}\n", described.out, re.M), described.out
         assert "$awsworld.parked" not in described.out, "shown as parked, not as a raw attribute"
         assert json.loads(second("describe", run_id, "--json").out)["parked"] == mark
         refused = second("runs", "--parked", "--status", "running")
         assert "takes no --status" in refused.one_line_error(2)
+        woken = second("wake", run_id)  # (it read "woke RUN (running)", as for a run that would now go on)
+        assert woken.code == 0 and woken.out.splitlines()[0] == (
+            f"woke {run_id} (parked): its delivery replays it against the code there, and it stays parked until "
+            f"that code replays it (`awsworld describe {run_id}` says why it is parked)"), woken
 
         mark_at = len(second.lines)
         source.write_text(source.read_text().replace(EDITED, ORIGINAL))  # the revert, while dev runs

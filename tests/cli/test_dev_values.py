@@ -100,7 +100,8 @@ def test_a_run_keeps_reading_its_own_model_after_an_edit_and_one_moved_to_the_ed
             banner
         assert ("(a class the value names was changed, moved or removed since it was recorded: keep it able to read "
                 "what was recorded, say a default for a new field and the old name importable, until the runs "
-                "recorded with it end); revert the code") in banner, banner
+                "recorded with it end); make the code take what the log recorded, as its divergence says (or revert "
+                "it), and the run resumes") in banner, banner
         described = second("describe", moved)
         assert "status    parked\n" in described.out, described.out
 

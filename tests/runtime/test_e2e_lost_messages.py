@@ -217,3 +217,33 @@ async def test_waking_a_run_whose_messages_are_fine_is_harmless(env: WorkflowTes
     assert BODIES[(run.run_id, "lost.plain")] == 1
     with pytest.raises(Exception, match="nothing to wake"):
         await env.client.wake(run.run_id)
+
+
+@step(name="lost.fails_once", max_retries=2, retry_delay=600)
+async def fails_once(x: int) -> int:
+    if _ran() == 1:
+        raise RuntimeError("supplier down")
+    return x
+
+
+@workflow(name="lost.retried")
+async def retried(x: int) -> int:
+    return await fails_once(x)
+
+
+async def test_a_wake_during_a_retry_back_off_brings_the_retry_when_it_is_due_not_a_horizon_later(
+        env: WorkflowTestEnv) -> None:
+    """``awsworld dev`` restarted (its queue is not saved) while a step waits out its retry back-off: the restart's
+    wake found nothing to run yet and queued nothing for the retry, so the attempt came when the watchdog woke the
+    run, the watch horizon (5 minutes) after it was due. An operator's wake (as the restart's) now leaves a flow
+    message for the retry's time."""
+    run = await env.client.start(retried, 4)
+    await env.idle()
+    [retrying] = [e for e in await run.events() if e.event_type == "step_retrying"]
+    due = datetime_of((retrying.event_data or {})["retryAfter"])
+    assert env.world.memory_queue.purge() == 1  # the retry's message, lost
+    await env.client.wake(run.run_id)
+    assert await run.result() == 4
+    starts = [e.created_at for e in await run.events() if e.event_type == "step_started"]
+    assert len(starts) == 2 and due <= starts[1] < due + timedelta(minutes=1), (due, starts)
+    assert env.driver.ticks == 0, "the wake was enough: the watchdog was not needed"

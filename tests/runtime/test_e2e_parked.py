@@ -6,7 +6,9 @@ redelivery replay the run, clear the mark before anything else it writes, and fi
 ends a parked run as the spec's rule would have (``CORRUPTED_EVENT_LOG``), which a parent awaiting it sees.
 
 A deploy that lost a started run's workflow (a module dropped, a rename) parks it too, instead of failing it once the
-unknown-workflow window has passed (0 s here), and the deploy that brings the code back resumes it.
+unknown-workflow window has passed (0 s here), and the deploy that brings the code back resumes it; so does a
+consumer whose published names make the workflow certainly unknown (``awsworld dev`` after an edit removed it),
+which fails an unstarted run at once.
 
 Here parked runs come back every second (``AWSWORLD_PARK_SECONDS=1``): virtual time on memory, real on the emulator.
 """
@@ -23,11 +25,12 @@ import pytest
 
 from awsworld import ChildWorkflowError, create_hook, step, workflow
 from awsworld._engine.parking import MISSING, PARKED_ATTRIBUTE, Parked, parked_in_log, parked_run
-from awsworld.authoring.definitions import REGISTRY, workflow_name
+from awsworld._published.model import DEV, publish
+from awsworld.authoring.definitions import REGISTRY, Registry, workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, FAILED_ON_REQUEST, UNKNOWN_WORKFLOW, WorkflowRunFailedError
 from awsworld.world.errors import RunGoneError, RunNotFoundError
 
-from .conftest import BOTH, deployed, on_backends, with_env
+from .conftest import BOTH, MEMORY, deployed, on_backends, with_env
 
 local_env = with_env({"AWSWORLD_ON_DIVERGENCE": "park", "AWSWORLD_PARK_SECONDS": "1",
                       "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS": "0"})
@@ -83,7 +86,8 @@ def marks(events: list[Any]) -> list[str | None]:
             for change in (e.event_data or {}).get("changes") or () if change.get("key") == PARKED_ATTRIBUTE]
 
 
-async def test_a_diverging_run_is_parked_once_shown_without_values_and_a_revert_resumes_it(e2e) -> None:
+async def test_a_diverging_run_is_parked_once_shown_without_values_and_a_revert_resumes_it(
+        e2e, caplog: pytest.LogCaptureFixture) -> None:
     order, token = f"P-{uuid.uuid4().hex[:6]}", f"pack-{uuid.uuid4().hex}"
     run = await e2e.start(packs_then_waits, order, NOTE, token)
     await e2e.hook_ready(token, run)
@@ -105,6 +109,11 @@ async def test_a_diverging_run_is_parked_once_shown_without_values_and_a_revert_
         assert view.status == "running" and NOTE[:20] not in view.attributes[PARKED_ATTRIBUTE]
         assert len(marks(events)) == 1, "the redeliveries that found the same divergence wrote nothing"
         assert parked_in_log(events) == mark
+        said = [r.getMessage().rsplit("; ", 1)[1] for r in caplog.records
+                if r.getMessage().startswith(f"replay of run {run.run_id} diverged from its log at step 1 ")]
+        # (the fourth read "recovery 4", though it parked the run rather than recover it)
+        assert said[:5] == ["recovery 1 of 3", "recovery 2 of 3", "recovery 3 of 3", "the run is parked",
+                            "it stays parked"], said
     assert await run.result(timeout=30) == f"packed {order} (20000): yes"
     events = await run.events()
     assert marks(events)[1:] == [None], "cleared once, by the replay that matched"
@@ -198,3 +207,52 @@ async def test_fail_ends_a_run_parked_for_missing_code_as_unknown_workflow(e2e) 
         failed = await e2e.client.fail(run.run_id)
     assert (failed.error_code, failed.error.name if failed.error else None) == (UNKNOWN_WORKFLOW,
                                                                                  "UnknownWorkflowError")
+
+
+@pytest.mark.parametrize("e2e_backend", [MEMORY])
+async def test_a_started_run_whose_workflow_an_edit_under_dev_removed_is_parked_though_the_name_is_certainly_unknown(
+        e2e) -> None:
+    """``awsworld dev`` publishes its names ahead of its deliveries, so after an edit that removed a workflow its name
+    is certainly unknown: a delivery for a run that has not started fails it at once (a mistyped start), but a run
+    that had started was failed too, by the first delivery after its reload parked it (its hook resumed, its hourly
+    parked redelivery), though the docs promise it stays parked until the code comes back."""
+    token = f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, "M-3", "short", token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    with lost(packs_then_waits):
+        without = Registry()
+        for definition in REGISTRY.workflows.values():
+            without.add_workflow(definition)
+        await publish(e2e.world, without, host="awsworld dev", ahead=True, key=DEV)
+        await e2e.client.resume_hook(token, "yes")
+        mark = await parked(e2e, run.run_id)
+        assert mark.change == MISSING and (await run.status()) == "running"
+        seen = len(e2e.poller.results)
+        while sum(r.status == "parked" for r in e2e.poller.results[seen:]) < 2:  # its parked redeliveries too
+            await e2e.sleep(0.5)
+        assert (await run.status()) == "running"
+    assert await run.result(timeout=30) == "packed M-3 (5): yes"
+
+
+@pytest.mark.parametrize("e2e_backend", [MEMORY])
+async def test_a_started_run_whose_code_is_missing_inside_the_window_says_it_will_be_parked_not_failed(
+        e2e, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside the unknown-code window a delivery is backed off, and what it found is recorded for ``describe`` with
+    what comes after the window: for a run that has started under the park policy that is parking, but it said
+    "then the run fails with UNKNOWN_WORKFLOW" (and each backed-off receive logged so: under ``awsworld dev``,
+    a line per queued step of a fan-out whose step an edit renamed)."""
+    monkeypatch.setenv("AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS", "900")
+    token = f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, "M-5", "short", token)
+    await e2e.hook_ready(token, run)
+    await e2e.idle()
+    with lost(packs_then_waits):
+        await e2e.client.resume_hook(token, "yes")
+        await e2e.sleep(1)  # its delivery, backed off
+        view = await run.get()
+        found = view.attributes["awsworld.delivery"]
+        assert found.startswith(f"no workflow named '{workflow_name(packs_then_waits)}' is registered here"), found
+        assert found.endswith("then the run is parked (AWSWORLD_ON_DIVERGENCE=park)"), found
+        assert view.status == "running"
+    assert await run.result(timeout=30) == "packed M-5 (5): yes"

@@ -117,3 +117,47 @@ async def test_a_run_input_whose_model_gained_a_required_field_diverges_on_repla
         with edited():
             replayed = replay_events(await read_run(env.world, run_id))
         assert (replayed.status, replayed.change) == ("diverged", "value"), replayed
+
+
+@workflow(name="unreadable.ordered", pinned=False)
+async def ordered(order_id: str, amount: float) -> str:
+    async with create_hook(f"go:{order_id}") as hook:
+        await hook
+    return f"{order_id} for {amount}"
+
+
+async def ordered_express(order_id: str, amount: float, express: bool) -> str:
+    """The edit: a parameter added without a default."""
+    async with create_hook(f"go:{order_id}") as hook:
+        await hook
+    return f"{order_id} for {amount}{' express' if express else ''}"
+
+
+async def test_a_run_input_its_workflow_no_longer_takes_diverges_naming_the_parameters_and_what_to_change() -> None:
+    """A parameter added without a default while a run is in flight: the replay's call of the body with the recorded
+    input raised at once, which read as "the code returned before making that call" (hook 1), naming no input and
+    no parameter."""
+    from awsworld.authoring.definitions import REGISTRY, WorkflowDef
+
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(ordered, "O-3", 10.0)
+        await run.wait_for_hook("go:O-3")
+        original = REGISTRY.workflows["unreadable.ordered"]
+        REGISTRY.workflows["unreadable.ordered"] = WorkflowDef("unreadable.ordered", ordered_express)
+        try:
+            with pytest.raises(WorkflowRunFailedError) as failed:
+                await env.client.resume_hook("go:O-3", "go")
+                await run.result(timeout=10)
+            replayed = replay_events(await read_run(env.world, run.run_id))
+        finally:
+            REGISTRY.workflows["unreadable.ordered"] = original
+        assert failed.value.code == CORRUPTED_EVENT_LOG, failed.value
+        assert str(failed.value) == (
+            f"run {run.run_id} failed: replaying this run could not call its workflow with the input its log "
+            "records: the run's input (event 1): the log has the run's input ('O-3', 10.0) recorded, the code takes "
+            "ordered(order_id, amount, express), which it does not fit: missing a "
+            "required argument: 'express' (the workflow's parameters changed since the run started: give a "
+            "parameter added since a default, and keep one removed (or take **kwargs), until the runs started with "
+            "the old ones end)"), failed.value
+        assert (replayed.status, replayed.change, replayed.position) == ("diverged", "parameters", "the run's input")
+        assert replayed.outline is not None and "'O-3'" not in replayed.outline, "the outline quotes no value"

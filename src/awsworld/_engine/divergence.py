@@ -23,7 +23,7 @@ import reprlib
 from datetime import datetime
 
 from ..authoring.errors import ReplayDivergenceError
-from ..durable import serde
+from ..durable import json_data, serde
 from ..world.events import Event
 from .ops import Op, StepOp, WaitOp
 from .time_scale import recorded_factor
@@ -37,6 +37,9 @@ WHY_IT_DIFFERS = ("Either the workflow's code is not the code that recorded the 
 """How a failed run's error frames its divergence: what differs, and the two causes (never only the first)."""
 REPLAY_UNREADABLE = "replaying this run could not read a value its log records"
 """How it frames a recorded value the code cannot read any more (``unreadable``), whose note says what to change."""
+REPLAY_UNBOUND = "replaying this run could not call its workflow with the input its log records"
+"""How it frames a run's input that its workflow's parameters no longer take (``parameters``), whose note says
+what to change."""
 _ID = re.compile(r"^(step|wait|hook)_(\d+)")
 
 _repr = reprlib.Repr()
@@ -89,6 +92,11 @@ def arguments(structure: object) -> str:
         call = serde.loads_call(structure)
     except Exception:  # a class the reader cannot import, or not a call at all: show the stored JSON
         return "(" + _truncate(json.dumps(structure, default=str), MAX_CALL_CHARS - 2) + ")"
+    return written(call)
+
+
+def written(call: json_data.Call) -> str:
+    """``('A-17', 42.5, note='x')``: a call's loaded arguments, each value truncated."""
     parts = [_repr.repr(a) for a in call.args] + [f"{k}={_repr.repr(v)}" for k, v in call.kwargs.items()]
     return _truncate("(" + ", ".join(parts) + ")")
 
@@ -188,6 +196,21 @@ def unreadable(where: str, event: Event | None, place: str, error: Exception) ->
     out."""
     return divergence("value", where, event, f"{place} recorded", f"cannot read it: {error}", UNREADABLE_NOTE,
                       outline=(f"{place} recorded", "cannot read it"))
+
+
+PARAMETERS_NOTE = (" (the workflow's parameters changed since the run started: give a parameter added since a "
+                   "default, and keep one removed (or take **kwargs), until the runs started with the old ones end)")
+"""What to change when a run's recorded input no longer binds to its workflow's parameters."""
+
+
+def parameters(event: Event, workflow: str, signature: str, error: TypeError, call: json_data.Call
+               ) -> ReplayDivergenceError:
+    """The run's recorded input does not bind to the workflow's parameters now (``error``, from binding it):
+    replay calls the body with it, which raises at once, and that read as a body that returned before the log's
+    first call. Said as what it is, the values outlined away."""
+    code = f"takes {_truncate(short(workflow) + signature)}, which it does not fit: {error}"
+    return divergence("parameters", "the run's input", event, f"the run's input {written(call)} recorded", code,
+                      PARAMETERS_NOTE, outline=("the run's input recorded", code))
 
 
 def wait_mismatch(event: Event, op: WaitOp, logged: datetime) -> ReplayDivergenceError:

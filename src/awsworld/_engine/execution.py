@@ -181,6 +181,10 @@ class WorkflowExecution:
                 raise dv.unreadable("the run's input", first, str(self._input_place()), error) from error
             except Exception:  # a CodecError, arguments that do not bind: the body raises it again, failing the run
                 call = None
+            if call is not None:
+                unbound = _unbound(self.definition.fn, call)
+                if unbound is not None:  # parameters changed since the run started: not a body that returned
+                    raise dv.parameters(first, self.definition.name, *unbound, call)
         context = contextvars.copy_context()
         context.run(current_runtime.set, self)
         self.task = self.loop.create_task(self._body(raw, fresh, call), context=context)
@@ -609,6 +613,23 @@ class WorkflowExecution:
             self.loop.run_until_idle()
         self._close_calls()  # (a body suspended before awaiting a call it made: its later replay awaits it)
         self.loop.close()
+
+
+def _unbound(fn: Callable[..., Any], call: json_data.Call) -> tuple[str, TypeError] | None:
+    """``fn``'s parameters and why a run's recorded arguments do not bind to them (None: they bind). A replay
+    calls the workflow with the input its start recorded, so a parameter added without a default (or one
+    removed) since makes the body raise at once: a divergence, said as what it is (``divergence.parameters``)."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):  # no signature to check: the call itself says
+        return None
+    try:
+        signature.bind(*call.args, **call.kwargs)
+    except TypeError as error:
+        bare = signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
+                                 return_annotation=inspect.Signature.empty)
+        return str(bare), error
+    return None
 
 
 def _where(path: str, line: int) -> str:

@@ -137,7 +137,27 @@ def mark(parked: Parked | None) -> dict[str, Any]:
     return {"key": PARKED_ATTRIBUTE, "value": None if parked is None else parked.value()}
 
 
-def ways_out(run_id: str) -> str:
-    """What an operator can do about a parked run, in one sentence."""
+def why(change: str | None) -> str:
+    """How a reader is told why a run is parked, before its mark's ``divergence``: where its replay differs from its
+    log, or that its code is missing (a mark of ``missing_code`` names no place in the log)."""
+    return "its code is missing: " if change == MISSING else "its replay differs from its log at "
+
+
+UNREADABLE = "value"
+"""The ``change`` of a run parked because its code cannot read a value its log recorded (``divergence.unreadable``)."""
+UNBOUND = "parameters"
+"""The ``change`` of a run parked because its workflow does not take its recorded input (``divergence.parameters``)."""
+
+
+def ways_out(run_id: str, change: str | None = None) -> str:
+    """What an operator can do about a parked run, in one sentence. A run parked for a value its code cannot read,
+    or an input its workflow does not take, is not helped by a ``patched()`` branch (the value is read, the
+    workflow called, before any branch): the code must take what was recorded."""
+    fail = f"`awsworld fail {run_id}` ends it instead"
+    if change == MISSING:
+        return f"restore the workflow (its name, its module) and the run resumes; {fail}"
+    if change in (UNREADABLE, UNBOUND):
+        return f"make the code take what the log recorded, as its divergence says (or revert it), and the run " \
+               f"resumes; {fail}"
     return (f"revert the code, or branch the change with awsworld.patched() (docs/how-to/changing-code.md), "
-            f"and the run resumes; `awsworld fail {run_id}` ends it instead")
+            f"and the run resumes; {fail}")

@@ -25,7 +25,8 @@ What ends where:
   that the deployment's publications make certainly unknown (``_published.model.judge``: no consumer registers it,
   and the newest publication came before its consumer's deliveries, as ``awsworld dev``'s does) fails its run at
   the first delivery instead. Under ``AWSWORLD_ON_DIVERGENCE=park`` a run that had started is parked instead of
-  failed past the window (``_engine.parking``), so a deploy that lost a module fails no run in flight.
+  failed, past the window or at once when the name is certainly unknown (``_engine.parking``), so a deploy that
+  lost a module, or an edit under ``awsworld dev`` that removed a workflow, fails no run in flight.
 - Every log line about a delivery names its run (and step), in its text and as ``runId``/``stepId`` keys, so
   a line on a laptop's terminal and a JSON line in CloudWatch both lead back to the run.
 - Anything else (a transient AWS error, a bug) fails this record only: its visibility is shortened to
@@ -363,22 +364,27 @@ class DeliveryPath:
         waited = (clock_of(world).now() - run.created_at).total_seconds()
         what = _missing_text(missing)
         self.observer.count(UNKNOWN_WORKFLOW)
+        parks = run.started_at is not None and SETTINGS.on_divergence == "park"
         certain = await self._certainly_unknown(message, missing)
-        if certain is not None:
+        if certain is not None:  # no deploy is rolling out that may bring it: no window to wait out
+            if parks:  # a started run, under dev say, whose workflow an edit removed: parked at once, not failed
+                return await self._park_missing(delivery, message, what, track, run)
             return await self._fail_unknown(delivery, message, certain, track)
         if waited < unknown_window_seconds():
-            await self._record_finding(run, what, track)
+            # What then: a run that has started is parked under the park policy, not failed (``_park_missing``).
+            then = f"is parked ({Settings.on_divergence.env}=park)" if parks else f"fails with {UNKNOWN_WORKFLOW_CODE}"
+            await self._record_finding(run, what, track, then)
             if message.wake == WATCHDOG_WAKE:
                 log.error("%s: %s; the watchdog's wake is acknowledged (the watchdog comes again until the run "
-                          "fails with %s, %d s after it was created)", track.label(), what, UNKNOWN_WORKFLOW_CODE,
+                          "%s, %d s after it was created)", track.label(), what, then,
                           round(unknown_window_seconds()), extra=track.keys())
                 await self.consumer.ack(delivery, delete_message=False)
                 return RecordResult("unknown-workflow-wake")
             log.error("%s: record failed: %s; retried with back-off until a deploy provides it (for %d s after "
-                      "the run was created), then its run fails with %s", track.label(), what,
-                      round(unknown_window_seconds()), UNKNOWN_WORKFLOW_CODE, extra=track.keys())
+                      "the run was created), then the run %s", track.label(), what,
+                      round(unknown_window_seconds()), then, extra=track.keys())
             return await self._failed(record, track)
-        if run.started_at is not None and SETTINGS.on_divergence == "park":
+        if parks:
             return await self._park_missing(delivery, message, what, track, run)
         return await self._fail_unknown(delivery, message, f"{what}; this deployment still lacked it "
                                         f"{round(waited)} s after the run was created (check AWSWORLD_MODULES "
@@ -394,13 +400,12 @@ class DeliveryPath:
         verdict = judge(message.workflow_name, await store.read())
         return str(verdict.error(message.workflow_name)) if verdict.sure else None
 
-    async def _record_finding(self, run: RunView, what: str, track: Track) -> None:
+    async def _record_finding(self, run: RunView, what: str, track: Track, then: str) -> None:
         """Record on the run (as read for this delivery) what its delivery found, so ``describe`` says why it
         waits: once, since every delivery of the same code finds the same. Best effort: a refused write (the run
         ended meanwhile, say) changes nothing else."""
         until = run.created_at + timedelta(seconds=unknown_window_seconds())
-        found = (f"{what}; retried until {until.isoformat(timespec='seconds')}, then the run fails with "
-                 f"{UNKNOWN_WORKFLOW_CODE}")[:MAX_FINDING_CHARS]
+        found = f"{what}; retried until {until.isoformat(timespec='seconds')}, then the run {then}"[:MAX_FINDING_CHARS]
         if run.attributes.get(DELIVERY_FINDING) == found:
             return
         try:

@@ -93,8 +93,11 @@ class RunEndings:
         The log lines name the position and the kind of difference only: the calls may quote user payloads."""
         count = self.message.divergence
         park = SETTINGS.on_divergence == "park"
-        log.warning("replay of run %s diverged from its log at %s (event %s, %s differs); recovery %d",
-                    self.run_id, divergence.position, divergence.slot, divergence.change, count + 1)
+        then = (f"recovery {count + 1} of {MAX_DIVERGENT_RECOVERIES}" if count < MAX_DIVERGENT_RECOVERIES
+                else "it stays parked" if park and self.parked is not None
+                else "the run is parked" if park else "the run fails")
+        log.warning("replay of run %s diverged from its log at %s (event %s, %s differs); %s",
+                    self.run_id, divergence.position, divergence.slot, divergence.change, then)
         if count >= MAX_DIVERGENT_RECOVERIES and not park:
             message = await self._divergence_message(divergence)
             return await self.fail({"message": message, "name": "ReplayDivergenceError"}, CORRUPTED_EVENT_LOG)
@@ -121,7 +124,8 @@ class RunEndings:
         await self.log.write({"eventType": "attr_set", "eventData": {"changes": [mark(parked)]}})
         self.parked = parked
         log.warning("run %s is parked: its replay differs from its log at %s (event %s); %s; `awsworld describe "
-                    "%s` says where", self.run_id, divergence.position, divergence.slot, ways_out(self.run_id),
+                    "%s` says where", self.run_id, divergence.position, divergence.slot,
+                    ways_out(self.run_id, divergence.change),
                     self.run_id)
 
     async def unpark(self) -> None:
@@ -145,4 +149,6 @@ class RunEndings:
                 pass
         if divergence.change == "value":  # (its own note says what to change)
             return f"{dv.REPLAY_UNREADABLE}: {text}"
+        if divergence.change == "parameters":  # (so does this one's)
+            return f"{dv.REPLAY_UNBOUND}: {text}"
         return f"{dv.REPLAY_DIFFERS}: {text}. {dv.WHY_IT_DIFFERS}"

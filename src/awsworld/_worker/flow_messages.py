@@ -77,3 +77,12 @@ class FlowMessages:
             return
         await self.queue_flow(key, delay_seconds=math.ceil(delay))
         self.queued.add(key)
+
+    async def queue_retry_flow(self, step: StepOp, delay: float) -> None:
+        """A flow continuation for when a step's retry is due, keyed per attempt so every wake sends one: what a
+        wake leaves for a retry whose own message may be lost (``inline_loop``)."""
+        key = f"retry:{step.id}:{step.attempt}"
+        if key in self.queued:
+            return
+        await self.queue_flow(key, delay_seconds=math.ceil(delay))
+        self.queued.add(key)

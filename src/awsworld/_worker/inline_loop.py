@@ -257,10 +257,16 @@ class Flow:
             # A queued step belongs to its message now: running it inline too would run its body twice.
             claims.owned.difference_update(s.id for s in to_queue)
             self.stats.queued_steps += len(to_queue)
-        for poll in execution.pending_steps():  # a poll between polls: wake a flow when the next one is due
-            if poll.poll is not None and not poll.started and poll.retry_after is not None \
-                    and poll.retry_after > now:
-                await messages.queue_poll(poll, poll.attempt, (poll.retry_after - now).total_seconds())
+        for pending in execution.pending_steps():
+            if pending.started or pending.retry_after is None or pending.retry_after <= now:
+                continue
+            if pending.poll is not None:  # a poll between polls: wake a flow when the next one is due
+                await messages.queue_poll(pending, pending.attempt, (pending.retry_after - now).total_seconds())
+            elif self.message.wake:
+                # A wake stands for messages that may be lost (``awsworld dev``'s restart loses its whole queue),
+                # a retry's own among them: a flow at its time dispatches it (a duplicate of a retry message that
+                # lives finds the step started: harmless). Without it the watchdog brought it a horizon late.
+                await messages.queue_retry_flow(pending, (pending.retry_after - now).total_seconds())
         waits = [w for w in execution.pending_waits() if w.resume_at > now and w.id not in messages.queued]
         if waits:
             soonest = min(waits, key=lambda w: w.resume_at)

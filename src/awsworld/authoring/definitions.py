@@ -104,6 +104,11 @@ class WorkflowDef:
 
 
 class Registry:
+    """The workflows and steps one version of the code registers, by name. ``@workflow`` and ``@step`` register
+    into the process's (``REGISTRY``) unless a ``capture()`` block is open: a test defines a second version of a
+    workflow that way and deploys it beside the first (``WorkflowTestEnv.deploy``; importable from
+    ``awsworld.testing``)."""
+
     def __init__(self) -> None:
         self.workflows: dict[str, WorkflowDef] = {}
         self.steps: dict[str, StepDef] = {}

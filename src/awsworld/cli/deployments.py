@@ -226,7 +226,9 @@ def _upgrade(args: argparse.Namespace) -> int:
         print(f"{moved} of {len(results)} run(s) moved to {target.deployment_id}")
         if any(r.outcome == "diverged" for r in results):  # where it differs is above; what to do is here
             print("a run that stays goes on, on the code it is pinned to; to move it, branch the calls the new code "
-                  "changed with patched() so that its log replays (docs/how-to/changing-code.md), then upgrade again")
+                  "changed with patched() so that its log replays (docs/how-to/changing-code.md), or, where the "
+                  "divergence says what to change (a value the code cannot read, an input its parameters do not "
+                  "take), change that; then upgrade again")
     return 0 if all(r.ok for r in results) else 1
 
 

@@ -180,7 +180,7 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
     if result.status == "diverged":
         parked = parked_from(result, now)
         print(f"run {run.run_id} ({run.workflow_name}) is parked: its replay differs from its log at "
-              f"{result.message}; {ways_out(run.run_id)}", flush=True)
+              f"{result.message}; {ways_out(run.run_id, result.change)}", flush=True)
     elif run.started_at is not None and _missing_workflow(registry, run.workflow_name):
         parked = missing_code(f"no workflow named {run.workflow_name!r} is registered here (renamed, or its module "
                               "is not imported)", now)

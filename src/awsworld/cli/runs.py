@@ -192,7 +192,15 @@ async def _started(client: Any, args: argparse.Namespace, run: Any, workflow: st
 def _rerun(args: argparse.Namespace) -> int:
     async def go() -> int:
         async with remote() as client:
-            run = await client.rerun(args.run_id, new_run_id=args.new_run_id)
+            try:
+                run = await client.rerun(args.run_id, new_run_id=args.new_run_id)
+            except TypeError as error:  # its recorded input does not fit the workflow's parameters now
+                workflow = (await client.world.runs.get(args.run_id, resolve_data="none")).workflow_name
+                raise CliError(f"run {args.run_id}'s recorded input does not fit {workflow}'s parameters now: "
+                               f"{error}; nothing was started",
+                               "the workflow changed since that run started: give a parameter added since a "
+                               "default (and keep one removed), or start a new run with `awsworld start "
+                               f"{workflow} ARGS` ({_signature_hint(client, workflow)})") from None
             return await _started(client, args, run, run.workflow_name or "")
 
     return asyncio.run(go())
@@ -767,9 +775,14 @@ END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "
 
 
 def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
-    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when, where and why, and
-    the ways out. The divergence is outlined, without argument values; ``awsworld replay`` shows them."""
-    from .._engine.parking import ways_out
+    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when (as describe writes
+    every time), where and why, and the ways out. The divergence is outlined, without argument values; ``awsworld
+    replay`` shows them (a run parked for missing code has none)."""
+    from .._engine.parking import MISSING, ways_out, why
+    from .._timeline import deadline_text
 
-    return (f"parked    since {parked['since']}: its replay differs from its log at {parked['divergence']}\n"
-            f"          {ways_out(run_id)}; `awsworld replay {run_id} -m MODULE` shows the arguments")
+    change = parked.get("change")
+    since = deadline_text(parked["since"]) if parked.get("since") else "?"
+    shows = "" if change == MISSING else f"; `awsworld replay {run_id} -m MODULE` shows the arguments"
+    return (f"parked    since {since}: {why(change)}{parked['divergence']}\n"
+            f"          {ways_out(run_id, change)}{shows}")

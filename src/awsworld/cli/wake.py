@@ -26,6 +26,7 @@ def register(sub: Any) -> None:
 
 
 def _wake(args: argparse.Namespace) -> int:
+    from .._engine.parking import parked_run
     from ..world.entities import TERMINAL_RUN_STATUSES
 
     async def go() -> dict[str, Any]:
@@ -36,7 +37,9 @@ def _wake(args: argparse.Namespace) -> int:
             steps = [s for s in await client.get_run(args.run_id).steps() if s.status == "running"]
             await client.wake(args.run_id)
             now = datetime.now(UTC)
-            return {"runId": args.run_id, "status": view.status, "leased": [
+            parked = parked_run(view.status, view.attributes)
+            return {"runId": args.run_id, "status": view.status,
+                    "parked": None if parked is None else parked.to_json(), "leased": [
                 {"stepId": s.step_id, "stepName": s.step_name, "attempt": s.attempt,
                  "leaseUntil": s.lease_until.isoformat() if s.lease_until else None,
                  "expired": s.lease_until is not None and s.lease_until <= now} for s in steps]}
@@ -45,7 +48,11 @@ def _wake(args: argparse.Namespace) -> int:
     if args.json:
         print_json(answer)
         return 0
-    print(f"woke {answer['runId']} ({answer['status']})")
+    if answer["parked"] is not None:  # its delivery finds what parked it, unless the code changed since
+        print(f"woke {answer['runId']} (parked): its delivery replays it against the code there, and it stays parked "
+              f"until that code replays it (`awsworld describe {answer['runId']}` says why it is parked)")
+    else:
+        print(f"woke {answer['runId']} ({answer['status']})")
     for step in answer["leased"]:
         if step["expired"]:
             print(f"  {step['stepId']} ({step['stepName']}, attempt {step['attempt']}): its lease has passed; "

@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
-from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out
+from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
 from .._timeline import Row, error_lines
 from .._worker.error_shapes import error_summary
 from ..client.limits import limit_wait_text
@@ -288,9 +288,9 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
              ("created", _time(run.created_at)), ("started", _time(run.started_at)),
              ("completed", _time(run.completed_at))]
     if (parked := parked_run(run.status, run.attributes)) is not None:
-        facts.append(("parked", f"since {_time(parked.since)}: its replay differs from its log at "
+        facts.append(("parked", f"since {_time(parked.since)}: {esc(why(parked.change))}"
                                 f"<code>{esc(parked.divergence)}</code><br><span class=muted>"
-                                f"{esc(ways_out(run.run_id))}</span>"))
+                                f"{esc(ways_out(run.run_id, parked.change))}</span>"))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     for wait in limit_waits or ():  # a limit across runs holds the run's start, or a step's
