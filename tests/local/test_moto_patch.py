@@ -30,8 +30,8 @@ from awsworld.aws.resources import (
     GSI_WORKFLOW_KEY,
 )
 from awsworld.local import DUMMY_CREDENTIALS, moto_patch
-from awsworld.local.provision import create_table_parameters
 from awsworld.local.moto_server import MotoServer, moto_table
+from awsworld.local.provision import create_table_parameters
 
 KEY_SCHEMA = [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}]
 ATTRIBUTES = [{"AttributeName": "pk", "AttributeType": "S"}, {"AttributeName": "sk", "AttributeType": "S"}]
