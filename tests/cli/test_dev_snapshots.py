@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 from awsworld.aws.world import AWSWorld
-from awsworld.cli.dev_state import SNAPSHOT_SECONDS, SNAPSHOT_SHARE, TABLE_FILE, Snapshots
+from awsworld.cli.dev_state import SNAPSHOT_SECONDS, SNAPSHOT_SHARE, TABLE_FILE, Snapshots, restore, snapshot
 from awsworld.local import LocalAWS, MotoServer
+from awsworld.local.provision import provision_table
 
 
 @pytest.fixture
@@ -77,3 +78,37 @@ async def test_a_slow_copy_spaces_the_next_one_out(world: AWSWorld, moto_server:
         "pk": {"S": "p#1"}, "sk": {"S": "a"}})
     assert await snapshots.save()
     assert snapshots.interval() == SNAPSHOT_SECONDS
+
+
+ALL_TYPES = {"d": {"S": "x" * 1500}, "n": {"N": "12.50"}, "b": {"B": b"\x00\x01\xff"}, "t": {"BOOL": True},
+             "z": {"NULL": True}, "ss": {"SS": ["a", "b"]}, "ns": {"NS": ["1", "2.5"]}, "bs": {"BS": [b"\x05"]},
+             "m": {"M": {"a": {"L": [{"S": "x"}, {"B": b"\x02"}, {"N": "1"}]}, "bs": {"BS": [b"\x03", b"\x04"]}}}}
+
+
+async def test_a_copy_read_in_the_process_saves_what_a_scan_saves(world: AWSWorld, moto_server: MotoServer,
+                                                                   tmp_path: Path) -> None:
+    """``dev`` reads moto's table in its own process (``MotoServer.read_table``): the file it saves is the one a
+    Scan's answer saves, for every attribute type (binary ones too, nested), and it restores as that one does."""
+    table = world.config.table_name
+    dynamodb = await world.clients.dynamodb()
+    for start in range(0, 60, 25):
+        await dynamodb.batch_write_item(RequestItems={table: [
+            {"PutRequest": {"Item": {"pk": {"S": f"p#{i}"}, "sk": {"S": "x"}, **ALL_TYPES}}}
+            for i in range(start, min(60, start + 25))]})
+    await dynamodb.update_item(TableName=table, Key={"pk": {"S": "p#1"}, "sk": {"S": "x"}},
+                               UpdateExpression="SET b2 = :b ADD ss :s", ExpressionAttributeValues={
+                                   ":b": {"B": b"\x09"}, ":s": {"SS": ["c"]}})
+    scanned, read = tmp_path / "scan", tmp_path / "read"
+    scanned.mkdir(), read.mkdir()
+    assert await snapshot(world, scanned) == 60
+    assert await snapshot(world, read, moto_server.read_table) == 60
+
+    def lines(directory: Path) -> list[str]:
+        return sorted((directory / TABLE_FILE).read_text(encoding="utf-8").splitlines())
+
+    assert lines(read) == lines(scanned)
+    await dynamodb.delete_table(TableName=table)
+    await provision_table(dynamodb, table)
+    assert await restore(world, read) == 60
+    item = (await dynamodb.get_item(TableName=table, Key={"pk": {"S": "p#1"}, "sk": {"S": "x"}}))["Item"]
+    assert item["b2"] == {"B": b"\x09"} and item["m"] == ALL_TYPES["m"] and sorted(item["ss"]["SS"]) == ["a", "b", "c"]
