@@ -204,6 +204,15 @@ async def local_moto(moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
     await local.stop()
 
 
+@pytest.fixture
+async def moto_world(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
+    """A fresh AWSWorld on moto only (table, bucket, queue, DLQ): for tests about moto itself."""
+    world = AWSWorld(await local_moto.new_config())
+    yield world
+    await world.close()
+    await local_moto.drop(world.config)
+
+
 @pytest.fixture(scope="session")
 async def local_dynamodb_local(moto_server: MotoServer, dynamodb_local: DynamoDBLocal) -> AsyncIterator[LocalAWS]:
     local = LocalAWS("dynamodb-local", moto=moto_server, dynamodb_local=dynamodb_local, initial_world=False)

@@ -5,23 +5,19 @@ large table every few seconds and Ctrl-C does not wait for a copy of a table not
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 from awsworld.aws.world import AWSWorld
 from awsworld.cli.dev_state import SNAPSHOT_SECONDS, SNAPSHOT_SHARE, TABLE_FILE, Snapshots, restore, snapshot
-from awsworld.local import LocalAWS, MotoServer
+from awsworld.local import MotoServer
 from awsworld.local.provision import provision_table
 
 
 @pytest.fixture
-async def world(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
-    world = AWSWorld(await local_moto.new_config())
-    yield world
-    await world.close()
-    await local_moto.drop(world.config)
+def world(moto_world: AWSWorld) -> AWSWorld:
+    return moto_world
 
 
 def saved_keys(directory: Path) -> set[tuple[str, str]]:

@@ -6,7 +6,7 @@ LocalStack's SQS and S3 (``[localstack]``, with DynamoDB Local) and on memory (`
 adds DynamoDB Local beside moto's SQS for the tests whose conditions must hold under real contention.
 Assertions about what AWS is asked (request counts, S3 objects, SQS attributes, markers in the table) run on the
 AWS World only (``is_memory``); tests that are about SQS or S3 alone take ``sqs_s3_world`` (both SQS/S3
-engines), and those about moto itself ``moto_world``.
+engines), and those about moto itself ``moto_world`` (``tests/conftest.py``).
 """
 
 from __future__ import annotations
@@ -158,15 +158,6 @@ async def sqs_s3_world_per_module(sqs_s3_backend_per_module: LocalAWS | None) ->
     """One AWSWorld per module on each SQS/S3 engine, for AWS-only tests isolated by their own run ids."""
     async for world in _world(sqs_s3_backend_per_module):
         yield world
-
-
-@pytest.fixture
-async def moto_world(local_moto: LocalAWS) -> AsyncIterator[AWSWorld]:
-    """A fresh AWSWorld on moto only (table, bucket, queue, DLQ): for tests about moto itself."""
-    world = AWSWorld(await local_moto.new_config())
-    yield world
-    await world.close()
-    await local_moto.drop(world.config)
 
 
 @pytest.fixture(scope="module")
