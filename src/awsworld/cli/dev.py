@@ -137,7 +137,7 @@ async def _serve(args: argparse.Namespace) -> None:
             watcher: asyncio.Task[None] | None = None
             serving = False  # the state is saved on the way out only once it was restored and served
             try:
-                restored = await dev_state.restore(world, state.directory) if state else 0
+                restored = await dev_state.restore(world, state.directory, moto.put_items) if state else 0
                 if state is not None:
                     snapshots = dev_state.Snapshots(world, state.directory, lambda: moto.changes,
                                                     read_table=moto.read_table)

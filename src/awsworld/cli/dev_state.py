@@ -254,8 +254,13 @@ class Snapshots:
         return True
 
 
-async def restore(world: AWSWorld, directory: Path) -> int:
-    """Load a snapshot into freshly provisioned (empty) resources; return the number of items loaded."""
+TableWriter = Callable[[str, list[dict[str, Any]]], None]
+"""How a restore puts items into the table in this process (``MotoServer.put_items``), where BatchWriteItem would."""
+
+
+async def restore(world: AWSWorld, directory: Path, put_items: TableWriter | None = None) -> int:
+    """Load a snapshot into freshly provisioned (empty) resources; return the number of items loaded. With
+    ``put_items`` (``dev``'s embedded moto), the items are put in this process."""
     config = world.config
     table = directory / TABLE_FILE
     if not table.exists():
@@ -264,13 +269,16 @@ async def restore(world: AWSWorld, directory: Path) -> int:
     ended = datetime.now(UTC).isoformat(timespec="microseconds")
     items = [restored for line in table.read_text(encoding="utf-8").splitlines() if line
              if (restored := _restored(json.loads(line), ended)) is not None]
-    for start in range(0, len(items), 25):
-        requests = [{"PutRequest": {"Item": {k: decode_value(v) for k, v in item.items()}}}
-                    for item in items[start:start + 25]]
-        pending: dict[str, Any] = {config.table_name: requests}
-        while pending:
-            answer = await dynamodb.batch_write_item(RequestItems=pending)
-            pending = answer.get("UnprocessedItems") or {}
+    decoded = [{k: decode_value(v) for k, v in item.items()} for item in items]
+    if put_items is not None:
+        await asyncio.to_thread(put_items, config.table_name, decoded)
+    else:
+        for start in range(0, len(decoded), 25):
+            pending: dict[str, Any] = {config.table_name: [{"PutRequest": {"Item": item}}
+                                                           for item in decoded[start:start + 25]]}
+            while pending:
+                answer = await dynamodb.batch_write_item(RequestItems=pending)
+                pending = answer.get("UnprocessedItems") or {}
     manifest_path = directory / MANIFEST_FILE
     manifest: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     for key in manifest:

@@ -117,6 +117,18 @@ class MotoServer:
                 if table.range_key_attr else iter(items.values())
             return read(dynamo_to_dict(item.attrs) for item in rows)
 
+    def put_items(self, table_name: str, items: Iterable[dict[str, Any]]) -> None:
+        """Put ``items`` (DynamoDB's JSON, binary values as bytes, as ``read_table`` gives them) into ``table_name``
+        in this process while no DynamoDB request runs: ``read_table``'s counterpart, for ``awsworld dev --state``'s
+        restore (BatchWriteItem over HTTP took 10 s for 16,500 items here). Counted as a change (``changes``)."""
+        if self._app is None:
+            raise RuntimeError("the moto server is not running: call start() first")
+        with self._app.lock:
+            table = moto_table(table_name)
+            for item in items:
+                table.put_item(item)
+            self._app.changes += 1
+
     def start(self) -> MotoServer:
         if self._server is not None:
             return self
