@@ -85,6 +85,19 @@ async def test_the_runs_error_names_the_step_the_type_and_the_traceback(http: ht
     assert "<th>traceback</th>" in page and "<pre class=tb>" in page and "return stock[key]" in page
 
 
+async def test_the_runs_list_says_why_each_failed_run_failed(http: httpx.AsyncClient, runs: Runs) -> None:
+    """The list said a run failed and nothing of why: each failed run meant opening its page. It has the error's
+    short line (where, the original type and message), escaped; ``/api/runs`` the error's summary and code."""
+    listed = {r["runId"]: r for r in (await http.get("/api/runs")).json()["runs"]}
+    assert (listed[runs.failed]["error"], listed[runs.failed]["errorCode"]) == (
+        f"StepError: step 'ui_errors.fetch' failed after 2 attempts: KeyError: '{XSS}'", "USER_ERROR")
+    assert listed[runs.cancelled]["error"] is None
+    page = (await http.get("/", params={"status": "failed"})).text
+    assert XSS not in page and "<th>error</th>" in page
+    assert ("<span class=err>step ui_errors.fetch: KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;"
+            "</span>") in page, page
+
+
 async def test_a_childs_failure_the_parent_let_through_names_the_child_run_and_its_type() -> None:
     async with WorkflowTestEnv() as env:
         run = await env.client.start(parent, XSS)

@@ -258,6 +258,22 @@ def error_summary(error: Any) -> str | None:
     return f"{text} [{code}]" if code else text
 
 
+def error_brief(error: Any) -> str | None:
+    """A stored error as one short line for a list of runs (``awsworld runs``, the UI's runs table): where and
+    what, the original error's type and message first (``step orders.fetch: KeyError: 'missing'``, ``child
+    orders.charge: Declined: card declined``), the run's own error as ``error_summary`` has it; line breaks read as
+    spaces. Shorter than ``error_summary``, whose ``StepError: step 'fetch' failed after 3 attempts:`` would take a
+    narrow column's room."""
+    data: Any = error.model_dump(by_alias=True, exclude_none=True) if hasattr(error, "model_dump") else error
+    cause = data.get("cause") if isinstance(data, dict) else None
+    if isinstance(cause, dict) and (data.get("stepName") or data.get("childRunId")):
+        where = f"step {data['stepName']}" if data.get("stepName") else f"child {data.get('childWorkflowName')}"
+        text = f"{where}: {cause.get('name') or cause.get('type')}: {cause.get('message', '')}"
+    else:
+        text = error_summary(error) or ""
+    return " ".join(text.splitlines()) or None
+
+
 def failed_in(error: Mapping[str, Any]) -> str | None:
     """Where a run's error came from when it stands for another's (``cause``): ``step fetch (step_3, attempt 2)``
     or ``child run wrun_….step_1 (orders.charge)``; None for the run's own exception. The one wording

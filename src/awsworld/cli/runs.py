@@ -265,7 +265,28 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print(f"still {status}", file=sys.stderr)
 
 
-RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
+RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY", "ERROR")
+MIN_ERROR_WIDTH = 40
+"""The ``ERROR`` column of ``runs`` is cut to the terminal's width, but never below this (``describe`` and
+``--json`` have the error whole)."""
+
+
+def _one_line(error: Any) -> str:
+    """A failed run's error as one short line of the table (``error_brief``)."""
+    from .._worker.error_shapes import error_brief
+
+    return error_brief(error) or ""
+
+
+def _fitted_errors(rows: list[tuple[str, ...]], errors: list[str]) -> list[tuple[str, ...]]:
+    """``rows`` with each failed run's one-line error as the last column, cut (``…``) to what the terminal leaves
+    after the other columns: a page of failed runs says why each failed without ``describe`` on each."""
+    import shutil
+
+    widths = [max(len(cell) for cell in column) for column in zip(RUNS_HEADER[:-1], *rows, strict=False)]
+    room = max(MIN_ERROR_WIDTH, shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * len(widths))
+    return [(*row, error if len(error) <= room else error[:room - 1] + "…") for row, error in zip(rows, errors,
+                                                                                                   strict=True)]
 
 
 async def _unknown_workflow(client: Any, name: str) -> str | None:
@@ -308,7 +329,9 @@ def _runs(args: argparse.Namespace) -> int:
                 print(unknown, file=sys.stderr)
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
-                             "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
+                             "createdAt": when(r.created_at), "startedAt": when(r.started_at),
+                             "completedAt": when(r.completed_at), "error": error_text(r.error),
+                             "errorCode": r.error_code,
                              "schedule": schedule_json(r.execution_context),
                              "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
                             for r in found])
@@ -316,10 +339,10 @@ def _runs(args: argparse.Namespace) -> int:
             if not found:
                 print("no parked runs" if args.parked else "no runs", file=sys.stderr)
                 return
-            print_table(RUNS_HEADER, [
+            print_table(RUNS_HEADER, _fitted_errors([
                 (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
                  f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
-                for run in found])
+                for run in found], [_one_line(run.error) if run.status == "failed" else "" for run in found]))
 
     asyncio.run(go())
     return 0

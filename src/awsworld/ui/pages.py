@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
 from .._timeline import Row, error_lines
-from .._worker.error_shapes import error_summary
+from .._worker.error_shapes import error_brief, error_summary
 from ..client.limits import limit_wait_text
 from ..schedules.info import schedule_label
 from ..world.entities import RUN_STATUSES, Run
@@ -129,6 +129,20 @@ def _scheduled(run: Run) -> str:
     return "" if label is None else f"<br><span class=muted>{esc(label)}</span>"
 
 
+LIST_ERROR_CHARS = 160
+"""A failed run's error in the runs table is cut to this many characters (with ``…``): the run's page has it
+whole."""
+
+
+def _list_error(run: Run) -> str:
+    """A failed run's error, one line, in the runs table: why it failed without opening it."""
+    text = error_brief(run.error) if run.error is not None and run.status == "failed" else None
+    if not text:
+        return ""
+    cut = text if len(text) <= LIST_ERROR_CHARS else text[:LIST_ERROR_CHARS] + "…"
+    return f"<span class=err>{esc(cut)}</span>"
+
+
 def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None, status: str | None,
               since: str | None, cursor: str | None, note: str | None = None) -> str:
     options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
@@ -139,18 +153,19 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
     rows = "".join(
         f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}{_scheduled(r)}</td>"
         f"<td>{_status(shown_status(r.status, r.attributes))}</td>"
-        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
+        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td><td>{_list_error(r)}</td></tr>"
+        for r in runs)
     if not runs:
         more = " on these pages; the next page reads on" if next_cursor else ""
-        rows = f"<tr><td colspan=5 class=muted>no runs{more}{f' ({esc(note)})' if note else ''}</td></tr>"
+        rows = f"<tr><td colspan=6 class=muted>no runs{more}{f' ({esc(note)})' if note else ''}</td></tr>"
     base = {k: v for k, v in (("workflow", workflow), ("status", status), ("since", since)) if v}
     nav = []
     if cursor:
         nav.append(f"<a href='/?{esc(urlencode(base))}'>first page</a>")
     if next_cursor:
         nav.append(f"<a rel=next href='/?{esc(urlencode({**base, 'cursor': next_cursor}))}'>next page</a>")
-    table = ("<table><tr><th>run</th><th>workflow</th><th>status</th><th>created</th><th>completed</th></tr>"
-             f"{rows}</table>")
+    table = ("<table><tr><th>run</th><th>workflow</th><th>status</th><th>created</th><th>completed</th>"
+             f"<th>error</th></tr>{rows}</table>")
     return layout("runs", f"<main><h2>Runs</h2>{form}{table}<p>{' · '.join(nav)}</p></main>")
 
 
