@@ -408,7 +408,7 @@ def _result(args: argparse.Namespace) -> int:
                 return 0
             if view.status == "failed":
                 raise CliError(f"run {view.run_id} failed: {outcome['error']}",
-                               f"`awsworld events {view.run_id}` shows where")
+                               f"`awsworld describe {view.run_id}` shows where, with the tracebacks")
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
