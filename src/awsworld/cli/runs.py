@@ -422,6 +422,21 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
+    async def go() -> None:
+        async with remote() as client:
+            document = await describe_document(client, args.run_id)
+            if args.json:
+                print_json(document)
+            else:
+                _print_description(document, internal=args.internal)
+
+    asyncio.run(go())
+    return 0
+
+
+async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
+    """``describe --json``'s document of a run, read through ``client`` (a ``Client`` on any World: the CLI's on
+    the stack, a test's on the memory World)."""
     from .._deployments.pins import PIN_ATTRIBUTE
     from .._engine.parking import parked_run
     from .._timeline import read_events
@@ -432,64 +447,56 @@ def _describe(args: argparse.Namespace) -> int:
     from ..world.entities import TERMINAL_RUN_STATUSES
     from .error_view import error_part
 
-    async def go() -> None:
-        async with remote() as client:
-            world = client.world
-            run = client.get_run(args.run_id)
-            view = await world.runs.get(args.run_id, resolve_data="none")
-            steps = await run.steps()  # in call order
-            events = await read_events(world, args.run_id, values=False)
-            children = []
-            for child in await run.children():
-                try:
-                    child_view = await world.runs.get(child.run_id, resolve_data="none")
-                    children.append({"runId": child.run_id, "workflow": child_view.workflow_name,
-                                     "status": child_view.status})
-                except Exception:
-                    children.append({"runId": child.run_id, "workflow": None, "status": "starting"})
-            context = view.execution_context or {}
-            streams = await world.streams.list(args.run_id)
-            counts: dict[str, int] = {}
-            shown = display_names(events)
-            for step in steps:
-                counts[step.status] = counts.get(step.status, 0) + 1
-            document = {
-                "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
-                "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
-                "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
-                "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
-                **error_part(view.error, view.error_code),
-                "parentRunId": context.get("parentRunId"), "children": children,
-                "schedule": schedule_json(context),
-                "steps": {"total": len(steps), "byStatus": counts,
-                          "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
-                                    "attempt": s.attempt, "error": error_text(s.error),
-                                    "displayName": shown.get(s.step_id)} for s in steps]},
-                "streams": streams,
-                # Added keys (the ones above keep their names): the end time whatever the status, the cancel
-                # reason, and what a pending or running run waits on (client/waits.py's waiting_on).
-                "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
-                "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
-                "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
-                # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
-                "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
-                # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
-                "deployment": view.attributes.get(PIN_ATTRIBUTE),
-                # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
-                "rerunOf": context.get("rerunOf"),
-                # How long the run stays readable after its end: its workflow's retention, fixed when it started
-                # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
-                "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
-                # The run's final error in full (type, message, failing step, traceback) goes here, from a
-                # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
-            }
-            if args.json:
-                print_json(document)
-            else:
-                _print_description(document, internal=args.internal)
-
-    asyncio.run(go())
-    return 0
+    world = client.world
+    run = client.get_run(run_id)
+    view = await world.runs.get(run_id, resolve_data="none")
+    steps = await run.steps()  # in call order
+    events = await read_events(world, run_id, values=False)
+    children = []
+    for child in await run.children():
+        try:
+            child_view = await world.runs.get(child.run_id, resolve_data="none")
+            children.append({"runId": child.run_id, "workflow": child_view.workflow_name,
+                             "status": child_view.status})
+        except Exception:
+            children.append({"runId": child.run_id, "workflow": None, "status": "starting"})
+    context = view.execution_context or {}
+    streams = await world.streams.list(run_id)
+    counts: dict[str, int] = {}
+    shown = display_names(events)
+    for step in steps:
+        counts[step.status] = counts.get(step.status, 0) + 1
+    document = {
+        "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
+        "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
+        "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
+        "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
+        **error_part(view.error, view.error_code),
+        "parentRunId": context.get("parentRunId"), "children": children,
+        "schedule": schedule_json(context),
+        "steps": {"total": len(steps), "byStatus": counts,
+                  "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
+                            "attempt": s.attempt, "error": error_text(s.error),
+                            "displayName": shown.get(s.step_id)} for s in steps]},
+        "streams": streams,
+        # Added keys (the ones above keep their names): the end time whatever the status, the cancel
+        # reason, and what a pending or running run waits on (client/waits.py's waiting_on).
+        "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
+        "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
+        "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
+        # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
+        "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
+        # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
+        "deployment": view.attributes.get(PIN_ATTRIBUTE),
+        # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
+        "rerunOf": context.get("rerunOf"),
+        # How long the run stays readable after its end: its workflow's retention, fixed when it started
+        # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
+        "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
+        # The run's final error in full (type, message, failing step, traceback) goes here, from a
+        # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
+    }
+    return document
 
 
 INTERNAL_PREFIX = "awsworld."
@@ -508,6 +515,15 @@ def _step_status(step: dict[str, Any], run_status: str) -> str:
     return "unfinished" if ended else str(step["status"])
 
 
+STATUS_ERROR_CHARS = 200
+"""The error on ``describe``'s status line is cut to this many characters: the ``error`` line below has it whole
+(a 32 KB message was printed twice)."""
+
+
+def _status_error(error: str) -> str:
+    return error if len(error) <= STATUS_ERROR_CHARS else f"{error[:STATUS_ERROR_CHARS]}… (whole below)"
+
+
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
@@ -522,7 +538,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
     status = f"{END_LABELS[d['status']]} {deadline_text(d['endedAt'])}" if ended \
         else "parked" if d["parked"] else d["status"]
-    print(f"status    {status}" + (f"  ({d['error']})" if d["error"] else ""))
+    print(f"status    {status}" + (f"  ({_status_error(d['error'])})" if d["error"] else ""))
     if d["parked"]:
         print(parked_lines(d["runId"], d["parked"]))
     if d["cancelReason"]:
@@ -538,7 +554,9 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
             print(f"{key[:-2]:<9} {deadline_text(d[key])}")
     for wait in d["waitingOn"]:
         print(f"waits on  {describe_wait(wait)}")
-    if d["status"] in ("pending", "running") and not d["waitingOn"]:
+    if d["parked"] and not d["waitingOn"]:  # a delivery would replay it and park it again
+        print("waits on  code that replays its log (see parked above)")
+    elif d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
     attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
                   if key not in shown_above and (internal or not key.startswith(INTERNAL_PREFIX))}

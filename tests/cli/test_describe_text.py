@@ -1,0 +1,73 @@
+"""``awsworld describe``'s text on runs of the memory World (``cli.runs.describe_document``, the document the CLI
+reads from the stack, printed as the command prints it): a long error is whole once, on its ``error`` line, not
+twice (the status line repeated a 32 KB message); a parked run whose log has nothing open waits on code, not on
+"its next delivery" (a delivery replays it and parks it again)."""
+
+from __future__ import annotations
+
+import pytest
+
+from awsworld import WorkflowRunFailedError, sleep, step, workflow
+from awsworld._engine.parking import PARKED_ATTRIBUTE
+from awsworld.authoring.definitions import REGISTRY, WorkflowDef
+from awsworld.cli.runs import STATUS_ERROR_CHARS, _print_description, describe_document
+from awsworld.testing import WorkflowTestEnv
+
+LONG = "no stock for item " + "x" * 2000
+
+
+@step(name="describe_text.reserve", max_retries=0)
+async def reserve() -> None:
+    raise LookupError(LONG)
+
+
+@workflow(name="describe_text.order")
+async def order() -> None:
+    await reserve()
+
+
+@step(name="describe_text.label")
+async def label(text: str) -> str:
+    return text
+
+
+@workflow(name="describe_text.sleeps")
+async def sleeps(text: str) -> None:
+    await label(text)
+    await sleep("1h")
+
+
+async def relabels(text: str) -> None:
+    await label(text + "!")
+    await sleep("1h")
+
+
+async def test_a_long_error_is_whole_once(capsys: pytest.CaptureFixture[str]) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(order)
+        with pytest.raises(WorkflowRunFailedError):
+            await run.result()
+        _print_description(await describe_document(env.client, run.run_id))
+    text = capsys.readouterr().out
+    status = next(line for line in text.splitlines() if line.startswith("status "))
+    assert status.endswith("… (whole below))") and len(status) < STATUS_ERROR_CHARS + 80, status
+    assert f"error     LookupError: {LONG}\n" in text and text.count(LONG) == 1, "whole on its error line only"
+
+
+async def test_a_parked_run_with_nothing_open_waits_on_code(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(sleeps, "a")
+        await env.idle()
+        monkeypatch.setitem(REGISTRY.workflows, "describe_text.sleeps", WorkflowDef("describe_text.sleeps", relabels))
+        await env.client.skip_wait(run.run_id)
+        await env.idle()
+        view = await env.world.runs.get(run.run_id, resolve_data="none")
+        assert view.status == "running" and PARKED_ATTRIBUTE in view.attributes
+        document = await describe_document(env.client, run.run_id)
+        _print_description(document)
+    text = capsys.readouterr().out
+    assert document["waitingOn"] == [] and "status    parked\n" in text
+    assert "waits on  code that replays its log (see parked above)\n" in text, text
+    assert "next delivery" not in text
