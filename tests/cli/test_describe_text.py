@@ -1,16 +1,18 @@
 """``awsworld describe``'s text on runs of the memory World (``cli.runs.describe_document``, the document the CLI
 reads from the stack, printed as the command prints it): a long error is whole once, on its ``error`` line, not
 twice (the status line repeated a 32 KB message); a parked run whose log has nothing open waits on code, not on
-"its next delivery" (a delivery replays it and parks it again)."""
+"its next delivery" (a delivery replays it and parks it again); and ``skip`` of a parked run's wait says it stays
+parked, where it said "the run goes on now"."""
 
 from __future__ import annotations
 
 import pytest
 
 from awsworld import WorkflowRunFailedError, sleep, step, workflow
-from awsworld._engine.parking import PARKED_ATTRIBUTE
+from awsworld._engine.parking import PARKED_ATTRIBUTE, parked_run
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef
 from awsworld.cli.runs import STATUS_ERROR_CHARS, _print_description, describe_document
+from awsworld.cli.skip import skipped_text
 from awsworld.testing import WorkflowTestEnv
 
 LONG = "no stock for item " + "x" * 2000
@@ -71,3 +73,22 @@ async def test_a_parked_run_with_nothing_open_waits_on_code(capsys: pytest.Captu
     assert document["waitingOn"] == [] and "status    parked\n" in text
     assert "waits on  code that replays its log (see parked above)\n" in text, text
     assert "next delivery" not in text
+
+
+async def test_skipping_a_parked_runs_sleep_says_it_stays_parked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(sleeps, "a")
+        await env.idle()
+        monkeypatch.setitem(REGISTRY.workflows, "describe_text.sleeps", WorkflowDef("describe_text.sleeps", relabels))
+        await env.client.wake(run.run_id)  # replayed against the changed code: parked, its sleep still open
+        await env.idle()
+        view = await env.world.runs.get(run.run_id, resolve_data="none")
+        assert PARKED_ATTRIBUTE in view.attributes
+        done = await env.client.skip_wait(run.run_id)
+        after = await env.world.runs.get(run.run_id, resolve_data="none")  # what the command reads after the skip
+        text = skipped_text(done, parked=parked_run(after.status, after.attributes) is not None)
+    assert text.startswith("skipped wait wait_2: until ") and f" of run {run.run_id} (recorded as " in text, text
+    assert text.endswith(f"the run is parked: it goes on once code replays its log (`awsworld describe "
+                         f"{run.run_id}` says where)"), text
+    assert "goes on now" not in text
