@@ -439,27 +439,27 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
     the stack, a test's on the memory World)."""
     from .._deployments.pins import PIN_ATTRIBUTE
     from .._engine.parking import parked_run
-    from .._timeline import read_events
+    from .._timeline import read_events, read_steps
     from ..authoring.definitions import RETENTION_CONTEXT_KEY
-    from ..client.client import cancel_reason
+    from ..client.client import cancel_reason, child_runs
     from ..client.waits import display_names, run_waits
     from ..schedules.info import schedule_json
     from ..world.entities import TERMINAL_RUN_STATUSES
     from .error_view import error_part
 
     world = client.world
-    run = client.get_run(run_id)
     view = await world.runs.get(run_id, resolve_data="none")
-    steps = await run.steps()  # in call order
+    # In call order, without their inputs and results (describe shows neither): one read, children included.
+    steps = await read_steps(world, run_id, values=False)
     events = await read_events(world, run_id, values=False)
     children = []
-    for child in await run.children():
+    for child in child_runs(run_id, steps):
         try:
-            child_view = await world.runs.get(child.run_id, resolve_data="none")
-            children.append({"runId": child.run_id, "workflow": child_view.workflow_name,
+            child_view = await world.runs.get(child, resolve_data="none")
+            children.append({"runId": child, "workflow": child_view.workflow_name,
                              "status": child_view.status})
         except Exception:
-            children.append({"runId": child.run_id, "workflow": None, "status": "starting"})
+            children.append({"runId": child, "workflow": None, "status": "starting"})
     context = view.execution_context or {}
     streams = await world.streams.list(run_id)
     counts: dict[str, int] = {}
