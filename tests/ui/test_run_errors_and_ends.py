@@ -72,7 +72,7 @@ async def runs() -> AsyncIterator[Runs]:
             await failed.result()
         cancelled = await env.client.start(waits)
         await cancelled.wait_for_hook("ui-errors:approve")
-        await env.client.cancel(cancelled.run_id)
+        await env.client.cancel(cancelled.run_id, reason=f"customer left {XSS}")
         await env.world.runs.wait_for_terminal_status(cancelled.run_id, timeout=10)
         yield Runs(env, failed.run_id, cancelled.run_id)
 
@@ -172,3 +172,6 @@ async def test_a_cancelled_runs_hook_shows_closed_and_its_stream_ended(http: htt
         {"name": "log", "chunks": 1, "closed": True}]
     page = (await http.get(f"/runs/{runs.cancelled}")).text
     assert "<td><code>ui-errors:approve</code></td><td>hook</td><td>closed</td>" in page
+    # The reason `cancel --reason` gave, in the summary as describe's "reason" line (it was only in an event row).
+    assert data["cancelReason"] == f"customer left {XSS}"
+    assert "<tr><th>reason</th><td>customer left &lt;img src=x onerror=alert(1)&gt;</td></tr>" in page, page

@@ -23,7 +23,7 @@ from .._engine.parking import parked_run, shown_status
 from .._timeline import error_lines, error_part, timeline_rows, when
 from .._worker.error_shapes import error_summary
 from ..authoring.durations import parse_duration
-from ..client.client import Client
+from ..client.client import Client, cancel_reason
 from ..client.limits import limit_waits
 from ..schedules.info import schedule_json
 from ..world.entities import Run
@@ -153,6 +153,7 @@ async def run(request: Request) -> JSONResponse:
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
         "completedAt": when(view.completed_at), "attributes": dict(view.attributes), "parked": _parked(view),
         **error_part(view.error, view.error_code),
+        "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,  # as describe --json
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
         "schedule": schedule_json(view.execution_context),
         "limitWaits": waits,  # a limit across runs holds its start, or a step's (client.limits.limit_waits)

@@ -317,7 +317,7 @@ def _linked(run_id: str, statuses: dict[str, str]) -> str:
 
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
              statuses: dict[str, str], allow_writes: bool, now: datetime,
-             limit_waits: list[dict[str, Any]] | None = None) -> str:
+             limit_waits: list[dict[str, Any]] | None = None, cancel_reason: str | None = None) -> str:
     live = not run.is_terminal
     parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)),
@@ -328,6 +328,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("parked", f"since {_time(parked.since)}: {esc(why(parked.change))}"
                                 f"<code>{esc(parked.divergence)}</code><br><span class=muted>"
                                 f"{esc(ways_out(run.run_id, parked.change))}</span>"))
+    if cancel_reason:  # (the reason `cancel --reason` gave, as describe's "reason" line)
+        facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     for wait in limit_waits or ():  # a limit across runs holds the run's start, or a step's
