@@ -101,7 +101,8 @@ async def child(n: int) -> int:
 
 @workflow(name="describe_text.parent")
 async def parent() -> int:
-    return sum([await label("x") and 0, await child(1), await child(2)])
+    await label("x")
+    return await child(1) + await child(2)
 
 
 async def test_describe_reads_the_steps_once_without_their_values(monkeypatch: pytest.MonkeyPatch) -> None:

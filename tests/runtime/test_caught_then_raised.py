@@ -17,6 +17,7 @@ from awsworld import FatalError, WorkflowRunFailedError, sleep, step, workflow
 from awsworld._worker.error_shapes import LOG_ERRORS_ENV
 from awsworld.cli.error_view import error_part, print_error_part
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.entities import StructuredError
 
 
 @step(name="caught.book")
@@ -84,7 +85,7 @@ async def test_a_caught_and_raised_failure_says_what_the_workflow_did_after_it(
         logged = {name: next(r.getMessage() for r in caplog.records
                              if r.getMessage().startswith(f"run {run.run_id} (")) for name, run in runs.items()}
         saga_error = (await runs["saga"].get()).error
-        assert saga_error is not None and saga_error.step_id == "step_3"
+        assert isinstance(saga_error, StructuredError) and saga_error.step_id == "step_3"
         stored = saga_error.model_dump(by_alias=True, exclude_none=True)
         assert (stored["callsAfter"], stored["callsAfterNames"]) == (2, ["caught.unbook"])
         said = "the workflow caught it, made 2 more calls (caught.unbook), then raised it again:"
