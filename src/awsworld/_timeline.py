@@ -20,7 +20,7 @@ from ._engine.divergence import call_order
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
-from ._worker.error_shapes import error_summary, failed_in
+from ._worker.error_shapes import error_summary, failed_in, let_through
 from ._worker.step_runner import INLINE
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
 from .world.entities import Step
@@ -161,7 +161,7 @@ def error_lines(error: Any) -> list[str]:
                      f"{cause.get('message', '')}")
         lines.extend(str(cause.get("stack") or "").rstrip("\n").splitlines())
         if error.get("stack"):
-            lines.append("the workflow did not catch it:")
+            lines.append(let_through(error))
     elif error.get("type") and error.get("type") != error.get("name"):
         lines.append(f"type {error['type']}")
     lines.extend(str(error.get("stack") or "").rstrip("\n").splitlines())

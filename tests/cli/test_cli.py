@@ -474,7 +474,8 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert run_id in [r["runId"] for r in runs]
     # "schedule": the schedule that started a run (issue 25), None for one started by `start`; "parked": its mark
     # while it is parked (issue 31), else None.
-    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "completedAt", "schedule", "parked"}
+    assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "startedAt", "completedAt", "error",
+                            "errorCode", "schedule", "parked"}
     assert runs[0]["schedule"] is None and description["schedule"] is None
     assert runs[0]["parked"] is None and description["parked"] is None
     assert run_id in completed.out
@@ -683,9 +684,14 @@ def test_events_name_what_an_attr_set_set(dev: Dev) -> None:
 
 def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev) -> None:
     failed = _start(dev, "clitest.fail", '["no kettles"]', "--wait", "30")
-    full, rows, described, document = parallel(
+    full, rows, described, document, listed = parallel(
         dev, ("events", failed, "--full"), ("events", failed, "--json"), ("describe", failed),
-        ("describe", failed, "--json"))
+        ("describe", failed, "--json"), ("runs", "--workflow", "clitest.fail", "--limit", "1"))
+    # runs says why a failed run failed (it said only `failed`): where, the original type and message (--json: the
+    # error's summary and code, as test_start_result_describe_runs's keys say).
+    header, row = listed.out.splitlines()[:2]
+    assert header.endswith("  ERROR") and row.startswith(failed), listed.out
+    assert "  step clitest.boom: ValueError: no kett" in row, listed.out  # (cut to the terminal's width)
     assert full.code == 0, full
     # Under the step_failed row and the run_failed row: the step's traceback, to the user's raising line.
     assert full.out.count("raise ValueError(why)") == 2 and "Traceback (most recent call last):" in full.out

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import re
 import subprocess
 import sys
@@ -264,12 +265,16 @@ async def test_describe_and_result_of_the_parent_show_the_child_run_and_its_type
         assert details["cause"]["type"] == f"{__name__}.Declined" and RAISED in details["cause"]["stack"]
     assert result["status"] == "failed"
     assert result_text is None or f"run {run.run_id} failed: {summary}" in result_text, result_text
+    # The hint named `events`, which shows neither the failing step's traceback nor the workflow's without --full.
+    assert result_text is None or result_text.endswith(
+        f"(hint: `awsworld describe {run.run_id}` shows where, with the tracebacks)"), result_text
 
 
 async def _cli_on(e2e: E2E, run_id: str, cwd: Path) -> tuple[str, dict[str, Any], str | None, dict[str, Any]]:
     """``awsworld describe RUN`` (text, ``--json``) and ``awsworld result RUN`` (text, ``--json``) as processes."""
     assert e2e.local is not None
-    env = {**environment(e2e.local.config, "http://127.0.0.1:9"), "PATH": "/usr/bin:/bin"}
+    env = {**environment(e2e.local.config, "http://127.0.0.1:9"), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}  # (the code under test, as in this process)
 
     def cli(*command: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "awsworld.cli", *command], env=env, cwd=cwd,

@@ -28,6 +28,19 @@ async def fails(key: str) -> str:
     return await fetch(key)
 
 
+LONG = "E" * 5000  # a message without a space: a token, a blob, a long JSON
+
+
+@step(name="ui_errors.long", max_retries=1, retry_delay=1.0)
+async def long_error() -> None:
+    raise ValueError(LONG)
+
+
+@workflow(name="ui_errors.long_flow")
+async def long_flow() -> None:
+    await long_error()
+
+
 @workflow(name="ui_errors.parent")
 async def parent(key: str) -> str:
     return await fails(key)  # a child run: its failure, not caught, is the parent's
@@ -59,7 +72,7 @@ async def runs() -> AsyncIterator[Runs]:
             await failed.result()
         cancelled = await env.client.start(waits)
         await cancelled.wait_for_hook("ui-errors:approve")
-        await env.client.cancel(cancelled.run_id)
+        await env.client.cancel(cancelled.run_id, reason=f"customer left {XSS}")
         await env.world.runs.wait_for_terminal_status(cancelled.run_id, timeout=10)
         yield Runs(env, failed.run_id, cancelled.run_id)
 
@@ -85,6 +98,19 @@ async def test_the_runs_error_names_the_step_the_type_and_the_traceback(http: ht
     assert "<th>traceback</th>" in page and "<pre class=tb>" in page and "return stock[key]" in page
 
 
+async def test_the_runs_list_says_why_each_failed_run_failed(http: httpx.AsyncClient, runs: Runs) -> None:
+    """The list said a run failed and nothing of why: each failed run meant opening its page. It has the error's
+    short line (where, the original type and message), escaped; ``/api/runs`` the error's summary and code."""
+    listed = {r["runId"]: r for r in (await http.get("/api/runs")).json()["runs"]}
+    assert (listed[runs.failed]["error"], listed[runs.failed]["errorCode"]) == (
+        f"StepError: step 'ui_errors.fetch' failed after 2 attempts: KeyError: '{XSS}'", "USER_ERROR")
+    assert listed[runs.cancelled]["error"] is None
+    page = (await http.get("/", params={"status": "failed"})).text
+    assert XSS not in page and "<th>error</th>" in page
+    assert ("<span class=err>step ui_errors.fetch: KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;"
+            "</span>") in page, page
+
+
 async def test_a_childs_failure_the_parent_let_through_names_the_child_run_and_its_type() -> None:
     async with WorkflowTestEnv() as env:
         run = await env.client.start(parent, XSS)
@@ -97,6 +123,32 @@ async def test_a_childs_failure_the_parent_let_through_names_the_child_run_and_i
     assert XSS not in page, "every stored value is escaped"
     assert f"<th>failed child</th><td><a href='/runs/{child}'>{child}</a> (ui_errors.fails): " in page, page
     assert "KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;" in page and "return stock[key]" in page
+
+
+async def test_a_long_error_is_cut_in_the_event_rows_and_whole_a_click_away() -> None:
+    """Each error event's row, each attempt's bar and the summary held the message whole: a 32 KB message on every
+    attempt made a page of hundreds of KB, screens of it above the waterfall, and a message without spaces widened
+    the table past the window. A row cuts it as a value is, with a button that loads it whole (and the
+    traceback); the summary cuts it with the whole under a fold; a long token wraps."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(long_flow)
+        with pytest.raises(ValueError):
+            await run.result()
+        app = create_app(env.world)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as client:
+            page = (await client.get(f"/runs/{run.run_id}")).text
+            events = await run.events()
+            retried = next(e for e in events if e.event_type == "step_retrying")
+            whole = (await client.get(f"/api/runs/{run.run_id}/events/{retried.event_id}/value")).json()
+    cut = f"<span class=err>ValueError: {LONG[:300 - len('ValueError: ')]}…</span>"
+    assert page.count(cut) == 3, "step_retrying, step_failed and the summary's failed step: cut to 300 characters"
+    assert f"<button data-error='{retried.event_id}'>whole error and traceback (5,012 chars)</button>" in page
+    assert whole["error"] == f"ValueError: {LONG}" and whole["traceback"].startswith("Traceback")
+    assert f"{cut}<details><summary>whole message (5,012 chars)</summary><pre class=tb>ValueError: {LONG}</pre>" \
+           "</details>" in page, "the summary's failed step: whole under a fold"
+    assert page.count(LONG) == 2, "whole only under the summary's folds: the message's and the traceback's"
+    assert "#1 ValueError: EEE" in page and "; #2 ValueError: EEE" in page, "the lane: each attempt's, cut"
+    assert ".err{color:#a11;overflow-wrap:anywhere}" in page, "a long token wraps rather than widen the page"
 
 
 async def test_an_error_event_shows_its_traceback_on_demand(http: httpx.AsyncClient, runs: Runs) -> None:
@@ -120,3 +172,6 @@ async def test_a_cancelled_runs_hook_shows_closed_and_its_stream_ended(http: htt
         {"name": "log", "chunks": 1, "closed": True}]
     page = (await http.get(f"/runs/{runs.cancelled}")).text
     assert "<td><code>ui-errors:approve</code></td><td>hook</td><td>closed</td>" in page
+    # The reason `cancel --reason` gave, in the summary as describe's "reason" line (it was only in an event row).
+    assert data["cancelReason"] == f"customer left {XSS}"
+    assert "<tr><th>reason</th><td>customer left &lt;img src=x onerror=alert(1)&gt;</td></tr>" in page, page

@@ -28,7 +28,7 @@ from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.messages import FlowMessage
 from ..world.watch import quiet_due
-from .error_shapes import log_failure, structured_error
+from .error_shapes import log_failure, note_calls_after, structured_error
 from .flow_messages import FlowMessages
 from .flow_state import MAX_DIVERGENT_RECOVERIES, FlowLog
 from .recovery import rest
@@ -70,7 +70,9 @@ class RunEndings:
                                                     f"{too_large.message}", "name": "ValueTooLargeError"},
                                         VALUE_TOO_LARGE)
             return "completed"
-        return await self.fail(structured_error(error) if error else {"message": "cancelled"}, USER_ERROR)
+        if error is None:
+            return await self.fail({"message": "cancelled"}, USER_ERROR)
+        return await self.fail(note_calls_after(structured_error(error), execution.log), USER_ERROR)
 
     async def fail(self, error: dict[str, Any], code: str) -> str:
         try:

@@ -26,13 +26,15 @@ import asyncio
 import logging
 import os
 import traceback
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..authoring.children import ChildWorkflowError
 from ..authoring.errors import BodyExitError, HookFailedError, StepError, cap_message
+from ..durable.child_calls import START_CHILD, TOKEN_PREFIX, child_token
 from ..settings import SETTINGS, Settings
 from ..world.entities import ErrorBytes, error_name_and_message, stored_error
+from ..world.events import Event
 
 LOG_ERRORS_ENV = Settings.log_errors.env
 """``full``: a failed run's log line carries its error messages and tracebacks (``awsworld dev`` sets it); else
@@ -43,6 +45,14 @@ MAX_STACK_LINE = 1024
 CAUSE_FIELDS = ("name", "type", "message", "stack", "code")
 """What a run's error keeps of the error it stands for (``cause``), a step's or a child run's alike (``code``: a
 child's ``HookFailedError``'s sender code, which its parent's ``Run.result()`` raises with)."""
+
+CALLS_AFTER = "callsAfter"
+"""On a run's error that stands for a step's or a child run's failure: how many calls the workflow made after
+that failure reached it (``calls_after``). More than none means the workflow caught it and went on (a saga's
+compensations) before raising it again, which ``describe`` says instead of "did not catch it"."""
+CALLS_AFTER_NAMES = "callsAfterNames"
+"""Those calls' names, each once, in call order, at most ``MAX_CALLS_NAMED`` (then ``...`` for the others)."""
+MAX_CALLS_NAMED = 5
 
 failures = logging.getLogger("awsworld.failures")
 
@@ -92,6 +102,67 @@ def structured_error(error: BaseException) -> dict[str, Any]:
     if cause is not None:
         stored["cause"] = stored_cause(cause) or None  # (another runtime's bytes: nothing to keep)
     return {k: v for k, v in stored.items() if v is not None}
+
+
+def calls_after(events: Sequence[Event], error: Mapping[str, Any]) -> list[str]:
+    """The calls the workflow made after the failure ``error`` stands for was recorded in its log (the step's
+    last ``step_failed``; a child run's outcome, the ``hook_received`` on the child's hook), in log order: a step
+    by its name, a child run as ``child <workflow>``, a sleep as ``sleep``, a hook as ``hook``. The log is in the
+    order things happened, so a call after the failure is one the workflow made once the failure reached it (the
+    other calls of a fan-out it failed in were recorded before). Empty for the run's own exception."""
+    step_id, child = error.get("stepId"), error.get("childRunId")
+    if not step_id and not child:
+        return []
+    hook_id = None
+    if child:
+        token = child_token(str(child))
+        hook_id = next((e.correlation_id for e in events if e.event_type == "hook_created"
+                        and (e.event_data or {}).get("token") == token), None)
+    if step_id:
+        ends = [i for i, e in enumerate(events) if e.event_type == "step_failed" and e.correlation_id == step_id]
+    else:
+        ends = [i for i, e in enumerate(events) if e.event_type == "hook_received" and e.correlation_id == hook_id
+                and hook_id is not None]
+    if not ends:
+        return []
+    names: list[str] = []
+    for event in events[ends[-1] + 1:]:
+        data = event.event_data or {}
+        if event.event_type == "step_created":
+            name = str(data.get("stepName") or "step")
+            if name == START_CHILD:
+                args = (data.get("input") or {}).get("args") if isinstance(data.get("input"), dict) else None
+                name = f"child {args[0]}" if isinstance(args, list) and args and isinstance(args[0], str) else \
+                    "child run"
+            names.append(name)
+        elif event.event_type == "wait_created" and not data.get("hookId"):  # (a hook's own timeout: the hook's)
+            names.append("sleep")
+        elif event.event_type in ("hook_created", "hook_conflict") and \
+                not str(data.get("token") or "").startswith(TOKEN_PREFIX):  # (a child call's: its start step's)
+            names.append("hook")
+    return names
+
+
+def note_calls_after(stored: dict[str, Any], events: Sequence[Event]) -> dict[str, Any]:
+    """``stored`` (a run's error) with ``CALLS_AFTER`` and ``CALLS_AFTER_NAMES`` when the workflow made calls after
+    the failure it stands for (``calls_after``), so what shows it can say the workflow caught it and went on."""
+    names = calls_after(events, stored)
+    if names:
+        stored[CALLS_AFTER] = len(names)
+        distinct = list(dict.fromkeys(names))
+        stored[CALLS_AFTER_NAMES] = distinct[:MAX_CALLS_NAMED] + (["..."] if len(distinct) > MAX_CALLS_NAMED else [])
+    return stored
+
+
+def let_through(error: Mapping[str, Any]) -> str:
+    """The line between a failed step's (child's) traceback and the workflow's: whether the workflow caught it
+    and made calls before raising it again (``CALLS_AFTER``: a saga's compensations), or did not catch it."""
+    count = error.get(CALLS_AFTER)
+    if not isinstance(count, int) or count <= 0:
+        return "the workflow did not catch it:"
+    names = [str(name) for name in error.get(CALLS_AFTER_NAMES) or ()]
+    what = f" ({', '.join(names)})" if names else ""
+    return f"the workflow caught it, made {count} more call{'s' if count != 1 else ''}{what}, then raised it again:"
 
 
 def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
@@ -187,6 +258,22 @@ def error_summary(error: Any) -> str | None:
     return f"{text} [{code}]" if code else text
 
 
+def error_brief(error: Any) -> str | None:
+    """A stored error as one short line for a list of runs (``awsworld runs``, the UI's runs table): where and
+    what, the original error's type and message first (``step orders.fetch: KeyError: 'missing'``, ``child
+    orders.charge: Declined: card declined``), the run's own error as ``error_summary`` has it; line breaks read as
+    spaces. Shorter than ``error_summary``, whose ``StepError: step 'fetch' failed after 3 attempts:`` would take a
+    narrow column's room."""
+    data: Any = error.model_dump(by_alias=True, exclude_none=True) if hasattr(error, "model_dump") else error
+    cause = data.get("cause") if isinstance(data, dict) else None
+    if isinstance(cause, dict) and (data.get("stepName") or data.get("childRunId")):
+        where = f"step {data['stepName']}" if data.get("stepName") else f"child {data.get('childWorkflowName')}"
+        text = f"{where}: {cause.get('name') or cause.get('type')}: {cause.get('message', '')}"
+    else:
+        text = error_summary(error) or ""
+    return " ".join(text.splitlines()) or None
+
+
 def failed_in(error: Mapping[str, Any]) -> str | None:
     """Where a run's error came from when it stands for another's (``cause``): ``step fetch (step_3, attempt 2)``
     or ``child run wrun_….step_1 (orders.charge)``; None for the run's own exception. The one wording
@@ -222,7 +309,7 @@ def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code:
         if cause.get("stack"):
             lines.append(_indented(str(cause["stack"])))
         if error.get("stack"):
-            lines.append("  and the workflow did not catch it:")
+            lines.append(f"  and {let_through(error)}")
     if error.get("stack"):
         lines.append(_indented(str(error["stack"])))
     return "\n".join(lines)

@@ -265,7 +265,28 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
         print(f"still {status}", file=sys.stderr)
 
 
-RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY")
+RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY", "ERROR")
+MIN_ERROR_WIDTH = 40
+"""The ``ERROR`` column of ``runs`` is cut to the terminal's width, but never below this (``describe`` and
+``--json`` have the error whole)."""
+
+
+def _one_line(error: Any) -> str:
+    """A failed run's error as one short line of the table (``error_brief``)."""
+    from .._worker.error_shapes import error_brief
+
+    return error_brief(error) or ""
+
+
+def _fitted_errors(rows: list[tuple[str, ...]], errors: list[str]) -> list[tuple[str, ...]]:
+    """``rows`` with each failed run's one-line error as the last column, cut (``…``) to what the terminal leaves
+    after the other columns: a page of failed runs says why each failed without ``describe`` on each."""
+    import shutil
+
+    widths = [max(len(cell) for cell in column) for column in zip(RUNS_HEADER[:-1], *rows, strict=False)]
+    room = max(MIN_ERROR_WIDTH, shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * len(widths))
+    return [(*row, error if len(error) <= room else error[:room - 1] + "…") for row, error in zip(rows, errors,
+                                                                                                   strict=True)]
 
 
 async def _unknown_workflow(client: Any, name: str) -> str | None:
@@ -308,7 +329,9 @@ def _runs(args: argparse.Namespace) -> int:
                 print(unknown, file=sys.stderr)
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
-                             "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
+                             "createdAt": when(r.created_at), "startedAt": when(r.started_at),
+                             "completedAt": when(r.completed_at), "error": error_text(r.error),
+                             "errorCode": r.error_code,
                              "schedule": schedule_json(r.execution_context),
                              "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
                             for r in found])
@@ -316,10 +339,10 @@ def _runs(args: argparse.Namespace) -> int:
             if not found:
                 print("no parked runs" if args.parked else "no runs", file=sys.stderr)
                 return
-            print_table(RUNS_HEADER, [
+            print_table(RUNS_HEADER, _fitted_errors([
                 (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
                  f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
-                for run in found])
+                for run in found], [_one_line(run.error) if run.status == "failed" else "" for run in found]))
 
     asyncio.run(go())
     return 0
@@ -385,7 +408,7 @@ def _result(args: argparse.Namespace) -> int:
                 return 0
             if view.status == "failed":
                 raise CliError(f"run {view.run_id} failed: {outcome['error']}",
-                               f"`awsworld events {view.run_id}` shows where")
+                               f"`awsworld describe {view.run_id}` shows where, with the tracebacks")
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
@@ -399,67 +422,9 @@ def _result(args: argparse.Namespace) -> int:
 
 
 def _describe(args: argparse.Namespace) -> int:
-    from .._deployments.pins import PIN_ATTRIBUTE
-    from .._engine.parking import parked_run
-    from .._timeline import read_events
-    from ..authoring.definitions import RETENTION_CONTEXT_KEY
-    from ..client.client import cancel_reason
-    from ..client.waits import display_names, run_waits
-    from ..schedules.info import schedule_json
-    from ..world.entities import TERMINAL_RUN_STATUSES
-    from .error_view import error_part
-
     async def go() -> None:
         async with remote() as client:
-            world = client.world
-            run = client.get_run(args.run_id)
-            view = await world.runs.get(args.run_id, resolve_data="none")
-            steps = await run.steps()  # in call order
-            events = await read_events(world, args.run_id, values=False)
-            children = []
-            for child in await run.children():
-                try:
-                    child_view = await world.runs.get(child.run_id, resolve_data="none")
-                    children.append({"runId": child.run_id, "workflow": child_view.workflow_name,
-                                     "status": child_view.status})
-                except Exception:
-                    children.append({"runId": child.run_id, "workflow": None, "status": "starting"})
-            context = view.execution_context or {}
-            streams = await world.streams.list(args.run_id)
-            counts: dict[str, int] = {}
-            shown = display_names(events)
-            for step in steps:
-                counts[step.status] = counts.get(step.status, 0) + 1
-            document = {
-                "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
-                "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
-                "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
-                "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
-                **error_part(view.error, view.error_code),
-                "parentRunId": context.get("parentRunId"), "children": children,
-                "schedule": schedule_json(context),
-                "steps": {"total": len(steps), "byStatus": counts,
-                          "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
-                                    "attempt": s.attempt, "error": error_text(s.error),
-                                    "displayName": shown.get(s.step_id)} for s in steps]},
-                "streams": streams,
-                # Added keys (the ones above keep their names): the end time whatever the status, the cancel
-                # reason, and what a pending or running run waits on (client/waits.py's waiting_on).
-                "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
-                "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
-                "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
-                # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
-                "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
-                # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
-                "deployment": view.attributes.get(PIN_ATTRIBUTE),
-                # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
-                "rerunOf": context.get("rerunOf"),
-                # How long the run stays readable after its end: its workflow's retention, fixed when it started
-                # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
-                "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
-                # The run's final error in full (type, message, failing step, traceback) goes here, from a
-                # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
-            }
+            document = await describe_document(client, args.run_id)
             if args.json:
                 print_json(document)
             else:
@@ -467,6 +432,71 @@ def _describe(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
+
+
+async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
+    """``describe --json``'s document of a run, read through ``client`` (a ``Client`` on any World: the CLI's on
+    the stack, a test's on the memory World)."""
+    from .._deployments.pins import PIN_ATTRIBUTE
+    from .._engine.parking import parked_run
+    from .._timeline import read_events, read_steps
+    from ..authoring.definitions import RETENTION_CONTEXT_KEY
+    from ..client.client import cancel_reason, child_runs
+    from ..client.waits import display_names, run_waits
+    from ..schedules.info import schedule_json
+    from ..world.entities import TERMINAL_RUN_STATUSES
+    from .error_view import error_part
+
+    world = client.world
+    view = await world.runs.get(run_id, resolve_data="none")
+    # In call order, without their inputs and results (describe shows neither): one read, children included.
+    steps = await read_steps(world, run_id, values=False)
+    events = await read_events(world, run_id, values=False)
+    children = []
+    for child in child_runs(run_id, steps):
+        try:
+            child_view = await world.runs.get(child, resolve_data="none")
+            children.append({"runId": child, "workflow": child_view.workflow_name,
+                             "status": child_view.status})
+        except Exception:
+            children.append({"runId": child, "workflow": None, "status": "starting"})
+    context = view.execution_context or {}
+    streams = await world.streams.list(run_id)
+    counts: dict[str, int] = {}
+    shown = display_names(events)
+    for step in steps:
+        counts[step.status] = counts.get(step.status, 0) + 1
+    document = {
+        "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
+        "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
+        "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
+        "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
+        **error_part(view.error, view.error_code),
+        "parentRunId": context.get("parentRunId"), "children": children,
+        "schedule": schedule_json(context),
+        "steps": {"total": len(steps), "byStatus": counts,
+                  "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
+                            "attempt": s.attempt, "error": error_text(s.error),
+                            "displayName": shown.get(s.step_id)} for s in steps]},
+        "streams": streams,
+        # Added keys (the ones above keep their names): the end time whatever the status, the cancel
+        # reason, and what a pending or running run waits on (client/waits.py's waiting_on).
+        "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
+        "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
+        "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
+        # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
+        "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
+        # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
+        "deployment": view.attributes.get(PIN_ATTRIBUTE),
+        # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
+        "rerunOf": context.get("rerunOf"),
+        # How long the run stays readable after its end: its workflow's retention, fixed when it started
+        # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
+        "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
+        # The run's final error in full (type, message, failing step, traceback) goes here, from a
+        # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
+    }
+    return document
 
 
 INTERNAL_PREFIX = "awsworld."
@@ -485,6 +515,15 @@ def _step_status(step: dict[str, Any], run_status: str) -> str:
     return "unfinished" if ended else str(step["status"])
 
 
+STATUS_ERROR_CHARS = 200
+"""The error on ``describe``'s status line is cut to this many characters: the ``error`` line below has it whole
+(a 32 KB message was printed twice)."""
+
+
+def _status_error(error: str) -> str:
+    return error if len(error) <= STATUS_ERROR_CHARS else f"{error[:STATUS_ERROR_CHARS]}… (whole below)"
+
+
 def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
@@ -499,7 +538,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
     status = f"{END_LABELS[d['status']]} {deadline_text(d['endedAt'])}" if ended \
         else "parked" if d["parked"] else d["status"]
-    print(f"status    {status}" + (f"  ({d['error']})" if d["error"] else ""))
+    print(f"status    {status}" + (f"  ({_status_error(d['error'])})" if d["error"] else ""))
     if d["parked"]:
         print(parked_lines(d["runId"], d["parked"]))
     if d["cancelReason"]:
@@ -515,7 +554,9 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
             print(f"{key[:-2]:<9} {deadline_text(d[key])}")
     for wait in d["waitingOn"]:
         print(f"waits on  {describe_wait(wait)}")
-    if d["status"] in ("pending", "running") and not d["waitingOn"]:
+    if d["parked"] and not d["waitingOn"]:  # a delivery would replay it and park it again
+        print("waits on  code that replays its log (see parked above)")
+    elif d["status"] in ("pending", "running") and not d["waitingOn"]:
         print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
     attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
                   if key not in shown_above and (internal or not key.startswith(INTERNAL_PREFIX))}

@@ -33,14 +33,17 @@ def register(sub: Any) -> None:
 
 
 def _skip(args: argparse.Namespace) -> int:
+    from .._engine.parking import parked_run
     from .._timeline import deadline_text
     from ..client.skips import AmbiguousWaitError, WaitNotFoundError
     from ..world.errors import RunGoneError
 
-    async def go() -> SkippedWait:
+    async def go() -> tuple[SkippedWait, bool]:
         async with remote() as client:
             try:
-                return await client.skip_wait(args.run_id, args.wait)
+                done = await client.skip_wait(args.run_id, args.wait)
+                view = await client.world.runs.get(args.run_id, resolve_data="none")
+                return done, parked_run(view.status, view.attributes) is not None
             except RunGoneError as gone:
                 raise CliError(gone.message, f"`awsworld describe {args.run_id}` shows how it ended") from None
             except WaitNotFoundError as missing:
@@ -53,14 +56,24 @@ def _skip(args: argparse.Namespace) -> int:
                 raise usage(several.text(deadline_text), f"`awsworld skip {args.run_id} --wait ID` with one of the "
                             "ids above") from None
 
-    done = asyncio.run(go())
+    done, parked = asyncio.run(go())
     if args.json:
         print_json(done.to_json())
         return 0
-    wait = done.wait.described(deadline_text)  # its due time as `describe` shows it
-    what = "the retry back-off of" if done.wait.kind == "retry" else "wait"
-    if done.event is None:
-        print(f"{what} {wait} had ended by itself: nothing skipped; the run goes on")
-        return 0
-    print(f"skipped {what} {wait} of run {done.run_id} (recorded as {done.event.event_id}); the run goes on now")
+    print(skipped_text(done, parked=parked))
     return 0
+
+
+def skipped_text(done: SkippedWait, *, parked: bool) -> str:
+    """What ``skip`` did, for people: the wait with its due time as ``describe`` shows it, and whether the run goes
+    on now, or, parked (its replay diverges from its log), once code replays it: a skip moves no parked run."""
+    from .._timeline import deadline_text
+
+    wait = done.wait.described(deadline_text)
+    what = "the retry back-off of" if done.wait.kind == "retry" else "wait"
+    then = (f"the run is parked: it goes on once code replays its log (`awsworld describe {done.run_id}` says where)"
+            if parked else "the run goes on now")
+    if done.event is None:
+        return f"{what} {wait} had ended by itself: nothing skipped; " + \
+            (then if parked else "the run goes on")
+    return f"skipped {what} {wait} of run {done.run_id} (recorded as {done.event.event_id}); {then}"

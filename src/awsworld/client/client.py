@@ -156,8 +156,7 @@ class Run(Generic[R_co]):
     async def children(self) -> list[Run[Any]]:
         """The child runs this run has started (``await child_wf(...)``, ``start_child``), in call order: read
         from its own steps, so no listing of other runs is needed."""
-        return [Run(self.client, child_run_id(self.run_id, s.step_id)) for s in await self.steps()
-                if s.step_name == START_CHILD and s.status == "completed"]
+        return [Run(self.client, child) for child in child_runs(self.run_id, await self.steps())]
 
     async def steps(self) -> list[Step]:
         """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``)."""
@@ -179,6 +178,12 @@ class Run(Generic[R_co]):
                 except StopAsyncIteration:
                     return
             yield chunk
+
+
+def child_runs(run_id: str, steps: Sequence[Step]) -> list[str]:
+    """The ids of the child runs ``run_id`` started, in call order, from its steps (``Run.children``, ``awsworld
+    describe``): each completed start step names one."""
+    return [child_run_id(run_id, s.step_id) for s in steps if s.step_name == START_CHILD and s.status == "completed"]
 
 
 def cancel_reason(events: Sequence[Event]) -> str | None:

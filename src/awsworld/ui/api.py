@@ -21,8 +21,9 @@ from starlette.responses import JSONResponse
 
 from .._engine.parking import parked_run, shown_status
 from .._timeline import error_lines, error_part, timeline_rows, when
+from .._worker.error_shapes import error_summary
 from ..authoring.durations import parse_duration
-from ..client.client import Client
+from ..client.client import Client, cancel_reason
 from ..client.limits import limit_waits
 from ..schedules.info import schedule_json
 from ..world.entities import Run
@@ -133,6 +134,7 @@ async def runs(request: Request) -> JSONResponse:
     found, cursor = await list_runs(state(request), q, limit=number(q.get("limit"), 50, low=1, high=200))
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
                                    "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
+                                   "error": error_summary(r.error), "errorCode": r.error_code,
                                    "schedule": schedule_json(r.execution_context), "parked": _parked(r)}
                                   for r in found],
                          "cursor": cursor})
@@ -151,6 +153,7 @@ async def run(request: Request) -> JSONResponse:
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
         "completedAt": when(view.completed_at), "attributes": dict(view.attributes), "parked": _parked(view),
         **error_part(view.error, view.error_code),
+        "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,  # as describe --json
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
         "schedule": schedule_json(view.execution_context),
         "limitWaits": waits,  # a limit across runs holds its start, or a step's (client.limits.limit_waits)

@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._published.model import unknown_workflow_note
 from .._timeline import timeline_rows
-from ..client.client import Client
+from ..client.client import Client, cancel_reason
 from ..client.limits import limit_waits
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
@@ -97,7 +97,8 @@ async def run_view(request: Request) -> Response:
     statuses = await api.linked_statuses(ui, view, pic.children)
     waits = await limit_waits(ui.world, run_id, view.status, view.execution_context, events)
     html = run_page(view, pic=pic, rows=timeline_rows(events), streams=streams, statuses=statuses,
-                    allow_writes=ui.allow_writes, now=datetime.now(UTC), limit_waits=waits)
+                    allow_writes=ui.allow_writes, now=datetime.now(UTC), limit_waits=waits,
+                    cancel_reason=cancel_reason(events) if view.status == "cancelled" else None)
     return HTMLResponse(html)
 
 

@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
 from .._timeline import Row, error_lines
-from .._worker.error_shapes import error_summary
+from .._worker.error_shapes import error_brief, error_summary
 from ..client.limits import limit_wait_text
 from ..schedules.info import schedule_label
 from ..world.entities import RUN_STATUSES, Run
@@ -55,7 +55,7 @@ color:#667;font-size:12px;margin-left:220px;margin-right:260px}
 .b-retrying{background:#e0892b}.b-running{background:#3b7dd8}.b-backoff{background:repeating-linear-gradient(
 45deg,#f3c89b 0 3px,#fff 3px 6px)}.b-wait{background:#b08ee0}.b-hook{background:#e3b83b}
 .inl{box-shadow:inset 0 -4px 0 #1d2330}
-.err{color:#a11}.muted{color:#778}button{font-size:12px}td code,pre{word-break:break-all}
+.err{color:#a11;overflow-wrap:anywhere}.muted{color:#778}button{font-size:12px}td code,pre{word-break:break-all}
 .ev td:first-child{white-space:nowrap}.sw{display:inline-block;width:18px;height:10px;border-radius:2px;
 margin:0 4px 0 10px;vertical-align:middle}
 """
@@ -129,6 +129,20 @@ def _scheduled(run: Run) -> str:
     return "" if label is None else f"<br><span class=muted>{esc(label)}</span>"
 
 
+LIST_ERROR_CHARS = 160
+"""A failed run's error in the runs table is cut to this many characters (with ``…``): the run's page has it
+whole."""
+
+
+def _list_error(run: Run) -> str:
+    """A failed run's error, one line, in the runs table: why it failed without opening it."""
+    text = error_brief(run.error) if run.error is not None and run.status == "failed" else None
+    if not text:
+        return ""
+    cut = text if len(text) <= LIST_ERROR_CHARS else text[:LIST_ERROR_CHARS] + "…"
+    return f"<span class=err>{esc(cut)}</span>"
+
+
 def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None, status: str | None,
               since: str | None, cursor: str | None, note: str | None = None) -> str:
     options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
@@ -139,18 +153,19 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
     rows = "".join(
         f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}{_scheduled(r)}</td>"
         f"<td>{_status(shown_status(r.status, r.attributes))}</td>"
-        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td></tr>" for r in runs)
+        f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td><td>{_list_error(r)}</td></tr>"
+        for r in runs)
     if not runs:
         more = " on these pages; the next page reads on" if next_cursor else ""
-        rows = f"<tr><td colspan=5 class=muted>no runs{more}{f' ({esc(note)})' if note else ''}</td></tr>"
+        rows = f"<tr><td colspan=6 class=muted>no runs{more}{f' ({esc(note)})' if note else ''}</td></tr>"
     base = {k: v for k, v in (("workflow", workflow), ("status", status), ("since", since)) if v}
     nav = []
     if cursor:
         nav.append(f"<a href='/?{esc(urlencode(base))}'>first page</a>")
     if next_cursor:
         nav.append(f"<a rel=next href='/?{esc(urlencode({**base, 'cursor': next_cursor}))}'>next page</a>")
-    table = ("<table><tr><th>run</th><th>workflow</th><th>status</th><th>created</th><th>completed</th></tr>"
-             f"{rows}</table>")
+    table = ("<table><tr><th>run</th><th>workflow</th><th>status</th><th>created</th><th>completed</th>"
+             f"<th>error</th></tr>{rows}</table>")
     return layout("runs", f"<main><h2>Runs</h2>{form}{table}<p>{' · '.join(nav)}</p></main>")
 
 
@@ -184,13 +199,13 @@ def _lane(lane: Lane, start: datetime, end: datetime, span: float) -> str:
             stop = attempt.end or end
             path = "inline" if attempt.inline else "queued"
             title = f"attempt {attempt.number} ({path}): {attempt.outcome}, {_ms(attempt.start, stop)}"
-            if attempt.error:
-                title += f" — {attempt.error}"
+            if attempt.error:  # (a tooltip: cut, the event's row has the whole a click away)
+                title += f" — {_cut(attempt.error)}"
             bars.append(_bar(attempt.outcome, attempt.start, stop, start, span, title, inline=attempt.inline))
             if attempt.outcome == "retrying":
                 nxt = lane.attempts[i + 1].start if i + 1 < len(lane.attempts) else end
                 bars.append(_bar("backoff", stop, nxt, start, span, f"back-off {_ms(stop, nxt)} before a retry"))
-        errors = [f"#{a.number} {a.error}" for a in lane.attempts if a.error]
+        errors = [f"#{a.number} {_cut(a.error)}" for a in lane.attempts if a.error]  # (the lane shows a line)
         count = f"{len(lane.attempts)} attempt{'s' if len(lane.attempts) != 1 else ''}"
         if lane.path:
             count += f", {lane.path}"
@@ -232,11 +247,32 @@ def timeline_html(pic: Picture, *, now: datetime | None = None) -> str:
     return f"<div class=wf><div class=axis>{ticks}</div>{lanes or '<p class=muted>no steps</p>'}</div>{legend}"
 
 
+def _cut(text: str) -> str:
+    """``text`` up to ``VALUE_CHARS`` characters, ``…`` marking a cut."""
+    return text if len(text) <= VALUE_CHARS else text[:VALUE_CHARS] + "…"
+
+
+FOLD_CHARS = 1000
+"""A run's error message longer than this shows its first ``VALUE_CHARS`` characters in the summary, and the whole
+under a fold: a 32 KB message filled screens above the waterfall."""
+
+
+def _folded(text: str) -> str:
+    """An error message for the run's summary: whole when short, else cut with the whole a click away."""
+    if len(text) <= FOLD_CHARS:
+        return f"<span class=err>{esc(text)}</span>"
+    return (f"<span class=err>{esc(_cut(text))}</span><details><summary>whole message ({len(text):,} chars)"
+            f"</summary><pre class=tb>{esc(text)}</pre></details>")
+
+
 def _value_cell(run_id: str, row: Row) -> str:
-    if row.error is not None:
-        more = (f" <button data-error='{esc(row.event_id)}'>traceback</button>"
-                if (row.error_details or {}).get("stack") else "")
-        return f"<span class=err>{esc(row.error)}</span>{more}"
+    if row.error is not None:  # cut as a value is (a 32 KB message on each of six attempts made a 400 KB page)
+        cut = len(row.error) > VALUE_CHARS
+        stack = bool((row.error_details or {}).get("stack"))
+        label = ("whole error and traceback" if stack else "whole error") if cut else "traceback" if stack else ""
+        more = f" <button data-error='{esc(row.event_id)}'>{label}{f' ({len(row.error):,} chars)' if cut else ''}" \
+               "</button>" if label else ""
+        return f"<span class=err>{esc(_cut(row.error))}</span>{more}"
     if not row.has_value:
         return ""
     text = compact(row.value)
@@ -255,16 +291,17 @@ def event_rows(run_id: str, rows: Iterable[Row]) -> str:
 def error_facts(error: dict[str, Any]) -> list[tuple[str, str]]:
     """A failed run's error for its summary: the error, the step or child run that failed (for a step's or a
     child's error the workflow let through: its original type and message) and the tracebacks, folded."""
-    facts = [("error", f"<span class=err>{esc(error_summary(error) or '')}</span>")]
     cause = error.get("cause")
+    summary = error_summary(error) or ""
+    # A step's message is whole on its own line below: the summary only cuts it. The run's own is folded whole.
+    facts = [("error", f"<span class=err>{esc(_cut(summary))}</span>" if isinstance(cause, dict) else _folded(summary))]
     if isinstance(cause, dict):
         child = error.get("childRunId")
         attempt = f", attempt {error['attempt']}" if error.get("attempt") else ""
         where = (f"{run_link(str(child))} ({esc(error.get('childWorkflowName'))})" if child else
                  f"<code>{esc(error.get('stepName'))}</code> ({esc(error.get('stepId'))}{esc(attempt)})")
-        facts.append(("failed child" if child else "failed step",
-                      f"{where}: <span class=err>{esc(cause.get('type') or cause.get('name'))}: "
-                      f"{esc(cause.get('message', ''))}</span>"))
+        original = f"{cause.get('type') or cause.get('name')}: {cause.get('message', '')}"
+        facts.append(("failed child" if child else "failed step", f"{where}: {_folded(original)}"))
     lines = error_lines(error)
     if lines:
         facts.append(("traceback", f"<details><summary>show</summary><pre class=tb>{esc(chr(10).join(lines))}</pre>"
@@ -280,7 +317,7 @@ def _linked(run_id: str, statuses: dict[str, str]) -> str:
 
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
              statuses: dict[str, str], allow_writes: bool, now: datetime,
-             limit_waits: list[dict[str, Any]] | None = None) -> str:
+             limit_waits: list[dict[str, Any]] | None = None, cancel_reason: str | None = None) -> str:
     live = not run.is_terminal
     parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)),
@@ -291,6 +328,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("parked", f"since {_time(parked.since)}: {esc(why(parked.change))}"
                                 f"<code>{esc(parked.divergence)}</code><br><span class=muted>"
                                 f"{esc(ways_out(run.run_id, parked.change))}</span>"))
+    if cancel_reason:  # (the reason `cancel --reason` gave, as describe's "reason" line)
+        facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     for wait in limit_waits or ():  # a limit across runs holds the run's start, or a step's

@@ -1,0 +1,127 @@
+"""``awsworld describe``'s text on runs of the memory World (``cli.runs.describe_document``, the document the CLI
+reads from the stack, printed as the command prints it): a long error is whole once, on its ``error`` line, not
+twice (the status line repeated a 32 KB message); a parked run whose log has nothing open waits on code, not on
+"its next delivery" (a delivery replays it and parks it again); and ``skip`` of a parked run's wait says it stays
+parked, where it said "the run goes on now"."""
+
+from __future__ import annotations
+
+import pytest
+
+from awsworld import WorkflowRunFailedError, sleep, step, workflow
+from awsworld._engine.parking import PARKED_ATTRIBUTE, parked_run
+from awsworld.authoring.definitions import REGISTRY, WorkflowDef
+from awsworld.cli.runs import STATUS_ERROR_CHARS, _print_description, describe_document
+from awsworld.cli.skip import skipped_text
+from awsworld.testing import WorkflowTestEnv
+
+LONG = "no stock for item " + "x" * 2000
+
+
+@step(name="describe_text.reserve", max_retries=0)
+async def reserve() -> None:
+    raise LookupError(LONG)
+
+
+@workflow(name="describe_text.order")
+async def order() -> None:
+    await reserve()
+
+
+@step(name="describe_text.label")
+async def label(text: str) -> str:
+    return text
+
+
+@workflow(name="describe_text.sleeps")
+async def sleeps(text: str) -> None:
+    await label(text)
+    await sleep("1h")
+
+
+async def relabels(text: str) -> None:
+    await label(text + "!")
+    await sleep("1h")
+
+
+async def test_a_long_error_is_whole_once(capsys: pytest.CaptureFixture[str]) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(order)
+        with pytest.raises(WorkflowRunFailedError):
+            await run.result()
+        _print_description(await describe_document(env.client, run.run_id))
+    text = capsys.readouterr().out
+    status = next(line for line in text.splitlines() if line.startswith("status "))
+    assert status.endswith("… (whole below))") and len(status) < STATUS_ERROR_CHARS + 80, status
+    assert f"error     LookupError: {LONG}\n" in text and text.count(LONG) == 1, "whole on its error line only"
+
+
+async def test_a_parked_run_with_nothing_open_waits_on_code(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(sleeps, "a")
+        await env.idle()
+        monkeypatch.setitem(REGISTRY.workflows, "describe_text.sleeps", WorkflowDef("describe_text.sleeps", relabels))
+        await env.client.skip_wait(run.run_id)
+        await env.idle()
+        view = await env.world.runs.get(run.run_id, resolve_data="none")
+        assert view.status == "running" and PARKED_ATTRIBUTE in view.attributes
+        document = await describe_document(env.client, run.run_id)
+        _print_description(document)
+    text = capsys.readouterr().out
+    assert document["waitingOn"] == [] and "status    parked\n" in text
+    assert "waits on  code that replays its log (see parked above)\n" in text, text
+    assert "next delivery" not in text
+
+
+async def test_skipping_a_parked_runs_sleep_says_it_stays_parked(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWSWORLD_ON_DIVERGENCE", "park")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(sleeps, "a")
+        await env.idle()
+        monkeypatch.setitem(REGISTRY.workflows, "describe_text.sleeps", WorkflowDef("describe_text.sleeps", relabels))
+        await env.client.wake(run.run_id)  # replayed against the changed code: parked, its sleep still open
+        await env.idle()
+        view = await env.world.runs.get(run.run_id, resolve_data="none")
+        assert PARKED_ATTRIBUTE in view.attributes
+        done = await env.client.skip_wait(run.run_id)
+        after = await env.world.runs.get(run.run_id, resolve_data="none")  # what the command reads after the skip
+        text = skipped_text(done, parked=parked_run(after.status, after.attributes) is not None)
+    assert text.startswith("skipped wait wait_2: until ") and f" of run {run.run_id} (recorded as " in text, text
+    assert text.endswith(f"the run is parked: it goes on once code replays its log (`awsworld describe "
+                         f"{run.run_id}` says where)"), text
+    assert "goes on now" not in text
+
+
+@workflow(name="describe_text.child")
+async def child(n: int) -> int:
+    return n
+
+
+@workflow(name="describe_text.parent")
+async def parent() -> int:
+    await label("x")
+    return await child(1) + await child(2)
+
+
+async def test_describe_reads_the_steps_once_without_their_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    """It read them twice (its own list, then ``Run.children``'s), values and all: a 200-step fan-out's describe took
+    3.2 s under dev, 1.7 s now, and a step's large result was fetched to show nothing of it."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(parent)
+        assert await run.result() == 3
+        listed: list[object] = []
+        steps_list = env.world.steps.list
+
+        async def recorded(*args: object, **kwargs: object) -> object:
+            listed.append(kwargs.get("resolve_data"))
+            return await steps_list(*args, **kwargs)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(env.world.steps, "list", recorded)
+        document = await describe_document(env.client, run.run_id)
+    assert listed == ["none"], listed
+    assert [(c["runId"], c["status"]) for c in document["children"]] == [
+        (f"{run.run_id}.step_2", "completed"), (f"{run.run_id}.step_4", "completed")]
+    assert [s["name"] for s in document["steps"]["list"]] == ["describe_text.label", "awsworld.start_child",
+                                                              "awsworld.start_child"]
