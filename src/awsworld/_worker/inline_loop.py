@@ -26,12 +26,12 @@ from .._engine.execution import WorkflowExecution
 from .._engine.ops import StepOp
 from .._engine.parking import parked_in_log
 from ..authoring.definitions import Registry, WorkflowDef
-from ..durable.class_paths import same_classes
 from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
     USER_ERROR,
     ReplayDivergenceError,
 )
+from ..durable.class_paths import same_classes
 from ..world.clock import clock_of
 from ..world.cursors import slot_cursor
 from ..world.errors import InBandSupersededError, RunGoneError
