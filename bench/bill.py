@@ -59,7 +59,19 @@ from typing import Any
 
 import boto3
 
-from awsworld import Client, Concurrency, RateLimit, Run, Schedule, create_hook, get_writable, sleep, step, workflow
+from awsworld import (
+    Client,
+    Concurrency,
+    RateLimit,
+    Run,
+    Schedule,
+    batch_map,
+    create_hook,
+    get_writable,
+    sleep,
+    step,
+    workflow,
+)
 from awsworld._worker.tick import TICK_BODY
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
@@ -676,6 +688,11 @@ async def bill_fanout(n: int) -> int:
     return sum(await asyncio.gather(*(bill_add(i) for i in range(n))))
 
 
+@workflow(name="bill.bounded_fanout")
+async def bill_bounded_fanout(n: int, limit: int) -> int:
+    return sum((await batch_map(bill_add, range(n), max_concurrency=limit)).values())
+
+
 @workflow(name="bill.sleep_hook")
 async def bill_sleep_hook(token: str) -> int:
     a = await bill_add(0)
@@ -780,6 +797,13 @@ class Harness:
         async def body() -> None:
             assert await self.result(await self.client.start(bill_fanout, n)) == n * (n + 1) // 2
         return await self.measure("fan-out", "step", n, body)
+
+    async def bounded_fan_out(self, n: int, limit: int) -> Result:
+        """``map`` with ``max_concurrency``: every item's end wakes the workflow (a slot opened), unlike the
+        unbounded fan-out above, where only the last one does."""
+        async def body() -> None:
+            assert await self.result(await self.client.start(bill_bounded_fanout, n, limit)) == n * (n + 1) // 2
+        return await self.measure(f"bounded fan-out ({limit} at a time)", "step", n, body)
 
     async def sleep_hook(self) -> Result:
         token = f"bill-{uuid.uuid4().hex}"
@@ -1115,6 +1139,7 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("realistic", lambda: harness.values(n, "realistic")),
                 ("incompressible", lambda: harness.values(n, "incompressible")),
                 ("fanout", lambda: harness.fan_out(fan)),
+                ("bounded", lambda: harness.bounded_fan_out(fan, max(2, fan // 4))),
                 ("sleephook", harness.sleep_hook),
                 ("stream", lambda: harness.stream(chunks)),
                 ("tick", harness.tick),

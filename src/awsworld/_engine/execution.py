@@ -55,6 +55,7 @@ from ..authoring.poll_spec import PollSpec
 from ..authoring.rebuilt_errors import rebuild
 from ..authoring.runtime import MadeCall, StepRef, WorkflowMetadata, WorkflowRef, current_runtime, wakes_on
 from ..durable import codecs, json_data, serde
+from ..durable.class_paths import noting_classes
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..world.events import Event
@@ -108,6 +109,8 @@ class WorkflowExecution:
         self.cancelled = False
         self.terminal: str | None = None
         self.failure: BaseException | None = None  # what ``advance`` raised: raised again by every later call
+        self.refused = False  # an op the World refused to record (``refuse``): a state no event in the log shows
+        self.classes: dict[str, type] = {}  # the class paths its values were read with (``class_paths.noting_classes``)
         self.calls: list[MadeCall] = []
         """The step and child calls the body made (``WorkflowRuntime.calls``), checked when it returns."""
 
@@ -145,7 +148,8 @@ class WorkflowExecution:
         if self.failure is not None:
             raise self.failure
         try:
-            self._advance()
+            with noting_classes(self.classes):  # (the body's task copies it when it starts: its reads are noted too)
+                self._advance()
         except BaseException as failure:
             self.failure = failure
             raise
@@ -538,6 +542,7 @@ class WorkflowExecution:
         """The World refused to record ``op`` for good (its input is over the value limit, say): the call
         raises ``error`` where the workflow awaits it. Replays refuse it the same way, so it stays
         deterministic without an event."""
+        self.refused = True
         self._new.pop(op.id, None)
         if isinstance(op, HookOp):
             op.fail(error)

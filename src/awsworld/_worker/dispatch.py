@@ -110,7 +110,10 @@ class Worker:
                 and outcome.status not in message.wakes_on:
             return Outcome(f"step-{outcome.status}")  # another step of the run is still open: its end continues
         # The last open step of the run finished here, or an end the workflow reacts to at once (a batch's item:
-        # ``authoring.runtime.wakes_on``): continue the workflow inline, no queue round trip.
+        # ``authoring.runtime.wakes_on``): continue the workflow inline, no queue round trip; or, when a flow of
+        # the run works in this worker already, hand it the wake (``flow_state.HandedWakes``): it reads the end.
+        if outcome.status in ("completed", "failed") and self.settings.wakes.hand(message.run_id):
+            return Outcome(f"step-{outcome.status}-handed")
         found_finished = message.step_id if outcome.status == "finished-already" else None
         flow = Flow(self.world, self.registry, FlowMessage(message.run_id, message.workflow_name), deadline,
                     self.settings, message_id=message_id, after_finished_step=found_finished)

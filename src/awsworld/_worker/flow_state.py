@@ -6,7 +6,8 @@ count) and which open steps are this delivery's to run (``StepClaims``); and the
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -34,12 +35,112 @@ class FlowStats:
     replays: int = 0
     ends_with_next: int = 0  # inline step outcomes shown to the workflow first, then written by the flow's next write
     fallbacks: int = 0  # such writes that failed: the outcome was recorded the old way
+    resumed: bool = False  # went on from a replay an earlier delivery kept (``KeptReplays``), not the whole log
+    handed_wakes: int = 0  # wakes of step deliveries this flow settled for them (``HandedWakes``)
+
+
+KEPT_EVENTS = 20_000
+"""Events the replays a worker keeps between deliveries may hold in all (``KeptReplays``): a bound on memory."""
+
+
+class KeptReplays:
+    """Replays of suspended runs, kept by the worker between deliveries (``FlowSettings.kept``), so the next
+    delivery for the run in this process goes on from where the last one stopped: it reads the events past the
+    kept cursor and replays those, not the whole log again. A bounded map is the case it is for: every item's end
+    wakes the workflow (``authoring/batch.py``, ``_wakes_on``), so a run of N items is N deliveries that each
+    replayed the whole log, O(N^2) events read and applied; kept, each reads and applies what is new.
+
+    Sound because a log only grows (nothing rewrites or drops an event of a live run) and a replay is a function
+    of the log: an execution that has applied the first ``k`` events is what a fresh replay of those ``k`` events
+    is, the state one delivery already carries from write to write (``_engine/execution.py``). Only a replay at
+    rest is kept (the flow suspended: nothing held to write, no failure, nothing refused), and a delivery takes it
+    out while it works on it (``take``), so two deliveries never share one. Evicted oldest first past
+    ``max_events`` in all."""
+
+    def __init__(self, max_events: int = KEPT_EVENTS) -> None:
+        self.max_events = max_events
+        self._kept: OrderedDict[str, tuple[WorkflowExecution, str | None]] = OrderedDict()
+        self._events = 0
+        self.resumed = 0  # deliveries that went on from a kept replay (a figure for tests and benchmarks)
+
+    def take(self, run_id: str) -> tuple[WorkflowExecution, str | None] | None:
+        kept = self._kept.pop(run_id, None)
+        if kept is not None:
+            self._events -= len(kept[0].log)
+        return kept
+
+    def keep(self, run_id: str, execution: WorkflowExecution, cursor: str | None) -> None:
+        """Keep ``execution`` (read up to ``cursor``) for the run's next delivery. Of two (deliveries of the run
+        that worked at once), the one that has read further is kept."""
+        earlier = self.take(run_id)
+        if earlier is not None:
+            if len(earlier[0].log) > len(execution.log):
+                earlier, (execution, cursor) = (execution, cursor), earlier
+            earlier[0].close()
+        if len(execution.log) > self.max_events:
+            execution.close()
+            return
+        self._kept[run_id] = (execution, cursor)
+        self._events += len(execution.log)
+        while self._events > self.max_events:
+            _, (oldest, _) = self._kept.popitem(last=False)
+            self._events -= len(oldest.log)
+            oldest.close()
+
+    def __len__(self) -> int:
+        return len(self._kept)
+
+
+class HandedWakes:
+    """Wakes a step delivery hands to a flow of the same run already working in this worker, rather than
+    replaying the run itself (``dispatch.Worker._step``). A bounded map's every item end wakes the workflow; run
+    side by side, each of those flows read the whole log and all but one had their first write superseded by
+    another's, for one follow-up flow more. Handed over, one flow settles them all with one read of the log's
+    tail.
+
+    A flow is open to wakes (``open``) while every wake handed to it is sure to be seen: it reads the log's tail
+    and advances the workflow once more before it suspends or runs a step inline (``handed``, which closes it
+    when nothing was handed, in the same synchronous call: no wake lands in between). It closes before any other
+    way out (a superseded flow before it queues its follow-up; an error before its message is redelivered), each
+    of which leaves a later replay to come, and a step's end is recorded before it is handed. While a flow runs a
+    step inline it is closed, so a wake never waits for another step's body. One flow per run at a time."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, bool] = {}  # run id -> a wake was handed since the flow last looked
+
+    def open(self, run_id: str) -> bool:
+        """Open the run to wakes for the calling flow; False when another flow of the run holds it."""
+        if run_id in self._open:
+            return False
+        self._open[run_id] = False
+        return True
+
+    def hand(self, run_id: str) -> bool:
+        """Hand a wake to the run's open flow: False when none is open (the caller continues the run itself)."""
+        if run_id not in self._open:
+            return False
+        self._open[run_id] = True
+        return True
+
+    def handed(self, run_id: str) -> bool:
+        """Whether a wake was handed since the last look (the flag is cleared, the run stays open); when not,
+        the run is closed to wakes."""
+        if self._open.get(run_id):
+            self._open[run_id] = False
+            return True
+        self._open.pop(run_id, None)
+        return False
+
+    def close(self, run_id: str) -> None:
+        self._open.pop(run_id, None)
 
 
 @dataclass
 class FlowSettings:
     max_events: int = 10_000
     deployment: str | None = None  # the deployment this worker's code is (``_deployments.pins``); None: no pinning
+    kept: KeptReplays = field(default_factory=KeptReplays)  # one per worker: its flows share it
+    wakes: HandedWakes = field(default_factory=HandedWakes)  # one per worker too
 
 
 @dataclass
@@ -64,6 +165,7 @@ class FlowLog:
         self.run_id = run_id
         self.cursor: str | None = None
         self.seq_in_band = 0
+        self.seen: int | None = None  # the log's length as the last read's first page found it (its snapshot)
         self.execution: WorkflowExecution | None = None
 
     def replay(self) -> WorkflowExecution:
@@ -79,13 +181,38 @@ class FlowLog:
 
     async def load_all(self) -> list[Event]:
         """Every event past the cursor (the whole log the first time, with its in-band count)."""
+        return await self._load(counters=self.cursor is None)
+
+    async def resume(self, execution: WorkflowExecution, cursor: str | None) -> bool:
+        """Go on with a replay an earlier delivery kept (``KeptReplays``): read the events past its cursor, with
+        the log's in-band count as a first read takes it, and append them. False (nothing held, the replay
+        closed) when they do not follow on from it; the caller then reads the log afresh."""
+        self.execution, self.cursor = execution, cursor
+        held = len(execution.log)
+        try:
+            events = await self._load(counters=True)
+            execution.append(events)
+        except LogGapError:
+            self.forget()
+            return False
+        if self.seen is not None and self.seen < held:  # (a log never shrinks: not this run's replay)
+            self.forget()
+            return False
+        return True
+
+    async def _load(self, *, counters: bool) -> list[Event]:
+        """The events past the cursor; ``counters``: take the in-band count from the first page's snapshot
+        (read before its events: every in-band write it counts is among them)."""
         events: list[Event] = []
         cursor = self.cursor
         first = True
+        self.seen = None
         while True:
             page = await self.world.events.list(self.run_id, cursor=cursor, resolve_data="skip-step-inputs")
-            if first and page.snapshot is not None and self.cursor is None:
-                self.seq_in_band = page.snapshot.seq_in_band
+            if first and page.snapshot is not None:
+                self.seen = page.snapshot.seq
+                if counters:
+                    self.seq_in_band = page.snapshot.seq_in_band
             first = False
             events.extend(page.data)
             cursor = page.cursor or cursor

@@ -31,7 +31,9 @@ from ..authoring.errors import (
     USER_ERROR,
     ReplayDivergenceError,
 )
+from ..durable.class_paths import same_classes
 from ..world.clock import clock_of
+from ..world.cursors import slot_cursor
 from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
 from ..world.messages import FlowMessage
@@ -85,21 +87,30 @@ class Flow:
         self.provisional = ProvisionalOutcomes(self.log, self.messages, self.registry, self.settings, self.stats)
         self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)
         self.endings = RunEndings(self.log, self.messages)
+        self.open_to_wakes = False  # step deliveries of the run may hand this flow their wakes (``HandedWakes``)
 
     # ------------------------------------------------------------------ entry
 
     async def run(self) -> str:
+        stopped: str | None = None  # how it stopped, for the finally (None: an error)
+        self.open_to_wakes = self.settings.wakes.open(self.run_id)
         try:
-            status = await self._run_holding_steps()
+            status = stopped = await self._run_holding_steps()
         except InBandSupersededError as superseded:
+            self._close_to_wakes()  # (before the follow-up: a wake handed from now on is its delivery's own)
             # Another flow wrote first: one follow-up delivery (shared by every flow refused by that write).
             await self.messages.queue_flow(f"superseded:{superseded.seq_in_band}")
-            return "superseded"
+            stopped = "superseded"
+            return stopped
         except RunGoneError:
-            status = "gone"
+            status = stopped = "gone"
         finally:
+            self._close_to_wakes()
             if self.log.execution is not None:
-                self.log.execution.close()
+                if self._keepable(stopped):  # read up to its last event (what it wrote, too)
+                    self.settings.kept.keep(self.run_id, self.log.execution, slot_cursor(len(self.log.execution.log)))
+                else:
+                    self.log.execution.close()
         if status in ("completed", "failed", "gone"):  # child workflows: report to a parent, cancel children
             execution = self.log.execution
             ended = execution.log if execution else self.ended_log
@@ -123,10 +134,39 @@ class Flow:
                 return await self._run()
             except InBandSupersededError:
                 if not self.claims.holds_steps(self.log.execution):
+                    if self._handed():  # a step's end was handed to this flow: go on (from the kept replay)
+                        self._keep_and_forget("superseded")
+                        continue
                     raise
                 log.info("run %s: another flow wrote first; replaying its log to run the steps this delivery holds",
                          self.run_id)
                 self._forget_replay()
+
+    def _handed(self) -> bool:
+        """Whether a step delivery handed this flow its wake since it last looked (``HandedWakes``); when not,
+        the flow is closed to wakes from now on (in the same call: none can be handed in between)."""
+        if not self.open_to_wakes:
+            return False
+        if self.settings.wakes.handed(self.run_id):
+            self.stats.handed_wakes += 1
+            return True
+        self.open_to_wakes = False
+        return False
+
+    def _close_to_wakes(self) -> None:
+        if self.open_to_wakes:
+            self.settings.wakes.close(self.run_id)
+            self.open_to_wakes = False
+
+    def _keep_and_forget(self, status: str) -> None:
+        """Hand the replay to ``KeptReplays`` (when it may be kept, else drop it) for the next ``_run`` to take;
+        what this delivery meant to run inline is forgotten, as ``_forget_replay`` does."""
+        execution = self.log.execution
+        if execution is not None and self._keepable(status):
+            self.settings.kept.keep(self.run_id, execution, slot_cursor(len(execution.log)))
+            self.log.execution = None
+            self.log.cursor, self.log.seq_in_band = None, 0
+        self._forget_replay()
 
     def _forget_replay(self) -> None:
         """Drop the replay (and what this delivery meant to run inline but never started: another flow may have
@@ -136,18 +176,22 @@ class Flow:
         self.claims.owned.clear()
 
     async def _run(self) -> str:
-        log = await self.log.load_all()
+        known = self.registry.workflows.get(self.message.workflow_name)
+        resumed = await self._resume(known)
+        log = self.log.replay().log if resumed else await self.log.load_all()
         if any(e.event_type in TERMINAL for e in log):
             self.ended_log = log
             return "gone"
-        known = self.registry.workflows.get(self.message.workflow_name)
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
         self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
         definition = self.registry.workflow(self.message.workflow_name)
-        created = (log[0].event_data or {}) if log else {}
-        seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
-        execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
-        execution.append(log)
+        if resumed:
+            execution = self.log.replay()
+        else:
+            created = (log[0].event_data or {}) if log else {}
+            seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
+            execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
+            execution.append(log)
         self.endings.parked = parked_in_log(log)
         if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
             await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
@@ -162,6 +206,36 @@ class Flow:
             if self.provisional.pending is not None:  # a consumed step result is never lost: record it first
                 await self.provisional.record_now()
             raise
+
+    async def _resume(self, known: WorkflowDef | None) -> bool:
+        """Go on from the replay an earlier delivery of this worker kept for the run (``KeptReplays``), when it
+        replays this same code: True when the flow now holds it, the events past it read and appended (not yet
+        applied: the loop's ``advance`` does that, as for a fresh replay)."""
+        kept = self.settings.kept.take(self.run_id)
+        if kept is None:
+            return False
+        execution, cursor = kept
+        if known is None or execution.definition is not known or execution.registry is not self.registry \
+                or not same_classes(execution.classes):
+            execution.close()  # (the code was reloaded or edited since: replay it afresh, reading every value again)
+            return False
+        if not await self.log.resume(execution, cursor):
+            return False
+        self.settings.kept.resumed += 1
+        self.stats.resumed = True
+        return True
+
+    def _keepable(self, status: str | None) -> bool:
+        """Whether this flow's replay may be kept for the run's next delivery (``KeptReplays``): when the workflow
+        suspended, or another flow's write superseded this one's (nothing of the refused write landed: the
+        replay holds the log as read, and what the code declared at its end, which the next delivery's replay
+        would declare there too); never with anything that is not a function of the log (a consumed outcome not
+        written, a patch marker answered and not recorded, an op the World refused, a failure), nor when this
+        delivery comes back as itself."""
+        execution = self.log.execution
+        return (status in ("suspended", "superseded") and execution is not None and self.redeliver_after is None
+                and execution.failure is None and execution.terminal is None and not execution.done
+                and not execution.refused and not execution.pending_markers and self.provisional.pending is None)
 
     async def _admit(self, definition: WorkflowDef, log: list[Event]) -> str | None:
         """A pending run's slot of its workflow's limit (``run_limits``): None when it may start; ``waiting``
@@ -227,8 +301,15 @@ class Flow:
             inline = await self._dispatch(execution)
             if inline is None:
                 await self._suspend(execution)
+                if self._handed():  # a step's end landed meanwhile, its wake handed here: read it and go on
+                    await flow_log.reload_tail()
+                    continue
                 return "suspended"
-            await self._run_inline(inline)
+            if self._handed():  # first what was handed (the step stays this delivery's: the next turn runs it)
+                await flow_log.reload_tail()
+                continue
+            await self._run_inline(inline)  # (closed to wakes meanwhile: one waits for no other step's body)
+            self.open_to_wakes = self.settings.wakes.open(self.run_id)
 
     async def _dispatch(self, execution: WorkflowExecution) -> StepOp | None:
         assert self.provisional.pending is None

@@ -53,6 +53,33 @@ def kept_modules(modules: Mapping[str, ModuleType]) -> Generator[None]:
         _KEPT.reset(token)
 
 
+_RESOLVED: ContextVar[dict[str, type] | None] = ContextVar("awsworld_resolved_classes", default=None)
+
+
+@contextlib.contextmanager
+def noting_classes(into: dict[str, type]) -> Generator[None]:
+    """While inside (and in the tasks started inside), every path ``import_class`` resolves is noted in ``into``
+    with the class it found: what a replay read its values with, so a replay kept for later can tell whether the
+    names still lead to the same classes (``_worker/flow_state.py``, ``KeptReplays``)."""
+    token = _RESOLVED.set(into)
+    try:
+        yield
+    finally:
+        _RESOLVED.reset(token)
+
+
+def same_classes(noted: Mapping[str, type]) -> bool:
+    """Whether every path in ``noted`` still resolves to the class noted for it (a reload or an edit rebinds
+    names: a value read with the old class may not be readable with the new one)."""
+    for path, cls in noted.items():
+        try:
+            if import_class(path) is not cls:
+                return False
+        except ClassPathError:
+            return False
+    return True
+
+
 def import_class(path: str) -> type:
     """Resolve ``module:QualName`` by importing the module and walking attributes. Never evaluates code from
     the data: a name that is not made of identifiers, or that does not lead to a class, is refused."""
@@ -72,4 +99,7 @@ def import_class(path: str) -> type:
             raise ClassPathError(f"cannot load {path!r}: {module_name!r} has no {qualname!r}") from exc
     if not isinstance(obj, type):
         raise ClassPathError(f"refusing class path {path!r}: not a class")
+    noted = _RESOLVED.get()
+    if noted is not None:
+        noted[path] = obj
     return obj
