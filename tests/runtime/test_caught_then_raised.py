@@ -20,19 +20,19 @@ from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import StructuredError
 
 
-@step(name="caught.book")
+@step(name="reraised.book")
 async def book(what: str) -> str:
     if what == "car":
         raise FatalError("no convertible left")
     return f"booked {what}"
 
 
-@step(name="caught.unbook")
+@step(name="reraised.unbook")
 async def unbook(what: str) -> None:
     return None
 
 
-@workflow(name="caught.saga")
+@workflow(name="reraised.saga")
 async def saga() -> list[str]:
     undo: list[str] = []
     try:
@@ -46,17 +46,17 @@ async def saga() -> list[str]:
     return undo
 
 
-@workflow(name="caught.fan")
+@workflow(name="reraised.fan")
 async def fan() -> list[str]:
     return list(await asyncio.gather(*(book(w) for w in ["a", "car", "b", "c"])))
 
 
-@workflow(name="caught.child")
+@workflow(name="reraised.child")
 async def child() -> None:
     await book("car")
 
 
-@workflow(name="caught.parent")
+@workflow(name="reraised.parent")
 async def parent() -> None:
     try:
         await child()
@@ -80,6 +80,7 @@ async def test_a_caught_and_raised_failure_says_what_the_workflow_did_after_it(
         shown: dict[str, str] = {}
         for name, run in runs.items():
             view = await run.get()
+            capsys.readouterr()  # (what was written before, the runs' own log lines among them, is not the part)
             print_error_part(json.loads(json.dumps(error_part(view.error, view.error_code))))
             shown[name] = capsys.readouterr().out
         logged = {name: next(r.getMessage() for r in caplog.records
@@ -87,14 +88,14 @@ async def test_a_caught_and_raised_failure_says_what_the_workflow_did_after_it(
         saga_error = (await runs["saga"].get()).error
         assert isinstance(saga_error, StructuredError) and saga_error.step_id == "step_3"
         stored = saga_error.model_dump(by_alias=True, exclude_none=True)
-        assert (stored["callsAfter"], stored["callsAfterNames"]) == (2, ["caught.unbook"])
-        said = "the workflow caught it, made 2 more calls (caught.unbook), then raised it again:"
+        assert (stored["callsAfter"], stored["callsAfterNames"]) == (2, ["reraised.unbook"])
+        said = "the workflow caught it, made 2 more calls (reraised.unbook), then raised it again:"
         assert said in shown["saga"] and "did not catch it" not in shown["saga"], shown["saga"]
         assert f"and {said}" in logged["saga"], logged["saga"]
         assert "the workflow did not catch it:" in shown["fan"] and "caught it" not in shown["fan"], \
             "a fan-out's other steps were made before the failure: not calls after it"
         fan_error = (await runs["fan"].get()).error
         assert fan_error is not None and "callsAfter" not in fan_error.model_dump(by_alias=True)
-        assert "the workflow caught it, made 2 more calls (sleep, caught.unbook), then raised it again:" in \
+        assert "the workflow caught it, made 2 more calls (sleep, reraised.unbook), then raised it again:" in \
             shown["parent"], shown["parent"]
         assert "and the workflow caught it, made 2 more calls" in logged["parent"]
