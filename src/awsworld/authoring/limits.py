@@ -61,9 +61,11 @@ class Concurrency:
 
 @dataclass(frozen=True)
 class RateLimit:
-    """At most ``rate`` starts per key (``"50/s"``, ``"10/m"``, ``"5/10s"``), with bursts of up to ``burst`` at
-    once (default: one period's worth). A token bucket: excess starts wait for their token (nothing is dropped),
-    each coming back at the time it reserved, holding no container meanwhile."""
+    """Starts at ``rate`` per key (``"50/s"``, ``"10/m"``, ``"5/10s"``), with bursts of up to ``burst`` at once
+    (default: one period's worth). The burst comes on top of the rate: a period admits up to ``burst`` + the rate's
+    count - 1 (``"10/m"``: 19 in a first minute), so an API that counts calls per window wants ``burst=1``. A token
+    bucket: excess starts wait for their token (nothing is dropped), each coming back at the time it reserved,
+    holding no container meanwhile."""
 
     rate: str
     burst: int | None = None
