@@ -88,7 +88,11 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     first = dev.json("start", "clitest.per_customer", '["ann", 1]')["runId"]
     _until(lambda: dev("hooks", first).out.count("cli-limits:ann:1"), "the first run holds its hook")
     second = dev.json("start", "clitest.per_customer", '["ann", 2]')["runId"]
-    third = dev.json("start", "clitest.per_customer", '["ann", 3]')["runId"]
+    started = dev("start", "clitest.per_customer", '["ann", 3]')
+    third = started.out.strip()
+    # A start queued behind its key's slot says so (it once printed the run id alone; `--wait`: "still pending").
+    assert started.code == 0 and started.err == (f"pending: waits on its start: a slot of {LIMIT} key 'ann' (place 2 of"
+                                                 f" 2; held by run {first}) (`awsworld describe {third}`)\n"), started
 
     described = dev.json("describe", second)
     assert described["status"] == "pending"
@@ -97,7 +101,7 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
         "paused": False}
     assert described["waitingOn"][0]["heldBy"] == [f"r:{first}"]
     text = dev("describe", third).out
-    assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by r:{first})" in text
+    assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by run {first})" in text
 
     listed = dev.json("limits")
     ann = next(k for entry in listed if entry["limit"] == LIMIT for k in entry["keys"] if k["key"] == "ann")

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import re
 from collections import defaultdict
 from datetime import datetime
 from typing import Any
@@ -488,3 +489,35 @@ async def test_the_deliveries_of_one_process_take_turns_at_a_pool() -> None:
         assert await (await env.client.start(exports, 0, 40)).result(timeout=60) == list(range(40))
     assert 1 <= PEAK["export"] <= 3 and CALLS["export"] == 40
     assert commits.count(False) == 0 and len(commits) >= 80, (commits.count(False), len(commits))
+
+
+GATE: dict[str, asyncio.Event] = {}
+
+
+@step(name="steplimits.gated", concurrency=2)
+async def gated(n: int) -> int:
+    await GATE["open"].wait()  # real time: the test reads what the others wait for meanwhile
+    return n
+
+
+@workflow(name="steplimits.gated_fanout")
+async def gated_fanout(count: int) -> int:
+    return sum(await asyncio.gather(*(gated(i) for i in range(count))))
+
+
+async def test_the_steps_of_a_fan_out_waiting_for_a_slot_are_said_once_naming_who_holds_it() -> None:
+    """12 steps under ``concurrency=2``, the first two held in their bodies: what the run waits on says the ten
+    others once, their places read from one read of the pool, and the holders as ids ``describe`` takes. (It once
+    said each step apart, 190 lines for a 200-step fan-out, each naming every holder as ``s:wrun_…:step_1``, a
+    stored id no command takes.)"""
+    GATE["open"] = asyncio.Event()
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(gated_fanout, 12)
+        with pytest.raises(TimeoutError) as info:
+            await run.result(timeout=0.3)
+        held, said = rf"step step_\d+ of run {run.run_id}", str(info.value)
+        assert re.search(r"; it waits on: .*10 steps steplimits\.gated, not started: they wait for a slot of "
+                         rf"step:steplimits\.gated \(places 1 to 10 of 10; held by {held}, {held}\)", said), said
+        assert "s:wrun" not in said
+        GATE["open"].set()
+        assert await run.result(timeout=30) == sum(range(12))
