@@ -51,6 +51,12 @@ class Concurrency:
     def __post_init__(self) -> None:
         if self.limit is None and self.total is None:
             raise LimitInputError("Concurrency needs a limit (per key) or a total (across keys)", field="limit")
+        for what, value in (("limit", self.limit), ("total", self.total)):
+            if value == 0 and not isinstance(value, bool):  # (0 means "no limit" in some libraries: here it shuts)
+                raise LimitInputError(
+                    f"a {what} of 0 in code lets nothing start: every run or step of it would wait until `awsworld "
+                    "limits set` raised it. Leave out concurrency= for no limit; to stop a key for a while, `awsworld "
+                    "limits pause` it (or `limits set ... --concurrency 0`) at run time", field=what)
         if self.on_busy not in ON_BUSY:
             raise LimitInputError(f"on_busy is one of {', '.join(ON_BUSY)}, got {self.on_busy!r}", field="onBusy")
         if self.key is not None and not callable(self.key):
