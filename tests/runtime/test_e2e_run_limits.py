@@ -276,7 +276,8 @@ async def test_a_limit_of_zero_in_code_and_a_key_for_an_unlimited_workflow_are_r
     """A concurrency of 0 in code (read as "no limit" elsewhere) once shut its workflow for good: every run pending
     until `limits set` raised it. A ``concurrency_key=`` for a workflow without a limit raised ``TypeError``, not the
     ``LimitInputError`` the page promises. Both are refused before anything is recorded."""
-    for made in (lambda: Concurrency(0), lambda: Concurrency(total=0), lambda: step(name="limits.zero", concurrency=0)(zero_body)):
+    for made in (lambda: Concurrency(0), lambda: Concurrency(total=0),
+                 lambda: step(name="limits.zero", concurrency=0)(zero_body)):
         with pytest.raises(LimitInputError, match=r"of 0 in code lets nothing start.*Leave out concurrency="):
             made()
     async with WorkflowTestEnv() as env:
