@@ -50,6 +50,11 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     start.add_argument("--kwargs", default=None, help="keyword arguments: a JSON object")
     start.add_argument("--run-id", help="an id of your choosing: starting again with it returns the same run")
     start.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
+    start.add_argument("--priority", type=int, default=None,
+                       help="a run waiting for its limit's slot starts before those of lower priority (default 0; "
+                            "-1000000 to 1000000; client.options(priority=))")
+    start.add_argument("--concurrency-key", default=None, metavar="KEY",
+                       help="the key of the workflow's concurrency= limit for this run, instead of its key function's")
     start.set_defaults(handler=_start)
 
     rerun = sub.add_parser("rerun", help="start a run again: a new run of its workflow with its recorded input",
@@ -156,7 +161,9 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
     async with remote() as client:
         try:
             positional, keywords = _typed(client, args.workflow, positional, keywords)
-            run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
+            run = await client.options(run_id=args.run_id, priority=args.priority,
+                                       concurrency_key=args.concurrency_key).start(args.workflow, *positional,
+                                                                                   **keywords)
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
         except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
