@@ -88,7 +88,12 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     first = dev.json("start", "clitest.per_customer", '["ann", 1]')["runId"]
     _until(lambda: dev("hooks", first).out.count("cli-limits:ann:1"), "the first run holds its hook")
     second = dev.json("start", "clitest.per_customer", '["ann", 2]')["runId"]
-    third = dev.json("start", "clitest.per_customer", '["ann", 3]')["runId"]
+    # Bob's run in Ann's line (`--concurrency-key`, as client.options(concurrency_key=)); a start queued behind its
+    # key's slot says so (it once printed the run id alone; `--wait`: "still pending").
+    started = dev("start", "clitest.per_customer", '["bob", 3]', "--concurrency-key", "ann", "--priority", "-1")
+    third = started.out.strip()
+    assert started.code == 0 and started.err == (f"pending: waits on its start: a slot of {LIMIT} key 'ann' (place 2 of"
+                                                 f" 2; held by run {first}) (`awsworld describe {third}`)\n"), started
 
     described = dev.json("describe", second)
     assert described["status"] == "pending"
@@ -97,7 +102,7 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
         "paused": False}
     assert described["waitingOn"][0]["heldBy"] == [f"r:{first}"]
     text = dev("describe", third).out
-    assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by r:{first})" in text
+    assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by run {first})" in text
 
     listed = dev.json("limits")
     ann = next(k for entry in listed if entry["limit"] == LIMIT for k in entry["keys"] if k["key"] == "ann")
@@ -131,16 +136,18 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     assert [w["runId"] for w in freed["waiters"]] == [third]
     assert dev.json("describe", third)["status"] == "pending"
     assert not dev.json("limits", "resume", LIMIT, "--key", "ann")["keys"][0]["paused"]
-    _until(lambda: dev("hooks", third).out.count("cli-limits:ann:3"), "the third run starts once resumed")
+    _until(lambda: dev("hooks", third).out.count("cli-limits:bob:3"), "the third run starts once resumed")
 
     reset = dev.json("limits", "reset", LIMIT, "--key", "ann")
     assert reset["keys"][0]["concurrency"] == 1 and not reset["keys"][0]["overridden"]
-    for token, run in (("cli-limits:ann:2", second), ("cli-limits:ann:3", third)):
+    for token, run in (("cli-limits:ann:2", second), ("cli-limits:bob:3", third)):
         assert dev("resume", token, '"go"', "--wait", "30").code == 0
         assert dev.json("result", run, "--wait", "30")["output"] in (2, 3)
 
 
 def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> None:
+    too_high = dev("start", "clitest.per_customer", '["ann", 9]', "--priority", "2000000").one_line_error(2)
+    assert "a priority is a whole number from -1000000 to 1000000" in too_high, too_high
     assert dev("limits", "set", LIMIT, "--key", "ann", "--rate", "fast").one_line_error(2)
     assert dev("limits", "set", LIMIT, "--key", "ann", "--total", "3").one_line_error(2)  # it has no total
     # A run limit takes no rate (run starts take no tokens), as @workflow(rate=...) is refused: not set and ignored.

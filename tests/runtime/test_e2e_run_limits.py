@@ -14,7 +14,8 @@ import pytest
 
 from awsworld import Concurrency, WorkflowRunCancelledError, create_hook, step, workflow
 from awsworld._worker.limiter import Limiter
-from awsworld.world.rules.limiters import SHARED_POOL, in_order, run_holder
+from awsworld.testing import WorkflowTestEnv
+from awsworld.world.rules.limiters import SHARED_POOL, LimitInputError, in_order, run_holder
 
 from .conftest import ALL_BACKENDS, AWS, DYNAMODB_LOCAL, E2E, on_backends
 
@@ -260,3 +261,27 @@ async def test_a_limit_raised_at_run_time_starts_the_waiting_runs_and_pause_hold
     assert await later.result() == 4
     reset_view = await e2e.client.limits.reset(held, key="up")
     assert reset_view.key("up") is None or reset_view.key("up").concurrency == 1  # type: ignore[union-attr]
+
+
+@workflow(name="limits.unlimited")
+async def unlimited() -> int:
+    return 1
+
+
+async def zero_body() -> int:
+    return 0
+
+
+async def test_a_limit_of_zero_in_code_and_a_key_for_an_unlimited_workflow_are_refused_as_bad_input() -> None:
+    """A concurrency of 0 in code (read as "no limit" elsewhere) once shut its workflow for good: every run pending
+    until `limits set` raised it. A ``concurrency_key=`` for a workflow without a limit raised ``TypeError``, not the
+    ``LimitInputError`` the page promises. Both are refused before anything is recorded."""
+    for made in (lambda: Concurrency(0), lambda: Concurrency(total=0),
+                 lambda: step(name="limits.zero", concurrency=0)(zero_body)):
+        with pytest.raises(LimitInputError, match=r"of 0 in code lets nothing start.*Leave out concurrency="):
+            made()
+    async with WorkflowTestEnv() as env:
+        with pytest.raises(LimitInputError, match="concurrency_key= needs a workflow with concurrency=") as info:
+            await env.client.options(concurrency_key="x").start(unlimited)
+        assert isinstance(info.value, ValueError) and info.value.field == "concurrencyKey"
+        assert (await env.client.list_runs()).data == []

@@ -35,7 +35,17 @@ from ..durable.codecs import Place
 from ..world.events import Event
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
-from ..world.rules.limiters import Ask, Busy, MustWait, check_key, check_priority, holder_run, pool_of, run_holder
+from ..world.rules.limiters import (
+    Ask,
+    Busy,
+    LimitInputError,
+    MustWait,
+    check_key,
+    check_priority,
+    holder_run,
+    pool_of,
+    run_holder,
+)
 from .limiter import Limiter, limiters_of
 
 log = logging.getLogger("awsworld.limits")
@@ -68,7 +78,8 @@ def slot_of(definition: WorkflowDef | None, args: tuple[Any, ...], kwargs: dict[
     if definition is None or definition.limit is None:
         if key is not None:
             name = definition.name if definition is not None else "this workflow"
-            raise TypeError(f"concurrency_key= needs a workflow with concurrency=: {name} has none")
+            raise LimitInputError(f"concurrency_key= needs a workflow with concurrency=: {name} has none",
+                                  field="concurrencyKey")
         return None
     declared = definition.limit
     chosen = check_key(key, declared.spec.name) if key is not None else declared.key_of(args, kwargs)

@@ -51,6 +51,12 @@ class Concurrency:
     def __post_init__(self) -> None:
         if self.limit is None and self.total is None:
             raise LimitInputError("Concurrency needs a limit (per key) or a total (across keys)", field="limit")
+        for what, value in (("limit", self.limit), ("total", self.total)):
+            if value == 0 and not isinstance(value, bool):  # (0 means "no limit" in some libraries: here it shuts)
+                raise LimitInputError(
+                    f"a {what} of 0 in code lets nothing start: every run or step of it would wait until `awsworld "
+                    "limits set` raised it. Leave out concurrency= for no limit; to stop a key for a while, `awsworld "
+                    "limits pause` it (or `limits set ... --concurrency 0`) at run time", field=what)
         if self.on_busy not in ON_BUSY:
             raise LimitInputError(f"on_busy is one of {', '.join(ON_BUSY)}, got {self.on_busy!r}", field="onBusy")
         if self.key is not None and not callable(self.key):
@@ -61,9 +67,11 @@ class Concurrency:
 
 @dataclass(frozen=True)
 class RateLimit:
-    """At most ``rate`` starts per key (``"50/s"``, ``"10/m"``, ``"5/10s"``), with bursts of up to ``burst`` at
-    once (default: one period's worth). A token bucket: excess starts wait for their token (nothing is dropped),
-    each coming back at the time it reserved, holding no container meanwhile."""
+    """Starts at ``rate`` per key (``"50/s"``, ``"10/m"``, ``"5/10s"``), with bursts of up to ``burst`` at once
+    (default: one period's worth). The burst comes on top of the rate: a period admits up to ``burst`` + the rate's
+    count - 1 (``"10/m"``: 19 in a first minute), so an API that counts calls per window wants ``burst=1``. A token
+    bucket: excess starts wait for their token (nothing is dropped), each coming back at the time it reserved,
+    holding no container meanwhile."""
 
     rate: str
     burst: int | None = None

@@ -50,6 +50,11 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     start.add_argument("--kwargs", default=None, help="keyword arguments: a JSON object")
     start.add_argument("--run-id", help="an id of your choosing: starting again with it returns the same run")
     start.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
+    start.add_argument("--priority", type=int, default=None,
+                       help="a run waiting for its limit's slot starts before those of lower priority (default 0; "
+                            "-1000000 to 1000000; client.options(priority=))")
+    start.add_argument("--concurrency-key", default=None, metavar="KEY",
+                       help="the key of the workflow's concurrency= limit for this run, instead of its key function's")
     start.set_defaults(handler=_start)
 
     rerun = sub.add_parser("rerun", help="start a run again: a new run of its workflow with its recorded input",
@@ -156,7 +161,9 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
     async with remote() as client:
         try:
             positional, keywords = _typed(client, args.workflow, positional, keywords)
-            run = await client.options(run_id=args.run_id).start(args.workflow, *positional, **keywords)
+            run = await client.options(run_id=args.run_id, priority=args.priority,
+                                       concurrency_key=args.concurrency_key).start(args.workflow, *positional,
+                                                                                   **keywords)
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
             raise usage(str(error), _signature_hint(client, args.workflow)) from None
         except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
@@ -169,15 +176,25 @@ async def _started(client: Any, args: argparse.Namespace, run: Any, workflow: st
     its key's busy holder skipped (``on_busy="skip"``: cancelled at once). Exit 1 if it failed or was cancelled."""
     output: dict[str, Any] = {"runId": run.run_id, "workflow": workflow}
     definition = client.registry.workflows.get(workflow) if client.registry is not None else None
+    from ..client.waits import waits_text
+    from ..world.entities import TERMINAL_RUN_STATUSES
+
+    waits: str | None = None
     if args.wait:
         view = await client.world.runs.wait_for_terminal_status(run.run_id, timeout=args.wait)
         output.update(_outcome(view))
+        if view.status not in TERMINAL_RUN_STATUSES:  # "still pending" alone once left a user guessing why
+            waits = await waits_text(client.world, run.run_id, view)
     elif definition is not None and definition.limit is not None:
         # A start its key's busy holder skipped (on_busy="skip") is recorded cancelled at once: said now, as
-        # --wait says it (a bare run id once read as a run started).
+        # --wait says it (a bare run id once read as a run started); one queued behind its key's slot says so.
         view = await client.world.runs.get(run.run_id, resolve_data="none")
         if view.status == "cancelled":
             output.update(_outcome(view))
+        elif view.status == "pending":
+            found = await waits_text(client.world, run.run_id, view)
+            if "a slot of" in found:
+                output["status"], waits = "pending", found
     if output.get("status") == "cancelled":
         output["cancelReason"] = await run._cancel_reason()
     if args.json:
@@ -185,7 +202,7 @@ async def _started(client: Any, args: argparse.Namespace, run: Any, workflow: st
     else:
         print(run.run_id)
         if "status" in output:
-            _print_outcome(output)
+            _print_outcome(output, waits, run.run_id, still=bool(args.wait))
     return 1 if output.get("status") in ("failed", "cancelled") else 0
 
 
@@ -252,7 +269,10 @@ def _outcome(view: Any) -> dict[str, Any]:
     return out
 
 
-def _print_outcome(outcome: dict[str, Any]) -> None:
+def _print_outcome(outcome: dict[str, Any], waits: str | None = None, run_id: str = "", *,
+                   still: bool = True) -> None:
+    """A started run's outcome on stdout (its result) or stderr; a run not ended yet with what it waits on
+    (``waits``: ``waits_text``'s), as ``describe`` says it."""
     status = outcome["status"]
     if status == "completed":
         print(compact(outcome["output"]))
@@ -261,6 +281,9 @@ def _print_outcome(outcome: dict[str, Any]) -> None:
     elif status == "cancelled":
         reason = outcome.get("cancelReason")
         print(f"cancelled: {reason}" if reason else "cancelled", file=sys.stderr)
+    elif waits:
+        print(f"{'still ' if still else ''}{status}: waits on {waits} (`awsworld describe {run_id}`)",
+              file=sys.stderr)
     else:
         print(f"still {status}", file=sys.stderr)
 
@@ -528,7 +551,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
     from .._timeline import deadline_text, how_far
-    from ..client.waits import describe_wait
+    from ..client.waits import describe_waits
     from .error_view import print_error_part
 
     shown_above = (PARKED_ATTRIBUTE, PIN_ATTRIBUTE)  # a parked mark and a pin have lines of their own
@@ -552,8 +575,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     for key in ("createdAt", "startedAt"):  # as describe writes every time: time of day UTC, how long ago
         if d[key]:
             print(f"{key[:-2]:<9} {deadline_text(d[key])}")
-    for wait in d["waitingOn"]:
-        print(f"waits on  {describe_wait(wait)}")
+    for line in describe_waits(d["waitingOn"]):
+        print(f"waits on  {line}")
     if d["parked"] and not d["waitingOn"]:  # a delivery would replay it and park it again
         print("waits on  code that replays its log (see parked above)")
     elif d["status"] in ("pending", "running") and not d["waitingOn"]:

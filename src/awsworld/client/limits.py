@@ -33,6 +33,7 @@ from ..world.events import Event
 from ..world.protocol import World
 from ..world.rules.limiters import (
     SHARED_POOL,
+    STEP_HOLDER,
     Adjustment,
     Change,
     Holding,
@@ -229,6 +230,7 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
         return []
     found: list[dict[str, Any]] = []
     limits = LimitsClient(world)
+    seen: dict[tuple[str, str], KeyView | None] = {}
     slot = recorded_slot(context)
     if status == "pending" and slot is not None:
         entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
@@ -249,7 +251,7 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
         if last.get(step_id) not in ("step_created", "step_retrying"):
             continue
         name, key = str(mark.get("name", "")), str(mark.get("key", ""))
-        entry = await _slot_wait(limits, name, key, step_holder(run_id, step_id))
+        entry = await _slot_wait(limits, name, key, step_holder(run_id, step_id), seen)
         if entry is None:
             entry = await _token_wait(limits, name, key)
         if entry is not None:
@@ -266,18 +268,49 @@ def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     if wait["kind"] == "token":
         return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'], now)} at the "
                 "latest)")
-    held = ", ".join(wait["heldBy"]) or "nobody"
+    held = holders_text(wait["heldBy"])
     state = ("paused, " if wait.get("paused") else "") + (  # else "held by nobody" and no word of why it waits
         "closed: its concurrency is 0 until `limits set` raises it or `limits reset`, " if wait.get("concurrency") == 0
         else "")
     return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
 
 
-async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str) -> dict[str, Any] | None:
-    try:
-        view = (await limits.describe(name, key=key)).key(key)
-    except LimitNotFoundError:
-        return None
+SHOWN_HOLDERS = 3
+"""How many holders a wait's text names (``held by run wrun_A, run wrun_B, run wrun_C and 7 more``): a step limit
+of 10 held by one fan-out once put ten holder ids on each of its 190 waiting steps' lines."""
+
+
+def holders_text(holders: Sequence[str]) -> str:
+    """The holders of a wait's slots for people: ``run wrun_…`` for a run, ``step step_3 of run wrun_…`` for a step
+    attempt, the first ``SHOWN_HOLDERS`` and how many more.
+    Ids a user can pass to ``awsworld describe``: the stored holder ids (``r:wrun_…``, in ``heldBy``) are not."""
+    said: list[str] = []
+    for holder in holders[:SHOWN_HOLDERS]:
+        run_id = holder_run(holder)
+        if run_id is not None:
+            said.append(f"run {run_id}")
+        elif holder.startswith(STEP_HOLDER) and ":" in holder[len(STEP_HOLDER):]:
+            run_id, step_id = holder[len(STEP_HOLDER):].rsplit(":", 1)
+            said.append(f"step {step_id} of run {run_id}")
+        else:
+            said.append(holder)
+    more = len(holders) - len(said)
+    return ", ".join(said) + (f" and {more} more" if more else "") if said else "nobody"
+
+
+async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str,
+                     seen: dict[tuple[str, str], KeyView | None] | None = None) -> dict[str, Any] | None:
+    """``seen``: the keys already read by this ``limit_waits`` (one read of a pool for all of a run's waiting steps,
+    whose places then come from the same read: 190 steps of a fan-out once read it 190 times)."""
+    if seen is not None and (name, key) in seen:
+        view = seen[(name, key)]
+    else:
+        try:
+            view = (await limits.describe(name, key=key)).key(key)
+        except LimitNotFoundError:
+            view = None
+        if seen is not None:
+            seen[(name, key)] = view
     place = None if view is None else view.place(holder)
     if view is None or place is None:
         return None

@@ -97,7 +97,7 @@ async def test_a_run_waiting_for_a_slot_another_run_holds_fails_naming_the_slot(
     second = await awsworld_env.client.start(one_per_customer, "acme", 2)
     with pytest.raises(RunStalledError, match=r"is pending, and nothing in this test environment can move it") as info:
         await second.result()
-    assert f"a slot of workflow:user.one_per_customer key 'acme' (place 1 of 1; held by r:{first.run_id})" in str(
+    assert f"a slot of workflow:user.one_per_customer key 'acme' (place 1 of 1; held by run {first.run_id})" in str(
         info.value)
     # The watchdog's fruitless wakes of the waiting run do not run the clock ahead (they ran it ~3,000 days a second).
     assert awsworld_env.now() - start < timedelta(days=1)
