@@ -41,9 +41,9 @@ from .output import import_modules
 log = logging.getLogger("awsworld.dev")
 
 DEV_TICK_SECONDS = 10.0
+"""How often ``dev`` runs the watchdog (the stack: every minute); locally a tick costs nothing."""
 SAY_AFTER_SECONDS = 2.0
 """A wait at start or stop longer than this is said (what dev is doing), so it does not look like a hang."""
-"""How often ``dev`` runs the watchdog (the stack: every minute); locally a tick costs nothing."""
 
 
 def register(sub: Any) -> None:
