@@ -14,8 +14,9 @@ from typing import Any
 
 from awsworld import batch_map, sleep, step, workflow
 from awsworld._worker.flow_state import HandedWakes
-from awsworld.authoring.definitions import REGISTRY, WorkflowDef
 from awsworld.testing import WorkflowTestEnv
+
+from .conftest import deployed
 
 
 @step
@@ -77,16 +78,6 @@ async def test_a_wake_goes_on_from_the_replay_its_worker_kept() -> None:
     assert read[0] <= 10, read[0]  # 256 before: each wake-up read the whole log again
 
 
-@contextmanager
-def code_swapped(name: str, code: Any) -> Iterator[None]:
-    original = REGISTRY.workflows[name]
-    REGISTRY.workflows[name] = WorkflowDef(name, code)
-    try:
-        yield
-    finally:
-        REGISTRY.workflows[name] = original
-
-
 async def _sleeps_then_doubles(n: int) -> int:
     """``sleeps``' code changed after its first sleep: the calls it made so far are the same."""
     total = 0
@@ -100,7 +91,7 @@ async def test_a_kept_replay_of_code_since_replaced_is_not_used() -> None:
     async with WorkflowTestEnv() as env:
         run = await env.client.start(sleeps, 2)
         await env.idle()  # asleep: its replay kept
-        with code_swapped("kept.sleeps", _sleeps_then_doubles), events_read(env) as read:
+        with deployed(sleeps, _sleeps_then_doubles), events_read(env) as read:
             assert await run.result(timeout=30) == 2 * 1 + 2 * 2  # the new code's, from its first step on
     assert read[0] >= 3, read[0]  # the wake replayed the log afresh (run_created, run_started, wait_created)
 
