@@ -362,10 +362,14 @@ def _runs(args: argparse.Namespace) -> int:
             if not found:
                 print("no parked runs" if args.parked else "no runs", file=sys.stderr)
                 return
-            print_table(RUNS_HEADER, _fitted_errors([
-                (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
-                 f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
-                for run in found], [_one_line(run.error) if run.status == "failed" else "" for run in found]))
+            rows = [(run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
+                     f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
+                    for run in found]
+            errors = [_one_line(run.error) if run.status == "failed" else "" for run in found]
+            if any(errors):  # the ERROR column only on a page with a failed run (``_fitted_errors``)
+                print_table(RUNS_HEADER, _fitted_errors(rows, errors))
+            else:
+                print_table(RUNS_HEADER[:-1], rows)
 
     asyncio.run(go())
     return 0
