@@ -234,6 +234,14 @@ class _Partition:
         return list(self._table.items.get(self._hash_key, {}).values())
 
 
+def table_items(table: Table) -> Iterator[Any]:
+    """Every item of moto's ``table``, unsorted (moto keeps a table with a range key as a dict of partitions)."""
+    items: dict[Any, Any] = table.items
+    if table.range_key_attr:
+        return (item for partition in items.values() for item in partition.values())
+    return iter(items.values())
+
+
 class _IndexCandidates(_Partition):
     """A table as an index Query sees it: ``all_items()`` is every item that may be in the index's partition,
     unsorted (moto sorts what it keeps by the index's keys and the table's)."""
@@ -244,11 +252,8 @@ class _IndexCandidates(_Partition):
                             if getattr(value, "type", None) in ("S", "B")]  # a number's spelling may differ
 
     def all_items(self) -> list[Any]:
-        table, conditions = self._table, self._conditions
-        items: dict[Any, Any] = table.items
-        rows: Iterator[Any] = (item for partition in items.values() for item in partition.values()) \
-            if table.range_key_attr else iter(items.values())
-        return [item for item in rows if all(
+        conditions = self._conditions
+        return [item for item in table_items(self._table) if all(
             (found := item.attrs.get(name)) is not None and found.type == kind and found.value == value
             for name, kind, value in conditions)]
 

@@ -111,11 +111,7 @@ class MotoServer:
         if self._app is None:
             raise RuntimeError("the moto server is not running: call start() first")
         with self._app.lock:
-            table = moto_table(table_name)
-            items: dict[Any, Any] = table.items
-            rows = (item for partition in items.values() for item in partition.values()) \
-                if table.range_key_attr else iter(items.values())
-            return read(dynamo_to_dict(item.attrs) for item in rows)
+            return read(dynamo_to_dict(item.attrs) for item in moto_patch.table_items(moto_table(table_name)))
 
     def put_items(self, table_name: str, items: Iterable[dict[str, Any]]) -> None:
         """Put ``items`` (DynamoDB's JSON, binary values as bytes, as ``read_table`` gives them) into ``table_name``
