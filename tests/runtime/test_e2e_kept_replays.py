@@ -12,8 +12,10 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
-from awsworld import batch_map, sleep, step, workflow
-from awsworld._worker.flow_state import HandedWakes
+import pytest
+
+from awsworld import batch_map, create_hook, sleep, step, workflow
+from awsworld._worker.flow_state import HandedWakes, KeptReplays, lambda_memory_budget, resident_bytes
 from awsworld.testing import WorkflowTestEnv
 
 from .conftest import deployed
@@ -109,3 +111,51 @@ def test_a_wake_is_handed_only_to_a_flow_that_will_read_it() -> None:
     assert wakes.open("r")
     wakes.close("r")
     assert not wakes.hand("r")
+
+
+@workflow(name="kept.waits_for_hook")
+async def waits_for_hook(token: str) -> int:
+    total = await kept_add(0)
+    async with create_hook(token) as hook:
+        await hook
+    return total
+
+
+async def test_a_worker_over_its_memory_budget_drops_its_kept_replays_and_keeps_none() -> None:
+    """A kept replay holds its log with every value in it: past ``memory_budget`` resident bytes the worker drops
+    what it kept and keeps nothing, and its runs go on by replaying their logs (``KEPT_MEMORY_SHARE``)."""
+    async with WorkflowTestEnv() as env:
+        kept = env.worker.settings.kept
+        kept.memory_budget = 1 << 50  # room for all: the suspended run is kept
+        parked = await env.client.start(waits_for_hook, "kept-memory")
+        await env.idle()
+        assert len(kept) == 1 and kept.refused_for_memory == 0
+
+        kept.memory_budget = 1  # any process is over: the next keep drops the parked run's replay, keeps nothing
+        with events_read(env) as read:
+            run = await env.client.start(sleeps, 10)
+            assert await run.result(timeout=30) == sum(range(1, 11))
+        assert len(kept) == 0 and kept.resumed == 0 and kept.refused_for_memory >= 10
+        assert read[0] > 100, read[0]  # each wake-up read the whole log again (at most 10 kept)
+
+        await env.client.resume_hook("kept-memory", "go")  # the dropped run goes on from its log
+        assert await parked.result(timeout=30) == 1
+
+
+def test_resident_bytes_follow_what_the_process_holds() -> None:
+    before = resident_bytes()
+    if before is None:
+        pytest.skip("no /proc/self/statm here (the budget is not applied where it cannot be read)")
+    held = b"x" * (256 << 20)  # written, so every page is resident
+    during = resident_bytes()
+    assert during is not None and during - before >= 200 << 20, (before, during)
+    del held
+    after = resident_bytes()
+    assert after is not None and after < during - (200 << 20), (during, after)
+
+
+def test_the_budget_is_a_share_of_the_lambda_functions_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "1024")
+    assert lambda_memory_budget() == 512 << 20 and KeptReplays().memory_budget == 512 << 20
+    monkeypatch.delenv("AWS_LAMBDA_FUNCTION_MEMORY_SIZE")
+    assert lambda_memory_budget() is None and KeptReplays().memory_budget is None  # off Lambda: events bound it

@@ -5,8 +5,11 @@ count) and which open steps are this delivery's to run (``StepClaims``); and the
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -41,6 +44,29 @@ class FlowStats:
 
 KEPT_EVENTS = 20_000
 """Events the replays a worker keeps between deliveries may hold in all (``KeptReplays``): a bound on memory."""
+KEPT_MEMORY_SHARE = 0.5
+"""Of the Lambda function's memory (``AWS_LAMBDA_FUNCTION_MEMORY_SIZE``, MB), the most the process may hold in
+resident memory while a worker keeps replays (``KeptReplays``). A kept replay holds its log with every value in
+it, and the event cap alone does not bound bytes: 200 items of 100 KB kept 69 KB an event (5 such runs held
+207 MB), so 20,000 kept events could pass the flow function's 1,024 MB and kill it. Above the share, the worker
+drops what it kept and keeps nothing: its deliveries replay from the log, as they did before replays were kept."""
+
+
+def resident_bytes() -> int | None:
+    """The process's resident memory now (Linux's ``/proc/self/statm``, as on Lambda); None where it cannot be
+    read (macOS): a peak (``getrusage``) never comes down, so it would stop keeping for good after one."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def lambda_memory_budget() -> int | None:
+    """``KEPT_MEMORY_SHARE`` of the Lambda function's memory in bytes; None off Lambda (``dev``, the local poller,
+    the test environment), where only ``KEPT_EVENTS`` bounds what is kept."""
+    configured = os.environ.get("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "")
+    return int(int(configured) * 1024 * 1024 * KEPT_MEMORY_SHARE) if configured.isdigit() else None
 
 
 class KeptReplays:
@@ -55,13 +81,18 @@ class KeptReplays:
     is, the state one delivery already carries from write to write (``_engine/execution.py``). Only a replay at
     rest is kept (the flow suspended: nothing held to write, no failure, nothing refused), and a delivery takes it
     out while it works on it (``take``), so two deliveries never share one. Evicted oldest first past
-    ``max_events`` in all."""
+    ``max_events`` in all, and all dropped while the process's resident memory (``resident``) is above
+    ``memory_budget`` bytes (``KEPT_MEMORY_SHARE``)."""
 
-    def __init__(self, max_events: int = KEPT_EVENTS) -> None:
+    def __init__(self, max_events: int = KEPT_EVENTS, *, memory_budget: int | None = None,
+                 resident: Callable[[], int | None] = resident_bytes) -> None:
         self.max_events = max_events
+        self.memory_budget = lambda_memory_budget() if memory_budget is None else memory_budget
+        self.resident = resident
         self._kept: OrderedDict[str, tuple[WorkflowExecution, str | None]] = OrderedDict()
         self._events = 0
         self.resumed = 0  # deliveries that went on from a kept replay (a figure for tests and benchmarks)
+        self.refused_for_memory = 0  # replays not kept because the process held too much (a figure for tests)
 
     def take(self, run_id: str) -> tuple[WorkflowExecution, str | None] | None:
         kept = self._kept.pop(run_id, None)
@@ -77,7 +108,7 @@ class KeptReplays:
             if len(earlier[0].log) > len(execution.log):
                 earlier, (execution, cursor) = (execution, cursor), earlier
             earlier[0].close()
-        if len(execution.log) > self.max_events:
+        if len(execution.log) > self.max_events or self._over_memory():
             execution.close()
             return
         self._kept[run_id] = (execution, cursor)
@@ -89,6 +120,25 @@ class KeptReplays:
 
     def __len__(self) -> int:
         return len(self._kept)
+
+    def _over_memory(self) -> bool:
+        """Whether the process holds more than the budget; when it does, what was kept is dropped (and collected:
+        a replay's tasks and futures refer to each other) so that the delivery in hand has the room."""
+        if self.memory_budget is None:
+            return False
+        resident = self.resident()
+        if resident is None or resident <= self.memory_budget:
+            return False
+        self.refused_for_memory += 1
+        if self._kept:
+            log.info("dropping %d kept replay(s): the process holds %d MB, over its budget of %d MB",
+                     len(self._kept), resident >> 20, self.memory_budget >> 20)
+            while self._kept:
+                _, (oldest, _) = self._kept.popitem(last=False)
+                oldest.close()
+            self._events = 0
+            gc.collect()
+        return True
 
 
 class HandedWakes:
