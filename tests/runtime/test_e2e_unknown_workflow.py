@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, workflow
+from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, batch_map, step, workflow
 from awsworld._worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
@@ -28,6 +28,16 @@ TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orde
 @workflow
 async def checkout(order: str) -> str:
     return order
+
+
+@step
+async def pack(item: int) -> int:
+    return item
+
+
+async def pack_all(count: int) -> int:
+    """A workflow body (registered by hand below) calling a step its deployment's registry lacks."""
+    return sum((await batch_map(pack, range(count))).values())
 
 
 class Lines(logging.Handler):
@@ -73,6 +83,26 @@ def assert_every_line_names(lines: Lines, run_id: str) -> None:
 
 
 # ----------------------------------------------------------------------------------------- in memory
+async def test_a_workflow_calling_a_step_its_deployment_lacks_fails_its_run_after_the_window(lines: Lines) -> None:
+    """A deployment whose registry missed a step's module (``Registry.capture`` around an import that found the
+    steps' module imported already): the run's flow meets the step when the workflow calls it. It is code this
+    deployment lacks, as a step message's unknown step is: retried for the window, then the run fails saying which
+    workflow calls which step. It was a plain failure of the record: retried until the queue dead-lettered the
+    message, the run left running, 48 lines an hour."""
+    registry = this_module_only()
+    registry.add_workflow(WorkflowDef("tests.runtime.orders.pack_all", pack_all))
+    async with WorkflowTestEnv(registry=registry) as env:
+        run = await Client(env.world).start("tests.runtime.orders.pack_all", 20)
+        await env.sleep(3600)
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result(timeout=5)
+        assert failed.value.code == UNKNOWN_WORKFLOW
+        assert f"workflow 'tests.runtime.orders.pack_all' calls step {pack.__module__ + '.pack'!r}, which is not " \
+               "registered here" in str(failed.value)
+        assert env.deliveries <= 12 and not env.world.memory_queue.dead_letters, env.deliveries
+    assert_every_line_names(lines, run.run_id)
+
+
 
 
 async def test_a_cancelled_run_of_an_unknown_workflow_is_delivered_at_most_once_more(lines: Lines) -> None:

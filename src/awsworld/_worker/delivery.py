@@ -49,7 +49,7 @@ from .._deployments.routing import delivery_target
 from .._engine.parking import mark, missing_code, parked_run
 from .._http.push import is_push, push
 from .._published.model import judge
-from ..authoring.definitions import WorkflowNotRegisteredError
+from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
@@ -284,6 +284,11 @@ class DeliveryPath:
                                                 attempt=delivery.attempt)
         except Misrouted as misrouted:  # the flow read the run's pin in its log: another deployment's run
             return await self.reroute.hand_over(way, misrouted.pin)
+        except StepNotRegisteredError as missing:  # the workflow called a step this deployment lacks
+            run = await self._run(message)
+            if run.status in TERMINAL_RUN_STATUSES:
+                return await self._ended(delivery, f"is {run.status}", track)
+            return await self._unknown(record, delivery, message, missing, track, run)
         except RunNotFoundError as error:
             raise PoisonRecordError(f"run {message.run_id} does not exist ({_short(error)})") from None
         except InvalidInputError as error:
@@ -362,7 +367,7 @@ class DeliveryPath:
         so retrying the wake as well would only multiply the run's deliveries."""
         world = self.worker.world
         waited = (clock_of(world).now() - run.created_at).total_seconds()
-        what = _missing_text(missing)
+        what = _missing_text(missing, message)
         self.observer.count(UNKNOWN_WORKFLOW)
         parks = run.started_at is not None and SETTINGS.on_divergence == "park"
         certain = await self._certainly_unknown(message, missing)
@@ -501,11 +506,16 @@ class DeliveryPath:
         return await self._failed(record, track, "poison")
 
 
-def _missing_text(missing: LookupError) -> str:
+def _missing_text(missing: LookupError, message: FlowMessage) -> str:
     """What is missing, for the log and the run's error: an unknown workflow with the modules this process
-    loaded (so a typo shows next to the real names), or an unknown step."""
+    loaded (so a typo shows next to the real names), or an unknown step (which the workflow calls, when its own
+    flow met it)."""
     if isinstance(missing, WorkflowNotRegisteredError):
         return f"no workflow named {missing.name!r} is registered here ({missing.loaded()}){missing.did_you_mean()}"
+    if isinstance(missing, StepNotRegisteredError) and not message.step_id:
+        return (f"workflow {message.workflow_name!r} calls step {missing.name!r}, which is not registered here "
+                f"(its module was not imported where this deployment's code was: {MODULES_ENV}, or a test's "
+                f"`Registry.capture()` block){missing.did_you_mean()}")
     return str(missing).strip("'\"")
 
 

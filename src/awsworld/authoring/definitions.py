@@ -160,7 +160,7 @@ class Registry:
         try:
             return self.steps[name]
         except KeyError:
-            raise LookupError(f"no step named {name!r} is registered in this process") from None
+            raise StepNotRegisteredError(name, registered=list(self.steps)) from None
 
 
 MAX_SUGGESTIONS = 3
@@ -180,6 +180,23 @@ def nearest(name: str, registered: Sequence[str]) -> list[str]:
 def did_you_mean(suggestions: Sequence[str]) -> str:
     """``; did you mean 'shop.order'?`` for the ``nearest`` names (or nothing, when none is near)."""
     return "; did you mean " + " or ".join(repr(s) for s in suggestions) + "?" if suggestions else ""
+
+
+class StepNotRegisteredError(LookupError):
+    """A step name a registry lacks (``name``): a step message for a step this deployment does not have, or a
+    workflow calling one (a deployment built from a registry that missed the step's module: ``Registry.capture``
+    around an import that found the module imported already). ``suggestions``: the nearest registered names. A
+    ``LookupError``, as a missing name always was; typed so a delivery tells it from any ``KeyError`` the code
+    raised and treats it as code this deployment lacks (``_worker/delivery.py``, ``DeliveryPath._unknown``)."""
+
+    def __init__(self, name: str, *, registered: Sequence[str] = ()) -> None:
+        self.name = name
+        self.suggestions = nearest(name, registered)
+        super().__init__(f"no step named {name!r} is registered in this process{self.did_you_mean()}")
+
+    def did_you_mean(self) -> str:
+        """``; did you mean 'shop.charge'?`` (or nothing, when no registered name is near)."""
+        return did_you_mean(self.suggestions)
 
 
 class WorkflowNotRegisteredError(LookupError):
