@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, batch_map, step, workflow
+from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, batch_map, create_hook, step, workflow
 from awsworld._worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
@@ -33,6 +33,18 @@ async def checkout(order: str) -> str:
 @step
 async def pack(item: int) -> int:
     return item
+
+
+@step(name="tests.runtime.orders.hold")
+async def hold(key: str) -> str:
+    return key
+
+
+@workflow(name="tests.runtime.orders.waits", pinned=False)
+async def waits(key: str) -> object:
+    await hold(key)  # step_1
+    async with create_hook(token=f"unknown-test:{key}") as hook:
+        return await hook
 
 
 async def pack_all(count: int) -> int:
@@ -154,6 +166,31 @@ async def test_an_unknown_workflow_fails_its_run_after_the_window_naming_what_wa
         assert wakes <= 2, "the watchdog's wakes within the window are acknowledged, each once, ever more rarely"
         assert env.world.memory_queue.pending_count() == 0
     assert_every_line_names(lines, run.run_id)
+
+
+async def test_deliveries_that_find_the_same_missing_step_say_it_once_a_minute(lines: Lines) -> None:
+    """A fan-out's queued steps after a deploy that lacks their step (renamed, say): one message per step, each
+    backing off through the unknown-code window. Each delivery once logged its own line (20 messages, 3
+    deliveries each in a minute: 60 lines); the same finding about the same run is said once a minute, with how
+    many deliveries found it since (``RepeatedFindings``)."""
+    async with WorkflowTestEnv(deployment="v1") as env:
+        run = await env.client.start(waits, "A-1")
+        await env.idle()  # at its hook, step_1 done
+        v2 = Registry()
+        with v2.capture():
+            @workflow(name="tests.runtime.orders.waits", pinned=False)
+            async def waits_v2(key: str) -> object:  # the step's module is not reloaded here: v2 lacks it
+                async with create_hook(token=f"unknown-test:{key}") as hook:
+                    return await hook
+        await env.deploy("v2", v2)
+        for _ in range(20):
+            message = FlowMessage(run.run_id, "tests.runtime.orders.waits", "step_1", "tests.runtime.orders.hold")
+            await env.world.queue(queue_name_for("tests.runtime.orders.waits"), message.to_payload())
+        await env.sleep(60)
+        failed = [r.status for r in env.driver.results].count("error")
+        assert failed >= 40, failed  # every message backed off more than once
+    said = [line for line in lines.about_deliveries() if "no step named 'tests.runtime.orders.hold'" in line]
+    assert len(said) == 1, said
 
 
 # ----------------------------------------------------------------------------------------- on LocalAWS

@@ -186,6 +186,36 @@ class Track:
         return {k: v for k, v in keys.items() if v is not None}
 
 
+SAY_AGAIN_SECONDS = 60.0
+"""How often a delivery path logs the same finding about the same run (``RepeatedFindings``)."""
+FINDINGS_KEPT = 10_000
+
+
+class RepeatedFindings:
+    """What the deliveries of one run found about code this deployment lacks, said once per ``every`` seconds (of
+    the process's own clock) with the count of the deliveries that found the same since. A fan-out queued before a
+    step's rename (``dev`` restarted on the new code, say) is one message per step, each backing off: 200 queued
+    steps printed some 1,600 identical lines in the unknown-code window. The run's recorded finding (``describe``)
+    and the ``UnknownWorkflow`` metric still count each delivery."""
+
+    def __init__(self, every: float = SAY_AGAIN_SECONDS) -> None:
+        self.every = every
+        self._said: dict[tuple[str, str], tuple[float, int]] = {}  # (run, finding) -> (said at, found since)
+
+    def say(self, run_id: str, finding: str) -> str | None:
+        """None: said less than ``every`` seconds ago (counted); else the suffix the line ends with ("" or how many
+        deliveries found the same since it was last said)."""
+        now, key = time.monotonic(), (run_id, finding)
+        last = self._said.pop(key, None)
+        if last is not None and now - last[0] < self.every:
+            self._said[key] = (last[0], last[1] + 1)
+            return None
+        self._said[key] = (now, 0)
+        while len(self._said) > FINDINGS_KEPT:
+            del self._said[next(iter(self._said))]
+        return f" ({last[1]} more deliveries of the run found the same since)" if last and last[1] else ""
+
+
 def backoff_seconds(count: int) -> int:
     """Visibility for a failed record: the base after the first receive, doubling, at most 10 minutes."""
     base = SETTINGS.failure_backoff_seconds
@@ -206,6 +236,7 @@ class DeliveryPath:
         self.observer: Observer = observer or QuietObserver()
         self.host = host
         self.reroute = Rerouting(self)
+        self.findings = RepeatedFindings()
 
     async def handle(self, record: Mapping[str, Any], deadline: float, track: Track | None = None, *,
                      handed: int | None = None) -> RecordResult:
@@ -379,15 +410,18 @@ class DeliveryPath:
             # What then: a run that has started is parked under the park policy, not failed (``_park_missing``).
             then = f"is parked ({Settings.on_divergence.env}=park)" if parks else f"fails with {UNKNOWN_WORKFLOW_CODE}"
             await self._record_finding(run, what, track, then)
+            said = self.findings.say(run.run_id, what)
             if message.wake == WATCHDOG_WAKE:
-                log.error("%s: %s; the watchdog's wake is acknowledged (the watchdog comes again until the run "
-                          "%s, %d s after it was created)", track.label(), what, then,
-                          round(unknown_window_seconds()), extra=track.keys())
+                if said is not None:
+                    log.error("%s: %s; the watchdog's wake is acknowledged (the watchdog comes again until the run "
+                              "%s, %d s after it was created)%s", track.label(), what, then,
+                              round(unknown_window_seconds()), said, extra=track.keys())
                 await self.consumer.ack(delivery, delete_message=False)
                 return RecordResult("unknown-workflow-wake")
-            log.error("%s: record failed: %s; retried with back-off until a deploy provides it (for %d s after "
-                      "the run was created), then the run %s", track.label(), what,
-                      round(unknown_window_seconds()), then, extra=track.keys())
+            if said is not None:
+                log.error("%s: record failed: %s; retried with back-off until a deploy provides it (for %d s after "
+                          "the run was created), then the run %s%s", track.label(), what,
+                          round(unknown_window_seconds()), then, said, extra=track.keys())
             return await self._failed(record, track)
         if parks:
             return await self._park_missing(delivery, message, what, track, run)
@@ -463,9 +497,11 @@ class DeliveryPath:
         await world.queue(queue_name_for(message.workflow_name), FlowMessage(run.run_id, message.workflow_name)
                           .to_payload(), idempotency_key=f"{run.run_id}:parked:{int(now.timestamp() // seconds)}",
                           delay_seconds=seconds)
-        log.error("%s: %s; the run has started, so it is parked, not failed (%s=park): it comes back every %d s "
-                  "until a deploy provides the code; `awsworld fail %s` ends it", track.label(), what,
-                  Settings.on_divergence.env, round(seconds), run.run_id, extra=track.keys(outcome="parked"))
+        said = self.findings.say(run.run_id, f"parked: {what}")
+        if said is not None:
+            log.error("%s: %s; the run has started, so it is parked, not failed (%s=park): it comes back every %d s "
+                      "until a deploy provides the code; `awsworld fail %s` ends it%s", track.label(), what,
+                      Settings.on_divergence.env, round(seconds), run.run_id, said, extra=track.keys(outcome="parked"))
         await self.consumer.ack(delivery, delete_message=False)
         return RecordResult("parked")
 
