@@ -66,7 +66,8 @@ async def resume_hook(token: str, payload: Any, *, wait: Duration | None = None,
         return
     span = seconds(wait, what="wait")
     deadline = runtime.current_time() + timedelta(seconds=span)  # (replay-stable: the workflow's now())
-    poll = PollSpec(bool, WAIT_INTERVAL, 2.0, WAIT_MAX_INTERVAL, deadline, step_name=RESUME_HOOK)
+    poll = PollSpec(bool, WAIT_INTERVAL, 2.0, WAIT_MAX_INTERVAL, deadline, step_name=RESUME_HOOK,
+                    not_ready="no run holds the hook yet")
     try:
         await runtime.call_step(RESUME_HOOK_CALL, (token, payload, True), {}, poll=poll, name=name)
         return
