@@ -116,6 +116,12 @@ async def sender_many(token: str, count: int) -> str:
     return "sent"
 
 
+@workflow
+async def sender_queued(token: str, count: int) -> str:
+    await asyncio.gather(*(resume_hook(token, i) for i in range(count)))  # all but one run as queued step messages
+    return "sent"
+
+
 # ----------------------------------------------------------------------------------------- helpers
 
 
@@ -240,6 +246,17 @@ async def test_each_call_of_a_gather_is_its_own_send(awsworld_env: WorkflowTestE
     source = await awsworld_env.client.start(sender_many, token, 200)
     assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
     assert sorted(await target.result(timeout=RESULT_TIMEOUT)) == list(range(200))
+
+
+async def test_sends_run_as_queued_steps_too(env: Env) -> None:
+    token = f"resume-queued-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token, 5)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    source = await env.client.start(sender_queued, token, 5)
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert sorted(await target.result(timeout=RESULT_TIMEOUT)) == list(range(5))
+    starts = [e for e in await source.events() if e.event_type == "step_started"]
+    assert len(starts) == 5 and sum(1 for e in starts if not (e.event_data or {}).get("inline")) >= 1
 
 
 async def test_outside_a_workflow_it_says_to_use_a_client() -> None:
