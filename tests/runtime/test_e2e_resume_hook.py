@@ -80,13 +80,28 @@ async def sender_then_waits_v2(token: str, own: str) -> str:
 
 
 @workflow
+async def receiver_then_waits(token: str, own: str) -> Any:
+    async with create_hook(token=token) as hook:
+        first = await hook
+    async with create_hook(token=own) as hook:
+        await hook
+    return first
+
+
+@workflow
+async def sender_nowait(token: str) -> str:
+    await resume_hook(token, "hello")
+    return "sent"
+
+
+@workflow
 async def sender_catches(token: str, wait: float | None) -> str:
     try:
         await resume_hook(token, "hello", wait=wait)
     except HookClosedError as closed:
-        return f"closed: {closed}"
+        return f"closed: {closed.run_id} {closed.run_status} {isinstance(closed, StepError)}: {closed}"
     except HookNotFoundError as missing:
-        return f"missing: {missing}"
+        return f"missing: {missing.disposed_hook} {isinstance(missing, StepError)}: {missing}"
     return "sent"
 
 
@@ -207,15 +222,16 @@ async def test_a_replay_on_edited_code_does_not_send_again(env: Env) -> None:
 async def test_a_missing_hook_without_wait_fails_the_call_at_once(env: Env) -> None:
     source = await env.client.start(sender_catches, f"resume-nobody-{env.name}-{id(env)}", None)
     outcome = await source.result(timeout=RESULT_TIMEOUT)
-    assert outcome.startswith("missing: ") and "Pass wait= to wait for it" in outcome
+    assert outcome.startswith("missing: None False: ") and "Pass wait= to wait for it" in outcome
     [step] = await _resume_steps(env, source.run_id)
-    assert (step.status, step.attempt) == ("failed", 1)
+    assert (step.status, step.attempt) == ("completed", 1)  # the refusal is the call's recorded answer
+    assert (await replay_run(env.world, source.run_id)).ok
 
 
 async def test_a_hook_that_never_appears_fails_after_wait(env: Env) -> None:
     source = await env.client.start(sender_catches, f"resume-never-{env.name}-{id(env)}", 3.0)
     outcome = await source.result(timeout=RESULT_TIMEOUT)
-    assert outcome.startswith("missing: ") and "within wait=3.0" in outcome
+    assert outcome.startswith("missing: None False: ") and "within wait=3.0" in outcome
 
 
 async def test_a_hook_whose_run_ended_is_a_closed_hook_error(env: Env) -> None:
@@ -225,9 +241,30 @@ async def test_a_hook_whose_run_ended_is_a_closed_hook_error(env: Env) -> None:
     await env.client.cancel(target.run_id)
     source = await env.client.start(sender_catches, token, 5.0)
     outcome = await source.result(timeout=RESULT_TIMEOUT)
-    assert outcome.startswith("closed: ") and target.run_id in outcome and "cancelled" in outcome
+    assert outcome.startswith(f"closed: {target.run_id} cancelled False: ")
     [step] = await _resume_steps(env, source.run_id)
-    assert (step.status, step.attempt) == ("failed", 1)
+    assert (step.status, step.attempt) == ("completed", 1)
+
+
+async def test_a_hook_its_run_disposed_is_not_found_naming_that_hook(env: Env) -> None:
+    token = f"resume-disposed-{env.name}-{id(env)}"
+    own = f"resume-disposed-own-{env.name}-{id(env)}"
+    target = await env.client.start(receiver_then_waits, token, own)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    await env.client.resume_hook(token, "first")
+    await target.wait_for_hook(own, timeout=RESULT_TIMEOUT)  # it left the first hook's `async with`
+    source = await env.client.start(sender_catches, token, None)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith(f"missing: ('{target.run_id}', ") and "left its `async with" in outcome, outcome
+
+
+async def test_an_uncaught_refusal_fails_the_sending_run_with_the_worlds_error(env: Env) -> None:
+    token = f"resume-uncaught-{env.name}-{id(env)}"
+    source = await env.client.start(sender_nowait, token)
+    with pytest.raises(HookNotFoundError, match=rf"resume_hook\('{token}'\): no hook holds that token yet"):
+        await source.result(timeout=RESULT_TIMEOUT)
+    view = await env.client.get_run(source.run_id).get()
+    assert view.error is not None and "HookNotFoundError" in str(view.error)
 
 
 async def test_a_codec_hook_takes_its_codecs_text_and_refuses_anything_else(awsworld_env: WorkflowTestEnv) -> None:

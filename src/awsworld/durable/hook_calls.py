@@ -19,6 +19,14 @@ KEY_PREFIX = "awsworld.resume_hook:"
 
 RESUME_HOOK_CALL = BuiltinStep(RESUME_HOOK)
 
+REFUSED = "refused"
+"""The step's result when the World refused the resume for good, as ``{"refused": <kind>, "message": ...}`` and the
+refusal's details: kind ``"closed"`` (the run that held the hook ended: ``runId``, ``runStatus``) or ``"not-found"``
+(no hook holds the token: ``disposedHook``, the ``[run id, hook id]`` of the hook that held it, or None). A recorded
+answer rather than a failed step, so the workflow raises the World's own error with its attributes on every replay
+(``authoring/resume.py``). The result of a resume that was recorded is ``True``; of a look that found no hook yet
+(a call with ``wait=``), ``False``."""
+
 
 def resume_key(run_id: str, step_id: str) -> str:
     """The idempotency key (the target's ``resumeId``) of the resume made by step ``step_id`` of run ``run_id``:
@@ -26,4 +34,4 @@ def resume_key(run_id: str, step_id: str) -> str:
     return f"{KEY_PREFIX}{run_id}:{step_id}"
 
 
-__all__ = ["KEY_PREFIX", "RESUME_HOOK", "RESUME_HOOK_CALL", "resume_key"]
+__all__ = ["KEY_PREFIX", "REFUSED", "RESUME_HOOK", "RESUME_HOOK_CALL", "resume_key"]
