@@ -9,9 +9,11 @@ from awsworld import (
     HookTimeoutError,
     create_hook,
     create_webhook,
+    resume_hook,
     step,
     workflow,
 )
+from awsworld.world import HookNotFoundError
 
 
 @step(name="hooks.notify")
@@ -69,6 +71,30 @@ async def payment(order_id: str) -> dict[str, object]:
 # --8<-- [end:webhook]
 
 
+@step(name="hooks.pack_and_ship")
+async def pack_and_ship(order_id: str) -> str:
+    return f"TRACK-{order_id}"
+
+
+@workflow(name="hooks.deliver")
+async def deliver(order_id: str) -> str:
+    async with create_hook(token=f"shipped:{order_id}", timeout="7d") as hook:
+        tracking: str = await hook  # resumed by the warehouse run below
+    return f"{order_id} shipped as {tracking}"
+
+
+# --8<-- [start:signal]
+@workflow(name="hooks.warehouse")
+async def warehouse(order_id: str) -> str:
+    tracking = await pack_and_ship(order_id)
+    try:  # tell the run that waits on this order; once, however often this run is replayed or retried
+        await resume_hook(f"shipped:{order_id}", tracking, wait="10m")
+    except HookNotFoundError:  # no run held the hook within 10 minutes, or its run has ended
+        return "nobody was waiting"
+    return tracking
+# --8<-- [end:signal]
+
+
 async def main() -> None:
     from awsworld.testing import WorkflowTestEnv
 
@@ -93,6 +119,12 @@ async def main() -> None:
         await reserved.wait_for_hook("stock:kettle")
         await client.fail_hook("stock:kettle", "out of stock", code="NO_STOCK")
         assert await reserved.result() == "not reserved: out of stock (NO_STOCK)"
+
+        waiting = await client.start(deliver, "A-4")
+        shipped = await client.start(warehouse, "A-4")
+        assert await shipped.result() == "TRACK-A-4"
+        assert await waiting.result() == "A-4 shipped as TRACK-A-4"
+        assert await (await client.start(warehouse, "A-5")).result() == "nobody was waiting"  # 10 min, skipped
 
         paid = await client.start(payment, "A-3")
         await env.idle()

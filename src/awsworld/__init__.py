@@ -37,6 +37,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.named_calls": ("with_name",),
     "authoring.names": ("InvalidNameError",),
     "authoring.poll": ("poll_until",),
+    "authoring.resume": ("resume_hook",),
     "authoring.retry": ("RetryPolicy",),
     "client.client": ("Client", "Run"),
     "durable.codecs": ("Codec", "Place", "PydanticCodec"),
@@ -100,6 +101,7 @@ if TYPE_CHECKING:
     from .authoring.named_calls import with_name
     from .authoring.names import InvalidNameError
     from .authoring.poll import poll_until
+    from .authoring.resume import resume_hook
     from .authoring.retry import RetryPolicy
     from .client.client import Client, Run
     from .durable.codecs import Codec, Place, PydanticCodec
@@ -176,6 +178,7 @@ __all__ = [
     "patched",
     "poll_until",
     "random",
+    "resume_hook",
     "schedule",
     "schedule_info",
     "sleep",

@@ -35,8 +35,8 @@ import os
 
 from pydantic import BaseModel
 
-from awsworld import (PydanticCodec, create_hook, create_webhook, get_writable, sleep, step, step_metadata,
-                      with_name, workflow)
+from awsworld import (PydanticCodec, create_hook, create_webhook, get_writable, resume_hook, sleep, step,
+                      step_metadata, with_name, workflow)
 
 
 @step(name="clitest.slow_first")
@@ -161,6 +161,13 @@ async def waits(mode: str, key: str) -> str:
     else:
         return await waits("hook", key)
     return mode
+
+
+@workflow(name="clitest.resumes")
+async def resumes(token: str) -> str:
+    """Resumes another run's hook, waiting for it to exist."""
+    await resume_hook(token, "from a run", wait="1h")
+    return "sent"
 
 
 @workflow(name="clitest.named")
@@ -633,6 +640,20 @@ def test_describe_says_what_a_running_run_waits_on(dev: Dev, project: Path) -> N
     assert re.search(rf"\nstatus    cancelled at {_shown(document['endedAt'])} \([^)]+ ago\)\nreason    test over\n",
                      text.out), text.out
     assert "waits on" not in text.out
+
+
+def test_describe_says_a_resume_hook_looks_for_its_hook(dev: Dev) -> None:
+    """A workflow's ``resume_hook(..., wait=...)`` of a hook no run holds yet: its step's polls are not retries of a
+    failure, so describe says what it looks for and when it looks again; then the hook appears and both finish."""
+    sender = _start(dev, "clitest.resumes", json.dumps(["waits:describe-resume"]))
+    _describe_until(dev, sender, lambda d: [w["kind"] for w in d["waitingOn"]] == ["retry"])
+    text = dev("describe", sender).out
+    assert re.search(r"waits on  resume_hook tries again at .+ \(attempt \d+\): the hook it resumes was not there "
+                     r"yet, or the last try failed \(awsworld events RUN says which, and the token\)", text), text
+    assert "poll 1: no run holds the hook yet" in dev("events", sender).out
+    target = _start(dev, "clitest.waits", json.dumps(["hook", "describe-resume"]))
+    assert json.loads(dev("result", target, "--wait", "60").out) == "from a run"
+    assert json.loads(dev("result", sender, "--wait", "60").out) == "sent"
 
 
 def test_start_takes_a_json_object_as_one_argument(dev: Dev) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from awsworld import Client, Concurrency, Schedule, create_hook, get_writable, sleep, step, workflow
+from awsworld import Client, Concurrency, Schedule, create_hook, get_writable, resume_hook, sleep, step, workflow
 from awsworld import aws as aws_package
 from awsworld._worker.tick import TICK_BODY
 from awsworld.authoring.errors import WorkflowRunCancelledError, WorkflowRunFailedError
@@ -245,6 +245,14 @@ async def parent(blob: str) -> int:
     return await streams_and_large_values(blob) + 1
 
 
+@workflow(name="trace.sends")
+async def sends(token: str, payload: str) -> str:
+    """One run resumes another's hook (the built-in resume step: the target's token, log and wake, from the flow
+    function), with a payload over the inline limit (stored in S3 for the target run)."""
+    await resume_hook(token, payload, wait="1m")
+    return "sent"
+
+
 @workflow(name="trace.limited", concurrency=Concurrency(1, key=lambda token: "shared"))
 async def limited(token: str) -> object:
     """One run at a time: a second start waits for the slot (``awsworld limits`` shows and changes it)."""
@@ -329,7 +337,10 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     runs = [await client.start(app.fan_out_sleep, 3, "s"), await client.start(app.flaky_pair, secrets.token_hex(4)),
             await client.start(streams_and_large_values, "b" * (20 * KIB)), await client.start(app.quick, "q"),
             await client.start(parent, "c" * (20 * KIB))]
+    signalled = f"trace-signal-{secrets.token_hex(6)}"
+    runs += [await client.start(app.plain_hook, signalled), await client.start(sends, signalled, "g" * (20 * KIB))]
     await esm.run_until(_all(runs), timeout=90)
+    assert await runs[-2].result(timeout=5) == "g" * (20 * KIB)
     slow = await client.start(app.slow_serial, secrets.token_hex(4), 4)
     await esm.run_until(done(slow), timeout=60, timeout_ms=11_000)  # 1 s budgets: continuations
 

@@ -24,6 +24,7 @@ from ..authoring.retry import RetryPolicy
 from ..authoring.step_context import current_step
 from ..durable import serde
 from ..durable.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
+from ..durable.hook_calls import RESUME_HOOK
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import (
     EntityConflictError,
@@ -35,6 +36,7 @@ from ..world.errors import (
 from ..world.events import Event
 from ..world.pages import collect_pages
 from ..world.protocol import World
+from .resume_calls import RESUME_HOOK_STEP
 from .run_control import create_run, resume_hook, wake_run
 
 log = logging.getLogger("awsworld.children")
@@ -224,8 +226,9 @@ async def report_ended_children(world: World, execution: WorkflowExecution) -> i
     return found
 
 
-BUILTIN_STEPS: Mapping[str, StepDef] = {START_CHILD: START_CHILD_STEP}
-"""Steps the runtime itself declares: every registry answers them, whatever registry a worker was given."""
+BUILTIN_STEPS: Mapping[str, StepDef] = {START_CHILD: START_CHILD_STEP, RESUME_HOOK: RESUME_HOOK_STEP}
+"""Steps the runtime itself declares: every registry answers them, whatever registry a worker was given (a
+workflow's ``resume_hook``'s body is in ``_worker/resume_calls.py``)."""
 
 
 def resolve_step(registry: Registry, name: str) -> StepDef:

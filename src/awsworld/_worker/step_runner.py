@@ -548,7 +548,7 @@ def _rejected_poll(world: World, poll: PollSpec, step: Step, events: list[Event]
     at = poll.next_poll(attempt, scale.logical(now))
     if at is None:
         return _poll_ended(TIMED_OUT, step_id, attempt, events, rejected)
-    error: dict[str, Any] = {"message": f"poll {attempt}: the condition is not met yet", "name": POLL_NOT_READY}
+    error: dict[str, Any] = {"message": f"poll {attempt}: {poll.not_ready}", "name": POLL_NOT_READY}
     if poll.stateful:
         error[STATE_FIELD] = encoded
     return _retrying(step_id, error, at, now, attempt, events, scale)

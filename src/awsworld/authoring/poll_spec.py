@@ -60,6 +60,7 @@ class PollSpec:
     progress: PollProgress = field(default_factory=PollProgress)
     codec: Codec[Any] | None = None  # each poll's result (its state, and the accepted one): ``poll_until(codec=)``
     step_name: str = ""
+    not_ready: str = "the condition is not met yet"  # what a rejected poll's ``step_retrying`` says (the log's reader)
 
     def place(self, run_id: str | None, step_id: str | None) -> Place:
         """Where a poll's result sits, for its codec and the error that names it."""

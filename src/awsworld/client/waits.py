@@ -23,6 +23,7 @@ from .._engine.ops import DISPLAY_NAME_FIELD, HEARTBEAT_EVERY_FIELD, HOOK_HEARTB
 from .._timeline import deadline_text, hook_waits, read_events, read_steps, when
 from .._worker.delivery import DELIVERY_FINDING
 from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
+from ..durable.hook_calls import RESUME_HOOK
 from ..durable.hook_payloads import is_heartbeat_event
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES, Run, Step
@@ -191,6 +192,11 @@ def describe_wait(wait: dict[str, Any], now: datetime | None = None) -> str:
         return f"step {shown}{wait['name']}, running (attempt {wait['attempt']}, started {since})"
     if kind == "step":
         return f"step {shown}{wait['name']}, queued (attempt {wait['attempt']} not started yet)"
+    if kind == "retry" and wait["name"] == RESUME_HOOK:  # (its polls: a workflow's resume_hook(..., wait=...))
+        # (Read without values, the log says neither the token nor whether the last try failed: events does.)
+        return (f"resume_hook {shown}tries again at {deadline_text(wait['at'], now)} (attempt {wait['attempt']}): the "
+                "hook it resumes was not there yet, or the last try failed (awsworld events RUN says which, and the "
+                "token)")
     if kind == "retry":
         return f"a retry of step {shown}{wait['name']} at {deadline_text(wait['at'], now)} (attempt {wait['attempt']})"
     if kind == "sleep":

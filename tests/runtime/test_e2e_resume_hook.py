@@ -1,0 +1,301 @@
+"""A workflow resumes another run's hook (``awsworld.resume_hook``), end to end on the in-memory test environment
+and on ``LocalAWS`` (moto): both runs finish; the payload is recorded once per call whatever crashes, retries and
+replays (a code edit included) happen around the send; a missing hook (after ``wait``), a disposed one and an
+ended run are typed errors the workflow can catch."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from pydantic import BaseModel
+
+from awsworld import Client, PydanticCodec, StepError, create_hook, resume_hook, sleep, workflow
+from awsworld.client.replay import replay_run
+from awsworld.durable.hook_calls import RESUME_HOOK, resume_key
+from awsworld.testing import WorkflowTestEnv
+from awsworld.world.errors import CodecPayloadError, HookClosedError, HookNotFoundError
+
+from .conftest import deployed
+
+RESULT_TIMEOUT = 60.0
+
+
+@dataclass
+class Env:
+    name: str
+    client: Client
+    world: Any
+
+
+@pytest.fixture(params=["memory", "local"])
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    if request.param == "memory":
+        test_env: WorkflowTestEnv = request.getfixturevalue("awsworld_env")
+        yield Env("memory", test_env.client, test_env.world)
+    else:
+        local = request.getfixturevalue("local")
+        yield Env("local", local.client, local.world)
+
+
+# ----------------------------------------------------------------------------------------- workflows
+
+
+@workflow
+async def receiver(token: str, count: int = 1) -> list[Any]:
+    got: list[Any] = []
+    async with create_hook(token=token) as hook:
+        async for payload in hook:
+            got.append(payload)
+            if len(got) == count:
+                break
+    return got
+
+
+@workflow
+async def sender(token: str, payload: Any) -> str:
+    await resume_hook(token, payload, wait="1m")
+    return "sent"
+
+
+@workflow
+async def sender_then_waits(token: str, own: str) -> str:
+    await resume_hook(token, {"n": 1}, wait="1m")
+    async with create_hook(token=own) as hook:
+        await hook
+    return "v1"
+
+
+async def sender_then_waits_v2(token: str, own: str) -> str:
+    """The deploy of an edit: the call is the same, what follows it changed."""
+    await resume_hook(token, {"n": 1}, wait="1m")
+    async with create_hook(token=own) as hook:
+        await hook
+    await sleep(1)
+    return "v2"
+
+
+@workflow
+async def receiver_then_waits(token: str, own: str) -> Any:
+    async with create_hook(token=token) as hook:
+        first = await hook
+    async with create_hook(token=own) as hook:
+        await hook
+    return first
+
+
+@workflow
+async def sender_nowait(token: str) -> str:
+    await resume_hook(token, "hello")
+    return "sent"
+
+
+@workflow
+async def sender_catches(token: str, wait: float | None) -> str:
+    try:
+        await resume_hook(token, "hello", wait=wait)
+    except HookClosedError as closed:
+        return f"closed: {closed.run_id} {closed.run_status} {isinstance(closed, StepError)}: {closed}"
+    except HookNotFoundError as missing:
+        return f"missing: {missing.disposed_hook} {isinstance(missing, StepError)}: {missing}"
+    return "sent"
+
+
+class Order(BaseModel):
+    sku: str
+
+
+@workflow
+async def codec_receiver(token: str) -> str:
+    async with create_hook(token=token, codec=PydanticCodec(Order)) as hook:
+        order = await hook
+    return order.sku
+
+
+@workflow
+async def codec_sender(token: str, payload: Any) -> str:
+    try:
+        await resume_hook(token, payload, wait="1m")
+    except CodecPayloadError as refused:
+        return f"refused: {type(refused).__name__} {isinstance(refused, StepError)}"
+    return "sent"
+
+
+@workflow
+async def sender_many(token: str, count: int) -> str:
+    await asyncio.gather(*(resume_hook(token, i, wait="1m") for i in range(count)))
+    return "sent"
+
+
+@workflow
+async def sender_queued(token: str, count: int) -> str:
+    await asyncio.gather(*(resume_hook(token, i) for i in range(count)))  # all but one run as queued step messages
+    return "sent"
+
+
+# ----------------------------------------------------------------------------------------- helpers
+
+
+async def _received(env: Env, run_id: str) -> list[Any]:
+    return [e for e in await env.client.get_run(run_id).events() if e.event_type == "hook_received"]
+
+
+async def _resume_steps(env: Env, run_id: str) -> list[Any]:
+    return [s for s in await env.client.get_run(run_id).steps() if s.step_name == RESUME_HOOK]
+
+
+# ----------------------------------------------------------------------------------------- tests
+
+
+async def test_a_workflow_resumes_another_runs_hook_and_both_finish(env: Env) -> None:
+    token = f"resume-both-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    source = await env.client.start(sender, token, {"amount": 42})
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert await target.result(timeout=RESULT_TIMEOUT) == [{"amount": 42}]
+    [received] = await _received(env, target.run_id)
+    [step] = await _resume_steps(env, source.run_id)
+    assert (received.event_data or {}).get("resumeId") == resume_key(source.run_id, step.step_id)
+    assert (await replay_run(env.world, source.run_id)).ok
+
+
+async def test_the_sender_may_start_first_with_wait(env: Env) -> None:
+    token = f"resume-first-{env.name}-{id(env)}"
+    source = await env.client.start(sender, token, "early")
+    await asyncio.sleep(0.2)  # (memory: the poll's timer is what the clock skips to)
+    target = await env.client.start(receiver, token)
+    assert await target.result(timeout=RESULT_TIMEOUT) == ["early"]
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+
+
+async def test_a_crash_between_the_send_and_its_record_sends_once(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The resume step's first attempt dies right after the target's hook_received landed, before the step's end
+    is recorded: its retry resumes under the same key, records nothing, and the target gets one payload."""
+    token = f"resume-crash-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token, 2)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    crashes: Counter[str] = Counter()
+    original = env.world.events.create
+
+    async def create(run_id: Any, event: Any, **kwargs: Any) -> Any:
+        result = await original(run_id, event, **kwargs)
+        if run_id == target.run_id and isinstance(event, dict) and event.get("eventType") == "hook_received" \
+                and not crashes[run_id]:
+            crashes[run_id] += 1
+            raise ConnectionError("the process died after hook_received landed")
+        return result
+
+    monkeypatch.setattr(env.world.events, "create", create)
+    source = await env.client.start(sender, token, "once")
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert crashes[target.run_id] == 1
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt) == ("completed", 2)
+    assert [(e.event_data or {}).get("payload") for e in await _received(env, target.run_id)] == ["once"]
+    await env.client.resume_hook(token, "second")  # the receiver takes two: the second is the client's
+    assert await target.result(timeout=RESULT_TIMEOUT) == ["once", "second"]
+
+
+async def test_a_replay_on_edited_code_does_not_send_again(env: Env) -> None:
+    token = f"resume-edit-{env.name}-{id(env)}"
+    own = f"resume-edit-own-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token, 2)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    source = await env.client.start(sender_then_waits, token, own)
+    await source.wait_for_hook(own, timeout=RESULT_TIMEOUT)
+    assert len(await _received(env, target.run_id)) == 1
+    with deployed(sender_then_waits, sender_then_waits_v2):
+        await env.client.resume_hook(own, "go")
+        assert await source.result(timeout=RESULT_TIMEOUT) == "v2"
+    assert len(await _received(env, target.run_id)) == 1
+    [step] = await _resume_steps(env, source.run_id)
+    starts = [e for e in await source.events() if e.event_type == "step_started" and e.correlation_id == step.step_id]
+    assert (step.attempt, len(starts)) == (1, 1)  # the replay on v2 read the step's end: no body ran again
+    assert (await target.status()) == "running"
+
+
+async def test_a_missing_hook_without_wait_fails_the_call_at_once(env: Env) -> None:
+    source = await env.client.start(sender_catches, f"resume-nobody-{env.name}-{id(env)}", None)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith("missing: None False: ") and "Pass wait= to wait for it" in outcome
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt) == ("completed", 1)  # the refusal is the call's recorded answer
+    assert (await replay_run(env.world, source.run_id)).ok
+
+
+async def test_a_hook_that_never_appears_fails_after_wait(env: Env) -> None:
+    source = await env.client.start(sender_catches, f"resume-never-{env.name}-{id(env)}", 3.0)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith("missing: None False: ") and "within wait=3.0" in outcome
+
+
+async def test_a_hook_whose_run_ended_is_a_closed_hook_error(env: Env) -> None:
+    token = f"resume-ended-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    await env.client.cancel(target.run_id)
+    source = await env.client.start(sender_catches, token, 5.0)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith(f"closed: {target.run_id} cancelled False: ")
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt) == ("completed", 1)
+
+
+async def test_a_hook_its_run_disposed_is_not_found_naming_that_hook(env: Env) -> None:
+    token = f"resume-disposed-{env.name}-{id(env)}"
+    own = f"resume-disposed-own-{env.name}-{id(env)}"
+    target = await env.client.start(receiver_then_waits, token, own)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    await env.client.resume_hook(token, "first")
+    await target.wait_for_hook(own, timeout=RESULT_TIMEOUT)  # it left the first hook's `async with`
+    source = await env.client.start(sender_catches, token, None)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith(f"missing: ('{target.run_id}', ") and "left its `async with" in outcome, outcome
+
+
+async def test_an_uncaught_refusal_fails_the_sending_run_with_the_worlds_error(env: Env) -> None:
+    token = f"resume-uncaught-{env.name}-{id(env)}"
+    source = await env.client.start(sender_nowait, token)
+    with pytest.raises(HookNotFoundError, match=rf"resume_hook\('{token}'\): no hook holds that token yet"):
+        await source.result(timeout=RESULT_TIMEOUT)
+    view = await env.client.get_run(source.run_id).get()
+    assert view.error is not None and "HookNotFoundError" in str(view.error)
+
+
+async def test_a_codec_hook_takes_its_codecs_text_and_refuses_anything_else(awsworld_env: WorkflowTestEnv) -> None:
+    client = awsworld_env.client
+    target = await client.start(codec_receiver, "resume-codec")
+    refused = await client.start(codec_sender, "resume-codec", {"sku": "kettle"})
+    assert await refused.result(timeout=RESULT_TIMEOUT) == "refused: StepError True"
+    sent = await client.start(codec_sender, "resume-codec", Order(sku="kettle").model_dump_json())
+    assert await sent.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert await target.result(timeout=RESULT_TIMEOUT) == "kettle"
+
+
+async def test_each_call_of_a_gather_is_its_own_send(awsworld_env: WorkflowTestEnv) -> None:
+    token = "resume-many"
+    target = await awsworld_env.client.start(receiver, token, 200)
+    source = await awsworld_env.client.start(sender_many, token, 200)
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert sorted(await target.result(timeout=RESULT_TIMEOUT)) == list(range(200))
+
+
+async def test_sends_run_as_queued_steps_too(env: Env) -> None:
+    token = f"resume-queued-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token, 5)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    source = await env.client.start(sender_queued, token, 5)
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert sorted(await target.result(timeout=RESULT_TIMEOUT)) == list(range(5))
+    starts = [e for e in await source.events() if e.event_type == "step_started"]
+    assert len(starts) == 5 and sum(1 for e in starts if not (e.event_data or {}).get("inline")) >= 1
+
+
+async def test_outside_a_workflow_it_says_to_use_a_client() -> None:
+    with pytest.raises(RuntimeError, match=r"client\.resume_hook"):
+        await resume_hook("any", 1)
