@@ -1,6 +1,6 @@
-"""A timer further away than one SQS message reaches (a 30-day sleep, a week's hook timeout, a retry in hours)
-costs one watchdog wake shortly before it, not a hop every 15 minutes; and its run still ends when a message is
-lost.
+"""A timer further away than one SQS message reaches (a 30-day sleep, a week's hook timeout, a retry in hours, a
+poll's next check) costs one watchdog wake shortly before it, not a hop every 15 minutes; and its run still ends when
+a message is lost.
 
 On the emulator (``LocalAWS``: moto's SQS, the poller that runs the Lambda handler's delivery code) with time made
 small: one message reaches 2 s (``SqsQueue.max_hop_seconds``, SQS's 900 s), the watch horizon is 3 s and its bucket
@@ -20,7 +20,7 @@ from datetime import timedelta
 
 import pytest
 
-from awsworld import HookTimeoutError, RetryableError, create_hook, sleep, step, step_metadata, workflow
+from awsworld import HookTimeoutError, RetryableError, create_hook, poll_until, sleep, step, step_metadata, workflow
 from awsworld._worker.tick import run_tick
 from awsworld.local import LocalAWS
 
@@ -40,6 +40,16 @@ async def busy_once(x: int) -> int:
     if step_metadata().attempt == 1:
         raise RetryableError("busy: try again later")
     return x + 1
+
+
+@step(name="far.ready_second_time")
+async def ready_second_time(x: int) -> bool:
+    return step_metadata().attempt >= 2
+
+
+@workflow(name="far.poller")
+async def poller(x: int) -> bool:
+    return await poll_until(ready_second_time, x, interval=TIMER_SECONDS, backoff=1, timeout=TIMER_SECONDS * 10)
 
 
 @workflow(name="far.sleeper")
@@ -117,6 +127,14 @@ async def test_a_retry_five_reaches_away_takes_no_hop(local: LocalAWS) -> None:
     # the start's (the first attempt runs inline and fails), the wake's (it sends a flow continuation for the
     # retry's time), that continuation's (it queues the step), the step's: 4. Before: 2 plus one hop per reach.
     assert deliveries(local) <= 4
+
+
+async def test_a_poll_five_reaches_apart_takes_one_wake(local: LocalAWS) -> None:
+    assert local.client is not None
+    run = await local.client.start(poller, 1)
+    assert await run.result(timeout=60) is True
+    # the start's (the first poll, rejected), the wake's (it sends the next poll's continuation), the poll's: 3
+    assert deliveries(local) <= 3
 
 
 async def test_a_far_sleep_whose_delayed_message_is_lost_still_ends(local: LocalAWS) -> None:
