@@ -23,6 +23,7 @@ import pytest
 from awsworld import HookTimeoutError, RetryableError, create_hook, poll_until, sleep, step, step_metadata, workflow
 from awsworld._worker.tick import run_tick
 from awsworld.local import LocalAWS
+from awsworld.world.messages import WATCHDOG_WAKE
 
 pytestmark = pytest.mark.asyncio
 
@@ -137,17 +138,24 @@ async def test_a_poll_five_reaches_apart_takes_one_wake(local: LocalAWS) -> None
     assert deliveries(local) <= 3
 
 
-async def test_a_far_sleep_whose_delayed_message_is_lost_still_ends(local: LocalAWS) -> None:
-    """The delayed message that should bring the sleep's end is lost on its way (dropped at the World's ``queue``,
-    as a purge or a recreated queue loses it; before the fix it was the first hop, now the watchdog wake's
-    message): the watchdog still brings the run, at its timer plus the horizon."""
+@pytest.mark.parametrize("lose", ["the delayed message", "the watchdog's wake"])
+async def test_a_far_sleep_whose_message_is_lost_still_ends(local: LocalAWS, lose: str) -> None:
+    """A message that should bring the sleep's end is lost on its way (dropped at the World's ``queue``, as a purge
+    or a recreated queue loses it): the delayed one (before the fix the first hop, now the one the watchdog's wake
+    sends), or the watchdog's wake itself. The watchdog still brings the run: at the timer plus the horizon, or at
+    the due it snoozed the run to before waking it."""
     assert local.client is not None
     world = local.world
     send = world.queue
     lost: list[object] = []
 
+    def lost_here(payload: object, options: dict[str, object]) -> bool:
+        if lose == "the delayed message":
+            return bool(options.get("delay_seconds"))
+        return isinstance(payload, dict) and payload.get("wake") == WATCHDOG_WAKE
+
     async def losing(queue_name: str, payload: object, **options: object) -> object:
-        if options.get("delay_seconds") and not lost:
+        if not lost and lost_here(payload, options):
             lost.append(payload)
             return None  # dropped: never reaches SQS
         return await send(queue_name, payload, **options)  # type: ignore[arg-type]
