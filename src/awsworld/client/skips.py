@@ -6,8 +6,9 @@ A 1-day sleep under ``awsworld dev`` takes a day; this ends it and records that 
 its log and its steps (no workflow code needed, so it works against a deployed stack too): every ``wait_created``
 without its ``wait_completed`` (a sleep, a hook's timeout, a heartbeat wait; not a hook's waits once the hook is
 disposed, nor a heartbeat wait a later one replaced: void, never completed, as ``describe`` reads them), and every
-step pending with a ``retryAfter`` (a retry's back-off, a poll between polls). A wait is named by its id (``wait_3``, ``step_2``) or
-its name (``sleep(name=...)``, ``with_name``, a step's name) as ``describe`` and ``events`` show them.
+step pending with a ``retryAfter`` (a retry's back-off, a poll between polls). A wait is named by its id
+(``wait_3``, ``step_2``) or its name (``sleep(name=...)``, ``with_name``, a step's name) as ``describe`` and
+``events`` show them.
 
 Without a name the run's one wait is skipped; with several, none is (``AmbiguousWaitError`` lists them): ending a
 hook's timeout sends the workflow down its timeout path, which should be chosen, not hit by a default. The
