@@ -350,10 +350,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
     ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
     order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then
-    arrival order as slots free (docs/how-to/flow-control.md). A run's clock counts from its start call, not from
-    when its slot came: until its first call ``now()`` is its creation time, so a ``sleep("10m")`` first thing in a
-    run that waited 8 minutes for its slot sleeps 2 (read ``now()`` after a first step for a deadline from its
-    start)."""
+    arrival order as slots free (docs/how-to/flow-control.md). A run's clock starts when its slot came: ``now()``
+    before its first call is its ``run_started`` time, so a ``sleep("10m")`` first thing sleeps ten minutes from
+    then, however long the run waited."""
     if isinstance(retention, int | float) and not isinstance(retention, bool) and retention > 0:
         # A number is seconds to every other duration (sleep(30)) and days to RunRetentionDays: retention=30 meant as
         # a month would delete the run's items 30 s after it ends, so the unit is asked for.
