@@ -36,6 +36,14 @@ as a waiter and is handed its slot by the run before it), runs started together 
 token (each reserves one start and sends its message again, delayed to it), and a minute of one run waiting (what a
 wait costs while nothing moves: no polling).
 
+Long waits (``--only longwait``) are priced per run: a run waiting 7 days on a hook (resumed then; without a
+timeout, and with one of 8 days), and one sleeping 30 days. A wait that long cannot run in real time, so time is made
+small: one SQS message reaches ``LONG_REACH`` s (SQS's 900 s), the watch horizon and bucket shrink with it, and the
+watchdog's tick runs every ``LONG_TICK`` s. Each shape runs at two lengths (in reaches); the bill is linear in the
+length (a constant and a cost per reach), and is printed extrapolated to the real lengths (672 reaches for 7 days,
+2,880 for 30). Before the fix a wait longer than one message reached hopped: a delivery every 15 minutes re-sent
+its message (Lambda invocations not billed here; the deliveries column counts them).
+
 Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
 then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
 """
@@ -45,9 +53,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import contextlib
 import hashlib
 import json
 import math
+import os
 import re
 import time
 import uuid
@@ -73,6 +83,7 @@ from awsworld import (
     workflow,
 )
 from awsworld._worker.tick import TICK_BODY
+from awsworld._worker.watchdog import sweep
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
 from awsworld.world.errors import HookNotFoundError
@@ -703,6 +714,29 @@ async def bill_sleep_hook(token: str) -> int:
     return await bill_add(b + int(payload["n"]))
 
 
+@workflow(name="bill.long_hook")
+async def bill_long_hook(token: str) -> int:
+    """A run waiting on an approval (``bill_long_waits``: 7 days, resumed then)."""
+    async with create_hook(token=token) as hook:
+        payload = await hook
+    return await bill_add(int(payload))
+
+
+@workflow(name="bill.long_hook_timeout")
+async def bill_long_hook_timeout(token: str, timeout: float) -> int:
+    """The same with a timeout (8 days, made small as the wait is): the hook is resumed before it."""
+    async with create_hook(token=token, timeout=timedelta(seconds=timeout)) as hook:
+        payload = await hook
+    return await bill_add(int(payload))
+
+
+@workflow(name="bill.long_sleep")
+async def bill_long_sleep(seconds: float) -> int:
+    """A 30-day sleep, made small."""
+    await sleep(timedelta(seconds=seconds))
+    return await bill_add(0)
+
+
 @workflow(name="bill.stream")
 async def bill_stream(n: int) -> int:
     return await bill_emit(n)
@@ -960,6 +994,52 @@ class Harness:
         await self.idle()
         return result
 
+    async def long_wait(self, shape: str, reaches: int) -> Result:
+        """One run of ``shape`` (``LONG_SHAPES``) whose wait lasts ``reaches`` times one message's reach, on the
+        small time of ``LONG_SETTINGS``; the watchdog ticks every ``LONG_TICK`` s. A tick's index Queries are billed
+        only when something is due (checked on the uncounted observer first): the empty ticks are the schedule's
+        fixed cost, priced by the ``tick`` row."""
+        seconds = reaches * LONG_REACH
+        queue = self.local.world.sqs_queue
+        saved_hop, saved_env = queue.max_hop_seconds, {k: os.environ.get(k) for k in LONG_SETTINGS}
+        os.environ.update(LONG_SETTINGS)
+        queue.max_hop_seconds = LONG_REACH
+        assert self.local.poller is not None
+        before = self.local.poller.deliveries
+
+        async def ticks() -> None:
+            while True:
+                if await self.observer.watch.due(datetime.now(UTC), limit=1):
+                    await sweep(self.local.world)
+                await asyncio.sleep(LONG_TICK)
+
+        async def body() -> None:
+            token = f"bill-long-{uuid.uuid4().hex}"
+            if shape == "sleep":
+                run = await self.client.start(bill_long_sleep, seconds)
+            else:
+                run = (await self.client.start(bill_long_hook, token) if shape == "hook" else
+                       await self.client.start(bill_long_hook_timeout, token, seconds * 8 / 7))
+                await asyncio.sleep(seconds)
+                await self.client.resume_hook(token, "1", wait=30)
+            await self.result(run)
+
+        ticker = asyncio.create_task(ticks())
+        try:
+            result = await self.measure(f"long wait: {shape} @{reaches}", "run", 1, body)
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            queue.max_hop_seconds = saved_hop
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+        result.note = str(self.local.poller.deliveries - before)  # the deliveries (read by long_waits_report)
+        return result
+
     async def tick_body(self) -> Callable[[], Awaitable[None]]:
         async def body() -> None:
             sqs = await self.local.world.clients.sqs()
@@ -1033,6 +1113,7 @@ def report(results: list[Result], backend: str) -> str:
         out.append(f"{r.name:<34}" + "".join(f"{ops.get(op, 0) / r.units:>11.2f}" for op in operations))
     out += watchdog_report(results)
     out += limits_report(results)
+    out += long_waits_report(results)
     for r in results:
         b = r.bill
         total = sum(b.dollars().values())
@@ -1096,6 +1177,53 @@ def _scaled(bill: Bill, factor: float) -> Bill:
                 times(bill.sqs), bill.idle_receives, times(bill.s3), times(bill.kms), bill.head_writes)
 
 
+LONG_REACH = 1
+"""One SQS message's reach in the long-wait rows, in seconds (SQS's is 900 s)."""
+LONG_TICK = 0.2
+"""The watchdog's tick in the long-wait rows, in seconds (the stack's is 60 s: a fifteenth of the reach; here a
+fifth, so the small time's wake lands within reach as the stack's does)."""
+LONG_SETTINGS = {"AWSWORLD_WATCH_HORIZON_SECONDS": "2", "AWSWORLD_WATCH_BUCKET_SECONDS": "0.1"}
+LONG_SHAPES = {"hook": ("hook, 7 days, no timeout", 7 * 96), "hook_timeout": ("hook, 7 days, 8-day timeout", 7 * 96),
+               "sleep": ("sleep, 30 days", 30 * 96)}
+"""shape -> (what it stands for, its length in reaches: 96 SQS reaches of 15 minutes a day)."""
+LONG_LENGTHS = (6, 12)
+"""Both past 4.7 reaches, so the 8-day timeout's wake (10 minutes before it, a day after the resume at 7) comes after
+the run ended, as at the real length."""
+
+
+def long_waits_report(results: list[Result]) -> list[str]:
+    """Per long-wait shape: deliveries, DynamoDB requests and WRU, SQS requests, at the two lengths measured and
+    extrapolated (linear in the length) to the real one, with its $ per million runs."""
+    rows = {r.name: r for r in results if r.name.startswith("long wait: ")}
+    if not rows:
+        return []
+    out = [f"{'long waits (per run)':<34}{'length':>8}{'deliv':>7}{'DDB req':>9}{'WRU':>8}{'RRU':>8}{'SQS req':>9}"
+           f"{'$ per M runs':>14}"]
+
+    def figures(r: Result) -> tuple[float, ...]:
+        b = r.bill
+        return (float(r.note), b.service_requests("dynamodb"), sum(b.wru.values()), sum(b.rru.values()),
+                sum(b.sqs.values()), sum(b.dollars().values()) * 1e6)
+
+    for shape, (label, real) in LONG_SHAPES.items():
+        short = rows.get(f"long wait: {shape} @{LONG_LENGTHS[0]}")
+        long = rows.get(f"long wait: {shape} @{LONG_LENGTHS[1]}")
+        if short is None or long is None:
+            continue
+        a, b = figures(short), figures(long)
+        # (a wait never costs less for being longer: a drop between the two lengths is noise, such as a write that
+        # crossed a KB in one of them, and is not extrapolated)
+        per = [max(0.0, (y - x) / (LONG_LENGTHS[1] - LONG_LENGTHS[0])) for x, y in zip(a, b, strict=True)]
+        at_real = [y + p * (real - LONG_LENGTHS[1]) for y, p in zip(b, per, strict=True)]
+        for length, row in ((LONG_LENGTHS[0], a), (LONG_LENGTHS[1], b), (real, at_real)):
+            name = label if length == real else f"  measured, {length} reaches"
+            out.append(f"{name:<34}{length:>8}{row[0]:>7.0f}{row[1]:>9.0f}{row[2]:>8.1f}{row[3]:>8.1f}{row[4]:>9.0f}"
+                       f"{row[5]:>14.2f}")
+    out.append(f"{'':<34}length in reaches of one SQS message (15 min); the real row is extrapolated from the two "
+               "measured ones")
+    return [*out, ""]
+
+
 TICKS_PER_MONTH = 30 * 24 * 60
 SCHEDULER_PRICE = 1.00 / 1e6  # EventBridge Scheduler invocations (after 14 million free a month)
 LAMBDA_REQUEST_PRICE = 0.20 / 1e6
@@ -1157,6 +1285,8 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("limits", lambda: harness.contended_runs(max(10, n // 5))),
                 ("limits", lambda: harness.rated_runs(max(10, n // 5))),
                 ("limits", lambda: harness.waiting_minute(20.0)),
+                *[("longwait", lambda shape=shape, n=n: harness.long_wait(shape, n))
+                  for shape in LONG_SHAPES for n in LONG_LENGTHS],
             ]
             for key, workload in plan:
                 if only is None or key in only:
@@ -1179,7 +1309,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
     parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream,"
-                                       "tick,wake,started,scheduled,limits")
+                                       "tick,wake,started,scheduled,limits,longwait")
     parser.add_argument("--encrypt", action="store_true",
                         help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)

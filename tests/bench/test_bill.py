@@ -151,3 +151,16 @@ async def test_a_limit_adds_at_most_2_wru_per_run_and_per_step_attempt_and_a_wai
         assert added <= 2 + 1 / n, (name, added)
     waiting = await harness.waiting_minute(3.0)
     assert waiting.bill.service_requests("dynamodb") == 0 and sum(waiting.bill.sqs.values()) == 0
+
+
+async def test_a_long_sleep_costs_the_same_at_any_length_and_a_long_wait_report_extrapolates_it(harness: Any) -> None:
+    """The long-wait rows (``--only longwait``): a sleep of 6 and of 12 message reaches costs the same deliveries,
+    SQS requests and DynamoDB requests (its one wake; before the fix one hop per reach), so the report's 30-day row
+    is the 12-reach one."""
+    short = await harness.long_wait("sleep", 6)
+    long = await harness.long_wait("sleep", 12)
+    assert int(short.note) == int(long.note) <= 3, "start, the watchdog's wake, the end: no hop"
+    assert sum(short.bill.sqs.values()) == sum(long.bill.sqs.values())
+    assert short.bill.service_requests("dynamodb") == long.bill.service_requests("dynamodb")
+    [row] = [line for line in bill.long_waits_report([short, long]) if line.startswith("sleep, 30 days")]
+    assert row.split()[3:6] == ["2880", long.note, str(long.bill.service_requests("dynamodb"))]

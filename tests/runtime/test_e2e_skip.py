@@ -159,16 +159,17 @@ async def test_several_waits_are_not_skipped_by_default_and_a_name_picks_one(e2e
         await e2e.client.skip_wait(run.run_id)
 
 
-async def test_skipping_the_timeout_of_a_hook_already_answered_is_harmless(e2e: E2E) -> None:
+async def test_the_timeout_of_a_hook_already_answered_is_not_a_wait_to_skip(e2e: E2E) -> None:
+    """The answered hook is disposed: its timeout wait (never completed in the log) is void, as ``describe`` shows
+    it. ``skip`` once listed it beside the sleep and refused to choose (``AmbiguousWaitError``: "has 2 waits")."""
     order = _order()
     run = await e2e.start(answered_then_nap, order)
     await e2e.hook_ready(f"skip-answered:{order}", run)
     await e2e.client.resume_hook(f"skip-answered:{order}", "yes")
     await _until_count(run, "wait_created", 2)
-    with pytest.raises(AmbiguousWaitError):  # the log still shows the hook's timeout open, beside the sleep
-        await e2e.client.skip_wait(run.run_id)
-    assert (await e2e.client.skip_wait(run.run_id, "wait_2")).event is not None  # nothing awaits it any more
-    assert (await e2e.client.skip_wait(run.run_id)).wait.id == "wait_3"  # the run's one wait now: its sleep
+    with pytest.raises(WaitNotFoundError):
+        await e2e.client.skip_wait(run.run_id, "wait_2")
+    assert (await e2e.client.skip_wait(run.run_id)).wait.id == "wait_3"  # the run's one wait: its sleep
     assert await run.result(timeout=30) == "yes, rested"
     assert (await replay_run(e2e.world, run.run_id)).ok
 

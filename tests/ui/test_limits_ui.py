@@ -46,7 +46,9 @@ async def test_the_run_page_and_api_say_what_waits_for_a_limit() -> None:
             assert waits == [{"kind": "slot", "limit": "workflow:ui.limited", "key": "k", "place": 1, "of": 1,
                               "heldBy": [f"r:{holder.run_id}"], "concurrency": 1, "paused": False}]
             page = (await http.get(f"/runs/{waiting.run_id}")).text
-            assert "waits for" in page and "a slot of workflow:ui.limited key &#x27;k&#x27; (place 1 of 1" in page
+            # describe's words (client.waits.describe_waits): "waits on  its start: a slot of ..."
+            assert ("<th>waits on</th><td>its start: a slot of workflow:ui.limited key &#x27;k&#x27; (place 1 of 1"
+                    in page)
             blocked: list[Run[int]] = []
             for _ in range(500):  # (until the second step has asked for the slot the first holds: its body runs)
                 blocked = [r for r in (running, second)
@@ -59,7 +61,7 @@ async def test_the_run_page_and_api_say_what_waits_for_a_limit() -> None:
             [step_wait] = (await http.get(f"/api/runs/{blocked_id}")).json()["limitWaits"]
             assert (step_wait["kind"], step_wait["limit"], step_wait["name"], step_wait["place"]) == (
                 "slot", "step:ui.exclusive", "ui.exclusive", 1)
-            assert "step <code>ui.exclusive</code>: a slot of step:ui.exclusive" in (
+            assert "step ui.exclusive, not started: it waits for a slot of step:ui.exclusive" in (
                 await http.get(f"/runs/{blocked_id}")).text
         RELEASE["exclusive"].set()
         await env.client.resume_hook("ui-limited:k", "go")

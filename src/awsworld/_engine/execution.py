@@ -69,6 +69,11 @@ from .replay_loop import ReplayLoop
 from .time_scale import TimeScale, recorded_factor
 
 RUN_LEVEL_EVENTS = frozenset({"run_created", "run_started", "run_completed", "run_failed", "attr_set"})
+CLOCK_FROM_START = "clockFromStart"
+"""``executionContext.clockFromStart``: the run's clock starts at its ``run_started``, not its ``run_created``.
+A start that may make the run wait for a slot (``_worker.run_limits.start_context``) records it: a run that waited
+an hour for its slot once began with ``now()`` an hour old, so a ``sleep("10m")`` first thing ended at once. Only
+runs that record it read it (a run started before keeps the clock its log was written with: its waits replay)."""
 DECLARING_EVENTS = frozenset({"step_created", "wait_created", "hook_created", "hook_conflict"})
 """The events that record a call the code declared (a hook refused for its token is recorded as a conflict)."""
 CODE_DECISIONS = frozenset({"hook_disposed", "run_completed", "run_failed"})
@@ -172,7 +177,7 @@ class WorkflowExecution:
         if not self.log or self.log[0].event_type != "run_created":
             raise ReplayDivergenceError("the log does not start with run_created")
         first = self.log[0]
-        self.now = first.created_at
+        self.now = self._body_starts_at(first)
         self.cursor = 1  # run_created is consumed by starting the body (positions count from after it)
         raw = (first.event_data or {}).get("input")
         # The body's first run: nothing but run-level events in the log (``all`` stops at the first call's event).
@@ -193,6 +198,18 @@ class WorkflowExecution:
         context.run(current_runtime.set, self)
         self.task = self.loop.create_task(self._body(raw, fresh, call), context=context)
         self.task.add_done_callback(self._body_ended)
+
+    def _body_starts_at(self, first: Event) -> datetime:
+        """``now()`` for the body's first statements: the run's creation, or (``CLOCK_FROM_START`` recorded) its
+        ``run_started`` among the run-level events that lead the log (a run that waited for a slot starts then)."""
+        context = (first.event_data or {}).get("executionContext")
+        if isinstance(context, dict) and context.get(CLOCK_FROM_START) is True:
+            for event in self.log[1:]:
+                if event.event_type not in RUN_LEVEL_EVENTS:
+                    break
+                if event.event_type == "run_started":
+                    return event.created_at
+        return first.created_at
 
     def _body_ended(self, body: asyncio.Task[Any]) -> None:
         """The body returned or raised: cancel every task it left running (``map`` items still running when

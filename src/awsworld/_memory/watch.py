@@ -22,6 +22,9 @@ def set_due(state: State, run: RunRecord, due: datetime | None) -> None:
 
 
 class MemoryWatch:
+    reach_seconds: float | None = None
+    """The memory queue delays a message any time exactly (no hops): every timer gets its message."""
+
     def __init__(self, state: State) -> None:
         self.state = state
 

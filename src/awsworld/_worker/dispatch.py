@@ -20,6 +20,7 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
+from ..world.watch import beyond_reach
 from .inline_loop import Flow, FlowSettings, FlowStats
 from .step_limits import retried
 from .step_runner import run_step
@@ -129,6 +130,8 @@ async def retry_step_message(world: World, message: FlowMessage, delay: float) -
     finished (the flow goes on, and re-queues unstarted steps only with their keys). So no step body runs twice
     at once and no second outcome is recorded; at most one extra delivery per duplicate, which never
     multiplies. Step dispatches keep their keys (see ``Flow._dispatch``)."""
+    if beyond_reach(world.watch, delay):
+        return  # further than one message carries: the run's due brings a wake before it (``flow_messages``)
     due = clock_of(world).now() + timedelta(seconds=delay)
     await world.queue(queue_name_for(message.workflow_name), retried(message, due).to_payload(),
                       delay_seconds=math.ceil(delay))

@@ -1,5 +1,9 @@
 """The messages a flow delivery hands work to: a step's (its retry), a poll's next attempt and the flow's own
-continuation, each remembered (``queued``) so a delivery sends one per step attempt, poll and wait."""
+continuation, each remembered (``queued``) so a delivery sends one per step attempt, poll and wait.
+
+A delayed one further away than the World's queue carries in one message (``world.watch.beyond_reach``: SQS's
+15 minutes) is not sent: it would hop every 15 minutes until due. The run rests with its due before that timer
+(``recovery.resting_due``), and the watchdog's wake sends it once it is within reach."""
 
 from __future__ import annotations
 
@@ -11,6 +15,7 @@ from .._engine.ops import StepOp
 from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
+from ..world.watch import beyond_reach
 from .flow_state import FlowLog
 from .run_limits import recorded_priority
 from .step_limits import DUE_FIELD, PRIORITY_FIELD
@@ -56,7 +61,10 @@ class FlowMessages:
         return context
 
     async def queue_flow(self, key: str, *, delay_seconds: int | None = None) -> None:
-        """The flow's continuation, keyed (``<run id>:<key>``): every flow that sends the same key sends one."""
+        """The flow's continuation, keyed (``<run id>:<key>``): every flow that sends the same key sends one. None
+        beyond reach (the module's docstring)."""
+        if beyond_reach(self.world.watch, delay_seconds or 0):
+            return
         await self.world.queue(self.queue_name, self.flow_message().to_payload(),
                                idempotency_key=f"{self.message.run_id}:{key}", delay_seconds=delay_seconds)
 
@@ -64,9 +72,10 @@ class FlowMessages:
         """A step's retry, sent without a dedup key (why that is harmless: ``dispatch.retry_step_message``)."""
         if step.poll is not None:
             return await self.queue_poll(step, attempt, delay)
-        due = clock_of(self.world).now() + timedelta(seconds=delay)
-        await self.world.queue(self.queue_name, self.step_message(step, due=due).to_payload(),
-                               delay_seconds=math.ceil(delay))
+        if not beyond_reach(self.world.watch, delay):
+            due = clock_of(self.world).now() + timedelta(seconds=delay)
+            await self.world.queue(self.queue_name, self.step_message(step, due=due).to_payload(),
+                                   delay_seconds=math.ceil(delay))
         self.queued.add(f"{step.id}:{attempt}")
 
     async def queue_poll(self, step: StepOp, attempt: int, delay: float) -> None:

@@ -16,8 +16,9 @@ and gives every open part a live way forward:
   when that lease ends, so one wake is enough.
 
 And when the flow comes to rest (suspends with nothing in flight), it leaves the run's exact due on its head
-(``rest``), so the watchdog (``_worker.watchdog``) wakes a sleeping run only if its wake-up is lost, and a run
-waiting on hooks alone never.
+(``rest``), so the watchdog (``_worker.watchdog``) wakes a sleeping run only if its wake-up is lost, or, for a
+timer further away than one queue message reaches (a 30-day sleep on SQS), once shortly before it, in place of
+the message (``world.watch.timer_due``); and a run waiting on hooks alone never.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..world.events import Event
 from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import lease_expired
-from ..world.watch import commit_due, due_key, horizon, quiet_due
+from ..world.watch import WatchAPI, commit_due, due_key, horizon, timer_due
 from .child_runs import child_check_times
 
 log = logging.getLogger("awsworld.flow")
@@ -96,15 +97,18 @@ async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[
     queued.add(f"lease:{soonest.id}:{soonest.attempt}")
 
 
-def resting_due(execution: WorkflowExecution, now: datetime) -> tuple[bool, datetime | None]:
+def resting_due(execution: WorkflowExecution, now: datetime,
+                world_watch: WatchAPI | None = None) -> tuple[bool, datetime | None]:
     """(rests, due): whether nothing of the run is in flight (no step queued, running or due to retry), and if
-    so its exact due (``world.watch.quiet_due``: its soonest timer plus the horizon; None for hooks alone). A
-    child call counts as a timer (``child_runs.child_check_times``): its report may be lost."""
+    so its exact due (``world.watch.timer_due``: its soonest timer plus the horizon, or before a timer beyond the
+    queue's reach, which has no message; None for hooks alone). A child call counts as a check
+    (``child_runs.child_check_times``): its report may be lost."""
     steps = execution.pending_steps()
     if any(s.started or s.retry_after is None or s.retry_after <= now for s in steps):
         return False, None
     timers = [w.resume_at for w in execution.pending_waits()] + [s.retry_after for s in steps if s.retry_after]
-    return True, quiet_due(timers + child_check_times(execution, now))
+    reach = None if world_watch is None else world_watch.reach_seconds
+    return True, timer_due(timers, now, reach, checks=child_check_times(execution, now))
 
 
 def last_commit_due(events: Sequence[Event]) -> str | None:
@@ -129,7 +133,7 @@ async def rest(world: World, message: FlowMessage, execution: WorkflowExecution,
     if api is None:
         return
     if resting is None:
-        resting, due = resting_due(execution, now)
+        resting, due = resting_due(execution, now, api)
     if not resting:
         return
     wanted = None if due is None else due_key(due)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
+from .._engine.execution import CLOCK_FROM_START
 from ..authoring.definitions import WorkflowDef
 from ..durable import codecs
 from ..durable.codecs import Place
@@ -100,10 +101,12 @@ def recorded_priority(context: Mapping[str, Any] | None) -> int:
 
 
 def start_context(slot: RunSlot | None, priority: int | None) -> dict[str, Any]:
-    """What a start adds to the run's ``executionContext``."""
+    """What a start adds to the run's ``executionContext``: its slot and priority, and, for a run that may wait for
+    its slot, that its clock starts at its ``run_started`` (``_engine.execution.CLOCK_FROM_START``)."""
     context: dict[str, Any] = {}
     if slot is not None:
         context[LIMIT_CONTEXT] = slot.context()
+        context[CLOCK_FROM_START] = True  # it may wait for its slot: its clock starts when it does
     if priority:
         context[PRIORITY_CONTEXT] = check_priority(priority)
     return context

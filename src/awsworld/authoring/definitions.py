@@ -367,7 +367,9 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
 
     ``concurrency``: how many runs may run at once (a number), or per key (``Concurrency(1, key=lambda order:
     order.customer_id)``, with ``total=``, ``on_busy=``): the others wait ``pending`` and start in priority, then
-    arrival order as slots free (docs/how-to/flow-control.md)."""
+    arrival order as slots free (docs/how-to/flow-control.md). A run's clock starts when its slot came: ``now()``
+    before its first call is its ``run_started`` time, so a ``sleep("10m")`` first thing sleeps ten minutes from
+    then, however long the run waited."""
     if isinstance(retention, int | float) and not isinstance(retention, bool) and retention > 0:
         # A number is seconds to every other duration (sleep(30)) and days to RunRetentionDays: retention=30 meant as
         # a month would delete the run's items 30 s after it ends, so the unit is asked for.
@@ -453,7 +455,9 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
     ``concurrency`` and ``rate``: limits across all runs: at most that many attempts at once (``20``, or
     ``Concurrency(2, key=lambda customer, amount: customer)``), at most that many starts per period (``"50/s"``,
     or ``RateLimit("50/s", burst=10, key=...)``); ``name=`` on either shares one limit between steps. An
-    attempt beyond the limit waits without holding a container (docs/how-to/flow-control.md)."""
+    attempt beyond the limit waits without holding a container (docs/how-to/flow-control.md). The polls of
+    ``poll_until(this_step, ...)`` do not take them (they run inside the flow): pace those with ``interval=``
+    (docs/how-to/polling.md)."""
     if semantics not in get_args(StepSemantics):
         raise ValueError(f"@step semantics must be one of {', '.join(map(repr, get_args(StepSemantics)))}, "
                          f"not {semantics!r}")

@@ -30,7 +30,8 @@ class AWSWorld(WorldBase):
         self.values = ValueStore(self.clients)
         self.storage = DynamoStorage(self.clients, self.values)
         self._store_with(self.storage)  # the contract's storage methods, over DynamoDB and S3
-        self.watch = WatchAPI(self.clients)  # the watchdog's index (world.watch): awsworld's extension
+        # the watchdog's index (world.watch): awsworld's extension; it reaches as far as one SQS message's delay
+        self.watch = WatchAPI(self.clients, reach=lambda: self.sqs_queue.max_hop_seconds)
         self.schedules = DynamoSchedules(self.clients)  # the schedules the tick fires: awsworld's extension too
         self.published = DynamoPublished(self.clients)  # the consumers' workflow names (published.model): likewise
         self.deployments = DynamoDeployments(self.clients)  # the code's versions (world/deployments.py): likewise

@@ -4,9 +4,11 @@ retry's back-off.
 A 1-day sleep under ``awsworld dev`` takes a day; this ends it and records that an operator did
 (``world.rules.skips``), so a replay of the log gives what a normal wake gives. Which waits a run has is read from
 its log and its steps (no workflow code needed, so it works against a deployed stack too): every ``wait_created``
-without its ``wait_completed`` (a sleep, a hook's timeout, a heartbeat wait), and every step pending with a
-``retryAfter`` (a retry's back-off, a poll between polls). A wait is named by its id (``wait_3``, ``step_2``) or
-its name (``sleep(name=...)``, ``with_name``, a step's name) as ``describe`` and ``events`` show them.
+without its ``wait_completed`` (a sleep, a hook's timeout, a heartbeat wait; not a hook's waits once the hook is
+disposed, nor a heartbeat wait a later one replaced: void, never completed, as ``describe`` reads them), and every
+step pending with a ``retryAfter`` (a retry's back-off, a poll between polls). A wait is named by its id
+(``wait_3``, ``step_2``) or its name (``sleep(name=...)``, ``with_name``, a step's name) as ``describe`` and
+``events`` show them.
 
 Without a name the run's one wait is skipped; with several, none is (``AmbiguousWaitError`` lists them): ending a
 hook's timeout sends the workflow down its timeout path, which should be chosen, not hit by a default. The
@@ -147,11 +149,17 @@ def waits_of(events: Sequence[Event], steps: Sequence[Step]) -> list[OpenWait]:
         if event.event_type == "wait_created":
             resume = data.get("resumeAt")
             hook, role = of_hooks.get(key, (None, None))
+            if hook is not None:  # a re-armed heartbeat deadline replaces the one before (never completed)
+                for earlier in [w for w in found if of_hooks.get(w) == (hook, role)]:
+                    found.pop(earlier)
             found[key] = OpenWait("wait", key, datetime.fromisoformat(resume) if isinstance(resume, str) else None,
                                   shown.get(key), hook_wait=None if hook is None or role is None else
                                   hook_wait_label(role, tokens.get(hook, hook)))
         elif event.event_type == "wait_completed":
             found.pop(key, None)
+        elif event.event_type == "hook_disposed":  # its timeout and heartbeat waits are void (never completed)
+            for void in [w for w in found if of_hooks.get(w, ("",))[0] == key]:
+                found.pop(void)
     for step in steps:
         if step.status == "pending" and step.retry_after is not None:
             found[step.step_id] = OpenWait("retry", step.step_id, step.retry_after, shown.get(step.step_id),

@@ -20,14 +20,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from .._engine.parking import parked_run, shown_status
-from .._timeline import error_lines, error_part, timeline_rows, when
+from .._timeline import error_lines, error_part, read_steps, timeline_rows, when
 from .._worker.error_shapes import error_summary
 from ..authoring.durations import parse_duration
 from ..client.client import Client, cancel_reason
 from ..client.limits import limit_waits
+from ..client.waits import waiting_on, with_limits
 from ..schedules.info import schedule_json
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
+from ..world.events import Event
 from ..world.protocol import World
 from ..world.streams import StreamInfo
 from .model import parent_of, picture
@@ -140,6 +142,18 @@ async def runs(request: Request) -> JSONResponse:
                          "cursor": cursor})
 
 
+async def run_waits(world: World, view: Run, events: list[Event]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(what waits for a limit across runs, everything the run waits on): ``client.limits.limit_waits`` and
+    ``client.waits``'s entries as ``awsworld describe`` reads them (``waitingOn``), so the page and ``describe``
+    say the same. A live run's steps are read for it (one ``steps.list`` page per 1,000 steps); an ended run waits
+    on nothing and costs no read."""
+    limited = await limit_waits(world, view.run_id, view.status, view.execution_context, events)
+    if view.is_terminal:
+        return limited, []
+    steps = await read_steps(world, view.run_id, values=False)
+    return limited, with_limits(waiting_on(view.status, steps, events), limited)
+
+
 async def run(request: Request) -> JSONResponse:
     ui = state(request)
     run_id = request.path_params["run_id"]
@@ -147,7 +161,7 @@ async def run(request: Request) -> JSONResponse:
     pic = picture(run_id, events)
     statuses = await linked_statuses(ui, view, pic.children)
     parent = parent_of(view)
-    waits = await limit_waits(ui.world, run_id, view.status, view.execution_context, events)
+    limited, waiting = await run_waits(ui.world, view, events)
     return JSONResponse({
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
         "createdAt": when(view.created_at), "startedAt": when(view.started_at),
@@ -156,7 +170,8 @@ async def run(request: Request) -> JSONResponse:
         "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,  # as describe --json
         "parentRunId": parent, "parentStatus": statuses.get(parent) if parent else None,
         "schedule": schedule_json(view.execution_context),
-        "limitWaits": waits,  # a limit across runs holds its start, or a step's (client.limits.limit_waits)
+        "limitWaits": limited,  # a limit across runs holds its start, or a step's (client.limits.limit_waits)
+        "waitingOn": waiting,  # everything a live run waits on, as describe --json's waitingOn (client/waits.py)
         "children": pic.children, "childStatuses": {c: statuses[c] for c in pic.children if c in statuses},
         "lanes": [{"kind": lane.kind, "name": lane.label, "status": lane.status, "createdAt": when(lane.created),
                    "endedAt": when(lane.ended), "childRunId": lane.child_run_id, "path": lane.path or None,

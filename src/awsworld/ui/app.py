@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
-from datetime import UTC, datetime
 from typing import Any
 
 from starlette.applications import Starlette
@@ -25,7 +24,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._published.model import unknown_workflow_note
 from .._timeline import timeline_rows
 from ..client.client import Client, cancel_reason
-from ..client.limits import limit_waits
+from ..client.waits import describe_waits
+from ..world.clock import clock_of
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.protocol import World
 from . import api
@@ -87,7 +87,9 @@ async def run_view(request: Request) -> Response:
     """A run's page. World requests: ``runs.get``, ``events.list`` (one per 1,000 events not yet remembered),
     ``streams.list`` and one ``streams.get_info`` per stream, and one ``runs.get`` for the parent's status and
     for each of the first ``api.LINKED_STATUSES`` children's; stream contents and whole values load on demand.
-    A run or step that waits for a limit reads that limit's pool (``client.limits.limit_waits``)."""
+    A live run's page reads its steps too (``steps.list``), and a run or step that waits for a limit reads that
+    limit's pool (``client.limits.limit_waits``): its "waits on" lines are ``awsworld describe``'s
+    (``client.waits.describe_waits``)."""
     ui = api.state(request)
     run_id = request.path_params["run_id"]
     # At once: the log's pages are sequential (cursors), the rest need not wait for them.
@@ -95,9 +97,10 @@ async def run_view(request: Request) -> Response:
                                                  ui.reader.events(run_id), api.stream_infos(ui, run_id))
     pic = picture(run_id, events)
     statuses = await api.linked_statuses(ui, view, pic.children)
-    waits = await limit_waits(ui.world, run_id, view.status, view.execution_context, events)
+    _, waits = await api.run_waits(ui.world, view, events)
+    now = clock_of(ui.world).now()  # (a test environment's virtual time: a sleep's end "in 2 d" of its clock)
     html = run_page(view, pic=pic, rows=timeline_rows(events), streams=streams, statuses=statuses,
-                    allow_writes=ui.allow_writes, now=datetime.now(UTC), limit_waits=waits,
+                    allow_writes=ui.allow_writes, now=now, waits_on=describe_waits(waits, now),
                     cancel_reason=cancel_reason(events) if view.status == "cancelled" else None)
     return HTMLResponse(html)
 

@@ -17,7 +17,6 @@ from urllib.parse import quote, urlencode
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
 from .._timeline import Row, error_lines
 from .._worker.error_shapes import error_brief, error_summary
-from ..client.limits import limit_wait_text
 from ..schedules.info import schedule_label
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
@@ -317,7 +316,9 @@ def _linked(run_id: str, statuses: dict[str, str]) -> str:
 
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
              statuses: dict[str, str], allow_writes: bool, now: datetime,
-             limit_waits: list[dict[str, Any]] | None = None, cancel_reason: str | None = None) -> str:
+             waits_on: Iterable[str] = (), cancel_reason: str | None = None) -> str:
+    """A run's page. ``waits_on``: what a live run waits on, one line each, as ``awsworld describe`` says it
+    (``client.waits.describe_waits``: a sleep, a hook, a step, a retry, a limit's slot)."""
     live = not run.is_terminal
     parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)),
@@ -332,9 +333,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
-    for wait in limit_waits or ():  # a limit across runs holds the run's start, or a step's
-        what = f"step <code>{esc(wait['name'])}</code>" if wait.get("stepId") else "its start"
-        facts.append(("waits for", f"{what}: {esc(limit_wait_text(wait))}"))
+    for line in waits_on:  # (describe's "waits on" lines: one implementation, client/waits.py)
+        facts.append(("waits on", esc(line)))
     if parent:
         facts.append(("parent", _linked(parent, statuses)))
     if (started_by := schedule_label(run.execution_context)) is not None:

@@ -15,6 +15,12 @@ keeps the same rule (``commit_due``), written once here.
 - A flow that suspends knows better (a sleep of a day, a retry in an hour, only hooks to wait for: no due at
   all); when the due its last write left differs from that, it corrects it with one small write
   (``_worker.inline_loop``). A run's due is therefore exact whenever it rests, and conservative while it moves.
+- A timer further away than the World's queue carries one message (``WatchAPI.reach_seconds``: SQS's 900 s
+  delay cap) gets no message at all: a message would have to hop (re-sent by a delivery every 15 minutes, 2,880
+  times for a 30-day sleep). The flow leaves no message for it (``beyond_reach``) and the resting run's due is
+  ``lead`` before the timer instead (``timer_due``): the watchdog's wake then comes when the timer is within one
+  message's reach, and its flow sends the exact delayed message. A lost wake is the watchdog's as any other
+  (it snoozed the run first: it comes back a horizon later), so the promise holds.
 - The watchdog pushes the due of a run it wakes forward, doubling with each wake that finds the run still
   due (``snooze_due``), so a run that cannot progress (code missing, a message the dedup keys hold back) is
   woken ever more rarely rather than every tick.
@@ -102,6 +108,37 @@ def quiet_due(timers: Iterable[datetime]) -> datetime | None:
     return None if soonest is None else soonest + horizon()
 
 
+def beyond_reach(watch: WatchAPI | None, delay_seconds: float) -> bool:
+    """Whether a flow leaves the message for a timer ``delay_seconds`` away unsent: its World's queue cannot carry
+    it in one message (``WatchAPI.reach_seconds``) and the watchdog wakes the run before it instead."""
+    reach = None if watch is None else watch.reach_seconds
+    return reach is not None and delay_seconds > reach
+
+
+def lead_seconds(reach: float) -> float:
+    """How long before a timer beyond reach the watchdog wakes its run: two thirds of the reach (10 minutes of
+    SQS's 15), so the tick's period (1 minute; ``WatchdogRate`` up to 5) and the due's bucket (1 minute) still land
+    the wake within one message's reach of the timer."""
+    return reach * 2 / 3
+
+
+def timer_due(timers: Iterable[datetime], now: datetime, reach: float | None, *,
+              checks: Iterable[datetime] = ()) -> datetime | None:
+    """The due of a resting run whose timers (waits, retries, polls: each brought by a message the flow sent, or
+    left unsent as ``beyond_reach``) and ``checks`` (times to look at it that no message brings: a child's report)
+    are these: a check or a timer within reach, plus the horizon (``quiet_due``); a timer beyond reach, ``lead``
+    before it (its wake sends the message). The soonest of them; none for a run on hooks alone."""
+    dues: list[datetime] = []
+    for timer in timers:
+        # (a fifteenth of the reach, a minute of SQS's 15, is the slack for the moment between the flow's send and
+        # its rest: a timer left without a message then still counts as far a moment later)
+        far = reach is not None and (timer - now).total_seconds() > reach * 14 / 15
+        dues.append(timer - timedelta(seconds=lead_seconds(reach)) if far and reach is not None
+                    else timer + horizon())
+    dues += [check + horizon() for check in checks]
+    return min(dues, default=None)
+
+
 def snooze_due(now: datetime, wakes: int) -> datetime:
     """The due the watchdog gives a run it wakes for the ``wakes + 1``-th time in a row."""
     return now + timedelta(seconds=min(MAX_SNOOZE_SECONDS, horizon_seconds() * 2 ** min(wakes, 20)))
@@ -119,6 +156,12 @@ class DueRun:
 
 class WatchAPI(Protocol):
     """A World's watch index (``world.watch``): awsworld's extension; a World without it has no watchdog."""
+
+    @property
+    def reach_seconds(self) -> float | None:
+        """The longest delay the World's queue carries in one message (None: any): a flow sends no message for a
+        timer further away (``beyond_reach``), and the run's due brings the watchdog's wake before it."""
+        ...
 
     async def due(self, now: datetime, *, limit: int = 1000) -> list[DueRun]:
         """Runs whose due is at or before ``now``, soonest first, at most ``limit``."""

@@ -16,6 +16,7 @@ and tick when nothing is due, 0.5 RRU each (eventually consistent reads of up to
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -31,8 +32,16 @@ _ALIVE = "#status IN (:pending, :running)"
 
 
 class WatchAPI:
-    def __init__(self, clients: AWSClients) -> None:
+    def __init__(self, clients: AWSClients, reach: Callable[[], float] | None = None) -> None:
         self.clients = clients
+        self._reach = reach
+
+    @property
+    def reach_seconds(self) -> float | None:
+        """One SQS message's longest delay (``SqsQueue.max_hop_seconds``, read when asked): a timer further away
+        would hop every 15 minutes, so the flow sends none and the watchdog wakes the run before it
+        (``world.watch.beyond_reach``)."""
+        return None if self._reach is None else self._reach()
 
     async def due(self, now: datetime, *, limit: int = 1000) -> list[DueRun]:
         pages = await asyncio.gather(*(self._shard(str(shard), now, limit) for shard in range(SHARDS)))

@@ -2,8 +2,9 @@
 
 Delays up to one hop (SQS's 900 s ``DelaySeconds`` cap, or less when configured) are SQS delays. A longer
 delay is written into the envelope as ``dueAt`` and sent with one hop's delay; the consumer re-sends the
-remainder until it is due (see ``deliveries.py``), so a sleep of days costs one message per 15 minutes and
-never wakes user code early.
+remainder until it is due (see ``deliveries.py``), so such a message costs a delivery per 15 minutes and never
+wakes user code early. A flow sends none for its own timers (a sleep of days): the watch index brings the run
+before such a timer instead (``world.watch.beyond_reach``); hops remain for any other sender's long delay.
 """
 
 from __future__ import annotations
