@@ -2,11 +2,13 @@
 ``KeptReplays``) and settle the wakes of step ends together (``HandedWakes``), rather than each replaying the whole
 log: counted as the events the deliveries read from the World (``events.list``), in the test environment, whose
 deliveries interleave the same way on every run. On the code before them, a bounded ``map`` of 24 items at 4 read
-631 events (its log holds 75) and ten sleeps in a row 256; now 379 and 1.
+631 events (its log holds 75) and ten sleeps in a row 256; then 379 and 1; with a batch's items queued rather than
+run inline while other items are open (``StepClaims.beside_wakes``), the map reads 47.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -65,8 +67,28 @@ async def test_a_bounded_map_reads_the_log_less_than_once_per_item() -> None:
             await env.idle()
         log = await run.events()
     assert len(log) == 75
-    # 631 before: every item's end replayed the run from its first event, in a delivery of its own.
-    assert read[0] < 450, read[0]
+    # 631 before: every item's end replayed the run from its first event, in a delivery of its own; 379 while a
+    # flow that ran an item inline took no wake meanwhile.
+    assert read[0] < len(log), read[0]
+
+
+async def test_a_bounded_maps_items_are_queued_so_its_flow_takes_every_wake() -> None:
+    """A bounded map's item whose end wakes the workflow is queued, not run inline, while other items are open
+    (``StepClaims.beside_wakes``): a flow running a step inline takes no wake, so every item's end meanwhile started a
+    delivery that replayed the run from its first event. 200 items at 20 read 31,040 events (the log holds 603) in
+    100 flows, 76 superseded by another's write; now each end goes on from the replay the last one kept."""
+    async with WorkflowTestEnv() as env:
+        with events_read(env) as read:
+            run = await env.client.start(bounded_map, 200, 20)
+            assert await run.result(timeout=60) == sum(range(1, 201))
+            await env.idle()
+        log = await run.events()
+        statuses = Counter(result.status for result in env.driver.results)
+    assert len(log) == 603
+    assert read[0] < len(log), read[0]  # 399: each event read about once
+    assert not [status for status in statuses if "superseded" in status], statuses  # 76 flows before
+    assert env.deliveries == 200, statuses  # a delivery per item, each going on with the workflow after its end
+    assert env.worker.settings.kept.resumed == 199  # all but the first, which started the run, from a kept replay
 
 
 async def test_a_wake_goes_on_from_the_replay_its_worker_kept() -> None:

@@ -317,7 +317,8 @@ class Flow:
         now = clock_of(self.world).now()
         runnable = claims.runnable(execution)
         inline = (next((s for s in runnable if s.id in claims.claimed), None)
-                  or next((s for s in runnable if s.id in claims.owned or claims.mine(s)), None)
+                  or next((s for s in runnable if claims.mine(s)
+                           or (s.id in claims.owned and not claims.beside_wakes(execution, s))), None)
                   or next((s for s in runnable if s.poll is not None), None)  # a poll runs in a flow only
                   or next((s for s in runnable if claims.taken_over(s)), None))
         to_queue = [s for s in runnable if s is not inline and (not s.started or claims.taken_over(s))
