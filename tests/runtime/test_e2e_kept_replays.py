@@ -14,9 +14,15 @@ from contextlib import contextmanager
 from datetime import timedelta
 from typing import Any
 
+import pytest
+
 from awsworld import batch_map, sleep, step, workflow
+from awsworld._engine.parking import parked_in_log
+from awsworld._worker import inline_loop
 from awsworld._worker.flow_state import HandedWakes
+from awsworld._worker.recovery import last_commit_due
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.events import Event
 
 from .conftest import deployed
 
@@ -98,6 +104,39 @@ async def test_a_wake_goes_on_from_the_replay_its_worker_kept() -> None:
             assert await run.result(timeout=30) == sum(range(1, 11))
         assert env.deliveries >= 10  # (a delivery per wake-up: each read only what it had not seen)
     assert read[0] <= 10, read[0]  # 256 before: each wake-up read the whole log again
+
+
+class Looked(list[Event]):
+    """A log that counts the events read from its end (``reversed``), as ``last_commit_due`` reads it."""
+
+    looked = 0
+
+    def __reversed__(self) -> Iterator[Event]:
+        for event in super().__reversed__():
+            self.looked += 1
+            yield event
+
+
+async def test_a_long_runs_deliveries_look_only_at_what_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each delivery of a run that wakes up again and again looks at the events past its kept replay only: the
+    parked mark was read from every event of the log (``parked_in_log``), as were the run's end and the last
+    commit's due, at every delivery, so a run of a few thousand events cost each wake-up its whole log (365 daily
+    reminders: 0.64 s of CPU, 1,460: 6.2 s; now 0.61 and 2.0)."""
+    looked = [0]
+
+    def counted(events: list[Event]) -> Any:
+        looked[0] += len(events)
+        return parked_in_log(events)
+
+    monkeypatch.setattr(inline_loop, "parked_in_log", counted)
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(sleeps, 40)
+        assert await run.result(timeout=30) == sum(range(1, 41))
+        log = await run.events()
+    tail = Looked(log)
+    last_commit_due(tail)
+    assert tail.looked <= 4, tail.looked  # the last commit's events and the one before them, not the whole log
+    assert looked[0] == 0, looked[0]  # (the log holds no attr_set; before: every delivery's whole log, 4,021)
 
 
 async def _sleeps_then_doubles(n: int) -> int:

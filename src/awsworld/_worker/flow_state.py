@@ -167,6 +167,9 @@ class FlowLog:
         self.seq_in_band = 0
         self.seen: int | None = None  # the log's length as the last read's first page found it (its snapshot)
         self.execution: WorkflowExecution | None = None
+        self.held = 0
+        """Events the replay held before this delivery read on (``resume``): none of them ends the run (an ended
+        run's replay is never kept), so what a delivery checks of the log it checks past them only."""
 
     def replay(self) -> WorkflowExecution:
         """The execution replaying the log (only once the delivery has read it)."""
@@ -188,7 +191,7 @@ class FlowLog:
         the log's in-band count as a first read takes it, and append them. False (nothing held, the replay
         closed) when they do not follow on from it; the caller then reads the log afresh."""
         self.execution, self.cursor = execution, cursor
-        held = len(execution.log)
+        held = self.held = len(execution.log)
         try:
             events = await self._load(counters=True)
             execution.append(events)

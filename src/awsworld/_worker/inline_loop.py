@@ -179,7 +179,7 @@ class Flow:
         known = self.registry.workflows.get(self.message.workflow_name)
         resumed = await self._resume(known)
         log = self.log.replay().log if resumed else await self.log.load_all()
-        if any(e.event_type in TERMINAL for e in log):
+        if any(e.event_type in TERMINAL for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
@@ -192,7 +192,7 @@ class Flow:
             seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
             execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
             execution.append(log)
-        self.endings.parked = parked_in_log(log)
+        self.endings.parked = parked_in_log(execution.attr_sets)  # (its attr_set events: not the whole log again)
         if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
             await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
