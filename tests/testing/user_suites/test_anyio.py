@@ -63,7 +63,9 @@ async def test_an_anyio_test_through_an_async_fixture(awsworld_env: WorkflowTest
 
 @pytest.mark.anyio
 async def test_an_anyio_test_on_the_emulator(awsworld_local: LocalAWS) -> None:
-    run = await awsworld_local.client.start(doubled, 21)  # on the emulator time does not skip: no sleep here
+    client = awsworld_local.client
+    assert client is not None
+    run = await client.start(doubled, 21)  # on the emulator time does not skip: no sleep here
     assert await run.result(timeout=30) == 42
 
 
