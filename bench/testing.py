@@ -6,6 +6,8 @@ skips over sleeps and retry back-offs. The same three workloads run on each:
 1. serial N (10, 100, 1,000): one trivial step (input + 1) called N times in sequence; ms per step = wall time
    from start to result / N;
 2. 64-way fan-out: 64 trivial steps at once (awsworld: ``asyncio.gather``; durable: ``context.map``), summed;
+   and a bounded map (awsworld only): ``map(add, range(200), max_concurrency=20)``, where every item's end wakes
+   the workflow to start the next item;
 3. sleep + retries: a 30-day sleep, then a step that fails on its first two attempts and succeeds on the third,
    retried up to 3 times 1 minute apart (awsworld: ``@step(max_retries=3, retry_delay=60)``, the attempt read
    from ``step_metadata()``; durable: a fixed 60 s retry strategy, the attempt from its ``StepContext``).
@@ -50,7 +52,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from awsworld import sleep, step, step_metadata, workflow
+from awsworld import batch_map, sleep, step, step_metadata, workflow
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import Step
 from awsworld.world.events import Event
@@ -99,6 +101,11 @@ async def fanout(n: int) -> int:
     return sum(await asyncio.gather(*(bench_testing_add(i) for i in range(n))))
 
 
+@workflow(name="bench.testing.bounded_map")
+async def bounded_map(n: int, limit: int) -> int:
+    return sum((await batch_map(bench_testing_add, range(n), max_concurrency=limit)).values())
+
+
 @workflow(name="bench.testing.sleep_retries")
 async def sleep_then_retries(value: int) -> dict[str, int]:
     await sleep(SLEEP)
@@ -126,11 +133,14 @@ class Workload:
 
 
 def workloads(sizes: Sequence[int] = (10, 100, 1000), width: int = 64, repeat: int = 3,
-              large: int = 10_000) -> list[Workload]:
+              large: int = 10_000, bounded: tuple[int, int] = (200, 20)) -> list[Workload]:
     rows = [Workload(f"serial-{n}", f"serial {n:,}", serial, (n,), n, 1 if n >= large else repeat, steps=n)
             for n in sizes]
     rows.append(Workload(f"fanout-{width}", f"{width}-way fan-out", fanout, (width,), sum(range(1, width + 1)),
                          repeat))
+    items, limit = bounded
+    rows.append(Workload(f"map-{items}-{limit}", f"map of {items} at max_concurrency {limit}", bounded_map,
+                         (items, limit), sum(range(1, items + 1)), repeat))
     rows.append(Workload("sleep-retries", "sleep 30 d + 2 failed attempts",
                          sleep_then_retries, (1,), {"x": 2, "attempt": FAILURES + 1}, repeat))
     return rows
@@ -139,7 +149,9 @@ def workloads(sizes: Sequence[int] = (10, 100, 1000), width: int = 64, repeat: i
 @dataclass
 class Sample:
     """One awsworld run: wall seconds from start to result, what it returned, how many deliveries the env
-    ran, how far the env's clock moved, and the run's log and steps (read after the clock stopped)."""
+    ran, how many events they read from the World (``events.list``: a replay from the run's first event reads
+    the whole log again), how far the env's clock moved, and the run's log and steps (read after the clock
+    stopped)."""
 
     wall: float
     cpu: float  # this process's CPU seconds over the same span: less sensitive to a busy machine than wall
@@ -148,6 +160,7 @@ class Sample:
     virtual: timedelta
     events: list[Event]
     steps: list[Step]
+    events_read: int = 0
 
 
 @dataclass
@@ -164,6 +177,15 @@ async def run_once(workload: Workload, *, profile: cProfile.Profile | None = Non
     """One run in a fresh ``WorkflowTestEnv``; only ``start`` to ``result`` is timed (and profiled)."""
     gc.collect()
     async with WorkflowTestEnv() as env:
+        read = [0]
+        listing = env.world.events.list
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            page = await listing(*args, **kwargs)
+            read[0] += len(page.data)
+            return page
+
+        env.world.events.list = counted  # (the run's own reads below are not deliveries': read[0] is taken first)
         began = env.now()
         if profile is not None:
             profile.enable()
@@ -175,11 +197,12 @@ async def run_once(workload: Workload, *, profile: cProfile.Profile | None = Non
             profile.disable()
         virtual = env.now() - began
         await env.idle()
+        events_read = read[0]
         events, steps = await run.events(), await run.steps()
         deliveries = env.deliveries
     if result != workload.expected:
         raise AssertionError(f"{workload.key}: got {result!r}, expected {workload.expected!r}")
-    return Sample(wall, cpu, result, deliveries, virtual, events, steps)
+    return Sample(wall, cpu, result, deliveries, virtual, events, steps, events_read)
 
 
 async def measure(workload: Workload) -> Figure:
@@ -260,15 +283,16 @@ def _durable_cell(workload: Workload, durable: dict[str, Any] | None) -> tuple[s
 
 def report(rows: Sequence[Workload], figures: dict[str, Figure], durable: dict[str, Any] | None) -> str:
     header = ("workload", "awsworld WorkflowTestEnv", "Lambda durable functions testing runner",
-              "awsworld / durable", "awsworld deliveries", "durable invocations", "virtual time")
+              "awsworld / durable", "awsworld deliveries", "events read / in log", "durable invocations",
+              "virtual time")
     table: list[tuple[str, ...]] = [header]
     for workload in rows:
         best = figures[workload.key].best
         cell, seconds, invocations = _durable_cell(workload, durable)
         ratio = f"{best.wall / seconds:.2f}x" if seconds else "-"
         virtual = str(best.virtual).split(".")[0] if best.virtual >= timedelta(minutes=1) else "-"
-        table.append((workload.label, workload.figure(best.wall), cell, ratio, str(best.deliveries), invocations,
-                      virtual))
+        table.append((workload.label, workload.figure(best.wall), cell, ratio, str(best.deliveries),
+                      f"{best.events_read:,} / {len(best.events):,}", invocations, virtual))
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
     lines = [" | ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip()
              for row in table]
@@ -339,6 +363,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,100,1000", help="serial workload sizes, comma separated")
     parser.add_argument("--fanout", type=int, default=64, help="fan-out width")
+    parser.add_argument("--map", default="200,20", help="the bounded map's items and max_concurrency")
     parser.add_argument("--repeat", type=int, default=3, help="best of this many runs for the small workloads")
     parser.add_argument("--large", type=int, default=10_000, help="serial runs of at least this many steps run once")
     parser.add_argument("--no-durable", action="store_true", help="skip the durable functions runner")
@@ -357,7 +382,8 @@ def main() -> None:
               f"awsworld from {Path(awsworld.__file__).parent})")
         return
     sizes = [int(size) for size in args.sizes.split(",") if size]
-    rows = workloads(sizes, args.fanout, args.repeat, args.large)
+    items, limit = (int(part) for part in args.map.split(","))
+    rows = workloads(sizes, args.fanout, args.repeat, args.large, (items, limit))
 
     figures = asyncio.run(measure_awsworld(rows))
     durable = None if args.no_durable else measure_durable(sizes, args.fanout, args.repeat, args.large)

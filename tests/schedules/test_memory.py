@@ -49,6 +49,27 @@ def test_an_environment_asked_to_fire_a_workflow_that_declares_no_schedule_says_
     assert NIGHTLY in str(refused.value)
 
 
+async def test_a_declared_schedule_can_be_triggered_as_soon_as_the_environment_starts() -> None:
+    """The environment stores the declarations it fires when it starts, as a stack's first tick does: a test that
+    triggers or describes one at once found "no schedule" (the first tick ran only once the test waited)."""
+    async with WorkflowTestEnv(start_time=START + timedelta(hours=12), schedules=[app.nightly]) as env:
+        assert (await env.client.schedules.describe(NIGHTLY)).state.workflow_name == NIGHTLY
+        triggered = await env.client.schedules.trigger(NIGHTLY)
+        assert triggered.outcome == "started" and triggered.run_id is not None
+
+
+async def test_a_declared_schedule_the_environment_does_not_fire_says_how_to_make_it(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """``awsworld_env`` names no schedules: a test that triggers one declared in code is told how to name it."""
+    with pytest.raises(ScheduleNotFoundError, match=re.escape(
+            f"no schedule {NIGHTLY!r}: {NIGHTLY} declares it in code ({app.__name__}), but this World does not apply "
+            f"that declaration: a WorkflowTestEnv stores and fires the schedules of the workflows it names "
+            f"(WorkflowTestEnv(schedules=[{NIGHTLY!r}]), or the function; the awsworld_env fixture names none)")):
+        await awsworld_env.client.schedules.trigger(NIGHTLY)
+    with pytest.raises(ScheduleNotFoundError, match=r"^no schedule 'no\.such'$"):  # not declared: nothing to add
+        await awsworld_env.client.schedules.trigger("no.such")
+
+
 async def test_a_daily_schedule_declared_in_code_fires_once_a_night_for_30_simulated_days() -> None:
     async with WorkflowTestEnv(start_time=START + timedelta(hours=12), schedules=[app.nightly]) as env:
         await env.sleep("30d")

@@ -353,3 +353,35 @@ async def test_a_wait_timing_out_on_a_run_that_never_ends_says_how_far_time_skip
     [note] = timed_out.value.__notes__
     assert "While the test waited, this environment's clock skipped " in note
     assert "the run keeps scheduling work (a loop of sleeps or retries?) and never ends" in note
+
+
+HANGING: dict[str, asyncio.Event] = {}
+HANG_ENDS: list[str] = []
+
+
+@step
+async def hangs(key: str) -> None:
+    """A fake that never answers: its body awaits what never comes, in real time."""
+    HANGING[key].set()
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        HANG_ENDS.append(key)
+        raise
+
+
+@workflow(name="env.hangs")
+async def hanging(key: str) -> None:
+    await hangs(key)
+
+
+async def test_closing_cancels_a_hung_steps_delivery_at_once() -> None:
+    """A test that ends (failed, say) while a step's body hangs: closing the environment cancels that delivery at
+    once, where it waited 5 s (``SHUTDOWN_GRACE_SECONDS``) for it to end first, at every such test's teardown."""
+    HANGING["close"] = asyncio.Event()
+    async with WorkflowTestEnv() as env:
+        await env.client.start(hanging, "close")
+        await asyncio.wait_for(HANGING["close"].wait(), 10)
+        closing = time.monotonic()
+    assert HANG_ENDS == ["close"]  # the body was cancelled, not left pending on the loop
+    assert time.monotonic() - closing < 2.5, time.monotonic() - closing

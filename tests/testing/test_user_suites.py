@@ -80,3 +80,16 @@ def test_an_emulator_shared_across_tests_works_on_one_loop_and_says_so_on_two(tm
 @pytest.mark.timeout(300)
 def test_the_fixture_starts_on_the_loop_the_test_runs_in_whatever_its_scope(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_loop_scopes.py", "asyncio_default_test_loop_scope = session")
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("ini", ["asyncio_mode = auto", "asyncio_mode = strict",
+                                 "asyncio_mode = auto\nasyncio_default_test_loop_scope = session",
+                                 "asyncio_mode = strict\nanyio_mode = auto"])
+def test_the_fixtures_start_on_the_loop_of_anyio_marked_tests_too(tmp_path: Path, ini: str) -> None:
+    assert_all_pass(tmp_path, "test_anyio.py", ini)
+
+
+@pytest.mark.timeout(300)
+def test_an_async_fixture_on_another_loop_than_the_environment_is_told_which_setting(tmp_path: Path) -> None:
+    assert_all_pass(tmp_path, "test_fixture_loop_scope.py", "asyncio_default_fixture_loop_scope = session")

@@ -106,6 +106,7 @@ class WorkflowExecution:
         self._hooks: dict[str, HookOp] = {}
         self.log: list[Event] = []
         self.step_created: dict[str, Event] = {}  # step id -> its step_created in the log (``recorded_call``)
+        self.attr_sets: list[Event] = []  # the log's attr_set events, in order (a parked mark: ``_engine.parking``)
         self.cursor = 0
         self.counter = 0
         self.now: datetime | None = None
@@ -131,6 +132,7 @@ class WorkflowExecution:
             if event.event_type == "step_created":
                 self.step_created[event.correlation_id or ""] = event
             elif event.event_type == "attr_set":
+                self.attr_sets.append(event)
                 self._index_markers(event)
 
     def _index_markers(self, event: Event) -> None:

@@ -59,7 +59,7 @@ class Declarer:
         # The first new step is declared born running (step_created + step_started in the same write) when
         # this flow will run it inline: one write instead of two.
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
-        if born is not None and self.claims.has_inline_work(execution):
+        if born is not None and (self.claims.has_inline_work(execution) or self.claims.beside_wakes(execution, born)):
             born = None
         waits_for_limit: StepOp | None = None
         if born is not None and born.poll is None:

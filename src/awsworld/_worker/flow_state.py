@@ -217,6 +217,9 @@ class FlowLog:
         self.seq_in_band = 0
         self.seen: int | None = None  # the log's length as the last read's first page found it (its snapshot)
         self.execution: WorkflowExecution | None = None
+        self.held = 0
+        """Events the replay held before this delivery read on (``resume``): none of them ends the run (an ended
+        run's replay is never kept), so what a delivery checks of the log it checks past them only."""
 
     def replay(self) -> WorkflowExecution:
         """The execution replaying the log (only once the delivery has read it)."""
@@ -238,7 +241,7 @@ class FlowLog:
         the log's in-band count as a first read takes it, and append them. False (nothing held, the replay
         closed) when they do not follow on from it; the caller then reads the log afresh."""
         self.execution, self.cursor = execution, cursor
-        held = len(execution.log)
+        held = self.held = len(execution.log)
         try:
             events = await self._load(counters=True)
             execution.append(events)
@@ -344,6 +347,18 @@ class StepClaims:
         return [s for s in execution.pending_steps()
                 if (not s.started or self.mine(s) or s.id in self.claimed or self.taken_over(s))
                 and (s.retry_after is None or s.retry_after <= now)]
+
+    @staticmethod
+    def beside_wakes(execution: WorkflowExecution, step: StepOp) -> bool:
+        """Whether ``step`` is better queued than run inline: its end wakes the workflow at once (a bounded batch's
+        item, ``authoring.runtime.wakes_on``) and other steps of the run are open, whose ends wake it too. A flow
+        running a step inline is closed to wakes (``HandedWakes``: no wake waits for a step's body), so each of
+        those ends would start a delivery of its own, with no kept replay to go on from (the inline flow holds it):
+        a bounded map of 200 items at 20 read 31,040 events (its log holds 603) in 100 flows, 76 of them
+        superseded by another's write. Queued, the flow suspends at once, open to the ends handed to it, and the
+        next end goes on from its kept replay (399 events read). A step its own queue message brings loses no wake
+        either way."""
+        return bool(step.wakes_on) and any(other is not step for other in execution.pending_steps())
 
     def has_inline_work(self, execution: WorkflowExecution) -> bool:
         return any(s.id in self.owned or s.id in self.claimed or self.mine(s) or self.taken_over(s)

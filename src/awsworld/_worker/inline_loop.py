@@ -179,7 +179,7 @@ class Flow:
         known = self.registry.workflows.get(self.message.workflow_name)
         resumed = await self._resume(known)
         log = self.log.replay().log if resumed else await self.log.load_all()
-        if any(e.event_type in TERMINAL for e in log):
+        if any(e.event_type in TERMINAL for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
@@ -192,7 +192,7 @@ class Flow:
             seed = str(((created.get("executionContext") or {}).get("seed")) or self.run_id)
             execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
             execution.append(log)
-        self.endings.parked = parked_in_log(log)
+        self.endings.parked = parked_in_log(execution.attr_sets)  # (its attr_set events: not the whole log again)
         if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
             await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
@@ -317,7 +317,8 @@ class Flow:
         now = clock_of(self.world).now()
         runnable = claims.runnable(execution)
         inline = (next((s for s in runnable if s.id in claims.claimed), None)
-                  or next((s for s in runnable if s.id in claims.owned or claims.mine(s)), None)
+                  or next((s for s in runnable if claims.mine(s)
+                           or (s.id in claims.owned and not claims.beside_wakes(execution, s))), None)
                   or next((s for s in runnable if s.poll is not None), None)  # a poll runs in a flow only
                   or next((s for s in runnable if claims.taken_over(s)), None))
         to_queue = [s for s in runnable if s is not inline and (not s.started or claims.taken_over(s))

@@ -23,6 +23,7 @@ the message (``world.watch.timer_due``); and a run waiting on hooks alone never.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 from collections.abc import Sequence
@@ -117,7 +118,8 @@ def last_commit_due(events: Sequence[Event]) -> str | None:
     if not events:
         return None
     at = events[-1].created_at
-    tail = [e for e in reversed(events) if e.created_at == at]
+    tail = list(itertools.takewhile(lambda e: e.created_at == at, reversed(events)))  # (not the whole log: it
+    # ran at every suspension, and made each delivery of a long run cost its log's length)
     leases = [datetime.fromisoformat(lease) for e in tail if e.event_type == "step_started"
               and isinstance(lease := (e.event_data or {}).get("leaseUntil"), str)]
     due = commit_due(at, ends_run=False, leases=leases)

@@ -225,7 +225,9 @@ def failed_run_error(run: RunView) -> WorkflowRunFailedError:
 def check_delivery_loop(delivering_on: asyncio.AbstractEventLoop | None, owner: str) -> None:
     """Refuse a wait made on another event loop than the one ``owner``'s deliveries run on (as a task of that loop,
     which does not run while this one does): the wait could only time out, or wait for ever. A session-scoped test
-    fixture with function-scoped tests, pytest-asyncio's default, is the usual way there. ``owner``: what the
+    fixture with function-scoped tests, pytest-asyncio's default, is the usual way there; a user's async fixture on
+    ``awsworld_env`` under ``asyncio_default_fixture_loop_scope = "session"`` (the fixture on the session's loop, the
+    environment on the test's) is another. ``owner``: what the
     message names (``"this WorkflowTestEnv"``, ``"this LocalAWS"``)."""
     if delivering_on is not None and asyncio.get_running_loop() is not delivering_on:
         raise RuntimeError(
@@ -233,7 +235,10 @@ def check_delivery_loop(delivering_on: asyncio.AbstractEventLoop | None, owner: 
             "so no run would move. Give it and the tests that use it one loop: with pytest-asyncio, a "
             "session-scoped fixture needs @pytest_asyncio.fixture(scope=\"session\", loop_scope=\"session\") and its "
             "tests @pytest.mark.asyncio(loop_scope=\"session\") (or asyncio_default_test_loop_scope = \"session\" in "
-            "your pytest configuration)")
+            "your pytest configuration); awsworld_env and awsworld_local start on the test's loop, so an async "
+            "fixture of yours that waits on them needs that loop too: a loop scope equal to the tests' "
+            "(asyncio_default_fixture_loop_scope as asyncio_default_test_loop_scope, or "
+            "@pytest_asyncio.fixture(loop_scope=...))")
 
 
 def _not_waiting(run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:

@@ -34,6 +34,7 @@ from ..world.schedules import (
     check_schedule_id,
     schedule_run_id,
 )
+from .declared import DECLARED
 from .effects import ScheduleBusyError, decide_and_apply, perform
 from .model import Schedule
 
@@ -99,7 +100,20 @@ class ScheduleClient:
         return state
 
     async def get(self, schedule_id: str) -> ScheduleState:
-        return await self.store.get(check_schedule_id(schedule_id))
+        """The schedule; ``ScheduleNotFoundError`` when there is none, saying so when a workflow of this process
+        declares it in code and the World was not asked to apply that declaration (a ``WorkflowTestEnv`` applies
+        only those of the workflows it names: the ``awsworld_env`` fixture names none)."""
+        try:
+            return await self.store.get(check_schedule_id(schedule_id))
+        except ScheduleNotFoundError as missing:
+            declared, applied = DECLARED.get(schedule_id), getattr(self.store, "declared", None)
+            if declared is None or applied is None or any(d.schedule_id == schedule_id for d in applied):
+                raise  # (a store over HTTP does not say what its host applies: nothing to add)
+            raise ScheduleNotFoundError(
+                f"{missing}: {declared.workflow_name} declares it in code ({declared.module}), but this World does "
+                "not apply that declaration: a WorkflowTestEnv stores and fires the schedules of the workflows it "
+                f"names (WorkflowTestEnv(schedules=[{declared.workflow_name!r}]), or the function; the awsworld_env "
+                "fixture names none); a deployment, those of the modules it serves") from None
 
     async def list(self) -> list[ScheduleState]:
         return await self.store.list()

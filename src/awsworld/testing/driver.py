@@ -47,6 +47,10 @@ STALL_TIMEOUT = 2.0
 ``RunStalledError``: long enough for a test's own task to resume a hook, short against ``Run.result()``'s 60."""
 
 
+STOP_UNWIND_SECONDS = 1.0
+"""How long closing the environment waits for the deliveries it cancelled to unwind (their ``finally`` blocks)."""
+
+
 class RunStalledError(TimeoutError):
     """A test waited for a run (its end, or a hook) that nothing in the test environment can bring: no delivery
     runs or is due and no sleep, retry or timeout is pending. The message names what the run waits on. A
@@ -149,12 +153,21 @@ class Driver:
         self._task = asyncio.create_task(self._loop(), name="awsworld-test-driver")
 
     async def stop(self) -> None:
+        """Stop receiving and cancel the deliveries still running, at once: nothing reads this environment's runs
+        once it closes, and a delivery still running then is one that would not end by itself (a fake's
+        ``asyncio.sleep``, a call that never answers, in a step's body; a test that failed while it ran). The
+        grace ``awsworld dev`` and ``LocalAWS`` give theirs (``SHUTDOWN_GRACE_SECONDS``) cost every such test 5 s
+        at teardown. Waits (a second at most) for the cancelled ones to unwind, so none is left pending on a loop
+        that closes."""
         self._stopping = True
         self._wake.set()
         if self._task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
-        await finish_or_cancel(self._inflight)
+        running = set(self._inflight)
+        await finish_or_cancel(running, grace=0)
+        if running:
+            await asyncio.wait(running, timeout=STOP_UNWIND_SECONDS)
 
     def wake(self) -> None:
         """Look again now (the clock was moved by hand)."""

@@ -30,6 +30,7 @@ from .._memory.clock import VirtualClock
 from .._timeline import how_far
 from .._worker.dispatch import Worker
 from .._worker.invoker import LAMBDA_TIMEOUT_SECONDS
+from .._worker.tick import run_tick
 from ..authoring.definitions import Registry
 from ..authoring.durations import Duration, parse_duration
 from ..client.client import Client, check_delivery_loop
@@ -226,6 +227,8 @@ class WorkflowTestEnv:
         if not self._started:
             if self.worker.deployment is not None:
                 await register(self.world, self.worker.deployment, self.worker.registry, host=TEST_HOST)
+            if self.world.schedules.declared:  # stored now, as a stack's first tick stores them: a test may
+                await run_tick(self.world)       # describe or trigger one at once (before, "no schedule")
             self.driver.start()
             self._loop = asyncio.get_running_loop()
             self._started = True

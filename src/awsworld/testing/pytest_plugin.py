@@ -8,8 +8,10 @@
 Both are function-scoped, and start on the event loop the test runs in, whatever its scope (a test's ``loop_scope``,
 the project's ``asyncio_default_test_loop_scope``): each dispatches to one of its async fixtures declared once per
 loop scope (``_on_each_loop``), since deliveries run as tasks of one loop and a fixture on a loop of its own would
-leave them on a loop that does not run while the test does. The emulator's server is a thread and shared by the
-whole session.
+leave them on a loop that does not run while the test does. A test anyio's plugin runs (``@pytest.mark.anyio``) gets
+them on anyio's loop, and one pytest-asyncio runs though anyio would take its async fixtures (an anyio test under
+``asyncio_mode = "auto"``) on pytest-asyncio's (``_start_on_the_tests_loop``). The emulator's server is a thread
+and shared by the whole session.
 
 pytest-asyncio (which ``awsworld[testing]`` installs) warns at every session start while its
 ``asyncio_default_fixture_loop_scope`` option is unset. That is a question about the user's own async fixtures, which
@@ -20,10 +22,12 @@ is its own scope). Setting the option (``function``, say) chooses for real.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
+import types
 import warnings
-from collections.abc import AsyncIterator, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -101,31 +105,97 @@ def _test_loop_scope(request: pytest.FixtureRequest) -> str:
     return scope if scope in LOOP_SCOPES else "function"
 
 
+async def _env_body() -> AsyncGenerator[WorkflowTestEnv]:
+    async with WorkflowTestEnv() as made:
+        yield made
+
+
+async def _local_body(awsworld_moto_server: MotoServer) -> AsyncGenerator[LocalAWS]:
+    from ..local import LocalAWS
+
+    async with LocalAWS("moto", moto=awsworld_moto_server) as made:
+        yield made
+
+
+_BODIES: dict[str, Callable[[pytest.FixtureRequest], AsyncGenerator[object]]] = {
+    "awsworld_env": lambda request: _env_body(),
+    "awsworld_local": lambda request: _local_body(request.getfixturevalue("awsworld_moto_server")),
+}
+"""Each fixture's body given the test's request (which hands ``awsworld_local`` the session's moto server), for
+``_start_on_the_tests_loop`` to run on a pytest-asyncio runner itself."""
+
+
 def _on_each_loop() -> None:
     """Register the fixtures' bodies once per loop scope, as function-scoped async fixtures
     (``_awsworld_env_on_session_loop``...): each runs on the loop of its name, so ``awsworld_env`` can start the
     environment on the loop its test runs on whatever the project's ``asyncio_default_test_loop_scope`` or a test's
     ``loop_scope`` say (a fixture on a loop of its own would leave its deliveries on a loop that does not run while
-    the test does). A function object each: pytest-asyncio marks the function with its loop scope."""
-    if pytest_asyncio is None:
-        return
-    for scope in LOOP_SCOPES:
-        async def env() -> AsyncIterator[WorkflowTestEnv]:
-            async with WorkflowTestEnv() as made:
-                yield made
-
-        async def local(awsworld_moto_server: MotoServer) -> AsyncIterator[LocalAWS]:
-            from ..local import LocalAWS
-
-            async with LocalAWS("moto", moto=awsworld_moto_server) as made:
-                yield made
-
-        for name, body in (("awsworld_env", env), ("awsworld_local", local)):
+    the test does). A function object each: pytest-asyncio marks the function with its loop scope. Plus
+    ``_awsworld_env_on_anyio_loop`` (and ``_local``), plain async fixtures, which anyio's plugin runs on the loop it
+    runs its tests on."""
+    for name, body in (("awsworld_env", _env_body), ("awsworld_local", _local_body)):
+        globals()[f"_{name}_on_anyio_loop"] = pytest.fixture(_copy(body), name=f"_{name}_on_anyio_loop")
+        if pytest_asyncio is None:
+            continue
+        for scope in LOOP_SCOPES:
             fixture_name = f"_{name}_on_{scope}_loop"
-            globals()[fixture_name] = pytest_asyncio.fixture(body, name=fixture_name, loop_scope=scope)
+            globals()[fixture_name] = pytest_asyncio.fixture(_copy(body), name=fixture_name, loop_scope=scope)
+
+
+def _copy(body: Callable[..., AsyncIterator[Any]]) -> Callable[..., AsyncIterator[Any]]:
+    """A new function object running ``body`` with its signature (pytest asks for fixtures by its parameter names):
+    pytest-asyncio marks the function it is given with a loop scope, so each registration needs its own."""
+    return types.FunctionType(body.__code__, body.__globals__, body.__name__, body.__defaults__, body.__closure__)
 
 
 _on_each_loop()
+
+
+def _anyio_runs(item: pytest.Item) -> bool:
+    """Whether anyio's pytest plugin runs this test on its own loop: a coroutine test that asks for ``anyio_backend``
+    (``@pytest.mark.anyio``, or anyio's ``anyio_mode = "auto"``) and that pytest-asyncio did not take over (in its
+    auto mode it takes every coroutine test, anyio's too, and runs it on its own loop)."""
+    return ("anyio_backend" in getattr(item, "fixturenames", ()) and pytest_asyncio is not None
+            and not pytest_asyncio.is_async_test(item)
+            and inspect.iscoroutinefunction(getattr(item, "obj", None)))
+
+
+def _start_on_the_tests_loop(request: pytest.FixtureRequest, name: str) -> object:
+    """``name``'s value started on the event loop the test runs in, whichever plugin runs it:
+
+    - anyio runs the test: the fixture body as a plain async fixture, which anyio's plugin runs on the loop it runs
+      the test on (pytest-asyncio in strict mode leaves plain async fixtures alone);
+    - pytest-asyncio runs it, and anyio would take the fixture: in asyncio_mode = "auto" a ``@pytest.mark.anyio``
+      test is run by pytest-asyncio, while anyio's plugin runs every async fixture of a test that asks for
+      ``anyio_backend`` on anyio's own loop (a loop that does not run while the test does). The body then runs on
+      pytest-asyncio's runner for the test's loop scope, from this sync fixture, where anyio does not reach;
+    - otherwise the body as a pytest-asyncio fixture of the test's loop scope (``_on_each_loop``)."""
+    item = request.node
+    if _anyio_runs(item):
+        return request.getfixturevalue(f"_{name}_on_anyio_loop")
+    scope = _test_loop_scope(request)
+    if "anyio_backend" not in getattr(item, "fixturenames", ()):
+        return request.getfixturevalue(f"_{name}_on_{scope}_loop")
+    try:  # pytest-asyncio >= 1.0 runs a scope's tests and fixtures on one asyncio.Runner, a fixture of that name
+        runner: asyncio.Runner = request.getfixturevalue(f"_{scope}_scoped_runner")
+    except pytest.FixtureLookupError:
+        pytest.fail(f"{name} cannot start on the loop of {item.name}: pytest-asyncio (asyncio_mode = \"auto\") runs "
+                    "this test while anyio's plugin would run the fixture on a loop of its own. Upgrade pytest-asyncio "
+                    "to 1.0 or later, or drop @pytest.mark.anyio from tests that use awsworld", pytrace=False)
+    made = _BODIES[name](request)
+    value = runner.run(made.__anext__())
+    request.addfinalizer(lambda: _finish(runner, made))
+    return value
+
+
+def _finish(runner: asyncio.Runner, made: AsyncGenerator[object]) -> None:
+    """Run the rest of a fixture body started by ``_start_on_the_tests_loop`` (its ``async with`` exit) on its
+    runner: the body yields once, so its next step ends it."""
+    try:
+        runner.run(made.__anext__())
+    except StopAsyncIteration:
+        return
+    raise RuntimeError("an awsworld fixture body yielded twice")
 
 
 @pytest.fixture
@@ -135,7 +205,8 @@ def awsworld_env(request: pytest.FixtureRequest) -> WorkflowTestEnv:
     if pytest_asyncio is None:
         _need_pytest_asyncio()
     _require_async_test(request, "awsworld_env")
-    env: WorkflowTestEnv = request.getfixturevalue(f"_awsworld_env_on_{_test_loop_scope(request)}_loop")
+    env = _start_on_the_tests_loop(request, "awsworld_env")
+    assert isinstance(env, WorkflowTestEnv)
     return env
 
 
@@ -146,5 +217,5 @@ def awsworld_local(request: pytest.FixtureRequest) -> LocalAWS:
     if pytest_asyncio is None:
         _need_pytest_asyncio()
     _require_async_test(request, "awsworld_local")
-    local: LocalAWS = request.getfixturevalue(f"_awsworld_local_on_{_test_loop_scope(request)}_loop")
+    local: LocalAWS = _start_on_the_tests_loop(request, "awsworld_local")  # type: ignore[assignment]
     return local
