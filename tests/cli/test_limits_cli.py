@@ -267,3 +267,45 @@ def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev
     assert "open" in next(line for line in dev("limits").out.splitlines() if " zed " in line)
     assert dev("resume", "cli-limits:zed:1", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 1
+
+
+def test_runs_and_describe_say_a_pending_run_is_queued_behind_its_limit_and_for_which(dev: Dev) -> None:
+    """A run waiting for its workflow's slot listed as a plain ``pending``, as a run nothing will ever start does:
+    ``runs`` has a QUEUED FOR column (``--json``: ``queued``, the status stays ``pending``), and ``describe``'s status
+    line says it too, with the key, the slots held of the limit and the run's place. A pending run that holds its
+    slot (granted, its first delivery on the way) is not queued."""
+    holder = dev.json("start", "clitest.per_customer", '["kim", 1]')["runId"]
+    _until(lambda: dev("hooks", holder).out.count("cli-limits:kim:1"), "the first run holds its hook")
+    first, second = (dev.json("start", "clitest.per_customer", f'["kim", {n}]')["runId"] for n in (2, 3))
+    listed = {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer", "--limit", "100")}
+    assert listed[holder]["status"] == "running" and listed[holder]["queued"] is None
+    for run, place in ((first, 1), (second, 2)):
+        assert listed[run]["status"] == "pending", listed[run]
+        assert listed[run]["queued"] == {"limit": LIMIT, "key": "kim", "place": place, "of": 2, "held": 1,
+                                         "concurrency": 1, "heldInAll": None, "total": None, "paused": False}
+    table = dev("runs", "--workflow", "clitest.per_customer", "--limit", "100").out.splitlines()
+    assert table[0].split()[-2:] == ["QUEUED", "FOR"], table[0]
+    row = next(line for line in table if line.startswith(second))
+    assert row.split(None, 2)[1] == "pending" and row.endswith(f"{LIMIT} key 'kim' (1/1 held, place 2 of 2)"), row
+    assert next(line for line in table if line.startswith(holder)).split()[1] == "running"
+
+    described = dev.json("describe", first)
+    assert described["status"] == "pending" and described["queued"] == listed[first]["queued"]
+    # (its deployment once read null here beside a filled "deployment": both name the code it is pinned to)
+    assert described["deploymentId"] == described["deployment"] and described["deploymentId"].startswith("dev-")
+    text = dev("describe", first).out
+    assert f"status    pending: queued for a slot of {LIMIT} key 'kim' (1/1 held, place 1 of 2)\n" in text, text
+
+    # A limit with a total: the total's use is what keeps a key with no holder of its own waiting.
+    exporter = dev.json("start", "clitest.export", '"tq1"')["runId"]
+    _until(lambda: dev("hooks", exporter).out.count("cli-export:tq1"), "the export holds the total")
+    waiting = dev.json("start", "clitest.export", '"tq2"')["runId"]
+    assert dev.json("describe", waiting)["queued"] == {
+        "limit": "workflow:clitest.export", "key": "tq2", "place": 1, "of": 1, "held": 0, "concurrency": None,
+        "heldInAll": 1, "total": 1, "paused": False}
+    assert "queued for a slot of workflow:clitest.export key 'tq2' (1/1 in all, place 1 of 1)" in \
+        dev("describe", waiting).out
+    for token in ("cli-export:tq1", "cli-export:tq2", "cli-limits:kim:1", "cli-limits:kim:2", "cli-limits:kim:3"):
+        assert dev("resume", token, '"go"', "--wait", "30").code == 0
+    assert dev.json("result", second, "--wait", "30")["output"] == 3
+    assert dev.json("describe", second)["queued"] is None

@@ -289,6 +289,9 @@ def _print_outcome(outcome: dict[str, Any], waits: str | None = None, run_id: st
 
 
 RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY", "ERROR")
+QUEUED_HEADER = "QUEUED FOR"
+"""The column of ``runs`` that says which limit a pending run waits for a slot of (``client.limits.queued_text``),
+before ``ERROR``: only on a page with such a run, as ``ERROR`` only on a page with a failed run."""
 MIN_ERROR_WIDTH = 40
 """The ``ERROR`` column of ``runs`` is cut to the terminal's width, but never below this (``describe`` and
 ``--json`` have the error whole)."""
@@ -301,12 +304,14 @@ def _one_line(error: Any) -> str:
     return error_brief(error) or ""
 
 
-def _fitted_errors(rows: list[tuple[str, ...]], errors: list[str]) -> list[tuple[str, ...]]:
+def _fitted_errors(header: tuple[str, ...], rows: list[tuple[str, ...]], errors: list[str]
+                   ) -> list[tuple[str, ...]]:
     """``rows`` with each failed run's one-line error as the last column, cut (``…``) to what the terminal leaves
-    after the other columns: a page of failed runs says why each failed without ``describe`` on each."""
+    after the other columns (``header``'s): a page of failed runs says why each failed without ``describe`` on
+    each."""
     import shutil
 
-    widths = [max(len(cell) for cell in column) for column in zip(RUNS_HEADER[:-1], *rows, strict=False)]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
     room = max(MIN_ERROR_WIDTH, shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * len(widths))
     return [(*row, error if len(error) <= room else error[:room - 1] + "…") for row, error in zip(rows, errors,
                                                                                                    strict=True)]
@@ -320,6 +325,7 @@ async def _unknown_workflow(client: Any, name: str) -> str | None:
 
 def _runs(args: argparse.Namespace) -> int:
     from .._engine.parking import parked_run, shown_status
+    from ..client.limits import queued_runs, queued_text
     from ..schedules.info import schedule_json, schedule_label
     from ..world.entities import RUN_STATUSES
     from ..world.pages import MAX_RUNS_PAGE
@@ -350,26 +356,34 @@ def _runs(args: argparse.Namespace) -> int:
             unknown = await _unknown_workflow(client, args.workflow) if args.workflow and not found else None
             if unknown:  # a typo lists nothing, like a workflow with no runs: say which it is (stderr: --json too)
                 print(unknown, file=sys.stderr)
+            queued = await queued_runs(client.world, found)
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
                              "createdAt": when(r.created_at), "startedAt": when(r.started_at),
                              "completedAt": when(r.completed_at), "error": error_text(r.error),
                              "errorCode": r.error_code,
                              "schedule": schedule_json(r.execution_context),
-                             "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
+                             "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None,
+                             "queued": queued.get(r.run_id)}
                             for r in found])
                 return
             if not found:
                 print("no parked runs" if args.parked else "no runs", file=sys.stderr)
                 return
-            rows = [(run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
-                     f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
-                    for run in found]
+            rows: list[tuple[str, ...]] = [
+                (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
+                 f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
+                for run in found]
+            header: tuple[str, ...] = RUNS_HEADER[:-1]
+            if queued:  # a pending run queued behind a limit says for which (a plain "pending" may be stuck)
+                header += (QUEUED_HEADER,)
+                rows = [(*row, queued_text(queued[run.run_id]) if run.run_id in queued else "")
+                        for row, run in zip(rows, found, strict=True)]
             errors = [_one_line(run.error) if run.status == "failed" else "" for run in found]
             if any(errors):  # the ERROR column only on a page with a failed run (``_fitted_errors``)
-                print_table(RUNS_HEADER, _fitted_errors(rows, errors))
+                print_table((*header, RUNS_HEADER[-1]), _fitted_errors(header, rows, errors))
             else:
-                print_table(RUNS_HEADER[:-1], rows)
+                print_table(header, rows)
 
     asyncio.run(go())
     return 0
@@ -464,11 +478,12 @@ def _describe(args: argparse.Namespace) -> int:
 async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
     """``describe --json``'s document of a run, read through ``client`` (a ``Client`` on any World: the CLI's on
     the stack, a test's on the memory World)."""
-    from .._deployments.pins import PIN_ATTRIBUTE
+    from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import parked_run
     from .._timeline import read_events, read_steps
     from ..authoring.definitions import RETENTION_CONTEXT_KEY
     from ..client.client import cancel_reason, child_runs
+    from ..client.limits import queued_runs
     from ..client.waits import display_names, run_waits
     from ..schedules.info import schedule_json
     from ..world.entities import TERMINAL_RUN_STATUSES
@@ -476,6 +491,7 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
 
     world = client.world
     view = await world.runs.get(run_id, resolve_data="none")
+    pin = view.attributes.get(PIN_ATTRIBUTE)
     # In call order, without their inputs and results (describe shows neither): one read, children included.
     steps = await read_steps(world, run_id, values=False)
     events = await read_events(world, run_id, values=False)
@@ -495,7 +511,11 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         counts[step.status] = counts.get(step.status, 0) + 1
     document = {
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
-        "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
+        # The deployment whose code runs it: its pin when the pin names one (beside a filled "deployment" it read
+        # null: the record's own field is the deployment that created the run, which dev and a start from a
+        # script leave empty), else the record's.
+        "deploymentId": pin if pin is not None and pin != LATEST else view.deployment_id,
+        "createdAt": when(view.created_at),
         "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
         "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
         **error_part(view.error, view.error_code),
@@ -514,7 +534,10 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
         "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
         # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
-        "deployment": view.attributes.get(PIN_ATTRIBUTE),
+        "deployment": pin,
+        # A pending run waiting for a slot of its workflow's limit: the limit, key, held/limit and its place
+        # (client.limits.queued_runs), else None; "waitingOn" has the same wait as one of its entries.
+        "queued": (await queued_runs(world, [view])).get(view.run_id),
         # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
         "rerunOf": context.get("rerunOf"),
         # How long the run stays readable after its end: its workflow's retention, fixed when it started
@@ -555,6 +578,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
     from .._timeline import deadline_text, how_far
+    from ..client.limits import queued_text
     from ..client.waits import describe_waits
     from .error_view import print_error_part
 
@@ -565,6 +589,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
     status = f"{END_LABELS[d['status']]} {deadline_text(d['endedAt'])}" if ended \
         else "parked" if d["parked"] else d["status"]
+    if d.get("queued"):  # "pending" alone reads as stuck: it is queued, and for which limit's slot
+        status += f": queued for a slot of {queued_text(d['queued'])}"
     print(f"status    {status}" + (f"  ({_status_error(d['error'])})" if d["error"] else ""))
     if d["parked"]:
         print(parked_lines(d["runId"], d["parked"]))

@@ -259,6 +259,59 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
     return found
 
 
+async def queued_runs(world: World, runs: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Run id -> what each pending run of ``runs`` (run records: ``runs.list``'s page, ``runs.get``'s view) queues
+    for, when it waits for a slot of its workflow's limit: ``limit``, ``key``, its ``place`` among ``of`` waiters,
+    the key's slots ``held`` of its ``concurrency``, a limit with a total's ``heldInAll`` of its ``total``, and
+    ``paused``. A pending run absent is not queued (not limited, or granted and about to start): the listings once
+    showed both as a plain ``pending``, and a run stuck read as one queued behind a limit, or the other way round.
+    One read of each limit key the runs wait on (``describe``), however many runs wait on it; reads only."""
+    if limiters_of(world) is None:
+        return {}
+    limits = LimitsClient(world)
+    views: dict[tuple[str, str], LimitView | None] = {}
+    totals: dict[str, int] = {}
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        slot = recorded_slot(run.execution_context) if run.status == "pending" else None
+        if slot is None:
+            continue
+        if (slot.name, slot.key) not in views:
+            try:
+                views[(slot.name, slot.key)] = await limits.describe(slot.name, key=slot.key)
+            except LimitNotFoundError:
+                views[(slot.name, slot.key)] = None
+        view = views[(slot.name, slot.key)]
+        key = view.key(slot.key) if view is not None else None
+        place = key.place(run_holder(run.run_id)) if key is not None else None
+        if view is None or key is None or place is None:
+            continue
+        if view.total is not None and slot.name not in totals:  # the shared pool's holders, every key's
+            totals[slot.name] = sum(len(k.holders) for k in (await limits.describe(slot.name)).keys)
+        found[run.run_id] = {"limit": slot.name, "key": slot.key, "place": place, "of": len(key.waiters),
+                             "held": len(key.holders), "concurrency": key.concurrency,
+                             "heldInAll": totals.get(slot.name), "total": view.total, "paused": key.paused}
+    return found
+
+
+def queued_text(queued: dict[str, Any]) -> str:
+    """One of ``queued_runs``'s entries for people: ``workflow:shop.order key 'c7' (1/1 held, place 2 of 3)``,
+    ``workflow:shop.export key 't2' (1/20 in all, place 1 of 1)``, with ``paused`` or ``closed`` when nothing can
+    start until an operator changes the key."""
+    where = queued["limit"] + (f" key {queued['key']!r}" if queued["key"] else "")
+    parts = []
+    if queued["concurrency"] is not None:
+        parts.append(f"{queued['held']}/{queued['concurrency']} held")
+    if queued["total"] is not None:
+        parts.append(f"{queued['heldInAll']}/{queued['total']} in all")
+    if queued["paused"]:
+        parts.append("paused")
+    elif queued["concurrency"] == 0 or queued["total"] == 0:
+        parts.append("closed")
+    parts.append(f"place {queued['place']} of {queued['of']}")
+    return f"{where} ({', '.join(parts)})"
+
+
 def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     """One entry of ``limit_waits`` for people: ``a slot of workflow:shop.order key 'c7' (place 2 of 3; held by
     r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; reserved, by 19:05:13.830 UTC (in 1 min 50 s)
