@@ -88,3 +88,25 @@ def test_runs_lists_under_a_status_filter_only_runs_whose_status_passes_it(dev: 
     assert {r["runId"]: r["status"] for r in dev.json("runs", "--limit", "100")}[done["runId"]] == "completed"
     unfinished = [run for d in dev.json("deployments")["deployments"] for run in d["runs"]]
     assert done["runId"] not in unfinished
+
+
+def test_hooks_of_a_parent_lists_its_own_hooks_not_the_engines_hook_for_a_childs_outcome(dev: Dev) -> None:
+    """A parent awaiting a child awaits its outcome on a hook the engine made (token ``awsworld.child:<child>``):
+    ``hooks PARENT`` listed it beside the code's own, ``open``, a token to resume by hand that would forge the
+    child's end. It is hidden and counted on stderr; ``--all`` lists it, as a ``child``."""
+    parent = dev.json("start", "clitest.parent", "[4]")["runId"]
+    _until(lambda: dev("hooks", parent).out.count("why-parent:4"), "the parent holds its hook")
+    assert dev("resume", "why-parent:4", '"go"', "--wait", "30").code == 0
+    child = f"{parent}.step_2"
+    _until(lambda: dev("hooks", child).out.count("why-child:4"), "the child holds its hook")
+    listed = dev("hooks", parent)
+    assert listed.code == 0 and "awsworld.child:" not in listed.out, listed
+    assert [line.split()[0] for line in listed.out.splitlines()] == ["why-parent:4"], listed.out
+    assert listed.err == (f"hidden: 1 awsworld hook(s) awaiting a child run's outcome (`awsworld describe {parent}` "
+                          "lists the children; --all shows the hooks)\n"), listed.err
+    assert [h["token"] for h in dev.json("hooks", parent)] == ["why-parent:4"]
+    every = dev("hooks", parent, "--all").out
+    assert f"awsworld.child:{child}  child   received 0  open" in every, every
+    assert [h["token"] for h in dev.json("hooks", parent, "--all")] == ["why-parent:4", f"awsworld.child:{child}"]
+    assert dev("resume", "why-child:4", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", parent, "--wait", "30")["output"] == 5

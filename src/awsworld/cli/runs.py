@@ -98,6 +98,9 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads and heartbeats "
                                           "received", parents=[read])
     hooks.add_argument("run_id", metavar="RUN")
+    hooks.add_argument("--all", action="store_true", dest="internal",
+                       help="list awsworld's own hooks too: the one a parent run awaits each child's outcome on "
+                            "(token awsworld.child:<child run id>), which only the child's end resumes")
     hooks.set_defaults(handler=_hooks)
 
     streams = sub.add_parser("streams", help="a run's streams, or one stream's chunks (--follow: until it closes)",
@@ -650,6 +653,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
 
 def _hooks(args: argparse.Namespace) -> int:
     from .._timeline import read_events
+    from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
     from ..durable.hook_payloads import is_heartbeat_event
     from ..world.rules.hooks import hook_state
 
@@ -659,12 +663,16 @@ def _hooks(args: argparse.Namespace) -> int:
             events = await read_events(client.world, args.run_id, values=False)
             base = (SETTINGS.webhook_url or "").rstrip("/")
             hooks: dict[str, dict[str, Any]] = {}
+            internal = 0
             for event in events:
                 data = event.event_data or {}
                 corr = event.correlation_id or ""
                 if event.event_type == "hook_created":
                     webhook = bool(data.get("isWebhook"))
                     token = str(data.get("token", ""))
+                    if token.startswith(CHILD_TOKEN_PREFIX) and not args.internal:
+                        internal += 1  # the engine's, not the code's: a resume by hand would forge a child's end
+                        continue
                     hooks[corr] = {"hookId": corr, "token": token, "webhook": webhook, "received": 0,
                                    "heartbeats": 0, "lastHeartbeatAt": None,
                                    "disposed": False, "createdAt": when(event.created_at),
@@ -678,6 +686,9 @@ def _hooks(args: argparse.Namespace) -> int:
                     hooks[corr]["disposed"] = True
             for hook in hooks.values():  # closed by the run's end, when it ended with the hook open
                 hook["state"] = hook_state(hook["disposed"], view.status)
+            if internal:  # (stderr: --json too) why a parent awaiting children lists fewer hooks than its log has
+                print(f"hidden: {internal} awsworld hook(s) awaiting a child run's outcome (`awsworld describe "
+                      f"{args.run_id}` lists the children; --all shows the hooks)", file=sys.stderr)
             if args.json:
                 print_json(list(hooks.values()))
                 return
@@ -685,7 +696,8 @@ def _hooks(args: argparse.Namespace) -> int:
                 print(f"run {args.run_id} has no hooks", file=sys.stderr)
             for hook in hooks.values():
                 state = hook["state"] + (f" (run {view.status})" if hook["state"] == "closed" else "")
-                kind = "webhook" if hook["webhook"] else "hook"
+                kind = "webhook" if hook["webhook"] else "child" if hook["token"].startswith(CHILD_TOKEN_PREFIX) \
+                    else "hook"
                 beats = (f"  heartbeats {hook['heartbeats']} (last {hook['lastHeartbeatAt']})"
                          if hook["heartbeats"] else "")
                 print(f"{hook['token']}  {kind:<7} received {hook['received']}{beats}  {state}")
