@@ -18,7 +18,22 @@ import pytest
 from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
+import asyncio
+import os
+
 from awsworld import Concurrency, RateLimit, create_hook, step, workflow
+
+
+@step(name="clitest.exclusive", concurrency=1)
+async def exclusive(gate: str, n: int) -> int:
+    while not os.path.exists(gate):  # holds its slot until the test opens the gate
+        await asyncio.sleep(0.1)
+    return n
+
+
+@workflow(name="clitest.exclusives")
+async def exclusives(gate: str) -> int:
+    return sum(await asyncio.gather(exclusive(gate, 1), exclusive(gate, 2)))
 
 
 @workflow(name="clitest.per_customer", concurrency=Concurrency(1, key=lambda customer, n: customer))
@@ -309,3 +324,23 @@ def test_runs_and_describe_say_a_pending_run_is_queued_behind_its_limit_and_for_
         assert dev("resume", token, '"go"', "--wait", "30").code == 0
     assert dev.json("result", second, "--wait", "30")["output"] == 3
     assert dev.json("describe", second)["queued"] is None
+
+
+def test_limits_describe_names_step_holders_and_waiters_as_describe_does(dev: Dev, tmp_path: Path) -> None:
+    """A step limit's holders and waiters were printed by their stored ids (``s:wrun_…:step_1``), which no command
+    takes; ``describe`` says ``step step_1 of run wrun_…``: ``limits describe`` says it so too, and its JSON gives the
+    run and step of each (a step holder's ``runId`` was null)."""
+    gate = tmp_path / "gate"
+    run = dev.json("start", "clitest.exclusives", json.dumps(str(gate)))["runId"]
+    shown = _until(lambda: (text := dev("limits", "describe", "step:clitest.exclusive").out).count("  1.  ") and text,
+                   "one step holds the slot, the other waits")
+    assert re.search(rf"\n    holds  step step_\d+ of run {run}  since ", shown), shown
+    assert re.search(rf"\n       1\.  step step_\d+ of run {run}  priority 0, since ", shown), shown
+    assert "s:wrun_" not in shown, shown
+    [key] = dev.json("limits", "describe", "step:clitest.exclusive")["keys"]
+    [holder], [waiter] = key["holders"], key["waiters"]
+    assert (holder["runId"], waiter["runId"]) == (run, run)
+    assert holder["holder"] == f"s:{run}:{holder['stepId']}" and waiter["holder"] == f"s:{run}:{waiter['stepId']}"
+    assert holder["stepId"] != waiter["stepId"]
+    gate.write_text("open")
+    assert dev.json("result", run, "--wait", "30")["output"] == 3

@@ -333,20 +333,32 @@ SHOWN_HOLDERS = 3
 of 10 held by one fan-out once put ten holder ids on each of its 190 waiting steps' lines."""
 
 
+def holder_parts(holder: str) -> tuple[str | None, str | None]:
+    """The run and the step (None for a run's own slot) a stored holder id names: ``r:<run>``, ``s:<run>:<step>``;
+    (None, None) for an id of neither form."""
+    run_id = holder_run(holder)
+    if run_id is not None:
+        return run_id, None
+    if holder.startswith(STEP_HOLDER) and ":" in holder[len(STEP_HOLDER):]:
+        run_id, step_id = holder[len(STEP_HOLDER):].rsplit(":", 1)
+        return run_id, step_id
+    return None, None
+
+
+def holder_text(holder: str) -> str:
+    """A holder or waiter for people, by ids ``awsworld describe`` takes: ``run wrun_…``, ``step step_3 of run
+    wrun_…`` (the stored id when it is of neither form)."""
+    run_id, step_id = holder_parts(holder)
+    if run_id is None:
+        return holder
+    return f"run {run_id}" if step_id is None else f"step {step_id} of run {run_id}"
+
+
 def holders_text(holders: Sequence[str]) -> str:
     """The holders of a wait's slots for people: ``run wrun_…`` for a run, ``step step_3 of run wrun_…`` for a step
     attempt, the first ``SHOWN_HOLDERS`` and how many more.
     Ids a user can pass to ``awsworld describe``: the stored holder ids (``r:wrun_…``, in ``heldBy``) are not."""
-    said: list[str] = []
-    for holder in holders[:SHOWN_HOLDERS]:
-        run_id = holder_run(holder)
-        if run_id is not None:
-            said.append(f"run {run_id}")
-        elif holder.startswith(STEP_HOLDER) and ":" in holder[len(STEP_HOLDER):]:
-            run_id, step_id = holder[len(STEP_HOLDER):].rsplit(":", 1)
-            said.append(f"step {step_id} of run {run_id}")
-        else:
-            said.append(holder)
+    said = [holder_text(holder) for holder in holders[:SHOWN_HOLDERS]]
     more = len(holders) - len(said)
     return ", ".join(said) + (f" and {more} more" if more else "") if said else "nobody"
 
