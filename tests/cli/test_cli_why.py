@@ -5,6 +5,7 @@ as an operator runs them."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -110,3 +111,40 @@ def test_hooks_of_a_parent_lists_its_own_hooks_not_the_engines_hook_for_a_childs
     assert [h["token"] for h in dev.json("hooks", parent, "--all")] == ["why-parent:4", f"awsworld.child:{child}"]
     assert dev("resume", "why-child:4", '"go"', "--wait", "30").code == 0
     assert dev.json("result", parent, "--wait", "30")["output"] == 5
+
+
+def test_start_reads_args_from_a_file_and_resume_a_payload(dev: Dev, project: Path, tmp_path: Path) -> None:
+    """A 50 KB JSON argument had to be pasted on the command line: ``--args-file`` (``--kwargs-file``, and ``resume
+    --payload-file``) reads it from a file, or standard input with ``-``; a file that is not there or not JSON is a
+    usage error naming the option and the file, without echoing it; ``@FILE`` (curl's form) says which option."""
+    big = {"items": ["x" * 100] * 500}
+    args_file = tmp_path / "order.json"
+    args_file.write_text(json.dumps(big))
+    kwargs_file = tmp_path / "kwargs.json"
+    kwargs_file.write_text('{"label": "from a file"}')
+    done = dev.json("start", "clitest.size", "--args-file", str(args_file), "--kwargs-file", str(kwargs_file),
+                    "--wait", "30")
+    assert done["output"] == {"chars": len(str(big)), "label": "from a file"}, done
+    piped = subprocess.run([sys.executable, "-m", "awsworld.cli", "start", "clitest.size", "--args-file", "-",
+                            "--wait", "30"], input='["from stdin"]', env=dev.env, cwd=project, capture_output=True,
+                           text=True, timeout=60)
+    assert piped.returncode == 0 and piped.stdout.splitlines()[1] == '{"chars":10,"label":""}', piped
+
+    missing = dev("start", "clitest.size", "--args-file", "nope.json").one_line_error(2)
+    assert f"--args-file nope.json: no such file (paths are read from {project})" in missing, missing
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"items": [1,\n')
+    bad = dev("start", "clitest.size", "--args-file", str(broken)).one_line_error(2)
+    assert f"--args-file {broken} is not JSON: Expecting value at line 2 column 1" in bad, bad
+    assert "both give" in dev("start", "clitest.size", '"x"', "--args-file", str(args_file)).one_line_error(2)
+    curl = dev("start", "clitest.size", f"@{args_file}").one_line_error(2)
+    assert f"(hint: to read ARGS from a file: --args-file {args_file})" in curl, curl
+
+    waiting = dev.json("start", "clitest.parent", "[7]")["runId"]
+    payload = tmp_path / "payload.json"
+    payload.write_text('{"approved": true}')
+    resumed = dev("resume", "why-parent:7", "--payload-file", str(payload), "--wait", "30")
+    assert resumed.code == 0 and resumed.out.startswith("delivered as "), resumed
+    assert "no such file" in dev("resume", "why-parent:7", "--payload-file", "nope.json").one_line_error(2)
+    assert dev("resume", "why-child:7", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == 8

@@ -50,6 +50,36 @@ def parse_json(text: str, what: str) -> object:
         raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {text!r}", json_hint(text)) from None
 
 
+def read_input_file(path: str, option: str) -> str:
+    """The text of the file an ``--*-file`` option names (``-``: standard input), for a value too long to paste
+    (``start --args-file``, ``resume --payload-file``); a usage error naming the option and the file when it cannot
+    be read, with the folder relative paths are read from."""
+    import sys
+    from pathlib import Path
+
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+        what = "a folder, not a file" if isinstance(error, IsADirectoryError) else "no such file"
+        raise usage(f"{option} {path}: {what} (paths are read from {Path.cwd()})",
+                    f"give the JSON file's path, or {option} - to read standard input") from None
+    except (PermissionError, UnicodeDecodeError) as error:
+        raise usage(f"{option} {path} cannot be read: {error}", "give a UTF-8 JSON file you can read") from None
+
+
+def parse_json_file(path: str, option: str) -> object:
+    """The JSON in the file ``option`` names, or a usage error that says where it broke by line and column (the
+    file is not echoed: it may be 50 KB)."""
+    text = read_input_file(path, option)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise usage(f"{option} {path} is not JSON: {error.msg} at line {error.lineno} column {error.colno}",
+                    "the file holds one JSON value, as the argument would") from None
+
+
 def json_hint(text: str) -> str:
     """How to write what was meant, for the two mistakes a newcomer makes first: a bare word for a string
     (``A-17``: a JSON string takes double quotes, inside the shell's single quotes) and Python's quotes

@@ -18,7 +18,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .errors import CliError, parse_json, usage
+from .errors import CliError, parse_json, parse_json_file, read_input_file, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ WEBHOOK_URL_ENV = Settings.webhook_url.env
 START_HELP = """\
 ARGS is the workflow's positional arguments as a JSON array: '["A-17", ["kettle"], 42.5]'. Any other JSON value
 is the single positional argument: '{"id": 1}' passes one dict, '"A-17"' one string. Keyword arguments go in
---kwargs as a JSON object: --kwargs '{"express": true}'."""
+--kwargs as a JSON object: --kwargs '{"express": true}'. A value too long to paste comes from a file instead:
+--args-file order.json (the same JSON as ARGS; - reads standard input), --kwargs-file FILE."""
 
 
 RERUN_HELP = """`awsworld rerun RUN`: a failed run is final (its log is what happened); once its cause is fixed (the
@@ -46,8 +47,11 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     start = sub.add_parser("start", help="start a run: awsworld start WORKFLOW '[args as a JSON array]'",
                            description=START_HELP, parents=[read])
     start.add_argument("workflow", help="the workflow's registered name (its name=)")
-    start.add_argument("args", nargs="?", default="[]", help="positional arguments: a JSON array (see above)")
+    start.add_argument("args", nargs="?", default=None, help="positional arguments: a JSON array (see above; "
+                       "default: none)")
     start.add_argument("--kwargs", default=None, help="keyword arguments: a JSON object")
+    start.add_argument("--args-file", metavar="FILE", help="ARGS from a file (- : standard input), instead of ARGS")
+    start.add_argument("--kwargs-file", metavar="FILE", help="--kwargs from a file, instead of --kwargs")
     start.add_argument("--run-id", help="an id of your choosing: starting again with it returns the same run")
     start.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
     start.add_argument("--priority", type=int, default=None,
@@ -116,6 +120,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     resume.add_argument("payload", nargs="?", default=None,
                         help="the payload as JSON (default: null); for a hook created with a codec "
                              "(create_hook(codec=...)), the codec's text, sent as it is (required)")
+    resume.add_argument("--payload-file", metavar="FILE",
+                        help="PAYLOAD from a file (- : standard input), instead of PAYLOAD, for one too long to paste")
     resume.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="wait this long for the hook to exist (its run may not have reached it yet)")
     resume.set_defaults(handler=_resume)
@@ -142,19 +148,34 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     cancel.set_defaults(handler=_cancel)
 
 
-def start_arguments(args_text: str, kwargs_text: str | None) -> tuple[list[Any], dict[str, Any]]:
+def start_arguments(args_text: str | None, kwargs_text: str | None, *, args_file: str | None = None,
+                    kwargs_file: str | None = None) -> tuple[list[Any], dict[str, Any]]:
     """The positional and keyword arguments ``start`` passes: an array is the positional arguments, any other
-    JSON value is the single positional argument (a JSON object is one dict, never keyword names)."""
-    value = parse_json(args_text, "ARGS")
+    JSON value is the single positional argument (a JSON object is one dict, never keyword names). Each comes
+    from the command line or from a file (``--args-file``, ``--kwargs-file``: a 50 KB argument is not pasted),
+    not both."""
+    if args_file is not None and args_text is not None:
+        raise usage("ARGS and --args-file both give the positional arguments", "give one of them")
+    if kwargs_file is not None and kwargs_text is not None:
+        raise usage("--kwargs and --kwargs-file both give the keyword arguments", "give one of them")
+    if args_text is not None and args_text.startswith("@"):  # curl's form, which this CLI does not use
+        raise usage(f"ARGS is not JSON: {shorten(args_text, 80)}", f"to read ARGS from a file: --args-file "
+                    f"{args_text[1:] or 'FILE'}")
+    value = parse_json_file(args_file, "--args-file") if args_file is not None else parse_json(args_text or "[]",
+                                                                                                "ARGS")
     args = value if isinstance(value, list) else [value]
-    kwargs: Any = {} if kwargs_text is None else parse_json(kwargs_text, "--kwargs")
+    kwargs: Any = (parse_json_file(kwargs_file, "--kwargs-file") if kwargs_file is not None
+                   else {} if kwargs_text is None else parse_json(kwargs_text, "--kwargs"))
     if not isinstance(kwargs, dict):
-        raise usage(f"--kwargs must be a JSON object, got {compact(kwargs)}", "e.g. --kwargs '{\"express\": true}'")
+        option = "--kwargs-file" if kwargs_file is not None else "--kwargs"
+        raise usage(f"{option} must be a JSON object, got {shorten(kwargs, 80)}",
+                    "e.g. --kwargs '{\"express\": true}'")
     return args, kwargs
 
 
 def _start(args: argparse.Namespace) -> int:
-    positional, keywords = start_arguments(args.args, args.kwargs)
+    positional, keywords = start_arguments(args.args, args.kwargs, args_file=args.args_file,
+                                           kwargs_file=args.kwargs_file)
     return asyncio.run(_start_run(args, positional, keywords))
 
 
@@ -796,6 +817,11 @@ def _resume(args: argparse.Namespace) -> int:
     holds is the usage error it always was."""
     from .._worker.run_control import find_hook
     from ..world.errors import HookNotFoundError
+
+    if args.payload_file is not None:  # read (and a missing file refused) before anything is asked of the World
+        if args.payload is not None:
+            raise usage("PAYLOAD and --payload-file both give the payload", "give one of them")
+        args.payload = read_input_file(args.payload_file, "--payload-file")
 
     async def go() -> None:
         async with remote() as client:
