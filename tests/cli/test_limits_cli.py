@@ -344,3 +344,33 @@ def test_limits_describe_names_step_holders_and_waiters_as_describe_does(dev: De
     assert holder["stepId"] != waiter["stepId"]
     gate.write_text("open")
     assert dev.json("result", run, "--wait", "30")["output"] == 3
+
+
+def test_a_run_started_without_the_code_reads_queued_once_its_first_delivery_queued_it(dev: Dev,
+                                                                                       tmp_path: Path) -> None:
+    """A start from where the workflow's code is not (a script's ``Client(AWSWorld())``, the CLI outside the
+    project) records no slot: its first delivery computes the key and queues the run, writing nothing on it. Such a
+    run read a plain ``pending`` in ``runs`` and ``describe`` said it waited for ``its first delivery``: both find
+    it among the waiters of its workflow's limit."""
+    holder = dev.json("start", "clitest.per_customer", '["una", 1]')["runId"]
+    _until(lambda: dev("hooks", holder).out.count("cli-limits:una:1"), "the first run holds its hook")
+    bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
+
+    def outside(*args: str) -> Any:
+        return dev.runners[0](args, bare, tmp_path)
+
+    started = outside("start", "clitest.per_customer", '["una", 2]', "--json")
+    assert started.code == 0, started
+    waiting = json.loads(started.out)["runId"]
+    queued = _until(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer",
+                                                              "--limit", "100")}[waiting]["queued"],
+                    "its first delivery queues it")
+    assert queued == {"limit": LIMIT, "key": "una", "place": 1, "of": 1, "held": 1, "concurrency": 1,
+                      "heldInAll": None, "total": None, "paused": False}
+    shown = outside("describe", waiting).out
+    assert f"status    pending: queued for a slot of {LIMIT} key 'una' (1/1 held, place 1 of 1)" in shown, shown
+    assert f"waits on  its start: a slot of {LIMIT} key 'una' (place 1 of 1; held by run {holder})" in shown, shown
+    assert "first delivery" not in shown, shown
+    for n in (1, 2):
+        assert dev("resume", f"cli-limits:una:{n}", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == 2

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
-from .._worker.run_limits import recorded_slot
+from .._worker.run_limits import RunSlot, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
 from ..authoring.limits import declared, limits_runs
@@ -232,6 +232,10 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
     limits = LimitsClient(world)
     seen: dict[tuple[str, str], KeyView | None] = {}
     slot = recorded_slot(context)
+    if status == "pending" and slot is None:  # started without the workflow's code: its first delivery queued it
+        created = next((e.event_data or {} for e in events if e.event_type == "run_created"), {})
+        workflow = created.get("workflowName")
+        slot = await _unrecorded_slot(limits, workflow, run_id, {}) if isinstance(workflow, str) else None
     if status == "pending" and slot is not None:
         entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
         if entry is not None:
@@ -271,9 +275,13 @@ async def queued_runs(world: World, runs: Sequence[Any]) -> dict[str, dict[str, 
     limits = LimitsClient(world)
     views: dict[tuple[str, str], LimitView | None] = {}
     totals: dict[str, int] = {}
+    whole: dict[str, LimitView | None] = {}
     found: dict[str, dict[str, Any]] = {}
     for run in runs:
-        slot = recorded_slot(run.execution_context) if run.status == "pending" else None
+        if run.status != "pending":
+            continue
+        slot = recorded_slot(run.execution_context) or await _unrecorded_slot(limits, run.workflow_name, run.run_id,
+                                                                              whole)
         if slot is None:
             continue
         if (slot.name, slot.key) not in views:
@@ -292,6 +300,25 @@ async def queued_runs(world: World, runs: Sequence[Any]) -> dict[str, dict[str, 
                              "held": len(key.holders), "concurrency": key.concurrency,
                              "heldInAll": totals.get(slot.name), "total": view.total, "paused": key.paused}
     return found
+
+
+async def _unrecorded_slot(limits: LimitsClient, workflow: str, run_id: str,
+                           read: dict[str, LimitView | None]) -> RunSlot | None:
+    """The slot a pending run started without its workflow's code waits for: such a start records none (it cannot
+    compute the key), and the run's first delivery computes it and queues the run (``run_limits.slot_in_log``),
+    writing nothing on the run, so the waiters of the workflow's limit, by its default name ``workflow:<name>``,
+    say (a run started from a script's ``Client(AWSWorld())`` read "waits on its first delivery"). ``read``: the
+    limits read so far, by name (one read of a limit for every such run)."""
+    name = f"workflow:{workflow}"
+    if name not in read:
+        try:
+            read[name] = await limits.describe(name)
+        except (LimitNotFoundError, LimitInputError):
+            read[name] = None
+    view = read[name]
+    holder = run_holder(run_id)
+    key = next((k.key for k in view.keys if any(w.holder == holder for w in k.waiters)), None) if view else None
+    return None if key is None else RunSlot(name, key, "")
 
 
 def queued_text(queued: dict[str, Any]) -> str:
