@@ -94,21 +94,23 @@ def test_runs_lists_under_a_status_filter_only_runs_whose_status_passes_it(dev: 
 def test_hooks_of_a_parent_lists_its_own_hooks_not_the_engines_hook_for_a_childs_outcome(dev: Dev) -> None:
     """A parent awaiting a child awaits its outcome on a hook the engine made (token ``awsworld.child:<child>``):
     ``hooks PARENT`` listed it beside the code's own, ``open``, a token to resume by hand that would forge the
-    child's end. It is hidden and counted on stderr; ``--all`` lists it, as a ``child``."""
+    child's end. As ``describe`` does with awsworld's own steps, it is hidden with a ``hidden`` line, ``--all``
+    lists it (as a ``child``), and ``--json`` has every hook, ``childRunId`` telling the engine's apart."""
     parent = dev.json("start", "clitest.parent", "[4]")["runId"]
     _until(lambda: dev("hooks", parent).out.count("why-parent:4"), "the parent holds its hook")
     assert dev("resume", "why-parent:4", '"go"', "--wait", "30").code == 0
     child = f"{parent}.step_2"
     _until(lambda: dev("hooks", child).out.count("why-child:4"), "the child holds its hook")
     listed = dev("hooks", parent)
-    assert listed.code == 0 and "awsworld.child:" not in listed.out, listed
-    assert [line.split()[0] for line in listed.out.splitlines()] == ["why-parent:4"], listed.out
-    assert listed.err == (f"hidden: 1 awsworld hook(s) awaiting a child run's outcome (`awsworld describe {parent}` "
-                          "lists the children; --all shows the hooks)\n"), listed.err
-    assert [h["token"] for h in dev.json("hooks", parent)] == ["why-parent:4"]
+    assert listed.code == 0 and listed.err == "" and "awsworld.child:" not in listed.out, listed
+    lines = listed.out.splitlines()
+    assert lines[0].split()[0] == "why-parent:4" and len(lines) == 2, listed.out
+    assert lines[1] == (f"hidden: 1 awsworld hook(s) awaiting a child run's outcome (`awsworld describe {parent}` "
+                        "lists the children; --all shows the hooks)"), listed.out
     every = dev("hooks", parent, "--all").out
-    assert f"awsworld.child:{child}  child   received 0  open" in every, every
-    assert [h["token"] for h in dev.json("hooks", parent, "--all")] == ["why-parent:4", f"awsworld.child:{child}"]
+    assert f"awsworld.child:{child}  child   received 0  open" in every and "hidden" not in every, every
+    assert [(h["token"], h["childRunId"]) for h in dev.json("hooks", parent)] == [
+        ("why-parent:4", None), (f"awsworld.child:{child}", child)]
     assert dev("resume", "why-child:4", '"go"', "--wait", "30").code == 0
     assert dev.json("result", parent, "--wait", "30")["output"] == 5
 

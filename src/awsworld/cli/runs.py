@@ -104,7 +104,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     hooks.add_argument("run_id", metavar="RUN")
     hooks.add_argument("--all", action="store_true", dest="internal",
                        help="list awsworld's own hooks too: the one a parent run awaits each child's outcome on "
-                            "(token awsworld.child:<child run id>), which only the child's end resumes")
+                            "(token awsworld.child:<child run id>), which only the child's end resumes; --json "
+                            "always has them (childRunId)")
     hooks.set_defaults(handler=_hooks)
 
     streams = sub.add_parser("streams", help="a run's streams, or one stream's chunks (--follow: until it closes)",
@@ -684,20 +685,19 @@ def _hooks(args: argparse.Namespace) -> int:
             events = await read_events(client.world, args.run_id, values=False)
             base = (SETTINGS.webhook_url or "").rstrip("/")
             hooks: dict[str, dict[str, Any]] = {}
-            internal = 0
             for event in events:
                 data = event.event_data or {}
                 corr = event.correlation_id or ""
                 if event.event_type == "hook_created":
                     webhook = bool(data.get("isWebhook"))
                     token = str(data.get("token", ""))
-                    if token.startswith(CHILD_TOKEN_PREFIX) and not args.internal:
-                        internal += 1  # the engine's, not the code's: a resume by hand would forge a child's end
-                        continue
+                    # a hook the engine made to await a child's end, not the code: a resume by hand would forge it
+                    child = token.removeprefix(CHILD_TOKEN_PREFIX) if token.startswith(CHILD_TOKEN_PREFIX) else None
                     hooks[corr] = {"hookId": corr, "token": token, "webhook": webhook, "received": 0,
                                    "heartbeats": 0, "lastHeartbeatAt": None,
                                    "disposed": False, "createdAt": when(event.created_at),
-                                   "url": f"{base}/webhooks/{token}" if webhook and base else None}
+                                   "url": f"{base}/webhooks/{token}" if webhook and base else None,
+                                   "childRunId": child}
                 elif event.event_type == "hook_received" and corr in hooks and is_heartbeat_event(data):
                     hooks[corr]["heartbeats"] += 1  # a heartbeat is not a payload (``hook_timeouts``)
                     hooks[corr]["lastHeartbeatAt"] = when(event.created_at)
@@ -707,23 +707,23 @@ def _hooks(args: argparse.Namespace) -> int:
                     hooks[corr]["disposed"] = True
             for hook in hooks.values():  # closed by the run's end, when it ended with the hook open
                 hook["state"] = hook_state(hook["disposed"], view.status)
-            if internal:  # (stderr: --json too) why a parent awaiting children lists fewer hooks than its log has
-                print(f"hidden: {internal} awsworld hook(s) awaiting a child run's outcome (`awsworld describe "
-                      f"{args.run_id}` lists the children; --all shows the hooks)", file=sys.stderr)
-            if args.json:
+            if args.json:  # every hook, as describe --json has awsworld's own too: childRunId tells them
                 print_json(list(hooks.values()))
                 return
-            if not hooks:
-                print(f"run {args.run_id} has no hooks", file=sys.stderr)
-            for hook in hooks.values():
+            shown = [hook for hook in hooks.values() if args.internal or hook["childRunId"] is None]
+            if not shown:
+                print(f"run {args.run_id} has no hooks" + (" of its own" if hooks else ""), file=sys.stderr)
+            for hook in shown:
                 state = hook["state"] + (f" (run {view.status})" if hook["state"] == "closed" else "")
-                kind = "webhook" if hook["webhook"] else "child" if hook["token"].startswith(CHILD_TOKEN_PREFIX) \
-                    else "hook"
+                kind = "webhook" if hook["webhook"] else "child" if hook["childRunId"] else "hook"
                 beats = (f"  heartbeats {hook['heartbeats']} (last {hook['lastHeartbeatAt']})"
                          if hook["heartbeats"] else "")
                 print(f"{hook['token']}  {kind:<7} received {hook['received']}{beats}  {state}")
                 if hook["url"] and hook["state"] == "open":
                     print(f"  {hook['url']}")
+            if len(shown) < len(hooks):  # as describe's "hidden" line: why the log has more hooks than listed
+                print(f"hidden: {len(hooks) - len(shown)} awsworld hook(s) awaiting a child run's outcome "
+                      f"(`awsworld describe {args.run_id}` lists the children; --all shows the hooks)")
             if any(h["webhook"] for h in hooks.values()) and not base:
                 print(f"(set {WEBHOOK_URL_ENV} to the webhook route's address to see the URLs)", file=sys.stderr)
 
