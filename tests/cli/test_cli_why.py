@@ -150,3 +150,17 @@ def test_start_reads_args_from_a_file_and_resume_a_payload(dev: Dev, project: Pa
     assert "no such file" in dev("resume", "why-parent:7", "--payload-file", "nope.json").one_line_error(2)
     assert dev("resume", "why-child:7", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 8
+
+
+def test_a_long_argument_that_is_not_json_is_shown_around_where_it_broke(project: Path) -> None:
+    """A 50 KB ARGS with one bad character was echoed whole in its one-line error: it shows the part around where
+    it broke, and its length."""
+    text = json.dumps({"items": ["x" * 100] * 500})
+    broken = text[:30000] + text[30000:].replace(", ", " ", 1)
+    done = subprocess.run([sys.executable, "-m", "awsworld.cli", "start", "clitest.size", broken], cwd=project,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and done.stdout == "", done
+    line = done.stderr.strip()
+    assert len(done.stderr.splitlines()) == 1 and len(line) < 500, line[:300]
+    assert "ARGS is not JSON: Expecting ',' delimiter at character " in line and '" "' in line, line
+    assert f"({len(broken)} characters)" in line, line

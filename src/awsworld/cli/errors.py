@@ -42,12 +42,21 @@ def usage(message: str, hint: str | None = None) -> CliError:
 JSON_HINT = "quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}'"
 
 
+SHOWN_JSON_CHARS = 120
+"""A value that is not JSON is shown in its error up to this many characters, around where it broke: a 50 KB
+argument pasted with one bad character was echoed whole, twice over the terminal."""
+
+
 def parse_json(text: str, what: str) -> object:
     """``text`` as JSON, or a usage error that shows where it broke and how to write it (``json_hint``)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {text!r}", json_hint(text)) from None
+        shown = repr(text) if len(text) <= SHOWN_JSON_CHARS else (
+            f"…{text[max(0, error.pos - SHOWN_JSON_CHARS // 2):error.pos + SHOWN_JSON_CHARS // 2]!r}… "
+            f"({len(text)} characters)")
+        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {shown}",
+                    json_hint(text) if len(text) <= SHOWN_JSON_CHARS else JSON_HINT) from None
 
 
 def read_input_file(path: str, option: str) -> str:
