@@ -310,6 +310,9 @@ def test_runs_and_describe_say_a_pending_run_is_queued_behind_its_limit_and_for_
     assert described["deploymentId"] == described["deployment"] and described["deploymentId"].startswith("dev-")
     text = dev("describe", first).out
     assert f"status    pending: queued for a slot of {LIMIT} key 'kim' (1/1 held, place 1 of 2)\n" in text, text
+    early = dev("result", second).one_line_error(1)
+    assert f"run {second} is still pending, queued for a slot of {LIMIT} key 'kim' (1/1 held, place 2 of 2): no " \
+        "result yet" in early, early
 
     # A limit with a total: the total's use is what keeps a key with no holder of its own waiting.
     exporter = dev.json("start", "clitest.export", '"tq1"')["runId"]

@@ -457,6 +457,8 @@ def _events(args: argparse.Namespace) -> int:
 
 
 def _result(args: argparse.Namespace) -> int:
+    from ..client.limits import queued_runs, queued_text
+
     async def go() -> int:
         async with remote() as client:
             if args.wait:
@@ -478,10 +480,13 @@ def _result(args: argparse.Namespace) -> int:
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
+            queued = (await queued_runs(client.world, [view])).get(view.run_id)
+            # a run queued behind its limit says so, as runs and describe do (a plain "pending" reads as stuck)
+            status = view.status + (f", queued for a slot of {queued_text(queued)}" if queued else "")
             if args.wait:
-                raise CliError(f"run {view.run_id} is still {view.status} after {args.wait:g} s: no result yet",
+                raise CliError(f"run {view.run_id} is still {status} after {args.wait:g} s: no result yet",
                                f"`awsworld describe {view.run_id}` says what it waits on")
-            raise CliError(f"run {view.run_id} is still {view.status}: no result yet",
+            raise CliError(f"run {view.run_id} is still {status}: no result yet",
                            "--wait SECONDS waits for it")
 
     return asyncio.run(go())
