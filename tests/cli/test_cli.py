@@ -480,11 +480,12 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     runs = json.loads(listed.out)
     assert run_id in [r["runId"] for r in runs]
     # "schedule": the schedule that started a run (issue 25), None for one started by `start`; "parked": its mark
-    # while it is parked (issue 31), else None.
+    # while it is parked (issue 31), else None; "queued": a pending run's wait for its limit's slot, else None.
     assert set(runs[0]) == {"runId", "status", "workflow", "createdAt", "startedAt", "completedAt", "error",
-                            "errorCode", "schedule", "parked"}
+                            "errorCode", "schedule", "parked", "queued"}
     assert runs[0]["schedule"] is None and description["schedule"] is None
     assert runs[0]["parked"] is None and description["parked"] is None
+    assert runs[0]["queued"] is None and description["queued"] is None
     assert run_id in completed.out
 
 

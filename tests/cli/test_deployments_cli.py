@@ -128,3 +128,42 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
         assert pin["deployment"] == v2, pin
     finally:
         dev.stop()
+
+
+def _statuses(dev: WatchedDev) -> dict[str, str]:
+    listed = dev("deployments", "--json")
+    assert listed.code == 0, listed
+    return {row["deploymentId"]: row["status"] for row in json.loads(listed.out)["deployments"]}
+
+
+def test_the_code_dev_runs_reads_live_after_a_revert_and_after_a_restart(tmp_path: Path, runner: Runner) -> None:
+    """The newest registration is ``live`` (and where a limited start is pinned), and a version registered before
+    kept its first record: an edit reverted while the edit held a run, or a restart on ``--state`` with the code of
+    an older version, showed the code dev runs as ``draining`` and the other ``live``."""
+    source = tmp_path / "src" / "shopdep.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP))
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="shopdep")
+    try:
+        found = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(dev.banner))
+        assert found is not None
+        v1 = found.group(1)
+        _sleeping(dev, dev("start", "shopdep.order", '["A-1", 1.0]').out.strip())
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text().replace(*BODY_ONLY))
+        v2 = dev.wait_for(r"^new runs start on (dev-[0-9a-f]{10});", mark_at).split()[4].rstrip(";")
+        _sleeping(dev, dev("start", "shopdep.order", '["A-2", 2.0]').out.strip())
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text().replace(*reversed(BODY_ONLY)))
+        dev.wait_for(rf"^the code is {v1} again", mark_at)
+        assert _statuses(dev) == {v1: "live", v2: "draining"}
+    finally:
+        dev.stop()
+    source.write_text(source.read_text().replace(*BODY_ONLY))
+    restarted = WatchedDev(tmp_path, tmp_path / "state", [runner], module="shopdep")
+    try:
+        assert f"as deployment {v2} " in "".join(restarted.banner), restarted.banner
+        assert _statuses(restarted)[v2] == "live"
+        assert _statuses(restarted)[v1] != "live"
+    finally:
+        restarted.stop()

@@ -18,7 +18,22 @@ import pytest
 from .test_cli import Dev, project_of, serving
 
 WORKFLOWS = '''
+import asyncio
+import os
+
 from awsworld import Concurrency, RateLimit, create_hook, step, workflow
+
+
+@step(name="clitest.exclusive", concurrency=1)
+async def exclusive(gate: str, n: int) -> int:
+    while not os.path.exists(gate):  # holds its slot until the test opens the gate
+        await asyncio.sleep(0.1)
+    return n
+
+
+@workflow(name="clitest.exclusives")
+async def exclusives(gate: str) -> int:
+    return sum(await asyncio.gather(exclusive(gate, 1), exclusive(gate, 2)))
 
 
 @workflow(name="clitest.per_customer", concurrency=Concurrency(1, key=lambda customer, n: customer))
@@ -267,3 +282,98 @@ def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev
     assert "open" in next(line for line in dev("limits").out.splitlines() if " zed " in line)
     assert dev("resume", "cli-limits:zed:1", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 1
+
+
+def test_runs_and_describe_say_a_pending_run_is_queued_behind_its_limit_and_for_which(dev: Dev) -> None:
+    """A run waiting for its workflow's slot listed as a plain ``pending``, as a run nothing will ever start does:
+    ``runs`` has a QUEUED FOR column (``--json``: ``queued``, the status stays ``pending``), and ``describe``'s status
+    line says it too, with the key, the slots held of the limit and the run's place. A pending run that holds its
+    slot (granted, its first delivery on the way) is not queued."""
+    holder = dev.json("start", "clitest.per_customer", '["kim", 1]')["runId"]
+    _until(lambda: dev("hooks", holder).out.count("cli-limits:kim:1"), "the first run holds its hook")
+    first, second = (dev.json("start", "clitest.per_customer", f'["kim", {n}]')["runId"] for n in (2, 3))
+    listed = {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer", "--limit", "100")}
+    assert listed[holder]["status"] == "running" and listed[holder]["queued"] is None
+    for run, place in ((first, 1), (second, 2)):
+        assert listed[run]["status"] == "pending", listed[run]
+        assert listed[run]["queued"] == {"limit": LIMIT, "key": "kim", "place": place, "of": 2, "held": 1,
+                                         "concurrency": 1, "heldInAll": None, "total": None, "paused": False}
+    table = dev("runs", "--workflow", "clitest.per_customer", "--limit", "100").out.splitlines()
+    assert table[0].split()[-2:] == ["QUEUED", "FOR"], table[0]
+    row = next(line for line in table if line.startswith(second))
+    assert row.split(None, 2)[1] == "pending" and row.endswith(f"{LIMIT} key 'kim' (1/1 held, place 2 of 2)"), row
+    assert next(line for line in table if line.startswith(holder)).split()[1] == "running"
+
+    described = dev.json("describe", first)
+    assert described["status"] == "pending" and described["queued"] == listed[first]["queued"]
+    # (its deployment once read null here beside a filled "deployment": both name the code it is pinned to)
+    assert described["deploymentId"] == described["deployment"] and described["deploymentId"].startswith("dev-")
+    text = dev("describe", first).out
+    assert f"status    pending: queued for a slot of {LIMIT} key 'kim' (1/1 held, place 1 of 2)\n" in text, text
+    early = dev("result", second).one_line_error(1)
+    assert f"run {second} is still pending, queued for a slot of {LIMIT} key 'kim' (1/1 held, place 2 of 2): no " \
+        "result yet" in early, early
+
+    # A limit with a total: the total's use is what keeps a key with no holder of its own waiting.
+    exporter = dev.json("start", "clitest.export", '"tq1"')["runId"]
+    _until(lambda: dev("hooks", exporter).out.count("cli-export:tq1"), "the export holds the total")
+    waiting = dev.json("start", "clitest.export", '"tq2"')["runId"]
+    assert dev.json("describe", waiting)["queued"] == {
+        "limit": "workflow:clitest.export", "key": "tq2", "place": 1, "of": 1, "held": 0, "concurrency": None,
+        "heldInAll": 1, "total": 1, "paused": False}
+    assert "queued for a slot of workflow:clitest.export key 'tq2' (1/1 in all, place 1 of 1)" in \
+        dev("describe", waiting).out
+    for token in ("cli-export:tq1", "cli-export:tq2", "cli-limits:kim:1", "cli-limits:kim:2", "cli-limits:kim:3"):
+        assert dev("resume", token, '"go"', "--wait", "30").code == 0
+    assert dev.json("result", second, "--wait", "30")["output"] == 3
+    assert dev.json("describe", second)["queued"] is None
+
+
+def test_limits_describe_names_step_holders_and_waiters_as_describe_does(dev: Dev, tmp_path: Path) -> None:
+    """A step limit's holders and waiters were printed by their stored ids (``s:wrun_…:step_1``), which no command
+    takes; ``describe`` says ``step step_1 of run wrun_…``: ``limits describe`` says it so too, and its JSON gives the
+    run and step of each (a step holder's ``runId`` was null)."""
+    gate = tmp_path / "gate"
+    run = dev.json("start", "clitest.exclusives", json.dumps(str(gate)))["runId"]
+    shown = _until(lambda: (text := dev("limits", "describe", "step:clitest.exclusive").out).count("  1.  ") and text,
+                   "one step holds the slot, the other waits")
+    assert re.search(rf"\n    holds  step step_\d+ of run {run}  since ", shown), shown
+    assert re.search(rf"\n       1\.  step step_\d+ of run {run}  priority 0, since ", shown), shown
+    assert "s:wrun_" not in shown, shown
+    [key] = dev.json("limits", "describe", "step:clitest.exclusive")["keys"]
+    [holder], [waiter] = key["holders"], key["waiters"]
+    assert (holder["runId"], waiter["runId"]) == (run, run)
+    assert holder["holder"] == f"s:{run}:{holder['stepId']}" and waiter["holder"] == f"s:{run}:{waiter['stepId']}"
+    assert holder["stepId"] != waiter["stepId"]
+    gate.write_text("open")
+    assert dev.json("result", run, "--wait", "30")["output"] == 3
+
+
+def test_a_run_started_without_the_code_reads_queued_once_its_first_delivery_queued_it(dev: Dev,
+                                                                                       tmp_path: Path) -> None:
+    """A start from where the workflow's code is not (a script's ``Client(AWSWorld())``, the CLI outside the
+    project) records no slot: its first delivery computes the key and queues the run, writing nothing on it. Such a
+    run read a plain ``pending`` in ``runs`` and ``describe`` said it waited for ``its first delivery``: both find
+    it among the waiters of its workflow's limit."""
+    holder = dev.json("start", "clitest.per_customer", '["una", 1]')["runId"]
+    _until(lambda: dev("hooks", holder).out.count("cli-limits:una:1"), "the first run holds its hook")
+    bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
+
+    def outside(*args: str) -> Any:
+        return dev.runners[0](args, bare, tmp_path)
+
+    started = outside("start", "clitest.per_customer", '["una", 2]', "--json")
+    assert started.code == 0, started
+    waiting = json.loads(started.out)["runId"]
+    queued = _until(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer",
+                                                              "--limit", "100")}[waiting]["queued"],
+                    "its first delivery queues it")
+    assert queued == {"limit": LIMIT, "key": "una", "place": 1, "of": 1, "held": 1, "concurrency": 1,
+                      "heldInAll": None, "total": None, "paused": False}
+    shown = outside("describe", waiting).out
+    assert f"status    pending: queued for a slot of {LIMIT} key 'una' (1/1 held, place 1 of 1)" in shown, shown
+    assert f"waits on  its start: a slot of {LIMIT} key 'una' (place 1 of 1; held by run {holder})" in shown, shown
+    assert "first delivery" not in shown, shown
+    for n in (1, 2):
+        assert dev("resume", f"cli-limits:una:{n}", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == 2

@@ -67,3 +67,27 @@ async def test_the_run_page_and_api_say_what_waits_for_a_limit() -> None:
         await env.client.resume_hook("ui-limited:k", "go")
         assert sorted([await running.result(), await second.result()]) == [1, 2]
         assert await holder.result() == "k"
+
+
+async def test_the_run_list_says_which_pending_run_is_queued_behind_its_limit() -> None:
+    """The run list showed a run waiting for its slot as a plain ``pending``: it says ``queued`` and for which
+    limit (the JSON API: ``queued``, the status staying ``pending``)."""
+    async with WorkflowTestEnv() as env:
+        holder = await env.client.start(limited, "q")
+        await holder.wait_for_hook("ui-limited:q")
+        waiting = await env.client.start(limited, "q")
+        app = create_app(env.world)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            listed = {r["runId"]: r for r in (await http.get("/api/runs")).json()["runs"]}
+            assert listed[waiting.run_id]["status"] == "pending"
+            assert listed[waiting.run_id]["queued"] == {
+                "limit": "workflow:ui.limited", "key": "q", "place": 1, "of": 1, "held": 1, "concurrency": 1,
+                "heldInAll": None, "total": None, "paused": False}
+            assert listed[holder.run_id]["queued"] is None
+            page = (await http.get("/")).text
+            assert "queued: workflow:ui.limited key &#x27;q&#x27; (1/1 held, place 1 of 1)" in page
+            assert page.count("queued: ") == 1
+        await env.client.resume_hook("ui-limited:q", "go")
+        assert await waiting.wait_for_hook("ui-limited:q") is not None
+        await env.client.resume_hook("ui-limited:q", "go")
+        assert await waiting.result() == "q"

@@ -204,8 +204,8 @@ class WorkflowExecution:
     def _body_starts_at(self, first: Event) -> datetime:
         """``now()`` for the body's first statements: the run's creation, or (``CLOCK_FROM_START`` recorded) its
         ``run_started`` among the run-level events that lead the log (a run that waited for a slot starts then)."""
-        context = (first.event_data or {}).get("executionContext")
-        if isinstance(context, dict) and context.get(CLOCK_FROM_START) is True:
+        context: object = (first.event_data or {}).get("executionContext")
+        if isinstance(context, dict) and cast("dict[str, Any]", context).get(CLOCK_FROM_START) is True:
             for event in self.log[1:]:
                 if event.event_type not in RUN_LEVEL_EVENTS:
                     break

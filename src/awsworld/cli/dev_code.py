@@ -26,7 +26,7 @@ from pathlib import Path
 
 from .._deployments.identity import code_digest, definition_files, dev_deployment, register
 from .._deployments.local_host import LocalHost
-from .._deployments.model import DEPLOYMENTS_OF_DEV
+from .._deployments.model import DEPLOYMENTS_OF_DEV, latest
 from .._deployments.upgrade import holdings
 from .._worker.dispatch import Worker
 from ..authoring.definitions import Registry
@@ -84,6 +84,7 @@ class DevCode:
             if kept is not None:  # a revert: that version again (its runs never left it)
                 kept.path.worker.registry = registry
                 host.live = now
+                await self._register(kept.path.worker)  # the newest again (it read draining, the edit live)
             else:
                 worker = Worker(self.world, registry, deployment=now)
                 host.deploy(worker)
@@ -116,12 +117,18 @@ class DevCode:
         return drained
 
     async def _register(self, worker: Worker) -> None:
-        """Register the version; a version retired earlier and loaded again (an edit reverted after its runs had
-        all ended) is registered afresh, so it does not read as retired while it runs."""
+        """Register the version dev runs new runs on now, as the newest (``_deployments.model.latest``: what
+        ``deployments`` shows ``live`` and a limited start is pinned to). A version registered before and loaded
+        again (an edit reverted, in this process or across a restart on ``--state``) is registered afresh: its
+        first record is older than the edit's, which read ``live`` while dev ran this code and this code read
+        ``draining``; one retired earlier (its runs had all ended) no longer reads as retired while it runs."""
         assert worker.deployment is not None
         if await register(self.world, worker.deployment, worker.registry, host=DEPLOYMENTS_OF_DEV):
             return
         store = self.world.deployments
-        found = next((d for d in await store.read() if d.deployment_id == worker.deployment), None) if store else None
-        if store is not None and found is not None and found.retired:
+        records = await store.read() if store is not None else []
+        found = next((d for d in records if d.deployment_id == worker.deployment), None)
+        newest = latest(records)
+        if store is not None and found is not None and (found.retired or newest is None
+                                                         or newest.deployment_id != found.deployment_id):
             await store.put(replace(found, registered_at=clock_of(self.world).now(), retired_at=None))

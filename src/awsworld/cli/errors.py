@@ -42,12 +42,51 @@ def usage(message: str, hint: str | None = None) -> CliError:
 JSON_HINT = "quote it for the shell, e.g. '[\"A-17\", 3]' or '{\"id\": 1}'"
 
 
+SHOWN_JSON_CHARS = 120
+"""A value that is not JSON is shown in its error up to this many characters, around where it broke: a 50 KB
+argument pasted with one bad character was echoed whole, twice over the terminal."""
+
+
 def parse_json(text: str, what: str) -> object:
     """``text`` as JSON, or a usage error that shows where it broke and how to write it (``json_hint``)."""
     try:
         return json.loads(text)
     except json.JSONDecodeError as error:
-        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {text!r}", json_hint(text)) from None
+        shown = repr(text) if len(text) <= SHOWN_JSON_CHARS else (
+            f"…{text[max(0, error.pos - SHOWN_JSON_CHARS // 2):error.pos + SHOWN_JSON_CHARS // 2]!r}… "
+            f"({len(text)} characters)")
+        raise usage(f"{what} is not JSON: {error.msg} at character {error.pos}: {shown}",
+                    json_hint(text) if len(text) <= SHOWN_JSON_CHARS else JSON_HINT) from None
+
+
+def read_input_file(path: str, option: str) -> str:
+    """The text of the file an ``--*-file`` option names (``-``: standard input), for a value too long to paste
+    (``start --args-file``, ``resume --payload-file``); a usage error naming the option and the file when it cannot
+    be read, with the folder relative paths are read from."""
+    import sys
+    from pathlib import Path
+
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as error:
+        what = "a folder, not a file" if isinstance(error, IsADirectoryError) else "no such file"
+        raise usage(f"{option} {path}: {what} (paths are read from {Path.cwd()})",
+                    f"give the JSON file's path, or {option} - to read standard input") from None
+    except (PermissionError, UnicodeDecodeError) as error:
+        raise usage(f"{option} {path} cannot be read: {error}", "give a UTF-8 JSON file you can read") from None
+
+
+def parse_json_file(path: str, option: str) -> object:
+    """The JSON in the file ``option`` names, or a usage error that says where it broke by line and column (the
+    file is not echoed: it may be 50 KB)."""
+    text = read_input_file(path, option)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise usage(f"{option} {path} is not JSON: {error.msg} at line {error.lineno} column {error.colno}",
+                    "the file holds one JSON value, as the argument would") from None
 
 
 def json_hint(text: str) -> str:

@@ -59,7 +59,7 @@ def register(sub: Any) -> None:
 
 def limit_json(view: LimitView) -> dict[str, Any]:
     """A limit for scripts (stable camelCase keys)."""
-    from ..world.rules.limiters import holder_run
+    from ..client.limits import holder_parts
 
     spec = view.spec
     return {
@@ -70,9 +70,13 @@ def limit_json(view: LimitView) -> dict[str, Any]:
             "rate": k.rate.text() if k.rate else None,
             "tokens": None if k.tokens is None else round(k.tokens, 3),
             "nextStart": k.next_start.isoformat() if k.next_start is not None else None,
-            "holders": [{"holder": h, "runId": holder_run(h), "since": v.since.isoformat(),
+            # runId and stepId: the run (a step attempt's too) and step a stored holder id names (stepId None for a
+            # run's own slot); a step's runId read null
+            "holders": [{"holder": h, "runId": holder_parts(h)[0], "stepId": holder_parts(h)[1],
+                         "since": v.since.isoformat(),
                          "leaseUntil": v.lease_until.isoformat() if v.lease_until else None} for h, v in k.holders],
-            "waiters": [{"place": i + 1, "holder": w.holder, "runId": holder_run(w.holder), "priority": w.priority,
+            "waiters": [{"place": i + 1, "holder": w.holder, "runId": holder_parts(w.holder)[0],
+                         "stepId": holder_parts(w.holder)[1], "priority": w.priority,
                          "since": w.since.isoformat()} for i, w in enumerate(k.waiters)],
         } for k in view.keys],
     }
@@ -105,6 +109,14 @@ def _closed(document: dict[str, Any], key: dict[str, Any]) -> bool:
     return key["concurrency"] == 0 or document["total"] == 0
 
 
+def _who(entry: dict[str, Any]) -> str:
+    """A holder or waiter of ``limit_json``'s by the ids ``awsworld describe`` takes: a run's id, or ``step step_3
+    of run wrun_…`` as describe names a step holder (the stored ``s:wrun_…:step_3`` was printed)."""
+    from ..client.limits import holder_text
+
+    return entry["runId"] if entry["runId"] and entry["stepId"] is None else holder_text(entry["holder"])
+
+
 def _print_limit(document: dict[str, Any]) -> None:
     from .._timeline import deadline_text
 
@@ -129,10 +141,10 @@ def _print_limit(document: dict[str, Any]) -> None:
               + (f", the next free start {deadline_text(k['nextStart'])}" if k["tokens"] is not None
                  and k["tokens"] < 1 and k["nextStart"] else ""))
         for h in k["holders"]:
-            print(f"    holds  {h['runId'] or h['holder']}  since {deadline_text(h['since'])}"
+            print(f"    holds  {_who(h)}  since {deadline_text(h['since'])}"
                   + (f", lease until {deadline_text(h['leaseUntil'])}" if h["leaseUntil"] else ""))
         for w in k["waiters"]:
-            print(f"    {w['place']:>4}.  {w['runId'] or w['holder']}  priority {w['priority']}, "
+            print(f"    {w['place']:>4}.  {_who(w)}  priority {w['priority']}, "
                   f"since {deadline_text(w['since'])}")
 
 

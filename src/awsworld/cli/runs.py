@@ -18,7 +18,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
-from .errors import CliError, parse_json, usage
+from .errors import CliError, parse_json, parse_json_file, read_input_file, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
 if TYPE_CHECKING:
@@ -30,7 +30,8 @@ WEBHOOK_URL_ENV = Settings.webhook_url.env
 START_HELP = """\
 ARGS is the workflow's positional arguments as a JSON array: '["A-17", ["kettle"], 42.5]'. Any other JSON value
 is the single positional argument: '{"id": 1}' passes one dict, '"A-17"' one string. Keyword arguments go in
---kwargs as a JSON object: --kwargs '{"express": true}'."""
+--kwargs as a JSON object: --kwargs '{"express": true}'. A value too long to paste comes from a file instead:
+--args-file order.json (the same JSON as ARGS; - reads standard input), --kwargs-file FILE."""
 
 
 RERUN_HELP = """`awsworld rerun RUN`: a failed run is final (its log is what happened); once its cause is fixed (the
@@ -46,8 +47,11 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     start = sub.add_parser("start", help="start a run: awsworld start WORKFLOW '[args as a JSON array]'",
                            description=START_HELP, parents=[read])
     start.add_argument("workflow", help="the workflow's registered name (its name=)")
-    start.add_argument("args", nargs="?", default="[]", help="positional arguments: a JSON array (see above)")
+    start.add_argument("args", nargs="?", default=None, help="positional arguments: a JSON array (see above; "
+                       "default: none)")
     start.add_argument("--kwargs", default=None, help="keyword arguments: a JSON object")
+    start.add_argument("--args-file", metavar="FILE", help="ARGS from a file (- : standard input), instead of ARGS")
+    start.add_argument("--kwargs-file", metavar="FILE", help="--kwargs from a file, instead of --kwargs")
     start.add_argument("--run-id", help="an id of your choosing: starting again with it returns the same run")
     start.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait this long for the result")
     start.add_argument("--priority", type=int, default=None,
@@ -98,6 +102,10 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads and heartbeats "
                                           "received", parents=[read])
     hooks.add_argument("run_id", metavar="RUN")
+    hooks.add_argument("--all", action="store_true", dest="internal",
+                       help="list awsworld's own hooks too: the one a parent run awaits each child's outcome on "
+                            "(token awsworld.child:<child run id>), which only the child's end resumes; --json "
+                            "always has them (childRunId)")
     hooks.set_defaults(handler=_hooks)
 
     streams = sub.add_parser("streams", help="a run's streams, or one stream's chunks (--follow: until it closes)",
@@ -113,6 +121,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     resume.add_argument("payload", nargs="?", default=None,
                         help="the payload as JSON (default: null); for a hook created with a codec "
                              "(create_hook(codec=...)), the codec's text, sent as it is (required)")
+    resume.add_argument("--payload-file", metavar="FILE",
+                        help="PAYLOAD from a file (- : standard input), instead of PAYLOAD, for one too long to paste")
     resume.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="wait this long for the hook to exist (its run may not have reached it yet)")
     resume.set_defaults(handler=_resume)
@@ -139,19 +149,34 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     cancel.set_defaults(handler=_cancel)
 
 
-def start_arguments(args_text: str, kwargs_text: str | None) -> tuple[list[Any], dict[str, Any]]:
+def start_arguments(args_text: str | None, kwargs_text: str | None, *, args_file: str | None = None,
+                    kwargs_file: str | None = None) -> tuple[list[Any], dict[str, Any]]:
     """The positional and keyword arguments ``start`` passes: an array is the positional arguments, any other
-    JSON value is the single positional argument (a JSON object is one dict, never keyword names)."""
-    value = parse_json(args_text, "ARGS")
+    JSON value is the single positional argument (a JSON object is one dict, never keyword names). Each comes
+    from the command line or from a file (``--args-file``, ``--kwargs-file``: a 50 KB argument is not pasted),
+    not both."""
+    if args_file is not None and args_text is not None:
+        raise usage("ARGS and --args-file both give the positional arguments", "give one of them")
+    if kwargs_file is not None and kwargs_text is not None:
+        raise usage("--kwargs and --kwargs-file both give the keyword arguments", "give one of them")
+    if args_text is not None and args_text.startswith("@"):  # curl's form, which this CLI does not use
+        raise usage(f"ARGS is not JSON: {shorten(args_text, 80)}", f"to read ARGS from a file: --args-file "
+                    f"{args_text[1:] or 'FILE'}")
+    value = parse_json_file(args_file, "--args-file") if args_file is not None else parse_json(args_text or "[]",
+                                                                                                "ARGS")
     args = value if isinstance(value, list) else [value]
-    kwargs: Any = {} if kwargs_text is None else parse_json(kwargs_text, "--kwargs")
+    kwargs: Any = (parse_json_file(kwargs_file, "--kwargs-file") if kwargs_file is not None
+                   else {} if kwargs_text is None else parse_json(kwargs_text, "--kwargs"))
     if not isinstance(kwargs, dict):
-        raise usage(f"--kwargs must be a JSON object, got {compact(kwargs)}", "e.g. --kwargs '{\"express\": true}'")
+        option = "--kwargs-file" if kwargs_file is not None else "--kwargs"
+        raise usage(f"{option} must be a JSON object, got {shorten(kwargs, 80)}",
+                    "e.g. --kwargs '{\"express\": true}'")
     return args, kwargs
 
 
 def _start(args: argparse.Namespace) -> int:
-    positional, keywords = start_arguments(args.args, args.kwargs)
+    positional, keywords = start_arguments(args.args, args.kwargs, args_file=args.args_file,
+                                           kwargs_file=args.kwargs_file)
     return asyncio.run(_start_run(args, positional, keywords))
 
 
@@ -289,6 +314,9 @@ def _print_outcome(outcome: dict[str, Any], waits: str | None = None, run_id: st
 
 
 RUNS_HEADER = ("RUN", "STATUS", "WORKFLOW", "CREATED (UTC)", "STARTED BY", "ERROR")
+QUEUED_HEADER = "QUEUED FOR"
+"""The column of ``runs`` that says which limit a pending run waits for a slot of (``client.limits.queued_text``),
+before ``ERROR``: only on a page with such a run, as ``ERROR`` only on a page with a failed run."""
 MIN_ERROR_WIDTH = 40
 """The ``ERROR`` column of ``runs`` is cut to the terminal's width, but never below this (``describe`` and
 ``--json`` have the error whole)."""
@@ -301,12 +329,14 @@ def _one_line(error: Any) -> str:
     return error_brief(error) or ""
 
 
-def _fitted_errors(rows: list[tuple[str, ...]], errors: list[str]) -> list[tuple[str, ...]]:
+def _fitted_errors(header: tuple[str, ...], rows: list[tuple[str, ...]], errors: list[str]
+                   ) -> list[tuple[str, ...]]:
     """``rows`` with each failed run's one-line error as the last column, cut (``…``) to what the terminal leaves
-    after the other columns: a page of failed runs says why each failed without ``describe`` on each."""
+    after the other columns (``header``'s): a page of failed runs says why each failed without ``describe`` on
+    each."""
     import shutil
 
-    widths = [max(len(cell) for cell in column) for column in zip(RUNS_HEADER[:-1], *rows, strict=False)]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *rows, strict=False)]
     room = max(MIN_ERROR_WIDTH, shutil.get_terminal_size((120, 24)).columns - sum(widths) - 2 * len(widths))
     return [(*row, error if len(error) <= room else error[:room - 1] + "…") for row, error in zip(rows, errors,
                                                                                                    strict=True)]
@@ -320,6 +350,7 @@ async def _unknown_workflow(client: Any, name: str) -> str | None:
 
 def _runs(args: argparse.Namespace) -> int:
     from .._engine.parking import parked_run, shown_status
+    from ..client.limits import queued_runs, queued_text
     from ..schedules.info import schedule_json, schedule_label
     from ..world.entities import RUN_STATUSES
     from ..world.pages import MAX_RUNS_PAGE
@@ -350,26 +381,34 @@ def _runs(args: argparse.Namespace) -> int:
             unknown = await _unknown_workflow(client, args.workflow) if args.workflow and not found else None
             if unknown:  # a typo lists nothing, like a workflow with no runs: say which it is (stderr: --json too)
                 print(unknown, file=sys.stderr)
+            queued = await queued_runs(client.world, found)
             if args.json:
                 print_json([{"runId": r.run_id, "status": r.status, "workflow": r.workflow_name,
                              "createdAt": when(r.created_at), "startedAt": when(r.started_at),
                              "completedAt": when(r.completed_at), "error": error_text(r.error),
                              "errorCode": r.error_code,
                              "schedule": schedule_json(r.execution_context),
-                             "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None}
+                             "parked": parked.to_json() if (parked := parked_run(r.status, r.attributes)) else None,
+                             "queued": queued.get(r.run_id)}
                             for r in found])
                 return
             if not found:
                 print("no parked runs" if args.parked else "no runs", file=sys.stderr)
                 return
-            rows = [(run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
-                     f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
-                    for run in found]
+            rows: list[tuple[str, ...]] = [
+                (run.run_id, shown_status(run.status, run.attributes), run.workflow_name,
+                 f"{run.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S}", schedule_label(run.execution_context) or "")
+                for run in found]
+            header: tuple[str, ...] = RUNS_HEADER[:-1]
+            if queued:  # a pending run queued behind a limit says for which (a plain "pending" may be stuck)
+                header += (QUEUED_HEADER,)
+                rows = [(*row, queued_text(queued[run.run_id]) if run.run_id in queued else "")
+                        for row, run in zip(rows, found, strict=True)]
             errors = [_one_line(run.error) if run.status == "failed" else "" for run in found]
             if any(errors):  # the ERROR column only on a page with a failed run (``_fitted_errors``)
-                print_table(RUNS_HEADER, _fitted_errors(rows, errors))
+                print_table((*header, RUNS_HEADER[-1]), _fitted_errors(header, rows, errors))
             else:
-                print_table(RUNS_HEADER[:-1], rows)
+                print_table(header, rows)
 
     asyncio.run(go())
     return 0
@@ -418,6 +457,8 @@ def _events(args: argparse.Namespace) -> int:
 
 
 def _result(args: argparse.Namespace) -> int:
+    from ..client.limits import queued_runs, queued_text
+
     async def go() -> int:
         async with remote() as client:
             if args.wait:
@@ -439,10 +480,13 @@ def _result(args: argparse.Namespace) -> int:
             if view.status == "cancelled":
                 reason = outcome.get("reason")
                 raise CliError(f"run {view.run_id} was cancelled" + (f": {reason}" if reason else ""))
+            queued = (await queued_runs(client.world, [view])).get(view.run_id)
+            # a run queued behind its limit says so, as runs and describe do (a plain "pending" reads as stuck)
+            status = view.status + (f", queued for a slot of {queued_text(queued)}" if queued else "")
             if args.wait:
-                raise CliError(f"run {view.run_id} is still {view.status} after {args.wait:g} s: no result yet",
+                raise CliError(f"run {view.run_id} is still {status} after {args.wait:g} s: no result yet",
                                f"`awsworld describe {view.run_id}` says what it waits on")
-            raise CliError(f"run {view.run_id} is still {view.status}: no result yet",
+            raise CliError(f"run {view.run_id} is still {status}: no result yet",
                            "--wait SECONDS waits for it")
 
     return asyncio.run(go())
@@ -464,11 +508,12 @@ def _describe(args: argparse.Namespace) -> int:
 async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
     """``describe --json``'s document of a run, read through ``client`` (a ``Client`` on any World: the CLI's on
     the stack, a test's on the memory World)."""
-    from .._deployments.pins import PIN_ATTRIBUTE
+    from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import parked_run
     from .._timeline import read_events, read_steps
     from ..authoring.definitions import RETENTION_CONTEXT_KEY
     from ..client.client import cancel_reason, child_runs
+    from ..client.limits import queued_runs
     from ..client.waits import display_names, run_waits
     from ..schedules.info import schedule_json
     from ..world.entities import TERMINAL_RUN_STATUSES
@@ -476,6 +521,7 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
 
     world = client.world
     view = await world.runs.get(run_id, resolve_data="none")
+    pin = view.attributes.get(PIN_ATTRIBUTE)
     # In call order, without their inputs and results (describe shows neither): one read, children included.
     steps = await read_steps(world, run_id, values=False)
     events = await read_events(world, run_id, values=False)
@@ -495,7 +541,11 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         counts[step.status] = counts.get(step.status, 0) + 1
     document = {
         "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
-        "deploymentId": view.deployment_id, "createdAt": when(view.created_at),
+        # The deployment whose code runs it: its pin when the pin names one (beside a filled "deployment" it read
+        # null: the record's own field is the deployment that created the run, which dev and a start from a
+        # script leave empty), else the record's.
+        "deploymentId": pin if pin is not None and pin != LATEST else view.deployment_id,
+        "createdAt": when(view.created_at),
         "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
         "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
         **error_part(view.error, view.error_code),
@@ -514,7 +564,10 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
         "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
         # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
-        "deployment": view.attributes.get(PIN_ATTRIBUTE),
+        "deployment": pin,
+        # A pending run waiting for a slot of its workflow's limit: the limit, key, held/limit and its place
+        # (client.limits.queued_runs), else None; "waitingOn" has the same wait as one of its entries.
+        "queued": (await queued_runs(world, [view])).get(view.run_id),
         # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
         "rerunOf": context.get("rerunOf"),
         # How long the run stays readable after its end: its workflow's retention, fixed when it started
@@ -555,6 +608,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import PARKED_ATTRIBUTE
     from .._timeline import deadline_text, how_far
+    from ..client.limits import queued_text
     from ..client.waits import describe_waits
     from .error_view import print_error_part
 
@@ -565,6 +619,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
     status = f"{END_LABELS[d['status']]} {deadline_text(d['endedAt'])}" if ended \
         else "parked" if d["parked"] else d["status"]
+    if d.get("queued"):  # "pending" alone reads as stuck: it is queued, and for which limit's slot
+        status += f": queued for a slot of {queued_text(d['queued'])}"
     print(f"status    {status}" + (f"  ({_status_error(d['error'])})" if d["error"] else ""))
     if d["parked"]:
         print(parked_lines(d["runId"], d["parked"]))
@@ -624,6 +680,7 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
 
 def _hooks(args: argparse.Namespace) -> int:
     from .._timeline import read_events
+    from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
     from ..durable.hook_payloads import is_heartbeat_event
     from ..world.rules.hooks import hook_state
 
@@ -639,10 +696,13 @@ def _hooks(args: argparse.Namespace) -> int:
                 if event.event_type == "hook_created":
                     webhook = bool(data.get("isWebhook"))
                     token = str(data.get("token", ""))
+                    # a hook the engine made to await a child's end, not the code: a resume by hand would forge it
+                    child = token.removeprefix(CHILD_TOKEN_PREFIX) if token.startswith(CHILD_TOKEN_PREFIX) else None
                     hooks[corr] = {"hookId": corr, "token": token, "webhook": webhook, "received": 0,
                                    "heartbeats": 0, "lastHeartbeatAt": None,
                                    "disposed": False, "createdAt": when(event.created_at),
-                                   "url": f"{base}/webhooks/{token}" if webhook and base else None}
+                                   "url": f"{base}/webhooks/{token}" if webhook and base else None,
+                                   "childRunId": child}
                 elif event.event_type == "hook_received" and corr in hooks and is_heartbeat_event(data):
                     hooks[corr]["heartbeats"] += 1  # a heartbeat is not a payload (``hook_timeouts``)
                     hooks[corr]["lastHeartbeatAt"] = when(event.created_at)
@@ -652,19 +712,23 @@ def _hooks(args: argparse.Namespace) -> int:
                     hooks[corr]["disposed"] = True
             for hook in hooks.values():  # closed by the run's end, when it ended with the hook open
                 hook["state"] = hook_state(hook["disposed"], view.status)
-            if args.json:
+            if args.json:  # every hook, as describe --json has awsworld's own too: childRunId tells them
                 print_json(list(hooks.values()))
                 return
-            if not hooks:
-                print(f"run {args.run_id} has no hooks", file=sys.stderr)
-            for hook in hooks.values():
+            shown = [hook for hook in hooks.values() if args.internal or hook["childRunId"] is None]
+            if not shown:
+                print(f"run {args.run_id} has no hooks" + (" of its own" if hooks else ""), file=sys.stderr)
+            for hook in shown:
                 state = hook["state"] + (f" (run {view.status})" if hook["state"] == "closed" else "")
-                kind = "webhook" if hook["webhook"] else "hook"
+                kind = "webhook" if hook["webhook"] else "child" if hook["childRunId"] else "hook"
                 beats = (f"  heartbeats {hook['heartbeats']} (last {hook['lastHeartbeatAt']})"
                          if hook["heartbeats"] else "")
                 print(f"{hook['token']}  {kind:<7} received {hook['received']}{beats}  {state}")
                 if hook["url"] and hook["state"] == "open":
                     print(f"  {hook['url']}")
+            if len(shown) < len(hooks):  # as describe's "hidden" line: why the log has more hooks than listed
+                print(f"hidden: {len(hooks) - len(shown)} awsworld hook(s) awaiting a child run's outcome "
+                      f"(`awsworld describe {args.run_id}` lists the children; --all shows the hooks)")
             if any(h["webhook"] for h in hooks.values()) and not base:
                 print(f"(set {WEBHOOK_URL_ENV} to the webhook route's address to see the URLs)", file=sys.stderr)
 
@@ -758,6 +822,11 @@ def _resume(args: argparse.Namespace) -> int:
     holds is the usage error it always was."""
     from .._worker.run_control import find_hook
     from ..world.errors import HookNotFoundError
+
+    if args.payload_file is not None:  # read (and a missing file refused) before anything is asked of the World
+        if args.payload is not None:
+            raise usage("PAYLOAD and --payload-file both give the payload", "give one of them")
+        args.payload = read_input_file(args.payload_file, "--payload-file")
 
     async def go() -> None:
         async with remote() as client:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
-from .._worker.run_limits import recorded_slot
+from .._worker.run_limits import RunSlot, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
 from ..authoring.limits import declared, limits_runs
@@ -232,6 +232,10 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
     limits = LimitsClient(world)
     seen: dict[tuple[str, str], KeyView | None] = {}
     slot = recorded_slot(context)
+    if status == "pending" and slot is None:  # started without the workflow's code: its first delivery queued it
+        created = next((e.event_data or {} for e in events if e.event_type == "run_created"), {})
+        workflow = created.get("workflowName")
+        slot = await _unrecorded_slot(limits, workflow, run_id, {}) if isinstance(workflow, str) else None
     if status == "pending" and slot is not None:
         entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
         if entry is not None:
@@ -259,6 +263,82 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
     return found
 
 
+async def queued_runs(world: World, runs: Sequence[Any]) -> dict[str, dict[str, Any]]:
+    """Run id -> what each pending run of ``runs`` (run records: ``runs.list``'s page, ``runs.get``'s view) queues
+    for, when it waits for a slot of its workflow's limit: ``limit``, ``key``, its ``place`` among ``of`` waiters,
+    the key's slots ``held`` of its ``concurrency``, a limit with a total's ``heldInAll`` of its ``total``, and
+    ``paused``. A pending run absent is not queued (not limited, or granted and about to start): the listings once
+    showed both as a plain ``pending``, and a run stuck read as one queued behind a limit, or the other way round.
+    One read of each limit key the runs wait on (``describe``), however many runs wait on it; reads only."""
+    if limiters_of(world) is None:
+        return {}
+    limits = LimitsClient(world)
+    views: dict[tuple[str, str], LimitView | None] = {}
+    totals: dict[str, int] = {}
+    whole: dict[str, LimitView | None] = {}
+    found: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        if run.status != "pending":
+            continue
+        slot = recorded_slot(run.execution_context) or await _unrecorded_slot(limits, run.workflow_name, run.run_id,
+                                                                              whole)
+        if slot is None:
+            continue
+        if (slot.name, slot.key) not in views:
+            try:
+                views[(slot.name, slot.key)] = await limits.describe(slot.name, key=slot.key)
+            except LimitNotFoundError:
+                views[(slot.name, slot.key)] = None
+        view = views[(slot.name, slot.key)]
+        key = view.key(slot.key) if view is not None else None
+        place = key.place(run_holder(run.run_id)) if key is not None else None
+        if view is None or key is None or place is None:
+            continue
+        if view.total is not None and slot.name not in totals:  # the shared pool's holders, every key's
+            totals[slot.name] = sum(len(k.holders) for k in (await limits.describe(slot.name)).keys)
+        found[run.run_id] = {"limit": slot.name, "key": slot.key, "place": place, "of": len(key.waiters),
+                             "held": len(key.holders), "concurrency": key.concurrency,
+                             "heldInAll": totals.get(slot.name), "total": view.total, "paused": key.paused}
+    return found
+
+
+async def _unrecorded_slot(limits: LimitsClient, workflow: str, run_id: str,
+                           read: dict[str, LimitView | None]) -> RunSlot | None:
+    """The slot a pending run started without its workflow's code waits for: such a start records none (it cannot
+    compute the key), and the run's first delivery computes it and queues the run (``run_limits.slot_in_log``),
+    writing nothing on the run, so the waiters of the workflow's limit, by its default name ``workflow:<name>``,
+    say (a run started from a script's ``Client(AWSWorld())`` read "waits on its first delivery"). ``read``: the
+    limits read so far, by name (one read of a limit for every such run)."""
+    name = f"workflow:{workflow}"
+    if name not in read:
+        try:
+            read[name] = await limits.describe(name)
+        except (LimitNotFoundError, LimitInputError):
+            read[name] = None
+    view = read[name]
+    holder = run_holder(run_id)
+    key = next((k.key for k in view.keys if any(w.holder == holder for w in k.waiters)), None) if view else None
+    return None if key is None else RunSlot(name, key, "")
+
+
+def queued_text(queued: dict[str, Any]) -> str:
+    """One of ``queued_runs``'s entries for people: ``workflow:shop.order key 'c7' (1/1 held, place 2 of 3)``,
+    ``workflow:shop.export key 't2' (1/20 in all, place 1 of 1)``, with ``paused`` or ``closed`` when nothing can
+    start until an operator changes the key."""
+    where = queued["limit"] + (f" key {queued['key']!r}" if queued["key"] else "")
+    parts = []
+    if queued["concurrency"] is not None:
+        parts.append(f"{queued['held']}/{queued['concurrency']} held")
+    if queued["total"] is not None:
+        parts.append(f"{queued['heldInAll']}/{queued['total']} in all")
+    if queued["paused"]:
+        parts.append("paused")
+    elif queued["concurrency"] == 0 or queued["total"] == 0:
+        parts.append("closed")
+    parts.append(f"place {queued['place']} of {queued['of']}")
+    return f"{where} ({', '.join(parts)})"
+
+
 def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     """One entry of ``limit_waits`` for people: ``a slot of workflow:shop.order key 'c7' (place 2 of 3; held by
     r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; reserved, by 19:05:13.830 UTC (in 1 min 50 s)
@@ -280,20 +360,32 @@ SHOWN_HOLDERS = 3
 of 10 held by one fan-out once put ten holder ids on each of its 190 waiting steps' lines."""
 
 
+def holder_parts(holder: str) -> tuple[str | None, str | None]:
+    """The run and the step (None for a run's own slot) a stored holder id names: ``r:<run>``, ``s:<run>:<step>``;
+    (None, None) for an id of neither form."""
+    run_id = holder_run(holder)
+    if run_id is not None:
+        return run_id, None
+    if holder.startswith(STEP_HOLDER) and ":" in holder[len(STEP_HOLDER):]:
+        run_id, step_id = holder[len(STEP_HOLDER):].rsplit(":", 1)
+        return run_id, step_id
+    return None, None
+
+
+def holder_text(holder: str) -> str:
+    """A holder or waiter for people, by ids ``awsworld describe`` takes: ``run wrun_…``, ``step step_3 of run
+    wrun_…`` (the stored id when it is of neither form)."""
+    run_id, step_id = holder_parts(holder)
+    if run_id is None:
+        return holder
+    return f"run {run_id}" if step_id is None else f"step {step_id} of run {run_id}"
+
+
 def holders_text(holders: Sequence[str]) -> str:
     """The holders of a wait's slots for people: ``run wrun_…`` for a run, ``step step_3 of run wrun_…`` for a step
     attempt, the first ``SHOWN_HOLDERS`` and how many more.
     Ids a user can pass to ``awsworld describe``: the stored holder ids (``r:wrun_…``, in ``heldBy``) are not."""
-    said: list[str] = []
-    for holder in holders[:SHOWN_HOLDERS]:
-        run_id = holder_run(holder)
-        if run_id is not None:
-            said.append(f"run {run_id}")
-        elif holder.startswith(STEP_HOLDER) and ":" in holder[len(STEP_HOLDER):]:
-            run_id, step_id = holder[len(STEP_HOLDER):].rsplit(":", 1)
-            said.append(f"step {step_id} of run {run_id}")
-        else:
-            said.append(holder)
+    said = [holder_text(holder) for holder in holders[:SHOWN_HOLDERS]]
     more = len(holders) - len(said)
     return ", ".join(said) + (f" and {more} more" if more else "") if said else "nobody"
 

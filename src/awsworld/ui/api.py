@@ -24,7 +24,7 @@ from .._timeline import error_lines, error_part, read_steps, timeline_rows, when
 from .._worker.error_shapes import error_summary
 from ..authoring.durations import parse_duration
 from ..client.client import Client, cancel_reason
-from ..client.limits import limit_waits
+from ..client.limits import limit_waits, queued_runs
 from ..client.waits import waiting_on, with_limits
 from ..schedules.info import schedule_json
 from ..world.entities import Run
@@ -133,11 +133,14 @@ def _parked(run: Run) -> dict[str, Any] | None:
 
 async def runs(request: Request) -> JSONResponse:
     q = request.query_params
-    found, cursor = await list_runs(state(request), q, limit=number(q.get("limit"), 50, low=1, high=200))
+    ui = state(request)
+    found, cursor = await list_runs(ui, q, limit=number(q.get("limit"), 50, low=1, high=200))
+    queued = await queued_runs(ui.world, found)
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
                                    "createdAt": when(r.created_at), "completedAt": when(r.completed_at),
                                    "error": error_summary(r.error), "errorCode": r.error_code,
-                                   "schedule": schedule_json(r.execution_context), "parked": _parked(r)}
+                                   "schedule": schedule_json(r.execution_context), "parked": _parked(r),
+                                   "queued": queued.get(r.run_id)}
                                   for r in found],
                          "cursor": cursor})
 

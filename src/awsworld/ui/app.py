@@ -24,6 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from .._published.model import unknown_workflow_note
 from .._timeline import timeline_rows
 from ..client.client import Client, cancel_reason
+from ..client.limits import queued_runs
 from ..client.waits import describe_waits
 from ..world.clock import clock_of
 from ..world.errors import InvalidInputError, NotFoundError
@@ -80,7 +81,8 @@ async def runs_view(request: Request) -> Response:
     note = (await unknown_workflow_note(ui.world, ui.client.registry, workflow)
             if workflow and not found and not q.get("cursor") else None)  # a typo lists nothing: say which it is
     return HTMLResponse(runs_page(found, next_cursor, workflow=workflow, status=q.get("status") or None,
-                                  since=q.get("since") or None, cursor=q.get("cursor") or None, note=note))
+                                  since=q.get("since") or None, cursor=q.get("cursor") or None, note=note,
+                                  queued=await queued_runs(ui.world, found)))
 
 
 async def run_view(request: Request) -> Response:

@@ -17,6 +17,7 @@ from urllib.parse import quote, urlencode
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
 from .._timeline import Row, error_lines
 from .._worker.error_shapes import error_brief, error_summary
+from ..client.limits import queued_text
 from ..schedules.info import schedule_label
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
@@ -142,8 +143,16 @@ def _list_error(run: Run) -> str:
     return f"<span class=err>{esc(cut)}</span>"
 
 
+def _queued(queued: dict[str, Any] | None) -> str:
+    return f" <span class=muted>queued: {esc(queued_text(queued))}</span>" if queued else ""
+
+
 def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None, status: str | None,
-              since: str | None, cursor: str | None, note: str | None = None) -> str:
+              since: str | None, cursor: str | None, note: str | None = None,
+              queued: dict[str, dict[str, Any]] | None = None) -> str:
+    """The run list. ``queued``: the pending runs waiting for a slot of their workflow's limit
+    (``client.limits.queued_runs``), whose status says so and for which limit (a plain "pending" may be stuck)."""
+    queued = queued or {}
     options = "".join(f"<option value='{s}'{' selected' if s == status else ''}>{s}</option>"
                       for s in ("", *RUN_STATUSES))
     form = (f"<form method=get>workflow <input name=workflow value='{esc(workflow or '')}'> status "
@@ -151,7 +160,7 @@ def runs_page(runs: list[Run], next_cursor: str | None, *, workflow: str | None,
             f"value='{esc(since or '')}'> <button>filter</button></form>")
     rows = "".join(
         f"<tr><td>{run_link(r.run_id)}</td><td>{esc(r.workflow_name)}{_scheduled(r)}</td>"
-        f"<td>{_status(shown_status(r.status, r.attributes))}</td>"
+        f"<td>{_status(shown_status(r.status, r.attributes))}{_queued(queued.get(r.run_id))}</td>"
         f"<td>{_time(r.created_at)}</td><td>{_time(r.completed_at)}</td><td>{_list_error(r)}</td></tr>"
         for r in runs)
     if not runs:

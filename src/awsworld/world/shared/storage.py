@@ -260,13 +260,20 @@ class WorldStorage(Generic[V]):
     async def list_runs(self, *, workflow_name: str | None = None, status: str | Sequence[str] | None = None,
                         cursor: str | None = None, limit: int = 50, resolve_data: ResolveData = "none") -> RunPage:
         """Newest first by run id (a ULID), the contract's order; ``status=[]`` matches nothing, like SQL
-        ``IN ()``."""
+        ``IN ()``.
+
+        The ids come from an index (on AWS a GSI, eventually consistent), the runs from their items, read after: a
+        run whose item no longer has a status the filter asks for (it completed since the index was read, or the
+        index lags its item) is left out of the page, rather than listed under a filter its row shows it fails
+        (``awsworld runs --status running`` listed a run it showed ``completed``). Such a page may hold fewer than
+        ``limit`` runs; its cursor still goes on after every id the index gave."""
         query = runs_query(status, cursor, limit)
         if query is None:
             return RunPage()
         run_ids, more = first_page(await self.engine.run_ids(workflow_name, query.statuses, query.before, limit + 1),
                                    limit)
-        runs = await self.engine.runs(run_ids, resolve_data)
+        runs = [run for run in await self.engine.runs(run_ids, resolve_data)
+                if query.statuses is None or run.status in query.statuses]
         return build(RunPage, data=runs, cursor=run_cursor(run_ids, more), has_more=more)
 
     async def wait_for_terminal_status(self, run_id: str, *, timeout: float = 30.0,
