@@ -99,13 +99,27 @@ def deliveries(local: LocalAWS) -> int:
     return local.poller.deliveries
 
 
+LOADED_SLACK = 1
+"""A delivery more than the shape's own, for a machine so loaded that a flow outlives the 3 s horizon here (a
+minute in the stack): the watchdog then wakes its run once more. A hop is never allowed (``assert_no_hop``)."""
+
+
+def assert_no_hop(local: LocalAWS) -> None:
+    """No delivery was a hop (a message re-sent because its delay was beyond one message's reach: the cost this
+    file is about). Before the fix, one per reach: five for each timer here."""
+    assert local.poller is not None
+    hops = [r.status for r in local.poller.results].count("deferred")
+    assert hops == 0, f"{hops} hop(s)"
+
+
 async def test_a_sleep_five_reaches_away_takes_one_wake_not_five_hops(local: LocalAWS) -> None:
     assert local.client is not None
     run = await local.client.start(sleeper, 1)
     assert await run.result(timeout=60) == 2
     # the start's delivery (it sleeps), the watchdog's wake shortly before the end (it sends the delayed
     # message), the end's delivery (the step runs inline): 3. Before: 2 plus one hop per reach, 7.
-    assert deliveries(local) <= 3
+    assert_no_hop(local)
+    assert deliveries(local) <= 3 + LOADED_SLACK
     events = await run.events()
     [created] = [e for e in events if e.event_type == "wait_created"]
     [completed] = [e for e in events if e.event_type == "wait_completed"]
@@ -116,7 +130,8 @@ async def test_a_hook_timeout_five_reaches_away_takes_one_wake(local: LocalAWS) 
     assert local.client is not None
     run = await local.client.start(approval, f"far-{uuid.uuid4().hex}")
     assert await run.result(timeout=60) == "timed out"
-    assert deliveries(local) <= 3
+    assert_no_hop(local)
+    assert deliveries(local) <= 3 + LOADED_SLACK
 
 
 async def test_a_retry_five_reaches_away_takes_no_hop(local: LocalAWS) -> None:
@@ -127,7 +142,8 @@ async def test_a_retry_five_reaches_away_takes_no_hop(local: LocalAWS) -> None:
     assert step_view.attempt == 2
     # the start's (the first attempt runs inline and fails), the wake's (it sends a flow continuation for the
     # retry's time), that continuation's (it queues the step), the step's: 4. Before: 2 plus one hop per reach.
-    assert deliveries(local) <= 4
+    assert_no_hop(local)
+    assert deliveries(local) <= 4 + LOADED_SLACK
 
 
 async def test_a_poll_five_reaches_apart_takes_one_wake(local: LocalAWS) -> None:
@@ -135,7 +151,8 @@ async def test_a_poll_five_reaches_apart_takes_one_wake(local: LocalAWS) -> None
     run = await local.client.start(poller, 1)
     assert await run.result(timeout=60) is True
     # the start's (the first poll, rejected), the wake's (it sends the next poll's continuation), the poll's: 3
-    assert deliveries(local) <= 3
+    assert_no_hop(local)
+    assert deliveries(local) <= 3 + LOADED_SLACK
 
 
 @pytest.mark.parametrize("lose", ["the delayed message", "the watchdog's wake"])
