@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .test_cli import Dev, project_of, serving
+from .test_cli import Dev, project_of, serving, until_found
 
 WORKFLOWS = '''
 from awsworld import create_hook, workflow
@@ -49,16 +47,6 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def dev(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     yield from serving(project, tmp_path_factory, "why")
-
-
-def _until(check: Any, what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s")
 
 
 LAG_INDEX = """
@@ -97,10 +85,10 @@ def test_hooks_of_a_parent_lists_its_own_hooks_not_the_engines_hook_for_a_childs
     child's end. As ``describe`` does with awsworld's own steps, it is hidden with a ``hidden`` line, ``--all``
     lists it (as a ``child``), and ``--json`` has every hook, ``childRunId`` telling the engine's apart."""
     parent = dev.json("start", "clitest.parent", "[4]")["runId"]
-    _until(lambda: dev("hooks", parent).out.count("why-parent:4"), "the parent holds its hook")
+    until_found(lambda: dev("hooks", parent).out.count("why-parent:4"), "the parent holds its hook")
     assert dev("resume", "why-parent:4", '"go"', "--wait", "30").code == 0
     child = f"{parent}.step_2"
-    _until(lambda: dev("hooks", child).out.count("why-child:4"), "the child holds its hook")
+    until_found(lambda: dev("hooks", child).out.count("why-child:4"), "the child holds its hook")
     listed = dev("hooks", parent)
     assert listed.code == 0 and listed.err == "" and "awsworld.child:" not in listed.out, listed
     lines = listed.out.splitlines()

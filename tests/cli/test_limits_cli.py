@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from .test_cli import Dev, project_of, serving
+from .test_cli import Dev, project_of, serving, until_found
 
 WORKFLOWS = '''
 import asyncio
@@ -89,19 +89,9 @@ def dev(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev
     yield from serving(project, tmp_path_factory, "limits")
 
 
-def _until(check: Any, what: str, timeout: float = 30) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{what} within {timeout} s")
-
-
 def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_them(dev: Dev) -> None:
     first = dev.json("start", "clitest.per_customer", '["ann", 1]')["runId"]
-    _until(lambda: dev("hooks", first).out.count("cli-limits:ann:1"), "the first run holds its hook")
+    until_found(lambda: dev("hooks", first).out.count("cli-limits:ann:1"), "the first run holds its hook")
     second = dev.json("start", "clitest.per_customer", '["ann", 2]')["runId"]
     # Bob's run in Ann's line (`--concurrency-key`, as client.options(concurrency_key=)); a start queued behind its
     # key's slot says so (it once printed the run id alone; `--wait`: "still pending").
@@ -133,7 +123,7 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     assert f"{LIMIT}  concurrency 1\n" in shown and "of 2 (set at run time; the code's 1), " in shown, shown
     since = r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\.\d{3} UTC \(\d+ s ago\)"  # (a date when it was yesterday)
     assert re.search(rf"holds  {first}  since " + since, shown), shown
-    _until(lambda: dev("hooks", second).out.count("cli-limits:ann:2"), "the second run starts at once")
+    until_found(lambda: dev("hooks", second).out.count("cli-limits:ann:2"), "the second run starts at once")
     assert dev.json("describe", third)["waitingOn"][0]["place"] == 1
 
     paused = dev.json("limits", "pause", LIMIT, "--key", "ann")
@@ -147,11 +137,11 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
         return key if [h["runId"] for h in key["holders"]] == [second] else None
 
     # The first run's end freed its slot; paused, the key grants nothing: the third run stays first in line.
-    freed = _until(freed_first, "the first run's slot is freed")
+    freed = until_found(freed_first, "the first run's slot is freed")
     assert [w["runId"] for w in freed["waiters"]] == [third]
     assert dev.json("describe", third)["status"] == "pending"
     assert not dev.json("limits", "resume", LIMIT, "--key", "ann")["keys"][0]["paused"]
-    _until(lambda: dev("hooks", third).out.count("cli-limits:bob:3"), "the third run starts once resumed")
+    until_found(lambda: dev("hooks", third).out.count("cli-limits:bob:3"), "the third run starts once resumed")
 
     reset = dev.json("limits", "reset", LIMIT, "--key", "ann")
     assert reset["keys"][0]["concurrency"] == 1 and not reset["keys"][0]["overridden"]
@@ -194,8 +184,9 @@ def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     assert slow.code == 0, slow
     for n in range(2):
         assert dev("start", "clitest.call_rated", f"[{n}]").code == 0
-    shown = _until(lambda: (text := dev("limits", "describe", "step:clitest.rated").out).count("next free") and text,
-                   "the bucket is empty")
+    shown = until_found(
+        lambda: (text := dev("limits", "describe", "step:clitest.rated").out).count("next free") and text,
+        "the bucket is empty")
     # (a time on another day than today's, UTC, shows its date: near midnight the next start is tomorrow's)
     next_start = r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\.\d{3} UTC \(in \d+ (s|min)"
     assert re.search(r", 0 token\(s\), the next free start " + next_start, shown), shown
@@ -217,7 +208,7 @@ def test_a_restart_forgets_the_starts_its_lost_messages_had_reserved(dev: Dev, p
         began = datetime.now(UTC)
         for n in range(4):
             assert first("start", "clitest.trickle", f"[{n}]").code == 0
-        _until(lambda: (at := next_start(first)) and at >= began + timedelta(minutes=3.5), "4 starts reserved")
+        until_found(lambda: (at := next_start(first)) and at >= began + timedelta(minutes=3.5), "4 starts reserved")
     finally:
         assert "state saved" in first.stop()
     restarted = datetime.now(UTC)
@@ -225,7 +216,7 @@ def test_a_restart_forgets_the_starts_its_lost_messages_had_reserved(dev: Dev, p
     try:
         assert any("3 unfinished run(s) woken" in line for line in second.banner), second.banner
         # The 3 woken steps reserve 1, 2 and 3 minutes after the restore: the next start is the 4th minute's.
-        at = _until(lambda: (at := next_start(second)) and at >= restarted + timedelta(minutes=3.5) and at,
+        at = until_found(lambda: (at := next_start(second)) and at >= restarted + timedelta(minutes=3.5) and at,
                     "the woken steps reserved again")
         time.sleep(1)
         assert next_start(second) == at, "no more reservations"
@@ -238,7 +229,7 @@ def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> 
     """``Concurrency(total=1, key=tenant)``: a key has no number of its own (``-``), so the row says how much of the
     total is in use, which is why a key holding nothing waits (it once read ``0/-``, "no limit", and nothing more)."""
     holder = dev.json("start", "clitest.export", '"ta"')["runId"]
-    _until(lambda: dev("hooks", holder).out.count("cli-export:ta"), "the first run holds its hook")
+    until_found(lambda: dev("hooks", holder).out.count("cli-export:ta"), "the first run holds its hook")
     waiting = dev.json("start", "clitest.export", '"tb"')["runId"]
     table = dev("limits").out.splitlines()
     rows = {line.split()[1]: line for line in table if line.startswith("workflow:clitest.export")}
@@ -253,7 +244,7 @@ def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:
     (exit 1, the reason on stderr, as with ``--wait``); it printed a bare run id, exit 0, as for a run started."""
     holder = dev("start", "clitest.sync", '"s1"')
     assert holder.code == 0 and holder.err == "", holder
-    _until(lambda: dev("hooks", holder.out.strip()).out.count("cli-sync:s1"), "the first run holds its hook")
+    until_found(lambda: dev("hooks", holder.out.strip()).out.count("cli-sync:s1"), "the first run holds its hook")
     skipped = dev("start", "clitest.sync", '"s1"')
     assert skipped.code == 1 and skipped.out.startswith("wrun_"), skipped
     assert skipped.err == (f"cancelled: skipped: workflow:clitest.sync key 's1' is busy (held by run "
@@ -269,7 +260,7 @@ def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev
     the list and describe say `closed` and the way out; a reset while a run waits on the key starts that run."""
     assert dev("limits", "set", LIMIT, "--key", "zed", "--concurrency", "0").code == 0
     waiting = dev.json("start", "clitest.per_customer", '["zed", 1]')["runId"]
-    _until(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the key")
+    until_found(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the key")
     assert (f"waits on  its start: a slot of {LIMIT} key 'zed' (closed: its concurrency is 0 until `limits set` "
             "raises it or `limits reset`, place 1 of 1; held by nobody)") in dev("describe", waiting).out
     rows = [line for line in dev("limits").out.splitlines() if line.startswith(LIMIT) and " zed " in line]
@@ -278,7 +269,7 @@ def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev
     assert "0 held of 0 (set at run time; the code's 1), 1 waiting, closed: nothing starts until a `limits set` " \
         "raises it or `limits reset`" in shown, shown
     assert dev.json("limits", "reset", LIMIT, "--key", "zed")["keys"][0]["concurrency"] == 1
-    _until(lambda: dev("hooks", waiting).out.count("cli-limits:zed:1"), "the waiting run starts once reset")
+    until_found(lambda: dev("hooks", waiting).out.count("cli-limits:zed:1"), "the waiting run starts once reset")
     assert "open" in next(line for line in dev("limits").out.splitlines() if " zed " in line)
     assert dev("resume", "cli-limits:zed:1", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 1
@@ -290,7 +281,7 @@ def test_runs_and_describe_say_a_pending_run_is_queued_behind_its_limit_and_for_
     line says it too, with the key, the slots held of the limit and the run's place. A pending run that holds its
     slot (granted, its first delivery on the way) is not queued."""
     holder = dev.json("start", "clitest.per_customer", '["kim", 1]')["runId"]
-    _until(lambda: dev("hooks", holder).out.count("cli-limits:kim:1"), "the first run holds its hook")
+    until_found(lambda: dev("hooks", holder).out.count("cli-limits:kim:1"), "the first run holds its hook")
     first, second = (dev.json("start", "clitest.per_customer", f'["kim", {n}]')["runId"] for n in (2, 3))
     listed = {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer", "--limit", "100")}
     assert listed[holder]["status"] == "running" and listed[holder]["queued"] is None
@@ -316,7 +307,7 @@ def test_runs_and_describe_say_a_pending_run_is_queued_behind_its_limit_and_for_
 
     # A limit with a total: the total's use is what keeps a key with no holder of its own waiting.
     exporter = dev.json("start", "clitest.export", '"tq1"')["runId"]
-    _until(lambda: dev("hooks", exporter).out.count("cli-export:tq1"), "the export holds the total")
+    until_found(lambda: dev("hooks", exporter).out.count("cli-export:tq1"), "the export holds the total")
     waiting = dev.json("start", "clitest.export", '"tq2"')["runId"]
     assert dev.json("describe", waiting)["queued"] == {
         "limit": "workflow:clitest.export", "key": "tq2", "place": 1, "of": 1, "held": 0, "concurrency": None,
@@ -335,8 +326,9 @@ def test_limits_describe_names_step_holders_and_waiters_as_describe_does(dev: De
     run and step of each (a step holder's ``runId`` was null)."""
     gate = tmp_path / "gate"
     run = dev.json("start", "clitest.exclusives", json.dumps(str(gate)))["runId"]
-    shown = _until(lambda: (text := dev("limits", "describe", "step:clitest.exclusive").out).count("  1.  ") and text,
-                   "one step holds the slot, the other waits")
+    shown = until_found(
+        lambda: (text := dev("limits", "describe", "step:clitest.exclusive").out).count("  1.  ") and text,
+        "one step holds the slot, the other waits")
     assert re.search(rf"\n    holds  step step_\d+ of run {run}  since ", shown), shown
     assert re.search(rf"\n       1\.  step step_\d+ of run {run}  priority 0, since ", shown), shown
     assert "s:wrun_" not in shown, shown
@@ -356,7 +348,7 @@ def test_a_run_started_without_the_code_reads_queued_once_its_first_delivery_que
     run read a plain ``pending`` in ``runs`` and ``describe`` said it waited for ``its first delivery``: both find
     it among the waiters of its workflow's limit."""
     holder = dev.json("start", "clitest.per_customer", '["una", 1]')["runId"]
-    _until(lambda: dev("hooks", holder).out.count("cli-limits:una:1"), "the first run holds its hook")
+    until_found(lambda: dev("hooks", holder).out.count("cli-limits:una:1"), "the first run holds its hook")
     bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
 
     def outside(*args: str) -> Any:
@@ -365,7 +357,7 @@ def test_a_run_started_without_the_code_reads_queued_once_its_first_delivery_que
     started = outside("start", "clitest.per_customer", '["una", 2]', "--json")
     assert started.code == 0, started
     waiting = json.loads(started.out)["runId"]
-    queued = _until(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer",
+    queued = until_found(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer",
                                                               "--limit", "100")}[waiting]["queued"],
                     "its first delivery queues it")
     assert queued == {"limit": LIMIT, "key": "una", "place": 1, "of": 1, "held": 1, "concurrency": 1,

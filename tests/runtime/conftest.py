@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from awsworld import Run
+from awsworld import Client, Run
 from awsworld._worker.delivery import RecordResult
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef, workflow_name
 from awsworld.authoring.errors import RunEndedError
@@ -37,7 +37,7 @@ from awsworld.client.http_client import HttpClient
 from awsworld.local import DynamoDBLocal, LocalAWS, MotoServer
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
-from awsworld.world.errors import HookNotFoundError
+from awsworld.world.errors import HookNotFoundError, RunNotFoundError
 from serving import start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
 
 RESULT_TIMEOUT = 30.0
@@ -325,3 +325,51 @@ def e2e(request: pytest.FixtureRequest, e2e_backend: str) -> E2E:
     if e2e_backend == DYNAMODB_LOCAL:
         return E2E(local=request.getfixturevalue("local_dynamodb"), backend=DYNAMODB_LOCAL)
     raise ValueError(f"e2e_backend must be one of {ALL_BACKENDS}, not {e2e_backend!r}")
+
+
+@dataclass
+class Env:
+    """One backend of a test that runs on both the memory World and the emulator (the ``env`` fixture): a client
+    and the World under it."""
+
+    name: str
+    client: Client
+    world: Any
+
+    async def child_runs(self, parent: Run[Any]) -> list[Any]:
+        """The runs whose ids derive from ``parent``'s (its children), from the World's run listing."""
+        runs, cursor = [], None
+        while True:
+            page = await self.world.runs.list(cursor=cursor, limit=100)
+            runs.extend(r for r in page.data if r.run_id.startswith(f"{parent.run_id}."))
+            cursor = page.cursor
+            if not page.has_more:
+                return runs
+
+    async def child_hook(self, child_id: str, token: str, timeout: float = 60.0) -> None:
+        """Wait until the child run exists (its parent's start step created it) and holds hook ``token``."""
+        await self.wait_for_status(child_id, {"pending", "running", *TERMINAL_RUN_STATUSES})
+        await self.client.get_run(child_id).wait_for_hook(token, timeout=timeout)
+
+    async def wait_for_status(self, run_id: str, statuses: set[str], timeout: float = 30.0) -> str:
+        deadline = asyncio.get_running_loop().time() + timeout
+        while True:
+            try:
+                status = await self.client.get_run(run_id).status()
+            except RunNotFoundError:
+                status = "not created"
+            if status in statuses:
+                return status
+            if asyncio.get_running_loop().time() > deadline:
+                raise TimeoutError(f"run {run_id} is still {status}")
+            await asyncio.sleep(0.05)
+
+
+@pytest.fixture(params=["memory", "local"])
+def env(request: pytest.FixtureRequest) -> Iterator[Env]:
+    if request.param == "memory":
+        test_env: WorkflowTestEnv = request.getfixturevalue("awsworld_env")
+        yield Env("memory", test_env.client, test_env.world)
+    else:
+        local = request.getfixturevalue("local")
+        yield Env("local", local.client, local.world)

@@ -8,8 +8,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -17,7 +15,6 @@ import pytest
 
 from awsworld import (
     ChildWorkflowError,
-    Client,
     Run,
     WorkflowRunCancelledError,
     WorkflowRunFailedError,
@@ -34,57 +31,11 @@ from awsworld.client.replay import replay_run
 from awsworld.durable.child_calls import START_CHILD, child_run_id
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import TERMINAL_RUN_STATUSES
-from awsworld.world.errors import RunNotFoundError
+
+from .conftest import Env
 
 RESULT_TIMEOUT = 60.0
 CALLS: Counter[str] = Counter()
-
-
-@dataclass
-class Env:
-    """One backend: a client and the World under it."""
-
-    name: str
-    client: Client
-    world: Any
-
-    async def child_runs(self, parent: Run[Any]) -> list[Any]:
-        """The runs whose ids derive from ``parent``'s (its children), from the World's run listing."""
-        runs, cursor = [], None
-        while True:
-            page = await self.world.runs.list(cursor=cursor, limit=100)
-            runs.extend(r for r in page.data if r.run_id.startswith(f"{parent.run_id}."))
-            cursor = page.cursor
-            if not page.has_more:
-                return runs
-
-    async def child_hook(self, child_id: str, token: str) -> None:
-        """Wait until the child run exists (its parent's start step created it) and holds hook ``token``."""
-        await self.wait_for_status(child_id, {"pending", "running", *TERMINAL_RUN_STATUSES})
-        await self.client.get_run(child_id).wait_for_hook(token, timeout=RESULT_TIMEOUT)
-
-    async def wait_for_status(self, run_id: str, statuses: set[str], timeout: float = 30.0) -> str:
-        deadline = asyncio.get_running_loop().time() + timeout
-        while True:
-            try:
-                status = await self.client.get_run(run_id).status()
-            except RunNotFoundError:
-                status = "not created"
-            if status in statuses:
-                return status
-            if asyncio.get_running_loop().time() > deadline:
-                raise TimeoutError(f"run {run_id} is still {status}")
-            await asyncio.sleep(0.05)
-
-
-@pytest.fixture(params=["memory", "local"])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    if request.param == "memory":
-        test_env: WorkflowTestEnv = request.getfixturevalue("awsworld_env")
-        yield Env("memory", test_env.client, test_env.world)
-    else:
-        local = request.getfixturevalue("local")
-        yield Env("local", local.client, local.world)
 
 
 # ----------------------------------------------------------------------------------------- workflows

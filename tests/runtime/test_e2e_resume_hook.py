@@ -7,39 +7,20 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from pydantic import BaseModel
 
-from awsworld import Client, PydanticCodec, StepError, create_hook, resume_hook, sleep, workflow
+from awsworld import PydanticCodec, StepError, create_hook, resume_hook, sleep, workflow
 from awsworld.client.replay import replay_run
 from awsworld.durable.hook_calls import RESUME_HOOK, resume_key
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import CodecPayloadError, HookClosedError, HookNotFoundError
 
-from .conftest import deployed
+from .conftest import Env, deployed
 
 RESULT_TIMEOUT = 60.0
-
-
-@dataclass
-class Env:
-    name: str
-    client: Client
-    world: Any
-
-
-@pytest.fixture(params=["memory", "local"])
-def env(request: pytest.FixtureRequest) -> Iterator[Env]:
-    if request.param == "memory":
-        test_env: WorkflowTestEnv = request.getfixturevalue("awsworld_env")
-        yield Env("memory", test_env.client, test_env.world)
-    else:
-        local = request.getfixturevalue("local")
-        yield Env("local", local.client, local.world)
 
 
 # ----------------------------------------------------------------------------------------- workflows
