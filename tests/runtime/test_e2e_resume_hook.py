@@ -113,6 +113,15 @@ async def sender_many(token: str, count: int) -> str:
 
 
 @workflow
+async def sender_unserializable(token: str) -> str:
+    try:
+        await resume_hook(token, {"items": [object()]})
+    except TypeError as refused:  # (a SerializationError)
+        return str(refused)
+    return "sent"
+
+
+@workflow
 async def sender_queued(token: str, count: int) -> str:
     await asyncio.gather(*(resume_hook(token, i) for i in range(count)))  # all but one run as queued step messages
     return "sent"
@@ -280,3 +289,11 @@ async def test_sends_run_as_queued_steps_too(env: Env) -> None:
 async def test_outside_a_workflow_it_says_to_use_a_client() -> None:
     with pytest.raises(RuntimeError, match=r"client\.resume_hook"):
         await resume_hook("any", 1)
+
+
+async def test_a_payload_that_cannot_be_stored_is_refused_naming_the_payload(awsworld_env: WorkflowTestEnv) -> None:
+    """Said at the call, where the workflow can catch it: it named the built-in step's second argument
+    (``arguments of step awsworld.resume_hook cannot be serialized: value['args'][1]``) and failed the run."""
+    run = await awsworld_env.client.start(sender_unserializable, "resume-unserializable")
+    refused = await run.result(timeout=RESULT_TIMEOUT)
+    assert refused.startswith("resume_hook('resume-unserializable') payload['items'][0]: cannot serialize"), refused

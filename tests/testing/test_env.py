@@ -14,6 +14,7 @@ import pytest
 from awsworld import (
     HookTimeoutError,
     RetryableError,
+    RunEndedError,
     WorkflowRunFailedError,
     create_hook,
     get_writable,
@@ -385,3 +386,19 @@ async def test_closing_cancels_a_hung_steps_delivery_at_once() -> None:
         closing = time.monotonic()
     assert HANG_ENDS == ["close"]  # the body was cancelled, not left pending on the loop
     assert time.monotonic() - closing < 2.5, time.monotonic() - closing
+
+
+@workflow(name="testing.env.approve_later")
+async def approve_later(order: str) -> str:
+    async with create_hook(token=f"approve:{order}", timeout="1h") as hook:
+        return str(await hook)
+
+
+async def test_waiting_for_a_token_the_run_never_made_names_the_hooks_it_did_make() -> None:
+    """A test waiting for a hook under a token the run never made (a typo, another key) learns, when the run ends
+    first, which tokens it did make: it said only the token waited for."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(approve_later, "A-1")
+        with pytest.raises(RunEndedError) as ended:
+            await run.wait_for_hook("approval:A-1", timeout=5)  # the hook times out after an hour of skipped time
+    assert str(ended.value).endswith("before it held hook 'approval:A-1' (the hooks it created: 'approve:A-1')")

@@ -26,7 +26,9 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any, cast
 
+from ..durable import serde
 from ..durable.hook_calls import REFUSED, RESUME_HOOK, RESUME_HOOK_CALL
+from ..durable.json_data import SerializationError
 from ..world.errors import HookClosedError, HookNotFoundError
 from .durations import Duration, seconds
 from .errors import StepError
@@ -61,6 +63,11 @@ async def resume_hook(token: str, payload: Any, *, wait: Duration | None = None,
                            "script, a test) resume a hook with a Client: await client.resume_hook(token, payload)")
     if not isinstance(token, str) or not token:  # pyright: ignore[reportUnnecessaryIsInstance]  (untyped callers)
         raise TypeError(f"resume_hook needs the hook's token, a non-empty str, got {token!r}")
+    try:  # checked here, so the error names the payload, not the built-in step's second argument
+        serde.dumps(payload)
+    except SerializationError as error:
+        where = error.path[len("value"):] if error.path.startswith("value") else f" at {error.path}"
+        raise SerializationError(f"resume_hook({token!r}) payload{where}", error.reason) from None
     if wait is None:
         _raise_refusal(await runtime.call_step(RESUME_HOOK_CALL, (token, payload, False), {}, name=name))
         return

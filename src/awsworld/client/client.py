@@ -141,13 +141,22 @@ class Run(Generic[R_co]):
                 pass
             status = await self.status()
             if status in TERMINAL_RUN_STATUSES:
-                raise RunEndedError(self.run_id, status, f"before it held hook {token!r}")
+                raise RunEndedError(self.run_id, status, f"before it held hook {token!r}{await self._hooks_made()}")
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"run {self.run_id} did not hold hook {token!r} within {timeout} s"
                                    f"{await self._waiting_on()}")
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * 2, POLL_MAX)
+
+    async def _hooks_made(self) -> str:
+        """`` (the hooks it created: 'a', 'b')``, read from its log without values: a test waiting for a token the
+        run never made (a typo, another key) sees the ones it did make."""
+        events = await collect_pages(lambda cursor: self.client.world.events.list(
+            self.run_id, cursor=cursor, resolve_data="none"))
+        tokens = [str((e.event_data or {}).get("token")) for e in events
+                  if e.event_type == "hook_created" and (e.event_data or {}).get("token")]
+        return f" (the hooks it created: {', '.join(map(repr, tokens))})" if tokens else " (it created no hook)"
 
     async def events(self) -> list[Event]:
         """The run's whole event log, in order, with values: what ``awsworld events`` shows."""
