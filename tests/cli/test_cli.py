@@ -378,15 +378,15 @@ def serving(project: Path, tmp_path_factory: pytest.TempPathFactory, name: str, 
         runner.close()
 
 
-def until_found(check: Callable[[], Any], what: str, timeout: float = 30) -> Any:
-    """What ``check`` returns once it is truthy (polled every 0.2 s); an ``AssertionError`` saying ``what`` did not
-    come within ``timeout`` seconds (a ``dev`` in another process gets there in its own time)."""
+def until_found(check: Callable[[], Any], what: str, timeout: float = 30, every: float = 0.2) -> Any:
+    """What ``check`` returns once it is truthy (polled ``every`` seconds); an ``AssertionError`` saying ``what`` did
+    not come within ``timeout`` seconds (a ``dev`` in another process gets there in its own time)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = check()
         if found:
             return found
-        time.sleep(0.2)
+        time.sleep(every)
     raise AssertionError(f"{what} within {timeout} s")
 
 

@@ -59,9 +59,7 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
     source.write_text(textwrap.dedent(SHOP))
     dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="shopdep")
     try:
-        first = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(dev.banner))
-        assert first is not None
-        v1 = first.group(1)
+        v1 = dev.banner_deployment()
         runs = [dev("start", "shopdep.order", json.dumps([f"A-{i}", 10.0 + i])).out.strip() for i in range(2)]
         for run_id in runs:
             _sleeping(dev, run_id)
@@ -145,16 +143,14 @@ def test_the_code_dev_runs_reads_live_after_a_revert_and_after_a_restart(tmp_pat
     source.write_text(textwrap.dedent(SHOP))
     dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="shopdep")
     try:
-        found = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(dev.banner))
-        assert found is not None
-        v1 = found.group(1)
+        v1 = dev.banner_deployment()
         _sleeping(dev, dev("start", "shopdep.order", '["A-1", 1.0]').out.strip())
         mark_at = len(dev.lines)
         source.write_text(source.read_text().replace(*BODY_ONLY))
         v2 = dev.wait_for(r"^new runs start on (dev-[0-9a-f]{10});", mark_at).split()[4].rstrip(";")
         _sleeping(dev, dev("start", "shopdep.order", '["A-2", 2.0]').out.strip())
         mark_at = len(dev.lines)
-        source.write_text(source.read_text().replace(*reversed(BODY_ONLY)))
+        source.write_text(source.read_text().replace(BODY_ONLY[1], BODY_ONLY[0]))
         dev.wait_for(rf"^the code is {v1} again", mark_at)
         assert _statuses(dev) == {v1: "live", v2: "draining"}
     finally:

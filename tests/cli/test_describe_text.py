@@ -1,4 +1,4 @@
-"""``awsworld describe``'s text on runs of the memory World (``cli.runs.describe_document``, the document the CLI
+"""``awsworld describe``'s text on runs of the memory World (``cli.describe.describe_document``, the document the CLI
 reads from the stack, printed as the command prints it): a long error is whole once, on its ``error`` line, not
 twice (the status line repeated a 32 KB message); a parked run whose log has nothing open waits on code, not on
 "its next delivery" (a delivery replays it and parks it again); and ``skip`` of a parked run's wait says it stays
@@ -11,7 +11,7 @@ import pytest
 from awsworld import WorkflowRunFailedError, sleep, step, workflow
 from awsworld._engine.parking import PARKED_ATTRIBUTE, parked_run
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef
-from awsworld.cli.runs import STATUS_ERROR_CHARS, _print_description, describe_document
+from awsworld.cli.describe import STATUS_ERROR_CHARS, _print_description, describe_document
 from awsworld.cli.skip import skipped_text
 from awsworld.testing import WorkflowTestEnv
 

@@ -97,6 +97,12 @@ class WatchedDev(Dev):
             time.sleep(0.05)
         raise AssertionError(f"dev printed no line matching {pattern!r}:\n" + "\n".join(self.lines))
 
+    def banner_deployment(self) -> str:
+        """The deployment its banner says the code it runs is (``as deployment dev-<hash>``)."""
+        found = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(self.banner))
+        assert found is not None, self.banner
+        return found.group(1)
+
     def stop(self) -> str:
         self.process.send_signal(signal.SIGTERM)
         self.process.wait(timeout=30)
@@ -130,9 +136,7 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
 
     first = WatchedDev(tmp_path, state, [runner])
     try:
-        deployed = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(first.banner))
-        assert deployed is not None, first.banner
-        original = deployed.group(1)
+        original = first.banner_deployment()
         started = first("start", "shopdev.order", '["T-1", 42.5]')
         assert started.code == 0, started
         run_id = started.out.strip()
@@ -147,10 +151,10 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
     second = WatchedDev(tmp_path, state, [runner])
     try:
         banner = "".join(second.banner)
-        edited = re.search(r"as deployment (dev-[0-9a-f]{10}) ", banner)
-        assert edited is not None and edited.group(1) != original, banner
+        edited = second.banner_deployment()
+        assert edited != original, banner
         moved_line = (f"run {run_id} (shopdev.order) started on {original}, whose code dev no longer has (a snapshot "
-                      f"lives as long as dev's process): it is replayed against {edited.group(1)}'s and moved to it\n")
+                      f"lives as long as dev's process): it is replayed against {edited}'s and moved to it\n")
         parked_line = (f"run {run_id} (shopdev.order) is parked: its replay differs from its log at step 1 (event 4): "
                        "the log has charge('T-1', 42.5), the code called charge('T-1', 85.0); revert the code, or "
                        "branch the change with awsworld.patched() (docs/how-to/changing-code.md), and the run "
@@ -219,7 +223,7 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
             "the run started before the edit finished on the code it started on"
         listing = json.loads(second("deployments", "--json").out)
         statuses = {row["deploymentId"]: (row["status"], row["unfinishedRuns"]) for row in listing["deployments"]}
-        assert statuses[original] == ("draining", 1) and statuses[edited.group(1)] == ("live", 0), statuses
+        assert statuses[original] == ("draining", 1) and statuses[edited] == ("live", 0), statuses
 
         # A workflow the edit adds is published at the reload: a client without the code (no AWSWORLD_MODULES: it
         # checks names against dev's publication only) starts it.
@@ -357,9 +361,7 @@ def test_dev_run_from_a_venv_inside_the_project_names_unchanged_code_the_same_de
 
     dev = WatchedDev(tmp_path, tmp_path / ".awsworld", [runner], command=[str(script.parent / "python"), str(script)])
     try:
-        deployed = re.search(r"as deployment (dev-[0-9a-f]{10}) ", "".join(dev.banner))
-        assert deployed is not None, dev.banner
-        first = deployed.group(1)
+        first = dev.banner_deployment()
         seen = len(dev.lines)
         os.utime(source, ns=(source.stat().st_atime_ns, source.stat().st_mtime_ns + 1_000_000_000))  # saved as is
         assert dev.wait_for(r"^reloading: ", seen) == "reloading: src/shopdev.py changed"

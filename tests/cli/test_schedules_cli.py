@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from .test_cli import Dev, project_of, serving
+from .test_cli import Dev, project_of, serving, until_found
 
 WORKFLOWS = '''
 from awsworld import Schedule, schedule_info, sleep, workflow
@@ -60,16 +60,6 @@ def project(tmp_path_factory: pytest.TempPathFactory, offset: int) -> Path:
 @pytest.fixture(scope="module")
 def dev(project: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     yield from serving(project, tmp_path_factory, "schedules")
-
-
-def _wait_for(check: Any, timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = check()
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"{what} within {timeout} s")
 
 
 def _scheduled_runs(dev: Dev, schedule_id: str) -> list[dict[str, Any]]:
@@ -153,15 +143,15 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     def declared() -> Any:
         return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely"]
 
-    [stored] = _wait_for(declared, 30, "dev's first tick, as it starts, stores the declaration")
+    [stored] = until_found(declared, "dev's first tick, as it starts, stores the declaration", 30, every=1)
     assert (stored["source"], stored["module"], stored["everySeconds"], stored["offsetSeconds"]) == (
         "code", "clitest", 60, offset)
     refused = dev("schedules", "delete", "minutely")
     assert "declared in code" in refused.one_line_error(1)
     # The schedule's next tick (``offset`` seconds past a minute; dev's ticks run on :00, :10, ...): one run a tick
     # (on a loaded machine the next minute's may be there too by the time the listing is read).
-    runs = _wait_for(lambda: [r for r in _scheduled_runs(dev, "minutely") if r["schedule"]["trigger"] == "tick"],
-                     90, "a run started by the schedule's tick")
+    runs = until_found(lambda: [r for r in _scheduled_runs(dev, "minutely") if r["schedule"]["trigger"] == "tick"],
+                       "a run started by the schedule's tick", 90, every=1)
     ticks = [r["schedule"]["tick"] for r in runs]
     assert len(ticks) == len(set(ticks)), f"one run a tick: {ticks}"
     run = min(runs, key=lambda r: r["schedule"]["tick"])

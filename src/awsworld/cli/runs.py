@@ -18,6 +18,7 @@ from datetime import UTC
 from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
+from .describe import describe_command
 from .errors import CliError, parse_json, parse_json_file, read_input_file, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
@@ -97,7 +98,7 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     describe.add_argument("--all", action="store_true", dest="internal",
                           help="show awsworld's own attributes (awsworld.patched.*) and steps (awsworld.start_child) "
                                "too; --json always has them")
-    describe.set_defaults(handler=_describe)
+    describe.set_defaults(handler=describe_command)
 
     hooks = sub.add_parser("hooks", help="a run's hooks: tokens (whole), webhook URLs, payloads and heartbeats "
                                           "received", parents=[read])
@@ -492,192 +493,6 @@ def _result(args: argparse.Namespace) -> int:
     return asyncio.run(go())
 
 
-def _describe(args: argparse.Namespace) -> int:
-    async def go() -> None:
-        async with remote() as client:
-            document = await describe_document(client, args.run_id)
-            if args.json:
-                print_json(document)
-            else:
-                _print_description(document, internal=args.internal)
-
-    asyncio.run(go())
-    return 0
-
-
-async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
-    """``describe --json``'s document of a run, read through ``client`` (a ``Client`` on any World: the CLI's on
-    the stack, a test's on the memory World)."""
-    from .._deployments.pins import LATEST, PIN_ATTRIBUTE
-    from .._engine.parking import parked_run
-    from .._timeline import read_events, read_steps
-    from ..authoring.definitions import RETENTION_CONTEXT_KEY
-    from ..client.client import cancel_reason, child_runs
-    from ..client.limits import queued_runs
-    from ..client.waits import display_names, run_waits
-    from ..schedules.info import schedule_json
-    from ..world.entities import TERMINAL_RUN_STATUSES
-    from .error_view import error_part
-
-    world = client.world
-    view = await world.runs.get(run_id, resolve_data="none")
-    pin = view.attributes.get(PIN_ATTRIBUTE)
-    # In call order, without their inputs and results (describe shows neither): one read, children included.
-    steps = await read_steps(world, run_id, values=False)
-    events = await read_events(world, run_id, values=False)
-    children = []
-    for child in child_runs(run_id, steps):
-        try:
-            child_view = await world.runs.get(child, resolve_data="none")
-            children.append({"runId": child, "workflow": child_view.workflow_name,
-                             "status": child_view.status})
-        except Exception:
-            children.append({"runId": child, "workflow": None, "status": "starting"})
-    context = view.execution_context or {}
-    streams = await world.streams.list(run_id)
-    counts: dict[str, int] = {}
-    shown = display_names(events)
-    for step in steps:
-        counts[step.status] = counts.get(step.status, 0) + 1
-    document = {
-        "runId": view.run_id, "workflow": view.workflow_name, "status": view.status,
-        # The deployment whose code runs it: its pin when the pin names one (beside a filled "deployment" it read
-        # null: the record's own field is the deployment that created the run, which dev and a start from a
-        # script leave empty), else the record's.
-        "deploymentId": pin if pin is not None and pin != LATEST else view.deployment_id,
-        "createdAt": when(view.created_at),
-        "startedAt": when(view.started_at), "completedAt": when(view.completed_at),
-        "updatedAt": when(view.updated_at), "attributes": dict(view.attributes),
-        **error_part(view.error, view.error_code),
-        "parentRunId": context.get("parentRunId"), "children": children,
-        "schedule": schedule_json(context),
-        "steps": {"total": len(steps), "byStatus": counts,
-                  "list": [{"stepId": s.step_id, "name": s.step_name, "status": s.status,
-                            "attempt": s.attempt, "error": error_text(s.error),
-                            "displayName": shown.get(s.step_id)} for s in steps]},
-        "streams": streams,
-        # Added keys (the ones above keep their names): the end time whatever the status, the cancel
-        # reason, and what a pending or running run waits on (client/waits.py's waiting_on).
-        "endedAt": when(view.completed_at) if view.status in TERMINAL_RUN_STATUSES else None,
-        "cancelReason": cancel_reason(events) if view.status == "cancelled" else None,
-        "waitingOn": await run_waits(world, view.run_id, view.status, context, steps, events),
-        # A running run awsworld keeps waiting for code that replays it (engine.parking), else None.
-        "parked": parked.to_json() if (parked := parked_run(view.status, view.attributes)) else None,
-        # The deployment whose code runs it (deployments.pins; "latest": the newest, unpinned), else None.
-        "deployment": pin,
-        # A pending run waiting for a slot of its workflow's limit: the limit, key, held/limit and its place
-        # (client.limits.queued_runs), else None; "waitingOn" has the same wait as one of its entries.
-        "queued": (await queued_runs(world, [view])).get(view.run_id),
-        # The run `awsworld rerun` (Client.rerun) started this one again from, else None.
-        "rerunOf": context.get("rerunOf"),
-        # How long the run stays readable after its end: its workflow's retention, fixed when it started
-        # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
-        "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
-        # The run's final error in full (type, message, failing step, traceback) goes here, from a
-        # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
-    }
-    return document
-
-
-INTERNAL_PREFIX = "awsworld."
-"""The namespace of awsworld's own names: its attributes (``awsworld.patched.<change id>``, the engine's record of
-a ``patched()`` answer) and built-in steps (``awsworld.start_child``, which starts a child run; ``describe``
-lists the child itself). People reading ``describe`` see their own unless they ask (``--all``)."""
-
-
-def _step_status(step: dict[str, Any], run_status: str) -> str:
-    """A step's status for people: a step still pending or running in the World when its run ended (cancelled,
-    failed on request) read as if it still ran; the run's end stopped it, and its status stays as it was then
-    (``--json`` keeps it)."""
-    from ..world.entities import TERMINAL_RUN_STATUSES
-
-    ended = run_status in TERMINAL_RUN_STATUSES and step["status"] in ("pending", "running")
-    return "unfinished" if ended else str(step["status"])
-
-
-STATUS_ERROR_CHARS = 200
-"""The error on ``describe``'s status line is cut to this many characters: the ``error`` line below has it whole
-(a 32 KB message was printed twice)."""
-
-
-def _status_error(error: str) -> str:
-    return error if len(error) <= STATUS_ERROR_CHARS else f"{error[:STATUS_ERROR_CHARS]}… (whole below)"
-
-
-def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
-    from .._deployments.pins import LATEST, PIN_ATTRIBUTE
-    from .._engine.parking import PARKED_ATTRIBUTE
-    from .._timeline import deadline_text, how_far
-    from ..client.limits import queued_text
-    from ..client.waits import describe_waits
-    from .error_view import print_error_part
-
-    shown_above = (PARKED_ATTRIBUTE, PIN_ATTRIBUTE)  # a parked mark and a pin have lines of their own
-
-    print(f"run       {d['runId']}")
-    print(f"workflow  {d['workflow']}")
-    ended = d["endedAt"] and d["status"] in END_LABELS  # "failed at <time>": the end time, labelled by status
-    status = f"{END_LABELS[d['status']]} {deadline_text(d['endedAt'])}" if ended \
-        else "parked" if d["parked"] else d["status"]
-    if d.get("queued"):  # "pending" alone reads as stuck: it is queued, and for which limit's slot
-        status += f": queued for a slot of {queued_text(d['queued'])}"
-    print(f"status    {status}" + (f"  ({_status_error(d['error'])})" if d["error"] else ""))
-    if d["parked"]:
-        print(parked_lines(d["runId"], d["parked"]))
-    if d["cancelReason"]:
-        print(f"reason    {d['cancelReason']}")
-    if d["deployment"]:  # a label of the column's width, as every line here (--json: "deployment")
-        print("pinned to " + ("no deployment: each delivery runs the newest code" if d["deployment"] == LATEST
-                              else d["deployment"]))
-    kept = d.get("retentionSeconds")  # (without one: the stack's RunRetentionDays, which describe cannot see)
-    if isinstance(kept, int):
-        print(f"kept      {how_far(kept)[3:]} after its end (its workflow's retention)")
-    for key in ("createdAt", "startedAt"):  # as describe writes every time: time of day UTC, how long ago
-        if d[key]:
-            print(f"{key[:-2]:<9} {deadline_text(d[key])}")
-    for line in describe_waits(d["waitingOn"]):
-        print(f"waits on  {line}")
-    if d["parked"] and not d["waitingOn"]:  # a delivery would replay it and park it again
-        print("waits on  code that replays its log (see parked above)")
-    elif d["status"] in ("pending", "running") and not d["waitingOn"]:
-        print(f"waits on  its {'first' if d['status'] == 'pending' else 'next'} delivery (nothing open in its log)")
-    attributes = {key: value for key, value in d["attributes"].items()  # a parked mark and a pin are shown above
-                  if key not in shown_above and (internal or not key.startswith(INTERNAL_PREFIX))}
-    for key, value in sorted(attributes.items()):
-        print(f"attribute {key} = {value}")
-    if d["parentRunId"]:
-        print(f"parent    {d['parentRunId']}")
-    if d["rerunOf"]:
-        print(f"rerun of  {d['rerunOf']}")
-    if d["schedule"]:
-        shown = d["schedule"]
-        print(f"schedule  {shown['id']}, tick {shown['tick']} ({shown['trigger']})")
-    for child in d["children"]:
-        print(f"child     {child['runId']}  {child['status']:<10} {child['workflow'] or ''}")
-    listed = [step for step in d["steps"]["list"] if internal or not step["name"].startswith(INTERNAL_PREFIX)]
-    counts: dict[str, int] = {}
-    for step in listed:
-        counts[_step_status(step, d["status"])] = counts.get(_step_status(step, d["status"]), 0) + 1
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
-    print(f"steps     {len(listed)}" + (f" ({summary})" if summary else ""))
-    if "unfinished" in counts:
-        print("          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)")
-    for step in listed:
-        name = f"{step['displayName']} ({step['name']})" if step.get("displayName") else step["name"]
-        line = f"  {name:<30} {_step_status(step, d['status']):<10} attempt {step['attempt']}"
-        # a completed step keeps its last failed attempt's error (a retry's, a poll's): say it is not the outcome
-        earlier = "last failed attempt: " if step["status"] == "completed" else ""
-        print(line + (f"  {earlier}{shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))
-    if d["streams"]:
-        print(f"streams   {', '.join(d['streams'])}")
-    own = len([key for key in d["attributes"] if key not in shown_above])
-    hidden = [f"{n} awsworld {what}" for n, what in ((own - len(attributes), "attribute(s)"),
-                                                     (len(d["steps"]["list"]) - len(listed), "step(s)")) if n]
-    if hidden:
-        print(f"hidden    {' and '.join(hidden)} (--all shows them)")
-    print_error_part(d)
-
-
 def _hooks(args: argparse.Namespace) -> int:
     from .._timeline import read_events
     from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
@@ -905,21 +720,3 @@ def _cancel(args: argparse.Namespace) -> int:
 
     asyncio.run(go())
     return 0
-
-
-#: How ``describe`` labels a run's end time, by its status.
-END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "cancelled at"}
-
-
-def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
-    """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when (as describe writes
-    every time), where and why, and the ways out. The divergence is outlined, without argument values; ``awsworld
-    replay`` shows them (a run parked for missing code has none)."""
-    from .._engine.parking import MISSING, ways_out, why
-    from .._timeline import deadline_text
-
-    change = parked.get("change")
-    since = deadline_text(parked["since"]) if parked.get("since") else "?"
-    shows = "" if change == MISSING else f"; `awsworld replay {run_id} -m MODULE` shows the arguments"
-    return (f"parked    since {since}: {why(change)}{parked['divergence']}\n"
-            f"          {ways_out(run_id, change)}{shows}")

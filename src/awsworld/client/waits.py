@@ -1,5 +1,5 @@
 """What a pending or running run waits on, in the order its body called them: ``awsworld describe``'s
-``waitingOn`` (``cli/runs.py``) and what the test environment's ``RunStalledError`` names (``testing/env.py``).
+``waitingOn`` (``cli/describe.py``) and what the test environment's ``RunStalledError`` names (``testing/env.py``).
 
 The run record says only ``running``; the steps and the event log say why. A step is ``running`` (an attempt is
 executing), or ``pending`` with a ``retryAfter`` (a failed attempt waits for its retry) or without one (queued,
