@@ -78,6 +78,7 @@ from awsworld import (
     batch_map,
     create_hook,
     get_writable,
+    resume_hook,
     sleep,
     step,
     workflow,
@@ -714,6 +715,13 @@ async def bill_sleep_hook(token: str) -> int:
     return await bill_add(b + int(payload["n"]))
 
 
+@workflow(name="bill.resume_sender")
+async def bill_resume_sender(token: str) -> int:
+    """A workflow resuming another run's hook (``resume_hook``, no ``wait``): the built-in step's first attempt."""
+    await resume_hook(token, "1")
+    return 1
+
+
 @workflow(name="bill.long_hook")
 async def bill_long_hook(token: str) -> int:
     """A run waiting on an approval (``bill_long_waits``: 7 days, resumed then)."""
@@ -857,6 +865,28 @@ class Harness:
             assert await self.result(run) == 4
         result = await self.measure("sleep + hook", "op", 5, body)
         result.note = "3 steps, a 1 s sleep, a hook resumed by the Client: 5 operations"
+        return result
+
+    async def workflow_resume(self) -> Result:
+        """A run whose only call resumes another run's hook (``bill_long_hook``, waiting on it already): the
+        sender's built-in step, the target's ``hook_received`` and wake, and both runs to their end."""
+        token = f"bill-resume-{uuid.uuid4().hex}"
+        target = await self.client.start(bill_long_hook, token)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await self.observer.hooks.get_by_token(token, resolve_data="none")
+                break
+            except HookNotFoundError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"run {target.run_id} never created hook {token}") from None
+                await asyncio.sleep(0.05)
+
+        async def body() -> None:
+            assert await self.result(await self.client.start(bill_resume_sender, token)) == 1
+            assert await self.result(target) == 2  # (bill_add(1))
+        result = await self.measure("workflow resume_hook", "op", 1, body)
+        result.note = "a run that resumes another's hook (one built-in step), and the resumed run's end"
         return result
 
     async def tick(self) -> Result:
@@ -1269,6 +1299,7 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("fanout", lambda: harness.fan_out(fan)),
                 ("bounded", lambda: harness.bounded_fan_out(fan, max(2, fan // 4))),
                 ("sleephook", harness.sleep_hook),
+                ("resumehook", harness.workflow_resume),
                 ("stream", lambda: harness.stream(chunks)),
                 ("tick", harness.tick),
                 ("wake", harness.false_wake),
@@ -1308,8 +1339,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
-    parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,stream,"
-                                       "tick,wake,started,scheduled,limits,longwait")
+    parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,"
+                                       "resumehook,stream,tick,wake,started,scheduled,limits,longwait")
     parser.add_argument("--encrypt", action="store_true",
                         help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)

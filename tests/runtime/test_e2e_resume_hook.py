@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from awsworld import PydanticCodec, StepError, create_hook, resume_hook, sleep, workflow
+from awsworld import PydanticCodec, Run, StepError, create_hook, resume_hook, sleep, workflow
 from awsworld.client.replay import replay_run
 from awsworld.durable.hook_calls import RESUME_HOOK, resume_key
 from awsworld.testing import WorkflowTestEnv
@@ -189,6 +189,64 @@ async def test_a_crash_between_the_send_and_its_record_sends_once(env: Env, monk
     assert [(e.event_data or {}).get("payload") for e in await _received(env, target.run_id)] == ["once"]
     await env.client.resume_hook(token, "second")  # the receiver takes two: the second is the client's
     assert await target.result(timeout=RESULT_TIMEOUT) == ["once", "second"]
+
+
+@pytest.mark.parametrize("wait", [None, 60.0], ids=["no-wait", "wait"])
+async def test_a_retry_never_resumes_a_hook_that_claimed_the_token_after_the_first_attempt(
+        env: Env, monkeypatch: pytest.MonkeyPatch, wait: float | None) -> None:
+    """The first attempt resumes the receiver's hook and wakes it, then dies before the step's end is recorded.
+    Before its retry, the receiver takes the payload and disposes its hook, and a second run claims the token. The
+    retry refuses the new hook with the World's error (it delivered the payload to it, and the call said "sent":
+    the resume id is kept per hook); the second run receives nothing."""
+    token = f"resume-reclaimed-{env.name}-{id(env)}-{wait}"
+    first = await env.client.start(receiver, token)
+    await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    original = env.world.queue
+    second: list[Run] = []
+
+    async def queue(name: str, payload: Any, **kwargs: Any) -> Any:
+        sent = await original(name, payload, **kwargs)
+        if str(kwargs.get("idempotency_key", "")).startswith(f"{first.run_id}:hook:") and not second:
+            # the wake of the first attempt's resume is out: the receiver runs, takes it and disposes its hook
+            assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
+            second.append(await env.client.start(receiver, token))
+            await second[0].wait_for_hook(token, timeout=RESULT_TIMEOUT)
+            raise ConnectionError("the process died after the resume and its wake, before the step's end")
+        return sent
+
+    monkeypatch.setattr(env.world, "queue", queue)
+    source = await env.client.start(sender_catches, token, wait)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert outcome.startswith("missing: None False: ") and "was created after an earlier attempt" in outcome, outcome
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt) == ("completed", 2)
+    assert await _received(env, second[0].run_id) == []
+    await env.client.resume_hook(token, "its own")
+    assert await second[0].result(timeout=RESULT_TIMEOUT) == ["its own"]
+
+
+async def test_a_retry_of_a_look_that_found_the_hook_sends_once(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hook appears while the call waits for it (created after the step's first start): the look that finds
+    it dies after the send; its retry sees the hook holds this call's payload and answers as the first."""
+    token = f"resume-late-crash-{env.name}-{id(env)}"
+    crashes: Counter[str] = Counter()
+    original = env.world.events.create
+
+    async def create(run_id: Any, event: Any, **kwargs: Any) -> Any:
+        result = await original(run_id, event, **kwargs)
+        if isinstance(event, dict) and event.get("eventType") == "hook_received" and not crashes["sent"]:
+            crashes["sent"] += 1
+            raise ConnectionError("the process died after hook_received landed")
+        return result
+
+    monkeypatch.setattr(env.world.events, "create", create)
+    source = await env.client.start(sender, token, "late")
+    await asyncio.sleep(0.2)  # (memory: the poll's timer is what the clock skips to)
+    target = await env.client.start(receiver, token)
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert await target.result(timeout=RESULT_TIMEOUT) == ["late"]
+    assert crashes["sent"] == 1
+    assert [(e.event_data or {}).get("payload") for e in await _received(env, target.run_id)] == ["late"]
 
 
 async def test_a_replay_on_edited_code_does_not_send_again(env: Env) -> None:

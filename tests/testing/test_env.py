@@ -402,3 +402,20 @@ async def test_waiting_for_a_token_the_run_never_made_names_the_hooks_it_did_mak
         with pytest.raises(RunEndedError) as ended:
             await run.wait_for_hook("approval:A-1", timeout=5)  # the hook times out after an hour of skipped time
     assert str(ended.value).endswith("before it held hook 'approval:A-1' (the hooks it created: 'approve:A-1')")
+
+
+@workflow(name="testing.env.approve_whenever")
+async def approve_whenever(order: str) -> str:
+    async with create_hook(token=f"approve:{order}") as hook:
+        return str(await hook)
+
+
+async def test_a_wait_for_a_token_the_run_never_made_that_times_out_names_the_hooks_it_did_make() -> None:
+    """The same when the run goes on waiting and the wait times out: its message said only the token waited for
+    and what the run waits on now (an open hook's token, not one it created and disposed)."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(approve_whenever, "A-1")
+        with pytest.raises(TimeoutError) as timed_out:
+            await run.wait_for_hook("approval:A-1", timeout=1)
+    assert "did not hold hook 'approval:A-1' within 1 s (the hooks it created: 'approve:A-1'); it waits on: " \
+        in str(timed_out.value), str(timed_out.value)

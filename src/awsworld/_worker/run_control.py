@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import secrets
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -270,18 +270,21 @@ async def find_hook(world: World, token: str, wait: float | None) -> Hook:
 
 
 async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key: str | None = None,
-                      wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None
-                      ) -> HookResumed:
+                      wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None,
+                      vet: Callable[[Hook, str], Awaitable[None]] | None = None) -> HookResumed:
     """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope: ``durable.hook_payloads``) on
     the hook holding ``token`` and wake its run (unless ``wake`` is false). ``marks``: more of the event's data
     (a heartbeat's mark, for the log's readers). ``Client.resume_hook`` says what ``idempotency_key`` and
-    ``wait`` do."""
+    ``wait`` do. ``vet`` (with a key): called with the hook found and the resume id before anything is written;
+    it raises to refuse that hook (a workflow's retried resume: ``_worker/resume_calls.py``)."""
     try:
         hook = await find_hook(world, token, wait)
     except HookNotFoundError as missing:
         if idempotency_key is None or missing.disposed_hook is None:
             raise
         return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key))
+    if vet is not None and idempotency_key is not None:
+        await vet(hook, _resume_id(idempotency_key))
     if hook.payload_codec:
         check_codec_payload(hook, encoded)
     run = await world.runs.get(hook.run_id, resolve_data="none")

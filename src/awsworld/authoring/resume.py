@@ -9,7 +9,9 @@ contract's step rules already give what a send needs, on every World, with nothi
 - *A crash between the send and its record sends once*: the body resumes under an idempotency key derived from
   the call (the run's id and the step's id: the same on every attempt), and the target's World records at most one
   payload per key and hook (``resumeId``, as ``Client.resume_hook(..., idempotency_key=...)``); the retried attempt
-  finds the first one's payload, records nothing and wakes the target again.
+  finds the first one's payload, records nothing and wakes the target again. The key is per hook, so a retry
+  refuses a hook that claimed the token after the earlier attempt started (``_worker/resume_calls.py``): the
+  payload reaches the hook it was sent to or none.
 - *Transient failures* (a throttled write) are retried with back-off, as the start of a child run is; the answers
   that would repeat are not: no such hook and an ended run are the step's recorded result, raised here as the
   World's own errors (with their attributes, as ``Client.resume_hook`` raises them), on every replay; a payload
@@ -54,9 +56,11 @@ async def resume_hook(token: str, payload: Any, *, wait: Duration | None = None,
     Raises the World's errors (from ``awsworld.world``), as ``Client.resume_hook`` does: ``HookNotFoundError`` when
     no hook holds the token (after ``wait``; ``disposed_hook`` set when the hook that held it was disposed), and
     ``HookClosedError`` (a ``HookNotFoundError`` and a ``RunGoneError``; ``run_id``, ``run_status``) when the run
-    that held it has ended. A payload the hook refuses (``CodecPayloadError``: a codec's hook takes its codec's
-    text) fails the call's step: a ``StepError`` that is also a ``CodecPayloadError``. ``name``: what this run's
-    log shows for the call (display only). Outside a workflow, use ``Client.resume_hook``."""
+    that held it has ended. A retry after a cut-off attempt raises ``HookNotFoundError`` rather than resume a hook
+    that claimed the token after that attempt started (it may have resumed the hook that held it then). A payload
+    the hook refuses (``CodecPayloadError``: a codec's hook takes its codec's text) fails the call's step: a
+    ``StepError`` that is also a ``CodecPayloadError``. ``name``: what this run's log shows for the call (display
+    only). Outside a workflow, use ``Client.resume_hook``."""
     runtime = current_runtime.get()
     if runtime is None:
         raise RuntimeError("awsworld.resume_hook() can only be used inside a @workflow body; elsewhere (a step, a "

@@ -145,15 +145,22 @@ class Run(Generic[R_co]):
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"run {self.run_id} did not hold hook {token!r} within {timeout} s"
-                                   f"{await self._waiting_on()}")
+                                   f"{await self._hooks_made(failing_quietly=True)}{await self._waiting_on()}")
             await asyncio.sleep(min(pause, remaining))
             pause = min(pause * 2, POLL_MAX)
 
-    async def _hooks_made(self) -> str:
+    async def _hooks_made(self, *, failing_quietly: bool = False) -> str:
         """`` (the hooks it created: 'a', 'b')``, read from its log without values: a test waiting for a token the
-        run never made (a typo, another key) sees the ones it did make."""
-        events = await collect_pages(lambda cursor: self.client.world.events.list(
-            self.run_id, cursor=cursor, resolve_data="none"))
+        run never made (a typo, another key) sees the ones it did make, whether the run ended first or the wait
+        timed out. ``failing_quietly``: a failed read adds nothing (a timeout's message: the TimeoutError is the
+        error to raise)."""
+        try:
+            events = await collect_pages(lambda cursor: self.client.world.events.list(
+                self.run_id, cursor=cursor, resolve_data="none"))
+        except Exception:
+            if not failing_quietly:
+                raise
+            return ""
         tokens = [str((e.event_data or {}).get("token")) for e in events
                   if e.event_type == "hook_created" and (e.event_data or {}).get("token")]
         return f" (the hooks it created: {', '.join(map(repr, tokens))})" if tokens else " (it created no hook)"
