@@ -43,6 +43,14 @@ async def per_customer(customer: str, n: int) -> int:
     return n
 
 
+@workflow(name="clitest.named_limit",
+          concurrency=Concurrency(1, key=lambda customer, n: customer, name="clitest-orders"))
+async def named_limit(customer: str, n: int) -> int:
+    async with create_hook(token=f"cli-named:{customer}:{n}") as hook:
+        await hook
+    return n
+
+
 @workflow(name="clitest.export", concurrency=Concurrency(total=1, key=lambda tenant: tenant))
 async def export_run(tenant: str) -> str:
     async with create_hook(token=f"cli-export:{tenant}") as hook:
@@ -368,4 +376,36 @@ def test_a_run_started_without_the_code_reads_queued_once_its_first_delivery_que
     assert "first delivery" not in shown, shown
     for n in (1, 2):
         assert dev("resume", f"cli-limits:una:{n}", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == 2
+
+
+def test_a_run_started_without_the_code_reads_queued_under_a_limit_with_another_name(dev: Dev,
+                                                                                   tmp_path: Path) -> None:
+    """The same under a limit named otherwise (``Concurrency(name="clitest-orders")``): the start without the code
+    knows no name either, and the run was looked for among the waiters of ``workflow:clitest.named_limit`` only,
+    so it read a plain ``pending`` and ``describe`` said it waited for its first delivery."""
+    holder = dev.json("start", "clitest.named_limit", '["una", 1]')["runId"]
+    until_found(lambda: dev("hooks", holder).out.count("cli-named:una:1"), "the first run holds its hook")
+    bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
+
+    def outside(*args: str) -> Any:
+        return dev.runners[0](args, bare, tmp_path)
+
+    started = outside("start", "clitest.named_limit", '["una", 2]', "--json")
+    assert started.code == 0, started
+    waiting = json.loads(started.out)["runId"]
+    queued = until_found(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.named_limit",
+                                                              "--limit", "100")}[waiting]["queued"],
+                         "its first delivery queues it")
+    assert queued == {"limit": "clitest-orders", "key": "una", "place": 1, "of": 1, "held": 1, "concurrency": 1,
+                      "heldInAll": None, "total": None, "paused": False}
+    listed = outside("runs", "--workflow", "clitest.named_limit").out
+    assert "QUEUED FOR" in listed and "clitest-orders key 'una' (1/1 held, place 1 of 1)" in listed, listed
+    shown = outside("describe", waiting).out
+    assert "status    pending: queued for a slot of clitest-orders key 'una' (1/1 held, place 1 of 1)" in shown, shown
+    assert f"waits on  its start: a slot of clitest-orders key 'una' (place 1 of 1; held by run {holder})" in shown, \
+        shown
+    assert "first delivery" not in shown, shown
+    for n in (1, 2):
+        assert dev("resume", f"cli-named:una:{n}", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 2

@@ -235,7 +235,7 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
     if status == "pending" and slot is None:  # started without the workflow's code: its first delivery queued it
         created = next((e.event_data or {} for e in events if e.event_type == "run_created"), {})
         workflow = created.get("workflowName")
-        slot = await _unrecorded_slot(limits, workflow, run_id, {}) if isinstance(workflow, str) else None
+        slot = await _unrecorded_slot(limits, workflow, run_id, _Read({})) if isinstance(workflow, str) else None
     if status == "pending" and slot is not None:
         entry = await _slot_wait(limits, slot.name, slot.key, run_holder(run_id))
         if entry is not None:
@@ -275,7 +275,7 @@ async def queued_runs(world: World, runs: Sequence[Any]) -> dict[str, dict[str, 
     limits = LimitsClient(world)
     views: dict[tuple[str, str], LimitView | None] = {}
     totals: dict[str, int] = {}
-    whole: dict[str, LimitView | None] = {}
+    whole = _Read({})
     found: dict[str, dict[str, Any]] = {}
     for run in runs:
         if run.status != "pending":
@@ -302,23 +302,50 @@ async def queued_runs(world: World, runs: Sequence[Any]) -> dict[str, dict[str, 
     return found
 
 
-async def _unrecorded_slot(limits: LimitsClient, workflow: str, run_id: str,
-                           read: dict[str, LimitView | None]) -> RunSlot | None:
+@dataclass
+class _Read:
+    """The limits one listing (or one ``describe``) has read so far: each by name (None: not stored), and the
+    names of every stored limit once asked for (``_unrecorded_slot``)."""
+
+    views: dict[str, LimitView | None]
+    names: list[str] | None = None
+
+
+async def _unrecorded_slot(limits: LimitsClient, workflow: str, run_id: str, read: _Read) -> RunSlot | None:
     """The slot a pending run started without its workflow's code waits for: such a start records none (it cannot
-    compute the key), and the run's first delivery computes it and queues the run (``run_limits.slot_in_log``),
-    writing nothing on the run, so the waiters of the workflow's limit, by its default name ``workflow:<name>``,
-    say (a run started from a script's ``Client(AWSWorld())`` read "waits on its first delivery"). ``read``: the
-    limits read so far, by name (one read of a limit for every such run)."""
-    name = f"workflow:{workflow}"
-    if name not in read:
+    compute the key, nor know the limit's name), and the run's first delivery computes it and queues the run
+    (``run_limits.slot_in_log``), writing nothing on the run. So the waiters say: first those of the limit by its
+    default name ``workflow:<name>``, then, for a limit named otherwise (``Concurrency(name=...)``, one several
+    workflows share), those of every stored limit (a run waits in no limit but its workflow's; a run started from
+    a script's ``Client(AWSWorld())`` read "waits on its first delivery" and, under a named limit, a plain
+    ``pending``). ``read``: what was read so far (each limit read once however many runs ask)."""
+    holder, default = run_holder(run_id), f"workflow:{workflow}"
+    slot = _waiting_in(await _limit(limits, default, read), holder)
+    if slot is not None:
+        return slot
+    if read.names is None:
+        read.names = sorted(await limits.limiter.store.limits())
+    for name in read.names:
+        if name != default and (slot := _waiting_in(await _limit(limits, name, read), holder)) is not None:
+            return slot
+    return None
+
+
+async def _limit(limits: LimitsClient, name: str, read: _Read) -> LimitView | None:
+    if name not in read.views:
         try:
-            read[name] = await limits.describe(name)
+            read.views[name] = await limits.describe(name)
         except (LimitNotFoundError, LimitInputError):
-            read[name] = None
-    view = read[name]
-    holder = run_holder(run_id)
-    key = next((k.key for k in view.keys if any(w.holder == holder for w in k.waiters)), None) if view else None
-    return None if key is None else RunSlot(name, key, "")
+            read.views[name] = None
+    return read.views[name]
+
+
+def _waiting_in(view: LimitView | None, holder: str) -> RunSlot | None:
+    """The slot ``holder`` waits for in limit ``view``, if it waits there."""
+    if view is None:
+        return None
+    key = next((k.key for k in view.keys if any(w.holder == holder for w in k.waiters)), None)
+    return None if key is None else RunSlot(view.name, key, "")
 
 
 def queued_text(queued: dict[str, Any]) -> str:
