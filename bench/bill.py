@@ -722,6 +722,13 @@ async def bill_resume_sender(token: str) -> int:
     return 1
 
 
+@workflow(name="bill.resume_sender_waits")
+async def bill_resume_sender_waits(token: str) -> int:
+    """The same with ``wait=``, started before the hook exists: a look that finds none, then the one that sends."""
+    await resume_hook(token, "1", wait="1m")
+    return 1
+
+
 @workflow(name="bill.long_hook")
 async def bill_long_hook(token: str) -> int:
     """A run waiting on an approval (``bill_long_waits``: 7 days, resumed then)."""
@@ -887,6 +894,25 @@ class Harness:
             assert await self.result(target) == 2  # (bill_add(1))
         result = await self.measure("workflow resume_hook", "op", 1, body)
         result.note = "a run that resumes another's hook (one built-in step), and the resumed run's end"
+        return result
+
+    async def workflow_resume_waiting(self) -> Result:
+        """``workflow_resume`` with ``wait=``, the sender started first: its first look finds no hook (a rejected
+        poll), the receiver is started once it has, and the next look sends."""
+        token = f"bill-resume-wait-{uuid.uuid4().hex}"
+
+        async def body() -> None:
+            sender = await self.client.start(bill_resume_sender_waits, token)
+            deadline = time.monotonic() + 60
+            while not any(e.event_type == "step_retrying" for e in await Run(self.watch, sender.run_id).events()):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"run {sender.run_id} never looked for hook {token}")
+                await asyncio.sleep(0.05)
+            target = await self.client.start(bill_long_hook, token)
+            assert await self.result(sender) == 1
+            assert await self.result(target) == 2  # (bill_add(1))
+        result = await self.measure("workflow resume_hook, wait=", "op", 1, body)
+        result.note = "the same, started before the hook: one look that finds none, then the send"
         return result
 
     async def tick(self) -> Result:
@@ -1300,6 +1326,7 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("bounded", lambda: harness.bounded_fan_out(fan, max(2, fan // 4))),
                 ("sleephook", harness.sleep_hook),
                 ("resumehook", harness.workflow_resume),
+                ("resumehook", harness.workflow_resume_waiting),
                 ("stream", lambda: harness.stream(chunks)),
                 ("tick", harness.tick),
                 ("wake", harness.false_wake),

@@ -249,6 +249,29 @@ async def test_a_retry_of_a_look_that_found_the_hook_sends_once(env: Env, monkey
     assert [(e.event_data or {}).get("payload") for e in await _received(env, target.run_id)] == ["late"]
 
 
+async def test_a_first_send_reads_no_log_to_vet_its_hook(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check a retry makes (are the earlier attempts' hook and this one the same?) costs the usual sends
+    nothing: neither the first attempt nor the look right after one that found no hook reads a step's or a hook's
+    events (a hook created after the call, as here, is what a retry would read them for)."""
+    token = f"resume-no-vet-{env.name}-{id(env)}"
+    reads: list[tuple[str, str]] = []
+    original = env.world.events.list_by_correlation_id
+
+    async def listing(run_id: str, correlation_id: str, **kwargs: Any) -> Any:
+        reads.append((run_id, correlation_id))
+        return await original(run_id, correlation_id, **kwargs)
+
+    monkeypatch.setattr(env.world.events, "list_by_correlation_id", listing)
+    source = await env.client.start(sender, token, "late")
+    await asyncio.sleep(0.2)  # (memory: the poll's timer is what the clock skips to)
+    target = await env.client.start(receiver, token)
+    assert await target.result(timeout=RESULT_TIMEOUT) == ["late"]
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    [step] = await _resume_steps(env, source.run_id)
+    assert step.attempt == 2  # (a look that found no hook, then the send)
+    assert reads == []
+
+
 async def test_a_replay_on_edited_code_does_not_send_again(env: Env) -> None:
     token = f"resume-edit-{env.name}-{id(env)}"
     own = f"resume-edit-own-{env.name}-{id(env)}"

@@ -15,7 +15,7 @@ find the new hook and record the payload there too. So a retry resumes only a ho
 when the earlier attempts ran (created before the first of them started), or one that already holds this call's
 payload (the write is then refused as a repeat); any other is refused (``_replaced``). The first attempt, and a
 poll's look right after a look that found no hook, cannot have a delivering attempt before them: they read and
-write exactly what ``Client.resume_hook`` does.
+write exactly what ``Client.resume_hook`` does (the step runner tells the latter: ``StepContext.after_rejected_poll``).
 """
 
 from __future__ import annotations
@@ -66,7 +66,8 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
         await _vet(world, metadata, hook, resume_id)
 
     try:
-        await resume_hook(world, token, encoded, idempotency_key=key, vet=None if metadata.attempt <= 1 else vet)
+        fresh = metadata.attempt <= 1 or context.after_rejected_poll  # (no earlier attempt can have delivered)
+        await resume_hook(world, token, encoded, idempotency_key=key, vet=None if fresh else vet)
     except _Replaced as replaced:
         return {REFUSED: "not-found", "disposedHook": None, "message": f"{call}: {replaced}"}
     except HookClosedError as closed:  # the run that held the hook ended: its message names the run and how
