@@ -1306,12 +1306,13 @@ PARKED_DAY = 24
 
 
 def parked_report(results: list[Result]) -> list[str]:
-    """A run parked for a day: deliveries, DynamoDB requests and WRU, SQS requests and $ per million runs, at the two
-    lengths measured and extrapolated (linear in the redeliveries) to a day's 24."""
-    rows = {r.name: r for r in results if r.name.startswith("parked: ")}
-    short, long = (rows.get(f"parked: @{n}") for n in PARKED_PERIODS)
-    if short is None or long is None:
+    """A run parked for a day: deliveries, DynamoDB requests and WRU, SQS requests and $ per million runs, at the
+    shortest and longest lengths measured (``PARKED_PERIODS``) and extrapolated (linear in the redeliveries) to a
+    day's 24."""
+    rows = sorted((int(r.name.removeprefix("parked: @")), r) for r in results if r.name.startswith("parked: @"))
+    if len(rows) < 2:
         return []
+    (n_short, short), (n_long, long) = rows[0], rows[-1]
     out = [f"{'parked run (per run)':<34}{'redeliv':>8}{'deliv':>7}{'DDB req':>9}{'WRU':>8}{'RRU':>8}{'SQS req':>9}"
            f"{'$ per M runs':>14}"]
 
@@ -1321,9 +1322,9 @@ def parked_report(results: list[Result]) -> list[str]:
                 sum(b.sqs.values()), sum(b.dollars().values()) * 1e6)
 
     a, b = figures(short), figures(long)
-    per = [max(0.0, (y - x) / (PARKED_PERIODS[1] - PARKED_PERIODS[0])) for x, y in zip(a, b, strict=True)]
-    day = [y + p * (PARKED_DAY - PARKED_PERIODS[1]) for y, p in zip(b, per, strict=True)]
-    for length, row in ((PARKED_PERIODS[0], a), (PARKED_PERIODS[1], b), (PARKED_DAY, day)):
+    per = [max(0.0, (y - x) / (n_long - n_short)) for x, y in zip(a, b, strict=True)]
+    day = [y + p * (PARKED_DAY - n_long) for y, p in zip(b, per, strict=True)]
+    for length, row in ((n_short, a), (n_long, b), (PARKED_DAY, day)):
         name = "parked for a day (hourly)" if length == PARKED_DAY else f"  measured, {length} redeliveries"
         out.append(f"{name:<34}{length:>8}{row[0]:>7.0f}{row[1]:>9.0f}{row[2]:>8.1f}{row[3]:>8.1f}{row[4]:>9.0f}"
                    f"{row[5]:>14.2f}")
