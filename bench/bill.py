@@ -49,6 +49,13 @@ length (a constant and a cost per reach), and is printed extrapolated to the rea
 2,880 for 30). Before the fix a wait longer than one message reached hopped: a delivery every 15 minutes re-sent
 its message (Lambda invocations not billed here; the deliveries column counts them).
 
+A parked run (``--only parked``: its hook resumed under a bad deploy, so it diverges, is parked and comes back every
+``AWSWORLD_PARK_SECONDS``, an hour, until the deploy is rolled back) is priced per run on the same small time: an
+hour is ``PARK_REACHES`` reaches, the run is measured parked for 1 and 3 redeliveries, and the row extrapolates to a
+day (24). Before the fix its hourly message hopped (3 deliveries a redelivery on this small time, 4 on SQS's:
+80 deliveries, $282.87 per million runs for a day); now the watchdog's wake is the redelivery (30 deliveries,
+$216.63; each wake is billed the tick's eight index Queries, which a minute's due runs share in the stack).
+
 Run: ``python bench/bill.py`` (about a minute of CPU on two cores), ``--quick`` for smaller N (per-step figures
 then carry more of each run's fixed cost), ``--dynamodb dynamodb-local``, ``--only fanout,stream``.
 """
@@ -67,7 +74,7 @@ import re
 import time
 import uuid
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -90,6 +97,7 @@ from awsworld import (
 )
 from awsworld._worker.tick import TICK_BODY
 from awsworld._worker.watchdog import sweep
+from awsworld.authoring.definitions import REGISTRY, WorkflowDef, workflow_name
 from awsworld.aws import AWSWorld, RequestStats
 from awsworld.local import LocalAWS
 from awsworld.world.errors import HookNotFoundError
@@ -757,6 +765,22 @@ async def bill_long_sleep(seconds: float) -> int:
     return await bill_add(0)
 
 
+@workflow(name="bill.parked")
+async def bill_parked(token: str) -> int:
+    """A run that waits on an approval while a bad deploy comes and goes (``Harness.parked``)."""
+    async with create_hook(token=token) as hook:
+        payload = await hook
+    return await bill_add(int(payload))
+
+
+async def bill_parked_bad_deploy(token: str) -> int:
+    """The bad deploy: a step called first, so a run past its hook diverges there (and is parked)."""
+    await bill_add(0)
+    async with create_hook(token=token) as hook:
+        payload = await hook
+    return await bill_add(int(payload))
+
+
 @workflow(name="bill.stream")
 async def bill_stream(n: int) -> int:
     return await bill_emit(n)
@@ -1055,24 +1079,43 @@ class Harness:
         await self.idle()
         return result
 
-    async def long_wait(self, shape: str, reaches: int) -> Result:
-        """One run of ``shape`` (``LONG_SHAPES``) whose wait lasts ``reaches`` times one message's reach, on the
-        small time of ``LONG_SETTINGS``; the watchdog ticks every ``LONG_TICK`` s. A tick's index Queries are billed
-        only when something is due (checked on the uncounted observer first): the empty ticks are the schedule's
-        fixed cost, priced by the ``tick`` row."""
-        seconds = reaches * LONG_REACH
+    @contextlib.asynccontextmanager
+    async def small_time(self, env: Mapping[str, str]) -> AsyncIterator[None]:
+        """The long-wait rows' small time: one SQS message reaches ``LONG_REACH`` s, ``env`` set (``LONG_SETTINGS``
+        and more), and the watchdog's tick every ``LONG_TICK`` s. A tick's index Queries are billed only when
+        something is due (checked on the uncounted observer first): the empty ticks are the schedule's fixed cost,
+        priced by the ``tick`` row."""
         queue = self.local.world.sqs_queue
-        saved_hop, saved_env = queue.max_hop_seconds, {k: os.environ.get(k) for k in LONG_SETTINGS}
-        os.environ.update(LONG_SETTINGS)
+        saved_hop, saved_env = queue.max_hop_seconds, {k: os.environ.get(k) for k in env}
+        os.environ.update(env)
         queue.max_hop_seconds = LONG_REACH
-        assert self.local.poller is not None
-        before = self.local.poller.deliveries
 
         async def ticks() -> None:
             while True:
                 if await self.observer.watch.due(datetime.now(UTC), limit=1):
                     await sweep(self.local.world)
                 await asyncio.sleep(LONG_TICK)
+
+        ticker = asyncio.create_task(ticks())
+        try:
+            yield
+        finally:
+            ticker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await ticker
+            queue.max_hop_seconds = saved_hop
+            for key, value in saved_env.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    async def long_wait(self, shape: str, reaches: int) -> Result:
+        """One run of ``shape`` (``LONG_SHAPES``) whose wait lasts ``reaches`` times one message's reach, on the
+        small time of ``small_time``."""
+        seconds = reaches * LONG_REACH
+        assert self.local.poller is not None
+        before = self.local.poller.deliveries
 
         async def body() -> None:
             token = f"bill-long-{uuid.uuid4().hex}"
@@ -1085,20 +1128,50 @@ class Harness:
                 await self.client.resume_hook(token, "1", wait=30)
             await self.result(run)
 
-        ticker = asyncio.create_task(ticks())
-        try:
+        async with self.small_time(LONG_SETTINGS):
             result = await self.measure(f"long wait: {shape} @{reaches}", "run", 1, body)
-        finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
-            queue.max_hop_seconds = saved_hop
-            for key, value in saved_env.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
         result.note = str(self.local.poller.deliveries - before)  # the deliveries (read by long_waits_report)
+        return result
+
+    async def parked(self, periods: int) -> Result:
+        """One run parked (``AWSWORLD_ON_DIVERGENCE=park``) for ``periods`` redeliveries, on the small time: its
+        hook is resumed under a bad deploy (it diverges, recovers three times, is parked), it comes back
+        ``periods`` times every ``PARK_REACHES`` reaches (an hour: 4 SQS reaches of 15 minutes), the deploy is
+        rolled back, and the next redelivery resumes it to its end."""
+        assert self.local.poller is not None
+        poller = self.local.poller
+        before, seen = poller.deliveries, len(poller.results)
+        name = workflow_name(bill_parked)
+        good = REGISTRY.workflows[name]
+
+        async def body() -> None:
+            token = f"bill-parked-{uuid.uuid4().hex}"
+            run = await self.client.start(bill_parked, token)
+            deadline = time.monotonic() + 60
+            while True:
+                try:
+                    await self.observer.hooks.get_by_token(token, resolve_data="none")
+                    break
+                except HookNotFoundError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"run {run.run_id} never created hook {token}") from None
+                    await asyncio.sleep(0.05)
+            REGISTRY.workflows[name] = WorkflowDef(name, bill_parked_bad_deploy)
+            try:
+                await self.client.resume_hook(token, "1")
+                deadline = time.monotonic() + 60 + periods * PARK_REACHES * LONG_REACH * 2
+                while [r.status for r in poller.results[seen:]].count("parked") < 1 + periods:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"run {run.run_id} was not redelivered {periods} times parked")
+                    await asyncio.sleep(0.05)
+            finally:
+                REGISTRY.workflows[name] = good
+            assert await self.result(run) == 2
+
+        async with self.small_time({**LONG_SETTINGS, "AWSWORLD_ON_DIVERGENCE": "park",
+                                    "AWSWORLD_PARK_SECONDS": str(PARK_REACHES * LONG_REACH)}):
+            result = await self.measure(f"parked: @{periods}", "run", 1, body)
+        result.note = str(poller.deliveries - before)  # the deliveries (read by parked_report)
         return result
 
     async def tick_body(self) -> Callable[[], Awaitable[None]]:
@@ -1175,6 +1248,7 @@ def report(results: list[Result], backend: str) -> str:
     out += watchdog_report(results)
     out += limits_report(results)
     out += long_waits_report(results)
+    out += parked_report(results)
     for r in results:
         b = r.bill
         total = sum(b.dollars().values())
@@ -1285,6 +1359,41 @@ def long_waits_report(results: list[Result]) -> list[str]:
     return [*out, ""]
 
 
+PARK_REACHES = 4
+"""A parked run's period (``AWSWORLD_PARK_SECONDS``, an hour) in reaches of one SQS message (15 minutes)."""
+PARKED_PERIODS = (1, 3)
+"""The parked row's two measured lengths, in redeliveries while parked; a day is ``PARKED_DAY``."""
+PARKED_DAY = 24
+
+
+def parked_report(results: list[Result]) -> list[str]:
+    """A run parked for a day: deliveries, DynamoDB requests and WRU, SQS requests and $ per million runs, at the
+    shortest and longest lengths measured (``PARKED_PERIODS``) and extrapolated (linear in the redeliveries) to a
+    day's 24."""
+    rows = sorted((int(r.name.removeprefix("parked: @")), r) for r in results if r.name.startswith("parked: @"))
+    if len(rows) < 2:
+        return []
+    (n_short, short), (n_long, long) = rows[0], rows[-1]
+    out = [f"{'parked run (per run)':<34}{'redeliv':>8}{'deliv':>7}{'DDB req':>9}{'WRU':>8}{'RRU':>8}{'SQS req':>9}"
+           f"{'$ per M runs':>14}"]
+
+    def figures(r: Result) -> tuple[float, ...]:
+        b = r.bill
+        return (float(r.note), b.service_requests("dynamodb"), sum(b.wru.values()), sum(b.rru.values()),
+                sum(b.sqs.values()), sum(b.dollars().values()) * 1e6)
+
+    a, b = figures(short), figures(long)
+    per = [max(0.0, (y - x) / (n_long - n_short)) for x, y in zip(a, b, strict=True)]
+    day = [y + p * (PARKED_DAY - n_long) for y, p in zip(b, per, strict=True)]
+    for length, row in ((n_short, a), (n_long, b), (PARKED_DAY, day)):
+        name = "parked for a day (hourly)" if length == PARKED_DAY else f"  measured, {length} redeliveries"
+        out.append(f"{name:<34}{length:>8}{row[0]:>7.0f}{row[1]:>9.0f}{row[2]:>8.1f}{row[3]:>8.1f}{row[4]:>9.0f}"
+                   f"{row[5]:>14.2f}")
+    out.append(f"{'':<34}each redelivery while parked: {per[0]:.1f} deliveries, ${per[5]:.2f} per million runs "
+               "(the start, the hook, the recoveries and the end are the rest)")
+    return [*out, ""]
+
+
 TICKS_PER_MONTH = 30 * 24 * 60
 SCHEDULER_PRICE = 1.00 / 1e6  # EventBridge Scheduler invocations (after 14 million free a month)
 LAMBDA_REQUEST_PRICE = 0.20 / 1e6
@@ -1350,6 +1459,7 @@ async def run_all(quick: bool, backend: str, only: set[str] | None = None, encry
                 ("limits", lambda: harness.waiting_minute(20.0)),
                 *[("longwait", lambda shape=shape, n=n: harness.long_wait(shape, n))
                   for shape in LONG_SHAPES for n in LONG_LENGTHS],
+                *[("parked", lambda n=n: harness.parked(n)) for n in PARKED_PERIODS],
             ]
             for key, workload in plan:
                 if only is None or key in only:
@@ -1372,7 +1482,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help="20 serial steps, a 16-way fan-out, 20 chunks")
     parser.add_argument("--dynamodb", choices=("moto", "dynamodb-local"), default="moto")
     parser.add_argument("--only", help="comma-separated: tiny,realistic,incompressible,fanout,sleephook,"
-                                       "resumehook,stream,tick,wake,started,scheduled,limits,longwait")
+                                       "resumehook,stream,tick,wake,started,scheduled,limits,longwait,parked")
     parser.add_argument("--encrypt", action="store_true",
                         help="per-run payload encryption on (a KMS key on the emulator; KMS requests billed)")
     args = parser.parse_args(argv)

@@ -21,6 +21,7 @@ from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_W
 from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
 from ._worker.error_shapes import error_summary, failed_in, let_through
+from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
 from .world.entities import Step
@@ -229,6 +230,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
     names: dict[str, str] = {}
     shown: dict[str, str] = {}  # correlation id -> display name, from its *_created event
     started: dict[str, datetime] = {}
+    limit: str | None = None  # the slot its start waited for (``run_limits.slot_text``), from its run_created
     rows: list[Row] = []
     for event in events:
         data = event.event_data or {}
@@ -273,6 +275,10 @@ def timeline_rows(events: list[Event]) -> list[Row]:
                 detail = "webhook"
         elif kind == "run_created":
             what = str(data.get("workflowName", ""))
+            limit = slot_text(data.get("executionContext"))
+        elif kind == "run_started" and limit is not None:  # the run's start waited for a slot of its limit
+            waited = _ms(t0, event.created_at)
+            detail = f"queued {f'{waited:.0f} ms' if waited < 10_000 else how_far(waited / 1000)[3:]} for {limit}"
         elif kind == "run_cancelled" and data.get("cancelReason"):
             detail = f"reason: {data['cancelReason']}"
         elif kind == "attr_set":

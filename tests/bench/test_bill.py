@@ -164,3 +164,15 @@ async def test_a_long_sleep_costs_the_same_at_any_length_and_a_long_wait_report_
     assert short.bill.service_requests("dynamodb") == long.bill.service_requests("dynamodb")
     [row] = [line for line in bill.long_waits_report([short, long]) if line.startswith("sleep, 30 days")]
     assert row.split()[3:6] == ["2880", long.note, str(long.bill.service_requests("dynamodb"))]
+
+
+async def test_a_parked_run_comes_back_by_one_delivery_each_time_and_the_report_extrapolates_a_day(
+        harness: Any) -> None:
+    """The parked row (``--only parked``): each redelivery while parked is one delivery, the watchdog's wake (before
+    the fix, a message hopping on its way to the hour: three on this small time), so a day parked is the measured
+    run plus one delivery for each further redelivery."""
+    once = await harness.parked(1)
+    twice = await harness.parked(2)
+    assert int(twice.note) - int(once.note) == 1, (once.note, twice.note)
+    [row] = [line for line in bill.parked_report([once, twice]) if line.startswith("parked for a day")]
+    assert row.split()[5:7] == ["24", str(int(twice.note) + 22)]

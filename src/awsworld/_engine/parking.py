@@ -132,6 +132,14 @@ def parked_in_log(events: Sequence[Event]) -> Parked | None:
     return parse(found)
 
 
+def park_key(run_id: str, now: datetime, period_seconds: float) -> str:
+    """The idempotency key of the message that brings a parked run back after ``period_seconds``
+    (``AWSWORLD_PARK_SECONDS``): one per period, so every delivery of the run in one period (a duplicate, its
+    redelivery and a hook's delivery racing it) sends one, and the next period's is a new key (the delivery that
+    sends it comes a whole period after the last)."""
+    return f"{run_id}:parked:{int(now.timestamp() // period_seconds)}"
+
+
 def mark(parked: Parked | None) -> dict[str, Any]:
     """The ``attr_set`` change that sets the mark (or, for None, clears it)."""
     return {"key": PARKED_ATTRIBUTE, "value": None if parked is None else parked.value()}

@@ -40,13 +40,13 @@ import logging
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from .._deployments.host import DeploymentHost
 from .._deployments.pins import Misrouted, pin_of
 from .._deployments.routing import delivery_target
-from .._engine.parking import mark, missing_code, parked_run
+from .._engine.parking import mark, missing_code, park_key, parked_run
 from .._http.push import is_push, push
 from .._published.model import judge
 from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
@@ -64,6 +64,7 @@ from ..world.errors import (
 )
 from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
 from ..world.queue import Delivery
+from ..world.watch import beyond_reach, park_due
 from .child_runs import resolve_step
 from .dispatch import Outcome, Worker
 from .rerouting import Rerouting, Way
@@ -480,23 +481,29 @@ class DeliveryPath:
                             run: RunView) -> RecordResult:
         """Under the park policy a run that has started is not failed for code this deployment lacks (a deploy that
         dropped a module, a renamed workflow): a bad deploy must not end every run in flight. It is marked parked
-        (``_engine.parking``, once), this record is acknowledged, and one flow message per
-        ``AWSWORLD_PARK_SECONDS`` brings it back, so the deploy that restores the code resumes it (its flow clears
-        the mark). The ``UnknownWorkflow`` metric and alarm count every such delivery."""
+        (``_engine.parking``, once), this record is acknowledged, and it comes back every ``AWSWORLD_PARK_SECONDS``,
+        so the deploy that restores the code resumes it (its flow clears the mark): by a delayed flow message within
+        one queue message's reach, else by the watchdog's wake at the due left here (``world.watch.park_due``: an
+        hour on SQS would hop three times, four deliveries an hour). The ``UnknownWorkflow`` metric and alarm count
+        every such delivery."""
         world = self.worker.world
         now = clock_of(world).now()
         earlier = parked_run(run.status, run.attributes)
         parked = missing_code(what, now).kept_since(earlier)
+        seq = run.seq
         if not parked.same_place(earlier):
             try:
-                await world.events.create(run.run_id, {"eventType": "attr_set",
-                                                       "eventData": {"changes": [mark(parked)]}})
+                written = await world.events.create(run.run_id, {"eventType": "attr_set",
+                                                                 "eventData": {"changes": [mark(parked)]}})
             except (RunGoneError, EntityConflictError):
                 return await self._ended(delivery, "ended meanwhile", track)
+            seq = written.run.seq if written.run is not None else seq + 1
         seconds = SETTINGS.park_seconds
-        await world.queue(queue_name_for(message.workflow_name), FlowMessage(run.run_id, message.workflow_name)
-                          .to_payload(), idempotency_key=f"{run.run_id}:parked:{int(now.timestamp() // seconds)}",
-                          delay_seconds=seconds)
+        if not beyond_reach(world.watch, seconds):
+            await world.queue(queue_name_for(message.workflow_name), FlowMessage(run.run_id, message.workflow_name)
+                              .to_payload(), idempotency_key=park_key(run.run_id, now, seconds),
+                              delay_seconds=seconds)
+        await self._park_due(run.run_id, park_due(now, seconds, world.watch), seq, track)
         said = self.findings.say(run.run_id, f"parked: {what}")
         if said is not None:
             log.error("%s: %s; the run has started, so it is parked, not failed (%s=park): it comes back every %d s "
@@ -504,6 +511,20 @@ class DeliveryPath:
                       Settings.on_divergence.env, round(seconds), run.run_id, said, extra=track.keys(outcome="parked"))
         await self.consumer.ack(delivery, delete_message=False)
         return RecordResult("parked")
+
+    async def _park_due(self, run_id: str, due: datetime, seq: int, track: Track) -> None:
+        """Leave a run parked for missing code its due (``world.watch.park_due``): when it comes back, the
+        watchdog's wake being its redelivery beyond one message's reach. One conditional write, refused harmlessly
+        when the run moved since it was read (the newer write's due stands, and the watchdog's wake then parks it
+        again); best effort: a due left as it was costs wakes of the watchdog, never the run."""
+        api = self.worker.world.watch
+        if api is None:
+            return
+        try:
+            await api.correct(run_id, due, seq=seq)
+        except Exception as error:
+            log.info("%s: setting the parked run's due failed (%s)", track.label(), type(error).__name__,
+                     extra=track.keys())
 
     async def ended(self, delivery: Delivery, how: str, track: Track) -> RecordResult:
         return await self._ended(delivery, how, track)

@@ -7,12 +7,11 @@ mark it parked and come back later: ``_engine.parking``).
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 from typing import Any
 
 from .._engine import divergence as dv
 from .._engine.execution import PATCH_MARKER_PREFIX, WorkflowExecution
-from .._engine.parking import Parked, mark, parked_from, ways_out
+from .._engine.parking import Parked, mark, park_key, parked_from, ways_out
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     SERIALIZATION_ERROR,
@@ -27,7 +26,7 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.messages import FlowMessage
-from ..world.watch import quiet_due
+from ..world.watch import beyond_reach, park_due
 from .error_shapes import log_failure, note_calls_after, structured_error
 from .flow_messages import FlowMessages
 from .flow_state import MAX_DIVERGENT_RECOVERIES, FlowLog
@@ -92,30 +91,49 @@ class RunEndings:
         """Recover with a new delivery (replay from the start) up to three times; then fail the run naming the
         divergence, or under ``AWSWORLD_ON_DIVERGENCE=park`` mark it parked (``_engine.parking``), keep it running
         and redeliver it every ``AWSWORLD_PARK_SECONDS`` (an hour) so a revert or a ``patched()`` fix picks it up.
+        A run parked already is parked again at once, whatever brought it (its redelivery, the watchdog's wake, a
+        hook): recovering it three times more would cost three deliveries each time it comes back.
         The log lines name the position and the kind of difference only: the calls may quote user payloads."""
         count = self.message.divergence
         park = SETTINGS.on_divergence == "park"
-        then = (f"recovery {count + 1} of {MAX_DIVERGENT_RECOVERIES}" if count < MAX_DIVERGENT_RECOVERIES
-                else "it stays parked" if park and self.parked is not None
-                else "the run is parked" if park else "the run fails")
+        stays = park and self.parked is not None
+        then = ("it stays parked" if stays else f"recovery {count + 1} of {MAX_DIVERGENT_RECOVERIES}"
+                if count < MAX_DIVERGENT_RECOVERIES else "the run is parked" if park else "the run fails")
         log.warning("replay of run %s diverged from its log at %s (event %s, %s differs); %s",
                     self.run_id, divergence.position, divergence.slot, divergence.change, then)
         if count >= MAX_DIVERGENT_RECOVERIES and not park:
             message = await self._divergence_message(divergence)
             return await self.fail({"message": message, "name": "ReplayDivergenceError"}, CORRUPTED_EVENT_LOG)
-        parking = park and count >= MAX_DIVERGENT_RECOVERIES
-        if parking and self.log.execution is not None:
-            await self._park(divergence)
+        parking = stays or (park and count >= MAX_DIVERGENT_RECOVERIES)
+        if parking:
+            if self.log.execution is not None:
+                await self._park(divergence)
+            await self._come_back(count)
+            return "parked"
         follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1,
                                 deployment=self.message.deployment)
-        delay = SETTINGS.park_seconds if parking else None
         await self.world.queue(self.messages.queue_name, follow_up.to_payload(),
-                               idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}", delay_seconds=delay)
-        if delay is not None and self.log.execution is not None:  # parked: its next delivery is due in an hour
-            now = clock_of(self.world).now()
+                               idempotency_key=f"{self.run_id}:diverged:{follow_up.divergence}")
+        return "diverged"
+
+    async def _come_back(self, count: int) -> None:
+        """Bring the parked run back in ``AWSWORLD_PARK_SECONDS``. Within one queue message's reach a delayed
+        message does (keyed per period, as ``_worker.delivery`` keys a run parked for missing code: every
+        delivery of the run in one period sends one), and the run rests with its due a horizon past it: the
+        watchdog wakes it only if the message is lost. Beyond it (an hour, on SQS's 15 minutes: the message would
+        hop three times, four deliveries an hour) no message is sent: the run rests with its due at that time
+        (``world.watch.park_due``), and the watchdog's wake is the redelivery, one delivery an hour. A lost wake
+        is the watchdog's as any other (it snoozed the run first: it comes back a horizon later)."""
+        delay = SETTINGS.park_seconds
+        now = clock_of(self.world).now()
+        if not beyond_reach(self.world.watch, delay):
+            follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1,
+                                    deployment=self.message.deployment)
+            await self.world.queue(self.messages.queue_name, follow_up.to_payload(),
+                                   idempotency_key=park_key(self.run_id, now, delay), delay_seconds=delay)
+        if self.log.execution is not None:
             await rest(self.world, self.message, self.log.execution, now, resting=True,
-                       due=quiet_due([now + timedelta(seconds=delay)]))
-        return "parked" if delay is not None else "diverged"
+                       due=park_due(now, delay, self.world.watch))
 
     async def _park(self, divergence: ReplayDivergenceError) -> None:
         """Mark the run parked, in its log (one in-band ``attr_set``); a run parked at the same place already is

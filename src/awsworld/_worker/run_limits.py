@@ -95,6 +95,16 @@ def recorded_slot(context: Mapping[str, Any] | None) -> RunSlot | None:
     return RunSlot(str(raw.get("name", "")), str(raw.get("key", "")), str(raw.get("pool", "")))
 
 
+def slot_text(context: Mapping[str, Any] | None) -> str | None:
+    """The slot a run's ``executionContext`` records, for people, in ``client.limits.queued_text``'s words
+    (``workflow:shop.order key 'c7'``; a limit without a key function: ``workflow:shop.export``); None without a
+    limit. What the timelines say its start waited for (``ui.model``'s queued lane, ``awsworld events``)."""
+    slot = recorded_slot(context)
+    if slot is None:
+        return None
+    return slot.name + (f" key {slot.key!r}" if slot.key else "")
+
+
 def recorded_priority(context: Mapping[str, Any] | None) -> int:
     value = (context or {}).get(PRIORITY_CONTEXT)
     return value if isinstance(value, int) and not isinstance(value, bool) else 0

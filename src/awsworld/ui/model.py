@@ -1,6 +1,7 @@
-"""A run's picture, from its event log alone: the lanes of the waterfall (one per step, wait and hook), their
-attempts and retries, the hooks with their payloads, the child runs. Pure functions of the events, so the page,
-the live refresh and the tests all build the same thing, and no read beyond the log is needed."""
+"""A run's picture, from its event log alone: the lanes of the waterfall (one per step, wait and hook, and the
+run's wait for a slot of its workflow's limit: ``QUEUED``), their attempts and retries, the hooks with their
+payloads, the child runs. Pure functions of the events, so the page, the live refresh and the tests all build the
+same thing, and no read beyond the log is needed."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from .._engine.ops import DISPLAY_NAME_FIELD, PAYLOAD_CODEC_FIELD
 from .._timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
+from .._worker.run_limits import slot_text
 from .._worker.step_runner import INLINE
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.hook_payloads import is_heartbeat_event
@@ -19,6 +21,9 @@ from ..world.rules.hooks import hook_state
 from ..world.rules.skips import skipped
 
 RUN_ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
+QUEUED = "queued"
+"""The kind (and key in ``picture``'s lanes) of the run's own first lane when its workflow has a concurrency limit:
+from its ``run_created`` to its ``run_started``, the wait for its slot (``_worker.run_limits``)."""
 
 
 @dataclass
@@ -40,7 +45,7 @@ class Lane:
     """One row of the waterfall: a step, a wait (where the run slept) or a hook (where it waited for a payload),
     from its creation to its end."""
 
-    kind: str  # step, wait, hook
+    kind: str  # step, wait, hook; queued: the run's start waiting for a slot of its workflow's limit
     key: str  # the correlation id
     label: str
     created: datetime
@@ -110,7 +115,13 @@ def picture(run_id: str, events: list[Event]) -> Picture:
         kind, at = event.event_type, event.created_at
         display = data.get(DISPLAY_NAME_FIELD) if kind.endswith("_created") else None
         shown = display if isinstance(display, str) else None  # the call's name for people, when it has one
-        if kind == "step_created":
+        if kind == "run_created" and (limit := slot_text(data.get("executionContext"))) is not None:
+            # A run of a workflow with a concurrency limit: its start waits for a slot between its creation and its
+            # run_started, a stretch no other lane covers (it read as a blank head of the timeline).
+            lanes[QUEUED] = Lane(QUEUED, run_id, f"queued for {limit}", at, status="waiting", detail=limit)
+        elif kind == "run_started" and QUEUED in lanes and lanes[QUEUED].ended is None:
+            lanes[QUEUED].ended, lanes[QUEUED].status = at, "started"
+        elif kind == "step_created":
             name = str(data.get("stepName", corr))
             lane = lanes[corr] = Lane("step", corr, shown or name, at, status="pending",
                                       detail=name if shown else "")
@@ -174,6 +185,8 @@ def picture(run_id: str, events: list[Event]) -> Picture:
                 if key in lanes and lanes[key].ended is None:  # the hook and its deadlines, which go with it
                     lanes[key].ended, lanes[key].status = at, "disposed"
     ending = next((e for e in reversed(events) if e.event_type in RUN_ENDS), None)
+    if ending is not None and QUEUED in lanes and lanes[QUEUED].ended is None:  # it ended waiting (cancelled)
+        lanes[QUEUED].ended, lanes[QUEUED].status = ending.created_at, ending.event_type.removeprefix("run_")
     for hook in hooks.values():  # a hook open when its run ended was closed by that end
         hook.state = hook_state(hook.disposed, ending.event_type.removeprefix("run_") if ending else None)
         lane = lanes[hook.hook_id]

@@ -21,7 +21,7 @@ from ..client.limits import queued_text
 from ..schedules.info import schedule_label
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
-from .model import Lane, Picture, parent_of
+from .model import QUEUED, Lane, Picture, parent_of
 
 VALUE_CHARS = 300  # longer values are cut on the page; the whole value is a click away (the JSON API)
 
@@ -220,6 +220,11 @@ def _lane(lane: Lane, start: datetime, end: datetime, span: float) -> str:
         info = esc(count) + (f" <span class=err>{esc('; '.join(errors))}</span>" if errors else "")
         if lane.ended is not None:
             info += f" <span class=muted>{esc(_ms(lane.created, lane.ended))}</span>"
+    elif lane.kind == QUEUED:  # the run's start, waiting for a slot of its workflow's limit (``ui.model``)
+        stop = lane.ended or end
+        bars.append(_bar("queued", lane.created, stop, start, span,
+                         f"queued {_ms(lane.created, stop)} for a slot of {lane.detail}"))
+        info = f"queued {esc(_ms(lane.created, stop))} <code>{esc(lane.detail)}</code>"
     else:
         stop = lane.ended or end
         label = "slept" if lane.kind == "wait" else "waited"

@@ -21,6 +21,9 @@ keeps the same rule (``commit_due``), written once here.
   ``lead`` before the timer instead (``timer_due``): the watchdog's wake then comes when the timer is within one
   message's reach, and its flow sends the exact delayed message. A lost wake is the watchdog's as any other
   (it snoozed the run first: it comes back a horizon later), so the promise holds.
+- A parked run (``_engine.parking``: its code diverged or is missing) comes back every ``AWSWORLD_PARK_SECONDS``,
+  an hour: beyond one message's reach too, so the flow sends no message for it either, and its due is that hour
+  itself (``park_due``): the watchdog's wake is its redelivery, one delivery an hour instead of four.
 - The watchdog pushes the due of a run it wakes forward, doubling with each wake that finds the run still
   due (``snooze_due``), so a run that cannot progress (code missing, a message the dedup keys hold back) is
   woken ever more rarely rather than every tick.
@@ -113,6 +116,16 @@ def beyond_reach(watch: WatchAPI | None, delay_seconds: float) -> bool:
     it in one message (``WatchAPI.reach_seconds``) and the watchdog wakes the run before it instead."""
     reach = None if watch is None else watch.reach_seconds
     return reach is not None and delay_seconds > reach
+
+
+def park_due(now: datetime, period_seconds: float, watch: WatchAPI | None) -> datetime:
+    """The due of a parked run (``_engine.parking``) that rests until it comes back ``period_seconds`` from ``now``
+    (``AWSWORLD_PARK_SECONDS``: an hour). Beyond one message's reach (``beyond_reach``) no message brings it: the
+    due is that moment itself, and the watchdog's wake then is the redelivery (a parked run's redelivery only
+    replays it, so a wake does all a message would). Within reach its message does, and the due is a horizon past
+    it (``quiet_due``): the watchdog wakes the run only if that message is lost."""
+    back = now + timedelta(seconds=period_seconds)
+    return back if beyond_reach(watch, period_seconds) else back + horizon()
 
 
 def lead_seconds(reach: float) -> float:
