@@ -217,6 +217,35 @@ def test_bad_requests_get_a_4xx_and_store_nothing(loopback: str) -> None:
     error_of(httpx.get(f"{loopback}/v1/runs/{RUN}"), 404)
 
 
+def test_a_body_too_large_is_read_to_its_end_and_answered_413_not_a_broken_connection(loopback: str) -> None:
+    """A body above the server's limit gets its 413 naming its size and what fits. The server used to answer as
+    soon as it saw the Content-Length and close the connection while the client was still sending: httpx here
+    still read that early answer, but undici often broke off with ``write EPIPE`` first, which world-awsworld
+    reported as the server being unreachable (a 70 MiB ``Uint8Array``; 61 and 100 MiB got their 413)."""
+    from awsworld._http.app import MAX_BODY_BYTES
+
+    size = MAX_BODY_BYTES + 16 * 1024 * 1024
+    piece = b"A" * (1024 * 1024)
+
+    head, tail = b'{"runId": null, "event": {"eventType": "run_created", "eventData": {"input": "', b'"}}}'
+
+    def body() -> Iterator[bytes]:  # (streamed: the test does not hold 96 MiB)
+        yield head
+        left = size - len(head) - len(tail)
+        while left > 0:
+            yield piece[:left]
+            left -= len(piece)
+        yield tail
+
+    response = httpx.post(f"{loopback}/v1/events", content=body(), timeout=120,
+                          headers={"content-type": "application/json", "content-length": str(size)})
+    refused = error_of(response, 413)
+    assert refused["details"] == {"field": "body"}
+    assert f"the body is {size} bytes" in str(refused["message"]), refused
+    assert "AWSWORLD_MAX_VALUE_BYTES" in str(refused["message"])
+    assert httpx.get(f"{loopback}/v1/runs").json()["data"] == []  # (nothing stored, and the server still answers)
+
+
 async def test_a_stream_reads_live_over_http_framed_and_raw(loopback: str) -> None:
     async with HttpClient(loopback) as client:
         world = client.world
