@@ -204,7 +204,10 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
         await post(`/v1/runs/${path(id, 'streams', name)}/close`, {}, { runId: id });
       },
       get: (runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> =>
-        stream(`/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`, { runId }),
+        stream(`/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`, {
+          runId,
+          stream: name,
+        }),
       list: async (runId: string) =>
         ((await get(`/v1/runs/${path(runId)}/streams`, { runId })) as { streams: string[] }).streams,
       getChunks: (runId: string, name: string, options?: { limit?: number; cursor?: string }) =>
