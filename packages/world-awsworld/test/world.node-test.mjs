@@ -2,11 +2,13 @@
 // serve --world memory` as a process (test/serving.mjs; node's test runner: `node --test test/world.node-test.mjs`,
 // after `tsc`; `.ci/world-testing` runs it): a hook token refused with the server's reason, not only the Workflow
 // SDK's fixed "Hook not found"; a live stream read whose server dies mid-stream ends in a `WorkflowWorldError`
-// naming the stream, not undici's bare `TypeError: terminated`; and `npm pack` of a fresh checkout builds the
-// package's dist/ (a tarball of README and package.json alone imported as nothing).
+// naming the stream, not undici's bare `TypeError: terminated`; `events.listByCorrelationId` passing on its
+// pagination and resolveData, and taking the `runId` awsworld needs in TypeScript too (`tsc --noEmit` on an app);
+// and `npm pack` of a fresh checkout builds the package's dist/ (a tarball of README and package.json alone
+// imported as nothing).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -88,6 +90,83 @@ describe('a live stream read whose server dies mid-stream', () => {
       assert.match(cut.message, /after 6 bytes/);
     } finally {
       await server.stop();
+    }
+  });
+});
+
+describe('events.listByCorrelationId, which awsworld answers within one run', () => {
+  test('forwards pagination and resolveData to the server', async () => {
+    const server = await startServe(() => ['--world', 'memory']);
+    try {
+      const world = createWorld({ url: server.url });
+      const runId = await startedRun(world);
+      const step = { specVersion: 5, correlationId: 'step_1' };
+      await world.events.create(runId, { ...step, eventType: 'step_created', eventData: { stepName: 's', input: bytes('devl[1]') } });
+      await world.events.create(runId, { ...step, eventType: 'step_started' });
+      await world.events.create(runId, { ...step, eventType: 'step_completed', eventData: { result: bytes('devl[2]') } });
+
+      const all = await world.events.listByCorrelationId({ correlationId: 'step_1', runId });
+      assert.deepEqual(all.data.map((e) => e.eventType), ['step_created', 'step_started', 'step_completed']);
+      assert.ok(all.data[0].eventData.input instanceof Uint8Array);
+
+      const first = await world.events.listByCorrelationId({ correlationId: 'step_1', runId, pagination: { limit: 1 } });
+      assert.deepEqual(first.data.map((e) => e.eventType), ['step_created']);
+      assert.equal(first.hasMore, true);
+      const rest = await world.events.listByCorrelationId({
+        correlationId: 'step_1',
+        runId,
+        pagination: { limit: 5, cursor: first.cursor },
+      });
+      assert.deepEqual(rest.data.map((e) => e.eventType), ['step_started', 'step_completed']);
+
+      const bare = await world.events.listByCorrelationId({ correlationId: 'step_1', runId, resolveData: 'none' });
+      assert.equal(bare.data[0].eventData?.input, undefined);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("takes runId in TypeScript: createWorld's type says so (tsc --noEmit on an app that passes it)", () => {
+    const app = mkdtempSync(join(tmpdir(), 'world-awsworld-types-'));
+    try {
+      symlinkSync(join(PACKAGE, 'node_modules'), join(app, 'node_modules'), 'dir');
+      writeFileSync(
+        join(app, 'app.ts'),
+        [
+          "import { createWorld } from 'world-awsworld';",
+          "const world = createWorld({ url: 'http://127.0.0.1:8787' });",
+          "export const page = world.events.listByCorrelationId({ correlationId: 'step_1', runId: 'wrun_1' });",
+          'export const run = world.runs.get(\'wrun_1\');',
+          '',
+        ].join('\n'),
+      );
+      writeFileSync(
+        join(app, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            strict: true,
+            noEmit: true,
+            skipLibCheck: true,
+            target: 'ES2022',
+            module: 'ESNext',
+            moduleResolution: 'Bundler',
+            lib: ['ES2023', 'DOM'],
+            types: ['node'],
+            paths: { 'world-awsworld': [join(PACKAGE, 'dist/index.d.ts')] },
+          },
+          files: ['app.ts'],
+        }),
+      );
+      try {
+        execFileSync(process.execPath, [join(PACKAGE, 'node_modules/typescript/bin/tsc'), '-p', app], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+      } catch (error) {
+        assert.fail(`tsc refused the app: ${error.stdout}${error.stderr}`);
+      }
+    } finally {
+      rmSync(app, { recursive: true, force: true });
     }
   });
 });
