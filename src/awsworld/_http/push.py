@@ -36,6 +36,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..settings import SETTINGS
+from ..world.entities import Run
 from ..world.errors import InvalidInputError
 from ..world.queue import DEFAULT_QUEUE_PREFIX, Delivery, parse_queue_name
 
@@ -174,4 +175,17 @@ def _said(content: bytes) -> str:
     text = answer if isinstance(answer, str) else json.dumps(answer) if answer is not None else ""
     text = " ".join(text.split())
     return text if len(text) <= SAID_CHARS else text[:SAID_CHARS] + "..."
+
+
+def sdk_run(run: Run) -> str | None:
+    """The ``@workflow/core`` version whose TypeScript runtime runs ``run`` (its ``executionContext`` names it: the
+    runtime's ``start`` writes ``workflowCoreVersion`` there), or None for a run of awsworld's own.
+
+    Why it matters: such a run's code is its app's, reached only by the pushes its runtime queues. A flow message
+    of awsworld's for it (the watchdog's wake of a run idle past the watch horizon, a restart's, an operator's) finds
+    no Python workflow of its name, and the unknown-workflow path failed the run (``UNKNOWN_WORKFLOW``, 5 minutes
+    into a hook's wait on a deployed stack) or parked it under ``awsworld dev``; it is acknowledged unread
+    instead (``_worker/delivery.py``), and ``dev``'s restart leaves such runs to their runtime."""
+    version = (run.execution_context or {}).get("workflowCoreVersion")
+    return version if isinstance(version, str) and version else None
 
