@@ -217,6 +217,109 @@ def test_bad_requests_get_a_4xx_and_store_nothing(loopback: str) -> None:
     error_of(httpx.get(f"{loopback}/v1/runs/{RUN}"), 404)
 
 
+def test_a_body_too_large_is_read_to_its_end_and_answered_413_not_a_broken_connection(loopback: str) -> None:
+    """A body above the server's limit gets its 413 naming its size and what fits. The server used to answer as
+    soon as it saw the Content-Length and close the connection while the client was still sending: httpx here
+    still read that early answer, but undici often broke off with ``write EPIPE`` first, which world-awsworld
+    reported as the server being unreachable (a 70 MiB ``Uint8Array``; 61 and 100 MiB got their 413)."""
+    from awsworld._http.app import MAX_BODY_BYTES
+
+    size = MAX_BODY_BYTES + 16 * 1024 * 1024
+    piece = b"A" * (1024 * 1024)
+
+    head, tail = b'{"runId": null, "event": {"eventType": "run_created", "eventData": {"input": "', b'"}}}'
+
+    def body() -> Iterator[bytes]:  # (streamed: the test does not hold 96 MiB)
+        yield head
+        left = size - len(head) - len(tail)
+        while left > 0:
+            yield piece[:left]
+            left -= len(piece)
+        yield tail
+
+    response = httpx.post(f"{loopback}/v1/events", content=body(), timeout=120,
+                          headers={"content-type": "application/json", "content-length": str(size)})
+    refused = error_of(response, 413)
+    assert refused["details"] == {"field": "body"}
+    assert f"the body is {size} bytes" in str(refused["message"]), refused
+    assert "AWSWORLD_MAX_VALUE_BYTES" in str(refused["message"])
+    assert httpx.get(f"{loopback}/v1/runs").json()["data"] == []  # (nothing stored, and the server still answers)
+
+
+def _dev_without_a_module(folder: Path, state: Path) -> tuple[subprocess.Popen[str], list[str], dict[str, str]]:
+    """``awsworld dev --state STATE`` with no MODULE (a TypeScript app's World), once it serves: it, its banner
+    and the environment its export lines describe."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS", "AWSWORLD"))}
+    process = subprocess.Popen([AWSWORLD, "dev", "--state", str(state)], cwd=folder, env=clean, text=True,
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    assert process.stdout is not None
+    banner: list[str] = []
+    while not banner or not banner[-1].startswith("serving deliveries"):
+        line = process.stdout.readline()
+        if not line:
+            raise AssertionError("awsworld dev exited:\n" + "".join(banner))
+        banner.append(line)
+    exports = dict(m.groups() for line in banner if (m := re.fullmatch(r"export (\w+)=(\S+)\n", line)))
+    return process, banner, {**clean, **exports}
+
+
+def _serve_on(env: dict[str, str], folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """``awsworld serve`` (the aws World) on the stack ``env`` names: ``dev``'s export lines."""
+    folder.mkdir(exist_ok=True)
+    ready = folder / "ready"
+    process = subprocess.Popen([AWSWORLD, "serve", "--port", "0", "--ready-file", str(ready)], env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert process.poll() is None and time.monotonic() < deadline, "awsworld serve did not start"
+        time.sleep(0.05)
+    return process, ready.read_text().strip()
+
+
+def test_dev_without_a_module_is_a_typescript_apps_world_and_its_restart_leaves_the_apps_runs_alone(
+        tmp_path: Path) -> None:
+    """A TypeScript-only project has no Python module to give ``awsworld dev`` (it refused: MODULE is required),
+    and ``serve --world emulator`` starts empty each time. Without a module, dev serves the queue's deliveries
+    and keeps its state, and ``serve`` on its export lines serves the World to the app. Its restart replayed every
+    unfinished run as a Python one and parked the TypeScript runtime's (``no workflow named ... is registered
+    here``, an ``attr_set`` in the app's log): they are left to their app."""
+    state = tmp_path / "state"
+    dev, banner, env = _dev_without_a_module(tmp_path, state)
+    try:
+        assert any(line.startswith("no modules: dev runs the queue's deliveries") for line in banner), banner
+        assert "AWSWORLD_MODULES" not in "".join(banner)
+        server, url = _serve_on(env, tmp_path / "serve")
+        try:
+            context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
+            created = httpx.post(f"{url}/v1/events", json={"runId": RUN, "event": {
+                **RUN_CREATED, "eventData": {**RUN_CREATED["eventData"], "executionContext": context}}})
+            assert created.status_code == 200, created.text
+            started = httpx.post(f"{url}/v1/events", json={"runId": RUN, "event": {"eventType": "run_started",
+                                                                                     "specVersion": 5}})
+            assert started.status_code == 200, started.text
+        finally:
+            stop_serve(server)
+    finally:
+        dev.terminate()
+        dev.communicate(timeout=60)
+    again, banner, env = _dev_without_a_module(tmp_path, state)
+    try:
+        said = "".join(banner)
+        assert "1 of the Workflow SDK's TypeScript runtime left to its app" in said, said
+        assert f"run {RUN} is parked" not in said
+        server, url = _serve_on(env, tmp_path / "serve-again")
+        try:
+            run = httpx.get(f"{url}/v1/runs/{RUN}").json()
+            assert run["status"] == "running" and run["attributes"] == {}, run
+            logged = [e["eventType"] for e in httpx.get(f"{url}/v1/runs/{RUN}/events").json()["data"]]
+            assert logged == ["run_created", "run_started"]
+        finally:
+            stop_serve(server)
+    finally:
+        again.terminate()
+        again.communicate(timeout=60)
+
+
 async def test_a_stream_reads_live_over_http_framed_and_raw(loopback: str) -> None:
     async with HttpClient(loopback) as client:
         world = client.world

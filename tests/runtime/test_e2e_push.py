@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 from collections import Counter
 from collections.abc import AsyncIterator
@@ -19,7 +20,7 @@ import httpx
 import pytest
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from awsworld._http.app import create_app
@@ -42,17 +43,18 @@ class App:
 
     url: str = ""
     received: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
-    answers: list[dict[str, Any]] = field(default_factory=list[dict[str, Any]])
+    answers: list[dict[str, Any] | Response] = field(default_factory=list[dict[str, Any] | Response])
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     gate: asyncio.Event | None = None
     """When set, each answer waits for it (the message stays in flight meanwhile)."""
 
-    async def flow(self, request: Request) -> JSONResponse:
+    async def flow(self, request: Request) -> Response:
         self.received.append({"headers": dict(request.headers), "body": json.loads(await request.body())})
         self.arrived.set()
         if self.gate is not None:
             await self.gate.wait()
-        return JSONResponse(self.answers.pop(0) if self.answers else {"ok": True})
+        answer = self.answers.pop(0) if self.answers else {"ok": True}
+        return answer if isinstance(answer, Response) else JSONResponse(answer)
 
     async def wait_for(self, count: int, timeout: float = 30.0) -> None:
         async with asyncio.timeout(timeout):
@@ -100,6 +102,25 @@ async def test_a_push_carries_the_queue_contract_and_timeout_seconds_delivers_it
         assert headers["content-type"] == "application/json" and headers["x-trace"] == "t1"
     await e2e.idle()
     assert len(app.received) == 2, "an acknowledged message is never delivered again"
+
+
+async def test_a_push_the_app_refuses_is_logged_with_what_the_app_said(
+        e2e: E2E, served: httpx.AsyncClient, app: App, caplog: pytest.LogCaptureFixture) -> None:
+    """The Workflow SDK's queue handler answers a handler that threw with a 500 whose body is the error as a JSON
+    string, and logs nothing: the failed delivery's line is where its developer reads what went wrong (it said
+    only ``the app answered 500``). Then the message is delivered again, as before."""
+    app.answers = [JSONResponse("Error: no such order 'A-17'", status_code=500),
+                   JSONResponse({"error": "Unhandled queue"}, status_code=400)]
+    with caplog.at_level(logging.WARNING, logger="awsworld.delivery"):
+        await queue(served, app.url)
+        for _ in range(120):  # (each failure is logged before its message is queued again: 3 deliveries, 2 lines)
+            if len(app.received) >= 3:
+                break
+            await e2e.sleep(1)
+    failed = [record.getMessage() for record in caplog.records if "push failed" in record.getMessage()]
+    assert len(failed) == 2, failed
+    assert failed[0].endswith("push failed: the app answered 500: Error: no such order 'A-17'"), failed
+    assert failed[1].endswith("push failed: the app answered 400: Unhandled queue"), failed
 
 
 async def test_a_duplicate_key_in_flight_is_one_message(e2e: E2E, served: httpx.AsyncClient, app: App) -> None:

@@ -168,6 +168,35 @@ async def test_an_unknown_workflow_fails_its_run_after_the_window_naming_what_wa
     assert_every_line_names(lines, run.run_id)
 
 
+async def test_a_run_of_the_typescript_runtime_is_left_to_its_app_by_wakes_and_the_watchdog(lines: Lines) -> None:
+    """A run the Workflow SDK's TypeScript runtime created through ``awsworld serve`` (its ``executionContext``
+    names ``workflowCoreVersion``), waiting on a hook: its code is its app's, reached by the pushes its runtime
+    queues. An operator's wake, and the watchdog's once it had been idle past the watch horizon (5 minutes), found
+    no Python workflow of its name and failed it with UNKNOWN_WORKFLOW (parked it under ``dev``): a TypeScript
+    run waiting for a person died 5 minutes in on a deployed stack. They are acknowledged unread, writing nothing."""
+    async with WorkflowTestEnv(registry=this_module_only()) as env:
+        context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
+        created = await env.world.events.create(None, {
+            "eventType": "run_created", "specVersion": 5,
+            "eventData": {"deploymentId": "app", "workflowName": "workflow//./src/approvals//approve",
+                          "input": {"__type": "Uint8Array", "data": "ZGV2bFtd"}, "executionContext": context}})
+        assert created.run is not None
+        run_id = created.run.run_id
+        await env.world.events.create(run_id, {"eventType": "run_started", "specVersion": 5})
+        await env.world.events.create(run_id, {"eventType": "hook_created", "specVersion": 5,
+                                               "correlationId": "hook_1", "eventData": {"token": "approve:A-1"}})
+        await Client(env.world).wake(run_id)
+        await env.sleep(2 * 3600)  # the watchdog's wakes, well past the unknown-workflow window
+        run = await env.world.runs.get(run_id)
+        assert run.status == "running" and run.attributes == {}, run
+        logged = [event.event_type for event in (await env.world.events.list(run_id)).data]
+        assert logged == ["run_created", "run_started", "hook_created"]
+        statuses = [r.status for r in env.driver.results]
+        assert statuses[0] == "sdk-run" and set(statuses) == {"sdk-run"} and len(statuses) >= 2, statuses
+    assert any("run of the Workflow SDK's TypeScript runtime (@workflow/core 5.0.0-beta.35)" in line
+               for line in lines.about_deliveries())
+
+
 async def test_deliveries_that_find_the_same_missing_step_say_it_once_a_minute(lines: Lines) -> None:
     """A fan-out's queued steps after a deploy that lacks their step (renamed, say): one message per step, each
     backing off through the unknown-code window. Each delivery once logged its own line (20 messages, 3

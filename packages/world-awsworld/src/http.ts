@@ -196,14 +196,21 @@ function foreignMessage(status: number, body: unknown): string {
   return `HTTP ${status}`;
 }
 
+/** The server's message on an error whose `@workflow/errors` constructor writes its own (`Hook not found`): the
+ * server's says which token, and why (no hook holds it, or its run ended and closed it). */
+function said<T extends Error>(error: T, message: string | undefined): T {
+  if (message) error.message = message;
+  return error;
+}
+
 function named(status: number, info: WireError, context: { runId?: string; token?: string }): Error {
   const message = info.message ?? `HTTP ${status}`;
   const retryAfter = typeof info.retryAfter === 'number' ? info.retryAfter : undefined;
   switch (info.name) {
     case 'WorkflowRunNotFoundError':
-      return new WorkflowRunNotFoundError(info.runId ?? context.runId ?? '');
+      return said(new WorkflowRunNotFoundError(info.runId ?? context.runId ?? ''), info.message);
     case 'HookNotFoundError':
-      return new HookNotFoundError(info.token ?? context.token ?? '');
+      return said(new HookNotFoundError(info.token ?? context.token ?? ''), info.message);
     case 'EntityConflictError':
       return new EntityConflictError(message);
     case 'RunExpiredError':
@@ -215,7 +222,7 @@ function named(status: number, info: WireError, context: { runId?: string; token
     case 'PreconditionFailedError':
       return new PreconditionFailedError(message, { retryAfter });
     case 'RunNotSupportedError':
-      return new RunNotSupportedError(info.runSpecVersion ?? 0, info.worldSpecVersion ?? 0);
+      return said(new RunNotSupportedError(info.runSpecVersion ?? 0, info.worldSpecVersion ?? 0), info.message);
     default:
       return new WorkflowWorldError(message, { status: info.status ?? status, code: info.code, retryAfter });
   }
@@ -241,10 +248,12 @@ export function query(params: Record<string, string | number | undefined | null>
   return parts.length ? `?${parts.join('&')}` : '';
 }
 
-/** Who a request is about: a 404 rebuilds as the SDK's error for this run or hook token. */
+/** Who a request is about: a 404 rebuilds as the SDK's error for this run or hook token; `stream` names the
+ * stream a live read is of, for the error of a read cut off. */
 export interface RequestContext {
   runId?: string;
   token?: string;
+  stream?: string;
 }
 
 /** One server, as a World or a Client reaches it: its base URL and the requests, authenticated as `options` say. */
@@ -322,6 +331,48 @@ function unreachable(base: string, error: unknown): WorkflowWorldError {
   );
 }
 
+/** A live read's body whose connection breaking off before the stream ended (the server stopped, restarted or
+ * crashed; the network dropped) is a `WorkflowWorldError` naming the stream, the server and how much had arrived,
+ * instead of undici's bare `TypeError: terminated`. Still an error, never an end: a reader (the runtime's
+ * reconnecting one included) must not take a cut read for a closed stream. */
+function guarded(body: ReadableStream<Uint8Array>, base: string, context: RequestContext): ReadableStream<Uint8Array> {
+  const reader = body.getReader();
+  let received = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      let result: ReadableStreamReadResult<Uint8Array>;
+      try {
+        result = await reader.read();
+      } catch (error) {
+        const cause = (error as { cause?: { code?: unknown; message?: unknown } } | undefined)?.cause;
+        const why = [error instanceof Error ? error.message : String(error), cause?.code ?? cause?.message]
+          .filter((part) => typeof part === 'string' && part)
+          .join(': ');
+        const what = `${context.stream !== undefined ? `stream '${context.stream}'` : 'the stream'}` +
+          `${context.runId !== undefined ? ` of run ${context.runId}` : ''}`;
+        controller.error(
+          new WorkflowWorldError(
+            `the live read of ${what} from awsworld serve at ${base} was cut off after ${received} bytes, before ` +
+              `the stream ended (${why}): the server stopped or the connection dropped; read it again (streams.get ` +
+              'with the startIndex after the chunks you have) once the server answers',
+            { status: 503, code: 'stream-cut', cause: error },
+          ),
+        );
+        return;
+      }
+      if (result.done) {
+        controller.close();
+      } else {
+        received += result.value.byteLength;
+        controller.enqueue(result.value);
+      }
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
 export function connect(options: AwsworldServerOptions): Connection {
   const base = serverUrl(options);
   const auth = authentication(base, options);
@@ -390,7 +441,7 @@ export function connect(options: AwsworldServerOptions): Connection {
       }
       throw refused(response.status, parsed, context);
     }
-    return response.body as unknown as ReadableStream<Uint8Array>;
+    return guarded(response.body as unknown as ReadableStream<Uint8Array>, base, context);
   }
 
   return {

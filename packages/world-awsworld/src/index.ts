@@ -18,7 +18,7 @@
  */
 import { WorkflowWorldError } from '@workflow/errors';
 import { SPEC_VERSION_CURRENT } from '@workflow/world';
-import type { World } from '@workflow/world';
+import type { Event, ListEventsByCorrelationIdParams, PaginatedResponse, World } from '@workflow/world';
 import { connect, decode, path, query } from './http.js';
 import type { AwsworldServerOptions } from './http.js';
 
@@ -33,9 +33,18 @@ export interface AwsworldWorldOptions extends AwsworldServerOptions {
   deliveryBaseUrl?: string;
 }
 
-type AnyWorld = World & Record<string, unknown>;
+/** The World `createWorld` makes: the Workflow SDK's `World`, whose `events.listByCorrelationId` also takes the
+ * `runId` awsworld needs (it lists a correlation id's events within one run: without `runId` the call is a 400).
+ * The SDK's params have no `runId`, so with a plain `World` a TypeScript caller could not pass it. */
+export interface AwsworldWorld extends World {
+  events: World['events'] & {
+    listByCorrelationId(
+      params: ListEventsByCorrelationIdParams & { runId?: string },
+    ): Promise<PaginatedResponse<Event>>;
+  };
+}
 
-export function createWorld(options: AwsworldWorldOptions = {}): World {
+export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
   const { get, post, stream } = connect(options);
   let deploymentId: Promise<string> | undefined;
 
@@ -170,14 +179,25 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
           `/v1/runs/${path(params.runId)}/events${query({ resolveData: params.resolveData, ...page(params.pagination) })}`,
           { runId: params.runId },
         ),
-      async listByCorrelationId(params: { correlationId: string; runId?: string }) {
+      async listByCorrelationId(params: {
+        correlationId: string;
+        runId?: string;
+        pagination?: { limit?: number; cursor?: string; sortOrder?: string };
+        resolveData?: string;
+      }) {
         if (!params.runId) {
           throw new WorkflowWorldError(
             'awsworld lists events by correlation id within one run (the call needs a runId)',
             { status: 400, code: 'invalid-input' },
           );
         }
-        return get(`/v1/runs/${path(params.runId, 'events', 'by-correlation-id', params.correlationId)}`);
+        return get(
+          `/v1/runs/${path(params.runId, 'events', 'by-correlation-id', params.correlationId)}${query({
+            resolveData: params.resolveData,
+            ...page(params.pagination),
+          })}`,
+          { runId: params.runId },
+        );
       },
     },
 
@@ -204,7 +224,10 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
         await post(`/v1/runs/${path(id, 'streams', name)}/close`, {}, { runId: id });
       },
       get: (runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> =>
-        stream(`/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`, { runId }),
+        stream(`/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`, {
+          runId,
+          stream: name,
+        }),
       list: async (runId: string) =>
         ((await get(`/v1/runs/${path(runId)}/streams`, { runId })) as { streams: string[] }).streams,
       getChunks: (runId: string, name: string, options?: { limit?: number; cursor?: string }) =>
@@ -218,7 +241,7 @@ export function createWorld(options: AwsworldWorldOptions = {}): World {
       /* nothing held: each call is one request */
     },
   };
-  return world as unknown as AnyWorld;
+  return world as unknown as AwsworldWorld;
 }
 
 export default createWorld;

@@ -12,9 +12,10 @@ export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../../..')
 export const PYTHON = process.env.AWSWORLD_PYTHON ?? join(ROOT, '.venv/bin/python');
 const AWSWORLD = join(dirname(PYTHON), 'awsworld');
 
-/** `awsworld serve ARGS --port 0` in `cwd`, once it accepts requests: `{url, stop()}`. `files` (name: text) are
- * written first into a temporary folder (removed by `stop`), which `args(folder)` may name, and `cwd(folder)`
- * when `cwd` is a function (a workflow module among `files` is imported from there). */
+/** `awsworld serve ARGS --port 0` in `cwd`, once it accepts requests: `{url, stop(), process}` (`process`: to kill
+ * it otherwise). `files` (name: text) are written first into a temporary folder (removed by `stop`), which
+ * `args(folder)` may name, and `cwd(folder)` when `cwd` is a function (a workflow module among `files` is imported
+ * from there). */
 export async function startServe(args, { cwd, files = {} } = {}) {
   assert.ok(existsSync(AWSWORLD), `awsworld not found at ${AWSWORLD} (set AWSWORLD_PYTHON to the venv's python)`);
   const folder = mkdtempSync(join(tmpdir(), 'world-awsworld-serve-'));
@@ -25,7 +26,7 @@ export async function startServe(args, { cwd, files = {} } = {}) {
   let log = '';
   server.stderr.on('data', (piece) => (log += piece));
   const stop = async () => {
-    if (server.exitCode === null) {
+    if (server.exitCode === null && server.signalCode === null) { // (not already ended, by a signal either)
       const exited = new Promise((ok) => server.once('exit', ok));
       server.kill('SIGTERM');
       await exited;
@@ -40,5 +41,5 @@ export async function startServe(args, { cwd, files = {} } = {}) {
     }
     await new Promise((ok) => setTimeout(ok, 50));
   }
-  return { url: readFileSync(ready, 'utf8').trim(), stop };
+  return { url: readFileSync(ready, 'utf8').trim(), stop, process: server };
 }

@@ -37,6 +37,7 @@ from ..client.client import Client
 from ..world.entities import Hook, ResolveData
 from ..world.errors import InvalidInputError, WorldError
 from ..world.ids import SPEC_VERSION_CURRENT
+from ..world.limits import MAX_VALUE_BYTES_ENV, max_value_bytes
 from ..world.protocol import World
 from ..world.rules.hooks import hook_owner
 from ..world.wire_model import WireModel
@@ -137,13 +138,21 @@ async def _body(request: Request) -> JSON:
         error.status = 415
         raise error
     declared = request.headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-        raise _too_large()
+    refused = declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES
     raw = bytearray()
+    size = 0
     async for piece in request.stream():
-        raw += piece
-        if len(raw) > MAX_BODY_BYTES:
-            raise _too_large()
+        # (a refused body is still read to its end, keeping none of it: a server that answers before the body
+        # is in, then closes, resets the client's upload, and the client reports a broken pipe (undici's
+        # "write EPIPE", which world-awsworld could only call the server unreachable) instead of this 413)
+        size += len(piece)
+        refused = refused or size > MAX_BODY_BYTES
+        if refused:
+            raw.clear()
+        else:
+            raw += piece
+    if refused:
+        raise _too_large(size)
     try:
         body = json.loads(raw, parse_constant=_no_constant)
     except ValueError as error:
@@ -153,8 +162,11 @@ async def _body(request: Request) -> JSON:
     return cast(JSON, body)
 
 
-def _too_large() -> InvalidInputError:
-    error = InvalidInputError(f"the body is larger than {MAX_BODY_BYTES} bytes", field="body")
+def _too_large(size: int) -> InvalidInputError:
+    error = InvalidInputError(
+        f"the body is {size} bytes, more than the {MAX_BODY_BYTES} this server reads: a value the World stores is "
+        f"at most {max_value_bytes()} bytes of JSON ({MAX_VALUE_BYTES_ENV}; bytes take 4/3 of their size there, "
+        "as base64), and values that fit it go in requests of their own", field="body")
     error.status = 413
     return error
 

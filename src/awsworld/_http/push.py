@@ -36,6 +36,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from ..settings import SETTINGS
+from ..world.entities import Run
 from ..world.errors import InvalidInputError
 from ..world.queue import DEFAULT_QUEUE_PREFIX, Delivery, parse_queue_name
 
@@ -145,7 +146,8 @@ async def push(delivery: Delivery, *, pause: float = GONE_PAUSE_SECONDS) -> Push
 
 def _answer(status: int, content: bytes) -> PushResult:
     if not 200 <= status < 300:
-        return PushResult("failed", reason=f"the app answered {status}")
+        said = _said(content)
+        return PushResult("failed", reason=f"the app answered {status}" + (f": {said}" if said else ""))
     try:
         answer = json.loads(content) if content else None
     except ValueError:
@@ -154,3 +156,36 @@ def _answer(status: int, content: bytes) -> PushResult:
     if isinstance(seconds, int | float) and not isinstance(seconds, bool) and seconds >= 0:
         return PushResult("redeliver", float(seconds))
     return PushResult("ack")
+
+
+SAID_CHARS = 300
+"""How much of a refusing app's answer the failure's log line keeps."""
+
+
+def _said(content: bytes) -> str:
+    """What the app said with a refusal, for the log line of the failed delivery: the Workflow SDK's queue handler
+    answers a handler that threw with the error as a JSON string (``"Error: ..."``: nothing else shows it, the app
+    logs none of it), a bad message with ``{"error": "Unhandled queue"}``. One line, at most ``SAID_CHARS``."""
+    try:
+        answer = json.loads(content) if content else None
+    except ValueError:
+        answer = content.decode("utf-8", "replace")
+    if isinstance(answer, dict) and isinstance(answer.get("error"), str):
+        answer = answer["error"]
+    text = answer if isinstance(answer, str) else json.dumps(answer) if answer is not None else ""
+    text = " ".join(text.split())
+    return text if len(text) <= SAID_CHARS else text[:SAID_CHARS] + "..."
+
+
+def sdk_run(run: Run) -> str | None:
+    """The ``@workflow/core`` version whose TypeScript runtime runs ``run`` (its ``executionContext`` names it: the
+    runtime's ``start`` writes ``workflowCoreVersion`` there), or None for a run of awsworld's own.
+
+    Why it matters: such a run's code is its app's, reached only by the pushes its runtime queues. A flow message
+    of awsworld's for it (the watchdog's wake of a run idle past the watch horizon, a restart's, an operator's) finds
+    no Python workflow of its name, and the unknown-workflow path failed the run (``UNKNOWN_WORKFLOW``, 5 minutes
+    into a hook's wait on a deployed stack) or parked it under ``awsworld dev``; it is acknowledged unread
+    instead (``_worker/delivery.py``), and ``dev``'s restart leaves such runs to their runtime."""
+    version = (run.execution_context or {}).get("workflowCoreVersion")
+    return version if isinstance(version, str) and version else None
+

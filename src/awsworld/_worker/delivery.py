@@ -47,7 +47,7 @@ from .._deployments.host import DeploymentHost
 from .._deployments.pins import Misrouted, pin_of
 from .._deployments.routing import delivery_target
 from .._engine.parking import mark, missing_code, park_key, parked_run
-from .._http.push import is_push, push
+from .._http.push import is_push, push, sdk_run
 from .._published.model import judge
 from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
@@ -298,6 +298,12 @@ class DeliveryPath:
         missing = self._missing_code(message)
         if missing is not None:
             run = await self._run(message)
+            if (core := sdk_run(run)) is not None:  # the TypeScript runtime's run: its app has its code
+                log.info("%s: run of the Workflow SDK's TypeScript runtime (@workflow/core %s), whose deliveries go "
+                         "to its app: this flow message (%s) is acknowledged unread", track.label(), core,
+                         message.wake or "no wake", extra=track.keys())
+                await self.consumer.ack(delivery, delete_message=False)
+                return RecordResult("sdk-run")
             pin = pin_of(run.attributes)
             if run.status not in TERMINAL_RUN_STATUSES and pin not in (None, self.worker.deployment) \
                     and self.worker.deployment is not None:

@@ -1,4 +1,6 @@
 """``awsworld dev MODULE...``: your workflows on the embedded emulator, with the webhook route, until stopped.
+Without a MODULE, a TypeScript app's World on a laptop: the queue's deliveries to the app, which ``awsworld serve``
+on the export lines serves the World to.
 
 It imports the modules (registering their workflows and steps), provisions a table, bucket and queue on moto
 on 127.0.0.1, runs deliveries through the same path the Lambda flow handler runs, and serves the webhook route
@@ -49,8 +51,10 @@ SAY_AFTER_SECONDS = 2.0
 def register(sub: Any) -> None:
     dev = sub.add_parser("dev", help="serve your workflows and the webhook route on the embedded emulator",
                          description=__doc__)
-    dev.add_argument("modules", nargs="+", metavar="MODULE", help="modules defining your @workflow and @step "
-                     "functions (imported from the current directory, or its src/)")
+    dev.add_argument("modules", nargs="*", metavar="MODULE", help="modules defining your @workflow and @step "
+                     "functions (imported from the current directory, or its src/); none for a TypeScript app's "
+                     "World: dev then runs the queue's deliveries to the app, and `awsworld serve` in a shell with "
+                     "the export lines serves the World to it (docs/how-to/world-over-http.md)")
     dev.add_argument("--state", metavar="DIR",
                      help="keep runs in DIR across restarts (snapshots; see docs/get-started/dev.md)")
     dev.add_argument("--port", type=int, default=0, help="the emulator's port (default: a free one, or the "
@@ -82,6 +86,7 @@ def _time_scale(text: str) -> float:
 
 
 def _main(args: argparse.Namespace) -> int:
+    args.reload = args.reload and bool(args.modules)  # (no module, no edit to load)
     os.environ.setdefault(Settings.on_divergence.env, "park")  # no edit under dev fails a run (``dev_reload``)
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
@@ -329,10 +334,15 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
           f"deployment {deployment} (a run stays on the code it started on: `awsworld deployments`)")
     for name in sorted(registry.workflows):
         print(f"  workflow {name}")
+    if not args.modules:
+        print("no modules: dev runs the queue's deliveries (a TypeScript app's pushed messages); `awsworld serve` in a "
+              "shell with the export lines below serves this World to the app (packages/world-awsworld)")
     if state is not None:
         woken, parked = (len(verdict.woken), len(verdict.parked)) if verdict is not None else (0, 0)
+        sdk = len(verdict.sdk) if verdict is not None else 0
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken"
-              + (f", {parked} parked (`awsworld runs --parked`)" if parked else ""))
+              + (f", {parked} parked (`awsworld runs --parked`)" if parked else "")
+              + (f", {sdk} of the Workflow SDK's TypeScript runtime left to its app" if sdk else ""))
     else:  # said up front: the runs of a session are lost at Ctrl-C, which a reader of the exports may not expect
         print("runs live in memory only: they end with this process (--state DIR keeps them across restarts)")
     print(("edits of your modules are loaded as you save them; " if args.reload else "")
@@ -343,7 +353,8 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
         print(f"time scale {factor:g}: every wait runs {factor:g} times faster (a 1-day sleep takes "
               f"{86400 / factor:g} s); the log records the real times")
     env = environment(config, webhook_url)
-    env[Settings.modules.env] = ",".join(args.modules)
+    if args.modules:
+        env[Settings.modules.env] = ",".join(args.modules)
     print()
     print(EXPORT_WARNING, end="")
     for key, value in env.items():

@@ -50,6 +50,7 @@ from typing import Any, Literal
 
 from .._deployments.pins import pin_change, pin_of
 from .._engine.parking import mark, missing_code, parked_from, parked_run, ways_out
+from .._http.push import sdk_run
 from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
 from ..client.replay import ReplayResult, replay_run
 from ..schedules.declared import DECLARED
@@ -84,6 +85,7 @@ class Verdict:
     kept: dict[str, list[str]] = field(default_factory=dict[str, list[str]])  # by deployment: its code is loaded
     here: str | None = None  # the deployment of the code loaded now (``Pins.here``)
     moved: list[str] = field(default_factory=list[str])  # pinned to code that is gone: moved to the current code
+    sdk: list[str] = field(default_factory=list[str])  # the Workflow SDK's TypeScript runtime's: left to it
 
     def summary(self) -> str:
         total = len(self.matched) + len(self.parked) + len(self.unreplayable)
@@ -129,6 +131,9 @@ async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["
         nonlocal done
         async with slots:
             pin = pin_of(run.attributes)
+            if sdk_run(run) is not None:  # the TypeScript runtime's: its app replays it, not dev
+                verdict.sdk.append(run.run_id)
+                return
             if pins is not None and pin is not None and pin in pins.loaded and pin != pins.here \
                     and parked_run(run.status, run.attributes) is not None:
                 # Parked on the code it is pinned to: if the new code replays it, it resumes there (a revert).

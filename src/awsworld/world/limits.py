@@ -49,6 +49,6 @@ def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, by
         text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
         data = text.encode("ascii")
     if max_bytes is not None and len(data) > max_bytes:
-        raise PayloadTooLargeError(f"{field} is {len(data)} bytes; the largest value awsworld stores is {max_bytes} "
-                                   f"bytes ({MAX_VALUE_BYTES_ENV})", field=field)
+        raise PayloadTooLargeError(f"{field} is {len(data)} bytes of JSON; the largest value awsworld stores is "
+                                   f"{max_bytes} bytes ({MAX_VALUE_BYTES_ENV})", field=field)
     return text, data

@@ -1,0 +1,193 @@
+// What a TypeScript app calling the World itself (`createWorld`) sees when something goes wrong, against `awsworld
+// serve --world memory` as a process (test/serving.mjs; node's test runner: `node --test test/world.node-test.mjs`,
+// after `tsc`; `.ci/world-testing` runs it): a hook token refused with the server's reason, not only the Workflow
+// SDK's fixed "Hook not found"; a live stream read whose server dies mid-stream ends in a `WorkflowWorldError`
+// naming the stream, not undici's bare `TypeError: terminated`; `events.listByCorrelationId` passing on its
+// pagination and resolveData, and taking the `runId` awsworld needs in TypeScript too (`tsc --noEmit` on an app);
+// and `npm pack` of a fresh checkout builds the package's dist/ (a tarball of README and package.json alone
+// imported as nothing).
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, describe, test } from 'node:test';
+
+import { HookNotFoundError, WorkflowWorldError } from '@workflow/errors';
+
+import { createWorld } from '../dist/index.js';
+import { startServe } from './serving.mjs';
+
+const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const bytes = (text) => new TextEncoder().encode(text);
+
+async function startedRun(world) {
+  const created = await world.events.create(null, {
+    eventType: 'run_created',
+    specVersion: 5,
+    eventData: { deploymentId: 'd', workflowName: 'ts//walk', input: bytes('devl[]') },
+  });
+  const runId = created.run.runId;
+  await world.events.create(runId, { eventType: 'run_started', specVersion: 5 });
+  return runId;
+}
+
+describe('createWorld against awsworld serve --world memory: errors a TypeScript app sees', () => {
+  let server;
+  let world;
+
+  before(async () => {
+    server = await startServe(() => ['--world', 'memory']);
+    world = createWorld({ url: server.url });
+  });
+
+  after(async () => {
+    await server?.stop();
+  });
+
+  test('a hook token refused says why, as the server did', async () => {
+    const runId = await startedRun(world);
+    const token = `walk:${runId}`;
+    await world.events.create(runId, {
+      eventType: 'hook_created',
+      specVersion: 5,
+      correlationId: 'hook_1',
+      eventData: { token },
+    });
+    assert.equal((await world.hooks.getByToken(token)).runId, runId);
+    await world.events.create(runId, { eventType: 'run_completed', specVersion: 5, eventData: { output: bytes('devl[1]') } });
+
+    const closed = await world.hooks.getByToken(token).then(() => assert.fail('a closed hook was found'), (e) => e);
+    assert.ok(HookNotFoundError.is(closed), String(closed));
+    assert.equal(closed.token, token);
+    assert.match(closed.message, new RegExp(`closed when its run ${runId} ended \\(completed\\)`));
+    assert.equal(closed.code, 'hook-closed');
+
+    const unknown = await world.hooks.getByToken('walk:nobody').then(() => assert.fail('found'), (e) => e);
+    assert.ok(HookNotFoundError.is(unknown), String(unknown));
+    assert.match(unknown.message, /no hook owns that token/);
+  });
+});
+
+describe('a live stream read whose server dies mid-stream', () => {
+  test('ends in a WorkflowWorldError naming the stream and the server, after the chunks that came', async () => {
+    const server = await startServe(() => ['--world', 'memory']);
+    try {
+      const world = createWorld({ url: server.url });
+      const runId = await startedRun(world);
+      await world.streams.write(runId, 'progress', 'first ');
+      const reader = (await world.streams.get(runId, 'progress')).getReader();
+      assert.equal(new TextDecoder().decode((await reader.read()).value), 'first ');
+      const exited = new Promise((ok) => server.process.once('exit', ok));
+      server.process.kill('SIGKILL');
+      await exited;
+      const cut = await reader.read().then((r) => assert.fail(`the read went on: ${JSON.stringify(r)}`), (e) => e);
+      assert.ok(WorkflowWorldError.is(cut), `${cut?.constructor?.name}: ${cut?.message}`);
+      assert.equal(cut.code, 'stream-cut');
+      assert.equal(cut.status, 503);
+      assert.match(cut.message, new RegExp(`stream 'progress' of run ${runId} from awsworld serve at ${server.url}`));
+      assert.match(cut.message, /after 6 bytes/);
+    } finally {
+      await server.stop();
+    }
+  });
+});
+
+describe('events.listByCorrelationId, which awsworld answers within one run', () => {
+  test('forwards pagination and resolveData to the server', async () => {
+    const server = await startServe(() => ['--world', 'memory']);
+    try {
+      const world = createWorld({ url: server.url });
+      const runId = await startedRun(world);
+      const step = { specVersion: 5, correlationId: 'step_1' };
+      await world.events.create(runId, { ...step, eventType: 'step_created', eventData: { stepName: 's', input: bytes('devl[1]') } });
+      await world.events.create(runId, { ...step, eventType: 'step_started' });
+      await world.events.create(runId, { ...step, eventType: 'step_completed', eventData: { result: bytes('devl[2]') } });
+
+      const all = await world.events.listByCorrelationId({ correlationId: 'step_1', runId });
+      assert.deepEqual(all.data.map((e) => e.eventType), ['step_created', 'step_started', 'step_completed']);
+      assert.ok(all.data[0].eventData.input instanceof Uint8Array);
+
+      const first = await world.events.listByCorrelationId({ correlationId: 'step_1', runId, pagination: { limit: 1 } });
+      assert.deepEqual(first.data.map((e) => e.eventType), ['step_created']);
+      assert.equal(first.hasMore, true);
+      const rest = await world.events.listByCorrelationId({
+        correlationId: 'step_1',
+        runId,
+        pagination: { limit: 5, cursor: first.cursor },
+      });
+      assert.deepEqual(rest.data.map((e) => e.eventType), ['step_started', 'step_completed']);
+
+      const bare = await world.events.listByCorrelationId({ correlationId: 'step_1', runId, resolveData: 'none' });
+      assert.equal(bare.data[0].eventData?.input, undefined);
+    } finally {
+      await server.stop();
+    }
+  });
+
+  test("takes runId in TypeScript: createWorld's type says so (tsc --noEmit on an app that passes it)", () => {
+    const app = mkdtempSync(join(tmpdir(), 'world-awsworld-types-'));
+    try {
+      symlinkSync(join(PACKAGE, 'node_modules'), join(app, 'node_modules'), 'dir');
+      writeFileSync(
+        join(app, 'app.ts'),
+        [
+          "import { createWorld } from 'world-awsworld';",
+          "const world = createWorld({ url: 'http://127.0.0.1:8787' });",
+          "export const page = world.events.listByCorrelationId({ correlationId: 'step_1', runId: 'wrun_1' });",
+          'export const run = world.runs.get(\'wrun_1\');',
+          '',
+        ].join('\n'),
+      );
+      writeFileSync(
+        join(app, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            strict: true,
+            noEmit: true,
+            skipLibCheck: true,
+            target: 'ES2022',
+            module: 'ESNext',
+            moduleResolution: 'Bundler',
+            lib: ['ES2023', 'DOM'],
+            types: ['node'],
+            paths: { 'world-awsworld': [join(PACKAGE, 'dist/index.d.ts')] },
+          },
+          files: ['app.ts'],
+        }),
+      );
+      try {
+        execFileSync(process.execPath, [join(PACKAGE, 'node_modules/typescript/bin/tsc'), '-p', app], {
+          encoding: 'utf8',
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+      } catch (error) {
+        assert.fail(`tsc refused the app: ${error.stdout}${error.stderr}`);
+      }
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+  });
+});
+
+test('npm pack of a checkout without dist/ builds it into the tarball', () => {
+  const copy = mkdtempSync(join(tmpdir(), 'world-awsworld-pack-'));
+  try {
+    for (const name of ['package.json', 'tsconfig.json', 'README.md', 'src']) {
+      cpSync(join(PACKAGE, name), join(copy, name), { recursive: true });
+    }
+    symlinkSync(join(PACKAGE, 'node_modules'), join(copy, 'node_modules'), 'dir');
+    const out = execFileSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts=false'], {
+      cwd: copy,
+      encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const files = JSON.parse(out)[0].files.map((file) => file.path);
+    for (const needed of ['dist/index.js', 'dist/index.d.ts', 'dist/http.js', 'dist/client.js']) {
+      assert.ok(files.includes(needed), `${needed} not packed: ${files.join(', ')}`);
+    }
+  } finally {
+    rmSync(copy, { recursive: true, force: true });
+  }
+});
