@@ -46,6 +46,7 @@ from ..world.rules.limiters import (
     adjust,
     empty_pool,
     holder_run,
+    paused_bucket,
     pool_of,
     release,
     reserve,
@@ -271,9 +272,12 @@ class Limiter:
 
     # ------------------------------------------------------------------ tokens
 
-    async def reserve(self, spec: LimitSpec, key: str) -> datetime:
-        """The start time ``key``'s bucket gives this asker (now, or when it must come back), counted."""
+    async def reserve(self, spec: LimitSpec, key: str) -> datetime | None:
+        """The start time ``key``'s bucket gives this asker (now, or when it must come back), counted; None while
+        the key is paused (``rules.limiters.paused_bucket``: nothing counted, the asker waits for the resume)."""
         def decide(pool: Pool) -> Decided:
+            if paused_bucket(pool, key):
+                return Decided(pool, None)
             reserved = reserve(pool, key, self.now(), step=self.store.delay_step)
             return Decided(reserved.pool, reserved.at)
 

@@ -152,7 +152,20 @@ def declare(kind: str, owner: str, concurrency: int | Concurrency | None,
                               f"({_describe(known[0])}) and {kind} {owner} ({_describe(spec)}): every use of a named "
                               "limit gives the same", field="name")
     _DECLARED[name] = (spec, kind, owner)
+    if name != f"{kind}:{owner}":
+        _NAMED[f"{kind}:{owner}"] = name
     return LimitDecl(spec, keys.pop() if keys else None, conc.on_busy if conc else "wait")
+
+
+_NAMED: dict[str, str] = {}
+"""The limits given a ``name=`` by their workflow or step, by the name they would have had without it
+(``step:shop.charge`` -> ``payments-api``): ``awsworld limits describe step:shop.charge`` names the limit to ask for."""
+
+
+def named_as(default: str) -> str | None:
+    """The ``name=`` of the limit this process's code declares where ``default`` (``step:<step>``,
+    ``workflow:<workflow>``) would be its name, or None."""
+    return _NAMED.get(default)
 
 
 def declared(name: str) -> LimitSpec | None:

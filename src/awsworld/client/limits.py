@@ -26,7 +26,7 @@ from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import RunSlot, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
-from ..authoring.limits import declared, limits_runs
+from ..authoring.limits import declared, limits_runs, named_as
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
@@ -112,6 +112,7 @@ class LimitsClient:
             pools = [p for p in pools if p.pool == wanted]
         if not pools:
             if spec is None:
+                _named_otherwise(name)
                 raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
                                          "declaring it was given")
             return LimitView(name, spec, spec.total, [])
@@ -178,6 +179,8 @@ class LimitsClient:
                                   "--key KEY; a total: total=, --total)", field="key")
         pool_key = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)
         if spec is None and not any(p.pool == pool_key for p in pools):
+            if not pools:
+                _named_otherwise(name)
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
                                      "to set a key nothing has used yet")
         return await self.limiter.adjust(name, pool_key, adjustment, spec=spec)
@@ -193,6 +196,15 @@ def _resolve(limit: LimitRef) -> tuple[str, LimitSpec | None]:
     if definition is None or definition.limit is None:
         raise TypeError(f"{limit!r} is not a @workflow or @step with concurrency= or rate=")
     return definition.limit.spec.name, definition.limit.spec
+
+
+def _named_otherwise(name: str) -> None:
+    """``LimitNotFoundError`` naming the limit when ``name`` is the default name of a workflow or step whose code
+    here gives its limit a ``name=`` (``step:shop.charge`` for ``payments-api``): the limit is stored under that."""
+    actual = named_as(name)
+    if actual is not None:
+        raise LimitNotFoundError(f"{name.replace(':', ' ', 1)}'s limit is named {actual!r} (its name=): name "
+                                 f"{actual!r} instead of {name!r}")
 
 
 def _stored_keys(pools: list[Pool]) -> set[str]:
