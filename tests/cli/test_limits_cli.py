@@ -195,6 +195,10 @@ def test_a_change_the_code_would_not_apply_is_refused_and_a_renamed_limit_is_nam
     assert "limit 'step:clitest.exclusive' has no rate in its code" in tokens, tokens
     assert "held of 3" not in dev("limits", "describe", "step:clitest.rated").out
     assert "rate" not in dev("limits", "describe", "step:clitest.exclusive").out
+    # An unkeyed limit has the one key "": a --key was stored as a key of its own, listed, and used by no run.
+    unkeyed = dev("limits", "set", "step:clitest.rated", "--key", "x", "--rate", "20/s").one_line_error(2)
+    assert "limit 'step:clitest.rated' has no key function in its code: its one key is ''" in unkeyed, unkeyed
+    assert "'x'" not in dev("limits", "describe", "step:clitest.rated").out
     for command in (("describe", "step:clitest.partner"), ("set", "step:clitest.partner", "--rate", "9/s")):
         named = dev("limits", *command).one_line_error(1)
         assert "step clitest.partner's limit is named 'clitest-partner' (its name=)" in named, named
@@ -211,6 +215,9 @@ def test_a_paused_rate_only_limit_holds_its_steps_until_it_is_resumed(dev: Dev) 
     until_found(lambda: dev.json("limits", "describe", "step:clitest.paced")["keys"][0]["waiters"],
                 "the step waiting for the resume")
     assert dev.json("describe", run)["status"] == "running"
+    said = dev("describe", run).out  # (it said "a slot of ... (paused, ...; held by nobody)": a rate has no slots)
+    assert ("waits on  step clitest.paced, not started: it waits for the resume of step:clitest.paced (paused: "
+            "`awsworld limits resume step:clitest.paced`; place 1 of 1)") in said, said
     assert dev("limits", "resume", "step:clitest.paced").code == 0
     assert dev.json("result", run, "--wait", "30")["output"] == 1
     [key] = dev.json("limits", "describe", "step:clitest.paced")["keys"]

@@ -26,7 +26,7 @@ from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import RunSlot, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
-from ..authoring.limits import declared, limits_runs, named_as
+from ..authoring.limits import declared, keyed, limits_runs, named_as
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
@@ -170,6 +170,10 @@ class LimitsClient:
     async def _adjust(self, limit: LimitRef, key: str, adjustment: Adjustment) -> Pool:
         name, spec = _resolve(limit)
         check_key(key, name)
+        if key and adjustment.key != SHARED_POOL and keyed(name) is False:
+            # (its one key is "": a key of its own would be stored, listed and used by no run)
+            raise LimitInputError(f"limit {name!r} has no key function in its code: its one key is '', so key "
+                                  f"{key!r} is no key a run uses; leave --key (key=) out", field="key")
         pools = await self.limiter.pools(name)
         stored = _stored_keys(pools)
         if adjustment.key == "" and stored and "" not in stored:
@@ -360,6 +364,9 @@ def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     if wait["kind"] == "token":
         return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'], now)} at the "
                 "latest)")
+    if wait.get("paused") and not wait["heldBy"]:  # (a rate alone, or nothing held: only the resume lets it on)
+        command = f"awsworld limits resume {wait['limit']}" + (f" --key {wait['key']}" if wait.get("key") else "")
+        return f"the resume of {where} (paused: `{command}`; place {wait['place']} of {wait['of']})"
     held = holders_text(wait["heldBy"])
     state = ("paused, " if wait.get("paused") else "") + (  # else "held by nobody" and no word of why it waits
         "closed: its concurrency is 0 until `limits set` raises it or `limits reset`, " if wait.get("concurrency") == 0
