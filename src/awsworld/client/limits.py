@@ -170,12 +170,13 @@ class LimitsClient:
     async def _adjust(self, limit: LimitRef, key: str, adjustment: Adjustment) -> Pool:
         name, spec = _resolve(limit)
         check_key(key, name)
-        if key and adjustment.key != SHARED_POOL and keyed(name) is False:
+        pools = await self.limiter.pools(name)
+        stored = _stored_keys(pools)
+        if key and adjustment.key != SHARED_POOL and keyed(name) is False and (
+                adjustment.change == "set" or key not in stored):  # (one stored already can be reset or resumed)
             # (its one key is "": a key of its own would be stored, listed and used by no run)
             raise LimitInputError(f"limit {name!r} has no key function in its code: its one key is '', so key "
                                   f"{key!r} is no key a run uses; leave --key (key=) out", field="key")
-        pools = await self.limiter.pools(name)
-        stored = _stored_keys(pools)
         if adjustment.key == "" and stored and "" not in stored:
             # A keyed limit has no key "": pausing or setting it changed nothing any run holds, and said nothing.
             shown = ", ".join(repr(k) for k in sorted(stored)[:5]) + (", ..." if len(stored) > 5 else "")
