@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -222,6 +223,33 @@ def test_a_paused_rate_only_limit_holds_its_steps_until_it_is_resumed(dev: Dev) 
     assert dev.json("result", run, "--wait", "30")["output"] == 1
     [key] = dev.json("limits", "describe", "step:clitest.paced")["keys"]
     assert not key["holders"] and not key["waiters"], key  # (the resume's grant holds no slot once it came)
+
+
+def test_a_key_the_code_here_has_not_used_yet_says_whose_numbers_it_keeps(dev: Dev, tmp_path: Path) -> None:
+    """A deploy raised ``concurrency`` 1 to 3 (the shell's code, here a copy of the project with the new number):
+    a key only the old code has used keeps its numbers until the new code uses it, and ``limits describe`` said
+    ``1 held of 1`` under ``concurrency 3``, a change that read as not taken. The key's line says whose they are."""
+    run = dev("start", "clitest.per_customer", '["zed", 1]').out.strip()
+    until_found(lambda: dev("limits", "describe", LIMIT, "--key", "zed").out.count("holds"), "zed holding its slot")
+    newer = tmp_path / "newer"
+    (newer / "src").mkdir(parents=True)
+    (newer / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS).replace(
+        "Concurrency(1, key=lambda customer, n: customer)", "Concurrency(3, key=lambda customer, n: customer)"))
+    here, dev.cwd = dev.cwd, newer
+    try:
+        text = dev("limits", "describe", LIMIT, "--key", "zed").out
+        document = dev.json("limits", "describe", LIMIT, "--key", "zed")
+    finally:
+        dev.cwd = here
+    assert text.startswith(f"{LIMIT}  concurrency 3"), text
+    assert ("key 'zed': 1 held of 1 (recorded by the code that used it last; this code's 3 from its next use)"
+            in text), text
+    assert document["codeHere"] is True and document["concurrency"] == 3
+    assert document["keys"][0]["concurrency"] == 1
+    plain = dev("limits", "describe", LIMIT, "--key", "zed").out  # (the code that used it: nothing to say)
+    assert "key 'zed': 1 held of 1, 0 waiting" in plain, plain
+    assert dev("resume", "cli-limits:zed:1", "{}").code == 0
+    assert dev.json("result", run, "--wait", "30")["output"] == 1
 
 
 def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:

@@ -87,6 +87,9 @@ class LimitView:
     spec: LimitSpec
     total: int | None
     keys: list[KeyView]
+    declared: bool = False
+    """``spec`` is the code's of this process (else the numbers the first pool recorded): a key whose own differ
+    keeps those of the code that used it last until this code uses it (``_worker/limiter.py``)."""
 
     def key(self, key: str) -> KeyView | None:
         return next((k for k in self.keys if k.key == key), None)
@@ -115,7 +118,7 @@ class LimitsClient:
                 _named_otherwise(name)
                 raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
                                          "declaring it was given")
-            return LimitView(name, spec, spec.total, [])
+            return LimitView(name, spec, spec.total, [], declared=True)
         views: list[KeyView] = []
         now = clock_of(self.world).now()
         for pool in pools:
@@ -134,7 +137,7 @@ class LimitsClient:
                     state.concurrency is not None or state.rate is not None or state.paused,
                     next_start(pool, k, now)))
         first = pools[0]
-        return LimitView(name, spec or first.spec, first.total_limit(), views)
+        return LimitView(name, spec or first.spec, first.total_limit(), views, declared=spec is not None)
 
     async def set(self, limit: LimitRef, *, key: str = "", concurrency: int | None = None,
                   total: int | None = None, rate: str | None = None, burst: int | None = None) -> LimitView:
