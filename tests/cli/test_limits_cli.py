@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -73,6 +74,21 @@ async def rated(n: int) -> int:
 @workflow(name="clitest.call_rated")
 async def call_rated(n: int) -> int:
     return await rated(n)
+
+
+@step(name="clitest.paced", rate=RateLimit("60/m"))
+async def paced(n: int) -> int:
+    return n
+
+
+@workflow(name="clitest.call_paced")
+async def call_paced(n: int) -> int:
+    return await paced(n)
+
+
+@step(name="clitest.partner", rate=RateLimit("5/s", name="clitest-partner"))
+async def partner(n: int) -> int:
+    return n
 
 
 @step(name="clitest.trickled", rate=RateLimit("1/m"))
@@ -173,6 +189,75 @@ def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> No
         assert f"limit '{LIMIT}' is keyed (its keys: 'ann'" in refused and "--key KEY" in refused, refused
     missing = dev("limits", "describe", "workflow:clitest.nope")
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
+
+
+def test_a_change_the_code_would_not_apply_is_refused_and_a_renamed_limit_is_named(dev: Dev) -> None:
+    """A step takes the slot and the token its code declares: a concurrency set on a rate-only limit, or a rate on
+    a concurrency-only one, was stored, listed ("0 held of 3 (set at run time; the code's none)") and applied to
+    nothing. Both are refused, saying what to change. A step whose limit has a ``name=`` is asked for by its
+    default name: the error names the limit's name (it said nothing was stored, as for a limit nobody declared)."""
+    assert dev("start", "clitest.call_rated", "[1]", "--wait", "30").code == 0
+    slots = dev("limits", "set", "step:clitest.rated", "--concurrency", "3").one_line_error(2)
+    assert "limit 'step:clitest.rated' has no concurrency in its code (a rate only)" in slots, slots
+    assert "give the step concurrency= in code" in slots, slots
+    tokens = dev("limits", "set", "step:clitest.exclusive", "--rate", "5/s").one_line_error(2)
+    assert "limit 'step:clitest.exclusive' has no rate in its code" in tokens, tokens
+    assert "held of 3" not in dev("limits", "describe", "step:clitest.rated").out
+    assert "rate" not in dev("limits", "describe", "step:clitest.exclusive").out
+    # An unkeyed limit has the one key "": a --key was stored as a key of its own, listed, and used by no run.
+    unkeyed = dev("limits", "set", "step:clitest.rated", "--key", "x", "--rate", "20/s").one_line_error(2)
+    assert "limit 'step:clitest.rated' has no key function in its code: its one key is ''" in unkeyed, unkeyed
+    assert "'x'" not in dev("limits", "describe", "step:clitest.rated").out
+    for command in (("describe", "step:clitest.partner"), ("set", "step:clitest.partner", "--rate", "9/s")):
+        named = dev("limits", *command).one_line_error(1)
+        assert "step clitest.partner's limit is named 'clitest-partner' (its name=)" in named, named
+
+
+def test_a_paused_rate_only_limit_holds_its_steps_until_it_is_resumed(dev: Dev) -> None:
+    """``limits pause`` of a step limit with a rate alone: its steps take no slot, and the pause was kept only at
+    the slots, so the command said ``paused`` while every step went on starting at the rate. A step of the paused
+    key now waits for the resume as a slot's waiter (listed in order), and starts once it comes."""
+    assert dev("start", "clitest.call_paced", "[0]", "--wait", "30").code == 0  # (the limit is in use)
+    paused = dev("limits", "pause", "step:clitest.paced")
+    assert paused.code == 0 and "paused" in paused.out, paused
+    run = dev("start", "clitest.call_paced", "[1]").out.strip()
+    until_found(lambda: dev.json("limits", "describe", "step:clitest.paced")["keys"][0]["waiters"],
+                "the step waiting for the resume")
+    assert dev.json("describe", run)["status"] == "running"
+    said = dev("describe", run).out  # (it said "a slot of ... (paused, ...; held by nobody)": a rate has no slots)
+    assert ("waits on  step clitest.paced, not started: it waits for the resume of step:clitest.paced (paused: "
+            "`awsworld limits resume step:clitest.paced`; place 1 of 1)") in said, said
+    assert dev("limits", "resume", "step:clitest.paced").code == 0
+    assert dev.json("result", run, "--wait", "30")["output"] == 1
+    [key] = dev.json("limits", "describe", "step:clitest.paced")["keys"]
+    assert not key["holders"] and not key["waiters"], key  # (the resume's grant holds no slot once it came)
+
+
+def test_a_key_the_code_here_has_not_used_yet_says_whose_numbers_it_keeps(dev: Dev, tmp_path: Path) -> None:
+    """A deploy raised ``concurrency`` 1 to 3 (the shell's code, here a copy of the project with the new number):
+    a key only the old code has used keeps its numbers until the new code uses it, and ``limits describe`` said
+    ``1 held of 1`` under ``concurrency 3``, a change that read as not taken. The key's line says whose they are."""
+    run = dev("start", "clitest.per_customer", '["zed", 1]').out.strip()
+    until_found(lambda: dev("limits", "describe", LIMIT, "--key", "zed").out.count("holds"), "zed holding its slot")
+    newer = tmp_path / "newer"
+    (newer / "src").mkdir(parents=True)
+    (newer / "src" / "clitest.py").write_text(textwrap.dedent(WORKFLOWS).replace(
+        "Concurrency(1, key=lambda customer, n: customer)", "Concurrency(3, key=lambda customer, n: customer)"))
+    here, dev.cwd = dev.cwd, newer
+    try:
+        text = dev("limits", "describe", LIMIT, "--key", "zed").out
+        document = dev.json("limits", "describe", LIMIT, "--key", "zed")
+    finally:
+        dev.cwd = here
+    assert text.startswith(f"{LIMIT}  concurrency 3"), text
+    assert ("key 'zed': 1 held of 1 (recorded by the code that used it last; this code's 3 from its next use)"
+            in text), text
+    assert document["codeHere"] is True and document["concurrency"] == 3
+    assert document["keys"][0]["concurrency"] == 1
+    plain = dev("limits", "describe", LIMIT, "--key", "zed").out  # (the code that used it: nothing to say)
+    assert "key 'zed': 1 held of 1, 0 waiting" in plain, plain
+    assert dev("resume", "cli-limits:zed:1", "{}").code == 0
+    assert dev.json("result", run, "--wait", "30")["output"] == 1
 
 
 def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:

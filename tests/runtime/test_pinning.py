@@ -69,6 +69,11 @@ with V1.capture():
         await create_hook(token=f"pin-solo:{x}")
         return await tag_v1(x)
 
+    @workflow(name="pin.duo", concurrency=1)
+    async def duo_v1(x: str) -> str:
+        await create_hook(token=f"pin-duo:{x}")
+        return f"v1:{x}"
+
     @step(name="pin.rated", rate=RateLimit("1/m"))
     async def rated_v1(x: str) -> str:
         return f"v1:{x}"
@@ -112,6 +117,11 @@ with V2.capture():
     async def solo_v2(x: str) -> str:
         await create_hook(token=f"pin-solo:{x}")
         return await tag_v2(x)
+
+    @workflow(name="pin.duo", concurrency=2)  # the limit raised in code
+    async def duo_v2(x: str) -> str:
+        await create_hook(token=f"pin-duo:{x}")
+        return f"v2:{x}"
 
     @step(name="pin.rated", rate=RateLimit("100/s"))  # the rate raised in code
     async def rated_v2(x: str) -> str:
@@ -342,6 +352,35 @@ async def test_a_rate_raised_in_code_lets_the_new_codes_starts_in_at_once(stack:
     [step_started] = [e for e in await new.events() if e.event_type == "step_started"]
     admitted = datetime.fromisoformat((step_started.event_data or {})["limit"]["admittedAt"])
     assert (admitted - deployed_at).total_seconds() < 60, "at 100/s, not behind the starts reserved at 1/m"
+
+
+async def test_a_limit_raised_by_a_deploy_is_not_put_back_by_the_runs_still_on_the_old_code(stack: Stack) -> None:
+    """``concurrency=1`` raised to 2 by a deploy while runs started on the old code wait for the slot: the new
+    code's first start records 2 and grants a waiter the second slot, and that waiter's first delivery, handed to
+    the old deployment, asks for its slot with the old code's numbers. They are not recorded over the newest
+    code's: the limit stays 2, so a third run starts when the first ends while the second still runs. The old
+    code's runs once wrote 1 back at every use, and the raise held only until the next of them came (the walk of
+    docs/how-to/flow-control.md: a backlog pinned to the old code kept it at the old numbers until it drained)."""
+    first = await stack.client.start(duo_v1, "a")
+    await stack.hook_ready("pin-duo:a")
+    second = await stack.client.start(duo_v1, "b")
+    third = await stack.client.start(duo_v1, "c")
+    await stack.deploy("v2", V2)
+    fourth = await stack.client.start(duo_v2, "d")  # the new code's numbers: b gets the second slot, d waits
+    await stack.hook_ready("pin-duo:b")  # b's first delivery ran on v1 (handed over), asking with v1's numbers
+    assert await stack.pin(second) == "v1"
+    view = (await stack.client.limits.describe("workflow:pin.duo")).key("")
+    assert view is not None and view.concurrency == 2, "the newest code's limit, not the old runs'"
+    await stack.client.resume_hook("pin-duo:a", {})
+    assert await first.result(timeout=30) == "v1:a"
+    await stack.hook_ready("pin-duo:c")  # b still holds its slot: c takes the second one
+    held = {h for h, _ in (await stack.client.limits.describe("workflow:pin.duo")).key("").holders}
+    assert held == {run_holder(second.run_id), run_holder(third.run_id)}
+    for x, run in (("b", second), ("c", third), ("d", fourth)):
+        if x == "d":
+            await stack.hook_ready("pin-duo:d")
+        await stack.client.resume_hook(f"pin-duo:{x}", {})
+        assert await run.result(timeout=30) == ("v2:d" if x == "d" else f"v1:{x}")
 
 
 async def test_an_unpinned_workflow_and_a_child_run(stack: Stack) -> None:

@@ -36,6 +36,7 @@ What ends where:
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Mapping
@@ -67,6 +68,7 @@ from ..world.queue import Delivery
 from ..world.watch import beyond_reach, park_due
 from .child_runs import resolve_step
 from .dispatch import Outcome, Worker
+from .limiter import older_code
 from .rerouting import Rerouting, Way
 from .tick import is_tick, run_tick
 
@@ -318,8 +320,10 @@ class DeliveryPath:
             # what a run's end asks (tell a parent), acknowledged as for any workflow.
         started = time.monotonic()
         try:
-            outcome = await self.worker.execute(message, deadline=deadline, message_id=delivery.message_id,
-                                                attempt=delivery.attempt)
+            # (handed over: this is older code than the live deployment's, whose limits' numbers it leaves alone)
+            with older_code() if handed is not None else contextlib.nullcontext():
+                outcome = await self.worker.execute(message, deadline=deadline, message_id=delivery.message_id,
+                                                    attempt=delivery.attempt)
         except Misrouted as misrouted:  # the flow read the run's pin in its log: another deployment's run
             return await self.reroute.hand_over(way, misrouted.pin)
         except StepNotRegisteredError as missing:  # the workflow called a step this deployment lacks

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import random
 import time
 import weakref
-from collections.abc import AsyncIterator, Callable, Collection, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -45,6 +46,7 @@ from ..world.rules.limiters import (
     adjust,
     empty_pool,
     holder_run,
+    paused_bucket,
     pool_of,
     release,
     reserve,
@@ -66,6 +68,24 @@ reads the pool (the writer that granted it may have died before sending it)."""
 REAP_AFTER = timedelta(seconds=60)
 """A run holder older than this is looked up (its run may have ended without tidying: a crash) before an asker
 is made to wait or a listing shows it."""
+
+
+_OLDER_CODE: contextvars.ContextVar[bool] = contextvars.ContextVar("awsworld_limits_older_code", default=False)
+
+
+@contextlib.contextmanager
+def older_code() -> Iterator[None]:
+    """The limits used in this block are declared by code older than the newest deployment: a delivery another
+    deployment handed over (``_worker/delivery.py``: only the runs pinned to an older version are handed to it).
+    Such code decides by the numbers a pool records and writes its own only into a pool not stored yet. Why: the
+    numbers a pool keeps are the last code's to use it, and the runs pinned to the code before a deploy (a
+    backlog waiting for its slots, say) would otherwise write the old numbers back at every use, so a limit
+    raised in code held only until the next of them came."""
+    token = _OLDER_CODE.set(True)
+    try:
+        yield
+    finally:
+        _OLDER_CODE.reset(token)
 
 
 @dataclass
@@ -252,9 +272,12 @@ class Limiter:
 
     # ------------------------------------------------------------------ tokens
 
-    async def reserve(self, spec: LimitSpec, key: str) -> datetime:
-        """The start time ``key``'s bucket gives this asker (now, or when it must come back), counted."""
+    async def reserve(self, spec: LimitSpec, key: str) -> datetime | None:
+        """The start time ``key``'s bucket gives this asker (now, or when it must come back), counted; None while
+        the key is paused (``rules.limiters.paused_bucket``: nothing counted, the asker waits for the resume)."""
         def decide(pool: Pool) -> Decided:
+            if paused_bucket(pool, key):
+                return Decided(pool, None)
             reserved = reserve(pool, key, self.now(), step=self.store.delay_step)
             return Decided(reserved.pool, reserved.at)
 
@@ -292,7 +315,7 @@ class Limiter:
                 return None, []
             pool = stored if stored is not None else empty_pool(spec, pool_key)  # type: ignore[arg-type]
             now = self.now()
-            if spec is not None:
+            if spec is not None and (stored is None or not _OLDER_CODE.get()):  # (the newest code's numbers)
                 pool = with_spec(pool, spec, now)
             ended: set[str] = set()
             if reap_all or (reap_for is not None and not settle(pool, now).pool.admissible(reap_for)):

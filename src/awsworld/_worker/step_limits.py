@@ -52,7 +52,7 @@ from ..world.events import Event
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS
-from ..world.rules.limiters import Acquired, Ask, LimitInputError, pool_of, step_holder
+from ..world.rules.limiters import Acquired, Ask, LimitInputError, LimitSpec, pool_of, step_holder
 from ..world.watch import bucket_seconds, horizon
 from .limiter import Limiter
 
@@ -64,6 +64,9 @@ PRIORITY_FIELD = "priority"
 DUE_FIELD = "dueSince"
 """A step message's ``runContext`` field: since when its step has been due to start, its declaration or its retry's
 time (a wake may send the message again once the watch horizon has passed since: ``recovery.overdue``)."""
+PAUSED_FIELD = "pausedWait"
+"""A step message's ``runContext`` field: the message is the wake of a step that waited for its paused limit's
+resume (a limit with a rate alone: ``_wait_for_resume``), whose grant it gives back before it asks for a token."""
 SLOT_MARGIN = timedelta(seconds=1)
 """A slot's lease outlasts the attempt's own by this much: taken before the attempt's start, it must not end
 before the lease that start records."""
@@ -165,7 +168,16 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
         slot = Slot(spec.name, pool, holder)
     admitted = now
     if spec.rate is not None:
-        at = admitted = reserved if reserved is not None else await limiter.reserve(spec, key)
+        if reserved is None and slot is None and context.get(PAUSED_FIELD):
+            await limiter.release(spec.name, pool, holder)  # (the resume's grant: a rate alone holds no slot)
+        found_at = reserved if reserved is not None else await limiter.reserve(spec, key)
+        for _ in range(3):
+            if found_at is not None or slot is not None:
+                break
+            if await _wait_for_resume(limiter, spec, key, holder, wake, now):
+                return WAITING
+            found_at = await limiter.reserve(spec, key)  # (resumed meanwhile)
+        at = admitted = found_at if found_at is not None else now
         if reserved is None and at - due >= sent_again_after():
             await limiter.store.keep_reservation(spec.name, pool, holder, at)
         sent = clock_of(world).now()
@@ -178,6 +190,25 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
                               delay_seconds=_delay(at, sent, limiter.store.delay_step))
             return WAITING
     return Taken(spec.name, key, admitted, slot)
+
+
+async def _wait_for_resume(limiter: Limiter, spec: LimitSpec, key: str, holder: str, wake: FlowMessage,
+                           now: datetime) -> bool:
+    """A step of a paused limit with a rate alone (``rules.limiters.paused_bucket``): it waits for the resume as a
+    slot's waiter, in the same order (its run's priority, then turns between keys), and the resume's grant sends
+    its message back, marked (``PAUSED_FIELD``) so it gives back the slot the grant made it hold. False when the
+    key was resumed meanwhile (the slot it was granted at once is given back: ask the bucket again)."""
+    context = wake.run_context
+    priority = context.get(PRIORITY_FIELD)
+    payload = replace(wake, run_context={**context, PAUSED_FIELD: True}).to_payload()
+    decision = await limiter.acquire(spec, Ask(
+        holder, key, priority if isinstance(priority, int) else 0, now, lease_until=now + SLOT_MARGIN,
+        wake={"queue": queue_name_for(wake.workflow_name), "payload": payload,
+              "key": f"{holder}:paused:{now.timestamp():.6f}"}))
+    if isinstance(decision, Acquired):
+        await limiter.release(spec.name, pool_of(spec, key), holder)
+        return False
+    return True
 
 
 async def give_back(world: World, taken: Taken | None) -> None:

@@ -152,7 +152,30 @@ def declare(kind: str, owner: str, concurrency: int | Concurrency | None,
                               f"({_describe(known[0])}) and {kind} {owner} ({_describe(spec)}): every use of a named "
                               "limit gives the same", field="name")
     _DECLARED[name] = (spec, kind, owner)
+    _KEYED[name] = _KEYED.get(name, False) or bool(keys)  # (keyed if any of its declarations is)
+    if name != f"{kind}:{owner}":
+        _NAMED[f"{kind}:{owner}"] = name
     return LimitDecl(spec, keys.pop() if keys else None, conc.on_busy if conc else "wait")
+
+
+_NAMED: dict[str, str] = {}
+"""The limits given a ``name=`` by their workflow or step, by the name they would have had without it
+(``step:shop.charge`` -> ``payments-api``): ``awsworld limits describe step:shop.charge`` names the limit to ask for."""
+
+
+_KEYED: dict[str, bool] = {}
+"""Whether the limits this process declared have a key function (one without has the one key ``""``)."""
+
+
+def keyed(name: str) -> bool | None:
+    """Whether this process's code gives limit ``name`` a key function (None: no code here declares it)."""
+    return _KEYED.get(name)
+
+
+def named_as(default: str) -> str | None:
+    """The ``name=`` of the limit this process's code declares where ``default`` (``step:<step>``,
+    ``workflow:<workflow>``) would be its name, or None."""
+    return _NAMED.get(default)
 
 
 def declared(name: str) -> LimitSpec | None:

@@ -63,7 +63,7 @@ def limit_json(view: LimitView) -> dict[str, Any]:
 
     spec = view.spec
     return {
-        "limit": view.name, "concurrency": spec.concurrency, "total": view.total,
+        "limit": view.name, "concurrency": spec.concurrency, "total": view.total, "codeHere": view.declared,
         "rate": spec.rate.text() if spec.rate else None,
         "keys": [{
             "key": k.key, "concurrency": k.concurrency, "paused": k.paused, "overridden": k.overridden,
@@ -129,10 +129,18 @@ def _print_limit(document: dict[str, Any]) -> None:
         # "concurrency 1", or a rate set to 50/s under "rate 2/m", once read as a change that did not take.
         code = document["concurrency"]
         held = f"{len(k['holders'])} held" + (f" of {k['concurrency']}" if k["concurrency"] is not None else "")
+        # A key the code here has not used yet keeps the numbers of the code that used it last (a deploy raised
+        # the limit: "1 held of 1" under "concurrency 2" read as a change that did not take).
+        last = ("recorded by the code that used it last; this code's {} from its next use" if document["codeHere"]
+                else "recorded by the code that used it last")
         if k["overridden"] and k["concurrency"] != code:
             held += f" (set at run time; the code's {'none' if code is None else code})"
+        elif k["concurrency"] != code and k["concurrency"] is not None:
+            held += f" ({last.format('none' if code is None else code)})"
         rate = f", rate {k['rate']} (set at run time; the code's {document['rate'] or 'none'})" \
-            if k["overridden"] and k["rate"] != document["rate"] else ""
+            if k["overridden"] and k["rate"] != document["rate"] else \
+            f", rate {k['rate']} ({last.format(document['rate'] or 'none')})" \
+            if k["rate"] != document["rate"] and k["rate"] is not None else ""
         print(f"  key {k['key']!r}: {held}, {len(k['waiters'])} waiting" + (", paused" if k["paused"] else "")
               + (", closed: nothing starts until a `limits set` raises it or `limits reset`"
                  if _closed(document, k) and not k["paused"] else "")

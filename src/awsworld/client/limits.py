@@ -26,7 +26,7 @@ from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import RunSlot, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
-from ..authoring.limits import declared, limits_runs
+from ..authoring.limits import declared, keyed, limits_runs, named_as
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
@@ -87,6 +87,9 @@ class LimitView:
     spec: LimitSpec
     total: int | None
     keys: list[KeyView]
+    declared: bool = False
+    """``spec`` is the code's of this process (else the numbers the first pool recorded): a key whose own differ
+    keeps those of the code that used it last until this code uses it (``_worker/limiter.py``)."""
 
     def key(self, key: str) -> KeyView | None:
         return next((k for k in self.keys if k.key == key), None)
@@ -112,9 +115,10 @@ class LimitsClient:
             pools = [p for p in pools if p.pool == wanted]
         if not pools:
             if spec is None:
+                _named_otherwise(name)
                 raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
                                          "declaring it was given")
-            return LimitView(name, spec, spec.total, [])
+            return LimitView(name, spec, spec.total, [], declared=True)
         views: list[KeyView] = []
         now = clock_of(self.world).now()
         for pool in pools:
@@ -133,7 +137,7 @@ class LimitsClient:
                     state.concurrency is not None or state.rate is not None or state.paused,
                     next_start(pool, k, now)))
         first = pools[0]
-        return LimitView(name, spec or first.spec, first.total_limit(), views)
+        return LimitView(name, spec or first.spec, first.total_limit(), views, declared=spec is not None)
 
     async def set(self, limit: LimitRef, *, key: str = "", concurrency: int | None = None,
                   total: int | None = None, rate: str | None = None, burst: int | None = None) -> LimitView:
@@ -171,6 +175,11 @@ class LimitsClient:
         check_key(key, name)
         pools = await self.limiter.pools(name)
         stored = _stored_keys(pools)
+        if key and adjustment.key != SHARED_POOL and keyed(name) is False and (
+                adjustment.change == "set" or key not in stored):  # (one stored already can be reset or resumed)
+            # (its one key is "": a key of its own would be stored, listed and used by no run)
+            raise LimitInputError(f"limit {name!r} has no key function in its code: its one key is '', so key "
+                                  f"{key!r} is no key a run uses; leave --key (key=) out", field="key")
         if adjustment.key == "" and stored and "" not in stored:
             # A keyed limit has no key "": pausing or setting it changed nothing any run holds, and said nothing.
             shown = ", ".join(repr(k) for k in sorted(stored)[:5]) + (", ..." if len(stored) > 5 else "")
@@ -178,6 +187,8 @@ class LimitsClient:
                                   "--key KEY; a total: total=, --total)", field="key")
         pool_key = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)
         if spec is None and not any(p.pool == pool_key for p in pools):
+            if not pools:
+                _named_otherwise(name)
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
                                      "to set a key nothing has used yet")
         return await self.limiter.adjust(name, pool_key, adjustment, spec=spec)
@@ -193,6 +204,15 @@ def _resolve(limit: LimitRef) -> tuple[str, LimitSpec | None]:
     if definition is None or definition.limit is None:
         raise TypeError(f"{limit!r} is not a @workflow or @step with concurrency= or rate=")
     return definition.limit.spec.name, definition.limit.spec
+
+
+def _named_otherwise(name: str) -> None:
+    """``LimitNotFoundError`` naming the limit when ``name`` is the default name of a workflow or step whose code
+    here gives its limit a ``name=`` (``step:shop.charge`` for ``payments-api``): the limit is stored under that."""
+    actual = named_as(name)
+    if actual is not None:
+        raise LimitNotFoundError(f"{name.replace(':', ' ', 1)}'s limit is named {actual!r} (its name=): name "
+                                 f"{actual!r} instead of {name!r}")
 
 
 def _stored_keys(pools: list[Pool]) -> set[str]:
@@ -375,6 +395,9 @@ def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     if wait["kind"] == "token":
         return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'], now)} at the "
                 "latest)")
+    if wait.get("paused") and not wait["heldBy"]:  # (a rate alone, or nothing held: only the resume lets it on)
+        command = f"awsworld limits resume {wait['limit']}" + (f" --key {wait['key']}" if wait.get("key") else "")
+        return f"the resume of {where} (paused: `{command}`; place {wait['place']} of {wait['of']})"
     held = holders_text(wait["heldBy"])
     state = ("paused, " if wait.get("paused") else "") + (  # else "held by nobody" and no word of why it waits
         "closed: its concurrency is 0 until `limits set` raises it or `limits reset`, " if wait.get("concurrency") == 0

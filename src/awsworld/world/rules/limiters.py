@@ -506,6 +506,13 @@ def reserve(pool: Pool, key: str, now: datetime, *, step: float = 0.0) -> Reserv
     return Reserved(evolve(pool, keys=keys), at)
 
 
+def paused_bucket(pool: Pool, key: str) -> bool:
+    """Whether ``key`` is paused and has no slots to hold its askers back: a limit with a rate only, whose steps
+    ask for no slot, so its pause holds back their tokens (``reserve`` is not asked then: the asker waits for the
+    resume as a slot's waiter does, ``_worker/step_limits.py``). A limit with slots is paused at its slots."""
+    return pool.key(key).paused and pool.concurrency(key) is None and pool.total_limit() is None
+
+
 def available_tokens(pool: Pool, key: str, now: datetime) -> float | None:
     """How many starts the bucket of ``key`` would allow at once now (None without a rate)."""
     rate = pool.rate(key)
@@ -579,6 +586,16 @@ def adjust(pool: Pool, adjustment: Adjustment, now: datetime) -> Pool:
                                   "concurrency instead", field="total")
         if adjustment.concurrency is None and adjustment.rate is None and adjustment.total is None:
             raise LimitInputError("set what? give a concurrency, a rate or a total", field="concurrency")
+        # What the code does not declare, its askers do not take (a step without concurrency= asks for no slot,
+        # one without rate= for no token): set, it would show in `awsworld limits` and change nothing.
+        if adjustment.concurrency is not None and pool.spec.concurrency is None and pool.spec.total is None:
+            raise LimitInputError(f"limit {pool.limit!r} has no concurrency in its code (a rate only): its steps take "
+                                  "no slot, so a concurrency set at run time would limit nothing; give the step "
+                                  "concurrency= in code, or pace it with --rate", field="concurrency")
+        if adjustment.rate is not None and pool.spec.rate is None:
+            raise LimitInputError(f"limit {pool.limit!r} has no rate in its code: its steps take no token, so a rate "
+                                  "set at run time would pace nothing; give the step rate= in code, or set its "
+                                  "--concurrency", field="rate")
         if adjustment.rate is not None:
             check_rate(adjustment.rate)
         before = pool.rate(adjustment.key)
