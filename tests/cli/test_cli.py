@@ -1188,7 +1188,7 @@ def test_describe_of_a_cancelled_run_shows_its_open_step_unfinished_not_running(
     _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["step"])
     assert dev("cancel", run_id, "--reason", "on-call").code == 0
     text = dev("describe", run_id).out.splitlines()
-    assert "steps     1 (1 unfinished)" in text, text
+    assert "steps     1 (1 unfinished)" in text, "\n".join(text)  # (whole: a list in the message is cut short)
     assert "          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)" in text
     assert any(re.fullmatch(r"  clitest\.gate +unfinished +attempt 1", line) for line in text), text
     assert dev.json("describe", run_id)["steps"]["list"][0]["status"] == "running"
