@@ -521,3 +521,46 @@ async def test_the_steps_of_a_fan_out_waiting_for_a_slot_are_said_once_naming_wh
         assert "s:wrun" not in said
         GATE["open"].set()
         assert await run.result(timeout=30) == sum(range(12))
+
+
+@step(name="steplimits.paced", rate=RateLimit("60/m"))
+async def paced(n: int) -> int:
+    await body("paced")
+    return n
+
+
+@workflow(name="steplimits.pacing")
+async def pacing(n: int) -> int:
+    return await paced(n)
+
+
+async def test_a_run_that_ends_while_its_step_waits_for_a_paused_rate_leaves_no_waiter(e2e: E2E) -> None:
+    """A step of a paused limit with a rate alone waits for the resume as a slot's waiter
+    (``step_limits._wait_for_resume``). A run that ends while one waits (here cancelled) takes it out in its end's
+    tidy (``step_limits.free_run_steps``), as it does a slot's waiter: that tidy passed over a limit without slots,
+    so the waiter stayed listed until the resume, whose grant went to a step nobody would run. After the resume,
+    the cancelled run's body never runs and the limit holds nothing."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    await e2e.client.limits.pause(paced)  # (no pool yet: the step's numbers create it)
+    try:
+        run = await e2e.start(pacing, 1)
+
+        async def waiting() -> bool:
+            return any(p.waiting for p in await limiter.pools(name))
+
+        await until(waiting, "the step never waited for the resume")
+        await e2e.client.cancel(run.run_id)
+
+        async def withdrawn() -> bool:
+            return all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=10)
+        assert await limiter.waiters(name, "") == []  # the record is gone, not only its count
+    finally:
+        await e2e.client.limits.resume(paced)
+    assert await run.status() == "cancelled"
+    await asyncio.sleep(0.5)  # (a wake the resume sent would have brought the step by now)
+    assert CALLS["paced"] == 0
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(name))

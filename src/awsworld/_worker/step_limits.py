@@ -275,9 +275,11 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
     """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
     slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
     it), and take its steps still waiting for a slot out of the waiters (a run cancelled or failed while one
-    waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). The
-    pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open steps
-    were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
+    waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). A
+    limit with a rate alone counts too: its open steps may wait for a paused key's resume as waiters
+    (``_wait_for_resume``), and left, such a waiter was listed until the resume, an owner that might never come
+    back. The pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open
+    steps were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
     waiter record where the pool has waiters, a write only where one still holds or waits. A run none of whose
     steps was declared or started under a limit, the common case, costs one pass over its log and no I/O."""
     marked = [(event.event_type, event.correlation_id, limit) for event in log
@@ -297,8 +299,10 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
             declared = registry.step(names.get(step_id, "")).limit
         except LookupError:
             continue
-        if declared is None or (declared.spec.concurrency is None and declared.spec.total is None):
-            continue  # a rate alone holds no slot
+        if declared is None:
+            continue
+        if declared.spec.concurrency is None and declared.spec.total is None and not opened:
+            continue  # a rate alone holds no slot once started (a pause's waiter is its open step's: below)
         holders, waiting = pools.setdefault(
             (declared.spec.name, pool_of(declared.spec, str(limit.get("key", "")))), (set(), set()))
         holders.add(step_holder(run_id, step_id))
