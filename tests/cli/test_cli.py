@@ -298,7 +298,8 @@ class Dev:
         process alone (``AWSWORLD_...``)."""
         self.cwd, self.state, self.runners = cwd, state, runners
         self.process = subprocess.Popen([*command, "dev", module, "--state", str(state), *options], cwd=cwd,
-                                        env=_clean_env() | (settings or {}), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                        env=_clean_env() | (settings or {}), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60
