@@ -69,6 +69,42 @@ describe('createWorld against awsworld serve --world memory: errors a TypeScript
     assert.ok(HookNotFoundError.is(unknown), String(unknown));
     assert.match(unknown.message, /no hook owns that token/);
   });
+
+  test('a hook token "." or ".." is found (a URL path drops such a segment: the token goes in the query)', async () => {
+    // `/v1/hooks/by-token/..` reached `/v1/hooks` (its 400 about runId), `/v1/hooks/by-token/.` no hook.
+    const runId = await startedRun(world);
+    for (const [n, token] of ['.', '..'].entries()) {
+      await world.events.create(runId, {
+        eventType: 'hook_created', specVersion: 5, correlationId: `hook_dot_${n}`, eventData: { token },
+      });
+      const hook = await world.hooks.getByToken(token);
+      assert.equal(hook.token, token);
+      assert.equal(hook.runId, runId);
+    }
+  });
+
+  test("a stream name with '/' or a '.' or '..' name is the World's 400 naming streamName", async () => {
+    // A '/' (sent as %2F) split the server's path: a 404 "no endpoint". A '.' or '..' segment was dropped: a 405,
+    // or, for getChunks of '.', a live read of a stream named "chunks" that never ended.
+    const runId = await startedRun(world);
+    const refusal = (promise) => promise.then(() => assert.fail('accepted'), (e) => e);
+    for (const name of ['a/b', '../x', '.', '..']) {
+      for (const call of [
+        () => world.streams.write(runId, name, 'x'),
+        () => world.streams.getChunks(runId, name),
+        () => world.streams.getInfo(runId, name),
+        () => world.streams.get(runId, name),
+        () => world.streams.close(runId, name),
+      ]) {
+        const refused = await refusal(call());
+        assert.ok(WorkflowWorldError.is(refused), String(refused));
+        assert.equal(refused.status, 400, `${name}: ${refused.message}`);
+        assert.match(refused.message, /^streamName /, name);
+      }
+    }
+    await world.streams.write(runId, 'a..b', 'x'); // (dots inside a name are no segment of their own)
+    assert.equal((await world.streams.getChunks(runId, 'a..b')).data.length, 1);
+  });
 });
 
 describe('a run of the TypeScript runtime failed by awsworld (`awsworld fail`, `Client.fail`)', () => {
