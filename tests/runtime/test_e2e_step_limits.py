@@ -564,3 +564,42 @@ async def test_a_run_that_ends_while_its_step_waits_for_a_paused_rate_leaves_no_
     await asyncio.sleep(0.5)  # (a wake the resume sent would have brought the step by now)
     assert CALLS["paced"] == 0
     assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(name))
+
+
+async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2e: E2E) -> None:
+    """A step's message that comes after its run's end (here sent again once the run was cancelled and its end's
+    tidy had looked) found its paused limit and waited: a waiter written after the tidy, that nobody took out,
+    listed until the resume. Its own delivery looks at its run once it has waited, and takes it out."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    await e2e.client.limits.pause(paced)
+    try:
+        run = await e2e.start(pacing, 2)
+
+        async def waiting() -> bool:
+            return any(p.waiting for p in await limiter.pools(name))
+
+        await until(waiting, "the step never waited for the resume")
+        [waiter] = await limiter.waiters(name, "")
+        assert waiter.wake is not None
+        await e2e.client.cancel(run.run_id)
+
+        async def withdrawn() -> bool:
+            return all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=10)
+        payload = dict(waiter.wake["payload"])
+        before = len(e2e.poller.results)
+        await e2e.world.queue(str(waiter.wake["queue"]), payload)  # the step's message, late
+
+        async def delivered() -> bool:
+            return any(r.status == "limit-wait" for r in e2e.poller.results[before:])
+
+        await until(delivered, "the late step message's delivery did not end waiting")
+        assert await limiter.waiters(name, "") == []
+        assert all(p.waiting == 0 and not p.holders for p in await limiter.pools(name))
+    finally:
+        await e2e.client.limits.resume(paced)
+    await asyncio.sleep(0.5)
+    assert CALLS["paced"] == 0
