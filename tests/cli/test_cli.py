@@ -292,11 +292,14 @@ class Dev:
     """An ``awsworld dev`` process and the environment its ``export`` lines describe."""
 
     def __init__(self, cwd: Path, state: Path, runners: list[Runner], *options: str, module: str = "clitest",
-                 command: Sequence[str] = (sys.executable, "-m", "awsworld.cli")) -> None:
-        """``command``: how ``awsworld`` is run (a venv's console script, say)."""
+                 command: Sequence[str] = (sys.executable, "-m", "awsworld.cli"),
+                 settings: dict[str, str] | None = None) -> None:
+        """``command``: how ``awsworld`` is run (a venv's console script, say); ``settings``: variables for the dev
+        process alone (``AWSWORLD_...``)."""
         self.cwd, self.state, self.runners = cwd, state, runners
         self.process = subprocess.Popen([*command, "dev", module, "--state", str(state), *options], cwd=cwd,
-                                        env=_clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                        env=_clean_env() | (settings or {}), stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True)
         self.banner: list[str] = []
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60

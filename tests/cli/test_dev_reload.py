@@ -484,6 +484,23 @@ def test_a_restart_wakes_its_runs_without_info_lines(tmp_path: Path, runner: Run
     assert not re.search(r"^\d\d:\d\d:\d\d INFO ", out, re.M), out
 
 
+def test_dev_under_on_divergence_fail_says_a_diverging_run_fails(tmp_path: Path, runner: Runner) -> None:
+    """``dev`` parks a diverging run unless ``AWSWORLD_ON_DIVERGENCE`` says otherwise; under ``fail`` its banner
+    still said "parked, not failed (AWSWORLD_ON_DIVERGENCE=fail)". It says what the setting does."""
+    source = tmp_path / "src" / "shopdev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(SHOP))
+    dev = Dev(tmp_path, tmp_path / "state", [runner], module="shopdev", settings={"AWSWORLD_ON_DIVERGENCE": "fail"})
+    try:
+        banner = "".join(dev.banner)
+    finally:
+        dev.stop()
+    assert "parked, not failed" not in banner, banner
+    assert ("a run whose replay diverges from its log fails at its next delivery (AWSWORLD_ON_DIVERGENCE=fail; "
+            "unset it to park such a run instead); the replay of unfinished runs after an edit or a restart parks "
+            "those it finds diverging\n") in banner, banner
+
+
 PRICES = '''
 from awsworld import step, workflow
 

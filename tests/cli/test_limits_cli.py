@@ -66,6 +66,11 @@ async def sync(tenant: str) -> str:
     return tenant
 
 
+@workflow(name="clitest.keyed_unused", concurrency=Concurrency(1, key=lambda tenant: tenant))
+async def keyed_unused(tenant: str) -> str:  # (no test starts it: no key of its limit is stored)
+    return tenant
+
+
 @step(name="clitest.rated", rate=RateLimit("10/m"))
 async def rated(n: int) -> int:
     return n
@@ -175,20 +180,32 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
 
 
 def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> None:
-    too_high = dev("start", "clitest.per_customer", '["ann", 9]', "--priority", "2000000").one_line_error(2)
+    """Bad input to ``start`` and ``limits`` is a usage error (exit 2) that changes nothing. The test stores its own
+    key (a run holding it) rather than count on one an earlier test stored: run alone, or on an xdist worker of
+    its own, it found no key and its refusals were never asked for."""
+    holder = dev.json("start", "clitest.per_customer", '["aa-bad", 1]')["runId"]
+    until_found(lambda: dev("hooks", holder).out.count("cli-limits:aa-bad:1"), "the run holds its key's slot")
+    too_high = dev("start", "clitest.per_customer", '["aa-bad", 9]', "--priority", "2000000").one_line_error(2)
     assert "a priority is a whole number from -1000000 to 1000000" in too_high, too_high
-    assert dev("limits", "set", LIMIT, "--key", "ann", "--rate", "fast").one_line_error(2)
-    assert dev("limits", "set", LIMIT, "--key", "ann", "--total", "3").one_line_error(2)  # it has no total
+    assert dev("limits", "set", LIMIT, "--key", "aa-bad", "--rate", "fast").one_line_error(2)
+    assert dev("limits", "set", LIMIT, "--key", "aa-bad", "--total", "3").one_line_error(2)  # it has no total
     # A run limit takes no rate (run starts take no tokens), as @workflow(rate=...) is refused: not set and ignored.
-    rated = dev("limits", "set", LIMIT, "--key", "ann", "--rate", "5/s")
+    rated = dev("limits", "set", LIMIT, "--key", "aa-bad", "--rate", "5/s")
     assert "limits runs at once: it takes a concurrency or a total, not a rate" in rated.one_line_error(2)
-    assert "rate" not in dev("limits", "describe", LIMIT, "--key", "ann").out
+    assert "rate" not in dev("limits", "describe", LIMIT, "--key", "aa-bad").out
     # A keyed limit has no key "": a pause (or a set) without --key once changed nothing and said "paused".
     for change in (("pause",), ("set", "--concurrency", "0"), ("reset",)):
         refused = dev("limits", *change[:1], LIMIT, *change[1:]).one_line_error(2)
-        assert f"limit '{LIMIT}' is keyed (its keys: 'ann'" in refused and "--key KEY" in refused, refused
+        assert f"limit '{LIMIT}' is keyed (its keys: 'aa-bad'" in refused and "--key KEY" in refused, refused
+    # ... nor before any key is stored: it stored a key "" of its own, paused, that no run uses.
+    unused = "workflow:clitest.keyed_unused"
+    refused = dev("limits", "pause", unused).one_line_error(2)
+    assert f"limit '{unused}' is keyed (its keys: none used yet): name the key" in refused, refused
+    assert dev.json("limits", "describe", unused)["keys"] == []
     missing = dev("limits", "describe", "workflow:clitest.nope")
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
+    assert dev("resume", "cli-limits:aa-bad:1", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", holder, "--wait", "30")["output"] == 1
 
 
 def test_a_change_the_code_would_not_apply_is_refused_and_a_renamed_limit_is_named(dev: Dev) -> None:
@@ -351,20 +368,20 @@ def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:
 def test_a_key_set_to_0_reads_closed_and_a_reset_while_a_run_waits_starts_it(dev: Dev) -> None:
     """`limits set ... --concurrency 0` (meant as "no limit", say) shut the key, and `limits` still said `open`:
     the list and describe say `closed` and the way out; a reset while a run waits on the key starts that run."""
-    assert dev("limits", "set", LIMIT, "--key", "zed", "--concurrency", "0").code == 0
-    waiting = dev.json("start", "clitest.per_customer", '["zed", 1]')["runId"]
+    assert dev("limits", "set", LIMIT, "--key", "zoe", "--concurrency", "0").code == 0
+    waiting = dev.json("start", "clitest.per_customer", '["zoe", 1]')["runId"]
     until_found(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the key")
-    assert (f"waits on  its start: a slot of {LIMIT} key 'zed' (closed: its concurrency is 0 until `limits set` "
+    assert (f"waits on  its start: a slot of {LIMIT} key 'zoe' (closed: its concurrency is 0 until `limits set` "
             "raises it or `limits reset`, place 1 of 1; held by nobody)") in dev("describe", waiting).out
-    rows = [line for line in dev("limits").out.splitlines() if line.startswith(LIMIT) and " zed " in line]
+    rows = [line for line in dev("limits").out.splitlines() if line.startswith(LIMIT) and " zoe " in line]
     assert len(rows) == 1 and rows[0].split()[2:] == ["0/0", "1", "-", "closed,", "overridden"], rows
-    shown = dev("limits", "describe", LIMIT, "--key", "zed").out
+    shown = dev("limits", "describe", LIMIT, "--key", "zoe").out
     assert "0 held of 0 (set at run time; the code's 1), 1 waiting, closed: nothing starts until a `limits set` " \
         "raises it or `limits reset`" in shown, shown
-    assert dev.json("limits", "reset", LIMIT, "--key", "zed")["keys"][0]["concurrency"] == 1
-    until_found(lambda: dev("hooks", waiting).out.count("cli-limits:zed:1"), "the waiting run starts once reset")
-    assert "open" in next(line for line in dev("limits").out.splitlines() if " zed " in line)
-    assert dev("resume", "cli-limits:zed:1", '"go"', "--wait", "30").code == 0
+    assert dev.json("limits", "reset", LIMIT, "--key", "zoe")["keys"][0]["concurrency"] == 1
+    until_found(lambda: dev("hooks", waiting).out.count("cli-limits:zoe:1"), "the waiting run starts once reset")
+    assert "open" in next(line for line in dev("limits").out.splitlines() if " zoe " in line)
+    assert dev("resume", "cli-limits:zoe:1", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 1
 
 

@@ -320,6 +320,33 @@ def test_dev_without_a_module_is_a_typescript_apps_world_and_its_restart_leaves_
         again.communicate(timeout=60)
 
 
+async def test_dot_tokens_and_stream_names_a_url_path_cannot_carry(loopback: str) -> None:
+    """A URL parser drops a path segment ``.`` or ``..`` (httpx as ``fetch`` does): ``get_by_token("..")`` reached
+    ``GET /v1/hooks``, a 400 about ``runId``, and ``"."`` no hook. The client sends them as ``%2E`` (the server
+    decodes them back; packages/world-awsworld/test/world.node-test.mjs covers ``fetch``, which drops ``%2e`` too,
+    through ``?token=``). A stream name with a ``/`` (sent as ``%2F``) split the server's path: a 404 "no
+    endpoint" where the World refuses the name, naming ``streamName``; a name ``.`` or ``..`` is refused too."""
+    async with HttpClient(loopback) as client:
+        world = client.world
+        await world.events.create(RUN, RUN_CREATED)
+        await world.events.create(RUN, {"eventType": "run_started"})
+        for n, token in enumerate((".", "..")):
+            await world.events.create(RUN, {"eventType": "hook_created", "correlationId": f"hook_{n}",
+                                            "eventData": {"token": token}})
+            assert (await world.hooks.get_by_token(token)).token == token
+        for name in ("a/b", "..", "."):
+            with pytest.raises(InvalidInputError, match=r"^streamName ") as refused:
+                await world.streams.write(RUN, name, b"x")
+            assert refused.value.field == "streamName"
+            with pytest.raises(InvalidInputError, match=r"^streamName "):
+                await world.streams.get_chunks(RUN, name)
+    async with httpx.AsyncClient() as raw:
+        by_query = await raw.get(f"{loopback}/v1/hooks/by-token", params={"token": ".."})
+        missing = await raw.get(f"{loopback}/v1/hooks/by-token")
+    assert by_query.status_code == 200 and by_query.json()["token"] == "..", by_query.text
+    assert error_of(missing, 400)["message"] == "give the hook's token: GET /v1/hooks/by-token/TOKEN, or ?token=TOKEN"
+
+
 async def test_a_stream_reads_live_over_http_framed_and_raw(loopback: str) -> None:
     async with HttpClient(loopback) as client:
         world = client.world

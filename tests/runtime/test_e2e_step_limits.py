@@ -521,3 +521,85 @@ async def test_the_steps_of_a_fan_out_waiting_for_a_slot_are_said_once_naming_wh
         assert "s:wrun" not in said
         GATE["open"].set()
         assert await run.result(timeout=30) == sum(range(12))
+
+
+@step(name="steplimits.paced", rate=RateLimit("60/m"))
+async def paced(n: int) -> int:
+    await body("paced")
+    return n
+
+
+@workflow(name="steplimits.pacing")
+async def pacing(n: int) -> int:
+    return await paced(n)
+
+
+async def test_a_run_that_ends_while_its_step_waits_for_a_paused_rate_leaves_no_waiter(e2e: E2E) -> None:
+    """A step of a paused limit with a rate alone waits for the resume as a slot's waiter
+    (``step_limits._wait_for_resume``). A run that ends while one waits (here cancelled) takes it out in its end's
+    tidy (``step_limits.free_run_steps``), as it does a slot's waiter: that tidy passed over a limit without slots,
+    so the waiter stayed listed until the resume, whose grant went to a step nobody would run. After the resume,
+    the cancelled run's body never runs and the limit holds nothing."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    await e2e.client.limits.pause(paced)  # (no pool yet: the step's numbers create it)
+    try:
+        run = await e2e.start(pacing, 1)
+
+        async def waiting() -> bool:
+            return any(p.waiting for p in await limiter.pools(name))
+
+        await until(waiting, "the step never waited for the resume")
+        await e2e.client.cancel(run.run_id)
+
+        async def withdrawn() -> bool:
+            return all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=10)
+        assert await limiter.waiters(name, "") == []  # the record is gone, not only its count
+    finally:
+        await e2e.client.limits.resume(paced)
+    assert await run.status() == "cancelled"
+    await asyncio.sleep(0.5)  # (a wake the resume sent would have brought the step by now)
+    assert CALLS["paced"] == 0
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(name))
+
+
+async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2e: E2E) -> None:
+    """A step's message that comes after its run's end (here sent again once the run was cancelled and its end's
+    tidy had looked) found its paused limit and waited: a waiter written after the tidy, that nobody took out,
+    listed until the resume. Its own delivery looks at its run once it has waited, and takes it out."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    await e2e.client.limits.pause(paced)
+    try:
+        run = await e2e.start(pacing, 2)
+
+        async def waiting() -> bool:
+            return any(p.waiting for p in await limiter.pools(name))
+
+        await until(waiting, "the step never waited for the resume")
+        [waiter] = await limiter.waiters(name, "")
+        assert waiter.wake is not None
+        await e2e.client.cancel(run.run_id)
+
+        async def withdrawn() -> bool:
+            return all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=10)
+        payload = dict(waiter.wake["payload"])
+        before = len(e2e.poller.results)
+        await e2e.world.queue(str(waiter.wake["queue"]), payload)  # the step's message, late
+
+        async def delivered() -> bool:
+            return any(r.status == "limit-wait" for r in e2e.poller.results[before:])
+
+        await until(delivered, "the late step message's delivery did not end waiting")
+        assert await limiter.waiters(name, "") == []
+        assert all(p.waiting == 0 and not p.holders for p in await limiter.pools(name))
+    finally:
+        await e2e.client.limits.resume(paced)
+    await asyncio.sleep(0.5)
+    assert CALLS["paced"] == 0

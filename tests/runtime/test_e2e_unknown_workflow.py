@@ -15,11 +15,13 @@ import pytest
 
 from awsworld import WorkflowRunCancelledError, WorkflowRunFailedError, batch_map, create_hook, step, workflow
 from awsworld._worker.delivery import BACKOFF_ENV, UNKNOWN_WINDOW_ENV
+from awsworld._worker.error_shapes import error_summary
 from awsworld.authoring.definitions import Registry, WorkflowDef
 from awsworld.authoring.errors import UNKNOWN_WORKFLOW
 from awsworld.client.client import Client
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.entities import ErrorBytes
 from awsworld.world.messages import FlowMessage, queue_name_for
 
 TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orders.checkout; registered nowhere
@@ -195,6 +197,29 @@ async def test_a_run_of_the_typescript_runtime_is_left_to_its_app_by_wakes_and_t
         assert statuses[0] == "sdk-run" and set(statuses) == {"sdk-run"} and len(statuses) >= 2, statuses
     assert any("run of the Workflow SDK's TypeScript runtime (@workflow/core 5.0.0-beta.35)" in line
                for line in lines.about_deliveries())
+
+
+async def test_a_run_of_the_typescript_runtime_failed_on_request_stores_an_error_its_runtime_reads() -> None:
+    """``Client.fail`` (``awsworld fail``) on a run of the TypeScript runtime stores its error as that runtime's
+    bytes for an ``Error`` (its error payloads are bytes; awsworld's structured JSON is no ``Uint8Array`` and its
+    ``run.returnValue`` could not hydrate it: packages/world-awsworld/test/world.node-test.mjs hydrates it there),
+    and awsworld still says what it is."""
+    async with WorkflowTestEnv(registry=this_module_only()) as env:
+        context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
+        created = await env.world.events.create(None, {
+            "eventType": "run_created", "specVersion": 5,
+            "eventData": {"deploymentId": "app", "workflowName": "workflow//./src/approvals//approve",
+                          "input": {"__type": "Uint8Array", "data": "ZGV2bFtd"}, "executionContext": context}})
+        assert created.run is not None
+        run_id = created.run.run_id
+        await env.world.events.create(run_id, {"eventType": "run_started", "specVersion": 5})
+        failed = await Client(env.world).fail(run_id, reason="stuck")
+        assert failed.status == "failed" and failed.error_code == "FAILED_ON_REQUEST"
+        assert isinstance(failed.error, ErrorBytes), failed.error
+        assert failed.error.to_bytes().startswith(b"devl[")
+        assert error_summary(failed.error) == "FailedOnRequest: failed on request: stuck"
+        stored = await env.world.runs.get(run_id)
+        assert stored.error == failed.error
 
 
 async def test_deliveries_that_find_the_same_missing_step_say_it_once_a_minute(lines: Lines) -> None:

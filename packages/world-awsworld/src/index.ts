@@ -22,6 +22,24 @@ import type { Event, ListEventsByCorrelationIdParams, PaginatedResponse, World }
 import { connect, decode, path, query } from './http.js';
 import type { AwsworldServerOptions } from './http.js';
 
+/** Path segments a URL cannot carry: `fetch`'s URL parser drops a `.` or `..` segment, `%2e` as well. */
+const DOT_SEGMENTS = new Set(['.', '..']);
+
+/** `RUN/streams/NAME` for a stream's endpoints. A name `.` or `..` is refused here, with the World's 400 (awsworld's
+ * Worlds refuse it: `world/streams.py`): sent, its segment was dropped and the request reached another endpoint (a
+ * 405, or a live read of a stream named `chunks` that never ended). A name with a `/` travels encoded (`%2F`), and
+ * the server answers the World's 400 naming `streamName`. */
+function streamPath(runId: string, name: string): string {
+  if (DOT_SEGMENTS.has(name)) {
+    throw new WorkflowWorldError(
+      `streamName cannot be '${name}': a URL path drops a '.' or '..' segment, so the World over HTTP could not ` +
+        'reach the stream; name it otherwise',
+      { status: 400, code: 'invalid-input' },
+    );
+  }
+  return path(runId, 'streams', name);
+}
+
 export { createClient } from './client.js';
 export type { AwsworldClient, HookResumed, RunCancelledError } from './client.js';
 export { decode, encode, rebuildError } from './http.js';
@@ -205,7 +223,12 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
       get: (hookId: string, params?: { resolveData?: string }) =>
         get(`/v1/hooks/${path(hookId)}${query({ resolveData: params?.resolveData })}`),
       getByToken: (hookToken: string, params?: { resolveData?: string }) =>
-        get(`/v1/hooks/by-token/${path(hookToken)}${query({ resolveData: params?.resolveData })}`, { token: hookToken }),
+        get(
+          DOT_SEGMENTS.has(hookToken) // (a path drops a "." or ".." segment, %2e too: the query carries it)
+            ? `/v1/hooks/by-token${query({ token: hookToken, resolveData: params?.resolveData })}`
+            : `/v1/hooks/by-token/${path(hookToken)}${query({ resolveData: params?.resolveData })}`,
+          { token: hookToken },
+        ),
       list: (params: { runId?: string; pagination?: { limit?: number; cursor?: string }; resolveData?: string }) =>
         get(`/v1/hooks${query({ runId: params.runId, resolveData: params.resolveData, ...page(params.pagination) })}`),
     },
@@ -213,28 +236,28 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
     streams: {
       async write(runId: string | Promise<string>, name: string, chunk: string | Uint8Array) {
         const id = await runId;
-        await post(`/v1/runs/${path(id, 'streams', name)}/chunks`, { chunks: [chunk] }, { runId: id });
+        await post(`/v1/runs/${streamPath(id, name)}/chunks`, { chunks: [chunk] }, { runId: id });
       },
       async writeMulti(runId: string | Promise<string>, name: string, chunks: (string | Uint8Array)[]) {
         const id = await runId;
-        if (chunks.length) await post(`/v1/runs/${path(id, 'streams', name)}/chunks`, { chunks }, { runId: id });
+        if (chunks.length) await post(`/v1/runs/${streamPath(id, name)}/chunks`, { chunks }, { runId: id });
       },
       async close(runId: string | Promise<string>, name: string) {
         const id = await runId;
-        await post(`/v1/runs/${path(id, 'streams', name)}/close`, {}, { runId: id });
+        await post(`/v1/runs/${streamPath(id, name)}/close`, {}, { runId: id });
       },
-      get: (runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> =>
-        stream(`/v1/runs/${path(runId, 'streams', name)}${query({ startIndex: startIndex ?? undefined })}`, {
+      get: async (runId: string, name: string, startIndex?: number | null): Promise<ReadableStream<Uint8Array>> =>
+        stream(`/v1/runs/${streamPath(runId, name)}${query({ startIndex: startIndex ?? undefined })}`, {
           runId,
           stream: name,
         }),
       list: async (runId: string) =>
         ((await get(`/v1/runs/${path(runId)}/streams`, { runId })) as { streams: string[] }).streams,
-      getChunks: (runId: string, name: string, options?: { limit?: number; cursor?: string }) =>
-        get(`/v1/runs/${path(runId, 'streams', name)}/chunks${query({ limit: options?.limit, cursor: options?.cursor })}`, {
+      getChunks: async (runId: string, name: string, options?: { limit?: number; cursor?: string }) =>
+        get(`/v1/runs/${streamPath(runId, name)}/chunks${query({ limit: options?.limit, cursor: options?.cursor })}`, {
           runId,
         }),
-      getInfo: (runId: string, name: string) => get(`/v1/runs/${path(runId, 'streams', name)}/info`, { runId }),
+      getInfo: async (runId: string, name: string) => get(`/v1/runs/${streamPath(runId, name)}/info`, { runId }),
     },
 
     async close() {

@@ -14,10 +14,11 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 
+import { hydrateRunError } from '@workflow/core/serialization'; // (installed with @workflow/world-testing, its pin)
 import { HookNotFoundError, WorkflowWorldError } from '@workflow/errors';
 
 import { createWorld } from '../dist/index.js';
-import { startServe } from './serving.mjs';
+import { PYTHON, startServe } from './serving.mjs';
 
 const PACKAGE = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const bytes = (text) => new TextEncoder().encode(text);
@@ -67,6 +68,83 @@ describe('createWorld against awsworld serve --world memory: errors a TypeScript
     const unknown = await world.hooks.getByToken('walk:nobody').then(() => assert.fail('found'), (e) => e);
     assert.ok(HookNotFoundError.is(unknown), String(unknown));
     assert.match(unknown.message, /no hook owns that token/);
+  });
+
+  test('a hook token "." or ".." is found (a URL path drops such a segment: the token goes in the query)', async () => {
+    // `/v1/hooks/by-token/..` reached `/v1/hooks` (its 400 about runId), `/v1/hooks/by-token/.` no hook.
+    const runId = await startedRun(world);
+    for (const [n, token] of ['.', '..'].entries()) {
+      await world.events.create(runId, {
+        eventType: 'hook_created', specVersion: 5, correlationId: `hook_dot_${n}`, eventData: { token },
+      });
+      const hook = await world.hooks.getByToken(token);
+      assert.equal(hook.token, token);
+      assert.equal(hook.runId, runId);
+    }
+  });
+
+  test("a stream name with '/' or a '.' or '..' name is the World's 400 naming streamName", async () => {
+    // A '/' (sent as %2F) split the server's path: a 404 "no endpoint". A '.' or '..' segment was dropped: a 405,
+    // or, for getChunks of '.', a live read of a stream named "chunks" that never ended.
+    const runId = await startedRun(world);
+    const refusal = (promise) => promise.then(() => assert.fail('accepted'), (e) => e);
+    for (const name of ['a/b', '../x', '.', '..']) {
+      for (const call of [
+        () => world.streams.write(runId, name, 'x'),
+        () => world.streams.getChunks(runId, name),
+        () => world.streams.getInfo(runId, name),
+        () => world.streams.get(runId, name),
+        () => world.streams.close(runId, name),
+      ]) {
+        const refused = await refusal(call());
+        assert.ok(WorkflowWorldError.is(refused), String(refused));
+        assert.equal(refused.status, 400, `${name}: ${refused.message}`);
+        assert.match(refused.message, /^streamName /, name);
+      }
+    }
+    await world.streams.write(runId, 'a..b', 'x'); // (dots inside a name are no segment of their own)
+    assert.equal((await world.streams.getChunks(runId, 'a..b')).data.length, 1);
+  });
+});
+
+describe('a run of the TypeScript runtime failed by awsworld (`awsworld fail`, `Client.fail`)', () => {
+  // Its error was stored as awsworld's structured JSON, which the runtime's `run.returnValue` cannot hydrate
+  // (error payloads are bytes): it now stores the bytes the runtime writes for an Error.
+  const FAIL = [
+    'import asyncio, sys',
+    'from awsworld.client.http_client import HttpClient',
+    'async def main():',
+    '    async with HttpClient(sys.argv[1]) as client:',
+    '        await client.fail(sys.argv[2], reason="stuck")',
+    'asyncio.run(main())',
+  ].join('\n');
+
+  test("stores an error the runtime's hydrateRunError reads as an Error", async () => {
+    const server = await startServe(() => ['--world', 'memory']);
+    try {
+      const world = createWorld({ url: server.url });
+      const created = await world.events.create(null, {
+        eventType: 'run_created',
+        specVersion: 5,
+        eventData: {
+          deploymentId: 'd', workflowName: 'ts//walk', input: bytes('devl[]'),
+          executionContext: { traceCarrier: {}, workflowCoreVersion: '5.0.0-beta.35', features: { encryption: false } },
+        },
+      });
+      const runId = created.run.runId;
+      await world.events.create(runId, { eventType: 'run_started', specVersion: 5 });
+      execFileSync(PYTHON, ['-c', FAIL, server.url, runId], { stdio: ['ignore', 'ignore', 'inherit'] });
+      const run = await world.runs.get(runId);
+      assert.equal(run.status, 'failed');
+      assert.equal(run.errorCode, 'FAILED_ON_REQUEST');
+      assert.ok(run.error instanceof Uint8Array, `error stored as ${JSON.stringify(run.error)}`);
+      const error = await hydrateRunError(run.error, runId, undefined);
+      assert.ok(error instanceof Error, String(error));
+      assert.equal(error.name, 'FailedOnRequest');
+      assert.equal(error.message, 'failed on request: stuck');
+    } finally {
+      await server.stop();
+    }
   });
 });
 

@@ -25,6 +25,7 @@ import math
 import struct
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, cast
+from urllib.parse import unquote
 
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
@@ -40,6 +41,7 @@ from ..world.ids import SPEC_VERSION_CURRENT
 from ..world.limits import MAX_VALUE_BYTES_ENV, max_value_bytes
 from ..world.protocol import World
 from ..world.rules.hooks import hook_owner
+from ..world.streams import check_stream
 from ..world.wire_model import WireModel
 from .auth import Auth, Guard
 from .push import push_envelope, transport_queue_name
@@ -96,6 +98,7 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
         route("/v1/runs/{run_id}/events/batch", _create_batch, "POST"),
         route("/v1/runs/{run_id}/events/by-correlation-id/{correlation_id}", _list_correlated, "GET"),
         route("/v1/hooks", _list_hooks, "GET"),
+        route("/v1/hooks/by-token", _hook_by_token, "GET"),  # (?token=: a token "." or "..", which a path drops)
         route("/v1/hooks/by-token/{token:path}", _hook_by_token, "GET"),
         route("/v1/hooks/{hook_id}", _get_hook, "GET"),
         route("/v1/runs/{run_id}/streams", _list_streams, "GET"),
@@ -116,8 +119,28 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
 
 
 async def _not_found(request: Request, exc: Exception) -> Response:
+    bad = _bad_stream_path(request)
+    if bad is not None:
+        return JSONResponse(error_body(bad), status_code=bad.status)
     return _refusal(404, "not-found", f"no endpoint {request.method} {request.url.path} "
                     "(see the endpoints in *How-to: The World over HTTP*)")
+
+
+def _bad_stream_path(request: Request) -> InvalidInputError | None:
+    """The World's 400 for a run id or stream name no route could take: one holding a ``/`` arrives encoded
+    (``%2F``), and decoded it splits the path, which then matched no endpoint (a 404 "no endpoint" where the
+    World refuses the name, naming the field). Read from the raw path, so its segments are the client's."""
+    raw = request.scope.get("raw_path")
+    if not isinstance(raw, bytes):
+        return None
+    segments = raw.split(b"/")
+    if segments[1:3] != [b"v1", b"runs"] or len(segments) < 6 or segments[4] != b"streams":
+        return None
+    try:
+        check_stream(unquote(segments[3].decode("latin-1")), unquote(segments[5].decode("latin-1")))
+    except InvalidInputError as error:
+        return error
+    return None
 
 
 async def _not_allowed(request: Request, exc: Exception) -> Response:
@@ -438,7 +461,16 @@ async def _get_hook(served: Served, request: Request) -> Response:
 
 
 async def _hook_by_token(served: Served, request: Request) -> Response:
-    hook = await served.world.hooks.get_by_token(request.path_params["token"], resolve_data=_resolve(request))
+    """``hooks.getByToken``: the token in the path, or in the query (``?token=``) for one a URL path cannot carry:
+    ``.`` or ``..``, which a client's URL parser drops (``%2e`` too), so ``/v1/hooks/by-token/..`` reached
+    ``/v1/hooks`` and its 400 about ``runId``."""
+    token = request.path_params.get("token")
+    if token is None:
+        token = request.query_params.get("token")
+        if token is None:
+            raise InvalidInputError("give the hook's token: GET /v1/hooks/by-token/TOKEN, or ?token=TOKEN",
+                                    field="token")
+    hook = await served.world.hooks.get_by_token(token, resolve_data=_resolve(request))
     return JSONResponse(_hook(served, hook))
 
 

@@ -246,7 +246,8 @@ def error_summary(error: Any) -> str | None:
     if error is None:
         return None
     if isinstance(error, ErrorBytes) or (isinstance(error, dict) and "__type" in error):
-        return error_name_and_message(error if isinstance(error, ErrorBytes) else stored_error(error))[1]
+        name, message = error_name_and_message(error if isinstance(error, ErrorBytes) else stored_error(error))
+        return f"{name}: {message}" if name else message
     if not isinstance(error, dict) and not hasattr(error, "model_dump"):
         return str(error)
     data: dict[str, Any] = error if isinstance(error, dict) else error.model_dump()

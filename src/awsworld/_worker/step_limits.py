@@ -47,7 +47,8 @@ from ..authoring.errors import CodecError
 from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.clock import clock_of
-from ..world.entities import TERMINAL_STEP_STATUSES
+from ..world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
+from ..world.errors import RunNotFoundError
 from ..world.events import Event
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
@@ -164,6 +165,7 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
             wake={"queue": queue_name_for(wake.workflow_name), "payload": payload,
                   "key": f"{run_id}:{step_id}:slot:{now.timestamp():.6f}"}))
         if not isinstance(decision, Acquired):
+            await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, holder)
             return WAITING
         slot = Slot(spec.name, pool, holder)
     admitted = now
@@ -175,6 +177,7 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
             if found_at is not None or slot is not None:
                 break
             if await _wait_for_resume(limiter, spec, key, holder, wake, now):
+                await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, holder)
                 return WAITING
             found_at = await limiter.reserve(spec, key)  # (resumed meanwhile)
         at = admitted = found_at if found_at is not None else now
@@ -209,6 +212,23 @@ async def _wait_for_resume(limiter: Limiter, spec: LimitSpec, key: str, holder: 
         await limiter.release(spec.name, pool_of(spec, key), holder)
         return False
     return True
+
+
+async def _withdraw_if_ended(world: World, limiter: Limiter, limit: str, pool: str, run_id: str,
+                             holder: str) -> None:
+    """The attempt was written as a waiter: if its run has ended meanwhile, take the waiter out again. A step
+    message that comes after its run's end (a cancel while it was queued) found its limit full or paused and
+    waited, after the end's tidy (``free_run_steps``) had looked: nobody would take that waiter out, and it was
+    listed until a grant or a resume. Written before this read, the waiter is seen by the tidy of an end that
+    this read does not see. One metadata-only read, on the waiting path only."""
+    try:
+        run = await world.runs.get(run_id, resolve_data="none")
+    except RunNotFoundError:
+        ended = True
+    else:
+        ended = run.status in TERMINAL_RUN_STATUSES
+    if ended:
+        await limiter.release(limit, pool, holder)
 
 
 async def give_back(world: World, taken: Taken | None) -> None:
@@ -275,9 +295,11 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
     """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
     slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
     it), and take its steps still waiting for a slot out of the waiters (a run cancelled or failed while one
-    waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). The
-    pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open steps
-    were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
+    waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). A
+    limit with a rate alone counts too: its open steps may wait for a paused key's resume as waiters
+    (``_wait_for_resume``), and left, such a waiter was listed until the resume, an owner that might never come
+    back. The pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open
+    steps were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
     waiter record where the pool has waiters, a write only where one still holds or waits. A run none of whose
     steps was declared or started under a limit, the common case, costs one pass over its log and no I/O."""
     marked = [(event.event_type, event.correlation_id, limit) for event in log
@@ -297,8 +319,10 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
             declared = registry.step(names.get(step_id, "")).limit
         except LookupError:
             continue
-        if declared is None or (declared.spec.concurrency is None and declared.spec.total is None):
-            continue  # a rate alone holds no slot
+        if declared is None:
+            continue
+        if declared.spec.concurrency is None and declared.spec.total is None and not opened:
+            continue  # a rate alone holds no slot once started (a pause's waiter is its open step's: below)
         holders, waiting = pools.setdefault(
             (declared.spec.name, pool_of(declared.spec, str(limit.get("key", "")))), (set(), set()))
         holders.add(step_holder(run_id, step_id))

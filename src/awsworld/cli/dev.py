@@ -328,6 +328,19 @@ EXPORT_WARNING = """\
 UNDO_COMMENT = "# undo them in that shell (credentials and region then come from your AWS profile again):"
 
 
+def _divergence_line(*, checked: bool) -> str:
+    """What becomes of a run whose replay diverges, under the setting in force: ``dev`` parks it unless
+    ``AWSWORLD_ON_DIVERGENCE`` is set otherwise, and the banner said "parked, not failed" under ``fail`` too. Under
+    ``fail`` the run's next delivery fails it; the replay of unfinished runs after an edit or a restart
+    (``dev_reload.replay_unfinished``, ``checked``) still parks the runs it finds diverging."""
+    env = Settings.on_divergence.env
+    if SETTINGS.on_divergence == "park":
+        return f"a run whose replay diverges from its log is parked, not failed ({env}=park)"
+    return (f"a run whose replay diverges from its log fails at its next delivery ({env}=fail; unset it to park "
+            "such a run instead)" + ("; the replay of unfinished runs after an edit or a restart parks those it "
+                                     "finds diverging" if checked else ""))
+
+
 def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.Namespace, state: Any,
                   restored: int, verdict: Any, deployment: str | None) -> None:
     print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded, as "
@@ -345,9 +358,8 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
               + (f", {sdk} of the Workflow SDK's TypeScript runtime left to its app" if sdk else ""))
     else:  # said up front: the runs of a session are lost at Ctrl-C, which a reader of the exports may not expect
         print("runs live in memory only: they end with this process (--state DIR keeps them across restarts)")
-    print(("edits of your modules are loaded as you save them; " if args.reload else "")
-          + "a run whose replay diverges from its log is parked, not failed "
-          f"({Settings.on_divergence.env}={SETTINGS.on_divergence})")
+    print(("edits of your modules are loaded as you save them; " if args.reload else "") + _divergence_line(
+        checked=bool(args.reload or state is not None)))
     factor = Settings().time_scale
     if factor != 1:
         print(f"time scale {factor:g}: every wait runs {factor:g} times faster (a 1-day sleep takes "

@@ -10,6 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from .._engine.parking import MISSING, parked_run
+from .._http.push import sdk_run
 from .._timeline import read_events, read_steps
 from .._worker.run_control import (
     MAX_CANCEL_REASON,
@@ -40,7 +41,7 @@ from ..durable import codecs, serde
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
-from ..world.entities import TERMINAL_RUN_STATUSES, Hook, Step, error_name_and_message
+from ..world.entities import TERMINAL_RUN_STATUSES, ErrorBytes, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
 from ..world.errors import HookNotFoundError, RunGoneError
 from ..world.events import Event
@@ -457,7 +458,9 @@ class Client:
         spec's divergence rule would have failed it: ``ReplayDivergenceError``, code ``CORRUPTED_EVENT_LOG``,
         naming where it diverged and since when it was parked (one parked because its workflow is missing:
         ``UnknownWorkflowError``, code ``UNKNOWN_WORKFLOW``); any other run with ``FailedOnRequest``, code
-        ``FAILED_ON_REQUEST``. ``reason`` (up to 512 characters) ends the message. Raises ``RunGoneError`` for a run
+        ``FAILED_ON_REQUEST``. ``reason`` (up to 512 characters) ends the message. A run of the TypeScript runtime
+        (``_http.push.sdk_run``) gets that error as its runtime's bytes (``ErrorBytes.of_error``): its
+        ``run.returnValue`` hydrates bytes, and awsworld's JSON failed it there. Raises ``RunGoneError`` for a run
         that has ended and ``RunNotFoundError`` for an unknown id; returns the run as the write left it."""
         if reason is not None and len(reason) > MAX_CANCEL_REASON:
             raise ValueError(f"a fail reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
@@ -466,6 +469,7 @@ class Client:
             raise RunGoneError(f"run {run_id} is {run.status}: only a pending or running run can be failed")
         parked = parked_run(run.status, run.attributes)
         said = f": {reason}" if reason else ""
+        error: dict[str, Any]
         if parked is not None:
             missing = parked.change == MISSING
             error = {"name": "UnknownWorkflowError" if missing else "ReplayDivergenceError",
@@ -474,6 +478,8 @@ class Client:
             code = UNKNOWN_WORKFLOW if missing else CORRUPTED_EVENT_LOG
         else:
             error, code = {"name": "FailedOnRequest", "message": f"failed on request{said}"}, FAILED_ON_REQUEST
+        if sdk_run(run) is not None:  # its runtime reads bytes (``run.returnValue``), not awsworld's structure
+            error = ErrorBytes.of_error(error["name"], error["message"]).to_wire()
         result = await self.world.events.create(run_id, {"eventType": "run_failed",
                                                          "eventData": {"error": error, "errorCode": code}})
         never_started = result.run is not None and result.run.started_at is None

@@ -87,7 +87,10 @@ class SigV4(httpx.Auth):
 
 
 def _segment(value: str) -> str:
-    return quote(value, safe="")
+    """``value`` as one path segment: every reserved character escaped, and a ``.`` or ``..`` as ``%2E`` (httpx,
+    as any URL parser, drops a dot segment: ``/v1/hooks/by-token/..`` reached ``/v1/hooks``; the server decodes
+    ``%2E`` back, and httpx keeps it)."""
+    return quote(value, safe="").replace(".", "%2E") if value in (".", "..") else quote(value, safe="")
 
 
 class HttpWorld:

@@ -180,9 +180,11 @@ class LimitsClient:
             # (its one key is "": a key of its own would be stored, listed and used by no run)
             raise LimitInputError(f"limit {name!r} has no key function in its code: its one key is '', so key "
                                   f"{key!r} is no key a run uses; leave --key (key=) out", field="key")
-        if adjustment.key == "" and stored and "" not in stored:
-            # A keyed limit has no key "": pausing or setting it changed nothing any run holds, and said nothing.
-            shown = ", ".join(repr(k) for k in sorted(stored)[:5]) + (", ..." if len(stored) > 5 else "")
+        if adjustment.key == "" and "" not in stored and (stored or keyed(name)):
+            # A keyed limit has no key "": pausing or setting it changed nothing any run holds, and said nothing
+            # (with no key stored yet, it stored a key "" of its own, paused, that no run uses).
+            shown = (", ".join(repr(k) for k in sorted(stored)[:5]) + (", ..." if len(stored) > 5 else "")
+                     if stored else "none used yet")
             raise LimitInputError(f"limit {name!r} is keyed (its keys: {shown}): name the key to change (key=, "
                                   "--key KEY; a total: total=, --total)", field="key")
         pool_key = pool_of(spec, key) if spec is not None else _stored_pool(pools, key)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -91,6 +92,37 @@ class ErrorBytes(WireModel):
     def to_bytes(self) -> bytes:
         return base64.b64decode(self.data)
 
+    @classmethod
+    def of_error(cls, name: str, message: str) -> ErrorBytes:
+        """An ``Error`` named ``name`` as the TypeScript runtime writes one with compression off, the form its
+        ``hydrateRunError`` reads back to an ``Error`` of that name and message (``run.returnValue`` throws it as
+        the cause of its ``WorkflowRunFailedError``): the ``devl`` tag, then devalue's flat JSON of the runtime's
+        ``Error`` reducer, ``[["Error", 1], {"name": 2, "message": 3, "stack": 4}, name, message, stack]``. What
+        awsworld writes on a run of that runtime (``Client.fail``): a structured error there is no ``Uint8Array``,
+        and the runtime could not read it."""
+        flat = [["Error", 1], {"name": 2, "message": 3, "stack": 4}, name, message, f"{name}: {message}"]
+        payload = DEVALUE_TAG + json.dumps(flat, separators=(",", ":")).encode()
+        return cls.model_validate({"__type": "Uint8Array", "data": base64.b64encode(payload).decode("ascii")})
+
+    def read_error(self) -> tuple[str, str] | None:
+        """(name, message) of a plain ``Error`` in the form ``of_error`` writes (the runtime's own, uncompressed
+        and unencrypted, is the same); None for anything else, which stays unread."""
+        raw = self.to_bytes()
+        if not raw.startswith(DEVALUE_TAG):
+            return None
+        try:
+            flat = json.loads(raw[len(DEVALUE_TAG):])
+            fields = flat[0][1] if flat[0][0] == "Error" else None
+            shape = flat[fields] if isinstance(fields, int) else None
+            name, message = flat[shape["name"]], flat[shape["message"]]  # type: ignore[index]
+        except (ValueError, LookupError, TypeError):
+            return None
+        return (name, message) if isinstance(name, str) and isinstance(message, str) else None
+
+
+DEVALUE_TAG = b"devl"
+"""The format tag of the TypeScript runtime's bytes that hold devalue's text (``ErrorBytes``)."""
+
 
 STRUCTURED_ERROR_TAG = "structured-error"
 ERROR_BYTES_TAG = "error-bytes"
@@ -121,10 +153,14 @@ def stored_error(value: Any) -> StructuredError | ErrorBytes | None:
 
 
 def error_name_and_message(error: StructuredError | ErrorBytes | None) -> tuple[str | None, str]:
-    """(name, message) of a stored error, for a person: another runtime's bytes are not read, only sized."""
+    """(name, message) of a stored error, for a person: another runtime's bytes are read only when they hold a
+    plain ``Error`` devalue's text (``ErrorBytes.read_error``), and sized otherwise."""
     if error is None:
         return None, "unknown error"
     if isinstance(error, ErrorBytes):
+        read = error.read_error()
+        if read is not None:
+            return read
         return None, f"an error serialized by another runtime ({len(error.to_bytes())} bytes)"
     return error.name, error.message
 
