@@ -53,7 +53,12 @@ UPDATE_EXPRESSION_CACHE_SIZE = 512
 
 
 def source_digest(function: Callable[..., Any]) -> str:
-    return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
+    """sha256 of ``function``'s source; empty when there is none to read (moto installed without its .py files),
+    which counts as changed."""
+    try:
+        return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
+    except (OSError, TypeError):
+        return ""
 
 
 def originals() -> dict[str, Callable[..., Any]]:
