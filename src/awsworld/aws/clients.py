@@ -105,11 +105,12 @@ class AWSClients:
         sdk = _sdk()
         if self._session is None:
             self._session = sdk.new_session()
+        endpoint_url = self._endpoint(service)
         return self._session.create_client(
             service,
             region_name=self.config.region_name or "us-east-1",
-            endpoint_url=self._endpoint(service),
-            config=sdk.client_config(WORKER_THREADS),
+            endpoint_url=endpoint_url,
+            config=sdk.client_config(WORKER_THREADS, loopback=sdk.is_loopback(endpoint_url)),
             **self.config.client_options,  # type: ignore[arg-type]
         )
 

@@ -15,6 +15,7 @@ delivery on that version), and ``check_botocore`` says what to do when an older 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 try:
     import botocore
@@ -63,8 +64,25 @@ def new_session() -> Any:
     return session
 
 
-def client_config(pool_connections: int) -> Any:
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+"""Hosts of an emulator on this machine (``awsworld.local``: moto, DynamoDB Local, LocalStack)."""
+
+LOOPBACK_USER_AGENT = "awsworld-local"
+
+
+def is_loopback(endpoint_url: str | None) -> bool:
+    """Whether ``endpoint_url`` is an emulator on this machine (never AWS itself)."""
+    return endpoint_url is not None and urlsplit(endpoint_url).hostname in LOOPBACK_HOSTS
+
+
+def client_config(pool_connections: int, *, loopback: bool = False) -> Any:
+    """The clients' botocore config. On a ``loopback`` endpoint (an emulator) the User-Agent is a fixed string:
+    botocore otherwise rebuilds and sanitizes its User-Agent (SDK, OS, language, feature and config metadata,
+    some twenty components) for every request, a seventh of the CPU a request costs the client
+    (``bench/emulator_cpu.py``), for a header no emulator reads (moto takes a region from it only when its
+    in-process mock adds ``region/...``; the signature carries the region here)."""
     return Config(
+        **({"user_agent": LOOPBACK_USER_AGENT} if loopback else {}),
         retries={"max_attempts": 8, "mode": "adaptive"},
         max_pool_connections=pool_connections,
         connect_timeout=5,

@@ -7,7 +7,7 @@ DynamoDB operation runs under one lock; S3 and SQS stay concurrent. It counts th
 it stores (``changes``), so ``awsworld dev --state`` copies the table only when something changed
 (``cli/dev_state.py``). It also installs the journaling
 ``TransactWriteItems`` and the partition-only ``Query`` (see ``moto_patch``) so transactions and reads stay fast
-as the table fills.
+as the table fills, and skips work moto repeats on every request with the same answer (``moto_speedups``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from . import moto_patch
+from . import moto_patch, moto_speedups
 
 log = logging.getLogger("awsworld.local.moto")
 
@@ -144,6 +144,7 @@ class MotoServer:
                 log.debug("%s " + message, self.address_string(), *args)
 
         moto_patch.install()
+        moto_speedups.install()
         app = self._app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
         self._server = make_server(HOST, self._requested_port, app, threaded=True,
                                    request_handler=QuietRequestHandler)

@@ -1,0 +1,144 @@
+"""Work moto's server repeats on every request, done once, with the same answers.
+
+Measured with ``bench/emulator_cpu.py`` (a cProfile on CPU time over every thread of ``awsworld dev``'s process):
+moto's server is most of the CPU a step costs on the embedded emulator, and part of it is work whose answer never
+changes while the process runs, or work done for an answer nobody reads:
+
+* ``moto.backends.list_of_moto_modules`` lists moto's package directory and ``stat``s each of its ~170 entries
+  on every request (``DomainDispatcherApplication.get_backend_for_host`` asks whether the request's host is a
+  module name). moto's installed files do not change under a running server: the list is read once.
+* ``BaseResponse.call_action`` runs ``method_names_from_class(self.__class__)`` (``inspect.getmembers`` over a
+  response class of a hundred methods) on every request, to ask whether the action is one of them. A class's
+  functions do not change either: the names are kept per class, as the same list.
+* ``UpdateExpressionParser.make`` tokenizes and parses an ``UpdateExpression`` twice per update (once in the
+  response to find the placeholders it uses, once in the backend), and awsworld sends a handful of distinct
+  expressions. The tree is kept per expression string (a bounded cache): both callers only read it, and the
+  validator that resolves it against the item deep-copies it first (``moto.dynamodb.parsing.validators``'s
+  ``Validator.__init__``), so a kept tree is never changed. A malformed expression raises every time, as
+  before (an exception is not kept).
+* SQS's ``ReceiveMessage`` checks each message it hands out against the queue's retention period through
+  ``get_queue_attributes(queue, ["MessageRetentionPeriod"])``, which builds every attribute of the queue three
+  times, among them the approximate counts that walk every message: a receive cost time proportional to the
+  queue's length times the messages it returned, and a 200-way fan-out's queue is long. The check below reads
+  the queue's ``message_retention_period`` (the value that attribute is made from) and compares as moto does.
+
+``install()`` is called by ``MotoServer.start()`` with the DynamoDB patches of ``moto_patch``; it checks that
+each function it replaces is the one it was written against (``_check``), and installs nothing in their place
+if moto changed, so a moto upgrade can only make the server slower, never different.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+_installed = False
+
+# sha256 of the source of each function replaced here, in moto 5.2 (5.2.6): see _check.
+EXPECTED_SOURCES = {
+    "list_of_moto_modules":
+        "4f741a10b06500e840c3aaa1b4f02706e6f2bfbababc0e8a2a7b9c9d0e8957dc",
+    "method_names_from_class":
+        "9dbac89d082b655fee902c450e69de9dbadf9699ad06411298494984b55138c3",
+    "UpdateExpressionParser.make":
+        "2c00ed96d6e191f243b449166e75bfb38f307b2e19405bc0981847061e0dbee3",
+    "SQSBackend.is_message_valid_based_on_retention_period":
+        "cca23b94a5f3af9d9c5af1c09ee5e615017bdf6bd032301cb321c06c7e595d4b",
+}
+
+UPDATE_EXPRESSION_CACHE_SIZE = 512
+
+
+def source_digest(function: Callable[..., Any]) -> str:
+    """sha256 of ``function``'s source; empty when there is none to read (moto installed without its .py files),
+    which counts as changed."""
+    try:
+        return hashlib.sha256(inspect.getsource(function).encode()).hexdigest()
+    except (OSError, TypeError):
+        return ""
+
+
+def originals() -> dict[str, Callable[..., Any]]:
+    """The moto functions ``install()`` replaces, by name (moto's own, whether installed or not)."""
+    from moto import backends
+    from moto.core import utils
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.sqs.models import SQSBackend
+
+    return {
+        "list_of_moto_modules": _original.get("list_of_moto_modules", backends.list_of_moto_modules),
+        "method_names_from_class": _original.get("method_names_from_class", utils.method_names_from_class),
+        "UpdateExpressionParser.make": _original.get("UpdateExpressionParser.make",
+                                                     UpdateExpressionParser.make.__func__),  # type: ignore[attr-defined]
+        "SQSBackend.is_message_valid_based_on_retention_period": _original.get(
+            "SQSBackend.is_message_valid_based_on_retention_period",
+            SQSBackend.is_message_valid_based_on_retention_period),
+    }
+
+
+_original: dict[str, Callable[..., Any]] = {}
+
+
+def _check(found: dict[str, Callable[..., Any]]) -> list[str]:
+    """The names whose moto source is not the one these replacements were written against."""
+    return [name for name, function in found.items() if source_digest(function) != EXPECTED_SOURCES[name]]
+
+
+def install() -> list[str]:
+    """Install the replacements whose moto originals are unchanged (once per process); return the names of
+    those left as moto has them because moto's code differs."""
+    global _installed
+    if _installed:
+        return []
+    from moto import backends
+    from moto.core import responses, utils
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.sqs.models import SQSBackend
+
+    found = originals()
+    changed = _check(found)
+    _original.update(found)
+    if "list_of_moto_modules" not in changed:
+        modules = tuple(found["list_of_moto_modules"]())
+        backends.list_of_moto_modules = lambda: modules  # type: ignore[assignment]
+    if "method_names_from_class" not in changed:
+        names: dict[object, list[str]] = {}
+        original_names = found["method_names_from_class"]
+
+        def method_names_from_class(clazz: object) -> list[str]:
+            known = names.get(clazz)
+            if known is None:
+                known = names[clazz] = original_names(clazz)
+            return known
+
+        utils.method_names_from_class = method_names_from_class
+        responses.__dict__["method_names_from_class"] = method_names_from_class  # imported by name there
+    if "UpdateExpressionParser.make" not in changed:
+        parse = functools.lru_cache(maxsize=UPDATE_EXPRESSION_CACHE_SIZE)(
+            functools.partial(found["UpdateExpressionParser.make"], UpdateExpressionParser))
+        original_make = found["UpdateExpressionParser.make"]
+
+        def make(cls: type, expression_str: str) -> Any:
+            if cls is UpdateExpressionParser and isinstance(expression_str, str):
+                return parse(expression_str)
+            return original_make(cls, expression_str)
+
+        UpdateExpressionParser.make = classmethod(make)  # type: ignore[method-assign, assignment]
+    if "SQSBackend.is_message_valid_based_on_retention_period" not in changed:
+        SQSBackend.is_message_valid_based_on_retention_period = (  # type: ignore[method-assign]
+            is_message_valid_based_on_retention_period)
+    _installed = True
+    return changed
+
+
+def is_message_valid_based_on_retention_period(self: Any, queue_name: str, message: Any) -> bool:
+    """moto's check (``SQSBackend.is_message_valid_based_on_retention_period``) without building every attribute
+    of the queue to read one: the queue's ``MessageRetentionPeriod`` attribute is its ``message_retention_period``."""
+    from moto.core.utils import unix_time
+
+    retention_period = self.get_queue(queue_name).message_retention_period
+    retain_until = retention_period + message.sent_timestamp / 1000
+    return not retain_until <= unix_time()
