@@ -840,6 +840,18 @@ class Harness:
             await asyncio.sleep(0.05)
         raise TimeoutError(f"the local poller did not go idle within {timeout} s")
 
+    async def hook_created(self, run: Run, token: str) -> None:
+        """Wait (up to a minute) until ``run`` holds the hook of ``token``: what a resume of it needs."""
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                await self.observer.hooks.get_by_token(token, resolve_data="none")
+                return
+            except HookNotFoundError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"run {run.run_id} never created hook {token}") from None
+                await asyncio.sleep(0.05)
+
     async def result(self, run: Run, timeout: float = 300.0) -> Any:
         return await Run(self.watch, run.run_id).result(timeout=timeout)
 
@@ -888,15 +900,7 @@ class Harness:
 
         async def body() -> None:
             run = await self.client.start(bill_sleep_hook, token)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    await self.observer.hooks.get_by_token(token, resolve_data="none")
-                    break
-                except HookNotFoundError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"run {run.run_id} never created hook {token}") from None
-                    await asyncio.sleep(0.05)
+            await self.hook_created(run, token)
             await self.client.resume_hook(token, {"n": 1, "approvedBy": "ops@example.com"})
             assert await self.result(run) == 4
         result = await self.measure("sleep + hook", "op", 5, body)
@@ -908,15 +912,7 @@ class Harness:
         sender's built-in step, the target's ``hook_received`` and wake, and both runs to their end."""
         token = f"bill-resume-{uuid.uuid4().hex}"
         target = await self.client.start(bill_long_hook, token)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                await self.observer.hooks.get_by_token(token, resolve_data="none")
-                break
-            except HookNotFoundError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"run {target.run_id} never created hook {token}") from None
-                await asyncio.sleep(0.05)
+        await self.hook_created(target, token)
 
         async def body() -> None:
             assert await self.result(await self.client.start(bill_resume_sender, token)) == 1
@@ -957,12 +953,7 @@ class Harness:
         token = f"bill-wake-{uuid.uuid4().hex}"
         run = await self.client.start(bill_sleep_hook, token)
         await self.idle()
-        while True:
-            try:
-                await self.observer.hooks.get_by_token(token, resolve_data="none")
-                break
-            except HookNotFoundError:
-                await asyncio.sleep(0.05)
+        await self.hook_created(run, token)
         await self.idle()
         seq = len(await Run(self.watch, run.run_id).events())
         assert await self.observer.watch.correct(run.run_id, datetime.now(UTC) - timedelta(minutes=2), seq=seq)
@@ -1056,12 +1047,7 @@ class Harness:
         costs while nothing moves (the unit is a minute)."""
         token = f"bill-held-{uuid.uuid4().hex}"
         holder = await self.client.start(bill_held_run, "held", token)
-        while True:
-            try:
-                await self.observer.hooks.get_by_token(token, resolve_data="none")
-                break
-            except HookNotFoundError:
-                await asyncio.sleep(0.05)
+        await self.hook_created(holder, token)
         waiting = await self.client.start(bill_held_run, "held", f"{token}-2")
         await self.idle()
 
@@ -1147,15 +1133,7 @@ class Harness:
         async def body() -> None:
             token = f"bill-parked-{uuid.uuid4().hex}"
             run = await self.client.start(bill_parked, token)
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    await self.observer.hooks.get_by_token(token, resolve_data="none")
-                    break
-                except HookNotFoundError:
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"run {run.run_id} never created hook {token}") from None
-                    await asyncio.sleep(0.05)
+            await self.hook_created(run, token)
             REGISTRY.workflows[name] = WorkflowDef(name, bill_parked_bad_deploy)
             try:
                 await self.client.resume_hook(token, "1")

@@ -20,9 +20,10 @@ and restored when the module ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ import pytest
 
 from awsworld import Client, Run
 from awsworld._worker.delivery import RecordResult
+from awsworld._worker.tick import run_tick
 from awsworld.authoring.definitions import REGISTRY, WorkflowDef, workflow_name
 from awsworld.authoring.errors import RunEndedError
 from awsworld.client.http_client import HttpClient
@@ -64,6 +66,25 @@ def deployed(workflow: Any, code: Callable[..., Coroutine[Any, Any, Any]]) -> It
         yield
     finally:
         REGISTRY.workflows[name] = original
+
+
+@asynccontextmanager
+async def ticking(local: LocalAWS, every: float) -> AsyncIterator[LocalAWS]:
+    """``local`` with its watchdog ticking every ``every`` s (every minute in the stack: a test on small time
+    scales it down with the watch horizon), stopped on the way out."""
+
+    async def ticks() -> None:
+        while True:
+            await run_tick(local.world)
+            await asyncio.sleep(every)
+
+    ticker = asyncio.create_task(ticks())
+    try:
+        yield local
+    finally:
+        ticker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await ticker
 
 
 def on_backends(backends: list[str]) -> Any:

@@ -12,8 +12,6 @@ exact delayed message. The counts are the poller's deliveries, not timings.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime, timedelta
@@ -21,9 +19,10 @@ from datetime import datetime, timedelta
 import pytest
 
 from awsworld import HookTimeoutError, RetryableError, create_hook, poll_until, sleep, step, step_metadata, workflow
-from awsworld._worker.tick import run_tick
 from awsworld.local import LocalAWS
 from awsworld.world.messages import WATCHDOG_WAKE
+
+from .conftest import ticking
 
 pytestmark = pytest.mark.asyncio
 
@@ -79,19 +78,8 @@ async def local(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LocalAWS]:
     monkeypatch.setenv("AWSWORLD_WATCH_BUCKET_SECONDS", "0.1")
     async with LocalAWS() as made:
         made.world.sqs_queue.max_hop_seconds = REACH_SECONDS
-
-        async def ticks() -> None:
-            while True:
-                await run_tick(made.world)
-                await asyncio.sleep(0.2)
-
-        ticker = asyncio.create_task(ticks())
-        try:
+        async with ticking(made, 0.2):
             yield made
-        finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
 
 
 def deliveries(local: LocalAWS) -> int:

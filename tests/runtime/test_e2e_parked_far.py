@@ -24,11 +24,10 @@ import pytest
 
 from awsworld import create_hook, step, workflow
 from awsworld._engine.parking import MISSING, PARKED_ATTRIBUTE, parked_run
-from awsworld._worker.tick import run_tick
 from awsworld.local import LocalAWS, MotoServer
 from awsworld.world.messages import WATCHDOG_WAKE
 
-from .conftest import deployed
+from .conftest import deployed, ticking
 from .test_e2e_parked import lost, marks
 
 pytestmark = pytest.mark.asyncio
@@ -68,19 +67,8 @@ async def local(moto_server: MotoServer, monkeypatch: pytest.MonkeyPatch) -> Asy
         monkeypatch.setenv(name, value)
     async with LocalAWS("moto", moto=moto_server) as made:
         made.world.sqs_queue.max_hop_seconds = REACH_SECONDS
-
-        async def ticks() -> None:
-            while True:
-                await run_tick(made.world)
-                await asyncio.sleep(0.25)
-
-        ticker = asyncio.create_task(ticks())
-        try:
+        async with ticking(made, 0.25):
             yield made
-        finally:
-            ticker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await ticker
 
 
 def statuses(local: LocalAWS) -> list[str]:
