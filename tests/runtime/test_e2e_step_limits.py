@@ -556,7 +556,7 @@ async def test_a_run_that_ends_while_its_step_waits_for_a_paused_rate_leaves_no_
         async def withdrawn() -> bool:
             return all(p.waiting == 0 for p in await limiter.pools(name))
 
-        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=10)
+        await until(withdrawn, "the cancelled run's step still waits for the resume")
         assert await limiter.waiters(name, "") == []  # the record is gone, not only its count
     finally:
         await e2e.client.limits.resume(paced)
@@ -588,7 +588,7 @@ async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2
         async def withdrawn() -> bool:
             return all(p.waiting == 0 for p in await limiter.pools(name))
 
-        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=10)
+        await until(withdrawn, "the cancelled run's step still waits for the resume")
         payload = dict(waiter.wake["payload"])
         before = len(e2e.poller.results)
         await e2e.world.queue(str(waiter.wake["queue"]), payload)  # the step's message, late
