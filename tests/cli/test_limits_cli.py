@@ -9,7 +9,7 @@ import json
 import re
 import textwrap
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -451,22 +451,30 @@ def test_limits_describe_names_step_holders_and_waiters_as_describe_does(dev: De
     assert dev.json("result", run, "--wait", "30")["output"] == 3
 
 
+def _queued_from_outside(dev: Dev, tmp_path: Path, workflow: str, token_prefix: str
+                         ) -> tuple[str, str, Callable[..., Any]]:
+    """A run of ``workflow`` (one at a time per key) holds key ``una`` on its hook ``<token_prefix>:una:1``, and a
+    second is started from where the code is not (the CLI outside the project: no ``AWSWORLD_MODULES``): the
+    holder's id, the second's, and the CLI run from outside."""
+    holder = dev.json("start", workflow, '["una", 1]')["runId"]
+    until_found(lambda: dev("hooks", holder).out.count(f"{token_prefix}:una:1"), "the first run holds its hook")
+    bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
+
+    def outside(*args: str) -> Any:
+        return dev.runners[0](args, bare, tmp_path)
+
+    started = outside("start", workflow, '["una", 2]', "--json")
+    assert started.code == 0, started
+    return holder, json.loads(started.out)["runId"], outside
+
+
 def test_a_run_started_without_the_code_reads_queued_once_its_first_delivery_queued_it(dev: Dev,
                                                                                        tmp_path: Path) -> None:
     """A start from where the workflow's code is not (a script's ``Client(AWSWorld())``, the CLI outside the
     project) records no slot: its first delivery computes the key and queues the run, writing nothing on it. Such a
     run read a plain ``pending`` in ``runs`` and ``describe`` said it waited for ``its first delivery``: both find
     it among the waiters of its workflow's limit."""
-    holder = dev.json("start", "clitest.per_customer", '["una", 1]')["runId"]
-    until_found(lambda: dev("hooks", holder).out.count("cli-limits:una:1"), "the first run holds its hook")
-    bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
-
-    def outside(*args: str) -> Any:
-        return dev.runners[0](args, bare, tmp_path)
-
-    started = outside("start", "clitest.per_customer", '["una", 2]', "--json")
-    assert started.code == 0, started
-    waiting = json.loads(started.out)["runId"]
+    holder, waiting, outside = _queued_from_outside(dev, tmp_path, "clitest.per_customer", "cli-limits")
     queued = until_found(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.per_customer",
                                                               "--limit", "100")}[waiting]["queued"],
                     "its first delivery queues it")
@@ -486,16 +494,7 @@ def test_a_run_started_without_the_code_reads_queued_under_a_limit_with_another_
     """The same under a limit named otherwise (``Concurrency(name="clitest-orders")``): the start without the code
     knows no name either, and the run was looked for among the waiters of ``workflow:clitest.named_limit`` only,
     so it read a plain ``pending`` and ``describe`` said it waited for its first delivery."""
-    holder = dev.json("start", "clitest.named_limit", '["una", 1]')["runId"]
-    until_found(lambda: dev("hooks", holder).out.count("cli-named:una:1"), "the first run holds its hook")
-    bare = {k: v for k, v in dev.env.items() if k != "AWSWORLD_MODULES"}
-
-    def outside(*args: str) -> Any:
-        return dev.runners[0](args, bare, tmp_path)
-
-    started = outside("start", "clitest.named_limit", '["una", 2]', "--json")
-    assert started.code == 0, started
-    waiting = json.loads(started.out)["runId"]
+    holder, waiting, outside = _queued_from_outside(dev, tmp_path, "clitest.named_limit", "cli-named")
     queued = until_found(lambda: {r["runId"]: r for r in dev.json("runs", "--workflow", "clitest.named_limit",
                                                               "--limit", "100")}[waiting]["queued"],
                          "its first delivery queues it")

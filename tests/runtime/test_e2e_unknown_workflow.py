@@ -170,6 +170,19 @@ async def test_an_unknown_workflow_fails_its_run_after_the_window_naming_what_wa
     assert_every_line_names(lines, run.run_id)
 
 
+async def typescript_run(env: WorkflowTestEnv) -> str:
+    """A started run as the Workflow SDK's TypeScript runtime creates it through ``awsworld serve``: its
+    ``executionContext`` names ``workflowCoreVersion``, its input is that runtime's bytes."""
+    context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
+    created = await env.world.events.create(None, {
+        "eventType": "run_created", "specVersion": 5,
+        "eventData": {"deploymentId": "app", "workflowName": "workflow//./src/approvals//approve",
+                      "input": {"__type": "Uint8Array", "data": "ZGV2bFtd"}, "executionContext": context}})
+    assert created.run is not None
+    await env.world.events.create(created.run.run_id, {"eventType": "run_started", "specVersion": 5})
+    return created.run.run_id
+
+
 async def test_a_run_of_the_typescript_runtime_is_left_to_its_app_by_wakes_and_the_watchdog(lines: Lines) -> None:
     """A run the Workflow SDK's TypeScript runtime created through ``awsworld serve`` (its ``executionContext``
     names ``workflowCoreVersion``), waiting on a hook: its code is its app's, reached by the pushes its runtime
@@ -177,14 +190,7 @@ async def test_a_run_of_the_typescript_runtime_is_left_to_its_app_by_wakes_and_t
     no Python workflow of its name and failed it with UNKNOWN_WORKFLOW (parked it under ``dev``): a TypeScript
     run waiting for a person died 5 minutes in on a deployed stack. They are acknowledged unread, writing nothing."""
     async with WorkflowTestEnv(registry=this_module_only()) as env:
-        context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
-        created = await env.world.events.create(None, {
-            "eventType": "run_created", "specVersion": 5,
-            "eventData": {"deploymentId": "app", "workflowName": "workflow//./src/approvals//approve",
-                          "input": {"__type": "Uint8Array", "data": "ZGV2bFtd"}, "executionContext": context}})
-        assert created.run is not None
-        run_id = created.run.run_id
-        await env.world.events.create(run_id, {"eventType": "run_started", "specVersion": 5})
+        run_id = await typescript_run(env)
         await env.world.events.create(run_id, {"eventType": "hook_created", "specVersion": 5,
                                                "correlationId": "hook_1", "eventData": {"token": "approve:A-1"}})
         await Client(env.world).wake(run_id)
@@ -205,14 +211,7 @@ async def test_a_run_of_the_typescript_runtime_failed_on_request_stores_an_error
     ``run.returnValue`` could not hydrate it: packages/world-awsworld/test/world.node-test.mjs hydrates it there),
     and awsworld still says what it is."""
     async with WorkflowTestEnv(registry=this_module_only()) as env:
-        context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
-        created = await env.world.events.create(None, {
-            "eventType": "run_created", "specVersion": 5,
-            "eventData": {"deploymentId": "app", "workflowName": "workflow//./src/approvals//approve",
-                          "input": {"__type": "Uint8Array", "data": "ZGV2bFtd"}, "executionContext": context}})
-        assert created.run is not None
-        run_id = created.run.run_id
-        await env.world.events.create(run_id, {"eventType": "run_started", "specVersion": 5})
+        run_id = await typescript_run(env)
         failed = await Client(env.world).fail(run_id, reason="stuck")
         assert failed.status == "failed" and failed.error_code == "FAILED_ON_REQUEST"
         assert isinstance(failed.error, ErrorBytes), failed.error
