@@ -100,9 +100,13 @@ def slot_text(context: Mapping[str, Any] | None) -> str | None:
     (``workflow:shop.order key 'c7'``; a limit without a key function: ``workflow:shop.export``); None without a
     limit. What the timelines say its start waited for (``ui.model``'s queued lane, ``awsworld events``)."""
     slot = recorded_slot(context)
-    if slot is None:
-        return None
-    return slot.name + (f" key {slot.key!r}" if slot.key else "")
+    return None if slot is None else limit_key_text(slot.name, slot.key)
+
+
+def limit_key_text(limit: str, key: str) -> str:
+    """A limit's key for people: ``workflow:shop.order key 'c7'``; the one key of a limit without a key function
+    (``''``): the limit's name alone. Every message that names a run's slot says it so."""
+    return limit + (f" key {key!r}" if key else "")
 
 
 def recorded_priority(context: Mapping[str, Any] | None) -> int:

@@ -23,7 +23,7 @@ from typing import Any
 
 from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
-from .._worker.run_limits import RunSlot, recorded_slot
+from .._worker.run_limits import RunSlot, limit_key_text, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
 from ..authoring.definitions import StepDef, WorkflowDef
 from ..authoring.limits import declared, keyed, limits_runs, named_as
@@ -374,7 +374,7 @@ def queued_text(queued: dict[str, Any]) -> str:
     """One of ``queued_runs``'s entries for people: ``workflow:shop.order key 'c7' (1/1 held, place 2 of 3)``,
     ``workflow:shop.export key 't2' (1/20 in all, place 1 of 1)``, with ``paused`` or ``closed`` when nothing can
     start until an operator changes the key."""
-    where = queued["limit"] + (f" key {queued['key']!r}" if queued["key"] else "")
+    where = limit_key_text(queued["limit"], queued["key"])
     parts = []
     if queued["concurrency"] is not None:
         parts.append(f"{queued['held']}/{queued['concurrency']} held")
@@ -393,7 +393,7 @@ def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     r:wrun_...)``, ``a token of step:shop.charge (10/s burst 10; reserved, by 19:05:13.830 UTC (in 1 min 50 s)
     at the latest)``: its own start was reserved when it asked, before the bucket's next free one. ``now``: the
     World's time, which "in 1 min 50 s" counts from (default: the system clock's)."""
-    where = f"{wait['limit']}" + (f" key {wait['key']!r}" if wait.get("key") else "")
+    where = limit_key_text(str(wait["limit"]), str(wait.get("key") or ""))
     if wait["kind"] == "token":
         return (f"a token of {where} ({wait['rate']}; reserved, by {deadline_text(wait['nextTokenAt'], now)} at the "
                 "latest)")
