@@ -47,7 +47,7 @@ from typing import Any, Protocol
 from .._deployments.host import DeploymentHost
 from .._deployments.pins import Misrouted, pin_of
 from .._deployments.routing import delivery_target
-from .._engine.parking import mark, missing_code, park_key, parked_run
+from .._engine.parking import mark, missing_code, parked_run
 from .._http.push import is_push, push, sdk_run
 from .._published.model import judge
 from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
@@ -63,11 +63,11 @@ from ..world.errors import (
     RunNotFoundError,
     StepNotFoundError,
 )
-from ..world.messages import WATCHDOG_WAKE, FlowMessage, queue_name_for
+from ..world.messages import WATCHDOG_WAKE, FlowMessage
 from ..world.queue import Delivery
-from ..world.watch import beyond_reach, park_due
 from .child_runs import resolve_step
 from .dispatch import Outcome, Worker
+from .flow_messages import queue_come_back
 from .limiter import older_code
 from .rerouting import Rerouting, Way
 from .tick import is_tick, run_tick
@@ -493,8 +493,8 @@ class DeliveryPath:
         dropped a module, a renamed workflow): a bad deploy must not end every run in flight. It is marked parked
         (``_engine.parking``, once), this record is acknowledged, and it comes back every ``AWSWORLD_PARK_SECONDS``,
         so the deploy that restores the code resumes it (its flow clears the mark): by a delayed flow message within
-        one queue message's reach, else by the watchdog's wake at the due left here (``world.watch.park_due``: an
-        hour on SQS would hop three times, four deliveries an hour). The ``UnknownWorkflow`` metric and alarm count
+        one queue message's reach, else by the watchdog's wake at the due left here (``flow_messages.queue_come_back``,
+        as a diverged run comes back). The ``UnknownWorkflow`` metric and alarm count
         every such delivery."""
         world = self.worker.world
         now = clock_of(world).now()
@@ -509,11 +509,8 @@ class DeliveryPath:
                 return await self._ended(delivery, "ended meanwhile", track)
             seq = written.run.seq if written.run is not None else seq + 1
         seconds = SETTINGS.park_seconds
-        if not beyond_reach(world.watch, seconds):
-            await world.queue(queue_name_for(message.workflow_name), FlowMessage(run.run_id, message.workflow_name)
-                              .to_payload(), idempotency_key=park_key(run.run_id, now, seconds),
-                              delay_seconds=seconds)
-        await self._park_due(run.run_id, park_due(now, seconds, world.watch), seq, track)
+        due = await queue_come_back(world, FlowMessage(run.run_id, message.workflow_name), now, seconds)
+        await self._park_due(run.run_id, due, seq, track)
         said = self.findings.say(run.run_id, f"parked: {what}")
         if said is not None:
             log.error("%s: %s; the run has started, so it is parked, not failed (%s=park): it comes back every %d s "

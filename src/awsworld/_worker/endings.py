@@ -11,7 +11,7 @@ from typing import Any
 
 from .._engine import divergence as dv
 from .._engine.execution import PATCH_MARKER_PREFIX, WorkflowExecution
-from .._engine.parking import Parked, mark, park_key, parked_from, ways_out
+from .._engine.parking import Parked, mark, parked_from, ways_out
 from ..authoring.errors import (
     CORRUPTED_EVENT_LOG,
     SERIALIZATION_ERROR,
@@ -26,9 +26,8 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
 from ..world.messages import FlowMessage
-from ..world.watch import beyond_reach, park_due
 from .error_shapes import log_failure, note_calls_after, structured_error
-from .flow_messages import FlowMessages
+from .flow_messages import FlowMessages, queue_come_back
 from .flow_state import MAX_DIVERGENT_RECOVERIES, FlowLog
 from .recovery import rest
 
@@ -117,23 +116,15 @@ class RunEndings:
         return "diverged"
 
     async def _come_back(self, count: int) -> None:
-        """Bring the parked run back in ``AWSWORLD_PARK_SECONDS``. Within one queue message's reach a delayed
-        message does (keyed per period, as ``_worker.delivery`` keys a run parked for missing code: every
-        delivery of the run in one period sends one), and the run rests with its due a horizon past it: the
-        watchdog wakes it only if the message is lost. Beyond it (an hour, on SQS's 15 minutes: the message would
-        hop three times, four deliveries an hour) no message is sent: the run rests with its due at that time
-        (``world.watch.park_due``), and the watchdog's wake is the redelivery, one delivery an hour. A lost wake
-        is the watchdog's as any other (it snoozed the run first: it comes back a horizon later)."""
-        delay = SETTINGS.park_seconds
+        """Bring the parked run back in ``AWSWORLD_PARK_SECONDS`` (``flow_messages.queue_come_back``: a delayed
+        message within one queue message's reach, else the watchdog's wake), resting with the due it answers. A
+        lost wake is the watchdog's as any other (it snoozed the run first: it comes back a horizon later)."""
         now = clock_of(self.world).now()
-        if not beyond_reach(self.world.watch, delay):
-            follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1,
-                                    deployment=self.message.deployment)
-            await self.world.queue(self.messages.queue_name, follow_up.to_payload(),
-                                   idempotency_key=park_key(self.run_id, now, delay), delay_seconds=delay)
+        follow_up = FlowMessage(self.run_id, self.message.workflow_name, divergence=count + 1,
+                                deployment=self.message.deployment)
+        due = await queue_come_back(self.world, follow_up, now, SETTINGS.park_seconds)
         if self.log.execution is not None:
-            await rest(self.world, self.message, self.log.execution, now, resting=True,
-                       due=park_due(now, delay, self.world.watch))
+            await rest(self.world, self.message, self.log.execution, now, resting=True, due=due)
 
     async def _park(self, divergence: ReplayDivergenceError) -> None:
         """Mark the run parked, in its log (one in-band ``attr_set``); a run parked at the same place already is

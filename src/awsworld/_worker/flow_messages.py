@@ -12,10 +12,11 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from .._engine.ops import StepOp
+from .._engine.parking import park_key
 from ..world.clock import clock_of
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
-from ..world.watch import beyond_reach
+from ..world.watch import beyond_reach, park_due
 from .flow_state import FlowLog
 from .run_limits import recorded_priority
 from .step_limits import DUE_FIELD, PRIORITY_FIELD
@@ -95,3 +96,18 @@ class FlowMessages:
             return
         await self.queue_flow(key, delay_seconds=math.ceil(delay))
         self.queued.add(key)
+
+
+async def queue_come_back(world: World, message: FlowMessage, now: datetime, seconds: float) -> datetime:
+    """Bring a parked run back in ``seconds`` (``AWSWORLD_PARK_SECONDS``), for both ways a run is parked (a replay
+    that diverged: ``endings``; code this deployment lacks: ``delivery``); returns the due the run rests with.
+
+    Within one queue message's reach a delayed ``message`` does, keyed per period (``_engine.parking.park_key``:
+    every delivery of the run in one period sends one), and the due is a horizon past it: the watchdog wakes the
+    run only if the message is lost. Beyond it (an hour, on SQS's 15 minutes: the message would hop three times,
+    four deliveries an hour) no message is sent: the due is that time (``world.watch.park_due``), and the
+    watchdog's wake is the redelivery, one delivery an hour."""
+    if not beyond_reach(world.watch, seconds):
+        await world.queue(queue_name_for(message.workflow_name), message.to_payload(),
+                          idempotency_key=park_key(message.run_id, now, seconds), delay_seconds=seconds)
+    return park_due(now, seconds, world.watch)
