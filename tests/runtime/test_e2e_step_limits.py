@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from awsworld import Concurrency, RateLimit, RetryPolicy, step, workflow
+from awsworld._worker import step_limits
 from awsworld._worker.limiter import Limiter
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage, queue_name_for
@@ -604,4 +605,48 @@ async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2
     finally:
         await e2e.client.limits.resume(paced)
     await asyncio.sleep(0.5)
+    assert CALLS["paced"] == 0
+
+
+async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves_no_waiter(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow asks a limited step's limit before it declares the step (so a step born running costs one write):
+    made to wait, the step is written as its limit's waiter first and its ``step_created`` after. A cancel that
+    lands in between refuses the declaration, and the end's tidy, which finds a run's waiters by its log's
+    ``step_created`` (``step_limits.free_run_steps``), never saw the waiter: it stayed listed until the resume (the
+    paused-rate test above failed so on DynamoDB Local under load). The cancel is put in that gap here: the
+    declarer, refused, takes its waiter out (``step_limits.withdraw_waiter``)."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    take = step_limits.take
+    cancelled: list[str] = []
+
+    async def take_then_cancel(*args: Any, **kwargs: Any) -> Any:
+        verdict = await take(*args, **kwargs)
+        if verdict == step_limits.WAITING and not cancelled:  # the waiter is written; its step_created is not
+            cancelled.append(args[2])
+            await e2e.client.cancel(args[2])
+        return verdict
+
+    monkeypatch.setattr(step_limits, "take", take_then_cancel)
+    await e2e.client.limits.pause(paced)
+    try:
+        run = await e2e.start(pacing, 3)
+
+        async def ended() -> bool:
+            return bool(cancelled) and await run.status() == "cancelled"
+
+        await until(ended, "the run was not cancelled in the gap")
+        assert cancelled == [run.run_id]
+
+        async def withdrawn() -> bool:
+            return await limiter.waiters(name, "") == [] and all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=20)
+        events = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
+        assert "step_created" not in events, events  # (the gap was hit: the declaration was refused)
+    finally:
+        await e2e.client.limits.resume(paced)
+    await asyncio.sleep(0.5)  # (a grant the resume made would have brought the step by now)
     assert CALLS["paced"] == 0

@@ -11,7 +11,7 @@ from datetime import UTC
 from typing import Any, Literal
 
 from .._engine.execution import WorkflowExecution
-from .._engine.ops import HookOp, StepOp, WaitOp, named
+from .._engine.ops import HookOp, Op, StepOp, WaitOp, named
 from .._engine.time_scale import TimeScale
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import (
@@ -21,7 +21,7 @@ from ..authoring.errors import (
 )
 from ..settings import SETTINGS
 from ..world.clock import clock_of
-from ..world.errors import EntityConflictError, PayloadTooLargeError
+from ..world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome
 from ..world.rules.limiters import LimitInputError
 from . import step_limits
@@ -61,19 +61,34 @@ class Declarer:
         born = next((op for op in batchable if isinstance(op, StepOp)), None)
         if born is not None and (self.claims.has_inline_work(execution) or self.claims.beside_wakes(execution, born)):
             born = None
-        waits_for_limit: StepOp | None = None
+        waits_for_limit: tuple[StepOp, StepDef, str] | None = None  # (the step, its definition, its key)
         if born is not None and born.poll is None:
             definition = resolve_step(self.registry, born.definition.name)
-            admitted = await self._take(born, definition) if definition.limit is not None else "taken"
+            admitted, key = await self._take(born, definition) if definition.limit is not None else ("taken", "")
             if admitted == "waiting":
-                waits_for_limit = born  # declared below; its limit's message brings it (see _waits_for_limit)
+                waits_for_limit = born, definition, key  # declared below; its limit's message brings it
             if admitted != "taken":
                 born = None
+        try:
+            if not await self._write(execution, new, batchable, born):
+                return True  # the outcome was recorded the old way: replay from the log
+        except RunGoneError:
+            if waits_for_limit is not None:  # its waiter, written above, is in no log the end's tidy reads
+                step, definition, key = waits_for_limit
+                await step_limits.withdraw_waiter(self.log.world, definition, self.log.run_id, step.id, key)
+            raise
+        if waits_for_limit is not None:
+            self._waits_for_limit(waits_for_limit[0])
+        return True
+
+    async def _write(self, execution: WorkflowExecution, new: list[Op], batchable: list[StepOp | WaitOp],
+                     born: StepOp | None) -> bool:
+        """The declarations: False when a provisional outcome's write failed and it was recorded the old way."""
         if self.provisional.pending is not None:
             # The step's outcome and the first declarations the workflow made after seeing it: one write.
             first = batchable[:BATCH - 1]
             if not await self._with_end(execution, first, born):
-                return True  # the outcome was recorded the old way: replay from the log
+                return False
             batchable = batchable[len(first):]
         for start in range(0, len(batchable), BATCH):
             chunk = batchable[start:start + BATCH]
@@ -95,11 +110,9 @@ class Declarer:
                                                                "isWebhook": op.is_webhook})})
                 except PayloadTooLargeError as too_large:
                     execution.refuse(op, _too_large(op, "metadata", too_large.message))
-        if waits_for_limit is not None:
-            self._waits_for_limit(waits_for_limit)
         return True
 
-    async def _take(self, born: StepOp, definition: StepDef) -> Admission:
+    async def _take(self, born: StepOp, definition: StepDef) -> tuple[Admission, str]:
         """A limited step to be born running takes its slot and token first (``step_limits``), so its start
         costs no write of its own: ``taken`` when it did; ``waiting`` when its limit makes it wait (its message,
         sent or to be sent by the limit, brings it); ``unkeyed`` when its key cannot be computed (its attempt
@@ -108,14 +121,14 @@ class Declarer:
         try:
             key = step_limits.key_of_call(definition, born.input, self.log.run_id, born.id)
         except (LimitInputError, CodecError):
-            return "unkeyed"
+            return "unkeyed", ""
         taken = await step_limits.take(self.log.world, definition, self.log.run_id, born.id, key,
                                        wake=self.messages.step_message(born),
                                        lease_seconds=step_lease(definition, self.deadline))
         if not isinstance(taken, step_limits.Taken):
-            return "waiting"
+            return "waiting", key
         self.claims.taken[born.id] = taken
-        return "taken"
+        return "taken", key
 
     def _waits_for_limit(self, step: StepOp) -> None:
         """A step its limit made wait, now declared: neither run here nor queued by this delivery. Its limit

@@ -231,6 +231,16 @@ async def _withdraw_if_ended(world: World, limiter: Limiter, limit: str, pool: s
         await limiter.release(limit, pool, holder)
 
 
+async def withdraw_waiter(world: World, definition: StepDef, run_id: str, step_id: str, key: str) -> None:
+    """Take the step's waiter (or its pause's) out of its limit: a first attempt written as a waiter whose
+    ``step_created`` was then refused because its run had ended. The end's tidy (``free_run_steps``) finds a run's
+    waiters by its log's ``step_created``, which never landed, and ``take``'s own look at the run came before the
+    end: nobody else would take it out (idempotent: a waiter gone already is left as it is)."""
+    declared = definition.limit
+    assert declared is not None
+    await Limiter(world).release(declared.spec.name, pool_of(declared.spec, key), step_holder(run_id, step_id))
+
+
 async def give_back(world: World, taken: Taken | None) -> None:
     """The attempt's body has ended: its slot goes to the next waiter (idempotent)."""
     if taken is None or taken.slot is None:
@@ -288,7 +298,7 @@ def _delay(at: datetime, now: datetime, step: float) -> float:
 
 
 __all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_already", "free_run_steps",
-           "give_back", "retried", "step_key", "take"]
+           "give_back", "retried", "step_key", "take", "withdraw_waiter"]
 
 
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
