@@ -650,3 +650,46 @@ async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves
         await e2e.client.limits.resume(paced)
     await asyncio.sleep(0.5)  # (a grant the resume made would have brought the step by now)
     assert CALLS["paced"] == 0
+
+
+@workflow(name="steplimits.one_export")
+async def one_export(n: int) -> int:
+    return await export(n)
+
+
+async def test_a_run_cancelled_between_its_steps_slot_and_its_declaration_holds_no_slot(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same gap for a step its limit let start: the flow took its slot for a start born running
+    (``step_created`` and ``step_started`` in one write), and a cancel landing before that write refused it. The
+    slot was held by a start that never happened, with no ``step_started`` for the end's tidy to find, until its
+    lease passed (110 s and more): every other run's step of the limit waited for it. The declarer, refused,
+    gives it back."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.export"
+    take = step_limits.take
+    cancelled: list[str] = []
+
+    async def take_then_cancel(*args: Any, **kwargs: Any) -> Any:
+        verdict = await take(*args, **kwargs)
+        if isinstance(verdict, step_limits.Taken) and not cancelled:  # the slot is held; the start not written
+            cancelled.append(args[2])
+            await e2e.client.cancel(args[2])
+        return verdict
+
+    monkeypatch.setattr(step_limits, "take", take_then_cancel)
+    run = await e2e.start(one_export, 1)
+
+    async def ended() -> bool:
+        return bool(cancelled) and await run.status() == "cancelled"
+
+    await until(ended, "the run was not cancelled in the gap")
+    assert cancelled == [run.run_id]
+
+    async def freed() -> bool:
+        return all(not p.holders for p in await limiter.pools(name))
+
+    await until(freed, "the cancelled run's step still holds its slot", timeout=20)
+    events = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
+    assert "step_started" not in events, events  # (the gap was hit: the start was refused)
+    assert CALLS["export"] == 0

@@ -73,9 +73,13 @@ class Declarer:
             if not await self._write(execution, new, batchable, born):
                 return True  # the outcome was recorded the old way: replay from the log
         except RunGoneError:
-            if waits_for_limit is not None:  # its waiter, written above, is in no log the end's tidy reads
+            # The run ended before its steps were declared: what the limit wrote for the step above (a waiter, or
+            # a slot held for a start) is in no log the end's tidy reads (``step_limits.free_run_steps``).
+            if waits_for_limit is not None:
                 step, definition, key = waits_for_limit
                 await step_limits.withdraw_waiter(self.log.world, definition, self.log.run_id, step.id, key)
+            if born is not None:
+                await step_limits.give_back(self.log.world, self.claims.taken.pop(born.id, None))
             raise
         if waits_for_limit is not None:
             self._waits_for_limit(waits_for_limit[0])
