@@ -532,7 +532,8 @@ async def test_http_client_refuses_a_workflow_name_the_server_does_not_run(serve
 def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_with_a_400(served: str) -> None:
     """``POST /v1/client/start``: a name the server does not run is a 400 naming the ``workflow`` field, arguments
     the workflow's ``args_codec`` refuses a 400 naming ``args`` (it was a 500 and a traceback in the server's log),
-    a field the call does not take (``kwarg``) a 400 naming it (it was dropped unread); none records a run."""
+    a field the call does not take (``kwarg``) a 400 naming it (it was dropped unread), a ``runId`` ``.`` or ``..``
+    one naming ``runId`` (it started a run no URL could reach); none records a run."""
     start = f"{served}/v1/client/start"
     typo = error_of(httpx.post(start, json={"workflow": "shop.coedd", "args": [1, 2]}), 400)
     assert typo["details"] == {"field": "workflow"} and "did you mean 'shop.coded'?" in str(typo["message"])
@@ -545,6 +546,9 @@ def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_wi
         misspelt["message"]), misspelt
     resume = error_of(httpx.post(f"{served}/v1/client/hooks/resume", json={"token": "t", "paylaod": 1}), 400)
     assert resume["details"] == {"field": "paylaod"}, resume
+    for dots in (".", ".."):  # (a run a URL path could not reach: fetch drops the segment, %2e too)
+        dotted = error_of(httpx.post(start, json={"workflow": "shop.coded", "args": [1, 2], "runId": dots}), 400)
+        assert dotted["details"] == {"field": "runId"} and "a URL path drops" in str(dotted["message"]), dotted
     assert httpx.get(f"{served}/v1/runs", params={"workflowName": "shop.coded"}).json()["data"] == []
     started = httpx.post(start, json={"workflow": "shop.coded", "args": [1, 2]})
     assert started.status_code == 202, started.text

@@ -240,6 +240,30 @@ export function path(...segments: string[]): string {
   return segments.map(escape).join('/');
 }
 
+/** Path segments a URL cannot carry: `fetch`'s URL parser drops a `.` or `..` segment, `%2e` as well. */
+export const DOT_SEGMENTS = new Set(['.', '..']);
+
+/** An id as one segment of a request's path, refused with the World's 400 naming `field` when it is `.` or `..`:
+ * sent, its segment was dropped and the request reached another endpoint (`steps.get(run, '.')` answered the
+ * run's list of steps, `streams.getChunks(run, '.')` became a live read of a stream named `chunks` that never
+ * ended). awsworld's Worlds make no run, step, hook, wait or stream of such an id (`world/ids.py`,
+ * `check_path_id`), so nothing exists there to reach. An id with a `/` travels encoded (`%2F`), and the server
+ * answers the World's 400. */
+export function idSegment(field: string, id: string): string {
+  if (DOT_SEGMENTS.has(id)) {
+    // (the server's 400 for a bad field, as rebuildError makes it: `type` and `details.field` included)
+    const error: WorkflowWorldError & ServerErrorFields = new WorkflowWorldError(
+      `${field} cannot be '${id}': a URL path drops a '.' or '..' segment, so the World over HTTP could not reach ` +
+        'it (awsworld makes no entity of such an id)',
+      { status: 400, code: 'invalid-input' },
+    );
+    error.type = 'InvalidInputError';
+    error.details = { field };
+    throw error;
+  }
+  return path(id);
+}
+
 export function query(params: Record<string, string | number | undefined | null>): string {
   const parts: string[] = [];
   for (const [key, value] of Object.entries(params)) {

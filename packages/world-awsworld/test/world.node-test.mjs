@@ -105,6 +105,59 @@ describe('createWorld against awsworld serve --world memory: errors a TypeScript
     await world.streams.write(runId, 'a..b', 'x'); // (dots inside a name are no segment of their own)
     assert.equal((await world.streams.getChunks(runId, 'a..b')).data.length, 1);
   });
+
+  test("a run, step, hook or wait id '.' or '..' is the World's 400 naming the field, made or read", async () => {
+    // fetch drops a '.' or '..' segment (%2e too): such a run or step could be made (its id travels in the body),
+    // then not reached. `steps.get(run, '.')` answered the run's list of steps as if it were the step, and
+    // `runs.get('.')` the list of runs; `runs.get('..')` and `hooks.get('.')` other endpoints' refusals.
+    const runId = await startedRun(world);
+    const refusal = (promise) => promise.then((r) => assert.fail(`accepted: ${JSON.stringify(r)}`), (e) => e);
+    const refused = (error, field, what) => {
+      assert.ok(WorkflowWorldError.is(error), `${what}: ${error?.constructor?.name}: ${error?.message}`);
+      assert.equal(error.status, 400, `${what}: ${error.message}`);
+      assert.equal(error.details?.field, field, `${what}: ${error.message}`);
+      assert.equal(error.type, 'InvalidInputError', what);
+    };
+    for (const id of ['.', '..']) {
+      const made = [
+        ['runId', () => world.events.create(id, {
+          eventType: 'run_created', specVersion: 5,
+          eventData: { deploymentId: 'd', workflowName: 'ts//walk', input: bytes('devl[]') },
+        })],
+        ['runId', () => world.events.create(id, {
+          eventType: 'run_started', specVersion: 5,
+          eventData: { deploymentId: 'd', workflowName: 'ts//walk', input: bytes('devl[]') },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'step_created', specVersion: 5, correlationId: id, eventData: { stepName: 's', input: bytes('devl[]') },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'step_started', specVersion: 5, correlationId: id, eventData: { stepName: 's', input: bytes('devl[]') },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'hook_created', specVersion: 5, correlationId: id, eventData: { token: `dots-${id.length}` },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'wait_created', specVersion: 5, correlationId: id, eventData: { resumeAt: new Date(Date.now() + 60_000) },
+        })],
+      ];
+      for (const [field, call] of made) refused(await refusal(call()), field, `${call} with ${JSON.stringify(id)}`);
+      const read = [
+        ['runId', () => world.runs.get(id)],
+        ['stepId', () => world.steps.get(runId, id)],
+        ['runId', () => world.steps.list({ runId: id })],
+        ['runId', () => world.events.list({ runId: id })],
+        ['correlationId', () => world.events.listByCorrelationId({ runId, correlationId: id })],
+        ['hookId', () => world.hooks.get(id)],
+        ['runId', () => world.streams.list(id)],
+      ];
+      for (const [field, call] of read) refused(await refusal(call()), field, `${call} of ${JSON.stringify(id)}`);
+    }
+    const steps = await world.steps.list({ runId });
+    assert.deepEqual(steps.data, [], 'a refused step was made');
+    const events = await world.events.list({ runId });
+    assert.deepEqual(events.data.map((e) => e.eventType), ['run_created', 'run_started']);
+  });
 });
 
 describe('a run of the TypeScript runtime failed by awsworld (`awsworld fail`, `Client.fail`)', () => {
