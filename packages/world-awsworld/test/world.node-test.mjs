@@ -2,7 +2,9 @@
 // serve --world memory` as a process (test/serving.mjs; node's test runner: `node --test test/world.node-test.mjs`,
 // after `tsc`; `.ci/world-testing` runs it): a hook token refused with the server's reason, not only the Workflow
 // SDK's fixed "Hook not found"; a live stream read whose server dies mid-stream ends in a `WorkflowWorldError`
-// naming the stream, not undici's bare `TypeError: terminated`; `events.listByCorrelationId` passing on its
+// naming the stream, not undici's bare `TypeError: terminated`, and one through the runtime (`run.getReadable()`)
+// goes on across a connection dropped while the server is away; ids `.` or `..` (a URL path drops them) refused,
+// made or read, with the World's 400 naming the field; `events.listByCorrelationId` passing on its
 // pagination and resolveData, and taking the `runId` awsworld needs in TypeScript too (`tsc --noEmit` on an app);
 // and `npm pack` of a fresh checkout builds the package's dist/ (a tarball of README and package.json alone
 // imported as nothing).
@@ -12,7 +14,10 @@ import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer, connect as connectTcp } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+
+import { getRun, setWorld } from '@workflow/core/runtime';
 
 import { hydrateRunError } from '@workflow/core/serialization'; // (installed with @workflow/world-testing, its pin)
 import { HookNotFoundError, WorkflowWorldError } from '@workflow/errors';
@@ -220,6 +225,80 @@ describe('a live stream read whose server dies mid-stream', () => {
       assert.match(cut.message, new RegExp(`stream 'progress' of run ${runId} from awsworld serve at ${server.url}`));
       assert.match(cut.message, /after 6 bytes/);
     } finally {
+      await server.stop();
+    }
+  });
+});
+
+/** A TCP relay to `target` (a `host:port` URL) on a port of its own, which `cut()` breaks off (every connection
+ * dropped, no new one taken: a server restarting, a network gone) until `mend()`. */
+async function relay(target) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set();
+  const server = createServer((client) => {
+    const upstream = connectTcp(Number(port), hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  const own = server.address().port;
+  return {
+    url: `http://127.0.0.1:${own}`,
+    cut: async () => {
+      await new Promise((ok) => {
+        server.close(ok);
+        for (const socket of sockets) socket.destroy();
+      });
+    },
+    mend: () => new Promise((ok) => server.listen(own, '127.0.0.1', ok)),
+  };
+}
+
+/** One chunk as the Workflow SDK's runtime writes a value to a run's stream: a 4-byte big-endian length, then
+ * `devl` and the value in devalue's text (a string `s` is `["s"]`). */
+function frame(text) {
+  const payload = bytes(`devl${JSON.stringify([text])}`);
+  const out = new Uint8Array(4 + payload.length);
+  new DataView(out.buffer).setUint32(0, payload.length, false);
+  out.set(payload, 4);
+  return out;
+}
+
+describe("a run's stream read through the Workflow SDK's runtime (`run.getReadable()`) while the server is away", () => {
+  test('goes on where it was cut once the server answers again, instead of staying pending for good', async () => {
+    // The runtime's reconnecting reader asked again at once, 50 times, each refused; its error never reached the
+    // app's reader (@workflow/core's flushablePipe), whose read stayed pending: a Node process exited with it.
+    const server = await startServe(() => ['--world', 'memory']);
+    const away = await relay(server.url);
+    const timer = { id: undefined };
+    try {
+      const direct = createWorld({ url: server.url });
+      setWorld(createWorld({ url: away.url }));
+      const runId = await startedRun(direct);
+      const name = `strm_${runId.slice('wrun_'.length)}_user`;
+      await direct.streams.write(runId, name, frame('first'));
+      const reader = getRun(runId).getReadable().getReader();
+      assert.deepEqual(await reader.read(), { value: 'first', done: false });
+
+      await away.cut();
+      const pending = reader.read();
+      await new Promise((ok) => setTimeout(ok, 1500)); // (the server away for 1.5 s)
+      await direct.streams.write(runId, name, frame('second'));
+      await direct.streams.close(runId, name);
+      await away.mend();
+      const stuck = new Promise((_, fail) => {
+        timer.id = setTimeout(() => fail(new Error('the read was still pending 20 s after the server came back')), 20_000);
+      });
+      assert.deepEqual(await Promise.race([pending, stuck]), { value: 'second', done: false });
+      assert.deepEqual(await Promise.race([reader.read(), stuck]), { value: undefined, done: true });
+    } finally {
+      clearTimeout(timer.id);
+      setWorld(undefined);
+      await away.cut();
       await server.stop();
     }
   });
