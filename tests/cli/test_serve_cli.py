@@ -320,6 +320,31 @@ def test_dev_without_a_module_is_a_typescript_apps_world_and_its_restart_leaves_
         again.communicate(timeout=60)
 
 
+def test_a_kept_alive_connection_gets_each_answer_whole_at_once(loopback: str) -> None:
+    """A client reusing its connection (world-awsworld's undici Agent, httpx) gets each answer's body with its
+    headers. The server's sockets lacked ``TCP_NODELAY`` (``_http/listen.py``: asyncio sets it only on a listener
+    whose ``proto`` says TCP), so from a connection's second request on, the body (uvicorn's second write) waited
+    for the client's delayed ACK: 40 ms or more every time, 40 requests a second (``bench/http_keepalive.py``).
+    The least of ten waits is measured, so a slow moment on a busy machine does not fail the test."""
+    host, port = loopback.removeprefix("http://").rsplit(":", 1)
+    waits: list[float] = []
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for _ in range(11):
+            connection.sendall(f"GET /v1/deployment-id HTTP/1.1\r\nhost: {host}\r\n\r\n".encode())
+            received = connection.recv(65536)
+            first = time.monotonic()
+            head, _, body = received.partition(b"\r\n\r\n")
+            declared = re.search(rb"content-length: (\d+)", head.lower())
+            assert declared is not None, head
+            length = int(declared.group(1))
+            while len(body) < length:
+                body += connection.recv(65536)
+            assert json.loads(body)["deploymentId"], body
+            waits.append(time.monotonic() - first)
+    assert min(waits[1:]) < 0.02, f"the body came {min(waits[1:]) * 1000:.0f} ms after its headers at best"
+
+
 async def test_dot_tokens_and_stream_names_a_url_path_cannot_carry(loopback: str) -> None:
     """A URL parser drops a path segment ``.`` or ``..`` (httpx as ``fetch`` does): ``get_by_token("..")`` reached
     ``GET /v1/hooks``, a 400 about ``runId``, and ``"."`` no hook. The client sends them as ``%2E`` (the server
@@ -532,7 +557,8 @@ async def test_http_client_refuses_a_workflow_name_the_server_does_not_run(serve
 def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_with_a_400(served: str) -> None:
     """``POST /v1/client/start``: a name the server does not run is a 400 naming the ``workflow`` field, arguments
     the workflow's ``args_codec`` refuses a 400 naming ``args`` (it was a 500 and a traceback in the server's log),
-    a field the call does not take (``kwarg``) a 400 naming it (it was dropped unread); none records a run."""
+    a field the call does not take (``kwarg``) a 400 naming it (it was dropped unread), a ``runId`` ``.`` or ``..``
+    one naming ``runId`` (it started a run no URL could reach); none records a run."""
     start = f"{served}/v1/client/start"
     typo = error_of(httpx.post(start, json={"workflow": "shop.coedd", "args": [1, 2]}), 400)
     assert typo["details"] == {"field": "workflow"} and "did you mean 'shop.coded'?" in str(typo["message"])
@@ -545,6 +571,9 @@ def test_client_start_refuses_an_unknown_name_and_arguments_the_codec_refuses_wi
         misspelt["message"]), misspelt
     resume = error_of(httpx.post(f"{served}/v1/client/hooks/resume", json={"token": "t", "paylaod": 1}), 400)
     assert resume["details"] == {"field": "paylaod"}, resume
+    for dots in (".", ".."):  # (a run a URL path could not reach: fetch drops the segment, %2e too)
+        dotted = error_of(httpx.post(start, json={"workflow": "shop.coded", "args": [1, 2], "runId": dots}), 400)
+        assert dotted["details"] == {"field": "runId"} and "a URL path drops" in str(dotted["message"]), dotted
     assert httpx.get(f"{served}/v1/runs", params={"workflowName": "shop.coded"}).json()["data"] == []
     started = httpx.post(start, json={"workflow": "shop.coded", "args": [1, 2]})
     assert started.status_code == 202, started.text

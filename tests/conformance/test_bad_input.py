@@ -44,6 +44,15 @@ BAD_EVENTS: dict[str, tuple[Any, str | None]] = {
     "hook-conflict-from-a-caller": ({"eventType": "hook_conflict", "correlationId": "h1",
                                      "eventData": {"token": "t", "conflictingRunId": "wrun_x"}}, "eventType"),
     "not-a-mapping": (["step_created"], None),
+    # Ids a URL path drops (fetch drops "." and ".." segments, %2e too): no entity the World over HTTP cannot reach.
+    "step-id-dot": ({"eventType": "step_created", "correlationId": ".", "eventData": {"stepName": "add"}},
+                    "correlationId"),
+    "lazy-step-start-id-dot-dot": ({"eventType": "step_started", "correlationId": "..",
+                                    "eventData": {"stepName": "add", "input": None}}, "correlationId"),
+    "hook-id-dot-dot": ({"eventType": "hook_created", "correlationId": "..", "eventData": {"token": "t-dots"}},
+                        "correlationId"),
+    "wait-id-dot": ({"eventType": "wait_created", "correlationId": ".",
+                     "eventData": {"resumeAt": "2030-01-01T00:00:00Z"}}, "correlationId"),
 }
 
 
@@ -112,12 +121,23 @@ async def test_a_non_run_created_event_without_a_run_id_is_refused(world: AnyWor
     assert await stored(world) == before
 
 
-@pytest.mark.parametrize("run_id", ["has/slash", "has#hash", "x" * 201, "spaces here"])
+@pytest.mark.parametrize("run_id", ["has/slash", "has#hash", "x" * 201, "spaces here", ".", ".."])
 async def test_run_created_with_an_unsafe_run_id_is_refused(world: AnyWorld, run_id: str) -> None:
     before = await stored(world)
     with pytest.raises(InvalidInputError) as raised:
         await world.events.create(run_id, run_created())
     assert raised.value.field == "runId"
+    assert await stored(world) == before
+
+
+@pytest.mark.parametrize("run_id", [".", ".."])
+async def test_a_resilient_start_does_not_make_a_run_a_url_path_cannot_reach(world: AnyWorld, run_id: str) -> None:
+    """run_started creates a missing run from its data (a resilient start): not one of an id ``.`` or ``..``,
+    which the World over HTTP could not reach (a URL path drops such a segment), as run_created does not."""
+    before = await stored(world)
+    with pytest.raises(InvalidInputError) as raised:
+        await world.events.create(run_id, {"eventType": "run_started", "eventData": run_created()["eventData"]})
+    assert raised.value.field == "runId" and raised.value.status == 400
     assert await stored(world) == before
 
 

@@ -17,7 +17,7 @@
  */
 import { WorkflowRunCancelledError, WorkflowRunFailedError, WorkflowRunNotCompletedError } from '@workflow/errors';
 import type { Event, WorkflowRun } from '@workflow/world';
-import { connect, path, query } from './http.js';
+import { connect, idSegment, query } from './http.js';
 import type { AwsworldServerOptions } from './http.js';
 
 /** What `resumeHook` answers: the hook_received event, and whether this call recorded it (`false`: the same
@@ -63,7 +63,7 @@ export function createClient(options: AwsworldServerOptions = {}): AwsworldClien
     let reason: string | undefined;
     let cursor: string | undefined;
     for (;;) {
-      const page = (await get(`/v1/runs/${path(runId)}/events${query({ resolveData: 'none', cursor })}`, {
+      const page = (await get(`/v1/runs/${idSegment('runId', runId)}/events${query({ resolveData: 'none', cursor })}`, {
         runId,
       })) as { data: { eventType: string; eventData?: { cancelReason?: unknown } }[]; cursor: string | null; hasMore: boolean };
       for (const event of page.data) {
@@ -88,7 +88,7 @@ export function createClient(options: AwsworldServerOptions = {}): AwsworldClien
     },
 
     async cancel(runId, opts = {}) {
-      return (await post(`/v1/client/runs/${path(runId)}/cancel`, { reason: opts.reason }, { runId })) as WorkflowRun;
+      return (await post(`/v1/client/runs/${idSegment('runId', runId)}/cancel`, { reason: opts.reason }, { runId })) as WorkflowRun;
     },
 
     async result<T = unknown>(runId: string, opts: { timeout?: number } = {}): Promise<T> {
@@ -99,7 +99,7 @@ export function createClient(options: AwsworldServerOptions = {}): AwsworldClien
       const deadline = Date.now() + timeout * 1000;
       for (;;) {
         const wait = Math.max(0, Math.min(WAIT_SECONDS, (deadline - Date.now()) / 1000));
-        const run = (await get(`/v1/runs/${path(runId)}/wait${query({ timeout: wait })}`, { runId })) as WorkflowRun;
+        const run = (await get(`/v1/runs/${idSegment('runId', runId)}/wait${query({ timeout: wait })}`, { runId })) as WorkflowRun;
         if (run.status === 'completed') return run.output as T;
         if (run.status === 'failed') throw new WorkflowRunFailedError(runId, run.error, { errorCode: run.errorCode });
         if (run.status === 'cancelled') {

@@ -240,6 +240,30 @@ export function path(...segments: string[]): string {
   return segments.map(escape).join('/');
 }
 
+/** Path segments a URL cannot carry: `fetch`'s URL parser drops a `.` or `..` segment, `%2e` as well. */
+export const DOT_SEGMENTS = new Set(['.', '..']);
+
+/** An id as one segment of a request's path, refused with the World's 400 naming `field` when it is `.` or `..`:
+ * sent, its segment was dropped and the request reached another endpoint (`steps.get(run, '.')` answered the
+ * run's list of steps, `streams.getChunks(run, '.')` became a live read of a stream named `chunks` that never
+ * ended). awsworld's Worlds make no run, step, hook, wait or stream of such an id (`world/ids.py`,
+ * `check_path_id`), so nothing exists there to reach. An id with a `/` travels encoded (`%2F`), and the server
+ * answers the World's 400. */
+export function idSegment(field: string, id: string): string {
+  if (DOT_SEGMENTS.has(id)) {
+    // (the server's 400 for a bad field, as rebuildError makes it: `type` and `details.field` included)
+    const error: WorkflowWorldError & ServerErrorFields = new WorkflowWorldError(
+      `${field} cannot be '${id}': a URL path drops a '.' or '..' segment, so the World over HTTP could not reach ` +
+        'it (awsworld makes no entity of such an id)',
+      { status: 400, code: 'invalid-input' },
+    );
+    error.type = 'InvalidInputError';
+    error.details = { field };
+    throw error;
+  }
+  return path(id);
+}
+
 export function query(params: Record<string, string | number | undefined | null>): string {
   const parts: string[] = [];
   for (const [key, value] of Object.entries(params)) {
@@ -331,11 +355,24 @@ function unreachable(base: string, error: unknown): WorkflowWorldError {
   );
 }
 
+/** How long after a live read of a stream was cut a new read of that stream waits for an unreachable server
+ * (a restart of `awsworld serve`, a dropped network) instead of failing at once: the Workflow SDK's runtime reads
+ * a run's stream (`run.getReadable()`) through a reconnecting reader that asks again at once, 50 times in a row,
+ * and whose final error never reaches the app's reader (@workflow/core's `flushablePipe` does not pass a source's
+ * error on), so without the wait a restart left that read pending for good: a Node process exited with it
+ * unsettled. Retried every 250 ms to 2 s; past this, the read fails `unreachable` as any request does. */
+export const CUT_PATIENCE_SECONDS = 30;
+
 /** A live read's body whose connection breaking off before the stream ended (the server stopped, restarted or
  * crashed; the network dropped) is a `WorkflowWorldError` naming the stream, the server and how much had arrived,
  * instead of undici's bare `TypeError: terminated`. Still an error, never an end: a reader (the runtime's
  * reconnecting one included) must not take a cut read for a closed stream. */
-function guarded(body: ReadableStream<Uint8Array>, base: string, context: RequestContext): ReadableStream<Uint8Array> {
+function guarded(
+  body: ReadableStream<Uint8Array>,
+  base: string,
+  context: RequestContext,
+  onCut: () => void,
+): ReadableStream<Uint8Array> {
   const reader = body.getReader();
   let received = 0;
   return new ReadableStream<Uint8Array>({
@@ -350,11 +387,13 @@ function guarded(body: ReadableStream<Uint8Array>, base: string, context: Reques
           .join(': ');
         const what = `${context.stream !== undefined ? `stream '${context.stream}'` : 'the stream'}` +
           `${context.runId !== undefined ? ` of run ${context.runId}` : ''}`;
+        onCut();
         controller.error(
           new WorkflowWorldError(
             `the live read of ${what} from awsworld serve at ${base} was cut off after ${received} bytes, before ` +
               `the stream ended (${why}): the server stopped or the connection dropped; read it again (streams.get ` +
-              'with the startIndex after the chunks you have) once the server answers',
+              `with the startIndex after the chunks you have): for ${CUT_PATIENCE_SECONDS} s that read waits for ` +
+              'the server to answer again',
             { status: 503, code: 'stream-cut', cause: error },
           ),
         );
@@ -422,15 +461,31 @@ export function connect(options: AwsworldServerOptions): Connection {
     return error;
   }
 
+  /** The streams whose live read was cut (`run id NUL name`), with when a new read of one stops waiting for the
+   * server (`CUT_PATIENCE_SECONDS`). */
+  const cuts = new Map<string, number>();
+
   async function stream(url: string, context: RequestContext = {}): Promise<ReadableStream<Uint8Array>> {
     const full = `${base}${url}`;
-    const sent = await headers('GET', full);
+    const key = `${context.runId ?? ''}\u0000${context.stream ?? url}`;
+    let pause = 250;
     let response;
-    try {
-      response = await undiciFetch(full, { headers: sent, dispatcher: patient });
-    } catch (error) {
-      throw unreachable(base, error);
+    for (;;) {
+      const sent = await headers('GET', full); // (signed anew each time: a SigV4 signature's time must be now)
+      try {
+        response = await undiciFetch(full, { headers: sent, dispatcher: patient });
+        break;
+      } catch (error) {
+        const until = cuts.get(key);
+        if (until === undefined || Date.now() + pause > until) {
+          cuts.delete(key);
+          throw unreachable(base, error);
+        }
+        await new Promise((resume) => setTimeout(resume, pause));
+        pause = Math.min(pause * 2, 2000);
+      }
     }
+    cuts.delete(key);
     if (!response.ok || !response.body) {
       const text = await response.text();
       let parsed: unknown = text;
@@ -441,7 +496,9 @@ export function connect(options: AwsworldServerOptions): Connection {
       }
       throw refused(response.status, parsed, context);
     }
-    return guarded(response.body as unknown as ReadableStream<Uint8Array>, base, context);
+    return guarded(response.body as unknown as ReadableStream<Uint8Array>, base, context, () =>
+      cuts.set(key, Date.now() + CUT_PATIENCE_SECONDS * 1000),
+    );
   }
 
   return {

@@ -19,25 +19,12 @@
 import { WorkflowWorldError } from '@workflow/errors';
 import { SPEC_VERSION_CURRENT } from '@workflow/world';
 import type { Event, ListEventsByCorrelationIdParams, PaginatedResponse, World } from '@workflow/world';
-import { connect, decode, path, query } from './http.js';
+import { DOT_SEGMENTS, connect, decode, idSegment, path, query } from './http.js';
 import type { AwsworldServerOptions } from './http.js';
 
-/** Path segments a URL cannot carry: `fetch`'s URL parser drops a `.` or `..` segment, `%2e` as well. */
-const DOT_SEGMENTS = new Set(['.', '..']);
-
-/** `RUN/streams/NAME` for a stream's endpoints. A name `.` or `..` is refused here, with the World's 400 (awsworld's
- * Worlds refuse it: `world/streams.py`): sent, its segment was dropped and the request reached another endpoint (a
- * 405, or a live read of a stream named `chunks` that never ended). A name with a `/` travels encoded (`%2F`), and
- * the server answers the World's 400 naming `streamName`. */
+/** `RUN/streams/NAME` for a stream's endpoints (`idSegment`: a run id or name `.` or `..` is the World's 400). */
 function streamPath(runId: string, name: string): string {
-  if (DOT_SEGMENTS.has(name)) {
-    throw new WorkflowWorldError(
-      `streamName cannot be '${name}': a URL path drops a '.' or '..' segment, so the World over HTTP could not ` +
-        'reach the stream; name it otherwise',
-      { status: 400, code: 'invalid-input' },
-    );
-  }
-  return path(runId, 'streams', name);
+  return `${idSegment('runId', runId)}/streams/${idSegment('streamName', name)}`;
 }
 
 export { createClient } from './client.js';
@@ -135,8 +122,8 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
     },
 
     runs: {
-      get: (runId: string, params?: { resolveData?: string }) =>
-        get(`/v1/runs/${path(runId)}${query({ resolveData: params?.resolveData })}`, { runId }),
+      get: async (runId: string, params?: { resolveData?: string }) =>
+        get(`/v1/runs/${idSegment('runId', runId)}${query({ resolveData: params?.resolveData })}`, { runId }),
       list: (params?: {
         workflowName?: string;
         status?: string;
@@ -157,7 +144,7 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
         options?: { allowReservedAttributes?: boolean },
       ) => {
         const result = (await post(
-          `/v1/runs/${path(runId)}/attributes`,
+          `/v1/runs/${idSegment('runId', runId)}/attributes`,
           { changes, options: options ?? {} },
           { runId },
         )) as { run?: { attributes?: Record<string, string> } };
@@ -166,11 +153,16 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
     },
 
     steps: {
-      get: (runId: string, stepId: string, params?: { resolveData?: string }) =>
-        get(`/v1/runs/${path(runId, 'steps', stepId)}${query({ resolveData: params?.resolveData })}`, { runId }),
-      list: (params: { runId: string; pagination?: { limit?: number; cursor?: string }; resolveData?: string }) =>
+      get: async (runId: string, stepId: string, params?: { resolveData?: string }) =>
         get(
-          `/v1/runs/${path(params.runId)}/steps${query({ resolveData: params.resolveData, ...page(params.pagination) })}`,
+          `/v1/runs/${idSegment('runId', runId)}/steps/${idSegment('stepId', stepId)}${query({
+            resolveData: params?.resolveData,
+          })}`,
+          { runId },
+        ),
+      list: async (params: { runId: string; pagination?: { limit?: number; cursor?: string }; resolveData?: string }) =>
+        get(
+          `/v1/runs/${idSegment('runId', params.runId)}/steps${query({ resolveData: params.resolveData, ...page(params.pagination) })}`,
           { runId: params.runId },
         ),
     },
@@ -182,7 +174,7 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
         let cursor: string | undefined;
         for (;;) {
           const result = (await get(
-            `/v1/runs/${path(runId)}/events${query({ resolveData: params?.resolveData, cursor })}`,
+            `/v1/runs/${idSegment('runId', runId)}/events${query({ resolveData: params?.resolveData, cursor })}`,
             { runId },
           )) as { data: { eventId: string }[]; cursor: string | null; hasMore: boolean };
           const found = result.data.find((event) => event.eventId === eventId);
@@ -192,9 +184,12 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
         }
         throw new WorkflowWorldError(`event ${eventId} not found in run ${runId}`, { status: 404, code: 'event-not-found' });
       },
-      list: (params: { runId: string; pagination?: { limit?: number; cursor?: string; sortOrder?: string }; resolveData?: string }) =>
+      list: async (params: { runId: string; pagination?: { limit?: number; cursor?: string; sortOrder?: string }; resolveData?: string }) =>
         get(
-          `/v1/runs/${path(params.runId)}/events${query({ resolveData: params.resolveData, ...page(params.pagination) })}`,
+          `/v1/runs/${idSegment('runId', params.runId)}/events${query({
+            resolveData: params.resolveData,
+            ...page(params.pagination),
+          })}`,
           { runId: params.runId },
         ),
       async listByCorrelationId(params: {
@@ -210,7 +205,10 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
           );
         }
         return get(
-          `/v1/runs/${path(params.runId, 'events', 'by-correlation-id', params.correlationId)}${query({
+          `/v1/runs/${idSegment('runId', params.runId)}/events/by-correlation-id/${idSegment(
+            'correlationId',
+            params.correlationId,
+          )}${query({
             resolveData: params.resolveData,
             ...page(params.pagination),
           })}`,
@@ -220,8 +218,8 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
     },
 
     hooks: {
-      get: (hookId: string, params?: { resolveData?: string }) =>
-        get(`/v1/hooks/${path(hookId)}${query({ resolveData: params?.resolveData })}`),
+      get: async (hookId: string, params?: { resolveData?: string }) =>
+        get(`/v1/hooks/${idSegment('hookId', hookId)}${query({ resolveData: params?.resolveData })}`),
       getByToken: (hookToken: string, params?: { resolveData?: string }) =>
         get(
           DOT_SEGMENTS.has(hookToken) // (a path drops a "." or ".." segment, %2e too: the query carries it)
@@ -252,7 +250,7 @@ export function createWorld(options: AwsworldWorldOptions = {}): AwsworldWorld {
           stream: name,
         }),
       list: async (runId: string) =>
-        ((await get(`/v1/runs/${path(runId)}/streams`, { runId })) as { streams: string[] }).streams,
+        ((await get(`/v1/runs/${idSegment('runId', runId)}/streams`, { runId })) as { streams: string[] }).streams,
       getChunks: async (runId: string, name: string, options?: { limit?: number; cursor?: string }) =>
         get(`/v1/runs/${streamPath(runId, name)}/chunks${query({ limit: options?.limit, cursor: options?.cursor })}`, {
           runId,

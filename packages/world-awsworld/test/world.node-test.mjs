@@ -2,7 +2,9 @@
 // serve --world memory` as a process (test/serving.mjs; node's test runner: `node --test test/world.node-test.mjs`,
 // after `tsc`; `.ci/world-testing` runs it): a hook token refused with the server's reason, not only the Workflow
 // SDK's fixed "Hook not found"; a live stream read whose server dies mid-stream ends in a `WorkflowWorldError`
-// naming the stream, not undici's bare `TypeError: terminated`; `events.listByCorrelationId` passing on its
+// naming the stream, not undici's bare `TypeError: terminated`, and one through the runtime (`run.getReadable()`)
+// goes on across a connection dropped while the server is away; ids `.` or `..` (a URL path drops them) refused,
+// made or read, with the World's 400 naming the field; `events.listByCorrelationId` passing on its
 // pagination and resolveData, and taking the `runId` awsworld needs in TypeScript too (`tsc --noEmit` on an app);
 // and `npm pack` of a fresh checkout builds the package's dist/ (a tarball of README and package.json alone
 // imported as nothing).
@@ -12,7 +14,10 @@ import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { createServer, connect as connectTcp } from 'node:net';
 import { after, before, describe, test } from 'node:test';
+
+import { getRun, setWorld } from '@workflow/core/runtime';
 
 import { hydrateRunError } from '@workflow/core/serialization'; // (installed with @workflow/world-testing, its pin)
 import { HookNotFoundError, WorkflowWorldError } from '@workflow/errors';
@@ -105,6 +110,59 @@ describe('createWorld against awsworld serve --world memory: errors a TypeScript
     await world.streams.write(runId, 'a..b', 'x'); // (dots inside a name are no segment of their own)
     assert.equal((await world.streams.getChunks(runId, 'a..b')).data.length, 1);
   });
+
+  test("a run, step, hook or wait id '.' or '..' is the World's 400 naming the field, made or read", async () => {
+    // fetch drops a '.' or '..' segment (%2e too): such a run or step could be made (its id travels in the body),
+    // then not reached. `steps.get(run, '.')` answered the run's list of steps as if it were the step, and
+    // `runs.get('.')` the list of runs; `runs.get('..')` and `hooks.get('.')` other endpoints' refusals.
+    const runId = await startedRun(world);
+    const refusal = (promise) => promise.then((r) => assert.fail(`accepted: ${JSON.stringify(r)}`), (e) => e);
+    const refused = (error, field, what) => {
+      assert.ok(WorkflowWorldError.is(error), `${what}: ${error?.constructor?.name}: ${error?.message}`);
+      assert.equal(error.status, 400, `${what}: ${error.message}`);
+      assert.equal(error.details?.field, field, `${what}: ${error.message}`);
+      assert.equal(error.type, 'InvalidInputError', what);
+    };
+    for (const id of ['.', '..']) {
+      const made = [
+        ['runId', () => world.events.create(id, {
+          eventType: 'run_created', specVersion: 5,
+          eventData: { deploymentId: 'd', workflowName: 'ts//walk', input: bytes('devl[]') },
+        })],
+        ['runId', () => world.events.create(id, {
+          eventType: 'run_started', specVersion: 5,
+          eventData: { deploymentId: 'd', workflowName: 'ts//walk', input: bytes('devl[]') },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'step_created', specVersion: 5, correlationId: id, eventData: { stepName: 's', input: bytes('devl[]') },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'step_started', specVersion: 5, correlationId: id, eventData: { stepName: 's', input: bytes('devl[]') },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'hook_created', specVersion: 5, correlationId: id, eventData: { token: `dots-${id.length}` },
+        })],
+        ['correlationId', () => world.events.create(runId, {
+          eventType: 'wait_created', specVersion: 5, correlationId: id, eventData: { resumeAt: new Date(Date.now() + 60_000) },
+        })],
+      ];
+      for (const [field, call] of made) refused(await refusal(call()), field, `${call} with ${JSON.stringify(id)}`);
+      const read = [
+        ['runId', () => world.runs.get(id)],
+        ['stepId', () => world.steps.get(runId, id)],
+        ['runId', () => world.steps.list({ runId: id })],
+        ['runId', () => world.events.list({ runId: id })],
+        ['correlationId', () => world.events.listByCorrelationId({ runId, correlationId: id })],
+        ['hookId', () => world.hooks.get(id)],
+        ['runId', () => world.streams.list(id)],
+      ];
+      for (const [field, call] of read) refused(await refusal(call()), field, `${call} of ${JSON.stringify(id)}`);
+    }
+    const steps = await world.steps.list({ runId });
+    assert.deepEqual(steps.data, [], 'a refused step was made');
+    const events = await world.events.list({ runId });
+    assert.deepEqual(events.data.map((e) => e.eventType), ['run_created', 'run_started']);
+  });
 });
 
 describe('a run of the TypeScript runtime failed by awsworld (`awsworld fail`, `Client.fail`)', () => {
@@ -167,6 +225,80 @@ describe('a live stream read whose server dies mid-stream', () => {
       assert.match(cut.message, new RegExp(`stream 'progress' of run ${runId} from awsworld serve at ${server.url}`));
       assert.match(cut.message, /after 6 bytes/);
     } finally {
+      await server.stop();
+    }
+  });
+});
+
+/** A TCP relay to `target` (a `host:port` URL) on a port of its own, which `cut()` breaks off (every connection
+ * dropped, no new one taken: a server restarting, a network gone) until `mend()`. */
+async function relay(target) {
+  const { hostname, port } = new URL(target);
+  const sockets = new Set();
+  const server = createServer((client) => {
+    const upstream = connectTcp(Number(port), hostname);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => {});
+      socket.on('close', () => sockets.delete(socket));
+    }
+    client.pipe(upstream).pipe(client);
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  const own = server.address().port;
+  return {
+    url: `http://127.0.0.1:${own}`,
+    cut: async () => {
+      await new Promise((ok) => {
+        server.close(ok);
+        for (const socket of sockets) socket.destroy();
+      });
+    },
+    mend: () => new Promise((ok) => server.listen(own, '127.0.0.1', ok)),
+  };
+}
+
+/** One chunk as the Workflow SDK's runtime writes a value to a run's stream: a 4-byte big-endian length, then
+ * `devl` and the value in devalue's text (a string `s` is `["s"]`). */
+function frame(text) {
+  const payload = bytes(`devl${JSON.stringify([text])}`);
+  const out = new Uint8Array(4 + payload.length);
+  new DataView(out.buffer).setUint32(0, payload.length, false);
+  out.set(payload, 4);
+  return out;
+}
+
+describe("a run's stream read through the Workflow SDK's runtime (`run.getReadable()`) while the server is away", () => {
+  test('goes on where it was cut once the server answers again, instead of staying pending for good', async () => {
+    // The runtime's reconnecting reader asked again at once, 50 times, each refused; its error never reached the
+    // app's reader (@workflow/core's flushablePipe), whose read stayed pending: a Node process exited with it.
+    const server = await startServe(() => ['--world', 'memory']);
+    const away = await relay(server.url);
+    const timer = { id: undefined };
+    try {
+      const direct = createWorld({ url: server.url });
+      setWorld(createWorld({ url: away.url }));
+      const runId = await startedRun(direct);
+      const name = `strm_${runId.slice('wrun_'.length)}_user`;
+      await direct.streams.write(runId, name, frame('first'));
+      const reader = getRun(runId).getReadable().getReader();
+      assert.deepEqual(await reader.read(), { value: 'first', done: false });
+
+      await away.cut();
+      const pending = reader.read();
+      await new Promise((ok) => setTimeout(ok, 1500)); // (the server away for 1.5 s)
+      await direct.streams.write(runId, name, frame('second'));
+      await direct.streams.close(runId, name);
+      await away.mend();
+      const stuck = new Promise((_, fail) => {
+        timer.id = setTimeout(() => fail(new Error('the read was still pending 20 s after the server came back')), 20_000);
+      });
+      assert.deepEqual(await Promise.race([pending, stuck]), { value: 'second', done: false });
+      assert.deepEqual(await Promise.race([reader.read(), stuck]), { value: undefined, done: true });
+    } finally {
+      clearTimeout(timer.id);
+      setWorld(undefined);
+      await away.cut();
       await server.stop();
     }
   });

@@ -320,7 +320,9 @@ class Client:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
-        never started). Starting is two writes: the run is recorded, then the message that runs it is queued.
+        never started). It is 1-200 letters, digits and ``_.:@=+-``, and not ``.`` or ``..`` (a URL path drops
+        such a segment: ``world.ids.check_path_id``); another is ``InvalidInputError`` naming ``runId``.
+        Starting is two writes: the run is recorded, then the message that runs it is queued.
         If the second fails, ``RunStartError`` carries the recorded run's id: starting again with
         ``run_id=error.run_id`` queues the message and nothing runs twice, whereas a retry without the id
         would leave the first run pending for good.

@@ -60,3 +60,20 @@ def check_entity_id(value: object, field: str) -> str:
             field=field,
         )
     return value
+
+
+DOT_SEGMENTS = frozenset({".", ".."})
+"""Ids a URL path cannot carry: a client's URL parser drops a ``.`` or ``..`` segment (``%2e`` as well, by the
+WHATWG URL rules ``fetch`` follows), so the World over HTTP would read or write another path (``steps.get(run,
+".")`` reached ``GET /v1/runs/{run}/steps``, the list)."""
+
+
+def check_path_id(value: object, field: str) -> str:
+    """An id the World over HTTP puts in a URL path (a run's, a step's, hook's or wait's ``correlationId``, a
+    stream's name): ``check_entity_id``'s, and not ``.`` or ``..`` (``DOT_SEGMENTS``). Checked where such an
+    entity is made, in every World, so none exists that a TypeScript app could not reach."""
+    checked = check_entity_id(value, field)
+    if checked in DOT_SEGMENTS:
+        raise InvalidInputError(f"{field} cannot be {checked!r}: a URL path drops a '.' or '..' segment, so the "
+                                "World over HTTP could not reach it; name it otherwise", field=field)
+    return checked

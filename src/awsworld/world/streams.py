@@ -14,7 +14,7 @@ from pydantic import ConfigDict, Field
 
 from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidInputError, PayloadTooLargeError
-from .ids import check_entity_id
+from .ids import check_entity_id, check_path_id
 from .pages import CHUNKS_PAGE_BYTES
 from .wire_model import WireModel
 
@@ -52,19 +52,10 @@ def chunk_bytes(chunk: object, field: str = "chunk") -> bytes:
     raise InvalidInputError(f"{field} must be str or bytes, not {type(chunk).__name__}", field=field)
 
 
-DOT_SEGMENTS = frozenset({".", ".."})
-"""Names a URL path cannot carry: a client's URL parser drops a ``.`` or ``..`` segment (``%2e`` as well, by the
-WHATWG URL rules ``fetch`` follows), so the World over HTTP would read or write another path."""
-
-
 def check_stream_name(name: object) -> str:
     """Stream names become DynamoDB sort keys, S3 key segments and URL path segments: the entity-id character set,
-    and not ``.`` or ``..`` (``DOT_SEGMENTS``)."""
-    checked = check_entity_id(name, "streamName")
-    if checked in DOT_SEGMENTS:
-        raise InvalidInputError(f"streamName cannot be {checked!r}: a URL path drops a '.' or '..' segment, so the "
-                                "World over HTTP could not reach the stream; name it otherwise", field="streamName")
-    return checked
+    and not ``.`` or ``..`` (``ids.check_path_id``)."""
+    return check_path_id(name, "streamName")
 
 
 def check_stream(run_id: str, name: str) -> None:

@@ -24,6 +24,7 @@ from typing import Literal
 from ..entities import TERMINAL_RUN_STATUSES, HookStatus
 from ..errors import HookClosedError, HookNotFoundError, WorldError
 from ..events import CreateEventRequest, HookCreatedData, HookReceivedData
+from ..ids import check_path_id
 from .conditions import AllOf, AnyOf, Condition, Earlier, Equals, Missing, Not, Unset, holds
 from .decision import Check, Decision, HookEnd, NewEvent, hook_missing
 from .requests import check_hook_token, data_as, event_data
@@ -123,7 +124,7 @@ def hook_created(req: CreateEventRequest, view: View) -> Decision:
     """A new hook claims its token; a token held by another hook gets a hook_conflict naming its run instead.
     The token must fit a key and its retention be at most 30 days ahead (400s, before anything else)."""
     data = data_as(req, HookCreatedData)
-    hook_id = req.correlation_id or ""
+    hook_id = check_path_id(req.correlation_id or "", "correlationId")
     retention = data.token_retention_until.astimezone(UTC) if data.token_retention_until else None
     check_hook_token(data.token, retention, view.now)
     held = view.token

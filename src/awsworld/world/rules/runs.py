@@ -18,7 +18,7 @@ from typing import Any, cast
 
 from ..errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..events import AttrSetData, CreateEventRequest, RunFailedData
-from ..ids import SPEC_VERSION_CURRENT, check_entity_id, new_run_id
+from ..ids import SPEC_VERSION_CURRENT, check_path_id, new_run_id
 from .decision import Check, Decision, NewEvent, NewRun, RunChange
 from .hooks import hook_ends
 from .requests import data_as, event_data
@@ -38,7 +38,7 @@ def _run(view: View) -> RunState:
 def created_run_id(run_id: str | None) -> str:
     """run_created's run id: the client's, checked (creating that run again is idempotent: the existing run
     comes back, nothing is written), or a new one."""
-    return check_entity_id(run_id, "runId") if run_id else new_run_id()
+    return check_path_id(run_id, "runId") if run_id else new_run_id()
 
 
 def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int | None,
@@ -66,6 +66,7 @@ def run_started(req: CreateEventRequest, view: View) -> Decision:
         if not full.get("workflowName") or "input" not in req.data().model_fields_set:
             raise RunNotFoundError(f"run {view.run_id} not found (run_started without workflowName and input "
                                    "cannot create it)")
+        check_path_id(view.run_id, "runId")  # (as run_created's: ids.check_path_id)
         made = new_run(view.run_id, full, view.now, req.spec_version, view.deployment_id)
         created = NewEvent("run_created", None, event_data(req), view.carries_value, req.spec_version)
         started = NewEvent("run_started", None, {}, spec_version=req.spec_version)

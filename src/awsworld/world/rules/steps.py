@@ -36,6 +36,7 @@ from ..events import (
     WaitCreatedData,
     parse_event_request,
 )
+from ..ids import check_path_id
 from .at_most_once import MAX_ATTEMPTS_FIELD, check_interrupted_end, check_start, requested_max_attempts
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
@@ -66,7 +67,7 @@ def born_running(created: CreateEventRequest, started: CreateEventRequest, view:
 def _declared(req: CreateEventRequest, view: View, ask: StartAsk | None) -> Decision:
     """A step of a live run declared (a second one of the id conflicts) and counted open; with ``ask``, born
     running at attempt 1 under the lease that start asks for (one state, not a pending one evolved)."""
-    step_id, now = req.correlation_id or "", view.now
+    step_id, now = check_path_id(req.correlation_id or "", "correlationId"), view.now
     name = data_as(req, StepCreatedData).step_name
     ref = FIRST_EVENT if view.carries_value else None
     if ask is None:
@@ -184,7 +185,7 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
 
 
 def wait_created(req: CreateEventRequest, view: View) -> Decision:
-    wait_id = req.correlation_id or ""
+    wait_id = check_path_id(req.correlation_id or "", "correlationId")
     resume_at = data_as(req, WaitCreatedData).resume_at.astimezone(UTC)
     wait = WaitState(wait_id, "waiting", resume_at, view.now, view.now, req.spec_version)
     event = NewEvent(req.event_type, wait_id, event_data(req), spec_version=req.spec_version)
