@@ -1188,7 +1188,9 @@ def test_describe_of_a_cancelled_run_shows_its_open_step_unfinished_not_running(
     """A step running when its run was cancelled is stopped, and nothing of it is recorded after the run's end, so
     the World keeps it `running`: describe read as if it still ran. `--json` keeps the stored status."""
     run_id = _start(dev, "clitest.waits", json.dumps(["step", str(project / "never-opened")]))
-    _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["step"])
+    # (running, not only waited on: a step declared and not started yet when the cancel lands is not "unfinished")
+    _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["step"]
+                    and [s["status"] for s in d["steps"]["list"]] == ["running"])
     assert dev("cancel", run_id, "--reason", "on-call").code == 0
     text = dev("describe", run_id).out.splitlines()
     assert "steps     1 (1 unfinished)" in text, "\n".join(text)  # (whole: a list in the message is cut short)
