@@ -111,7 +111,7 @@ class Declarer:
             return "unkeyed"
         taken = await step_limits.take(self.log.world, definition, self.log.run_id, born.id, key,
                                        wake=self.messages.step_message(born),
-                                       lease_seconds=step_lease(definition, self.deadline))
+                                       lease_seconds=step_lease(definition, self.deadline), queued=False)
         if not isinstance(taken, step_limits.Taken):
             return "waiting"
         self.claims.taken[born.id] = taken
@@ -209,6 +209,10 @@ class Declarer:
             await self.log.append(landed)
             if len(landed) < len(chunk):
                 await self.log.reload_tail()  # ended first by another writer: take its end
+        # One that waited for its limit leaves the waiters now, not at a grant (``step_limits``; a pass over the
+        # log and no I/O for steps without a limit).
+        await step_limits.free_cancelled_steps(self.log.world, self.registry, self.log.run_id, execution.log,
+                                               [step.id for step in steps])
         return True
 
     async def dispose(self, execution: WorkflowExecution) -> bool:
