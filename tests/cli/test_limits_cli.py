@@ -96,6 +96,11 @@ async def partner(n: int) -> int:
     return n
 
 
+@workflow(name="clitest.quiet", concurrency=Concurrency(1, key=lambda customer: customer))
+async def quiet(customer: str) -> str:  # (its keys go idle at once: the listing's default leaves them out)
+    return customer
+
+
 @step(name="clitest.trickled", rate=RateLimit("1/m"))
 async def trickled(n: int) -> int:
     return n
@@ -510,3 +515,32 @@ def test_a_run_started_without_the_code_reads_queued_under_a_limit_with_another_
     for n in (1, 2):
         assert dev("resume", f"cli-named:una:{n}", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == 2
+
+
+def test_limits_lists_busy_keys_and_counts_the_idle_ones(dev: Dev) -> None:
+    """A pool stays stored 30 days after its last use, so ``awsworld limits`` listed every key used in that time:
+    with a key per customer, thousands of ``0/1 open`` lines around the few that hold or wait. It lists the keys that
+    hold, wait, are paused, set or shut, or have no token to give, and says how many idle ones it left out;
+    ``--all`` lists them too (``--json``: ``idleKeysHidden``)."""
+    quiet = "workflow:clitest.quiet"
+    for customer in ("q1", "q2", "q3"):
+        assert dev("start", "clitest.quiet", f'"{customer}"', "--wait", "30").code == 0
+    holder = dev.json("start", "clitest.per_customer", '["busy-q", 1]')["runId"]
+    until_found(lambda: dev("hooks", holder).out.count("cli-limits:busy-q:1"), "the run holds its key's slot")
+    table = dev("limits").out.splitlines()
+    rows = [line.split() for line in table if line.startswith(quiet)]
+    assert rows == [[quiet, "-", "0", "0", "-", "idle", "(3", "keys)"]], table
+    assert any(line.startswith(LIMIT) and " busy-q " in line for line in table), table
+    footer = table[-1]
+    assert re.fullmatch(r"\d+ idle keys? not listed \(nothing holds, waits, is paused or set there\): `awsworld "
+                        r"limits --all` lists them, `awsworld limits describe LIMIT` one limit's", footer), footer
+    assert int(footer.split()[0]) >= 3
+    every = dev("limits", "--all").out.splitlines()
+    assert sorted(line.split()[1] for line in every if line.startswith(quiet)) == ["q1", "q2", "q3"], every
+    assert not any("not listed" in line for line in every), every
+    assert dev("limits", "list", "--all").out.splitlines() == every
+    [document] = [d for d in dev.json("limits") if d["limit"] == quiet]
+    assert document["keys"] == [] and document["idleKeysHidden"] == 3, document
+    [document] = [d for d in dev.json("limits", "--all") if d["limit"] == quiet]
+    assert sorted(k["key"] for k in document["keys"]) == ["q1", "q2", "q3"] and document["idleKeysHidden"] == 0
+    assert dev("resume", "cli-limits:busy-q:1", '"go"', "--wait", "30").code == 0

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from awsworld import Concurrency, RateLimit, RetryPolicy, step, workflow
+from awsworld import Concurrency, RateLimit, RetryPolicy, create_hook, step, workflow
 from awsworld._worker import step_limits
 from awsworld._worker.limiter import Limiter
 from awsworld.testing import WorkflowTestEnv
@@ -572,7 +572,8 @@ async def test_a_run_that_ends_while_its_step_waits_for_a_paused_rate_leaves_no_
 async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2e: E2E) -> None:
     """A step's message that comes after its run's end (here sent again once the run was cancelled and its end's
     tidy had looked) found its paused limit and waited: a waiter written after the tidy, that nobody took out,
-    listed until the resume. Its own delivery looks at its run once it has waited, and takes it out."""
+    listed until the resume. A step with a rate looks at its run before it asks for a token, so it ends ``gone``
+    without waiting (a slot's waiter looks once it has waited, and takes itself out: ``_withdraw_if_ended``)."""
     reset()
     limiter = Limiter(e2e.world)
     name = "step:steplimits.paced"
@@ -597,9 +598,9 @@ async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2
         await e2e.world.queue(str(waiter.wake["queue"]), payload)  # the step's message, late
 
         async def delivered() -> bool:
-            return any(r.status == "limit-wait" for r in e2e.poller.results[before:])
+            return any(r.status == "gone" for r in e2e.poller.results[before:])
 
-        await until(delivered, "the late step message's delivery did not end waiting")
+        await until(delivered, "the late step message's delivery did not end gone")
         assert await limiter.waiters(name, "") == []
         assert all(p.waiting == 0 and not p.holders for p in await limiter.pools(name))
     finally:
@@ -652,44 +653,183 @@ async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves
     assert CALLS["paced"] == 0
 
 
-@workflow(name="steplimits.one_export")
-async def one_export(n: int) -> int:
-    return await export(n)
+@workflow(name="steplimits.racing")
+async def racing(n: int) -> int:
+    task = asyncio.ensure_future(held(n))  # (waits for the slot: the hook below wins the race)
+    await create_hook(token=f"racing-{n}")
+    task.cancel()
+    return n
 
 
-async def test_a_run_cancelled_between_its_steps_slot_and_its_declaration_holds_no_slot(
-        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The same gap for a step its limit let start: the flow took its slot for a start born running
-    (``step_created`` and ``step_started`` in one write), and a cancel landing before that write refused it. The
-    slot was held by a start that never happened, with no ``step_started`` for the end's tidy to find, until its
-    lease passed (110 s and more): every other run's step of the limit waited for it. The declarer, refused,
-    gives it back."""
+async def test_a_step_the_workflow_cancelled_while_it_waited_leaves_the_waiters_at_once(e2e: E2E) -> None:
+    """A step whose await the workflow cancelled while it waited for a slot (a race its hook won) is recorded
+    ended (``step_failed``, cancelled), and leaves the waiters then (``step_limits.free_cancelled_steps``). Its
+    waiter stayed: the end's tidy passed over a step that ended, so it was listed after its run completed, and the
+    slot the holder freed went first to it, a step that never runs, ahead of the live run behind it."""
     reset()
+    HELD_OPEN["gate"] = asyncio.Event()
     limiter = Limiter(e2e.world)
-    name = "step:steplimits.export"
-    take = step_limits.take
+    name = "step:steplimits.held"
+    first = await e2e.start(holding, 1)
+
+    async def running() -> bool:
+        return INSIDE["held"] == 1
+
+    await until(running, "the first run's step never ran")
+
+    def waiting(count: int) -> Any:
+        async def check() -> bool:
+            return sum(p.waiting for p in await limiter.pools(name)) == count
+        return check
+
+    racer = await e2e.start(racing, 2)
+    await until(waiting(1), "the racing run's step never waited for the slot")
+    third = await e2e.start(holding, 3)
+    await until(waiting(2), "the third run's step never waited for the slot")
+    await e2e.hook_ready("racing-2", racer)
+    await e2e.client.resume_hook("racing-2", None)
+    assert await racer.result(timeout=60) == 2
+    kinds = [kind for kind, _ in await e2e.event_types(racer)]
+    assert "step_failed" in kinds and "step_started" not in kinds  # (cancelled before it ever started)
+    await until(waiting(1), "the cancelled step still waits for the slot", timeout=90)
+    assert [w.holder for w in await limiter.waiters(name, "")] == [step_holder(third.run_id, "step_1")]
+    HELD_OPEN["gate"].set()
+    assert [await first.result(timeout=60), await third.result(timeout=60)] == [1, 3]
+    assert CALLS["held"] == 2 and PEAK["held"] == 1  # the cancelled step's body never ran
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(name))
+
+
+async def test_a_run_cancelled_between_its_inline_steps_take_and_its_declaration_frees_the_slot(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flow takes the slot of a step it will run inline before it declares the step (born running: one write).
+    A cancel that lands in between has that write refused: the step is in no log, so neither the end's tidy nor
+    a message would give its slot back, and it was held until its lease passed (about two minutes) while the next
+    run's step waited for it. The flow that finds its run gone gives it back, and the next run starts at once."""
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    HELD_OPEN["gate"].set()
+    limiter = Limiter(e2e.world)
+    events = e2e.world.events
+    original = events.create_batch
     cancelled: list[str] = []
 
-    async def take_then_cancel(*args: Any, **kwargs: Any) -> Any:
-        verdict = await take(*args, **kwargs)
-        if isinstance(verdict, step_limits.Taken) and not cancelled:  # the slot is held; the start not written
-            cancelled.append(args[2])
-            await e2e.client.cancel(args[2])
-        return verdict
+    async def create_batch(run_id: str, requests: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if not cancelled and any(r.get("eventType") == "step_started" for r in requests):
+            cancelled.append(run_id)  # the step's slot is taken; its declaration is about to be written
+            await e2e.client.cancel(run_id)
+        return await original(run_id, requests, **kwargs)
 
-    monkeypatch.setattr(step_limits, "take", take_then_cancel)
-    run = await e2e.start(one_export, 1)
+    monkeypatch.setattr(events, "create_batch", create_batch)
+    run = await e2e.start(holding, 1)
 
     async def ended() -> bool:
-        return bool(cancelled) and await run.status() == "cancelled"
+        return await run.status() == "cancelled"
 
-    await until(ended, "the run was not cancelled in the gap")
-    assert cancelled == [run.run_id]
+    await until(ended, "the run was never cancelled")
+    monkeypatch.undo()
 
     async def freed() -> bool:
-        return all(not p.holders for p in await limiter.pools(name))
+        return all(not p.holders for p in await limiter.pools("step:steplimits.held"))
 
-    await until(freed, "the cancelled run's step still holds its slot", timeout=20)
-    events = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
-    assert "step_started" not in events, events  # (the gap was hit: the start was refused)
-    assert CALLS["export"] == 0
+    await until(freed, "the cancelled run's taken slot is still held", timeout=20)
+    assert cancelled == [run.run_id] and CALLS["held"] == 0
+    assert await (await e2e.start(holding, 2)).result(timeout=30) == 2  # at once: no lease to wait out
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
+
+
+@step(name="steplimits.metered", rate=RateLimit("6/h"))
+async def metered(n: int) -> int:
+    await body("metered")
+    return n
+
+
+@workflow(name="steplimits.metering")
+async def metering(n: int) -> int:
+    return await metered(n)
+
+
+@step(name="steplimits.metered_slot", concurrency=1, rate=RateLimit("1/h"))
+async def metered_slot(n: int) -> int:
+    await body("metered_slot")
+    return n
+
+
+@workflow(name="steplimits.metering_slot")
+async def metering_slot(n: int) -> int:
+    return await metered_slot(n)
+
+
+async def late_messages(e2e: E2E, step_fn: Any, workflow_fn: Any, name: str, copies: int, *,
+                        while_paused: bool = False) -> FlowMessage:
+    """A run of ``workflow_fn`` whose step waited for the resume of its paused limit, cancelled, its waiter taken
+    out, the limit resumed; then its step's message sent ``copies`` times, as late messages come: a wake of the
+    waiter (marked as a paused wait's for a rate alone) and the plain step message. Each delivery ends ``gone``.
+    ``while_paused``: first the wake once more before the resume, whose delivery waits for a slot of the paused
+    key and, its run ended, takes its waiter out again (``step_limits._withdraw_if_ended``)."""
+    limiter = Limiter(e2e.world)
+    await e2e.client.limits.pause(step_fn)
+    try:
+        run = await e2e.start(workflow_fn, 1)
+
+        async def waiting() -> bool:
+            return any(p.waiting for p in await limiter.pools(name))
+
+        await until(waiting, "the step never waited for the resume")
+        [waiter] = await limiter.waiters(name, "")
+        await e2e.client.cancel(run.run_id)
+
+        async def withdrawn() -> bool:
+            return all(p.waiting == 0 and not p.holders for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits", timeout=90)
+        if while_paused:
+            before = len(e2e.poller.results)
+            await e2e.world.queue(str(waiter.wake["queue"]), dict(waiter.wake["payload"]))
+
+            async def waited() -> bool:
+                return any(r.status == "limit-wait" for r in e2e.poller.results[before:])
+
+            await until(waited, "the late wake's delivery did not end waiting")
+            assert await limiter.waiters(name, "") == [] and await withdrawn()
+    finally:
+        await e2e.client.limits.resume(step_fn)
+    plain = FlowMessage(run.run_id, workflow_name_of(workflow_fn), step_id="step_1", step_name=name[len("step:"):])
+    payloads = [dict(waiter.wake["payload"]), plain.to_payload()]
+    before = len(e2e.poller.results)
+    for i in range(copies):
+        await e2e.world.queue(str(waiter.wake["queue"]), payloads[i % 2])
+
+    async def delivered() -> bool:
+        return [r.status for r in e2e.poller.results[before:]].count("gone") >= copies
+
+    await until(delivered, "the late step messages' deliveries did not end gone")
+    return plain
+
+
+def workflow_name_of(workflow_fn: Any) -> str:
+    from awsworld.authoring.definitions import workflow_name
+    return workflow_name(workflow_fn)
+
+
+async def test_a_late_step_message_for_an_ended_run_takes_no_token(e2e: E2E) -> None:
+    """Step messages that come after their run's end (the wake of a paused rate's waiter, the step's own
+    message) look at the run before they reserve: the bucket keeps every token (``6/h``: each one ten minutes).
+    Each reserved a start before its ``step_started`` was refused: tokens spent on steps that never run."""
+    reset()
+    await late_messages(e2e, metered, metering, "step:steplimits.metered", copies=2)
+    [key] = (await e2e.client.limits.describe(metered)).keys
+    assert key.tokens == 6 and not key.holders and not key.waiters
+    assert CALLS["metered"] == 0
+
+
+async def test_a_late_step_message_for_an_ended_run_keeps_no_slot_and_the_next_run_starts(e2e: E2E) -> None:
+    """A step with a slot and a rate (``concurrency=1``, ``1/h``): late messages of a cancelled run took the
+    bucket's one token, and the next went back for a token an hour away holding the slot, so a live run's step
+    waited an hour behind a step that never runs. Now they take neither, and the next run starts at once."""
+    reset()
+    name = "step:steplimits.metered_slot"
+    await late_messages(e2e, metered_slot, metering_slot, name, copies=2, while_paused=True)
+    [key] = (await e2e.client.limits.describe(metered_slot)).keys
+    assert key.tokens == 1 and not key.holders and not key.waiters
+    assert await (await e2e.start(metering_slot, 2)).result(timeout=30) == 2
+    assert CALLS["metered_slot"] == 1

@@ -73,13 +73,12 @@ class Declarer:
             if not await self._write(execution, new, batchable, born):
                 return True  # the outcome was recorded the old way: replay from the log
         except RunGoneError:
-            # The run ended before its steps were declared: what the limit wrote for the step above (a waiter, or
-            # a slot held for a start) is in no log the end's tidy reads (``step_limits.free_run_steps``).
+            # The run ended before its steps were declared: the waiter its limit wrote for the step above is in no
+            # log the end's tidy reads (``step_limits.free_run_steps``). (A slot taken for a start born running is
+            # given back by the flow that finds its run gone: ``inline_loop``.)
             if waits_for_limit is not None:
                 step, definition, key = waits_for_limit
                 await step_limits.withdraw_waiter(self.log.world, definition, self.log.run_id, step.id, key)
-            if born is not None:
-                await step_limits.give_back(self.log.world, self.claims.taken.pop(born.id, None))
             raise
         if waits_for_limit is not None:
             self._waits_for_limit(waits_for_limit[0])
@@ -128,7 +127,7 @@ class Declarer:
             return "unkeyed", ""
         taken = await step_limits.take(self.log.world, definition, self.log.run_id, born.id, key,
                                        wake=self.messages.step_message(born),
-                                       lease_seconds=step_lease(definition, self.deadline))
+                                       lease_seconds=step_lease(definition, self.deadline), queued=False)
         if not isinstance(taken, step_limits.Taken):
             return "waiting", key
         self.claims.taken[born.id] = taken
@@ -226,6 +225,10 @@ class Declarer:
             await self.log.append(landed)
             if len(landed) < len(chunk):
                 await self.log.reload_tail()  # ended first by another writer: take its end
+        # One that waited for its limit leaves the waiters now, not at a grant (``step_limits``; a pass over the
+        # log and no I/O for steps without a limit).
+        await step_limits.free_cancelled_steps(self.log.world, self.registry, self.log.run_id, execution.log,
+                                               [step.id for step in steps])
         return True
 
     async def dispose(self, execution: WorkflowExecution) -> bool:

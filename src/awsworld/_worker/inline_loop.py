@@ -48,7 +48,7 @@ from .provisional import ProvisionalOutcomes
 from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
 from .run_control import cancel_for_limit
 from .run_limits import admit_in_flow, leave_in_flow
-from .step_limits import free_run_steps
+from .step_limits import free_run_steps, give_back
 from .step_runner import StepEnd, StepOutcome, attempt_step, interrupted_end, record_end, run_ended
 
 log = logging.getLogger("awsworld.flow")
@@ -120,6 +120,13 @@ class Flow:
                 await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
                                     self.run_id, ended)
                 await free_run_steps(self.world, self.registry, self.run_id, ended)
+        if status == "gone" and self.claims.taken:
+            # Slots taken for steps to be born running whose declaration the run's end refused (a cancel between
+            # the take and the write): no step of them is in the log for the end's tidy to find, and no message
+            # comes for them, so they were held until their lease passed (``Declarer._take``).
+            taken, self.claims.taken = list(self.claims.taken.values()), {}
+            for each in taken:
+                await give_back(self.world, each)
         return status
 
     async def _run_holding_steps(self) -> str:

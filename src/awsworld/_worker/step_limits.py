@@ -37,7 +37,7 @@ not hold them: a queued step's message carries no input). A key function that ra
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -101,6 +101,9 @@ LIMIT_FIELD = "limit"
 
 
 WAITING = "waiting"
+ENDED = "ended"
+"""``take``'s answer to a step message whose run has ended: it took no token and holds no slot (the attempt is
+``gone``)."""
 
 
 async def step_key(world: World, definition: StepDef, run_id: str, step_id: str, call_input: Any) -> str:
@@ -136,9 +139,16 @@ def declared_limit(definition: StepDef, call_input: Any, run_id: str, step_id: s
 
 
 async def take(world: World, definition: StepDef, run_id: str, step_id: str, key: str, *, wake: FlowMessage,
-               lease_seconds: float | None) -> Taken | str:
-    """The slot and token of an attempt about to start: ``Taken``, or ``WAITING`` (its message brings it back:
-    the delivery ends)."""
+               lease_seconds: float | None, queued: bool = True) -> Taken | str:
+    """The slot and token of an attempt about to start: ``Taken``, ``WAITING`` (its message brings it back: the
+    delivery ends) or ``ENDED`` (its run has ended: nothing taken, and the slot its message came for given back).
+
+    ``queued``: the attempt is a step message's, which may come after its run's end (sent before a cancel, or the
+    wake of a slot granted just before it). Such a message took a token before its ``step_started`` was refused
+    (a ``RateLimit`` spent on nothing), and one of a limit with a slot and a rate whose bucket was empty kept its
+    slot while it went back for its token, until that late start came. So before it reserves a token it looks at
+    its run (one metadata-only read, for a step with a rate and no start reserved yet). The flow's own start of a
+    step born running (``queued=False``) has just read its run's log."""
     declared = definition.limit
     assert declared is not None
     spec = declared.spec
@@ -172,6 +182,10 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
     if spec.rate is not None:
         if reserved is None and slot is None and context.get(PAUSED_FIELD):
             await limiter.release(spec.name, pool, holder)  # (the resume's grant: a rate alone holds no slot)
+        if reserved is None and queued and await has_ended(world, run_id):
+            if slot is not None:
+                await limiter.release(spec.name, pool, holder)
+            return ENDED
         found_at = reserved if reserved is not None else await limiter.reserve(spec, key)
         for _ in range(3):
             if found_at is not None or slot is not None:
@@ -221,14 +235,18 @@ async def _withdraw_if_ended(world: World, limiter: Limiter, limit: str, pool: s
     waited, after the end's tidy (``free_run_steps``) had looked: nobody would take that waiter out, and it was
     listed until a grant or a resume. Written before this read, the waiter is seen by the tidy of an end that
     this read does not see. One metadata-only read, on the waiting path only."""
+    if await has_ended(world, run_id):
+        await limiter.release(limit, pool, holder)
+
+
+async def has_ended(world: World, run_id: str) -> bool:
+    """Whether run ``run_id`` has ended (or is gone): one metadata-only read. A failed read raises (the delivery
+    is retried), unlike a running body's check (``step_runner.run_ended``), which looks again later."""
     try:
         run = await world.runs.get(run_id, resolve_data="none")
     except RunNotFoundError:
-        ended = True
-    else:
-        ended = run.status in TERMINAL_RUN_STATUSES
-    if ended:
-        await limiter.release(limit, pool, holder)
+        return True
+    return run.status in TERMINAL_RUN_STATUSES
 
 
 async def withdraw_waiter(world: World, definition: StepDef, run_id: str, step_id: str, key: str) -> None:
@@ -297,8 +315,8 @@ def _delay(at: datetime, now: datetime, step: float) -> float:
     return float(math.ceil(seconds - 1e-9)) if step >= 1 else seconds
 
 
-__all__ = ["LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_already", "free_run_steps",
-           "give_back", "retried", "step_key", "take", "withdraw_waiter"]
+__all__ = ["ENDED", "LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken", "ended_already",
+           "free_cancelled_steps", "free_run_steps", "give_back", "retried", "step_key", "take", "withdraw_waiter"]
 
 
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
@@ -308,23 +326,50 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
     waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). A
     limit with a rate alone counts too: its open steps may wait for a paused key's resume as waiters
     (``_wait_for_resume``), and left, such a waiter was listed until the resume, an owner that might never come
-    back. The pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its open
-    steps were declared under (``step_created``'s, ``declared_limit``). One read per pool, a read of each open step's
-    waiter record where the pool has waiters, a write only where one still holds or waits. A run none of whose
-    steps was declared or started under a limit, the common case, costs one pass over its log and no I/O."""
+    back. The pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its steps
+    that may wait were declared under (``step_created``'s, ``declared_limit``): a step still open, or one that
+    ended while its latest attempt had not started (the workflow cancelled it while it waited: its waiter, or the
+    slot a grant gave it, was left to its grant lease). One read per pool, a read of each such step's waiter
+    record where the pool has waiters, a write only where one still holds or waits. A run none of whose steps was
+    declared or started under a limit, the common case, costs one pass over its log and no I/O."""
+    return await _free_steps(world, registry, run_id, log, None)
+
+
+async def free_cancelled_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event],
+                               step_ids: Collection[str]) -> list[str]:
+    """The workflow cancelled steps ``step_ids`` (``declarations.Declarer.cancel_steps``), and its run goes on:
+    those whose latest attempt had not started leave the waiters, or give back the slot a grant gave them and
+    their wake had not come for yet. Left, such a waiter stood in line until its grant (ahead of live ones of a
+    lower place), and its wake gave the slot back only when it came. A step whose attempt runs is left alone:
+    that attempt gives its slot back once its body has stopped (a slot bounds running bodies)."""
+    return await _free_steps(world, registry, run_id, log, set(step_ids))
+
+
+async def _free_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event],
+                      only: set[str] | None) -> list[str]:
+    """``free_run_steps`` (``only`` None: every step of the run) or ``free_cancelled_steps`` (``only``: those
+    steps, and of them only those that may wait)."""
     marked = [(event.event_type, event.correlation_id, limit) for event in log
               if event.event_type in _MARKED_EVENTS and event.correlation_id is not None
+              and (only is None or event.correlation_id in only)
               and isinstance(limit := (event.event_data or {}).get(LIMIT_FIELD), dict)]
     if not marked:
         return []
     names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
              for e in log if e.event_type == "step_created" and e.correlation_id}
     ended = {e.correlation_id for e in log if e.event_type in ("step_completed", "step_failed")}
+    latest: dict[str, str] = {}
+    for e in log:
+        if e.correlation_id and e.event_type in _ATTEMPT_EVENTS:
+            latest[e.correlation_id] = e.event_type
+    may_wait = {step_id for step_id, kind in latest.items() if kind != "step_started"}  # (its latest attempt)
     pools: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     for event_type, step_id, limit in marked:
         opened = event_type == "step_created"
-        if opened and step_id in ended:
-            continue  # (a step that ended waits for nothing; its attempts' starts name their pools)
+        if opened and step_id in ended and step_id not in may_wait:
+            continue  # (a step that ended after its start waits for nothing; its attempts' starts name their pools)
+        if only is not None and (not opened or step_id not in may_wait):
+            continue  # (an attempt that runs gives its slot back once its body stops)
         try:
             declared = registry.step(names.get(step_id, "")).limit
         except LookupError:
@@ -346,3 +391,5 @@ async def free_run_steps(world: World, registry: Registry, run_id: str, log: Seq
 
 
 _MARKED_EVENTS = frozenset({"step_created", "step_started"})
+_ATTEMPT_EVENTS = frozenset({"step_created", "step_started", "step_retrying"})
+"""A step's events that begin or start an attempt: the latest says whether its attempt has started."""

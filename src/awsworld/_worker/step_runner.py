@@ -272,6 +272,8 @@ async def _limited_attempt(world: World, definition: StepDef, run_id: str, step_
         else:
             verdict = await step_limits.take(world, definition, run_id, step_id, key, wake=message,
                                              lease_seconds=step_lease(definition, deadline))
+            if verdict == step_limits.ENDED:
+                return StepOutcome("gone", [])  # its run has ended: nothing taken
             if not isinstance(verdict, Taken):
                 return StepOutcome("waiting", [])
             taken = verdict

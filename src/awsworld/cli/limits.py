@@ -1,6 +1,7 @@
 """``awsworld limits ...``: limits across runs while they run (``client.limits``), for operators and scripts.
 
-    awsworld limits                                   # every limit: its keys, holders, waiters, tokens
+    awsworld limits                                   # every limit: its busy keys, holders, waiters, tokens
+    awsworld limits --all                             # and its idle keys (kept 30 days after their last use)
     awsworld limits describe workflow:shop.order --key cust-7   # holders, and waiters in the order they start
     awsworld limits set workflow:shop.order --key cust-7 --concurrency 3   # now, until reset (waiters start)
     awsworld limits set step:shop.charge --rate 20/s --burst 5
@@ -29,6 +30,7 @@ def register(sub: Any) -> None:
     group = sub.add_parser("limits", help="limits across runs: list, describe, set, pause, resume, reset",
                            description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     group.add_argument("--json", action="store_true", help="print JSON for scripts (stable keys)")
+    group.add_argument("--all", action="store_true", help=ALL_HELP)
     group.set_defaults(handler=_list)
     commands = group.add_subparsers(dest="limits_command", metavar="SUBCOMMAND")
     read = argparse.ArgumentParser(add_help=False)
@@ -38,6 +40,7 @@ def register(sub: Any) -> None:
     keyed.add_argument("--key", default="", help="the key (default: the unkeyed limit's one key)")
 
     listing = commands.add_parser("list", parents=[read], help="every limit with its keys (the default)")
+    listing.add_argument("--all", action="store_true", help=ALL_HELP)
     listing.set_defaults(handler=_list)
     describe = commands.add_parser("describe", parents=[read], help="holders, waiters in order, tokens")
     describe.add_argument("limit", metavar="LIMIT")
@@ -55,6 +58,10 @@ def register(sub: Any) -> None:
                          ("reset", "drop the key's overrides and pause; free slots of holders that ended")):
         command = commands.add_parser(change, parents=[read, keyed], help=text)
         command.set_defaults(handler=_changer(change))
+
+
+ALL_HELP = ("list idle keys too (nothing holds, waits, is paused or set there, a token to give); without it "
+            "they are counted, not listed")
 
 
 def limit_json(view: LimitView) -> dict[str, Any]:
@@ -79,6 +86,7 @@ def limit_json(view: LimitView) -> dict[str, Any]:
                          "stepId": holder_parts(w.holder)[1], "priority": w.priority,
                          "since": w.since.isoformat()} for i, w in enumerate(k.waiters)],
         } for k in view.keys],
+        "idleKeysHidden": view.hidden,
     }
 
 
@@ -91,8 +99,10 @@ def _rows(document: dict[str, Any]) -> list[tuple[str, str, str, str, str, str]]
     in_all = "" if document["total"] is None else \
         f" ({sum(len(k['holders']) for k in document['keys'])}/{document['total']} in all)"
     for k in document["keys"] or [None]:
-        if k is None:
-            rows.append((document["limit"], "-", "0", "0", "-", "idle"))
+        if k is None:  # (every key idle, and not listed: how many)
+            hidden = document["idleKeysHidden"]
+            rows.append((document["limit"], "-", "0", "0", "-",
+                         f"idle ({hidden} key{'s' if hidden != 1 else ''})" if hidden else "idle"))
             continue
         limit = k["concurrency"] if k["concurrency"] is not None else "-"
         tokens = "-" if k["tokens"] is None else f"{k['tokens']:g} ({k['rate']})"
@@ -167,6 +177,11 @@ def _run(args: argparse.Namespace, work: Any) -> int:
     elif isinstance(document, list):
         if document:
             print_table(HEADER, [row for item in document for row in _rows(item)])
+            hidden = sum(item["idleKeysHidden"] for item in document)
+            if hidden:
+                print(f"{hidden} idle key{'s' if hidden != 1 else ''} not listed (nothing holds, waits, is paused "
+                      "or set there): `awsworld limits --all` lists them, `awsworld limits describe LIMIT` one "
+                      "limit's")
         else:
             print("no limits (nothing has used one yet)")
     else:
@@ -176,7 +191,9 @@ def _run(args: argparse.Namespace, work: Any) -> int:
 
 def _list(args: argparse.Namespace) -> int:
     async def work(limits: Any) -> Any:
-        return [limit_json(view) for view in await limits.list()]
+        # Idle keys only counted unless --all: a pool is kept 30 days after its last use, so per-customer keys
+        # listed every customer of the month.
+        return [limit_json(view) for view in await limits.list(idle=args.all)]
 
     return _run(args, work)
 

@@ -1,6 +1,7 @@
 """``client.limits``: limits across runs while they run: what they hold, who waits, and run-time changes.
 
     await client.limits.list()                                   # every limit with a stored pool
+    await client.limits.list(idle=False)                         # without keys nothing holds or waits on
     await client.limits.describe("workflow:shop.order", key="cust-7")   # holders, waiters in order, the bucket
     await client.limits.set(order, key="cust-7", concurrency=3)  # a key's limit, now (waiters that fit start)
     await client.limits.pause(export_step)                       # no new grants for the key ("" unkeyed)
@@ -17,7 +18,7 @@ use records the code's numbers in the pool): nothing to migrate. A run-time over
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -78,6 +79,15 @@ class KeyView:
     def place(self, holder: str) -> int | None:
         return next((i + 1 for i, w in enumerate(self.waiters) if w.holder == holder), None)
 
+    @property
+    def idle(self) -> bool:
+        """Nothing to look at now: no holder, no waiter, no pause or override, not shut (a concurrency of 0), and
+        a token to give (no start reserved ahead). ``list(idle=False)`` leaves such keys out: a pool stays stored
+        for 30 days after its last use (``aws/limiter_store.py``'s ``IDLE_DAYS``), so per-customer keys listed
+        every customer of the month, thousands of lines of ``0/1``."""
+        return (not self.holders and not self.waiters and not self.paused and not self.overridden
+                and self.concurrency != 0 and (self.tokens is None or self.tokens >= 1))
+
 
 @dataclass(frozen=True)
 class LimitView:
@@ -90,6 +100,8 @@ class LimitView:
     declared: bool = False
     """``spec`` is the code's of this process (else the numbers the first pool recorded): a key whose own differ
     keeps those of the code that used it last until this code uses it (``_worker/limiter.py``)."""
+    hidden: int = 0
+    """Idle keys left out of ``keys`` (``LimitsClient.list(idle=False)``)."""
 
     def key(self, key: str) -> KeyView | None:
         return next((k for k in self.keys if k.key == key), None)
@@ -100,9 +112,15 @@ class LimitsClient:
         self.world = world
         self.limiter = Limiter(world)
 
-    async def list(self) -> list[LimitView]:
-        """Every limit with a stored pool (a limit nothing used yet has none), its keys and their waiters."""
-        return [await self.describe(name) for name in await self.limiter.store.limits()]
+    async def list(self, *, idle: bool = True) -> list[LimitView]:
+        """Every limit with a stored pool (a limit nothing used yet has none), its keys and their waiters.
+        ``idle=False``: without its idle keys (``KeyView.idle``), counted in ``LimitView.hidden`` (``awsworld
+        limits`` without ``--all``)."""
+        views = [await self.describe(name) for name in await self.limiter.store.limits()]
+        if idle:
+            return views
+        return [replace(view, keys=[k for k in view.keys if not k.idle], hidden=sum(k.idle for k in view.keys))
+                for view in views]
 
     async def describe(self, limit: LimitRef, *, key: str | None = None) -> LimitView:
         """One limit as it is stored now (``key``: that key only); reads only. A holder whose run ended, or whose
