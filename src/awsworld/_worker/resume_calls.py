@@ -14,8 +14,10 @@ disposed and a new hook (another run's, or this one's later) claimed the token b
 find the new hook and record the payload there too. So a retry resumes only a hook that provably held the token
 when the earlier attempts ran (created before the first of them started), or one that already holds this call's
 payload (the write is then refused as a repeat); any other is refused (``_replaced``). The first attempt, and a
-poll's look right after a look that found no hook, cannot have a delivering attempt before them: they read and
-write exactly what ``Client.resume_hook`` does (the step runner tells the latter: ``StepContext.after_rejected_poll``).
+poll's look after looks that all found no hook, cannot have a delivering attempt before them: they read and write
+exactly what ``Client.resume_hook`` does (the step runner tells the latter: ``StepContext.after_rejections_only``).
+A look that found no hook after an attempt that raised or was cut off proves nothing about that attempt (the hook
+it resumed may be gone since with its run's data): such a look's successor is vetted as any retry.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ..authoring.definitions import StepDef
+from ..authoring.errors import FatalError, RetryableError
 from ..authoring.poll_spec import POLL_NOT_READY
 from ..authoring.retry import RetryPolicy
 from ..authoring.step_context import StepMetadata, current_step
@@ -65,9 +68,11 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
     async def vet(hook: Hook, resume_id: str) -> None:
         await _vet(world, metadata, hook, resume_id)
 
+    wrote: list[bool] = []
     try:
-        fresh = metadata.attempt <= 1 or context.after_rejected_poll  # (no earlier attempt can have delivered)
-        await resume_hook(world, token, encoded, idempotency_key=key, vet=None if fresh else vet)
+        fresh = metadata.attempt <= 1 or context.after_rejections_only  # (no earlier attempt can have delivered)
+        await resume_hook(world, token, encoded, idempotency_key=key, vet=None if fresh else vet,
+                          writing=lambda: wrote.append(True))
     except _Replaced as replaced:
         return {REFUSED: "not-found", "disposedHook": None, "message": f"{call}: {replaced}"}
     except HookClosedError as closed:  # the run that held the hook ended: its message names the run and how
@@ -84,7 +89,26 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
             f"{call}: no hook holds that token yet: no run has reached create_hook with it. Pass wait= to wait for "
             "it (await resume_hook(token, payload, wait=\"5m\")), or resume only once the other run holds the "
             "hook; nothing was recorded")}
+    except (InvalidInputError, FatalError):  # (not retried: the step fails at once, as the error's own type)
+        raise
+    except Exception as error:  # retried; one that wrote nothing says so in this step's log (``_delivering_since``)
+        if wrote:
+            raise
+        raise NotSentError(f"{type(error).__name__}: {error}: nothing was sent (the look-up of the hook or a "
+                           "check before the write failed); the call is retried", error) from error
     return True
+
+
+class NotSentError(RetryableError):
+    """An attempt of the resume step failed before its write (``run_control.resume_hook``'s ``writing``): its
+    ``step_retrying`` tells a later attempt that this one resumed no hook, as a poll's rejected look does, so a
+    hook created just before the call is not refused for it (``_vet``). It wraps the error (``cause``), keeping a
+    ``RetryableError``'s ``retry_after`` for the step's back-off."""
+
+    def __init__(self, message: str, cause: Exception) -> None:
+        super().__init__(message)
+        self.cause = cause
+        self.retry_after = cause.retry_after if isinstance(cause, RetryableError) else None
 
 
 async def _vet(world: World, metadata: StepMetadata, hook: Hook, resume_id: str) -> None:
@@ -117,20 +141,34 @@ async def _vet(world: World, metadata: StepMetadata, hook: Hook, resume_id: str)
 
 
 async def _delivering_since(world: World, metadata: StepMetadata) -> datetime | None:
-    """When the earliest attempt of this step that may have resumed a hook started: the first start after the
-    last look that found no hook (a poll's ``step_retrying`` named ``POLL_NOT_READY``: that look resumed nothing),
-    or None when this attempt is that first start (no earlier attempt can have delivered)."""
+    """When the earliest attempt of this step that may have resumed a hook started, or None when no earlier
+    attempt may have. Every earlier attempt may have, except one whose own end is a ``step_retrying`` named
+    ``POLL_NOT_READY`` (a poll's look that found no hook) or ``NotSentError`` (it failed before its write): it
+    resumed nothing. An attempt that raised once it was writing (its wake failed, say) or was cut off (no end
+    recorded: the next ``step_started`` follows its own) may have, whatever later looks found: a later look that
+    finds no hook only speaks for itself (the hook an earlier attempt resumed may be gone since, its run expired
+    with the token's record)."""
     events: list[Event] = await collect_pages(lambda cursor: world.events.list_by_correlation_id(
         metadata.run_id, metadata.step_id, cursor=cursor, resolve_data="skip-step-inputs"))
-    starts: list[Event] = []
+    may_have: list[datetime] = []
+    open_start: Event | None = None  # the earlier attempt whose end is not read yet
     for event in events:
-        if event.event_type == "step_retrying" and _error_name(event) == POLL_NOT_READY:
-            starts = []
-        elif event.event_type == "step_started":
+        if event.event_type == "step_started":
+            if open_start is not None:  # the attempt before it recorded no end: cut off
+                may_have.append(open_start.created_at)
             attempt = (event.event_data or {}).get("attempt")
-            if not isinstance(attempt, int) or attempt < metadata.attempt:
-                starts.append(event)
-    return starts[0].created_at if starts else None
+            open_start = event if not isinstance(attempt, int) or attempt < metadata.attempt else None
+        elif event.event_type == "step_retrying" and open_start is not None:
+            if _error_name(event) not in _SENT_NOTHING:
+                may_have.append(open_start.created_at)
+            open_start = None
+    if open_start is not None:
+        may_have.append(open_start.created_at)
+    return min(may_have, default=None)
+
+
+_SENT_NOTHING = (POLL_NOT_READY, NotSentError.__name__)
+"""The names of a failed attempt's error (its ``step_retrying``) that say it resumed no hook."""
 
 
 def _error_name(event: Event) -> object:

@@ -271,17 +271,22 @@ async def find_hook(world: World, token: str, wait: float | None) -> Hook:
 
 async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key: str | None = None,
                       wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None,
-                      vet: Callable[[Hook, str], Awaitable[None]] | None = None) -> HookResumed:
+                      vet: Callable[[Hook, str], Awaitable[None]] | None = None,
+                      writing: Callable[[], None] | None = None) -> HookResumed:
     """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope: ``durable.hook_payloads``) on
     the hook holding ``token`` and wake its run (unless ``wake`` is false). ``marks``: more of the event's data
     (a heartbeat's mark, for the log's readers). ``Client.resume_hook`` says what ``idempotency_key`` and
     ``wait`` do. ``vet`` (with a key): called with the hook found and the resume id before anything is written;
-    it raises to refuse that hook (a workflow's retried resume: ``_worker/resume_calls.py``)."""
+    it raises to refuse that hook (a workflow's retried resume: ``_worker/resume_calls.py``). ``writing``: called
+    right before the first write that could record the payload, so a caller can tell a failure that wrote nothing
+    (the look-up's, the vet's, the run's read) from one that may have (the same module)."""
     try:
         hook = await find_hook(world, token, wait)
     except HookNotFoundError as missing:
         if idempotency_key is None or missing.disposed_hook is None:
             raise
+        if writing is not None:
+            writing()
         return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key))
     if vet is not None and idempotency_key is not None:
         await vet(hook, _resume_id(idempotency_key))
@@ -295,6 +300,8 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
     resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
     if resume_id is not None:
         data["resumeId"] = resume_id
+    if writing is not None:
+        writing()
     try:
         result = await world.events.create(hook.run_id, {"eventType": "hook_received", "correlationId": hook.hook_id,
                                                          "eventData": data}, resolve_data="none")

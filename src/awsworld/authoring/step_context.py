@@ -105,9 +105,10 @@ class StepContext:
     metadata: StepMetadata
     writers: dict[str, StreamWriter] = field(default_factory=dict)
     ended: bool = False  # the body has returned or raised: its writers take no more chunks (``StreamWriter``)
-    after_rejected_poll: bool = False
-    """The step is a poll and this attempt comes right after a rejected poll (``PollProgress.follows_a_rejection``):
-    no earlier attempt ran since. Internal: a built-in step's body reads it (``_worker/resume_calls.py``)."""
+    after_rejections_only: bool = False
+    """The step is a poll and every earlier attempt of it ended as a rejected poll
+    (``PollProgress.after_rejections_only``): none made a side effect. Internal: a built-in step's body reads it
+    (``_worker/resume_calls.py``)."""
 
     def writer(self, name: str) -> StreamWriter:
         if name not in self.writers:
