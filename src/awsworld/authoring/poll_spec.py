@@ -28,34 +28,21 @@ ATTEMPTS_EXHAUSTED = PollAttemptsExhaustedError.__name__
 @dataclass
 class PollProgress:
     """What the log says about a poll so far, kept by the execution as it replays the poll's ``step_retrying``
-    events: the last rejected result (serialized: the next poll's state), how many polls in a row raised, how many
-    attempts ended recorded (``ends``) and how many of those were rejected polls (``rejections``)."""
+    events: the last rejected result (serialized: the next poll's state) and how many polls in a row raised."""
 
     state: Any = None
     has_state: bool = False
     errors_in_a_row: int = 0
-    ends: int = 0
-    rejections: int = 0
 
     def observe(self, error: Any) -> None:
         """One ``step_retrying`` of the poll, in log order."""
         recorded = cast(dict[str, Any], error) if isinstance(error, dict) else None
-        self.ends += 1
         if recorded is not None and recorded.get("name") == POLL_NOT_READY:
-            self.rejections += 1
             self.errors_in_a_row = 0
             if STATE_FIELD in recorded:
                 self.state, self.has_state = recorded[STATE_FIELD], True
         else:
             self.errors_in_a_row += 1
-
-    def after_rejections_only(self, attempt: int) -> bool:
-        """Whether every attempt of the poll's step before ``attempt`` ended as a rejected poll (and there was one):
-        each of them ended recorded (a cut-off attempt records no end, so ``attempt`` would be past ``ends + 1``)
-        and none raised (an attempt that raised may have made its side effect before it did). A body with a side
-        effect then knows that no earlier attempt made it (``_worker/resume_calls.py``). One rejection after a
-        raised or cut-off attempt is not enough: it only says that its own attempt made nothing."""
-        return self.ends > 0 and self.rejections == self.ends and attempt == self.ends + 1
 
 
 @dataclass(frozen=True)

@@ -105,10 +105,6 @@ class StepContext:
     metadata: StepMetadata
     writers: dict[str, StreamWriter] = field(default_factory=dict)
     ended: bool = False  # the body has returned or raised: its writers take no more chunks (``StreamWriter``)
-    after_rejections_only: bool = False
-    """The step is a poll and every earlier attempt of it ended as a rejected poll
-    (``PollProgress.after_rejections_only``): none made a side effect. Internal: a built-in step's body reads it
-    (``_worker/resume_calls.py``)."""
 
     def writer(self, name: str) -> StreamWriter:
         if name not in self.writers:
