@@ -1,7 +1,8 @@
 """A workflow resumes another run's hook (``awsworld.resume_hook``), end to end on the in-memory test environment
 and on ``LocalAWS`` (moto): both runs finish; the payload is recorded once per call whatever crashes, retries and
-replays (a code edit included) happen around the send; a missing hook (after ``wait``), a disposed one and an
-ended run are typed errors the workflow can catch."""
+replays (a code edit included) happen around the send, and on one hook only, also when the token changes hands
+between attempts (a disposed hook, an expired run, an attempt running on after a take-over); a missing hook (after
+``wait``), a disposed one and an ended run are typed errors the workflow can catch."""
 
 from __future__ import annotations
 
@@ -397,10 +398,10 @@ async def test_a_retry_of_a_look_that_found_the_hook_sends_once(env: Env, monkey
     assert [(e.event_data or {}).get("payload") for e in await _received(env, target.run_id)] == ["late"]
 
 
-async def test_a_first_send_reads_no_log_to_vet_its_hook(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check a retry makes (are the earlier attempts' hook and this one the same?) costs the usual sends
-    nothing: neither the first attempt nor the look right after one that found no hook reads a step's or a hook's
-    events (a hook created after the call, as here, is what a retry would read them for)."""
+async def test_a_send_reads_no_log_to_vet_its_hook(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which hook may take the call's payload is the World's check, in the write (``resumeOnce``): no look of the
+    call, first or later, reads a step's or a hook's events (a hook created after the call, as here, is what the
+    clock check this replaced read them for)."""
     token = f"resume-no-vet-{env.name}-{id(env)}"
     reads: list[tuple[str, str]] = []
     original = env.world.events.list_by_correlation_id
