@@ -14,13 +14,16 @@ import pytest
 from pydantic import BaseModel
 
 from awsworld import PydanticCodec, Run, StepError, create_hook, resume_hook, sleep, workflow
+from awsworld._worker import run_control
 from awsworld._worker.resume_calls import RESUME_HOOK_STEP
 from awsworld.authoring.step_context import StepContext, current_step
 from awsworld.aws.keys import run_pk, token_key
 from awsworld.client.replay import replay_run
+from awsworld.durable import serde
 from awsworld.durable.hook_calls import RESUME_HOOK, resume_key
+from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
-from awsworld.world.errors import CodecPayloadError, HookClosedError, HookNotFoundError
+from awsworld.world.errors import CodecPayloadError, HookClosedError, HookNotFoundError, HookResumedElsewhereError
 
 from .conftest import Env, deployed
 
@@ -372,6 +375,27 @@ async def test_an_attempt_that_runs_on_after_a_take_over_sends_to_no_other_hook(
         current_step.reset(reset)
     assert answer is True
     assert await _received(env, second.run_id) == [], "the stalled attempt gave the payload to a second hook"
+
+
+async def test_a_refused_resume_once_wakes_the_run_whose_hook_recorded_it(local: LocalAWS) -> None:
+    """The attempt that recorded the payload may have died before its wake: the write another hook refuses wakes
+    the run whose hook holds it (its hook here still waits: that payload was recorded without any wake). On the
+    emulator only: the test environment's watchdog, on its skipping clock, would wake the run anyway."""
+    env = Env("local", local.client, local.world)
+    first_token, second_token = f"resume-wake-a-{env.name}-{id(env)}", f"resume-wake-b-{env.name}-{id(env)}"
+    own = f"resume-wake-own-{env.name}-{id(env)}"
+    first = await env.client.start(receiver_then_waits, first_token, own)
+    second = await env.client.start(receiver, second_token)
+    hook = await first.wait_for_hook(first_token, timeout=RESULT_TIMEOUT)
+    await second.wait_for_hook(second_token, timeout=RESULT_TIMEOUT)
+    key = "awsworld.resume_hook:wrun_sender:step_1"
+    await env.world.events.create(first.run_id, {"eventType": "hook_received", "correlationId": hook.hook_id,
+                                                 "eventData": {"payload": serde.dumps("hello"), "resumeId": key,
+                                                               "resumeOnce": True}})
+    with pytest.raises(HookResumedElsewhereError):
+        await run_control.resume_hook(env.world, second_token, serde.dumps("hello"), idempotency_key=key, once=True)
+    await first.wait_for_hook(own, timeout=10.0)  # it took the payload and left the hook: it was woken
+    assert await _received(env, second.run_id) == []
 
 
 async def test_a_retry_of_a_look_that_found_the_hook_sends_once(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
