@@ -28,8 +28,9 @@ run was fine; a lost message's recovery costs that plus the work the lost messag
 
 A workflow resuming another run's hook (``--only resumehook``) is priced per send: the built-in step, the target's
 ``hook_received`` and wake, both runs' ends; once with the hook there, once with ``wait=`` started before it (a
-look that finds none, then the send). A retry's check of the hook (``_worker/resume_calls.py``) is not in either:
-the usual sends must not pay for it.
+look that finds none, then the send). Every send's ``hook_received`` puts the call's ``RESUMEONCE`` marker in its
+transaction (2 WRU: what keeps a retry from resuming another hook, ``_worker/resume_calls.py``); a retry reads
+nothing more.
 
 Schedules (issue 25) are priced per scheduled run: one-step runs fired by a tick from schedules whose last run
 has ended, against the same runs started by ``Client.start``; the difference is what a schedule adds to a run.

@@ -7,6 +7,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import httpx
 import pytest
 
 from awsworld import Client
@@ -14,7 +15,7 @@ from awsworld.aws.keys import token_key
 from awsworld.aws.log import entities_api
 from awsworld.durable.hook_payloads import is_heartbeat
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
-from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError
+from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError, HookResumedElsewhereError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
 from awsworld.world.rules.requests import MAX_TOKEN_BYTES
 
@@ -341,6 +342,75 @@ async def test_different_resume_ids_record_one_event_each(world: AnyWorld) -> No
         ("h1", "delivery-a"), ("h1", "delivery-b"), ("h2", "delivery-a")]
     if (aws := on_aws(world)) is not None:
         assert len(resume_markers(await table_items(aws))) == 3
+
+
+def resumed_once(hook_id: str, payload: object, resume_id: str) -> dict[str, object]:
+    return {**hook_received(hook_id, payload),
+            "eventData": {"payload": payload, "resumeId": resume_id, "resumeOnce": True}}
+
+
+async def _a_resume_once_id_stays_with_its_first_hook(world: Any, *, unchanged: bool = True) -> None:
+    """A ``resumeOnce`` id recorded by one hook is refused by any other, naming the first, after the first was
+    disposed and another run's hook claimed its token; its repeat on the first is still the usual repeat, and a
+    plain resume id (no ``resumeOnce``) is still per hook. ``unchanged``: compare the storage around the refusal
+    (a World this test can read whole)."""
+    t = token()
+    first_run, second_run = await new_run(world, start=True), await new_run(world, start=True)
+    await world.events.create(first_run, hook_created("h1", t))
+    recorded = await world.events.create(first_run, resumed_once("h1", "once", "call-1"))
+    assert recorded.event is not None and recorded.event.event_data["resumeOnce"] is True
+    await world.events.create(first_run, hook_disposed("h1"))
+    await world.events.create(second_run, hook_created("h2", t))
+    before = await stored(world) if unchanged else None
+    with pytest.raises(HookResumedElsewhereError) as raised:
+        await world.events.create(second_run, resumed_once("h2", "once", "call-1"))
+    error = raised.value
+    assert isinstance(error, HookAlreadyReceivedError) and error.status == 409
+    assert (error.code, error.hook_id, error.run_id) == ("hook-resumed-elsewhere", "h1", first_run)
+    assert f"hook h1 of run {first_run} recorded it already" in str(error)
+    assert not unchanged or await stored(world) == before, "the refused resume wrote nothing"
+    with pytest.raises(HookAlreadyReceivedError) as repeat:  # the disposed first hook: a repeat, answered as such
+        await world.events.create(first_run, resumed_once("h1", "once", "call-1"))
+    assert not isinstance(repeat.value, HookResumedElsewhereError)
+    assert repeat.value.event_id == recorded.event.event_id
+    plain = await world.events.create(second_run, resumed("h2", "per hook", "call-1"))
+    assert plain.event is not None, "without resumeOnce the id is per hook, as before"
+    fresh = await world.events.create(second_run, resumed_once("h2", "new", "call-2"))
+    assert fresh.event is not None
+    assert [(e.correlation_id, e.event_data["resumeId"]) for e in await all_events(world, second_run)
+            if e.event_type == "hook_received"] == [("h2", "call-1"), ("h2", "call-2")]
+
+
+async def test_a_resume_once_id_is_refused_on_every_hook_but_the_one_that_recorded_it(world: AnyWorld) -> None:
+    await _a_resume_once_id_stays_with_its_first_hook(world)
+
+
+async def test_a_resume_once_id_is_refused_on_another_hook_over_http() -> None:
+    """The same through ``awsworld serve``'s app: the field reaches the World, the refusal comes back as
+    ``HookResumedElsewhereError`` with the hook and run it names."""
+    from awsworld._http.app import create_app
+    from awsworld._http.auth import Auth
+    from awsworld._memory import MemoryWorld
+    from awsworld.client.http_world import HttpWorld
+
+    memory = MemoryWorld()
+    base = "http://127.0.0.1"
+    app = create_app(memory, auth=Auth("loopback"))
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=base)
+    async with HttpWorld(base, http=http) as world:
+        await _a_resume_once_id_stays_with_its_first_hook(world, unchanged=False)
+    await memory.close()
+
+
+async def test_the_resume_once_marker_is_one_small_item_per_id(world: AnyWorld) -> None:
+    aws = aws_world(world)
+    run_id = await new_run(aws, start=True)
+    await aws.events.create(run_id, hook_created("h1", token()))
+    await aws.events.create(run_id, resumed_once("h1", "p", "k" * 256))
+    [marker] = [i for i in await table_items(aws) if i["pk"]["S"].startswith("RESUMEONCE#")]
+    assert set(marker) == {"pk", "sk", "runId", "hookId", "expiresAt"}  # expiresAt: as the run's items
+    assert (marker["runId"], marker["hookId"]) == ({"S": run_id}, {"S": "h1"})
+    assert len(marker["pk"]["S"]) == len("RESUMEONCE#") + 64
 
 
 async def test_without_a_resume_id_every_hook_received_is_recorded_and_no_marker_is_written(world: AnyWorld) -> None:

@@ -1,7 +1,8 @@
 """A workflow resumes another run's hook (``awsworld.resume_hook``), end to end on the in-memory test environment
 and on ``LocalAWS`` (moto): both runs finish; the payload is recorded once per call whatever crashes, retries and
-replays (a code edit included) happen around the send; a missing hook (after ``wait``), a disposed one and an
-ended run are typed errors the workflow can catch."""
+replays (a code edit included) happen around the send, and on one hook only, also when the token changes hands
+between attempts (a disposed hook, an expired run, an attempt running on after a take-over); a missing hook (after
+``wait``), a disposed one and an ended run are typed errors the workflow can catch."""
 
 from __future__ import annotations
 
@@ -13,10 +14,16 @@ import pytest
 from pydantic import BaseModel
 
 from awsworld import PydanticCodec, Run, StepError, create_hook, resume_hook, sleep, workflow
+from awsworld._worker import run_control
+from awsworld._worker.resume_calls import RESUME_HOOK_STEP
+from awsworld.authoring.step_context import StepContext, current_step
+from awsworld.aws.keys import run_pk, token_key
 from awsworld.client.replay import replay_run
+from awsworld.durable import serde
 from awsworld.durable.hook_calls import RESUME_HOOK, resume_key
+from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
-from awsworld.world.errors import CodecPayloadError, HookClosedError, HookNotFoundError
+from awsworld.world.errors import CodecPayloadError, HookClosedError, HookNotFoundError, HookResumedElsewhereError
 
 from .conftest import Env, deployed
 
@@ -196,8 +203,8 @@ async def test_a_retry_never_resumes_a_hook_that_claimed_the_token_after_the_fir
         env: Env, monkeypatch: pytest.MonkeyPatch, wait: float | None) -> None:
     """The first attempt resumes the receiver's hook and wakes it, then dies before the step's end is recorded.
     Before its retry, the receiver takes the payload and disposes its hook, and a second run claims the token. The
-    retry refuses the new hook with the World's error (it delivered the payload to it, and the call said "sent":
-    the resume id is kept per hook); the second run receives nothing."""
+    World refuses the retry's write on the new hook (the resume id is one hook's only: ``resumeOnce``), so the
+    second run receives nothing, and the call answers "sent", as the first attempt would have: it was."""
     token = f"resume-reclaimed-{env.name}-{id(env)}-{wait}"
     first = await env.client.start(receiver, token)
     await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
@@ -216,13 +223,179 @@ async def test_a_retry_never_resumes_a_hook_that_claimed_the_token_after_the_fir
 
     monkeypatch.setattr(env.world, "queue", queue)
     source = await env.client.start(sender_catches, token, wait)
-    outcome = await source.result(timeout=RESULT_TIMEOUT)
-    assert outcome.startswith("missing: None False: ") and "was created after an earlier attempt" in outcome, outcome
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
     [step] = await _resume_steps(env, source.run_id)
     assert (step.status, step.attempt) == ("completed", 2)
     assert await _received(env, second[0].run_id) == []
     await env.client.resume_hook(token, "its own")
     assert await second[0].result(timeout=RESULT_TIMEOUT) == ["its own"]
+
+
+async def _expire(env: Env, run_id: str, token: str) -> None:
+    """What a finished run's retention does days later (``aws/retention.py``): the run and its token's record are
+    gone, so a look-up of the token finds "no hook owns that token", naming no disposed hook."""
+    if env.name == "memory":
+        state = env.world.storage.state
+        for hook_id in list(state.runs[run_id].hooks):
+            state.hook_runs.pop(hook_id, None)
+        del state.runs[run_id]
+        del state.tokens[token]
+        return
+    ddb = await env.world.clients.dynamodb()
+    table = env.world.config.table_name
+    keys = [token_key(token)]
+    query: dict[str, Any] = {"TableName": table, "KeyConditionExpression": "pk = :pk",
+                             "ExpressionAttributeValues": {":pk": {"S": run_pk(run_id)}}}
+    while True:
+        page = await ddb.query(**query)
+        keys.extend({"pk": item["pk"]["S"], "sk": item["sk"]["S"]} for item in page["Items"])
+        if not page.get("LastEvaluatedKey"):
+            break
+        query["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    for key in keys:
+        await ddb.delete_item(TableName=table, Key={name: {"S": str(value)} for name, value in key.items()})
+
+
+async def test_a_retry_after_the_first_hooks_run_expired_and_a_look_found_no_hook_sends_to_no_other_hook(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first attempt resumes the receiver's hook, which takes the payload, then the attempt fails before the
+    step's end. Before the retry, the receiver's run expires with its token's record (its retention: days), so
+    the retry's look finds no hook at all and the call's poll looks again. Meanwhile a second run claims the
+    token. The look after that one must not give it the payload: an attempt before the empty look may have
+    delivered (here it did), so that look is no proof that nothing was sent. The World, which keeps the resume
+    id's hook beyond that hook's run, refuses it, and the call answers "sent": it was."""
+    token = f"resume-expired-{env.name}-{id(env)}"
+    first = await env.client.start(receiver, token)
+    await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    second: list[Run] = []
+    expired: list[bool] = []
+    queue, get_by_token = env.world.queue, env.world.hooks.get_by_token
+
+    async def queued(name: str, payload: Any, **kwargs: Any) -> Any:
+        sent = await queue(name, payload, **kwargs)
+        if str(kwargs.get("idempotency_key", "")).startswith(f"{first.run_id}:hook:") and not expired:
+            assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
+            await _expire(env, first.run_id, token)
+            expired.append(True)
+            raise ConnectionError("the attempt failed after the resume and its wake, before the step's end")
+        return sent
+
+    async def looked_up(wanted: str, **kwargs: Any) -> Any:
+        try:
+            return await get_by_token(wanted, **kwargs)
+        except HookNotFoundError:
+            if wanted == token and expired and not second:  # the empty look: the token is free, claimed next
+                second.append(await env.client.start(receiver, token))
+                await second[0].wait_for_hook(token, timeout=RESULT_TIMEOUT)
+            raise
+
+    monkeypatch.setattr(env.world, "queue", queued)
+    monkeypatch.setattr(env.world.hooks, "get_by_token", looked_up)
+    source = await env.client.start(sender_catches, token, 60.0)
+    outcome = await source.result(timeout=RESULT_TIMEOUT)
+    assert second, "the retry's look found no hook"
+    assert await _received(env, second[0].run_id) == [], "the payload went to a second hook"
+    assert outcome == "sent"
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt) == ("completed", 3)  # the failed send, the empty look, the refused write
+    await env.client.resume_hook(token, "its own")
+    assert await second[0].result(timeout=RESULT_TIMEOUT) == ["its own"]
+
+
+async def _older_than_clock_margins(env: Env) -> None:
+    """Let two seconds pass on the backend's clock (the memory World's is virtual)."""
+    if env.name == "memory":
+        env.world.clock.advance(2.0)
+    else:
+        await asyncio.sleep(2.0)
+
+
+async def test_a_retry_after_a_first_attempt_that_failed_before_its_write_resumes_a_hook_made_just_before(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The receiver's hook is created an instant before the send (within the clocks' margin), and the first
+    attempt's look fails (a throttled read). That attempt wrote nothing, and its end says so: the retry resumes
+    the hook. (It was refused, by a clock comparison, as one that may have claimed the token after an attempt that
+    delivered.)"""
+    token = f"resume-look-failed-{env.name}-{id(env)}"
+    target = await env.client.start(receiver, token)
+    await target.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    failed: list[int] = []
+    get_by_token = env.world.hooks.get_by_token
+
+    async def looked_up(wanted: str, **kwargs: Any) -> Any:
+        context = current_step.get()
+        if wanted == token and context is not None and not failed:
+            failed.append(context.metadata.attempt)
+            raise ConnectionError("the look-up failed")
+        return await get_by_token(wanted, **kwargs)
+
+    monkeypatch.setattr(env.world.hooks, "get_by_token", looked_up)
+    source = await env.client.start(sender_catches, token, None)
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert await target.result(timeout=RESULT_TIMEOUT) == ["hello"]
+    [step] = await _resume_steps(env, source.run_id)
+    assert (failed, step.status, step.attempt) == ([1], "completed", 2)
+    retrying = [e for e in await source.events() if e.event_type == "step_retrying"]
+    assert [(e.event_data or {})["error"]["name"] for e in retrying] == ["ConnectionError"]
+
+
+async def test_an_attempt_that_runs_on_after_a_take_over_sends_to_no_other_hook(
+        env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attempt 1 of the send stalls before its look (a paused process), a later attempt takes the step over and
+    delivers to the receiver's hook, the receiver disposes it and a second run claims the token. Then the stalled
+    attempt runs on: its look finds the second run's hook. It must not give it the payload. (The stall is the
+    first attempt's context kept aside while the step is retried, and its body run with it afterwards.) The World
+    refuses its write (the resume id is the first hook's), and the attempt answers as the one that recorded it."""
+    token = f"resume-zombie-{env.name}-{id(env)}"
+    first = await env.client.start(receiver, token)
+    await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    await _older_than_clock_margins(env)  # (so that no clock comparison refuses the first hook: not what is tested)
+    stalled: list[StepContext] = []
+    get_by_token = env.world.hooks.get_by_token
+
+    async def looked_up(wanted: str, **kwargs: Any) -> Any:
+        context = current_step.get()
+        if wanted == token and context is not None and context.metadata.attempt == 1 and not stalled:
+            stalled.append(context)
+            raise ConnectionError("attempt 1 stalls here; the step is taken over")
+        return await get_by_token(wanted, **kwargs)
+
+    monkeypatch.setattr(env.world.hooks, "get_by_token", looked_up)
+    source = await env.client.start(sender, token, "hello")
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
+    second = await env.client.start(receiver, token)
+    await second.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt, stalled[0].metadata.step_id) == ("completed", 2, step.step_id)
+    reset = current_step.set(stalled[0])
+    try:  # the stalled attempt runs on
+        answer = await RESUME_HOOK_STEP.fn(token, "hello", True)
+    finally:
+        current_step.reset(reset)
+    assert answer is True
+    assert await _received(env, second.run_id) == [], "the stalled attempt gave the payload to a second hook"
+
+
+async def test_a_refused_resume_once_wakes_the_run_whose_hook_recorded_it(local: LocalAWS) -> None:
+    """The attempt that recorded the payload may have died before its wake: the write another hook refuses wakes
+    the run whose hook holds it (its hook here still waits: that payload was recorded without any wake). On the
+    emulator only: the test environment's watchdog, on its skipping clock, would wake the run anyway."""
+    env = Env("local", local.client, local.world)
+    first_token, second_token = f"resume-wake-a-{env.name}-{id(env)}", f"resume-wake-b-{env.name}-{id(env)}"
+    own = f"resume-wake-own-{env.name}-{id(env)}"
+    first = await env.client.start(receiver_then_waits, first_token, own)
+    second = await env.client.start(receiver, second_token)
+    hook = await first.wait_for_hook(first_token, timeout=RESULT_TIMEOUT)
+    await second.wait_for_hook(second_token, timeout=RESULT_TIMEOUT)
+    key = "awsworld.resume_hook:wrun_sender:step_1"
+    await env.world.events.create(first.run_id, {"eventType": "hook_received", "correlationId": hook.hook_id,
+                                                 "eventData": {"payload": serde.dumps("hello"), "resumeId": key,
+                                                               "resumeOnce": True}})
+    with pytest.raises(HookResumedElsewhereError):
+        await run_control.resume_hook(env.world, second_token, serde.dumps("hello"), idempotency_key=key, once=True)
+    await first.wait_for_hook(own, timeout=10.0)  # it took the payload and left the hook: it was woken
+    assert await _received(env, second.run_id) == []
 
 
 async def test_a_retry_of_a_look_that_found_the_hook_sends_once(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -249,10 +422,10 @@ async def test_a_retry_of_a_look_that_found_the_hook_sends_once(env: Env, monkey
     assert [(e.event_data or {}).get("payload") for e in await _received(env, target.run_id)] == ["late"]
 
 
-async def test_a_first_send_reads_no_log_to_vet_its_hook(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The check a retry makes (are the earlier attempts' hook and this one the same?) costs the usual sends
-    nothing: neither the first attempt nor the look right after one that found no hook reads a step's or a hook's
-    events (a hook created after the call, as here, is what a retry would read them for)."""
+async def test_a_send_reads_no_log_to_vet_its_hook(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Which hook may take the call's payload is the World's check, in the write (``resumeOnce``): no look of the
+    call, first or later, reads a step's or a hook's events (a hook created after the call, as here, is what the
+    clock check this replaced read them for)."""
     token = f"resume-no-vet-{env.name}-{id(env)}"
     reads: list[tuple[str, str]] = []
     original = env.world.events.list_by_correlation_id

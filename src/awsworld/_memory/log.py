@@ -171,6 +171,8 @@ class MemoryLog:
         found.resumed, found.resume_slot = resume is not None, resume
         found.hook_id_taken = cid in self.state.hook_runs
         found.token = self.state.tokens.get(token) if token is not None else None
+        found.resume_holder = self.state.resumes_once.get(decision.resume_id) \
+            if decision.resume_once and decision.resume_id is not None else None
         return failed(decision, found, now)
 
     def _commit(self, run_id: str, run: RunRecord | None, decisions: list[Placed], now: datetime,
@@ -230,6 +232,8 @@ class MemoryLog:
             state.tokens[decision.token.token] = decision.token
         if decision.resume_id is not None:
             run.resumes[(cid, decision.resume_id)] = slots[-1]
+            if decision.resume_once:
+                state.resumes_once[decision.resume_id] = (run.run_id, cid)
         gone = [cid] if decision.hook_gone else []
         for end in decision.hook_ends:  # a hook's end writes its token only where it still holds it
             if holds(token_owned_by(end.hook.hook_id), state.tokens.get(end.hook.token), now):

@@ -103,6 +103,9 @@ class State:
     runs: dict[str, RunRecord] = field(default_factory=dict[str, RunRecord])
     tokens: dict[str, TokenState] = field(default_factory=dict[str, TokenState])
     hook_runs: dict[str, str] = field(default_factory=dict[str, str])  # hook id -> its run (hook ids are global)
+    resumes_once: dict[str, tuple[str, str]] = field(default_factory=dict[str, tuple[str, str]])
+    """A ``resumeOnce`` resume id -> the (run id, hook id) that recorded it (``world/rules/hooks.py``): global, and
+    kept when that hook, its token and its run go, as the AWS World's marker outlives them."""
     watch: dict[str, WatchEntry] = field(default_factory=dict[str, WatchEntry])
     """The watch index (``world.watch``): the due of every unfinished run, by run id."""
     schedules: dict[str, ScheduleState] = field(default_factory=dict[str, ScheduleState])

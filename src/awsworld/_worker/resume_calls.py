@@ -9,41 +9,27 @@ the body runs: a retry after a crash between the target's ``hook_received`` and 
 (``HookAlreadyReceivedError``, or a disposed hook's repeat) and records nothing; a replay reads the step's end from
 the log and runs no body at all.
 
-The key is the hook's, though: the World refuses a repeat per hook. If the hook an earlier attempt resumed was
-disposed and a new hook (another run's, or this one's later) claimed the token before the retry, the retry would
-find the new hook and record the payload there too. So a retry resumes only a hook that provably held the token
-when the earlier attempts ran (created before the first of them started), or one that already holds this call's
-payload (the write is then refused as a repeat); any other is refused (``_replaced``). The first attempt, and a
-poll's look right after a look that found no hook, cannot have a delivering attempt before them: they read and
-write exactly what ``Client.resume_hook`` does (the step runner tells the latter: ``StepContext.after_rejected_poll``).
+The key alone is per hook, though: if the hook an earlier attempt resumed was disposed and a new hook (another
+run's, or this one's later) claimed the token before a retry, or while an attempt cut off from its step still ran
+beside the take-over, the new hook would take the payload too. So every attempt sends it as ``resumeOnce``: the
+World records the key on one hook only, World-wide, and refuses it on any other (``world/rules/hooks.py``,
+``HookResumedElsewhereError``), in the same write, whatever became of the first hook, its token or its run since.
+That refusal means the payload was recorded (on the hook it names, whose run is woken again): the call answers as
+the attempt that recorded it would have. No clock is compared and nothing more is read; the write holds one more
+small item on AWS (``bench/bill.py --only resumehook``).
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 
 from ..authoring.definitions import StepDef
-from ..authoring.poll_spec import POLL_NOT_READY
 from ..authoring.retry import RetryPolicy
-from ..authoring.step_context import StepMetadata, current_step
+from ..authoring.step_context import current_step
 from ..durable import serde
 from ..durable.hook_calls import REFUSED, RESUME_HOOK, resume_key
-from ..world.entities import Hook
-from ..world.errors import HookClosedError, HookNotFoundError, InvalidInputError
-from ..world.events import Event
-from ..world.pages import collect_pages
-from ..world.protocol import World
+from ..world.errors import HookClosedError, HookNotFoundError, HookResumedElsewhereError, InvalidInputError
 from .run_control import resume_hook
-
-CLOCK_MARGIN = timedelta(seconds=1)
-"""How much earlier than an attempt's start a hook must have been created to count as holding the token then:
-the two times are written by different processes (the sender's and the target's), whose clocks may differ by
-this much. A hook created inside the margin is checked for this call's payload instead (``_replaced``)."""
-
-
-class _Replaced(HookNotFoundError):
-    """The hook holding the token may not be the one an earlier attempt of this call resumed (``_vet``)."""
 
 
 async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dict[str, Any]:
@@ -60,16 +46,10 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
     except serde.SerializationError as error:  # (the call's input was serialized already: only a codec can do this)
         raise TypeError(f"the hook payload cannot be serialized: {error}") from None
     call = f"resume_hook({token!r})"  # (the token is in this run's log already: the step's first argument)
-    metadata, world = context.metadata, context.world
-
-    async def vet(hook: Hook, resume_id: str) -> None:
-        await _vet(world, metadata, hook, resume_id)
-
     try:
-        fresh = metadata.attempt <= 1 or context.after_rejected_poll  # (no earlier attempt can have delivered)
-        await resume_hook(world, token, encoded, idempotency_key=key, vet=None if fresh else vet)
-    except _Replaced as replaced:
-        return {REFUSED: "not-found", "disposedHook": None, "message": f"{call}: {replaced}"}
+        await resume_hook(context.world, token, encoded, idempotency_key=key, once=True)
+    except HookResumedElsewhereError:  # an earlier attempt of this call recorded it, on the hook that held the token
+        return True
     except HookClosedError as closed:  # the run that held the hook ended: its message names the run and how
         return {REFUSED: "closed", "message": f"{call}: {closed}; nothing was recorded", "runId": closed.run_id,
                 "runStatus": closed.run_status}
@@ -85,57 +65,6 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
             "it (await resume_hook(token, payload, wait=\"5m\")), or resume only once the other run holds the "
             "hook; nothing was recorded")}
     return True
-
-
-async def _vet(world: World, metadata: StepMetadata, hook: Hook, resume_id: str) -> None:
-    """A retry's check of the hook holding the token (attempt 2 or later: an earlier attempt of this call may have
-    resumed a hook, then died before its answer was recorded). Passes a hook that held the token since before the
-    earliest attempt that may have delivered: the earlier attempts found it too (a token has one holder at a time
-    and this one is still there), so the World's repeat check per hook covers them. Passes a hook that holds this
-    call's resume already (a repeat: nothing is recorded, its run is woken). Raises ``_Replaced`` for any other:
-    it claimed the token after such an attempt started, which may have resumed the hook that held it then.
-
-    Costs nothing when the hook was created before the step's first start (a retry of a call whose hook was
-    there: the usual one); otherwise one read of this step's events (this run's log) and, if an earlier attempt
-    may have delivered, one read of the hook's events (the target run's log). Never a write."""
-    first_start = metadata.started_at
-    if first_start is not None and hook.created_at < first_start - CLOCK_MARGIN:
-        return
-    since = await _delivering_since(world, metadata)
-    if since is None or hook.created_at < since - CLOCK_MARGIN:
-        return
-    events = await collect_pages(lambda cursor: world.events.list_by_correlation_id(
-        hook.run_id, hook.hook_id, cursor=cursor, resolve_data="none"))
-    if any(e.event_type == "hook_received" and (e.event_data or {}).get("resumeId") == resume_id for e in events):
-        return
-    raise _Replaced(
-        f"not resumed: the hook holding that token now (hook {hook.hook_id} of run {hook.run_id}) was created "
-        f"after an earlier attempt of this call started, and that attempt may have resumed the hook that held the "
-        f"token then before it was cut off (its hook since disposed, the token claimed again), so this payload "
-        f"is not given to another hook. Whether the earlier hook got it, its run's log says; nothing was recorded "
-        f"on hook {hook.hook_id}")
-
-
-async def _delivering_since(world: World, metadata: StepMetadata) -> datetime | None:
-    """When the earliest attempt of this step that may have resumed a hook started: the first start after the
-    last look that found no hook (a poll's ``step_retrying`` named ``POLL_NOT_READY``: that look resumed nothing),
-    or None when this attempt is that first start (no earlier attempt can have delivered)."""
-    events: list[Event] = await collect_pages(lambda cursor: world.events.list_by_correlation_id(
-        metadata.run_id, metadata.step_id, cursor=cursor, resolve_data="skip-step-inputs"))
-    starts: list[Event] = []
-    for event in events:
-        if event.event_type == "step_retrying" and _error_name(event) == POLL_NOT_READY:
-            starts = []
-        elif event.event_type == "step_started":
-            attempt = (event.event_data or {}).get("attempt")
-            if not isinstance(attempt, int) or attempt < metadata.attempt:
-                starts.append(event)
-    return starts[0].created_at if starts else None
-
-
-def _error_name(event: Event) -> object:
-    error = (event.event_data or {}).get("error")
-    return cast("dict[str, Any]", error).get("name") if isinstance(error, dict) else None
 
 
 RESUME_HOOK_STEP = StepDef(RESUME_HOOK, _resume_hook_call, retry=RetryPolicy(

@@ -17,7 +17,7 @@ import asyncio
 import hashlib
 import secrets
 import time
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +37,7 @@ from ..world.errors import (
     HookAlreadyReceivedError,
     HookClosedError,
     HookNotFoundError,
+    HookResumedElsewhereError,
     RunGoneError,
     RunNotFoundError,
 )
@@ -271,20 +272,19 @@ async def find_hook(world: World, token: str, wait: float | None) -> Hook:
 
 async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key: str | None = None,
                       wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None,
-                      vet: Callable[[Hook, str], Awaitable[None]] | None = None) -> HookResumed:
+                      once: bool = False) -> HookResumed:
     """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope: ``durable.hook_payloads``) on
     the hook holding ``token`` and wake its run (unless ``wake`` is false). ``marks``: more of the event's data
     (a heartbeat's mark, for the log's readers). ``Client.resume_hook`` says what ``idempotency_key`` and
-    ``wait`` do. ``vet`` (with a key): called with the hook found and the resume id before anything is written;
-    it raises to refuse that hook (a workflow's retried resume: ``_worker/resume_calls.py``)."""
+    ``wait`` do. ``once`` (with a key): the resume id is one hook's only (``resumeOnce``: a workflow's resume,
+    ``_worker/resume_calls.py``); if another hook recorded it, that hook's run is woken again (its first wake may
+    have been lost) and the World's ``HookResumedElsewhereError`` is raised: nothing is recorded here."""
     try:
         hook = await find_hook(world, token, wait)
     except HookNotFoundError as missing:
         if idempotency_key is None or missing.disposed_hook is None:
             raise
-        return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key))
-    if vet is not None and idempotency_key is not None:
-        await vet(hook, _resume_id(idempotency_key))
+        return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key), once)
     if hook.payload_codec:
         check_codec_payload(hook, encoded)
     run = await world.runs.get(hook.run_id, resolve_data="none")
@@ -295,10 +295,16 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
     resume_id = None if idempotency_key is None else _resume_id(idempotency_key)
     if resume_id is not None:
         data["resumeId"] = resume_id
+        if once:
+            data["resumeOnce"] = True
     try:
         result = await world.events.create(hook.run_id, {"eventType": "hook_received", "correlationId": hook.hook_id,
                                                          "eventData": data}, resolve_data="none")
         event, recorded = result.event, True
+    except HookResumedElsewhereError as elsewhere:
+        assert resume_id is not None
+        await _wake_holder(world, elsewhere, resume_id, wake)
+        raise
     except HookAlreadyReceivedError as repeat:
         if not isinstance(repeat.event, Event):  # a World that cannot read the first event back: the caller decides
             raise
@@ -326,17 +332,35 @@ def check_codec_payload(hook: Hook, encoded: Any) -> None:
             field="payload", run_id=hook.run_id, hook_id=hook.hook_id)
 
 
-async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str) -> HookResumed:
+async def _wake_holder(world: World, elsewhere: HookResumedElsewhereError, resume_id: str, wake: bool) -> None:
+    """Wake the run whose hook recorded a ``resumeOnce`` id (as a repeat on the same hook does: the wake of the
+    attempt that recorded it may have been lost), unless it has ended or is gone."""
+    if not wake:
+        return
+    try:
+        run = await world.runs.get(elsewhere.run_id, resolve_data="none")
+    except RunNotFoundError:
+        return
+    if run.status not in TERMINAL_RUN_STATUSES:
+        await wake_run(world, run.run_id, run.workflow_name, f"hook:{elsewhere.hook_id}:{_digest(resume_id)[:32]}")
+
+
+async def _repeat_on_disposed(world: World, missing: HookNotFoundError, encoded: Any, resume_id: str,
+                              once: bool = False) -> HookResumed:
     """A keyed resume of a token whose hook is gone, disposed or released by its run's end (``world/rules/hooks.py``):
     a repeat of a resume that hook took is answered as the first was (the write is refused as a repeat, with the
     first event, before anything says the hook is gone); any other is the lookup's ``HookNotFoundError`` (a
-    ``HookClosedError`` after the run's end). Nothing new is recorded or woken."""
+    ``HookClosedError`` after the run's end). Nothing new is recorded or woken. ``once``: as ``resume_hook``'s
+    (the refusal of an id another hook recorded is raised as it is)."""
     assert missing.disposed_hook is not None
     run_id, hook_id = missing.disposed_hook
+    data: dict[str, Any] = {"payload": encoded, "resumeId": resume_id, **({"resumeOnce": True} if once else {})}
     try:
         await world.events.create(run_id, {"eventType": "hook_received", "correlationId": hook_id,
-                                           "eventData": {"payload": encoded, "resumeId": resume_id}},
-                                  resolve_data="none")
+                                           "eventData": data}, resolve_data="none")
+    except HookResumedElsewhereError as elsewhere:
+        await _wake_holder(world, elsewhere, resume_id, True)
+        raise
     except HookAlreadyReceivedError as repeat:
         if isinstance(repeat.event, Event):
             return HookResumed(repeat.event, False)

@@ -340,8 +340,7 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
     except CodecError as error:
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     metadata = StepMetadata(run_id, step_id, step_name, step.attempt, step.started_at)
-    context = StepContext(world, metadata, after_rejected_poll=poll is not None
-                          and poll.progress.follows_a_rejection(step.attempt))
+    context = StepContext(world, metadata)
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded

@@ -28,33 +28,21 @@ ATTEMPTS_EXHAUSTED = PollAttemptsExhaustedError.__name__
 @dataclass
 class PollProgress:
     """What the log says about a poll so far, kept by the execution as it replays the poll's ``step_retrying``
-    events: the last rejected result (serialized: the next poll's state), how many polls in a row raised, how many
-    attempts ended recorded (``ends``) and whether the last of them was a rejected poll."""
+    events: the last rejected result (serialized: the next poll's state) and how many polls in a row raised."""
 
     state: Any = None
     has_state: bool = False
     errors_in_a_row: int = 0
-    ends: int = 0
-    last_rejected: bool = False
 
     def observe(self, error: Any) -> None:
         """One ``step_retrying`` of the poll, in log order."""
         recorded = cast(dict[str, Any], error) if isinstance(error, dict) else None
-        self.ends += 1
-        self.last_rejected = recorded is not None and recorded.get("name") == POLL_NOT_READY
         if recorded is not None and recorded.get("name") == POLL_NOT_READY:
             self.errors_in_a_row = 0
             if STATE_FIELD in recorded:
                 self.state, self.has_state = recorded[STATE_FIELD], True
         else:
             self.errors_in_a_row += 1
-
-    def follows_a_rejection(self, attempt: int) -> bool:
-        """Whether ``attempt`` of the poll's step comes right after a rejected poll: every attempt before it ended
-        recorded, the last one rejected. Then no attempt since that rejection has run (a cut-off attempt records
-        no end, so ``attempt`` would be past ``ends + 1``); a body with a side effect knows none of its earlier
-        attempts made it since (``_worker/resume_calls.py``)."""
-        return self.last_rejected and attempt == self.ends + 1
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,9 @@ contract's step rules already give what a send needs, on every World, with nothi
 - *A crash between the send and its record sends once*: the body resumes under an idempotency key derived from
   the call (the run's id and the step's id: the same on every attempt), and the target's World records at most one
   payload per key and hook (``resumeId``, as ``Client.resume_hook(..., idempotency_key=...)``); the retried attempt
-  finds the first one's payload, records nothing and wakes the target again. The key is per hook, so a retry
-  refuses a hook that claimed the token after the earlier attempt started (``_worker/resume_calls.py``): the
-  payload reaches the hook it was sent to or none.
+  finds the first one's payload, records nothing and wakes the target again. The key is also the first hook's
+  only (``resumeOnce``): a hook that claimed the token after an attempt recorded the payload elsewhere refuses it
+  (``_worker/resume_calls.py``), so the payload reaches one hook, the one that held the token when it was sent.
 - *Transient failures* (a throttled write) are retried with back-off, as the start of a child run is; the answers
   that would repeat are not: no such hook and an ended run are the step's recorded result, raised here as the
   World's own errors (with their attributes, as ``Client.resume_hook`` raises them), on every replay; a payload
@@ -56,8 +56,9 @@ async def resume_hook(token: str, payload: Any, *, wait: Duration | None = None,
     Raises the World's errors (from ``awsworld.world``), as ``Client.resume_hook`` does: ``HookNotFoundError`` when
     no hook holds the token (after ``wait``; ``disposed_hook`` set when the hook that held it was disposed), and
     ``HookClosedError`` (a ``HookNotFoundError`` and a ``RunGoneError``; ``run_id``, ``run_status``) when the run
-    that held it has ended. A retry after a cut-off attempt raises ``HookNotFoundError`` rather than resume a hook
-    that claimed the token after that attempt started (it may have resumed the hook that held it then). A payload
+    that held it has ended. A retry after a cut-off attempt that recorded the payload returns as that attempt would
+    have, also when another hook holds the token by then: that hook does not get it (the World records the call's
+    key on one hook only). A payload
     the hook refuses (``CodecPayloadError``: a codec's hook takes its codec's text) fails the call's step: a
     ``StepError`` that is also a ``CodecPayloadError``. ``name``: what this run's log shows for the call (display
     only). Outside a workflow, use ``Client.resume_hook``."""

@@ -105,9 +105,6 @@ class StepContext:
     metadata: StepMetadata
     writers: dict[str, StreamWriter] = field(default_factory=dict)
     ended: bool = False  # the body has returned or raised: its writers take no more chunks (``StreamWriter``)
-    after_rejected_poll: bool = False
-    """The step is a poll and this attempt comes right after a rejected poll (``PollProgress.follows_a_rejection``):
-    no earlier attempt ran since. Internal: a built-in step's body reads it (``_worker/resume_calls.py``)."""
 
     def writer(self, name: str) -> StreamWriter:
         if name not in self.writers:

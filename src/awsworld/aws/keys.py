@@ -71,6 +71,16 @@ def resume_marker_key(run_id: str, hook_id: str, resume_id: str) -> Key:
     return {PK: run_pk(run_id), SK: f"{RESUME_PREFIX}{hook_id}#{resume_digest(resume_id)}"}
 
 
+RESUME_ONCE_PREFIX = "RESUMEONCE#"
+
+
+def resume_once_key(resume_id: str) -> Key:
+    """The marker of a ``resumeOnce`` resume id (``world/rules/hooks.py``): one item per id in the whole table,
+    naming the hook that recorded it, put in that ``hook_received``'s transaction where it is absent or names the
+    same hook. It carries the target run's item TTL (written + R + H: longer than any sender can still retry)."""
+    return {PK: f"{RESUME_ONCE_PREFIX}{resume_digest(resume_id)}", SK: "RESUMEONCE"}
+
+
 TOKEN_PREFIX = "TOKEN#"
 
 

@@ -137,6 +137,21 @@ class HookAlreadyReceivedError(EntityConflictError):
         self.event = event
 
 
+class HookResumedElsewhereError(HookAlreadyReceivedError):
+    """A ``hook_received`` whose ``resumeId`` is one hook's only (``resumeOnce``) was refused: another hook
+    (``hook_id`` of run ``run_id``) recorded that resume id already, so this one records nothing. A workflow's
+    ``resume_hook`` retried after the hook its earlier attempt resumed was disposed and the token claimed again
+    meets it (``_worker/resume_calls.py``): the payload reached the first hook, and no other gets it."""
+
+    code = "hook-resumed-elsewhere"
+
+    def __init__(self, message: str, *, hook_id: str, run_id: str, event_id: str | None = None,
+                 event: WireModel | None = None) -> None:
+        super().__init__(message, hook_id=hook_id, event_id=event_id, event=event)
+        self.details["run_id"] = run_id
+        self.run_id = run_id
+
+
 class RunGoneError(WorldError):
     """The run is terminal (or the hook's run ended): the write can never succeed."""
 

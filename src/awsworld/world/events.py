@@ -140,10 +140,14 @@ class HookReceivedData(EventData):
     refused with :class:`HookAlreadyReceivedError` and writes nothing, so a sender may retry a request whose
     answer it never saw (the webhook route passes the request's idempotency key) without the run receiving
     the payload twice. ``heartbeat``: the event is a heartbeat (``Client.heartbeat_hook``), not a payload, said
-    outside the payload so a reader that leaves payloads out (``resolve_data="none"``) can tell."""
+    outside the payload so a reader that leaves payloads out (``resolve_data="none"``) can tell. ``resumeOnce``
+    (with a ``resumeId``): the resume id is one hook's only, in the whole World: once a hook recorded it, any other
+    hook refuses it (:class:`HookResumedElsewhereError`, naming the hook), even after that hook was disposed or
+    its run's data expired (a workflow's ``resume_hook``: ``world/rules/hooks.py``)."""
 
     payload: Any = None
     resume_id: str | None = Field(default=None, min_length=1, max_length=MAX_RESUME_ID_LENGTH)
+    resume_once: bool | None = None
     heartbeat: bool | None = None
 
 

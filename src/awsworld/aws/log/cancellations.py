@@ -22,7 +22,7 @@ from ...world.rules.requests import failed_outcome
 from ...world.rules.runs import run_missing
 from ..dynamodb.transactions import TxCancelled
 from .group_commit import Member, Unit
-from .hook_plans import RESUME_MARKER_ROLE
+from .hook_plans import RESUME_MARKER_ROLE, RESUME_ONCE_ROLE
 from .item_states import token_state
 from .write_caches import Attempt, WriterCaches
 
@@ -47,6 +47,15 @@ class CancellationDecoder:
                 found = Found(resumed=True, resume_slot=int(slot) if slot is not None else None)
                 decision = _decision(unit)
                 error = refusal(decision, run_id, failed(decision, found, now, examined=(Check.RESUME_NEW,)))
+                assert error is not None
+                refuse(owner[unit.index], unit, error)
+                continue
+            elsewhere = c.failed(f"{RESUME_ONCE_ROLE}:{unit.index}")
+            if elsewhere is not None:  # (another hook recorded this resumeOnce id: as early as a repeat)
+                held = elsewhere.item or {}
+                found = Found(resume_holder=(str(held.get("runId", "?")), str(held.get("hookId", "?"))))
+                decision = _decision(unit)
+                error = refusal(decision, run_id, failed(decision, found, now, examined=(Check.RESUME_ONCE,)))
                 assert error is not None
                 refuse(owner[unit.index], unit, error)
         run_reason = c.reason_for("run")

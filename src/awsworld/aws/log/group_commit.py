@@ -37,7 +37,7 @@ from itertools import count
 from typing import Any
 
 from ...world.entities import ResolveData
-from ...world.events import BatchEventOutcome, CreateEventRequest
+from ...world.events import BatchEventOutcome, CreateEventRequest, HookReceivedData
 from ..dynamodb.items import Item
 from .plan import Plan
 
@@ -137,7 +137,14 @@ class Member:
 
     @property
     def refs(self) -> set[tuple[str, str]]:
-        return {u.entity_ref for u in self.units}
+        """The items only one member of a group may write: its entities, and the marker of a ``resumeOnce`` id
+        (``hook_plans``: two hooks' writes of one id are two operations on one item)."""
+        refs = {u.entity_ref for u in self.units}
+        for unit in self.units:
+            data = unit.req.event_data
+            if isinstance(data, HookReceivedData) and data.resume_once and data.resume_id is not None:
+                refs.add(("resume-once", data.resume_id))
+        return refs
 
     @property
     def settled(self) -> bool:

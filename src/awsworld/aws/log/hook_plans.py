@@ -13,7 +13,7 @@ from __future__ import annotations
 from ...world.rules import Check, Decision, HookEnd, View
 from ...world.rules.hooks import HOOK_CLOSED, TOKEN_FREE, token_held_by, token_owned_by
 from ..dynamodb.transactions import TxOp, put
-from ..keys import hook_key, hook_pointer_key, resume_marker_key, token_key
+from ..keys import hook_key, hook_pointer_key, resume_marker_key, resume_once_key, token_key
 from ..resources import TTL_ATTRIBUTE
 from ..retention import epoch
 from .conditions import render
@@ -26,6 +26,8 @@ HOOKS_RELEASED_IN_COMMIT = 30
 
 # The role of a hook_received's resume marker in its transaction (the writer stores the event's slot in it).
 RESUME_MARKER_ROLE = "resume"
+# The role of a resumeOnce id's table-wide marker (the hook that recorded the id).
+RESUME_ONCE_ROLE = "resume-once"
 
 
 def release_hooks(plan: Plan, state: State, ends: tuple[HookEnd, ...], ttl: int) -> None:
@@ -96,6 +98,13 @@ def plan_hook(plan: Plan, decision: Decision, state: State, view: View) -> None:
             # the cancellation's ALL_OLD item. About 150 bytes, so the marker adds 2 WRU to the transaction.
             plan.ops.append(put(RESUME_MARKER_ROLE, resume_marker_key(state.run_id, hook_id, decision.resume_id),
                                 if_absent=True))
+        if decision.resume_once and decision.resume_id is not None:
+            # Check.RESUME_ONCE: absent, or naming this hook (a repeat, which the marker above refuses). About 150
+            # bytes too: 2 WRU more in the transaction.
+            once = put(RESUME_ONCE_ROLE, {**resume_once_key(decision.resume_id), "runId": state.run_id,
+                                          "hookId": hook_id})
+            once.condition = f"attribute_not_exists(pk) OR {once.expr.n('hookId')} = {once.expr.v(hook_id)}"
+            plan.ops.append(once)
     else:  # hook_disposed
         hook, old = view.hook, state.entity
         assert hook is not None and old is not None

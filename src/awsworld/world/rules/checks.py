@@ -28,7 +28,8 @@ class Found:
     it is as the decision read it (``run_as_read``: so is the run's status); ``resumed``: a hook_received of the
     hook already recorded the decision's resume id (at ``resume_slot``, when known); ``hook_id_taken``: a hook of
     any run has the decision's hook id; ``token``: the record of the token the checks are about
-    (``Decision.checked_token``), None when there is none."""
+    (``Decision.checked_token``), None when there is none; ``resume_holder``: the (run id, hook id) that recorded
+    the decision's ``resumeOnce`` resume id, None when none did."""
 
     run_status: str | None = None
     entity: bool = False
@@ -38,6 +39,7 @@ class Found:
     resume_slot: int | None = None
     hook_id_taken: bool = False
     token: TokenState | None = None
+    resume_holder: tuple[str, str] | None = None
 
 
 def failed(decision: Decision, found: Found, now: datetime, *, examined: Collection[Check] | None = None) -> Failed:
@@ -66,6 +68,8 @@ def failed(decision: Decision, found: Found, now: datetime, *, examined: Collect
             ok = token_free(found.token, now)
         elif check is Check.HOOK_ID_FREE:
             ok = not found.hook_id_taken
+        elif check is Check.RESUME_ONCE:  # the hook that recorded the resume id, if any, is this one
+            ok = found.resume_holder is None or found.resume_holder[1] == decision.entity_id
         elif check is Check.TOKEN_HELD:  # the run a hook_conflict names still holds the token
             ok = holds(token_held_by(decision.token_holder or ""), found.token, now)
         else:  # TOKEN_OWNED: the disposed or ended hook still holds its token
@@ -77,4 +81,5 @@ def failed(decision: Decision, found: Found, now: datetime, *, examined: Collect
     if bad is None:
         return NOTHING_FAILED
     return Failed(frozenset(bad), found.run_status, found.resume_slot if Check.RESUME_NEW in bad else None,
-                  found.token if Check.TOKEN_FREE in bad else None)
+                  found.token if Check.TOKEN_FREE in bad else None,
+                  found.resume_holder if Check.RESUME_ONCE in bad else None)

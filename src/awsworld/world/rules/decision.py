@@ -17,7 +17,14 @@ from enum import Enum
 from types import MappingProxyType
 from typing import Any, Literal
 
-from ..errors import EntityConflictError, HookAlreadyReceivedError, HookNotFoundError, RunGoneError, WorldError
+from ..errors import (
+    EntityConflictError,
+    HookAlreadyReceivedError,
+    HookNotFoundError,
+    HookResumedElsewhereError,
+    RunGoneError,
+    WorldError,
+)
 from ..ids import slot_to_event_id
 from .state import EventRef, HookState, StepState, TokenState, WaitState, frozen
 
@@ -26,6 +33,7 @@ class Check(Enum):
     """A fact a decision was made on that its commit re-checks, with what its failure means."""
 
     RESUME_NEW = "resume-new"  # no hook_received of this hook has this resume id: else HookAlreadyReceivedError
+    RESUME_ONCE = "resume-once"  # no other hook recorded this resume id (resumeOnce): else HookResumedElsewhereError
     RUN_ALIVE = "run-alive"  # the run is pending or running: else RunGoneError (for the whole request)
     RUN_AS_READ = "run-as-read"  # the run's status is the one decided on: else decide again
     ABSENT = "absent"  # the entity does not exist yet: else EntityConflictError
@@ -114,6 +122,8 @@ class Decision:
     hook_ends: tuple[HookEnd, ...] = ()
     resume_id: str | None = None
     """hook_received: the resume id the commit records (a repeat of it is refused)."""
+    resume_once: bool = False
+    """hook_received: the resume id is also recorded as this hook's alone (``Check.RESUME_ONCE``)."""
     open_steps: int = 0
     """How the run's count of declared, unfinished steps moves."""
 
@@ -145,6 +155,8 @@ class Failed:
     run_status: str | None = None
     resume_slot: int | None = None
     token: TokenState | None = None
+    resume_holder: tuple[str, str] | None = None
+    """``Check.RESUME_ONCE`` failed: the (run id, hook id) of the hook that recorded the resume id."""
 
 
 NOTHING_FAILED = Failed(frozenset())
@@ -158,6 +170,8 @@ def refusal(decision: Decision, run_id: str, failed: Failed) -> WorldError | Non
         return None
     if Check.RESUME_NEW in failed.checks:
         return _repeated(decision, failed)
+    if Check.RESUME_ONCE in failed.checks:
+        return _elsewhere(decision, failed)
     if Check.RUN_ALIVE in failed.checks:
         return RunGoneError(f"run {run_id} is {failed.run_status or 'ended'}")
     for check in decision.checks:
@@ -188,6 +202,13 @@ def _repeated(decision: Decision, failed: Failed) -> HookAlreadyReceivedError:
                                     event_id=slot_to_event_id(slot) if slot is not None else None)
 
 
+def _elsewhere(decision: Decision, failed: Failed) -> HookResumedElsewhereError:
+    run_id, hook_id = failed.resume_holder or ("?", "?")
+    return HookResumedElsewhereError(
+        f"hook {decision.entity_id} refuses this resume id: hook {hook_id} of run {run_id} recorded it already, "
+        "and it is one hook's only (resumeOnce); nothing was written", hook_id=hook_id, run_id=run_id)
+
+
 @frozen
 class Refusals:
     """The refusals of one request's writes: ``request`` refuses all of them (the run ended), else ``writes``
@@ -205,8 +226,8 @@ NOTHING_REFUSED = Refusals(None, MappingProxyType({}), None)
 
 def refusals(run_id: str, decided: Sequence[tuple[Decision, Failed]]) -> Refusals:
     """``refusal`` for the writes of one request, in the contract's order across them: repeated resume ids first
-    (each refuses its own write), then the run's status (an ended run refuses the whole request), then each
-    write's own checks."""
+    (each refuses its own write; so does one another hook recorded, for a ``resumeOnce``), then the run's status
+    (an ended run refuses the whole request), then each write's own checks."""
     for _decision, failed in decided:  # a loop, not any(): no generator per write
         if failed.checks:
             break
@@ -215,8 +236,9 @@ def refusals(run_id: str, decided: Sequence[tuple[Decision, Failed]]) -> Refusal
     writes: dict[int, WorldError] = {}
     first: WorldError | None = None
     for i, (decision, failed) in enumerate(decided):
-        if Check.RESUME_NEW in failed.checks:
-            writes[i] = error = _repeated(decision, failed)
+        if Check.RESUME_NEW in failed.checks or Check.RESUME_ONCE in failed.checks:
+            writes[i] = error = _repeated(decision, failed) if Check.RESUME_NEW in failed.checks \
+                else _elsewhere(decision, failed)
             first = first or error
     for i, (_decision, failed) in enumerate(decided):
         if i not in writes and Check.RUN_ALIVE in failed.checks:

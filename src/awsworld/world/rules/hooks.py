@@ -143,13 +143,22 @@ def hook_created(req: CreateEventRequest, view: View) -> Decision:
 
 def hook_received(req: CreateEventRequest, view: View) -> Decision:
     """A payload for a live hook; with a ``resumeId``, once per hook (a repeat is refused, before the run's
-    status is, with the first one's event)."""
+    status is, with the first one's event). With ``resumeOnce`` too, the resume id is one hook's only, World-wide:
+    a hook other than the one that recorded it refuses it (``HookResumedElsewhereError``, naming that hook), whatever
+    became of that hook, its token or its run since. That is what makes a workflow's retried ``resume_hook`` exact
+    (``_worker/resume_calls.py``): an attempt cut off after its write, or one still running beside a take-over,
+    cannot give the payload to a hook that claimed the token after the first got it."""
     data = data_as(req, HookReceivedData)
     hook_id = req.correlation_id or ""
-    checks = (Check.RESUME_NEW, Check.RUN_ALIVE, Check.EXISTS) if data.resume_id is not None \
-        else (Check.RUN_ALIVE, Check.EXISTS)
+    once = data.resume_id is not None and bool(data.resume_once)
+    if data.resume_id is None:
+        checks = (Check.RUN_ALIVE, Check.EXISTS)
+    elif once:
+        checks = (Check.RESUME_NEW, Check.RESUME_ONCE, Check.RUN_ALIVE, Check.EXISTS)
+    else:
+        checks = (Check.RESUME_NEW, Check.RUN_ALIVE, Check.EXISTS)
     event = NewEvent(req.event_type, hook_id, event_data(req), view.carries_value, req.spec_version)
-    return Decision(req.event_type, hook_id, [event], checks, resume_id=data.resume_id)
+    return Decision(req.event_type, hook_id, [event], checks, resume_id=data.resume_id, resume_once=once)
 
 
 def hook_disposed(req: CreateEventRequest, view: View) -> Decision:
