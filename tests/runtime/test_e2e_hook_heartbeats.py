@@ -169,6 +169,7 @@ async def test_on_local_aws_heartbeats_keep_a_hook_alive_and_silence_fails_it(lo
     token = _token()
     kept = await client.start(beating, token, 3)
     await kept.wait_for_hook(token)
+    await client.heartbeat_hook(token)  # (at once: the hook's first silence began before wait_for_hook saw it)
     for _ in range(3):  # 6 s of 2 s silences, under the 3 s timeout
         await _sleep(2)
         await client.heartbeat_hook(token)
