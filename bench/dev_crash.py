@@ -74,7 +74,7 @@ def cli(env: dict[str, str], folder: Path, *args: str) -> tuple[str, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--kill-after", type=float, default=30.0)
     args = parser.parse_args()
