@@ -19,7 +19,11 @@ of ``cli/dev_state.Snapshots.interval``, 97 and 85 bodies before the kill, 96 an
 up to 35 s apart under the fan-out's load); after it, 101 before and 28 again. After the restart, four runs of
 five paused at the fan-out's end (23 s, 51 s, 65 s, 98 s; the fifth about 15 s): the last steps' bodies had run
 (the bodies file has them within a second of the pause's start) and their results landed together at its end.
-Not explained yet; without a kill the same fan-out shows no such pause.
+Not explained yet; without a kill the same fan-out shows no such pause. What a dump of ``dev``'s asyncio tasks
+showed in one such pause (60 s, bodies all run): 23 step results queued in ``aws/log/group_commit.py``'s ``submit``
+behind one commit waiting on its ``batch_get`` in ``aws/threaded.py``'s pool, which was busy with the watchdog's
+shard queries (8), dedup claims (5) and releases (3), and flow deliveries reading the whole 3,000-event log (4):
+the emulator's one lock at its limit, with more flow deliveries of the run after the restart than before it.
 """
 
 from __future__ import annotations
