@@ -6,6 +6,8 @@ parked, where it said "the run goes on now"."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from awsworld import WorkflowRunFailedError, sleep, step, workflow
@@ -125,3 +127,40 @@ async def test_describe_reads_the_steps_once_without_their_values(monkeypatch: p
         (f"{run.run_id}.step_2", "completed"), (f"{run.run_id}.step_4", "completed")]
     assert [s["name"] for s in document["steps"]["list"]] == ["describe_text.label", "awsworld.start_child",
                                                               "awsworld.start_child"]
+
+
+@step(name="describe_text.tick")
+async def tick(n: int) -> int:
+    return n
+
+
+@workflow(name="describe_text.long")
+async def long_history(n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await tick(i)
+    return total
+
+
+async def test_describe_reads_a_long_runs_steps_in_pages_of_a_thousand(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``describe`` of a 3,000-step loop under ``awsworld dev`` took 16 s: it listed the steps 100 at a time
+    (``steps.list``'s default), 30 Queries that moto answers by sorting the run's whole partition. It takes the
+    largest page a World gives, so 1,100 steps are two reads, in call order."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(long_history, 1100)
+        assert await run.result() == sum(range(1100))
+        steps_api = env.client.world.steps
+        listed = steps_api.list
+        limits: list[int] = []
+
+        async def counted(run_id: str, *, cursor: str | None = None, limit: int = 100,
+                          resolve_data: Any = "all") -> Any:
+            limits.append(limit)
+            return await listed(run_id, cursor=cursor, limit=limit, resolve_data=resolve_data)
+
+        monkeypatch.setattr(steps_api, "list", counted)
+        document = await describe_document(env.client, run.run_id)
+    assert document["steps"]["total"] == 1100 and document["steps"]["byStatus"] == {"completed": 1100}
+    assert [s["stepId"] for s in document["steps"]["list"][:3]] == ["step_1", "step_2", "step_3"]
+    assert document["steps"]["list"][-1]["stepId"] == "step_1100"
+    assert limits == [1000, 1000], limits

@@ -236,13 +236,20 @@ async def test_values_just_past_the_limit_are_refused_where_they_are_made(e2e: E
     over = sample(MAX_VALUE_BYTES + 1 - len('{"args":[],"kwargs":{}}'))  # as arguments, one byte past the limit
     assert size_of({"args": [over], "kwargs": {}}) == MAX_VALUE_BYTES + 1
     runs_before = len((await e2e.client.list_runs(limit=100)).data)
-    with pytest.raises(PayloadTooLargeError):  # a workflow input: refused by Client.start, no run written
+    with pytest.raises(PayloadTooLargeError) as refused:  # a workflow input: refused by Client.start, no run written
         await e2e.start(takes_anything, over)
     assert len((await e2e.client.list_runs(limit=100)).data) == runs_before
+    # Each refusal names the value as its writer knows it (the workflow, the step, the hook), its size and the
+    # bound, not the World's wire field (it said "eventData.input is ... bytes", naming no workflow or step).
+    assert str(refused.value) == (
+        f"the arguments of workflow 'values.takes-anything' are too large to record: {MAX_VALUE_BYTES + 1} bytes "
+        f"of JSON; the largest value awsworld stores is {MAX_VALUE_BYTES} bytes (AWSWORLD_MAX_VALUE_BYTES)")
 
     key = tag()  # a step argument: refused at the call, in the workflow, and the body never runs
     answer = await e2e.run(too_large_step_argument, key, MAX_VALUE_BYTES - 20, timeout=RESULT_TIMEOUT)
-    assert answer.startswith("refused: ") and key not in RECEIVED
+    assert answer.startswith("refused: the input of step 'values.echo' (step_1) is too large to record: ") and (
+        answer.endswith("bytes (AWSWORLD_MAX_VALUE_BYTES)") and "eventData" not in answer), answer
+    assert key not in RECEIVED
 
     key = tag()  # a step result: the step fails once with ValueTooLargeError, the body is not re-run
     result = await e2e.run(too_large_step_result, key, MAX_VALUE_BYTES + 1, timeout=RESULT_TIMEOUT)
@@ -251,15 +258,16 @@ async def test_values_just_past_the_limit_are_refused_where_they_are_made(e2e: E
     run = await e2e.start(returns, MAX_VALUE_BYTES + 1)  # a return value: the run fails with VALUE_TOO_LARGE
     with pytest.raises(WorkflowRunFailedError) as failed:
         await run.result(timeout=RESULT_TIMEOUT)
-    assert failed.value.code == "VALUE_TOO_LARGE"
+    assert failed.value.code == "VALUE_TOO_LARGE" and "eventData" not in str(failed.value), failed.value
     exact = await e2e.run(returns, MAX_VALUE_BYTES, timeout=RESULT_TIMEOUT)  # the limit itself is accepted
     assert size_of(exact) == MAX_VALUE_BYTES
 
     token = f"values:{tag()}"  # a hook payload: resume_hook raises, the run keeps waiting for a good one
     run = await e2e.start(hooked, token, None)
     await e2e.hook_ready(token, run)
-    with pytest.raises(PayloadTooLargeError):
+    with pytest.raises(PayloadTooLargeError) as refused:
         await e2e.client.resume_hook(token, sample(MAX_VALUE_BYTES + 1))
+    assert str(refused.value).startswith(f"the payload for hook {token!r} is too large to record: "), refused.value
     assert await run.status() == "running"
     await e2e.client.resume_hook(token, "small")
     assert await run.result(timeout=RESULT_TIMEOUT) == "small"

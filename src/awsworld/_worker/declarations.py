@@ -23,6 +23,7 @@ from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome
+from ..world.limits import size_text
 from ..world.rules.limiters import LimitInputError
 from . import step_limits
 from .child_runs import resolve_step
@@ -252,7 +253,15 @@ class Declarer:
 
 
 def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:
-    return ValueTooLargeError(f"the {what} of {op.id} is too large to record: {detail}")
+    """The error a call whose value the World refused raises where the workflow made it: the call by its name (a
+    step's, a hook's token) and its id, and the size against the bound, without the wire field."""
+    if isinstance(op, StepOp):
+        call = f"step {op.definition.name!r} ({op.id})"
+    elif isinstance(op, HookOp):
+        call = f"hook {op.token!r} ({op.id})"
+    else:
+        call = op.id
+    return ValueTooLargeError(f"the {what} of {call} is too large to record: {size_text(detail)}")
 
 
 def _declaration(op: StepOp | WaitOp, factor: float) -> dict[str, Any]:

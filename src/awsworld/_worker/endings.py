@@ -25,6 +25,7 @@ from ..durable.codecs import Place
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
+from ..world.limits import size_text
 from ..world.messages import FlowMessage
 from .error_shapes import log_failure, note_calls_after, structured_error
 from .flow_messages import FlowMessages, queue_come_back
@@ -65,7 +66,7 @@ class RunEndings:
                 return "gone"
             except PayloadTooLargeError as too_large:
                 return await self.fail({"message": f"the workflow's return value is too large to record: "
-                                                    f"{too_large.message}", "name": "ValueTooLargeError"},
+                                                    f"{size_text(too_large.message)}", "name": "ValueTooLargeError"},
                                         VALUE_TOO_LARGE)
             return "completed"
         if error is None:

@@ -38,11 +38,13 @@ from ..world.errors import (
     HookClosedError,
     HookNotFoundError,
     HookResumedElsewhereError,
+    PayloadTooLargeError,
     RunGoneError,
     RunNotFoundError,
 )
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
+from ..world.limits import size_text
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.published import Publication
@@ -166,8 +168,12 @@ class RunStarter:
                 Place("input", f"workflow {name!r}", run_id))
         except serde.SerializationError as error:
             raise TypeError(f"the workflow's arguments cannot be serialized: {error}") from None
-        result = await create_run(self.world, run_id, name, payload, context,
-                                  attributes=pinned_attributes(deployment))
+        try:
+            result = await create_run(self.world, run_id, name, payload, context,
+                                      attributes=pinned_attributes(deployment))
+        except PayloadTooLargeError as too_large:  # named as the caller knows it, not by the run_created field
+            raise PayloadTooLargeError(f"the arguments of workflow {name!r} are too large to record: "
+                                       f"{size_text(too_large.message)}", field=too_large.field) from None
         assert result.run is not None
         if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
             try:
@@ -309,6 +315,9 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
         if not isinstance(repeat.event, Event):  # a World that cannot read the first event back: the caller decides
             raise
         event, recorded = repeat.event, False
+    except PayloadTooLargeError as too_large:  # named as the caller knows it, not by the hook_received field
+        raise PayloadTooLargeError(f"the payload for hook {token!r} is too large to record: "
+                                   f"{size_text(too_large.message)}", field=too_large.field) from None
     assert event is not None
     if not ended and wake:
         reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"

@@ -29,7 +29,7 @@ from .._timeline import hook_wait_label, hook_waits
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.errors import EntityConflictError, RunGoneError
 from ..world.events import Event
-from ..world.pages import collect_pages
+from ..world.pages import MAX_ENTITIES_PAGE, collect_pages
 from ..world.protocol import World
 from ..world.rules.skips import skip_request
 
@@ -129,6 +129,7 @@ async def open_waits(world: World, run_id: str) -> list[OpenWait]:
     """The run's waits an operator can end, in call order (one metadata-only read of the log and of its steps)."""
     events = await collect_pages(lambda cursor: world.events.list(run_id, cursor=cursor, resolve_data="none"))
     steps: list[Step] = await collect_pages(lambda cursor: world.steps.list(run_id, cursor=cursor,
+                                                                            limit=MAX_ENTITIES_PAGE,
                                                                             resolve_data="none"))
     return waits_of(events, steps)
 

@@ -10,6 +10,7 @@ refused there too, with the same ``PayloadTooLargeError``.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,6 +37,13 @@ def value_json(value: Any, field: str) -> str:
         return _STRICT.encode(value)
     except (TypeError, ValueError, RecursionError) as exc:
         raise InvalidInputError(f"{field} is not JSON-serializable: {exc}", field=field) from None
+
+
+def size_text(message: str | None) -> str:
+    """A size refusal's message (``encode_value``) without the wire field it starts with: ``eventData.input is
+    300025 bytes of JSON; the largest ...`` -> ``300025 bytes of JSON; the largest ...``. For an error that names
+    the value in its user's words (the arguments of a workflow, the input of a step) instead of the field."""
+    return re.sub(r"^[A-Za-z_.\[\]0-9]+ is (?=\d+ bytes)", "", message or "")
 
 
 def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, bytes]:
