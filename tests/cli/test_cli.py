@@ -464,6 +464,26 @@ def test_every_commands_help_reads_as_plain_text(project: Path) -> None:
     assert (version.code, version.out) == (0, f"awsworld {awsworld_version}\n"), version
 
 
+def test_awsworld_help_names_every_command_and_every_exit_code(project: Path) -> None:
+    """``awsworld --help`` (and docs/reference/cli.md, which says the same) introduces every command by name and
+    every exit code a command can end with: ``init`` and ``template`` were missing from it, and 130 and 141 (what
+    ``main`` returns on Ctrl-C and when the reader of its output went away) were not said."""
+    from awsworld.cli import READER_GONE
+    from awsworld.cli.errors import OPERATIONAL, USAGE
+
+    shown = awsworld("--help", env=_clean_env(), cwd=project)
+    assert shown.code == 0, shown
+    intro = shown.out.split("positional arguments:")[0]
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")  # pyright: ignore[reportPrivateUsage]
+    commands = list(getattr(subparsers, "choices", {}))
+    assert len(commands) > 20 and [c for c in commands if f"`{c}`" not in intro] == []
+    said = (f"exit codes: 0 ok, {OPERATIONAL} the command failed, {USAGE} a usage error, 130 stopped (Ctrl-C), "
+            f"{READER_GONE} the reader of its output went away")
+    assert said in " ".join(intro.split()), intro
+    page = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
+    assert said in " ".join(page.read_text(encoding="utf-8").split())
+
+
 def test_python_m_awsworld_runs_the_cli(project: Path) -> None:
     """``python -m awsworld`` is the ``awsworld`` command: the same output and the same exit codes."""
     script = str(Path(sys.executable).with_name("awsworld"))
