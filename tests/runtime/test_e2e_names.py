@@ -28,7 +28,6 @@ from awsworld._engine.ops import DISPLAY_NAME_FIELD
 from awsworld._timeline import timeline_rows
 from awsworld.authoring.names import MAX_NAME_LENGTH
 from awsworld.client.waits import describe_wait, waiting_on
-from awsworld.testing import WorkflowTestEnv
 from awsworld.ui.model import picture
 from awsworld.world.errors import InvalidInputError
 
