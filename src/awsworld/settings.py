@@ -255,7 +255,7 @@ class Settings:
         group="worker", shown="names only")
     time_scale = Var[float](
         "AWSWORLD_TIME_SCALE", 1.0, _time_scale,
-        "runs waits this many times faster (sleeps, hook timeouts, retry back-offs, polls), as recorded in the log "
+        "a run waits this many times faster (sleeps, hook timeouts, retry back-offs, polls), as recorded in the log "
         "(`awsworld dev --time-scale`)", group="worker")
     tracing = Var[bool](
         "AWSWORLD_TRACING", False, _true, "`true`: an X-Ray subsegment per invocation (`EnableTracing`)",
