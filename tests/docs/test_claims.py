@@ -84,3 +84,21 @@ def test_the_guarantees_page_states_the_crash_sweep_ci_runs() -> None:
     text = _flat(DOCS / "concepts" / "guarantees.md")
     assert (f"the crash sweep at every {_ordinal(strides[repr('moto')])} call on moto, and at every "
             f"{_ordinal(strides['LOCALSTACK'])} on `[localstack]`") in text
+
+
+FROM = re.compile(r"`(?P<name>[A-Z]\w+)`(?: \(an? `[A-Z]\w+`)?,? from `(?P<module>awsworld(?:\.\w+)*)`")
+
+
+def test_a_name_the_pages_say_to_import_from_a_module_is_there() -> None:
+    """"``ScheduleInputError``, from ``awsworld.world.rules.schedules``" (Schedules) was an ImportError: it lives in
+    ``awsworld.world.schedules``. Every "``Name`` (a ``Base``), from ``module``" a page writes imports."""
+    import importlib
+
+    said: list[tuple[str, str, str]] = []
+    for page in pages():
+        for match in FROM.finditer(_flat(page)):
+            said.append((str(page.relative_to(ROOT)), match.group("name"), match.group("module")))
+    assert len(said) >= 4, said
+    missing = [(where, name, module) for where, name, module in said
+               if not hasattr(importlib.import_module(module), name)]
+    assert missing == []
