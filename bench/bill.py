@@ -1333,6 +1333,14 @@ def long_waits_report(results: list[Result]) -> list[str]:
             name = label if length == real else f"  measured, {length} reaches"
             out.append(f"{name:<34}{length:>8}{row[0]:>7.0f}{row[1]:>9.0f}{row[2]:>8.1f}{row[3]:>8.1f}{row[4]:>9.0f}"
                        f"{row[5]:>14.2f}")
+        grew = [what for what, p in zip(("deliveries", "DynamoDB requests", "", "", "SQS requests"), per, strict=False)
+                if what and p > 0]
+        if grew:  # a wait's bill does not grow with its length: the extrapolation multiplies what did by hundreds
+            times = (real - LONG_LENGTHS[1]) / (LONG_LENGTHS[1] - LONG_LENGTHS[0])
+            out.append(f"{'':<34}! {', '.join(grew)} grew from {LONG_LENGTHS[0]} to {LONG_LENGTHS[1]} reaches, and the "
+                       f"row above multiplies that by {times:.0f}: a "
+                       "timer that hops (a regression), or a tick or delivery late on a busy machine (the small time's "
+                       f"{LONG_TICK} s ticks): run --only longwait again on an idle one before quoting it")
     out.append(f"{'':<34}length in reaches of one SQS message (15 min); the real row is extrapolated from the two "
                "measured ones")
     return [*out, ""]

@@ -53,6 +53,27 @@ def test_every_variable_mentioned_anywhere_is_declared() -> None:
     assert len(declared) == len(Settings.variables())  # no name declared twice
 
 
+def test_the_variables_the_page_says_the_stack_sets_are_the_ones_it_sets() -> None:
+    """The settings page's first group is titled "set by the SAM template and ``awsworld dev``": each of its
+    variables is in the template's function environment or ``awsworld dev``'s export lines, and every variable the
+    template sets is on the page under a group. ``AWSWORLD_INLINE_VALUE_LIMIT``, ``AWSWORLD_STREAM_FLUSH_MS`` and
+    ``AWSWORLD_DEDUP_LEASE_SECONDS`` were listed there, and neither sets them (a reader looked for the template
+    parameter that moves the inline limit)."""
+    from awsworld.cli.dev import environment
+    from awsworld.deploy import template_text
+
+    template = template_text()
+    functions = template[template.index("    Environment:\n      Variables:"):template.index("\n    Tags:")]
+    set_by_template = set(NAME.findall(functions))
+    where = AWSConfig.from_env({Settings.table.env: "t", Settings.bucket.env: "b", Settings.queue_url.env: "q",
+                                Settings.dlq_url.env: "d"})
+    exported = {name for name in environment(where, "http://127.0.0.1:1") if name.startswith("AWSWORLD_")}
+    stack = {var.env for var in Settings.variables() if var.group == "stack"}
+    assert len(set_by_template) >= 10 and len(exported) >= 5
+    assert sorted(stack - set_by_template - exported) == []
+    assert set_by_template <= {var.env for var in Settings.variables()}
+
+
 def test_a_value_is_read_when_it_is_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWSWORLD_WATCH_HORIZON_SECONDS", raising=False)
     assert horizon_seconds() == 300.0 == SETTINGS.watch_horizon_seconds

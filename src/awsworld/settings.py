@@ -37,9 +37,10 @@ DEFAULT_INLINE_VALUE_LIMIT = 16 * 1024
 DEFAULT_RETENTION_DAYS = 90  # the template's RunRetentionDays default
 DEFAULT_MAX_RUN_DAYS = 365  # the template's MaxRunDays default
 
-Group = Literal["stack", "worker", "world", "cli", "local"]
+Group = Literal["stack", "aws", "worker", "world", "cli", "local"]
 GROUP_TITLES: dict[Group, str] = {
     "stack": "where the stack is (set by the SAM template and `awsworld dev`)",
+    "aws": "the AWS World, in every process that uses it (set by neither: the defaults suit production)",
     "worker": "the flow function",
     "world": "every World (the AWS World and the in-memory one)",
     "cli": "the `awsworld` command",
@@ -215,14 +216,14 @@ class Settings:
     inline_value_limit = Var[int](
         "AWSWORLD_INLINE_VALUE_LIMIT", DEFAULT_INLINE_VALUE_LIMIT, _integer,
         "values larger than this many bytes are kept in S3, not in the DynamoDB item (AWS World only)",
-        group="stack", shown="`16384` (16 KiB)")
+        group="aws", shown="`16384` (16 KiB)")
     stream_flush_ms = Var[int](
         "AWSWORLD_STREAM_FLUSH_MS", 50, _milliseconds,
         "how long a step's stream writer gathers chunks before one S3 object and one commit (0: at once)",
-        group="stack")
+        group="aws")
     dedup_lease_seconds = Var[int](
         "AWSWORLD_DEDUP_LEASE_SECONDS", 30, _whole_seconds,
-        "how long a queue send holds its idempotency key before it is confirmed", group="stack")
+        "how long a queue send holds its idempotency key before it is confirmed", group="aws")
 
     # -- the flow function
     flow_budget_ms = Var[int | None](
@@ -255,7 +256,7 @@ class Settings:
         group="worker", shown="names only")
     time_scale = Var[float](
         "AWSWORLD_TIME_SCALE", 1.0, _time_scale,
-        "runs waits this many times faster (sleeps, hook timeouts, retry back-offs, polls), as recorded in the log "
+        "a run waits this many times faster (sleeps, hook timeouts, retry back-offs, polls), as recorded in the log "
         "(`awsworld dev --time-scale`)", group="worker")
     tracing = Var[bool](
         "AWSWORLD_TRACING", False, _true, "`true`: an X-Ray subsegment per invocation (`EnableTracing`)",

@@ -176,3 +176,23 @@ async def test_a_parked_run_comes_back_by_one_delivery_each_time_and_the_report_
     assert int(twice.note) - int(once.note) == 1, (once.note, twice.note)
     [row] = [line for line in bill.parked_report([once, twice]) if line.startswith("parked for a day")]
     assert row.split()[5:7] == ["24", str(int(twice.note) + 22)]
+
+
+def test_a_long_wait_whose_bill_grew_with_its_length_is_flagged_not_quoted() -> None:
+    """On a busy machine (load 7 on two cores) ``python bench/bill.py`` printed a 30-day sleep at 481 deliveries and
+    $1,936.58 per million runs, where docs/concepts/costs.md says 3 and $49.73, without a word: the @12 measurement
+    had one late delivery more than the @6 one, and the report multiplied it by 478. The figures are that run's; a
+    run that grew is now flagged, a run that did not (as on an idle machine) is not."""
+    from collections import Counter
+
+    def measured(reaches: int, deliveries: int, dynamodb: int, sqs: int) -> Any:
+        costs = bill.Bill(requests=Counter({"dynamodb.Query": dynamodb}), sqs=Counter({"SendMessage": sqs}))
+        return bill.Result(f"long wait: sleep @{reaches}", "run", 1, costs, 1.0, note=str(deliveries))
+
+    busy = bill.long_waits_report([measured(6, 2, 28, 6), measured(12, 3, 34, 9)])
+    [flag] = [line.strip() for line in busy if "!" in line]
+    assert flag.startswith("! deliveries, DynamoDB requests, SQS requests grew from 6 to 12 reaches"), flag
+    assert "multiplies that by 478" in flag and "run --only longwait again" in flag
+    idle = bill.long_waits_report([measured(6, 3, 34, 9), measured(12, 3, 34, 9)])
+    assert [line for line in idle if "!" in line] == []
+    assert any(line.startswith("sleep, 30 days") and line.split()[3:6] == ["2880", "3", "34"] for line in idle)

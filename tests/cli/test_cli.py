@@ -464,6 +464,41 @@ def test_every_commands_help_reads_as_plain_text(project: Path) -> None:
     assert (version.code, version.out) == (0, f"awsworld {awsworld_version}\n"), version
 
 
+def test_awsworld_help_names_every_command_and_every_exit_code(project: Path) -> None:
+    """``awsworld --help`` (and docs/reference/cli.md, which says the same) introduces every command by name and
+    every exit code a command can end with: ``init`` and ``template`` were missing from it, and 130 and 141 (what
+    ``main`` returns on Ctrl-C and when the reader of its output went away) were not said."""
+    from awsworld.cli import READER_GONE
+    from awsworld.cli.errors import OPERATIONAL, USAGE
+
+    shown = awsworld("--help", env=_clean_env(), cwd=project)
+    assert shown.code == 0, shown
+    intro = shown.out.split("positional arguments:")[0]
+    subparsers = next(a for a in build_parser()._actions if a.dest == "command")  # pyright: ignore[reportPrivateUsage]
+    commands = list(getattr(subparsers, "choices", {}))
+    assert len(commands) > 20 and [c for c in commands if f"`{c}`" not in intro] == []
+    said = (f"exit codes: 0 ok, {OPERATIONAL} the command failed, {USAGE} a usage error, 130 stopped (Ctrl-C), "
+            f"{READER_GONE} the reader of its output went away")
+    assert said in " ".join(intro.split()), intro
+    page = Path(__file__).resolve().parents[2] / "docs" / "reference" / "cli.md"
+    assert said in " ".join(page.read_text(encoding="utf-8").split())
+
+
+def test_every_option_of_every_command_says_what_it_does() -> None:
+    """The reference page (docs/reference/cli.md) is made from the parser: an option without help was a row with an
+    empty "what" cell there and a bare flag in ``--help`` (``runs --workflow``, ``replay --status`` and ``--limit``,
+    whose default, running runs, and bound, one page of 100, a user could not learn)."""
+    def bare(parser: argparse.ArgumentParser, prog: str) -> Iterator[str]:
+        for action in parser._actions:  # pyright: ignore[reportPrivateUsage]
+            if isinstance(action, argparse._SubParsersAction):  # pyright: ignore[reportPrivateUsage]
+                for name, sub in action.choices.items():
+                    yield from bare(sub, f"{prog} {name}")
+            elif action.option_strings and not action.help:
+                yield f"{prog} {action.option_strings[0]}"
+
+    assert list(bare(build_parser(), "awsworld")) == []
+
+
 def test_python_m_awsworld_runs_the_cli(project: Path) -> None:
     """``python -m awsworld`` is the ``awsworld`` command: the same output and the same exit codes."""
     script = str(Path(sys.executable).with_name("awsworld"))
@@ -974,6 +1009,20 @@ def test_replay_of_a_file_that_is_not_there_or_not_an_export_names_it(project: P
     assert folder.one_line_error(2).startswith("awsworld replay: --file src: a folder, not a file "), folder
     assert other.one_line_error(2).startswith(
         "awsworld replay: --file notes.txt is not a file `awsworld export` wrote: Expecting value"), other
+
+
+def test_replay_of_a_workflows_runs_checks_its_status_and_limit_as_runs_does(dev: Dev) -> None:
+    """``awsworld replay --workflow W --limit 101`` reached the World and came back exit 1, ``limit must be between 1
+    and 100 (invalid-input)``, naming no flag, and ``--status done`` the same way; ``awsworld runs`` calls both a
+    usage error naming the flag and what it takes. Now replay does too, before any read."""
+    too_many, unknown = parallel(dev, ("replay", "--workflow", "clitest.sum", "--limit", "101", "-m", "clitest"),
+                                 ("replay", "--workflow", "clitest.sum", "--status", "done", "-m", "clitest"))
+    assert too_many.one_line_error(2) == (
+        "awsworld replay: --limit must be between 1 and 100, got 101 (hint: name the runs to replay (RUN_ID...), or "
+        "narrow them with --status)"), too_many
+    assert unknown.one_line_error(2) == (
+        "awsworld replay: unknown run status 'done' (hint: --status takes pending, running, completed, failed, "
+        "cancelled; repeat it for several)"), unknown
 
 
 def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> None:

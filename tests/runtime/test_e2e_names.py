@@ -33,6 +33,9 @@ from awsworld.world.errors import InvalidInputError
 
 from .conftest import BOTH, E2E, deployed, on_backends
 
+MAX_WORKFLOW_NAME_LENGTH = 497  # a run's queue, __wkf_workflow_<name>, is at most 512 characters
+MAX_STEP_NAME_LENGTH = 512  # a step_created's stepName
+
 e2e_backend = on_backends(BOTH)
 
 
@@ -216,3 +219,41 @@ async def test_names_outside_a_workflow_are_plain_calls() -> None:
 
 async def _plain(x: int) -> int:
     return x
+
+
+
+@step(name="s" * MAX_STEP_NAME_LENGTH)
+async def longest_named_step(n: int) -> int:
+    return n + 1
+
+
+@workflow(name="w" * MAX_WORKFLOW_NAME_LENGTH)
+async def longest_named(n: int) -> int:
+    return await longest_named_step(n)
+
+
+async def test_the_longest_workflow_and_step_names_run(e2e: E2E) -> None:
+    run = await e2e.start(longest_named, 1)
+    assert await run.result(timeout=60) == 2
+
+
+async def test_a_workflow_or_step_name_the_world_cannot_take_is_refused_where_it_is_declared() -> None:
+    """docs/operate/limits.md: ``@workflow(name=)`` of 498 characters and ``@step(name=)`` of 513 used to
+    register; every start of such a workflow then failed after writing its run (``RunStartError``: its queue name
+    is over 512 characters), and a run calling such a step hung, the World refusing the step's declaration at every
+    redelivery. Now the decorator refuses the name, typed, naming the limit."""
+    with pytest.raises(InvalidNameError, match="a workflow's name is at most 497 characters"):
+        @workflow(name="n" * (MAX_WORKFLOW_NAME_LENGTH + 1))
+        async def never(n: int) -> int:
+            return n
+    with pytest.raises(InvalidNameError, match="a step's name is at most 512 characters"):
+        @step(name="n" * (MAX_STEP_NAME_LENGTH + 1))
+        async def never_step(n: int) -> int:
+            return n
+    with pytest.raises(InvalidNameError, match="no whitespace"):
+        @workflow(name="two words")
+        async def spaced() -> None:
+            return None
+    from awsworld.authoring import definitions  # the limits the docs state
+
+    assert (definitions.MAX_WORKFLOW_NAME_LENGTH, definitions.MAX_STEP_NAME_LENGTH) == (497, 512)

@@ -24,9 +24,12 @@ from ..durable.codecs import Codec, check_positional
 from ..schedules.declared import declare_all
 from ..schedules.model import Schedule
 from ..settings import SETTINGS, Settings
+from ..world.events import MAX_DEFINITION_NAME_LENGTH
+from ..world.queue import DEFAULT_QUEUE_PREFIX, MAX_QUEUE_NAME_LENGTH
 from .arguments import check_call
 from .durations import Duration, parse_duration, seconds
 from .limits import Concurrency, LimitDecl, RateLimit, declare
+from .names import InvalidNameError
 from .retry import DEFAULT_MAX_ATTEMPTS, RetryPolicy, shorthand
 from .runtime import call_step, call_workflow, current_runtime, made
 
@@ -270,10 +273,24 @@ def _registering() -> Registry:
     return _CAPTURING.get() or REGISTRY
 
 
-def _stable_name(fn: Callable[..., Any], name: str | None) -> str:
+MAX_WORKFLOW_NAME_LENGTH = MAX_QUEUE_NAME_LENGTH - len(DEFAULT_QUEUE_PREFIX)
+"""The longest workflow name: its runs' queue is ``__wkf_workflow_<name>``, at most ``MAX_QUEUE_NAME_LENGTH``."""
+MAX_STEP_NAME_LENGTH = MAX_DEFINITION_NAME_LENGTH
+"""The longest step name: a ``step_created``'s ``stepName``."""
+
+
+def _stable_name(fn: Callable[..., Any], name: str | None, kind: Literal["workflow", "step"]) -> str:
+    """The name a workflow or step registers under, refused here (``InvalidNameError``, a ``ValueError``) when the
+    World could not take it: a longer one used to register, and then every start of the workflow failed (its
+    queue name refused after its ``run_created`` was written), or a run calling the step hung, the World refusing
+    the step's declaration at every redelivery."""
     result = name or f"{fn.__module__}.{fn.__qualname__}"
     if any(c.isspace() for c in result) or "<" in result:
-        raise ValueError(f"{result!r} cannot name a workflow or step (no whitespace, no <locals>): pass name=")
+        raise InvalidNameError(f"{result!r} cannot name a workflow or step (no whitespace, no <locals>): pass name=")
+    limit = MAX_WORKFLOW_NAME_LENGTH if kind == "workflow" else MAX_STEP_NAME_LENGTH
+    if len(result) > limit:
+        raise InvalidNameError(f"a {kind}'s name is at most {limit} characters (it names the {kind} in every run's "
+                               f"log and queue message), got {len(result)}: {result[:40]!r}...; pass a shorter name=")
     return result
 
 
@@ -386,7 +403,7 @@ def workflow(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, na
         # the body a run replays: ``f``, not the wrapper
         if args_codec is not None:
             check_positional(f, "workflow")
-        stable = _stable_name(f, name)
+        stable = _stable_name(f, name, "workflow")
         definition = WorkflowDef(stable, f, kept, codec, args_codec, validate_args, pinned,
                                  declare("workflow", stable, concurrency, None))
         _registering().add_workflow(definition)
@@ -473,7 +490,7 @@ def step(fn: Callable[..., Coroutine[Any, Any, Any]] | None = None, /, *, max_re
         _require_async(f, "step")
         if args_codec is not None:
             check_positional(f, "step")
-        stable = _stable_name(f, name)
+        stable = _stable_name(f, name, "step")
         definition = StepDef(stable, f, policy, limit, codec, semantics, args_codec,
                              declare("step", stable, concurrency, rate))
         _registering().add_step(definition)

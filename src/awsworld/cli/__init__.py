@@ -2,13 +2,13 @@
 ``awsworld dev`` (``start``, ``rerun``, ``runs``, ``describe``, ``events``, ``result``, ``hooks``, ``streams``,
 ``resume``, ``fail-hook``, ``heartbeat-hook``, ``cancel``, ``fail``, ``wake``, ``skip``, ``dlq``,
 ``schedules``, ``limits``), move runs between the deployments they are pinned to (``deployments``, ``upgrade``),
-see them in a browser (``ui``), serve a World over HTTP (``serve``), and check code changes against stored runs
-(``export``, ``replay``).
+see them in a browser (``ui``), serve a World over HTTP (``serve``), check code changes against stored runs
+(``export``, ``replay``), and deploy (``init`` writes a SAM app, ``template`` prints its template).
 
 Commands against a stack read its resources from AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL (``dlq``
 also AWSWORLD_DLQ_URL) and the usual AWS environment or profile; ``awsworld dev`` prints the ``export`` lines for
 itself. Errors are one line with a hint (``--debug`` for a traceback); exit codes: 0 ok, 1 the command failed, 2 a
-usage error.
+usage error, 130 stopped (Ctrl-C), 141 the reader of its output went away (``| head``: nothing is said).
 """
 
 from __future__ import annotations

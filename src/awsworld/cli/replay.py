@@ -28,8 +28,10 @@ def register(sub: Any) -> None:
     replay.add_argument("--file", "-f", action="append", default=[], help="a file written by awsworld export")
     replay.add_argument("--module", "-m", action="append", default=[], help="a module defining your workflows")
     replay.add_argument("--workflow", help="replay the runs of this workflow (with --status, default running)")
-    replay.add_argument("--status", action="append")
-    replay.add_argument("--limit", type=int, default=100)
+    replay.add_argument("--status", action="append",
+                        help="with --workflow: the runs in this status (repeat it for several; default running)")
+    replay.add_argument("--limit", type=int, default=100,
+                        help="with --workflow: at most this many of its runs, one page of the listing (1 to 100)")
     replay.set_defaults(handler=_replay)
     export = sub.add_parser("export", help="write runs' event logs to a file, for awsworld replay --file")
     export.add_argument("run_ids", nargs="+", metavar="RUN_ID")
@@ -70,7 +72,24 @@ def _replay(args: argparse.Namespace) -> int:
         if not args.file:
             raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")
         return _report([replay_events(events) for events in exported])
+    _check_listing(args)
     return asyncio.run(_replay_stored(args, exported))
+
+
+def _check_listing(args: argparse.Namespace) -> None:
+    """``--status`` and ``--limit`` as ``awsworld runs`` checks them: a usage error (exit 2) naming the flag, before
+    any read. A ``--limit`` over a page used to reach the World and come back exit 1, ``limit must be between 1
+    and 100 (invalid-input)``, naming no flag."""
+    from ..world.entities import RUN_STATUSES
+    from ..world.pages import MAX_RUNS_PAGE
+
+    for status in args.status or ():
+        if status not in RUN_STATUSES:
+            raise usage(f"unknown run status {status!r}",
+                        f"--status takes {', '.join(RUN_STATUSES)}; repeat it for several")
+    if not 1 <= args.limit <= MAX_RUNS_PAGE:
+        raise usage(f"--limit must be between 1 and {MAX_RUNS_PAGE}, got {args.limit}",
+                    "name the runs to replay (RUN_ID...), or narrow them with --status")
 
 
 def exports(paths: list[str]) -> list[list[Event]]:

@@ -71,7 +71,7 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     rerun.set_defaults(handler=_rerun)
 
     runs = sub.add_parser("runs", help="list recent runs", parents=[read])
-    runs.add_argument("--workflow")
+    runs.add_argument("--workflow", help="only the runs of this workflow (its name, as `awsworld runs` shows it)")
     runs.add_argument("--status", action="append", help="pending, running, completed, failed, cancelled")
     runs.add_argument("--limit", type=int, default=20, help="at most this many runs a page (1 to 100; default 20)")
     runs.add_argument("--cursor", help="the next page: the cursor the listing before printed (`more runs: ...` on "

@@ -45,8 +45,14 @@ class EventData(WireModel):
     model_config = WireModel.model_config | {"extra": "allow"}
 
 
+MAX_DEFINITION_NAME_LENGTH = 512
+"""The longest workflow or step name (``workflowName``, ``stepName``) a World records; ``@workflow``/``@step``
+refuse a longer ``name=`` when they register it (``authoring.definitions``), so a run never starts that its first
+write, or its step's declaration, would refuse."""
+
+
 class RunCreatedData(EventData):
-    workflow_name: str = Field(min_length=1, max_length=512)
+    workflow_name: str = Field(min_length=1, max_length=MAX_DEFINITION_NAME_LENGTH)
     deployment_id: str | None = None
     input: Any = None
     execution_context: dict[str, Any] | None = None
@@ -90,7 +96,7 @@ replay; see ``authoring.names``)."""
 
 
 class StepCreatedData(EventData):
-    step_name: str = Field(min_length=1, max_length=512)
+    step_name: str = Field(min_length=1, max_length=MAX_DEFINITION_NAME_LENGTH)
     display_name: str | None = Field(default=None, min_length=1, max_length=MAX_DISPLAY_NAME_LENGTH)
     input: Any = None
     input_digest: str | None = Field(default=None, max_length=64)
