@@ -38,6 +38,7 @@ from ..world.errors import (
     HookClosedError,
     HookNotFoundError,
     RunGoneError,
+    RunIdTakenError,
     RunNotFoundError,
 )
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
@@ -109,8 +110,9 @@ class RunStarter:
                     stored_input: Any = None) -> StartedRun:
         """Record the run, then queue the message that runs it. Arguments that do not fit a workflow this
         process knows are a ``TypeError`` here, and nothing is written (``authoring.arguments``); a run id given
-        again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
-        schedule's start says which schedule and tick). ``deployment``: pin the run to this deployment from the
+        again returns that run (and wakes it again), or raises ``RunIdTakenError`` if that run is of another
+        workflow. ``context``: more of the run's executionContext (a schedule's start says which schedule and
+        tick). ``deployment``: pin the run to this deployment from the
         start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
         first delivery runs on (``_deployments.pins``), or for a limited run the newest deployment now
         (``_deployments.model.newest_holding``: it may wait for its slot with no delivery). ``RunStartError``
@@ -168,6 +170,12 @@ class RunStarter:
         result = await create_run(self.world, run_id, name, payload, context,
                                   attributes=pinned_attributes(deployment))
         assert result.run is not None
+        if result.event is None and result.run.workflow_name != name:
+            # The id is another workflow's run: returning it would say this one started (it never will).
+            raise RunIdTakenError(f"run id {run_id!r} is taken by a run of {result.run.workflow_name} "
+                                  f"({result.run.status}), so {name} was not started: a run id names one run, "
+                                  f"whatever its workflow; start {name} with an id of its own",
+                                  run_id=run_id, workflow_name=result.run.workflow_name, requested=name)
         if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
             try:
                 deployment = pin_of(result.run.attributes)
