@@ -17,6 +17,7 @@ import textwrap
 import threading
 import time
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -537,6 +538,21 @@ def test_start_result_describe_runs(dev: Dev) -> None:
     assert runs[0]["parked"] is None and description["parked"] is None
     assert runs[0]["queued"] is None and description["queued"] is None
     assert run_id in completed.out
+
+
+def test_start_with_a_run_id_another_workflows_run_holds_is_refused_and_says_so(dev: Dev) -> None:
+    """The same --run-id given to another workflow used to print the id and exit 0: the second workflow never
+    ran, and its `result` was the first one's value."""
+    run_id = f"order-{uuid.uuid4().hex[:8]}"
+    assert _start(dev, "clitest.sum", "[2, 3]", "--run-id", run_id) == run_id
+    again = dev("start", "clitest.sum", "[2, 3]", "--run-id", run_id)  # the same workflow: the same run
+    assert (again.code, again.out.strip()) == (0, run_id), again
+    refused = dev("start", "clitest.echo", '"hello"', "--run-id", run_id)
+    assert refused.code == 1 and refused.out == "", refused
+    assert f"run id '{run_id}' is taken by a run of clitest.sum" in refused.err, refused
+    assert "clitest.echo was not started" in refused.err and "run-id-taken" in refused.err, refused
+    result = dev("result", run_id, "--wait", "30")
+    assert (result.code, result.out) == (0, "5\n"), result
 
 
 def test_outside_the_project_commands_go_on_without_the_code_and_say_so(dev: Dev, tmp_path: Path) -> None:

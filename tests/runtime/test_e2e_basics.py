@@ -13,6 +13,8 @@ from datetime import datetime, timedelta
 import pytest
 
 from awsworld import get_writable, now, random, sleep, step, step_metadata, workflow, workflow_metadata
+from awsworld.authoring.definitions import workflow_name
+from awsworld.world.errors import RunIdTakenError
 
 CALLS: Counter[str] = Counter()
 SEEN: dict[str, list[object]] = {}
@@ -165,6 +167,37 @@ async def test_second_start_with_the_same_run_id_returns_the_same_run(e2e) -> No
     assert types.count("run_started") == 1
     assert types.count("run_completed") == 1
     assert types.count("step_created") == 1
+
+
+@step
+async def count_other(tag: str) -> int:
+    CALLS[f"other:{tag}"] += 1
+    return 17
+
+
+@workflow
+async def other_workflow(tag: str) -> int:
+    return await count_other(tag)
+
+
+@pytest.mark.parametrize("e2e_backend", ["memory", "aws"])
+async def test_a_run_id_held_by_another_workflows_run_is_refused(e2e) -> None:
+    """A start with an id another workflow's run holds used to return that run: its handle said the start had
+    happened (the workflow never ran) and its ``result()`` was the other workflow's value."""
+    tag = uuid.uuid4().hex
+    run_id = f"order-{tag}"
+    first = await e2e.client.options(run_id=run_id).start(start_once, tag)
+    with pytest.raises(RunIdTakenError) as taken:
+        await e2e.client.options(run_id=run_id).start(other_workflow, tag)
+    assert (taken.value.run_id, taken.value.workflow_name) == (run_id, workflow_name(start_once))
+    assert taken.value.requested == workflow_name(other_workflow)
+    assert str(taken.value).startswith(f"run id {run_id!r} is taken by a run of {workflow_name(start_once)}")
+    assert await first.result(timeout=30) == tag
+    with pytest.raises(RunIdTakenError):  # once it has ended too
+        await e2e.client.options(run_id=run_id).start(other_workflow, tag)
+    await e2e.idle()
+    assert CALLS[f"other:{tag}"] == 0
+    assert [t for t, _ in await e2e.event_types(first)].count("run_created") == 1
 
 
 # ----------------------------------------------------------------------------------------- NUL bytes

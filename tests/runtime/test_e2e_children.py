@@ -271,9 +271,12 @@ async def test_a_cancelled_child_raises_in_its_parent(env: Env) -> None:
     run = await env.client.start(parent_awaiting_a_cancelled_child, token)
     child_id = child_run_id(run.run_id, "step_1")
     await env.child_hook(child_id, token)
-    await env.client.cancel(child_id)
+    await env.client.cancel(child_id, reason="order withdrawn")
     outcome = await run.result(timeout=RESULT_TIMEOUT)
     assert outcome["status"] == "cancelled"
+    # Said once, with the reason (it was "... cancelled: cancelled (order withdrawn)").
+    assert outcome["message"] == (f"child run {child_id} ({workflow_name(child_waits)}) cancelled "
+                                  "(order withdrawn)")
 
 
 async def test_replays_across_deliveries_around_a_child_start_it_once(env: Env) -> None:

@@ -106,10 +106,12 @@ class _Call:
         stored = payload.get("error")
         error = cast("dict[str, Any]", stored) if isinstance(stored, dict) else {}
         message = str(error.get("message") or status)
+        # A cancelled child's message is "cancelled" or "cancelled (why)": said once ("cancelled: cancelled" was).
+        said = message if status == "cancelled" and message.startswith("cancelled") else f"{status}: {message}"
         # A step's (or a grandchild's) failure the child let through: that one's own error, the innermost.
         original = original_error(error)
         self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
-            f"child run {self.run_id} ({self.workflow_name}) {status}: {message}", run_id=self.run_id,
+            f"child run {self.run_id} ({self.workflow_name}) {said}", run_id=self.run_id,
             workflow_name=self.workflow_name, status=status, error_type=error.get("name"),
             code=payload.get("code"), original=original if status == "failed" and error else None),
             original.get("type"), original.get("name")))

@@ -40,6 +40,7 @@ from ..world.errors import (
     HookResumedElsewhereError,
     PayloadTooLargeError,
     RunGoneError,
+    RunIdTakenError,
     RunNotFoundError,
 )
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
@@ -112,8 +113,9 @@ class RunStarter:
                     stored_input: Any = None) -> StartedRun:
         """Record the run, then queue the message that runs it. Arguments that do not fit a workflow this
         process knows are a ``TypeError`` here, and nothing is written (``authoring.arguments``); a run id given
-        again returns that run (and wakes it again). ``context``: more of the run's executionContext (a
-        schedule's start says which schedule and tick). ``deployment``: pin the run to this deployment from the
+        again returns that run (and wakes it again), or raises ``RunIdTakenError`` if that run is of another
+        workflow. ``context``: more of the run's executionContext (a schedule's start says which schedule and
+        tick). ``deployment``: pin the run to this deployment from the
         start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
         first delivery runs on (``_deployments.pins``), or for a limited run the newest deployment now
         (``_deployments.model.newest_holding``: it may wait for its slot with no delivery). ``RunStartError``
@@ -175,6 +177,12 @@ class RunStarter:
             raise PayloadTooLargeError(f"the arguments of workflow {name!r} are too large to record: "
                                        f"{size_text(too_large.message)}", field=too_large.field) from None
         assert result.run is not None
+        if result.event is None and result.run.workflow_name != name:
+            # The id is another workflow's run: returning it would say this one started (it never will).
+            raise RunIdTakenError(f"run id {run_id!r} is taken by a run of {result.run.workflow_name} "
+                                  f"({result.run.status}), so {name} was not started: a run id names one run, "
+                                  f"whatever its workflow; start {name} with an id of its own",
+                                  run_id=run_id, workflow_name=result.run.workflow_name, requested=name)
         if result.event is not None or result.run.status not in TERMINAL_RUN_STATUSES:
             try:
                 deployment = pin_of(result.run.attributes)

@@ -353,8 +353,11 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
     if state is not None:
         woken, parked = (len(verdict.woken), len(verdict.parked)) if verdict is not None else (0, 0)
         sdk = len(verdict.sdk) if verdict is not None else 0
+        cancelled = len(verdict.cancelled) if verdict is not None else 0
         print(f"state in {state.directory}: {restored} item(s) restored, {woken} unfinished run(s) woken"
               + (f", {parked} parked (`awsworld runs --parked`)" if parked else "")
+              + (f", {cancelled} child run(s) of a cancelled parent cancelled (the stop had cut its cancel short)"
+                 if cancelled else "")
               + (f", {sdk} of the Workflow SDK's TypeScript runtime left to its app" if sdk else ""))
     else:  # said up front: the runs of a session are lost at Ctrl-C, which a reader of the exports may not expect
         print("runs live in memory only: they end with this process (--state DIR keeps them across restarts)")

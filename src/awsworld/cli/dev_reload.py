@@ -51,11 +51,12 @@ from typing import Any, Literal
 from .._deployments.pins import pin_change, pin_of
 from .._engine.parking import mark, missing_code, parked_from, parked_run, ways_out
 from .._http.push import sdk_run
+from .._worker.child_runs import cancel_run as cancel_child
 from ..authoring.definitions import REGISTRY, Registry, WorkflowNotRegisteredError
 from ..client.replay import ReplayResult, replay_run
 from ..schedules.declared import DECLARED
 from ..world.entities import Run
-from ..world.errors import EntityConflictError, RunGoneError
+from ..world.errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..world.messages import OPERATOR_WAKE, RESTART_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 
@@ -86,6 +87,7 @@ class Verdict:
     here: str | None = None  # the deployment of the code loaded now (``Pins.here``)
     moved: list[str] = field(default_factory=list[str])  # pinned to code that is gone: moved to the current code
     sdk: list[str] = field(default_factory=list[str])  # the Workflow SDK's TypeScript runtime's: left to it
+    cancelled: list[str] = field(default_factory=list[str])  # children of a cancelled parent: cancelled (a restart)
 
     def summary(self) -> str:
         total = len(self.matched) + len(self.parked) + len(self.unreplayable)
@@ -134,6 +136,9 @@ async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["
             if sdk_run(run) is not None:  # the TypeScript runtime's: its app replays it, not dev
                 verdict.sdk.append(run.run_id)
                 return
+            if wake == "all" and await _cancelled_with_parent(world, run):
+                verdict.cancelled.append(run.run_id)
+                return
             if pins is not None and pin is not None and pin in pins.loaded and pin != pins.here \
                     and parked_run(run.status, run.attributes) is not None:
                 # Parked on the code it is pinned to: if the new code replays it, it resumes there (a revert).
@@ -156,6 +161,29 @@ async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["
         if not page.has_more:
             return verdict
         cursor = page.cursor
+
+
+async def _cancelled_with_parent(world: World, run: Run) -> bool:
+    """Cancel ``run`` if it is a child (not detached) whose parent is cancelled, and say so: after a restart.
+
+    A cancelled parent cancels its children from the delivery that sees its end (``_worker/child_runs.py``'s
+    ``on_run_end``), one child after another. A stop in the middle of it (kill -9, or Ctrl-C once its 5 s of grace
+    are out) loses that delivery with the queue, and the restart wakes only unfinished runs: the parent, ended, was
+    never looked at again, and the children it had not reached yet ran on for good, owned by no one (100 children
+    cancelled, dev killed 6 s later: 29 of them went on running). One read of the parent per unfinished child, at a
+    restart only."""
+    context = run.execution_context or {}
+    parent = context.get("parentRunId")
+    if not isinstance(parent, str) or context.get("detached"):
+        return False
+    try:
+        head = await world.runs.get(parent, resolve_data="none")
+    except RunNotFoundError:
+        return False
+    if head.status != "cancelled":
+        return False  # a parent that completed or failed leaves its children running (docs: Child workflows)
+    await cancel_child(world, run.run_id, run.workflow_name, f"its parent run {parent} was cancelled")
+    return True
 
 
 async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, wake: str, kind: str,

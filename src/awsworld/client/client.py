@@ -312,7 +312,8 @@ class Client:
         with that ``TypeError`` before its body runs. What is stored is the arguments as passed.
 
         For an idempotent start, ``client.options(run_id=...).start(workflow, ...)``: the same id returns the
-        same run (and wakes it again if it never started)."""
+        same run (and wakes it again if it never started), or raises ``RunIdTakenError`` if it is another
+        workflow's run."""
         return _handle(self, await self.starter.start(workflow, args, kwargs))
 
     def options(self, *, run_id: str | None = None, deployment: str | None = None,
@@ -320,8 +321,10 @@ class Client:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
-        never started). It is 1-200 letters, digits and ``_.:@=+-``, and not ``.`` or ``..`` (a URL path drops
-        such a segment: ``world.ids.check_path_id``); another is ``InvalidInputError`` naming ``runId``.
+        never started); an id a run of another workflow holds is ``RunIdTakenError``
+        (``awsworld.world.errors``), and nothing starts. It is 1-200 letters, digits and ``_.:@=+-``, and not
+        ``.`` or ``..`` (a URL path drops such a segment: ``world.ids.check_path_id``); another is
+        ``InvalidInputError`` naming ``runId``.
         Starting is two writes: the run is recorded, then the message that runs it is queued.
         If the second fails, ``RunStartError`` carries the recorded run's id: starting again with
         ``run_id=error.run_id`` queues the message and nothing runs twice, whereas a retry without the id

@@ -18,7 +18,7 @@ from typing import Any
 from .._worker.run_control import RunStarter, cancel_run
 from ..authoring.definitions import REGISTRY
 from ..durable import json_data, serde
-from ..world.errors import RunGoneError, RunNotFoundError
+from ..world.errors import RunGoneError, RunIdTakenError, RunNotFoundError
 from ..world.protocol import World
 from ..world.rules.schedules import Claim, settle
 from ..world.schedules import Action, ScheduleState, ScheduleStore, tick_text
@@ -62,8 +62,12 @@ async def perform(world: World, store: ScheduleStore, state: ScheduleState, acti
         if text is None:
             text = await store.input(state)
         call = json_data.as_call(serde.from_json_text(text))
-        await starter.start(state.workflow_name, tuple(call.args), call.kwargs, run_id=action.run_id,
-                            context=run_context(state, action))
+        # A tick's id taken by a run of another workflow (a schedule deleted and made again under its id with
+        # another workflow, then backfilled): that tick ran, as for a tick's own run; refusing it would leave the
+        # effect pending, and the schedule stuck on it.
+        with contextlib.suppress(RunIdTakenError):
+            await starter.start(state.workflow_name, tuple(call.args), call.kwargs, run_id=action.run_id,
+                                context=run_context(state, action))
 
 
 async def last_status(world: World, state: ScheduleState) -> str | None:

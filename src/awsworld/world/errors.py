@@ -95,6 +95,24 @@ class EntityConflictError(WorldError):
     code = "entity-conflict"
 
 
+class RunIdTakenError(EntityConflictError):
+    """A start with a run id of your choosing (``client.options(run_id=...)``, ``awsworld start --run-id``,
+    ``client.rerun(new_run_id=...)``) found that id held by a run of another workflow: nothing was written and
+    nothing was started. A start with an id that exists returns that run, whatever its arguments; returning a run
+    of another workflow instead would tell the caller its workflow started when it never will, and hand it a
+    handle whose ``result()`` is the other workflow's value (``_worker/run_control.py``)."""
+
+    code = "run-id-taken"
+
+    def __init__(self, message: str, *, run_id: str, workflow_name: str, requested: str) -> None:
+        super().__init__(message, run_id=run_id, workflow_name=workflow_name, requested=requested)
+        self.run_id = run_id
+        self.workflow_name = workflow_name
+        """The workflow the run holding the id runs."""
+        self.requested = requested
+        """The workflow the refused start named."""
+
+
 class StreamClosedError(EntityConflictError):
     """An append to a closed stream (its writer's ``close()``, or another writer's, ended it). A stream never reopens,
     so a step that meets this is not retried (``authoring/retry.py``): every attempt would meet it again."""
