@@ -129,6 +129,23 @@ async def too_large_step_argument(key: str, size: int) -> str:
     return "accepted"
 
 
+@workflow(name="values.goes-on-after-a-refused-call")
+async def goes_on_after_a_refused_call(key: str, size: int) -> list[str]:
+    said = []
+    try:
+        await echo(key, sample(size))
+    except ValueTooLargeError:
+        said.append("step refused")
+    try:
+        async with create_hook(token=f"{key}-hook", metadata=sample(size + 100)) as hook:
+            await hook
+    except ValueTooLargeError:
+        said.append("hook refused")
+    await sleep(0.2)  # a later call, so the run is replayed past the refusals (each delivery replays its log)
+    said.append(await echo(key, "small"))
+    return said
+
+
 @workflow(name="values.too-large-step-result")
 async def too_large_step_result(key: str, size: int) -> dict[str, Any]:
     try:
@@ -308,3 +325,15 @@ async def test_the_cli_reads_a_large_run_result_exactly(e2e: E2E, size: str) -> 
     document = json.loads(done.stdout.decode("utf-8"))
     assert document["status"] == "completed" and document["runId"] == run.run_id
     assert_same(serde.loads(document["output"]), value)
+
+
+async def test_a_workflow_that_caught_a_refused_call_replays_past_it(e2e: E2E) -> None:
+    """A call whose value the World refuses (a step's input, a hook's metadata) raises ``ValueTooLargeError`` in
+    the workflow, which may catch it and go on, as the guarantees page says. The refused call has no event, so a
+    replay (the next delivery, after the sleep) was blocked on it while the log went on: the run failed with
+    ``CORRUPTED_EVENT_LOG`` at the sleep. The replay refuses it again where the log goes past it
+    (``WorkflowExecution._refuse_unrecordable``), and the run completes."""
+    key = tag()
+    said = await e2e.run(goes_on_after_a_refused_call, key, MAX_VALUE_BYTES - 20, timeout=RESULT_TIMEOUT)
+    assert said == ["step refused", "hook refused", "small"]
+    assert RECEIVED[key] == [serde.to_json_text("small")]  # (the refused step never ran)

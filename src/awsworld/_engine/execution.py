@@ -48,6 +48,7 @@ from ..authoring.errors import (
     HookConflictError,
     ReplayDivergenceError,
     StepError,
+    ValueTooLargeError,
     exit_contained,
 )
 from ..authoring.names import display_name
@@ -58,7 +59,9 @@ from ..durable import codecs, json_data, serde
 from ..durable.class_paths import noting_classes
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
+from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
+from ..world.limits import encode_value, max_value_bytes, size_text
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
 from . import divergence as dv
@@ -171,6 +174,8 @@ class WorkflowExecution:
         while self.cursor < len(self.log):
             event = self.log[self.cursor]
             self.cursor += 1
+            while self._unmatched(event) and self._refuse_unrecordable():
+                self.loop.run_until_idle()  # (at the time before this event: the body went on before it was made)
             self.now = event.created_at
             self._apply(event)
             self.loop.run_until_idle()
@@ -560,13 +565,45 @@ class WorkflowExecution:
     def refuse(self, op: Op, error: BaseException) -> None:
         """The World refused to record ``op`` for good (its input is over the value limit, say): the call
         raises ``error`` where the workflow awaits it. Replays refuse it the same way, so it stays
-        deterministic without an event."""
+        deterministic without an event: the flow's declaration is refused again at the log's end, and where the
+        log goes on past the call, the replay refuses it itself (``_refuse_unrecordable``)."""
         self.refused = True
         self._new.pop(op.id, None)
         if isinstance(op, HookOp):
             op.fail(error)
         elif not op.future.done():
             op.future.set_exception(error)
+
+    def _unmatched(self, event: Event) -> bool:
+        """The event records a call the code has not made (yet): ``_apply`` raises a divergence for it unless the
+        body goes on first (``_refuse_unrecordable``)."""
+        kind = event.event_type
+        if kind in RUN_LEVEL_EVENTS or kind == "run_cancelled":
+            return False
+        op = self.ops.get(event.correlation_id or "")
+        return op is None or op.kind != kind.split("_", 1)[0]
+
+    def _refuse_unrecordable(self) -> bool:
+        """Refuse again the calls not in the log whose value the World refused to record (a step's input, a hook's
+        metadata over ``AWSWORLD_MAX_VALUE_BYTES``), when the log goes on past them: True if any. The flow
+        declared them, was refused (``refuse``), and the body went on (a workflow may catch the
+        ``ValueTooLargeError``) to calls the log records; a replay makes the same calls, blocked on calls with no
+        event, and met those later events as a divergence. Checked only where an event finds no call of its
+        own, so a replay pays nothing for it; a call with no event that is not over the bound is left to be
+        the divergence it is."""
+        limit = max_value_bytes()
+        refused = False
+        for op in list(self._new.values()):
+            value, what = (op.input, "input") if isinstance(op, StepOp) else \
+                (op.metadata, "metadata") if isinstance(op, HookOp) else (None, "")
+            if not what:
+                continue
+            try:
+                encode_value(value, f"eventData.{what}", limit)
+            except PayloadTooLargeError as refusal:
+                self.refuse(op, too_large(op, what, refusal.message))
+                refused = True
+        return refused
 
     def current_time(self) -> datetime:
         assert self.now is not None
@@ -637,6 +674,20 @@ class WorkflowExecution:
             self.loop.run_until_idle()
         self._close_calls()  # (a body suspended before awaiting a call it made: its later replay awaits it)
         self.loop.close()
+
+
+def too_large(op: Op, what: str, detail: str | None) -> ValueTooLargeError:
+    """The error a call whose value the World refused raises where the workflow made it: the call by its name (a
+    step's, a hook's token) and its id, and the size against the bound, without the wire field. The flow raises
+    it when the World refuses the declaration (``_worker/declarations.py``), a replay when the log goes on past
+    the call (``WorkflowExecution._refuse_unrecordable``): the same words."""
+    if isinstance(op, StepOp):
+        call = f"step {op.definition.name!r} ({op.id})"
+    elif isinstance(op, HookOp):
+        call = f"hook {op.token!r} ({op.id})"
+    else:
+        call = op.id
+    return ValueTooLargeError(f"the {what} of {call} is too large to record: {size_text(detail)}")
 
 
 def _unbound(fn: Callable[..., Any], call: json_data.Call) -> tuple[str, TypeError] | None:

@@ -10,20 +10,18 @@ import logging
 from datetime import UTC
 from typing import Any, Literal
 
-from .._engine.execution import WorkflowExecution
+from .._engine.execution import WorkflowExecution, too_large
 from .._engine.ops import HookOp, Op, StepOp, WaitOp, named
 from .._engine.time_scale import TimeScale
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import (
     CodecError,
-    ValueTooLargeError,
     step_cancelled_error,
 )
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError, RunGoneError
 from ..world.events import BatchEventOutcome
-from ..world.limits import size_text
 from ..world.rules.limiters import LimitInputError
 from . import step_limits
 from .child_runs import resolve_step
@@ -104,16 +102,16 @@ class Declarer:
                 for op in chunk:
                     try:
                         await self._chunk(execution, [op], born)
-                    except PayloadTooLargeError as too_large:
-                        execution.refuse(op, _too_large(op, "input", too_large.message))
+                    except PayloadTooLargeError as refusal:
+                        execution.refuse(op, too_large(op, "input", refusal.message))
         for op in new:
             if isinstance(op, HookOp):
                 try:
                     await self.log.write({"eventType": "hook_created", "correlationId": op.id,
                                        "eventData": named(op, {"token": op.token, "metadata": op.metadata,
                                                                "isWebhook": op.is_webhook})})
-                except PayloadTooLargeError as too_large:
-                    execution.refuse(op, _too_large(op, "metadata", too_large.message))
+                except PayloadTooLargeError as refusal:
+                    execution.refuse(op, too_large(op, "metadata", refusal.message))
         return True
 
     async def _take(self, born: StepOp, definition: StepDef) -> tuple[Admission, str]:
@@ -195,7 +193,7 @@ class Declarer:
                     landed.append(started.result.event)
                     self.claims.claimed[op.id] = started.result
             elif outcome.status == 413:
-                execution.refuse(op, _too_large(op, "input", outcome.message))
+                execution.refuse(op, too_large(op, "input", outcome.message))
             elif outcome.status != 409:
                 raise RuntimeError(f"declaring {op.id} failed: {outcome.message}")
         await self.log.append(landed)
@@ -250,18 +248,6 @@ class Declarer:
             except EntityConflictError:
                 await self.log.reload_tail()
         return bool(due)
-
-
-def _too_large(op: StepOp | WaitOp | HookOp, what: str, detail: str | None) -> ValueTooLargeError:
-    """The error a call whose value the World refused raises where the workflow made it: the call by its name (a
-    step's, a hook's token) and its id, and the size against the bound, without the wire field."""
-    if isinstance(op, StepOp):
-        call = f"step {op.definition.name!r} ({op.id})"
-    elif isinstance(op, HookOp):
-        call = f"hook {op.token!r} ({op.id})"
-    else:
-        call = op.id
-    return ValueTooLargeError(f"the {what} of {call} is too large to record: {size_text(detail)}")
 
 
 def _declaration(op: StepOp | WaitOp, factor: float) -> dict[str, Any]:
