@@ -1340,8 +1340,8 @@ def long_waits_report(results: list[Result]) -> list[str]:
         grew = [what for what, p in zip(("deliveries", "DynamoDB requests", "", "", "SQS requests"), per, strict=False)
                 if what and p > 0]
         if grew:  # a wait's bill does not grow with its length: the extrapolation multiplies what did by hundreds
-            times = (real - LONG_LENGTHS[1]) / (LONG_LENGTHS[1] - LONG_LENGTHS[0])
-            out.append(f"{'':<34}! {', '.join(grew)} grew from {LONG_LENGTHS[0]} to {LONG_LENGTHS[1]} reaches, and the "
+            times = (real - n_long) / (n_long - n_short)
+            out.append(f"{'':<34}! {', '.join(grew)} grew from {n_short} to {n_long} reaches, and the "
                        f"row above multiplies that by {times:.0f}: a "
                        "timer that hops (a regression), or a tick or delivery late on a busy machine (the small time's "
                        f"{LONG_TICK} s ticks): run --only longwait again on an idle one before quoting it")
