@@ -1120,11 +1120,13 @@ class Harness:
         result.note = str(self.local.poller.deliveries - before)  # the deliveries (read by long_waits_report)
         return result
 
-    async def parked(self, periods: int) -> Result:
+    async def parked(self, periods: int, reaches: int | None = None) -> Result:
         """One run parked (``AWSWORLD_ON_DIVERGENCE=park``) for ``periods`` redeliveries, on the small time: its
         hook is resumed under a bad deploy (it diverges, recovers three times, is parked), it comes back
-        ``periods`` times every ``PARK_REACHES`` reaches (an hour: 4 SQS reaches of 15 minutes), the deploy is
-        rolled back, and the next redelivery resumes it to its end."""
+        ``periods`` times every ``reaches`` reaches (``PARK_REACHES``, an hour: 4 SQS reaches of 15 minutes; fewer
+        in tests/bench/test_bill.py, still beyond one message's reach), the deploy is rolled back, and the next
+        redelivery resumes it to its end."""
+        reaches = PARK_REACHES if reaches is None else reaches
         assert self.local.poller is not None
         poller = self.local.poller
         before, seen = poller.deliveries, len(poller.results)
@@ -1138,7 +1140,7 @@ class Harness:
             REGISTRY.workflows[name] = WorkflowDef(name, bill_parked_bad_deploy)
             try:
                 await self.client.resume_hook(token, "1")
-                deadline = time.monotonic() + 60 + periods * PARK_REACHES * LONG_REACH * 2
+                deadline = time.monotonic() + 60 + periods * reaches * LONG_REACH * 2
                 while [r.status for r in poller.results[seen:]].count("parked") < 1 + periods:
                     if time.monotonic() > deadline:
                         raise TimeoutError(f"run {run.run_id} was not redelivered {periods} times parked")
@@ -1148,7 +1150,7 @@ class Harness:
             assert await self.result(run) == 2
 
         async with self.small_time({**LONG_SETTINGS, "AWSWORLD_ON_DIVERGENCE": "park",
-                                    "AWSWORLD_PARK_SECONDS": str(PARK_REACHES * LONG_REACH)}):
+                                    "AWSWORLD_PARK_SECONDS": str(reaches * LONG_REACH)}):
             result = await self.measure(f"parked: @{periods}", "run", 1, body)
         result.note = str(poller.deliveries - before)  # the deliveries (read by parked_report)
         return result
@@ -1320,24 +1322,26 @@ def long_waits_report(results: list[Result]) -> list[str]:
                 sum(b.sqs.values()), sum(b.dollars().values()) * 1e6)
 
     for shape, (label, real) in LONG_SHAPES.items():
-        short = rows.get(f"long wait: {shape} @{LONG_LENGTHS[0]}")
-        long = rows.get(f"long wait: {shape} @{LONG_LENGTHS[1]}")
-        if short is None or long is None:
+        # (the shortest and longest lengths measured: ``LONG_LENGTHS`` here, shorter ones in tests/bench/test_bill.py)
+        measured = sorted((int(name.rsplit("@", 1)[1]), r) for name, r in rows.items()
+                          if name.startswith(f"long wait: {shape} @"))
+        if len(measured) < 2:
             continue
+        (n_short, short), (n_long, long) = measured[0], measured[-1]
         a, b = figures(short), figures(long)
         # (a wait never costs less for being longer: a drop between the two lengths is noise, such as a write that
         # crossed a KB in one of them, and is not extrapolated)
-        per = [max(0.0, (y - x) / (LONG_LENGTHS[1] - LONG_LENGTHS[0])) for x, y in zip(a, b, strict=True)]
-        at_real = [y + p * (real - LONG_LENGTHS[1]) for y, p in zip(b, per, strict=True)]
-        for length, row in ((LONG_LENGTHS[0], a), (LONG_LENGTHS[1], b), (real, at_real)):
+        per = [max(0.0, (y - x) / (n_long - n_short)) for x, y in zip(a, b, strict=True)]
+        at_real = [y + p * (real - n_long) for y, p in zip(b, per, strict=True)]
+        for length, row in ((n_short, a), (n_long, b), (real, at_real)):
             name = label if length == real else f"  measured, {length} reaches"
             out.append(f"{name:<34}{length:>8}{row[0]:>7.0f}{row[1]:>9.0f}{row[2]:>8.1f}{row[3]:>8.1f}{row[4]:>9.0f}"
                        f"{row[5]:>14.2f}")
         grew = [what for what, p in zip(("deliveries", "DynamoDB requests", "", "", "SQS requests"), per, strict=False)
                 if what and p > 0]
         if grew:  # a wait's bill does not grow with its length: the extrapolation multiplies what did by hundreds
-            times = (real - LONG_LENGTHS[1]) / (LONG_LENGTHS[1] - LONG_LENGTHS[0])
-            out.append(f"{'':<34}! {', '.join(grew)} grew from {LONG_LENGTHS[0]} to {LONG_LENGTHS[1]} reaches, and the "
+            times = (real - n_long) / (n_long - n_short)
+            out.append(f"{'':<34}! {', '.join(grew)} grew from {n_short} to {n_long} reaches, and the "
                        f"row above multiplies that by {times:.0f}: a "
                        "timer that hops (a regression), or a tick or delivery late on a busy machine (the small time's "
                        f"{LONG_TICK} s ticks): run --only longwait again on an idle one before quoting it")

@@ -27,9 +27,13 @@ from awsworld._http.app import create_app
 from awsworld._http.auth import Auth
 from awsworld._http.listen import listening
 
-from .conftest import BOTH, E2E
+from .conftest import BOTH, E2E, with_env
 
 pytestmark = pytest.mark.parametrize("e2e_backend", BOTH, scope="module")
+local_env = with_env({"AWSWORLD_FAILURE_BACKOFF_SECONDS": "1"})
+"""A refused push comes back after the delivery path's back-off (``_worker/delivery.py``: 10 s, doubling): at 1 s
+the refusal test waits 1 s for its second refusal and 2 s more for the delivery that acknowledges it, so it leaves
+no message behind for the next test's ``idle`` to wait out."""
 
 QUEUE = "__wkf_workflow_workflow//./workflows/addition//addition"
 MESSAGE = {"runId": "wrun_01K0000000000000000000000A", "traceCarrier": {},
@@ -116,14 +120,16 @@ async def test_a_push_the_app_refuses_is_logged_with_what_the_app_said(
 
     with caplog.at_level(logging.WARNING, logger="awsworld.delivery"):
         await queue(served, app.url)
-        for _ in range(600):  # (until the second refusal's line: its redelivery's back-off is not waited for)
-            if len(failed_lines()) >= 2:
+        for _ in range(600):  # refused twice, then acknowledged: nothing of this test's is left on the queue
+            if len(app.received) >= 3:
                 break
             await e2e.sleep(0.2)
+        await e2e.idle()
     failed = failed_lines()
     assert len(failed) == 2, failed
     assert failed[0].endswith("push failed: the app answered 500: Error: no such order 'A-17'"), failed
     assert failed[1].endswith("push failed: the app answered 400: Unhandled queue"), failed
+    assert len(app.received) == 3
 
 
 async def test_a_duplicate_key_in_flight_is_one_message(e2e: E2E, served: httpx.AsyncClient, app: App) -> None:

@@ -16,6 +16,7 @@ import pytest
 
 from awsworld import Concurrency, RateLimit, RetryPolicy, create_hook, step, workflow
 from awsworld._worker import step_limits
+from awsworld._worker.delivery import BACKOFF_ENV
 from awsworld._worker.limiter import Limiter
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage, queue_name_for
@@ -438,7 +439,9 @@ async def test_an_attempt_that_fails_after_its_start_keeps_its_slot_for_its_rede
     is started under its message id, which only its redelivery may run while the lease runs, and that
     redelivery finds the slot its own and runs the step, even while the limit is paused. Giving the slot back
     made the redelivery wait for one; the wake came under a new id, was refused the step (``running-elsewhere``)
-    and the run stranded."""
+    and the run stranded. The failed record comes back after a 1 s back-off, not the default 10 s: well within the
+    step's lease all the same."""
+    monkeypatch.setenv(BACKOFF_ENV, "1")
     reset()
     HELD_OPEN["gate"] = asyncio.Event()
     HELD_OPEN["gate"].set()
