@@ -4,6 +4,7 @@ resume ids: a repeat of one on a hook records nothing)."""
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from typing import Any
 
@@ -527,11 +528,12 @@ async def test_a_retained_token_is_free_once_its_retention_passes(world: AnyWorl
     run_id = await new_run(world, start=True)
     other = await new_run(world, start=True)
     t = token()
-    await world.events.create(run_id, hook_created("h1", t, retention_until=future(1.5)))
+    retained = time.monotonic() + 4  # (4 s: three writes on a loaded DynamoDB Local took more than 1.5)
+    await world.events.create(run_id, hook_created("h1", t, retention_until=future(4)))
     await world.events.create(run_id, run_completed())
     held = await world.events.create(other, hook_created("h2", t))
     assert held.event is not None and held.event.event_type == "hook_conflict"
-    await asyncio.sleep(1.6)
+    await asyncio.sleep(max(0.0, retained - time.monotonic()) + 0.2)
     taken = await world.events.create(other, hook_created("h3", t))
     assert taken.event is not None and taken.event.event_type == "hook_created"
     assert (await world.hooks.get_by_token(t)).run_id == other
