@@ -47,6 +47,21 @@ SHOWN_JSON_CHARS = 120
 argument pasted with one bad character was echoed whole, twice over the terminal."""
 
 
+def check_run_listing(statuses: list[str] | None, limit: int, limit_hint: str) -> None:
+    """A run listing's ``--status`` and ``--limit`` (``awsworld runs``, ``awsworld replay``): a usage error naming
+    the flag, before any read. A ``--limit`` over a page used to reach the World and come back exit 1, ``limit
+    must be between 1 and 100 (invalid-input)``, naming no flag."""
+    from ..world.entities import RUN_STATUSES
+    from ..world.pages import MAX_RUNS_PAGE
+
+    for status in statuses or ():
+        if status not in RUN_STATUSES:
+            raise usage(f"unknown run status {status!r}",
+                        f"--status takes {', '.join(RUN_STATUSES)}; repeat it for several")
+    if not 1 <= limit <= MAX_RUNS_PAGE:
+        raise usage(f"--limit must be between 1 and {MAX_RUNS_PAGE}, got {limit}", limit_hint)
+
+
 def parse_json(text: str, what: str) -> object:
     """``text`` as JSON, or a usage error that shows where it broke and how to write it (``json_hint``)."""
     try:

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .errors import CliError, usage
+from .errors import CliError, check_run_listing, usage
 from .output import add_project_to_path, check_config, import_failure, remote
 
 if TYPE_CHECKING:
@@ -72,24 +72,8 @@ def _replay(args: argparse.Namespace) -> int:
         if not args.file:
             raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")
         return _report([replay_events(events) for events in exported])
-    _check_listing(args)
+    check_run_listing(args.status, args.limit, "name the runs to replay (RUN_ID...), or narrow them with --status")
     return asyncio.run(_replay_stored(args, exported))
-
-
-def _check_listing(args: argparse.Namespace) -> None:
-    """``--status`` and ``--limit`` as ``awsworld runs`` checks them: a usage error (exit 2) naming the flag, before
-    any read. A ``--limit`` over a page used to reach the World and come back exit 1, ``limit must be between 1
-    and 100 (invalid-input)``, naming no flag."""
-    from ..world.entities import RUN_STATUSES
-    from ..world.pages import MAX_RUNS_PAGE
-
-    for status in args.status or ():
-        if status not in RUN_STATUSES:
-            raise usage(f"unknown run status {status!r}",
-                        f"--status takes {', '.join(RUN_STATUSES)}; repeat it for several")
-    if not 1 <= args.limit <= MAX_RUNS_PAGE:
-        raise usage(f"--limit must be between 1 and {MAX_RUNS_PAGE}, got {args.limit}",
-                    "name the runs to replay (RUN_ID...), or narrow them with --status")
 
 
 def exports(paths: list[str]) -> list[list[Event]]:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..settings import SETTINGS, Settings
 from .describe import describe_command
-from .errors import CliError, parse_json, parse_json_file, read_input_file, usage
+from .errors import CliError, check_run_listing, parse_json, parse_json_file, read_input_file, usage
 from .output import compact, error_text, print_json, print_table, remote, shorten, when
 
 if TYPE_CHECKING:
@@ -353,20 +353,12 @@ def _runs(args: argparse.Namespace) -> int:
     from .._engine.parking import parked_run, shown_status
     from ..client.limits import queued_runs, queued_text
     from ..schedules.info import schedule_json, schedule_label
-    from ..world.entities import RUN_STATUSES
-    from ..world.pages import MAX_RUNS_PAGE
 
     if args.parked and args.status:
         raise usage("--parked lists running runs that are parked: it takes no --status", "awsworld runs --parked")
     if args.parked and args.cursor:
         raise usage("--parked reads every running run itself: it takes no --cursor", "raise --limit instead")
-    for status in args.status or ():  # the command's mistake: a usage error naming the choices, before any read
-        if status not in RUN_STATUSES:
-            raise usage(f"unknown run status {status!r}",
-                        f"--status takes {', '.join(RUN_STATUSES)}; repeat it for several")
-    if not 1 <= args.limit <= MAX_RUNS_PAGE:
-        raise usage(f"--limit must be between 1 and {MAX_RUNS_PAGE}, got {args.limit}",
-                    "narrow the listing with --workflow or --status")
+    check_run_listing(args.status, args.limit, "narrow the listing with --workflow or --status")
 
     async def go() -> None:
         async with remote() as client:
