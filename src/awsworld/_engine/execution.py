@@ -174,7 +174,7 @@ class WorkflowExecution:
         while self.cursor < len(self.log):
             event = self.log[self.cursor]
             self.cursor += 1
-            while self._unmatched(event) and self._refuse_unrecordable():
+            while self._new and self._unmatched(event) and self._refuse_unrecordable():
                 self.loop.run_until_idle()  # (at the time before this event: the body went on before it was made)
             self.now = event.created_at
             self._apply(event)
