@@ -280,8 +280,8 @@ class WorkflowExecution:
             self.cancelled = True
             self.terminal = kind
             return
-        op = self.ops.get(event.correlation_id or "")
-        if op is None or op.kind != kind.split("_", 1)[0]:
+        op = self._op_of(event)
+        if op is None:
             parsed = dv.op_index(event.correlation_id)
             code_op = self.by_index.get(parsed[1]) if parsed else None
             raise dv.mismatch(event, code_op, self.done)
@@ -574,14 +574,16 @@ class WorkflowExecution:
         elif not op.future.done():
             op.future.set_exception(error)
 
+    def _op_of(self, event: Event) -> Op | None:
+        """The code's call that a call's event records (its id and its kind), None when the code made no such call."""
+        op = self.ops.get(event.correlation_id or "")
+        return op if op is not None and op.kind == event.event_type.split("_", 1)[0] else None
+
     def _unmatched(self, event: Event) -> bool:
         """The event records a call the code has not made (yet): ``_apply`` raises a divergence for it unless the
         body goes on first (``_refuse_unrecordable``)."""
         kind = event.event_type
-        if kind in RUN_LEVEL_EVENTS or kind == "run_cancelled":
-            return False
-        op = self.ops.get(event.correlation_id or "")
-        return op is None or op.kind != kind.split("_", 1)[0]
+        return kind not in RUN_LEVEL_EVENTS and kind != "run_cancelled" and self._op_of(event) is None
 
     def _refuse_unrecordable(self) -> bool:
         """Refuse again the calls not in the log whose value the World refused to record (a step's input, a hook's
