@@ -61,7 +61,7 @@ from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
-from ..world.limits import encode_value, max_value_bytes, size_text
+from ..world.limits import encode_value, max_value_bytes, too_large_text
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
 from . import divergence as dv
@@ -689,7 +689,7 @@ def too_large(op: Op, what: str, detail: str | None) -> ValueTooLargeError:
         call = f"hook {op.token!r} ({op.id})"
     else:
         call = op.id
-    return ValueTooLargeError(f"the {what} of {call} is too large to record: {size_text(detail)}")
+    return ValueTooLargeError(too_large_text(f"the {what} of {call}", detail))
 
 
 def _unbound(fn: Callable[..., Any], call: json_data.Call) -> tuple[str, TypeError] | None:

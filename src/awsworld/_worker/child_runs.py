@@ -34,7 +34,7 @@ from ..world.errors import (
     RunNotFoundError,
 )
 from ..world.events import Event
-from ..world.limits import size_text
+from ..world.limits import too_large_text
 from ..world.pages import collect_pages
 from ..world.protocol import World
 from .resume_calls import RESUME_HOOK_STEP
@@ -76,8 +76,7 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
             "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, **retention},
             attributes=pinned_attributes(child_pin(workflow)))
     except PayloadTooLargeError as too_large:
-        raise ValueTooLargeError(f"the input of child workflow {workflow} is too large to record: "
-                                 f"{size_text(too_large.message)}") from None
+        raise ValueTooLargeError(too_large_text(f"the input of child workflow {workflow}", too_large.message)) from None
     run = created.run
     assert run is not None
     if run.workflow_name != workflow:

@@ -25,7 +25,7 @@ from ..durable.codecs import Place
 from ..settings import SETTINGS
 from ..world.clock import clock_of
 from ..world.errors import EntityConflictError, PayloadTooLargeError
-from ..world.limits import size_text
+from ..world.limits import too_large_text
 from ..world.messages import FlowMessage
 from .error_shapes import log_failure, note_calls_after, structured_error
 from .flow_messages import FlowMessages, queue_come_back
@@ -65,9 +65,8 @@ class RunEndings:
             except EntityConflictError:
                 return "gone"
             except PayloadTooLargeError as too_large:
-                return await self.fail({"message": f"the workflow's return value is too large to record: "
-                                                    f"{size_text(too_large.message)}", "name": "ValueTooLargeError"},
-                                        VALUE_TOO_LARGE)
+                return await self.fail({"message": too_large_text("the workflow's return value", too_large.message),
+                                         "name": "ValueTooLargeError"}, VALUE_TOO_LARGE)
             return "completed"
         if error is None:
             return await self.fail({"message": "cancelled"}, USER_ERROR)

@@ -45,7 +45,7 @@ from ..world.errors import (
 )
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
-from ..world.limits import size_text
+from ..world.limits import too_large_text
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.published import Publication
@@ -174,8 +174,8 @@ class RunStarter:
             result = await create_run(self.world, run_id, name, payload, context,
                                       attributes=pinned_attributes(deployment))
         except PayloadTooLargeError as too_large:  # named as the caller knows it, not by the run_created field
-            raise PayloadTooLargeError(f"the arguments of workflow {name!r} are too large to record: "
-                                       f"{size_text(too_large.message)}", field=too_large.field) from None
+            raise PayloadTooLargeError(too_large_text(f"the arguments of workflow {name!r}", too_large.message,
+                                                      plural=True), field=too_large.field) from None
         assert result.run is not None
         if result.event is None and result.run.workflow_name != name:
             # The id is another workflow's run: returning it would say this one started (it never will).
@@ -324,8 +324,8 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
             raise
         event, recorded = repeat.event, False
     except PayloadTooLargeError as too_large:  # named as the caller knows it, not by the hook_received field
-        raise PayloadTooLargeError(f"the payload for hook {token!r} is too large to record: "
-                                   f"{size_text(too_large.message)}", field=too_large.field) from None
+        raise PayloadTooLargeError(too_large_text(f"the payload for hook {token!r}", too_large.message),
+                                   field=too_large.field) from None
     assert event is not None
     if not ended and wake:
         reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"

@@ -75,7 +75,7 @@ from ..world.errors import (
     TooEarlyError,
 )
 from ..world.events import Event, EventResult
-from ..world.limits import size_text
+from ..world.limits import too_large_text
 from ..world.messages import FlowMessage
 from ..world.protocol import World
 from ..world.rules.at_most_once import AT_MOST_ONCE_FIELD, INTERRUPTED_FIELD, MAX_ATTEMPTS_FIELD
@@ -604,7 +604,7 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
 
 def _too_large_end(end: StepEnd, too_large: PayloadTooLargeError) -> StepEnd:
     """The step_failed that replaces an outcome whose result (or error) the log refused as too large."""
-    error = ValueTooLargeError(f"the {'result' if end.kind == 'step_completed' else 'error'} of step "
-                               f"{end.step_id} is too large to record: {size_text(too_large.message)}")
+    error = ValueTooLargeError(too_large_text(
+        f"the {'result' if end.kind == 'step_completed' else 'error'} of step {end.step_id}", too_large.message))
     return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events,
                    taken=end.taken)

@@ -46,6 +46,14 @@ def size_text(message: str | None) -> str:
     return re.sub(r"^[A-Za-z_.\[\]0-9]+ is (?=\d+ bytes)", "", message or "")
 
 
+def too_large_text(what: str, refusal: str | None, *, plural: bool = False) -> str:
+    """The one wording of a value the World refused as too large, named in its writer's words (``what``: "the
+    arguments of workflow 'x'", "the result of step step_3") with the refusal's size against the bound
+    (``size_text``). Every error of a refused value is worded here: a workflow's arguments or return value, a
+    step's input, result or error, a hook's payload or metadata, a child's input."""
+    return f"{what} {'are' if plural else 'is'} too large to record: {size_text(refusal)}"
+
+
 def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, bytes]:
     """A user value as every World stores it: its JSON text and UTF-8 bytes (a lone surrogate, which is not
     UTF-8, escaped as JSON's \\uXXXX so it still round-trips exactly), at most ``max_bytes`` of them (None: no
