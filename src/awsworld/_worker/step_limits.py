@@ -48,7 +48,7 @@ from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
-from ..world.errors import RunNotFoundError
+from ..world.errors import RunNotFoundError, StepNotFoundError
 from ..world.events import Event
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
@@ -175,7 +175,7 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
             wake={"queue": queue_name_for(wake.workflow_name), "payload": payload,
                   "key": f"{run_id}:{step_id}:slot:{now.timestamp():.6f}"}))
         if not isinstance(decision, Acquired):
-            await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, holder)
+            await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, step_id if queued else None, holder)
             return WAITING
         slot = Slot(spec.name, pool, holder)
     admitted = now
@@ -191,7 +191,8 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
             if found_at is not None or slot is not None:
                 break
             if await _wait_for_resume(limiter, spec, key, holder, wake, now):
-                await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, holder)
+                await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, step_id if queued else None,
+                                         holder)
                 return WAITING
             found_at = await limiter.reserve(spec, key)  # (resumed meanwhile)
         at = admitted = found_at if found_at is not None else now
@@ -229,14 +230,33 @@ async def _wait_for_resume(limiter: Limiter, spec: LimitSpec, key: str, holder: 
 
 
 async def _withdraw_if_ended(world: World, limiter: Limiter, limit: str, pool: str, run_id: str,
-                             holder: str) -> None:
-    """The attempt was written as a waiter: if its run has ended meanwhile, take the waiter out again. A step
-    message that comes after its run's end (a cancel while it was queued) found its limit full or paused and
-    waited, after the end's tidy (``free_run_steps``) had looked: nobody would take that waiter out, and it was
-    listed until a grant or a resume. Written before this read, the waiter is seen by the tidy of an end that
-    this read does not see. One metadata-only read, on the waiting path only."""
-    if await has_ended(world, run_id):
+                             step_id: str | None, holder: str) -> None:
+    """The attempt was written as a waiter: if its step (``step_id``: a step message's, which may come after the
+    step's end) or its run has ended meanwhile, take the waiter out again. Nobody else would:
+
+    - a step message that comes after its run's end (a cancel while it was queued) found its limit full or
+      paused and waited after the end's tidy (``free_run_steps``) had looked; it was listed until a grant or a
+      resume;
+    - the wake of a step the workflow cancelled after its grant (``free_cancelled_steps`` gave the granted slot
+      back) is a fresh message, which asks before it looks at its step's end (only a redelivery looks first:
+      ``ended_already``): found the limit full again (or paused), it waited a second time, for a step that never
+      runs, while its run went on; its grant then went to nobody, ahead of live waiters.
+
+    Written before these reads, the waiter is seen by the tidy of an end that they do not see. One read of the
+    step without values and one metadata-only read of the run, on the waiting path only (the flow's own ask for a
+    step to be born running, ``step_id`` None, has no step to read: its declaration comes after)."""
+    if step_id is not None and await step_ended(world, run_id, step_id) or await has_ended(world, run_id):
         await limiter.release(limit, pool, holder)
+
+
+async def step_ended(world: World, run_id: str, step_id: str) -> bool:
+    """Whether step ``step_id`` has ended (cancelled by its workflow, say): one read without values. A step not
+    found is not ended here (its run's look, ``has_ended``, answers for a run that is gone)."""
+    try:
+        step = await world.steps.get(run_id, step_id, resolve_data="none")
+    except (StepNotFoundError, RunNotFoundError):
+        return False
+    return step.status in TERMINAL_STEP_STATUSES
 
 
 async def has_ended(world: World, run_id: str) -> bool:
