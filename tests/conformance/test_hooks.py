@@ -16,12 +16,7 @@ from awsworld.aws.keys import token_key
 from awsworld.aws.log import entities_api
 from awsworld.durable.hook_payloads import is_heartbeat
 from awsworld.world import EntityConflictError, HookNotFoundError, InvalidInputError, RunGoneError
-from awsworld.world.errors import (
-    HookAlreadyReceivedError,
-    HookClosedError,
-    HookResumedElsewhereError,
-    InvalidInputError,
-)
+from awsworld.world.errors import HookAlreadyReceivedError, HookClosedError, HookResumedElsewhereError
 from awsworld.world.events import MAX_HOOK_TOKEN_LENGTH
 from awsworld.world.rules.requests import MAX_TOKEN_BYTES
 

@@ -656,6 +656,49 @@ async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves
     assert CALLS["paced"] == 0
 
 
+async def test_a_flow_that_dies_between_its_steps_wait_and_its_declaration_leaves_no_waiter_once_cancelled(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but the flow dies in the gap (its declaration's write fails: the process is gone), so no
+    refusal makes it take its waiter out, and the run is cancelled before the redelivery that would declare the
+    step again. The end's tidy found a run's waiters by its log's ``step_created`` only: the waiter of the paused
+    limit stayed listed until the resume (perhaps never). The waiter is noted under its run in the same write
+    (``LimiterStore.unlogged_waiters``), and the end's tidy finds it there."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    events = e2e.world.events
+    original = events.create_batch
+    died: list[str] = []
+
+    async def create_batch(run_id: str, requests: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if not died and any(r.get("eventType") == "step_created" for r in requests):
+            died.append(run_id)  # the waiter is written; the step's declaration never lands
+            await e2e.client.cancel(run_id)  # cancelled before the flow's redelivery
+            raise ConnectionError("injected: the flow died before its declaration was written")
+        return await original(run_id, requests, **kwargs)
+
+    monkeypatch.setattr(events, "create_batch", create_batch)
+    await e2e.client.limits.pause(paced)
+    try:
+        run = await e2e.start(pacing, 4)
+
+        async def ended() -> bool:
+            return bool(died) and await run.status() == "cancelled"
+
+        await until(ended, "the run was not cancelled in the gap")
+
+        async def withdrawn() -> bool:
+            return await limiter.waiters(name, "") == [] and all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=30)
+        kinds = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
+        assert "step_created" not in kinds, kinds  # (the gap was hit: the declaration never landed)
+    finally:
+        await e2e.client.limits.resume(paced)
+    await asyncio.sleep(0.5)  # (a grant the resume made would have brought the step by now)
+    assert CALLS["paced"] == 0
+
+
 @workflow(name="steplimits.racing")
 async def racing(n: int) -> int:
     task = asyncio.ensure_future(held(n))  # (waits for the slot: the hook below wins the race)
