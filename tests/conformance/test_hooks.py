@@ -380,6 +380,12 @@ async def _a_resume_once_id_stays_with_its_first_hook(world: Any, *, unchanged: 
     assert fresh.event is not None
     assert [(e.correlation_id, e.event_data["resumeId"]) for e in await all_events(world, second_run)
             if e.event_type == "hook_received"] == [("h2", "call-1"), ("h2", "call-2")]
+    # hooks.resumed_by: the World's record of each resumeOnce id names the hook that took it; a plain id has none
+    assert await world.hooks.resumed_by("call-1") == (first_run, "h1")
+    assert await world.hooks.resumed_by("call-2") == (second_run, "h2")
+    assert await world.hooks.resumed_by("never-sent") is None
+    with pytest.raises(InvalidInputError):
+        await world.hooks.resumed_by("")
 
 
 async def test_a_resume_once_id_is_refused_on_every_hook_but_the_one_that_recorded_it(world: AnyWorld) -> None:

@@ -114,7 +114,8 @@ async def parent_awaiting_a_cancelled_child(token: str) -> dict[str, Any]:
     try:
         await child_waits(token)
     except ChildWorkflowError as error:
-        return {"status": error.status, "message": str(error)}
+        return {"status": error.status, "message": str(error), "errorType": error.error_type,
+                "original": error.original, "cause": error.__cause__ is not None}
     return {"status": "no error"}
 
 
@@ -277,6 +278,9 @@ async def test_a_cancelled_child_raises_in_its_parent(env: Env) -> None:
     # Said once, with the reason (it was "... cancelled: cancelled (order withdrawn)").
     assert outcome["message"] == (f"child run {child_id} ({workflow_name(child_waits)}) cancelled "
                                   "(order withdrawn)")
+    # A cancelled child raised nothing: no error type (it was "Cancelled", a type that does not exist), no
+    # original error, no stored traceback as the cause.
+    assert (outcome["errorType"], outcome["original"], outcome["cause"]) == (None, None, False)
 
 
 async def test_replays_across_deliveries_around_a_child_start_it_once(env: Env) -> None:

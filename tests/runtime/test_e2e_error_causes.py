@@ -16,13 +16,14 @@ import os
 import re
 import subprocess
 import sys
+import traceback
 import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from awsworld import StepError, WorkflowRunFailedError, step, workflow
+from awsworld import ChildWorkflowError, StepError, WorkflowRunFailedError, step, workflow
 from awsworld._worker.error_shapes import LOG_ERRORS_ENV, MAX_STACK_BYTES
 from awsworld.cli.dev import environment
 from awsworld.cli.error_view import error_part, print_error_part
@@ -230,6 +231,45 @@ async def test_a_child_runs_failure_the_parent_lets_through_is_raised_as_the_chi
                                                   else "ChildWorkflowError")
     assert (stored.cause is None) == (mode == "own") and (stored.child_run_id is not None) == (mode == "grandchild")
     assert (await replay_run(e2e.world, run.run_id)).ok, "replaying the parent's log raises the same error"
+
+
+@workflow(name="causes.parent_catches")
+async def parent_catches(mode: str, amount: int) -> dict[str, Any]:
+    try:
+        if mode == "step":
+            await charge(amount)
+        else:
+            await child_pays(mode, amount)
+    except (StepError, ChildWorkflowError) as error:
+        return {"printed": "".join(traceback.format_exception(error)), "type": type(error.__cause__).__name__}
+    return {}
+
+
+@pytest.mark.parametrize("mode", ["step", "own", "grandchild"])
+async def test_a_caught_step_or_child_error_prints_the_traceback_it_stored_as_its_cause(e2e: E2E, mode: str) -> None:
+    """A step's or a child run's error caught in a workflow has the traceback that step or child stored as its
+    ``__cause__`` (a ``StoredTraceback``, as ``Run.result()`` chains a run's), so a traceback printed or logged
+    in the workflow shows the line that raised, in the step or in the child (it was None: the workflow's own
+    frames only). What the run stores is unchanged: the parent's stored stack does not hold that text again."""
+    result = await e2e.run(parent_catches, mode, 7)
+    assert result["type"] == "StoredTraceback"
+    printed = result["printed"]
+    assert RAISED in printed and "as the run stored it:" in printed, printed
+    assert "The above exception was the direct cause of the following exception:" in printed
+    where = "the traceback of step causes.charge" if mode == "step" else "the traceback of child run"
+    assert where in printed
+
+
+@pytest.mark.parametrize("mode", ["own", "step"])
+async def test_a_parent_that_lets_a_child_error_through_stores_the_childs_traceback_once(e2e: E2E, mode: str) -> None:
+    run = await e2e.start(parent_pays, mode, 5)
+    with pytest.raises(WorkflowRunFailedError) as failed:
+        await run.result(timeout=30)
+    details = failed.value.details
+    assert RAISED in details["cause"]["stack"]
+    assert RAISED not in details["stack"] and "StoredTraceback" not in details["stack"], details["stack"]
+    printed = "".join(traceback.format_exception(failed.value))
+    assert printed.count(RAISED) == 1, printed  # Run.result()'s chain: the child's traceback, once
 
 
 async def test_describe_and_result_of_the_parent_show_the_child_run_and_its_type(

@@ -261,9 +261,9 @@ async def test_a_retry_after_the_first_hooks_run_expired_and_a_look_found_no_hoo
     """The first attempt resumes the receiver's hook, which takes the payload, then the attempt fails before the
     step's end. Before the retry, the receiver's run expires with its token's record (its retention: days), so
     the retry's look finds no hook at all and the call's poll looks again. Meanwhile a second run claims the
-    token. The look after that one must not give it the payload: an attempt before the empty look may have
-    delivered (here it did), so that look is no proof that nothing was sent. The World, which keeps the resume
-    id's hook beyond that hook's run, refuses it, and the call answers "sent": it was."""
+    token. No look after that one may give it the payload: an attempt before the empty look may have delivered
+    (here it did), so that look is no proof that nothing was sent. The World, which keeps the resume id's hook
+    beyond that hook's run, answers the empty look already, and the call answers "sent": it was."""
     token = f"resume-expired-{env.name}-{id(env)}"
     first = await env.client.start(receiver, token)
     await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
@@ -297,9 +297,42 @@ async def test_a_retry_after_the_first_hooks_run_expired_and_a_look_found_no_hoo
     assert await _received(env, second[0].run_id) == [], "the payload went to a second hook"
     assert outcome == "sent"
     [step] = await _resume_steps(env, source.run_id)
-    assert (step.status, step.attempt) == ("completed", 3)  # the failed send, the empty look, the refused write
+    # the failed send, then the empty look, which the World's record of the key answers (it looked again, and
+    # the write the second hook refused answered, at attempt 3)
+    assert (step.status, step.attempt) == ("completed", 2)
     await env.client.resume_hook(token, "its own")
     assert await second[0].result(timeout=RESULT_TIMEOUT) == ["its own"]
+
+
+@pytest.mark.parametrize("wait", [None, 60.0], ids=["no-wait", "wait"])
+async def test_a_retry_after_the_first_hooks_run_expired_answers_delivered(
+        env: Env, monkeypatch: pytest.MonkeyPatch, wait: float | None) -> None:
+    """The first attempt resumes the receiver's hook, which takes the payload, then the attempt fails before the
+    step's end; before the retry the receiver's run expires with its token's record, and no other hook claims the
+    token. The retry's look finds no hook at all: the call answers "sent", as the first attempt would have (the
+    World's record of the call's key names the hook that took it), not "no hook holds that token yet" (without
+    ``wait``) or, after the wait, "no run reached create_hook". Nothing is delivered twice."""
+    token = f"resume-expired-alone-{env.name}-{id(env)}-{wait}"
+    first = await env.client.start(receiver, token)
+    await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
+    expired: list[bool] = []
+    queue = env.world.queue
+
+    async def queued(name: str, payload: Any, **kwargs: Any) -> Any:
+        sent = await queue(name, payload, **kwargs)
+        if str(kwargs.get("idempotency_key", "")).startswith(f"{first.run_id}:hook:") and not expired:
+            assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
+            await _expire(env, first.run_id, token)
+            expired.append(True)
+            raise ConnectionError("the attempt failed after the resume and its wake, before the step's end")
+        return sent
+
+    monkeypatch.setattr(env.world, "queue", queued)
+    source = await env.client.start(sender_catches, token, wait)
+    assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
+    assert expired
+    [step] = await _resume_steps(env, source.run_id)
+    assert (step.status, step.attempt) == ("completed", 2)  # the failed send, then the retry that asked the World
 
 
 async def _older_than_clock_margins(env: Env) -> None:

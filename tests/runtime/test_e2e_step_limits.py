@@ -656,6 +656,49 @@ async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves
     assert CALLS["paced"] == 0
 
 
+async def test_a_flow_that_dies_between_its_steps_wait_and_its_declaration_leaves_no_waiter_once_cancelled(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As above, but the flow dies in the gap (its declaration's write fails: the process is gone), so no
+    refusal makes it take its waiter out, and the run is cancelled before the redelivery that would declare the
+    step again. The end's tidy found a run's waiters by its log's ``step_created`` only: the waiter of the paused
+    limit stayed listed until the resume (perhaps never). The waiter is noted under its run in the same write
+    (``LimiterStore.unlogged_waiters``), and the end's tidy finds it there."""
+    reset()
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.paced"
+    events = e2e.world.events
+    original = events.create_batch
+    died: list[str] = []
+
+    async def create_batch(run_id: str, requests: list[dict[str, Any]], **kwargs: Any) -> Any:
+        if not died and any(r.get("eventType") == "step_created" for r in requests):
+            died.append(run_id)  # the waiter is written; the step's declaration never lands
+            await e2e.client.cancel(run_id)  # cancelled before the flow's redelivery
+            raise ConnectionError("injected: the flow died before its declaration was written")
+        return await original(run_id, requests, **kwargs)
+
+    monkeypatch.setattr(events, "create_batch", create_batch)
+    await e2e.client.limits.pause(paced)
+    try:
+        run = await e2e.start(pacing, 4)
+
+        async def ended() -> bool:
+            return bool(died) and await run.status() == "cancelled"
+
+        await until(ended, "the run was not cancelled in the gap")
+
+        async def withdrawn() -> bool:
+            return await limiter.waiters(name, "") == [] and all(p.waiting == 0 for p in await limiter.pools(name))
+
+        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=30)
+        kinds = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
+        assert "step_created" not in kinds, kinds  # (the gap was hit: the declaration never landed)
+    finally:
+        await e2e.client.limits.resume(paced)
+    await asyncio.sleep(0.5)  # (a grant the resume made would have brought the step by now)
+    assert CALLS["paced"] == 0
+
+
 @workflow(name="steplimits.racing")
 async def racing(n: int) -> int:
     task = asyncio.ensure_future(held(n))  # (waits for the slot: the hook below wins the race)
@@ -700,6 +743,99 @@ async def test_a_step_the_workflow_cancelled_while_it_waited_leaves_the_waiters_
     assert [await first.result(timeout=60), await third.result(timeout=60)] == [1, 3]
     assert CALLS["held"] == 2 and PEAK["held"] == 1  # the cancelled step's body never ran
     assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(name))
+
+
+GATES: dict[int, asyncio.Event] = {}
+
+
+@step(name="steplimits.turn", concurrency=1)
+async def turn(n: int) -> int:
+    CALLS["turn"] += 1
+    await GATES[n].wait()  # each call's body runs until the test opens its own gate
+    return n
+
+
+@workflow(name="steplimits.turning")
+async def turning(n: int) -> int:
+    return await turn(n)
+
+
+@workflow(name="steplimits.turn_racing")
+async def turn_racing(n: int) -> int:
+    task = asyncio.ensure_future(turn(n))  # (waits for the slot; cancelled once the hook is resumed)
+    await create_hook(token=f"turn-racing-{n}")
+    task.cancel()
+    await create_hook(token=f"turn-goes-on-{n}")  # the run goes on after the cancel
+    return n
+
+
+async def test_the_wake_of_a_step_cancelled_after_its_grant_does_not_wait_again(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A waiting step is granted the slot, and its workflow cancels it before the grant's wake comes: the cancel
+    gives the granted slot back (``free_cancelled_steps``), and a third run's step takes it. Then the wake comes
+    (a fresh message, which asks its limit before looking at its step's end). It found the limit full and waited
+    a second time, for a step that never runs, while its run went on: listed, and granted the slot the third run
+    frees, ahead of the live waiter behind it. The wake now sees its step ended and leaves the waiters."""
+    reset()
+    GATES.clear()
+    GATES.update({1: asyncio.Event(), 2: asyncio.Event(), 3: asyncio.Event()})
+    limiter = Limiter(e2e.world)
+    name = "step:steplimits.turn"
+    first = await e2e.start(turning, 1)
+
+    async def running(count: int) -> Any:
+        async def check() -> bool:
+            return CALLS["turn"] == count
+        return check
+
+    await until(await running(1), "the first run's step never ran")
+    racer = await e2e.start(turn_racing, 2)
+
+    async def waiting() -> bool:
+        return sum(p.waiting for p in await limiter.pools(name)) == 1
+
+    await until(waiting, "the racing run's step never waited for the slot")
+    queue = e2e.world.queue
+    held: list[tuple[str, Any]] = []
+
+    async def queued(queue_name: str, payload: Any, **kwargs: Any) -> Any:
+        key = str(kwargs.get("idempotency_key", ""))
+        if key.startswith(f"{racer.run_id}:") and ":slot:" in key and not held:
+            held.append((queue_name, payload))  # the grant's wake: kept back until the step is cancelled
+            return None
+        return await queue(queue_name, payload, **kwargs)
+
+    monkeypatch.setattr(e2e.world, "queue", queued)
+    GATES[1].set()  # the first run's step ends: its slot is granted to the racing run's step
+    assert await first.result(timeout=60) == 1
+    await until(lambda: _true(bool(held)), "the grant's wake was never sent")
+    third = await e2e.start(turning, 3)
+    await until(waiting, "the third run's step never waited for the slot")
+    await e2e.hook_ready("turn-racing-2", racer)
+    await e2e.client.resume_hook("turn-racing-2", None)  # the racing run cancels its step: the slot goes on
+    await e2e.hook_ready("turn-goes-on-2", racer)
+    await until(await running(2), "the third run's step never got the slot the cancel gave back")
+    before = len(e2e.poller.results)
+    monkeypatch.undo()
+    await e2e.world.queue(*held[0])  # the wake comes, late
+
+    async def delivered() -> bool:
+        return len(e2e.poller.results) > before
+
+    await until(delivered, "the late wake was never delivered")
+    await asyncio.sleep(0.2)  # (its waiter, if it wrote one, is taken out in the same delivery)
+    assert await limiter.waiters(name, "") == [], "the cancelled step's wake waits a second time"
+    assert all(p.waiting == 0 for p in await limiter.pools(name))
+    GATES[3].set()
+    assert await third.result(timeout=60) == 3
+    await e2e.client.resume_hook("turn-goes-on-2", None)
+    assert await racer.result(timeout=60) == 2
+    assert CALLS["turn"] == 2  # the cancelled step's body never ran
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(name))
+
+
+async def _true(value: bool) -> bool:
+    return value
 
 
 async def test_a_run_cancelled_between_its_inline_steps_take_and_its_declaration_frees_the_slot(

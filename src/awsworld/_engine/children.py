@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..authoring.children import ChildWorkflowError
-from ..authoring.errors import CodecError, FatalError, original_error
+from ..authoring.errors import CodecError, FatalError, chain_stored_traceback, original_error
 from ..authoring.rebuilt_errors import rebuild
 from ..authoring.runtime import WorkflowRef
 from ..durable import codecs, serde
@@ -110,11 +110,17 @@ class _Call:
         said = message if status == "cancelled" and message.startswith("cancelled") else f"{status}: {message}"
         # A step's (or a grandchild's) failure the child let through: that one's own error, the innermost.
         original = original_error(error)
-        self._settle(error=rebuild(ChildWorkflowError, lambda kind: kind(
+        failed = status == "failed" and bool(error)
+        # A cancelled child raised nothing: no error type (its report's name, "Cancelled", named no type), and
+        # ``status`` says it was cancelled.
+        self._settle(error=chain_stored_traceback(rebuild(ChildWorkflowError, lambda kind: kind(
             f"child run {self.run_id} ({self.workflow_name}) {said}", run_id=self.run_id,
-            workflow_name=self.workflow_name, status=status, error_type=error.get("name"),
-            code=payload.get("code"), original=original if status == "failed" and error else None),
-            original.get("type"), original.get("name")))
+            workflow_name=self.workflow_name, status=status,
+            error_type=None if status == "cancelled" else error.get("name"),
+            code=payload.get("code"), original=original if failed else None),
+            original.get("type"), original.get("name")),
+            original.get("stack") if failed else None,
+            f"the traceback of child run {self.run_id} ({self.workflow_name})"))
 
     def not_started(self, cause: BaseException | None) -> ChildWorkflowError:
         return ChildWorkflowError(f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause}",

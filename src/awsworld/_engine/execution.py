@@ -49,6 +49,7 @@ from ..authoring.errors import (
     ReplayDivergenceError,
     StepError,
     ValueTooLargeError,
+    chain_stored_traceback,
     exit_contained,
 )
 from ..authoring.names import display_name
@@ -354,10 +355,11 @@ class WorkflowExecution:
                 op.future.cancel()
             else:
                 error = _error_of(data)
-                op.future.set_exception(rebuild(StepError, lambda kind: kind(
+                op.future.set_exception(chain_stored_traceback(rebuild(StepError, lambda kind: kind(
                     str(error.get("message", "step failed")), step_name=op.definition.name,
                     error_type=error.get("name"), qualified_type=error.get("type"), step_id=op.id,
-                    attempt=op.attempt or None, stack=error.get("stack")), error.get("type"), error.get("name")))
+                    attempt=op.attempt or None, stack=error.get("stack")), error.get("type"), error.get("name")),
+                    error.get("stack"), f"the traceback of step {op.definition.name} (attempt {op.attempt or '?'})"))
 
     def _apply_hook(self, op: HookOp, kind: str, data: dict[str, Any], event: Event) -> None:
         token_differs = kind in ("hook_created", "hook_conflict") and "token" in data and data["token"] != op.token

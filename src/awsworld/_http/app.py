@@ -100,6 +100,7 @@ def create_app(world: World, *, auth: Auth, client: Client | None = None, projec
         route("/v1/hooks", _list_hooks, "GET"),
         route("/v1/hooks/by-token", _hook_by_token, "GET"),  # (?token=: a token "." or "..", which a path drops)
         route("/v1/hooks/by-token/{token:path}", _hook_by_token, "GET"),
+        route("/v1/hooks/by-resume-id", _hook_by_resume_id, "GET"),
         route("/v1/hooks/{hook_id}", _get_hook, "GET"),
         route("/v1/runs/{run_id}/streams", _list_streams, "GET"),
         route("/v1/runs/{run_id}/streams/{name}", _read_stream, "GET"),
@@ -472,6 +473,13 @@ async def _hook_by_token(served: Served, request: Request) -> Response:
                                     field="token")
     hook = await served.world.hooks.get_by_token(token, resolve_data=_resolve(request))
     return JSONResponse(_hook(served, hook))
+
+
+async def _hook_by_resume_id(served: Served, request: Request) -> Response:
+    """``hooks.resumed_by`` (awsworld's): ``{"holder": {"runId", "hookId"}}`` of the hook that recorded the
+    ``resumeOnce`` id ``?resumeId=``, or ``{}`` when no hook did."""
+    holder = await served.world.hooks.resumed_by(request.query_params.get("resumeId", ""))
+    return JSONResponse({} if holder is None else {"holder": {"runId": holder[0], "hookId": holder[1]}})
 
 
 # -- streams -----------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ class MemoryLimiters:
         self.pools_by_key: dict[tuple[str, str], Pool] = records.setdefault("pools", {})
         self.waiting: dict[tuple[str, str], dict[str, Waiter]] = records.setdefault("waiters", {})
         self.reserved: dict[tuple[str, str], dict[str, datetime]] = records.setdefault("reserved", {})
+        self.unlogged: dict[tuple[str, str], set[tuple[str, str]]] = records.setdefault("unlogged", {})
 
     async def read(self, limit: str, pool: str) -> Pool | None:
         return self.pools_by_key.get((limit, pool))
@@ -35,7 +36,7 @@ class MemoryLimiters:
         return self.waiting.get((limit, pool), {}).get(holder)
 
     async def commit(self, pool: Pool, *, expected_version: int, add: Sequence[Waiter] = (),
-                     remove: Sequence[str] = ()) -> bool:
+                     remove: Sequence[str] = (), unlogged_run: str | None = None) -> bool:
         key = (pool.limit, pool.pool)
         stored = self.pools_by_key.get(key)
         if (stored.version if stored is not None else 0) != expected_version:
@@ -48,7 +49,12 @@ class MemoryLimiters:
             waiting.pop(holder, None)
         for waiter in add:
             waiting[waiter.holder] = waiter
+            if unlogged_run is not None:
+                self.unlogged.setdefault((pool.limit, unlogged_run), set()).add((pool.pool, waiter.holder))
         return True
+
+    async def unlogged_waiters(self, limit: str, run_id: str) -> list[tuple[str, str]]:
+        return sorted(self.unlogged.get((limit, run_id), set()))
 
     async def keep_reservation(self, limit: str, pool: str, holder: str, at: datetime) -> None:
         self.reserved.setdefault((limit, pool), {})[holder] = at  # (never expires: memory lives as long as a test)

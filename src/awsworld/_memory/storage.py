@@ -85,6 +85,9 @@ class MemoryStorage:
         holder = self.state.tokens.get(token)
         return (await self.hook(holder.hook_id, holder.run_id, resolve) if holder is not None else None), holder
 
+    async def resume_holder(self, resume_id: str) -> tuple[str, str] | None:
+        return self.state.resumes_once.get(resume_id)
+
     async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
         run = self.state.runs.get(run_id)
         if run is None:

@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..authoring.children import ChildWorkflowError
-from ..authoring.errors import BodyExitError, HookFailedError, StepError, cap_message
+from ..authoring.errors import BodyExitError, HookFailedError, StepError, StoredTraceback, cap_message
 from ..durable.child_calls import START_CHILD, TOKEN_PREFIX, child_token
 from ..settings import SETTINGS, Settings
 from ..world.entities import ErrorBytes, error_name_and_message, stored_error
@@ -187,9 +187,20 @@ def format_stack(error: BaseException) -> str:
         seen.add(id(current))
         ours = _module_of(current).startswith("awsworld.")
         current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack), raised_by_us=ours))
+        if current.__cause__ is not None and _is_stored_traceback(current.__cause__):
+            current.__cause__ = None  # a step's or child's stored traceback: stored as the error's cause already
         pending.extend(t for t in (current.__cause__, current.__context__) if t is not None)
         pending.extend(getattr(current, "exceptions", None) or [])
     return bounded_stack("".join(report.format()))
+
+
+def _is_stored_traceback(report: traceback.TracebackException) -> bool:
+    """Whether ``report`` is of a ``StoredTraceback`` (``authoring.errors.chain_stored_traceback``)."""
+    name = getattr(report, "exc_type_qualname", None)  # (Python 3.13 on; exc_type before)
+    if not isinstance(name, str):
+        kind: Any = getattr(report, "exc_type", None)
+        name = getattr(kind, "__qualname__", "")
+    return _module_of(report) == StoredTraceback.__module__ and name == StoredTraceback.__qualname__
 
 
 def _module_of(report: traceback.TracebackException) -> str:

@@ -142,6 +142,7 @@ class Decided:
     answer: Any
     add: Sequence[Waiter] = ()
     remove: Sequence[str] = ()
+    unlogged_run: str | None = None  # ``add``'s steps are of this run and in no log yet (``LimiterStore.commit``)
 
 
 class Limiter:
@@ -154,17 +155,20 @@ class Limiter:
 
     # ------------------------------------------------------------------ slots
 
-    async def acquire(self, spec: LimitSpec, ask: Ask) -> Acquired | MustWait | Busy:
+    async def acquire(self, spec: LimitSpec, ask: Ask, *,
+                      unlogged_run: str | None = None) -> Acquired | MustWait | Busy:
         """A slot for ``ask`` (``rules.limiters.acquire``), or its place among the waiters: written before this
         returns. A key that is full of run holders older than ``REAP_AFTER`` has them looked up first: one whose
-        run ended (and whose end did not free the slot: a crash) holds nothing."""
+        run ended (and whose end did not free the slot: a crash) holds nothing. ``unlogged_run``: the asker is a
+        step of that run not declared yet; its waiter, if it waits, is noted under the run in the same write
+        (``LimiterStore.unlogged_waiters``: the end's tidy finds it even if the declaration never lands)."""
         pool_key = pool_of(spec, ask.key)
         own: list[Waiter | None] = []
 
         def decide(pool: Pool) -> Decided:
             decision = acquire(pool, ask, self.now(), waiting=own[0] if own else None)
             if isinstance(decision, MustWait) and not decision.already:
-                return Decided(decision.pool, decision, add=(decision.waiter,))
+                return Decided(decision.pool, decision, add=(decision.waiter,), unlogged_run=unlogged_run)
             return Decided(decision.pool, decision)
 
         async def prepare(pool: Pool) -> None:
@@ -333,7 +337,7 @@ class Limiter:
             if stored is not None and result == stored and not decided.add and not remove:
                 return decided.answer, stale  # nothing changed: no write
             if await self.store.commit(result, expected_version=stored.version if stored is not None else 0,
-                                       add=decided.add, remove=remove):
+                                       add=decided.add, remove=remove, unlogged_run=decided.unlogged_run):
                 return decided.answer, [*granted, *(w for w in stale if w.holder in result.holders)]
             if time.monotonic() - started > GIVE_UP_SECONDS:
                 raise RuntimeError(f"limit {limit!r} pool {pool_key!r}: gave up after {attempt} lost races in "

@@ -15,8 +15,12 @@ beside the take-over, the new hook would take the payload too. So every attempt 
 World records the key on one hook only, World-wide, and refuses it on any other (``world/rules/hooks.py``,
 ``HookResumedElsewhereError``), in the same write, whatever became of the first hook, its token or its run since.
 That refusal means the payload was recorded (on the hook it names, whose run is woken again): the call answers as
-the attempt that recorded it would have. No clock is compared and nothing more is read; the write holds one more
-small item on AWS (``bench/bill.py --only resumehook``).
+the attempt that recorded it would have. The same holds when no hook holds the token any more (the run whose hook
+took the payload has expired, its token's record with it): a retry (an attempt after the first, the only kind an
+earlier attempt can have delivered before) asks the World's record of the key (``hooks.resumed_by``), which
+outlives that run, and answers "delivered" rather than "no hook holds that token yet". No clock is compared; the
+write holds one more small item on AWS, and a retry's look that finds no hook one more read (``bench/bill.py
+--only resumehook``).
 """
 
 from __future__ import annotations
@@ -47,7 +51,8 @@ async def _resume_hook_call(token: str, payload: Any, waits: bool) -> bool | dic
         raise TypeError(f"the hook payload cannot be serialized: {error}") from None
     call = f"resume_hook({token!r})"  # (the token is in this run's log already: the step's first argument)
     try:
-        await resume_hook(context.world, token, encoded, idempotency_key=key, once=True)
+        await resume_hook(context.world, token, encoded, idempotency_key=key, once=True,
+                          retried=context.metadata.attempt > 1)
     except HookResumedElsewhereError:  # an earlier attempt of this call recorded it, on the hook that held the token
         return True
     except HookClosedError as closed:  # the run that held the hook ended: its message names the run and how

@@ -49,7 +49,7 @@ from ..world.limits import too_large_text
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.published import Publication
-from ..world.rules.hooks import closed_hook_error
+from ..world.rules.hooks import closed_hook_error, recorded_elsewhere
 from .limiter import require_store
 from .run_limits import Admitted, admit, slot_of, start_context
 
@@ -286,17 +286,29 @@ async def find_hook(world: World, token: str, wait: float | None) -> Hook:
 
 async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key: str | None = None,
                       wait: float | None = None, wake: bool = True, marks: dict[str, Any] | None = None,
-                      once: bool = False) -> HookResumed:
+                      once: bool = False, retried: bool = False) -> HookResumed:
     """Record ``encoded`` (a serialized payload, or a failure or heartbeat envelope: ``durable.hook_payloads``) on
     the hook holding ``token`` and wake its run (unless ``wake`` is false). ``marks``: more of the event's data
     (a heartbeat's mark, for the log's readers). ``Client.resume_hook`` says what ``idempotency_key`` and
     ``wait`` do. ``once`` (with a key): the resume id is one hook's only (``resumeOnce``: a workflow's resume,
     ``_worker/resume_calls.py``); if another hook recorded it, that hook's run is woken again (its first wake may
-    have been lost) and the World's ``HookResumedElsewhereError`` is raised: nothing is recorded here."""
+    have been lost) and the World's ``HookResumedElsewhereError`` is raised: nothing is recorded here. ``retried``
+    (with ``once``): an earlier attempt of this call may have recorded the id; if no hook holds the token any more
+    (its run expired, say), the World's record of the id answers (one read, ``hooks.resumed_by``): the same
+    ``HookResumedElsewhereError`` when a hook took it, else the look-up's ``HookNotFoundError``."""
     try:
         hook = await find_hook(world, token, wait)
     except HookNotFoundError as missing:
-        if idempotency_key is None or missing.disposed_hook is None:
+        if idempotency_key is None:
+            raise
+        if missing.disposed_hook is None:
+            if once and retried:
+                resume_id = _resume_id(idempotency_key)
+                holder = await world.hooks.resumed_by(resume_id)
+                if holder is not None:
+                    elsewhere = recorded_elsewhere(holder)
+                    await _wake_holder(world, elsewhere, resume_id, wake)
+                    raise elsewhere from None
             raise
         return await _repeat_on_disposed(world, missing, encoded, _resume_id(idempotency_key), once)
     if hook.payload_codec:

@@ -48,14 +48,14 @@ from ..durable import codecs
 from ..durable.codecs import Place
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES, TERMINAL_STEP_STATUSES
-from ..world.errors import RunNotFoundError
+from ..world.errors import RunNotFoundError, StepNotFoundError
 from ..world.events import Event
 from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS
 from ..world.rules.limiters import Acquired, Ask, LimitInputError, LimitSpec, pool_of, step_holder
 from ..world.watch import bucket_seconds, horizon
-from .limiter import Limiter
+from .limiter import Limiter, limiters_of
 
 RESERVED_FIELD = "reservedAt"
 """A step message's ``runContext`` field: the start time its bucket reserved for it (it starts without a new
@@ -173,9 +173,9 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
         decision = await limiter.acquire(spec, Ask(
             holder, key, priority if isinstance(priority, int) else 0, now, lease_until=now + lease + SLOT_MARGIN,
             wake={"queue": queue_name_for(wake.workflow_name), "payload": payload,
-                  "key": f"{run_id}:{step_id}:slot:{now.timestamp():.6f}"}))
+                  "key": f"{run_id}:{step_id}:slot:{now.timestamp():.6f}"}), unlogged_run=None if queued else run_id)
         if not isinstance(decision, Acquired):
-            await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, holder)
+            await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, step_id if queued else None, holder)
             return WAITING
         slot = Slot(spec.name, pool, holder)
     admitted = now
@@ -190,8 +190,9 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
         for _ in range(3):
             if found_at is not None or slot is not None:
                 break
-            if await _wait_for_resume(limiter, spec, key, holder, wake, now):
-                await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, holder)
+            if await _wait_for_resume(limiter, spec, key, holder, wake, now, None if queued else run_id):
+                await _withdraw_if_ended(world, limiter, spec.name, pool, run_id, step_id if queued else None,
+                                         holder)
                 return WAITING
             found_at = await limiter.reserve(spec, key)  # (resumed meanwhile)
         at = admitted = found_at if found_at is not None else now
@@ -210,7 +211,7 @@ async def take(world: World, definition: StepDef, run_id: str, step_id: str, key
 
 
 async def _wait_for_resume(limiter: Limiter, spec: LimitSpec, key: str, holder: str, wake: FlowMessage,
-                           now: datetime) -> bool:
+                           now: datetime, unlogged_run: str | None) -> bool:
     """A step of a paused limit with a rate alone (``rules.limiters.paused_bucket``): it waits for the resume as a
     slot's waiter, in the same order (its run's priority, then turns between keys), and the resume's grant sends
     its message back, marked (``PAUSED_FIELD``) so it gives back the slot the grant made it hold. False when the
@@ -221,7 +222,7 @@ async def _wait_for_resume(limiter: Limiter, spec: LimitSpec, key: str, holder: 
     decision = await limiter.acquire(spec, Ask(
         holder, key, priority if isinstance(priority, int) else 0, now, lease_until=now + SLOT_MARGIN,
         wake={"queue": queue_name_for(wake.workflow_name), "payload": payload,
-              "key": f"{holder}:paused:{now.timestamp():.6f}"}))
+              "key": f"{holder}:paused:{now.timestamp():.6f}"}), unlogged_run=unlogged_run)
     if isinstance(decision, Acquired):
         await limiter.release(spec.name, pool_of(spec, key), holder)
         return False
@@ -229,14 +230,33 @@ async def _wait_for_resume(limiter: Limiter, spec: LimitSpec, key: str, holder: 
 
 
 async def _withdraw_if_ended(world: World, limiter: Limiter, limit: str, pool: str, run_id: str,
-                             holder: str) -> None:
-    """The attempt was written as a waiter: if its run has ended meanwhile, take the waiter out again. A step
-    message that comes after its run's end (a cancel while it was queued) found its limit full or paused and
-    waited, after the end's tidy (``free_run_steps``) had looked: nobody would take that waiter out, and it was
-    listed until a grant or a resume. Written before this read, the waiter is seen by the tidy of an end that
-    this read does not see. One metadata-only read, on the waiting path only."""
-    if await has_ended(world, run_id):
+                             step_id: str | None, holder: str) -> None:
+    """The attempt was written as a waiter: if its step (``step_id``: a step message's, which may come after the
+    step's end) or its run has ended meanwhile, take the waiter out again. Nobody else would:
+
+    - a step message that comes after its run's end (a cancel while it was queued) found its limit full or
+      paused and waited after the end's tidy (``free_run_steps``) had looked; it was listed until a grant or a
+      resume;
+    - the wake of a step the workflow cancelled after its grant (``free_cancelled_steps`` gave the granted slot
+      back) is a fresh message, which asks before it looks at its step's end (only a redelivery looks first:
+      ``ended_already``): found the limit full again (or paused), it waited a second time, for a step that never
+      runs, while its run went on; its grant then went to nobody, ahead of live waiters.
+
+    Written before these reads, the waiter is seen by the tidy of an end that they do not see. One read of the
+    step without values and one metadata-only read of the run, on the waiting path only (the flow's own ask for a
+    step to be born running, ``step_id`` None, has no step to read: its declaration comes after)."""
+    if (step_id is not None and await step_ended(world, run_id, step_id)) or await has_ended(world, run_id):
         await limiter.release(limit, pool, holder)
+
+
+async def step_ended(world: World, run_id: str, step_id: str) -> bool:
+    """Whether step ``step_id`` has ended (cancelled by its workflow, say): one read without values. A step not
+    found is not ended here (its run's look, ``has_ended``, answers for a run that is gone)."""
+    try:
+        step = await world.steps.get(run_id, step_id, resolve_data="none")
+    except (StepNotFoundError, RunNotFoundError):
+        return False
+    return step.status in TERMINAL_STEP_STATUSES
 
 
 async def has_ended(world: World, run_id: str) -> bool:
@@ -353,7 +373,8 @@ async def _free_steps(world: World, registry: Registry, run_id: str, log: Sequen
               if event.event_type in _MARKED_EVENTS and event.correlation_id is not None
               and (only is None or event.correlation_id in only)
               and isinstance(limit := (event.event_data or {}).get(LIMIT_FIELD), dict)]
-    if not marked:
+    unlogged = await _unlogged_waiters(world, registry, run_id, log) if only is None else []
+    if not marked and not unlogged:
         return []
     names = {e.correlation_id: str((e.event_data or {}).get("stepName"))
              for e in log if e.event_type == "step_created" and e.correlation_id}
@@ -383,11 +404,35 @@ async def _free_steps(world: World, registry: Registry, run_id: str, log: Sequen
         holders.add(step_holder(run_id, step_id))
         if opened:
             waiting.add(step_holder(run_id, step_id))
+    for name, pool, holder in unlogged:
+        holders, waiting = pools.setdefault((name, pool), (set(), set()))
+        holders.add(holder)
+        waiting.add(holder)
     limiter = Limiter(world)
     freed: list[str] = []
     for (name, pool), (holders, waiting) in pools.items():
         freed += await limiter.release_all(name, pool, holders, waiting=waiting)
     return freed
+
+
+async def _unlogged_waiters(world: World, registry: Registry, run_id: str,
+                            log: Sequence[Event]) -> list[tuple[str, str, str]]:
+    """The (limit, pool, holder) of the waiters a flow of this run wrote for steps it had yet to declare
+    (``take`` with ``queued`` false: the step to be born running), as noted under the run
+    (``LimiterStore.unlogged_waiters``). A flow that died between such a waiter and the step's ``step_created``,
+    its run then cancelled before the redelivery that declares it again, left a waiter no log names: listed, and
+    granted a slot that went to nobody, until the next grant, or until the resume of a paused limit (perhaps
+    never). Asked only where that can be: a run that did not complete (a run completes through a flow that
+    replayed it, declaring that step again first) of code with a limited step, one query per such limit."""
+    if any(e.event_type == "run_completed" for e in reversed(log)):
+        return []
+    store = limiters_of(world)
+    names = sorted({d.limit.spec.name for d in registry.steps.values() if d.limit is not None})
+    if store is None or not names:
+        return []
+    own = step_holder(run_id, "")  # (a holder noted under another run id that merely starts alike is not ours)
+    return [(name, pool, holder) for name in names for pool, holder in await store.unlogged_waiters(name, run_id)
+            if holder.startswith(own)]
 
 
 _MARKED_EVENTS = frozenset({"step_created", "step_started"})

@@ -16,6 +16,7 @@ notice of how many characters were cut (``cap_message``)."""
 _CUT = re.compile(r"… \((\d+) more characters cut\)$")
 _NOTICE_ROOM = 40  # "… (<up to 20 digits> more characters cut)"
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 
 def cap_message(message: str) -> str:
@@ -273,6 +274,18 @@ def stored_tracebacks(stored: Mapping[str, Any], workflow_name: str) -> StoredTr
         return inner
     outer.__cause__ = inner
     return outer
+
+
+def chain_stored_traceback(error: E, stack: object, where: str) -> E:
+    """``error`` (a ``StepError`` or ``ChildWorkflowError`` raised in a workflow) with the traceback its step or
+    child run stored as its ``__cause__`` (a ``StoredTraceback``), as ``Run.result()`` chains a run's: that
+    exception was raised in another attempt or run, maybe another process, so no exception object of it exists
+    here, but a traceback printed or logged in the workflow (``logging.exception``, pytest's report) shows the
+    line that raised. What the run stores of it is unchanged (``_worker/error_shapes.py`` leaves such a cause out:
+    it stores that traceback as the error's ``cause`` already)."""
+    if isinstance(stack, str) and stack.strip():
+        error.__cause__ = StoredTraceback(where, stack)
+    return error
 
 
 def _stored_traceback(stored: Mapping[str, Any], where: str) -> StoredTraceback | None:

@@ -7,6 +7,10 @@ rewritten whole and conditioned on its version (``world.limiters.LimiterStore``;
 | a pool | ``LIMIT#<name>`` | ``P#<pool>`` | ``v`` (version), ``s`` (the pool as JSON), ``expiresAt`` |
 | a waiter | ``LIMIT#<name>`` | ``W#<pool>#<holder>`` | ``s`` (the waiter as JSON) |
 | a start reserved far ahead | ``LIMIT#<name>`` | ``R#<pool>#<holder>`` | ``at`` (ISO 8601 UTC), ``expiresAt`` |
+| a waiter whose step is in no log yet | ``LIMIT#<name>`` | ``U#<run>#<holder>`` | ``pool``, ``expiresAt`` |
+
+(The last is put in that waiter's transaction, for ``unlogged_waiters``: a flow asks before it declares a step to
+be born running.)
 | a limit's name | ``LIMITS`` | ``<name>`` | (after a pool's first write, once per process: ``awsworld limits``) |
 
 Priced by the byte: a pool holds its holders and the keys that wait (tens of bytes each), so a pool of a limit
@@ -41,6 +45,7 @@ NAMES_PARTITION = "LIMITS"
 POOL_PREFIX = "P#"
 WAITER_PREFIX = "W#"
 RESERVED_PREFIX = "R#"
+UNLOGGED_PREFIX = "U#"
 IDLE_DAYS = 30
 RESERVATION_KEPT_SECONDS = 3600
 """A kept reservation's item outlives its start by this much (its TTL), then goes."""
@@ -76,7 +81,7 @@ class DynamoLimiters:
         return None if item is None else decode_waiter(str(item["s"]))
 
     async def commit(self, pool: Pool, *, expected_version: int, add: Sequence[Waiter] = (),
-                     remove: Sequence[str] = ()) -> bool:
+                     remove: Sequence[str] = (), unlogged_run: str | None = None) -> bool:
         item: dict[str, Any] = {**_pool_key(pool.limit, pool.pool), "v": expected_version + 1, "s": encode_pool(pool)}
         if not pool.keys and pool.total is None:  # nothing that must outlive an idle spell
             item[TTL_ATTRIBUTE] = int(datetime.now(UTC).timestamp() + IDLE_DAYS * 86400)
@@ -90,6 +95,10 @@ class DynamoLimiters:
                 ops = [op, *(put("waiter", {**_waiter_key(pool.limit, pool.pool, w.holder), "s": encode_waiter(w)},
                                  if_absent=True) for w in add),
                        *(TxOp("Delete", "gone", key=_waiter_key(pool.limit, pool.pool, h)) for h in remove)]
+                if unlogged_run is not None:  # (2 WRU each, in a flow's ask for a step not declared yet only)
+                    until = int(datetime.now(UTC).timestamp() + self.clients.config.max_run_seconds + 86400)
+                    ops += [put("unlogged", {**_unlogged_key(pool.limit, unlogged_run, w.holder), "pool": pool.pool,
+                                             TTL_ATTRIBUTE: until}) for w in add]
                 await transact(self.clients, ops)
         except _Lost:
             return False
@@ -127,6 +136,11 @@ class DynamoLimiters:
                                       ConsistentRead=True, ReturnConsumedCapacity="TOTAL")
         item = from_ddb(response.get("Item"))
         return None if item is None else datetime.fromisoformat(str(item["at"]))
+
+    async def unlogged_waiters(self, limit: str, run_id: str) -> list[tuple[str, str]]:
+        prefix = f"{UNLOGGED_PREFIX}{run_id}#"
+        return sorted((str(item["pool"]), str(item[SK])[len(prefix):])
+                      for item in await self._query(PARTITION_PREFIX + limit, prefix))
 
     async def limits(self) -> list[str]:
         return sorted(str(item[SK]) for item in await self._query(NAMES_PARTITION, ""))
@@ -166,6 +180,10 @@ def _pool_key(limit: str, pool: str) -> dict[str, str]:
 
 def _waiter_key(limit: str, pool: str, holder: str) -> dict[str, str]:
     return {PK: PARTITION_PREFIX + limit, SK: f"{WAITER_PREFIX}{pool}#{holder}"}
+
+
+def _unlogged_key(limit: str, run_id: str, holder: str) -> dict[str, str]:
+    return {PK: PARTITION_PREFIX + limit, SK: f"{UNLOGGED_PREFIX}{run_id}#{holder}"}
 
 
 def _reserved_key(limit: str, pool: str, holder: str) -> dict[str, str]:

@@ -301,6 +301,11 @@ class _Hooks:
         return await self.world.model(HookPage, "GET", "/v1/hooks", params={
             "runId": run_id, "cursor": cursor, "limit": limit, "resolveData": resolve_data})
 
+    async def resumed_by(self, resume_id: str) -> tuple[str, str] | None:
+        answer = await self.world.request("GET", "/v1/hooks/by-resume-id", params={"resumeId": resume_id})
+        holder = answer.get("holder")
+        return None if holder is None else (str(holder["runId"]), str(holder["hookId"]))
+
 
 class _Published:
     """``world.published`` of the served World (``GET /v1/published``): what its queue's consumers registered, so

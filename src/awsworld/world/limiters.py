@@ -36,10 +36,18 @@ class LimiterStore(Protocol):
         ...
 
     async def commit(self, pool: Pool, *, expected_version: int, add: Sequence[Waiter] = (),
-                     remove: Sequence[str] = ()) -> bool:
+                     remove: Sequence[str] = (), unlogged_run: str | None = None) -> bool:
         """Store ``pool`` at version ``expected_version + 1`` if the stored one is at ``expected_version`` (0: none
         is stored), with the waiter records ``add`` put and those of the holders ``remove`` deleted, all or
-        nothing. False when the pool moved (read again, decide again)."""
+        nothing. False when the pool moved (read again, decide again). ``unlogged_run``: the waiters of ``add``
+        are steps of that run which are in no log yet (a flow asks before it declares a step to be born
+        running): each is also noted under the run, in the same write, for ``unlogged_waiters``."""
+        ...
+
+    async def unlogged_waiters(self, limit: str, run_id: str) -> list[tuple[str, str]]:
+        """The (pool, holder) of every waiter of ``limit`` noted under run ``run_id`` (``commit``'s
+        ``unlogged_run``), whether it still waits or not: what a run's end tidies that its log cannot name (a
+        flow that died between the waiter and the step's declaration)."""
         ...
 
     async def keep_reservation(self, limit: str, pool: str, holder: str, at: datetime) -> None:

@@ -116,6 +116,12 @@ class HooksAPI(Protocol):
         self, run_id: str, *, cursor: str | None = None, limit: int = 100, resolve_data: ResolveData = "all"
     ) -> HookPage: ...
 
+    async def resumed_by(self, resume_id: str) -> tuple[str, str] | None:
+        """awsworld's extension: the (run id, hook id) of the hook that recorded ``resume_id`` as a ``resumeOnce``
+        id (``world/rules/hooks.py``), or None. Kept World-wide beyond that hook's run and token, so a retried
+        resume whose token no hook holds any more can still tell that its payload was delivered."""
+        ...
+
 
 @runtime_checkable
 class Storage(Protocol):

@@ -10,7 +10,17 @@ from ...world.entities import Hook, ResolveData, Step
 from ...world.rules.state import TokenState
 from ..clients import AWSClients
 from ..dynamodb.reads import get_item, query_prefix
-from ..keys import HOOK_PREFIX, STEP_PREFIX, hook_key, hook_pointer_key, run_key, run_pk, step_key, token_key
+from ..keys import (
+    HOOK_PREFIX,
+    STEP_PREFIX,
+    hook_key,
+    hook_pointer_key,
+    resume_once_key,
+    run_key,
+    run_pk,
+    step_key,
+    token_key,
+)
 from .entity_reads import EntityReads
 from .item_states import token_state
 from .transitions import step_from_head
@@ -77,6 +87,12 @@ class EntityLookups:
                 break
             owner = again  # a new hook claimed the token meanwhile: look that one up
         return None, token_state(owner) if owner is not None else None
+
+    async def resume_holder(self, resume_id: str) -> tuple[str, str] | None:
+        """The ``RESUMEONCE#`` item of the id (``keys.resume_once_key``): one strongly consistent read of a small
+        item (1 RRU)."""
+        item = await get_item(self.clients, resume_once_key(resume_id))
+        return None if item is None else (str(item["runId"]), str(item["hookId"]))
 
     async def hooks(self, run_id: str, after: str | None, limit: int, resolve: ResolveData) -> tuple[list[Hook], bool]:
         items, more = await query_prefix(self.clients, run_pk(run_id), HOOK_PREFIX, after_sk=after, limit=limit)

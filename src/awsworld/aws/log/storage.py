@@ -48,6 +48,7 @@ class DynamoStorage:
         self.run_ids = RunIndex(clients).run_ids
         self.step, self.steps, self.hook = lookups.step, lookups.steps, lookups.hook
         self.hook_by_token, self.hooks = lookups.hook_by_token, lookups.hooks
+        self.resume_holder = lookups.resume_holder
 
     async def run(self, run_id: str, resolve: ResolveData) -> Run:
         fetched = await self.reads.run_items(run_id)

@@ -22,8 +22,8 @@ from datetime import UTC, datetime
 from typing import Literal
 
 from ..entities import TERMINAL_RUN_STATUSES, HookStatus
-from ..errors import HookClosedError, HookNotFoundError, WorldError
-from ..events import CreateEventRequest, HookCreatedData, HookReceivedData
+from ..errors import HookClosedError, HookNotFoundError, HookResumedElsewhereError, InvalidInputError, WorldError
+from ..events import MAX_RESUME_ID_LENGTH, CreateEventRequest, HookCreatedData, HookReceivedData
 from ..ids import check_path_id
 from .conditions import AllOf, AnyOf, Condition, Earlier, Equals, Missing, Not, Unset, holds
 from .decision import Check, Decision, HookEnd, NewEvent, hook_missing
@@ -159,6 +159,26 @@ def hook_received(req: CreateEventRequest, view: View) -> Decision:
         checks = (Check.RESUME_NEW, Check.RUN_ALIVE, Check.EXISTS)
     event = NewEvent(req.event_type, hook_id, event_data(req), view.carries_value, req.spec_version)
     return Decision(req.event_type, hook_id, [event], checks, resume_id=data.resume_id, resume_once=once)
+
+
+def check_resume_id(resume_id: object) -> str:
+    """A resume id as ``hook_received`` takes it (``HookReceivedData.resume_id``): a non-empty str of at most
+    ``MAX_RESUME_ID_LENGTH`` characters; anything else is refused before anything is read."""
+    if not isinstance(resume_id, str) or not 1 <= len(resume_id) <= MAX_RESUME_ID_LENGTH:
+        raise InvalidInputError(f"a resume id is a non-empty string of at most {MAX_RESUME_ID_LENGTH} characters",
+                                field="resumeId")
+    return resume_id
+
+
+def recorded_elsewhere(holder: tuple[str, str]) -> HookResumedElsewhereError:
+    """What a ``resumeOnce`` resume of a token no hook holds any more answers when the World's record of its
+    resume id (``hooks.resumed_by``) names the hook that took it: the refusal a write on any other hook gets
+    (``HookResumedElsewhereError``), so a retry whose first attempt delivered answers as that attempt did, also
+    once that hook's run and token are gone."""
+    run_id, hook_id = holder
+    return HookResumedElsewhereError(
+        f"no hook holds that token any more, and hook {hook_id} of run {run_id} recorded this resume id already "
+        "(resumeOnce): the payload was delivered there; nothing was written", hook_id=hook_id, run_id=run_id)
 
 
 def hook_disposed(req: CreateEventRequest, view: View) -> Decision:

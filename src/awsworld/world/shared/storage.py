@@ -46,7 +46,7 @@ from ..events import (
 from ..ids import event_id_to_slot
 from ..pages import MAX_EVENTS_PAGE, EventPage, HookPage, RunPage, StepPage
 from ..rules.decision import hook_missing
-from ..rules.hooks import lookup_refusal
+from ..rules.hooks import check_resume_id, lookup_refusal
 from ..rules.log import skipped_over
 from ..rules.requests import attr_set_event, batch_requests, check_run_id, check_write_params, in_request_order
 from ..rules.runs import created_run_id
@@ -166,6 +166,11 @@ class StorageEngine(Protocol[V]):
     async def hooks(self, run_id: str, after: str | None, limit: int,
                     resolve: ResolveData) -> tuple[list[Hook], bool]:
         """A page of the run's hooks in key order (``HOOK#`` + id) after the key ``after``."""
+        ...
+
+    async def resume_holder(self, resume_id: str) -> tuple[str, str] | None:
+        """The (run id, hook id) the ``resumeOnce`` id ``resume_id`` is recorded on (``world/rules/hooks.py``),
+        or None."""
         ...
 
     async def events(self, run_id: str, after: int, limit: int, resolve: ResolveData) -> LogSlice:
@@ -323,6 +328,12 @@ class WorldStorage(Generic[V]):
             raise lookup_refusal(holder)
         return hook
 
+    async def resumed_by(self, resume_id: str) -> tuple[str, str] | None:
+        """``hooks.resumed_by``: the hook that recorded a ``resumeOnce`` id, whatever became of it, its token or
+        its run since (``world/protocol.py``)."""
+        check_resume_id(resume_id)
+        return await self.engine.resume_holder(resume_id)
+
     async def list_hooks(self, run_id: str, *, cursor: str | None = None, limit: int = 100,
                          resolve_data: ResolveData = "all") -> HookPage:
         """A run's hooks in id order, ``limit`` at a time."""
@@ -366,3 +377,4 @@ class Hooks:
         self.get = storage.get_hook
         self.get_by_token = storage.get_hook_by_token
         self.list = storage.list_hooks
+        self.resumed_by = storage.resumed_by
