@@ -10,6 +10,7 @@ the other is handed to it as an asynchronous invocation of that version would be
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -251,7 +252,12 @@ async def test_a_run_keeps_the_code_it_started_on_while_new_runs_take_the_new_de
     assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
 
 
-async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_reroutes(stack: Stack) -> None:
+async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_reroutes(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Its copies are sent after ``AWSWORLD_REROUTE_DELAY_SECONDS`` doubled per re-route: 0 here, so the emulator's
+    run spends no time on them (1 + 2 + 4 s with the default, which the test once waited out)."""
+    monkeypatch.setenv("AWSWORLD_REROUTE_DELAY_SECONDS", "0")
+    caplog.set_level(logging.WARNING, logger="awsworld.delivery")
     run = await stack.client.start(order_v1, "c")
     await stack.hook_ready("pin-go:c")
     await stack.deploy("v2", V2)
@@ -267,6 +273,9 @@ async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_
     assert statuses.count("reroute-sent") == MAX_REROUTES and statuses.count("deployment-mismatch") == 1
     view = await stack.world.runs.get(run.run_id, resolve_data="none")
     assert view.status in TERMINAL_RUN_STATUSES
+    sent = [r.getMessage().split("; ", 1)[1].split(" (")[0] for r in caplog.records
+            if "sent again in" in r.getMessage()]
+    assert sent == ["sent again in 0 s"] * MAX_REROUTES, sent
 
 
 async def test_a_run_admitted_by_its_first_delivery_is_woken_on_its_pinned_deployment(stack: Stack) -> None:
