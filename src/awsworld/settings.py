@@ -246,6 +246,11 @@ class Settings:
     failure_backoff_seconds = Var[float](
         "AWSWORLD_FAILURE_BACKOFF_SECONDS", 10.0, _number,
         "a failed record's first back-off, doubling per receive up to 10 minutes", group="worker")
+    reroute_delay_seconds = Var[float](
+        "AWSWORLD_REROUTE_DELAY_SECONDS", 1.0, _at_least(0.0),
+        "how long a delivery whose run's deployment cannot be reached waits before it is sent again, doubling per "
+        "re-route (1, 2, 4 s; the run then fails with `DEPLOYMENT_MISMATCH`): time for an `awsworld upgrade` under "
+        "way to move the run", group="worker")
     unknown_workflow_window_seconds = Var[float](
         "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS", 900.0, _number,
         "how long after a run's creation a workflow this deployment lacks is retried before the run fails",

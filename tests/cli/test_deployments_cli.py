@@ -87,6 +87,10 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
         mismatch = dev("upgrade", runs[0], "--to", v1)
         assert mismatch.code == 1 and "are not deployment" in mismatch.err and "nothing was written" in mismatch.err
 
+        typo = dev("upgrade", "--deployment", v1[:-1])  # it said "0 of 0 run(s) moved to ..." and exited 0
+        assert typo.one_line_error(1) == (f"awsworld upgrade: no deployment {v1[:-1]!r} is registered (registered: "
+                                          f"{v1}, {v2}), and no unfinished run is pinned to it: nothing was moved "
+                                          "(hint: `awsworld deployments` lists them, with the runs each holds)"), typo
         moved = dev("upgrade", "--deployment", v1)
         assert moved.code == 0, moved
         lines = moved.out.splitlines()

@@ -586,3 +586,54 @@ def test_a_module_that_does_not_compile_is_one_line_at_start_and_leaves_the_cli_
                "the edit)")
     assert started.code == 0 and started.err.splitlines() == [warning], started
     assert listed.code == 0 and started.out.strip() in listed.out and listed.err.splitlines() == [warning], listed
+
+
+LOOSE = '''
+from awsworld import create_hook, step, workflow
+
+
+@step(name="loose.tag")
+async def tag(order_id: str) -> str:
+    return f"tagged {order_id}"
+
+
+@workflow(name="loose.order", pinned=False)
+async def order(order_id: str) -> str:
+    first = await tag(order_id)
+    async with create_hook(token=f"ok:{order_id}") as hook:
+        answer = await hook
+    return f"{first} {answer}"
+'''
+
+
+def test_a_payload_for_a_parked_run_says_the_run_is_parked_and_reaches_it_once_code_replays_it(
+        tmp_path: Path, runner: Runner) -> None:
+    """An unpinned run (``pinned=False``) waits on a hook; an edit changes the call before the hook, and the reload
+    parks it. ``awsworld resume`` of its hook said "delivered as ... to run ..." alone, as for a run that goes on:
+    it now says the run is parked and where to look. The revert resumes the run, which takes the payload."""
+    source = tmp_path / "src" / "loosedev.py"
+    source.parent.mkdir()
+    source.write_text(textwrap.dedent(LOOSE))
+    dev = WatchedDev(tmp_path, tmp_path / "state", [runner], module="loosedev")
+    try:
+        started = dev("start", "loose.order", '"P-1"')
+        assert started.code == 0, started
+        run_id = started.out.strip()
+        until(lambda: dev("describe", run_id, "--json"),
+              lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["hook"])
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text().replace("await tag(order_id)", "await tag(order_id + '!')"))
+        dev.wait_for(rf"^run {run_id} \(loose\.order\) is parked: ", mark_at)
+
+        resumed = dev("resume", "ok:P-1", '"yes"')
+        assert resumed.code == 0, resumed
+        assert re.fullmatch(rf"delivered as evnt_\w+ to run {run_id}; the run is parked: it goes on once code replays "
+                            rf"its log \(`awsworld describe {run_id}` says where\)\n", resumed.out), resumed.out
+
+        mark_at = len(dev.lines)
+        source.write_text(source.read_text().replace("await tag(order_id + '!')", "await tag(order_id)"))
+        dev.wait_for(rf"^run {run_id} \(loose\.order\) replays again: it was parked, and resumes$", mark_at)
+        finished = dev("result", run_id, "--wait", "30", "--json")
+        assert finished.code == 0 and json.loads(finished.out)["output"] == "tagged P-1 yes", finished
+    finally:
+        dev.stop()

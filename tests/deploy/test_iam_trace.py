@@ -385,9 +385,13 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
 
     await esm.run_until(scheduled, timeout=60)
 
-    # A run pinned to version 1 (whose Lambda version does not exist here: the emulator has no such function):
-    # version 2 hands its delivery over with an Invoke, finds the version gone, and after three re-routes fails the
-    # run with DeploymentMismatchError.
+    # A run pinned to version 1, registered (a start refuses a deployment that is not) but whose Lambda version does
+    # not exist here (the emulator has no such function, as when it was deleted outside `awsworld deployments
+    # retire`): version 2 hands its delivery over with an Invoke, finds the version gone, and after three re-routes
+    # fails the run with DeploymentMismatchError. (The operator's workload registers the same record again: kept.)
+    await local.world.deployments.register(Deployment("v1", "the flow function",
+                                                      datetime.now(UTC) - timedelta(days=1),
+                                                      target=f"{FLOW_FUNCTION}:1"))
     old = await client.options(deployment="v1").start(app.quick, "pinned")
     await esm.run_until(done(old), timeout=60)
     with pytest.raises(WorkflowRunFailedError, match="pinned to deployment 'v1'"):

@@ -10,6 +10,7 @@ the other is handed to it as an asynchronous invocation of that version would be
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +20,7 @@ import pytest
 
 from awsworld import RateLimit, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld._deployments.identity import register
-from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
+from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE, DeploymentUnavailableError
 from awsworld._deployments.upgrade import Upgrade, upgrade_run
 from awsworld._worker.delivery import RecordResult
 from awsworld._worker.dispatch import Worker
@@ -167,8 +168,13 @@ class Stack:
     async def retire(self, deployment: str) -> None:
         if self.env is not None:
             await self.env.retire(deployment)
-        else:
+        else:  # as `awsworld deployments retire` (or the test environment's) does: its record marked
             assert self.poller is not None and self.poller.host.retire(deployment)
+            store = self.world.deployments
+            assert store is not None
+            for found in await store.read():
+                if found.deployment_id == deployment:
+                    await store.put(found.retire(clock_of(self.world).now()))
 
     async def upgrade(self, run: Run[Any], to: str, registry: Registry) -> Upgrade:
         if self.env is not None:
@@ -251,7 +257,12 @@ async def test_a_run_keeps_the_code_it_started_on_while_new_runs_take_the_new_de
     assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
 
 
-async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_reroutes(stack: Stack) -> None:
+async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_reroutes(
+        stack: Stack, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """Its copies are sent after ``AWSWORLD_REROUTE_DELAY_SECONDS`` doubled per re-route: 0 here, so the emulator's
+    run spends no time on them (1 + 2 + 4 s with the default, which the test once waited out)."""
+    monkeypatch.setenv("AWSWORLD_REROUTE_DELAY_SECONDS", "0")
+    caplog.set_level(logging.WARNING, logger="awsworld.delivery")
     run = await stack.client.start(order_v1, "c")
     await stack.hook_ready("pin-go:c")
     await stack.deploy("v2", V2)
@@ -267,6 +278,9 @@ async def test_a_retired_deployments_run_fails_with_the_typed_error_after_three_
     assert statuses.count("reroute-sent") == MAX_REROUTES and statuses.count("deployment-mismatch") == 1
     view = await stack.world.runs.get(run.run_id, resolve_data="none")
     assert view.status in TERMINAL_RUN_STATUSES
+    sent = [r.getMessage().split("; ", 1)[1].split(" (")[0] for r in caplog.records
+            if "sent again in" in r.getMessage()]
+    assert sent == ["sent again in 0 s"] * MAX_REROUTES, sent
 
 
 async def test_a_run_admitted_by_its_first_delivery_is_woken_on_its_pinned_deployment(stack: Stack) -> None:
@@ -426,3 +440,27 @@ async def test_a_start_can_name_its_deployment_or_take_the_latest(stack: Stack) 
     assert await latest.result(timeout=30) == ["v1:g", "v3:g"], "unpinned: the rest on the newest code"
     assert await named.result(timeout=30) == ["v1:h", "v1:h"]
     assert (await stack.pin(latest), await stack.pin(named)) == ("latest", "v1")
+
+
+async def test_a_start_naming_a_deployment_its_run_cannot_be_pinned_to_is_refused_and_writes_nothing(
+        stack: Stack) -> None:
+    """A mistyped deployment, a retired one, one whose code lacks the workflow: each started a run that was
+    re-routed until it failed ("could not be reached after 3 re-routes ... (retired, or its Lambda version
+    deleted)", for a name that was only mistyped), or waited out the unknown-workflow window. Now the start raises
+    ``DeploymentUnavailableError`` and records nothing."""
+    with pytest.raises(DeploymentUnavailableError) as unknown:
+        await stack.client.options(deployment="v9").start(order_v1, "i")
+    assert str(unknown.value) == ("deployment 'v9' cannot be reached: no deployment 'v9' is registered (registered: "
+                                  "v1); `awsworld deployments` lists them, and nothing was started")
+    await stack.deploy("v3", V3)  # v3's code has pin.order only
+    with pytest.raises(DeploymentUnavailableError, match=r"deployment 'v3' does not register workflow 'pin\.short' "
+                                                         r"\(its workflows: pin\.order\)"):
+        await stack.client.options(deployment="v3").start(short_v1, "i")
+    await stack.retire("v1")
+    with pytest.raises(DeploymentUnavailableError, match="deployment 'v1' was retired: it runs nothing"):
+        await stack.client.options(deployment="v1").start(order_v1, "i")
+    page = await stack.world.runs.list(limit=10, resolve_data="none")
+    assert page.data == [], "nothing recorded"
+    run = await stack.client.options(deployment="v3").start(order_v3, "j")  # one it can be pinned to
+    await stack.hook_ready("pin-go:j")
+    assert await stack.pin(run) == "v3"

@@ -108,3 +108,25 @@ async def test_awsworld_replay_reports_a_seeded_divergence(e2e, tmp_path: Path) 
     assert code == 2 and "did you mean 'cli_demo.checkout'?" in output and "replayed" not in output, output
     assert len(await run.events()) == before, "replay writes nothing"
     assert await run.status() == "running"
+
+
+async def test_awsworld_replay_says_a_diverging_run_is_pinned_and_what_that_means(tmp_path: Path) -> None:
+    """A run pinned to its deployment (the default) goes on on that deployment's code whatever is deployed next:
+    its divergence from changed code says so (``awsworld upgrade`` would not move it), where it read as a run the
+    deploy would break. An unpinned run's, and an ended run's, read as before. ``--file``: no AWS needed."""
+    from awsworld.client.replay import export_lines
+    from awsworld.testing import WorkflowTestEnv
+
+    async with WorkflowTestEnv(deployment="v1") as env:
+        run = await env.client.start(checkout, "P-1")
+        await run.wait_for_hook("cli-ship:P-1")
+        lines = export_lines(await run.events())
+    (tmp_path / "pinned.jsonl").write_text("".join(f"{line}\n" for line in lines))
+    (tmp_path / "shop_changed.py").write_text(textwrap.dedent(CODE.format(amount="40.0")))
+    offline = {k: v for k, v in os.environ.items() if not k.startswith(("AWS", "AWSWORLD"))}
+    offline["PYTHONPATH"] = str(tmp_path)
+    code, output = await _awsworld("replay", "--file", "pinned.jsonl", "-m", "shop_changed", env=offline,
+                                   cwd=tmp_path)
+    assert code == 1, output
+    assert (f"the code called charge('P-1', 40.0) [pinned to deployment v1: it goes on on that code, which a deploy "
+            f"does not change; `awsworld upgrade {run.run_id}` would not move it to this code]\n") in output, output

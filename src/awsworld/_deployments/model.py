@@ -26,6 +26,25 @@ def latest(deployments: list[Deployment]) -> Deployment | None:
     return max(live, key=lambda d: d.registered_at) if live else None
 
 
+def refusal(deployments: list[Deployment], deployment_id: str, workflow: str | None = None) -> str | None:
+    """Why runs (of ``workflow``) cannot be pinned to ``deployment_id`` (one no deployment of ``deployments`` is, one
+    retired: it runs nothing, or one whose code does not register ``workflow``), or None. What ``awsworld upgrade
+    --to`` and a start naming its deployment (``Client.options(deployment=...)``) both refuse, before they write
+    anything: such a run would be re-routed until it failed with ``DEPLOYMENT_MISMATCH`` ("could not be reached ...
+    retired, or its Lambda version deleted", of a name that was only mistyped), or wait out the unknown-workflow
+    window before failing with ``UNKNOWN_WORKFLOW``."""
+    named = next((d for d in deployments if d.deployment_id == deployment_id), None)
+    if named is None:
+        known = ", ".join(d.deployment_id for d in deployments if not d.retired) or "none"
+        return f"no deployment {deployment_id!r} is registered (registered: {known})"
+    if named.retired:
+        return f"deployment {deployment_id!r} was retired: it runs nothing"
+    if workflow is not None and named.workflows and workflow not in named.workflows:
+        return (f"deployment {deployment_id!r} does not register workflow {workflow!r} (its workflows: "
+                f"{', '.join(named.workflows)})")
+    return None
+
+
 async def newest_holding(store: DeploymentStore | None, workflow: str) -> str | None:
     """The deployment a start of ``workflow`` that may wait for a concurrency slot is pinned to at creation: the
     newest one (the code new runs start on), if it registers ``workflow``; None (the run's first delivery pins it,
@@ -41,4 +60,4 @@ async def newest_holding(store: DeploymentStore | None, workflow: str) -> str | 
     return newest.deployment_id if newest is not None and workflow in newest.workflows else None
 
 
-__all__ = ["DEPLOYMENTS_OF_DEV", "DEPLOYMENTS_OF_LAMBDA", "latest", "newest_holding"]
+__all__ = ["DEPLOYMENTS_OF_DEV", "DEPLOYMENTS_OF_LAMBDA", "latest", "newest_holding", "refusal"]

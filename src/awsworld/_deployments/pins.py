@@ -77,7 +77,8 @@ class DeploymentMismatchError(RuntimeError):
 
 class DeploymentUnavailableError(LookupError):
     """A delivery was addressed to a deployment this host cannot reach (retired, deleted, never known here): the
-    spec's ErrDeploymentUnavailable. Raised by a host's ``hand_over``."""
+    spec's ErrDeploymentUnavailable. Raised by a host's ``hand_over``, and by a start that names a deployment its
+    run cannot be pinned to (``_worker.run_control.refuse_deployment``), before anything is recorded."""
 
     def __init__(self, deployment: str, why: str = "it is gone") -> None:
         super().__init__(f"deployment {deployment!r} cannot be reached: {why}")

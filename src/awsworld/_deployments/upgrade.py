@@ -31,7 +31,7 @@ from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import Event
 from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
-from .model import latest
+from .model import latest, refusal
 from .pins import LATEST, pin_change, pin_of
 
 UNPINNED = "(unpinned)"
@@ -69,13 +69,10 @@ async def target_deployment(store: DeploymentStore, to: str) -> Deployment:
         if found is None:
             raise UpgradeError("no deployment is registered in this World: nothing to move runs to")
         return found
-    named = next((d for d in deployments if d.deployment_id == to), None)
-    if named is None:
-        known = ", ".join(d.deployment_id for d in deployments if not d.retired) or "none"
-        raise UpgradeError(f"no deployment {to!r} is registered (registered: {known})")
-    if named.retired:
-        raise UpgradeError(f"deployment {to!r} was retired: it runs nothing")
-    return named
+    refused = refusal(deployments, to)
+    if refused is not None:
+        raise UpgradeError(refused)
+    return next(d for d in deployments if d.deployment_id == to)
 
 
 async def upgrade_run(world: World, run_id: str, target: str, registry: Registry) -> Upgrade:

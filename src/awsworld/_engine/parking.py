@@ -157,13 +157,24 @@ UNBOUND = "parameters"
 """The ``change`` of a run parked because its workflow does not take its recorded input (``divergence.parameters``)."""
 
 
-def ways_out(run_id: str, change: str | None = None) -> str:
+def ways_out(run_id: str, change: str | None = None, pinned: str | None = None) -> str:
     """What an operator can do about a parked run, in one sentence. A run parked for a value its code cannot read,
     or an input its workflow does not take, is not helped by a ``patched()`` branch (the value is read, the
-    workflow called, before any branch): the code must take what was recorded."""
+    workflow called, before any branch): the code must take what was recorded.
+
+    ``pinned``: the deployment the run is pinned to (``_deployments.pins``). Such a run diverged on that
+    deployment's own code (a workflow that reads something that changes between replays), and its deliveries keep
+    going there: a deploy of a fix does not reach it, so the way out is to move it to the fix with ``awsworld
+    upgrade`` (which replays it there first). ``awsworld dev``'s reload moves it by itself (``cli.dev_reload``)."""
     fail = f"`awsworld fail {run_id}` ends it instead"
     if change == MISSING:
         return f"restore the workflow (its name, its module) and the run resumes; {fail}"
+    if pinned is not None:
+        fix = ("code that takes what the log recorded, as its divergence says" if change in (UNREADABLE, UNBOUND)
+               else "code that replays it (a patched() branch around what differs, docs/how-to/changing-code.md)")
+        return (f"it is pinned to deployment {pinned}, whose own code it diverges on, and stays there: deploy {fix} "
+                f"and move it to that code with `awsworld upgrade {run_id}` (`awsworld dev` moves it by itself at "
+                f"the reload that brings it); {fail}")
     if change in (UNREADABLE, UNBOUND):
         return f"make the code take what the log recorded, as its divergence says (or revert it), and the run " \
                f"resumes; {fail}"

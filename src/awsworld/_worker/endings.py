@@ -136,7 +136,7 @@ class RunEndings:
         self.parked = parked
         log.warning("run %s is parked: its replay differs from its log at %s (event %s); %s; `awsworld describe "
                     "%s` says where", self.run_id, divergence.position, divergence.slot,
-                    ways_out(self.run_id, divergence.change),
+                    ways_out(self.run_id, divergence.change, self.message.deployment),
                     self.run_id)
 
     async def unpark(self) -> None:

@@ -9,7 +9,10 @@ when this deployment lacks the run's code and the run is pinned elsewhere. What 
 - the target cannot be reached (``DeploymentUnavailableError``: retired, its Lambda version deleted): the run is
   read once (this path only). An ended run's delivery is acknowledged; a run an upgrade moved since the message was
   addressed gets a copy addressed to where it is now. Otherwise a copy of the message with its re-route count one
-  higher is sent after 1, 2, 4 s, and the record acknowledged;
+  higher is sent after ``AWSWORLD_REROUTE_DELAY_SECONDS`` (1 s) doubled per re-route (1, 2, 4 s), and the record
+  acknowledged. Why a delay of its own, not the queue's failure back-off (``AWSWORLD_FAILURE_BACKOFF_SECONDS``, 10 s
+  doubling) or its visibility timeout: nothing failed, and nothing crashed; the one thing waiting can bring is an
+  ``awsworld upgrade`` under way moving the run (its next read finds the new pin), which takes seconds;
 - a delivery re-routed ``MAX_REROUTES`` times already fails its run with ``DeploymentMismatchError`` naming the
   deployment (code ``DEPLOYMENT_MISMATCH``), whether it kept reaching other deployments or its own could not be
   reached, and a flow message is queued so the run's end is seen by its flow (a parent is told). Nothing loops.
@@ -35,6 +38,7 @@ from .._deployments.pins import (
     pin_of,
 )
 from .._deployments.routing import exhausted
+from ..settings import SETTINGS
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import RunNotFoundError
 from ..world.messages import FlowMessage, queue_name_for
@@ -52,6 +56,12 @@ DEPLOYMENT_MISMATCHES = "DeploymentMismatches"
 """Runs failed with ``DeploymentMismatchError`` (their deployment gone, or re-routed too often)."""
 UNREACHABLE = "DeploymentUnreachable"
 """Re-routes whose deployment could not be reached (each is retried until ``MAX_REROUTES``)."""
+
+
+def reroute_delay(reroutes: int) -> float:
+    """How long the copy of a delivery re-routed ``reroutes`` times so far waits in the queue (``AWSWORLD_REROUTE_
+    DELAY_SECONDS`` doubled per re-route, at most a minute)."""
+    return min(60.0, SETTINGS.reroute_delay_seconds * 2 ** min(reroutes, 16))
 
 
 class _Tracked(Protocol):
@@ -142,9 +152,9 @@ class Rerouting(Generic[R]):
             return await self._acked(way, f"addressed to deployment {target}, but the run is on "
                                           f"{pin or 'the newest code'} now: sent there")
         count = way.reroutes + 1
-        delay = min(60, 2 ** way.reroutes)
+        delay = reroute_delay(way.reroutes)
         await self._send(way, dataclasses.replace(message, deployment=target, reroutes=count), f"r{count}", delay)
-        return await self._acked(way, f"{gone}; sent again in {delay} s (re-route {count}; the run fails "
+        return await self._acked(way, f"{gone}; sent again in {delay:g} s (re-route {count}; the run fails "
                                       f"with {DEPLOYMENT_MISMATCH} after {MAX_REROUTES})")
 
     async def _send(self, way: Way, copy: FlowMessage, tag: str, delay: float) -> None:
@@ -172,4 +182,4 @@ class Rerouting(Generic[R]):
         return result
 
 
-__all__ = ["DEPLOYMENT_MISMATCHES", "REROUTED", "UNREACHABLE", "Rerouting", "ReroutingPath", "Way"]
+__all__ = ["DEPLOYMENT_MISMATCHES", "REROUTED", "UNREACHABLE", "Rerouting", "ReroutingPath", "Way", "reroute_delay"]

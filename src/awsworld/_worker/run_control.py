@@ -21,8 +21,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-from .._deployments.model import newest_holding
-from .._deployments.pins import pin_of, pinned_attributes
+from .._deployments.model import newest_holding, refusal
+from .._deployments.pins import LATEST, DeploymentUnavailableError, pin_of, pinned_attributes
 from .._published.model import judge
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition
 from ..authoring.errors import RunStartError
@@ -75,6 +75,21 @@ class StartedRun:
     definition: WorkflowDef | None
 
 
+async def refuse_deployment(world: World, deployment: str, workflow: str) -> None:
+    """Raise ``DeploymentUnavailableError`` (nothing written) for a start that names a deployment runs of
+    ``workflow`` cannot be pinned to (``_deployments.model.refusal``). A World that keeps no deployments, or has none
+    registered yet (a stack whose flow function has not loaded), cannot tell: the start goes ahead. One read of the
+    deployments' records, for a start that names one only."""
+    store = world.deployments
+    if store is None:
+        return
+    deployments = await store.read()
+    refused = refusal(deployments, deployment, workflow) if deployments else None
+    if refused is not None:
+        raise DeploymentUnavailableError(deployment, f"{refused}; `awsworld deployments` lists them, and nothing "
+                                                     "was started")
+
+
 class RunStarter:
     """Starts runs on ``world``. ``registry``: the workflows this process has; with one, a workflow named by a
     string that it lacks is refused at the start. Without one, a start reads the names the deployment consuming
@@ -116,7 +131,8 @@ class RunStarter:
         again returns that run (and wakes it again), or raises ``RunIdTakenError`` if that run is of another
         workflow. ``context``: more of the run's executionContext (a schedule's start says which schedule and
         tick). ``deployment``: pin the run to this deployment from the
-        start, or ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
+        start (``DeploymentUnavailableError`` for one it cannot be pinned to: ``refuse_deployment``), or
+        ``"latest"``: never pin it (its deliveries take the newest code); default: the deployment its
         first delivery runs on (``_deployments.pins``), or for a limited run the newest deployment now
         (``_deployments.model.newest_holding``: it may wait for its slot with no delivery). ``RunStartError``
         when the run was recorded and its message could not be queued (start it again with
@@ -158,6 +174,8 @@ class RunStarter:
         elif concurrency_key is not None and definition is None:
             raise TypeError(f"concurrency_key= needs the workflow's code here to check its limit: start {name!r} "
                             "by its function, or from a client with its registry")
+        if deployment is not None and deployment != LATEST:
+            await refuse_deployment(self.world, deployment, name)
         run_id = run_id or new_run_id()
         # The workflow's retention rides in the execution context (started by name without a registry: the
         # deployment's default); so do its slot and priority.

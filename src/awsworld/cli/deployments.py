@@ -184,6 +184,7 @@ def _prune(args: argparse.Namespace) -> int:
 
 def _upgrade(args: argparse.Namespace) -> int:
     from .._deployments.identity import registry_digest
+    from .._deployments.model import refusal
     from .._deployments.pins import LATEST
     from .._deployments.upgrade import UpgradeError, runs_on, target_deployment, upgrade_run
     from ..authoring.definitions import REGISTRY
@@ -211,6 +212,10 @@ def _upgrade(args: argparse.Namespace) -> int:
                                "check out the code of that deployment, or name the deployment of this code with "
                                "--to")
             run_ids = list(args.run_ids) or await runs_on(client.world, args.deployment)
+            if not run_ids and (unknown := refusal(await store.read(), args.deployment)) is not None \
+                    and unknown.startswith("no deployment"):  # a typo moved nothing and said "0 of 0 moved"
+                raise CliError(f"{unknown}, and no unfinished run is pinned to it: nothing was moved",
+                               "`awsworld deployments` lists them, with the runs each holds")
             return target, [await upgrade_run(client.world, run_id, target.deployment_id, REGISTRY)
                             for run_id in run_ids]
 

@@ -144,7 +144,8 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
         status += f": queued for a slot of {queued_text(d['queued'])}"
     print(f"status    {status}" + (f"  ({_status_error(d['error'])})" if d["error"] else ""))
     if d["parked"]:
-        print(parked_lines(d["runId"], d["parked"]))
+        pinned = d["deployment"] if d["deployment"] != LATEST else None
+        print(parked_lines(d["runId"], d["parked"], pinned))
     if d["cancelReason"]:
         print(f"reason    {d['cancelReason']}")
     if d["deployment"]:  # a label of the column's width, as every line here (--json: "deployment")
@@ -203,9 +204,10 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
 END_LABELS = {"completed": "completed at", "failed": "failed at", "cancelled": "cancelled at"}
 
 
-def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
+def parked_lines(run_id: str, parked: dict[str, Any], pinned: str | None = None) -> str:
     """``describe``'s lines for a parked run (``_engine.parking``, its ``to_json``): since when (as describe writes
-    every time), where and why, and the ways out. The divergence is outlined, without argument values; ``awsworld
+    every time), where and why, and the ways out (``pinned``: the deployment the run is pinned to, whose own code
+    it diverged on: ``_engine.parking.ways_out``). The divergence is outlined, without argument values; ``awsworld
     replay`` shows them (a run parked for missing code has none)."""
     from .._engine.parking import MISSING, ways_out, why
     from .._timeline import deadline_text
@@ -214,4 +216,4 @@ def parked_lines(run_id: str, parked: dict[str, Any]) -> str:
     since = deadline_text(parked["since"]) if parked.get("since") else "?"
     shows = "" if change == MISSING else f"; `awsworld replay {run_id} -m MODULE` shows the arguments"
     return (f"parked    since {since}: {why(change)}{parked['divergence']}\n"
-            f"          {ways_out(run_id, change)}{shows}")
+            f"          {ways_out(run_id, change, pinned)}{shows}")

@@ -627,8 +627,9 @@ def _resume(args: argparse.Namespace) -> int:
     parsed, a JSON object would reach the codec as a dict, which ``resume_hook`` refuses (``CodecPayloadError``).
     Which one it is costs one read of the hook before the resume. A PAYLOAD that is not JSON for a token no hook
     holds is the usage error it always was."""
+    from .._engine.parking import parked_run
     from .._worker.run_control import find_hook
-    from ..world.errors import HookNotFoundError
+    from ..world.errors import HookNotFoundError, RunNotFoundError
 
     if args.payload_file is not None:  # read (and a missing file refused) before anything is asked of the World
         if args.payload is not None:
@@ -644,10 +645,25 @@ def _resume(args: argparse.Namespace) -> int:
                 parse_json("null" if args.payload is None else args.payload, "PAYLOAD")
                 raise
             event = await client.resume_hook(args.token, _payload_for(hook, args.payload))
-            print(f"delivered as {event.event_id} to run {event.run_id}")
+            try:  # (one read more, to say whether the payload goes on now)
+                view = await client.world.runs.get(event.run_id, resolve_data="none")
+                parked = parked_run(view.status, view.attributes) is not None
+            except RunNotFoundError:  # gone since (retention): the payload was delivered all the same
+                parked = False
+            print(resumed_text(event.event_id, event.run_id, parked=parked))
 
     asyncio.run(go())
     return 0
+
+
+def resumed_text(event_id: str, run_id: str, *, parked: bool) -> str:
+    """What ``resume`` did: the payload's event, and, for a parked run (its replay diverges from its log), that it
+    does not go on yet: the payload is recorded and waits for code that replays the run. It said "delivered" alone,
+    as for a run that goes on."""
+    from .skip import parked_then
+
+    said = f"delivered as {event_id} to run {run_id}"
+    return f"{said}; {parked_then(run_id)}" if parked else said
 
 
 @contextlib.contextmanager

@@ -64,6 +64,11 @@ def _skip(args: argparse.Namespace) -> int:
     return 0
 
 
+def parked_then(run_id: str) -> str:
+    """What becomes of a parked run that an operator's act reached (a skip, a hook's payload): nothing yet."""
+    return f"the run is parked: it goes on once code replays its log (`awsworld describe {run_id}` says where)"
+
+
 def skipped_text(done: SkippedWait, *, parked: bool) -> str:
     """What ``skip`` did, for people: the wait with its due time as ``describe`` shows it, and whether the run goes
     on now, or, parked (its replay diverges from its log), once code replays it: a skip moves no parked run."""
@@ -71,8 +76,7 @@ def skipped_text(done: SkippedWait, *, parked: bool) -> str:
 
     wait = done.wait.described(deadline_text)
     what = "the retry back-off of" if done.wait.kind == "retry" else "wait"
-    then = (f"the run is parked: it goes on once code replays its log (`awsworld describe {done.run_id}` says where)"
-            if parked else "the run goes on now")
+    then = parked_then(done.run_id) if parked else "the run goes on now"
     if done.event is None:
         return f"{what} {wait} had ended by itself: nothing skipped; " + \
             (then if parked else "the run goes on")

@@ -332,7 +332,9 @@ class Client:
 
         ``deployment``: ``"latest"`` starts a run that is never pinned (every delivery takes the newest code, as
         for a ``@workflow(pinned=False)``); a deployment's id (``awsworld deployments``) pins the run to it from
-        the start. Default: the run is pinned to the deployment its first delivery runs on (a run of a workflow
+        the start (one that is not registered, was retired, or whose code lacks the workflow raises
+        ``DeploymentUnavailableError``, a ``LookupError``, and nothing is recorded: ``_worker.run_control``).
+        Default: the run is pinned to the deployment its first delivery runs on (a run of a workflow
         with a concurrency limit, to the newest deployment at its start: it may wait for its slot with no delivery).
         ``concurrency_key``: the key of the workflow's concurrency limit for this run, instead of its key
         function's (``@workflow(concurrency=...)``; a workflow without one refuses it: ``TypeError``).

@@ -12,6 +12,10 @@ divergence with its position, what the log holds and what the code did. In pytes
             result = replay_events(events)
             assert result.ok, result.describe()
 
+A divergence of an unfinished run pinned to a deployment (``_deployments.pins``) is said with its pin: such a run
+goes on on its deployment's code whatever is deployed next, so the divergence tells whether ``awsworld upgrade``
+could move it to this code, not that a deploy would break it.
+
 A run whose log ends (completed) is also checked at its end: the code must make no call the log lacks and return
 what the log recorded. (What the code declared in the replay that ended its body is no such call: the flow writes
 the run's end instead, ``_engine/execution.py``'s ``new_ops``.) ``patched()`` answers as it would in production (True
@@ -26,8 +30,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._deployments.pins import pinned_in_log
 from .._engine import divergence as dv
 from .._engine.execution import LogGapError, WorkflowExecution
+from .._worker.flow_state import TERMINAL
 from ..authoring.definitions import REGISTRY, Registry
 from ..authoring.errors import CodecError, DeterminismError, ReplayDivergenceError
 from ..durable import codecs, serde
@@ -49,17 +55,26 @@ class ReplayResult:
     change: str | None = None
     message: str | None = None
     outline: str | None = None  # the message without argument values (``_engine.divergence``)
+    pinned: str | None = None
+    """The deployment an unfinished run is pinned to (``_deployments.pins``): a deploy does not bring it this code."""
 
     @property
     def ok(self) -> bool:
         return self.status == "ok"
 
     def describe(self) -> str:
+        """One line. A divergence of a pinned run says what it means for that run: nothing at a deploy (it goes on
+        on its deployment's code), only that ``awsworld upgrade`` would not move it to this code. It read as a run
+        a deploy would break, which with pinning on (the default) it is not."""
         name = self.workflow_name or "?"
         if self.ok:
             return f"run {self.run_id} ({name}): ok, {self.events} events replayed"
         label = "DIVERGED" if self.status == "diverged" else "ERROR"
-        return f"run {self.run_id} ({name}): {label} {self.message}"
+        said = f"run {self.run_id} ({name}): {label} {self.message}"
+        if self.status == "diverged" and self.pinned is not None:
+            said += (f" [pinned to deployment {self.pinned}: it goes on on that code, which a deploy does not "
+                     f"change; `awsworld upgrade {self.run_id}` would not move it to this code]")
+        return said
 
 
 def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registry | None = None) -> ReplayResult:
@@ -83,9 +98,11 @@ def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registr
         execution.advance()
         _check_end(execution)
     except ReplayDivergenceError as divergence:
+        ended = any(e.event_type in TERMINAL for e in log)
         return ReplayResult(run_id, name, len(log), "diverged", position=divergence.position, slot=divergence.slot,
                             log=divergence.log, code=divergence.code, change=divergence.change,
-                            message=str(divergence), outline=divergence.outline)
+                            message=str(divergence), outline=divergence.outline,
+                            pinned=None if ended else pinned_in_log(log))
     except (LogGapError, DeterminismError) as error:
         return ReplayResult(run_id, name, len(log), "error", message=f"{type(error).__name__}: {error}")
     finally:

@@ -14,6 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from .._deployments.pins import pin_of
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
 from .._timeline import Row, error_lines
 from .._worker.error_shapes import error_brief, error_summary
@@ -342,7 +343,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
     if (parked := parked_run(run.status, run.attributes)) is not None:
         facts.append(("parked", f"since {_time(parked.since)}: {esc(why(parked.change))}"
                                 f"<code>{esc(parked.divergence)}</code><br><span class=muted>"
-                                f"{esc(ways_out(run.run_id, parked.change))}</span>"))
+                                f"{esc(ways_out(run.run_id, parked.change, pin_of(run.attributes)))}</span>"))
     if cancel_reason:  # (the reason `cancel --reason` gave, as describe's "reason" line)
         facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
