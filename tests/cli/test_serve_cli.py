@@ -510,6 +510,28 @@ def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
 
 
+def test_a_web_page_of_another_site_cannot_cancel_a_run_on_a_loopback_server(
+        with_workflows: str, tmp_path: Path) -> None:
+    """Without a token the server takes only JSON bodies a cross-site form cannot send, but two writes take no
+    body: a page elsewhere that knew a run's id cancelled it with a form's POST to 127.0.0.1 (``Host`` a loopback
+    name, no CORS needed to send it), and closed its streams. The browser's ``Origin`` is refused now, with nothing
+    written; programs (no ``Origin``) are answered as before."""
+    url = with_workflows
+    run_id = httpx.post(f"{url}/v1/client/start", json={
+        "workflow": "runtime.test_client_helpers.hook_after_a_step", "args": ["tok-cross-site"]}).json()["runId"]
+    form = {"origin": "https://evil.example", "content-type": "application/x-www-form-urlencoded"}
+    cancel = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", headers=form, content=b"")
+    assert error_of(cancel, 403)["code"] == "cross-origin", cancel.text
+    close = httpx.post(f"{url}/v1/runs/{run_id}/streams/out/close", headers=form, content=b"")
+    error_of(close, 403)
+    assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] != "cancelled"
+    assert httpx.get(f"{url}/v1/runs/{run_id}/streams").json() == {"streams": []}
+    assert "with 403: sent by a web page of 'https://evil.example'" in (tmp_path / "server.log").read_text()
+
+    mine = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", content=b"")  # a program: no Origin
+    assert mine.status_code == 200 and mine.json()["status"] == "cancelled", mine.text
+
+
 @pytest.fixture(scope="module", params=["memory", "emulator"])
 def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``awsworld serve cli.test_serve_cli --world memory|emulator``: a server whose deliveries run this module's
