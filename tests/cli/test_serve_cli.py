@@ -100,6 +100,15 @@ def test_a_refused_request_is_a_line_in_the_servers_log_too(with_token: str, tmp
     assert "WORLD_SERVER_TOKEN" in line and TOKEN not in log
 
 
+def test_a_refused_request_for_a_hook_by_its_token_does_not_log_the_token(with_token: str, tmp_path: Path) -> None:
+    """A webhook's token is all it takes to resume it: a refused ``GET /v1/hooks/by-token/{token}`` (a client with a
+    stale server token) logged the path, token and all, for whoever reads the server's log."""
+    hook_token = "whk-" + "s3cr3t" * 6
+    error_of(httpx.get(f"{with_token}/v1/hooks/by-token/{hook_token}"), 401)
+    log = (tmp_path / "server.log").read_text()
+    assert "refused GET /v1/hooks/by-token/... from 127.0.0.1 with 401" in log and hook_token not in log, log
+
+
 def test_a_host_that_is_not_loopback_is_told_what_to_do(loopback: str, tmp_path: Path) -> None:
     """A 421 names the host it refused and the way out (a loopback name, or --host with --token-file), and the
     server's log says whom it refused."""

@@ -124,9 +124,19 @@ class Guard:
         client = scope.get("client")
         sender = client[0] if client else "an unknown sender"
         since = f" ({self._unlogged} more refused since the last such line)" if self._unlogged else ""
-        log.warning("refused %s %s from %s with %d: %s%s", scope.get("method", "?"), scope.get("path", "?"), sender,
-                    status, why, since)
+        log.warning("refused %s %s from %s with %d: %s%s", scope.get("method", "?"), _loggable(scope.get("path", "?")),
+                    sender, status, why, since)
         self._logged_at, self._unlogged = now, 0
+
+
+HOOK_TOKEN_PATH = "/v1/hooks/by-token/"
+
+
+def _loggable(path: str) -> str:
+    """A refused request's path as the log shows it: a hook's token in it (``GET /v1/hooks/by-token/{token}``) is
+    left out, since a webhook's token is all it takes to resume it, and those who read the server's log need not
+    hold it (a refused caller may still have it right)."""
+    return HOOK_TOKEN_PATH + "..." if path.startswith(HOOK_TOKEN_PATH) else path
 
 
 def _refused(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
