@@ -151,7 +151,8 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
 async def test_on_every_interface_it_says_how_to_reach_it_and_its_ready_file_holds_a_url_that_does(
         tmp_path: Path) -> None:
     """``--host 0.0.0.0`` printed ``http://0.0.0.0:PORT``, a name no other machine can use: it now says the port on
-    every interface, this machine's name, and the loopback URL (also what the ready file holds)."""
+    every interface, this machine's name, and the loopback URL (also what the ready file holds); and that it is
+    plain HTTP, which it did not say."""
     (tmp_path / "token").write_text(TOKEN + "\n")
     process, url = start_serve(tmp_path, "--world", "memory", "--host", "0.0.0.0", "--token-file",
                                str(tmp_path / "token"))
@@ -165,6 +166,9 @@ async def test_on_every_interface_it_says_how_to_reach_it_and_its_ready_file_hol
     said = (tmp_path / "server.log").read_text()
     assert (f"awsworld serve: every interface, port {port}: http://{socket.gethostname()}:{port} (or this "
             f"machine's address) from other machines, {url} here (memory World; token; Ctrl-C stops)") in said, said
+    # The token keeps callers out, not eavesdroppers: plain HTTP beyond loopback is said once, with the way out.
+    [warning] = [line for line in said.splitlines() if "warning" in line]
+    assert "plain HTTP" in warning and "bearer token" in warning and "TLS proxy" in warning, said
 
 
 def test_a_token_too_short_is_refused_with_a_hint_that_fits(tmp_path: Path) -> None:
