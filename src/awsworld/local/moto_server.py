@@ -70,7 +70,7 @@ class LoopbackOnly:
     """WSGI middleware: a 403 for a request addressed to a name that is not loopback or sent by a page of another
     origin (``_http/loopback.py``), before moto reads it.
 
-    moto checks no credentials and answers every origin's CORS request, so the emulator's table and bucket (under
+    moto checks no credentials and echoes any ``Origin`` in its CORS header, so the emulator's table and bucket (under
     ``awsworld dev``, every run's arguments, results and payloads, in the clear) were readable by any web page open
     on the machine that found its port: a page of ``evil.example`` whose name its DNS then points at 127.0.0.1 reads
     the emulator as its own origin (a Scan came back with ``Access-Control-Allow-Origin`` echoing the page's). The
