@@ -1115,6 +1115,32 @@ def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runne
         second.stop()
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX modes")
+def test_dev_state_is_readable_by_its_owner_only(project: Path, runners: list[Runner]) -> None:
+    """``--state DIR`` holds the runs' payloads in the clear (here a stream's chunks, in ``objects/``, and the run's
+    argument, in the table's copy): under the usual umask (022) its snapshots were 0644 in a 0755 folder, readable by
+    every user of the machine. Now the folder is 0700 (one left 0755 by an older ``dev`` is tightened) and every file
+    ``dev`` writes is 0600."""
+    state = project / "state-private"
+    state.mkdir(mode=0o755)
+    os.chmod(state, 0o755)  # (as an older dev or a mkdir left it)
+    previous = os.umask(0o022)
+    try:
+        server = Dev(project, state, runners)
+    finally:
+        os.umask(previous)
+    try:
+        run_id = _start(server, "clitest.approval", '{"id": 41}')
+        assert until_found(lambda: server("streams", run_id, "log").out, "the stream's first chunk") == "waiting\n"
+    finally:
+        assert "state saved" in server.stop()
+    files = [path for path in state.rglob("*") if path.is_file()]
+    assert {path.name for path in files} >= {"state.json", "table.jsonl", "objects.json", "dev.lock"}
+    assert any(path.parent.name == "objects" for path in files), "the stream's chunks were copied"
+    modes = {str(path.relative_to(state)): oct(path.stat().st_mode & 0o777) for path in [state, *state.rglob("*")]}
+    assert modes == {name: ("0o700" if (state / name).is_dir() else "0o600") for name in modes}, modes
+
+
 def test_a_second_dev_on_a_state_in_use_is_refused_and_the_first_keeps_its_runs(
         project: Path, runners: list[Runner]) -> None:
     """Two ``dev``s on one --state would each snapshot into it every few seconds, the last writer's runs all that is

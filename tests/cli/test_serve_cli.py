@@ -100,6 +100,15 @@ def test_a_refused_request_is_a_line_in_the_servers_log_too(with_token: str, tmp
     assert "WORLD_SERVER_TOKEN" in line and TOKEN not in log
 
 
+def test_a_refused_request_for_a_hook_by_its_token_does_not_log_the_token(with_token: str, tmp_path: Path) -> None:
+    """A webhook's token is all it takes to resume it: a refused ``GET /v1/hooks/by-token/{token}`` (a client with a
+    stale server token) logged the path, token and all, for whoever reads the server's log."""
+    hook_token = "whk-" + "s3cr3t" * 6
+    error_of(httpx.get(f"{with_token}/v1/hooks/by-token/{hook_token}"), 401)
+    log = (tmp_path / "server.log").read_text()
+    assert "refused GET /v1/hooks/by-token/... from 127.0.0.1 with 401" in log and hook_token not in log, log
+
+
 def test_a_host_that_is_not_loopback_is_told_what_to_do(loopback: str, tmp_path: Path) -> None:
     """A 421 names the host it refused and the way out (a loopback name, or --host with --token-file), and the
     server's log says whom it refused."""
@@ -142,7 +151,8 @@ def test_serving_beyond_loopback_needs_a_token(tmp_path: Path) -> None:
 async def test_on_every_interface_it_says_how_to_reach_it_and_its_ready_file_holds_a_url_that_does(
         tmp_path: Path) -> None:
     """``--host 0.0.0.0`` printed ``http://0.0.0.0:PORT``, a name no other machine can use: it now says the port on
-    every interface, this machine's name, and the loopback URL (also what the ready file holds)."""
+    every interface, this machine's name, and the loopback URL (also what the ready file holds); and that it is
+    plain HTTP, which it did not say."""
     (tmp_path / "token").write_text(TOKEN + "\n")
     process, url = start_serve(tmp_path, "--world", "memory", "--host", "0.0.0.0", "--token-file",
                                str(tmp_path / "token"))
@@ -156,6 +166,9 @@ async def test_on_every_interface_it_says_how_to_reach_it_and_its_ready_file_hol
     said = (tmp_path / "server.log").read_text()
     assert (f"awsworld serve: every interface, port {port}: http://{socket.gethostname()}:{port} (or this "
             f"machine's address) from other machines, {url} here (memory World; token; Ctrl-C stops)") in said, said
+    # The token keeps callers out, not eavesdroppers: plain HTTP beyond loopback is said once, with the way out.
+    [warning] = [line for line in said.splitlines() if "warning" in line]
+    assert "plain HTTP" in warning and "bearer token" in warning and "TLS proxy" in warning, said
 
 
 def test_a_token_too_short_is_refused_with_a_hint_that_fits(tmp_path: Path) -> None:
@@ -508,6 +521,28 @@ def test_the_client_endpoints_start_wait_resume_and_cancel_over_plain_http(with_
                                                          "args": ["tok-never"]}).json()["runId"]
     cancelled = httpx.post(f"{url}/v1/client/runs/{waiting}/cancel", json={"reason": "not needed"})
     assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+
+
+def test_a_web_page_of_another_site_cannot_cancel_a_run_on_a_loopback_server(
+        with_workflows: str, tmp_path: Path) -> None:
+    """Without a token the server takes only JSON bodies a cross-site form cannot send, but two writes take no
+    body: a page elsewhere that knew a run's id cancelled it with a form's POST to 127.0.0.1 (``Host`` a loopback
+    name, no CORS needed to send it), and closed its streams. The browser's ``Origin`` is refused now, with nothing
+    written; programs (no ``Origin``) are answered as before."""
+    url = with_workflows
+    run_id = httpx.post(f"{url}/v1/client/start", json={
+        "workflow": "runtime.test_client_helpers.hook_after_a_step", "args": ["tok-cross-site"]}).json()["runId"]
+    form = {"origin": "https://evil.example", "content-type": "application/x-www-form-urlencoded"}
+    cancel = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", headers=form, content=b"")
+    assert error_of(cancel, 403)["code"] == "cross-origin", cancel.text
+    close = httpx.post(f"{url}/v1/runs/{run_id}/streams/out/close", headers=form, content=b"")
+    error_of(close, 403)
+    assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] != "cancelled"
+    assert httpx.get(f"{url}/v1/runs/{run_id}/streams").json() == {"streams": []}
+    assert "with 403: sent by a web page of 'https://evil.example'" in (tmp_path / "server.log").read_text()
+
+    mine = httpx.post(f"{url}/v1/client/runs/{run_id}/cancel", content=b"")  # a program: no Origin
+    assert mine.status_code == 200 and mine.json()["status"] == "cancelled", mine.text
 
 
 @pytest.fixture(scope="module", params=["memory", "emulator"])

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from cfnlint.decode.cfn_yaml import load
 
+from awsworld.cli.dev_state import LOCK_FILE, STATE_FILE, TABLE_FILE, DevState
 from awsworld.deploy import build_function
 
 from .dist import cold_start_bench, copy_source, path_without_python313, python313_env
@@ -79,6 +80,12 @@ def test_every_function_builds_with_the_makefile_for_the_runtime_and_architectur
     assert f"ARCHITECTURE ?= {architecture}" in makefile
 
 
+def test_the_build_knows_awsworld_devs_state_by_the_files_dev_writes() -> None:
+    """``build_function.py`` runs without awsworld installed, so it names dev's files itself: the same names."""
+    assert build_function.DEV_STATE_FILE == STATE_FILE
+    assert set(build_function.DEV_STATE_BESIDE) == {LOCK_FILE, TABLE_FILE}
+
+
 def test_without_any_python313_the_build_succeeds_without_bytecode_and_says_what_to_install(tmp_path: Path) -> None:
     """No uv, no python3.13, no pyenv: the artifact is built (it runs, its cold starts compile) and the build
     says why it has no bytecode and what to install; nothing is compiled for the wrong Python."""
@@ -97,6 +104,33 @@ def test_without_any_python313_the_build_succeeds_without_bytecode_and_says_what
     assert "with pip for CPython 3.13 x86_64; no bytecode" in done.stdout
     assert (artifacts / "flow.py").read_text() == "VALUE = 1\n" and (artifacts / "cronsim").is_dir()
     assert not list(artifacts.rglob("*.pyc")), "no bytecode of another Python"
+
+
+def test_awsworld_devs_state_in_the_code_folder_is_left_out_of_the_artifact(tmp_path: Path) -> None:
+    """``awsworld dev --state .awsworld`` run from ``src/`` (the CodeUri) kept its snapshots there, and ``sam build``
+    copied the folder whole into every function: the runs' arguments, results and payloads, in the clear, in the
+    artifact uploaded to S3 and Lambda. The build leaves out a folder holding dev's state, whatever its name, and
+    says so; the code beside it (a package of the user's, a ``state.json`` of its own) ships as before."""
+    code = tmp_path / "code"
+    (code / "orders").mkdir(parents=True)
+    (code / "flow.py").write_text("VALUE = 1\n")
+    (code / "orders" / "__init__.py").write_text("")
+    (code / "orders" / "state.json").write_text("{}")  # the user's own file of that name: not dev's state
+    for name in (".awsworld", "runs-kept"):
+        state = DevState.load(code / name)
+        state.hold()  # what dev writes as it starts (its lock), then its snapshots
+        state.save()
+        (code / name / TABLE_FILE).write_text('{"input": "payload-of-a-user"}\n')
+        state._held.close()
+    artifacts = tmp_path / "artifacts"
+    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv"),
+                                                "ARTIFACTS_DIR": str(artifacts)}
+    done = subprocess.run(["make", "--makefile", str(ROOT / "infra" / "Makefile"), "build-WebhookFunction"],
+                          cwd=code, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    shipped = {str(path.relative_to(artifacts)) for path in artifacts.rglob("*") if path.is_file()}
+    assert shipped == {"flow.py", "orders/__init__.py", "orders/state.json"}, shipped
+    assert f"left out {code / '.awsworld'}: awsworld dev's state" in done.stdout, done.stdout
 
 
 def wheel(folder: Path, name: str, version: str, *requires: str) -> Path:

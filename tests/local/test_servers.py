@@ -6,6 +6,8 @@ import socket
 import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 import uuid
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,8 @@ from typing import Any
 import boto3
 import pytest
 
+from awsworld.aws.world import AWSWorld
+from awsworld.client.client import Client
 from awsworld.local import DUMMY_CREDENTIALS, DynamoDBLocal, DynamoDBLocalError, MotoServer
 from awsworld.local import dynamodb_local as launcher
 from awsworld.local.moto_server import SerializedDynamoDB
@@ -190,3 +194,41 @@ def test_dynamodb_local_stop_ends_the_process(dynamodb_local: DynamoDBLocal) -> 
     assert process.poll() is not None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+SCAN = b'{"TableName": "%s"}'
+SIGNED_FOR_DYNAMODB = ("AWS4-HMAC-SHA256 Credential=x/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, "
+                       "Signature=00")
+
+
+def _scan(server: MotoServer, table: str, **headers: str) -> tuple[int, bytes]:
+    """A Scan of ``table`` as a web page's script sends it (``fetch`` with these headers), answered raw."""
+    request = urllib.request.Request(server.endpoint_url + "/", data=SCAN % table.encode(), method="POST", headers={
+        "X-Amz-Target": "DynamoDB_20120810.Scan", "Content-Type": "application/x-amz-json-1.0",
+        "Authorization": SIGNED_FOR_DYNAMODB, **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+async def test_a_web_page_cannot_read_the_emulator(moto_server: MotoServer, moto_world: AWSWorld) -> None:
+    """moto checks no credentials and answers every origin's CORS request: a page whose name its DNS points at
+    127.0.0.1 (DNS rebinding: ``Host: evil.example``) read the runs' payloads with a Scan, and one on another site
+    sent its requests to 127.0.0.1 with the browser's ``Origin``. Both are refused now; programs (no ``Origin``,
+    a loopback ``Host``) and the run viewer's pages (a loopback ``Origin``) are answered as before."""
+    secret = f"payload-{uuid.uuid4().hex}"
+    await Client(moto_world).start("browser.target", secret)
+    table, port = moto_world.config.table_name, moto_server.port
+
+    status, body = _scan(moto_server, table, Host=f"evil.example:{port}")
+    assert (status, secret.encode() in body) == (403, False), body
+    status, body = _scan(moto_server, table, Origin="http://evil.example")
+    assert (status, secret.encode() in body) == (403, False), body
+    status, body = _scan(moto_server, table, Host=f"evil.example:{port}", Origin=f"http://evil.example:{port}")
+    assert (status, secret.encode() in body) == (403, False), body
+
+    for allowed in ({}, {"Host": f"localhost:{port}"}, {"Origin": "http://127.0.0.1:8765"}):
+        status, body = _scan(moto_server, table, **allowed)
+        assert status == 200 and secret.encode() in body, (allowed, status, body[:300])

@@ -126,6 +126,10 @@ async def test_loopback_only(demo: Demo) -> None:
         assert (await http.get("/")).status_code == 421
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost:8765") as http:
         assert (await http.get("/")).status_code == 200
+        # A page of another site (the browser's Origin) gets nothing; the viewer's own pages are answered.
+        assert (await http.get("/api/runs", headers={"Origin": "https://evil.example"})).status_code == 403
+        assert (await http.get("/api/runs", headers={"Origin": "null"})).status_code == 403
+        assert (await http.get("/api/runs", headers={"Origin": "http://localhost:8765"})).status_code == 200
     for host in ("0.0.0.0", "192.168.1.2", "example.com"):
         with pytest.raises(ValueError, match="loopback"):
             check_loopback(host)

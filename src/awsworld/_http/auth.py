@@ -3,19 +3,20 @@
 Three modes (``Auth``):
 
 - ``loopback`` (the default): no credentials, and only requests addressed to a loopback name (``Host`` is
-  checked, so a web page elsewhere cannot reach the server through DNS rebinding); the server itself binds
-  127.0.0.1. A browser's cross-site request cannot send the ``application/json`` bodies the endpoints require.
+  checked, so a web page elsewhere cannot reach the server through DNS rebinding) that no web page of another site
+  sent (``Origin``, which a browser adds to a cross-site request: a form's POST without a body cancelled a run
+  through ``/v1/client/runs/{id}/cancel``); the rule is ``_http/loopback.py``'s. The server itself binds 127.0.0.1.
 - ``token``: every request carries ``Authorization: Bearer <token>`` (compared in constant time); required
   whenever the server listens beyond loopback (``awsworld serve`` refuses to start otherwise).
 - ``aws-iam``: the app runs behind a Lambda Function URL whose ``AuthType`` is ``AWS_IAM`` (``template.yaml``'s
   ``WorldServerFunction``): AWS has checked the caller's SigV4 signature and IAM permission before the request
   reaches it, so there is nothing left to check here.
 
-A refusal is a 401 (missing or wrong token; with ``WWW-Authenticate: Bearer``) or a 421 (a host that is not
-loopback), with the same ``{"error": ...}`` body as every other error (``_http/wire.py``). The server's side hears
-of it too: a warning on the ``awsworld.serve`` logger (``awsworld serve`` prints it on stderr) naming the request,
-its sender and why, at most one line a minute (with how many were refused unlogged since), so whoever runs the
-server sees a client with a wrong token without a scanner flooding the log.
+A refusal is a 401 (missing or wrong token; with ``WWW-Authenticate: Bearer``), a 421 (a host that is not loopback)
+or a 403 (another site's page), with the same ``{"error": ...}`` body as every other error (``_http/wire.py``). The
+server's side hears of it too: a warning on the ``awsworld.serve`` logger (``awsworld serve`` prints it on stderr)
+naming the request, its sender and why, at most one line a minute (with how many were refused unlogged since), so
+whoever runs the server sees a client with a wrong token without a scanner flooding the log.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ from typing import Literal
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .loopback import LOOPBACK_HOSTS, loopback_host, loopback_origin
 from .wire import refusal_body
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 MIN_TOKEN_LENGTH = 16
 
 AuthMode = Literal["loopback", "token", "aws-iam"]
@@ -100,13 +101,19 @@ class Guard:
                              {"www-authenticate": 'Bearer realm="awsworld"'}),
                     f"{why} (the caller's token: world-awsworld's WORLD_SERVER_TOKEN, HttpClient's token)")
         host = headers.get(b"host", b"").decode("latin-1")
-        name = host if host.endswith("]") else host.rsplit(":", 1)[0]
-        if name not in LOOPBACK_HOSTS:
+        if not loopback_host(host):
             return (_refused(421, "not-loopback", f"this awsworld server listens on loopback without a token and "
                              f"answers requests addressed to 127.0.0.1, localhost or [::1] only, not {host!r}: "
                              "use one of those in the URL, or start the server with --host and --token-file to "
                              "reach it by another name"),
                     f"addressed to {host!r}, not a loopback name")
+        origin = headers.get(b"origin")
+        if not loopback_origin(origin.decode("latin-1") if origin is not None else None):
+            sent = origin.decode("latin-1") if origin is not None else ""
+            return (_refused(403, "cross-origin", f"this awsworld server listens on loopback without a token and "
+                             f"answers programs on this machine, not a web page of {sent!r}: a browser's request "
+                             "to it needs a server started with --token-file"),
+                    f"sent by a web page of {sent!r}")
         return None
 
     def _log(self, scope: Scope, status: int, why: str) -> None:
@@ -117,9 +124,19 @@ class Guard:
         client = scope.get("client")
         sender = client[0] if client else "an unknown sender"
         since = f" ({self._unlogged} more refused since the last such line)" if self._unlogged else ""
-        log.warning("refused %s %s from %s with %d: %s%s", scope.get("method", "?"), scope.get("path", "?"), sender,
-                    status, why, since)
+        log.warning("refused %s %s from %s with %d: %s%s", scope.get("method", "?"), _loggable(scope.get("path", "?")),
+                    sender, status, why, since)
         self._logged_at, self._unlogged = now, 0
+
+
+HOOK_TOKEN_PATH = "/v1/hooks/by-token/"
+
+
+def _loggable(path: str) -> str:
+    """A refused request's path as the log shows it: a hook's token in it (``GET /v1/hooks/by-token/{token}``) is
+    left out, since a webhook's token is all it takes to resume it, and those who read the server's log need not
+    hold it (a refused caller may still have it right)."""
+    return HOOK_TOKEN_PATH + "..." if path.startswith(HOOK_TOKEN_PATH) else path
 
 
 def _refused(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import collections
+import contextlib
 import hashlib
 import json
 import os
@@ -60,6 +61,11 @@ LOCK_FILE = "dev.lock"
 TABLE_FILE = "table.jsonl"
 OBJECTS_DIR = "objects"
 MANIFEST_FILE = "objects.json"
+PRIVATE_DIRECTORY = 0o700
+PRIVATE_FILE = 0o600
+"""DIR holds the runs' payloads (arguments, results, hook payloads, stream chunks, in the clear: the emulator has no
+encryption key), so it is its owner's alone, as ``~/.ssh`` is: other users of the machine can neither list it nor
+read a snapshot, whatever the umask."""
 
 
 @dataclass
@@ -74,7 +80,7 @@ class DevState:
 
     @classmethod
     def load(cls, directory: Path) -> DevState:
-        directory.mkdir(parents=True, exist_ok=True)
+        _private_directory(directory, parents=True)
         path = directory / STATE_FILE
         if not path.exists():
             return cls(directory)
@@ -94,7 +100,8 @@ class DevState:
 
         from .errors import usage
 
-        handle = open(self.directory / LOCK_FILE, "a+", encoding="utf-8")  # noqa: SIM115 (held until exit)
+        descriptor = os.open(self.directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_APPEND, PRIVATE_FILE)
+        handle = open(descriptor, "a+", encoding="utf-8")  # noqa: SIM115 (held until exit)
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -114,10 +121,26 @@ class DevState:
             {"name": self.name, "port": self.port, "webhookPort": self.webhook_port}, indent=2).encode())
 
 
+def _private_directory(directory: Path, *, parents: bool = False) -> None:
+    """``directory``, made if missing, readable by its owner only (``PRIVATE_DIRECTORY``). One made by an older
+    ``dev`` or by hand (0755 under the usual umask) is tightened too, since it holds snapshots written before; one
+    this user may write into but not chmod (a shared folder) keeps its mode, its files being private anyway."""
+    directory.mkdir(mode=PRIVATE_DIRECTORY, parents=parents, exist_ok=True)
+    if sys.platform != "win32":
+        with contextlib.suppress(OSError):
+            os.chmod(directory, PRIVATE_DIRECTORY)
+
+
 def _write_atomic(path: Path, data: bytes) -> None:
-    """Write to a sibling file, then rename over ``path``: a crash mid-write leaves the previous snapshot."""
+    """Write to a sibling file, then rename over ``path``: a crash mid-write leaves the previous snapshot. The file
+    is its owner's alone from its creation (``PRIVATE_FILE``; a leftover ``.tmp`` of a crash is narrowed first), so
+    no moment exists in which another user could read it."""
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_bytes(data)
+    descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE)
+    with open(descriptor, "wb") as file:
+        if sys.platform != "win32":
+            os.fchmod(file.fileno(), PRIVATE_FILE)
+        file.write(data)
     os.replace(temporary, path)
 
 
@@ -185,7 +208,7 @@ async def snapshot(world: AWSWorld, directory: Path, read_table: TableReader | N
         lines = await asyncio.to_thread(read_table, config.table_name, item_lines)
 
     objects = directory / OBJECTS_DIR
-    objects.mkdir(exist_ok=True)
+    _private_directory(objects)
     manifest_path = directory / MANIFEST_FILE
     old: dict[str, str] = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     new: dict[str, str] = {}

@@ -38,6 +38,10 @@ if TYPE_CHECKING:
 
 SERVE_HINT = "pip install 'awsworld[serve]' (Starlette, uvicorn, httpx and Mangum)"
 DEFAULT_PORT = 8787
+PLAIN_HTTP_WARNING = ("awsworld serve: warning: this is plain HTTP: beyond this machine the bearer token and every "
+                      "value (inputs, results, hook payloads, stream chunks) cross the network readable by anyone on "
+                      "the path; serve it behind a TLS proxy, or reach it through an SSH tunnel")
+"""Said once at start when the server listens beyond loopback: the token keeps callers out, not eavesdroppers."""
 PUBLICATION_KEY = "serve"
 """The key of the names ``awsworld serve`` publishes into the World it runs deliveries for (its World is its own)."""
 
@@ -150,6 +154,7 @@ async def _world(kind: str) -> AsyncIterator[ServedWorld]:
 async def _serve(args: argparse.Namespace, auth: Any) -> None:
     from .._http.app import create_app
     from .._http.listen import listening
+    from .._http.loopback import LOOPBACK_HOSTS
     from .._published.model import publish
 
     async with _world(args.world) as served:
@@ -170,4 +175,6 @@ async def _serve(args: argparse.Namespace, auth: Any) -> None:
                 os.replace(partial, args.ready_file)
             print(f"awsworld serve: {running.where()} ({args.world} World; {auth.mode}; Ctrl-C stops)",
                   file=sys.stderr, flush=True)
+            if args.host not in LOOPBACK_HOSTS:
+                print(PLAIN_HTTP_WARNING, file=sys.stderr, flush=True)
             await running.wait()

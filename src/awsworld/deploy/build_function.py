@@ -59,6 +59,10 @@ EXCLUDED = (".aws-sam", ".chalice", ".git", ".gitignore", "*.pyc", "__pycache__"
             "*.egg", "pip-log.txt", "pip-delete-this-directory.txt", "htmlcov", ".tox", ".nox", ".coverage",
             ".cache", ".pytest_cache", ".python-version", ".mypy_cache", ".dmypy.json", ".pyre", ".env", ".venv",
             "venv", "venv.bak", "env.bak", "ENV", "env", ".vscode", ".idea")
+#: A folder of ``awsworld dev --state`` (``cli/dev_state.py``: ``STATE_FILE`` with ``LOCK_FILE`` or ``TABLE_FILE``),
+#: whatever its name: it holds the runs' payloads in the clear, and is left out of every artifact (``copy_code``).
+DEV_STATE_FILE = "state.json"
+DEV_STATE_BESIDE = ("dev.lock", "table.jsonl")
 PREFIX = "awsworld build:"
 
 
@@ -241,8 +245,20 @@ def install_extra(target: Path, architecture: str, project: Path, uv: list[str] 
 
 
 def copy_code(code: Path, target: Path) -> None:
-    """The function's own code over what was installed (as SAM's builder copies it: after the dependencies)."""
-    shutil.copytree(code, target, ignore=shutil.ignore_patterns(*EXCLUDED), dirs_exist_ok=True)
+    """The function's own code over what was installed (as SAM's builder copies it: after the dependencies),
+    without ``awsworld dev``'s state: ``awsworld dev --state .awsworld`` run from ``src/`` put it in the CodeUri,
+    and every run's arguments, results and payloads would have shipped in the artifact."""
+    shutil.copytree(code, target, ignore=_left_out, dirs_exist_ok=True)
+
+
+def _left_out(folder: str, names: list[str]) -> set[str]:
+    left = set(shutil.ignore_patterns(*EXCLUDED)(folder, names))
+    for name in names:
+        path = Path(folder) / name
+        if (path / DEV_STATE_FILE).is_file() and any((path / beside).is_file() for beside in DEV_STATE_BESIDE):
+            say(f"left out {path}: awsworld dev's state (its runs' payloads) is no part of a function")
+            left.add(name)
+    return left
 
 
 def is_runtime_python(python: str | None) -> bool:

@@ -1,6 +1,7 @@
 """moto's AWS emulator as an in-process HTTP server on loopback.
 
-Like moto's ``ThreadedMotoServer``, with three differences: it binds 127.0.0.1 on a free port, it logs no
+Like moto's ``ThreadedMotoServer``, with four differences: it binds 127.0.0.1 on a free port, it answers only this
+machine's programs (``LoopbackOnly``: not a web page through DNS rebinding or a cross-site request), it logs no
 requests, and it serializes DynamoDB. moto's DynamoDB backend is not safe under concurrent requests (two
 transactions racing for one event slot can both succeed), so every request whose ``X-Amz-Target`` is a
 DynamoDB operation runs under one lock; S3 and SQS stay concurrent. It counts the requests that may change what
@@ -17,6 +18,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
+from .._http.loopback import loopback_host, loopback_origin
 from . import moto_patch, moto_speedups
 
 log = logging.getLogger("awsworld.local.moto")
@@ -62,6 +64,28 @@ class SerializedDynamoDB:
             # write or reads a count that the next look finds changed.
             if _may_change(environ.get("REQUEST_METHOD", ""), target):
                 self.changes += 1
+
+
+class LoopbackOnly:
+    """WSGI middleware: a 403 for a request addressed to a name that is not loopback or sent by a page of another
+    origin (``_http/loopback.py``), before moto reads it.
+
+    moto checks no credentials and echoes any ``Origin`` in its CORS header, so the emulator's table and bucket (under
+    ``awsworld dev``, every run's arguments, results and payloads, in the clear) were readable by any web page open
+    on the machine that found its port: a page of ``evil.example`` whose name its DNS then points at 127.0.0.1 reads
+    the emulator as its own origin (a Scan came back with ``Access-Control-Allow-Origin`` echoing the page's). The
+    SDKs and the AWS CLI send neither a foreign ``Host`` nor an ``Origin``."""
+
+    def __init__(self, app: WSGIApp) -> None:
+        self.app = app
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        if loopback_host(environ.get("HTTP_HOST", "")) and loopback_origin(environ.get("HTTP_ORIGIN")):
+            return self.app(environ, start_response)
+        body = (b"this emulator answers programs on this machine only (a request addressed to 127.0.0.1 or "
+                b"localhost, without a browser's Origin of another site)")
+        start_response("403 Forbidden", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
+        return [body]
 
 
 def _may_change(method: str, target: str) -> bool:
@@ -146,7 +170,7 @@ class MotoServer:
         moto_patch.install()
         moto_speedups.install()
         app = self._app = SerializedDynamoDB(DomainDispatcherApplication(create_backend_app))
-        self._server = make_server(HOST, self._requested_port, app, threaded=True,
+        self._server = make_server(HOST, self._requested_port, LoopbackOnly(app), threaded=True,
                                    request_handler=QuietRequestHandler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, name="awsworld-moto", daemon=True)

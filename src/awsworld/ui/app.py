@@ -1,7 +1,8 @@
 """The ASGI app (Starlette) and how it is served (uvicorn, on loopback only).
 
 Safe by default: it answers only requests addressed to a loopback name (``Host`` is checked, so a web page
-elsewhere cannot reach it through DNS rebinding), it is read-only unless built with ``allow_writes`` (and then
+elsewhere cannot reach it through DNS rebinding) and not sent by a page of another site (``Origin``; the rule is
+``_http/loopback.py``'s), it is read-only unless built with ``allow_writes`` (and then
 only cancel and resume, which also need the ``X-Awsworld-Write`` header: a cross-site form cannot set it), and
 it renders every stored value escaped. It logs no requests, so no run ids or payloads end up in a terminal log.
 """
@@ -21,6 +22,7 @@ from starlette.responses import HTMLResponse, JSONResponse, PlainTextResponse, R
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from .._http.loopback import LOOPBACK_HOSTS, loopback_host, loopback_origin
 from .._published.model import unknown_workflow_note
 from .._timeline import timeline_rows
 from ..client.client import Client, cancel_reason
@@ -35,7 +37,6 @@ from .model import picture
 from .pages import esc, layout, run_page, runs_page
 from .reader import Reader
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 WRITE_HEADER = "x-awsworld-write"
 
 
@@ -47,7 +48,8 @@ def check_loopback(host: str) -> str:
 
 
 class Guard:
-    """Refuse requests not addressed to a loopback host (421), and writes unless allowed and marked (403)."""
+    """Refuse requests not addressed to a loopback host (421) or sent by another site's page (403), and writes unless
+    allowed and marked (403)."""
 
     def __init__(self, app: ASGIApp, *, allow_writes: bool) -> None:
         self.app = app
@@ -56,10 +58,12 @@ class Guard:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
             headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            host = headers.get("host", "")
-            name = host.rsplit(":", 1)[0] if not host.endswith("]") else host
-            if name not in LOOPBACK_HOSTS:
+            if not loopback_host(headers.get("host", "")):
                 await PlainTextResponse("awsworld ui answers on 127.0.0.1 only", status_code=421)(scope, receive, send)
+                return
+            if not loopback_origin(headers.get("origin")):
+                await PlainTextResponse("awsworld ui answers its own pages only, not another site's",
+                                        status_code=403)(scope, receive, send)
                 return
             if scope["method"] not in ("GET", "HEAD"):
                 if not self.allow_writes:

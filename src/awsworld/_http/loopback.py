@@ -1,0 +1,52 @@
+"""Whether an HTTP request to a server on loopback came from this machine's own programs, read off its ``Host`` and
+``Origin`` headers: one rule for every server awsworld runs on 127.0.0.1 without credentials (``awsworld serve``'s
+default, ``_http/auth.py``; ``awsworld ui``, ``ui/app.py``; the embedded emulator under ``awsworld dev`` and
+``serve --world emulator``, ``local/moto_server.py``).
+
+Binding 127.0.0.1 keeps other machines out, not the web pages open in this machine's browser, which reach a
+loopback port in two ways:
+
+- **DNS rebinding**: a page of ``evil.example`` whose name then resolves to 127.0.0.1 reads the server as its own
+  origin, so the browser lets it read every answer. Its requests say ``Host: evil.example:PORT``: a server that
+  answers only requests addressed to a loopback name (``loopback_host``) gives it nothing.
+- **Cross-site requests**: a page elsewhere sends a request to ``http://127.0.0.1:PORT`` (a form's POST needs no
+  permission). The browser says where the request comes from: ``Origin`` on every cross-origin request and every
+  POST (``loopback_origin``). Programs (boto3, the AWS CLI, ``HttpClient``, Node's fetch) send none, and a page
+  served from loopback itself (the run viewer) sends its own loopback origin.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def host_name(host: str) -> str:
+    """The name of a ``Host`` header without its port (``[::1]:8787`` is ``[::1]``, ``localhost:80`` is
+    ``localhost``)."""
+    return host if host.endswith("]") else host.rsplit(":", 1)[0]
+
+
+def loopback_name(name: str) -> bool:
+    """A name that reaches only this machine: 127.0.0.1, ``localhost`` and its subdomains (RFC 6761 keeps them on
+    loopback: a bucket's virtual host ``b.localhost``), ``::1``."""
+    name = name.lower()
+    return name in LOOPBACK_HOSTS or name.endswith(".localhost")
+
+
+def loopback_host(host: str) -> bool:
+    """Whether a request's ``Host`` header addresses a loopback name (an absent one does not)."""
+    return bool(host) and loopback_name(host_name(host))
+
+
+def loopback_origin(origin: str | None) -> bool:
+    """Whether a request's ``Origin`` header is absent (not a browser's cross-origin request) or a page served from
+    loopback. ``null`` (a sandboxed frame, a file) is not."""
+    if origin is None:
+        return True
+    try:
+        name = urlsplit(origin).hostname
+    except ValueError:
+        return False
+    return name is not None and loopback_name(name)
