@@ -33,7 +33,7 @@ from ..world.errors import (
     RunGoneError,
     RunNotFoundError,
 )
-from ..world.events import Event
+from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.limits import too_large_text
 from ..world.pages import collect_pages
 from ..world.protocol import World
@@ -41,8 +41,6 @@ from .resume_calls import RESUME_HOOK_STEP
 from .run_control import create_run, resume_hook, wake_run
 
 log = logging.getLogger("awsworld.children")
-
-ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
 
@@ -102,7 +100,7 @@ async def on_run_end(world: World, run_id: str, events: Sequence[Event]) -> None
     read from the log). Raises on a transient error, so the delivery is retried and does it again."""
     if not events:
         return
-    end = next((e for e in reversed(events) if e.event_type in ENDS), None)
+    end = next((e for e in reversed(events) if e.event_type in RUN_END_EVENT_TYPES), None)
     if end is None:
         return  # ended by another writer this flow did not see: the delivery that writer wakes does this
     if end.event_type == "run_cancelled":

@@ -27,7 +27,6 @@ MAX_DIVERGENT_RECOVERIES = 3
 
 log = logging.getLogger("awsworld.flow")
 BATCH = 39  # declarations per create_batch: with a born-running pair that is the World's cap of 40 events
-TERMINAL = frozenset({"run_completed", "run_failed", "run_cancelled"})
 
 
 @dataclass

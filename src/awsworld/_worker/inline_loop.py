@@ -35,7 +35,7 @@ from ..durable.class_paths import same_classes
 from ..world.clock import clock_of
 from ..world.cursors import slot_cursor
 from ..world.errors import InBandSupersededError, RunGoneError
-from ..world.events import Event
+from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.messages import FlowMessage
 from ..world.protocol import World
 from ..world.rules.limiters import LimitInputError
@@ -43,7 +43,7 @@ from .child_runs import on_run_end, report_ended_children, resolve_step
 from .declarations import Declarer
 from .endings import RunEndings
 from .flow_messages import FlowMessages
-from .flow_state import TERMINAL, FlowLog, FlowSettings, FlowStats, StepClaims
+from .flow_state import FlowLog, FlowSettings, FlowStats, StepClaims
 from .provisional import ProvisionalOutcomes
 from .recovery import dispatch_key, rest, started_by, wake_at_lease_end
 from .run_control import cancel_for_limit
@@ -115,8 +115,8 @@ class Flow:
             execution = self.log.execution
             ended = execution.log if execution else self.ended_log
             await on_run_end(self.world, self.run_id, ended)
-            # (its end is near the log's end: looked for from there)
-            if any(e.event_type in TERMINAL for e in reversed(ended)):  # its slot of a limit (world/rules/limiters.py)
+            # (its end is near the log's end: looked for from there; its slot of a limit: world/rules/limiters.py)
+            if any(e.event_type in RUN_END_EVENT_TYPES for e in reversed(ended)):
                 await leave_in_flow(self.world, self.registry.workflows.get(self.message.workflow_name),
                                     self.run_id, ended)
                 await free_run_steps(self.world, self.registry, self.run_id, ended)
@@ -186,7 +186,7 @@ class Flow:
         known = self.registry.workflows.get(self.message.workflow_name)
         resumed = await self._resume(known)
         log = self.log.replay().log if resumed else await self.log.load_all()
-        if any(e.event_type in TERMINAL for e in log[self.log.held if resumed else 0:]):
+        if any(e.event_type in RUN_END_EVENT_TYPES for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)

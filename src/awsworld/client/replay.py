@@ -33,12 +33,11 @@ from typing import Any
 from .._deployments.pins import pinned_in_log
 from .._engine import divergence as dv
 from .._engine.execution import LogGapError, WorkflowExecution
-from .._worker.flow_state import TERMINAL
 from ..authoring.definitions import REGISTRY, Registry
 from ..authoring.errors import CodecError, DeterminismError, ReplayDivergenceError
 from ..durable import codecs, serde
 from ..durable.codecs import Place
-from ..world.events import Event
+from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.protocol import World
 
 
@@ -98,7 +97,7 @@ def replay_events(events: Sequence[Event | dict[str, Any]], *, registry: Registr
         execution.advance()
         _check_end(execution)
     except ReplayDivergenceError as divergence:
-        ended = any(e.event_type in TERMINAL for e in log)
+        ended = any(e.event_type in RUN_END_EVENT_TYPES for e in log)
         return ReplayResult(run_id, name, len(log), "diverged", position=divergence.position, slot=divergence.slot,
                             log=divergence.log, code=divergence.code, change=divergence.change,
                             message=str(divergence), outline=divergence.outline,

@@ -16,11 +16,10 @@ from .._worker.step_runner import INLINE
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.hook_payloads import is_heartbeat_event
 from ..world.entities import Run
-from ..world.events import Event
+from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.rules.hooks import hook_state
 from ..world.rules.skips import skipped
 
-RUN_ENDS = frozenset({"run_completed", "run_failed", "run_cancelled"})
 QUEUED = "queued"
 """The kind (and key in ``picture``'s lanes) of the run's own first lane when its workflow has a concurrency limit:
 from its ``run_created`` to its ``run_started``, the wait for its slot (``_worker.run_limits``)."""
@@ -184,7 +183,7 @@ def picture(run_id: str, events: list[Event]) -> Picture:
             for key in [corr, *(wait for wait, (hook, _) in of_hooks.items() if hook == corr)]:
                 if key in lanes and lanes[key].ended is None:  # the hook and its deadlines, which go with it
                     lanes[key].ended, lanes[key].status = at, "disposed"
-    ending = next((e for e in reversed(events) if e.event_type in RUN_ENDS), None)
+    ending = next((e for e in reversed(events) if e.event_type in RUN_END_EVENT_TYPES), None)
     if ending is not None and QUEUED in lanes and lanes[QUEUED].ended is None:  # it ended waiting (cancelled)
         lanes[QUEUED].ended, lanes[QUEUED].status = ending.created_at, ending.event_type.removeprefix("run_")
     for hook in hooks.values():  # a hook open when its run ended was closed by that end

@@ -221,6 +221,9 @@ EVENT_DATA_MODELS: dict[str, type[EventData]] = {t: spec.data_model for t, spec 
 CORRELATED_EVENT_TYPES = frozenset(t for t, spec in EVENT_TYPES.items() if spec.entity != "run")
 WRITER_ONLY_EVENT_TYPES = frozenset(t for t, spec in EVENT_TYPES.items() if spec.writer_only)
 BATCH_FORBIDDEN_EVENT_TYPES = frozenset(t for t, spec in EVENT_TYPES.items() if not spec.batchable)
+RUN_END_EVENT_TYPES = frozenset({"run_completed", "run_failed", "run_cancelled"})
+"""The events that end a run (its status becomes one of ``entities.TERMINAL_RUN_STATUSES``): what a flow, a
+parent waiting on its child and the run viewer look for in a log."""
 PAYLOAD_FIELDS: dict[str, tuple[str, ...]] = {
     t: (spec.payload_field,) for t, spec in EVENT_TYPES.items() if spec.payload_field
 }
