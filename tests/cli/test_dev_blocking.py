@@ -5,13 +5,16 @@ processes of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from awsworld.cli.dev_loop import LoopWatch
 from awsworld.cli.dev_state import TABLE_FILE
 
 from .test_cli import Dev, Runner, until_found
@@ -94,3 +97,27 @@ def test_runs_started_while_a_step_blocks_the_loop_survive_kill_9_and_dev_names_
     finally:
         again.stop()
         runner.close()
+
+
+def _block(seconds: float) -> None:
+    time.sleep(seconds)  # the line the watch names
+
+
+async def test_the_watch_names_the_blocking_line_once_a_minute_and_not_dev_s_own_waits() -> None:
+    """``LoopWatch`` in this process: a block of the loop by this file's code is said with its line and duration, a
+    second block at the same line within the minute is only counted, and a wait that blocks nothing is not said."""
+    said: list[str] = []
+    watch = LoopWatch(asyncio.get_running_loop(), say=said.append)
+    watch.start()
+    try:
+        _block(2.5)
+        await asyncio.sleep(0.6)  # (the loop answers: the block has ended, and is said)
+        _block(2.5)
+        await asyncio.sleep(1.5)  # awaited: the loop is free
+    finally:
+        watch.stop()
+    line = _block.__code__.co_firstlineno + 1
+    assert len(said) == 1 and f"{__file__}:{line}, in _block: time.sleep(seconds)" in said[0], said
+    seconds = float(said[0].split("blocked dev's event loop for ")[1].split(" s")[0])
+    assert 1.0 <= seconds <= 2.5, said
+    assert watch.blocks == 1
