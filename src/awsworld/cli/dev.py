@@ -127,9 +127,9 @@ async def _serve(args: argparse.Namespace) -> None:
     if state is not None:
         state.hold()  # before the emulator starts: a second dev on this DIR would overwrite its snapshots
     console_logs(args.log_format)
+    moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
     watch = LoopWatch(asyncio.get_running_loop())  # says which line of the user's code blocks the loop
     watch.start()
-    moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
     try:
         if args.sqs_s3 == "localstack":
             print("starting LocalStack for SQS, S3 and KMS (a few seconds)...", flush=True)
