@@ -104,6 +104,34 @@ def test_dynamodb_requests_are_serialized_and_others_are_not() -> None:
     assert peak["other"] > 1
 
 
+def test_dynamodb_requests_take_the_lock_in_the_order_they_asked() -> None:
+    """A request waiting for the DynamoDB lock is not overtaken by one that asked after it: under ``awsworld dev``,
+    after ``kill -9`` in a 1,000-step fan-out, the restart's flow re-queued 960 steps (a marker write per message, 32
+    at a time, each thread asking again as soon as it let go) and a step result's commit waited 14 s for
+    ``threading.Lock``, which lets a thread that releases and asks again at once take it back before the waiters
+    wake. Here the holder lets go and asks again at once, 20 times, while another request waits: the waiter goes
+    first, and then each asks in turn."""
+    lock = SerializedDynamoDB(lambda environ, start_response: [b""]).lock
+    order: list[str] = []
+    lock.acquire()
+    asking = threading.Event()
+    waiter = threading.Thread(target=lambda: (asking.set(), lock.acquire(), order.append("waiter"), lock.release()))
+    waiter.start()
+    asking.wait(10)
+    deadline = time.monotonic() + 10
+    while not getattr(lock, "_waiters", True):  # (the waiter is queued for it; a plain lock cannot say: a moment)
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    time.sleep(0.1)
+    for _ in range(20):
+        lock.release()
+        lock.acquire()
+        order.append("holder")
+    lock.release()
+    waiter.join(timeout=10)
+    assert order[0] == "waiter" and order.count("holder") == 20, order
+
+
 def test_concurrent_transactions_never_share_a_slot(moto_server: MotoServer) -> None:
     """Writers racing for the next slot through the real server: every slot has exactly one winner.
 

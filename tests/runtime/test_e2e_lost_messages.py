@@ -17,7 +17,9 @@ from typing import Any
 import pytest
 
 from awsworld import create_hook, sleep, step, step_metadata, workflow
+from awsworld.cli import dev_reload
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.queue import QueueBatchResult
 from awsworld.world.rules.leases import lease_grace_seconds
 from awsworld.world.watch import horizon
 
@@ -247,3 +249,74 @@ async def test_a_wake_during_a_retry_back_off_brings_the_retry_when_it_is_due_no
     starts = [e.created_at for e in await run.events() if e.event_type == "step_started"]
     assert len(starts) == 2 and due <= starts[1] < due + timedelta(minutes=1), (due, starts)
     assert env.driver.ticks == 0, "the wake was enough: the watchdog was not needed"
+
+
+RESTARTED: dict[str, Any] = {}
+"""The restart test's gates (``asyncio.Event``) and how many of its queued steps' bodies run under their messages."""
+
+
+@step(name="lost.restarted")
+async def restarted(i: int) -> int:
+    """Step 0 is the one running when ``dev`` dies (attempt 1 outlives its delivery), then the one the restart's wake
+    takes over and runs inline (attempt 2): that attempt ends once every other step runs under its own message.
+    The others wait at the gate, so they are running, not ended, when the restart's flow looks at the run again."""
+    if _ran() == 1 and i == 0:
+        await asyncio.sleep(STALL_SECONDS)
+    elif i == 0:
+        await RESTARTED["all_running"].wait()
+    else:
+        RESTARTED["running"] += 1
+        if RESTARTED["running"] == RESTARTED["others"]:
+            RESTARTED["all_running"].set()
+        await RESTARTED["gate"].wait()
+    return i
+
+
+@workflow(name="lost.restarted_fan_out")
+async def restarted_fan_out(n: int) -> int:
+    return sum(await asyncio.gather(*[restarted(i) for i in range(n)]))
+
+
+async def test_a_restarts_wake_takes_over_only_the_steps_started_before_it_not_those_its_own_messages_started(
+        ) -> None:
+    """``awsworld dev`` killed (``kill -9``) during a fan-out and started again on its state: the restart's wake
+    (``dev_reload.replay_unfinished``) tries every step started before it (their deliveries died with the old
+    process, ``recovery.taken_over``), runs one inline and queues the steps never started. It took over the steps
+    its own messages had started meanwhile as well, at every turn of its loop: the World refused each inline try
+    (their leases are live), and each was queued again under a fresh key, so every such step got a second
+    delivery; one that came after its step ended ran a flow that read the whole log (``bench/dev_crash.py``: 94
+    such flows after a restart at 1,000 steps, each reading 2,987 events, and the step results behind them held
+    for up to 98 s). Now the wake takes over only what started before it was sent: one delivery per step, and the
+    flows of the run after the restart are the wake's and the last step's."""
+    others = 5
+    async with WorkflowTestEnv(timeout=TIMEOUT_SECONDS) as env:
+        RESTARTED.update(gate=asyncio.Event(), all_running=asyncio.Event(), running=0, others=others)
+        send_batch = env.world.queue_batch
+        dropped: list[int] = []
+
+        async def lost_with_the_process(queue_name: str, messages: list[Any]) -> Any:
+            dropped.append(len(messages))  # never sent: dev's queue (and its dedup markers) die with it
+            return [QueueBatchResult(message_id=f"lost-{n}") for n in range(len(messages))]
+
+        env.world.queue_batch = lost_with_the_process  # type: ignore[method-assign]
+        run = await env.client.start(restarted_fan_out, others + 1)
+        await _killed_mid_step(env)  # step 0's delivery dies mid-body: the crash
+        env.world.queue_batch = send_batch  # type: ignore[method-assign]
+        assert dropped == [others]
+        env.driver.invoker.timeout = 60.0  # the restarted process's deliveries live
+        env.advance(timedelta(seconds=lease_grace_seconds() + 5))  # the dead attempt's lease has ended (dev's
+        # restore ends it in storage: ``cli/dev_state.py``)
+        before = len(env.driver.results)
+        verdict = await dev_reload.replay_unfinished(env.world, env.worker.registry, wake="all", tag="restart")
+        assert verdict.woken == [run.run_id]
+        deadline = time.monotonic() + 10
+        while not any(r.status == "suspended" for r in env.driver.results[before:]):
+            assert time.monotonic() < deadline, env.driver.results[before:]
+            await asyncio.sleep(0.01)
+        RESTARTED["gate"].set()
+        assert await run.result() == sum(range(others + 1))
+        await env.idle()
+        after = Counter(r.status for r in env.driver.results[before:])
+    assert after == {"suspended": 1, "step-completed": others - 1, "step-then-completed": 1}, after
+    assert BODIES[(run.run_id, "lost.restarted")] == others + 2, "step 0 twice (the crash's attempt), others once"
+    assert sorted(s.attempt for s in await run.steps()) == [1] * others + [2]

@@ -324,6 +324,7 @@ class WorkflowExecution:
             op.attempt = int(data.get("attempt") or op.attempt + 1)
             op.retry_after = None
             op.owner = data.get("ownerMessageId")
+            op.started_at = event.created_at
             lease = data.get(LEASE_UNTIL_FIELD)  # (an older event has none: the World's default lease applied)
             op.lease_until = datetime.fromisoformat(lease) if isinstance(lease, str) else \
                 lease_end(event.created_at, DEFAULT_LEASE_SECONDS)

@@ -32,6 +32,7 @@ class StepOp:
     retry_after: datetime | None = None
     owner: str | None = None  # the message id of the delivery that started the current attempt
     lease_until: datetime | None = None  # when that delivery's lease on the attempt ends (world.rules.leases)
+    started_at: datetime | None = None  # when the current attempt's step_started landed
     declared_at: datetime | None = None  # when its step_created landed (a step never started is overdue later)
     digest: str | None = None  # of ``input`` (recorded as step_created's inputDigest, checked on replay)
     kind: str = "step"

@@ -323,7 +323,7 @@ class DeliveryPath:
             # (handed over: this is older code than the live deployment's, whose limits' numbers it leaves alone)
             with older_code() if handed is not None else contextlib.nullcontext():
                 outcome = await self.worker.execute(message, deadline=deadline, message_id=delivery.message_id,
-                                                    attempt=delivery.attempt)
+                                                    attempt=delivery.attempt, sent_at=delivery.created_at)
         except Misrouted as misrouted:  # the flow read the run's pin in its log: another deployment's run
             return await self.reroute.hand_over(way, misrouted.pin)
         except StepNotRegisteredError as missing:  # the workflow called a step this deployment lacks

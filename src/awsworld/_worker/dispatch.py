@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from .._deployments.pins import RUNNING_ON, Running
@@ -69,23 +69,27 @@ class Worker:
         return self.settings.deployment
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None,
-                      attempt: int = 1) -> Outcome:
+                      attempt: int = 1, sent_at: datetime | None = None) -> Outcome:
         """Handle one delivery. ``message_id`` (stable across redeliveries) lets a redelivered flow re-run the
         steps its earlier delivery started inline and never finished; ``attempt`` (``Delivery.attempt``) > 1 says
         a delivery under that id came before (``step_runner.attempt_step``'s ``redelivered``). ``payload`` may be
-        the message parsed already (``FlowMessage``): the delivery parses it once, to name the run it logs."""
+        the message parsed already (``FlowMessage``): the delivery parses it once, to name the run it logs.
+        ``sent_at``: when the message was sent (``Delivery.created_at``), which a restart's wake takes over by
+        (``recovery.taken_over``)."""
         message = payload if isinstance(payload, FlowMessage) else FlowMessage.from_payload(payload)
         token = RUNNING_ON.set(Running(self.settings.deployment, self.registry))  # (a child's pin: ``child_pin``)
         try:
             with kept_modules(self.registry.class_modules):  # a kept version's values are of its own classes (dev)
-                return await self._execute(message, deadline, message_id, attempt)
+                return await self._execute(message, deadline, message_id, attempt, sent_at)
         finally:
             RUNNING_ON.reset(token)
 
-    async def _execute(self, message: FlowMessage, deadline: float, message_id: str | None, attempt: int) -> Outcome:
+    async def _execute(self, message: FlowMessage, deadline: float, message_id: str | None, attempt: int,
+                       sent_at: datetime | None) -> Outcome:
         if message.step_id:
             return await self._step(message, deadline, message_id, redelivered=attempt > 1)
-        flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id)
+        flow = Flow(self.world, self.registry, message, deadline, self.settings, message_id=message_id,
+                    sent_at=sent_at)
         status = await flow.run()
         return Outcome(status, retry_after=flow.redeliver_after, stats=flow.stats)
 

@@ -317,10 +317,12 @@ class StepClaims:
     ``message_id``), and those whose lease passed elsewhere (``recovery.taken_over``), less the take-overs the World
     refused (``refused``: still leased)."""
 
-    def __init__(self, world: World, message: FlowMessage, message_id: str | None) -> None:
+    def __init__(self, world: World, message: FlowMessage, message_id: str | None,
+                 sent_at: datetime | None = None) -> None:
         self.world = world
         self.message = message
         self.message_id = message_id
+        self.sent_at = sent_at  # when the delivery's message was sent (a restart's wake: ``recovery.taken_over``)
         self.owned: set[str] = set()
         self.claimed: dict[str, Any] = {}
         self.taken: dict[str, Any] = {}  # a claimed step's slot and token of its limit (``step_limits.Taken``)
@@ -339,7 +341,7 @@ class StepClaims:
     def taken_over(self, step: StepOp) -> bool:
         """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``)."""
         return (step.id not in self.claimed and step.id not in self.refused
-                and taken_over(step, self.message, self.message_id, clock_of(self.world).now()))
+                and taken_over(step, self.message, self.message_id, clock_of(self.world).now(), self.sent_at))
 
     def runnable(self, execution: WorkflowExecution) -> list[StepOp]:
         now = clock_of(self.world).now()

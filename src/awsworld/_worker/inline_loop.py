@@ -19,6 +19,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from .._deployments.pins import pin_change
 from .._deployments.routing import flow_pin
@@ -67,6 +68,7 @@ class Flow:
     settings: FlowSettings = field(default_factory=FlowSettings)
     stats: FlowStats = field(default_factory=FlowStats)
     message_id: str | None = None  # this delivery's id: recorded as the owner of steps it starts
+    sent_at: datetime | None = None  # when this delivery's message was sent (``Delivery.created_at``)
     redeliver_after: float | None = None
     """Set when this delivery must come back as itself (same message id) rather than be acknowledged: it
     holds steps it started and did not finish, which only a delivery with its id may run again."""
@@ -82,7 +84,7 @@ class Flow:
     def __post_init__(self) -> None:
         self.run_id = self.message.run_id
         self.log = FlowLog(self.world, self.run_id)
-        self.claims = StepClaims(self.world, self.message, self.message_id)
+        self.claims = StepClaims(self.world, self.message, self.message_id, self.sent_at)
         self.messages = FlowMessages(self.world, self.message, self.log)
         self.provisional = ProvisionalOutcomes(self.log, self.messages, self.registry, self.settings, self.stats)
         self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)

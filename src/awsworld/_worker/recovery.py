@@ -7,7 +7,8 @@ and gives every open part a live way forward:
 
 - a step started by another delivery whose lease has passed is **taken over** (run here as a new attempt;
   ``world.rules.leases`` decides, in the World, that only one delivery wins; after ``dev --state`` restored it, a
-  step's lease has ended in storage, and the restart's wake tries it at once);
+  step's lease has ended in storage, and the restart's wake tries it at once: every step started before the wake
+  was sent, and no other, since whatever started later runs under a delivery of the restarted process);
 - a step declared (or due to retry) longer ago than the watch horizon and still not started has lost its
   message: it is **queued again under a fresh key** (``dispatch_key``), since the idempotency key of the lost
   message may be held for days by its dedup marker (a duplicate finds the step started or ended: harmless);
@@ -41,13 +42,28 @@ from .child_runs import child_check_times
 log = logging.getLogger("awsworld.flow")
 
 
-def taken_over(step: StepOp, message: FlowMessage, message_id: str | None, now: datetime) -> bool:
+def taken_over(step: StepOp, message: FlowMessage, message_id: str | None, now: datetime,
+               sent_at: datetime | None = None) -> bool:
     """Started by another delivery whose lease has passed: the owner is gone, the step is anyone's to run. A
-    restart's wake (``awsworld dev --state``, which ended the restored steps' leases in storage) tries every
-    started step: the World's lease, not the log's, decides."""
+    restart's wake (``awsworld dev --state``, which ended the restored steps' leases in storage) tries every step
+    started before it was sent (``sent_at``, the wake's ``Delivery.created_at``; None: every started step): the
+    World's lease, not the log's, decides.
+
+    Only those: a step started after the wake was sent was started by the restarted process, under a live lease,
+    and most often by a message the wake's own flow queued. Tried as well, the World refused each inline try, and
+    each was queued again under a fresh key (``dispatch_key``), at every turn of the flow's loop: a second delivery
+    per step, which ran a flow reading the whole log when it came after the step had ended (``bench/dev_crash.py``:
+    94 such flows after a restart at 1,000 steps, and the run's step results held behind their reads for a minute)."""
     if not step.started or step.owner == message_id:
         return False
-    return message.wake == RESTART_WAKE or lease_expired(step.lease_until, now)
+    if message.wake == RESTART_WAKE and started_before(step, sent_at):
+        return True
+    return lease_expired(step.lease_until, now)
+
+
+def started_before(step: StepOp, sent_at: datetime | None) -> bool:
+    """Whether the step's current attempt started before ``sent_at`` (None, or an attempt of unknown time: yes)."""
+    return sent_at is None or step.started_at is None or step.started_at < sent_at
 
 
 def held_elsewhere(step: StepOp, message_id: str | None, now: datetime) -> bool:
@@ -83,7 +99,14 @@ def started_by(log: Sequence[Event], step_id: str) -> str | None:
 
 async def wake_at_lease_end(world: World, message: FlowMessage, steps: Sequence[StepOp], now: datetime,
                             queued: set[str]) -> None:
-    """A wake found steps leased to another delivery: come back when the soonest lease ends (each lease once)."""
+    """A wake found steps leased to another delivery: come back when the soonest lease ends (each lease once).
+
+    A restart's wake never needs to: what started before it had its lease ended by the restore, and its flow took
+    each such step over (queued it, ran it, or was refused by a delivery of the restarted process that took it
+    first); what started after it runs under a live delivery of the restarted process. Its lease-end wake, a restart
+    wake sent later, would only have tried those live steps again (``taken_over``)."""
+    if message.wake == RESTART_WAKE:
+        return
     leased = [s for s in steps if held_elsewhere(s, None, now) and s.lease_until is not None
               and f"lease:{s.id}:{s.attempt}" not in queued]
     if not leased:

@@ -121,12 +121,15 @@ async def _serve(args: argparse.Namespace) -> None:
     from ..schedules.declared import declared_in
     from . import dev_reload, dev_state
     from .dev_code import DevCode
+    from .dev_loop import LoopWatch
 
     state = dev_state.DevState.load(Path(args.state)) if args.state else None
     if state is not None:
         state.hold()  # before the emulator starts: a second dev on this DIR would overwrite its snapshots
     console_logs(args.log_format)
     moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
+    watch = LoopWatch(asyncio.get_running_loop())  # says which line of the user's code blocks the loop
+    watch.start()
     try:
         if args.sqs_s3 == "localstack":
             print("starting LocalStack for SQS, S3 and KMS (a few seconds)...", flush=True)
@@ -147,6 +150,7 @@ async def _serve(args: argparse.Namespace) -> None:
                     snapshots = dev_state.Snapshots(world, state.directory, lambda: moto.changes,
                                                     read_table=moto.read_table)
                     snapshots.restored(restored)
+                    await snapshots.start()  # copies on a thread: a step that blocks the loop holds none back
                 code = dev_reload.UserCode(args.modules, [Path.cwd()])
                 versions = DevCode(world, code.modules)  # runs stay on the code they started on (``dev_code``)
                 worker = await versions.first(REGISTRY)
@@ -183,7 +187,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 serving = True
-                await _run_until_stopped(snapshots)
+                await _run_until_stopped()
             finally:
                 if watcher is not None:
                     watcher.cancel()
@@ -196,6 +200,8 @@ async def _serve(args: argparse.Namespace) -> None:
                     webhooks.close()
                 if poller is not None:
                     await _stop_deliveries(poller)
+                if snapshots is not None:
+                    await snapshots.stop()  # (the last copy, below, comes after the deliveries' last writes)
                 if serving:  # after the deliveries' last writes, so what they finished is saved
                     if state is not None and snapshots is not None:
                         with _said_if_slow(f"\nsaving the state to {state.directory} ({snapshots.items} items at the "
@@ -207,6 +213,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 await world.close()
     finally:
         await asyncio.to_thread(moto.stop)
+        watch.stop()
 
 
 LOG_FORMATS = ("text", "json")
@@ -275,19 +282,15 @@ def _said_if_slow(text: str) -> Iterator[None]:
         slow.cancel()
 
 
-async def _run_until_stopped(snapshots: Snapshots | None) -> None:
-    """Serve until Ctrl-C or SIGTERM; with --state, snapshot every few seconds when something changed (and once
-    more on the way out, after the deliveries still running ended: ``_serve``)."""
+async def _run_until_stopped() -> None:
+    """Serve until Ctrl-C or SIGTERM (with --state, ``dev_state.Snapshots`` copies meanwhile, on its own thread,
+    and once more on the way out, after the deliveries still running ended: ``_serve``)."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C still raises KeyboardInterrupt
         loop.add_signal_handler(signal.SIGTERM, stop.set)
         loop.add_signal_handler(signal.SIGINT, stop.set)
-    while not stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), snapshots.interval() if snapshots is not None else None)
-        if snapshots is not None and not stop.is_set():
-            await snapshots.save()
+    await stop.wait()
 
 
 async def _stop_deliveries(poller: LocalPoller) -> None:

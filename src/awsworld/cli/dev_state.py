@@ -31,8 +31,10 @@ import collections
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -47,7 +49,10 @@ from ..world.rules.leases import LEASE_UNTIL_FIELD
 from ..world.rules.limiters import reservations_lost
 
 if TYPE_CHECKING:
+    from ..aws.config import AWSConfig
     from ..aws.world import AWSWorld
+
+log = logging.getLogger("awsworld.dev")
 
 DEDUP_PREFIX = "DEDUP#"
 
@@ -185,27 +190,36 @@ def item_lines(items: Iterable[dict[str, Any]]) -> list[str]:
 
 
 async def snapshot(world: AWSWorld, directory: Path, read_table: TableReader | None = None) -> int:
-    """Save the table and the bucket into ``directory``; return the number of items saved. Objects are
-    copied once (awsworld never rewrites an object under the same key with other bytes unless its ETag
-    changes, which the manifest compares). With ``read_table`` (``dev``'s embedded moto), the table is read in this
-    process instead of by a Scan.
+    """Save the table and the bucket into ``directory``; return the number of items saved (``copy_state``, on a
+    thread: the clients are opened on the loop, the copy needs no loop)."""
+    dynamodb, s3 = await world.clients.dynamodb(), await world.clients.s3()
+    return await asyncio.to_thread(copy_state, world.config, dynamodb.client, s3.client, directory, read_table)
+
+
+def copy_state(config: AWSConfig, dynamodb: Any, s3: Any, directory: Path,
+               read_table: TableReader | None = None) -> int:
+    """Save the table and the bucket into ``directory`` with botocore's own (synchronous, thread-safe) clients;
+    return the number of items saved. Objects are copied once (awsworld never rewrites an object under the same key
+    with other bytes unless its ETag changes, which the manifest compares). With ``read_table`` (``dev``'s embedded
+    moto), the table is read in this process instead of by a Scan.
+
+    Synchronous, so a copy needs nothing of ``dev``'s event loop: ``Snapshots`` copies on a thread of its own, and a
+    step that blocks the loop (``time.sleep`` in an ``async def``) does not hold the copies back.
 
     The files are replaced in an order that leaves a loadable pair at every moment, so a crash or a kill mid-copy
     loses no object the saved table needs: the objects are listed after the Scan (awsworld writes an object before
     the item that refers to it) and copied first, the manifest then names the old objects and the new, then the
     table is replaced, and only then are the objects no longer in the bucket forgotten."""
-    config = world.config
-    dynamodb, s3 = await world.clients.dynamodb(), await world.clients.s3()
     lines: list[str] = []
     request: dict[str, Any] = {"TableName": config.table_name, "ConsistentRead": True}
     while read_table is None:
-        page = await dynamodb.scan(**request)
+        page = dynamodb.scan(**request)
         lines += item_lines(page.get("Items", []))
         if "LastEvaluatedKey" not in page:
             break
         request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     if read_table is not None:
-        lines = await asyncio.to_thread(read_table, config.table_name, item_lines)
+        lines = read_table(config.table_name, item_lines)
 
     objects = directory / OBJECTS_DIR
     _private_directory(objects)
@@ -214,14 +228,16 @@ async def snapshot(world: AWSWorld, directory: Path, read_table: TableReader | N
     new: dict[str, str] = {}
     listing: dict[str, Any] = {"Bucket": config.bucket_name}
     while True:
-        page = await s3.list_objects_v2(**listing)
+        page = s3.list_objects_v2(**listing)
         for entry in page.get("Contents", []):
             key, etag = entry["Key"], entry.get("ETag", "")
             new[key] = etag
             if old.get(key) != etag or not (objects / _object_file(key)).exists():
-                response = await s3.get_object(Bucket=config.bucket_name, Key=key)
-                async with response["Body"] as body:
-                    _write_atomic(objects / _object_file(key), await body.read())
+                body = s3.get_object(Bucket=config.bucket_name, Key=key)["Body"]
+                try:
+                    _write_atomic(objects / _object_file(key), body.read())
+                finally:
+                    body.close()
         if not page.get("IsTruncated"):
             break
         listing["ContinuationToken"] = page["NextContinuationToken"]
@@ -237,14 +253,20 @@ async def snapshot(world: AWSWorld, directory: Path, read_table: TableReader | N
 class Snapshots:
     """When ``dev`` copies the emulator into DIR: only when ``changes`` (the emulator's count of requests that may
     have changed its table or bucket: ``local/moto_server.py``) moved since the last copy, and, while serving, no
-    sooner than ``interval`` after it.
+    sooner than ``interval`` after it; on a thread of its own (``start``), not on ``dev``'s event loop.
 
     Copying every 5 s whatever happened, by a whole-table Scan every DynamoDB request waited on (moto's server takes
     one at a time), made an idle ``dev`` with 10,000 items spend most of its time copying (a copy of 15 MB took
     6.7 s here), slowed the runs it served, and made Ctrl-C wait for one more copy of a table nothing had touched.
     ``dev`` now reads the table in its own process (``read_table``: ``MotoServer.read_table``, 0.16 s for 10,000
     items) and copies only after a change. Every object awsworld writes comes with a write to the table, so a count
-    of moto's requests sees every change even when S3 is LocalStack's."""
+    of moto's requests sees every change even when S3 is LocalStack's.
+
+    The copies were made on the event loop, which every delivery shares: a step that blocks it (``time.sleep`` in an
+    ``async def`` step, a blocking HTTP call) held each copy back by the blocking of every delivery ahead of it, so
+    while such steps ran no copy was made, and ``kill -9`` lost every run started meanwhile (the docs promise at most
+    the last 5 s). The thread copies on time however busy the loop is: the moto server answers on threads of its
+    own, and ``copy_state`` uses botocore's clients directly."""
 
     def __init__(self, world: AWSWorld, directory: Path, changes: Callable[[], int], *,
                  read_table: TableReader | None = None, clock: Callable[[], float] = time.monotonic) -> None:
@@ -257,6 +279,10 @@ class Snapshots:
         """How many items the last copy saved."""
         self._copied: int | None = None  # ``changes`` when the last copy started
         self._seconds: collections.deque[float] = collections.deque(maxlen=COPY_TIMES_KEPT)  # the last copies' times
+        self._copying = threading.Lock()  # one copy at a time: the thread's, and the last one at a stop
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._clients: tuple[Any, Any] | None = None  # botocore's DynamoDB and S3 clients (opened on the loop)
 
     def restored(self, items: int) -> None:
         """The table and bucket were just loaded from DIR: what DIR holds stands for them (a restore's changes to
@@ -275,14 +301,46 @@ class Snapshots:
 
     async def save(self) -> bool:
         """Copy the table and bucket into DIR if anything may have changed since the last copy; True if it did."""
-        mark = self.changes()  # read before the copy: a write after this is seen by the next look
-        if mark == self._copied:
-            return False
-        started = self.clock()
-        self.items = await snapshot(self.world, self.directory, self.read_table)
-        self._seconds.append(self.clock() - started)
-        self._copied = mark
-        return True
+        await self._open()
+        return await asyncio.to_thread(self._save)
+
+    async def start(self) -> None:
+        """Copy every ``interval`` on a thread of its own, until ``stop``."""
+        await self._open()
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._every_interval, name="awsworld-dev-snapshots", daemon=True)
+        self._thread.start()
+
+    async def stop(self) -> None:
+        """Stop copying on the thread (a copy under way ends first)."""
+        self._stop.set()
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            await asyncio.to_thread(thread.join)
+
+    async def _open(self) -> None:
+        if self._clients is None:
+            self._clients = (await self.world.clients.dynamodb()).client, (await self.world.clients.s3()).client
+
+    def _every_interval(self) -> None:
+        while not self._stop.wait(self.interval()):
+            try:
+                self._save()
+            except Exception as error:  # the emulator going away, a full disk: said, and tried again next time
+                log.warning("dev: copying the state to %s failed: %s: %s", self.directory, type(error).__name__,
+                            error)
+
+    def _save(self) -> bool:
+        assert self._clients is not None
+        with self._copying:
+            mark = self.changes()  # read before the copy: a write after this is seen by the next look
+            if mark == self._copied:
+                return False
+            started = self.clock()
+            self.items = copy_state(self.world.config, *self._clients, self.directory, self.read_table)
+            self._seconds.append(self.clock() - started)
+            self._copied = mark
+            return True
 
 
 TableWriter = Callable[[str, list[dict[str, Any]]], None]

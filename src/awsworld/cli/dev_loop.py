@@ -1,0 +1,146 @@
+"""``awsworld dev``'s event loop watched: a warning naming the line of your code that blocks it.
+
+Every delivery of ``dev`` (each run's replay, each step body, the webhook route, the UI) shares one asyncio event
+loop. A step body that blocks it, ``time.sleep(3)`` or a blocking HTTP call inside an ``async def``, stops all of
+them for as long as it blocks: other runs stand still, the CLI's commands that need ``dev`` wait, and nothing says
+why. On Lambda the same step only costs its own delivery's time, so the mistake goes unnoticed until ``dev``.
+
+``LoopWatch`` is a thread that asks the loop to answer (``call_soon_threadsafe``) every ``PING_SECONDS`` and,
+while it does not, looks at the loop thread's stack (``sys._current_frames``) for the innermost frame of code that
+is neither awsworld's nor Python's nor an installed package's: the user's. When the same such frame stayed on the
+stack for ``BLOCKED_SECONDS`` or more, it says so, with the file, line and source, the time it blocked, and what to
+do instead (``await asyncio.sleep``, ``await asyncio.to_thread``); a block that goes on is said again every
+``STILL_SECONDS``. A slow loop with no user frame holding it (dev's own work on a loaded machine) is not reported,
+and one place is said at most once per ``SAY_AGAIN_SECONDS`` (with how many blocks it made since).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import linecache
+import logging
+import os
+import sys
+import sysconfig
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+
+log = logging.getLogger("awsworld.dev")
+
+PING_SECONDS = 0.25
+"""How often the watch asks the loop to answer, and looks at its stack while it does not."""
+BLOCKED_SECONDS = 1.0
+"""A block of the loop by one frame of user code this long or longer is said."""
+STILL_SECONDS = 10.0
+"""A block that goes on is said again this often (a body that never returns would otherwise say nothing)."""
+SAY_AGAIN_SECONDS = 60.0
+"""One place in the user's code is said at most this often."""
+
+_NOT_USERS = tuple(os.path.normcase(os.path.realpath(path)) + os.sep for path in {
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # awsworld itself
+    *(sysconfig.get_paths()[name] for name in ("stdlib", "platstdlib", "purelib", "platlib")),
+})
+
+
+def users_frame(frame: FrameType | None) -> FrameType | None:
+    """The innermost frame of ``frame``'s stack that runs the user's code (not awsworld's, Python's or a package's)."""
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith("<") and \
+                not os.path.normcase(os.path.realpath(filename)).startswith(_NOT_USERS):
+            return frame
+        frame = frame.f_back
+    return None
+
+
+@dataclass
+class Block:
+    """One frame of user code seen holding the loop: where, and since when."""
+
+    frame: FrameType
+    since: float
+    line: int  # the frame's line when last seen blocking (it moves on once the block ends)
+    said: float | None = None  # when it was said last (a block that goes on is said again)
+    quiet: bool = False  # its place was said a moment ago: this block is only counted
+
+    def where(self) -> str:
+        code = self.frame.f_code
+        source = linecache.getline(code.co_filename, self.line).strip()
+        return f"{code.co_filename}:{self.line}, in {code.co_name}" + (f": {source}" if source else "")
+
+
+class LoopWatch:
+    """Says when a frame of user code blocks ``loop`` for ``BLOCKED_SECONDS`` or more (see the module doc)."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, *, say: Callable[[str], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.loop = loop
+        self.say = say or (lambda text: log.warning("%s", text))
+        self.clock = clock
+        self.blocks = 0  # blocks said (a figure for tests)
+        self._loop_thread = threading.get_ident()  # (made on the loop's thread)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._said: dict[tuple[str, int], tuple[float, int]] = {}  # (file, line) -> (said at, blocks since)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._watch, name="awsworld-dev-loop-watch", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(PING_SECONDS):
+            answered = threading.Event()
+            try:
+                self.loop.call_soon_threadsafe(answered.set)
+            except RuntimeError:  # the loop closed
+                return
+            block: Block | None = None
+            while not answered.wait(PING_SECONDS):
+                if self._stop.is_set():
+                    return
+                frame = users_frame(sys._current_frames().get(self._loop_thread))
+                now = self.clock()
+                if block is not None and frame is not block.frame:  # that frame let go (the loop may not yet)
+                    self._ended(block, now)
+                    block = None
+                if frame is None:
+                    continue
+                if block is None:
+                    block = Block(frame, now, frame.f_lineno)
+                    continue
+                block.line = frame.f_lineno
+                if now - (block.said or block.since) >= STILL_SECONDS:
+                    self._tell(block, now, going_on=True)
+            if block is not None:
+                self._ended(block, self.clock())
+
+    def _ended(self, block: Block, now: float) -> None:
+        if now - block.since >= BLOCKED_SECONDS:
+            self._tell(block, now, going_on=False)
+
+    def _tell(self, block: Block, now: float, *, going_on: bool) -> None:
+        if block.quiet:
+            return
+        key = (block.frame.f_code.co_filename, block.line)
+        last = self._said.get(key)
+        if last is not None and now - last[0] < SAY_AGAIN_SECONDS and block.said is None:
+            self._said[key] = (last[0], last[1] + 1)  # said a moment ago: counted, said with the next
+            block.quiet = True
+            return
+        more = f" ({last[1]} more block(s) there since it was last said)" if last is not None and last[1] else ""
+        self._said[key] = (now, 0)
+        block.said = now
+        self.blocks += 1
+        how = "has blocked dev's event loop for {:.0f} s so far" if going_on else \
+            "blocked dev's event loop for {:.1f} s"
+        self.say(f"your code {how.format(now - block.since)} at {block.where()}{more}: every run, step and request "
+                 "of this dev waits meanwhile. In an async def, `await asyncio.sleep(...)` rather than "
+                 "`time.sleep(...)`, and a blocking call runs off the loop with `await asyncio.to_thread(fn, ...)`")

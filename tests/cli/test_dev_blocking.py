@@ -1,0 +1,123 @@
+"""``awsworld dev --state`` with a step that blocks the event loop (``time.sleep`` in an ``async def``, which users
+do): the runs survive ``kill -9`` as the docs promise (``cli/dev_state.Snapshots`` copies on a thread of its own), and
+dev says which line of the user's code blocked its loop, and for how long (``cli/dev_loop.LoopWatch``). With ``dev``
+processes of its own."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from awsworld.cli.dev_loop import LoopWatch
+from awsworld.cli.dev_state import TABLE_FILE
+
+from .test_cli import Dev, Runner, until_found
+from .test_dev_failures import dev_of
+
+BLOCKING = '''
+import time
+from pathlib import Path
+
+from awsworld import step, step_metadata, workflow
+
+HERE = Path(__file__).parent
+
+
+@step(name="blocking.hold")
+async def hold(n: int) -> int:
+    (HERE / f"holding-{n}-{step_metadata().attempt}").touch()
+    while not (HERE / "release").exists():
+        time.sleep(0.05)  # blocks the whole event loop, as a synchronous call in an async def does
+    return n + 1
+
+
+@workflow(name="blocking.flow")
+async def flow(n: int) -> int:
+    return await hold(n)
+'''
+
+
+def saved_runs(state: Path) -> set[str]:
+    """The runs whose head the last copy of the table holds."""
+    table = state / TABLE_FILE
+    if not table.exists():
+        return set()
+    items = (json.loads(line) for line in table.read_text(encoding="utf-8").splitlines() if line)
+    return {item["pk"]["S"].removeprefix("RUN#") for item in items if item.get("sk", {}).get("S") == "RUN"}
+
+
+def lines_of(server: Dev) -> list[str]:
+    """dev's output from now on, read by a thread as it comes (until the process ends)."""
+    lines: list[str] = []
+    assert server.process.stdout is not None
+    stdout = server.process.stdout
+    threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True).start()
+    return lines
+
+
+def test_runs_started_while_a_step_blocks_the_loop_survive_kill_9_and_dev_names_the_line(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Reported by a walk: with a step that blocks the event loop, ``kill -9`` of dev lost every run. The copies of
+    the state were made on the loop, so none was made while the step blocked it: the runs started meanwhile (here
+    two, started from the CLI while the first run's step blocks) were in no copy, and a crash lost them, where the
+    docs promise at most the last 5 s. Now the copies are made on a thread: the runs are saved while the loop is
+    still blocked, and the restart finds and finishes all three. dev also says what blocked it, naming the line."""
+    project, runner, server = dev_of(tmp_path_factory, "blocking", BLOCKING)
+    state = project / "state"
+    try:
+        output = lines_of(server)
+        first = server("start", "blocking.flow", "[1]").out.strip()
+        until_found(lambda: (project / "holding-1-1").exists(), "the first run's step blocking the loop")
+        others = [server("start", "blocking.flow", f"[{n}]").out.strip() for n in (2, 3)]
+        until_found(lambda: saved_runs(state) >= {first, *others}, "a copy holding the three runs")
+        assert not (project / "release").exists() and not (project / "holding-2-1").exists(), \
+            "saved while the first step still blocked the loop"
+        (project / "release").touch()
+        said = until_found(lambda: [line for line in output if "blocked dev's event loop" in line],
+                           "the warning")
+        server.process.send_signal(signal.SIGKILL)
+        server.process.wait(timeout=30)
+    finally:
+        runner.close()
+    [warning] = said
+    assert f"{project / 'blocking.py'}:14, in hold: time.sleep(0.05)" in warning, warning
+    assert "asyncio.to_thread" in warning and "await asyncio.sleep" in warning, warning
+
+    runner = Runner(tmp_path_factory.mktemp("runner-after"))
+    again = Dev(project, state, [runner], module="blocking")
+    try:
+        results = [again("result", run_id, "--wait", "60") for run_id in (first, *others)]
+        assert [(r.code, r.out.strip()) for r in results] == [(0, "2"), (0, "3"), (0, "4")], results
+    finally:
+        again.stop()
+        runner.close()
+
+
+def _block(seconds: float) -> None:
+    time.sleep(seconds)  # the line the watch names
+
+
+async def test_the_watch_names_the_blocking_line_once_a_minute_and_not_dev_s_own_waits() -> None:
+    """``LoopWatch`` in this process: a block of the loop by this file's code is said with its line and duration, a
+    second block at the same line within the minute is only counted, and a wait that blocks nothing is not said."""
+    said: list[str] = []
+    watch = LoopWatch(asyncio.get_running_loop(), say=said.append)
+    watch.start()
+    try:
+        _block(2.5)
+        await asyncio.sleep(0.6)  # (the loop answers: the block has ended, and is said)
+        _block(2.5)
+        await asyncio.sleep(1.5)  # awaited: the loop is free
+    finally:
+        watch.stop()
+    line = _block.__code__.co_firstlineno + 1
+    assert len(said) == 1 and f"{__file__}:{line}, in _block: time.sleep(seconds)" in said[0], said
+    seconds = float(said[0].split("blocked dev's event loop for ")[1].split(" s")[0])
+    assert 1.0 <= seconds <= 2.5, said
+    assert watch.blocks == 1
