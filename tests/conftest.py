@@ -49,6 +49,7 @@ LONGEST_FILES_FIRST = (
     "tests/cli/test_cli.py",
     "tests/cli/test_dev_reload.py",
     "tests/cli/test_dev_child_cancel.py",  # one test of 58 s (dev as a process, 100 children, a restart)
+    "tests/cli/test_dev_blocking.py",  # dev as a process twice (a kill -9, a restart): 19 s alone, 50-60 s loaded
     "tests/testing/test_user_suites.py",
     "tests/deploy/test_build.py",  # sam build: CPU-bound, so longest when the other workers are busy too
     "tests/cli/test_limits_cli.py",
