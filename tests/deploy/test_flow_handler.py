@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from datetime import datetime
 from typing import Any
 
 import pytest
@@ -235,7 +236,7 @@ class _Later:
         self.deployment = deployment  # (pinning: the delivery path asks which deployment this is)
 
     async def execute(self, payload: Any, *, deadline: float, message_id: str | None = None,
-                      attempt: int = 1) -> Outcome:
+                      attempt: int = 1, sent_at: datetime | None = None) -> Outcome:
         return Outcome("too-early", retry_after=2.0)
 
 
