@@ -13,17 +13,21 @@ from .errors import CliError, check_run_listing, usage
 from .output import add_project_to_path, check_config, import_failure, remote
 
 if TYPE_CHECKING:
+    from ..client.replay import ReplayResult
     from ..world.events import Event
 
 
 def register(sub: Any) -> None:
     replay = sub.add_parser(
-        "replay", help="replay stored runs against the current code, writing nothing; exit 1 on a divergence",
+        "replay", help="replay stored runs against the current code, writing nothing; exit 1 on a divergence a "
+                       "deploy would meet",
         description="Replay runs against the workflows the named modules define (-m, or AWSWORLD_MODULES) and "
                     "report each divergence: where, what the log holds, what the code did (values truncated). "
                     "Runs come from --file (written by awsworld export; no AWS needed), from RUN_IDs, or from "
                     "a listing (--workflow/--status) of the table in AWSWORLD_TABLE (a deployed stack, or "
-                    "awsworld dev's emulator).")
+                    "awsworld dev's emulator). A divergence of an unfinished run pinned to its deployment is "
+                    "printed but does not make the exit 1 (a deploy leaves that run on its own code) unless "
+                    "--include-pinned.")
     replay.add_argument("run_ids", nargs="*", metavar="RUN_ID")
     replay.add_argument("--file", "-f", action="append", default=[], help="a file written by awsworld export")
     replay.add_argument("--module", "-m", action="append", default=[], help="a module defining your workflows")
@@ -32,6 +36,9 @@ def register(sub: Any) -> None:
                         help="with --workflow: the runs in this status (repeat it for several; default running)")
     replay.add_argument("--limit", type=int, default=100,
                         help="with --workflow: at most this many of its runs, one page of the listing (1 to 100)")
+    replay.add_argument("--include-pinned", action="store_true",
+                        help="count the divergences of runs pinned to their deployment too (exit 1): the check "
+                             "before `awsworld upgrade` moves runs to this code")
     replay.set_defaults(handler=_replay)
     export = sub.add_parser("export", help="write runs' event logs to a file, for awsworld replay --file")
     export.add_argument("run_ids", nargs="+", metavar="RUN_ID")
@@ -55,12 +62,21 @@ def load_modules(modules: list[str]) -> None:
                            "fix the module and run the command again (--debug shows the traceback)") from error
 
 
-def _report(results: list[Any]) -> int:
+def _report(results: list[ReplayResult], include_pinned: bool) -> int:
+    """Each run's line and a summary; 1 when a run diverged or could not be replayed. A pinned run's divergence
+    (``ReplayResult.pinned_divergence``) counts only with ``--include-pinned``: pinning is the default, so the
+    running runs of a deployed stack are pinned, and counting them made every code change fail a CI check before
+    the deploy, which leaves those runs on their own code."""
     for result in results:
         print(result.describe())
     bad = sum(not r.ok for r in results)
-    print(f"{len(results)} run(s) replayed, {bad} diverged or could not be replayed")
-    return 1 if bad else 0
+    pinned = 0 if include_pinned else sum(r.pinned_divergence for r in results)
+    summary = f"{len(results)} run(s) replayed, {bad} diverged or could not be replayed"
+    if pinned:
+        summary += (f"; {pinned} of them pinned to their deployment, which a deploy leaves on their own code: not "
+                    f"counted (--include-pinned counts them)")
+    print(summary)
+    return 1 if bad - pinned else 0
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -71,7 +87,7 @@ def _replay(args: argparse.Namespace) -> int:
     if not args.run_ids and not args.workflow:
         if not args.file:
             raise usage("name RUN_IDs, --workflow, or --file", "awsworld replay --help")
-        return _report([replay_events(events) for events in exported])
+        return _report([replay_events(events) for events in exported], args.include_pinned)
     check_run_listing(args.status, args.limit, "name the runs to replay (RUN_ID...), or narrow them with --status")
     return asyncio.run(_replay_stored(args, exported))
 
@@ -110,7 +126,7 @@ async def _replay_stored(args: argparse.Namespace, exported: list[list[Event]]) 
             run_ids += [run.run_id for run in page.data]
         results = [replay_events(events) for events in exported]
         results += [await replay_run(client.world, run_id) for run_id in run_ids]
-        return _report(results)
+        return _report(results, args.include_pinned)
 
 
 def _export(args: argparse.Namespace) -> int:

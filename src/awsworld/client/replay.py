@@ -61,6 +61,13 @@ class ReplayResult:
     def ok(self) -> bool:
         return self.status == "ok"
 
+    @property
+    def pinned_divergence(self) -> bool:
+        """A divergence of an unfinished run pinned to its deployment: a deploy leaves that run on its own code, so
+        this code diverging from it breaks nothing at the deploy (``awsworld replay`` does not count it unless
+        asked with ``--include-pinned``); it means ``awsworld upgrade`` could not move the run here."""
+        return self.status == "diverged" and self.pinned is not None
+
     def describe(self) -> str:
         """One line. A divergence of a pinned run says what it means for that run: nothing at a deploy (it goes on
         on its deployment's code), only that ``awsworld upgrade`` would not move it to this code. It read as a run
