@@ -256,6 +256,26 @@ async def _expire(env: Env, run_id: str, token: str) -> None:
         await ddb.delete_item(TableName=table, Key={name: {"S": str(value)} for name, value in key.items()})
 
 
+def _expire_after_the_first_resume(env: Env, monkeypatch: pytest.MonkeyPatch, first: Run, token: str) -> list[bool]:
+    """Make the sender's first attempt fail after its resume of ``first``'s hook and that run's wake were sent,
+    before the step's end, with ``first`` (which took the payload) expired meanwhile, its token's record gone. The
+    list it answers holds True once that happened."""
+    expired: list[bool] = []
+    queue = env.world.queue
+
+    async def queued(name: str, payload: Any, **kwargs: Any) -> Any:
+        sent = await queue(name, payload, **kwargs)
+        if str(kwargs.get("idempotency_key", "")).startswith(f"{first.run_id}:hook:") and not expired:
+            assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
+            await _expire(env, first.run_id, token)
+            expired.append(True)
+            raise ConnectionError("the attempt failed after the resume and its wake, before the step's end")
+        return sent
+
+    monkeypatch.setattr(env.world, "queue", queued)
+    return expired
+
+
 async def test_a_retry_after_the_first_hooks_run_expired_and_a_look_found_no_hook_sends_to_no_other_hook(
         env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
     """The first attempt resumes the receiver's hook, which takes the payload, then the attempt fails before the
@@ -268,17 +288,8 @@ async def test_a_retry_after_the_first_hooks_run_expired_and_a_look_found_no_hoo
     first = await env.client.start(receiver, token)
     await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
     second: list[Run] = []
-    expired: list[bool] = []
-    queue, get_by_token = env.world.queue, env.world.hooks.get_by_token
-
-    async def queued(name: str, payload: Any, **kwargs: Any) -> Any:
-        sent = await queue(name, payload, **kwargs)
-        if str(kwargs.get("idempotency_key", "")).startswith(f"{first.run_id}:hook:") and not expired:
-            assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
-            await _expire(env, first.run_id, token)
-            expired.append(True)
-            raise ConnectionError("the attempt failed after the resume and its wake, before the step's end")
-        return sent
+    expired = _expire_after_the_first_resume(env, monkeypatch, first, token)
+    get_by_token = env.world.hooks.get_by_token
 
     async def looked_up(wanted: str, **kwargs: Any) -> Any:
         try:
@@ -289,7 +300,6 @@ async def test_a_retry_after_the_first_hooks_run_expired_and_a_look_found_no_hoo
                 await second[0].wait_for_hook(token, timeout=RESULT_TIMEOUT)
             raise
 
-    monkeypatch.setattr(env.world, "queue", queued)
     monkeypatch.setattr(env.world.hooks, "get_by_token", looked_up)
     source = await env.client.start(sender_catches, token, 60.0)
     outcome = await source.result(timeout=RESULT_TIMEOUT)
@@ -315,19 +325,7 @@ async def test_a_retry_after_the_first_hooks_run_expired_answers_delivered(
     token = f"resume-expired-alone-{env.name}-{id(env)}-{wait}"
     first = await env.client.start(receiver, token)
     await first.wait_for_hook(token, timeout=RESULT_TIMEOUT)
-    expired: list[bool] = []
-    queue = env.world.queue
-
-    async def queued(name: str, payload: Any, **kwargs: Any) -> Any:
-        sent = await queue(name, payload, **kwargs)
-        if str(kwargs.get("idempotency_key", "")).startswith(f"{first.run_id}:hook:") and not expired:
-            assert await first.result(timeout=RESULT_TIMEOUT) == ["hello"]
-            await _expire(env, first.run_id, token)
-            expired.append(True)
-            raise ConnectionError("the attempt failed after the resume and its wake, before the step's end")
-        return sent
-
-    monkeypatch.setattr(env.world, "queue", queued)
+    expired = _expire_after_the_first_resume(env, monkeypatch, first, token)
     source = await env.client.start(sender_catches, token, wait)
     assert await source.result(timeout=RESULT_TIMEOUT) == "sent"
     assert expired

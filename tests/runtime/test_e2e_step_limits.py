@@ -612,6 +612,24 @@ async def test_a_step_message_that_comes_after_its_run_ended_leaves_no_waiter(e2
     assert CALLS["paced"] == 0
 
 
+async def _cancelled_in_the_gap_left_no_waiter(e2e: E2E, limiter: Limiter, name: str, run: Any, hit: list[str], *,
+                                              timeout: float) -> None:
+    """The run, cancelled once its step's waiter was written (``hit`` names it), ends cancelled, the paused limit
+    lists no waiter of it within ``timeout`` seconds, and its log holds no ``step_created``: the gap was hit."""
+
+    async def ended() -> bool:
+        return bool(hit) and await run.status() == "cancelled"
+
+    await until(ended, "the run was not cancelled in the gap")
+
+    async def withdrawn() -> bool:
+        return await limiter.waiters(name, "") == [] and all(p.waiting == 0 for p in await limiter.pools(name))
+
+    await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=timeout)
+    kinds = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
+    assert "step_created" not in kinds, kinds
+
+
 async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves_no_waiter(
         e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
     """A flow asks a limited step's limit before it declares the step (so a step born running costs one write):
@@ -637,19 +655,8 @@ async def test_a_run_cancelled_between_its_steps_wait_and_its_declaration_leaves
     await e2e.client.limits.pause(paced)
     try:
         run = await e2e.start(pacing, 3)
-
-        async def ended() -> bool:
-            return bool(cancelled) and await run.status() == "cancelled"
-
-        await until(ended, "the run was not cancelled in the gap")
+        await _cancelled_in_the_gap_left_no_waiter(e2e, limiter, name, run, cancelled, timeout=20)
         assert cancelled == [run.run_id]
-
-        async def withdrawn() -> bool:
-            return await limiter.waiters(name, "") == [] and all(p.waiting == 0 for p in await limiter.pools(name))
-
-        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=20)
-        events = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
-        assert "step_created" not in events, events  # (the gap was hit: the declaration was refused)
     finally:
         await e2e.client.limits.resume(paced)
     await asyncio.sleep(0.5)  # (a grant the resume made would have brought the step by now)
@@ -681,18 +688,7 @@ async def test_a_flow_that_dies_between_its_steps_wait_and_its_declaration_leave
     await e2e.client.limits.pause(paced)
     try:
         run = await e2e.start(pacing, 4)
-
-        async def ended() -> bool:
-            return bool(died) and await run.status() == "cancelled"
-
-        await until(ended, "the run was not cancelled in the gap")
-
-        async def withdrawn() -> bool:
-            return await limiter.waiters(name, "") == [] and all(p.waiting == 0 for p in await limiter.pools(name))
-
-        await until(withdrawn, "the cancelled run's step still waits for the resume", timeout=30)
-        kinds = [e.event_type for e in (await e2e.world.events.list(run.run_id)).data]
-        assert "step_created" not in kinds, kinds  # (the gap was hit: the declaration never landed)
+        await _cancelled_in_the_gap_left_no_waiter(e2e, limiter, name, run, died, timeout=30)
     finally:
         await e2e.client.limits.resume(paced)
     await asyncio.sleep(0.5)  # (a grant the resume made would have brought the step by now)
