@@ -139,6 +139,17 @@ def test_the_bucket_policy_only_denies_requests_without_tls(template: dict[str, 
     assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
+def test_the_queue_policy_only_denies_requests_without_tls(template: dict[str, Any]) -> None:
+    """Both queues, as the bucket: a request over plain HTTP is refused whoever makes it, and nothing is granted."""
+    (policy,) = of_type(template, "AWS::SQS::QueuePolicy").values()
+    assert policy["Properties"]["Queues"] == [{"Ref": "FlowQueue"}, {"Ref": "DeadLetterQueue"}]
+    (statement,) = as_list(policy["Properties"]["PolicyDocument"]["Statement"])
+    assert statement["Effect"] == "Deny", "the policy grants nothing to anyone"
+    assert (statement["Principal"], statement["Action"]) == ("*", "sqs:*")
+    assert statement["Resource"] == [{"Fn::GetAtt": ["FlowQueue", "Arn"]}, {"Fn::GetAtt": ["DeadLetterQueue", "Arn"]}]
+    assert statement["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
 # ------------------------------------------------------------------------------------------ functions
 
 
