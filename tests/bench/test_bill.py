@@ -159,7 +159,10 @@ async def test_a_long_sleep_costs_the_same_at_any_length_and_a_long_wait_report_
     is the 12-reach one. (Not 3 and 6: at 3 reaches the watchdog's first wake, a 2 s horizon on a tick that runs
     late under load, can come after the sleep's end and be its end: one delivery fewer, as CI saw. That can happen at
     6 reaches too (a clean-clone run here: 3 at 6, 2 at 12), so the deliveries are bounded, not equal: a hop per
-    reach would be 6 and 12 of them. Where both runs took the same deliveries, their requests are equal too.)"""
+    reach would be 6 and 12 of them. Where both runs took the same deliveries, their requests are equal too and the
+    report quotes the 12-reach run, as it does when the 6-reach run had the delivery more (a drop is noise); when the
+    12-reach run had it, the report flags the row instead of quoting it (the test below), as a clean-clone run here
+    saw: 2 at 6, 3 at 12.)"""
     short = await harness.long_wait("sleep", 6)
     long = await harness.long_wait("sleep", 12)
     assert int(short.note) <= 3 and int(long.note) <= 3, ("start, the watchdog's wake, the end: no hop per reach",
@@ -167,7 +170,10 @@ async def test_a_long_sleep_costs_the_same_at_any_length_and_a_long_wait_report_
     if short.note == long.note:
         assert sum(short.bill.sqs.values()) == sum(long.bill.sqs.values())
         assert short.bill.service_requests("dynamodb") == long.bill.service_requests("dynamodb")
-    [row] = [line for line in bill.long_waits_report([short, long]) if line.startswith("sleep, 30 days")]
+    report = bill.long_waits_report([short, long])
+    if any(line.strip().startswith("! ") for line in report):  # the 12-reach run had the delivery more: flagged
+        return
+    [row] = [line for line in report if line.startswith("sleep, 30 days")]
     assert row.split()[3:6] == ["2880", long.note, str(long.bill.service_requests("dynamodb"))]
 
 
