@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from awsworld import RateLimit, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld import DeploymentUnavailableError, RateLimit, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld._deployments.identity import register
-from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE, DeploymentUnavailableError
+from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
 from awsworld._deployments.upgrade import Upgrade, runs_on, upgrade_run
 from awsworld._worker.delivery import RecordResult
 from awsworld._worker.dispatch import Worker
@@ -492,9 +492,11 @@ async def test_a_start_naming_a_deployment_its_run_cannot_be_pinned_to_is_refuse
     """A mistyped deployment, a retired one, one whose code lacks the workflow: each started a run that was
     re-routed until it failed ("could not be reached after 3 re-routes ... (retired, or its Lambda version
     deleted)", for a name that was only mistyped), or waited out the unknown-workflow window. Now the start raises
-    ``DeploymentUnavailableError`` and records nothing."""
+    ``DeploymentUnavailableError`` and records nothing: ``from awsworld import DeploymentUnavailableError`` (the
+    error was in a private module only)."""
     with pytest.raises(DeploymentUnavailableError) as unknown:
         await stack.client.options(deployment="v9").start(order_v1, "i")
+    assert isinstance(unknown.value, LookupError) and unknown.value.deployment == "v9"
     assert str(unknown.value) == ("deployment 'v9' cannot be reached: no deployment 'v9' is registered (registered: "
                                   "v1); `awsworld deployments` lists them, and nothing was started")
     await stack.deploy("v3", V3)  # v3's code has pin.order only
