@@ -30,8 +30,9 @@ the consumer's release (DeleteItem). A duplicate costs one refused PutItem. None
 Nor can the write be saved elsewhere: the release folded into the consumer's transaction (a step's end) would
 bill 2 WRU in a transaction for the 1 of a plain delete, and a marker left after the acknowledgement for the
 runtime's step messages alone (a flow sends their key, ``<run>:<step>:<attempt>``, again only while the step
-has not started) would change when a key is free on every World (``world.queue_keys``: "freed at the acknowledgement"), for
-$0.63 of the fan-out's $6.99 per million steps (``bench/bill.py --only fanout``: 3.00 DEDUP WRU a step, 27%).
+has not started) would change when a key is free on every World (``world.queue_keys``: freed at the
+acknowledgement), for $0.63 of the fan-out's $6.99 per million steps (``bench/bill.py --only fanout``: 3.00 DEDUP
+WRU a step, 27%).
 
 A sender that needs no dedup, because its own storage write refuses a second execution, passes no idempotency
 key: no marker, and no DynamoDB request at the send or at the acknowledgement. A step's retry is sent so
