@@ -17,7 +17,11 @@ the same DIR, ``awsworld result --wait``. It prints:
   imported by the app in ``dev`` only): its deliveries by kind and outcome (a flow, a step, a step's delivery that
   went on with the run: ``step-then-...``), the events its flows read and how many of those reads began at the
   start of a log of over 100 events, the longest a write waited for its run's commit (``aws/log/group_commit.py``'s
-  ``submit``), and its AWS requests by operation.
+  ``submit``), its AWS requests by operation, how often a flow ran inline a step it had queued to a message of
+  its own already, and how its inline attempts ended (``running-elsewhere``: a start the World refused).
+
+``--body-seconds S`` makes each body sleep S seconds, so more steps are running at the kill and the restart's wake
+takes more of them over (``_worker/recovery.py``'s ``taken_over``).
 
 Measured on the walk that added it (2 cores, shared, load 6-9; 1,000 steps, kill after 30 s): before the change
 of ``cli/dev_state.Snapshots.interval``, 97 and 85 bodies before the kill, 96 and 62 of them run again (snapshots
@@ -45,6 +49,16 @@ in turn (``local/moto_server.py``'s ``FairLock``): 965 deliveries, 2 flows, 3,02
 longest wait for a commit 7.6 s and one pause of 5.5 s (54.4 s -> 59.9 s), while the wake queued the steps. One run
 each, on a machine whose load the other work on it moved between 5 and 28: the pauses and waits vary with it, the
 counts do not.
+
+A restart's wake could run inline, at a later turn of its loop, a take-over it had queued to a message of its own,
+if that message had not started the step yet (``flow_state.StepClaims.hand`` now keeps it the message's; the
+window is an inline step that ends before the queue hands out the take-overs queued beside it, which
+``tests/runtime/test_e2e_lost_messages.py`` forces by delaying them). Measured before the fix, on a shared 2-core
+machine: 1,000 steps, kill after 30 s, 3 steps taken over; and 300 steps of 3 s bodies, kill after 20 s, 27 taken
+over: neither met the window (0 inline runs of a queued take-over, the wake's one inline attempt completed, no
+start refused; after the restart 970 and 257 deliveries, one per step left plus the wake's flow and the last
+step's, 6,478 and 1,986 AWS requests). After it, 300 steps of 3 s bodies (14 taken over): 0, 282 deliveries, 2,107
+requests: the same shape, one delivery per step.
 """
 
 from __future__ import annotations
@@ -72,6 +86,7 @@ if os.environ.get("BENCH_PROBE"):
 async def counted(n: int) -> int:
     with open(os.environ["BENCH_BODIES"], "a") as f:
         f.write(f"{n} {time.time():.3f}\\n")
+    await asyncio.sleep(float(os.environ.get("BENCH_BODY_SECONDS", "0")))
     return n * 2
 
 @workflow(name="crash.fanout")
@@ -87,13 +102,25 @@ for its run's commit, and its AWS requests. Hooks awsworld's internals: a bench'
 import asyncio, json, os, time
 from collections import Counter
 
-from awsworld._worker import dispatch, flow_state
+from awsworld._worker import dispatch, flow_state, inline_loop
 from awsworld.aws.log import group_commit
 from awsworld.local import poller
 
-FIGURES = {"deliveries": Counter(), "eventsRead": 0, "wholeLogReads": 0, "longestCommitWait": 0.0}
+FIGURES = {"deliveries": Counter(), "eventsRead": 0, "wholeLogReads": 0, "longestCommitWait": 0.0,
+           "inlineQueuedAlready": 0, "inlineEnds": Counter()}
 execute, load, submit, start = (dispatch.Worker._execute, flow_state.FlowLog._load, group_commit.RunTurns.submit,
                                 poller.LocalPoller.start)
+run_inline, step_ended = inline_loop.Flow._run_inline, inline_loop.Flow._step_ended
+
+
+async def counted_run_inline(self, step):
+    FIGURES["inlineQueuedAlready"] += f"{step.id}:{step.attempt}" in self.messages.queued
+    return await run_inline(self, step)
+
+
+async def counted_step_ended(self, step, outcome):
+    FIGURES["inlineEnds"][outcome.status] += 1
+    return await step_ended(self, step, outcome)
 
 
 async def counted_execute(self, message, *args):
@@ -132,6 +159,7 @@ def started(self):
 
 
 dispatch.Worker._execute, flow_state.FlowLog._load = counted_execute, counted_load
+inline_loop.Flow._run_inline, inline_loop.Flow._step_ended = counted_run_inline, counted_step_ended
 group_commit.RunTurns.submit, poller.LocalPoller.start = timed_submit, started
 '''
 
@@ -162,6 +190,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--kill-after", type=float, default=30.0)
+    parser.add_argument("--body-seconds", type=float, default=0.0,
+                        help="how long each step's body sleeps (more steps running at the kill: take-overs)")
     args = parser.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="awsworld-dev-crash-"))
     (folder / "crashapp.py").write_text(APP)
@@ -169,6 +199,7 @@ def main() -> None:
     bodies = folder / "bodies.txt"
     bodies.touch()
     env = {**os.environ, "BENCH_BODIES": str(bodies), "BENCH_PROBE": str(folder / "probe"),
+           "BENCH_BODY_SECONDS": str(args.body_seconds),
            "PYTHONPATH": os.pathsep.join([str(folder), *filter(None, [os.environ.get("PYTHONPATH")])])}
 
     dev, dev_env = start_dev(folder, env, folder / "dev1.log")
@@ -222,6 +253,8 @@ def main() -> None:
               f"({probe.get('wholeLogReads', 0)} reads of a log of over 100 events from its start); the longest "
               f"wait of a write for its run's commit {probe.get('longestCommitWait', 0.0):.1f} s; "
               f"{sum(requests.values())} AWS requests ({', '.join(f'{k} {n}' for k, n in requests.most_common(6))})")
+        print(f"    inline runs of a step this flow had queued already: {probe.get('inlineQueuedAlready', 0)}; "
+              f"inline attempts' ends: {probe.get('inlineEnds', {})}")
         for kind, n in sorted(probe.get("deliveries", {}).items(), key=lambda kv: -kv[1]):
             print(f"    {n:5d}  {kind}")
 

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from tied import tied  # tests/tied.py (tests/ is on sys.path)
+
 AWSWORLD = str(Path(sys.executable).with_name("awsworld"))
 
 
@@ -18,7 +20,7 @@ def start_serve(folder: Path, *args: str, cwd: Path | None = None, timeout: floa
     log_path = folder / "server.log"
     with log_path.open("wb") as log:
         process = subprocess.Popen([AWSWORLD, "serve", *args, "--port", "0", "--ready-file", str(ready)],
-                                   cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+                                   cwd=cwd, stdout=log, stderr=subprocess.STDOUT, preexec_fn=tied())
     deadline = time.monotonic() + timeout
     while not ready.exists():
         if process.poll() is not None or time.monotonic() > deadline:

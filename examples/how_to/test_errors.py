@@ -3,7 +3,7 @@
 import pytest
 from errors import Declined, checkout, price
 
-from awsworld import WorkflowRunFailedError
+from awsworld import DeploymentUnavailableError, WorkflowRunFailedError
 from awsworld.testing import WorkflowTestEnv
 
 pytestmark = pytest.mark.asyncio
@@ -28,3 +28,18 @@ async def test_a_child_runs_declined_card_fails_its_parent_with_declined(awsworl
     assert isinstance(failed.value, WorkflowRunFailedError)  # too: details["cause"] is the child's error
     assert failed.value.child_run_id == child.run_id
     # --8<-- [end:child]
+
+
+async def test_a_start_naming_a_deployment_that_cannot_take_it_starts_nothing() -> None:
+    async with WorkflowTestEnv(deployment="v1") as env:
+        client = env.client
+        # --8<-- [start:deployment]
+        try:
+            await client.options(deployment="v7").start(price, "kettle", "0000-1111")
+        except DeploymentUnavailableError as refused:  # a LookupError too
+            assert refused.deployment == "v7"
+            assert "registered: v1" in str(refused)  # the ones it could have named
+        # --8<-- [end:deployment]
+        else:
+            raise AssertionError("started on a deployment that is not registered")
+        assert (await client.list_runs()).data == []  # nothing was started

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 __version__ = "0.1.0"
 
 _PUBLIC: dict[str, tuple[str, ...]] = {
+    "_deployments.pins": ("DeploymentUnavailableError",),
     "authoring.arguments": ("ArgumentTypeError",),
     "authoring.batch": (
         "BatchError", "BatchItem", "BatchOptionError", "BatchResult", "batch_map", "first_successful", "map",
@@ -48,6 +49,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
 """Each public name by the submodule that defines it (relative to ``awsworld``), as the imports below name them."""
 
 if TYPE_CHECKING:
+    from ._deployments.pins import DeploymentUnavailableError
     from .authoring.arguments import ArgumentTypeError
     from .authoring.batch import (
         BatchError,
@@ -139,6 +141,7 @@ __all__ = [
     "Codec",
     "CodecError",
     "Concurrency",
+    "DeploymentUnavailableError",
     "DeterminismError",
     "FatalError",
     "Hook",

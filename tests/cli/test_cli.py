@@ -29,6 +29,7 @@ import pytest
 
 from awsworld import __version__ as awsworld_version
 from awsworld.cli import build_parser
+from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 WORKFLOWS = '''
 import asyncio
@@ -268,7 +269,7 @@ class Runner:
     def __init__(self, directory: Path) -> None:
         self.directory = directory
         self.process = subprocess.Popen([sys.executable, "-c", RUNNER], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
+                                        stdout=subprocess.PIPE, text=True, preexec_fn=tied())
         self.lock = threading.Lock()
         self.count = 0
 
@@ -300,7 +301,7 @@ class Dev:
         self.cwd, self.state, self.runners = cwd, state, runners
         self.process = subprocess.Popen([*command, "dev", module, "--state", str(state), *options], cwd=cwd,
                                         env=_clean_env() | (settings or {}), stdout=subprocess.PIPE,
-                                        stderr=subprocess.STDOUT, text=True)
+                                        stderr=subprocess.STDOUT, text=True, preexec_fn=tied())
         self.banner: list[str] = []
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60
@@ -862,7 +863,8 @@ def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, p
         assert time.monotonic() < until_chunk, "the step wrote no chunk"
         time.sleep(0.2)
     follow = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "streams", run_id, "log", "--follow"],
-                              env=dev.env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              env=dev.env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=tied())
     try:
         assert follow.stderr is not None
         ready, _, _ = select.select([follow.stderr], [], [], 30)  # the note, after QUIET_SECONDS without a chunk

@@ -6,7 +6,8 @@ dev loads while the first keeps its runs. ``deployments`` lists both (``draining
 code is not the code on the operator's machine is refused; ``upgrade --deployment`` replays each run against the
 code on the machine (the second version's) and moves it; the runs then finish on the new step body; the drained
 version is retired (``retire``), and ``prune`` has nothing left to do. An edit the runs cannot replay (a step's
-arguments changed) is refused by ``upgrade`` run by run: exit 1, the run stays where it is.
+arguments changed) is refused by ``upgrade`` run by run: exit 1, the run stays where it is. A ``pinned=False`` run
+is replayed and woken by ``upgrade`` but not pinned.
 """
 
 from __future__ import annotations
@@ -42,6 +43,12 @@ async def order(order_id: str, amount: float) -> list[object]:
     charged = await price(order_id, amount)
     await sleep(timedelta(days=1))
     return [charged, await wrap(order_id)]
+
+
+@workflow(pinned=False)
+async def nap(order_id: str) -> str:
+    await sleep(timedelta(days=1))
+    return await wrap(order_id)
 '''
 BODY_ONLY = ('return f"v1 wrapped {order_id}"', 'return f"v2 wrapped {order_id}"')
 ARGUMENTS = ("charged = await price(order_id, amount)", "charged = await price(order_id, amount + 1)")
@@ -61,7 +68,8 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
     try:
         v1 = dev.banner_deployment()
         runs = [dev("start", "shopdep.order", json.dumps([f"A-{i}", 10.0 + i])).out.strip() for i in range(2)]
-        for run_id in runs:
+        napping = dev("start", "shopdep.nap", '["N-1"]').out.strip()  # pinned=False
+        for run_id in [*runs, napping]:
             _sleeping(dev, run_id)
 
         mark_at = len(dev.lines)
@@ -97,6 +105,15 @@ def test_upgrade_moves_runs_after_a_replay_and_a_drained_deployment_is_retired(t
         assert lines[-1] == f"2 of 2 run(s) moved to {v2}", moved.out
         assert all(re.fullmatch(rf"moved wrun_\w+ \(shopdep\.order\) from {v1} to {v2}: replayed, and woken there",
                                 line) for line in lines[:-1]), moved.out
+        # A pinned=False run is replayed and woken, and stays unpinned: it once was pinned to v2 and stayed there.
+        unpinned = dev("upgrade", napping)
+        assert unpinned.code == 0, unpinned
+        assert unpinned.out.splitlines() == [
+            f"{napping} (shopdep.nap) replays on {v2}'s code and was woken; not moved: it is pinned to no deployment "
+            "(pinned=False, started on latest, or before pinning): it runs on the newest code and stays unpinned",
+            f"0 of 1 run(s) moved to {v2}; 1 unpinned run(s) replayed and woken, left unpinned"], unpinned.out
+        assert json.loads(dev("describe", napping, "--json").out)["deployment"] is None
+        assert json.loads(dev("deployments", "--json").out)["unpinnedRuns"] == 1
         for index, run_id in enumerate(runs):
             assert dev("skip", run_id).code == 0
             done = dev("result", run_id, "--wait", "30")

@@ -29,6 +29,7 @@ from awsworld.client.client import Client
 from awsworld.client.http_client import HttpClient
 from awsworld.world.errors import InvalidInputError, RunNotFoundError
 from serving import AWSWORLD, start_serve, stop_serve  # tests/serving.py (tests/ is on sys.path)
+from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 TOKEN = "t0ken-0f-the-server-" + "x" * 12
 RUN = "wrun_01K0000000000000000000000Z"
@@ -264,7 +265,7 @@ def _dev_without_a_module(folder: Path, state: Path) -> tuple[subprocess.Popen[s
     and the environment its export lines describe."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS", "AWSWORLD"))}
     process = subprocess.Popen([AWSWORLD, "dev", "--state", str(state)], cwd=folder, env=clean, text=True,
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=tied())
     assert process.stdout is not None
     banner: list[str] = []
     while not banner or not banner[-1].startswith("serving deliveries"):
@@ -281,7 +282,7 @@ def _serve_on(env: dict[str, str], folder: Path) -> tuple[subprocess.Popen[bytes
     folder.mkdir(exist_ok=True)
     ready = folder / "ready"
     process = subprocess.Popen([AWSWORLD, "serve", "--port", "0", "--ready-file", str(ready)], env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT, preexec_fn=tied())
     deadline = time.monotonic() + 60
     while not ready.exists():
         assert process.poll() is None and time.monotonic() < deadline, "awsworld serve did not start"

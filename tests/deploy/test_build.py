@@ -14,6 +14,8 @@ project's requirements said only ``awsworld==VERSION``), the flow function's htt
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import os
 import shutil
 import subprocess
@@ -219,6 +221,57 @@ def test_the_world_server_gets_the_serve_extra_and_the_flow_function_httpx_from_
     assert built["FlowFunction"] == (common | serve if "[serve]" in requirement else
                                      common | {"httpx-99.0.dist-info", "anyio-99.0.dist-info"})
     assert built["WebhookFunction"] == (common | serve if "[serve]" in requirement else common)
+
+
+def test_a_lock_another_user_left_at_the_old_shared_name_neither_redirects_nor_hangs_the_build(
+        tmp_path: Path) -> None:
+    """The install's lock was ``$TMPDIR/awsworld-build-<digest of the project's path>.lock``, a name another local
+    user could make first: a symlink there made the build truncate the file it named, and a file there that they
+    kept locked made every build of the project wait for good. The lock is the project's own now
+    (``.aws-sam/awsworld-build.lock``, 0600, never opened through a symlink): the build ignores both, and a symlink
+    at its own lock stops it with a message instead of being followed."""
+    project = tmp_path / "project"
+    (project / "infra").mkdir(parents=True)
+    for name in ("Makefile", "build_function.py"):
+        shutil.copy(ROOT / "infra" / name, project / "infra" / name)
+    code = project / "src"
+    code.mkdir()
+    (code / "flow.py").write_text("VALUE = 1\n")
+    (code / "requirements.txt").write_text("shared==1.0\n")
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    wheel(wheels, "shared", "1.0")
+    shared = tmp_path / "tmp"  # the machine's temporary folder, which every local user can write
+    shared.mkdir()
+    old = shared / f"awsworld-build-{hashlib.sha256(str(project.resolve()).encode()).hexdigest()[:16]}.lock"
+    victim = tmp_path / "victim.txt"  # a file of the user's the other user's symlink names
+    victim.write_text("the user's data\n")
+    env = base_env(path_without_python313()) | {"PYENV_ROOT": str(tmp_path / "no-pyenv"), "TMPDIR": str(shared),
+                                                "PIP_FIND_LINKS": str(wheels), "PIP_NO_INDEX": "1"}
+
+    def build() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["make", "--makefile", str(project / "infra" / "Makefile"), "build-WebhookFunction"],
+                              cwd=code, env=env | {"ARTIFACTS_DIR": str(tmp_path / "artifacts")},
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    old.symlink_to(victim)
+    done = build()
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert victim.read_text() == "the user's data\n", "the symlink was followed"
+    lock = project / ".aws-sam" / "awsworld-build.lock"
+    assert lock.is_file() and not lock.is_symlink() and lock.stat().st_mode & 0o777 == 0o600
+
+    old.unlink()
+    with old.open("w") as held:  # made first, and locked for good
+        fcntl.flock(held, fcntl.LOCK_EX)
+        done = build()  # (waited for good: this run's timeout)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    lock.unlink()
+    lock.symlink_to(victim)  # its own lock, a symlink: refused, not followed
+    done = build()
+    assert done.returncode != 0 and f"the build's lock {lock} cannot be opened" in done.stderr, done.stderr
+    assert victim.read_text() == "the user's data\n"
 
 
 @pytest.mark.parametrize(("metadata", "extra", "expected"), [

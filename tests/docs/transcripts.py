@@ -28,6 +28,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+try:
+    from tied import tied  # tests/tied.py (tests/ is on sys.path under pytest)
+except ImportError:  # python -m tests.docs.transcripts, from the repository's root
+    from tests.tied import tied
+
 ROOT = Path(__file__).resolve().parents[2]
 TRANSCRIPTS = ROOT / "docs" / "snippets" / "transcripts"
 NAMES = ("demo", "dev", "dev-reload", "cli", "init")
@@ -77,7 +82,8 @@ class Dev:
     def __init__(self, cwd: Path, module: str = DEMO_MODULE, *options: str) -> None:
         self.cwd = cwd
         self.process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, *options], cwd=cwd,
-                                        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                                        env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                        preexec_fn=tied())
         self.lines: list[str] = []
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()

@@ -17,6 +17,7 @@ import pytest
 from awsworld.local import DynamoDBLocal, LocalAWS, LocalStack, LocalStackError
 from awsworld.local import localstack_server as launcher
 from awsworld.local.emulator_process import STOP_GRACE_SECONDS
+from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 from .test_servers import is_loopback, listening_addresses
 
@@ -167,7 +168,8 @@ def test_awsworld_dev_runs_on_localstack(tmp_path: Path) -> None:
     (tmp_path / "lsdev.py").write_text(DEV_WORKFLOWS)
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("AWS", "AWSWORLD"))}
     dev = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "lsdev", "--sqs-s3", "localstack"],
-                           cwd=tmp_path, env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                           cwd=tmp_path, env=clean, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                           preexec_fn=tied())
     banner: list[str] = []
     try:
         assert dev.stdout is not None

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -19,6 +22,7 @@ from awsworld.aws.world import AWSWorld
 from awsworld.client.client import Client
 from awsworld.local import DUMMY_CREDENTIALS, DynamoDBLocal, DynamoDBLocalError, MotoServer
 from awsworld.local import dynamodb_local as launcher
+from awsworld.local.emulator_process import STOP_GRACE_SECONDS
 from awsworld.local.moto_server import SerializedDynamoDB
 
 
@@ -222,6 +226,50 @@ def test_dynamodb_local_stop_ends_the_process(dynamodb_local: DynamoDBLocal) -> 
     assert process.poll() is not None
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_dynamodb_local_ends_with_the_process_that_started_it(dynamodb_local: DynamoDBLocal, tmp_path: Path) -> None:
+    """However the parent dies (here SIGKILL: no cleanup ran), DynamoDB Local sees its stdin close and exits, as
+    LocalStack does (``tests/local/test_localstack.py``): a user's process using ``awsworld.local`` killed with
+    ``kill -9`` leaves no Java behind. (``awsworld dev``'s other servers, moto's and the webhook's, are threads of
+    its own process.)"""
+    script = ("from awsworld.local import DynamoDBLocal\n"
+              "server = DynamoDBLocal().start()\n"
+              "print(server.pid, server.port, flush=True)\n"
+              "import time; time.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, cwd=tmp_path)
+    try:
+        assert parent.stdout is not None
+        line = parent.stdout.readline()
+        assert line, "the parent did not start DynamoDB Local"
+        pid, port = (int(part) for part in line.split())
+    finally:
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS + 10
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    if _running(pid):  # clean up before failing: this test must not leave it running
+        os.killpg(pid, signal.SIGKILL)
+        pytest.fail("DynamoDB Local outlived the process that started it")
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def _running(pid: int) -> bool:
+    """Any thread of process ``pid`` still running: Java's main thread may have ended (a zombie leader) while
+    others still serve."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    states = []
+    for task in tasks:  # a thread that ends while they are read is gone, not the process: the others count
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return any(state not in ("Z", "X") for state in states)
 
 
 SCAN = b'{"TableName": "%s"}'

@@ -320,3 +320,51 @@ async def test_a_restarts_wake_takes_over_only_the_steps_started_before_it_not_t
     assert after == {"suspended": 1, "step-completed": others - 1, "step-then-completed": 1}, after
     assert BODIES[(run.run_id, "lost.restarted")] == others + 2, "step 0 twice (the crash's attempt), others once"
     assert sorted(s.attempt for s in await run.steps()) == [1] * others + [2]
+
+
+@step(name="lost.retaken")
+async def retaken(i: int) -> int:
+    """Every step's first attempt outlives its delivery (all of them are running when ``dev`` dies)."""
+    if _ran() == 1:
+        await asyncio.sleep(STALL_SECONDS)
+    return i
+
+
+@workflow(name="lost.retaken_fan_out")
+async def retaken_fan_out(n: int) -> int:
+    return sum(await asyncio.gather(*[retaken(i) for i in range(n)]))
+
+
+async def test_a_restarts_wake_never_runs_inline_a_take_over_it_queued_to_a_message_of_its_own() -> None:
+    """Every step of a fan-out was running when ``dev`` died: the restart's wake takes each over, queues all but one
+    to messages of their own (each under a fresh key) and runs one inline. At its next turn, a queued take-over whose
+    message had not started it yet still looked like one (its attempt the dead one, started before the wake), and
+    the wake ran it inline too: the World let one of the two start it, so the other was a refused write or, as here
+    (the messages come later), a duplicate delivery that found its step ended; one turn after another, the wake ran
+    every step and each queued message came for nothing. Now each queued take-over is its message's: the wake runs
+    one step, the messages the others, one delivery per step."""
+    steps = 4
+    async with WorkflowTestEnv(timeout=TIMEOUT_SECONDS) as env:
+        run = await env.client.start(retaken_fan_out, steps)
+        deadline = time.monotonic() + 10
+        while env.driver.invoker.timed_out < steps:  # each step's delivery dies mid-body: the crash
+            assert time.monotonic() < deadline, env.driver.invoker.timed_out
+            await asyncio.sleep(0.02)
+        env.world.memory_queue.purge()  # dev's queue dies with it
+        env.driver.invoker.timeout = 60.0  # the restarted process's deliveries live
+        env.advance(timedelta(seconds=lease_grace_seconds() + 5))  # the dead attempts' leases have ended
+        send_batch = env.world.queue_batch
+
+        async def later(queue_name: str, messages: list[Any]) -> Any:  # the wake's messages come after its turn
+            return await send_batch(queue_name, [{**m, "delay_seconds": 60} for m in messages])
+
+        env.world.queue_batch = later  # type: ignore[method-assign]
+        before = len(env.driver.results)
+        verdict = await dev_reload.replay_unfinished(env.world, env.worker.registry, wake="all", tag="restart")
+        assert verdict.woken == [run.run_id]
+        assert await run.result() == sum(range(steps))
+        await env.idle()
+        after = Counter(r.status for r in env.driver.results[before:])
+    assert after == {"suspended": 1, "step-completed": steps - 2, "step-then-completed": 1}, after
+    assert BODIES[(run.run_id, "lost.retaken")] == 2 * steps, "each step: the dead attempt, and one more"
+    assert sorted(s.attempt for s in await run.steps()) == [2] * steps

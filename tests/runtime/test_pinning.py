@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from awsworld import RateLimit, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld import DeploymentUnavailableError, RateLimit, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld._deployments.identity import register
-from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE, DeploymentUnavailableError
-from awsworld._deployments.upgrade import Upgrade, upgrade_run
+from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
+from awsworld._deployments.upgrade import Upgrade, runs_on, upgrade_run
 from awsworld._worker.delivery import RecordResult
 from awsworld._worker.dispatch import Worker
 from awsworld._worker.limiter import Limiter
@@ -145,6 +145,26 @@ with V3.capture():
         await create_hook(token=f"pin-go:{x}")
         return [first.replace("v3", "v1"), await tag_v3(x)]
 
+def later_code(version: str) -> Registry:
+    """A deployment after v1 whose code replays v1's runs of ``pin.order`` (as v3's) and of ``pin.short``; its step
+    says ``version``."""
+    registry = Registry()
+    with registry.capture():
+        @step(name="pin.tag")
+        async def tag(x: str) -> str:
+            return f"{version}:{x}"
+
+        @workflow(name="pin.order")
+        async def order(x: str) -> list[str]:
+            first = await tag(x)
+            await create_hook(token=f"pin-go:{x}")
+            return [first.replace(version, "v1"), await tag(x)]
+
+        @workflow(name="pin.short", pinned=False)
+        async def short(x: str) -> str:
+            await create_hook(token=f"pin-short:{x}")
+            return await tag(x)
+    return registry
 
 
 @dataclass
@@ -429,6 +449,31 @@ async def test_an_upgrade_moves_a_run_on_purpose_only_after_its_replay_matches(s
     assert again.outcome == "ended"
 
 
+async def test_an_upgrade_replays_an_unpinned_run_and_leaves_it_unpinned_for_the_next_deployment(
+        stack: Stack) -> None:
+    """A ``pinned=False`` run and one started on ``latest``, upgraded to v3: each is replayed against v3's code and
+    woken, and stays unpinned, so v4, deployed after, runs the rest of it. The upgrade once pinned them to v3, where
+    they stayed when v4 came (``awsworld deployments`` showed v3 draining), against what their user declared."""
+    short = await stack.client.start(short_v1, "u")
+    latest = await stack.client.options(deployment="latest").start(order_v1, "u")
+    await stack.hook_ready("pin-short:u")
+    await stack.hook_ready("pin-go:u")
+    v3 = later_code("v3")
+    await stack.deploy("v3", v3)
+    for run in (short, latest):
+        checked = await stack.upgrade(run, "v3", v3)
+        assert (checked.outcome, checked.source, checked.target, checked.ok) == ("unpinned", None, "v3", True)
+        assert checked.detail and "stays unpinned" in checked.detail, checked
+    assert (await stack.pin(short), await stack.pin(latest)) == (None, "latest")
+    assert await runs_on(stack.world, "v3") == []
+    await stack.deploy("v4", later_code("v4"))
+    await stack.client.resume_hook("pin-short:u", {})
+    await stack.client.resume_hook("pin-go:u", {})
+    assert await short.result(timeout=30) == "v4:u", "unpinned: the newest code, not the code it was upgraded to"
+    assert await latest.result(timeout=30) == ["v1:u", "v4:u"]
+    assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
+
+
 async def test_a_start_can_name_its_deployment_or_take_the_latest(stack: Stack) -> None:
     latest = await stack.client.options(deployment="latest").start(order_v1, "g")
     await stack.hook_ready("pin-go:g")
@@ -447,9 +492,11 @@ async def test_a_start_naming_a_deployment_its_run_cannot_be_pinned_to_is_refuse
     """A mistyped deployment, a retired one, one whose code lacks the workflow: each started a run that was
     re-routed until it failed ("could not be reached after 3 re-routes ... (retired, or its Lambda version
     deleted)", for a name that was only mistyped), or waited out the unknown-workflow window. Now the start raises
-    ``DeploymentUnavailableError`` and records nothing."""
+    ``DeploymentUnavailableError`` and records nothing: ``from awsworld import DeploymentUnavailableError`` (the
+    error was in a private module only)."""
     with pytest.raises(DeploymentUnavailableError) as unknown:
         await stack.client.options(deployment="v9").start(order_v1, "i")
+    assert isinstance(unknown.value, LookupError) and unknown.value.deployment == "v9"
     assert str(unknown.value) == ("deployment 'v9' cannot be reached: no deployment 'v9' is registered (registered: "
                                   "v1); `awsworld deployments` lists them, and nothing was started")
     await stack.deploy("v3", V3)  # v3's code has pin.order only

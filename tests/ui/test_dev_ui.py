@@ -16,6 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tied import tied  # tests/tied.py (tests/ is on sys.path)
+
 pytest.importorskip("moto")
 
 SRC = str(Path(__file__).resolve().parents[2] / "src")
@@ -68,7 +70,7 @@ def test_dev_ui_and_ui_show_the_demo_run(tmp_path: Path, processes: list[subproc
     dev_port, ui_port = _free_port(), _free_port()
     dev = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "awsworld.examples.order", "--ui",
                             "--ui-port", str(dev_port)], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
+                           stderr=subprocess.STDOUT, text=True, preexec_fn=tied())
     processes.append(dev)
     assert dev.stdout is not None
     banner: list[str] = []
@@ -92,7 +94,7 @@ def test_dev_ui_and_ui_show_the_demo_run(tmp_path: Path, processes: list[subproc
     _cli("result", run_id, "--wait", "60", env=env, cwd=tmp_path)
 
     ui = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "ui", "--port", str(ui_port)], cwd=tmp_path, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=tied())
     processes.append(ui)
     _wait_http(f"http://127.0.0.1:{ui_port}/")
     for port in (dev_port, ui_port):

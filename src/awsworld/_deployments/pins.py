@@ -76,9 +76,14 @@ class DeploymentMismatchError(RuntimeError):
 
 
 class DeploymentUnavailableError(LookupError):
-    """A delivery was addressed to a deployment this host cannot reach (retired, deleted, never known here): the
-    spec's ErrDeploymentUnavailable. Raised by a host's ``hand_over``, and by a start that names a deployment its
-    run cannot be pinned to (``_worker.run_control.refuse_deployment``), before anything is recorded."""
+    """The deployment named cannot take the run: ``client.options(deployment="v7").start(...)`` naming one that is
+    not registered, was retired, or whose code does not register the workflow raises it, and nothing is started
+    (``deployment`` names it; the message lists the registered ones). Exported as
+    ``awsworld.DeploymentUnavailableError``; a ``LookupError``.
+
+    Inside awsworld it is also the spec's ErrDeploymentUnavailable: a delivery addressed to a deployment a host
+    cannot reach (retired, its Lambda version deleted), raised by the host's ``hand_over``; the run is then
+    re-routed and, in the end, fails with ``DeploymentMismatchError`` (``errorCode`` ``DEPLOYMENT_MISMATCH``)."""
 
     def __init__(self, deployment: str, why: str = "it is gone") -> None:
         super().__init__(f"deployment {deployment!r} cannot be reached: {why}")

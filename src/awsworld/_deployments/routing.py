@@ -51,15 +51,27 @@ def flow_pin(run_id: str, log: Sequence[Event], here: str | None, *, pinned_work
     pinning) stays unpinned."""
     if here is None:
         return FlowPin(None)
-    recorded = recorded_in_log(log)
-    if recorded == LATEST:
+    if unpinned_for_good(log, pinned_workflow=pinned_workflow):
         return FlowPin(None)
+    recorded = recorded_in_log(log)
     if recorded is None:
-        started = any(e.event_type == "run_started" for e in log)
-        return FlowPin(None) if started or not pinned_workflow else FlowPin(here, record=here)
+        return FlowPin(here, record=here)
     if recorded != here:
         raise Misrouted(run_id, recorded, here)
     return FlowPin(here)
 
 
-__all__ = ["FlowPin", "delivery_target", "exhausted", "flow_pin"]
+def unpinned_for_good(log: Sequence[Event], *, pinned_workflow: bool) -> bool:
+    """Whether the run whose log is ``log`` follows the newest code for good: started on ``latest``, a workflow
+    declared ``pinned=False`` (``pinned_workflow`` False) not pinned at creation, or a run that started without a
+    pin (one from before pinning). Neither its flow (``flow_pin``) nor ``awsworld upgrade``
+    (``_deployments.upgrade``) pins such a run: a later deployment would leave it behind on old code."""
+    recorded = recorded_in_log(log)
+    if recorded == LATEST:
+        return True
+    if recorded is not None:
+        return False
+    return not pinned_workflow or any(e.event_type == "run_started" for e in log)
+
+
+__all__ = ["FlowPin", "delivery_target", "exhausted", "flow_pin", "unpinned_for_good"]

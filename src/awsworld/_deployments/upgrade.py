@@ -6,7 +6,10 @@ deployment still holds.
 run to the target. That write is fenced like a flow's (in-band, with the count the replayed log had): if the run
 moved on meanwhile (its flow wrote something), the write is refused and the replay is done again on the newer
 log, so the run is never moved past events its new code has not been checked against. Then the run is woken on the
-target. A run whose replay diverges stays where it is, and the answer says where and what differs.
+target. A run whose replay diverges stays where it is, and the answer says where and what differs. A run that
+follows the newest code for good (``routing.unpinned_for_good``: ``pinned=False``, started on ``latest``, or from
+before pinning) is replayed and woken the same way but never pinned: pinned, it would stay behind on the target's
+code when the next deployment comes, which is what its user declared it should not do.
 
 A flow still running the run on the old deployment loses its next write to the fence, and its follow-up is handed
 to the target by the flow's pin check (``_deployments.routing``). A step message queued before the move can still run
@@ -33,6 +36,7 @@ from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 from .model import latest, refusal
 from .pins import LATEST, pin_change, pin_of
+from .routing import unpinned_for_good
 
 UNPINNED = "(unpinned)"
 """How listings name the runs pinned to no deployment (``pinned=False``, started before pinning)."""
@@ -47,7 +51,9 @@ class UpgradeError(ValueError):
 @dataclass(frozen=True)
 class Upgrade:
     """What became of one run: ``moved``, ``diverged`` (its replay differs: ``detail`` says where), ``current``
-    (pinned there already), ``ended``, or ``error`` (the code could not replay it: ``detail``)."""
+    (pinned there already), ``unpinned`` (a run that follows the newest code for good: replayed against the
+    target's code and woken, but not pinned, so the next deployment still takes it), ``ended``, or ``error`` (the
+    code could not replay it: ``detail``)."""
 
     run_id: str
     workflow: str
@@ -58,7 +64,7 @@ class Upgrade:
 
     @property
     def ok(self) -> bool:
-        return self.outcome in ("moved", "current", "ended")
+        return self.outcome in ("moved", "current", "unpinned", "ended")
 
 
 async def target_deployment(store: DeploymentStore, to: str) -> Deployment:
@@ -86,10 +92,18 @@ async def upgrade_run(world: World, run_id: str, target: str, registry: Registry
         if source == target:
             return Upgrade(run_id, run.workflow_name, "current", source, target)
         events, in_band = await _log(world, run_id)
+        definition = registry.workflows.get(run.workflow_name)
+        unpinned = source is None and unpinned_for_good(events, pinned_workflow=definition is None or
+                                                         definition.pinned)
         replayed = replay_events(events, registry=registry)
         if not replayed.ok:
             return Upgrade(run_id, run.workflow_name, "diverged" if replayed.status == "diverged" else "error",
                            source, target, replayed.message)
+        if unpinned:
+            await _wake(world, run, None, f"{target}:unpinned")
+            return Upgrade(run_id, run.workflow_name, "unpinned", None, target,
+                           "it is pinned to no deployment (pinned=False, started on latest, or before pinning): it "
+                           "runs on the newest code and stays unpinned")
         try:
             await world.events.create(run_id, {"eventType": "attr_set",
                                                "eventData": {"changes": [pin_change(target)]}},
@@ -99,13 +113,18 @@ async def upgrade_run(world: World, run_id: str, target: str, registry: Registry
             continue  # the run moved on meanwhile: replay the newer log
         except RunGoneError:
             return Upgrade(run_id, run.workflow_name, "ended", source, target, "the run ended meanwhile")
-        stamp = int(clock_of(world).now().timestamp())
-        await world.queue(queue_name_for(run.workflow_name), FlowMessage(
-            run_id, run.workflow_name, wake=OPERATOR_WAKE, deployment=target).to_payload(),
-            idempotency_key=f"{run_id}:upgrade:{target}:{stamp}")
+        await _wake(world, run, target, target)
         return Upgrade(run_id, run.workflow_name, "moved", source, target)
     return Upgrade(run_id, "?", "error", None, target, f"the run kept moving on while it was replayed "
                                                         f"({FENCE_RETRIES} tries): try again")
+
+
+async def _wake(world: World, run: Run, address: str | None, key: str) -> None:
+    """Wake ``run`` on deployment ``address`` (None: wherever its deliveries go, the newest code)."""
+    stamp = int(clock_of(world).now().timestamp())
+    await world.queue(queue_name_for(run.workflow_name), FlowMessage(
+        run.run_id, run.workflow_name, wake=OPERATOR_WAKE, deployment=address).to_payload(),
+        idempotency_key=f"{run.run_id}:upgrade:{key}:{stamp}")
 
 
 async def _log(world: World, run_id: str) -> tuple[list[Event], int]:

@@ -9,7 +9,7 @@ import gc
 import logging
 import os
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -327,6 +327,7 @@ class StepClaims:
         self.claimed: dict[str, Any] = {}
         self.taken: dict[str, Any] = {}  # a claimed step's slot and token of its limit (``step_limits.Taken``)
         self.refused: set[str] = set()
+        self.handed: set[str] = set()  # ``<step id>:<attempt>`` of take-overs queued to a message of their own
 
     def holds_steps(self, execution: WorkflowExecution | None) -> bool:
         """Steps this delivery started (or an earlier delivery of this message did) and has not finished."""
@@ -339,9 +340,18 @@ class StepClaims:
         return bool(self.message_id) and step.started and step.owner == self.message_id
 
     def taken_over(self, step: StepOp) -> bool:
-        """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``)."""
+        """Started by another delivery whose lease has passed (its message is lost): ours to run (``recovery``),
+        unless this delivery queued that attempt to a message of its own already (``hand``)."""
         return (step.id not in self.claimed and step.id not in self.refused
+                and f"{step.id}:{step.attempt}" not in self.handed
                 and taken_over(step, self.message, self.message_id, clock_of(self.world).now(), self.sent_at))
+
+    def hand(self, steps: Sequence[StepOp]) -> None:
+        """``steps`` were queued, each to a message of its own: the take-overs among them are those messages' now.
+        A restart's wake (``recovery.taken_over``) otherwise picked one of them to run inline at its next turn, if
+        its message had not started it yet (its attempt still the dead one, started before the wake): the World let
+        one of the two start it, so the other was a refused write or a duplicate delivery."""
+        self.handed.update(f"{s.id}:{s.attempt}" for s in steps if s.started)
 
     def runnable(self, execution: WorkflowExecution) -> list[StepOp]:
         now = clock_of(self.world).now()

@@ -347,6 +347,7 @@ class Flow:
             messages.queued.update(f"{s.id}:{s.attempt}" for s in to_queue)
             # A queued step belongs to its message now: running it inline too would run its body twice.
             claims.owned.difference_update(s.id for s in to_queue)
+            claims.hand(to_queue)
             self.stats.queued_steps += len(to_queue)
         for pending in execution.pending_steps():
             if pending.started or pending.retry_after is None or pending.retry_after <= now:

@@ -16,7 +16,8 @@ so the versions Lambda keeps (until deleted) stay bounded.
 each is first replayed against the code on this machine (``-m MODULE``, or ``AWSWORLD_MODULES``, as
 ``awsworld replay`` does), which must be the target's (the digest of the modules defining its workflows and steps
 is compared with the one the target registered), and moved only if its replay matches; a run that diverges stays
-where it is and is printed with where and what differs (exit 1).
+where it is and is printed with where and what differs (exit 1). A run pinned to no deployment (``pinned=False``,
+started on ``latest``, or before pinning) is replayed and woken but stays unpinned: it follows the newest code.
 """
 
 from __future__ import annotations
@@ -228,7 +229,9 @@ def _upgrade(args: argparse.Namespace) -> int:
         for result in results:
             print(_said(result))
         moved = sum(r.outcome == "moved" for r in results)
-        print(f"{moved} of {len(results)} run(s) moved to {target.deployment_id}")
+        unpinned = sum(r.outcome == "unpinned" for r in results)
+        print(f"{moved} of {len(results)} run(s) moved to {target.deployment_id}"
+              + (f"; {unpinned} unpinned run(s) replayed and woken, left unpinned" if unpinned else ""))
         if any(r.outcome == "diverged" for r in results):  # where it differs is above; what to do is here
             print("a run that stays goes on, on the code it is pinned to; to move it, branch the calls the new code "
                   "changed with patched() so that its log replays (docs/how-to/changing-code.md), or, where the "
@@ -243,8 +246,12 @@ def _said(result: Upgrade) -> str:
         return f"moved {result.run_id} ({result.workflow}) from {source} to {result.target}: replayed, and woken there"
     if result.outcome == "current":
         return f"{result.run_id} ({result.workflow}) is on {result.target} already"
+    if result.outcome == "unpinned":
+        return (f"{result.run_id} ({result.workflow}) replays on {result.target}'s code and was woken; not moved: "
+                f"{result.detail}")
     if result.outcome == "ended":
         return f"{result.run_id} ({result.workflow}): {result.detail}; not moved"
     what = "its replay differs" if result.outcome == "diverged" else "it could not be replayed"
-    return (f"{result.run_id} ({result.workflow}) stays on {source}: {what} against {result.target}'s code at "
+    where = f"on {source}" if result.source else "unpinned"
+    return (f"{result.run_id} ({result.workflow}) stays {where}: {what} against {result.target}'s code at "
             f"{result.detail}")

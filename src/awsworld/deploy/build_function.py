@@ -37,7 +37,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import email.parser
-import hashlib
 import importlib.util
 import os
 import re
@@ -114,23 +113,41 @@ def install_command(requirements: Path, target: Path, architecture: str, uv: lis
     return [*command, *added, "-r", str(requirements)]
 
 
+#: The lock that lets one install per project run at a time (``one_install_at_a_time``), in the project's own folder.
+LOCK_FILE = (".aws-sam", "awsworld-build.lock")
+
+
 @contextlib.contextmanager
 def one_install_at_a_time(project: Path) -> Iterator[None]:
     """SAM builds each makefile function on its own, in parallel (samconfig's ``parallel = true``): two builds of
     one local source (this repository's ".") at once collide in its ``build/`` folder. One install per project
-    at a time, by a lock file in the temporary folder (where ``fcntl`` exists: not on Windows)."""
+    at a time, by a lock file in the project's own ``.aws-sam/`` (SAM's build folder, which ``awsworld init``'s
+    .gitignore lists), opened 0600 and never through a symlink (where ``fcntl`` exists: not on Windows).
+
+    Why there: the lock was a name anyone could predict in the shared temporary folder
+    (``/tmp/awsworld-build-<digest of the project's path>.lock``), so another local user could make it first: a
+    symlink, which the build followed and truncated whatever it named, or a file they kept locked, and every
+    ``sam build`` of the project waited for good. Others cannot create a file in the user's project, nor open a
+    0600 one to lock it."""
     try:
         import fcntl
     except ImportError:
         yield
         return
-    name = hashlib.sha256(str(project).encode()).hexdigest()[:16]
-    with open(Path(tempfile.gettempdir()) / f"awsworld-build-{name}.lock", "w") as lock:
+    path = project.joinpath(*LOCK_FILE)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    try:
+        path.parent.mkdir(mode=0o700, exist_ok=True)
+        lock = os.open(path, flags, 0o600)
+    except OSError as error:
+        raise BuildError(f"the build's lock {path} cannot be opened ({error.strerror or error}): the project "
+                         "folder must be writable by the build, and the lock a plain file (remove it if it is a "
+                         "symlink)") from None
+    try:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
+        yield
+    finally:
+        os.close(lock)  # (releases the lock)
 
 
 def run_install(command: list[str], project: Path, what: str, architecture: str) -> None:

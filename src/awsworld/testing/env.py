@@ -183,7 +183,8 @@ class WorkflowTestEnv:
 
     async def upgrade(self, run_id: str, to: str) -> Upgrade:
         """Move a run to deployment ``to`` on purpose, as ``awsworld upgrade`` does: replayed against ``to``'s code
-        first, and moved only if that replay matches (``Upgrade.outcome``: ``moved``, or ``diverged`` with where)."""
+        first, and moved only if that replay matches (``Upgrade.outcome``: ``moved``, ``unpinned`` for a run pinned
+        to no deployment, which stays so, or ``diverged`` with where)."""
         invoker = self.driver.host.invokers.get(to)
         if invoker is None:
             raise ValueError(f"no deployment {to!r} is deployed here ({', '.join(self.deployments())})")

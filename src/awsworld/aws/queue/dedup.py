@@ -27,9 +27,19 @@ the consumer's release (DeleteItem). A duplicate costs one refused PutItem. None
 - The release cannot be skipped: a confirmed marker lives as long as its message could, so it is always live
   when its delivery is acknowledged, and leaving it would hold the key for days after the acknowledgement.
 
-A sender that needs no dedup, because its own storage write refuses a second execution (the runtime's step
-messages: ``step_started`` refuses a second delivery while the step runs under another message's id), passes
-no idempotency key: no marker, and no DynamoDB request at the send or at the acknowledgement.
+Nor can the write be saved elsewhere: the release folded into the consumer's transaction (a step's end) would
+bill 2 WRU in a transaction for the 1 of a plain delete, and a marker left after the acknowledgement for the
+runtime's step messages alone (a flow sends their key, ``<run>:<step>:<attempt>``, again only while the step
+has not started) would change when a key is free on every World (``world.queue_keys``: freed at the
+acknowledgement), for $0.63 of the fan-out's $6.99 per million steps (``bench/bill.py --only fanout``: 3.00 DEDUP
+WRU a step, 27%).
+
+A sender that needs no dedup, because its own storage write refuses a second execution, passes no idempotency
+key: no marker, and no DynamoDB request at the send or at the acknowledgement. A step's retry is sent so
+(``_worker/dispatch.py``'s ``retry_step_message``: ``step_started`` refuses a second delivery while the step runs
+under another message's id). A step's first message is keyed (``_worker/inline_loop.py``): every flow that replays
+the run queues again each declared step not started yet, and the key keeps that to one message while the first
+lives.
 
 When a key is held, what frees it and how long a marker lives are ``world.queue_keys``'s decisions, the in-memory
 World's too; each condition below is one of them written for DynamoDB (its ``liveUntil`` in whole seconds:
