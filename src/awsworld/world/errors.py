@@ -228,6 +228,17 @@ class CodecPayloadError(InvalidInputError):
     code = "codec-payload"
 
 
+class SdkRunHookError(InvalidInputError):
+    """A resume, failure or heartbeat sent from awsworld's side (``Client.resume_hook``, ``awsworld resume``, the
+    webhook route, ``POST /v1/client/hooks/resume``) to a hook whose run is the Workflow SDK's TypeScript runtime's
+    (``_http.push.sdk_run``). Refused by ``resume_hook`` (``_worker/run_control.py``) before anything is recorded:
+    that runtime reads a payload as its own serialized bytes and is woken only by its app's queue, so awsworld's
+    JSON payload was recorded, reported delivered, never woke the run, and failed it at its next replay (``Error:
+    Invalid input``, the runtime's devalue refusing the JSON)."""
+
+    code = "sdk-run-hook"
+
+
 class TooEarlyError(WorldError):
     status = 425
     code = "too-early"
