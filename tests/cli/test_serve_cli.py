@@ -707,8 +707,9 @@ def test_a_hook_of_a_typescript_runtime_run_is_refused_from_awsworlds_side_and_n
     for body in ({"token": "approve-ts", "payload": {"approved": True}},
                  {"token": "approve-ts", "payload": {"approved": True}, "idempotencyKey": "k-1"}):
         refused = error_of(httpx.post(f"{loopback}/v1/client/hooks/resume", json=body), 400)
-        assert (refused["type"], refused["code"], refused["details"]["field"]) == (
-            "SdkRunHookError", "sdk-run-hook", "token"), refused
+        assert (refused["type"], refused["code"], refused["details"]) == (
+            "SdkRunHookError", "sdk-run-hook", {"field": "token", "run_id": RUN,
+                                                "hook_id": "hook_01K0000000000000000000000A"}), refused
         message = str(refused["message"])
         assert "TypeScript runtime (@workflow/core 5.0.0-beta.35)" in message and "resumeHook(" in message, message
         assert message.endswith("Nothing was recorded"), message
