@@ -68,6 +68,11 @@ class Row:
     """A run of the Workflow SDK's TypeScript runtime: the text shows its value's bytes read
     (``world/sdk_values.py``); ``--json`` keeps them as stored."""
 
+    @property
+    def shown_value(self) -> Any:
+        """The value as people read it (the text, the UI): a TypeScript runtime's bytes read."""
+        return readable_value(self.value) if self.sdk else self.value
+
     def to_json(self) -> dict[str, Any]:
         """Stable keys for scripts (``awsworld events --json``)."""
         return {"eventId": self.event_id, "eventType": self.event_type, "correlationId": self.correlation_id,
@@ -310,8 +315,7 @@ def _value_text(row: Row, width: int, full: bool) -> str:
         text = f"error {row.error}"
     elif row.has_value:
         label = row.value_label or VALUES[row.event_type][1]
-        value = readable_value(row.value) if row.sdk else row.value
-        text = f"{label} {json.dumps(value, ensure_ascii=False, separators=(',', ':'), default=str)}"
+        text = f"{label} {json.dumps(row.shown_value, ensure_ascii=False, separators=(',', ':'), default=str)}"
     else:
         return ""
     if not full and len(text) > width:

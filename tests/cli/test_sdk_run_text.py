@@ -1,7 +1,7 @@
 """What the CLI shows of a run of the Workflow SDK's TypeScript runtime (``world/sdk_values.py``): its errors and
 values are that runtime's bytes, and ``describe`` printed ``error     None:`` and ``an error serialized by another
 runtime (825 bytes)`` for a step's ``FatalError`` (the app's message and stack lost to whoever watched the run),
-``events`` and ``result`` the base64 of its output. The bytes in ``data/sdk_run_bytes.json`` are what
+``events``, ``result`` and the UI's run page the base64 of its values. The bytes in ``data/sdk_run_bytes.json`` are what
 ``@workflow/core`` 5.0.0-beta.35 wrote through world-awsworld into ``awsworld dev``: a step's ``FatalError``
 (``devl``), a step's first retry (a plain ``Error``), the run's failure after its retries ran out (``gzip``), a
 run's input, and two outputs, one of 100 KiB (``gzip``, above the 16 KiB a value stays inline)."""
@@ -16,9 +16,10 @@ from typing import Any
 import pytest
 
 from awsworld._memory import MemoryWorld
-from awsworld._timeline import print_timeline
+from awsworld._timeline import print_timeline, read_events, timeline_rows
 from awsworld.cli.describe import _print_description, describe_document
 from awsworld.client.client import Client
+from awsworld.ui.pages import event_rows
 from awsworld.world.entities import ErrorBytes
 from awsworld.world.sdk_values import UnreadableError, read_sdk_bytes, readable_value
 
@@ -88,5 +89,7 @@ async def test_events_show_a_typescript_runs_large_output_read_and_json_keeps_th
     await print_timeline(world, run_id)
     text = capsys.readouterr().out
     assert 'output {"greeting":"hello ts","sum":3,"more":13}' in text, text
+    page = event_rows(run_id, timeline_rows(await read_events(world, run_id)))  # the UI's run page, likewise
+    assert "<code>{&quot;greeting&quot;:&quot;hello ts&quot;,&quot;sum&quot;:3,&quot;more&quot;:13}</code>" in page, page
     run = await world.runs.get(run_id)
     assert run.output == BYTES["hello_output"]  # stored as the runtime wrote it
