@@ -262,8 +262,9 @@ def timeline_rows(events: list[Event]) -> list[Row]:
                 detail = _skip_detail(data, "back-off")
             elif kind in ("step_completed", "step_failed", "step_retrying") and corr in started:
                 detail = f"took {_ms(started[corr], event.created_at):.0f} ms"
-                if kind == "step_retrying":
-                    detail += f"; retry at {deadline_text(data.get('retryAfter', '?'))}" + _scaled(data)
+                if kind == "step_retrying" and data.get("retryAfter") is not None:  # (the TypeScript runtime's
+                    # retries carry none: its delayed message is the back-off, and "retry at ?" said nothing)
+                    detail += f"; retry at {deadline_text(data['retryAfter'])}" + _scaled(data)
         elif kind == "wait_completed" and skipped(data) is not None:
             detail = _skip_detail(data, "wait")
             if corr in of_hooks:

@@ -55,13 +55,14 @@ async def test_describe_and_events_show_a_typescript_runs_errors_with_the_apps_m
                  correlation=None)
     document = await describe_document(Client(world), run_id)
     _print_description(document)
-    await print_timeline(world, run_id)
+    await print_timeline(world, run_id, full=True)  # (values whole: not cut to the terminal's width)
     text = capsys.readouterr().out
     said = f'FatalError: Step "{step}" failed after 3 retries: the payments service said no (attempt 4)'
     assert f"error     {said}\n" in text, text
     assert "traceback\n  Error: the payments service said no (attempt 4)\n      at flaky (file:///" in text, text
     assert "None:" not in text and "serialized by another runtime" not in text, text
     assert "error Error: the payments service said no (attempt 1)" in text, text  # the retry's row
+    assert "retry at ?" not in text, text  # (its retry has no retryAfter: the runtime's delayed message is it)
     assert 'input ["payments"]' in text, text
     assert document["errorDetails"]["name"] == "FatalError" and said.endswith(document["errorDetails"]["message"])
 
@@ -86,7 +87,7 @@ async def test_events_show_a_typescript_runs_large_output_read_and_json_keeps_th
     run_id = "wrun_01K00000000000000000000002"
     await _ts_run(world, run_id, "workflow//./workflows/app//hello", BYTES["retries_input"])
     await _event(world, run_id, "run_completed", {"output": BYTES["hello_output"]}, correlation=None)
-    await print_timeline(world, run_id)
+    await print_timeline(world, run_id, full=True)
     text = capsys.readouterr().out
     assert 'output {"greeting":"hello ts","sum":3,"more":13}' in text, text
     page = event_rows(run_id, timeline_rows(await read_events(world, run_id)))  # the UI's run page, likewise
