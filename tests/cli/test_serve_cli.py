@@ -742,3 +742,21 @@ async def test_client_resume_fail_and_heartbeat_refuse_a_typescript_runtime_runs
             await call()
     page = await world.events.list(RUN)
     assert [e.event_type for e in page.data] == ["run_created", "run_started", "hook_created"]
+
+
+async def test_rerun_refuses_a_typescript_runtime_run_and_starts_nothing() -> None:
+    """``awsworld rerun`` (``Client.rerun``) of a run of the TypeScript runtime started a new run of its workflow
+    from awsworld's side: no app behind it, so awsworld's delivery parked or failed it (``UNKNOWN_WORKFLOW``). It
+    is ``SdkRunError`` naming the app's ``start``, and no run is made."""
+    from awsworld.world.errors import SdkRunError
+
+    world = MemoryWorld()
+    context = {"workflowCoreVersion": "5.0.0-beta.35"}
+    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
+                                                                  "executionContext": context}})
+    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await world.events.create(RUN, {"eventType": "run_completed", "specVersion": 5,
+                                    "eventData": {"output": RUN_CREATED["eventData"]["input"]}})
+    with pytest.raises(SdkRunError, match=r"start\(workflow, args\) from 'workflow/api'"):
+        await Client(world).rerun(RUN)
+    assert [run.run_id for run in (await world.runs.list()).data] == [RUN]
