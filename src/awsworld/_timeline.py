@@ -20,7 +20,7 @@ from ._engine.divergence import call_order
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
-from ._worker.error_shapes import error_summary, failed_in, let_through
+from ._worker.error_shapes import error_details, error_summary, failed_in, let_through
 from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
@@ -29,6 +29,7 @@ from .world.events import Event
 from .world.pages import MAX_ENTITIES_PAGE, collect_pages
 from .world.protocol import World
 from .world.rules.skips import DUE_FIELD, skipped
+from .world.sdk_values import readable_value
 
 # Where each event type keeps the value worth showing, and what to call it.
 VALUES: dict[str, tuple[str, str]] = {
@@ -63,6 +64,14 @@ class Row:
     """The call's name for people (``with_name``, ``sleep(name=)``, a map item's label), on each of its events."""
     value_label: str | None = None
     """What the value is when its event type does not say (a rejected poll's ``state``)."""
+    sdk: bool = False
+    """A run of the Workflow SDK's TypeScript runtime: the text shows its value's bytes read
+    (``world/sdk_values.py``); ``--json`` keeps them as stored."""
+
+    @property
+    def shown_value(self) -> Any:
+        """The value as people read it (the text, the UI): a TypeScript runtime's bytes read."""
+        return readable_value(self.value) if self.sdk else self.value
 
     def to_json(self) -> dict[str, Any]:
         """Stable keys for scripts (``awsworld events --json``)."""
@@ -175,9 +184,7 @@ def error_part(error: Any, code: str | None) -> dict[str, Any]:
     step the workflow let through, ``stepName``, ``stepId``, ``attempt`` and ``cause``: the step's own error with
     its traceback; for a failed child run, ``childRunId``, ``childWorkflowName`` and the child's error as
     ``cause``)."""
-    details = None if error is None else (error if isinstance(error, dict) else
-                                          error.model_dump(by_alias=True, exclude_none=True))
-    return {"error": error_summary(error), "errorCode": code, "errorDetails": details}
+    return {"error": error_summary(error), "errorCode": code, "errorDetails": error_details(error)}
 
 
 def _skip_detail(data: dict[str, Any], what: str) -> str:
@@ -224,6 +231,8 @@ def timeline_rows(events: list[Event]) -> list[Row]:
     if not events:
         return []
     t0 = events[0].created_at
+    context = (events[0].event_data or {}).get("executionContext") if events[0].event_type == "run_created" else None
+    sdk = isinstance(context, dict) and bool(context.get("workflowCoreVersion"))  # as _http.push.sdk_run reads it
     tokens = {e.correlation_id or "": str((e.event_data or {}).get("token") or e.correlation_id)
               for e in events if e.event_type == "hook_created"}  # a timeout's wait may come before its hook
     of_hooks = hook_waits(events)
@@ -253,8 +262,9 @@ def timeline_rows(events: list[Event]) -> list[Row]:
                 detail = _skip_detail(data, "back-off")
             elif kind in ("step_completed", "step_failed", "step_retrying") and corr in started:
                 detail = f"took {_ms(started[corr], event.created_at):.0f} ms"
-                if kind == "step_retrying":
-                    detail += f"; retry at {deadline_text(data.get('retryAfter', '?'))}" + _scaled(data)
+                if kind == "step_retrying" and data.get("retryAfter") is not None:  # (the TypeScript runtime's
+                    # retries carry none: its delayed message is the back-off, and "retry at ?" said nothing)
+                    detail += f"; retry at {deadline_text(data['retryAfter'])}" + _scaled(data)
         elif kind == "wait_completed" and skipped(data) is not None:
             detail = _skip_detail(data, "wait")
             if corr in of_hooks:
@@ -284,7 +294,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
         elif kind == "attr_set":
             what, detail = _attributes(data.get("changes"))
         row = Row(_ms(t0, event.created_at), kind, what, detail, event_id=event.event_id, correlation_id=
-                  event.correlation_id, created_at=event.created_at, display_name=display)
+                  event.correlation_id, created_at=event.created_at, display_name=display, sdk=sdk)
         field = VALUES.get(kind)
         if field is not None and field[0] in data and not (kind == "hook_created" and data[field[0]] is None):
             row.value, row.has_value = data[field[0]], True
@@ -296,7 +306,7 @@ def timeline_rows(events: list[Event]) -> list[Row]:
             row.detail = detail
         elif kind in ERRORS and "error" in data and skipped(data) is None:  # (a skip repeats the attempt's error)
             row.error = _error_text(error)
-            row.error_details = error if isinstance(error, dict) else None
+            row.error_details = error_details(error) if isinstance(error, dict) else None
         rows.append(row)
     return rows
 
@@ -306,7 +316,7 @@ def _value_text(row: Row, width: int, full: bool) -> str:
         text = f"error {row.error}"
     elif row.has_value:
         label = row.value_label or VALUES[row.event_type][1]
-        text = f"{label} {json.dumps(row.value, ensure_ascii=False, separators=(',', ':'), default=str)}"
+        text = f"{label} {json.dumps(row.shown_value, ensure_ascii=False, separators=(',', ':'), default=str)}"
     else:
         return ""
     if not full and len(text) > width:

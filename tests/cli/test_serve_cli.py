@@ -686,3 +686,78 @@ def test_the_pages_curl_session_runs_on_the_module_it_names(tmp_path: Path) -> N
         assert decided.json()["output"] == {"order": "order-17", "decision": {"approved": True}}, decided.text
     finally:
         stop_serve(process)
+
+
+def test_a_hook_of_a_typescript_runtime_run_is_refused_from_awsworlds_side_and_nothing_is_recorded(
+        loopback: str) -> None:
+    """A run of the Workflow SDK's TypeScript runtime (its ``executionContext`` names ``workflowCoreVersion``)
+    reads a hook's payload as its own serialized bytes and is woken only through its app. Resumed from awsworld's
+    side (``awsworld resume``, ``POST /v1/client/hooks/resume``, ``createClient().resumeHook``), the JSON payload
+    was recorded and said delivered, the run went on waiting, and the app's own resume of the hook then failed
+    the run at its replay (``Error: Invalid input``: found walking a TypeScript app through the docs). It is a 400
+    naming what to do instead, and the run's log is as it was; the runtime's own write (``POST /v1/events``, what
+    its ``resumeHook`` sends) still records."""
+    context = {"traceCarrier": {}, "workflowCoreVersion": "5.0.0-beta.35", "features": {"encryption": False}}
+    writes = [{**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"], "executionContext": context}},
+              {"eventType": "run_started", "specVersion": 5},
+              {"eventType": "hook_created", "correlationId": "hook_01K0000000000000000000000A", "specVersion": 5,
+               "eventData": {"token": "approve-ts"}}]
+    for event in writes:
+        written = httpx.post(f"{loopback}/v1/events", json={"runId": RUN, "event": event})
+        assert written.status_code == 200, written.text
+    for body in ({"token": "approve-ts", "payload": {"approved": True}},
+                 {"token": "approve-ts", "payload": {"approved": True}, "idempotencyKey": "k-1"}):
+        refused = error_of(httpx.post(f"{loopback}/v1/client/hooks/resume", json=body), 400)
+        assert (refused["type"], refused["code"], refused["details"]) == (
+            "SdkRunHookError", "sdk-run-hook", {"field": "token", "run_id": RUN,
+                                                "hook_id": "hook_01K0000000000000000000000A"}), refused
+        message = str(refused["message"])
+        assert "TypeScript runtime (@workflow/core 5.0.0-beta.35)" in message and "resumeHook(" in message, message
+        assert message.endswith("Nothing was recorded"), message
+    logged = [e["eventType"] for e in httpx.get(f"{loopback}/v1/runs/{RUN}/events").json()["data"]]
+    assert logged == ["run_created", "run_started", "hook_created"]
+    bytes_payload = {"__type": "Uint8Array", "data": "ZGV2bFt0cnVlXQ=="}  # devl[true]: the runtime's own resume
+    own = httpx.post(f"{loopback}/v1/events", json={"runId": RUN, "event": {
+        "eventType": "hook_received", "correlationId": "hook_01K0000000000000000000000A", "specVersion": 5,
+        "eventData": {"payload": bytes_payload}}})
+    assert own.status_code == 200, own.text
+
+
+async def test_client_resume_fail_and_heartbeat_refuse_a_typescript_runtime_runs_hook() -> None:
+    """The same refusal through ``Client`` on the in-memory World (what ``awsworld resume``, ``fail-hook``,
+    ``heartbeat-hook``, the UI and the webhook route call): each is ``SdkRunHookError`` and records nothing."""
+    from awsworld.world.errors import SdkRunHookError
+
+    world = MemoryWorld()
+    client = Client(world)
+    context = {"workflowCoreVersion": "5.0.0-beta.35"}
+    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
+                                                                  "executionContext": context}})
+    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await world.events.create(RUN, {"eventType": "hook_created", "correlationId": "hook_01K0000000000000000000000A",
+                                    "specVersion": 5, "eventData": {"token": "approve-ts"}})
+    for call in (lambda: client.resume_hook("approve-ts", {"approved": True}),
+                 lambda: client.fail_hook("approve-ts", "no"),
+                 lambda: client.heartbeat_hook("approve-ts")):
+        with pytest.raises(SdkRunHookError, match="resumeHook"):
+            await call()
+    page = await world.events.list(RUN)
+    assert [e.event_type for e in page.data] == ["run_created", "run_started", "hook_created"]
+
+
+async def test_rerun_refuses_a_typescript_runtime_run_and_starts_nothing() -> None:
+    """``awsworld rerun`` (``Client.rerun``) of a run of the TypeScript runtime started a new run of its workflow
+    from awsworld's side: no app behind it, so awsworld's delivery parked or failed it (``UNKNOWN_WORKFLOW``). It
+    is ``SdkRunError`` naming the app's ``start``, and no run is made."""
+    from awsworld.world.errors import SdkRunError
+
+    world = MemoryWorld()
+    context = {"workflowCoreVersion": "5.0.0-beta.35"}
+    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
+                                                                  "executionContext": context}})
+    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await world.events.create(RUN, {"eventType": "run_completed", "specVersion": 5,
+                                    "eventData": {"output": RUN_CREATED["eventData"]["input"]}})
+    with pytest.raises(SdkRunError, match=r"start\(workflow, args\) from 'workflow/api'"):
+        await Client(world).rerun(RUN)
+    assert [run.run_id for run in (await world.runs.list()).data] == [RUN]

@@ -268,6 +268,48 @@ function frame(text) {
   return out;
 }
 
+describe("a run's stream read the documented way (examples/read-run-stream.mjs) while the server stays away", () => {
+  test('errors in the reader where run.getReadable() stays pending, and reads the values whole otherwise', async () => {
+    // @workflow/core's flushablePipe never passes its source's error on (on the SDK's own local World too: a
+    // streams.get that rejects, or a stream that errors, leaves getReadable()'s read pending), so with the server
+    // away past CUT_PATIENCE_SECONDS the runtime's read stayed pending for good. The documented way reads through
+    // streams.get, whose reader gets the error.
+    const { readRunStream } = await import('../examples/read-run-stream.mjs');
+    const server = await startServe(() => ['--world', 'memory']);
+    const away = await relay(server.url);
+    const timer = { id: undefined };
+    try {
+      const direct = createWorld({ url: server.url });
+      const runId = await startedRun(direct);
+      const name = `strm_${runId.slice('wrun_'.length)}_user`;
+      await direct.streams.write(runId, name, frame('first'));
+      await direct.streams.write(runId, name, frame('x'.repeat(100_000)));
+      await direct.streams.close(runId, name);
+      setWorld(direct);
+      const whole = [];
+      for await (const value of await readRunStream(runId)) whole.push(value);
+      assert.deepEqual(whole, ['first', 'x'.repeat(100_000)]);
+
+      setWorld(createWorld({ url: away.url }));
+      await away.cut(); // (away for good: never mended)
+      const documented = readRunStream(runId).then((stream) => stream.getReader().read());
+      const runtime = getRun(runId).getReadable().getReader().read();
+      const late = new Promise((ok) => {
+        timer.id = setTimeout(() => ok('still pending'), 5_000);
+      });
+      const error = await Promise.race([documented.then(() => 'read a value', (e) => e), late]);
+      assert.ok(error instanceof WorkflowWorldError, String(error));
+      assert.equal(error.code, 'unreachable');
+      assert.equal(await Promise.race([runtime.then(() => 'settled', () => 'settled'), late]), 'still pending');
+    } finally {
+      clearTimeout(timer.id);
+      setWorld(undefined);
+      await away.cut();
+      await server.stop();
+    }
+  });
+});
+
 describe("a run's stream read through the Workflow SDK's runtime (`run.getReadable()`) while the server is away", () => {
   test('goes on where it was cut once the server answers again, instead of staying pending for good', async () => {
     // The runtime's reconnecting reader asked again at once, 50 times, each refused; its error never reached the

@@ -270,6 +270,22 @@ def error_summary(error: Any) -> str | None:
     return f"{text} [{code}]" if code else text
 
 
+def error_details(error: Any) -> dict[str, Any] | None:
+    """A stored error whole, as a document shows it (``describe``'s ``errorDetails``, ``events --json``, the UI):
+    awsworld's structured error as stored; another runtime's bytes (the Workflow SDK's TypeScript runtime) read as
+    ``name``, ``message`` and ``stack`` when ``ErrorBytes.read_fields`` reads them, so ``describe`` prints the
+    app's message and traceback (it printed ``error None:``), else the bytes as stored."""
+    if error is None:
+        return None
+    if isinstance(error, dict) and "__type" in error:
+        error = stored_error(error)
+    if isinstance(error, ErrorBytes):
+        return error.read_fields() or error.model_dump(by_alias=True)
+    if isinstance(error, dict):
+        return error
+    return error.model_dump(by_alias=True, exclude_none=True) if hasattr(error, "model_dump") else None
+
+
 def error_brief(error: Any) -> str | None:
     """A stored error as one short line for a list of runs (``awsworld runs``, the UI's runs table): where and
     what, the original error's type and message first (``step orders.fetch: KeyError: 'missing'``, ``child

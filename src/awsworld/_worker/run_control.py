@@ -23,6 +23,7 @@ from typing import Any
 
 from .._deployments.model import newest_holding, refusal
 from .._deployments.pins import LATEST, DeploymentUnavailableError, pin_of, pinned_attributes
+from .._http.push import sdk_run
 from .._published.model import judge
 from ..authoring.definitions import REGISTRY, Registry, WorkflowDef, workflow_definition
 from ..authoring.errors import RunStartError
@@ -42,6 +43,7 @@ from ..world.errors import (
     RunGoneError,
     RunIdTakenError,
     RunNotFoundError,
+    SdkRunHookError,
 )
 from ..world.events import MAX_RESUME_ID_LENGTH, Event, EventResult
 from ..world.ids import new_run_id
@@ -332,6 +334,7 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
     if hook.payload_codec:
         check_codec_payload(hook, encoded)
     run = await world.runs.get(hook.run_id, resolve_data="none")
+    check_own_run(hook, run)
     ended = run.status in TERMINAL_RUN_STATUSES
     if ended and idempotency_key is None:  # with a key, storage tells a repeat (answered) from a new one (410)
         raise closed_hook_error(run.run_id, run.status)  # a retained hook: closed with its run
@@ -361,6 +364,23 @@ async def resume_hook(world: World, token: str, encoded: Any, *, idempotency_key
         reason = f"hook:{event.event_id}" if resume_id is None else f"hook:{hook.hook_id}:{_digest(resume_id)[:32]}"
         await wake_run(world, hook.run_id, run.workflow_name, reason)
     return HookResumed(event, recorded)
+
+
+def check_own_run(hook: Hook, run: RunView) -> None:
+    """Refuse (``SdkRunHookError``, before anything is recorded) a resume, failure or heartbeat of a hook whose run
+    is the Workflow SDK's TypeScript runtime's (``_http.push.sdk_run``). That runtime reads a payload as its own
+    serialized bytes and is woken only through its app (the pushes its runtime queues: ``_http/push.py``), so
+    ``awsworld resume`` recorded JSON, said "delivered", and the run went on waiting; its next replay (the app's
+    own resume of the hook) then failed it with the runtime's ``Error: Invalid input``."""
+    core = sdk_run(run)
+    if core is None:
+        return
+    raise SdkRunHookError(
+        f"hook {hook.hook_id} belongs to run {run.run_id} of the Workflow SDK's TypeScript runtime "
+        f"(@workflow/core {core}): that runtime reads a hook's payload as its own serialized bytes and only its "
+        "app wakes the run, so resume the hook from the app, with resumeHook(token, payload) from 'workflow/api' "
+        "(a payload recorded here would never wake the run, and would fail it at its next replay). Nothing was "
+        "recorded", field="token", run_id=run.run_id, hook_id=hook.hook_id)
 
 
 def check_codec_payload(hook: Hook, encoded: Any) -> None:

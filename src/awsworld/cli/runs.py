@@ -450,7 +450,9 @@ def _events(args: argparse.Namespace) -> int:
 
 
 def _result(args: argparse.Namespace) -> int:
+    from .._http.push import sdk_run
     from ..client.limits import queued_runs, queued_text
+    from ..world.sdk_values import readable_value
 
     async def go() -> int:
         async with remote() as client:
@@ -464,8 +466,8 @@ def _result(args: argparse.Namespace) -> int:
             if args.json:
                 print_json(outcome)
                 return 0 if view.status == "completed" else 1
-            if view.status == "completed":
-                print(compact(view.output))
+            if view.status == "completed":  # a TypeScript runtime's run: its bytes read (world/sdk_values.py)
+                print(compact(readable_value(view.output) if sdk_run(view) is not None else view.output))
                 return 0
             if view.status == "failed":
                 raise CliError(f"run {view.run_id} failed: {outcome['error']}",

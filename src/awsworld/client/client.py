@@ -43,7 +43,7 @@ from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..world.entities import TERMINAL_RUN_STATUSES, ErrorBytes, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
-from ..world.errors import HookNotFoundError, RunGoneError
+from ..world.errors import HookNotFoundError, RunGoneError, SdkRunError
 from ..world.events import Event
 from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import RunPage, collect_pages
@@ -437,10 +437,18 @@ class Client:
         completed included (a step whose effect must not repeat needs a key of its own, see docs/how-to/errors.md);
         the old run stays as it ended, and the new one's ``executionContext`` names it (``rerunOf``).
         ``new_run_id`` makes the rerun idempotent, as ``options(run_id=...)`` does a start. ``RunNotFoundError``
-        for an unknown run, ``RunNotEndedError`` for one still pending or running (cancel it first)."""
+        for an unknown run, ``RunNotEndedError`` for one still pending or running (cancel it first), and
+        ``SdkRunError`` for a run of the Workflow SDK's TypeScript runtime (``_http.push.sdk_run``), whose app
+        starts its runs: started here, the new run had no app behind it and was parked or failed."""
         old = await self.world.runs.get(run_id)
         if old.status not in TERMINAL_RUN_STATUSES:
             raise RunNotEndedError(run_id, old.status)
+        if (core := sdk_run(old)) is not None:
+            raise SdkRunError(
+                f"run {run_id} is a run of the Workflow SDK's TypeScript runtime (@workflow/core {core}): its app "
+                "runs its code and starts its runs, so start it again from the app, with start(workflow, args) from "
+                "'workflow/api' (a run started here would have no app to run it). Nothing was started",
+                field="runId", run_id=run_id)
         return _handle(self, await self.starter.start(old.workflow_name, (), {}, run_id=new_run_id,
                                                       context={"rerunOf": run_id}, stored_input=old.input))
 

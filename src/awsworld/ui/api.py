@@ -214,7 +214,7 @@ async def value(request: Request) -> JSONResponse:
     for row in timeline_rows(await ui.reader.events(run_id)):
         if row.event_id == event_id:
             traceback = "\n".join(error_lines(row.error_details)) or None
-            return JSONResponse({"eventId": event_id, "value": row.value if row.has_value else None,
+            return JSONResponse({"eventId": event_id, "value": row.shown_value if row.has_value else None,
                                  "error": row.error, "errorDetails": row.error_details, "traceback": traceback})
     return JSONResponse({"error": f"run {run_id} has no event {event_id}"}, status_code=404)
 

@@ -289,7 +289,7 @@ def _value_cell(run_id: str, row: Row) -> str:
         return f"<span class=err>{esc(_cut(row.error))}</span>{more}"
     if not row.has_value:
         return ""
-    text = compact(row.value)
+    text = compact(row.shown_value)
     if len(text) <= VALUE_CHARS:
         return f"<code>{esc(text)}</code>"
     return (f"<code>{esc(text[:VALUE_CHARS])}…</code> <button data-value='{esc(row.event_id)}'>whole value "

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Discriminator, Field, Tag
 
 from .errors import InvalidInputError
+from .sdk_values import DEVALUE_TAG, UnreadableError, read_sdk_bytes, sdk_error_fields
 from .wire_model import WireModel
 
 RunStatus = Literal["pending", "running", "completed", "failed", "cancelled"]
@@ -105,23 +106,20 @@ class ErrorBytes(WireModel):
         return cls.model_validate({"__type": "Uint8Array", "data": base64.b64encode(payload).decode("ascii")})
 
     def read_error(self) -> tuple[str, str] | None:
-        """(name, message) of a plain ``Error`` in the form ``of_error`` writes (the runtime's own, uncompressed
-        and unencrypted, is the same); None for anything else, which stays unread."""
-        raw = self.to_bytes()
-        if not raw.startswith(DEVALUE_TAG):
-            return None
+        """(name, message) of the error these bytes hold (``read_fields``); None when they are not read."""
+        fields = self.read_fields()
+        return None if fields is None else (fields["name"], fields["message"])
+
+    def read_fields(self) -> dict[str, Any] | None:
+        """The error these bytes hold as awsworld's error fields (``name``, ``message``, ``stack``), read
+        from the runtime's forms ``world/sdk_values.py`` reads (``devl``, ``gzip``; an ``Error`` or any of its
+        subclasses, ``FatalError`` included, whose reducer names the class rather than writing ``name``): what
+        ``describe`` shows of a TypeScript run's failure. None for anything else (encrypted, another format), which
+        stays unread."""
         try:
-            flat = json.loads(raw[len(DEVALUE_TAG):])
-            fields = flat[0][1] if flat[0][0] == "Error" else None
-            shape = flat[fields] if isinstance(fields, int) else None
-            name, message = flat[shape["name"]], flat[shape["message"]]  # type: ignore[index]
-        except (ValueError, LookupError, TypeError):
+            return sdk_error_fields(read_sdk_bytes(self.to_bytes()))
+        except (UnreadableError, RecursionError):
             return None
-        return (name, message) if isinstance(name, str) and isinstance(message, str) else None
-
-
-DEVALUE_TAG = b"devl"
-"""The format tag of the TypeScript runtime's bytes that hold devalue's text (``ErrorBytes``)."""
 
 
 STRUCTURED_ERROR_TAG = "structured-error"

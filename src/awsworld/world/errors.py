@@ -228,6 +228,26 @@ class CodecPayloadError(InvalidInputError):
     code = "codec-payload"
 
 
+class SdkRunError(InvalidInputError):
+    """A request from awsworld's side that only the app of a run of the Workflow SDK's TypeScript runtime can make
+    (``_http.push.sdk_run``): that runtime's values are its own serialized bytes and only its app runs its code and
+    is woken through its queue. Refused before anything is written: ``Client.rerun`` of such a run started a run
+    with no app behind it, which awsworld's delivery then parked or failed (``UNKNOWN_WORKFLOW``)."""
+
+    code = "sdk-run"
+
+
+class SdkRunHookError(SdkRunError):
+    """A resume, failure or heartbeat sent from awsworld's side (``Client.resume_hook``, ``awsworld resume``, the
+    webhook route, ``POST /v1/client/hooks/resume``) to a hook whose run is the Workflow SDK's TypeScript runtime's
+    (``_http.push.sdk_run``). Refused by ``resume_hook`` (``_worker/run_control.py``) before anything is recorded:
+    that runtime reads a payload as its own serialized bytes and is woken only by its app's queue, so awsworld's
+    JSON payload was recorded, reported delivered, never woke the run, and failed it at its next replay (``Error:
+    Invalid input``, the runtime's devalue refusing the JSON)."""
+
+    code = "sdk-run-hook"
+
+
 class TooEarlyError(WorldError):
     status = 425
     code = "too-early"
