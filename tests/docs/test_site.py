@@ -20,7 +20,7 @@ from awsworld.settings import Settings
 
 from .test_pages import ROOT
 
-BUILT_SITE = "AWSWORLD_TEST_BUILT_SITE"
+BUILT_SITE = "CI_BUILT_DOCS_SITE"
 """Set by ``.ci/run`` to the site its ``mkdocs build --strict`` step built from this tree moments before: the tests
 read that build rather than make the same one again (8-10 s of CPU)."""
 
