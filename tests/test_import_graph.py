@@ -16,6 +16,7 @@ Run ``python tests/test_import_graph.py`` for the contract's report."""
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
@@ -90,7 +91,13 @@ def _imports(tree: ast.Module, *, type_level: bool = False) -> list[ast.Import |
 
 def import_graph(*, type_level: bool = False) -> dict[str, set[str]]:
     """Module -> the modules of this package it imports (a ``from package import name`` that names a submodule
-    counts as importing that submodule); ``type_level``: ``TYPE_CHECKING`` imports included."""
+    counts as importing that submodule); ``type_level``: ``TYPE_CHECKING`` imports included. Built once per session
+    and kind (the checks below ask for it seven times); each caller gets its own copy."""
+    return {name: set(targets) for name, targets in _import_graph(type_level).items()}
+
+
+@functools.cache
+def _import_graph(type_level: bool) -> dict[str, set[str]]:
     modules = _modules()
 
     def owner(name: str) -> str | None:

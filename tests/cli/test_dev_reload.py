@@ -110,8 +110,10 @@ class WatchedDev(Dev):
         return "\n".join(self.lines)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Runner]:
+    """One for the file: each command is a fork of it with that command's own environment and directory, so the
+    tests share nothing through it (a runner per test imported awsworld nine times)."""
     started = Runner(tmp_path_factory.mktemp("runner"))
     yield started
     started.close()

@@ -31,13 +31,24 @@ def copy_source(source: Path, *extra: str) -> Path:
     return source
 
 
+def uv() -> str | None:
+    """The uv beside this Python (``.ci/run`` installs it into ``.venv``) or on PATH; None without one."""
+    beside = Path(sys.executable).with_name("uv")
+    return str(beside) if beside.exists() else shutil.which("uv")
+
+
 def build(outdir: Path, *, sdist: bool = True, timeout: float = 240) -> list[Path]:
     """``python -m build`` (isolated: setuptools from the package index, as any builder gets it) into
-    ``outdir``; the wheel is built from the sdist unless ``sdist`` is False (then straight from the source)."""
+    ``outdir``; the wheel is built from the sdist unless ``sdist`` is False (then straight from the source).
+    Where uv is here, the isolated build environments are installed with it (``--installer uv``: the same
+    setuptools, 5.6 s of CPU for both environments against pip's 10.2 s); else with pip."""
     source = copy_source(outdir / "source")
     dist = outdir / "dist"
-    command = [sys.executable, "-m", "build", "--outdir", str(dist), *([] if sdist else ["--wheel"]), str(source)]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    installer = uv()
+    command = [sys.executable, "-m", "build", *(["--installer", "uv"] if installer else []), "--outdir", str(dist),
+               *([] if sdist else ["--wheel"]), str(source)]
+    env = os.environ | ({"UV": installer} if installer else {})
+    done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False, env=env)
     assert done.returncode == 0, f"python -m build failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     return sorted(dist.iterdir())
 

@@ -20,9 +20,16 @@ from awsworld.settings import Settings
 
 from .test_pages import ROOT
 
+BUILT_SITE = "CI_BUILT_DOCS_SITE"
+"""Set by ``.ci/run`` to the site its ``mkdocs build --strict`` step built from this tree moments before: the tests
+read that build rather than make the same one again (8-10 s of CPU)."""
+
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    built = os.environ.get(BUILT_SITE)
+    if built:
+        return Path(built)
     out = tmp_path_factory.mktemp("site")
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
     done = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)], cwd=ROOT,

@@ -77,8 +77,27 @@ def test_the_settings_always_pin_loopback() -> None:
     assert env["LOCALSTACK_HOST"] == "127.0.0.1:4566" and env["SERVICES"] == "sqs"
 
 
+EXIT_PROBE = """
+import atexit, os
+_fd = os.open({path!r}, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+atexit.register(os.write, _fd, b"exit handlers ran\\n")
+class _Collected:  # dropped when the interpreter's finalization clears this module
+    def __del__(self, write=os.write, fd=_fd):
+        write(fd, b"finalization collected\\n")
+_probe = _Collected()
+"""
+"""A ``sitecustomize`` for LocalStack's interpreter (by ``PYTHONPATH``): it records whether the exit handlers ran
+and whether the interpreter's finalization ran after them."""
+
+
 async def test_local_aws_on_dynamodb_local_and_localstack_starts_no_moto_and_stops_its_localstack(
-        dynamodb_local: DynamoDBLocal) -> None:
+        dynamodb_local: DynamoDBLocal, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The launcher ends LocalStack after its own shutdown and exit handlers, without the interpreter's
+    # finalization (localstack_launch.py: that collection took 3 to over 10 s, and a stop was often killed).
+    site, probe = tmp_path / "site", tmp_path / "exit.txt"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(EXIT_PROBE.format(path=str(probe)))
+    monkeypatch.setenv("PYTHONPATH", str(site))
     async with LocalAWS("dynamodb-local", sqs_s3="localstack", dynamodb_local=dynamodb_local) as local:
         assert local._moto is None, "no moto server on this backend"
         assert local.dynamodb_endpoint_url == dynamodb_local.endpoint_url
@@ -95,6 +114,7 @@ async def test_local_aws_on_dynamodb_local_and_localstack_starts_no_moto_and_sto
     assert _refused(port)
     assert root is None or not root.exists(), "its temporary root is removed"
     assert dynamodb_local.running, "the shared DynamoDB Local is left running"
+    assert probe.read_text() == "exit handlers ran\n", "LocalStack's exit handlers ran, and no finalization after"
 
 
 def test_localstack_ends_with_the_process_that_started_it(tmp_path: Path) -> None:

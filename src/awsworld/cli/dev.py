@@ -433,7 +433,9 @@ class WebhookServer:
             log.warning("webhook port %d is taken: using a free one", port)
             self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, name="awsworld-webhooks", daemon=True)
+        from .._http.loopback import SHUTDOWN_POLL_SECONDS
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,),
+                                       name="awsworld-webhooks", daemon=True)
         self.thread.start()
 
     @property

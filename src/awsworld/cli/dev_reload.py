@@ -294,6 +294,7 @@ class UserCode:
         self.names = names
         self.roots = [root.resolve() for root in roots]
         self.venv = _venv_folders()
+        self._folders: dict[str, Path] = {}
         self.stamps = self._stamps()
 
     def modules(self) -> dict[str, Path]:
@@ -312,11 +313,24 @@ class UserCode:
         None."""
         if file.startswith("<"):  # <frozen importlib._bootstrap>, <string>
             return None
-        path = Path(file).resolve()
+        path = self._resolved(file)
         if "site-packages" in path.parts or "dist-packages" in path.parts \
                 or any(path.is_relative_to(folder) for folder in self.venv):
             return None
         return path if any(path.is_relative_to(root) for root in self.roots) else None
+
+    def _resolved(self, file: str) -> Path:
+        """``Path(file).resolve()``, through its folder's resolution, kept: ``dev``'s 1,800 modules sit in a few hundred
+        folders, and resolving each file walked every component of its path (0.14 s a pass over 1,000 modules; two
+        passes as dev starts, one at each reload). A file that is itself a symbolic link, or a relative path, is
+        resolved whole, as before."""
+        if os.path.islink(file) or not os.path.isabs(file):
+            return Path(file).resolve()
+        folder, name = os.path.split(file)
+        resolved = self._folders.get(folder)
+        if resolved is None:
+            resolved = self._folders[folder] = Path(folder).resolve()
+        return resolved / name
 
     def _stamps(self) -> dict[Path, tuple[int, int]]:
         stamps: dict[Path, tuple[int, int]] = {}

@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .._http.loopback import loopback_host, loopback_origin
+from .._http.loopback import SHUTDOWN_POLL_SECONDS, loopback_host, loopback_origin
 from . import moto_patch, moto_speedups
 
 log = logging.getLogger("awsworld.local.moto")
@@ -212,7 +212,8 @@ class MotoServer:
         self._server = make_server(HOST, self._requested_port, LoopbackOnly(app), threaded=True,
                                    request_handler=QuietRequestHandler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="awsworld-moto", daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(SHUTDOWN_POLL_SECONDS,),
+                                        name="awsworld-moto", daemon=True)
         self._thread.start()
         return self
 
