@@ -16,8 +16,18 @@ from collections import Counter
 
 import pytest
 
-from awsworld import (StepError, WorkflowRunFailedError, create_hook, map, poll_until, sleep, start_child, step,
-                      with_name, workflow)
+from awsworld import (
+    StepError,
+    WorkflowRunFailedError,
+    create_hook,
+    map,
+    poll_until,
+    sleep,
+    start_child,
+    step,
+    with_name,
+    workflow,
+)
 from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR, CallNotAwaitedError

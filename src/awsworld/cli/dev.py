@@ -90,7 +90,7 @@ def _main(args: argparse.Namespace) -> int:
     os.environ.setdefault(Settings.on_divergence.env, "park")  # no edit under dev fails a run (``dev_reload``)
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
-    import_modules(args.modules)
+    args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     asyncio.run(_serve(args))
     # Everything is saved and closed. What is left is the interpreter's last garbage collection, which walks every
     # object the emulator held (seconds at a few thousand items: 8 of 9.7 s from Ctrl-C to exit here): the process

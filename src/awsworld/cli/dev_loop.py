@@ -151,7 +151,7 @@ FORCE_SECONDS = 15.0
 interrupted code left running, a shutdown step that waits for it)."""
 
 
-def on_ctrl_c(stop: Callable[[], None], *, exit: Callable[[int], object] = os._exit,
+def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os._exit,
               force_after: float = FORCE_SECONDS) -> Callable[[int, FrameType | None], None]:
     """``dev``'s SIGINT handler: the first Ctrl-C calls ``stop`` (thread-safe: it only asks the loop), the second
     raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(130)``).
