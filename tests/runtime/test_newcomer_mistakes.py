@@ -5,6 +5,8 @@ where a run is needed."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from awsworld import WorkflowRunFailedError, sleep, step, workflow
@@ -98,3 +100,37 @@ async def test_a_sleep_written_as_words_or_too_long_says_what_to_write(duration:
             await run.result(timeout=10)
     assert failed.value.error_type == "ValueError", failed.value  # type: ignore[attr-defined]
     assert str(failed.value).endswith(says), failed.value
+
+
+@step(name="newcomer.gives_up", max_retries=2)
+async def gives_up(order_id: str) -> str:
+    raise asyncio.CancelledError(f"the client library gave up on {order_id}")  # as some libraries do
+
+
+@step(name="newcomer.gives_up_timed", max_retries=2, timeout="1m")
+async def gives_up_timed(order_id: str) -> str:  # (with a timeout: the body runs in a task of its own)
+    raise asyncio.CancelledError(f"the client library gave up on {order_id}")
+
+
+@workflow(name="newcomer.gives_up_flow")
+async def gives_up_flow(order_id: str, timed: bool) -> str:
+    return await (gives_up_timed(order_id) if timed else gives_up(order_id))
+
+
+@pytest.mark.parametrize("timed", [False, True])
+async def test_a_cancelled_error_a_step_raises_fails_it_with_its_line(timed: bool) -> None:
+    """A step body that raises ``asyncio.CancelledError`` itself, nothing having cancelled it: it read as the
+    delivery being cut off, the attempt ran again, and the step failed with ``StepInterruptedError: ... its delivery
+    was cut off``, the body's line lost. Now the attempt fails with the ``CancelledError`` and its traceback; a
+    ``BaseException``, it is not retried (as ``SystemExit`` is not)."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(gives_up_flow, "A-1", timed)
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result(timeout=10)
+        [attempted] = await run.steps()
+    name = "newcomer.gives_up_timed" if timed else "newcomer.gives_up"
+    assert str(failed.value).endswith(
+        f"step {name!r} failed: CancelledError: the client library gave up on A-1"), failed.value
+    assert (attempted.status, attempted.attempt) == ("failed", 1)
+    assert "raise asyncio.CancelledError(f\"the client library gave up on {order_id}\")" in \
+        str(getattr(attempted.error, "stack", "")), attempted.error
