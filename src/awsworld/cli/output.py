@@ -158,8 +158,8 @@ def _roots() -> list[str]:
 
 def module_of(argument: str) -> str:
     """The module a command's MODULE names: itself, or, for the path of a file or package folder under the project
-    (``app.py``, ``src/shop/flows.py``, ``./shop/``), the module it is imported as from there (``app``,
-    ``shop.flows``, ``shop``), as ``python -m`` would not take it but every newcomer types it. A path outside the
+    (``app.py``, or ``myapp/workflows.py`` under the project or its src folder), the module it is imported as (``app``,
+    ``myapp.workflows``), as ``python -m`` would not take it but every newcomer types it. A path outside the
     project, or one that does not exist, is a usage error saying what to run instead."""
     if not (argument.endswith(".py") or os.sep in argument or "/" in argument):
         return argument
@@ -183,8 +183,8 @@ def module_of(argument: str) -> str:
 
 
 def shadowed(module: str) -> None:
-    """Refuse a module of the project that another module with its name hides: ``random.py``, ``json.py``,
-    ``awsworld.py`` beside the code. Python (and ``awsworld`` itself, which imports many of them before the user's
+    """Refuse a module of the project that another module with its name hides: a file named ``random``, ``json``
+    or ``awsworld`` (with ``.py``) beside the code. Python (and ``awsworld`` itself, which imports many of them before the user's
     code) has the other one in ``sys.modules`` already, so the import found that one: no error, no workflow
     registered, and ``dev`` served nothing while saying only ``0 workflow(s)``."""
     top = module.partition(".")[0]
