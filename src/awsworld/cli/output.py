@@ -184,9 +184,9 @@ def module_of(argument: str) -> str:
 
 def shadowed(module: str) -> None:
     """Refuse a module of the project that another module with its name hides: a file named ``random``, ``json``
-    or ``awsworld`` (with ``.py``) beside the code. Python (and ``awsworld`` itself, which imports many of them before the user's
-    code) has the other one in ``sys.modules`` already, so the import found that one: no error, no workflow
-    registered, and ``dev`` served nothing while saying only ``0 workflow(s)``."""
+    or ``awsworld`` (with ``.py``) beside the code. Python (and ``awsworld`` itself, which imports many of them
+    before the user's code) has the other one in ``sys.modules`` already, so the import found that one: no error,
+    no workflow registered, and ``dev`` served nothing while saying only ``0 workflow(s)``."""
     top = module.partition(".")[0]
     loaded = sys.modules.get(top)
     file = getattr(loaded, "__file__", None)
