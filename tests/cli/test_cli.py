@@ -1078,9 +1078,14 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
 def test_start_refuses_arguments_that_do_not_fit_the_workflow(dev: Dev) -> None:
     """With AWSWORLD_MODULES (``dev`` exports it) the workflow is known: a call that does not fit its parameters
     is a usage error naming them, and no run is recorded."""
-    too_many, unknown_kwarg, recorded = parallel(
+    too_many, unknown_kwarg, recorded, named = parallel(
         dev, ("start", "clitest.sum", "[1, 2, 3]", "--run-id", "cli-bad-args"),
-        ("start", "clitest.sum", "[1]", "--kwargs", '{"c": 2}'), ("start", "clitest.sum", "[1]", "--wait", "30"))
+        ("start", "clitest.sum", "[1]", "--kwargs", '{"c": 2}'), ("start", "clitest.sum", "[1]", "--wait", "30"),
+        ("start", "clitest.sum", '{"a": 1, "b": 2}'))
+    # A newcomer's object of the parameters' names as ARGS: one dict for `a`; the refusal now says the --kwargs form.
+    assert named.one_line_error(2).endswith(
+        'ARGS {"a": 1, "b": 2} is one dict, the first positional argument; its keys name parameters: to pass them '
+        """by name, give them to --kwargs: awsworld start clitest.sum --kwargs '{"a": 1, "b": 2}')"""), named
     line = too_many.one_line_error(2)
     assert "total() takes from 1 to 2 positional arguments but 3 were given" in line, line
     assert "hint: the workflow takes clitest.sum(a, b=0)" in line and "--kwargs" in line

@@ -121,3 +121,41 @@ async def test_the_watch_names_the_blocking_line_once_a_minute_and_not_dev_s_own
     seconds = float(said[0].split("blocked dev's event loop for ")[1].split(" s")[0])
     assert 1.0 <= seconds <= 2.5, said
     assert watch.blocks == 1
+
+
+SPINNING = '''
+from awsworld import workflow
+
+
+@workflow(name="spinning.flow")
+async def flow() -> int:
+    n = 0
+    while True:  # the newcomer's loop without an await: it holds dev's event loop for good
+        n += 1
+'''
+
+
+def test_ctrl_c_stops_dev_while_a_workflow_spins_on_its_loop(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Found by a newcomer's walk: a workflow body looping without an await holds dev's one event loop for good, and
+    Ctrl-C did nothing (dev's handler was the loop's, which runs only when the loop turns): only ``kill -9`` ended
+    it. Now the first Ctrl-C says which line of the user's code holds the loop, and the second ends dev (exit 130)."""
+    project, runner, server = dev_of(tmp_path_factory, "spinning", SPINNING)
+    try:
+        output = lines_of(server)
+        run_id = server("start", "spinning.flow").out.strip()
+        until_found(lambda: server.json("describe", run_id, "--json")["status"] == "running", "the run spinning")
+        server.process.send_signal(signal.SIGINT)
+        said = until_found(lambda: [line for line in output if "stopping once your code" in line], "the first answer")
+        assert server.process.poll() is None, "still there: the loop is still held"
+        server.process.send_signal(signal.SIGINT)
+        code = server.process.wait(timeout=60)
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+        runner.close()
+    assert code == 130, (code, output[-20:])
+    assert said == [f"stopping once your code lets dev's event loop go: it holds it at {project / 'spinning.py'}:9, "
+                    "in flow: n += 1 (Ctrl-C again to stop at once)\n"] or \
+        said == [f"stopping once your code lets dev's event loop go: it holds it at {project / 'spinning.py'}:8, "
+                 "in flow: while True:  # the newcomer's loop without an await: it holds dev's event loop for good "
+                 "(Ctrl-C again to stop at once)\n"], said

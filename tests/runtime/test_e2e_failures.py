@@ -16,7 +16,18 @@ from collections import Counter
 
 import pytest
 
-from awsworld import StepError, WorkflowRunFailedError, create_hook, step, with_name, workflow
+from awsworld import (
+    StepError,
+    WorkflowRunFailedError,
+    create_hook,
+    map,
+    poll_until,
+    sleep,
+    start_child,
+    step,
+    with_name,
+    workflow,
+)
 from awsworld._worker.dispatch import Worker
 from awsworld.authoring.definitions import workflow_name
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG, SERIALIZATION_ERROR, CallNotAwaitedError
@@ -105,7 +116,34 @@ async def test_a_dropped_step_or_child_call_fails_the_run_instead_of_completing_
     assert await later.result(timeout=30) == ["receipt-A-19-1", "receipt-A-19-2", "A-19"]
 
 
+@workflow(name="failures.drops_waits")
+async def drops_waits(order_id: str) -> str:
+    sleep(60)  # the newcomer's mistake: the run went on at once, as if it had slept
+    start_child(child_of, order_id)
+    map(charge_for, [order_id])
+    poll_until(charge_for, order_id)
+    return "done"
+
+
+async def test_a_dropped_sleep_child_start_or_batch_fails_the_run_instead_of_completing_without_it(e2e) -> None:
+    """``sleep(60)`` without ``await`` (or ``start_child``, ``map``, ``poll_until``: awsworld's own ``async def``s,
+    not a step's wrapper) made a coroutine nothing ran: the run completed at once, as if it had slept and started
+    its child, and only Python's ``RuntimeWarning`` said anything. It now fails as a dropped step call does."""
+    run = await e2e.start(drops_waits, "A-20")
+    with pytest.raises(CallNotAwaitedError) as failed:
+        await run.result(timeout=30)
+    assert str(failed.value) == f"run {run.run_id} failed: " + "; ".join(
+        f"{what} was called at {HERE}, line {WAITS_LINE + offset} and never awaited"
+        for offset, what in enumerate(["awsworld.sleep()", "awsworld.start_child()", "awsworld.map()",
+                                       "awsworld.poll_until()"])) + (
+        ": its call made a coroutine that nothing ran, so it did not run (write `await` before the call, or pass "
+        "several calls to asyncio.gather)"), failed.value
+    assert [e.event_type for e in await run.events()
+            if e.event_type.startswith(("step_", "wait_"))] == [], "nothing ran"
+
+
 HERE = os.path.relpath(__file__)
+WAITS_LINE = inspect.getsourcelines(drops_waits)[1] + 2
 FORGETS_LINE = inspect.getsourcelines(forgets_await)[1] + 2
 DROPS_LINE = inspect.getsourcelines(drops_calls)[1] + 2
 

@@ -419,3 +419,19 @@ async def test_a_wait_for_a_token_the_run_never_made_that_times_out_names_the_ho
             await run.wait_for_hook("approval:A-1", timeout=1)
     assert "did not hold hook 'approval:A-1' within 1 s (the hooks it created: 'approve:A-1'); it waits on: " \
         in str(timed_out.value), str(timed_out.value)
+
+
+async def test_an_environment_used_without_async_with_says_so_instead_of_waiting_for_ever() -> None:
+    """``env = WorkflowTestEnv()`` without ``async with`` (or used after its block): the start was recorded, no
+    delivery ever ran it, and ``await run.result()`` hung the test (with a timeout, a bare ``TimeoutError``). The wait
+    now says what is missing, at once."""
+    env = WorkflowTestEnv()
+    run = await env.client.start(count_to, 1)
+    with pytest.raises(RuntimeError, match=r"^this WorkflowTestEnv is not started, .*`async with WorkflowTestEnv\(\) "
+                       "as env:`"):
+        await asyncio.wait_for(run.result(), 2)
+    async with env:
+        assert await run.result() == 1, "the run recorded before is run once the environment starts"
+    again = await env.client.start(count_to, 2)
+    with pytest.raises(RuntimeError, match=r"^this WorkflowTestEnv is closed \(its `async with` block has ended"):
+        await asyncio.wait_for(again.result(), 2)

@@ -259,7 +259,7 @@ class WorkflowExecution:
         if never:
             self._close_calls()
             raise CallNotAwaitedError(
-                "; ".join(f"{kind} {name!r} was called{_where(path, line)} and never awaited"
+                "; ".join(f"{kind}{f' {name!r}' if name else ''} was called{_where(path, line)} and never awaited"
                           for kind, name, path, line in never)
                 + ": its call made a coroutine that nothing ran, so it did not run (write `await` before the call, "
                 "or pass several calls to asyncio.gather)")

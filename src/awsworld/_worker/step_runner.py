@@ -49,12 +49,14 @@ from typing import Any, Literal
 from .._engine.time_scale import TimeScale
 from ..authoring.definitions import Registry, StepDef
 from ..authoring.errors import (
+    BodyCancelledError,
     BodyExitError,
     CodecError,
     FatalError,
     StepInterruptedError,
     StepTimeoutError,
     ValueTooLargeError,
+    cancel_contained,
     exit_contained,
 )
 from ..authoring.poll_spec import ATTEMPTS_EXHAUSTED, POLL_NOT_READY, STATE_FIELD, TIMED_OUT, PollSpec
@@ -345,9 +347,8 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
     token = current_step.set(context)
     accepted = True
     try:  # context.run: the chunks the body wrote to streams are durable before its outcome is recorded
-        body = exit_contained(definition.fn(*(call.args if poll is None else poll.arguments(call.args, run_id,
-                                                                                             step_id)),
-                                            **call.kwargs))
+        body = cancel_contained(exit_contained(definition.fn(
+            *(call.args if poll is None else poll.arguments(call.args, run_id, step_id)), **call.kwargs)))
         result = await context.run(_supervised(body, definition, watch))
         try:  # (a codec's failure is a CodecError: a FatalError, so the step fails at once)
             place: codecs.PlaceOf = (lambda: Place("result", f"step {step_name!r}", run_id, step_id)) \
@@ -363,6 +364,8 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
         return StepEnd(step_id, "step_failed", {"error": structured_error(error)}, step.attempt, events)
     except BodyExitError as exited:  # sys.exit() in the body: the SystemExit is the attempt's error
         return _failed_attempt(world, definition, step, exited.exit, events, poll)
+    except BodyCancelledError as raised:  # CancelledError the body raised itself: the attempt's error too
+        return _failed_attempt(world, definition, step, raised.cancelled, events, poll)
     except Exception as error:  # a step body may raise anything: retried per its policy
         return _failed_attempt(world, definition, step, error, events, poll)
     finally:

@@ -35,7 +35,7 @@ from .batch_result import (
     describe_error,
 )
 from .names import SEPARATOR, check_name, labelled
-from .runtime import StepEnd, wakes_on
+from .runtime import StepEnd, noted, wakes_on
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -55,6 +55,7 @@ async def map(fn: Callable[[T, int], Awaitable[R]], items: Iterable[T], *, max_c
               name: str | None = None, item_name: Callable[[T, int], str] | None = None) -> BatchResult[R]: ...
 
 
+@noted("awsworld.map()")
 async def map(  # the issue's name; ``batch_map`` is the same function without shadowing the builtin
     fn: Callable[..., Awaitable[R]], items: Iterable[T], *, max_concurrency: int | None = None,
     min_successful: int | None = None, tolerated_failures: int | None = None,
@@ -105,6 +106,7 @@ Branch = Awaitable[T] | Callable[[], Awaitable[T]]
 arguments returning one (called when the branch starts)."""
 
 
+@noted("awsworld.parallel()")
 async def parallel(*branches: Branch[T], max_concurrency: int | None = None, min_successful: int | None = None,
                    tolerated_failures: int | None = None, tolerated_failure_fraction: float | None = None,
                    name: str | None = None, names: Sequence[str | None] | None = None) -> BatchResult[T]:
@@ -249,6 +251,7 @@ batch_map = map
 """``awsworld.map`` under a name that does not shadow the builtin (``from awsworld import batch_map``)."""
 
 
+@noted("awsworld.first_successful()")
 async def first_successful(*awaitables: Awaitable[T]) -> T:
     """The first of ``awaitables`` to succeed (in the order they finish, which in a workflow is the log's); the
     others are cancelled. When every one fails, ``BatchError`` carries every failure in argument order.

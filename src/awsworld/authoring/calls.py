@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar, overload
 from ..durable.codecs import Codec
 from ..world.clock import clock_of
 from .durations import Duration, When
-from .runtime import HookHandle, WorkflowMetadata, current_runtime, require_runtime
+from .runtime import HookHandle, WorkflowMetadata, current_runtime, noted, require_runtime
 from .step_context import StepMetadata, StreamWriter, current_step
 
 _stdlib_time_ns = _time.time_ns
@@ -24,6 +24,7 @@ replay-stable functions in ``time`` and ``uuid`` (``_engine/determinism.py``), a
 as the standard library does."""
 
 
+@noted("awsworld.sleep()")
 async def sleep(duration: When, *, name: str | None = None) -> None:
     """Sleep durably: seconds, a timedelta, a string (``"500ms"``, ``"10s"``, ``"5m"``, ``"2h"``, ``"1d"``,
     ``"1h30m"``), or until an aware datetime. A relative duration counts from the workflow's ``now()``, so

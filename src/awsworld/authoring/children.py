@@ -75,7 +75,7 @@ from ..durable.child_calls import LINK_KEY, TOKEN_PREFIX, child_run_id, child_to
 from ..durable.codecs import Codec
 from .definitions import WorkflowDef
 from .names import check_name
-from .runtime import require_runtime
+from .runtime import noted, require_runtime
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -159,6 +159,7 @@ class ChildOptions(Generic[C]):
     async def start(self: ChildOptions[C], workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
                     **kwargs: P.kwargs) -> ChildRun[C]: ...
 
+    @noted("child_options(...).start()")
     async def start(self, workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
                     **kwargs: P.kwargs) -> ChildRun[Any]:
         """``start_child`` with these options."""
@@ -175,6 +176,7 @@ class ChildOptions(Generic[C]):
     async def call(self: ChildOptions[C], workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
                    **kwargs: P.kwargs) -> C: ...
 
+    @noted("child_options(...).call()")
     async def call(self, workflow: Callable[P, Coroutine[Any, Any, Any]], /, *args: P.args,
                    **kwargs: P.kwargs) -> Any:
         """Start the child with these options and await its value (``await child_workflow(...)`` with options)."""
@@ -206,6 +208,7 @@ def child_options(*, detached: bool = False, name: str | None = None,
     return ChildOptions(detached=detached, name=None if name is None else check_name(name), codec=codec)
 
 
+@noted("awsworld.start_child()")
 async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
                       **kwargs: P.kwargs) -> ChildRun[R]:
     """Start ``workflow(*args, **kwargs)`` as a child run of this workflow; return its handle once the child

@@ -307,8 +307,39 @@ def _warn_if_main(fn: Callable[..., Any], name: str | None) -> None:
 
 
 def _require_async(fn: Callable[..., Any], kind: str) -> None:
+    """Refuse what ``@step`` or ``@workflow`` cannot make one of, where it is decorated, saying what it is and what
+    to write instead: a name given without ``name=`` (``@step("shop.charge")``), a class, a plain ``def``, an
+    ``async def`` that yields, and a method, whose ``self`` would be an argument stored in the log (the run failed
+    at its first call with ``cannot serialize <class 'Svc'>``, naming neither the method nor the fix)."""
+    if isinstance(fn, str):
+        raise TypeError(f"@{kind} takes its name as a keyword: @{kind}(name={fn!r})")
     if not inspect.iscoroutinefunction(fn):
-        raise TypeError(f"@{kind} needs an async def function, got {fn!r}")
+        code = getattr(fn, "__code__", None)
+        where = f" ({code.co_filename}, line {code.co_firstlineno})" if code is not None else ""
+        what = (f"the class {fn.__qualname__}" if inspect.isclass(fn) else
+                f"{fn.__qualname__}{where}, an async def that yields (an async generator): return the values "
+                "as a list, or write them to a stream (get_writable)" if inspect.isasyncgenfunction(fn) else
+                f"{getattr(fn, '__qualname__', repr(fn))}{where}, a plain def: write `async def`"
+                if inspect.isfunction(fn) else repr(fn))
+        raise TypeError(f"@{kind} needs an async def function, got {what}")
+    _refuse_method(fn, kind)
+
+
+def _refuse_method(fn: Callable[..., Any], kind: str) -> None:
+    """A function defined in a class body (``Svc.charge``, its qualname's last dot not after ``<locals>``) whose
+    first parameter is ``self`` or ``cls`` is a method: refused, since a step's or workflow's arguments are what its
+    call records, and ``self`` is one of them."""
+    owner, _, _ = getattr(fn, "__qualname__", "").rpartition(".")
+    if not owner or owner.endswith("<locals>"):
+        return
+    parameters = list(inspect.signature(fn).parameters)
+    if parameters and parameters[0] in ("self", "cls"):
+        code = fn.__code__
+        raise TypeError(
+            f"@{kind} cannot decorate the method {fn.__qualname__} ({code.co_filename}, line {code.co_firstlineno}): "
+            f"a {kind}'s arguments are recorded in the run's log, and `{parameters[0]}` would be one of them. Make it "
+            f"a module-level async def taking what it needs from {owner} (or a @staticmethod without "
+            f"`{parameters[0]}`), and call it from the method")
 
 
 class _Decorator(Protocol):

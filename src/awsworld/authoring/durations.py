@@ -39,7 +39,11 @@ def parse_duration(value: Duration, *, what: str = "duration") -> timedelta:
             raise ValueError(f"{what} must be a finite number of seconds, got {raw!r}")
         if raw < 0:
             raise ValueError(f"{what} must not be negative, got {raw!r}")
-        return timedelta(seconds=raw)
+        try:
+            return timedelta(seconds=raw)
+        except OverflowError:
+            raise ValueError(f"{what} of {raw!r} seconds is longer than a timedelta holds (999999999 days): "
+                             "a wait that long never ends") from None
     elif isinstance(raw, str):
         delta = _parse_string(raw, what)
     elif isinstance(raw, datetime):
@@ -66,7 +70,12 @@ def resolve(value: When, now: datetime, *, what: str = "duration") -> datetime:
         return value
     if isinstance(value, str):
         _refuse_timestamp_text(value, what)
-    return now + parse_duration(value, what=what)
+    delta = parse_duration(value, what=what)
+    try:
+        return now + delta
+    except OverflowError:  # (it said only "date value out of range", naming neither the call nor the value)
+        raise ValueError(f"{what} of {value!r} ends after the year 9999, the last a datetime holds: a wait that long "
+                         "never ends") from None
 
 
 def _refuse_timestamp_text(text: str, what: str) -> None:
@@ -87,6 +96,29 @@ def _unchecked(value: object) -> object:
     return value
 
 
+_WORDS = re.compile(r"(\d+(?:\.\d+)?|\.\d+)\s*(milliseconds?|msecs?|seconds?|secs?|minutes?|mins?|hours?|hrs?|days?)\b",
+                    re.IGNORECASE)
+
+def _unit_of(word: str) -> str:
+    """The unit a duration's word means (``minutes``: ``m``)."""
+    word = word.lower()
+    return "ms" if word.startswith(("mil", "ms")) else "m" if word.startswith("min") else word[0]
+
+
+def _instead(text: str) -> str:
+    """What to write for a duration in words (``"5 minutes"``: ``'5m'``) or a number in a string (``"5"``), said
+    with the refusal: the refusal alone pointed at ``'inutes'``."""
+    try:
+        number = float(text)
+    except ValueError:
+        pass
+    else:
+        return f"; a number of seconds is a number, not text: {number:g}, or {f'{number:g}s'!r}"
+    written = _WORDS.sub(lambda m: m.group(1) + _unit_of(m.group(2)), text).replace(" ", "")
+    changed = written != text.replace(" ", "")
+    return f"; write {written!r}" if changed and re.fullmatch(f"(?:{_PART.pattern})+", written, re.IGNORECASE) else ""
+
+
 def _parse_string(text: str, what: str) -> timedelta:
     total = 0.0
     position = 0
@@ -98,7 +130,8 @@ def _parse_string(text: str, what: str) -> timedelta:
         if match is None:
             rest = stripped[position:]
             raise ValueError(f"{what}: cannot read {text!r} as a duration at {rest!r}: use <number><unit> parts "
-                             f"with units {', '.join(_UNITS)} (e.g. '500ms', '10s', '5m', '2h', '1d', '1h30m')")
+                             f"with units {', '.join(_UNITS)} (e.g. '500ms', '10s', '5m', '2h', '1d', '1h30m')"
+                             f"{_instead(stripped)}")
         total += float(match.group(1)) * _UNITS[match.group(2).lower()]
         position = match.end()
     return timedelta(seconds=total)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import re
 import shlex
 from collections.abc import Awaitable, Mapping
@@ -95,6 +96,32 @@ class BodyExitError(Exception):
     def __init__(self, exit: SystemExit) -> None:
         super().__init__(*exit.args)
         self.exit = exit
+
+
+class BodyCancelledError(Exception):
+    """``asyncio.CancelledError`` raised by a step body while nothing cancelled its task (a library that raises it
+    for its own timeout, or ``raise asyncio.CancelledError()`` in the body), carried as an ordinary exception out of
+    the body (``cancel_contained``). Uncarried, it read as the delivery being cut off: the attempt was run again and
+    finally failed with ``StepInterruptedError`` (``its delivery was cut off``), its traceback lost. Carried, the
+    attempt fails with the ``CancelledError`` itself, its traceback naming the body's line; ``retry_on``'s default,
+    ``Exception``, does not hold it (a ``BaseException``): the step fails at once, as after a ``SystemExit``."""
+
+    def __init__(self, cancelled: BaseException) -> None:
+        super().__init__(*cancelled.args)
+        self.cancelled = cancelled
+
+
+async def cancel_contained(body: Awaitable[T]) -> T:
+    """Await a step's ``body``, turning a ``CancelledError`` it raised while its task was not being cancelled
+    (``Task.cancelling()`` is 0: no ``cancel()`` reached it, from a timeout, the workflow or the delivery's end)
+    into ``BodyCancelledError``. A real cancellation goes on as itself."""
+    try:
+        return await body
+    except asyncio.CancelledError as cancelled:
+        task = asyncio.current_task()
+        if task is None or task.cancelling():
+            raise
+        raise BodyCancelledError(cancelled) from cancelled
 
 
 async def exit_contained(body: Awaitable[T]) -> T:

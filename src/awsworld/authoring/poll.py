@@ -36,7 +36,7 @@ from ..durable.codecs import Codec
 from .durations import Duration, When, resolve, seconds
 from .errors import PollAttemptsExhaustedError, PollTimeoutError, StepError
 from .poll_spec import ATTEMPTS_EXHAUSTED, TIMED_OUT, PollSpec
-from .runtime import current_runtime
+from .runtime import current_runtime, noted
 
 R = TypeVar("R")
 
@@ -48,6 +48,7 @@ NO_STATE = _NoState.NO_STATE
 """``poll_until``'s default ``initial_state``: a poll without state (the check gets the same arguments each time)."""
 
 
+@noted("awsworld.poll_until()")
 async def poll_until(check: Callable[..., Coroutine[Any, Any, R]], *args: Any,
                      predicate: Callable[[R], bool] = bool, interval: Duration = 1.0, backoff: float = 2.0,
                      max_interval: Duration | None = 60.0, timeout: When | None = None,

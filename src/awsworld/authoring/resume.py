@@ -35,12 +35,13 @@ from ..world.errors import HookClosedError, HookNotFoundError
 from .durations import Duration, seconds
 from .errors import StepError
 from .poll_spec import TIMED_OUT, PollSpec
-from .runtime import current_runtime
+from .runtime import current_runtime, noted
 
 WAIT_INTERVAL = 1.0  # seconds between the first looks for the hook, doubling ...
 WAIT_MAX_INTERVAL = 30.0  # ... up to this
 
 
+@noted("awsworld.resume_hook()")
 async def resume_hook(token: str, payload: Any, *, wait: Duration | None = None, name: str | None = None) -> None:
     """Inside a workflow: deliver ``payload`` to the hook holding ``token`` (another run's ``create_hook(token)``)
     and wake its run, exactly once for this call. Returns once the payload is recorded on the hook.

@@ -131,7 +131,10 @@ def shorthand(max_retries: int | None, retry_delay: Duration | None) -> RetryPol
         raise ValueError("max_retries must be an int >= 0")
     if retry_delay is None:
         return RetryPolicy(max_attempts=retries + 1)
-    return RetryPolicy.fixed(retry_delay, max_attempts=retries + 1)
+    try:
+        return RetryPolicy.fixed(retry_delay, max_attempts=retries + 1)
+    except (TypeError, ValueError) as error:  # the policy's own words named initial_delay, which the user never wrote
+        raise type(error)(str(error).replace("initial_delay", "retry_delay")) from None
 
 
 def seeded(*identity: str) -> Callable[[], float]:

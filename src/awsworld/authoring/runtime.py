@@ -20,13 +20,15 @@ worker around a step's body.
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import random
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from ..durable.codecs import Codec
 from .durations import Duration, When
@@ -110,9 +112,11 @@ class WorkflowMetadata:
 
 
 T = TypeVar("T")
+P = ParamSpec("P")
 MadeCall = tuple[Coroutine[Any, Any, Any], str, str, str, int]
-"""A call a workflow body made: its coroutine (not started when made), ``step`` or ``child workflow``, the step's or
-workflow's name, and the file and line that made it."""
+"""A call a workflow body made: its coroutine (not started when made), ``step`` or ``child workflow`` (or, for
+awsworld's own calls, what was called: ``awsworld.sleep()``), the step's or workflow's name (empty for awsworld's
+own), and the file and line that made it."""
 
 
 class WorkflowRuntime(Protocol):
@@ -184,6 +188,26 @@ def made(runtime: WorkflowRuntime, call: Coroutine[Any, Any, T], kind: str, name
     caller = sys._getframe(2)  # pyright: ignore[reportPrivateUsage]  (inspect.currentframe: a call more per step)
     runtime.calls.append((call, kind, name, caller.f_code.co_filename, caller.f_lineno))
     return call
+
+
+def noted(what: str) -> Callable[[Callable[P, Coroutine[Any, Any, T]]], Callable[P, Coroutine[Any, Any, T]]]:
+    """Make an ``async def`` of awsworld's that a workflow body awaits (``sleep``, ``start_child``, ``poll_until``,
+    ``map``, ...) note its call in the run, as a step call is (``made``): ``sleep(60)`` without ``await`` made a
+    coroutine nothing ran, and the run went on as if it had slept (Python only warns, ``coroutine 'sleep' was
+    never awaited``, once the coroutine is collected). Noted, a call the body never awaits fails the run with
+    ``CallNotAwaitedError`` naming ``what`` and the line (``_engine/execution.py``, ``_check_awaited``). Outside a
+    workflow body the call is the plain coroutine."""
+    def note(fn: Callable[P, Coroutine[Any, Any, T]]) -> Callable[P, Coroutine[Any, Any, T]]:
+        @functools.wraps(fn)
+        def call(*args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, T]:
+            coroutine = fn(*args, **kwargs)
+            runtime = current_runtime.get()
+            return coroutine if runtime is None else made(runtime, coroutine, what, "")
+
+        if sys.version_info >= (3, 12):  # still a coroutine function to inspect (3.11: no way to mark one)
+            inspect.markcoroutinefunction(call)
+        return call
+    return note
 
 
 def require_runtime(what: str) -> WorkflowRuntime:

@@ -90,7 +90,7 @@ def _main(args: argparse.Namespace) -> int:
     os.environ.setdefault(Settings.on_divergence.env, "park")  # no edit under dev fails a run (``dev_reload``)
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
-    import_modules(args.modules)
+    args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     asyncio.run(_serve(args))
     # Everything is saved and closed. What is left is the interpreter's last garbage collection, which walks every
     # object the emulator held (seconds at a few thousand items: 8 of 9.7 s from Ctrl-C to exit here): the process
@@ -285,12 +285,18 @@ def _said_if_slow(text: str) -> Iterator[None]:
 async def _run_until_stopped() -> None:
     """Serve until Ctrl-C or SIGTERM (with --state, ``dev_state.Snapshots`` copies meanwhile, on its own thread,
     and once more on the way out, after the deliveries still running ended: ``_serve``)."""
+    from .dev_loop import on_ctrl_c
+
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C still raises KeyboardInterrupt
+    with contextlib.suppress(NotImplementedError):  # Windows: no loop signal handlers
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-        loop.add_signal_handler(signal.SIGINT, stop.set)
-    await stop.wait()
+    # Python's handler, not the loop's: it runs while the user's code blocks the loop (``dev_loop.on_ctrl_c``).
+    previous = signal.signal(signal.SIGINT, on_ctrl_c(lambda: loop.call_soon_threadsafe(stop.set)))
+    try:
+        await stop.wait()
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 async def _stop_deliveries(poller: LocalPoller) -> None:

@@ -144,3 +144,52 @@ class LoopWatch:
         self.say(f"your code {how.format(now - block.since)} at {block.where()}{more}: every run, step and request "
                  "of this dev waits meanwhile. In an async def, `await asyncio.sleep(...)` rather than "
                  "`time.sleep(...)`, and a blocking call runs off the loop with `await asyncio.to_thread(fn, ...)`")
+
+
+FORCE_SECONDS = 15.0
+"""After the second Ctrl-C, ``dev`` ends its process itself if it is still there this long after (a thread the
+interrupted code left running, a shutdown step that waits for it)."""
+
+
+def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os._exit,
+              force_after: float = FORCE_SECONDS) -> Callable[[int, FrameType | None], None]:
+    """``dev``'s SIGINT handler: the first Ctrl-C calls ``stop`` (thread-safe: it only asks the loop), the second
+    raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(130)``).
+
+    Why a handler of Python's (``signal.signal``) and not the loop's (``loop.add_signal_handler``): the loop's runs
+    only when the loop turns, so while a workflow's ``while True:`` or a step's ``time.sleep(3600)`` held it, Ctrl-C
+    did nothing at all, and only ``kill -9`` ended ``dev``. Python runs this one in the main thread between two
+    bytecodes of whatever runs there, the user's blocking code included: the first press says where the user's code
+    holds the loop (``frame``, found as ``LoopWatch`` finds it), and the second ends that code with
+    ``KeyboardInterrupt``, which ends the loop and runs ``dev``'s way out. That way out can itself wait on what the
+    interrupted code left behind, so the second press also arms a timer that ends the process ``force_after`` seconds
+    later, as a third press does at once: what ``--state`` holds is then its last snapshot, as after a crash
+    (docs/get-started/dev.md, "What survives a restart")."""
+    presses = 0
+
+    def say(text: str) -> None:  # (os.write: print here could re-enter a write the main thread was making)
+        os.write(sys.stderr.fileno(), f"\n{text}\n".encode())
+
+    def force() -> None:
+        say("dev did not end after the second Ctrl-C: ending its process now (--state keeps its last snapshot)")
+        exit(130)
+
+    def interrupted(signum: int, frame: FrameType | None) -> None:
+        nonlocal presses
+        presses += 1
+        if presses >= 3:
+            force()
+            return
+        if presses == 2:
+            timer = threading.Timer(force_after, force)
+            timer.daemon = True
+            timer.start()
+            raise KeyboardInterrupt
+        stop()
+        holder = users_frame(frame)
+        if holder is not None:
+            where = Block(holder, 0.0, holder.f_lineno).where()
+            say(f"stopping once your code lets dev's event loop go: it holds it at {where} (Ctrl-C again to stop "
+                "at once)")
+
+    return interrupted

@@ -130,11 +130,14 @@ def _registry() -> Any:
     return REGISTRY
 
 
-def import_modules(modules: list[str]) -> None:
+def import_modules(modules: list[str]) -> list[str]:
     """Import the user's modules as the deployed functions do (``add_project_to_path``), registering their
-    workflows and steps; a module that cannot be imported is a usage error saying how to name it."""
+    workflows and steps, and return their names (a file's path given for one, ``app.py``, read as its module's
+    name: ``module_of``); a module that cannot be imported, or whose name another module holds (``shadowed``), is
+    a usage error saying how to name it."""
     add_project_to_path()
-    for module in modules:
+    names = [module_of(module) for module in modules]
+    for module in names:
         try:
             importlib.import_module(module)
         except ImportError as error:
@@ -143,6 +146,62 @@ def import_modules(modules: list[str]) -> None:
         except Exception as error:  # the module's own code: it read "unexpected SyntaxError", as if awsworld's bug
             raise CliError(f"cannot import {module!r}: {import_failure(error)}",
                            "fix the module and run the command again (--debug shows the traceback)") from error
+        shadowed(module)
+    return names
+
+
+def _roots() -> list[str]:
+    """Where the user's modules import from, as ``add_project_to_path`` puts them on the path: ``src/`` first."""
+    root = os.getcwd()
+    return [os.path.join(root, "src"), root]
+
+
+def module_of(argument: str) -> str:
+    """The module a command's MODULE names: itself, or, for the path of a file or package folder under the project
+    (``app.py``, or ``myapp/workflows.py`` under the project or its src folder), the module it is imported as (``app``,
+    ``myapp.workflows``), as ``python -m`` would not take it but every newcomer types it. A path outside the
+    project, or one that does not exist, is a usage error saying what to run instead."""
+    if not (argument.endswith(".py") or os.sep in argument or "/" in argument):
+        return argument
+    path = os.path.realpath(argument)
+    if not os.path.exists(path):
+        raise usage(f"no file {argument!r} here ({os.getcwd()})", "run from your project's directory, and name the "
+                    "module as you would import it (myapp.workflows for myapp/workflows.py)")
+    for root in _roots():
+        relative = os.path.relpath(path, root)
+        if relative.startswith(os.pardir) or relative == os.curdir:
+            continue
+        parts = relative.removesuffix(".py").split(os.sep)
+        if parts[-1] == "__init__":
+            parts.pop()
+        if parts and all(part.isidentifier() for part in parts):
+            return ".".join(parts)
+    folder, name = os.path.split(path)
+    raise usage(f"{argument!r} is not a module this folder ({os.getcwd()}) or its src/ imports",
+                f"run dev from the folder your imports start at: cd {folder} && awsworld dev "
+                f"{name.removesuffix('.py')}")
+
+
+def shadowed(module: str) -> None:
+    """Refuse a module of the project that another module with its name hides: a file named ``random``, ``json``
+    or ``awsworld`` (with ``.py``) beside the code. Python (and ``awsworld`` itself, which imports many of them
+    before the user's code) has the other one in ``sys.modules`` already, so the import found that one: no error,
+    no workflow registered, and ``dev`` served nothing while saying only ``0 workflow(s)``."""
+    top = module.partition(".")[0]
+    loaded = sys.modules.get(top)
+    file = getattr(loaded, "__file__", None)
+    places = [file] if file else list(getattr(loaded, "__path__", None) or [])  # (a namespace package: its folders)
+    found = ", ".join(places)
+    for root in _roots():
+        mine = next((p for p in (os.path.join(root, f"{top}.py"), os.path.join(root, top)) if os.path.exists(p)), None)
+        if mine is None or any(os.path.realpath(place).startswith(os.path.realpath(mine)) for place in places):
+            continue
+        whose = ("awsworld's own package" if top == "awsworld" else
+                 "Python's own module" if top in sys.stdlib_module_names else "the installed module")
+        raise usage(f"{os.path.relpath(mine)} is not what {module!r} imports: {whose} {top!r} ({found or 'built in'}) "
+                    "has that name and is imported instead, so none of your workflows registered",
+                    f"rename {os.path.relpath(mine)} (say, to {top}_flows{'.py' if mine.endswith('.py') else ''}) "
+                    "and name the new module")
 
 
 def import_failure(error: Exception) -> str:

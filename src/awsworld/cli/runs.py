@@ -12,6 +12,7 @@ import asyncio
 import base64
 import contextlib
 import inspect
+import json
 import sys
 from collections.abc import Iterator
 from datetime import UTC
@@ -191,7 +192,8 @@ async def _start_run(args: argparse.Namespace, positional: list[Any], keywords: 
                                        concurrency_key=args.concurrency_key).start(args.workflow, *positional,
                                                                                    **keywords)
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
-            raise usage(str(error), _signature_hint(client, args.workflow)) from None
+            raise usage(str(error), _signature_hint(client, args.workflow) + _keywords_meant(
+                client, args.workflow, positional, keywords)) from None
         except CodecError as error:  # the workflow's args_codec refused them (pydantic's report spans lines)
             raise usage(" ".join(str(error).split()), _signature_hint(client, args.workflow)) from None
         return await _started(client, args, run, args.workflow)
@@ -279,6 +281,23 @@ def _signature_hint(client: Any, name: str) -> str:
     bare = signature.replace(parameters=[p.replace(annotation=p.empty) for p in signature.parameters.values()],
                              return_annotation=signature.empty)  # names and defaults: what the command gives
     return f"the workflow takes {name}{bare}; {where}"
+
+
+def _keywords_meant(client: Any, name: str, positional: list[Any], keywords: dict[str, Any]) -> str:
+    """When ARGS was one JSON object whose keys are the workflow's parameters (``'{"order_id": "A", "items": []}'``)
+    and the call did not fit: the object was one positional argument, and the refusal (``missing 1 required
+    positional argument: 'items'``) did not say that its keys were read as nothing. Says the --kwargs form."""
+    if keywords or len(positional) != 1 or not isinstance(positional[0], dict) or not positional[0]:
+        return ""
+    try:
+        parameters = inspect.signature(client.registry.workflow(name).fn).parameters
+    except (AttributeError, LookupError, TypeError, ValueError):
+        return ""
+    given: dict[str, Any] = positional[0]
+    if not set(given) <= set(parameters):
+        return ""
+    return (f". ARGS {json.dumps(given)} is one dict, the first positional argument; its keys name parameters: to "
+            f"pass them by name, give them to --kwargs: awsworld start {name} --kwargs '{json.dumps(given)}'")
 
 
 def _outcome(view: Any) -> dict[str, Any]:

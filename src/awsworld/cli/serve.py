@@ -85,7 +85,7 @@ def _main(args: argparse.Namespace) -> int:
             import moto  # noqa: F401
         except ImportError:
             raise usage("--world emulator needs the embedded emulator", "pip install 'awsworld[local]'") from None
-    import_modules(args.modules)
+    args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
     _log_refusals()
     asyncio.run(_serve(args, auth))
     return 0

@@ -80,6 +80,7 @@ class WorkflowTestEnv:
         # Waiting for a run (``Run.result``, ``Run.wait_for_hook``) is what lets the clock skip ahead.
         self.client = Client(self.world, registry=self.worker.registry, waiting=self._waiting)
         self._started = False
+        self._closed = False
         self._loop: asyncio.AbstractEventLoop | None = None  # where start() ran the driver
 
     def _waiting(self, run_id: str | None, *, hook_token: str | None = None) -> AbstractContextManager[None]:
@@ -236,10 +237,23 @@ class WorkflowTestEnv:
         return self
 
     def _check_loop(self) -> None:
+        """Refuse a wait nothing would end: made before the environment started (``WorkflowTestEnv()`` used without
+        ``async with``: the run is recorded, and no delivery ever runs it, so ``run.result()`` waited for ever), after
+        it closed, or on another event loop than its deliveries'."""
+        if not self._started:
+            raise RuntimeError(
+                "this WorkflowTestEnv is not started, so nothing delivers its runs and this wait would never end: use "
+                "it as `async with WorkflowTestEnv() as env:` (or `await env.start()` first), or take the "
+                "awsworld_env fixture, which starts it for you")
+        if self._closed:
+            raise RuntimeError(
+                "this WorkflowTestEnv is closed (its `async with` block has ended, or close() was called), so nothing "
+                "delivers its runs any more and this wait would never end: wait for the runs inside the block")
         check_delivery_loop(self._loop, "this WorkflowTestEnv")
 
     async def close(self) -> None:
         """Stop the deliveries and close the World (``async with`` does it on exit)."""
+        self._closed = True
         await self.driver.stop()
         await self.world.close()
 
