@@ -19,12 +19,13 @@ import pytest
 from awsworld.world import (
     EntityConflictError,
     InvalidInputError,
+    RunGoneError,
     StepAttemptInterruptedError,
     StepRunningElsewhereError,
 )
 from awsworld.world.clock import clock_of
 
-from .helpers import AnyWorld, all_events, module_world, new_run, step_completed, step_created
+from .helpers import AnyWorld, all_events, module_world, new_run, run_cancelled, step_completed, step_created
 
 module_local_aws, world = module_world()
 
@@ -58,6 +59,24 @@ async def test_the_owners_redelivery_is_refused_over_an_unfinished_attempt_and_w
     assert await all_events(world, run_id) == before
     step = await world.steps.get(run_id, "s")
     assert (step.status, step.attempt) == ("running", 1)
+
+
+@pytest.mark.parametrize("mark", [{"at_most_once": True}, {"at_most_once": False, "max_attempts": 1}],
+                         ids=["at-most-once", "last-attempt"])
+async def test_a_start_on_an_ended_run_is_refused_as_gone_before_its_attempt_is_judged_cut_off(
+        world: AnyWorld, mark: dict[str, Any]) -> None:
+    """The terminal-run start fence comes first: the owner's redelivery of an unfinished attempt that may not be
+    started again, on a run cancelled meanwhile, is refused as gone (the runtime records nothing), not as an
+    interrupted attempt (the runtime would record that attempt's end, a step_failed after the run's end: `awsworld
+    describe` of a cancelled run showed its stopped step failed "its delivery was cut off")."""
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+    await world.events.create(run_id, started("s", "m1", **mark))
+    await world.events.create(run_id, run_cancelled())
+    before = await all_events(world, run_id)
+    with pytest.raises(RunGoneError):
+        await world.events.create(run_id, started("s", "m1", **mark))
+    assert await all_events(world, run_id) == before
 
 
 async def test_a_start_without_the_mark_is_still_at_least_once(world: AnyWorld) -> None:

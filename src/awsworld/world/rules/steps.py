@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from ..entities import TERMINAL_STEP_STATUSES
-from ..errors import EntityConflictError, EventNotFoundError, StepNotFoundError, TooEarlyError
+from ..errors import EntityConflictError, EventNotFoundError, RunGoneError, StepNotFoundError, TooEarlyError
 from ..events import (
     CreateEventRequest,
     EventBatchResult,
@@ -131,6 +131,11 @@ def lazily_started(batch: EventBatchResult) -> EventResult:
 
 def step_started(req: CreateEventRequest, view: View) -> Decision:
     step = _existing(req, view)
+    if view.run is not None and view.run.terminal:
+        # The terminal-run start fence first (the commit's RUN_ALIVE check says the same, but only once the
+        # decision is made): judged by the lease and the attempts below, the owner's redelivery of a last or
+        # at-most-once attempt read as cut off, and the runtime recorded that attempt's end after the run's.
+        raise RunGoneError(f"run {view.run_id} is {view.run.status}")
     now = view.now
     if step.retry_after is not None and step.retry_after > now:
         wait = (step.retry_after - now).total_seconds()
