@@ -19,6 +19,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 
@@ -45,4 +46,21 @@ def tied() -> Callable[[], None] | None:
     return tie
 
 
-__all__ = ["tied"]
+def running(pid: int) -> bool:
+    """Whether any thread of process ``pid`` still runs (Linux's ``/proc``): a process whose main thread has ended
+    (a zombie leader) may still serve from others, and a dead one, reaped or not, holds no port. What the tests
+    that kill a parent ask of the child it started."""
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    states = []
+    for task in tasks:  # a thread that ends while they are read is gone, not the process: the others count
+        try:
+            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+    return any(state not in ("Z", "X") for state in states)
+
+
+__all__ = ["running", "tied"]

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from tied import running  # tests/tied.py (tests/ is on sys.path)
+
 TESTS = Path(__file__).resolve().parents[1]
 APP = """
 from awsworld import step, workflow
@@ -30,19 +32,6 @@ async def w(x: int) -> int:
 """
 
 
-def _running(pid: int) -> bool:
-    """Whether process ``pid`` has a thread that is not a zombie (reaped or not, a dead one holds no port)."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    states = []
-    for task in tasks:
-        try:
-            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return any(state not in ("Z", "X") for state in states)
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's (tests/tied.py)")
@@ -58,13 +47,13 @@ def test_a_tests_awsworld_dev_ends_when_the_process_that_started_it_is_killed(tm
         line = parent.stdout.readline()
         assert line.strip().isdigit(), "the parent did not start awsworld dev"
         dev = int(line)
-        assert _running(dev)
+        assert running(dev)
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
     deadline = time.monotonic() + 10
-    while _running(dev) and time.monotonic() < deadline:
+    while running(dev) and time.monotonic() < deadline:
         time.sleep(0.1)
-    if _running(dev):  # clean up before failing: this test must not leave it running
+    if running(dev):  # clean up before failing: this test must not leave it running
         os.kill(dev, signal.SIGKILL)
         pytest.fail("awsworld dev outlived the process that started it")

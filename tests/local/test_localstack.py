@@ -17,7 +17,7 @@ import pytest
 from awsworld.local import DynamoDBLocal, LocalAWS, LocalStack, LocalStackError
 from awsworld.local import localstack_server as launcher
 from awsworld.local.emulator_process import STOP_GRACE_SECONDS
-from tied import tied  # tests/tied.py (tests/ is on sys.path)
+from tied import running, tied  # tests/tied.py (tests/ is on sys.path)
 
 from .test_servers import is_loopback, listening_addresses
 
@@ -27,20 +27,6 @@ def _environ(pid: int) -> dict[str, str]:
     return dict(entry.split("=", 1) for entry in raw.decode().split("\0") if "=" in entry)
 
 
-def _alive(pid: int) -> bool:
-    """Any thread of process ``pid`` still running: its main thread may have ended (a zombie leader) while
-    others still serve."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    states = []
-    for task in tasks:  # a thread that ends while they are read is gone, not the process: the others count
-        try:
-            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return any(state != "Z" for state in states)
 
 
 def _refused(port: int) -> bool:
@@ -110,7 +96,7 @@ async def test_local_aws_on_dynamodb_local_and_localstack_starts_no_moto_and_sto
         sqs = await world.clients.sqs()
         assert world.config.queue_url in (await sqs.list_queues())["QueueUrls"]
         root = Path(_environ(pid)["FILESYSTEM_ROOT"]) if sys.platform.startswith("linux") else None
-    assert not _alive(pid), "stopped by its pid"
+    assert not running(pid), "stopped by its pid"
     assert _refused(port)
     assert root is None or not root.exists(), "its temporary root is removed"
     assert dynamodb_local.running, "the shared DynamoDB Local is left running"
@@ -130,14 +116,14 @@ def test_localstack_ends_with_the_process_that_started_it(tmp_path: Path) -> Non
         assert line, "the parent did not start LocalStack"
         pid, port = (int(part) for part in line.split())
         root = Path(_environ(pid)["FILESYSTEM_ROOT"]) if sys.platform.startswith("linux") else None
-        assert _alive(pid)
+        assert running(pid)
     finally:
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
     deadline = time.monotonic() + STOP_GRACE_SECONDS + 10
-    while _alive(pid) and time.monotonic() < deadline:
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _alive(pid):  # clean up before failing: this test must not leave it running
+    if running(pid):  # clean up before failing: this test must not leave it running
         os.killpg(pid, signal.SIGKILL)
         pytest.fail("LocalStack outlived the process that started it")
     assert _refused(port)

@@ -24,6 +24,7 @@ from awsworld.local import DUMMY_CREDENTIALS, DynamoDBLocal, DynamoDBLocalError,
 from awsworld.local import dynamodb_local as launcher
 from awsworld.local.emulator_process import STOP_GRACE_SECONDS
 from awsworld.local.moto_server import SerializedDynamoDB
+from tied import running  # tests/tied.py (tests/ is on sys.path)
 
 
 def listening_addresses(port: int) -> set[str]:
@@ -247,29 +248,15 @@ def test_dynamodb_local_ends_with_the_process_that_started_it(dynamodb_local: Dy
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
     deadline = time.monotonic() + STOP_GRACE_SECONDS + 10
-    while _running(pid) and time.monotonic() < deadline:
+    while running(pid) and time.monotonic() < deadline:
         time.sleep(0.2)
-    if _running(pid):  # clean up before failing: this test must not leave it running
+    if running(pid):  # clean up before failing: this test must not leave it running
         os.killpg(pid, signal.SIGKILL)
         pytest.fail("DynamoDB Local outlived the process that started it")
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
 
 
-def _running(pid: int) -> bool:
-    """Any thread of process ``pid`` still running: Java's main thread may have ended (a zombie leader) while
-    others still serve."""
-    try:
-        tasks = list(Path(f"/proc/{pid}/task").iterdir())
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    states = []
-    for task in tasks:  # a thread that ends while they are read is gone, not the process: the others count
-        try:
-            states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
-        except (FileNotFoundError, ProcessLookupError):
-            continue
-    return any(state not in ("Z", "X") for state in states)
 
 
 SCAN = b'{"TableName": "%s"}'

@@ -291,12 +291,12 @@ async def _run_until_stopped() -> None:
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError):  # Windows: no loop signal handlers
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-    # Python's handler, not the loop's: it runs while the user's code blocks the loop (``dev_loop.on_ctrl_c``).
-    previous = signal.signal(signal.SIGINT, on_ctrl_c(lambda: loop.call_soon_threadsafe(stop.set)))
-    try:
-        await stop.wait()
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    # Python's handler, not the loop's: it runs while the user's code blocks the loop (``dev_loop.on_ctrl_c``). It
+    # stays for the way out too (the process ends after it): a second Ctrl-C while the deliveries stop or the state
+    # is saved still ends dev, at once or after ``FORCE_SECONDS``, where the handler put back would only raise
+    # KeyboardInterrupt into that shutdown, and threads it left running could keep the process for good.
+    signal.signal(signal.SIGINT, on_ctrl_c(lambda: loop.call_soon_threadsafe(stop.set)))
+    await stop.wait()
 
 
 async def _stop_deliveries(poller: LocalPoller) -> None:

@@ -166,6 +166,7 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
     later, as a third press does at once: what ``--state`` holds is then its last snapshot, as after a crash
     (docs/get-started/dev.md, "What survives a restart")."""
     presses = 0
+    second = threading.Event()
 
     def say(text: str) -> None:  # (os.write: print here could re-enter a write the main thread was making)
         os.write(sys.stderr.fileno(), f"\n{text}\n".encode())
@@ -174,6 +175,16 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
         say("dev did not end after the second Ctrl-C: ending its process now (--state keeps its last snapshot)")
         exit(130)
 
+    def force_later() -> None:
+        second.wait()
+        time.sleep(force_after)
+        force()
+
+    # The timer's thread is started now, not in the handler: a handler runs between two bytecodes of whatever the
+    # main thread does, maybe inside threading's own locks (starting a thread takes one), which a thread started
+    # there would wait for for good. The handler only sets an Event, whose lock only this thread waits on.
+    threading.Thread(target=force_later, name="awsworld-ctrl-c", daemon=True).start()
+
     def interrupted(signum: int, frame: FrameType | None) -> None:
         nonlocal presses
         presses += 1
@@ -181,9 +192,7 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
             force()
             return
         if presses == 2:
-            timer = threading.Timer(force_after, force)
-            timer.daemon = True
-            timer.start()
+            second.set()
             raise KeyboardInterrupt
         stop()
         holder = users_frame(frame)
