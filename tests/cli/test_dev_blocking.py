@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,6 +18,7 @@ import pytest
 
 from awsworld.cli.dev_loop import LoopWatch
 from awsworld.cli.dev_state import TABLE_FILE
+from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 from .test_cli import Dev, Runner, until_found
 from .test_dev_failures import dev_of
@@ -138,8 +141,13 @@ async def flow() -> int:
 def test_ctrl_c_stops_dev_while_a_workflow_spins_on_its_loop(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Found by a newcomer's walk: a workflow body looping without an await holds dev's one event loop for good, and
     Ctrl-C did nothing (dev's handler was the loop's, which runs only when the loop turns): only ``kill -9`` ended
-    it. Now the first Ctrl-C says which line of the user's code holds the loop, and the second ends dev (exit 130)."""
-    project, runner, server = dev_of(tmp_path_factory, "spinning", SPINNING)
+    it. Now the first Ctrl-C says which line of the user's code holds the loop, and the second ends dev (exit 130).
+
+    And ends it by its way out: the second press's ``KeyboardInterrupt`` came out of ``asyncio.run`` with ``dev``'s
+    way out undone (the state not saved, a page of "Task was destroyed but it is pending!"), its tasks' ``finally``
+    blocks left to the interpreter's ending, where one could wait for good for a thread already stopped: CI saw
+    ``dev`` still there 60 s after the second press. Should it hang again, the dev's threads are dumped here."""
+    project, runner, server = dev_of(tmp_path_factory, "spinning", SPINNING, settings={"PYTHONFAULTHANDLER": "1"})
     try:
         output = lines_of(server)
         run_id = server("start", "spinning.flow").out.strip()
@@ -148,14 +156,64 @@ def test_ctrl_c_stops_dev_while_a_workflow_spins_on_its_loop(tmp_path_factory: p
         said = until_found(lambda: [line for line in output if "stopping once your code" in line], "the first answer")
         assert server.process.poll() is None, "still there: the loop is still held"
         server.process.send_signal(signal.SIGINT)
-        code = server.process.wait(timeout=60)
+        try:
+            code = server.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # where each of its threads is (faulthandler's dump on SIGABRT), said
+            server.process.send_signal(signal.SIGABRT)
+            server.process.wait(timeout=10)
+            time.sleep(0.5)
+            raise AssertionError("dev still there 60 s after the second Ctrl-C:\n" + "".join(output)) from None
     finally:
         if server.process.poll() is None:
             server.process.kill()
         runner.close()
     assert code == 130, (code, output[-20:])
+    after = "".join(output[output.index(said[0]):])
+    assert "state saved to" in after and after.rstrip().endswith("stopped"), after
+    assert "Traceback" not in after and "Task was destroyed" not in after, after
     assert said == [f"stopping once your code lets dev's event loop go: it holds it at {project / 'spinning.py'}:9, "
                     "in flow: n += 1 (Ctrl-C again to stop at once)\n"] or \
         said == [f"stopping once your code lets dev's event loop go: it holds it at {project / 'spinning.py'}:8, "
                  "in flow: while True:  # the newcomer's loop without an await: it holds dev's event loop for good "
                  "(Ctrl-C again to stop at once)\n"], said
+
+
+HANGS_AT_THE_END = '''
+import os, signal, sys, threading, time
+
+from awsworld.cli.dev_loop import on_ctrl_c
+
+
+class HangsAtTheEnd:
+    def __del__(self) -> None:  # run by the interpreter's ending, when it clears this module
+        threading.Event().wait()
+
+
+keep = HangsAtTheEnd()
+signal.signal(signal.SIGINT, on_ctrl_c(lambda: None, force_after=1.0, backstop_after=1.0))
+os.kill(os.getpid(), signal.SIGINT)
+try:
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(5)
+except KeyboardInterrupt:
+    time.sleep(0.3)  # (dev's way out takes longer: the timer's thread has armed the watchdog by then)
+sys.exit(0)
+'''
+
+
+def test_the_second_ctrl_c_ends_dev_even_when_the_interpreters_own_ending_hangs(tmp_path: Path) -> None:
+    """The timer the second Ctrl-C arms is a Python thread: once the interpreter has begun to end, it stops every
+    thread but the main one, and a hang there (a ``finally`` or ``__del__`` waiting for a thread already stopped,
+    the way ``dev`` hung in CI) kept the process for good. The watchdog of C (``faulthandler``) ends it, saying where
+    each thread was."""
+    script = tmp_path / "hangs.py"
+    script.write_text(HANGS_AT_THE_END)
+    process = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True, preexec_fn=tied())
+    try:
+        out, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 1, (process.returncode, out)
+    assert "Timeout (0:00:02)!" in out and "in __del__" in out, out

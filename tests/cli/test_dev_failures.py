@@ -29,13 +29,14 @@ def test_the_dev_terminal_says_when_a_run_fails_with_its_traceback(tmp_path_fact
     assert "raise ValueError(why)" in report and "await boom(why)" in report
 
 
-def dev_of(tmp_path_factory: pytest.TempPathFactory, module: str, source: str) -> tuple[Path, Runner, Dev]:
+def dev_of(tmp_path_factory: pytest.TempPathFactory, module: str, source: str,
+           settings: dict[str, str] | None = None) -> tuple[Path, Runner, Dev]:
     """``awsworld dev MODULE`` as a process on a project of its own holding ``MODULE.py`` (``source``), with a
-    runner for its commands: the caller stops both."""
+    runner for its commands: the caller stops both. ``settings``: variables for the dev process alone."""
     project = tmp_path_factory.mktemp(module)
     (project / f"{module}.py").write_text(textwrap.dedent(source))
     runner = Runner(tmp_path_factory.mktemp("runner"))
-    return project, runner, Dev(project, project / "state", [runner], module=module)
+    return project, runner, Dev(project, project / "state", [runner], module=module, settings=settings)
 
 
 EXITS = '''

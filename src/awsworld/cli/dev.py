@@ -91,12 +91,47 @@ def _main(args: argparse.Namespace) -> int:
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
     args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
-    asyncio.run(_serve(args))
+    interrupted = _serve_to_the_end(args)
     # Everything is saved and closed. What is left is the interpreter's last garbage collection, which walks every
     # object the emulator held (seconds at a few thousand items: 8 of 9.7 s from Ctrl-C to exit here): the process
     # ends, the memory goes with it, so the collection is told to skip them.
     gc.freeze()
-    return 0
+    return 130 if interrupted else 0
+
+
+def _serve_to_the_end(args: argparse.Namespace) -> bool:
+    """Run ``_serve`` on a loop of its own until its way out has run (the deliveries stopped, the state saved, the
+    emulator closed), even when the second Ctrl-C raised ``KeyboardInterrupt`` into the code holding the loop
+    (``dev_loop.on_ctrl_c``); True if it did.
+
+    Why not ``asyncio.run``: asyncio lets a ``KeyboardInterrupt`` out of the task it ends (a delivery's) and out of
+    the loop, and ``asyncio.run`` then cancels every task and returns, ``_serve``'s way out unfinished: the state
+    was not saved, the tasks left pending were collected by the interpreter's ending (a page of "Task was destroyed
+    but it is pending!"), and their ``finally`` blocks ran there, after the interpreter had stopped the threads
+    they wait for: the webhook server's ``shutdown()`` waits for its serving thread, which could then wait for good
+    (a ``dev`` still there 60 s after the second Ctrl-C, in CI). Here the loop runs again after each such escape,
+    until ``_serve`` ends; the interrupted delivery is cut off, as the way out cuts off one that outlasts its
+    grace."""
+    with asyncio.Runner() as runner:
+        loop = runner.get_loop()
+        loop.set_exception_handler(_not_about_ctrl_c)
+        serving = loop.create_task(_serve(args))
+        interrupted = False
+        while True:
+            try:
+                loop.run_until_complete(serving)
+                return interrupted
+            except KeyboardInterrupt:
+                interrupted = True
+                if serving.done():  # it came out of the way out itself: what it did not do stays undone
+                    return True
+
+
+def _not_about_ctrl_c(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """The loop's handler of what nothing awaited: a task that the second Ctrl-C ended with ``KeyboardInterrupt``
+    (a delivery) is the operator's doing, not an error to print with a traceback."""
+    if not isinstance(context.get("exception"), KeyboardInterrupt):
+        loop.default_exception_handler(context)
 
 
 def _start_moto(port: int) -> Any:

@@ -17,6 +17,7 @@ and one place is said at most once per ``SAY_AGAIN_SECONDS`` (with how many bloc
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import linecache
 import logging
 import os
@@ -149,10 +150,14 @@ class LoopWatch:
 FORCE_SECONDS = 15.0
 """After the second Ctrl-C, ``dev`` ends its process itself if it is still there this long after (a thread the
 interrupted code left running, a shutdown step that waits for it)."""
+BACKSTOP_SECONDS = 5.0
+"""And if that could not run either, a watchdog outside Python ends the process this long after ``FORCE_SECONDS``
+(with where each thread was: a bug of ``dev``'s to report)."""
 
 
 def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os._exit,
-              force_after: float = FORCE_SECONDS) -> Callable[[int, FrameType | None], None]:
+              force_after: float = FORCE_SECONDS,
+              backstop_after: float = BACKSTOP_SECONDS) -> Callable[[int, FrameType | None], None]:
     """``dev``'s SIGINT handler: the first Ctrl-C calls ``stop`` (thread-safe: it only asks the loop), the second
     raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(130)``).
 
@@ -161,10 +166,14 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
     did nothing at all, and only ``kill -9`` ended ``dev``. Python runs this one in the main thread between two
     bytecodes of whatever runs there, the user's blocking code included: the first press says where the user's code
     holds the loop (``frame``, found as ``LoopWatch`` finds it), and the second ends that code with
-    ``KeyboardInterrupt``, which ends the loop and runs ``dev``'s way out. That way out can itself wait on what the
-    interrupted code left behind, so the second press also arms a timer that ends the process ``force_after`` seconds
-    later, as a third press does at once: what ``--state`` holds is then its last snapshot, as after a crash
-    (docs/get-started/dev.md, "What survives a restart")."""
+    ``KeyboardInterrupt``. That ends the delivery running it; ``dev`` turns its loop again and takes its way out
+    (``cli/dev._serve_to_the_end``: the state is saved). That way out can itself wait on what the interrupted code
+    left behind, so the second press also arms a timer that ends the process ``force_after`` seconds later, as a
+    third press does at once: what ``--state`` holds is then its last snapshot, as after a crash
+    (docs/get-started/dev.md, "What survives a restart"). The timer is a Python thread, which cannot run once the
+    interpreter has begun to end (it stops every thread but the main one): should ``dev`` hang there,
+    ``faulthandler``'s watchdog, a thread of C, prints where each thread is and ends the process (exit 1)
+    ``backstop_after`` seconds after the timer's time."""
     presses = 0
     second = threading.Event()
 
@@ -177,6 +186,7 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
 
     def force_later() -> None:
         second.wait()
+        faulthandler.dump_traceback_later(force_after + backstop_after, exit=True, file=sys.stderr.fileno())
         time.sleep(force_after)
         force()
 
