@@ -73,15 +73,12 @@ def main(argv: list[str] | None = None) -> int:
         message = f"unrecognized arguments: {' '.join(extra)}"
         parser.error(f"{message} ({SPLIT_HINT})" if split_json(extra) else message)
     args.debug = "--debug" in given
-    if getattr(args, "needs_emulator", False):
-        try:
-            import moto  # noqa: F401
-        except ImportError:
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:  # (the emulator's import is in it: a second or two in which a Ctrl-C is as welcome as later)
+        if getattr(args, "needs_emulator", False) and not _emulator_installed():
             print(f"awsworld {args.command}: needs the embedded emulator (hint: pip install 'awsworld[local]')",
                   file=sys.stderr)
             return USAGE
-    handler: Callable[[argparse.Namespace], int] = args.handler
-    try:
         code = handler(args)
         sys.stdout.flush()  # here, where a reader that stopped reading is handled, not at the interpreter's exit
         return code
@@ -96,6 +93,14 @@ def main(argv: list[str] | None = None) -> int:
         failure = describe(error)
         print(f"awsworld {args.command}: {failure}", file=sys.stderr)
         return failure.code if failure.code in (OPERATIONAL, USAGE) else OPERATIONAL
+
+
+def _emulator_installed() -> bool:
+    try:
+        import moto  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 #: The exit code of a command whose reader stopped reading (``awsworld describe RUN | head``): a process ended by

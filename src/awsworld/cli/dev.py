@@ -121,10 +121,16 @@ def _serve_to_the_end(args: argparse.Namespace) -> bool:
             try:
                 loop.run_until_complete(serving)
                 return interrupted
-            except KeyboardInterrupt:
+            except KeyboardInterrupt:  # (one that ends _serve goes on to the CLI: "stopped", exit 130)
+                if serving.done():  # out of _serve itself (its start, its way out): what it skipped stays undone
+                    raise
                 interrupted = True
-                if serving.done():  # it came out of the way out itself: what it did not do stays undone
-                    return True
+                if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+                    serving.cancel()  # a Ctrl-C before dev serves (its own handler is not set yet): the start undone
+            except asyncio.CancelledError:
+                if interrupted:
+                    raise KeyboardInterrupt from None
+                raise
 
 
 def _not_about_ctrl_c(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
