@@ -836,6 +836,30 @@ async def test_client_resume_fail_and_heartbeat_refuse_a_typescript_runtime_runs
     assert [e.event_type for e in page.data] == ["run_created", "run_started", "hook_created"]
 
 
+async def test_client_skip_and_wake_refuse_a_typescript_runtime_run_recording_and_sending_nothing() -> None:
+    """``Client.skip_wait`` and ``Client.wake`` (what ``awsworld skip``, ``awsworld wake`` call) of a sleeping run
+    of the TypeScript runtime: ``SdkRunError`` each, the log as it was and nothing queued (in memory, at once;
+    the test above walks the CLI against a real app)."""
+    from awsworld.world.errors import SdkRunError
+
+    world = MemoryWorld()
+    client = Client(world)
+    context = {"workflowCoreVersion": "5.0.0-beta.35"}
+    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
+                                                                  "executionContext": context}})
+    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await world.events.create(RUN, {"eventType": "wait_created", "correlationId": "wait_01K0000000000000000000000A",
+                                    "specVersion": 5, "eventData": {"resumeAt": "2099-01-01T00:00:00.000Z"}})
+    queued = world.memory_queue.pending_count()
+    with pytest.raises(SdkRunError, match=r"End its sleep from the app: getRun\('wrun_\w+'\)\.wakeUp\(\)"):
+        await client.skip_wait(RUN)
+    with pytest.raises(SdkRunError, match=r"queue\('__wkf_workflow_wf', \{runId: 'wrun_\w+'\}\)"):
+        await client.wake(RUN)
+    assert [e.event_type for e in (await world.events.list(RUN)).data] == ["run_created", "run_started",
+                                                                           "wait_created"]
+    assert world.memory_queue.pending_count() == queued
+
+
 async def test_rerun_refuses_a_typescript_runtime_run_and_starts_nothing() -> None:
     """``awsworld rerun`` (``Client.rerun``) of a run of the TypeScript runtime started a new run of its workflow
     from awsworld's side: no app behind it, so awsworld's delivery parked or failed it (``UNKNOWN_WORKFLOW``). It
