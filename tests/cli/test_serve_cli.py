@@ -10,6 +10,7 @@ import asyncio
 import json
 import os
 import re
+import shutil
 import socket
 import subprocess
 import sys
@@ -332,6 +333,96 @@ def test_dev_without_a_module_is_a_typescript_apps_world_and_its_restart_leaves_
     finally:
         again.terminate()
         again.communicate(timeout=60)
+
+
+PACKAGE = TESTS.parent / "packages" / "world-awsworld"
+SUITE_APP = PACKAGE / "node_modules" / "@workflow" / "world-testing" / "dist"
+
+
+def _sleeping_app(folder: Path) -> Path:
+    """The Workflow SDK's own test app (``@workflow/world-testing``'s server, a real build of TypeScript workflows:
+    what ``.ci/world-testing`` runs) with its ``sleepWorkflow``'s 1-second sleep made an hour's, copied into
+    ``folder`` (its packages found through a link to the package's node_modules): its server's file."""
+    app = folder / "app"
+    shutil.copytree(SUITE_APP, app / "dist")
+    flow = app / "dist" / ".well-known" / "workflow" / "v1" / "flow.mjs"
+    text = flow.read_text()
+    assert text.count('await sleep("1s");') == 1, "the suite's sleepWorkflow changed"
+    flow.write_text(text.replace('await sleep("1s");', 'await sleep("1h");'))
+    (app / "node_modules").symlink_to(PACKAGE / "node_modules")
+    return app / "dist" / "src" / "server.mjs"
+
+
+def _start_app(server: Path, env: dict[str, str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """The app on a free port, its World the package's (``WORKFLOW_TARGET_WORLD``, as ``.ci/world-testing`` gives
+    it), on ``env``'s ``WORLD_SERVER_URL``: it and its URL."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(["node", str(server)], cwd=PACKAGE, stdout=out, stderr=subprocess.STDOUT,
+                                   env={**env, "WORKFLOW_TARGET_WORLD": "./dist/index.js"}, preexec_fn=tied())
+    deadline = time.monotonic() + 60
+    while not (port := re.search(r"listening on http://\S*:(\d+)", log.read_text(errors="replace"))):
+        assert process.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")
+        time.sleep(0.05)
+    return process, f"http://localhost:{port.group(1)}"
+
+
+@pytest.mark.skipif(shutil.which("node") is None or not (PACKAGE / "dist" / "index.js").exists()
+                    or not SUITE_APP.exists(), reason="needs node and packages/world-awsworld built (npm ci, tsc)")
+def test_skip_and_wake_of_a_typescript_apps_sleeping_run_are_refused_saying_how_its_app_does_it(
+        tmp_path: Path) -> None:
+    """A TypeScript app's run sleeping an hour, on ``awsworld dev --state`` + ``serve``. ``awsworld skip RUN``
+    recorded the sleep's end and said "the run goes on now", and ``awsworld wake RUN`` said "woke": both sent
+    awsworld's own flow message, which the delivery acknowledges unread for such a run (the app's address travels
+    only on the messages its runtime queues), so the run slept on for its hour (exit 0 both). Each is now exit 1
+    with ``SdkRunError`` saying what the app calls, nothing recorded or sent; and what it says, run in the app's
+    environment, ends the sleep and the run completes."""
+    dev, _, env = _dev_without_a_module(tmp_path, tmp_path / "state")
+    try:
+        server, url = _serve_on(env, tmp_path / "serve")
+        try:
+            app, app_url = _start_app(_sleeping_app(tmp_path), {**env, "WORLD_SERVER_URL": url}, tmp_path / "app.log")
+            try:
+                run_id = httpx.post(f"{app_url}/invoke", json={"file": "workflows/inline-execution.ts",
+                                                                "workflow": "sleepWorkflow"}).json()["runId"]
+
+                def logged() -> list[str]:
+                    page = httpx.get(f"{url}/v1/runs/{run_id}/events").json()
+                    return [e["eventType"] for e in page["data"]]
+
+                deadline = time.monotonic() + 30
+                while "wait_created" not in logged():
+                    assert time.monotonic() < deadline, logged()
+                    time.sleep(0.1)
+                asleep = logged()
+                commands = {said: subprocess.Popen([AWSWORLD, command, run_id], env=env, text=True,
+                                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=tied())
+                            for command, said in (("skip", "Nothing was recorded (sdk-run)"),
+                                                  ("wake", "Nothing was sent (sdk-run)"))}  # (at once: seconds each)
+                for said, command in commands.items():
+                    out, err = command.communicate(timeout=60)
+                    assert command.returncode == 1, (command.args, out, err)
+                    assert "TypeScript runtime (@workflow/core 5.0.0-beta.35)" in err, err
+                    assert f"getRun({run_id!r}).wakeUp() from 'workflow/api'" in err, err
+                    assert err.rstrip().endswith(said), err
+                assert logged() == asleep
+                assert httpx.get(f"{url}/v1/runs/{run_id}").json()["status"] == "running"
+                wake_up = ("import { setWorld } from 'workflow/runtime'; import { getRun } from 'workflow/api';"
+                           "import { createWorld } from './dist/index.js'; setWorld(createWorld({deliveryBaseUrl: "
+                           f"{json.dumps(app_url)}}})); console.log(JSON.stringify(await getRun({json.dumps(run_id)})"
+                           ".wakeUp()));")
+                woken = subprocess.run(["node", "--input-type=module", "-e", wake_up], cwd=PACKAGE, capture_output=True,
+                                       text=True, env={**env, "WORLD_SERVER_URL": url}, timeout=60)
+                assert woken.stdout.strip() == '{"stoppedCount":1}', (woken.stdout, woken.stderr)
+                ended = httpx.get(f"{url}/v1/runs/{run_id}/wait", params={"timeout": 30}, timeout=40).json()
+                assert ended["status"] == "completed", ended
+            finally:
+                app.terminate()
+                app.wait(timeout=20)
+        finally:
+            stop_serve(server)
+    finally:
+        dev.terminate()
+        dev.communicate(timeout=60)
 
 
 def test_a_kept_alive_connection_gets_each_answer_whole_at_once(loopback: str) -> None:
@@ -743,6 +834,30 @@ async def test_client_resume_fail_and_heartbeat_refuse_a_typescript_runtime_runs
             await call()
     page = await world.events.list(RUN)
     assert [e.event_type for e in page.data] == ["run_created", "run_started", "hook_created"]
+
+
+async def test_client_skip_and_wake_refuse_a_typescript_runtime_run_recording_and_sending_nothing() -> None:
+    """``Client.skip_wait`` and ``Client.wake`` (what ``awsworld skip``, ``awsworld wake`` call) of a sleeping run
+    of the TypeScript runtime: ``SdkRunError`` each, the log as it was and nothing queued (in memory, at once;
+    the test above walks the CLI against a real app)."""
+    from awsworld.world.errors import SdkRunError
+
+    world = MemoryWorld()
+    client = Client(world)
+    context = {"workflowCoreVersion": "5.0.0-beta.35"}
+    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
+                                                                  "executionContext": context}})
+    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await world.events.create(RUN, {"eventType": "wait_created", "correlationId": "wait_01K0000000000000000000000A",
+                                    "specVersion": 5, "eventData": {"resumeAt": "2099-01-01T00:00:00.000Z"}})
+    queued = world.memory_queue.pending_count()
+    with pytest.raises(SdkRunError, match=r"End its sleep from the app: getRun\('wrun_\w+'\)\.wakeUp\(\)"):
+        await client.skip_wait(RUN)
+    with pytest.raises(SdkRunError, match=r"queue\('__wkf_workflow_wf', \{runId: 'wrun_\w+'\}\)"):
+        await client.wake(RUN)
+    assert [e.event_type for e in (await world.events.list(RUN)).data] == ["run_created", "run_started",
+                                                                           "wait_created"]
+    assert world.memory_queue.pending_count() == queued
 
 
 async def test_rerun_refuses_a_typescript_runtime_run_and_starts_nothing() -> None:

@@ -22,7 +22,8 @@ from awsworld.client.client import Client
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.entities import ErrorBytes
-from awsworld.world.messages import FlowMessage, queue_name_for
+from awsworld.world.errors import SdkRunError
+from awsworld.world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 
 TYPO = "tests.runtime.orders.chekout"  # what the user meant: tests.runtime.orders.checkout; registered nowhere
 
@@ -188,12 +189,19 @@ async def test_a_run_of_the_typescript_runtime_is_left_to_its_app_by_wakes_and_t
     names ``workflowCoreVersion``), waiting on a hook: its code is its app's, reached by the pushes its runtime
     queues. An operator's wake, and the watchdog's once it had been idle past the watch horizon (5 minutes), found
     no Python workflow of its name and failed it with UNKNOWN_WORKFLOW (parked it under ``dev``): a TypeScript
-    run waiting for a person died 5 minutes in on a deployed stack. They are acknowledged unread, writing nothing."""
+    run waiting for a person died 5 minutes in on a deployed stack. They are acknowledged unread, writing nothing.
+    (``Client.wake`` now refuses such a run, sending nothing: an operator's wake queued otherwise, by an older
+    client, is the message sent here by hand.)"""
     async with WorkflowTestEnv(registry=this_module_only()) as env:
         run_id = await typescript_run(env)
         await env.world.events.create(run_id, {"eventType": "hook_created", "specVersion": 5,
                                                "correlationId": "hook_1", "eventData": {"token": "approve:A-1"}})
-        await Client(env.world).wake(run_id)
+        with pytest.raises(SdkRunError, match=r"wakeUp\(\)"):
+            await Client(env.world).wake(run_id)
+        assert env.world.memory_queue.pending_count() == 0, "the refused wake sent nothing"
+        run = await env.world.runs.get(run_id)
+        await env.world.queue(queue_name_for(run.workflow_name),
+                              FlowMessage(run_id, run.workflow_name, wake=OPERATOR_WAKE).to_payload())
         await env.sleep(2 * 3600)  # the watchdog's wakes, well past the unknown-workflow window
         run = await env.world.runs.get(run_id)
         assert run.status == "running" and run.attributes == {}, run

@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 from ..settings import SETTINGS
 from ..world.entities import Run
-from ..world.errors import InvalidInputError
+from ..world.errors import InvalidInputError, SdkRunError
 from ..world.queue import DEFAULT_QUEUE_PREFIX, Delivery, parse_queue_name
 
 log = logging.getLogger("awsworld.push")
@@ -189,3 +189,35 @@ def sdk_run(run: Run) -> str | None:
     version = (run.execution_context or {}).get("workflowCoreVersion")
     return version if isinstance(version, str) and version else None
 
+
+
+WakeAct = Literal["skip", "wake"]
+
+
+def refuse_wake(run: Run, act: WakeAct) -> None:
+    """Refuse (``SdkRunError``, before anything is written or queued) an operator's skip of a wait or wake of a run of
+    the TypeScript runtime (``sdk_run``), saying how its app does it.
+
+    Why: such a run moves only when its app gets a message, and the app's address travels only on the messages its
+    runtime queues (``deliverTo``, ``push_envelope``); no World keeps it, and the stack's flow function knows only
+    ``AWSWORLD_PUSH_HOSTS``. awsworld's own wake is a flow message of its own kind, which the delivery path
+    acknowledges unread for such a run (``_worker/delivery.py``): ``awsworld wake`` said "woke", and ``awsworld
+    skip`` recorded the wait's end and said "the run goes on now", while the run slept on until its own delayed
+    message came (an hour's sleep: an hour). The app's runtime does both itself, through its World, whose messages
+    reach it (``getRun(runId).wakeUp()``: a ``wait_completed`` per sleep, then a message)."""
+    core = sdk_run(run)
+    if core is None:
+        return
+    sleeps = f"getRun({run.run_id!r}).wakeUp() from 'workflow/api' completes the run's sleeps and sends it a message"
+    if act == "skip":
+        then = ("a skip recorded here would not move it before its own delayed message came. End its sleep from the "
+                f"app: {sleeps} (wakeUp({{correlationIds: [waitId]}}) for one sleep; a step's retry back-off ends "
+                "at its time). Nothing was recorded")
+    else:
+        then = (f"a wake sent from here would be acknowledged unread. Wake it from the app: {sleeps}; for a run that "
+                f"sleeps on nothing, (await getWorld()).queue('__wkf_workflow_{run.workflow_name}', {{runId: "
+                f"{run.run_id!r}}}) from 'workflow/runtime' sends it one. Nothing was sent")
+    raise SdkRunError(
+        f"run {run.run_id} is a run of the Workflow SDK's TypeScript runtime (@workflow/core {core}): it moves when "
+        "its app gets a message, and only the messages its runtime queues carry the app's address, so " + then,
+        field="runId", run_id=run.run_id)

@@ -6,7 +6,8 @@ and the run is woken to go on at once. Without ``--wait`` the run's one wait is 
 names none of them by default (skipping a hook's timeout sends the workflow down its timeout path): the command
 lists them and exits 2, and ``--wait`` names one by its id or name as ``describe`` and ``events`` show them.
 Exit codes: 0 skipped (or it ended by itself a moment before), 1 the run has finished or waits on nothing that
-can be skipped, 2 no such wait, or several fit.
+can be skipped, or is a TypeScript app's run (its app ends its sleeps: `getRun(runId).wakeUp()`), 2 no such wait,
+or several fit.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A run whose message is gone (purged, deleted, redriven under a new id) sits ``running`` with nothing
 happening; the watchdog wakes it on its own once its due passes (docs/operate/lost-messages.md), and this does
 it now. What the wake's flow does with steps still leased to a delivery that may be alive is said here, so the
-operator knows when the run will move.
+operator knows when the run will move. A run of the Workflow SDK's TypeScript runtime is refused (exit 1, nothing
+sent): only its app can wake it, and the error says how.
 """
 
 from __future__ import annotations

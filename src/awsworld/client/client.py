@@ -10,7 +10,7 @@ from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, overload
 
 from .._engine.parking import MISSING, parked_run
-from .._http.push import sdk_run
+from .._http.push import refuse_wake, sdk_run
 from .._timeline import read_events, read_steps
 from .._worker.run_control import (
     MAX_CANCEL_REASON,
@@ -458,10 +458,12 @@ class Client:
         steps that never started, completes due waits, and comes back by itself when a step's lease is still
         running (``_worker.recovery``); waking a run that was fine costs one delivery that finds nothing to do.
         The watchdog does the same on its own after the run's due (docs/operate/lost-messages.md). Returns the run as it
-        was; raises ``RunGoneError`` for a finished one."""
+        was; raises ``RunGoneError`` for a finished one, and ``SdkRunError`` for a run of the Workflow SDK's
+        TypeScript runtime, which only its app can wake (``_http.push.refuse_wake``: nothing is sent)."""
         run = await self.world.runs.get(run_id, resolve_data="none")
         if run.status in TERMINAL_RUN_STATUSES:
             raise RunGoneError(f"run {run_id} is {run.status}: there is nothing to wake")
+        refuse_wake(run, "wake")
         message = FlowMessage(run_id, run.workflow_name, wake=OPERATOR_WAKE)
         await self.world.queue(queue_name_for(run.workflow_name), message.to_payload())
         return run
@@ -510,8 +512,10 @@ class Client:
         to do).
 
         Raises ``RunGoneError`` for a finished run, ``WaitNotFoundError`` when it has no such wait, and
-        ``AmbiguousWaitError`` when several fit (both list the run's waits). A wait that ends by itself at the
-        same moment is not skipped again: the answer's ``event`` is None then."""
+        ``AmbiguousWaitError`` when several fit (both list the run's waits), ``SdkRunError`` for a run of the
+        Workflow SDK's TypeScript runtime, whose sleeps its app ends (``_http.push.refuse_wake``: nothing is
+        recorded). A wait that ends by itself at the same moment is not skipped again: the answer's ``event`` is
+        None then."""
         workflow, done = await skip(self.world, run_id, wait)
         if done.event is not None:
             await wake_run(self.world, run_id, workflow, f"skip:{done.event.event_id}")

@@ -25,6 +25,7 @@ from typing import Any, Literal
 
 from .._engine.divergence import call_order
 from .._engine.ops import DISPLAY_NAME_FIELD
+from .._http.push import refuse_wake
 from .._timeline import hook_wait_label, hook_waits
 from ..world.entities import TERMINAL_RUN_STATUSES, Step
 from ..world.errors import EntityConflictError, RunGoneError
@@ -187,6 +188,7 @@ async def skip(world: World, run_id: str, name: str | None) -> tuple[str, Skippe
     run = await world.runs.get(run_id, resolve_data="none")
     if run.status in TERMINAL_RUN_STATUSES:
         raise RunGoneError(f"run {run_id} is {run.status}: it waits on nothing any more")
+    refuse_wake(run, "skip")  # (a run of the TypeScript runtime: its app skips its sleeps)
     wait = choose(run_id, await open_waits(world, run_id), name)
     if wait.kind == "wait":
         request: dict[str, Any] = {"eventType": "wait_completed", "correlationId": wait.id,

@@ -232,7 +232,9 @@ class SdkRunError(InvalidInputError):
     """A request from awsworld's side that only the app of a run of the Workflow SDK's TypeScript runtime can make
     (``_http.push.sdk_run``): that runtime's values are its own serialized bytes and only its app runs its code and
     is woken through its queue. Refused before anything is written: ``Client.rerun`` of such a run started a run
-    with no app behind it, which awsworld's delivery then parked or failed (``UNKNOWN_WORKFLOW``)."""
+    with no app behind it, which awsworld's delivery then parked or failed (``UNKNOWN_WORKFLOW``); ``Client.wake``
+    and ``Client.skip_wait`` sent a message the delivery acknowledged unread, and the run slept on
+    (``_http.push.refuse_wake``)."""
 
     code = "sdk-run"
 
