@@ -29,10 +29,11 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.children": ("ChildOptions", "ChildRun", "ChildWorkflowError", "child_options", "start_child"),
     "authoring.definitions": ("WorkflowNotRegisteredError", "step", "workflow"),
     "authoring.errors": (
-        "CallNotAwaitedError", "CodecError", "DeterminismError", "FatalError", "HookConflictError", "HookFailedError",
-        "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError", "PollTimeoutError",
-        "RetryableError", "RunEndedError", "RunNotEndedError", "RunStartError", "StepError", "StepInterruptedError",
-        "StepTimeoutError", "ValueTooLargeError", "WorkflowRunCancelledError", "WorkflowRunFailedError",
+        "CallNotAwaitedError", "ChildDepthError", "CodecError", "DeterminismError", "FatalError", "HookConflictError",
+        "HookFailedError", "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError",
+        "PollTimeoutError", "RetryableError", "RunEndedError", "RunNotEndedError", "RunStartError", "StepError",
+        "StepInterruptedError", "StepTimeoutError", "ValueTooLargeError", "WorkflowRunCancelledError",
+        "WorkflowRunFailedError",
     ),
     "authoring.limits": ("Concurrency", "RateLimit"),
     "authoring.named_calls": ("with_name",),
@@ -80,6 +81,7 @@ if TYPE_CHECKING:
     from .authoring.definitions import WorkflowNotRegisteredError, step, workflow
     from .authoring.errors import (
         CallNotAwaitedError,
+        ChildDepthError,
         CodecError,
         DeterminismError,
         FatalError,
@@ -136,6 +138,7 @@ __all__ = [
     "BatchOptionError",
     "BatchResult",
     "CallNotAwaitedError",
+    "ChildDepthError",
     "ChildOptions",
     "ChildRun",
     "ChildWorkflowError",
