@@ -27,12 +27,13 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "time_ns", "uuid4", "workflow_metadata",
     ),
     "authoring.children": ("ChildOptions", "ChildRun", "ChildWorkflowError", "child_options", "start_child"),
-    "authoring.definitions": ("step", "workflow"),
+    "authoring.definitions": ("WorkflowNotRegisteredError", "step", "workflow"),
     "authoring.errors": (
-        "CallNotAwaitedError", "CodecError", "DeterminismError", "FatalError", "HookConflictError", "HookFailedError",
-        "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError", "PollTimeoutError",
-        "RetryableError", "RunEndedError", "RunNotEndedError", "RunStartError", "StepError", "StepInterruptedError",
-        "StepTimeoutError", "ValueTooLargeError", "WorkflowRunCancelledError", "WorkflowRunFailedError",
+        "CallNotAwaitedError", "ChildDepthError", "CodecError", "DeterminismError", "FatalError", "HookConflictError",
+        "HookFailedError", "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError",
+        "PollTimeoutError", "RetryableError", "RunEndedError", "RunNotEndedError", "RunStartError", "StepError",
+        "StepInterruptedError", "StepTimeoutError", "ValueTooLargeError", "WorkflowRunCancelledError",
+        "WorkflowRunFailedError",
     ),
     "authoring.limits": ("Concurrency", "RateLimit"),
     "authoring.named_calls": ("with_name",),
@@ -45,6 +46,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "schedules.declared": ("schedule",),
     "schedules.info": ("ScheduleInfo", "schedule_info"),
     "schedules.model": ("Schedule",),
+    "world.errors": ("RunIdTakenError",),
 }
 """Each public name by the submodule that defines it (relative to ``awsworld``), as the imports below name them."""
 
@@ -76,9 +78,10 @@ if TYPE_CHECKING:
         workflow_metadata,
     )
     from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
-    from .authoring.definitions import step, workflow
+    from .authoring.definitions import WorkflowNotRegisteredError, step, workflow
     from .authoring.errors import (
         CallNotAwaitedError,
+        ChildDepthError,
         CodecError,
         DeterminismError,
         FatalError,
@@ -110,6 +113,7 @@ if TYPE_CHECKING:
     from .schedules.declared import schedule
     from .schedules.info import ScheduleInfo, schedule_info
     from .schedules.model import Schedule
+    from .world.errors import RunIdTakenError
 else:
     _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 
@@ -134,6 +138,7 @@ __all__ = [
     "BatchOptionError",
     "BatchResult",
     "CallNotAwaitedError",
+    "ChildDepthError",
     "ChildOptions",
     "ChildRun",
     "ChildWorkflowError",
@@ -159,6 +164,7 @@ __all__ = [
     "RetryableError",
     "Run",
     "RunEndedError",
+    "RunIdTakenError",
     "RunNotEndedError",
     "RunStartError",
     "Schedule",
@@ -167,6 +173,7 @@ __all__ = [
     "StepInterruptedError",
     "StepTimeoutError",
     "ValueTooLargeError",
+    "WorkflowNotRegisteredError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
     "batch_map",

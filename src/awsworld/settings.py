@@ -150,6 +150,19 @@ def _positive_bytes(raw: str) -> int:
     return value
 
 
+def _positive_integer(env: str) -> Callable[[str], int]:
+    def parse(raw: str) -> int:
+        try:
+            value = int(raw)
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise ValueError(f"{env} must be a whole number of at least 1, not {raw!r}")
+        return value
+
+    return parse
+
+
 def _divergence(raw: str) -> Literal["fail", "park"]:
     return "park" if raw.strip().lower() == "park" else "fail"
 
@@ -251,6 +264,11 @@ class Settings:
         "how long a delivery whose run's deployment cannot be reached waits before it is sent again, doubling per "
         "re-route (1, 2, 4 s; the run then fails with `DEPLOYMENT_MISMATCH`): time for an `awsworld upgrade` under "
         "way to move the run", group="worker")
+    max_child_depth = Var[int](
+        "AWSWORLD_MAX_CHILD_DEPTH", 100, _positive_integer("AWSWORLD_MAX_CHILD_DEPTH"),
+        "how deeply child runs may nest (a run a client started is at 0, its children at 1): a child call "
+        "deeper fails with `ChildDepthError` and starts nothing (a workflow calling itself without a base case)",
+        group="worker")
     unknown_workflow_window_seconds = Var[float](
         "AWSWORLD_UNKNOWN_WORKFLOW_WINDOW_SECONDS", 900.0, _number,
         "how long after a run's creation a workflow this deployment lacks is retried before the run fails",

@@ -12,9 +12,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from awsworld import get_writable, now, random, sleep, step, step_metadata, workflow, workflow_metadata
+from awsworld import RunIdTakenError, get_writable, now, random, sleep, step, step_metadata, workflow, workflow_metadata
 from awsworld.authoring.definitions import workflow_name
-from awsworld.world.errors import RunIdTakenError
 
 CALLS: Counter[str] = Counter()
 SEEN: dict[str, list[object]] = {}

@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from ..authoring.children import ChildWorkflowError
-from ..authoring.errors import CodecError, FatalError, chain_stored_traceback, original_error
+from ..authoring.errors import (
+    ChildDepthError,
+    CodecError,
+    FatalError,
+    StepError,
+    chain_stored_traceback,
+    original_error,
+)
 from ..authoring.rebuilt_errors import rebuild
 from ..authoring.runtime import WorkflowRef
 from ..durable import codecs, serde
@@ -123,6 +130,16 @@ class _Call:
             f"the traceback of child run {self.run_id} ({self.workflow_name})"))
 
     def not_started(self, cause: BaseException | None) -> ChildWorkflowError:
+        if isinstance(cause, StepError) and isinstance(cause, ChildDepthError):
+            # The start step refused the call for its depth (``_worker/child_runs.py``): a ChildWorkflowError
+            # that is also the ChildDepthError, carrying the refusal as its original, so a run that lets it
+            # through stores it as its cause and every run above raises that type too.
+            refusal = {"name": cause.error_type, "type": cause.qualified_type, "message": cause.message,
+                       "stack": cause.stack}
+            return rebuild(ChildWorkflowError, lambda kind: kind(
+                f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause.message}",
+                run_id=self.run_id, workflow_name=self.workflow_name, status="not-started",
+                error_type=cause.error_type, original=refusal), cause.qualified_type, cause.error_type)
         return ChildWorkflowError(f"child run {self.run_id} ({self.workflow_name}) could not be started: {cause}",
                                   run_id=self.run_id, workflow_name=self.workflow_name, status="not-started",
                                   error_type=type(cause).__name__ if cause is not None else None)

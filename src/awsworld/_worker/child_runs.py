@@ -19,12 +19,13 @@ from typing import Any
 from .._deployments.pins import child_pin, pinned_attributes
 from .._engine.execution import WorkflowExecution
 from ..authoring.definitions import REGISTRY, Registry, StepDef
-from ..authoring.errors import VALUE_TOO_LARGE, FatalError, ValueTooLargeError
+from ..authoring.errors import VALUE_TOO_LARGE, ChildDepthError, FatalError, ValueTooLargeError
 from ..authoring.retry import RetryPolicy
 from ..authoring.step_context import current_step
 from ..durable import serde
-from ..durable.child_calls import LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token
+from ..durable.child_calls import DEPTH_KEY, LINK_KEY, START_CHILD, TOKEN_PREFIX, child_run_id, child_token, run_depth
 from ..durable.hook_calls import RESUME_HOOK
+from ..settings import SETTINGS
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.errors import (
     EntityConflictError,
@@ -65,14 +66,15 @@ async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> st
 async def _create_child(world: World, parent_id: str, call_id: str, workflow: str, call_input: Any,
                         detached: bool) -> str:
     run_id = child_run_id(parent_id, call_id)
+    depth = await _child_depth(world, parent_id, workflow)
     # The child's own retention, from its definition where this process has it (not from the step's
     # arguments: they are recorded, and their digest must not change).
     definition = REGISTRY.workflows.get(workflow)
     retention = definition.execution_context() if definition is not None else {}
     try:
         created = await create_run(world, run_id, workflow, call_input, {
-            "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, **retention},
-            attributes=pinned_attributes(child_pin(workflow)))
+            "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, DEPTH_KEY: depth,
+            **retention}, attributes=pinned_attributes(child_pin(workflow)))
     except PayloadTooLargeError as too_large:
         raise ValueTooLargeError(too_large_text(f"the input of child workflow {workflow}", too_large.message)) from None
     run = created.run
@@ -88,8 +90,27 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
     return run_id
 
 
+async def _child_depth(world: World, parent_id: str, workflow: str) -> int:
+    """The depth of the child ``parent_id`` starts (its parent's, from the parent's ``run_created``, plus one:
+    ``durable.child_calls.run_depth``), or ``ChildDepthError`` if that is deeper than ``AWSWORLD_MAX_CHILD_DEPTH``
+    allows, before anything is written. Decided here, in the start step's body, rather than as the parent's
+    replay: the step's failure is recorded, so every replay of the parent raises it at the same call even after
+    the limit changed, and the one read it costs (the parent's run record) is paid once per child started, never
+    per replay."""
+    parent = await world.runs.get(parent_id, resolve_data="none")
+    depth = run_depth(parent.execution_context) + 1
+    limit = SETTINGS.max_child_depth
+    if depth > limit:
+        raise ChildDepthError(
+            f"child workflow {workflow} would be nested {depth} deep, and AWSWORLD_MAX_CHILD_DEPTH is {limit} (run "
+            f"{parent_id} is at depth {depth - 1}; a run a client started is at 0): a workflow that calls itself "
+            "as a child needs a base case; if this nesting is meant, raise AWSWORLD_MAX_CHILD_DEPTH")
+    return depth
+
+
 START_CHILD_STEP = StepDef(START_CHILD, _start_child_run,
-                           retry=RetryPolicy(max_attempts=11, initial_delay=1.0, backoff=2.0, max_delay=60.0))
+                           retry=RetryPolicy(max_attempts=11, initial_delay=1.0, backoff=2.0, max_delay=60.0,
+                                             no_retry_on=(ChildDepthError,)))
 
 
 

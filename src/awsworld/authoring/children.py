@@ -92,7 +92,9 @@ class ChildWorkflowError(Exception):
     through, the step's own type), where that type can be rebuilt (see ``rebuilt_errors``): ``except KeyError:``
     around the child's call catches a child that raised ``KeyError``. ``original`` is that error as the child's log
     stored it (``name``, qualified ``type``, ``message``, ``stack``): the child's own exception, or the step's or
-    grandchild's that the child let through (the innermost); None unless the child ``failed``. A workflow that
+    grandchild's that the child let through (the innermost); None unless the child ``failed``, or was refused for
+    nesting deeper than ``AWSWORLD_MAX_CHILD_DEPTH`` allows (``not-started``: the refusal, and this error is
+    also a ``ChildDepthError``, ``authoring/errors.py``). A workflow that
     lets this error through stores it as the run's ``cause`` (``_worker/error_shapes.py``), so ``Run.result()`` of
     the parent raises the child's type too."""
 

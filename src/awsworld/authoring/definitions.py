@@ -203,7 +203,12 @@ class StepNotRegisteredError(LookupError):
 
 
 class WorkflowNotRegisteredError(LookupError):
-    """A workflow name a registry lacks: ``name``, and ``modules``, the modules that did register workflows there
+    """The workflow named is registered nowhere that would run it: ``client.start("shop.ordr", ...)`` by a name
+    the client's registry lacks (a test environment's, the local emulator's), or that no deployment consuming the
+    queue publishes (``_published.model``), raises it and nothing is started; ``awsworld start`` exits 2 with it.
+    Exported as ``awsworld.WorkflowNotRegisteredError``; a ``LookupError``.
+
+    A workflow name a registry lacks: ``name``, and ``modules``, the modules that did register workflows there
     (with ``env_modules``, the ``AWSWORLD_MODULES`` that loaded them: ``...``, the default, reads this process's).
     ``registered``: the names it holds, from which ``suggestions`` are the nearest (``difflib``), so a typo shows
     next to what was meant. ``where`` says whose registry (``in this process``; a deployment's, for a refusal by

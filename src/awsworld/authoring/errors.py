@@ -140,6 +140,18 @@ class ValueTooLargeError(FatalError):
     directly where it called the step (a step's input)."""
 
 
+class ChildDepthError(RecursionError):
+    """A child run refused because it would be nested deeper than ``AWSWORLD_MAX_CHILD_DEPTH`` allows (default
+    100; a run a client started is at depth 0, its children at 1): most often a workflow that calls itself as a
+    child with no base case, which would otherwise start runs, each billed, until someone noticed. Nothing is
+    started. The workflow whose call was refused raises a ``ChildWorkflowError`` (status ``not-started``) that is
+    also a ``ChildDepthError``, where it awaits the call; a parent that lets it through fails with it, and so
+    does every run above that lets its child's failure through, so ``except ChildDepthError`` and a client's
+    ``Run.result()`` see this type at every level (``authoring/rebuilt_errors.py``). A ``RecursionError``, as
+    Python's own recursion limit raises. Raised by the start step (``_worker/child_runs.py``), never retried, and
+    recorded as that step's failure: every replay raises it at the same call, whatever the limit is by then."""
+
+
 class StepError(Exception):
     """A step failed for good (after its retries, or fatally); raised where the workflow awaited it.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +20,9 @@ TOKEN_PREFIX = "awsworld.child:"
 """The token of the parent's hook that takes a child's outcome is this and the child's run id."""
 LINK_KEY = "awsworld.child"
 """The key of a call's hook metadata: ``{"runId", "workflowName", "detached"}``."""
+DEPTH_KEY = "depth"
+"""The key of a child run's ``run_created`` executionContext that says how deeply it is nested: its parent's
+depth plus one (``run_depth``), written by the start step (``_worker/child_runs.py``)."""
 MAX_READABLE_ID = 120  # longer derived ids are hashed, so nested children stay within the 200-character id limit
 
 
@@ -30,6 +34,19 @@ def child_run_id(parent_run_id: str, call_id: str) -> str:
         return readable
     digest = base64.b32encode(hashlib.sha256(readable.encode()).digest()).decode().rstrip("=")
     return f"wrun_{digest[:26]}"
+
+
+def run_depth(context: Mapping[str, Any] | None) -> int:
+    """How deeply the run whose ``run_created`` executionContext is ``context`` is nested: its ``depth``; 0 for a
+    run a client started (no ``parentRunId``); 1 for a child recorded before depths were (its chain counts from
+    there). The one derivation the start step's check (``_worker/child_runs.py``) and the parent's replay
+    (``_engine/children.py``) share, so both read the same number from the same record."""
+    if not context:
+        return 0
+    depth = context.get(DEPTH_KEY)
+    if isinstance(depth, int) and not isinstance(depth, bool) and depth >= 0:
+        return depth
+    return 1 if isinstance(context.get("parentRunId"), str) else 0
 
 
 def child_token(run_id: str) -> str:

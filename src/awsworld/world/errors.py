@@ -98,7 +98,8 @@ class EntityConflictError(WorldError):
 class RunIdTakenError(EntityConflictError):
     """A start with a run id of your choosing (``client.options(run_id=...)``, ``awsworld start --run-id``,
     ``client.rerun(new_run_id=...)``) found that id held by a run of another workflow: nothing was written and
-    nothing was started. A start with an id that exists returns that run, whatever its arguments; returning a run
+    nothing was started. Exported as ``awsworld.RunIdTakenError`` (an ``EntityConflictError``, so a
+    ``WorldError``). A start with an id that exists returns that run, whatever its arguments; returning a run
     of another workflow instead would tell the caller its workflow started when it never will, and hand it a
     handle whose ``result()`` is the other workflow's value (``_worker/run_control.py``)."""
 
