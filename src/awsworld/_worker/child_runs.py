@@ -113,8 +113,6 @@ START_CHILD_STEP = StepDef(START_CHILD, _start_child_run,
                                              no_retry_on=(ChildDepthError,)))
 
 
-
-
 async def on_run_end(world: World, run_id: str, events: Sequence[Event]) -> None:
     """After a flow saw its run end (``events``: the log it held): a cancelled run cancels its non-detached
     children, and a child reports its outcome to its parent. Free for a run that is neither (no I/O: both are
