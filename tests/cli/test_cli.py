@@ -312,6 +312,10 @@ class Dev:
             self.banner.append(line)
             if line.startswith("serving deliveries"):
                 break
+        else:  # (not on: its commands would fail with "AWSWORLD_TABLE ... not set", the exports never read)
+            self.process.terminate()  # (its way out stops the emulators it started)
+            self.process.wait(timeout=30)
+            raise AssertionError("awsworld dev did not serve within 60 s:\n" + "".join(self.banner))
         self.env = _clean_env()
         for line in self.banner:
             match = re.fullmatch(r"export (\w+)=(\S+)\n", line)

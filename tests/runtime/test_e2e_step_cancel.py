@@ -11,6 +11,7 @@ milliseconds."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
 from collections import Counter, defaultdict
 from datetime import timedelta
@@ -401,3 +402,44 @@ async def test_cancelling_the_run_stops_its_running_steps_and_records_nothing_af
         kinds = [e.event_type for e in await run.events()]
         assert end in kinds and kinds[kinds.index(end) + 1:] == [], kinds  # nothing written after the end
     assert CALLS[tag] == CALLS[f"{tag}:inline"] == CALLS[f"{tag}:queued"] == 1
+
+
+@step(concurrency=1, max_retries=0)
+async def blocked_in_a_slot(tag: str) -> str:
+    """``blocked``, one at a time across runs, and with no attempt after its first: a start over that attempt is
+    refused as cut off unless the run's end is judged first."""
+    return await blocked(tag)
+
+
+@workflow
+async def runs_one_in_a_slot(tag: str) -> str:
+    return await blocked_in_a_slot(tag)  # alone: run inline
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_flow_whose_inline_step_its_runs_end_stopped_ends_too_and_records_nothing_more(
+        e2e: E2E, caplog: pytest.LogCaptureFixture) -> None:
+    """The step a run's cancel stopped inline was started again by the same delivery (the "redelivery" of a step of
+    a live owner seen under load: no message was delivered twice): the flow's replay, which the watch had not read
+    the end into, still held the step as this message's own unfinished attempt. The World refuses such a start
+    (the terminal-run fence, 7c6e59f), but a limited step asks its limit first: with the slot given to a waiting run,
+    its turn ended as a cut-off attempt, a ``step_failed`` "its delivery was cut off" recorded after
+    ``run_cancelled`` (seen on moto). Now the stopped attempt is the flow's last: one inline attempt per delivery."""
+    caplog.set_level(logging.INFO, logger="awsworld.delivery")
+    first, second = uuid.uuid4().hex, uuid.uuid4().hex
+    holder = await e2e.start(runs_one_in_a_slot, first)
+    await asyncio.wait_for(STARTED[first].wait(), 15)
+    waiter = await e2e.start(runs_one_in_a_slot, second)  # waits for the slot the first holds
+    await e2e.client.cancel(holder.run_id, reason="customer left")
+    await stopped(first)
+    await asyncio.wait_for(STARTED[second].wait(), 15)  # the slot went to the waiting run
+    await e2e.client.cancel(waiter.run_id)
+    await stopped(second)
+    await e2e.idle()
+    for run in (holder, waiter):
+        kinds = [e.event_type for e in await run.events()]
+        assert kinds[-1] == "run_cancelled" and kinds.count("step_started") == 1, kinds
+    handled = [r for r in caplog.records if r.getMessage().endswith("delivery handled")
+               and getattr(r, "runId", None) == holder.run_id and getattr(r, "inlineSteps", 0)]
+    assert [(r.outcome, r.inlineSteps) for r in handled] == [("gone", 1)]  # type: ignore[attr-defined]
+    assert CALLS[first] == CALLS[second] == 1

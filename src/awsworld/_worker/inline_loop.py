@@ -412,9 +412,18 @@ class Flow:
         await self._step_ended(step, outcome)
 
     async def _step_ended(self, step: StepOp, outcome: StepOutcome) -> None:
+        """After an inline attempt that recorded no end of its own: read what ended it where the next turn needs it.
+
+        ``cancelled`` here (the workflow did not cancel the step: ``_run_inline`` returned before) is the run's end,
+        which the watch read alone (``step_runner.run_ended``) and the replay has not: read into it, the next turn
+        ends the flow as ``gone``. Without it the replay still held the step as this message's own unfinished
+        attempt (``StepClaims.mine``), and the next turn ran it again: the World refuses that start (the terminal-run
+        fence, ``world/rules/steps.py``), but a limited step asks its limit first, and with the slot given to a
+        waiting run, that turn ended as a cut-off attempt: a ``step_failed`` "its delivery was cut off" recorded
+        after ``run_cancelled`` (``tests/runtime/test_e2e_step_cancel.py``)."""
         if outcome.status == "retry":
             await self.messages.queue_step(step, outcome.attempt, outcome.retry_after)
-        elif outcome.status in ("finished-already", "running-elsewhere"):
+        elif outcome.status in ("finished-already", "running-elsewhere", "cancelled"):
             if outcome.status == "running-elsewhere":
                 self.claims.refused.add(step.id)  # a take-over the World refused (its lease had not passed there)
             await self.log.reload_tail()
