@@ -814,6 +814,14 @@ def test_a_hook_of_a_typescript_runtime_run_is_refused_from_awsworlds_side_and_n
     assert own.status_code == 200, own.text
 
 
+async def _typescript_runtime_run(world: MemoryWorld) -> None:
+    """``RUN`` started by the TypeScript runtime (its ``run_created`` names ``@workflow/core``), and running."""
+    context = {"workflowCoreVersion": "5.0.0-beta.35"}
+    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
+                                                                  "executionContext": context}})
+    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+
+
 async def test_client_resume_fail_and_heartbeat_refuse_a_typescript_runtime_runs_hook() -> None:
     """The same refusal through ``Client`` on the in-memory World (what ``awsworld resume``, ``fail-hook``,
     ``heartbeat-hook``, the UI and the webhook route call): each is ``SdkRunHookError`` and records nothing."""
@@ -821,10 +829,7 @@ async def test_client_resume_fail_and_heartbeat_refuse_a_typescript_runtime_runs
 
     world = MemoryWorld()
     client = Client(world)
-    context = {"workflowCoreVersion": "5.0.0-beta.35"}
-    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
-                                                                  "executionContext": context}})
-    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await _typescript_runtime_run(world)
     await world.events.create(RUN, {"eventType": "hook_created", "correlationId": "hook_01K0000000000000000000000A",
                                     "specVersion": 5, "eventData": {"token": "approve-ts"}})
     for call in (lambda: client.resume_hook("approve-ts", {"approved": True}),
@@ -844,10 +849,7 @@ async def test_client_skip_and_wake_refuse_a_typescript_runtime_run_recording_an
 
     world = MemoryWorld()
     client = Client(world)
-    context = {"workflowCoreVersion": "5.0.0-beta.35"}
-    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
-                                                                  "executionContext": context}})
-    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await _typescript_runtime_run(world)
     await world.events.create(RUN, {"eventType": "wait_created", "correlationId": "wait_01K0000000000000000000000A",
                                     "specVersion": 5, "eventData": {"resumeAt": "2099-01-01T00:00:00.000Z"}})
     queued = world.memory_queue.pending_count()
@@ -867,10 +869,7 @@ async def test_rerun_refuses_a_typescript_runtime_run_and_starts_nothing() -> No
     from awsworld.world.errors import SdkRunError
 
     world = MemoryWorld()
-    context = {"workflowCoreVersion": "5.0.0-beta.35"}
-    await world.events.create(RUN, {**RUN_CREATED, "eventData": {**RUN_CREATED["eventData"],
-                                                                  "executionContext": context}})
-    await world.events.create(RUN, {"eventType": "run_started", "specVersion": 5})
+    await _typescript_runtime_run(world)
     await world.events.create(RUN, {"eventType": "run_completed", "specVersion": 5,
                                     "eventData": {"output": RUN_CREATED["eventData"]["input"]}})
     with pytest.raises(SdkRunError, match=r"start\(workflow, args\) from 'workflow/api'"):
