@@ -25,7 +25,16 @@ from awsworld.world import (
 )
 from awsworld.world.clock import clock_of
 
-from .helpers import AnyWorld, all_events, module_world, new_run, run_cancelled, step_completed, step_created
+from .helpers import (
+    AnyWorld,
+    all_events,
+    module_world,
+    new_run,
+    run_cancelled,
+    step_completed,
+    step_created,
+    step_failed,
+)
 
 module_local_aws, world = module_world()
 
@@ -195,3 +204,30 @@ async def test_a_max_attempts_that_is_not_a_positive_int_is_refused_and_writes_n
                                                      started("t", "m1", at_most_once=False, max_attempts=bad)])
     assert [o.status for o in batch.results] == [400, 400]
     assert await all_events(world, run_id) == before
+
+
+@pytest.mark.parametrize("kind", ["step_failed", "step_retrying"])
+async def test_an_interrupted_end_on_an_ended_run_is_refused_as_gone_and_a_real_outcome_still_lands(
+        world: AnyWorld, kind: str) -> None:
+    """A cancel that lands between the runtime's finding an attempt cut off and its write of that attempt's end:
+    the end (``interruptedAttempt``, the runtime's bookkeeping: no body ran for it) is refused as gone, and the
+    run's end stays the last event of its log, on its own or in a batch. A real outcome of a body that ran still
+    lands after the end (the terminal-run fence is on starting, not on finishing)."""
+    run_id = await new_run(world, start=True)
+    await world.events.create(run_id, step_created("s"))
+    await world.events.create(run_id, started("s", "m1"))
+    await world.events.create(run_id, run_cancelled())
+    before = await all_events(world, run_id)
+    at = (clock_of(world).now() + timedelta(seconds=5)).isoformat()
+    end = interrupted("s", 1, kind, **({"retryAfter": at} if kind == "step_retrying" else {}))
+    with pytest.raises(RunGoneError):
+        await world.events.create(run_id, end)
+    batch = await world.events.create_batch(run_id, [end])
+    assert [o.status for o in batch.results] == [410]
+    assert await all_events(world, run_id) == before
+    assert before[-1].event_type == "run_cancelled"
+    step = await world.steps.get(run_id, "s")
+    assert (step.status, step.attempt) == ("running", 1)
+    landed = await world.events.create(run_id, step_failed("s"))
+    assert landed.step is not None and landed.step.status == "failed"
+    assert [e.event_type for e in await all_events(world, run_id)][-2:] == ["run_cancelled", "step_failed"]

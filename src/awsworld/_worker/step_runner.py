@@ -585,7 +585,8 @@ def _time_scale(anchor: datetime | None) -> TimeScale:
 async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
     """Write a step's outcome on its own, out of band and patient (a lost result would run the body again): the
     one place an outcome is recorded when it does not ride in the flow's next write. A 409 means someone
-    recorded the step's end first; a result or error too large for the log fails the step for good."""
+    recorded the step's end first; a 410 that the run ended before an interrupted attempt's end could land; a
+    result or error too large for the log fails the step for good."""
     try:
         # The event with its value (the flow replays it), not the step's input: no read of its block.
         result = await world.events.create(run_id, end.request, after_step_body=True,
@@ -593,6 +594,12 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
     except EntityConflictError:
         await release_slot(world, end)
         return StepOutcome("finished-already", end.events, attempt=end.attempt)
+    except RunGoneError:
+        # Only the end of an attempt found cut off (``interrupted_end``) is refused so: the run ended since this
+        # delivery judged it (world/rules/at_most_once.py interrupted_end_of). Nothing more is recorded for the
+        # run, and the delivery ends as gone (acknowledged), not retried.
+        await release_slot(world, end)
+        return StepOutcome("gone", end.events, attempt=end.attempt)
     except PayloadTooLargeError as too_large:
         if end.kind == "step_failed":
             raise  # even the error does not fit (structured_error caps it, so this does not happen)

@@ -10,7 +10,8 @@ The runtime records that attempt's end, a ``step_retrying`` or ``step_failed`` w
 as its retry policy says, carrying ``interruptedAttempt``: such an end lands only while that very attempt is
 the step's running one (``check_interrupted_end``), so two deliveries that both found it cut off record one
 end between them. A retry is a new attempt with a durable start of its own; no attempt ever runs its body
-twice.
+twice. Such an end is refused as ``RunGoneError`` once the run has ended (``interrupted_end_of``): it is the
+runtime's bookkeeping, and the run's end stays the last event of its log.
 
 The start of an attempt is durable before its body runs on every path (a queued step's ``step_started``, an
 inline step's claim, or the flow's born-running batch), so the rule needs nothing else.
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import EntityConflictError, InvalidInputError, StepAttemptInterruptedError
+from ..errors import EntityConflictError, InvalidInputError, RunGoneError, StepAttemptInterruptedError
 
 AT_MOST_ONCE_FIELD = "atMostOnce"
 """step_started's request field: the step is at-most-once (refuse to start it over an unfinished attempt)."""
@@ -68,6 +69,21 @@ def check_start(data: dict[str, Any] | None, *, status: str, attempt: int, step_
             f"step {step_id}'s attempt {attempt} was started but never finished, and its policy allows "
             f"{limit} attempt(s): record that attempt's end rather than starting attempt {attempt + 1}",
             attempt=attempt)
+
+
+def interrupted_end_of(data: dict[str, Any] | None, *, run_status: str | None, terminal: bool,
+                       run_id: str) -> bool:
+    """Whether an outcome records an interrupted attempt (it carries ``interruptedAttempt``); on a run that has
+    ended, ``RunGoneError``, judged before the step is (as the terminal-run start fence is). Such an end is the
+    runtime's bookkeeping of an attempt it found cut off, not a body's outcome: nothing reads it after the run's
+    end, and written then it would follow ``run_cancelled`` in the log. (A real outcome of a body that ran still
+    lands after the end: the fence is on starting, not on finishing.) The decision carries ``RUN_ALIVE`` too, so
+    an end that lands between the view and the commit refuses it the same way."""
+    if (data or {}).get(INTERRUPTED_FIELD) is None:
+        return False
+    if terminal:
+        raise RunGoneError(f"run {run_id} is {run_status}: the end of an interrupted attempt is not recorded")
+    return True
 
 
 def check_interrupted_end(data: dict[str, Any] | None, *, status: str, attempt: int, step_id: str | None) -> None:

@@ -9,7 +9,8 @@
   the seconds asked for.
 - ``step_retrying`` puts the step back to pending with its error (and when it may start again);
   ``step_completed`` / ``step_failed`` finish it. A step that already ran may still record its outcome after its
-  run ended: the fence is on starting, not on finishing.
+  run ended: the fence is on starting, not on finishing. Not so the end of an attempt the runtime found cut off
+  (``interruptedAttempt``, ``at_most_once.interrupted_end_of``): no body ran for it, so the run's end refuses it.
 - a lazy start: a ``step_started`` carrying the step's ``stepName`` and ``input`` declares the step as it starts
   it (what the Workflow SDK's runtime sends for a step it runs inline without declaring it first): it is the
   born-running pair, written atomically, so the step must not exist yet (409 otherwise: a racing delivery
@@ -37,7 +38,13 @@ from ..events import (
     parse_event_request,
 )
 from ..ids import check_path_id
-from .at_most_once import MAX_ATTEMPTS_FIELD, check_interrupted_end, check_start, requested_max_attempts
+from .at_most_once import (
+    MAX_ATTEMPTS_FIELD,
+    check_interrupted_end,
+    check_start,
+    interrupted_end_of,
+    requested_max_attempts,
+)
 from .decision import Check, Decision, NewEvent
 from .leases import LEASE_SECONDS_FIELD, LEASE_UNTIL_FIELD, StartAsk, lease_end, start_ask, start_verdict
 from .requests import data_as, event_data
@@ -164,9 +171,12 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
 
     def decide(req: CreateEventRequest, view: View) -> Decision:
         skip = requested(req) if status is None else None  # (a malformed one is refused before the state is)
+        extra = req.data().__pydantic_extra__
+        run = view.run
+        interrupted = interrupted_end_of(extra, run_status=run.status if run is not None else None,
+                                         terminal=run is not None and run.terminal, run_id=view.run_id)
         step = _existing(req, view)
-        check_interrupted_end(req.data().__pydantic_extra__, status=step.status, attempt=step.attempt,
-                              step_id=req.correlation_id)
+        check_interrupted_end(extra, status=step.status, attempt=step.attempt, step_id=req.correlation_id)
         now = view.now
         ref = FIRST_EVENT if view.carries_value else None
         data = event_data(req)
@@ -182,7 +192,9 @@ def step_outcome(status: str | None, value: Literal["output", "error"]) -> Calla
         else:
             after = evolve(step, **{value: ref}, status=status, updated_at=now, completed_at=now)
         event = NewEvent(req.event_type, step.step_id, data, view.carries_value, req.spec_version)
-        checks = (Check.AS_READ,) if skip is None else (Check.RUN_ALIVE, Check.AS_READ)  # (a skip moves a live run)
+        # A skip moves a live run; an interrupted attempt's end is the runtime's bookkeeping, not after the run's end.
+        alive = skip is not None or interrupted
+        checks = (Check.RUN_ALIVE, Check.AS_READ) if alive else (Check.AS_READ,)
         return Decision(req.event_type, step.step_id, [event], checks, shows="step", step=after,
                         open_steps=0 if status is None else -1)
 
