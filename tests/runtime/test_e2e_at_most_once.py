@@ -11,16 +11,19 @@ The counts are of bodies run, per attempt: what a payment provider would see.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import Counter
 from typing import Any
 
 import pytest
 
 from awsworld import RetryPolicy, StepError, StepInterruptedError, step, step_metadata, workflow
+from awsworld._worker.dispatch import Worker
 from awsworld._worker.step_runner import run_step
 from awsworld.authoring.definitions import REGISTRY, StepDef
 from awsworld.durable import serde
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.messages import FlowMessage
 
 from .conftest import BOTH, E2E
 
@@ -193,3 +196,40 @@ async def test_an_at_most_once_step_costs_no_request_more_than_an_at_least_once_
         return Counter({k: n for k, n in counts.items() if k not in POLLING})
 
     assert own(used[True]) == own(used[False]), used
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_cancel_between_finding_an_attempt_cut_off_and_recording_its_end_records_nothing_more(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race, injected: the step message's redelivery finds its at-most-once attempt cut off (the World
+    refused its start), and the run is cancelled right before the runtime writes that attempt's end. The end is
+    refused as gone: the log ends with ``run_cancelled``, and the delivery ends as gone, acknowledged (not
+    retried), its body never run."""
+    world = e2e.world
+    definition: StepDef = REGISTRY.step("amo.charge")
+    created = await world.events.create(None, {"eventType": "run_created", "eventData": {
+        "workflowName": "amo.pay", "input": serde.dumps({"args": [7], "kwargs": {}})}})
+    assert created.run is not None
+    run_id = created.run.run_id
+    await world.events.create(run_id, {"eventType": "run_started"})
+    await world.events.create(run_id, {"eventType": "step_created", "correlationId": "c", "eventData": {
+        "stepName": definition.name, "input": serde.dumps({"args": [7], "kwargs": {}})}})
+    await world.events.create(run_id, {"eventType": "step_started", "correlationId": "c",
+                                       "eventData": {"ownerMessageId": "m-1", "atMostOnce": True}})
+    create = world.events.create
+    cancels: list[str] = []
+
+    async def cancel_first(run: str | None, request: Any, **kwargs: Any) -> Any:
+        if (request.get("eventData") or {}).get("interruptedAttempt") is not None and not cancels:
+            cancels.append(request["eventType"])
+            await create(run, {"eventType": "run_cancelled"})  # lands between the decision and its write
+        return await create(run, request, **kwargs)
+
+    monkeypatch.setattr(world.events, "create", cancel_first)
+    message = FlowMessage(run_id, "amo.pay", "c", definition.name)
+    outcome = await Worker(world).execute(message, deadline=time.monotonic() + 60, message_id="m-1", attempt=2)
+    assert cancels == ["step_retrying"], "the runtime did write an interrupted end"
+    assert (outcome.status, outcome.ack) == ("gone", True)
+    events = (await world.events.list(run_id)).data
+    assert events[-1].event_type == "run_cancelled", [e.event_type for e in events]
+    assert charges(run_id) == {}
