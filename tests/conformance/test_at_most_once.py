@@ -28,6 +28,7 @@ from awsworld.world.clock import clock_of
 from .helpers import (
     AnyWorld,
     all_events,
+    module_peers,
     module_world,
     new_run,
     run_cancelled,
@@ -37,6 +38,7 @@ from .helpers import (
 )
 
 module_local_aws, world = module_world()
+peers = module_peers(2)
 
 
 def started(step_id: str, owner: str, *, lease: float = 600, at_most_once: bool = True,
@@ -231,3 +233,17 @@ async def test_an_interrupted_end_on_an_ended_run_is_refused_as_gone_and_a_real_
     landed = await world.events.create(run_id, step_failed("s"))
     assert landed.step is not None and landed.step.status == "failed"
     assert [e.event_type for e in await all_events(world, run_id)][-2:] == ["run_cancelled", "step_failed"]
+
+
+async def test_an_interrupted_end_is_refused_by_a_run_end_its_writer_has_not_seen(world: AnyWorld,
+                                                                                   peers: list[AnyWorld]) -> None:
+    """The commit re-checks that the run is alive: a writer whose knowledge of the run predates the cancel (another
+    process ended it) is refused as gone too, and nothing follows the run's end."""
+    run_id = await new_run(world, start=True)
+    writer, other = peers[0], peers[1]
+    await writer.events.create(run_id, step_created("s"))
+    await writer.events.create(run_id, started("s", "m1"))
+    await other.events.create(run_id, run_cancelled())
+    with pytest.raises(RunGoneError):
+        await writer.events.create(run_id, interrupted("s", 1, "step_failed"))
+    assert [e.event_type for e in await all_events(world, run_id)][-1] == "run_cancelled"

@@ -7,9 +7,12 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from awsworld.world.errors import EntityConflictError, HookAlreadyReceivedError, HookNotFoundError, RunGoneError
+from awsworld.world.events import parse_event_request
 from awsworld.world.rules import Check, Decision, NewEvent, TokenState, refusal
+from awsworld.world.rules.book import RULES
 from awsworld.world.rules.checks import Found, failed
 from awsworld.world.rules.decision import NOTHING_FAILED
+from awsworld.world.rules.state import RunState, StepState, View
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 CREATE = Decision("hook_created", "h1", checks=(Check.RUN_ALIVE, Check.ABSENT, Check.TOKEN_FREE, Check.HOOK_ID_FREE),
@@ -80,3 +83,20 @@ def test_checked_token_is_the_claimed_released_or_conflicting_one() -> None:
     assert DISPOSE.checked_token == "tok"
     assert CONFLICT.checked_token == "tok"
     assert RECEIVE.checked_token is None
+
+
+def test_an_interrupted_attempts_end_is_decided_on_a_live_run_and_its_commit_rechecks_it() -> None:
+    """The end of an attempt the runtime found cut off (``interruptedAttempt``) carries ``RUN_ALIVE``: a cancel
+    that lands between the decision and its commit refuses it as gone. A body's real outcome does not: it may
+    still land after the run's end (the fence is on starting, not on finishing)."""
+    step = StepState("s", "charge", "running", NOW, NOW, attempt=1)
+    view = View("r1", NOW, RunState("r1", "running"), step=step)
+    error = {"message": "cut off", "name": "StepInterruptedError"}
+    cut_off = parse_event_request({"eventType": "step_failed", "correlationId": "s",
+                                   "eventData": {"error": error, "interruptedAttempt": 1}})
+    real = parse_event_request({"eventType": "step_failed", "correlationId": "s", "eventData": {"error": error}})
+    decided = RULES["step_failed"].decide(cut_off, view)
+    assert Check.RUN_ALIVE in decided.checks
+    gone = refusal(decided, "r1", failed(decided, Found("cancelled", entity=True), NOW))
+    assert isinstance(gone, RunGoneError)
+    assert Check.RUN_ALIVE not in RULES["step_failed"].decide(real, view).checks
