@@ -24,6 +24,7 @@ from awsworld.authoring.definitions import REGISTRY, StepDef
 from awsworld.durable import serde
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage
+from awsworld.world.protocol import World
 
 from .conftest import BOTH, E2E
 
@@ -127,13 +128,9 @@ async def test_an_at_least_once_step_runs_the_cut_off_attempt_again(env: Workflo
     assert sum(charges(run.run_id).values()) == 2
 
 
-@pytest.mark.parametrize("e2e_backend", BOTH)
-async def test_a_redelivery_of_a_started_attempt_records_it_interrupted_on_every_world(e2e: E2E) -> None:
-    """The log as a delivery that died right after its start leaves it (step_started under message m-1, with
-    ``atMostOnce``); the same message comes back to the step runner: nothing runs, the attempt is recorded
-    interrupted; the retry is a new attempt whose body runs once. A second stale redelivery changes nothing."""
-    world = e2e.world
-    definition: StepDef = REGISTRY.step("amo.charge")
+async def _an_attempt_cut_off(world: World, definition: StepDef) -> str:
+    """A run of ``amo.pay`` whose step ``c`` (``definition``) is started under message m-1 with ``atMostOnce`` and
+    never finished: the log a delivery that died right after the start leaves. Its run's id."""
     created = await world.events.create(None, {"eventType": "run_created", "eventData": {
         "workflowName": "amo.pay", "input": serde.dumps({"args": [7], "kwargs": {}})}})
     assert created.run is not None
@@ -143,6 +140,17 @@ async def test_a_redelivery_of_a_started_attempt_records_it_interrupted_on_every
         "stepName": definition.name, "input": serde.dumps({"args": [7], "kwargs": {}})}})
     await world.events.create(run_id, {"eventType": "step_started", "correlationId": "c",
                                        "eventData": {"ownerMessageId": "m-1", "atMostOnce": True}})
+    return run_id
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_redelivery_of_a_started_attempt_records_it_interrupted_on_every_world(e2e: E2E) -> None:
+    """The log as a delivery that died right after its start leaves it (step_started under message m-1, with
+    ``atMostOnce``); the same message comes back to the step runner: nothing runs, the attempt is recorded
+    interrupted; the retry is a new attempt whose body runs once. A second stale redelivery changes nothing."""
+    world = e2e.world
+    definition: StepDef = REGISTRY.step("amo.charge")
+    run_id = await _an_attempt_cut_off(world, definition)
 
     again = await run_step(world, REGISTRY, run_id, "c", definition.name, owner="m-1")
     assert (again.status, again.attempt) == ("retry", 1) and charges(run_id) == {}
@@ -207,15 +215,7 @@ async def test_a_cancel_between_finding_an_attempt_cut_off_and_recording_its_end
     retried), its body never run."""
     world = e2e.world
     definition: StepDef = REGISTRY.step("amo.charge")
-    created = await world.events.create(None, {"eventType": "run_created", "eventData": {
-        "workflowName": "amo.pay", "input": serde.dumps({"args": [7], "kwargs": {}})}})
-    assert created.run is not None
-    run_id = created.run.run_id
-    await world.events.create(run_id, {"eventType": "run_started"})
-    await world.events.create(run_id, {"eventType": "step_created", "correlationId": "c", "eventData": {
-        "stepName": definition.name, "input": serde.dumps({"args": [7], "kwargs": {}})}})
-    await world.events.create(run_id, {"eventType": "step_started", "correlationId": "c",
-                                       "eventData": {"ownerMessageId": "m-1", "atMostOnce": True}})
+    run_id = await _an_attempt_cut_off(world, definition)
     create = world.events.create
     cancels: list[str] = []
 
