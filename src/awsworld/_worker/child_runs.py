@@ -44,8 +44,6 @@ from .run_control import create_run, resume_hook, wake_run
 log = logging.getLogger("awsworld.children")
 
 
-
-
 async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> str:
     """The body of ``awsworld.start_child``: create the child run (idempotent by its derived id), then wake it.
     A non-detached child whose parent was cancelled meanwhile is cancelled here instead (see the module doc)."""

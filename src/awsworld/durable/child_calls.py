@@ -39,8 +39,8 @@ def child_run_id(parent_run_id: str, call_id: str) -> str:
 def run_depth(context: Mapping[str, Any] | None) -> int:
     """How deeply the run whose ``run_created`` executionContext is ``context`` is nested: its ``depth``; 0 for a
     run a client started (no ``parentRunId``); 1 for a child recorded before depths were (its chain counts from
-    there). The one derivation the start step's check (``_worker/child_runs.py``) and the parent's replay
-    (``_engine/children.py``) share, so both read the same number from the same record."""
+    there). Read by the start step's check (``_worker/child_runs.py``), from the parent's record, beside the key
+    it writes into the child's (``DEPTH_KEY``), so the format's reading and writing sit together."""
     if not context:
         return 0
     depth = context.get(DEPTH_KEY)
