@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from types import ModuleType
@@ -61,6 +62,15 @@ def test_units() -> None:
     assert bill.write_units(10, True) == 2 and bill.write_units(2049, True) == 6
     assert bill.read_units(4096, True) == 1 and bill.read_units(4097, True) == 2
     assert bill.read_units(100, False) == 0.5 and bill.read_units(100, True, transactional=True) == 2
+
+
+def test_a_run_whose_due_crossed_a_minute_is_a_due_move_left_out_of_comparisons() -> None:
+    """8 runs enter the byDue index once and leave it once (16 WRU); one more delete and put is a move of one run's
+    key to the next minute (2 WRU), which ``wru_apart_from_due_moves`` leaves out."""
+    at_rest = bill.Bill(wru=Counter({("GSI byDue", "index"): 16, ("RUN", "transact"): 80}))
+    moved = bill.Bill(wru=Counter({("GSI byDue", "index"): 18, ("RUN", "transact"): 80}))
+    assert (at_rest.due_moves(8), moved.due_moves(8)) == (0, 1)
+    assert at_rest.wru_apart_from_due_moves(8) == moved.wru_apart_from_due_moves(8) == 96
 
 
 async def test_serial_run_is_metered_exactly(harness: Any) -> None:
@@ -145,9 +155,12 @@ async def test_a_limit_adds_at_most_2_wru_per_run_and_per_step_attempt_and_a_wai
         "step rate limit": await harness.limited_runs(
             "step rate limit", n, lambda i: client.start(bill.bill_rated_step, i)),
     }
-    base_wru = sum(base.bill.wru.values()) / n
+    base_wru = base.bill.wru_apart_from_due_moves(n) / n
     for name, result in limited.items():
-        added = sum(result.bill.wru.values()) / n - base_wru
+        # A run whose commits straddle a minute's turn moves its byDue key: 2 WRU of wall-clock luck, left out of
+        # the comparison (CI failed on one such move). A limit that moved every run's due would still fail here.
+        assert result.bill.due_moves(n) <= n // 2, (name, "due moves", result.bill.due_moves(n))
+        added = result.bill.wru_apart_from_due_moves(n) / n - base_wru
         assert added <= 2 + 1 / n, (name, added)
     waiting = await harness.waiting_minute(3.0)
     assert waiting.bill.service_requests("dynamodb") == 0 and sum(waiting.bill.sqs.values()) == 0
