@@ -185,6 +185,29 @@ def test_a_token_too_short_is_refused_with_a_hint_that_fits(tmp_path: Path) -> N
     assert "--host" not in result.stderr and not (tmp_path / "ready").exists()
 
 
+def test_a_missing_token_file_says_how_to_make_one(tmp_path: Path) -> None:
+    """``awsworld serve --host 0.0.0.0 --token-file token.txt``, as the World-over-HTTP page types it, in a folder
+    without that file: the hint said only "give a file holding the token". It gives the command that writes one,
+    readable by its owner only; run as given, the same ``serve`` then starts and wants that token."""
+    token_file = tmp_path / "my token.txt"
+    args = ["serve", "--world", "memory", "--host", "0.0.0.0", "--port", "0", "--token-file", str(token_file),
+            "--ready-file", str(tmp_path / "ready")]
+    refused = subprocess.run([AWSWORLD, *args], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stderr
+    assert refused.stderr.startswith("awsworld serve: cannot read --token-file:"), refused.stderr
+    make = re.search(r"make one \(yours only\): (.*)\)$", refused.stderr.strip())
+    assert make is not None, refused.stderr
+    subprocess.run(["bash", "-c", make.group(1)], check=True, timeout=30)
+    token = token_file.read_text().strip()
+    assert len(token) >= 16 and token_file.stat().st_mode & 0o077 == 0
+    process, url = start_serve(tmp_path, "--world", "memory", "--host", "0.0.0.0", "--token-file", str(token_file))
+    try:
+        assert httpx.get(f"{url}/v1/runs").status_code == 401
+        assert httpx.get(f"{url}/v1/runs", headers={"Authorization": f"Bearer {token}"}).status_code == 200
+    finally:
+        stop_serve(process)
+
+
 def test_serve_without_its_extra_names_the_extra_to_install(tmp_path: Path) -> None:
     """Without Starlette (an install with ``[local]`` only), ``serve`` is a usage error naming ``awsworld[serve]``,
     the extra that has what it needs (it named ``[ui]``, which lacks httpx and Mangum)."""

@@ -20,6 +20,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shlex
 import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -42,6 +43,8 @@ PLAIN_HTTP_WARNING = ("awsworld serve: warning: this is plain HTTP: beyond this 
                       "value (inputs, results, hook payloads, stream chunks) cross the network readable by anyone on "
                       "the path; serve it behind a TLS proxy, or reach it through an SSH tunnel")
 """Said once at start when the server listens beyond loopback: the token keeps callers out, not eavesdroppers."""
+MAKE_TOKEN = "python3 -c 'import secrets; print(secrets.token_urlsafe(32))'"
+"""The command a hint gives for a token: a reader on a fresh machine has a file to write before ``--token-file``."""
 PUBLICATION_KEY = "serve"
 """The key of the names ``awsworld serve`` publishes into the World it runs deliveries for (its World is its own)."""
 
@@ -74,7 +77,7 @@ def _main(args: argparse.Namespace) -> int:
     try:
         auth = Auth.for_host(args.host, token)
     except ValueError as error:  # (a token too short: make a longer one; none beyond loopback: stay on it, or give one)
-        hint = ("make a longer one: python -c 'import secrets; print(secrets.token_urlsafe(32))'" if token else
+        hint = (f"make a longer one: {MAKE_TOKEN}" if token else
                 "keep the default --host 127.0.0.1, or give a token of at least 16 characters")
         raise usage(str(error), hint) from None
     if args.world == "aws":
@@ -110,7 +113,9 @@ def _token(args: argparse.Namespace) -> str | None:
         try:
             return args.token_file.read_text(encoding="utf-8").strip() or None
         except OSError as error:
-            raise usage(f"cannot read --token-file: {error}", "give a file holding the token") from None
+            raise usage(f"cannot read --token-file: {error}",
+                        f"give a file holding the token; make one (yours only): (umask 077; {MAKE_TOKEN} > "
+                        f"{shlex.quote(str(args.token_file))})") from None
     return SETTINGS.serve_token
 
 
