@@ -223,6 +223,23 @@ def test_push_hosts_are_written_into_samconfig_and_a_url_is_refused(tmp_path: Pa
     assert alone.returncode == 1 and "give --world-server too" in alone.stderr, alone.stderr
 
 
+def test_the_push_host_hint_of_a_world_server_init_works_as_printed(tmp_path: Path) -> None:
+    """``awsworld init --world-server stack`` says PushHosts must list the app's host: "init again with --push-host
+    app.example". Typed so, the second init stopped (the files the first wrote exist, so nothing is overwritten
+    without ``--force``; and ``--upgrade`` refuses ``--push-host``). The hint's options, added to the first init's,
+    now write PushHosts."""
+    stack = tmp_path / "stack"
+    stack.mkdir()
+    first = awsworld("init", "--world-server", "stack", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    again = re.search(r"init again with ((?:--?[\w-]+(?: [\w.]+)? ?)+)", first.stdout)
+    assert again is not None, first.stdout
+    second = awsworld("init", "--world-server", *again.group(1).split(), "stack", cwd=tmp_path)
+    assert second.returncode == 0, second.stderr
+    for env, overrides in overrides_of(stack).items():
+        assert overrides["PushHosts"] == "app.example" and overrides["WorldServer"] == "true", (env, overrides)
+
+
 def test_sam_reads_an_empty_modules_override_as_an_empty_parameter(tmp_path: Path) -> None:
     """SAM's parser of ``parameter_overrides`` (the SAM tools venv's) reads ``Modules=""`` as the empty string,
     which the template passes to the functions as ``AWSWORLD_MODULES`` (no module imported)."""

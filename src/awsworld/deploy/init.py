@@ -182,7 +182,8 @@ def init(directory: Path, modules: list[str], *, force: bool = False, world_serv
               f"{', '.join(push_hosts)} (PushHosts in samconfig.toml)")
     elif world_server:
         print("the World server's URL is the stack's output WorldServerUrl; the flow function POSTs messages only to "
-              "the hosts PushHosts lists (localhost by default): init again with --push-host app.example, or add "
+              "the hosts PushHosts lists (localhost by default): init again with --push-host app.example --force "
+              "(it rewrites what init wrote), or add "
               "your app's to parameter_overrides in samconfig.toml, as its other values are written: "
               "PushHosts=\\\"app.example\\\"")
     if modules:
