@@ -10,7 +10,8 @@ command of a shell block is parsed by the CLI's own parser (``awsworld.cli.build
 group), every option an inline ``awsworld ...`` span of the prose names is one its command has, and every
 workflow, step or limit a shell block names (``start``, ``schedules create``, ``limits``, ``replay --workflow``, a
 ``curl`` body's ``"workflow"``) is one the examples the pages include declare (``examples/``, the demo's
-``src/awsworld/examples/``).
+``src/awsworld/examples/``); and every ``AWSWORLD_*`` variable a page names is a setting awsworld reads
+(``awsworld.settings``, whose every variable the generated settings page lists).
 
 What the commands then print is not checked here: the transcripts are (``test_transcripts.py``)."""
 
@@ -22,7 +23,6 @@ import io
 import re
 import shlex
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -216,3 +216,15 @@ def test_a_wrong_command_is_refused() -> None:
     assert unknown_options(parser, "awsworld runs --parked --stauts") == ["--stauts"]
     assert unknown_options(parser, "awsworld schedules create --every") == []
     assert unknown_options(parser, "awsworld dev --state .awsworld") == []
+
+
+def test_every_awsworld_variable_a_page_names_is_a_setting() -> None:
+    """The settings page lists every variable ``awsworld.settings`` declares (it is generated from them); the other
+    way round, a variable a page tells a reader to set is one awsworld reads."""
+    from awsworld.settings import Settings
+
+    known = {variable.env for variable in Settings.variables()}
+    named = {(f"{page.relative_to(ROOT)}", name) for page in pages()
+             for name in re.findall(r"\bAWSWORLD_[A-Z0-9_]*[A-Z0-9]\b", page.read_text(encoding="utf-8"))}
+    assert len(named) > 50
+    assert sorted((where, name) for where, name in named if name not in known) == []
