@@ -11,7 +11,8 @@ group), every option an inline ``awsworld ...`` span of the prose names is one i
 workflow, step or limit a shell block names (``start``, ``schedules create``, ``limits``, ``replay --workflow``, a
 ``curl`` body's ``"workflow"``) is one the examples the pages include declare (``examples/``, the demo's
 ``src/awsworld/examples/``); and every ``AWSWORLD_*`` variable a page names is a setting awsworld reads
-(``awsworld.settings``, whose every variable the generated settings page lists).
+(``awsworld.settings``, whose every variable the generated settings page lists), and every extra a page or a
+hint of the CLI names (``awsworld[serve]``) is one ``pyproject.toml`` declares.
 
 What the commands then print is not checked here: the transcripts are (``test_transcripts.py``)."""
 
@@ -228,3 +229,18 @@ def test_every_awsworld_variable_a_page_names_is_a_setting() -> None:
              for name in re.findall(r"\bAWSWORLD_[A-Z0-9_]*[A-Z0-9]\b", page.read_text(encoding="utf-8"))}
     assert len(named) > 50
     assert sorted((where, name) for where, name in named if name not in known) == []
+
+
+def test_every_extra_a_page_or_a_hint_names_is_one_the_package_has() -> None:
+    """``pip install -e '/path/to/awsworld[local,testing]'`` and the CLI's hints (``pip install 'awsworld[serve]'``)
+    name extras; pip installs an unknown extra's package with a warning only, and the command then fails later."""
+    import tomllib
+
+    extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"][
+        "optional-dependencies"])
+    sources = [*pages(), *(ROOT / "src" / "awsworld").rglob("*.py")]
+    named = {(str(path.relative_to(ROOT)), extra) for path in sources
+             for match in re.finditer(r"(?:awsworld|'\.)\[([a-z0-9,-]+)\]", path.read_text(encoding="utf-8"))
+             for extra in match.group(1).split(",")}
+    assert len(named) > 20
+    assert sorted((where, extra) for where, extra in named if extra not in extras) == []
