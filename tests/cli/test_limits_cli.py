@@ -282,6 +282,18 @@ def test_a_key_the_code_here_has_not_used_yet_says_whose_numbers_it_keeps(dev: D
     assert dev.json("result", run, "--wait", "30")["output"] == 1
 
 
+def test_describing_a_key_nothing_has_used_yet_names_it(dev: Dev) -> None:
+    """``limits describe workflow:flow.process_order --key c7``, as How-to: Flow control types it, on a ``dev``
+    that has run nothing yet printed the limit's header alone: the key asked about was not mentioned. It has its
+    line, saying nothing has used it; ``--json`` lists the keys stored, so none."""
+    unused = "workflow:clitest.keyed_unused"
+    shown = dev("limits", "describe", unused, "--key", "t9")
+    assert shown.code == 0, shown
+    assert shown.out.splitlines() == [f"{unused}  concurrency 1",
+                                      "  key 't9': nothing has used it yet (0 held of 1, 0 waiting)"], shown.out
+    assert dev.json("limits", "describe", unused, "--key", "t9")["keys"] == []
+
+
 def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     """A step limited by a rate alone has no concurrency: ``limits describe`` says so rather than printing
     Python's ``None`` ("concurrency None", "0 held of None")."""

@@ -127,7 +127,9 @@ def _who(entry: dict[str, Any]) -> str:
     return entry["runId"] if entry["runId"] and entry["stepId"] is None else holder_text(entry["holder"])
 
 
-def _print_limit(document: dict[str, Any]) -> None:
+def _print_limit(document: dict[str, Any], asked: str | None = None) -> None:
+    """One limit, a line per key; ``asked``, the ``--key`` the command named, has its line even when nothing has
+    used that key yet (``limits describe LIMIT --key K`` printed the limit's header alone, not naming K)."""
     from .._timeline import deadline_text
 
     total = f", total {document['total']}" if document["total"] is not None else ""
@@ -164,6 +166,9 @@ def _print_limit(document: dict[str, Any]) -> None:
         for w in k["waiters"]:
             print(f"    {w['place']:>4}.  {_who(w)}  priority {w['priority']}, "
                   f"since {deadline_text(w['since'])}")
+    if asked is not None and all(k["key"] != asked for k in document["keys"]):
+        of = f" of {document['concurrency']}" if document["concurrency"] is not None else ""
+        print(f"  key {asked!r}: nothing has used it yet (0 held{of}, 0 waiting)")
 
 
 def _run(args: argparse.Namespace, work: Any) -> int:
@@ -185,7 +190,7 @@ def _run(args: argparse.Namespace, work: Any) -> int:
         else:
             print("no limits (nothing has used one yet)")
     else:
-        _print_limit(document)
+        _print_limit(document, getattr(args, "key", None))
     return 0
 
 
