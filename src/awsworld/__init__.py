@@ -11,7 +11,10 @@ objects as before; type checkers and IDEs read the ``TYPE_CHECKING`` imports, wh
 (``tests/test_public_api.py`` holds the imports, ``_PUBLIC`` and ``__all__`` to one list).
 """
 
-from typing import TYPE_CHECKING
+TYPE_CHECKING = False
+"""(``typing.TYPE_CHECKING``'s value, which type checkers read as True by its name: importing ``typing`` here, the
+first import of every ``awsworld`` command, made its first 30 ms, before the command's code could answer a Ctrl-C
+with ``stopped``, a traceback's: tests/cli/test_dev_ctrl_c_start.py)"""
 
 __version__ = "0.1.0"
 

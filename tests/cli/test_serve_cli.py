@@ -448,6 +448,44 @@ def test_skip_and_wake_of_a_typescript_apps_sleeping_run_are_refused_saying_how_
         dev.communicate(timeout=60)
 
 
+def test_every_event_a_write_answers_or_a_listing_shows_carries_a_spec_version(loopback: str) -> None:
+    """The Workflow SDK sends ``specVersion`` on every event it writes and reads an event without one as legacy
+    data (``@workflow/world``'s ``BaseEventSchema``). awsworld's own writers send none: ``Client.cancel`` (here
+    ``/v1/client/runs/{id}/cancel``, and a Python ``HttpWorld``'s ``run_cancelled``), ``runs.set_attributes``, the
+    Python runtime's events. Their events, and the step or wait such a write makes, were answered and listed
+    without it; they carry this World's version now (as world-local stamps its own), the SDK's stay as sent."""
+    from awsworld.world.ids import SPEC_VERSION_CURRENT
+
+    def write(run_id: str, event: dict[str, Any]) -> dict[str, Any]:
+        answer = httpx.post(f"{loopback}/v1/events", json={"runId": run_id, "event": event})
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    runs = [RUN, RUN[:-1] + "Y"]
+    for run_id in runs:  # two runs as the SDK's runtime makes them: specVersion 5 on every event
+        write(run_id, RUN_CREATED)
+        write(run_id, {"eventType": "run_started", "specVersion": 5})
+    step = write(RUN, {"eventType": "step_created", "correlationId": "step_1",
+                       "eventData": {"stepName": "s", "input": {"__type": "Uint8Array", "data": "ZGV2bFtd"}}})
+    assert step["event"]["specVersion"] == step["step"]["specVersion"] == SPEC_VERSION_CURRENT
+    wait = write(RUN, {"eventType": "wait_created", "correlationId": "wait_1", "specVersion": None,
+                       "eventData": {"resumeAt": "2099-01-01T00:00:00Z"}})  # (a null one is none given)
+    assert wait["event"]["specVersion"] == wait["wait"]["specVersion"] == SPEC_VERSION_CURRENT
+    attributes = httpx.post(f"{loopback}/v1/runs/{RUN}/attributes", json={"changes": [{"key": "k", "value": "v"}]})
+    assert attributes.status_code == 200 and attributes.json()["event"]["specVersion"] == SPEC_VERSION_CURRENT
+    cancelled = write(runs[1], {"eventType": "run_cancelled", "eventData": {"cancelReason": "by HttpWorld"}})
+    assert cancelled["event"]["specVersion"] == SPEC_VERSION_CURRENT and cancelled["run"]["specVersion"] == 5
+    by_client = httpx.post(f"{loopback}/v1/client/runs/{RUN}/cancel", json={"reason": "by Client.cancel"})
+    assert by_client.status_code == 200 and by_client.json()["status"] == "cancelled", by_client.text
+
+    for run_id in runs:
+        listed = httpx.get(f"{loopback}/v1/runs/{run_id}/events").json()["data"]
+        versions = [(e["eventType"], e.get("specVersion")) for e in listed]
+        own = ["step_created", "wait_created", "attr_set", "run_cancelled"] if run_id == RUN else ["run_cancelled"]
+        assert versions == [("run_created", 5), ("run_started", 5), *((kind, SPEC_VERSION_CURRENT) for kind in own)]
+        assert httpx.get(f"{loopback}/v1/runs/{run_id}").json()["specVersion"] == 5  # (the run keeps its creator's)
+
+
 def test_a_kept_alive_connection_gets_each_answer_whole_at_once(loopback: str) -> None:
     """A client reusing its connection (world-awsworld's undici Agent, httpx) gets each answer's body with its
     headers. The server's sockets lacked ``TCP_NODELAY`` (``_http/listen.py``: asyncio sets it only on a listener

@@ -130,6 +130,23 @@ async def test_runs_carry_their_creators_spec_version_and_a_newer_one_is_refused
         await world.runs.get(newer)
 
 
+async def test_an_event_written_without_a_spec_version_carries_the_worlds_as_do_its_step_and_listing(
+        world: AnyWorld) -> None:
+    """awsworld's own writers (``Client.cancel``, ``runs.set_attributes``, the Python runtime) send no
+    ``specVersion``; the SDK reads an event without one as legacy data, so the World stamps its own
+    (``CreateEventRequest.spec_version``; over HTTP: ``tests/cli/test_serve_cli.py``)."""
+    run_id = unique("wrun")
+    await world.events.create(run_id, {**run_created(), "specVersion": SDK_SPEC})
+    made = await world.events.create(run_id, step_created("step_1"))
+    assert made.event is not None and made.step is not None
+    assert made.event.spec_version == made.step.spec_version == SPEC_VERSION_CURRENT
+    assert (await world.steps.get(run_id, "step_1")).spec_version == SPEC_VERSION_CURRENT
+    cancelled = await world.events.create(run_id, {"eventType": "run_cancelled"})
+    assert cancelled.event is not None and cancelled.event.spec_version == SPEC_VERSION_CURRENT
+    assert [(e.event_type, e.spec_version) for e in await all_events(world, run_id)] == [
+        ("run_created", SDK_SPEC), ("step_created", SPEC_VERSION_CURRENT), ("run_cancelled", SPEC_VERSION_CURRENT)]
+
+
 async def test_resilient_run_started_creates_then_answers_with_the_run_then_refuses_an_ended_one(
         world: AnyWorld) -> None:
     run_id = unique("wrun")

@@ -18,13 +18,16 @@ from typing import Any
 import pytest
 
 from awsworld import RetryPolicy, StepError, StepInterruptedError, step, step_metadata, workflow
+from awsworld._worker import step_limits
 from awsworld._worker.dispatch import Worker
-from awsworld._worker.step_runner import run_step
+from awsworld._worker.limiter import Limiter
+from awsworld._worker.step_runner import run_step, start_event
 from awsworld.authoring.definitions import REGISTRY, StepDef
 from awsworld.durable import serde
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.messages import FlowMessage
 from awsworld.world.protocol import World
+from awsworld.world.rules.limiters import step_holder
 
 from .conftest import BOTH, E2E
 
@@ -232,4 +235,94 @@ async def test_a_cancel_between_finding_an_attempt_cut_off_and_recording_its_end
     assert (outcome.status, outcome.ack) == ("gone", True)
     events = (await world.events.list(run_id)).data
     assert events[-1].event_type == "run_cancelled", [e.event_type for e in events]
+    assert charges(run_id) == {}
+
+
+@step(name="amo.charge_limited", semantics="at_most_once", concurrency=1,
+      retry=RetryPolicy(max_attempts=3, initial_delay="2s", jitter=0))
+async def charge_limited(cents: int) -> str:
+    _charged()
+    return f"charged {cents}"
+
+
+@workflow(name="amo.pay_limited")
+async def pay_limited(cents: int) -> str:
+    return await charge_limited(cents)
+
+
+@pytest.mark.parametrize("e2e_backend", BOTH)
+async def test_a_cancel_before_the_inline_flows_write_of_a_cut_off_attempts_end_records_nothing_more(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same race on the inline flow's path: the flow's redelivery runs its limited at-most-once step inline,
+    finds the attempt its first delivery started cut off, holds that end provisionally (it is the run's only open
+    operation: ``_worker/provisional.py``) and writes it in its stamped batch; the run is cancelled right before
+    that batch. The batch is refused, the flow falls back (``fall_back``) to ``record_end``, whose write of the
+    end is refused as gone too. Nothing lands after ``run_cancelled``, no retry is queued, the delivery is
+    acknowledged, the slot the step held is given back, and the body never runs."""
+    world = e2e.world
+    definition: StepDef = REGISTRY.step("amo.charge_limited")
+    args = serde.dumps({"args": [7], "kwargs": {}})
+    created = await world.events.create(None, {"eventType": "run_created", "eventData": {
+        "workflowName": "amo.pay_limited", "input": args}})
+    assert created.run is not None
+    run_id = created.run.run_id
+    await world.events.create(run_id, {"eventType": "run_started"})
+    # What the flow's first delivery (message m-1) left when it died in the body: the step declared, its slot
+    # taken, its attempt started inline under m-1 (as ``_run_inline`` writes it).
+    await world.events.create(run_id, {"eventType": "step_created", "correlationId": "step_1",
+                                       "eventData": {"stepName": definition.name, "input": args}})
+    wake = FlowMessage(run_id, "amo.pay_limited", "step_1", definition.name)
+    key = await step_limits.step_key(world, definition, run_id, "step_1", None)
+    taken = await step_limits.take(world, definition, run_id, "step_1", key, wake=wake, lease_seconds=60)
+    assert isinstance(taken, step_limits.Taken)
+    await world.events.create(run_id, start_event("step_1", definition, None, "m-1", inline=True, deadline=None,
+                                                  taken=taken))
+    limiter = Limiter(world)
+    assert [list(p.holders) for p in await limiter.pools(f"step:{definition.name}")] == [
+        [step_holder(run_id, "step_1")]]
+
+    create, create_batch, queue, queue_batch = (world.events.create, world.events.create_batch, world.queue,
+                                                 world.queue_batch)
+    cancels: list[str] = []
+    refused_ends: list[str] = []
+    queued: list[Any] = []
+
+    def interrupted(request: Any) -> bool:
+        return (request.get("eventData") or {}).get("interruptedAttempt") is not None
+
+    async def cancel_first(run: str, requests: Any, **kwargs: Any) -> Any:
+        if any(interrupted(r) for r in requests) and not cancels:
+            cancels.append(",".join(r["eventType"] for r in requests))
+            await create(run, {"eventType": "run_cancelled"})  # lands between the decision and the batch
+        return await create_batch(run, requests, **kwargs)
+
+    async def end_on_its_own(run: str | None, request: Any, **kwargs: Any) -> Any:
+        try:
+            return await create(run, request, **kwargs)
+        except Exception as error:
+            if interrupted(request):
+                refused_ends.append(type(error).__name__)
+            raise
+
+    async def queued_one(name: str, payload: Any, **kwargs: Any) -> Any:
+        queued.append(payload)
+        return await queue(name, payload, **kwargs)
+
+    async def queued_many(name: str, messages: Any, **kwargs: Any) -> Any:
+        queued.extend(messages)
+        return await queue_batch(name, messages, **kwargs)
+
+    monkeypatch.setattr(world.events, "create_batch", cancel_first)
+    monkeypatch.setattr(world.events, "create", end_on_its_own)
+    monkeypatch.setattr(world, "queue", queued_one)
+    monkeypatch.setattr(world, "queue_batch", queued_many)
+    outcome = await Worker(world).execute(FlowMessage(run_id, "amo.pay_limited"),
+                                          deadline=time.monotonic() + 60, message_id="m-1", attempt=2)
+    assert cancels == ["step_retrying"], "the flow did not write the interrupted end in its batch"
+    assert refused_ends == ["RunGoneError"], "the fallback did not write it on its own, or it was not refused"
+    assert (outcome.status, outcome.ack) == ("gone", True)
+    assert queued == [], "a retry (or anything else) was queued for a cancelled run"
+    kinds = [e.event_type for e in (await world.events.list(run_id)).data]
+    assert kinds[-1] == "run_cancelled" and kinds.count("step_retrying") == 0, kinds
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools(f"step:{definition.name}"))
     assert charges(run_id) == {}

@@ -13,17 +13,32 @@ usage error, 130 stopped (Ctrl-C), 141 the reader of its output went away (``| h
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-import traceback
-from collections.abc import Callable
-from typing import Any
 
-from .. import __version__
-from ..deploy import init as deploy_init
-from . import demo, deployments, dev, dlq, limits, park, replay, runs, schedules, serve, skip, ui, wake
-from .errors import OPERATIONAL, SPLIT_HINT, USAGE, CliError, describe, split_json
+STOPPED = 130
+"""The exit code of a command stopped by Ctrl-C (``stopped``): at any moment, from the command's first import on."""
+
+
+def stopped() -> int:
+    """A Ctrl-C ended the command: ``stopped`` on stderr, exit 130, no traceback."""
+    print("\nstopped", file=sys.stderr)
+    return STOPPED
+
+
+try:  # (a Ctrl-C while the command loads, before ``main`` runs: ``python -m awsworld.cli`` and the console script
+    # import this module first; tests/cli/test_dev_ctrl_c_start.py)
+    import argparse
+    import os
+    import traceback
+    from collections.abc import Callable
+    from typing import Any
+
+    from .. import __version__
+    from ..deploy import init as deploy_init
+    from . import demo, deployments, dev, dlq, limits, park, replay, runs, schedules, serve, skip, ui, wake
+    from .errors import OPERATIONAL, SPLIT_HINT, USAGE, CliError, describe, split_json
+except KeyboardInterrupt:
+    raise SystemExit(stopped()) from None
 
 __all__ = ["COMMAND_GROUPS", "CliError", "main"]
 
@@ -65,10 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; return its exit code. Errors become one line on stderr (see ``errors``)."""
-    parser = build_parser()
-    given = sys.argv[1:] if argv is None else argv
-    # --debug anywhere (an operator adds it to the command that just failed, at its end).
-    args, extra = parser.parse_known_args([a for a in given if a != "--debug"])
+    try:  # (building the parser takes a moment too: a Ctrl-C in it is a Ctrl-C like any other)
+        parser = build_parser()
+        given = sys.argv[1:] if argv is None else argv
+        # --debug anywhere (an operator adds it to the command that just failed, at its end).
+        args, extra = parser.parse_known_args([a for a in given if a != "--debug"])
+    except KeyboardInterrupt:
+        return stopped()
     if extra:  # argparse's own error, and for the pieces of a JSON value the shell split (unquoted), how to quote it
         message = f"unrecognized arguments: {' '.join(extra)}"
         parser.error(f"{message} ({SPLIT_HINT})" if split_json(extra) else message)
@@ -85,8 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _reader_gone()
     except KeyboardInterrupt:
-        print("\nstopped", file=sys.stderr)
-        return 130
+        return stopped()
     except Exception as error:
         if args.debug:
             traceback.print_exc()

@@ -127,6 +127,10 @@ def _serve_to_the_end(args: argparse.Namespace) -> bool:
                 interrupted = True
                 if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
                     serving.cancel()  # a Ctrl-C before dev serves (its own handler is not set yet): the start undone
+                    # and, should a piece of the start swallow that cancellation and go on, it ends at the start's
+                    # end instead of serving (``_stop_on_signals``): seen once in 40 samples on a loaded machine,
+                    # dev served on as if no Ctrl-C had come.
+                    args.ctrl_c_at_start = True
             except asyncio.CancelledError:
                 if interrupted:
                     raise KeyboardInterrupt from None
@@ -214,6 +218,12 @@ async def _serve(args: argparse.Namespace) -> None:
                 if state is not None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()
+                # dev's own Ctrl-C from here on, before the banner says "Ctrl-C to stop": a press once that line is
+                # out is the way out below (the state saved), never a ``KeyboardInterrupt`` into the lines between
+                # (one there cut the banner, or skipped the handler and said "stopped" twice, exit 130).
+                stop = _stop_on_signals()
+                if getattr(args, "ctrl_c_at_start", False):  # (see _serve_to_the_end)
+                    stop.set()
                 _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict, worker.deployment)
                 if args.reload:
                     async def reloaded(previous: Registry) -> dev_reload.Pins:  # what dev derives, derived again
@@ -228,7 +238,7 @@ async def _serve(args: argparse.Namespace) -> None:
                 if ui_server is not None:
                     ui_task = asyncio.create_task(_serve_ui(ui_server, ui.url(args)))
                 serving = True
-                await _run_until_stopped()
+                await stop.wait()
             finally:
                 if watcher is not None:
                     watcher.cancel()
@@ -323,9 +333,11 @@ def _said_if_slow(text: str) -> Iterator[None]:
         slow.cancel()
 
 
-async def _run_until_stopped() -> None:
-    """Serve until Ctrl-C or SIGTERM (with --state, ``dev_state.Snapshots`` copies meanwhile, on its own thread,
-    and once more on the way out, after the deliveries still running ended: ``_serve``)."""
+def _stop_on_signals() -> asyncio.Event:
+    """What ends dev's serving: Ctrl-C or SIGTERM sets the event (with --state, ``dev_state.Snapshots`` copies
+    meanwhile, on its own thread, and once more on the way out, after the deliveries still running ended:
+    ``_serve``). Set before the banner, so the line that says "Ctrl-C to stop" is never out before the handler
+    that does it; a Ctrl-C before this is one of dev's start (``_serve_to_the_end``)."""
     from .dev_loop import on_ctrl_c
 
     stop = asyncio.Event()
@@ -337,7 +349,7 @@ async def _run_until_stopped() -> None:
     # is saved still ends dev, at once or after ``FORCE_SECONDS``, where the handler put back would only raise
     # KeyboardInterrupt into that shutdown, and threads it left running could keep the process for good.
     signal.signal(signal.SIGINT, on_ctrl_c(lambda: loop.call_soon_threadsafe(stop.set)))
-    await stop.wait()
+    return stop
 
 
 async def _stop_deliveries(poller: LocalPoller) -> None:

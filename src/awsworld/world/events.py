@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from .entities import ERROR_TAGS, Hook, Run, Step, StoredError, Wait
 from .errors import InvalidInputError
-from .ids import check_entity_id, event_id_to_slot
+from .ids import SPEC_VERSION_CURRENT, check_entity_id, event_id_to_slot
 from .wire_model import WireModel
 
 EventType = Literal[
@@ -230,12 +230,18 @@ PAYLOAD_FIELDS: dict[str, tuple[str, ...]] = {
 
 
 class CreateEventRequest(WireModel):
-    """One event to write. ``event_data`` is validated against the model of ``event_type``."""
+    """One event to write. ``event_data`` is validated against the model of ``event_type``.
+
+    ``spec_version``: the protocol version the writer speaks. The Workflow SDK's runtime sends it on every event
+    (its ``BaseEventSchema`` reads an event without one as legacy data); awsworld's own writers (``Client.cancel``,
+    ``runs.set_attributes``, the Python runtime) do not, and speak this World's version, so a request without one
+    is written with ``SPEC_VERSION_CURRENT``, as world-local does (``data.specVersion ?? SPEC_VERSION_CURRENT``).
+    Every event, and the step, hook or wait it makes, then carries one."""
 
     event_type: EventType
     correlation_id: str | None = None
     event_data: EventData | None = None
-    spec_version: int | None = None
+    spec_version: int = SPEC_VERSION_CURRENT
 
     def data(self) -> EventData:
         assert self.event_data is not None
@@ -331,6 +337,9 @@ def parse_event_request(event: CreateEventRequest | dict[str, Any] | Any) -> Cre
     if model is None:
         raise InvalidInputError(f"unknown event type {event_type!r}", field="eventType")
     data = raw.pop("eventData", raw.pop("event_data", None))
+    for key in ("specVersion", "spec_version"):  # (a null one is none given: the default applies)
+        if key in raw and raw[key] is None:
+            del raw[key]
     if data is None:
         data = {}
     if not isinstance(data, dict):
