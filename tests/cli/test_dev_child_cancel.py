@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import signal
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -15,21 +13,18 @@ import pytest
 
 from awsworld.cli.dev_state import TABLE_FILE
 
-from .test_cli import Dev, Runner, until_found
+from .test_cli import Dev, Runner, dev_snapshotting_every, until_found
+from .test_dev_failures import dev_of
 
 CHILDREN = 30
 """Enough that the parent's delivery is still cancelling them when a snapshot lands: about 17 a second here, a
 snapshot every ``SNAPSHOT_SECONDS`` (or five times a copy's time, a few hundredths of a second here)."""
 
 SNAPSHOT_SECONDS = 0.2
-"""How often the killed ``dev`` snapshots its state: ``dev_state.SNAPSHOT_SECONDS`` (5 s) set lower in its process.
+"""How often the killed ``dev`` snapshots its state (``dev_snapshotting_every``), not ``dev_state.SNAPSHOT_SECONDS``.
 At 5 s the window needed 100 children (6 s of cancelling) to be sure a snapshot fell inside it, and the test took
 40-90 s starting them, cancelling them and restarting on them; what is checked (the restart cancels the children the
 saved state shows not yet cancelled) does not depend on when the snapshots fall."""
-
-DEV_COMMAND = (sys.executable, "-c", "import sys; from awsworld.cli import dev_state, main; "
-               f"dev_state.SNAPSHOT_SECONDS = {SNAPSHOT_SECONDS}; sys.exit(main())")
-"""``awsworld dev`` as ``python -m awsworld.cli`` runs it, its snapshots every ``SNAPSHOT_SECONDS``."""
 
 ORDERS = '''
 import asyncio
@@ -71,11 +66,9 @@ def statuses(server: Dev, parent: str) -> list[str]:
 
 def test_a_restart_cancels_the_children_a_killed_dev_had_not_cancelled_yet(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    project = tmp_path_factory.mktemp("orders")
-    (project / "orders.py").write_text(textwrap.dedent(ORDERS))
+    project, runner, server = dev_of(tmp_path_factory, "orders", ORDERS,
+                                     command=dev_snapshotting_every(SNAPSHOT_SECONDS))
     state = project / "state"
-    runner = Runner(tmp_path_factory.mktemp("runner"))
-    server = Dev(project, state, [runner], module="orders", command=DEV_COMMAND)
     try:
         parent = server("start", "orders.fan", f"[{CHILDREN}]").out.strip()
         until_found(lambda: statuses(server, parent) == ["running"] * CHILDREN, "every child running", timeout=180,
