@@ -48,7 +48,6 @@ LONGEST_FILES_FIRST = (
     "tests/chaos/test_chaos.py",
     "tests/cli/test_cli.py",
     "tests/cli/test_dev_reload.py",
-    "tests/cli/test_dev_child_cancel.py",  # one test of 58 s (dev as a process, 100 children, a restart)
     "tests/cli/test_dev_blocking.py",  # dev as a process twice (a kill -9, a restart): 19 s alone, 50-60 s loaded
     "tests/testing/test_user_suites.py",
     "tests/deploy/test_build.py",  # sam build: CPU-bound, so longest when the other workers are busy too
@@ -67,6 +66,7 @@ LONGEST_FILES_FIRST = (
     "tests/cli/test_serve_cli.py",
     "tests/conformance/test_queue_delivery.py",
     "tests/deploy/test_init.py",
+    "tests/cli/test_dev_child_cancel.py",  # dev as a process, 30 children, kill -9, a restart: 15-40 s
     "tests/conformance/test_hooks.py",
     "tests/runtime/test_e2e_run_limits.py",
     "tests/cli/test_cli_why.py",

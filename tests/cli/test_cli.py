@@ -343,6 +343,18 @@ class Dev:
         return out
 
 
+def dev_snapshotting_every(seconds: float) -> tuple[str, ...]:
+    """``Dev``'s ``command`` for an ``awsworld dev`` (as ``python -m awsworld.cli`` runs it) whose snapshots of its
+    ``--state`` come every ``seconds``, not every ``dev_state.SNAPSHOT_SECONDS`` (5 s): for a test that kills dev
+    once a snapshot holds what it waits for, which waited up to 5 s for each. What a snapshot holds and when it is
+    made (on its own thread) are dev's own. If that setting no longer sets the interval, this dev exits at once
+    (the test fails) instead of snapshotting every 5 s."""
+    return (sys.executable, "-c", "import sys; from awsworld.cli import dev_state, main; "
+            f"dev_state.SNAPSHOT_SECONDS = {seconds!r}; "
+            f"assert dev_state.Snapshots(None, None, None).interval() == {seconds!r}, "
+            "'dev_state.SNAPSHOT_SECONDS no longer sets the interval'; sys.exit(main())")
+
+
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A project in the src layout ``awsworld init`` builds from: ``dev``, ``replay`` and the commands reading

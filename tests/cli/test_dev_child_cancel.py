@@ -13,11 +13,18 @@ import pytest
 
 from awsworld.cli.dev_state import TABLE_FILE
 
-from .test_cli import Dev, Runner, until_found
+from .test_cli import Dev, Runner, dev_snapshotting_every, until_found
 from .test_dev_failures import dev_of
 
-CHILDREN = 100
-"""Enough that the parent's delivery is still cancelling them when a snapshot lands (about 17 a second here)."""
+CHILDREN = 30
+"""Enough that the parent's delivery is still cancelling them when a snapshot lands: about 17 a second here, a
+snapshot every ``SNAPSHOT_SECONDS`` (or five times a copy's time, a few hundredths of a second here)."""
+
+SNAPSHOT_SECONDS = 0.2
+"""How often the killed ``dev`` snapshots its state (``dev_snapshotting_every``), not ``dev_state.SNAPSHOT_SECONDS``.
+At 5 s the window needed 100 children (6 s of cancelling) to be sure a snapshot fell inside it, and the test took
+40-90 s starting them, cancelling them and restarting on them; what is checked (the restart cancels the children the
+saved state shows not yet cancelled) does not depend on when the snapshots fall."""
 
 ORDERS = '''
 import asyncio
@@ -59,7 +66,8 @@ def statuses(server: Dev, parent: str) -> list[str]:
 
 def test_a_restart_cancels_the_children_a_killed_dev_had_not_cancelled_yet(
         tmp_path_factory: pytest.TempPathFactory) -> None:
-    project, runner, server = dev_of(tmp_path_factory, "orders", ORDERS)
+    project, runner, server = dev_of(tmp_path_factory, "orders", ORDERS,
+                                     command=dev_snapshotting_every(SNAPSHOT_SECONDS))
     state = project / "state"
     try:
         parent = server("start", "orders.fan", f"[{CHILDREN}]").out.strip()

@@ -4,6 +4,7 @@ tracebacks, as plain text (dev sets ``AWSWORLD_LOG_ERRORS=full``), with a ``dev`
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -30,13 +31,15 @@ def test_the_dev_terminal_says_when_a_run_fails_with_its_traceback(tmp_path_fact
 
 
 def dev_of(tmp_path_factory: pytest.TempPathFactory, module: str, source: str,
-           settings: dict[str, str] | None = None) -> tuple[Path, Runner, Dev]:
+           settings: dict[str, str] | None = None, command: Sequence[str] | None = None) -> tuple[Path, Runner, Dev]:
     """``awsworld dev MODULE`` as a process on a project of its own holding ``MODULE.py`` (``source``), with a
-    runner for its commands: the caller stops both. ``settings``: variables for the dev process alone."""
+    runner for its commands: the caller stops both. ``settings``: variables for the dev process alone; ``command``:
+    how ``awsworld`` is run (``Dev``'s, e.g. ``dev_snapshotting_every``)."""
     project = tmp_path_factory.mktemp(module)
     (project / f"{module}.py").write_text(textwrap.dedent(source))
     runner = Runner(tmp_path_factory.mktemp("runner"))
-    return project, runner, Dev(project, project / "state", [runner], module=module, settings=settings)
+    options = {} if command is None else {"command": command}
+    return project, runner, Dev(project, project / "state", [runner], module=module, settings=settings, **options)
 
 
 EXITS = '''
