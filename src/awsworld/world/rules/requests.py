@@ -64,7 +64,7 @@ def check_hook_token(token: str, retention_until: datetime | None, now: datetime
 
 def check_write_params(req: CreateEventRequest, in_band: bool, expected: int | None,
                        event_count: int | None) -> None:
-    if req.spec_version is not None and not 1 <= req.spec_version <= SPEC_VERSION_CURRENT:
+    if not 1 <= req.spec_version <= SPEC_VERSION_CURRENT:
         raise RunNotSupportedError(f"specVersion {req.spec_version} is not one this World implements (1 to "
                                    f"{SPEC_VERSION_CURRENT})", run_spec_version=req.spec_version,
                                    world_spec_version=SPEC_VERSION_CURRENT)
