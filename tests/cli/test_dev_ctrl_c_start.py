@@ -35,6 +35,9 @@ async def add(n: int) -> int:
 async def flow(n: int) -> int:
     return await add(n)
 '''
+SERVING = "serving deliveries; Ctrl-C to stop"
+"""The banner's last line: a press after it is dev's way out (exit 0), one before it the start's (exit 130). Which
+one a sample at a fixed delay is depends on the machine's speed (CI: a quiet machine was serving at 1.5 s)."""
 ENDS_WITHIN = 30.0
 """Seconds from the Ctrl-C to the process's end: a Ctrl-C while the emulator's modules load (on a thread of
 their own) waits for that import to end, a few seconds on a busy machine; a hang is what this bounds."""
@@ -129,15 +132,19 @@ def test_ctrl_c_at_any_moment_of_devs_start_stops_it_cleanly_and_leaves_its_stat
     for when, code, output in seen[:-1]:
         assert "Traceback" not in output, f"a Ctrl-C {when}:\n{output}"
         assert output.rstrip().endswith("stopped") and output.count("stopped") == 1, f"a Ctrl-C {when}:\n{output}"
+        if SERVING in output:  # the start was over before the press (a quick machine): dev's own way out
+            assert code == 0 and "state saved to" in output, f"a Ctrl-C {when}: exit {code}\n{output}"
+            continue
         # (-SIGINT: the interpreter, having said "stopped", ended itself by the signal, which a shell reports as 130
         # too; seen once in some 60 samples on a loaded machine, its cause inside CPython's exit not found)
         assert code in (130, -signal.SIGINT), f"a Ctrl-C {when}: exit {code}\n{output}"
+    assert any(SERVING not in output for _, _, output in seen[:-1]), "no sample came during the start"
     # dev's first line is its banner, whose last line says "Ctrl-C to stop": its own handler is set before it
     # (``cli/dev._stop_on_signals``), so a Ctrl-C right after it is dev's way out, the state saved, exit 0. (It
     # was set after the banner: a Ctrl-C there cut the banner short, or saved the state and said "stopped" twice.)
     when, code, output = seen[-1]
     assert "Traceback" not in output and code == 0, f"a Ctrl-C {when}: exit {code}\n{output}"
-    assert "serving deliveries; Ctrl-C to stop" in output and "state saved to" in output, output
+    assert SERVING in output and "state saved to" in output, output
     assert output.rstrip().endswith("stopped") and output.count("stopped") == 1, output
 
     # The same state folder serves again: not locked, nothing half written.
