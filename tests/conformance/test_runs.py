@@ -217,13 +217,17 @@ async def test_cancelling_a_completed_or_failed_run_conflicts(world: AnyWorld, f
 
 
 async def test_cancelling_a_cancelled_run_is_an_idempotent_no_op(world: AnyWorld) -> None:
+    """Answered with the run and no event (``world/rules/runs.py`` says why): nothing is written, so the log's end
+    stays its last event and the first cancel's reason the one recorded."""
     run_id = await new_run(world, start=True)
-    await end_run(world, run_id, "cancelled")
+    await world.events.create(run_id, run_cancelled("first"))
     before = await stored(world)
-    result = await world.events.create(run_id, run_cancelled())
+    result = await world.events.create(run_id, run_cancelled("second"))
     assert result.event is None
     assert result.run is not None and result.run.status == "cancelled"
     assert await stored(world) == before
+    last = (await all_events(world, run_id))[-1]
+    assert (last.event_type, (last.event_data or {}).get("cancelReason")) == ("run_cancelled", "first")
 
 
 async def test_terminal_event_on_a_missing_run_is_not_found(world: AnyWorld) -> None:

@@ -1,5 +1,6 @@
 """``Client.cancel(run_id, reason=...)``: the reason is recorded on ``run_cancelled`` (``cancelReason``) and
-``Run.result()`` raises ``WorkflowRunCancelledError`` carrying it; in memory and on ``LocalAWS``."""
+``Run.result()`` raises ``WorkflowRunCancelledError`` carrying it, and a second cancel keeps it; in memory and on
+``LocalAWS``."""
 
 from __future__ import annotations
 
@@ -34,6 +35,9 @@ async def cancel_and_check(client: Client, reason: str | None) -> None:
     assert events[-1].event_type == "run_cancelled"
     assert (events[-1].event_data or {}).get("cancelReason") == reason
     assert await run.status() == "cancelled"
+    # A second cancel (a user's retry, or one racing the first) succeeds and changes nothing: the first reason stays.
+    await client.cancel(run.run_id, reason="cancelled again")
+    assert await run.events() == events
 
 
 @pytest.mark.parametrize("reason", ["the customer withdrew the order", None])

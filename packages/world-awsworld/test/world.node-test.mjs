@@ -3,11 +3,12 @@
 // after `tsc`; `.ci/world-testing` runs it): a hook token refused with the server's reason, not only the Workflow
 // SDK's fixed "Hook not found"; a live stream read whose server dies mid-stream ends in a `WorkflowWorldError`
 // naming the stream, not undici's bare `TypeError: terminated`, and one through the runtime (`run.getReadable()`)
-// goes on across a connection dropped while the server is away; ids `.` or `..` (a URL path drops them) refused,
-// made or read, with the World's 400 naming the field; `events.listByCorrelationId` passing on its
-// pagination and resolveData, and taking the `runId` awsworld needs in TypeScript too (`tsc --noEmit` on an app);
-// and `npm pack` of a fresh checkout builds the package's dist/ (a tarball of README and package.json alone
-// imported as nothing).
+// goes on across a connection dropped while the server is away; a run cancelled twice, or by cancels racing,
+// through the runtime's own calls (`cancelRun`, `getRun(id).cancel()`): each succeeds and the log keeps one end;
+// ids `.` or `..` (a URL path drops them) refused, made or read, with the World's 400 naming the field;
+// `events.listByCorrelationId` passing on its pagination and resolveData, and taking the `runId` awsworld needs in
+// TypeScript too (`tsc --noEmit` on an app); and `npm pack` of a fresh checkout builds the package's dist/ (a tarball
+// of README and package.json alone imported as nothing).
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
@@ -17,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { createServer, connect as connectTcp } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 
-import { getRun, setWorld } from '@workflow/core/runtime';
+import { cancelRun, getRun, setWorld } from '@workflow/core/runtime';
 
 import { hydrateRunError } from '@workflow/core/serialization'; // (installed with @workflow/world-testing, its pin)
 import { HookNotFoundError, WorkflowWorldError } from '@workflow/errors';
@@ -50,6 +51,34 @@ describe('createWorld against awsworld serve --world memory: errors a TypeScript
 
   after(async () => {
     await server?.stop();
+  });
+
+  test("a run cancelled twice, or by cancels racing, is cancelled once: the SDK's cancels all succeed", async () => {
+    // awsworld answers a repeated run_cancelled with the run and no event, writing nothing
+    // (src/awsworld/world/rules/runs.py): the runtime's cancelRun and Run.cancel discard the answer, so neither
+    // throws (a 409 there, as the SDK's Vercel World gives, made cancelRun throw), and the log keeps one end.
+    const cancels = async (runId) => (await world.events.list({ runId, resolveData: 'all' })).data
+      .filter((event) => event.eventType === 'run_cancelled')
+      .map((event) => event.eventData?.cancelReason);
+    setWorld(world);
+    try {
+      const runId = await startedRun(world);
+      await cancelRun(world, runId, { cancelReason: 'first' });
+      await cancelRun(world, runId, { cancelReason: 'second' });
+      await getRun(runId).cancel({ cancelReason: 'third' });
+      const again = await world.events.create(runId, { eventType: 'run_cancelled', specVersion: 5 });
+      assert.equal(again.run.status, 'cancelled');
+      assert.equal(again.event, undefined);
+      const events = (await world.events.list({ runId, resolveData: 'none' })).data;
+      assert.equal(events.at(-1).eventType, 'run_cancelled');
+      assert.deepEqual(await cancels(runId), ['first']);
+      const raced = await startedRun(world);
+      await Promise.all([cancelRun(world, raced), getRun(raced).cancel(), cancelRun(world, raced)]);
+      assert.equal(await getRun(raced).status, 'cancelled');
+      assert.equal((await cancels(raced)).length, 1);
+    } finally {
+      setWorld(undefined);
+    }
   });
 
   test('a hook token refused says why, as the server did', async () => {

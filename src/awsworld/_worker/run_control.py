@@ -246,7 +246,9 @@ async def _recorded(world: World, run_id: str, name: str) -> bool:
 
 async def cancel_run(world: World, run_id: str, *, reason: str | None = None) -> None:
     """Cancel the run, recording ``reason`` (up to 512 characters) on its ``run_cancelled`` event, and wake it.
-    ``RunNotFoundError`` for an unknown run, ``RunGoneError`` for one that has ended."""
+    ``RunNotFoundError`` for an unknown run, ``EntityConflictError`` for one that completed or failed. A run
+    cancelled already is left as it is (``world/rules/runs.py``): nothing is written, its first reason stays, and
+    the wake's key finds the first cancel's wake while that one is queued."""
     if reason is not None and len(reason) > MAX_CANCEL_REASON:
         raise ValueError(f"a cancel reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
     run = await world.runs.get(run_id, resolve_data="none")

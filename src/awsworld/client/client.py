@@ -426,7 +426,9 @@ class Client:
 
     async def cancel(self, run_id: str, *, reason: str | None = None) -> None:
         """Cancel the run; ``reason`` (up to 512 characters) is recorded on its ``run_cancelled`` event and
-        carried by the ``WorkflowRunCancelledError`` that ``Run.result()`` raises."""
+        carried by the ``WorkflowRunCancelledError`` that ``Run.result()`` raises. Cancelling a cancelled run
+        (twice, or racing another cancel) succeeds and changes nothing: the first cancel's reason stays.
+        ``RunNotFoundError`` for an unknown run, ``EntityConflictError`` for one that completed or failed."""
         await cancel_run(self.world, run_id, reason=reason)
 
     async def rerun(self, run_id: str, *, new_run_id: str | None = None) -> Run[Any]:

@@ -6,7 +6,9 @@
   ``run_started`` for a run that does not exist creates it when it carries what run_created would (a resilient
   start: both events land, run_created first), else the run is not found.
 - ``run_completed`` / ``run_failed`` / ``run_cancelled`` end a live run (its hooks close: ``hooks.hook_ends``);
-  cancelling a cancelled run is a no-op; ending an ended run otherwise conflicts (409).
+  cancelling a cancelled run is a no-op, answered with the run and no event (the log's end stays its last event;
+  the Workflow SDK's cancel callers discard the answer, and its Vercel World's retry table expects a 409 there);
+  ending an ended run otherwise conflicts (409).
 - ``attr_set`` changes a live run's attributes in order (a None value removes the key); an ended run's are final.
 """
 
