@@ -1,12 +1,14 @@
-"""Ctrl-C while ``awsworld dev`` is still starting, before its own handler is set (``cli/dev_loop.on_ctrl_c``,
-set once it serves): the start is undone (``cli/dev._serve_to_the_end``), ``stopped``, exit 130, no traceback, and
-the ``--state`` folder is left as a next ``dev`` can use (its lock is the operating system's, the snapshots are
-copied whole or not at all: ``cli/dev_state.py``). There is no line to wait for before the handler is set, so the
-Ctrl-C is sent at delays after the spawn sampled over the start (the interpreter loading the command, the user's
-module, the emulator, the state), and once right after dev's first line. dev as a process, as a user runs it."""
+"""Ctrl-C while ``awsworld dev`` is still starting: the start is undone (``cli/dev.CtrlC``, dev's handler from its
+command's first line), ``stopped``, exit 130, no traceback, and the ``--state`` folder is left as a next ``dev`` can
+use (its lock is the operating system's, the snapshots are copied whole or not at all: ``cli/dev_state.py``). There
+is no line to wait for in most of the start, so the Ctrl-C is sent at delays after the spawn sampled over it (the
+interpreter loading the command, the user's module, the emulator, the state), and once right after dev's first
+line. Where the user's module marks a moment (a ``__del__`` that runs during its import, an import that never
+ends), the Ctrl-C lands there every time. dev as a process, as a user runs it."""
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import sys
@@ -18,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from awsworld.cli.dev import CtrlC
 from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
 from .test_cli import _clean_env, awsworld
@@ -58,10 +61,11 @@ def _preexec() -> Callable[[], None]:
     return child
 
 
-def _dev(project: Path, state: Path) -> tuple[subprocess.Popen[str], list[str], threading.Event]:
-    """``awsworld dev ctrlc --state STATE`` as a process; its output lines as they come (a reader thread), and an
+def _dev(project: Path, state: Path, module: str = "ctrlc") -> tuple[subprocess.Popen[str], list[str],
+                                                                     threading.Event]:
+    """``awsworld dev MODULE --state STATE`` as a process; its output lines as they come (a reader thread), and an
     event set at its first line."""
-    process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", "ctrlc", "--state", str(state)],
+    process = subprocess.Popen([sys.executable, "-m", "awsworld.cli", "dev", module, "--state", str(state)],
                                cwd=project, env=_clean_env() | {"PYTHONFAULTHANDLER": "1"},
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True, preexec_fn=_preexec())
@@ -135,12 +139,12 @@ def test_ctrl_c_at_any_moment_of_devs_start_stops_it_cleanly_and_leaves_its_stat
         if SERVING in output:  # the start was over before the press (a quick machine): dev's own way out
             assert code == 0 and "state saved to" in output, f"a Ctrl-C {when}: exit {code}\n{output}"
             continue
-        # (-SIGINT: the interpreter, having said "stopped", ended itself by the signal, which a shell reports as 130
-        # too; seen once in some 60 samples on a loaded machine, its cause inside CPython's exit not found)
-        assert code in (130, -signal.SIGINT), f"a Ctrl-C {when}: exit {code}\n{output}"
+        # (not -SIGINT: the process ended itself by the signal after it said "stopped" when the KeyboardInterrupt
+        # came out of code a @dataclass runs from a string as the command's modules load: ``cli.stopped``)
+        assert code == 130, f"a Ctrl-C {when}: exit {code}\n{output}"
     assert any(SERVING not in output for _, _, output in seen[:-1]), "no sample came during the start"
-    # dev's first line is its banner, whose last line says "Ctrl-C to stop": its own handler is set before it
-    # (``cli/dev._stop_on_signals``), so a Ctrl-C right after it is dev's way out, the state saved, exit 0. (It
+    # dev's first line is its banner, whose last line says "Ctrl-C to stop": its stop event is taken before it
+    # (``cli/dev.CtrlC.serving``), so a Ctrl-C right after it is dev's way out, the state saved, exit 0. (It
     # was set after the banner: a Ctrl-C there cut the banner short, or saved the state and said "stopped" twice.)
     when, code, output = seen[-1]
     assert "Traceback" not in output and code == 0, f"a Ctrl-C {when}: exit {code}\n{output}"
@@ -164,3 +168,111 @@ def test_ctrl_c_at_any_moment_of_devs_start_stops_it_cleanly_and_leaves_its_stat
     finally:
         code, output = _interrupted(process, lines, "of the dev serving again")
     assert code == 0 and "Traceback" not in output and output.rstrip().endswith("stopped"), output
+
+
+DEL_AT_IMPORT = MODULE + '''
+
+import time
+
+
+class Connection:
+    """A resource whose release takes a while (a connection's goodbye), released during the import: Python runs
+    ``__del__`` as its last reference goes, and a KeyboardInterrupt raised in it is printed as "Exception ignored"
+    and goes no further."""
+
+    def __del__(self) -> None:
+        print("releasing", flush=True)
+        time.sleep(2)
+
+
+Connection()
+'''
+
+
+def test_a_ctrl_c_while_the_users_module_runs_a_del_at_its_import_stops_dev(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The Ctrl-C that dev lost: Python's own handler raised ``KeyboardInterrupt`` into the ``__del__`` running at
+    that moment, Python printed it as "Exception ignored", and dev went on and served as if no Ctrl-C had come
+    (every time here; once in 40 samples of the test above on a loaded machine, where it landed in some
+    ``__del__`` or callback of the start). dev's handler only records the press: the start is undone once the
+    ``__del__`` returns."""
+    project = tmp_path_factory.mktemp("ctrlcdel")
+    (project / "ctrlcdel.py").write_text(textwrap.dedent(DEL_AT_IMPORT))
+    process, lines, _ = _dev(project, project / "state", "ctrlcdel")
+    deadline = time.monotonic() + 60
+    while "releasing\n" not in lines:
+        assert process.poll() is None and time.monotonic() < deadline, "no __del__ ran:\n" + "".join(lines)
+        time.sleep(0.01)
+    code, output = _interrupted(process, lines, "during the __del__")
+    assert code == 130 and "Traceback" not in output and "Exception ignored" not in output, output
+    assert "serving deliveries" not in output and output.rstrip().endswith("stopped"), output
+    # Said at the press: where the user's code holds dev, and that a second press stops it at once.
+    where = f"{project / 'ctrlcdel.py'}:{DEL_AT_IMPORT.splitlines().index('        time.sleep(2)') + 1}, in __del__"
+    assert f"stopping once your code lets dev's start go: it holds it at {where}: time.sleep(2) (Ctrl-C again to " \
+        "stop at once)" in output, output
+
+
+HANGS_AT_IMPORT = '''
+import time
+
+print("connecting", flush=True)
+# A connection made at import that never answers, in code run from a string (as @dataclass, namedtuple and template
+# engines run the code they make): a KeyboardInterrupt out of such code made ``python -m`` die of SIGINT at its end.
+exec("""
+while True:
+    time.sleep(0.05)
+""")
+'''
+
+
+def test_a_second_ctrl_c_stops_a_users_module_whose_import_never_ends(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The user's modules import on dev's main thread, before its loop: the first Ctrl-C says where the import
+    holds dev and waits for it (as while dev serves: ``cli/dev_loop.on_ctrl_c``), the second ends it there: exit
+    130, where the ``KeyboardInterrupt`` leaving code run from a string had the process end by SIGINT (-2) after it
+    said "stopped" (``cli.stopped``)."""
+    project = tmp_path_factory.mktemp("ctrlchang")
+    (project / "ctrlchang.py").write_text(HANGS_AT_IMPORT)
+    process, lines, _ = _dev(project, project / "state", "ctrlchang")
+    try:
+        deadline = time.monotonic() + 60
+        while "connecting\n" not in lines:
+            assert process.poll() is None and time.monotonic() < deadline, "the import did not run:\n" + "".join(lines)
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        said = f"stopping once your code lets dev's start go: it holds it at {project / 'ctrlchang.py'}:"
+        while not any(line.startswith(said) and "in <module>" in line for line in lines):
+            assert process.poll() is None and time.monotonic() < deadline, "the first Ctrl-C:\n" + "".join(lines)
+            time.sleep(0.01)
+        assert process.poll() is None, "".join(lines)  # the import goes on: the first press only asked
+    finally:
+        code, output = _interrupted(process, lines, "the second time")
+    assert code == 130 and "Traceback" not in output and output.rstrip().endswith("stopped"), output
+    assert output.count("stopped") == 1, output
+
+
+def test_a_start_that_swallows_the_cancellation_of_its_ctrl_c_ends_where_it_would_serve() -> None:
+    """A piece of dev's start that catches the ``CancelledError`` the first Ctrl-C sends it (library code that
+    catches ``BaseException``) goes on: ``CtrlC.serving``, where dev would begin to serve, ends it instead. The
+    press as the handler makes it (``press``), on a loop of this test's."""
+    ctrl_c = CtrlC()
+    reached: list[str] = []
+
+    async def start() -> None:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:  # swallowed
+            reached.append("went on")
+        ctrl_c.serving()
+        reached.append("served")
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(start())
+        ctrl_c.start(asyncio.get_running_loop(), task)
+        await asyncio.sleep(0)
+        ctrl_c.press()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+    assert reached == ["went on"] and ctrl_c.pressed

@@ -86,12 +86,13 @@ def _time_scale(text: str) -> float:
 
 
 def _main(args: argparse.Namespace) -> int:
+    ctrl_c = CtrlC.installed()  # first: a press from here on is dev's, whatever runs (see CtrlC)
     args.reload = args.reload and bool(args.modules)  # (no module, no edit to load)
     os.environ.setdefault(Settings.on_divergence.env, "park")  # no edit under dev fails a run (``dev_reload``)
     if args.time_scale is not None:  # read by the worker where it writes a wait (engine.time_scale)
         os.environ[Settings.time_scale.env] = repr(args.time_scale)
     args.modules = import_modules(args.modules)  # (a file's path given for a module: its module's name)
-    interrupted = _serve_to_the_end(args)
+    interrupted = _serve_to_the_end(args, ctrl_c)
     # Everything is saved and closed. What is left is the interpreter's last garbage collection, which walks every
     # object the emulator held (seconds at a few thousand items: 8 of 9.7 s from Ctrl-C to exit here): the process
     # ends, the memory goes with it, so the collection is told to skip them.
@@ -99,10 +100,82 @@ def _main(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def _serve_to_the_end(args: argparse.Namespace) -> bool:
+class CtrlC:
+    """dev's Ctrl-C, from its command's first line to the process's end: a press is recorded, never lost, and
+    answered through the loop; the second raises ``KeyboardInterrupt`` where the main thread is, the third (or a
+    timer) ends the process (``dev_loop.on_ctrl_c``, the one handler, set once by ``installed``).
+
+    The first press is answered by what dev is doing: while dev starts (the user's modules import, the emulator
+    starts, the state is restored), it cancels the start (the start's task, through the loop: ``start``) and a
+    start that swallowed the cancellation ends where it would begin to serve (``serving`` raises
+    ``CancelledError``): "stopped", exit 130, the state as it was. Once dev serves, it sets the event that ends
+    the serving (dev's way out: the state saved, exit 0). A press before the loop exists (the user's modules import
+    on the main thread, ``_main``) is only recorded: the start is undone as soon as it begins.
+
+    Why not Python's default handler until dev serves: it raises ``KeyboardInterrupt`` into whatever frame runs at
+    that moment, and where that frame is a ``__del__``, a weakref or GC callback, or code that catches
+    ``BaseException``, the exception is printed as "Exception ignored" or swallowed, and dev served on as if no
+    Ctrl-C had come (seen once in 40 samples on a loaded machine; a user module whose ``__del__`` runs during its
+    import loses it every time: tests/cli/test_dev_ctrl_c_start.py)."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._start: asyncio.Task[None] | None = None
+        self._stop: asyncio.Event | None = None
+
+    @classmethod
+    def installed(cls) -> CtrlC:
+        """A CtrlC whose ``press`` is SIGINT's handler (Python's, run between two bytecodes of the main thread)
+        from now on, to the process's end: a second press during dev's way out still ends it
+        (``dev_loop.on_ctrl_c``), where the default handler put back would raise into that shutdown."""
+        from .dev_loop import on_ctrl_c
+
+        ctrl_c = cls()
+        signal.signal(signal.SIGINT, on_ctrl_c(ctrl_c.press, held=ctrl_c.held))
+        return ctrl_c
+
+    def held(self) -> str:
+        """What the user's code holds at a first press, for its message (``dev_loop.on_ctrl_c``)."""
+        return "dev's event loop" if self._loop is not None else "dev's start"
+
+    def press(self) -> None:
+        """The first Ctrl-C: recorded, and answered on the loop if there is one (the signal handler may run in
+        the middle of the loop's own code: it only asks, thread-safe)."""
+        self.pressed = True
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: dev is past its way out
+                self._loop.call_soon_threadsafe(self._answer)
+
+    def _answer(self) -> None:
+        if self._stop is not None:
+            self._stop.set()
+        elif self._start is not None:
+            self._start.cancel()
+
+    def start(self, loop: asyncio.AbstractEventLoop, task: asyncio.Task[None]) -> None:
+        """dev's start runs as ``task`` on ``loop``: a press from now on cancels it, and one before did."""
+        self._loop, self._start = loop, task
+        if self.pressed:
+            task.cancel()
+
+    def serving(self) -> asyncio.Event:
+        """The event a press (or SIGTERM) sets to end dev's serving, from now on: taken before the banner says
+        "Ctrl-C to stop", so that line is never out before the press does it. On the loop; raises
+        ``CancelledError`` if a press came during the start (its cancellation swallowed by a piece of it)."""
+        if self.pressed:
+            raise asyncio.CancelledError
+        self._stop = stop = asyncio.Event()
+        with contextlib.suppress(NotImplementedError):  # Windows: no loop signal handlers
+            asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        return stop
+
+
+def _serve_to_the_end(args: argparse.Namespace, ctrl_c: CtrlC) -> bool:
     """Run ``_serve`` on a loop of its own until its way out has run (the deliveries stopped, the state saved, the
     emulator closed), even when the second Ctrl-C raised ``KeyboardInterrupt`` into the code holding the loop
-    (``dev_loop.on_ctrl_c``); True if it did.
+    (``dev_loop.on_ctrl_c``); True if it did. A Ctrl-C during the start cancels it (``CtrlC``): the
+    ``KeyboardInterrupt`` raised here then says "stopped" (exit 130, ``cli.main``).
 
     Why not ``asyncio.run``: asyncio lets a ``KeyboardInterrupt`` out of the task it ends (a delivery's) and out of
     the loop, and ``asyncio.run`` then cancels every task and returns, ``_serve``'s way out unfinished: the state
@@ -115,7 +188,8 @@ def _serve_to_the_end(args: argparse.Namespace) -> bool:
     with asyncio.Runner() as runner:
         loop = runner.get_loop()
         loop.set_exception_handler(_not_about_ctrl_c)
-        serving = loop.create_task(_serve(args))
+        serving = loop.create_task(_serve(args, ctrl_c))
+        ctrl_c.start(loop, serving)
         interrupted = False
         while True:
             try:
@@ -125,14 +199,8 @@ def _serve_to_the_end(args: argparse.Namespace) -> bool:
                 if serving.done():  # out of _serve itself (its start, its way out): what it skipped stays undone
                     raise
                 interrupted = True
-                if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-                    serving.cancel()  # a Ctrl-C before dev serves (its own handler is not set yet): the start undone
-                    # and, should a piece of the start swallow that cancellation and go on, it ends at the start's
-                    # end instead of serving (``_stop_on_signals``): seen once in 40 samples on a loaded machine,
-                    # dev served on as if no Ctrl-C had come.
-                    args.ctrl_c_at_start = True
-            except asyncio.CancelledError:
-                if interrupted:
+            except asyncio.CancelledError:  # the start undone by a Ctrl-C (``CtrlC``)
+                if ctrl_c.pressed:
                     raise KeyboardInterrupt from None
                 raise
 
@@ -156,7 +224,7 @@ def _start_moto(port: int) -> Any:
     return MotoServer().start()
 
 
-async def _serve(args: argparse.Namespace) -> None:
+async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     from .._published.model import DEV, publish
     from ..authoring.definitions import REGISTRY, Registry
     from ..aws.world import AWSWorld
@@ -218,12 +286,9 @@ async def _serve(args: argparse.Namespace) -> None:
                 if state is not None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()
-                # dev's own Ctrl-C from here on, before the banner says "Ctrl-C to stop": a press once that line is
-                # out is the way out below (the state saved), never a ``KeyboardInterrupt`` into the lines between
-                # (one there cut the banner, or skipped the handler and said "stopped" twice, exit 130).
-                stop = _stop_on_signals()
-                if getattr(args, "ctrl_c_at_start", False):  # (see _serve_to_the_end)
-                    stop.set()
+                # A Ctrl-C from here on ends the serving by the way out below (the state saved), before the banner
+                # says "Ctrl-C to stop"; one before it undid the start (``CtrlC``).
+                stop = ctrl_c.serving()
                 _print_banner(config, REGISTRY, webhooks.url, args, state, restored, verdict, worker.deployment)
                 if args.reload:
                     async def reloaded(previous: Registry) -> dev_reload.Pins:  # what dev derives, derived again
@@ -331,25 +396,6 @@ def _said_if_slow(text: str) -> Iterator[None]:
         yield
     finally:
         slow.cancel()
-
-
-def _stop_on_signals() -> asyncio.Event:
-    """What ends dev's serving: Ctrl-C or SIGTERM sets the event (with --state, ``dev_state.Snapshots`` copies
-    meanwhile, on its own thread, and once more on the way out, after the deliveries still running ended:
-    ``_serve``). Set before the banner, so the line that says "Ctrl-C to stop" is never out before the handler
-    that does it; a Ctrl-C before this is one of dev's start (``_serve_to_the_end``)."""
-    from .dev_loop import on_ctrl_c
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError):  # Windows: no loop signal handlers
-        loop.add_signal_handler(signal.SIGTERM, stop.set)
-    # Python's handler, not the loop's: it runs while the user's code blocks the loop (``dev_loop.on_ctrl_c``). It
-    # stays for the way out too (the process ends after it): a second Ctrl-C while the deliveries stop or the state
-    # is saved still ends dev, at once or after ``FORCE_SECONDS``, where the handler put back would only raise
-    # KeyboardInterrupt into that shutdown, and threads it left running could keep the process for good.
-    signal.signal(signal.SIGINT, on_ctrl_c(lambda: loop.call_soon_threadsafe(stop.set)))
-    return stop
 
 
 async def _stop_deliveries(poller: LocalPoller) -> None:

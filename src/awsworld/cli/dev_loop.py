@@ -156,10 +156,12 @@ BACKSTOP_SECONDS = 5.0
 
 
 def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os._exit,
-              force_after: float = FORCE_SECONDS,
-              backstop_after: float = BACKSTOP_SECONDS) -> Callable[[int, FrameType | None], None]:
+              force_after: float = FORCE_SECONDS, backstop_after: float = BACKSTOP_SECONDS,
+              held: Callable[[], str] = lambda: "dev's event loop") -> Callable[[int, FrameType | None], None]:
     """``dev``'s SIGINT handler: the first Ctrl-C calls ``stop`` (thread-safe: it only asks the loop), the second
-    raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(130)``).
+    raises ``KeyboardInterrupt`` where the main thread is, the third ends the process (``exit(130)``). ``held``
+    names what the user's code holds at the first press, said with its line: dev's event loop once it runs, dev's
+    start while dev imports the user's modules (``cli/dev.CtrlC``, set from the command's first line).
 
     Why a handler of Python's (``signal.signal``) and not the loop's (``loop.add_signal_handler``): the loop's runs
     only when the loop turns, so while a workflow's ``while True:`` or a step's ``time.sleep(3600)`` held it, Ctrl-C
@@ -208,7 +210,6 @@ def on_ctrl_c(stop: Callable[[], object], *, exit: Callable[[int], object] = os.
         holder = users_frame(frame)
         if holder is not None:
             where = Block(holder, 0.0, holder.f_lineno).where()
-            say(f"stopping once your code lets dev's event loop go: it holds it at {where} (Ctrl-C again to stop "
-                "at once)")
+            say(f"stopping once your code lets {held()} go: it holds it at {where} (Ctrl-C again to stop at once)")
 
     return interrupted
