@@ -411,6 +411,23 @@ def until_found(check: Callable[[], Any], what: str, timeout: float = 30, every:
     raise AssertionError(f"{what} within {timeout} s")
 
 
+def ended_within(process: subprocess.Popen[Any], timeout: float, output: list[str], what: str) -> int:
+    """``process``'s exit code once it ends within ``timeout`` seconds; else an ``AssertionError`` saying ``what``,
+    with its output and where each of its threads was: started with ``PYTHONFAULTHANDLER=1``, it dumps them on
+    SIGABRT into ``output`` (its lines, as a reader thread collects them)."""
+    try:
+        return process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGABRT)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        time.sleep(0.5)  # (the reader takes the dump)
+        raise AssertionError(f"{what}:\n" + "".join(output)) from None
+
+
 def _start(dev: Dev, *args: str) -> str:
     result = dev("start", *args)
     assert result.code in (0, 1), result  # 1: started with --wait, and the run failed

@@ -20,7 +20,7 @@ from awsworld.cli.dev_loop import LoopWatch
 from awsworld.cli.dev_state import TABLE_FILE
 from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
-from .test_cli import Dev, Runner, until_found
+from .test_cli import Dev, Runner, ended_within, until_found
 from .test_dev_failures import dev_of
 
 BLOCKING = '''
@@ -156,13 +156,7 @@ def test_ctrl_c_stops_dev_while_a_workflow_spins_on_its_loop(tmp_path_factory: p
         said = until_found(lambda: [line for line in output if "stopping once your code" in line], "the first answer")
         assert server.process.poll() is None, "still there: the loop is still held"
         server.process.send_signal(signal.SIGINT)
-        try:
-            code = server.process.wait(timeout=60)
-        except subprocess.TimeoutExpired:  # where each of its threads is (faulthandler's dump on SIGABRT), said
-            server.process.send_signal(signal.SIGABRT)
-            server.process.wait(timeout=10)
-            time.sleep(0.5)
-            raise AssertionError("dev still there 60 s after the second Ctrl-C:\n" + "".join(output)) from None
+        code = ended_within(server.process, 60, output, "dev still there 60 s after the second Ctrl-C")
     finally:
         if server.process.poll() is None:
             server.process.kill()

@@ -23,7 +23,7 @@ import pytest
 from awsworld.cli.dev import CtrlC
 from tied import tied  # tests/tied.py (tests/ is on sys.path)
 
-from .test_cli import _clean_env, awsworld
+from .test_cli import _clean_env, awsworld, ended_within
 
 MODULE = '''
 from awsworld import step, workflow
@@ -86,17 +86,7 @@ def _dev(project: Path, state: Path, module: str = "ctrlc") -> tuple[subprocess.
 def _interrupted(process: subprocess.Popen[str], lines: list[str], when: str) -> tuple[int, str]:
     """Ctrl-C, then the exit code and the whole output, once the process has ended (within ``ENDS_WITHIN``)."""
     process.send_signal(signal.SIGINT)
-    try:
-        code = process.wait(timeout=ENDS_WITHIN)
-    except subprocess.TimeoutExpired:  # where each of its threads is (faulthandler's dump on SIGABRT), said
-        process.send_signal(signal.SIGABRT)
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        time.sleep(0.5)
-        raise AssertionError(f"dev still there {ENDS_WITHIN:g} s after a Ctrl-C {when}:\n" + "".join(lines)) from None
+    code = ended_within(process, ENDS_WITHIN, lines, f"dev still there {ENDS_WITHIN:g} s after a Ctrl-C {when}")
     time.sleep(0.1)  # (the reader thread takes the last lines)
     return code, "".join(lines)
 

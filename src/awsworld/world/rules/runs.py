@@ -20,7 +20,7 @@ from typing import Any, cast
 
 from ..errors import EntityConflictError, RunGoneError, RunNotFoundError
 from ..events import AttrSetData, CreateEventRequest, RunFailedData
-from ..ids import SPEC_VERSION_CURRENT, check_path_id, new_run_id
+from ..ids import check_path_id, new_run_id
 from .decision import Check, Decision, NewEvent, NewRun, RunChange
 from .hooks import hook_ends
 from .requests import data_as, event_data
@@ -43,13 +43,14 @@ def created_run_id(run_id: str | None) -> str:
     return check_path_id(run_id, "runId") if run_id else new_run_id()
 
 
-def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int | None,
+def new_run(run_id: str, data: dict[str, Any], now: datetime, spec_version: int,
             deployment_id: str | None) -> NewRun:
     """The run its first event makes (``data``: the run_created data, dumped): pending, stamped with the spec
-    version it was written with (else this World's), deployed where it says (else where the World is)."""
+    version it was written with (a request that gives none: this World's, ``CreateEventRequest``'s default),
+    deployed where it says (else where the World is)."""
     context = data.get("executionContext")
     return NewRun(run_id, str(data["workflowName"]), data.get("deploymentId") or deployment_id,
-                  spec_version or SPEC_VERSION_CURRENT, "pending", now, None, dict(data.get("attributes") or {}),
+                  spec_version, "pending", now, None, dict(data.get("attributes") or {}),
                   cast(dict[str, Any], context) if isinstance(context, dict) else None)
 
 
