@@ -131,16 +131,24 @@ async def test_an_at_least_once_step_runs_the_cut_off_attempt_again(env: Workflo
     assert sum(charges(run.run_id).values()) == 2
 
 
-async def _an_attempt_cut_off(world: World, definition: StepDef) -> str:
-    """A run of ``amo.pay`` whose step ``c`` (``definition``) is started under message m-1 with ``atMostOnce`` and
-    never finished: the log a delivery that died right after the start leaves. Its run's id."""
+async def _a_step_declared(world: World, workflow_name: str, definition: StepDef, step_id: str) -> str:
+    """A started run of ``workflow_name`` (input 7) whose step ``step_id`` (``definition``, input 7) is declared.
+    Its run's id."""
+    args = serde.dumps({"args": [7], "kwargs": {}})
     created = await world.events.create(None, {"eventType": "run_created", "eventData": {
-        "workflowName": "amo.pay", "input": serde.dumps({"args": [7], "kwargs": {}})}})
+        "workflowName": workflow_name, "input": args}})
     assert created.run is not None
     run_id = created.run.run_id
     await world.events.create(run_id, {"eventType": "run_started"})
-    await world.events.create(run_id, {"eventType": "step_created", "correlationId": "c", "eventData": {
-        "stepName": definition.name, "input": serde.dumps({"args": [7], "kwargs": {}})}})
+    await world.events.create(run_id, {"eventType": "step_created", "correlationId": step_id, "eventData": {
+        "stepName": definition.name, "input": args}})
+    return run_id
+
+
+async def _an_attempt_cut_off(world: World, definition: StepDef) -> str:
+    """A run of ``amo.pay`` whose step ``c`` (``definition``) is started under message m-1 with ``atMostOnce`` and
+    never finished: the log a delivery that died right after the start leaves. Its run's id."""
+    run_id = await _a_step_declared(world, "amo.pay", definition, "c")
     await world.events.create(run_id, {"eventType": "step_started", "correlationId": "c",
                                        "eventData": {"ownerMessageId": "m-1", "atMostOnce": True}})
     return run_id
@@ -261,16 +269,9 @@ async def test_a_cancel_before_the_inline_flows_write_of_a_cut_off_attempts_end_
     acknowledged, the slot the step held is given back, and the body never runs."""
     world = e2e.world
     definition: StepDef = REGISTRY.step("amo.charge_limited")
-    args = serde.dumps({"args": [7], "kwargs": {}})
-    created = await world.events.create(None, {"eventType": "run_created", "eventData": {
-        "workflowName": "amo.pay_limited", "input": args}})
-    assert created.run is not None
-    run_id = created.run.run_id
-    await world.events.create(run_id, {"eventType": "run_started"})
     # What the flow's first delivery (message m-1) left when it died in the body: the step declared, its slot
     # taken, its attempt started inline under m-1 (as ``_run_inline`` writes it).
-    await world.events.create(run_id, {"eventType": "step_created", "correlationId": "step_1",
-                                       "eventData": {"stepName": definition.name, "input": args}})
+    run_id = await _a_step_declared(world, "amo.pay_limited", definition, "step_1")
     wake = FlowMessage(run_id, "amo.pay_limited", "step_1", definition.name)
     key = await step_limits.step_key(world, definition, run_id, "step_1", None)
     taken = await step_limits.take(world, definition, run_id, "step_1", key, wake=wake, lease_seconds=60)
