@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +23,7 @@ import pytest
 
 from awsworld._http.loopback import EMULATOR_REFUSAL, from_this_machine
 from awsworld.local import DUMMY_CREDENTIALS, REGION, DynamoDBLocal, LocalStack, MotoServer
+from awsworld.local.localstack_server import LAUNCHER
 
 # (Host, Origin, answered): "{port}" is the server's port. The names of the table are the request's; a browser
 # sends the page's own name as Host (rebinding) and its origin as Origin (every cross-origin request, every POST).
@@ -75,6 +78,23 @@ def send(port: int, method: str, path: str, host: str, origin: str | None, servi
         return answer.status, answer.read()
     finally:
         connection.close()
+
+
+LOAD_THE_RULE = """
+import runpy, sys
+launcher = runpy.run_path(sys.argv[1], run_name="launcher")  # its definitions only: LocalStack is not started
+rule = launcher["_load_loopback_rule"]()
+print(rule.from_this_machine("localhost:4566", None), rule.from_this_machine("evil.example:4566", None))
+"""
+
+
+def test_the_localstack_launcher_loads_the_rule_with_the_standard_library_alone() -> None:
+    """LocalStack's interpreter has no awsworld: the launcher loads ``loopback.py`` by its path, which works only
+    while that module imports nothing but the standard library. Checked in an interpreter without site-packages
+    (``-I -S``), in a second, rather than by a LocalStack start that fails."""
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", LOAD_THE_RULE, str(LAUNCHER)], capture_output=True,
+                          text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (0, "True False\n"), done.stderr
 
 
 def raw_request(port: int, host: str, origin: str | None, service: str, target: str,
