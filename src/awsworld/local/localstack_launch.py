@@ -1,9 +1,10 @@
 """Runs LocalStack in the interpreter of its own venv and ends it when the parent's pipe to stdin closes.
 
 Started by ``localstack_server.LocalStack`` as ``<venv>/bin/python localstack_launch.py``: a plain script in
-another interpreter, so it imports nothing of awsworld. A watcher thread reads stdin (never written); at end of
-file (the parent is gone, however it ended) it sends this process SIGTERM, LocalStack's own clean shutdown, and
-exits hard if that has not finished within ten seconds.
+another interpreter, so it imports no awsworld package (it loads the one module it needs, ``_http/loopback.py``, by
+its path). A watcher thread reads stdin (never written); at end of file (the parent is gone, however it ended) it
+sends this process SIGTERM, LocalStack's own clean shutdown, and exits hard if that has not finished within ten
+seconds.
 
 LocalStack checks no credentials, and binding 127.0.0.1 does not keep out a web page open on this machine: through
 DNS rebinding (``Host: evil.example:PORT``) a page read the bucket's payloads and the queue's messages and sent
@@ -74,7 +75,7 @@ def guard_gateway() -> None:
         make(self, *args, **kwargs)
         self.request_handlers.insert(0, refuse_foreign)
 
-    LocalstackAwsGateway.__init__ = guarded_init  # type: ignore[method-assign]
+    LocalstackAwsGateway.__init__ = guarded_init
 
 
 if __name__ == "__main__":

@@ -13,8 +13,9 @@
 // DynamoDB Local's CORS ("-cors *" by default) answers every site. So a handler around DynamoDB Local's own
 // (LoopbackOnly, no extra hop) answers 403 unless the request is addressed to a loopback name and carries no
 // browser Origin of another site: the rule of src/awsworld/_http/loopback.py (from_this_machine), whose names
-// come from -Dawsworld.loopbackHosts (comma-separated) and -Dawsworld.loopbackSuffix, which
-// src/awsworld/local/dynamodb_local.py sets from that module. Without them the launcher refuses to start.
+// come from -Dawsworld.loopbackHosts (comma-separated) and -Dawsworld.loopbackSuffix, and the 403's body from
+// -Dawsworld.refusal, which src/awsworld/local/dynamodb_local.py sets from that module. Without them the launcher
+// refuses to start.
 
 import java.lang.reflect.Field;
 import java.net.URI;
