@@ -1,7 +1,13 @@
 """Whether an HTTP request to a server on loopback came from this machine's own programs, read off its ``Host`` and
 ``Origin`` headers: one rule for every server awsworld runs on 127.0.0.1 without credentials (``awsworld serve``'s
 default, ``_http/auth.py``; ``awsworld ui``, ``ui/app.py``; the embedded emulator under ``awsworld dev`` and
-``serve --world emulator``, ``local/moto_server.py``).
+``serve --world emulator``, ``local/moto_server.py``; LocalStack, ``local/localstack_launch.py``; DynamoDB Local,
+``local/java/LoopbackDynamoDBLocal.java``).
+
+It imports only the standard library: LocalStack's launcher loads this file by its path in LocalStack's own
+interpreter, where awsworld is not installed. DynamoDB Local's launcher is Java: it is given ``LOOPBACK_HOSTS`` and
+``LOOPBACK_SUFFIX`` (``local/dynamodb_local.py``) and applies ``from_this_machine`` to them, and
+``tests/local/test_emulator_guards.py`` holds both to one table of cases.
 
 Binding 127.0.0.1 keeps other machines out, not the web pages open in this machine's browser, which reach a
 loopback port in two ways:
@@ -20,6 +26,11 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+LOOPBACK_SUFFIX = ".localhost"
+
+EMULATOR_REFUSAL = ("this emulator answers programs on this machine only (a request addressed to 127.0.0.1 or "
+                    "localhost, without a browser's Origin of another site)")
+"""The body of the 403 each emulator awsworld starts gives a request ``from_this_machine`` refuses."""
 
 SHUTDOWN_POLL_SECONDS = 0.05
 """How often a server thread on loopback (``socketserver``'s ``serve_forever``: the embedded emulator,
@@ -38,7 +49,7 @@ def loopback_name(name: str) -> bool:
     """A name that reaches only this machine: 127.0.0.1, ``localhost`` and its subdomains (RFC 6761 keeps them on
     loopback: a bucket's virtual host ``b.localhost``), ``::1``."""
     name = name.lower()
-    return name in LOOPBACK_HOSTS or name.endswith(".localhost")
+    return name in LOOPBACK_HOSTS or name.endswith(LOOPBACK_SUFFIX)
 
 
 def loopback_host(host: str) -> bool:
@@ -56,3 +67,9 @@ def loopback_origin(origin: str | None) -> bool:
     except ValueError:
         return False
     return name is not None and loopback_name(name)
+
+
+def from_this_machine(host: str, origin: str | None) -> bool:
+    """Whether an emulator (which checks no credentials) answers a request with these ``Host`` and ``Origin``
+    headers: addressed to a loopback name, and not sent by a page of another site."""
+    return loopback_host(host) and loopback_origin(origin)

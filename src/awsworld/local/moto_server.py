@@ -19,7 +19,7 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
-from .._http.loopback import SHUTDOWN_POLL_SECONDS, loopback_host, loopback_origin
+from .._http.loopback import EMULATOR_REFUSAL, SHUTDOWN_POLL_SECONDS, from_this_machine
 from . import moto_patch, moto_speedups
 
 log = logging.getLogger("awsworld.local.moto")
@@ -119,10 +119,9 @@ class LoopbackOnly:
         self.app = app
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
-        if loopback_host(environ.get("HTTP_HOST", "")) and loopback_origin(environ.get("HTTP_ORIGIN")):
+        if from_this_machine(environ.get("HTTP_HOST", ""), environ.get("HTTP_ORIGIN")):
             return self.app(environ, start_response)
-        body = (b"this emulator answers programs on this machine only (a request addressed to 127.0.0.1 or "
-                b"localhost, without a browser's Origin of another site)")
+        body = EMULATOR_REFUSAL.encode()
         start_response("403 Forbidden", [("Content-Type", "text/plain"), ("Content-Length", str(len(body)))])
         return [body]
 
