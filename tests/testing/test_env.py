@@ -4,15 +4,20 @@ wait or retry while a result is awaited (and only then), time moved by hand, and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 import traceback
 from collections import Counter
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from awsworld import (
     HookTimeoutError,
+    Place,
     RetryableError,
     RunEndedError,
     WorkflowRunFailedError,
@@ -435,3 +440,51 @@ async def test_an_environment_used_without_async_with_says_so_instead_of_waiting
     again = await env.client.start(count_to, 2)
     with pytest.raises(RuntimeError, match=r"^this WorkflowTestEnv is closed \(its `async with` block has ended"):
         await asyncio.wait_for(again.result(), 2)
+
+
+@dataclasses.dataclass
+class Quote:
+    sku: str
+    price: Decimal
+    at: datetime
+
+
+class SkuCodec:
+    """A result codec (its text is the sku alone) and an arguments codec: what ``decoded=True`` must go through."""
+
+    def encode(self, value: Any, place: Place, /) -> str:
+        return json.dumps(list(value)) if isinstance(value, tuple) else f"sku:{value}"
+
+    def decode(self, data: str | bytes, place: Place, /) -> Any:
+        text = data if isinstance(data, str) else data.decode()
+        return tuple(json.loads(text)) if text.startswith("[") else text.removeprefix("sku:")
+
+
+@step(name="env.quote")
+async def quote(sku: str, at: datetime) -> Quote:
+    return Quote(sku, Decimal("9.50"), at)
+
+
+@step(name="env.pick", codec=SkuCodec(), args_codec=SkuCodec())
+async def pick(sku: str) -> str:
+    return sku.upper()
+
+
+@workflow(name="env.quoting")
+async def quoting(sku: str) -> Quote:
+    return await quote(await pick(sku), datetime(2026, 3, 1, tzinfo=UTC))
+
+
+async def test_steps_decoded_gives_the_values_a_step_was_called_with_and_returned() -> None:
+    """A test asserting on a step's result got the log's JSON (``{"$t": "dataclass", ...}``) for any value but JSON's
+    own types, with no way to read it back: ``steps(decoded=True)`` reads it as the workflow did, codecs included."""
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(quoting, "ab-1")
+        assert await run.result() == Quote("AB-1", Decimal("9.50"), at)
+        picked, quoted = await run.steps(decoded=True)
+        assert (picked.input, picked.output) == ({"args": ["ab-1"], "kwargs": {}}, "AB-1")
+        assert quoted.input == {"args": ["AB-1", at], "kwargs": {}}
+        assert quoted.output == Quote("AB-1", Decimal("9.50"), at)
+        raw = await run.steps()  # as stored: what any process reads, without the classes
+        assert raw[1].output["$t"] == "dataclass" and raw[0].output != "AB-1"
