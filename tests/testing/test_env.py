@@ -488,3 +488,40 @@ async def test_steps_decoded_gives_the_values_a_step_was_called_with_and_returne
         assert quoted.output == Quote("AB-1", Decimal("9.50"), at)
         raw = await run.steps()  # as stored: what any process reads, without the classes
         assert raw[1].output["$t"] == "dataclass" and raw[0].output != "AB-1"
+
+
+@step(name="env.attempted")
+async def attempted() -> int:
+    return step_metadata().attempt
+
+
+@workflow(name="env.napping")
+async def napping() -> str:
+    await sleep(timedelta(days=1))
+    return "rested"
+
+
+async def test_a_step_or_workflow_called_directly_says_to_start_the_workflow_instead() -> None:
+    """A unit test calling a step or workflow as a plain function (the docs say it is one) met a bare refusal of the
+    step's ``step_metadata()`` or the workflow's ``sleep``; it now says what to do. Inside a run, a call out of place
+    keeps the bare refusal (the hint would mislead there)."""
+    hint = r"called outside any run .* awsworld_env\.client\.start\(workflow"
+    with pytest.raises(RuntimeError, match=r"step_metadata\(\) can only be used inside a @step .*" + hint):
+        await attempted()
+    with pytest.raises(RuntimeError, match=r"awsworld\.sleep\(\) can only be used inside a @workflow.*" + hint):
+        await napping()
+    async with WorkflowTestEnv() as env:
+        assert await (await env.client.start(napping)).result() == "rested"
+        failed = await env.client.start(sleeps_in_a_step)
+        with pytest.raises(WorkflowRunFailedError, match=r"awsworld\.sleep\(\) can only be used inside a @workflow$"):
+            await failed.result()
+
+
+@step(name="env.sleeper", max_retries=0)
+async def sleeper() -> None:
+    await sleep(1)
+
+
+@workflow(name="env.sleeps_in_a_step")
+async def sleeps_in_a_step() -> None:
+    await sleeper()
