@@ -20,6 +20,7 @@ from awsworld import (
     Place,
     RetryableError,
     RunEndedError,
+    WorkflowNotRegisteredError,
     WorkflowRunFailedError,
     create_hook,
     get_writable,
@@ -525,3 +526,13 @@ async def sleeper() -> None:
 @workflow(name="env.sleeps_in_a_step")
 async def sleeps_in_a_step() -> None:
     await sleeper()
+
+
+async def test_a_workflow_name_no_module_registered_says_to_import_it_in_the_test() -> None:
+    """A test starting a workflow by a name whose module it never imported was told to set ``AWSWORLD_MODULES`` or
+    run ``awsworld dev``, neither of which a test does."""
+    async with WorkflowTestEnv() as env:
+        with pytest.raises(WorkflowNotRegisteredError, match=r"'env\.elsewhere' is registered in this process .*"
+                                                             r"import the module that defines it \(a test: in the "
+                                                             r"test module; a deployment or dev: AWSWORLD_MODULES"):
+            await env.client.start("env.elsewhere")
