@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
+from typing import Any
 
 import pytest
 
@@ -93,6 +95,33 @@ async def test_local_aws_leaves_shared_servers_running(moto_server: MotoServer) 
     async with LocalAWS(moto=moto_server) as local:
         assert local.endpoint_url == moto_server.endpoint_url
     assert moto_server.running
+
+
+async def test_exit_cancels_the_pollers_long_poll_instead_of_waiting_it_out(moto_server: MotoServer) -> None:
+    """``LocalAWS``'s exit (every ``awsworld_local`` test's teardown, and ``awsworld dev``'s Ctrl-C through
+    ``LocalPoller.stop``) used to wait for the receive in progress to end: up to a second of each test, for nothing.
+    The receive here long-polls for 20 s (so it is surely in flight at the exit): it is cancelled, not waited for."""
+    ended: list[int] = []
+    cancelled: list[int] = []
+    async with LocalAWS(moto=moto_server) as local:
+        assert local.poller is not None
+        consumer = local.poller.consumer
+        receive = consumer.receive
+        in_flight = asyncio.Event()
+
+        async def long_receive(max_messages: int = 10, wait_seconds: float = 0) -> list[dict[str, Any]]:
+            in_flight.set()
+            try:
+                records = await receive(max_messages, wait_seconds=20)
+            except asyncio.CancelledError:
+                cancelled.append(1)
+                raise
+            ended.append(len(records))
+            return records
+
+        consumer.receive = long_receive  # type: ignore[method-assign]
+        await in_flight.wait()
+    assert (ended, cancelled) == ([], [1])
 
 
 async def test_local_aws_with_its_own_dynamodb_local() -> None:

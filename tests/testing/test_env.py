@@ -4,17 +4,23 @@ wait or retry while a result is awaited (and only then), time moved by hand, and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import json
 import time
 import traceback
 from collections import Counter
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
 
 import pytest
 
 from awsworld import (
     HookTimeoutError,
+    Place,
     RetryableError,
     RunEndedError,
+    WorkflowNotRegisteredError,
     WorkflowRunFailedError,
     create_hook,
     get_writable,
@@ -435,3 +441,98 @@ async def test_an_environment_used_without_async_with_says_so_instead_of_waiting
     again = await env.client.start(count_to, 2)
     with pytest.raises(RuntimeError, match=r"^this WorkflowTestEnv is closed \(its `async with` block has ended"):
         await asyncio.wait_for(again.result(), 2)
+
+
+@dataclasses.dataclass
+class Quote:
+    sku: str
+    price: Decimal
+    at: datetime
+
+
+class SkuCodec:
+    """A result codec (its text is the sku alone) and an arguments codec: what ``decoded=True`` must go through."""
+
+    def encode(self, value: Any, place: Place, /) -> str:
+        return json.dumps(list(value)) if isinstance(value, tuple) else f"sku:{value}"
+
+    def decode(self, data: str | bytes, place: Place, /) -> Any:
+        text = data if isinstance(data, str) else data.decode()
+        return tuple(json.loads(text)) if text.startswith("[") else text.removeprefix("sku:")
+
+
+@step(name="env.quote")
+async def quote(sku: str, at: datetime) -> Quote:
+    return Quote(sku, Decimal("9.50"), at)
+
+
+@step(name="env.pick", codec=SkuCodec(), args_codec=SkuCodec())
+async def pick(sku: str) -> str:
+    return sku.upper()
+
+
+@workflow(name="env.quoting")
+async def quoting(sku: str) -> Quote:
+    return await quote(await pick(sku), datetime(2026, 3, 1, tzinfo=UTC))
+
+
+async def test_steps_decoded_gives_the_values_a_step_was_called_with_and_returned() -> None:
+    """A test asserting on a step's result got the log's JSON (``{"$t": "dataclass", ...}``) for any value but JSON's
+    own types, with no way to read it back: ``steps(decoded=True)`` reads it as the workflow did, codecs included."""
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(quoting, "ab-1")
+        assert await run.result() == Quote("AB-1", Decimal("9.50"), at)
+        picked, quoted = await run.steps(decoded=True)
+        assert (picked.input, picked.output) == ({"args": ["ab-1"], "kwargs": {}}, "AB-1")
+        assert quoted.input == {"args": ["AB-1", at], "kwargs": {}}
+        assert quoted.output == Quote("AB-1", Decimal("9.50"), at)
+        raw = await run.steps()  # as stored: what any process reads, without the classes
+        assert raw[1].output["$t"] == "dataclass" and raw[0].output != "AB-1"
+
+
+@step(name="env.attempted")
+async def attempted() -> int:
+    return step_metadata().attempt
+
+
+@workflow(name="env.napping")
+async def napping() -> str:
+    await sleep(timedelta(days=1))
+    return "rested"
+
+
+async def test_a_step_or_workflow_called_directly_says_to_start_the_workflow_instead() -> None:
+    """A unit test calling a step or workflow as a plain function (the docs say it is one) met a bare refusal of the
+    step's ``step_metadata()`` or the workflow's ``sleep``; it now says what to do. Inside a run, a call out of place
+    keeps the bare refusal (the hint would mislead there)."""
+    hint = r"called outside any run .* awsworld_env\.client\.start\(workflow"
+    with pytest.raises(RuntimeError, match=r"step_metadata\(\) can only be used inside a @step .*" + hint):
+        await attempted()
+    with pytest.raises(RuntimeError, match=r"awsworld\.sleep\(\) can only be used inside a @workflow.*" + hint):
+        await napping()
+    async with WorkflowTestEnv() as env:
+        assert await (await env.client.start(napping)).result() == "rested"
+        failed = await env.client.start(sleeps_in_a_step)
+        with pytest.raises(WorkflowRunFailedError, match=r"awsworld\.sleep\(\) can only be used inside a @workflow$"):
+            await failed.result()
+
+
+@step(name="env.sleeper", max_retries=0)
+async def sleeper() -> None:
+    await sleep(1)
+
+
+@workflow(name="env.sleeps_in_a_step")
+async def sleeps_in_a_step() -> None:
+    await sleeper()
+
+
+async def test_a_workflow_name_no_module_registered_says_to_import_it_in_the_test() -> None:
+    """A test starting a workflow by a name whose module it never imported was told to set ``AWSWORLD_MODULES`` or
+    run ``awsworld dev``, neither of which a test does."""
+    async with WorkflowTestEnv() as env:
+        with pytest.raises(WorkflowNotRegisteredError, match=r"'env\.elsewhere' is registered in this process .*"
+                                                             r"import the module that defines it \(a test: in the "
+                                                             r"test module; a deployment or dev: AWSWORLD_MODULES"):
+            await env.client.start("env.elsewhere")

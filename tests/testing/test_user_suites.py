@@ -58,6 +58,14 @@ def test_a_sync_test_asking_for_the_async_fixtures_errors_saying_what_to_do(tmp_
 
 
 @pytest.mark.timeout(300)
+def test_an_unmarked_async_test_in_strict_mode_errors_saying_to_mark_it(tmp_path: Path) -> None:
+    outcomes, output = run_user_suite(tmp_path, "test_unmarked.py")
+    assert outcomes == {"test_an_unmarked_async_test": "ERROR", "test_a_marked_async_test": "PASSED"}, output
+    assert ("awsworld_env: no plugin runs test_an_unmarked_async_test, an async def test: pytest-asyncio (installed) "
+            "runs only the tests marked @pytest.mark.asyncio") in output, output
+
+
+@pytest.mark.timeout(300)
 def test_a_resume_waiting_for_its_hook_skips_time_as_wait_for_hook_does(tmp_path: Path) -> None:
     assert_all_pass(tmp_path, "test_resume_waits.py")
 

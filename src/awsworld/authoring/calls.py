@@ -14,7 +14,7 @@ from typing import Any, Generic, TypeVar, overload
 from ..durable.codecs import Codec
 from ..world.clock import clock_of
 from .durations import Duration, When
-from .runtime import HookHandle, WorkflowMetadata, current_runtime, noted, require_runtime
+from .runtime import HookHandle, WorkflowMetadata, current_runtime, noted, outside_any_run, require_runtime
 from .step_context import StepMetadata, StreamWriter, current_step
 
 _stdlib_time_ns = _time.time_ns
@@ -190,7 +190,7 @@ def step_metadata() -> StepMetadata:
     """The running step's id, attempt and start time."""
     context = current_step.get()
     if context is None:
-        raise RuntimeError("step_metadata() can only be used inside a @step running in a workflow")
+        raise RuntimeError(f"step_metadata() can only be used inside a @step running in a workflow{outside_any_run()}")
     return context.metadata
 
 
@@ -198,5 +198,5 @@ def get_writable(name: str = "default") -> StreamWriter:
     """A writer for the run's stream ``name``, inside a step."""
     context = current_step.get()
     if context is None:
-        raise RuntimeError("get_writable() can only be used inside a @step running in a workflow")
+        raise RuntimeError(f"get_writable() can only be used inside a @step running in a workflow{outside_any_run()}")
     return context.writer(name)

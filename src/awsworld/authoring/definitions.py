@@ -216,7 +216,8 @@ class WorkflowNotRegisteredError(LookupError):
 
     def __init__(self, name: str, modules: list[str], *, registered: Sequence[str] = (),
                  env_modules: str | EllipsisType | None = ..., where: str = "in this process",
-                 hint: str = f"import the module that defines it: {MODULES_ENV} / awsworld dev MODULE") -> None:
+                 hint: str = ("import the module that defines it (a test: in the test module; a deployment or "
+                              f"dev: {MODULES_ENV} / awsworld dev MODULE)")) -> None:
         self.name = name
         self.modules = modules
         self.env_modules = SETTINGS.modules if isinstance(env_modules, EllipsisType) else env_modules

@@ -33,6 +33,7 @@ from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 from ..durable.codecs import Codec
 from .durations import Duration, When
 from .poll_spec import PollSpec
+from .step_context import current_step
 
 StepEnd = Literal["completed", "failed"]
 
@@ -213,8 +214,21 @@ def noted(what: str) -> Callable[[Callable[P, Coroutine[Any, Any, T]]], Callable
 def require_runtime(what: str) -> WorkflowRuntime:
     runtime = current_runtime.get()
     if runtime is None:
-        raise RuntimeError(f"{what} can only be used inside a @workflow")
+        raise RuntimeError(f"{what} can only be used inside a @workflow{outside_any_run()}")
     return runtime
+
+
+OUTSIDE_ANY_RUN = ("; it was called outside any run (a workflow or step called as a plain function, as a unit test "
+                   "does): start the workflow instead, in a test `run = await awsworld_env.client.start(workflow, "
+                   "...)` and `await run.result()` (docs/get-started/first-test.md)")
+
+
+def outside_any_run() -> str:
+    """What to do, for the refusal of a workflow-only or step-only call made where no run is: a workflow or step
+    called directly is a plain call (docs/concepts/steps-and-workflows.md), so a unit test that calls one that
+    sleeps or reads ``step_metadata()`` meets the refusal, and the way out is to run it. Nothing inside a run (the
+    call there is a mistake of place, which the refusal names)."""
+    return OUTSIDE_ANY_RUN if current_runtime.get() is None and current_step.get() is None else ""
 
 
 async def call_step(runtime: WorkflowRuntime, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any],

@@ -175,9 +175,31 @@ class Run(Generic[R_co]):
         from its own steps, so no listing of other runs is needed."""
         return [Run(self.client, child) for child in child_runs(self.run_id, await self.steps())]
 
-    async def steps(self) -> list[Step]:
-        """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``)."""
-        return await read_steps(self.client.world, self.run_id)
+    async def steps(self, *, decoded: bool = False) -> list[Step]:
+        """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``).
+
+        Their ``input`` and ``output`` are as the log stores them (JSON, with awsworld's envelopes for a
+        dataclass, a ``datetime``, a ``Decimal``...: ``{"$t": "dataclass", ...}``), which any process can read.
+        ``decoded=True`` gives the values instead, as the workflow saw them (through the step's codecs where this
+        process has its definition): ``output`` the value the step returned, ``input`` ``{"args": [...],
+        "kwargs": {...}}`` of the arguments it was called with. That is what a test asserts on
+        (docs/get-started/first-test.md); a class the log names must be importable here."""
+        steps = await read_steps(self.client.world, self.run_id)
+        return [self._decoded(step) for step in steps] if decoded else steps
+
+    def _decoded(self, step: Step) -> Step:
+        definition = (self.client.registry or REGISTRY).steps.get(step.step_name) or REGISTRY.steps.get(step.step_name)
+        of = f"step {step.step_name!r}"  # the places the step's own run gave its codecs (step_runner, execution)
+        update: dict[str, Any] = {}
+        if step.input is not None:
+            call = codecs.load_call(step.input, definition.args_codec if definition else None,
+                                    Place("arguments", of, self.run_id, step.step_id),
+                                    definition.fn if definition else None)
+            update["input"] = {"args": list(call.args), "kwargs": dict(call.kwargs)}
+        if step.output is not None:
+            update["output"] = codecs.load(step.output, definition.codec if definition else None,
+                                           Place("result", of, self.run_id, step.step_id))
+        return step.model_copy(update=update)
 
     async def stream(self, name: str = "default", start_index: int = 0) -> AsyncIterator[bytes]:
         """The chunks of the run's stream ``name`` from ``start_index``, as written (one ``bytes`` each), live: it

@@ -37,6 +37,10 @@ log = logging.getLogger("awsworld.local")
 
 __all__ = ["LAMBDA_TIMEOUT_SECONDS", "LocalPoller"]
 
+RECEIVE_WAIT_SECONDS = 1
+"""The long poll of each receive: a message sent meanwhile is received at once, and an idle poller asks once a
+second. ``stop`` cancels the poll in progress instead of waiting it out."""
+
 TICK_LAG = 0.05
 """How long after a multiple of ``tick_seconds`` the tick runs (see ``_until_next_multiple``)."""
 
@@ -57,6 +61,7 @@ class LocalPoller:
         self._ticker: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = asyncio.Event()
+        self._receiving: asyncio.Task[list[dict[str, Any]]] | None = None
 
     @property
     def invoker(self) -> Invoker:
@@ -101,8 +106,17 @@ class LocalPoller:
 
     async def _loop(self) -> None:
         while not self._stopping.is_set():
+            receiving = asyncio.create_task(self.consumer.receive(max_messages=10, wait_seconds=RECEIVE_WAIT_SECONDS))
+            self._receiving = receiving
             try:
-                records = await self.consumer.receive(max_messages=10, wait_seconds=1)
+                await asyncio.wait((receiving,))
+            finally:
+                self._receiving = None
+                receiving.cancel()  # (this task cancelled: the receive with it)
+            if receiving.cancelled():  # ``stop`` ended the long poll: nothing was received
+                return
+            try:
+                records = receiving.result()
             except Exception as error:  # the emulator is going away, or a transient error: try again shortly
                 if self._stopping.is_set():
                     return
@@ -134,7 +148,13 @@ class LocalPoller:
         return len(self._inflight)
 
     async def stop(self) -> None:
+        """Stop receiving at once, then let the deliveries in flight end (``finish_or_cancel``). The long poll in
+        progress is cancelled rather than waited for: it would hold every ``awsworld_local`` test's teardown, and
+        ``awsworld dev``'s Ctrl-C, for up to ``RECEIVE_WAIT_SECONDS``. A message the emulator handed to that poll as
+        it was cancelled comes back after its visibility timeout, as one a stopped Lambda poller took does."""
         self._stopping.set()
+        if self._receiving is not None:
+            self._receiving.cancel()
         for task in (self._task, self._ticker):
             if task is not None:
                 with contextlib.suppress(asyncio.CancelledError):

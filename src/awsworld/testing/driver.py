@@ -12,12 +12,12 @@ say), so a workflow racing a hook against a timeout sees the hook; nor, when the
 ``run.result()`` task), while a wait whose end has come (the run holds the hook) has yet to return to the test.
 
 A wait nothing can end fails instead of hanging: when a test waits for a run (``Run.result()``,
-``Run.wait_for_hook()``) and nothing in the environment can move it (no delivery running or visible, no message,
-sleep, retry, timeout or schedule due, no watchdog due unless its last one moved a run (``_next_jump``), and no
-other wait of the test already satisfied) for
-``stall_timeout`` real seconds in a row, each such wait raises ``RunStalledError`` naming what the run waits on (a
-hook nobody resumed, a hook token the run does not hold, a limit's slot another stuck run holds). Any delivery, send
-or new wait restarts the count, so a test that resumes the hook from another task in the meantime is not cut off.
+``Run.wait_for_hook()``, a resume's ``wait`` for its hook) and nothing in the environment can move it (no delivery
+running or visible, no message, sleep, retry, timeout or schedule due, no watchdog due unless its last one moved a
+run (``_next_jump``), and no other wait of the test already satisfied) for ``stall_timeout`` real seconds in a row,
+each such wait raises ``RunStalledError`` naming what the run waits on (a hook nobody resumed, a hook token the run
+does not hold, a limit's slot another stuck run holds). Any delivery, send or new wait restarts the count, so a test
+that resumes the hook from another task in the meantime is not cut off.
 
 The watchdog ticks on the same clock: whenever the soonest due in the World's watch index has come, the driver
 runs the tick (``_worker.tick``) before anything else, so a run whose message was lost (a test can delete it

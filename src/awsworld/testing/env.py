@@ -43,6 +43,25 @@ from .driver import STALL_TIMEOUT, Driver, RunStalledError
 TEST_HOST = "a test environment"
 
 
+MAX_RUNS_NAMED = 5
+"""How many runs in progress a stalled resume's message lists with what each waits on."""
+
+
+class HookStalledError(HookNotFoundError, RunStalledError):
+    """A resume's ``wait`` for a hook no run holds, ended because nothing in the environment can bring one: a
+    ``HookNotFoundError``, what the wait running out raises (``Client.resume_hook``), and a ``RunStalledError``, as
+    every stalled wait of the test environment is. ``HookNotFoundError`` first, so its ``__init__`` runs."""
+
+
+@contextlib.contextmanager
+def _hook_stalls(wait: AbstractContextManager[None]) -> Iterator[None]:
+    try:
+        with wait:
+            yield
+    except RunStalledError as stalled:
+        raise HookStalledError(str(stalled)) from None
+
+
 class WorkflowTestEnv:
     """Workflows in memory, in milliseconds: a ``MemoryWorld``, the worker's delivery path run in-process, and a
     virtual clock that skips to the next due sleep, retry or timeout whenever a test waits for a run and nothing
@@ -66,11 +85,11 @@ class WorkflowTestEnv:
         ``deploy`` adds another version, as a deploy publishes a new Lambda version (docs/how-to/changing-code.md,
         "Runs stay on the code that started them"). Without it nothing is pinned: every delivery runs ``registry``.
 
-        ``stall_timeout``: real seconds a test's wait for a run (``run.result()``, ``run.wait_for_hook()``) may find
-        nothing in the environment able to move the run (no delivery running or due, no sleep, retry or timeout
-        pending) before it raises ``RunStalledError`` naming what the run waits on (a hook the test never resumed,
-        say); ``None`` waits out the wait's own timeout. Raise it if something outside the environment (a thread, a
-        server) resumes your runs."""
+        ``stall_timeout``: real seconds a test's wait for a run (``run.result()``, ``run.wait_for_hook()``, a
+        ``client.resume_hook(..., wait=...)`` for its hook) may find nothing in the environment able to move the run
+        (no delivery running or due, no sleep, retry or timeout pending) before it raises ``RunStalledError`` naming
+        what the run waits on (a hook the test never resumed, say); ``None`` waits out the wait's own timeout. Raise
+        it if something outside the environment (a thread, a server) resumes your runs."""
         self.clock = VirtualClock(start_time)
         self.world = MemoryWorld(clock=self.clock)
         self.world.schedules.declared = declared_for(schedules)
@@ -87,7 +106,8 @@ class WorkflowTestEnv:
         """A client's wait lets time skip until what it waits for has happened: the run's end, or the run
         holding the hook (so a timeout armed with the hook is not skipped to before the test can resume it). A wait
         for a run (``run_id``) that nothing here can end raises ``RunStalledError``; a resume's wait for whichever
-        run comes to hold ``hook_token`` (``run_id`` None) only skips, and raises what its ``wait`` raises."""
+        run comes to hold ``hook_token`` (``run_id`` None) raises it too, listing what the runs in progress wait on
+        (``_no_holder``): it used to wait its ``wait`` out in real seconds and raise ``HookNotFoundError``."""
         self._check_loop()
         storage = self.world.storage
 
@@ -99,8 +119,13 @@ class WorkflowTestEnv:
             return holder is not None and not holder.released and run_id in (None, holder.run_id)
 
         if run_id is None:
-            return self._noting_skips(self.driver.skipping(
-                satisfied=lambda: hook_token is None or holds_hook(hook_token)))
+            async def no_holder() -> str:
+                assert hook_token is not None
+                return await self._no_holder(hook_token)
+
+            return _hook_stalls(self._noting_skips(self.driver.skipping(
+                satisfied=lambda: hook_token is None or holds_hook(hook_token),
+                stuck=None if hook_token is None else no_holder)))
 
         async def stuck() -> str:
             return await self._stuck(run_id, hook_token)
@@ -141,6 +166,19 @@ class WorkflowTestEnv:
         return (f"{head} nothing in this test environment can move it (no delivery is running or due, and no "
                 f"sleep, retry or timeout is pending). It waits on: {what}. Do what it waits for from the test before "
                 "awaiting it (a hook: await env.client.resume_hook(token, payload); a slot: end the run holding it)")
+
+    async def _no_holder(self, token: str) -> str:
+        """Why a resume's ``wait`` for the hook ``token`` cannot end (``RunStalledError``'s message): no run holds
+        it and nothing here can bring one to ``create_hook``; what the runs in progress wait on instead (a token
+        spelled otherwise shows there)."""
+        runs = (await self.world.runs.list(status=["pending", "running"], limit=MAX_RUNS_NAMED + 1)).data
+        waits = [f"run {run.run_id} ({run.workflow_name}): {await waits_text(self.world, run.run_id, run)}"
+                 for run in runs[:MAX_RUNS_NAMED]]
+        more = "; and more" if len(runs) > MAX_RUNS_NAMED else ""
+        what = f"The runs in progress wait on: {'; '.join(waits)}{more}" if waits else "No run is in progress"
+        return (f"no run holds hook {token!r}, and nothing in this test environment can make one (no delivery is "
+                f"running or due, and no sleep, retry or timeout is pending). {what}. Resume a token a run creates "
+                "(await run.wait_for_hook(token) says when it does), or start the run that creates it first")
 
     async def _holder_of(self, token: str) -> str:
         """`` (run X holds it: wait on that run)`` when another run holds the hook ``token`` (a child, say), else

@@ -84,6 +84,22 @@ def _require_async_test(request: pytest.FixtureRequest, fixture: str) -> None:
                     "`asyncio.run(main())` with `async with WorkflowTestEnv() as env:` inside main", pytrace=False)
 
 
+def _require_a_runner(request: pytest.FixtureRequest, fixture: str) -> None:
+    """Fail an ``async def`` test that asks for ``fixture`` and that no plugin will run: in pytest-asyncio's default
+    strict mode a test without ``@pytest.mark.asyncio`` (a test copied from a project in auto mode, a module without
+    ``pytestmark``) is left to pytest, whose failure ("async def functions are not natively supported ... install a
+    plugin") points at an install the project has, not at the missing mark."""
+    item = request.node
+    test = getattr(item, "obj", None)
+    if (pytest_asyncio is None or not inspect.iscoroutinefunction(test) or pytest_asyncio.is_async_test(item)
+            or "anyio_backend" in getattr(item, "fixturenames", ())):
+        return
+    pytest.fail(f"{fixture}: no plugin runs {item.name}, an async def test: pytest-asyncio (installed) runs only "
+                "the tests marked @pytest.mark.asyncio in its default strict mode. Mark the test, or its module "
+                "(pytestmark = pytest.mark.asyncio), or set asyncio_mode = \"auto\" in your pytest configuration",
+                pytrace=False)
+
+
 LOOP_SCOPES = ("function", "class", "module", "package", "session")
 """pytest's scopes, each a possible scope of the event loop a pytest-asyncio test runs in."""
 
@@ -205,6 +221,7 @@ def awsworld_env(request: pytest.FixtureRequest) -> WorkflowTestEnv:
     if pytest_asyncio is None:
         _need_pytest_asyncio()
     _require_async_test(request, "awsworld_env")
+    _require_a_runner(request, "awsworld_env")
     env = _start_on_the_tests_loop(request, "awsworld_env")
     assert isinstance(env, WorkflowTestEnv)
     return env
@@ -217,5 +234,6 @@ def awsworld_local(request: pytest.FixtureRequest) -> LocalAWS:
     if pytest_asyncio is None:
         _need_pytest_asyncio()
     _require_async_test(request, "awsworld_local")
+    _require_a_runner(request, "awsworld_local")
     local: LocalAWS = _start_on_the_tests_loop(request, "awsworld_local")  # type: ignore[assignment]
     return local

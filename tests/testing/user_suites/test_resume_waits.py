@@ -44,8 +44,8 @@ async def test_heartbeat_with_wait_skips_to_the_hook(awsworld_env) -> None:
 
 
 async def test_a_token_no_run_will_hold_still_raises_hook_not_found_after_its_wait(awsworld_env) -> None:
-    with pytest.raises(HookNotFoundError):  # as documented for wait=: not a RunStalledError, not cut short
-        await awsworld_env.client.resume_hook("approve:nobody", "yes", wait=0.5)
+    with pytest.raises(HookNotFoundError):  # as documented for wait=; a wait longer than stall_timeout ends sooner
+        await awsworld_env.client.resume_hook("approve:nobody", "yes", wait=0.5)  # (test_stalls.py), as this type
 
 
 async def test_a_resume_sent_before_the_run_reaches_the_hook_says_how_to_wait(awsworld_env) -> None:

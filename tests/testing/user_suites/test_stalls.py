@@ -9,6 +9,7 @@ import pytest
 
 from awsworld import Concurrency, create_hook, workflow
 from awsworld.testing import RunStalledError, WorkflowTestEnv
+from awsworld.world.errors import HookNotFoundError
 
 pytestmark = pytest.mark.asyncio
 
@@ -35,6 +36,17 @@ async def test_a_mistyped_hook_token_fails_naming_the_hook_the_run_holds(awsworl
     with pytest.raises(RunStalledError, match=r"does not hold hook 'approve:A-3'") as info:
         await run.wait_for_hook("approve:A-3")
     assert "It waits on: hook approve:A-2 (no payload yet)" in str(info.value)
+
+
+async def test_a_resume_waiting_for_a_token_no_run_creates_fails_naming_what_runs_wait_on(
+        awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(approval, "A-8")
+    with pytest.raises(RunStalledError, match=r"no run holds hook 'approve:A-9', and nothing") as info:
+        await awsworld_env.client.resume_hook("approve:A-9", "yes", wait=60)  # its wait ran out in real seconds
+    assert f"run {run.run_id} (user.approval): hook approve:A-8 (no payload yet)" in str(info.value)
+    assert isinstance(info.value, HookNotFoundError)  # what the wait running out raises: except clauses still hold
+    await awsworld_env.client.resume_hook("approve:A-8", "yes", wait=60)
+    assert await run.result() == "yes"
 
 
 @workflow(name="user.parent")
