@@ -1,6 +1,6 @@
-"""``Client.cancel(run_id, reason=...)``: the reason is recorded on ``run_cancelled`` (``cancelReason``) and
-``Run.result()`` raises ``WorkflowRunCancelledError`` carrying it, and a second cancel keeps it; in memory and on
-``LocalAWS``."""
+"""``Client.cancel(run_id, reason=...)`` (and ``Run.cancel``): the reason is recorded on ``run_cancelled``
+(``cancelReason``) and ``Run.result()`` raises ``WorkflowRunCancelledError`` carrying it, and a second cancel keeps
+it; in memory and on ``LocalAWS``."""
 
 from __future__ import annotations
 
@@ -43,6 +43,19 @@ async def cancel_and_check(client: Client, reason: str | None) -> None:
 @pytest.mark.parametrize("reason", ["the customer withdrew the order", None])
 async def test_cancel_records_its_reason(awsworld_env: WorkflowTestEnv, reason: str | None) -> None:
     await cancel_and_check(awsworld_env.client, reason)
+
+
+async def test_a_run_handle_cancels_its_run(awsworld_env: WorkflowTestEnv) -> None:
+    """``run.cancel(reason=...)``, the handle's own (Temporal's ``handle.cancel()``, the SDK's ``run.cancel()``)."""
+    token = f"approve:{uuid.uuid4().hex}"
+    run = await awsworld_env.client.start(waits_for_approval, token)
+    await run.wait_for_hook(token)
+    await run.cancel(reason="changed my mind")
+    with pytest.raises(WorkflowRunCancelledError) as cancelled:
+        await run.result(timeout=30)
+    assert cancelled.value.reason == "changed my mind"
+    await run.cancel()  # a second cancel changes nothing
+    assert await run.status() == "cancelled"
 
 
 async def test_a_reason_over_512_characters_is_refused(awsworld_env: WorkflowTestEnv) -> None:

@@ -123,6 +123,11 @@ class Run(Generic[R_co]):
         return cancel_reason(await collect_pages(lambda cursor: self.client.world.events.list(
             self.run_id, cursor=cursor, resolve_data="none")))
 
+    async def cancel(self, *, reason: str | None = None) -> None:
+        """Cancel this run: ``Client.cancel(run_id, reason=...)``, on the handle as Temporal's ``handle.cancel()``
+        and the Workflow SDK's ``run.cancel()`` have it."""
+        await self.client.cancel(self.run_id, reason=reason)
+
     async def wait_for_hook(self, token: str, *, timeout: float = 30.0) -> Hook:
         """Return the hook ``token`` once this run holds it (the workflow has reached ``create_hook(token)``), so
         a ``resume_hook`` that follows finds it. Raises ``RunEndedError`` if the run ends first, and
