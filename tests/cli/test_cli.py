@@ -234,6 +234,16 @@ RUNNER = r"""
 import json, os, sys, traceback
 import awsworld.aws, awsworld.cli, awsworld.lambda_host.webhook, awsworld.client.replay  # imported once, here,
 import awsworld.client.waits, awsworld.cli.error_view  # with what the commands import when they run
+from awsworld.aws import sdk
+
+# ... and the service models their clients load: the process's one data loader (sdk.new_session) keeps each
+# service's JSON once parsed, and each child shares it; every client is still made by the command, in the child.
+warm = sdk.new_session()
+for service in ("dynamodb", "sqs", "s3", "kms"):
+    warm.create_client(service, region_name="us-east-1", endpoint_url="http://127.0.0.1:9",
+                       aws_access_key_id="warm", aws_secret_access_key="warm",
+                       config=sdk.client_config(1, loopback=True))
+del warm
 
 for line in sys.stdin:
     request = json.loads(line)
