@@ -950,8 +950,10 @@ def test_fail_hook_makes_the_awaiting_workflow_raise(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 11}')
     failed = dev("fail-hook", "approve:11", "out of stock", "--code", "NO_STOCK", "--wait", "30")
     assert failed.code == 0 and f"in run {run_id}" in failed.out, failed
-    result, text, described = parallel(dev, ("result", run_id, "--wait", "30", "--json"), ("result", run_id),
-                                       ("describe", run_id))
+    # (fail-hook's --wait waits for the hook, not for the run's end: the reads without a wait come after the one
+    # with it, not beside it, where a quick one read "still running")
+    result = dev("result", run_id, "--wait", "30", "--json")
+    text, described = parallel(dev, ("result", run_id), ("describe", run_id))
     # describe's error line keeps the code too, and the qualified type is said once (not again as "type ...")
     assert "error     awsworld.authoring.errors.HookFailedError: out of stock [NO_STOCK]" in \
         described.out.splitlines() and "  type " not in described.out, described.out
