@@ -1330,7 +1330,8 @@ def test_result_json_of_a_failed_run_keeps_its_details_and_a_timed_out_wait_says
 def test_describe_of_a_cancelled_run_shows_its_open_step_unfinished_not_running(dev: Dev, project: Path) -> None:
     """A step running when its run was cancelled is stopped, and nothing of it is recorded after the run's end, so
     the World keeps it `running`: describe read as if it still ran. `--json` keeps the stored status."""
-    run_id = _start(dev, "clitest.waits", json.dumps(["step", str(project / "never-opened")]))
+    gate = project / "opened-after-the-cancel"
+    run_id = _start(dev, "clitest.waits", json.dumps(["step", str(gate)]))
     # (running, not only waited on: a step declared and not started yet when the cancel lands is not "unfinished")
     _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["step"]
                     and [s["status"] for s in d["steps"]["list"]] == ["running"])
@@ -1340,3 +1341,6 @@ def test_describe_of_a_cancelled_run_shows_its_open_step_unfinished_not_running(
     assert "          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)" in text
     assert any(re.fullmatch(r"  clitest\.gate +unfinished +attempt 1", line) for line in text), text
     assert dev.json("describe", run_id)["steps"]["list"][0]["status"] == "running"
+    # The body goes on until its check finds the run ended (every AWSWORLD_STEP_CHECK_SECONDS, 5 s): the module's
+    # dev, stopped next when this test runs last, waited that long in its stop's grace. Its gate ends it now.
+    gate.write_text("")
