@@ -273,8 +273,9 @@ for line in sys.stdin:
 class Runner:
     """Runs ``awsworld ARGS`` as child processes forked from an interpreter that has imported awsworld once:
     each child is its own process (argv, environment, stdout, stderr, exit code) without the second of
-    imports a fresh interpreter spends, which would dominate this file's time. A few tests still start
-    ``python -m awsworld.cli`` itself."""
+    imports a fresh interpreter spends, which would dominate this file's time, nor the botocore service models
+    each command's clients loaded again (0.1 to 0.35 s of a command taking 0.15 to 0.5 s, measured). A few tests
+    still start ``python -m awsworld.cli`` itself."""
 
     def __init__(self, directory: Path) -> None:
         self.directory = directory
