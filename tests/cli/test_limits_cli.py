@@ -311,12 +311,15 @@ def test_a_rate_only_limit_reads_without_a_concurrency(dev: Dev) -> None:
     assert slow.code == 0, slow
     for n in range(2):
         assert dev("start", "clitest.call_rated", f"[{n}]").code == 0
-    shown = until_found(
-        lambda: (text := dev("limits", "describe", "step:clitest.rated").out).count("next free") and text,
-        "the bucket is empty")
     # (a time on another day than today's, UTC, shows its date: near midnight the next start is tomorrow's)
     next_start = r"(\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d\.\d{3} UTC \(in \d+ (s|min)"
-    assert re.search(r", 0 token\(s\), the next free start " + next_start, shown), shown
+    # Until the second start has reserved its token: the first's alone leaves the bucket refilling from 0 ("0.002
+    # token(s)", a describe a tenth of a second after it), which a quick enough describe saw.
+    shown = until_found(
+        lambda: re.search(r", 0 token\(s\), the next free start " + next_start,
+                          text := dev("limits", "describe", "step:clitest.rated").out) and text,
+        "the bucket is empty, the second start reserved")
+    assert "next free" in shown, shown
     assert dev.json("limits", "describe", "step:clitest.rated")["keys"][0]["nextStart"] is not None
     assert dev("limits", "reset", "step:clitest.rated").code == 0
 
