@@ -758,10 +758,14 @@ def test_describe_says_a_resume_hook_looks_for_its_hook(dev: Dev) -> None:
     """A workflow's ``resume_hook(..., wait=...)`` of a hook no run holds yet: its step's polls are not retries of a
     failure, so describe says what it looks for and when it looks again; then the hook appears and both finish."""
     sender = _start(dev, "clitest.resumes", json.dumps(["waits:describe-resume"]))
-    _describe_until(dev, sender, lambda d: [w["kind"] for w in d["waitingOn"]] == ["retry"])
-    text = dev("describe", sender).out
-    assert re.search(r"waits on  resume_hook tries again at .+ \(attempt \d+\): the hook it resumes was not there "
-                     r"yet, or the last try failed \(awsworld events RUN says which, and the token\)", text), text
+    # The text itself is waited for: between a --json describe that saw the retry and a text one, the next poll
+    # may have started (describe then says the step runs), as a describe this quick once met.
+    said = re.compile(r"waits on  resume_hook tries again at .+ \(attempt \d+\): the hook it resumes was not there "
+                      r"yet, or the last try failed \(awsworld events RUN says which, and the token\)")
+    deadline = time.monotonic() + 60
+    while not said.search(text := dev("describe", sender).out) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert said.search(text), text
     assert "poll 1: no run holds the hook yet" in dev("events", sender).out
     target = _start(dev, "clitest.waits", json.dumps(["hook", "describe-resume"]))
     assert json.loads(dev("result", target, "--wait", "60").out) == "from a run"
