@@ -27,8 +27,11 @@ from awsworld.local import DynamoDBLocal, DynamoDBLocalError, LocalAWS, LocalSta
 
 # typing/sample_usage.py is read by pyright only (typing/test_typing.py): never collected or imported. (Said here,
 # not in a typing/conftest.py: a second top-level module named ``conftest`` would shadow this one for the test
-# modules that import its names, whenever typing/ happened to be collected first.)
-collect_ignore = ["typing/sample_usage.py"]
+# modules that import its names, whenever typing/ happened to be collected first.) testing/user_suites/ holds the
+# user's test files that testing/test_user_suites.py copies out and runs in a pytest of their own: its conftest.py,
+# collected here, was that second ``conftest`` (``pytest tests/testing tests/schedules`` failed to import
+# schedules/test_aws.py's ``from conftest import WorldFactory``).
+collect_ignore = ["typing/sample_usage.py", "testing/user_suites"]
 
 AWS_BACKENDS = ["moto", "dynamodb-local"]
 BACKENDS = AWS_BACKENDS  # the AWS World's emulators: ``backend``, ``world``, ``world_factory``

@@ -93,8 +93,9 @@ async def slow(x: int) -> int:
 
 @step(name="clitest.brief_first")
 async def brief_first(x: int) -> int:
-    if step_metadata().attempt == 1:
-        await asyncio.sleep(2)  # dev is stopped meanwhile: this ends within the stop's grace
+    if step_metadata().attempt == 1:  # holds until dev's stop has begun (the test releases it): ends in its grace
+        while not os.path.exists(f"brief-release-{x}"):  # (dev runs in the project's root)
+            await asyncio.sleep(0.05)
     return x
 
 
@@ -1237,7 +1238,10 @@ def test_dev_stopped_while_a_step_runs_keeps_what_ends_in_the_grace_and_runs_the
     """Ctrl-C (here SIGTERM) while a step runs, then a restart with the same --state. dev says it waits for the
     delivery and saves the state after it. A step that outlasts the grace (``clitest.slow``: the issue's report)
     runs again as attempt 2 and the run ends, instead of staying "running" for good; one that ends within it
-    (``clitest.brief``, 2 s) keeps its outcome and does not run again."""
+    (``clitest.brief``, released once dev says it waits) keeps its outcome and does not run again.
+
+    The brief step holds until the stop has begun, rather than sleeping 2 s: under load a ``describe`` (a process)
+    took 1 to 7 s here, so the poll below never saw a 2 s step running (the run had completed; 3 of 3 runs failed)."""
     state = project / f"state-{workflow}"
     first = Dev(project, state, runners)
     run_id = _start(first, workflow, "[4]")
@@ -1245,7 +1249,14 @@ def test_dev_stopped_while_a_step_runs_keeps_what_ends_in_the_grace_and_runs_the
     while not any(s["status"] == "running" for s in first.json("describe", run_id)["steps"]["list"]):
         assert time.monotonic() < deadline
         time.sleep(0.1)
-    said = first.stop()
+    first.process.send_signal(signal.SIGTERM)
+    assert first.process.stdout is not None
+    said = ""
+    while "waiting up to" not in said and (line := first.process.stdout.readline()):
+        said += line
+    if workflow == "clitest.brief":
+        (project / "brief-release-4").touch()  # its step ends now, within the grace
+    said += first.process.communicate(timeout=30)[0]
     assert "waiting up to 5 s for 1 delivery still running" in said and "state saved" in said, said
     assert said.index("waiting up to") < said.index("state saved"), "saved after the delivery ended"
     second = Dev(project, state, runners)

@@ -72,14 +72,30 @@ async def retried(x: int) -> int:
     return await busy_once(x)
 
 
+WAKES: dict[int, int] = {}
+"""The watchdog's wakes each test's World sent (by ``id`` of its LocalAWS): counted at the World's ``queue``."""
+
+
 @pytest.fixture
 async def local(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LocalAWS]:
     monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "2")
     monkeypatch.setenv("AWSWORLD_WATCH_BUCKET_SECONDS", "0.1")
     async with LocalAWS() as made:
         made.world.sqs_queue.max_hop_seconds = REACH_SECONDS
-        async with ticking(made, 0.2):
-            yield made
+        send = made.world.queue
+        WAKES[id(made)] = 0
+
+        async def counting(queue_name: str, payload: object, **options: object) -> object:
+            if isinstance(payload, dict) and payload.get("wake") == WATCHDOG_WAKE:
+                WAKES[id(made)] += 1
+            return await send(queue_name, payload, **options)  # type: ignore[arg-type]
+
+        made.world.queue = counting  # type: ignore[method-assign,assignment]
+        try:
+            async with ticking(made, 0.2):
+                yield made
+        finally:
+            del WAKES[id(made)]
 
 
 def deliveries(local: LocalAWS) -> int:
@@ -87,9 +103,23 @@ def deliveries(local: LocalAWS) -> int:
     return local.poller.deliveries
 
 
-LOADED_SLACK = 1
-"""A delivery more than the shape's own, for a machine so loaded that a flow outlives the 2 s horizon here (a
-minute in the stack): the watchdog then wakes its run once more. A hop is never allowed (``assert_no_hop``)."""
+LATE_WAKE_DELIVERIES = 3
+"""What each watchdog wake beyond the timer's one can cost. On a machine so loaded that a message arrives later than
+the 2 s horizon after the run's due (a minute in the stack), the watchdog wakes the run again: that wake's delivery;
+and where the late message was the flow's continuation, both flows queue the step (a retry's step message has no
+dedup key: ``_worker/flow_messages.queue_step``), the copy's delivery is superseded, and a flow message after the
+end finds the run gone. Seen under ``-n 3`` and two busy processes: the retry's 4 deliveries were 7, with 2 wakes
+(the continuation delivered 2.3 s after it was sent), where a flat slack of one delivery was allowed. With no late
+wake, the shape's own count is the bound. A hop is never allowed (``assert_no_hop``)."""
+
+
+def assert_deliveries(local: LocalAWS, shape: int) -> None:
+    """At most ``shape`` deliveries (the timer's one wake included), plus ``LATE_WAKE_DELIVERIES`` for each wake more
+    that the watchdog sent, as counted, not guessed from the time taken."""
+    late_wakes = max(0, WAKES[id(local)] - 1)
+    assert local.poller is not None
+    statuses = [r.status for r in local.poller.results]
+    assert deliveries(local) <= shape + LATE_WAKE_DELIVERIES * late_wakes, (WAKES[id(local)], statuses)
 
 
 def assert_no_hop(local: LocalAWS) -> None:
@@ -107,7 +137,7 @@ async def test_a_sleep_five_reaches_away_takes_one_wake_not_five_hops(local: Loc
     # the start's delivery (it sleeps), the watchdog's wake shortly before the end (it sends the delayed
     # message), the end's delivery (the step runs inline): 3. Before: 2 plus one hop per reach, 7.
     assert_no_hop(local)
-    assert deliveries(local) <= 3 + LOADED_SLACK
+    assert_deliveries(local, 3)
     events = await run.events()
     [created] = [e for e in events if e.event_type == "wait_created"]
     [completed] = [e for e in events if e.event_type == "wait_completed"]
@@ -124,7 +154,7 @@ async def test_a_hook_timeout_five_reaches_away_takes_one_wake(local: LocalAWS) 
     run = await local.client.start(approval, f"far-{uuid.uuid4().hex}")
     assert await run.result(timeout=60) == "timed out"
     assert_no_hop(local)
-    assert deliveries(local) <= 3 + LOADED_SLACK
+    assert_deliveries(local, 3)
 
 
 async def test_a_retry_five_reaches_away_takes_no_hop(local: LocalAWS) -> None:
@@ -136,7 +166,7 @@ async def test_a_retry_five_reaches_away_takes_no_hop(local: LocalAWS) -> None:
     # the start's (the first attempt runs inline and fails), the wake's (it sends a flow continuation for the
     # retry's time), that continuation's (it queues the step), the step's: 4. Before: 2 plus one hop per reach.
     assert_no_hop(local)
-    assert deliveries(local) <= 4 + LOADED_SLACK
+    assert_deliveries(local, 4)
 
 
 async def test_a_poll_five_reaches_apart_takes_one_wake(local: LocalAWS) -> None:
@@ -145,7 +175,7 @@ async def test_a_poll_five_reaches_apart_takes_one_wake(local: LocalAWS) -> None
     assert await run.result(timeout=60) is True
     # the start's (the first poll, rejected), the wake's (it sends the next poll's continuation), the poll's: 3
     assert_no_hop(local)
-    assert deliveries(local) <= 3 + LOADED_SLACK
+    assert_deliveries(local, 3)
 
 
 @pytest.mark.parametrize("lose", ["the delayed message", "the watchdog's wake"])
