@@ -135,9 +135,15 @@ class Fault:
     k: int
     mode: Mode
     recovery: Recovery | None = None  # a loss mode's: what brings the run back (``loss.RECOVERIES``)
+    after_charge: bool = False
+    """``k`` counts from the trial's own charge (``k`` calls after the last one made before the at-most-once step's
+    body first ran in this trial, ``CallLog.charged``), not from the trial's start: a trial's calls before it can
+    be more or fewer than the clean run's (tasks interleave differently under load), so a fault aimed by the clean
+    run's count can miss the attempt it is meant to cut off."""
 
     def __str__(self) -> str:
-        return f"k={self.k} {self.mode}" + (f" {self.recovery}" if self.recovery else "")
+        return f"k={'charge+' if self.after_charge else ''}{self.k} {self.mode}" + (
+            f" {self.recovery}" if self.recovery else "")
 
 
 @dataclass
@@ -154,12 +160,28 @@ class CallLog:
     would have referenced it is orphaned by the death itself (no code runs to delete it)."""
     charged_at: list[int] = field(default_factory=list)
     """How many calls had been made each time the at-most-once step's body ran (``reference.charge``)."""
+    aimed_at: int | None = None
+    """The call a fault ``after_charge`` fires at, once the body first ran (None before)."""
+
+    @property
+    def at(self) -> int | None:
+        """The call the fault fires at (None: no fault, or one aimed after a charge that has not happened)."""
+        if self.fault is None:
+            return None
+        return self.aimed_at if self.fault.after_charge else self.fault.k
+
+    def charged(self) -> None:
+        """The at-most-once step's body runs now: note the calls made so far, and aim a fault ``after_charge``."""
+        self.charged_at.append(len(self.calls))
+        if self.fault is not None and self.fault.after_charge and self.aimed_at is None:
+            self.aimed_at = len(self.calls) + self.fault.k
 
     @property
     def faulted_call(self) -> str | None:
-        if self.fault is None or len(self.calls) < self.fault.k:
+        at = self.at
+        if at is None or len(self.calls) < at:
             return None
-        return self.calls[self.fault.k - 1]
+        return self.calls[at - 1]
 
 
 class Probe:
@@ -190,7 +212,7 @@ class Probe:
         if context is not None:
             context["chaos_index"] = index
         fault = self.log.fault
-        if fault is None or index != fault.k:
+        if fault is None or index != self.log.at:
             return
         if fault.mode == "raise":
             self.log.fired = True
@@ -206,7 +228,7 @@ class Probe:
             raise ProcessDied("the process is dead")
         fault = self.log.fault
         if fault is not None and fault.mode in ("die-after", *LOSS_MODES) \
-                and (context or {}).get("chaos_index") == fault.k:
+                and (context or {}).get("chaos_index") == self.log.at:
             self._die()
 
     def _die(self) -> None:
@@ -491,7 +513,7 @@ class Trial:
         world = AWSWorld(config)
         functions = Functions(config, self.log, self.executor)
         log = self.log
-        reference.on_charge(self.label, lambda: log.charged_at.append(len(log.calls)))
+        reference.on_charge(self.label, log.charged)
         try:
             return await self._run(world, functions)
         finally:

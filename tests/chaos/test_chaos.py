@@ -26,7 +26,7 @@ import pytest
 from awsworld.local import LocalAWS, MotoServer
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
-from .harness import MODES, Fault, Trial, TrialResult, chaos_environment, new_executor, run_trials
+from .harness import MODES, Fault, Mode, Trial, TrialResult, chaos_environment, new_executor, run_trials
 from .loss import LOSS_ENVIRONMENT, LOSS_MODES, RECOVERIES
 from .moto_process import MotoProcess
 
@@ -172,17 +172,24 @@ async def test_a_fault_around_the_at_most_once_step_never_runs_one_attempt_twice
     it failed with ``StepInterruptedError`` and retried."""
     assert clean.ok and clean.interrupted == 0, f"the clean run itself failed: {clean.problems}"
     [charged] = clean.charged_at
-    results = await run_trials(local, [Fault(charged + d, mode) for d, mode in CHARGE_SAMPLE if charged + d >= 1],
-                               parallel=PARALLEL, executor=executor)
+    results = await run_trials(local, _aimed(charged, CHARGE_SAMPLE), parallel=PARALLEL, executor=executor)
     if not any(r.interrupted for r in results):
-        results += await run_trials(local, [Fault(charged + d, mode) for d, mode in CHARGE_WINDOW if charged + d >= 1],
-                                    parallel=PARALLEL, executor=executor)
+        results += await run_trials(local, _aimed(charged, CHARGE_WINDOW), parallel=PARALLEL, executor=executor)
     failed = [r for r in results if not r.ok]
     assert not failed, f"{len(failed)} of {len(results)} trials failed:\n" + "\n".join(_describe(r) for r in failed)
     cut_off = [r for r in results if r.interrupted]
     assert cut_off, "no fault cut the charge's attempt off: the window missed it"
     assert all(len(r.charged_at) <= 1 + r.interrupted for r in results), \
         "a body ran only in its own attempt: one per interrupted attempt and the one that completed"
+
+
+def _aimed(charged: int, window: list[tuple[int, Mode]]) -> list[Fault]:
+    """The faults of ``window`` around a charge after ``charged`` calls (the clean run's): those at or before the
+    last call before the body by the clean run's count, those after it by each trial's own charge
+    (``Fault.after_charge``), so a crash meant for the body's attempt lands in it however the calls before it
+    interleave (under load a trial's charge moved a call, and the whole sample missed it)."""
+    return [Fault(d, mode, after_charge=True) if d >= 1 else Fault(charged + d, mode)
+            for d, mode in window if charged + d >= 1]
 
 
 def loss_sample(calls: int, trials: int = LOSS_TRIALS) -> list[Fault]:
