@@ -158,8 +158,9 @@ attempt's start, the claim or the born-running batch, is before; its outcome's w
 after), with the mode: every mode at 0 and 1, whose crash cuts the attempt off (a measured run interrupted at
 (0, die-before), (0, die-after) and (1, die-before)), and a crash just before and just after them. ``PARALLEL``
 trials, one round (the window -3..3 in every mode took three); ``bench/chaos.py`` covers every call in every mode.
-Where the round cuts no attempt off (under load the calls' order can shift from the clean run's, a measured CI run
-missed), the rest of that window runs too (``CHARGE_WINDOW``), so the test widens its aim instead of failing."""
+The calls after the body are counted from each trial's own charge (``_aimed``), so (1, die-before) cuts the
+attempt off in every trial; those at or before it by the clean run's count, which under load can shift (a measured
+CI run missed): where the round cuts no attempt off, the rest of that window runs too (``CHARGE_WINDOW``)."""
 CHARGE_WINDOW = [(d, mode) for d in range(-3, 4) for mode in MODES if (d, mode) not in CHARGE_SAMPLE]
 
 
