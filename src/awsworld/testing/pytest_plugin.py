@@ -90,14 +90,22 @@ def _require_a_runner(request: pytest.FixtureRequest, fixture: str) -> None:
     ``pytestmark``) is left to pytest, whose failure ("async def functions are not natively supported ... install a
     plugin") points at an install the project has, not at the missing mark."""
     item = request.node
-    test = getattr(item, "obj", None)
-    if (pytest_asyncio is None or not inspect.iscoroutinefunction(test) or pytest_asyncio.is_async_test(item)
-            or "anyio_backend" in getattr(item, "fixturenames", ())):
+    if (pytest_asyncio is None or not inspect.iscoroutinefunction(getattr(item, "obj", None))
+            or pytest_asyncio.is_async_test(item) or _anyio_runs(item)):
         return
     pytest.fail(f"{fixture}: no plugin runs {item.name}, an async def test: pytest-asyncio (installed) runs only "
                 "the tests marked @pytest.mark.asyncio in its default strict mode. Mark the test, or its module "
                 "(pytestmark = pytest.mark.asyncio), or set asyncio_mode = \"auto\" in your pytest configuration",
                 pytrace=False)
+
+
+def _require_a_test_it_can_serve(request: pytest.FixtureRequest, fixture: str) -> None:
+    """What both fixtures check of the test that asks for them, before anything starts: pytest-asyncio installed,
+    an ``async def`` test, and one that a plugin runs."""
+    if pytest_asyncio is None:
+        _need_pytest_asyncio()
+    _require_async_test(request, fixture)
+    _require_a_runner(request, fixture)
 
 
 LOOP_SCOPES = ("function", "class", "module", "package", "session")
@@ -218,10 +226,7 @@ def _finish(runner: asyncio.Runner, made: AsyncGenerator[object]) -> None:
 def awsworld_env(request: pytest.FixtureRequest) -> WorkflowTestEnv:
     """An in-memory test environment with time skipping (see ``awsworld.testing.WorkflowTestEnv``), started on the
     event loop the test runs in."""
-    if pytest_asyncio is None:
-        _need_pytest_asyncio()
-    _require_async_test(request, "awsworld_env")
-    _require_a_runner(request, "awsworld_env")
+    _require_a_test_it_can_serve(request, "awsworld_env")
     env = _start_on_the_tests_loop(request, "awsworld_env")
     assert isinstance(env, WorkflowTestEnv)
     return env
@@ -231,9 +236,6 @@ def awsworld_env(request: pytest.FixtureRequest) -> WorkflowTestEnv:
 def awsworld_local(request: pytest.FixtureRequest) -> LocalAWS:
     """``LocalAWS`` on the session's moto server: fresh resources, deliveries run by its local poller on the event
     loop the test runs in."""
-    if pytest_asyncio is None:
-        _need_pytest_asyncio()
-    _require_async_test(request, "awsworld_local")
-    _require_a_runner(request, "awsworld_local")
+    _require_a_test_it_can_serve(request, "awsworld_local")
     local: LocalAWS = _start_on_the_tests_loop(request, "awsworld_local")  # type: ignore[assignment]
     return local
