@@ -137,7 +137,7 @@ class Fault:
     recovery: Recovery | None = None  # a loss mode's: what brings the run back (``loss.RECOVERIES``)
     after_charge: bool = False
     """``k`` counts from the trial's own charge (``k`` calls after the last one made before the at-most-once step's
-    body first ran in this trial, ``CallLog.charged``), not from the trial's start: a trial's calls before it can
+    body first ran in this trial, ``CallLog.charged_at``), not from the trial's start: a trial's calls before it can
     be more or fewer than the clean run's (tasks interleave differently under load), so a fault aimed by the clean
     run's count can miss the attempt it is meant to cut off."""
 
@@ -160,21 +160,16 @@ class CallLog:
     would have referenced it is orphaned by the death itself (no code runs to delete it)."""
     charged_at: list[int] = field(default_factory=list)
     """How many calls had been made each time the at-most-once step's body ran (``reference.charge``)."""
-    aimed_at: int | None = None
-    """The call a fault ``after_charge`` fires at, once the body first ran (None before)."""
 
     @property
     def at(self) -> int | None:
-        """The call the fault fires at (None: no fault, or one aimed after a charge that has not happened)."""
+        """The call the fault fires at (None: no fault, or one aimed after a charge that has not happened): a fault
+        ``after_charge`` counts from the body's first run in this trial."""
         if self.fault is None:
             return None
-        return self.aimed_at if self.fault.after_charge else self.fault.k
-
-    def charged(self) -> None:
-        """The at-most-once step's body runs now: note the calls made so far, and aim a fault ``after_charge``."""
-        self.charged_at.append(len(self.calls))
-        if self.fault is not None and self.fault.after_charge and self.aimed_at is None:
-            self.aimed_at = len(self.calls) + self.fault.k
+        if not self.fault.after_charge:
+            return self.fault.k
+        return self.charged_at[0] + self.fault.k if self.charged_at else None
 
     @property
     def faulted_call(self) -> str | None:
@@ -513,7 +508,7 @@ class Trial:
         world = AWSWorld(config)
         functions = Functions(config, self.log, self.executor)
         log = self.log
-        reference.on_charge(self.label, log.charged)
+        reference.on_charge(self.label, lambda: log.charged_at.append(len(log.calls)))
         try:
             return await self._run(world, functions)
         finally:
