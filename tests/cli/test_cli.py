@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import re
 import select
 import shlex
@@ -315,6 +316,7 @@ class Dev:
                                         env=_clean_env() | (settings or {}), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, preexec_fn=tied())
         self.banner: list[str] = []
+        self._console: queue.Queue[str | None] | None = None  # (``_follow``)
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -349,10 +351,54 @@ class Dev:
         assert result.code == 0, result
         return json.loads(result.out)
 
+    def read_until(self, wanted: Callable[[str], bool], timeout: float = 30) -> str:
+        """Dev's console from after the banner (or the last read) up to the first line ``wanted`` holds for, read as
+        dev writes it: for a test that waits for dev to say something, rather than sleeping and hoping it did. An
+        ``AssertionError`` with what was read if dev ended or ``timeout`` seconds passed first."""
+        lines = self._follow()
+        read = ""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise AssertionError(f"dev did not say it within {timeout} s:\n{read}") from None
+            if line is None:
+                raise AssertionError(f"dev ended before it said it:\n{read}")
+            read += line
+            if wanted(line):
+                return read
+
     def stop(self) -> str:
+        """SIGTERM, and dev's console from after the banner (or what ``read_until`` read) to its end."""
         self.process.send_signal(signal.SIGTERM)
-        out, _ = self.process.communicate(timeout=30)
+        return self.rest()
+
+    def rest(self) -> str:
+        """Dev's console from after the banner (or what ``read_until`` read) to its end, once it has ended."""
+        if self._console is None:
+            out, _ = self.process.communicate(timeout=30)
+            return out
+        self.process.wait(timeout=30)
+        out = ""
+        while (line := self._console.get(timeout=30)) is not None:
+            out += line
         return out
+
+    def _follow(self) -> queue.Queue[str | None]:
+        """Dev's console lines as a thread reads them (None at its end), started at the first ``read_until``."""
+        if self._console is None:
+            stdout = self.process.stdout
+            assert stdout is not None
+            lines = self._console = queue.Queue()
+
+            def follow() -> None:
+                for line in stdout:
+                    lines.put(line)
+                lines.put(None)
+
+            threading.Thread(target=follow, name="dev-console", daemon=True).start()
+        return self._console
 
 
 def dev_snapshotting_every(seconds: float) -> tuple[str, ...]:
@@ -1250,13 +1296,10 @@ def test_dev_stopped_while_a_step_runs_keeps_what_ends_in_the_grace_and_runs_the
         assert time.monotonic() < deadline
         time.sleep(0.1)
     first.process.send_signal(signal.SIGTERM)
-    assert first.process.stdout is not None
-    said = ""
-    while "waiting up to" not in said and (line := first.process.stdout.readline()):
-        said += line
+    said = first.read_until(lambda line: "waiting up to" in line)
     if workflow == "clitest.brief":
         (project / "brief-release-4").touch()  # its step ends now, within the grace
-    said += first.process.communicate(timeout=30)[0]
+    said += first.rest()
     assert "waiting up to 5 s for 1 delivery still running" in said and "state saved" in said, said
     assert said.index("waiting up to") < said.index("state saved"), "saved after the delivery ended"
     second = Dev(project, state, runners)

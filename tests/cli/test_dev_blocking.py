@@ -122,7 +122,7 @@ async def test_the_watch_names_the_blocking_line_once_a_minute_and_not_dev_s_own
     line = _block.__code__.co_firstlineno + 1
     assert len(said) == 1 and f"{__file__}:{line}, in _block: time.sleep(seconds)" in said[0], said
     seconds = float(said[0].split("blocked dev's event loop for ")[1].split(" s")[0])
-    assert 1.0 <= seconds <= 2.5, said
+    assert 1.0 <= seconds < 5.0, f"the first block alone, not both: {said}"  # (a loaded watch thread is late)
     assert watch.blocks == 1
 
 

@@ -235,10 +235,15 @@ def _dev_console(project: Path, state: Path, runner: Runner, *options: str) -> t
         _start(server, "display.fail", '["out of filters"]', "--wait", "30")
         env = {k: v for k, v in server.env.items() if k != "AWSWORLD_MODULES"}  # the CLI cannot check the name
         unknown = runner(("start", "display.nope", "[]"), env, project).code == 0
-        time.sleep(2 if unknown else 0)  # its first delivery, logged
+        said = server.read_until(_the_unknown_runs_record) if unknown else ""  # its first delivery, logged
     finally:
         out = server.stop()
-    return out, unknown
+    return said + out, unknown
+
+
+def _the_unknown_runs_record(line: str) -> bool:
+    """The console's record of the unknown run's first delivery (either format)."""
+    return "display.nope" in line and re.search(r"ERROR|WARNING", line) is not None
 
 
 def test_the_dev_console_is_text_by_default_and_json_on_request(project: Path,
