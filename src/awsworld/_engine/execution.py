@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from typing import Any, cast
 
 from ..authoring.definitions import Registry, WorkflowDef
-from ..authoring.durations import Duration, When, resolve
+from ..authoring.durations import Duration, When, parse_duration, resolve
 from ..authoring.errors import (
     STEP_CANCELLED,
     CallNotAwaitedError,
@@ -47,6 +47,7 @@ from ..authoring.errors import (
     FatalError,
     HookConflictError,
     ReplayDivergenceError,
+    RunLifetimeError,
     StepError,
     ValueTooLargeError,
     chain_stored_traceback,
@@ -60,6 +61,7 @@ from ..durable import codecs, json_data, serde
 from ..durable.class_paths import noting_classes
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
+from ..settings import SETTINGS
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
 from ..world.limits import encode_value, max_value_bytes, too_large_text
@@ -512,7 +514,24 @@ class WorkflowExecution:
         return logged is None or logged == dv.input_digest(self._step_input(definition, args, kwargs, op_id))
 
     async def sleep_until(self, resume_at: datetime, *, name: str | None = None) -> None:
+        self._within_lifetime(resume_at, f"wait_{self.counter + 1}", "sleep()")  # (the id declare_wait gives it)
         await self.declare_wait(resume_at, name=name).future
+
+    def _within_lifetime(self, ends_at: datetime, call_id: str, what: str) -> None:
+        """Refuse a new wait that would end after the run's lifetime (``RunLifetimeError``, see there): before it
+        takes a position, so the refused call is one the code never made, on every replay. The limit is read now
+        (``AWSWORLD_MAX_RUN_DAYS``), so a call the log records (``call_id``: written under a larger limit) is let
+        through whatever the limit is by then; the log is searched only for a wait past the limit."""
+        created = self.log[0].created_at
+        limit_days = SETTINGS.max_run_days
+        if ends_at - created <= timedelta(days=limit_days) \
+                or any(event.correlation_id == call_id for event in self.log):
+            return
+        raise RunLifetimeError(
+            f"{what} would end at {ends_at:%Y-%m-%d %H:%M:%S} UTC, {_days(ends_at - created)} after run "
+            f"{self.run_id} was created: past the longest a run may stay running ({limit_days:g} days: the stack's "
+            "MaxRunDays, AWSWORLD_MAX_RUN_DAYS), after which its oldest records expire while it waits. Raise "
+            "MaxRunDays, or end this run and start a new one for the rest (a schedule, or Client.start in a step)")
 
     def declare_wait(self, resume_at: datetime, *, name: str | None = None) -> WaitOp:
         """A durable wait at the next position; its future completes with its ``wait_completed``."""
@@ -549,6 +568,13 @@ class WorkflowExecution:
                     heartbeat_timeout: Duration | None = None) -> HookOp:
         """``create_hook``/``create_webhook``: the hook at the next position, then its waits at the positions right
         after it (its timeout's, then its first heartbeat wait: ``hook_timeouts``)."""
+        now = self.current_time()
+        if timeout is not None:
+            timeout = resolve(timeout, now, what="create_hook(timeout=...)")
+            self._within_lifetime(timeout, f"hook_{self.counter + 1}_{self.run_id}", "create_hook(timeout=...)")
+        if heartbeat_timeout is not None:
+            self._within_lifetime(now + parse_duration(heartbeat_timeout, what="create_hook(heartbeat_timeout=...)"),
+                                  f"hook_{self.counter + 1}_{self.run_id}", "create_hook(heartbeat_timeout=...)")
         op = self.declare_hook(token, metadata, is_webhook, codec, name=name)
         if timeout is not None:
             hook_timeouts.arm(self, op, timeout)
@@ -679,6 +705,11 @@ class WorkflowExecution:
             self.loop.run_until_idle()
         self._close_calls()  # (a body suspended before awaiting a call it made: its later replay awaits it)
         self.loop.close()
+
+
+def _days(span: timedelta) -> str:
+    """``400 days`` (``400.5 days``) for a wait's span in a ``RunLifetimeError``."""
+    return f"{span / timedelta(days=1):.4g} days"
 
 
 def too_large(op: Op, what: str, detail: str | None) -> ValueTooLargeError:

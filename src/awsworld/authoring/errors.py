@@ -152,6 +152,17 @@ class ChildDepthError(RecursionError):
     recorded as that step's failure: every replay raises it at the same call, whatever the limit is by then."""
 
 
+class RunLifetimeError(ValueError):
+    """A wait that would end after the longest a run may stay running (``MaxRunDays``, ``AWSWORLD_MAX_RUN_DAYS``,
+    365 days by default, counted from the run's creation): ``sleep()`` past it, or ``create_hook`` with a
+    ``timeout`` or ``heartbeat_timeout`` past it. On AWS every record of a run expires ``retention + MaxRunDays``
+    after it was written (``aws/retention.py``), so such a run would lose its oldest records while it waits and fail
+    when it wakes, a year on, with nothing left to tell why. Raised where the workflow makes the call, which writes
+    nothing, and caught like any exception; let through, it fails the run at once (under ``awsworld dev`` and in
+    tests too, though nothing expires there: the same code would break once deployed). A wait the log records
+    already (written under a larger limit) replays as it was."""
+
+
 class StepError(Exception):
     """A step failed for good (after its retries, or fatally); raised where the workflow awaited it.
 
