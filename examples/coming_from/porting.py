@@ -42,7 +42,7 @@ async def meter(account: str, total: int, rounds: int) -> int | str:
         total += 1
         await sleep("1h")
     if rounds > 1:  # continue-as-new: a successor run with the state, then end this one
-        successor = await child_options(detached=True).start(meter, account, total, rounds - 1)
+        successor = await child_options(successor=True).start(meter, account, total, rounds - 1)
         return successor.run_id  # the caller follows the chain to the last run's result
     return total
 # --8<-- [end:continue]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from awsworld import ChildDepthError, ChildWorkflowError, WorkflowRunFailedError, workflow
+from awsworld import ChildDepthError, ChildWorkflowError, WorkflowRunFailedError, child_options, workflow
 from awsworld.client.replay import replay_run
 from awsworld.durable.child_calls import START_CHILD
 from awsworld.testing import WorkflowTestEnv
@@ -97,3 +97,41 @@ async def test_a_grandchilds_refusal_reaches_the_grandparent_as_its_type(monkeyp
         assert result == {"status": "failed", "type": "ChildWorkflowError", "run": child.run_id,
                           "original": "ChildDepthError"}
         assert len((await env.client.list_runs()).data) == 3  # outer (0), descend(1) at 1 and descend(2) at 2
+
+
+@workflow(name="depth.rounds")
+async def rounds(left: int, total: int, successor: bool) -> int | str:
+    """Continue-as-new: each run does a round, then starts the next with the state and returns its run id."""
+    total += 1
+    if left == 0:
+        return total
+    options = child_options(successor=True) if successor else child_options(detached=True)
+    return (await options.start(rounds, left - 1, total, successor)).run_id
+
+
+async def test_a_chain_of_successors_runs_past_the_limit_at_its_first_runs_depth(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``child_options(successor=True)`` (the documented continue-as-new): a chain of 7 runs under a limit of 3.
+    The same chain of plain detached children ends at its 4th run's call (``ChildDepthError``), as it did with the
+    docs' own pattern at the 101st under the default."""
+    monkeypatch.setenv("AWSWORLD_MAX_CHILD_DEPTH", "3")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(rounds, 6, 0, True)
+        chain = [run.run_id]
+        result = await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
+        while isinstance(result, str):  # a run id: the run continued as that one
+            chain.append(result)
+            result = await asyncio.wait_for(env.client.get_run(result).result(), RESULT_TIMEOUT)
+        assert result == 7 and len(chain) == 7
+        records = [await env.world.runs.get(run_id, resolve_data="none") for run_id in chain]
+        assert [(r.execution_context or {}).get("depth") for r in records] == [None] + [0] * 6
+        assert [(r.execution_context or {}).get("detached") for r in records[1:]] == [True] * 6
+        for run_id in chain:
+            assert (await replay_run(env.world, run_id)).ok
+
+        detached = await env.client.start(rounds, 6, 0, False)
+        link: Any = await asyncio.wait_for(detached.result(), RESULT_TIMEOUT)
+        for _ in range(2):  # depths 1 and 2 start the next
+            link = await asyncio.wait_for(env.client.get_run(link).result(), RESULT_TIMEOUT)
+        with pytest.raises(ChildDepthError):  # depth 3's call would be nested 4 deep
+            await asyncio.wait_for(env.client.get_run(link).result(), RESULT_TIMEOUT)

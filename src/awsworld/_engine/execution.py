@@ -462,10 +462,12 @@ class WorkflowExecution:
         return taken
 
     async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                          detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildStart:
+                          detached: bool, name: str | None = None, codec: Codec[Any] | None = None,
+                          successor: bool = False) -> ChildStart:
         """A child call at the next positions (``children``): its start step, then the hook its outcome comes
         back on."""
-        return await start_child(self, definition, args, kwargs, detached=detached, name=name, codec=codec)
+        return await start_child(self, definition, args, kwargs, detached=detached, name=name, codec=codec,
+                                 successor=successor)
 
     def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                   poll: PollSpec | None = None, name: str | None = None) -> asyncio.Future[Any]:

@@ -44,7 +44,7 @@ from .run_control import create_run, resume_hook, wake_run
 log = logging.getLogger("awsworld.children")
 
 
-async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> str:
+async def _start_child_run(workflow: str, call_input: Any, detached: bool, successor: bool = False) -> str:
     """The body of ``awsworld.start_child``: create the child run (idempotent by its derived id), then wake it.
     A non-detached child whose parent was cancelled meanwhile is cancelled here instead (see the module doc)."""
     context = current_step.get()
@@ -53,7 +53,7 @@ async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> st
     # A start under way is finished even when the step is cancelled (the workflow stopped awaiting the call):
     # stopping between the child's run_created and its wake-up would leave a child run that exists and never
     # runs. The cancellation is still the step's end; the finished start's outcome is not recorded.
-    work = asyncio.ensure_future(_create_child(world, parent_id, call_id, workflow, call_input, detached))
+    work = asyncio.ensure_future(_create_child(world, parent_id, call_id, workflow, call_input, detached, successor))
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -62,9 +62,9 @@ async def _start_child_run(workflow: str, call_input: Any, detached: bool) -> st
 
 
 async def _create_child(world: World, parent_id: str, call_id: str, workflow: str, call_input: Any,
-                        detached: bool) -> str:
+                        detached: bool, successor: bool) -> str:
     run_id = child_run_id(parent_id, call_id)
-    depth = await _child_depth(world, parent_id, workflow)
+    depth = await _child_depth(world, parent_id, workflow, successor)
     # The child's own retention, from its definition where this process has it (not from the step's
     # arguments: they are recorded, and their digest must not change).
     definition = REGISTRY.workflows.get(workflow)
@@ -88,15 +88,17 @@ async def _create_child(world: World, parent_id: str, call_id: str, workflow: st
     return run_id
 
 
-async def _child_depth(world: World, parent_id: str, workflow: str) -> int:
+async def _child_depth(world: World, parent_id: str, workflow: str, successor: bool) -> int:
     """The depth of the child ``parent_id`` starts (its parent's, from the parent's ``run_created``, plus one:
     ``durable.child_calls.run_depth``), or ``ChildDepthError`` if that is deeper than ``AWSWORLD_MAX_CHILD_DEPTH``
-    allows, before anything is written. Decided here, in the start step's body, rather than as the parent's
-    replay: the step's failure is recorded, so every replay of the parent raises it at the same call even after
-    the limit changed, and the one read it costs (the parent's run record) is paid once per child started, never
-    per replay."""
+    allows, before anything is written. A successor (``child_options(successor=True)``: the run continues as it)
+    takes its parent's depth: a chain of successors is one run going on, not a nesting, so the limit never ends
+    it (the documented continue-as-new failed at its 101st run). Decided here, in the start step's body, rather
+    than as the parent's replay: the step's failure is recorded, so every replay of the parent raises it at the
+    same call even after the limit changed, and the one read it costs (the parent's run record) is paid once per
+    child started, never per replay."""
     parent = await world.runs.get(parent_id, resolve_data="none")
-    depth = run_depth(parent.execution_context) + 1
+    depth = run_depth(parent.execution_context) + (0 if successor else 1)
     limit = SETTINGS.max_child_depth
     if depth > limit:
         raise ChildDepthError(

@@ -147,11 +147,13 @@ class ChildOptions(Generic[C]):
     """``child_options(...)``: ``start_child`` with options. ``detached``: the child outlives its parent's
     cancellation (a child started without it is cancelled with its parent). ``name``: what the parent's log
     shows for the call (display only, ``authoring.names``). ``codec``: how this call reads the child's result
-    (in place of the child workflow's own codec; see ``child_options``)."""
+    (in place of the child workflow's own codec; see ``child_options``). ``successor``: the child continues this
+    run (continue-as-new; see ``child_options``)."""
 
     detached: bool = False
     name: str | None = None
     codec: Codec[C] | None = None
+    successor: bool = False
 
     @overload
     async def start(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -168,7 +170,8 @@ class ChildOptions(Generic[C]):
         definition = getattr(workflow, "__awsworld_workflow__", None)
         if not isinstance(definition, WorkflowDef):
             raise TypeError(f"{workflow!r} is not a @workflow: only workflows start child runs")
-        return await _start(definition, args, kwargs, detached=self.detached, name=self.name, codec=self.codec)
+        return await _start(definition, args, kwargs, detached=self.detached, name=self.name, codec=self.codec,
+                            successor=self.successor)
 
     @overload
     async def call(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -186,16 +189,18 @@ class ChildOptions(Generic[C]):
 
 
 @overload
-def child_options(*, detached: bool = False, name: str | None = None, codec: None = None) -> ChildOptions[NoCodec]:
+def child_options(*, detached: bool = False, name: str | None = None, codec: None = None,
+                  successor: bool = False) -> ChildOptions[NoCodec]:
     ...
 
 
 @overload
-def child_options(*, detached: bool = False, name: str | None = None, codec: Codec[C]) -> ChildOptions[C]: ...
+def child_options(*, detached: bool = False, name: str | None = None, codec: Codec[C],
+                  successor: bool = False) -> ChildOptions[C]: ...
 
 
 def child_options(*, detached: bool = False, name: str | None = None,
-                  codec: Codec[Any] | None = None) -> ChildOptions[Any]:
+                  codec: Codec[Any] | None = None, successor: bool = False) -> ChildOptions[Any]:
     """Options for a child run: ``await child_options(detached=True).start(workflow, *args, **kwargs)``, or
     ``.call(...)`` to await its value at once.
 
@@ -205,9 +210,15 @@ def child_options(*, detached: bool = False, name: str | None = None,
     awsworld's JSON of its result (plain JSON for JSON's own types). The child's input still goes through the
     child's own ``args_codec``: the child decodes it, and it knows only its own definition.
 
+    ``successor=True``: the child continues this run (Temporal's continue-as-new): it is started detached, and
+    at this run's depth rather than one deeper, so a chain of successors (start one with the state, then return)
+    runs as long as it is meant to, where ``AWSWORLD_MAX_CHILD_DEPTH`` ends a workflow that calls itself and
+    waits (``ChildDepthError``). Each run of the chain has a log of its own.
+
     (An options object rather than ``start_child(..., detached=True)``: a keyword between ``*args: P.args`` and
     ``**kwargs: P.kwargs`` is not allowed by PEP 612, and the workflow's own parameters must stay checked.)"""
-    return ChildOptions(detached=detached, name=None if name is None else check_name(name), codec=codec)
+    return ChildOptions(detached=detached or successor, name=None if name is None else check_name(name), codec=codec,
+                        successor=successor)
 
 
 @noted("awsworld.start_child()")
@@ -230,11 +241,12 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
 
 
 async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                 detached: bool, name: str | None = None, codec: Codec[Any] | None = None) -> ChildRun[Any]:
+                 detached: bool, name: str | None = None, codec: Codec[Any] | None = None,
+                 successor: bool = False) -> ChildRun[Any]:
     """The call through the run's runtime (``_engine/children.py`` declares the start step, then the hook its
     outcome comes back on, and awaits the start step), as the handle."""
-    started = await require_runtime("awsworld.start_child()").start_child(definition, args, kwargs,
-                                                                          detached=detached, name=name, codec=codec)
+    started = await require_runtime("awsworld.start_child()").start_child(definition, args, kwargs, detached=detached,
+                                                                          name=name, codec=codec, successor=successor)
     return ChildRun(started.run_id, definition.name, detached, started.outcome)
 
 

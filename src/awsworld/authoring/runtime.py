@@ -167,8 +167,8 @@ class WorkflowRuntime(Protocol):
         ...
 
     async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
-                          detached: bool, name: str | None = None,
-                          codec: Codec[Any] | None = None) -> StartedChild: ...
+                          detached: bool, name: str | None = None, codec: Codec[Any] | None = None,
+                          successor: bool = False) -> StartedChild: ...
 
     @property
     def calls(self) -> list[MadeCall]:
