@@ -533,7 +533,7 @@ class WorkflowExecution:
             f"{what} would end at {ends_at:%Y-%m-%d %H:%M:%S} UTC, {_days(ends_at - created)} after run "
             f"{self.run_id} was created: past the longest a run may stay running ({limit_days:g} days: the stack's "
             "MaxRunDays, AWSWORLD_MAX_RUN_DAYS), after which its oldest records expire while it waits. Raise "
-            "MaxRunDays, or end this run and start a new one for the rest (a schedule, or Client.start in a step)")
+            "MaxRunDays, or go on in a new run: start it with child_options(successor=True) and return")
 
     def declare_wait(self, resume_at: datetime, *, name: str | None = None) -> WaitOp:
         """A durable wait at the next position; its future completes with its ``wait_completed``."""
