@@ -224,6 +224,21 @@ async def test_catchup_all_fires_each_missed_tick_in_order_and_a_window_drops_ol
         assert (await schedules.get("window")).missed == 3
 
 
+
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one", "cancel_previous"])
+def test_catchup_all_without_allow_all_is_refused_where_it_is_written(overlap: Overlap) -> None:
+    """Found by a walk: ``Schedule(every="1h", catchup="all")`` (the default overlap, ``skip``) paused six hours and
+    resumed started one run, the oldest missed tick's, and counted the five others ``skipped``: a claim settles the
+    missed ticks together, and the first one's run is going when the next is looked at. The page promised "fires
+    each missed tick in order"; what ran was fewer and staler than the default ``catchup="latest"`` gives.
+    ``buffer_one`` kept two, ``cancel_previous`` started them all and cancelled all but the last. Refused now, with
+    the way out, where the declaration or the ``create`` is written."""
+    with pytest.raises(ValueError, match=re.escape(
+            f"catchup='all' starts every missed tick at once, which needs overlap='allow_all' (they run side by "
+            f"side); with overlap={overlap!r} the first missed tick's run would turn the others away")):
+        Schedule(every="1h", catchup="all", overlap=overlap)
+    assert Schedule(every="1h", catchup="all", overlap="allow_all").catchup == "all"
+
 async def test_daylight_saving_in_berlin_a_skipped_hour_fires_once_and_a_repeated_hour_once() -> None:
     spring = datetime(2026, 3, 28, 12, tzinfo=UTC)
     async with WorkflowTestEnv(start_time=spring, schedules=[app.dst]) as env:
