@@ -182,3 +182,24 @@ def test_a_trigger_that_starts_nothing_names_the_run_in_the_way_and_the_way_roun
         "buffer_one)\n", buffered
     assert dev("schedules", "delete", "held").code == 0
     assert dev("cancel", first["runId"]).code == 0
+
+
+def test_a_schedule_no_longer_declared_shows_no_next_fire_time(dev: Dev, project: Path) -> None:
+    """Found by a walk: a schedule whose declaration was removed from the code while dev ran is ``orphaned`` and
+    fires nothing, but ``schedules list`` gave it a NEXT fire time ("2026-12-31 09:00:00 Europe/Paris ... (in 23 d
+    22 h)"), as did ``describe``'s first line and ``--json``'s ``nextAt``. Last in this module: it edits the code."""
+    source = project / "src" / "clitest.py"
+    source.write_text(source.read_text().replace(
+        'schedule=Schedule(id="minutely", every="1m", offset=OFFSET, args=("m",))', ""))
+
+    def orphaned() -> Any:
+        return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely" and s["orphaned"]]
+
+    [listed] = until_found(orphaned, "dev's reload and its next tick marking the schedule orphaned", 60, every=1)
+    assert listed["nextAt"] is None
+    described = dev.json("schedules", "describe", "minutely")
+    assert (described["nextAt"], described["upcoming"]) == (None, [])
+    [row] = [line for line in dev("schedules", "list").out.splitlines() if line.startswith("minutely ")]
+    assert row.split()[1] == "orphaned" and row.endswith(" -"), row
+    first = dev("schedules", "describe", "minutely").out.splitlines()[0]
+    assert first.startswith("minutely  orphaned clitest.minutely  every 1m") and first.endswith("  next -"), first
