@@ -76,6 +76,8 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
         "the refusal writes the schedule as `schedules list` does"
     bad = dev("schedules", "create", "bad", "clitest.report", "--cron", "0 25 * * *")
     assert "not valid" in bad.one_line_error(2)
+    never = dev("schedules", "create", "never", "clitest.report", "--cron", "0 2 30 2 *", "--args", '["eu"]')
+    assert "never fires: no month it names" in never.one_line_error(2), "February 30th"
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')
     assert "report" in wrong.one_line_error(2), "the arguments are checked against the workflow (AWSWORLD_MODULES)"
     offset = dev("schedules", "create", "offset", "clitest.report", "--cron", "0 2 * * *", "--offset", "5m")

@@ -225,6 +225,18 @@ async def test_catchup_all_fires_each_missed_tick_in_order_and_a_window_drops_ol
 
 
 
+
+def test_a_cron_whose_day_no_month_has_is_refused_as_never_firing() -> None:
+    """Found by a walk: February 30th (``0 2 30 2 *``) was refused as "not valid: Bad day-of-month" (CronSim's
+    words, as for 32), and the user looked for what was wrong with 30. A day that is fine but in none of the
+    months named is said as such, with the way to write the month's last day."""
+    with pytest.raises(ValueError, match=re.escape("cron '0 2 30 2 *' never fires: no month it names (month field "
+                                                   "'2') has day '30'; for the last day of each month write L "
+                                                   "('0 2 L 2 *')")):
+        Schedule(cron="0 2 30 2 *", timezone="Europe/Paris")
+    with pytest.raises(ValueError, match=re.escape("cron '0 2 32 * *' is not valid: Bad day-of-month")):
+        Schedule(cron="0 2 32 * *")  # a day no month has: CronSim's words stand
+
 @pytest.mark.parametrize("overlap", ["skip", "buffer_one", "cancel_previous"])
 def test_catchup_all_without_allow_all_is_refused_where_it_is_written(overlap: Overlap) -> None:
     """Found by a walk: ``Schedule(every="1h", catchup="all")`` (the default overlap, ``skip``) paused six hours and
