@@ -71,6 +71,7 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
                     "--timezone", "Europe/Berlin", "--args", '["eu"]', "--kwargs", '{"size": 3}')
     assert (created["cron"], created["timezone"], created["source"], created["overlap"]) == (
         "0 2 * * *", "Europe/Berlin", "api", "skip")
+    assert (created["args"], created["kwargs"]) == (["eu"], {"size": 3}), "create shows what its runs get, too"
     refused = dev("schedules", "create", "nightly-eu", "clitest.report", "--every", "1h", "--args", "[\"us\"]")
     assert "exists already (api: clitest.report, cron '0 2 * * *' Europe/Berlin)" in refused.one_line_error(1), \
         "the refusal writes the schedule as `schedules list` does"
@@ -110,6 +111,9 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert triggered["outcome"] == "started"
     result = dev("result", triggered["runId"], "--wait", "30")
     assert (result.code, result.out.strip()) == (0, '"eu:3"')
+    said = dev("schedules", "describe", "nightly-eu").out
+    assert f"\n  last run              {triggered['runId']}\n  last tick             " in said, \
+        "words for people (they were the JSON's keys: lastRunId, lastTick)"
 
     now = datetime.now(UTC)
     start, end = (now - timedelta(days=3)).strftime("%Y-%m-%dT%H:%MZ"), (now - timedelta(hours=1)).isoformat()
