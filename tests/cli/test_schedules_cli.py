@@ -152,6 +152,10 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     def declared() -> Any:
         return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely"]
 
+    offset_text = f" offset {offset}s" if offset else ""
+    assert f"  workflow clitest.minutely  schedule minutely: every 1m{offset_text}\n" in dev.banner, \
+        "the banner says which schedules dev fires"
+    assert "  workflow clitest.report\n" in dev.banner
     [stored] = until_found(declared, "dev's first tick, as it starts, stores the declaration", 30, every=1)
     assert (stored["source"], stored["module"], stored["everySeconds"], stored["offsetSeconds"]) == (
         "code", "clitest", 60, offset)
