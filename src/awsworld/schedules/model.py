@@ -40,8 +40,8 @@ class Schedule:
     at least a minute, from the Unix epoch plus ``offset``; UTC), the arguments of each run, the ``overlap``
     policy (``skip``, ``buffer_one``, ``allow_all``, ``cancel_previous``) and the catch-up policy after downtime
     or a pause (``catchup="latest"``: the most recent missed tick only; ``"all"``: each, in order, all at once,
-    so only with ``overlap="allow_all"``; either within ``catchup_window`` when given). ``id``: the schedule's name (default: the workflow's name; give one
-    to declare several schedules on one workflow)."""
+    so only with ``overlap="allow_all"``; either within ``catchup_window`` when given). ``id``: the schedule's
+    name (default: the workflow's name; give one to declare several schedules on one workflow)."""
 
     cron: str | None = None
     every: Duration | None = None
