@@ -17,11 +17,12 @@ from awsworld._memory.clock import VirtualClock
 from awsworld._worker.tick import run_tick
 from awsworld.authoring.definitions import workflow_name
 from awsworld.client.client import Client
-from awsworld.schedules.job import run_schedules
+from awsworld.schedules.job import MAX_ROUNDS, run_schedules
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import InvalidInputError
 from awsworld.world.rules.schedules import claim
 from awsworld.world.schedules import (
+    MAX_TICKS_PER_CLAIM,
     Overlap,
     ScheduleDeclaredInCodeError,
     ScheduleExistsError,
@@ -135,6 +136,25 @@ async def test_a_claim_whose_writer_died_before_starting_is_carried_out_by_the_n
     assert [r.run_id for r in runs] == [decision.state.pending[0].run_id]
     assert (await client.schedules.get("crashy")).pending == ()
 
+
+
+async def test_catchup_all_fires_up_to_2000_missed_ticks_a_tick_and_the_rest_at_the_next() -> None:
+    """Found by a walk: the page (and *Operate: Limits*) said ``catchup="all"`` fires "up to 100 per tick, the rest
+    at the next"; a tick fired all 250 ticks of a minutely schedule paused 250 minutes. 100 is a claim's (what one
+    record's ``pending`` holds); a tick makes up to ``job.MAX_ROUNDS`` (20) claims a schedule: 2,000 starts."""
+    clock = VirtualClock(START)
+    world = MemoryWorld(clock=clock)  # no worker: the runs are only recorded, so 2,500 stay cheap
+    client = Client(world)
+    await client.schedules.create("many", app.echo, Schedule(every="1m", args=(1,), catchup="all",
+                                                             overlap="allow_all"))
+    await client.schedules.pause("many")
+    clock.advance(timedelta(minutes=2500))
+    await client.schedules.resume("many")
+    assert MAX_ROUNDS * MAX_TICKS_PER_CLAIM == 2000
+    assert (await run_schedules(world))["started"] == 2000
+    clock.advance(timedelta(seconds=30))
+    assert (await run_schedules(world))["started"] == 500, "the rest at the next tick"
+    assert (await client.schedules.get("many")).fired == 2500
 
 async def _overlap_runs(overlap: Overlap, hours: float = 4.5) -> tuple[list[tuple[str, str]], ScheduleState]:
     """An hourly schedule of a 90-minute workflow, over ``hours``: (tick, final status) of each run, and
