@@ -172,6 +172,39 @@ def test_ctrl_c_stops_dev_while_a_workflow_spins_on_its_loop(tmp_path_factory: p
                  "(Ctrl-C again to stop at once)\n"], said
 
 
+
+IDLE = '''
+from awsworld import workflow
+
+
+@workflow(name="idle.flow")
+async def flow() -> int:
+    return 1
+'''
+
+
+def test_ctrl_c_on_dev_started_by_its_console_script_blames_no_code_of_the_users(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Found by a walk (schedules): every Ctrl-C of an idle ``awsworld dev`` started as users start it, by the venv's
+    ``awsworld`` script, said "stopping once your code lets dev's event loop go: it holds it at .venv/bin/awsworld:10,
+    in <module>: sys.exit(main())". That script is in none of the folders ``users_frame`` leaves out (it is the
+    ``scripts`` path, not a package's), so the outermost frame of every stack looked like the user's (the tests ran
+    ``python -m awsworld.cli``, whose frames are Python's). Now the process's ``__main__`` is never the user's."""
+    script = Path(sys.executable).with_name("awsworld")
+    assert script.exists(), script
+    _, runner, server = dev_of(tmp_path_factory, "idle", IDLE, command=(str(script),))
+    try:
+        output = lines_of(server)
+        server.process.send_signal(signal.SIGINT)
+        code = ended_within(server.process, 60, output, "dev still there 60 s after Ctrl-C")
+    finally:
+        if server.process.poll() is None:
+            server.process.kill()
+        runner.close()
+    said = "".join(output)
+    assert code == 0 and said.rstrip().endswith("stopped"), (code, said)
+    assert "your code" not in said, said
+
 HANGS_AT_THE_END = '''
 import os, signal, sys, threading, time
 

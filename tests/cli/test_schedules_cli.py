@@ -71,15 +71,21 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
                     "--timezone", "Europe/Berlin", "--args", '["eu"]', "--kwargs", '{"size": 3}')
     assert (created["cron"], created["timezone"], created["source"], created["overlap"]) == (
         "0 2 * * *", "Europe/Berlin", "api", "skip")
+    assert (created["args"], created["kwargs"]) == (["eu"], {"size": 3}), "create shows what its runs get, too"
     refused = dev("schedules", "create", "nightly-eu", "clitest.report", "--every", "1h", "--args", "[\"us\"]")
     assert "exists already (api: clitest.report, cron '0 2 * * *' Europe/Berlin)" in refused.one_line_error(1), \
         "the refusal writes the schedule as `schedules list` does"
     bad = dev("schedules", "create", "bad", "clitest.report", "--cron", "0 25 * * *")
     assert "not valid" in bad.one_line_error(2)
+    never = dev("schedules", "create", "never", "clitest.report", "--cron", "0 2 30 2 *", "--args", '["eu"]')
+    assert "never fires: no month it names" in never.one_line_error(2), "February 30th"
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')
     assert "report" in wrong.one_line_error(2), "the arguments are checked against the workflow (AWSWORLD_MODULES)"
     offset = dev("schedules", "create", "offset", "clitest.report", "--cron", "0 2 * * *", "--offset", "5m")
     assert "offset applies to every" in offset.one_line_error(2), "not dropped in silence"
+    every = dev("schedules", "create", "every", "clitest.report", "--every", "1h", "--args", '["eu"]',
+                "--catchup", "all")
+    assert "needs overlap='allow_all'" in every.one_line_error(2), "only the oldest missed tick would have run"
     spaced = dev("schedules", "create", "bad id", "clitest.report", "--every", "1h", "--args", '["eu"]')
     assert "schedule id" in spaced.one_line_error(2), "a malformed id is a usage error, as a limit's input is"
     listed = [s["scheduleId"] for s in dev.json("schedules", "list")]
@@ -105,6 +111,9 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert triggered["outcome"] == "started"
     result = dev("result", triggered["runId"], "--wait", "30")
     assert (result.code, result.out.strip()) == (0, '"eu:3"')
+    said = dev("schedules", "describe", "nightly-eu").out
+    assert f"\n  last run              {triggered['runId']}\n  last tick             " in said, \
+        "words for people (they were the JSON's keys: lastRunId, lastTick)"
 
     now = datetime.now(UTC)
     start, end = (now - timedelta(days=3)).strftime("%Y-%m-%dT%H:%MZ"), (now - timedelta(hours=1)).isoformat()
@@ -143,6 +152,10 @@ def test_dev_stores_the_declared_schedule_and_fires_it_on_the_real_clock(dev: De
     def declared() -> Any:
         return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely"]
 
+    offset_text = f" offset {offset}s" if offset else ""
+    assert f"  workflow clitest.minutely  schedule minutely: every 1m{offset_text}\n" in dev.banner, \
+        "the banner says which schedules dev fires"
+    assert "  workflow clitest.report\n" in dev.banner
     [stored] = until_found(declared, "dev's first tick, as it starts, stores the declaration", 30, every=1)
     assert (stored["source"], stored["module"], stored["everySeconds"], stored["offsetSeconds"]) == (
         "code", "clitest", 60, offset)
@@ -179,3 +192,24 @@ def test_a_trigger_that_starts_nothing_names_the_run_in_the_way_and_the_way_roun
         "buffer_one)\n", buffered
     assert dev("schedules", "delete", "held").code == 0
     assert dev("cancel", first["runId"]).code == 0
+
+
+def test_a_schedule_no_longer_declared_shows_no_next_fire_time(dev: Dev, project: Path) -> None:
+    """Found by a walk: a schedule whose declaration was removed from the code while dev ran is ``orphaned`` and
+    fires nothing, but ``schedules list`` gave it a NEXT fire time ("2026-12-31 09:00:00 Europe/Paris ... (in 23 d
+    22 h)"), as did ``describe``'s first line and ``--json``'s ``nextAt``. Last in this module: it edits the code."""
+    source = project / "src" / "clitest.py"
+    source.write_text(source.read_text().replace(
+        'schedule=Schedule(id="minutely", every="1m", offset=OFFSET, args=("m",))', ""))
+
+    def orphaned() -> Any:
+        return [s for s in dev.json("schedules", "list") if s["scheduleId"] == "minutely" and s["orphaned"]]
+
+    [listed] = until_found(orphaned, "dev's reload and its next tick marking the schedule orphaned", 60, every=1)
+    assert listed["nextAt"] is None
+    described = dev.json("schedules", "describe", "minutely")
+    assert (described["nextAt"], described["upcoming"]) == (None, [])
+    [row] = [line for line in dev("schedules", "list").out.splitlines() if line.startswith("minutely ")]
+    assert row.split()[1] == "orphaned" and row.endswith(" -"), row
+    first = dev("schedules", "describe", "minutely").out.splitlines()[0]
+    assert first.startswith("minutely  orphaned clitest.minutely  every 1m") and first.endswith("  next -"), first

@@ -17,11 +17,12 @@ from awsworld._memory.clock import VirtualClock
 from awsworld._worker.tick import run_tick
 from awsworld.authoring.definitions import workflow_name
 from awsworld.client.client import Client
-from awsworld.schedules.job import run_schedules
+from awsworld.schedules.job import MAX_ROUNDS, run_schedules
 from awsworld.testing import WorkflowTestEnv
 from awsworld.world.errors import InvalidInputError
 from awsworld.world.rules.schedules import claim
 from awsworld.world.schedules import (
+    MAX_TICKS_PER_CLAIM,
     Overlap,
     ScheduleDeclaredInCodeError,
     ScheduleExistsError,
@@ -136,6 +137,25 @@ async def test_a_claim_whose_writer_died_before_starting_is_carried_out_by_the_n
     assert (await client.schedules.get("crashy")).pending == ()
 
 
+
+async def test_catchup_all_fires_up_to_2000_missed_ticks_a_tick_and_the_rest_at_the_next() -> None:
+    """Found by a walk: the page (and *Operate: Limits*) said ``catchup="all"`` fires "up to 100 per tick, the rest
+    at the next"; a tick fired all 250 ticks of a minutely schedule paused 250 minutes. 100 is a claim's (what one
+    record's ``pending`` holds); a tick makes up to ``job.MAX_ROUNDS`` (20) claims a schedule: 2,000 starts."""
+    clock = VirtualClock(START)
+    world = MemoryWorld(clock=clock)  # no worker: the runs are only recorded, so 2,500 stay cheap
+    client = Client(world)
+    await client.schedules.create("many", app.echo, Schedule(every="1m", args=(1,), catchup="all",
+                                                             overlap="allow_all"))
+    await client.schedules.pause("many")
+    clock.advance(timedelta(minutes=2500))
+    await client.schedules.resume("many")
+    assert MAX_ROUNDS * MAX_TICKS_PER_CLAIM == 2000
+    assert (await run_schedules(world))["started"] == 2000
+    clock.advance(timedelta(seconds=30))
+    assert (await run_schedules(world))["started"] == 500, "the rest at the next tick"
+    assert (await client.schedules.get("many")).fired == 2500
+
 async def _overlap_runs(overlap: Overlap, hours: float = 4.5) -> tuple[list[tuple[str, str]], ScheduleState]:
     """An hourly schedule of a 90-minute workflow, over ``hours``: (tick, final status) of each run, and
     the schedule's record."""
@@ -223,6 +243,33 @@ async def test_catchup_all_fires_each_missed_tick_in_order_and_a_window_drops_ol
         assert hhmm(await scheduled_runs(env.world, "window")) == ["03-05 03:00Z", "03-06 03:00Z"]
         assert (await schedules.get("window")).missed == 3
 
+
+
+
+def test_a_cron_whose_day_no_month_has_is_refused_as_never_firing() -> None:
+    """Found by a walk: February 30th (``0 2 30 2 *``) was refused as "not valid: Bad day-of-month" (CronSim's
+    words, as for 32), and the user looked for what was wrong with 30. A day that is fine but in none of the
+    months named is said as such, with the way to write the month's last day."""
+    with pytest.raises(ValueError, match=re.escape("cron '0 2 30 2 *' never fires: no month it names (month field "
+                                                   "'2') has day '30'; for the last day of each month write L "
+                                                   "('0 2 L 2 *')")):
+        Schedule(cron="0 2 30 2 *", timezone="Europe/Paris")
+    with pytest.raises(ValueError, match=re.escape("cron '0 2 32 * *' is not valid: Bad day-of-month")):
+        Schedule(cron="0 2 32 * *")  # a day no month has: CronSim's words stand
+
+@pytest.mark.parametrize("overlap", ["skip", "buffer_one", "cancel_previous"])
+def test_catchup_all_without_allow_all_is_refused_where_it_is_written(overlap: Overlap) -> None:
+    """Found by a walk: ``Schedule(every="1h", catchup="all")`` (the default overlap, ``skip``) paused six hours and
+    resumed started one run, the oldest missed tick's, and counted the five others ``skipped``: a claim settles the
+    missed ticks together, and the first one's run is going when the next is looked at. The page promised "fires
+    each missed tick in order"; what ran was fewer and staler than the default ``catchup="latest"`` gives.
+    ``buffer_one`` kept two, ``cancel_previous`` started them all and cancelled all but the last. Refused now, with
+    the way out, where the declaration or the ``create`` is written."""
+    with pytest.raises(ValueError, match=re.escape(
+            f"catchup='all' starts every missed tick at once, which needs overlap='allow_all' (they run side by "
+            f"side); with overlap={overlap!r} the first missed tick's run would turn the others away")):
+        Schedule(every="1h", catchup="all", overlap=overlap)
+    assert Schedule(every="1h", catchup="all", overlap="allow_all").catchup == "all"
 
 async def test_daylight_saving_in_berlin_a_skipped_hour_fires_once_and_a_repeated_hour_once() -> None:
     spring = datetime(2026, 3, 28, 12, tzinfo=UTC)

@@ -453,8 +453,14 @@ def _print_banner(config: Any, registry: Any, webhook_url: str, args: argparse.N
                   restored: int, verdict: Any, deployment: str | None) -> None:
     print(f"awsworld dev: {len(registry.workflows)} workflow(s), {len(registry.steps)} step(s) loaded, as "
           f"deployment {deployment} (a run stays on the code it started on: `awsworld deployments`)")
+    from ..schedules.declared import declared_in
+
+    fires: dict[str, list[str]] = {}  # the schedules dev fires, beside their workflow: picked up, and when
+    for declared in declared_in(args.modules or ()):
+        fires.setdefault(declared.workflow_name, []).append(
+            f"schedule {declared.schedule_id}: {declared.schedule.spec().describe()}")
     for name in sorted(registry.workflows):
-        print(f"  workflow {name}")
+        print(f"  workflow {name}" + "".join(f"  {text}" for text in fires.get(name, [])))
     if not args.modules:
         print("no modules: dev runs the queue's deliveries (a TypeScript app's pushed messages); `awsworld serve` in a "
               "shell with the export lines below serves this World to the app (packages/world-awsworld)")

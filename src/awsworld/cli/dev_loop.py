@@ -47,10 +47,13 @@ _NOT_USERS = tuple(os.path.normcase(os.path.realpath(path)) + os.sep for path in
 
 
 def users_frame(frame: FrameType | None) -> FrameType | None:
-    """The innermost frame of ``frame``'s stack that runs the user's code (not awsworld's, Python's or a package's)."""
+    """The innermost frame of ``frame``'s stack that runs the user's code (not awsworld's, Python's or a package's).
+    The process's ``__main__`` is never the user's: ``dev`` imports the user's modules by name, and its ``__main__``
+    is the ``awsworld`` console script (in the venv's ``bin/``, none of the folders above), whose ``sys.exit(main())``
+    is the outermost frame of every stack."""
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith("<") and \
+        if not filename.startswith("<") and frame.f_globals.get("__name__") != "__main__" and \
                 not os.path.normcase(os.path.realpath(filename)).startswith(_NOT_USERS):
             return frame
         frame = frame.f_back

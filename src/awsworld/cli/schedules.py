@@ -94,7 +94,8 @@ def schedule_json(state: ScheduleState, upcoming: list[datetime] | None = None,
         "module": state.module, "cron": spec.cron, "timezone": spec.timezone, "everySeconds": spec.every,
         "offsetSeconds": spec.offset if spec.every is not None else None, "overlap": state.overlap,
         "catchup": state.catchup, "catchupWindowSeconds": state.catchup_window, "paused": state.paused,
-        "note": state.note, "orphaned": state.orphaned, "nextAt": _text(state.next_at),
+        # An orphaned schedule keeps its cursor (declared again, it goes on from there) but fires nothing: no next.
+        "note": state.note, "orphaned": state.orphaned, "nextAt": None if state.orphaned else _text(state.next_at),
         "lastRunId": state.last_run_id, "lastTick": _text(state.last_tick),
         "buffered": state.buffered.run_id if state.buffered else None,
         "fired": state.fired, "skipped": state.skipped, "missed": state.missed,
@@ -160,10 +161,17 @@ def _print_schedule(d: dict[str, Any]) -> None:
     if "args" in d:  # describe's: what every run of it is started with
         keywords = f" {shorten(d['kwargs'], 200)}" if d["kwargs"] else ""
         print(f"  {'arguments':<21} {shorten(d['args'], 200)}{keywords}")
-    for key in ("source", "module", "overlap", "catchup", "catchupWindowSeconds", "note", "lastRunId",
-                "lastTick", "buffered"):
-        if d.get(key) is not None:
-            print(f"  {key:<21} {d[key]}")
+    from ..world.schedules import interval_text
+
+    window = d.get("catchupWindowSeconds")
+    lines = {"source": d.get("source"), "module": d.get("module"), "overlap": d.get("overlap"),
+             "catchup": d.get("catchup"), "catchup window": None if window is None else interval_text(window),
+             "note": d.get("note"), "last run": d.get("lastRunId"),
+             "last tick": None if d.get("lastTick") is None else in_zone(d["lastTick"], d["timezone"]),
+             "buffered run": d.get("buffered")}  # (for people: --json has the stable keys)
+    for label, value in lines.items():
+        if value is not None:
+            print(f"  {label:<21} {value}")
     print(f"  {'runs':<21} {d['fired']} fired, {d['skipped']} skipped (overlap), {d['missed']} missed")
     for moment in d.get("upcoming", []):
         print(f"  {'fires at':<21} {in_zone(moment, d['timezone'])}")
@@ -207,7 +215,8 @@ def _create(args: argparse.Namespace) -> int:
 
     async def work(schedules: Any) -> Any:
         try:
-            return schedule_json(await schedules.create(args.schedule_id, args.workflow, schedule))
+            created = await schedules.create(args.schedule_id, args.workflow, schedule)
+            return schedule_json(created, None, (tuple(schedule.args), dict(schedule.kwargs)))  # what runs get
         except TypeError as error:  # the arguments do not fit the workflow (checked with AWSWORLD_MODULES set)
             raise usage(str(error), "--args and --kwargs are the workflow's parameters") from None
 

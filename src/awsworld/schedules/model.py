@@ -39,9 +39,9 @@ class Schedule:
     """When and how a workflow starts itself: ``cron`` (5 fields, in ``timezone``) or ``every`` (a duration of
     at least a minute, from the Unix epoch plus ``offset``; UTC), the arguments of each run, the ``overlap``
     policy (``skip``, ``buffer_one``, ``allow_all``, ``cancel_previous``) and the catch-up policy after downtime
-    or a pause (``catchup="latest"``: the most recent missed tick only; ``"all"``: each, in order; either
-    within ``catchup_window`` when given). ``id``: the schedule's name (default: the workflow's name; give one
-    to declare several schedules on one workflow)."""
+    or a pause (``catchup="latest"``: the most recent missed tick only; ``"all"``: each, in order, all at once,
+    so only with ``overlap="allow_all"``; either within ``catchup_window`` when given). ``id``: the schedule's
+    name (default: the workflow's name; give one to declare several schedules on one workflow)."""
 
     cron: str | None = None
     every: Duration | None = None
@@ -61,6 +61,13 @@ class Schedule:
             raise ValueError(f"overlap must be one of {', '.join(OVERLAPS)}, got {self.overlap!r}")
         if self.catchup not in CATCHUPS:
             raise ValueError(f"catchup must be one of {', '.join(CATCHUPS)}, got {self.catchup!r}")
+        if self.catchup == "all" and self.overlap != "allow_all":
+            # A claim settles the missed ticks together (world/rules/schedules.py, ``claim``): the first one's run
+            # is going when the next is looked at, so any other policy keeps one or two of them, the oldest.
+            raise ValueError(f"catchup='all' starts every missed tick at once, which needs overlap='allow_all' (they "
+                             f"run side by side); with overlap={self.overlap!r} the first missed tick's run would "
+                             "turn the others away, and only the oldest would run. Give overlap='allow_all', or "
+                             "catchup='latest' (the default: the most recent missed tick only)")
         if self.id is not None:
             check_schedule_id(self.id)
         if isinstance(self.args, str | bytes) or not isinstance(self.args, Sequence):

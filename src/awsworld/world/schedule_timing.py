@@ -85,8 +85,23 @@ def _cron(expression: str, start: datetime) -> Iterator[datetime]:
     try:
         sim: Iterator[datetime] = CronSim(expression, start)
     except CronSimError as error:
-        raise ValueError(f"cron {expression!r} is not valid: {error}") from None
+        raise ValueError(_never_fires(expression, start) or f"cron {expression!r} is not valid: {error}") from None
     return sim
+
+
+def _never_fires(expression: str, start: datetime) -> str | None:
+    """What to say of a day-of-month no month of the expression has (``0 2 30 2 *``, February 30th): CronSim calls
+    it a "Bad day-of-month", as it does 32, which left the user looking for what is wrong with 30. None when the
+    expression is refused for another reason (it is, with every month allowed)."""
+    from cronsim import CronSim, CronSimError
+
+    minute, hour, day, month, weekday = expression.split()
+    try:
+        CronSim(" ".join((minute, hour, day, "*", weekday)), start)
+    except CronSimError:
+        return None
+    return (f"cron {expression!r} never fires: no month it names (month field {month!r}) has day {day!r}; for the "
+            f"last day of each month write L ('{minute} {hour} L {month} {weekday}')")
 
 
 def _iterate(spec: Spec, after: datetime) -> Iterator[datetime]:
