@@ -61,6 +61,19 @@ async def note(text: str, close: bool = False) -> None:
         await log.close()
 
 
+@step(name="clitest.lines", max_retries=0)
+async def lines(n: int) -> int:
+    log = get_writable("log")
+    for i in range(n):
+        await log.write(f"line {i}\\n")
+    return n
+
+
+@workflow(name="clitest.written")
+async def written(n: int) -> int:
+    return await lines(n)
+
+
 @step(name="clitest.boom", max_retries=0)
 async def boom(why: str) -> None:
     raise ValueError(why)
@@ -899,6 +912,23 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+
+
+def test_streams_from_a_negative_index_start_before_the_tail_and_print_each_chunks_own_index(dev: Dev) -> None:
+    """``awsworld streams RUN NAME --from -2``: the last two chunks, with or without ``--follow``, each printed
+    with its index from the head. Before, a follow printed indexes -2 and -1, and a read without it took -2 as 0
+    and printed all the chunks."""
+    run_id = _start(dev, "clitest.written", "[5]", "--wait", "30")
+    tail, followed, text, later, before_head = parallel(
+        dev, ("streams", run_id, "log", "--from", "-2", "--json"),
+        ("streams", run_id, "log", "--from", "-2", "--follow", "--json"), ("streams", run_id, "log", "--from", "-1"),
+        ("streams", run_id, "log", "--from", "3", "--json"), ("streams", run_id, "log", "--from", "-9", "--json"))
+    last_two = [{"index": 3, "text": "line 3\n"}, {"index": 4, "text": "line 4\n"}]
+    assert [json.loads(line) for line in tail.out.splitlines()] == last_two, tail
+    assert [json.loads(line) for line in followed.out.splitlines()] == last_two, followed
+    assert [json.loads(line) for line in later.out.splitlines()] == last_two, later
+    assert text.out == "line 4\n", text
+    assert [json.loads(line)["index"] for line in before_head.out.splitlines()] == [0, 1, 2, 3, 4], before_head
 
 
 def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, project: Path) -> None:

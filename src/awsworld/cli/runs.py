@@ -115,7 +115,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     streams.add_argument("run_id", metavar="RUN")
     streams.add_argument("name", nargs="?", help="print this stream's chunks (default: list the streams)")
     streams.add_argument("--follow", "-f", action="store_true", help="keep printing new chunks until it closes")
-    streams.add_argument("--from", dest="start", type=int, default=0, metavar="INDEX", help="first chunk index")
+    streams.add_argument("--from", dest="start", type=int, default=0, metavar="INDEX",
+                         help="first chunk index (negative: from the tail, -1 the last chunk)")
     streams.set_defaults(handler=_streams)
 
     resume = sub.add_parser("resume", help="resume a hook: awsworld resume TOKEN '<payload JSON>'")
@@ -597,11 +598,18 @@ QUIET_SECONDS = 5.0
 async def _print_chunks(world: World, args: argparse.Namespace) -> None:
     """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
     ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
-    come, until the stream is closed."""
+    come, until the stream is closed. ``--from`` a negative index starts that many chunks before the tail as it
+    is when the command starts (``-1``: the last chunk, then, following, the new ones), and each chunk keeps its
+    index from the head: before, a follow printed ``-2``, ``-1``, ... and a read without ``--follow`` took a
+    negative index as 0 and printed the whole stream."""
+    from ..world.streams import page_cursor, start_position
+
     out = sys.stdout
     index = args.start
+    if index < 0:  # from the tail as it is now, the index each chunk is printed with counted from the head
+        index = start_position(index, (await world.streams.get_info(args.run_id, args.name)).tail_index + 1)
     if args.follow:
-        chunks = aiter(world.streams.get(args.run_id, args.name, start_index=args.start))
+        chunks = aiter(world.streams.get(args.run_id, args.name, start_index=index))
         said = False
         while True:
             following = asyncio.ensure_future(anext(chunks))
@@ -618,12 +626,11 @@ async def _print_chunks(world: World, args: argparse.Namespace) -> None:
                 return
             _emit(out, index, chunk, args.json)
             index += 1
-    cursor = None
+    cursor = page_cursor(index) if index else None  # pages from INDEX: the chunks before it are not read
     while True:
         page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor)
         for chunk in page.data:
-            if chunk.index >= args.start:
-                _emit(out, chunk.index, chunk.data, args.json)
+            _emit(out, chunk.index, chunk.data, args.json)
         if not page.has_more:
             return
         cursor = page.cursor
