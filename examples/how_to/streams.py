@@ -40,13 +40,10 @@ async def read_on(run: Run[int], seen: list[bytes]) -> list[bytes]:
     return seen
 
 
-async def last_line(run: Run[int]) -> bytes | None:
+async def from_the_newest(run: Run[int]) -> list[str]:
     """The newest chunk so far, then the new ones until the stream closes: a negative start_index counts from
     the tail as it is when the reader starts (-1: the last chunk)."""
-    newest = None
-    async for newest in run.stream("progress", start_index=-1):
-        pass
-    return newest
+    return [chunk.decode() async for chunk in run.stream("progress", start_index=-1)]
 # --8<-- [end:resume]
 
 
@@ -105,7 +102,7 @@ async def main() -> None:
             first.append(chunk)
             break
         assert [c.decode() for c in await read_on(run, first)] == [f"dog.mp4: part {n}/3\n" for n in (1, 2, 3)]
-        assert await last_line(run) == b"dog.mp4: part 3/3\n"
+        assert await from_the_newest(run) == ["dog.mp4: part 3/3\n"]
         CUT_OFF.append("why?")
         run = await env.client.start(ask, "why?")
         assert [chunk async for chunk in run.stream("tokens")] == [b"The", b" answer", RESTART, b"The", b" answer",
