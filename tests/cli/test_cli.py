@@ -74,6 +74,12 @@ async def written(n: int) -> int:
     return await lines(n)
 
 
+@workflow(name="clitest.gated_lines")
+async def gated_lines(path: str, n: int) -> int:
+    await gate(path)
+    return await lines(n)
+
+
 @step(name="clitest.boom", max_retries=0)
 async def boom(why: str) -> None:
     raise ValueError(why)
@@ -929,6 +935,42 @@ def test_streams_from_a_negative_index_start_before_the_tail_and_print_each_chun
     assert [json.loads(line) for line in later.out.splitlines()] == last_two, later
     assert text.out == "line 4\n", text
     assert [json.loads(line)["index"] for line in before_head.out.splitlines()] == [0, 1, 2, 3, 4], before_head
+
+
+def test_a_follow_started_before_the_streams_first_chunk_waits_for_it_and_a_name_never_written_is_refused_at_the_end(
+        dev: Dev, project: Path) -> None:
+    """``awsworld streams RUN NAME --follow`` right after ``start``, before the step's first write, was refused
+    (``run ... has no stream 'log'``, exit 1): a follow had to be timed after the first chunk. It now says on
+    stderr that it waits for the stream, prints the chunks as they come and ends with the run; a name no step
+    writes waits likewise and is refused once the run has ended."""
+    gate_file = f"gate-{uuid.uuid4().hex}"  # the step writes once the test creates it (dev runs in the project)
+    run_id = _start(dev, "clitest.gated_lines", json.dumps([gate_file, 2]))
+
+    def follow(name: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "awsworld.cli", "streams", run_id, name, "--follow", "--json"],
+                                env=dev.env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=tied())
+
+    followers = [follow("log"), follow("nope")]
+    try:
+        for follower, name in zip(followers, ("log", "nope"), strict=True):
+            assert follower.stderr is not None
+            ready, _, _ = select.select([follower.stderr], [], [], 30)
+            assert ready, f"the follow of {name!r} said nothing"
+            said = follower.stderr.readline()
+            assert said == (f"(run {run_id} has no stream {name!r} yet (its streams: none so far): following it "
+                            "from its first chunk, until it closes or the run ends)\n"), said
+        (project / gate_file).touch()
+        (out, err), (typo_out, typo_err) = (f.communicate(timeout=30) for f in followers)
+    finally:
+        for follower in followers:
+            follower.kill()
+    assert followers[0].returncode == 0, (out, err)
+    assert [json.loads(line) for line in out.splitlines()] == [{"index": 0, "text": "line 0\n"},
+                                                               {"index": 1, "text": "line 1\n"}]
+    assert (followers[1].returncode, typo_out) == (1, ""), (typo_out, typo_err)
+    assert typo_err.splitlines()[-1] == (f"awsworld streams: run {run_id} ended with no stream 'nope' (hint: "
+                                         f"`awsworld streams {run_id}` lists its streams)"), typo_err
 
 
 def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, project: Path) -> None:
