@@ -618,6 +618,7 @@ async def _print_chunks(world: World, args: argparse.Namespace) -> int:
     is when the command starts (``-1``: the last chunk, then, following, the new ones), and each chunk keeps its
     index from the head: before, a follow printed ``-2``, ``-1``, ... and a read without ``--follow`` took a
     negative index as 0 and printed the whole stream. Returns how many chunks it printed."""
+    from ..world.pages import MAX_CHUNKS_PAGE
     from ..world.streams import page_cursor, start_position
 
     out = sys.stdout
@@ -644,9 +645,11 @@ async def _print_chunks(world: World, args: argparse.Namespace) -> int:
             _emit(out, index, chunk, args.json)
             index += 1
             printed += 1
-    cursor = page_cursor(index) if index else None  # pages from INDEX: the chunks before it are not read
+    # Pages from INDEX (the chunks before it are not read), of the most chunks a page holds (the World bounds a
+    # page's bytes too): the default 100 took 100 pages, 300 requests and ten times as long for 10,000 chunks.
+    cursor = page_cursor(index) if index else None
     while True:
-        page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor)
+        page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor, limit=MAX_CHUNKS_PAGE)
         for chunk in page.data:
             _emit(out, chunk.index, chunk.data, args.json)
         printed += len(page.data)
