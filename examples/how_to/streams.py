@@ -31,6 +31,22 @@ async def follow(client: Client, video: str) -> list[str]:
 # --8<-- [end:read]
 
 
+# --8<-- [start:resume]
+async def read_on(run: Run[int], seen: list[bytes]) -> list[bytes]:
+    """Go on reading where a reader stopped (its connection lost, its process restarted): from the first chunk
+    it did not get. Each chunk keeps its index, so the count of those received is where to start."""
+    async for chunk in run.stream("progress", start_index=len(seen)):
+        seen.append(chunk)
+    return seen
+
+
+async def from_the_newest(run: Run[int]) -> list[str]:
+    """The newest chunk so far, then the new ones until the stream closes: a negative start_index counts from
+    the tail as it is when the reader starts (-1: the last chunk)."""
+    return [chunk.decode() async for chunk in run.stream("progress", start_index=-1)]
+# --8<-- [end:resume]
+
+
 CUT_OFF: list[str] = []
 """Prompts whose first attempt is cut off half-way (a crash, a timeout), as ``main`` below asks."""
 
@@ -80,6 +96,13 @@ async def main() -> None:
 
     async with WorkflowTestEnv() as env:
         assert await follow(env.client, "cat.mp4") == [f"cat.mp4: part {n}/3\n" for n in (1, 2, 3)]
+        run = await env.client.start(publish, "dog.mp4")
+        first: list[bytes] = []
+        async for chunk in run.stream("progress"):  # a reader that stops after one chunk
+            first.append(chunk)
+            break
+        assert [c.decode() for c in await read_on(run, first)] == [f"dog.mp4: part {n}/3\n" for n in (1, 2, 3)]
+        assert await from_the_newest(run) == ["dog.mp4: part 3/3\n"]
         CUT_OFF.append("why?")
         run = await env.client.start(ask, "why?")
         assert [chunk async for chunk in run.stream("tokens")] == [b"The", b" answer", RESTART, b"The", b" answer",

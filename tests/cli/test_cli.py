@@ -62,6 +62,25 @@ async def note(text: str, close: bool = False) -> None:
         await log.close()
 
 
+@step(name="clitest.lines", max_retries=0)
+async def lines(n: int) -> int:
+    log = get_writable("log")
+    for i in range(n):
+        await log.write(f"line {i}\\n")
+    return n
+
+
+@workflow(name="clitest.written")
+async def written(n: int) -> int:
+    return await lines(n)
+
+
+@workflow(name="clitest.gated_lines")
+async def gated_lines(path: str, n: int) -> int:
+    await gate(path)
+    return await lines(n)
+
+
 @step(name="clitest.boom", max_retries=0)
 async def boom(why: str) -> None:
     raise ValueError(why)
@@ -945,6 +964,59 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+
+
+def test_streams_from_a_negative_index_start_before_the_tail_and_print_each_chunks_own_index(dev: Dev) -> None:
+    """``awsworld streams RUN NAME --from -2``: the last two chunks, with or without ``--follow``, each printed
+    with its index from the head. Before, a follow printed indexes -2 and -1, and a read without it took -2 as 0
+    and printed all the chunks."""
+    run_id = _start(dev, "clitest.written", "[5]", "--wait", "30")
+    tail, followed, text, later, before_head = parallel(
+        dev, ("streams", run_id, "log", "--from", "-2", "--json"),
+        ("streams", run_id, "log", "--from", "-2", "--follow", "--json"), ("streams", run_id, "log", "--from", "-1"),
+        ("streams", run_id, "log", "--from", "3", "--json"), ("streams", run_id, "log", "--from", "-9", "--json"))
+    last_two = [{"index": 3, "text": "line 3\n"}, {"index": 4, "text": "line 4\n"}]
+    assert [json.loads(line) for line in tail.out.splitlines()] == last_two, tail
+    assert [json.loads(line) for line in followed.out.splitlines()] == last_two, followed
+    assert [json.loads(line) for line in later.out.splitlines()] == last_two, later
+    assert text.out == "line 4\n", text
+    assert [json.loads(line)["index"] for line in before_head.out.splitlines()] == [0, 1, 2, 3, 4], before_head
+
+
+def test_a_follow_started_before_the_streams_first_chunk_waits_for_it_and_a_name_never_written_is_refused_at_the_end(
+        dev: Dev, project: Path) -> None:
+    """``awsworld streams RUN NAME --follow`` right after ``start``, before the step's first write, was refused
+    (``run ... has no stream 'log'``, exit 1): a follow had to be timed after the first chunk. It now says on
+    stderr that it waits for the stream, prints the chunks as they come and ends with the run; a name no step
+    writes waits likewise and is refused once the run has ended."""
+    gate_file = f"gate-{uuid.uuid4().hex}"  # the step writes once the test creates it (dev runs in the project)
+    run_id = _start(dev, "clitest.gated_lines", json.dumps([gate_file, 2]))
+
+    def follow(name: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "awsworld.cli", "streams", run_id, name, "--follow", "--json"],
+                                env=dev.env, cwd=project, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=tied())
+
+    followers = [follow("log"), follow("nope")]
+    try:
+        for follower, name in zip(followers, ("log", "nope"), strict=True):
+            assert follower.stderr is not None
+            ready, _, _ = select.select([follower.stderr], [], [], 30)
+            assert ready, f"the follow of {name!r} said nothing"
+            said = follower.stderr.readline()
+            assert said == (f"(run {run_id} has no stream {name!r} yet (its streams: none so far): following it "
+                            "from its first chunk, until it closes or the run ends)\n"), said
+        (project / gate_file).touch()
+        (out, err), (typo_out, typo_err) = (f.communicate(timeout=30) for f in followers)
+    finally:
+        for follower in followers:
+            follower.kill()
+    assert followers[0].returncode == 0, (out, err)
+    assert [json.loads(line) for line in out.splitlines()] == [{"index": 0, "text": "line 0\n"},
+                                                               {"index": 1, "text": "line 1\n"}]
+    assert (followers[1].returncode, typo_out) == (1, ""), (typo_out, typo_err)
+    assert typo_err.splitlines()[-1] == (f"awsworld streams: run {run_id} ended with no stream 'nope' (hint: "
+                                         f"`awsworld streams {run_id}` lists its streams)"), typo_err
 
 
 def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, project: Path) -> None:

@@ -271,6 +271,8 @@ async def test_values_just_past_the_limit_are_refused_where_they_are_made(e2e: E
     key = tag()  # a step result: the step fails once with ValueTooLargeError, the body is not re-run
     result = await e2e.run(too_large_step_result, key, MAX_VALUE_BYTES + 1, timeout=RESULT_TIMEOUT)
     assert result["type"] == "ValueTooLargeError" and RECEIVED[key] == ["ran"]
+    assert "ValueTooLargeError: the result of step 'values.grow' (step_1) is too large to record: " in \
+        result["message"], result  # (it named the step by its id alone: "the result of step step_1")
 
     run = await e2e.start(returns, MAX_VALUE_BYTES + 1)  # a return value: the run fails with VALUE_TOO_LARGE
     with pytest.raises(WorkflowRunFailedError) as failed:

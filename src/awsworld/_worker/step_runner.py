@@ -177,6 +177,9 @@ class StepEnd:
     """A queued attempt's slot (``attempt_step(hold=True)``): given back once the outcome is in the log
     (``record_end``), so a redelivery after a crash between the body and its record runs the body again in its
     slot, never waits for a slot while its own attempt is started."""
+    step_name: str | None = None
+    """The step's name, for a completed one: a result the log refuses as too large is named by it, as every
+    other refused value is (``the result of step 'x' (step_1)``), not by its id alone."""
 
     @property
     def request(self) -> dict[str, Any]:
@@ -373,7 +376,7 @@ async def _attempt(world: World, definition: StepDef, run_id: str, step_id: str,
     if not accepted:
         assert poll is not None
         return _rejected_poll(world, poll, step, events, encoded)
-    return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events)
+    return StepEnd(step_id, "step_completed", {"result": encoded}, step.attempt, events, step_name=step_name)
 
 
 class _StepEnded(Exception):
@@ -614,7 +617,8 @@ async def record_end(world: World, run_id: str, end: StepEnd) -> StepOutcome:
 
 def _too_large_end(end: StepEnd, too_large: PayloadTooLargeError) -> StepEnd:
     """The step_failed that replaces an outcome whose result (or error) the log refused as too large."""
+    step = f"step {end.step_name!r} ({end.step_id})" if end.step_name else f"step {end.step_id}"
     error = ValueTooLargeError(too_large_text(
-        f"the {'result' if end.kind == 'step_completed' else 'error'} of step {end.step_id}", too_large.message))
+        f"the {'result' if end.kind == 'step_completed' else 'error'} of {step}", too_large.message))
     return StepEnd(end.step_id, "step_failed", {"error": structured_error(error)}, end.attempt, end.events,
                    taken=end.taken)

@@ -115,7 +115,8 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     streams.add_argument("run_id", metavar="RUN")
     streams.add_argument("name", nargs="?", help="print this stream's chunks (default: list the streams)")
     streams.add_argument("--follow", "-f", action="store_true", help="keep printing new chunks until it closes")
-    streams.add_argument("--from", dest="start", type=int, default=0, metavar="INDEX", help="first chunk index")
+    streams.add_argument("--from", dest="start", type=int, default=0, metavar="INDEX",
+                         help="first chunk index (negative: from the tail, -1 the last chunk)")
     streams.set_defaults(handler=_streams)
 
     resume = sub.add_parser("resume", help="resume a hook: awsworld resume TOKEN '<payload JSON>'")
@@ -565,10 +566,12 @@ def _hooks(args: argparse.Namespace) -> int:
 
 
 def _streams(args: argparse.Namespace) -> int:
+    from ..world.rules.streams import run_over
+
     async def go() -> None:
         async with remote() as client:
             world = client.world
-            await world.runs.get(args.run_id, resolve_data="none")
+            view = await world.runs.get(args.run_id, resolve_data="none")
             if args.name is None:
                 names = await world.streams.list(args.run_id)
                 infos = [(name, await world.streams.get_info(args.run_id, name)) for name in names]
@@ -581,10 +584,24 @@ def _streams(args: argparse.Namespace) -> int:
                 for name, info in infos:
                     print(f"{name}  {info.tail_index + 1} chunk(s)  {'closed' if info.done else 'open'}")
                 return
-            if args.name not in await world.streams.list(args.run_id):
-                raise CliError(f"run {args.run_id} has no stream {args.name!r}",
+            names = await world.streams.list(args.run_id)
+            if args.name in names:
+                await _print_chunks(world, args)
+                return
+            ended = run_over(view.status)
+            if not args.follow or ended:
+                raise CliError(f"run {args.run_id} has no stream {args.name!r}{'' if ended else ' yet'}",
+                               f"`awsworld streams {args.run_id}` lists its streams"
+                               + ("" if ended else "; --follow waits for its first chunk"))
+            # A follow started with the run, before its step's first write, waits for the stream as it waits for
+            # the next chunk (it was refused with "no stream"), and says so: a mistyped name waits too, until the
+            # run ends, and is refused then.
+            print(f"(run {args.run_id} has no stream {args.name!r} yet (its streams: "
+                  f"{', '.join(repr(n) for n in names) if names else 'none so far'}): following it from its first "
+                  f"chunk, until it closes or the run ends)", file=sys.stderr, flush=True)
+            if not await _print_chunks(world, args) and args.name not in await world.streams.list(args.run_id):
+                raise CliError(f"run {args.run_id} ended with no stream {args.name!r}",
                                f"`awsworld streams {args.run_id}` lists its streams")
-            await _print_chunks(world, args)
 
     asyncio.run(go())
     return 0
@@ -594,14 +611,23 @@ QUIET_SECONDS = 5.0
 """``streams NAME --follow`` says once, on stderr, why it waits after this long without a chunk."""
 
 
-async def _print_chunks(world: World, args: argparse.Namespace) -> None:
+async def _print_chunks(world: World, args: argparse.Namespace) -> int:
     """Chunks as written (bytes to stdout), or one JSON line each: ``{"index", "text"}`` for UTF-8 chunks,
     ``{"index", "base64"}`` for others. Without ``--follow``, what is stored now; with it, new chunks as they
-    come, until the stream is closed."""
+    come, until the stream is closed. ``--from`` a negative index starts that many chunks before the tail as it
+    is when the command starts (``-1``: the last chunk, then, following, the new ones), and each chunk keeps its
+    index from the head: before, a follow printed ``-2``, ``-1``, ... and a read without ``--follow`` took a
+    negative index as 0 and printed the whole stream. Returns how many chunks it printed."""
+    from ..world.pages import MAX_CHUNKS_PAGE
+    from ..world.streams import page_cursor, start_position
+
     out = sys.stdout
+    printed = 0
     index = args.start
+    if index < 0:  # from the tail as it is now, the index each chunk is printed with counted from the head
+        index = start_position(index, (await world.streams.get_info(args.run_id, args.name)).tail_index + 1)
     if args.follow:
-        chunks = aiter(world.streams.get(args.run_id, args.name, start_index=args.start))
+        chunks = aiter(world.streams.get(args.run_id, args.name, start_index=index))
         said = False
         while True:
             following = asyncio.ensure_future(anext(chunks))
@@ -615,17 +641,20 @@ async def _print_chunks(world: World, args: argparse.Namespace) -> None:
             try:
                 chunk = await following
             except StopAsyncIteration:
-                return
+                return printed
             _emit(out, index, chunk, args.json)
             index += 1
-    cursor = None
+            printed += 1
+    # Pages from INDEX (the chunks before it are not read), of the most chunks a page holds (the World bounds a
+    # page's bytes too): the default 100 took 100 pages, 300 requests and ten times as long for 10,000 chunks.
+    cursor = page_cursor(index) if index else None
     while True:
-        page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor)
+        page = await world.streams.get_chunks(args.run_id, args.name, cursor=cursor, limit=MAX_CHUNKS_PAGE)
         for chunk in page.data:
-            if chunk.index >= args.start:
-                _emit(out, chunk.index, chunk.data, args.json)
+            _emit(out, chunk.index, chunk.data, args.json)
+        printed += len(page.data)
         if not page.has_more:
-            return
+            return printed
         cursor = page.cursor
 
 

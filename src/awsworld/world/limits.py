@@ -48,7 +48,7 @@ def size_text(message: str | None) -> str:
 
 def too_large_text(what: str, refusal: str | None, *, plural: bool = False) -> str:
     """The one wording of a value the World refused as too large, named in its writer's words (``what``: "the
-    arguments of workflow 'x'", "the result of step step_3") with the refusal's size against the bound
+    arguments of workflow 'x'", "the result of step 'x' (step_3)") with the refusal's size against the bound
     (``size_text``). Every error of a refused value is worded here: a workflow's arguments or return value, a
     step's input, result or error, a hook's payload or metadata, a child's input."""
     return f"{what} {'are' if plural else 'is'} too large to record: {size_text(refusal)}"

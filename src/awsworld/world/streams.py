@@ -77,6 +77,13 @@ def check_start_index(start_index: object) -> int:
     return start_index
 
 
+def start_position(start_index: int, count: int) -> int:
+    """The index a read from ``start_index`` starts at in a stream of ``count`` chunks: a negative one counts
+    from the tail (-2: the last two), and one past the head starts at 0. A live reader fixes it at its first
+    read (``rules.streams.LiveReader``), ``awsworld streams --from`` when it starts."""
+    return max(0, count + start_index) if start_index < 0 else start_index
+
+
 def page_start(cursor: str | None) -> int:
     """Where a ``get_chunks`` page starts: after the chunks its cursor's page held (0 without one)."""
     decoded = decode_cursor(cursor) or {"i": 0}

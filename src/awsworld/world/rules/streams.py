@@ -30,6 +30,7 @@ from typing import Any, Self
 from ..entities import TERMINAL_RUN_STATUSES
 from ..errors import RunGoneError, RunNotFoundError, StreamClosedError, WorldError
 from ..pages import MAX_CHUNKS_PAGE
+from ..streams import start_position
 
 Meta = Callable[[], Awaitable[tuple[int, bool]]]
 """The stream's (chunk count, closed flag), read now; (0, False) for a stream never written."""
@@ -133,7 +134,7 @@ class LiveReader(ABC):
             position = self.start_index
             if position < 0:
                 count, _ = await self._meta()
-                position = max(0, count + position)
+                position = start_position(position, count)
             self._next = position
             self._begun = True
         return self
