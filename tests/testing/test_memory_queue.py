@@ -248,3 +248,18 @@ async def test_a_message_that_keeps_failing_goes_to_the_dead_letters(clock: Virt
         assert delivery.attempt == attempt
         await consumer.redeliver_after(delivery, 0)
     assert len(queue.dead_letters) == 1
+
+
+async def test_a_wait_cancelled_in_the_turn_a_send_notified_it_ends(queue: MemoryQueue) -> None:
+    """The test driver waits for a visible message as a task it cancels once anything wakes it. A send that
+    notified the wait in the same turn as the cancel (its message taken meanwhile) left the task waiting on
+    (3.11's ``asyncio.wait_for`` swallowed the cancel), woken by every later send: one more per delivery, so a
+    1-minute schedule over a simulated day took quadratic time and ran out the driver's 30 s."""
+    waiter = asyncio.create_task(queue.wait_for_visible(60))
+    await asyncio.sleep(0)  # it waits
+    await queue.queue(QUEUE, {"n": 1})  # notifies it (no await inside: all in this turn)
+    assert len(queue.take(10, None)) == 1  # nothing visible any more
+    waiter.cancel()
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert waiter.cancelled(), "the cancelled wait went on waiting"

@@ -25,13 +25,20 @@ class Signal:
                 waiter.set_result(None)
 
     async def wait(self, timeout: float | None) -> bool:
-        """True when notified, False when ``timeout`` seconds (None: no limit) passed first."""
+        """True when notified, False when ``timeout`` seconds (None: no limit) passed first.
+
+        A cancel always ends it (``asyncio.timeout``, not ``asyncio.wait_for``: on 3.11 ``wait_for`` returns the
+        result of a future notified in the same turn as the cancel, and swallows the cancel). A waiter's loop that
+        was told to stop then went on waiting: the test driver cancels its queue wait each time it wakes, and one
+        in a few hundred lived on, woken by every later notify, until each notify woke one per run so far
+        (quadratic: a 1-minute schedule over a simulated day ran out the driver's 30 s)."""
         if timeout is not None and timeout <= 0:
             return False
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.add(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
+            async with asyncio.timeout(timeout):
+                await waiter
         except TimeoutError:
             return False
         finally:

@@ -76,8 +76,9 @@ class WriteSession(OrderedWriteSession):
         while self._ready and self._error is None:
             delay = self._flush_delay(loop.time())
             if delay > 0 and not self._urgent.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._urgent.wait(), delay)
+                with contextlib.suppress(TimeoutError):  # (not wait_for: on 3.11 it can swallow a cancel)
+                    async with asyncio.timeout(delay):
+                        await self._urgent.wait()
             self._urgent.clear()
             batch, self._ready, self._ready_bytes = self._ready, [], 0
             try:
