@@ -536,3 +536,30 @@ async def test_a_workflow_name_no_module_registered_says_to_import_it_in_the_tes
                                                              r"import the module that defines it \(a test: in the "
                                                              r"test module; a deployment or dev: AWSWORLD_MODULES"):
             await env.client.start("env.elsewhere")
+
+
+_held = asyncio.Event()
+
+
+@step(name="testenv.held")
+async def held_step() -> None:
+    await _held.wait()  # a step that does not return until the test lets it
+
+
+@workflow(name="testenv.holds")
+async def holds() -> None:
+    await held_step()
+
+
+async def test_idle_that_times_out_says_what_is_still_going(awsworld_env: WorkflowTestEnv) -> None:
+    """It was a bare ``TimeoutError`` (a simulated day of a 1-minute schedule ran into it with nothing said)."""
+    _held.clear()
+    await awsworld_env.client.start(holds)
+    try:
+        with pytest.raises(TimeoutError) as timed_out:
+            await awsworld_env.idle(timeout=0.3)
+        assert str(timed_out.value).startswith(
+            "the test environment was still busy after 0.3 s of real time (deliveries running: 1, messages "
+            "waiting for one: 0, its clock at "), timed_out.value
+    finally:
+        _held.set()

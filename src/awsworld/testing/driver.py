@@ -196,11 +196,19 @@ class Driver:
             self._wake.set()  # a wait that held jumps back (its end had come) no longer does: look again
 
     async def idle(self, timeout: float = 30.0) -> None:
-        """Wait until no delivery runs and no message is visible (time does not jump for this)."""
-        async with asyncio.timeout(timeout):
-            while self.busy:
-                self._idle.clear()
-                await self._idle.wait()
+        """Wait until no delivery runs and no message is visible (time does not jump for this); a
+        ``TimeoutError`` saying what is still going after ``timeout`` real seconds (it was a bare one)."""
+        try:
+            async with asyncio.timeout(timeout):
+                while self.busy:
+                    self._idle.clear()
+                    await self._idle.wait()
+        except TimeoutError:
+            raise TimeoutError(
+                f"the test environment was still busy after {timeout:g} s of real time (deliveries running: "
+                f"{len(self._inflight)}, messages waiting for one: {self.queue.visible_count()}, its clock at "
+                f"{self.clock.now():%Y-%m-%d %H:%M:%S}): a step that never returns, or work that starts more work "
+                "without end, keeps it busy") from None
         if self._failure is not None:
             raise RuntimeError("the test driver stopped") from self._failure
 
