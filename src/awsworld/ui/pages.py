@@ -97,7 +97,13 @@ async function poll(){
   const st=document.getElementById('status'),sh=d.shownStatus||d.status;
   st.textContent=sh;st.className='status s-'+sh;
   for(const pre of document.querySelectorAll('pre[data-stream]'))if(!pre.dataset.closed)await more(pre);
-  if(!d.terminal)setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
+  if(d.terminal&&!d.more)await ended();else setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
+}
+async function ended(){
+ const doc=new DOMParser().parseFromString(await (await fetch(location.href)).text(),'text/html');
+ for(const id of ['summary','hooks']){const n=doc.getElementById(id),o=document.getElementById(id);
+  if(!n||!o)throw new Error('no #'+id);o.replaceWith(document.adoptNode(n));}
+ main.dataset.live='0';
 }
 if(main.dataset.live==='1')setTimeout(poll,2000);
 })();
@@ -363,7 +369,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
             facts.append((f"attribute {key}", f"<code>{esc(value)}</code>"))
     if allow_writes and live:
         facts.append(("", "<button data-write=cancel>cancel this run</button>"))
-    summary = "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
+    summary = "<table id=summary>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
 
     hooks = []
     for hook in pic.hooks:
@@ -393,7 +399,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
     body = (f"<main data-run='{esc(run.run_id)}' data-since='{len(rows)}' data-live='{1 if live else 0}'>"
             f"<h2>Run <code>{esc(run.run_id)}</code></h2>{summary}"
             f"<section><h2>Timeline</h2><div id=timeline>{timeline_html(pic, now=now if live else None)}</div>"
-            f"</section><section><h2>Hooks</h2>{hooks_html}</section>"
+            f"</section><section id=hooks><h2>Hooks</h2>{hooks_html}</section>"
             f"<section><h2>Streams</h2>{streams_html}</section>"
             f"<section><h2>Events</h2>{events_html}</section></main>")
     return layout(f"run {run.run_id}", body, script=SCRIPT)
