@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from .._deployments.pins import pin_of
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
-from .._timeline import Row, error_lines
+from .._timeline import Row, error_lines, rerun_hint
 from .._worker.error_shapes import error_brief, error_summary
 from ..client.limits import queued_text
 from ..schedules.info import schedule_label
@@ -354,6 +354,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
+    if run.status == "failed":
+        facts.append(("re-run", esc(rerun_hint(run.run_id))))
     for line in waits_on:  # (describe's "waits on" lines: one implementation, client/waits.py)
         facts.append(("waits on", esc(line)))
     if parent:
