@@ -65,6 +65,8 @@ async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path
     steps = await demo.env.client.get_run(demo.run_id).steps()
     async with served(demo.env.world) as base:
         page = await browser.new_page(viewport={"width": 1280, "height": 900})
+        console: list[str] = []
+        page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
         response = await page.goto(f"{base}/runs/{demo.run_id}")
         assert response.status == 200
         lanes = page.locator("#timeline .lane[data-kind=step]")
@@ -91,6 +93,7 @@ async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path
         assert shot.stat().st_size > 10_000
         await page.goto(base)
         assert await page.locator(f"a[href='/runs/{demo.run_id}']").count() == 1
+        assert console == []  # (each page's request of /favicon.ico was a 404 there)
 
 
 async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> None:

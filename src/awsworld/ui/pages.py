@@ -113,7 +113,9 @@ if(main.dataset.live==='1')setTimeout(poll,2000);
 def layout(title: str, body: str, *, script: str = "") -> str:
     tail = f"<script>{script}</script>" if script else ""
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)} · awsworld</title>"
-            f"<meta name=viewport content='width=device-width'><style>{STYLE}</style></head><body>"
+            # (an empty icon: without one the browser asks for /favicon.ico, a 404 in the console of every page)
+            f"<meta name=viewport content='width=device-width'><link rel=icon href='data:,'><style>{STYLE}</style>"
+            "</head><body>"
             f"<header><a href='/'>awsworld</a> · runs</header>{body}{tail}</body></html>")
 
 
