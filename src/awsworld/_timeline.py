@@ -178,6 +178,13 @@ def error_lines(error: Any) -> list[str]:
     return lines
 
 
+def rerun_hint(run_id: str) -> str:
+    """What ends a failed run's story, as ``awsworld describe`` and the run viewer say it: a failed run is final
+    (``awsworld wake`` refuses it), and the way on is a new run with its input (docs/how-to/errors.md)."""
+    return (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this input, "
+            "on the newest code (every step runs again)")
+
+
 def error_part(error: Any, code: str | None) -> dict[str, Any]:
     """A run's error for a document (``describe --json``, the UI's run): ``error`` (one line), ``errorCode``, and
     ``errorDetails``, the stored error whole (``name``, qualified ``type``, ``message``, ``stack``; for a failed

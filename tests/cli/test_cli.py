@@ -909,6 +909,10 @@ def test_a_failed_runs_error_shows_its_step_type_message_and_traceback(dev: Dev)
     assert "failed in step clitest.boom (step_" in described.out, described.out
     assert "error     ValueError: no kettles" in described.out and "code      USER_ERROR" in described.out
     assert "traceback\n" in described.out and "raise ValueError(why)" in described.out
+    # and the way on, which only errors.md said: a failed run is final, a rerun is a new run with its input
+    assert described.out.splitlines()[-1] == (f"re-run    once the cause is fixed, `awsworld rerun {failed}` starts a "
+                                              "new run of its workflow with this input, on the newest code (every "
+                                              "step runs again)"), described.out
     details = json.loads(document.out)["errorDetails"]
     assert details["cause"]["type"] == "ValueError" and "raise ValueError(why)" in details["cause"]["stack"]
     assert json.loads(document.out)["error"] == "StepError: step 'clitest.boom' failed: ValueError: no kettles"

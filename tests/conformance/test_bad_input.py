@@ -212,6 +212,9 @@ async def test_runs_list_refuses_an_unknown_status(world: AnyWorld) -> None:
     with pytest.raises(InvalidInputError) as raised:
         await world.runs.list(status=["running", "sleeping"])
     assert raised.value.field == "status"
+    # what to type instead: `client.list_runs(status="faild")` said only "unknown run status 'faild'"
+    assert str(raised.value).startswith("unknown run status 'sleeping': a run's status is one of pending, running, "
+                                        "completed, failed, cancelled")
 
 
 async def test_list_by_correlation_id_needs_a_correlation_id(world: AnyWorld) -> None:

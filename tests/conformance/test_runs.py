@@ -290,6 +290,29 @@ async def test_runs_list_pages_newest_first_without_duplicates(storage_world_fac
     assert seen == list(reversed(created))
 
 
+async def test_a_runs_page_costs_what_the_docs_say(storage_world_factory: WorldFactory) -> None:
+    """What docs/how-to/list-runs.md says a page costs on AWS: one Query of the index partition, one BatchGetItem
+    of the heads and one of their first events (what a run record has: its execution context), and one Query per
+    failed run, of the terminal event that holds the error the listing shows; no read of a completed run's
+    output (values are not read) or of a cancelled run's end (it holds no value)."""
+    world = await storage_world_factory()
+    ended: dict[str, list[str]] = {"completed": [], "failed": [], "cancelled": []}
+    for status, ids in ended.items():
+        for _ in range(3):
+            ids.append(await new_run(world, start=True))
+            await end_run(world, ids[-1], status)
+    stats = getattr(world, "stats", None)  # the AWS World's requests (the in-memory one has none to count)
+    for status, ids in ended.items():
+        if stats is not None:
+            stats.reset()
+        page = await world.runs.list(status=status)
+        assert sorted(r.run_id for r in page.data) == sorted(ids)
+        assert all((r.error is not None) == (status == "failed") and r.output is None for r in page.data)
+        if stats is not None:  # the index's partition, the heads, their first events; a Query per shown error
+            assert dict(stats.requests) == {"dynamodb.Query": 1 + (len(ids) if status == "failed" else 0),
+                                            "dynamodb.BatchGetItem": 2}
+
+
 async def test_wait_for_terminal_status_returns_once_the_run_ends(world: AnyWorld) -> None:
     run_id = await new_run(world, start=True)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from awsworld import create_hook, step, workflow
 from awsworld.examples.order import process_order
 from awsworld.settings import SETTINGS
 from awsworld.testing import WorkflowTestEnv
@@ -64,6 +65,8 @@ async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path
     steps = await demo.env.client.get_run(demo.run_id).steps()
     async with served(demo.env.world) as base:
         page = await browser.new_page(viewport={"width": 1280, "height": 900})
+        console: list[str] = []
+        page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
         response = await page.goto(f"{base}/runs/{demo.run_id}")
         assert response.status == 200
         lanes = page.locator("#timeline .lane[data-kind=step]")
@@ -90,6 +93,7 @@ async def test_demo_run_page_shows_every_step(demo: Demo, browser: Any, tmp_path
         assert shot.stat().st_size > 10_000
         await page.goto(base)
         assert await page.locator(f"a[href='/runs/{demo.run_id}']").count() == 1
+        assert console == []  # (each page's request of /favicon.ico was a 404 there)
 
 
 async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> None:
@@ -114,6 +118,66 @@ async def test_running_run_page_follows_live(browser: Any, tmp_path: Path) -> No
             assert await page.locator("#timeline .lane[data-kind=hook]").get_attribute("data-status") == "received"
             assert await page.locator("#events tr", has_text="run_completed").count() == 1
             await page.screenshot(path=str(tmp_path / "live.png"))
+
+
+@step(name="ui.burst.tick")
+async def burst_tick(i: int) -> int:
+    return i
+
+
+@workflow(name="ui.burst")  # waits on a hook, then writes more than one events page (1,000) at once and ends
+async def burst(n: int) -> int:
+    async with create_hook(token="burst:go") as hook:
+        await hook
+    return sum(await asyncio.gather(*(burst_tick(i) for i in range(n))))
+
+
+async def rows_of(page: Any) -> dict[str, str]:
+    """The run page's summary table, label -> text (a label shown twice keeps its last text)."""
+    cells = await page.locator("main > table").first.locator("tr").evaluate_all(
+        "rows => rows.map(r => [r.querySelector('th').textContent, r.querySelector('td').textContent])")
+    return dict(cells)
+
+
+async def test_a_page_open_when_its_run_ends_says_how_it_ended_and_shows_every_event(browser: Any) -> None:
+    """The page of a run waiting on a hook, left open while the run is resumed and ends with 1,500 more events:
+    the live refresh reads every page of them (it stopped at the first once the run was over, leaving 500 out),
+    and the summary says how the run ended (it kept "waits on hook burst:go" and an empty "completed" until a
+    reload), as does the hook's row."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(burst, 500)
+        await run.wait_for_hook("burst:go")
+        async with served(env.world) as base:
+            page = await browser.new_page()
+            await page.goto(f"{base}/runs/{run.run_id}")
+            before = await rows_of(page)
+            assert before["waits on"].startswith("hook burst:go") and before["completed"] == ""
+            await env.client.resume_hook("burst:go", {})
+            assert await run.result() == sum(range(500))
+            await page.wait_for_selector("main[data-live='0']", state="attached", timeout=15_000)  # its last poll
+            after = await rows_of(page)
+            assert "waits on" not in after and after["completed"] != "" and after["status"] == "completed"
+            assert await page.locator("#hooks td", has_text="open").count() == 0
+            whole = await browser.new_page()
+            await whole.goto(f"{base}/runs/{run.run_id}")
+            assert await whole.locator("#events tr").count() > 1500
+            assert await page.locator("#events tr").count() == await whole.locator("#events tr").count()
+
+
+async def test_a_run_cancelled_from_its_page_shows_its_reason_and_no_more_buttons(browser: Any) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(burst, 1)
+        await run.wait_for_hook("burst:go")
+        async with served(env.world, allow_writes=True) as base:
+            page = await browser.new_page()
+            await page.goto(f"{base}/runs/{run.run_id}")
+            assert await page.locator("button[data-write]").count() == 2  # cancel, and the hook's resume
+            await page.click("button[data-write=cancel]")
+            await page.wait_for_selector("main[data-live='0']", state="attached", timeout=15_000)  # its last poll
+            after = await rows_of(page)
+            assert after["status"] == "cancelled" and after["reason"] == "cancelled from awsworld ui"
+            assert "waits on" not in after and after["completed"] != ""
+            assert await page.locator("button[data-write]").count() == 0  # a cancelled run takes no more writes
 
 
 async def test_a_codec_hooks_resume_box_sends_the_typed_json_object_as_the_codecs_text(browser: Any) -> None:

@@ -9,7 +9,7 @@ from datetime import timedelta
 
 import httpx
 
-from awsworld import Concurrency, create_hook, workflow
+from awsworld import Client, Concurrency, create_hook, workflow
 from awsworld._timeline import timeline_rows
 from awsworld.testing import WorkflowTestEnv
 from awsworld.ui import create_app
@@ -65,3 +65,21 @@ async def test_a_run_that_waited_for_its_slot_shows_the_wait_for_what_it_is() ->
         # The holder took its slot at once: its lane is there too, a sliver, the same words.
         [first] = [lane for lane in picture(holder.run_id, await holder.events()).lanes if lane.kind == "queued"]
         assert first.status == "started" and first.ended is not None and first.ended - first.created < WAITED
+
+
+async def test_a_run_started_without_its_workflows_code_shows_its_wait_in_words_not_as_a_lane() -> None:
+    """docs/how-to/run-viewer.md: the lane reads the slot the start recorded, and a start without the workflow's
+    code (a script's ``Client(AWSWorld())``) records none; the summary's "waits on" line finds the run among the
+    limit's waiters all the same."""
+    async with WorkflowTestEnv() as env:
+        holder = await env.client.start(queued, "k", "ui-queued:3")
+        await holder.wait_for_hook("ui-queued:3")
+        waiting = await Client(env.world).start("ui.queued", "k", "ui-queued:4")  # (no registry: no code)
+        await env.sleep(WAITED.total_seconds())
+        assert picture(waiting.run_id, await waiting.events()).lanes == []
+        app = create_app(env.world)
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+            page = (await http.get(f"/runs/{waiting.run_id}")).text
+        assert "data-kind='queued'" not in page
+        assert (f"<th>waits on</th><td>its start: a slot of {LIMIT} (place 1 of 1; held by run {holder.run_id})"
+                in page.replace("&#x27;", "'")), page

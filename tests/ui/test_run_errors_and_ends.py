@@ -96,6 +96,7 @@ async def test_the_runs_error_names_the_step_the_type_and_the_traceback(http: ht
     assert "<th>failed step</th>" in page and "<code>ui_errors.fetch</code>" in page
     assert "KeyError: &#x27;&lt;img src=x onerror=alert(1)&gt;&#x27;" in page
     assert "<th>traceback</th>" in page and "<pre class=tb>" in page and "return stock[key]" in page
+    assert f"<th>re-run</th><td>once the cause is fixed, `awsworld rerun {runs.failed}` starts a new run" in page
 
 
 async def test_the_runs_list_says_why_each_failed_run_failed(http: httpx.AsyncClient, runs: Runs) -> None:

@@ -41,6 +41,7 @@ import importlib.util
 import os
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -88,6 +89,19 @@ class Verdict:
     moved: list[str] = field(default_factory=list[str])  # pinned to code that is gone: moved to the current code
     sdk: list[str] = field(default_factory=list[str])  # the Workflow SDK's TypeScript runtime's: left to it
     cancelled: list[str] = field(default_factory=list[str])  # children of a cancelled parent: cancelled (a restart)
+    said: Counter[str] = field(default_factory=Counter[str])  # lines printed (or not) for each kind of outcome
+
+    def say(self, kind: str, line: str) -> None:
+        """Print ``line``, one of ``kind``'s (moved, parked, resumed, unreplayable), up to ``LINES_EACH`` of a
+        kind; ``more`` counts the rest."""
+        self.said[kind] += 1
+        if self.said[kind] <= LINES_EACH:
+            print(line, flush=True)
+
+    def more(self) -> list[str]:
+        """A line for each kind whose lines were cut, with where the rest is listed."""
+        return [f"  ... and {n - LINES_EACH} more {kind} run(s) ({WHERE_LISTED[kind]})"
+                for kind, n in self.said.items() if n > LINES_EACH]
 
     def summary(self) -> str:
         total = len(self.matched) + len(self.parked) + len(self.unreplayable)
@@ -107,6 +121,14 @@ class Verdict:
             text += f" ({len(self.moved)} of them moved here from code dev no longer has)"
         return text + kept
 
+
+LINES_EACH = 10
+"""A replay prints a line per run it moves, parks, resumes or cannot replay, up to this many of each, then how many
+more: a restart of dev with 600 unfinished runs on code it no longer had printed 600 lines above its banner."""
+WHERE_LISTED = {"moved": "`awsworld deployments` lists the runs on each deployment",
+                "parked": "`awsworld runs --parked` lists them, `awsworld describe RUN` says why and the ways out",
+                "resumed": "parked before, their replay now matches",
+                "unreplayable": "`awsworld describe RUN` shows each one's log"}
 
 PROGRESS_EVERY = 100
 """A restart with many unfinished runs says how far its replay got every this many runs (each is a read of its log,
@@ -159,6 +181,8 @@ async def replay_unfinished(world: World, registry: Registry, *, wake: Literal["
         page = await world.runs.list(status=["pending", "running"], limit=100, cursor=cursor, resolve_data="none")
         await asyncio.gather(*(one(run) for run in page.data))
         if not page.has_more:
+            for line in verdict.more():
+                print(line, flush=True)
             return verdict
         cursor = page.cursor
 
@@ -195,9 +219,9 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
         return  # still parked where it is: its next redelivery finds the same
     if moving is not None and not matched_only:
         verdict.moved.append(run.run_id)
-        print(f"run {run.run_id} ({run.workflow_name}) started on {pin_of(run.attributes)}, whose code dev no longer "
-              f"has (a snapshot lives as long as dev's process): it is replayed against {moving}'s and moved to it",
-              flush=True)
+        verdict.say("moved", f"run {run.run_id} ({run.workflow_name}) started on {pin_of(run.attributes)}, whose code "
+                    f"dev no longer has (a snapshot lives as long as dev's process): it is replayed against {moving}'s "
+                    "and moved to it")
     was = parked_run(run.status, run.attributes)
     if result.ok:
         verdict.matched.append(run.run_id)
@@ -207,22 +231,23 @@ async def _check(world: World, registry: Registry, run: Run, verdict: Verdict, w
             await _wake(world, run, kind, tag, verdict, moving)
             if was is not None:
                 verdict.resumed.append(run.run_id)
-                print(f"run {run.run_id} ({run.workflow_name}) replays again: it was parked, and resumes", flush=True)
+                verdict.say("resumed", f"run {run.run_id} ({run.workflow_name}) replays again: it was parked, and "
+                            "resumes")
         return
     now = datetime.now(UTC)
     if result.status == "diverged":
         parked = parked_from(result, now)
-        print(f"run {run.run_id} ({run.workflow_name}) is parked: its replay differs from its log at "
-              f"{result.message}; {ways_out(run.run_id, result.change)}", flush=True)
+        verdict.say("parked", f"run {run.run_id} ({run.workflow_name}) is parked: its replay differs from its log at "
+                    f"{result.message}; {ways_out(run.run_id, result.change)}")
     elif run.started_at is not None and _missing_workflow(registry, run.workflow_name):
         parked = missing_code(f"no workflow named {run.workflow_name!r} is registered here (renamed, or its module "
                               "is not imported)", now)
-        print(f"run {run.run_id} is parked: {parked.divergence}; restore the name (or pass "
-              f"name={run.workflow_name!r} to @workflow) and the run resumes; `awsworld fail {run.run_id}` ends it "
-              "instead", flush=True)
+        verdict.say("parked", f"run {run.run_id} is parked: {parked.divergence}; restore the name (or pass "
+                    f"name={run.workflow_name!r} to @workflow) and the run resumes; `awsworld fail {run.run_id}` ends "
+                    "it instead")
     else:
         verdict.unreplayable.append(run.run_id)
-        print(f"run {run.run_id} ({run.workflow_name}) could not be replayed: {result.message}", flush=True)
+        verdict.say("unreplayable", f"run {run.run_id} ({run.workflow_name}) could not be replayed: {result.message}")
         if moving is not None:
             await _mark(world, run, [pin_change(moving)])
         if wake == "all" or moving is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._timeline import error_lines, error_part
+from .._timeline import error_lines, error_part, rerun_hint
 from .._worker.error_shapes import failed_in
 
 __all__ = ["error_part", "print_error_part"]
@@ -17,7 +17,8 @@ __all__ = ["error_part", "print_error_part"]
 
 def print_error_part(document: dict[str, Any]) -> None:
     """The error's lines under ``describe``'s header: type, failing step or child run, message, then the
-    tracebacks (for a failed step or child run, the type and message are the original error's)."""
+    tracebacks (for a failed step or child run, the type and message are the original error's), and for a failed
+    run how to run it again."""
     details = document.get("errorDetails")
     if not isinstance(details, dict):
         return
@@ -37,3 +38,5 @@ def print_error_part(document: dict[str, Any]) -> None:
         print("traceback")
         for line in lines:
             print(f"  {line}")
+    if document.get("status") == "failed":
+        print(f"re-run    {rerun_hint(document['runId'])}")

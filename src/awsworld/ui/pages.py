@@ -16,7 +16,7 @@ from urllib.parse import quote, urlencode
 
 from .._deployments.pins import pin_of
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
-from .._timeline import Row, error_lines
+from .._timeline import Row, error_lines, rerun_hint
 from .._worker.error_shapes import error_brief, error_summary
 from ..client.limits import queued_text
 from ..schedules.info import schedule_label
@@ -97,7 +97,13 @@ async function poll(){
   const st=document.getElementById('status'),sh=d.shownStatus||d.status;
   st.textContent=sh;st.className='status s-'+sh;
   for(const pre of document.querySelectorAll('pre[data-stream]'))if(!pre.dataset.closed)await more(pre);
-  if(!d.terminal)setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
+  if(d.terminal&&!d.more)await ended();else setTimeout(poll,d.more?200:2000);}catch(err){setTimeout(poll,5000);}
+}
+async function ended(){
+ const doc=new DOMParser().parseFromString(await (await fetch(location.href)).text(),'text/html');
+ for(const id of ['summary','hooks']){const n=doc.getElementById(id),o=document.getElementById(id);
+  if(!n||!o)throw new Error('no #'+id);o.replaceWith(document.adoptNode(n));}
+ main.dataset.live='0';
 }
 if(main.dataset.live==='1')setTimeout(poll,2000);
 })();
@@ -107,7 +113,9 @@ if(main.dataset.live==='1')setTimeout(poll,2000);
 def layout(title: str, body: str, *, script: str = "") -> str:
     tail = f"<script>{script}</script>" if script else ""
     return (f"<!doctype html><html lang=en><head><meta charset=utf-8><title>{esc(title)} · awsworld</title>"
-            f"<meta name=viewport content='width=device-width'><style>{STYLE}</style></head><body>"
+            # (an empty icon: without one the browser asks for /favicon.ico, a 404 in the console of every page)
+            f"<meta name=viewport content='width=device-width'><link rel=icon href='data:,'><style>{STYLE}</style>"
+            "</head><body>"
             f"<header><a href='/'>awsworld</a> · runs</header>{body}{tail}</body></html>")
 
 
@@ -348,6 +356,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
+    if run.status == "failed":
+        facts.append(("re-run", esc(rerun_hint(run.run_id))))
     for line in waits_on:  # (describe's "waits on" lines: one implementation, client/waits.py)
         facts.append(("waits on", esc(line)))
     if parent:
@@ -363,7 +373,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
             facts.append((f"attribute {key}", f"<code>{esc(value)}</code>"))
     if allow_writes and live:
         facts.append(("", "<button data-write=cancel>cancel this run</button>"))
-    summary = "<table>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
+    summary = "<table id=summary>" + "".join(f"<tr><th>{esc(k)}</th><td>{v}</td></tr>" for k, v in facts) + "</table>"
 
     hooks = []
     for hook in pic.hooks:
@@ -393,7 +403,7 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
     body = (f"<main data-run='{esc(run.run_id)}' data-since='{len(rows)}' data-live='{1 if live else 0}'>"
             f"<h2>Run <code>{esc(run.run_id)}</code></h2>{summary}"
             f"<section><h2>Timeline</h2><div id=timeline>{timeline_html(pic, now=now if live else None)}</div>"
-            f"</section><section><h2>Hooks</h2>{hooks_html}</section>"
+            f"</section><section id=hooks><h2>Hooks</h2>{hooks_html}</section>"
             f"<section><h2>Streams</h2>{streams_html}</section>"
             f"<section><h2>Events</h2>{events_html}</section></main>")
     return layout(f"run {run.run_id}", body, script=SCRIPT)

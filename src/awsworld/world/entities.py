@@ -267,5 +267,6 @@ def run_status_filter(status: str | Sequence[str] | None) -> list[str] | None:
     values = [status] if isinstance(status, str) else list(status)
     for s in values:
         if s not in RUN_STATUSES:
-            raise InvalidInputError(f"unknown run status {s!r}", field="status")
+            raise InvalidInputError(f"unknown run status {s!r}: a run's status is one of {', '.join(RUN_STATUSES)}",
+                                    field="status")
     return values
