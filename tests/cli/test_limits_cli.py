@@ -213,6 +213,21 @@ def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> No
     assert dev.json("result", holder, "--wait", "30")["output"] == 1
 
 
+def test_a_typo_in_a_limit_name_names_the_limit_meant(dev: Dev) -> None:
+    """A limit name one letter off, or a workflow's name without its ``workflow:``, was answered "no limit ... is
+    stored (nothing has used it yet), and no code declaring it was given", to a command that had the code
+    (``AWSWORLD_MODULES``): the user read a limit nothing had used yet. It names the limit meant, and says the
+    code here declares none by that name."""
+    for command in (("describe", "workflow:clitest.per_custmer"),
+                    ("set", "clitest.per_customer", "--key", "ann", "--concurrency", "2"),
+                    ("pause", "step:clitest.rate")):
+        refused = dev("limits", *command).one_line_error(1)
+        assert f"no limit {command[1]!r} is stored (nothing has used it yet), and the code here declares none by " \
+               "that name; did you mean " in refused, refused
+        meant = "step:clitest.rated" if command[0] == "pause" else LIMIT
+        assert f"did you mean {meant!r}" in refused, refused
+
+
 def test_a_change_the_code_would_not_apply_is_refused_and_a_renamed_limit_is_named(dev: Dev) -> None:
     """A step takes the slot and the token its code declares: a concurrency set on a rate-only limit, or a rate on
     a concurrency-only one, was stored, listed ("0 held of 3 (set at run time; the code's none)") and applied to

@@ -178,6 +178,11 @@ def named_as(default: str) -> str | None:
     return _NAMED.get(default)
 
 
+def declared_names() -> list[str]:
+    """The name of every limit this process's code declares (a typo's nearest names: ``client/limits.py``)."""
+    return sorted(_DECLARED)
+
+
 def declared(name: str) -> LimitSpec | None:
     """The numbers this process's code declares for limit ``name`` (None: no module it imported declares it)."""
     known = _DECLARED.get(name)

@@ -26,8 +26,8 @@ from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import RunSlot, limit_key_text, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
-from ..authoring.definitions import StepDef, WorkflowDef
-from ..authoring.limits import declared, keyed, limits_runs, named_as
+from ..authoring.definitions import StepDef, WorkflowDef, did_you_mean, nearest
+from ..authoring.limits import declared, declared_names, keyed, limits_runs, named_as
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
@@ -134,8 +134,8 @@ class LimitsClient:
         if not pools:
             if spec is None:
                 _named_otherwise(name)
-                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
-                                         "declaring it was given")
+                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and "
+                                         f"{await self._unknown(name)}")
             return LimitView(name, spec, spec.total, [], declared=True)
         views: list[KeyView] = []
         now = clock_of(self.world).now()
@@ -188,6 +188,21 @@ class LimitsClient:
             await self.limiter.settle(pool.limit, pool.pool)
         return await self.describe(limit, key=key)
 
+    async def _unknown(self, name: str) -> str:
+        """What a name no pool stores and no code here declares most likely meant: the nearest of the limits stored
+        or declared here (``workflow:shop.ordr``, or ``shop.order`` without its ``workflow:``), else those limits.
+        It once said only "no code declaring it was given", even to a command run with the code (AWSWORLD_MODULES),
+        and a typo read as a limit nothing had used yet."""
+        known = sorted(set(await self.limiter.store.limits()) | set(declared_names()))
+        code = ("the code here declares none by that name" if declared_names() else
+                "no code declaring it was given (AWSWORLD_MODULES, or name its @workflow or @step)")
+        prefixed = [k for k in known if k in (f"workflow:{name}", f"step:{name}")]
+        suggestions = prefixed or nearest(name, known)
+        if suggestions:
+            return code + did_you_mean(suggestions)
+        shown = ", ".join(repr(k) for k in known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        return f"{code}; the limits known: {shown}" if known else code
+
     async def _adjust(self, limit: LimitRef, key: str, adjustment: Adjustment) -> Pool:
         name, spec = _resolve(limit)
         check_key(key, name)
@@ -209,6 +224,8 @@ class LimitsClient:
         if spec is None and not any(p.pool == pool_key for p in pools):
             if not pools:
                 _named_otherwise(name)
+                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and "
+                                         f"{await self._unknown(name)}")
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
                                      "to set a key nothing has used yet")
         return await self.limiter.adjust(name, pool_key, adjustment, spec=spec)
