@@ -138,7 +138,7 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     assert described["status"] == "pending"
     assert described["waitingOn"][0] | {"heldBy": None} == {
         "kind": "slot", "limit": LIMIT, "key": "ann", "place": 1, "of": 2, "heldBy": None, "concurrency": 1,
-        "paused": False}
+        "total": None, "paused": False}
     assert described["waitingOn"][0]["heldBy"] == [f"r:{first}"]
     text = dev("describe", third).out
     assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by run {first})" in text
@@ -382,6 +382,30 @@ def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> 
     assert dev("resume", "cli-export:ta", '"go"', "--wait", "30").code == 0
     assert dev("resume", "cli-export:tb", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == "tb"
+
+
+def test_a_total_set_to_0_is_undone_by_reset_total_and_the_waiting_run_starts(dev: Dev) -> None:
+    """`limits set LIMIT --total 0` shuts every key of a limit with a total, and the page says a `reset` undoes it;
+    but `limits reset LIMIT` asked for a key, a key's reset left the total at 0, and only another `set` (knowing
+    the code's number) opened it again; `set --total` printed a line for a key '' nothing uses. `reset --total`
+    gives the code's total back, and the run that waited starts."""
+    name = "workflow:clitest.export"
+    shut = dev("limits", "set", name, "--total", "0")
+    assert shut.code == 0 and shut.out.startswith(f"{name}  no concurrency, total 0") and "key" not in shut.out, shut
+    waiting = dev.json("start", "clitest.export", '"tz"')["runId"]
+    until_found(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the total")
+    # (it said "held by nobody", and nothing of why)
+    assert (f"a slot of {name} key 'tz' (closed: its total is 0 until `limits set --total` raises it or `limits "
+            "reset --total`, place 1 of 1; held by nobody)") in dev("describe", waiting).out
+    assert dev.json("limits", "reset", name, "--key", "tz")["total"] == 0  # a key's reset leaves the total
+    keyless = dev("limits", "reset", name).one_line_error(2)
+    assert "a total: total=, --total" in keyless, keyless
+    reset = dev("limits", "reset", name, "--total")
+    assert reset.code == 0 and reset.out.startswith(f"{name}  no concurrency, total 1\n"), reset
+    assert "has no total" in dev("limits", "reset", LIMIT, "--total").one_line_error(2)
+    until_found(lambda: dev("hooks", waiting).out.count("cli-export:tz"), "the waiting run starts once reset")
+    assert dev("resume", "cli-export:tz", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == "tz"
 
 
 def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:
