@@ -188,9 +188,9 @@ class LimitsClient:
                 raise LimitInputError("reset a key (--key, key=) or the limit's total (--total, total=True), not both",
                                       field="total")
             name, spec = _resolve(limit)
-            shared = spec.shared if spec is not None else any(p.pool == SHARED_POOL
-                                                              for p in await self.limiter.pools(name))
-            if not shared and (spec is not None or await self.limiter.pools(name)):
+            pools = [] if spec is not None else await self.limiter.pools(name)
+            shared = spec.shared if spec is not None else any(p.pool == SHARED_POOL for p in pools)
+            if not shared and (spec is not None or pools):  # (none stored, no code: not found, as any change)
                 raise LimitInputError(f"limit {name!r} has no total (its keys are independent): reset a key "
                                       "(key=, --key KEY)", field="total")
             return await self._change(limit, "", "reset", pool_key=SHARED_POOL)
