@@ -67,6 +67,7 @@ async def manage(client: Client) -> str:
     await client.limits.pause(render)   # no new slot or token for the key ("" for an unkeyed limit)
     await client.limits.resume(render)
     await client.limits.reset(process_order, key="c7")  # the code's numbers again
+    await client.limits.reset(export, total=True)       # the code's total again
     # --8<-- [end:runtime]
     return view.name
 

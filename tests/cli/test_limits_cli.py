@@ -138,7 +138,7 @@ def test_limits_and_describe_show_the_waiting_runs_and_a_raised_limit_starts_the
     assert described["status"] == "pending"
     assert described["waitingOn"][0] | {"heldBy": None} == {
         "kind": "slot", "limit": LIMIT, "key": "ann", "place": 1, "of": 2, "heldBy": None, "concurrency": 1,
-        "paused": False}
+        "total": None, "paused": False}
     assert described["waitingOn"][0]["heldBy"] == [f"r:{first}"]
     text = dev("describe", third).out
     assert f"waits on  its start: a slot of {LIMIT} key 'ann' (place 2 of 2; held by run {first})" in text
@@ -211,6 +211,21 @@ def test_bad_input_is_a_usage_error_and_an_unknown_limit_says_so(dev: Dev) -> No
     assert "no limit 'workflow:clitest.nope'" in missing.one_line_error(1)
     assert dev("resume", "cli-limits:aa-bad:1", '"go"', "--wait", "30").code == 0
     assert dev.json("result", holder, "--wait", "30")["output"] == 1
+
+
+def test_a_typo_in_a_limit_name_names_the_limit_meant(dev: Dev) -> None:
+    """A limit name one letter off, or a workflow's name without its ``workflow:``, was answered "no limit ... is
+    stored (nothing has used it yet), and no code declaring it was given", to a command that had the code
+    (``AWSWORLD_MODULES``): the user read a limit nothing had used yet. It names the limit meant, and says the
+    code here declares none by that name."""
+    for command in (("describe", "workflow:clitest.per_custmer"),
+                    ("set", "clitest.per_customer", "--key", "ann", "--concurrency", "2"),
+                    ("pause", "step:clitest.rate")):
+        refused = dev("limits", *command).one_line_error(1)
+        assert f"no limit {command[1]!r} is stored (nothing has used it yet), and the code here declares none by " \
+               "that name; did you mean " in refused, refused
+        meant = "step:clitest.rated" if command[0] == "pause" else LIMIT
+        assert f"did you mean {meant!r}" in refused, refused
 
 
 def test_a_change_the_code_would_not_apply_is_refused_and_a_renamed_limit_is_named(dev: Dev) -> None:
@@ -367,6 +382,30 @@ def test_a_limit_with_a_total_lists_the_totals_use_beside_each_key(dev: Dev) -> 
     assert dev("resume", "cli-export:ta", '"go"', "--wait", "30").code == 0
     assert dev("resume", "cli-export:tb", '"go"', "--wait", "30").code == 0
     assert dev.json("result", waiting, "--wait", "30")["output"] == "tb"
+
+
+def test_a_total_set_to_0_is_undone_by_reset_total_and_the_waiting_run_starts(dev: Dev) -> None:
+    """`limits set LIMIT --total 0` shuts every key of a limit with a total, and the page says a `reset` undoes it;
+    but `limits reset LIMIT` asked for a key, a key's reset left the total at 0, and only another `set` (knowing
+    the code's number) opened it again; `set --total` printed a line for a key '' nothing uses. `reset --total`
+    gives the code's total back, and the run that waited starts."""
+    name = "workflow:clitest.export"
+    shut = dev("limits", "set", name, "--total", "0")
+    assert shut.code == 0 and shut.out.startswith(f"{name}  no concurrency, total 0") and "key" not in shut.out, shut
+    waiting = dev.json("start", "clitest.export", '"tz"')["runId"]
+    until_found(lambda: dev.json("describe", waiting)["waitingOn"], "the run waits on the total")
+    # (it said "held by nobody", and nothing of why)
+    assert (f"a slot of {name} key 'tz' (closed: its total is 0 until `limits set --total` raises it or `limits "
+            "reset --total`, place 1 of 1; held by nobody)") in dev("describe", waiting).out
+    assert dev.json("limits", "reset", name, "--key", "tz")["total"] == 0  # a key's reset leaves the total
+    keyless = dev("limits", "reset", name).one_line_error(2)
+    assert "a total: total=, --total" in keyless, keyless
+    reset = dev("limits", "reset", name, "--total")
+    assert reset.code == 0 and reset.out.startswith(f"{name}  no concurrency, total 1\n"), reset
+    assert "has no total" in dev("limits", "reset", LIMIT, "--total").one_line_error(2)
+    until_found(lambda: dev("hooks", waiting).out.count("cli-export:tz"), "the waiting run starts once reset")
+    assert dev("resume", "cli-export:tz", '"go"', "--wait", "30").code == 0
+    assert dev.json("result", waiting, "--wait", "30")["output"] == "tz"
 
 
 def test_a_start_its_busy_key_skips_says_so(dev: Dev) -> None:

@@ -8,6 +8,7 @@ What a run does while it holds its slot is measured by its own steps (``enter`` 
 from __future__ import annotations
 
 import asyncio
+import re
 from collections import defaultdict
 
 import pytest
@@ -285,3 +286,48 @@ async def test_a_limit_of_zero_in_code_and_a_key_for_an_unlimited_workflow_are_r
             await env.client.options(concurrency_key="x").start(unlimited)
         assert isinstance(info.value, ValueError) and info.value.field == "concurrencyKey"
         assert (await env.client.list_runs()).data == []
+
+
+def tenant_of(tenant: str) -> str:
+    raise KeyError(f"no tenant {tenant}")
+
+
+@workflow(name="limits.key_raises", concurrency=Concurrency(1, key=tenant_of))
+async def key_raises(tenant: str) -> str:
+    return tenant
+
+
+@workflow(name="limits.key_is_a_dict", concurrency=Concurrency(1, key=lambda tenant: {"t": tenant}))
+async def key_is_a_dict(tenant: str) -> str:
+    return tenant
+
+
+@step(name="limits.step_key_is_a_list", concurrency=Concurrency(1, key=lambda x: [x]))
+async def step_key_is_a_list(x: str) -> str:
+    return x
+
+
+@workflow(name="limits.calls_a_bad_step_key")
+async def calls_a_bad_step_key(x: str) -> str:
+    return await step_key_is_a_list(x)
+
+
+async def test_a_key_function_that_raises_or_returns_no_key_is_named_by_its_line() -> None:
+    """A key function that raises, or returns neither a str nor an int, was refused naming the limit only: a start
+    said "the key of limit 'workflow:...' must be a str or an int, got dict", and a step's attempt failed with a
+    traceback that ran through the limiter alone (a lambda returning a dict raises nothing of its own), so nothing
+    said which line to fix. The refusal names the key function and where it is written."""
+    here = f"{__file__}:"
+    async with WorkflowTestEnv() as env:
+        with pytest.raises(LimitInputError) as raised:
+            await env.client.start(key_raises, "t1")
+        assert f"key function of limit 'workflow:limits.key_raises' (tenant_of at {here}" in str(raised.value)
+        assert "raised KeyError: 'no tenant t1'" in str(raised.value)
+        with pytest.raises(LimitInputError) as returned:
+            await env.client.start(key_is_a_dict, "t1")
+        assert str(returned.value).startswith("the key of limit 'workflow:limits.key_is_a_dict' must be a str or an "
+                                              f"int, got dict from its key function (<lambda> at {here}")
+        assert (await env.client.list_runs()).data == []  # refused before anything was recorded
+        run = await env.client.start(calls_a_bad_step_key, "x")
+        with pytest.raises(Exception, match=rf"got list from its key function \(<lambda> at {re.escape(here)}\d+\)"):
+            await run.result()

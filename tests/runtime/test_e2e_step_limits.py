@@ -968,3 +968,40 @@ async def test_a_late_step_message_for_an_ended_run_keeps_no_slot_and_the_next_r
     assert key.tokens == 1 and not key.holders and not key.waiters
     assert await (await e2e.start(metering_slot, 2)).result(timeout=30) == 2
     assert CALLS["metered_slot"] == 1
+
+
+async def test_a_cancelled_runs_running_step_keeps_its_slot_until_its_body_has_stopped(
+        e2e: E2E, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run cancelled while its limited step's body runs ends at once, but the body runs on until its next check
+    of its run (``AWSWORLD_STEP_CHECK_SECONDS``) and gets ``CancelledError`` there. The end's tidy
+    (``step_limits.free_run_steps``) gave that body's slot to the next waiter at once: a limit of 1 had two bodies
+    running (one run's ``concurrency=1`` export beside the cancelled one's, for up to the check's interval, and
+    for as long as a body that never awaits runs). The slot goes when the body has stopped (its delivery gives it
+    back), or when its lease passes if its container died."""
+    monkeypatch.setenv("AWSWORLD_STEP_CHECK_SECONDS", "0.5")
+    reset()
+    HELD_OPEN["gate"] = asyncio.Event()
+    limiter = Limiter(e2e.world)
+    first = await e2e.start(holding, 1)
+
+    async def running() -> bool:
+        return INSIDE["held"] == 1
+
+    await until(running, "the first run's step never ran")
+    second = await e2e.start(holding, 2)
+
+    async def waiting() -> bool:
+        return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
+
+    await until(waiting, "the second run's step never waited for the slot")
+    await e2e.client.cancel(first.run_id)
+    assert await first.status() == "cancelled"
+
+    async def second_ran() -> bool:
+        return CALLS["held"] == 2
+
+    await until(second_ran, "the second run's step never ran", timeout=60)
+    assert PEAK["held"] == 1  # the second body started once the first had stopped, not beside it
+    HELD_OPEN["gate"].set()
+    assert await second.result(timeout=60) == 2
+    assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))

@@ -44,7 +44,8 @@ async def test_the_run_page_and_api_say_what_waits_for_a_limit() -> None:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
             waits = (await http.get(f"/api/runs/{waiting.run_id}")).json()["limitWaits"]
             assert waits == [{"kind": "slot", "limit": "workflow:ui.limited", "key": "k", "place": 1, "of": 1,
-                              "heldBy": [f"r:{holder.run_id}"], "concurrency": 1, "paused": False}]
+                              "heldBy": [f"r:{holder.run_id}"], "concurrency": 1, "total": None,
+                              "paused": False}]
             page = (await http.get(f"/runs/{waiting.run_id}")).text
             # describe's words (client.waits.describe_waits): "waits on  its start: a slot of ..."
             assert ("<th>waits on</th><td>its start: a slot of workflow:ui.limited key &#x27;k&#x27; (place 1 of 1"

@@ -340,18 +340,20 @@ __all__ = ["ENDED", "LIMIT_FIELD", "WAITING", "LimitInputError", "Slot", "Taken"
 
 
 async def free_run_steps(world: World, registry: Registry, run_id: str, log: Sequence[Event]) -> list[str]:
-    """The run has ended: free the slots its limited steps' attempts still hold (one cut off by a crash holds its
-    slot until its lease passes, and its run may end before that: its step retried, or the workflow done with
-    it), and take its steps still waiting for a slot out of the waiters (a run cancelled or failed while one
-    waited: left, the waiter shows in ``awsworld limits`` and is granted a slot its wake only gives back). A
-    limit with a rate alone counts too: its open steps may wait for a paused key's resume as waiters
-    (``_wait_for_resume``), and left, such a waiter was listed until the resume, an owner that might never come
-    back. The pools are those its attempts started under (``step_started``'s ``LIMIT_FIELD``) and those its steps
-    that may wait were declared under (``step_created``'s, ``declared_limit``): a step still open, or one that
-    ended while its latest attempt had not started (the workflow cancelled it while it waited: its waiter, or the
-    slot a grant gave it, was left to its grant lease). One read per pool, a read of each such step's waiter
-    record where the pool has waiters, a write only where one still holds or waits. A run none of whose steps was
-    declared or started under a limit, the common case, costs one pass over its log and no I/O."""
+    """The run has ended: free the slots its limited steps' attempts still hold (a step that ended, or is to be
+    retried, whose delivery died before it gave its slot back: held until its lease passed), and take its steps
+    still waiting for a slot out of the waiters (a run cancelled or failed while one waited: left, the waiter
+    shows in ``awsworld limits`` and is granted a slot its wake only gives back). A limit with a rate alone counts
+    too: its open steps may wait for a paused key's resume as waiters (``_wait_for_resume``), and left, such a
+    waiter was listed until the resume, an owner that might never come back. The pools are those its attempts
+    started under (``step_started``'s ``LIMIT_FIELD``) and those its steps that may wait were declared under
+    (``step_created``'s, ``declared_limit``): a step still open, or one that ended while its latest attempt had
+    not started (the workflow cancelled it while it waited: its waiter, or the slot a grant gave it, was left to
+    its grant lease). One read per pool, a read of each such step's waiter record where the pool has waiters, a
+    write only where one still holds or waits. A run none of whose steps was declared or started under a limit,
+    the common case, costs one pass over its log and no I/O. A step whose latest attempt started and has not
+    ended keeps its slot: its body may still run (a cancel reaches it at its next check), and a slot bounds
+    running bodies; its delivery gives it back, or its lease frees it."""
     return await _free_steps(world, registry, run_id, log, None)
 
 
@@ -386,6 +388,11 @@ async def _free_steps(world: World, registry: Registry, run_id: str, log: Sequen
     may_wait = {step_id for step_id, kind in latest.items() if kind != "step_started"}  # (its latest attempt)
     pools: dict[tuple[str, str], tuple[set[str], set[str]]] = {}
     for event_type, step_id, limit in marked:
+        if step_id not in ended and step_id not in may_wait:
+            continue  # its attempt runs, or ran in a container that died: that body may run on past its run's end
+            # (to its next check of it, AWSWORLD_STEP_CHECK_SECONDS; a body that never awaits, to its end), so its
+            # slot is its delivery's to give back once the body has stopped, or its lease's to free. Freed here,
+            # a limit of 1 had the next waiter's body running beside the cancelled run's.
         opened = event_type == "step_created"
         if opened and step_id in ended and step_id not in may_wait:
             continue  # (a step that ended after its start waits for nothing; its attempts' starts name their pools)

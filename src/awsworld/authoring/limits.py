@@ -107,9 +107,21 @@ class LimitDecl:
         try:
             value = self.key(*args, **kwargs)
         except Exception as error:
-            raise LimitInputError(f"the key function of limit {self.spec.name!r} raised {type(error).__name__}: "
-                                  f"{error}", field="key") from error
-        return check_key(value, self.spec.name)
+            raise LimitInputError(f"the key function of limit {self.spec.name!r} ({_where(self.key)}) raised "
+                                  f"{type(error).__name__}: {error}", field="key") from error
+        try:
+            return check_key(value, self.spec.name)
+        except LimitInputError as bad:  # (a key that is no key: the function's line, not the limiter's)
+            raise LimitInputError(f"{bad} from its key function ({_where(self.key)})", field="key") from None
+
+
+def _where(function: KeyFunction) -> str:
+    """Where a key function is written (``<lambda> at /app/flows.py:12``): a key that is refused when a run
+    starts, or when a step's attempt fails on it, is the user's line, and the traceback a step's failure keeps
+    runs through the limiter only (a lambda that returns a dict raises nothing of its own)."""
+    code = getattr(function, "__code__", None)
+    name = getattr(function, "__qualname__", None) or getattr(function, "__name__", None) or repr(function)[:60]
+    return f"{name} at {code.co_filename}:{code.co_firstlineno}" if code is not None else str(name)
 
 
 _DECLARED: dict[str, tuple[LimitSpec, str, str]] = {}
@@ -176,6 +188,11 @@ def named_as(default: str) -> str | None:
     """The ``name=`` of the limit this process's code declares where ``default`` (``step:<step>``,
     ``workflow:<workflow>``) would be its name, or None."""
     return _NAMED.get(default)
+
+
+def declared_names() -> list[str]:
+    """The name of every limit this process's code declares (a typo's nearest names: ``client/limits.py``)."""
+    return sorted(_DECLARED)
 
 
 def declared(name: str) -> LimitSpec | None:

@@ -9,6 +9,7 @@
     awsworld limits pause step:shop.export            # no new slot or token (unkeyed: no --key)
     awsworld limits resume step:shop.export
     awsworld limits reset workflow:shop.order --key cust-7      # code's numbers again; crashed holders freed
+    awsworld limits reset workflow:shop.sync --total            # the code's total again
 
 A limit is named ``workflow:<workflow>``, ``step:<step>``, or by the ``name=`` its code gave it. A key nothing has
 used yet can be set when the command runs with the code that declares the limit (``AWSWORLD_MODULES``).
@@ -58,6 +59,9 @@ def register(sub: Any) -> None:
                          ("reset", "drop the key's overrides and pause; free slots of holders that ended")):
         command = commands.add_parser(change, parents=[read, keyed], help=text)
         command.set_defaults(handler=_changer(change))
+        if change == "reset":  # (a total shut with `set --total 0` is reset here, as a key's numbers are)
+            command.add_argument("--total", action="store_true",
+                                 help="the limit's total set at run time instead of a key's numbers")
 
 
 ALL_HELP = ("list idle keys too (nothing holds, waits, is paused or set there, a token to give); without it "
@@ -189,8 +193,9 @@ def _run(args: argparse.Namespace, work: Any) -> int:
                       "limit's")
         else:
             print("no limits (nothing has used one yet)")
-    else:
-        _print_limit(document, getattr(args, "key", None))
+    else:  # (a change of the total names no key: `set --total` once printed "key '': nothing has used it yet")
+        total = getattr(args, "total", None)
+        _print_limit(document, None if total is True or type(total) is int else getattr(args, "key", None))
     return 0
 
 
@@ -221,6 +226,8 @@ def _set(args: argparse.Namespace) -> int:
 def _changer(change: str) -> Any:
     def handle(args: argparse.Namespace) -> int:
         async def work(limits: Any) -> Any:
+            if getattr(args, "total", False):  # (reset --total)
+                return limit_json(await limits.reset(args.limit, key=args.key, total=True))
             return limit_json(await getattr(limits, change)(args.limit, key=args.key))
 
         return _run(args, work)

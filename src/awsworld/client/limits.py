@@ -26,8 +26,8 @@ from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import RunSlot, limit_key_text, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
-from ..authoring.definitions import StepDef, WorkflowDef
-from ..authoring.limits import declared, keyed, limits_runs, named_as
+from ..authoring.definitions import StepDef, WorkflowDef, did_you_mean, nearest
+from ..authoring.limits import declared, declared_names, keyed, limits_runs, named_as
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
 from ..world.events import Event
@@ -134,8 +134,8 @@ class LimitsClient:
         if not pools:
             if spec is None:
                 _named_otherwise(name)
-                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and no code "
-                                         "declaring it was given")
+                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and "
+                                         f"{await self._unknown(name)}")
             return LimitView(name, spec, spec.total, [], declared=True)
         views: list[KeyView] = []
         now = clock_of(self.world).now()
@@ -177,16 +177,45 @@ class LimitsClient:
     async def resume(self, limit: LimitRef, *, key: str = "") -> LimitView:
         return await self._change(limit, key, "resume")
 
-    async def reset(self, limit: LimitRef, *, key: str = "") -> LimitView:
+    async def reset(self, limit: LimitRef, *, key: str = "", total: bool = False) -> LimitView:
         """Drop ``key``'s overrides and pause (code's numbers apply again) and its bucket's state; holders whose
-        run ended or whose lease passed are freed (``describe`` does that too)."""
+        run ended or whose lease passed are freed (``describe`` does that too). ``total=True``: the limit's total
+        set at run time (``set(total=)``) instead, the code's again. A total set (to 0, say, shutting every key)
+        could once be undone only by a ``set``: ``reset`` of the keyed limit asked for a key, and a key's reset
+        left the total as it was."""
+        if total:
+            if key:
+                raise LimitInputError("reset a key (--key, key=) or the limit's total (--total, total=True), not both",
+                                      field="total")
+            name, spec = _resolve(limit)
+            pools = [] if spec is not None else await self.limiter.pools(name)
+            shared = spec.shared if spec is not None else any(p.pool == SHARED_POOL for p in pools)
+            if not shared and (spec is not None or pools):  # (none stored, no code: not found, as any change)
+                raise LimitInputError(f"limit {name!r} has no total (its keys are independent): reset a key "
+                                      "(key=, --key KEY)", field="total")
+            return await self._change(limit, "", "reset", pool_key=SHARED_POOL)
         return await self._change(limit, key, "reset")
 
-    async def _change(self, limit: LimitRef, key: str, change: Change) -> LimitView:
-        pool = await self._adjust(limit, key, Adjustment(change, key))
+    async def _change(self, limit: LimitRef, key: str, change: Change, *, pool_key: str | None = None) -> LimitView:
+        pool = await self._adjust(limit, key, Adjustment(change, key if pool_key is None else pool_key))
         if change == "reset":  # and every holder that holds nothing any more (a crash) is freed, now
             await self.limiter.settle(pool.limit, pool.pool)
-        return await self.describe(limit, key=key)
+        return await self.describe(limit, key=key if pool_key is None else None)
+
+    async def _unknown(self, name: str) -> str:
+        """What a name no pool stores and no code here declares most likely meant: the nearest of the limits stored
+        or declared here (``workflow:shop.ordr``, or ``shop.order`` without its ``workflow:``), else those limits.
+        It once said only "no code declaring it was given", even to a command run with the code (AWSWORLD_MODULES),
+        and a typo read as a limit nothing had used yet."""
+        known = sorted(set(await self.limiter.store.limits()) | set(declared_names()))
+        code = ("the code here declares none by that name" if declared_names() else
+                "no code declaring it was given (AWSWORLD_MODULES, or name its @workflow or @step)")
+        prefixed = [k for k in known if k in (f"workflow:{name}", f"step:{name}")]
+        suggestions = prefixed or nearest(name, known)
+        if suggestions:
+            return code + did_you_mean(suggestions)
+        shown = ", ".join(repr(k) for k in known[:8]) + (f" and {len(known) - 8} more" if len(known) > 8 else "")
+        return f"{code}; the limits known: {shown}" if known else code
 
     async def _adjust(self, limit: LimitRef, key: str, adjustment: Adjustment) -> Pool:
         name, spec = _resolve(limit)
@@ -209,6 +238,8 @@ class LimitsClient:
         if spec is None and not any(p.pool == pool_key for p in pools):
             if not pools:
                 _named_otherwise(name)
+                raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and "
+                                         f"{await self._unknown(name)}")
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
                                      "to set a key nothing has used yet")
         return await self.limiter.adjust(name, pool_key, adjustment, spec=spec)
@@ -270,7 +301,7 @@ async def limit_waits(world: World, run_id: str, status: str, context: dict[str,
         return []
     found: list[dict[str, Any]] = []
     limits = LimitsClient(world)
-    seen: dict[tuple[str, str], KeyView | None] = {}
+    seen: dict[tuple[str, str], tuple[KeyView | None, int | None]] = {}
     slot = recorded_slot(context)
     if status == "pending" and slot is None:  # started without the workflow's code: its first delivery queued it
         created = next((e.event_data or {} for e in events if e.event_type == "run_created"), {})
@@ -421,7 +452,8 @@ def limit_wait_text(wait: dict[str, Any], now: datetime | None = None) -> str:
     held = holders_text(wait["heldBy"])
     state = ("paused, " if wait.get("paused") else "") + (  # else "held by nobody" and no word of why it waits
         "closed: its concurrency is 0 until `limits set` raises it or `limits reset`, " if wait.get("concurrency") == 0
-        else "")
+        else "closed: its total is 0 until `limits set --total` raises it or `limits reset --total`, "
+        if wait.get("total") == 0 else "")
     return f"a slot of {where} ({state}place {wait['place']} of {wait['of']}; held by {held})"
 
 
@@ -461,23 +493,27 @@ def holders_text(holders: Sequence[str]) -> str:
 
 
 async def _slot_wait(limits: LimitsClient, name: str, key: str, holder: str,
-                     seen: dict[tuple[str, str], KeyView | None] | None = None) -> dict[str, Any] | None:
+                     seen: dict[tuple[str, str], tuple[KeyView | None, int | None]] | None = None
+                     ) -> dict[str, Any] | None:
     """``seen``: the keys already read by this ``limit_waits`` (one read of a pool for all of a run's waiting steps,
-    whose places then come from the same read: 190 steps of a fan-out once read it 190 times)."""
+    whose places then come from the same read: 190 steps of a fan-out once read it 190 times), with their limit's
+    total (a total of 0 shuts every key: a wait on it once read "held by nobody" and said nothing of why)."""
     if seen is not None and (name, key) in seen:
-        view = seen[(name, key)]
+        view, total = seen[(name, key)]
     else:
         try:
-            view = (await limits.describe(name, key=key)).key(key)
+            limit = await limits.describe(name, key=key)
+            view, total = limit.key(key), limit.total
         except LimitNotFoundError:
-            view = None
+            view, total = None, None
         if seen is not None:
-            seen[(name, key)] = view
+            seen[(name, key)] = (view, total)
     place = None if view is None else view.place(holder)
     if view is None or place is None:
         return None
     return {"kind": "slot", "limit": name, "key": key, "place": place, "of": len(view.waiters),
-            "heldBy": [h for h, _ in view.holders], "concurrency": view.concurrency, "paused": view.paused}
+            "heldBy": [h for h, _ in view.holders], "concurrency": view.concurrency, "total": total,
+            "paused": view.paused}
 
 
 async def _token_wait(limits: LimitsClient, name: str, key: str) -> dict[str, Any] | None:
