@@ -1288,7 +1288,8 @@ def test_dev_state_keeps_runs_across_restarts(project: Path, runners: list[Runne
         with urllib.request.urlopen(urllib.request.Request(str(webhook["url"]), data=b"hi", method="POST"),
                                     timeout=30) as answer:
             assert answer.status == 202
-        result, streamed = parallel(second, ("result", run_id, "--wait", "30"), ("streams", run_id, "log"))
+        # (--follow: read without it, the stream could be read before the run wrote its last chunk; under load it was)
+        result, streamed = parallel(second, ("result", run_id, "--wait", "30"), ("streams", run_id, "log", "--follow"))
         assert json.loads(result.out)["answer"] == "yes"
         assert streamed.out == "waiting\ndone\n"
     finally:
