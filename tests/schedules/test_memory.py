@@ -19,6 +19,7 @@ from awsworld.authoring.definitions import workflow_name
 from awsworld.client.client import Client
 from awsworld.schedules.job import MAX_ROUNDS, run_schedules
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.entities import error_name_and_message
 from awsworld.world.errors import InvalidInputError
 from awsworld.world.rules.schedules import claim
 from awsworld.world.schedules import (
@@ -453,7 +454,7 @@ async def test_a_scheduled_run_of_a_workflow_no_deployment_registers_names_the_s
         [started] = await scheduled_runs(env.world, "hourly-gone")
         view = await env.world.runs.get(started.run_id)
         assert (view.status, view.error_code) == ("failed", "UNKNOWN_WORKFLOW"), view
-        message = view.error.message if view.error is not None else ""
+        _, message = error_name_and_message(view.error)
         assert f"no workflow named {gone!r}" in message, message
         assert message.endswith(
             f"; schedule 'hourly-gone' started this run and starts one of {gone!r} at each tick: pause or delete it "
