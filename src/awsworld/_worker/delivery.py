@@ -416,7 +416,7 @@ class DeliveryPath:
         what = _missing_text(missing, message) + scheduled
         self.observer.count(UNKNOWN_WORKFLOW)
         parks = run.started_at is not None and SETTINGS.on_divergence == "park"
-        certain = await self._certainly_unknown(message, missing)
+        certain = await self._certainly_unknown(message, missing, named_by_starter=not scheduled)
         if certain is not None:  # no deploy is rolling out that may bring it: no window to wait out
             certain += scheduled
             if parks:  # a started run, under dev say, whose workflow an edit removed: parked at once, not failed
@@ -445,15 +445,16 @@ class DeliveryPath:
                                         f"still lacked it {round(waited)} s after the run was created (check "
                                         f"AWSWORLD_MODULES and the deployed code){scheduled}", track)
 
-    async def _certainly_unknown(self, message: FlowMessage, missing: LookupError) -> str | None:
+    async def _certainly_unknown(self, message: FlowMessage, missing: LookupError, *,
+                                 named_by_starter: bool) -> str | None:
         """Why the run's workflow is certainly unknown to every consumer of the queue (the deployment's
         publications say so, ``_published.model.judge``), or None: then the window applies. One read, on this path
-        only."""
+        only. ``named_by_starter`` False: a schedule named the workflow (``Verdict.error``)."""
         store = self.worker.world.published
         if store is None or message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
             return None
         verdict = judge(message.workflow_name, await store.read())
-        return str(verdict.error(message.workflow_name)) if verdict.sure else None
+        return str(verdict.error(message.workflow_name, named_by_starter=named_by_starter)) if verdict.sure else None
 
     async def _record_finding(self, run: RunView, what: str, track: Track, then: str) -> None:
         """Record on the run (as read for this delivery) what its delivery found, so ``describe`` says why it
