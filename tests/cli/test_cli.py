@@ -1008,7 +1008,7 @@ def test_a_follow_started_before_the_streams_first_chunk_waits_for_it_and_a_name
             ready, _, _ = select.select([follower.stderr], [], [], 30)
             assert ready, f"the follow of {name!r} said nothing"
             said = follower.stderr.readline()
-            assert said == (f"(run {run_id} has no stream {name!r} yet (its streams: none so far): following it "
+            assert said == (f"(run {run_id} has no stream {name!r} yet (its streams so far: none): following it "
                             "from its first chunk, until it closes or the run ends)\n"), said
         (project / gate_file).touch()
         (out, err), (typo_out, typo_err) = (f.communicate(timeout=30) for f in followers)
@@ -1019,8 +1019,8 @@ def test_a_follow_started_before_the_streams_first_chunk_waits_for_it_and_a_name
     assert [json.loads(line) for line in out.splitlines()] == [{"index": 0, "text": "line 0\n"},
                                                                {"index": 1, "text": "line 1\n"}]
     assert (followers[1].returncode, typo_out) == (1, ""), (typo_out, typo_err)
-    assert typo_err.splitlines()[-1] == (f"awsworld streams: run {run_id} ended with no stream 'nope' (hint: "
-                                         f"`awsworld streams {run_id}` lists its streams)"), typo_err
+    assert typo_err.splitlines()[-1] == (f"awsworld streams: run {run_id} ended with no stream 'nope' (its streams: "
+                                         f"'log') (hint: `awsworld streams {run_id}` lists its streams)"), typo_err
 
 
 def test_a_quiet_follow_says_what_it_waits_for_and_ends_with_the_run(dev: Dev, project: Path) -> None:

@@ -85,7 +85,7 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert "offset applies to every" in offset.one_line_error(2), "not dropped in silence"
     every = dev("schedules", "create", "every", "clitest.report", "--every", "1h", "--args", '["eu"]',
                 "--catchup", "all")
-    assert "needs overlap='allow_all'" in every.one_line_error(2), "only the oldest missed tick would have run"
+    assert "needs --overlap allow_all" in every.one_line_error(2), "only the oldest missed tick would have run"
     spaced = dev("schedules", "create", "bad id", "clitest.report", "--every", "1h", "--args", '["eu"]')
     assert "schedule id" in spaced.one_line_error(2), "a malformed id is a usage error, as a limit's input is"
     listed = [s["scheduleId"] for s in dev.json("schedules", "list")]
@@ -213,3 +213,21 @@ def test_a_schedule_no_longer_declared_shows_no_next_fire_time(dev: Dev, project
     assert row.split()[1] == "orphaned" and row.endswith(" -"), row
     first = dev("schedules", "describe", "minutely").out.splitlines()[0]
     assert first.startswith("minutely  orphaned clitest.minutely  every 1m") and first.endswith("  next -"), first
+
+
+def test_catchup_all_without_allow_all_is_refused_in_the_clis_own_flags(tmp_path: Path) -> None:
+    """``awsworld schedules create ... --catchup all`` (the default ``--overlap skip``) was refused in the Python
+    spelling, ``catchup='all' ... needs overlap='allow_all'``: the refusal now names the flags the command takes.
+    Refused before any World is reached (none runs here), nothing written."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "awsworld.cli", "schedules", "create", "hourly", "some.flow",
+                           "--every", "1h", "--catchup", "all", "--overlap", "buffer_one"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert done.stderr.strip() == (
+        "awsworld schedules: --catchup all starts every missed tick at once, which needs --overlap allow_all (they "
+        "run side by side); with --overlap buffer_one the first missed tick's run would turn the others away, and "
+        "only the oldest would run. Give --overlap allow_all, or --catchup latest (the default: the most recent "
+        "missed tick only) (hint: see `awsworld schedules create --help`)"), done.stderr

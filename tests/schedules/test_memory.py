@@ -19,6 +19,7 @@ from awsworld.authoring.definitions import workflow_name
 from awsworld.client.client import Client
 from awsworld.schedules.job import MAX_ROUNDS, run_schedules
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world.entities import error_name_and_message
 from awsworld.world.errors import InvalidInputError
 from awsworld.world.rules.schedules import claim
 from awsworld.world.schedules import (
@@ -436,3 +437,34 @@ async def test_awsworld_schedule_declares_beside_the_workflow_and_ids_are_unique
     async with WorkflowTestEnv(start_time=START, schedules=[app.tagged]) as env:
         await env.sleep("1d")
         assert hhmm(await scheduled_runs(env.world, "tagged-6h")) == [f"03-02 {h:02d}:00Z" for h in (1, 7, 13, 19)]
+
+
+@pytest.mark.parametrize("published", [False, True], ids=["after-the-window", "published-names"])
+async def test_a_scheduled_run_of_a_workflow_no_deployment_registers_names_the_schedule_and_what_to_do(
+        published: bool) -> None:
+    """A schedule created through the API keeps its workflow's name: renamed (or its module dropped), each tick
+    starts a run that fails with ``UnknownWorkflowError``. The error said to check the modules, or (where the
+    consumers' names are published, as under ``awsworld dev``: at once) "name a workflow it registers", never which
+    schedule started the run and goes on starting them: it now names the schedule and says to pause or delete it,
+    or to create it on the workflow's new name."""
+    from awsworld._published.model import publish
+    from awsworld.authoring.definitions import REGISTRY
+
+    gone = "tests.schedules.app.renamed_away"  # the name the schedule was created with; registered nowhere now
+    async with WorkflowTestEnv(start_time=START) as env:
+        # Created when the name was registered (a client of the stack, with no workflow code, takes it as it is).
+        await Client(env.world).schedules.create("hourly-gone", gone, Schedule(every="1h", args=("x",)))
+        if published:  # then the renaming deploy's names, published ahead of its deliveries (as `awsworld dev` does)
+            assert await publish(env.world, REGISTRY, host="awsworld dev", ahead=True)
+        await env.sleep("1h")  # the 01:00 tick starts a run
+        await env.client.schedules.pause("hourly-gone")
+        await env.sleep("1h")  # past the unknown-workflow window (15 minutes from the run's creation)
+        [started] = await scheduled_runs(env.world, "hourly-gone")
+        view = await env.world.runs.get(started.run_id)
+        assert (view.status, view.error_code) == ("failed", "UNKNOWN_WORKFLOW"), view
+        _, message = error_name_and_message(view.error)
+        assert f"no workflow named {gone!r}" in message and "name a workflow" not in message, message
+        assert message.endswith(
+            f"; schedule 'hourly-gone' started this run and starts one of {gone!r} at each tick: pause or delete it "
+            "(`awsworld schedules pause hourly-gone`, `awsworld schedules delete hourly-gone`), and if the workflow "
+            "was renamed, create the schedule on its new name"), message

@@ -303,6 +303,29 @@ async def test_reading_a_stream_skips_time_as_awaiting_the_result_does() -> None
         assert read == [b"before", b"before", b"after"]
 
 
+async def test_a_stream_name_no_step_writes_is_refused_when_the_run_ends_naming_the_runs_streams() -> None:
+    """``run.stream("typo")`` waited until the run ended, then read as an empty stream: nothing said the name was
+    wrong, and ``Run`` had no listing of the run's streams. It now raises ``StreamNotFoundError`` naming them once
+    the run has ended (at once on an ended run), and ``run.streams()`` lists them; a stream that was written reads
+    as before, to its end, with nothing raised, and one closed with no chunk reads empty."""
+    from awsworld.world import StreamNotFoundError
+
+    async with WorkflowTestEnv() as env, asyncio.timeout(10):
+        run = await env.client.start(log_across_a_day)
+        with pytest.raises(StreamNotFoundError) as refused:
+            async for _ in run.stream("lgo"):
+                pass
+        assert str(refused.value) == f"run {run.run_id} ended with no stream 'lgo' (its streams: 'log')"
+        assert (refused.value.run_id, refused.value.stream, refused.value.names) == (run.run_id, "lgo", ["log"])
+        assert await run.streams() == ["log"]
+        assert [chunk async for chunk in run.stream("log")] == [b"before", b"after"]
+        assert [chunk async for chunk in run.stream("log", start_index=2)] == []  # past the tail: not a typo
+        with pytest.raises(StreamNotFoundError, match="ended with no stream 'lgo'"):  # an ended run: at once
+            async for _ in run.stream("lgo"):
+                pass
+        assert await (await env.client.start(count_to, 1)).streams() == []
+
+
 async def test_a_timed_out_wait_says_how_far_the_runs_due_is_on_the_environments_clock() -> None:
     """The timeout's "it waits on: a sleep until ... (in 59 min ...)" counts from the environment's time, not the
     wall clock's: on a clock that started in 2020 (or skipped days ahead) it said "6 y ago" (or "in 12 d 20 h")."""

@@ -40,6 +40,9 @@ async def test_run_list_filters_and_pages(http: httpx.AsyncClient, demo: Demo) -
     future = (await http.get("/api/runs", params={"since": "2999-01-01T00:00:00"})).json()
     assert future == {"runs": [], "cursor": None}
     assert (await http.get("/api/runs", params={"since": "soon"})).status_code == 400
+    for limit in ("100", "101", "200", "5000"):  # the World's bound (101 to 200 were passed on to it: a 400)
+        many = await http.get("/api/runs", params={"status": "completed", "limit": limit})
+        assert (many.status_code, len(many.json()["runs"])) == (200, 2), (limit, many.text)
 
 
 async def test_run_json_has_lanes_retries_hooks_and_children(http: httpx.AsyncClient, demo: Demo) -> None:

@@ -75,15 +75,18 @@ class Verdict:
     sure: bool
     newest: Publication | None
 
-    def error(self, name: str) -> WorkflowNotRegisteredError:
-        """The refusal of ``name`` (only for a verdict that is ``sure``)."""
+    def error(self, name: str, *, named_by_starter: bool = True) -> WorkflowNotRegisteredError:
+        """The refusal of ``name`` (only for a verdict that is ``sure``). ``named_by_starter`` False: whoever
+        started the run did not choose the name (a schedule did), so "name a workflow it registers" is not theirs
+        to do, and the hint leaves it out."""
         assert self.newest is not None
         newest = self.newest
+        fix = "name a workflow it registers, or load" if named_by_starter else "load"
         return WorkflowNotRegisteredError(
             name, list(newest.modules), registered=newest.workflows, env_modules=None,
             where=f"by {newest.host}, which consumes this World's queue",
-            hint=f"names published {newest.published_at.isoformat(timespec='seconds')}; name a workflow it "
-                 f"registers, or load the module that defines it there")
+            hint=f"names published {newest.published_at.isoformat(timespec='seconds')}; {fix} the module that "
+                 f"defines it there")
 
 
 def judge(name: str, publications: Sequence[Publication]) -> Verdict:

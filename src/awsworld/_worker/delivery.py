@@ -52,6 +52,7 @@ from .._http.push import is_push, push, sdk_run
 from .._published.model import judge
 from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
+from ..schedules.info import unknown_workflow_schedule_note
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -409,11 +410,15 @@ class DeliveryPath:
         so retrying the wake as well would only multiply the run's deliveries."""
         world = self.worker.world
         waited = (clock_of(world).now() - run.created_at).total_seconds()
-        what = _missing_text(missing, message)
+        # A run a schedule started: the schedule, not its starter, names the workflow (and goes on naming it).
+        scheduled = unknown_workflow_schedule_note(run.execution_context, message.workflow_name) \
+            if isinstance(missing, WorkflowNotRegisteredError) else ""
+        what = _missing_text(missing, message) + scheduled
         self.observer.count(UNKNOWN_WORKFLOW)
         parks = run.started_at is not None and SETTINGS.on_divergence == "park"
-        certain = await self._certainly_unknown(message, missing)
+        certain = await self._certainly_unknown(message, missing, named_by_starter=not scheduled)
         if certain is not None:  # no deploy is rolling out that may bring it: no window to wait out
+            certain += scheduled
             if parks:  # a started run, under dev say, whose workflow an edit removed: parked at once, not failed
                 return await self._park_missing(delivery, message, what, track, run)
             return await self._fail_unknown(delivery, message, certain, track)
@@ -436,19 +441,20 @@ class DeliveryPath:
             return await self._failed(record, track)
         if parks:
             return await self._park_missing(delivery, message, what, track, run)
-        return await self._fail_unknown(delivery, message, f"{what}; this deployment still lacked it "
-                                        f"{round(waited)} s after the run was created (check AWSWORLD_MODULES "
-                                        f"and the deployed code)", track)
+        return await self._fail_unknown(delivery, message, f"{_missing_text(missing, message)}; this deployment "
+                                        f"still lacked it {round(waited)} s after the run was created (check "
+                                        f"AWSWORLD_MODULES and the deployed code){scheduled}", track)
 
-    async def _certainly_unknown(self, message: FlowMessage, missing: LookupError) -> str | None:
+    async def _certainly_unknown(self, message: FlowMessage, missing: LookupError, *,
+                                 named_by_starter: bool) -> str | None:
         """Why the run's workflow is certainly unknown to every consumer of the queue (the deployment's
         publications say so, ``_published.model.judge``), or None: then the window applies. One read, on this path
-        only."""
+        only. ``named_by_starter`` False: a schedule named the workflow (``Verdict.error``)."""
         store = self.worker.world.published
         if store is None or message.step_id or not isinstance(missing, WorkflowNotRegisteredError):
             return None
         verdict = judge(message.workflow_name, await store.read())
-        return str(verdict.error(message.workflow_name)) if verdict.sure else None
+        return str(verdict.error(message.workflow_name, named_by_starter=named_by_starter)) if verdict.sure else None
 
     async def _record_finding(self, run: RunView, what: str, track: Track, then: str) -> None:
         """Record on the run (as read for this delivery) what its delivery found, so ``describe`` says why it

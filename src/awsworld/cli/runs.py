@@ -566,7 +566,7 @@ def _hooks(args: argparse.Namespace) -> int:
 
 
 def _streams(args: argparse.Namespace) -> int:
-    from ..world.rules.streams import run_over
+    from ..world.rules.streams import missing_stream, run_over, streams_so_far
 
     async def go() -> None:
         async with remote() as client:
@@ -596,11 +596,12 @@ def _streams(args: argparse.Namespace) -> int:
             # A follow started with the run, before its step's first write, waits for the stream as it waits for
             # the next chunk (it was refused with "no stream"), and says so: a mistyped name waits too, until the
             # run ends, and is refused then.
-            print(f"(run {args.run_id} has no stream {args.name!r} yet (its streams: "
-                  f"{', '.join(repr(n) for n in names) if names else 'none so far'}): following it from its first "
-                  f"chunk, until it closes or the run ends)", file=sys.stderr, flush=True)
-            if not await _print_chunks(world, args) and args.name not in await world.streams.list(args.run_id):
-                raise CliError(f"run {args.run_id} ended with no stream {args.name!r}",
+            print(f"(run {args.run_id} has no stream {args.name!r} yet (its streams so far: "
+                  f"{streams_so_far(names)}): following it from its first chunk, until it closes or the run ends)",
+                  file=sys.stderr, flush=True)
+            if not await _print_chunks(world, args) and args.name not in (names := await world.streams.list(
+                    args.run_id)):
+                raise CliError(str(missing_stream(args.run_id, args.name, names)),
                                f"`awsworld streams {args.run_id}` lists its streams")
 
     asyncio.run(go())

@@ -198,7 +198,7 @@ def _run(args: argparse.Namespace, work: Any) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from ..schedules.model import Schedule
+    from ..schedules.model import Schedule, catchup_refusal
 
     positional = parse_json(args.args, "--args")
     keywords = {} if args.kwargs is None else parse_json(args.kwargs, "--kwargs")
@@ -206,6 +206,9 @@ def _create(args: argparse.Namespace) -> int:
         raise usage("--args takes a JSON array", "e.g. --args '[\"eu\", 3]'")
     if not isinstance(keywords, dict):
         raise usage("--kwargs takes a JSON object", "e.g. --kwargs '{\"region\": \"eu\"}'")
+    refused = catchup_refusal(args.catchup, args.overlap, lambda name, value: f"--{name} {value}")
+    if refused is not None:  # (``Schedule`` refuses it too, in its own spelling: ``overlap='allow_all'``)
+        raise usage(refused, "see `awsworld schedules create --help`")
     try:
         schedule = Schedule(cron=args.cron, every=args.every, offset=0 if args.offset is None else args.offset,
                             timezone=args.timezone, args=positional, kwargs=keywords, overlap=args.overlap,

@@ -49,6 +49,7 @@ from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import RunPage, collect_pages
 from ..world.protocol import World
 from ..world.rules.limiters import check_priority
+from ..world.rules.streams import missing_stream
 from .limits import LimitsClient
 from .skips import SkippedWait, skip
 from .waits import waits_text
@@ -213,15 +214,28 @@ class Run(Generic[R_co]):
         Waiting for the next chunk is waiting for the run, as ``result`` is: in ``WorkflowTestEnv`` the clock skips
         to the run's next sleep or retry meanwhile (a step that writes, a ``sleep("1h")``, a step that writes again
         is read to its end at once, where it would wait an hour of wall time), and a run nothing can move raises
-        ``RunStalledError``. Only the wait for a chunk skips, not the time the caller spends on one."""
+        ``RunStalledError``. Only the wait for a chunk skips, not the time the caller spends on one.
+
+        A reader started before the stream's first chunk waits for it, so a name no step writes (a typo) waits
+        until the run ends, then raises ``StreamNotFoundError`` naming the run's streams (``streams()`` lists them
+        meanwhile). Checking costs one listing, and only for a read that got no chunk."""
         chunks = aiter(self.client.world.streams.get(self.run_id, name, start_index=start_index))
+        read = False
         while True:
             with self.client.waiting(self.run_id):
                 try:
                     chunk = await anext(chunks)
                 except StopAsyncIteration:
-                    return
+                    break
+            read = True
             yield chunk
+        if not read and name not in (names := await self.streams()):  # ended (or closed): never written
+            raise missing_stream(self.run_id, name, names)
+
+    async def streams(self) -> list[str]:
+        """The names of the run's streams, those its steps wrote (or closed) so far, as the World lists them
+        (``awsworld streams RUN``): what to give ``stream()``."""
+        return await self.client.world.streams.list(self.run_id)
 
 
 def child_runs(run_id: str, steps: Sequence[Step]) -> list[str]:

@@ -48,6 +48,20 @@ def schedule_json(context: dict[str, Any] | None) -> dict[str, str] | None:
     return {"id": info.schedule_id, "tick": tick_text(info.tick), "trigger": info.trigger}
 
 
+def unknown_workflow_schedule_note(context: dict[str, Any] | None, workflow: str) -> str:
+    """What a run of ``workflow``, which no deployment registers, adds to its error when a schedule started it
+    (``_worker/delivery.py``): the schedule starts such a run at each tick until it is changed, and naming another
+    workflow is not the fix its starter can make (the schedule named it); empty when no schedule started the
+    run. A schedule created through the API keeps its workflow's name when the workflow is renamed
+    (docs/how-to/schedules.md)."""
+    info = schedule_of(context)
+    if info is None:
+        return ""
+    return (f"; schedule {info.schedule_id!r} started this run and starts one of {workflow!r} at each tick: pause "
+            f"or delete it (`awsworld schedules pause {info.schedule_id}`, `awsworld schedules delete "
+            f"{info.schedule_id}`), and if the workflow was renamed, create the schedule on its new name")
+
+
 def schedule_label(context: dict[str, Any] | None) -> str | None:
     """``schedule nightly 2026-03-01T01:00:00.000Z`` (``(manual)``/``(backfill)`` when not its own tick)."""
     shown = schedule_json(context)

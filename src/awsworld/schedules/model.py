@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,6 +32,27 @@ from ..world.schedules import (
     check_schedule_id,
 )
 from .policies import CATCHUPS, OVERLAPS, Catchup, Overlap
+
+
+def python_option(name: str, value: str) -> str:
+    """An option as ``Schedule(...)`` takes it (``overlap='allow_all'``): how a refusal spells the options it names
+    (the CLI passes its own, ``--overlap allow_all``)."""
+    return f"{name}={value!r}"
+
+
+def catchup_refusal(catchup: str, overlap: str, spell: Callable[[str, str], str] = python_option) -> str | None:
+    """Why ``catchup`` and ``overlap`` cannot go together (None: they can), with the way out, spelled by ``spell``
+    as the user wrote them (``Schedule(...)``, or ``awsworld schedules create``'s flags).
+
+    ``catchup="all"`` needs ``overlap="allow_all"``: a claim settles the missed ticks together
+    (world/rules/schedules.py, ``claim``), the first one's run is going when the next is looked at, so any other
+    policy keeps one or two of them, the oldest."""
+    if catchup != "all" or overlap == "allow_all":
+        return None
+    return (f"{spell('catchup', 'all')} starts every missed tick at once, which needs {spell('overlap', 'allow_all')} "
+            f"(they run side by side); with {spell('overlap', overlap)} the first missed tick's run would turn the "
+            f"others away, and only the oldest would run. Give {spell('overlap', 'allow_all')}, or "
+            f"{spell('catchup', 'latest')} (the default: the most recent missed tick only)")
 
 
 @dataclass(frozen=True)
@@ -61,13 +82,9 @@ class Schedule:
             raise ValueError(f"overlap must be one of {', '.join(OVERLAPS)}, got {self.overlap!r}")
         if self.catchup not in CATCHUPS:
             raise ValueError(f"catchup must be one of {', '.join(CATCHUPS)}, got {self.catchup!r}")
-        if self.catchup == "all" and self.overlap != "allow_all":
-            # A claim settles the missed ticks together (world/rules/schedules.py, ``claim``): the first one's run
-            # is going when the next is looked at, so any other policy keeps one or two of them, the oldest.
-            raise ValueError(f"catchup='all' starts every missed tick at once, which needs overlap='allow_all' (they "
-                             f"run side by side); with overlap={self.overlap!r} the first missed tick's run would "
-                             "turn the others away, and only the oldest would run. Give overlap='allow_all', or "
-                             "catchup='latest' (the default: the most recent missed tick only)")
+        refused = catchup_refusal(self.catchup, self.overlap)
+        if refused is not None:
+            raise ValueError(refused)
         if self.id is not None:
             check_schedule_id(self.id)
         if isinstance(self.args, str | bytes) or not isinstance(self.args, Sequence):

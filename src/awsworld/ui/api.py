@@ -30,6 +30,7 @@ from ..schedules.info import schedule_json
 from ..world.entities import Run
 from ..world.errors import InvalidInputError, NotFoundError
 from ..world.events import Event
+from ..world.pages import MAX_RUNS_PAGE
 from ..world.protocol import World
 from ..world.streams import StreamInfo
 from .model import parent_of, picture
@@ -134,7 +135,7 @@ def _parked(run: Run) -> dict[str, Any] | None:
 async def runs(request: Request) -> JSONResponse:
     q = request.query_params
     ui = state(request)
-    found, cursor = await list_runs(ui, q, limit=number(q.get("limit"), 50, low=1, high=200))
+    found, cursor = await list_runs(ui, q, limit=number(q.get("limit"), 50, low=1, high=MAX_RUNS_PAGE))
     queued = await queued_runs(ui.world, found)
     return JSONResponse({"runs": [{"runId": r.run_id, "workflow": r.workflow_name, "status": r.status,
                                    "createdAt": when(r.created_at), "completedAt": when(r.completed_at),

@@ -66,6 +66,19 @@ class RunNotFoundError(NotFoundError):
     code = "run-not-found"
 
 
+class StreamNotFoundError(NotFoundError):
+    """A read of a stream no step of the run wrote, once the run has ended (so none ever will): a mistyped name
+    read as an empty stream before. ``names``: the run's streams, which the message lists."""
+
+    code = "stream-not-found"
+
+    def __init__(self, message: str, *, run_id: str, stream: str, names: list[str]) -> None:
+        super().__init__(message, run_id=run_id, stream=stream, names=names)
+        self.run_id = run_id
+        self.stream = stream
+        self.names = names
+
+
 class StepNotFoundError(NotFoundError):
     code = "step-not-found"
 

@@ -17,6 +17,8 @@ T = TypeVar("T")
 MAX_EVENTS_PAGE = 1000
 """``events.list`` / ``list_by_correlation_id``: events per page at most."""
 MAX_RUNS_PAGE = 100
+"""``runs.list``: runs per page at most (the run viewer's ``/api/runs?limit=`` is held to it too: it allowed 200,
+and 101 to 200 were refused with a 400)."""
 MAX_ENTITIES_PAGE = 1000
 """``steps.list`` / ``hooks.list``."""
 MAX_CHUNKS_PAGE = 1000

@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Generator
 from typing import Any, Self
 
 from ..entities import TERMINAL_RUN_STATUSES
-from ..errors import RunGoneError, RunNotFoundError, StreamClosedError, WorldError
+from ..errors import RunGoneError, RunNotFoundError, StreamClosedError, StreamNotFoundError, WorldError
 from ..pages import MAX_CHUNKS_PAGE
 from ..streams import start_position
 
@@ -50,6 +50,19 @@ def append_refusal(run_id: str, name: str, run_status: str | None, closed: bool)
     if run_status in TERMINAL_RUN_STATUSES:
         return RunGoneError(f"run {run_id} is {run_status}: its streams take no more chunks", run_id=run_id)
     return closed_stream(run_id, name) if closed else None
+
+
+def streams_so_far(names: list[str]) -> str:
+    """A run's stream names as a reader of a name not among them is told them (``Run.stream``, ``awsworld streams
+    RUN NAME --follow``): a typo shows next to the name meant."""
+    return ", ".join(repr(n) for n in names) if names else "none"
+
+
+def missing_stream(run_id: str, name: str, names: list[str]) -> StreamNotFoundError:
+    """What a reader of stream ``name`` gets once run ``run_id`` has ended without a step writing it (``names``:
+    the streams it did write): the run's end means none ever will, so the name is likely a typo."""
+    return StreamNotFoundError(f"run {run_id} ended with no stream {name!r} (its streams: {streams_so_far(names)})",
+                               run_id=run_id, stream=name, names=names)
 
 
 def closed_stream(run_id: str, name: str) -> StreamClosedError:
