@@ -1,0 +1,56 @@
+"""What ``awsworld describe`` reads of a run's children (``cli.describe.describe_document`` on the memory World,
+the document the CLI prints): each child's run is read once, ``client.client.RUN_READS_AT_ONCE`` at a time, as
+the run viewer reads them (``client.client.run_views``). Read one after another, a run that started 100
+children cost 100 round trips in a row (``bench/describe.py`` prints the requests and times on ``awsworld
+dev``)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+from awsworld import workflow
+from awsworld.cli.describe import describe_document
+from awsworld.client.client import RUN_READS_AT_ONCE
+from awsworld.testing import WorkflowTestEnv
+
+CHILDREN = 40
+
+
+@workflow(name="describe_reads.kid")
+async def kid(i: int) -> int:
+    return i
+
+
+@workflow(name="describe_reads.parent")
+async def parent(n: int) -> int:
+    return sum(await asyncio.gather(*(kid(i) for i in range(n))))
+
+
+async def test_a_runs_children_are_read_once_each_together(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(parent, CHILDREN)
+        assert await run.result() == sum(range(CHILDREN))
+        gets: list[str] = []
+        open_now = [0, 0]  # (in flight, most at once)
+        get = env.world.runs.get
+
+        async def counted(run_id: str, **kwargs: Any) -> Any:
+            gets.append(run_id)
+            open_now[0] += 1
+            open_now[1] = max(open_now)
+            try:
+                await asyncio.sleep(0)  # a World's read yields (the memory World's does not): let the others start
+                return await get(run_id, **kwargs)
+            finally:
+                open_now[0] -= 1
+
+        monkeypatch.setattr(env.world.runs, "get", counted)
+        document = await describe_document(env.client, run.run_id)
+    children = document["children"]
+    assert len(children) == CHILDREN and {c["status"] for c in children} == {"completed"}
+    assert {c["workflow"] for c in children} == {"describe_reads.kid"}
+    assert sorted(gets) == sorted([run.run_id, *(c["runId"] for c in children)]), "each run read once"
+    assert open_now[1] == RUN_READS_AT_ONCE, "read together, at most RUN_READS_AT_ONCE at a time"
