@@ -1,8 +1,9 @@
-"""What ``awsworld describe`` reads of a run's children (``cli.describe.describe_document`` on the memory World,
-the document the CLI prints): each child's run is read once, ``client.client.RUN_READS_AT_ONCE`` at a time, as
-the run viewer reads them (``client.client.run_views``). Read one after another, a run that started 100
-children cost 100 round trips in a row (``bench/describe.py`` prints the requests and times on ``awsworld
-dev``)."""
+"""What ``awsworld describe`` reads of a run's steps, log, streams and children
+(``cli.describe.describe_document`` on the memory World, the document the CLI prints): the steps, the log and the
+streams at once (they were read one after another, each waiting for the last); each child's run is read once,
+``client.client.RUN_READS_AT_ONCE`` at a time, as the run viewer reads them (``client.client.run_views``). Read
+one after another, a run that started 100 children cost 100 round trips in a row (``bench/describe.py`` prints
+the requests and times on ``awsworld dev``)."""
 
 from __future__ import annotations
 
@@ -54,3 +55,28 @@ async def test_a_runs_children_are_read_once_each_together(monkeypatch: pytest.M
     assert {c["workflow"] for c in children} == {"describe_reads.kid"}
     assert sorted(gets) == sorted([run.run_id, *(c["runId"] for c in children)]), "each run read once"
     assert open_now[1] == RUN_READS_AT_ONCE, "read together, at most RUN_READS_AT_ONCE at a time"
+
+
+async def test_the_steps_the_log_and_the_streams_are_read_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(kid, 1)
+        await run.result()
+        open_reads: set[str] = set()
+        together: list[set[str]] = []
+
+        def watched(name: str, read: Any) -> Any:
+            async def call(*args: Any, **kwargs: Any) -> Any:
+                open_reads.add(name)
+                together.append(set(open_reads))
+                try:
+                    await asyncio.sleep(0)  # (the memory World's reads do not yield)
+                    return await read(*args, **kwargs)
+                finally:
+                    open_reads.discard(name)
+            return call
+
+        for api, method in ((env.world.steps, "list"), (env.world.events, "list"), (env.world.streams, "list")):
+            monkeypatch.setattr(api, method, watched(f"{type(api).__name__}.{method}", getattr(api, method)))
+        document = await describe_document(env.client, run.run_id)
+    assert document["steps"]["total"] == 0 and document["streams"] == []
+    assert max(len(reads) for reads in together) == 3, together
