@@ -7,14 +7,18 @@ median and minimum over ``--runs`` processes of the console script's wall and CP
 ``timed``), beside ``awsworld runs`` (a command's start and a listing). CPU time moves far less with load than wall
 time; ``uptime``'s load is printed with the figures.
 
-Where the time goes (measured 2026-12-07, 2 shared cores, load 5-8): the command's own CPU is about 0.6 s, of
-which 0.45 s is any World command's start (``runs`` costs the same); the rest of the wall time is the embedded
-emulator answering: moto serializes a Query's answer at about 0.1 ms an attribute value, so the steps page of a
-500-step run (500 items of 16 attributes, 310 KB) took 0.6-1.3 s and each 1,000-event page of the log 0.15-0.3 s.
-The requests are a handful whatever the steps (1 ``BatchGetItem`` and 1 ``GetItem`` for the run, 1 ``Query`` per
-1,000 steps, 1 ``GetItem`` and 1 ``Query`` per 1,000 events, 1 ``Query`` for the streams), and one ``runs.get``
-per child, read 16 at a time (``client.client.run_views``): they were read one after another, as were the steps,
-the log and the streams (``tests/cli/test_describe_reads.py``). The 1 MiB result is never read.
+Where the time went (measured 2026-12-07 on 2 shared cores, load 3-8: wall figures are rough, CPU and counts are
+not): the command's own CPU is about 0.65 s, of which 0.55 s is any World command's start (``runs`` costs the
+same); the rest of the wall time was the embedded emulator answering. moto walked each DynamoDB attribute value of
+an answer as a structure of ten members, about 0.1 ms a value, so the steps page of a 500-step run (500 items of 16
+attributes, 310 KB) cost 0.55 s of CPU to answer and ``describe`` of the run took 1.6-2.0 s, where ``runs`` took
+0.6 s. ``local/moto_speedups.py`` writes such values as they are: that Query costs 0.09 s, and ``describe`` 1.0 s
+(load 3). The requests are a handful whatever the steps: 1 ``BatchGetItem`` and 1 ``GetItem`` for the run, 1
+``Query`` per 1,000 steps, 1 ``GetItem`` and 1 ``Query`` per 1,000 events, 1 ``Query`` for the streams; and one
+``runs.get`` per child, now 16 at a time (``client.client.run_views``), as the steps, the log and the streams are
+read at once: they were read one after another (``tests/cli/test_describe_reads.py``). The emulator answers one
+DynamoDB request at a time, so that gains little under ``dev``; on AWS each read is a round trip. The 1 MiB result
+is never read.
 
 Run: ``python bench/describe.py`` (about two minutes: the runs are made first), ``--runs 5`` for steadier medians.
 """
