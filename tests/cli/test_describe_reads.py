@@ -80,3 +80,34 @@ async def test_the_steps_the_log_and_the_streams_are_read_at_once(monkeypatch: p
         document = await describe_document(env.client, run.run_id)
     assert document["steps"]["total"] == 0 and document["streams"] == []
     assert max(len(reads) for reads in together) == 3, together
+
+
+async def test_describes_requests_on_aws_do_not_grow_with_its_steps() -> None:
+    """``describe`` of a run of 3 steps and of one of 120 on the AWS World (the embedded emulator), counted: the
+    same 8 requests (the run: 1 ``BatchGetItem`` and 1 ``GetItem``; the steps: 1 ``Query`` per 1,000; the log: 1
+    ``GetItem`` and 1 ``Query`` per 1,000 events; the streams: 1 ``Query``). Neither a step's values nor the
+    run's result are read (``bench/describe.py`` prints the same on ``awsworld dev``)."""
+    from awsworld.client.client import Client
+    from awsworld.local import LocalAWS
+
+    counts = []
+    async with LocalAWS() as local:
+        world = local.world
+        for steps in (3, 120):
+            created = await world.events.create(None, {"eventType": "run_created",
+                                                       "eventData": {"workflowName": "describe_reads.steps"}})
+            assert created.run is not None
+            run_id = created.run.run_id
+            await world.events.create(run_id, {"eventType": "run_started"})
+            for kind, data in (("step_created", {"stepName": "describe_reads.one", "input": "i" * 2000}),
+                               ("step_completed", {"result": 1})):  # (a batch holds one event a step)
+                for first in range(1, steps + 1, 40):  # (and at most 40)
+                    await world.events.create_batch(run_id, [{"eventType": kind, "correlationId": f"step_{i}",
+                                                              "eventData": data}
+                                                             for i in range(first, min(first + 40, steps + 1))])
+            await world.events.create(run_id, {"eventType": "run_completed", "eventData": {"output": "r" * 100_000}})
+            world.stats.reset()
+            document = await describe_document(Client(world), run_id)
+            assert document["status"] == "completed" and document["steps"]["byStatus"] == {"completed": steps}
+            counts.append(dict(world.stats.requests))
+    assert counts[0] == counts[1] == {"dynamodb.BatchGetItem": 1, "dynamodb.GetItem": 2, "dynamodb.Query": 3}, counts
