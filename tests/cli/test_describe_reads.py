@@ -1,5 +1,6 @@
 """What ``awsworld describe`` reads of a run's steps, log, streams and children
-(``cli.describe.describe_document`` on the memory World, the document the CLI prints): the steps, the log and the
+(``cli.describe.describe_document``, the document the CLI prints; on the memory World, and counted on the AWS
+World): the steps, the log and the
 streams at once (they were read one after another, each waiting for the last); each child's run is read once,
 ``client.client.RUN_READS_AT_ONCE`` at a time, as the run viewer reads them (``client.client.run_views``). Read
 one after another, a run that started 100 children cost 100 round trips in a row (``bench/describe.py`` prints
