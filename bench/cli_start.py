@@ -95,11 +95,12 @@ def import_costs(command: Sequence[str], env: dict[str, str], cwd: Path, top: in
 
 
 @contextmanager
-def running_dev(scratch: Path) -> Iterator[dict[str, str]]:
-    """``awsworld dev`` on the bench's workflow in ``scratch``; yields the environment its ``export`` lines set."""
-    (scratch / f"{MODULE}.py").write_text(textwrap.dedent(WORKFLOWS))
+def running_dev(scratch: Path, source: str = WORKFLOWS, module: str = MODULE) -> Iterator[dict[str, str]]:
+    """``awsworld dev`` on ``source`` (the bench's workflow; ``bench/describe.py`` gives its own) as ``module`` in
+    ``scratch``; yields the environment its ``export`` lines set."""
+    (scratch / f"{module}.py").write_text(textwrap.dedent(source))
     env = clean_env()
-    process = subprocess.Popen([*awsworld_command(), "dev", MODULE, "--state", str(scratch / "state")], cwd=scratch,
+    process = subprocess.Popen([*awsworld_command(), "dev", module, "--state", str(scratch / "state")], cwd=scratch,
                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert process.stdout is not None
     try:

@@ -43,7 +43,7 @@ from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import HEARTBEAT_FIELD, failure_payload, heartbeat_payload
 from ..world.entities import TERMINAL_RUN_STATUSES, ErrorBytes, Hook, Step, error_name_and_message
 from ..world.entities import Run as RunView
-from ..world.errors import HookNotFoundError, RunGoneError, SdkRunError
+from ..world.errors import HookNotFoundError, NotFoundError, RunGoneError, SdkRunError
 from ..world.events import Event
 from ..world.messages import OPERATOR_WAKE, FlowMessage, queue_name_for
 from ..world.pages import RunPage, collect_pages
@@ -242,6 +242,31 @@ def child_runs(run_id: str, steps: Sequence[Step]) -> list[str]:
     """The ids of the child runs ``run_id`` started, in call order, from its steps (``Run.children``, ``awsworld
     describe``): each completed start step names one."""
     return [child_run_id(run_id, s.step_id) for s in steps if s.step_name == START_CHILD and s.status == "completed"]
+
+
+RUN_READS_AT_ONCE = 16
+"""How many runs ``run_views`` reads at the same time (each a metadata-only ``runs.get``: a World has no batch
+read of runs). Read one after another, ``awsworld describe`` of a run that started 100 children made 100 round
+trips in a row (``bench/describe.py`` prints them); the bound keeps a fan-out of thousands from opening thousands
+of requests at once."""
+
+
+async def run_views(world: World, run_ids: Sequence[str]) -> dict[str, RunView | None]:
+    """Each of ``run_ids``' runs without values, by id, ``RUN_READS_AT_ONCE`` reads at a time; None for one no
+    longer stored (``NotFoundError``: its retention ended). Another error is raised: a refused or throttled read
+    is not a status. What ``awsworld describe`` reads its children with and the run viewer its parent and
+    children (``ui/api.py``'s ``linked_statuses``)."""
+    gate = asyncio.Semaphore(RUN_READS_AT_ONCE)
+
+    async def one(run_id: str) -> RunView | None:
+        async with gate:
+            try:
+                return await world.runs.get(run_id, resolve_data="none")
+            except NotFoundError:
+                return None
+
+    unique = list(dict.fromkeys(run_ids))
+    return dict(zip(unique, await asyncio.gather(*(one(run_id) for run_id in unique)), strict=True))
 
 
 def cancel_reason(events: Sequence[Event]) -> str | None:

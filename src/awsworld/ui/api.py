@@ -23,7 +23,7 @@ from .._engine.parking import parked_run, shown_status
 from .._timeline import error_lines, error_part, read_steps, timeline_rows, when
 from .._worker.error_shapes import error_summary
 from ..authoring.durations import parse_duration
-from ..client.client import Client, cancel_reason
+from ..client.client import Client, cancel_reason, run_views
 from ..client.limits import limit_waits, queued_runs
 from ..client.waits import waiting_on, with_limits
 from ..schedules.info import schedule_json
@@ -111,19 +111,12 @@ async def list_runs(ui: UIState, params: Mapping[str, str], *, limit: int) -> tu
 
 async def linked_statuses(ui: UIState, run: Run, children: list[str]) -> dict[str, str]:
     """The status of ``run``'s parent and of its first ``LINKED_STATUSES`` children, by run id (``not found``
-    for a run no longer stored: its retention ended)."""
+    for a run no longer stored: its retention ended), read as ``awsworld describe`` reads its children
+    (``client.client.run_views``)."""
     parent = parent_of(run)
     ids = ([parent] if parent else []) + children[:LINKED_STATUSES]
-    found = await asyncio.gather(*(ui.world.runs.get(i, resolve_data="none") for i in ids), return_exceptions=True)
-    statuses: dict[str, str] = {}
-    for run_id, view in zip(ids, found, strict=True):
-        if isinstance(view, NotFoundError):
-            statuses[run_id] = "not found"
-        elif isinstance(view, BaseException):
-            raise view
-        else:
-            statuses[run_id] = view.status
-    return statuses
+    return {run_id: view.status if view is not None else "not found"
+            for run_id, view in (await run_views(ui.world, ids)).items()}
 
 
 def _parked(run: Run) -> dict[str, Any] | None:
