@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from awsworld import Concurrency, RateLimit, RetryPolicy, create_hook, step, workflow
+from awsworld import Concurrency, RateLimit, RetryPolicy, Run, create_hook, step, workflow
 from awsworld._worker import step_limits
 from awsworld._worker.delivery import BACKOFF_ENV
 from awsworld._worker.limiter import Limiter
@@ -394,10 +394,9 @@ async def test_a_second_message_for_a_running_step_leaves_its_slot_held(e2e: E2E
     assert all(not p.holders and p.waiting == 0 for p in await limiter.pools("step:steplimits.held"))
 
 
-async def test_a_run_cancelled_while_its_step_waits_for_a_slot_leaves_no_waiter(e2e: E2E) -> None:
-    """A run that ends (here cancelled) while its limited step waits for a slot takes that waiter out in its
-    end's tidy (``step_limits.free_run_steps``): ``client.limits`` shows no waiter, and the slot the running
-    step gives back is granted to nobody (the cancelled run's body never runs)."""
+async def _second_waits_behind_first(e2e: E2E) -> tuple[Run, Run, Limiter]:
+    """Two runs of ``holding``: the first's step holds the limit's one slot (its body held open until
+    ``HELD_OPEN["gate"]``), the second's waits for it. The runs and a limiter to read the pool with."""
     reset()
     HELD_OPEN["gate"] = asyncio.Event()
     limiter = Limiter(e2e.world)
@@ -413,6 +412,14 @@ async def test_a_run_cancelled_while_its_step_waits_for_a_slot_leaves_no_waiter(
         return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
 
     await until(waiting, "the second run's step never waited for the slot")
+    return first, second, limiter
+
+
+async def test_a_run_cancelled_while_its_step_waits_for_a_slot_leaves_no_waiter(e2e: E2E) -> None:
+    """A run that ends (here cancelled) while its limited step waits for a slot takes that waiter out in its
+    end's tidy (``step_limits.free_run_steps``): ``client.limits`` shows no waiter, and the slot the running
+    step gives back is granted to nobody (the cancelled run's body never runs)."""
+    first, second, limiter = await _second_waits_behind_first(e2e)
     await e2e.client.cancel(second.run_id)
 
     async def withdrawn() -> bool:
@@ -979,21 +986,7 @@ async def test_a_cancelled_runs_running_step_keeps_its_slot_until_its_body_has_s
     for as long as a body that never awaits runs). The slot goes when the body has stopped (its delivery gives it
     back), or when its lease passes if its container died."""
     monkeypatch.setenv("AWSWORLD_STEP_CHECK_SECONDS", "0.5")
-    reset()
-    HELD_OPEN["gate"] = asyncio.Event()
-    limiter = Limiter(e2e.world)
-    first = await e2e.start(holding, 1)
-
-    async def running() -> bool:
-        return INSIDE["held"] == 1
-
-    await until(running, "the first run's step never ran")
-    second = await e2e.start(holding, 2)
-
-    async def waiting() -> bool:
-        return any(p.waiting for p in await limiter.pools("step:steplimits.held"))
-
-    await until(waiting, "the second run's step never waited for the slot")
+    first, second, limiter = await _second_waits_behind_first(e2e)
     await e2e.client.cancel(first.run_id)
     assert await first.status() == "cancelled"
 
