@@ -231,3 +231,28 @@ def test_catchup_all_without_allow_all_is_refused_in_the_clis_own_flags(tmp_path
         "run side by side); with --overlap buffer_one the first missed tick's run would turn the others away, and "
         "only the oldest would run. Give --overlap allow_all, or --catchup latest (the default: the most recent "
         "missed tick only) (hint: see `awsworld schedules create --help`)"), done.stderr
+
+
+@pytest.mark.parametrize(("flags", "said"), [
+    (["--every", "15m", "--catchup-window", "10s"], "--catchup-window must be at least 60 s (a tick may be noticed "
+                                                    "up to a minute late), got 10 s"),
+    (["--every", "15m", "--timezone", "Europe/Berlin"], "--every is absolute (UTC): for local wall-clock times use "
+                                                        "a cron expression (--cron) with --timezone"),
+    (["--every", "15m", "--offset", "1.5s"], "--offset must be whole seconds, got 1.5 s"),
+])
+def test_schedule_refusals_name_the_clis_flags(tmp_path: Path, flags: list[str], said: str) -> None:
+    """``Schedule``'s other refusals spoke Python from ``awsworld schedules create`` too (``catchup_window must be
+    at least 60 s`` where the flag is ``--catchup-window``): its rules (schedules/model.py, ``spec_of``,
+    ``window_of``) are spelled by their caller, as ``catchup_refusal`` is. ``Schedule(...)`` keeps its keywords."""
+    import subprocess
+    import sys
+
+    from awsworld import Schedule
+
+    done = subprocess.run([sys.executable, "-m", "awsworld.cli", "schedules", "create", "s1", "some.flow", *flags],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert (done.returncode, done.stdout) == (2, ""), done
+    assert done.stderr.strip() == f"awsworld schedules: {said} (hint: see `awsworld schedules create --help`)", \
+        done.stderr
+    with pytest.raises(ValueError, match="^catchup_window must be at least 60 s"):
+        Schedule(every="15m", catchup_window="10s")

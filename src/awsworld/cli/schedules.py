@@ -198,7 +198,7 @@ def _run(args: argparse.Namespace, work: Any) -> int:
 
 
 def _create(args: argparse.Namespace) -> int:
-    from ..schedules.model import Schedule, catchup_refusal
+    from ..schedules.model import Schedule, catchup_refusal, spec_of, window_of
 
     positional = parse_json(args.args, "--args")
     keywords = {} if args.kwargs is None else parse_json(args.kwargs, "--kwargs")
@@ -206,11 +206,14 @@ def _create(args: argparse.Namespace) -> int:
         raise usage("--args takes a JSON array", "e.g. --args '[\"eu\", 3]'")
     if not isinstance(keywords, dict):
         raise usage("--kwargs takes a JSON object", "e.g. --kwargs '{\"region\": \"eu\"}'")
-    refused = catchup_refusal(args.catchup, args.overlap, lambda name, value: f"--{name} {value}")
+    refused = catchup_refusal(args.catchup, args.overlap, flag)
     if refused is not None:  # (``Schedule`` refuses it too, in its own spelling: ``overlap='allow_all'``)
         raise usage(refused, "see `awsworld schedules create --help`")
-    try:
-        schedule = Schedule(cron=args.cron, every=args.every, offset=0 if args.offset is None else args.offset,
+    offset = 0 if args.offset is None else args.offset
+    try:  # the rules ``Schedule`` checks, spelled in this command's flags (``--catchup-window``, not catchup_window)
+        spec_of(args.cron, args.every, offset, args.timezone, flag)
+        window_of(args.catchup_window, flag)
+        schedule = Schedule(cron=args.cron, every=args.every, offset=offset,
                             timezone=args.timezone, args=positional, kwargs=keywords, overlap=args.overlap,
                             catchup=args.catchup, catchup_window=args.catchup_window)
     except (TypeError, ValueError) as error:
@@ -224,6 +227,13 @@ def _create(args: argparse.Namespace) -> int:
             raise usage(str(error), "--args and --kwargs are the workflow's parameters") from None
 
     return _run(args, work)
+
+
+def flag(name: str, value: str | None = None, /) -> str:
+    """An option as ``schedules create`` takes it (``--catchup-window``, ``--overlap allow_all``): how the
+    rules of schedules/model.py spell the options they name when this command calls them."""
+    option = "--" + name.replace("_", "-")
+    return option if value is None else f"{option} {value}"
 
 
 def _list(args: argparse.Namespace) -> int:

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ..authoring.durations import Duration, seconds
 from ..durable import serde
@@ -34,13 +34,20 @@ from ..world.schedules import (
 from .policies import CATCHUPS, OVERLAPS, Catchup, Overlap
 
 
-def python_option(name: str, value: str) -> str:
-    """An option as ``Schedule(...)`` takes it (``overlap='allow_all'``): how a refusal spells the options it names
-    (the CLI passes its own, ``--overlap allow_all``)."""
-    return f"{name}={value!r}"
+class Spell(Protocol):
+    """How a refusal names an option it speaks of, as the user wrote it: ``Schedule(...)``'s keywords
+    (``python_option``) or ``awsworld schedules create``'s flags (cli/schedules.py, ``flag``). A rule is written
+    once, here, and spelled by its caller."""
+
+    def __call__(self, name: str, value: str | None = None, /) -> str: ...
 
 
-def catchup_refusal(catchup: str, overlap: str, spell: Callable[[str, str], str] = python_option) -> str | None:
+def python_option(name: str, value: str | None = None, /) -> str:
+    """An option as ``Schedule(...)`` takes it: ``overlap='allow_all'``, or the keyword alone (``catchup_window``)."""
+    return name if value is None else f"{name}={value!r}"
+
+
+def catchup_refusal(catchup: str, overlap: str, spell: Spell = python_option) -> str | None:
     """Why ``catchup`` and ``overlap`` cannot go together (None: they can), with the way out, spelled by ``spell``
     as the user wrote them (``Schedule(...)``, or ``awsworld schedules create``'s flags).
 
@@ -53,6 +60,54 @@ def catchup_refusal(catchup: str, overlap: str, spell: Callable[[str, str], str]
             f"(they run side by side); with {spell('overlap', overlap)} the first missed tick's run would turn the "
             f"others away, and only the oldest would run. Give {spell('overlap', 'allow_all')}, or "
             f"{spell('catchup', 'latest')} (the default: the most recent missed tick only)")
+
+
+def spec_of(cron: str | None, every: Duration | None, offset: Duration, timezone: str,
+            spell: Spell = python_option) -> Spec:
+    """When a schedule fires, its options checked (``ValueError``, spelled by ``spell``): exactly one of ``cron``
+    and ``every``; ``every`` whole seconds, at least a minute, in UTC; ``offset`` shorter than it, and only with it.
+    The cron expression and the time zone themselves are ``timing.check``'s (world/schedule_timing.py)."""
+    if (cron is None) == (every is None):
+        raise ValueError(f"a schedule takes {spell('cron', '...')} or {spell('every', '...')}, exactly one of them")
+    if cron is not None:
+        if offset:
+            raise ValueError(f"{spell('offset')} applies to {spell('every')}, not to a cron expression "
+                             f"({spell('cron')})")
+        return Spec(cron=" ".join(cron.split()), timezone=timezone)
+    interval = whole_seconds(every, "every", spell)
+    if interval < MIN_INTERVAL_SECONDS:
+        raise ValueError(f"{spell('every')} must be at least {MIN_INTERVAL_SECONDS} s (schedules are evaluated once "
+                         f"a minute), got {interval} s")
+    shift = whole_seconds(offset, "offset", spell)
+    if shift >= interval:
+        raise ValueError(f"{spell('offset')} ({shift} s) must be shorter than {spell('every')} ({interval} s)")
+    if timezone != "UTC":
+        raise ValueError(f"{spell('every')} is absolute (UTC): for local wall-clock times use a cron expression "
+                         f"({spell('cron')}) with {spell('timezone')}")
+    return Spec(every=interval, offset=shift)
+
+
+def window_of(catchup_window: Duration | None, spell: Spell = python_option) -> int | None:
+    """The catch-up window in whole seconds (None: no window), at least ``MIN_CATCHUP_WINDOW_SECONDS``
+    (``ValueError``, spelled by ``spell``)."""
+    if catchup_window is None:
+        return None
+    window = whole_seconds(catchup_window, "catchup_window", spell)
+    if window < MIN_CATCHUP_WINDOW_SECONDS:
+        raise ValueError(f"{spell('catchup_window')} must be at least {MIN_CATCHUP_WINDOW_SECONDS} s (a tick may be "
+                         f"noticed up to a minute late), got {window} s")
+    return window
+
+
+def whole_seconds(value: Duration | None, name: str, spell: Spell = python_option) -> int:
+    """``value`` (option ``name``) as whole seconds: the duration parser's refusals name the option as ``spell``
+    writes it, too."""
+    if value is None:
+        raise ValueError(f"{spell(name)} is required")
+    total = seconds(value, what=spell(name))
+    if total != int(total):
+        raise ValueError(f"{spell(name)} must be whole seconds, got {total} s")
+    return int(total)
 
 
 @dataclass(frozen=True)
@@ -76,8 +131,6 @@ class Schedule:
     id: str | None = None
 
     def __post_init__(self) -> None:
-        if (self.cron is None) == (self.every is None):
-            raise ValueError("a Schedule takes cron='...' or every='...', exactly one of them")
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap must be one of {', '.join(OVERLAPS)}, got {self.overlap!r}")
         if self.catchup not in CATCHUPS:
@@ -96,30 +149,10 @@ class Schedule:
         self.input_text()
 
     def spec(self) -> Spec:
-        if self.cron is not None:
-            if self.offset:
-                raise ValueError("offset applies to every=..., not to a cron expression")
-            return Spec(cron=" ".join(self.cron.split()), timezone=self.timezone)
-        every = _whole_seconds(self.every, "every")
-        if every < MIN_INTERVAL_SECONDS:
-            raise ValueError(f"every must be at least {MIN_INTERVAL_SECONDS} s (schedules are evaluated once a "
-                             f"minute), got {every} s")
-        offset = _whole_seconds(self.offset, "offset")
-        if offset >= every:
-            raise ValueError(f"offset ({offset} s) must be shorter than every ({every} s)")
-        if self.timezone != "UTC":
-            raise ValueError("every=... is absolute (UTC): for local wall-clock times use a cron expression with "
-                             "timezone=")
-        return Spec(every=every, offset=offset)
+        return spec_of(self.cron, self.every, self.offset, self.timezone)
 
     def window_seconds(self) -> int | None:
-        if self.catchup_window is None:
-            return None
-        window = _whole_seconds(self.catchup_window, "catchup_window")
-        if window < MIN_CATCHUP_WINDOW_SECONDS:
-            raise ValueError(f"catchup_window must be at least {MIN_CATCHUP_WINDOW_SECONDS} s (a tick may be "
-                             f"noticed up to a minute late), got {window} s")
-        return window
+        return window_of(self.catchup_window)
 
     def input_text(self) -> str:
         """The runs' arguments as stored: serialized once, here (a value that cannot be is a ``TypeError`` now,
@@ -151,11 +184,3 @@ def declaration_hash(workflow_name: str, spec: Spec, text: str, overlap: str, ca
                             catchup, window], separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
-
-def _whole_seconds(value: Duration | None, what: str) -> int:
-    if value is None:
-        raise ValueError(f"{what} is required")
-    total = seconds(value, what=what)
-    if total != int(total):
-        raise ValueError(f"{what} must be whole seconds, got {total} s")
-    return int(total)
