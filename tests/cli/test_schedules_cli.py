@@ -82,7 +82,7 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     wrong = dev("schedules", "create", "wrong", "clitest.report", "--every", "1h", "--args", '["eu", 1, 2]')
     assert "report" in wrong.one_line_error(2), "the arguments are checked against the workflow (AWSWORLD_MODULES)"
     offset = dev("schedules", "create", "offset", "clitest.report", "--cron", "0 2 * * *", "--offset", "5m")
-    assert "offset applies to every" in offset.one_line_error(2), "not dropped in silence"
+    assert "--offset applies to --every" in offset.one_line_error(2), "not dropped in silence"
     every = dev("schedules", "create", "every", "clitest.report", "--every", "1h", "--args", '["eu"]',
                 "--catchup", "all")
     assert "needs --overlap allow_all" in every.one_line_error(2), "only the oldest missed tick would have run"
