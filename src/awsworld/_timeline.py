@@ -23,6 +23,7 @@ from ._engine.time_scale import recorded_factor
 from ._worker.error_shapes import error_details, error_summary, failed_in, let_through
 from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
+from .authoring.errors import UNKNOWN_WORKFLOW
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
 from .world.entities import Step
 from .world.events import Event
@@ -178,11 +179,25 @@ def error_lines(error: Any) -> list[str]:
     return lines
 
 
-def rerun_hint(run_id: str) -> str:
+def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id: str | None = None) -> str:
     """What ends a failed run's story, as ``awsworld describe`` and the run viewer say it: a failed run is final
-    (``awsworld wake`` refuses it), and the way on is a new run with its input (docs/how-to/errors.md)."""
-    return (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this input, "
-            "on the newest code (every step runs again)")
+    (``awsworld wake`` refuses it), and the way on is a new run with its input (docs/how-to/errors.md).
+
+    Not for a run that failed with ``UNKNOWN_WORKFLOW`` (its workflow renamed, or its module no longer deployed):
+    a rerun starts the same name again and fails the same way, so the hint says what does work: code of that name
+    back, else the new name, and for a run a schedule started (``schedule_id``), the schedule, which names the
+    workflow and goes on starting runs of it (``schedules.info.unknown_workflow_schedule_note``)."""
+    if code != UNKNOWN_WORKFLOW:
+        return (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this "
+                "input, on the newest code (every step runs again)")
+    back = (f"no deployment registered {workflow!r}, so a rerun fails the same way until code of that name is "
+            f"deployed again (then `awsworld rerun {run_id}`)")
+    if schedule_id is not None:
+        return (f"{back}; if the workflow was renamed, schedule {schedule_id} still names the old name: create it on "
+                f"the new one (`awsworld schedules delete {schedule_id}`, then `awsworld schedules create "
+                f"{schedule_id} NEW_NAME ...`) and `awsworld schedules backfill {schedule_id}` the ticks it missed")
+    return (f"{back}; if the workflow was renamed, start the new name with the same arguments "
+            "(`awsworld start NEW_NAME '[...]'`)")
 
 
 def error_part(error: Any, code: str | None) -> dict[str, Any]:

@@ -254,5 +254,5 @@ def test_schedule_refusals_name_the_clis_flags(tmp_path: Path, flags: list[str],
     assert (done.returncode, done.stdout) == (2, ""), done
     assert done.stderr.strip() == f"awsworld schedules: {said} (hint: see `awsworld schedules create --help`)", \
         done.stderr
-    with pytest.raises(ValueError, match="^catchup_window must be at least 60 s"):
+    with pytest.raises(ValueError, match=r"^catchup_window must be at least 60 s"):
         Schedule(every="15m", catchup_window="10s")

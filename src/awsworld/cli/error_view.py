@@ -39,4 +39,6 @@ def print_error_part(document: dict[str, Any]) -> None:
         for line in lines:
             print(f"  {line}")
     if document.get("status") == "failed":
-        print(f"re-run    {rerun_hint(document['runId'])}")
+        schedule = document.get("schedule") or {}  # (a run a schedule started: its hint names the schedule)
+        hint = rerun_hint(document["runId"], document["workflow"], document.get("errorCode"), schedule.get("id"))
+        print(f"re-run    {hint}")

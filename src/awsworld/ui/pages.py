@@ -19,7 +19,7 @@ from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_o
 from .._timeline import Row, error_lines, rerun_hint
 from .._worker.error_shapes import error_brief, error_summary
 from ..client.limits import queued_text
-from ..schedules.info import schedule_label
+from ..schedules.info import schedule_json, schedule_label
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
 from .model import QUEUED, Lane, Picture, parent_of
@@ -357,7 +357,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
     if run.status == "failed":
-        facts.append(("re-run", esc(rerun_hint(run.run_id))))
+        scheduled = schedule_json(run.execution_context) or {}
+        facts.append(("re-run", esc(rerun_hint(run.run_id, run.workflow_name, run.error_code, scheduled.get("id")))))
     for line in waits_on:  # (describe's "waits on" lines: one implementation, client/waits.py)
         facts.append(("waits on", esc(line)))
     if parent:
