@@ -191,13 +191,13 @@ def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id:
         return (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this "
                 "input, on the newest code (every step runs again)")
     back = (f"no deployment registered {workflow!r}, so a rerun fails the same way until code of that name is "
-            f"deployed again (then `awsworld rerun {run_id}`)")
-    if schedule_id is not None:
-        return (f"{back}; if the workflow was renamed, schedule {schedule_id} still names the old name: create it on "
-                f"the new one (`awsworld schedules delete {schedule_id}`, then `awsworld schedules create "
-                f"{schedule_id} NEW_NAME ...`) and `awsworld schedules backfill {schedule_id}` the ticks it missed")
-    return (f"{back}; if the workflow was renamed, start the new name with the same arguments "
-            "(`awsworld start NEW_NAME '[...]'`)")
+            f"deployed again (then `awsworld rerun {run_id}`); if the workflow was renamed, start the new name with "
+            "the same arguments (`awsworld start NEW_NAME '[...]'`)")
+    if schedule_id is None:
+        return back
+    # (Not a backfill of the tick: a schedule's tick has one run id, this failed run's, so it would start nothing.)
+    return (f"{back}, and create schedule {schedule_id} on it: it still names the old one "
+            f"(`awsworld schedules delete {schedule_id}`, then `awsworld schedules create {schedule_id} NEW_NAME ...`)")
 
 
 def error_part(error: Any, code: str | None) -> dict[str, Any]:

@@ -468,3 +468,42 @@ async def test_a_scheduled_run_of_a_workflow_no_deployment_registers_names_the_s
             f"; schedule 'hourly-gone' started this run and starts one of {gone!r} at each tick: pause or delete it "
             "(`awsworld schedules pause hourly-gone`, `awsworld schedules delete hourly-gone`), and if the workflow "
             "was renamed, create the schedule on its new name"), message
+
+
+async def test_describe_and_the_run_viewer_say_what_works_for_a_run_whose_workflow_is_gone(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """``awsworld describe`` and the run viewer ended a run that failed with ``UNKNOWN_WORKFLOW`` with "once the
+    cause is fixed, `awsworld rerun RUN`": a rerun starts the same name again and fails the same way. They now say
+    so, and what works: code of that name back, else the new name (for a run a schedule started, the schedule,
+    which still names the old one). A run of a workflow that exists keeps the rerun hint (tests/cli/test_cli.py)."""
+    import httpx
+
+    from awsworld.cli.describe import _print_description, describe_document
+    from awsworld.ui import create_app
+
+    gone = "tests.schedules.app.renamed_away"
+    async with WorkflowTestEnv(start_time=START) as env:
+        client = Client(env.world)
+        await client.schedules.create("hourly-gone", gone, Schedule(every="1h", args=("x",)))
+        started = await client.start(gone, "y")  # not a schedule's: a script's, of a name no longer deployed
+        await env.sleep("1h")  # the 01:00 tick starts a run
+        await env.client.schedules.pause("hourly-gone")
+        await env.sleep("1h")  # past the unknown-workflow window (15 minutes from the run's creation)
+        [scheduled] = await scheduled_runs(env.world, "hourly-gone")
+        said = {}
+        for run_id in (scheduled.run_id, started.run_id):
+            view = await env.world.runs.get(run_id)
+            assert (view.status, view.error_code) == ("failed", "UNKNOWN_WORKFLOW"), view
+            _print_description(await describe_document(client, run_id))
+            [said[run_id]] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("re-run ")]
+            app = create_app(env.world)
+            async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
+                page = (await http.get(f"/runs/{run_id}")).text
+            assert said[run_id].removeprefix("re-run    ").replace("'", "&#x27;") in page, "the viewer says the same"
+    back = (f"re-run    no deployment registered {gone!r}, so a rerun fails the same way until code of that name is "
+            "deployed again (then `awsworld rerun {}`); if the workflow was renamed, start the new name with the same "
+            "arguments (`awsworld start NEW_NAME '[...]'`)")
+    assert said[started.run_id] == back.format(started.run_id)
+    assert said[scheduled.run_id] == back.format(scheduled.run_id) + (
+        ", and create schedule hourly-gone on it: it still names the old one (`awsworld schedules delete "
+        "hourly-gone`, then `awsworld schedules create hourly-gone NEW_NAME ...`)")
