@@ -109,6 +109,11 @@ async def trickled(n: int) -> int:
 @workflow(name="clitest.trickle")
 async def trickle(n: int) -> int:
     return await trickled(n)
+
+
+@step(name="clitest.plain")
+async def plain(n: int) -> int:  # (no limit: `limits describe step:clitest.plain` says so)
+    return n
 '''
 LIMIT = "workflow:clitest.per_customer"
 
@@ -226,6 +231,21 @@ def test_a_typo_in_a_limit_name_names_the_limit_meant(dev: Dev) -> None:
                "that name; did you mean " in refused, refused
         meant = "step:clitest.rated" if command[0] == "pause" else LIMIT
         assert f"did you mean {meant!r}" in refused, refused
+
+
+def test_a_step_or_workflow_that_declares_no_limit_says_so(dev: Dev) -> None:
+    """``limits describe step:X`` of a step whose code declares no limit answered with the nearest limits ("the code
+    here declares none by that name; did you mean 'step:clitest.rated'?"), which read as a typo in a right name. It
+    says the step declares none, and what declares one; the same for a workflow, and for ``limits set``."""
+    for name, takes in (("step:clitest.plain", "@step(concurrency=..., rate=...)"),
+                        ("workflow:clitest.call_rated", "@workflow(concurrency=...)")):
+        kind, owner = name.split(":")
+        for command in (("describe", name), ("set", name, "--concurrency", "2")):
+            said = dev("limits", *command).one_line_error(1)
+            assert f"{kind} {owner!r} declares no limit in the code here, so there is no limit {name!r} to describe " \
+                   f"or change: a limit is declared in its code, {takes}" in said, said
+            assert "did you mean" not in said, said
+    assert name not in dev("limits", "list", "--all").out, "nothing was stored"
 
 
 def test_a_change_the_code_would_not_apply_is_refused_and_a_renamed_limit_is_named(dev: Dev) -> None:

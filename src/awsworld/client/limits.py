@@ -26,7 +26,7 @@ from .._timeline import deadline_text
 from .._worker.limiter import Limiter, limiters_of
 from .._worker.run_limits import RunSlot, limit_key_text, recorded_slot
 from .._worker.step_limits import LIMIT_FIELD
-from ..authoring.definitions import StepDef, WorkflowDef, did_you_mean, nearest
+from ..authoring.definitions import REGISTRY, StepDef, WorkflowDef, did_you_mean, nearest
 from ..authoring.limits import declared, declared_names, keyed, limits_runs, named_as
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -134,6 +134,7 @@ class LimitsClient:
         if not pools:
             if spec is None:
                 _named_otherwise(name)
+                _declares_none(name)
                 raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and "
                                          f"{await self._unknown(name)}")
             return LimitView(name, spec, spec.total, [], declared=True)
@@ -238,6 +239,7 @@ class LimitsClient:
         if spec is None and not any(p.pool == pool_key for p in pools):
             if not pools:
                 _named_otherwise(name)
+                _declares_none(name)
                 raise LimitNotFoundError(f"no limit {name!r} is stored (nothing has used it yet), and "
                                          f"{await self._unknown(name)}")
             raise LimitNotFoundError(f"no limit {name!r} is stored for key {key!r}: name its @workflow or @step "
@@ -264,6 +266,19 @@ def _named_otherwise(name: str) -> None:
     if actual is not None:
         raise LimitNotFoundError(f"{name.replace(':', ' ', 1)}'s limit is named {actual!r} (its name=): name "
                                  f"{actual!r} instead of {name!r}")
+
+
+def _declares_none(name: str) -> None:
+    """``LimitNotFoundError`` saying so when ``name`` is the default name of a workflow or step the code here
+    registers without a limit (``step:shop.fetch`` for a plain ``@step``): it was answered with the nearest limits
+    (``did you mean 'step:shop.fetchall'``), which read as a typo in a name that was right."""
+    kind, _, owner = name.partition(":")
+    registered = REGISTRY.steps if kind == "step" else REGISTRY.workflows if kind == "workflow" else {}
+    if owner not in registered:
+        return
+    takes = "concurrency=..., rate=..." if kind == "step" else "concurrency=..."
+    raise LimitNotFoundError(f"{kind} {owner!r} declares no limit in the code here, so there is no limit {name!r} "
+                             f"to describe or change: a limit is declared in its code, @{kind}({takes})")
 
 
 def _stored_keys(pools: list[Pool]) -> set[str]:
