@@ -4,11 +4,12 @@ it; in memory and on ``LocalAWS``."""
 
 from __future__ import annotations
 
+import sys
 import uuid
 
 import pytest
 
-from awsworld import WorkflowRunCancelledError, create_hook, workflow
+from awsworld import WorkflowRunCancelledError, create_hook, sleep, step, workflow
 from awsworld.client.client import Client
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
@@ -66,3 +67,54 @@ async def test_a_reason_over_512_characters_is_refused(awsworld_env: WorkflowTes
 async def test_cancel_records_its_reason_on_local_aws(local: LocalAWS) -> None:
     assert local.client is not None
     await cancel_and_check(local.client, "duplicate order")
+
+
+FINALLY_SEEN: dict[str, list[str]] = {}
+UNDONE: dict[str, int] = {}
+
+
+@step
+async def undo(tag: str) -> None:
+    UNDONE[tag] = UNDONE.get(tag, 0) + 1
+
+
+@workflow
+async def cleans_up_in_finally(tag: str) -> str:
+    try:
+        await sleep("10s")
+        await sleep("10s")
+        return "done"
+    except Exception:
+        FINALLY_SEEN.setdefault(tag, []).append("except Exception")
+        raise
+    finally:
+        FINALLY_SEEN.setdefault(tag, []).append(type(sys.exc_info()[1]).__name__)
+        await undo(tag)
+
+
+async def test_a_cancel_runs_a_finally_but_nothing_it_calls(awsworld_env: WorkflowTestEnv) -> None:
+    """As docs/how-to/saga.md and docs/concepts/determinism.md say: the cancel closes the replay, so the body's
+    ``finally`` runs with ``CancelledError`` (not its ``except Exception``), and the step it calls is neither run
+    nor recorded: a cancel does not compensate."""
+    tag = uuid.uuid4().hex
+    run = await awsworld_env.client.start(cleans_up_in_finally, tag)
+    await awsworld_env.sleep("5s")
+    await awsworld_env.client.cancel(run.run_id)
+    await awsworld_env.sleep("1m")
+    assert FINALLY_SEEN[tag] == ["CancelledError"]
+    assert tag not in UNDONE
+    assert [e.event_type for e in await run.events()][-1] == "run_cancelled"
+    assert not [s for s in await run.steps()]
+
+
+async def test_a_closed_replay_runs_a_finally_again_and_records_its_calls_once(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """A process that keeps no replay (short of memory) closes it after every delivery: the ``finally`` runs at each
+    close, but only the run's real end records (and runs) its step."""
+    awsworld_env.worker.settings.kept.max_events = 0
+    tag = uuid.uuid4().hex
+    run = await awsworld_env.client.start(cleans_up_in_finally, tag)
+    assert await run.result() == "done"
+    assert FINALLY_SEEN[tag] == ["CancelledError", "CancelledError", "NoneType"]
+    assert UNDONE[tag] == 1
+    assert [s.status for s in await run.steps()] == ["completed"]

@@ -12,9 +12,10 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from awsworld import PollTimeoutError, StepError, poll_until, sleep, step, workflow
+from awsworld import PollTimeoutError, StepError, WorkflowRunFailedError, poll_until, sleep, step, workflow
 from awsworld.local import LocalAWS
 from awsworld.testing import WorkflowTestEnv
+from awsworld.world import StructuredError
 from awsworld.world.events import Event
 
 CALLS: Counter[str] = Counter()
@@ -148,6 +149,25 @@ async def test_an_error_from_the_predicate_fails_the_poll(awsworld_env: Workflow
     run = await awsworld_env.client.start(bad_predicate, tag)
     assert await run.result() == "FatalError"
     assert CALLS[tag] == 1
+
+
+@workflow
+async def predicate_bug(tag: str) -> None:
+    await poll_until(job_status, tag, predicate=lambda s: bool(s["no such key"]), interval="1s")
+
+
+async def test_the_predicates_error_shows_the_users_line_not_awsworlds_runner(awsworld_env: WorkflowTestEnv) -> None:
+    """Before, the stored traceback went on after the predicate's ``KeyError`` with the frames of awsworld's step
+    runner (``step_runner.py``, ``_attempt``, ``_accepts``) that raised the ``FatalError`` about it."""
+    run = await awsworld_env.client.start(predicate_bug, uuid.uuid4().hex)
+    with pytest.raises(WorkflowRunFailedError):
+        await run.result()
+    [poll] = await run.steps()
+    assert isinstance(poll.error, StructuredError)
+    stack = poll.error.stack or ""
+    assert 'predicate=lambda s: bool(s["no such key"])' in stack  # the user's line that raised
+    assert "FatalError: the predicate of poll_until" in stack
+    assert "awsworld/_worker" not in stack and "step_runner" not in stack, stack
 
 
 # ----------------------------------------------------------------------------------------- beside other steps

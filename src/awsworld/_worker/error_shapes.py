@@ -215,11 +215,13 @@ def _module_of(report: traceback.TracebackException) -> str:
 def user_frames(frames: list[traceback.FrameSummary], *, raised_by_us: bool = False) -> list[traceback.FrameSummary]:
     """The frames from the first one outside awsworld and asyncio on, with awsworld's frames after the last
     user frame collapsed to the last of them (where the error was raised), or dropped for an error of awsworld's
-    own (a ``StepError``: the user's line that awaited the step is what matters). All of them when none is the
-    user's."""
+    own (a ``StepError``: the user's line that awaited the step is what matters). When none is the user's: all of
+    them for an error awsworld did not raise (a bug of its own shows where), none for one it raised about the
+    user's code (the ``FatalError`` that a poll's predicate raised, ``step_runner._accepts``: its cause, chained
+    before it, holds the user's line; the runner's frames that ran the body are noise there)."""
     users = [i for i, frame in enumerate(frames) if not _internal(frame.filename)]
     if not users:
-        return frames
+        return [] if raised_by_us else frames
     first, last = users[0], users[-1]
     return frames[first:last + 1] + ([] if raised_by_us else frames[last + 1:][-1:])
 
