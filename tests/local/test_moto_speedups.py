@@ -49,6 +49,8 @@ def test_installed_on_the_pinned_moto(moto_server: MotoServer) -> None:
     assert UpdateExpressionParser.make.__func__ is not originals["UpdateExpressionParser.make"]  # type: ignore[attr-defined]
     assert (SQSBackend.is_message_valid_based_on_retention_period
             is moto_speedups.is_message_valid_based_on_retention_period)
+    from moto.sqs.models import Queue
+    assert Queue.wait_for_messages is moto_speedups.wait_for_messages  # type: ignore[comparison-overlap]
     # Same answers as moto's own functions.
     assert list(backends.list_of_moto_modules()) == list(originals["list_of_moto_modules"]())
     from moto.dynamodb.responses import DynamoHandler
@@ -162,3 +164,29 @@ def test_attribute_values_come_back_as_stored_without_a_walk_of_their_members(
     assert ddb.get_item(TableName=name, Key={"pk": {"S": "plain"}}, ConsistentRead=True)["Item"] == {
         "pk": {"S": "plain"}, **plain}
     assert walked == [], "written as they are"
+
+
+def test_a_long_poll_waits_until_a_kept_back_message_falls_due_not_its_next_second(moto_server: MotoServer) -> None:
+    """moto's long poll wakes on sends only, a second at a time: a delayed message (every ``sleep`` under ``dev``)
+    reached a waiting ``ReceiveMessage`` up to a second late (0.12 to 0.92 s for a 1 s delay). The wait now ends
+    when the first message kept back (by its delay, or a receive's visibility timeout) falls due: here, what that
+    wait is, read from the queue's messages as the server holds them."""
+    from moto.sqs.models import sqs_backends
+
+    sqs = aws(moto_server, "sqs")
+    name = f"speedups-{uuid.uuid4().hex[:10]}"
+    url = sqs.create_queue(QueueName=name)["QueueUrl"]
+    try:
+        queue = next(backend.queues[name] for account in sqs_backends.values() for backend in account.values()
+                     if name in backend.queues)
+        assert moto_speedups.until_due(queue._messages, 20) == 20  # nothing kept back: the poll's own second
+        sqs.send_message(QueueUrl=url, MessageBody="later", DelaySeconds=30)
+        assert moto_speedups.until_due(queue._messages, 20) == 20  # due after the wait's end
+        sqs.send_message(QueueUrl=url, MessageBody="soon", DelaySeconds=2)
+        assert 1.5 < moto_speedups.until_due(queue._messages, 20) <= 2.001  # (the old wait: 20, woken each second)
+        sqs.send_message(QueueUrl=url, MessageBody="now")
+        [received] = sqs.receive_message(QueueUrl=url, WaitTimeSeconds=0, VisibilityTimeout=1)["Messages"]
+        assert received["Body"] == "now"
+        assert 0.5 < moto_speedups.until_due(queue._messages, 20) <= 1.001  # in flight: back when its timeout ends
+    finally:
+        sqs.delete_queue(QueueUrl=url)

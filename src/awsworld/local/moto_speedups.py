@@ -29,6 +29,13 @@ changes while the process runs, or work done for an answer nobody reads:
   value is written as it is (what the walk writes for it); a binary, set, map or list still takes moto's walk
   (a map's and a list's members come back here one by one).
 
+* SQS's long poll (``ReceiveMessage`` with ``WaitTimeSeconds``) waits on a condition that only a send notifies,
+  a second at a time, so a message whose delay or visibility timeout ran out while it waited was handed out at
+  the wait's next second: up to a second late, by the phase of the receive (0.12 to 0.92 s late for a 1 s delay,
+  received from 0.1 to 0.9 s after the send). Every ``sleep``, poll interval and retry under ``awsworld dev`` came
+  that much late. The wait now also ends when the first such message falls due (``wait_for_messages``); what it
+  hands out, and when a message counts as visible, are moto's.
+
 ``install()`` is called by ``MotoServer.start()`` with the DynamoDB patches of ``moto_patch``; it checks that
 each function it replaces is the one it was written against (``_check``), and installs nothing in their place
 if moto changed, so a moto upgrade can only make the server slower, never different.
@@ -56,6 +63,8 @@ EXPECTED_SOURCES = {
         "cca23b94a5f3af9d9c5af1c09ee5e615017bdf6bd032301cb321c06c7e595d4b",
     "BaseJSONSerializer._serialize_type_structure":
         "36873909cd0aeb4defa91cc9912c6e90a62d7d92ced6150ac7de92fd10a81967",
+    "Queue.wait_for_messages":
+        "58432562ccf2e13ed8841c825dd2614b6e57b71733d1ce9ba6926d38530ba1f1",
 }
 
 _PLAIN_VALUES = {"S": str, "N": str, "BOOL": bool, "NULL": bool}
@@ -80,7 +89,7 @@ def originals() -> dict[str, Callable[..., Any]]:
     from moto.core import utils
     from moto.core.serialize import BaseJSONSerializer
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
-    from moto.sqs.models import SQSBackend
+    from moto.sqs.models import Queue, SQSBackend
 
     return {
         "list_of_moto_modules": _original.get("list_of_moto_modules", backends.list_of_moto_modules),
@@ -92,6 +101,7 @@ def originals() -> dict[str, Callable[..., Any]]:
             SQSBackend.is_message_valid_based_on_retention_period),
         "BaseJSONSerializer._serialize_type_structure": _original.get(
             "BaseJSONSerializer._serialize_type_structure", BaseJSONSerializer._serialize_type_structure),
+        "Queue.wait_for_messages": _original.get("Queue.wait_for_messages", Queue.wait_for_messages),
     }
 
 
@@ -113,7 +123,7 @@ def install() -> list[str]:
     from moto.core import responses, utils
     from moto.core.serialize import BaseJSONSerializer
     from moto.dynamodb.parsing.expressions import UpdateExpressionParser
-    from moto.sqs.models import SQSBackend
+    from moto.sqs.models import Queue, SQSBackend
 
     found = originals()
     changed = _check(found)
@@ -150,8 +160,29 @@ def install() -> list[str]:
     if "BaseJSONSerializer._serialize_type_structure" not in changed:
         BaseJSONSerializer._serialize_type_structure = attribute_value_fast(  # type: ignore[method-assign]
             found["BaseJSONSerializer._serialize_type_structure"])
+    if "Queue.wait_for_messages" not in changed:
+        Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
     _installed = True
     return changed
+
+
+def wait_for_messages(self: Any, timeout: int) -> None:
+    """moto's long-poll wait (``Queue.wait_for_messages``: until a message is receivable or ``timeout`` seconds
+    pass), which also ends when the first message kept back by its delay or its visibility timeout falls due
+    (``until_due``): moto's condition is notified by sends alone."""
+    with self._messages_lock:
+        self._messages_lock.wait_for(lambda: self.messages, timeout=until_due(self._messages, timeout))
+
+
+def until_due(messages: Any, timeout: float) -> float:
+    """Seconds until the first of ``messages`` kept back now (a delay, or a receive's visibility timeout) may be
+    handed out, a millisecond after moto's own test lets it (``now > visible_at``); ``timeout`` when none falls due
+    sooner."""
+    from moto.core.utils import unix_time_millis
+
+    now = unix_time_millis()
+    due = min((at for m in messages if (at := max(m.visible_at, m.delayed_until)) > now), default=None)
+    return timeout if due is None else min(float(timeout), (due - now) / 1000 + 0.001)
 
 
 def attribute_value_fast(original: Callable[..., Any]) -> Callable[..., Any]:
