@@ -17,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -968,6 +969,18 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+    # the sender never saw the 202 (a timeout) and retries the same request after the run ended: it was delivered,
+    # so it is answered as delivered (it was 410 "gone", which a sender takes for a failed delivery), not recorded
+    retry = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
+                                   headers={"content-type": "text/plain"})
+    with urllib.request.urlopen(retry, timeout=30) as answer:
+        assert answer.status == 202 and json.loads(answer.read())["status"] == "already-received"
+    other = urllib.request.Request(str(webhook["url"]), data=b"another", method="POST",
+                                   headers={"content-type": "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as refused:  # a new request still finds the run finished
+        urllib.request.urlopen(other, timeout=30)
+    assert refused.value.code == 410
+    assert {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)} == received
 
 
 def test_streams_from_a_negative_index_start_before_the_tail_and_print_each_chunks_own_index(dev: Dev) -> None:
