@@ -935,6 +935,22 @@ def test_events_and_describe_show_the_names_of_calls(dev: Dev) -> None:
     assert {("step_created", "add them"), ("step_completed", "add them"), ("hook_created", "sign-off")} <= shown
 
 
+def test_resume_and_fail_hook_with_an_idempotency_key_deliver_once(dev: Dev) -> None:
+    """A sender that runs `awsworld resume` again after a timeout, or after a crash of dev lost its answer, could
+    not make the repeat safe: the command took no key (only `client.resume_hook` did), so the repeat was a second
+    payload, or exit 1 once the hook was gone."""
+    run_id = _start(dev, "clitest.named", '["idem"]')
+    first = dev("resume", "named:idem", '"ok"', "--wait", "30", "--idempotency-key", "mail-17")
+    assert first.code == 0 and first.out.startswith("delivered as "), first
+    event_id = first.out.split()[2]
+    assert json.loads(dev("result", run_id, "--wait", "30").out) == 3  # the run took it, disposed the hook, ended
+    again = dev("resume", "named:idem", '"ok"', "--idempotency-key", "mail-17")  # the sender's repeat
+    assert again.code == 0 and again.out.startswith(f"already delivered as {event_id} to run {run_id}"), again
+    other = dev("resume", "named:idem", '"no"', "--idempotency-key", "mail-18").one_line_error(1)
+    assert "closed when its run" in other, other
+    assert {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)} == {"named:idem": 1}
+
+
 def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 7}')
     resumed = dev("resume", "approve:7", '{"ok": true}', "--wait", "30")  # waits for the run to reach the hook
