@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import pytest
@@ -348,7 +348,7 @@ async def test_a_retry_after_the_workflow_disposed_the_webhook_is_answered_as_de
     assert len(await received(local, run.run_id)) == 1, "recorded once"
     await local.client.resume_hook(token, "shipped")
     await esm.run_until(terminal(run))
-    paid, shipped = await run.result(timeout=1)
+    paid, shipped = cast(list[Any], await run.result(timeout=1))
     assert (paid["body"], shipped) == ('{"paid": 1}', "shipped")
     assert (await call(handlers, request))[1]["status"] == "already-received", "and after the run's end"
 
