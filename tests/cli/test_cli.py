@@ -973,6 +973,11 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert f"the hook of run {run_id} that held it was disposed" in late and "no more payloads" in late, late
     assert f"`awsworld hooks {run_id}` shows the hook" in late, late
 
+    probe = urllib.request.Request(str(webhook["url"]), method="OPTIONS")  # a method the route does not take
+    with pytest.raises(urllib.error.HTTPError) as refused:  # answered as on AWS (it was http.server's 501 page)
+        urllib.request.urlopen(probe, timeout=30)
+    assert refused.value.code == 405 and refused.value.headers["allow"] == "GET, POST, PUT, PATCH, DELETE"
+    assert json.loads(refused.value.read())["status"] == "method-not-allowed"
     request = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
                                      headers={"content-type": "text/plain"})
     with urllib.request.urlopen(request, timeout=30) as answer:
