@@ -17,6 +17,7 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.error
 import urllib.request
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -934,6 +935,22 @@ def test_events_and_describe_show_the_names_of_calls(dev: Dev) -> None:
     assert {("step_created", "add them"), ("step_completed", "add them"), ("hook_created", "sign-off")} <= shown
 
 
+def test_resume_and_fail_hook_with_an_idempotency_key_deliver_once(dev: Dev) -> None:
+    """A sender that runs `awsworld resume` again after a timeout, or after a crash of dev lost its answer, could
+    not make the repeat safe: the command took no key (only `client.resume_hook` did), so the repeat was a second
+    payload, or exit 1 once the hook was gone."""
+    run_id = _start(dev, "clitest.named", '["idem"]')
+    first = dev("resume", "named:idem", '"ok"', "--wait", "30", "--idempotency-key", "mail-17")
+    assert first.code == 0 and first.out.startswith("delivered as "), first
+    event_id = first.out.split()[2]
+    assert json.loads(dev("result", run_id, "--wait", "30").out) == 3  # the run took it, disposed the hook, ended
+    again = dev("resume", "named:idem", '"ok"', "--idempotency-key", "mail-17")  # the sender's repeat
+    assert again.code == 0 and again.out.startswith(f"already delivered as {event_id} to run {run_id}"), again
+    other = dev("resume", "named:idem", '"no"', "--idempotency-key", "mail-18").one_line_error(1)
+    assert "closed when its run" in other, other
+    assert {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)} == {"named:idem": 1}
+
+
 def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     run_id = _start(dev, "clitest.approval", '{"id": 7}')
     resumed = dev("resume", "approve:7", '{"ok": true}', "--wait", "30")  # waits for the run to reach the hook
@@ -956,6 +973,11 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert f"the hook of run {run_id} that held it was disposed" in late and "no more payloads" in late, late
     assert f"`awsworld hooks {run_id}` shows the hook" in late, late
 
+    probe = urllib.request.Request(str(webhook["url"]), method="OPTIONS")  # a method the route does not take
+    with pytest.raises(urllib.error.HTTPError) as refused:  # answered as on AWS (it was http.server's 501 page)
+        urllib.request.urlopen(probe, timeout=30)
+    assert refused.value.code == 405 and refused.value.headers["allow"] == "GET, POST, PUT, PATCH, DELETE"
+    assert json.loads(refused.value.read())["status"] == "method-not-allowed"
     request = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
                                      headers={"content-type": "text/plain"})
     with urllib.request.urlopen(request, timeout=30) as answer:
@@ -968,6 +990,18 @@ def test_hooks_streams_resume_and_the_local_webhook_route(dev: Dev) -> None:
     assert json.loads(result.out) == {"answer": {"ok": True}, "body": "hello"}
     received = {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)}
     assert received == {token: 1, "approve:7": 1}
+    # the sender never saw the 202 (a timeout) and retries the same request after the run ended: it was delivered,
+    # so it is answered as delivered (it was 410 "gone", which a sender takes for a failed delivery), not recorded
+    retry = urllib.request.Request(str(webhook["url"]), data=b"hello", method="POST",
+                                   headers={"content-type": "text/plain"})
+    with urllib.request.urlopen(retry, timeout=30) as answer:
+        assert answer.status == 202 and json.loads(answer.read())["status"] == "already-received"
+    other = urllib.request.Request(str(webhook["url"]), data=b"another", method="POST",
+                                   headers={"content-type": "text/plain"})
+    with pytest.raises(urllib.error.HTTPError) as refused:  # a new request still finds the run finished
+        urllib.request.urlopen(other, timeout=30)
+    assert refused.value.code == 410
+    assert {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)} == received
 
 
 def test_streams_from_a_negative_index_start_before_the_tail_and_print_each_chunks_own_index(dev: Dev) -> None:

@@ -68,6 +68,15 @@ async def webhook_twice() -> list[object]:
     return received
 
 
+@workflow(name="deploy.webhook_then_hook")
+async def webhook_then_hook(token: str) -> list[object]:
+    """Takes one request through a webhook, which it then disposes, and waits on a plain hook after it."""
+    async with create_webhook() as hook:
+        request = await hook
+    async with create_hook(token=token) as then:
+        return [request, await then]
+
+
 @workflow(name="deploy.plain_hook")
 async def plain_hook(token: str) -> object:
     """A hook with a chosen (guessable) token: resumable from code, never over the webhook URL."""

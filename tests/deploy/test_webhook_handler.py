@@ -13,7 +13,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import urlencode
 
 import pytest
@@ -324,6 +324,33 @@ async def test_a_retry_after_the_answer_was_lost_wakes_the_run_without_recording
     await esm.run_until(terminal(run))
     assert [p["body"] for p in await run.result(timeout=1)] == ["a", "b"]
     assert len(await received(local, run.run_id)) == 2
+
+
+async def test_a_retry_after_the_workflow_disposed_the_webhook_is_answered_as_delivered(
+        local: LocalAWS, esm: Any, handlers: Handlers) -> None:
+    """The sender's answer was lost and it retries once the workflow has read the payload and left the webhook's
+    `async with` (the run goes on): the payload was recorded, so the retry is answered 202 `already-received`
+    (it was 404, which a sender takes for a failed delivery); a new request is still refused 404."""
+    assert local.client is not None
+    token = f"then:{uuid.uuid4().hex[:8]}"
+    run = await local.client.start(app.webhook_then_hook, token)
+    hook = await wait_for_hook(local, esm, run)
+    request = url_event("POST", f"/webhooks/{hook.token}", '{"paid": 1}', headers={"webhook-id": "msg_1"})
+    assert (await call(handlers, request))[1]["status"] == "accepted"
+    deadline = time.monotonic() + 30
+    while not any(h.token == token for h in (await local.world.hooks.list(run.run_id)).data):
+        assert time.monotonic() < deadline, "the run never reached its second hook"
+        await esm.poll()
+    status, body = await call(handlers, request)  # the sender retries: the webhook is disposed now
+    assert (status, body["status"]) == (202, "already-received"), body
+    other = url_event("POST", f"/webhooks/{hook.token}", '{"paid": 2}', headers={"webhook-id": "msg_2"})
+    assert (await call(handlers, other))[0] == 404
+    assert len(await received(local, run.run_id)) == 1, "recorded once"
+    await local.client.resume_hook(token, "shipped")
+    await esm.run_until(terminal(run))
+    paid, shipped = cast(list[Any], await run.result(timeout=1))
+    assert (paid["body"], shipped) == ('{"paid": 1}', "shipped")
+    assert (await call(handlers, request))[1]["status"] == "already-received", "and after the run's end"
 
 
 async def test_without_a_key_identical_requests_count_once_and_different_keys_count_twice(

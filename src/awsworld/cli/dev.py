@@ -529,9 +529,12 @@ class WebhookServer:
                     self.send_header(name, value)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
-                self.wfile.write(data)
+                if self.command != "HEAD":  # a HEAD answer has headers only
+                    self.wfile.write(data)
 
-            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _handle
+            # Every method reaches the route, as on the Function URL: one it does not take (HEAD, OPTIONS: a
+            # sender's probe) is answered 405 with `allow`, as on AWS, not http.server's 501 HTML page.
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _handle
 
             def log_message(self, format: str, *args: Any) -> None:
                 log.debug(format, *args)

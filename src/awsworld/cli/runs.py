@@ -44,6 +44,10 @@ not repeat needs a key of its own). RUN stays as it ended; `describe` of the new
 A run still pending or running is refused (exit 1): cancel it first."""
 
 
+IDEMPOTENCY_HELP = ("a key of your own for this call (an order id, a message id): a repeat of the key records "
+                    "nothing and is answered as the first was, also once the hook is disposed or its run ended, so a "
+                    "sender may run the command again after any failure (a timeout, a crash of dev)")
+
 def register(sub: Any, read: argparse.ArgumentParser) -> None:
     """Add the commands; ``read`` is the parent parser holding ``--json`` (every read command takes it)."""
     start = sub.add_parser("start", help="start a run: awsworld start WORKFLOW '[args as a JSON array]'",
@@ -128,6 +132,7 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
                         help="PAYLOAD from a file (- : standard input), instead of PAYLOAD, for one too long to paste")
     resume.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                         help="wait this long for the hook to exist (its run may not have reached it yet)")
+    resume.add_argument("--idempotency-key", metavar="KEY", default=None, help=IDEMPOTENCY_HELP)
     resume.set_defaults(handler=_resume)
 
     fail = sub.add_parser("fail-hook", help="fail a hook (the workflow awaiting it raises HookFailedError): "
@@ -137,6 +142,7 @@ def register(sub: Any, read: argparse.ArgumentParser) -> None:
     fail.add_argument("--code", help="a code for the workflow to branch on (HookFailedError.code)")
     fail.add_argument("--wait", type=float, default=None, metavar="SECONDS",
                       help="wait this long for the hook to exist (its run may not have reached it yet)")
+    fail.add_argument("--idempotency-key", metavar="KEY", default=None, help=IDEMPOTENCY_HELP)
     fail.set_defaults(handler=_fail_hook)
 
     beat = sub.add_parser("heartbeat-hook", help="tell a hook its sender is still working (create_hook("
@@ -689,13 +695,24 @@ def _resume(args: argparse.Namespace) -> int:
 
     async def go() -> None:
         async with remote() as client:
+            hook: Hook | None = None
             try:
                 with _waited_for_hook(args.wait):
                     hook = await find_hook(client.world, args.token, args.wait)
-            except (HookNotFoundError, CliError):
-                parse_json("null" if args.payload is None else args.payload, "PAYLOAD")
-                raise
-            event = await client.resume_hook(args.token, _payload_for(hook, args.payload))
+            except (HookNotFoundError, CliError) as missing:
+                # With a key, a hook that is gone (disposed, or closed by its run's end) may have taken this very
+                # resume (a command run again after a timeout, a crash): the World answers the repeat as the first
+                # was, and refuses anything else with the look-up's error. Without one, the look-up decides.
+                if args.idempotency_key is None or getattr(missing, "disposed_hook", None) is None:
+                    parse_json("null" if args.payload is None else args.payload, "PAYLOAD")
+                    raise
+            payload = _payload_for(hook, args.payload) if hook is not None else _payload_as_given(args.payload)
+            outcome = await client.resume_hook_outcome(args.token, payload, idempotency_key=args.idempotency_key)
+            event = outcome.event
+            if not outcome.recorded:  # a repeat of the key: nothing recorded, the run is not told twice
+                print(f"already delivered as {event.event_id} to run {event.run_id} (a resume with this "
+                      "idempotency key was recorded before; nothing was recorded again)")
+                return
             try:  # (one read more, to say whether the payload goes on now)
                 view = await client.world.runs.get(event.run_id, resolve_data="none")
                 parked = parked_run(view.status, view.attributes) is not None
@@ -743,11 +760,21 @@ def _payload_for(hook: Hook, text: str | None) -> object:
     return text
 
 
+def _payload_as_given(text: str | None) -> object:
+    """PAYLOAD for a keyed repeat on a hook that is gone (its codec unknown): the World answers the repeat by its
+    key alone and records nothing, so JSON when it parses, else the text as typed."""
+    try:
+        return parse_json("null" if text is None else text, "PAYLOAD")
+    except CliError:
+        return text
+
+
 def _fail_hook(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
             with _waited_for_hook(args.wait):
-                event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait)
+                event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait,
+                                               idempotency_key=args.idempotency_key)
             print(f"failed as {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())

@@ -47,8 +47,16 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from ..world.errors import HookClosedError, HookNotFoundError, InvalidInputError, RunGoneError, ThrottledError
+from ..world.errors import (
+    HookClosedError,
+    HookNotFoundError,
+    InvalidInputError,
+    NotFoundError,
+    RunGoneError,
+    ThrottledError,
+)
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
+from ..world.protocol import EventsAPI
 from ..world.rules.requests import token_fits
 from . import observability as obs
 from . import snapstart
@@ -213,10 +221,22 @@ async def resume(container: Container, request: WebhookRequest) -> Response:
     source, resume_id = request.resume_id()
     logger.thread_safe_append_keys(resumeIdSource=source)
     try:
-        hook = await world.hooks.get_by_token(request.token, resolve_data="none")
-        if not hook.is_webhook:
-            raise HookNotFoundError("the token belongs to a hook that is not a webhook")
-        logger.thread_safe_append_keys(runId=hook.run_id, hookId=hook.hook_id)
+        try:
+            hook = await world.hooks.get_by_token(request.token, resolve_data="none")
+        except HookNotFoundError as missing:
+            # The webhook is gone: its workflow disposed it (left `async with`, or a plain `await` of it) or its
+            # run ended. A sender's retry of a request it took (its answer lost, a timeout) must still be
+            # answered 202 `already-received`, as the module's docstring promises, not 404/410: a sender told
+            # "gone" after its payload was recorded counts a delivery as failed, or switches the endpoint off.
+            # The resume below answers such a repeat and raises `missing` again for anything else.
+            gone = None if request.heartbeat else await _disposed_webhook(world.events, missing)
+            if gone is None:
+                raise
+            logger.thread_safe_append_keys(runId=gone[0], hookId=gone[1])
+        else:
+            if not hook.is_webhook:
+                raise HookNotFoundError("the token belongs to a hook that is not a webhook")
+            logger.thread_safe_append_keys(runId=hook.run_id, hookId=hook.hook_id)
         if request.heartbeat:
             event = await container.client.heartbeat_hook(request.token)
             logger.thread_safe_append_keys(eventId=event.event_id, heartbeat=True)
@@ -239,6 +259,23 @@ async def resume(container: Container, request: WebhookRequest) -> Response:
     if not outcome.recorded:
         return _reply(202, "already-received", "this request was delivered before; the webhook's run is woken")
     return _reply(202, "accepted", "the request was delivered to the webhook's run")
+
+
+async def _disposed_webhook(events: EventsAPI, missing: HookNotFoundError) -> tuple[str, str] | None:
+    """The (run id, hook id) of the gone hook that last held the token (``missing.disposed_hook``) if it was a
+    webhook, else None: only a webhook's repeats are answered over the URL (a plain hook's token may be
+    guessable, so it is never resumable here). Told by the hook's ``hook_created`` (its first event: a closed
+    hook's entity is gone with its run's end), one query of one item."""
+    if missing.disposed_hook is None:
+        return None
+    run_id, hook_id = missing.disposed_hook
+    try:
+        page = await events.list_by_correlation_id(run_id, hook_id, limit=1, resolve_data="none")
+    except (NotFoundError, RunGoneError):  # its run's data expired: nothing to answer a repeat with
+        return None
+    created = next((e for e in page.data if e.event_type == "hook_created"), None)
+    webhook = created is not None and bool((created.event_data or {}).get("isWebhook"))
+    return missing.disposed_hook if webhook else None
 
 
 async def _respond(container: Container, event: Any) -> Response:
