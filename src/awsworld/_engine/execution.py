@@ -35,7 +35,7 @@ import inspect
 import os
 import random
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from ..authoring.definitions import Registry, WorkflowDef
@@ -530,8 +530,8 @@ class WorkflowExecution:
                 or any(event.correlation_id == call_id for event in self.log):
             return
         raise RunLifetimeError(
-            f"{what} would end at {ends_at:%Y-%m-%d %H:%M:%S} UTC, {_days(ends_at - created)} after run "
-            f"{self.run_id} was created: past the longest a run may stay running ({limit_days:g} days: the stack's "
+            f"{what} would end at {ends_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, {_days(ends_at - created)} after "
+            f"run {self.run_id} was created: past the longest a run may stay running ({limit_days:g} days: the stack's "
             "MaxRunDays, AWSWORLD_MAX_RUN_DAYS), after which its oldest records expire while it waits. Raise "
             "MaxRunDays, or go on in a new run: start it with child_options(successor=True) and return")
 
@@ -711,7 +711,7 @@ class WorkflowExecution:
 
 def _days(span: timedelta) -> str:
     """``400 days`` (``400.5 days``) for a wait's span in a ``RunLifetimeError``."""
-    return f"{span / timedelta(days=1):.4g} days"
+    return f"{round(span / timedelta(days=1), 1):g} days"
 
 
 def too_large(op: Op, what: str, detail: str | None) -> ValueTooLargeError:
