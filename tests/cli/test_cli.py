@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import re
 import select
 import shlex
@@ -336,7 +335,11 @@ class Dev:
                                         env=_clean_env() | (settings or {}), stdout=subprocess.PIPE,
                                         stderr=subprocess.STDOUT, text=True, preexec_fn=tied())
         self.banner: list[str] = []
-        self._console: queue.Queue[str | None] | None = None  # (``_follow``)
+        self.console: list[str] = []  # after the banner, a line an item, once a test follows it (``follow``)
+        self._said = threading.Condition()  # a line came, or the console ended
+        self._reader: threading.Thread | None = None
+        self._ended = False
+        self._read_to = 0  # what ``read_until`` has returned of ``console``
         assert self.process.stdout is not None
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -371,23 +374,48 @@ class Dev:
         assert result.code == 0, result
         return json.loads(result.out)
 
+    def follow(self) -> list[str]:
+        """Dev's console after the banner, a line an item (with its newline), appended by a thread as dev writes it
+        (started at the first call: a test that never follows it gets it from ``stop``). The list grows in place,
+        so a test may hold it and look again (``until_found``), or wait for a line (``read_until``)."""
+        if self._reader is None:
+            stdout = self.process.stdout
+            assert stdout is not None
+
+            def read() -> None:
+                for line in stdout:
+                    with self._said:
+                        self.console.append(line)
+                        self._said.notify_all()
+                with self._said:
+                    self._ended = True
+                    self._said.notify_all()
+
+            self._reader = threading.Thread(target=read, name="dev-console", daemon=True)
+            self._reader.start()
+        return self.console
+
     def read_until(self, wanted: Callable[[str], bool], timeout: float = 30) -> str:
         """Dev's console from after the banner (or the last read) up to the first line ``wanted`` holds for, read as
         dev writes it: for a test that waits for dev to say something, rather than sleeping and hoping it did. An
         ``AssertionError`` with what was read if dev ended or ``timeout`` seconds passed first."""
-        lines = self._follow()
-        read = ""
+        self.follow()
         deadline = time.monotonic() + timeout
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise AssertionError(f"dev did not say it within {timeout} s:\n{read}") from None
-            if line is None:
-                raise AssertionError(f"dev ended before it said it:\n{read}")
-            read += line
-            if wanted(line):
-                return read
+        with self._said:
+            scanned = self._read_to
+            while True:
+                while scanned < len(self.console):
+                    scanned += 1
+                    if wanted(self.console[scanned - 1]):
+                        read, self._read_to = "".join(self.console[self._read_to:scanned]), scanned
+                        return read
+                read = "".join(self.console[self._read_to:])
+                if self._ended:
+                    raise AssertionError(f"dev ended before it said it:\n{read}")
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"dev did not say it within {timeout} s:\n{read}")
+                self._said.wait(remaining)
 
     def stop(self) -> str:
         """SIGTERM, and dev's console from after the banner (or what ``read_until`` read) to its end."""
@@ -396,29 +424,12 @@ class Dev:
 
     def rest(self) -> str:
         """Dev's console from after the banner (or what ``read_until`` read) to its end, once it has ended."""
-        if self._console is None:
+        if self._reader is None:
             out, _ = self.process.communicate(timeout=30)
             return out
         self.process.wait(timeout=30)
-        out = ""
-        while (line := self._console.get(timeout=30)) is not None:
-            out += line
-        return out
-
-    def _follow(self) -> queue.Queue[str | None]:
-        """Dev's console lines as a thread reads them (None at its end), started at the first ``read_until``."""
-        if self._console is None:
-            stdout = self.process.stdout
-            assert stdout is not None
-            lines = self._console = queue.Queue()
-
-            def follow() -> None:
-                for line in stdout:
-                    lines.put(line)
-                lines.put(None)
-
-            threading.Thread(target=follow, name="dev-console", daemon=True).start()
-        return self._console
+        self._reader.join(timeout=30)
+        return "".join(self.console[self._read_to:])
 
 
 def dev_snapshotting_every(seconds: float) -> tuple[str, ...]:

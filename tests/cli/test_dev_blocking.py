@@ -10,7 +10,6 @@ import json
 import signal
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -55,15 +54,6 @@ def saved_runs(state: Path) -> set[str]:
     return {item["pk"]["S"].removeprefix("RUN#") for item in items if item.get("sk", {}).get("S") == "RUN"}
 
 
-def lines_of(server: Dev) -> list[str]:
-    """dev's output from now on, read by a thread as it comes (until the process ends)."""
-    lines: list[str] = []
-    assert server.process.stdout is not None
-    stdout = server.process.stdout
-    threading.Thread(target=lambda: lines.extend(iter(stdout.readline, "")), daemon=True).start()
-    return lines
-
-
 def test_runs_started_while_a_step_blocks_the_loop_survive_kill_9_and_dev_names_the_line(
         tmp_path_factory: pytest.TempPathFactory) -> None:
     """Reported by a walk: with a step that blocks the event loop, ``kill -9`` of dev lost every run. The copies of
@@ -74,7 +64,7 @@ def test_runs_started_while_a_step_blocks_the_loop_survive_kill_9_and_dev_names_
     project, runner, server = dev_of(tmp_path_factory, "blocking", BLOCKING)
     state = project / "state"
     try:
-        output = lines_of(server)
+        output = server.follow()
         first = server("start", "blocking.flow", "[1]").out.strip()
         until_found(lambda: (project / "holding-1-1").exists(), "the first run's step blocking the loop")
         others = [server("start", "blocking.flow", f"[{n}]").out.strip() for n in (2, 3)]
@@ -149,7 +139,7 @@ def test_ctrl_c_stops_dev_while_a_workflow_spins_on_its_loop(tmp_path_factory: p
     ``dev`` still there 60 s after the second press. Should it hang again, the dev's threads are dumped here."""
     project, runner, server = dev_of(tmp_path_factory, "spinning", SPINNING, settings={"PYTHONFAULTHANDLER": "1"})
     try:
-        output = lines_of(server)
+        output = server.follow()
         run_id = server("start", "spinning.flow").out.strip()
         until_found(lambda: server.json("describe", run_id, "--json")["status"] == "running", "the run spinning")
         server.process.send_signal(signal.SIGINT)
@@ -194,7 +184,7 @@ def test_ctrl_c_on_dev_started_by_its_console_script_blames_no_code_of_the_users
     assert script.exists(), script
     _, runner, server = dev_of(tmp_path_factory, "idle", IDLE, command=(str(script),))
     try:
-        output = lines_of(server)
+        output = server.follow()
         server.process.send_signal(signal.SIGINT)
         code = ended_within(server.process, 60, output, "dev still there 60 s after Ctrl-C")
     finally:

@@ -16,13 +16,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import site
 import subprocess
 import sys
 import sysconfig
 import textwrap
-import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -79,14 +77,12 @@ class WatchedDev(Dev):
             super().__init__(cwd, state, runners, module=module)
         else:
             super().__init__(cwd, state, runners, module=module, command=command)
-        self.lines: list[str] = []
-        self.reader = threading.Thread(target=self._read, daemon=True)
-        self.reader.start()
+        self.follow()
 
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.lines.append(line.rstrip("\n"))
+    @property
+    def lines(self) -> list[str]:
+        """Its console after the banner so far, a line an item, without newlines."""
+        return [line.rstrip("\n") for line in self.console]
 
     def wait_for(self, pattern: str, after: int = 0, timeout: float = 60) -> str:
         deadline = time.monotonic() + timeout
@@ -104,9 +100,7 @@ class WatchedDev(Dev):
         return found.group(1)
 
     def stop(self) -> str:
-        self.process.send_signal(signal.SIGTERM)
-        self.process.wait(timeout=30)
-        self.reader.join(timeout=10)
+        super().stop()
         return "\n".join(self.lines)
 
 
