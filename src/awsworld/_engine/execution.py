@@ -570,13 +570,13 @@ class WorkflowExecution:
                     heartbeat_timeout: Duration | None = None) -> HookOp:
         """``create_hook``/``create_webhook``: the hook at the next position, then its waits at the positions right
         after it (its timeout's, then its first heartbeat wait: ``hook_timeouts``)."""
-        now = self.current_time()
+        now, hook_id = self.current_time(), f"hook_{self.counter + 1}_{self.run_id}"  # (the id declare_hook gives it)
         if timeout is not None:
             timeout = resolve(timeout, now, what="create_hook(timeout=...)")
-            self._within_lifetime(timeout, f"hook_{self.counter + 1}_{self.run_id}", "create_hook(timeout=...)")
+            self._within_lifetime(timeout, hook_id, "create_hook(timeout=...)")
         if heartbeat_timeout is not None:
             self._within_lifetime(now + parse_duration(heartbeat_timeout, what="create_hook(heartbeat_timeout=...)"),
-                                  f"hook_{self.counter + 1}_{self.run_id}", "create_hook(heartbeat_timeout=...)")
+                                  hook_id, "create_hook(heartbeat_timeout=...)")
         op = self.declare_hook(token, metadata, is_webhook, codec, name=name)
         if timeout is not None:
             hook_timeouts.arm(self, op, timeout)
