@@ -27,7 +27,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     ),
     "authoring.calls": (
         "Hook", "create_hook", "create_webhook", "get_writable", "now", "patched", "random", "sleep", "step_metadata",
-        "time_ns", "uuid4", "workflow_metadata",
+        "time_ns", "uuid4", "webhook_url", "workflow_metadata",
     ),
     "authoring.children": ("ChildOptions", "ChildRun", "ChildWorkflowError", "child_options", "start_child"),
     "authoring.definitions": ("WorkflowNotRegisteredError", "step", "workflow"),
@@ -78,6 +78,7 @@ if TYPE_CHECKING:
         step_metadata,
         time_ns,
         uuid4,
+        webhook_url,
         workflow_metadata,
     )
     from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
@@ -202,6 +203,7 @@ __all__ = [
     "step_metadata",
     "time_ns",
     "uuid4",
+    "webhook_url",
     "with_name",
     "workflow",
     "workflow_metadata",

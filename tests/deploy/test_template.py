@@ -185,6 +185,20 @@ def test_the_webhook_is_a_function_url_without_iam_auth(template: dict[str, Any]
     assert props(template, "WebhookFunction")["FunctionUrlConfig"] == {"AuthType": "NONE"}
 
 
+def test_the_flow_function_knows_the_webhook_routes_address(template: dict[str, Any]) -> None:
+    """A step hands a sender its webhook's URL with ``webhook_url(hook.token)`` (Vercel's ``webhook.url``), which
+    reads ``AWSWORLD_WEBHOOK_URL``: before, no function had it, so a workflow on the stack could not say where to
+    call back. The flow function runs the steps; the webhook function itself is not given it (a cycle)."""
+    from awsworld.authoring.calls import webhook_address
+
+    variables = props(template, "FlowFunction")["Environment"]["Variables"]
+    assert variables["AWSWORLD_WEBHOOK_URL"] == {"Fn::GetAtt": ["WebhookFunctionUrl", "FunctionUrl"]}
+    assert "AWSWORLD_WEBHOOK_URL" not in props(template, "WebhookFunction").get("Environment", {}).get("Variables", {})
+    # the function URL ends in "/", the WebhookUrl output in "webhooks/": either base gives the route's URL
+    for base in ("https://abc.lambda-url.us-east-1.on.aws/", "https://abc.lambda-url.us-east-1.on.aws/webhooks/"):
+        assert webhook_address(base, "t0k") == "https://abc.lambda-url.us-east-1.on.aws/webhooks/t0k"
+
+
 def test_the_public_webhook_function_has_a_reserved_concurrency_parameter(template: dict[str, Any]) -> None:
     """A flood on the public URL is capped by default; -1 lifts the reservation (accounts too small to reserve)."""
     parameter = template["Parameters"]["WebhookReservedConcurrency"]
@@ -219,8 +233,9 @@ def test_the_functions_get_every_variable_the_code_reads(template: dict[str, Any
     assert (config.retention_seconds, config.max_run_seconds) == (7 * 86400, 7 * 86400)
     assert (config.table_name, config.bucket_name, config.queue_url, config.dlq_url) == (
         "<AWSWORLD_TABLE>", "<AWSWORLD_BUCKET>", "<AWSWORLD_QUEUE_URL>", "<AWSWORLD_DLQ_URL>")
-    for name in ("FlowFunction", "WebhookFunction"):
-        assert "Environment" not in props(template, name), "both functions take the same variables (Globals)"
+    # both functions take the same variables (Globals); the flow function also the webhook route's address
+    assert "Environment" not in props(template, "WebhookFunction")
+    assert set(props(template, "FlowFunction")["Environment"]["Variables"]) == {"AWSWORLD_WEBHOOK_URL"}
 
 
 # ------------------------------------------------------------------------------------------ IAM
@@ -400,7 +415,7 @@ def test_outputs_name_the_webhook_url_and_the_resources(template: dict[str, Any]
     pairs = dict(re.findall(r"(\w+)=(\S+)", environment))
     assert set(pairs) == {"AWSWORLD_TABLE", "AWSWORLD_BUCKET", "AWSWORLD_QUEUE_URL", "AWSWORLD_DLQ_URL",
                           "AWSWORLD_DEPLOYMENT_ID", "AWS_REGION", "AWSWORLD_RETENTION_DAYS", "AWSWORLD_MAX_RUN_DAYS",
-                          "AWSWORLD_KMS_KEY_ID"}
+                          "AWSWORLD_KMS_KEY_ID", "AWSWORLD_WEBHOOK_URL"}
     variables = template["Globals"]["Function"]["Environment"]["Variables"]
     assert pairs["AWSWORLD_DEPLOYMENT_ID"] == "${AWS::StackName}" and \
         variables["AWSWORLD_DEPLOYMENT_ID"] == {"Ref": "AWS::StackName"}, "runs record the stack, wherever made"

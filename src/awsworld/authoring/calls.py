@@ -1,5 +1,5 @@
 """The functions workflow and step code calls: ``sleep``, hooks, ``now``, ``random``, ``uuid4``, ``time_ns``,
-``patched``, step metadata, streams."""
+``patched``, step metadata, streams, a webhook's URL."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from types import TracebackType
 from typing import Any, Generic, TypeVar, overload
 
 from ..durable.codecs import Codec
+from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from .durations import Duration, When
 from .runtime import HookHandle, WorkflowMetadata, current_runtime, noted, outside_any_run, require_runtime
@@ -178,6 +179,41 @@ def create_webhook(metadata: Any = None, *, timeout: When | None = None, heartbe
     ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s."""
     return Hook(require_runtime("awsworld.create_webhook()").create_hook(
         None, metadata, is_webhook=True, name=name, timeout=timeout, heartbeat_timeout=heartbeat_timeout))
+
+
+WEBHOOK_ROUTE = "webhooks"
+"""The path the webhook route serves, under its base URL: ``<base>/webhooks/<token>`` (``lambda_host/webhook.py``)."""
+
+
+def webhook_address(base: str, token: str) -> str:
+    """The URL of the webhook ``token`` under the route's ``base`` URL: the one rule, for ``webhook_url`` and
+    ``awsworld hooks``. ``base`` may be the function URL (``https://....on.aws/``, as the stack gives the flow
+    function and ``awsworld dev`` prints) or the stack's ``WebhookUrl`` output, which ends in ``webhooks/``
+    already: an operator sets either, and the URL must not read ``.../webhooks/webhooks/<token>`` (a 404)."""
+    root = base.rstrip("/")
+    if root.endswith("/" + WEBHOOK_ROUTE):
+        root = root[: -len(WEBHOOK_ROUTE) - 1]
+    return f"{root}/{WEBHOOK_ROUTE}/{token}"
+
+
+def webhook_url(token: str) -> str:
+    """The URL a sender calls to resume the webhook ``token`` (``create_webhook()``'s ``hook.token``): Vercel's
+    ``webhook.url``. Call it in the step that hands the URL out (or in a client), not in the workflow body: the
+    URL is the deployment's (its webhook function's address, ``AWSWORLD_WEBHOOK_URL``), not the run's, so a
+    body that passed it on would replay differently once the address changed (a new stack, ``dev`` on another
+    port). The stack sets the variable for the flow function that runs the steps, and ``awsworld dev`` for its
+    deliveries; a test or a client sets it itself (the stack's ``ClientEnvironment`` output carries it)."""
+    if current_runtime.get() is not None:
+        raise RuntimeError("webhook_url() is the deployment's address, not the run's: call it in the step that "
+                           "hands the URL out (pass the step hook.token), not in the workflow body, whose "
+                           "calls must replay the same however the address changes")
+    base = SETTINGS.webhook_url
+    if not base:
+        raise RuntimeError(f"webhook_url(): {Settings.webhook_url.env} is not set. The stack sets it for the flow "
+                           "function and `awsworld dev` for its deliveries; elsewhere (a test, a client) set it to "
+                           "the webhook route's base URL (the stack's ClientEnvironment output has it; in a test: "
+                           f"monkeypatch.setenv(\"{Settings.webhook_url.env}\", \"https://hooks.example\"))")
+    return webhook_address(base, token)
 
 
 def workflow_metadata() -> WorkflowMetadata:

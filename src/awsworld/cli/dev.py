@@ -270,6 +270,11 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
                 # Before the first delivery: a Client of this World refuses a name no module here registers.
                 await publish(world, worker.registry, host="awsworld dev", ahead=True, key=DEV)
                 client = Client(world, registry=worker.registry)
+                # Before the first delivery: a step's webhook_url() reads the route's address, as the flow
+                # function reads the one the stack gives it.
+                webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
+                                         args.webhook_port or (state.webhook_port if state else 0))
+                os.environ[Settings.webhook_url.env] = webhooks.url
                 poller = LocalPoller(world, worker, tick_seconds=DEV_TICK_SECONDS)
                 versions.attach(poller.host)
                 poller.start()
@@ -281,8 +286,6 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
                         verdict = await dev_reload.replay_unfinished(world, worker.registry, wake="all",
                                                                      tag=f"restart:{os.getpid()}",
                                                                      pins=versions.pins(), progress=True)
-                webhooks = WebhookServer(world, client, asyncio.get_running_loop(),
-                                         args.webhook_port or (state.webhook_port if state else 0))
                 if state is not None:
                     state.name, state.port, state.webhook_port = config.table_name, moto.port, webhooks.port
                     state.save()

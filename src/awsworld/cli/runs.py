@@ -515,6 +515,7 @@ def _result(args: argparse.Namespace) -> int:
 
 def _hooks(args: argparse.Namespace) -> int:
     from .._timeline import read_events
+    from ..authoring.calls import webhook_address
     from ..durable.child_calls import TOKEN_PREFIX as CHILD_TOKEN_PREFIX
     from ..durable.hook_payloads import is_heartbeat_event
     from ..world.rules.hooks import hook_state
@@ -523,7 +524,7 @@ def _hooks(args: argparse.Namespace) -> int:
         async with remote() as client:
             view = await client.world.runs.get(args.run_id, resolve_data="none")
             events = await read_events(client.world, args.run_id, values=False)
-            base = (SETTINGS.webhook_url or "").rstrip("/")
+            base = SETTINGS.webhook_url or ""
             hooks: dict[str, dict[str, Any]] = {}
             for event in events:
                 data = event.event_data or {}
@@ -536,7 +537,7 @@ def _hooks(args: argparse.Namespace) -> int:
                     hooks[corr] = {"hookId": corr, "token": token, "webhook": webhook, "received": 0,
                                    "heartbeats": 0, "lastHeartbeatAt": None,
                                    "disposed": False, "createdAt": when(event.created_at),
-                                   "url": f"{base}/webhooks/{token}" if webhook and base else None,
+                                   "url": webhook_address(base, token) if webhook and base else None,
                                    "childRunId": child}
                 elif event.event_type == "hook_received" and corr in hooks and is_heartbeat_event(data):
                     hooks[corr]["heartbeats"] += 1  # a heartbeat is not a payload (``hook_timeouts``)
