@@ -308,8 +308,8 @@ class Settings:
 
     # -- the awsworld command
     webhook_url = Var[str | None](
-        "AWSWORLD_WEBHOOK_URL", None, _text, "the webhook route's base URL, so `awsworld hooks` prints each URL",
-        group="cli")
+        "AWSWORLD_WEBHOOK_URL", None, _text, "the webhook route's base URL (the webhook function's URL): a step's "
+        "`webhook_url(token)` and `awsworld hooks` build each webhook's URL from it", group="stack")
     serve_token = Var[str | None](
         "AWSWORLD_SERVE_TOKEN", None, _text, "the bearer token `awsworld serve` requires of every request (required "
         "when it listens beyond loopback); `HttpClient` sends it", group="cli")
