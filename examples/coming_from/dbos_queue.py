@@ -4,7 +4,7 @@ deployment, as a DBOS queue's is across its processes; each enqueued task is a c
 
 import asyncio
 
-from awsworld import Concurrency, RateLimit, start_child, step, workflow
+from awsworld import Concurrency, RateLimit, child_options, start_child, step, workflow
 
 
 # --8<-- [start:queue]
@@ -20,8 +20,10 @@ async def process_task(task: str) -> str:
 
 
 @workflow(name="dbos.process_tasks")
-async def process_tasks(tasks: list[str]) -> list[str]:
+async def process_tasks(tasks: list[str], background: list[str] | None = None) -> list[str]:
     handles = [await start_child(process_task, task) for task in tasks]  # queue.enqueue(process_task, task)
+    for task in background or []:  # with SetEnqueueOptions(priority=10): queue.enqueue(process_task, task)
+        handles.append(await child_options(priority=-10).start(process_task, task))  # DBOS runs the lowest first
     return list(await asyncio.gather(*handles))  # [handle.get_result() for handle in handles]
 # --8<-- [end:queue]
 
@@ -30,9 +32,9 @@ async def main() -> None:
     from awsworld.testing import WorkflowTestEnv
 
     async with WorkflowTestEnv() as env:
-        run = await env.client.start(process_tasks, ["a", "b", "c", "d", "e"])
-        assert await run.result() == ["A", "B", "C", "D", "E"]
-        assert len(await run.children()) == 5
+        run = await env.client.start(process_tasks, ["a", "b", "c", "d", "e"], ["z"])
+        assert await run.result() == ["A", "B", "C", "D", "E", "Z"]
+        assert len(await run.children()) == 6
 
 
 if __name__ == "__main__":

@@ -41,21 +41,27 @@ class ChildStart:
 
 async def start_child(execution: OpDeclarer, definition: WorkflowRef, args: tuple[Any, ...],
                       kwargs: dict[str, Any], *, detached: bool, name: str | None = None,
-                      codec: Codec[Any] | None = None, successor: bool = False) -> ChildStart:
+                      codec: Codec[Any] | None = None, successor: bool = False, priority: int | None = None,
+                      concurrency_key: str | None = None) -> ChildStart:
     """Declare the call (the start step, then the hook its outcome comes back on), await the start step and
     return the child's run id and the call's outcome. ``successor``: the start step's arguments say so (a fourth,
-    only then: a call recorded before successors were keeps its three, and its digest)."""
+    only then: a call recorded before successors were keeps its three, and its digest). ``priority`` and
+    ``concurrency_key`` (``child_options``): the start step's keyword arguments, each only when given, for the
+    same reason."""
     try:  # through the child's args_codec (a CodecError is raised here, at the call)
         call_input = codecs.store_call(args, kwargs, definition.args_codec, definition.fn,
                                        Place("input", f"workflow {definition.name!r}", execution.run_id))
     except serde.SerializationError as error:
         raise FatalError(f"arguments of child workflow {definition.name} cannot be serialized: {error}") from None
     start_args: tuple[Any, ...] = (definition.name, call_input, detached, *((True,) if successor else ()))
-    if not execution.recorded_call(START_CHILD_CALL, start_args, {}):
+    start_kwargs: dict[str, Any] = {
+        **({"priority": priority} if priority is not None else {}),
+        **({"concurrency_key": concurrency_key} if concurrency_key is not None else {})}
+    if not execution.recorded_call(START_CHILD_CALL, start_args, start_kwargs):
         # A new call: arguments the child cannot take are a TypeError here, at the call site, before anything is
         # declared (a call the log records was accepted when it was made, and replays as it was).
         definition.check_arguments(args, kwargs)
-    step = execution.declare_step(START_CHILD_CALL, start_args, {}, name=name)
+    step = execution.declare_step(START_CHILD_CALL, start_args, start_kwargs, name=name)
     run_id = child_run_id(execution.run_id, step.id)
     hook = execution.declare_hook(child_token(run_id), {LINK_KEY: {
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)

@@ -463,11 +463,12 @@ class WorkflowExecution:
 
     async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                           detached: bool, name: str | None = None, codec: Codec[Any] | None = None,
-                          successor: bool = False) -> ChildStart:
+                          successor: bool = False, priority: int | None = None,
+                          concurrency_key: str | None = None) -> ChildStart:
         """A child call at the next positions (``children``): its start step, then the hook its outcome comes
         back on."""
         return await start_child(self, definition, args, kwargs, detached=detached, name=name, codec=codec,
-                                 successor=successor)
+                                 successor=successor, priority=priority, concurrency_key=concurrency_key)
 
     def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                   poll: PollSpec | None = None, name: str | None = None) -> asyncio.Future[Any]:

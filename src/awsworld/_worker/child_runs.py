@@ -40,20 +40,25 @@ from ..world.pages import collect_pages
 from ..world.protocol import World
 from .resume_calls import RESUME_HOOK_STEP
 from .run_control import create_run, resume_hook, wake_run
+from .run_limits import slot_of, start_context
 
 log = logging.getLogger("awsworld.children")
 
 
-async def _start_child_run(workflow: str, call_input: Any, detached: bool, successor: bool = False) -> str:
+async def _start_child_run(workflow: str, call_input: Any, detached: bool, successor: bool = False, *,
+                           priority: int | None = None, concurrency_key: str | None = None) -> str:
     """The body of ``awsworld.start_child``: create the child run (idempotent by its derived id), then wake it.
-    A non-detached child whose parent was cancelled meanwhile is cancelled here instead (see the module doc)."""
+    A non-detached child whose parent was cancelled meanwhile is cancelled here instead (see the module doc).
+    ``priority``, ``concurrency_key`` (``child_options``): recorded in the child's executionContext as a client's
+    start records them (``run_limits.start_context``); its first delivery takes its slot by them."""
     context = current_step.get()
     assert context is not None, "awsworld.start_child runs as a step"
     world, parent_id, call_id = context.world, context.metadata.run_id, context.metadata.step_id
     # A start under way is finished even when the step is cancelled (the workflow stopped awaiting the call):
     # stopping between the child's run_created and its wake-up would leave a child run that exists and never
     # runs. The cancellation is still the step's end; the finished start's outcome is not recorded.
-    work = asyncio.ensure_future(_create_child(world, parent_id, call_id, workflow, call_input, detached, successor))
+    work = asyncio.ensure_future(_create_child(world, parent_id, call_id, workflow, call_input, detached, successor,
+                                               priority, concurrency_key))
     try:
         return await asyncio.shield(work)
     except asyncio.CancelledError:
@@ -62,17 +67,20 @@ async def _start_child_run(workflow: str, call_input: Any, detached: bool, succe
 
 
 async def _create_child(world: World, parent_id: str, call_id: str, workflow: str, call_input: Any,
-                        detached: bool, successor: bool) -> str:
+                        detached: bool, successor: bool, priority: int | None = None,
+                        concurrency_key: str | None = None) -> str:
     run_id = child_run_id(parent_id, call_id)
     depth = await _child_depth(world, parent_id, workflow, successor)
     # The child's own retention, from its definition where this process has it (not from the step's
     # arguments: they are recorded, and their digest must not change).
     definition = REGISTRY.workflows.get(workflow)
     retention = definition.execution_context() if definition is not None else {}
+    # A key given for this call is its slot (the key function's is computed at its first delivery, as before).
+    slot = slot_of(definition, (), {}, key=concurrency_key) if concurrency_key is not None else None
     try:
         created = await create_run(world, run_id, workflow, call_input, {
             "parentRunId": parent_id, "parentCallId": call_id, "detached": detached, DEPTH_KEY: depth,
-            **retention}, attributes=pinned_attributes(child_pin(workflow)))
+            **retention, **start_context(slot, priority)}, attributes=pinned_attributes(child_pin(workflow)))
     except PayloadTooLargeError as too_large:
         raise ValueTooLargeError(too_large_text(f"the input of child workflow {workflow}", too_large.message)) from None
     run = created.run

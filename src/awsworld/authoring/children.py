@@ -73,6 +73,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 
 from ..durable.child_calls import LINK_KEY, TOKEN_PREFIX, child_run_id, child_token
 from ..durable.codecs import Codec
+from ..world.rules.limiters import LimitInputError, check_key, check_priority
 from .definitions import WorkflowDef
 from .names import check_name
 from .runtime import noted, require_runtime
@@ -148,12 +149,15 @@ class ChildOptions(Generic[C]):
     cancellation (a child started without it is cancelled with its parent). ``name``: what the parent's log
     shows for the call (display only, ``authoring.names``). ``codec``: how this call reads the child's result
     (in place of the child workflow's own codec; see ``child_options``). ``successor``: the child continues this
-    run (continue-as-new; see ``child_options``)."""
+    run (continue-as-new; see ``child_options``). ``priority``, ``concurrency_key``: the child's place among the
+    waiters of its workflow's concurrency limit, and its key (see ``child_options``)."""
 
     detached: bool = False
     name: str | None = None
     codec: Codec[C] | None = None
     successor: bool = False
+    priority: int | None = None
+    concurrency_key: str | None = None
 
     @overload
     async def start(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -170,8 +174,20 @@ class ChildOptions(Generic[C]):
         definition = getattr(workflow, "__awsworld_workflow__", None)
         if not isinstance(definition, WorkflowDef):
             raise TypeError(f"{workflow!r} is not a @workflow: only workflows start child runs")
+        self._check_limit_options(definition)
         return await _start(definition, args, kwargs, detached=self.detached, name=self.name, codec=self.codec,
-                            successor=self.successor)
+                            successor=self.successor, priority=self.priority, concurrency_key=self.concurrency_key)
+
+    def _check_limit_options(self, definition: WorkflowDef) -> None:
+        """``priority`` and ``concurrency_key`` by the rules a client's start follows (``world.rules.limiters``),
+        here at the call, before the start step records them."""
+        if self.priority is not None:
+            check_priority(self.priority)
+        if self.concurrency_key is not None:
+            if definition.limit is None:
+                raise LimitInputError(f"concurrency_key= needs a workflow with concurrency=: {definition.name} has "
+                                      "none", field="concurrencyKey")
+            check_key(self.concurrency_key, definition.limit.spec.name)
 
     @overload
     async def call(self: ChildOptions[NoCodec], workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P.args,
@@ -190,17 +206,20 @@ class ChildOptions(Generic[C]):
 
 @overload
 def child_options(*, detached: bool = False, name: str | None = None, codec: None = None,
-                  successor: bool = False) -> ChildOptions[NoCodec]:
+                  successor: bool = False, priority: int | None = None,
+                  concurrency_key: str | None = None) -> ChildOptions[NoCodec]:
     ...
 
 
 @overload
 def child_options(*, detached: bool = False, name: str | None = None, codec: Codec[C],
-                  successor: bool = False) -> ChildOptions[C]: ...
+                  successor: bool = False, priority: int | None = None,
+                  concurrency_key: str | None = None) -> ChildOptions[C]: ...
 
 
 def child_options(*, detached: bool = False, name: str | None = None,
-                  codec: Codec[Any] | None = None, successor: bool = False) -> ChildOptions[Any]:
+                  codec: Codec[Any] | None = None, successor: bool = False, priority: int | None = None,
+                  concurrency_key: str | None = None) -> ChildOptions[Any]:
     """Options for a child run: ``await child_options(detached=True).start(workflow, *args, **kwargs)``, or
     ``.call(...)`` to await its value at once.
 
@@ -215,10 +234,16 @@ def child_options(*, detached: bool = False, name: str | None = None,
     runs as long as it is meant to, where ``AWSWORLD_MAX_CHILD_DEPTH`` ends a workflow that calls itself and
     waits (``ChildDepthError``). Each run of the chain has a log of its own.
 
+    ``priority`` and ``concurrency_key``: as ``client.options(priority=, concurrency_key=)`` for a client's start
+    (DBOS's ``SetEnqueueOptions(priority=)`` around ``queue.enqueue`` in a workflow): where the child waits among
+    its workflow's runs waiting for a slot (higher first; default 0, whatever the parent's), and its key instead
+    of its key function's. A bad value is a ``LimitInputError`` at the call, as a key for a workflow without
+    ``concurrency=`` is.
+
     (An options object rather than ``start_child(..., detached=True)``: a keyword between ``*args: P.args`` and
     ``**kwargs: P.kwargs`` is not allowed by PEP 612, and the workflow's own parameters must stay checked.)"""
     return ChildOptions(detached=detached or successor, name=None if name is None else check_name(name), codec=codec,
-                        successor=successor)
+                        successor=successor, priority=priority, concurrency_key=concurrency_key)
 
 
 @noted("awsworld.start_child()")
@@ -242,11 +267,13 @@ async def start_child(workflow: Callable[P, Coroutine[Any, Any, R]], /, *args: P
 
 async def _start(definition: WorkflowDef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                  detached: bool, name: str | None = None, codec: Codec[Any] | None = None,
-                 successor: bool = False) -> ChildRun[Any]:
+                 successor: bool = False, priority: int | None = None,
+                 concurrency_key: str | None = None) -> ChildRun[Any]:
     """The call through the run's runtime (``_engine/children.py`` declares the start step, then the hook its
     outcome comes back on, and awaits the start step), as the handle."""
-    started = await require_runtime("awsworld.start_child()").start_child(definition, args, kwargs, detached=detached,
-                                                                          name=name, codec=codec, successor=successor)
+    started = await require_runtime("awsworld.start_child()").start_child(
+        definition, args, kwargs, detached=detached, name=name, codec=codec, successor=successor, priority=priority,
+        concurrency_key=concurrency_key)
     return ChildRun(started.run_id, definition.name, detached, started.outcome)
 
 

@@ -168,7 +168,8 @@ class WorkflowRuntime(Protocol):
 
     async def start_child(self, definition: WorkflowRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                           detached: bool, name: str | None = None, codec: Codec[Any] | None = None,
-                          successor: bool = False) -> StartedChild: ...
+                          successor: bool = False, priority: int | None = None,
+                          concurrency_key: str | None = None) -> StartedChild: ...
 
     @property
     def calls(self) -> list[MadeCall]:
