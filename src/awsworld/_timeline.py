@@ -25,7 +25,7 @@ from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
 from .authoring.errors import UNKNOWN_WORKFLOW
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
-from .world.entities import Step
+from .world.entities import TERMINAL_RUN_STATUSES, Step, StepStatus
 from .world.events import Event
 from .world.pages import MAX_ENTITIES_PAGE, collect_pages
 from .world.protocol import World
@@ -351,14 +351,30 @@ async def read_events(world: World, run_id: str, *, values: bool = True) -> list
                                                                 resolve_data="all" if values else "none"))
 
 
+def step_status(status: StepStatus, run_status: str) -> StepStatus:
+    """A step's status as its readers are told it: ``cancelled`` for a step still ``pending`` or ``running`` in the
+    World when its run ended (cancelled, or failed while it was open: a poll waiting for its next check, a running
+    attempt). The run's end stopped it and nothing of it is recorded after (``step_runner``'s run-ended check), but
+    no World write marks it, so read as stored it looked as if it would still run. The one rule ``awsworld
+    describe`` (``cli/describe.py``) and ``Run.steps()`` (``client/client.py``) apply, through ``as_told``."""
+    open_at_end = run_status in TERMINAL_RUN_STATUSES and status in ("pending", "running")
+    return "cancelled" if open_at_end else status
+
+
 async def read_steps(world: World, run_id: str, *, values: bool = True) -> list[Step]:
     """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``), in
     pages of the most a World gives (``MAX_ENTITIES_PAGE``): at ``steps.list``'s default of 100, ``describe`` of
     a 3,000-step run under ``awsworld dev`` made 30 Queries, each of which moto answers by sorting the run's whole
-    partition (16 s)."""
+    partition (16 s). As stored: ``as_told`` gives them as readers are told them."""
     steps = await collect_pages(lambda cursor: world.steps.list(run_id, cursor=cursor, limit=MAX_ENTITIES_PAGE,
                                                                 resolve_data="all" if values else "none"))
     return sorted(steps, key=lambda step: call_order(step.step_id))
+
+
+def as_told(steps: Sequence[Step], run_status: str) -> list[Step]:
+    """``steps`` of a run whose status is ``run_status``, each with its status as ``step_status`` tells it."""
+    return [step if (status := step_status(step.status, run_status)) == step.status
+            else step.model_copy(update={"status": status}) for step in steps]
 
 
 async def print_timeline(world: World, run_id: str, *, values: bool = True, full: bool = False) -> None:

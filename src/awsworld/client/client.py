@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ov
 
 from .._engine.parking import MISSING, parked_run
 from .._http.push import refuse_wake, sdk_run
-from .._timeline import read_events, read_steps
+from .._timeline import as_told, read_events, read_steps
 from .._worker.run_control import (
     MAX_CANCEL_REASON,
     POLL_FIRST,
@@ -189,8 +189,15 @@ class Run(Generic[R_co]):
         ``decoded=True`` gives the values instead, as the workflow saw them (through the step's codecs where this
         process has its definition): ``output`` the value the step returned, ``input`` ``{"args": [...],
         "kwargs": {...}}`` of the arguments it was called with. That is what a test asserts on
-        (docs/get-started/first-test.md); a class the log names must be importable here."""
-        steps = await read_steps(self.client.world, self.run_id)
+        (docs/get-started/first-test.md); a class the log names must be importable here.
+
+        A step still open when the run ended (cancelled, or failed while a poll waited for its next check) reads
+        ``cancelled``: the end stopped it, as ``awsworld describe`` says (``_timeline.step_status``, one rule for
+        both); the World's record keeps the status it had then."""
+        world = self.client.world
+        view, steps = await asyncio.gather(world.runs.get(self.run_id, resolve_data="none"),
+                                           read_steps(world, self.run_id))
+        steps = as_told(steps, view.status)
         return [self._decoded(step) for step in steps] if decoded else steps
 
     def _decoded(self, step: Step) -> Step:
