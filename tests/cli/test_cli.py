@@ -957,6 +957,12 @@ def test_resume_and_fail_hook_with_an_idempotency_key_deliver_once(dev: Dev) -> 
     assert json.loads(dev("result", run_id, "--wait", "30").out) == 3  # the run took it, disposed the hook, ended
     again = dev("resume", "named:idem", '"ok"', "--idempotency-key", "mail-17")  # the sender's repeat
     assert again.code == 0 and again.out.startswith(f"already delivered as {event_id} to run {run_id}"), again
+    # A fail-hook reusing the key the resume recorded failed nothing, and said "failed as evnt_…" all the same: it
+    # says what the key delivered, and exits 0 as any repeat of a key does (docs/how-to/hooks.md).
+    failed = dev("fail-hook", "named:idem", "too late", "--idempotency-key", "mail-17")
+    assert (failed.code, failed.out) == (0, f"already delivered as {event_id} to run {run_id}: this idempotency key "
+                                            'was used before, by a resume, with the payload "ok"; nothing was '
+                                            "recorded again\n"), failed
     other = dev("resume", "named:idem", '"no"', "--idempotency-key", "mail-18").one_line_error(1)
     assert "closed when its run" in other, other
     assert {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)} == {"named:idem": 1}

@@ -481,10 +481,17 @@ class Client:
         message (and ``code``), after any payloads received before. The hook is then disposed. Recorded like a
         payload (a ``hook_received`` holding an envelope no ``resume_hook`` payload can produce), with the same
         ``idempotency_key`` and ``wait`` semantics as ``resume_hook``; returns the recorded event."""
+        return (await self.fail_hook_outcome(token, error, code=code, idempotency_key=idempotency_key,
+                                             wait=wait)).event
+
+    async def fail_hook_outcome(self, token: str, error: str | BaseException, *, code: str | None = None,
+                                idempotency_key: str | None = None, wait: float | None = None) -> HookResumed:
+        """``fail_hook``, telling a first delivery from a repeat of its idempotency key (whose first use may have
+        been a ``resume_hook``: the repeat records nothing, and the event is what that first use recorded)."""
         message = str(error) if not isinstance(error, BaseException) else (str(error) or type(error).__name__)
         with self._resuming(token, wait):
-            return (await resume_hook(self.world, token, failure_payload(message, code),
-                                      idempotency_key=idempotency_key, wait=wait)).event
+            return await resume_hook(self.world, token, failure_payload(message, code),
+                                     idempotency_key=idempotency_key, wait=wait)
 
     async def heartbeat_hook(self, token: str, *, wait: float | None = None) -> Event:
         """Tell the hook holding ``token`` that its sender is still working: for ``create_hook(...,
