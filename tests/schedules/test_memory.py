@@ -507,3 +507,13 @@ async def test_describe_and_the_run_viewer_say_what_works_for_a_run_whose_workfl
     assert said[scheduled.run_id] == back.format(scheduled.run_id) + (
         ", and create schedule hourly-gone on it: it still names the old one (`awsworld schedules delete "
         "hourly-gone`, then `awsworld schedules create hourly-gone NEW_NAME ...`)")
+
+
+def test_an_offset_of_zero_is_none_with_a_cron_too() -> None:
+    """``offset`` applies to ``every``: one given with ``cron`` is refused, not dropped in silence; an offset of 0 in
+    any spelling is none, and was refused as one given (``awsworld schedules create --cron ... --offset 0`` too:
+    ``tests/cli/test_schedules_cli.py``)."""
+    for zero in (0, "0s", "0m"):
+        assert Schedule(cron="0 2 * * *", offset=zero).cron == "0 2 * * *"
+    with pytest.raises(ValueError, match=r"^offset applies to every, not to a cron expression"):
+        Schedule(cron="0 2 * * *", offset="5m")
