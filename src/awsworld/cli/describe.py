@@ -31,7 +31,7 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
     the stack, a test's on the memory World)."""
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import parked_run
-    from .._timeline import as_told, read_events, read_steps
+    from .._timeline import as_told, failed_run_hint, read_events, read_steps
     from ..authoring.definitions import RETENTION_CONTEXT_KEY
     from ..client.client import cancel_reason, child_runs, run_views
     from ..client.limits import queued_runs
@@ -94,6 +94,9 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         # How long the run stays readable after its end: its workflow's retention, fixed when it started
         # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
         "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
+        # What a failed run's story ends with (its rerun, or for a workflow no deployment registers what works,
+        # the schedule that started it read as it is now: _timeline.failed_run_hint), else None.
+        "rerunHint": await failed_run_hint(world, view) if view.status == "failed" else None,
         # The run's final error in full (type, message, failing step, traceback) goes here, from a
         # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
     }

@@ -66,7 +66,8 @@ def spec_of(cron: str | None, every: Duration | None, offset: Duration, timezone
             spell: Spell = python_option) -> Spec:
     """When a schedule fires, its options checked (``ValueError``, spelled by ``spell``): exactly one of ``cron``
     and ``every``; ``every`` whole seconds, at least a minute, in UTC; ``offset`` shorter than it, and only with it
-    (0 means none, so a cron takes it too). The cron expression and the time zone themselves are ``timing.check``'s (world/schedule_timing.py)."""
+    (0 means none, so a cron takes it too). The cron expression and the time zone themselves are
+    ``timing.check``'s (world/schedule_timing.py)."""
     if (cron is None) == (every is None):
         raise ValueError(f"a schedule takes {spell('cron', '...')} or {spell('every', '...')}, exactly one of them")
     if cron is not None:
