@@ -25,11 +25,14 @@ from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
 from .authoring.errors import UNKNOWN_WORKFLOW
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
-from .world.entities import Step
+from .schedules.info import renamed_schedule_text, schedule_now, schedule_of
+from .world.entities import TERMINAL_RUN_STATUSES, Step, StepStatus
+from .world.entities import Run as RunView
 from .world.events import Event
 from .world.pages import MAX_ENTITIES_PAGE, collect_pages
 from .world.protocol import World
 from .world.rules.skips import DUE_FIELD, skipped
+from .world.schedules import ScheduleState
 from .world.sdk_values import readable_value
 
 # Where each event type keeps the value worth showing, and what to call it.
@@ -179,14 +182,17 @@ def error_lines(error: Any) -> list[str]:
     return lines
 
 
-def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id: str | None = None) -> str:
-    """What ends a failed run's story, as ``awsworld describe`` and the run viewer say it: a failed run is final
-    (``awsworld wake`` refuses it), and the way on is a new run with its input (docs/how-to/errors.md).
+def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id: str | None = None,
+               schedule: ScheduleState | None = None) -> str:
+    """What ends a failed run's story, as ``awsworld describe`` and the run viewer say it (``failed_run_hint``): a
+    failed run is final (``awsworld wake`` refuses it), and the way on is a new run with its input
+    (docs/how-to/errors.md).
 
     Not for a run that failed with ``UNKNOWN_WORKFLOW`` (its workflow renamed, or its module no longer deployed):
     a rerun starts the same name again and fails the same way, so the hint says what does work: code of that name
-    back, else the new name, and for a run a schedule started (``schedule_id``), the schedule, which names the
-    workflow and goes on starting runs of it (``schedules.info.unknown_workflow_schedule_note``)."""
+    back, else the new name, and for a run a schedule started (``schedule_id``; ``schedule``, that schedule now,
+    None once deleted), what is true of the schedule: one created through the API still names the workflow and goes
+    on starting runs of it; one declared in code follows the code (``schedules.info.renamed_schedule_text``)."""
     if code != UNKNOWN_WORKFLOW:
         return (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this "
                 "input, on the newest code (every step runs again)")
@@ -195,9 +201,23 @@ def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id:
             "the same arguments (`awsworld start NEW_NAME '[...]'`)")
     if schedule_id is None:
         return back
+    told = renamed_schedule_text(schedule_id, workflow, schedule)
+    if told is not None:
+        return f"{back}; {told}"
     # (Not a backfill of the tick: a schedule's tick has one run id, this failed run's, so it would start nothing.)
     return (f"{back}, and create schedule {schedule_id} on it: it still names the old one "
             f"(`awsworld schedules delete {schedule_id}`, then `awsworld schedules create {schedule_id} NEW_NAME ...`)")
+
+
+async def failed_run_hint(world: World, run: RunView) -> str:
+    """``rerun_hint`` for a failed run, the schedule that started it read as it is now when that matters (a run of a
+    workflow no deployment registers): ``awsworld describe`` (``cli/describe.py``) and the run viewer
+    (``ui/app.py``) say the same."""
+    info = schedule_of(run.execution_context)
+    if info is None:
+        return rerun_hint(run.run_id, run.workflow_name, run.error_code)
+    state = await schedule_now(world, info.schedule_id) if run.error_code == UNKNOWN_WORKFLOW else None
+    return rerun_hint(run.run_id, run.workflow_name, run.error_code, info.schedule_id, state)
 
 
 def error_part(error: Any, code: str | None) -> dict[str, Any]:
@@ -351,14 +371,30 @@ async def read_events(world: World, run_id: str, *, values: bool = True) -> list
                                                                 resolve_data="all" if values else "none"))
 
 
+def step_status(status: StepStatus, run_status: str) -> StepStatus:
+    """A step's status as its readers are told it: ``cancelled`` for a step still ``pending`` or ``running`` in the
+    World when its run ended (cancelled, or failed while it was open: a poll waiting for its next check, a running
+    attempt). The run's end stopped it and nothing of it is recorded after (``step_runner``'s run-ended check), but
+    no World write marks it, so read as stored it looked as if it would still run. The one rule ``awsworld
+    describe`` (``cli/describe.py``) and ``Run.steps()`` (``client/client.py``) apply, through ``as_told``."""
+    open_at_end = run_status in TERMINAL_RUN_STATUSES and status in ("pending", "running")
+    return "cancelled" if open_at_end else status
+
+
 async def read_steps(world: World, run_id: str, *, values: bool = True) -> list[Step]:
     """The run's steps in call order (a World lists them by id, where ``step_10`` sorts before ``step_2``), in
     pages of the most a World gives (``MAX_ENTITIES_PAGE``): at ``steps.list``'s default of 100, ``describe`` of
     a 3,000-step run under ``awsworld dev`` made 30 Queries, each of which moto answers by sorting the run's whole
-    partition (16 s)."""
+    partition (16 s). As stored: ``as_told`` gives them as readers are told them."""
     steps = await collect_pages(lambda cursor: world.steps.list(run_id, cursor=cursor, limit=MAX_ENTITIES_PAGE,
                                                                 resolve_data="all" if values else "none"))
     return sorted(steps, key=lambda step: call_order(step.step_id))
+
+
+def as_told(steps: Sequence[Step], run_status: str) -> list[Step]:
+    """``steps`` of a run whose status is ``run_status``, each with its status as ``step_status`` tells it."""
+    return [step if (status := step_status(step.status, run_status)) == step.status
+            else step.model_copy(update={"status": status}) for step in steps]
 
 
 async def print_timeline(world: World, run_id: str, *, values: bool = True, full: bool = False) -> None:

@@ -957,6 +957,12 @@ def test_resume_and_fail_hook_with_an_idempotency_key_deliver_once(dev: Dev) -> 
     assert json.loads(dev("result", run_id, "--wait", "30").out) == 3  # the run took it, disposed the hook, ended
     again = dev("resume", "named:idem", '"ok"', "--idempotency-key", "mail-17")  # the sender's repeat
     assert again.code == 0 and again.out.startswith(f"already delivered as {event_id} to run {run_id}"), again
+    # A fail-hook reusing the key the resume recorded failed nothing, and said "failed as evnt_…" all the same: it
+    # says what the key delivered, and exits 0 as any repeat of a key does (docs/how-to/hooks.md).
+    failed = dev("fail-hook", "named:idem", "too late", "--idempotency-key", "mail-17")
+    assert (failed.code, failed.out) == (0, f"already delivered as {event_id} to run {run_id}: this idempotency key "
+                                            'was used before, by a resume, with the payload "ok"; nothing was '
+                                            "recorded again\n"), failed
     other = dev("resume", "named:idem", '"no"', "--idempotency-key", "mail-18").one_line_error(1)
     assert "closed when its run" in other, other
     assert {h["token"]: h["received"] for h in json.loads(dev("hooks", run_id, "--json").out)} == {"named:idem": 1}
@@ -1508,20 +1514,21 @@ def test_result_json_of_a_failed_run_keeps_its_details_and_a_timed_out_wait_says
     assert dev("cancel", waiting).code == 0
 
 
-def test_describe_of_a_cancelled_run_shows_its_open_step_unfinished_not_running(dev: Dev, project: Path) -> None:
+def test_describe_of_a_cancelled_run_shows_its_open_step_cancelled_not_running(dev: Dev, project: Path) -> None:
     """A step running when its run was cancelled is stopped, and nothing of it is recorded after the run's end, so
-    the World keeps it `running`: describe read as if it still ran. `--json` keeps the stored status."""
+    the World keeps it `running`: describe read as if it still ran. It reads `cancelled`, in the text and in
+    `--json` alike, as `Run.steps()` says (`_timeline.step_status`: one rule)."""
     gate = project / "opened-after-the-cancel"
     run_id = _start(dev, "clitest.waits", json.dumps(["step", str(gate)]))
-    # (running, not only waited on: a step declared and not started yet when the cancel lands is not "unfinished")
+    # (running, not only waited on: a step declared and not started yet when the cancel lands is another case)
     _describe_until(dev, run_id, lambda d: [w["kind"] for w in d["waitingOn"]] == ["step"]
                     and [s["status"] for s in d["steps"]["list"]] == ["running"])
     assert dev("cancel", run_id, "--reason", "on-call").code == 0
     text = dev("describe", run_id).out.splitlines()
-    assert "steps     1 (1 unfinished)" in text, "\n".join(text)  # (whole: a list in the message is cut short)
-    assert "          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)" in text
-    assert any(re.fullmatch(r"  clitest\.gate +unfinished +attempt 1", line) for line in text), text
-    assert dev.json("describe", run_id)["steps"]["list"][0]["status"] == "running"
+    assert "steps     1 (1 cancelled)" in text, "\n".join(text)  # (whole: a list in the message is cut short)
+    assert "          (cancelled: open when the run ended, stopped then; nothing of them is recorded after)" in text
+    assert any(re.fullmatch(r"  clitest\.gate +cancelled +attempt 1", line) for line in text), text
+    assert dev.json("describe", run_id)["steps"]["list"][0]["status"] == "cancelled"
     # The body goes on until its check finds the run ended (every AWSWORLD_STEP_CHECK_SECONDS, 5 s): the module's
     # dev, stopped next when this test runs last, waited that long in its stop's grace. Its gate ends it now.
     gate.write_text("")

@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from awsworld.aws.world import AWSWorld
-from awsworld.cli.dev_state import SNAPSHOT_SECONDS, SNAPSHOT_SHARE, TABLE_FILE, Snapshots, restore, snapshot
+from awsworld.cli.dev_state import (
+    KEEP_SECONDS,
+    SNAPSHOT_SECONDS,
+    SNAPSHOT_SHARE,
+    TABLE_FILE,
+    Snapshots,
+    restore,
+    snapshot,
+)
 from awsworld.local import MotoServer
 from awsworld.local.provision import provision_table
 
@@ -93,6 +101,34 @@ async def test_one_copy_slowed_by_a_busy_dev_does_not_widen_the_window_a_crash_l
         intervals.append(snapshots.interval())
     # before: 5, 5, 19.5 after the one slow copy; now 5 until three copies in a row are slow (the quickest 3 s)
     assert intervals == [SNAPSHOT_SECONDS] * 4 + [pytest.approx(3.0 / SNAPSHOT_SHARE)], intervals
+
+
+async def test_a_resume_waits_for_one_copy_unless_copies_are_too_slow_to_wait_for(
+        world: AWSWorld, moto_server: MotoServer, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """``Snapshots.keep`` (a write that recorded a hook's payload, before its answer: ``tests/cli/
+    test_dev_kept_resume.py`` kills ``dev`` after one) copies once for the resumes a copy under way already holds,
+    and not at all while copies take longer than ``KEEP_SECONDS`` (10,000 waiting runs took 4 s a copy: every
+    resume would wait that long), which it says once."""
+    took = iter([100.0, 100.1] * 2 + [200.0, 200.0 + KEEP_SECONDS + 1] * 3)  # two quick copies, then three slow
+    snapshots = Snapshots(world, tmp_path, lambda: moto_server.changes, clock=lambda: next(took))
+    dynamodb = await world.clients.dynamodb()
+    assert await snapshots.save()
+    await dynamodb.put_item(TableName=world.config.table_name, Item={"pk": {"S": "p#1"}, "sk": {"S": "a"}})
+    snapshots.keep()  # a quick copy: made, holding the write
+    assert ("p#1", "a") in saved_keys(tmp_path)
+    copied = (tmp_path / TABLE_FILE).stat().st_mtime_ns
+    snapshots.keep()  # nothing since: no copy
+    assert (tmp_path / TABLE_FILE).stat().st_mtime_ns == copied
+    for n in range(2, 5):  # copies that all take longer than KEEP_SECONDS
+        await dynamodb.put_item(TableName=world.config.table_name, Item={"pk": {"S": f"p#{n}"}, "sk": {"S": "a"}})
+        assert await snapshots.save()
+    await dynamodb.put_item(TableName=world.config.table_name, Item={"pk": {"S": "p#9"}, "sk": {"S": "a"}})
+    with caplog.at_level("WARNING", logger="awsworld.dev"):
+        snapshots.keep()
+        snapshots.keep()
+    assert ("p#9", "a") not in saved_keys(tmp_path), "not waited for"
+    [said] = [r.getMessage() for r in caplog.records if "answered before a copy holds them" in r.getMessage()]
+    assert "run it again with its --idempotency-key" in said, said
 
 
 ALL_TYPES = {"d": {"S": "x" * 1500}, "n": {"N": "12.50"}, "b": {"B": b"\x00\x01\xff"}, "t": {"BOOL": True},

@@ -83,6 +83,11 @@ def test_the_schedule_lifecycle_from_the_command_line(dev: Dev) -> None:
     assert "report" in wrong.one_line_error(2), "the arguments are checked against the workflow (AWSWORLD_MODULES)"
     offset = dev("schedules", "create", "offset", "clitest.report", "--cron", "0 2 * * *", "--offset", "5m")
     assert "--offset applies to --every" in offset.one_line_error(2), "not dropped in silence"
+    # ... but an offset of 0 is none: it was refused as one given (a script passing its default along, say)
+    zero = dev.json("schedules", "create", "zero", "clitest.report", "--cron", "0 2 * * *", "--offset", "0",
+                    "--args", '["eu"]')
+    assert (zero["cron"], zero["offsetSeconds"]) == ("0 2 * * *", None), zero
+    assert dev("schedules", "delete", "zero").code == 0
     every = dev("schedules", "create", "every", "clitest.report", "--every", "1h", "--args", '["eu"]',
                 "--catchup", "all")
     assert "needs --overlap allow_all" in every.one_line_error(2), "only the oldest missed tick would have run"

@@ -201,6 +201,38 @@ async def test_a_poll_beside_other_steps_and_after_a_replay(awsworld_env: Workfl
     assert retry_gaps(events, poll_id) == pytest.approx([2, 2, 2], abs=0.5)
 
 
+@workflow
+async def poll_for_ever(tag: str) -> dict[str, object]:
+    return await poll_until(job_status, tag, predicate=lambda s: False, interval="30s")
+
+
+async def test_a_poll_open_when_its_run_is_cancelled_reads_cancelled_in_steps_and_describe(
+        awsworld_env: WorkflowTestEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    """Between two checks a poll's step is ``pending`` in the World, and stays so after a cancel (nothing records
+    a step's end after its run's): ``Run.steps()`` listed it ``pending`` (as if it would poll again) where
+    ``describe`` said ``unfinished``. Both read it through one rule (``_timeline.step_status``) and say the same."""
+    from awsworld.cli.describe import _print_description, describe_document
+
+    tag = uuid.uuid4().hex
+    run = await awsworld_env.client.start(poll_for_ever, tag)
+    await awsworld_env.sleep("95s")  # a few checks; the step waits for its next
+    [poll] = await run.steps()
+    checks = CALLS[tag]
+    assert (poll.status, poll.attempt) == ("pending", checks) and checks >= 2
+    await run.cancel(reason="not needed")
+    [poll] = await run.steps()
+    assert (poll.status, poll.attempt) == ("cancelled", checks)
+    document = await describe_document(awsworld_env.client, run.run_id)
+    assert [s["status"] for s in document["steps"]["list"]] == ["cancelled"]
+    assert document["steps"]["byStatus"] == {"cancelled": 1}
+    _print_description(document)
+    text = capsys.readouterr().out.splitlines()
+    assert "steps     1 (1 cancelled)" in text, text
+    assert any(line.split()[:2] == [poll.step_name, "cancelled"] for line in text), text
+    await awsworld_env.sleep("5m")
+    assert CALLS[tag] == checks, "no check after the cancel"
+
+
 # ----------------------------------------------------------------------------------------- LocalAWS
 
 

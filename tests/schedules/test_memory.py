@@ -507,3 +507,63 @@ async def test_describe_and_the_run_viewer_say_what_works_for_a_run_whose_workfl
     assert said[scheduled.run_id] == back.format(scheduled.run_id) + (
         ", and create schedule hourly-gone on it: it still names the old one (`awsworld schedules delete "
         "hourly-gone`, then `awsworld schedules create hourly-gone NEW_NAME ...`)")
+
+
+def test_an_offset_of_zero_is_none_with_a_cron_too() -> None:
+    """``offset`` applies to ``every``: one given with ``cron`` is refused, not dropped in silence; an offset of 0 in
+    any spelling is none, and was refused as one given (``awsworld schedules create --cron ... --offset 0`` too:
+    ``tests/cli/test_schedules_cli.py``)."""
+    for zero in (0, "0s", "0m"):
+        assert Schedule(cron="0 2 * * *", offset=zero).cron == "0 2 * * *"
+    with pytest.raises(ValueError, match=r"^offset applies to every, not to a cron expression"):
+        Schedule(cron="0 2 * * *", offset="5m")
+
+
+@pytest.mark.parametrize("after", ["declared-on-the-new-name", "orphaned", "deleted"])
+async def test_a_scheduled_run_of_a_renamed_workflow_is_told_what_is_true_of_its_schedule(
+        after: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """A run a schedule declared in code started, of a workflow renamed since, failed with ``UNKNOWN_WORKFLOW`` and
+    a note to pause or delete the schedule and create it on the new name, as for a schedule created through the API.
+    False for a declaration: the deploy that renamed the workflow declares it on the new name (same ``id``), or
+    orphans it (a default id, renamed with the workflow) and it fires nothing; and a declared schedule cannot be
+    deleted. The note, describe's re-run line and the run viewer now say what is true of the schedule now."""
+    import httpx
+
+    from awsworld.cli.describe import _print_description, describe_document
+    from awsworld.schedules.declared import Declaration
+    from awsworld.ui import create_app
+
+    gone, new = "tests.schedules.app.renamed_away", workflow_name(app.echo)
+    async with WorkflowTestEnv(start_time=START) as env:
+        # The old deployment declared "nightly" on the old name: its 01:00 tick starts a run of it.
+        env.world.schedules.declared = (Declaration("nightly", gone, app.__name__, Schedule(every="1h", args=(1,))),)
+        await run_schedules(env.world)
+        await env.sleep("1h")
+        [started] = await scheduled_runs(env.world, "nightly")
+        # Then the renaming deploy: the same id on the new name, or a default id of its own (the old one orphaned).
+        kept = Declaration("nightly", new, app.__name__, Schedule(every="1h", args=(1,)))
+        renamed = Declaration(f"{new}-1h", new, app.__name__, Schedule(every="1h", args=(1,)))
+        env.world.schedules.declared = (kept,) if after == "declared-on-the-new-name" else (renamed,)
+        await run_schedules(env.world)
+        if after == "deleted":
+            await env.client.schedules.delete("nightly")
+        await env.sleep("1h")  # past the unknown-workflow window (15 minutes from the run's creation)
+        view = await env.world.runs.get(started.run_id)
+        assert (view.status, view.error_code) == ("failed", "UNKNOWN_WORKFLOW"), view
+        _, message = error_name_and_message(view.error)
+        _print_description(await describe_document(env.client, started.run_id))
+        [rerun] = [line for line in capsys.readouterr().out.splitlines() if line.startswith("re-run ")]
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=create_app(env.world)),
+                                     base_url="http://127.0.0.1") as http:
+            page = (await http.get(f"/runs/{started.run_id}")).text
+    told = {"declared-on-the-new-name": f"schedule 'nightly' started this run and is now declared in code on {new!r}: "
+                                       "its next ticks start that; nothing to change in the schedule",
+            "orphaned": "schedule 'nightly' (declared in code) started this run; no deployment declares it now, so "
+                        "it starts nothing: a declaration on the new name is a schedule of its own (`awsworld "
+                        "schedules list`); `awsworld schedules delete nightly` removes the old one's record",
+            "deleted": "schedule 'nightly' started this run and has been deleted since: it starts no more runs"}[after]
+    if after != "deleted":  # (the note is written when the run fails, before this test deletes the schedule)
+        assert message.endswith(f"; {told}"), message
+    assert "pause or delete it" not in message and "create the schedule on its new name" not in message, message
+    assert rerun.endswith(f"(`awsworld start NEW_NAME '[...]'`); {told}"), rerun
+    assert rerun.removeprefix("re-run    ").replace("'", "&#x27;") in page, "the viewer says the same"

@@ -52,7 +52,7 @@ from .._http.push import is_push, push, sdk_run
 from .._published.model import judge
 from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
-from ..schedules.info import unknown_workflow_schedule_note
+from ..schedules.info import schedule_now, schedule_of, unknown_workflow_schedule_note
 from ..settings import SETTINGS, Settings
 from ..world.clock import clock_of
 from ..world.entities import TERMINAL_RUN_STATUSES
@@ -411,8 +411,9 @@ class DeliveryPath:
         world = self.worker.world
         waited = (clock_of(world).now() - run.created_at).total_seconds()
         # A run a schedule started: the schedule, not its starter, names the workflow (and goes on naming it).
-        scheduled = unknown_workflow_schedule_note(run.execution_context, message.workflow_name) \
-            if isinstance(missing, WorkflowNotRegisteredError) else ""
+        info = schedule_of(run.execution_context) if isinstance(missing, WorkflowNotRegisteredError) else None
+        scheduled = "" if info is None else unknown_workflow_schedule_note(
+            run.execution_context, message.workflow_name, await schedule_now(world, info.schedule_id))
         what = _missing_text(missing, message) + scheduled
         self.observer.count(UNKNOWN_WORKFLOW)
         parks = run.started_at is not None and SETTINGS.on_divergence == "park"

@@ -31,7 +31,7 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
     the stack, a test's on the memory World)."""
     from .._deployments.pins import LATEST, PIN_ATTRIBUTE
     from .._engine.parking import parked_run
-    from .._timeline import read_events, read_steps
+    from .._timeline import as_told, failed_run_hint, read_events, read_steps
     from ..authoring.definitions import RETENTION_CONTEXT_KEY
     from ..client.client import cancel_reason, child_runs, run_views
     from ..client.limits import queued_runs
@@ -49,6 +49,7 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
     steps, events, streams = await asyncio.gather(read_steps(world, run_id, values=False),
                                                   read_events(world, run_id, values=False),
                                                   world.streams.list(run_id))
+    steps = as_told(steps, view.status)  # a step open when the run ended reads cancelled, as Run.steps() says
     # Read together (client.client.run_views, as the run viewer reads them): one after another, 100 children
     # were 100 round trips in a row. One not found keeps the "starting" it always read as.
     views = await run_views(world, child_runs(run_id, steps))
@@ -93,6 +94,9 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         # How long the run stays readable after its end: its workflow's retention, fixed when it started
         # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
         "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
+        # What a failed run's story ends with (its rerun, or for a workflow no deployment registers what works,
+        # the schedule that started it read as it is now: _timeline.failed_run_hint), else None.
+        "rerunHint": await failed_run_hint(world, view) if view.status == "failed" else None,
         # The run's final error in full (type, message, failing step, traceback) goes here, from a
         # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
     }
@@ -103,16 +107,6 @@ INTERNAL_PREFIX = "awsworld."
 """The namespace of awsworld's own names: its attributes (``awsworld.patched.<change id>``, the engine's record of
 a ``patched()`` answer) and built-in steps (``awsworld.start_child``, which starts a child run; ``describe``
 lists the child itself). People reading ``describe`` see their own unless they ask (``--all``)."""
-
-
-def _step_status(step: dict[str, Any], run_status: str) -> str:
-    """A step's status for people: a step still pending or running in the World when its run ended (cancelled,
-    failed on request) read as if it still ran; the run's end stopped it, and its status stays as it was then
-    (``--json`` keeps it)."""
-    from ..world.entities import TERMINAL_RUN_STATUSES
-
-    ended = run_status in TERMINAL_RUN_STATUSES and step["status"] in ("pending", "running")
-    return "unfinished" if ended else str(step["status"])
 
 
 STATUS_ERROR_CHARS = 200
@@ -178,14 +172,14 @@ def _print_description(d: dict[str, Any], *, internal: bool = False) -> None:
     listed = [step for step in d["steps"]["list"] if internal or not step["name"].startswith(INTERNAL_PREFIX)]
     counts: dict[str, int] = {}
     for step in listed:
-        counts[_step_status(step, d["status"])] = counts.get(_step_status(step, d["status"]), 0) + 1
+        counts[step["status"]] = counts.get(step["status"], 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
     print(f"steps     {len(listed)}" + (f" ({summary})" if summary else ""))
-    if "unfinished" in counts:
-        print("          (unfinished: open when the run ended, stopped then; nothing of them is recorded after)")
+    if "cancelled" in counts:  # (no World write cancels a step: _timeline.step_status reads it so)
+        print("          (cancelled: open when the run ended, stopped then; nothing of them is recorded after)")
     for step in listed:
         name = f"{step['displayName']} ({step['name']})" if step.get("displayName") else step["name"]
-        line = f"  {name:<30} {_step_status(step, d['status']):<10} attempt {step['attempt']}"
+        line = f"  {name:<30} {step['status']:<10} attempt {step['attempt']}"
         # a completed step keeps its last failed attempt's error (a retry's, a poll's): say it is not the outcome
         earlier = "last failed attempt: " if step["status"] == "completed" else ""
         print(line + (f"  {earlier}{shorten(step['error'], 60)[1:-1]}" if step["error"] else ""))

@@ -264,6 +264,7 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
                                                     read_table=moto.read_table)
                     snapshots.restored(restored)
                     await snapshots.start()  # copies on a thread: a step that blocks the loop holds none back
+                    moto.keep_first(snapshots.keep)  # a resume is answered once DIR holds its payload
                 code = dev_reload.UserCode(args.modules, [Path.cwd()])
                 versions = DevCode(world, code.modules)  # runs stay on the code they started on (``dev_code``)
                 worker = await versions.first(REGISTRY)
@@ -320,6 +321,7 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
                 if poller is not None:
                     await _stop_deliveries(poller)
                 if snapshots is not None:
+                    moto.keep_first(None)
                     await snapshots.stop()  # (the last copy, below, comes after the deliveries' last writes)
                 if serving:  # after the deliveries' last writes, so what they finished is saved
                     if state is not None and snapshots is not None:

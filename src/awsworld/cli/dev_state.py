@@ -12,7 +12,9 @@ Limits, said plainly: the queue is not saved (its messages are wakes, and the ru
 for when a run is woken: a durable sleep that fell due meanwhile ends at once); a crash (not Ctrl-C) loses the
 writes since the last snapshot (``SNAPSHOT_SECONDS``, or longer for a table that takes long to copy: see
 ``Snapshots.interval``), so a step may run again, as it may after any crash; snapshots copy the whole table, which
-suits a development machine, not a large data set.
+suits a development machine, not a large data set. Except a hook's payload: a write that records one (``awsworld
+resume``, a webhook's request) is answered only once a copy holds it (``Snapshots.keep``), because its sender,
+told "delivered", has no reason to send it again, where a lost step result is made again by the step.
 
 What a restore changes, because the process that held it is gone: the queue's dedup markers are not loaded
 (they name messages that no longer exist, and would hold their keys back for days), and every step that was
@@ -59,6 +61,9 @@ DEDUP_PREFIX = "DEDUP#"
 SNAPSHOT_SECONDS = 5.0
 SNAPSHOT_SHARE = 0.2
 """At most this share of ``dev``'s time goes to copying the table: copies that took 3 s wait 15 s for the next."""
+KEEP_SECONDS = 1.0
+"""``Snapshots.keep`` copies before a resume's answer only while a copy takes at most this long (the quickest of the
+last ``COPY_TIMES_KEPT``): about 15,000 items on a 2-core machine."""
 COPY_TIMES_KEPT = 3
 """How many copies' times ``Snapshots.interval`` judges copying by (the quickest of them)."""
 STATE_FILE = "state.json"
@@ -279,10 +284,11 @@ class Snapshots:
         """How many items the last copy saved."""
         self._copied: int | None = None  # ``changes`` when the last copy started
         self._seconds: collections.deque[float] = collections.deque(maxlen=COPY_TIMES_KEPT)  # the last copies' times
-        self._copying = threading.Lock()  # one copy at a time: the thread's, and the last one at a stop
+        self._copying = threading.RLock()  # one copy at a time: the thread's, a resume's (``keep``), the last at a stop
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._clients: tuple[Any, Any] | None = None  # botocore's DynamoDB and S3 clients (opened on the loop)
+        self._kept_late_said = False  # ``keep`` said that copies are too slow to wait for
 
     def restored(self, items: int) -> None:
         """The table and bucket were just loaded from DIR: what DIR holds stands for them (a restore's changes to
@@ -321,6 +327,34 @@ class Snapshots:
     async def _open(self) -> None:
         if self._clients is None:
             self._clients = (await self.world.clients.dynamodb()).client, (await self.world.clients.s3()).client
+
+    def keep(self) -> None:
+        """Copy now, on the caller's thread (one of the emulator's, answering a write that recorded a hook's payload:
+        ``local/moto_server.py``'s ``kept_first``), so the answer ``delivered`` is given only once DIR holds the
+        payload. A copy that began after this write holds it already: resumes that come together wait for one copy
+        (the one under way, or the next), not one each. A failed copy is said, as the periodic one's is, and the
+        answer goes out all the same.
+
+        Not when copying takes longer than ``KEEP_SECONDS`` (``bench/dev_resume_keep.py``: 0.04 s for 100 runs
+        waiting on a hook, 4 s for 10,000, 70,000 items): every resume would wait that long, and every DynamoDB
+        request while the table is read. Then the answer goes out at once, as before, and ``dev`` says once that a
+        crash may lose it (docs/how-to/hooks.md: run the resume again with its key)."""
+        if min(self._seconds, default=0.0) > KEEP_SECONDS:
+            if not self._kept_late_said:
+                self._kept_late_said = True
+                log.warning("dev: copying the state to %s takes %.1f s, so resumes are answered before a copy holds "
+                            "them: a crash (kill -9) loses one answered in the %.0f s before it (run it again with "
+                            "its --idempotency-key)", self.directory, min(self._seconds), self.interval())
+            return
+        written = self.changes()  # this write is counted (``SerializedDynamoDB``): a copy from this mark on holds it
+        try:
+            with self._copying:
+                if self._copied is not None and self._copied >= written:
+                    return
+                self._save()
+        except Exception as error:  # the emulator going away, a full disk
+            log.warning("dev: copying the state to %s before answering a resume failed: %s: %s", self.directory,
+                        type(error).__name__, error)
 
     def _every_interval(self) -> None:
         while not self._stop.wait(self.interval()):

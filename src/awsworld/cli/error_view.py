@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._timeline import error_lines, error_part, rerun_hint
+from .._timeline import error_lines, error_part
 from .._worker.error_shapes import failed_in
 
 __all__ = ["error_part", "print_error_part"]
@@ -38,7 +38,5 @@ def print_error_part(document: dict[str, Any]) -> None:
         print("traceback")
         for line in lines:
             print(f"  {line}")
-    if document.get("status") == "failed":
-        schedule = document.get("schedule") or {}  # (a run a schedule started: its hint names the schedule)
-        hint = rerun_hint(document["runId"], document["workflow"], document.get("errorCode"), schedule.get("id"))
-        print(f"re-run    {hint}")
+    if document.get("status") == "failed" and document.get("rerunHint"):  # (_timeline.failed_run_hint)
+        print(f"re-run    {document['rerunHint']}")

@@ -25,6 +25,7 @@ from .output import compact, error_text, print_json, print_table, remote, shorte
 
 if TYPE_CHECKING:
     from ..world.entities import Hook
+    from ..world.events import Event
     from ..world.protocol import World
 
 WEBHOOK_URL_ENV = Settings.webhook_url.env
@@ -711,8 +712,7 @@ def _resume(args: argparse.Namespace) -> int:
             outcome = await client.resume_hook_outcome(args.token, payload, idempotency_key=args.idempotency_key)
             event = outcome.event
             if not outcome.recorded:  # a repeat of the key: nothing recorded, the run is not told twice
-                print(f"already delivered as {event.event_id} to run {event.run_id} (a resume with this "
-                      "idempotency key was recorded before; nothing was recorded again)")
+                print(await repeated_text(client.world, event))
                 return
             try:  # (one read more, to say whether the payload goes on now)
                 view = await client.world.runs.get(event.run_id, resolve_data="none")
@@ -770,12 +770,40 @@ def _payload_as_given(text: str | None) -> object:
         return text
 
 
+async def repeated_text(world: Any, event: Event) -> str:
+    """What ``resume`` and ``fail-hook`` say for a repeat of an idempotency key: the event the key's first use
+    recorded, and what that was, a payload or a failure (read back from the run's log: one read, for a repeat
+    only). ``fail-hook`` reusing a key a ``resume`` had recorded said "failed as evnt_…" of the payload's event,
+    though nothing failed the hook."""
+    from .._timeline import read_events
+    from ..durable.hook_payloads import hook_failure
+    from ..world.errors import RunNotFoundError
+
+    first = "an earlier resume or fail-hook"
+    with contextlib.suppress(RunNotFoundError):  # gone since (retention): what it held is gone with it
+        found = [e for e in await read_events(world, event.run_id) if e.event_id == event.event_id]
+        if found:
+            payload = (found[0].event_data or {}).get("payload")
+            failure = hook_failure("", payload)
+            if failure is None:
+                first = f"a resume, with the payload {shorten(payload, 60)}"
+            else:
+                error = failure()
+                first = f"a fail-hook: {error.message!r}" + (f" [{error.code}]" if error.code else "")
+    return (f"already delivered as {event.event_id} to run {event.run_id}: this idempotency key was used before, by "
+            f"{first}; nothing was recorded again")
+
+
 def _fail_hook(args: argparse.Namespace) -> int:
     async def go() -> None:
         async with remote() as client:
             with _waited_for_hook(args.wait):
-                event = await client.fail_hook(args.token, args.message, code=args.code, wait=args.wait,
-                                               idempotency_key=args.idempotency_key)
+                outcome = await client.fail_hook_outcome(args.token, args.message, code=args.code, wait=args.wait,
+                                                         idempotency_key=args.idempotency_key)
+            event = outcome.event
+            if not outcome.recorded:  # a repeat of the key: its first use may have been a resume
+                print(await repeated_text(client.world, event))
+                return
             print(f"failed as {event.event_id} in run {event.run_id}")
 
     asyncio.run(go())

@@ -43,14 +43,16 @@ def register(sub: Any) -> None:
     create.add_argument("workflow", help="the workflow's registered name (its name=)")
     when = create.add_mutually_exclusive_group(required=True)
     when.add_argument("--cron", help="5 fields: minute hour day-of-month month day-of-week ('0 2 * * *')")
-    when.add_argument("--every", help="a fixed interval of at least a minute ('15m', '1h')")
+    when.add_argument("--every", type=duration_flag, help="a fixed interval of at least a minute ('15m', '1h')")
     create.add_argument("--timezone", default="UTC", help="the cron expression's IANA time zone (Europe/Berlin)")
-    create.add_argument("--offset", help="with --every: the ticks' offset from the interval ('5m'; default 0)")
+    create.add_argument("--offset", type=duration_flag,
+                        help="with --every: the ticks' offset from the interval ('5m', or seconds: 300; default 0)")
     create.add_argument("--args", default="[]", help="the runs' positional arguments, as a JSON array")
     create.add_argument("--kwargs", help="the runs' keyword arguments, as a JSON object")
     create.add_argument("--overlap", choices=OVERLAPS, default="skip", help="when the last run is still going")
     create.add_argument("--catchup", choices=CATCHUPS, default="latest", help="after downtime or a pause")
-    create.add_argument("--catchup-window", help="missed ticks older than this do not fire ('6h')")
+    create.add_argument("--catchup-window", type=duration_flag,
+                        help="missed ticks older than this do not fire ('6h')")
     create.set_defaults(handler=_create)
 
     listing = commands.add_parser("list", parents=[read], help="every schedule, with its next fire time")
@@ -227,6 +229,13 @@ def _create(args: argparse.Namespace) -> int:
             raise usage(str(error), "--args and --kwargs are the workflow's parameters") from None
 
     return _run(args, work)
+
+
+def duration_flag(text: str) -> str | int:
+    """A duration flag's text as ``Schedule`` takes it: digits alone are that many seconds (the duration parser takes
+    a number of seconds as a number, never as text, and a flag is always text: ``--offset 0``, the default its help
+    names, was refused as an unreadable duration), anything else is the duration's text ('5m')."""
+    return int(text) if text.isdigit() else text
 
 
 def flag(name: str, value: str | None = None, /) -> str:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, ov
 
 from .._engine.parking import MISSING, parked_run
 from .._http.push import refuse_wake, sdk_run
-from .._timeline import read_events, read_steps
+from .._timeline import as_told, read_events, read_steps
 from .._worker.run_control import (
     MAX_CANCEL_REASON,
     POLL_FIRST,
@@ -189,8 +189,15 @@ class Run(Generic[R_co]):
         ``decoded=True`` gives the values instead, as the workflow saw them (through the step's codecs where this
         process has its definition): ``output`` the value the step returned, ``input`` ``{"args": [...],
         "kwargs": {...}}`` of the arguments it was called with. That is what a test asserts on
-        (docs/get-started/first-test.md); a class the log names must be importable here."""
-        steps = await read_steps(self.client.world, self.run_id)
+        (docs/get-started/first-test.md); a class the log names must be importable here.
+
+        A step still open when the run ended (cancelled, or failed while a poll waited for its next check) reads
+        ``cancelled``: the end stopped it, as ``awsworld describe`` says (``_timeline.step_status``, one rule for
+        both); the World's record keeps the status it had then."""
+        world = self.client.world
+        view, steps = await asyncio.gather(world.runs.get(self.run_id, resolve_data="none"),
+                                           read_steps(world, self.run_id))
+        steps = as_told(steps, view.status)
         return [self._decoded(step) for step in steps] if decoded else steps
 
     def _decoded(self, step: Step) -> Step:
@@ -474,10 +481,17 @@ class Client:
         message (and ``code``), after any payloads received before. The hook is then disposed. Recorded like a
         payload (a ``hook_received`` holding an envelope no ``resume_hook`` payload can produce), with the same
         ``idempotency_key`` and ``wait`` semantics as ``resume_hook``; returns the recorded event."""
+        return (await self.fail_hook_outcome(token, error, code=code, idempotency_key=idempotency_key,
+                                             wait=wait)).event
+
+    async def fail_hook_outcome(self, token: str, error: str | BaseException, *, code: str | None = None,
+                                idempotency_key: str | None = None, wait: float | None = None) -> HookResumed:
+        """``fail_hook``, telling a first delivery from a repeat of its idempotency key (whose first use may have
+        been a ``resume_hook``: the repeat records nothing, and the event is what that first use recorded)."""
         message = str(error) if not isinstance(error, BaseException) else (str(error) or type(error).__name__)
         with self._resuming(token, wait):
-            return (await resume_hook(self.world, token, failure_payload(message, code),
-                                      idempotency_key=idempotency_key, wait=wait)).event
+            return await resume_hook(self.world, token, failure_payload(message, code),
+                                     idempotency_key=idempotency_key, wait=wait)
 
     async def heartbeat_hook(self, token: str, *, wait: float | None = None) -> Event:
         """Tell the hook holding ``token`` that its sender is still working: for ``create_hook(...,

@@ -14,6 +14,7 @@ as the table fills, and skips work moto repeats on every request with the same a
 from __future__ import annotations
 
 import collections
+import io
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -83,14 +84,27 @@ class SerializedDynamoDB:
         self.app = app
         self.lock = FairLock()
         self.changes = 0
+        self.keep: Callable[[], None] | None = None
+        """Called after a write that records a hook's payload succeeded, before its answer leaves (``dev
+        --state``'s ``Snapshots.keep``): see ``kept_first``."""
 
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
         target = environ.get("HTTP_X_AMZ_TARGET", "")
+        changes = _may_change(environ.get("REQUEST_METHOD", ""), target)
+        keep = self.keep if changes and target.startswith("DynamoDB_") and self.keep is not None else None
+        if keep is not None and not kept_first(environ):
+            keep = None
+        answered: list[str] = []
+
+        def started(status: str, *rest: Any) -> Any:
+            answered.append(status)
+            return start_response(status, *rest)
+
         try:
             if not target.startswith("DynamoDB_"):
                 return self.app(environ, start_response)
             with self.lock:
-                result = self.app(environ, start_response)
+                result = self.app(environ, started)
                 try:
                     # Produce the whole body under the lock: a lazy body must not read state after release.
                     return [b"".join(result)]
@@ -101,8 +115,27 @@ class SerializedDynamoDB:
         finally:
             # Counted once the request is done: a copy that reads the count and then the table either sees this
             # write or reads a count that the next look finds changed.
-            if _may_change(environ.get("REQUEST_METHOD", ""), target):
+            if changes:
                 self.changes += 1
+            # (Out of the lock, which the copy takes to read the table; the answer waits for it.)
+            if keep is not None and answered and answered[0].startswith("200"):
+                keep()
+
+
+KEPT_FIRST = b"hook_received"
+"""What a DynamoDB write carries when it records a hook's payload (its event's type, in the event item's JSON)."""
+
+
+def kept_first(environ: dict[str, Any]) -> bool:
+    """Whether this DynamoDB write records a hook's payload (a resume, a webhook's, a fail or a heartbeat), whose
+    answer ``awsworld dev --state`` holds back until the state holding it is copied: an answered ``delivered`` is
+    then never lost to a ``kill -9`` (the copies every 5 s would lose up to 5 s of them, and the sender, told
+    "delivered", has no reason to send again). Reads the request's body, and puts it back for moto. A user value
+    that holds the words (a step's result, say) costs a copy too many, never a payload kept late."""
+    length = int(environ.get("CONTENT_LENGTH") or 0)
+    body = environ["wsgi.input"].read(length) if length > 0 else b""
+    environ["wsgi.input"] = io.BytesIO(body)
+    return KEPT_FIRST in body
 
 
 class LoopbackOnly:
@@ -147,6 +180,13 @@ class MotoServer:
         """How many requests so far may have changed what the server stores (it only grows): equal counts at two
         moments mean the table and the bucket are as they were."""
         return self._app.changes if self._app is not None else 0
+
+    def keep_first(self, keep: Callable[[], None] | None) -> None:
+        """Call ``keep`` after each write that records a hook's payload, before its answer (``SerializedDynamoDB``'s
+        ``keep``); None stops it."""
+        if self._app is None:
+            raise RuntimeError("the moto server is not running: call start() first")
+        self._app.keep = keep
 
     @property
     def port(self) -> int:

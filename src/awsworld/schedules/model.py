@@ -65,12 +65,14 @@ def catchup_refusal(catchup: str, overlap: str, spell: Spell = python_option) ->
 def spec_of(cron: str | None, every: Duration | None, offset: Duration, timezone: str,
             spell: Spell = python_option) -> Spec:
     """When a schedule fires, its options checked (``ValueError``, spelled by ``spell``): exactly one of ``cron``
-    and ``every``; ``every`` whole seconds, at least a minute, in UTC; ``offset`` shorter than it, and only with it.
-    The cron expression and the time zone themselves are ``timing.check``'s (world/schedule_timing.py)."""
+    and ``every``; ``every`` whole seconds, at least a minute, in UTC; ``offset`` shorter than it, and only with it
+    (0 means none, so a cron takes it too). The cron expression and the time zone themselves are
+    ``timing.check``'s (world/schedule_timing.py)."""
     if (cron is None) == (every is None):
         raise ValueError(f"a schedule takes {spell('cron', '...')} or {spell('every', '...')}, exactly one of them")
     if cron is not None:
-        if offset:
+        # An offset of 0 in any spelling ("0", "0s", the CLI's text) means none, and was refused as one given.
+        if offset and whole_seconds(offset, "offset", spell):
             raise ValueError(f"{spell('offset')} applies to {spell('every')}, not to a cron expression "
                              f"({spell('cron')})")
         return Spec(cron=" ".join(cron.split()), timezone=timezone)

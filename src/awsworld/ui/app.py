@@ -24,7 +24,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .._http.loopback import LOOPBACK_HOSTS, loopback_host, loopback_origin
 from .._published.model import unknown_workflow_note
-from .._timeline import timeline_rows
+from .._timeline import failed_run_hint, timeline_rows
 from ..client.client import Client, cancel_reason
 from ..client.limits import queued_runs
 from ..client.waits import describe_waits
@@ -107,7 +107,8 @@ async def run_view(request: Request) -> Response:
     now = clock_of(ui.world).now()  # (a test environment's virtual time: a sleep's end "in 2 d" of its clock)
     html = run_page(view, pic=pic, rows=timeline_rows(events), streams=streams, statuses=statuses,
                     allow_writes=ui.allow_writes, now=now, waits_on=describe_waits(waits, now),
-                    cancel_reason=cancel_reason(events) if view.status == "cancelled" else None)
+                    cancel_reason=cancel_reason(events) if view.status == "cancelled" else None,
+                    rerun=await failed_run_hint(ui.world, view) if view.status == "failed" else None)
     return HTMLResponse(html)
 
 

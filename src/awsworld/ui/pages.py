@@ -16,10 +16,10 @@ from urllib.parse import quote, urlencode
 
 from .._deployments.pins import pin_of
 from .._engine.parking import PARKED_ATTRIBUTE, parked_run, shown_status, ways_out, why
-from .._timeline import Row, error_lines, rerun_hint
+from .._timeline import Row, error_lines
 from .._worker.error_shapes import error_brief, error_summary
 from ..client.limits import queued_text
-from ..schedules.info import schedule_json, schedule_label
+from ..schedules.info import schedule_label
 from ..world.entities import RUN_STATUSES, Run
 from ..world.streams import StreamInfo
 from .model import QUEUED, Lane, Picture, parent_of
@@ -339,9 +339,10 @@ def _linked(run_id: str, statuses: dict[str, str]) -> str:
 
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
              statuses: dict[str, str], allow_writes: bool, now: datetime,
-             waits_on: Iterable[str] = (), cancel_reason: str | None = None) -> str:
+             waits_on: Iterable[str] = (), cancel_reason: str | None = None, rerun: str | None = None) -> str:
     """A run's page. ``waits_on``: what a live run waits on, one line each, as ``awsworld describe`` says it
-    (``client.waits.describe_waits``: a sleep, a hook, a step, a retry, a limit's slot)."""
+    (``client.waits.describe_waits``: a sleep, a hook, a step, a retry, a limit's slot); ``rerun``: a failed run's
+    re-run line, as describe says it (``_timeline.failed_run_hint``)."""
     live = not run.is_terminal
     parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)),
@@ -356,9 +357,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:
         facts.extend(error_facts(run.error.model_dump(by_alias=True, exclude_none=True)))
-    if run.status == "failed":
-        scheduled = schedule_json(run.execution_context) or {}
-        facts.append(("re-run", esc(rerun_hint(run.run_id, run.workflow_name, run.error_code, scheduled.get("id")))))
+    if run.status == "failed" and rerun:
+        facts.append(("re-run", esc(rerun)))
     for line in waits_on:  # (describe's "waits on" lines: one implementation, client/waits.py)
         facts.append(("waits on", esc(line)))
     if parent:
