@@ -68,7 +68,7 @@ def refused_on_loopback(attempts: int = 0, caught_exception: BaseException | Non
     if caught_exception is None or attempts < LOOPBACK_REFUSED_ATTEMPTS:
         return
     cause: BaseException | None = caught_exception
-    for _ in range(8):  # EndpointConnectionError <- urllib3's NewConnectionError <- ConnectionRefusedError
+    for _hop in range(8):  # EndpointConnectionError <- urllib3's NewConnectionError <- ConnectionRefusedError
         if cause is None:
             return
         if isinstance(cause, ConnectionRefusedError):
