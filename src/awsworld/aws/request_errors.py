@@ -46,8 +46,8 @@ def translated(config: AWSConfig, service: str, endpoint: str | None, region: st
     if isinstance(error, NoCredentialsError | PartialCredentialsError):
         return WorldSetupError(
             f"no AWS credentials for {name} ({operation}): {error}",
-            hint="set AWS_PROFILE or the access keys of a role the stack's ClientPolicyArn is attached to "
-                 "(docs/operate/iam.md); for `awsworld dev`, paste the export lines it prints",
+            hint="set AWS_PROFILE, or the access keys of a role the stack's ClientPolicyArn is attached to; for "
+                 "`awsworld dev`, paste the export lines it prints",
             service=name, operation=operation)
     if isinstance(error, ClientError) and _code(error) in _MISSING.get(service, ()):
         return WorldSetupError(f"{_missing(config, service)} at {_where(endpoint, region)} ({operation}: "
@@ -112,5 +112,4 @@ def _setup_hint(config: AWSConfig) -> str:
     if _is_local(config):
         return ("AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must be the ones the running `awsworld dev` "
                 "printed (one restarted without --state has new names: paste its new export lines)")
-    return ("AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must name the stack's resources (its "
-            "ClientEnvironment output: docs/get-started/deploy.md) and AWS_REGION its region")
+    return ("AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must name the stack's resources x and AWS_REGION its region")
