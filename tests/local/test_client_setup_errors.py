@@ -153,3 +153,19 @@ async def test_a_table_that_is_not_there_is_named_and_the_region_comes_from_the_
         assert [r.run_id for r in (await in_profile_region.list_runs()).data] == [run.run_id]
     finally:
         await local_moto.drop(config)
+
+
+async def test_the_client_of_a_world_over_http_raises_the_same_error_when_its_server_is_gone() -> None:
+    """``HttpClient`` raised a ``WorldUnreachableError`` of its own (``client/http_world.py``: a ``WorldError``,
+    neither the public class nor a ``ConnectionError``): one error for a World that does not answer, whichever."""
+    from httpx import ConnectError
+
+    from awsworld.client.http_client import HttpClient
+
+    url = f"http://127.0.0.1:{closed_port()}"
+    async with HttpClient(url) as over_http:
+        for name, call in calls(over_http).items():
+            with pytest.raises(WorldUnreachableError) as raised:
+                await call()
+            assert isinstance(raised.value, ConnectionError) and isinstance(raised.value.__cause__, ConnectError), name
+            assert raised.value.endpoint == url and "awsworld serve" in raised.value.hint, name
