@@ -169,3 +169,28 @@ async def test_the_client_of_a_world_over_http_raises_the_same_error_when_its_se
                 await call()
             assert isinstance(raised.value, ConnectionError) and isinstance(raised.value.__cause__, ConnectError), name
             assert raised.value.endpoint == url and "awsworld serve" in raised.value.hint, name
+
+
+def test_on_aws_the_errors_point_at_the_stack_and_the_region() -> None:
+    """Off this machine (no emulator's address) the hints name the stack's outputs, the network and the region,
+    not `awsworld dev` (``request_errors.translated`` on botocore's own errors, as a request to AWS raises them)."""
+    from botocore.exceptions import EndpointConnectionError as Unreachable
+
+    from awsworld.aws import AWSConfig
+    from awsworld.aws.request_errors import translated
+
+    config = AWSConfig(table_name="shop-prod-Table", bucket_name="b", region_name="eu-west-1")
+    endpoint = "https://dynamodb.eu-west-1.amazonaws.com"
+    missing = ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "Requested resource not found"}},
+                          "Query")
+    setup = translated(config, "dynamodb", endpoint, "eu-west-1", "Query", missing)
+    assert isinstance(setup, WorldSetupError) and str(setup) == (
+        f"the DynamoDB table 'shop-prod-Table' (AWSWORLD_TABLE) does not exist at {endpoint} (region eu-west-1) "
+        "(Query: ResourceNotFoundException): AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must name the "
+        "stack's resources (its ClientEnvironment output) and AWS_REGION, or your profile's region, its region")
+    far = translated(config, "dynamodb", endpoint, "eu-west-1", "Query", Unreachable(endpoint_url=endpoint + "/"))
+    assert isinstance(far, WorldUnreachableError) and str(far) == (
+        f"cannot reach DynamoDB at {endpoint} (Query): check this machine's network, and the region (here "
+        "eu-west-1: AWS_REGION, or your profile's)")
+    other = ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": ""}}, "PutItem")
+    assert translated(config, "dynamodb", endpoint, "eu-west-1", "PutItem", other) is None  # the World decides

@@ -112,4 +112,5 @@ def _setup_hint(config: AWSConfig) -> str:
     if _is_local(config):
         return ("AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must be the ones the running `awsworld dev` "
                 "printed (one restarted without --state has new names: paste its new export lines)")
-    return ("AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must name the stack's resources x and AWS_REGION its region")
+    return ("AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must name the stack's resources (its "
+            "ClientEnvironment output) and AWS_REGION, or your profile's region, its region")
