@@ -20,7 +20,7 @@ import botocore.endpoint
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from awsworld import Client, WorldSetupError, WorldUnreachableError, workflow
+from awsworld import Client, RunStartError, WorldSetupError, WorldUnreachableError, workflow
 from awsworld.aws import AWSWorld
 from awsworld.aws.request_errors import LOOPBACK_REFUSED_ATTEMPTS
 from awsworld.local import LocalAWS
@@ -194,3 +194,23 @@ def test_on_aws_the_errors_point_at_the_stack_and_the_region() -> None:
         "eu-west-1: AWS_REGION, or your profile's)")
     other = ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": ""}}, "PutItem")
     assert translated(config, "dynamodb", endpoint, "eu-west-1", "PutItem", other) is None  # the World decides
+
+
+async def test_a_start_whose_queue_is_not_there_names_it_whole(
+        user_env: Callable[..., None], client: Callable[[], Client], local_moto: LocalAWS) -> None:
+    """The run is recorded, its message cannot be queued: ``RunStartError`` carried the cause cut at 200
+    characters, mid-code (``(SendMessage: AWS.SimpleQueueService.N); finish the start ...``)."""
+    config = await local_moto.new_config()
+    wrong = f"{config.queue_url}-typo"
+    try:
+        user_env(AWS_ENDPOINT_URL=str(config.endpoint_url), AWS_REGION="us-east-1", AWS_ACCESS_KEY_ID="awsworldlocal",
+                 AWS_SECRET_ACCESS_KEY="local", AWSWORLD_TABLE=config.table_name,
+                 AWSWORLD_BUCKET=config.bucket_name, AWSWORLD_QUEUE_URL=wrong)
+        with pytest.raises(RunStartError) as raised:
+            await client().start(noop)
+        assert isinstance(raised.value.__cause__, WorldSetupError)
+        assert (f"(WorldSetupError: the SQS queue '{wrong}' (AWSWORLD_QUEUE_URL) does not exist at "
+                f"{config.endpoint_url} (region us-east-1) (SendMessage: AWS.SimpleQueueService.NonExistentQueue)); "
+                "finish the start with `awsworld start setup_errors.noop --run-id") in str(raised.value)
+    finally:
+        await local_moto.drop(config)
