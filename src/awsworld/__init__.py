@@ -49,7 +49,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "schedules.declared": ("schedule",),
     "schedules.info": ("ScheduleInfo", "schedule_info"),
     "schedules.model": ("Schedule",),
-    "world.errors": ("RunIdTakenError",),
+    "world.errors": ("RunIdTakenError", "WorldSetupError", "WorldUnreachableError"),
 }
 """Each public name by the submodule that defines it (relative to ``awsworld``), as the imports below name them."""
 
@@ -118,7 +118,7 @@ if TYPE_CHECKING:
     from .schedules.declared import schedule
     from .schedules.info import ScheduleInfo, schedule_info
     from .schedules.model import Schedule
-    from .world.errors import RunIdTakenError
+    from .world.errors import RunIdTakenError, WorldSetupError, WorldUnreachableError
 else:
     _MODULE_OF = {name: module for module, names in _PUBLIC.items() for name in names}
 
@@ -182,6 +182,8 @@ __all__ = [
     "WorkflowNotRegisteredError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
+    "WorldSetupError",
+    "WorldUnreachableError",
     "batch_map",
     "child_options",
     "create_hook",

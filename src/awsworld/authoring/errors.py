@@ -351,8 +351,12 @@ class RunStartError(Exception):
 
     def __init__(self, run_id: str, cause: BaseException, *, workflow: str | None = None) -> None:
         command = f"awsworld start {shlex.quote(workflow or 'WORKFLOW')} --run-id {shlex.quote(run_id)}"
+        # An error with a ``message`` apart from its hint (``WorldSetupError``: a queue that is not there) gives
+        # that: its whole sentence fits where ``str`` (message and hint) was cut mid-word at 200 characters.
+        said = getattr(cause, "message", None)
+        said = said if isinstance(said, str) and said else str(cause)
         super().__init__(f"run {run_id} was recorded but could not be started ({type(cause).__name__}: "
-                         f"{str(cause)[:200]}); finish the start with `{command}` (or "
+                         f"{said[:300]}); finish the start with `{command}` (or "
                          f"client.options(run_id={run_id!r}).start(...)): it queues the run's start message, "
                          "and the run keeps its recorded arguments and runs once")
         self.run_id = run_id

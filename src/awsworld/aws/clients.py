@@ -21,8 +21,9 @@ from typing import Any
 
 from .config import AWSConfig
 from .encryption.run_keys import RunKeys
+from .request_errors import refused_on_loopback, translated
 from .retention import Retention
-from .threaded import AsyncClient
+from .threaded import AsyncClient, Errors
 
 WORKER_THREADS = 64
 """Requests in flight at once per World (botocore's connection pool is as large)."""
@@ -106,9 +107,13 @@ class AWSClients:
         if self._session is None:
             self._session = sdk.new_session()
         endpoint_url = self._endpoint(service)
+        # The region: AWS_REGION / AWS_DEFAULT_REGION (``config.region_name``), else the AWS profile's, as boto3
+        # reads it (docs/get-started/deploy.md promises "credentials and region come from your usual AWS
+        # environment or profile"; a fixed us-east-1 here sent a profile in eu-west-1 to another region's table).
+        region = self.config.region_name or self._session.get_config_variable("region") or "us-east-1"
         return self._session.create_client(
             service,
-            region_name=self.config.region_name or "us-east-1",
+            region_name=region,
             endpoint_url=endpoint_url,
             config=sdk.client_config(WORKER_THREADS, loopback=sdk.is_loopback(endpoint_url)),
             **self.config.client_options,  # type: ignore[arg-type]
@@ -132,13 +137,22 @@ class AWSClients:
                 made = self._create(service)
                 events = made.meta.events
                 events.register(f"before-call.{service}", self._count)
+                if _sdk().is_loopback(made.meta.endpoint_url):
+                    events.register_first(f"needs-retry.{service}", refused_on_loopback)
                 if service == "dynamodb":
                     events.register("after-call.dynamodb", self._capacity)
                     events.register("before-parameter-build.dynamodb.TransactWriteItems", self._transaction_items)
                 for event_name, handler in self._handlers:
                     events.register(event_name, handler)
-                client = self._clients[service] = AsyncClient(made, executor)
+                client = self._clients[service] = AsyncClient(made, executor, self._errors_of(made, service))
             return client
+
+    def _errors_of(self, made: Any, service: str) -> Errors:
+        """What ``service``'s client raises instead of a failure: awsworld's error for one that means the World is
+        not where its configuration says (``request_errors``: cut off from ``awsworld dev``, no credentials, no
+        such table), with where it looked."""
+        config, endpoint, region = self.config, made.meta.endpoint_url, made.meta.region_name
+        return lambda operation, error: translated(config, service, endpoint, region, operation, error)
 
     def register_handler(self, event_name: str, handler: Callable[..., Any]) -> None:
         """Register a botocore event handler (``"before-call"``, ``"after-call.s3"``, ...) on every client of

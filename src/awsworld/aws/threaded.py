@@ -15,7 +15,9 @@ What callers see is what aiobotocore gave them, so the World's code and its test
 - a response's streaming ``Body`` is read to the end on the worker thread and handed back as ``Body``, which
   supports ``async with response["Body"] as body: await body.read()`` (awsworld reads every object whole);
 - ``get_paginator(name).paginate(...)`` is an async iterator of pages;
-- ``meta`` (its event system: ``meta.events.register``) and ``exceptions`` are the botocore client's own.
+- ``meta`` (its event system: ``meta.events.register``) and ``exceptions`` are the botocore client's own;
+- a failure is raised as the client's ``errors`` says: the AWS World's raise a connection, credentials or
+  missing-resource failure as awsworld's own error, the botocore one its cause (``request_errors``).
 
 botocore clients are thread-safe; their connection pool (``max_pool_connections``) bounds concurrent requests
 together with the pool's workers, which are started only as requests need them (a cold start starts one).
@@ -74,17 +76,40 @@ async def _in_pool(executor: Executor, function: Callable[..., Any], *args: Any)
     return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(context.run, function, *args))
 
 
+Errors = Callable[[str, BaseException], BaseException | None]
+"""What a client raises instead of a failure of one of its operations (by its API name, ``Query``): None to raise
+the failure itself (``request_errors.translated``)."""
+
+
+def _passed(operation: str, error: BaseException) -> BaseException | None:
+    return None
+
+
+async def _request(executor: Executor, errors: Errors, operation: str, function: Callable[..., Any],
+                   *args: Any) -> Any:
+    """``function(*args)`` on the pool; a failure raised as ``errors`` has it (the original is its cause)."""
+    try:
+        return await _in_pool(executor, function, *args)
+    except Exception as error:
+        instead = errors(operation, error)
+        if instead is None:
+            raise
+        raise instead from error
+
+
 class AsyncPaginator:
     """``paginate(**kwargs)`` as an async iterator; each page is fetched on the pool."""
 
-    def __init__(self, paginator: Any, executor: Executor) -> None:
+    def __init__(self, paginator: Any, executor: Executor, operation: str = "", errors: Errors = _passed) -> None:
         self._paginator = paginator
         self._executor = executor
+        self._operation = operation
+        self._errors = errors
 
     async def _pages(self, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         pages = await _in_pool(self._executor, lambda: iter(self._paginator.paginate(**kwargs)))
         done = object()
-        while (page := await _in_pool(self._executor, next, pages, done)) is not done:
+        while (page := await _request(self._executor, self._errors, self._operation, next, pages, done)) is not done:
             yield page
 
     def paginate(self, **kwargs: Any) -> AsyncIterator[Any]:
@@ -94,27 +119,30 @@ class AsyncPaginator:
 class AsyncClient:
     """A botocore client whose operations are coroutines (see the module doc)."""
 
-    def __init__(self, client: Any, executor: Executor) -> None:
+    def __init__(self, client: Any, executor: Executor, errors: Errors = _passed) -> None:
+        """``errors``: what an operation raises instead of its failure (default: the failure itself)."""
         self.client = client
         self.meta = client.meta
         self.exceptions = client.exceptions
         self._executor = executor
+        self._errors = errors
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self.client, name)
         if name not in self.client.meta.method_to_api_mapping:
             return attribute
-        executor = self._executor
+        executor, errors, api_name = self._executor, self._errors, self.client.meta.method_to_api_mapping[name]
 
         async def operation(**kwargs: Any) -> Any:
-            return await _in_pool(executor, _call, attribute, kwargs)
+            return await _request(executor, errors, api_name, _call, attribute, kwargs)
 
         operation.__name__ = name
         setattr(self, name, operation)  # once per operation: later lookups skip __getattr__
         return operation
 
     def get_paginator(self, name: str) -> AsyncPaginator:
-        return AsyncPaginator(self.client.get_paginator(name), self._executor)
+        return AsyncPaginator(self.client.get_paginator(name), self._executor,
+                              self.client.meta.method_to_api_mapping.get(name, name), self._errors)
 
     def close(self) -> None:
         self.client.close()

@@ -143,6 +143,8 @@ def describe(error: BaseException) -> CliError:
         RunGoneError,
         RunNotFoundError,
         WorldError,
+        WorldSetupError,
+        WorldUnreachableError,
     )
     from ..world.rules.limiters import LimitInputError
     from ..world.schedules import ScheduleInputError
@@ -177,6 +179,8 @@ def describe(error: BaseException) -> CliError:
         return usage(error.message)
     if isinstance(error, WorldError):
         return CliError(f"{error.message} ({error.code})")
+    if isinstance(error, WorldUnreachableError | WorldSetupError):  # the World is not where the settings say
+        return CliError(error.message, error.hint)
     botocore = _botocore(error)
     if botocore is not None:
         return botocore
@@ -184,27 +188,14 @@ def describe(error: BaseException) -> CliError:
 
 
 def _botocore(error: BaseException) -> CliError | None:
+    """Another refusal of AWS's (a connection, credentials or a missing table, bucket or queue is already
+    ``WorldUnreachableError`` or ``WorldSetupError``: ``aws/request_errors.py``)."""
     try:
-        from botocore.exceptions import (
-            ClientError,
-            EndpointConnectionError,
-            NoCredentialsError,
-            NoRegionError,
-        )
+        from botocore.exceptions import ClientError
     except ImportError:  # pragma: no cover - botocore comes with the package
         return None
-    if isinstance(error, EndpointConnectionError):
-        return CliError(f"cannot reach {error.kwargs.get('endpoint_url', 'the endpoint')}",
-                        "is `awsworld dev` running, and AWS_ENDPOINT_URL its address?")
-    if isinstance(error, NoCredentialsError):
-        return CliError("no AWS credentials", "set AWS_PROFILE, or the keys `awsworld dev` prints")
-    if isinstance(error, NoRegionError):
-        return usage("no AWS region", "set AWS_REGION")
     if isinstance(error, ClientError):
         info = error.response.get("Error", {})
         code, message = info.get("Code", "?"), info.get("Message", "")
-        if code in ("ResourceNotFoundException", "NoSuchBucket", "AWS.SimpleQueueService.NonExistentQueue"):
-            return CliError(f"{code}: {message}", "AWSWORLD_TABLE/BUCKET/QUEUE_URL must name the stack's resources "
-                            "(a restarted `awsworld dev` without --state has new ones)")
         return CliError(f"AWS refused the request: {code}: {message}")
     return None

@@ -394,7 +394,8 @@ class Client:
         """``start`` with options: ``await client.options(run_id="order-17").start(workflow, *args)``.
 
         With ``run_id`` the start is idempotent: the same id returns the same run (and wakes it again if it
-        never started); an id a run of another workflow holds is ``RunIdTakenError``
+        never started), with the input its first start recorded: a later start's arguments are not compared or
+        stored (``await run.get()`` shows the run's); an id a run of another workflow holds is ``RunIdTakenError``
         (``awsworld.world.errors``), and nothing starts. It is 1-200 letters, digits and ``_.:@=+-``, and not
         ``.`` or ``..`` (a URL path drops such a segment: ``world.ids.check_path_id``); another is
         ``InvalidInputError`` naming ``runId``.

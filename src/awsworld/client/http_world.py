@@ -4,7 +4,8 @@ allowed to invoke its Function URL) can do what a ``Client`` does. ``HttpClient`
 a ``Client`` on one.
 
 Errors come back as the server raised them (``_http/wire.py``: the same awsworld error class, its fields included);
-a server that cannot be reached raises ``WorldUnreachableError`` (a ``WorldError``, status 503). Authentication is
+a server that cannot be reached raises ``WorldUnreachableError`` (``awsworld.world``'s, a ``ConnectionError``, as the
+AWS World's clients raise it: ``aws/request_errors.py``). Authentication is
 an ``httpx.Auth``: ``BearerToken`` for a server started with a token, ``SigV4`` for one behind a Lambda Function
 URL with ``AuthType: AWS_IAM`` (requests signed with botocore's ``SigV4Auth``, service ``lambda``).
 """
@@ -25,7 +26,7 @@ from .._http.wire import error_from_body
 from ..world.clock import SYSTEM_CLOCK, Clock
 from ..world.deployments import DeploymentStore
 from ..world.entities import Capabilities, Hook, ResolveData, Run, Step
-from ..world.errors import InvalidInputError, WorldError
+from ..world.errors import InvalidInputError, WorldError, WorldUnreachableError
 from ..world.events import AttributeChange, CreateEventRequest, EventBatchResult, EventResult
 from ..world.ids import SPEC_VERSION_CURRENT
 from ..world.limiters import LimiterStore
@@ -40,13 +41,6 @@ M = TypeVar("M", bound=BaseModel)
 FRAME = struct.Struct(">I")
 REQUEST_TIMEOUT = httpx.Timeout(90.0, connect=10.0)
 """Above the server's longest hold (a run's wait, 60 s), so a long poll answers before the client gives up."""
-
-
-class WorldUnreachableError(WorldError):
-    """The server did not answer (refused, reset, timed out): nothing can be said about a write it was sent."""
-
-    status = 503
-    code = "unreachable"
 
 
 class BearerToken(httpx.Auth):
@@ -126,9 +120,12 @@ class HttpWorld:
         try:
             response = await self.http.request(method, path, params=query,
                                                json=body if body is not None or method == "POST" else None)
-        except httpx.HTTPError as error:
-            raise WorldUnreachableError(f"awsworld server at {self.url} did not answer: {type(error).__name__}: "
-                                        f"{error}") from error
+        except httpx.HTTPError as error:  # refused, reset, timed out: nothing can be said about a write it was sent
+            raise WorldUnreachableError(
+                f"the awsworld server at {self.url} did not answer ({method} {path}: {type(error).__name__}: {error})",
+                hint="is `awsworld serve` running at this address? (the World is in doubt about a write it was sent: "
+                     "retry a start with its run id)", endpoint=self.url, service="awsworld server",
+                operation=f"{method} {path}") from error
         return _answer(response)
 
     async def model(self, cls: type[M], method: str, path: str, **kwargs: Any) -> M:
@@ -162,6 +159,9 @@ class HttpWorld:
                                               deployment_id=message.deployment_id)
             except WorldError as error:
                 results.append(QueueBatchResult(error=error.message, retryable=error.status >= 500))
+                continue
+            except WorldUnreachableError as error:  # no answer: as a 503, retryable
+                results.append(QueueBatchResult(error=str(error), retryable=True))
                 continue
             results.append(QueueBatchResult(message_id=message_id))
         return results

@@ -39,6 +39,8 @@ from .errors import (
     ThrottledError,
     TooEarlyError,
     WorldError,
+    WorldSetupError,
+    WorldUnreachableError,
 )
 from .events import (
     BATCH_FORBIDDEN_EVENT_TYPES,
@@ -132,6 +134,8 @@ __all__ = [
     "Wait",
     "World",
     "WorldError",
+    "WorldSetupError",
+    "WorldUnreachableError",
     "check_queue_name",
     "event_id_to_slot",
     "new_run_id",

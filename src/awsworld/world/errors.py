@@ -283,3 +283,43 @@ class ThrottledError(WorldError):
         super().__init__(message, retry_after=retry_after)
         self.retry_after = retry_after
 
+
+
+class WorldUnreachableError(ConnectionError):
+    """The World's store could not be reached at all: nothing answered at its address (``awsworld dev`` stopped or
+    never started, ``AWS_ENDPOINT_URL`` naming another port, no network). Raised by every call of a ``Client`` (and
+    of anything else over the World) in place of the SDK's own connection error, which stays its ``__cause__``;
+    a ``ConnectionError``, so ``except ConnectionError`` (a web app's "service unavailable") holds it.
+
+    Not a ``WorldError``: a ``WorldError`` is the World's answer (refused, not found), and here there was none.
+    The SDK retries a request before giving up, and an earlier attempt may have reached the store before the
+    connection went, so a write's outcome is unknown: retry a start with its run id
+    (``client.options(run_id=...)``), which returns the run if it was made. ``hint``: what to check;
+    ``endpoint``: the address tried; ``service`` and ``operation``: the request (``DynamoDB``, ``Query``)."""
+
+    def __init__(self, message: str, *, hint: str, endpoint: str | None, service: str, operation: str) -> None:
+        super().__init__(f"{message}: {hint}")
+        self.message = message
+        self.hint = hint
+        self.endpoint = endpoint
+        self.service = service
+        self.operation = operation
+
+    def __str__(self) -> str:  # (OSError's own would prefix an errno that is not there)
+        return f"{self.message}: {self.hint}"
+
+
+class WorldSetupError(RuntimeError):
+    """The World's configuration cannot work, whatever is retried: no credentials, no region, or a table, bucket
+    or queue that does not exist where the configuration points (``AWSWORLD_TABLE`` of a stack that was deleted,
+    of an ``awsworld dev`` restarted without ``--state``, or in another region). A ``RuntimeError``, as
+    ``AWSConfig.from_env``'s refusal of a missing ``AWSWORLD_TABLE`` is; the SDK's error, when there is one, is its
+    ``__cause__``. Nothing was written by the request it names. ``hint``: what to set; ``service`` and
+    ``operation``: the request (``DynamoDB``, ``Query``)."""
+
+    def __init__(self, message: str, *, hint: str, service: str, operation: str) -> None:
+        super().__init__(f"{message}: {hint}")
+        self.message = message
+        self.hint = hint
+        self.service = service
+        self.operation = operation

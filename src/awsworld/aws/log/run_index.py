@@ -17,6 +17,13 @@ from ..clients import AWSClients
 from ..dynamodb.items import from_ddb
 from ..resources import GSI_BY_STATUS, GSI_BY_WORKFLOW, GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY
 
+MAX_FILTERED_READS = 1000
+"""The most index items one Query of a filtered listing reads (``workflow`` and ``status`` both given: the workflow's
+partition, filtered by status). Each Query after the first reads twice as many as the one before, up to this: a
+listing of a workflow's running runs read its whole history ``limit + 1`` items a Query (40 Queries and 5.6 s for
+an empty page over 2,000 finished runs on ``awsworld dev``, measured), and reads at most twice the items it needs
+now. An index item is ~100 bytes: 1,000 fit DynamoDB's 1 MB page."""
+
 
 class RunIndex:
     def __init__(self, clients: AWSClients) -> None:
@@ -51,13 +58,15 @@ class RunIndex:
             values.update({n: {"S": s} for n, s in zip(names, statuses, strict=True)})
         found: list[str] = []
         start = None
+        reads = max(limit + 1, 25)
         while len(found) <= limit:
             if start:
                 kwargs["ExclusiveStartKey"] = start
-            response = await ddb.query(TableName=self.clients.config.table_name, Limit=max(limit + 1, 25),
+            response = await ddb.query(TableName=self.clients.config.table_name, Limit=reads,
                                        ReturnConsumedCapacity="TOTAL", **kwargs)
             found.extend(i[GSI_RUN_KEY] for i in (from_ddb(r) for r in response.get("Items", [])) if i)
             start = response.get("LastEvaluatedKey")
             if start is None:
                 break
+            reads = min(reads * 2, MAX_FILTERED_READS)  # filtered out: read further at each Query
         return found[: limit + 1]
