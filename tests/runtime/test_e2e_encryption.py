@@ -61,6 +61,11 @@ async def everything(small: str, big: str) -> dict[str, Any]:
     return {"loud": loud, "caught": caught, "payload": payload, "big": len(big), "echo": MARKER}
 
 
+@workflow(name="tests.encryption.echo")
+async def echo(text: str) -> str:
+    return text + MARKER
+
+
 KMS_BACKENDS = ["moto", LOCALSTACK]
 
 
@@ -292,16 +297,21 @@ async def test_a_disabled_key_refuses_new_runs_with_a_clear_error(encrypted: Loc
         await world.close()
 
 
+def _cli_env(config: Any, kms_key_id: str | None) -> dict[str, str]:
+    """The environment an operator's shell has for the stack (``AWSWORLD_KMS_KEY_ID``: ``kms_key_id``)."""
+    return {**os.environ, "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
+            "AWSWORLD_QUEUE_URL": config.queue_url or "", "AWS_ENDPOINT_URL": config.endpoint_url or "",
+            "AWS_ENDPOINT_URL_DYNAMODB": config.dynamodb_endpoint_url or config.endpoint_url or "",
+            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal", "AWS_SECRET_ACCESS_KEY": "local",
+            "AWSWORLD_KMS_KEY_ID": kms_key_id or ""}
+
+
 async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> None:
     """``awsworld result`` and ``events`` against the encrypted stack, run as an operator runs them, print the
     decrypted values."""
     run_id, _ = await _run_everything(encrypted, "cli")
     config = encrypted.config
-    env = {**os.environ, "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
-           "AWSWORLD_QUEUE_URL": config.queue_url or "", "AWS_ENDPOINT_URL": config.endpoint_url or "",
-           "AWS_ENDPOINT_URL_DYNAMODB": config.dynamodb_endpoint_url or config.endpoint_url or "",
-           "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal", "AWS_SECRET_ACCESS_KEY": "local",
-           "AWSWORLD_KMS_KEY_ID": config.kms_key_id or ""}
+    env = _cli_env(config, config.kms_key_id)
     for command, check in ((["result", run_id, "--json"], lambda out: json.loads(out)["output"]["echo"] == MARKER),
                            (["events", run_id, "--full"], lambda out: out.count(MARKER) >= 8)):
         process = await asyncio.create_subprocess_exec(sys.executable, "-m", "awsworld.cli", *command, env=env,
@@ -310,3 +320,38 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
         out, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 0, err.decode()
         assert check(out.decode()), out.decode()[:2000]
+
+
+async def test_a_run_key_kms_refuses_to_unwrap_is_named_in_the_clis_error_not_the_current_setting(
+        encrypted: LocalAWS) -> None:
+    """A run keeps the KMS key its data key was made under. When KMS refuses to unwrap it (here: the run's
+    ``DATAKEY`` item replaced by another run's, which KMS refuses under this run's encryption context), ``awsworld
+    result`` fails in one line naming the run's own key (the item's ``kid``) and why, even when the operator's
+    ``AWSWORLD_KMS_KEY_ID`` names another key (a stack moved to a new ``PayloadKmsKeyArn``). Before, the line
+    named no key and no cause (``(InvalidCiphertextException)``), and a refused ``Decrypt`` blamed
+    ``AWSWORLD_KMS_KEY_ID``, the setting the read never used."""
+    if encrypted.sqs_s3 == "localstack":
+        pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
+    assert encrypted.client is not None
+    first = await encrypted.client.start(echo, "copied")
+    second = await encrypted.client.start(echo, "victim")
+    await first.result(timeout=60)
+    await second.result(timeout=60)
+    world = encrypted.world
+    ddb = await world.clients.dynamodb()
+    item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
+                               Key={"pk": {"S": f"RUN#{first.run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
+    run_key = item["kid"]["S"]
+    await ddb.put_item(TableName=world.config.table_name, Item={**item, "pk": {"S": f"RUN#{second.run_id}"}})
+    kms = await world.clients.kms()
+    new_key = (await kms.create_key(Description="awsworld key-change test"))["KeyMetadata"]["Arn"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "result", second.run_id, env=_cli_env(encrypted.config, new_key),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1, out.decode()
+    line = err.decode().strip()
+    assert "\n" not in line and "Traceback" not in line, line
+    assert f"KMS could not unwrap the data key of run {second.run_id} (InvalidCiphertextException)" in line, line
+    assert f"the run's KMS key {run_key}" in line and "copied from another run" in line, line
+    assert new_key not in line and "AWSWORLD_KMS_KEY_ID" not in line, line
