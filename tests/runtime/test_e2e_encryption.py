@@ -322,14 +322,10 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
         assert check(out.decode()), out.decode()[:2000]
 
 
-async def test_a_run_key_kms_refuses_to_unwrap_is_named_in_the_clis_error_not_the_current_setting(
-        encrypted: LocalAWS) -> None:
-    """A run keeps the KMS key its data key was made under. When KMS refuses to unwrap it (here: the run's
-    ``DATAKEY`` item replaced by another run's, which KMS refuses under this run's encryption context), ``awsworld
-    result`` fails in one line naming the run's own key (the item's ``kid``) and why, even when the operator's
-    ``AWSWORLD_KMS_KEY_ID`` names another key (a stack moved to a new ``PayloadKmsKeyArn``). Before, the line
-    named no key and no cause (``(InvalidCiphertextException)``), and a refused ``Decrypt`` blamed
-    ``AWSWORLD_KMS_KEY_ID``, the setting the read never used."""
+async def _run_with_another_runs_key(encrypted: LocalAWS) -> tuple[str, str]:
+    """A finished run whose ``DATAKEY`` item was replaced by another run's, which KMS refuses to unwrap under this
+    run's encryption context (as it refuses a key that is disabled, deleted or not granted: the run's values
+    cannot be read): the run's id and the key its data key names."""
     if encrypted.sqs_s3 == "localstack":
         pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
     assert encrypted.client is not None
@@ -341,17 +337,53 @@ async def test_a_run_key_kms_refuses_to_unwrap_is_named_in_the_clis_error_not_th
     ddb = await world.clients.dynamodb()
     item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
                                Key={"pk": {"S": f"RUN#{first.run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
-    run_key = item["kid"]["S"]
     await ddb.put_item(TableName=world.config.table_name, Item={**item, "pk": {"S": f"RUN#{second.run_id}"}})
-    kms = await world.clients.kms()
+    return second.run_id, item["kid"]["S"]
+
+
+async def test_a_run_key_kms_refuses_to_unwrap_is_named_in_the_clis_error_not_the_current_setting(
+        encrypted: LocalAWS) -> None:
+    """A run keeps the KMS key its data key was made under. When KMS refuses to unwrap it, ``awsworld result``
+    fails in one line naming the run's own key (the item's ``kid``) and why, even when the operator's
+    ``AWSWORLD_KMS_KEY_ID`` names another key (a stack moved to a new ``PayloadKmsKeyArn``). Before, the line
+    named no key and no cause (``(InvalidCiphertextException)``), and a refused ``Decrypt`` blamed
+    ``AWSWORLD_KMS_KEY_ID``, the setting the read never used."""
+    run_id, run_key = await _run_with_another_runs_key(encrypted)
+    kms = await encrypted.world.clients.kms()
     new_key = (await kms.create_key(Description="awsworld key-change test"))["KeyMetadata"]["Arn"]
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "awsworld.cli", "result", second.run_id, env=_cli_env(encrypted.config, new_key),
+        sys.executable, "-m", "awsworld.cli", "result", run_id, env=_cli_env(encrypted.config, new_key),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 1, out.decode()
     line = err.decode().strip()
     assert "\n" not in line and "Traceback" not in line, line
-    assert f"KMS could not unwrap the data key of run {second.run_id} (InvalidCiphertextException)" in line, line
+    assert f"KMS could not unwrap the data key of run {run_id} (InvalidCiphertextException)" in line, line
     assert f"the run's KMS key {run_key}" in line and "copied from another run" in line, line
     assert new_key not in line and "AWSWORLD_KMS_KEY_ID" not in line, line
+
+
+async def test_the_run_viewer_shows_a_run_whose_values_it_cannot_decrypt_and_says_why(encrypted: LocalAWS) -> None:
+    """The viewer's page of a run whose key KMS refuses shows what is stored in plain text (workflow, status, the
+    timeline's steps), as ``awsworld describe`` does, and the refusal in place of the values; the JSON API answers
+    with the refusal's message. Before, the page was a bare 500 "Internal Server Error" (the traceback went to the
+    server's terminal). A World of its own: the fixture's has the run's key in memory since it made the run."""
+    import httpx
+
+    from awsworld.ui import create_app
+
+    run_id, run_key = await _run_with_another_runs_key(encrypted)
+    world = AWSWorld(encrypted.config)
+    try:
+        transport = httpx.ASGITransport(app=create_app(world))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            page = await http.get(f"/runs/{run_id}")
+            events = await http.get(f"/api/runs/{run_id}/events")
+    finally:
+        await world.close()
+    assert page.status_code == 200, page.text[:500]
+    text = page.text.replace("&#x27;", "'")
+    assert "tests.encryption.echo" in text and "completed" in text and "run_completed" in text
+    assert "cannot be read: KMS could not unwrap the data key of run" in text and run_key in text
+    assert MARKER not in text  # (the value, which nothing could decrypt)
+    assert events.status_code == 500 and run_key in events.json()["error"], events.text[:500]
