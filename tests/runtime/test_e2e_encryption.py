@@ -66,6 +66,12 @@ async def echo(text: str) -> str:
     return text + MARKER
 
 
+@workflow(name="tests.encryption.waits")
+async def waits(token: str) -> object:
+    async with create_hook(token) as hook:
+        return await hook
+
+
 KMS_BACKENDS = ["moto", LOCALSTACK]
 
 
@@ -322,17 +328,22 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
         assert check(out.decode()), out.decode()[:2000]
 
 
-async def _run_with_another_runs_key(encrypted: LocalAWS) -> tuple[str, str]:
-    """A finished run whose ``DATAKEY`` item was replaced by another run's, which KMS refuses to unwrap under this
-    run's encryption context (as it refuses a key that is disabled, deleted or not granted: the run's values
-    cannot be read): the run's id and the key its data key names."""
+async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None = None) -> tuple[str, str]:
+    """A finished run (``waiting``: a run waiting on that hook token) whose ``DATAKEY`` item was replaced by
+    another run's, which KMS refuses to unwrap under this run's encryption context (as it refuses a key that is
+    disabled, deleted or not granted: the run's values cannot be read): the run's id and the key its data key
+    names."""
     if encrypted.sqs_s3 == "localstack":
         pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
     assert encrypted.client is not None
     first = await encrypted.client.start(echo, "copied")
-    second = await encrypted.client.start(echo, "victim")
     await first.result(timeout=60)
-    await second.result(timeout=60)
+    if waiting is None:
+        second = await encrypted.client.start(echo, "victim")
+        await second.result(timeout=60)
+    else:
+        second = await encrypted.client.start(waits, waiting)
+        await second.wait_for_hook(waiting, timeout=60)
     world = encrypted.world
     ddb = await world.clients.dynamodb()
     item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
@@ -387,3 +398,17 @@ async def test_the_run_viewer_shows_a_run_whose_values_it_cannot_decrypt_and_say
     assert "cannot be read: KMS could not unwrap the data key of run" in text and run_key in text
     assert MARKER not in text  # (the value, which nothing could decrypt)
     assert events.status_code == 500 and run_key in events.json()["error"], events.text[:500]
+
+
+async def test_a_running_run_whose_key_is_lost_is_cancelled_by_the_cli(encrypted: LocalAWS) -> None:
+    """``awsworld cancel`` of a run whose values cannot be read any more writes no value, so it succeeds (exit 0)
+    and the run is cancelled. Before, the cancel landed, then reading the run back with its values failed the
+    command (exit 1, ``EncryptionKeyError``) before it sent the run its wake."""
+    token = f"enc-lost-{os.urandom(3).hex()}"
+    run_id, _ = await _run_with_another_runs_key(encrypted, waiting=token)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "cancel", run_id, env=_cli_env(encrypted.config, None),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert (await encrypted.world.runs.get(run_id, resolve_data="none")).status == "cancelled"
