@@ -409,6 +409,6 @@ async def test_a_running_run_whose_key_is_lost_is_cancelled_by_the_cli(encrypted
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "awsworld.cli", "cancel", run_id, env=_cli_env(encrypted.config, None),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-    out, err = await asyncio.wait_for(process.communicate(), 60)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
     assert (await encrypted.world.runs.get(run_id, resolve_data="none")).status == "cancelled"
