@@ -26,6 +26,7 @@ from pydantic import BaseModel
 from awsworld import CodecError, Place, WorkflowRunFailedError, create_hook, step, workflow
 from awsworld.authoring.errors import CORRUPTED_EVENT_LOG
 from awsworld.client.replay import read_run, replay_events
+from awsworld.durable import serde
 from awsworld.testing import WorkflowTestEnv
 
 NOTE = ("(a class the value names was changed, moved or removed since it was recorded: keep it able to read what "
@@ -221,3 +222,31 @@ async def test_a_step_result_its_changed_codec_cannot_decode_diverges_naming_the
     assert replayed.message.endswith("the replay then diverged at hook 2 (event 6): the log has "
                                      "create_hook(token='go:count-41'), the code returned before making that call")
     assert "secret" not in replayed.outline and "its codec cannot decode it now" in replayed.outline
+
+
+class Receipt(BaseModel):
+    number: int
+
+
+@workflow(name="unreadable.receipt")
+async def receipt(number: int) -> Receipt:
+    return Receipt(number=number)
+
+
+async def test_a_result_whose_class_this_process_cannot_import_says_how_to_read_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client that reads a run's result without the code that defines its model (a web app starting workflows
+    that live in the worker's package): ``Run.result()`` raises ``SerializationError`` naming the class, and now
+    what to do (import its module, or read the stored JSON). Before, it named the class and stopped."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(receipt, 7)
+        assert await run.result(timeout=10) == Receipt(number=7)
+        monkeypatch.delattr(sys.modules[__name__], "Receipt")  # as in a process without this module's classes
+        with pytest.raises(serde.SerializationError) as unreadable:
+            await run.result(timeout=10)
+        stored = (await run.get()).output
+    message = str(unreadable.value)
+    assert message.startswith(f"value: cannot load '{__name__}:Receipt': "), message
+    assert f"reading the result of workflow 'unreadable.receipt' of run {run.run_id}" in message, message
+    assert "(await run.get()).output" in message and f"`awsworld result {run.run_id}`" in message, message
+    assert stored == {"$t": "model", "c": f"{__name__}:Receipt", "v": {"number": 7}}
