@@ -250,3 +250,37 @@ async def test_a_result_whose_class_this_process_cannot_import_says_how_to_read_
     assert f"reading the result of workflow 'unreadable.receipt' of run {run.run_id}" in message, message
     assert "(await run.get()).output" in message and f"`awsworld result {run.run_id}`" in message, message
     assert stored == {"$t": "model", "c": f"{__name__}:Receipt", "v": {"number": 7}}
+
+
+@workflow(name="unreadable.counted_child", codec=VersionedCodec())
+async def counted_child(n: int) -> int:
+    return n + 1
+
+
+@workflow(name="unreadable.counted_parent", pinned=False)
+async def counted_parent(n: int) -> int:
+    total = await counted_child(n)
+    async with create_hook(f"go:parent-{n}") as hook:
+        await hook
+    return total
+
+
+async def test_a_child_result_its_changed_codec_cannot_decode_diverges_naming_the_childs_result() -> None:
+    """The same for a child's result, which its parent reads through the child workflow's codec."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(counted_parent, 41)
+        await run.wait_for_hook("go:parent-41")
+        events = await read_run(env.world, run.run_id)
+        CODEC_VERSION["now"] = 2
+        try:
+            replayed = replay_events(events)
+        finally:
+            CODEC_VERSION["now"] = 1
+        await env.client.resume_hook("go:parent-41", "go")
+        assert await run.result(timeout=10) == 42
+    assert (replayed.status, replayed.change) == ("diverged", "value"), replayed
+    assert replayed.message is not None
+    assert "the log has the result of child run " in replayed.message, replayed.message
+    assert "(unreadable.counted_child)" in replayed.message
+    assert "recorded, its codec cannot decode it now: " in replayed.message
+    assert "v1 is not v2" in replayed.message and "the replay then diverged at " in replayed.message

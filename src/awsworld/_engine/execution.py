@@ -413,6 +413,12 @@ class WorkflowExecution:
             op.disposed = True
             self._hooks.pop(op.id, None)
 
+    def note_undecoded(self, place: str, error: CodecError) -> None:
+        """A recorded value this replay's codec refused, read where the event being applied settles it (a child's
+        result, in its call's callback): noted with that event, as ``_apply_step`` notes a step's result."""
+        if self.cursor > 0:
+            self.undecoded.append((self.log[self.cursor - 1], place, error))
+
     def _place(self, op: StepOp | HookOp, what: str) -> Callable[[], Place]:
         """The place of ``op``'s ``what``, built only when a codec asks (``codecs.PlaceOf``)."""
         def place() -> Place:
