@@ -412,3 +412,23 @@ async def test_a_running_run_whose_key_is_lost_is_cancelled_by_the_cli(encrypted
     _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 0, err.decode()
     assert (await encrypted.world.runs.get(run_id, resolve_data="none")).status == "cancelled"
+
+
+async def test_an_export_of_an_encrypted_run_is_written_for_its_owner_only(encrypted: LocalAWS, tmp_path: Any) -> None:
+    """``awsworld export RUN -o FILE`` writes the run's values decrypted (what ``awsworld replay --file`` reads),
+    so the file is made 0600 whatever the umask, and tightened when it replaces a file anyone could read, as
+    ``awsworld dev`` keeps its state. Before, it was 0644 under the usual umask: the payloads encryption keeps
+    from readers of the table, readable by every user of the machine."""
+    run_id, _ = await _run_everything(encrypted, "export")
+    output = tmp_path / "runs.jsonl"
+    output.write_text("an older export\n")
+    output.chmod(0o644)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "export", run_id, "-o", str(output),
+        env=_cli_env(encrypted.config, encrypted.config.kms_key_id), umask=0o022,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert output.stat().st_mode & 0o777 == 0o600
+    text = output.read_text()
+    assert MARKER in text and "an older export" not in text
