@@ -66,6 +66,11 @@ async def echo(text: str) -> str:
     return text + MARKER
 
 
+@workflow(name="tests.encryption.fails")
+async def fails(text: str) -> None:
+    await refuse(text)
+
+
 @workflow(name="tests.encryption.waits")
 async def waits(token: str) -> object:
     async with create_hook(token) as hook:
@@ -328,8 +333,9 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
         assert check(out.decode()), out.decode()[:2000]
 
 
-async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None = None) -> tuple[str, str]:
-    """A finished run (``waiting``: a run waiting on that hook token) whose ``DATAKEY`` item was replaced by
+async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None = None,
+                                     failing: bool = False) -> tuple[str, str]:
+    """A finished run (``waiting``: a run waiting on that hook token; ``failing``: a failed run) whose ``DATAKEY`` item was replaced by
     another run's, which KMS refuses to unwrap under this run's encryption context (as it refuses a key that is
     disabled, deleted or not granted: the run's values cannot be read): the run's id and the key its data key
     names."""
@@ -338,7 +344,11 @@ async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None
     assert encrypted.client is not None
     first = await encrypted.client.start(echo, "copied")
     await first.result(timeout=60)
-    if waiting is None:
+    if failing:
+        second = await encrypted.client.start(fails, f"victim-{MARKER}")
+        with pytest.raises(Exception, match="refused victim"):
+            await second.result(timeout=60)
+    elif waiting is None:
         second = await encrypted.client.start(echo, "victim")
         await second.result(timeout=60)
     else:
@@ -432,3 +442,26 @@ async def test_an_export_of_an_encrypted_run_is_written_for_its_owner_only(encry
     assert output.stat().st_mode & 0o777 == 0o600
     text = output.read_text()
     assert MARKER in text and "an older export" not in text
+
+
+async def test_a_failed_run_whose_key_is_lost_leaves_the_run_list_and_describe_readable(encrypted: LocalAWS) -> None:
+    """A failed run's error (and a failed step's) is shown by every read, values or not, and is sealed. When its key
+    cannot be unwrapped, a read without values shows it as an error saying so, instead of failing: ``awsworld
+    runs`` lists the table (one such run among them failed the whole listing, and the viewer's list, before) and
+    ``awsworld describe`` shows the run. A read of its values still fails with ``EncryptionKeyError``."""
+    run_id, run_key = await _run_with_another_runs_key(encrypted, failing=True)
+    env = _cli_env(encrypted.config, encrypted.config.kms_key_id)
+    outputs: dict[str, str] = {}
+    for command in (["runs", "--limit", "100", "--workflow", "tests.encryption.fails"], ["describe", run_id],
+                    ["result", run_id]):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "awsworld.cli", *command, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        outputs[command[0]] = out.decode() + err.decode()
+        assert process.returncode == (1 if command[0] == "result" else 0), outputs[command[0]]
+    assert run_id in outputs["runs"] and "failed" in outputs["runs"], outputs["runs"]
+    assert "this error cannot be read: KMS could not unwrap the data key of run" in outputs["describe"], \
+        outputs["describe"]
+    assert run_key in outputs["describe"] and MARKER not in outputs["describe"], outputs["describe"]
+    assert "KMS could not unwrap the data key of run" in outputs["result"], outputs["result"]

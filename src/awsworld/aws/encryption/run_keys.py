@@ -47,6 +47,14 @@ class EncryptionKeyError(WorldError):
     run's data key item is gone."""
 
 
+def unreadable_error(error: EncryptionKeyError) -> dict[str, str]:
+    """What a read that shows no values (``resolve_data="none"``) gives for an error it shows all the same (a failed
+    run's, a step's) that it cannot decrypt: a readable error saying so, rather than the read failing whole (one
+    such failed run made every listing of runs fail: ``awsworld runs``, the viewer's list, ``describe``). A read
+    of values still raises ``EncryptionKeyError``."""
+    return {"name": "EncryptionKeyError", "message": f"this error cannot be read: {error}"}
+
+
 def data_key_key(run_id: str) -> dict[str, str]:
     return {PK: run_pk(run_id), SK: DATA_KEY_SK}
 
