@@ -335,10 +335,10 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
 
 async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None = None,
                                      failing: bool = False) -> tuple[str, str]:
-    """A finished run (``waiting``: a run waiting on that hook token; ``failing``: a failed run) whose ``DATAKEY`` item was replaced by
-    another run's, which KMS refuses to unwrap under this run's encryption context (as it refuses a key that is
-    disabled, deleted or not granted: the run's values cannot be read): the run's id and the key its data key
-    names."""
+    """A finished run (``waiting``: a run waiting on that hook token; ``failing``: a failed run) whose ``DATAKEY``
+    item was replaced by another run's, which KMS refuses to unwrap under this run's encryption context (as it
+    refuses a key that is disabled, deleted or not granted: the run's values cannot be read): the run's id and the
+    key its data key names."""
     if encrypted.sqs_s3 == "localstack":
         pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
     assert encrypted.client is not None
