@@ -465,3 +465,19 @@ async def test_a_failed_run_whose_key_is_lost_leaves_the_run_list_and_describe_r
         outputs["describe"]
     assert run_key in outputs["describe"] and MARKER not in outputs["describe"], outputs["describe"]
     assert "KMS could not unwrap the data key of run" in outputs["result"], outputs["result"]
+
+
+async def test_events_of_a_run_whose_key_is_lost_prints_the_timeline_without_values_then_the_refusal(
+        encrypted: LocalAWS) -> None:
+    """``awsworld events`` of a run whose values cannot be read prints its timeline without them (what the log
+    holds in plain text: event types, steps, times), then the refusal, exit 1. Before: only the refusal."""
+    run_id, run_key = await _run_with_another_runs_key(encrypted)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "events", run_id,
+        env=_cli_env(encrypted.config, encrypted.config.kms_key_id),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1, out.decode()
+    assert f"timeline of {run_id}" in out.decode() and "run_completed" in out.decode(), out.decode()
+    assert MARKER not in out.decode()
+    assert run_key in err.decode() and "the timeline above is without its values" in err.decode(), err.decode()
