@@ -440,6 +440,23 @@ def test_samconfig_overrides_name_real_parameters_with_allowed_values(template: 
                 assert spec.get("MinValue", float("-inf")) <= float(value) <= spec.get("MaxValue", float("inf"))
 
 
+def test_the_payload_key_parameter_takes_a_key_arn_and_refuses_an_alias_arn_saying_why(
+        template: dict[str, Any]) -> None:
+    """The roles' KMS grants name ``PayloadKmsKeyArn`` as their resource, and IAM applies a grant on an alias ARN
+    to the alias, not to the key behind it (AWS KMS developer guide, "Use aliases to control access to KMS
+    keys"): with ``alias/...`` the stack deployed, then every encrypted run's start failed ``AccessDenied``.
+    CloudFormation refuses the value at deploy, with the parameter's ``ConstraintDescription``."""
+    spec = template["Parameters"]["PayloadKmsKeyArn"]
+    pattern = spec["AllowedPattern"]
+    key = "arn:aws:kms:eu-west-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+    for accepted in ("", key, key.replace("arn:aws:", "arn:aws-us-gov:")):
+        assert re.fullmatch(pattern, accepted), accepted
+    for refused in ("arn:aws:kms:eu-west-1:123456789012:alias/payloads", "alias/payloads",
+                    "1234abcd-12ab-34cd-56ef-1234567890ab"):
+        assert not re.fullmatch(pattern, refused), refused
+    assert "not an alias ARN" in spec["ConstraintDescription"] and "describe-key" in spec["ConstraintDescription"]
+
+
 def test_the_client_policy_is_an_output_and_grants_only_the_clients_calls(template: dict[str, Any]) -> None:
     """A web app's role gets this managed policy: the table (and its listings), waking runs, run values; never
     the DLQ, Lambda or anything outside this stack (test_iam_grants_no_wildcard_action_or_resource)."""

@@ -61,6 +61,22 @@ async def everything(small: str, big: str) -> dict[str, Any]:
     return {"loud": loud, "caught": caught, "payload": payload, "big": len(big), "echo": MARKER}
 
 
+@workflow(name="tests.encryption.echo")
+async def echo(text: str) -> str:
+    return text + MARKER
+
+
+@workflow(name="tests.encryption.fails")
+async def fails(text: str) -> None:
+    await refuse(text)
+
+
+@workflow(name="tests.encryption.waits")
+async def waits(token: str) -> object:
+    async with create_hook(token) as hook:
+        return await hook
+
+
 KMS_BACKENDS = ["moto", LOCALSTACK]
 
 
@@ -292,16 +308,21 @@ async def test_a_disabled_key_refuses_new_runs_with_a_clear_error(encrypted: Loc
         await world.close()
 
 
+def _cli_env(config: Any, kms_key_id: str | None) -> dict[str, str]:
+    """The environment an operator's shell has for the stack (``AWSWORLD_KMS_KEY_ID``: ``kms_key_id``)."""
+    return {**os.environ, "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
+            "AWSWORLD_QUEUE_URL": config.queue_url or "", "AWS_ENDPOINT_URL": config.endpoint_url or "",
+            "AWS_ENDPOINT_URL_DYNAMODB": config.dynamodb_endpoint_url or config.endpoint_url or "",
+            "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal", "AWS_SECRET_ACCESS_KEY": "local",
+            "AWSWORLD_KMS_KEY_ID": kms_key_id or ""}
+
+
 async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> None:
     """``awsworld result`` and ``events`` against the encrypted stack, run as an operator runs them, print the
     decrypted values."""
     run_id, _ = await _run_everything(encrypted, "cli")
     config = encrypted.config
-    env = {**os.environ, "AWSWORLD_TABLE": config.table_name, "AWSWORLD_BUCKET": config.bucket_name,
-           "AWSWORLD_QUEUE_URL": config.queue_url or "", "AWS_ENDPOINT_URL": config.endpoint_url or "",
-           "AWS_ENDPOINT_URL_DYNAMODB": config.dynamodb_endpoint_url or config.endpoint_url or "",
-           "AWS_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "awsworldlocal", "AWS_SECRET_ACCESS_KEY": "local",
-           "AWSWORLD_KMS_KEY_ID": config.kms_key_id or ""}
+    env = _cli_env(config, config.kms_key_id)
     for command, check in ((["result", run_id, "--json"], lambda out: json.loads(out)["output"]["echo"] == MARKER),
                            (["events", run_id, "--full"], lambda out: out.count(MARKER) >= 8)):
         process = await asyncio.create_subprocess_exec(sys.executable, "-m", "awsworld.cli", *command, env=env,
@@ -310,3 +331,153 @@ async def test_the_cli_shows_an_encrypted_runs_values(encrypted: LocalAWS) -> No
         out, err = await asyncio.wait_for(process.communicate(), 60)
         assert process.returncode == 0, err.decode()
         assert check(out.decode()), out.decode()[:2000]
+
+
+async def _run_with_another_runs_key(encrypted: LocalAWS, *, waiting: str | None = None,
+                                     failing: bool = False) -> tuple[str, str]:
+    """A finished run (``waiting``: a run waiting on that hook token; ``failing``: a failed run) whose ``DATAKEY``
+    item was replaced by another run's, which KMS refuses to unwrap under this run's encryption context (as it
+    refuses a key that is disabled, deleted or not granted: the run's values cannot be read): the run's id and the
+    key its data key names."""
+    if encrypted.sqs_s3 == "localstack":
+        pytest.skip("LocalStack's KMS does not check the encryption context on Decrypt (AWS and moto do)")
+    assert encrypted.client is not None
+    first = await encrypted.client.start(echo, "copied")
+    await first.result(timeout=60)
+    if failing:
+        second = await encrypted.client.start(fails, f"victim-{MARKER}")
+        with pytest.raises(Exception, match="refused victim"):
+            await second.result(timeout=60)
+    elif waiting is None:
+        second = await encrypted.client.start(echo, "victim")
+        await second.result(timeout=60)
+    else:
+        second = await encrypted.client.start(waits, waiting)
+        await second.wait_for_hook(waiting, timeout=60)
+    world = encrypted.world
+    ddb = await world.clients.dynamodb()
+    item = (await ddb.get_item(TableName=world.config.table_name, ConsistentRead=True,
+                               Key={"pk": {"S": f"RUN#{first.run_id}"}, "sk": {"S": DATA_KEY_SK}}))["Item"]
+    await ddb.put_item(TableName=world.config.table_name, Item={**item, "pk": {"S": f"RUN#{second.run_id}"}})
+    return second.run_id, item["kid"]["S"]
+
+
+async def test_a_run_key_kms_refuses_to_unwrap_is_named_in_the_clis_error_not_the_current_setting(
+        encrypted: LocalAWS) -> None:
+    """A run keeps the KMS key its data key was made under. When KMS refuses to unwrap it, ``awsworld result``
+    fails in one line naming the run's own key (the item's ``kid``) and why, even when the operator's
+    ``AWSWORLD_KMS_KEY_ID`` names another key (a stack moved to a new ``PayloadKmsKeyArn``). Before, the line
+    named no key and no cause (``(InvalidCiphertextException)``), and a refused ``Decrypt`` blamed
+    ``AWSWORLD_KMS_KEY_ID``, the setting the read never used."""
+    run_id, run_key = await _run_with_another_runs_key(encrypted)
+    kms = await encrypted.world.clients.kms()
+    new_key = (await kms.create_key(Description="awsworld key-change test"))["KeyMetadata"]["Arn"]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "result", run_id, env=_cli_env(encrypted.config, new_key),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1, out.decode()
+    line = err.decode().strip()
+    assert "\n" not in line and "Traceback" not in line, line
+    assert f"KMS could not unwrap the data key of run {run_id} (InvalidCiphertextException)" in line, line
+    assert f"the run's KMS key {run_key}" in line and "copied from another run" in line, line
+    assert new_key not in line and "AWSWORLD_KMS_KEY_ID" not in line, line
+
+
+async def test_the_run_viewer_shows_a_run_whose_values_it_cannot_decrypt_and_says_why(encrypted: LocalAWS) -> None:
+    """The viewer's page of a run whose key KMS refuses shows what is stored in plain text (workflow, status, the
+    timeline's steps), as ``awsworld describe`` does, and the refusal in place of the values; the JSON API answers
+    with the refusal's message. Before, the page was a bare 500 "Internal Server Error" (the traceback went to the
+    server's terminal). A World of its own: the fixture's has the run's key in memory since it made the run."""
+    import httpx
+
+    from awsworld.ui import create_app
+
+    run_id, run_key = await _run_with_another_runs_key(encrypted)
+    world = AWSWorld(encrypted.config)
+    try:
+        transport = httpx.ASGITransport(app=create_app(world))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            page = await http.get(f"/runs/{run_id}")
+            events = await http.get(f"/api/runs/{run_id}/events")
+    finally:
+        await world.close()
+    assert page.status_code == 200, page.text[:500]
+    text = page.text.replace("&#x27;", "'")
+    assert "tests.encryption.echo" in text and "completed" in text and "run_completed" in text
+    assert "cannot be read: KMS could not unwrap the data key of run" in text and run_key in text
+    assert MARKER not in text  # (the value, which nothing could decrypt)
+    assert events.status_code == 500 and run_key in events.json()["error"], events.text[:500]
+
+
+async def test_a_running_run_whose_key_is_lost_is_cancelled_by_the_cli(encrypted: LocalAWS) -> None:
+    """``awsworld cancel`` of a run whose values cannot be read any more writes no value, so it succeeds (exit 0)
+    and the run is cancelled. Before, the cancel landed, then reading the run back with its values failed the
+    command (exit 1, ``EncryptionKeyError``) before it sent the run its wake."""
+    token = f"enc-lost-{os.urandom(3).hex()}"
+    run_id, _ = await _run_with_another_runs_key(encrypted, waiting=token)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "cancel", run_id, env=_cli_env(encrypted.config, None),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert (await encrypted.world.runs.get(run_id, resolve_data="none")).status == "cancelled"
+
+
+async def test_an_export_of_an_encrypted_run_is_written_for_its_owner_only(encrypted: LocalAWS, tmp_path: Any) -> None:
+    """``awsworld export RUN -o FILE`` writes the run's values decrypted (what ``awsworld replay --file`` reads),
+    so the file is made 0600 whatever the umask, and tightened when it replaces a file anyone could read, as
+    ``awsworld dev`` keeps its state. Before, it was 0644 under the usual umask: the payloads encryption keeps
+    from readers of the table, readable by every user of the machine."""
+    run_id, _ = await _run_everything(encrypted, "export")
+    output = tmp_path / "runs.jsonl"
+    output.write_text("an older export\n")
+    output.chmod(0o644)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "export", run_id, "-o", str(output),
+        env=_cli_env(encrypted.config, encrypted.config.kms_key_id), umask=0o022,
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    _, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 0, err.decode()
+    assert output.stat().st_mode & 0o777 == 0o600
+    text = output.read_text()
+    assert MARKER in text and "an older export" not in text
+
+
+async def test_a_failed_run_whose_key_is_lost_leaves_the_run_list_and_describe_readable(encrypted: LocalAWS) -> None:
+    """A failed run's error (and a failed step's) is shown by every read, values or not, and is sealed. When its key
+    cannot be unwrapped, a read without values shows it as an error saying so, instead of failing: ``awsworld
+    runs`` lists the table (one such run among them failed the whole listing, and the viewer's list, before) and
+    ``awsworld describe`` shows the run. A read of its values still fails with ``EncryptionKeyError``."""
+    run_id, run_key = await _run_with_another_runs_key(encrypted, failing=True)
+    env = _cli_env(encrypted.config, encrypted.config.kms_key_id)
+    outputs: dict[str, str] = {}
+    for command in (["runs", "--limit", "100", "--workflow", "tests.encryption.fails"], ["describe", run_id],
+                    ["result", run_id]):
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "awsworld.cli", *command, env=env,
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        out, err = await asyncio.wait_for(process.communicate(), 60)
+        outputs[command[0]] = out.decode() + err.decode()
+        assert process.returncode == (1 if command[0] == "result" else 0), outputs[command[0]]
+    assert run_id in outputs["runs"] and "failed" in outputs["runs"], outputs["runs"]
+    assert "this error cannot be read: KMS could not unwrap the data key of run" in outputs["describe"], \
+        outputs["describe"]
+    assert run_key in outputs["describe"] and MARKER not in outputs["describe"], outputs["describe"]
+    assert "KMS could not unwrap the data key of run" in outputs["result"], outputs["result"]
+
+
+async def test_events_of_a_run_whose_key_is_lost_prints_the_timeline_without_values_then_the_refusal(
+        encrypted: LocalAWS) -> None:
+    """``awsworld events`` of a run whose values cannot be read prints its timeline without them (what the log
+    holds in plain text: event types, steps, times), then the refusal, exit 1. Before: only the refusal."""
+    run_id, run_key = await _run_with_another_runs_key(encrypted)
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "awsworld.cli", "events", run_id,
+        env=_cli_env(encrypted.config, encrypted.config.kms_key_id),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(process.communicate(), 60)
+    assert process.returncode == 1, out.decode()
+    assert f"timeline of {run_id}" in out.decode() and "run_completed" in out.decode(), out.decode()
+    assert MARKER not in out.decode()
+    assert run_key in err.decode() and "the timeline above is without its values" in err.decode(), err.decode()

@@ -281,8 +281,8 @@ def test_unserializable_values_name_type_and_path(make: Any, path: str, type_nam
 
 
 STORED = ("awsworld stores JSON's types, bytes, datetime, date, time, timedelta, Decimal, UUID, tuples, sets, enums, "
-          "dataclasses, NamedTuples, pydantic models and exceptions: use one of those, or give the step or workflow a "
-          "codec= that turns it into text (docs/how-to/codecs.md)")
+          "dataclasses, NamedTuples, pydantic models and exceptions: use one of those, or give its step, workflow or "
+          "hook (create_hook) a codec= that turns it into text (docs/how-to/codecs.md)")
 
 
 @pytest.mark.parametrize(("value", "type_name", "base"), [

@@ -11,6 +11,7 @@ the child stored it (``original``: what a parent that lets it through stores as 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -67,7 +68,7 @@ async def start_child(execution: OpDeclarer, definition: WorkflowRef, args: tupl
         "runId": run_id, "workflowName": definition.name, "detached": detached}}, is_webhook=False)
     outcome: asyncio.Future[Any] = execution.loop.create_future()
     call = _Call(run_id, definition.name, hook, outcome, definition.codec if codec is None else codec,
-                 per_call=codec is not None)
+                 per_call=codec is not None, undecoded=execution.note_undecoded)
     hook.next_payload().add_done_callback(call.ended)
     try:
         await step.future
@@ -88,6 +89,7 @@ class _Call:
     outcome: asyncio.Future[Any]
     codec: Codec[Any] | None = None  # the child workflow's result codec, or the call's (``child_options``)
     per_call: bool = False  # the call's: it reads a result stored without a codec too
+    undecoded: Callable[[str, CodecError], None] | None = None  # told of a result its codec refuses (``Execution``)
 
     def ended(self, future: asyncio.Future[Any]) -> None:
         if future.cancelled():
@@ -103,12 +105,14 @@ class _Call:
             return
         payload = cast("dict[str, Any]", reported)
         if payload.get("status") == "completed":
+            place = Place("result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id)
             try:
-                place = Place("result", f"child run {self.run_id} ({self.workflow_name})", op_id=self.hook.id)
                 value = codecs.load_text(payload.get("result"), self.codec, place) \
                     if self.per_call and self.codec is not None else codecs.load(payload.get("result"), self.codec,
                                                                                  place)
             except CodecError as undecodable:
+                if self.undecoded is not None:
+                    self.undecoded(str(place), undecodable)
                 self._settle(error=undecodable)
                 return
             except serde.SerializationError as unreadable:

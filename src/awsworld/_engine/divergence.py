@@ -26,6 +26,7 @@ from ..authoring.errors import ReplayDivergenceError
 from ..durable import json_data, serde
 from ..world.events import Event
 from .ops import Op, StepOp, WaitOp
+from .parking import UNREADABLE
 from .time_scale import recorded_factor
 
 MAX_CALL_CHARS = 300
@@ -194,8 +195,30 @@ def unreadable(where: str, event: Event | None, place: str, error: Exception) ->
     (``serde.SerializationError``): a divergence, like a changed call, rather than a delivery that fails forever
     or a run failed by an edit. The error's text may quote the value (pydantic's does), so the outline leaves it
     out."""
-    return divergence("value", where, event, f"{place} recorded", f"cannot read it: {error}", UNREADABLE_NOTE,
+    return divergence(UNREADABLE, where, event, f"{place} recorded", f"cannot read it: {error}", UNREADABLE_NOTE,
                       outline=(f"{place} recorded", "cannot read it"))
+
+
+UNDECODABLE_NOTE = (" (a codec that decoded the value when it was recorded and no longer does, changed or replaced "
+                    "since: keep it able to decode what was recorded until the runs recorded with it end, "
+                    "docs/how-to/codecs.md)")
+
+
+def undecodable(diverged: ReplayDivergenceError, event: Event, place: str, error: Exception
+                ) -> ReplayDivergenceError:
+    """``diverged``, found after this replay's codec refused a value the log recorded (``place``, at ``event``):
+    the refusal raised ``CodecError`` where the body awaits the value, so the body went another way than when it
+    recorded the run, and the divergence, said alone, sends the reader to a ``patched()`` branch or to the call
+    it names (``the code returned before making that call``). Said with the refusal first, as a value the code
+    cannot read (``change`` ``value``); the error's text may quote the value, so the outline leaves it out."""
+    slot = event.slot
+    where = "the run's input" if event.event_type == "run_created" else position(event.correlation_id)
+    first = f"{where} (event {slot}): the log has {place} recorded, its codec cannot decode it now"
+    message = f"{first}: {error}{UNDECODABLE_NOTE}; the replay then diverged at {diverged}"
+    outline = f"{first}{UNDECODABLE_NOTE}; the replay then diverged at {diverged.outline}"
+    return ReplayDivergenceError(message, position=where, slot=slot,
+                                 log=f"{place} recorded", code="cannot decode it", change=UNREADABLE,
+                                 outline=outline)
 
 
 PARAMETERS_NOTE = (" (the workflow's parameters changed since the run started: give a parameter added since a "

@@ -123,6 +123,10 @@ class WorkflowExecution:
         self.failure: BaseException | None = None  # what ``advance`` raised: raised again by every later call
         self.refused = False  # an op the World refused to record (``refuse``): a state no event in the log shows
         self.classes: dict[str, type] = {}  # the class paths its values were read with (``class_paths.noting_classes``)
+        self.undecoded: list[tuple[Event, str, CodecError]] = []
+        """The recorded values this replay's codecs refused (the event, the value's place, the error): raised where
+        the body awaits them, as on every replay. When the replay then diverges, one is the likely cause (a codec
+        changed since it decoded the value), and the divergence says so (``divergence.undecodable``)."""
         self.calls: list[MadeCall] = []
         """The step and child calls the body made (``WorkflowRuntime.calls``), checked when it returns."""
 
@@ -180,7 +184,12 @@ class WorkflowExecution:
             while self._new and self._unmatched(event) and self._refuse_unrecordable():
                 self.loop.run_until_idle()  # (at the time before this event: the body went on before it was made)
             self.now = event.created_at
-            self._apply(event)
+            try:
+                self._apply(event)
+            except ReplayDivergenceError as diverged:
+                if not self.undecoded or diverged.change == dv.UNREADABLE:
+                    raise
+                raise dv.undecodable(diverged, *self.undecoded[0]) from diverged
             self.loop.run_until_idle()
 
     def _start(self) -> None:
@@ -198,8 +207,10 @@ class WorkflowExecution:
                 call = self._input(raw)
             except serde.SerializationError as error:
                 raise dv.unreadable("the run's input", first, str(self._input_place()), error) from error
-            except Exception:  # a CodecError, arguments that do not bind: the body raises it again, failing the run
+            except Exception as error:  # a CodecError, arguments that do not bind: the body raises it again
                 call = None
+                if isinstance(error, CodecError):
+                    self.undecoded.append((first, str(self._input_place()), error))
             if call is not None:
                 unbound = _unbound(self.definition.fn, call)
                 if unbound is not None:  # parameters changed since the run started: not a body that returned
@@ -346,6 +357,7 @@ class WorkflowExecution:
                         if op.poll is None else codecs.load(data.get("result"), op.poll.codec,
                                                             op.poll.place(self.run_id, op.id))
                 except CodecError as error:  # the same data fails the same way on every replay
+                    self.undecoded.append((event, error.place, error))
                     op.future.set_exception(error)
                 except serde.SerializationError as error:  # a class of it changed: the code, not the data
                     raise dv.unreadable(dv.position(op.id), event, str(self._place(op, "result")()), error) \
@@ -395,10 +407,17 @@ class WorkflowExecution:
                     try:
                         op.deliver(codecs.decode_payload(stored, op.codec, self._place(op, "payload")))
                     except CodecError as error:  # this payload's await raises it; the hook takes later ones
+                        self.undecoded.append((event, error.place, error))
                         op.deliver_failure(error)
         elif kind == "hook_disposed":
             op.disposed = True
             self._hooks.pop(op.id, None)
+
+    def note_undecoded(self, place: str, error: CodecError) -> None:
+        """A recorded value this replay's codec refused, read where the event being applied settles it (a child's
+        result, in its call's callback): noted with that event, as ``_apply_step`` notes a step's result."""
+        if self.cursor > 0:
+            self.undecoded.append((self.log[self.cursor - 1], place, error))
 
     def _place(self, op: StepOp | HookOp, what: str) -> Callable[[], Place]:
         """The place of ``op``'s ``what``, built only when a codec asks (``codecs.PlaceOf``)."""

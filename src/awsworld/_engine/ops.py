@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from ..authoring.errors import CodecError
 from ..authoring.poll_spec import PollSpec
 from ..authoring.runtime import StepEnd, StepRef
 from ..durable.codecs import Codec
@@ -220,3 +221,5 @@ class OpDeclarer(Protocol):
 
     def declare_hook(self, token: str | None, metadata: Any, is_webhook: bool, codec: Codec[Any] | None = None, *,
                      name: str | None = None) -> HookOp: ...
+
+    def note_undecoded(self, place: str, error: CodecError) -> None: ...

@@ -255,7 +255,10 @@ async def cancel_run(world: World, run_id: str, *, reason: str | None = None) ->
     event: dict[str, Any] = {"eventType": "run_cancelled"}
     if reason is not None:
         event["eventData"] = {"cancelReason": reason}
-    result = await world.events.create(run_id, event)
+    # The write's run without its values: only when it started is read, and a run whose values cannot be read (an
+    # encrypted run whose key KMS refuses) is cancelled all the same, and woken, instead of the cancel landing and
+    # the read after it failing the call (the wake unsent).
+    result = await world.events.create(run_id, event, resolve_data="none")
     # The wake lets a delivery see the end (cancel children, tell a parent). A run that never started has a
     # start message already, which finds the cancel in the log whenever it comes: the wake reuses its key, so
     # while that message is queued (backing off, say: its workflow unknown here) no second one is sent. A run

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,7 +43,8 @@ def register(sub: Any) -> None:
     replay.set_defaults(handler=_replay)
     export = sub.add_parser("export", help="write runs' event logs to a file, for awsworld replay --file")
     export.add_argument("run_ids", nargs="+", metavar="RUN_ID")
-    export.add_argument("--output", "-o", help="the file to write (default: stdout); holds user payloads")
+    export.add_argument("--output", "-o", help="the file to write (default: stdout), made 0600: it holds the runs' "
+                                                "payloads, in the clear (decrypted on a stack that encrypts them)")
     export.set_defaults(handler=_export)
 
 
@@ -144,7 +146,12 @@ def _export(args: argparse.Namespace) -> int:
     text = "".join(f"{line}\n" for line in found)
     if args.output:  # (its folder made as needed: the Changing code page's export into a new folder once failed)
         Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output).write_text(text, encoding="utf-8")
+        # The runs' payloads, in the clear (decrypted, on a stack that encrypts them): the file is its owner's
+        # alone, 0600 whatever the umask or a file it replaces, as `awsworld dev` keeps its state (cli/dev_state.py).
+        descriptor = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(descriptor, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as file:
+            file.write(text)
         print(f"{len(found)} event(s) of {len(args.run_ids)} run(s) written to {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

@@ -463,14 +463,28 @@ async def _parked_runs(client: Any, workflow: str | None, limit: int) -> list[An
 
 def _events(args: argparse.Namespace) -> int:
     from .._timeline import print_timeline, read_events, timeline_rows
+    from ..world.errors import InvalidInputError, NotFoundError, WorldError
 
     async def go() -> None:
         async with remote() as client:
             await client.world.runs.get(args.run_id, resolve_data="none")  # an unknown run: one line, exit 1
-            if args.json:
-                print_json([row.to_json() for row in timeline_rows(await read_events(client.world, args.run_id))])
-            else:
-                await print_timeline(client.world, args.run_id, full=args.full)
+            try:
+                if args.json:
+                    print_json([row.to_json() for row in timeline_rows(await read_events(client.world, args.run_id))])
+                else:
+                    await print_timeline(client.world, args.run_id, full=args.full)
+            except (NotFoundError, InvalidInputError):
+                raise
+            except WorldError as unreadable:
+                # Its values cannot be read (an encrypted run whose key KMS refuses): the timeline without them,
+                # as describe and the run viewer show the run, then the refusal (exit 1).
+                if args.json:
+                    print_json([row.to_json() for row in timeline_rows(
+                        await read_events(client.world, args.run_id, values=False))])
+                else:
+                    await print_timeline(client.world, args.run_id, values=False)
+                raise CliError(str(unreadable), "the timeline above is without its values: they cannot be read") \
+                    from unreadable
 
     asyncio.run(go())
     return 0

@@ -99,8 +99,15 @@ class Run(Generic[R_co]):
             run = await self.client.world.runs.wait_for_terminal_status(self.run_id, timeout=wait)
             if run.status == "completed":
                 codec = self.codec or _result_codec(self.client, run.workflow_name)
-                return codecs.load(run.output, codec, Place("result", f"workflow {run.workflow_name!r}",
-                                                            self.run_id))
+                place = Place("result", f"workflow {run.workflow_name!r}", self.run_id)
+                try:
+                    return codecs.load(run.output, codec, place)
+                except serde.SerializationError as error:  # a class it names is not importable in this process
+                    raise serde.SerializationError(error.path, (
+                        f"{error.reason}; reading {place} of run {self.run_id}: this process needs the classes "
+                        f"the value names importable, as the workflow's own code has them (import its module), or "
+                        f"reads the stored JSON without them: (await run.get()).output, `awsworld result "
+                        f"{self.run_id}`")) from error
             if run.status == "failed":
                 raise failed_run_error(run)
             if run.status == "cancelled":

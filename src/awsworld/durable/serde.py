@@ -196,8 +196,8 @@ def _set_order(item: JSONValue) -> str:
 # --- dumping -----------------------------------------------------------------------------------------------
 
 _STORED = ("awsworld stores JSON's types, bytes, datetime, date, time, timedelta, Decimal, UUID, tuples, sets, "
-           "enums, dataclasses, NamedTuples, pydantic models and exceptions: use one of those, or give the step "
-           "or workflow a codec= that turns it into text (docs/how-to/codecs.md)")
+           "enums, dataclasses, NamedTuples, pydantic models and exceptions: use one of those, or give its step, "
+           "workflow or hook (create_hook) a codec= that turns it into text (docs/how-to/codecs.md)")
 _BASES: tuple[type, ...] = (dict, list, tuple, set, frozenset, str, bytes, int, float)
 
 

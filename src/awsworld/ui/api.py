@@ -261,6 +261,11 @@ async def resume(request: Request) -> JSONResponse:
     return JSONResponse({"eventId": event.event_id, "runId": event.run_id})
 
 
+def refusal_status(error: Exception) -> int:
+    """404 for what does not exist, 400 for a bad filter or value, 500 for any other refusal of the World."""
+    return 404 if isinstance(error, NotFoundError) else 400 if isinstance(error, InvalidInputError) else 500
+
+
 def refused(error: Exception) -> JSONResponse:
-    """A World's refusal as JSON: 404 for what does not exist, 400 for a bad filter or value."""
-    return JSONResponse({"error": str(error)}, status_code=404 if isinstance(error, NotFoundError) else 400)
+    """A World's refusal as JSON, its message in ``error`` (``refusal_status``)."""
+    return JSONResponse({"error": str(error)}, status_code=refusal_status(error))

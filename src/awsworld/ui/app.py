@@ -29,7 +29,7 @@ from ..client.client import Client, cancel_reason
 from ..client.limits import queued_runs
 from ..client.waits import describe_waits
 from ..world.clock import clock_of
-from ..world.errors import InvalidInputError, NotFoundError
+from ..world.errors import InvalidInputError, NotFoundError, WorldError
 from ..world.protocol import World
 from . import api
 from .api import UIState
@@ -98,9 +98,21 @@ async def run_view(request: Request) -> Response:
     (``client.waits.describe_waits``)."""
     ui = api.state(request)
     run_id = request.path_params["run_id"]
-    # At once: the log's pages are sequential (cursors), the rest need not wait for them.
-    view, events, streams = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"),
-                                                 ui.reader.events(run_id), api.stream_infos(ui, run_id))
+    unreadable: str | None = None
+    try:
+        # At once: the log's pages are sequential (cursors), the rest need not wait for them.
+        view, events, streams = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"),
+                                                     ui.reader.events(run_id), api.stream_infos(ui, run_id))
+    except (NotFoundError, InvalidInputError):
+        raise
+    except WorldError as error:
+        # The World cannot read the run's values (an encrypted run whose key KMS refuses to unwrap:
+        # EncryptionKeyError): the page shows what is stored in plain text, as `awsworld describe` does (status,
+        # times, steps, the timeline's events), and says why the values are missing.
+        unreadable = str(error)
+        view, events, streams = await asyncio.gather(ui.world.runs.get(run_id, resolve_data="none"),
+                                                     ui.reader.events_without_values(run_id),
+                                                     api.stream_infos(ui, run_id))
     pic = picture(run_id, events)
     statuses = await api.linked_statuses(ui, view, pic.children)
     _, waits = await api.run_waits(ui.world, view, events)
@@ -108,17 +120,20 @@ async def run_view(request: Request) -> Response:
     html = run_page(view, pic=pic, rows=timeline_rows(events), streams=streams, statuses=statuses,
                     allow_writes=ui.allow_writes, now=now, waits_on=describe_waits(waits, now),
                     cancel_reason=cancel_reason(events) if view.status == "cancelled" else None,
-                    rerun=await failed_run_hint(ui.world, view) if view.status == "failed" else None)
+                    rerun=await failed_run_hint(ui.world, view) if view.status == "failed" else None,
+                    unreadable=unreadable)
     return HTMLResponse(html)
 
 
 async def _refused(request: Request, error: Exception) -> Response:
-    """An unknown run or hook (404), a bad filter (400): JSON under /api/, a page elsewhere."""
+    """An unknown run or hook (404), a bad filter (400), anything else the World refused (500, a value it cannot
+    read: an encrypted run's key KMS refuses, say): its message, as the CLI prints it, JSON under /api/, a page
+    elsewhere (not a bare "Internal Server Error")."""
     if request.url.path.startswith("/api/"):
         return api.refused(error)
-    code = 404 if isinstance(error, NotFoundError) else 400
-    return HTMLResponse(layout("not found" if code == 404 else "refused", f"<main><p>{esc(error)}</p></main>"),
-                        status_code=code)
+    code = api.refusal_status(error)
+    title = {404: "not found", 400: "refused"}.get(code, "could not read")
+    return HTMLResponse(layout(title, f"<main><p>{esc(error)}</p></main>"), status_code=code)
 
 
 def create_app(world: World | None = None, *, open_world: Callable[[], AbstractAsyncContextManager[World]] | None
@@ -147,7 +162,7 @@ def create_app(world: World | None = None, *, open_world: Callable[[], AbstractA
         Route("/api/hooks/resume", api.resume, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan, middleware=[Middleware(Guard, allow_writes=allow_writes)],
-                    exception_handlers={NotFoundError: _refused, InvalidInputError: _refused})
+                    exception_handlers={WorldError: _refused})
     if world is not None:
         _attach(app, world, allow_writes)
     return app

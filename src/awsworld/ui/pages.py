@@ -339,10 +339,12 @@ def _linked(run_id: str, statuses: dict[str, str]) -> str:
 
 def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str, StreamInfo]],
              statuses: dict[str, str], allow_writes: bool, now: datetime,
-             waits_on: Iterable[str] = (), cancel_reason: str | None = None, rerun: str | None = None) -> str:
+             waits_on: Iterable[str] = (), cancel_reason: str | None = None, rerun: str | None = None,
+             unreadable: str | None = None) -> str:
     """A run's page. ``waits_on``: what a live run waits on, one line each, as ``awsworld describe`` says it
     (``client.waits.describe_waits``: a sleep, a hook, a step, a retry, a limit's slot); ``rerun``: a failed run's
-    re-run line, as describe says it (``_timeline.failed_run_hint``)."""
+    re-run line, as describe says it (``_timeline.failed_run_hint``). ``unreadable``: why the run's values are
+    missing from the page (the World's refusal to read them), when they are."""
     live = not run.is_terminal
     parent = parent_of(run)
     facts = [("workflow", esc(run.workflow_name)),
@@ -353,6 +355,8 @@ def run_page(run: Run, *, pic: Picture, rows: list[Row], streams: list[tuple[str
         facts.append(("parked", f"since {_time(parked.since)}: {esc(why(parked.change))}"
                                 f"<code>{esc(parked.divergence)}</code><br><span class=muted>"
                                 f"{esc(ways_out(run.run_id, parked.change, pin_of(run.attributes)))}</span>"))
+    if unreadable is not None:
+        facts.append(("values", f"cannot be read: {esc(unreadable)}"))
     if cancel_reason:  # (the reason `cancel --reason` gave, as describe's "reason" line)
         facts.append(("reason", esc(cancel_reason)))
     if run.error is not None:

@@ -64,3 +64,15 @@ class Reader:
         """Every event of the run (what a page's first render needs)."""
         events, _ = await self.refresh(run_id, pages=None)
         return events
+
+    async def events_without_values(self, run_id: str) -> list[Event]:
+        """Every event of the run without its values (``resolve_data="none"``), remembered by nothing: for a run
+        whose values the World cannot read (``app.run_view``), whose events with values ``refresh`` never has."""
+        events: list[Event] = []
+        cursor: str | None = None
+        while True:
+            page = await self.world.events.list(run_id, cursor=cursor, limit=PAGE, resolve_data="none")
+            events.extend(page.data)
+            cursor = page.cursor
+            if not page.has_more or cursor is None:
+                return events

@@ -13,6 +13,7 @@ from typing import Any
 from ...world.entities import ResolveData, Run, event_value_shown, run_end_shown, stored_error, values_shown
 from ...world.events import PAYLOAD_FIELDS, Event
 from ...world.ids import slot_to_event_id
+from ..encryption.run_keys import EncryptionKeyError, unreadable_error
 from ..keys import ATTRIBUTE_PREFIX
 from ..log.blocks import BlockEvent
 from ..resources import GSI_RUN_KEY, GSI_WORKFLOW_KEY
@@ -88,10 +89,15 @@ async def run_from_head(head: Item, values: ValueStore, resolve: ResolveData, *,
     """A run from its thin head, the run_created event (input, execution context) and its terminal event."""
     status = head["status"]
     shown = run_end_shown(status, resolve)
-    input_, end_value = await values.load_many([
-        first.val if values_shown(resolve) and first is not None else None,
-        end.val if shown is not None and end is not None else None,
-    ], head[GSI_RUN_KEY])
+    try:
+        input_, end_value = await values.load_many([
+            first.val if values_shown(resolve) and first is not None else None,
+            end.val if shown is not None and end is not None else None,
+        ], head[GSI_RUN_KEY])
+    except EncryptionKeyError as error:
+        if values_shown(resolve):
+            raise
+        input_, end_value = None, unreadable_error(error)  # (a failed run's error, the one value shown)
     context = (first.data if first is not None else {}).get("executionContext")
     return Run(
         run_id=head[GSI_RUN_KEY],

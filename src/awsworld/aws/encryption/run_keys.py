@@ -47,6 +47,14 @@ class EncryptionKeyError(WorldError):
     run's data key item is gone."""
 
 
+def unreadable_error(error: EncryptionKeyError) -> dict[str, str]:
+    """What a read that shows no values (``resolve_data="none"``) gives for an error it shows all the same (a failed
+    run's, a step's) that it cannot decrypt: a readable error saying so, rather than the read failing whole (one
+    such failed run made every listing of runs fail: ``awsworld runs``, the viewer's list, ``describe``). A read
+    of values still raises ``EncryptionKeyError``."""
+    return {"name": "EncryptionKeyError", "message": f"this error cannot be read: {error}"}
+
+
 def data_key_key(run_id: str) -> dict[str, str]:
     return {PK: run_pk(run_id), SK: DATA_KEY_SK}
 
@@ -79,6 +87,9 @@ class RunKeys:
     def __init__(self, clients: KeyClients) -> None:
         self._clients = clients
         self._known: OrderedDict[str, RunCipher | bytes | None] = OrderedDict()
+        # The KMS key each run's data key was made under (the item's ``kid``), for a refusal to unwrap it: after a
+        # change of AWSWORLD_KMS_KEY_ID (or in a reader that has none) it is the one to name, not the setting.
+        self._key_ids: dict[str, str] = {}
         self._pending: dict[str, asyncio.Future[RunCipher | None]] = {}
 
     @property
@@ -97,13 +108,15 @@ class RunKeys:
         if run_id in self._known:
             return
         wrapped = (item or {}).get("dk")
+        if item and isinstance(item.get("kid"), str):
+            self._key_ids[run_id] = item["kid"]
         self._remember(run_id, bytes(getattr(wrapped, "value", wrapped)) if wrapped is not None else None)
 
     def _remember(self, run_id: str, cipher: RunCipher | bytes | None) -> None:
         self._known[run_id] = cipher
         self._known.move_to_end(run_id)
         while len(self._known) > _CACHED:
-            self._known.popitem(last=False)
+            self._key_ids.pop(self._known.popitem(last=False)[0], None)
 
     async def create(self, run_id: str, retention_seconds: int) -> None:
         """Before a run is created: make sure it has a data key (this one, or the one a racing creator put)."""
@@ -114,7 +127,7 @@ class RunKeys:
             made = await kms.generate_data_key(KeyId=self._clients.config.kms_key_id, KeySpec="AES_256",
                                                EncryptionContext=self._context(run_id))
         except ClientError as error:
-            raise _kms_error("make a data key for", run_id, error) from error
+            raise _kms_error("make a data key for", run_id, error, self._clients.config.kms_key_id) from error
         now = datetime.now(UTC).isoformat()
         ttl = self._clients.retention.item_ttl(run_id, now, retention_seconds)
         ddb = await self._clients.dynamodb()
@@ -177,26 +190,45 @@ class RunKeys:
         if not isinstance(wrapped, bytes):  # not read with the run: read it now
             ddb = await self._clients.dynamodb()
             response = await ddb.get_item(TableName=self._clients.config.table_name, ConsistentRead=True,
-                                          ReturnConsumedCapacity="TOTAL", ProjectionExpression="dk",
+                                          ReturnConsumedCapacity="TOTAL", ProjectionExpression="dk, kid",
                                           Key={PK: {"S": run_pk(run_id)}, SK: {"S": DATA_KEY_SK}})
             item: dict[str, Any] | None = response.get("Item")
             if not item:
                 return None
             wrapped = item["dk"]["B"]
+            if "kid" in item:
+                self._key_ids[run_id] = item["kid"]["S"]
         kms = await self._clients.kms()
         try:
             opened = await kms.decrypt(CiphertextBlob=wrapped, EncryptionContext=self._context(run_id))
         except ClientError as error:
-            raise _kms_error("unwrap the data key of", run_id, error) from error
+            raise _kms_error("unwrap the data key of", run_id, error, self._key_ids.get(run_id)) from error
         return _cipher(run_id, opened["Plaintext"])
 
 
-def _kms_error(doing: str, run_id: str, error: ClientError) -> EncryptionKeyError:
+def _kms_error(doing: str, run_id: str, error: ClientError, key_id: str | None) -> EncryptionKeyError:
+    """The refusal with what to do. Making a key uses AWSWORLD_KMS_KEY_ID; unwrapping one uses the key the run's
+    data key was made under (its item's ``kid``), which is another key once the setting has changed (a new
+    PayloadKmsKeyArn) and which a reader needs ``kms:Decrypt`` on whatever its own setting says."""
     code = error.response.get("Error", {}).get("Code", "")
-    hint = {
-        "AccessDeniedException": "the role needs kms:GenerateDataKey and kms:Decrypt on AWSWORLD_KMS_KEY_ID",
-        "DisabledException": "the KMS key is disabled: enable it to read or write encrypted runs",
-        "KMSInvalidStateException": "the KMS key is pending deletion or unavailable",
-        "NotFoundException": "AWSWORLD_KMS_KEY_ID names no KMS key in this account and region",
-    }.get(code, "")
+    if doing.startswith("make"):
+        key = f"AWSWORLD_KMS_KEY_ID ({key_id})"
+        hint = {
+            "AccessDeniedException": f"this role needs kms:GenerateDataKey and kms:Decrypt on {key}",
+            "DisabledException": f"the KMS key {key} is disabled: enable it to start encrypted runs",
+            "KMSInvalidStateException": f"the KMS key {key} is pending deletion or unavailable",
+            "NotFoundException": f"{key} names no KMS key in this account and region",
+        }.get(code, "")
+    else:
+        key = f"the run's KMS key {key_id}" if key_id else "the KMS key the run was created under"
+        hint = {
+            "AccessDeniedException": f"this role needs kms:Decrypt on {key} (runs keep the key they were created "
+                                     f"under, whatever AWSWORLD_KMS_KEY_ID says now)",
+            "DisabledException": f"{key} is disabled: enable it to read or continue this run",
+            "KMSInvalidStateException": f"{key} is pending deletion or unavailable: cancel its deletion "
+                                        f"(aws kms cancel-key-deletion) to read or continue this run",
+            "NotFoundException": f"{key} no longer exists: this run's values cannot be read",
+            "InvalidCiphertextException": f"its wrapped data key does not open under {key} for this table and run "
+                                          f"(the DATAKEY item was altered, or copied from another run or table)",
+        }.get(code, "")
     return EncryptionKeyError(f"KMS could not {doing} run {run_id} ({code or error}){': ' + hint if hint else ''}")

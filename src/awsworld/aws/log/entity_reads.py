@@ -12,14 +12,14 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step
+from ...world.entities import TERMINAL_RUN_STATUSES, Hook, ResolveData, Run, Step, values_shown
 from ...world.errors import WorldError
 from ...world.rules.state import Slot
 from ...world.shared.answers import hook_answer, hook_value_slots, step_answer, step_value_slots
 from ..clients import AWSClients
 from ..dynamodb.items import Item, attributes_of, run_from_head
 from ..dynamodb.reads import batch_get
-from ..encryption.run_keys import data_key_key
+from ..encryption.run_keys import EncryptionKeyError, data_key_key, unreadable_error
 from ..keys import LAYOUT_VERSION, STEP_PREFIX, attrs_key, event_key, run_key
 from ..resources import GSI_RUN_KEY
 from ..values import ValueStore
@@ -119,8 +119,15 @@ class EntityReads:
     async def steps(self, run_id: str, items: Sequence[Item], resolve: ResolveData,
                     known: Known | None = None) -> list[Step]:
         states = [step_state(str(item["sk"]).removeprefix(STEP_PREFIX), item) for item in items]
-        values = await self._values(run_id, [s for state in states for s in step_value_slots(state, resolve)],
-                                    known or _NONE)
+        slots = [s for state in states for s in step_value_slots(state, resolve)]
+        values: dict[Slot, Any]
+        try:
+            values = await self._values(run_id, slots, known or _NONE)
+        except EncryptionKeyError as error:
+            if values_shown(resolve):
+                raise
+            unreadable = unreadable_error(error)  # (only the steps' errors are shown)
+            values = {slot: unreadable for slot in slots if isinstance(slot, int) and slot}  # (as _values reads)
         return [step_answer(run_id, state, resolve, values.get) for state in states]
 
     async def step(self, run_id: str, item: Item, resolve: ResolveData, known: Known | None = None) -> Step:
