@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from awsworld import WorkflowRunFailedError, sleep, step, workflow
+from awsworld import WorkflowRunFailedError, child_options, sleep, step, workflow
 from awsworld.testing import WorkflowTestEnv
 
 HERE = __file__
@@ -134,3 +134,30 @@ async def test_a_cancelled_error_a_step_raises_fails_it_with_its_line(timed: boo
     assert (attempted.status, attempted.attempt) == ("failed", 1)
     assert "raise asyncio.CancelledError(f\"the client library gave up on {order_id}\")" in \
         str(getattr(attempted.error, "stack", "")), attempted.error
+
+
+@workflow(name="newcomer.parent_of_a_step")
+async def parent_of_a_step(order_id: str) -> str:
+    return await child_options().call(gives_up, order_id)  # type: ignore[arg-type]  (a step, as a newcomer writes)
+
+
+async def test_a_step_given_where_a_workflow_is_needed_is_named_as_a_step() -> None:
+    """A ``@step`` passed to a client's start or to a child call, the likely slip of a newcomer: it said
+    ``<function gives_up at 0x...> is not a @workflow``, neither naming the step nor saying what to start."""
+    says = "'newcomer.gives_up' is a @step, not a @workflow"
+    async with WorkflowTestEnv() as env:
+        with pytest.raises(TypeError) as started:
+            await env.client.start(gives_up, "A-1")  # type: ignore[arg-type]
+        assert str(started.value) == f"{says}: a step runs inside a workflow; start a @workflow that awaits it"
+        run = await env.client.start(parent_of_a_step, "A-2")
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result(timeout=10)
+    assert str(failed.value).endswith(f"failed: {says} (only workflows start child runs): a step runs inside a "
+                                      "workflow; start a @workflow that awaits it"), failed.value
+
+    async def plain(order_id: str) -> str:
+        return order_id
+
+    with pytest.raises(TypeError, match=r"is not a @workflow: decorate it with @workflow$"):
+        async with WorkflowTestEnv() as env:
+            await env.client.start(plain, "A-3")  # type: ignore[arg-type]

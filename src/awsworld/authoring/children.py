@@ -74,7 +74,7 @@ from typing import Any, Generic, ParamSpec, TypeVar, overload
 from ..durable.child_calls import LINK_KEY, TOKEN_PREFIX, child_run_id, child_token
 from ..durable.codecs import Codec
 from ..world.rules.limiters import LimitInputError, check_key, check_priority
-from .definitions import WorkflowDef
+from .definitions import WorkflowDef, not_a_workflow
 from .names import check_name
 from .runtime import noted, require_runtime
 
@@ -173,7 +173,7 @@ class ChildOptions(Generic[C]):
         """``start_child`` with these options."""
         definition = getattr(workflow, "__awsworld_workflow__", None)
         if not isinstance(definition, WorkflowDef):
-            raise TypeError(f"{workflow!r} is not a @workflow: only workflows start child runs")
+            raise not_a_workflow(workflow, " (only workflows start child runs)")
         self._check_limit_options(definition)
         return await _start(definition, args, kwargs, detached=self.detached, name=self.name, codec=self.codec,
                             successor=self.successor, priority=self.priority, concurrency_key=self.concurrency_key)

@@ -558,8 +558,18 @@ def _coroutine_function(call: F) -> F:
 def workflow_definition(fn: Any) -> WorkflowDef:
     definition = getattr(fn, "__awsworld_workflow__", None)
     if not isinstance(definition, WorkflowDef):
-        raise TypeError(f"{fn!r} is not a @workflow")
+        raise not_a_workflow(fn)
     return definition
+
+
+def not_a_workflow(fn: Any, purpose: str = "") -> TypeError:
+    """The error for a function given where a ``@workflow`` is needed (a client's start, a child run): a ``@step``
+    is named as one, since starting a step on its own is the likely slip, and what to do instead is said."""
+    step_definition = getattr(fn, "__awsworld_step__", None)
+    if isinstance(step_definition, StepDef):
+        return TypeError(f"{step_definition.name!r} is a @step, not a @workflow{purpose}: a step runs inside a "
+                         "workflow; start a @workflow that awaits it")
+    return TypeError(f"{fn!r} is not a @workflow{purpose}: decorate it with @workflow")
 
 
 def workflow_name(fn: Any) -> str:
