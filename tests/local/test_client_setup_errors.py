@@ -211,6 +211,7 @@ async def test_a_start_whose_queue_is_not_there_names_it_whole(
         assert isinstance(raised.value.__cause__, WorldSetupError)
         assert (f"(WorldSetupError: the SQS queue '{wrong}' (AWSWORLD_QUEUE_URL) does not exist at "
                 f"{config.endpoint_url} (region us-east-1) (SendMessage: AWS.SimpleQueueService.NonExistentQueue)); "
-                "finish the start with `awsworld start setup_errors.noop --run-id") in str(raised.value)
+                f"mend that first ({raised.value.__cause__.hint}), then finish the start with "
+                "`awsworld start setup_errors.noop --run-id") in str(raised.value)
     finally:
         await local_moto.drop(config)

@@ -355,8 +355,12 @@ class RunStartError(Exception):
         # that: its whole sentence fits where ``str`` (message and hint) was cut mid-word at 200 characters.
         said = getattr(cause, "message", None)
         said = said if isinstance(said, str) and said else str(cause)
+        # A cause with a ``hint`` (``WorldSetupError``, ``WorldUnreachableError``: a queue that is not there, dev
+        # stopped) fails every retry until it is mended: its hint comes first, then the finishing start.
+        hint = getattr(cause, "hint", None)
+        first = f"mend that first ({hint[:300]}), then " if isinstance(hint, str) and hint else ""
         super().__init__(f"run {run_id} was recorded but could not be started ({type(cause).__name__}: "
-                         f"{said[:300]}); finish the start with `{command}` (or "
+                         f"{said[:300]}); {first}finish the start with `{command}` (or "
                          f"client.options(run_id={run_id!r}).start(...)): it queues the run's start message, "
                          "and the run keeps its recorded arguments and runs once")
         self.run_id = run_id
