@@ -31,6 +31,7 @@ from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
     USER_ERROR,
     ReplayDivergenceError,
+    RunLifetimeError,
 )
 from ..durable.class_paths import same_classes
 from ..world.clock import clock_of
@@ -39,10 +40,12 @@ from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.messages import FlowMessage
 from ..world.protocol import World
+from ..world.rules.lifetime import context_of, ended_at_lifetime, lifetime_end
 from ..world.rules.limiters import LimitInputError
 from .child_runs import on_run_end, report_ended_children, resolve_step
 from .declarations import Declarer
 from .endings import RunEndings
+from .error_shapes import qualified_type
 from .flow_messages import FlowMessages
 from .flow_state import FlowLog, FlowSettings, FlowStats, StepClaims
 from .provisional import ProvisionalOutcomes
@@ -191,6 +194,8 @@ class Flow:
         if any(e.event_type in RUN_END_EVENT_TYPES for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
+        if log and clock_of(self.world).now() >= lifetime_end(log[0].created_at, context_of(log[0].event_data)):
+            return await self._end_at_lifetime(log[0])  # (before its code runs: as a cancel ends a run)
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
         self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
         definition = self.registry.workflow(self.message.workflow_name)
@@ -215,6 +220,13 @@ class Flow:
             if self.provisional.pending is not None:  # a consumed step result is never lost: record it first
                 await self.provisional.record_now()
             raise
+
+    async def _end_at_lifetime(self, created: Event) -> str:
+        """Fail a run still running at its lifetime's end (``world/rules/lifetime.py``) with ``RunLifetimeError``,
+        before any of its items can expire: its error says the limit and the way out (a successor run)."""
+        message = ended_at_lifetime(self.run_id, created.created_at, context_of(created.event_data))
+        return await self.endings.fail({"message": message, "name": RunLifetimeError.__name__,
+                                        "type": qualified_type(RunLifetimeError(message))}, USER_ERROR)
 
     async def _resume(self, known: WorkflowDef | None) -> bool:
         """Go on from the replay an earlier delivery of this worker kept for the run (``KeptReplays``), when it
