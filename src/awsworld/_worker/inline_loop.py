@@ -93,6 +93,8 @@ class Flow:
         self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)
         self.endings = RunEndings(self.log, self.messages)
         self.open_to_wakes = False  # step deliveries of the run may hand this flow their wakes (``HandedWakes``)
+        self.created: Event | None = None  # the run's run_created, and the end of its lifetime by it
+        self.lifetime_end: datetime | None = None
 
     # ------------------------------------------------------------------ entry
 
@@ -194,8 +196,11 @@ class Flow:
         if any(e.event_type in RUN_END_EVENT_TYPES for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
-        if log and clock_of(self.world).now() >= lifetime_end(log[0].created_at, context_of(log[0].event_data)):
-            return await self._end_at_lifetime(log[0])  # (before its code runs: as a cancel ends a run)
+        if log:
+            self.created = log[0]
+            self.lifetime_end = lifetime_end(log[0].created_at, context_of(log[0].event_data))
+            if clock_of(self.world).now() >= self.lifetime_end:
+                return await self._end_at_lifetime()  # (before its code runs: as a cancel ends a run)
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
         self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
         definition = self.registry.workflow(self.message.workflow_name)
@@ -221,9 +226,11 @@ class Flow:
                 await self.provisional.record_now()
             raise
 
-    async def _end_at_lifetime(self, created: Event) -> str:
+    async def _end_at_lifetime(self) -> str:
         """Fail a run still running at its lifetime's end (``world/rules/lifetime.py``) with ``RunLifetimeError``,
         before any of its items can expire: its error says the limit and the way out (a successor run)."""
+        created = self.created
+        assert created is not None
         message = ended_at_lifetime(self.run_id, created.created_at, context_of(created.event_data))
         return await self.endings.fail({"message": message, "name": RunLifetimeError.__name__,
                                         "type": qualified_type(RunLifetimeError(message))}, USER_ERROR)
@@ -293,6 +300,11 @@ class Flow:
                     await provisional.settle()  # the step's outcome, on its own: the workflow has not seen it yet
                 self.redeliver_after = 0.0
                 return "continued"
+            if self.lifetime_end is not None and clock_of(self.world).now() >= self.lifetime_end:
+                # (a delivery that runs steps inline for minutes: its lifetime may end meanwhile)
+                if provisional.pending is not None:
+                    await provisional.settle()
+                return await self._end_at_lifetime()
             try:
                 execution.advance()
             except ReplayDivergenceError as divergence:
