@@ -153,7 +153,7 @@ async def test_a_run_waiting_on_a_hook_past_its_lifetime_is_failed_at_its_end_wi
         assert f"run {run.run_id} was still running at the end of its lifetime" in message, message
         assert "365 days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created" in message
         assert "child_options(successor=True)" in message, message
-        assert failed.value.error_type == "RunLifetimeError"
+        assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.error_type == "RunLifetimeError"
         assert env.driver.deliveries - deliveries == 1, "one watchdog wake ended it"
         assert TIDIED == [], "ended as a cancel ends a run: its finally did not run"
         status = (await env.world.runs.get(run.run_id)).status

@@ -68,7 +68,8 @@ async def test_a_run_on_a_hook_alone_fails_at_its_lifetime_before_any_of_its_ite
     ended = await world.runs.get(run.run_id)
     assert ended.status == "failed" and ended.completed_at is not None
     created = (await run.events())[0]
-    assert (created.event_data or {})["executionContext"]["maxRunSeconds"] == LIFETIME_SECONDS  # (world/rules/lifetime.py)
+    context = (created.event_data or {})["executionContext"]
+    assert context["maxRunSeconds"] == LIFETIME_SECONDS  # (world/rules/lifetime.py)
     ddb = await world.clients.dynamodb()
     items = (await ddb.query(TableName=world.config.table_name, KeyConditionExpression="pk = :pk",
                              ExpressionAttributeValues={":pk": {"S": f"RUN#{run.run_id}"}},

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from ...settings import SETTINGS
 
@@ -53,7 +53,7 @@ def lifetime_end(created_at: datetime, context: Mapping[str, Any] | None) -> dat
 def context_of(created_data: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
     """The executionContext of a ``run_created``'s data (None when it has none)."""
     context = (created_data or {}).get("executionContext")
-    return context if isinstance(context, Mapping) else None
+    return cast(Mapping[str, Any], context) if isinstance(context, Mapping) else None
 
 
 def limit_text(context: Mapping[str, Any] | None) -> str:
