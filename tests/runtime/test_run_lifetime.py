@@ -14,10 +14,11 @@ from typing import Any
 
 import pytest
 
-from awsworld import RunLifetimeError, WorkflowRunFailedError, create_hook, sleep, step, workflow
+from awsworld import ChildWorkflowError, RunLifetimeError, WorkflowRunFailedError, create_hook, sleep, step, workflow
+from awsworld._worker.flow_state import KeptReplays
 from awsworld.client.replay import replay_run
 from awsworld.testing import RunStalledError, WorkflowTestEnv
-from awsworld.world.watch import due_key, horizon
+from awsworld.world.watch import due_key
 
 from .conftest import RESULT_TIMEOUT
 
@@ -144,7 +145,7 @@ async def test_a_run_waiting_on_a_hook_past_its_lifetime_is_failed_at_its_end_wi
         await run.wait_for_hook("lifetime:forever", timeout=RESULT_TIMEOUT)
         # its due is its lifetime's end: the watchdog's one wake for it (the old code: no due at all)
         entry = env.world.storage.state.watch[run.run_id]
-        assert entry.due == due_key(started + timedelta(days=365) + horizon()), entry
+        assert entry.due == due_key(started + timedelta(days=365)), entry
         deliveries = env.driver.deliveries
         await env.sleep(timedelta(days=366))
         with pytest.raises(RunLifetimeError) as failed:
@@ -156,8 +157,8 @@ async def test_a_run_waiting_on_a_hook_past_its_lifetime_is_failed_at_its_end_wi
         assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.error_type == "RunLifetimeError"
         assert env.driver.deliveries - deliveries == 1, "one watchdog wake ended it"
         assert TIDIED == [], "ended as a cancel ends a run: its finally did not run"
-        status = (await env.world.runs.get(run.run_id)).status
-        assert status == "failed", status
+        ended = await env.world.runs.get(run.run_id)
+        assert (ended.status, ended.error_code) == ("failed", "RUN_LIFETIME_EXCEEDED"), ended
         assert run.run_id not in env.world.storage.state.watch
 
 
@@ -193,3 +194,29 @@ async def test_changing_the_limit_later_neither_ends_a_running_run_sooner_nor_le
         await env.sleep(timedelta(days=366))
         with pytest.raises(RunLifetimeError, match="365 days"):
             await asyncio.wait_for(shorter.result(), RESULT_TIMEOUT)
+
+
+@workflow(name="lifetime.parent")
+async def parent() -> str:
+    await create_hook(token="lifetime:go")  # (the test lowers the limit meanwhile: the child is created under 365)
+    try:
+        return await approval("lifetime:child")
+    except ChildWorkflowError as ended:
+        return f"child {ended.status}: {ended.original.get('name') if ended.original else None}"
+
+
+async def test_a_child_ended_at_its_lifetime_by_a_fresh_container_reports_to_its_parent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wake that ends the run comes to a worker that kept no replay of it (a fresh Lambda container): the end is
+    written to the replay of its log, and reported from it, as any end is (a flow that failed the run before it had a
+    replay could neither write the end, ``FlowLog.write``, nor report it, ``child_runs.on_run_end``)."""
+    monkeypatch.setattr(KeptReplays, "take", lambda self, run_id: None)
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "500")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(parent)
+        await run.wait_for_hook("lifetime:go", timeout=RESULT_TIMEOUT)
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "365")
+        await env.client.resume_hook("lifetime:go", "go", wait=RESULT_TIMEOUT)
+        await env.idle()
+        await env.sleep(timedelta(days=366))
+        assert await asyncio.wait_for(run.result(), RESULT_TIMEOUT) == "child failed: RunLifetimeError"

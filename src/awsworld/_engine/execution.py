@@ -527,7 +527,7 @@ class WorkflowExecution:
         by then; the log is searched only for a wait past the limit."""
         created = self.log[0].created_at
         context = lifetime.context_of(self.log[0].event_data)
-        if ends_at <= lifetime.lifetime_end(created, context) \
+        if ends_at < lifetime.lifetime_end(created, context) \
                 or any(event.correlation_id == call_id for event in self.log):
             return
         raise RunLifetimeError(

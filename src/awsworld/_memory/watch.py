@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from ..world.rules.lifetime import lifetime_end
-from ..world.watch import DueRun, due_key, horizon, now_key, parse_key, snooze_due
+from ..world.watch import DueRun, due_key, now_key, parse_key, snooze_due
 from .records import RunRecord, State, WatchEntry
 
 
@@ -44,7 +44,7 @@ class MemoryWatch:
         if record is None:
             return None
         context = record.context if isinstance(record.context, dict) else None
-        return due_key(lifetime_end(record.created_at, context) + horizon())
+        return due_key(lifetime_end(record.created_at, context))
 
     async def due(self, now: datetime, *, limit: int = 1000) -> list[DueRun]:
         cutoff = now_key(now)

@@ -29,6 +29,7 @@ from .._engine.parking import parked_in_log
 from ..authoring.definitions import Registry, WorkflowDef
 from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
+    RUN_LIFETIME_EXCEEDED,
     USER_ERROR,
     ReplayDivergenceError,
     RunLifetimeError,
@@ -196,11 +197,6 @@ class Flow:
         if any(e.event_type in RUN_END_EVENT_TYPES for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
-        if log:
-            self.created = log[0]
-            self.lifetime_end = lifetime_end(log[0].created_at, context_of(log[0].event_data))
-            if clock_of(self.world).now() >= self.lifetime_end:
-                return await self._end_at_lifetime()  # (before its code runs: as a cancel ends a run)
         pin = flow_pin(self.run_id, log, self.settings.deployment, pinned_workflow=known is None or known.pinned)
         self.message.deployment = pin.address  # (Misrouted, above, when the run is pinned elsewhere)
         definition = self.registry.workflow(self.message.workflow_name)
@@ -212,6 +208,11 @@ class Flow:
             execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
             execution.append(log)
         self.endings.parked = parked_in_log(execution.attr_sets)  # (its attr_set events: not the whole log again)
+        if execution.log:  # (replayed, not run: the run's end is written to, and reported from, its replay's log)
+            self.created = execution.log[0]
+            self.lifetime_end = lifetime_end(self.created.created_at, context_of(self.created.event_data))
+            if clock_of(self.world).now() >= self.lifetime_end:
+                return await self._end_at_lifetime()  # (before its code runs again: as a cancel ends a run)
         if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
             await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
@@ -233,7 +234,7 @@ class Flow:
         assert created is not None
         message = ended_at_lifetime(self.run_id, created.created_at, context_of(created.event_data))
         return await self.endings.fail({"message": message, "name": RunLifetimeError.__name__,
-                                        "type": qualified_type(RunLifetimeError(message))}, USER_ERROR)
+                                        "type": qualified_type(RunLifetimeError(message))}, RUN_LIFETIME_EXCEEDED)
 
     async def _resume(self, known: WorkflowDef | None) -> bool:
         """Go on from the replay an earlier delivery of this worker kept for the run (``KeptReplays``), when it

@@ -128,8 +128,8 @@ def resting_due(execution: WorkflowExecution, now: datetime,
     """(rests, due): whether nothing of the run is in flight (no step queued, running or due to retry), and if
     so its exact due (``world.watch.timer_due``: its soonest timer plus the horizon, or before a timer beyond the
     queue's reach, which has no message). A child call counts as a check (``child_runs.child_check_times``): its
-    report may be lost; so does the end of the run's lifetime (``world/rules/lifetime.py``), when a run still
-    running is ended: a run on hooks alone is due then, and no sooner."""
+    report may be lost; and the run is due at the end of its lifetime at the latest (``world/rules/lifetime.py``),
+    when a run still running is ended: a run on hooks alone is due then, and no sooner."""
     steps = execution.pending_steps()
     if any(s.started or s.retry_after is None or s.retry_after <= now for s in steps):
         return False, None
@@ -138,7 +138,8 @@ def resting_due(execution: WorkflowExecution, now: datetime,
     checks = child_check_times(execution, now)
     if execution.log:  # (its lifetime's end: a check, so a run on hooks alone is woken to end it then)
         created = execution.log[0]
-        checks = [*checks, lifetime_end(created.created_at, context_of(created.event_data))]
+        checks = [*checks, lifetime_end(created.created_at, context_of(created.event_data)) - horizon()]  # (due: the
+        # end itself, not a horizon after it: no message is late there, and the end must come before any expiry)
     return True, timer_due(timers, now, reach, checks=checks)
 
 

@@ -13,10 +13,11 @@ first events) a retention later, and fail at its next delivery with nothing left
   ``WorkflowExecution._within_lifetime``).
 - A run still running at it is ended by awsworld (``_worker/inline_loop.py``, ``Flow._run``): the first delivery
   at or after its end fails it with ``RunLifetimeError`` before its code runs, as a cancel ends a run where it is.
-  A resting run's due (``_worker/recovery.py``, ``resting_due``) is never later than its lifetime's end plus the
-  watch horizon, so even a run waiting on hooks alone is woken for it: one watchdog wake per such run, and nothing
-  more per tick (the index query is the one the watchdog makes anyway). The horizon is minutes against a
-  retention of hours or days, so the run ends before any of its items can expire.
+  A resting run's due (``_worker/recovery.py``, ``resting_due``) is never later than its lifetime's end, so even
+  a run waiting on hooks alone is woken for it: one watchdog wake per such run, and nothing more per tick (the
+  index query is the one the watchdog makes anyway). The wake comes within the tick's period and the due's bucket
+  (a minute each in the stack), so the run ends before any of its items can expire unless its retention is
+  shorter than that.
 """
 
 from __future__ import annotations
