@@ -32,7 +32,6 @@ from ..authoring.errors import (
     RUN_LIFETIME_EXCEEDED,
     USER_ERROR,
     ReplayDivergenceError,
-    RunLifetimeError,
 )
 from ..durable.class_paths import same_classes
 from ..world.clock import clock_of
@@ -41,12 +40,11 @@ from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.messages import FlowMessage
 from ..world.protocol import World
-from ..world.rules.lifetime import context_of, ended_at_lifetime, lifetime_end
+from ..world.rules.lifetime import context_of, lifetime_end, lifetime_failure
 from ..world.rules.limiters import LimitInputError
 from .child_runs import on_run_end, report_ended_children, resolve_step
 from .declarations import Declarer
 from .endings import RunEndings
-from .error_shapes import qualified_type
 from .flow_messages import FlowMessages
 from .flow_state import FlowLog, FlowSettings, FlowStats, StepClaims
 from .provisional import ProvisionalOutcomes
@@ -232,9 +230,8 @@ class Flow:
         before any of its items can expire: its error says the limit and the way out (a successor run)."""
         created = self.created
         assert created is not None
-        message = ended_at_lifetime(self.run_id, created.created_at, context_of(created.event_data))
-        return await self.endings.fail({"message": message, "name": RunLifetimeError.__name__,
-                                        "type": qualified_type(RunLifetimeError(message))}, RUN_LIFETIME_EXCEEDED)
+        error = lifetime_failure(self.run_id, created.created_at, context_of(created.event_data))
+        return await self.endings.fail(error, RUN_LIFETIME_EXCEEDED)
 
     async def _resume(self, known: WorkflowDef | None) -> bool:
         """Go on from the replay an earlier delivery of this worker kept for the run (``KeptReplays``), when it

@@ -11,8 +11,9 @@ first events) a retention later, and fail at its next delivery with nothing left
   before the record existed (or by another runtime) is measured by the reader's setting.
 - A wait the workflow makes that would end after it is refused where it is made (``_engine/execution.py``,
   ``WorkflowExecution._within_lifetime``).
-- A run still running at it is ended by awsworld (``_worker/inline_loop.py``, ``Flow._run``): the first delivery
-  at or after its end fails it with ``RunLifetimeError`` before its code runs, as a cancel ends a run where it is.
+- A run still running at it is ended by awsworld (``_worker/inline_loop.py``, ``Flow._run`` and its loop; a run
+  parked for code its deployment lacks: ``_worker/delivery.py``): the first delivery at or after its end fails it
+  with ``RunLifetimeError`` (``lifetime_failure``) before its code runs again, as a cancel ends a run where it is.
   A resting run's due (``_worker/recovery.py``, ``resting_due``) is never later than its lifetime's end, so even
   a run waiting on hooks alone is woken for it: one watchdog wake per such run, and nothing more per tick (the
   index query is the one the watchdog makes anyway). The wake comes within the tick's period and the due's bucket
@@ -26,6 +27,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from ...authoring.errors import RunLifetimeError
 from ...settings import SETTINGS
 
 MAX_RUN_CONTEXT_KEY = "maxRunSeconds"
@@ -72,3 +74,10 @@ def ended_at_lifetime(run_id: str, created_at: datetime, context: Mapping[str, A
             "cancel would (its code did not run again, so no finally or except block ran). A workflow that runs "
             "longer must go on in a new run: start it with child_options(successor=True) and return (or raise "
             "MaxRunDays for runs created from then on)")
+
+
+def lifetime_failure(run_id: str, created_at: datetime, context: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The stored error (``run_failed``'s ``error``) of a run ended at its lifetime: a ``RunLifetimeError`` that a
+    client's ``Run.result()`` raises as that type (its qualified name: ``authoring/rebuilt_errors.py``)."""
+    return {"message": ended_at_lifetime(run_id, created_at, context), "name": RunLifetimeError.__name__,
+            "type": f"{RunLifetimeError.__module__}.{RunLifetimeError.__qualname__}"}
