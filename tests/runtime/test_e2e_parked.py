@@ -256,3 +256,21 @@ async def test_a_started_run_whose_code_is_missing_inside_the_window_says_it_wil
         assert found.endswith("then the run is parked (AWSWORLD_ON_DIVERGENCE=park)"), found
         assert view.status == "running"
     assert await run.result(timeout=30) == "packed M-5 (5): yes"
+
+
+@pytest.mark.parametrize("e2e_backend", [MEMORY])
+async def test_a_run_parked_for_missing_code_is_ended_at_its_lifetime(e2e, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run parked because its deployment lacks its code never reaches a flow (nothing to replay), so its hourly
+    redelivery (every second here) ends it at its lifetime's end (``world/rules/lifetime.py``: 10 s here, virtual),
+    before its items expire; before, it stayed parked past it."""
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", repr(10 / 86400))
+    token = f"pack-{uuid.uuid4().hex}"
+    run = await e2e.start(packs_then_waits, "M-L", "short", token)
+    await e2e.hook_ready(token, run)
+    with lost(packs_then_waits):
+        await e2e.client.resume_hook(token, "yes")
+        await parked(e2e, run.run_id)
+        await e2e.sleep(12)
+        view = await e2e.world.runs.get(run.run_id, resolve_data="none")
+    assert (view.status, view.error_code) == ("failed", "RUN_LIFETIME_EXCEEDED"), view
+    assert view.error is not None and "was still running at the end of its lifetime" in view.error.message

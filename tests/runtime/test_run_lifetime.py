@@ -14,9 +14,11 @@ from typing import Any
 
 import pytest
 
-from awsworld import RunLifetimeError, WorkflowRunFailedError, create_hook, sleep, workflow
+from awsworld import ChildWorkflowError, RunLifetimeError, WorkflowRunFailedError, create_hook, sleep, step, workflow
+from awsworld._worker.flow_state import KeptReplays
 from awsworld.client.replay import replay_run
-from awsworld.testing import WorkflowTestEnv
+from awsworld.testing import RunStalledError, WorkflowTestEnv
+from awsworld.world.watch import due_key
 
 from .conftest import RESULT_TIMEOUT
 
@@ -111,3 +113,110 @@ async def test_a_wait_written_under_a_larger_limit_replays_and_ends_under_a_smal
         assert (await replay_run(env.world, run.run_id)).ok
         assert await asyncio.wait_for(run.result(), RESULT_TIMEOUT) == "woke"  # (the clock skips to its end)
         assert env.now() - started >= timedelta(days=400)
+
+
+
+# -- a run still running at its lifetime's end is ended by awsworld (world/rules/lifetime.py) ------------------------
+# Before, a run waiting on a hook with no timeout (or going on by other means) stayed running past its lifetime: on
+# AWS its first items expired under it, and it failed at its next delivery with nothing left to say why.
+
+TIDIED: list[str] = []
+
+
+@step(name="lifetime.tidy")
+async def tidy(what: str) -> str:
+    TIDIED.append(what)
+    return what
+
+
+@workflow(name="lifetime.approval")
+async def approval(token: str = "lifetime:forever") -> str:
+    try:
+        return str(await create_hook(token=token))
+    finally:
+        await tidy("approval")
+
+
+async def test_a_run_waiting_on_a_hook_past_its_lifetime_is_failed_at_its_end_with_the_typed_error() -> None:
+    TIDIED.clear()
+    async with WorkflowTestEnv() as env:
+        started = env.now()
+        run = await env.client.start(approval)
+        await run.wait_for_hook("lifetime:forever", timeout=RESULT_TIMEOUT)
+        # its due is its lifetime's end: the watchdog's one wake for it (the old code: no due at all)
+        entry = env.world.storage.state.watch[run.run_id]
+        assert entry.due == due_key(started + timedelta(days=365)), entry
+        deliveries = env.driver.deliveries
+        await env.sleep(timedelta(days=366))
+        with pytest.raises(RunLifetimeError) as failed:
+            await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
+        message = str(failed.value)
+        assert f"run {run.run_id} was still running at the end of its lifetime" in message, message
+        assert "365 days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created" in message
+        assert "child_options(successor=True)" in message, message
+        assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.error_type == "RunLifetimeError"
+        assert env.driver.deliveries - deliveries == 1, "one watchdog wake ended it"
+        assert TIDIED == [], "ended as a cancel ends a run: its finally did not run"
+        ended = await env.world.runs.get(run.run_id)
+        assert (ended.status, ended.error_code) == ("failed", "RUN_LIFETIME_EXCEEDED"), ended
+        assert run.run_id not in env.world.storage.state.watch
+
+
+async def test_a_run_under_its_lifetime_is_untouched_and_result_still_says_what_it_waits_on() -> None:
+    TIDIED.clear()
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(approval)
+        with pytest.raises(RunStalledError, match="lifetime:forever"):  # (no skip of a year to its lifetime's end)
+            await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
+        await env.sleep(timedelta(days=364))
+        await env.client.resume_hook("lifetime:forever", "approved", wait=RESULT_TIMEOUT)
+        assert await asyncio.wait_for(run.result(), RESULT_TIMEOUT) == "approved"
+        assert TIDIED == ["approval"]
+
+
+async def test_changing_the_limit_later_neither_ends_a_running_run_sooner_nor_lets_it_run_longer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run's lifetime is the limit its first items were written under (recorded in its run_created): lowering
+    AWSWORLD_MAX_RUN_DAYS does not end a run created under a larger one, and raising it does not keep one created
+    under a smaller one running past what its first items were written for."""
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "500")
+    async with WorkflowTestEnv() as env:
+        longer = await env.client.start(approval, "lifetime:longer")
+        await longer.wait_for_hook("lifetime:longer", timeout=RESULT_TIMEOUT)
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "365")
+        await env.sleep(timedelta(days=400))
+        await env.client.resume_hook("lifetime:longer", "late", wait=RESULT_TIMEOUT)
+        assert await asyncio.wait_for(longer.result(), RESULT_TIMEOUT) == "late"
+
+        shorter = await env.client.start(approval, "lifetime:shorter")  # created under 365
+        await shorter.wait_for_hook("lifetime:shorter", timeout=RESULT_TIMEOUT)
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "730")
+        await env.sleep(timedelta(days=366))
+        with pytest.raises(RunLifetimeError, match="365 days"):
+            await asyncio.wait_for(shorter.result(), RESULT_TIMEOUT)
+
+
+@workflow(name="lifetime.parent")
+async def parent() -> str:
+    await create_hook(token="lifetime:go")  # (the test lowers the limit meanwhile: the child is created under 365)
+    try:
+        return await approval("lifetime:child")
+    except ChildWorkflowError as ended:
+        return f"child {ended.status}: {ended.original.get('name') if ended.original else None}"
+
+
+async def test_a_child_ended_at_its_lifetime_by_a_fresh_container_reports_to_its_parent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wake that ends the run comes to a worker that kept no replay of it (a fresh Lambda container): the end is
+    written to the replay of its log, and reported from it, as any end is (a flow that failed the run before it had a
+    replay could neither write the end, ``FlowLog.write``, nor report it, ``child_runs.on_run_end``)."""
+    monkeypatch.setattr(KeptReplays, "take", lambda self, run_id: None)
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "500")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(parent)
+        await run.wait_for_hook("lifetime:go", timeout=RESULT_TIMEOUT)
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "365")
+        await env.client.resume_hook("lifetime:go", "go", wait=RESULT_TIMEOUT)
+        await env.idle()
+        await env.sleep(timedelta(days=366))
+        assert await asyncio.wait_for(run.result(), RESULT_TIMEOUT) == "child failed: RunLifetimeError"

@@ -61,10 +61,10 @@ from ..durable import codecs, json_data, serde
 from ..durable.class_paths import noting_classes
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
-from ..settings import SETTINGS
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
 from ..world.limits import encode_value, max_value_bytes, too_large_text
+from ..world.rules import lifetime
 from ..world.rules.leases import DEFAULT_LEASE_SECONDS, LEASE_UNTIL_FIELD, lease_end
 from ..world.rules.skips import skipped
 from . import divergence as dv
@@ -541,19 +541,20 @@ class WorkflowExecution:
 
     def _within_lifetime(self, ends_at: datetime, call_id: str, what: str) -> None:
         """Refuse a new wait that would end after the run's lifetime (``RunLifetimeError``, see there): before it
-        takes a position, so the refused call is one the code never made, on every replay. The limit is read now
-        (``AWSWORLD_MAX_RUN_DAYS``), so a call the log records (``call_id``: written under a larger limit) is let
-        through whatever the limit is by then; the log is searched only for a wait past the limit."""
+        takes a position, so the refused call is one the code never made, on every replay. The lifetime is the
+        run's own (``world/rules/lifetime.py``: the limit its creation recorded), and a call the log records
+        (``call_id``: written under a larger limit, before the record existed) is let through whatever the limit is
+        by then; the log is searched only for a wait past the limit."""
         created = self.log[0].created_at
-        limit_days = SETTINGS.max_run_days
-        if ends_at - created <= timedelta(days=limit_days) \
+        context = lifetime.context_of(self.log[0].event_data)
+        if ends_at < lifetime.lifetime_end(created, context) \
                 or any(event.correlation_id == call_id for event in self.log):
             return
         raise RunLifetimeError(
             f"{what} would end at {ends_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC, {_days(ends_at - created)} after "
-            f"run {self.run_id} was created: past the longest a run may stay running ({limit_days:g} days: the stack's "
-            "MaxRunDays, AWSWORLD_MAX_RUN_DAYS), after which its oldest records expire while it waits. Raise "
-            "MaxRunDays, or go on in a new run: start it with child_options(successor=True) and return")
+            f"run {self.run_id} was created: past the longest a run may stay running ({lifetime.limit_text(context)}),"
+            " after which its oldest records expire while it waits. Raise MaxRunDays, or go on in a new run: start "
+            "it with child_options(successor=True) and return")
 
     def declare_wait(self, resume_at: datetime, *, name: str | None = None) -> WaitOp:
         """A durable wait at the next position; its future completes with its ``wait_completed``."""

@@ -51,6 +51,7 @@ from .._engine.parking import mark, missing_code, parked_run
 from .._http.push import is_push, push, sdk_run
 from .._published.model import judge
 from ..authoring.definitions import MODULES_ENV, StepNotRegisteredError, WorkflowNotRegisteredError
+from ..authoring.errors import RUN_LIFETIME_EXCEEDED
 from ..authoring.errors import UNKNOWN_WORKFLOW as UNKNOWN_WORKFLOW_CODE
 from ..schedules.info import schedule_now, schedule_of, unknown_workflow_schedule_note
 from ..settings import SETTINGS, Settings
@@ -66,6 +67,7 @@ from ..world.errors import (
 )
 from ..world.messages import WATCHDOG_WAKE, FlowMessage
 from ..world.queue import Delivery
+from ..world.rules.lifetime import lifetime_end, lifetime_failure
 from .child_runs import resolve_step
 from .dispatch import Outcome, Worker
 from .flow_messages import queue_come_back
@@ -505,6 +507,10 @@ class DeliveryPath:
         every such delivery."""
         world = self.worker.world
         now = clock_of(world).now()
+        if now >= lifetime_end(run.created_at, run.execution_context):  # (no code to replay: ended as the flow would)
+            return await self.fail_run(delivery, message, lifetime_failure(run.run_id, run.created_at,
+                                                                           run.execution_context),
+                                       RUN_LIFETIME_EXCEEDED, track, "lifetime-ended")
         earlier = parked_run(run.status, run.attributes)
         parked = missing_code(what, now).kept_since(earlier)
         seq = run.seq

@@ -29,6 +29,7 @@ from .._engine.parking import parked_in_log
 from ..authoring.definitions import Registry, WorkflowDef
 from ..authoring.errors import (
     EVENT_LIMIT_EXCEEDED,
+    RUN_LIFETIME_EXCEEDED,
     USER_ERROR,
     ReplayDivergenceError,
 )
@@ -39,6 +40,7 @@ from ..world.errors import InBandSupersededError, RunGoneError
 from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.messages import FlowMessage
 from ..world.protocol import World
+from ..world.rules.lifetime import context_of, lifetime_end, lifetime_failure
 from ..world.rules.limiters import LimitInputError
 from .child_runs import on_run_end, report_ended_children, resolve_step
 from .declarations import Declarer
@@ -90,6 +92,8 @@ class Flow:
         self.declarer = Declarer(self.log, self.claims, self.provisional, self.registry, self.deadline, self.messages)
         self.endings = RunEndings(self.log, self.messages)
         self.open_to_wakes = False  # step deliveries of the run may hand this flow their wakes (``HandedWakes``)
+        self.created: Event | None = None  # the run's run_created, and the end of its lifetime by it
+        self.lifetime_end: datetime | None = None
 
     # ------------------------------------------------------------------ entry
 
@@ -202,6 +206,11 @@ class Flow:
             execution = self.log.execution = WorkflowExecution(self.run_id, definition, self.registry, seed)
             execution.append(log)
         self.endings.parked = parked_in_log(execution.attr_sets)  # (its attr_set events: not the whole log again)
+        if execution.log:  # (replayed, not run: the run's end is written to, and reported from, its replay's log)
+            self.created = execution.log[0]
+            self.lifetime_end = lifetime_end(self.created.created_at, context_of(self.created.event_data))
+            if clock_of(self.world).now() >= self.lifetime_end:
+                return await self._end_at_lifetime()  # (before its code runs again: as a cancel ends a run)
         if pin.record is not None:  # before run_started: a crash in between leaves the run pinned, never unpinned
             await self.log.write({"eventType": "attr_set", "eventData": {"changes": [pin_change(pin.record)]}})
         if not any(e.event_type == "run_started" for e in log):
@@ -215,6 +224,14 @@ class Flow:
             if self.provisional.pending is not None:  # a consumed step result is never lost: record it first
                 await self.provisional.record_now()
             raise
+
+    async def _end_at_lifetime(self) -> str:
+        """Fail a run still running at its lifetime's end (``world/rules/lifetime.py``) with ``RunLifetimeError``,
+        before any of its items can expire: its error says the limit and the way out (a successor run)."""
+        created = self.created
+        assert created is not None
+        error = lifetime_failure(self.run_id, created.created_at, context_of(created.event_data))
+        return await self.endings.fail(error, RUN_LIFETIME_EXCEEDED)
 
     async def _resume(self, known: WorkflowDef | None) -> bool:
         """Go on from the replay an earlier delivery of this worker kept for the run (``KeptReplays``), when it
@@ -281,6 +298,11 @@ class Flow:
                     await provisional.settle()  # the step's outcome, on its own: the workflow has not seen it yet
                 self.redeliver_after = 0.0
                 return "continued"
+            if self.lifetime_end is not None and clock_of(self.world).now() >= self.lifetime_end:
+                # (a delivery that runs steps inline for minutes: its lifetime may end meanwhile)
+                if provisional.pending is not None:
+                    await provisional.settle()
+                return await self._end_at_lifetime()
             try:
                 execution.advance()
             except ReplayDivergenceError as divergence:

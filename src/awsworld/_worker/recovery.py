@@ -19,7 +19,8 @@ and gives every open part a live way forward:
 And when the flow comes to rest (suspends with nothing in flight), it leaves the run's exact due on its head
 (``rest``), so the watchdog (``_worker.watchdog``) wakes a sleeping run only if its wake-up is lost, or, for a
 timer further away than one queue message reaches (a 30-day sleep on SQS), once shortly before it, in place of
-the message (``world.watch.timer_due``); and a run waiting on hooks alone never.
+the message (``world.watch.timer_due``); and a run waiting on hooks alone only at the end of its lifetime
+(``world/rules/lifetime.py``), which the wake's flow then ends.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..world.events import Event
 from ..world.messages import RESTART_WAKE, FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.rules.leases import lease_expired
+from ..world.rules.lifetime import context_of, lifetime_end
 from ..world.watch import WatchAPI, commit_due, due_key, horizon, timer_due
 from .child_runs import child_check_times
 
@@ -125,14 +127,20 @@ def resting_due(execution: WorkflowExecution, now: datetime,
                 world_watch: WatchAPI | None = None) -> tuple[bool, datetime | None]:
     """(rests, due): whether nothing of the run is in flight (no step queued, running or due to retry), and if
     so its exact due (``world.watch.timer_due``: its soonest timer plus the horizon, or before a timer beyond the
-    queue's reach, which has no message; None for hooks alone). A child call counts as a check
-    (``child_runs.child_check_times``): its report may be lost."""
+    queue's reach, which has no message). A child call counts as a check (``child_runs.child_check_times``): its
+    report may be lost; and the run is due at the end of its lifetime at the latest (``world/rules/lifetime.py``),
+    when a run still running is ended: a run on hooks alone is due then, and no sooner."""
     steps = execution.pending_steps()
     if any(s.started or s.retry_after is None or s.retry_after <= now for s in steps):
         return False, None
     timers = [w.resume_at for w in execution.pending_waits()] + [s.retry_after for s in steps if s.retry_after]
     reach = None if world_watch is None else world_watch.reach_seconds
-    return True, timer_due(timers, now, reach, checks=child_check_times(execution, now))
+    checks = child_check_times(execution, now)
+    if execution.log:  # (its lifetime's end: a check, so a run on hooks alone is woken to end it then)
+        created = execution.log[0]
+        checks = [*checks, lifetime_end(created.created_at, context_of(created.event_data)) - horizon()]  # (due: the
+        # end itself, not a horizon after it: no message is late there, and the end must come before any expiry)
+    return True, timer_due(timers, now, reach, checks=checks)
 
 
 def last_commit_due(events: Sequence[Event]) -> str | None:

@@ -52,6 +52,7 @@ from ..world.messages import FlowMessage, queue_name_for
 from ..world.protocol import World
 from ..world.published import Publication
 from ..world.rules.hooks import closed_hook_error, recorded_elsewhere
+from ..world.rules.lifetime import creation_context
 from .limiter import require_store
 from .run_limits import Admitted, admit, slot_of, start_context
 
@@ -221,11 +222,12 @@ class RunStarter:
 async def create_run(world: World, run_id: str, workflow: str, call_input: Any, context: dict[str, Any], *,
                      attributes: dict[str, str] | None = None) -> EventResult:
     """Record run ``run_id`` of ``workflow`` with its stored input (``durable.codecs.store_call``) and ``context``
-    in its executionContext, beside the seed its replays draw from; ``attributes``: the run's first (a pin:
+    in its executionContext, beside the seed its replays draw from and the lifetime it is created under
+    (``world/rules/lifetime.py``); ``attributes``: the run's first (a pin:
     ``_deployments.pins``). Idempotent: an id that exists returns that run and writes nothing (``result.event`` is
     None then)."""
     data: dict[str, Any] = {"workflowName": workflow, "input": call_input,
-                            "executionContext": {"seed": secrets.token_hex(32), **context}}
+                            "executionContext": {"seed": secrets.token_hex(32), **creation_context(), **context}}
     if attributes:
         data["attributes"] = attributes
     return await world.events.create(run_id, {"eventType": "run_created", "eventData": data}, resolve_data="none")

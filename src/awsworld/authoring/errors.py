@@ -441,6 +441,9 @@ operator failed a parked run (``awsworld fail``). The code is the spec's; the st
 FAILED_ON_REQUEST = "FAILED_ON_REQUEST"
 """An operator failed the run (``awsworld fail``, ``Client.fail``) while it was not parked."""
 EVENT_LIMIT_EXCEEDED = "EVENT_LIMIT_EXCEEDED"
+RUN_LIFETIME_EXCEEDED = "RUN_LIFETIME_EXCEEDED"
+"""The run was still running at the end of its lifetime (``MaxRunDays``): awsworld failed it with ``RunLifetimeError``
+before its items could expire (``world/rules/lifetime.py``)."""
 SERIALIZATION_ERROR = "SERIALIZATION_ERROR"
 UNKNOWN_WORKFLOW = "UNKNOWN_WORKFLOW"
 """The deployment never had the workflow or step a run needs (retried for a window first: see ``delivery``)."""

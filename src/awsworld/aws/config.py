@@ -66,8 +66,7 @@ class AWSConfig:
             dynamodb_endpoint_url=env.get("AWS_ENDPOINT_URL_DYNAMODB"),
             deployment_id=settings.deployment_id,
             **value_limits(environ),
-            retention_seconds=round(settings.retention_days * _DAY),
-            max_run_seconds=round(settings.max_run_days * _DAY),
+            **ttl_limits(environ),
             kms_key_id=settings.kms_key_id,  # the template sets it empty when off
         )
 
@@ -77,3 +76,13 @@ def value_limits(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
     ``AWSWORLD_MAX_VALUE_BYTES``): the deployed functions read them in ``from_env``, the local emulator too."""
     settings = SETTINGS if environ is None else Settings(environ)
     return {"inline_value_limit": settings.inline_value_limit, "max_value_bytes": settings.max_value_bytes}
+
+
+def ttl_limits(environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``retention_seconds`` and ``max_run_seconds`` as the environment sets them (``AWSWORLD_RETENTION_DAYS``,
+    ``AWSWORLD_MAX_RUN_DAYS``): the deployed functions read them in ``from_env``, the local emulator too, so its
+    items' TTLs (``aws/retention.py``) follow the same limit the engine holds a run to
+    (``world/rules/lifetime.py``)."""
+    settings = SETTINGS if environ is None else Settings(environ)
+    return {"retention_seconds": round(settings.retention_days * _DAY),
+            "max_run_seconds": round(settings.max_run_days * _DAY)}

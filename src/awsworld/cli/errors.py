@@ -151,15 +151,17 @@ def describe(error: BaseException) -> CliError:
 
     if isinstance(error, CliError):
         return error
-    if isinstance(error, RunNotFoundError):
-        return CliError(f"no such run: {error.message}", RUNS_HINT)
+    if isinstance(error, RunNotFoundError):  # (a run that existed is gone once its retention after its end passed)
+        return CliError(f"no such run: {error.message}", f"{RUNS_HINT}; a run is kept for its retention after it "
+                        "ends (RunRetentionDays, 90 days, unless its workflow's retention= says), then not found")
     if isinstance(error, HookClosedError):  # before HookNotFoundError: it is one (no live hook owns the token)
         return CliError(error.message, f"`awsworld describe {error.run_id}` shows how it ended")
     if isinstance(error, HookNotFoundError) and error.disposed_hook is not None:  # a late answer, not a typo
         return CliError(error.message, f"`awsworld hooks {error.disposed_hook[0]}` shows the hook and what it "
                         "received")
     if isinstance(error, HookNotFoundError):
-        return CliError("no hook holds this token (it was never created, or its run has disposed it)",
+        return CliError("no hook holds this token (it was never created, or its run has disposed it, or the run "
+                        "was deleted once its retention passed)",
                         "`awsworld hooks RUN` lists a run's tokens, whole; if its run has not created the hook "
                         "yet, add --wait SECONDS to wait for it")
     if isinstance(error, RunGoneError):

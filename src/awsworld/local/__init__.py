@@ -28,7 +28,7 @@ from types import TracebackType
 from typing import Literal
 
 from .._worker.dispatch import Worker
-from ..aws.config import AWSConfig, value_limits
+from ..aws.config import AWSConfig, ttl_limits, value_limits
 from ..aws.world import AWSWorld
 from ..client.client import Client, check_delivery_loop
 from .dynamodb_local import DynamoDBLocal, DynamoDBLocalError
@@ -186,8 +186,8 @@ class LocalAWS:
 
     def base_config(self, name: str | None = None) -> AWSConfig:
         """A config for this emulator with unique resource names (nothing provisioned yet); its value limits
-        are the environment's (``AWSWORLD_INLINE_VALUE_LIMIT``, ``AWSWORLD_MAX_VALUE_BYTES``), as the deployed
-        functions read them."""
+        and TTL limits are the environment's (``AWSWORLD_INLINE_VALUE_LIMIT``, ``AWSWORLD_MAX_VALUE_BYTES``,
+        ``AWSWORLD_RETENTION_DAYS``, ``AWSWORLD_MAX_RUN_DAYS``), as the deployed functions read them."""
         name = name or f"{self.name_prefix}-{uuid.uuid4().hex[:12]}"
         return AWSConfig(
             table_name=name,
@@ -198,6 +198,7 @@ class LocalAWS:
             deployment_id=self.deployment_id,
             client_options=dict(DUMMY_CREDENTIALS),
             **value_limits(),
+            **ttl_limits(),
         )
 
     async def new_config(self, name: str | None = None, *, encrypt_payloads: bool | None = None) -> AWSConfig:

@@ -116,7 +116,7 @@ class Driver:
         message or a schedule."""
         times = [self.queue.next_visible_at(), self.world.schedules.next_due()]
         if self._watch_progress is None or self._watch_progress != self._progress():
-            times.append(self.world.watch.next_due())
+            times.append(self.world.watch.next_due(lifetimes=False))  # (a year on: env.sleep() gets there)
         return min((t for t in times if t is not None), default=None)
 
     def _progress(self) -> int:

@@ -12,9 +12,10 @@ keeps the same rule (``commit_due``), written once here.
 - Every commit to a run that leaves it unfinished sets its due to ``now + HORIZON`` (5 minutes; later if a
   step started in it holds a longer lease): the longest a healthy delivery, queued or running, goes without
   a write. A finished run has none (it leaves the index).
-- A flow that suspends knows better (a sleep of a day, a retry in an hour, only hooks to wait for: no due at
-  all); when the due its last write left differs from that, it corrects it with one small write
-  (``_worker.inline_loop``). A run's due is therefore exact whenever it rests, and conservative while it moves.
+- A flow that suspends knows better (a sleep of a day, a retry in an hour, only hooks to wait for: the end of
+  the run's lifetime, ``world/rules/lifetime.py``); when the due its last write left differs from that, it
+  corrects it with one small write (``_worker.inline_loop``). A run's due is therefore exact whenever it rests,
+  and conservative while it moves.
 - A timer further away than the World's queue carries one message (``WatchAPI.reach_seconds``: SQS's 900 s
   delay cap) gets no message at all: a message would have to hop (re-sent by a delivery every 15 minutes, 2,880
   times for a 30-day sleep). The flow leaves no message for it (``beyond_reach``) and the resting run's due is

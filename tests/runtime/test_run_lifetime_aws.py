@@ -1,0 +1,93 @@
+"""A run still running at the end of its lifetime is ended before any of its items can expire, on the AWS World.
+
+On the emulator (``LocalAWS``: moto's DynamoDB and SQS, the poller that runs the Lambda handler's delivery code)
+with time made small, as ``test_e2e_far_timers.py`` does: a lifetime (``AWSWORLD_MAX_RUN_DAYS``) of 4 s, a retention
+(``AWSWORLD_RETENTION_DAYS``) of 60 s, a watch horizon of 2 s and a tick every 0.2 s. moto expires nothing, so the
+test reads the items' ``expiresAt`` back (``aws/retention.py``): the run must have failed, with ``RunLifetimeError``,
+before the soonest of them. Before, a run waiting on a hook with no timeout left the watch index and nothing ever
+woke it: its items expired under it (``run_created`` first), after which it was *not found* everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+import pytest
+
+from awsworld import RunLifetimeError, create_hook, step, workflow
+from awsworld.aws.resources import TTL_ATTRIBUTE
+from awsworld.local import LocalAWS
+
+from .conftest import ticking
+
+pytestmark = pytest.mark.asyncio
+
+DAY = 24 * 3600
+LIFETIME_SECONDS = 4
+
+
+@workflow(name="lifetime_aws.approval")
+async def approval(token: str) -> str:
+    return str(await create_hook(token=token))
+
+
+@step(name="lifetime_aws.work")
+async def work(i: int) -> int:
+    await asyncio.sleep(0.5)  # (real time: the lifetime is 4 s)
+    return i
+
+
+@workflow(name="lifetime_aws.busy")
+async def busy(n: int) -> int:
+    for i in range(n):
+        await work(i)
+    return n
+
+
+@pytest.fixture
+async def local(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LocalAWS]:
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", repr(LIFETIME_SECONDS / DAY))
+    monkeypatch.setenv("AWSWORLD_RETENTION_DAYS", repr(60 / DAY))
+    monkeypatch.setenv("AWSWORLD_WATCH_HORIZON_SECONDS", "2")
+    monkeypatch.setenv("AWSWORLD_WATCH_BUCKET_SECONDS", "0.1")
+    async with LocalAWS() as made, ticking(made, 0.2):
+        yield made
+
+
+async def test_a_run_on_a_hook_alone_fails_at_its_lifetime_before_any_of_its_items_expires(local: LocalAWS) -> None:
+    assert local.client is not None
+    world = local.world
+    run = await local.client.start(approval, f"lifetime-{uuid.uuid4().hex}")
+    with pytest.raises(RunLifetimeError) as failed:
+        await asyncio.wait_for(run.result(), 60)
+    assert "was still running at the end of its lifetime" in str(failed.value), failed.value
+    assert "child_options(successor=True)" in str(failed.value)
+    ended = await world.runs.get(run.run_id)
+    assert ended.status == "failed" and ended.completed_at is not None
+    created = (await run.events())[0]
+    context = (created.event_data or {})["executionContext"]
+    assert context["maxRunSeconds"] == LIFETIME_SECONDS  # (world/rules/lifetime.py)
+    ddb = await world.clients.dynamodb()
+    items = (await ddb.query(TableName=world.config.table_name, KeyConditionExpression="pk = :pk",
+                             ExpressionAttributeValues={":pk": {"S": f"RUN#{run.run_id}"}},
+                             ConsistentRead=True))["Items"]
+    expiries = [int(item[TTL_ATTRIBUTE]["N"]) for item in items if TTL_ATTRIBUTE in item]
+    assert len(expiries) == len(items) > 2, items
+    end = datetime.fromisoformat(str(ended.completed_at)) if not isinstance(ended.completed_at, datetime) \
+        else ended.completed_at
+    assert end.timestamp() < min(expiries), (end, min(expiries))
+
+
+async def test_a_run_that_keeps_running_steps_fails_at_its_lifetime_in_the_delivery_that_runs_them(
+        local: LocalAWS) -> None:
+    """One delivery runs the steps inline, one after another (``docs/concepts/inline-loop.md``): its loop ends the
+    run when the lifetime ends, not the next delivery (which may come minutes later). Before, all 20 ran."""
+    assert local.client is not None
+    run = await local.client.start(busy, 20)
+    with pytest.raises(RunLifetimeError):
+        await asyncio.wait_for(run.result(), 60)
+    done = [s for s in await run.steps() if s.status == "completed"]
+    assert 0 < len(done) < 20, len(done)
