@@ -210,8 +210,10 @@ async def test_a_poll_open_when_its_run_is_cancelled_reads_cancelled_in_steps_an
         awsworld_env: WorkflowTestEnv, capsys: pytest.CaptureFixture[str]) -> None:
     """Between two checks a poll's step is ``pending`` in the World, and stays so after a cancel (nothing records
     a step's end after its run's): ``Run.steps()`` listed it ``pending`` (as if it would poll again) where
-    ``describe`` said ``unfinished``. Both read it through one rule (``_timeline.step_status``) and say the same."""
+    ``describe`` said ``unfinished``, and the run viewer drew it pending to now. All read it through one rule
+    (``_timeline.step_status``) and say the same."""
     from awsworld.cli.describe import _print_description, describe_document
+    from awsworld.ui.model import picture
 
     tag = uuid.uuid4().hex
     run = await awsworld_env.client.start(poll_for_ever, tag)
@@ -229,6 +231,10 @@ async def test_a_poll_open_when_its_run_is_cancelled_reads_cancelled_in_steps_an
     text = capsys.readouterr().out.splitlines()
     assert "steps     1 (1 cancelled)" in text, text
     assert any(line.split()[:2] == [poll.step_name, "cancelled"] for line in text), text
+    # The run viewer's lane of the step says it too, ended where the run was (it read "pending", open to now).
+    events = await run.events()
+    [lane] = [lane for lane in picture(run.run_id, events).lanes if lane.kind == "step"]
+    assert (lane.status, lane.ended) == ("cancelled", events[-1].created_at)
     await awsworld_env.sleep("5m")
     assert CALLS[tag] == checks, "no check after the cancel"
 

@@ -10,12 +10,18 @@ from datetime import datetime
 from typing import Any
 
 from .._engine.ops import DISPLAY_NAME_FIELD, PAYLOAD_CODEC_FIELD
-from .._timeline import _error_text, hook_wait_label, hook_waits, moment  # pyright: ignore[reportPrivateUsage]
+from .._timeline import (  # pyright: ignore[reportPrivateUsage]
+    _error_text,
+    hook_wait_label,
+    hook_waits,
+    moment,
+    step_status,
+)
 from .._worker.run_limits import slot_text
 from .._worker.step_runner import INLINE
 from ..durable.child_calls import START_CHILD, child_run_id
 from ..durable.hook_payloads import is_heartbeat_event
-from ..world.entities import Run
+from ..world.entities import Run, StepStatus
 from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.rules.hooks import hook_state
 from ..world.rules.skips import skipped
@@ -186,6 +192,13 @@ def picture(run_id: str, events: list[Event]) -> Picture:
     ending = next((e for e in reversed(events) if e.event_type in RUN_END_EVENT_TYPES), None)
     if ending is not None and QUEUED in lanes and lanes[QUEUED].ended is None:  # it ended waiting (cancelled)
         lanes[QUEUED].ended, lanes[QUEUED].status = ending.created_at, ending.event_type.removeprefix("run_")
+    if ending is not None:  # a step open when its run ended was stopped by that end: as describe and steps() say
+        run_status = ending.event_type.removeprefix("run_")
+        for lane in lanes.values():
+            if lane.kind == "step" and lane.ended is None:  # (pending, running, or retrying: pending in the World)
+                stored: StepStatus = "running" if lane.status == "running" else "pending"
+                if step_status(stored, run_status) == "cancelled":
+                    lane.ended, lane.status = ending.created_at, "cancelled"
     for hook in hooks.values():  # a hook open when its run ended was closed by that end
         hook.state = hook_state(hook.disposed, ending.event_type.removeprefix("run_") if ending else None)
         lane = lanes[hook.hook_id]
