@@ -92,7 +92,7 @@ async def test_describes_requests_on_aws_do_not_grow_with_its_steps() -> None:
     from awsworld.local import LocalAWS
 
     counts = []
-    async with LocalAWS() as local:
+    async with LocalAWS(run_workflows=False) as local:  # (no poller: its long polls counted beside describe's)
         world = local.world
         for steps in (3, 120):
             created = await world.events.create(None, {"eventType": "run_created",

@@ -25,7 +25,8 @@ from awsworld.aws.keys import dedup_key
 from awsworld.aws.queue.dedup import Claim, DedupInDoubtError
 from awsworld.aws.queue.deliveries import Deferred, Outcome, Refused
 from awsworld.aws.queue.sqs_queue import SqsQueue
-from awsworld.world import Delivery, InvalidInputError, WorldError
+from awsworld.world import Delivery, InvalidInputError
+from awsworld.world.errors import WorldSetupError
 
 from .conftest import activity, consumer_for, is_memory
 
@@ -296,7 +297,7 @@ async def test_concurrent_sends_with_one_key_send_once(queue_world: Any) -> None
 async def test_failed_send_frees_the_key(sqs_s3_world: AWSWorld) -> None:
     world = sqs_s3_world
     broken = SqsQueue(world.clients, queue_url=world.config.queue_url + "-missing")
-    with pytest.raises(WorldError):
+    with pytest.raises(WorldSetupError, match=r"-missing' does not exist"):  # (as the request named it)
         await broken.queue(QUEUE, 1, idempotency_key="k")
     sent = await world.queue(QUEUE, 2, idempotency_key="k")
     [delivery] = await drain(world.sqs_queue.consumer(PREFIX), 1)
@@ -515,7 +516,7 @@ async def test_batch_fan_out_of_256(queue_world: Any) -> None:
 async def test_batch_request_level_failure_raises_and_frees_keys(sqs_s3_world: AWSWorld) -> None:
     world = sqs_s3_world
     broken = SqsQueue(world.clients, queue_url=world.config.queue_url + "-missing")
-    with pytest.raises(WorldError):
+    with pytest.raises(WorldSetupError, match=r"-missing' does not exist"):  # (as the request named it)
         await broken.queue_batch(QUEUE, [{"payload": i, "idempotencyKey": f"b{i}"} for i in range(12)])
     results = await world.queue_batch(QUEUE, [{"payload": i, "idempotencyKey": f"b{i}"} for i in range(12)])
     assert all(r.ok for r in results)

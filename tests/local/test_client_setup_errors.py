@@ -10,6 +10,7 @@ environment, as a user's script does (``AWSWorld()``), and runs real requests: a
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -183,17 +184,25 @@ def test_on_aws_the_errors_point_at_the_stack_and_the_region() -> None:
     endpoint = "https://dynamodb.eu-west-1.amazonaws.com"
     missing = ClientError({"Error": {"Code": "ResourceNotFoundException", "Message": "Requested resource not found"}},
                           "Query")
-    setup = translated(config, "dynamodb", endpoint, "eu-west-1", "Query", missing)
+    setup = translated(config, "dynamodb", endpoint, "eu-west-1", "Query", {"TableName": "shop-prod-Table"}, missing)
     assert isinstance(setup, WorldSetupError) and str(setup) == (
         f"the DynamoDB table 'shop-prod-Table' (AWSWORLD_TABLE) does not exist at {endpoint} (region eu-west-1) "
         "(Query: ResourceNotFoundException): AWSWORLD_TABLE, AWSWORLD_BUCKET and AWSWORLD_QUEUE_URL must name the "
         "stack's resources (its ClientEnvironment output) and AWS_REGION, or your profile's region, its region")
-    far = translated(config, "dynamodb", endpoint, "eu-west-1", "Query", Unreachable(endpoint_url=endpoint + "/"))
+    far = translated(config, "dynamodb", endpoint, "eu-west-1", "Query", {},
+                     Unreachable(endpoint_url=endpoint + "/"))
     assert isinstance(far, WorldUnreachableError) and str(far) == (
         f"cannot reach DynamoDB at {endpoint} (Query): check this machine's network, and the region (here "
         "eu-west-1: AWS_REGION, or your profile's)")
     other = ClientError({"Error": {"Code": "ConditionalCheckFailedException", "Message": ""}}, "PutItem")
-    assert translated(config, "dynamodb", endpoint, "eu-west-1", "PutItem", other) is None  # the World decides
+    assert translated(config, "dynamodb", endpoint, "eu-west-1", "PutItem", {}, other) is None  # the World decides
+    # A dead-letter queue that is not there is named as the request named it, from its own setting.
+    dlq = "https://sqs.eu-west-1.amazonaws.com/1/shop-prod-dlq"
+    gone = ClientError({"Error": {"Code": "AWS.SimpleQueueService.NonExistentQueue", "Message": ""}}, "ReceiveMessage")
+    named = translated(dataclasses.replace(config, queue_url="https://sqs/q", dlq_url=dlq), "sqs", endpoint,
+                       "eu-west-1", "ReceiveMessage", {"QueueUrl": dlq}, gone)
+    assert isinstance(named, WorldSetupError) and str(named).startswith(
+        f"the SQS queue '{dlq}' (AWSWORLD_DLQ_URL) does not exist at "), named
 
 
 async def test_a_start_whose_queue_is_not_there_names_it_whole(

@@ -300,7 +300,8 @@ async def test_a_disabled_key_refuses_new_runs_with_a_clear_error(encrypted: Loc
     await kms.disable_key(KeyId=key)
     world = AWSWorld(dataclasses.replace(encrypted.config, kms_key_id=key))
     try:
-        with pytest.raises(EncryptionKeyError, match="the KMS key is disabled"):
+        disabled = r"the KMS key AWSWORLD_KMS_KEY_ID \(arn:[^)]*\) is disabled: enable it"
+        with pytest.raises(EncryptionKeyError, match=disabled):
             await Client(world).options(run_id="never-created-disabled").start(everything, "x", "y")
         with pytest.raises(RunNotFoundError):
             await world.runs.get("never-created-disabled")  # nothing was written

@@ -152,7 +152,8 @@ class AWSClients:
         not where its configuration says (``request_errors``: cut off from ``awsworld dev``, no credentials, no
         such table), with where it looked."""
         config, endpoint, region = self.config, made.meta.endpoint_url, made.meta.region_name
-        return lambda operation, error: translated(config, service, endpoint, region, operation, error)
+        return lambda operation, params, error: translated(config, service, endpoint, region, operation, params,
+                                                           error)
 
     def register_handler(self, event_name: str, handler: Callable[..., Any]) -> None:
         """Register a botocore event handler (``"before-call"``, ``"after-call.s3"``, ...) on every client of

@@ -17,6 +17,7 @@ credentials error, or a missing table, bucket or queue: ``tests/local/test_clien
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..world.errors import WorldSetupError, WorldUnreachableError
@@ -32,9 +33,10 @@ _MISSING = {  # the codes a service answers when the resource a request names do
 
 
 def translated(config: AWSConfig, service: str, endpoint: str | None, region: str | None, operation: str,
-               error: BaseException) -> BaseException | None:
+               params: Mapping[str, Any], error: BaseException) -> BaseException | None:
     """The error to raise instead of ``error``, which ``operation`` (``Query``) of ``service``'s client at
-    ``endpoint`` in ``region`` raised; None to raise ``error`` itself."""
+    ``endpoint`` in ``region`` raised for ``params`` (which name its table, bucket or queue); None to raise
+    ``error`` itself."""
     from botocore.exceptions import ClientError, ConnectionError, NoCredentialsError, PartialCredentialsError
 
     name = SERVICE_NAMES.get(service, service)
@@ -50,7 +52,7 @@ def translated(config: AWSConfig, service: str, endpoint: str | None, region: st
                  "`awsworld dev`, paste the export lines it prints",
             service=name, operation=operation)
     if isinstance(error, ClientError) and _code(error) in _MISSING.get(service, ()):
-        return WorldSetupError(f"{_missing(config, service)} at {_where(endpoint, region)} ({operation}: "
+        return WorldSetupError(f"{_missing(config, service, params)} at {_where(endpoint, region)} ({operation}: "
                                f"{_code(error)})", hint=_setup_hint(config), service=name, operation=operation)
     return None
 
@@ -80,12 +82,21 @@ def _code(error: Any) -> str:
     return str(error.response.get("Error", {}).get("Code", ""))
 
 
-def _missing(config: AWSConfig, service: str) -> str:
+def _missing(config: AWSConfig, service: str, params: Mapping[str, Any]) -> str:
+    """The missing resource as the request named it, with the setting it came from when it is one's: a dead-letter
+    queue's URL is ``AWSWORLD_DLQ_URL``'s, not the queue's."""
     if service == "dynamodb":
-        return f"the DynamoDB table {config.table_name!r} (AWSWORLD_TABLE) does not exist"
-    if service == "s3":
-        return f"the S3 bucket {config.bucket_name!r} (AWSWORLD_BUCKET) does not exist"
-    return f"the SQS queue {config.queue_url!r} (AWSWORLD_QUEUE_URL) does not exist"
+        name, settings = params.get("TableName", config.table_name), {config.table_name: "AWSWORLD_TABLE"}
+        kind = "DynamoDB table"
+    elif service == "s3":
+        name, settings = params.get("Bucket", config.bucket_name), {config.bucket_name: "AWSWORLD_BUCKET"}
+        kind = "S3 bucket"
+    else:
+        name = params.get("QueueUrl", config.queue_url)
+        settings = {config.dlq_url: "AWSWORLD_DLQ_URL", config.queue_url: "AWSWORLD_QUEUE_URL"}
+        kind = "SQS queue"
+    setting = settings.get(name)
+    return f"the {kind} {name!r}{f' ({setting})' if setting else ''} does not exist"
 
 
 def _where(endpoint: str | None, region: str | None) -> str:

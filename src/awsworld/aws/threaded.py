@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import Executor
 from types import TracebackType
 from typing import Any
@@ -76,22 +76,23 @@ async def _in_pool(executor: Executor, function: Callable[..., Any], *args: Any)
     return await asyncio.get_running_loop().run_in_executor(executor, functools.partial(context.run, function, *args))
 
 
-Errors = Callable[[str, BaseException], BaseException | None]
-"""What a client raises instead of a failure of one of its operations (by its API name, ``Query``): None to raise
-the failure itself (``request_errors.translated``)."""
+Errors = Callable[[str, Mapping[str, Any], BaseException], BaseException | None]
+"""What a client raises instead of a failure of one of its operations (by its API name, ``Query``, and its
+parameters, which name the table, bucket or queue it was for): None to raise the failure itself
+(``request_errors.translated``)."""
 
 
-def _passed(operation: str, error: BaseException) -> BaseException | None:
+def _passed(operation: str, params: Mapping[str, Any], error: BaseException) -> BaseException | None:
     return None
 
 
-async def _request(executor: Executor, errors: Errors, operation: str, function: Callable[..., Any],
-                   *args: Any) -> Any:
+async def _request(executor: Executor, errors: Errors, operation: str, params: Mapping[str, Any],
+                   function: Callable[..., Any], *args: Any) -> Any:
     """``function(*args)`` on the pool; a failure raised as ``errors`` has it (the original is its cause)."""
     try:
         return await _in_pool(executor, function, *args)
     except Exception as error:
-        instead = errors(operation, error)
+        instead = errors(operation, params, error)
         if instead is None:
             raise
         raise instead from error
@@ -109,7 +110,8 @@ class AsyncPaginator:
     async def _pages(self, kwargs: dict[str, Any]) -> AsyncIterator[Any]:
         pages = await _in_pool(self._executor, lambda: iter(self._paginator.paginate(**kwargs)))
         done = object()
-        while (page := await _request(self._executor, self._errors, self._operation, next, pages, done)) is not done:
+        while (page := await _request(self._executor, self._errors, self._operation, kwargs, next, pages,
+                                      done)) is not done:
             yield page
 
     def paginate(self, **kwargs: Any) -> AsyncIterator[Any]:
@@ -134,7 +136,7 @@ class AsyncClient:
         executor, errors, api_name = self._executor, self._errors, self.client.meta.method_to_api_mapping[name]
 
         async def operation(**kwargs: Any) -> Any:
-            return await _request(executor, errors, api_name, _call, attribute, kwargs)
+            return await _request(executor, errors, api_name, kwargs, _call, attribute, kwargs)
 
         operation.__name__ = name
         setattr(self, name, operation)  # once per operation: later lookups skip __getattr__

@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from ..authoring.runtime import require_runtime
+from ..world.protocol import World
 from ..world.schedules import ScheduleNotFoundError, ScheduleState, Trigger, parse_tick, tick_text
 
 CONTEXT_KEY = "schedule"
@@ -48,10 +49,10 @@ def schedule_json(context: dict[str, Any] | None) -> dict[str, str] | None:
     return {"id": info.schedule_id, "tick": tick_text(info.tick), "trigger": info.trigger}
 
 
-async def schedule_now(world: Any, schedule_id: str) -> ScheduleState | None:
+async def schedule_now(world: World, schedule_id: str) -> ScheduleState | None:
     """The schedule ``schedule_id`` as it is now (None: deleted since, or a World without schedules): what a note
     about a run it started can truthfully say depends on it (``renamed_schedule_text``)."""
-    store = getattr(world, "schedules", None)
+    store = world.schedules
     if store is None:
         return None
     try:
