@@ -209,6 +209,8 @@ def test_a_run_keeps_its_code_across_reloads_a_restart_parks_it_a_revert_resumes
         assert not any("is parked" in line for line in second.lines[mark_at:]), second.lines[mark_at:]
         new_run = second("start", "shopdev.order", '["T-5", 10.0]')
         assert new_run.code == 0, new_run
+        until(lambda: second("describe", new_run.out.strip(), "--json"),  # (its sleep written: a skip before it
+              lambda r: [w["kind"] for w in json.loads(r.out)["waitingOn"]] == ["sleep"])  # has nothing to skip)
         skipped = second("skip", new_run.out.strip())
         assert skipped.code == 0, skipped
         finished = second("result", new_run.out.strip(), "--wait", "30")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..settings import Settings
 from ..world.errors import WorldSetupError, WorldUnreachableError
 from .config import AWSConfig
 
@@ -86,14 +87,14 @@ def _missing(config: AWSConfig, service: str, params: Mapping[str, Any]) -> str:
     """The missing resource as the request named it, with the setting it came from when it is one's: a dead-letter
     queue's URL is ``AWSWORLD_DLQ_URL``'s, not the queue's."""
     if service == "dynamodb":
-        name, settings = params.get("TableName", config.table_name), {config.table_name: "AWSWORLD_TABLE"}
+        name, settings = params.get("TableName", config.table_name), {config.table_name: Settings.table.env}
         kind = "DynamoDB table"
     elif service == "s3":
-        name, settings = params.get("Bucket", config.bucket_name), {config.bucket_name: "AWSWORLD_BUCKET"}
+        name, settings = params.get("Bucket", config.bucket_name), {config.bucket_name: Settings.bucket.env}
         kind = "S3 bucket"
     else:
         name = params.get("QueueUrl", config.queue_url)
-        settings = {config.dlq_url: "AWSWORLD_DLQ_URL", config.queue_url: "AWSWORLD_QUEUE_URL"}
+        settings = {config.dlq_url: Settings.dlq_url.env, config.queue_url: Settings.queue_url.env}
         kind = "SQS queue"
     setting = settings.get(name)
     return f"the {kind} {name!r}{f' ({setting})' if setting else ''} does not exist"
