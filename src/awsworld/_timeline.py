@@ -376,7 +376,8 @@ def step_status(status: StepStatus, run_status: str) -> StepStatus:
     World when its run ended (cancelled, or failed while it was open: a poll waiting for its next check, a running
     attempt). The run's end stopped it and nothing of it is recorded after (``step_runner``'s run-ended check), but
     no World write marks it, so read as stored it looked as if it would still run. The one rule ``awsworld
-    describe`` (``cli/describe.py``) and ``Run.steps()`` (``client/client.py``) apply, through ``as_told``."""
+    describe`` (``cli/describe.py``) and ``Run.steps()`` (``client/client.py``) apply, through ``as_told``, and the
+    run viewer's step lanes (``ui/model.py``, ``picture``)."""
     open_at_end = run_status in TERMINAL_RUN_STATUSES and status in ("pending", "running")
     return "cancelled" if open_at_end else status
 

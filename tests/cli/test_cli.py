@@ -1278,7 +1278,7 @@ def test_ordinary_mistakes_are_one_line_with_a_hint(dev: Dev, project: Path) -> 
     for result in unknown:
         line = result.one_line_error(1)
         assert "no such run" in line and "hint:" in line, line
-        assert "kept for its retention after it ends (RunRetentionDays" in line, line  # (gone after it: say so)
+        assert "kept for its retention after it ends (the stack's RunRetentionDays" in line, line  # (then gone)
     assert "is not JSON" in bad_args.one_line_error(2)
     assert "is not JSON" in bad_payload.one_line_error(2)
     assert "must be a JSON object" in bad_kwargs.one_line_error(2)

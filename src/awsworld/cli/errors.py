@@ -153,7 +153,8 @@ def describe(error: BaseException) -> CliError:
         return error
     if isinstance(error, RunNotFoundError):  # (a run that existed is gone once its retention after its end passed)
         return CliError(f"no such run: {error.message}", f"{RUNS_HINT}; a run is kept for its retention after it "
-                        "ends (RunRetentionDays, 90 days, unless its workflow's retention= says), then not found")
+                        "ends (the stack's RunRetentionDays, 90 days by default, or its workflow's retention=), "
+                        "then not found")
     if isinstance(error, HookClosedError):  # before HookNotFoundError: it is one (no live hook owns the token)
         return CliError(error.message, f"`awsworld describe {error.run_id}` shows how it ended")
     if isinstance(error, HookNotFoundError) and error.disposed_hook is not None:  # a late answer, not a typo

@@ -284,7 +284,6 @@ class ThrottledError(WorldError):
         self.retry_after = retry_after
 
 
-
 class WorldUnreachableError(ConnectionError):
     """The World's store could not be reached at all: nothing answered at its address (``awsworld dev`` stopped or
     never started, ``AWS_ENDPOINT_URL`` naming another port, no network). Raised by every call of a ``Client`` (and
