@@ -784,18 +784,20 @@ def _payload_as_given(text: str | None) -> object:
         return text
 
 
-async def repeated_text(world: Any, event: Event) -> str:
+async def repeated_text(world: World, event: Event) -> str:
     """What ``resume`` and ``fail-hook`` say for a repeat of an idempotency key: the event the key's first use
-    recorded, and what that was, a payload or a failure (read back from the run's log: one read, for a repeat
-    only). ``fail-hook`` reusing a key a ``resume`` had recorded said "failed as evnt_…" of the payload's event,
-    though nothing failed the hook."""
-    from .._timeline import read_events
+    recorded, and what that was, a payload or a failure (read back with its payload from the hook's own events, by
+    its correlation id, not the run's whole log; for a repeat only). ``fail-hook`` reusing a key a ``resume`` had
+    recorded said "failed as evnt_…" of the payload's event, though nothing failed the hook."""
     from ..durable.hook_payloads import hook_failure
     from ..world.errors import RunNotFoundError
+    from ..world.pages import MAX_ENTITIES_PAGE, collect_pages
 
     first = "an earlier resume or fail-hook"
     with contextlib.suppress(RunNotFoundError):  # gone since (retention): what it held is gone with it
-        found = [e for e in await read_events(world, event.run_id) if e.event_id == event.event_id]
+        hook_events = await collect_pages(lambda cursor: world.events.list_by_correlation_id(
+            event.run_id, event.correlation_id or "", cursor=cursor, limit=MAX_ENTITIES_PAGE))
+        found = [e for e in hook_events if e.event_id == event.event_id]
         if found:
             payload = (found[0].event_data or {}).get("payload")
             failure = hook_failure("", payload)
