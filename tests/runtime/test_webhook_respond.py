@@ -3,7 +3,8 @@ route's own logic (``lambda_host.webhook.resume``) on a ``WorkflowTestEnv``'s Wo
 ``WebhookResponse`` (and the same for a repeat), ``"manual"`` answered by ``respond()`` in a step (a repeat reads
 the same answer; a second ``respond`` is refused quietly), 504 when no answer comes in time, 502 when the run ends
 without one, and bad values refused where they are made. ``awsworld dev`` with real HTTP:
-``tests/cli/test_dev_webhook_respond.py``; the Lambda handler on an emulator: ``tests/deploy/test_webhook_handler.py``."""
+``tests/cli/test_dev_webhook_respond.py``; the Lambda handler on an emulator:
+``tests/deploy/test_webhook_handler.py``."""
 
 from __future__ import annotations
 
