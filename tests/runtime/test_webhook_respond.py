@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import dataclass
 from typing import Any, cast
 
 import pytest
 
 from awsworld import (
-    Client,
     InvalidWebhookResponseError,
     WebhookResponse,
     create_webhook,
@@ -27,20 +25,12 @@ from awsworld import (
 from awsworld.authoring.webhook_responses import MAX_RESPONSE_BODY_BYTES, RESPOND_TO_FIELD
 from awsworld.lambda_host.webhook import Response, WebhookRequest, resume
 from awsworld.testing import WorkflowTestEnv
-from awsworld.world.protocol import World
-
-
-@dataclass
-class RouteContainer:
-    """What the route reads of its Lambda container (``cli/dev.py``'s ``_Container`` is the same)."""
-
-    world: World
-    client: Client
 
 
 async def deliver(env: WorkflowTestEnv, token: str, body: str, *, key: str = "k-1", within: float = 10.0) -> Response:
+    """What the route does for a ``POST`` to the webhook (``env`` has what it reads: a World and a client)."""
     request = WebhookRequest(token, "POST", {"content-type": "application/json", "idempotency-key": key}, body, {})
-    return await resume(cast(Any, RouteContainer(env.world, env.client)), request, within)
+    return await resume(env, request, within)
 
 
 def answer_of(response: Response) -> tuple[int, dict[str, str], bytes]:

@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..settings import SETTINGS, Settings
@@ -510,7 +510,7 @@ class WebhookServer:
         from ..lambda_host import webhook as route
 
         observability.logger.setLevel(logging.WARNING)  # the deployed route logs each request as JSON: not here
-        container = cast(Any, _Container(world, client))
+        container = _Container(world, client)
 
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:

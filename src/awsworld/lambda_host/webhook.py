@@ -45,7 +45,7 @@ import json
 import re
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 from urllib.parse import unquote
 
 from ..authoring.webhook_responses import (
@@ -56,6 +56,7 @@ from ..authoring.webhook_responses import (
     recorded_respond_with,
     response_stream,
 )
+from ..client.client import Client
 from ..settings import SETTINGS
 from ..world.errors import (
     HookClosedError,
@@ -66,7 +67,7 @@ from ..world.errors import (
     ThrottledError,
 )
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
-from ..world.protocol import EventsAPI
+from ..world.protocol import EventsAPI, World
 from ..world.rules.requests import token_fits
 from ..world.streams import StreamsAPI
 from . import observability as obs
@@ -247,7 +248,18 @@ def _parse(event: Any) -> WebhookRequest | Response:
     return WebhookRequest(token, method, headers, body, query, heartbeat)
 
 
-async def resume(container: Container, request: WebhookRequest, answer_within: float | None = None) -> Response:
+class RouteHost(Protocol):
+    """What the route reads of where it runs: a World and a Client on it. The Lambda ``Container``, ``awsworld
+    dev``'s (``cli/dev.py``), and a ``WorkflowTestEnv`` (a test drives the route in memory) all have them."""
+
+    @property
+    def world(self) -> World: ...
+
+    @property
+    def client(self) -> Client: ...
+
+
+async def resume(container: RouteHost, request: WebhookRequest, answer_within: float | None = None) -> Response:
     """Deliver ``request`` to its webhook's run and answer as the webhook says (``respond_with``). A manual
     webhook's answer is awaited for ``answer_within`` seconds (default ``AWSWORLD_WEBHOOK_RESPONSE_SECONDS``)."""
     world = container.world
