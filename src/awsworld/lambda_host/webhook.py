@@ -9,6 +9,11 @@ another method is answered 405. A resume counts as a heartbeat too.
 ====== ===========================================================================================
 202    recorded, and the run will wake: ``accepted``, or ``already-received`` for a repeat of a request
        recorded before (nothing is recorded again; the run is woken again in case the first wake was lost)
+any    recorded, and the webhook answers itself (``create_webhook(respond_with=...)``,
+       ``authoring/webhook_responses.py``): its ``WebhookResponse``, or, ``"manual"``, the answer a step
+       wrote with ``respond()``, awaited on the run's stream (a repeat reads the same answer)
+502    ``no-response``: a manual webhook's run ended without answering the request (it was recorded)
+504    ``no-response``: no manual answer within ``AWSWORLD_WEBHOOK_RESPONSE_SECONDS`` (it was recorded)
 400    a malformed event: a body marked base64 that is not, fields of the wrong type, text that is not
        UTF-8
 404    any other path, a token longer than a hook token can be (answered without reading storage), or no
