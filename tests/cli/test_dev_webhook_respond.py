@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
+from awsworld.settings import Settings
+
 from .test_cli import Dev, Runner, _start, project_of, until_found
 
 WORKFLOWS = '''
@@ -51,7 +53,7 @@ def dev(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Dev]:
     project = project_of(tmp_path_factory, "webhook-respond", WORKFLOWS)
     runner = Runner(tmp_path_factory.mktemp("webhook-respond-runner"))
     server = Dev(project, project / "state", [runner],
-                 settings={"AWSWORLD_WEBHOOK_RESPONSE_SECONDS": str(ANSWER_SECONDS)})
+                 settings={Settings.webhook_response_seconds.env: str(ANSWER_SECONDS)})
     yield server
     server.stop()
     runner.close()

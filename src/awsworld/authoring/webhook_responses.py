@@ -21,7 +21,7 @@ import binascii
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Literal, TypeAlias, cast
 
 from ..durable.json_data import JSONValue
@@ -42,6 +42,8 @@ MAX_RESPONSE_HEADER_BYTES = 8 * 1024
 """The most bytes of header names and values an answer sets (HTTP servers and proxies refuse far larger heads)."""
 ROUTE_HEADERS = frozenset({"content-length", "transfer-encoding", "connection"})
 """Headers the HTTP server in front of the route sets from the body it sends: an answer cannot set them."""
+ResponseBody: TypeAlias = str | bytes | bytearray | int | float | bool | Sequence[object] | Mapping[str, object] | None
+"""A response's body: text, bytes, or a value ``json.dumps`` takes (checked when the response is made)."""
 _TOKEN = re.compile(r"^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$")  # an HTTP header name (RFC 9110's token)
 _FORBIDDEN_IN_VALUE = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # control characters (tab is allowed)
 
@@ -62,7 +64,7 @@ class WebhookResponse:
 
     __slots__ = ("_body", "_headers", "_status")
 
-    def __init__(self, status: int = 200, body: JSONValue | bytes = None,
+    def __init__(self, status: int = 200, body: ResponseBody = None,
                  headers: Mapping[str, str] | None = None) -> None:
         if isinstance(status, bool) or not isinstance(status, int) or not 100 <= status <= 599:
             raise InvalidWebhookResponseError(f"a webhook response's status is a whole number from 100 to 599, "
@@ -130,11 +132,11 @@ class WebhookResponse:
         return cls(status, body, cast("Mapping[str, str]", headers))
 
 
-RespondWith: TypeAlias = "WebhookResponse | Literal['manual'] | None"
+RespondWith: TypeAlias = WebhookResponse | Literal["manual"] | None
 """What ``create_webhook(respond_with=...)`` takes."""
 
 
-def _encoded_body(body: JSONValue | bytes) -> tuple[bytes, str | None]:
+def _encoded_body(body: ResponseBody) -> tuple[bytes, str | None]:
     """The body's bytes and the content type they default to."""
     if body is None:
         content, content_type = b"", None
@@ -220,7 +222,7 @@ def response_stream(hook_id: str, resume_id: str) -> str:
     return f"webhook-response.{digest}"
 
 
-async def respond(request: Mapping[str, object], *, status: int = 200, body: JSONValue | bytes = None,
+async def respond(request: Mapping[str, object], *, status: int = 200, body: ResponseBody = None,
                   headers: Mapping[str, str] | None = None) -> bool:
     """Answer the sender of ``request`` (a payload of ``create_webhook(respond_with="manual")``), in a step:
     Vercel's ``request.respondWith(new Response(...))``. The route, waiting since it recorded the request, sends
