@@ -22,7 +22,8 @@ from awsworld import (
     step,
     workflow,
 )
-from awsworld.authoring.webhook_responses import MAX_RESPONSE_BODY_BYTES, RESPOND_TO_FIELD
+from awsworld.authoring.webhook_responses import MAX_RESPONSE_BODY_BYTES, RESPOND_TO_FIELD, RESPOND_WITH_FIELD
+from awsworld.client.replay import replay_events
 from awsworld.lambda_host.webhook import Response, WebhookRequest, resume
 from awsworld.testing import WorkflowTestEnv
 
@@ -188,3 +189,21 @@ def test_a_response_defaults_its_content_type_by_body_and_never_shows_the_body()
     assert "<p>" not in repr(custom) and "9 bytes" in repr(custom)
     binary = WebhookResponse(body=b"\xff\xfe")
     assert WebhookResponse.from_stored(binary.stored()) == binary
+
+
+async def test_the_answer_is_recorded_on_hook_created_and_replay_never_compares_it(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """What the route reads is the log's, not the code's: a deploy that changes ``respond_with`` replays the runs
+    recorded before (their requests are answered as recorded), and a log without the field replays too."""
+    run = await awsworld_env.client.start(static)
+    token = await _hook_of(awsworld_env, run.run_id)
+    for key in ("a", "b"):
+        await deliver(awsworld_env, token, "{}", key=key)
+    await run.result()
+    events = await run.events()
+    [created] = [e for e in events if e.event_type == "hook_created"]
+    assert (created.event_data or {})[RESPOND_WITH_FIELD] == ACK.stored()
+    assert replay_events(events).ok
+    without = [e.model_copy(update={"event_data": {k: v for k, v in (e.event_data or {}).items()
+                                                   if k != RESPOND_WITH_FIELD}}) for e in events]
+    assert replay_events(without).ok
