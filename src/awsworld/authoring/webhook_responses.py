@@ -240,8 +240,8 @@ async def respond(request: Mapping[str, object], *, status: int = 200, body: Res
     if not isinstance(target, Mapping):
         raise InvalidWebhookResponseError("respond() answers a request of a webhook created with "
                                           "respond_with=\"manual\"; this request's webhook answers by itself")
-    run_id, stream = cast("Mapping[str, object]", target).get("runId"), cast("Mapping[str, object]", target).get(
-        "stream")
+    names = cast("Mapping[str, object]", target)
+    run_id, stream = names.get("runId"), names.get("stream")
     if not isinstance(run_id, str) or not isinstance(stream, str):
         raise InvalidWebhookResponseError(f"the request's {RESPOND_TO_FIELD} names no run and stream")
     streams = context.world.streams
