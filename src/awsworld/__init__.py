@@ -44,6 +44,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.poll": ("poll_until",),
     "authoring.resume": ("resume_hook",),
     "authoring.retry": ("RetryPolicy",),
+    "authoring.webhook_responses": ("InvalidWebhookResponseError", "WebhookResponse", "respond"),
     "client.client": ("Client", "Run"),
     "durable.codecs": ("Codec", "Place", "PydanticCodec"),
     "schedules.declared": ("schedule",),
@@ -113,6 +114,7 @@ if TYPE_CHECKING:
     from .authoring.poll import poll_until
     from .authoring.resume import resume_hook
     from .authoring.retry import RetryPolicy
+    from .authoring.webhook_responses import InvalidWebhookResponseError, WebhookResponse, respond
     from .client.client import Client, Run
     from .durable.codecs import Codec, Place, PydanticCodec
     from .schedules.declared import schedule
@@ -160,6 +162,7 @@ __all__ = [
     "HookHeartbeatTimeoutError",
     "HookTimeoutError",
     "InvalidNameError",
+    "InvalidWebhookResponseError",
     "Place",
     "PollAttemptsExhaustedError",
     "PollTimeoutError",
@@ -179,6 +182,7 @@ __all__ = [
     "StepInterruptedError",
     "StepTimeoutError",
     "ValueTooLargeError",
+    "WebhookResponse",
     "WorkflowNotRegisteredError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
@@ -196,6 +200,7 @@ __all__ = [
     "patched",
     "poll_until",
     "random",
+    "respond",
     "resume_hook",
     "schedule",
     "schedule_info",

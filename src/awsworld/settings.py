@@ -234,6 +234,10 @@ class Settings:
         "AWSWORLD_STREAM_FLUSH_MS", 50, _milliseconds,
         "how long a step's stream writer gathers chunks before one S3 object and one commit (0: at once)",
         group="aws")
+    webhook_response_seconds = Var[float](
+        "AWSWORLD_WEBHOOK_RESPONSE_SECONDS", 20.0, _at_least(0.0),
+        "how long the webhook route waits for a manual webhook's answer (`respond()` in a step) before it answers "
+        "504; the webhook function's `Timeout` (30 s) bounds it too", group="aws")
     dedup_lease_seconds = Var[int](
         "AWSWORLD_DEDUP_LEASE_SECONDS", 30, _whole_seconds,
         "how long a queue send holds its idempotency key before it is confirmed", group="aws")

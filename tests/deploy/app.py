@@ -6,7 +6,17 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 
-from awsworld import StepError, ValueTooLargeError, create_hook, create_webhook, sleep, step, workflow
+from awsworld import (
+    StepError,
+    ValueTooLargeError,
+    WebhookResponse,
+    create_hook,
+    create_webhook,
+    respond,
+    sleep,
+    step,
+    workflow,
+)
 
 CALLS: Counter[str] = Counter()
 
@@ -75,6 +85,30 @@ async def webhook_then_hook(token: str) -> list[object]:
         request = await hook
     async with create_hook(token=token) as then:
         return [request, await then]
+
+
+RECEIPT = WebhookResponse(200, bytes(range(256)) * 256, {"x-receipt": "static"})
+"""A static answer as large as one may be (64 KiB), and not text: kept base64 in the webhook's hook_created."""
+
+
+@workflow(name="deploy.webhook_static")
+async def webhook_static() -> object:
+    """Answers its one request with ``RECEIPT``, as soon as the request is recorded."""
+    async with create_webhook(respond_with=RECEIPT) as hook:
+        return await hook
+
+
+@step(name="deploy.answer")
+async def answer(request: dict[str, object]) -> bool:
+    return await respond(request, status=200, body={"echo": str(request["body"])}, headers={"x-answered": "step"})
+
+
+@workflow(name="deploy.webhook_manual")
+async def webhook_manual() -> object:
+    """A step answers its one request (``respond()``), and the route sends that answer."""
+    async with create_webhook(respond_with="manual") as hook:
+        request = await hook
+        return await answer(request)
 
 
 @workflow(name="deploy.plain_hook")

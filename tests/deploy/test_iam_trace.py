@@ -362,6 +362,16 @@ async def run_workloads(local: LocalAWS, flow_fn: Function, webhook_fn: Function
     await esm.run_until(done(hooked), timeout=60)
     assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 410  # its run ended
     assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}/heartbeat")) == 410
+    # Webhooks that answer themselves: a static answer (read from the hook's hook_created), and a step's, which
+    # the webhook function reads from the run's response stream while the flow function runs the step.
+    static = await client.start(app.webhook_static)
+    hook = await wait_for_hook(local, esm, static)
+    assert await post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")) == 200
+    manual = await client.start(app.webhook_manual)
+    hook = await wait_for_hook(local, esm, manual)
+    sender = asyncio.create_task(post(webhook_fn, url_event("POST", f"/webhooks/{hook.token}", "{}")))
+    await esm.run_until(_all([static, manual]), timeout=60)
+    assert await asyncio.wait_for(sender, timeout=30) == 200
 
     # The tick (what the schedule sends): the watchdog finds a run whose start message was lost by the byDue
     # index, snoozes it and wakes it, and the flow function runs it to its end.
@@ -757,7 +767,8 @@ def test_the_trace_covers_what_each_function_is_for(traced: dict[str, Trace]) ->
             ("kms:Decrypt", "PayloadKmsKeyArn")} <= flow_grants
     webhook_grants = traced["WebhookFunctionRole"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:DeleteObject", "runs/*"),
-            ("dynamodb:PutItem", "table"), ("kms:Decrypt", "PayloadKmsKeyArn")} <= webhook_grants
+            ("s3:GetObject", "runs/*"), ("dynamodb:PutItem", "table"),
+            ("kms:Decrypt", "PayloadKmsKeyArn")} <= webhook_grants
     client_grants = traced["ClientPolicy"].grants
     assert {("sqs:SendMessage", "FlowQueue"), ("s3:PutObject", "runs/*"), ("s3:PutObjectTagging", "runs/*"),
             ("s3:GetObject", "runs/*"), ("s3:DeleteObject", "runs/*"), ("dynamodb:Query", "index/byWorkflow"),

@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import json
 import secrets
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
@@ -21,6 +22,7 @@ from botocore.exceptions import ClientError
 
 from awsworld.aws import AWSWorld
 from awsworld.durable import serde
+from awsworld.lambda_host import webhook
 from awsworld.lambda_host.container import Container, default_container
 from awsworld.lambda_host.webhook import WebhookRequest, parse
 from awsworld.local import LocalAWS
@@ -143,7 +145,7 @@ async def test_unknown_tokens_other_paths_and_methods(handlers: Handlers, capsys
 async def test_the_route_run_uninstrumented_leaves_no_metric_for_a_later_invocation(handlers: Handlers, capsys) -> None:
     """``awsworld dev`` and tests call ``webhook.handle`` without the Lambda wrapper, which alone flushes metrics: a
     count made there must not wait in Powertools' process-wide metric set and come out under the next invocation."""
-    from awsworld.lambda_host import observability, webhook
+    from awsworld.lambda_host import observability
 
     for _ in range(3):
         response = await asyncio.to_thread(webhook.handle, url_event("POST", "/hooks/abc", "{}"), None)
@@ -446,3 +448,53 @@ async def test_a_malformed_function_url_event_is_400(handlers: Handlers, change:
 async def test_an_event_that_is_not_an_object_is_refused_without_raising(handlers: Handlers, event: Any) -> None:
     status, _ = await call(handlers, event)
     assert status in (400, 404)
+
+
+async def answered(handler: Callable[[dict[str, Any], Any], dict[str, Any]], event: dict[str, Any]
+                   ) -> tuple[int, dict[str, str], bytes]:
+    """The handler's answer as the sender gets it: a webhook's own answer comes base64-encoded (its exact bytes)."""
+    response = await asyncio.to_thread(handler, event, LambdaContext(30_000, "awsworld-test-webhook"))
+    body = response["body"]
+    data = base64.b64decode(body) if response.get("isBase64Encoded") else body.encode()
+    return response["statusCode"], response["headers"], data
+
+
+async def test_a_static_response_answers_each_request_and_its_repeat(
+        local: LocalAWS, esm: Any, handlers: Handlers) -> None:
+    assert local.client is not None
+    run = await local.client.start(app.webhook_static)
+    hook = await wait_for_hook(local, esm, run)
+    event = url_event("POST", f"/webhooks/{hook.token}", '{"n": 1}', headers={"idempotency-key": "static-1"})
+    status, headers, body = await answered(handlers.webhook, event)
+    assert (status, headers["x-receipt"], headers["content-type"]) == (200, "static", "application/octet-stream")
+    assert body == app.RECEIPT.body, "64 KiB of bytes, exactly"
+    assert await answered(handlers.webhook, event) == (status, headers, body)  # a repeat: the same answer
+    await esm.run_until(terminal(run))
+    assert (await run.result(timeout=1))["body"] == '{"n": 1}'
+
+
+async def test_a_manual_webhook_answers_with_the_steps_response(
+        local: LocalAWS, esm: Any, handlers: Handlers, capsys) -> None:
+    """The route waits on the run's response stream while the flow runs the step that answers (here: driven by
+    the test, as SQS would), sends that answer, and a repeat of the request reads it from the stream at once. The
+    webhook function has its own container (its own process on Lambda): the flow's runs beside its wait."""
+    assert local.client is not None
+    run = await local.client.start(app.webhook_manual)
+    hook = await wait_for_hook(local, esm, run)
+    marker = f"answer-secret-{uuid.uuid4().hex}"
+    event = url_event("POST", f"/webhooks/{hook.token}", marker, content_type="text/plain")
+    route = Container()
+    try:
+        sender = asyncio.create_task(answered(functools.partial(webhook.handle, container=route), event))
+        await esm.run_until(terminal(run))
+        status, headers, body = await asyncio.wait_for(sender, timeout=30)
+        assert (status, headers["x-answered"], headers["content-type"]) == (200, "step", "application/json")
+        assert json.loads(body) == {"echo": marker}
+        assert await run.result(timeout=1) is True
+        started = time.monotonic()
+        assert await answered(handlers.webhook, event) == (status, headers, body), "a repeat gets the answer sent"
+        assert time.monotonic() - started < 10
+    finally:
+        await asyncio.to_thread(route.reset)
+        route.loop.close()
+    assert marker not in capsys.readouterr().out, "neither the request's body nor the answer is logged"

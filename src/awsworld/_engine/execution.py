@@ -61,6 +61,7 @@ from ..durable import codecs, json_data, serde
 from ..durable.class_paths import noting_classes
 from ..durable.codecs import Codec, Place
 from ..durable.hook_payloads import hook_failure, is_heartbeat
+from ..durable.json_data import JSONValue
 from ..world.errors import PayloadTooLargeError
 from ..world.events import Event
 from ..world.limits import encode_value, max_value_bytes, too_large_text
@@ -588,9 +589,10 @@ class WorkflowExecution:
 
     def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool, codec: Codec[Any] | None = None,
                     name: str | None = None, timeout: When | None = None,
-                    heartbeat_timeout: Duration | None = None) -> HookOp:
+                    heartbeat_timeout: Duration | None = None, respond_with: JSONValue = None) -> HookOp:
         """``create_hook``/``create_webhook``: the hook at the next position, then its waits at the positions right
-        after it (its timeout's, then its first heartbeat wait: ``hook_timeouts``)."""
+        after it (its timeout's, then its first heartbeat wait: ``hook_timeouts``). ``respond_with``: a webhook's
+        answer as its ``hook_created`` records it (``authoring/webhook_responses.py``)."""
         now, hook_id = self.current_time(), f"hook_{self.counter + 1}_{self.run_id}"  # (the id declare_hook gives it)
         if timeout is not None:
             timeout = resolve(timeout, now, what="create_hook(timeout=...)")
@@ -599,6 +601,7 @@ class WorkflowExecution:
             self._within_lifetime(now + parse_duration(heartbeat_timeout, what="create_hook(heartbeat_timeout=...)"),
                                   hook_id, "create_hook(heartbeat_timeout=...)")
         op = self.declare_hook(token, metadata, is_webhook, codec, name=name)
+        op.respond_with = respond_with
         if timeout is not None:
             hook_timeouts.arm(self, op, timeout)
         if heartbeat_timeout is not None:

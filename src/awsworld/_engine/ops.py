@@ -16,6 +16,7 @@ from typing import Any, Protocol
 from ..authoring.errors import CodecError
 from ..authoring.poll_spec import PollSpec
 from ..authoring.runtime import StepEnd, StepRef
+from ..authoring.webhook_responses import RESPOND_WITH_FIELD
 from ..durable.codecs import Codec
 from ..durable.json_data import JSONValue
 
@@ -92,6 +93,7 @@ class HookOp:
     kind: str = "hook"
     codec: Codec[Any] | None = None  # the payloads' (``create_hook(codec=...)``): decoded as they are replayed
     name: str | None = None  # the display name recorded on hook_created
+    respond_with: JSONValue = None  # a webhook's answer, recorded on hook_created (``RESPOND_WITH_FIELD``)
 
     def deliver_failure(self, error: BaseException) -> None:
         """A payload that could not be decoded: the await that would have taken it raises ``error``."""
@@ -186,11 +188,14 @@ so ``describe`` reads the deadline from the last heartbeat rather than from a wa
 
 def named(op: Op, data: dict[str, Any]) -> dict[str, Any]:
     """``data`` of ``op``'s ``*_created`` event with its display name, when it has one (none: no bytes), for a
-    hook with a codec, that mark (``PAYLOAD_CODEC_FIELD``), and for a hook's own wait, the hook it belongs to."""
+    hook with a codec, that mark (``PAYLOAD_CODEC_FIELD``), for a webhook that does not answer 202, its answer
+    (``RESPOND_WITH_FIELD``: never compared on replay either), and for a hook's own wait, the hook it belongs to."""
     if op.name is not None:
         data[DISPLAY_NAME_FIELD] = op.name
     if isinstance(op, HookOp) and op.codec is not None:
         data[PAYLOAD_CODEC_FIELD] = True
+    if isinstance(op, HookOp) and op.respond_with is not None:
+        data[RESPOND_WITH_FIELD] = op.respond_with
     if isinstance(op, WaitOp) and op.hook is not None:
         data[HOOK_ID_FIELD], data[HOOK_WAIT_FIELD] = op.hook
         if op.every is not None:

@@ -17,6 +17,7 @@ from ..world.clock import clock_of
 from .durations import Duration, When
 from .runtime import HookHandle, WorkflowMetadata, current_runtime, noted, outside_any_run, require_runtime
 from .step_context import StepMetadata, StreamWriter, current_step
+from .webhook_responses import RespondWith, stored_respond_with
 
 _stdlib_time_ns = _time.time_ns
 _stdlib_uuid4 = _uuid.uuid4
@@ -174,11 +175,18 @@ def create_hook(token: str | None = None, metadata: Any = None, *, timeout: When
 
 
 def create_webhook(metadata: Any = None, *, timeout: When | None = None, heartbeat_timeout: Duration | None = None,
-                   name: str | None = None) -> Hook[Any]:
+                   name: str | None = None, respond_with: RespondWith = None) -> Hook[Any]:
     """A hook resumed over HTTP (``POST /webhooks/<token>``); each payload is the request. ``timeout``,
-    ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s."""
-    return Hook(require_runtime("awsworld.create_webhook()").create_hook(
-        None, metadata, is_webhook=True, name=name, timeout=timeout, heartbeat_timeout=heartbeat_timeout))
+    ``heartbeat_timeout`` (heartbeats: ``POST /webhooks/<token>/heartbeat``) and ``name``: as ``create_hook``'s.
+
+    ``respond_with``: what the sender is answered. None: ``202`` with a JSON status body. A ``WebhookResponse``:
+    that response, once the request is recorded. ``"manual"``: the workflow answers each request from a step,
+    ``await respond(request, status=..., body=...)``, and the route waits for it (``authoring/webhook_responses.py``).
+    Anything else raises ``InvalidWebhookResponseError`` here."""
+    runtime = require_runtime("awsworld.create_webhook()")
+    stored = stored_respond_with(respond_with)
+    return Hook(runtime.create_hook(None, metadata, is_webhook=True, name=name, timeout=timeout,
+                                    heartbeat_timeout=heartbeat_timeout, respond_with=stored))
 
 
 WEBHOOK_ROUTE = "webhooks"

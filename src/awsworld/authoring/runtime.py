@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any, Literal, ParamSpec, Protocol, TypeVar
 
 from ..durable.codecs import Codec
+from ..durable.json_data import JSONValue
 from .durations import Duration, When
 from .poll_spec import PollSpec
 from .step_context import current_step
@@ -157,7 +158,7 @@ class WorkflowRuntime(Protocol):
 
     def create_hook(self, token: str | None, metadata: Any, *, is_webhook: bool, codec: Codec[Any] | None = None,
                     name: str | None = None, timeout: When | None = None,
-                    heartbeat_timeout: Duration | None = None) -> HookHandle: ...
+                    heartbeat_timeout: Duration | None = None, respond_with: JSONValue = None) -> HookHandle: ...
 
     def call_step(self, definition: StepRef, args: tuple[Any, ...], kwargs: dict[str, Any], *,
                   poll: PollSpec | None = None, name: str | None = None) -> Awaitable[Any]:

@@ -28,7 +28,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl, urlsplit
 
 from ..settings import SETTINGS, Settings
@@ -510,7 +510,7 @@ class WebhookServer:
         from ..lambda_host import webhook as route
 
         observability.logger.setLevel(logging.WARNING)  # the deployed route logs each request as JSON: not here
-        container = cast(Any, _Container(world, client))
+        container = _Container(world, client)
 
         class Handler(BaseHTTPRequestHandler):
             def _handle(self) -> None:
@@ -522,15 +522,14 @@ class WebhookServer:
                     response = request
                 else:
                     future = asyncio.run_coroutine_threadsafe(route.resume(container, request), loop)
-                    try:
-                        response = future.result(timeout=60)
+                    try:  # (a manual webhook's answer is awaited for AWSWORLD_WEBHOOK_RESPONSE_SECONDS first)
+                        response = future.result(timeout=60 + SETTINGS.webhook_response_seconds)
                     except Exception as error:
                         log.warning("webhook failed: %s", type(error).__name__)
                         response = route.Response(500, {"status": "error", "detail": "try again"})
-                answer = response.to_lambda()
-                data = answer["body"].encode()
-                self.send_response(answer["statusCode"])
-                for name, value in answer["headers"].items():
+                status, headers, data = response.http()
+                self.send_response(status)
+                for name, value in headers.items():
                     self.send_header(name, value)
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()

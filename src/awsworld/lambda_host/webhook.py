@@ -9,6 +9,11 @@ another method is answered 405. A resume counts as a heartbeat too.
 ====== ===========================================================================================
 202    recorded, and the run will wake: ``accepted``, or ``already-received`` for a repeat of a request
        recorded before (nothing is recorded again; the run is woken again in case the first wake was lost)
+any    recorded, and the webhook answers itself (``create_webhook(respond_with=...)``,
+       ``authoring/webhook_responses.py``): its ``WebhookResponse``, or, ``"manual"``, the answer a step
+       wrote with ``respond()``, awaited on the run's stream (a repeat reads the same answer)
+502    ``no-response``: a manual webhook's run ended without answering the request (it was recorded)
+504    ``no-response``: no manual answer within ``AWSWORLD_WEBHOOK_RESPONSE_SECONDS`` (it was recorded)
 400    a malformed event: a body marked base64 that is not, fields of the wrong type, text that is not
        UTF-8
 404    any other path, a token longer than a hook token can be (answered without reading storage), or no
@@ -37,16 +42,27 @@ SHA-256), nor headers, bodies or idempotency keys.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import hashlib
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, cast
 from urllib.parse import unquote
 
+from ..authoring.webhook_responses import (
+    MANUAL,
+    RESPOND_TO_FIELD,
+    InvalidWebhookResponseError,
+    WebhookResponse,
+    recorded_respond_with,
+    response_stream,
+)
+from ..client.client import Client
+from ..settings import SETTINGS
 from ..world.errors import (
     HookClosedError,
     HookNotFoundError,
@@ -56,8 +72,9 @@ from ..world.errors import (
     ThrottledError,
 )
 from ..world.events import MAX_HOOK_TOKEN_LENGTH
-from ..world.protocol import EventsAPI
+from ..world.protocol import EventsAPI, World
 from ..world.rules.requests import token_fits
+from ..world.streams import StreamsAPI
 from . import observability as obs
 from . import snapstart
 from .container import Container, default_container
@@ -75,17 +92,37 @@ IDEMPOTENCY_HEADERS = ("idempotency-key", "webhook-id", "x-github-delivery", "x-
 
 @dataclass(frozen=True)
 class Response:
+    """The route's answer: its own JSON status body (``body`` a dict), or the webhook's (``body`` bytes, with the
+    headers the workflow chose: ``create_webhook(respond_with=...)``). ``delivered``: the request reached the run
+    (what the route counts as resumed, whatever the status)."""
+
     status: int
-    body: dict[str, Any]
+    body: dict[str, Any] | bytes
     headers: dict[str, str] | None = None
+    delivered: bool = False
+
+    def http(self) -> tuple[int, dict[str, str], bytes]:
+        """Status, headers and body bytes, as any HTTP server sends them (the Lambda answer and ``dev``'s)."""
+        if isinstance(self.body, bytes):
+            return self.status, dict(self.headers or {}), self.body
+        headers = {"content-type": "application/json", "cache-control": "no-store", **(self.headers or {})}
+        return self.status, headers, json.dumps(self.body).encode()
 
     def to_lambda(self) -> dict[str, Any]:
-        headers = {"content-type": "application/json", "cache-control": "no-store", **(self.headers or {})}
-        return {"statusCode": self.status, "headers": headers, "body": json.dumps(self.body)}
+        status, headers, body = self.http()
+        if isinstance(self.body, bytes):  # the workflow's bytes, exactly: base64, which the Function URL decodes
+            return {"statusCode": status, "headers": headers, "body": base64.b64encode(body).decode(),
+                    "isBase64Encoded": True}
+        return {"statusCode": status, "headers": headers, "body": body.decode()}
 
 
-def _reply(status: int, kind: str, detail: str, headers: dict[str, str] | None = None) -> Response:
-    return Response(status, {"status": kind, "detail": detail}, headers)
+def _reply(status: int, kind: str, detail: str, headers: dict[str, str] | None = None, *,
+           delivered: bool = False) -> Response:
+    return Response(status, {"status": kind, "detail": detail}, headers, delivered)
+
+
+def _sent(response: WebhookResponse) -> Response:
+    return Response(response.status, response.body, response.headers, delivered=True)
 
 
 @dataclass(frozen=True)
@@ -216,7 +253,20 @@ def _parse(event: Any) -> WebhookRequest | Response:
     return WebhookRequest(token, method, headers, body, query, heartbeat)
 
 
-async def resume(container: Container, request: WebhookRequest) -> Response:
+class RouteHost(Protocol):
+    """What the route reads of where it runs: a World and a Client on it. The Lambda ``Container``, ``awsworld
+    dev``'s (``cli/dev.py``), and a ``WorkflowTestEnv`` (a test drives the route in memory) all have them."""
+
+    @property
+    def world(self) -> World: ...
+
+    @property
+    def client(self) -> Client: ...
+
+
+async def resume(container: RouteHost, request: WebhookRequest, answer_within: float | None = None) -> Response:
+    """Deliver ``request`` to its webhook's run and answer as the webhook says (``respond_with``). A manual
+    webhook's answer is awaited for ``answer_within`` seconds (default ``AWSWORLD_WEBHOOK_RESPONSE_SECONDS``)."""
     world = container.world
     source, resume_id = request.resume_id()
     logger.thread_safe_append_keys(resumeIdSource=source)
@@ -226,23 +276,31 @@ async def resume(container: Container, request: WebhookRequest) -> Response:
         except HookNotFoundError as missing:
             # The webhook is gone: its workflow disposed it (left `async with`, or a plain `await` of it) or its
             # run ended. A sender's retry of a request it took (its answer lost, a timeout) must still be
-            # answered 202 `already-received`, as the module's docstring promises, not 404/410: a sender told
-            # "gone" after its payload was recorded counts a delivery as failed, or switches the endpoint off.
-            # The resume below answers such a repeat and raises `missing` again for anything else.
+            # answered as the first was (202 `already-received`, the static or the workflow's answer), as the
+            # module's docstring promises, not 404/410: a sender told "gone" after its payload was recorded
+            # counts a delivery as failed, or switches the endpoint off. The resume below answers such a repeat
+            # and raises `missing` again for anything else.
             gone = None if request.heartbeat else await _disposed_webhook(world.events, missing)
             if gone is None:
                 raise
-            logger.thread_safe_append_keys(runId=gone[0], hookId=gone[1])
+            (run_id, hook_id), created = gone
         else:
             if not hook.is_webhook:
                 raise HookNotFoundError("the token belongs to a hook that is not a webhook")
-            logger.thread_safe_append_keys(runId=hook.run_id, hookId=hook.hook_id)
+            run_id, hook_id, created = hook.run_id, hook.hook_id, None
+        logger.thread_safe_append_keys(runId=run_id, hookId=hook_id)
         if request.heartbeat:
             event = await container.client.heartbeat_hook(request.token)
             logger.thread_safe_append_keys(eventId=event.event_id, heartbeat=True)
             return _reply(202, "heartbeat", "the webhook's run heard the heartbeat")
-        outcome = await container.client.resume_hook_outcome(request.token, request.payload(),
-                                                             idempotency_key=resume_id)
+        if created is None:
+            created = await _hook_created(world.events, run_id, hook_id)
+        answer = recorded_respond_with(created)
+        payload = request.payload()
+        stream = response_stream(hook_id, resume_id)
+        if answer == MANUAL:
+            payload[RESPOND_TO_FIELD] = {"runId": run_id, "stream": stream}
+        outcome = await container.client.resume_hook_outcome(request.token, payload, idempotency_key=resume_id)
     except HookClosedError:  # the token's run ended and closed its hooks (before HookNotFoundError: it is one)
         return _reply(410, "gone", "the webhook's run has finished")
     except HookNotFoundError:
@@ -256,36 +314,78 @@ async def resume(container: Container, request: WebhookRequest) -> Response:
         retry = str(max(1, round(error.retry_after or 1)))
         return _reply(503, "throttled", "try again shortly", {"retry-after": retry})
     logger.thread_safe_append_keys(eventId=outcome.event.event_id, repeat=not outcome.recorded)
+    if isinstance(answer, WebhookResponse):
+        return _sent(answer)
+    if answer == MANUAL:
+        within = SETTINGS.webhook_response_seconds if answer_within is None else answer_within
+        return await _workflow_answer(world.streams, run_id, stream, within)
     if not outcome.recorded:
-        return _reply(202, "already-received", "this request was delivered before; the webhook's run is woken")
-    return _reply(202, "accepted", "the request was delivered to the webhook's run")
+        return _reply(202, "already-received", "this request was delivered before; the webhook's run is woken",
+                      delivered=True)
+    return _reply(202, "accepted", "the request was delivered to the webhook's run", delivered=True)
 
 
-async def _disposed_webhook(events: EventsAPI, missing: HookNotFoundError) -> tuple[str, str] | None:
-    """The (run id, hook id) of the gone hook that last held the token (``missing.disposed_hook``) if it was a
-    webhook, else None: only a webhook's repeats are answered over the URL (a plain hook's token may be
-    guessable, so it is never resumable here). Told by the hook's ``hook_created`` (its first event: a closed
-    hook's entity is gone with its run's end), one query of one item."""
-    if missing.disposed_hook is None:
-        return None
-    run_id, hook_id = missing.disposed_hook
+async def _workflow_answer(streams: StreamsAPI, run_id: str, stream: str, within: float) -> Response:
+    """A manual webhook's answer to one request: the first chunk of its response stream, read live (``respond()``
+    writes it), for at most ``within`` seconds. A repeat of the request reads the same chunk at once. Else 504
+    when the time runs out, 502 when the run ended (a live read ends with its run) without answering: the
+    sender's request was recorded all the same (a retry is recognised, and gets the answer if one comes)."""
+    chunks = streams.get(run_id, stream)
+    try:
+        first = await asyncio.wait_for(anext(chunks, None), timeout=within)
+    except TimeoutError:
+        return _reply(504, "no-response", f"the workflow did not answer within {within:g} s; the request was "
+                      "delivered (a retry with the same idempotency key gets its answer)", delivered=True)
+    finally:
+        await _closed(chunks)
+    if first is None:
+        return _reply(502, "no-response", "the webhook's run ended without answering this request (respond() in "
+                      "a step)", delivered=True)
+    try:
+        return _sent(WebhookResponse.from_stored(json.loads(first)))
+    except (ValueError, InvalidWebhookResponseError):  # not respond()'s: someone else wrote to the stream
+        return _reply(502, "bad-response", "the workflow's answer is not a response", delivered=True)
+
+
+async def _closed(chunks: AsyncIterator[bytes]) -> None:
+    """End a live read (its poll, on the AWS World) that its reader left."""
+    close = getattr(chunks, "aclose", None)
+    if close is not None:
+        await close()
+
+
+async def _hook_created(events: EventsAPI, run_id: str, hook_id: str) -> Mapping[str, Any] | None:
+    """The data of the hook's ``hook_created`` (its first event, kept while its run's data is: a closed hook's
+    entity is gone with its run's end), None when its run's data expired: one query of one item. What the
+    webhook answers is there (``authoring/webhook_responses.py``)."""
     try:
         page = await events.list_by_correlation_id(run_id, hook_id, limit=1, resolve_data="none")
-    except (NotFoundError, RunGoneError):  # its run's data expired: nothing to answer a repeat with
+    except (NotFoundError, RunGoneError):
         return None
     created = next((e for e in page.data if e.event_type == "hook_created"), None)
-    webhook = created is not None and bool((created.event_data or {}).get("isWebhook"))
-    return missing.disposed_hook if webhook else None
+    return None if created is None else (created.event_data or {})
 
 
-async def _respond(container: Container, event: Any) -> Response:
+async def _disposed_webhook(events: EventsAPI, missing: HookNotFoundError
+                            ) -> tuple[tuple[str, str], Mapping[str, Any]] | None:
+    """The (run id, hook id) of the gone hook that last held the token (``missing.disposed_hook``), and its
+    ``hook_created`` data, if it was a webhook, else None: only a webhook's repeats are answered over the URL (a
+    plain hook's token may be guessable, so it is never resumable here)."""
+    if missing.disposed_hook is None:
+        return None
+    created = await _hook_created(events, *missing.disposed_hook)
+    webhook = created is not None and bool(created.get("isWebhook"))
+    return (missing.disposed_hook, created) if webhook and created is not None else None
+
+
+async def _respond(container: Container, event: Any, answer_within: float | None = None) -> Response:
     """Parse, resume, count and log one request. Runs as its own task, so the log keys it appends (run id,
     token fingerprint) end with it."""
     request = parse(event)
     if isinstance(request, WebhookRequest):
         logger.thread_safe_append_keys(token=token_fingerprint(request.token), method=request.method)
         try:
-            response = await resume(container, request)
+            response = await resume(container, request, answer_within)
         except Exception as error:
             logger.exception("webhook failed: %s", type(error).__name__)
             response = _reply(500, "error", "the request could not be delivered; try again")
@@ -293,7 +393,7 @@ async def _respond(container: Container, event: Any) -> Response:
         size = len(body.encode("utf-8") if isinstance(body, str) else body or b"")
     else:
         response, size = request, 0
-    obs.count(obs.WEBHOOKS_RESUMED if response.status == 202 else obs.WEBHOOKS_REJECTED)
+    obs.count(obs.WEBHOOKS_RESUMED if response.delivered or response.status == 202 else obs.WEBHOOKS_REJECTED)
     logger.info("webhook request", extra={"status": response.status, "bodyBytes": size})
     return response
 
@@ -301,7 +401,22 @@ async def _respond(container: Container, event: Any) -> Response:
 def handle(event: dict[str, Any], context: Any, container: Container | None = None) -> dict[str, Any]:
     """The webhook route's logic, for a given container (the Lambda entry point passes the default one)."""
     container = container or default_container()
-    return container.run(_respond(container, event)).to_lambda()
+    return container.run(_respond(container, event, answer_budget(context))).to_lambda()
+
+
+ANSWER_MARGIN_SECONDS = 3.0
+"""What a manual webhook's wait leaves of the invocation: time to send the 504 before Lambda's own timeout."""
+
+
+def answer_budget(context: Any) -> float:
+    """How long a manual webhook's answer is awaited: ``AWSWORLD_WEBHOOK_RESPONSE_SECONDS``, and never past the
+    invocation's end (the function's ``Timeout``, less ``ANSWER_MARGIN_SECONDS``): the sender is answered 504
+    by the route, not cut off by Lambda."""
+    within = SETTINGS.webhook_response_seconds
+    remaining = getattr(context, "get_remaining_time_in_millis", None)
+    if callable(remaining):
+        within = min(within, max(0.0, cast(int, remaining()) / 1000 - ANSWER_MARGIN_SECONDS))
+    return within
 
 
 @obs.instrument

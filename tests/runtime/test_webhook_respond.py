@@ -1,0 +1,209 @@
+"""A webhook answers its sender as the workflow says (Vercel's ``createWebhook({respondWith})``), in memory: the
+route's own logic (``lambda_host.webhook.resume``) on a ``WorkflowTestEnv``'s World and client. A static
+``WebhookResponse`` (and the same for a repeat), ``"manual"`` answered by ``respond()`` in a step (a repeat reads
+the same answer; a second ``respond`` is refused quietly), 504 when no answer comes in time, 502 when the run ends
+without one, and bad values refused where they are made. ``awsworld dev`` with real HTTP:
+``tests/cli/test_dev_webhook_respond.py``; the Lambda handler on an emulator:
+``tests/deploy/test_webhook_handler.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, cast
+
+import pytest
+
+from awsworld import (
+    InvalidWebhookResponseError,
+    WebhookResponse,
+    create_webhook,
+    respond,
+    step,
+    workflow,
+)
+from awsworld.authoring.webhook_responses import MAX_RESPONSE_BODY_BYTES, RESPOND_TO_FIELD, RESPOND_WITH_FIELD
+from awsworld.client.replay import replay_events
+from awsworld.lambda_host.webhook import Response, WebhookRequest, resume
+from awsworld.testing import WorkflowTestEnv
+
+
+async def deliver(env: WorkflowTestEnv, token: str, body: str, *, key: str = "k-1", within: float = 10.0) -> Response:
+    """What the route does for a ``POST`` to the webhook (``env`` has what it reads: a World and a client)."""
+    request = WebhookRequest(token, "POST", {"content-type": "application/json", "idempotency-key": key}, body, {})
+    return await resume(env, request, within)
+
+
+def answer_of(response: Response) -> tuple[int, dict[str, str], bytes]:
+    return response.http()
+
+
+ACK = WebhookResponse(200, {"text": "Got it"}, {"x-handled-by": "awsworld"})
+
+
+@workflow(name="respond_test.static")
+async def static() -> list[dict[str, Any]]:
+    async with create_webhook(respond_with=ACK) as webhook:
+        return [await webhook, await webhook]
+
+
+@step(name="respond_test.answer")
+async def answer(request: dict[str, Any]) -> list[bool]:
+    order = json.loads(request["body"])
+    first = await respond(request, status=201, body=f"order {order['id']} accepted",
+                          headers={"location": f"/orders/{order['id']}"})
+    second = await respond(request, status=500, body="a second answer is not sent")
+    return [first, second]
+
+
+@workflow(name="respond_test.manual")
+async def manual() -> list[bool]:
+    async with create_webhook(respond_with="manual") as webhook:
+        request = await webhook
+        return await answer(request)
+
+
+@step(name="respond_test.linger")
+async def linger(seconds: float) -> None:
+    await asyncio.sleep(seconds)  # real time: the route's wait is real
+
+
+@workflow(name="respond_test.never_answers")
+async def never_answers(seconds: float) -> str:
+    async with create_webhook(respond_with="manual") as webhook:
+        await webhook
+        await linger(seconds)  # then ends without respond()
+        return "done"
+
+
+@workflow(name="respond_test.bad_value")
+async def bad_value() -> str:
+    try:
+        create_webhook(respond_with=cast(Any, "auto"))
+    except InvalidWebhookResponseError as error:
+        return str(error)
+    return "accepted"
+
+
+@step(name="respond_test.answer_plain", max_retries=0)
+async def answer_plain(request: dict[str, Any]) -> str:
+    try:
+        await respond(request, body="hi")
+    except InvalidWebhookResponseError as error:
+        return str(error)
+    return "answered"
+
+
+@workflow(name="respond_test.plain")
+async def plain() -> str:
+    async with create_webhook() as webhook:
+        return await answer_plain(await webhook)
+
+
+async def test_a_static_response_is_sent_once_the_request_is_recorded_and_again_to_a_repeat(
+        awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(static)
+    hook = await _hook_of(awsworld_env, run.run_id)
+    first = await deliver(awsworld_env, hook, '{"n": 1}')
+    assert answer_of(first) == (200, {"x-handled-by": "awsworld", "content-type": "application/json"},
+                                b'{"text":"Got it"}')
+    assert first.delivered
+    assert answer_of(await deliver(awsworld_env, hook, '{"n": 1}')) == answer_of(first)  # a repeat: the same
+    await deliver(awsworld_env, hook, '{"n": 2}', key="k-2")
+    requests = await run.result()
+    assert [r["body"] for r in requests] == ['{"n": 1}', '{"n": 2}'], "the repeat was recorded once"
+    assert all(RESPOND_TO_FIELD not in r for r in requests), "a static webhook's request names no answer stream"
+
+
+async def _hook_of(env: WorkflowTestEnv, run_id: str) -> str:
+    for _ in range(200):
+        hooks = (await env.world.hooks.list(run_id)).data
+        if hooks:
+            return hooks[0].token
+        await asyncio.sleep(0.01)
+    raise TimeoutError("no hook")
+
+
+async def test_a_manual_webhook_sends_the_answer_a_step_writes(awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(manual)
+    token = await _hook_of(awsworld_env, run.run_id)
+    response = await deliver(awsworld_env, token, '{"id": 17}')
+    assert answer_of(response) == (201, {"location": "/orders/17", "content-type": "text/plain; charset=utf-8"},
+                                   b"order 17 accepted")
+    assert await run.result() == [True, False], "the first answer is sent; a second is refused, writing nothing"
+    # A repeat of the request (its answer lost): the same answer, read from the run's stream, not a wait.
+    again = await asyncio.wait_for(deliver(awsworld_env, token, '{"id": 17}'), timeout=5)
+    assert answer_of(again) == answer_of(response)
+    [stream] = await awsworld_env.world.streams.list(run.run_id)
+    assert stream.startswith("webhook-response.")
+    assert len((await awsworld_env.world.streams.get_chunks(run.run_id, stream)).data) == 1
+
+
+async def test_no_answer_in_time_is_504_and_a_run_that_ends_without_one_is_502(
+        awsworld_env: WorkflowTestEnv) -> None:
+    run = await awsworld_env.client.start(never_answers, 1.5)
+    token = await _hook_of(awsworld_env, run.run_id)
+    timed_out = await deliver(awsworld_env, token, "{}", within=0.3)
+    assert timed_out.status == 504 and cast(dict[str, str], timed_out.body)["status"] == "no-response"
+    assert timed_out.delivered, "the request was recorded: the run has it"
+    assert await run.result() == "done"
+    ended = await asyncio.wait_for(deliver(awsworld_env, token, "{}", within=30), timeout=5)  # a repeat: no wait
+    assert ended.status == 502 and "ended without answering" in cast(dict[str, str], ended.body)["detail"]
+
+
+async def test_bad_values_are_refused_where_they_are_made(awsworld_env: WorkflowTestEnv) -> None:
+    message = await (await awsworld_env.client.start(bad_value)).result()
+    assert "takes None (answer 202), a WebhookResponse" in message and "'auto'" in message
+    run = await awsworld_env.client.start(plain)
+    token = await _hook_of(awsworld_env, run.run_id)
+    assert (await deliver(awsworld_env, token, "{}")).status == 202
+    assert "respond_with=\"manual\"" in await run.result()
+    with pytest.raises(RuntimeError, match="inside a @step"):
+        await respond({RESPOND_TO_FIELD: {"runId": "r", "stream": "s"}}, body="hi")
+
+
+@pytest.mark.parametrize(("kwargs", "says"), [
+    ({"status": 99}, "from 100 to 599"),
+    ({"status": 600}, "from 100 to 599"),
+    ({"status": True}, "from 100 to 599"),
+    ({"headers": {"bad name": "x"}}, "not an HTTP header name"),
+    ({"headers": {"x-a": "one\r\nset-cookie: two"}}, "one line of ASCII"),
+    ({"headers": {"x-a": 1}}, "one line of ASCII"),
+    ({"headers": {"Content-Length": "3"}}, "set by the server"),
+    ({"headers": {"X-A": "1", "x-a": "2"}}, "given twice"),
+    ({"body": "x" * (MAX_RESPONSE_BODY_BYTES + 1)}, f"the largest is {MAX_RESPONSE_BODY_BYTES}"),
+    ({"body": {"when": object()}}, "JSON-able"),
+    ({"body": float("nan")}, "JSON-able"),
+])
+def test_a_response_is_checked_where_it_is_made(kwargs: dict[str, Any], says: str) -> None:
+    with pytest.raises(InvalidWebhookResponseError, match=says):
+        WebhookResponse(**kwargs)
+
+
+def test_a_response_defaults_its_content_type_by_body_and_never_shows_the_body() -> None:
+    assert WebhookResponse(body=b"\x00\xff").headers == {"content-type": "application/octet-stream"}
+    assert WebhookResponse(body=[1, "é"]).body == '[1,"é"]'.encode()
+    assert WebhookResponse(204).headers == {} and WebhookResponse(204).body == b""
+    custom = WebhookResponse(body="<p>ok</p>", headers={"Content-Type": "text/html"})
+    assert custom.headers == {"content-type": "text/html"}
+    assert "<p>" not in repr(custom) and "9 bytes" in repr(custom)
+    binary = WebhookResponse(body=b"\xff\xfe")
+    assert WebhookResponse.from_stored(binary.stored()) == binary
+
+
+async def test_the_answer_is_recorded_on_hook_created_and_replay_never_compares_it(
+        awsworld_env: WorkflowTestEnv) -> None:
+    """What the route reads is the log's, not the code's: a deploy that changes ``respond_with`` replays the runs
+    recorded before (their requests are answered as recorded), and a log without the field replays too."""
+    run = await awsworld_env.client.start(static)
+    token = await _hook_of(awsworld_env, run.run_id)
+    for key in ("a", "b"):
+        await deliver(awsworld_env, token, "{}", key=key)
+    await run.result()
+    events = await run.events()
+    [created] = [e for e in events if e.event_type == "hook_created"]
+    assert (created.event_data or {})[RESPOND_WITH_FIELD] == ACK.stored()
+    assert replay_events(events).ok
+    without = [e.model_copy(update={"event_data": {k: v for k, v in (e.event_data or {}).items()
+                                                   if k != RESPOND_WITH_FIELD}}) for e in events]
+    assert replay_events(without).ok
