@@ -14,7 +14,16 @@ from typing import Any
 
 import pytest
 
-from awsworld import ChildWorkflowError, RunLifetimeError, WorkflowRunFailedError, create_hook, sleep, step, workflow
+from awsworld import (
+    ChildWorkflowError,
+    Concurrency,
+    RunLifetimeError,
+    WorkflowRunFailedError,
+    create_hook,
+    sleep,
+    step,
+    workflow,
+)
 from awsworld._worker.flow_state import KeptReplays
 from awsworld.client.replay import replay_run
 from awsworld.testing import RunStalledError, WorkflowTestEnv
@@ -220,3 +229,33 @@ async def test_a_child_ended_at_its_lifetime_by_a_fresh_container_reports_to_its
         await env.idle()
         await env.sleep(timedelta(days=366))
         assert await asyncio.wait_for(run.result(), RESULT_TIMEOUT) == "child failed: RunLifetimeError"
+
+
+@workflow(name="lifetime.one_at_a_time", concurrency=Concurrency(1))
+async def one_at_a_time(token: str) -> str:
+    return str(await create_hook(token=token))
+
+
+async def test_a_run_waiting_for_a_concurrency_slot_is_ended_at_its_lifetime_not_at_the_watchdogs_next_snooze(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pending run waiting for a slot cannot rest (it has no due of its own): the watchdog wakes it on its doubling
+    snoozes, up to a day apart. Each snooze stops at the end of the run's lifetime (``world.watch.snooze_due``).
+    Before, a 3-day lifetime was ended at the snooze after it: 18.6 hours late (5 min, 10, 20, ... then daily)."""
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "500")
+    async with WorkflowTestEnv() as env:
+        holder = await env.client.start(one_at_a_time, "lifetime:holder")  # holds the slot, under a longer lifetime
+        await holder.wait_for_hook("lifetime:holder", timeout=RESULT_TIMEOUT)
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "3")
+        started = env.now()
+        waiter = await env.client.start(one_at_a_time, "lifetime:waiter")
+        await env.idle()
+        assert (await env.world.runs.get(waiter.run_id)).status == "pending"
+        await env.sleep(timedelta(days=4))
+        ended = await env.world.runs.get(waiter.run_id)
+        assert (ended.status, ended.error_code) == ("failed", "RUN_LIFETIME_EXCEEDED"), ended
+        assert ended.completed_at is not None
+        late = ended.completed_at - (started + timedelta(days=3))
+        assert timedelta(0) <= late <= timedelta(minutes=2), late
+        with pytest.raises(RunLifetimeError):
+            await asyncio.wait_for(waiter.result(), RESULT_TIMEOUT)
+        assert (await env.world.runs.get(holder.run_id)).status == "running", "the holder keeps its slot"

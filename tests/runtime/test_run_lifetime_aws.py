@@ -17,7 +17,7 @@ from datetime import datetime
 
 import pytest
 
-from awsworld import RunLifetimeError, create_hook, step, workflow
+from awsworld import Concurrency, RunLifetimeError, create_hook, step, workflow
 from awsworld.aws.resources import TTL_ATTRIBUTE
 from awsworld.local import LocalAWS
 
@@ -45,6 +45,11 @@ async def busy(n: int) -> int:
     for i in range(n):
         await work(i)
     return n
+
+
+@workflow(name="lifetime_aws.one_at_a_time", concurrency=Concurrency(1))
+async def one_at_a_time(token: str) -> str:
+    return str(await create_hook(token=token))
 
 
 @pytest.fixture
@@ -91,3 +96,23 @@ async def test_a_run_that_keeps_running_steps_fails_at_its_lifetime_in_the_deliv
         await asyncio.wait_for(run.result(), 60)
     done = [s for s in await run.steps() if s.status == "completed"]
     assert 0 < len(done) < 20, len(done)
+
+
+async def test_a_run_waiting_for_a_concurrency_slot_is_ended_at_its_lifetime_not_at_the_next_snooze(
+        local: LocalAWS, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The watchdog's snoozes of a run waiting for a slot (2 s, then 4, 8, 16: the horizon doubling) stop at the end
+    of its lifetime (the head's ``wdEnd``, ``aws/log/watch_api.py``): a 10 s lifetime ends at 10 s. Before, at the
+    wake 16 s after its start, 6 s late (at full scale: up to a day)."""
+    assert local.client is not None
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "1")  # the holder keeps its slot past the test
+    holder = await local.client.start(one_at_a_time, f"holder-{uuid.uuid4().hex}")
+    monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", repr(10 / DAY))
+    waiter = await local.client.start(one_at_a_time, f"waiter-{uuid.uuid4().hex}")
+    assert (await local.world.runs.get(waiter.run_id)).status == "pending"
+    with pytest.raises(RunLifetimeError):
+        await asyncio.wait_for(waiter.result(), 60)
+    ended = await local.world.runs.get(waiter.run_id)
+    assert ended.error_code == "RUN_LIFETIME_EXCEEDED" and ended.completed_at is not None, ended
+    late = (ended.completed_at - ended.created_at).total_seconds() - 10
+    assert 0 <= late < 3, late
+    assert (await local.world.runs.get(holder.run_id)).status in ("pending", "running")

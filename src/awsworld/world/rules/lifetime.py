@@ -16,7 +16,9 @@ first events) a retention later, and fail at its next delivery with nothing left
   with ``RunLifetimeError`` (``lifetime_failure``) before its code runs again, as a cancel ends a run where it is.
   A resting run's due (``_worker/recovery.py``, ``resting_due``) is never later than its lifetime's end, so even
   a run waiting on hooks alone is woken for it: one watchdog wake per such run, and nothing more per tick (the
-  index query is the one the watchdog makes anyway). The wake comes within the tick's period and the due's bucket
+  index query is the one the watchdog makes anyway). A run that cannot rest (a pending run waiting for a
+  concurrency slot, a step waiting for one) is due by the watchdog's snoozes, which stop at its lifetime's end
+  (``world/watch.py``, ``snooze_due``). The wake comes within the tick's period and the due's bucket
   (a minute each in the stack), so the run ends before any of its items can expire unless its retention is
   shorter than that.
 """
