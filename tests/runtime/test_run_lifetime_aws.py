@@ -14,11 +14,14 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
+from typing import Any
 
 import pytest
 
 from awsworld import Concurrency, RunLifetimeError, create_hook, step, workflow
+from awsworld.aws.keys import RUN_SK, SK
 from awsworld.aws.resources import TTL_ATTRIBUTE
+from awsworld.aws.retention import LIFETIME_WAKE_SECONDS
 from awsworld.local import LocalAWS
 
 from .conftest import ticking
@@ -52,6 +55,11 @@ async def one_at_a_time(token: str) -> str:
     return str(await create_hook(token=token))
 
 
+@workflow(name="lifetime_aws.brief", retention="1s")
+async def brief(token: str) -> str:
+    return str(await create_hook(token=token))
+
+
 @pytest.fixture
 async def local(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LocalAWS]:
     monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", repr(LIFETIME_SECONDS / DAY))
@@ -60,6 +68,13 @@ async def local(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[LocalAWS]:
     monkeypatch.setenv("AWSWORLD_WATCH_BUCKET_SECONDS", "0.1")
     async with LocalAWS() as made, ticking(made, 0.2):
         yield made
+
+
+async def run_items(local: LocalAWS, run_id: str) -> list[dict[str, Any]]:
+    """Every DynamoDB item of the run's partition, as stored."""
+    ddb = await local.world.clients.dynamodb()
+    return (await ddb.query(TableName=local.world.config.table_name, KeyConditionExpression="pk = :pk",
+                            ExpressionAttributeValues={":pk": {"S": f"RUN#{run_id}"}}, ConsistentRead=True))["Items"]
 
 
 async def test_a_run_on_a_hook_alone_fails_at_its_lifetime_before_any_of_its_items_expires(local: LocalAWS) -> None:
@@ -75,10 +90,7 @@ async def test_a_run_on_a_hook_alone_fails_at_its_lifetime_before_any_of_its_ite
     created = (await run.events())[0]
     context = (created.event_data or {})["executionContext"]
     assert context["maxRunSeconds"] == LIFETIME_SECONDS  # (world/rules/lifetime.py)
-    ddb = await world.clients.dynamodb()
-    items = (await ddb.query(TableName=world.config.table_name, KeyConditionExpression="pk = :pk",
-                             ExpressionAttributeValues={":pk": {"S": f"RUN#{run.run_id}"}},
-                             ConsistentRead=True))["Items"]
+    items = await run_items(local, run.run_id)
     expiries = [int(item[TTL_ATTRIBUTE]["N"]) for item in items if TTL_ATTRIBUTE in item]
     assert len(expiries) == len(items) > 2, items
     end = datetime.fromisoformat(str(ended.completed_at)) if not isinstance(ended.completed_at, datetime) \
@@ -116,3 +128,25 @@ async def test_a_run_waiting_for_a_concurrency_slot_is_ended_at_its_lifetime_not
     late = (ended.completed_at - ended.created_at).total_seconds() - 10
     assert 0 <= late < 3, late
     assert (await local.world.runs.get(holder.run_id)).status in ("pending", "running")
+
+
+async def test_a_retention_shorter_than_the_lifetimes_wake_keeps_the_running_runs_items_until_then(
+        local: LocalAWS) -> None:
+    """A workflow's retention of 1 s: the items written while its run runs live at least ``LIFETIME_WAKE_SECONDS``
+    (a day) past its lifetime's end (``aws/retention.py``, ``running_retention``), so the watchdog's wake that ends
+    it, a tick and a due's bucket after that end, finds them all; the ended run is still gone 1 s after its end (the
+    head's TTL counts the retention asked for). Before, its items expired 1 s after its lifetime's end: a wake a
+    minute late found its ``run_created`` gone."""
+    assert local.client is not None
+    run = await local.client.start(brief, f"brief-{uuid.uuid4().hex}")
+    with pytest.raises(RunLifetimeError):
+        await asyncio.wait_for(run.result(), 60)
+    ended = await local.world.runs.get(run.run_id)
+    assert ended.completed_at is not None
+    created = ended.created_at.timestamp()
+    items = await run_items(local, run.run_id)
+    head = next(item for item in items if item[SK]["S"] == RUN_SK)
+    assert int(head[TTL_ATTRIBUTE]["N"]) == int(ended.completed_at.timestamp()) + 1, "gone 1 s after its end"
+    written_running = [int(item[TTL_ATTRIBUTE]["N"]) for item in items if item is not head and TTL_ATTRIBUTE in item]
+    assert written_running and min(written_running) >= int(created) + LIFETIME_SECONDS + LIFETIME_WAKE_SECONDS, \
+        (min(written_running), created)

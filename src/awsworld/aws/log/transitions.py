@@ -29,7 +29,7 @@ from ..dynamodb.items import Item
 from ..dynamodb.transactions import TxOp, put
 from ..keys import ATTRIBUTE_PREFIX, LAYOUT_VERSION, attrs_key, run_key, step_key, wait_key
 from ..resources import GSI_RUN_KEY, GSI_STATUS_KEY, GSI_WORKFLOW_KEY, TTL_ATTRIBUTE, WATCH_END
-from ..retention import RETENTION_ATTRIBUTE, end_ttl, epoch, retention_of
+from ..retention import RETENTION_ATTRIBUTE, end_ttl, retention_of, running_ttl
 from .hook_plans import plan_hook, release_hooks
 from .item_states import changes, iso, item_of, view_of
 from .plan import Plan, PlannedEvent, RunChange, SlotRef, State, payload_of, run_watch
@@ -91,7 +91,7 @@ def run_head(made: NewRun, now: str, *, retention: int = DEFAULT_RETENTION_SECON
         **run_watch(made.run_id, commit_due(datetime.fromisoformat(now), ends_run=False)),
         WATCH_END: due_key(lifetime_end(datetime.fromisoformat(now), made.execution_context)),
         RETENTION_ATTRIBUTE: ret,
-        TTL_ATTRIBUTE: epoch(now) + ret + max_run,
+        TTL_ATTRIBUTE: running_ttl(now, ret, max_run),
     }
 
 
@@ -167,7 +167,7 @@ def _attrs_update(state: State, attributes: tuple[tuple[str, str | None], ...]) 
     clauses: list[str] = []
     if sets:
         # The item may be born here (a run created without attributes): it carries the run's item TTL.
-        ttl = epoch(state.now) + state.run_retention() + state.max_run
+        ttl = state.item_ttl()
         clauses.append("SET " + ", ".join([*(f"{name(k)} = {e.v(v)}" for k, v in sets.items()),
                                            f"{e.n(TTL_ATTRIBUTE)} = if_not_exists({e.n(TTL_ATTRIBUTE)}, {e.v(ttl)})"]))
     if removes:

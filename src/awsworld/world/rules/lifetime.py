@@ -19,8 +19,9 @@ first events) a retention later, and fail at its next delivery with nothing left
   index query is the one the watchdog makes anyway). A run that cannot rest (a pending run waiting for a
   concurrency slot, a step waiting for one) is due by the watchdog's snoozes, which stop at its lifetime's end
   (``world/watch.py``, ``snooze_due``). The wake comes within the tick's period and the due's bucket
-  (a minute each in the stack), so the run ends before any of its items can expire unless its retention is
-  shorter than that.
+  (a minute each in the stack), and the items a run writes while it runs count a retention of a day at least
+  (``aws/retention.py``, ``running_retention``), so the run ends before any of its items can expire whatever its
+  retention.
 """
 
 from __future__ import annotations
