@@ -760,7 +760,8 @@ def _waited_for_hook(wait: float | None) -> Iterator[None]:
     except HookNotFoundError as missing:
         if wait is None or isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
             raise
-        raise CliError(f"no hook holds this token: no run reached create_hook with it in {wait:g} s",
+        reason = missing.details.get("reason") or "no run has reached create_hook with it yet"
+        raise CliError(f"no hook holds this token: {reason} (looked for {wait:g} s)",
                        "check it against the tokens `awsworld hooks RUN` lists, whole; `awsworld describe RUN` "
                        "says what the run waits on") from None
 
