@@ -71,8 +71,8 @@ async def test_a_sleep_past_the_runs_lifetime_fails_the_run_where_it_was_made_an
             await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
         assert isinstance(failed.value, WorkflowRunFailedError)
         message = str(failed.value)
-        assert "sleep() would end at " in message and "400 days after run" in message, message
-        assert "365 days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS" in message, message
+        assert "sleep() would end at " in message and "400 d after run" in message, message
+        assert "365 d: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS" in message, message
         assert failed.value.error_type == "RunLifetimeError"
         assert "test_run_lifetime.py" in str(failed.value.details.get("stack")), "the user's line is its traceback's"
         assert not [kind for kind, _ in await events_of(env, run.run_id) if kind.startswith("wait_")]
@@ -87,7 +87,7 @@ async def test_the_limit_is_counted_from_the_runs_creation_and_the_refusal_is_ca
         run = await env.client.start(monthly, 12)
         result = await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
         assert result["slept"] == 3, result  # day 300 -> 400 is refused (the old code slept all 12: 1,200 days)
-        assert "400 days after run" in result["refused"], result
+        assert "400 d after run" in result["refused"], result
         waits = [cid for kind, cid in await events_of(env, run.run_id) if kind == "wait_created"]
         assert len(waits) == 3, waits
         assert (await replay_run(env.world, run.run_id)).ok
@@ -161,7 +161,7 @@ async def test_a_run_waiting_on_a_hook_past_its_lifetime_is_failed_at_its_end_wi
             await asyncio.wait_for(run.result(), RESULT_TIMEOUT)
         message = str(failed.value)
         assert f"run {run.run_id} was still running at the end of its lifetime" in message, message
-        assert "365 days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created" in message
+        assert "365 d: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created" in message
         assert "child_options(successor=True)" in message, message
         assert isinstance(failed.value, WorkflowRunFailedError) and failed.value.error_type == "RunLifetimeError"
         assert env.driver.deliveries - deliveries == 1, "one watchdog wake ended it"
@@ -201,7 +201,7 @@ async def test_changing_the_limit_later_neither_ends_a_running_run_sooner_nor_le
         await shorter.wait_for_hook("lifetime:shorter", timeout=RESULT_TIMEOUT)
         monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "730")
         await env.sleep(timedelta(days=366))
-        with pytest.raises(RunLifetimeError, match="365 days"):
+        with pytest.raises(RunLifetimeError, match="365 d: "):
             await asyncio.wait_for(shorter.result(), RESULT_TIMEOUT)
 
 

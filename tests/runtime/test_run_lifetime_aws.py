@@ -11,6 +11,9 @@ woke it: its items expired under it (``run_created`` first), after which it was 
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -22,6 +25,7 @@ from awsworld import Concurrency, RunLifetimeError, create_hook, step, workflow
 from awsworld.aws.keys import RUN_SK, SK
 from awsworld.aws.resources import TTL_ATTRIBUTE
 from awsworld.aws.retention import LIFETIME_WAKE_SECONDS
+from awsworld.cli.dev import environment
 from awsworld.local import LocalAWS
 
 from .conftest import ticking
@@ -150,3 +154,24 @@ async def test_a_retention_shorter_than_the_lifetimes_wake_keeps_the_running_run
     written_running = [int(item[TTL_ATTRIBUTE]["N"]) for item in items if item is not head and TTL_ATTRIBUTE in item]
     assert written_running and min(written_running) >= int(created) + LIFETIME_SECONDS + LIFETIME_WAKE_SECONDS, \
         (min(written_running), created)
+
+
+async def test_awsworld_result_of_a_run_ended_at_its_lifetime_says_so_in_units_people_read(local: LocalAWS) -> None:
+    """``awsworld result RUN`` as a process: its hint sent the reader to describe's tracebacks, which a run awsworld
+    ended at its lifetime has none of (its code did not fail), and the message's limit read ``4.62963e-05 days``
+    (``world/rules/lifetime.py``, ``limit_text``: now ``authoring/durations.py``'s ``duration_text``)."""
+    assert local.client is not None
+    run = await local.client.start(approval, f"lifetime-{uuid.uuid4().hex}")
+    with pytest.raises(RunLifetimeError):
+        await asyncio.wait_for(run.result(), 60)
+    env = {**environment(local.world.config, "http://127.0.0.1:9"), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": os.environ.get("PYTHONPATH", "")}
+    done = await asyncio.to_thread(subprocess.run, [sys.executable, "-m", "awsworld.cli", "result", run.run_id],
+                                   env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done
+    line = done.stderr.strip()
+    assert f"run {run.run_id} was still running at the end of its lifetime" in line, line
+    assert "(4 s: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created)" in line, line
+    assert line.endswith(f"(hint: there is no traceback (awsworld ended the run; its code did not fail): `awsworld "
+                         f"describe {run.run_id}` shows what it was waiting on then)"), line
+    assert "tracebacks" not in line, line

@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
+from ...authoring.durations import duration_text
 from ...authoring.errors import RunLifetimeError
 from ...settings import SETTINGS
 
@@ -63,10 +64,10 @@ def context_of(created_data: Mapping[str, Any] | None) -> Mapping[str, Any] | No
 
 
 def limit_text(context: Mapping[str, Any] | None) -> str:
-    """The limit for people, naming where it comes from: ``365 days: the stack's MaxRunDays,
-    AWSWORLD_MAX_RUN_DAYS, when the run was created``."""
-    days = max_run_seconds(context) / _DAY
-    return f"{days:g} days: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run was created"
+    """The limit for people, naming where it comes from: ``365 d: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS,
+    when the run was created`` (a test's small limit: ``43 s``, not a fraction of a day)."""
+    return (f"{duration_text(max_run_seconds(context))}: the stack's MaxRunDays, AWSWORLD_MAX_RUN_DAYS, when the run "
+            "was created")
 
 
 def ended_at_lifetime(run_id: str, created_at: datetime, context: Mapping[str, Any] | None) -> str:
