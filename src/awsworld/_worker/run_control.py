@@ -291,7 +291,9 @@ class HookResumed:
 async def find_hook(world: World, token: str, wait: float | None) -> Hook:
     """The hook holding ``token``; with ``wait``, ``HookNotFoundError`` only once it has not appeared in that
     many seconds. A token no hook has held yet is the usual mistake of a resume sent before its run reached
-    ``create_hook``: the error says how to wait for it (the token itself stays out of the message)."""
+    ``create_hook``: the error says how to wait for it (the token itself stays out of the message), after the
+    World's reason (kept alone in its ``details["reason"]``), which also names a run deleted after its retention
+    where that can be the cause (``world/rules/hooks.py``, ``unknown_token_reason``)."""
     deadline = None if wait is None else time.monotonic() + wait
     pause = POLL_FIRST
     while True:
@@ -302,11 +304,12 @@ async def find_hook(world: World, token: str, wait: float | None) -> Hook:
             if remaining <= 0:
                 if isinstance(missing, HookClosedError) or missing.disposed_hook is not None:
                     raise
+                reason = missing.details.get("reason")
                 if wait is not None:
-                    raise HookNotFoundError(f"{missing}: no run reached create_hook with it in {wait:g} s") from None
+                    raise HookNotFoundError(f"{missing} (looked for {wait:g} s)", reason=reason) from None
                 raise HookNotFoundError(
-                    f"{missing} yet: no run has reached create_hook with it; wait for the hook before resuming it "
-                    "(await run.wait_for_hook(token)), or pass wait=SECONDS to wait for it") from None
+                    f"{missing}; if its run has not reached it yet, wait for the hook before resuming it "
+                    "(await run.wait_for_hook(token)), or pass wait=SECONDS to wait for it", reason=reason) from None
         await asyncio.sleep(min(pause, remaining))
         pause = min(pause * 2, POLL_MAX)
 
