@@ -29,7 +29,18 @@ async def book(what: str) -> str:
 
 @step(name="reraised.unbook")
 async def unbook(what: str) -> None:
+    if what == "refused":
+        raise FatalError("cancellation refused")
     return None
+
+
+@workflow(name="reraised.saga_undo_fails")
+async def saga_undo_fails() -> None:
+    try:
+        await book("car")
+    except Exception:
+        await unbook("refused")  # fails too, and the workflow lets it through
+        raise
 
 
 @workflow(name="reraised.saga")
@@ -99,3 +110,28 @@ async def test_a_caught_and_raised_failure_says_what_the_workflow_did_after_it(
         assert "the workflow caught it, made 2 more calls (sleep, reraised.unbook), then raised it again:" in \
             shown["parent"], shown["parent"]
         assert "and the workflow caught it, made 2 more calls" in logged["parent"]
+
+
+async def test_a_compensation_that_fails_shows_the_failure_it_was_undoing(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The run fails with the compensation's error; its workflow traceback shows, as Python's would, the booking's
+    error it was raised while handling, so ``describe`` shows both tracebacks, not the compensation's alone."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(saga_undo_fails)
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result()
+        assert "step 'reraised.unbook' failed" in str(failed.value)
+        view = await run.get()
+        assert isinstance(view.error, StructuredError) and view.error.stack is not None
+        stack = view.error.stack
+        handling = "During handling of the above exception, another exception occurred:"
+        assert handling in stack, stack
+        before, after = stack.split(handling)
+        assert "StepError: step 'reraised.book' failed: FatalError: no convertible left" in before, stack
+        assert "StepError: step 'reraised.unbook' failed: FatalError: cancellation refused" in after, stack
+        assert "StoredTraceback" not in stack, "the steps' own tracebacks are the run error's cause, not its stack"
+        capsys.readouterr()
+        print_error_part(json.loads(json.dumps(error_part(view.error, view.error_code))))
+        shown = capsys.readouterr().out
+        assert shown.index("cancellation refused") < shown.index("the workflow did not catch it:") < \
+            shown.index(handling) < shown.index("await unbook(\"refused\")"), shown

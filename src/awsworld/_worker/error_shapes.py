@@ -176,7 +176,8 @@ def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def format_stack(error: BaseException) -> str:
-    """The traceback of ``error`` (and of its causes) with awsworld's runner frames left out, bounded."""
+    """The traceback of ``error`` (and of its causes and the errors it was raised while handling) with awsworld's
+    runner frames left out, bounded."""
     report = traceback.TracebackException.from_exception(error)
     seen: set[int] = set()
     pending = [report]
@@ -189,6 +190,10 @@ def format_stack(error: BaseException) -> str:
         current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack), raised_by_us=ours))
         if current.__cause__ is not None and _is_stored_traceback(current.__cause__):
             current.__cause__ = None  # a step's or child's stored traceback: stored as the error's cause already
+            # That cause was chained by the engine, not by a ``raise ... from``, so the error the workflow was
+            # handling when it awaited (a saga's failed booking, when its compensation fails) is shown as Python
+            # shows it: "During handling of the above exception, another exception occurred".
+            current.__suppress_context__ = False
         pending.extend(t for t in (current.__cause__, current.__context__) if t is not None)
         pending.extend(getattr(current, "exceptions", None) or [])
     return bounded_stack("".join(report.format()))
