@@ -67,6 +67,20 @@ async def child() -> None:
     await book("car")
 
 
+@workflow(name="reraised.waiting_child")
+async def waiting_child() -> None:
+    await sleep("1d")  # cancelled by the test meanwhile
+
+
+@workflow(name="reraised.parent_of_cancelled")
+async def parent_of_cancelled() -> None:
+    try:
+        await waiting_child()
+    except Exception:
+        await unbook("parent")
+        raise
+
+
 @workflow(name="reraised.parent")
 async def parent() -> None:
     try:
@@ -135,3 +149,32 @@ async def test_a_compensation_that_fails_shows_the_failure_it_was_undoing(
         shown = capsys.readouterr().out
         assert shown.index("cancellation refused") < shown.index("the workflow did not catch it:") < \
             shown.index(handling) < shown.index("await unbook(\"refused\")"), shown
+
+
+async def test_a_cancelled_child_run_the_workflow_compensated_for_says_so(
+        capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cancelled child has no error of its own (no ``cause``), and its parent's run error still counts the
+    compensation the parent made before raising the ``ChildWorkflowError`` again: ``describe`` and the failure log
+    say so above the workflow's traceback, where they said nothing."""
+    monkeypatch.setenv(LOG_ERRORS_ENV, "full")
+    caplog.set_level(logging.WARNING, logger="awsworld.failures")
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(parent_of_cancelled)
+        for _ in range(100):
+            if children := await run.children():
+                break
+            await env.idle()
+        [child] = children
+        await child.cancel(reason="customer withdrew")
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result()
+        assert failed.value.error_type == "ChildWorkflowError" and "cancelled" in str(failed.value)
+        view = await run.get()
+        capsys.readouterr()
+        print_error_part(json.loads(json.dumps(error_part(view.error, view.error_code))))
+        shown = capsys.readouterr().out
+        said = "the workflow caught it, made 1 more call (reraised.unbook), then raised it again:"
+        assert said in shown and shown.index(said) < shown.index("Traceback"), shown
+        logged = next(r.getMessage() for r in caplog.records if r.getMessage().startswith(f"run {run.run_id} ("))
+        assert said in logged and logged.index(said) < logged.index("Traceback"), logged

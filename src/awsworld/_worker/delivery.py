@@ -393,6 +393,8 @@ class DeliveryPath:
         """The deployment a handed-over step message's run is pinned to now, when that is not this one
         (``_deployments.routing.handed_step_target``); None: run the step here. One read, on that path only (a
         run missing here is left to the path that follows, which says so)."""
+        if self.worker.deployment is None:
+            return None  # (no pinning here: nothing to hand on to)
         try:
             run = await self.worker.world.runs.get(message.run_id, resolve_data="none")
         except RunNotFoundError:

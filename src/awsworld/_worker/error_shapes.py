@@ -165,6 +165,15 @@ def let_through(error: Mapping[str, Any]) -> str:
     return f"the workflow caught it, made {count} more call{'s' if count != 1 else ''}{what}, then raised it again:"
 
 
+def caught_without_cause(error: Mapping[str, Any]) -> str | None:
+    """``let_through``'s line for a run's error with no ``cause`` to show before the workflow's traceback (a
+    cancelled child run has no error of its own) when the workflow made calls after it (compensations); else
+    None: "did not catch it" says nothing there that the traceback does not."""
+    if isinstance(error.get("cause"), dict) or not error.get(CALLS_AFTER) or not error.get("stack"):
+        return None
+    return let_through(error)
+
+
 def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
     """The error a run's error stands for, as its ``cause`` holds it: ``CAUSE_FIELDS`` only (a child's own
     ``cause`` is not nested: ``original`` is the innermost already), the message capped as every stored one is.
@@ -345,6 +354,8 @@ def failure_report(run_id: str, workflow_name: str, error: dict[str, Any], code:
             lines.append(_indented(str(cause["stack"])))
         if error.get("stack"):
             lines.append(f"  and {let_through(error)}")
+    if (caught := caught_without_cause(error)) is not None:
+        lines.append(f"  {caught}")
     if error.get("stack"):
         lines.append(_indented(str(error["stack"])))
     return "\n".join(lines)
