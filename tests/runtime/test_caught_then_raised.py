@@ -35,10 +35,13 @@ async def unbook(what: str) -> None:
 
 
 @workflow(name="reraised.saga_undo_fails")
-async def saga_undo_fails() -> None:
+async def saga_undo_fails(own_error: bool = False) -> None:
     try:
         await book("car")
-    except Exception:
+    except Exception as failure:
+        if own_error:  # the run's own error, raised from the booking's once it is undone
+            await unbook("flight")
+            raise RuntimeError("car not booked; flight undone") from failure
         await unbook("refused")  # fails too, and the workflow lets it through
         raise
 
@@ -134,12 +137,30 @@ async def test_a_compensation_that_fails_shows_the_failure_it_was_undoing(
         before, after = stack.split(handling)
         assert "StepError: step 'reraised.book' failed: FatalError: no convertible left" in before, stack
         assert "StepError: step 'reraised.unbook' failed: FatalError: cancellation refused" in after, stack
-        assert "StoredTraceback" not in stack, "the steps' own tracebacks are the run error's cause, not its stack"
+        assert 'raise FatalError("no convertible left")' in before, "the booking step's own traceback"
+        assert "step reraised.unbook" not in stack.replace("step 'reraised.unbook' failed", ""), \
+            "the compensation's own traceback is the run error's cause, shown above the stack, not in it"
         capsys.readouterr()
         print_error_part(json.loads(json.dumps(error_part(view.error, view.error_code))))
         shown = capsys.readouterr().out
         assert shown.index("cancellation refused") < shown.index("the workflow did not catch it:") < \
             shown.index(handling) < shown.index("await unbook(\"refused\")"), shown
+
+
+async def test_an_error_the_workflow_raised_from_a_steps_keeps_that_steps_traceback() -> None:
+    """A run's own error raised from a step's ``StepError`` (a saga naming what it undid) has no ``cause`` of its
+    own: its stack keeps the step's traceback, where the step raised, which it left out."""
+    async with WorkflowTestEnv() as env:
+        run = await env.client.start(saga_undo_fails, True)
+        with pytest.raises(WorkflowRunFailedError) as failed:
+            await run.result()
+        assert failed.value.error_type == "RuntimeError"
+        view = await run.get()
+        assert isinstance(view.error, StructuredError) and view.error.stack is not None
+        stack = view.error.stack
+        assert "the traceback of step reraised.book (attempt 1), as the run stored it" in stack, stack
+        assert stack.index('raise FatalError("no convertible left")') < stack.index("await book(\"car\")") < \
+            stack.index("RuntimeError: car not booked; flight undone"), stack
 
 
 async def test_a_cancelled_child_run_the_workflow_compensated_for_says_so(

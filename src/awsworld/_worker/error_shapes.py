@@ -186,8 +186,12 @@ def stored_cause(original: Mapping[str, Any]) -> dict[str, Any]:
 
 def format_stack(error: BaseException) -> str:
     """The traceback of ``error`` (and of its causes and the errors it was raised while handling) with awsworld's
-    runner frames left out, bounded."""
+    runner frames left out, bounded. The step's or child's traceback a ``StepError`` or ``ChildWorkflowError``
+    carries (a ``StoredTraceback`` cause, ``authoring.errors.chain_stored_traceback``) is left out of the error
+    itself, whose stored ``cause`` holds it already, and kept for one further down the chain (the booking's
+    ``StepError`` a workflow raised its own error from, after compensating): nothing else stores that one."""
     report = traceback.TracebackException.from_exception(error)
+    stores_cause = isinstance(error, StepError | ChildWorkflowError)
     seen: set[int] = set()
     pending = [report]
     while pending:
@@ -197,8 +201,9 @@ def format_stack(error: BaseException) -> str:
         seen.add(id(current))
         ours = _module_of(current).startswith("awsworld.")
         current.stack = traceback.StackSummary.from_list(user_frames(list(current.stack), raised_by_us=ours))
-        if current.__cause__ is not None and _is_stored_traceback(current.__cause__):
-            current.__cause__ = None  # a step's or child's stored traceback: stored as the error's cause already
+        if current is report and stores_cause and current.__cause__ is not None \
+                and _is_stored_traceback(current.__cause__):
+            current.__cause__ = None  # stored as the error's cause already
             # That cause was chained by the engine, not by a ``raise ... from``, so the error the workflow was
             # handling when it awaited (a saga's failed booking, when its compensation fails) is shown as Python
             # shows it: "During handling of the above exception, another exception occurred".
