@@ -20,7 +20,7 @@ from ._engine.divergence import call_order
 from ._engine.ops import DISPLAY_NAME_FIELD, HOOK_ID_FIELD, HOOK_TIMEOUT, HOOK_WAIT_FIELD
 from ._engine.parking import PARKED_ATTRIBUTE
 from ._engine.time_scale import recorded_factor
-from ._worker.error_shapes import error_details, error_summary, failed_in, let_through
+from ._worker.error_shapes import caught_without_cause, error_details, error_summary, failed_in, let_through
 from ._worker.run_limits import slot_text
 from ._worker.step_runner import INLINE
 from .authoring.durations import duration_text
@@ -168,6 +168,8 @@ def error_lines(error: Any) -> list[str]:
             lines.append(let_through(error))
     elif error.get("type") and error.get("type") != error.get("name"):
         lines.append(f"type {error['type']}")
+    if (caught := caught_without_cause(error)) is not None:
+        lines.append(caught)
     lines.extend(str(error.get("stack") or "").rstrip("\n").splitlines())
     return lines
 
