@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ..world.protocol import World
     from .dev_state import Snapshots
 from . import ui
+from .exit_codes import STOPPED
 from .output import import_modules
 
 log = logging.getLogger("awsworld.dev")
@@ -97,7 +98,7 @@ def _main(args: argparse.Namespace) -> int:
     # object the emulator held (seconds at a few thousand items: 8 of 9.7 s from Ctrl-C to exit here): the process
     # ends, the memory goes with it, so the collection is told to skip them.
     gc.freeze()
-    return 130 if interrupted else 0
+    return STOPPED if interrupted else 0
 
 
 class CtrlC:
