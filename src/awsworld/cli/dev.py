@@ -19,6 +19,7 @@ import argparse
 import asyncio
 import base64
 import contextlib
+import functools
 import gc
 import logging
 import os
@@ -26,9 +27,9 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..settings import SETTINGS, Settings
@@ -42,6 +43,7 @@ from .exit_codes import STOPPED
 from .output import import_modules
 
 log = logging.getLogger("awsworld.dev")
+T = TypeVar("T")
 
 DEV_TICK_SECONDS = 10.0
 """How often ``dev`` runs the watchdog (the stack: every minute); locally a tick costs nothing."""
@@ -113,6 +115,9 @@ class CtrlC:
     the serving (dev's way out: the state saved, exit 0). A press before the loop exists (the user's modules import
     on the main thread, ``_main``) is only recorded: the start is undone as soon as it begins.
 
+    SIGTERM is answered the same way (the same handler, the same count of presses): during the start it is a
+    Ctrl-C ("stopped", exit 130, the state as it was), once dev serves it ends the serving as a press does.
+
     Why not Python's default handler until dev serves: it raises ``KeyboardInterrupt`` into whatever frame runs at
     that moment, and where that frame is a ``__del__``, a weakref or GC callback, or code that catches
     ``BaseException``, the exception is printed as "Exception ignored" or swallowed, and dev served on as if no
@@ -133,7 +138,11 @@ class CtrlC:
         from .dev_loop import on_ctrl_c
 
         ctrl_c = cls()
-        signal.signal(signal.SIGINT, on_ctrl_c(ctrl_c.press, held=ctrl_c.held))
+        pressed = on_ctrl_c(ctrl_c.press, held=ctrl_c.held)
+        signal.signal(signal.SIGINT, pressed)
+        # SIGTERM (a process manager's stop, ``kill``) is a Ctrl-C too until dev serves, when ``serving`` gives it
+        # to the loop: with Python's default it ended dev outright during its start, saying nothing, exit -15.
+        signal.signal(signal.SIGTERM, pressed)
         return ctrl_c
 
     def held(self) -> str:
@@ -225,6 +234,38 @@ def _start_moto(port: int) -> Any:
     return MotoServer().start()
 
 
+async def _off_the_loop(start: Callable[[], T], stop: Callable[[T], object]) -> T:
+    """``start()`` on a daemon thread of its own (it blocks: moto's start imports every backend, two seconds or
+    more), its result awaited on the loop; cancelled (a Ctrl-C or SIGTERM during dev's start), it returns at once
+    and leaves the thread to ``stop`` what it started once it is done. With ``asyncio.to_thread`` the press waited
+    for the start: the awaiting task ended, "stopped" was said, and the interpreter's exit then joined the
+    executor's thread (2 s after "stopped" here); a daemon thread ends with the process."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+
+    def hand_over(result: T | None, error: BaseException | None) -> None:  # on the loop
+        if answer.cancelled():
+            if error is None:
+                threading.Thread(target=stop, args=(result,), name="awsworld-dev-unstart", daemon=True).start()
+        elif error is not None:
+            answer.set_exception(error)
+        else:
+            answer.set_result(cast(T, result))
+
+    def run() -> None:
+        result: T | None = None
+        error: BaseException | None = None
+        try:
+            result = start()
+        except BaseException as raised:  # handed to the awaiting task, as to_thread does
+            error = raised
+        with contextlib.suppress(RuntimeError):  # the loop closed: the process is ending, and the start with it
+            loop.call_soon_threadsafe(hand_over, result, error)
+
+    threading.Thread(target=run, name="awsworld-dev-start", daemon=True).start()
+    return await answer
+
+
 async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     from .._published.model import DEV, publish
     from ..authoring.definitions import REGISTRY, Registry
@@ -241,7 +282,8 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     if state is not None:
         state.hold()  # before the emulator starts: a second dev on this DIR would overwrite its snapshots
     console_logs(args.log_format)
-    moto = await asyncio.to_thread(_start_moto, args.port or (state.port if state else 0))
+    moto = await _off_the_loop(functools.partial(_start_moto, args.port or (state.port if state else 0)),
+                               lambda started: started.stop())
     watch = LoopWatch(asyncio.get_running_loop())  # says which line of the user's code blocks the loop
     watch.start()
     try:
