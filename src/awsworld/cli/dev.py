@@ -27,9 +27,9 @@ import shlex
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import parse_qsl, urlsplit
 
 from ..settings import SETTINGS, Settings
@@ -43,7 +43,6 @@ from .exit_codes import STOPPED
 from .output import import_modules
 
 log = logging.getLogger("awsworld.dev")
-T = TypeVar("T")
 
 DEV_TICK_SECONDS = 10.0
 """How often ``dev`` runs the watchdog (the stack: every minute); locally a tick costs nothing."""
@@ -234,38 +233,6 @@ def _start_moto(port: int) -> Any:
     return MotoServer().start()
 
 
-async def _off_the_loop(start: Callable[[], T], stop: Callable[[T], object]) -> T:
-    """``start()`` on a daemon thread of its own (it blocks: moto's start imports every backend, two seconds or
-    more), its result awaited on the loop; cancelled (a Ctrl-C or SIGTERM during dev's start), it returns at once
-    and leaves the thread to ``stop`` what it started once it is done. With ``asyncio.to_thread`` the press waited
-    for the start: the awaiting task ended, "stopped" was said, and the interpreter's exit then joined the
-    executor's thread (2 s after "stopped" here); a daemon thread ends with the process."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[T] = loop.create_future()
-
-    def hand_over(result: T | None, error: BaseException | None) -> None:  # on the loop
-        if answer.cancelled():
-            if error is None:
-                threading.Thread(target=stop, args=(result,), name="awsworld-dev-unstart", daemon=True).start()
-        elif error is not None:
-            answer.set_exception(error)
-        else:
-            answer.set_result(cast(T, result))
-
-    def run() -> None:
-        result: T | None = None
-        error: BaseException | None = None
-        try:
-            result = start()
-        except BaseException as raised:  # handed to the awaiting task, as to_thread does
-            error = raised
-        with contextlib.suppress(RuntimeError):  # the loop closed: the process is ending, and the start with it
-            loop.call_soon_threadsafe(hand_over, result, error)
-
-    threading.Thread(target=run, name="awsworld-dev-start", daemon=True).start()
-    return await answer
-
-
 async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     from .._published.model import DEV, publish
     from ..authoring.definitions import REGISTRY, Registry
@@ -273,6 +240,7 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     from ..client.client import Client
     from ..local import LocalAWS
     from ..local.poller import LocalPoller
+    from ..local.server_starts import start_off_the_loop
     from ..schedules.declared import declared_in
     from . import dev_reload, dev_state
     from .dev_code import DevCode
@@ -282,8 +250,9 @@ async def _serve(args: argparse.Namespace, ctrl_c: CtrlC) -> None:
     if state is not None:
         state.hold()  # before the emulator starts: a second dev on this DIR would overwrite its snapshots
     console_logs(args.log_format)
-    moto = await _off_the_loop(functools.partial(_start_moto, args.port or (state.port if state else 0)),
-                               lambda started: started.stop())
+    # (a Ctrl-C or SIGTERM during the emulator's start does not wait for it: ``local/server_starts.py``)
+    moto = await start_off_the_loop(functools.partial(_start_moto, args.port or (state.port if state else 0)),
+                                    lambda started: started.stop())
     watch = LoopWatch(asyncio.get_running_loop())  # says which line of the user's code blocks the loop
     watch.start()
     try:
