@@ -250,7 +250,9 @@ async def cancel_run(world: World, run_id: str, *, reason: str | None = None) ->
     """Cancel the run, recording ``reason`` (up to 512 characters) on its ``run_cancelled`` event, and wake it.
     ``RunNotFoundError`` for an unknown run, ``EntityConflictError`` for one that completed or failed. A run
     cancelled already is left as it is (``world/rules/runs.py``): nothing is written, its first reason stays, and
-    the wake's key finds the first cancel's wake while that one is queued."""
+    the wake's key finds the first cancel's wake while that one is queued; once that one was delivered, the run is
+    woken again (a first cancel whose wake failed is mended by a second), and its flow wakes none of its children,
+    which the first cancel woke (``child_runs.cancel_run``)."""
     if reason is not None and len(reason) > MAX_CANCEL_REASON:
         raise ValueError(f"a cancel reason is at most {MAX_CANCEL_REASON} characters, got {len(reason)}")
     run = await world.runs.get(run_id, resolve_data="none")

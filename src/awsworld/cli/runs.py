@@ -504,15 +504,24 @@ def _events(args: argparse.Namespace) -> int:
 
 def _result(args: argparse.Namespace) -> int:
     from .._http.push import sdk_run
+    from ..aws.encryption.run_keys import EncryptionKeyError
     from ..client.limits import queued_runs, queued_text
     from ..world.sdk_values import readable_value
 
     async def go() -> int:
         async with remote() as client:
-            if args.wait:
-                view = await client.world.runs.wait_for_terminal_status(args.run_id, timeout=args.wait)
-            else:
-                view = await client.world.runs.get(args.run_id)
+            try:
+                if args.wait:
+                    view = await client.world.runs.wait_for_terminal_status(args.run_id, timeout=args.wait)
+                else:
+                    view = await client.world.runs.get(args.run_id)
+            except EncryptionKeyError:
+                # Its values cannot be read (a run whose KMS key is lost): a failed run's error is shown all the
+                # same, read without them (the operator's error of ``awsworld fail``, stored unsealed, or what
+                # says why the run's own cannot be read); any other run has no result to show.
+                view = await client.world.runs.get(args.run_id, resolve_data="none")
+                if view.status != "failed":
+                    raise
             outcome = {"runId": view.run_id, **_outcome(view)}
             if view.status == "cancelled":
                 outcome["reason"] = await client.get_run(view.run_id)._cancel_reason()
