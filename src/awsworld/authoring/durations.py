@@ -58,12 +58,13 @@ def parse_duration(value: Duration, *, what: str = "duration") -> timedelta:
 
 def duration_text(seconds: float) -> str:
     """A span of time for people, to the second under an hour and to the minute past it: ``42 s``, ``5 min 3 s``,
-    ``23 h 59 min``, ``365 d``, ``1 d 12 h``; under a second, its own digits (``0.25 s``). The one formatter of
-    every message and view that says how long (``_timeline.how_far`` says it as a distance, ``in``/``ago``); a
-    day counted as a fraction (``0.000497685 days``) reads as nothing."""
+    ``23 h 59 min``, ``365 d``, ``1 d 12 h``; under half a second, in milliseconds (``250 ms``, ``0.4 ms``: never
+    an exponent). The one formatter of every message and view that says how long (``_timeline.how_far`` says it as
+    a distance, ``in``/``ago``); a day counted as a fraction (``0.000497685 days``) reads as nothing."""
     left = round(abs(seconds))
     if left == 0 and seconds:
-        return f"{abs(seconds):.2g} s"
+        millis = abs(seconds) * 1000
+        return f"{round(millis)} ms" if millis >= 1 else f"{millis:.3f}".rstrip("0").rstrip(".") + " ms"
     days, rest = divmod(left, 86400)
     hours, rest = divmod(rest, 3600)
     minutes, secs = divmod(rest, 60)
