@@ -273,6 +273,8 @@ async def checkout(order_id: str, address: Address, *, express: bool = False) ->
     async with create_hook(codec=APPROVALS) as updates:
         async for update in updates:
             assert_type(update, Approval)
+    named: Hook[Approval] = create_hook(f"note:{order_id}")  # no codec: Any, which the user may name
+    assert_type(await named, Approval)
     request = await create_webhook(timeout=timedelta(hours=1))
     reveal_type(request)  # reveal: Any
     assert_type(await awsworld.map(price, ["a", "b"]), awsworld.BatchResult[int])
@@ -312,14 +314,16 @@ async def app(client: Client) -> None:
 
     # What must be rejected:
     await client.start(checkout, "o-1", "1 Main St")  # expected-error: reportCallIssue, reportArgumentType
-    await client.start(price, "kettle")  # expected-error: reportCallIssue, reportArgumentType
-    await client.start(plain_function, "o-1")  # expected-error: reportCallIssue, reportArgumentType
+    await client.start(price, "kettle")  # expected-error: reportCallIssue, reportArgumentType, reportCallIssue
+    await client.start(plain_function, "o-1")  # expected-error: reportCallIssue, reportArgumentType, reportCallIssue
     await client.list_runs(workflow=price)  # expected-error: reportArgumentType
     await launch(client, checkout, Address("x"))  # expected-error: reportArgumentType
     price("kettle")  # expected-error: reportUnusedCoroutine
     await awsworld.sleep([5])  # expected-error: reportArgumentType
     await price("kettle", 1, 2)  # expected-error: reportArgumentType
     create_hook(codec=Approval)  # expected-error: reportCallIssue, reportArgumentType
+    workflow(retension="7d")  # expected-error: reportCallIssue
+    client.options(run_id=17)  # expected-error: reportArgumentType
     shipped: str = await fulfil(Address("x"))  # expected-error: reportAssignmentType
     del shipped
 
