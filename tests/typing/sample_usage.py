@@ -309,6 +309,7 @@ async def app(client: Client) -> None:
     async for chunk in run.stream("progress"):
         assert_type(chunk, bytes)
     assert_type(await client.list_runs(workflow=checkout), RunPage)
+    await client.schedules.create("nightly", nightly, Schedule(every="1d"))
     as_callable: Callable[[Address], Coroutine[Any, Any, str | None]] = fulfil  # a workflow is still its function
     del as_callable
 
@@ -317,6 +318,7 @@ async def app(client: Client) -> None:
     await client.start(price, "kettle")  # expected-error: reportCallIssue, reportArgumentType, reportCallIssue
     await client.start(plain_function, "o-1")  # expected-error: reportCallIssue, reportArgumentType, reportCallIssue
     await client.list_runs(workflow=price)  # expected-error: reportArgumentType
+    await client.schedules.create("hourly", price, Schedule(every="1h"))  # expected-error: reportArgumentType
     await launch(client, checkout, Address("x"))  # expected-error: reportArgumentType
     price("kettle")  # expected-error: reportUnusedCoroutine
     await awsworld.sleep([5])  # expected-error: reportArgumentType

@@ -81,10 +81,11 @@ def test_pyright_reports_exactly_the_expected_errors(diagnostics: list[dict]) ->
     assert not [d for d in diagnostics if d["severity"] == "warning"], messages
     [wrong_argument] = [d for d in diagnostics if "not an int" in d["message"]]
     assert 'parameter "x" of type "int"' in wrong_argument["message"]
-    # A step or a plain function where a workflow goes (Client.start, list_runs, start_child, child_options().call,
-    # WorkflowTestEnv(schedules=)) is told so: Client.start's Workflow overload comes last, the one pyright explains.
+    # A step or a plain function where a workflow goes (Client.start, list_runs, schedules.create, start_child,
+    # child_options().call, WorkflowTestEnv(schedules=)) is told so: Client.start's Workflow overload comes last,
+    # the one pyright explains.
     not_workflows = {_line(d) for d in diagnostics if '"__awsworld_workflow__" is not present' in d["message"]}
-    assert len(not_workflows) == 6, messages
+    assert len(not_workflows) == 7, messages
 
 
 def test_mypy_strict_rejects_exactly_the_lines_pyright_must(tmp_path_factory: pytest.TempPathFactory) -> None:
