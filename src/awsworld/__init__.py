@@ -30,7 +30,7 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
         "time_ns", "uuid4", "webhook_url", "workflow_metadata",
     ),
     "authoring.children": ("ChildOptions", "ChildRun", "ChildWorkflowError", "child_options", "start_child"),
-    "authoring.definitions": ("WorkflowNotRegisteredError", "step", "workflow"),
+    "authoring.definitions": ("Workflow", "WorkflowNotRegisteredError", "step", "workflow"),
     "authoring.errors": (
         "CallNotAwaitedError", "ChildDepthError", "CodecError", "DeterminismError", "FatalError", "HookConflictError",
         "HookFailedError", "HookHeartbeatTimeoutError", "HookTimeoutError", "PollAttemptsExhaustedError",
@@ -83,7 +83,7 @@ if TYPE_CHECKING:
         workflow_metadata,
     )
     from .authoring.children import ChildOptions, ChildRun, ChildWorkflowError, child_options, start_child
-    from .authoring.definitions import WorkflowNotRegisteredError, step, workflow
+    from .authoring.definitions import Workflow, WorkflowNotRegisteredError, step, workflow
     from .authoring.errors import (
         CallNotAwaitedError,
         ChildDepthError,
@@ -183,6 +183,7 @@ __all__ = [
     "StepTimeoutError",
     "ValueTooLargeError",
     "WebhookResponse",
+    "Workflow",
     "WorkflowNotRegisteredError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
