@@ -44,6 +44,8 @@ _PUBLIC: dict[str, tuple[str, ...]] = {
     "authoring.poll": ("poll_until",),
     "authoring.resume": ("resume_hook",),
     "authoring.retry": ("RetryPolicy",),
+    "authoring.runtime": ("WorkflowMetadata",),
+    "authoring.step_context": ("StepMetadata", "StreamWriter"),
     "authoring.webhook_responses": ("InvalidWebhookResponseError", "WebhookResponse", "respond"),
     "client.client": ("Client", "Run"),
     "durable.codecs": ("Codec", "Place", "PydanticCodec"),
@@ -114,6 +116,8 @@ if TYPE_CHECKING:
     from .authoring.poll import poll_until
     from .authoring.resume import resume_hook
     from .authoring.retry import RetryPolicy
+    from .authoring.runtime import WorkflowMetadata
+    from .authoring.step_context import StepMetadata, StreamWriter
     from .authoring.webhook_responses import InvalidWebhookResponseError, WebhookResponse, respond
     from .client.client import Client, Run
     from .durable.codecs import Codec, Place, PydanticCodec
@@ -180,10 +184,13 @@ __all__ = [
     "ScheduleInfo",
     "StepError",
     "StepInterruptedError",
+    "StepMetadata",
     "StepTimeoutError",
+    "StreamWriter",
     "ValueTooLargeError",
     "WebhookResponse",
     "Workflow",
+    "WorkflowMetadata",
     "WorkflowNotRegisteredError",
     "WorkflowRunCancelledError",
     "WorkflowRunFailedError",
