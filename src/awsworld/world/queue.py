@@ -18,7 +18,7 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import InvalidInputError, PayloadTooLargeError
-from .limits import value_json
+from .limits import utf8_size, value_json
 from .wire_model import WireModel
 
 # The spec's patterns: a namespace is lowercase alphanumeric starting with a letter.
@@ -118,8 +118,9 @@ def payload_json(payload: Any, max_bytes: int) -> str:
     """A queue payload as its JSON text, the same on every World: a 400 when it is not JSON, and
     ``PayloadTooLargeError`` past ``max_bytes`` of UTF-8 (``AWSWORLD_MAX_VALUE_BYTES``: a large one rides in S3)."""
     text = value_json(payload, "payload")
-    if len(text) > max_bytes // 4 and len(data := text.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise PayloadTooLargeError(f"queue payload is {len(data)} bytes; the largest is {max_bytes}", field="payload")
+    if len(text) > max_bytes // 4 and (size := utf8_size(text, "surrogatepass")) > max_bytes:
+        del text  # (a traceback keeps this frame: ``encode_value``)
+        raise PayloadTooLargeError(f"queue payload is {size} bytes; the largest is {max_bytes}", field="payload")
     return text
 
 

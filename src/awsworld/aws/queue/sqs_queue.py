@@ -99,7 +99,7 @@ class SqsQueue:
             if holder is not None:
                 return holder
         try:
-            entry.envelope, entry.body = await self.payloads.fit(entry.envelope)
+            entry.envelope, entry.body = await self.payloads.fit(entry.envelope, entry.body)
             await self.send_body(entry.body, entry.delay)
         except BaseException:
             if key is not None:
@@ -191,7 +191,10 @@ class SqsQueue:
             deployment_id=message.deployment_id or self.clients.config.deployment_id, payload=message.payload,
         )
         entry = _Entry(index, envelope, delay)
-        entry.body = envelope.to_body()  # fails early (a 400) on a payload that is not JSON
+        body = envelope.to_body()  # fails early (a 400) on a payload that is not JSON
+        # A body too long to ride inline is not kept: ``fit`` sizes the payload on its own text (refused past the
+        # bound before its bytes are made), so a payload over the bound is not held twice meanwhile.
+        entry.body = body if len(body) <= self.payloads.inline_limit else ""
         return entry
 
     def _claim(self, entry: _Entry) -> Claim:
@@ -255,7 +258,7 @@ class SqsQueue:
 
     async def _fit(self, entry: _Entry, results: list[QueueBatchResult | None]) -> None:
         try:
-            entry.envelope, entry.body = await self.payloads.fit(entry.envelope)
+            entry.envelope, entry.body = await self.payloads.fit(entry.envelope, entry.body)
         except InvalidInputError as error:
             results[entry.index] = QueueBatchResult(error=error.message, retryable=False)
         except ClientError as error:
