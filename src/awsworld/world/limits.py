@@ -68,6 +68,67 @@ def utf8_size(text: str, errors: str = "strict") -> int:
     return sum(len(text[at:at + _SIZE_SLICE].encode("utf-8", errors)) for at in range(0, len(text), _SIZE_SLICE))
 
 
+_FEW_NODES = 16
+"""How many containers and scalars a value may have for ``json_size_over`` to size it before its JSON is made:
+a value too large with so few is a large string (a text, a file's bytes in base64), alone or in an envelope."""
+_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
+"""The characters compact JSON (``ensure_ascii=False``) writes escaped: those of ``json.encoder.ESCAPE``."""
+
+
+def _string_size(text: str) -> int:
+    """The UTF-8 bytes of ``text`` as a JSON string, without its JSON: the usual text needs no escape (its size
+    and two quotes); one that does is escaped ``_SIZE_SLICE`` characters at a time (JSON escapes character by
+    character, so the slices' sizes add up). ``UnicodeEncodeError`` for a lone surrogate."""
+    if _ESCAPED.search(text) is None:
+        return utf8_size(text) + 2
+    return 2 + sum(utf8_size(_STRICT.encode(text[at:at + _SIZE_SLICE])) - 2
+                   for at in range(0, len(text), _SIZE_SLICE))
+
+
+def json_size_over(value: Any, max_bytes: int) -> int | None:
+    """The size of ``value``'s compact JSON when it is over ``max_bytes`` and has at most ``_FEW_NODES`` nodes,
+    found without making the JSON: a container holding a large string (a workflow's arguments, ``{"args":
+    [text], ...}``; ``bytes`` in its envelope) is refused at the cost of the value alone, where JSON's encoder
+    would hold the string's escaped copy and the text it joins it into. None otherwise (more nodes, within the
+    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs one walk
+    of at most ``_FEW_NODES`` nodes and the lengths of its strings."""
+    nodes: list[Any] = [value]
+    strings: list[str] = []
+    scalars: list[Any] = []
+    separators = 0
+    at = 0
+    while at < len(nodes):
+        node = nodes[at]
+        at += 1
+        kind = type(node)
+        if kind is str:
+            strings.append(node)
+        elif kind is dict or kind is list:
+            if len(nodes) + len(node) > _FEW_NODES:
+                return None
+            # its brackets, a comma before each item but the first, and for a dict a colon after each key
+            separators += 2 + max(len(node) - 1, 0)
+            if kind is dict:
+                if not all(type(key) is str for key in node):
+                    return None
+                strings.extend(node)
+                separators += len(node)
+                nodes.extend(node.values())
+            else:
+                nodes.extend(node)
+        else:
+            scalars.append(node)
+    if sum(map(len, strings)) <= max_bytes:  # at least one byte a character: not over, or not by its strings
+        return None
+    try:
+        size = (separators + sum(len(_STRICT.encode(scalar)) for scalar in scalars)
+                + sum(_string_size(string) for string in strings))
+    except (TypeError, ValueError, RecursionError):  # (UnicodeEncodeError too) value_json decides: it refuses
+        # the value, or escapes a lone surrogate
+        return None
+    return size if size > max_bytes else None
+
+
 def _too_large(field: str, size: int, max_bytes: int) -> PayloadTooLargeError:
     return PayloadTooLargeError(f"{field} is {size} bytes of JSON; the largest value awsworld stores is "
                                 f"{max_bytes} bytes ({MAX_VALUE_BYTES_ENV})", field=field)
@@ -90,6 +151,8 @@ def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, by
     keeps this frame alive while its caller handles the error (a step's refused result is recorded as the
     step's failure from within the handler: ``_worker/step_runner.py``). A value within a quarter of the bound
     costs what it always did: one encode and one ``len``. ``bench/oversized_values.py`` measures it."""
+    if max_bytes is not None and (size := json_size_over(value, max_bytes)) is not None:
+        raise _too_large(field, size, max_bytes)
     text = value_json(value, field)
     if max_bytes is not None and len(text) > max_bytes // 4:
         try:

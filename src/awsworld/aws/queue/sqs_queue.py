@@ -25,6 +25,7 @@ from ...world.queue import (
     DEFAULT_DEPLOYMENT_ID,
     QueueBatchResult,
     QueueMessage,
+    check_payload_size,
     check_queue_name,
 )
 from ...world.queue_keys import KeyMarker
@@ -191,6 +192,7 @@ class SqsQueue:
             deployment_id=message.deployment_id or self.clients.config.deployment_id, payload=message.payload,
         )
         entry = _Entry(index, envelope, delay)
+        check_payload_size(message.payload, self.clients.config.max_value_bytes)  # before its JSON, if it can be
         body = envelope.to_body()  # fails early (a 400) on a payload that is not JSON
         # A body too long to ride inline is not kept: ``fit`` sizes the payload on its own text (refused past the
         # bound before its bytes are made), so a payload over the bound is not held twice meanwhile.
