@@ -84,6 +84,13 @@ async def catches_pieces() -> str:
     return "accepted"
 
 
+@workflow(name="oversized.catches-two-results")
+async def catches_two_results() -> list[str]:
+    """Two steps at once: one runs in the flow's delivery, the other is queued and runs in a step delivery."""
+    outcomes = await asyncio.gather(oversized_result(), oversized_result(), return_exceptions=True)
+    return [o.error_type if isinstance(o, StepError) else repr(o) for o in outcomes]
+
+
 @workflow(name="oversized.fails-on-result")
 async def fails_on_result() -> str:
     return await oversized_result()
@@ -167,6 +174,15 @@ async def test_a_step_result_over_the_bound_fails_the_step_once_at_twice_its_siz
     assert SENT["result"] == 1  # failed for good (retries allowed, none taken), never redelivered to run again
     assert await value_objects(e2e) == objects
     assert multiple < LIMIT, multiple  # 5.0 before: its text and bytes held while the failure was recorded
+
+
+async def test_a_queued_step_with_a_result_over_the_bound_fails_once_too(e2e: E2E) -> None:
+    SENT.pop("result", None)
+    async with e2e.counting() as deliveries:
+        assert await e2e.run(catches_two_results) == ["ValueTooLargeError", "ValueTooLargeError"]
+    assert SENT["result"] == 2, SENT  # each body once: no delivery failed and came back to run it again
+    assert deliveries.errors == [], deliveries.errors
+    assert any(status.startswith("step") for status in deliveries.statuses), deliveries.statuses  # one queued
 
 
 async def test_a_step_result_of_many_values_over_the_bound_is_refused_from_its_json_text(e2e: E2E,
