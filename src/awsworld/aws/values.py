@@ -61,11 +61,12 @@ class ValueStore:
             self._cached_bytes -= old_size
 
     async def store(self, run_id: str, value: Any, field: str, *, expiry: int | None = None,
-                    encoded: tuple[str, bytes] | None = None) -> StoredValue:
+                    encoded: tuple[str, bytes] | None = None, look: bool = True) -> StoredValue:
         """``value`` as an event holds it: inline, or a reference to the S3 object written here, tagged with the
         expiry class ``expiry`` (days; default: the run's as this process knows it). ``encoded``: ``value``'s
-        ``encode_value`` when the caller made it already (to refuse it before anything was written)."""
-        text, data = encoded or encode_value(value, field, self.config.max_value_bytes)
+        ``encode_value`` when the caller made it already (to refuse it before anything was written); ``look``:
+        ``encode_value``'s."""
+        text, data = encoded or encode_value(value, field, self.config.max_value_bytes, look=look)
         size = len(data)
         cipher = await self.clients.keys.for_writing(run_id)
         if size <= self.config.inline_value_limit:

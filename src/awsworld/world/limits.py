@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..settings import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
 from ..settings import SETTINGS, Settings
@@ -85,37 +85,63 @@ def _string_size(text: str) -> int:
                    for at in range(0, len(text), _SIZE_SLICE))
 
 
+def _holds_a_long_string(value: object, least: int) -> bool:
+    """Whether a string of more than ``least`` characters is among ``value``'s first ``_FEW_NODES`` nodes: what
+    ``json_size_over`` asks first, at the cost of a look at a few nodes (a step's arguments, ``{"args": [1],
+    "kwargs": {}}``: some 450 ns), where sizing them costs more than their JSON does."""
+    if type(value) is str:
+        return len(value) > least
+    pending = [value]
+    seen = 0
+    while pending:
+        node = pending.pop()
+        if type(node) is str:
+            if len(node) > least:
+                return True
+        elif type(node) is dict or type(node) is list:
+            container = cast("dict[object, object] | list[object]", node)
+            seen += len(container)
+            if seen > _FEW_NODES:
+                return False
+            pending.extend(container.values() if isinstance(container, dict) else container)
+    return False
+
+
 def json_size_over(value: Any, max_bytes: int) -> int | None:
     """The size of ``value``'s compact JSON when it is over ``max_bytes`` and has at most ``_FEW_NODES`` nodes,
     found without making the JSON: a container holding a large string (a workflow's arguments, ``{"args":
     [text], ...}``; ``bytes`` in its envelope) is refused at the cost of the value alone, where JSON's encoder
     would hold the string's escaped copy and the text it joins it into. None otherwise (more nodes, within the
-    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs one walk
-    of at most ``_FEW_NODES`` nodes and the lengths of its strings."""
-    nodes: list[Any] = [value]
+    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs a look
+    for a long string (``_holds_a_long_string``): so many nodes and keys over the bound hold one of more than a
+    ``2 * _FEW_NODES``-th of it."""
+    if not _holds_a_long_string(value, max_bytes // (2 * _FEW_NODES)):
+        return None
+    nodes: list[object] = [value]
     strings: list[str] = []
-    scalars: list[Any] = []
+    scalars: list[object] = []
     separators = 0
     at = 0
     while at < len(nodes):
         node = nodes[at]
         at += 1
-        kind = type(node)
-        if kind is str:
+        if type(node) is str:
             strings.append(node)
-        elif kind is dict or kind is list:
-            if len(nodes) + len(node) > _FEW_NODES:
+        elif type(node) is dict or type(node) is list:
+            container = cast("dict[object, object] | list[object]", node)
+            if len(nodes) + len(container) > _FEW_NODES:
                 return None
             # its brackets, a comma before each item but the first, and for a dict a colon after each key
-            separators += 2 + max(len(node) - 1, 0)
-            if kind is dict:
-                if not all(type(key) is str for key in node):
+            separators += 2 + max(len(container) - 1, 0)
+            if isinstance(container, dict):
+                keys = [key for key in container if type(key) is str]
+                if len(keys) < len(container):
                     return None
-                strings.extend(node)
-                separators += len(node)
-                nodes.extend(node.values())
+                strings.extend(keys)
+                separators += len(container)
+                nodes.extend(container.values())
             else:
-                nodes.extend(node)
+                nodes.extend(container)
         else:
             scalars.append(node)
     if sum(map(len, strings)) <= max_bytes:  # at least one byte a character: not over, or not by its strings
@@ -140,7 +166,15 @@ def _escaped_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
 
 
-def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, bytes]:
+def looks_first(event_type: str) -> bool:
+    """Whether a value of ``event_type`` is looked at for a long string before its JSON is made
+    (``encode_value``'s ``look``): every value but a step's input, which every step call carries: the look
+    costs about 0.5 us a value, 0.6% of a serial step's instructions in ``bench/testing.py --instructions``.
+    A step's input over the bound is refused in the workflow all the same, at the cost of its JSON text."""
+    return event_type != "step_created"
+
+
+def encode_value(value: Any, field: str, max_bytes: int | None, *, look: bool = True) -> tuple[str, bytes]:
     """A user value as every World stores it: its JSON text and UTF-8 bytes (a lone surrogate, which is not
     UTF-8, escaped as JSON's \\uXXXX so it still round-trips exactly), at most ``max_bytes`` of them (None: no
     bound) or ``PayloadTooLargeError``.
@@ -149,9 +183,11 @@ def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, by
     (more than a quarter of the bound in characters, as a character is at most 4 bytes of UTF-8) is sized
     before its bytes are made (``utf8_size``), and every text is let go before the raise, since a traceback
     keeps this frame alive while its caller handles the error (a step's refused result is recorded as the
-    step's failure from within the handler: ``_worker/step_runner.py``). A value within a quarter of the bound
-    costs what it always did: one encode and one ``len``. ``bench/oversized_values.py`` measures it."""
-    if max_bytes is not None and (size := json_size_over(value, max_bytes)) is not None:
+    step's failure from within the handler: ``_worker/step_runner.py``). Before that, with ``look``, a value of
+    a few nodes over the bound is sized without its JSON (``json_size_over``): it costs itself alone. A value
+    within a quarter of the bound costs what it always did, one encode and one ``len``, and that look.
+    ``bench/oversized_values.py`` measures it."""
+    if look and max_bytes is not None and (size := json_size_over(value, max_bytes)) is not None:
         raise _too_large(field, size, max_bytes)
     text = value_json(value, field)
     if max_bytes is not None and len(text) > max_bytes // 4:

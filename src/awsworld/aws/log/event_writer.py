@@ -32,6 +32,7 @@ from typing import Any
 from ...world.entities import ResolveData
 from ...world.errors import WorldError
 from ...world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult
+from ...world.limits import looks_first
 from ...world.rules.requests import VALUE_FIELD, carried_value
 from ...world.shared.answers import wait_answer
 from ..clients import AWSClients
@@ -77,7 +78,7 @@ class EventWriter:
             await self.clients.keys.create(run_id, retention_of(context, self.clients.retention.default_seconds))
         expiry = self.clients.retention.object_expiry(run_id)
         return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}",
-                                       expiry=expiry), expiry
+                                       expiry=expiry, look=looks_first(req.event_type)), expiry
 
     async def store_values(self, run_id: str, units: list[list[CreateEventRequest]]) -> list[Stored]:
         return list(await asyncio.gather(*(self.store_value(run_id, unit[0]) for unit in units)))
