@@ -69,8 +69,9 @@ def utf8_size(text: str, errors: str = "strict") -> int:
 
 
 _FEW_NODES = 16
-"""How many containers and scalars a value may have for ``json_size_over`` to size it before its JSON is made:
-a value too large with so few is a large string (a text, a file's bytes in base64), alone or in an envelope."""
+"""How many nodes (containers, strings, scalars; a dict's keys aside) a value may have for ``json_size_over`` to
+size it before its JSON is made: a value too large with so few holds a large string (a text, a file's bytes in
+base64), alone or in an envelope."""
 _ESCAPED = re.compile(r'[\x00-\x1f\\"]')
 """The characters compact JSON (``ensure_ascii=False``) writes escaped: those of ``json.encoder.ESCAPE``."""
 
@@ -87,11 +88,13 @@ def _string_size(text: str) -> int:
 
 def _holds_a_long_string(value: object, least: int) -> bool:
     """Whether a string of more than ``least`` characters is among ``value``'s first ``_FEW_NODES`` nodes: what
-    ``json_size_over`` asks first, at the cost of a look at a few nodes (a step's arguments, ``{"args": [1],
-    "kwargs": {}}``: some 450 ns), where sizing them costs more than their JSON does."""
+    ``json_size_over`` asks first, as it is cheap (for ``{"args": [1], "kwargs": {}}`` some 450 ns, a sixth of
+    what its ``encode_value`` costs); sizing the nodes costs as much as their JSON."""
     if type(value) is str:
         return len(value) > least
-    pending = [value]
+    if type(value) is not dict and type(value) is not list:  # (a step's result is often a number)
+        return False
+    pending: list[object] = [value]
     seen = 0
     while pending:
         node = pending.pop()
@@ -112,9 +115,9 @@ def json_size_over(value: Any, max_bytes: int) -> int | None:
     found without making the JSON: a container holding a large string (a workflow's arguments, ``{"args":
     [text], ...}``; ``bytes`` in its envelope) is refused at the cost of the value alone, where JSON's encoder
     would hold the string's escaped copy and the text it joins it into. None otherwise (more nodes, within the
-    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs a look
-    for a long string (``_holds_a_long_string``): so many nodes and keys over the bound hold one of more than a
-    ``2 * _FEW_NODES``-th of it."""
+    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs only a
+    look for a long string first (``_holds_a_long_string``): the strings of a value of so few nodes (and as many
+    keys) are over the bound together only if one of them is longer than a ``2 * _FEW_NODES``-th of it."""
     if not _holds_a_long_string(value, max_bytes // (2 * _FEW_NODES)):
         return None
     nodes: list[object] = [value]
