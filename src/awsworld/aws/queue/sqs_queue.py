@@ -48,6 +48,7 @@ class _Entry:
     envelope: Envelope
     delay: int
     body: str = ""
+    """The message's body as sent: until ``fit``, the envelope's JSON when it may ride inline, else ""."""
     leader: int | None = None
     """For a repeated idempotency key within one batch: the index of the entry that sends it."""
 
@@ -192,7 +193,7 @@ class SqsQueue:
             deployment_id=message.deployment_id or self.clients.config.deployment_id, payload=message.payload,
         )
         entry = _Entry(index, envelope, delay)
-        check_payload_size(message.payload, self.clients.config.max_value_bytes)  # before its JSON, if it can be
+        check_payload_size(message.payload, self.clients.config.max_value_bytes)  # (before its JSON, when it can)
         body = envelope.to_body()  # fails early (a 400) on a payload that is not JSON
         # A body too long to ride inline is not kept: ``fit`` sizes the payload on its own text (refused past the
         # bound before its bytes are made), so a payload over the bound is not held twice meanwhile.
