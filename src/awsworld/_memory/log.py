@@ -20,6 +20,7 @@ from ..world.entities import ResolveData
 from ..world.errors import WorldError
 from ..world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult, LogSnapshot
 from ..world.ids import IN_BAND_SEQ_AT_RUN_CREATION, slot_to_event_id
+from ..world.limits import looks_first
 from ..world.rules import Decision, Failed, NewEvent, NewRun, RunState, View, decide, decide_unit, refusals
 from ..world.rules.book import READS, due_after, read_token
 from ..world.rules.checks import Found, failed
@@ -296,7 +297,8 @@ class MemoryLog:
         carried, value = carried_value(req)
         if not carried:
             return None
-        return store_value(value, f"eventData.{VALUE_FIELD[req.event_type]}", self.max_value_bytes)
+        return store_value(value, f"eventData.{VALUE_FIELD[req.event_type]}", self.max_value_bytes,
+                           look=looks_first(req.event_type))
 
     # ------------------------------------------------------------------ reads
 

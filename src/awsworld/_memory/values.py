@@ -40,10 +40,10 @@ class Value:
 NULL = Value("null", None, True)
 
 
-def store_value(value: JSONValue, field: str, max_bytes: int | None) -> Value:
-    """Check ``value`` (JSON, and at most ``max_bytes`` of UTF-8 when a limit is set: ``world.limits``) and keep
-    a copy."""
-    text = value_json(value, field) if max_bytes is None else encode_value(value, field, max_bytes)[0]
+def store_value(value: JSONValue, field: str, max_bytes: int | None, *, look: bool = True) -> Value:
+    """Check ``value`` (JSON, and at most ``max_bytes`` of UTF-8 when a limit is set: ``world.limits``, with
+    its ``look``) and keep a copy."""
+    text = value_json(value, field) if max_bytes is None else encode_value(value, field, max_bytes, look=look)[0]
     if type(value) in _SCALARS:  # exactly a scalar type: subclasses (enums) read back as the JSON they encode to
         return Value(text, value, True)
     return Value(text)

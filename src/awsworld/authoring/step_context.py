@@ -69,11 +69,11 @@ class StreamWriter:
         self._session = world.streams.create_write_session(run_id, name, f"wrtr_{new_ulid()}")
 
     async def write(self, chunk: Chunk) -> None:
-        await self._write([chunk_bytes(chunk)])
+        await self._write([chunk_bytes(chunk, max_chunk_bytes=self._session.max_chunk_bytes)])
 
     async def write_many(self, chunks: Sequence[Chunk]) -> None:
         """The chunks in order and contiguously (one batch)."""
-        data = [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
+        data = [chunk_bytes(c, f"chunks[{i}]", self._session.max_chunk_bytes) for i, c in enumerate(chunks)]
         if data:
             await self._write(data)
 

@@ -62,15 +62,18 @@ class ValueStore:
             self._cached_bytes -= old_size
 
     async def store(self, run_id: str, value: Any, field: str, *, expiry: int | None = None,
+                    encoded: tuple[str, bytes] | None = None, look: bool = True,
                     unsealed_if_key_lost: bool = False) -> StoredValue:
         """``value`` as an event holds it: inline, or a reference to the S3 object written here, tagged with the
-        expiry class ``expiry`` (days; default: the run's as this process knows it).
+        expiry class ``expiry`` (days; default: the run's as this process knows it). ``encoded``: ``value``'s
+        ``encode_value`` when the caller made it already (to refuse it before anything was written); ``look``:
+        ``encode_value``'s.
 
         ``unsealed_if_key_lost``: stored in plain text when the run's key is lost (``EncryptionKeyError.lost``:
         KMS refuses it for good), instead of refusing the write: an operator's error that ends such a run
         (``Client.fail``, ``world.events.RunFailedData``), which no one could seal and no one could read sealed.
         A run whose key opens seals it as every value; a passing KMS fault still refuses the write."""
-        text, data = encode_value(value, field, self.config.max_value_bytes)
+        text, data = encoded or encode_value(value, field, self.config.max_value_bytes, look=look)
         size = len(data)
         try:
             cipher = await self.clients.keys.for_writing(run_id)

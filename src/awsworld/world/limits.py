@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from ..settings import DEFAULT_MAX_VALUE_BYTES as DEFAULT_MAX_VALUE_BYTES  # re-exported
 from ..settings import SETTINGS, Settings
@@ -54,17 +54,161 @@ def too_large_text(what: str, refusal: str | None, *, plural: bool = False) -> s
     return f"{what} {'are' if plural else 'is'} too large to record: {size_text(refusal)}"
 
 
-def encode_value(value: Any, field: str, max_bytes: int | None) -> tuple[str, bytes]:
+_SIZE_SLICE = 1 << 20
+"""How much of a non-ASCII text ``utf8_size`` encodes at a time: the copy it makes to count."""
+
+
+def utf8_size(text: str, errors: str = "strict") -> int:
+    """The bytes of ``text`` in UTF-8 (``str.encode``'s ``errors``: a lone surrogate raises
+    ``UnicodeEncodeError`` unless ``"surrogatepass"``), without a copy of its size: an ASCII text's length is
+    its size (known to CPython without a scan), any other is encoded ``_SIZE_SLICE`` characters at a time and
+    only counted. So a value over the bound is refused at the cost of its JSON text, not of its bytes too."""
+    if text.isascii():
+        return len(text)
+    return sum(len(text[at:at + _SIZE_SLICE].encode("utf-8", errors)) for at in range(0, len(text), _SIZE_SLICE))
+
+
+_FEW_NODES = 16
+"""How many nodes (containers, strings, scalars; a dict's keys aside) a value may have for ``json_size_over`` to
+size it before its JSON is made: a value too large with so few holds a large string (a text, a file's bytes in
+base64), alone or in an envelope."""
+_ESCAPED = re.compile(r'[\x00-\x1f\\"]')
+"""The characters compact JSON (``ensure_ascii=False``) writes escaped: those of ``json.encoder.ESCAPE``."""
+
+
+def _string_size(text: str) -> int:
+    """The UTF-8 bytes of ``text`` as a JSON string, without its JSON: the usual text needs no escape (its size
+    and two quotes); one that does is escaped ``_SIZE_SLICE`` characters at a time (JSON escapes character by
+    character, so the slices' sizes add up). ``UnicodeEncodeError`` for a lone surrogate."""
+    if _ESCAPED.search(text) is None:
+        return utf8_size(text) + 2
+    return 2 + sum(utf8_size(_STRICT.encode(text[at:at + _SIZE_SLICE])) - 2
+                   for at in range(0, len(text), _SIZE_SLICE))
+
+
+def _holds_a_long_string(value: object, least: int) -> bool:
+    """Whether a string of more than ``least`` characters is among ``value``'s first ``_FEW_NODES`` nodes: what
+    ``json_size_over`` asks first, as it is cheap (for ``{"args": [1], "kwargs": {}}`` some 450 ns, a sixth of
+    what its ``encode_value`` costs); sizing the nodes costs as much as their JSON."""
+    if type(value) is str:
+        return len(value) > least
+    if type(value) is not dict and type(value) is not list:  # (a step's result is often a number)
+        return False
+    pending: list[object] = [value]
+    seen = 0
+    while pending:
+        node = pending.pop()
+        if type(node) is str:
+            if len(node) > least:
+                return True
+        elif type(node) is dict or type(node) is list:
+            container = cast("dict[object, object] | list[object]", node)
+            seen += len(container)
+            if seen > _FEW_NODES:
+                return False
+            pending.extend(container.values() if isinstance(container, dict) else container)
+    return False
+
+
+def json_size_over(value: Any, max_bytes: int) -> int | None:
+    """The size of ``value``'s compact JSON when it is over ``max_bytes`` and has at most ``_FEW_NODES`` nodes,
+    found without making the JSON: a container holding a large string (a workflow's arguments, ``{"args":
+    [text], ...}``; ``bytes`` in its envelope) is refused at the cost of the value alone, where JSON's encoder
+    would hold the string's escaped copy and the text it joins it into. None otherwise (more nodes, within the
+    bound, or anything ``value_json`` refuses or must decide: it does). A value within the bound costs only a
+    look for a long string first (``_holds_a_long_string``): the strings of a value of so few nodes (and as many
+    keys) are over the bound together only if one of them is longer than a ``2 * _FEW_NODES``-th of it."""
+    if not _holds_a_long_string(value, max_bytes // (2 * _FEW_NODES)):
+        return None
+    nodes: list[object] = [value]
+    strings: list[str] = []
+    scalars: list[object] = []
+    separators = 0
+    at = 0
+    while at < len(nodes):
+        node = nodes[at]
+        at += 1
+        if type(node) is str:
+            strings.append(node)
+        elif type(node) is dict or type(node) is list:
+            container = cast("dict[object, object] | list[object]", node)
+            if len(nodes) + len(container) > _FEW_NODES:
+                return None
+            # its brackets, a comma before each item but the first, and for a dict a colon after each key
+            separators += 2 + max(len(container) - 1, 0)
+            if isinstance(container, dict):
+                keys = [key for key in container if type(key) is str]
+                if len(keys) < len(container):
+                    return None
+                strings.extend(keys)
+                separators += len(container)
+                nodes.extend(container.values())
+            else:
+                nodes.extend(container)
+        else:
+            scalars.append(node)
+    if sum(map(len, strings)) <= max_bytes:  # at least one byte a character: not over, or not by its strings
+        return None
+    try:
+        size = (separators + sum(len(_STRICT.encode(scalar)) for scalar in scalars)
+                + sum(_string_size(string) for string in strings))
+    except (TypeError, ValueError, RecursionError):  # (UnicodeEncodeError too) value_json decides: it refuses
+        # the value, or escapes a lone surrogate
+        return None
+    return size if size > max_bytes else None
+
+
+def _too_large(field: str, size: int, max_bytes: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"{field} is {size} bytes of JSON; the largest value awsworld stores is "
+                                f"{max_bytes} bytes ({MAX_VALUE_BYTES_ENV})", field=field)
+
+
+def _escaped_json(value: Any) -> str:
+    """``value``'s compact JSON with every non-ASCII character escaped: for a text with a lone surrogate, which
+    UTF-8 cannot hold. Each of its characters is one byte."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+
+
+def looks_first(event_type: str) -> bool:
+    """Whether a value of ``event_type`` is looked at for a long string before its JSON is made
+    (``encode_value``'s ``look``): every value but a step's input, which every step call carries: the look
+    costs about 0.5 us a value, 0.6% of a serial step's instructions in ``bench/testing.py --instructions``.
+    A step's input over the bound is refused in the workflow all the same, at the cost of its JSON text."""
+    return event_type != "step_created"
+
+
+def encode_value(value: Any, field: str, max_bytes: int | None, *, look: bool = True) -> tuple[str, bytes]:
     """A user value as every World stores it: its JSON text and UTF-8 bytes (a lone surrogate, which is not
     UTF-8, escaped as JSON's \\uXXXX so it still round-trips exactly), at most ``max_bytes`` of them (None: no
-    bound) or ``PayloadTooLargeError``."""
+    bound) or ``PayloadTooLargeError``.
+
+    A value over the bound costs its JSON text and no other copy before the error: a text that may be over
+    (more than a quarter of the bound in characters, as a character is at most 4 bytes of UTF-8) is sized
+    before its bytes are made (``utf8_size``), and every text is let go before the raise, since a traceback
+    keeps this frame alive while its caller handles the error (a step's refused result is recorded as the
+    step's failure from within the handler: ``_worker/step_runner.py``). Before that, with ``look``, a value of
+    a few nodes over the bound is sized without its JSON (``json_size_over``): it costs itself alone. A value
+    within a quarter of the bound costs what it always did, one encode and one ``len``, and that look.
+    ``bench/oversized_values.py`` measures it."""
+    if look and max_bytes is not None and (size := json_size_over(value, max_bytes)) is not None:
+        raise _too_large(field, size, max_bytes)
     text = value_json(value, field)
+    if max_bytes is not None and len(text) > max_bytes // 4:
+        try:
+            size = utf8_size(text)
+        except UnicodeEncodeError:
+            text = _escaped_json(value)
+            size = len(text)
+        if size > max_bytes:
+            del text
+            raise _too_large(field, size, max_bytes)
     try:
         data = text.encode("utf-8")
     except UnicodeEncodeError:
-        text = json.dumps(value, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
+        text = _escaped_json(value)
         data = text.encode("ascii")
-    if max_bytes is not None and len(data) > max_bytes:
-        raise PayloadTooLargeError(f"{field} is {len(data)} bytes of JSON; the largest value awsworld stores is "
-                                   f"{max_bytes} bytes ({MAX_VALUE_BYTES_ENV})", field=field)
+    if max_bytes is not None and len(data) > max_bytes:  # a short text escaped: 6 or 12 bytes for a character
+        size = len(data)
+        del text, data
+        raise _too_large(field, size, max_bytes)
     return text, data

@@ -18,7 +18,7 @@ from pydantic import AliasChoices, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from .errors import InvalidInputError, PayloadTooLargeError
-from .limits import value_json
+from .limits import json_size_over, utf8_size, value_json
 from .wire_model import WireModel
 
 # The spec's patterns: a namespace is lowercase alphanumeric starting with a letter.
@@ -117,10 +117,24 @@ def check_idempotency_key(key: object) -> str | None:
 def payload_json(payload: Any, max_bytes: int) -> str:
     """A queue payload as its JSON text, the same on every World: a 400 when it is not JSON, and
     ``PayloadTooLargeError`` past ``max_bytes`` of UTF-8 (``AWSWORLD_MAX_VALUE_BYTES``: a large one rides in S3)."""
+    check_payload_size(payload, max_bytes)
     text = value_json(payload, "payload")
-    if len(text) > max_bytes // 4 and len(data := text.encode("utf-8", "surrogatepass")) > max_bytes:
-        raise PayloadTooLargeError(f"queue payload is {len(data)} bytes; the largest is {max_bytes}", field="payload")
+    if len(text) > max_bytes // 4 and (size := utf8_size(text, "surrogatepass")) > max_bytes:
+        del text  # (a traceback keeps this frame: ``limits.encode_value``)
+        raise _payload_too_large(size, max_bytes)
     return text
+
+
+def check_payload_size(payload: Any, max_bytes: int) -> None:
+    """Refuse a queue payload over ``max_bytes`` whose size is known before its JSON is made: a few values
+    holding a large string (``limits.json_size_over``), refused at the cost of the payload alone. A World
+    that makes the message's JSON first (the AWS World's envelope) checks this before it."""
+    if (size := json_size_over(payload, max_bytes)) is not None:
+        raise _payload_too_large(size, max_bytes)
+
+
+def _payload_too_large(size: int, max_bytes: int) -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"queue payload is {size} bytes; the largest is {max_bytes}", field="payload")
 
 
 class QueueMessage(WireModel):

@@ -15,6 +15,7 @@ from pydantic import ConfigDict, Field
 from .cursors import decode_cursor, encode_cursor
 from .errors import InvalidInputError, PayloadTooLargeError
 from .ids import check_entity_id, check_path_id
+from .limits import utf8_size
 from .pages import CHUNKS_PAGE_BYTES
 from .wire_model import WireModel
 
@@ -35,20 +36,30 @@ def check_chunk_sizes(chunks: Sequence[bytes], max_chunk_bytes: int | None, fiel
         return
     for chunk in chunks:
         if len(chunk) > max_chunk_bytes:
-            raise PayloadTooLargeError(f"a stream chunk is {len(chunk)} bytes; the largest is {max_chunk_bytes} "
-                                       "(AWSWORLD_MAX_VALUE_BYTES less its 4-byte frame)", field=field)
+            raise _chunk_too_large(len(chunk), max_chunk_bytes, field)
 
 
-def chunk_bytes(chunk: object, field: str = "chunk") -> bytes:
-    """A chunk as bytes: strings are UTF-8. Anything else is a 400 naming the field."""
+def _chunk_too_large(size: int, max_chunk_bytes: int, field: str = "chunk") -> PayloadTooLargeError:
+    return PayloadTooLargeError(f"a stream chunk is {size} bytes; the largest is {max_chunk_bytes} "
+                                "(AWSWORLD_MAX_VALUE_BYTES less its 4-byte frame)", field=field)
+
+
+def chunk_bytes(chunk: object, field: str = "chunk", max_chunk_bytes: int | None = None) -> bytes:
+    """A chunk as bytes: strings are UTF-8. Anything else is a 400 naming the field. A chunk over
+    ``max_chunk_bytes`` (None: no bound) is refused here as ``check_chunk_sizes`` refuses it, before its bytes
+    are made: a text (``limits.utf8_size``) or a buffer over the bound costs no copy of itself."""
     if isinstance(chunk, bytes):
         return chunk
     if isinstance(chunk, str):
+        if max_chunk_bytes is not None and len(chunk) > max_chunk_bytes // 4 and (
+                size := utf8_size(chunk)) > max_chunk_bytes:
+            raise _chunk_too_large(size, max_chunk_bytes)
         return chunk.encode("utf-8")
-    if isinstance(chunk, bytearray):
-        return bytes(chunk)
-    if isinstance(chunk, memoryview):
-        return chunk.tobytes()
+    if isinstance(chunk, bytearray | memoryview):
+        size = chunk.nbytes if isinstance(chunk, memoryview) else len(chunk)
+        if max_chunk_bytes is not None and size > max_chunk_bytes:
+            raise _chunk_too_large(size, max_chunk_bytes)
+        return bytes(chunk) if isinstance(chunk, bytearray) else chunk.tobytes()
     raise InvalidInputError(f"{field} must be str or bytes, not {type(chunk).__name__}", field=field)
 
 
@@ -64,11 +75,12 @@ def check_stream(run_id: str, name: str) -> None:
     check_stream_name(name)
 
 
-def chunks_of(chunks: Sequence[Chunk]) -> list[bytes]:
-    """A ``write_multi``'s chunks as bytes, or the 400 of the first that is not a chunk."""
+def chunks_of(chunks: Sequence[Chunk], max_chunk_bytes: int | None = None) -> list[bytes]:
+    """A ``write_multi``'s chunks as bytes, or the 400 of the first that is not a chunk (or the 413 of the first
+    over ``max_chunk_bytes``: ``chunk_bytes``)."""
     if isinstance(chunks, str | bytes):
         raise InvalidInputError("chunks must be a sequence of chunks, not one chunk", field="chunks")
-    return [chunk_bytes(c, f"chunks[{i}]") for i, c in enumerate(chunks)]
+    return [chunk_bytes(c, f"chunks[{i}]", max_chunk_bytes) for i, c in enumerate(chunks)]
 
 
 def check_start_index(start_index: object) -> int:

@@ -32,6 +32,7 @@ from typing import Any
 from ...world.entities import ResolveData
 from ...world.errors import WorldError
 from ...world.events import BatchEventOutcome, CreateEventRequest, Event, EventResult, RunFailedData
+from ...world.limits import looks_first
 from ...world.rules.requests import VALUE_FIELD, carried_value
 from ...world.shared.answers import wait_answer
 from ..clients import AWSClients
@@ -79,6 +80,7 @@ class EventWriter:
         data = req.data()
         unsealed_if_key_lost = isinstance(data, RunFailedData) and bool(data.unsealed_if_key_lost)
         return await self.values.store(run_id, value, f"eventData.{VALUE_FIELD[req.event_type]}", expiry=expiry,
+                                       look=looks_first(req.event_type),
                                        unsealed_if_key_lost=unsealed_if_key_lost), expiry
 
     async def store_values(self, run_id: str, units: list[list[CreateEventRequest]]) -> list[Stored]:

@@ -8,7 +8,7 @@ from datetime import datetime
 from ...world.entities import ResolveData, event_value_shown
 from ...world.events import CreateEventRequest, EventResult
 from ...world.ids import IN_BAND_SEQ_AT_RUN_CREATION
-from ...world.limits import value_json
+from ...world.limits import encode_value
 from ...world.rules.requests import carried_value, event_data
 from ...world.rules.runs import run_created
 from ..clients import AWSClients
@@ -35,13 +35,14 @@ class RunCreator:
         # The input as given (``requests.carried_value``): one that is not JSON is refused before anything is
         # written (its data key included), not stored as pydantic's rendering of it (NaN as null).
         _carried, given = carried_value(req)
-        value_json(given, "eventData.input")
+        # (and one over AWSWORLD_MAX_VALUE_BYTES: measured once, the encoding stored as it is)
+        encoded = encode_value(given, "eventData.input", self.clients.config.max_value_bytes)
         retention = self.clients.retention
         kept = retention_of(event_data(req).get("executionContext"), retention.default_seconds)
         await self.clients.keys.create(run_id, kept)
         # The input's object expires with the run's items, by the retention the run is created with.
         stored = await self.values.store(run_id, given, "eventData.input",
-                                         expiry=retention.object_expiry(run_id, kept))
+                                         expiry=retention.object_expiry(run_id, kept), encoded=encoded)
         payload = payload_of(req)  # as the answer shows it
         now = now_iso()
         made, first = run_created(run_id, req, datetime.fromisoformat(now), self.clients.config.deployment_id)

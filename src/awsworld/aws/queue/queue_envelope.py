@@ -16,9 +16,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from ...world.errors import InvalidInputError, PayloadTooLargeError
+from ...world.errors import InvalidInputError
 from ...world.ids import check_entity_id, new_ulid
-from ...world.queue import check_idempotency_key, parse_queue_name
+from ...world.queue import check_idempotency_key, parse_queue_name, payload_json
 from ..clients import AWSClients
 from ..resources import QUEUE_PREFIX, RUNS_PREFIX, run_prefix
 from ..retention import expiry_tagging
@@ -170,16 +170,13 @@ class QueuePayloads:
         tagging = expiry_tagging(self.clients.retention.object_expiry(run))
         return f"{run_prefix(run)}{QUEUE_PREFIX}{envelope.message_id}.json", tagging
 
-    async def fit(self, envelope: Envelope) -> tuple[Envelope, str]:
-        """The envelope as it will be sent and its body: the payload moves to S3 when the body is too big."""
-        body = envelope.to_body()
-        size = len(body.encode("utf-8"))
-        if size <= self.inline_limit:
+    async def fit(self, envelope: Envelope, body: str) -> tuple[Envelope, str]:
+        """The envelope as it will be sent and its body: the payload moves to S3 when the body is too big.
+        ``body``: ``envelope.to_body()``, or "" when that was longer than the inline limit (not kept: the payload
+        is sized on its own text, and refused past ``AWSWORLD_MAX_VALUE_BYTES`` before its bytes are made)."""
+        if body and len(body.encode("utf-8")) <= self.inline_limit:
             return envelope, body
-        data = encode_json(envelope.payload, "payload").encode("utf-8")
-        if len(data) > self.clients.config.max_value_bytes:
-            raise PayloadTooLargeError(f"queue payload is {len(data)} bytes; the largest is "
-                                       f"{self.clients.config.max_value_bytes}", field="payload")
+        data = payload_json(envelope.payload, self.clients.config.max_value_bytes).encode("utf-8")
         key, tagging = self._key(envelope)
         s3 = await self.clients.s3()
         await s3.put_object(Bucket=self.clients.config.bucket_name, Key=key, Body=data,

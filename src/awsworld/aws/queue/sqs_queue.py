@@ -25,6 +25,7 @@ from ...world.queue import (
     DEFAULT_DEPLOYMENT_ID,
     QueueBatchResult,
     QueueMessage,
+    check_payload_size,
     check_queue_name,
 )
 from ...world.queue_keys import KeyMarker
@@ -47,6 +48,7 @@ class _Entry:
     envelope: Envelope
     delay: int
     body: str = ""
+    """The message's body as sent: until ``fit``, the envelope's JSON when it may ride inline, else ""."""
     leader: int | None = None
     """For a repeated idempotency key within one batch: the index of the entry that sends it."""
 
@@ -99,7 +101,7 @@ class SqsQueue:
             if holder is not None:
                 return holder
         try:
-            entry.envelope, entry.body = await self.payloads.fit(entry.envelope)
+            entry.envelope, entry.body = await self.payloads.fit(entry.envelope, entry.body)
             await self.send_body(entry.body, entry.delay)
         except BaseException:
             if key is not None:
@@ -191,7 +193,11 @@ class SqsQueue:
             deployment_id=message.deployment_id or self.clients.config.deployment_id, payload=message.payload,
         )
         entry = _Entry(index, envelope, delay)
-        entry.body = envelope.to_body()  # fails early (a 400) on a payload that is not JSON
+        check_payload_size(message.payload, self.clients.config.max_value_bytes)  # (before its JSON, when it can)
+        body = envelope.to_body()  # fails early (a 400) on a payload that is not JSON
+        # A body too long to ride inline is not kept: ``fit`` sizes the payload on its own text (refused past the
+        # bound before its bytes are made), so a payload over the bound is not held twice meanwhile.
+        entry.body = body if len(body) <= self.payloads.inline_limit else ""
         return entry
 
     def _claim(self, entry: _Entry) -> Claim:
@@ -255,7 +261,7 @@ class SqsQueue:
 
     async def _fit(self, entry: _Entry, results: list[QueueBatchResult | None]) -> None:
         try:
-            entry.envelope, entry.body = await self.payloads.fit(entry.envelope)
+            entry.envelope, entry.body = await self.payloads.fit(entry.envelope, entry.body)
         except InvalidInputError as error:
             results[entry.index] = QueueBatchResult(error=error.message, retryable=False)
         except ClientError as error:

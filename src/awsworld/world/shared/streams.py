@@ -111,7 +111,7 @@ class Streamer(ABC, Generic[ReaderT, SessionT, StoreT]):
         ``max_chunk_bytes``: ``PayloadTooLargeError``, before anything is written (so a call too big for one
         commit fails alone, never a commit it would have shared)."""
         check_stream(run_id, name)
-        data = chunks_of(chunks)
+        data = chunks_of(chunks, self.max_chunk_bytes)
         check_chunk_sizes(data, self.max_chunk_bytes)
         if data:
             await self._append(run_id, name, data)

@@ -106,7 +106,7 @@ class OrderedWriteSession(ABC):
                                     field="chunkSeq")
         if isinstance(chunks, str | bytes):
             chunks = [chunks]
-        data = [chunk_bytes(c, "chunks") for c in chunks]
+        data = [chunk_bytes(c, "chunks", self.max_chunk_bytes) for c in chunks]
         check_chunk_sizes(data, self.max_chunk_bytes)
         self._waiting[chunk_seq] = data
         if not self._ready and self._next_seq in self._waiting:
