@@ -520,7 +520,8 @@ def test_a_failing_step_shows_in_the_console_at_its_first_attempt_and_its_fix_re
     """A newcomer's typo in a step (a ``NameError``) is retried by the step's policy, minutes apart. ``dev``'s
     console said nothing until the last attempt had failed, and the fix, saved while the run waited for its next
     attempt, did not reach it (a run keeps the code it started on) with nothing saying how to move it. Now each
-    failed attempt prints a line (the error, the line of code, the next attempt's time, ``awsworld skip``), the
+    failed attempt prints a line (the error, the line of code, the next attempt's time and how far, said as every
+    duration is, ``authoring/durations.py``'s ``duration_text``; ``awsworld skip``), the
     reload says ``awsworld upgrade RUN`` moves a run to the new code, and those two commands finish the run on the
     fix."""
     source = tmp_path / "src" / "prices.py"
@@ -534,7 +535,7 @@ def test_a_failing_step_shows_in_the_console_at_its_first_attempt_and_its_fix_re
         failed = dev.wait_for(rf"^run {run_id}: step prices\.lookup ", timeout=30)
         assert re.fullmatch(
             rf"run {run_id}: step prices\.lookup \(step_1\) attempt 1 of 4 failed: NameError: name 'skuu' is not "
-            rf"defined \(\S+prices\.py, line 8, in lookup\); attempt 2 at \d\d:\d\d:\d\d UTC, in \d+ (s|min) "
+            rf"defined \(\S+prices\.py, line 8, in lookup\); attempt 2 at \d\d:\d\d:\d\d UTC, in (10 min|9 min \d+ s) "
             rf"\(`awsworld skip {run_id}` starts it now\)", failed), failed
 
         mark_at = len(dev.lines)
