@@ -108,20 +108,26 @@ async def parent() -> int:
     return await child(1) + await child(2)
 
 
+def _steps_listings(env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The ``resolve_data`` of each ``steps.list`` call the env's World answers from now on (filled as they come)."""
+    listed: list[object] = []
+    steps_list = env.world.steps.list
+
+    async def recorded(*args: object, **kwargs: object) -> object:
+        listed.append(kwargs.get("resolve_data"))
+        return await steps_list(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(env.world.steps, "list", recorded)
+    return listed
+
+
 async def test_describe_reads_the_steps_once_without_their_values(monkeypatch: pytest.MonkeyPatch) -> None:
     """It read them twice (its own list, then ``Run.children``'s), values and all: a 200-step fan-out's describe took
     3.2 s under dev, 1.7 s now, and a step's large result was fetched to show nothing of it."""
     async with WorkflowTestEnv() as env:
         run = await env.client.start(parent)
         assert await run.result() == 3
-        listed: list[object] = []
-        steps_list = env.world.steps.list
-
-        async def recorded(*args: object, **kwargs: object) -> object:
-            listed.append(kwargs.get("resolve_data"))
-            return await steps_list(*args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(env.world.steps, "list", recorded)
+        listed = _steps_listings(env, monkeypatch)
         document = await describe_document(env.client, run.run_id)
     assert listed == ["none"], listed
     assert [(c["runId"], c["status"]) for c in document["children"]] == [
@@ -216,14 +222,7 @@ async def test_a_failed_runs_rerun_hint_names_the_steps_it_completed_which_a_rer
         plain = await env.client.start(order)
         with pytest.raises(WorkflowRunFailedError):
             await plain.result()
-        listed: list[object] = []
-        steps_list = env.world.steps.list
-
-        async def recorded(*args: object, **kwargs: object) -> object:
-            listed.append(kwargs.get("resolve_data"))
-            return await steps_list(*args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(env.world.steps, "list", recorded)
+        listed = _steps_listings(env, monkeypatch)
         hint = (await describe_document(env.client, saga.run_id))["rerunHint"]
         assert listed == ["none"], listed
         monkeypatch.undo()
