@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -26,6 +27,7 @@ from ._worker.step_runner import INLINE
 from .authoring.durations import duration_text
 from .authoring.errors import UNKNOWN_WORKFLOW
 from .authoring.poll_spec import POLL_NOT_READY, STATE_FIELD
+from .durable.child_calls import START_CHILD
 from .schedules.info import renamed_schedule_text, schedule_now, schedule_of
 from .world.entities import TERMINAL_RUN_STATUSES, Step, StepStatus
 from .world.entities import Run as RunView
@@ -174,11 +176,19 @@ def error_lines(error: Any) -> list[str]:
     return lines
 
 
+RERUN_NAMES_SHOWN = 3
+"""How many of a failed run's completed steps ``rerun_hint`` names (the rest counted: ``describe`` lists them)."""
+
+
 def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id: str | None = None,
-               schedule: ScheduleState | None = None) -> str:
+               schedule: ScheduleState | None = None, completed: Sequence[str] = ()) -> str:
     """What ends a failed run's story, as ``awsworld describe`` and the run viewer say it (``failed_run_hint``): a
     failed run is final (``awsworld wake`` refuses it), and the way on is a new run with its input
-    (docs/how-to/errors.md).
+    (docs/how-to/errors.md), in which every step runs again. ``completed``: the names of the steps the run
+    completed (in call order, one per step), which a rerun runs again too: the hint names them and says to rerun
+    only once what they did is undone or safe to repeat. A saga's run that failed with bookings not undone (or whose
+    compensation failed) is one (docs/how-to/saga.md): the hint said ``once the cause is fixed, awsworld rerun``,
+    which booked again.
 
     Not for a run that failed with ``UNKNOWN_WORKFLOW`` (its workflow renamed, or its module no longer deployed):
     a rerun starts the same name again and fails the same way, so the hint says what does work: code of that name
@@ -186,8 +196,12 @@ def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id:
     None once deleted), what is true of the schedule: one created through the API still names the workflow and goes
     on starting runs of it; one declared in code follows the code (``schedules.info.renamed_schedule_text``)."""
     if code != UNKNOWN_WORKFLOW:
-        return (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this "
-                "input, on the newest code (every step runs again)")
+        rerun = (f"once the cause is fixed, `awsworld rerun {run_id}` starts a new run of its workflow with this "
+                 "input, on the newest code")
+        if not completed:
+            return f"{rerun} (every step runs again)"
+        return f"{rerun}; every step runs again, {_completed_text(completed)}: rerun only once what they did is " \
+               "undone or safe to repeat"
     back = (f"no deployment registered {workflow!r}, so a rerun fails the same way until code of that name is "
             f"deployed again (then `awsworld rerun {run_id}`); if the workflow was renamed, start the new name with "
             "the same arguments (`awsworld start NEW_NAME '[...]'`)")
@@ -201,15 +215,30 @@ def rerun_hint(run_id: str, workflow: str, code: str | None = None, schedule_id:
             f"(`awsworld schedules delete {schedule_id}`, then `awsworld schedules create {schedule_id} NEW_NAME ...`)")
 
 
-async def failed_run_hint(world: World, run: RunView) -> str:
-    """``rerun_hint`` for a failed run, the schedule that started it read as it is now when that matters (a run of a
-    workflow no deployment registers): ``awsworld describe`` (``cli/describe.py``) and the run viewer
-    (``ui/app.py``) say the same."""
+def _completed_text(completed: Sequence[str]) -> str:
+    """``the 3 this run completed too (2x a, b)``: the first names (``RERUN_NAMES_SHOWN``), each once with how many
+    steps of it completed, the rest counted; a child's start (``START_CHILD``) reads ``child run``."""
+    counts = Counter("child run" if name == START_CHILD else name for name in completed)  # (in call order)
+    names = [f"{count}x {name}" if count > 1 else name for name, count in counts.items()]
+    shown = ", ".join(names[:RERUN_NAMES_SHOWN]) + (f" and {len(names) - RERUN_NAMES_SHOWN} more"
+                                                      if len(names) > RERUN_NAMES_SHOWN else "")
+    count = "the one" if len(completed) == 1 else f"the {len(completed)}"
+    return f"{count} this run completed too ({shown})"
+
+
+async def failed_run_hint(world: World, run: RunView, steps: Sequence[Step] | None = None) -> str:
+    """``rerun_hint`` for a failed run, with the steps it completed (``steps``: the run's, as ``read_steps`` gives
+    them, when the caller has read them already; else read here, without values) and the schedule that started it
+    read as it is now when that matters (a run of a workflow no deployment registers): ``awsworld describe``
+    (``cli/describe.py``) and the run viewer (``ui/app.py``) say the same."""
+    if steps is None:
+        steps = await read_steps(world, run.run_id, values=False)
+    completed = [step.step_name for step in steps if step.status == "completed"]
     info = schedule_of(run.execution_context)
     if info is None:
-        return rerun_hint(run.run_id, run.workflow_name, run.error_code)
+        return rerun_hint(run.run_id, run.workflow_name, run.error_code, completed=completed)
     state = await schedule_now(world, info.schedule_id) if run.error_code == UNKNOWN_WORKFLOW else None
-    return rerun_hint(run.run_id, run.workflow_name, run.error_code, info.schedule_id, state)
+    return rerun_hint(run.run_id, run.workflow_name, run.error_code, info.schedule_id, state, completed=completed)
 
 
 def error_part(error: Any, code: str | None) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from awsworld import WorkflowRunFailedError, sleep, step, workflow
@@ -107,20 +108,26 @@ async def parent() -> int:
     return await child(1) + await child(2)
 
 
+def _steps_listings(env: WorkflowTestEnv, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The ``resolve_data`` of each ``steps.list`` call the env's World answers from now on (filled as they come)."""
+    listed: list[object] = []
+    steps_list = env.world.steps.list
+
+    async def recorded(*args: object, **kwargs: object) -> object:
+        listed.append(kwargs.get("resolve_data"))
+        return await steps_list(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(env.world.steps, "list", recorded)
+    return listed
+
+
 async def test_describe_reads_the_steps_once_without_their_values(monkeypatch: pytest.MonkeyPatch) -> None:
     """It read them twice (its own list, then ``Run.children``'s), values and all: a 200-step fan-out's describe took
     3.2 s under dev, 1.7 s now, and a step's large result was fetched to show nothing of it."""
     async with WorkflowTestEnv() as env:
         run = await env.client.start(parent)
         assert await run.result() == 3
-        listed: list[object] = []
-        steps_list = env.world.steps.list
-
-        async def recorded(*args: object, **kwargs: object) -> object:
-            listed.append(kwargs.get("resolve_data"))
-            return await steps_list(*args, **kwargs)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(env.world.steps, "list", recorded)
+        listed = _steps_listings(env, monkeypatch)
         document = await describe_document(env.client, run.run_id)
     assert listed == ["none"], listed
     assert [(c["runId"], c["status"]) for c in document["children"]] == [
@@ -164,3 +171,69 @@ async def test_describe_reads_a_long_runs_steps_in_pages_of_a_thousand(monkeypat
     assert [s["stepId"] for s in document["steps"]["list"][:3]] == ["step_1", "step_2", "step_3"]
     assert document["steps"]["list"][-1]["stepId"] == "step_1100"
     assert limits == [1000, 1000], limits
+
+
+@step(name="describe_text.book")
+async def book(what: str) -> str:
+    return f"booked {what}"
+
+
+@step(name="describe_text.pay", max_retries=0)
+async def pay(what: str) -> None:
+    raise LookupError(f"card declined for {what}")
+
+
+@step(name="describe_text.cancel", max_retries=0)
+async def cancel_booking(booking: str) -> None:
+    if "hotel" in booking:
+        raise RuntimeError("cancellation refused")
+
+
+@workflow(name="describe_text.trip")
+async def trip() -> None:
+    """A saga (docs/how-to/saga.md's ``book_trip``, small): two bookings, a payment that fails, the compensations
+    newest first, and an error naming what could not be undone."""
+    booked = [await book("flight"), await book("hotel")]
+    try:
+        await pay("trip")
+    except Exception as failure:
+        not_undone = []
+        for booking in reversed(booked):
+            try:
+                await cancel_booking(booking)
+            except Exception:
+                not_undone.append(booking)
+        raise RuntimeError(f"{failure}; not undone: {', '.join(not_undone)}") from failure
+
+
+async def test_a_failed_runs_rerun_hint_names_the_steps_it_completed_which_a_rerun_repeats(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A failed run's hint (``describe``'s ``re-run`` line, the viewer's) sent every failed run to ``awsworld
+    rerun`` once its cause is fixed: a saga's run with a booking not undone was told to book again, which
+    docs/how-to/saga.md warns against. A run that completed steps is told that a rerun runs them again, by name, and
+    to rerun only once what they did is undone or safe to repeat (``_timeline.rerun_hint``); a run that completed
+    none keeps the plain hint. Describe still reads the steps once, without values."""
+    from awsworld.ui import create_app
+
+    async with WorkflowTestEnv() as env:
+        saga = await env.client.start(trip)
+        with pytest.raises(WorkflowRunFailedError, match="not undone: booked hotel"):
+            await saga.result()
+        plain = await env.client.start(order)
+        with pytest.raises(WorkflowRunFailedError):
+            await plain.result()
+        listed = _steps_listings(env, monkeypatch)
+        hint = (await describe_document(env.client, saga.run_id))["rerunHint"]
+        assert listed == ["none"], listed
+        monkeypatch.undo()
+        plain_hint = (await describe_document(env.client, plain.run_id))["rerunHint"]
+        transport = httpx.ASGITransport(app=create_app(env.world))
+        async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as http:
+            page = (await http.get(f"/runs/{saga.run_id}")).text
+    assert hint == (f"once the cause is fixed, `awsworld rerun {saga.run_id}` starts a new run of its workflow with "
+                    "this input, on the newest code; every step runs again, the 3 this run completed too "
+                    "(2x describe_text.book, describe_text.cancel): rerun only once what they did is undone or safe to "
+                    "repeat"), hint
+    assert plain_hint == (f"once the cause is fixed, `awsworld rerun {plain.run_id}` starts a new run of its workflow "
+                          "with this input, on the newest code (every step runs again)"), plain_hint
+    assert f"<th>re-run</th><td>{hint.replace(chr(39), '&#x27;')}</td>" in page, "the viewer says the same"

@@ -329,3 +329,44 @@ def test_a_ctrl_c_or_sigterm_while_the_emulator_starts_stops_dev_at_once_and_lea
     finally:
         code, output = _interrupted(process, lines, "of the dev serving again")
     assert code == 0 and "Traceback" not in output and "state saved to" in output, output
+
+
+SIGTERM_AT_THE_EMULATORS_IMPORT = '''
+import os, signal, sys
+
+
+class SigtermAtTheEmulatorsImport:
+    """SIGTERM to this process as ``moto.core`` is first imported (``import moto`` imports it): a moment of the first
+    second of ``awsworld dev`` that a test can find every time."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name == "moto.core":
+            sys.meta_path.remove(self)
+            os.kill(os.getpid(), signal.SIGTERM)
+        return None
+
+
+sys.meta_path.insert(0, SigtermAtTheEmulatorsImport())
+sys.argv = ["awsworld", *sys.argv[1:]]
+from awsworld.cli import main
+
+sys.exit(main())
+'''
+
+
+def test_a_sigterm_while_dev_imports_the_emulator_is_devs_ctrl_c(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The emulator's import (moto: 0.3 to 0.9 s) came before dev's first line, in the check that it is installed
+    (``cli/__init__.py``'s ``_emulator_installed``, which finds it now, without importing it): a SIGTERM then ended
+    dev by Python's default, exit -15 and nothing said (it lost nothing: no state read, no lock taken, nothing
+    started). dev imports it after its first line, where SIGTERM is a Ctrl-C: "stopped", exit 130, the state folder
+    as it was. (The interpreter's start and awsworld.cli's import, 0.1 to 0.3 s, are still Python's default, as
+    SIGTERM is for every other command all along.)"""
+    project = tmp_path_factory.mktemp("sigtermimport")
+    (project / "ctrlc.py").write_text(textwrap.dedent(MODULE))
+    state = project / "state"
+    process = subprocess.run([sys.executable, "-c", SIGTERM_AT_THE_EMULATORS_IMPORT, "dev", "ctrlc", "--state",
+                              str(state)], cwd=project, env=_clean_env(), capture_output=True, text=True,
+                             timeout=120, preexec_fn=_preexec())
+    assert process.returncode == 130, (process.returncode, process.stdout, process.stderr)
+    assert process.stderr.rstrip().endswith("stopped") and "Traceback" not in process.stderr, process.stderr
+    assert "serving deliveries" not in process.stdout, process.stdout

@@ -10,6 +10,7 @@ correction are conditioned on the run not having moved.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -30,6 +31,7 @@ from .helpers import (
     new_run,
     on_aws,
     run_completed,
+    run_created,
     step_completed,
     step_created,
     stored,
@@ -206,6 +208,34 @@ async def test_the_watchdogs_snooze_stops_at_the_end_of_the_runs_lifetime(world:
     after = end + timedelta(minutes=1)
     past = await world.watch.snooze(again, after)
     assert past is not None and due_key(past) == due_key(snooze_due(after, 1)), "past the end: the backoff"
+
+
+async def test_a_new_runs_first_due_is_no_later_than_the_end_of_a_lifetime_shorter_than_the_horizon(
+        world: AnyWorld) -> None:
+    """A run created with a lifetime shorter than the watch horizon (``maxRunSeconds`` of 60 against 5 minutes) is
+    due at its lifetime's end, not a horizon after its creation, on every World: a pending run waiting for a
+    concurrency slot has no due but this one and the watchdog's snoozes (``world.watch.commit_due``). Before, such
+    a run was first woken, and so ended, up to 4 minutes after its lifetime."""
+    result = await world.events.create(None, run_created(executionContext={"maxRunSeconds": 60}))
+    assert result.run is not None
+    end = lifetime_end(result.run.created_at, {"maxRunSeconds": 60})
+    found = await _due(world, result.run.run_id, end + timedelta(minutes=1))
+    assert found is not None and found.due == due_key(end), (found, end)
+    longer = await new_run(world)  # (365 days: the horizon, as for any run)
+    assert await _due(world, longer, end + timedelta(minutes=1)) is None
+
+
+async def test_the_watchdogs_snooze_counts_from_the_wakes_it_is_given(world: AnyWorld) -> None:
+    """The snooze's backoff follows the count of wakes the ``DueRun`` carries, and stores one more, on every World
+    (``world.watch.snooze_due``). The in-memory World counted from its own record, ignoring the one given."""
+    run_id = await new_run(world, start=True)
+    later = now(world) + horizon() + timedelta(minutes=2)
+    found = await _due(world, run_id, later)
+    assert found is not None and found.wakes == 0
+    pushed = await world.watch.snooze(dataclasses.replace(found, wakes=3), later)
+    assert pushed is not None and due_key(pushed) == due_key(snooze_due(later, 3)), pushed
+    again = await _due(world, run_id, pushed + timedelta(minutes=1))
+    assert again is not None and again.wakes == 4
 
 
 async def test_a_resting_flows_correction_holds_only_while_the_log_has_not_moved(world: AnyWorld) -> None:

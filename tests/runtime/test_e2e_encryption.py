@@ -21,11 +21,13 @@ import pytest
 from botocore.exceptions import ClientError
 
 from awsworld import Client, FatalError, create_hook, get_writable, step, workflow
+from awsworld._worker.dispatch import Worker
 from awsworld.aws import AWSWorld
 from awsworld.aws.clients import AWSClients
 from awsworld.aws.encryption.cipher import RunCipher, UnreadableValueError
 from awsworld.aws.encryption.run_keys import DATA_KEY_SK, RUN_CONTEXT_KEY, TABLE_CONTEXT_KEY, EncryptionKeyError
 from awsworld.local import LocalAWS
+from awsworld.local.poller import LocalPoller
 from awsworld.world.errors import RunNotFoundError
 from conftest import LOCALSTACK, local_aws_options  # tests/conftest.py (tests/ is on sys.path)
 
@@ -523,6 +525,46 @@ async def test_a_run_whose_key_is_lost_is_failed_by_the_cli_and_its_error_reads_
     finally:
         await world.close()
     assert page.status_code == 200 and "failed on request: its key was deleted" in page.text, page.text[:500]
+
+
+@pytest.mark.parametrize("end", ["fail", "cancel"])
+async def test_the_wake_of_a_run_ended_by_the_cli_whose_key_is_lost_is_acknowledged(servers: dict[str, Any],
+                                                                                    end: str) -> None:
+    """After ``awsworld fail`` or ``cancel`` of a run whose key KMS refuses, the wake that command sends is
+    acknowledged by a worker that never held the run's key (a Lambda instance started since, as every one is after
+    a while): the flow finds the run's end in its log read without values (nothing of it to decrypt) and does
+    what an end asks. Before, every delivery of it failed reading the log's values, so it came back with a growing
+    back-off until it reached the dead-letter queue, whose alarm fired for a run the operator ended on purpose.
+    (A LocalAWS of its own: its worker is replaced by a fresh one, which the module's shared one must not be.)"""
+    async with LocalAWS(**servers, encrypt_payloads=True) as local:
+        token = f"enc-lost-wake-{end}-{os.urandom(3).hex()}"
+        run_id, _ = await _run_with_another_runs_key(local, waiting=token)
+        assert local.poller is not None
+        await local.poller.stop()  # the worker that ran it (its key and its replay kept): a fresh one instead
+        fresh = AWSWorld(local.config)  # (the same table and queue, no key nor replay of the run known)
+        poller = local.poller = LocalPoller(fresh, Worker(fresh))
+        poller.start()
+        command = ["fail", run_id, "--reason", "its key was deleted"] if end == "fail" else ["cancel", run_id]
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "awsworld.cli", *command, env=_cli_env(local.config, local.config.kms_key_id),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        _, err = await asyncio.wait_for(process.communicate(), 60)
+        assert process.returncode == 0, err.decode()
+        for _ in range(200):  # the wake's first delivery (the only message of this LocalAWS's queue)
+            if poller.results:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)  # (and any other delivery it brings)
+        assert poller.results and not any(result.failed for result in poller.results), poller.results
+        assert [result.status for result in poller.results] == ["gone"], poller.results
+        sqs = await local.world.clients.sqs()
+        counts = (await sqs.get_queue_attributes(
+            QueueUrl=local.config.queue_url or "",
+            AttributeNames=["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]))["Attributes"]
+        assert counts == {"ApproximateNumberOfMessages": "0", "ApproximateNumberOfMessagesNotVisible": "0"}, counts
+        await poller.stop()
+        local.poller = None
+        await fresh.close()
 
 
 async def test_failing_a_run_whose_key_opens_seals_its_error(encrypted: LocalAWS) -> None:

@@ -5,6 +5,8 @@ policy whose delays span several deliveries, and one run on ``LocalAWS``."""
 from __future__ import annotations
 
 import itertools
+import logging
+import re
 import uuid
 from collections import Counter
 from datetime import datetime, timedelta
@@ -89,6 +91,31 @@ async def test_max_attempts_counts_every_attempt(awsworld_env: WorkflowTestEnv) 
         await run.result()
     assert CALLS[tag] == 3
     assert [e.event_type for e in await run.events() if e.correlation_id == "step_1"].count("step_retrying") == 2
+
+
+@step(retry=RetryPolicy(max_attempts=2, initial_delay="90s", jitter=0, retry_on=ConnectionError))
+async def down_once(tag: str) -> None:
+    raise ConnectionError(f"down {tag}")
+
+
+@workflow
+async def retried_once(tag: str) -> None:
+    await down_once(tag)
+
+
+async def test_a_retried_attempts_log_line_says_how_far_its_next_attempt_is_as_every_duration_is_said(
+        awsworld_env: WorkflowTestEnv, caplog: pytest.LogCaptureFixture) -> None:
+    """The line a retried attempt logs (``awsworld.failures``, INFO: ``awsworld dev`` prints it) says the next
+    attempt's distance with ``authoring/durations.py``'s ``duration_text``, as every message does: 90 s is
+    ``1 min 30 s``. It had a formatter of its own, which said ``90 s`` there and ``2 h`` for 2 h 29 min."""
+    caplog.set_level(logging.INFO, logger="awsworld.failures")
+    run = await awsworld_env.client.start(retried_once, uuid.uuid4().hex)
+    with pytest.raises(WorkflowRunFailedError):
+        await run.result()
+    [line] = [r.getMessage() for r in caplog.records
+              if r.name == "awsworld.failures" and "attempt 2 at" in r.getMessage() and run.run_id in r.getMessage()]
+    assert re.search(rf"; attempt 2 at \d\d:\d\d:\d\d UTC, in 1 min 30 s \(`awsworld skip {run.run_id}` starts it "
+                     r"now\)$", line), line
 
 
 # ----------------------------------------------------------------------------------------- jitter

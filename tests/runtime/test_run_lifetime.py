@@ -236,25 +236,28 @@ async def one_at_a_time(token: str) -> str:
     return str(await create_hook(token=token))
 
 
+@pytest.mark.parametrize("lifetime", [timedelta(days=3), timedelta(minutes=1)], ids=["3 days", "1 minute"])
 async def test_a_run_waiting_for_a_concurrency_slot_is_ended_at_its_lifetime_not_at_the_watchdogs_next_snooze(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    """A pending run waiting for a slot cannot rest (it has no due of its own): the watchdog wakes it on its doubling
-    snoozes, up to a day apart. Each snooze stops at the end of the run's lifetime (``world.watch.snooze_due``).
-    Before, a 3-day lifetime was ended at the snooze after it: 18.6 hours late (5 min, 10, 20, ... then daily)."""
+        monkeypatch: pytest.MonkeyPatch, lifetime: timedelta) -> None:
+    """A pending run waiting for a slot cannot rest (it has no due of its own): the watchdog wakes it at its first
+    due and then on its doubling snoozes, up to a day apart. The first due and each snooze stop at the end of the
+    run's lifetime (``world.watch.commit_due``, ``snooze_due``). Before, a 3-day lifetime was ended at the snooze
+    after it: 18.6 hours late (5 min, 10, 20, ... then daily); and a 1-minute one at the first due, a horizon (5
+    minutes) after its creation: 4 minutes late."""
     monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "500")
     async with WorkflowTestEnv() as env:
         holder = await env.client.start(one_at_a_time, "lifetime:holder")  # holds the slot, under a longer lifetime
         await holder.wait_for_hook("lifetime:holder", timeout=RESULT_TIMEOUT)
-        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", "3")
+        monkeypatch.setenv("AWSWORLD_MAX_RUN_DAYS", repr(lifetime.total_seconds() / (24 * 3600)))
         started = env.now()
         waiter = await env.client.start(one_at_a_time, "lifetime:waiter")
         await env.idle()
         assert (await env.world.runs.get(waiter.run_id)).status == "pending"
-        await env.sleep(timedelta(days=4))
+        await env.sleep(lifetime + timedelta(days=1))
         ended = await env.world.runs.get(waiter.run_id)
         assert (ended.status, ended.error_code) == ("failed", "RUN_LIFETIME_EXCEEDED"), ended
         assert ended.completed_at is not None
-        late = ended.completed_at - (started + timedelta(days=3))
+        late = ended.completed_at - (started + lifetime)
         assert timedelta(0) <= late <= timedelta(minutes=2), late
         with pytest.raises(RunLifetimeError):
             await asyncio.wait_for(waiter.result(), RESULT_TIMEOUT)

@@ -35,7 +35,7 @@ from ..world.shared.answers import build, hook_answer, step_answer, wait_answer
 from ..world.shared.storage import LogSlice, Unit
 from .records import RunRecord, State, StoredEvent, event_model, run_model
 from .values import NULL, Value, data_text, json_value, store_value
-from .watch import set_due
+from .watch import run_lifetime_end, set_due
 
 Placed = tuple[Decision, Value | None]
 
@@ -202,7 +202,8 @@ class MemoryLog:
         run.updated_at = now
         if seq_in_band is not None:
             run.seq_in_band = seq_in_band
-        set_due(self.state, run, due_after(committed, now, run_over=over))
+        set_due(self.state, run, due_after(committed, now, run_over=over,
+                                           lifetime_end=run_lifetime_end(run) if made is not None else None))
         self._committed()
         return run, placed_slots, opens
 

@@ -30,6 +30,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..authoring.children import ChildWorkflowError
+from ..authoring.durations import duration_text
 from ..authoring.errors import BodyExitError, HookFailedError, StepError, StoredTraceback, cap_message
 from ..durable.child_calls import START_CHILD, TOKEN_PREFIX, child_token
 from ..settings import SETTINGS, Settings
@@ -388,7 +389,7 @@ def retry_report(run_id: str, step_name: str, step_id: str, attempt: int, max_at
             + (f" ({where})" if where else ""))
     if in_seconds < 1:
         return f"{head}; attempt {attempt + 1} starts now"
-    return f"{head}; attempt {attempt + 1} at {at} UTC, in {_duration(in_seconds)} (`awsworld skip {run_id}` " \
+    return f"{head}; attempt {attempt + 1} at {at} UTC, in {duration_text(in_seconds)} (`awsworld skip {run_id}` " \
            f"starts it now)"
 
 
@@ -406,15 +407,6 @@ def _last_frame(stack: str) -> str | None:
     """``/…/shop.py, line 7, in lookup`` of a traceback's innermost frame (where the user's code raised)."""
     frames = [line.strip() for line in stack.splitlines() if line.strip().startswith("File ")]
     return frames[-1].removeprefix("File ").replace('"', "") if frames else None
-
-
-def _duration(seconds: float) -> str:
-    whole = round(seconds)
-    if whole < 120:
-        return f"{whole} s"
-    if whole < 2 * 3600:
-        return f"{round(whole / 60)} min"
-    return f"{round(whole / 3600)} h" if whole < 2 * 86400 else f"{round(whole / 86400)} d"
 
 
 def _indented(text: str) -> str:

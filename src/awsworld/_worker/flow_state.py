@@ -19,6 +19,7 @@ from .._engine.ops import StepOp
 from ..world.clock import clock_of
 from ..world.events import BatchEventOutcome, Event
 from ..world.messages import FlowMessage
+from ..world.pages import collect_pages
 from ..world.protocol import World
 from .recovery import taken_over
 from .step_runner import StepEnd
@@ -251,6 +252,12 @@ class FlowLog:
             self.forget()
             return False
         return True
+
+    async def read_without_values(self) -> list[Event]:
+        """The whole log with no value read (``resolve_data="none"``), this log's cursor and counts left alone: what
+        the flow of an ended run whose values cannot be read does its end's work from (``Flow._run``)."""
+        return await collect_pages(lambda cursor: self.world.events.list(self.run_id, cursor=cursor,
+                                                                        resolve_data="none"))
 
     async def _load(self, *, counters: bool) -> list[Event]:
         """The events past the cursor; ``counters``: take the in-band count from the first page's snapshot

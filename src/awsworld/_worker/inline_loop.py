@@ -36,7 +36,7 @@ from ..authoring.errors import (
 from ..durable.class_paths import same_classes
 from ..world.clock import clock_of
 from ..world.cursors import slot_cursor
-from ..world.errors import InBandSupersededError, RunGoneError
+from ..world.errors import InBandSupersededError, RunGoneError, RunValuesUnreadableError
 from ..world.events import RUN_END_EVENT_TYPES, Event
 from ..world.messages import FlowMessage
 from ..world.protocol import World
@@ -194,8 +194,12 @@ class Flow:
 
     async def _run(self) -> str:
         known = self.registry.workflows.get(self.message.workflow_name)
-        resumed = await self._resume(known)
-        log = self.log.replay().log if resumed else await self.log.load_all()
+        try:
+            resumed = await self._resume(known)
+            log = self.log.replay().log if resumed else await self.log.load_all()
+        except RunValuesUnreadableError as unreadable:
+            self.ended_log = await self._ended_unread(unreadable)
+            return "gone"
         if any(e.event_type in RUN_END_EVENT_TYPES for e in log[self.log.held if resumed else 0:]):
             self.ended_log = log
             return "gone"
@@ -228,6 +232,22 @@ class Flow:
             if self.provisional.pending is not None:  # a consumed step result is never lost: record it first
                 await self.provisional.record_now()
             raise
+
+    async def _ended_unread(self, unreadable: RunValuesUnreadableError) -> list[Event]:
+        """The log of a run whose values are lost (``unreadable.lost``), read without them, when it holds the run's
+        end: an operator's ``awsworld fail`` or ``cancel`` of such a run wakes it, and its flow does the end's work
+        from that (``on_run_end``: tell a parent, cancel children; free its slots), none of which needs a value.
+        Else (a passing refusal, or a run not ended) ``unreadable`` again: retried, as every delivery that fails.
+        Reading the values of such a run failed every delivery of the wake until it reached the dead-letter queue."""
+        if not unreadable.lost:
+            raise unreadable
+        self.log.forget()  # (a kept replay taken, or part of a log read: neither is this delivery's any more)
+        events = await self.log.read_without_values()
+        if not any(e.event_type in RUN_END_EVENT_TYPES for e in events):
+            raise unreadable
+        log.info("run %s: ended, and its values cannot be read (%s): its end's work is done from its log read "
+                 "without them", self.run_id, unreadable)
+        return events
 
     async def _end_at_lifetime(self) -> str:
         """Fail a run still running at its lifetime's end (``world/rules/lifetime.py``) with ``RunLifetimeError``,

@@ -94,9 +94,10 @@ async def describe_document(client: Any, run_id: str) -> dict[str, Any]:
         # How long the run stays readable after its end: its workflow's retention, fixed when it started
         # (authoring.definitions.RETENTION_CONTEXT_KEY), else None (the stack's RunRetentionDays).
         "retentionSeconds": context.get(RETENTION_CONTEXT_KEY),
-        # What a failed run's story ends with (its rerun, or for a workflow no deployment registers what works,
-        # the schedule that started it read as it is now: _timeline.failed_run_hint), else None.
-        "rerunHint": await failed_run_hint(world, view) if view.status == "failed" else None,
+        # What a failed run's story ends with (its rerun, naming the steps it completed, which a rerun repeats; or
+        # for a workflow no deployment registers what works, the schedule that started it read as it is now:
+        # _timeline.failed_run_hint), else None.
+        "rerunHint": await failed_run_hint(world, view, steps) if view.status == "failed" else None,
         # The run's final error in full (type, message, failing step, traceback) goes here, from a
         # function of its own (helper `ends`); "error" and "errorCode" above stay as they are.
     }

@@ -205,6 +205,17 @@ class HookClosedError(HookNotFoundError, RunGoneError):
         self.run_status = run_status
 
 
+class RunValuesUnreadableError(WorldError):
+    """A World could not read a run's stored values (or seal new ones): ``lost`` when no retry changes that until
+    someone acts (the AWS World's ``EncryptionKeyError``, ``aws/encryption/run_keys.py``: KMS refuses the run's key
+    for good). The worker reads it here, below every World: the flow of an ended run whose values are lost reads
+    its log without them and still does its end's work (``_worker/inline_loop.py``'s ``Flow._run``)."""
+
+    def __init__(self, message: str, *, lost: bool = False) -> None:
+        super().__init__(message)
+        self.lost = lost
+
+
 class InBandSupersededError(WorldError):
     """Another orchestrator wrote to the run first; carries the counters read together at refusal."""
 

@@ -98,12 +98,25 @@ def shard_of(run_id: str) -> str:
     return str(zlib.crc32(run_id.encode("utf-8")) % SHARDS)
 
 
-def commit_due(now: datetime, *, ends_run: bool, leases: Iterable[datetime] = ()) -> datetime | None:
+def commit_due(now: datetime, *, ends_run: bool, leases: Iterable[datetime] = (),
+               lifetime_end: datetime | None = None) -> datetime | None:
     """The due a commit leaves on its run: none once the run ends, else ``now + HORIZON`` or the longest
-    lease of a step it started, whichever is later."""
+    lease of a step it started, whichever is later; never past ``lifetime_end`` while that is ahead
+    (``within_lifetime``). The commit that creates a run passes its lifetime's end (both Worlds know it there, from
+    the ``run_created``): a pending run waiting for a concurrency slot has no due but this one and the watchdog's
+    snoozes, so a lifetime shorter than the horizon ended up to a horizon late."""
     if ends_run:
         return None
-    return max([now + horizon(), *leases])
+    return within_lifetime(now, max([now + horizon(), *leases]), lifetime_end)
+
+
+def within_lifetime(now: datetime, due: datetime, lifetime_end: datetime | None) -> datetime:
+    """``due``, or the end of the run's lifetime (``world/rules/lifetime.py``) when that lies between ``now`` and
+    it: the wake there ends the run. Past the end, ``due`` alone (a run the wake could not end is not woken at
+    once again)."""
+    if lifetime_end is not None and now < lifetime_end < due:
+        return lifetime_end
+    return due
 
 
 def quiet_due(timers: Iterable[datetime]) -> datetime | None:
@@ -162,9 +175,7 @@ def snooze_due(now: datetime, wakes: int, lifetime_end: datetime | None = None) 
     the end has passed the backoff applies alone (the wake at the end ends the run; one that could not is not woken
     every tick)."""
     backoff = now + timedelta(seconds=min(MAX_SNOOZE_SECONDS, horizon_seconds() * 2 ** min(wakes, 20)))
-    if lifetime_end is not None and now < lifetime_end < backoff:
-        return lifetime_end
-    return backoff
+    return within_lifetime(now, backoff, lifetime_end)
 
 
 @dataclass(frozen=True)
@@ -191,8 +202,9 @@ class WatchAPI(Protocol):
         ...
 
     async def snooze(self, run: DueRun, now: datetime) -> datetime | None:
-        """Push a due run's due forward (``snooze_due``) if it is still ``run.due``: the new due, or None when
-        the run moved since it was found (a write set another due, or it ended)."""
+        """Push a due run's due forward (``snooze_due``, by ``run.wakes``; the run keeps ``run.wakes + 1``) if it is
+        still ``run.due``: the new due, or None when the run moved since it was found (a write set another due, or
+        it ended)."""
         ...
 
     async def correct(self, run_id: str, due: datetime | None, *, seq: int) -> bool:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from botocore.exceptions import ClientError
 
-from ...world.errors import WorldError
+from ...world.errors import RunValuesUnreadableError
 from ..config import AWSConfig
 from ..keys import run_pk
 from ..resources import PK, SK, TTL_ATTRIBUTE
@@ -42,15 +42,12 @@ RUN_CONTEXT_KEY = "awsworld:run"
 _CACHED = 4096
 
 
-class EncryptionKeyError(WorldError):
+class EncryptionKeyError(RunValuesUnreadableError):
     """KMS refused to make or unwrap a run's data key (no permission, key disabled or deleted), or an encrypted
     run's data key item is gone. ``lost``: the run's key cannot be used until someone acts on the key or its
     grants (a refusal KMS gives for good, or no key item), not a passing fault (throttling, KMS's own errors):
-    what an operator's ``fail`` of such a run stores its error unsealed for (``aws/values.py``)."""
-
-    def __init__(self, message: str, *, lost: bool = False) -> None:
-        super().__init__(message)
-        self.lost = lost
+    what an operator's ``fail`` of such a run stores its error unsealed for (``aws/values.py``), and what lets
+    the wake of such a run once ended be acknowledged unread (``world/errors.py``'s ``RunValuesUnreadableError``)."""
 
 
 #: KMS's refusals to unwrap a run's data key that no retry changes: the run's key is lost to this caller.

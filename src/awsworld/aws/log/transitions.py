@@ -72,6 +72,8 @@ def run_head(made: NewRun, now: str, *, retention: int = DEFAULT_RETENTION_SECON
     TTL every item of the run gets when written (``aws/retention.py``), and the end of its lifetime
     (``WATCH_END``), where the watchdog's snoozes stop (``world.watch.snooze_due``)."""
     ret = retention_of(made.execution_context, retention)
+    created = datetime.fromisoformat(now)
+    end = lifetime_end(created, made.execution_context)
     return {
         **run_key(made.run_id),
         "lv": LAYOUT_VERSION,
@@ -88,8 +90,8 @@ def run_head(made: NewRun, now: str, *, retention: int = DEFAULT_RETENTION_SECON
         GSI_STATUS_KEY: made.status,
         GSI_WORKFLOW_KEY: made.workflow_name,
         GSI_RUN_KEY: made.run_id,
-        **run_watch(made.run_id, commit_due(datetime.fromisoformat(now), ends_run=False)),
-        WATCH_END: due_key(lifetime_end(datetime.fromisoformat(now), made.execution_context)),
+        **run_watch(made.run_id, commit_due(created, ends_run=False, lifetime_end=end)),
+        WATCH_END: due_key(end),
         RETENTION_ATTRIBUTE: ret,
         TTL_ATTRIBUTE: running_ttl(now, ret, max_run),
     }

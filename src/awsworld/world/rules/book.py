@@ -87,10 +87,12 @@ def decide_unit(reqs: Sequence[CreateEventRequest], view: View) -> Decision:
     return decide(reqs[0], view)
 
 
-def due_after(decisions: Iterable[Decision], now: datetime, *, run_over: bool = False) -> datetime | None:
+def due_after(decisions: Iterable[Decision], now: datetime, *, run_over: bool = False,
+              lifetime_end: datetime | None = None) -> datetime | None:
     """The run's due after a commit of ``decisions`` (``world.watch.commit_due``): none once the run has ended
-    (``run_over``: before the commit) or the commit ends it; else the soonest of the watch's horizon and the
-    leases of the steps the commit starts."""
+    (``run_over``: before the commit) or the commit ends it; else the latest of the watch's horizon and the
+    leases of the steps the commit starts, no later than ``lifetime_end`` (given by the commit that creates the
+    run)."""
     ends = run_over
     leases: list[datetime] = []
     for decision in decisions:
@@ -99,4 +101,4 @@ def due_after(decisions: Iterable[Decision], now: datetime, *, run_over: bool = 
         if step is not None and step.lease_until is not None and decision.events \
                 and decision.events[-1].event_type == "step_started":
             leases.append(step.lease_until)
-    return commit_due(now, ends_run=ends, leases=leases)
+    return commit_due(now, ends_run=ends, leases=leases, lifetime_end=lifetime_end)

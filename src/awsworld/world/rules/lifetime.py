@@ -17,8 +17,9 @@ first events) a retention later, and fail at its next delivery with nothing left
   A resting run's due (``_worker/recovery.py``, ``resting_due``) is never later than its lifetime's end, so even
   a run waiting on hooks alone is woken for it: one watchdog wake per such run, and nothing more per tick (the
   index query is the one the watchdog makes anyway). A run that cannot rest (a pending run waiting for a
-  concurrency slot, a step waiting for one) is due by the watchdog's snoozes, which stop at its lifetime's end
-  (``world/watch.py``, ``snooze_due``). The wake comes within the tick's period and the due's bucket
+  concurrency slot, a step waiting for one) is due by its creation's due and the watchdog's snoozes, which all
+  stop at its lifetime's end (``world/watch.py``, ``commit_due`` and ``snooze_due``). The wake comes within the
+  tick's period and the due's bucket
   (a minute each in the stack), and the items a run writes while it runs count a retention of a day at least
   (``aws/retention.py``, ``running_retention``), so the run ends before any of its items can expire whatever its
   retention.
