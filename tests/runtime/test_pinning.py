@@ -18,7 +18,16 @@ from typing import Any
 
 import pytest
 
-from awsworld import DeploymentUnavailableError, RateLimit, WorkflowRunFailedError, create_hook, step, workflow
+from awsworld import (
+    DeploymentUnavailableError,
+    RateLimit,
+    RetryPolicy,
+    WorkflowRunFailedError,
+    create_hook,
+    step,
+    step_metadata,
+    workflow,
+)
 from awsworld._deployments.identity import register
 from awsworld._deployments.pins import DEPLOYMENT_MISMATCH, MAX_REROUTES, PIN_ATTRIBUTE
 from awsworld._deployments.upgrade import Upgrade, runs_on, upgrade_run
@@ -132,6 +141,30 @@ with V2.capture():
     async def rate_v2(x: str) -> str:
         return await rated_v2(x)
 
+
+RETRY_LATER = RetryPolicy(max_attempts=5, initial_delay="4s", backoff=1, jitter=0)
+"""A compensation's patient policy: its next attempt is queued 4 s out, time for an upgrade on the emulator."""
+
+with V1.capture():
+    @step(name="pin.unbook", retry=RETRY_LATER)
+    async def unbook_v1(x: str) -> str:
+        raise RuntimeError(f"v1 cannot undo {x}")  # the bug the next deployment fixes
+
+    @workflow(name="pin.undo")
+    async def undo_v1(x: str) -> str:
+        return await unbook_v1(x)
+
+FIXED = Registry()
+with FIXED.capture():
+    @step(name="pin.unbook", retry=RETRY_LATER)
+    async def unbook_fixed(x: str) -> str:
+        if step_metadata().attempt == 2:
+            raise RuntimeError(f"{x}'s partner did not answer")  # once: the next retry is the fixed code's own
+        return f"fixed:{x} at attempt {step_metadata().attempt}"
+
+    @workflow(name="pin.undo")
+    async def undo_fixed(x: str) -> str:
+        return await unbook_fixed(x)
 
 with V3.capture():
     @step(name="pin.tag")
@@ -447,6 +480,33 @@ async def test_an_upgrade_moves_a_run_on_purpose_only_after_its_replay_matches(s
     assert await run.result(timeout=30) == ["v1:f", "v3:f"], "the rest of the run on v3's code"
     again = await stack.upgrade(run, "v3", V3)
     assert again.outcome == "ended"
+
+
+async def test_an_upgrade_moves_a_failing_steps_next_attempts_to_the_fixed_code(stack: Stack) -> None:
+    """The fix ``awsworld dev`` and ``awsworld upgrade`` offer for a step that keeps failing (a saga's compensation,
+    say): once the run is moved, the step's next attempt runs the target's code. The retry message was queued by
+    the old deployment, addressed to it; its delivery there reads the run's pin and hands it to the run's
+    deployment, and the retry that deployment queues is addressed to itself. It ran every attempt on the old code,
+    pinned to the new deployment all the while, until the retries ran out."""
+    run = await stack.client.start(undo_v1, "i")
+    for _ in range(600):  # until the first attempt has failed and the second waits its 4 s
+        steps = await run.steps()
+        if steps and steps[0].error is not None:
+            break
+        if stack.env is not None:
+            await stack.env.idle()
+        else:
+            await asyncio.sleep(0.05)
+    [failing] = await run.steps()
+    assert (failing.status, failing.attempt) == ("pending", 1), failing
+    await stack.deploy("v2", FIXED)
+    moved = await stack.upgrade(run, "v2", FIXED)
+    assert (moved.outcome, moved.source, moved.target) == ("moved", "v1", "v2")
+    handed = stack.handed_over
+    assert await run.result(timeout=30) == "fixed:i at attempt 3"
+    assert await stack.pin(run) == "v2"
+    assert stack.handed_over - handed == 2, "attempt 2's message: v2 to v1, back to v2; attempt 3's is v2's own"
+    assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
 
 
 async def test_an_upgrade_replays_an_unpinned_run_and_leaves_it_unpinned_for_the_next_deployment(

@@ -9,8 +9,11 @@
   deployment; a run starting here is pinned here; the flow's messages carry the pin.
 
 A delivery handed to a deployment is that deployment's to run (``handed``): it never goes back on its address
-alone, which may be stale (an upgrade moved the run since it was queued); the flow's read of the log decides. Each
-hand-over counts against ``MAX_REROUTES``, so two deployments that disagree cannot pass a delivery back and forth.
+alone, which may be stale (an upgrade moved the run since it was queued); the flow's read of the log decides. A
+step message reads no log before its body runs, so one handed over reads its run's pin first (``handed_step_target``,
+one read, paid only by the runs of a deployment that is not live): a step's next attempt queued before an
+``awsworld upgrade`` runs on the code the run was moved to, the fix for a step that keeps failing. Each hand-over
+counts against ``MAX_REROUTES``, so two deployments that disagree cannot pass a delivery back and forth.
 """
 
 from __future__ import annotations
@@ -28,6 +31,15 @@ def delivery_target(address: str | None, here: str | None, *, handed: bool) -> s
     if here is None or handed or address is None or address == here:
         return None
     return address
+
+
+def handed_step_target(pinned: str | None, here: str | None) -> str | None:
+    """The deployment to hand a handed-over step message to, its run now ``pinned`` there (``pinned_run``: None
+    for an unpinned or ended run), or None: run its body here. Its address said here; an upgrade may have moved
+    the run since the message was queued."""
+    if here is None or pinned is None or pinned == here:
+        return None
+    return pinned
 
 
 def exhausted(reroutes: int) -> bool:
@@ -74,4 +86,4 @@ def unpinned_for_good(log: Sequence[Event], *, pinned_workflow: bool) -> bool:
     return not pinned_workflow or any(e.event_type == "run_started" for e in log)
 
 
-__all__ = ["FlowPin", "delivery_target", "exhausted", "flow_pin", "unpinned_for_good"]
+__all__ = ["FlowPin", "delivery_target", "exhausted", "flow_pin", "handed_step_target", "unpinned_for_good"]

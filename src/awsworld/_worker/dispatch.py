@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -109,7 +109,7 @@ class Worker:
         if outcome.status == "cancelled":
             return Outcome("step-cancelled")  # stopped: the flow that recorded the cancellation goes on by itself
         if outcome.status == "retry":
-            await retry_step_message(self.world, message, outcome.retry_after)
+            await retry_step_message(self.world, message, outcome.retry_after, deployment=self.deployment)
             return Outcome("retry-queued")
         if outcome.status in ("completed", "failed") and outcome.open_steps not in (None, 0) \
                 and outcome.status not in message.wakes_on:
@@ -126,8 +126,11 @@ class Worker:
         return Outcome(f"step-then-{status}", retry_after=flow.redeliver_after, stats=flow.stats)
 
 
-async def retry_step_message(world: World, message: FlowMessage, delay: float) -> None:
-    """Queue a step's next attempt, without a dedup key. A duplicate (this send repeated after a crash, or a
+async def retry_step_message(world: World, message: FlowMessage, delay: float, *, deployment: str | None) -> None:
+    """Queue a step's next attempt, addressed to ``deployment``, the one that ran this attempt (None: no pinning,
+    the address it came with): a message handed over to where an upgrade moved its run
+    (``_deployments.routing.handed_step_target``) came addressed to the old one, which would be handed it again
+    for every attempt. Without a dedup key. A duplicate (this send repeated after a crash, or a
     flow's keyed dispatch of the same due attempt) is harmless: step_started from a second delivery while the
     step runs under the first one's message id is refused (``running-elsewhere``: acknowledged as a duplicate),
     before its retry time it is too early (it comes back later), and once the step has ended it finds it
@@ -137,5 +140,7 @@ async def retry_step_message(world: World, message: FlowMessage, delay: float) -
     if beyond_reach(world.watch, delay):
         return  # further than one message carries: the run's due brings a wake before it (``flow_messages``)
     due = clock_of(world).now() + timedelta(seconds=delay)
+    if deployment is not None:
+        message = replace(message, deployment=deployment, reroutes=0)
     await world.queue(queue_name_for(message.workflow_name), retried(message, due).to_payload(),
                       delay_seconds=math.ceil(delay))
