@@ -62,3 +62,89 @@ async def test_a_rollback_runs_a_failing_steps_next_attempts_on_the_deployment_r
     assert (back.outcome, back.source, back.target) == ("moved", "v3", "v2"), back
     assert await run.result(timeout=30) == "works:r at attempt 2"
     assert await stack.pin(run) == "v2"
+
+
+HELD = asyncio.Event()
+"""Set by the test to let v1's first step finish: the run is upgraded while that body runs."""
+ENTERED = asyncio.Event()
+
+SLOW_V1 = Registry()
+SLOW_V2 = Registry()
+with SLOW_V1.capture():
+    @step(name="fault.first")
+    async def first_v1(x: str) -> str:
+        ENTERED.set()
+        await HELD.wait()
+        return f"v1:{x}"
+
+    @step(name="fault.second")
+    async def second_v1(x: str) -> str:
+        return f"v1:{x}"
+
+    @workflow(name="fault.two")
+    async def two_v1(x: str) -> list[str]:
+        return [await first_v1(x), await second_v1(x)]
+
+with SLOW_V2.capture():
+    @step(name="fault.first")
+    async def first_v2(x: str) -> str:
+        return f"v2:{x}"
+
+    @step(name="fault.second")
+    async def second_v2(x: str) -> str:
+        return f"v2:{x}"
+
+    @workflow(name="fault.two")
+    async def two_v2(x: str) -> list[str]:
+        return [await first_v2(x), await second_v2(x)]
+
+
+async def test_an_upgrade_while_a_step_runs_lets_that_body_end_on_the_old_code_and_the_next_step_run_on_the_new(
+        stack: Stack) -> None:
+    HELD.clear()
+    ENTERED.clear()
+    await stack.deploy("v2", SLOW_V1)
+    await stack.deploy("v3", SLOW_V2)
+    run = await stack.client.options(deployment="v2").start(two_v1, "m")
+    waiter = asyncio.ensure_future(run.result(timeout=30))
+    await asyncio.wait_for(ENTERED.wait(), 30)
+    moved = await stack.upgrade(run, "v3", SLOW_V2)
+    assert moved.outcome == "moved", moved
+    HELD.set()
+    assert await waiter == ["v1:m", "v2:m"]
+    assert await stack.pin(run) == "v3"
+
+
+LACKING = Registry()
+with LACKING.capture():
+    @workflow(name="fault.other")
+    async def other(x: str) -> str:
+        return x
+
+
+async def test_two_upgrades_racing_leave_the_run_on_one_target_and_running_its_code(stack: Stack) -> None:
+    HELD.clear()
+    ENTERED.clear()
+    await stack.deploy("v2", SLOW_V1)
+    await stack.deploy("v3", SLOW_V2)
+    await stack.deploy("v4", SLOW_V2)
+    run = await stack.client.options(deployment="v2").start(two_v1, "race")
+    waiter = asyncio.ensure_future(run.result(timeout=30))
+    await asyncio.wait_for(ENTERED.wait(), 30)
+    both = await asyncio.gather(stack.upgrade(run, "v3", SLOW_V2), stack.upgrade(run, "v4", SLOW_V2))
+    assert all(u.ok for u in both), both
+    HELD.set()
+    assert await waiter == ["v1:race", "v2:race"]
+    assert await stack.pin(run) in ("v3", "v4")
+    assert not [r for r in stack.results if r.status in ("error", "deployment-mismatch")]
+
+
+async def test_an_upgrade_to_code_that_lacks_the_workflow_writes_nothing_and_the_run_goes_on(stack: Stack) -> None:
+    HELD.set()
+    await stack.deploy("v2", WORKS)
+    await stack.deploy("v3", LACKING)
+    run = await stack.client.options(deployment="v2").start(order_works, "l")
+    refused = await stack.upgrade(run, "v3", LACKING)
+    assert (refused.outcome, refused.source) == ("error", "v2"), refused
+    assert await stack.pin(run) == "v2"
+    assert await run.result(timeout=30) == "works:l at attempt 1"
