@@ -13,9 +13,10 @@ code when the next deployment comes, which is what its user declared it should n
 
 A flow still running the run on the old deployment loses its next write to the fence, and its follow-up is handed
 to the target by the flow's pin check (``_deployments.routing``). A step message queued before the move (a retry of
-a step that keeps failing) is handed to the target by the old deployment, which reads the run's pin before the
-body runs (``routing.handed_step_target``); only an attempt running at the move ends its body on the old code (a
-step's body, unlike the workflow's calls, is free to change: the replay uses its recorded result).
+a step that keeps failing) is handed to the target by whichever deployment receives it, the live one included (a
+move back to an older deployment), which reads the run's pin before the body runs (``routing.reads_step_pin``);
+only an attempt running at the move ends its body on the old code (a step's body, unlike the workflow's calls, is
+free to change: the replay uses its recorded result).
 
 ``holdings`` lists the unfinished runs (pending, running, parked) by the deployment they are pinned to: what
 ``awsworld deployments`` shows and what a retirement must find empty.
