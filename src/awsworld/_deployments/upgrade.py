@@ -6,7 +6,10 @@ deployment still holds.
 run to the target. That write is fenced like a flow's (in-band, with the count the replayed log had): if the run
 moved on meanwhile (its flow wrote something), the write is refused and the replay is done again on the newer
 log, so the run is never moved past events its new code has not been checked against. Then the run is woken on the
-target. A run whose replay diverges stays where it is, and the answer says where and what differs. A run that
+target. A run pinned there already is woken there too, so an upgrade cut off between its write and its wake (a
+crash, a lost connection) is finished by running it again: without that the moved run, parked say, waited for its
+next delivery of its own (a parked run's hourly one), the operator told it was on the target already. A run whose
+replay diverges stays where it is, and the answer says where and what differs. A run that
 follows the newest code for good (``routing.unpinned_for_good``: ``pinned=False``, started on ``latest``, or from
 before pinning) is replayed and woken the same way but never pinned: pinned, it would stay behind on the target's
 code when the next deployment comes, which is what its user declared it should not do.
@@ -53,9 +56,10 @@ class UpgradeError(ValueError):
 @dataclass(frozen=True)
 class Upgrade:
     """What became of one run: ``moved``, ``diverged`` (its replay differs: ``detail`` says where), ``current``
-    (pinned there already), ``unpinned`` (a run that follows the newest code for good: replayed against the
-    target's code and woken, but not pinned, so the next deployment still takes it), ``ended``, or ``error`` (the
-    code could not replay it: ``detail``)."""
+    (pinned there already: woken there, in case an upgrade that moved it was cut off before its wake),
+    ``unpinned`` (a run that follows the newest code for good: replayed against the target's code and woken, but
+    not pinned, so the next deployment still takes it), ``ended``, or ``error`` (the code could not replay it:
+    ``detail``)."""
 
     run_id: str
     workflow: str
@@ -91,7 +95,8 @@ async def upgrade_run(world: World, run_id: str, target: str, registry: Registry
         source = pin_of(run.attributes)
         if run.status in TERMINAL_RUN_STATUSES:
             return Upgrade(run_id, run.workflow_name, "ended", source, target, f"the run is {run.status}")
-        if source == target:
+        if source == target:  # woken all the same: an upgrade cut off between its pin and its wake is finished
+            await _wake(world, run, target, target)
             return Upgrade(run_id, run.workflow_name, "current", source, target)
         events, in_band = await _log(world, run_id)
         definition = registry.workflows.get(run.workflow_name)
